@@ -1,0 +1,37 @@
+"""asynqpy: a Python task queue on Redis, modeled on Go's asynq.
+
+Every state change of a task is one atomic Lua script. See README.md and docs/architecture.md.
+"""
+
+from .broker import QueueStats
+from .client import AsyncClient, Client
+from .clock import Clock, FakeClock
+from .errors import (
+    AsynqpyError,
+    DuplicateTaskError,
+    HandlerNotFoundError,
+    InvalidArgumentError,
+    LeaseLostError,
+    MalformedMessageError,
+    PayloadError,
+    QueueNotFoundError,
+    SkipRetry,
+    TaskIdConflictError,
+    TaskNotFoundError,
+    TaskTimeoutError,
+)
+from .inspector import Inspector
+from .mux import ServeMux
+from .retry import default_retry_delay
+from .server import Server, ServerOptions
+from .task import Task, TaskInfo, TaskState
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient", "AsynqpyError", "Client", "Clock", "DuplicateTaskError", "FakeClock",
+    "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError",
+    "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "ServeMux",
+    "Server", "ServerOptions", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
+    "TaskNotFoundError", "TaskState", "TaskTimeoutError", "default_retry_delay",
+]

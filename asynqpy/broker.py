@@ -1,0 +1,312 @@
+"""The broker: one method per Lua script, the only place that builds KEYS and ARGV lists and turns
+script replies (small integer codes) into results or typed errors.
+
+The broker does no I/O. Each method returns a :class:`Call`, a description of one script call and
+of how to read its reply; :mod:`asynqpy.executor` runs calls on a sync or an async Redis client
+(one at a time or pipelined). Sync and async users thus share every line of broker logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from . import codec
+from .clock import Clock
+from .codec import Message
+from .errors import (
+    AsynqpyError,
+    DuplicateTaskError,
+    LeaseLostError,
+    TaskIdConflictError,
+    TaskNotFoundError,
+)
+from .keys import ALL_QUEUES, QueueKeys, queue_keys
+
+T = TypeVar("T")
+
+DAY_TTL_S = 90 * 24 * 3600
+"""Daily counters are kept 90 days."""
+
+# Reply codes shared by the scripts (see each script's header).
+OK = 1
+NOT_FOUND = 0
+DUPLICATE = -1
+ID_CONFLICT = -2
+LEASE_LOST = -3
+LEASE_ALIVE = -4
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One script call (``script`` set) or plain command (``command`` set) and its reply parser."""
+
+    parse: Callable[[Any], T]
+    script: str = ""
+    keys: tuple[str, ...] = ()
+    args: tuple[Any, ...] = ()
+    command: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Dequeued:
+    """What one dequeue call returned."""
+
+    now_ms: int
+    remaining: int  # pending tasks left in the queue; -1 = the queue is paused
+    tasks: list[tuple[str, bytes]] = field(default_factory=list)  # (id, encoded message)
+
+
+@dataclass(frozen=True)
+class Expired:
+    """Active tasks whose lease expired (for the recoverer)."""
+
+    now_ms: int
+    next_ms: int  # ms until the next lease expires, -1 = none
+    tasks: list[tuple[str, bytes | None]]  # (id, stored value or None when its data is gone)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts per state and counters of one queue, read atomically."""
+
+    queue: str
+    pending: int
+    active: int
+    scheduled: int
+    retry: int
+    archived: int
+    completed: int
+    paused: bool
+    processed: int
+    failed: int
+    processed_today: int
+    failed_today: int
+
+    @property
+    def size(self) -> int:
+        """Tasks in the queue, in any state."""
+        return self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
+
+
+def _s(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _finish_code(op: str, id: str) -> Callable[[Any], int]:
+    """Parser for the finishing scripts: >= 1 ok; 0 / -3 / -4 raise."""
+
+    def parse(reply: Any) -> int:
+        code = int(reply)
+        if code >= OK:
+            return code
+        if code == NOT_FOUND:
+            raise TaskNotFoundError(f"{op}: task {id} not found")
+        if code == LEASE_LOST:
+            raise LeaseLostError(f"{op}: lease on task {id} is no longer held; write refused")
+        if code == LEASE_ALIVE:
+            raise LeaseLostError(f"{op}: lease on task {id} is still alive; recoverer backs off")
+        raise AsynqpyError(f"{op}: unexpected reply {code}")
+
+    return parse
+
+
+def _new_task_code(id: str, queue: str) -> Callable[[Any], int]:
+    def parse(reply: Any) -> int:
+        code = int(reply)
+        if code == DUPLICATE:
+            raise DuplicateTaskError(f"a unique task with this type and payload is live in queue {queue!r}")
+        if code == ID_CONFLICT:
+            raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
+        return code
+
+    return parse
+
+
+class Broker:
+    """Builds the calls of every state transition. ``clock`` decides the ``now`` scripts use."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or Clock()
+
+    def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
+        day = self.clock.today()
+        return q.processed_on(day), q.failed_on(day)
+
+    # -- new tasks ---------------------------------------------------------------------------
+
+    def enqueue(self, queue: str, id: str, msg: Message, unique_ttl: int = 0) -> Call[int]:
+        """(new) -> pending. Raises DuplicateTaskError / TaskIdConflictError when run."""
+        q = queue_keys(queue)
+        return Call(
+            _new_task_code(id, queue),
+            "enqueue",
+            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest()), q.archived, q.completed),
+            (id, codec.encode(msg), unique_ttl),
+        )
+
+    def schedule(self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0) -> Call[int]:
+        """(new) -> scheduled, due ``delay_ms`` from now on the Redis clock. Returns the due time."""
+        q = queue_keys(queue)
+        return Call(
+            _new_task_code(id, queue),
+            "schedule",
+            (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed),
+            (id, codec.encode(msg), unique_ttl, delay_ms, self.clock.script_now()),
+        )
+
+    def register_queues(self, queues: Sequence[str]) -> Call[Any]:
+        """Add queue names to the global queue set (plain SADD; a separate slot from the queues)."""
+        return Call(lambda r: r, command=("SADD", ALL_QUEUES, *queues))
+
+    # -- the worker's transitions ------------------------------------------------------------
+
+    def dequeue(self, queue: str, count: int, lease_ms: int, token: str) -> Call[Dequeued]:
+        """pending -> active for up to ``count`` tasks, leased until now + ``lease_ms``."""
+        q = queue_keys(queue)
+
+        def parse(reply: list[Any]) -> Dequeued:
+            items = [(_s(reply[i]), reply[i + 1]) for i in range(2, len(reply), 2)]
+            return Dequeued(int(reply[0]), int(reply[1]), items)
+
+        return Call(
+            parse,
+            "dequeue",
+            (q.tasks, q.pending, q.lease, q.paused, q.wake),
+            (count, lease_ms, token, self.clock.script_now()),
+        )
+
+    def done(self, queue: str, id: str, token: str, msg: Message) -> Call[int]:
+        """active -> deleted (success, no retention)."""
+        q = queue_keys(queue)
+        processed_day, _ = self._day_keys(q)
+        return Call(
+            _finish_code("done", id),
+            "done",
+            (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day),
+            (id, token, DAY_TTL_S),
+        )
+
+    def complete(self, queue: str, id: str, token: str, msg: Message) -> Call[int]:
+        """active -> completed, kept ``msg.retention_ms`` with ``msg.result``."""
+        q = queue_keys(queue)
+        processed_day, _ = self._day_keys(q)
+        return Call(
+            _finish_code("complete", id),
+            "complete",
+            (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day),
+            (id, token, codec.encode(msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
+        )
+
+    def retry(self, queue: str, id: str, token: str, msg: Message, delay_ms: int) -> Call[int]:
+        """active -> retry, due in ``delay_ms``. ``token`` '' = recoverer (lease must be expired)."""
+        q = queue_keys(queue)
+        processed_day, failed_day = self._day_keys(q)
+        return Call(
+            _finish_code("retry", id),
+            "retry",
+            (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
+            (id, token, codec.encode(msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
+        )
+
+    def archive(
+        self, queue: str, id: str, token: str, msg: Message, max_size: int, max_age_ms: int
+    ) -> Call[int]:
+        """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``."""
+        q = queue_keys(queue)
+        processed_day, failed_day = self._day_keys(q)
+        return Call(
+            _finish_code("archive", id),
+            "archive",
+            (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
+             q.failed, failed_day),
+            (id, token, codec.encode(msg), max_size, max_age_ms, DAY_TTL_S, self.clock.script_now()),
+        )
+
+    def requeue(self, queue: str, id: str, token: str) -> Call[int]:
+        """active -> front of pending (shutdown); nothing counted."""
+        q = queue_keys(queue)
+        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake), (id, token))
+
+    def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
+        """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
+        q = queue_keys(queue)
+        args: list[Any] = [lease_ms, self.clock.script_now()]
+        for id, token in held:
+            args += [id, token]
+        return Call(
+            lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease), tuple(args)
+        )
+
+    # -- background maintenance --------------------------------------------------------------
+
+    def forward(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
+        """scheduled/retry -> pending when due. Returns (moved, ms until next due or -1)."""
+        q = queue_keys(queue)
+        return Call(
+            lambda r: (int(r[0]), int(r[1])),
+            "forward",
+            (q.scheduled, q.retry, q.tasks, q.pending, q.wake),
+            (batch, self.clock.script_now()),
+        )
+
+    def expired(self, queue: str, limit: int = 100) -> Call[Expired]:
+        """List active tasks whose lease expired."""
+        q = queue_keys(queue)
+
+        def parse(r: list[Any]) -> Expired:
+            items = [(_s(r[i]), r[i + 1] or None) for i in range(2, len(r), 2)]
+            return Expired(int(r[0]), int(r[1]), items)
+
+        return Call(parse, "expired", (q.lease, q.tasks), (limit, self.clock.script_now()))
+
+    def drop(self, queue: str, id: str) -> Call[int]:
+        """Remove an expired lease whose task data is gone."""
+        q = queue_keys(queue)
+        return Call(int, "drop", (q.lease, q.tasks), (id, self.clock.script_now()))
+
+    def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
+        """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
+        q = queue_keys(queue)
+        return Call(
+            lambda r: (int(r[0]), int(r[1])), "expire", (q.completed, q.tasks), (batch, self.clock.script_now())
+        )
+
+    def trim(self, queue: str, max_size: int, max_age_ms: int) -> Call[int]:
+        """archived -> deleted beyond the size/age limits (data included). Returns how many."""
+        q = queue_keys(queue)
+        return Call(int, "trim", (q.archived, q.tasks), (max_size, max_age_ms, self.clock.script_now()))
+
+    # -- queue control and reads -------------------------------------------------------------
+
+    def pause(self, queue: str) -> Call[bool]:
+        q = queue_keys(queue)
+        return Call(lambda r: bool(int(r)), "pause", (q.paused,), (self.clock.script_now(),))
+
+    def unpause(self, queue: str) -> Call[bool]:
+        q = queue_keys(queue)
+        return Call(lambda r: bool(int(r)), "unpause", (q.paused, q.pending, q.wake))
+
+    def stats(self, queue: str) -> Call[QueueStats]:
+        q = queue_keys(queue)
+        processed_day, failed_day = self._day_keys(q)
+
+        def parse(r: list[Any]) -> QueueStats:
+            v = [int(x) for x in r]
+            return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10])
+
+        return Call(
+            parse,
+            "stats",
+            (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
+             q.failed, processed_day, failed_day),
+        )
+
+    def queues(self) -> Call[list[str]]:
+        return Call(lambda r: sorted(_s(x) for x in r), command=("SMEMBERS", ALL_QUEUES))
+
+    def get_task(self, queue: str, id: str) -> Call[bytes | None]:
+        """The stored value of a task (state char [+ token] + message), or None."""
+        q = queue_keys(queue)
+        return Call(lambda r: r, command=("HGET", q.tasks, id))

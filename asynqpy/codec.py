@@ -1,0 +1,122 @@
+"""The task message and its encoding (msgpack; never pickle).
+
+A message is stored as a msgpack array with its fields in a fixed order and trailing default
+values left out, so a small no-op task costs only a few dozen bytes in Redis. The payload is kept
+as a msgpack value inside the array: ``bytes`` stay ``bytes``, anything else msgpack can carry
+(dicts, lists, str, int, float, bool, None) round-trips as such.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import msgpack
+
+from .errors import MalformedMessageError, PayloadError
+
+DEFAULT_MAX_RETRY = 25
+SERVER_DEFAULT = -1
+"""timeout_ms value meaning "the server's default timeout"."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """Everything asynqpy knows about a task except its id, queue and state (stored alongside).
+
+    Times are Unix milliseconds; durations are milliseconds. ``timeout_ms``: -1 = the server's
+    default, 0 = no limit. ``deadline_ms`` 0 = none. ``retry_delay_ms`` -1 = the server's policy.
+    """
+
+    type: str
+    payload: Any = None
+    enqueued_at_ms: int = 0
+    max_retry: int = DEFAULT_MAX_RETRY
+    timeout_ms: int = SERVER_DEFAULT
+    deadline_ms: int = 0
+    retention_ms: int = 0
+    unique: bool = False
+    retried: int = 0
+    last_error: str = ""
+    last_failed_at_ms: int = 0
+    retry_delay_ms: int = -1
+    completed_at_ms: int = 0
+    result: Any = None
+
+    def with_(self, **changes: Any) -> Message:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def lock_digest(self) -> str:
+        """The uniqueness digest ('' when the task is not unique): queue + type + payload."""
+        if not self.unique:
+            return ""
+        return unique_digest(self.type, self.payload)
+
+
+_FIELDS = [f.name for f in fields(Message)]
+_DEFAULTS = [f.default for f in fields(Message)]
+_TYPES: list[tuple[type, ...]] = [
+    (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
+    (int,), (int,), (object,),
+]
+
+
+def _default_hook(obj: object) -> object:
+    raise TypeError(f"cannot serialize object of type {type(obj).__name__}")
+
+
+def encode_payload(payload: Any) -> bytes:
+    """Encode a payload alone (to check it is serializable and measure it)."""
+    try:
+        return msgpack.packb(payload, use_bin_type=True, default=_default_hook)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
+
+
+def encode(msg: Message) -> bytes:
+    """Encode a message for storage."""
+    values = [getattr(msg, name) for name in _FIELDS]
+    end = len(values)
+    while end > 1 and values[end - 1] == _DEFAULTS[end - 1] and type(values[end - 1]) is type(
+        _DEFAULTS[end - 1]
+    ):
+        end -= 1
+    try:
+        return msgpack.packb(values[:end], use_bin_type=True, default=_default_hook)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
+
+
+def decode(data: bytes) -> Message:
+    """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
+    try:
+        values = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise MalformedMessageError(f"undecodable message: {exc}") from None
+    if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):
+        raise MalformedMessageError("message is not an array of the expected length")
+    for i, value in enumerate(values):
+        if not isinstance(value, _TYPES[i]) or (_TYPES[i] == (int,) and isinstance(value, bool)):
+            raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
+    if not values[0]:
+        raise MalformedMessageError("message has an empty task type")
+    return Message(*values)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        items = [(encode_payload(k), _canonical(v)) for k, v in value.items()]
+        return [[k, v] for k, v in sorted(items, key=lambda kv: kv[0])]
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def unique_digest(task_type: str, payload: Any) -> str:
+    """SHA-1 over the type and a canonical encoding of the payload (dict order does not matter)."""
+    h = hashlib.sha1(task_type.encode(), usedforsecurity=False)
+    h.update(b"\0")
+    h.update(encode_payload(_canonical(payload)))
+    return h.hexdigest()

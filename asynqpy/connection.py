@@ -1,0 +1,71 @@
+"""Making Redis clients from URLs.
+
+``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs give a single-node client;
+``redis+cluster://host:port[,host:port...]`` (or ``rediss+cluster://``) gives a Redis Cluster client.
+An existing redis-py client may be passed instead of a URL.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.cluster import ClusterNode
+
+DEFAULT_URL = "redis://localhost:6379/0"
+
+
+def default_url() -> str:
+    """``$ASYNQPY_REDIS_URL``, else redis://localhost:6379/0."""
+    return os.environ.get("ASYNQPY_REDIS_URL") or DEFAULT_URL
+
+
+def _cluster_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("redis+cluster", "rediss+cluster"):
+        return None
+    parts = urlsplit("redis://" + rest)
+    netloc = parts.netloc.rsplit("@", 1)
+    kwargs: dict[str, Any] = {}
+    if len(netloc) == 2:
+        user, _, password = netloc[0].partition(":")
+        kwargs.update(username=user or None, password=password or None)
+    nodes = []
+    for hp in netloc[-1].split(","):
+        host, _, port = hp.rpartition(":")
+        nodes.append((host or "localhost", int(port or 6379)))
+    if scheme.startswith("rediss"):
+        kwargs["ssl"] = True
+    return nodes, kwargs
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, (redis.RedisCluster, aredis.RedisCluster))
+
+
+def sync_client(url_or_client: Any = None) -> Any:
+    """A sync redis-py client for a URL (None = :func:`default_url`), or the client given."""
+    if url_or_client is not None and not isinstance(url_or_client, str):
+        return url_or_client
+    url = url_or_client or default_url()
+    cluster = _cluster_parts(url)
+    if cluster:
+        nodes, kwargs = cluster
+        return redis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **kwargs)
+    return redis.Redis.from_url(url, socket_connect_timeout=5, socket_keepalive=True)
+
+
+def async_client(url_or_client: Any = None) -> Any:
+    """An asyncio redis-py client for a URL (None = :func:`default_url`), or the client given."""
+    if url_or_client is not None and not isinstance(url_or_client, str):
+        return url_or_client
+    url = url_or_client or default_url()
+    cluster = _cluster_parts(url)
+    if cluster:
+        nodes, kwargs = cluster
+        return aredis.RedisCluster(startup_nodes=[AsyncClusterNode(h, p) for h, p in nodes], **kwargs)
+    return aredis.Redis.from_url(url, socket_connect_timeout=5, socket_keepalive=True)

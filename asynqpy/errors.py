@@ -1,0 +1,71 @@
+"""Errors raised by asynqpy and the control signals handlers raise.
+
+Every library error derives from :class:`AsynqpyError`. Control signals (:class:`SkipRetry`) are
+raised *by handlers* to steer what happens to a failed task; they are not library errors.
+"""
+
+from __future__ import annotations
+
+
+class AsynqpyError(Exception):
+    """Base class of every error asynqpy raises."""
+
+
+class InvalidArgumentError(AsynqpyError, ValueError):
+    """An argument is invalid (empty task type, bad queue name, negative delay, ...)."""
+
+
+class PayloadError(InvalidArgumentError):
+    """A payload cannot be encoded (not msgpack-serializable) or is larger than the limit."""
+
+
+class DuplicateTaskError(AsynqpyError):
+    """A unique task with the same queue, type and payload is still live (its lock is held)."""
+
+
+class TaskIdConflictError(AsynqpyError):
+    """A live task (pending, active, scheduled or retry) already has this task id."""
+
+
+class TaskNotFoundError(AsynqpyError):
+    """No task with this id in this queue."""
+
+
+class QueueNotFoundError(AsynqpyError):
+    """No queue with this name."""
+
+
+class LeaseLostError(AsynqpyError):
+    """A worker tried to finish a task whose lease it no longer holds; the write was refused."""
+
+
+class MalformedMessageError(AsynqpyError):
+    """Data found in Redis is not a valid asynqpy message."""
+
+
+class HandlerNotFoundError(AsynqpyError):
+    """No handler is registered for a task's type."""
+
+
+class TaskTimeoutError(AsynqpyError):
+    """A handler ran past the task's timeout or deadline."""
+
+
+class SkipRetry(Exception):
+    """Raise from a handler to archive the task at once, without retrying it."""
+
+
+__all__ = [
+    "AsynqpyError",
+    "InvalidArgumentError",
+    "PayloadError",
+    "DuplicateTaskError",
+    "TaskIdConflictError",
+    "TaskNotFoundError",
+    "QueueNotFoundError",
+    "LeaseLostError",
+    "MalformedMessageError",
+    "HandlerNotFoundError",
+    "TaskTimeoutError",
+    "SkipRetry",
+]

@@ -1,0 +1,70 @@
+"""Forwarder: moves scheduled and retry tasks to pending when they are due.
+
+It sleeps exactly until the earliest due time the forward script reports (on the Redis clock, so a
+skewed host clock cannot make a task run early), and wakes earlier when a script signals, through
+the queue's ``tick`` list, that a task with an earlier due time arrived."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from redis.exceptions import RedisError
+
+from .keys import queue_keys
+from .server import Context
+
+log = logging.getLogger("asynqpy.forwarder")
+
+
+class Forwarder:
+    def __init__(self, ctx: Context, batch: int = 100) -> None:
+        self.ctx = ctx
+        self.batch = batch
+        self._tick = asyncio.Event()
+
+    async def _listen(self) -> None:
+        keys = [queue_keys(q).tick for q in self.ctx.queues]
+        while True:
+            try:
+                if await self.ctx.blpop_any(keys, self.ctx.options.idle_timeout):
+                    self._tick.set()
+            except (RedisError, OSError) as exc:
+                log.warning("waiting for schedule changes failed: %s", exc)
+                await asyncio.sleep(1.0)
+
+    async def forward_once(self) -> float:
+        """Forward due tasks of every queue; returns seconds until the next is due."""
+        ctx = self.ctx
+        wait = ctx.options.idle_timeout
+        results = await ctx.exec.run_many([ctx.broker.forward(q, self.batch) for q in ctx.queues])
+        for q, res in zip(ctx.queues, results):
+            if isinstance(res, Exception):
+                log.warning("forwarding queue %s failed: %s", q, res)
+                wait = min(wait, 1.0)
+                continue
+            moved, next_ms = res
+            if moved >= self.batch:
+                wait = 0.0
+            elif next_ms >= 0:
+                wait = min(wait, next_ms / 1000 + 0.001)
+        return wait
+
+    async def run(self) -> None:
+        listener = asyncio.create_task(self._listen(), name="asynqpy-forwarder-listen")
+        try:
+            while not self.ctx.stopping.is_set():
+                self._tick.clear()
+                try:
+                    wait = await self.forward_once()
+                except (RedisError, OSError) as exc:
+                    log.warning("forwarding failed: %s", exc)
+                    wait = 1.0
+                if wait > 0:
+                    try:
+                        await asyncio.wait_for(self._tick.wait(), wait)
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)

@@ -1,0 +1,98 @@
+"""Heartbeat: every ``heartbeat_interval`` renews the leases of the tasks this server holds and
+marks the server alive. A lease the server can no longer renew (another worker took the task after
+an expiry, or Redis has been unreachable for longer than the lease) cancels its handler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections import defaultdict
+
+import msgpack
+from redis.exceptions import RedisError
+
+from .broker import Call
+from .keys import SERVERS, server_info
+from .processor import Processor, Running
+from .server import Context
+
+log = logging.getLogger("asynqpy.heartbeat")
+
+INFO_EVERY = 6
+"""The server description is rewritten every INFO_EVERY beats (its TTL covers a little more)."""
+
+
+class Heartbeat:
+    def __init__(self, ctx: Context, processor: Processor, started_at: float) -> None:
+        self.ctx = ctx
+        self.processor = processor
+        self.started_at = started_at
+        self.stopping = False
+        self._beats = 0
+
+    def _info(self) -> bytes:
+        o = self.ctx.options
+        return msgpack.packb({
+            "id": self.ctx.server_id, "host": socket.gethostname(), "pid": os.getpid(),
+            "queues": dict(o.queues), "concurrency": o.concurrency, "strict": o.strict_priority,
+            "started": self.started_at,
+        })
+
+    async def beat(self) -> None:
+        """One heartbeat: liveness, then lease renewal."""
+        ctx = self.ctx
+        interval = ctx.options.heartbeat_interval
+        calls: list[Call[object]] = [
+            Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), ctx.server_id))
+        ]
+        if self._beats % INFO_EVERY == 0:
+            ttl = max(1, int(interval * (INFO_EVERY + 3)))
+            calls.append(Call(lambda r: r, command=("SET", server_info(ctx.server_id), self._info(), "EX", ttl)))
+        self._beats += 1
+        by_queue: dict[str, list[Running]] = defaultdict(list)
+        for r in list(self.processor.held.values()):
+            by_queue[r.queue].append(r)
+        queues = list(by_queue)
+        calls += [ctx.broker.extend(q, ctx.options.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
+        sent = asyncio.get_running_loop().time()
+        results = await ctx.exec.run_many(calls)
+        for q, res in zip(queues, results[len(calls) - len(queues):]):
+            if isinstance(res, Exception):
+                log.warning("renewing leases in queue %s failed: %s", q, res)
+                continue
+            now_ms, lost = res
+            ctx.clock.observe(now_ms)
+            lost_ids = set(lost)
+            for r in by_queue[q]:
+                if r.id in lost_ids:
+                    self.processor.lose(r, "another worker holds it now (its lease had expired)")
+                else:
+                    r.lease_until = sent + ctx.options.lease
+
+    def _expire_local(self) -> None:
+        """Give up tasks whose lease could not be renewed in time (Redis unreachable)."""
+        now = asyncio.get_running_loop().time()
+        for r in list(self.processor.held.values()):
+            if now >= r.lease_until:
+                self.processor.lose(r, "its lease could not be renewed in time")
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.ctx.options.heartbeat_interval)
+            try:
+                await self.beat()
+            except (RedisError, OSError) as exc:
+                log.warning("heartbeat failed: %s", exc)
+            self._expire_local()
+
+    async def clear(self) -> None:
+        """Remove this server from the live-server registry (at shutdown)."""
+        try:
+            await self.ctx.exec.run_many([
+                Call(lambda r: r, command=("ZREM", SERVERS, self.ctx.server_id)),
+                Call(lambda r: r, command=("DEL", server_info(self.ctx.server_id))),
+            ])
+        except (RedisError, OSError) as exc:
+            log.warning("could not unregister server: %s", exc)

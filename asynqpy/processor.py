@@ -1,0 +1,368 @@
+"""Processor: fetches tasks (blocking when idle), runs their handlers within the concurrency limit,
+and writes each outcome (done, complete, retry, archive) with one script call, pipelining the
+outcomes of tasks that finish together. On shutdown it waits for running handlers, then requeues
+what is left."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import random
+import secrets
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import codec
+from .broker import Call
+from .codec import Message
+from .errors import (
+    HandlerNotFoundError,
+    LeaseLostError,
+    MalformedMessageError,
+    SkipRetry,
+    TaskNotFoundError,
+    TaskTimeoutError,
+)
+from .keys import queue_keys
+from .mux import AsyncHandler, Handler, ServeMux, not_found
+from .server import Context
+from .task import Task, ms_to_datetime
+
+log = logging.getLogger("asynqpy.processor")
+
+EMPTY_RECHECK = 0.1
+"""Seconds a queue found empty is skipped while other queues keep the server busy."""
+
+
+@dataclass(eq=False)
+class Running:
+    """A task this server holds a lease on: executing, or finished and awaiting its write."""
+
+    queue: str
+    id: str
+    token: str
+    msg: Message
+    task: Task | None
+    lease_until: float  # loop time until which the lease is known to be ours
+    aio: asyncio.Task[None] | None = None
+    lost: bool = False  # the lease was lost: the handler is cancelled, nothing is written
+    requeued: bool = False  # shutdown put it back to pending: nothing else is written
+    started_ms: int = 0
+    deadline_ms: int = 0
+
+
+@dataclass
+class _Outcome:
+    running: Running
+    call: Call[Any]
+    attempts: int = 0
+    what: str = field(default="")
+
+
+def _is_async(fn: Handler) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+class Processor:
+    """The fetch/run/finish engine of a server."""
+
+    def __init__(self, ctx: Context, mux: ServeMux, pool: Executor) -> None:
+        self.ctx = ctx
+        self.mux = mux
+        self.pool = pool
+        self.opts = ctx.options
+        self.held: dict[tuple[str, str], Running] = {}
+        self.executing: set[Running] = set()
+        self._chains: dict[str, AsyncHandler] = {}
+        self._slot_freed = asyncio.Event()
+        self._empty: dict[str, float] = {}
+        self._wake_keys = {queue_keys(q).wake: q for q in ctx.queues}
+        self._outcomes: list[_Outcome] = []
+        self._outcome_ready = asyncio.Event()
+        self._writes_idle = asyncio.Event()
+        self._writes_idle.set()
+        self._in_dequeue = False
+        weights = self.opts.queues
+        self._strict = sorted(ctx.queues, key=lambda q: -weights[q])
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def _order(self) -> list[str]:
+        """Queues in the order to try: by weight (strict) or weighted-random (default)."""
+        if self.opts.strict_priority or len(self._strict) == 1:
+            return self._strict
+        names = list(self.ctx.queues)
+        weights = [self.opts.queues[q] for q in names]
+        order = []
+        while names:
+            i = random.choices(range(len(names)), weights)[0]
+            order.append(names.pop(i))
+            weights.pop(i)
+        return order
+
+    async def _fetch_once(self, count: int) -> bool:
+        loop = asyncio.get_running_loop()
+        for q in self._order():
+            marked = self._empty.get(q)
+            if marked is not None and loop.time() - marked < EMPTY_RECHECK:
+                continue
+            token = secrets.token_hex(4)
+            lease_from = loop.time()
+            self._in_dequeue = True
+            try:
+                res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
+            finally:
+                self._in_dequeue = False
+            self.ctx.clock.observe(res.now_ms)
+            if res.remaining <= 0:
+                self._empty[q] = loop.time()
+            else:
+                self._empty.pop(q, None)
+            if res.tasks:
+                for id, raw in res.tasks:
+                    self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
+                return True
+        return False
+
+    async def _wait_for_work(self) -> None:
+        got = await self.ctx.blpop_any(list(self._wake_keys), self.opts.idle_timeout)
+        if got is None:
+            self._empty.clear()
+        else:
+            self._empty.pop(self._wake_keys[got[0]], None)
+
+    async def _fetch_loop(self) -> None:
+        backoff = 0.05
+        while not self.ctx.stopping.is_set():
+            if len(self.executing) >= self.opts.concurrency:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                free = self.opts.concurrency - len(self.executing)
+                if not await self._fetch_once(min(free, self.opts.fetch_batch)):
+                    if self.ctx.stopping.is_set():
+                        break
+                    await self._wait_for_work()
+                backoff = 0.05
+            except (RedisError, OSError) as exc:
+                log.warning("fetching tasks failed (%s); retrying in %.2fs", exc, backoff)
+                await self.ctx.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def _start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None:
+        try:
+            msg = codec.decode(raw)
+        except MalformedMessageError as exc:
+            log.error("task %s in queue %s has a malformed message (%s); archiving it", id, queue, exc)
+            bad = Message(type="(malformed)", payload=bytes(raw[:4096]), last_error=str(exc), last_failed_at_ms=now_ms)
+            r = Running(queue, id, token, bad, None, lease_until)
+            self.held[(queue, id)] = r
+            self._write(r, self._archive_call(r, bad), "archive")
+            return
+        limits = []
+        timeout_ms = msg.timeout_ms
+        if timeout_ms < 0:
+            timeout_ms = 0 if self.opts.default_timeout is None else int(self.opts.default_timeout * 1000)
+        if timeout_ms > 0:
+            limits.append(now_ms + timeout_ms)
+        if msg.deadline_ms > 0:
+            limits.append(msg.deadline_ms)
+        deadline_ms = min(limits) if limits else 0
+        task = Task(msg.type, _msg=msg, id=id, queue=queue, deadline=ms_to_datetime(deadline_ms))
+        r = Running(queue, id, token, msg, task, lease_until, started_ms=now_ms, deadline_ms=deadline_ms)
+        self.held[(queue, id)] = r
+        self.executing.add(r)
+        remaining = (deadline_ms - now_ms) / 1000 if deadline_ms else None
+        r.aio = asyncio.create_task(self._run(r, remaining), name=f"asynqpy-task-{id}")
+
+    def _handler_for(self, task_type: str) -> AsyncHandler:
+        chain = self._chains.get(task_type)
+        if chain is None:
+            fn = self.mux.match(task_type) or not_found
+            chain = fn if _is_async(fn) else self._threaded(fn)
+            for mw in reversed(self.mux.middleware):
+                chain = mw(chain)
+            self._chains[task_type] = chain
+        return chain
+
+    def _threaded(self, fn: Handler) -> AsyncHandler:
+        async def call(task: Task) -> Any:
+            ctx = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(ctx.run, fn, task))
+
+        return call
+
+    async def _run(self, r: Running, remaining: float | None) -> None:
+        assert r.task is not None
+        error: BaseException | None = None
+        try:
+            if remaining is not None and remaining <= 0:
+                raise TaskTimeoutError("the task's deadline passed before it started")
+            handler = self._handler_for(r.msg.type)
+            if remaining is None:
+                await handler(r.task)
+            else:
+                await asyncio.wait_for(handler(r.task), remaining)
+        except asyncio.CancelledError:
+            if not (r.lost or r.requeued):
+                raise
+        except asyncio.TimeoutError:
+            error = TaskTimeoutError(f"the handler ran past the task's {'deadline' if r.msg.deadline_ms == r.deadline_ms else 'timeout'}")
+        except Exception as exc:  # noqa: BLE001 - any handler failure is a task failure
+            error = exc
+        finally:
+            self.executing.discard(r)
+            self._slot_freed.set()
+        if r.lost or r.requeued:
+            return
+        self._finish(r, error)
+
+    def _finish(self, r: Running, error: BaseException | None) -> None:
+        b = self.ctx.broker
+        if error is None:
+            if r.msg.retention_ms > 0:
+                assert r.task is not None
+                msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=r.task.result)
+                self._write(r, b.complete(r.queue, r.id, r.token, msg), "complete")
+            else:
+                self._write(r, b.done(r.queue, r.id, r.token, r.msg), "done")
+            return
+        text = f"{type(error).__name__}: {error}"[:2048]
+        failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms())
+        unknown = isinstance(error, HandlerNotFoundError)
+        if unknown:
+            log.error("task %s (queue %s): %s", r.id, r.queue, error)
+        if isinstance(error, SkipRetry) or r.msg.retried >= r.msg.max_retry or (
+            unknown and self.opts.unknown_type == "archive"
+        ):
+            log.warning("task %s %s (queue %s) failed, archiving: %s", r.msg.type, r.id, r.queue, text)
+            self._write(r, self._archive_call(r, failed), "archive")
+            return
+        if r.msg.retry_delay_ms >= 0:
+            delay = r.msg.retry_delay_ms / 1000
+        else:
+            assert r.task is not None
+            try:
+                delay = float(self.opts.retry_delay(r.msg.retried, error, r.task))
+            except Exception:  # noqa: BLE001 - a broken policy must not lose the task
+                log.exception("retry_delay function failed; retrying in 60s")
+                delay = 60.0
+        log.warning("task %s %s (queue %s) failed (attempt %d), retrying in %.1fs: %s",
+                    r.msg.type, r.id, r.queue, r.msg.retried + 1, delay, text)
+        msg = failed.with_(retried=r.msg.retried + 1)
+        self._write(r, b.retry(r.queue, r.id, r.token, msg, int(delay * 1000)), "retry")
+
+    def _archive_call(self, r: Running, msg: Message) -> Call[int]:
+        return self.ctx.broker.archive(
+            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000)
+        )
+
+    # -- writing outcomes ----------------------------------------------------------------------
+
+    def _write(self, r: Running, call: Call[Any], what: str) -> None:
+        self._outcomes.append(_Outcome(r, call, what=what))
+        self._writes_idle.clear()
+        self._outcome_ready.set()
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._outcomes:
+                self._writes_idle.set()
+                self._outcome_ready.clear()
+                await self._outcome_ready.wait()
+                continue
+            batch, self._outcomes = self._outcomes, []
+            try:
+                results = await self.ctx.exec.run_many([o.call for o in batch])
+            except (RedisError, OSError) as exc:
+                results = [exc] * len(batch)
+            again: list[_Outcome] = []
+            for o, res in zip(batch, results):
+                r = o.running
+                if isinstance(res, (RedisConnectionError, RedisTimeoutError, OSError)) and not r.lost:
+                    if loop.time() < r.lease_until:
+                        o.attempts += 1
+                        again.append(o)
+                        continue
+                    log.error("could not write %s of task %s before its lease ran out (%s); "
+                              "the recoverer will retry it", o.what, r.id, res)
+                elif isinstance(res, LeaseLostError):
+                    log.warning("late %s of task %s refused: %s", o.what, r.id, res)
+                elif isinstance(res, TaskNotFoundError):
+                    log.warning("task %s vanished before its %s was written", r.id, o.what)
+                elif isinstance(res, Exception):
+                    log.error("writing %s of task %s failed: %r", o.what, r.id, res)
+                if self.held.get((r.queue, r.id)) is r:
+                    del self.held[(r.queue, r.id)]
+            if again:
+                delay = min(0.05 * 2 ** max(o.attempts for o in again), 2.0)
+                log.warning("Redis write failed; retrying %d outcome(s) in %.2fs", len(again), delay)
+                await asyncio.sleep(delay)
+                self._outcomes[:0] = again
+
+    # -- lease loss and shutdown ---------------------------------------------------------------
+
+    def lose(self, r: Running, why: str) -> None:
+        """Stop a task whose lease this server no longer holds: cancel it, write nothing."""
+        if r.lost:
+            return
+        r.lost = True
+        if self.held.get((r.queue, r.id)) is r:
+            del self.held[(r.queue, r.id)]
+        if r.aio is not None and not r.aio.done():
+            r.aio.cancel()
+        log.warning("lost the lease on task %s (queue %s): %s; cancelled it", r.id, r.queue, why)
+
+    async def run(self) -> None:
+        """Process tasks until the server is asked to stop, then shut down gracefully."""
+        writer = asyncio.create_task(self._write_loop(), name="asynqpy-writer")
+        fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
+        await self.ctx.stopping.wait()
+        self._slot_freed.set()
+        if not self._in_dequeue:
+            fetcher.cancel()
+        await asyncio.gather(fetcher, return_exceptions=True)
+        running = [r.aio for r in self.executing if r.aio is not None]
+        if running:
+            log.info("waiting up to %.1fs for %d running task(s)", self.opts.shutdown_timeout, len(running))
+            await asyncio.wait(running, timeout=self.opts.shutdown_timeout)
+        await self._requeue_leftovers()
+        try:
+            await asyncio.wait_for(self._writes_idle.wait(), self.opts.lease)
+        except asyncio.TimeoutError:
+            log.error("gave up writing %d outcome(s); the recoverer will retry them", len(self._outcomes))
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+    async def _requeue_leftovers(self) -> None:
+        left = list(self.executing)
+        if not left:
+            return
+        for r in left:
+            r.requeued = True
+            if r.aio is not None:
+                r.aio.cancel()
+        calls = [self.ctx.broker.requeue(r.queue, r.id, r.token) for r in left]
+        try:
+            results = await self.ctx.exec.run_many(calls)
+        except (RedisError, OSError) as exc:
+            results = [exc] * len(left)
+        for r, res in zip(left, results):
+            if isinstance(res, Exception):
+                log.error("could not requeue task %s (%s); the recoverer will retry it", r.id, res)
+            else:
+                log.info("requeued unfinished task %s (queue %s)", r.id, r.queue)
+            self.held.pop((r.queue, r.id), None)
+        await asyncio.wait([r.aio for r in left if r.aio is not None], timeout=1.0)

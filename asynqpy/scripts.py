@@ -1,0 +1,67 @@
+"""Loads the Lua scripts in ``lua/``: resolves ``--- @include "name"`` lines from ``lua/includes``,
+checks each script's KEYS arity (the ``-N`` in its file name) and computes its SHA-1 for EVALSHA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
+_NAME = re.compile(r"^([a-z_]+)-(\d+)\.lua$")
+_KEY_REF = re.compile(r"KEYS\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Script:
+    """One loaded script: its name, KEYS count, flattened source and SHA-1."""
+
+    name: str
+    numkeys: int
+    source: str
+    sha: str
+
+
+def _lua_dir() -> Path:
+    try:
+        root = resources.files("asynqpy.lua")
+        path = Path(str(root))
+        if path.is_dir():
+            return path
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parent.parent / "lua"  # running from a source checkout
+
+
+def _flatten(text: str, includes: Path, seen: set[str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        return _flatten((includes / f"{name}.lua").read_text(), includes, seen)
+
+    return _INCLUDE.sub(sub, text)
+
+
+@lru_cache(maxsize=1)
+def load_scripts() -> dict[str, Script]:
+    """Every script in ``lua/``, by name (``enqueue``, ``dequeue``, ...)."""
+    root = _lua_dir()
+    out: dict[str, Script] = {}
+    for path in sorted(root.glob("*.lua")):
+        m = _NAME.match(path.name)
+        if not m:
+            raise RuntimeError(f"Lua file {path.name} is not named <verb>-<numkeys>.lua")
+        name, numkeys = m.group(1), int(m.group(2))
+        source = _flatten(path.read_text(), root / "includes", set())
+        used = {int(k) for k in _KEY_REF.findall(source)}
+        if used and max(used) != numkeys:
+            raise RuntimeError(f"{path.name} uses KEYS[{max(used)}] but its name says {numkeys} keys")
+        sha = hashlib.sha1(source.encode()).hexdigest()
+        out[name] = Script(name, numkeys, source, sha)
+    return out

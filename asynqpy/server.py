@@ -1,0 +1,211 @@
+"""Server: runs handlers for the tasks of a set of queues.
+
+A server is one asyncio event loop with these cooperating loops (one module each):
+processor (fetch, run, finish), heartbeat (leases, liveness), forwarder (scheduled/retry ->
+pending), recoverer (expired leases), janitor (expired completed tasks). ``run()`` blocks until
+SIGTERM/SIGINT, then shuts down gracefully; ``arun()`` is the same inside a running loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .broker import Broker
+from .clock import Clock
+from .connection import async_client, is_cluster
+from .errors import InvalidArgumentError
+from .executor import AsyncExecutor
+from .keys import validate_queue
+from .mux import ServeMux
+from .retry import RetryDelayFunc, default_retry_delay
+
+log = logging.getLogger("asynqpy.server")
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Every server setting, with its default. Durations are seconds."""
+
+    queues: Mapping[str, int] = field(default_factory=lambda: {"default": 1})
+    concurrency: int = 10
+    strict_priority: bool = False
+    lease: float = 30.0
+    heartbeat_interval: float = 5.0
+    shutdown_timeout: float = 8.0
+    default_timeout: float | None = 1800.0
+    retry_delay: RetryDelayFunc = default_retry_delay
+    archive_max_size: int = 10_000
+    archive_max_age: float = 90 * 24 * 3600.0
+    unknown_type: Literal["retry", "archive"] = "retry"
+    idle_timeout: float = 10.0
+    recover_interval: float = 10.0
+    janitor_interval: float = 30.0
+    fetch_batch: int = 32
+    sync_threads: int | None = None
+
+    def validate(self) -> ServerOptions:
+        if not self.queues:
+            raise InvalidArgumentError("a server needs at least one queue")
+        for name, weight in self.queues.items():
+            validate_queue(name)
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+                raise InvalidArgumentError(f"queue {name!r} weight must be an int >= 1, got {weight!r}")
+        if self.concurrency < 1:
+            raise InvalidArgumentError("concurrency must be >= 1")
+        if self.lease <= 0 or self.heartbeat_interval <= 0 or self.heartbeat_interval >= self.lease:
+            raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
+        if self.unknown_type not in ("retry", "archive"):
+            raise InvalidArgumentError("unknown_type must be 'retry' or 'archive'")
+        if self.default_timeout is not None and self.default_timeout <= 0:
+            raise InvalidArgumentError("default_timeout must be > 0 or None")
+        if self.shutdown_timeout < 0 or self.fetch_batch < 1 or self.idle_timeout <= 0:
+            raise InvalidArgumentError("shutdown_timeout >= 0, fetch_batch >= 1, idle_timeout > 0")
+        if self.archive_max_size < 0 or self.archive_max_age <= 0:
+            raise InvalidArgumentError("archive_max_size >= 0 and archive_max_age > 0")
+        return self
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease * 1000)
+
+    @property
+    def recover_every(self) -> float:
+        """The recoverer's longest sleep: short enough to see every lease before it expires."""
+        return min(self.recover_interval, self.lease / 3)
+
+
+class Context:
+    """What the server's loops share: the Redis clients, the broker, settings, the stop signal."""
+
+    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str) -> None:
+        self.redis = redis
+        self.exec = AsyncExecutor(redis)
+        self.broker = Broker(clock)
+        self.clock = clock
+        self.options = options
+        self.server_id = server_id
+        self.queues = list(options.queues)
+        self.cluster = is_cluster(redis)
+        self.stopping = asyncio.Event()
+
+    async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
+        """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key."""
+        timeout = max(timeout, 0.01)
+        if not self.cluster or len(keys) == 1:
+            reply = await self.redis.blpop(list(keys), timeout=timeout)
+            return (reply[0].decode(), reply[1]) if reply else None
+        waits = [asyncio.ensure_future(self.redis.blpop([k], timeout=timeout)) for k in keys]
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in done:
+                reply = w.result()
+                if reply:
+                    return (reply[0].decode(), reply[1])
+            return None
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep, waking early when the server stops. Returns True if stopping."""
+        if seconds > 0:
+            try:
+                await asyncio.wait_for(self.stopping.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+        return self.stopping.is_set()
+
+
+class Server:
+    """Processes tasks from ``queues`` with the handlers of a :class:`ServeMux`.
+
+    ``redis``: URL or redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``queues``: a
+    mapping name -> weight (or a list of names, weight 1). Other keyword options: see
+    :class:`ServerOptions` (and the README for what each does).
+    """
+
+    def __init__(
+        self,
+        redis: Any = None,
+        *,
+        queues: Mapping[str, int] | Sequence[str] | None = None,
+        clock: Clock | None = None,
+        **options: Any,
+    ) -> None:
+        if queues is not None:
+            options["queues"] = dict(queues) if isinstance(queues, Mapping) else {q: 1 for q in queues}
+        try:
+            self.options = ServerOptions(**options).validate()
+        except TypeError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        self._redis_arg = redis
+        self.clock = clock or Clock()
+        self.server_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.started_at = time.time()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, mux: ServeMux) -> None:
+        """Run until SIGTERM or SIGINT, then shut down gracefully."""
+        asyncio.run(self.arun(mux, install_signal_handlers=True))
+
+    def stop(self) -> None:
+        """Ask a running server to shut down gracefully (thread-safe)."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
+        """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
+        from .forwarder import Forwarder
+        from .heartbeat import Heartbeat
+        from .janitor import Janitor
+        from .processor import Processor
+        from .recoverer import Recoverer
+
+        redis = async_client(self._redis_arg)
+        ctx = Context(redis, self.options, self.clock, self.server_id)
+        self._loop = asyncio.get_running_loop()
+        self._stop = ctx.stopping
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(sig, ctx.stopping.set)
+        pool = ThreadPoolExecutor(
+            max_workers=2 * (self.options.sync_threads or self.options.concurrency),
+            thread_name_prefix="asynqpy-handler",
+        )
+        processor = Processor(ctx, mux, pool)
+        heartbeat = Heartbeat(ctx, processor, self.started_at)
+        loops = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
+        log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
+                 dict(self.options.queues), self.options.concurrency)
+        try:
+            await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+            await heartbeat.beat()
+            hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
+            bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
+            await processor.run()  # returns after the graceful shutdown of the handlers
+            for t in bg:
+                t.cancel()
+            await asyncio.gather(*bg, return_exceptions=True)
+            heartbeat.stopping = True
+            hb_task.cancel()
+            await asyncio.gather(hb_task, return_exceptions=True)
+            await heartbeat.clear()
+        finally:
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    self._loop.remove_signal_handler(sig)
+            pool.shutdown(wait=False, cancel_futures=True)
+            if self._redis_arg is None or isinstance(self._redis_arg, str):
+                await redis.aclose()
+            log.info("server %s stopped", self.server_id)

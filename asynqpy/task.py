@@ -1,0 +1,160 @@
+"""The task model users see: :class:`Task` (handed to handlers), :class:`TaskInfo` (returned by the
+client and the inspector) and :class:`TaskState`."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .codec import Message, encode_payload
+
+
+class TaskState(str, enum.Enum):
+    """Where a task is in its lifecycle (see the state diagram in docs/architecture.md)."""
+
+    PENDING = "pending"
+    ACTIVE = "active"
+    SCHEDULED = "scheduled"
+    RETRY = "retry"
+    ARCHIVED = "archived"
+    COMPLETED = "completed"
+
+    @property
+    def code(self) -> str:
+        """The one-character code stored in Redis."""
+        return _CODES[self]
+
+    @classmethod
+    def from_code(cls, code: str) -> TaskState:
+        return _BY_CODE[code]
+
+
+_CODES = {
+    TaskState.PENDING: "p",
+    TaskState.ACTIVE: "a",
+    TaskState.SCHEDULED: "s",
+    TaskState.RETRY: "r",
+    TaskState.ARCHIVED: "x",
+    TaskState.COMPLETED: "c",
+}
+_BY_CODE = {v: k for k, v in _CODES.items()}
+
+
+def ms_to_datetime(ms: int) -> datetime | None:
+    """Unix milliseconds to an aware UTC datetime (0 = None)."""
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+class Task:
+    """A task as a handler receives it.
+
+    Attributes: ``type``, ``payload`` (decoded: bytes or the msgpack value enqueued), ``id``,
+    ``queue``, ``retry_count`` (failures so far), ``max_retry``, ``deadline`` (absolute UTC
+    datetime this attempt must finish by, or None) and ``result`` (what :meth:`write_result` set).
+    """
+
+    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result")
+
+    def __init__(
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        id: str = "",
+        queue: str = "default",
+        retry_count: int = 0,
+        max_retry: int = 25,
+        deadline: datetime | None = None,
+        _msg: Message | None = None,
+    ) -> None:
+        self._msg = _msg or Message(type=type, payload=payload, max_retry=max_retry, retried=retry_count)
+        self.id = id
+        self.queue = queue
+        self.deadline = deadline
+        self.result: Any = None
+        self._has_result = False
+
+    @property
+    def type(self) -> str:
+        return self._msg.type
+
+    @property
+    def payload(self) -> Any:
+        return self._msg.payload
+
+    @property
+    def retry_count(self) -> int:
+        return self._msg.retried
+
+    @property
+    def max_retry(self) -> int:
+        return self._msg.max_retry
+
+    @property
+    def message(self) -> Message:
+        """The underlying message (advanced use)."""
+        return self._msg
+
+    def write_result(self, data: Any) -> None:
+        """Set this attempt's result (bytes or any msgpack value). It is stored with the task when
+        the handler succeeds and the task has a ``retention`` > 0; see TaskInfo.result."""
+        encode_payload(data)  # fail early if it cannot be stored
+        self.result = data
+        self._has_result = True
+
+    def __repr__(self) -> str:
+        return f"Task(type={self.type!r}, id={self.id!r}, queue={self.queue!r}, retry_count={self.retry_count})"
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A snapshot of a stored task."""
+
+    id: str
+    queue: str
+    type: str
+    payload: Any
+    state: TaskState
+    max_retry: int
+    retried: int
+    last_error: str
+    last_failed_at: datetime | None
+    next_process_at: datetime | None
+    completed_at: datetime | None
+    result: Any
+    timeout: float | None
+    deadline: datetime | None
+    retention: float
+
+    @classmethod
+    def from_message(
+        cls, id: str, queue: str, state: TaskState, msg: Message, next_process_at_ms: int = 0
+    ) -> TaskInfo:
+        timeout: float | None
+        if msg.timeout_ms < 0:
+            timeout = -1.0
+        elif msg.timeout_ms == 0:
+            timeout = None
+        else:
+            timeout = msg.timeout_ms / 1000
+        return cls(
+            id=id,
+            queue=queue,
+            type=msg.type,
+            payload=msg.payload,
+            state=state,
+            max_retry=msg.max_retry,
+            retried=msg.retried,
+            last_error=msg.last_error,
+            last_failed_at=ms_to_datetime(msg.last_failed_at_ms),
+            next_process_at=ms_to_datetime(next_process_at_ms),
+            completed_at=ms_to_datetime(msg.completed_at_ms),
+            result=msg.result,
+            timeout=timeout,
+            deadline=ms_to_datetime(msg.deadline_ms),
+            retention=msg.retention_ms / 1000,
+        )

@@ -1,0 +1,1 @@
+"""The ``asynqpy`` command line (installed as the ``asynqpy.cli`` package)."""

@@ -1,0 +1,41 @@
+--[[ archive: active -> archived
+A handler failed for the last time (retries exhausted, SkipRetry, a malformed message, or a lease
+that expired on the last try): the task goes to the archive (dead letters), its uniqueness lock is
+released, and the archive is trimmed to its size and age limits, trimmed tasks' data included.
+KEYS[1] t              tasks hash
+KEYS[2] lease          lease zset
+KEYS[3] archived       archived zset: id -> time archived (ms)
+KEYS[4] lock           uniqueness lock key (placeholder when not unique)
+KEYS[5] processed      lifetime processed counter
+KEYS[6] processed_day  today's processed counter
+KEYS[7] failed         lifetime failed counter
+KEYS[8] failed_day     today's failed counter
+ARGV[1] id
+ARGV[2] token          the lease token; '' = recoverer (the lease must have expired)
+ARGV[3] msg            the message rewritten with the error and its time
+ARGV[4] max_size       archive size limit (tasks)
+ARGV[5] max_age        archive age limit (ms)
+ARGV[6] day_ttl        seconds to keep a daily counter
+ARGV[7] now            '' = Redis time; else a simulated time in ms
+Returns 1 = archived, 0 = no such task, -3 = lease not held, -4 = (recoverer) lease still alive.
+]]
+--- @include "now"
+--- @include "active"
+--- @include "unique"
+--- @include "counters"
+--- @include "trim"
+local id = ARGV[1]
+local now = now_ms(ARGV[7])
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now)
+if code ~= 1 then
+  return code
+end
+redis.call('ZREM', KEYS[2], id)
+redis.call('ZADD', KEYS[3], now, id)
+redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
+release_lock(KEYS[4], id)
+local day_ttl = tonumber(ARGV[6])
+bump(KEYS[5], KEYS[6], day_ttl)
+bump(KEYS[7], KEYS[8], day_ttl)
+trim_archive(KEYS[3], KEYS[1], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+return 1

@@ -1,0 +1,31 @@
+--[[ complete: active -> completed
+A handler succeeded and the task is kept, with its result, for its retention period.
+KEYS[1] t              tasks hash
+KEYS[2] lease          lease zset
+KEYS[3] completed      completed zset: id -> expiry (ms)
+KEYS[4] lock           uniqueness lock key (placeholder when not unique)
+KEYS[5] processed      lifetime processed counter
+KEYS[6] processed_day  today's processed counter
+ARGV[1] id
+ARGV[2] token          the lease token
+ARGV[3] msg            the message rewritten with completed_at and result
+ARGV[4] retention      milliseconds to keep it
+ARGV[5] day_ttl        seconds to keep a daily counter
+ARGV[6] now            '' = Redis time; else a simulated time in ms
+Returns 1 = completed, 0 = no such task, -3 = lease not held (write refused).
+]]
+--- @include "now"
+--- @include "active"
+--- @include "unique"
+--- @include "counters"
+local id = ARGV[1]
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0)
+if code ~= 1 then
+  return code
+end
+redis.call('ZREM', KEYS[2], id)
+redis.call('ZADD', KEYS[3], now_ms(ARGV[6]) + tonumber(ARGV[4]), id)
+redis.call('HSET', KEYS[1], id, 'c' .. ARGV[3])
+release_lock(KEYS[4], id)
+bump(KEYS[5], KEYS[6], tonumber(ARGV[5]))
+return 1

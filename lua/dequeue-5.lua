@@ -1,0 +1,44 @@
+--[[ dequeue: pending -> active (with a lease)
+Pops up to ARGV[1] tasks from the right of the pending list (oldest first) and leases them to the
+caller until now + lease. A paused queue yields nothing. If tasks remain, one wake-up token is left
+so another idle worker comes to help.
+KEYS[1] t        tasks hash
+KEYS[2] pending  pending list
+KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
+KEYS[4] paused   paused flag (exists = paused)
+KEYS[5] wake     wake-up list
+ARGV[1] count    how many tasks at most
+ARGV[2] lease    lease duration in ms
+ARGV[3] token    8-character lease token; the worker proves ownership with it later
+ARGV[4] now      '' = Redis time; else a simulated time in ms
+Returns {now, remaining, id1, msg1, id2, msg2, ...}; remaining = -1 when the queue is paused.
+Ids whose data is missing are dropped from the list (nothing to run).
+]]
+--- @include "now"
+--- @include "signal"
+local now = now_ms(ARGV[4])
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {now, -1}
+end
+local out = {now, 0}
+local ids = redis.call('RPOP', KEYS[2], tonumber(ARGV[1]))
+if ids then
+  local expiry = now + tonumber(ARGV[2])
+  local prefix = 'a' .. ARGV[3]
+  for _, id in ipairs(ids) do
+    local v = redis.call('HGET', KEYS[1], id)
+    if v then
+      local msg = string.sub(v, 2)
+      redis.call('HSET', KEYS[1], id, prefix .. msg)
+      redis.call('ZADD', KEYS[3], expiry, id)
+      out[#out + 1] = id
+      out[#out + 1] = msg
+    end
+  end
+end
+local remaining = redis.call('LLEN', KEYS[2])
+out[2] = remaining
+if remaining > 0 then
+  signal(KEYS[5])
+end
+return out

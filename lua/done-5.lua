@@ -1,0 +1,26 @@
+--[[ done: active -> (deleted)
+A handler succeeded and the task keeps no result (retention 0): delete it, release its uniqueness
+lock, count it as processed.
+KEYS[1] t              tasks hash
+KEYS[2] lease          lease zset
+KEYS[3] lock           uniqueness lock key (placeholder when not unique)
+KEYS[4] processed      lifetime processed counter
+KEYS[5] processed_day  today's processed counter
+ARGV[1] id
+ARGV[2] token          the lease token the task was dequeued with
+ARGV[3] day_ttl        seconds to keep a daily counter
+Returns 1 = done, 0 = no such task, -3 = the caller no longer holds the lease (write refused).
+]]
+--- @include "active"
+--- @include "unique"
+--- @include "counters"
+local id = ARGV[1]
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0)
+if code ~= 1 then
+  return code
+end
+redis.call('HDEL', KEYS[1], id)
+redis.call('ZREM', KEYS[2], id)
+release_lock(KEYS[3], id)
+bump(KEYS[4], KEYS[5], tonumber(ARGV[3]))
+return 1

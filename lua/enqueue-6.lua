@@ -1,0 +1,33 @@
+--[[ enqueue: (new) -> pending
+Stores a task and appends it to its queue's pending list. A finished task (archived or completed)
+with the same id is replaced; a live one (pending, active, scheduled, retry) is a conflict.
+KEYS[1] t          tasks hash: id -> state char .. message
+KEYS[2] pending    pending list (new ids LPUSHed; workers pop from the right: FIFO)
+KEYS[3] wake       wake-up list idle workers block on
+KEYS[4] lock       uniqueness lock key (the queue's never-set placeholder when not unique)
+KEYS[5] archived   archived zset (a replaced archived task leaves it)
+KEYS[6] completed  completed zset (a replaced completed task leaves it)
+ARGV[1] id         task id
+ARGV[2] msg        encoded message (msgpack)
+ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
+Returns 1 = enqueued, -1 = duplicate (lock held by another task), -2 = a live task has this id.
+]]
+--- @include "signal"
+local id = ARGV[1]
+local old = redis.call('HGET', KEYS[1], id)
+if old then
+  local st = string.sub(old, 1, 1)
+  if st ~= 'x' and st ~= 'c' then
+    return -2
+  end
+end
+local ttl = tonumber(ARGV[3])
+if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl) then
+  return -1
+end
+redis.call('ZREM', KEYS[5], id)
+redis.call('ZREM', KEYS[6], id)
+redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])
+redis.call('LPUSH', KEYS[2], id)
+signal(KEYS[3])
+return 1

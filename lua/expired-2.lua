@@ -1,0 +1,22 @@
+--[[ expired: list active tasks whose lease has expired (read-only; the recoverer then retries or
+archives each one with retry/archive in recoverer mode, which re-checks the expiry atomically)
+KEYS[1] lease    lease zset
+KEYS[2] t        tasks hash
+ARGV[1] limit    most tasks to return
+ARGV[2] now      '' = Redis time; else a simulated time in ms
+Returns {now, next, id1, value1, ...}: next = ms until the next lease expires (-1 = no leases);
+value is the stored value ('a' .. token .. message), false when the task's data is missing.
+]]
+--- @include "now"
+local now = now_ms(ARGV[2])
+local ids = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]))
+local out = {now, -1}
+for _, id in ipairs(ids) do
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('HGET', KEYS[2], id)
+end
+local head = redis.call('ZRANGE', KEYS[1], '(' .. now, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+if head[2] ~= nil then
+  out[2] = tonumber(head[2]) - now
+end
+return out

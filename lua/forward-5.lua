@@ -1,0 +1,40 @@
+--[[ forward: scheduled -> pending, retry -> pending (when due)
+Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pending, and tells
+the caller how long it may sleep before the next one is due.
+KEYS[1] scheduled  scheduled zset
+KEYS[2] retry      retry zset
+KEYS[3] t          tasks hash
+KEYS[4] pending    pending list
+KEYS[5] wake       wake-up list
+ARGV[1] batch      most tasks to move from each zset
+ARGV[2] now        '' = Redis time; else a simulated time in ms
+Returns {moved, next}: next = ms until the next due task (0 = more are due now), -1 = none.
+]]
+--- @include "now"
+--- @include "signal"
+local now = now_ms(ARGV[2])
+local batch = tonumber(ARGV[1])
+local moved = 0
+local next_due = -1
+for z = 1, 2 do
+  local ids = redis.call('ZRANGE', KEYS[z], '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[z], id)
+    local v = redis.call('HGET', KEYS[3], id)
+    if v then
+      redis.call('HSET', KEYS[3], id, 'p' .. string.sub(v, 2))
+      redis.call('LPUSH', KEYS[4], id)
+      moved = moved + 1
+    end
+  end
+  local head = redis.call('ZRANGE', KEYS[z], 0, 0, 'WITHSCORES')
+  if head[2] ~= nil then
+    local wait = tonumber(head[2]) - now
+    if wait < 0 then wait = 0 end
+    if next_due < 0 or wait < next_due then next_due = wait end
+  end
+end
+if moved > 0 then
+  signal(KEYS[5])
+end
+return {moved, next_due}

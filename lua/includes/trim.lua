@@ -1,0 +1,23 @@
+--- trim_archive(archived, tkey, now, max_size, max_age_ms): enforce the archive's limits, deleting
+--- the trimmed tasks' data too. Bounded work: at most 100 tasks removed per call, oldest first.
+--- Returns the number of tasks removed.
+local function trim_archive(archived, tkey, now, max_size, max_age_ms)
+  local removed = 0
+  local old = redis.call('ZRANGE', archived, '-inf', '(' .. (now - max_age_ms), 'BYSCORE', 'LIMIT', 0, 100)
+  for _, id in ipairs(old) do
+    redis.call('HDEL', tkey, id)
+    redis.call('ZREM', archived, id)
+    removed = removed + 1
+  end
+  local excess = redis.call('ZCARD', archived) - max_size
+  if excess > 0 then
+    if excess > 100 then excess = 100 end
+    local ids = redis.call('ZRANGE', archived, 0, excess - 1)
+    for _, id in ipairs(ids) do
+      redis.call('HDEL', tkey, id)
+    end
+    redis.call('ZREMRANGEBYRANK', archived, 0, excess - 1)
+    removed = removed + excess
+  end
+  return removed
+end

@@ -1,0 +1,23 @@
+--[[ requeue: active -> pending (front)
+Graceful shutdown ran out of time for a handler: the task goes back to the front of pending, its
+retry count untouched and nothing counted, so it runs next and nothing is counted twice.
+KEYS[1] t        tasks hash
+KEYS[2] lease    lease zset
+KEYS[3] pending  pending list (RPUSH = the end workers pop from = the front)
+KEYS[4] wake     wake-up list
+ARGV[1] id
+ARGV[2] token    the lease token
+Returns 1 = requeued, 0 = no such task, -3 = lease not held.
+]]
+--- @include "active"
+--- @include "signal"
+local id = ARGV[1]
+local msg, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0)
+if code ~= 1 then
+  return code
+end
+redis.call('ZREM', KEYS[2], id)
+redis.call('HSET', KEYS[1], id, 'p' .. msg)
+redis.call('RPUSH', KEYS[3], id)
+signal(KEYS[4])
+return 1

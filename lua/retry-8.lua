@@ -1,0 +1,42 @@
+--[[ retry: active -> retry
+A handler failed (or its lease expired, when the recoverer calls) and retries are left: the task
+waits in the retry zset until now + delay. The uniqueness lock is kept (the task is still live).
+KEYS[1] t              tasks hash
+KEYS[2] lease          lease zset
+KEYS[3] retry          retry zset: id -> due time (ms)
+KEYS[4] tick           wake-up list forwarders block on
+KEYS[5] processed      lifetime processed counter
+KEYS[6] processed_day  today's processed counter
+KEYS[7] failed         lifetime failed counter
+KEYS[8] failed_day     today's failed counter
+ARGV[1] id
+ARGV[2] token          the lease token; '' = recoverer (the lease must have expired)
+ARGV[3] msg            the message rewritten with retried + 1, the error and its time
+ARGV[4] delay          milliseconds until the retry is due (>= 0)
+ARGV[5] day_ttl        seconds to keep a daily counter
+ARGV[6] now            '' = Redis time; else a simulated time in ms
+Returns the due time (> 0) = moved to retry, 0 = no such task, -3 = lease not held,
+-4 = (recoverer) lease still alive.
+]]
+--- @include "now"
+--- @include "active"
+--- @include "signal"
+--- @include "counters"
+local id = ARGV[1]
+local now = now_ms(ARGV[6])
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now)
+if code ~= 1 then
+  return code
+end
+local due = now + tonumber(ARGV[4])
+local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if head[2] == nil or tonumber(head[2]) > due then
+  signal(KEYS[4])
+end
+redis.call('ZREM', KEYS[2], id)
+redis.call('ZADD', KEYS[3], due, id)
+redis.call('HSET', KEYS[1], id, 'r' .. ARGV[3])
+local day_ttl = tonumber(ARGV[5])
+bump(KEYS[5], KEYS[6], day_ttl)
+bump(KEYS[7], KEYS[8], day_ttl)
+return due

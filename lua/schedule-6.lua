@@ -1,0 +1,41 @@
+--[[ schedule: (new) -> scheduled
+Stores a task to become pending after a delay measured on the Redis server's clock, so a client
+whose clock is off cannot make it run early. Same id rules as enqueue.
+KEYS[1] t          tasks hash
+KEYS[2] scheduled  scheduled zset: id -> due time (ms)
+KEYS[3] tick       wake-up list forwarders block on (signalled when the earliest due time moves up)
+KEYS[4] lock       uniqueness lock key (placeholder when not unique)
+KEYS[5] archived   archived zset
+KEYS[6] completed  completed zset
+ARGV[1] id         task id
+ARGV[2] msg        encoded message
+ARGV[3] unique     uniqueness TTL in seconds, counted from the due time; 0 = not unique
+ARGV[4] delay      milliseconds from now until due (> 0)
+ARGV[5] now        '' = Redis time; else a simulated time in ms (tests)
+Returns the due time in ms (> 0) = scheduled, -1 = duplicate, -2 = a live task has this id.
+]]
+--- @include "now"
+--- @include "signal"
+local id = ARGV[1]
+local old = redis.call('HGET', KEYS[1], id)
+if old then
+  local st = string.sub(old, 1, 1)
+  if st ~= 'x' and st ~= 'c' then
+    return -2
+  end
+end
+local delay = tonumber(ARGV[4])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl + math.ceil(delay / 1000)) then
+  return -1
+end
+local due = now_ms(ARGV[5]) + delay
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if head[2] == nil or tonumber(head[2]) > due then
+  signal(KEYS[3])
+end
+redis.call('ZREM', KEYS[5], id)
+redis.call('ZREM', KEYS[6], id)
+redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])
+redis.call('ZADD', KEYS[2], due, id)
+return due
