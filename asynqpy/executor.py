@@ -51,7 +51,9 @@ class SyncExecutor:
         pipe = self.redis.pipeline(transaction=False)
         for call in calls:
             if call.script:
-                pipe.evalsha(*_evalsha_args(call))
+                # execute_command, not pipe.evalsha(): redis-py's cluster pipelines block the
+                # evalsha() method but route a raw EVALSHA by its keys like any other command.
+                pipe.execute_command("EVALSHA", *_evalsha_args(call))
             else:
                 pipe.execute_command(*call.command)
         replies = pipe.execute(raise_on_error=False)
@@ -88,7 +90,9 @@ class AsyncExecutor:
         pipe = self.redis.pipeline(transaction=False)
         for call in calls:
             if call.script:
-                pipe.evalsha(*_evalsha_args(call))
+                # execute_command, not pipe.evalsha(): redis-py's cluster pipelines block the
+                # evalsha() method but route a raw EVALSHA by its keys like any other command.
+                pipe.execute_command("EVALSHA", *_evalsha_args(call))
             else:
                 pipe.execute_command(*call.command)
         replies = await pipe.execute(raise_on_error=False)

@@ -107,9 +107,10 @@ def prepare(
 
     unique_ttl = 0
     if unique is not None:
-        unique_ttl = math.ceil(_seconds("unique", unique))
-        if unique_ttl < 1:
-            raise InvalidArgumentError("unique must be at least 1 second")
+        seconds = _seconds("unique", unique)
+        if seconds < 1:
+            raise InvalidArgumentError(f"unique must be at least 1 second, got {seconds!r}")
+        unique_ttl = math.ceil(seconds)
 
     if task_id is None:
         task_id = uuid.uuid4().hex

@@ -16,7 +16,6 @@ import signal
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +27,7 @@ from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
 from .retry import RetryDelayFunc, default_retry_delay
+from .threadpool import DaemonThreadPool
 
 log = logging.getLogger("asynqpy.server")
 
@@ -179,10 +179,7 @@ class Server:
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, ctx.stopping.set)
-        pool = ThreadPoolExecutor(
-            max_workers=2 * (self.options.sync_threads or self.options.concurrency),
-            thread_name_prefix="asynqpy-handler",
-        )
+        pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
         loops = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
@@ -205,7 +202,7 @@ class Server:
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     self._loop.remove_signal_handler(sig)
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False)
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             log.info("server %s stopped", self.server_id)

@@ -190,18 +190,19 @@ def stats(as_json: bool, redis_url: str) -> None:
     if as_json:
         click.echo(json.dumps([{**s.__dict__, "size": s.size} for s in rows], indent=2))
         return
-    table = Table(title="asynqpy queues")
-    for col in ("queue", "state", "pending", "active", "scheduled", "retry", "archived", "completed",
-                "processed today", "failed today", "processed", "failed"):
-        table.add_column(col, justify="left" if col in ("queue", "state") else "right")
-    for s in rows:
-        table.add_row(s.queue, "paused" if s.paused else "run", *(str(v) for v in (
-            s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.processed_today,
-            s.failed_today, s.processed, s.failed)))
     if not rows:
         click.echo("no queues yet")
         return
-    Console(width=max(120, Console().width)).print(table)
+    table = Table(title="asynqpy queues")
+    for col in ("queue", "state", "pending", "active", "scheduled", "retry", "archived", "completed",
+                "processed", "failed"):
+        table.add_column(col, justify="left" if col in ("queue", "state") else "right", no_wrap=True)
+    for s in rows:
+        table.add_row(s.queue, "paused" if s.paused else "running", *(str(v) for v in (
+            s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed)),
+            f"{s.processed_today} / {s.processed}", f"{s.failed_today} / {s.failed}")
+    table.caption = "processed and failed: today (UTC) / total"
+    Console(width=max(110, Console().width)).print(table)
 
 
 if __name__ == "__main__":

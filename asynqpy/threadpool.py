@@ -1,0 +1,63 @@
+"""A bounded pool of daemon threads for plain-``def`` handlers.
+
+The standard ThreadPoolExecutor joins its threads when the interpreter exits, so one sync handler
+stuck past its timeout would keep a worker process from ever exiting after a graceful shutdown.
+These threads are daemons: the process exits once the server is done, and a requeued task's
+abandoned thread dies with it."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+
+class DaemonThreadPool(Executor):
+    """Runs callables on at most ``max_workers`` daemon threads, started as needed."""
+
+    def __init__(self, max_workers: int, name: str = "asynqpy-handler") -> None:
+        self._max = max_workers
+        self._name = name
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("pool is shut down")
+            if self._idle == 0 and self._threads < self._max:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True).start()
+            else:
+                self._idle -= 1 if self._idle else 0
+        self._jobs.put((future, fn, args, kwargs))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, fn, args, kwargs = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args, **kwargs))
+                except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting handler
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            n = self._threads
+        for _ in range(n):
+            self._jobs.put(None)

@@ -1,0 +1,86 @@
+"""Test fixtures: fakeredis for fast unit tests, a real redis-server (and a real Redis Cluster)
+started by the test session on free loopback ports and stopped at its end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redisproc import RedisCluster, RedisProcess  # noqa: E402
+
+REQUIRE_REAL = os.environ.get("ASYNQPY_REQUIRE_REAL") == "1"
+
+
+def _need_redis() -> None:
+    if shutil.which("redis-server") is None:
+        if REQUIRE_REAL:
+            pytest.fail("redis-server is required (ASYNQPY_REQUIRE_REAL=1) but not installed")
+        pytest.skip("redis-server not installed")
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisProcess]:
+    _need_redis()
+    proc = RedisProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisProcess) -> str:
+    """URL of the session's real redis-server, flushed for this test."""
+    redis.Redis.from_url(redis_server.url).flushall()
+    return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def cluster_server() -> Iterator[RedisCluster]:
+    _need_redis()
+    c = RedisCluster(3)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def cluster_url(cluster_server: RedisCluster) -> str:
+    cluster_server.flush()
+    return cluster_server.url
+
+
+class Backend:
+    """A pair of sync/async clients on one Redis: fakeredis or the real server."""
+
+    def __init__(self, kind: str, url: str | None) -> None:
+        self.kind = kind
+        self.url = url
+        if kind == "fake":
+            self._server = fakeredis.FakeServer()
+            self.sync: Any = fakeredis.FakeRedis(server=self._server)
+        else:
+            self.sync = redis.Redis.from_url(url)  # type: ignore[arg-type]
+            self.sync.flushall()
+
+    def new_async(self) -> Any:
+        if self.kind == "fake":
+            return fakeredis.FakeAsyncRedis(server=self._server)
+        import redis.asyncio as aredis
+
+        return aredis.Redis.from_url(self.url)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["fake", "real"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Runs a test on fakeredis[lua] and on the real redis-server."""
+    if request.param == "real":
+        server = request.getfixturevalue("redis_server")
+        return Backend("real", server.url)
+    return Backend("fake", None)

@@ -1,0 +1,66 @@
+"""Helpers for tests that run servers: run one in-process, wait on conditions with timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from asynqpy import ServeMux, Server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@asynccontextmanager
+async def serving(redis: Any, mux: ServeMux, **options: Any) -> AsyncIterator[Server]:
+    """Run a Server in this event loop for the body of the ``async with``; stop it after."""
+    options.setdefault("heartbeat_interval", 0.5)
+    options.setdefault("lease", 5)
+    options.setdefault("shutdown_timeout", 1)
+    server = Server(redis, **options)
+    task = asyncio.create_task(server.arun(mux))
+    try:
+        await asyncio.sleep(0)
+        yield server
+    finally:
+        server.stop()
+        await asyncio.wait_for(task, 20)
+
+
+async def until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> None:
+    """Wait until ``pred()`` (sync or async) is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+def wait_sync(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> None:
+    """Blocking twin of :func:`until`."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+def start_worker(url: str, target: str = "workers:mux", *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``asynqpy worker TARGET`` in a child process (tests dir on its path)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), full_env.get("PYTHONPATH", "")])
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "WARNING", "worker", target,
+           "--redis-url", url, *args]
+    return subprocess.Popen(cmd, env=full_env, cwd=str(ROOT / "tests"))

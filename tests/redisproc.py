@@ -1,0 +1,87 @@
+"""Start and stop real redis-server processes for tests, demos and benchmarks (loopback only)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisProcess:
+    """One redis-server on 127.0.0.1:<free port>, without persistence unless args say otherwise."""
+
+    def __init__(self, *args: str, port: int | None = None) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed")
+        self.port = port or free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="asynqpy-redis-"))
+        cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--dir", str(self.dir), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=0.2).ping()
+                return
+            except redis.ConnectionError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"redis-server on port {self.port} did not start")
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisCluster:
+    """A Redis Cluster of ``masters`` masters on loopback ports, created with redis-cli."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes: list[RedisProcess] = []
+        try:
+            for _ in range(masters):
+                self.nodes.append(RedisProcess("--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
+                                               "--cluster-config-file", "nodes.conf"))
+            addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=60)
+            deadline = time.monotonic() + 30
+            while True:
+                infos = [redis.Redis(port=n.port).cluster("info") for n in self.nodes]
+                if all(i.get("cluster_state") == "ok" for i in infos):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("cluster did not reach state ok")
+                time.sleep(0.1)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def flush(self) -> None:
+        for n in self.nodes:
+            redis.Redis(port=n.port).flushall()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()

@@ -1,0 +1,110 @@
+"""Bad input gets a typed error, the worker keeps running, and nothing already queued is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from asynqpy import (
+    Client,
+    InvalidArgumentError,
+    Inspector,
+    MalformedMessageError,
+    PayloadError,
+    ServeMux,
+    Server,
+    Task,
+    TaskState,
+)
+from asynqpy.broker import Broker
+from asynqpy.codec import decode
+from asynqpy.executor import SyncExecutor
+from asynqpy.keys import queue_keys
+from helpers import serving, until
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error",
+    [
+        (("t", object()), {}, PayloadError),  # not msgpack-serializable
+        (("t", {1: {2: {3}}}), {}, PayloadError),
+        (("", None), {}, InvalidArgumentError),  # empty type
+        (("   ", None), {}, InvalidArgumentError),
+        ((None, None), {}, InvalidArgumentError),
+        (("t", None), {"queue": ""}, InvalidArgumentError),
+        (("t", None), {"queue": "has space"}, InvalidArgumentError),
+        (("t", None), {"queue": "{brace}"}, InvalidArgumentError),
+        (("t", None), {"process_in": -1}, InvalidArgumentError),  # negative delay
+        (("t", None), {"process_in": timedelta(seconds=-5)}, InvalidArgumentError),
+        (("t", None), {"process_in": 1, "process_at": 2}, InvalidArgumentError),
+        (("t", None), {"max_retry": -1}, InvalidArgumentError),
+        (("t", None), {"timeout": 0}, InvalidArgumentError),
+        (("t", None), {"timeout": float("nan")}, InvalidArgumentError),
+        (("t", None), {"unique": 0.5}, InvalidArgumentError),
+        (("t", None), {"task_id": ""}, InvalidArgumentError),
+        (("t", None), {"retention": -1}, InvalidArgumentError),
+        (("t", b"x" * 2000), {}, PayloadError),  # over the client's 1000-byte limit below
+    ],
+)
+def test_enqueue_rejects_bad_input_and_keeps_queued_tasks(backend: Any, args: Any, kwargs: Any, error: type) -> None:
+    client = Client(backend.sync, max_payload_bytes=1000)
+    kept = client.enqueue("t", {"keep": 1})
+    with pytest.raises(error):
+        client.enqueue(*args, **kwargs)
+    with pytest.raises(error):  # a batch is validated whole before anything is sent
+        client.enqueue_many([("t", 1), (*args, kwargs)])
+    s = SyncExecutor(backend.sync).run(Broker().stats("default"))
+    assert s.pending == 1
+    assert Inspector(backend.sync).task_info("default", kept.id).state is TaskState.PENDING
+
+
+def test_errors_are_asynqpy_errors() -> None:
+    from asynqpy import AsynqpyError
+
+    assert issubclass(PayloadError, InvalidArgumentError) and issubclass(InvalidArgumentError, AsynqpyError)
+    assert issubclass(InvalidArgumentError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"queues": {}}, {"queues": {"bad name": 1}}, {"queues": {"q": 0}}, {"concurrency": 0},
+     {"lease": 1, "heartbeat_interval": 2}, {"unknown_type": "explode"}, {"no_such_option": 1}],
+)
+def test_server_rejects_bad_options(options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgumentError):
+        Server("redis://localhost:1/0", **options)
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\xc1\xc1\xc1", b"\x93\x01\x02\x03", b"\x91\xa0", b"\x81\xa1a\x01"])
+def test_decoder_rejects_garbage(garbage: bytes) -> None:
+    with pytest.raises(MalformedMessageError):
+        decode(garbage)
+
+
+def test_malformed_message_in_redis_is_archived_and_worker_keeps_running(backend: Any) -> None:
+    k = queue_keys("default")
+    client = Client(backend.sync)
+    client.enqueue("t", 1)
+    backend.sync.hset(k.tasks, "bad1", b"p\xc1\xc1garbage")  # written by someone else, by hand
+    backend.sync.lpush(k.pending, "bad1")
+    client.enqueue("t", 2)
+    mux = ServeMux()
+    ran: list[int] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux):
+            await until(lambda: sorted(ran) == [1, 2] and backend.sync.zcard(k.archived) == 1)
+            client.enqueue("t", 3)
+            await until(lambda: sorted(ran) == [1, 2, 3])
+
+    asyncio.run(main())
+    info = Inspector(backend.sync).task_info("default", "bad1")
+    assert info.state is TaskState.ARCHIVED and "undecodable" in info.last_error
+    assert info.payload.startswith(b"\xc1\xc1garbage")

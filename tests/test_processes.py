@@ -1,0 +1,153 @@
+"""Multi-process behaviour on a real redis-server: throughput with exactly-once execution in a
+crash-free run, SIGKILL recovery, graceful shutdown, the supervisor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import redis
+
+from asynqpy import Client, Inspector
+from asynqpy.broker import Broker
+from asynqpy.executor import SyncExecutor
+from helpers import start_worker, wait_sync
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+
+def _db1(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url.rsplit("/", 1)[0] + "/1")
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def test_10000_tasks_4_processes_each_runs_exactly_once(redis_url: str) -> None:
+    n = 10_000
+    db1 = _db1(redis_url)
+    db1.flushdb()
+    with Client(redis_url) as client:
+        ids = []
+        for start in range(0, n, 1000):
+            ids += [i.id for i in client.enqueue_many([("count", None)] * 1000)]
+    stats = Broker()
+    x = SyncExecutor(redis.Redis.from_url(redis_url))
+    sup = start_worker(redis_url, "workers:mux", "--processes", "4", "--concurrency", "20",
+                       env={"ASYNQPY_TEST_URL": redis_url})
+    samples = 0
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            s = x.run(stats.stats("default"))
+            # counts per state add up at every sampled moment (one atomic snapshot per sample)
+            assert s.pending + s.active + s.processed == n, s
+            assert s.failed == 0 and s.retry == 0 and s.archived == 0
+            samples += 1
+            if s.processed == n:
+                break
+            assert time.monotonic() < deadline, f"not drained: {s}"
+            time.sleep(0.05)
+    finally:
+        assert _stop(sup) == 0
+    runs = db1.hgetall("runs")
+    assert len(runs) == n and set(runs) == {i.encode() for i in ids}
+    assert set(runs.values()) == {b"1"}, "some handler ran more than once"
+    assert samples > 3
+
+
+def test_sigkill_mid_task_reruns_after_lease_expiry(redis_url: str) -> None:
+    db1 = _db1(redis_url)
+    db1.flushdb()
+    env = {"ASYNQPY_TEST_URL": redis_url}
+    with Client(redis_url) as client:
+        victim = client.enqueue("block", None, retention=300).id
+        a = start_worker(redis_url, "workers:mux", "--concurrency", "1", "--lease", "2",
+                         "--heartbeat-interval", "0.3", env=env)
+        try:
+            wait_sync(lambda: db1.sismember("started", victim), 15)
+        finally:
+            a.kill()  # SIGKILL: no shutdown, the lease stays behind
+            a.wait()
+        killed_at = time.monotonic()
+        others = [i.id for i in client.enqueue_many([("count", None)] * 100)]
+    b = start_worker(redis_url, "workers:mux", "--concurrency", "10", "--lease", "2",
+                     "--heartbeat-interval", "0.3", env=env)
+    insp = Inspector(redis_url)
+    try:
+        wait_sync(lambda: db1.hget("runs", victim) == b"2" and db1.hlen("runs") == 101, 20)
+        wait_sync(lambda: insp.task_info("default", victim).state.value == "completed", 10)
+        recovered_in = time.monotonic() - killed_at
+    finally:
+        assert _stop(b) == 0
+    info = insp.task_info("default", victim)
+    assert info.retried == 1 and "lease expired" in info.last_error
+    assert recovered_in < 2 + 5  # lease (2 s) + recoverer wake-up + a run, not minutes
+    runs = db1.hgetall("runs")
+    assert all(runs[i.encode()] == b"1" for i in others)
+    s = insp.stats("default")
+    assert (s.pending, s.active, s.retry, s.archived) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("kind", ["block", "block_sync"])
+def test_graceful_shutdown_requeues_running_tasks(redis_url: str, kind: str) -> None:
+    db1 = _db1(redis_url)
+    db1.flushdb()
+    env = {"ASYNQPY_TEST_URL": redis_url}
+    with Client(redis_url) as client:
+        ids = [i.id for i in client.enqueue_many([(kind, None)] * 3)]
+    w = start_worker(redis_url, "workers:mux", "--concurrency", "5", "--shutdown-timeout", "0.5", env=env)
+    try:
+        wait_sync(lambda: db1.scard("started") == 3, 15)
+    finally:
+        t0 = time.monotonic()
+        assert _stop(w) == 0
+    assert time.monotonic() - t0 < 5
+    insp = Inspector(redis_url)
+    s = insp.stats("default")
+    assert (s.pending, s.active, s.processed, s.failed) == (3, 0, 0, 0)
+    for id in ids:
+        info = insp.task_info("default", id)
+        assert info.state.value == "pending" and info.retried == 0
+    db1.set("release", 1)
+    w = start_worker(redis_url, "workers:mux", "--concurrency", "5", env=env)
+    try:
+        wait_sync(lambda: insp.stats("default").processed == 3, 15)
+    finally:
+        assert _stop(w) == 0
+    s = insp.stats("default")
+    assert (s.pending, s.active, s.processed, s.failed) == (0, 0, 3, 0)
+    assert {db1.hget("runs", i) for i in ids} == {b"2"}
+
+
+def test_supervisor_restarts_a_crashed_child(redis_url: str) -> None:
+    db1 = _db1(redis_url)
+    db1.flushdb()
+    env = {"ASYNQPY_TEST_URL": redis_url}
+    sup = start_worker(redis_url, "workers:mux", "--processes", "2", "--lease", "2",
+                       "--heartbeat-interval", "0.3", env=env)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        wait_sync(lambda: r.zcard("asynqpy:servers") == 2, 15)
+        child = int(r.zrange("asynqpy:servers", 0, 0)[0].decode().split(":")[1])
+        os.kill(child, signal.SIGKILL)
+        # a new child registers; the killed one's heartbeat entry expires
+        wait_sync(lambda: any(int(m.decode().split(":")[1]) not in (child,) for m in r.zrange("asynqpy:servers", 0, -1))
+                  and len({m for m in r.zrange("asynqpy:servers", 0, -1)}) >= 2, 15)
+        with Client(redis_url) as client:
+            ids = [i.id for i in client.enqueue_many([("count", None)] * 50)]
+        wait_sync(lambda: db1.hlen("runs") == 50, 15)
+    finally:
+        assert _stop(sup) == 0
+    assert all(db1.hget("runs", i) == b"1" for i in ids)

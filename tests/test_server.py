@@ -1,0 +1,331 @@
+"""The server end to end, in-process, on fakeredis and on the real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from asynqpy import (
+    AsyncClient,
+    Client,
+    HandlerNotFoundError,
+    Inspector,
+    ServeMux,
+    SkipRetry,
+    Task,
+    TaskState,
+)
+from asynqpy.broker import Broker
+from asynqpy.executor import SyncExecutor
+from asynqpy.keys import queue_keys
+from helpers import serving, until
+
+
+def stats(backend: Any, queue: str = "default") -> Any:
+    return SyncExecutor(backend.sync).run(Broker().stats(queue))
+
+
+def test_task_fields_retry_then_success_and_archive(backend: Any) -> None:
+    client = Client(backend.sync)
+    mux = ServeMux()
+    seen: list[tuple[Any, ...]] = []
+
+    @mux.handle("flaky")
+    async def flaky(task: Task) -> None:
+        seen.append((task.id, task.queue, task.payload, task.retry_count, task.max_retry, task.deadline))
+        if task.retry_count < 2:
+            raise RuntimeError(f"fail {task.retry_count}")
+
+    @mux.handle("doomed")
+    async def doomed(task: Task) -> None:
+        raise ValueError("never works")
+
+    @mux.handle("skip")
+    def skip(task: Task) -> None:
+        raise SkipRetry("bad input, do not retry")
+
+    flaky_id = client.enqueue("flaky", {"n": 1}, retry_delay=0.05, timeout=5).id
+    doomed_id = client.enqueue("doomed", b"raw", max_retry=1, retry_delay=0.05).id
+    skip_id = client.enqueue("skip", None).id
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, concurrency=3):
+            await until(lambda: (s := stats(backend)).processed == 3 + 2 + 1 and s.retry == 0 and s.active == 0)
+
+    asyncio.run(main())
+    assert [s[3] for s in seen] == [0, 1, 2]
+    assert seen[0][:3] == (flaky_id, "default", {"n": 1}) and seen[0][4] == 25
+    assert seen[0][5] is not None  # timeout 5 s gives a deadline
+    s = stats(backend)
+    assert (s.archived, s.failed, s.pending) == (2, 2 + 2 + 1, 0)
+    insp = Inspector(backend.sync)
+    d = insp.task_info("default", doomed_id)
+    assert d.state is TaskState.ARCHIVED and d.retried == 1 and "ValueError: never works" in d.last_error
+    assert d.payload == b"raw"
+    k = insp.task_info("default", skip_id)
+    assert k.retried == 0 and "SkipRetry" in k.last_error
+
+
+def test_server_retry_delay_policy_and_unknown_type(backend: Any) -> None:
+    client = Client(backend.sync)
+    calls: list[tuple[int, str]] = []
+
+    def policy(n: int, err: BaseException, task: Task) -> float:
+        calls.append((n, type(err).__name__))
+        return 0.01
+
+    client.enqueue("nobody:handles", 1, max_retry=2)
+    client.enqueue("nobody:handles", 2, queue="strict")
+
+    async def main() -> None:
+        async with serving(backend.new_async(), ServeMux(), queues={"default": 1}, retry_delay=policy):
+            await until(lambda: stats(backend).archived == 1)
+        async with serving(backend.new_async(), ServeMux(), queues={"strict": 1}, unknown_type="archive"):
+            await until(lambda: stats(backend, "strict").archived == 1)
+
+    asyncio.run(main())
+    assert calls == [(0, "HandlerNotFoundError"), (1, "HandlerNotFoundError")]
+    assert stats(backend, "strict").failed == 1  # archived at once, no retries
+
+
+def test_timeouts_async_cancelled_sync_slot_released_and_no_limit(backend: Any) -> None:
+    client = Client(backend.sync)
+    mux = ServeMux()
+    cancelled = threading.Event()
+    order: list[str] = []
+
+    @mux.handle("slow_async")
+    async def slow_async(task: Task) -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    @mux.handle("slow_sync")
+    def slow_sync(task: Task) -> None:
+        time.sleep(1.0)
+        order.append("sync finished")
+
+    @mux.handle("quick")
+    async def quick(task: Task) -> None:
+        order.append("quick")
+
+    @mux.handle("unlimited")
+    async def unlimited(task: Task) -> None:
+        await asyncio.sleep(0.4)
+        order.append("unlimited")
+
+    client.enqueue("slow_async", None, timeout=0.1, max_retry=0)
+    client.enqueue("slow_sync", None, timeout=0.1, max_retry=0)
+    client.enqueue("quick", None)
+    client.enqueue("unlimited", None, timeout=None)
+    client.enqueue("late", None, deadline=time.time() - 1, max_retry=0)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, concurrency=1, default_timeout=0.2):
+            await until(lambda: "unlimited" in order and stats(backend).archived == 3, 10)
+
+    asyncio.run(main())
+    assert cancelled.is_set()
+    assert order.index("quick") < order.index("unlimited")
+    assert "sync finished" not in order[: order.index("quick")]  # the slot was released at timeout
+    insp = Inspector(backend.sync)
+    ids = [id.decode() for id in backend.sync.zrange(queue_keys("default").archived, 0, -1)]
+    errors = sorted(insp.task_info("default", id).last_error for id in ids)
+    assert all("TaskTimeoutError" in e for e in errors)
+
+
+def test_retention_result_then_janitor_expires_it(backend: Any) -> None:
+    client = Client(backend.sync)
+    mux = ServeMux()
+
+    @mux.handle("calc")
+    async def calc(task: Task) -> None:
+        task.write_result({"sum": sum(task.payload)})
+
+    id = client.enqueue("calc", [1, 2, 3], retention=0.5).id
+    insp = Inspector(backend.sync)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, janitor_interval=0.1):
+            await until(lambda: stats(backend).completed == 1)
+            info = insp.task_info("default", id)
+            assert info.state is TaskState.COMPLETED and info.result == {"sum": 6}
+            assert info.completed_at is not None
+            await until(lambda: stats(backend).completed == 0, 5)
+
+    asyncio.run(main())
+    assert backend.sync.hlen(queue_keys("default").tasks) == 0
+
+
+def test_scheduled_and_idle_pickup_are_pushed_not_polled(backend: Any) -> None:
+    mux = ServeMux()
+    ran: dict[str, float] = {}
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran[task.payload] = time.monotonic()
+
+    async def main() -> None:
+        client = AsyncClient(backend.new_async())
+        # idle_timeout=30: a worker that polled would not see these tasks for 30 s
+        async with serving(backend.new_async(), mux, idle_timeout=30, recover_interval=30, janitor_interval=30):
+            await asyncio.sleep(0.3)  # let it go idle (blocked)
+            t0 = time.monotonic()
+            await client.enqueue("t", "now")
+            await until(lambda: "now" in ran, 2)
+            t1 = time.monotonic()
+            await client.enqueue("t", "later", process_in=0.3)
+            await until(lambda: "later" in ran, 3)
+            assert ran["later"] - t1 >= 0.29
+            assert ran["now"] - t0 < 2
+        await client.close()
+
+    asyncio.run(main())
+
+
+def test_pause_keeps_tasks_until_unpaused(backend: Any) -> None:
+    client = Client(backend.sync)
+    mux = ServeMux()
+    ran: list[Any] = []
+    mux.handle("t", lambda task: ran.append(task.payload))
+    client.enqueue("t", 0)
+    assert client.pause("default") is True
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux):
+            await asyncio.sleep(0.3)
+            assert ran == [] and stats(backend).pending == 1
+            assert client.unpause("default") is True
+            await until(lambda: ran == [0], 3)
+
+    asyncio.run(main())
+
+
+def test_strict_and_weighted_priority(backend: Any) -> None:
+    client = Client(backend.sync)
+    mux = ServeMux()
+    order: list[str] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        order.append(task.queue)
+
+    for q in ("low", "high"):
+        client.enqueue_many([("t", None)] * 20, queue=q)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, queues={"high": 5, "low": 1}, concurrency=1, strict_priority=True):
+            await until(lambda: len(order) == 40)
+
+    asyncio.run(main())
+    assert order == ["high"] * 20 + ["low"] * 20
+
+    order.clear()
+    random.seed(7)
+    for q in ("a", "b", "c"):
+        client.enqueue_many([("t", None)] * 200, queue=q)
+
+    async def weighted() -> None:
+        async with serving(backend.new_async(), mux, queues={"a": 6, "b": 3, "c": 1}, concurrency=1):
+            await until(lambda: len(order) >= 200)
+
+    asyncio.run(weighted())
+    first = order[:200]
+    a, b, c = first.count("a"), first.count("b"), first.count("c")
+    assert a > b > c > 0, (a, b, c)  # expected ~120/60/20
+
+
+def test_middleware_order_and_prefix_routing(backend: Any) -> None:
+    client = Client(backend.sync)
+    mux = ServeMux()
+    trail: list[str] = []
+
+    def mw(name: str) -> Any:
+        def wrap(nxt: Any) -> Any:
+            async def h(task: Task) -> None:
+                trail.append(f"{name}>")
+                await nxt(task)
+                trail.append(f"<{name}")
+            return h
+        return wrap
+
+    mux.use(mw("outer"), mw("inner"))
+    mux.handle("email:", lambda t: trail.append("email:*"))
+    mux.handle("email:urgent:", lambda t: trail.append("email:urgent:*"))
+    client.enqueue("email:urgent:send", None)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux):
+            await until(lambda: stats(backend).processed == 1)
+
+    asyncio.run(main())
+    assert trail == ["outer>", "inner>", "email:urgent:*", "<inner", "<outer"]
+
+
+def test_crashed_workers_lease_is_recovered_and_lost_lease_cancels(backend: Any) -> None:
+    client = Client(backend.sync)
+    x = SyncExecutor(backend.sync)
+    mux = ServeMux()
+    ran: list[int] = []
+    cancelled = threading.Event()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.retry_count)
+
+    @mux.handle("long")
+    async def long(task: Task) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    id = client.enqueue("t", None, retention=60).id
+    x.run(Broker().dequeue("default", 1, 300, "crashed1"))  # a worker took it, then died
+    long_id = client.enqueue("long", None).id
+    k = queue_keys("default")
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, lease=5, heartbeat_interval=0.2):
+            await until(lambda: ran == [1], 5)
+            await until(lambda: backend.sync.hget(k.tasks, long_id)[:1] == b"a", 5)
+            # someone else takes the long task over (as after an expiry): this worker must stop it
+            v = backend.sync.hget(k.tasks, long_id)
+            backend.sync.hset(k.tasks, long_id, b"aOTHERTOK" + v[9:])
+            await until(cancelled.is_set, 5)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(main())
+    info = Inspector(backend.sync).task_info("default", id)
+    assert info.retried == 1 and "lease expired" in info.last_error and info.state is TaskState.COMPLETED
+    assert backend.sync.hget(k.tasks, long_id)[:9] == b"aOTHERTOK"  # no late write by the loser
+
+
+def test_async_client_and_batch_errors(backend: Any) -> None:
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as c:
+            a = await c.enqueue("t", {"x": 1}, unique=60)
+            assert a.state is TaskState.PENDING
+            res = await c.enqueue_many([("t", {"x": 1}), ("t", {"x": 2})], unique=60, return_exceptions=True)
+            assert type(res[0]).__name__ == "DuplicateTaskError" and res[1].state is TaskState.PENDING
+            s = await c.enqueue("t", None, process_in=60)
+            assert s.state is TaskState.SCHEDULED and s.next_process_at is not None
+
+    asyncio.run(main())
+    st = stats(backend)
+    assert (st.pending, st.scheduled) == (2, 1)
+
+
+def test_handler_not_found_error_is_typed() -> None:
+    from asynqpy.mux import not_found
+
+    with pytest.raises(HandlerNotFoundError):
+        asyncio.run(not_found(Task("x")))
