@@ -13,6 +13,7 @@ from . import options as opts
 from .broker import Broker, Call
 from .clock import Clock
 from .connection import async_client, sync_client
+from .errors import InvalidArgumentError
 from .executor import AsyncExecutor, SyncExecutor
 from .task import TaskInfo, TaskState
 
@@ -45,7 +46,7 @@ class _ClientCore:
         out = []
         for item in items:
             if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
-                raise opts.InvalidArgumentError("batch items are (type, payload) or (type, payload, options)")
+                raise InvalidArgumentError("batch items are (type, payload) or (type, payload, options)")
             kwargs = dict(common)
             if len(item) == 3:
                 kwargs.update(item[2])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -70,7 +70,7 @@ def _default_hook(obj: object) -> object:
 def encode_payload(payload: Any) -> bytes:
     """Encode a payload alone (to check it is serializable and measure it)."""
     try:
-        return msgpack.packb(payload, use_bin_type=True, default=_default_hook)
+        return cast(bytes, msgpack.packb(payload, use_bin_type=True, default=_default_hook))
     except (TypeError, ValueError, OverflowError) as exc:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 
@@ -84,7 +84,7 @@ def encode(msg: Message) -> bytes:
     ):
         end -= 1
     try:
-        return msgpack.packb(values[:end], use_bin_type=True, default=_default_hook)
+        return cast(bytes, msgpack.packb(values[:end], use_bin_type=True, default=_default_hook))
     except (TypeError, ValueError, OverflowError) as exc:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 

@@ -60,6 +60,9 @@ class Forwarder:
                 except (RedisError, OSError) as exc:
                     log.warning("forwarding failed: %s", exc)
                     wait = 1.0
+                except Exception:  # a bug must not stop forwarding for good
+                    log.exception("forwarder pass failed unexpectedly")
+                    wait = 1.0
                 if wait > 0:
                     try:
                         await asyncio.wait_for(self._tick.wait(), wait)

@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 from collections import defaultdict
+from typing import Any, cast
 
 import msgpack
 from redis.exceptions import RedisError
@@ -34,17 +35,17 @@ class Heartbeat:
 
     def _info(self) -> bytes:
         o = self.ctx.options
-        return msgpack.packb({
+        return cast(bytes, msgpack.packb({
             "id": self.ctx.server_id, "host": socket.gethostname(), "pid": os.getpid(),
             "queues": dict(o.queues), "concurrency": o.concurrency, "strict": o.strict_priority,
             "started": self.started_at,
-        })
+        }))
 
     async def beat(self) -> None:
         """One heartbeat: liveness, then lease renewal."""
         ctx = self.ctx
         interval = ctx.options.heartbeat_interval
-        calls: list[Call[object]] = [
+        calls: list[Call[Any]] = [
             Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), ctx.server_id))
         ]
         if self._beats % INFO_EVERY == 0:
@@ -85,6 +86,8 @@ class Heartbeat:
                 await self.beat()
             except (RedisError, OSError) as exc:
                 log.warning("heartbeat failed: %s", exc)
+            except Exception:  # a bug must not stop lease renewal for good
+                log.exception("heartbeat failed unexpectedly")
             self._expire_local()
 
     async def clear(self) -> None:

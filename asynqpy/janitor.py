@@ -4,9 +4,11 @@ in bounded batches, sleeping until the next retention expiry (at most ``janitor_
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from redis.exceptions import RedisError
 
+from .broker import Call
 from .server import Context
 
 log = logging.getLogger("asynqpy.janitor")
@@ -21,7 +23,7 @@ class Janitor:
         ctx = self.ctx
         o = ctx.options
         wait = o.janitor_interval
-        calls = [ctx.broker.expire(q, self.batch) for q in ctx.queues]
+        calls: list[Call[Any]] = [ctx.broker.expire(q, self.batch) for q in ctx.queues]
         calls += [ctx.broker.trim(q, o.archive_max_size, int(o.archive_max_age * 1000)) for q in ctx.queues]
         results = await ctx.exec.run_many(calls)
         n = len(ctx.queues)
@@ -45,6 +47,9 @@ class Janitor:
                 wait = await self.clean_once()
             except (RedisError, OSError) as exc:
                 log.warning("janitor pass failed: %s", exc)
+                wait = 5.0
+            except Exception:  # a bug must not stop the janitor for good
+                log.exception("janitor pass failed unexpectedly")
                 wait = 5.0
             if await self.ctx.sleep(wait):
                 return

@@ -157,6 +157,10 @@ class Processor:
                 log.warning("fetching tasks failed (%s); retrying in %.2fs", exc, backoff)
                 await self.ctx.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+            except Exception:  # a bug must not stop fetching for good
+                log.exception("fetching tasks failed unexpectedly; retrying in %.2fs", backoff)
+                await self.ctx.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     # -- running -------------------------------------------------------------------------------
 

@@ -73,5 +73,8 @@ class Recoverer:
             except (RedisError, OSError) as exc:
                 log.warning("recovering expired leases failed: %s", exc)
                 wait = 1.0
+            except Exception:  # a bug must not stop recovery for good
+                log.exception("recoverer pass failed unexpectedly")
+                wait = 1.0
             if await self.ctx.sleep(wait):
                 return

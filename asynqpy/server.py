@@ -182,7 +182,7 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
-        loops = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
+        loops: list[Forwarder | Recoverer | Janitor] = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
                  dict(self.options.queues), self.options.concurrency)
         try:

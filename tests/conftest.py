@@ -84,3 +84,23 @@ def backend(request: pytest.FixtureRequest) -> Backend:
         server = request.getfixturevalue("redis_server")
         return Backend("real", server.url)
     return Backend("fake", None)
+
+
+@pytest.fixture(autouse=True)
+def _bounded_in_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test is bounded in time: 60 s, or 240 s for tests marked slow/cluster."""
+    import signal
+
+    slow = request.node.get_closest_marker("slow") or request.node.get_closest_marker("cluster")
+    limit = 240 if slow else 60
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"test exceeded its {limit}s time bound")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(limit)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
