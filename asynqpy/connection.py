@@ -55,7 +55,7 @@ def sync_client(url_or_client: Any = None) -> Any:
     cluster = _cluster_parts(url)
     if cluster:
         nodes, kwargs = cluster
-        return redis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **kwargs)
+        return redis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **kwargs)  # type: ignore[no-untyped-call]
     return redis.Redis.from_url(url, socket_connect_timeout=5, socket_keepalive=True)
 
 

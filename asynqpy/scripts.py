@@ -8,7 +8,6 @@ import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
@@ -27,14 +26,11 @@ class Script:
 
 
 def _lua_dir() -> Path:
-    try:
-        root = resources.files("asynqpy.lua")
-        path = Path(str(root))
-        if path.is_dir():
-            return path
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parent.parent / "lua"  # running from a source checkout
+    here = Path(__file__).resolve().parent
+    for d in (here / "lua", here.parent / "lua"):  # the installed package, then a source checkout
+        if d.is_dir():
+            return d
+    raise RuntimeError(f"asynqpy's Lua scripts are missing (looked in {here / 'lua'} and {here.parent / 'lua'})")
 
 
 def _flatten(text: str, includes: Path, seen: set[str]) -> str:
@@ -64,4 +60,6 @@ def load_scripts() -> dict[str, Script]:
             raise RuntimeError(f"{path.name} uses KEYS[{max(used)}] but its name says {numkeys} keys")
         sha = hashlib.sha1(source.encode()).hexdigest()
         out[name] = Script(name, numkeys, source, sha)
+    if not out:
+        raise RuntimeError(f"no Lua scripts found in {root}")
     return out

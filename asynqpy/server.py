@@ -97,24 +97,43 @@ class Context:
         self.queues = list(options.queues)
         self.cluster = is_cluster(redis)
         self.stopping = asyncio.Event()
+        self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
 
     async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
-        """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key."""
+        """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key.
+
+        On a cluster, the BLPOPs of the keys that did not answer are kept for the next call, not
+        cancelled, and a second BLPOP that answered too is returned by the next call, not dropped:
+        a popped wake-up token must never be lost (a BLPOP cancelled while its reply is in flight
+        has already popped its token), else an idle worker or forwarder sleeps until its timeout
+        although work is waiting. They are cancelled only when the caller itself is cancelled.
+        """
         timeout = max(timeout, 0.01)
         if not self.cluster or len(keys) == 1:
             reply = await self.redis.blpop(list(keys), timeout=timeout)
             return (reply[0].decode(), reply[1]) if reply else None
-        waits = [asyncio.ensure_future(self.redis.blpop([k], timeout=timeout)) for k in keys]
+        waits = self._blpop_waits
+        for k in keys:
+            if k not in waits:
+                w = asyncio.ensure_future(self.redis.blpop([k], timeout=timeout))
+                w.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
+                waits[k] = w
         try:
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for w in done:
+            await asyncio.wait([waits[k] for k in keys], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            for k in keys:
+                w = waits.pop(k, None)
+                if w is not None:
+                    w.cancel()
+            raise
+        for k in keys:
+            w = waits[k]
+            if w.done():
+                del waits[k]
                 reply = w.result()
                 if reply:
                     return (reply[0].decode(), reply[1])
-            return None
-        finally:
-            for w in waits:
-                w.cancel()
+        return None
 
     async def sleep(self, seconds: float) -> bool:
         """Sleep, waking early when the server stops. Returns True if stopping."""

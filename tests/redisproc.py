@@ -12,10 +12,14 @@ from pathlib import Path
 import redis
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(below: int = 65536) -> int:
+    """A free loopback port below ``below``."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port < below:
+            return port
 
 
 class RedisProcess:
@@ -60,8 +64,10 @@ class RedisCluster:
         self.nodes: list[RedisProcess] = []
         try:
             for _ in range(masters):
+                # a node's cluster bus listens on port + 10000, which must stay <= 65535
                 self.nodes.append(RedisProcess("--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
-                                               "--cluster-config-file", "nodes.conf"))
+                                               "--cluster-config-file", "nodes.conf",
+                                               port=free_port(below=55536)))
             addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
             subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=60)
