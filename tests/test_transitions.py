@@ -308,3 +308,12 @@ def test_stats_snapshot(h: H) -> None:
     s = h.run(h.b.stats(Q))
     assert (s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused) == (1, 1, 1, 0, 0, 0, True)
     assert s.size == 3
+
+
+def test_scripts_reload_after_script_flush(h: H) -> None:
+    """A restarted or fresh server has no scripts cached: EVALSHA falls back to EVAL."""
+    h.r.script_flush()
+    assert h.enqueue("a") == 1
+    h.r.script_flush()
+    results = h.x.run_many([h.b.enqueue(Q, "b", Message("t")), h.b.stats(Q)])
+    assert results[0] == 1 and results[1].pending == 2
