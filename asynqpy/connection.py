@@ -47,25 +47,22 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, (redis.RedisCluster, aredis.RedisCluster))
 
 
-def sync_client(url_or_client: Any = None) -> Any:
-    """A sync redis-py client for a URL (None = :func:`default_url`), or the client given."""
+def _make(url_or_client: Any, single: Any, cluster: Any, node: Any) -> Any:
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
-    cluster = _cluster_parts(url)
-    if cluster:
-        nodes, kwargs = cluster
-        return redis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **kwargs)  # type: ignore[no-untyped-call]
-    return redis.Redis.from_url(url, socket_connect_timeout=5, socket_keepalive=True)
+    parts = _cluster_parts(url)
+    if parts:
+        nodes, kwargs = parts
+        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs)
+    return single.from_url(url, socket_connect_timeout=5, socket_keepalive=True)
+
+
+def sync_client(url_or_client: Any = None) -> Any:
+    """A sync redis-py client for a URL (None = :func:`default_url`), or the client given."""
+    return _make(url_or_client, redis.Redis, redis.RedisCluster, ClusterNode)
 
 
 def async_client(url_or_client: Any = None) -> Any:
     """An asyncio redis-py client for a URL (None = :func:`default_url`), or the client given."""
-    if url_or_client is not None and not isinstance(url_or_client, str):
-        return url_or_client
-    url = url_or_client or default_url()
-    cluster = _cluster_parts(url)
-    if cluster:
-        nodes, kwargs = cluster
-        return aredis.RedisCluster(startup_nodes=[AsyncClusterNode(h, p) for h, p in nodes], **kwargs)
-    return aredis.Redis.from_url(url, socket_connect_timeout=5, socket_keepalive=True)
+    return _make(url_or_client, aredis.Redis, aredis.RedisCluster, AsyncClusterNode)

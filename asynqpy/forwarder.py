@@ -50,24 +50,23 @@ class Forwarder:
                 wait = min(wait, next_ms / 1000 + 0.001)
         return wait
 
+    async def _pass(self) -> float:
+        self._tick.clear()  # before the pass: a tick arriving during it is not lost
+        return await self.forward_once()
+
+    async def _pause(self, wait: float) -> bool:
+        """Sleep ``wait`` seconds or until a tick; True if the server is stopping."""
+        if wait > 0:
+            try:
+                await asyncio.wait_for(self._tick.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+        return self.ctx.stopping.is_set()
+
     async def run(self) -> None:
         listener = asyncio.create_task(self._listen(), name="asynqpy-forwarder-listen")
         try:
-            while not self.ctx.stopping.is_set():
-                self._tick.clear()
-                try:
-                    wait = await self.forward_once()
-                except (RedisError, OSError) as exc:
-                    log.warning("forwarding failed: %s", exc)
-                    wait = 1.0
-                except Exception:  # a bug must not stop forwarding for good
-                    log.exception("forwarder pass failed unexpectedly")
-                    wait = 1.0
-                if wait > 0:
-                    try:
-                        await asyncio.wait_for(self._tick.wait(), wait)
-                    except asyncio.TimeoutError:
-                        pass
+            await self.ctx.repeat("forwarding", self._pass, error_wait=1.0, pause=self._pause)
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from .broker import Call
 from .server import Context
 
@@ -42,14 +40,4 @@ class Janitor:
         return wait
 
     async def run(self) -> None:
-        while not self.ctx.stopping.is_set():
-            try:
-                wait = await self.clean_once()
-            except (RedisError, OSError) as exc:
-                log.warning("janitor pass failed: %s", exc)
-                wait = 5.0
-            except Exception:  # a bug must not stop the janitor for good
-                log.exception("janitor pass failed unexpectedly")
-                wait = 5.0
-            if await self.ctx.sleep(wait):
-                return
+        await self.ctx.repeat("janitor pass", self.clean_once, error_wait=5.0)

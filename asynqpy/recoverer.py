@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 
-from redis.exceptions import RedisError
-
 from . import codec
 from .codec import Message
 from .errors import LeaseLostError, MalformedMessageError, TaskNotFoundError
@@ -67,14 +65,4 @@ class Recoverer:
             pass  # renewed, or finished, or recovered by another server in the meantime
 
     async def run(self) -> None:
-        while not self.ctx.stopping.is_set():
-            try:
-                wait = await self.recover_once()
-            except (RedisError, OSError) as exc:
-                log.warning("recovering expired leases failed: %s", exc)
-                wait = 1.0
-            except Exception:  # a bug must not stop recovery for good
-                log.exception("recoverer pass failed unexpectedly")
-                wait = 1.0
-            if await self.ctx.sleep(wait):
-                return
+        await self.ctx.repeat("recovering expired leases", self.recover_once, error_wait=1.0)

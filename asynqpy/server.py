@@ -15,9 +15,11 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from redis.exceptions import RedisError
 
 from .broker import Broker
 from .clock import Clock
@@ -134,6 +136,29 @@ class Context:
                 if reply:
                     return (reply[0].decode(), reply[1])
         return None
+
+    async def repeat(
+        self,
+        what: str,
+        pass_once: Callable[[], Awaitable[float]],
+        error_wait: float,
+        pause: Callable[[float], Awaitable[bool]] | None = None,
+    ) -> None:
+        """Run ``pass_once`` (which returns seconds until it is next needed) until the server
+        stops. A Redis error is logged and retried after ``error_wait``; so is any other error
+        (a bug must not stop a background loop for good). ``pause`` replaces :meth:`sleep`."""
+        pause = pause or self.sleep
+        while not self.stopping.is_set():
+            try:
+                wait = await pass_once()
+            except (RedisError, OSError) as exc:
+                log.warning("%s failed: %s", what, exc)
+                wait = error_wait
+            except Exception:
+                log.exception("%s failed unexpectedly", what)
+                wait = error_wait
+            if await pause(wait):
+                return
 
     async def sleep(self, seconds: float) -> bool:
         """Sleep, waking early when the server stops. Returns True if stopping."""

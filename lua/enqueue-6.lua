@@ -13,20 +13,16 @@ ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
 Returns 1 = enqueued, -1 = duplicate (lock held by another task), -2 = a live task has this id.
 ]]
 --- @include "signal"
+--- @include "newtask"
 local id = ARGV[1]
-local old = redis.call('HGET', KEYS[1], id)
-if old then
-  local st = string.sub(old, 1, 1)
-  if st ~= 'x' and st ~= 'c' then
-    return -2
-  end
+if id_taken(KEYS[1], id) then
+  return -2
 end
 local ttl = tonumber(ARGV[3])
 if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl) then
   return -1
 end
-redis.call('ZREM', KEYS[5], id)
-redis.call('ZREM', KEYS[6], id)
+forget_finished(KEYS[5], KEYS[6], id)
 redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])
 redis.call('LPUSH', KEYS[2], id)
 signal(KEYS[3])

@@ -29,10 +29,7 @@ if code ~= 1 then
   return code
 end
 local due = now + tonumber(ARGV[4])
-local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if head[2] == nil or tonumber(head[2]) > due then
-  signal(KEYS[4])
-end
+signal_if_first(KEYS[3], due, KEYS[4])
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], due, id)
 redis.call('HSET', KEYS[1], id, 'r' .. ARGV[3])

@@ -16,13 +16,10 @@ Returns the due time in ms (> 0) = scheduled, -1 = duplicate, -2 = a live task h
 ]]
 --- @include "now"
 --- @include "signal"
+--- @include "newtask"
 local id = ARGV[1]
-local old = redis.call('HGET', KEYS[1], id)
-if old then
-  local st = string.sub(old, 1, 1)
-  if st ~= 'x' and st ~= 'c' then
-    return -2
-  end
+if id_taken(KEYS[1], id) then
+  return -2
 end
 local delay = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[3])
@@ -30,12 +27,8 @@ if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl + math.ceil(de
   return -1
 end
 local due = now_ms(ARGV[5]) + delay
-local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if head[2] == nil or tonumber(head[2]) > due then
-  signal(KEYS[3])
-end
-redis.call('ZREM', KEYS[5], id)
-redis.call('ZREM', KEYS[6], id)
+signal_if_first(KEYS[2], due, KEYS[3])
+forget_finished(KEYS[5], KEYS[6], id)
 redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])
 redis.call('ZADD', KEYS[2], due, id)
 return due

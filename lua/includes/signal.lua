@@ -5,3 +5,12 @@ local function signal(list)
     redis.call('LPUSH', list, '1')
   end
 end
+
+--- signal_if_first(zset, due, list): signal ``list`` if ``due`` comes before every entry of
+--- ``zset`` (call it before adding the new entry), so forwarders re-plan their sleep.
+local function signal_if_first(zset, due, list)
+  local head = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
+  if head[2] == nil or tonumber(head[2]) > due then
+    signal(list)
+  end
+end
