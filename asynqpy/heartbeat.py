@@ -30,7 +30,6 @@ class Heartbeat:
         self.ctx = ctx
         self.processor = processor
         self.started_at = started_at
-        self.stopping = False
         self._beats = 0
 
     def _info(self) -> bytes:

@@ -227,22 +227,24 @@ class Server:
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
         loops: list[Forwarder | Recoverer | Janitor] = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
+        bg: list[asyncio.Task[None]] = []
+        hb_task: asyncio.Task[None] | None = None
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
                  dict(self.options.queues), self.options.concurrency)
         try:
             await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
             await heartbeat.beat()
-            hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
             bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
+            hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
             await processor.run()  # returns after the graceful shutdown of the handlers
-            for t in bg:
+        finally:
+            for t in bg:  # the heartbeat goes last: it keeps leases alive until every write is done
                 t.cancel()
             await asyncio.gather(*bg, return_exceptions=True)
-            heartbeat.stopping = True
-            hb_task.cancel()
-            await asyncio.gather(hb_task, return_exceptions=True)
-            await heartbeat.clear()
-        finally:
+            if hb_task is not None:
+                hb_task.cancel()
+                await asyncio.gather(hb_task, return_exceptions=True)
+                await heartbeat.clear()
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     self._loop.remove_signal_handler(sig)
