@@ -47,22 +47,39 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, (redis.RedisCluster, aredis.RedisCluster))
 
 
-def _make(url_or_client: Any, single: Any, cluster: Any, node: Any) -> Any:
+REDIS_PY_SOCKET_TIMEOUT = 5.0
+"""redis-py's default socket (read) timeout when none is given."""
+
+
+def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeout: float | None) -> Any:
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
+    opts = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
     parts = _cluster_parts(url)
     if parts:
         nodes, kwargs = parts
-        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs)
-    return single.from_url(url, socket_connect_timeout=5, socket_keepalive=True)
+        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
+    return single.from_url(url, **opts)
 
 
-def sync_client(url_or_client: Any = None) -> Any:
+def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:
     """A sync redis-py client for a URL (None = :func:`default_url`), or the client given."""
-    return _make(url_or_client, redis.Redis, redis.RedisCluster, ClusterNode)
+    return _make(url_or_client, redis.Redis, redis.RedisCluster, ClusterNode, socket_timeout)
 
 
-def async_client(url_or_client: Any = None) -> Any:
-    """An asyncio redis-py client for a URL (None = :func:`default_url`), or the client given."""
-    return _make(url_or_client, aredis.Redis, aredis.RedisCluster, AsyncClusterNode)
+def async_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:
+    """An asyncio redis-py client for a URL (None = :func:`default_url`), or the client given.
+    A server's client needs a socket timeout above its longest blocking wait (``idle_timeout``)."""
+    return _make(url_or_client, aredis.Redis, aredis.RedisCluster, AsyncClusterNode, socket_timeout)
+
+
+def read_timeout(client: Any) -> float:
+    """The socket read timeout of a redis-py client (inf = none): blocking commands must return
+    before it, or the client gives up on them with a TimeoutError."""
+    for holder in (getattr(client, "connection_pool", None), client):
+        kwargs = getattr(holder, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            value = kwargs.get("socket_timeout", REDIS_PY_SOCKET_TIMEOUT)
+            return float("inf") if value is None else float(value)
+    return REDIS_PY_SOCKET_TIMEOUT

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Broker
 from .clock import Clock
-from .connection import async_client, is_cluster
+from .connection import async_client, is_cluster, read_timeout
 from .errors import InvalidArgumentError
 from .executor import AsyncExecutor
 from .keys import validate_queue
@@ -98,6 +99,8 @@ class Context:
         self.server_id = server_id
         self.queues = list(options.queues)
         self.cluster = is_cluster(redis)
+        # a blocking wait must end before the client's socket timeout would abort it
+        self.block_limit = max(0.05, read_timeout(redis) - 0.5)
         self.stopping = asyncio.Event()
         self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
 
@@ -110,9 +113,12 @@ class Context:
         has already popped its token), else an idle worker or forwarder sleeps until its timeout
         although work is waiting. They are cancelled only when the caller itself is cancelled.
         """
-        timeout = max(timeout, 0.01)
+        timeout = min(max(timeout, 0.01), self.block_limit)
         if not self.cluster or len(keys) == 1:
-            reply = await self.redis.blpop(list(keys), timeout=timeout)
+            try:
+                reply = await self.redis.blpop(list(keys), timeout=timeout)
+            except RedisTimeoutError:  # the client gave up first: the same as "no token"
+                return None
             return (reply[0].decode(), reply[1]) if reply else None
         waits = self._blpop_waits
         for k in keys:
@@ -132,7 +138,10 @@ class Context:
             w = waits[k]
             if w.done():
                 del waits[k]
-                reply = w.result()
+                try:
+                    reply = w.result()
+                except RedisTimeoutError:
+                    continue
                 if reply:
                     return (reply[0].decode(), reply[1])
         return None
@@ -216,7 +225,7 @@ class Server:
         from .processor import Processor
         from .recoverer import Recoverer
 
-        redis = async_client(self._redis_arg)
+        redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.options, self.clock, self.server_id)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping

@@ -329,3 +329,27 @@ def test_handler_not_found_error_is_typed() -> None:
 
     with pytest.raises(HandlerNotFoundError):
         asyncio.run(not_found(Task("x")))
+
+
+def test_idle_longer_than_the_clients_socket_timeout(backend: Any) -> None:
+    """A blocking wait never outlives the client's socket timeout (redis-py's default is 5 s):
+    an idle worker stays responsive however long it idles."""
+    if backend.kind == "fake":
+        pytest.skip("fakeredis has no socket timeouts")
+    import redis.asyncio as aredis
+
+    mux = ServeMux()
+    ran: list[float] = []
+    mux.handle("t", lambda task: ran.append(time.monotonic()))
+
+    async def main() -> None:
+        redis = aredis.Redis.from_url(backend.url, socket_timeout=0.5)  # a user's client
+        async with serving(redis, mux, idle_timeout=10):
+            await asyncio.sleep(1.6)  # idle through three socket timeouts
+            t0 = time.monotonic()
+            Client(backend.sync).enqueue("t", None)
+            await until(lambda: ran, 2)
+            assert ran[0] - t0 < 0.5
+        await redis.aclose()
+
+    asyncio.run(main())
