@@ -1,0 +1,68 @@
+# requires: -e ../..  (the repository itself; see bench/run.py)
+"""asynqpy adapter. Configuration: Client.enqueue / enqueue_many (pipelined); one `asynqpy worker`
+process (or --processes N under the supervisor), concurrency C, async no-op handler, defaults
+otherwise (lease 30 s, heartbeat 5 s, fetch_batch 32)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import Board, adapter_args, emit, pace  # noqa: E402
+
+import asynqpy  # noqa: E402
+from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
+
+CONFIG = __doc__
+
+
+def main() -> None:
+    a = adapter_args()
+    if a.command == "describe":
+        emit({"name": "asynqpy", "version": asynqpy.__version__, "config": CONFIG})
+        return
+    board = Board(a.board) if a.board else None
+    if a.command == "enqueue":
+        with Client(a.url) as c:
+            c.enqueue("noop", -1, queue="bench")  # connect and register the queue first
+            t = time.perf_counter()
+            if a.mode == "single":
+                for i in range(a.n):
+                    c.enqueue("noop", i, queue="bench")
+            else:
+                for start in range(0, a.n, 1000):
+                    c.enqueue_many([("noop", i) for i in range(start, min(a.n, start + 1000))], queue="bench")
+            emit({"seconds": time.perf_counter() - t})
+    elif a.command == "produce":
+        assert board is not None
+        with Client(a.url) as c:
+            c.enqueue("warmup", -1, queue="bench")
+            delay = a.delay_s if a.delay_s > 0 else None
+            pace(a.n, a.interval_ms, lambda i: c.enqueue("noop", i, queue="bench", process_in=delay), board)
+        emit({})
+    elif a.command == "worker":
+        assert board is not None
+        mux = ServeMux()
+        sleep = a.sleep_ms / 1000
+
+        @mux.handle("noop")
+        async def noop(task: Task) -> None:
+            board.hit(task.payload)
+            if sleep:
+                await asyncio.sleep(sleep)
+
+        mux.handle("warmup", lambda task: None)
+        if a.processes > 1:
+            from asynqpy.supervisor import supervise
+
+            i = sys.argv.index("--processes")  # children: the same command without --processes N
+            argv = [sys.executable, os.path.abspath(__file__), *sys.argv[1:i], *sys.argv[i + 2:]]
+            sys.exit(supervise(a.processes, argv))
+        Server(a.url, queues={"bench": 1}, concurrency=a.concurrency).run(mux)
+
+
+if __name__ == "__main__":
+    main()
