@@ -1,0 +1,30 @@
+"""The benchmark suite's CI smoke run: asynqpy and the bare loop at tiny sizes, every workload."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+
+def test_bench_smoke(tmp_path: Path, redis_server: object) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--output", str(tmp_path)],
+                         capture_output=True, text=True, timeout=200)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    res = json.loads((tmp_path / "latest.json").read_text())
+    a = res["peers"]["asynqpy"]
+    for key in ("single_enqueue_per_s", "batch_enqueue_per_s", "memory_bytes_per_task", "idle_cmds_per_s"):
+        assert isinstance(a[key], float) and a[key] >= 0, (key, a[key])
+    for key in ("drain", "pickup", "scheduled"):
+        assert "error" not in a[key], (key, a[key])
+    assert a["drain"]["tasks_per_s"] > 0 and a["pickup"]["p50_ms"] > 0 and a["scheduled"]["max_ms"] > 0
+    extras = res["asynqpy_extras"]
+    assert {"drain_2_processes", "drain_4_processes", "drain_c100_sleep10ms", "depth_100", "depth_2000"} <= set(extras)
+    assert "| asynqpy" in out.stdout and "| bare" in out.stdout
