@@ -136,24 +136,41 @@ class Broker:
 
     # -- new tasks ---------------------------------------------------------------------------
 
-    def enqueue(self, queue: str, id: str, msg: Message, unique_ttl: int = 0) -> Call[int]:
-        """(new) -> pending. Raises DuplicateTaskError / TaskIdConflictError when run."""
+    def enqueue(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None) -> Call[int]:
+        """(new) -> pending. Raises DuplicateTaskError / TaskIdConflictError when run.
+        ``data``: ``msg`` already encoded, if the caller has it."""
         q = queue_keys(queue)
         return Call(
             _new_task_code(id, queue),
             "enqueue",
             (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest()), q.archived, q.completed),
-            (id, codec.encode(msg), unique_ttl),
+            (id, data or codec.encode(msg), unique_ttl),
         )
 
-    def schedule(self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0) -> Call[int]:
+    def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:
+        """(new) x N -> pending in one script call, for non-unique tasks of one queue. ``entries``:
+        (id, encoded message). Returns the 0-based positions refused for an id conflict."""
+        q = queue_keys(queue)
+        args: list[Any] = ["1" if check_ids else "0"]
+        for id, data in entries:
+            args += [id, b"p" + data]
+        return Call(
+            lambda r: [int(x) - 1 for x in r],
+            "enqueue_many",
+            (q.tasks, q.pending, q.wake, q.archived, q.completed),
+            tuple(args),
+        )
+
+    def schedule(
+        self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0, data: bytes | None = None
+    ) -> Call[int]:
         """(new) -> scheduled, due ``delay_ms`` from now on the Redis clock. Returns the due time."""
         q = queue_keys(queue)
         return Call(
             _new_task_code(id, queue),
             "schedule",
             (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed),
-            (id, codec.encode(msg), unique_ttl, delay_ms, self.clock.script_now()),
+            (id, data or codec.encode(msg), unique_ttl, delay_ms, self.clock.script_now()),
         )
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:

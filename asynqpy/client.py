@@ -7,17 +7,27 @@ classes differ only in running those calls synchronously or with ``await``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import options as opts
 from .broker import Broker, Call
 from .clock import Clock
 from .connection import async_client, sync_client
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, TaskIdConflictError
 from .executor import AsyncExecutor, SyncExecutor
 from .task import TaskInfo, TaskState
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
+BATCH = 1000
+"""Tasks per enqueue_many script call."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    calls: list[Call[Any]]
+    registers: bool  # calls[0] registers new queue names
+    where: list[tuple[int, int]]  # per task: (index of its call, position in a batch call or -1)
 
 
 class _ClientCore:
@@ -31,48 +41,118 @@ class _ClientCore:
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
         return opts.prepare(task_type, payload, **kwargs)
 
-    def _calls(self, prepared: Sequence[opts.Prepared]) -> tuple[list[Call[Any]], int]:
-        """Broker calls for prepared tasks, preceded by one queue registration if any is new."""
+    def _plan(self, prepared: Sequence[opts.Prepared]) -> _Plan:
+        """The broker calls for prepared tasks: a queue registration first if a queue is new; one
+        enqueue_many call per queue per BATCH tasks for plain immediate tasks of a batch; one
+        enqueue/schedule call per other task (unique, scheduled, or a lone task)."""
         new = sorted({p.queue for p in prepared} - self._registered)
         calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
-        for p in prepared:
+        where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
+        batches: dict[str, list[int]] = {}
+        for i, p in enumerate(prepared):
             if p.delay_ms > 0:
-                calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl))
+                calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data))
+            elif p.unique_ttl or len(prepared) == 1:
+                calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data))
             else:
-                calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl))
-        return calls, len(calls) - len(prepared)
+                batches.setdefault(p.queue, []).append(i)
+                continue
+            where[i] = (len(calls) - 1, -1)
+        for queue, idxs in batches.items():
+            for start in range(0, len(idxs), BATCH):
+                chunk = idxs[start:start + BATCH]
+                entries = [(prepared[i].id, prepared[i].data) for i in chunk]
+                check = not all(prepared[i].generated_id for i in chunk)
+                calls.append(self.broker.enqueue_many(queue, entries, check))
+                for pos, i in enumerate(chunk):
+                    where[i] = (len(calls) - 1, pos)
+        return _Plan(calls, bool(new), where)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
-        out = []
+        out: list[opts.Prepared] = []
+        template: opts.Prepared | None = None
+        fast = "task_id" not in common
+        ids: list[str] = []
         for item in items:
             if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
                 raise InvalidArgumentError("batch items are (type, payload) or (type, payload, options)")
-            kwargs = dict(common)
-            if len(item) == 3:
-                kwargs.update(item[2])
-            out.append(self._prepare(item[0], item[1] if len(item) > 1 else None, kwargs))
+            payload = item[1] if len(item) > 1 else None
+            if len(item) == 3 and item[2]:
+                out.append(self._prepare(item[0], payload, {**common, **item[2]}))
+            elif template is not None:  # the common options are validated once
+                if not ids:
+                    ids = opts.new_task_ids(BATCH)
+                out.append(opts.derive(template, item[0], payload, self.max_payload_bytes, ids.pop()))
+            else:
+                p = self._prepare(item[0], payload, dict(common))
+                template = p if fast else None
+                out.append(p)
         return out
-
-    def _info(self, p: opts.Prepared, reply: int) -> TaskInfo:
-        state = TaskState.SCHEDULED if p.delay_ms > 0 else TaskState.PENDING
-        due = reply if p.delay_ms > 0 else 0
-        return TaskInfo.from_message(p.id, p.queue, state, p.msg, due)
 
     def _results(
-        self, prepared: list[opts.Prepared], replies: list[Any], skip: int, return_exceptions: bool
-    ) -> list[Any]:
-        if skip and isinstance(replies[0], Exception):
+        self, prepared: list[opts.Prepared], plan: _Plan, replies: list[Any], return_exceptions: bool
+    ) -> TaskInfoList:
+        if plan.registers and isinstance(replies[0], Exception):
             raise replies[0]
         self._registered.update(p.queue for p in prepared)
-        out: list[Any] = []
-        for p, r in zip(prepared, replies[skip:]):
-            if isinstance(r, Exception):
-                if not return_exceptions:
-                    raise r
-                out.append(r)
-            else:
-                out.append(self._info(p, r))
-        return out
+        refused = {ci: set(r) for ci, r in enumerate(replies) if isinstance(r, list)}
+        outcomes: list[Any] = []
+        for p, (ci, pos) in zip(prepared, plan.where):
+            r = replies[ci]
+            if pos >= 0 and not isinstance(r, Exception):
+                r = TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}") \
+                    if pos in refused[ci] else 0
+            if isinstance(r, Exception) and not return_exceptions:
+                raise r
+            outcomes.append(r)
+        return TaskInfoList(prepared, outcomes)
+
+
+class TaskInfoList(Sequence[Any]):
+    """What enqueue_many returns: per task, in order, its :class:`TaskInfo` (or, with
+    ``return_exceptions``, the exception that refused it). TaskInfo objects are built on access."""
+
+    __slots__ = ("_prepared", "_outcomes")
+
+    def __init__(self, prepared: list[opts.Prepared], outcomes: list[Any]) -> None:
+        self._prepared = prepared
+        self._outcomes = outcomes
+
+    def __len__(self) -> int:
+        return len(self._prepared)
+
+    def _one(self, i: int) -> Any:
+        r = self._outcomes[i]
+        if isinstance(r, Exception):
+            return r
+        p = self._prepared[i]
+        if p.delay_ms > 0:
+            return TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r)
+        return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(*i.indices(len(self)))]
+        return self._one(range(len(self))[i])
+
+    @property
+    def ids(self) -> list[str]:
+        """The task ids, in order (cheaper than building every TaskInfo)."""
+        return [p.id for p in self._prepared]
+
+    def __add__(self, other: Sequence[Any]) -> list[Any]:
+        return list(self) + list(other)
+
+    def __radd__(self, other: Sequence[Any]) -> list[Any]:
+        return list(other) + list(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TaskInfoList({len(self)} tasks)"
 
 
 _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
@@ -82,7 +162,7 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
         server's default timeout; None = no limit); ``deadline`` (datetime or Unix seconds);
         ``process_at`` (datetime or Unix seconds) or ``process_in`` (seconds/timedelta) to schedule;
         ``unique`` (seconds/timedelta: reject duplicates of queue+type+payload for that long);
-        ``task_id`` (default: a random UUID); ``retention`` (seconds to keep the completed task
+        ``task_id`` (default: a random 16-character id); ``retention`` (seconds to keep the completed task
         and its result); ``retry_delay`` (seconds between retries, overriding the server's policy).
 
         Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
@@ -101,23 +181,23 @@ class Client(_ClientCore):
 
     def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
         p = self._prepare(task_type, payload, options)
-        calls, skip = self._calls([p])
-        replies = self._exec.run_many(calls) if skip else [_run_or_exc(self._exec, calls[0])]
-        return self._results([p], replies, skip, False)[0]  # type: ignore[no-any-return]
+        plan = self._plan([p])
+        replies = self._exec.run_many(plan.calls) if plan.registers else [_run_or_exc(self._exec, plan.calls[0])]
+        return self._results([p], plan, replies, False)[0]  # type: ignore[no-any-return]
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
     def enqueue_many(
         self, items: Iterable[BatchItem], *, return_exceptions: bool = False, **options: Any
-    ) -> list[Any]:
+    ) -> TaskInfoList:
         """Enqueue many tasks in one pipelined round trip. ``items``: (type, payload) or
         (type, payload, {option: value}) tuples; ``options`` apply to all. Every item is validated
         before anything is sent. Each task is stored atomically; a failing item (duplicate, id
         conflict) does not stop the others: with ``return_exceptions`` its exception takes its
         place in the returned list, else the first one is raised after all were attempted."""
         prepared = self._split_batch(items, options)
-        calls, skip = self._calls(prepared)
-        return self._results(prepared, self._exec.run_many(calls), skip, return_exceptions)
+        plan = self._plan(prepared)
+        return self._results(prepared, plan, self._exec.run_many(plan.calls), return_exceptions)
 
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks). False if it was already paused."""
@@ -149,19 +229,20 @@ class AsyncClient(_ClientCore):
 
     async def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
         p = self._prepare(task_type, payload, options)
-        calls, skip = self._calls([p])
-        replies = await self._exec.run_many(calls) if skip else [await _arun_or_exc(self._exec, calls[0])]
-        return self._results([p], replies, skip, False)[0]  # type: ignore[no-any-return]
+        plan = self._plan([p])
+        replies = (await self._exec.run_many(plan.calls) if plan.registers
+                   else [await _arun_or_exc(self._exec, plan.calls[0])])
+        return self._results([p], plan, replies, False)[0]  # type: ignore[no-any-return]
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
     async def enqueue_many(
         self, items: Iterable[BatchItem], *, return_exceptions: bool = False, **options: Any
-    ) -> list[Any]:
+    ) -> TaskInfoList:
         """See :meth:`Client.enqueue_many`."""
         prepared = self._split_batch(items, options)
-        calls, skip = self._calls(prepared)
-        return self._results(prepared, await self._exec.run_many(calls), skip, return_exceptions)
+        plan = self._plan(prepared)
+        return self._results(prepared, plan, await self._exec.run_many(plan.calls), return_exceptions)
 
     async def pause(self, queue: str) -> bool:
         """See :meth:`Client.pause`."""

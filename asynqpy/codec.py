@@ -77,12 +77,25 @@ def encode_payload(payload: Any) -> bytes:
 
 def encode(msg: Message) -> bytes:
     """Encode a message for storage."""
-    values = [getattr(msg, name) for name in _FIELDS]
+    return encode_values(list(msg.__dict__.values()))  # field order (a frozen dataclass, no slots)
+
+
+def encoded_length(values: list[Any]) -> int:
+    """How many leading fields an encoding keeps: trailing default values are left out."""
     end = len(values)
-    while end > 1 and values[end - 1] == _DEFAULTS[end - 1] and type(values[end - 1]) is type(
-        _DEFAULTS[end - 1]
-    ):
+    while end > 1:
+        v, d = values[end - 1], _DEFAULTS[end - 1]
+        if v != d or type(v) is not type(d):
+            break
         end -= 1
+    return end
+
+
+def encode_values(values: list[Any], end: int | None = None) -> bytes:
+    """Encode a message given as its field values, in field order; ``end``: the
+    :func:`encoded_length` if the caller knows it."""
+    if end is None:
+        end = encoded_length(values)
     try:
         return cast(bytes, msgpack.packb(values[:end], use_bin_type=True, default=_default_hook))
     except (TypeError, ValueError, OverflowError) as exc:

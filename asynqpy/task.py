@@ -110,9 +110,10 @@ class Task:
         return f"Task(type={self.type!r}, id={self.id!r}, queue={self.queue!r}, retry_count={self.retry_count})"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TaskInfo:
-    """A snapshot of a stored task."""
+    """A snapshot of a stored task. ``timeout``: seconds per attempt, None = no limit, -1.0 = the
+    server's ``default_timeout``. Times are aware UTC datetimes (None when not applicable)."""
 
     id: str
     queue: str
@@ -134,27 +135,9 @@ class TaskInfo:
     def from_message(
         cls, id: str, queue: str, state: TaskState, msg: Message, next_process_at_ms: int = 0
     ) -> TaskInfo:
-        timeout: float | None
-        if msg.timeout_ms < 0:
-            timeout = -1.0
-        elif msg.timeout_ms == 0:
-            timeout = None
-        else:
-            timeout = msg.timeout_ms / 1000
-        return cls(
-            id=id,
-            queue=queue,
-            type=msg.type,
-            payload=msg.payload,
-            state=state,
-            max_retry=msg.max_retry,
-            retried=msg.retried,
-            last_error=msg.last_error,
-            last_failed_at=ms_to_datetime(msg.last_failed_at_ms),
-            next_process_at=ms_to_datetime(next_process_at_ms),
-            completed_at=ms_to_datetime(msg.completed_at_ms),
-            result=msg.result,
-            timeout=timeout,
-            deadline=ms_to_datetime(msg.deadline_ms),
-            retention=msg.retention_ms / 1000,
-        )
+        t = msg.timeout_ms
+        timeout = -1.0 if t < 0 else (t / 1000 if t else None)
+        when = ms_to_datetime
+        return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
+                   when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
+                   timeout, when(msg.deadline_ms), msg.retention_ms / 1000)

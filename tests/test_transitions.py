@@ -317,3 +317,38 @@ def test_scripts_reload_after_script_flush(h: H) -> None:
     h.r.script_flush()
     results = h.x.run_many([h.b.enqueue(Q, "b", Message("t")), h.b.stats(Q)])
     assert results[0] == 1 and results[1].pending == 2
+
+
+def test_enqueue_many_script_ids_checked_only_when_given(h: H) -> None:
+    h.enqueue("live")
+    h.enqueue("done")
+    h.take(2)  # "live" and "done" are active now
+    h.run(h.b.archive(Q, "done", "tok00001", h.msg("done"), 100, MAX_AGE))
+    h.r.delete(K.wake)
+    entries = [("n1", b"\x91\xa1t"), ("live", b"\x91\xa1t"), ("done", b"\x91\xa1t"), ("n1", b"\x91\xa1t")]
+    refused = h.run(h.b.enqueue_many(Q, entries, check_ids=True))
+    assert refused == [1, 3]  # a live id, and an id given twice in the batch
+    assert h.state("live") == "a" and h.state("done") == "p" and h.r.zcard(K.archived) == 0
+    assert h.r.lrange(K.pending, 0, -1) == [b"done", b"n1"]
+    assert h.r.llen(K.wake) == 1
+    assert h.run(h.b.enqueue_many(Q, [("g1", b"\x91\xa1t"), ("g2", b"\x91\xa1t")], check_ids=False)) == []
+    assert h.take(10) == ["n1", "done", "g1", "g2"]  # FIFO across batches
+
+
+def test_client_batch_mixes_paths_and_reports_per_item(backend: Any) -> None:
+    from asynqpy import Client, TaskState
+
+    c = Client(backend.sync)
+    c.enqueue("t", None, task_id="taken")
+    res = c.enqueue_many(
+        [("a", 1), ("b", 2, {"task_id": "taken"}), ("c", 3, {"process_in": 60}), ("d", 4, {"unique": 60}),
+         ("e", 5), ("f", 6, {"queue": "other"})],
+        return_exceptions=True,
+    )
+    assert isinstance(res[1], TaskIdConflictError)
+    assert [r.state for i, r in enumerate(res) if i != 1] == [TaskState.PENDING, TaskState.SCHEDULED] + [TaskState.PENDING] * 3
+    assert len({r.id for i, r in enumerate(res) if i != 1}) == 5
+    with pytest.raises(TaskIdConflictError):
+        c.enqueue_many([("a", 1), ("b", 2)], task_id="taken")
+    assert [x.decode() for x in backend.sync.lrange(K.pending, 0, -1)] == []  # queue q1 untouched
+    assert backend.sync.llen(queue_keys("default").pending) == 4  # taken, a, d, e

@@ -1,0 +1,39 @@
+--[[ enqueue_many: (new) x N -> pending, in one call (the batch path of Client.enqueue_many)
+Stores N tasks and appends them to pending in order. Unique tasks never come this way (they take
+enqueue-6 one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
+id check; a batch with caller-chosen ids is checked like enqueue-6: a live task with the same id
+is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
+replaced.
+KEYS[1] t          tasks hash
+KEYS[2] pending    pending list
+KEYS[3] wake       wake-up list idle workers block on
+KEYS[4] archived   archived zset (a replaced archived task leaves it)
+KEYS[5] completed  completed zset (a replaced completed task leaves it)
+ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
+ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
+]]
+--- @include "signal"
+--- @include "newtask"
+local check = ARGV[1] == '1'
+local fields, ids, refused, seen = {}, {}, {}, {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  if check and (seen[id] or id_taken(KEYS[1], id)) then
+    refused[#refused + 1] = i / 2
+  else
+    if check then
+      seen[id] = true
+      forget_finished(KEYS[4], KEYS[5], id)
+    end
+    fields[#fields + 1] = id
+    fields[#fields + 1] = ARGV[i + 1]
+    ids[#ids + 1] = id
+  end
+end
+if #ids > 0 then
+  redis.call('HSET', KEYS[1], unpack(fields))
+  redis.call('LPUSH', KEYS[2], unpack(ids))
+  signal(KEYS[3])
+end
+return refused
