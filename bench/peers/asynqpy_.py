@@ -27,7 +27,7 @@ def main() -> None:
     board = Board(a.board) if a.board else None
     if a.command == "enqueue":
         with Client(a.url) as c:
-            c.enqueue("noop", -1, queue="bench")  # connect and register the queue first
+            c.enqueue("warmup", None, queue="bench")  # connect and register the queue first
             t = time.perf_counter()
             if a.mode == "single":
                 for i in range(a.n):
