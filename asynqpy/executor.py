@@ -8,10 +8,14 @@ The two executors share everything but the ``await``s.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Call
 from .scripts import load_scripts
@@ -50,16 +54,50 @@ def _parse(call: Call[Any], reply: Any) -> Any:
 
 
 class SyncExecutor:
-    """Runs calls on a synchronous redis-py client (``redis.Redis`` or ``redis.RedisCluster``)."""
+    """Runs calls on a synchronous redis-py client (``redis.Redis`` or ``redis.RedisCluster``).
+
+    Single script calls on a plain ``redis.Redis`` take a fast path: each thread keeps one connection of
+    the client's pool and talks to it directly, skipping redis-py's per-command machinery (about
+    40 µs a call). Any connection error drops that connection and retries once through the
+    client, which reconnects as usual."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
+        self._fast = type(redis).__name__ == "Redis" and hasattr(redis, "connection_pool")
+        self._local = threading.local()
+
+    def _conn(self) -> Any:
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] != os.getpid():
+            held = (os.getpid(), self.redis.connection_pool.get_connection())
+            self._local.held = held
+        return held[1]
+
+    def _direct(self, args: tuple[Any, ...]) -> Any:
+        conn = self._conn()
+        try:
+            conn.send_command(*args)
+            return conn.read_response()
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            conn.disconnect()
+            self._local.held = None
+            self.redis.connection_pool.release(conn)
+            return self.redis.execute_command(*args)  # retried with the client's own policy
 
     def _send(self, call: Call[Any]) -> Any:
+        # script replies need no response callbacks; plain commands keep redis-py's parsing
+        run = self._direct if self._fast and call.script else (lambda args: self.redis.execute_command(*args))
         try:
-            return self.redis.execute_command(*_evalsha(call))
+            return run(_evalsha(call))
         except NoScriptError:
-            return self.redis.execute_command(*_eval(call))
+            return run(_eval(call))
+
+    def close(self) -> None:
+        """Give this thread's connection back to the pool."""
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == os.getpid():
+            self.redis.connection_pool.release(held[1])
+        self._local.held = None
 
     def run(self, call: Call[T]) -> T:
         """Run one call; its parser's typed error (or the Redis error) is raised."""
