@@ -23,7 +23,8 @@ from .scripts import load_scripts
 T = TypeVar("T")
 
 
-def _evalsha(call: Call[Any]) -> tuple[Any, ...]:
+def evalsha_args(call: Call[Any]) -> tuple[Any, ...]:
+    """The command (EVALSHA for a script call) that runs ``call``."""
     if not call.script:
         return call.command
     script = load_scripts()[call.script]
@@ -40,7 +41,7 @@ def _pipeline(redis: Any, calls: Sequence[Call[Any]]) -> Any:
     # but route a raw EVALSHA by its keys like any other command.
     pipe = redis.pipeline(transaction=False)
     for call in calls:
-        pipe.execute_command(*_evalsha(call))
+        pipe.execute_command(*evalsha_args(call))
     return pipe
 
 
@@ -88,7 +89,7 @@ class SyncExecutor:
         # script replies need no response callbacks; plain commands keep redis-py's parsing
         run = self._direct if self._fast and call.script else (lambda args: self.redis.execute_command(*args))
         try:
-            return run(_evalsha(call))
+            return run(evalsha_args(call))
         except NoScriptError:
             return run(_eval(call))
 
@@ -126,7 +127,7 @@ class AsyncExecutor:
 
     async def _send(self, call: Call[Any]) -> Any:
         try:
-            return await self.redis.execute_command(*_evalsha(call))
+            return await self.redis.execute_command(*evalsha_args(call))
         except NoScriptError:
             return await self.redis.execute_command(*_eval(call))
 

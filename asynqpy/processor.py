@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
-from .broker import Call
+from .broker import Call, Dequeued
 from .codec import Message
 from .errors import (
     HandlerNotFoundError,
@@ -35,6 +35,7 @@ from .keys import queue_keys
 from .mux import AsyncHandler, Handler, ServeMux, not_found
 from .server import Context
 from .task import Task, ms_to_datetime
+from .wake import PipelinedWait
 
 log = logging.getLogger("asynqpy.processor")
 
@@ -90,6 +91,8 @@ class Processor:
         self._writes_idle = asyncio.Event()
         self._writes_idle.set()
         self._in_dequeue = False
+        self._in_wait = False
+        self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         weights = self.opts.queues
         self._strict = sorted(ctx.queues, key=lambda q: -weights[q])
 
@@ -108,6 +111,17 @@ class Processor:
             weights.pop(i)
         return order
 
+    def _took(self, q: str, res: Dequeued, token: str, lease_from: float) -> bool:
+        """Record a dequeue's result and start its tasks; True if there were any."""
+        self.ctx.clock.observe(res.now_ms)
+        if res.remaining <= 0:
+            self._empty[q] = asyncio.get_running_loop().time()
+        else:
+            self._empty.pop(q, None)
+        for id, raw in res.tasks:
+            self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
+        return bool(res.tasks)
+
     async def _fetch_once(self, count: int) -> bool:
         loop = asyncio.get_running_loop()
         for q in self._order():
@@ -121,23 +135,32 @@ class Processor:
                 res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
             finally:
                 self._in_dequeue = False
-            self.ctx.clock.observe(res.now_ms)
-            if res.remaining <= 0:
-                self._empty[q] = loop.time()
-            else:
-                self._empty.pop(q, None)
-            if res.tasks:
-                for id, raw in res.tasks:
-                    self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
+            if self._took(q, res, token, lease_from):
                 return True
         return False
 
-    async def _wait_for_work(self) -> None:
-        got = await self.ctx.blpop_any(list(self._wake_keys), self.opts.idle_timeout)
-        if got is None:
+    async def _wait_for_work(self, count: int) -> None:
+        """Block until a wake token arrives. On plain Redis the first queue's dequeue rides in the
+        same round trip (see :mod:`asynqpy.wake`)."""
+        if self._waiter is None:
+            got = await self.ctx.blpop_any(list(self._wake_keys), self.opts.idle_timeout)
+            fired = got[0] if got else None
+        else:
+            q = self._order()[0]
+            token = secrets.token_hex(4)
+            lease_from = asyncio.get_running_loop().time()
+            self._in_wait = True
+            try:
+                fired, res = await self._waiter.wait(
+                    list(self._wake_keys), self.opts.idle_timeout,
+                    self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
+            finally:
+                self._in_wait = False
+            self._took(q, res, token, lease_from)
+        if fired is None:
             self._empty.clear()
         else:
-            self._empty.pop(self._wake_keys[got[0]], None)
+            self._empty.pop(self._wake_keys[fired], None)
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
@@ -147,11 +170,11 @@ class Processor:
                 await self._slot_freed.wait()
                 continue
             try:
-                free = self.opts.concurrency - len(self.executing)
-                if not await self._fetch_once(min(free, self.opts.fetch_batch)):
+                count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
+                if not await self._fetch_once(count):
                     if self.ctx.stopping.is_set():
                         break
-                    await self._wait_for_work()
+                    await self._wait_for_work(count)
                 backoff = 0.05
             except (RedisError, OSError) as exc:
                 log.warning("fetching tasks failed (%s); retrying in %.2fs", exc, backoff)
@@ -335,9 +358,7 @@ class Processor:
         fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
         await self.ctx.stopping.wait()
         self._slot_freed.set()
-        if not self._in_dequeue:
-            fetcher.cancel()
-        await asyncio.gather(fetcher, return_exceptions=True)
+        await self._stop_fetcher(fetcher)
         running = [r.aio for r in self.executing if r.aio is not None]
         if running:
             log.info("waiting up to %.1fs for %d running task(s)", self.opts.shutdown_timeout, len(running))
@@ -349,6 +370,22 @@ class Processor:
             log.error("gave up writing %d outcome(s); the recoverer will retry them", len(self._outcomes))
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
+
+    async def _stop_fetcher(self, fetcher: asyncio.Task[None]) -> None:
+        """Stop fetching without losing a dequeue in flight: a dequeue is let finish, a pipelined
+        wait is unblocked (its dequeue then completes), anything else is cancelled."""
+        while not fetcher.done():
+            if self._in_wait and self._waiter is not None:
+                try:
+                    await self._waiter.unblock()
+                except (RedisError, OSError) as exc:
+                    log.warning("could not unblock the idle wait: %s", exc)
+                    fetcher.cancel()
+            elif not self._in_dequeue:
+                fetcher.cancel()
+            await asyncio.wait([fetcher], timeout=0.05)
+        if self._waiter is not None:
+            await self._waiter.close()
 
     async def _requeue_leftovers(self) -> None:
         left = list(self.executing)

@@ -16,6 +16,7 @@ from asynqpy import (
     HandlerNotFoundError,
     Inspector,
     ServeMux,
+    Server,
     SkipRetry,
     Task,
     TaskState,
@@ -353,3 +354,25 @@ def test_idle_longer_than_the_clients_socket_timeout(backend: Any) -> None:
         await redis.aclose()
 
     asyncio.run(main())
+
+
+def test_idle_server_stops_at_once_and_keeps_what_it_dequeued(backend: Any) -> None:
+    """Stopping an idle server (blocked in its wait) does not wait for the block to time out, and
+    a task that arrives while it stops is run or left queued, never lost."""
+    mux = ServeMux()
+    ran: list[Any] = []
+    mux.handle("t", lambda task: ran.append(task.payload))
+
+    async def main() -> None:
+        server = Server(backend.new_async(), idle_timeout=30, shutdown_timeout=1)
+        task = asyncio.create_task(server.arun(mux))
+        await asyncio.sleep(0.3)
+        Client(backend.sync).enqueue("t", 1)
+        server.stop()
+        t0 = time.monotonic()
+        await asyncio.wait_for(task, 10)
+        assert time.monotonic() - t0 < 2
+
+    asyncio.run(main())
+    s = stats(backend)
+    assert s.active == 0 and s.pending + len(ran) == 1 and s.retry == 0

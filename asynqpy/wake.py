@@ -1,0 +1,87 @@
+"""The idle wait of a worker, with its next dequeue pipelined behind it.
+
+An idle worker sends, in one write on a connection of its own: ``CLIENT ID``, ``BLPOP`` on its
+queues' wake lists, and a ``dequeue`` script call. Redis answers CLIENT ID at once, blocks on the
+BLPOP, and the moment a token arrives (or the wait times out) runs the dequeue: the worker gets
+its first task in the very round trip that woke it. To stop a waiting worker, :meth:`unblock`
+sends ``CLIENT UNBLOCK`` from another connection; the BLPOP then returns as if timed out and the
+dequeue's reply arrives normally, so no dequeued task is ever lost to a cancelled read.
+
+Plain Redis only (a cluster cannot BLPOP keys of several slots in one command).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from .broker import Call, Dequeued
+from .executor import evalsha_args
+from .server import Context
+
+
+class PipelinedWait:
+    """One dedicated connection for the idle wait (see the module docstring)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._conn: Any = None
+        self._client_id: int | None = None
+        self._blocked = False
+
+    async def wait(self, wake_keys: list[str], timeout: float, dequeue: Call[Dequeued]) -> tuple[str | None, Dequeued]:
+        """Block until a wake token (or ``timeout``), then dequeue. Returns (the wake key that
+        fired, or None) and the dequeue's result."""
+        pool = self.ctx.redis.connection_pool
+        if self._conn is None:
+            self._conn = await pool.get_connection()
+        conn = self._conn
+        timeout = min(max(timeout, 0.01), self.ctx.block_limit)
+        commands = [("CLIENT", "ID"), ("BLPOP", *wake_keys, timeout), evalsha_args(dequeue)]
+        try:
+            await conn.send_packed_command(conn.pack_commands(commands))
+            self._client_id = int(await conn.read_response())
+            self._blocked = True
+            try:
+                popped = await conn.read_response()
+            finally:
+                self._blocked = False
+            try:
+                reply = await conn.read_response()
+            except NoScriptError:  # a restarted server: run it once more through EVAL
+                return self._key(popped), await self.ctx.exec.run(dequeue)
+        except BaseException:
+            self._conn = None
+            await conn.disconnect()
+            await pool.release(conn)
+            raise
+        return self._key(popped), dequeue.parse(reply)
+
+    @staticmethod
+    def supported(redis: Any) -> bool:
+        """A plain redis-py asyncio client of a real server (not a cluster, not fakeredis, which
+        has no CLIENT UNBLOCK)."""
+        return type(redis).__name__ == "Redis" and type(redis).__module__.startswith("redis.")
+
+    @staticmethod
+    def _key(popped: Any) -> str | None:
+        if not popped:
+            return None
+        key = popped[0]
+        return key.decode() if isinstance(key, bytes) else str(key)
+
+    @property
+    def blocked(self) -> bool:
+        return self._blocked
+
+    async def unblock(self) -> None:
+        """Make a blocked wait return now (it still completes its dequeue)."""
+        if self._client_id is not None:
+            await self.ctx.redis.execute_command("CLIENT", "UNBLOCK", self._client_id)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await asyncio.shield(self.ctx.redis.connection_pool.release(conn))
