@@ -47,7 +47,7 @@ class Forwarder:
             if moved >= self.batch:
                 wait = 0.0
             elif next_ms >= 0:
-                wait = min(wait, next_ms / 1000 + 0.001)
+                wait = min(wait, next_ms / 1000 + 0.0002)
         return wait
 
     async def _pass(self) -> float:
