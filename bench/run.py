@@ -18,10 +18,8 @@ import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -157,24 +155,19 @@ def pct(values: list[float], p: float) -> float:
 
 def count_client_commands(url: str, seconds: float) -> float:
     """Commands per second clients send (MONITOR; commands run by scripts are not counted)."""
-    r = redis.Redis.from_url(url)
-    seen = [0]
-    stop = threading.Event()
-
-    def watch() -> None:
-        with r.monitor() as m:
-            deadline = time.monotonic() + seconds
-            for cmd in m.listen():
-                if time.monotonic() > deadline or stop.is_set():
-                    break
-                if cmd.get("client_type") != "lua" and "lua" not in str(cmd.get("client_address", "")):
-                    seen[0] += 1
-
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    t.join(seconds + 2)
-    stop.set()
-    return seen[0] / seconds
+    r = redis.Redis.from_url(url, socket_timeout=0.25)
+    seen = 0
+    deadline = time.monotonic() + seconds
+    with r.monitor() as m:
+        while time.monotonic() < deadline:
+            try:
+                cmd = m.next_command()
+            except redis.TimeoutError:
+                continue
+            if cmd.get("client_type") != "lua" and "lua" not in str(cmd.get("client_address", "")):
+                seen += 1
+    r.close()
+    return seen / seconds
 
 
 # -- workloads ------------------------------------------------------------------------------------
