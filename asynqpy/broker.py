@@ -136,15 +136,18 @@ class Broker:
 
     # -- new tasks ---------------------------------------------------------------------------
 
-    def enqueue(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None) -> Call[int]:
+    def enqueue(
+        self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None, check_id: bool = True
+    ) -> Call[int]:
         """(new) -> pending. Raises DuplicateTaskError / TaskIdConflictError when run.
-        ``data``: ``msg`` already encoded, if the caller has it."""
+        ``data``: ``msg`` already encoded, if the caller has it; ``check_id`` False for a
+        generated (random) id, which cannot collide."""
         q = queue_keys(queue)
         return Call(
             _new_task_code(id, queue),
             "enqueue",
-            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest()), q.archived, q.completed),
-            (id, data or codec.encode(msg), unique_ttl),
+            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed),
+            (id, data or codec.encode(msg), unique_ttl, "1" if check_id else "0"),
         )
 
     def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:

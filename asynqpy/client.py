@@ -35,8 +35,18 @@ class _ClientCore:
         self.broker = Broker(clock)
         self.max_payload_bytes = max_payload_bytes
         self._registered: set[str] = set()
+        self._templates: dict[str, opts.Prepared] = {}
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any]) -> opts.Prepared:
+        if len(kwargs) <= 1 and kwargs.keys() <= {"queue"}:  # default options: validated once per queue
+            queue = kwargs.get("queue", "default")
+            template = self._templates.get(queue)
+            if template is None:
+                template = opts.prepare("t", None, queue=queue, max_payload_bytes=self.max_payload_bytes)
+                if len(self._templates) < 1000:
+                    self._templates[queue] = template
+            return opts.derive(template, task_type, payload, self.max_payload_bytes, opts.new_task_id(),
+                               self.broker.clock.local_ms())
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
         return opts.prepare(task_type, payload, **kwargs)
@@ -53,7 +63,7 @@ class _ClientCore:
             if p.delay_ms > 0:
                 calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data))
             elif p.unique_ttl or len(prepared) == 1:
-                calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data))
+                calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
             else:
                 batches.setdefault(p.queue, []).append(i)
                 continue
@@ -82,7 +92,8 @@ class _ClientCore:
             elif template is not None:  # the common options are validated once
                 if not ids:
                     ids = opts.new_task_ids(BATCH)
-                out.append(opts.derive(template, item[0], payload, self.max_payload_bytes, ids.pop()))
+                out.append(opts.derive(template, item[0], payload, self.max_payload_bytes, ids.pop(),
+                                       template.values[2]))
             else:
                 p = self._prepare(item[0], payload, dict(common))
                 template = p if fast else None

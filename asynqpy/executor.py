@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -77,7 +78,7 @@ class SyncExecutor:
     def _direct(self, args: tuple[Any, ...]) -> Any:
         conn = self._conn()
         try:
-            conn.send_command(*args)
+            conn.send_packed_command([pack_command(args)])
             return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
             conn.disconnect()

@@ -7,7 +7,6 @@ and every script, which only touches one queue, can be run on a cluster.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import date
 
 from .errors import InvalidArgumentError
@@ -46,67 +45,34 @@ def server_info(server_id: str) -> str:
     return f"{PREFIX}:server:{server_id}"
 
 
-@dataclass(frozen=True)
 class QueueKeys:
-    """The keys of one queue. See docs/architecture.md for what each holds."""
+    """The keys of one queue (computed once). See docs/architecture.md for what each holds:
 
-    name: str
+    tasks (HASH id -> state char [+ lease token] + message), pending (LIST), lease (ZSET of active
+    ids -> lease expiry), scheduled, retry, archived, completed (ZSETs), paused (STRING), wake
+    (LIST idle workers BLPOP on), tick (LIST forwarders BLPOP on), processed and failed
+    (lifetime counters), placeholder (the never-set lock key non-unique tasks pass).
+    """
 
-    @property
-    def base(self) -> str:
-        return f"{PREFIX}:{{{self.name}}}:"
+    __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
+                 "paused", "wake", "tick", "processed", "failed", "placeholder")
 
-    @property
-    def tasks(self) -> str:
-        """HASH task id -> state char (+ lease token when active) + encoded message."""
-        return self.base + "t"
-
-    @property
-    def pending(self) -> str:
-        return self.base + "pending"
-
-    @property
-    def lease(self) -> str:
-        """ZSET of active task ids -> lease expiry (ms, Redis clock)."""
-        return self.base + "lease"
-
-    @property
-    def scheduled(self) -> str:
-        return self.base + "scheduled"
-
-    @property
-    def retry(self) -> str:
-        return self.base + "retry"
-
-    @property
-    def archived(self) -> str:
-        return self.base + "archived"
-
-    @property
-    def completed(self) -> str:
-        return self.base + "completed"
-
-    @property
-    def paused(self) -> str:
-        return self.base + "paused"
-
-    @property
-    def wake(self) -> str:
-        """LIST idle workers BLPOP on; a token means pending may have work."""
-        return self.base + "wake"
-
-    @property
-    def tick(self) -> str:
-        """LIST forwarders BLPOP on; a token means the earliest due time moved up."""
-        return self.base + "tick"
-
-    @property
-    def processed(self) -> str:
-        return self.base + "processed"
-
-    @property
-    def failed(self) -> str:
-        return self.base + "failed"
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.base = base = f"{PREFIX}:{{{name}}}:"
+        self.tasks = base + "t"
+        self.pending = base + "pending"
+        self.lease = base + "lease"
+        self.scheduled = base + "scheduled"
+        self.retry = base + "retry"
+        self.archived = base + "archived"
+        self.completed = base + "completed"
+        self.paused = base + "paused"
+        self.wake = base + "wake"
+        self.tick = base + "tick"
+        self.processed = base + "processed"
+        self.failed = base + "failed"
+        self.placeholder = base + "u:"
 
     def processed_on(self, day: date) -> str:
         return f"{self.base}processed:{day.isoformat()}"
@@ -116,7 +82,7 @@ class QueueKeys:
 
     def lock(self, digest: str) -> str:
         """Uniqueness lock; ``digest`` '' gives the never-set placeholder used by non-unique tasks."""
-        return f"{self.base}u:{digest}"
+        return f"{self.base}u:{digest}" if digest else self.placeholder
 
 
 _cache: dict[str, QueueKeys] = {}

@@ -85,11 +85,11 @@ def _encode_checked(msg: Message, max_payload_bytes: int) -> bytes:
     return data
 
 
-def derive(template: Prepared, task_type: str, payload: Any, max_payload_bytes: int, id: str) -> Prepared:
-    """Another task with the same (already validated) options as ``template``: the fast path of
-    enqueue_many, which validates the options once, not per task."""
+def derive(template: Prepared, task_type: str, payload: Any, max_payload_bytes: int, id: str, now_ms: int) -> Prepared:
+    """Another task with the same (already validated) options as ``template``, enqueued at
+    ``now_ms``: the fast path that validates options once, not per task."""
     _check_type(task_type)
-    values = [task_type, payload, *template.values[2:]]
+    values = [task_type, payload, now_ms, *template.values[3:]]
     data = codec.encode_values(values, template.encoded_length)  # type and payload are never trimmed
     if len(data) > max_payload_bytes:
         data = _encode_checked(Message(*values), max_payload_bytes)

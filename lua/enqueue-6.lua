@@ -10,19 +10,23 @@ KEYS[6] completed  completed zset (a replaced completed task leaves it)
 ARGV[1] id         task id
 ARGV[2] msg        encoded message (msgpack)
 ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
+ARGV[4] check      '1' = the caller chose the id: check it; '0' = a generated (random) id
 Returns 1 = enqueued, -1 = duplicate (lock held by another task), -2 = a live task has this id.
 ]]
 --- @include "signal"
 --- @include "newtask"
 local id = ARGV[1]
-if id_taken(KEYS[1], id) then
+local check = ARGV[4] == '1'
+if check and id_taken(KEYS[1], id) then
   return -2
 end
 local ttl = tonumber(ARGV[3])
 if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl) then
   return -1
 end
-forget_finished(KEYS[5], KEYS[6], id)
+if check then
+  forget_finished(KEYS[5], KEYS[6], id)
+end
 redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])
 redis.call('LPUSH', KEYS[2], id)
 signal(KEYS[3])
