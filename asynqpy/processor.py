@@ -175,6 +175,7 @@ class Processor:
                     if self.ctx.stopping.is_set():
                         break
                     await self._wait_for_work(count)
+                    await asyncio.sleep(0)  # let the tasks it brought start before the next fetch
                 backoff = 0.05
             except (RedisError, OSError) as exc:
                 log.warning("fetching tasks failed (%s); retrying in %.2fs", exc, backoff)
