@@ -56,6 +56,7 @@ class Running:
     aio: asyncio.Task[None] | None = None
     lost: bool = False  # the lease was lost: the handler is cancelled, nothing is written
     requeued: bool = False  # shutdown put it back to pending: nothing else is written
+    timed_out: bool = False  # its timeout or deadline cancelled it
     started_ms: int = 0
     deadline_ms: int = 0
 
@@ -231,25 +232,40 @@ class Processor:
 
         return call
 
+    def _time_out(self, r: Running) -> None:
+        r.timed_out = True
+        if r.aio is not None and not r.aio.done():
+            r.aio.cancel()
+
     async def _run(self, r: Running, remaining: float | None) -> None:
+        # The handler runs inside this task (no wait_for: no extra task, no extra loop turn); a
+        # timer cancels it at the deadline.
         assert r.task is not None
         error: BaseException | None = None
+        timer = None
         try:
             if remaining is not None and remaining <= 0:
                 raise TaskTimeoutError("the task's deadline passed before it started")
             handler = self._handler_for(r.msg.type)
-            if remaining is None:
-                await handler(r.task)
-            else:
-                await asyncio.wait_for(handler(r.task), remaining)
+            if remaining is not None:
+                timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r)
+            await handler(r.task)
+            if r.timed_out:  # the handler swallowed the cancellation
+                raise asyncio.CancelledError
         except asyncio.CancelledError:
-            if not (r.lost or r.requeued):
+            if r.timed_out and not (r.lost or r.requeued):
+                which = "deadline" if r.msg.deadline_ms == r.deadline_ms else "timeout"
+                error = TaskTimeoutError(f"the handler ran past the task's {which}")
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+            elif not (r.lost or r.requeued):
                 raise
-        except asyncio.TimeoutError:
-            error = TaskTimeoutError(f"the handler ran past the task's {'deadline' if r.msg.deadline_ms == r.deadline_ms else 'timeout'}")
         except Exception as exc:  # noqa: BLE001 - any handler failure is a task failure
             error = exc
         finally:
+            if timer is not None:
+                timer.cancel()
             self.executing.discard(r)
             self._slot_freed.set()
         if r.lost or r.requeued:
