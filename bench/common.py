@@ -24,7 +24,8 @@ COMMAND is one of
                                    consume the queue until SIGTERM/SIGINT; the handler calls
                                    board.hit(i) first, then sleeps MS ms (asyncio.sleep if async)
 
-Every adapter uses the queue (or its equivalent) named ``bench`` and a task named ``noop``. The
+An adapter starts with :func:`begin` (arguments, ``describe``, logging). Every adapter uses the
+queue (or its equivalent) named ``bench`` and a task named ``noop``. The
 first line of an adapter that starts with ``# requires:`` lists the pip requirements of its venv.
 """
 
@@ -142,6 +143,23 @@ def adapter_args() -> argparse.Namespace:
     p.add_argument("--sleep-ms", type=float, default=0.0)
     p.add_argument("--processes", type=int, default=1)
     return p.parse_args()
+
+
+def begin(name: str, version: str, config: str | None, *, one_process: bool = True) -> argparse.Namespace:
+    """An adapter's common start: parse its command line; answer ``describe`` and exit; refuse
+    ``--processes`` other than 1 where the adapter runs one worker process; quiet the libraries'
+    logging (WARNING) so per-task logs do not slow the measured loop."""
+    import logging
+    import sys
+
+    a = adapter_args()
+    if a.command == "describe":
+        emit({"name": name, "version": version, "config": config})
+        sys.exit(0)
+    if one_process and a.processes != 1:
+        raise SystemExit(f"the {name} adapter runs one worker process")
+    logging.basicConfig(level=logging.WARNING)
+    return a
 
 
 def emit(obj: dict[str, Any]) -> None:

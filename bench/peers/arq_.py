@@ -12,14 +12,13 @@ own connection); batch mode runs asyncio.gather over chunks of 100 enqueue_job c
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import redis  # noqa: E402
 from arq import create_pool  # noqa: E402
@@ -67,13 +66,7 @@ async def enqueue(url: str, n: int, mode: str) -> float:
 
 def main() -> None:
     global BOARD, SLEEP
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "arq", "version": f"{VERSION} (redis-py {redis.__version__})", "config": CONFIG})
-        return
-    if a.processes != 1:
-        raise SystemExit("the arq adapter runs one worker process")
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("arq", f"{VERSION} (redis-py {redis.__version__})", CONFIG, one_process=True)
     BOARD = Board(a.board) if a.board else None
     if a.command == "enqueue":
         emit({"seconds": asyncio.run(enqueue(a.url, a.n, a.mode))})

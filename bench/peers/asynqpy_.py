@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import asynqpy  # noqa: E402
 from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
@@ -20,10 +20,7 @@ CONFIG = __doc__
 
 
 def main() -> None:
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "asynqpy", "version": asynqpy.__version__, "config": CONFIG})
-        return
+    a = begin("asynqpy", asynqpy.__version__, CONFIG, one_process=False)
     board = Board(a.board) if a.board else None
     if a.command == "enqueue":
         with Client(a.url) as c:

@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import redis  # noqa: E402
 
@@ -20,10 +20,7 @@ KEY = "bare:bench"
 
 
 def main() -> None:
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "bare LPUSH/BRPOP", "version": f"redis-py {redis.__version__}", "config": CONFIG})
-        return
+    a = begin("bare LPUSH/BRPOP", f"redis-py {redis.__version__}", CONFIG, one_process=False)
     r = redis.Redis.from_url(a.url)
     r.ping()
     board = Board(a.board) if a.board else None

@@ -12,7 +12,6 @@ blocking wait up to whole seconds: a delayed job can start up to ~1 s late."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -20,7 +19,7 @@ import time
 from importlib.metadata import version
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 from bullmq import Queue, Worker  # noqa: E402
 
@@ -29,11 +28,7 @@ OPTS = {"removeOnComplete": True}
 
 
 def main() -> None:
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "BullMQ (Python)", "version": f"bullmq {version('bullmq')}", "config": CONFIG})
-        return
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("BullMQ (Python)", f"bullmq {version('bullmq')}", CONFIG, one_process=False)
     board = Board(a.board) if a.board else None
     if a.command == "enqueue":
 

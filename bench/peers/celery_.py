@@ -10,13 +10,12 @@ holds the ETA message in memory until due)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import celery  # noqa: E402
 from celery import Celery, group  # noqa: E402
@@ -54,11 +53,7 @@ def make_app(url: str) -> Celery:
 
 def main() -> None:
     global BOARD, SLEEP
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "Celery", "version": f"celery {celery.__version__}", "config": CONFIG})
-        return
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("Celery", f"celery {celery.__version__}", CONFIG, one_process=False)
     app = make_app(a.url)
     noop, warmup = app.tasks["noop"], app.tasks["warmup"]
     BOARD = Board(a.board) if a.board else None

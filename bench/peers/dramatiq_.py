@@ -10,7 +10,6 @@ queue `bench.DQ`, moved to `bench` by the worker when due)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -18,7 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import dramatiq  # noqa: E402
 from dramatiq import Worker, group  # noqa: E402
@@ -31,11 +30,7 @@ SLEEP = 0.0
 
 def main() -> None:
     global BOARD, SLEEP
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "Dramatiq", "version": f"dramatiq {dramatiq.__version__}", "config": CONFIG})
-        return
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("Dramatiq", f"dramatiq {dramatiq.__version__}", CONFIG, one_process=False)
     broker = RedisBroker(url=a.url)
     dramatiq.set_broker(broker)
 

@@ -9,13 +9,12 @@ consumer at once (huey's default), the orchestrator's stop signal."""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import huey  # noqa: E402
 import redis  # noqa: E402
@@ -29,13 +28,7 @@ SLEEP = 0.0
 
 def main() -> None:
     global BOARD, SLEEP
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "Huey", "version": f"{huey.__version__} (redis-py {redis.__version__})", "config": CONFIG})
-        return
-    if a.processes != 1:
-        raise SystemExit("the Huey adapter runs one worker process")
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("Huey", f"{huey.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True)
     BOARD = Board(a.board) if a.board else None
     app = RedisHuey(QUEUE, url=a.url)
 

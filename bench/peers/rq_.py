@@ -12,14 +12,13 @@ result_ttl 500 s, job timeout 180 s, blocking dequeue; SIGTERM lets the running 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 import time
 from datetime import timedelta
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import redis  # noqa: E402
 import rq  # noqa: E402
@@ -45,13 +44,7 @@ def warmup() -> None:
 
 
 def main() -> None:
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "RQ", "version": f"{rq.__version__} (redis-py {redis.__version__})", "config": CONFIG})
-        return
-    if a.processes != 1:
-        raise SystemExit("the RQ adapter runs one worker process")
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("RQ", f"{rq.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True)
     tasks = importlib.import_module(os.path.splitext(os.path.basename(__file__))[0])
     noop, warmup = tasks.noop, tasks.warmup
     tasks.BOARD = BOARD = Board(a.board) if a.board else None

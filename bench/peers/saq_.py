@@ -13,14 +13,13 @@ concurrent Redis operations (max_concurrent_ops)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 import redis  # noqa: E402
 import saq  # noqa: E402
@@ -77,13 +76,7 @@ async def work(url: str, concurrency: int) -> None:
 
 def main() -> None:
     global BOARD, SLEEP
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "SAQ", "version": f"{saq.__version__} (redis-py {redis.__version__})", "config": CONFIG})
-        return
-    if a.processes != 1:
-        raise SystemExit("the SAQ adapter runs one worker process")
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("SAQ", f"{saq.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True)
     BOARD = Board(a.board) if a.board else None
     if a.command == "enqueue":
         emit({"seconds": asyncio.run(enqueue(a.url, a.n, a.mode))})

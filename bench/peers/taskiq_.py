@@ -13,14 +13,13 @@ broker has no per-task delay (taskiq schedules through a schedule source plus a 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 import time
 from importlib.metadata import version
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, adapter_args, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace  # noqa: E402
 
 from taskiq_redis import RedisStreamBroker  # noqa: E402
 
@@ -32,12 +31,7 @@ CHUNK = 100
 
 def main() -> None:
     global BOARD, SLEEP
-    a = adapter_args()
-    if a.command == "describe":
-        emit({"name": "taskiq", "version": f"taskiq {version('taskiq')}, taskiq-redis {version('taskiq-redis')}",
-              "config": CONFIG})
-        return
-    logging.basicConfig(level=logging.WARNING)
+    a = begin("taskiq", f"taskiq {version('taskiq')}, taskiq-redis {version('taskiq-redis')}", CONFIG, one_process=False)
     # socket_timeout=None (redis-py < 8's default; 8.x sets 5 s): with a socket timeout redis-py sends
     # each command under asyncio.wait_for, which on Python 3.11 can swallow the cancellation the
     # receiver uses to stop its XREADGROUP loop, and the worker then never exits on SIGTERM.
