@@ -154,9 +154,10 @@ class Broker:
         """(new) x N -> pending in one script call, for non-unique tasks of one queue. ``entries``:
         (id, encoded message). Returns the 0-based positions refused for an id conflict."""
         q = queue_keys(queue)
-        args: list[Any] = ["1" if check_ids else "0"]
-        for id, data in entries:
-            args += [id, b"p" + data]
+        args: list[Any] = [b""] * (2 * len(entries) + 1)
+        args[0] = "1" if check_ids else "0"
+        args[1::2] = [id for id, _ in entries]
+        args[2::2] = [b"p" + data for _, data in entries]
         return Call(
             lambda r: [int(x) - 1 for x in r],
             "enqueue_many",

@@ -35,18 +35,20 @@ class _ClientCore:
         self.broker = Broker(clock)
         self.max_payload_bytes = max_payload_bytes
         self._registered: set[str] = set()
-        self._templates: dict[str, opts.Prepared] = {}
+        self._derivers: dict[str, opts.Deriver] = {}
+
+    def _deriver(self, template: opts.Prepared) -> opts.Deriver:
+        return opts.Deriver(template, self.max_payload_bytes)
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any]) -> opts.Prepared:
         if len(kwargs) <= 1 and kwargs.keys() <= {"queue"}:  # default options: validated once per queue
             queue = kwargs.get("queue", "default")
-            template = self._templates.get(queue)
-            if template is None:
-                template = opts.prepare("t", None, queue=queue, max_payload_bytes=self.max_payload_bytes)
-                if len(self._templates) < 1000:
-                    self._templates[queue] = template
-            return opts.derive(template, task_type, payload, self.max_payload_bytes, opts.new_task_id(),
-                               self.broker.clock.local_ms())
+            derive = self._derivers.get(queue)
+            if derive is None:
+                derive = self._deriver(opts.prepare("t", None, queue=queue, max_payload_bytes=self.max_payload_bytes))
+                if len(self._derivers) < 1000:
+                    self._derivers[queue] = derive
+            return derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
         return opts.prepare(task_type, payload, **kwargs)
@@ -59,10 +61,11 @@ class _ClientCore:
         calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
         where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
         batches: dict[str, list[int]] = {}
+        single = len(prepared) == 1
         for i, p in enumerate(prepared):
             if p.delay_ms > 0:
                 calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data))
-            elif p.unique_ttl or len(prepared) == 1:
+            elif p.unique_ttl or single:
                 calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
             else:
                 batches.setdefault(p.queue, []).append(i)
@@ -70,33 +73,34 @@ class _ClientCore:
             where[i] = (len(calls) - 1, -1)
         for queue, idxs in batches.items():
             for start in range(0, len(idxs), BATCH):
-                chunk = idxs[start:start + BATCH]
-                entries = [(prepared[i].id, prepared[i].data) for i in chunk]
-                check = not all(prepared[i].generated_id for i in chunk)
-                calls.append(self.broker.enqueue_many(queue, entries, check))
-                for pos, i in enumerate(chunk):
-                    where[i] = (len(calls) - 1, pos)
+                chunk = [prepared[i] for i in idxs[start:start + BATCH]]
+                check = not all([p.generated_id for p in chunk])
+                ci = len(calls)
+                calls.append(self.broker.enqueue_many(queue, [(p.id, p.data) for p in chunk], check))
+                for pos, i in enumerate(idxs[start:start + BATCH]):
+                    where[i] = (ci, pos)
         return _Plan(calls, bool(new), where)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
         out: list[opts.Prepared] = []
-        template: opts.Prepared | None = None
+        derive: opts.Deriver | None = None
         fast = "task_id" not in common
         ids: list[str] = []
+        now_ms = 0
         for item in items:
             if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
                 raise InvalidArgumentError("batch items are (type, payload) or (type, payload, options)")
             payload = item[1] if len(item) > 1 else None
             if len(item) == 3 and item[2]:
                 out.append(self._prepare(item[0], payload, {**common, **item[2]}))
-            elif template is not None:  # the common options are validated once
+            elif derive is not None:  # the common options are validated once
                 if not ids:
                     ids = opts.new_task_ids(BATCH)
-                out.append(opts.derive(template, item[0], payload, self.max_payload_bytes, ids.pop(),
-                                       template.values[2]))
+                out.append(derive(item[0], payload, ids.pop(), now_ms))
             else:
                 p = self._prepare(item[0], payload, dict(common))
-                template = p if fast else None
+                if fast:
+                    derive, now_ms = self._deriver(p), p.values[2]
                 out.append(p)
         return out
 

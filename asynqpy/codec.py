@@ -9,6 +9,7 @@ as a msgpack value inside the array: ``bytes`` stay ``bytes``, anything else msg
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any, cast
 
@@ -67,6 +68,18 @@ def _default_hook(obj: object) -> object:
     raise TypeError(f"cannot serialize object of type {type(obj).__name__}")
 
 
+_local = threading.local()
+
+
+def packer() -> Any:
+    """This thread's reusable msgpack packer (``packb`` builds a new one per call, which costs more
+    than packing a small message). Its ``pack`` raises like ``packb`` and resets itself on error."""
+    p = getattr(_local, "packer", None)
+    if p is None:
+        p = _local.packer = msgpack.Packer(use_bin_type=True, default=_default_hook)
+    return p
+
+
 def encode_payload(payload: Any) -> bytes:
     """Encode a payload alone (to check it is serializable and measure it)."""
     try:
@@ -97,7 +110,7 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
     if end is None:
         end = encoded_length(values)
     try:
-        return cast(bytes, msgpack.packb(values[:end], use_bin_type=True, default=_default_hook))
+        return cast(bytes, packer().pack(values[:end]))
     except (TypeError, ValueError, OverflowError) as exc:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 

@@ -110,6 +110,11 @@ class SyncExecutor:
         that call raised; one call failing does not stop the others."""
         if not calls:
             return []
+        if len(calls) == 1 and self._fast and calls[0].script:  # the direct path, no pipeline
+            try:
+                return [_parse(calls[0], self._send(calls[0]))]
+            except Exception as exc:  # noqa: BLE001 - reported per call
+                return [exc]
         replies = _pipeline(self.redis, calls).execute(raise_on_error=False)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):

@@ -60,8 +60,8 @@ def python_for(peer: str, reuse: bool) -> str:
     if not first.startswith("# requires:"):
         raise Failed(f"{adapter(peer).name} has no '# requires:' line")
     reqs = first.split(":", 1)[1].split("(")[0].split()
-    if peer == "asynqpy":
-        reqs = [str(ROOT)]
+    if peer == "asynqpy":  # editable: every run measures the working tree, never a stale copy
+        reqs = ["-e", str(ROOT)]
     stamp = venv / ".requires"
     if not py.exists() or not stamp.exists() or stamp.read_text() != " ".join(reqs):
         print(f"  creating {venv.relative_to(ROOT)}: pip install {' '.join(reqs)}", flush=True)

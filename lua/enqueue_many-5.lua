@@ -15,24 +15,31 @@ Returns the 1-based positions of the tasks refused because a live task has their
 ]]
 --- @include "signal"
 --- @include "newtask"
-local check = ARGV[1] == '1'
-local fields, ids, refused, seen = {}, {}, {}, {}
-for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  if check and (seen[id] or id_taken(KEYS[1], id)) then
-    refused[#refused + 1] = i / 2
-  else
-    if check then
+local ids, refused = {}, {}
+if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
+  for i = 2, #ARGV, 2 do
+    ids[#ids + 1] = ARGV[i]
+  end
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+else
+  local fields, seen = {}, {}
+  for i = 2, #ARGV, 2 do
+    local id = ARGV[i]
+    if seen[id] or id_taken(KEYS[1], id) then
+      refused[#refused + 1] = i / 2
+    else
       seen[id] = true
       forget_finished(KEYS[4], KEYS[5], id)
+      fields[#fields + 1] = id
+      fields[#fields + 1] = ARGV[i + 1]
+      ids[#ids + 1] = id
     end
-    fields[#fields + 1] = id
-    fields[#fields + 1] = ARGV[i + 1]
-    ids[#ids + 1] = id
+  end
+  if #ids > 0 then
+    redis.call('HSET', KEYS[1], unpack(fields))
   end
 end
 if #ids > 0 then
-  redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('LPUSH', KEYS[2], unpack(ids))
   signal(KEYS[3])
 end
