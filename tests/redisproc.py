@@ -25,12 +25,13 @@ def free_port(below: int = 65536) -> int:
 class RedisProcess:
     """One redis-server on 127.0.0.1:<free port>, without persistence unless args say otherwise."""
 
-    def __init__(self, *args: str, port: int | None = None) -> None:
+    def __init__(self, *args: str, port: int | None = None, dir: Path | None = None) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server is not installed")
+        self.args = args
         self.port = port or free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="asynqpy-redis-"))
+        self.dir = dir or Path(tempfile.mkdtemp(prefix="asynqpy-redis-"))
         cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                "--dir", str(self.dir), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -46,7 +47,8 @@ class RedisProcess:
                     raise RuntimeError(f"redis-server on port {self.port} did not start")
                 time.sleep(0.02)
 
-    def stop(self) -> None:
+    def stop(self, keep_dir: bool = False) -> None:
+        """SIGTERM (Redis shuts down cleanly, flushing its AOF), SIGKILL if it hangs."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -54,7 +56,17 @@ class RedisProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def crash(self) -> None:
+        """SIGKILL: no shutdown, no final write (a power cut, as far as Redis knows)."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> RedisProcess:
+        """A new redis-server on the same port, directory and arguments (after stop or crash)."""
+        return RedisProcess(*self.args, port=self.port, dir=self.dir)
 
 
 class RedisCluster:
