@@ -7,7 +7,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -20,6 +22,17 @@ def free_port(below: int = 65536) -> int:
             port = int(s.getsockname()[1])
         if port < below:
             return port
+
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM ``proc`` and wait for it; SIGKILL if it has not exited within 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class RedisProcess:
@@ -49,13 +62,7 @@ class RedisProcess:
 
     def stop(self, keep_dir: bool = False) -> None:
         """SIGTERM (Redis shuts down cleanly, flushing its AOF), SIGKILL if it hangs."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         if not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -69,37 +76,140 @@ class RedisProcess:
         return RedisProcess(*self.args, port=self.port, dir=self.dir)
 
 
-class RedisCluster:
-    """A Redis Cluster of ``masters`` masters on loopback ports, created with redis-cli."""
+def free_cluster_port() -> int:
+    """A free loopback port whose cluster-bus port (port + 10000, at most 65535) is free too."""
+    while True:
+        port = free_port(below=55536)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
-    def __init__(self, masters: int = 3) -> None:
-        self.nodes: list[RedisProcess] = []
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``pred`` (Redis errors count as "not yet") until true; RuntimeError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
         try:
-            for _ in range(masters):
-                # a node's cluster bus listens on port + 10000, which must stay <= 65535
-                self.nodes.append(RedisProcess("--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
-                                               "--cluster-config-file", "nodes.conf",
-                                               port=free_port(below=55536)))
+            if pred():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not reached within {timeout}s")
+        time.sleep(0.05)
+
+
+def _info(port: int, section: str) -> dict[str, Any]:
+    r = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=1)
+    try:
+        if section == "cluster":
+            return dict(r.cluster("info"))
+        return dict(r.info(section))
+    finally:
+        r.close()
+
+
+class RedisCluster:
+    """A Redis Cluster on loopback ports: ``masters`` masters with ``replicas`` replicas each,
+    created with ``redis-cli --cluster create``. The node timeout is short (``node_timeout`` ms),
+    so a killed master's replica takes over within ~2-3 s. ``full_coverage``: Redis's default,
+    every node refuses every command while some slot has no master (cluster_state:fail)."""
+
+    def __init__(self, masters: int = 3, replicas: int = 1, node_timeout: int = 1000,
+                 full_coverage: bool = True) -> None:
+        self.nodes: list[RedisProcess] = []
+        self.node_timeout = node_timeout
+        args = ("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout),
+                "--cluster-config-file", "nodes.conf",
+                # "no": while a master is down, the other masters keep serving their slots
+                "--cluster-require-full-coverage", "yes" if full_coverage else "no",
+                # a replica may always take over, however long its link was down
+                "--cluster-replica-validity-factor", "0",
+                # replicas sync at once (Redis 7 waits 5 s for more replicas by default)
+                "--repl-diskless-sync-delay", "0")
+        try:
+            for _ in range(masters * (1 + replicas)):
+                self.nodes.append(RedisProcess(*args, port=free_cluster_port()))
             addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-            subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+            subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", str(replicas),
+                            "--cluster-yes"],
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=60)
-            deadline = time.monotonic() + 30
-            while True:
-                infos = [redis.Redis(port=n.port).cluster("info") for n in self.nodes]
-                if all(i.get("cluster_state") == "ok" for i in infos):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError("cluster did not reach state ok")
-                time.sleep(0.1)
+            self.wait_healthy(masters, replicas, timeout=30)
         except BaseException:
             self.stop()
             raise
         self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
+    def live(self) -> list[RedisProcess]:
+        return [n for n in self.nodes if n.proc.poll() is None]
+
+    def roles(self) -> dict[int, str]:
+        """port -> "master" or "slave", as each live node sees itself."""
+        return {n.port: str(_info(n.port, "replication")["role"]) for n in self.live()}
+
+    def masters(self) -> list[RedisProcess]:
+        roles = self.roles()
+        return [n for n in self.live() if roles.get(n.port) == "master"]
+
+    def wait_healthy(self, masters: int, replicas: int, timeout: float) -> None:
+        """Until every live node says cluster_state:ok and knows every live node, there are
+        ``masters`` masters, and every replica's link to its master is up and in sync."""
+
+        def healthy() -> bool:
+            live = self.live()
+            for n in live:
+                ci = _info(n.port, "cluster")
+                if ci.get("cluster_state") != "ok" or int(ci.get("cluster_known_nodes", 0)) < len(live):
+                    return False
+            roles = self.roles()
+            if sum(1 for r in roles.values() if r == "master") != masters:
+                return False
+            if sum(1 for r in roles.values() if r == "slave") < masters * replicas:
+                return False
+            for port, role in roles.items():
+                if role == "slave":
+                    ri = _info(port, "replication")
+                    if ri.get("master_link_status") != "up" or int(ri.get("master_sync_in_progress", 1)):
+                        return False
+            return True
+
+        wait_for(healthy, timeout, "cluster healthy (state ok, replicas in sync)")
+
+    def owner(self, key: str) -> RedisProcess:
+        """The node that serves ``key``'s slot, as a live master sees the cluster now."""
+        r = redis.Redis(port=self.masters()[0].port)
+        try:
+            slot = int(r.cluster("keyslot", key))
+            for start, end, master, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return next(n for n in self.nodes if n.port == int(master[1]))
+        finally:
+            r.close()
+        raise RuntimeError(f"no node serves {key!r}")
+
+    def wait_failover(self, dead: RedisProcess, key: str, timeout: float = 20) -> RedisProcess:
+        """After ``dead`` was stopped or crashed: wait until another live node serves ``key``
+        and every live node says cluster_state:ok; returns the new owner."""
+        new: list[RedisProcess] = []
+
+        def moved() -> bool:
+            owner = self.owner(key)
+            if owner is dead or owner.proc.poll() is not None:
+                return False
+            new[:] = [owner]
+            return all(_info(n.port, "cluster").get("cluster_state") == "ok" for n in self.live())
+
+        wait_for(moved, timeout, f"failover of {key!r} away from port {dead.port}")
+        return new[0]
+
     def flush(self) -> None:
-        for n in self.nodes:
+        for n in self.masters():
             redis.Redis(port=n.port).flushall()
 
     def stop(self) -> None:
         for n in self.nodes:
             n.stop()
+
