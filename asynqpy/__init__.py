@@ -13,6 +13,7 @@ from .errors import (
     InvalidArgumentError,
     LeaseLostError,
     MalformedMessageError,
+    NotReplicatedError,
     PayloadError,
     QueueNotFoundError,
     SkipRetry,
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient", "AsynqpyError", "Client", "Clock", "DuplicateTaskError", "FakeClock",
     "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError",
-    "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "ServeMux",
+    "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueNotFoundError", "QueueStats", "ServeMux",
     "Server", "ServerOptions", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
     "TaskNotFoundError", "TaskState", "TaskTimeoutError", "default_retry_delay",
 ]

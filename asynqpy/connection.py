@@ -1,22 +1,44 @@
 """Making Redis clients from URLs.
 
-``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs give a single-node client;
-``redis+cluster://host:port[,host:port...]`` (or ``rediss+cluster://``) gives a Redis Cluster client.
-An existing redis-py client may be passed instead of a URL.
+Every Client, AsyncClient, Server and Inspector takes a URL (or an existing redis-py client):
+
+- ``redis://[user:pass@]host:port[/db]``, ``rediss://`` (TLS), ``unix://path``: one Redis server;
+- ``redis+cluster://[user:pass@]host:port[,host:port...]`` (``rediss+cluster://``): a Redis Cluster,
+  reached through any of the listed nodes (the client discovers the rest and follows failovers);
+- ``redis+sentinel://[user:pass@]host:port[,host:port...]/<master name>[/db]``
+  (``rediss+sentinel://``): the master a group of Redis Sentinels monitors, looked up again after
+  a failover. The credentials and TLS apply to the master (and replicas); sentinels are asked
+  without credentials (pass a client made with ``redis.sentinel.Sentinel`` for other setups).
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode
+from redis.sentinel import Sentinel
+from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import InvalidArgumentError
 
 DEFAULT_URL = "redis://localhost:6379/0"
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException, OSError)
+"""What a call may raise when Redis (or a cluster node) is unreachable or refuses it. redis-py's
+cluster client raises a few (no node serves a slot) outside RedisError."""
+
+RETRYABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError, ClusterDownError,
+                                          TryAgainError, RedisClusterException)
+"""Errors after which a call may succeed if sent again: Redis unreachable, or a cluster slot with
+no serving master for the moment (a failover under way)."""
 
 
 def default_url() -> str:
@@ -24,23 +46,47 @@ def default_url() -> str:
     return os.environ.get("ASYNQPY_REDIS_URL") or DEFAULT_URL
 
 
-def _cluster_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
+def _multi_host(url: str, kind: str) -> tuple[list[tuple[str, int]], dict[str, Any], str] | None:
+    """For ``redis+<kind>://`` and ``rediss+<kind>://`` URLs: the (host, port) list, the connection
+    keyword arguments (credentials, TLS) and the URL's path; None for other URLs."""
     scheme, _, rest = url.partition("://")
-    if scheme not in ("redis+cluster", "rediss+cluster"):
+    if scheme not in (f"redis+{kind}", f"rediss+{kind}"):
         return None
     parts = urlsplit("redis://" + rest)
     netloc = parts.netloc.rsplit("@", 1)
     kwargs: dict[str, Any] = {}
     if len(netloc) == 2:
         user, _, password = netloc[0].partition(":")
-        kwargs.update(username=user or None, password=password or None)
+        kwargs.update(username=unquote(user) or None, password=unquote(password) or None)
     nodes = []
     for hp in netloc[-1].split(","):
         host, _, port = hp.rpartition(":")
-        nodes.append((host or "localhost", int(port or 6379)))
+        if not host:  # "h" without a port, or ":p"
+            host, port = (hp, "") if ":" not in hp else ("", port)
+        try:
+            nodes.append((host or "localhost", int(port or (26379 if kind == "sentinel" else 6379))))
+        except ValueError:
+            raise InvalidArgumentError(f"bad port in {kind} URL host {hp!r}") from None
     if scheme.startswith("rediss"):
         kwargs["ssl"] = True
-    return nodes, kwargs
+    return nodes, kwargs, parts.path
+
+
+def _sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str, dict[str, Any]] | None:
+    """(sentinels, master name, master connection kwargs) of a Sentinel URL, None for others."""
+    parts = _multi_host(url, "sentinel")
+    if parts is None:
+        return None
+    nodes, kwargs, path = parts
+    segments = [unquote(x) for x in path.split("/") if x]
+    if not 1 <= len(segments) <= 2:
+        raise InvalidArgumentError("a Sentinel URL names its master: redis+sentinel://host:port[,host:port]/<master>[/db]")
+    if len(segments) == 2:
+        try:
+            kwargs["db"] = int(segments[1])
+        except ValueError:
+            raise InvalidArgumentError(f"bad database number {segments[1]!r} in Sentinel URL") from None
+    return nodes, segments[0], kwargs
 
 
 def is_cluster(client: Any) -> bool:
@@ -51,27 +97,37 @@ REDIS_PY_SOCKET_TIMEOUT = 5.0
 """redis-py's default socket (read) timeout when none is given."""
 
 
-def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeout: float | None) -> Any:
+def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
-    opts = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
-    parts = _cluster_parts(url)
-    if parts:
-        nodes, kwargs = parts
-        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
+    opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
+    cluster = _multi_host(url, "cluster")
+    if cluster:
+        nodes, kwargs, _ = cluster
+        node: Any = AsyncClusterNode if aio else ClusterNode
+        cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
+        return cls(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
+    sentinel = _sentinel_parts(url)
+    if sentinel:
+        nodes, master, kwargs = sentinel
+        sentinel_opts = {**opts, **({"ssl": True} if kwargs.get("ssl") else {})}
+        manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=sentinel_opts, **opts, **kwargs)
+        return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
+    single: Any = aredis.Redis if aio else redis.Redis
     return single.from_url(url, **opts)
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:
-    """A sync redis-py client for a URL (None = :func:`default_url`), or the client given."""
-    return _make(url_or_client, redis.Redis, redis.RedisCluster, ClusterNode, socket_timeout)
+    """A sync redis-py client for a URL (None = :func:`default_url`; the forms are in the module
+    docstring), or the client given."""
+    return _make(url_or_client, False, socket_timeout)
 
 
 def async_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:
     """An asyncio redis-py client for a URL (None = :func:`default_url`), or the client given.
     A server's client needs a socket timeout above its longest blocking wait (``idle_timeout``)."""
-    return _make(url_or_client, aredis.Redis, aredis.RedisCluster, AsyncClusterNode, socket_timeout)
+    return _make(url_or_client, True, socket_timeout)
 
 
 def read_timeout(client: Any) -> float:

@@ -51,6 +51,19 @@ class TaskTimeoutError(AsynqpyError):
     """A handler ran past the task's timeout or deadline."""
 
 
+class NotReplicatedError(AsynqpyError):
+    """A write was applied by the Redis master, but fewer replicas than the client's
+    ``wait_replicas`` confirmed it within ``wait_timeout`` (``WAIT``). The task exists on the
+    master; it may be lost if the master fails before replicating it."""
+
+    def __init__(self, message: str, acked: int = 0, result: object = None) -> None:
+        super().__init__(message)
+        self.acked = acked
+        """How many replicas did confirm the write."""
+        self.result = result
+        """What the call returned on the master."""
+
+
 class SkipRetry(Exception):
     """Raise from a handler to archive the task at once, without retrying it."""
 
@@ -67,5 +80,6 @@ __all__ = [
     "MalformedMessageError",
     "HandlerNotFoundError",
     "TaskTimeoutError",
+    "NotReplicatedError",
     "SkipRetry",
 ]

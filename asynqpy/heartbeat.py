@@ -12,9 +12,9 @@ from collections import defaultdict
 from typing import Any, cast
 
 import msgpack
-from redis.exceptions import RedisError
 
 from .broker import Call
+from .connection import REDIS_ERRORS
 from .keys import SERVERS, server_info
 from .processor import Processor, Running
 from .server import Context
@@ -56,14 +56,14 @@ class Heartbeat:
             by_queue[r.queue].append(r)
         queues = list(by_queue)
         calls += [ctx.broker.extend(q, ctx.options.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
-        sent = asyncio.get_running_loop().time()
+        sent, sent_ms = asyncio.get_running_loop().time(), ctx.clock.local_ms()
         results = await ctx.exec.run_many(calls)
         for q, res in zip(queues, results[len(calls) - len(queues):]):
             if isinstance(res, Exception):
                 log.warning("renewing leases in queue %s failed: %s", q, res)
                 continue
             now_ms, lost = res
-            ctx.clock.observe(now_ms)
+            ctx.clock.observe(now_ms, sent_ms)
             lost_ids = set(lost)
             for r in by_queue[q]:
                 if r.id in lost_ids:
@@ -83,7 +83,7 @@ class Heartbeat:
             await asyncio.sleep(self.ctx.options.heartbeat_interval)
             try:
                 await self.beat()
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("heartbeat failed: %s", exc)
             except Exception:  # a bug must not stop lease renewal for good
                 log.exception("heartbeat failed unexpectedly")
@@ -96,5 +96,5 @@ class Heartbeat:
                 Call(lambda r: r, command=("ZREM", SERVERS, self.ctx.server_id)),
                 Call(lambda r: r, command=("DEL", server_info(self.ctx.server_id))),
             ])
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             log.warning("could not unregister server: %s", exc)

@@ -19,12 +19,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Broker
 from .clock import Clock
-from .connection import async_client, is_cluster, read_timeout
+from .connection import REDIS_ERRORS, async_client, is_cluster, read_timeout
 from .errors import InvalidArgumentError
 from .executor import AsyncExecutor
 from .keys import validate_queue
@@ -107,8 +106,8 @@ class Context:
     async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
         """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key.
 
-        On a cluster, the BLPOPs of the keys that did not answer are kept for the next call, not
-        cancelled, and a second BLPOP that answered too is returned by the next call, not dropped:
+        On a cluster, a key whose node failed raises only after the other keys were looked at; the
+        BLPOPs of the keys that did not answer are kept for the next call, not cancelled, and a second BLPOP that answered too is returned by the next call, not dropped:
         a popped wake-up token must never be lost (a BLPOP cancelled while its reply is in flight
         has already popped its token), else an idle worker or forwarder sleeps until its timeout
         although work is waiting. They are cancelled only when the caller itself is cancelled.
@@ -134,6 +133,7 @@ class Context:
                 if w is not None:
                     w.cancel()
             raise
+        error: BaseException | None = None
         for k in keys:
             w = waits[k]
             if w.done():
@@ -142,8 +142,13 @@ class Context:
                     reply = w.result()
                 except RedisTimeoutError:
                     continue
+                except REDIS_ERRORS as exc:  # that key's master is unreachable: try the others
+                    error = exc
+                    continue
                 if reply:
                     return (reply[0].decode(), reply[1])
+        if error is not None:
+            raise error
         return None
 
     async def repeat(
@@ -160,7 +165,7 @@ class Context:
         while not self.stopping.is_set():
             try:
                 wait = await pass_once()
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("%s failed: %s", what, exc)
                 wait = error_wait
             except Exception:

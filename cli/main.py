@@ -53,7 +53,7 @@ def user_errors(fn: F) -> F:
 
 redis_url_option = click.option(
     "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
-    help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p).",
+    help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master).",
 )
 
 

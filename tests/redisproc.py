@@ -213,3 +213,97 @@ class RedisCluster:
         for n in self.nodes:
             n.stop()
 
+
+class SentinelProcess:
+    """One Redis Sentinel (``redis-server <conf> --sentinel``) watching ``master`` as ``name``."""
+
+    def __init__(self, name: str, master_port: int, quorum: int, down_after_ms: int = 1000) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed")
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="asynqpy-sentinel-"))
+        conf = self.dir / "sentinel.conf"  # sentinel rewrites its config: a file of its own
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+            f"sentinel monitor {name} 127.0.0.1 {master_port} {quorum}\n"
+            f"sentinel down-after-milliseconds {name} {down_after_ms}\n"
+            f"sentinel failover-timeout {name} 5000\n"
+            f"sentinel parallel-syncs {name} 1\n"
+        )
+        self.proc = subprocess.Popen([exe, str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: bool(redis.Redis(port=self.port, socket_connect_timeout=0.2).ping()), 10,
+                     f"sentinel on port {self.port} up")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        terminate(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisSentinelGroup:
+    """A master, ``replicas`` replicas and ``sentinels`` Sentinels (quorum: a majority) on loopback
+    ports, for single-master high availability. ``url`` is asynqpy's ``redis+sentinel://`` URL."""
+
+    def __init__(self, name: str = "mymaster", replicas: int = 1, sentinels: int = 3) -> None:
+        self.name = name
+        self.nodes: list[RedisProcess] = []
+        self.sentinels: list[SentinelProcess] = []
+        try:
+            self.nodes.append(RedisProcess("--repl-diskless-sync-delay", "0"))
+            master = self.nodes[0].port
+            for _ in range(replicas):
+                self.nodes.append(RedisProcess("--replicaof", "127.0.0.1", str(master),
+                                               "--repl-diskless-sync-delay", "0"))
+            for _ in range(sentinels):
+                self.sentinels.append(SentinelProcess(name, master, quorum=sentinels // 2 + 1))
+            self.wait_healthy(master, 30)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"redis+sentinel://{','.join(f'127.0.0.1:{s.port}' for s in self.sentinels)}/{name}"
+
+    def master_port(self) -> int:
+        """The master's port, as the first live sentinel reports it."""
+        for s in self.sentinels:
+            try:
+                r = redis.Redis(port=s.port, socket_timeout=2)
+                return int(r.sentinel_get_master_addr_by_name(self.name)[1])
+            except (redis.RedisError, OSError):
+                continue
+        raise RuntimeError("no sentinel answers")
+
+    def node(self, port: int) -> RedisProcess:
+        return next(n for n in self.nodes if n.port == port)
+
+    def wait_healthy(self, master: int, timeout: float) -> None:
+        """Until every sentinel names ``master``, knows the other sentinels and the replicas, and
+        every live replica of ``master`` is in sync."""
+        live = [n for n in self.nodes if n.proc.poll() is None and n.port != master]
+
+        def healthy() -> bool:
+            for s in self.sentinels:
+                r = redis.Redis(port=s.port, socket_timeout=2)
+                m = r.sentinel_master(self.name)
+                if int(m["port"]) != master or "s_down" in m["flags"] or "o_down" in m["flags"]:
+                    return False
+                if int(m["num-other-sentinels"]) < len(self.sentinels) - 1 or int(m["num-slaves"]) < len(live):
+                    return False
+            for n in live:
+                ri = _info(n.port, "replication")
+                if ri.get("role") != "slave" or int(ri.get("master_port", 0)) != master \
+                        or ri.get("master_link_status") != "up":
+                    return False
+            return True
+
+        wait_for(healthy, timeout, f"sentinel group healthy with master :{master}")
+
+    def stop(self) -> None:
+        for s in self.sentinels:
+            s.stop()
+        for n in self.nodes:
+            n.stop()

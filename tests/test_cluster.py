@@ -407,3 +407,24 @@ def _message_of(info: Any) -> Any:
     from asynqpy.codec import Message
 
     return Message(info.type, info.payload)
+
+
+def test_cli_on_the_cluster(cluster_url: str) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def run(*args: str) -> tuple[int, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", cluster_url])
+        return res.exit_code, res.stdout
+
+    for q in QUEUES:
+        code, out = run("enqueue", "report", "--payload", '{"n": 1}', "--queue", q)
+        assert code == 0 and f"{q}: pending" in out
+    code, out = run("enqueue", "later", "--in", "60", "--queue", Q3)
+    assert code == 0 and "scheduled (due" in out
+    code, out = run("stats", "--json")
+    rows = {r["queue"]: r for r in json.loads(out)}
+    assert [(rows[q]["pending"], rows[q]["scheduled"]) for q in QUEUES] == [(1, 0), (1, 0), (1, 1)]
