@@ -10,6 +10,11 @@ recorder's start/end records, and checks, for every task id a producer saw ackno
 - it never started after it had completed;
 - it started at most 1 + retried times, and each re-run of a task that was never made to fail
   is explained by a recorded lease expiry (retried > 0 with a "lease" reason).
+
+After a failover (``failover_at``) two more outcomes are documented, so counted, not errors: a
+task acknowledged but absent (``lost_ok``: an enqueue the dead master had not yet replicated) and
+an attempt started twice, the first time before the failover (a dequeue the dead master had not
+replicated: the task was pending again on the promoted replica).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ import redis
 
 from asynqpy import Client
 from asynqpy.codec import decode
-from asynqpy.errors import TaskIdConflictError
+from asynqpy.connection import sync_client
+from asynqpy.errors import NotReplicatedError, TaskIdConflictError
 from asynqpy.keys import queue_keys
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -46,12 +52,23 @@ class Report:
     starts: int = 0
     reruns: int = 0  # starts beyond the first, over all tasks
     lease_reruns: int = 0  # tasks re-run because a lease expired
+    lost: int = 0  # acknowledged enqueues absent after a failover (only counted with lost_ok)
+    failover_reruns: int = 0  # attempts started again because a failover lost their dequeue
     errors: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         s = ", ".join(f"{k} {v}" for k, v in sorted(self.states.items()))
         return (f"acked {self.acked}: {s}; starts {self.starts}, re-runs {self.reruns} "
-                f"(lease expiries on {self.lease_reruns} tasks); problems {len(self.errors)}")
+                f"(lease expiries on {self.lease_reruns} tasks, lost dequeues on {self.failover_reruns}); "
+                f"lost {self.lost}; problems {len(self.errors)}")
+
+    def add(self, other: Report) -> None:
+        """Merge another queue's report into this one."""
+        self.acked += other.acked
+        self.states.update(other.states)
+        for name in ("starts", "reruns", "lease_reruns", "lost", "failover_reruns"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors += other.errors
 
 
 def _records(rec: redis.Redis, key: str) -> dict[str, list[tuple[int, float, int]]]:
@@ -62,11 +79,21 @@ def _records(rec: redis.Redis, key: str) -> dict[str, list[tuple[int, float, int
     return out
 
 
+def _rerun_before(runs: list[tuple[int, float, int]], extra: int, before: float) -> bool:
+    """Are ``extra`` surplus starts explained by attempts started twice, first before ``before``?"""
+    by_attempt: dict[int, list[float]] = defaultdict(list)
+    for attempt, t, _ in runs:
+        by_attempt[attempt].append(t)
+    twice = sum(len(ts) - 1 for ts in by_attempt.values() if len(ts) > 1 and min(ts) < before)
+    return twice >= extra
+
+
 def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "default",
-          drained: bool = True) -> Report:
+          drained: bool = True, failover_at: float | None = None, lost_ok: bool = False) -> Report:
     """Audit ``acked`` (task id -> planned failures) in ``queue``. ``drained``: every task must
-    have finished (completed, or archived with a reason)."""
-    r = redis.Redis.from_url(url)
+    have finished (completed, or archived with a reason). ``failover_at`` (Unix time the new
+    master took over) and ``lost_ok``: see the module docstring."""
+    r = sync_client(url)
     q = queue_keys(queue)
     rep = Report(acked=len(acked))
     starts = _records(rec, "starts")
@@ -79,7 +106,10 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
     values = r.hmget(q.tasks, list(acked)) if acked else []
     for (id, planned), value in zip(acked.items(), values):
         if value is None:
-            rep.errors.append(f"{id}: lost (acknowledged, not in Redis)")
+            if lost_ok:
+                rep.lost += 1
+            else:
+                rep.errors.append(f"{id}: lost (acknowledged, not in Redis)")
             continue
         st = value[:1].decode(errors="replace")
         rep.states[st] += 1
@@ -99,9 +129,13 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
                 rep.errors.append(f"{id}: completed but never started")
             late = [t for _, t, _ in runs if t * 1000 > msg.completed_at_ms + 50]
             if late:
-                rep.errors.append(f"{id}: started after it completed ({len(late)} times)")
+                rep.errors.append(f"{id}: started after it completed ({len(late)} times, "
+                                  f"{max(late) * 1000 - msg.completed_at_ms:.0f} ms after)")
         if len(runs) > 1 + msg.retried:
-            rep.errors.append(f"{id}: {len(runs)} starts but only {msg.retried} retries recorded")
+            if failover_at is not None and _rerun_before(runs, len(runs) - 1 - msg.retried, failover_at):
+                rep.failover_reruns += 1
+            else:
+                rep.errors.append(f"{id}: {len(runs)} starts but only {msg.retried} retries recorded")
         if msg.retried > planned:
             rep.lease_reruns += 1
             if planned == 0 and "lease" not in msg.last_error:
@@ -157,7 +191,8 @@ class Workers:
 def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any]]], acked: dict[str, int],
             pause: float = 0.0, patience: float = 30.0) -> None:
     """Enqueue (id, payload, options) one by one with caller ids, retrying each until Redis
-    acknowledges it (a TaskIdConflictError on a retry means an earlier attempt was stored)."""
+    acknowledges it (a TaskIdConflictError on a retry means an earlier attempt was stored; a
+    NotReplicatedError means it was stored on the master but not confirmed by its replicas)."""
     for id, payload, options in tasks:
         deadline = time.monotonic() + patience
         while True:
@@ -166,7 +201,7 @@ def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any
                 break
             except TaskIdConflictError:
                 break
-            except (redis.RedisError, OSError):
+            except (redis.RedisError, OSError, NotReplicatedError):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
@@ -195,7 +230,7 @@ def mixed_tasks(n: int, prefix: str = "t", seed: int = 7) -> list[tuple[str, dic
 
 def wait_finished(url: str, n: int, timeout: float, queue: str = "default") -> None:
     """Wait until ``n`` tasks of ``queue`` are completed or archived."""
-    r = redis.Redis.from_url(url)
+    r = sync_client(url)
     q = queue_keys(queue)
     deadline = time.monotonic() + timeout
     while True:
