@@ -15,6 +15,7 @@ from .errors import (
     MalformedMessageError,
     PayloadError,
     QueueNotFoundError,
+    RedisFullError,
     SkipRetry,
     TaskIdConflictError,
     TaskNotFoundError,
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient", "AsynqpyError", "Client", "Clock", "DuplicateTaskError", "FakeClock",
     "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError",
-    "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "ServeMux",
+    "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "RedisFullError", "ServeMux",
     "Server", "ServerOptions", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
     "TaskNotFoundError", "TaskState", "TaskTimeoutError", "default_retry_delay",
 ]

@@ -51,6 +51,11 @@ class TaskTimeoutError(AsynqpyError):
     """A handler ran past the task's timeout or deadline."""
 
 
+class RedisFullError(AsynqpyError):
+    """Redis has reached its ``maxmemory`` and refuses new data: nothing of this call was stored
+    (tasks already queued are untouched and workers keep draining them)."""
+
+
 class SkipRetry(Exception):
     """Raise from a handler to archive the task at once, without retrying it."""
 
@@ -67,5 +72,6 @@ __all__ = [
     "MalformedMessageError",
     "HandlerNotFoundError",
     "TaskTimeoutError",
+    "RedisFullError",
     "SkipRetry",
 ]

@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 
 from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Call
+from .errors import RedisFullError
 from .scripts import load_scripts
 
 T = TypeVar("T")
@@ -46,7 +47,15 @@ def _pipeline(redis: Any, calls: Sequence[Call[Any]]) -> Any:
     return pipe
 
 
+def _full(exc: OutOfMemoryError) -> RedisFullError:
+    err = RedisFullError(f"Redis is full (maxmemory reached), nothing was stored: {exc}")
+    err.__cause__ = exc
+    return err
+
+
 def _parse(call: Call[Any], reply: Any) -> Any:
+    if isinstance(reply, OutOfMemoryError):
+        return _full(reply)
     if isinstance(reply, Exception):
         return reply
     try:
@@ -102,8 +111,13 @@ class SyncExecutor:
         self._local.held = None
 
     def run(self, call: Call[T]) -> T:
-        """Run one call; its parser's typed error (or the Redis error) is raised."""
-        return call.parse(self._send(call))
+        """Run one call; its parser's typed error (or the Redis error) is raised; a Redis at
+        maxmemory refusing the call raises :class:`RedisFullError`."""
+        try:
+            reply = self._send(call)
+        except OutOfMemoryError as exc:
+            raise _full(exc) from exc
+        return call.parse(reply)
 
     def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Run calls in one pipeline (no MULTI). Each result is the parsed reply or the exception
@@ -114,7 +128,7 @@ class SyncExecutor:
             try:
                 return [_parse(calls[0], self._send(calls[0]))]
             except Exception as exc:  # noqa: BLE001 - reported per call
-                return [exc]
+                return [_parse(calls[0], exc)]
         replies = _pipeline(self.redis, calls).execute(raise_on_error=False)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
@@ -139,7 +153,11 @@ class AsyncExecutor:
 
     async def run(self, call: Call[T]) -> T:
         """Async twin of :meth:`SyncExecutor.run`."""
-        return call.parse(await self._send(call))
+        try:
+            reply = await self._send(call)
+        except OutOfMemoryError as exc:
+            raise _full(exc) from exc
+        return call.parse(reply)
 
     async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many`."""

@@ -25,7 +25,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .broker import Broker
 from .clock import Clock
 from .connection import async_client, is_cluster, read_timeout
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, RedisFullError
 from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
@@ -241,7 +241,7 @@ class Server:
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
                  dict(self.options.queues), self.options.concurrency)
         try:
-            await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+            await _check_redis(ctx)
             await heartbeat.beat()
             bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
             hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
@@ -261,3 +261,22 @@ class Server:
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             log.info("server %s stopped", self.server_id)
+
+
+async def _check_redis(ctx: Context) -> None:
+    """Register the served queues and warn about a Redis that may evict task data. A full Redis
+    (maxmemory) does not stop a worker from starting: draining queues is how memory comes back."""
+    try:
+        await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+    except RedisFullError:
+        log.warning("Redis is full (maxmemory reached): serving the queues without registering them")
+    try:
+        policy = await ctx.redis.config_get("maxmemory-policy")
+    except (RedisError, OSError):  # CONFIG is often forbidden (managed Redis, ACL): nothing to say
+        return
+    value = policy.get("maxmemory-policy") if isinstance(policy, dict) else None
+    if isinstance(value, bytes):
+        value = value.decode()
+    if value and value != "noeviction":
+        log.warning("Redis maxmemory-policy is %r: when Redis is full it may evict keys that hold tasks; "
+                    "set it to 'noeviction' (enqueue then fails with RedisFullError instead)", value)
