@@ -287,6 +287,17 @@ class Broker:
         q = queue_keys(queue)
         return Call(int, "drop", (q.lease, q.tasks), (id, self.clock.script_now()))
 
+    def reconcile(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
+        """One step of the consistency sweep: puts tasks back into the container their state
+        names. Returns (next cursor, '0' = sweep done; [(id, what was repaired)])."""
+        q = queue_keys(queue)
+
+        def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
+            return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
+
+        return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed),
+                    (cursor, count, self.clock.script_now()))
+
     def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
         q = queue_keys(queue)

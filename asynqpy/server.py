@@ -53,6 +53,7 @@ class ServerOptions:
     idle_timeout: float = 10.0
     recover_interval: float = 10.0
     janitor_interval: float = 30.0
+    reconcile_interval: float = 300.0
     fetch_batch: int = 32
     sync_threads: int | None = None
 
@@ -75,6 +76,8 @@ class ServerOptions:
             raise InvalidArgumentError("shutdown_timeout >= 0, fetch_batch >= 1, idle_timeout > 0")
         if self.archive_max_size < 0 or self.archive_max_age <= 0:
             raise InvalidArgumentError("archive_max_size >= 0 and archive_max_age > 0")
+        if self.reconcile_interval < 0:
+            raise InvalidArgumentError("reconcile_interval must be >= 0 (0 = no consistency sweep)")
         return self
 
     @property
