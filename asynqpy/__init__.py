@@ -16,6 +16,7 @@ from .errors import (
     PayloadError,
     QueueNotFoundError,
     RedisFullError,
+    SignatureError,
     SkipRetry,
     TaskIdConflictError,
     TaskNotFoundError,
@@ -33,6 +34,6 @@ __all__ = [
     "AsyncClient", "AsynqpyError", "Client", "Clock", "DuplicateTaskError", "FakeClock",
     "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError",
     "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "RedisFullError", "ServeMux",
-    "Server", "ServerOptions", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
+    "Server", "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
     "TaskNotFoundError", "TaskState", "TaskTimeoutError", "default_retry_delay",
 ]

@@ -23,6 +23,7 @@ from .errors import (
     TaskNotFoundError,
 )
 from .keys import ALL_QUEUES, QueueKeys, queue_keys
+from .signing import Signer
 
 T = TypeVar("T")
 
@@ -125,10 +126,17 @@ def _new_task_code(id: str, queue: str) -> Callable[[Any], int]:
 
 
 class Broker:
-    """Builds the calls of every state transition. ``clock`` decides the ``now`` scripts use."""
+    """Builds the calls of every state transition. ``clock`` decides the ``now`` scripts use;
+    ``signer`` (optional) signs every message written (see :mod:`asynqpy.signing`)."""
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, signer: Signer | None = None) -> None:
         self.clock = clock or Clock()
+        self.signer = signer
+
+    def _encode(self, queue: str, id: str, msg: Message, data: bytes | None = None, sign: bool = True) -> bytes:
+        """The message as stored: encoded (unless ``data`` already is), with its tag when signing."""
+        data = data or codec.encode(msg)
+        return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
 
     def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
         day = self.clock.today()
@@ -147,7 +155,7 @@ class Broker:
             _new_task_code(id, queue),
             "enqueue",
             (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed),
-            (id, data or codec.encode(msg), unique_ttl, "1" if check_id else "0"),
+            (id, self._encode(queue, id, msg, data), unique_ttl, "1" if check_id else "0"),
         )
 
     def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:
@@ -157,7 +165,11 @@ class Broker:
         args: list[Any] = [b""] * (2 * len(entries) + 1)
         args[0] = "1" if check_ids else "0"
         args[1::2] = [id for id, _ in entries]
-        args[2::2] = [b"p" + data for _, data in entries]
+        if self.signer is None:
+            args[2::2] = [b"p" + data for _, data in entries]
+        else:
+            seal = self.signer.seal
+            args[2::2] = [b"p" + seal(queue, id, data) for id, data in entries]
         return Call(
             lambda r: [int(x) - 1 for x in r],
             "enqueue_many",
@@ -174,7 +186,7 @@ class Broker:
             _new_task_code(id, queue),
             "schedule",
             (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed),
-            (id, data or codec.encode(msg), unique_ttl, delay_ms, self.clock.script_now()),
+            (id, self._encode(queue, id, msg, data), unique_ttl, delay_ms, self.clock.script_now()),
         )
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
@@ -217,7 +229,7 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (id, token, codec.encode(msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
+            (id, token, self._encode(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
     def retry(self, queue: str, id: str, token: str, msg: Message, delay_ms: int) -> Call[int]:
@@ -228,13 +240,15 @@ class Broker:
             _finish_code("retry", id),
             "retry",
             (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
-            (id, token, codec.encode(msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
+            (id, token, self._encode(queue, id, msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
         )
 
     def archive(
-        self, queue: str, id: str, token: str, msg: Message, max_size: int, max_age_ms: int
+        self, queue: str, id: str, token: str, msg: Message, max_size: int, max_age_ms: int, sign: bool = True
     ) -> Call[int]:
-        """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``."""
+        """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``.
+        ``sign`` False: the message is stored unsigned (a task the worker refused to trust must not
+        become runnable by being archived)."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
         return Call(
@@ -242,7 +256,8 @@ class Broker:
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
              q.failed, failed_day),
-            (id, token, codec.encode(msg), max_size, max_age_ms, DAY_TTL_S, self.clock.script_now()),
+            (id, token, self._encode(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
+             self.clock.script_now()),
         )
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:

@@ -16,6 +16,7 @@ from .clock import Clock
 from .connection import async_client, sync_client
 from .errors import InvalidArgumentError, TaskIdConflictError
 from .executor import AsyncExecutor, SyncExecutor
+from .signing import SigningKeys, make_signer
 from .task import TaskInfo, TaskState
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
@@ -31,8 +32,8 @@ class _Plan:
 
 
 class _ClientCore:
-    def __init__(self, max_payload_bytes: int, clock: Clock | None) -> None:
-        self.broker = Broker(clock)
+    def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None) -> None:
+        self.broker = Broker(clock, make_signer(signing_key))
         self.max_payload_bytes = max_payload_bytes
         self._registered: set[str] = set()
         self._derivers: dict[str, opts.Deriver] = {}
@@ -186,10 +187,13 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
 
 class Client(_ClientCore):
     """Enqueues tasks (synchronous). ``redis``: a URL (default ``$ASYNQPY_REDIS_URL`` or
-    redis://localhost:6379/0; ``redis+cluster://h:p,...`` for a cluster) or a redis-py client."""
+    redis://localhost:6379/0; ``redis+cluster://h:p,...`` for a cluster) or a redis-py client.
+    ``signing_key``: bytes (or a list, the first signs) to sign every task with HMAC-SHA256 for
+    workers that require it (see :mod:`asynqpy.signing`)."""
 
-    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None) -> None:
-        super().__init__(max_payload_bytes, clock)
+    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key)
         self.redis = sync_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = SyncExecutor(self.redis)
@@ -236,8 +240,9 @@ class Client(_ClientCore):
 class AsyncClient(_ClientCore):
     """The asyncio twin of :class:`Client`: same methods, awaitable."""
 
-    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None) -> None:
-        super().__init__(max_payload_bytes, clock)
+    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key)
         self.redis = async_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = AsyncExecutor(self.redis)

@@ -43,6 +43,10 @@ class MalformedMessageError(AsynqpyError):
     """Data found in Redis is not a valid asynqpy message."""
 
 
+class SignatureError(AsynqpyError):
+    """A stored message's HMAC tag is missing or matches none of the worker's signing keys."""
+
+
 class HandlerNotFoundError(AsynqpyError):
     """No handler is registered for a task's type."""
 
@@ -70,6 +74,7 @@ __all__ = [
     "QueueNotFoundError",
     "LeaseLostError",
     "MalformedMessageError",
+    "SignatureError",
     "HandlerNotFoundError",
     "TaskTimeoutError",
     "RedisFullError",

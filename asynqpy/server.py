@@ -30,6 +30,7 @@ from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
 from .retry import RetryDelayFunc, default_retry_delay
+from .signing import Signer, SigningKeys, make_signer
 from .threadpool import DaemonThreadPool
 
 log = logging.getLogger("asynqpy.server")
@@ -93,10 +94,11 @@ class ServerOptions:
 class Context:
     """What the server's loops share: the Redis clients, the broker, settings, the stop signal."""
 
-    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str) -> None:
+    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str,
+                 signer: Signer | None = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
-        self.broker = Broker(clock)
+        self.broker = Broker(clock, signer)
         self.clock = clock
         self.options = options
         self.server_id = server_id
@@ -186,8 +188,10 @@ class Server:
     """Processes tasks from ``queues`` with the handlers of a :class:`ServeMux`.
 
     ``redis``: URL or redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``queues``: a
-    mapping name -> weight (or a list of names, weight 1). Other keyword options: see
-    :class:`ServerOptions` (and the README for what each does).
+    mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
+    key rotation: the first signs, all verify); the server then runs only tasks signed with one of
+    them, archives the others unrun ("bad signature"), and signs every message it rewrites. Other
+    keyword options: see :class:`ServerOptions` (and the README for what each does).
     """
 
     def __init__(
@@ -196,6 +200,7 @@ class Server:
         *,
         queues: Mapping[str, int] | Sequence[str] | None = None,
         clock: Clock | None = None,
+        signing_key: SigningKeys | None = None,
         **options: Any,
     ) -> None:
         if queues is not None:
@@ -204,6 +209,7 @@ class Server:
             self.options = ServerOptions(**options).validate()
         except TypeError as exc:
             raise InvalidArgumentError(str(exc)) from None
+        self._signer = make_signer(signing_key)
         self._redis_arg = redis
         self.clock = clock or Clock()
         self.server_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -229,7 +235,7 @@ class Server:
         from .recoverer import Recoverer
 
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.options, self.clock, self.server_id)
+        ctx = Context(redis, self.options, self.clock, self.server_id, self._signer)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
         if install_signal_handlers:

@@ -23,6 +23,7 @@ from rich.table import Table
 from asynqpy import Client, Inspector, ServeMux, Server
 from asynqpy.connection import default_url
 from asynqpy.errors import AsynqpyError
+from asynqpy.signing import load_keys
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,6 +56,17 @@ redis_url_option = click.option(
     "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
     help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p).",
 )
+
+signing_key_option = click.option(
+    "--signing-key-file", type=click.Path(dir_okay=False), envvar="ASYNQPY_SIGNING_KEY_FILE", default=None,
+    help="File of HMAC signing keys, one per line (the first signs, all verify); "
+         "default $ASYNQPY_SIGNING_KEY_FILE. A worker with keys runs only tasks signed with one of them.",
+)
+
+
+def signing_keys(path: str | None) -> list[bytes] | None:
+    """The keys of a --signing-key-file (None without one)."""
+    return None if path is None else load_keys(path)
 
 
 def parse_queues(spec: str) -> dict[str, int]:
@@ -110,13 +122,15 @@ def main(log_level: str) -> None:
 @click.option("--heartbeat-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.01))
 @click.option("--shutdown-timeout", default=8.0, show_default=True, type=click.FloatRange(min=0))
 @click.option("--unknown-type", default="retry", show_default=True, type=click.Choice(["retry", "archive"]))
+@signing_key_option
 @redis_url_option
 @user_errors
 def worker(target: str, queues_spec: str, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, unknown_type: str,
-           redis_url: str) -> None:
+           signing_key_file: str | None, redis_url: str) -> None:
     """Run a worker serving the ServeMux TARGET (module:attribute)."""
     queues = parse_queues(queues_spec)
+    keys = signing_keys(signing_key_file)  # checked before any child process starts
     if processes > 1:
         from asynqpy.supervisor import supervise
 
@@ -125,7 +139,7 @@ def worker(target: str, queues_spec: str, concurrency: int, processes: int, stri
     mux = load_mux(target)
     server = Server(redis_url, queues=queues, concurrency=concurrency, strict_priority=strict_priority,
                     lease=lease, heartbeat_interval=heartbeat_interval, shutdown_timeout=shutdown_timeout,
-                    unknown_type=unknown_type)
+                    unknown_type=unknown_type, signing_key=keys)
     server.run(mux)
 
 
@@ -156,11 +170,12 @@ def _child_argv(argv: list[str]) -> list[str]:
 @click.option("--unique", default=None, type=float, help="Reject duplicates for this many seconds.")
 @click.option("--task-id", default=None)
 @click.option("--retention", default=0.0, show_default=True, type=float)
+@signing_key_option
 @redis_url_option
 @user_errors
 def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None, max_retry: int,
             timeout: float | None, unique: float | None, task_id: str | None, retention: float,
-            redis_url: str) -> None:
+            signing_key_file: str | None, redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
@@ -169,7 +184,7 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
     extra: dict[str, Any] = {}
     if timeout is not None:
         extra["timeout"] = timeout
-    with Client(redis_url) as client:
+    with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
         info = client.enqueue(task_type, value, queue=queue, process_in=process_in, max_retry=max_retry,
                               unique=unique, task_id=task_id, retention=retention, **extra)
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
