@@ -2,19 +2,29 @@
 
 ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs give a single-node client;
 ``redis+cluster://host:port[,host:port...]`` (or ``rediss+cluster://``) gives a Redis Cluster client.
-An existing redis-py client may be passed instead of a URL.
+An existing redis-py client may be passed instead of a URL. Credentials go in the URL
+(``redis://user:password@host``); connection options, TLS ones included, as query parameters
+(``rediss://host:6380/0?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required``, also
+``ssl_certfile``/``ssl_keyfile`` for a client certificate), for single nodes and clusters alike.
+A bad URL, a TLS file that does not exist or a bad ``ssl_cert_reqs`` raise
+:class:`~asynqpy.errors.InvalidArgumentError` before anything connects. Error messages never
+repeat the URL (it may hold a password).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.cluster import ClusterNode
+from redis.connection import parse_url as _parse_url
+
+from .errors import InvalidArgumentError
 
 DEFAULT_URL = "redis://localhost:6379/0"
 
@@ -24,6 +34,22 @@ def default_url() -> str:
     return os.environ.get("ASYNQPY_REDIS_URL") or DEFAULT_URL
 
 
+parse_url = cast(Callable[[str], dict[str, Any]], _parse_url)
+
+TLS_FILES = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile")
+CERT_REQS = ("none", "optional", "required")
+
+
+def check_url(url: str) -> None:
+    """Refuse, with :class:`InvalidArgumentError`, TLS query options that cannot work."""
+    query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items() if v}
+    for name in TLS_FILES:
+        if name in query and not os.path.exists(query[name]):
+            raise InvalidArgumentError(f"{name} in the Redis URL: no such file or directory: {query[name]!r}")
+    if query.get("ssl_cert_reqs", "required") not in CERT_REQS:
+        raise InvalidArgumentError(f"ssl_cert_reqs in the Redis URL must be one of {', '.join(CERT_REQS)}")
+
+
 def _cluster_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
     scheme, _, rest = url.partition("://")
     if scheme not in ("redis+cluster", "rediss+cluster"):
@@ -31,9 +57,12 @@ def _cluster_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]] | N
     parts = urlsplit("redis://" + rest)
     netloc = parts.netloc.rsplit("@", 1)
     kwargs: dict[str, Any] = {}
+    if parts.query:  # connection options, parsed as redis-py parses a single node's URL
+        options = parse_url("redis://localhost?" + parts.query)
+        kwargs.update({k: v for k, v in options.items() if k not in ("host", "port", "db")})
     if len(netloc) == 2:
         user, _, password = netloc[0].partition(":")
-        kwargs.update(username=user or None, password=password or None)
+        kwargs.update(username=unquote(user) or None, password=unquote(password) or None)
     nodes = []
     for hp in netloc[-1].split(","):
         host, _, port = hp.rpartition(":")
@@ -56,11 +85,15 @@ def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeo
         return url_or_client
     url = url_or_client or default_url()
     opts = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
-    parts = _cluster_parts(url)
-    if parts:
-        nodes, kwargs = parts
-        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
-    return single.from_url(url, **opts)
+    check_url(url)
+    try:
+        parts = _cluster_parts(url)
+        if parts:
+            nodes, kwargs = parts
+            return cluster(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+        return single.from_url(url, **opts)
+    except ValueError as exc:  # not the URL itself: it may hold a password
+        raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:

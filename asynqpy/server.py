@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Broker
 from .clock import Clock
-from .connection import async_client, is_cluster, read_timeout
+from .connection import async_client, check_url, is_cluster, read_timeout
 from .errors import InvalidArgumentError, RedisFullError
 from .executor import AsyncExecutor
 from .keys import validate_queue
@@ -210,6 +210,8 @@ class Server:
         except TypeError as exc:
             raise InvalidArgumentError(str(exc)) from None
         self._signer = make_signer(signing_key)
+        if isinstance(redis, str):
+            check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
         self.clock = clock or Clock()
         self.server_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from rich.console import Console
 from rich.table import Table
 
@@ -44,6 +44,12 @@ def user_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except AsynqpyError as exc:
             raise UserError(str(exc)) from None
+        except AuthenticationError as exc:
+            if "required" in str(exc) or "already authenticated" in str(exc):
+                raise UserError("Redis requires a password: put it in the URL, redis://[user]:password@host") from None
+            raise UserError(f"Redis refused the credentials: {exc}") from None
+        except NoPermissionError as exc:
+            raise UserError(f"Redis refused a command to this user (ACL): {exc}") from None
         except RedisConnectionError as exc:
             raise UserError(f"cannot reach Redis: {exc}") from None
         except RedisError as exc:
@@ -54,7 +60,8 @@ def user_errors(fn: F) -> F:
 
 redis_url_option = click.option(
     "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
-    help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p).",
+    help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p); TLS options as query "
+         "parameters, e.g. rediss://h:6380/0?ssl_ca_certs=ca.pem.",
 )
 
 signing_key_option = click.option(

@@ -57,3 +57,8 @@ def block_sync(task: Task) -> None:
             if r.exists("release"):
                 return
             time.sleep(0.01)
+
+
+@mux.handle("noop")
+async def noop(task: Task) -> None:
+    """Does nothing (the tests count it through the queue's processed counter)."""
