@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from asynqpy import Client, Inspector, ServeMux, Server
+from asynqpy.cli.dash import dash
 from asynqpy.connection import default_url
 from asynqpy.errors import AsynqpyError
 
@@ -204,6 +205,8 @@ def stats(as_json: bool, redis_url: str) -> None:
     table.caption = "processed and failed: today (UTC) / total"
     Console(width=max(110, Console().width)).print(table)
 
+
+main.add_command(dash)
 
 if __name__ == "__main__":
     main()
