@@ -14,13 +14,15 @@ from .errors import (
     LeaseLostError,
     MalformedMessageError,
     PayloadError,
+    QueueNotEmptyError,
     QueueNotFoundError,
     SkipRetry,
     TaskIdConflictError,
     TaskNotFoundError,
+    TaskStateError,
     TaskTimeoutError,
 )
-from .inspector import Inspector
+from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
 from .mux import ServeMux
 from .retry import default_retry_delay
 from .server import Server, ServerOptions
@@ -29,9 +31,10 @@ from .task import Task, TaskInfo, TaskState
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AsynqpyError", "Client", "Clock", "DuplicateTaskError", "FakeClock",
-    "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError",
-    "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "ServeMux",
-    "Server", "ServerOptions", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
-    "TaskNotFoundError", "TaskState", "TaskTimeoutError", "default_retry_delay",
+    "AsyncClient", "AsyncInspector", "AsynqpyError", "Client", "Clock", "DailyStats",
+    "DuplicateTaskError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
+    "LeaseLostError", "MalformedMessageError", "PayloadError", "QueueInfo", "QueueNotEmptyError",
+    "QueueNotFoundError", "QueueStats", "ServeMux", "Server", "ServerOptions", "ServerInfo",
+    "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState",
+    "TaskStateError", "TaskTimeoutError", "WorkerInfo", "default_retry_delay",
 ]

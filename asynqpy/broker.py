@@ -23,6 +23,7 @@ from .errors import (
     TaskNotFoundError,
 )
 from .keys import ALL_QUEUES, QueueKeys, queue_keys
+from .task import TaskState
 
 T = TypeVar("T")
 
@@ -88,6 +89,30 @@ class QueueStats:
     def size(self) -> int:
         """Tasks in the queue, in any state."""
         return self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What queue_info is built from: the stats, the trimmed counter, Redis's time (ms) and the
+    stored value of the oldest pending task (None when none)."""
+
+    stats: QueueStats
+    trimmed: int
+    now_ms: int
+    oldest: bytes | None
+
+
+def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
+    v = [int(x) for x in r[:11]]
+    return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10])
+
+
+def container_of(q: QueueKeys, state: TaskState) -> str:
+    """The list or zset holding a queue's tasks in ``state`` (active tasks: the lease zset)."""
+    return {
+        TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
+        TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
+    }[state]
 
 
 def _s(v: bytes | str) -> str:
@@ -240,7 +265,7 @@ class Broker:
             _finish_code("archive", id),
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
-             q.failed, failed_day),
+             q.failed, failed_day, q.trimmed),
             (id, token, codec.encode(msg), max_size, max_age_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
@@ -296,7 +321,7 @@ class Broker:
     def trim(self, queue: str, max_size: int, max_age_ms: int) -> Call[int]:
         """archived -> deleted beyond the size/age limits (data included). Returns how many."""
         q = queue_keys(queue)
-        return Call(int, "trim", (q.archived, q.tasks), (max_size, max_age_ms, self.clock.script_now()))
+        return Call(int, "trim", (q.archived, q.tasks, q.trimmed), (max_size, max_age_ms, self.clock.script_now()))
 
     # -- queue control and reads -------------------------------------------------------------
 
@@ -309,19 +334,37 @@ class Broker:
         return Call(lambda r: bool(int(r)), "unpause", (q.paused, q.pending, q.wake))
 
     def stats(self, queue: str) -> Call[QueueStats]:
+        """Counts per state and counters of a queue (one atomic read)."""
+        return self._stats_call(queue, lambda r: _queue_stats(queue, r))
+
+    def snapshot(self, queue: str) -> Call[Snapshot]:
+        """:meth:`stats` plus the trimmed counter, Redis's time and the oldest pending task."""
+        return self._stats_call(queue, lambda r: Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None))
+
+    def _stats_call(self, queue: str, parse: Callable[[Any], T]) -> Call[T]:
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
-
-        def parse(r: list[Any]) -> QueueStats:
-            v = [int(x) for x in r]
-            return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10])
-
         return Call(
             parse,
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
-             q.failed, processed_day, failed_day),
+             q.failed, processed_day, failed_day, q.tasks, q.trimmed),
+            (self.clock.script_now(),),
         )
+
+    def page(self, queue: str, state: TaskState, start: int, stop: int,
+             values: bool = True) -> Call[list[tuple[str, float | None, bytes | None]]]:
+        """Ranks ``start``..``stop`` of the tasks in ``state`` (pending: oldest first; scheduled,
+        retry, active: soonest score first; archived, completed: newest first), each with its
+        stored value: [(id, score or None, value or None)]."""
+        container = container_of(queue_keys(queue), state)
+        kind = "list" if state is TaskState.PENDING else "zset"
+        order = "desc" if state in (TaskState.ARCHIVED, TaskState.COMPLETED) else "asc"
+
+        def parse(r: list[Any]) -> list[tuple[str, float | None, bytes | None]]:
+            return [(_s(r[i]), float(r[i + 1]) if r[i + 1] else None, r[i + 2] or None) for i in range(0, len(r), 3)]
+
+        return Call(parse, "page", (container, queue_keys(queue).tasks), (kind, order, start, stop, "1" if values else "0"))
 
     def queues(self) -> Call[list[str]]:
         return Call(lambda r: sorted(_s(x) for x in r), command=("SMEMBERS", ALL_QUEUES))
