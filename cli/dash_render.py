@@ -311,7 +311,7 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
 
 # --------------------------------------------------------------------------------- queue view
 
-Cell = Callable[[TaskInfo, datetime], str]
+Cell = Callable[[TaskInfo, datetime], str | Text]
 
 
 def _tries(t: TaskInfo, now: datetime) -> str:
@@ -326,19 +326,29 @@ def _error(t: TaskInfo, now: datetime) -> str:
     return " ".join(t.last_error.split())
 
 
+def _lease(t: TaskInfo, now: datetime) -> Text:
+    if t.orphaned:
+        return Text("orphaned", style="bold red")
+    return Text(relative(t.lease_until, now))
+
+
 TASK_COLS: dict[TaskState, list[tuple[Col, Cell]]] = {
-    TaskState.PENDING: [(Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
-    TaskState.ACTIVE: [(Col("deadline", 8, right=True), lambda t, now: relative(t.deadline, now)),
+    TaskState.PENDING: [(Col("enqueued", 8, right=True), lambda t, now: relative(t.enqueued_at, now)),
+                        (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+    TaskState.ACTIVE: [(Col("lease", 8, right=True), _lease),
+                       (Col("deadline", 8, right=True), lambda t, now: relative(t.deadline, now)),
                        (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
     TaskState.SCHEDULED: [(Col("due", 8, right=True), lambda t, now: relative(t.next_process_at, now)),
                           (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
     TaskState.RETRY: [(Col("next try", 8, right=True), lambda t, now: relative(t.next_process_at, now)),
                       (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
-    TaskState.ARCHIVED: [(Col("failed", 8, right=True), lambda t, now: relative(t.last_failed_at, now)),
+    TaskState.ARCHIVED: [(Col("archived", 8, right=True),
+                          lambda t, now: relative(t.archived_at or t.last_failed_at, now)),
                          (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
     TaskState.COMPLETED: [(Col("done", 8, right=True), lambda t, now: relative(t.completed_at, now)),
                           (Col("result", ratio=2), lambda t, now: preview(t.result))],
 }
+"""Per state tab, the columns after id and type, and how each cell is made from a task."""
 
 
 def _tabs(q: QueueInfo, current: TaskState, width: int) -> Text:
@@ -366,6 +376,7 @@ def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
         f"size {count(q.size)}  latency {duration(q.latency) if q.pending else '-'}  {per_second(ok)} ok/s  ",
         (f"{per_second(failed)} fail/s", "red" if failed else ""),
         f"  today {count(q.processed_today)} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
+        (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
         no_wrap=True)
 
 

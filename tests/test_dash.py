@@ -9,7 +9,7 @@ import os
 import termios
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -19,6 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.cells import cell_len
 from rich.console import Console, RenderableType
 
+from asynqpy import QueueInfo, ServerInfo, WorkerInfo
 from asynqpy.cli.dash import Dash, safe_url
 from asynqpy.cli.dash_render import (
     Snapshot, count, duration, page_size_for, per_second, preview, relative, render, size_bytes,
@@ -33,51 +34,9 @@ from redisproc import free_port
 NOW = datetime(2026, 11, 23, 14, 3, 12, tzinfo=timezone.utc)
 
 
-# Stand-ins that follow the Inspector contract (docs: briefs/inspector-contract.md).
-@dataclass(frozen=True, slots=True)
-class QueueInfo:
-    queue: str
-    size: int
-    pending: int
-    active: int
-    scheduled: int
-    retry: int
-    archived: int
-    completed: int
-    paused: bool
-    latency: float
-    processed_today: int
-    failed_today: int
-    processed_total: int
-    failed_total: int
-    memory_bytes: int | None
-    timestamp: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    task_id: str
-    queue: str
-    type: str
-    started: datetime
-    deadline: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerInfo:
-    id: str
-    host: str
-    pid: int
-    queues: dict[str, int]
-    concurrency: int
-    strict: bool
-    started: datetime
-    active: list[WorkerInfo]
-
-
 def qi(name: str, pending: int = 0, active: int = 0, scheduled: int = 0, retry: int = 0, archived: int = 0,
        completed: int = 0, *, paused: bool = False, processed: int = 0, failed: int = 0,
-       memory: int | None = 2048, latency: float = 12.5) -> Any:
+       memory: int | None = 2048, latency: float = 12.5) -> QueueInfo:
     size = pending + active + scheduled + retry + archived + completed
     return QueueInfo(name, size, pending, active, scheduled, retry, archived, completed, paused,
                      latency if pending else 0.0, processed // 10, failed // 10, processed, failed, memory, NOW)
@@ -88,15 +47,20 @@ def worker(n: int, queue: str, type: str, running: float, deadline_in: float | N
                       NOW + timedelta(seconds=deadline_in) if deadline_in is not None else None)
 
 
-def server(host: str, pid: int, active: list[WorkerInfo], concurrency: int = 10) -> Any:
+def server(host: str, pid: int, active: list[WorkerInfo], concurrency: int = 10) -> ServerInfo:
     return ServerInfo(f"{host}:{pid}:ab", host, pid, {"critical": 6, "default": 3, "low": 1}, concurrency, False,
                       NOW - timedelta(minutes=12), active)
 
 
+def ms(delta: timedelta) -> int:
+    return int((NOW + delta).timestamp() * 1000)
+
+
 def task(n: int, queue: str = "default", state: TaskState = TaskState.PENDING, **msg: Any) -> TaskInfo:
     msg.setdefault("payload", {"user": n})
+    msg.setdefault("enqueued_at_ms", ms(-timedelta(seconds=90)))
     return TaskInfo.from_message(f"t{n:015d}", queue, state, Message(msg.pop("type", "email:deliver"), **msg),
-                                 int((NOW + timedelta(minutes=5)).timestamp() * 1000))
+                                 ms(timedelta(minutes=5)))
 
 
 def show(r: RenderableType, width: int = 80, height: int = 24) -> list[str]:
@@ -393,22 +357,23 @@ def test_queue_view_pages_and_tabs() -> None:
     assert "loading…" in lines[3]                                     # the page is not read yet
     snap.tasks, snap.tasks_for = [task(i) for i in range(19)], state.want()
     lines = screen(state, snap)
-    assert lines[3].split() == ["id", "type", "tries", "payload"]
-    assert lines[4].split()[:3] == ["t000000000000000", "email:deliver", "0/25"] and '{"user": 0}' in lines[4]
+    assert lines[3].split() == ["id", "type", "enqueued", "tries", "payload"]
+    assert lines[4].split()[:5] == ["t000000000000000", "email:deliver", "1m", "ago", "0/25"]
+    assert '{"user": 0}' in lines[4]
     assert lines[22].startswith("t000000000000018")                   # 19 rows fill the screen
     assert lines[-1].startswith("←→ state") and lines[-1].endswith("page 1/3")
     state.handle("n", queues)
     assert screen(state, snap)[-1].endswith("page 2/3")
 
     failed = dict(last_error="ConnectionResetError: peer went away\n  at line 3", retried=3,
-                  last_failed_at_ms=int((NOW - timedelta(minutes=2)).timestamp() * 1000))
+                  last_failed_at_ms=ms(-timedelta(minutes=2)))
     cases = {
-        "2": (TaskState.ACTIVE, dict(deadline_ms=int((NOW + timedelta(seconds=40)).timestamp() * 1000)),
-              ["id", "type", "deadline", "tries", "payload"], "in 40s"),
+        "2": (TaskState.ACTIVE, dict(deadline_ms=ms(timedelta(seconds=40))),
+              ["id", "type", "lease", "deadline", "tries", "payload"], "in 40s"),
         "3": (TaskState.SCHEDULED, {}, ["id", "type", "due", "tries", "payload"], "in 5m"),
         "4": (TaskState.RETRY, failed, ["id", "type", "next", "try", "tries", "last", "error"], "ConnectionResetError: peer"),
-        "5": (TaskState.ARCHIVED, failed, ["id", "type", "failed", "tries", "last", "error"], "2m ago"),
-        "6": (TaskState.COMPLETED, dict(result={"ok": True}, completed_at_ms=int(NOW.timestamp() * 1000) - 3000),
+        "5": (TaskState.ARCHIVED, failed, ["id", "type", "archived", "tries", "last", "error"], "2m ago"),
+        "6": (TaskState.COMPLETED, dict(result={"ok": True}, completed_at_ms=ms(-timedelta(seconds=3))),
               ["id", "type", "done", "result"], '{"ok": true}'),
     }
     for key, (st, msg, headers, shown) in cases.items():
@@ -419,18 +384,33 @@ def test_queue_view_pages_and_tabs() -> None:
         assert f"[{st.value}" in lines[2]
         assert lines[3].split() == headers, lines[3]
         assert shown in lines[4], lines[4]
-    snap.tasks = []
+    state.handle("2", queues)                                         # active: lease left, or orphaned
+    live, dead = task(1, state=TaskState.ACTIVE), task(2, state=TaskState.ACTIVE)
+    live.lease_until, dead.lease_until, dead.orphaned = NOW + timedelta(seconds=25), NOW - timedelta(seconds=1), True
+    snap.tasks, snap.tasks_for = [live, dead], state.want()
+    lines = screen(state, snap)
+    assert lines[4].split()[2:4] == ["in", "25s"] and lines[5].split()[2] == "orphaned"
+    state.handle("5", queues)                                         # archived: when it was archived
+    old = task(3, state=TaskState.ARCHIVED, **failed)
+    old.archived_at = NOW - timedelta(hours=3)
+    snap.tasks, snap.tasks_for = [old], state.want()
+    assert screen(state, snap)[4].split()[2:4] == ["3h", "ago"]
+    state.handle("6", queues)
+    snap.tasks, snap.tasks_for = [], state.want()
     assert "no completed tasks" in screen(state, snap)[3]
 
 
 def test_queue_view_marks_a_paused_queue_and_a_narrow_tab_line() -> None:
+    """Also: archived tasks deleted by the archive limits are counted in the summary."""
     queues = [qi("low", 123_456, 2, 3, 4_000, 5, 600_000, paused=True)]
     state = DashState()
     state.sync(queues)
     state.handle("enter", queues)
+    queues = [replace(queues[0], trimmed=4321)]
     lines = screen(state, Snapshot(queues=queues, updated=NOW), width=60)
     assert "(paused)" in lines[0]
     assert "pend" in lines[2] and "done 600k" in lines[2]             # short labels when the long ones do not fit
+    assert "trimmed 4.3k" in screen(state, Snapshot(queues=queues, updated=NOW), width=120)[1]
 
 
 def test_help_screen_and_error_footer() -> None:
