@@ -9,6 +9,7 @@ error, the last data stays on screen, and the next refresh tries again.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -115,7 +116,6 @@ class Dash:
         self.snap.tasks_for = want
 
     def screen(self, width: int, height: int) -> RenderableType:
-        self.state.page_size = page_size_for(height)
         now = self.snap.updated or self.wallclock()
         return render(self.state, self.snap, self.rates, width=width, height=height, now=now,
                       source=self.label)
@@ -168,13 +168,22 @@ def run_in_terminal(source: Source, refresh: float, label: str) -> None:
     terminal's settings and screen are restored however this returns (q, Ctrl-C, an exception)."""
     console = Console()
     board = Dash(source, refresh=refresh, label=label)
-    with RawKeys(sys.stdin) as keys, Live(console=console, screen=True, auto_refresh=False,
-                                          redirect_stdout=False, redirect_stderr=False) as live:
-        try:
-            board.run(keys, lambda r: live.update(r, refresh=True), lambda: (console.width, console.height),
-                      clear=console.clear)
-        except KeyboardInterrupt:
-            pass
+    old_term = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with RawKeys(sys.stdin) as keys, Live(console=console, screen=True, auto_refresh=False,
+                                              redirect_stdout=False, redirect_stderr=False) as live:
+            try:
+                board.run(keys, lambda r: live.update(r, refresh=True), lambda: (console.width, console.height),
+                          clear=console.clear)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM unwinds like an exception, so the terminal is restored on the way out."""
+    raise SystemExit(128 + signum)
 
 
 @click.command()

@@ -132,6 +132,11 @@ def _jsonish(obj: object) -> object:
 
 # ------------------------------------------------------------------------------------ building
 
+def _text(text: str, style: str = "") -> Text:
+    """A line of text cut with an ellipsis rather than wrapped."""
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
 def _line(left: Text | str, right: Text | str, width: int) -> Text:
     """One line: ``left`` cut to fit, ``right`` flush right."""
     left = Text(left) if isinstance(left, str) else left
@@ -294,7 +299,7 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
                 (_queue_row(q, q.queue == state.cursor, rates, wide) for q in snap.queues[start:end])]
         out.append(_table(cols, rows, width))
     else:
-        out.append(Text("no queues yet (a queue appears when a task is first enqueued to it)", style="dim"))
+        out.append(_text("no queues yet (a queue appears when a task is first enqueued to it)", "dim"))
     if show_servers:
         busy = sum(len(s.active) for s in servers)
         slots = sum(s.concurrency for s in servers)
@@ -385,7 +390,7 @@ def queue_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int
     """Body of the queue view: a summary line, the state tabs and one page of tasks."""
     q = next((x for x in snap.queues if x.queue == state.queue), None)
     if q is None:
-        return [Text(f"queue {state.queue!r} not found", style="red")]
+        return [_text(f"queue {state.queue!r} not found", "red")]
     summary = queue_summary(q, rates)
     summary.truncate(width, overflow="ellipsis")
     extra = TASK_COLS[state.tab]
@@ -393,10 +398,9 @@ def queue_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int
     want = state.want()
     out: list[RenderableType] = [summary, _tabs(q, state.tab, width)]
     if snap.tasks_for != want:
-        out.append(Text("loading…", style="dim"))
+        out.append(_text("loading…", "dim"))
     elif not snap.tasks:
-        out.append(Text(f"no {state.tab.value} tasks" + (f" on page {state.page}" if state.page > 1 else ""),
-                        style="dim"))
+        out.append(_text(f"no {state.tab.value} tasks" + (f" on page {state.page}" if state.page > 1 else ""), "dim"))
     else:
         rows = [[t.id, t.type, *(cell(t, now) for _, cell in extra)] for t in snap.tasks[: page_size_for(height)]]
         out.append(_table(cols, rows, width))
@@ -423,10 +427,14 @@ HELP_NOTES = [
 ]
 
 
-def help_screen(width: int) -> list[RenderableType]:
-    rows: list[list[str | Text]] = [[Text(k, style="bold"), v] for k, v in HELP]
-    table = _table([Col("key", 16), Col("does", ratio=1)], rows, width)
-    return [table, Text(""), *(Text(n, no_wrap=True, overflow="ellipsis") for n in HELP_NOTES)]
+def help_screen(width: int, room: int) -> list[RenderableType]:
+    """The keys, then notes on the columns, in at most ``room`` lines."""
+    rows: list[list[str | Text]] = [[Text(k, style="bold"), v] for k, v in HELP[: max(0, room - 1)]]
+    out: list[RenderableType] = [_table([Col("key", 16), Col("does", ratio=1)], rows, width)]
+    notes = room - 1 - len(rows) - 1
+    if notes > 0:
+        out += [Text(""), *(_text(n) for n in HELP_NOTES[:notes])]
+    return out
 
 
 QUEUES_KEYS = "↑↓ select  Enter open  ? help  q quit"
@@ -446,7 +454,7 @@ def render(state: DashState, snap: Snapshot, rates: Throughput, *, width: int, h
         keys = QUEUE_KEYS
     else:
         title = Text.assemble(("asynqpy dash", "bold cyan"), f" {source}")
-        body = help_screen(width) if state.help else queues_screen(state, snap, rates, width, height, now)
+        body = help_screen(width, height - 2) if state.help else queues_screen(state, snap, rates, width, height, now)
         right = f"{len(snap.queues)} queues" if snap.queues else ""
         keys = "any key: close help" if state.help else QUEUES_KEYS
     header = _line(title, now.strftime("%H:%M:%S UTC"), width)

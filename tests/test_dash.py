@@ -443,6 +443,11 @@ def test_every_size_fits(width: int, height: int) -> None:
     snap.tasks, snap.tasks_for = [task(i, payload="p" * 300) for i in range(state.page_size)], state.want()
     lines = screen(state, snap, width=width, height=height)
     assert sum(1 for line in lines if line.startswith("t0")) == page_size_for(height)
+    empty = Snapshot(updated=NOW, error="cannot reach Redis: " + "x" * 200)
+    lines = screen(DashState(), empty, width=width, height=height)   # long lines are cut, never wrapped
+    assert lines[1].startswith("no queues yet") and lines[-1].startswith("! cannot reach Redis")
+    state.handle("?", queues)
+    assert screen(state, snap, width=width, height=height)[-1].startswith("any key")
 
 
 # ------------------------------------------------------------------------------ the loop

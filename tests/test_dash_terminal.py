@@ -4,8 +4,10 @@ test's tmux runs on its own server socket and its session is killed by name at t
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -180,3 +182,24 @@ def test_dash_survives_redis_going_away(pane: Pane, tmp_path: Path) -> None:
         pane.wait_text("dash-exit=0 stty-restored=yes")
     finally:
         own.stop()
+
+
+def test_dash_killed_with_sigterm_restores_the_terminal(redis_url: str, pane: Pane, tmp_path: Path) -> None:
+    with Client(redis_url) as c:
+        c.enqueue("t", None, queue="default")
+    run_dash(pane, tmp_path, redis_url)
+    pane.wait_text("› default", "↑↓ select")
+    shell = int(pane._tmux("display-message", "-p", "-t", pane.name, "#{pane_pid}"))
+    script = children(shell)
+    assert len(script) == 1
+    dash = children(script[0])
+    assert len(dash) == 1
+    os.kill(dash[0], signal.SIGTERM)
+    screen = pane.wait_text("dash-exit=143 stty-restored=yes")
+    assert "asynqpy dash" not in screen
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid``."""
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, timeout=10)
+    return [int(x) for x in out.stdout.split()]
