@@ -455,7 +455,8 @@ def render(state: DashState, snap: Snapshot, rates: Throughput, *, width: int, h
     else:
         title = Text.assemble(("asynqpy dash", "bold cyan"), f" {source}")
         body = help_screen(width, height - 2) if state.help else queues_screen(state, snap, rates, width, height, now)
-        right = f"{len(snap.queues)} queues" if snap.queues else ""
+        n = len(snap.queues)
+        right = f"{n} queue{'' if n == 1 else 's'}" if n else ""
         keys = "any key: close help" if state.help else QUEUES_KEYS
     header = _line(title, now.strftime("%H:%M:%S UTC"), width)
     if snap.error:

@@ -7,6 +7,7 @@ non-blocking reader that turns bytes into key names.
 
 from __future__ import annotations
 
+import codecs
 import os
 import select
 import termios
@@ -34,6 +35,7 @@ class KeyDecoder:
 
     def __init__(self) -> None:
         self._buf = ""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     @property
     def pending(self) -> bool:
@@ -41,7 +43,7 @@ class KeyDecoder:
         return bool(self._buf)
 
     def feed(self, data: bytes) -> list[str]:
-        self._buf += data.decode("utf-8", "replace")
+        self._buf += self._utf8.decode(data)  # a character split across reads waits for its rest
         keys: list[str] = []
         while self._buf:
             ch = self._buf[0]

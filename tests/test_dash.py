@@ -107,6 +107,7 @@ def test_key_decoder_split_sequences_and_lone_esc() -> None:
     assert d.feed(b"\x1b") == []
     assert d.flush() == ["esc"] and not d.pending
     assert d.feed(b"\x1b[6") == [] and d.flush() == []  # a cut sequence is not an Esc
+    assert d.feed("é".encode()[:1]) == [] and d.feed("é".encode()[1:] + b"q") == ["é", "q"]
 
 
 def test_read_keys_waits_only_as_long_as_asked() -> None:
