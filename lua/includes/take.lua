@@ -1,0 +1,31 @@
+--- take(container, state, id, window, hint): remove a task's id from the list or zset of its state
+--- (the caller has checked the task's state char). A zset member goes with ZREM. A pending id is
+--- looked for at most ``window`` places from each end of the list (LPOS ... MAXLEN, then LREM from
+--- that end: O(window)), never by a scan of the whole list. An id deeper in a long list is located
+--- by the caller, who passes its index as ``hint`` (-1 = none): the ``window`` ids from there are
+--- read and the id is overwritten in place with the placeholder '' (LSET: one hop per list node),
+--- which workers (no task data under '') and listings skip.
+--- Returns true if the id was removed, false if it was not found.
+local function take(container, state, id, window, hint)
+  if state ~= 'p' then
+    return redis.call('ZREM', container, id) == 1
+  end
+  if redis.call('LPOS', container, id, 'RANK', -1, 'MAXLEN', window) then
+    redis.call('LREM', container, -1, id)
+    return true
+  end
+  if redis.call('LPOS', container, id, 'MAXLEN', window) then
+    redis.call('LREM', container, 1, id)
+    return true
+  end
+  if hint >= 0 then
+    local ids = redis.call('LRANGE', container, hint, hint + window - 1)
+    for i, v in ipairs(ids) do
+      if v == id then
+        redis.call('LSET', container, hint + i - 1, '')
+        return true
+      end
+    end
+  end
+  return false
+end
