@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from .broker import NOT_EMPTY, NOT_FOUND, NOT_LOCATED, OK, WRONG_STATE, Broker, Call, QueueStats, Snapshot
-from .codec import Message, decode, encode
+from .codec import Message, decode, encode, may_be_unique
 from .errors import (
     InvalidArgumentError,
     MalformedMessageError,
@@ -174,8 +174,11 @@ def lock_digest(stored: bytes | None) -> str:
     """The uniqueness digest of a stored task ('' when not unique, gone or malformed)."""
     if not stored:
         return ""
+    body = stored[9:] if stored[:1] == b"a" else stored[1:]
+    if not may_be_unique(body):
+        return ""
     try:
-        return decode(stored[9:] if stored[:1] == b"a" else stored[1:]).lock_digest()
+        return decode(body).lock_digest()
     except MalformedMessageError:
         return ""
 
@@ -385,7 +388,7 @@ class Plans:
         st = parse_state(state)
         if st not in ALLOWED[verb]:
             allowed = ", ".join(s.value for s in ALLOWED[verb])
-            raise InvalidArgumentError(f"{verb}_all applies to {allowed} tasks, not {st.value}")
+            raise InvalidArgumentError(f"cannot {verb} all {st.value} tasks: {verb} applies to {allowed} tasks")
         res = yield [self._member(queue), self.b.stats(queue)]
         self._check(queue, res[0])
         total: int = getattr(value(res[1]), st.value)
