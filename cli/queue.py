@@ -94,26 +94,22 @@ def history(queues: tuple[str, ...], days: int, as_json: bool, redis_url: str) -
         out.print(t)
 
 
-@queue.command()
-@click.argument("queues", nargs=-1, required=True)
-@redis_url_option
-@user_errors
-def pause(queues: tuple[str, ...], redis_url: str) -> None:
-    """Pause QUEUES: workers stop taking their tasks (tasks stay where they are)."""
-    with inspector(redis_url) as insp:
-        for q in queues:
-            click.echo(f"paused queue {q}" if insp.pause(q) else f"queue {q} was already paused")
+def _switch(verb: str, yes: str, no: str, help: str) -> None:
+    """Register ``queue pause|unpause Q...``."""
+
+    @queue.command(verb, help=help)
+    @click.argument("queues", nargs=-1, required=True)
+    @redis_url_option
+    @user_errors
+    def command(queues: tuple[str, ...], redis_url: str) -> None:
+        with inspector(redis_url) as insp:
+            for q in queues:
+                click.echo((yes if getattr(insp, verb)(q) else no).format(q=q))
 
 
-@queue.command()
-@click.argument("queues", nargs=-1, required=True)
-@redis_url_option
-@user_errors
-def unpause(queues: tuple[str, ...], redis_url: str) -> None:
-    """Unpause QUEUES."""
-    with inspector(redis_url) as insp:
-        for q in queues:
-            click.echo(f"unpaused queue {q}" if insp.unpause(q) else f"queue {q} was not paused")
+_switch("pause", "paused queue {q}", "queue {q} was already paused",
+        "Pause QUEUES: workers stop taking their tasks (tasks stay where they are).")
+_switch("unpause", "unpaused queue {q}", "queue {q} was not paused", "Unpause QUEUES.")
 
 
 @queue.command()

@@ -11,7 +11,6 @@ from asynqpy import TaskInfo, TaskState
 from asynqpy.inspection import parse_state
 
 from .common import (
-    UserError,
     ago,
     clip,
     console,
@@ -160,77 +159,39 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
             click.echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
 
 
-def _one(verb: str, done: str, queue: str, task_id: str, redis_url: str) -> None:
-    with inspector(redis_url) as insp:
-        getattr(insp, f"{verb}_task")(queue, task_id)
-    click.echo(f"{done} task {task_id} (queue {queue})")
+def _one(verb: str, done: str, help: str) -> None:
+    """Register ``task VERB --queue Q --id ID``."""
+
+    @task.command(verb, help=help)
+    @queue_option
+    @id_option
+    @redis_url_option
+    @user_errors
+    def command(queue: str, task_id: str, redis_url: str) -> None:
+        with inspector(redis_url) as insp:
+            getattr(insp, f"{verb}_task")(queue, task_id)
+        click.echo(f"{done} task {task_id} (queue {queue})")
 
 
-@task.command()
-@queue_option
-@id_option
-@redis_url_option
-@user_errors
-def delete(queue: str, task_id: str, redis_url: str) -> None:
-    """Delete a task (any state but active: cancel a running task instead)."""
-    _one("delete", "deleted", queue, task_id, redis_url)
+def _all(verb: str, done: str, help: str) -> None:
+    """Register ``task VERBall --queue Q --state S``."""
+
+    @task.command(f"{verb}all", help=help)
+    @queue_option
+    @state_option
+    @redis_url_option
+    @user_errors
+    def command(queue: str, state: str, redis_url: str) -> None:
+        st = parse_state(state)
+        with inspector(redis_url) as insp:
+            n = getattr(insp, f"{verb}_all")(queue, st)
+        click.echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
 
 
-@task.command()
-@queue_option
-@id_option
-@redis_url_option
-@user_errors
-def run(queue: str, task_id: str, redis_url: str) -> None:
-    """Run a scheduled, retry or archived task now (it moves to pending)."""
-    _one("run", "moved to pending:", queue, task_id, redis_url)
+_one("delete", "deleted", "Delete a task (any state but active: cancel a running task instead).")
+_one("run", "moved to pending:", "Run a scheduled, retry or archived task now (it moves to pending).")
+_one("archive", "archived", "Archive a pending, scheduled or retry task.")
+_all("delete", "deleted", "Delete every pending, scheduled, retry, archived or completed task of a queue.")
+_all("run", "moved to pending:", "Run every scheduled, retry or archived task of a queue now.")
+_all("archive", "archived", "Archive every pending, scheduled or retry task of a queue.")
 
-
-@task.command()
-@queue_option
-@id_option
-@redis_url_option
-@user_errors
-def archive(queue: str, task_id: str, redis_url: str) -> None:
-    """Archive a pending, scheduled or retry task."""
-    _one("archive", "archived", queue, task_id, redis_url)
-
-
-def _all(verb: str, done: str, queue: str, state: str, redis_url: str) -> None:
-    st = parse_state(state)
-    with inspector(redis_url) as insp:
-        n = getattr(insp, f"{verb}_all")(queue, st)
-    click.echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
-
-
-@task.command()
-@queue_option
-@state_option
-@redis_url_option
-@user_errors
-def deleteall(queue: str, state: str, redis_url: str) -> None:
-    """Delete every pending, scheduled, retry, archived or completed task of a queue."""
-    _all("delete", "deleted", queue, state, redis_url)
-
-
-@task.command()
-@queue_option
-@state_option
-@redis_url_option
-@user_errors
-def runall(queue: str, state: str, redis_url: str) -> None:
-    """Run every scheduled, retry or archived task of a queue now."""
-    _all("run", "moved to pending:", queue, state, redis_url)
-
-
-@task.command()
-@queue_option
-@state_option
-@redis_url_option
-@user_errors
-def archiveall(queue: str, state: str, redis_url: str) -> None:
-    """Archive every pending, scheduled or retry task of a queue."""
-    _all("archive", "archived", queue, state, redis_url)
-
-
-__all__ = ["task", "UserError"]

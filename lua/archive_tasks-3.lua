@@ -18,20 +18,9 @@ Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state
 --- @include "state"
 --- @include "take"
 --- @include "unique"
-local state, window, now = ARGV[1], tonumber(ARGV[2]), now_ms(ARGV[3])
-local out = {}
-for i = 4, #ARGV, 2 do
-  local id, hint = ARGV[i], tonumber(ARGV[i + 1])
-  local v, code = check_state(KEYS[1], KEYS[2], state, id)
-  if v then
-    if take(KEYS[2], state, id, window, hint) or hint == -2 then
-      redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))
-      redis.call('ZADD', KEYS[3], now, id)
-      release_lock(KEYS[3 + (i - 2) / 2], id)
-    else
-      code = -6
-    end
-  end
-  out[#out + 1] = code
-end
-return out
+local now = now_ms(ARGV[3])
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, 3, function(id, v, lock)
+  redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))
+  redis.call('ZADD', KEYS[3], now, id)
+  release_lock(lock, id)
+end)

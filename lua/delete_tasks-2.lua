@@ -16,19 +16,7 @@ Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
 --- @include "state"
 --- @include "take"
 --- @include "unique"
-local state, window = ARGV[1], tonumber(ARGV[2])
-local out = {}
-for i = 3, #ARGV, 2 do
-  local id, hint = ARGV[i], tonumber(ARGV[i + 1])
-  local v, code = check_state(KEYS[1], KEYS[2], state, id)
-  if v then
-    if take(KEYS[2], state, id, window, hint) or hint == -2 then
-      redis.call('HDEL', KEYS[1], id)
-      release_lock(KEYS[2 + (i - 1) / 2], id)
-    else
-      code = -6
-    end
-  end
-  out[#out + 1] = code
-end
-return out
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 2, function(id, _, lock)
+  redis.call('HDEL', KEYS[1], id)
+  release_lock(lock, id)
+end)

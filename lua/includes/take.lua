@@ -1,3 +1,4 @@
+--- @include "state"
 --- take(container, state, id, window, hint): remove a task's id from the list or zset of its state
 --- (the caller has checked the task's state char). A zset member goes with ZREM. A pending id is
 --- looked for at most ``window`` places from each end of the list (LPOS ... MAXLEN, then LREM from
@@ -28,4 +29,26 @@ local function take(container, state, id, window, hint)
     end
   end
   return false
+end
+
+--- take_each(tkey, container, state, window, first, lock_base, act): the loop of the operator
+--- scripts over ARGV's (id, hint) pairs from index ``first``: for each task still in ``state``,
+--- take it out of ``container`` and call act(id, stored value, its lock key), the lock key being
+--- KEYS[lock_base + n] for the n-th pair. Returns one code per task: 1 = done, 0 = no such task,
+--- -5 = in another state, -6 = a pending id not found (no usable hint).
+local function take_each(tkey, container, state, window, first, lock_base, act)
+  local out = {}
+  for i = first, #ARGV, 2 do
+    local id, hint = ARGV[i], tonumber(ARGV[i + 1])
+    local v, code = check_state(tkey, container, state, id)
+    if v then
+      if take(container, state, id, window, hint) or hint == -2 then
+        act(id, v, KEYS[lock_base + (i - first) / 2 + 1])
+      else
+        code = -6
+      end
+    end
+    out[#out + 1] = code
+  end
+  return out
 end
