@@ -242,3 +242,50 @@ def test_bulk_50k_tasks(redis_url: str) -> None:
         assert insp.delete_all(Q, "pending") == 50_000
         info = insp.queue_info(Q)
         assert info.size == 0 and insp.redis.hlen(K.tasks) == 0
+
+
+def test_async_inspector_runs_the_same_plans(h: H, backend: Any) -> None:
+    import asyncio
+
+    from asynqpy import AsyncInspector
+
+    h.c.enqueue_many([("t", i, {"task_id": f"t{i}"}) for i in range(5)], queue=Q)
+    h.c.enqueue("t", queue=Q, task_id="run")
+    h.take()  # t0 is active now
+
+    async def main() -> None:
+        async with AsyncInspector(backend.new_async(), clock=h.clock) as ai:
+            assert await ai.queues() == [Q]
+            assert [t.id for t in await ai.list_tasks(Q, "pending", page_size=2)] == ["t1", "t2"]
+            await ai.archive_task(Q, "t1")
+            await ai.run_task(Q, "t1")
+            await ai.delete_task(Q, "t2")
+            assert await ai.archive_all(Q, "pending") == 4
+            assert await ai.run_all(Q, "archived") == 4
+            assert await ai.delete_all(Q, "pending") == 4
+            assert (await ai.cancel("t0")).state is TaskState.ARCHIVED
+            assert [d.processed for d in await ai.history(Q, 1)] == [0]
+            assert await ai.pause(Q) and await ai.unpause(Q)
+            await ai.remove_queue(Q, force=True)
+            with pytest.raises(QueueNotFoundError):
+                await ai.queue_info(Q)
+
+    asyncio.run(main())
+
+
+@pytest.mark.real
+def test_memory_refused_is_none_not_an_error(redis_url: str) -> None:
+    import redis
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.acl_setuser("nomem", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                      commands=["+@all", "-memory"])
+    try:
+        Client(redis_url).enqueue("t", queue=Q)
+        port = redis_url.rsplit(":", 1)[1].split("/")[0]
+        with Inspector(f"redis://nomem:pw@127.0.0.1:{port}/0") as insp:
+            info = insp.queue_info(Q)
+            assert info.pending == 1 and info.memory_bytes is None
+            assert insp.all_queue_info()[0].memory_bytes is None
+    finally:
+        admin.acl_deluser("nomem")
