@@ -427,18 +427,21 @@ class Plans:
                 raise TaskStateError(f"cannot cancel task {id!r}: it is {state.value}; only an active (running) "
                                      "task can be cancelled (delete or archive it instead)")
             q, stored = active[0]
-            body = stored[9:]
-            try:
-                msg = decode(body)
-                new, digest = encode(msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())), \
-                    msg.lock_digest()
-            except MalformedMessageError:
-                new, digest = bytes(body), ""
+            new, digest = self._cancelled(stored[9:])
             notice: bytes = msgpack.packb([q, id])
             code = value((yield [self.b.cancel(q, id, stored[1:9].decode(), new, digest, notice)])[0])
             if code == OK:
                 return (yield from self.task_info(q, id))
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
+
+    def _cancelled(self, body: bytes) -> tuple[bytes, str]:
+        """A running task's message rewritten as cancelled (a malformed one is kept as it is), and
+        its lock digest."""
+        try:
+            msg = decode(body)
+        except MalformedMessageError:
+            return bytes(body), ""
+        return encode(msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())), msg.lock_digest()
 
     def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
         """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is
