@@ -3,13 +3,25 @@
 --- (the caller has checked the task's state char). A zset member goes with ZREM. A pending id is
 --- looked for at most ``window`` places from each end of the list (LPOS ... MAXLEN, then LREM from
 --- that end: O(window)), never by a scan of the whole list. An id deeper in a long list is located
---- by the caller, who passes its index as ``hint`` (-1 = none): the ``window`` ids from there are
---- read and the id is overwritten in place with the placeholder '' (LSET: one hop per list node),
---- which workers (no task data under '') and listings skip.
+--- by the caller, who passes its index as ``hint`` (-1 = none): the HINT_SPAN ids from there (the
+--- id has moved right by as many tasks as were enqueued since it was located) are read instead, and
+--- the id is overwritten in place with the placeholder '' (LSET: one hop per list node), which
+--- workers (no task data under '') and listings skip.
 --- Returns true if the id was removed, false if it was not found.
+local HINT_SPAN = 2000
 local function take(container, state, id, window, hint)
   if state ~= 'p' then
     return redis.call('ZREM', container, id) == 1
+  end
+  if hint >= 0 then
+    local ids = redis.call('LRANGE', container, hint, hint + HINT_SPAN - 1)
+    for i, v in ipairs(ids) do
+      if v == id then
+        redis.call('LSET', container, hint + i - 1, '')
+        return true
+      end
+    end
+    return false
   end
   if redis.call('LPOS', container, id, 'RANK', -1, 'MAXLEN', window) then
     redis.call('LREM', container, -1, id)
@@ -18,15 +30,6 @@ local function take(container, state, id, window, hint)
   if redis.call('LPOS', container, id, 'MAXLEN', window) then
     redis.call('LREM', container, 1, id)
     return true
-  end
-  if hint >= 0 then
-    local ids = redis.call('LRANGE', container, hint, hint + window - 1)
-    for i, v in ipairs(ids) do
-      if v == id then
-        redis.call('LSET', container, hint + i - 1, '')
-        return true
-      end
-    end
   end
   return false
 end
