@@ -22,7 +22,7 @@ from .errors import (
     TaskIdConflictError,
     TaskNotFoundError,
 )
-from .keys import ALL_QUEUES, QueueKeys, queue_keys
+from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
 from .task import TaskState
 
 T = TypeVar("T")
@@ -37,6 +37,9 @@ DUPLICATE = -1
 ID_CONFLICT = -2
 LEASE_LOST = -3
 LEASE_ALIVE = -4
+WRONG_STATE = -5
+NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; or changed since read
+NOT_EMPTY = -7
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ def container_of(q: QueueKeys, state: TaskState) -> str:
         TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
         TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
     }[state]
+
+
+def _codes(reply: list[Any]) -> list[int]:
+    return [int(x) for x in reply]
 
 
 def _s(v: bytes | str) -> str:
@@ -373,3 +380,51 @@ class Broker:
         """The stored value of a task (state char [+ token] + message), or None."""
         q = queue_keys(queue)
         return Call(lambda r: r, command=("HGET", q.tasks, id))
+
+    # -- operator actions (the Inspector) ----------------------------------------------------
+
+    def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int]],
+                     window: int) -> Call[list[int]]:
+        """Delete tasks still in ``state`` (not active). ``items``: (id, lock digest or '', index
+        hint or -1 / -2; see delete_tasks-2.lua). Returns a code per task (1 = deleted)."""
+        q = queue_keys(queue)
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state)], [state.code, window])
+        return Call(_codes, "delete_tasks", keys, args)
+
+    def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int]],
+                      window: int) -> Call[list[int]]:
+        """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
+        q = queue_keys(queue)
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived],
+                                    [state.code, window, self.clock.script_now()])
+        return Call(_codes, "archive_tasks", keys, args)
+
+    @staticmethod
+    def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int]], keys: list[str],
+                  args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        for id, digest, hint in items:
+            keys.append(q.lock(digest))
+            args += [id, hint]
+        return tuple(keys), tuple(args)
+
+    def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
+        """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
+        q = queue_keys(queue)
+        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake), (state.code, *ids))
+
+    def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes) -> Call[int]:
+        """active -> archived (``msg``: the rewritten encoded message) if still leased with
+        ``token``, and ``notice`` published on the cancel channel."""
+        q = queue_keys(queue)
+        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest)),
+                    (id, token, msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
+
+    def drop_queue(self, queue: str) -> Call[int]:
+        """Delete an empty queue's keys (1), or refuse (-7) if a task is left."""
+        q = queue_keys(queue)
+        return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
+                                        q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed))
+
+    def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
+        """LRANGE of the pending list (from its left end: newest first)."""
+        return Call(lambda r: [_s(x) for x in r], command=("LRANGE", queue_keys(queue).pending, start, stop))

@@ -20,9 +20,16 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from .broker import Broker, Call, QueueStats, Snapshot
-from .codec import Message, decode
-from .errors import InvalidArgumentError, MalformedMessageError, QueueNotFoundError, TaskNotFoundError
+from .broker import NOT_EMPTY, NOT_FOUND, NOT_LOCATED, OK, WRONG_STATE, Broker, Call, QueueStats, Snapshot
+from .codec import Message, decode, encode, may_be_unique
+from .errors import (
+    InvalidArgumentError,
+    MalformedMessageError,
+    QueueNotEmptyError,
+    QueueNotFoundError,
+    TaskNotFoundError,
+    TaskStateError,
+)
 from .keys import ALL_QUEUES, SERVERS, queue_keys, server_info
 from .task import TaskInfo, TaskState, ms_to_datetime
 
@@ -36,6 +43,20 @@ MAX_HISTORY_DAYS = 90
 """Daily counters are kept 90 days."""
 MEMORY_SAMPLES = 5
 """MEMORY USAGE ... SAMPLES n: nested values sampled per key (bounded work on any size)."""
+BATCH = 1000
+"""Tasks per script call of a bulk operation (delete_all, run_all, archive_all)."""
+WINDOW = 10_000
+"""How far from each end of the pending list one task is looked for by a script (LPOS MAXLEN:
+~0.1 ms for 10 000 ids); a task deeper in the list is located page by page from Python."""
+LOCATE_PAGE = 5_000
+"""Ids per LRANGE when locating a pending task deep in a long list."""
+CANCELLED = "cancelled by an operator"
+"""The last_error of a cancelled task."""
+
+P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
+                    TaskState.COMPLETED)
+ALLOWED = {"delete": (P, S, R, X, C), "run": (S, R, X), "archive": (P, S, R)}
+"""The states each action applies to (active tasks: cancel)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +162,37 @@ def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, no
     return info
 
 
+def state_of(stored: bytes) -> TaskState:
+    """The state of a stored value (its first byte)."""
+    try:
+        return TaskState.from_code(stored[:1].decode())
+    except (KeyError, UnicodeDecodeError):
+        raise MalformedMessageError(f"unknown task state {stored[:1]!r}") from None
+
+
+def lock_digest(stored: bytes | None) -> str:
+    """The uniqueness digest of a stored task ('' when not unique, gone or malformed)."""
+    if not stored:
+        return ""
+    body = stored[9:] if stored[:1] == b"a" else stored[1:]
+    if not may_be_unique(body):
+        return ""
+    try:
+        return decode(body).lock_digest()
+    except MalformedMessageError:
+        return ""
+
+
+def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
+    allowed = ", ".join(s.value for s in ALLOWED[verb])
+    why = {
+        A: "it is active (running): cancel it instead" if verb != "run" else "it is active (running)",
+        P: "it is already pending" if verb == "run" else "",
+        X: "it is already archived" if verb == "archive" else "",
+    }.get(state) or f"it is {state.value}"
+    return TaskStateError(f"cannot {verb} task {id!r}: {why} ({verb} applies to {allowed} tasks)")
+
+
 def _server(raw: bytes) -> ServerInfo:
     d = msgpack.unpackb(raw, raw=False)
     when = ms_to_datetime
@@ -154,8 +206,10 @@ def _server(raw: bytes) -> ServerInfo:
 class Plans:
     """The inspector's operations as plans, on one broker (its clock decides "now" for tests)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, batch: int = BATCH, window: int = WINDOW) -> None:
         self.b = broker
+        self.batch = batch
+        self.window = window
 
     # -- small building blocks ---------------------------------------------------------------
 
@@ -276,6 +330,136 @@ class Plans:
             except MalformedMessageError:
                 continue
         return out
+
+    def _read(self, queue: str, id: str) -> Plan[bytes]:
+        """A task's stored value; QueueNotFoundError / TaskNotFoundError."""
+        res = yield [self._member(queue), self.b.get_task(queue, id)]
+        stored = value(res[1])
+        if stored is None:
+            self._check(queue, res[0])
+            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        return stored  # type: ignore[no-any-return]
+
+    def _action(self, verb: str, queue: str, state: TaskState, items: list[tuple[str, str, int]],
+                window: int) -> Call[list[int]]:
+        if verb == "delete":
+            return self.b.delete_tasks(queue, state, items, window)
+        if verb == "archive":
+            return self.b.archive_tasks(queue, state, items, window)
+        return self.b.run_tasks(queue, state, [id for id, _, _ in items])
+
+    def act(self, verb: str, queue: str, id: str) -> Plan[None]:
+        """delete / run / archive one task. Its state is read first (for the lock key and the
+        state check); if it changes before the script runs, the script refuses and it is read again."""
+        for _ in range(5):
+            stored = yield from self._read(queue, id)
+            state = state_of(stored)
+            if state not in ALLOWED[verb]:
+                raise _refusal(verb, id, state)
+            hint = -1
+            while True:
+                res = yield [self._action(verb, queue, state, [(id, lock_digest(stored), hint)], self.window)]
+                code = value(res[0])[0]
+                if code != NOT_LOCATED or hint != -1:
+                    break
+                hint = yield from self._locate(queue, id)
+            if code == OK:
+                return
+            if code == NOT_FOUND:
+                raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing state; try again")
+
+    def _locate(self, queue: str, id: str) -> Plan[int]:
+        """The index of a pending id deep in a long list, read page by page (each LRANGE small, so
+        Redis serves others in between); -2 if it is nowhere in the list."""
+        start = 0
+        while True:
+            res = yield [self.b.pending_ids(queue, start, start + LOCATE_PAGE - 1)]
+            ids: list[str] = value(res[0])
+            if id in ids:
+                return start + ids.index(id)
+            if len(ids) < LOCATE_PAGE:
+                return -2
+            start += LOCATE_PAGE
+
+    def act_all(self, verb: str, queue: str, state: TaskState | str) -> Plan[int]:
+        """delete / run / archive every task in ``state``, ``batch`` tasks per script call, as many
+        as the state held when called (tasks arriving meanwhile may be left). Returns how many."""
+        st = parse_state(state)
+        if st not in ALLOWED[verb]:
+            allowed = ", ".join(s.value for s in ALLOWED[verb])
+            raise InvalidArgumentError(f"cannot {verb} all {st.value} tasks: {verb} applies to {allowed} tasks")
+        res = yield [self._member(queue), self.b.stats(queue)]
+        self._check(queue, res[0])
+        total: int = getattr(value(res[1]), st.value)
+        done = skip = idle = 0
+        while done < total and idle < 3:
+            res = yield [self.b.page(queue, st, skip, skip + self.batch - 1, values=verb != "run")]
+            page = value(res[0])
+            if not page:
+                break
+            items = [(id, lock_digest(stored), -1) for id, _, stored in page]
+            codes: list[int] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
+            moved = codes.count(OK)
+            done += moved
+            idle = 0 if moved else idle + 1
+            if st is not P:
+                skip += codes.count(WRONG_STATE)  # zset entries whose task is in another state stay
+        return done
+
+    def cancel(self, id: str, queue: str | None = None) -> Plan[TaskInfo]:
+        """Archive an active task with last_error 'cancelled by an operator' and tell its worker
+        (pub/sub) to cancel the handler. ``queue`` None: look in every queue."""
+        if queue is None:
+            queues = yield from self.queues()
+        else:
+            yield from self._known(queue)
+            queues = [queue]
+        where = f"queue {queue!r}" if queue else "any queue"
+        for _ in range(5):
+            res = yield [self.b.get_task(q, id) for q in queues]
+            found = [(q, v) for q, v in zip(queues, res) if isinstance(v, bytes)]
+            if not found:
+                raise TaskNotFoundError(f"task {id!r} not found in {where}")
+            active = [(q, v) for q, v in found if v[:1] == b"a"]
+            if not active:
+                state = state_of(found[0][1])
+                raise TaskStateError(f"cannot cancel task {id!r}: it is {state.value}; only an active (running) "
+                                     "task can be cancelled (delete or archive it instead)")
+            q, stored = active[0]
+            new, digest = self._cancelled(stored[9:])
+            notice: bytes = msgpack.packb([q, id])
+            code = value((yield [self.b.cancel(q, id, stored[1:9].decode(), new, digest, notice)])[0])
+            if code == OK:
+                return (yield from self.task_info(q, id))
+        raise TaskStateError(f"task {id!r} keeps changing state; try again")
+
+    def _cancelled(self, body: bytes) -> tuple[bytes, str]:
+        """A running task's message rewritten as cancelled (a malformed one is kept as it is), and
+        its lock digest."""
+        try:
+            msg = decode(body)
+        except MalformedMessageError:
+            return bytes(body), ""
+        return encode(msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())), msg.lock_digest()
+
+    def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
+        """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is
+        deleted in batches first, unique locks released)."""
+        res = yield [self._member(queue), self.b.stats(queue)]
+        self._check(queue, res[0])
+        st: QueueStats = value(res[1])
+        if st.size and not force:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if st.active:
+            raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
+        if force:
+            for state in (P, S, R, X, C):
+                yield from self.act_all("delete", queue, state)
+        code = value((yield [self.b.drop_queue(queue)])[0])
+        if code == NOT_EMPTY:
+            raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
+        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue))]
 
     def task_info(self, queue: str, id: str) -> Plan[TaskInfo]:
         q = queue_keys(queue)

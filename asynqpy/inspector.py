@@ -81,6 +81,43 @@ class Inspector:
         """Live servers and the tasks each runs (as of its last heartbeat)."""
         return self._run(self._plans.servers())
 
+    def delete_task(self, queue: str, id: str) -> None:
+        """Delete a task that is not active (TaskStateError if it is: cancel it instead). Releases
+        its uniqueness lock."""
+        self._run(self._plans.act("delete", queue, id))
+
+    def run_task(self, queue: str, id: str) -> None:
+        """Move a scheduled, retry or archived task to pending now."""
+        self._run(self._plans.act("run", queue, id))
+
+    def archive_task(self, queue: str, id: str) -> None:
+        """Archive a pending, scheduled or retry task. Releases its uniqueness lock."""
+        self._run(self._plans.act("archive", queue, id))
+
+    def delete_all(self, queue: str, state: TaskState | str) -> int:
+        """Delete every pending, scheduled, retry, archived or completed task (1000 per script
+        call); returns how many."""
+        return self._run(self._plans.act_all("delete", queue, state))
+
+    def run_all(self, queue: str, state: TaskState | str) -> int:
+        """Move every scheduled, retry or archived task to pending (1000 per script call)."""
+        return self._run(self._plans.act_all("run", queue, state))
+
+    def archive_all(self, queue: str, state: TaskState | str) -> int:
+        """Archive every pending, scheduled or retry task (1000 per script call)."""
+        return self._run(self._plans.act_all("archive", queue, state))
+
+    def remove_queue(self, queue: str, force: bool = False) -> None:
+        """Remove a queue. It must be empty (QueueNotEmptyError); with ``force`` its tasks are
+        deleted first, but none may be active (TaskStateError)."""
+        self._run(self._plans.remove_queue(queue, force))
+
+    def cancel(self, id: str, queue: str | None = None) -> TaskInfo:
+        """Cancel a running task: it is archived with last_error 'cancelled by an operator' (never
+        retried on its own; ``run_task`` runs it again) and its worker cancels the handler at once.
+        ``queue`` None looks in every queue. Returns the task's info after the cancel."""
+        return self._run(self._plans.cancel(id, queue))
+
     def stats(self, queue: str) -> QueueStats:
         """Counts per state and counters (kept for compatibility; see :meth:`queue_info`)."""
         return self._run(self._plans.stats(queue))
@@ -156,6 +193,38 @@ class AsyncInspector:
     async def servers(self) -> list[ServerInfo]:
         """See :meth:`Inspector.servers`."""
         return await self._run(self._plans.servers())
+
+    async def delete_task(self, queue: str, id: str) -> None:
+        """See :meth:`Inspector.delete_task`."""
+        await self._run(self._plans.act("delete", queue, id))
+
+    async def run_task(self, queue: str, id: str) -> None:
+        """See :meth:`Inspector.run_task`."""
+        await self._run(self._plans.act("run", queue, id))
+
+    async def archive_task(self, queue: str, id: str) -> None:
+        """See :meth:`Inspector.archive_task`."""
+        await self._run(self._plans.act("archive", queue, id))
+
+    async def delete_all(self, queue: str, state: TaskState | str) -> int:
+        """See :meth:`Inspector.delete_all`."""
+        return await self._run(self._plans.act_all("delete", queue, state))
+
+    async def run_all(self, queue: str, state: TaskState | str) -> int:
+        """See :meth:`Inspector.run_all`."""
+        return await self._run(self._plans.act_all("run", queue, state))
+
+    async def archive_all(self, queue: str, state: TaskState | str) -> int:
+        """See :meth:`Inspector.archive_all`."""
+        return await self._run(self._plans.act_all("archive", queue, state))
+
+    async def remove_queue(self, queue: str, force: bool = False) -> None:
+        """See :meth:`Inspector.remove_queue`."""
+        await self._run(self._plans.remove_queue(queue, force))
+
+    async def cancel(self, id: str, queue: str | None = None) -> TaskInfo:
+        """See :meth:`Inspector.cancel`."""
+        return await self._run(self._plans.cancel(id, queue))
 
     async def stats(self, queue: str) -> QueueStats:
         """See :meth:`Inspector.stats`."""

@@ -25,10 +25,10 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 
 from asynqpy import Inspector
-from asynqpy.connection import default_url
 from asynqpy.errors import AsynqpyError
 from asynqpy.task import TaskInfo, TaskState
 
+from .common import UserError, redis_url_option, user_errors
 from .dash_render import Snapshot, page_size_for, render
 from .dash_state import DashState, Throughput
 from .terminal import RawKeys
@@ -158,11 +158,6 @@ def safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
-def _fail(message: str) -> click.exceptions.Exit:
-    click.echo(f"asynqpy: error: {message}", err=True)
-    return click.exceptions.Exit(2)
-
-
 def run_in_terminal(source: Source, refresh: float, label: str) -> None:
     """The dashboard on this process's terminal: raw keys on stdin, rich Live on stdout. The
     terminal's settings and screen are restored however this returns (q, Ctrl-C, an exception)."""
@@ -189,8 +184,8 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 @click.command()
 @click.option("--refresh", default=2.0, show_default=True, type=click.FloatRange(min=0.5),
               help="Seconds between two reads of Redis.")
-@click.option("--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
-              help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p).")
+@redis_url_option
+@user_errors
 def dash(refresh: float, redis_url: str) -> None:
     """Live dashboard: queues, throughput, servers; pick a queue to page through its tasks.
 
@@ -200,15 +195,11 @@ def dash(refresh: float, redis_url: str) -> None:
     try:
         insp = Inspector(redis_url)
     except ValueError as exc:
-        raise _fail(f"bad Redis URL: {exc}") from None
+        raise UserError(f"bad Redis URL: {exc}") from None
     try:
-        insp.all_queue_info()
+        insp.all_queue_info()  # Redis unreachable: one line on stderr, exit 2 (user_errors)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            raise _fail("dash needs a terminal (stdin and stdout must be a tty)")
+            raise UserError("dash needs a terminal (stdin and stdout must be a tty)")
         run_in_terminal(insp, refresh, safe_url(redis_url))
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        raise _fail(f"cannot reach Redis: {exc}") from None
-    except RedisError as exc:
-        raise _fail(f"Redis error: {exc}") from None
     finally:
         insp.close()

@@ -4,12 +4,11 @@ never wrapped). No I/O here: tests render to a recording Console."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -17,11 +16,14 @@ from rich.text import Text
 
 from asynqpy.task import TaskInfo, TaskState
 
+from .common import clip, payload_text
 from .dash_state import STATES, DashState, Throughput, View, pages
 
 if TYPE_CHECKING:
     from asynqpy import QueueInfo, ServerInfo
 
+PREVIEW = 200
+"""Characters of a payload, result or error formatted per row (the column then cuts it to fit)."""
 QUEUE_VIEW_CHROME = 5
 """Lines of the queue view that are not task rows: title, queue summary, tabs, table header, footer."""
 
@@ -84,7 +86,8 @@ def size_bytes(n: int | None) -> str:
 
 
 def duration(seconds: float) -> str:
-    """A duration in at most 4 characters: 0.4s, 12s, 5m, 2h, 3d."""
+    """A duration in at most 4 characters: 0.4s, 12s, 5m, 2h, 3d (the dashboard's fixed columns;
+    listings use the more precise :func:`cli.common.duration`)."""
     s = max(0.0, seconds)
     if s < 10:
         return f"{s:.1f}s"
@@ -100,34 +103,6 @@ def relative(when: datetime | None, now: datetime) -> str:
         return "-"
     delta = (when - now).total_seconds()
     return f"in {duration(delta)}" if delta >= 0 else f"{duration(-delta)} ago"
-
-
-def preview(value: Any, limit: int = 200) -> str:
-    """A payload or result on one line: JSON-ish, bytes as text when they are UTF-8, else hex."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        try:
-            text = value.decode("utf-8")
-        except UnicodeDecodeError:
-            text = ""
-        if text and text.isprintable():
-            out = repr(text)
-        else:
-            out = f"<{len(value)} bytes> {value[:limit // 2].hex()}"
-    else:
-        try:
-            out = json.dumps(value, ensure_ascii=False, default=_jsonish, separators=(", ", ": "))
-        except (TypeError, ValueError):
-            out = repr(value)
-    out = " ".join(out.split())
-    return out[:limit]
-
-
-def _jsonish(obj: object) -> object:
-    if isinstance(obj, bytes):
-        return obj.hex()
-    return str(obj)
 
 
 # ------------------------------------------------------------------------------------ building
@@ -324,11 +299,11 @@ def _tries(t: TaskInfo, now: datetime) -> str:
 
 
 def _payload(t: TaskInfo, now: datetime) -> str:
-    return preview(t.payload)
+    return payload_text(t.payload, width=PREVIEW)
 
 
 def _error(t: TaskInfo, now: datetime) -> str:
-    return " ".join(t.last_error.split())
+    return clip(t.last_error, False, PREVIEW)
 
 
 def _lease(t: TaskInfo, now: datetime) -> Text:
@@ -351,7 +326,7 @@ TASK_COLS: dict[TaskState, list[tuple[Col, Cell]]] = {
                           lambda t, now: relative(t.archived_at or t.last_failed_at, now)),
                          (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
     TaskState.COMPLETED: [(Col("done", 8, right=True), lambda t, now: relative(t.completed_at, now)),
-                          (Col("result", ratio=2), lambda t, now: preview(t.result))],
+                          (Col("result", ratio=2), lambda t, now: payload_text(t.result, width=PREVIEW))],
 }
 """Per state tab, the columns after id and type, and how each cell is made from a task."""
 

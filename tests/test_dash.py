@@ -22,7 +22,7 @@ from rich.console import Console, RenderableType
 from asynqpy import QueueInfo, ServerInfo, WorkerInfo
 from asynqpy.cli.dash import Dash, safe_url
 from asynqpy.cli.dash_render import (
-    Snapshot, count, duration, page_size_for, per_second, preview, relative, render, size_bytes,
+    Snapshot, count, duration, page_size_for, per_second, relative, render, size_bytes,
 )
 from asynqpy.cli.dash_state import DashState, Throughput, View
 from asynqpy.cli.main import main
@@ -172,15 +172,6 @@ def test_formatting_stays_narrow() -> None:
     assert relative(NOW - timedelta(minutes=5), NOW) == "5m ago" and relative(None, NOW) == "-"
     for n in (0, 7, 999, 1000, 1023, 999_999, 10**6, 10**9, 10**15, 10**21):
         assert len(count(n)) <= 4 and len(size_bytes(n)) <= 4, n
-
-
-def test_preview_of_payloads() -> None:
-    assert preview({"a": [1, "x"]}) == '{"a": [1, "x"]}'
-    assert preview(b"hello") == "'hello'"
-    assert preview(b"\x00\xff") == "<2 bytes> 00ff"
-    assert preview("line1\nline2") == '"line1\\nline2"'
-    assert preview(None) == "" and len(preview("x" * 1000)) == 200
-    assert preview({"b": b"\x01"}) == '{"b": "01"}'
 
 
 # ------------------------------------------------------------------------------ throughput
