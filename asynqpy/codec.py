@@ -123,6 +123,15 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 
 
+_UNIQUE_INDEX = _FIELDS.index("unique")
+
+
+def may_be_unique(data: bytes) -> bool:
+    """False when an encoded message is certainly not unique: its array is too short to reach the
+    ``unique`` field (trailing default values are left out), so most messages need no decoding."""
+    return not (data and 0x90 <= data[0] <= 0x90 + _UNIQUE_INDEX)
+
+
 def decode(data: bytes) -> Message:
     """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
     try:

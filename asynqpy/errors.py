@@ -35,6 +35,14 @@ class QueueNotFoundError(AsynqpyError):
     """No queue with this name."""
 
 
+class QueueNotEmptyError(AsynqpyError):
+    """The queue still holds tasks (remove it with ``force``, or empty it first)."""
+
+
+class TaskStateError(AsynqpyError):
+    """The action is not allowed in the task's current state (e.g. deleting an active task)."""
+
+
 class LeaseLostError(AsynqpyError):
     """A worker tried to finish a task whose lease it no longer holds; the write was refused."""
 
@@ -72,6 +80,8 @@ __all__ = [
     "TaskIdConflictError",
     "TaskNotFoundError",
     "QueueNotFoundError",
+    "QueueNotEmptyError",
+    "TaskStateError",
     "LeaseLostError",
     "MalformedMessageError",
     "SignatureError",

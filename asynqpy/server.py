@@ -230,6 +230,7 @@ class Server:
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
+        from .canceller import Canceller
         from .forwarder import Forwarder
         from .heartbeat import Heartbeat
         from .janitor import Janitor
@@ -246,7 +247,8 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
-        loops: list[Forwarder | Recoverer | Janitor] = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
+        loops: list[Forwarder | Recoverer | Janitor | Canceller] = [
+            Forwarder(ctx), Recoverer(ctx), Janitor(ctx), Canceller(ctx, processor)]
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,

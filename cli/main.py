@@ -1,80 +1,31 @@
-"""``asynqpy``: run workers, enqueue tasks, see queue statistics.
+"""``asynqpy``: run workers, enqueue tasks, inspect and control queues, tasks and servers.
 
-User errors (bad arguments, unknown queue, Redis unreachable) print one line on stderr and exit
-with code 2; anything unexpected exits with 1.
+The command tree: ``worker``, ``enqueue``, ``stats``, ``queue ...``, ``task ...``, ``server ...``
+(and ``dash``, registered by cli/dash.py). User errors (bad arguments, unknown queue or task, a
+task in a state that forbids the action, Redis unreachable) print one line on stderr and exit with
+code 2; anything unexpected exits with 1.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from rich.console import Console
-from rich.table import Table
 
-from asynqpy import Client, Inspector, ServeMux, Server
-from asynqpy.connection import default_url
-from asynqpy.errors import AsynqpyError
-from asynqpy.signing import load_keys
+from asynqpy import Client, ServeMux, Server
 
-F = TypeVar("F", bound=Callable[..., Any])
+from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
+from .dash import dash
+from .queue import queue
+from .server import server
+from .stats import stats
+from .task import task
 
-
-class UserError(click.ClickException):
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"asynqpy: error: {self.message}", err=True)
-
-
-def user_errors(fn: F) -> F:
-    """Turn library and connection errors into one line on stderr and exit code 2."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except AsynqpyError as exc:
-            raise UserError(str(exc)) from None
-        except AuthenticationError as exc:
-            if "required" in str(exc) or "already authenticated" in str(exc):
-                raise UserError("Redis requires a password: put it in the URL, redis://[user]:password@host") from None
-            raise UserError(f"Redis refused the credentials: {exc}") from None
-        except NoPermissionError as exc:
-            raise UserError(f"Redis refused a command to this user (ACL): {exc}") from None
-        except RedisConnectionError as exc:
-            raise UserError(f"cannot reach Redis: {exc}") from None
-        except RedisError as exc:
-            raise UserError(f"Redis error: {exc}") from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-redis_url_option = click.option(
-    "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
-    help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p); TLS options as query "
-         "parameters, e.g. rediss://h:6380/0?ssl_ca_certs=ca.pem.",
-)
-
-signing_key_option = click.option(
-    "--signing-key-file", type=click.Path(dir_okay=False), envvar="ASYNQPY_SIGNING_KEY_FILE", default=None,
-    help="File of HMAC signing keys, one per line (the first signs, all verify); "
-         "default $ASYNQPY_SIGNING_KEY_FILE. A worker with keys runs only tasks signed with one of them.",
-)
-
-
-def signing_keys(path: str | None) -> list[bytes] | None:
-    """The keys of a --signing-key-file (None without one)."""
-    return None if path is None else load_keys(path)
-
+__all__ = ["UserError", "main", "redis_url_option", "user_errors"]
 
 def parse_queues(spec: str) -> dict[str, int]:
     """'critical=6,default=3,low' -> {'critical': 6, 'default': 3, 'low': 1}."""
@@ -198,34 +149,11 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}")
 
 
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@redis_url_option
-@user_errors
-def stats(as_json: bool, redis_url: str) -> None:
-    """Show every queue's tasks per state and its processed/failed counters."""
-    insp = Inspector(redis_url)
-    try:
-        rows = insp.all_stats()
-    finally:
-        insp.close()
-    if as_json:
-        click.echo(json.dumps([{**s.__dict__, "size": s.size} for s in rows], indent=2))
-        return
-    if not rows:
-        click.echo("no queues yet")
-        return
-    table = Table(title="asynqpy queues")
-    for col in ("queue", "state", "pending", "active", "scheduled", "retry", "archived", "completed",
-                "processed", "failed"):
-        table.add_column(col, justify="left" if col in ("queue", "state") else "right", no_wrap=True)
-    for s in rows:
-        table.add_row(s.queue, "paused" if s.paused else "running", *(str(v) for v in (
-            s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed)),
-            f"{s.processed_today} / {s.processed}", f"{s.failed_today} / {s.failed}")
-    table.caption = "processed and failed: today (UTC) / total"
-    Console(width=max(110, Console().width)).print(table)
+for group in (stats, queue, task, server):
+    main.add_command(group)
 
+
+main.add_command(dash)
 
 if __name__ == "__main__":
     main()

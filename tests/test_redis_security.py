@@ -30,7 +30,8 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile"},
-    "inspector": {"stats", "pause", "unpause"},
+    "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
+                  "drop_queue"},
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]
 
@@ -360,7 +361,7 @@ def test_the_acl_refuses_what_a_role_does_not_need(acl: RedisProcess) -> None:
         (worker, ("SET", "secret", "overwritten")),
         (worker, ("CONFIG", "GET", "requirepass")),
         (worker, ("EVAL", "return redis.call('SCAN', 0)", 0)),
-        (inspector, ("HDEL", "asynqpy:{default}:t", "x")),
+        (inspector, ("BLPOP", "asynqpy:{default}:wake", 0.01)),
         (inspector, ("FLUSHALL",)),
         (inspector, ("SUBSCRIBE", "other")),
     ]
