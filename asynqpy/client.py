@@ -16,6 +16,7 @@ from .clock import Clock
 from .connection import async_client, sync_client
 from .errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
 from .executor import AsyncExecutor, SyncExecutor
+from .signing import SigningKeys, make_signer
 from .task import TaskInfo, TaskState
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
@@ -31,12 +32,13 @@ class _Plan:
 
 
 class _ClientCore:
-    def __init__(self, max_payload_bytes: int, clock: Clock | None, wait_replicas: int, wait_timeout: float) -> None:
+    def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
+                 wait_replicas: int, wait_timeout: float) -> None:
         if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
             raise InvalidArgumentError(f"wait_replicas must be an int >= 0, got {wait_replicas!r}")
         if not isinstance(wait_timeout, (int, float)) or not 0 < wait_timeout < float("inf"):
             raise InvalidArgumentError(f"wait_timeout must be > 0 seconds, got {wait_timeout!r}")
-        self.broker = Broker(clock)
+        self.broker = Broker(clock, make_signer(signing_key))
         self.max_payload_bytes = max_payload_bytes
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
@@ -202,7 +204,8 @@ class Client(_ClientCore):
     ``redis``: a URL (default ``$ASYNQPY_REDIS_URL`` or redis://localhost:6379/0;
     ``redis+cluster://h:p,h:p`` for a Redis Cluster, ``redis+sentinel://h:p,h:p/master`` through
     Sentinel; see :mod:`asynqpy.connection`) or a redis-py client. ``max_payload_bytes``: the
-    largest encoded payload accepted.
+    largest encoded payload accepted. ``signing_key``: bytes (or a list, the first signs) to sign
+    every task with HMAC-SHA256 for workers that require it (see :mod:`asynqpy.signing`).
 
     ``wait_replicas`` (default 0: off): every write (enqueue, enqueue_many, pause, unpause) is
     followed by ``WAIT wait_replicas wait_timeout`` on the same connection of the same node, and
@@ -213,8 +216,8 @@ class Client(_ClientCore):
     """
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
-                 wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
-        super().__init__(max_payload_bytes, clock, wait_replicas, wait_timeout)
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout)
         self.redis = sync_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = SyncExecutor(self.redis)
@@ -268,8 +271,8 @@ class AsyncClient(_ClientCore):
     """The asyncio twin of :class:`Client`: same arguments, same methods, awaitable."""
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
-                 wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
-        super().__init__(max_payload_bytes, clock, wait_replicas, wait_timeout)
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout)
         self.redis = async_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = AsyncExecutor(self.redis)

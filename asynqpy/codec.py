@@ -4,6 +4,10 @@ A message is stored as a msgpack array with its fields in a fixed order and trai
 values left out, so a small no-op task costs only a few dozen bytes in Redis. The payload is kept
 as a msgpack value inside the array: ``bytes`` stay ``bytes``, anything else msgpack can carry
 (dicts, lists, str, int, float, bool, None) round-trips as such.
+
+A signed message (see :mod:`asynqpy.signing`) is the same array followed by its tag, one msgpack
+``bin`` object of 32 bytes; unsigned messages carry nothing extra. :func:`decode` reads the array
+and accepts a trailing tag without checking it (checking is the signer's job).
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from typing import Any, cast
 import msgpack
 
 from .errors import MalformedMessageError, PayloadError
+
+TAG_PREFIX = b"\xc4\x20"
+"""msgpack header of a 32-byte ``bin``: how a signed message's trailing tag starts."""
+TAG_LEN = len(TAG_PREFIX) + 32
 
 DEFAULT_MAX_RETRY = 25
 SERVER_DEFAULT = -1
@@ -115,10 +123,23 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 
 
+_UNIQUE_INDEX = _FIELDS.index("unique")
+
+
+def may_be_unique(data: bytes) -> bool:
+    """False when an encoded message is certainly not unique: its array is too short to reach the
+    ``unique`` field (trailing default values are left out), so most messages need no decoding."""
+    return not (data and 0x90 <= data[0] <= 0x90 + _UNIQUE_INDEX)
+
+
 def decode(data: bytes) -> Message:
     """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
     try:
         values = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except msgpack.ExtraData as extra:  # a signed message's tag (any other trailing bytes: garbage)
+        if len(extra.extra) != TAG_LEN or extra.extra[:2] != TAG_PREFIX:
+            raise MalformedMessageError("undecodable message: unexpected bytes after the message") from None
+        values = extra.unpacked
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise MalformedMessageError(f"undecodable message: {exc}") from None
     if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):
@@ -129,6 +150,17 @@ def decode(data: bytes) -> Message:
     if not values[0]:
         raise MalformedMessageError("message has an empty task type")
     return Message(*values)
+
+
+def untrusted(data: bytes, reason: str, now_ms: int) -> Message:
+    """The message to archive for stored data a worker refused to run (malformed, or not signed
+    with its key): the message's own fields if it decodes, else type ``(malformed)`` with the first
+    4 KiB of the data as payload; ``reason`` becomes its last error."""
+    try:
+        msg = decode(data)
+    except MalformedMessageError:
+        msg = Message(type="(malformed)", payload=bytes(data[:4096]))
+    return msg.with_(last_error=reason, last_failed_at_ms=now_ms)
 
 
 def _canonical(value: Any) -> Any:

@@ -7,25 +7,34 @@ Every Client, AsyncClient, Server and Inspector takes a URL (or an existing redi
   reached through any of the listed nodes (the client discovers the rest and follows failovers);
 - ``redis+sentinel://[user:pass@]host:port[,host:port...]/<master name>[/db]``
   (``rediss+sentinel://``): the master a group of Redis Sentinels monitors, looked up again after
-  a failover. The credentials and TLS apply to the master (and replicas); sentinels are asked
-  without credentials (pass a client made with ``redis.sentinel.Sentinel`` for other setups).
+  a failover. The credentials apply to the master (and replicas); sentinels are asked without
+  credentials (pass a client made with ``redis.sentinel.Sentinel`` for other setups); TLS and the
+  TLS query options apply to both.
+
+Connection options, TLS ones included, go as query parameters
+(``rediss://host:6380/0?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required``, also
+``ssl_certfile``/``ssl_keyfile`` for a client certificate), for every form alike. A bad URL, a TLS
+file that does not exist or a bad ``ssl_cert_reqs`` raise :class:`~asynqpy.errors.InvalidArgumentError`
+before anything connects. Error messages never repeat the URL (it may hold a password).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from collections.abc import Callable
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode
-from redis.sentinel import Sentinel
+from redis.connection import parse_url as _parse_url
 from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import Sentinel
 
 from .errors import InvalidArgumentError
 
@@ -46,15 +55,34 @@ def default_url() -> str:
     return os.environ.get("ASYNQPY_REDIS_URL") or DEFAULT_URL
 
 
+parse_url = cast(Callable[[str], dict[str, Any]], _parse_url)
+
+TLS_FILES = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile")
+CERT_REQS = ("none", "optional", "required")
+
+
+def check_url(url: str) -> None:
+    """Refuse, with :class:`InvalidArgumentError`, TLS query options that cannot work."""
+    query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items() if v}
+    for name in TLS_FILES:
+        if name in query and not os.path.exists(query[name]):
+            raise InvalidArgumentError(f"{name} in the Redis URL: no such file or directory: {query[name]!r}")
+    if query.get("ssl_cert_reqs", "required") not in CERT_REQS:
+        raise InvalidArgumentError(f"ssl_cert_reqs in the Redis URL must be one of {', '.join(CERT_REQS)}")
+
+
 def _multi_host(url: str, kind: str) -> tuple[list[tuple[str, int]], dict[str, Any], str] | None:
     """For ``redis+<kind>://`` and ``rediss+<kind>://`` URLs: the (host, port) list, the connection
-    keyword arguments (credentials, TLS) and the URL's path; None for other URLs."""
+    keyword arguments (query options, credentials, TLS) and the URL's path; None for other URLs."""
     scheme, _, rest = url.partition("://")
     if scheme not in (f"redis+{kind}", f"rediss+{kind}"):
         return None
     parts = urlsplit("redis://" + rest)
     netloc = parts.netloc.rsplit("@", 1)
     kwargs: dict[str, Any] = {}
+    if parts.query:  # connection options, parsed as redis-py parses a single node's URL
+        options = parse_url("redis://localhost?" + parts.query)
+        kwargs.update({k: v for k, v in options.items() if k not in ("host", "port", "db")})
     if len(netloc) == 2:
         user, _, password = netloc[0].partition(":")
         kwargs.update(username=unquote(user) or None, password=unquote(password) or None)
@@ -102,20 +130,25 @@ def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
         return url_or_client
     url = url_or_client or default_url()
     opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
-    cluster = _multi_host(url, "cluster")
-    if cluster:
-        nodes, kwargs, _ = cluster
-        node: Any = AsyncClusterNode if aio else ClusterNode
-        cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
-        return cls(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
-    sentinel = _sentinel_parts(url)
-    if sentinel:
-        nodes, master, kwargs = sentinel
-        sentinel_opts = {**opts, **({"ssl": True} if kwargs.get("ssl") else {})}
-        manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=sentinel_opts, **opts, **kwargs)
-        return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
-    single: Any = aredis.Redis if aio else redis.Redis
-    return single.from_url(url, **opts)
+    check_url(url)
+    try:
+        cluster = _multi_host(url, "cluster")
+        if cluster:
+            nodes, kwargs, _ = cluster
+            node: Any = AsyncClusterNode if aio else ClusterNode
+            cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
+            return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+        sentinel = _sentinel_parts(url)
+        if sentinel:
+            nodes, master, kwargs = sentinel
+            to_sentinels = {**opts, **{k: v for k, v in kwargs.items() if k.startswith("ssl")}}
+            manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=to_sentinels,
+                                                                **{**opts, **kwargs})
+            return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
+        single: Any = aredis.Redis if aio else redis.Redis
+        return single.from_url(url, **opts)
+    except ValueError as exc:  # not the URL itself: it may hold a password
+        raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:

@@ -35,12 +35,24 @@ class QueueNotFoundError(AsynqpyError):
     """No queue with this name."""
 
 
+class QueueNotEmptyError(AsynqpyError):
+    """The queue still holds tasks (remove it with ``force``, or empty it first)."""
+
+
+class TaskStateError(AsynqpyError):
+    """The action is not allowed in the task's current state (e.g. deleting an active task)."""
+
+
 class LeaseLostError(AsynqpyError):
     """A worker tried to finish a task whose lease it no longer holds; the write was refused."""
 
 
 class MalformedMessageError(AsynqpyError):
     """Data found in Redis is not a valid asynqpy message."""
+
+
+class SignatureError(AsynqpyError):
+    """A stored message's HMAC tag is missing or matches none of the worker's signing keys."""
 
 
 class HandlerNotFoundError(AsynqpyError):
@@ -64,6 +76,11 @@ class NotReplicatedError(AsynqpyError):
         """What the call returned on the master."""
 
 
+class RedisFullError(AsynqpyError):
+    """Redis has reached its ``maxmemory`` and refuses new data: nothing of this call was stored
+    (tasks already queued are untouched and workers keep draining them)."""
+
+
 class SkipRetry(Exception):
     """Raise from a handler to archive the task at once, without retrying it."""
 
@@ -76,10 +93,14 @@ __all__ = [
     "TaskIdConflictError",
     "TaskNotFoundError",
     "QueueNotFoundError",
+    "QueueNotEmptyError",
+    "TaskStateError",
     "LeaseLostError",
     "MalformedMessageError",
+    "SignatureError",
     "HandlerNotFoundError",
     "TaskTimeoutError",
     "NotReplicatedError",
+    "RedisFullError",
     "SkipRetry",
 ]

@@ -28,11 +28,12 @@ from typing import Any, TypeVar
 from hiredis import pack_command
 from redis.exceptions import AskError, ClusterDownError, NoScriptError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Call
 from .connection import REDIS_ERRORS, is_cluster
-from .errors import NotReplicatedError
+from .errors import NotReplicatedError, RedisFullError
 from .scripts import load_scripts
 
 T = TypeVar("T")
@@ -71,8 +72,17 @@ Wait = tuple[int, int] | None
 """(replicas, timeout ms) of a ``WAIT`` to send after a node's calls, or None."""
 
 
+_KEYLESS = frozenset({"TIME", "ECHO", "PING", "INFO", "CONFIG", "DBSIZE"})
+
+
 def _key(call: Call[Any]) -> Any:
-    return call.keys[0] if call.script else call.command[1]
+    """The key that routes ``call`` to its cluster node; None for a command without keys."""
+    if call.script:
+        return call.keys[0]
+    name = str(call.command[0]).upper()
+    if name == "MEMORY":  # MEMORY USAGE <key>
+        return call.command[2]
+    return None if name in _KEYLESS or len(call.command) < 2 else call.command[1]
 
 
 def _by_node(redis: Any, calls: Sequence[Call[Any]], todo: Sequence[int],
@@ -85,8 +95,9 @@ def _by_node(redis: Any, calls: Sequence[Call[Any]], todo: Sequence[int],
     groups: dict[str, tuple[Any, list[int]]] = {}
     homeless = []
     for i in todo:
+        key = _key(calls[i])
         try:
-            node = redis.get_node_from_key(_key(calls[i]))
+            node = redis.get_default_node() if key is None else redis.get_node_from_key(key)
         except SlotNotCoveredError as exc:
             results[i] = exc
             homeless.append(i)
@@ -157,7 +168,15 @@ def _refresh(initialize: Any) -> None:
         log.warning("could not reload the cluster's slot map: %s", exc)
 
 
+def _full(exc: OutOfMemoryError) -> RedisFullError:
+    err = RedisFullError(f"Redis is full (maxmemory reached), nothing was stored: {exc}")
+    err.__cause__ = exc
+    return err
+
+
 def _parse(call: Call[Any], reply: Any) -> Any:
+    if isinstance(reply, OutOfMemoryError):
+        return _full(reply)
     if isinstance(reply, Exception):
         return reply
     try:
@@ -219,8 +238,13 @@ class SyncExecutor:
         self._local.held = None
 
     def run(self, call: Call[T]) -> T:
-        """Run one call; its parser's typed error (or the Redis error) is raised."""
-        return call.parse(self._send(call))
+        """Run one call; its parser's typed error (or the Redis error) is raised; a Redis at
+        maxmemory refusing the call raises :class:`RedisFullError`."""
+        try:
+            reply = self._send(call)
+        except OutOfMemoryError as exc:
+            raise _full(exc) from exc
+        return call.parse(reply)
 
     def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Run calls in one pipeline (no MULTI). Each result is the parsed reply or the exception
@@ -233,7 +257,7 @@ class SyncExecutor:
             try:
                 return [_parse(calls[0], self._send(calls[0]))]
             except Exception as exc:  # noqa: BLE001 - reported per call
-                return [exc]
+                return [_parse(calls[0], exc)]
         replies = _pipeline(self.redis, calls).execute(raise_on_error=False)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
@@ -299,7 +323,11 @@ class AsyncExecutor:
 
     async def run(self, call: Call[T]) -> T:
         """Async twin of :meth:`SyncExecutor.run`."""
-        return call.parse(await self._send(call))
+        try:
+            reply = await self._send(call)
+        except OutOfMemoryError as exc:
+            raise _full(exc) from exc
+        return call.parse(reply)
 
     async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many`."""

@@ -24,6 +24,7 @@ from .errors import (
     HandlerNotFoundError,
     LeaseLostError,
     MalformedMessageError,
+    SignatureError,
     SkipRetry,
     TaskNotFoundError,
     TaskTimeoutError,
@@ -31,6 +32,7 @@ from .errors import (
 from .keys import queue_keys
 from .mux import AsyncHandler, Handler, ServeMux, not_found
 from .server import Context
+from .signing import open_message
 from .task import Task, ms_to_datetime
 from .wake import PipelinedWait
 
@@ -216,13 +218,13 @@ class Processor:
 
     def _start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None:
         try:
-            msg = codec.decode(raw)
-        except MalformedMessageError as exc:
-            log.error("task %s in queue %s has a malformed message (%s); archiving it", id, queue, exc)
-            bad = Message(type="(malformed)", payload=bytes(raw[:4096]), last_error=str(exc), last_failed_at_ms=now_ms)
+            msg = open_message(self.ctx.broker.signer, queue, id, raw)
+        except (MalformedMessageError, SignatureError) as exc:
+            log.error("task %s in queue %s refused (%s); archiving it unrun", id, queue, exc)
+            bad = codec.untrusted(raw, str(exc), now_ms)
             r = Running(queue, id, token, bad, None, lease_until)
             self.held[(queue, id)] = r
-            self._write(r, self._archive_call(r, bad), "archive")
+            self._write(r, self._archive_call(r, bad, sign=False), "archive")
             return
         limits = []
         timeout_ms = msg.timeout_ms
@@ -332,9 +334,9 @@ class Processor:
         msg = failed.with_(retried=r.msg.retried + 1)
         self._write(r, b.retry(r.queue, r.id, r.token, msg, int(delay * 1000)), "retry")
 
-    def _archive_call(self, r: Running, msg: Message) -> Call[int]:
+    def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[int]:
         return self.ctx.broker.archive(
-            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000)
+            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign
         )
 
     # -- writing outcomes ----------------------------------------------------------------------

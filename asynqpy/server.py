@@ -23,12 +23,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Broker
 from .clock import Clock
-from .connection import REDIS_ERRORS, async_client, is_cluster, read_timeout
-from .errors import InvalidArgumentError
+from .connection import REDIS_ERRORS, async_client, check_url, is_cluster, read_timeout
+from .errors import InvalidArgumentError, RedisFullError
 from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
 from .retry import RetryDelayFunc, default_retry_delay
+from .signing import Signer, SigningKeys, make_signer
 from .threadpool import DaemonThreadPool
 
 log = logging.getLogger("asynqpy.server")
@@ -52,6 +53,7 @@ class ServerOptions:
     idle_timeout: float = 10.0
     recover_interval: float = 10.0
     janitor_interval: float = 30.0
+    reconcile_interval: float = 300.0
     fetch_batch: int = 32
     sync_threads: int | None = None
 
@@ -74,6 +76,8 @@ class ServerOptions:
             raise InvalidArgumentError("shutdown_timeout >= 0, fetch_batch >= 1, idle_timeout > 0")
         if self.archive_max_size < 0 or self.archive_max_age <= 0:
             raise InvalidArgumentError("archive_max_size >= 0 and archive_max_age > 0")
+        if self.reconcile_interval < 0:
+            raise InvalidArgumentError("reconcile_interval must be >= 0 (0 = no consistency sweep)")
         return self
 
     @property
@@ -89,10 +93,11 @@ class ServerOptions:
 class Context:
     """What the server's loops share: the Redis clients, the broker, settings, the stop signal."""
 
-    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str) -> None:
+    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str,
+                 signer: Signer | None = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
-        self.broker = Broker(clock)
+        self.broker = Broker(clock, signer)
         self.clock = clock
         self.options = options
         self.server_id = server_id
@@ -188,8 +193,10 @@ class Server:
     """Processes tasks from ``queues`` with the handlers of a :class:`ServeMux`.
 
     ``redis``: URL or redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``queues``: a
-    mapping name -> weight (or a list of names, weight 1). Other keyword options: see
-    :class:`ServerOptions` (and the README for what each does).
+    mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
+    key rotation: the first signs, all verify); the server then runs only tasks signed with one of
+    them, archives the others unrun ("bad signature"), and signs every message it rewrites. Other
+    keyword options: see :class:`ServerOptions` (and the README for what each does).
     """
 
     def __init__(
@@ -198,6 +205,7 @@ class Server:
         *,
         queues: Mapping[str, int] | Sequence[str] | None = None,
         clock: Clock | None = None,
+        signing_key: SigningKeys | None = None,
         **options: Any,
     ) -> None:
         if queues is not None:
@@ -206,6 +214,9 @@ class Server:
             self.options = ServerOptions(**options).validate()
         except TypeError as exc:
             raise InvalidArgumentError(str(exc)) from None
+        self._signer = make_signer(signing_key)
+        if isinstance(redis, str):
+            check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
         self.clock = clock or Clock()
         self.server_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -224,6 +235,7 @@ class Server:
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
+        from .canceller import Canceller
         from .forwarder import Forwarder
         from .heartbeat import Heartbeat
         from .janitor import Janitor
@@ -231,7 +243,7 @@ class Server:
         from .recoverer import Recoverer
 
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.options, self.clock, self.server_id)
+        ctx = Context(redis, self.options, self.clock, self.server_id, self._signer)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
         if install_signal_handlers:
@@ -240,13 +252,14 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
-        loops: list[Forwarder | Recoverer | Janitor] = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
+        loops: list[Forwarder | Recoverer | Janitor | Canceller] = [
+            Forwarder(ctx), Recoverer(ctx), Janitor(ctx), Canceller(ctx, processor)]
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
                  dict(self.options.queues), self.options.concurrency)
         try:
-            await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+            await _check_redis(ctx)
             await heartbeat.beat()
             bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
             hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
@@ -266,3 +279,22 @@ class Server:
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             log.info("server %s stopped", self.server_id)
+
+
+async def _check_redis(ctx: Context) -> None:
+    """Register the served queues and warn about a Redis that may evict task data. A full Redis
+    (maxmemory) does not stop a worker from starting: draining queues is how memory comes back."""
+    try:
+        await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+    except RedisFullError:
+        log.warning("Redis is full (maxmemory reached): serving the queues without registering them")
+    try:
+        policy = await ctx.redis.config_get("maxmemory-policy")
+    except REDIS_ERRORS:  # CONFIG is often forbidden (managed Redis, ACL): nothing to say
+        return
+    value = policy.get("maxmemory-policy") if isinstance(policy, dict) else None
+    if isinstance(value, bytes):
+        value = value.decode()
+    if value and value != "noeviction":
+        log.warning("Redis maxmemory-policy is %r: when Redis is full it may evict keys that hold tasks; "
+                    "set it to 'noeviction' (enqueue then fails with RedisFullError instead)", value)

@@ -148,6 +148,7 @@ class Workers:
 
     def __init__(self, url: str, recorder_url: str, n: int, *args: str, log_dir: Path) -> None:
         self.url, self.recorder_url, self.args, self.log_dir = url, recorder_url, args, log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = 0
         for _ in range(n):
