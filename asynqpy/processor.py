@@ -387,11 +387,10 @@ class Processor:
 
     def lose(self, r: Running, why: str) -> None:
         """Stop a task whose lease this server no longer holds: cancel it, write nothing."""
-        if r.lost:
-            return
+        if r.lost or self.held.get((r.queue, r.id)) is not r:
+            return  # lost already, or finished and written (a lease renewal crossed the write)
         r.lost = True
-        if self.held.get((r.queue, r.id)) is r:
-            del self.held[(r.queue, r.id)]
+        del self.held[(r.queue, r.id)]
         if r.aio is not None and not r.aio.done():
             r.aio.cancel()
         log.warning("lost the lease on task %s (queue %s): %s; cancelled it", r.id, r.queue, why)
