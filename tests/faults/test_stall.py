@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from asynqpy import Client
-from audit import Workers, audit, mixed_tasks, produce, wait_finished
+from audit import Report, Workers, audit, mixed_tasks, produce, wait_finished
 from redisproc import RedisProcess
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -23,22 +23,26 @@ pytestmark = [pytest.mark.real, pytest.mark.slow]
 ARGS = ("--concurrency", "20", "--lease", "1", "--heartbeat-interval", "0.25", "--shutdown-timeout", "0.5")
 
 
-def _load(url: str, recorder_url: str, tmp: Path, n: int, prefix: str,
-          act: Callable[[redis.Redis], None]) -> tuple[Workers, dict[str, int]]:
-    """Two workers, a producer of ``n`` mixed tasks, and ``act`` done to Redis mid-load."""
+def _scenario(url: str, recorder: redis.Redis, recorder_url: str, tmp: Path, n: int, prefix: str,
+              act: Callable[[redis.Redis], None]) -> Report:
+    """Two workers, a producer of ``n`` mixed tasks, ``act`` done to Redis mid-load; then wait
+    until every task finished and audit."""
     tasks = mixed_tasks(n, prefix=prefix)
     acked: dict[str, int] = {}
     workers = Workers(url, recorder_url, 2, *ARGS, log_dir=tmp)
-    admin = redis.Redis.from_url(url)
-    with Client(url) as client:
-        producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
-        producer.start()
-        time.sleep(0.5)
-        act(admin)
-        producer.join(90)
-        assert not producer.is_alive()
-    assert len(acked) == n
-    return workers, acked
+    try:
+        with Client(url) as client:
+            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
+            producer.start()
+            time.sleep(0.5)
+            act(redis.Redis.from_url(url))
+            producer.join(90)
+            assert not producer.is_alive()
+        assert len(acked) == n
+        wait_finished(url, n, timeout=60)
+        return audit(url, recorder, acked)
+    finally:
+        workers.stop()
 
 
 def test_connections_killed_under_the_workers(redis_url: str, recorder: redis.Redis,
@@ -48,12 +52,7 @@ def test_connections_killed_under_the_workers(redis_url: str, recorder: redis.Re
             admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
             time.sleep(0.25)
 
-    workers, acked = _load(redis_url, recorder_server.url, tmp_path, 1500, "k", kill_connections)
-    try:
-        wait_finished(redis_url, len(acked), timeout=60)
-        rep = audit(redis_url, recorder, acked)
-    finally:
-        workers.stop()
+    rep = _scenario(redis_url, recorder, recorder_server.url, tmp_path, 1500, "k", kill_connections)
     print(f"\nCLIENT KILL x10: {rep.line()}")
     assert rep.errors == [], rep.errors[:20]
 
@@ -63,12 +62,7 @@ def test_redis_paused_longer_than_the_lease(redis_url: str, recorder: redis.Redi
     def pause(admin: redis.Redis) -> None:
         admin.execute_command("CLIENT", "PAUSE", "2500", "ALL")  # 2.5 s, the lease is 1 s
 
-    workers, acked = _load(redis_url, recorder_server.url, tmp_path, 1500, "p", pause)
-    try:
-        wait_finished(redis_url, len(acked), timeout=60)
-        rep = audit(redis_url, recorder, acked)
-    finally:
-        workers.stop()
+    rep = _scenario(redis_url, recorder, recorder_server.url, tmp_path, 1500, "p", pause)
     print(f"\nCLIENT PAUSE 2.5 s (lease 1 s): {rep.line()}")
     assert rep.errors == [], rep.errors[:20]
 
