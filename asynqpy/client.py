@@ -31,6 +31,10 @@ class _Plan:
     where: list[tuple[int, int]]  # per task: (index of its call, position in a batch call or -1)
 
 
+_LONE = [(0, -1)]
+"""The ``where`` of a plan for one task in one call."""
+
+
 class _ClientCore:
     def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
                  wait_replicas: int, wait_timeout: float) -> None:
@@ -65,6 +69,11 @@ class _ClientCore:
         """The broker calls for prepared tasks: a queue registration first if a queue is new; one
         enqueue_many call per queue per BATCH tasks for plain immediate tasks of a batch; one
         enqueue/schedule call per other task (unique, scheduled, or a lone task)."""
+        if len(prepared) == 1 and prepared[0].queue in self._registered:  # the common case, quickly
+            p = prepared[0]
+            one = (self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data) if p.delay_ms > 0
+                   else self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
+            return _Plan([one], False, _LONE)
         new = sorted({p.queue for p in prepared} - self._registered)
         calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
         where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
@@ -115,6 +124,10 @@ class _ClientCore:
     def _results(
         self, prepared: list[opts.Prepared], plan: _Plan, replies: list[Any], return_exceptions: bool
     ) -> TaskInfoList:
+        if plan.where is _LONE:  # one task, one call, queue known
+            if isinstance(replies[0], Exception) and not return_exceptions:
+                raise replies[0]
+            return TaskInfoList(prepared, replies)
         if plan.registers and isinstance(replies[0], Exception):
             if not isinstance(replies[0], NotReplicatedError):  # (registered on the master: the tasks tell)
                 raise replies[0]
