@@ -42,3 +42,19 @@ def test_fast_path_one_connection_per_thread(redis_url: str) -> None:
         t.join(30)
     assert not errors
     assert Inspector(redis_url).stats("default").pending == 800
+
+
+def test_async_connections_pack_with_hiredis_like_redis_py() -> None:
+    import redis.asyncio as aredis
+    from redis.exceptions import DataError
+
+    from asynqpy.connection import async_client
+
+    client = async_client("redis://127.0.0.1:1/0")
+    conn = client.connection_pool.make_connection()
+    plain = aredis.Connection()
+    for args in [("EVALSHA", "ab", 2, "k1", "k2", b"\x00\xff", 1.5, -3), ("CONFIG GET", "maxmemory-policy"),
+                 (b"CLIENT UNBLOCK", 5)]:
+        assert b"".join(conn.pack_command(*args)) == b"".join(plain.pack_command(*args))
+    with pytest.raises(DataError):  # what hiredis cannot pack gets redis-py's own error
+        conn.pack_command("SET", "k", None)
