@@ -86,6 +86,11 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return Backend("fake", None)
 
 
+class TimeBoundExceeded(Exception):
+    """A test ran past its time bound. Not a TimeoutError: that is an OSError, which redis-py
+    takes for a broken connection and retries, so an alarm firing during a Redis call was lost."""
+
+
 @pytest.fixture(autouse=True)
 def _bounded_in_time(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every test is bounded in time: 60 s, or 240 s for tests marked slow/cluster."""
@@ -95,7 +100,7 @@ def _bounded_in_time(request: pytest.FixtureRequest) -> Iterator[None]:
     limit = 240 if slow else 60
 
     def on_alarm(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"test exceeded its {limit}s time bound")
+        raise TimeBoundExceeded(f"test exceeded its {limit}s time bound")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(limit)

@@ -42,3 +42,19 @@ def test_fast_path_one_connection_per_thread(redis_url: str) -> None:
         t.join(30)
     assert not errors
     assert Inspector(redis_url).stats("default").pending == 800
+
+
+def test_the_test_time_bound_fires_during_a_redis_call(redis_url: str) -> None:
+    """The alarm of conftest's time bound must not be taken for a broken connection and retried
+    (a TimeoutError is an OSError: redis-py swallowed it and a hung test ran on)."""
+    import signal
+    import time
+
+    from conftest import TimeBoundExceeded
+
+    r = redis.Redis.from_url(redis_url)
+    start = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, 0.2)  # replaces this test's own bound (60 s) with 0.2 s
+    with pytest.raises(TimeBoundExceeded):
+        r.blpop(["nothing-here"], timeout=3)
+    assert time.monotonic() - start < 2
