@@ -13,9 +13,18 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from hypothesis import settings
+from hypothesis.internal.conjecture import engine as hypothesis_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redisproc import RedisCluster, RedisProcess  # noqa: E402
+
+# Property tests (hypothesis): no example database written to the worktree; a failure prints the
+# @reproduce_failure blob to replay it. Shrinking a failure stops after 20 s (hypothesis allows
+# 300 s and has no public setting for it), so the shrunk example is reported within a test's bound.
+settings.register_profile("asynqpy", database=None, print_blob=True, deadline=None)
+settings.load_profile("asynqpy")
+hypothesis_engine.MAX_SHRINKING_SECONDS = 20
 
 REQUIRE_REAL = os.environ.get("ASYNQPY_REQUIRE_REAL") == "1"
 
