@@ -49,6 +49,9 @@ class _ClientCore:
                 if len(self._derivers) < 1000:
                     self._derivers[queue] = derive
             return derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
+        unknown = kwargs.keys() - opts.OPTIONS
+        if unknown:
+            raise InvalidArgumentError(f"unknown enqueue option(s): {', '.join(sorted(map(repr, unknown)))}")
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
         return opts.prepare(task_type, payload, **kwargs)

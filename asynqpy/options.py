@@ -30,6 +30,9 @@ DEFAULT: Any = _Default()
 
 MAX_TYPE_LEN = 256
 MAX_ID_LEN = 256
+OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
+                     "retention", "retry_delay"})
+"""The names of the enqueue options."""
 
 
 class Prepared:
