@@ -6,7 +6,7 @@ classes differ only in running those calls synchronously or with ``await``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,8 +91,10 @@ class _ClientCore:
         ids: list[str] = []
         now_ms = 0
         for item in items:
-            if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
-                raise InvalidArgumentError("batch items are (type, payload) or (type, payload, options)")
+            if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3 or (
+                len(item) == 3 and item[2] is not None and not isinstance(item[2], Mapping)
+            ):
+                raise InvalidArgumentError("batch items are (type, payload) or (type, payload, {option: value})")
             payload = item[1] if len(item) > 1 else None
             if len(item) == 3 and item[2]:
                 out.append(self._prepare(item[0], payload, {**common, **item[2]}))

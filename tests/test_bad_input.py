@@ -64,6 +64,15 @@ def test_enqueue_rejects_bad_input_and_keeps_queued_tasks(backend: Any, args: An
     assert Inspector(backend.sync).task_info("default", kept.id).state is TaskState.PENDING
 
 
+@pytest.mark.parametrize("item", [("t", 1, 5), ("t", 1, [("queue", "q")]), ("t", 1, "queue"), ("t", 1, 0),
+                                  ("t", 1, {1: 2}), ("t", 1, {}, 4), (), "t", None])
+def test_enqueue_many_rejects_bad_items_and_sends_nothing(backend: Any, item: Any) -> None:
+    client = Client(backend.sync)
+    with pytest.raises(InvalidArgumentError):  # item options that are not a mapping were a TypeError
+        client.enqueue_many([("t", 0), item])
+    assert backend.sync.keys("*") == []
+
+
 def test_errors_are_asynqpy_errors() -> None:
     from asynqpy import AsynqpyError
 
