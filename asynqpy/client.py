@@ -41,8 +41,8 @@ class _ClientCore:
         return opts.Deriver(template, self.max_payload_bytes)
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any]) -> opts.Prepared:
-        if len(kwargs) <= 1 and kwargs.keys() <= {"queue"}:  # default options: validated once per queue
-            queue = kwargs.get("queue", "default")
+        queue = kwargs.get("queue", "default")
+        if len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:  # validated once per queue
             derive = self._derivers.get(queue)
             if derive is None:
                 derive = self._deriver(opts.prepare("t", None, queue=queue, max_payload_bytes=self.max_payload_bytes))

@@ -47,6 +47,7 @@ from helpers import serving, until
         (("t", None), {"task_id": ""}, InvalidArgumentError),
         (("t", None), {"retention": -1}, InvalidArgumentError),
         (("t", b"x" * 2000), {}, PayloadError),  # over the client's 1000-byte limit below
+        (("t", None), {"queue": ["q"]}, InvalidArgumentError),  # unhashable (was TypeError on the fast path)
         (("t", None), {"bogus": 1}, InvalidArgumentError),  # unknown options (was TypeError)
         (("t", None), {"now": "x"}, InvalidArgumentError),  # internal knobs are not options (was ValueError)
         (("t", None), {"max_payload_bytes": 10**9}, InvalidArgumentError),
