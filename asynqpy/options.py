@@ -72,9 +72,18 @@ def new_task_ids(n: int) -> list[str]:
     return [raw[i:i + 16] for i in range(0, 16 * n, 16)]
 
 
+def _is_text(s: str) -> bool:
+    """Whether ``s`` can be stored: UTF-8 encodable (lone surrogates are not)."""
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_type(task_type: object) -> None:
-    if not isinstance(task_type, str) or not task_type.strip():
-        raise InvalidArgumentError("task type must be a non-empty string")
+    if not isinstance(task_type, str) or not task_type.strip() or not _is_text(task_type):
+        raise InvalidArgumentError("task type must be a non-empty string of valid (UTF-8 encodable) text")
     if len(task_type) > MAX_TYPE_LEN:
         raise InvalidArgumentError(f"task type is longer than {MAX_TYPE_LEN} characters")
 
@@ -188,8 +197,9 @@ def prepare(
     generated = task_id is None
     if task_id is None:
         task_id = new_task_id()
-    elif not isinstance(task_id, str) or not task_id or len(task_id) > MAX_ID_LEN:
-        raise InvalidArgumentError(f"task_id must be a non-empty string of at most {MAX_ID_LEN} characters")
+    elif not isinstance(task_id, str) or not task_id or len(task_id) > MAX_ID_LEN or not _is_text(task_id):
+        raise InvalidArgumentError(f"task_id must be a non-empty string of at most {MAX_ID_LEN} characters "
+                                   "of valid (UTF-8 encodable) text")
 
     retry_delay_ms = -1 if retry_delay is None else int(_seconds("retry_delay", retry_delay) * 1000)
 

@@ -47,6 +47,8 @@ from helpers import serving, until
         (("t", None), {"task_id": ""}, InvalidArgumentError),
         (("t", None), {"retention": -1}, InvalidArgumentError),
         (("t", b"x" * 2000), {}, PayloadError),  # over the client's 1000-byte limit below
+        (("t\udc80", None), {}, InvalidArgumentError),  # not UTF-8 text (was PayloadError)
+        (("t", None), {"task_id": "\ud800"}, InvalidArgumentError),  # (was UnicodeEncodeError from redis-py)
         (("t", None), {"queue": ["q"]}, InvalidArgumentError),  # unhashable (was TypeError on the fast path)
         (("t", None), {"bogus": 1}, InvalidArgumentError),  # unknown options (was TypeError)
         (("t", None), {"now": "x"}, InvalidArgumentError),  # internal knobs are not options (was ValueError)
