@@ -30,6 +30,10 @@ DEFAULT: Any = _Default()
 
 MAX_TYPE_LEN = 256
 MAX_ID_LEN = 256
+MAX_SECONDS = 100 * 365 * 24 * 3600
+"""Longest duration an option takes (100 years): every time it leads to stays a valid datetime."""
+MAX_EPOCH = 253_402_300_799
+"""Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
                      "retention", "retry_delay"})
 """The names of the enqueue options."""
@@ -134,6 +138,8 @@ def _seconds(name: str, value: Seconds, *, allow_zero: bool = True) -> float:
         raise InvalidArgumentError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise InvalidArgumentError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if value > MAX_SECONDS:
+        raise InvalidArgumentError(f"{name} must be at most 100 years, got {value!r}")
     return float(value)
 
 
@@ -141,9 +147,9 @@ def _epoch(name: str, value: When) -> float:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidArgumentError(f"{name} must be a datetime or Unix seconds, got {value!r}")
+        value = value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_EPOCH:
+        raise InvalidArgumentError(f"{name} must be a datetime or Unix seconds from 1970 to 9999, got {value!r}")
     return float(value)
 
 

@@ -47,6 +47,13 @@ from helpers import serving, until
         (("t", None), {"task_id": ""}, InvalidArgumentError),
         (("t", None), {"retention": -1}, InvalidArgumentError),
         (("t", b"x" * 2000), {}, PayloadError),  # over the client's 1000-byte limit below
+        (("t", None), {"process_in": 1e12}, InvalidArgumentError),  # out of range: the task was scheduled,
+        (("t", None), {"process_in": 1e300}, InvalidArgumentError),  # then a ValueError/OverflowError/OSError
+        (("t", None), {"process_at": 1e17}, InvalidArgumentError),  # from the TaskInfo's datetime
+        (("t", None), {"deadline": 1e14}, InvalidArgumentError),
+        (("t", None), {"deadline": -1}, InvalidArgumentError),  # stored negative = no deadline at all
+        (("t", None), {"unique": 1e300}, InvalidArgumentError),  # was a ResponseError from SET EX
+        (("t", None), {"timeout": 1e17}, InvalidArgumentError),  # was a PayloadError blaming the payload
         (("t\udc80", None), {}, InvalidArgumentError),  # not UTF-8 text (was PayloadError)
         (("t", None), {"task_id": "\ud800"}, InvalidArgumentError),  # (was UnicodeEncodeError from redis-py)
         (("t", None), {"queue": ["q"]}, InvalidArgumentError),  # unhashable (was TypeError on the fast path)
