@@ -3,7 +3,8 @@
 A message is stored as a msgpack array with its fields in a fixed order and trailing default
 values left out, so a small no-op task costs only a few dozen bytes in Redis. The payload is kept
 as a msgpack value inside the array: ``bytes`` stay ``bytes``, anything else msgpack can carry
-(dicts, lists, str, int, float, bool, None) round-trips as such.
+(dicts, lists, str, int, float, bool, None) round-trips as such; a tuple comes back as a list,
+except as a dict key, where it stays a tuple.
 """
 
 from __future__ import annotations
@@ -115,10 +116,21 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 
 
+def _tuple(v: Any) -> Any:
+    return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
+
+
+def _dict_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    return {_tuple(k): v for k, v in pairs}
+
+
 def decode(data: bytes) -> Message:
     """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
     try:
-        values = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        try:
+            values = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        except TypeError:  # a map key that is an array (a payload's tuple key): unhashable as a list
+            values = msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=_dict_with_tuple_keys)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise MalformedMessageError(f"undecodable message: {exc}") from None
     if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):

@@ -77,3 +77,12 @@ def test_task_info_of_a_message_with_out_of_range_times() -> None:
     latest, earliest = datetime.max.replace(tzinfo=timezone.utc), datetime.min.replace(tzinfo=timezone.utc)
     assert info.deadline == info.completed_at == info.next_process_at == latest
     assert info.last_failed_at == earliest
+
+
+def test_payload_with_tuple_keys_round_trips() -> None:
+    """msgpack stores a tuple key as an array, which decodes to an unhashable list: the client
+    accepted the payload and the worker archived the task as malformed (found by fuzzing)."""
+    payload = {(0, ""): None, ((1, 2), 3): [4, {(5,): 6}], "k": (7, 8)}
+    m = decode(encode(Message("t", payload, result={(9,): 10})))
+    assert m.payload == {(0, ""): None, ((1, 2), 3): [4, {(5,): 6}], "k": [7, 8]}  # a tuple *value* is a list
+    assert m.result == {(9,): 10}
