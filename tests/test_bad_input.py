@@ -93,7 +93,15 @@ def test_errors_are_asynqpy_errors() -> None:
 @pytest.mark.parametrize(
     "options",
     [{"queues": {}}, {"queues": {"bad name": 1}}, {"queues": {"q": 0}}, {"concurrency": 0},
-     {"lease": 1, "heartbeat_interval": 2}, {"unknown_type": "explode"}, {"no_such_option": 1}],
+     {"lease": 1, "heartbeat_interval": 2}, {"unknown_type": "explode"}, {"no_such_option": 1},
+     # found by fuzzing: accepted, or a TypeError/AttributeError instead of InvalidArgumentError
+     {"queues": "default"}, {"queues": 5}, {"queues": [["q"]]}, {"queues": ["q", 1]}, {"concurrency": "10"},
+     {"concurrency": 2.5}, {"concurrency": True}, {"lease": float("nan")}, {"lease": float("inf")},
+     {"lease": "30"}, {"idle_timeout": 1e300}, {"shutdown_timeout": None}, {"fetch_batch": 10**15},
+     {"fetch_batch": 1.5}, {"strict_priority": "yes"}, {"sync_threads": 0}, {"sync_threads": 1.5},
+     {"default_timeout": "x"}, {"default_timeout": float("nan")}, {"retry_delay": None},
+     {"archive_max_size": -1.5}, {"archive_max_age": float("inf")}, {"recover_interval": 0},
+     {"janitor_interval": -1}, {"unknown_type": ["retry"]}],
 )
 def test_server_rejects_bad_options(options: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
