@@ -55,7 +55,9 @@ def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeo
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
-    opts = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
+    opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": socket_timeout}
+    if not url.startswith("unix:"):  # a TCP option: redis-py's Unix socket connection refuses it
+        opts["socket_keepalive"] = True
     parts = _cluster_parts(url)
     if parts:
         nodes, kwargs = parts

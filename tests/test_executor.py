@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -58,3 +59,42 @@ def test_the_test_time_bound_fires_during_a_redis_call(redis_url: str) -> None:
     with pytest.raises(TimeBoundExceeded):
         r.blpop(["nothing-here"], timeout=3)
     assert time.monotonic() - start < 2
+
+
+def test_unix_socket_url(tmp_path: Any) -> None:
+    """unix:// URLs (README) failed on the first command: the TCP-only socket_keepalive option was
+    passed to redis-py's Unix socket connection (TypeError; found by fuzzing the CLI)."""
+    import asyncio
+
+    from asynqpy import AsyncClient, ServeMux, Task
+    from helpers import serving, until
+    from redisproc import RedisProcess
+
+    sock = tmp_path / "redis.sock"
+    server = RedisProcess("--unixsocket", str(sock))
+    url = f"unix://{sock}"
+    try:
+        with Client(url) as c:
+            info = c.enqueue("t", 1)
+
+        async def main() -> str:
+            async with AsyncClient(url) as ac:
+                return (await ac.enqueue("t", 2)).id
+
+        second = asyncio.run(main())
+        insp = Inspector(url)
+        assert [insp.task_info("default", i).payload for i in (info.id, second)] == [1, 2]
+        insp.close()
+        mux, ran = ServeMux(), []
+
+        @mux.handle("t")
+        async def t(task: Task) -> None:
+            ran.append(task.payload)
+
+        async def work() -> None:
+            async with serving(url, mux):
+                await until(lambda: sorted(ran) == [1, 2])
+
+        asyncio.run(work())
+    finally:
+        server.stop()
