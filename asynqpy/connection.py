@@ -16,6 +16,8 @@ import redis.asyncio as aredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.cluster import ClusterNode
 
+from .errors import InvalidArgumentError
+
 DEFAULT_URL = "redis://localhost:6379/0"
 
 
@@ -58,11 +60,14 @@ def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeo
     opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": socket_timeout}
     if not url.startswith("unix:"):  # a TCP option: redis-py's Unix socket connection refuses it
         opts["socket_keepalive"] = True
-    parts = _cluster_parts(url)
-    if parts:
-        nodes, kwargs = parts
-        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
-    return single.from_url(url, **opts)
+    try:
+        parts = _cluster_parts(url)
+        if not parts:
+            return single.from_url(url, **opts)
+    except ValueError as exc:  # redis-py and int() say what is wrong with the URL
+        raise InvalidArgumentError(f"invalid Redis URL {url!r}: {exc}") from None
+    nodes, kwargs = parts
+    return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:

@@ -83,6 +83,17 @@ def test_enqueue_many_rejects_bad_items_and_sends_nothing(backend: Any, item: An
     assert backend.sync.keys("*") == []
 
 
+@pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
+                                 "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc"])
+def test_bad_redis_url_is_invalid_argument(url: str) -> None:
+    """A malformed URL was a ValueError from redis-py (or from int() for a cluster URL)."""
+    from asynqpy import AsyncClient
+
+    for make in (Client, Inspector, AsyncClient):
+        with pytest.raises(InvalidArgumentError, match="invalid Redis URL"):
+            make(url)
+
+
 def test_errors_are_asynqpy_errors() -> None:
     from asynqpy import AsynqpyError
 

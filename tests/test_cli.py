@@ -74,6 +74,15 @@ def test_unreachable_redis_is_a_clear_error() -> None:
         assert code == 2 and err.startswith("asynqpy: error: cannot reach Redis") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
+                                 "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc"])
+def test_bad_redis_url_is_a_user_error(url: str) -> None:
+    """A malformed --redis-url was a ValueError traceback with exit code 1 (found by fuzzing)."""
+    for args in (["stats"], ["enqueue", "t"]):
+        code, _, err = run(*args, "--redis-url", url)
+        assert code == 2 and err.startswith("asynqpy: error: invalid Redis URL") and err.count("\n") == 1, err
+
+
 def test_help_and_queue_spec() -> None:
     code, out, _ = run("--help")
     assert code == 0 and "worker" in out and "enqueue" in out and "stats" in out
