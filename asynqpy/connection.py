@@ -15,6 +15,8 @@ import redis
 import redis.asyncio as aredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.cluster import ClusterNode
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 
 from .errors import InvalidArgumentError
 
@@ -67,7 +69,10 @@ def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeo
     except ValueError as exc:  # redis-py and int() say what is wrong with the URL
         raise InvalidArgumentError(f"invalid Redis URL {url!r}: {exc}") from None
     nodes, kwargs = parts
-    return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
+    try:
+        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
+    except RedisClusterException as exc:  # the sync client connects here: no node answered as a cluster
+        raise RedisConnectionError(f"cannot connect to the Redis Cluster at {url!r}: {exc}") from None
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:

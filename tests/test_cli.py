@@ -68,10 +68,11 @@ def test_user_errors_one_line_exit_2(redis_url: str, args: list[str], message: s
 
 
 def test_unreachable_redis_is_a_clear_error() -> None:
-    url = f"redis://127.0.0.1:{free_port()}/0"
-    for args in (["stats"], ["enqueue", "t"]):
-        code, _, err = run(*args, "--redis-url", url)
-        assert code == 2 and err.startswith("asynqpy: error: cannot reach Redis") and err.count("\n") == 1
+    port = free_port()  # an unreachable cluster was a RedisClusterException traceback, exit 1 (found by fuzzing)
+    for url in (f"redis://127.0.0.1:{port}/0", f"redis+cluster://127.0.0.1:{port}"):
+        for args in (["stats"], ["enqueue", "t"]):
+            code, _, err = run(*args, "--redis-url", url)
+            assert code == 2 and err.startswith("asynqpy: error: cannot reach Redis") and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
