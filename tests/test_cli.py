@@ -54,6 +54,8 @@ def test_env_var_gives_the_default_url(redis_url: str, monkeypatch: pytest.Monke
         (["worker", "nomodule", "--queues", "default"], "expected module:attribute"),
         (["worker", "no.such.module:mux"], "cannot import"),
         (["worker", "json:dumps"], "is not a ServeMux"),
+        (["worker", "..:mux"], "cannot import"),  # relative names: a TypeError traceback (found by fuzzing)
+        (["worker", ".workers:mux"], "cannot import"),
         (["worker", "x:y", "--queues", "a=notanumber"], "bad queue weight"),
     ],
 )
