@@ -63,10 +63,11 @@ def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeo
     if not url.startswith("unix:"):  # a TCP option: redis-py's Unix socket connection refuses it
         opts["socket_keepalive"] = True
     try:
+        url.encode()  # a lone surrogate (undecodable bytes in argv) fails later, deep in the socket code
         parts = _cluster_parts(url)
         if not parts:
             return single.from_url(url, **opts)
-    except ValueError as exc:  # redis-py and int() say what is wrong with the URL
+    except ValueError as exc:  # redis-py, int() and encode() say what is wrong with the URL
         raise InvalidArgumentError(f"invalid Redis URL {url!r}: {exc}") from None
     nodes, kwargs = parts
     try:

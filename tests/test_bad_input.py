@@ -84,7 +84,8 @@ def test_enqueue_many_rejects_bad_items_and_sends_nothing(backend: Any, item: An
 
 
 @pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
-                                 "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc"])
+                                 "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc",
+                                 "unix:///tmp/\udcff", "redis://\ud800:1/0"])
 def test_bad_redis_url_is_invalid_argument(url: str) -> None:
     """A malformed URL was a ValueError from redis-py (or from int() for a cluster URL)."""
     from asynqpy import AsyncClient
