@@ -150,3 +150,34 @@ def test_malformed_message_in_redis_is_archived_and_worker_keeps_running(backend
     info = Inspector(backend.sync).task_info("default", "bad1")
     assert info.state is TaskState.ARCHIVED and "undecodable" in info.last_error
     assert info.payload.startswith(b"\xc1\xc1garbage")
+
+
+def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None:
+    """Ids written by hand may be any bytes. Reading one as UTF-8 made every dequeue that met it and
+    every recoverer pass fail "unexpectedly", for good (found by fuzzing the data in Redis)."""
+    from asynqpy.codec import Message, encode
+
+    k = queue_keys("default")
+    r = backend.sync
+    r.hset(k.tasks, b"\xff1", b"p" + encode(Message("t", 1)))  # a valid task under an odd id: it runs
+    r.lpush(k.pending, b"\xff1")
+    r.hset(k.tasks, b"\xd5", b"a12345678\xc1garbage")  # a crashed worker's garbage, lease expired
+    r.zadd(k.lease, {b"\xd5": 1})
+    client = Client(r)
+    client.enqueue("t", 2)
+    mux = ServeMux()
+    ran: list[int] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, lease=1.5, recover_interval=0.5):
+            await until(lambda: sorted(ran) == [1, 2] and r.zscore(k.archived, b"\xd5") is not None)
+            client.enqueue("t", 3)
+            await until(lambda: sorted(ran) == [1, 2, 3])
+
+    asyncio.run(main())
+    assert "undecodable" in decode(r.hget(k.tasks, b"\xd5")[1:]).last_error
+    assert r.hget(k.tasks, b"\xff1") is None  # done
