@@ -9,7 +9,7 @@ from .broker import Broker, Call, QueueStats
 from .clock import Clock
 from .codec import decode
 from .connection import sync_client
-from .errors import QueueNotFoundError, TaskNotFoundError
+from .errors import MalformedMessageError, QueueNotFoundError, TaskNotFoundError
 from .executor import SyncExecutor
 from .keys import queue_keys
 from .task import TaskInfo, TaskState
@@ -44,7 +44,7 @@ class Inspector:
                 if not isinstance(s, Exception)]
 
     def task_info(self, queue: str, id: str) -> TaskInfo:
-        """One task's info; raises TaskNotFoundError."""
+        """One task's info; raises TaskNotFoundError (MalformedMessageError for garbage data)."""
         q = queue_keys(queue)
         value, sched, retry, done = self._exec.run_many([
             self.broker.get_task(queue, id),
@@ -56,6 +56,8 @@ class Inspector:
             raise value
         if value is None:
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        if value[:1] not in (b"p", b"a", b"s", b"r", b"x", b"c"):
+            raise MalformedMessageError(f"task {id!r} in queue {queue!r} has no valid state")
         state = TaskState.from_code(value[:1].decode())
         msg = decode(value[9:] if state is TaskState.ACTIVE else value[1:])
         score = {TaskState.SCHEDULED: sched, TaskState.RETRY: retry}.get(state)

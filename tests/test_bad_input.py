@@ -181,3 +181,13 @@ def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None
     asyncio.run(main())
     assert "undecodable" in decode(r.hget(k.tasks, b"\xd5")[1:]).last_error
     assert r.hget(k.tasks, b"\xff1") is None  # done
+
+
+@pytest.mark.parametrize("value", [b"", b"?abc", b"\xff", b"a123", b"p\xc1"])
+def test_task_info_of_garbage_is_a_malformed_message(backend: Any, value: bytes) -> None:
+    """A stored value with no valid state char was a KeyError or UnicodeDecodeError (found by fuzzing)."""
+    Client(backend.sync).enqueue("t", 1)
+    backend.sync.hset(queue_keys("default").tasks, "x", value)
+    with pytest.raises(MalformedMessageError):
+        Inspector(backend.sync).task_info("default", "x")
+
