@@ -18,6 +18,7 @@ from .codec import Message
 from .errors import (
     AsynqpyError,
     DuplicateTaskError,
+    InvalidArgumentError,
     LeaseLostError,
     TaskIdConflictError,
     TaskNotFoundError,
@@ -92,13 +93,16 @@ class QueueStats:
 
 def _s(v: bytes | str) -> str:
     """A name read from Redis. Ids written by hand may be any bytes: those that are not UTF-8 keep
-    them as surrogates, and :func:`_id` turns them back into the same bytes."""
+    them as surrogates, and :func:`id_arg` turns them back into the same bytes."""
     return v.decode(errors="surrogateescape") if isinstance(v, bytes) else v
 
 
-def _id(id: str) -> bytes:
-    """A task id as a script argument (the bytes it was read from, see :func:`_s`)."""
-    return id.encode(errors="surrogateescape")
+def id_arg(id: str) -> bytes:
+    """A task id as a command argument (the bytes it was read from, see :func:`_s`)."""
+    try:
+        return id.encode(errors="surrogateescape")
+    except (AttributeError, UnicodeEncodeError):  # not a str, or a surrogate _s cannot have made
+        raise InvalidArgumentError(f"a task id is a string of text, got {id!r}") from None
 
 
 def _finish_code(op: str, id: str) -> Callable[[Any], int]:
@@ -213,7 +217,7 @@ class Broker:
             _finish_code("done", id),
             "done",
             (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (_id(id), token, DAY_TTL_S),
+            (id_arg(id), token, DAY_TTL_S),
         )
 
     def complete(self, queue: str, id: str, token: str, msg: Message) -> Call[int]:
@@ -224,7 +228,7 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (_id(id), token, codec.encode(msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, codec.encode(msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
     def retry(self, queue: str, id: str, token: str, msg: Message, delay_ms: int) -> Call[int]:
@@ -235,7 +239,7 @@ class Broker:
             _finish_code("retry", id),
             "retry",
             (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
-            (_id(id), token, codec.encode(msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, codec.encode(msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
         )
 
     def archive(
@@ -249,20 +253,20 @@ class Broker:
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
              q.failed, failed_day),
-            (_id(id), token, codec.encode(msg), max_size, max_age_ms, DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, codec.encode(msg), max_size, max_age_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)
-        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake), (_id(id), token))
+        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake), (id_arg(id), token))
 
     def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
         """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
         q = queue_keys(queue)
         args: list[Any] = [lease_ms, self.clock.script_now()]
         for id, token in held:
-            args += [_id(id), token]
+            args += [id_arg(id), token]
         return Call(
             lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease), tuple(args)
         )
@@ -292,7 +296,7 @@ class Broker:
     def drop(self, queue: str, id: str) -> Call[int]:
         """Remove an expired lease whose task data is gone."""
         q = queue_keys(queue)
-        return Call(int, "drop", (q.lease, q.tasks), (_id(id), self.clock.script_now()))
+        return Call(int, "drop", (q.lease, q.tasks), (id_arg(id), self.clock.script_now()))
 
     def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
@@ -337,4 +341,4 @@ class Broker:
     def get_task(self, queue: str, id: str) -> Call[bytes | None]:
         """The stored value of a task (state char [+ token] + message), or None."""
         q = queue_keys(queue)
-        return Call(lambda r: r, command=("HGET", q.tasks, _id(id)))
+        return Call(lambda r: r, command=("HGET", q.tasks, id_arg(id)))

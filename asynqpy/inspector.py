@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .broker import Broker, Call, QueueStats
+from .broker import Broker, Call, QueueStats, id_arg
 from .clock import Clock
 from .codec import decode
 from .connection import sync_client
-from .errors import MalformedMessageError, QueueNotFoundError, TaskNotFoundError
+from .errors import InvalidArgumentError, MalformedMessageError, QueueNotFoundError, TaskNotFoundError
 from .executor import SyncExecutor
 from .keys import queue_keys
 from .task import TaskInfo, TaskState
@@ -46,11 +46,14 @@ class Inspector:
     def task_info(self, queue: str, id: str) -> TaskInfo:
         """One task's info; raises TaskNotFoundError (MalformedMessageError for garbage data)."""
         q = queue_keys(queue)
+        if not id:
+            raise InvalidArgumentError("a task id is a non-empty string")
+        raw = id_arg(id)
         value, sched, retry, done = self._exec.run_many([
             self.broker.get_task(queue, id),
-            Call(lambda r: r, command=("ZSCORE", q.scheduled, id)),
-            Call(lambda r: r, command=("ZSCORE", q.retry, id)),
-            Call(lambda r: r, command=("ZSCORE", q.completed, id)),
+            Call(lambda r: r, command=("ZSCORE", q.scheduled, raw)),
+            Call(lambda r: r, command=("ZSCORE", q.retry, raw)),
+            Call(lambda r: r, command=("ZSCORE", q.completed, raw)),
         ])
         if isinstance(value, Exception):
             raise value

@@ -191,3 +191,16 @@ def test_task_info_of_garbage_is_a_malformed_message(backend: Any, value: bytes)
     with pytest.raises(MalformedMessageError):
         Inspector(backend.sync).task_info("default", "x")
 
+
+@pytest.mark.parametrize("queue, id", [("default", None), ("default", 5), ("default", ""), ("default", "\ud800"),
+                                       (["default"], "x")])
+def test_inspector_rejects_bad_arguments(backend: Any, queue: Any, id: Any) -> None:
+    """A non-str id was an AttributeError, an unhashable queue a TypeError (found by fuzzing)."""
+    Client(backend.sync).enqueue("t", 1)
+    insp = Inspector(backend.sync)
+    with pytest.raises(InvalidArgumentError):
+        insp.task_info(queue, id)
+    if not isinstance(queue, str):
+        for method in (insp.stats, insp.pause, insp.unpause):
+            with pytest.raises(InvalidArgumentError):
+                method(queue)
