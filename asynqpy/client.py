@@ -228,6 +228,8 @@ class Client(_ClientCore):
         return self._exec.run(self.broker.unpause(queue))
 
     def close(self) -> None:
+        """Give the connection back to the pool; close the Redis client if this made it."""
+        self._exec.close()
         if self._owns:
             self.redis.close()
 

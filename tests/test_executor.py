@@ -98,3 +98,18 @@ def test_unix_socket_url(tmp_path: Any) -> None:
         asyncio.run(work())
     finally:
         server.stop()
+
+
+def test_clients_give_their_connection_back_to_a_shared_pool(redis_url: str) -> None:
+    """Each Client/Inspector made on a caller's redis client kept one pooled connection for good, even
+    after close(): the 101st on redis-py's default pool raised MaxConnectionsError (found by fuzzing)."""
+    r = redis.Redis.from_url(redis_url, max_connections=5)
+    for i in range(20):
+        Client(r).enqueue("t", i)  # dropped without close()
+        assert Inspector(r).queues() == ["default"]
+        with Client(r) as c:
+            c.enqueue("t", i)
+        insp = Inspector(r)
+        insp.stats("default")
+        insp.close()
+    assert Inspector(r).stats("default").pending == 40
