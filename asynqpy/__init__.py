@@ -13,14 +13,19 @@ from .errors import (
     InvalidArgumentError,
     LeaseLostError,
     MalformedMessageError,
+    NotReplicatedError,
     PayloadError,
+    QueueNotEmptyError,
     QueueNotFoundError,
+    RedisFullError,
+    SignatureError,
     SkipRetry,
     TaskIdConflictError,
     TaskNotFoundError,
+    TaskStateError,
     TaskTimeoutError,
 )
-from .inspector import Inspector
+from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
 from .mux import ServeMux
 from .retry import default_retry_delay
 from .server import Server, ServerOptions
@@ -29,9 +34,11 @@ from .task import Task, TaskInfo, TaskState
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AsynqpyError", "Client", "Clock", "DuplicateTaskError", "FakeClock",
-    "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError",
-    "MalformedMessageError", "PayloadError", "QueueNotFoundError", "QueueStats", "ServeMux",
-    "Server", "ServerOptions", "SkipRetry", "Task", "TaskIdConflictError", "TaskInfo",
-    "TaskNotFoundError", "TaskState", "TaskTimeoutError", "default_retry_delay",
+    "AsyncClient", "AsyncInspector", "AsynqpyError", "Client", "Clock", "DailyStats",
+    "default_retry_delay", "DuplicateTaskError", "FakeClock", "HandlerNotFoundError", "Inspector",
+    "InvalidArgumentError", "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
+    "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "ServeMux",
+    "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task",
+    "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError",
+    "TaskTimeoutError", "WorkerInfo",
 ]

@@ -23,7 +23,9 @@ from .errors import (
     TaskIdConflictError,
     TaskNotFoundError,
 )
-from .keys import ALL_QUEUES, QueueKeys, queue_keys
+from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
+from .signing import Signer
+from .task import TaskState
 
 T = TypeVar("T")
 
@@ -37,6 +39,9 @@ DUPLICATE = -1
 ID_CONFLICT = -2
 LEASE_LOST = -3
 LEASE_ALIVE = -4
+WRONG_STATE = -5
+NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; or changed since read
+NOT_EMPTY = -7
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,34 @@ class QueueStats:
         return self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What queue_info is built from: the stats, the trimmed counter, Redis's time (ms) and the
+    stored value of the oldest pending task (None when none)."""
+
+    stats: QueueStats
+    trimmed: int
+    now_ms: int
+    oldest: bytes | None
+
+
+def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
+    v = [int(x) for x in r[:11]]
+    return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10])
+
+
+def container_of(q: QueueKeys, state: TaskState) -> str:
+    """The list or zset holding a queue's tasks in ``state`` (active tasks: the lease zset)."""
+    return {
+        TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
+        TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
+    }[state]
+
+
+def _codes(reply: list[Any]) -> list[int]:
+    return [int(x) for x in reply]
+
+
 def _s(v: bytes | str) -> str:
     """A name read from Redis. Ids written by hand may be any bytes: those that are not UTF-8 keep
     them as surrogates, and :func:`id_arg` turns them back into the same bytes."""
@@ -136,10 +169,17 @@ def _new_task_code(id: str, queue: str) -> Callable[[Any], int]:
 
 
 class Broker:
-    """Builds the calls of every state transition. ``clock`` decides the ``now`` scripts use."""
+    """Builds the calls of every state transition. ``clock`` decides the ``now`` scripts use;
+    ``signer`` (optional) signs every message written (see :mod:`asynqpy.signing`)."""
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, signer: Signer | None = None) -> None:
         self.clock = clock or Clock()
+        self.signer = signer
+
+    def seal(self, queue: str, id: str, msg: Message, data: bytes | None = None, sign: bool = True) -> bytes:
+        """The message as stored: encoded (unless ``data`` already is), with its tag when signing."""
+        data = data or codec.encode(msg)
+        return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
 
     def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
         day = self.clock.today()
@@ -158,7 +198,7 @@ class Broker:
             _new_task_code(id, queue),
             "enqueue",
             (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed),
-            (id, data or codec.encode(msg), unique_ttl, "1" if check_id else "0"),
+            (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0"),
         )
 
     def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:
@@ -168,7 +208,11 @@ class Broker:
         args: list[Any] = [b""] * (2 * len(entries) + 1)
         args[0] = "1" if check_ids else "0"
         args[1::2] = [id for id, _ in entries]
-        args[2::2] = [b"p" + data for _, data in entries]
+        if self.signer is None:
+            args[2::2] = [b"p" + data for _, data in entries]
+        else:
+            seal = self.signer.seal
+            args[2::2] = [b"p" + seal(queue, id, data) for id, data in entries]
         return Call(
             lambda r: [int(x) - 1 for x in r],
             "enqueue_many",
@@ -185,7 +229,7 @@ class Broker:
             _new_task_code(id, queue),
             "schedule",
             (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed),
-            (id, data or codec.encode(msg), unique_ttl, delay_ms, self.clock.script_now()),
+            (id, self.seal(queue, id, msg, data), unique_ttl, delay_ms, self.clock.script_now()),
         )
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
@@ -228,7 +272,7 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (id_arg(id), token, codec.encode(msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
     def retry(self, queue: str, id: str, token: str, msg: Message, delay_ms: int) -> Call[int]:
@@ -239,21 +283,24 @@ class Broker:
             _finish_code("retry", id),
             "retry",
             (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
-            (id_arg(id), token, codec.encode(msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, self.seal(queue, id, msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
         )
 
     def archive(
-        self, queue: str, id: str, token: str, msg: Message, max_size: int, max_age_ms: int
+        self, queue: str, id: str, token: str, msg: Message, max_size: int, max_age_ms: int, sign: bool = True
     ) -> Call[int]:
-        """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``."""
+        """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``.
+        ``sign`` False: the message is stored unsigned (a task the worker refused to trust must not
+        become runnable by being archived)."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
         return Call(
             _finish_code("archive", id),
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
-             q.failed, failed_day),
-            (id_arg(id), token, codec.encode(msg), max_size, max_age_ms, DAY_TTL_S, self.clock.script_now()),
+             q.failed, failed_day, q.trimmed),
+            (id_arg(id), token, self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
+             self.clock.script_now()),
         )
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
@@ -298,6 +345,17 @@ class Broker:
         q = queue_keys(queue)
         return Call(int, "drop", (q.lease, q.tasks), (id_arg(id), self.clock.script_now()))
 
+    def reconcile(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
+        """One step of the consistency sweep: puts tasks back into the container their state
+        names. Returns (next cursor, '0' = sweep done; [(id, what was repaired)])."""
+        q = queue_keys(queue)
+
+        def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
+            return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
+
+        return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed),
+                    (cursor, count, self.clock.script_now()))
+
     def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
         q = queue_keys(queue)
@@ -308,7 +366,7 @@ class Broker:
     def trim(self, queue: str, max_size: int, max_age_ms: int) -> Call[int]:
         """archived -> deleted beyond the size/age limits (data included). Returns how many."""
         q = queue_keys(queue)
-        return Call(int, "trim", (q.archived, q.tasks), (max_size, max_age_ms, self.clock.script_now()))
+        return Call(int, "trim", (q.archived, q.tasks, q.trimmed), (max_size, max_age_ms, self.clock.script_now()))
 
     # -- queue control and reads -------------------------------------------------------------
 
@@ -321,19 +379,37 @@ class Broker:
         return Call(lambda r: bool(int(r)), "unpause", (q.paused, q.pending, q.wake))
 
     def stats(self, queue: str) -> Call[QueueStats]:
+        """Counts per state and counters of a queue (one atomic read)."""
+        return self._stats_call(queue, lambda r: _queue_stats(queue, r))
+
+    def snapshot(self, queue: str) -> Call[Snapshot]:
+        """:meth:`stats` plus the trimmed counter, Redis's time and the oldest pending task."""
+        return self._stats_call(queue, lambda r: Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None))
+
+    def _stats_call(self, queue: str, parse: Callable[[Any], T]) -> Call[T]:
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
-
-        def parse(r: list[Any]) -> QueueStats:
-            v = [int(x) for x in r]
-            return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10])
-
         return Call(
             parse,
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
-             q.failed, processed_day, failed_day),
+             q.failed, processed_day, failed_day, q.tasks, q.trimmed),
+            (self.clock.script_now(),),
         )
+
+    def page(self, queue: str, state: TaskState, start: int, stop: int,
+             values: bool = True) -> Call[list[tuple[str, float | None, bytes | None]]]:
+        """Ranks ``start``..``stop`` of the tasks in ``state`` (pending: oldest first; scheduled,
+        retry, active: soonest score first; archived, completed: newest first), each with its
+        stored value: [(id, score or None, value or None)]."""
+        container = container_of(queue_keys(queue), state)
+        kind = "list" if state is TaskState.PENDING else "zset"
+        order = "desc" if state in (TaskState.ARCHIVED, TaskState.COMPLETED) else "asc"
+
+        def parse(r: list[Any]) -> list[tuple[str, float | None, bytes | None]]:
+            return [(_s(r[i]), float(r[i + 1]) if r[i + 1] else None, r[i + 2] or None) for i in range(0, len(r), 3)]
+
+        return Call(parse, "page", (container, queue_keys(queue).tasks), (kind, order, start, stop, "1" if values else "0"))
 
     def queues(self) -> Call[list[str]]:
         return Call(lambda r: sorted(_s(x) for x in r), command=("SMEMBERS", ALL_QUEUES))
@@ -342,3 +418,52 @@ class Broker:
         """The stored value of a task (state char [+ token] + message), or None."""
         q = queue_keys(queue)
         return Call(lambda r: r, command=("HGET", q.tasks, id_arg(id)))
+
+    # -- operator actions (the Inspector) ----------------------------------------------------
+
+    def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int]],
+                     window: int) -> Call[list[int]]:
+        """Delete tasks still in ``state`` (not active). ``items``: (id, lock digest or '', index
+        hint or -1 / -2; see delete_tasks-2.lua). Returns a code per task (1 = deleted)."""
+        q = queue_keys(queue)
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state)], [state.code, window])
+        return Call(_codes, "delete_tasks", keys, args)
+
+    def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int]],
+                      window: int) -> Call[list[int]]:
+        """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
+        q = queue_keys(queue)
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived],
+                                    [state.code, window, self.clock.script_now()])
+        return Call(_codes, "archive_tasks", keys, args)
+
+    @staticmethod
+    def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int]], keys: list[str],
+                  args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        for id, digest, hint in items:
+            keys.append(q.lock(digest))
+            args += [id_arg(id), hint]
+        return tuple(keys), tuple(args)
+
+    def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
+        """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
+        q = queue_keys(queue)
+        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake),
+                    (state.code, *[id_arg(id) for id in ids]))
+
+    def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes) -> Call[int]:
+        """active -> archived (``msg``: the rewritten encoded message) if still leased with
+        ``token``, and ``notice`` published on the cancel channel."""
+        q = queue_keys(queue)
+        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest)),
+                    (id_arg(id), token, msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
+
+    def drop_queue(self, queue: str) -> Call[int]:
+        """Delete an empty queue's keys (1), or refuse (-7) if a task is left."""
+        q = queue_keys(queue)
+        return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
+                                        q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed))
+
+    def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
+        """LRANGE of the pending list (from its left end: newest first)."""
+        return Call(lambda r: [_s(x) for x in r], command=("LRANGE", queue_keys(queue).pending, start, stop))

@@ -14,8 +14,9 @@ from . import options as opts
 from .broker import Broker, Call
 from .clock import Clock
 from .connection import async_client, sync_client
-from .errors import InvalidArgumentError, TaskIdConflictError
+from .errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
 from .executor import AsyncExecutor, SyncExecutor
+from .signing import SigningKeys, make_signer
 from .task import TaskInfo, TaskState
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
@@ -30,10 +31,21 @@ class _Plan:
     where: list[tuple[int, int]]  # per task: (index of its call, position in a batch call or -1)
 
 
+_LONE = [(0, -1)]
+"""The ``where`` of a plan for one task in one call."""
+
+
 class _ClientCore:
-    def __init__(self, max_payload_bytes: int, clock: Clock | None) -> None:
-        self.broker = Broker(clock)
+    def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
+                 wait_replicas: int, wait_timeout: float) -> None:
+        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
+            raise InvalidArgumentError(f"wait_replicas must be an int >= 0, got {wait_replicas!r}")
+        if not isinstance(wait_timeout, (int, float)) or not 0 < wait_timeout < float("inf"):
+            raise InvalidArgumentError(f"wait_timeout must be > 0 seconds, got {wait_timeout!r}")
+        self.broker = Broker(clock, make_signer(signing_key))
         self.max_payload_bytes = max_payload_bytes
+        self.wait_replicas = wait_replicas
+        self._wait_ms = max(1, int(wait_timeout * 1000))
         self._registered: set[str] = set()
         self._derivers: dict[str, opts.Deriver] = {}
 
@@ -60,6 +72,11 @@ class _ClientCore:
         """The broker calls for prepared tasks: a queue registration first if a queue is new; one
         enqueue_many call per queue per BATCH tasks for plain immediate tasks of a batch; one
         enqueue/schedule call per other task (unique, scheduled, or a lone task)."""
+        if len(prepared) == 1 and prepared[0].queue in self._registered:  # the common case, quickly
+            p = prepared[0]
+            one = (self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data) if p.delay_ms > 0
+                   else self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
+            return _Plan([one], False, _LONE)
         new = sorted({p.queue for p in prepared} - self._registered)
         calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
         where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
@@ -112,16 +129,26 @@ class _ClientCore:
     def _results(
         self, prepared: list[opts.Prepared], plan: _Plan, replies: list[Any], return_exceptions: bool
     ) -> TaskInfoList:
+        if plan.where is _LONE:  # one task, one call, queue known
+            if isinstance(replies[0], Exception) and not return_exceptions:
+                raise replies[0]
+            return TaskInfoList(prepared, replies)
         if plan.registers and isinstance(replies[0], Exception):
-            raise replies[0]
-        self._registered.update(p.queue for p in prepared)
-        refused = {ci: set(r) for ci, r in enumerate(replies) if isinstance(r, list)}
+            if not isinstance(replies[0], NotReplicatedError):  # (registered on the master: the tasks tell)
+                raise replies[0]
+        else:
+            self._registered.update(p.queue for p in prepared)
+        # a batch call's result lists the positions it refused (also when it was not replicated)
+        refused = {ci: set(getattr(r, "result", r)) for ci, r in enumerate(replies)
+                   if isinstance(getattr(r, "result", r), list)}
         outcomes: list[Any] = []
         for p, (ci, pos) in zip(prepared, plan.where):
             r = replies[ci]
-            if pos >= 0 and not isinstance(r, Exception):
-                r = TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}") \
-                    if pos in refused[ci] else 0
+            if pos >= 0:  # one task of a batch call
+                if pos in refused.get(ci, ()):
+                    r = TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}")
+                elif not isinstance(r, Exception):
+                    r = 0  # else the call's error (NotReplicatedError too) stands for each of its tasks
             if isinstance(r, Exception) and not return_exceptions:
                 raise r
             outcomes.append(r)
@@ -190,20 +217,40 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
 
 
 class Client(_ClientCore):
-    """Enqueues tasks (synchronous). ``redis``: a URL (default ``$ASYNQPY_REDIS_URL`` or
-    redis://localhost:6379/0; ``redis+cluster://h:p,...`` for a cluster) or a redis-py client."""
+    """Enqueues tasks (synchronous).
 
-    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None) -> None:
-        super().__init__(max_payload_bytes, clock)
+    ``redis``: a URL (default ``$ASYNQPY_REDIS_URL`` or redis://localhost:6379/0;
+    ``redis+cluster://h:p,h:p`` for a Redis Cluster, ``redis+sentinel://h:p,h:p/master`` through
+    Sentinel; see :mod:`asynqpy.connection`) or a redis-py client. ``max_payload_bytes``: the
+    largest encoded payload accepted. ``signing_key``: bytes (or a list, the first signs) to sign
+    every task with HMAC-SHA256 for workers that require it (see :mod:`asynqpy.signing`).
+
+    ``wait_replicas`` (default 0: off): every write (enqueue, enqueue_many, pause, unpause) is
+    followed by ``WAIT wait_replicas wait_timeout`` on the same connection of the same node, and
+    is acknowledged only once that many replicas have it; else it raises (or, in a batch with
+    ``return_exceptions``, returns) :class:`NotReplicatedError`: the write is on the master then,
+    but a failover may lose it. With ``wait_replicas`` equal to each master's number of replicas,
+    an acknowledged write survives the failover of its master (README: Redis Cluster and Sentinel).
+    """
+
+    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout)
         self.redis = sync_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = SyncExecutor(self.redis)
 
+    def _run(self, calls: list[Call[Any]]) -> list[Any]:
+        if self.wait_replicas:
+            return self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
+        if len(calls) == 1:
+            return [_run_or_exc(self._exec, calls[0])]
+        return self._exec.run_many(calls)
+
     def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
         p = self._prepare(task_type, payload, options)
         plan = self._plan([p])
-        replies = self._exec.run_many(plan.calls) if plan.registers else [_run_or_exc(self._exec, plan.calls[0])]
-        return self._results([p], plan, replies, False)[0]  # type: ignore[no-any-return]
+        return self._results([p], plan, self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
@@ -217,15 +264,15 @@ class Client(_ClientCore):
         place in the returned list, else the first one is raised after all were attempted."""
         prepared = self._split_batch(items, options)
         plan = self._plan(prepared)
-        return self._results(prepared, plan, self._exec.run_many(plan.calls), return_exceptions)
+        return self._results(prepared, plan, self._run(plan.calls), return_exceptions)
 
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks). False if it was already paused."""
-        return self._exec.run(self.broker.pause(queue))
+        return bool(_one(self._run([self.broker.pause(queue)])))
 
     def unpause(self, queue: str) -> bool:
         """Unpause a queue. False if it was not paused."""
-        return self._exec.run(self.broker.unpause(queue))
+        return bool(_one(self._run([self.broker.unpause(queue)])))
 
     def close(self) -> None:
         """Give the connection back to the pool; close the Redis client if this made it."""
@@ -241,20 +288,26 @@ class Client(_ClientCore):
 
 
 class AsyncClient(_ClientCore):
-    """The asyncio twin of :class:`Client`: same methods, awaitable."""
+    """The asyncio twin of :class:`Client`: same arguments, same methods, awaitable."""
 
-    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None) -> None:
-        super().__init__(max_payload_bytes, clock)
+    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout)
         self.redis = async_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = AsyncExecutor(self.redis)
 
+    async def _run(self, calls: list[Call[Any]]) -> list[Any]:
+        if self.wait_replicas:
+            return await self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
+        if len(calls) == 1:
+            return [await _arun_or_exc(self._exec, calls[0])]
+        return await self._exec.run_many(calls)
+
     async def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
         p = self._prepare(task_type, payload, options)
         plan = self._plan([p])
-        replies = (await self._exec.run_many(plan.calls) if plan.registers
-                   else [await _arun_or_exc(self._exec, plan.calls[0])])
-        return self._results([p], plan, replies, False)[0]  # type: ignore[no-any-return]
+        return self._results([p], plan, await self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
@@ -264,15 +317,15 @@ class AsyncClient(_ClientCore):
         """See :meth:`Client.enqueue_many`."""
         prepared = self._split_batch(items, options)
         plan = self._plan(prepared)
-        return self._results(prepared, plan, await self._exec.run_many(plan.calls), return_exceptions)
+        return self._results(prepared, plan, await self._run(plan.calls), return_exceptions)
 
     async def pause(self, queue: str) -> bool:
         """See :meth:`Client.pause`."""
-        return await self._exec.run(self.broker.pause(queue))
+        return bool(_one(await self._run([self.broker.pause(queue)])))
 
     async def unpause(self, queue: str) -> bool:
         """See :meth:`Client.unpause`."""
-        return await self._exec.run(self.broker.unpause(queue))
+        return bool(_one(await self._run([self.broker.unpause(queue)])))
 
     async def close(self) -> None:
         if self._owns:
@@ -283,6 +336,12 @@ class AsyncClient(_ClientCore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _one(replies: list[Any]) -> Any:
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    return replies[0]
 
 
 def _run_or_exc(ex: SyncExecutor, call: Call[Any]) -> Any:

@@ -6,6 +6,11 @@ from __future__ import annotations
 import time
 from datetime import date, datetime, timezone
 
+SLOW_RTT_MS = 20
+"""A round trip up to this long (or twice the last accepted one) always updates the offset."""
+STALE_S = 10.0
+"""After this long without an accepted sample, a slow round trip is accepted too."""
+
 
 class Clock:
     """The real clock. ``script_now()`` is '' so scripts read Redis's own clock (TIME).
@@ -17,6 +22,8 @@ class Clock:
 
     def __init__(self) -> None:
         self.offset_ms = 0
+        self._rtt_ms = -1  # round trip of the sample offset_ms comes from (-1: none yet)
+        self._at = 0.0  # when that sample was taken (monotonic)
 
     def local_ms(self) -> int:
         return int(time.time() * 1000)
@@ -25,9 +32,19 @@ class Clock:
         """Best estimate of the Redis server's time, in Unix milliseconds."""
         return self.local_ms() + self.offset_ms
 
-    def observe(self, redis_now_ms: int) -> None:
-        """Record a time Redis reported (a script's "now")."""
-        self.offset_ms = redis_now_ms - self.local_ms()
+    def observe(self, redis_now_ms: int, sent_ms: int | None = None) -> None:
+        """Record a time Redis reported (a script's "now"). ``sent_ms``: this host's time when the
+        call was sent, when its reply may have been held up (pipelined, or sent while a node failed
+        over): the offset is then taken at the middle of the round trip, and a round trip much
+        slower than the one the current offset comes from is ignored for up to STALE_S seconds (a
+        reply held up for seconds would put every local reckoning seconds off)."""
+        recv = self.local_ms()
+        rtt = 0 if sent_ms is None else max(0, recv - sent_ms)
+        now = time.monotonic()
+        if self._rtt_ms >= 0 and rtt > max(SLOW_RTT_MS, 2 * self._rtt_ms) and now - self._at < STALE_S:
+            return
+        self.offset_ms = redis_now_ms - (recv - rtt // 2)
+        self._rtt_ms, self._at = rtt, now
 
     def script_now(self) -> str:
         return ""
@@ -46,7 +63,7 @@ class FakeClock(Clock):
     def local_ms(self) -> int:
         return self.t
 
-    def observe(self, redis_now_ms: int) -> None:
+    def observe(self, redis_now_ms: int, sent_ms: int | None = None) -> None:
         pass
 
     def advance(self, seconds: float) -> None:

@@ -5,6 +5,10 @@ values left out, so a small no-op task costs only a few dozen bytes in Redis. Th
 as a msgpack value inside the array: ``bytes`` stay ``bytes``, anything else msgpack can carry
 (dicts, lists, str, int, float, bool, None) round-trips as such; a tuple comes back as a list,
 except as a dict key, where it stays a tuple.
+
+A signed message (see :mod:`asynqpy.signing`) is the same array followed by its tag, one msgpack
+``bin`` object of 32 bytes; unsigned messages carry nothing extra. :func:`decode` reads the array
+and accepts a trailing tag without checking it (checking is the signer's job).
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from typing import Any, cast
 import msgpack
 
 from .errors import MalformedMessageError, PayloadError
+
+TAG_PREFIX = b"\xc4\x20"
+"""msgpack header of a 32-byte ``bin``: how a signed message's trailing tag starts."""
+TAG_LEN = len(TAG_PREFIX) + 32
 
 DEFAULT_MAX_RETRY = 25
 SERVER_DEFAULT = -1
@@ -116,6 +124,15 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 
 
+_UNIQUE_INDEX = _FIELDS.index("unique")
+
+
+def may_be_unique(data: bytes) -> bool:
+    """False when an encoded message is certainly not unique: its array is too short to reach the
+    ``unique`` field (trailing default values are left out), so most messages need no decoding."""
+    return not (data and 0x90 <= data[0] <= 0x90 + _UNIQUE_INDEX)
+
+
 def _tuple(v: Any) -> Any:
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
 
@@ -124,13 +141,25 @@ def _dict_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return {_tuple(k): v for k, v in pairs}
 
 
+def _unpack(data: bytes, hook: Any = None) -> Any:
+    """The message array, without a signed message's tag (see decode)."""
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=hook)
+    except msgpack.ExtraData as extra:  # a signed message's tag (any other trailing bytes: garbage)
+        if len(extra.extra) != TAG_LEN or extra.extra[:2] != TAG_PREFIX:
+            raise MalformedMessageError("undecodable message: unexpected bytes after the message") from None
+        return extra.unpacked
+
+
 def decode(data: bytes) -> Message:
     """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
     try:
         try:
-            values = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            values = _unpack(data)
         except TypeError:  # a map key that is an array (a payload's tuple key): unhashable as a list
-            values = msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=_dict_with_tuple_keys)
+            values = _unpack(data, _dict_with_tuple_keys)
+    except MalformedMessageError:
+        raise
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise MalformedMessageError(f"undecodable message: {exc}") from None
     if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):
@@ -141,6 +170,17 @@ def decode(data: bytes) -> Message:
     if not values[0]:
         raise MalformedMessageError("message has an empty task type")
     return Message(*values)
+
+
+def untrusted(data: bytes, reason: str, now_ms: int) -> Message:
+    """The message to archive for stored data a worker refused to run (malformed, or not signed
+    with its key): the message's own fields if it decodes, else type ``(malformed)`` with the first
+    4 KiB of the data as payload; ``reason`` becomes its last error."""
+    try:
+        msg = decode(data)
+    except MalformedMessageError:
+        msg = Message(type="(malformed)", payload=bytes(data[:4096]))
+    return msg.with_(last_error=reason, last_failed_at_ms=now_ms)
 
 
 def _canonical(value: Any) -> Any:

@@ -1,26 +1,53 @@
 """Making Redis clients from URLs.
 
-``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs give a single-node client;
-``redis+cluster://host:port[,host:port...]`` (or ``rediss+cluster://``) gives a Redis Cluster client.
-An existing redis-py client may be passed instead of a URL.
+Every Client, AsyncClient, Server and Inspector takes a URL (or an existing redis-py client):
+
+- ``redis://[user:pass@]host:port[/db]``, ``rediss://`` (TLS), ``unix://path``: one Redis server;
+- ``redis+cluster://[user:pass@]host:port[,host:port...]`` (``rediss+cluster://``): a Redis Cluster,
+  reached through any of the listed nodes (the client discovers the rest and follows failovers);
+- ``redis+sentinel://[user:pass@]host:port[,host:port...]/<master name>[/db]``
+  (``rediss+sentinel://``): the master a group of Redis Sentinels monitors, looked up again after
+  a failover. The credentials apply to the master (and replicas); sentinels are asked without
+  credentials (pass a client made with ``redis.sentinel.Sentinel`` for other setups); TLS and the
+  TLS query options apply to both.
+
+Connection options, TLS ones included, go as query parameters
+(``rediss://host:6380/0?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required``, also
+``ssl_certfile``/``ssl_keyfile`` for a client certificate), for every form alike. A bad URL, a TLS
+file that does not exist or a bad ``ssl_cert_reqs`` raise :class:`~asynqpy.errors.InvalidArgumentError`
+before anything connects. Error messages never repeat the URL (it may hold a password).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode
+from redis.connection import parse_url as _parse_url
+from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import Sentinel
 
 from .errors import InvalidArgumentError
 
 DEFAULT_URL = "redis://localhost:6379/0"
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException, OSError)
+"""What a call may raise when Redis (or a cluster node) is unreachable or refuses it. redis-py's
+cluster client raises a few (no node serves a slot) outside RedisError."""
+
+RETRYABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError, ClusterDownError,
+                                          TryAgainError, RedisClusterException)
+"""Errors after which a call may succeed if sent again: Redis unreachable, or a cluster slot with
+no serving master for the moment (a failover under way)."""
 
 
 def default_url() -> str:
@@ -28,23 +55,66 @@ def default_url() -> str:
     return os.environ.get("ASYNQPY_REDIS_URL") or DEFAULT_URL
 
 
-def _cluster_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]] | None:
+parse_url = cast(Callable[[str], dict[str, Any]], _parse_url)
+
+TLS_FILES = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile")
+CERT_REQS = ("none", "optional", "required")
+
+
+def check_url(url: str) -> None:
+    """Refuse, with :class:`InvalidArgumentError`, TLS query options that cannot work."""
+    query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items() if v}
+    for name in TLS_FILES:
+        if name in query and not os.path.exists(query[name]):
+            raise InvalidArgumentError(f"{name} in the Redis URL: no such file or directory: {query[name]!r}")
+    if query.get("ssl_cert_reqs", "required") not in CERT_REQS:
+        raise InvalidArgumentError(f"ssl_cert_reqs in the Redis URL must be one of {', '.join(CERT_REQS)}")
+
+
+def _multi_host(url: str, kind: str) -> tuple[list[tuple[str, int]], dict[str, Any], str] | None:
+    """For ``redis+<kind>://`` and ``rediss+<kind>://`` URLs: the (host, port) list, the connection
+    keyword arguments (query options, credentials, TLS) and the URL's path; None for other URLs."""
     scheme, _, rest = url.partition("://")
-    if scheme not in ("redis+cluster", "rediss+cluster"):
+    if scheme not in (f"redis+{kind}", f"rediss+{kind}"):
         return None
     parts = urlsplit("redis://" + rest)
     netloc = parts.netloc.rsplit("@", 1)
     kwargs: dict[str, Any] = {}
+    if parts.query:  # connection options, parsed as redis-py parses a single node's URL
+        options = parse_url("redis://localhost?" + parts.query)
+        kwargs.update({k: v for k, v in options.items() if k not in ("host", "port", "db")})
     if len(netloc) == 2:
         user, _, password = netloc[0].partition(":")
-        kwargs.update(username=user or None, password=password or None)
+        kwargs.update(username=unquote(user) or None, password=unquote(password) or None)
     nodes = []
     for hp in netloc[-1].split(","):
         host, _, port = hp.rpartition(":")
-        nodes.append((host or "localhost", int(port or 6379)))
+        if not host:  # "h" without a port, or ":p"
+            host, port = (hp, "") if ":" not in hp else ("", port)
+        try:
+            nodes.append((host or "localhost", int(port or (26379 if kind == "sentinel" else 6379))))
+        except ValueError:
+            raise InvalidArgumentError(f"bad port in {kind} URL host {hp!r}") from None
     if scheme.startswith("rediss"):
         kwargs["ssl"] = True
-    return nodes, kwargs
+    return nodes, kwargs, parts.path
+
+
+def _sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str, dict[str, Any]] | None:
+    """(sentinels, master name, master connection kwargs) of a Sentinel URL, None for others."""
+    parts = _multi_host(url, "sentinel")
+    if parts is None:
+        return None
+    nodes, kwargs, path = parts
+    segments = [unquote(x) for x in path.split("/") if x]
+    if not 1 <= len(segments) <= 2:
+        raise InvalidArgumentError("a Sentinel URL names its master: redis+sentinel://host:port[,host:port]/<master>[/db]")
+    if len(segments) == 2:
+        try:
+            kwargs["db"] = int(segments[1])
+        except ValueError:
+            raise InvalidArgumentError(f"bad database number {segments[1]!r} in Sentinel URL") from None
+    return nodes, segments[0], kwargs
 
 
 def is_cluster(client: Any) -> bool:
@@ -55,7 +125,7 @@ REDIS_PY_SOCKET_TIMEOUT = 5.0
 """redis-py's default socket (read) timeout when none is given."""
 
 
-def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeout: float | None) -> Any:
+def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
@@ -64,27 +134,42 @@ def _make(url_or_client: Any, single: Any, cluster: Any, node: Any, socket_timeo
         opts["socket_keepalive"] = True
     try:
         url.encode()  # a lone surrogate (undecodable bytes in argv) fails later, deep in the socket code
-        parts = _cluster_parts(url)
-        if not parts:
-            return single.from_url(url, **opts)
-    except ValueError as exc:  # redis-py, int() and encode() say what is wrong with the URL
-        raise InvalidArgumentError(f"invalid Redis URL {url!r}: {exc}") from None
-    nodes, kwargs = parts
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("bad Redis URL: it is not valid (UTF-8 encodable) text") from None
+    check_url(url)
     try:
-        return cluster(startup_nodes=[node(h, p) for h, p in nodes], **kwargs, **opts)
-    except RedisClusterException as exc:  # the sync client connects here: no node answered as a cluster
-        raise RedisConnectionError(f"cannot connect to the Redis Cluster at {url!r}: {exc}") from None
+        cluster = _multi_host(url, "cluster")
+        if cluster:
+            nodes, kwargs, _ = cluster
+            node: Any = AsyncClusterNode if aio else ClusterNode
+            cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
+            try:
+                return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+            except RedisClusterException as exc:  # the sync client connects here: no node answered
+                raise RedisConnectionError(f"cannot connect to the Redis Cluster: {exc}") from None
+        sentinel = _sentinel_parts(url)
+        if sentinel:
+            nodes, master, kwargs = sentinel
+            to_sentinels = {**opts, **{k: v for k, v in kwargs.items() if k.startswith("ssl")}}
+            manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=to_sentinels,
+                                                                **{**opts, **kwargs})
+            return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
+        single: Any = aredis.Redis if aio else redis.Redis
+        return single.from_url(url, **opts)
+    except ValueError as exc:  # not the URL itself: it may hold a password
+        raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:
-    """A sync redis-py client for a URL (None = :func:`default_url`), or the client given."""
-    return _make(url_or_client, redis.Redis, redis.RedisCluster, ClusterNode, socket_timeout)
+    """A sync redis-py client for a URL (None = :func:`default_url`; the forms are in the module
+    docstring), or the client given."""
+    return _make(url_or_client, False, socket_timeout)
 
 
 def async_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:
     """An asyncio redis-py client for a URL (None = :func:`default_url`), or the client given.
     A server's client needs a socket timeout above its longest blocking wait (``idle_timeout``)."""
-    return _make(url_or_client, aredis.Redis, aredis.RedisCluster, AsyncClusterNode, socket_timeout)
+    return _make(url_or_client, True, socket_timeout)
 
 
 def read_timeout(client: Any) -> float:

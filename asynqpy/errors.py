@@ -35,6 +35,14 @@ class QueueNotFoundError(AsynqpyError):
     """No queue with this name."""
 
 
+class QueueNotEmptyError(AsynqpyError):
+    """The queue still holds tasks (remove it with ``force``, or empty it first)."""
+
+
+class TaskStateError(AsynqpyError):
+    """The action is not allowed in the task's current state (e.g. deleting an active task)."""
+
+
 class LeaseLostError(AsynqpyError):
     """A worker tried to finish a task whose lease it no longer holds; the write was refused."""
 
@@ -43,12 +51,34 @@ class MalformedMessageError(AsynqpyError):
     """Data found in Redis is not a valid asynqpy message."""
 
 
+class SignatureError(AsynqpyError):
+    """A stored message's HMAC tag is missing or matches none of the worker's signing keys."""
+
+
 class HandlerNotFoundError(AsynqpyError):
     """No handler is registered for a task's type."""
 
 
 class TaskTimeoutError(AsynqpyError):
     """A handler ran past the task's timeout or deadline."""
+
+
+class NotReplicatedError(AsynqpyError):
+    """A write was applied by the Redis master, but fewer replicas than the client's
+    ``wait_replicas`` confirmed it within ``wait_timeout`` (``WAIT``). The task exists on the
+    master; it may be lost if the master fails before replicating it."""
+
+    def __init__(self, message: str, acked: int = 0, result: object = None) -> None:
+        super().__init__(message)
+        self.acked = acked
+        """How many replicas did confirm the write."""
+        self.result = result
+        """What the call returned on the master."""
+
+
+class RedisFullError(AsynqpyError):
+    """Redis has reached its ``maxmemory`` and refuses new data: nothing of this call was stored
+    (tasks already queued are untouched and workers keep draining them)."""
 
 
 class SkipRetry(Exception):
@@ -63,9 +93,14 @@ __all__ = [
     "TaskIdConflictError",
     "TaskNotFoundError",
     "QueueNotFoundError",
+    "QueueNotEmptyError",
+    "TaskStateError",
     "LeaseLostError",
     "MalformedMessageError",
+    "SignatureError",
     "HandlerNotFoundError",
     "TaskTimeoutError",
+    "NotReplicatedError",
+    "RedisFullError",
     "SkipRetry",
 ]

@@ -4,10 +4,22 @@ Scripts run with EVALSHA; a NOSCRIPT reply (a fresh or restarted server, a new c
 back to EVAL of the same source, which also caches it on that node. Pipelines do not ask
 SCRIPT EXISTS first (redis-py's Script objects would, costing a round trip per pipeline).
 The two executors share everything but the ``await``s.
+
+On a Redis Cluster, a batch of calls goes out as one pipeline per master (each call to the master
+serving its keys' slot), not through redis-py's cluster pipeline, which on one node's failure
+closes every connection of the client and loses the replies of the nodes that did answer. A call
+refused unrun (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) is sent again after the slot map is reloaded;
+an unreachable node also reloads it, so calls follow a replica promoted in a failover.
+
+``run_many_replicated`` is the write path of a client with ``wait_replicas``: each node's calls
+are pipelined on one connection of that node, followed by ``WAIT n timeout`` on that same
+connection (WAIT counts the replicas that have every write *of its connection* so far).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import threading
 import weakref
@@ -15,14 +27,18 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from hiredis import pack_command
+from redis.exceptions import AskError, ClusterDownError, NoScriptError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Call
+from .connection import REDIS_ERRORS, is_cluster
+from .errors import NotReplicatedError, RedisFullError
 from .scripts import load_scripts
 
 T = TypeVar("T")
+log = logging.getLogger("asynqpy.executor")
 
 
 def evalsha_args(call: Call[Any]) -> tuple[Any, ...]:
@@ -39,15 +55,129 @@ def _eval(call: Call[Any]) -> tuple[Any, ...]:
 
 
 def _pipeline(redis: Any, calls: Sequence[Call[Any]]) -> Any:
-    # execute_command, not pipe.evalsha(): redis-py's cluster pipelines block the evalsha() method
-    # but route a raw EVALSHA by its keys like any other command.
+    """One pipeline (no MULTI) of ``calls`` on a single-node client."""
     pipe = redis.pipeline(transaction=False)
     for call in calls:
         pipe.execute_command(*evalsha_args(call))
     return pipe
 
 
+REDIRECTS = 3
+"""Attempts of a call that a cluster node refused without running it (MOVED, ASK, TRYAGAIN,
+CLUSTERDOWN: its slot moved or is moving), each after refreshing the slot map."""
+
+_NOT_RUN = (AskError, ClusterDownError, TryAgainError, SlotNotCoveredError)
+_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+Wait = tuple[int, int] | None
+"""(replicas, timeout ms) of a ``WAIT`` to send after a node's calls, or None."""
+
+
+_KEYLESS = frozenset({"TIME", "ECHO", "PING", "INFO", "CONFIG", "DBSIZE"})
+
+
+def _key(call: Call[Any]) -> Any:
+    """The key that routes ``call`` to its cluster node; None for a command without keys."""
+    if call.script:
+        return call.keys[0]
+    name = str(call.command[0]).upper()
+    if name == "MEMORY":  # MEMORY USAGE <key>
+        return call.command[2]
+    return None if name in _KEYLESS or len(call.command) < 2 else call.command[1]
+
+
+def _by_node(redis: Any, calls: Sequence[Call[Any]], todo: Sequence[int],
+             results: list[Any]) -> tuple[list[tuple[Any, list[int]]], list[int]]:
+    """Group the calls ``todo`` (indices) by the cluster node serving their keys: [(node,
+    indices)] (one group, node None, for a single-node client), and the indices whose slot no
+    node serves right now (their error goes to ``results``)."""
+    if not is_cluster(redis):
+        return [(None, list(todo))], []
+    groups: dict[str, tuple[Any, list[int]]] = {}
+    homeless = []
+    for i in todo:
+        key = _key(calls[i])
+        try:
+            node = redis.get_default_node() if key is None else redis.get_node_from_key(key)
+        except SlotNotCoveredError as exc:
+            results[i] = exc
+            homeless.append(i)
+            continue
+        groups.setdefault(node.name, (node, []))[1].append(i)
+    return list(groups.values()), homeless
+
+
+def _commands(calls: Sequence[Call[Any]], eval_: bool, wait: Wait) -> list[tuple[Any, ...]]:
+    """The commands of one node's pipeline: each call (EVAL instead of EVALSHA if ``eval_``),
+    then WAIT if asked."""
+    out = [_eval(c) if eval_ and c.script else evalsha_args(c) for c in calls]
+    return out + [("WAIT", *wait)] if wait else out
+
+
+def _no_script(out: list[Any], n: int) -> list[int]:
+    return [i for i, r in enumerate(out[:n]) if isinstance(r, NoScriptError)]
+
+
+def _merge(out: list[Any], missing: list[int], again: list[Any], wait: Wait) -> list[Any]:
+    """One node's replies after its NOSCRIPT calls were sent again with EVAL. With WAIT, the second
+    one may have run on another connection: the smaller count holds for all the writes."""
+    for i, r in zip(missing, again):
+        out[i] = r
+    if wait:
+        first, second = out[-1], again[-1]
+        out[-1] = first if isinstance(first, Exception) else second if isinstance(second, Exception) \
+            else min(int(first), int(second))
+    return out
+
+
+def _settle(calls: Sequence[Call[Any]], idx: list[int], out: list[Any], wait: Wait, results: list[Any]) -> list[int]:
+    """Parse one node's replies ``out`` into ``results``. With ``wait`` (``out``'s last reply is
+    WAIT's), a success confirmed by fewer replicas than asked becomes a NotReplicatedError.
+    Returns the indices the node refused without running them."""
+    refused = []
+    short: NotReplicatedError | None = None
+    if wait:
+        acked = out[-1]
+        if isinstance(acked, Exception):
+            short = NotReplicatedError(f"written on the master, but WAIT failed: {acked}", 0)
+        elif int(acked) < wait[0]:
+            short = NotReplicatedError(f"written on the master, but {acked} of {wait[0]} replicas confirmed it",
+                                       int(acked))
+    for i, reply in zip(idx, out):
+        if isinstance(reply, _NOT_RUN):
+            refused.append(i)
+            results[i] = reply
+            continue
+        result = _parse(calls[i], reply)
+        if short is not None and not isinstance(result, Exception):
+            result = NotReplicatedError(str(short), short.acked, result)
+        results[i] = result
+    return refused
+
+
+def _stale(redis: Any, refused: list[int], results: list[Any]) -> bool:
+    """Must the cluster slot map be reloaded (a refusal, or a node unreachable: a replica may be
+    taking over)?"""
+    return is_cluster(redis) and (bool(refused) or any(isinstance(r, _UNREACHABLE) for r in results))
+
+
+def _refresh(initialize: Any) -> None:
+    """Reload a sync cluster client's slot map (a failure is only logged: the next call retries)."""
+    try:
+        initialize()
+    except REDIS_ERRORS as exc:
+        log.warning("could not reload the cluster's slot map: %s", exc)
+
+
+def _full(exc: OutOfMemoryError) -> RedisFullError:
+    err = RedisFullError(f"Redis is full (maxmemory reached), nothing was stored: {exc}")
+    err.__cause__ = exc
+    return err
+
+
 def _parse(call: Call[Any], reply: Any) -> Any:
+    if isinstance(reply, OutOfMemoryError):
+        return _full(reply)
     if isinstance(reply, Exception):
         return reply
     try:
@@ -70,11 +200,17 @@ class SyncExecutor:
     Single script calls on a plain ``redis.Redis`` take a fast path: each thread keeps one connection of
     the client's pool and talks to it directly, skipping redis-py's per-command machinery (about
     40 µs a call). Any connection error drops that connection and retries once through the
-    client, which reconnects as usual."""
+    client, which reconnects as usual (through a Sentinel-managed pool: to the current master; a
+    demoted master's READONLY reply counts as a connection error).
+
+    On a cluster, :meth:`run_many` sends one pipeline per master, concurrently in the async twin,
+    rather than redis-py's cluster pipeline: a master that is down (or failing over) fails only the
+    calls of its slots, and the slot map is reloaded, not every connection of the client closed."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
         self._fast = type(redis).__name__ == "Redis" and hasattr(redis, "connection_pool")
+        self._cluster = is_cluster(redis)
         self._local = threading.local()
         self._taken: list[Any] = []  # the connections threads hold: back to the pool when this is dropped
         if self._fast:
@@ -121,19 +257,26 @@ class SyncExecutor:
         self._local.held = None
 
     def run(self, call: Call[T]) -> T:
-        """Run one call; its parser's typed error (or the Redis error) is raised."""
-        return call.parse(self._send(call))
+        """Run one call; its parser's typed error (or the Redis error) is raised; a Redis at
+        maxmemory refusing the call raises :class:`RedisFullError`."""
+        try:
+            reply = self._send(call)
+        except OutOfMemoryError as exc:
+            raise _full(exc) from exc
+        return call.parse(reply)
 
     def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Run calls in one pipeline (no MULTI). Each result is the parsed reply or the exception
         that call raised; one call failing does not stop the others."""
         if not calls:
             return []
+        if self._cluster:
+            return self._per_node(calls, None)
         if len(calls) == 1 and self._fast and calls[0].script:  # the direct path, no pipeline
             try:
                 return [_parse(calls[0], self._send(calls[0]))]
             except Exception as exc:  # noqa: BLE001 - reported per call
-                return [exc]
+                return [_parse(calls[0], exc)]
         replies = _pipeline(self.redis, calls).execute(raise_on_error=False)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
@@ -143,12 +286,53 @@ class SyncExecutor:
                     replies[i] = exc
         return [_parse(c, r) for c, r in zip(calls, replies)]
 
+    def _node_send(self, node: Any, calls: list[Call[Any]], wait: Wait) -> list[Any]:
+        """One pipeline (one connection) on ``node`` (None: the single-node client) for ``calls``
+        and the WAIT; NOSCRIPT replies are sent again with EVAL. Never raises: a failure is
+        every reply."""
+        client = self.redis if node is None else self.redis.get_redis_connection(node)
+
+        def send(cs: list[Call[Any]], eval_: bool) -> list[Any]:
+            commands = _commands(cs, eval_, wait)
+            pipe = client.pipeline(transaction=False)
+            for args in commands:
+                pipe.execute_command(*args)
+            try:
+                return list(pipe.execute(raise_on_error=False))
+            except Exception as exc:  # noqa: BLE001 - the outcome of these calls is unknown
+                return [exc] * len(commands)
+
+        out = send(calls, False)
+        missing = _no_script(out, len(calls))
+        return _merge(out, missing, send([calls[i] for i in missing], True), wait) if missing else out
+
+    def _per_node(self, calls: Sequence[Call[Any]], wait: Wait) -> list[Any]:
+        """Run ``calls`` as one pipeline per node; see :func:`_settle` for what each result is."""
+        results: list[Any] = [None] * len(calls)
+        todo: list[int] = list(range(len(calls)))
+        for _ in range(REDIRECTS):
+            groups, refused = _by_node(self.redis, calls, todo, results)
+            for node, idx in groups:
+                refused += _settle(calls, idx, self._node_send(node, [calls[i] for i in idx], wait), wait, results)
+            if _stale(self.redis, refused, results):
+                _refresh(self.redis.nodes_manager.initialize)
+            if not refused:
+                break
+            todo = refused
+        return results
+
+    def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
+        """Like :meth:`run_many`, and each successful call is confirmed by ``WAIT replicas
+        timeout_ms`` on the connection that ran it, else its result is a NotReplicatedError."""
+        return self._per_node(calls, (replicas, timeout_ms)) if calls else []
+
 
 class AsyncExecutor:
     """Runs calls on an asyncio redis-py client (``redis.asyncio.Redis`` or ``RedisCluster``)."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
+        self._cluster = is_cluster(redis)
 
     async def _send(self, call: Call[Any]) -> Any:
         try:
@@ -158,12 +342,18 @@ class AsyncExecutor:
 
     async def run(self, call: Call[T]) -> T:
         """Async twin of :meth:`SyncExecutor.run`."""
-        return call.parse(await self._send(call))
+        try:
+            reply = await self._send(call)
+        except OutOfMemoryError as exc:
+            raise _full(exc) from exc
+        return call.parse(reply)
 
     async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many`."""
         if not calls:
             return []
+        if self._cluster:
+            return await self._per_node(calls, None)
         replies = await _pipeline(self.redis, calls).execute(raise_on_error=False)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
@@ -172,3 +362,53 @@ class AsyncExecutor:
                 except Exception as exc:  # noqa: BLE001 - reported per call
                     replies[i] = exc
         return [_parse(c, r) for c, r in zip(calls, replies)]
+
+    async def _node_send(self, node: Any, calls: list[Call[Any]], wait: Wait) -> list[Any]:
+        """Async twin of :meth:`SyncExecutor._node_send`."""
+        from redis.asyncio.cluster import PipelineCommand
+
+        async def send(cs: list[Call[Any]], eval_: bool) -> list[Any]:
+            commands = _commands(cs, eval_, wait)
+            try:
+                if node is None:
+                    pipe = self.redis.pipeline(transaction=False)  # one connection
+                    for args in commands:
+                        pipe.execute_command(*args)
+                    return list(await pipe.execute(raise_on_error=False))
+                cmds = [PipelineCommand(i, *args) for i, args in enumerate(commands)]
+                await node.execute_pipeline(cmds)  # one connection of that node
+                return [c.result for c in cmds]
+            except Exception as exc:  # noqa: BLE001 - the outcome of these calls is unknown
+                return [exc] * len(commands)
+
+        out = await send(calls, False)
+        missing = _no_script(out, len(calls))
+        return _merge(out, missing, await send([calls[i] for i in missing], True), wait) if missing else out
+
+    async def _per_node(self, calls: Sequence[Call[Any]], wait: Wait) -> list[Any]:
+        """Async twin of :meth:`SyncExecutor._per_node`; the nodes are sent to concurrently."""
+        if is_cluster(self.redis):
+            try:
+                await self.redis.initialize()  # a no-op once the slot map is loaded
+            except REDIS_ERRORS as exc:
+                return [exc] * len(calls)
+        results: list[Any] = [None] * len(calls)
+        todo: list[int] = list(range(len(calls)))
+        for _ in range(REDIRECTS):
+            groups, refused = _by_node(self.redis, calls, todo, results)
+            outs = await asyncio.gather(*(self._node_send(node, [calls[i] for i in idx], wait) for node, idx in groups))
+            for (_, idx), out in zip(groups, outs):
+                refused += _settle(calls, idx, out, wait, results)
+            if _stale(self.redis, refused, results):
+                try:
+                    await self.redis.nodes_manager.initialize()
+                except REDIS_ERRORS as exc:
+                    log.warning("could not reload the cluster's slot map: %s", exc)
+            if not refused:
+                break
+            todo = refused
+        return results
+
+    async def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
+        """Async twin of :meth:`SyncExecutor.run_many_replicated`."""
+        return await self._per_node(calls, (replicas, timeout_ms)) if calls else []

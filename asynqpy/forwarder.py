@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from redis.exceptions import RedisError
-
+from .connection import REDIS_ERRORS
 from .keys import queue_keys
 from .server import Context
 
@@ -29,7 +28,7 @@ class Forwarder:
             try:
                 if await self.ctx.blpop_any(keys, self.ctx.options.idle_timeout):
                     self._tick.set()
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("waiting for schedule changes failed: %s", exc)
                 await asyncio.sleep(1.0)
 

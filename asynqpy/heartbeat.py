@@ -12,9 +12,9 @@ from collections import defaultdict
 from typing import Any, cast
 
 import msgpack
-from redis.exceptions import RedisError
 
 from .broker import Call
+from .connection import REDIS_ERRORS
 from .keys import SERVERS, server_info
 from .processor import Processor, Running
 from .server import Context
@@ -22,7 +22,8 @@ from .server import Context
 log = logging.getLogger("asynqpy.heartbeat")
 
 INFO_EVERY = 6
-"""The server description is rewritten every INFO_EVERY beats (its TTL covers a little more)."""
+"""The server description is rewritten every INFO_EVERY beats (its TTL covers a little more), and
+at any beat where the set of tasks the server runs changed (an idle server adds no command)."""
 
 
 class Heartbeat:
@@ -31,13 +32,17 @@ class Heartbeat:
         self.processor = processor
         self.started_at = started_at
         self._beats = 0
+        self._described: frozenset[tuple[str, str]] | None = None
 
-    def _info(self) -> bytes:
+    def _info(self, running: list[Running]) -> bytes:
+        """The server's description (msgpack): identity, settings, and each task it runs as
+        [id, queue, type, started (ms), deadline (ms, 0 = none)] (read by Inspector.servers)."""
         o = self.ctx.options
         return cast(bytes, msgpack.packb({
             "id": self.ctx.server_id, "host": socket.gethostname(), "pid": os.getpid(),
             "queues": dict(o.queues), "concurrency": o.concurrency, "strict": o.strict_priority,
             "started": self.started_at,
+            "active": [[r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms] for r in running],
         }))
 
     async def beat(self) -> None:
@@ -47,23 +52,26 @@ class Heartbeat:
         calls: list[Call[Any]] = [
             Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), ctx.server_id))
         ]
-        if self._beats % INFO_EVERY == 0:
+        running = list(self.processor.held.values())
+        described = frozenset(self.processor.held)
+        if self._beats % INFO_EVERY == 0 or described != self._described:
             ttl = max(1, int(interval * (INFO_EVERY + 3)))
-            calls.append(Call(lambda r: r, command=("SET", server_info(ctx.server_id), self._info(), "EX", ttl)))
+            calls.append(Call(lambda r: r, command=("SET", server_info(ctx.server_id), self._info(running), "EX", ttl)))
+            self._described = described
         self._beats += 1
         by_queue: dict[str, list[Running]] = defaultdict(list)
-        for r in list(self.processor.held.values()):
+        for r in running:
             by_queue[r.queue].append(r)
         queues = list(by_queue)
         calls += [ctx.broker.extend(q, ctx.options.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
-        sent = asyncio.get_running_loop().time()
+        sent, sent_ms = asyncio.get_running_loop().time(), ctx.clock.local_ms()
         results = await ctx.exec.run_many(calls)
         for q, res in zip(queues, results[len(calls) - len(queues):]):
             if isinstance(res, Exception):
                 log.warning("renewing leases in queue %s failed: %s", q, res)
                 continue
             now_ms, lost = res
-            ctx.clock.observe(now_ms)
+            ctx.clock.observe(now_ms, sent_ms)
             lost_ids = set(lost)
             for r in by_queue[q]:
                 if r.id in lost_ids:
@@ -83,7 +91,7 @@ class Heartbeat:
             await asyncio.sleep(self.ctx.options.heartbeat_interval)
             try:
                 await self.beat()
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("heartbeat failed: %s", exc)
             except Exception:  # a bug must not stop lease renewal for good
                 log.exception("heartbeat failed unexpectedly")
@@ -96,5 +104,5 @@ class Heartbeat:
                 Call(lambda r: r, command=("ZREM", SERVERS, self.ctx.server_id)),
                 Call(lambda r: r, command=("DEL", server_info(self.ctx.server_id))),
             ])
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             log.warning("could not unregister server: %s", exc)

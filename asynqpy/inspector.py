@@ -1,83 +1,251 @@
-"""Inspector: read queues and tasks, and control queues (this issue's part: queue list, per-state
-counts and counters, one task's info, pause/unpause). Every call is O(1) in Redis work."""
+"""Inspector and AsyncInspector: read queues, tasks and servers, and control them.
+
+Both run the same plans (:mod:`asynqpy.inspection`): the sync class runs each round trip with a
+blocking pipeline, the async one awaits it. Every call is O(1) or O(page size) in Redis work
+whatever the queue depth; bulk operations go in bounded batches (see docs/architecture.md).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
-from .broker import Broker, Call, QueueStats, id_arg
+from .broker import Broker, QueueStats
 from .clock import Clock
-from .codec import decode
-from .connection import sync_client
-from .errors import InvalidArgumentError, MalformedMessageError, QueueNotFoundError, TaskNotFoundError
-from .executor import SyncExecutor
-from .keys import queue_keys
+from .connection import async_client, sync_client
+from .executor import AsyncExecutor, SyncExecutor
+from .inspection import DailyStats, Plan, Plans, QueueInfo, ServerInfo, WorkerInfo
+from .signing import SigningKeys, make_signer
 from .task import TaskInfo, TaskState
+
+T = TypeVar("T")
+
+__all__ = ["AsyncInspector", "DailyStats", "Inspector", "QueueInfo", "ServerInfo", "WorkerInfo"]
 
 
 class Inspector:
-    """Synchronous inspection and control. ``redis``: URL or redis-py client (as for Client)."""
+    """Synchronous inspection and control. ``redis``: a URL or a redis-py client (default
+    ``$ASYNQPY_REDIS_URL``). Unknown queues raise QueueNotFoundError, unknown task ids
+    TaskNotFoundError, an action the task's state forbids TaskStateError. Usable as a context
+    manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
+    client's) so the message it rewrites when cancelling a task stays signed."""
 
-    def __init__(self, redis: Any = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, redis: Any = None, *, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None) -> None:
         self.redis = sync_client(redis)
         self._owns = redis is None or isinstance(redis, str)
-        self.broker = Broker(clock)
+        self.broker = Broker(clock, make_signer(signing_key))
         self._exec = SyncExecutor(self.redis)
+        self._plans = Plans(self.broker)
+
+    def _run(self, plan: Plan[T]) -> T:
+        try:
+            calls = next(plan)
+            while True:
+                calls = plan.send(self._exec.run_many(calls))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
     def queues(self) -> list[str]:
         """Names of every known queue, sorted."""
-        return self._exec.run(self.broker.queues())
+        return self._run(self._plans.queues())
 
-    def _known(self, queue: str) -> None:
-        queue_keys(queue)
-        if queue not in self.queues():
-            raise QueueNotFoundError(f"queue {queue!r} not found")
+    def queue_info(self, queue: str) -> QueueInfo:
+        """Counts per state, paused, latency, counters, memory: one round trip, O(1) in Redis."""
+        return self._run(self._plans.queue_info(queue))
 
-    def stats(self, queue: str) -> QueueStats:
-        """Counts per state, paused flag, processed/failed totals and today's (atomic snapshot)."""
-        self._known(queue)
-        return self._exec.run(self.broker.stats(queue))
+    def all_queue_info(self) -> list[QueueInfo]:
+        """:meth:`queue_info` of every queue (one pipelined round trip after the queue list)."""
+        return self._run(self._plans.all_queue_info())
 
-    def all_stats(self) -> list[QueueStats]:
-        """:meth:`stats` of every queue, in one pipelined round trip."""
-        return [s for s in self._exec.run_many([self.broker.stats(q) for q in self.queues()])
-                if not isinstance(s, Exception)]
+    def history(self, queue: str, days: int = 7) -> list[DailyStats]:
+        """Processed/failed per UTC day, newest first (today included), ``days`` from 1 to 90."""
+        return self._run(self._plans.history(queue, days))
+
+    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30) -> list[TaskInfo]:
+        """One page (1-based, at most 1000 tasks) of the tasks in ``state``. Order: pending oldest
+        first (the order they run in); active, scheduled and retry by lease expiry / due time;
+        archived and completed newest first."""
+        return self._run(self._plans.list_tasks(queue, state, page, page_size))
 
     def task_info(self, queue: str, id: str) -> TaskInfo:
-        """One task's info; raises TaskNotFoundError (MalformedMessageError for garbage data)."""
-        q = queue_keys(queue)
-        if not id:
-            raise InvalidArgumentError("a task id is a non-empty string")
-        raw = id_arg(id)
-        value, sched, retry, done = self._exec.run_many([
-            self.broker.get_task(queue, id),
-            Call(lambda r: r, command=("ZSCORE", q.scheduled, raw)),
-            Call(lambda r: r, command=("ZSCORE", q.retry, raw)),
-            Call(lambda r: r, command=("ZSCORE", q.completed, raw)),
-        ])
-        if isinstance(value, Exception):
-            raise value
-        if value is None:
-            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        if value[:1] not in (b"p", b"a", b"s", b"r", b"x", b"c"):
-            raise MalformedMessageError(f"task {id!r} in queue {queue!r} has no valid state")
-        state = TaskState.from_code(value[:1].decode())
-        msg = decode(value[9:] if state is TaskState.ACTIVE else value[1:])
-        score = {TaskState.SCHEDULED: sched, TaskState.RETRY: retry}.get(state)
-        return TaskInfo.from_message(id, queue, state, msg, int(float(score)) if score else 0)
+        """One task's info."""
+        return self._run(self._plans.task_info(queue, id))
 
     def pause(self, queue: str) -> bool:
-        """Pause a queue; False if it already was."""
-        self._known(queue)
-        return self._exec.run(self.broker.pause(queue))
+        """Pause a queue (workers stop taking its tasks); False if it already was."""
+        return self._run(self._plans.pause(queue))
 
     def unpause(self, queue: str) -> bool:
         """Unpause a queue; False if it was not paused."""
-        self._known(queue)
-        return self._exec.run(self.broker.unpause(queue))
+        return self._run(self._plans.unpause(queue))
+
+    def servers(self) -> list[ServerInfo]:
+        """Live servers and the tasks each runs (as of its last heartbeat)."""
+        return self._run(self._plans.servers())
+
+    def delete_task(self, queue: str, id: str) -> None:
+        """Delete a task that is not active (TaskStateError if it is: cancel it instead). Releases
+        its uniqueness lock."""
+        self._run(self._plans.act("delete", queue, id))
+
+    def run_task(self, queue: str, id: str) -> None:
+        """Move a scheduled, retry or archived task to pending now."""
+        self._run(self._plans.act("run", queue, id))
+
+    def archive_task(self, queue: str, id: str) -> None:
+        """Archive a pending, scheduled or retry task. Releases its uniqueness lock."""
+        self._run(self._plans.act("archive", queue, id))
+
+    def delete_all(self, queue: str, state: TaskState | str) -> int:
+        """Delete every pending, scheduled, retry, archived or completed task (1000 per script
+        call); returns how many."""
+        return self._run(self._plans.act_all("delete", queue, state))
+
+    def run_all(self, queue: str, state: TaskState | str) -> int:
+        """Move every scheduled, retry or archived task to pending (1000 per script call)."""
+        return self._run(self._plans.act_all("run", queue, state))
+
+    def archive_all(self, queue: str, state: TaskState | str) -> int:
+        """Archive every pending, scheduled or retry task (1000 per script call)."""
+        return self._run(self._plans.act_all("archive", queue, state))
+
+    def remove_queue(self, queue: str, force: bool = False) -> None:
+        """Remove a queue. It must be empty (QueueNotEmptyError); with ``force`` its tasks are
+        deleted first, but none may be active (TaskStateError)."""
+        self._run(self._plans.remove_queue(queue, force))
+
+    def cancel(self, id: str, queue: str | None = None) -> TaskInfo:
+        """Cancel a running task: it is archived with last_error 'cancelled by an operator' (never
+        retried on its own; ``run_task`` runs it again) and its worker cancels the handler at once.
+        ``queue`` None looks in every queue. Returns the task's info after the cancel."""
+        return self._run(self._plans.cancel(id, queue))
+
+    def stats(self, queue: str) -> QueueStats:
+        """Counts per state and counters (kept for compatibility; see :meth:`queue_info`)."""
+        return self._run(self._plans.stats(queue))
+
+    def all_stats(self) -> list[QueueStats]:
+        """:meth:`stats` of every queue (kept for compatibility; see :meth:`all_queue_info`)."""
+        return self._run(self._plans.all_stats())
 
     def close(self) -> None:
         """Give the connection back to the pool; close the Redis client if this made it."""
         self._exec.close()
         if self._owns:
             self.redis.close()
+
+    def __enter__(self) -> Inspector:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+class AsyncInspector:
+    """The asyncio twin of :class:`Inspector`: the same methods, awaited."""
+
+    def __init__(self, redis: Any = None, *, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None) -> None:
+        self.redis = async_client(redis)
+        self._owns = redis is None or isinstance(redis, str)
+        self.broker = Broker(clock, make_signer(signing_key))
+        self._exec = AsyncExecutor(self.redis)
+        self._plans = Plans(self.broker)
+
+    async def _run(self, plan: Plan[T]) -> T:
+        try:
+            calls = next(plan)
+            while True:
+                calls = plan.send(await self._exec.run_many(calls))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def queues(self) -> list[str]:
+        """See :meth:`Inspector.queues`."""
+        return await self._run(self._plans.queues())
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """See :meth:`Inspector.queue_info`."""
+        return await self._run(self._plans.queue_info(queue))
+
+    async def all_queue_info(self) -> list[QueueInfo]:
+        """See :meth:`Inspector.all_queue_info`."""
+        return await self._run(self._plans.all_queue_info())
+
+    async def history(self, queue: str, days: int = 7) -> list[DailyStats]:
+        """See :meth:`Inspector.history`."""
+        return await self._run(self._plans.history(queue, days))
+
+    async def list_tasks(self, queue: str, state: TaskState | str, page: int = 1,
+                         page_size: int = 30) -> list[TaskInfo]:
+        """See :meth:`Inspector.list_tasks`."""
+        return await self._run(self._plans.list_tasks(queue, state, page, page_size))
+
+    async def task_info(self, queue: str, id: str) -> TaskInfo:
+        """See :meth:`Inspector.task_info`."""
+        return await self._run(self._plans.task_info(queue, id))
+
+    async def pause(self, queue: str) -> bool:
+        """See :meth:`Inspector.pause`."""
+        return await self._run(self._plans.pause(queue))
+
+    async def unpause(self, queue: str) -> bool:
+        """See :meth:`Inspector.unpause`."""
+        return await self._run(self._plans.unpause(queue))
+
+    async def servers(self) -> list[ServerInfo]:
+        """See :meth:`Inspector.servers`."""
+        return await self._run(self._plans.servers())
+
+    async def delete_task(self, queue: str, id: str) -> None:
+        """See :meth:`Inspector.delete_task`."""
+        await self._run(self._plans.act("delete", queue, id))
+
+    async def run_task(self, queue: str, id: str) -> None:
+        """See :meth:`Inspector.run_task`."""
+        await self._run(self._plans.act("run", queue, id))
+
+    async def archive_task(self, queue: str, id: str) -> None:
+        """See :meth:`Inspector.archive_task`."""
+        await self._run(self._plans.act("archive", queue, id))
+
+    async def delete_all(self, queue: str, state: TaskState | str) -> int:
+        """See :meth:`Inspector.delete_all`."""
+        return await self._run(self._plans.act_all("delete", queue, state))
+
+    async def run_all(self, queue: str, state: TaskState | str) -> int:
+        """See :meth:`Inspector.run_all`."""
+        return await self._run(self._plans.act_all("run", queue, state))
+
+    async def archive_all(self, queue: str, state: TaskState | str) -> int:
+        """See :meth:`Inspector.archive_all`."""
+        return await self._run(self._plans.act_all("archive", queue, state))
+
+    async def remove_queue(self, queue: str, force: bool = False) -> None:
+        """See :meth:`Inspector.remove_queue`."""
+        await self._run(self._plans.remove_queue(queue, force))
+
+    async def cancel(self, id: str, queue: str | None = None) -> TaskInfo:
+        """See :meth:`Inspector.cancel`."""
+        return await self._run(self._plans.cancel(id, queue))
+
+    async def stats(self, queue: str) -> QueueStats:
+        """See :meth:`Inspector.stats`."""
+        return await self._run(self._plans.stats(queue))
+
+    async def all_stats(self) -> list[QueueStats]:
+        """See :meth:`Inspector.all_stats`."""
+        return await self._run(self._plans.all_stats())
+
+    async def close(self) -> None:
+        """Close the Redis client if this inspector made it."""
+        if self._owns:
+            await self.redis.aclose()
+
+    async def __aenter__(self) -> AsyncInspector:
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()

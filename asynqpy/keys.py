@@ -16,6 +16,8 @@ ALL_QUEUES = f"{PREFIX}:queues"
 """SET of every queue name ever written to (clients and servers register their queues)."""
 SERVERS = f"{PREFIX}:servers"
 """ZSET server id -> expiry (ms) of its heartbeat; readers skip expired members."""
+CANCEL_CHANNEL = f"{PREFIX}:cancel"
+"""Pub/sub channel (not a key) on which the cancel script announces a cancelled active task."""
 
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
@@ -51,11 +53,12 @@ class QueueKeys:
     tasks (HASH id -> state char [+ lease token] + message), pending (LIST), lease (ZSET of active
     ids -> lease expiry), scheduled, retry, archived, completed (ZSETs), paused (STRING), wake
     (LIST idle workers BLPOP on), tick (LIST forwarders BLPOP on), processed and failed
-    (lifetime counters), placeholder (the never-set lock key non-unique tasks pass).
+    (lifetime counters), trimmed (lifetime count of archived tasks deleted by the archive limits),
+    placeholder (the never-set lock key non-unique tasks pass).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
-                 "paused", "wake", "tick", "processed", "failed", "placeholder")
+                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -72,6 +75,7 @@ class QueueKeys:
         self.tick = base + "tick"
         self.processed = base + "processed"
         self.failed = base + "failed"
+        self.trimmed = base + "trimmed"
         self.placeholder = base + "u:"
 
     def processed_on(self, day: date) -> str:

@@ -7,7 +7,6 @@ import base64
 import math
 import os
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Union
 

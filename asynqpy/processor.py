@@ -16,17 +16,15 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from . import codec
 from .broker import Call, Dequeued
 from .codec import Message
+from .connection import REDIS_ERRORS, RETRYABLE
 from .errors import (
     HandlerNotFoundError,
     LeaseLostError,
     MalformedMessageError,
+    SignatureError,
     SkipRetry,
     TaskNotFoundError,
     TaskTimeoutError,
@@ -34,6 +32,7 @@ from .errors import (
 from .keys import queue_keys
 from .mux import AsyncHandler, Handler, ServeMux, not_found
 from .server import Context
+from .signing import open_message
 from .task import Task, ms_to_datetime
 from .wake import PipelinedWait
 
@@ -94,6 +93,7 @@ class Processor:
         self._in_dequeue = False
         self._in_wait = False
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
+        self._down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (loop time to try again, backoff)
         weights = self.opts.queues
         self._strict = sorted(ctx.queues, key=lambda q: -weights[q])
 
@@ -112,9 +112,9 @@ class Processor:
             weights.pop(i)
         return order
 
-    def _took(self, q: str, res: Dequeued, token: str, lease_from: float) -> bool:
+    def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
         """Record a dequeue's result and start its tasks; True if there were any."""
-        self.ctx.clock.observe(res.now_ms)
+        self.ctx.clock.observe(res.now_ms, sent_ms)
         if res.remaining <= 0:
             self._empty[q] = asyncio.get_running_loop().time()
         else:
@@ -123,20 +123,38 @@ class Processor:
             self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
         return bool(res.tasks)
 
+    def _is_down(self, q: str, now: float) -> bool:
+        down = self._down.get(q)
+        return down is not None and now < down[0]
+
+    def _queue_failed(self, q: str, exc: Exception) -> None:
+        """On a cluster, a queue whose master cannot be reached (dead, or its replica taking over)
+        is skipped, with a backoff of its own, while the queues of the other masters are served."""
+        down = self._down.get(q)
+        backoff = min(down[1] * 2, 5.0) if down else 0.05
+        self._down[q] = (asyncio.get_running_loop().time() + backoff, backoff)
+        log.warning("fetching from queue %s failed (%s); retrying it in %.2fs", q, exc, backoff)
+
     async def _fetch_once(self, count: int) -> bool:
         loop = asyncio.get_running_loop()
         for q in self._order():
             marked = self._empty.get(q)
-            if marked is not None and loop.time() - marked < EMPTY_RECHECK:
+            if marked is not None and loop.time() - marked < EMPTY_RECHECK or self._is_down(q, loop.time()):
                 continue
             token = secrets.token_hex(4)
-            lease_from = loop.time()
+            lease_from, sent_ms = loop.time(), self.ctx.clock.local_ms()
             self._in_dequeue = True
             try:
                 res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
+            except REDIS_ERRORS as exc:
+                if not self.ctx.cluster:
+                    raise  # one server: every queue is down, the fetch loop backs off
+                self._queue_failed(q, exc)
+                continue
             finally:
                 self._in_dequeue = False
-            if self._took(q, res, token, lease_from):
+            self._down.pop(q, None)
+            if self._took(q, res, token, lease_from, sent_ms):
                 return True
         return False
 
@@ -144,7 +162,16 @@ class Processor:
         """Block until a wake token arrives. On plain Redis the first queue's dequeue rides in the
         same round trip (see :mod:`asynqpy.wake`)."""
         if self._waiter is None:
-            got = await self.ctx.blpop_any(list(self._wake_keys), self.opts.idle_timeout)
+            now = asyncio.get_running_loop().time()
+            keys = [k for k, q in self._wake_keys.items() if not self._is_down(q, now)]
+            timeout = self.opts.idle_timeout
+            if self._down:  # wake up when the next unreachable queue is due to be tried again
+                timeout = min(timeout, max(0.01, min(at for at, _ in self._down.values()) - now))
+            got = None
+            if keys:
+                got = await self.ctx.blpop_any(keys, timeout)
+            else:  # every queue's master is unreachable
+                await self.ctx.sleep(timeout)
             fired = got[0] if got else None
         else:
             q = self._order()[0]
@@ -178,7 +205,7 @@ class Processor:
                     await self._wait_for_work(count)
                     await asyncio.sleep(0)  # let the tasks it brought start before the next fetch
                 backoff = 0.05
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("fetching tasks failed (%s); retrying in %.2fs", exc, backoff)
                 await self.ctx.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -191,13 +218,13 @@ class Processor:
 
     def _start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None:
         try:
-            msg = codec.decode(raw)
-        except MalformedMessageError as exc:
-            log.error("task %s in queue %s has a malformed message (%s); archiving it", id, queue, exc)
-            bad = Message(type="(malformed)", payload=bytes(raw[:4096]), last_error=str(exc), last_failed_at_ms=now_ms)
+            msg = open_message(self.ctx.broker.signer, queue, id, raw)
+        except (MalformedMessageError, SignatureError) as exc:
+            log.error("task %s in queue %s refused (%s); archiving it unrun", id, queue, exc)
+            bad = codec.untrusted(raw, str(exc), now_ms)
             r = Running(queue, id, token, bad, None, lease_until)
             self.held[(queue, id)] = r
-            self._write(r, self._archive_call(r, bad), "archive")
+            self._write(r, self._archive_call(r, bad, sign=False), "archive")
             return
         limits = []
         timeout_ms = msg.timeout_ms
@@ -307,9 +334,9 @@ class Processor:
         msg = failed.with_(retried=r.msg.retried + 1)
         self._write(r, b.retry(r.queue, r.id, r.token, msg, int(delay * 1000)), "retry")
 
-    def _archive_call(self, r: Running, msg: Message) -> Call[int]:
+    def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[int]:
         return self.ctx.broker.archive(
-            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000)
+            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign
         )
 
     # -- writing outcomes ----------------------------------------------------------------------
@@ -330,12 +357,12 @@ class Processor:
             batch, self._outcomes = self._outcomes, []
             try:
                 results = await self.ctx.exec.run_many([o.call for o in batch])
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 results = [exc] * len(batch)
             again: list[_Outcome] = []
             for o, res in zip(batch, results):
                 r = o.running
-                if isinstance(res, (RedisConnectionError, RedisTimeoutError, OSError)) and not r.lost:
+                if isinstance(res, RETRYABLE) and not r.lost:
                     if loop.time() < r.lease_until:
                         o.attempts += 1
                         again.append(o)
@@ -360,11 +387,10 @@ class Processor:
 
     def lose(self, r: Running, why: str) -> None:
         """Stop a task whose lease this server no longer holds: cancel it, write nothing."""
-        if r.lost:
-            return
+        if r.lost or self.held.get((r.queue, r.id)) is not r:
+            return  # lost already, or finished and written (a lease renewal crossed the write)
         r.lost = True
-        if self.held.get((r.queue, r.id)) is r:
-            del self.held[(r.queue, r.id)]
+        del self.held[(r.queue, r.id)]
         if r.aio is not None and not r.aio.done():
             r.aio.cancel()
         log.warning("lost the lease on task %s (queue %s): %s; cancelled it", r.id, r.queue, why)
@@ -395,7 +421,7 @@ class Processor:
             if self._in_wait and self._waiter is not None:
                 try:
                     await self._waiter.unblock()
-                except (RedisError, OSError) as exc:
+                except REDIS_ERRORS as exc:
                     log.warning("could not unblock the idle wait: %s", exc)
                     fetcher.cancel()
             elif not self._in_dequeue:
@@ -415,7 +441,7 @@ class Processor:
         calls = [self.ctx.broker.requeue(r.queue, r.id, r.token) for r in left]
         try:
             results = await self.ctx.exec.run_many(calls)
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             results = [exc] * len(left)
         for r, res in zip(left, results):
             if isinstance(res, Exception):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 
 from . import codec
-from .codec import Message
-from .errors import LeaseLostError, MalformedMessageError, TaskNotFoundError
+from .errors import LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
 from .server import Context
+from .signing import open_message
 
 log = logging.getLogger("asynqpy.recoverer")
 
@@ -46,21 +46,22 @@ class Recoverer:
             if await ctx.exec.run(b.drop(queue, id)) == 1:
                 log.warning("dropped a lease on task %s (queue %s) whose task is not active", id, queue)
             return
+        trusted = True
         try:
-            msg = codec.decode(value[9:])
-        except MalformedMessageError as exc:
-            msg = Message(type="(malformed)", payload=bytes(value[9:4105]), last_error=str(exc))
-        failed = msg.with_(last_error=msg.last_error if msg.type == "(malformed)" else LEASE_EXPIRED,
-                           last_failed_at_ms=now_ms)
+            failed = open_message(b.signer, queue, id, value[9:]).with_(last_error=LEASE_EXPIRED,
+                                                                         last_failed_at_ms=now_ms)
+        except (MalformedMessageError, SignatureError) as exc:  # never retried (nor re-signed)
+            failed, trusted = codec.untrusted(value[9:], str(exc), now_ms), False
         try:
-            if msg.type == "(malformed)" or msg.retried >= msg.max_retry:
+            if not trusted or failed.retried >= failed.max_retry:
                 o = ctx.options
-                await ctx.exec.run(b.archive(queue, id, "", failed, o.archive_max_size, int(o.archive_max_age * 1000)))
+                await ctx.exec.run(b.archive(queue, id, "", failed, o.archive_max_size,
+                                             int(o.archive_max_age * 1000), trusted))
                 log.warning("task %s (queue %s): %s; archived", id, queue, failed.last_error)
             else:
-                await ctx.exec.run(b.retry(queue, id, "", failed.with_(retried=msg.retried + 1), 0))
+                await ctx.exec.run(b.retry(queue, id, "", failed.with_(retried=failed.retried + 1), 0))
                 log.warning("task %s (queue %s): lease expired; retrying it now (attempt %d)",
-                            id, queue, msg.retried + 2)
+                            id, queue, failed.retried + 2)
         except (LeaseLostError, TaskNotFoundError):
             pass  # renewed, or finished, or recovered by another server in the meantime
 

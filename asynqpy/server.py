@@ -19,18 +19,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Broker
 from .clock import Clock
-from .connection import async_client, is_cluster, read_timeout
-from .errors import InvalidArgumentError
+from .connection import REDIS_ERRORS, async_client, check_url, is_cluster, read_timeout
+from .errors import InvalidArgumentError, RedisFullError
 from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
 from .options import MAX_SECONDS
 from .retry import RetryDelayFunc, default_retry_delay
+from .signing import Signer, SigningKeys, make_signer
 from .threadpool import DaemonThreadPool
 
 log = logging.getLogger("asynqpy.server")
@@ -73,6 +73,7 @@ class ServerOptions:
     idle_timeout: float = 10.0
     recover_interval: float = 10.0
     janitor_interval: float = 30.0
+    reconcile_interval: float = 300.0
     fetch_batch: int = 32
     sync_threads: int | None = None
 
@@ -92,6 +93,7 @@ class ServerOptions:
                      "archive_max_age"):
             _seconds(name, getattr(self, name))
         _seconds("shutdown_timeout", self.shutdown_timeout, zero_ok=True)
+        _seconds("reconcile_interval", self.reconcile_interval, zero_ok=True)  # 0 = no consistency sweep
         if self.default_timeout is not None:
             _seconds("default_timeout", self.default_timeout)
         if self.heartbeat_interval >= self.lease:
@@ -117,10 +119,11 @@ class ServerOptions:
 class Context:
     """What the server's loops share: the Redis clients, the broker, settings, the stop signal."""
 
-    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str) -> None:
+    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str,
+                 signer: Signer | None = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
-        self.broker = Broker(clock)
+        self.broker = Broker(clock, signer)
         self.clock = clock
         self.options = options
         self.server_id = server_id
@@ -134,8 +137,8 @@ class Context:
     async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
         """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key.
 
-        On a cluster, the BLPOPs of the keys that did not answer are kept for the next call, not
-        cancelled, and a second BLPOP that answered too is returned by the next call, not dropped:
+        On a cluster, a key whose node failed raises only after the other keys were looked at; the
+        BLPOPs of the keys that did not answer are kept for the next call, not cancelled, and a second BLPOP that answered too is returned by the next call, not dropped:
         a popped wake-up token must never be lost (a BLPOP cancelled while its reply is in flight
         has already popped its token), else an idle worker or forwarder sleeps until its timeout
         although work is waiting. They are cancelled only when the caller itself is cancelled.
@@ -161,6 +164,7 @@ class Context:
                 if w is not None:
                     w.cancel()
             raise
+        error: BaseException | None = None
         for k in keys:
             w = waits[k]
             if w.done():
@@ -169,8 +173,13 @@ class Context:
                     reply = w.result()
                 except RedisTimeoutError:
                     continue
+                except REDIS_ERRORS as exc:  # that key's master is unreachable: try the others
+                    error = exc
+                    continue
                 if reply:
                     return (reply[0].decode(), reply[1])
+        if error is not None:
+            raise error
         return None
 
     async def repeat(
@@ -187,7 +196,7 @@ class Context:
         while not self.stopping.is_set():
             try:
                 wait = await pass_once()
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 log.warning("%s failed: %s", what, exc)
                 wait = error_wait
             except Exception:
@@ -210,8 +219,10 @@ class Server:
     """Processes tasks from ``queues`` with the handlers of a :class:`ServeMux`.
 
     ``redis``: URL or redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``queues``: a
-    mapping name -> weight (or a list of names, weight 1). Other keyword options: see
-    :class:`ServerOptions` (and the README for what each does).
+    mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
+    key rotation: the first signs, all verify); the server then runs only tasks signed with one of
+    them, archives the others unrun ("bad signature"), and signs every message it rewrites. Other
+    keyword options: see :class:`ServerOptions` (and the README for what each does).
     """
 
     def __init__(
@@ -220,6 +231,7 @@ class Server:
         *,
         queues: Mapping[str, int] | Sequence[str] | None = None,
         clock: Clock | None = None,
+        signing_key: SigningKeys | None = None,
         **options: Any,
     ) -> None:
         if isinstance(queues, Mapping):
@@ -232,6 +244,9 @@ class Server:
             self.options = ServerOptions(**options).validate()
         except TypeError as exc:
             raise InvalidArgumentError(str(exc)) from None
+        self._signer = make_signer(signing_key)
+        if isinstance(redis, str):
+            check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
         self.clock = clock or Clock()
         self.server_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -250,6 +265,7 @@ class Server:
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
+        from .canceller import Canceller
         from .forwarder import Forwarder
         from .heartbeat import Heartbeat
         from .janitor import Janitor
@@ -257,7 +273,7 @@ class Server:
         from .recoverer import Recoverer
 
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.options, self.clock, self.server_id)
+        ctx = Context(redis, self.options, self.clock, self.server_id, self._signer)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
         if install_signal_handlers:
@@ -266,13 +282,14 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
-        loops: list[Forwarder | Recoverer | Janitor] = [Forwarder(ctx), Recoverer(ctx), Janitor(ctx)]
+        loops: list[Forwarder | Recoverer | Janitor | Canceller] = [
+            Forwarder(ctx), Recoverer(ctx), Janitor(ctx), Canceller(ctx, processor)]
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
                  dict(self.options.queues), self.options.concurrency)
         try:
-            await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+            await _check_redis(ctx)
             await heartbeat.beat()
             bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
             hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
@@ -292,3 +309,22 @@ class Server:
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             log.info("server %s stopped", self.server_id)
+
+
+async def _check_redis(ctx: Context) -> None:
+    """Register the served queues and warn about a Redis that may evict task data. A full Redis
+    (maxmemory) does not stop a worker from starting: draining queues is how memory comes back."""
+    try:
+        await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
+    except RedisFullError:
+        log.warning("Redis is full (maxmemory reached): serving the queues without registering them")
+    try:
+        policy = await ctx.redis.config_get("maxmemory-policy")
+    except REDIS_ERRORS:  # CONFIG is often forbidden (managed Redis, ACL): nothing to say
+        return
+    value = policy.get("maxmemory-policy") if isinstance(policy, dict) else None
+    if isinstance(value, bytes):
+        value = value.decode()
+    if value and value != "noeviction":
+        log.warning("Redis maxmemory-policy is %r: when Redis is full it may evict keys that hold tasks; "
+                    "set it to 'noeviction' (enqueue then fails with RedisFullError instead)", value)

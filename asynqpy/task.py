@@ -121,7 +121,11 @@ class Task:
 @dataclass(slots=True)
 class TaskInfo:
     """A snapshot of a stored task. ``timeout``: seconds per attempt, None = no limit, -1.0 = the
-    server's ``default_timeout``. Times are aware UTC datetimes (None when not applicable)."""
+    server's ``default_timeout``. Times are aware UTC datetimes (None when not applicable).
+
+    Filled by the Inspector: ``enqueued_at``; for an active task ``lease_until`` (when its lease
+    runs out unless renewed) and ``orphaned`` (the lease has already expired: its worker died or
+    stalled, and the recoverer will retry it); for an archived task ``archived_at``."""
 
     id: str
     queue: str
@@ -138,6 +142,10 @@ class TaskInfo:
     timeout: float | None
     deadline: datetime | None
     retention: float
+    enqueued_at: datetime | None = None
+    lease_until: datetime | None = None
+    orphaned: bool = False
+    archived_at: datetime | None = None
 
     @classmethod
     def from_message(
@@ -148,4 +156,4 @@ class TaskInfo:
         when = ms_to_datetime
         return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
-                   timeout, when(msg.deadline_ms), msg.retention_ms / 1000)
+                   timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms))

@@ -7,7 +7,11 @@ its first task in the very round trip that woke it. To stop a waiting worker, :m
 sends ``CLIENT UNBLOCK`` from another connection; the BLPOP then returns as if timed out and the
 dequeue's reply arrives normally, so no dequeued task is ever lost to a cancelled read.
 
-Plain Redis only (a cluster cannot BLPOP keys of several slots in one command).
+A single server only, plain or Sentinel-managed (a cluster cannot BLPOP keys of several slots in
+one command). After a Sentinel failover the connection fails (the old master is gone, or demoted:
+BLPOP and the script then get READONLY, which redis-py's Sentinel connection turns into a
+connection error); it is dropped and the next wait takes a new one, which asks the sentinels for
+the master.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ class PipelinedWait:
 
     @staticmethod
     def supported(redis: Any) -> bool:
-        """A plain redis-py asyncio client of a real server (not a cluster, not fakeredis, which
-        has no CLIENT UNBLOCK)."""
+        """A plain or Sentinel-managed redis-py asyncio client of a real server (not a cluster, not
+        fakeredis, which has no CLIENT UNBLOCK)."""
         return type(redis).__name__ == "Redis" and type(redis).__module__.startswith("redis.")
 
     @staticmethod

@@ -362,7 +362,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of: " + ",".join(PEERS))
     p.add_argument("--n", type=int, default=20_000, help="tasks for batch enqueue and drain")
-    p.add_argument("--n-single", type=int, default=5_000, help="tasks for single enqueue")
+    p.add_argument("--n-single", type=int, default=20_000,
+                   help="tasks for single enqueue (shorter runs are not steady on a small VM)")
     p.add_argument("--n-memory", type=int, default=100_000, help="pending tasks for the memory figure")
     p.add_argument("--n-sleep", type=int, default=5_000, help="tasks for the concurrency-100 sleeping drain")
     p.add_argument("--n-depth-drain", type=int, default=20_000)

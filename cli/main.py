@@ -1,61 +1,31 @@
-"""``asynqpy``: run workers, enqueue tasks, see queue statistics.
+"""``asynqpy``: run workers, enqueue tasks, inspect and control queues, tasks and servers.
 
-User errors (bad arguments, unknown queue, Redis unreachable) print one line on stderr and exit
-with code 2; anything unexpected exits with 1.
+The command tree: ``worker``, ``enqueue``, ``stats``, ``queue ...``, ``task ...``, ``server ...``
+(and ``dash``, registered by cli/dash.py). User errors (bad arguments, unknown queue or task, a
+task in a state that forbids the action, Redis unreachable) print one line on stderr and exit with
+code 2; anything unexpected exits with 1.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from rich.console import Console
-from rich.table import Table
 
-from asynqpy import Client, Inspector, ServeMux, Server
-from asynqpy.connection import default_url
-from asynqpy.errors import AsynqpyError
+from asynqpy import Client, ServeMux, Server
 
-F = TypeVar("F", bound=Callable[..., Any])
+from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
+from .dash import dash
+from .queue import queue
+from .server import server
+from .stats import stats
+from .task import task
 
-
-class UserError(click.ClickException):
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"asynqpy: error: {self.message}", err=True)
-
-
-def user_errors(fn: F) -> F:
-    """Turn library and connection errors into one line on stderr and exit code 2."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except AsynqpyError as exc:
-            raise UserError(str(exc)) from None
-        except RedisConnectionError as exc:
-            raise UserError(f"cannot reach Redis: {exc}") from None
-        except RedisError as exc:
-            raise UserError(f"Redis error: {exc}") from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-redis_url_option = click.option(
-    "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
-    help="Redis URL (redis://, rediss://, unix://, redis+cluster://h:p,h:p).",
-)
-
+__all__ = ["UserError", "main", "redis_url_option", "user_errors"]
 
 def parse_queues(spec: str) -> dict[str, int]:
     """'critical=6,default=3,low' -> {'critical': 6, 'default': 3, 'low': 1}."""
@@ -112,13 +82,15 @@ def main(log_level: str) -> None:
 @click.option("--heartbeat-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.01))
 @click.option("--shutdown-timeout", default=8.0, show_default=True, type=click.FloatRange(min=0))
 @click.option("--unknown-type", default="retry", show_default=True, type=click.Choice(["retry", "archive"]))
+@signing_key_option
 @redis_url_option
 @user_errors
 def worker(target: str, queues_spec: str, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, unknown_type: str,
-           redis_url: str) -> None:
+           signing_key_file: str | None, redis_url: str) -> None:
     """Run a worker serving the ServeMux TARGET (module:attribute)."""
     queues = parse_queues(queues_spec)
+    keys = signing_keys(signing_key_file)  # checked before any child process starts
     if processes > 1:
         from asynqpy.supervisor import supervise
 
@@ -127,7 +99,7 @@ def worker(target: str, queues_spec: str, concurrency: int, processes: int, stri
     mux = load_mux(target)
     server = Server(redis_url, queues=queues, concurrency=concurrency, strict_priority=strict_priority,
                     lease=lease, heartbeat_interval=heartbeat_interval, shutdown_timeout=shutdown_timeout,
-                    unknown_type=unknown_type)
+                    unknown_type=unknown_type, signing_key=keys)
     server.run(mux)
 
 
@@ -158,11 +130,12 @@ def _child_argv(argv: list[str]) -> list[str]:
 @click.option("--unique", default=None, type=float, help="Reject duplicates for this many seconds.")
 @click.option("--task-id", default=None)
 @click.option("--retention", default=0.0, show_default=True, type=float)
+@signing_key_option
 @redis_url_option
 @user_errors
 def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None, max_retry: int,
             timeout: float | None, unique: float | None, task_id: str | None, retention: float,
-            redis_url: str) -> None:
+            signing_key_file: str | None, redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
@@ -171,41 +144,18 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
     extra: dict[str, Any] = {}
     if timeout is not None:
         extra["timeout"] = timeout
-    with Client(redis_url) as client:
+    with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
         info = client.enqueue(task_type, value, queue=queue, process_in=process_in, max_retry=max_retry,
                               unique=unique, task_id=task_id, retention=retention, **extra)
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}")
 
 
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@redis_url_option
-@user_errors
-def stats(as_json: bool, redis_url: str) -> None:
-    """Show every queue's tasks per state and its processed/failed counters."""
-    insp = Inspector(redis_url)
-    try:
-        rows = insp.all_stats()
-    finally:
-        insp.close()
-    if as_json:
-        click.echo(json.dumps([{**s.__dict__, "size": s.size} for s in rows], indent=2))
-        return
-    if not rows:
-        click.echo("no queues yet")
-        return
-    table = Table(title="asynqpy queues")
-    for col in ("queue", "state", "pending", "active", "scheduled", "retry", "archived", "completed",
-                "processed", "failed"):
-        table.add_column(col, justify="left" if col in ("queue", "state") else "right", no_wrap=True)
-    for s in rows:
-        table.add_row(s.queue, "paused" if s.paused else "running", *(str(v) for v in (
-            s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed)),
-            f"{s.processed_today} / {s.processed}", f"{s.failed_today} / {s.failed}")
-    table.caption = "processed and failed: today (UTC) / total"
-    Console(width=max(110, Console().width)).print(table)
+for group in (stats, queue, task, server):
+    main.add_command(group)
 
+
+main.add_command(dash)
 
 if __name__ == "__main__":
     main()

@@ -12,7 +12,8 @@ ARGV[2] lease    lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
 ARGV[4] now      '' = Redis time; else a simulated time in ms
 Returns {now, remaining, id1, msg1, id2, msg2, ...}; remaining = -1 when the queue is paused.
-Ids whose data is missing are dropped from the list (nothing to run).
+Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
+hand), are dropped from the list; only pending tasks are leased.
 ]]
 --- @include "now"
 --- @include "signal"
@@ -27,7 +28,7 @@ if ids then
   local prefix = 'a' .. ARGV[3]
   for _, id in ipairs(ids) do
     local v = redis.call('HGET', KEYS[1], id)
-    if v then
+    if v and string.sub(v, 1, 1) == 'p' then
       local msg = string.sub(v, 2)
       redis.call('HSET', KEYS[1], id, prefix .. msg)
       redis.call('ZADD', KEYS[3], expiry, id)

@@ -24,10 +24,10 @@ local ttl = tonumber(ARGV[3])
 if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl) then
   return -1
 end
+redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])  -- first write: a full Redis refuses the call here
 if check then
   forget_finished(KEYS[5], KEYS[6], id)
 end
-redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])
 redis.call('LPUSH', KEYS[2], id)
 signal(KEYS[3])
 return 1

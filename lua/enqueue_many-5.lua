@@ -29,14 +29,16 @@ else
       refused[#refused + 1] = i / 2
     else
       seen[id] = true
-      forget_finished(KEYS[4], KEYS[5], id)
       fields[#fields + 1] = id
       fields[#fields + 1] = ARGV[i + 1]
       ids[#ids + 1] = id
     end
   end
   if #ids > 0 then
-    redis.call('HSET', KEYS[1], unpack(fields))
+    redis.call('HSET', KEYS[1], unpack(fields))  -- first write: a full Redis refuses the call here
+    for _, id in ipairs(ids) do
+      forget_finished(KEYS[4], KEYS[5], id)
+    end
   end
 end
 if #ids > 0 then

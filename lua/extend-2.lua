@@ -6,9 +6,12 @@ ARGV[1] lease    lease duration in ms
 ARGV[2] now      '' = Redis time; else a simulated time in ms
 ARGV[3..] id, token, id, token, ...
 Returns {now, lost_id1, lost_id2, ...}: the ids whose lease the caller no longer holds (its
-handler must stop and must not write a result).
+handler must stop and must not write a result). Works when Redis is full (maxmemory): running
+tasks keep their leases.
 ]]
 --- @include "now"
+--- @include "whenfull"
+writable_when_full(KEYS[1])
 local now = now_ms(ARGV[2])
 local expiry = now + tonumber(ARGV[1])
 local out = {now}

@@ -27,8 +27,8 @@ if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl + math.ceil(de
   return -1
 end
 local due = now_ms(ARGV[5]) + delay
-signal_if_first(KEYS[2], due, KEYS[3])
+redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])  -- first write: a full Redis refuses the call here
 forget_finished(KEYS[5], KEYS[6], id)
-redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])
+signal_if_first(KEYS[2], due, KEYS[3])
 redis.call('ZADD', KEYS[2], due, id)
 return due

@@ -1,5 +1,5 @@
-"""Test fixtures: fakeredis for fast unit tests, a real redis-server (and a real Redis Cluster)
-started by the test session on free loopback ports and stopped at its end."""
+"""Test fixtures: fakeredis for fast unit tests, a real redis-server and a real Redis Cluster
+(3 masters + 3 replicas) started by the test session on free loopback ports and stopped at its end."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from hypothesis.internal.conjecture import engine as hypothesis_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redisproc import RedisCluster, RedisProcess  # noqa: E402
+
+from asynqpy.connection import async_client, sync_client  # noqa: E402
 
 # Property tests (hypothesis): no example database written to the worktree; a failure prints the
 # @reproduce_failure blob to replay it. Shrinking a failure stops after 20 s (hypothesis allows
@@ -54,7 +56,7 @@ def redis_url(redis_server: RedisProcess) -> str:
 @pytest.fixture(scope="session")
 def cluster_server() -> Iterator[RedisCluster]:
     _need_redis()
-    c = RedisCluster(3)
+    c = RedisCluster(masters=3, replicas=1)
     yield c
     c.stop()
 
@@ -66,7 +68,8 @@ def cluster_url(cluster_server: RedisCluster) -> str:
 
 
 class Backend:
-    """A pair of sync/async clients on one Redis: fakeredis or the real server."""
+    """A pair of sync/async clients on one Redis: fakeredis, the real server or the real cluster
+    (through asynqpy's own ``redis+cluster://`` URL handling)."""
 
     def __init__(self, kind: str, url: str | None) -> None:
         self.kind = kind
@@ -74,6 +77,8 @@ class Backend:
         if kind == "fake":
             self._server = fakeredis.FakeServer()
             self.sync: Any = fakeredis.FakeRedis(server=self._server)
+        elif kind == "cluster":
+            self.sync = sync_client(url)
         else:
             self.sync = redis.Redis.from_url(url)  # type: ignore[arg-type]
             self.sync.flushall()
@@ -81,17 +86,21 @@ class Backend:
     def new_async(self) -> Any:
         if self.kind == "fake":
             return fakeredis.FakeAsyncRedis(server=self._server)
+        if self.kind == "cluster":
+            return async_client(self.url)
         import redis.asyncio as aredis
 
         return aredis.Redis.from_url(self.url)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["fake", "real"])
+@pytest.fixture(params=["fake", "real", pytest.param("cluster", marks=pytest.mark.cluster)])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    """Runs a test on fakeredis[lua] and on the real redis-server."""
+    """Runs a test on fakeredis[lua], on the real redis-server and on the real Redis Cluster."""
     if request.param == "real":
         server = request.getfixturevalue("redis_server")
         return Backend("real", server.url)
+    if request.param == "cluster":
+        return Backend("cluster", request.getfixturevalue("cluster_url"))
     return Backend("fake", None)
 
 

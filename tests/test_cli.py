@@ -83,7 +83,7 @@ def test_bad_redis_url_is_a_user_error(url: str) -> None:
     """A malformed --redis-url was a ValueError traceback with exit code 1 (found by fuzzing)."""
     for args in (["stats"], ["enqueue", "t"]):
         code, _, err = run(*args, "--redis-url", url)
-        assert code == 2 and err.startswith("asynqpy: error: invalid Redis URL") and err.count("\n") == 1, err
+        assert code == 2 and err.startswith("asynqpy: error: bad Redis URL") and err.count("\n") == 1, err
 
 
 def test_help_and_queue_spec() -> None:

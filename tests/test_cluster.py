@@ -407,3 +407,72 @@ def _message_of(info: Any) -> Any:
     from asynqpy.codec import Message
 
     return Message(info.type, info.payload)
+
+
+def test_inspector_on_three_masters_and_cancel(cluster_url: str) -> None:
+    """queue_info, listing, bulk operations and cancel, each queue on its own master; the cancel
+    notice (PUBLISH inside the script) reaches the worker through the cluster's pub/sub."""
+    ins = Inspector(cluster_url)
+    started: list[str] = []
+    cancelled = asyncio.Event()
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("long")
+        async def long(task: Any) -> None:
+            started.append(task.id)
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        with Client(cluster_url) as c:
+            c.enqueue_many([("t", i, {"queue": q}) for q in QUEUES for i in range(30)])
+            c.enqueue_many([("t", i, {"queue": q, "process_in": 60}) for q in QUEUES for i in range(5)])
+            victim = c.enqueue("long", queue=Q3)
+        infos = {i.queue: i for i in ins.all_queue_info()}
+        assert [(infos[q].pending, infos[q].scheduled) for q in QUEUES] == [(30, 5), (30, 5), (31, 5)]
+        assert all(i.memory_bytes for i in infos.values())
+        assert [len(ins.list_tasks(q, "pending", page=2, page_size=20)) for q in QUEUES] == [10, 10, 11]
+        assert [ins.archive_all(q, "pending") for q in (Q1, Q2)] == [30, 30]
+        assert [ins.run_all(q, "archived") for q in (Q1, Q2)] == [30, 30]
+        assert [ins.delete_all(q, "scheduled") for q in QUEUES] == [5, 5, 5]
+        ins.delete_task(Q3, ins.list_tasks(Q3, "pending", page_size=1)[0].id)
+        async with serving(cluster_url, mux, queues={Q3: 1}, heartbeat_interval=3, lease=10) as srv:
+            await wait_until(lambda: victim.id in started, "the long task to start", srv)
+            await asyncio.sleep(0.3)
+            t0 = time.monotonic()
+            info = await asyncio.to_thread(ins.cancel, victim.id)
+            assert info.state is TaskState.ARCHIVED and info.last_error == "cancelled by an operator"
+            await asyncio.wait_for(cancelled.wait(), 5)
+            assert time.monotonic() - t0 < 1.0  # the notice, not the next lease renewal (3 s)
+            await wait_until(lambda: ins.queue_info(Q3).pending == 0, "the rest of Q3", srv)
+        assert state_of(ins, Q3, victim.id) is TaskState.ARCHIVED
+
+    try:
+        asyncio.run(main())
+    finally:
+        ins.close()
+
+
+def test_cli_on_the_cluster(cluster_url: str) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def run(*args: str) -> tuple[int, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", cluster_url])
+        return res.exit_code, res.stdout
+
+    for q in QUEUES:
+        code, out = run("enqueue", "report", "--payload", '{"n": 1}', "--queue", q)
+        assert code == 0 and f"{q}: pending" in out
+    code, out = run("enqueue", "later", "--in", "60", "--queue", Q3)
+    assert code == 0 and "scheduled (due" in out
+    code, out = run("stats", "--json")
+    rows = {r["queue"]: r for r in json.loads(out)}
+    assert [(rows[q]["pending"], rows[q]["scheduled"]) for q in QUEUES] == [(1, 0), (1, 0), (1, 1)]

@@ -51,14 +51,12 @@ def test_the_test_time_bound_fires_during_a_redis_call(redis_url: str) -> None:
     import signal
     import time
 
-    from conftest import TimeBoundExceeded
-
     r = redis.Redis.from_url(redis_url)
     start = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, 0.2)  # replaces this test's own bound (60 s) with 0.2 s
-    with pytest.raises(TimeBoundExceeded):
+    with pytest.raises(Exception) as raised:
         r.blpop(["nothing-here"], timeout=3)
-    assert time.monotonic() - start < 2
+    assert type(raised.value).__name__ == "TimeBoundExceeded" and time.monotonic() - start < 2
 
 
 def test_unix_socket_url(tmp_path: Any) -> None:

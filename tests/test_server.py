@@ -337,14 +337,14 @@ def test_idle_longer_than_the_clients_socket_timeout(backend: Any) -> None:
     an idle worker stays responsive however long it idles."""
     if backend.kind == "fake":
         pytest.skip("fakeredis has no socket timeouts")
-    import redis.asyncio as aredis
+    from asynqpy.connection import async_client
 
     mux = ServeMux()
     ran: list[float] = []
     mux.handle("t", lambda task: ran.append(time.monotonic()))
 
     async def main() -> None:
-        redis = aredis.Redis.from_url(backend.url, socket_timeout=0.5)  # a user's client
+        redis = async_client(backend.url, socket_timeout=0.5)  # a user's client
         async with serving(redis, mux, idle_timeout=10):
             await asyncio.sleep(1.6)  # idle through three socket timeouts
             t0 = time.monotonic()

@@ -86,6 +86,7 @@ class Model:
     tick: bool = False
     forwarder_plan: float = math.inf  # when the (modelled) forwarder next wakes by itself, ms
     leases: list[tuple[str, str]] = field(default_factory=list)  # every (id, token) ever handed out
+    trimmed: int = 0  # archived tasks the archive limits deleted
 
     def ids(self, state: str) -> list[str]:
         return sorted(id for id, t in self.tasks.items() if t.state == state)
@@ -113,6 +114,7 @@ class Model:
         excess = min(len(self.ids("x")) - max_size, 100)
         for id in self.ordered("x")[:max(excess, 0)]:
             del self.tasks[id]
+        self.trimmed += len(old) + max(excess, 0)
         return len(old) + max(excess, 0)
 
 
@@ -549,7 +551,8 @@ class QueueMachine(RuleBasedStateMachine):
                 assert decode(value[1:]) == t.msg
         assert bool(s["wake"]) == m.wake and bool(s["tick"]) == m.tick
         expected = {K.tasks: m.tasks, K.pending: m.pending, K.lease: m.ids("a"), K.paused: m.paused,
-                    K.wake: m.wake, K.tick: m.tick, K.processed: m.processed, K.failed: m.failed}
+                    K.wake: m.wake, K.tick: m.tick, K.processed: m.processed, K.failed: m.failed,
+                    K.trimmed: m.trimmed}
         for state, key in CONTAINERS.items():
             expected[key] = m.ids(state)
         keys = {k for k, v in expected.items() if v}
@@ -574,7 +577,10 @@ class QueueMachine(RuleBasedStateMachine):
         assert daily == list(days.values()) and all(ttl > 0 for ttl in ttls[2:]), "daily counters"
         assert processed == sum(m.processed.values()) and failed == sum(m.failed.values())
         assert processed >= failed  # a failure is counted as processed too
-        stats = self.run(self.b.stats(Q))
+        snapshot = self.run(self.b.snapshot(Q))
+        stats = snapshot.stats
+        assert (snapshot.trimmed, snapshot.now_ms) == (m.trimmed, self.now)
+        assert snapshot.oldest == (self.r.hget(K.tasks, m.pending[-1]) if m.pending else None)
         today = day_of(self.now)
         assert (stats.pending, stats.active, stats.scheduled, stats.retry, stats.archived, stats.completed,
                 stats.paused, stats.processed, stats.failed, stats.processed_today, stats.failed_today) == (

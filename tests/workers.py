@@ -57,3 +57,22 @@ def block_sync(task: Task) -> None:
             if r.exists("release"):
                 return
             time.sleep(0.01)
+
+
+@mux.handle("noop")
+async def noop(task: Task) -> None:
+    """Does nothing (the tests count it through the queue's processed counter)."""
+
+
+@mux.handle("cancellable")
+async def cancellable(task: Task) -> None:
+    """Signals that it started, then waits up to 60 s; records in db1 ``cancelled`` (set of ids)
+    if it is cancelled, and ``finished`` if it ever returns."""
+    r = _db1()
+    await r.sadd("started", task.id)
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        await r.sadd("cancelled", task.id)
+        raise
+    await r.sadd("finished", task.id)

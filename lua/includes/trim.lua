@@ -1,7 +1,8 @@
---- trim_archive(archived, tkey, now, max_size, max_age_ms): enforce the archive's limits, deleting
---- the trimmed tasks' data too. Bounded work: at most 100 tasks removed per call, oldest first.
---- Returns the number of tasks removed.
-local function trim_archive(archived, tkey, now, max_size, max_age_ms)
+--- trim_archive(archived, tkey, trimmed, now, max_size, max_age_ms): enforce the archive's limits,
+--- deleting the trimmed tasks' data too, and add their number to the queue's ``trimmed`` counter
+--- (so queue_info reports how many failures the limits dropped). Bounded work: at most 100 tasks
+--- removed per call, oldest first. Returns the number of tasks removed.
+local function trim_archive(archived, tkey, trimmed, now, max_size, max_age_ms)
   local removed = 0
   local old = redis.call('ZRANGE', archived, '-inf', '(' .. (now - max_age_ms), 'BYSCORE', 'LIMIT', 0, 100)
   for _, id in ipairs(old) do
@@ -18,6 +19,9 @@ local function trim_archive(archived, tkey, now, max_size, max_age_ms)
     end
     redis.call('ZREMRANGEBYRANK', archived, 0, excess - 1)
     removed = removed + excess
+  end
+  if removed > 0 then
+    redis.call('INCRBY', trimmed, removed)
   end
   return removed
 end

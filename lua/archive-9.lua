@@ -10,6 +10,7 @@ KEYS[5] processed      lifetime processed counter
 KEYS[6] processed_day  today's processed counter
 KEYS[7] failed         lifetime failed counter
 KEYS[8] failed_day     today's failed counter
+KEYS[9] trimmed        lifetime count of archived tasks deleted by the limits
 ARGV[1] id
 ARGV[2] token          the lease token; '' = recoverer (the lease must have expired)
 ARGV[3] msg            the message rewritten with the error and its time
@@ -37,5 +38,5 @@ release_lock(KEYS[4], id)
 local day_ttl = tonumber(ARGV[6])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
-trim_archive(KEYS[3], KEYS[1], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
 return 1

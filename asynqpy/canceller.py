@@ -1,0 +1,65 @@
+"""Canceller: cancels a running handler the moment an operator cancels its task.
+
+``Inspector.cancel`` archives the active task in one script (cancel-4.lua) and, in the same
+script, PUBLISHes ``[queue, id]`` on the cancel channel. Every server keeps one subscribed
+connection; the server holding the task cancels its handler at once and writes nothing (its late
+write would be refused anyway: the task is no longer leased with its token). A message missed
+while reconnecting is covered by the heartbeat: the cancelled task's next lease renewal is refused,
+which cancels the handler within ``heartbeat_interval``. A subscribed connection sends no command
+while idle.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgpack
+from redis.exceptions import RedisError
+
+from .keys import CANCEL_CHANNEL
+from .processor import Processor
+from .server import Context
+
+log = logging.getLogger("asynqpy.canceller")
+
+
+class Canceller:
+    def __init__(self, ctx: Context, processor: Processor) -> None:
+        self.ctx = ctx
+        self.processor = processor
+
+    def handle(self, data: Any) -> None:
+        """Cancel the handler named by one notice, if this server runs it."""
+        try:
+            queue, id = msgpack.unpackb(data, raw=False)
+        except (ValueError, TypeError, msgpack.UnpackException):
+            log.warning("ignored a malformed cancel notice: %r", data)
+            return
+        r = self.processor.held.get((queue, id))
+        if r is not None:
+            self.processor.lose(r, "cancelled by an operator (the task is archived)")
+
+    async def run(self) -> None:
+        ctx = self.ctx
+        backoff = 0.1
+        while not ctx.stopping.is_set():
+            pubsub = ctx.redis.pubsub()
+            try:
+                await pubsub.subscribe(CANCEL_CHANNEL)
+                backoff = 0.1
+                while not ctx.stopping.is_set():
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=ctx.block_limit)
+                    if msg is not None and msg.get("type") == "message":
+                        self.handle(msg["data"])
+            except (RedisError, OSError) as exc:
+                log.warning("cancel channel subscription failed (%s); retrying in %.1fs "
+                            "(meanwhile lease renewal catches cancelled tasks)", exc, backoff)
+                if await ctx.sleep(backoff):
+                    break
+                backoff = min(backoff * 2, 5.0)
+            finally:
+                try:
+                    await pubsub.aclose()
+                except (RedisError, OSError):
+                    pass

@@ -1,0 +1,499 @@
+"""What the Inspector reads and does, written once as sans-IO *plans*.
+
+A plan is a generator: it yields the broker :class:`~asynqpy.broker.Call` list of one round trip
+(run pipelined by the caller), receives the list of results (each a value or the exception that
+call raised), and finally returns its answer. :class:`~asynqpy.inspector.Inspector` runs plans
+synchronously and :class:`~asynqpy.inspector.AsyncInspector` awaits them, so both share every line
+of inspection logic.
+
+Redis work per call is O(1) or O(page size) whatever the queue depth: counts come from LLEN/ZCARD,
+pages from LRANGE/ZRANGE by rank (a deep LRANGE offset costs one hop per list node, not per
+element), bulk operations go in batches of at most ``batch`` tasks per script call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import msgpack
+
+from .broker import NOT_EMPTY, NOT_FOUND, NOT_LOCATED, OK, WRONG_STATE, Broker, Call, QueueStats, Snapshot, id_arg
+from .codec import Message, decode, may_be_unique
+from .errors import (
+    InvalidArgumentError,
+    MalformedMessageError,
+    QueueNotEmptyError,
+    QueueNotFoundError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from .keys import ALL_QUEUES, SERVERS, queue_keys, server_info
+from .task import TaskInfo, TaskState, ms_to_datetime
+
+T = TypeVar("T")
+Plan = Generator[list[Call[Any]], list[Any], T]
+"""A plan: yields the calls of one round trip, is sent their results, returns its answer."""
+
+MAX_PAGE_SIZE = 1000
+"""Largest page ``list_tasks`` returns (bounds the work of one call)."""
+MAX_HISTORY_DAYS = 90
+"""Daily counters are kept 90 days."""
+MEMORY_SAMPLES = 5
+"""MEMORY USAGE ... SAMPLES n: nested values sampled per key (bounded work on any size)."""
+BATCH = 1000
+"""Tasks per script call of a bulk operation (delete_all, run_all, archive_all)."""
+WINDOW = 10_000
+"""How far from each end of the pending list one task is looked for by a script (LPOS MAXLEN:
+~0.1 ms for 10 000 ids); a task deeper in the list is located page by page from Python."""
+LOCATE_PAGE = 5_000
+"""Ids per LRANGE when locating a pending task deep in a long list."""
+CANCELLED = "cancelled by an operator"
+"""The last_error of a cancelled task."""
+
+P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
+                    TaskState.COMPLETED)
+ALLOWED = {"delete": (P, S, R, X, C), "run": (S, R, X), "archive": (P, S, R)}
+"""The states each action applies to (active tasks: cancel)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A snapshot of one queue. ``latency``: seconds since the oldest pending task was enqueued
+    (0.0 if none). ``memory_bytes``: approximate (sampled MEMORY USAGE of the queue's keys), None
+    when Redis refuses MEMORY. ``trimmed``: archived tasks deleted so far by the archive limits
+    (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed."""
+
+    queue: str
+    size: int
+    pending: int
+    active: int
+    scheduled: int
+    retry: int
+    archived: int
+    completed: int
+    paused: bool
+    latency: float
+    processed_today: int
+    failed_today: int
+    processed_total: int
+    failed_total: int
+    memory_bytes: int | None
+    timestamp: datetime
+    trimmed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DailyStats:
+    """Processed and failed counts of one queue on one UTC day."""
+
+    queue: str
+    date: date
+    processed: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One task a server is running (as of its last heartbeat)."""
+
+    task_id: str
+    queue: str
+    type: str
+    started: datetime
+    deadline: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """A live server, from the description its heartbeat writes."""
+
+    id: str
+    host: str
+    pid: int
+    queues: dict[str, int]
+    concurrency: int
+    strict: bool
+    started: datetime
+    active: list[WorkerInfo]
+
+
+def parse_state(state: TaskState | str) -> TaskState:
+    """A TaskState from itself or its name; InvalidArgumentError on anything else."""
+    if isinstance(state, TaskState):
+        return state
+    try:
+        return TaskState(state)
+    except ValueError:
+        names = "|".join(s.value for s in TaskState)
+        raise InvalidArgumentError(f"unknown task state {state!r}: use {names}") from None
+
+
+def value(result: Any) -> Any:
+    """One call's result, raising the exception it holds."""
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, now_ms: int) -> TaskInfo:
+    """A TaskInfo from a stored value (state char [+ lease token] + message) and the score of the
+    task in its state's zset. A message that does not decode gives type ``(malformed)`` with the
+    raw bytes as payload (it can still be listed, deleted or archived)."""
+    try:
+        state = TaskState.from_code(stored[:1].decode())
+    except (KeyError, UnicodeDecodeError):
+        raise MalformedMessageError(f"task {id!r} has an unknown state {stored[:1]!r}") from None
+    body = stored[9:] if state is TaskState.ACTIVE else stored[1:]
+    try:
+        msg = decode(body)
+    except MalformedMessageError as exc:
+        msg = Message("(malformed)", payload=bytes(body[:4096]), last_error=str(exc))
+    ms = int(score) if score is not None else 0
+    due = ms if state in (TaskState.SCHEDULED, TaskState.RETRY) else 0
+    info = TaskInfo.from_message(id, queue, state, msg, due)
+    if state is TaskState.ACTIVE and ms:
+        info.lease_until = ms_to_datetime(ms)
+        info.orphaned = ms <= now_ms
+    elif state is TaskState.ARCHIVED and ms:
+        info.archived_at = ms_to_datetime(ms)
+    return info
+
+
+def state_of(stored: bytes) -> TaskState:
+    """The state of a stored value (its first byte)."""
+    try:
+        return TaskState.from_code(stored[:1].decode())
+    except (KeyError, UnicodeDecodeError):
+        raise MalformedMessageError(f"unknown task state {stored[:1]!r}") from None
+
+
+def lock_digest(stored: bytes | None) -> str:
+    """The uniqueness digest of a stored task ('' when not unique, gone or malformed)."""
+    if not stored:
+        return ""
+    body = stored[9:] if stored[:1] == b"a" else stored[1:]
+    if not may_be_unique(body):
+        return ""
+    try:
+        return decode(body).lock_digest()
+    except MalformedMessageError:
+        return ""
+
+
+def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
+    allowed = ", ".join(s.value for s in ALLOWED[verb])
+    why = {
+        A: "it is active (running): cancel it instead" if verb != "run" else "it is active (running)",
+        P: "it is already pending" if verb == "run" else "",
+        X: "it is already archived" if verb == "archive" else "",
+    }.get(state) or f"it is {state.value}"
+    return TaskStateError(f"cannot {verb} task {id!r}: {why} ({verb} applies to {allowed} tasks)")
+
+
+def _server(raw: bytes) -> ServerInfo:
+    d = msgpack.unpackb(raw, raw=False)
+    when = ms_to_datetime
+    active = [WorkerInfo(str(a[0]), str(a[1]), str(a[2]), when(int(a[3])) or datetime.now(timezone.utc),
+                         when(int(a[4]))) for a in d.get("active", [])]
+    return ServerInfo(str(d["id"]), str(d["host"]), int(d["pid"]), {str(k): int(v) for k, v in d["queues"].items()},
+                      int(d["concurrency"]), bool(d["strict"]),
+                      datetime.fromtimestamp(float(d["started"]), tz=timezone.utc), active)
+
+
+class Plans:
+    """The inspector's operations as plans, on one broker (its clock decides "now" for tests)."""
+
+    def __init__(self, broker: Broker, batch: int = BATCH, window: int = WINDOW) -> None:
+        self.b = broker
+        self.batch = batch
+        self.window = window
+
+    # -- small building blocks ---------------------------------------------------------------
+
+    def _now(self) -> Call[int]:
+        """Redis's time in ms (or the fake clock's)."""
+        fake = self.b.clock.script_now()
+        if fake:
+            return Call(lambda r: int(fake), command=("ECHO", fake))
+        return Call(lambda r: int(r[0]) * 1000 + int(r[1]) // 1000, command=("TIME",))
+
+    @staticmethod
+    def _member(queue: str) -> Call[bool]:
+        queue_keys(queue)  # validates the name
+        return Call(lambda r: bool(int(r)), command=("SISMEMBER", ALL_QUEUES, queue))
+
+    @staticmethod
+    def _check(queue: str, known: Any) -> None:
+        if not value(known):
+            raise QueueNotFoundError(f"queue {queue!r} not found")
+
+    def _known(self, queue: str) -> Plan[None]:
+        res = yield [self._member(queue)]
+        self._check(queue, res[0])
+
+    # -- queues --------------------------------------------------------------------------------
+
+    def queues(self) -> Plan[list[str]]:
+        res = yield [self.b.queues()]
+        return list(value(res[0]))
+
+    def stats(self, queue: str) -> Plan[QueueStats]:
+        res = yield [self._member(queue), self.b.stats(queue)]
+        self._check(queue, res[0])
+        return value(res[1])  # type: ignore[no-any-return]
+
+    def all_stats(self) -> Plan[list[QueueStats]]:
+        names = yield from self.queues()
+        res = yield [self.b.stats(q) for q in names]
+        return [s for s in res if not isinstance(s, Exception)]
+
+    def _info_calls(self, queue: str) -> list[Call[Any]]:
+        q = queue_keys(queue)
+        keys = (q.tasks, q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed)
+        return [self.b.snapshot(queue)] + [
+            Call(lambda r: int(r or 0), command=("MEMORY", "USAGE", k, "SAMPLES", MEMORY_SAMPLES)) for k in keys
+        ]
+
+    @staticmethod
+    def _info(queue: str, res: Sequence[Any]) -> QueueInfo:
+        snap: Snapshot = value(res[0])
+        s = snap.stats
+        memory = None if any(isinstance(m, Exception) for m in res[1:]) else sum(res[1:])
+        latency = 0.0
+        if snap.oldest is not None:
+            try:
+                enqueued = decode(snap.oldest[1:]).enqueued_at_ms
+                latency = max(0, snap.now_ms - enqueued) / 1000 if enqueued else 0.0
+            except MalformedMessageError:
+                pass
+        return QueueInfo(
+            queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
+            latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
+            ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed,
+        )
+
+    def queue_info(self, queue: str) -> Plan[QueueInfo]:
+        res = yield [self._member(queue), *self._info_calls(queue)]
+        self._check(queue, res[0])
+        return self._info(queue, res[1:])
+
+    def all_queue_info(self) -> Plan[list[QueueInfo]]:
+        names = yield from self.queues()
+        per = len(self._info_calls("default"))
+        calls = [c for q in names for c in self._info_calls(q)]
+        res = yield calls
+        return [self._info(q, res[i * per:(i + 1) * per]) for i, q in enumerate(names)]
+
+    def history(self, queue: str, days: int = 7) -> Plan[list[DailyStats]]:
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_HISTORY_DAYS:
+            raise InvalidArgumentError(f"days must be an int from 1 to {MAX_HISTORY_DAYS}, got {days!r}")
+        q = queue_keys(queue)
+        today = self.b.clock.today()
+        dates = [today - timedelta(days=i) for i in range(days)]
+        keys = [k for d in dates for k in (q.processed_on(d), q.failed_on(d))]
+        res = yield [self._member(queue), Call(lambda r: r, command=("MGET", *keys))]
+        self._check(queue, res[0])
+        counts = [int(x or 0) for x in value(res[1])]
+        return [DailyStats(queue, d, counts[2 * i], counts[2 * i + 1]) for i, d in enumerate(dates)]
+
+    def pause(self, queue: str) -> Plan[bool]:
+        yield from self._known(queue)
+        res = yield [self.b.pause(queue)]
+        return bool(value(res[0]))
+
+    def unpause(self, queue: str) -> Plan[bool]:
+        yield from self._known(queue)
+        res = yield [self.b.unpause(queue)]
+        return bool(value(res[0]))
+
+    # -- tasks ---------------------------------------------------------------------------------
+
+    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30) -> Plan[list[TaskInfo]]:
+        st = parse_state(state)
+        for name, n, top in (("page", page, None), ("page_size", page_size, MAX_PAGE_SIZE)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (top is not None and n > top):
+                limit = f" and at most {top}" if top else ""
+                raise InvalidArgumentError(f"{name} must be an int >= 1{limit}, got {n!r}")
+        start = (page - 1) * page_size
+        res = yield [self._member(queue), self.b.page(queue, st, start, start + page_size - 1), self._now()]
+        self._check(queue, res[0])
+        now = value(res[2])
+        out = []
+        for id, score, stored in value(res[1]):
+            if stored is None:
+                continue  # its data is gone (being removed right now)
+            try:
+                out.append(task_from_stored(id, queue, stored, score, now))
+            except MalformedMessageError:
+                continue
+        return out
+
+    def _read(self, queue: str, id: str) -> Plan[bytes]:
+        """A task's stored value; QueueNotFoundError / TaskNotFoundError."""
+        res = yield [self._member(queue), self.b.get_task(queue, id)]
+        stored = value(res[1])
+        if stored is None:
+            self._check(queue, res[0])
+            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        return stored  # type: ignore[no-any-return]
+
+    def _action(self, verb: str, queue: str, state: TaskState, items: list[tuple[str, str, int]],
+                window: int) -> Call[list[int]]:
+        if verb == "delete":
+            return self.b.delete_tasks(queue, state, items, window)
+        if verb == "archive":
+            return self.b.archive_tasks(queue, state, items, window)
+        return self.b.run_tasks(queue, state, [id for id, _, _ in items])
+
+    def act(self, verb: str, queue: str, id: str) -> Plan[None]:
+        """delete / run / archive one task. Its state is read first (for the lock key and the
+        state check); if it changes before the script runs, the script refuses and it is read again."""
+        for _ in range(5):
+            stored = yield from self._read(queue, id)
+            state = state_of(stored)
+            if state not in ALLOWED[verb]:
+                raise _refusal(verb, id, state)
+            hint = -1
+            while True:
+                res = yield [self._action(verb, queue, state, [(id, lock_digest(stored), hint)], self.window)]
+                code = value(res[0])[0]
+                if code != NOT_LOCATED or hint != -1:
+                    break
+                hint = yield from self._locate(queue, id)
+            if code == OK:
+                return
+            if code == NOT_FOUND:
+                raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing state; try again")
+
+    def _locate(self, queue: str, id: str) -> Plan[int]:
+        """The index of a pending id deep in a long list, read page by page (each LRANGE small, so
+        Redis serves others in between); -2 if it is nowhere in the list."""
+        start = 0
+        while True:
+            res = yield [self.b.pending_ids(queue, start, start + LOCATE_PAGE - 1)]
+            ids: list[str] = value(res[0])
+            if id in ids:
+                return start + ids.index(id)
+            if len(ids) < LOCATE_PAGE:
+                return -2
+            start += LOCATE_PAGE
+
+    def act_all(self, verb: str, queue: str, state: TaskState | str) -> Plan[int]:
+        """delete / run / archive every task in ``state``, ``batch`` tasks per script call, as many
+        as the state held when called (tasks arriving meanwhile may be left). Returns how many."""
+        st = parse_state(state)
+        if st not in ALLOWED[verb]:
+            allowed = ", ".join(s.value for s in ALLOWED[verb])
+            raise InvalidArgumentError(f"cannot {verb} all {st.value} tasks: {verb} applies to {allowed} tasks")
+        res = yield [self._member(queue), self.b.stats(queue)]
+        self._check(queue, res[0])
+        total: int = getattr(value(res[1]), st.value)
+        done = skip = idle = 0
+        while done < total and idle < 3:
+            res = yield [self.b.page(queue, st, skip, skip + self.batch - 1, values=verb != "run")]
+            page = value(res[0])
+            if not page:
+                break
+            items = [(id, lock_digest(stored), -1) for id, _, stored in page]
+            codes: list[int] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
+            moved = codes.count(OK)
+            done += moved
+            idle = 0 if moved else idle + 1
+            if st is not P:
+                skip += codes.count(WRONG_STATE)  # zset entries whose task is in another state stay
+        return done
+
+    def cancel(self, id: str, queue: str | None = None) -> Plan[TaskInfo]:
+        """Archive an active task with last_error 'cancelled by an operator' and tell its worker
+        (pub/sub) to cancel the handler. ``queue`` None: look in every queue."""
+        if queue is None:
+            queues = yield from self.queues()
+        else:
+            yield from self._known(queue)
+            queues = [queue]
+        where = f"queue {queue!r}" if queue else "any queue"
+        for _ in range(5):
+            res = yield [self.b.get_task(q, id) for q in queues]
+            found = [(q, v) for q, v in zip(queues, res) if isinstance(v, bytes)]
+            if not found:
+                raise TaskNotFoundError(f"task {id!r} not found in {where}")
+            active = [(q, v) for q, v in found if v[:1] == b"a"]
+            if not active:
+                state = state_of(found[0][1])
+                raise TaskStateError(f"cannot cancel task {id!r}: it is {state.value}; only an active (running) "
+                                     "task can be cancelled (delete or archive it instead)")
+            q, stored = active[0]
+            new, digest = self._cancelled(q, id, stored[9:])
+            notice: bytes = msgpack.packb([q, id])
+            code = value((yield [self.b.cancel(q, id, stored[1:9].decode(), new, digest, notice)])[0])
+            if code == OK:
+                return (yield from self.task_info(q, id))
+        raise TaskStateError(f"task {id!r} keeps changing state; try again")
+
+    def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str]:
+        """A running task's message rewritten as cancelled (a malformed one is kept as it is), and
+        its lock digest."""
+        try:
+            msg = decode(body)
+        except MalformedMessageError:
+            return bytes(body), ""
+        cancelled = msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
+        return self.b.seal(queue, id, cancelled), msg.lock_digest()
+
+    def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
+        """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is
+        deleted in batches first, unique locks released)."""
+        res = yield [self._member(queue), self.b.stats(queue)]
+        self._check(queue, res[0])
+        st: QueueStats = value(res[1])
+        if st.size and not force:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if st.active:
+            raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
+        if force:
+            for state in (P, S, R, X, C):
+                yield from self.act_all("delete", queue, state)
+        code = value((yield [self.b.drop_queue(queue)])[0])
+        if code == NOT_EMPTY:
+            raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
+        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue))]
+
+    def task_info(self, queue: str, id: str) -> Plan[TaskInfo]:
+        q = queue_keys(queue)
+        zsets = (q.lease, q.archived, q.scheduled, q.retry, q.completed)
+        res = yield [
+            self._member(queue), self.b.get_task(queue, id), self._now(),
+            *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
+        ]
+        stored = value(res[1])
+        if stored is None:
+            self._check(queue, res[0])
+            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        score = next((float(s) for s in res[3:] if s is not None and not isinstance(s, Exception)), None)
+        return task_from_stored(id, queue, stored, score, value(res[2]))
+
+    # -- servers -------------------------------------------------------------------------------
+
+    def servers(self) -> Plan[list[ServerInfo]]:
+        now = self.b.clock.now_ms()
+        res = yield [
+            Call(lambda r: r, command=("ZREMRANGEBYSCORE", SERVERS, "-inf", now - 60_000)),
+            Call(lambda r: [x.decode() for x in r], command=("ZRANGE", SERVERS, now, "+inf", "BYSCORE")),
+        ]
+        ids: list[str] = value(res[1])
+        if not ids:
+            return []
+        raws = yield [Call(lambda r: r, command=("GET", server_info(i))) for i in ids]
+        out = []
+        for raw in raws:
+            if raw is None or isinstance(raw, Exception):
+                continue
+            try:
+                out.append(_server(raw))
+            except (ValueError, KeyError, TypeError, msgpack.UnpackException):
+                continue
+        return sorted(out, key=lambda s: (s.host, s.pid, s.id))

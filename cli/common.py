@@ -1,0 +1,186 @@
+"""What every ``asynqpy`` command shares: the error policy (one line on stderr, exit 2 for user
+errors, 1 for anything unexpected), the ``--redis-url`` / ``--json`` / ``--full`` options, JSON
+conversion, and how payloads and times are shown (80-column friendly)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import functools
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timezone
+from typing import Any, TypeVar
+
+import click
+from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rich.console import Console
+
+from asynqpy import Inspector
+from asynqpy.connection import default_url
+from asynqpy.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.signing import load_keys
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PAYLOAD_WIDTH = 40
+"""Characters of a payload shown in a listing (``--full``: all)."""
+
+
+class UserError(click.ClickException):
+    """A user error: one line on stderr, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"asynqpy: error: {self.message}", err=True)
+
+
+def user_errors(fn: F) -> F:
+    """Turn library and connection errors into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except QueueNotEmptyError as exc:
+            raise UserError(str(exc).replace("use force", "use --force")) from None
+        except AsynqpyError as exc:
+            raise UserError(str(exc)) from None
+        except AuthenticationError as exc:
+            if "required" in str(exc) or "already authenticated" in str(exc):
+                raise UserError("Redis requires a password: put it in the URL, redis://[user]:password@host") from None
+            raise UserError(f"Redis refused the credentials: {exc}") from None
+        except NoPermissionError as exc:
+            raise UserError(f"Redis refused a command to this user (ACL): {exc}") from None
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise UserError(f"cannot reach Redis: {exc}") from None
+        except RedisError as exc:
+            raise UserError(f"Redis error: {exc}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+redis_url_option = click.option(
+    "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
+    help="Redis URL (redis://[user:password@]host:port/db, rediss:// for TLS, unix://, "
+         "redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master); TLS options as query parameters, "
+         "e.g. rediss://h:6380/0?ssl_ca_certs=ca.pem.",
+)
+signing_key_option = click.option(
+    "--signing-key-file", type=click.Path(dir_okay=False), envvar="ASYNQPY_SIGNING_KEY_FILE", default=None,
+    help="File of HMAC signing keys, one per line (the first signs, all verify); "
+         "default $ASYNQPY_SIGNING_KEY_FILE. A worker with keys runs only tasks signed with one of them.",
+)
+
+
+def signing_keys(path: str | None) -> list[bytes] | None:
+    """The keys of a --signing-key-file (None without one)."""
+    return None if path is None else load_keys(path)
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+full_option = click.option("--full", is_flag=True, help="Show payloads, results and errors in full.")
+
+
+@contextmanager
+def inspector(redis_url: str) -> Iterator[Inspector]:
+    """An Inspector on ``redis_url``, closed after use."""
+    insp = Inspector(redis_url)
+    try:
+        yield insp
+    finally:
+        insp.close()
+
+
+def console() -> Console:
+    """A rich console on stdout; 80 columns unless the terminal says otherwise."""
+    return Console(highlight=False, soft_wrap=False)
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, enums, datetimes and bytes into JSON types: bytes become {"base64": ...},
+    datetimes ISO 8601 strings, dict keys strings."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode()}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
+
+
+# -- display -------------------------------------------------------------------------------------
+
+
+def payload_text(value: Any, full: bool = False, width: int = PAYLOAD_WIDTH) -> str:
+    """A decoded payload (or result) as one line of JSON-ish text, truncated to ``width`` unless
+    ``full``: bytes show as their Python repr (nested bytes as a quoted repr), None as '-'."""
+    if value is None:
+        return "-"
+    if isinstance(value, (bytes, bytearray)):
+        text = repr(bytes(value))
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=lambda o: repr(o) if isinstance(o, bytes) else str(o))
+    return clip(text, full, width)
+
+
+def clip(text: str, full: bool, width: int) -> str:
+    text = " ".join(text.split())
+    return text if full or len(text) <= width else text[: width - 1] + "…"
+
+
+def ago(when: datetime | None, now: datetime | None = None) -> str:
+    """'12s ago', 'in 3m', '2h5m ago', '-' for None."""
+    if when is None:
+        return "-"
+    now = now or datetime.now(timezone.utc)
+    secs = (when - now).total_seconds()
+    text = duration(abs(secs))
+    return f"in {text}" if secs > 0 else f"{text} ago"
+
+
+def duration(secs: float) -> str:
+    """1.5s, 42s, 3m12s, 2h5m, 3d4h."""
+    if secs < 10:
+        return f"{secs:.1f}s"
+    s = int(secs)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def utc(when: datetime | None) -> str:
+    return "-" if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def size(n: int | None) -> str:
+    """Bytes as 1.2 KiB / 3.4 MiB; '?' when unknown."""
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

@@ -1,0 +1,205 @@
+"""``asynqpy dash``: a live terminal dashboard (rich Live on the alternate screen).
+
+One loop: read Redis every ``--refresh`` seconds (one pipelined ``all_queue_info``, ``servers``,
+and in the queue view one ``list_tasks`` page: O(queues + page size) per refresh, whatever the
+queues' depth), render, and wait for keys with ``select`` until the next read. A key that changes
+the task page wanted reads that page at once. Redis lost while running: the footer shows the
+error, the last data stays on screen, and the next refresh tries again.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import click
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from asynqpy import Inspector
+from asynqpy.errors import AsynqpyError
+from asynqpy.task import TaskInfo, TaskState
+
+from .common import UserError, redis_url_option, user_errors
+from .dash_render import Snapshot, page_size_for, render
+from .dash_state import DashState, Throughput
+from .terminal import RawKeys
+
+if TYPE_CHECKING:
+    from asynqpy import QueueInfo, ServerInfo
+
+KEY_POLL = 0.25
+"""Longest wait for keys between two checks of the terminal's size."""
+
+
+class Source(Protocol):
+    """What the dashboard reads (an :class:`asynqpy.Inspector`)."""
+
+    def all_queue_info(self) -> list[QueueInfo]: ...
+
+    def servers(self) -> list[ServerInfo]: ...
+
+    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1,
+                   page_size: int = 30) -> list[TaskInfo]: ...
+
+
+class Keys(Protocol):
+    def read(self, timeout: float) -> list[str]: ...
+
+
+def describe(exc: Exception) -> str:
+    """One line for a failed read."""
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+        return f"cannot reach Redis: {exc}"
+    if isinstance(exc, RedisError):
+        return f"Redis error: {exc}"
+    return str(exc)
+
+
+RECOVERABLE = (RedisError, OSError, AsynqpyError)
+"""Read failures the dashboard shows and retries instead of exiting."""
+
+
+class Dash:
+    """The dashboard without a terminal: state, last snapshot, throughput, and the loop."""
+
+    def __init__(self, source: Source, *, refresh: float, label: str,
+                 clock: Callable[[], float] = time.monotonic,
+                 wallclock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self.source = source
+        self.refresh = refresh
+        self.label = label
+        self.clock = clock
+        self.wallclock = wallclock
+        self.state = DashState()
+        self.snap = Snapshot()
+        self.rates = Throughput()
+        self._asked: tuple[str, TaskState, int, int] | None = None
+
+    def read_all(self) -> None:
+        """One refresh: every queue's info, the live servers, the task page on screen."""
+        try:
+            queues = self.source.all_queue_info()
+            self.rates.add(self.clock(), queues)
+            self.snap.queues = queues
+            self.state.sync(queues)
+            self.snap.servers = self.source.servers()
+            self._read_tasks()
+        except RECOVERABLE as exc:
+            self.snap.error = describe(exc)
+        else:
+            self.snap.error = None
+            self.snap.updated = self.wallclock()
+
+    def read_page(self) -> None:
+        """Read the task page the user just asked for (after a key)."""
+        try:
+            self._read_tasks()
+        except RECOVERABLE as exc:
+            self.snap.error = describe(exc)
+
+    def _read_tasks(self) -> None:
+        want = self.state.want()
+        self._asked = want
+        if want is None:
+            return
+        queue, state, page, size = want
+        self.snap.tasks = self.source.list_tasks(queue, state, page=page, page_size=size)
+        self.snap.tasks_for = want
+
+    def screen(self, width: int, height: int) -> RenderableType:
+        now = self.snap.updated or self.wallclock()
+        return render(self.state, self.snap, self.rates, width=width, height=height, now=now,
+                      source=self.label)
+
+    def run(self, keys: Keys, show: Callable[[RenderableType], None], size: Callable[[], tuple[int, int]],
+            clear: Callable[[], None] = lambda: None) -> None:
+        """Refresh, draw and handle keys until the user quits. ``show`` draws a screen, ``size``
+        gives the terminal's (width, height), ``clear`` wipes it (Ctrl-L)."""
+        next_read = 0.0
+        drawn: tuple[int, int] | None = None
+        while not self.state.quit:
+            width, height = size()
+            self.state.page_size = page_size_for(height)
+            if self.clock() >= next_read:
+                self.read_all()
+                next_read = self.clock() + self.refresh
+                drawn = None
+            elif self.state.want() not in (None, self._asked):
+                self.read_page()
+                drawn = None
+            if self.state.redraw:
+                self.state.redraw = False
+                clear()
+                drawn = None
+            if drawn != (width, height):
+                show(self.screen(width, height))
+                drawn = (width, height)
+            for key in keys.read(max(0.0, min(KEY_POLL, next_read - self.clock()))):
+                self.state.handle(key, self.snap.queues)
+                drawn = None
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password hidden."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+def run_in_terminal(source: Source, refresh: float, label: str) -> None:
+    """The dashboard on this process's terminal: raw keys on stdin, rich Live on stdout. The
+    terminal's settings and screen are restored however this returns (q, Ctrl-C, an exception)."""
+    console = Console()
+    board = Dash(source, refresh=refresh, label=label)
+    old_term = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with RawKeys(sys.stdin) as keys, Live(console=console, screen=True, auto_refresh=False,
+                                              redirect_stdout=False, redirect_stderr=False) as live:
+            try:
+                board.run(keys, lambda r: live.update(r, refresh=True), lambda: (console.width, console.height),
+                          clear=console.clear)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM unwinds like an exception, so the terminal is restored on the way out."""
+    raise SystemExit(128 + signum)
+
+
+@click.command()
+@click.option("--refresh", default=2.0, show_default=True, type=click.FloatRange(min=0.5),
+              help="Seconds between two reads of Redis.")
+@redis_url_option
+@user_errors
+def dash(refresh: float, redis_url: str) -> None:
+    """Live dashboard: queues, throughput, servers; pick a queue to page through its tasks.
+
+    Keys: arrows or j/k select, Enter opens a queue, left/right or h/l or 1-6 switch the task
+    state, n/p page, Esc goes back, ? shows help, q quits.
+    """
+    try:
+        insp = Inspector(redis_url)
+    except ValueError as exc:
+        raise UserError(f"bad Redis URL: {exc}") from None
+    try:
+        insp.all_queue_info()  # Redis unreachable: one line on stderr, exit 2 (user_errors)
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UserError("dash needs a terminal (stdin and stdout must be a tty)")
+        run_in_terminal(insp, refresh, safe_url(redis_url))
+    finally:
+        insp.close()

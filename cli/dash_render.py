@@ -1,0 +1,450 @@
+"""The dashboard's screens as pure functions: (state, data, terminal size, now) -> a rich renderable
+of at most ``height`` lines, each cut to ``width`` columns (cells are truncated with an ellipsis,
+never wrapped). No I/O here: tests render to a recording Console."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from asynqpy.task import TaskInfo, TaskState
+
+from .common import clip, payload_text
+from .dash_state import STATES, DashState, Throughput, View, pages
+
+if TYPE_CHECKING:
+    from asynqpy import QueueInfo, ServerInfo
+
+PREVIEW = 200
+"""Characters of a payload, result or error formatted per row (the column then cuts it to fit)."""
+QUEUE_VIEW_CHROME = 5
+"""Lines of the queue view that are not task rows: title, queue summary, tabs, table header, footer."""
+
+
+def page_size_for(height: int) -> int:
+    """Tasks per page in the queue view of a terminal ``height`` lines tall."""
+    return max(1, height - QUEUE_VIEW_CHROME)
+
+
+@dataclass
+class Snapshot:
+    """What the dashboard last read from Redis. ``tasks`` belong to ``tasks_for`` (queue, state,
+    page, page size); ``error`` is the last read's failure (None once a read succeeds again)."""
+
+    queues: list[QueueInfo] = field(default_factory=list)
+    servers: list[ServerInfo] = field(default_factory=list)
+    tasks: list[TaskInfo] = field(default_factory=list)
+    tasks_for: tuple[str, TaskState, int, int] | None = None
+    error: str | None = None
+    updated: datetime | None = None
+
+
+# ----------------------------------------------------------------------------------- formatting
+
+def count(n: int) -> str:
+    """A count in at most 4 characters: 999, 9.9k, 999k, 9.9M, 99M ..."""
+    return _compact(n, 1000, "kMGTPE", "")
+
+
+def _compact(n: int, base: int, units: str, plain: str) -> str:
+    """``n`` in at most 4 characters with a unit per power of ``base``."""
+    if n < 1000:
+        return f"{n}{plain}"
+    value = float(n)
+    for unit in units:
+        value /= base
+        if value < 10:
+            return f"{math.floor(value * 10) / 10:.1f}{unit}"
+        if value < 1000:
+            return f"{math.floor(value)}{unit}"
+    return "many"
+
+
+def per_second(x: float | None) -> str:
+    """A rate in at most 4 characters ("-" when not known yet)."""
+    if x is None:
+        return "-"
+    if x <= 0:
+        return "0"
+    if x < 10:
+        return f"{x:.1f}"
+    if x < 1000:
+        return f"{x:.0f}"
+    return count(int(x))
+
+
+def size_bytes(n: int | None) -> str:
+    """Bytes in at most 4 characters: 512B, 1.2K, 34M ("-" when unknown)."""
+    return "-" if n is None else _compact(n, 1024, "KMGTPE", "B")
+
+
+def duration(seconds: float) -> str:
+    """A duration in at most 4 characters: 0.4s, 12s, 5m, 2h, 3d (the dashboard's fixed columns;
+    listings use the more precise :func:`cli.common.duration`)."""
+    s = max(0.0, seconds)
+    if s < 10:
+        return f"{s:.1f}s"
+    for limit, div, unit in ((60, 1, "s"), (3600, 60, "m"), (86400, 3600, "h")):
+        if s < limit:
+            return f"{int(s // div)}{unit}"
+    return f"{int(s // 86400)}d"
+
+
+def relative(when: datetime | None, now: datetime) -> str:
+    """'in 5m' or '12s ago' ('-' for None)."""
+    if when is None:
+        return "-"
+    delta = (when - now).total_seconds()
+    return f"in {duration(delta)}" if delta >= 0 else f"{duration(-delta)} ago"
+
+
+# ------------------------------------------------------------------------------------ building
+
+def _text(text: str, style: str = "") -> Text:
+    """A line of text cut with an ellipsis rather than wrapped."""
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _line(left: Text | str, right: Text | str, width: int) -> Text:
+    """One line: ``left`` cut to fit, ``right`` flush right."""
+    left = Text(left) if isinstance(left, str) else left
+    right = Text(right) if isinstance(right, str) else right
+    room = max(0, width - right.cell_len - 1) if right.cell_len else width
+    left.truncate(room, overflow="ellipsis")
+    gap = max(0, width - left.cell_len - right.cell_len)
+    out = Text.assemble(left, " " * gap, right)
+    out.truncate(width)
+    out.no_wrap = True
+    return out
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column: fixed ``width``, or flexible (``ratio``) with ``min_width``."""
+
+    header: str
+    width: int | None = None
+    ratio: int = 1
+    min_width: int = 4
+    right: bool = False
+
+
+def _table(cols: Sequence[Col], rows: Sequence[Sequence[str | Text]], width: int) -> Table:
+    t = Table(box=None, expand=True, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False,
+              header_style="bold", width=width)
+    for c in cols:
+        t.add_column(c.header, width=c.width, ratio=None if c.width else c.ratio,
+                     min_width=c.width or c.min_width, justify="right" if c.right else "left",
+                     no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def _fit(needs: Sequence[int], room: int) -> list[int]:
+    """Share ``room`` rows between sections needing ``needs`` rows, one at a time in turn, so a
+    long section does not starve the others."""
+    alloc = [0] * len(needs)
+    while room > 0 and any(a < n for a, n in zip(alloc, needs)):
+        for i, n in enumerate(needs):
+            if room > 0 and alloc[i] < n:
+                alloc[i] += 1
+                room -= 1
+    return alloc
+
+
+def _clip(rows: list[list[str | Text]], room: int, ncols: int) -> list[list[str | Text]]:
+    """At most ``room`` rows; when some are cut, the last shown row says how many."""
+    if len(rows) <= room:
+        return rows
+    if room <= 0:
+        return []
+    more = len(rows) - (room - 1)
+    return rows[: room - 1] + [[Text(f"… {more} more", style="dim")] + [""] * (ncols - 1)]
+
+
+def _window(n: int, room: int, cursor: int) -> tuple[int, int]:
+    """The rows [start, end) of ``n`` to show in ``room`` lines so that ``cursor`` is visible."""
+    if n <= room:
+        return 0, n
+    start = min(max(0, cursor - room // 2), n - room)
+    return start, start + room
+
+
+# --------------------------------------------------------------------------------- queue table
+
+QUEUE_COLS = [
+    Col("queue", ratio=1, min_width=6), Col("state", 6), Col("size", 4, right=True),
+    *(Col(h, 4, right=True) for h in ("pend", "actv", "schd", "rtry", "arch", "done")),
+    Col("lat", 4, right=True), Col("ok/s", 4, right=True), Col("fail/s", 6, right=True),
+    Col("mem", 4, right=True),
+]
+WIDE_QUEUE_COLS = [Col("today ok", 8, right=True), Col("today fail", 10, right=True)]
+WIDE = 110
+"""From this width on, the queue table also shows today's processed and failed counts."""
+NARROW_DROP = ["mem", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
+"""Below 80 columns, queue table columns are left out in this order until the name has room."""
+QUEUE_NAME_ROOM = 12
+
+
+def _queue_columns(width: int) -> list[int]:
+    """Indexes of the queue table's columns that fit ``width``, the queue name getting at least
+    :data:`QUEUE_NAME_ROOM` characters when it can."""
+    cols = QUEUE_COLS + (WIDE_QUEUE_COLS if width >= WIDE else [])
+    keep = list(range(len(cols)))
+    drop = iter(NARROW_DROP)
+
+    def name_room() -> int:
+        return width - sum((cols[i].width or 0) + 1 for i in keep[1:]) - 1
+
+    while name_room() < QUEUE_NAME_ROOM:
+        header = next(drop, None)
+        if header is None:
+            break
+        keep = [i for i in keep if cols[i].header != header]
+    return keep
+
+
+def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool) -> list[str | Text]:
+    ok, failed = rates.rates(q.queue) or (None, None)
+    name = Text(("› " if selected else "  ") + q.queue, style="reverse" if selected else "")
+    row: list[str | Text] = [
+        name, Text("paused", style="yellow") if q.paused else Text("run", style="green"), count(q.size),
+        *(count(getattr(q, s.value)) for s in STATES),
+        duration(q.latency) if q.pending else "-", per_second(ok),
+        Text(per_second(failed), style="red" if failed else ""), size_bytes(q.memory_bytes),
+    ]
+    if wide:
+        row += [count(q.processed_today), count(q.failed_today)]
+    return row
+
+
+def _servers_rows(servers: Sequence[ServerInfo], now: datetime) -> list[list[str | Text]]:
+    return [[f"{s.host}:{s.pid}", ",".join(f"{q}={w}" for q, w in sorted(s.queues.items())),
+             f"{len(s.active)}/{s.concurrency}", duration((now - s.started).total_seconds())]
+            for s in sorted(servers, key=lambda s: (s.host, s.pid))]
+
+
+def _worker_rows(servers: Sequence[ServerInfo], now: datetime, wide: bool) -> list[list[str | Text]]:
+    running = sorted(((w, s) for s in servers for w in s.active), key=lambda ws: ws[0].started)
+    return [[w.type, w.queue, duration((now - w.started).total_seconds()), relative(w.deadline, now),
+             w.task_id, f"{s.host}:{s.pid}" if wide else str(s.pid)] for w, s in running]
+
+
+SERVER_COLS = [Col("server", ratio=2, min_width=10), Col("queues", ratio=3, min_width=8),
+               Col("busy", 7, right=True), Col("up", 4, right=True)]
+WORKER_COLS = [Col("task type", ratio=2, min_width=8), Col("queue", ratio=1, min_width=6),
+               Col("running", 7, right=True), Col("deadline", 8, right=True), Col("id", 16)]
+WORKER_SERVER = {False: Col("pid", 7, right=True), True: Col("server", ratio=1, min_width=8)}
+"""The running tasks' last column: the server's pid, or host:pid on wide terminals."""
+
+
+def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int, height: int,
+                  now: datetime) -> list[RenderableType]:
+    """Body of the queues view: the queue table, live servers and what they run."""
+    wide = width >= WIDE
+    all_cols = QUEUE_COLS + (WIDE_QUEUE_COLS if wide else [])
+    keep = _queue_columns(width)
+    cols = [all_cols[i] for i in keep]
+    servers = snap.servers
+    workers = _worker_rows(servers, now, wide)
+    body = height - 2
+    # lines that are not data rows, and the least each section needs to be worth showing
+    queues_min = 1 + 1                                   # header, one row
+    servers_min = 2 + (2 if servers else 0)              # blank, title (+ header, one row)
+    running_min = 4 if workers else 0                    # blank, title, header, one row
+    show_servers = body >= queues_min + servers_min
+    show_running = show_servers and workers and body >= queues_min + servers_min + running_min
+    chrome = 1 + (servers_min - (1 if servers else 0) if show_servers else 0) + (3 if show_running else 0)
+    rows_q, rows_s, rows_w = _fit([max(1, len(snap.queues)), len(servers) if show_servers else 0,
+                                   len(workers) if show_running else 0], body - chrome)
+    out: list[RenderableType] = []
+    if snap.queues:
+        names = [q.queue for q in snap.queues]
+        cursor = names.index(state.cursor) if state.cursor in names else 0
+        start, end = _window(len(names), rows_q, cursor)
+        rows = [[row[i] for i in keep] for row in
+                (_queue_row(q, q.queue == state.cursor, rates, wide) for q in snap.queues[start:end])]
+        out.append(_table(cols, rows, width))
+    else:
+        out.append(_text("no queues yet (a queue appears when a task is first enqueued to it)", "dim"))
+    if show_servers:
+        busy = sum(len(s.active) for s in servers)
+        slots = sum(s.concurrency for s in servers)
+        title = Text.assemble(("Servers ", "bold"), f"{len(servers)} live · busy {busy}/{slots}"
+                              if servers else "none live")
+        out += [Text(""), _line(title, "", width)]
+        if servers:
+            out.append(_table(SERVER_COLS, _clip(_servers_rows(servers, now), rows_s, 4), width))
+    if show_running:
+        out += [Text(""), _line(Text.assemble(("Running ", "bold"), str(len(workers))), "", width),
+                _table([*WORKER_COLS, WORKER_SERVER[wide]], _clip(workers, rows_w, len(WORKER_COLS) + 1), width)]
+    return out
+
+
+# --------------------------------------------------------------------------------- queue view
+
+Cell = Callable[[TaskInfo, datetime], str | Text]
+
+
+def _tries(t: TaskInfo, now: datetime) -> str:
+    return f"{t.retried}/{t.max_retry}"
+
+
+def _payload(t: TaskInfo, now: datetime) -> str:
+    return payload_text(t.payload, width=PREVIEW)
+
+
+def _error(t: TaskInfo, now: datetime) -> str:
+    return clip(t.last_error, False, PREVIEW)
+
+
+def _lease(t: TaskInfo, now: datetime) -> Text:
+    if t.orphaned:
+        return Text("orphaned", style="bold red")
+    return Text(relative(t.lease_until, now))
+
+
+TASK_COLS: dict[TaskState, list[tuple[Col, Cell]]] = {
+    TaskState.PENDING: [(Col("enqueued", 8, right=True), lambda t, now: relative(t.enqueued_at, now)),
+                        (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+    TaskState.ACTIVE: [(Col("lease", 8, right=True), _lease),
+                       (Col("deadline", 8, right=True), lambda t, now: relative(t.deadline, now)),
+                       (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+    TaskState.SCHEDULED: [(Col("due", 8, right=True), lambda t, now: relative(t.next_process_at, now)),
+                          (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+    TaskState.RETRY: [(Col("next try", 8, right=True), lambda t, now: relative(t.next_process_at, now)),
+                      (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
+    TaskState.ARCHIVED: [(Col("archived", 8, right=True),
+                          lambda t, now: relative(t.archived_at or t.last_failed_at, now)),
+                         (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
+    TaskState.COMPLETED: [(Col("done", 8, right=True), lambda t, now: relative(t.completed_at, now)),
+                          (Col("result", ratio=2), lambda t, now: payload_text(t.result, width=PREVIEW))],
+}
+"""Per state tab, the columns after id and type, and how each cell is made from a task."""
+
+
+def _tabs(q: QueueInfo, current: TaskState, width: int) -> Text:
+    for short in (False, True):
+        parts = []
+        for s in STATES:
+            label = s.value if not short else _SHORT[s]
+            parts.append((f"{label} {count(getattr(q, s.value))}", s is current))
+        if sum(len(p) + 2 for p, _ in parts) <= width or short:
+            break
+    tabs = Text(no_wrap=True)
+    for text, on in parts:
+        tabs.append(f"[{text}]" if on else f" {text} ", style="reverse bold" if on else "")
+    tabs.truncate(width, overflow="ellipsis")
+    return tabs
+
+
+_SHORT = {TaskState.PENDING: "pend", TaskState.ACTIVE: "actv", TaskState.SCHEDULED: "sched",
+          TaskState.RETRY: "retry", TaskState.ARCHIVED: "arch", TaskState.COMPLETED: "done"}
+
+
+def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
+    ok, failed = rates.rates(q.queue) or (None, None)
+    return Text.assemble(
+        f"size {count(q.size)}  latency {duration(q.latency) if q.pending else '-'}  {per_second(ok)} ok/s  ",
+        (f"{per_second(failed)} fail/s", "red" if failed else ""),
+        f"  today {count(q.processed_today)} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
+        (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
+        no_wrap=True)
+
+
+def queue_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int, height: int,
+                 now: datetime) -> list[RenderableType]:
+    """Body of the queue view: a summary line, the state tabs and one page of tasks."""
+    q = next((x for x in snap.queues if x.queue == state.queue), None)
+    if q is None:
+        return [_text(f"queue {state.queue!r} not found", "red")]
+    summary = queue_summary(q, rates)
+    summary.truncate(width, overflow="ellipsis")
+    extra = TASK_COLS[state.tab]
+    cols = [Col("id", 16), Col("type", ratio=1, min_width=8), *(c for c, _ in extra)]
+    want = state.want()
+    out: list[RenderableType] = [summary, _tabs(q, state.tab, width)]
+    if snap.tasks_for != want:
+        out.append(_text("loading…", "dim"))
+    elif not snap.tasks:
+        out.append(_text(f"no {state.tab.value} tasks" + (f" on page {state.page}" if state.page > 1 else ""), "dim"))
+    else:
+        rows = [[t.id, t.type, *(cell(t, now) for _, cell in extra)] for t in snap.tasks[: page_size_for(height)]]
+        out.append(_table(cols, rows, width))
+    return out
+
+
+# ---------------------------------------------------------------------------------- help, frame
+
+HELP = [
+    ("↑ ↓  j k", "select a queue (Home/End: first/last)"),
+    ("Enter", "open the selected queue"),
+    ("← →  h l  1-6", "switch task state (queue view)"),
+    ("n p  PgDn PgUp", "next / previous page of tasks"),
+    ("Esc  Backspace", "back to the queue table"),
+    ("Ctrl-L", "redraw the screen"),
+    ("?", "this help (any key closes it)"),
+    ("q  Ctrl-C", "quit"),
+]
+HELP_NOTES = [
+    "size: tasks in every state. lat: age of the oldest pending task.",
+    "ok/s, fail/s: processed and failed per second over the last minute,",
+    "  from the counters the dash samples at each refresh (- until two samples).",
+    "mem: approximate Redis memory of the queue (- when Redis refuses MEMORY).",
+]
+
+
+def help_screen(width: int, room: int) -> list[RenderableType]:
+    """The keys, then notes on the columns, in at most ``room`` lines."""
+    rows: list[list[str | Text]] = [[Text(k, style="bold"), v] for k, v in HELP[: max(0, room - 1)]]
+    out: list[RenderableType] = [_table([Col("key", 16), Col("does", ratio=1)], rows, width)]
+    notes = room - 1 - len(rows) - 1
+    if notes > 0:
+        out += [Text(""), *(_text(n) for n in HELP_NOTES[:notes])]
+    return out
+
+
+QUEUES_KEYS = "↑↓ select  Enter open  ? help  q quit"
+QUEUE_KEYS = "←→ state  n/p page  Esc back  ? help  q quit"
+
+
+def render(state: DashState, snap: Snapshot, rates: Throughput, *, width: int, height: int,
+           now: datetime, source: str) -> RenderableType:
+    """The whole screen: a title line, the current view, and a footer (keys, or the last error)."""
+    if state.view is View.QUEUE and not state.help:
+        q = next((x for x in snap.queues if x.queue == state.queue), None)
+        title = Text.assemble(("asynqpy dash", "bold cyan"), " › ", (state.queue or "", "bold"),
+                              (" (paused)", "yellow") if q is not None and q.paused else "")
+        body = queue_screen(state, snap, rates, width, height, now)
+        n = pages(q, state.tab, state.page_size)
+        right = f"page {min(state.page, n)}/{n}"
+        keys = QUEUE_KEYS
+    else:
+        title = Text.assemble(("asynqpy dash", "bold cyan"), f" {source}")
+        body = help_screen(width, height - 2) if state.help else queues_screen(state, snap, rates, width, height, now)
+        n = len(snap.queues)
+        right = f"{n} queue{'' if n == 1 else 's'}" if n else ""
+        keys = "any key: close help" if state.help else QUEUES_KEYS
+    header = _line(title, now.strftime("%H:%M:%S UTC"), width)
+    if snap.error:
+        footer = _line(Text(f"! {snap.error}", style="bold red"), "retrying", width)
+    else:
+        footer = _line(Text(keys, style="dim"), right, width)
+    lines = [header, *body]
+    used = sum(_height(r) for r in lines)
+    filler = [Text("")] * max(0, height - 1 - used)
+    return Group(*lines, *filler, footer)
+
+
+def _height(r: RenderableType) -> int:
+    if isinstance(r, Table):
+        return len(r.rows) + (1 if r.show_header else 0)
+    return 1

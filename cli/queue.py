@@ -1,0 +1,126 @@
+"""``asynqpy queue ls|inspect|history|pause|unpause|rm``."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from asynqpy import QueueInfo
+
+from .common import console, duration, emit_json, inspector, json_option, redis_url_option, size, user_errors, utc
+
+
+@click.group()
+def queue() -> None:
+    """List, inspect, pause and remove queues."""
+
+
+@queue.command("ls")
+@json_option
+@redis_url_option
+@user_errors
+def ls(as_json: bool, redis_url: str) -> None:
+    """List the queue names."""
+    with inspector(redis_url) as insp:
+        names = insp.queues()
+    if as_json:
+        emit_json(names)
+    elif not names:
+        click.echo("no queues yet")
+    else:
+        click.echo("\n".join(names))
+
+
+def info_table(q: QueueInfo) -> Table:
+    """One queue in detail, as a two-column table."""
+    t = Table(box=None, show_header=False, pad_edge=False)
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column()
+    t.add_row("queue", f"{q.queue} ({'paused' if q.paused else 'running'})")
+    t.add_row("size", f"{q.size:,} task(s), memory ~{size(q.memory_bytes)}")
+    t.add_row("latency", f"{duration(q.latency)} (age of the oldest pending task)")
+    t.add_row("tasks", f"pending {q.pending:,} · active {q.active:,} · scheduled {q.scheduled:,}")
+    t.add_row("", f"retry {q.retry:,} · archived {q.archived:,} · completed {q.completed:,}")
+    t.add_row("processed", f"today {q.processed_today:,} · total {q.processed_total:,}")
+    t.add_row("failed", f"today {q.failed_today:,} · total {q.failed_total:,}")
+    t.add_row("trimmed", f"{q.trimmed:,} archived task(s) deleted by the archive limits")
+    t.add_row("as of", utc(q.timestamp))
+    return t
+
+
+@queue.command()
+@click.argument("queues", nargs=-1, required=True)
+@json_option
+@redis_url_option
+@user_errors
+def inspect(queues: tuple[str, ...], as_json: bool, redis_url: str) -> None:
+    """Show QUEUES in detail: counts per state, latency, counters, memory."""
+    with inspector(redis_url) as insp:
+        infos = [insp.queue_info(q) for q in queues]
+    if as_json:
+        emit_json(infos)
+        return
+    out = console()
+    for i, q in enumerate(infos):
+        if i:
+            out.print()
+        out.print(info_table(q))
+
+
+@queue.command()
+@click.argument("queues", nargs=-1, required=True)
+@click.option("--days", default=7, show_default=True, type=click.IntRange(1, 90), help="How many days (UTC).")
+@json_option
+@redis_url_option
+@user_errors
+def history(queues: tuple[str, ...], days: int, as_json: bool, redis_url: str) -> None:
+    """Processed and failed tasks per day (UTC) of QUEUES, newest first."""
+    with inspector(redis_url) as insp:
+        rows = {q: insp.history(q, days) for q in queues}
+    if as_json:
+        emit_json(rows)
+        return
+    out = console()
+    for i, (q, days_) in enumerate(rows.items()):
+        t = Table(title=f"queue {q}" if len(rows) > 1 else None, box=None, pad_edge=False, header_style="bold",
+                  title_justify="left")
+        for col in ("date (UTC)", "processed", "failed", "failure rate"):
+            t.add_column(col, justify="left" if col.startswith("date") else "right")
+        for d in days_:
+            rate = f"{100 * d.failed / d.processed:.1f}%" if d.processed else "-"
+            t.add_row(d.date.isoformat(), f"{d.processed:,}", f"{d.failed:,}", rate)
+        if i:
+            out.print()
+        out.print(t)
+
+
+def _switch(verb: str, yes: str, no: str, help: str) -> None:
+    """Register ``queue pause|unpause Q...``."""
+
+    @queue.command(verb, help=help)
+    @click.argument("queues", nargs=-1, required=True)
+    @redis_url_option
+    @user_errors
+    def command(queues: tuple[str, ...], redis_url: str) -> None:
+        with inspector(redis_url) as insp:
+            for q in queues:
+                click.echo((yes if getattr(insp, verb)(q) else no).format(q=q))
+
+
+_switch("pause", "paused queue {q}", "queue {q} was already paused",
+        "Pause QUEUES: workers stop taking their tasks (tasks stay where they are).")
+_switch("unpause", "unpaused queue {q}", "queue {q} was not paused", "Unpause QUEUES.")
+
+
+@queue.command()
+@click.argument("queues", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Delete the queue's tasks too (none may be active).")
+@redis_url_option
+@user_errors
+def rm(queues: tuple[str, ...], force: bool, redis_url: str) -> None:
+    """Remove QUEUES. A queue must be empty, unless --force (then its tasks are deleted; it must
+    have no active task)."""
+    with inspector(redis_url) as insp:
+        for q in queues:
+            insp.remove_queue(q, force=force)
+            click.echo(f"removed queue {q}")

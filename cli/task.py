@@ -1,0 +1,197 @@
+"""``asynqpy task ls|inspect|cancel|delete|run|archive|deleteall|runall|archiveall``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import click
+from rich.table import Table
+
+from asynqpy import TaskInfo, TaskState
+from asynqpy.inspection import parse_state
+
+from .common import (
+    ago,
+    clip,
+    console,
+    emit_json,
+    full_option,
+    inspector,
+    json_option,
+    payload_text,
+    redis_url_option,
+    user_errors,
+    utc,
+)
+
+queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
+id_option = click.option("--id", "task_id", required=True, help="The task id.")
+state_option = click.option("--state", "-s", required=True,
+                            help="pending, active, scheduled, retry, archived or completed.")
+
+
+@click.group()
+def task() -> None:
+    """List, inspect, cancel, delete, run and archive tasks."""
+
+
+def _when(t: TaskInfo, now: datetime) -> tuple[str, str]:
+    """The state-specific time column: (header, text)."""
+    s = t.state
+    if s is TaskState.PENDING:
+        return "enqueued", ago(t.enqueued_at, now)
+    if s is TaskState.ACTIVE:
+        return "lease", ("ORPHANED " if t.orphaned else "") + ago(t.lease_until, now)
+    if s in (TaskState.SCHEDULED, TaskState.RETRY):
+        return "due", ago(t.next_process_at, now)
+    if s is TaskState.ARCHIVED:
+        return "archived", ago(t.archived_at, now)
+    return "completed", ago(t.completed_at, now)
+
+
+def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
+    """A page of tasks in ``state``, in 80 columns unless ``full``."""
+    now = datetime.now(timezone.utc)
+    failed = state in (TaskState.RETRY, TaskState.ARCHIVED)
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    t.add_column("id", no_wrap=True)
+    t.add_column("type", no_wrap=not full, max_width=None if full else 16, overflow="ellipsis")
+    t.add_column(_when(tasks[0], now)[0] if tasks else "when", no_wrap=True)
+    if failed:
+        t.add_column("tries", justify="right", no_wrap=True)
+    t.add_column("last error" if failed else "result" if state is TaskState.COMPLETED else "payload",
+                 no_wrap=not full, overflow="fold" if full else "ellipsis")
+    width = 28 if failed else 32
+    for x in tasks:
+        if failed:
+            extra = [f"{x.retried}/{x.max_retry}", clip(x.last_error or "-", full, width)]
+        elif state is TaskState.COMPLETED:
+            extra = [payload_text(x.result, full, width)]
+        else:
+            extra = [payload_text(x.payload, full, width)]
+        t.add_row(x.id, x.type, _when(x, now)[1], *extra)
+    return t
+
+
+@task.command("ls")
+@queue_option
+@state_option
+@click.option("--page", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--size", "page_size", default=30, show_default=True, type=click.IntRange(1, 1000))
+@json_option
+@full_option
+@redis_url_option
+@user_errors
+def ls(queue: str, state: str, page: int, page_size: int, as_json: bool, full: bool, redis_url: str) -> None:
+    """List one page of the tasks in a state. Order: pending oldest first (the order they run in),
+    active/scheduled/retry soonest first, archived/completed newest first."""
+    st = parse_state(state)
+    with inspector(redis_url) as insp:
+        tasks = insp.list_tasks(queue, st, page, page_size)
+        total = getattr(insp.queue_info(queue), st.value) if not as_json else 0
+    if as_json:
+        emit_json(tasks)
+        return
+    out = console()
+    if not tasks:
+        out.print(f"no {st.value} tasks in queue {queue}" + (f" on page {page}" if page > 1 else ""))
+        return
+    out.print(task_table(tasks, st, full))
+    first = (page - 1) * page_size + 1
+    out.print(f"\n{st.value} {first:,}-{first + len(tasks) - 1:,} of {total:,} in queue {queue} · page {page}"
+              + ("" if full else " · --full shows all"))
+
+
+def detail_table(x: TaskInfo, full: bool) -> Table:
+    t = Table(box=None, show_header=False, pad_edge=False)
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    now = datetime.now(timezone.utc)
+    state = x.state.value + (" (ORPHANED: its lease expired; the recoverer retries it)" if x.orphaned else "")
+    rows = [("id", x.id), ("queue", x.queue), ("type", x.type), ("state", state),
+            ("payload", payload_text(x.payload, full, 200)),
+            ("retried", f"{x.retried} of {x.max_retry}")]
+    times = [("enqueued", x.enqueued_at), ("lease until", x.lease_until), ("next run", x.next_process_at),
+             ("last failed", x.last_failed_at), ("archived", x.archived_at), ("completed", x.completed_at),
+             ("deadline", x.deadline)]
+    rows += [(k, f"{utc(v)} ({ago(v, now)})") for k, v in times if v is not None]
+    if x.last_error:
+        rows.append(("last error", clip(x.last_error, full, 200)))
+    if x.timeout is not None:
+        rows.append(("timeout", "server default" if x.timeout < 0 else f"{x.timeout:g}s"))
+    if x.retention:
+        rows.append(("retention", f"{x.retention:g}s"))
+    if x.state is TaskState.COMPLETED:
+        rows.append(("result", payload_text(x.result, full, 200)))
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+@task.command()
+@queue_option
+@id_option
+@json_option
+@full_option
+@redis_url_option
+@user_errors
+def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str) -> None:
+    """Show one task in full detail."""
+    with inspector(redis_url) as insp:
+        info = insp.task_info(queue, task_id)
+    if as_json:
+        emit_json(info)
+    else:
+        console().print(detail_table(info, full))
+
+
+@task.command()
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--queue", "-q", default=None, help="The tasks' queue (default: look in every queue).")
+@redis_url_option
+@user_errors
+def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
+    """Cancel running tasks IDS: each handler is cancelled at once and its task archived with the
+    error "cancelled by an operator" (never retried on its own; `task run` runs it again)."""
+    with inspector(redis_url) as insp:
+        for id in ids:
+            info = insp.cancel(id, queue)
+            click.echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
+
+
+def _one(verb: str, done: str, help: str) -> None:
+    """Register ``task VERB --queue Q --id ID``."""
+
+    @task.command(verb, help=help)
+    @queue_option
+    @id_option
+    @redis_url_option
+    @user_errors
+    def command(queue: str, task_id: str, redis_url: str) -> None:
+        with inspector(redis_url) as insp:
+            getattr(insp, f"{verb}_task")(queue, task_id)
+        click.echo(f"{done} task {task_id} (queue {queue})")
+
+
+def _all(verb: str, done: str, help: str) -> None:
+    """Register ``task VERBall --queue Q --state S``."""
+
+    @task.command(f"{verb}all", help=help)
+    @queue_option
+    @state_option
+    @redis_url_option
+    @user_errors
+    def command(queue: str, state: str, redis_url: str) -> None:
+        st = parse_state(state)
+        with inspector(redis_url) as insp:
+            n = getattr(insp, f"{verb}_all")(queue, st)
+        click.echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
+
+
+_one("delete", "deleted", "Delete a task (any state but active: cancel a running task instead).")
+_one("run", "moved to pending:", "Run a scheduled, retry or archived task now (it moves to pending).")
+_one("archive", "archived", "Archive a pending, scheduled or retry task.")
+_all("delete", "deleted", "Delete every pending, scheduled, retry, archived or completed task of a queue.")
+_all("run", "moved to pending:", "Run every scheduled, retry or archived task of a queue now.")
+_all("archive", "archived", "Archive every pending, scheduled or retry task of a queue.")
+

@@ -1,0 +1,26 @@
+--[[ archive_tasks: pending|scheduled|retry -> archived, by an operator
+Archives each given task that is still in the expected state: removes it from its list or zset
+(see the take include), stores it as archived (message unchanged, archived now) and releases its
+uniqueness lock if it owns it. The archive's limits are left to the janitor (its trim counts what
+they delete in `trimmed`). One task or a batch of at most ~1000 (archive_all loops in Python).
+KEYS[1] t          tasks hash
+KEYS[2] container  the state's list (pending) or zset (scheduled, retry)
+KEYS[3] archived   archived zset: id -> time archived (ms)
+KEYS[3+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+ARGV[1] state      state char the tasks must be in: p s r
+ARGV[2] window     pending only: how far from each end of the list an id is looked for
+ARGV[3] now        '' = Redis time; else a simulated time in ms
+ARGV[4..] id, hint pairs   as in delete_tasks
+Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state,
+-6 = (pending) not found near either end of the list and no usable hint.
+]]
+--- @include "now"
+--- @include "state"
+--- @include "take"
+--- @include "unique"
+local now = now_ms(ARGV[3])
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, 3, function(id, v, lock)
+  redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))
+  redis.call('ZADD', KEYS[3], now, id)
+  release_lock(lock, id)
+end)

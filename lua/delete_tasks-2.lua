@@ -1,0 +1,22 @@
+--[[ delete_tasks: pending|scheduled|retry|archived|completed -> (deleted), by an operator
+Deletes each given task that is still in the expected state: removes it from its list or zset
+(see the take include: never a scan of a long pending list), deletes its data and releases its
+uniqueness lock if it owns it. One task (Inspector.delete_task) or a batch of at most ~1000
+(delete_all, which loops in Python so Redis is never blocked for long).
+KEYS[1] t          tasks hash
+KEYS[2] container  the state's list (pending) or zset
+KEYS[2+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+ARGV[1] state      state char the tasks must be in: p s r x c (never a = active)
+ARGV[2] window     pending only: how far from each end of the list an id is looked for
+ARGV[3..] id, hint pairs   hint (pending only): the id's index located by the caller, -1 = none,
+                           -2 = the caller found it nowhere in the list (its data is deleted anyway)
+Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
+-6 = (pending) not found near either end of the list and no usable hint: locate it and call again.
+]]
+--- @include "state"
+--- @include "take"
+--- @include "unique"
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 2, function(id, _, lock)
+  redis.call('HDEL', KEYS[1], id)
+  release_lock(lock, id)
+end)

@@ -1,0 +1,28 @@
+--[[ drop_queue: an empty queue -> (removed): deletes the queue's keys
+The caller emptied the queue first (in bounded batches) or found it empty; this refuses if any
+task is left (one may have arrived meanwhile). UNLINK frees memory off the main thread. The queue's
+name leaves the global queue set in a separate command (another cluster slot); its daily counters
+expire on their own.
+KEYS[1] pending  KEYS[2] lease  KEYS[3] scheduled  KEYS[4] retry  KEYS[5] archived
+KEYS[6] completed  KEYS[7] t  KEYS[8] paused  KEYS[9] wake  KEYS[10] tick
+KEYS[11] processed  KEYS[12] failed  KEYS[13] trimmed
+Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
+of removed tasks ('') counts as empty (up to 1000 of them are looked at).
+]]
+local left = redis.call('LLEN', KEYS[1])
+if left > 0 and left <= 1000 then
+  for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+    if id == '' then
+      left = left - 1
+    end
+  end
+end
+for i = 2, 6 do
+  left = left + redis.call('ZCARD', KEYS[i])
+end
+if left > 0 then
+  return -7
+end
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
+  KEYS[10], KEYS[11], KEYS[12], KEYS[13])
+return 1

@@ -1,0 +1,15 @@
+--- check_state(tkey, container, state, id): the task's stored value if it is in ``state``, else
+--- nil and a code: 0 = no such task (a stale zset entry is removed on the way), -5 = another state.
+local function check_state(tkey, container, state, id)
+  local v = redis.call('HGET', tkey, id)
+  if not v then
+    if state ~= 'p' then
+      redis.call('ZREM', container, id)
+    end
+    return nil, 0
+  end
+  if string.sub(v, 1, 1) ~= state then
+    return nil, -5
+  end
+  return v, 1
+end

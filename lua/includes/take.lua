@@ -1,0 +1,57 @@
+--- @include "state"
+--- take(container, state, id, window, hint): remove a task's id from the list or zset of its state
+--- (the caller has checked the task's state char). A zset member goes with ZREM. A pending id is
+--- looked for at most ``window`` places from each end of the list (LPOS ... MAXLEN, then LREM from
+--- that end: O(window)), never by a scan of the whole list. An id deeper in a long list is located
+--- by the caller, who passes its index as ``hint`` (-1 = none): the HINT_SPAN ids from there (the
+--- id has moved right by as many tasks as were enqueued since it was located) are read instead, and
+--- the id is overwritten in place with the placeholder '' (LSET: one hop per list node), which
+--- workers (no task data under '') and listings skip.
+--- Returns true if the id was removed, false if it was not found.
+local HINT_SPAN = 2000
+local function take(container, state, id, window, hint)
+  if state ~= 'p' then
+    return redis.call('ZREM', container, id) == 1
+  end
+  if hint >= 0 then
+    local ids = redis.call('LRANGE', container, hint, hint + HINT_SPAN - 1)
+    for i, v in ipairs(ids) do
+      if v == id then
+        redis.call('LSET', container, hint + i - 1, '')
+        return true
+      end
+    end
+    return false
+  end
+  if redis.call('LPOS', container, id, 'RANK', -1, 'MAXLEN', window) then
+    redis.call('LREM', container, -1, id)
+    return true
+  end
+  if redis.call('LPOS', container, id, 'MAXLEN', window) then
+    redis.call('LREM', container, 1, id)
+    return true
+  end
+  return false
+end
+
+--- take_each(tkey, container, state, window, first, lock_base, act): the loop of the operator
+--- scripts over ARGV's (id, hint) pairs from index ``first``: for each task still in ``state``,
+--- take it out of ``container`` and call act(id, stored value, its lock key), the lock key being
+--- KEYS[lock_base + n] for the n-th pair. Returns one code per task: 1 = done, 0 = no such task,
+--- -5 = in another state, -6 = a pending id not found (no usable hint).
+local function take_each(tkey, container, state, window, first, lock_base, act)
+  local out = {}
+  for i = first, #ARGV, 2 do
+    local id, hint = ARGV[i], tonumber(ARGV[i + 1])
+    local v, code = check_state(tkey, container, state, id)
+    if v then
+      if take(container, state, id, window, hint) or hint == -2 then
+        act(id, v, KEYS[lock_base + (i - first) / 2 + 1])
+      else
+        code = -6
+      end
+    end
+    out[#out + 1] = code
+  end
+  return out
+end

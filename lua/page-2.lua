@@ -1,0 +1,43 @@
+--[[ page: read one page of the tasks in one state (read-only; O(log N + page size))
+Ranks count from the end tasks leave first: the pending list is read from its right end (the
+oldest task, next to run), zsets by ascending score (ARGV[2] 'asc': next due, next lease expiry)
+or descending (ARGV[2] 'desc': newest archived or completed first).
+KEYS[1] container  the state's list (pending) or zset (lease, scheduled, retry, archived, completed)
+KEYS[2] t          tasks hash
+ARGV[1] kind       'list' or 'zset'
+ARGV[2] order      'asc' or 'desc' (zsets only)
+ARGV[3] start      first rank (0-based)
+ARGV[4] stop       last rank (inclusive)
+ARGV[5] values     '1' = return each task's stored value, '0' = ids only
+Returns {id1, score1, value1, id2, ...}: score '' for the list; value false when the task's data
+is gone (or not asked for). A pending id '' is the placeholder of a removed task: skipped.
+]]
+local start, stop = tonumber(ARGV[3]), tonumber(ARGV[4])
+local ids, scores = {}, {}
+if ARGV[1] == 'list' then
+  local got = redis.call('LRANGE', KEYS[1], -1 - stop, -1 - start)
+  for i = #got, 1, -1 do
+    ids[#ids + 1] = got[i]
+    scores[#scores + 1] = ''
+  end
+else
+  local got
+  if ARGV[2] == 'desc' then
+    got = redis.call('ZRANGE', KEYS[1], start, stop, 'REV', 'WITHSCORES')
+  else
+    got = redis.call('ZRANGE', KEYS[1], start, stop, 'WITHSCORES')
+  end
+  for i = 1, #got, 2 do
+    ids[#ids + 1] = got[i]
+    scores[#scores + 1] = got[i + 1]
+  end
+end
+local out = {}
+for i, id in ipairs(ids) do
+  if id ~= '' then
+    out[#out + 1] = id
+    out[#out + 1] = scores[i]
+    out[#out + 1] = ARGV[5] == '1' and redis.call('HGET', KEYS[2], id) or false
+  end
+end
+return out

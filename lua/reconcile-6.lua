@@ -1,0 +1,44 @@
+--[[ reconcile: one step of the consistency sweep (the janitor) — a task whose hash entry is not
+in the container its state names is put back there, so nothing stays stuck after keys were
+removed or corrupted by hand:
+  'a' without a lease      -> lease expiring now (the recoverer retries or archives it)
+  's' / 'r' not in its zset -> due now (the forwarder makes it pending)
+  'x' / 'c' not in its zset -> archived now / expiring now
+  any other first byte     -> archived as is (state 'x' + the bytes found), for inspection
+A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))
+and is not checked. Cost: one HSCAN step of ~ARGV[2] entries.
+KEYS[1] t          tasks hash
+KEYS[2] lease      lease zset
+KEYS[3] scheduled  scheduled zset
+KEYS[4] retry      retry zset
+KEYS[5] archived   archived zset
+KEYS[6] completed  completed zset
+ARGV[1] cursor     HSCAN cursor ('0' starts a sweep)
+ARGV[2] count      HSCAN COUNT hint
+ARGV[3] now        '' = Redis time; else a simulated time in ms
+Returns {next_cursor ('0' = sweep done), id1, what1, id2, what2, ...} for each entry repaired.
+]]
+--- @include "now"
+local now = now_ms(ARGV[3])
+local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6]}
+local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', tonumber(ARGV[2]))
+local out = {page[1]}
+local entries = page[2]
+for i = 1, #entries, 2 do
+  local id, v = entries[i], entries[i + 1]
+  local st = string.sub(v, 1, 1)
+  if st ~= 'p' then
+    local zset = zsets[st]
+    if zset == nil then
+      redis.call('HSET', KEYS[1], id, 'x' .. v)
+      redis.call('ZADD', KEYS[5], now, id)
+      out[#out + 1] = id
+      out[#out + 1] = 'unknown state, archived'
+    elseif not redis.call('ZSCORE', zset, id) then
+      redis.call('ZADD', zset, now, id)
+      out[#out + 1] = id
+      out[#out + 1] = 'state ' .. st .. ' but not in its set, put back'
+    end
+  end
+end
+return out

@@ -1,0 +1,33 @@
+--[[ run_tasks: scheduled|retry|archived -> pending, by an operator ("run now")
+Moves each given task that is still in the expected state to the head of pending (it runs after
+the tasks already waiting), message unchanged (an archived task keeps its retry count: if it fails
+again with no retries left, it is archived again). Leaves a wake-up token so an idle worker takes
+it at once. One task or a batch of at most ~1000 (run_all loops in Python).
+An archived task's uniqueness lock was released when it was archived and is not taken again.
+KEYS[1] t          tasks hash
+KEYS[2] container  the state's zset (scheduled, retry, archived)
+KEYS[3] pending    pending list
+KEYS[4] wake       wake-up list idle workers block on
+ARGV[1] state      state char the tasks must be in: s r x
+ARGV[2..] ids
+Returns one code per task: 1 = now pending, 0 = no such task, -5 = in another state.
+]]
+--- @include "state"
+--- @include "signal"
+local state = ARGV[1]
+local out, moved = {}, 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local v, code = check_state(KEYS[1], KEYS[2], state, id)
+  if v then
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HSET', KEYS[1], id, 'p' .. string.sub(v, 2))
+    redis.call('LPUSH', KEYS[3], id)
+    moved = moved + 1
+  end
+  out[#out + 1] = code
+end
+if moved > 0 then
+  signal(KEYS[4])
+end
+return out

@@ -1,0 +1,33 @@
+--[[ stats: read a queue's counts per state, its counters and its oldest pending task in one atomic
+snapshot (read-only; O(1): LLEN/ZCARD/GET and a look at the last few pending ids)
+KEYS[1] pending  KEYS[2] lease  KEYS[3] scheduled  KEYS[4] retry  KEYS[5] archived
+KEYS[6] completed  KEYS[7] paused  KEYS[8] processed  KEYS[9] failed
+KEYS[10] processed_day  KEYS[11] failed_day
+KEYS[12] t         tasks hash (to read the oldest pending task)
+KEYS[13] trimmed   lifetime count of archived tasks deleted by the archive limits
+ARGV[1] now        '' = Redis time; else a simulated time in ms
+Returns {pending, active, scheduled, retry, archived, completed, paused (0/1),
+         processed, failed, processed_today, failed_today, trimmed, now, oldest}:
+oldest = the stored value of the oldest pending task (the right end of the list; the last 10 ids
+are looked at, skipping placeholders of removed tasks), false when none.
+]]
+--- @include "now"
+local function int(key)
+  return tonumber(redis.call('GET', key) or '0')
+end
+local oldest = false
+local tail = redis.call('LRANGE', KEYS[1], -10, -1)
+for i = #tail, 1, -1 do
+  if tail[i] ~= '' then
+    oldest = redis.call('HGET', KEYS[12], tail[i])
+    if oldest then
+      break
+    end
+  end
+end
+return {
+  redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
+  redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6]),
+  redis.call('EXISTS', KEYS[7]), int(KEYS[8]), int(KEYS[9]), int(KEYS[10]), int(KEYS[11]),
+  int(KEYS[13]), now_ms(ARGV[1]), oldest,
+}

@@ -1,0 +1,246 @@
+"""The audit every fault scenario ends with, and the pieces the scenarios share: a pool of worker
+processes that can be killed and replaced, and a producer that retries until each enqueue is
+acknowledged.
+
+The audit reads the Redis under test directly (the key schema of docs/architecture.md) and the
+recorder's start/end records, and checks, for every task id a producer saw acknowledged:
+- it is still in Redis (nothing lost): completed, archived with a reason, or still queued;
+- its stored state agrees with exactly one state container (the hash's state char and
+  membership of pending / lease / scheduled / retry / archived / completed);
+- it never started after it had completed;
+- it started at most 1 + retried times, and each re-run of a task that was never made to fail
+  is explained by a recorded lease expiry (retried > 0 with a "lease" reason).
+
+After a failover (``failover_at``) two more outcomes are documented, so counted, not errors: a
+task acknowledged but absent (``lost_ok``: an enqueue the dead master had not yet replicated) and
+an attempt started twice, the first time before the failover (a dequeue the dead master had not
+replicated: the task was pending again on the promoted replica).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from asynqpy import Client
+from asynqpy.codec import decode
+from asynqpy.connection import sync_client
+from asynqpy.errors import NotReplicatedError, TaskIdConflictError
+from asynqpy.keys import queue_keys
+
+TESTS = Path(__file__).resolve().parent.parent
+ROOT = TESTS.parent
+CONTAINERS = {"p": "pending", "a": "lease", "s": "scheduled", "r": "retry", "x": "archived", "c": "completed"}
+
+
+@dataclass
+class Report:
+    """What the audit found (figures for the closing note) and what it found wrong."""
+
+    acked: int = 0
+    states: Counter[str] = field(default_factory=Counter)
+    starts: int = 0
+    reruns: int = 0  # starts beyond the first, over all tasks
+    lease_reruns: int = 0  # tasks re-run because a lease expired
+    lost: int = 0  # acknowledged enqueues absent after a failover (only counted with lost_ok)
+    failover_reruns: int = 0  # attempts started again because a failover lost their dequeue
+    errors: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        s = ", ".join(f"{k} {v}" for k, v in sorted(self.states.items()))
+        return (f"acked {self.acked}: {s}; starts {self.starts}, re-runs {self.reruns} "
+                f"(lease expiries on {self.lease_reruns} tasks, lost dequeues on {self.failover_reruns}); "
+                f"lost {self.lost}; problems {len(self.errors)}")
+
+    def add(self, other: Report) -> None:
+        """Merge another queue's report into this one."""
+        self.acked += other.acked
+        self.states.update(other.states)
+        for name in ("starts", "reruns", "lease_reruns", "lost", "failover_reruns"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors += other.errors
+
+
+def _records(rec: redis.Redis, key: str) -> dict[str, list[tuple[int, float, int]]]:
+    out: dict[str, list[tuple[int, float, int]]] = defaultdict(list)
+    for raw in rec.lrange(key, 0, -1):
+        id, attempt, t, pid = raw.decode().split("|")
+        out[id].append((int(attempt), float(t), int(pid)))
+    return out
+
+
+def _rerun_before(runs: list[tuple[int, float, int]], extra: int, before: float) -> bool:
+    """Are ``extra`` surplus starts explained by attempts started twice, first before ``before``?"""
+    by_attempt: dict[int, list[float]] = defaultdict(list)
+    for attempt, t, _ in runs:
+        by_attempt[attempt].append(t)
+    twice = sum(len(ts) - 1 for ts in by_attempt.values() if len(ts) > 1 and min(ts) < before)
+    return twice >= extra
+
+
+def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "default",
+          drained: bool = True, failover_at: float | None = None, lost_ok: bool = False) -> Report:
+    """Audit ``acked`` (task id -> planned failures) in ``queue``. ``drained``: every task must
+    have finished (completed, or archived with a reason). ``failover_at`` (Unix time the new
+    master took over) and ``lost_ok``: see the module docstring."""
+    r = sync_client(url)
+    q = queue_keys(queue)
+    rep = Report(acked=len(acked))
+    starts = _records(rec, "starts")
+    members = {
+        "pending": {x.decode() for x in r.lrange(q.pending, 0, -1)},
+        **{name: {x.decode() for x in r.zrange(getattr(q, attr), 0, -1)}
+           for name, attr in (("lease", "lease"), ("scheduled", "scheduled"), ("retry", "retry"),
+                              ("archived", "archived"), ("completed", "completed"))},
+    }
+    values = r.hmget(q.tasks, list(acked)) if acked else []
+    for (id, planned), value in zip(acked.items(), values):
+        if value is None:
+            if lost_ok:
+                rep.lost += 1
+            else:
+                rep.errors.append(f"{id}: lost (acknowledged, not in Redis)")
+            continue
+        st = value[:1].decode(errors="replace")
+        rep.states[st] += 1
+        inside = [name for name, ids in members.items() if id in ids]
+        if inside != [CONTAINERS.get(st, "?")]:
+            rep.errors.append(f"{id}: state {st!r} but found in {inside}")
+        msg = decode(value[9:] if st == "a" else value[1:])
+        if drained and st not in "cx":
+            rep.errors.append(f"{id}: not finished (state {st!r})")
+        if st == "x" and not msg.last_error:
+            rep.errors.append(f"{id}: archived without a reason")
+        runs = starts.get(id, [])
+        rep.starts += len(runs)
+        rep.reruns += max(0, len(runs) - 1)
+        if st == "c":
+            if not runs:
+                rep.errors.append(f"{id}: completed but never started")
+            late = [t for _, t, _ in runs if t * 1000 > msg.completed_at_ms + 50]
+            if late:
+                rep.errors.append(f"{id}: started after it completed ({len(late)} times, "
+                                  f"{max(late) * 1000 - msg.completed_at_ms:.0f} ms after)")
+        if len(runs) > 1 + msg.retried:
+            if failover_at is not None and _rerun_before(runs, len(runs) - 1 - msg.retried, failover_at):
+                rep.failover_reruns += 1
+            else:
+                rep.errors.append(f"{id}: {len(runs)} starts but only {msg.retried} retries recorded")
+        if msg.retried > planned:
+            rep.lease_reruns += 1
+            if planned == 0 and "lease" not in msg.last_error:
+                rep.errors.append(f"{id}: re-run without a recorded lease expiry ({msg.last_error!r})")
+    return rep
+
+
+class Workers:
+    """``n`` ``asynqpy worker`` processes serving fault_workers:mux, each replaceable."""
+
+    def __init__(self, url: str, recorder_url: str, n: int, *args: str, log_dir: Path) -> None:
+        self.url, self.recorder_url, self.args, self.log_dir = url, recorder_url, args, log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = 0
+        for _ in range(n):
+            self.procs.append(self._start())
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        env = dict(os.environ, ASYNQPY_RECORDER_URL=self.recorder_url,
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+        self.started += 1
+        log = open(self.log_dir / f"worker-{self.started}.log", "wb")
+        cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", "fault_workers:mux",
+               "--redis-url", self.url, *self.args]
+        return subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+
+    def replace(self, i: int, how: str) -> None:
+        """Stop worker ``i`` by ``how`` ("kill": SIGKILL; "term-kill": SIGTERM, then SIGKILL while
+        it shuts down) and start a new one in its place."""
+        p = self.procs[i]
+        if how == "term-kill":
+            p.send_signal(signal.SIGTERM)
+            time.sleep(random.uniform(0.01, 0.3))
+        p.kill()
+        p.wait(10)
+        self.procs[i] = self._start()
+
+    def logs(self) -> str:
+        return "\n".join(f.read_text(errors="replace") for f in sorted(self.log_dir.glob("worker-*.log")))
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any]]], acked: dict[str, int],
+            pause: float = 0.0, patience: float = 30.0) -> None:
+    """Enqueue (id, payload, options) one by one with caller ids, retrying each until Redis
+    acknowledges it (a TaskIdConflictError on a retry means an earlier attempt was stored; a
+    NotReplicatedError means it was stored on the master but not confirmed by its replicas)."""
+    for id, payload, options in tasks:
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                client.enqueue("job", payload, task_id=id, **options)
+                break
+            except TaskIdConflictError:
+                break
+            except (redis.RedisError, OSError, NotReplicatedError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        acked[id] = payload.get("fail", 0)
+        if pause:
+            time.sleep(pause)
+
+
+def mixed_tasks(n: int, prefix: str = "t", seed: int = 7) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``n`` tasks: most succeed after 0-30 ms; 10 % fail once then succeed (retry after 0.1 s);
+    5 % fail with no retries left (archived). Completed tasks are kept (retention) for the audit."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        x = rnd.random()
+        payload: dict[str, Any] = {"ms": rnd.randint(0, 30)}
+        options: dict[str, Any] = {"retention": 3600, "retry_delay": 0.1}
+        if x < 0.10:
+            payload["fail"] = 1
+        elif x < 0.15:
+            payload["fail"] = 1
+            options["max_retry"] = 0
+        out.append((f"{prefix}{i}", payload, options))
+    return out
+
+
+def wait_finished(url: str, n: int, timeout: float, queue: str = "default") -> None:
+    """Wait until ``n`` tasks of ``queue`` are completed or archived."""
+    r = sync_client(url)
+    q = queue_keys(queue)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done = r.zcard(q.completed) + r.zcard(q.archived)
+            if done >= n:
+                return
+        except redis.ConnectionError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {done} of {n} tasks finished within {timeout}s")
+        time.sleep(0.05)

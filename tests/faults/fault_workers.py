@@ -1,0 +1,39 @@
+"""The handler run by worker processes in the fault-injection tests.
+
+``job`` records every start and every end in a *separate* redis-server (the recorder, URL in
+$ASYNQPY_RECORDER_URL), so the record survives whatever happens to the Redis under test. Payload:
+``{"ms": how long to work, "fail": how many first attempts raise}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+import redis.asyncio as aredis
+
+from asynqpy import ServeMux, Task
+
+mux = ServeMux()
+_rec: aredis.Redis | None = None
+
+
+def recorder() -> aredis.Redis:
+    global _rec
+    if _rec is None:
+        _rec = aredis.Redis.from_url(os.environ["ASYNQPY_RECORDER_URL"])
+    return _rec
+
+
+@mux.handle("job")
+async def job(task: Task) -> None:
+    """Works for ``ms`` milliseconds; the first ``fail`` attempts raise."""
+    p: dict[str, Any] = task.payload
+    await recorder().rpush("starts", f"{task.id}|{task.retry_count}|{time.time():.6f}|{os.getpid()}")
+    if p.get("ms"):
+        await asyncio.sleep(p["ms"] / 1000)
+    if task.retry_count < p.get("fail", 0):
+        raise RuntimeError("planned failure")
+    await recorder().rpush("ends", f"{task.id}|{task.retry_count}|{time.time():.6f}|{os.getpid()}")

@@ -1,0 +1,235 @@
+"""The inspection CLI (stats, queue, task, server) through click's runner against the real
+redis-server: output content in 80 columns, --json parses, exit codes and one-line errors, URLs
+with user:password and rediss:// (TLS)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from asynqpy import Client, Inspector, ServeMux, Server, Task
+from asynqpy.broker import Broker
+from asynqpy.cli.main import main
+from asynqpy.executor import SyncExecutor
+from helpers import wait_sync
+from redisproc import RedisProcess, free_port
+
+pytestmark = pytest.mark.real
+
+
+def run(url: str, *args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, [*args, "--redis-url", url])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def ok(url: str, *args: str) -> str:
+    code, out, err = run(url, *args)
+    assert code == 0, (args, out, err)
+    assert all(len(line) <= 80 for line in out.splitlines()), out  # fits an 80-column terminal
+    return out
+
+
+def as_json(url: str, *args: str) -> Any:
+    code, out, err = run(url, *args, "--json")
+    assert code == 0, (args, out, err)
+    return json.loads(out)
+
+
+def fails(url: str, *args: str, message: str) -> None:
+    code, out, err = run(url, *args)
+    assert code == 2, (args, out, err)
+    assert err.count("\n") == 1 and err.startswith("asynqpy: error: ") and message in err, err
+    assert "Traceback" not in err
+
+
+@pytest.fixture
+def seeded(redis_url: str) -> Iterator[dict[str, str]]:
+    """critical: 42 pending email tasks; default: 1 scheduled (bytes payload), 1 retry, 1
+    archived, 1 completed (result), 1 active (leased by hand)."""
+    b, x = Broker(), SyncExecutor(redis.Redis.from_url(redis_url))
+    with Client(redis_url) as c:
+        c.enqueue_many([("email:deliver", {"user_id": i, "template": "welcome-" + "x" * 40}) for i in range(42)],
+                       queue="critical")
+        ids = {"active": c.enqueue("slow", {"n": 1}, task_id="act-1").id}
+        x.run(b.dequeue("default", 1, 60_000, "tok00000"))
+        ids["scheduled"] = c.enqueue("image:resize", b"\x89PNG\r\n" + bytes(60), process_in=300).id
+        ids["retry"] = c.enqueue("flaky", {"n": 2}, task_id="ret-1").id
+        ids["archived"] = c.enqueue("doomed", {"n": 3}, task_id="arc-1").id
+        ids["completed"] = c.enqueue("ok", None, task_id="done-1", retention=3600).id
+    from asynqpy.codec import Message
+
+    x.run(b.dequeue("default", 3, 60_000, "tok11111"))
+    x.run(b.retry("default", "ret-1", "tok11111", Message("flaky", {"n": 2}, retried=1, last_error="Boom: x"), 60_000))
+    x.run(b.archive("default", "arc-1", "tok11111", Message("doomed", {"n": 3}, last_error="Fatal: " + "y" * 200),
+                    10_000, 86_400_000))
+    x.run(b.complete("default", "done-1", "tok11111", Message("ok", retention_ms=3_600_000, result={"rows": 12})))
+    yield ids
+
+
+def test_stats_and_queue_commands(redis_url: str, seeded: dict[str, str]) -> None:
+    u = redis_url
+    ok(u, "queue", "pause", "critical")
+    out = ok(u, "stats")
+    assert "critical (paused)" in out and "42" in out and "Redis 7" in out and "processed 3, failed 2" in out
+    rows = {r["queue"]: r for r in as_json(u, "stats")}
+    assert rows["default"]["scheduled"] == 1 and rows["critical"]["size"] == 42 and rows["critical"]["paused"]
+    assert ok(u, "queue", "ls").split() == ["critical", "default"]
+    assert as_json(u, "queue", "ls") == ["critical", "default"]
+    out = ok(u, "queue", "inspect", "default", "critical")
+    assert "default (running)" in out and "critical (paused)" in out and "retry 1 · archived 1 · completed 1" in out
+    [info] = as_json(u, "queue", "inspect", "default")
+    assert (info["active"], info["failed_today"], info["trimmed"]) == (1, 2, 0) and info["memory_bytes"] > 0
+    out = ok(u, "queue", "history", "default", "--days", "2")
+    assert "66.7%" in out and out.count("\n") == 3
+    hist = as_json(u, "queue", "history", "default")
+    assert len(hist["default"]) == 7 and hist["default"][0]["processed"] == 3
+    assert ok(u, "queue", "pause", "critical") == "queue critical was already paused\n"
+    assert ok(u, "queue", "unpause", "critical") == "unpaused queue critical\n"
+    assert not Inspector(u).queue_info("critical").paused
+    fails(u, "queue", "rm", "critical", message="holds 42 task(s): empty it first or use --force")
+    assert ok(u, "queue", "rm", "critical", "--force") == "removed queue critical\n"
+    fails(u, "queue", "inspect", "critical", message="queue 'critical' not found")
+    fails(u, "queue", "rm", "default", "--force", message="1 active task(s)")
+    fails(u, "queue", "history", "nope", message="queue 'nope' not found")
+    fails(u, "queue", "pause", "bad queue", message="invalid queue name")
+
+
+def test_task_ls_every_state_paging_full_and_json(redis_url: str, seeded: dict[str, str]) -> None:
+    u = redis_url
+    out = ok(u, "task", "ls", "-q", "critical", "-s", "pending", "--size", "10", "--page", "2")
+    assert out.count("email:deliver") == 10 and '{"user_id": 10,' in out and "…" in out
+    assert "pending 11-20 of 42 in queue critical · page 2" in out
+    full = ok(u, "task", "ls", "-q", "critical", "-s", "pending", "--size", "1", "--full")
+    assert "welcome-" + "x" * 20 in full.replace("\n", "").replace(" ", "")
+    assert "no pending tasks in queue critical on page 9" in ok(u, "task", "ls", "-q", "critical", "-s", "pending",
+                                                                "--page", "9")
+    for state, needle in (("active", "act-1"), ("scheduled", "b'\\x89PNG"), ("retry", "Boom: x"),
+                          ("archived", "Fatal: yyy"), ("completed", '{"rows": 12}')):
+        out = ok(u, "task", "ls", "-q", "default", "-s", state)
+        assert seeded[state] in out and needle in out, (state, out)
+    tasks = as_json(u, "task", "ls", "-q", "default", "-s", "scheduled")
+    assert tasks[0]["payload"]["base64"].startswith("iVBORw0K") and tasks[0]["state"] == "scheduled"
+    assert len(as_json(u, "task", "ls", "-q", "critical", "-s", "pending", "--size", "1000")) == 42
+    fails(u, "task", "ls", "-q", "default", "-s", "bogus", message="unknown task state 'bogus'")
+    fails(u, "task", "ls", "-q", "nope", "-s", "pending", message="queue 'nope' not found")
+
+
+def test_task_inspect_and_actions(redis_url: str, seeded: dict[str, str]) -> None:
+    u = redis_url
+    flat = "".join(ok(u, "task", "inspect", "-q", "default", "--id", "arc-1").split())  # rich wraps long text
+    assert "statearchived" in flat and "typedoomed" in flat and "Fatal:yyy" in flat and "y" * 200 not in flat
+    flat = "".join(ok(u, "task", "inspect", "-q", "default", "--id", "arc-1", "--full").split())
+    assert "Fatal:" + "y" * 200 in flat
+    info = as_json(u, "task", "inspect", "-q", "default", "--id", "done-1")
+    assert info["state"] == "completed" and info["result"] == {"rows": 12}
+    fails(u, "task", "inspect", "-q", "default", "--id", "nope", message="task 'nope' not found in queue 'default'")
+    fails(u, "task", "delete", "-q", "default", "--id", "act-1", message="it is active (running): cancel it instead")
+    fails(u, "task", "run", "-q", "critical", "--id", as_json(u, "task", "ls", "-q", "critical", "-s", "pending")[0]["id"],
+          message="already pending")
+    fails(u, "task", "archive", "-q", "default", "--id", "done-1", message="it is completed")
+    assert ok(u, "task", "run", "-q", "default", "--id", "arc-1") == "moved to pending: task arc-1 (queue default)\n"
+    assert ok(u, "task", "archive", "-q", "default", "--id", "ret-1") == "archived task ret-1 (queue default)\n"
+    assert ok(u, "task", "delete", "-q", "default", "--id", "ret-1") == "deleted task ret-1 (queue default)\n"
+    assert ok(u, "task", "archiveall", "-q", "critical", "-s", "pending") == \
+        "archived 42 pending task(s) in queue critical\n"
+    assert ok(u, "task", "runall", "-q", "critical", "-s", "archived") == \
+        "moved to pending: 42 archived task(s) in queue critical\n"
+    assert ok(u, "task", "deleteall", "-q", "critical", "-s", "pending") == \
+        "deleted 42 pending task(s) in queue critical\n"
+    fails(u, "task", "runall", "-q", "default", "-s", "pending", message="cannot run all pending tasks")
+    fails(u, "task", "deleteall", "-q", "nope", "-s", "pending", message="queue 'nope' not found")
+
+
+def test_task_cancel(redis_url: str, seeded: dict[str, str]) -> None:
+    u = redis_url
+    out = ok(u, "task", "cancel", "act-1")
+    assert out == "cancelled task act-1 in queue default (archived; `task run` reruns it)\n"
+    info = Inspector(u).task_info("default", "act-1")
+    assert info.state.value == "archived" and info.last_error == "cancelled by an operator"
+    fails(u, "task", "cancel", "act-1", "-q", "default", message="it is archived; only an active")
+    fails(u, "task", "cancel", "nope", message="task 'nope' not found in any queue")
+
+
+def test_server_ls(redis_url: str) -> None:
+    assert ok(redis_url, "server", "ls") == "no live servers\n"
+    assert as_json(redis_url, "server", "ls") == []
+    mux = ServeMux()
+    started = threading.Event()
+
+    @mux.handle("slow")
+    async def slow(task: Task) -> None:
+        started.set()
+        await asyncio.sleep(20)
+
+    srv = Server(redis_url, queues={"default": 3, "low": 1}, concurrency=7, heartbeat_interval=0.2,
+                 shutdown_timeout=0)
+    t = threading.Thread(target=lambda: asyncio.run(srv.arun(mux)), daemon=True)
+    t.start()
+    try:
+        with Client(redis_url) as c:
+            id = c.enqueue("slow", timeout=60).id
+        wait_sync(started.is_set, 10)
+        insp = Inspector(redis_url)
+        wait_sync(lambda: any(s.active for s in insp.servers()), 10)
+        out = ok(redis_url, "server", "ls")
+        assert "1/7" in out and "default=3, low=1" in out and id in out and "in 59s" in out
+        [s] = as_json(redis_url, "server", "ls")
+        assert s["concurrency"] == 7 and s["active"][0]["task_id"] == id and s["queues"] == {"default": 3, "low": 1}
+    finally:
+        srv.stop()
+        t.join(15)
+
+
+def test_unreachable_redis_for_every_command_group() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    for args in (["stats"], ["queue", "ls"], ["queue", "inspect", "q"], ["task", "ls", "-q", "q", "-s", "pending"],
+                 ["task", "cancel", "x"], ["task", "deleteall", "-q", "q", "-s", "retry"], ["server", "ls"]):
+        fails(url, *args, message="cannot reach Redis")
+
+
+def test_user_and_password_in_the_url(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    r.acl_setuser("operator", enabled=True, passwords=["+s3cret"], keys=["*"], channels=["*"], commands=["+@all"])
+    try:
+        port = redis_url.rsplit(":", 1)[1].split("/")[0]
+        with Client(redis_url) as c:
+            c.enqueue("t", queue="acl")
+        good = f"redis://operator:s3cret@127.0.0.1:{port}/0"
+        assert "acl" in ok(good, "queue", "ls")
+        fails(f"redis://operator:wrong@127.0.0.1:{port}/0", "queue", "ls", message="Redis refused the credentials")
+    finally:
+        r.acl_deluser("operator")
+
+
+def _tls_files(d: Path) -> None:
+    subj = ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout",
+                    str(d / "key.pem"), "-out", str(d / "cert.pem"), *subj], check=True, capture_output=True,
+                   timeout=60)
+
+
+def test_rediss_tls_url(tmp_path: Path) -> None:
+    _tls_files(tmp_path)
+    tls_port = free_port()
+    server = RedisProcess("--tls-port", str(tls_port), "--tls-cert-file", str(tmp_path / "cert.pem"),
+                          "--tls-key-file", str(tmp_path / "key.pem"), "--tls-ca-cert-file", str(tmp_path / "cert.pem"),
+                          "--tls-auth-clients", "no")
+    try:
+        url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={tmp_path / 'cert.pem'}"
+        code, out, err = run(url, "enqueue", "t", "--queue", "secure")
+        assert code == 0, err
+        assert "secure" in ok(url, "stats")
+        plain = f"redis://127.0.0.1:{tls_port}/0"  # a plain client on the TLS port does not get through
+        code, _, err = run(plain, "queue", "ls")
+        assert code == 2 and err.startswith("asynqpy: error:")
+    finally:
+        server.stop()

@@ -1,0 +1,405 @@
+"""TLS, AUTH and the minimal ACL documented in the README, against redis-servers started here (TLS
+with a CA and certificates made with openssl at test time; ACL users made from the README's own
+ACL SETUSER lines), and stopped at the end of the module."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, SkipRetry, Task, TaskState
+from asynqpy.broker import Broker
+from asynqpy.cli.main import main as cli
+from asynqpy.executor import SyncExecutor
+from asynqpy.scripts import load_scripts
+from helpers import ROOT, serving, start_worker, until, wait_sync
+from redisproc import RedisCluster, RedisProcess, TlsFiles, make_tls_files
+
+ADMIN_PW = "admin-pw"
+ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
+    "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause"},
+    "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
+               "drop", "expire", "trim", "reconcile"},
+    "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
+                  "drop_queue"},
+}
+CLUSTER_EXTRA = ["+cluster|slots", "+command"]
+
+
+def documented_acl() -> dict[str, list[str]]:
+    """role -> the ACL SETUSER rules the README documents for it."""
+    text = (ROOT / "README.md").read_text()
+    return {m[1]: m[2].split() for m in re.finditer(r"^ACL SETUSER asynqpy-(\w+) (.+)$", text, re.MULTILINE)}
+
+
+def create_users(admin: redis.Redis, extra: list[str] | None = None) -> None:
+    for role, rules in documented_acl().items():
+        rules = [f">{role}-pw" if r.startswith(">") else r for r in rules]
+        admin.execute_command("ACL", "SETUSER", f"asynqpy-{role}", *rules, *(extra or []))
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(cli, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+def _need(exe: str) -> None:
+    if shutil.which(exe) is None:
+        pytest.fail(f"{exe} is required for the security tests")
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    _need("openssl")
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def tls_server(tls_files: TlsFiles) -> Iterator[RedisProcess]:
+    """TLS only, client certificates required, and a password for the default user."""
+    _need("redis-server")
+    proc = RedisProcess(tls=tls_files, password=ADMIN_PW)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def acl_server() -> Iterator[RedisProcess]:
+    """A password for the default user, and the README's three users (password '<role>-pw')."""
+    _need("redis-server")
+    proc = RedisProcess(password=ADMIN_PW)
+    create_users(proc.admin())
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def tls(tls_server: RedisProcess) -> RedisProcess:
+    tls_server.admin().flushall()
+    return tls_server
+
+
+@pytest.fixture
+def acl(acl_server: RedisProcess) -> RedisProcess:
+    admin = acl_server.admin()
+    admin.flushall()
+    admin.execute_command("ACL", "LOG", "RESET")
+    return acl_server
+
+
+def idle_waits(admin: redis.Redis) -> int:
+    """Connections blocked in BLPOP: a server's forwarder and, once its fetcher is idle, its
+    pipelined idle wait (which shutdown must then end with CLIENT UNBLOCK)."""
+    return sum(1 for c in admin.client_list() if c["cmd"] == "blpop" and "b" in c["flags"])
+
+
+def role_url(server: RedisProcess, role: str) -> str:
+    return server.url_for(f"asynqpy-{role}", f"{role}-pw")
+
+
+# -- TLS ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_client_worker_and_inspector_over_tls(tls: RedisProcess) -> None:
+    url = tls.url
+    admin = tls.admin()
+    admin.config_resetstat()
+    client = Client(url)
+    client.enqueue("t", 1)
+    client.enqueue_many([("t", 2), ("t", 3)])
+    client.enqueue("t", 4, process_in=0.05)
+    ran: list[int] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    async def main() -> None:
+        async with AsyncClient(url) as ac:
+            await ac.enqueue("t", 5)
+        async with serving(url, mux, idle_timeout=2):
+            await until(lambda: sorted(ran) == [1, 2, 3, 4, 5] and idle_waits(admin) == 2)
+            client.enqueue("t", 6)  # wakes the idle wait on its dedicated TLS connection
+            await until(lambda: len(ran) == 6 and idle_waits(admin) == 2)  # stopping it takes CLIENT UNBLOCK
+
+    asyncio.run(main())
+    stats = admin.info("commandstats")
+    # the pipelined idle wait ran on its own connection and was unblocked at shutdown, over TLS
+    assert stats["cmdstat_client|id"]["calls"] >= 1 and stats["cmdstat_client|unblock"]["calls"] >= 1
+    assert all(c["user"] == "default" for c in admin.client_list())
+    insp = Inspector(url)
+    s = insp.stats("default")
+    assert (s.processed, s.pending, s.failed) == (6, 0, 0)
+    insp.pause("default")
+    assert insp.stats("default").paused and insp.unpause("default")
+    insp.close()
+    client.close()
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_cli_worker_and_enqueue_over_tls_with_a_signing_key_file(tls: RedisProcess, tmp_path: Path) -> None:
+    key_file = tmp_path / "asynqpy.key"
+    key_file.write_text("# current key\n" + "ab" * 32 + "\n")
+    for i in range(3):
+        code, out, err = run_cli("enqueue", "noop", "--payload", str(i), "--signing-key-file", str(key_file),
+                                 "--redis-url", tls.url)
+        assert code == 0, err
+    forged = Client(tls.url).enqueue("noop", "unsigned").id
+    worker = start_worker(tls.url, "workers:mux", "--signing-key-file", str(key_file), "--concurrency", "2")
+    try:
+        insp = Inspector(tls.url)
+        wait_sync(lambda: (s := insp.stats("default")).processed == 4 and s.archived == 1, timeout=20)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(20) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    s = insp.stats("default")
+    assert (s.failed, s.pending, s.archived) == (1, 0, 1)
+    info = insp.task_info("default", forged)
+    assert info.state is TaskState.ARCHIVED and info.last_error.startswith("bad signature")
+
+
+@pytest.mark.real
+def test_bad_tls_settings_are_clear_errors(tls: RedisProcess, tmp_path: Path) -> None:
+    base, files = tls.url, tls.tls
+    assert files is not None
+    missing = base.replace(f"ssl_ca_certs={files.ca}", "ssl_ca_certs=/no/such/ca.pem")
+    bad_reqs = base.replace("ssl_cert_reqs=required", "ssl_cert_reqs=sometimes")
+    for url, what in ((missing, "ssl_ca_certs"), (bad_reqs, "ssl_cert_reqs")):
+        for make in (lambda: Client(url), lambda: AsyncClient(url), lambda: Inspector(url), lambda: Server(url)):
+            with pytest.raises(InvalidArgumentError, match=what):
+                make()
+        code, _, err = run_cli("stats", "--redis-url", url)
+        assert code == 2 and err.startswith(f"asynqpy: error: {what}") and err.count("\n") == 1, err
+        assert ADMIN_PW not in err
+
+    for url in ("foo://127.0.0.1", "redis://127.0.0.1:6379/0?db=zero", "redis+cluster://127.0.0.1:port"):
+        with pytest.raises(InvalidArgumentError, match="bad Redis URL"):
+            Client(url)
+    code, _, err = run_cli("stats", "--redis-url", "foo://user:secret@127.0.0.1")
+    assert code == 2 and err.startswith("asynqpy: error: bad Redis URL") and "secret" not in err
+
+    other_ca = make_tls_files(tmp_path)  # certificates of a CA the server does not know
+    wrong_ca = base.replace(str(files.ca), str(other_ca.ca))
+    with pytest.raises(redis.ConnectionError, match="certificate verify failed"):
+        Client(wrong_ca).enqueue("t")
+    code, _, err = run_cli("enqueue", "t", "--redis-url", wrong_ca)
+    assert code == 2 and "cannot reach Redis" in err and "certificate verify failed" in err and err.count("\n") == 1
+    foreign_cert = base.replace(str(files.client_cert), str(other_ca.client_cert)).replace(
+        str(files.client_key), str(other_ca.client_key))
+    no_cert = base.split("&ssl_certfile")[0]
+    plain = f"redis://:{ADMIN_PW}@127.0.0.1:{tls.port}/0"
+    for url in (foreign_cert, no_cert, plain):
+        with pytest.raises(redis.ConnectionError):
+            Inspector(url).queues()
+    assert tls.admin().dbsize() == 0  # nothing got through
+
+
+# -- AUTH ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_wrong_credentials_are_clear_errors(acl: RedisProcess) -> None:
+    urls = {
+        "wrong password": acl.url_for(password="nope"),
+        "unknown user": acl.url_for("nobody", "x"),
+        "ACL user, wrong password": acl.url_for("asynqpy-producer", "nope"),
+        "no password": f"redis://127.0.0.1:{acl.port}/0",
+    }
+    for what, url in urls.items():
+        with pytest.raises(AuthenticationError):
+            Client(url).enqueue("t")
+        with pytest.raises(AuthenticationError):
+            Inspector(url).queues()
+
+        async def serve() -> None:
+            await asyncio.wait_for(Server(url).arun(ServeMux()), 10)
+
+        with pytest.raises(AuthenticationError):
+            asyncio.run(serve())
+        expected = "requires a password" if what == "no password" else "refused the credentials"
+        for args in (["stats"], ["enqueue", "t"], ["worker", "workers:mux"]):
+            code, _, err = run_cli(*args, "--redis-url", url)
+            assert code == 2 and err.startswith("asynqpy: error: Redis ") and expected in err, (what, args, err)
+            assert err.count("\n") == 1 and "nope" not in err and "Traceback" not in err
+    assert acl.admin().dbsize() == 0
+
+
+# -- the minimal ACL ----------------------------------------------------------------------------
+
+
+def _script_commands(name: str) -> set[str]:
+    return {c.lower() for c in re.findall(r"redis\.p?call\('(\w+)'", load_scripts()[name].source)}
+
+
+def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
+    acl = documented_acl()
+    assert set(acl) == set(ROLE_SCRIPTS)
+    assert set().union(*ROLE_SCRIPTS.values()) == set(load_scripts()), "assign every script to a role"
+    for role, scripts in ROLE_SCRIPTS.items():
+        rules = acl[role]
+        assert rules[:3] == ["reset", "on", f">{role.upper()}_PASSWORD"] and "~asynqpy:*" in rules
+        allowed = {r[1:] for r in rules if r.startswith("+")}
+        assert {"evalsha", "eval"} <= allowed
+        for script in scripts:
+            missing = _script_commands(script) - allowed
+            assert not missing, f"{role} runs script {script} which calls {missing}"
+    readme = (ROOT / "README.md").read_text()
+    assert " ".join(CLUSTER_EXTRA) in readme
+
+
+def _lifecycle_mux(ran: list[Any], started: asyncio.Event) -> ServeMux:
+    mux = ServeMux()
+    tries: dict[str, int] = {}
+
+    @mux.handle("ok")
+    async def ok(task: Task) -> None:
+        ran.append(task.payload)
+
+    @mux.handle("flaky")
+    async def flaky(task: Task) -> None:
+        tries[task.id] = tries.get(task.id, 0) + 1
+        if tries[task.id] == 1:
+            raise RuntimeError("first attempt fails")
+        ran.append(task.payload)
+
+    @mux.handle("bad")
+    def bad(task: Task) -> None:
+        raise SkipRetry("never")
+
+    @mux.handle("keep")
+    async def keep(task: Task) -> None:
+        task.write_result({"kept": True})
+        ran.append(task.payload)
+
+    @mux.handle("slow")
+    async def slow(task: Task) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    return mux
+
+
+@pytest.mark.real
+def test_full_lifecycle_under_the_minimal_acl(acl: RedisProcess) -> None:
+    producer = Client(role_url(acl, "producer"))
+    producer.enqueue("ok", "one")
+    producer.enqueue_many([("ok", f"batch{i}") for i in range(5)], queue="low")
+    producer.enqueue("ok", "unique", unique=60)
+    producer.enqueue("ok", "later", process_in=0.1)
+    producer.enqueue("flaky", "flaky", retry_delay=0.05)
+    bad = producer.enqueue("bad", "bad").id
+    kept = producer.enqueue("keep", "keep", retention=60).id
+    assert producer.pause("low") and producer.unpause("low")
+    producer.enqueue("ok", "crashed", queue="crash")
+    worker_sync = redis.Redis.from_url(role_url(acl, "worker"))
+    taken = SyncExecutor(worker_sync).run(Broker().dequeue("crash", 1, 1, "deadbeef"))  # a worker that died
+    assert len(taken.tasks) == 1
+    ran: list[Any] = []
+    admin = acl.admin()
+    expected = ["one", *[f"batch{i}" for i in range(5)], "unique", "later", "flaky", "keep", "crashed"]
+
+    async def main() -> None:
+        started = asyncio.Event()
+        async with serving(role_url(acl, "worker"), _lifecycle_mux(ran, started), queues=["default", "low", "crash"],
+                           idle_timeout=1, shutdown_timeout=0.2):
+            await until(lambda: sorted(ran) == sorted(expected))
+            producer.enqueue("slow", "slow")  # running at shutdown: requeued
+            await asyncio.wait_for(started.wait(), 10)
+            await until(lambda: idle_waits(admin) == 2)  # stopping it takes CLIENT UNBLOCK
+
+    asyncio.run(main())
+    insp = Inspector(role_url(acl, "inspector"))
+    assert insp.queues() == ["crash", "default", "low"]
+    by_queue = {s.queue: s for s in insp.all_stats()}
+    d = by_queue["default"]
+    assert (d.pending, d.active, d.archived, d.completed, d.retry, d.scheduled) == (1, 0, 1, 1, 0, 0)
+    assert d.failed == 2 and by_queue["low"].processed == 5 and by_queue["crash"].processed == 2
+    assert insp.task_info("default", bad).state is TaskState.ARCHIVED
+    assert insp.task_info("default", kept).result == {"kept": True}
+    assert insp.pause("default") and insp.unpause("default")
+    for args in (["stats", "--redis-url", role_url(acl, "inspector")],
+                 ["enqueue", "ok", "--payload", '"cli"', "--redis-url", role_url(acl, "producer")]):
+        code, _, err = run_cli(*args)
+        assert code == 0, err
+    refused = {(e["username"], e["object"]) for e in admin.acl_log()}
+    assert refused == {("asynqpy-worker", "config|get")}  # only the optional maxmemory-policy check
+
+
+@pytest.mark.real
+def test_the_acl_refuses_what_a_role_does_not_need(acl: RedisProcess) -> None:
+    acl.admin().set("secret", "s")
+    producer = redis.Redis.from_url(role_url(acl, "producer"))
+    worker = redis.Redis.from_url(role_url(acl, "worker"))
+    inspector = redis.Redis.from_url(role_url(acl, "inspector"))
+    refused: list[tuple[redis.Redis, tuple[Any, ...]]] = [
+        (producer, ("FLUSHALL",)),
+        (producer, ("GET", "secret")),  # a key outside asynqpy:*
+        (producer, ("KEYS", "*")),
+        (producer, ("BLPOP", "asynqpy:{default}:wake", 0.01)),
+        (producer, ("CLIENT", "KILL", "ID", "1")),
+        (producer, ("CONFIG", "SET", "maxmemory", "1")),
+        (producer, ("EVAL", "return redis.call('FLUSHALL')", 0)),  # a script gets no more than the user
+        (producer, ("EVAL", "return redis.call('GET', KEYS[1])", 1, "secret")),
+        (producer, ("EVAL", "return redis.call('HDEL', KEYS[1], 'x')", 1, "asynqpy:{default}:t")),
+        (worker, ("FLUSHDB",)),
+        (worker, ("SET", "secret", "overwritten")),
+        (worker, ("CONFIG", "GET", "requirepass")),
+        (worker, ("EVAL", "return redis.call('SCAN', 0)", 0)),
+        (inspector, ("BLPOP", "asynqpy:{default}:wake", 0.01)),
+        (inspector, ("FLUSHALL",)),
+        (inspector, ("SUBSCRIBE", "other")),
+    ]
+    for client, command in refused:
+        with pytest.raises(ResponseError) as exc:
+            client.execute_command(*command)
+        text = str(exc.value).lower()  # inside a script: "the user executing the script can't ..."
+        assert isinstance(exc.value, NoPermissionError) or re.search("permission|can't run|can't access", text), command
+    assert acl.admin().get("secret") == b"s"
+
+
+@pytest.mark.cluster
+def test_minimal_acl_on_redis_cluster(cluster_server: RedisCluster) -> None:
+    cluster_server.flush()
+    admins = [redis.Redis(port=n.port) for n in cluster_server.nodes]
+    for a in admins:
+        create_users(a, CLUSTER_EXTRA)
+        a.execute_command("ACL", "LOG", "RESET")
+    nodes = cluster_server.url.split("://", 1)[1]
+    url = {role: f"redis+cluster://asynqpy-{role}:{role}-pw@{nodes}" for role in ROLE_SCRIPTS}
+    try:
+        with Client(url["producer"]) as producer:
+            producer.enqueue("ok", "one")
+            producer.enqueue_many([("ok", f"b{i}") for i in range(4)], queue="low")
+            producer.enqueue("ok", "later", process_in=0.05, queue="low")
+        ran: list[Any] = []
+
+        async def main() -> None:
+            async with serving(url["worker"], _lifecycle_mux(ran, asyncio.Event()), queues=["default", "low"],
+                               idle_timeout=1):
+                await until(lambda: len(ran) == 6, timeout=20)
+
+        asyncio.run(main())
+        insp = Inspector(url["inspector"])
+        assert sum(s.processed for s in insp.all_stats()) == 6
+        insp.close()
+        refused = {(e["username"], e["object"]) for a in admins for e in a.acl_log()}
+        assert refused <= {("asynqpy-worker", "config|get")}  # only the optional maxmemory-policy check
+    finally:
+        for a in admins:
+            a.execute_command("ACL", "DELUSER", *(f"asynqpy-{r}" for r in ROLE_SCRIPTS))
