@@ -183,6 +183,42 @@ def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None
     assert r.hget(k.tasks, b"\xff1") is None  # done
 
 
+def test_task_ids_that_are_not_utf8_with_signing(backend: Any) -> None:
+    """The signature covers the id: encoding a non-UTF-8 id for it raised UnicodeEncodeError, so
+    fetching and recovery failed "unexpectedly" again, for good."""
+    from asynqpy.codec import Message, encode
+
+    key = b"k" * 32
+    k = queue_keys("default")
+    r = backend.sync
+    forged = b"\xc4\x20" + b"0" * 32  # a tag of the right shape, made with no key
+    r.hset(k.tasks, b"\xff1", b"p" + encode(Message("t", 1)) + forged)  # archived unrun
+    r.lpush(k.pending, b"\xff1")
+    r.hset(k.tasks, b"\xd5", b"a12345678" + encode(Message("t", 9)) + forged)  # lease expired
+    r.zadd(k.lease, {b"\xd5": 1})
+    client = Client(r, signing_key=key)
+    client.enqueue("t", 2)
+    mux = ServeMux()
+    ran: list[int] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    def archived() -> bool:
+        return all(r.zscore(k.archived, id) is not None for id in (b"\xff1", b"\xd5"))
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, lease=1.5, recover_interval=0.5, signing_key=key):
+            await until(lambda: ran == [2] and archived())
+            client.enqueue("t", 3)
+            await until(lambda: ran == [2, 3])
+
+    asyncio.run(main())
+    for id in (b"\xff1", b"\xd5"):
+        assert "signature" in decode(r.hget(k.tasks, id)[1:]).last_error
+
+
 @pytest.mark.parametrize("value", [b"", b"?abc", b"\xff", b"a123", b"p\xc1"])
 def test_task_info_of_garbage_is_a_malformed_message(backend: Any, value: bytes) -> None:
     """A stored value with no valid state char was a KeyError or UnicodeDecodeError (found by fuzzing);
