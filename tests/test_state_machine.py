@@ -2,16 +2,12 @@
 
 Random sequences of enqueue (plain, unique, generated or caller-chosen ids, batches), schedule,
 dequeue, the worker's outcomes (done, complete, retry, archive, requeue, late writes with a lost
-lease), lease renewal, lease expiry (the recoverer's scripts), forwarding, the janitor's scripts,
-pause/unpause and time jumps run against the real scripts (Broker + SyncExecutor, a FakeClock),
-on fakeredis and on the real redis-server. After every step the test reads Redis directly and
-checks the invariants listed in docs/architecture.md ("Invariants"), then compares everything with
-a Python model of the expected state.
-
-Not covered, because no script exists for them yet: "run" (archived -> pending, or scheduled/retry
--> pending before they are due) and "delete" (a task in any state -> deleted). Scheduled and retry
-tasks reach pending through the forward script after a time jump; tasks leave Redis through done,
-expire (completed) and trim (archived).
+lease), lease renewal, lease expiry (the recoverer's scripts), forwarding, the janitor's scripts
+(expire, trim, the consistency sweep), pause/unpause, the operator's actions (delete, archive, run
+one task or a batch, cancel, remove the queue) and time jumps run against the real scripts
+(Broker + SyncExecutor, a FakeClock), on fakeredis and on the real redis-server. After every step
+the test reads Redis directly and checks the invariants listed in docs/architecture.md
+("Invariants"), then compares everything with a Python model of the expected state.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from asynqpy import DuplicateTaskError, FakeClock, LeaseLostError, TaskIdConflictError, TaskNotFoundError
+from asynqpy import DuplicateTaskError, FakeClock, LeaseLostError, TaskIdConflictError, TaskNotFoundError, TaskState
 from asynqpy.broker import Broker
 from asynqpy.codec import Message, decode, encode, unique_digest
 from asynqpy.executor import SyncExecutor
@@ -81,6 +77,7 @@ class Model:
     locks: dict[str, str] = field(default_factory=dict)  # digest -> owning task id
     processed: dict[str, int] = field(default_factory=dict)  # day -> count
     failed: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=lambda: {"processed": 0, "failed": 0})  # lifetime
     paused: bool = False
     wake: bool = False  # a wake-up token waits in the wake list
     tick: bool = False
@@ -100,6 +97,7 @@ class Model:
 
     def count(self, counter: dict[str, int], day: str) -> None:
         counter[day] = counter.get(day, 0) + 1
+        self.totals["processed" if counter is self.processed else "failed"] += 1
 
     def release(self, id: str) -> None:
         t = self.tasks[id]
@@ -268,7 +266,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (res.remaining, res.tasks) == (-1, [])
             return token
         taken = [self.m.pending.pop() for _ in range(min(count, len(self.m.pending)))]
-        assert [id for id, _ in res.tasks] == taken
+        assert [id for id, _ in res.tasks] == [id for id in taken if id]  # '': a removed task's placeholder
         for id, raw in res.tasks:
             t = self.m.tasks[id]
             assert decode(raw) == t.msg
@@ -373,6 +371,115 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 expected.append(id)
         assert lost == expected
+
+    # -- the operator (Inspector actions) --------------------------------------------------------
+
+    def _take(self, id: str, window: int, hint: int) -> bool:
+        """Model of lua/includes/take.lua for a pending id: True if found (and removed)."""
+        lst = self.m.pending
+        if hint >= 0:
+            if id in lst[hint:hint + 2000]:
+                lst[lst.index(id, hint)] = ""  # LSET: a placeholder keeps the others' positions
+                return True
+            return False
+        if id in lst[-window:]:
+            del lst[len(lst) - 1 - lst[::-1].index(id)]
+            return True
+        if id in lst[:window]:
+            lst.remove(id)
+            return True
+        return False
+
+    @precondition(lambda self: bool(self.m.tasks))
+    @rule(data=st.data(), verb=st.sampled_from(["delete", "archive", "run"]), window=st.sampled_from([1, 3, 1000]),
+          hinted=st.booleans())
+    def operator(self, data: st.DataObject, verb: str, window: int, hinted: bool) -> None:
+        """An operator deletes, archives or runs tasks of a state (one or a batch): each one still
+        in that state is acted on; one in another state (or gone) is refused with its code; a
+        pending id is looked for near either end of the list, or at the index the caller found."""
+        state = data.draw(st.sampled_from({"delete": "psrxc", "archive": "psr", "run": "srx"}[verb]), label="state")
+        in_state = sorted(id for id, t in self.m.tasks.items() if t.state == state)
+        any_id = st.sampled_from([*sorted(self.m.tasks), "nope"])  # refused: another state, or gone
+        ids = data.draw(st.lists((st.sampled_from(in_state) | st.sampled_from(in_state) | any_id) if in_state
+                                 else any_id, min_size=1, max_size=3, unique=True), label="ids")
+        m, now = self.m, self.now
+        hints = {id: m.pending.index(id) if hinted and id in m.pending else -1 for id in ids}
+        ts = TaskState.from_code(state)
+        if verb == "run":
+            codes = self.run(self.b.run_tasks(Q, ts, ids))
+        else:
+            items = [(id, m.tasks[id].digest if id in m.tasks else "", hints[id]) for id in ids]
+            codes = self.run((self.b.delete_tasks if verb == "delete" else self.b.archive_tasks)(Q, ts, items, window))
+        expected = []
+        for id in ids:
+            t = m.tasks.get(id)
+            if t is None or t.state != state:
+                expected.append(0 if t is None else -5)
+                continue
+            if state == "p" and not self._take(id, window, hints[id]):
+                expected.append(-6)  # not near either end: the caller must locate it
+                continue
+            expected.append(1)
+            if verb == "run":
+                t.state, t.score = "p", 0  # an archived task's lock is not taken again
+                m.pending.insert(0, id)
+                m.wake = True
+                continue
+            m.release(id)
+            if verb == "delete":
+                del m.tasks[id]
+            else:
+                t.state, t.score, t.token = "x", now, ""  # the janitor trims the archive later
+        assert codes == expected
+
+    @precondition(lambda self: self.has_active())
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """An operator cancels a running task with the lease token it read (the task may have been
+        finished or re-leased since): it is archived, never retried on its own."""
+        id, token = self._pick_lease(data)
+        t = self.m.tasks.get(id)
+        msg = (t.msg if t else Message("a")).with_(last_error="cancelled by an operator", last_failed_at_ms=self.now)
+        code = self.run(self.b.cancel(Q, id, token, encode(msg), t.digest if t else "", b"notice"))
+        assert code == (0 if t is None else -5 if t.state != "a" else -6 if t.token != token else 1)
+        if code == 1:
+            assert t is not None
+            self.m.release(id)
+            t.state, t.msg, t.token, t.score = "x", msg, "", self.now
+
+    @precondition(lambda self: bool(self.m.totals["processed"] or self.m.pending))
+    @rule(empty_first=st.booleans())
+    def drop_queue(self, empty_first: bool) -> None:
+        """An operator removes the queue: refused while a task is left (placeholders in pending do
+        not count), nothing deleted. ``empty_first``: it deletes every task first, as
+        remove_queue(force) does (an active task cannot be deleted: it stays)."""
+        m = self.m
+        if empty_first:
+            for state in "psrxc":
+                ids = [id for id in m.ids(state) if id]
+                if ids:
+                    items = [(id, m.tasks[id].digest, -1) for id in ids]
+                    assert self.run(self.b.delete_tasks(Q, TaskState.from_code(state), items, 1000)) == [1] * len(ids)
+                    for id in ids:
+                        m.release(id)
+                        del m.tasks[id]
+                    if state == "p":
+                        m.pending = [id for id in m.pending if not id]
+        removed = self.run(self.b.drop_queue(Q)) == 1
+        assert removed == (not m.tasks)
+        if removed:
+            m.pending, m.paused, m.wake, m.tick, m.trimmed = [], False, False, False, 0
+            m.totals = {"processed": 0, "failed": 0}  # the daily counters expire on their own
+
+    @rule()
+    def reconcile(self) -> None:
+        """The janitor's consistency sweep finds nothing to repair in a consistent queue."""
+        cursor = "0"
+        while True:
+            cursor, repaired = self.run(self.b.reconcile(Q, cursor, 5))
+            assert repaired == []
+            if cursor == "0":
+                return
 
     # -- background loops -----------------------------------------------------------------------
 
@@ -496,8 +603,10 @@ class QueueMachine(RuleBasedStateMachine):
 
     def structure(self, s: dict[str, Any]) -> None:
         """The model-free invariants of docs/architecture.md, read from Redis."""
-        tasks, pending, lease, zsets = s["tasks"], s["pending"], s["lease"], s["zsets"]
+        tasks, lease, zsets = s["tasks"], s["lease"], s["zsets"]
+        pending = [id for id in s["pending"] if id]  # '': the placeholder of a task removed from deep in the list
         assert len(pending) == len(set(pending)), "an id is twice in pending"
+        assert "" not in tasks
         where: dict[str, list[str]] = {}
         for id in pending:
             where.setdefault(id, []).append("p")
@@ -507,7 +616,7 @@ class QueueMachine(RuleBasedStateMachine):
             for id in z:
                 where.setdefault(id, []).append(state)
         assert set(where) == set(tasks), "a task without a container, or a container entry without a task"
-        live: dict[str, str] = {}
+        live: dict[str, str] = {}  # task id -> its lock key, for live unique tasks
         for id, value in tasks.items():
             state = value[:1].decode()
             assert where[id] == [state], f"task {id} is in {where[id]} but its hash says {state!r}"
@@ -515,18 +624,18 @@ class QueueMachine(RuleBasedStateMachine):
             if state == "a":
                 assert len(value[1:9]) == 8
             if state in LIVE and msg.unique:
-                live[K.lock(unique_digest(msg.type, msg.payload))] = id
-        locks = {k for k in s["keys"] if k.startswith(K.base + "u:")}
+                live[id] = K.lock(unique_digest(msg.type, msg.payload))
+        locks = sorted(k for k in s["keys"] if k.startswith(K.base + "u:"))
         assert K.placeholder not in locks
-        assert locks == set(live), "a lock without its live unique task, or a live unique task without its lock"
         p = self.r.pipeline(transaction=False)
-        for k in sorted(locks):
+        for k in locks:
             p.get(k)
             p.ttl(k)
         got = p.execute()
-        for i, k in enumerate(sorted(locks)):
-            assert got[2 * i].decode() == live[k], "a lock points at another task"
+        for i, k in enumerate(locks):
+            assert live.get(got[2 * i].decode()) == k, "a lock that is not its live unique task's"
             assert got[2 * i + 1] > 0, "a lock without a TTL"
+        # a live unique task without its lock: only one run again from the archive (model checked)
         assert len(s["wake"]) <= 1 and len(s["tick"]) <= 1
         if pending and not self.m.paused:
             assert s["wake"], "pending tasks but no wake-up token: an idle worker would oversleep"
@@ -551,12 +660,14 @@ class QueueMachine(RuleBasedStateMachine):
                 assert decode(value[1:]) == t.msg
         assert bool(s["wake"]) == m.wake and bool(s["tick"]) == m.tick
         expected = {K.tasks: m.tasks, K.pending: m.pending, K.lease: m.ids("a"), K.paused: m.paused,
-                    K.wake: m.wake, K.tick: m.tick, K.processed: m.processed, K.failed: m.failed,
-                    K.trimmed: m.trimmed}
+                    K.wake: m.wake, K.tick: m.tick, K.processed: m.totals["processed"],
+                    K.failed: m.totals["failed"], K.trimmed: m.trimmed}
         for state, key in CONTAINERS.items():
             expected[key] = m.ids(state)
         keys = {k for k, v in expected.items() if v}
         keys |= {K.lock(d) for d in m.locks}
+        owners = self.r.mget([K.lock(d) for d in m.locks]) if m.locks else []
+        assert [o.decode() if o else None for o in owners] == list(m.locks.values()), "lock owners"
         keys |= {f"{K.base}processed:{d}" for d in m.processed} | {f"{K.base}failed:{d}" for d in m.failed}
         assert s["keys"] == keys, "orphan or missing keys"
 
@@ -575,12 +686,15 @@ class QueueMachine(RuleBasedStateMachine):
         values, ttls = [int(v or 0) for v in got[0::2]], got[1::2]
         processed, failed, *daily = values
         assert daily == list(days.values()) and all(ttl > 0 for ttl in ttls[2:]), "daily counters"
-        assert processed == sum(m.processed.values()) and failed == sum(m.failed.values())
+        assert (processed, failed) == (m.totals["processed"], m.totals["failed"])
         assert processed >= failed  # a failure is counted as processed too
+        # every event is in a daily counter too (the lifetime ones start again when the queue is removed)
+        assert processed <= sum(daily[:len(m.processed)]) and failed <= sum(daily[len(m.processed):])
         snapshot = self.run(self.b.snapshot(Q))
         stats = snapshot.stats
         assert (snapshot.trimmed, snapshot.now_ms) == (m.trimmed, self.now)
-        assert snapshot.oldest == (self.r.hget(K.tasks, m.pending[-1]) if m.pending else None)
+        oldest = next((id for id in reversed(m.pending[-10:]) if id), None)  # placeholders skipped
+        assert snapshot.oldest == (self.r.hget(K.tasks, oldest) if oldest else None)
         today = day_of(self.now)
         assert (stats.pending, stats.active, stats.scheduled, stats.retry, stats.archived, stats.completed,
                 stats.paused, stats.processed, stats.failed, stats.processed_today, stats.failed_today) == (
