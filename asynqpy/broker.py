@@ -18,6 +18,7 @@ from .codec import Message
 from .errors import (
     AsynqpyError,
     DuplicateTaskError,
+    InvalidArgumentError,
     LeaseLostError,
     TaskIdConflictError,
     TaskNotFoundError,
@@ -124,7 +125,17 @@ def _codes(reply: list[Any]) -> list[int]:
 
 
 def _s(v: bytes | str) -> str:
-    return v.decode() if isinstance(v, bytes) else v
+    """A name read from Redis. Ids written by hand may be any bytes: those that are not UTF-8 keep
+    them as surrogates, and :func:`id_arg` turns them back into the same bytes."""
+    return v.decode(errors="surrogateescape") if isinstance(v, bytes) else v
+
+
+def id_arg(id: str) -> bytes:
+    """A task id as a command argument (the bytes it was read from, see :func:`_s`)."""
+    try:
+        return id.encode(errors="surrogateescape")
+    except (AttributeError, UnicodeEncodeError):  # not a str, or a surrogate _s cannot have made
+        raise InvalidArgumentError(f"a task id is a string of text, got {id!r}") from None
 
 
 def _finish_code(op: str, id: str) -> Callable[[Any], int]:
@@ -250,7 +261,7 @@ class Broker:
             _finish_code("done", id),
             "done",
             (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (id, token, DAY_TTL_S),
+            (id_arg(id), token, DAY_TTL_S),
         )
 
     def complete(self, queue: str, id: str, token: str, msg: Message) -> Call[int]:
@@ -261,7 +272,7 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (id, token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
     def retry(self, queue: str, id: str, token: str, msg: Message, delay_ms: int) -> Call[int]:
@@ -272,7 +283,7 @@ class Broker:
             _finish_code("retry", id),
             "retry",
             (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
-            (id, token, self.seal(queue, id, msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token, self.seal(queue, id, msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
         )
 
     def archive(
@@ -288,21 +299,21 @@ class Broker:
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
              q.failed, failed_day, q.trimmed),
-            (id, token, self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
+            (id_arg(id), token, self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
              self.clock.script_now()),
         )
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)
-        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake), (id, token))
+        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake), (id_arg(id), token))
 
     def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
         """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
         q = queue_keys(queue)
         args: list[Any] = [lease_ms, self.clock.script_now()]
         for id, token in held:
-            args += [id, token]
+            args += [id_arg(id), token]
         return Call(
             lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease), tuple(args)
         )
@@ -332,7 +343,7 @@ class Broker:
     def drop(self, queue: str, id: str) -> Call[int]:
         """Remove an expired lease whose task data is gone."""
         q = queue_keys(queue)
-        return Call(int, "drop", (q.lease, q.tasks), (id, self.clock.script_now()))
+        return Call(int, "drop", (q.lease, q.tasks), (id_arg(id), self.clock.script_now()))
 
     def reconcile(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
         """One step of the consistency sweep: puts tasks back into the container their state
@@ -406,7 +417,7 @@ class Broker:
     def get_task(self, queue: str, id: str) -> Call[bytes | None]:
         """The stored value of a task (state char [+ token] + message), or None."""
         q = queue_keys(queue)
-        return Call(lambda r: r, command=("HGET", q.tasks, id))
+        return Call(lambda r: r, command=("HGET", q.tasks, id_arg(id)))
 
     # -- operator actions (the Inspector) ----------------------------------------------------
 
@@ -431,20 +442,21 @@ class Broker:
                   args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         for id, digest, hint in items:
             keys.append(q.lock(digest))
-            args += [id, hint]
+            args += [id_arg(id), hint]
         return tuple(keys), tuple(args)
 
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)
-        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake), (state.code, *ids))
+        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake),
+                    (state.code, *[id_arg(id) for id in ids]))
 
     def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes) -> Call[int]:
         """active -> archived (``msg``: the rewritten encoded message) if still leased with
         ``token``, and ``notice`` published on the cancel channel."""
         q = queue_keys(queue)
         return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest)),
-                    (id, token, msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
+                    (id_arg(id), token, msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
 
     def drop_queue(self, queue: str) -> Call[int]:
         """Delete an empty queue's keys (1), or refuse (-7) if a task is left."""

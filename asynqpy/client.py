@@ -6,7 +6,7 @@ classes differ only in running those calls synchronously or with ``await``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +53,17 @@ class _ClientCore:
         return opts.Deriver(template, self.max_payload_bytes)
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any]) -> opts.Prepared:
-        if len(kwargs) <= 1 and kwargs.keys() <= {"queue"}:  # default options: validated once per queue
-            queue = kwargs.get("queue", "default")
+        queue = kwargs.get("queue", "default")
+        if len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:  # validated once per queue
             derive = self._derivers.get(queue)
             if derive is None:
                 derive = self._deriver(opts.prepare("t", None, queue=queue, max_payload_bytes=self.max_payload_bytes))
                 if len(self._derivers) < 1000:
                     self._derivers[queue] = derive
             return derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
+        unknown = kwargs.keys() - opts.OPTIONS
+        if unknown:
+            raise InvalidArgumentError(f"unknown enqueue option(s): {', '.join(sorted(map(repr, unknown)))}")
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
         return opts.prepare(task_type, payload, **kwargs)
@@ -105,8 +108,10 @@ class _ClientCore:
         ids: list[str] = []
         now_ms = 0
         for item in items:
-            if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
-                raise InvalidArgumentError("batch items are (type, payload) or (type, payload, options)")
+            if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3 or (
+                len(item) == 3 and item[2] is not None and not isinstance(item[2], Mapping)
+            ):
+                raise InvalidArgumentError("batch items are (type, payload) or (type, payload, {option: value})")
             payload = item[1] if len(item) > 1 else None
             if len(item) == 3 and item[2]:
                 out.append(self._prepare(item[0], payload, {**common, **item[2]}))
@@ -270,6 +275,8 @@ class Client(_ClientCore):
         return bool(_one(self._run([self.broker.unpause(queue)])))
 
     def close(self) -> None:
+        """Give the connection back to the pool; close the Redis client if this made it."""
+        self._exec.close()
         if self._owns:
             self.redis.close()
 

@@ -3,7 +3,8 @@
 A message is stored as a msgpack array with its fields in a fixed order and trailing default
 values left out, so a small no-op task costs only a few dozen bytes in Redis. The payload is kept
 as a msgpack value inside the array: ``bytes`` stay ``bytes``, anything else msgpack can carry
-(dicts, lists, str, int, float, bool, None) round-trips as such.
+(dicts, lists, str, int, float, bool, None) round-trips as such; a tuple comes back as a list,
+except as a dict key, where it stays a tuple.
 
 A signed message (see :mod:`asynqpy.signing`) is the same array followed by its tag, one msgpack
 ``bin`` object of 32 bytes; unsigned messages carry nothing extra. :func:`decode` reads the array
@@ -132,14 +133,33 @@ def may_be_unique(data: bytes) -> bool:
     return not (data and 0x90 <= data[0] <= 0x90 + _UNIQUE_INDEX)
 
 
-def decode(data: bytes) -> Message:
-    """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
+def _tuple(v: Any) -> Any:
+    return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
+
+
+def _dict_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    return {_tuple(k): v for k, v in pairs}
+
+
+def _unpack(data: bytes, hook: Any = None) -> Any:
+    """The message array, without a signed message's tag (see decode)."""
     try:
-        values = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=hook)
     except msgpack.ExtraData as extra:  # a signed message's tag (any other trailing bytes: garbage)
         if len(extra.extra) != TAG_LEN or extra.extra[:2] != TAG_PREFIX:
             raise MalformedMessageError("undecodable message: unexpected bytes after the message") from None
-        values = extra.unpacked
+        return extra.unpacked
+
+
+def decode(data: bytes) -> Message:
+    """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
+    try:
+        try:
+            values = _unpack(data)
+        except TypeError:  # a map key that is an array (a payload's tuple key): unhashable as a list
+            values = _unpack(data, _dict_with_tuple_keys)
+    except MalformedMessageError:
+        raise
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise MalformedMessageError(f"undecodable message: {exc}") from None
     if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):

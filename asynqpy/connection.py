@@ -160,7 +160,13 @@ def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
-    opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_keepalive": True, "socket_timeout": socket_timeout}
+    opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": socket_timeout}
+    if not url.startswith("unix:"):  # a TCP option: redis-py's Unix socket connection refuses it
+        opts["socket_keepalive"] = True
+    try:
+        url.encode()  # a lone surrogate (undecodable bytes in argv) fails later, deep in the socket code
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("bad Redis URL: it is not valid (UTF-8 encodable) text") from None
     check_url(url)
     try:
         cluster = _multi_host(url, "cluster")
@@ -168,7 +174,10 @@ def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
             nodes, kwargs, _ = cluster
             node: Any = AsyncClusterNode if aio else ClusterNode
             cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
-            return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+            try:
+                return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+            except RedisClusterException as exc:  # the sync client connects here: no node answered
+                raise RedisConnectionError(f"cannot connect to the Redis Cluster: {exc}") from None
         sentinel = _sentinel_parts(url)
         if sentinel:
             nodes, master, kwargs = sentinel

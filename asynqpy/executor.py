@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -185,6 +186,14 @@ def _parse(call: Call[Any], reply: Any) -> Any:
         return exc
 
 
+def _give_back(pool: Any, taken: list[Any], pid: int) -> None:
+    """Return the connections a dropped SyncExecutor's threads held (not in a forked child)."""
+    if os.getpid() == pid:
+        for conn in taken:
+            pool.release(conn)
+        taken.clear()
+
+
 class SyncExecutor:
     """Runs calls on a synchronous redis-py client (``redis.Redis`` or ``redis.RedisCluster``).
 
@@ -203,13 +212,23 @@ class SyncExecutor:
         self._fast = type(redis).__name__ == "Redis" and hasattr(redis, "connection_pool")
         self._cluster = is_cluster(redis)
         self._local = threading.local()
+        self._taken: list[Any] = []  # the connections threads hold: back to the pool when this is dropped
+        if self._fast:
+            weakref.finalize(self, _give_back, redis.connection_pool, self._taken, os.getpid())
 
     def _conn(self) -> Any:
         held = getattr(self._local, "held", None)
         if held is None or held[0] != os.getpid():
             held = (os.getpid(), self.redis.connection_pool.get_connection())
             self._local.held = held
+            self._taken.append(held[1])
         return held[1]
+
+    def _release(self, conn: Any) -> None:
+        self._local.held = None
+        if conn in self._taken:
+            self._taken.remove(conn)
+        self.redis.connection_pool.release(conn)
 
     def _direct(self, args: tuple[Any, ...]) -> Any:
         conn = self._conn()
@@ -218,8 +237,7 @@ class SyncExecutor:
             return conn.read_response()
         except (RedisConnectionError, RedisTimeoutError, OSError):
             conn.disconnect()
-            self._local.held = None
-            self.redis.connection_pool.release(conn)
+            self._release(conn)
             return self.redis.execute_command(*args)  # retried with the client's own policy
 
     def _send(self, call: Call[Any]) -> Any:
@@ -231,10 +249,11 @@ class SyncExecutor:
             return run(_eval(call))
 
     def close(self) -> None:
-        """Give this thread's connection back to the pool."""
+        """Give this thread's connection back to the pool (those of other threads go back when the
+        executor is dropped)."""
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid():
-            self.redis.connection_pool.release(held[1])
+            self._release(held[1])
         self._local.held = None
 
     def run(self, call: Call[T]) -> T:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from .broker import NOT_EMPTY, NOT_FOUND, NOT_LOCATED, OK, WRONG_STATE, Broker, Call, QueueStats, Snapshot
+from .broker import NOT_EMPTY, NOT_FOUND, NOT_LOCATED, OK, WRONG_STATE, Broker, Call, QueueStats, Snapshot, id_arg
 from .codec import Message, decode, may_be_unique
 from .errors import (
     InvalidArgumentError,
@@ -467,7 +467,7 @@ class Plans:
         zsets = (q.lease, q.archived, q.scheduled, q.retry, q.completed)
         res = yield [
             self._member(queue), self.b.get_task(queue, id), self._now(),
-            *(Call(lambda r: r, command=("ZSCORE", z, id)) for z in zsets),
+            *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
         ]
         stored = value(res[1])
         if stored is None:

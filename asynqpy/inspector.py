@@ -130,7 +130,7 @@ class Inspector:
         return self._run(self._plans.all_stats())
 
     def close(self) -> None:
-        """Close the Redis client if this inspector made it."""
+        """Give the connection back to the pool; close the Redis client if this made it."""
         self._exec.close()
         if self._owns:
             self.redis.close()

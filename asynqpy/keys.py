@@ -94,7 +94,7 @@ _cache: dict[str, QueueKeys] = {}
 
 def queue_keys(name: str) -> QueueKeys:
     """Return the (cached) key set of queue ``name``, validating the name once."""
-    keys = _cache.get(name)
+    keys = _cache.get(name) if isinstance(name, str) else None  # else validate_queue raises
     if keys is None:
         keys = _cache[name] = QueueKeys(validate_queue(name))
     return keys

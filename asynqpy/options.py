@@ -29,6 +29,13 @@ DEFAULT: Any = _Default()
 
 MAX_TYPE_LEN = 256
 MAX_ID_LEN = 256
+MAX_SECONDS = 100 * 365 * 24 * 3600
+"""Longest duration an option takes (100 years): every time it leads to stays a valid datetime."""
+MAX_EPOCH = 253_402_300_799
+"""Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
+OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
+                     "retention", "retry_delay"})
+"""The names of the enqueue options."""
 
 
 class Prepared:
@@ -68,9 +75,18 @@ def new_task_ids(n: int) -> list[str]:
     return [raw[i:i + 16] for i in range(0, 16 * n, 16)]
 
 
+def _is_text(s: str) -> bool:
+    """Whether ``s`` can be stored: UTF-8 encodable (lone surrogates are not)."""
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_type(task_type: object) -> None:
-    if not isinstance(task_type, str) or not task_type.strip():
-        raise InvalidArgumentError("task type must be a non-empty string")
+    if not isinstance(task_type, str) or not task_type.strip() or not _is_text(task_type):
+        raise InvalidArgumentError("task type must be a non-empty string of valid (UTF-8 encodable) text")
     if len(task_type) > MAX_TYPE_LEN:
         raise InvalidArgumentError(f"task type is longer than {MAX_TYPE_LEN} characters")
 
@@ -121,6 +137,8 @@ def _seconds(name: str, value: Seconds, *, allow_zero: bool = True) -> float:
         raise InvalidArgumentError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise InvalidArgumentError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if value > MAX_SECONDS:
+        raise InvalidArgumentError(f"{name} must be at most 100 years, got {value!r}")
     return float(value)
 
 
@@ -128,9 +146,9 @@ def _epoch(name: str, value: When) -> float:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidArgumentError(f"{name} must be a datetime or Unix seconds, got {value!r}")
+        value = value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_EPOCH:
+        raise InvalidArgumentError(f"{name} must be a datetime or Unix seconds from 1970 to 9999, got {value!r}")
     return float(value)
 
 
@@ -184,8 +202,9 @@ def prepare(
     generated = task_id is None
     if task_id is None:
         task_id = new_task_id()
-    elif not isinstance(task_id, str) or not task_id or len(task_id) > MAX_ID_LEN:
-        raise InvalidArgumentError(f"task_id must be a non-empty string of at most {MAX_ID_LEN} characters")
+    elif not isinstance(task_id, str) or not task_id or len(task_id) > MAX_ID_LEN or not _is_text(task_id):
+        raise InvalidArgumentError(f"task_id must be a non-empty string of at most {MAX_ID_LEN} characters "
+                                   "of valid (UTF-8 encodable) text")
 
     retry_delay_ms = -1 if retry_delay is None else int(_seconds("retry_delay", retry_delay) * 1000)
 

@@ -28,11 +28,31 @@ from .errors import InvalidArgumentError, RedisFullError
 from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
+from .options import MAX_SECONDS
 from .retry import RetryDelayFunc, default_retry_delay
 from .signing import Signer, SigningKeys, make_signer
 from .threadpool import DaemonThreadPool
 
 log = logging.getLogger("asynqpy.server")
+
+
+MAX_FETCH_BATCH = 1000
+"""Most tasks one dequeue call may take (bulk script calls stay bounded)."""
+
+
+def _integer(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"from {low} to {high}"
+        raise InvalidArgumentError(f"{name} must be an int {bounds}, got {value!r}")
+
+
+def _seconds(name: str, value: Any, *, zero_ok: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        0 <= value <= MAX_SECONDS and (zero_ok or value > 0)
+    ):
+        raise InvalidArgumentError(
+            f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'} (at most 100 years), got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -58,26 +78,32 @@ class ServerOptions:
     sync_threads: int | None = None
 
     def validate(self) -> ServerOptions:
-        if not self.queues:
-            raise InvalidArgumentError("a server needs at least one queue")
+        """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
+        if not isinstance(self.queues, Mapping) or not self.queues:
+            raise InvalidArgumentError("a server needs at least one queue (a mapping name -> weight)")
         for name, weight in self.queues.items():
             validate_queue(name)
-            if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-                raise InvalidArgumentError(f"queue {name!r} weight must be an int >= 1, got {weight!r}")
-        if self.concurrency < 1:
-            raise InvalidArgumentError("concurrency must be >= 1")
-        if self.lease <= 0 or self.heartbeat_interval <= 0 or self.heartbeat_interval >= self.lease:
+            _integer(f"queue {name!r} weight", weight, 1)
+        _integer("concurrency", self.concurrency, 1)
+        _integer("fetch_batch", self.fetch_batch, 1, MAX_FETCH_BATCH)
+        _integer("archive_max_size", self.archive_max_size, 0)
+        if self.sync_threads is not None:
+            _integer("sync_threads", self.sync_threads, 1)
+        for name in ("lease", "heartbeat_interval", "idle_timeout", "recover_interval", "janitor_interval",
+                     "archive_max_age"):
+            _seconds(name, getattr(self, name))
+        _seconds("shutdown_timeout", self.shutdown_timeout, zero_ok=True)
+        _seconds("reconcile_interval", self.reconcile_interval, zero_ok=True)  # 0 = no consistency sweep
+        if self.default_timeout is not None:
+            _seconds("default_timeout", self.default_timeout)
+        if self.heartbeat_interval >= self.lease:
             raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
+        if not isinstance(self.strict_priority, bool):
+            raise InvalidArgumentError(f"strict_priority must be a bool, got {self.strict_priority!r}")
         if self.unknown_type not in ("retry", "archive"):
             raise InvalidArgumentError("unknown_type must be 'retry' or 'archive'")
-        if self.default_timeout is not None and self.default_timeout <= 0:
-            raise InvalidArgumentError("default_timeout must be > 0 or None")
-        if self.shutdown_timeout < 0 or self.fetch_batch < 1 or self.idle_timeout <= 0:
-            raise InvalidArgumentError("shutdown_timeout >= 0, fetch_batch >= 1, idle_timeout > 0")
-        if self.archive_max_size < 0 or self.archive_max_age <= 0:
-            raise InvalidArgumentError("archive_max_size >= 0 and archive_max_age > 0")
-        if self.reconcile_interval < 0:
-            raise InvalidArgumentError("reconcile_interval must be >= 0 (0 = no consistency sweep)")
+        if not callable(self.retry_delay):
+            raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
         return self
 
     @property
@@ -208,8 +234,12 @@ class Server:
         signing_key: SigningKeys | None = None,
         **options: Any,
     ) -> None:
-        if queues is not None:
-            options["queues"] = dict(queues) if isinstance(queues, Mapping) else {q: 1 for q in queues}
+        if isinstance(queues, Mapping):
+            options["queues"] = dict(queues)
+        elif isinstance(queues, (list, tuple)):
+            options["queues"] = {validate_queue(q): 1 for q in queues}
+        elif queues is not None:
+            raise InvalidArgumentError(f"queues must be a mapping name -> weight or a list of names, got {queues!r}")
         try:
             self.options = ServerOptions(**options).validate()
         except TypeError as exc:

@@ -67,7 +67,7 @@ class _Hmac:
 
     def tag(self, queue: str, id: str, data: bytes) -> bytes:
         """The tag of ``data`` stored as task ``id`` of ``queue``."""
-        q, i = queue.encode(), id.encode()
+        q, i = queue.encode(), id.encode(errors="surrogateescape")  # an id read from Redis as it was
         h = self.inner.copy()
         h.update(b"asynqpy1:%d:%s,%d:%s," % (len(q), q, len(i), i))
         h.update(data)

@@ -42,11 +42,19 @@ _CODES = {
 _BY_CODE = {v: k for k, v in _CODES.items()}
 
 
+_EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+_LATEST = datetime.max.replace(tzinfo=timezone.utc)
+
+
 def ms_to_datetime(ms: int) -> datetime | None:
-    """Unix milliseconds to an aware UTC datetime (0 = None)."""
+    """Unix milliseconds to an aware UTC datetime (0 = None). A time beyond what a datetime holds
+    (data written to Redis by hand) gives the earliest or latest datetime."""
     if not ms:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return _LATEST if ms > 0 else _EARLIEST
 
 
 class Task:

@@ -49,6 +49,8 @@ def load_mux(target: str) -> ServeMux:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise UserError(f"expected module:attribute, got {target!r}")
+    if module_name.startswith("."):
+        raise UserError(f"cannot import {module_name!r}: give an absolute module name")
     sys.path.insert(0, ".")
     try:
         module = importlib.import_module(module_name)

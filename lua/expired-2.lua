@@ -4,10 +4,12 @@ KEYS[1] lease    lease zset
 KEYS[2] t        tasks hash
 ARGV[1] limit    most tasks to return
 ARGV[2] now      '' = Redis time; else a simulated time in ms
-Returns {now, next, id1, value1, ...}: next = ms until the next lease expires (-1 = no leases);
+Returns {now, next, id1, value1, ...}: next = ms until the next lease expires (at most a day; -1 = no
+leases);
 value is the stored value ('a' .. token .. message), false when the task's data is missing.
 ]]
 --- @include "now"
+--- @include "wait"
 local now = now_ms(ARGV[2])
 local ids = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]))
 local out = {now, -1}
@@ -17,6 +19,6 @@ for _, id in ipairs(ids) do
 end
 local head = redis.call('ZRANGE', KEYS[1], '(' .. now, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
 if head[2] ~= nil then
-  out[2] = tonumber(head[2]) - now
+  out[2] = wait_ms(head[2], now)
 end
 return out

@@ -8,10 +8,12 @@ KEYS[4] pending    pending list
 KEYS[5] wake       wake-up list
 ARGV[1] batch      most tasks to move from each zset
 ARGV[2] now        '' = Redis time; else a simulated time in ms
-Returns {moved, next}: next = ms until the next due task (0 = more are due now), -1 = none.
+Returns {moved, next}: next = ms until the next due task (0 = more are due now; at most a day),
+-1 = none.
 ]]
 --- @include "now"
 --- @include "signal"
+--- @include "wait"
 local now = now_ms(ARGV[2])
 local batch = tonumber(ARGV[1])
 local moved = 0
@@ -29,8 +31,7 @@ for z = 1, 2 do
   end
   local head = redis.call('ZRANGE', KEYS[z], 0, 0, 'WITHSCORES')
   if head[2] ~= nil then
-    local wait = tonumber(head[2]) - now
-    if wait < 0 then wait = 0 end
+    local wait = wait_ms(head[2], now)
     if next_due < 0 or wait < next_due then next_due = wait end
   end
 end

@@ -13,11 +13,20 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from hypothesis import settings
+from hypothesis.internal.conjecture import engine as hypothesis_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redisproc import RedisCluster, RedisProcess  # noqa: E402
 
 from asynqpy.connection import async_client, sync_client  # noqa: E402
+
+# Property tests (hypothesis): no example database written to the worktree; a failure prints the
+# @reproduce_failure blob to replay it. Shrinking a failure stops after 20 s (hypothesis allows
+# 300 s and has no public setting for it), so the shrunk example is reported within a test's bound.
+settings.register_profile("asynqpy", database=None, print_blob=True, deadline=None)
+settings.load_profile("asynqpy")
+hypothesis_engine.MAX_SHRINKING_SECONDS = 20
 
 REQUIRE_REAL = os.environ.get("ASYNQPY_REQUIRE_REAL") == "1"
 
@@ -95,6 +104,11 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return Backend("fake", None)
 
 
+class TimeBoundExceeded(Exception):
+    """A test ran past its time bound. Not a TimeoutError: that is an OSError, which redis-py
+    takes for a broken connection and retries, so an alarm firing during a Redis call was lost."""
+
+
 @pytest.fixture(autouse=True)
 def _bounded_in_time(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every test is bounded in time: 60 s, or 240 s for tests marked slow/cluster."""
@@ -104,7 +118,7 @@ def _bounded_in_time(request: pytest.FixtureRequest) -> Iterator[None]:
     limit = 240 if slow else 60
 
     def on_alarm(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"test exceeded its {limit}s time bound")
+        raise TimeBoundExceeded(f"test exceeded its {limit}s time bound")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(limit)

@@ -47,6 +47,19 @@ from helpers import serving, until
         (("t", None), {"task_id": ""}, InvalidArgumentError),
         (("t", None), {"retention": -1}, InvalidArgumentError),
         (("t", b"x" * 2000), {}, PayloadError),  # over the client's 1000-byte limit below
+        (("t", None), {"process_in": 1e12}, InvalidArgumentError),  # out of range: the task was scheduled,
+        (("t", None), {"process_in": 1e300}, InvalidArgumentError),  # then a ValueError/OverflowError/OSError
+        (("t", None), {"process_at": 1e17}, InvalidArgumentError),  # from the TaskInfo's datetime
+        (("t", None), {"deadline": 1e14}, InvalidArgumentError),
+        (("t", None), {"deadline": -1}, InvalidArgumentError),  # stored negative = no deadline at all
+        (("t", None), {"unique": 1e300}, InvalidArgumentError),  # was a ResponseError from SET EX
+        (("t", None), {"timeout": 1e17}, InvalidArgumentError),  # was a PayloadError blaming the payload
+        (("t\udc80", None), {}, InvalidArgumentError),  # not UTF-8 text (was PayloadError)
+        (("t", None), {"task_id": "\ud800"}, InvalidArgumentError),  # (was UnicodeEncodeError from redis-py)
+        (("t", None), {"queue": ["q"]}, InvalidArgumentError),  # unhashable (was TypeError on the fast path)
+        (("t", None), {"bogus": 1}, InvalidArgumentError),  # unknown options (was TypeError)
+        (("t", None), {"now": "x"}, InvalidArgumentError),  # internal knobs are not options (was ValueError)
+        (("t", None), {"max_payload_bytes": 10**9}, InvalidArgumentError),
     ],
 )
 def test_enqueue_rejects_bad_input_and_keeps_queued_tasks(backend: Any, args: Any, kwargs: Any, error: type) -> None:
@@ -61,6 +74,27 @@ def test_enqueue_rejects_bad_input_and_keeps_queued_tasks(backend: Any, args: An
     assert Inspector(backend.sync).task_info("default", kept.id).state is TaskState.PENDING
 
 
+@pytest.mark.parametrize("item", [("t", 1, 5), ("t", 1, [("queue", "q")]), ("t", 1, "queue"), ("t", 1, 0),
+                                  ("t", 1, {1: 2}), ("t", 1, {}, 4), (), "t", None])
+def test_enqueue_many_rejects_bad_items_and_sends_nothing(backend: Any, item: Any) -> None:
+    client = Client(backend.sync)
+    with pytest.raises(InvalidArgumentError):  # item options that are not a mapping were a TypeError
+        client.enqueue_many([("t", 0), item])
+    assert backend.sync.keys("*") == []
+
+
+@pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
+                                 "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc",
+                                 "unix:///tmp/\udcff", "redis://\ud800:1/0"])
+def test_bad_redis_url_is_invalid_argument(url: str) -> None:
+    """A malformed URL was a ValueError from redis-py (or from int() for a cluster URL)."""
+    from asynqpy import AsyncClient
+
+    for make in (Client, Inspector, AsyncClient):
+        with pytest.raises(InvalidArgumentError, match="bad Redis URL"):
+            make(url)
+
+
 def test_errors_are_asynqpy_errors() -> None:
     from asynqpy import AsynqpyError
 
@@ -71,7 +105,15 @@ def test_errors_are_asynqpy_errors() -> None:
 @pytest.mark.parametrize(
     "options",
     [{"queues": {}}, {"queues": {"bad name": 1}}, {"queues": {"q": 0}}, {"concurrency": 0},
-     {"lease": 1, "heartbeat_interval": 2}, {"unknown_type": "explode"}, {"no_such_option": 1}],
+     {"lease": 1, "heartbeat_interval": 2}, {"unknown_type": "explode"}, {"no_such_option": 1},
+     # found by fuzzing: accepted, or a TypeError/AttributeError instead of InvalidArgumentError
+     {"queues": "default"}, {"queues": 5}, {"queues": [["q"]]}, {"queues": ["q", 1]}, {"concurrency": "10"},
+     {"concurrency": 2.5}, {"concurrency": True}, {"lease": float("nan")}, {"lease": float("inf")},
+     {"lease": "30"}, {"idle_timeout": 1e300}, {"shutdown_timeout": None}, {"fetch_batch": 10**15},
+     {"fetch_batch": 1.5}, {"strict_priority": "yes"}, {"sync_threads": 0}, {"sync_threads": 1.5},
+     {"default_timeout": "x"}, {"default_timeout": float("nan")}, {"retry_delay": None},
+     {"archive_max_size": -1.5}, {"archive_max_age": float("inf")}, {"recover_interval": 0},
+     {"janitor_interval": -1}, {"unknown_type": ["retry"]}],
 )
 def test_server_rejects_bad_options(options: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
@@ -108,3 +150,96 @@ def test_malformed_message_in_redis_is_archived_and_worker_keeps_running(backend
     info = Inspector(backend.sync).task_info("default", "bad1")
     assert info.state is TaskState.ARCHIVED and "undecodable" in info.last_error
     assert info.payload.startswith(b"\xc1\xc1garbage")
+
+
+def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None:
+    """Ids written by hand may be any bytes. Reading one as UTF-8 made every dequeue that met it and
+    every recoverer pass fail "unexpectedly", for good (found by fuzzing the data in Redis)."""
+    from asynqpy.codec import Message, encode
+
+    k = queue_keys("default")
+    r = backend.sync
+    r.hset(k.tasks, b"\xff1", b"p" + encode(Message("t", 1)))  # a valid task under an odd id: it runs
+    r.lpush(k.pending, b"\xff1")
+    r.hset(k.tasks, b"\xd5", b"a12345678\xc1garbage")  # a crashed worker's garbage, lease expired
+    r.zadd(k.lease, {b"\xd5": 1})
+    client = Client(r)
+    client.enqueue("t", 2)
+    mux = ServeMux()
+    ran: list[int] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, lease=1.5, recover_interval=0.5):
+            await until(lambda: sorted(ran) == [1, 2] and r.zscore(k.archived, b"\xd5") is not None)
+            client.enqueue("t", 3)
+            await until(lambda: sorted(ran) == [1, 2, 3])
+
+    asyncio.run(main())
+    assert "undecodable" in decode(r.hget(k.tasks, b"\xd5")[1:]).last_error
+    assert r.hget(k.tasks, b"\xff1") is None  # done
+
+
+def test_task_ids_that_are_not_utf8_with_signing(backend: Any) -> None:
+    """The signature covers the id: encoding a non-UTF-8 id for it raised UnicodeEncodeError, so
+    fetching and recovery failed "unexpectedly" again, for good."""
+    from asynqpy.codec import Message, encode
+
+    key = b"k" * 32
+    k = queue_keys("default")
+    r = backend.sync
+    forged = b"\xc4\x20" + b"0" * 32  # a tag of the right shape, made with no key
+    r.hset(k.tasks, b"\xff1", b"p" + encode(Message("t", 1)) + forged)  # archived unrun
+    r.lpush(k.pending, b"\xff1")
+    r.hset(k.tasks, b"\xd5", b"a12345678" + encode(Message("t", 9)) + forged)  # lease expired
+    r.zadd(k.lease, {b"\xd5": 1})
+    client = Client(r, signing_key=key)
+    client.enqueue("t", 2)
+    mux = ServeMux()
+    ran: list[int] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    def archived() -> bool:
+        return all(r.zscore(k.archived, id) is not None for id in (b"\xff1", b"\xd5"))
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, lease=1.5, recover_interval=0.5, signing_key=key):
+            await until(lambda: ran == [2] and archived())
+            client.enqueue("t", 3)
+            await until(lambda: ran == [2, 3])
+
+    asyncio.run(main())
+    for id in (b"\xff1", b"\xd5"):
+        assert "signature" in decode(r.hget(k.tasks, id)[1:]).last_error
+
+
+@pytest.mark.parametrize("value", [b"", b"?abc", b"\xff", b"a123", b"p\xc1"])
+def test_task_info_of_garbage_is_a_malformed_message(backend: Any, value: bytes) -> None:
+    """A stored value with no valid state char was a KeyError or UnicodeDecodeError (found by fuzzing);
+    one with a state and an undecodable message shows as type (malformed)."""
+    Client(backend.sync).enqueue("t", 1)
+    backend.sync.hset(queue_keys("default").tasks, "x", value)
+    if value[:1] in (b"a", b"p"):
+        assert Inspector(backend.sync).task_info("default", "x").type == "(malformed)"
+        return
+    with pytest.raises(MalformedMessageError):
+        Inspector(backend.sync).task_info("default", "x")
+
+
+@pytest.mark.parametrize("queue, id", [("default", None), ("default", 5), ("default", "\ud800"), (["default"], "x")])
+def test_inspector_rejects_bad_arguments(backend: Any, queue: Any, id: Any) -> None:
+    """A non-str id was an AttributeError, an unhashable queue a TypeError (found by fuzzing)."""
+    Client(backend.sync).enqueue("t", 1)
+    insp = Inspector(backend.sync)
+    with pytest.raises(InvalidArgumentError):
+        insp.task_info(queue, id)
+    if not isinstance(queue, str):
+        for method in (insp.stats, insp.pause, insp.unpause):
+            with pytest.raises(InvalidArgumentError):
+                method(queue)

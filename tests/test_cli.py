@@ -54,6 +54,8 @@ def test_env_var_gives_the_default_url(redis_url: str, monkeypatch: pytest.Monke
         (["worker", "nomodule", "--queues", "default"], "expected module:attribute"),
         (["worker", "no.such.module:mux"], "cannot import"),
         (["worker", "json:dumps"], "is not a ServeMux"),
+        (["worker", "..:mux"], "cannot import"),  # relative names: a TypeError traceback (found by fuzzing)
+        (["worker", ".workers:mux"], "cannot import"),
         (["worker", "x:y", "--queues", "a=notanumber"], "bad queue weight"),
     ],
 )
@@ -68,10 +70,20 @@ def test_user_errors_one_line_exit_2(redis_url: str, args: list[str], message: s
 
 
 def test_unreachable_redis_is_a_clear_error() -> None:
-    url = f"redis://127.0.0.1:{free_port()}/0"
+    port = free_port()  # an unreachable cluster was a RedisClusterException traceback, exit 1 (found by fuzzing)
+    for url in (f"redis://127.0.0.1:{port}/0", f"redis+cluster://127.0.0.1:{port}"):
+        for args in (["stats"], ["enqueue", "t"]):
+            code, _, err = run(*args, "--redis-url", url)
+            assert code == 2 and err.startswith("asynqpy: error: cannot reach Redis") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
+                                 "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc"])
+def test_bad_redis_url_is_a_user_error(url: str) -> None:
+    """A malformed --redis-url was a ValueError traceback with exit code 1 (found by fuzzing)."""
     for args in (["stats"], ["enqueue", "t"]):
         code, _, err = run(*args, "--redis-url", url)
-        assert code == 2 and err.startswith("asynqpy: error: cannot reach Redis") and err.count("\n") == 1
+        assert code == 2 and err.startswith("asynqpy: error: bad Redis URL") and err.count("\n") == 1, err
 
 
 def test_help_and_queue_spec() -> None:

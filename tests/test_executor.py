@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -58,3 +59,71 @@ def test_async_connections_pack_with_hiredis_like_redis_py() -> None:
         assert b"".join(conn.pack_command(*args)) == b"".join(plain.pack_command(*args))
     with pytest.raises(DataError):  # what hiredis cannot pack gets redis-py's own error
         conn.pack_command("SET", "k", None)
+
+
+def test_the_test_time_bound_fires_during_a_redis_call(redis_url: str) -> None:
+    """The alarm of conftest's time bound must not be taken for a broken connection and retried
+    (a TimeoutError is an OSError: redis-py swallowed it and a hung test ran on)."""
+    import signal
+    import time
+
+    r = redis.Redis.from_url(redis_url)
+    start = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, 0.2)  # replaces this test's own bound (60 s) with 0.2 s
+    with pytest.raises(Exception) as raised:
+        r.blpop(["nothing-here"], timeout=3)
+    assert type(raised.value).__name__ == "TimeBoundExceeded" and time.monotonic() - start < 2
+
+
+def test_unix_socket_url(tmp_path: Any) -> None:
+    """unix:// URLs (README) failed on the first command: the TCP-only socket_keepalive option was
+    passed to redis-py's Unix socket connection (TypeError; found by fuzzing the CLI)."""
+    import asyncio
+
+    from asynqpy import AsyncClient, ServeMux, Task
+    from helpers import serving, until
+    from redisproc import RedisProcess
+
+    sock = tmp_path / "redis.sock"
+    server = RedisProcess("--unixsocket", str(sock))
+    url = f"unix://{sock}"
+    try:
+        with Client(url) as c:
+            info = c.enqueue("t", 1)
+
+        async def main() -> str:
+            async with AsyncClient(url) as ac:
+                return (await ac.enqueue("t", 2)).id
+
+        second = asyncio.run(main())
+        insp = Inspector(url)
+        assert [insp.task_info("default", i).payload for i in (info.id, second)] == [1, 2]
+        insp.close()
+        mux, ran = ServeMux(), []
+
+        @mux.handle("t")
+        async def t(task: Task) -> None:
+            ran.append(task.payload)
+
+        async def work() -> None:
+            async with serving(url, mux):
+                await until(lambda: sorted(ran) == [1, 2])
+
+        asyncio.run(work())
+    finally:
+        server.stop()
+
+
+def test_clients_give_their_connection_back_to_a_shared_pool(redis_url: str) -> None:
+    """Each Client/Inspector made on a caller's redis client kept one pooled connection for good, even
+    after close(): the 101st on redis-py's default pool raised MaxConnectionsError (found by fuzzing)."""
+    r = redis.Redis.from_url(redis_url, max_connections=5)
+    for i in range(20):
+        Client(r).enqueue("t", i)  # dropped without close()
+        assert Inspector(r).queues() == ["default"]
+        with Client(r) as c:
+            c.enqueue("t", i)
+        insp = Inspector(r)
+        insp.stats("default")
+        insp.close()
+    assert Inspector(r).stats("default").pending == 40

@@ -278,6 +278,22 @@ def test_forward_moves_due_tasks_and_reports_next(h: H) -> None:
     assert h.take(5) == ["s1", "r1", "s2"]
 
 
+def test_waits_are_finite_and_at_most_a_day(h: H) -> None:
+    """Scores written by hand may be +-inf: the reply stayed "ms until inf" (fakeredis: OverflowError,
+    a background loop failing for good; Redis: an undefined integer). Found by fuzzing."""
+    inf = float("inf")
+    for key, id in ((K.scheduled, "s"), (K.retry, "r"), (K.completed, "c"), (K.lease, "a")):
+        h.r.zadd(key, {id: inf})
+    assert h.run(h.b.forward(Q)) == (0, 86_400_000)
+    assert h.run(h.b.expire(Q)) == (0, 86_400_000)
+    assert h.run(h.b.expired(Q)).next_ms == 86_400_000
+    h.run(h.b.schedule(Q, "far", Message("t"), 3 * 86_400_000))
+    h.r.zrem(K.scheduled, "s")
+    assert h.run(h.b.forward(Q)) == (0, 86_400_000)  # a far due time: the forwarder sleeps less anyway
+    h.r.zadd(K.scheduled, {"s": -inf, "s2": -inf})  # due (no data: dropped), two of them past a batch of one
+    assert h.run(h.b.forward(Q, 1)) == (0, 0)
+
+
 def test_expired_and_drop(h: H) -> None:
     h.enqueue("a")
     h.enqueue("b")

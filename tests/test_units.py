@@ -63,3 +63,26 @@ def test_every_script_has_a_header_and_declared_arity() -> None:
     for s in scripts.values():
         assert s.source.lstrip().startswith("--[["), s.name
         assert "Returns" in s.source.split("]]")[0], s.name
+
+
+def test_task_info_of_a_message_with_out_of_range_times() -> None:
+    """Data written by hand may hold any int64 in a time field; TaskInfo (the inspector, the worker's
+    Task.deadline) must not fail on it: ValueError "year 2285384 is out of range" (found by fuzzing)."""
+    from datetime import datetime, timezone
+
+    from asynqpy import TaskInfo, TaskState
+
+    m = decode(encode(Message("t", deadline_ms=2**63 - 1, last_failed_at_ms=-2**62, completed_at_ms=4 * 10**15)))
+    info = TaskInfo.from_message("id", "q", TaskState.PENDING, m, 2**64 - 1)
+    latest, earliest = datetime.max.replace(tzinfo=timezone.utc), datetime.min.replace(tzinfo=timezone.utc)
+    assert info.deadline == info.completed_at == info.next_process_at == latest
+    assert info.last_failed_at == earliest
+
+
+def test_payload_with_tuple_keys_round_trips() -> None:
+    """msgpack stores a tuple key as an array, which decodes to an unhashable list: the client
+    accepted the payload and the worker archived the task as malformed (found by fuzzing)."""
+    payload = {(0, ""): None, ((1, 2), 3): [4, {(5,): 6}], "k": (7, 8)}
+    m = decode(encode(Message("t", payload, result={(9,): 10})))
+    assert m.payload == {(0, ""): None, ((1, 2), 3): [4, {(5,): 6}], "k": [7, 8]}  # a tuple *value* is a list
+    assert m.result == {(9,): 10}

@@ -1,0 +1,719 @@
+"""A stateful property test of the Lua transitions (hypothesis ``RuleBasedStateMachine``).
+
+Random sequences of enqueue (plain, unique, generated or caller-chosen ids, batches), schedule,
+dequeue, the worker's outcomes (done, complete, retry, archive, requeue, late writes with a lost
+lease), lease renewal, lease expiry (the recoverer's scripts), forwarding, the janitor's scripts
+(expire, trim, the consistency sweep), pause/unpause, the operator's actions (delete, archive, run
+one task or a batch, cancel, remove the queue) and time jumps run against the real scripts
+(Broker + SyncExecutor, a FakeClock), on fakeredis and on the real redis-server. After every step
+the test reads Redis directly and checks the invariants listed in docs/architecture.md
+("Invariants"), then compares everything with a Python model of the expected state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from asynqpy import DuplicateTaskError, FakeClock, LeaseLostError, TaskIdConflictError, TaskNotFoundError, TaskState
+from asynqpy.broker import Broker
+from asynqpy.codec import Message, decode, encode, unique_digest
+from asynqpy.executor import SyncExecutor
+from asynqpy.keys import queue_keys
+from asynqpy.recoverer import LEASE_EXPIRED
+
+Q = "sm"
+K = queue_keys(Q)
+START_MS = 1_740_866_400_000  # 2025-03-01 22:00 UTC: time jumps cross midnight (daily counters)
+UNIQUE_TTL = 3600  # seconds of Redis's own clock: far longer than a test run, so no lock expires
+FORWARD_BATCH = 3
+EXPIRE_BATCH = 3
+MAX_WAIT = 86_400_000  # the longest wait a script reports (lua/includes/wait.lua)
+LIVE = "pasr"
+CONTAINERS = {"s": K.scheduled, "r": K.retry, "x": K.archived, "c": K.completed}  # zsets besides lease
+
+ids_pool = st.sampled_from(["id0", "id1", "id2", "id3"])
+task_types = st.sampled_from(["a", "b"])
+payloads = st.sampled_from([None, 1, "x", {"k": [1, 2]}])
+retentions = st.sampled_from([0, 5_000, 3_600_000])
+max_retries = st.sampled_from([0, 1, 3])
+archive_sizes = st.sampled_from([0, 2, 5, 10_000])
+archive_ages = st.sampled_from([3_600_000, 90 * 24 * 3_600_000])
+outcomes = st.one_of(  # what a worker writes for a task it ran (see QueueMachine._finish)
+    st.tuples(st.just("succeed"), st.sampled_from([None, b"ok", {"n": 1}])),  # done, or complete: result
+    st.tuples(st.just("retry"), st.sampled_from([0, 1_000, 600_000])),  # retry: delay (ms)
+    st.tuples(st.just("archive"), archive_sizes, archive_ages),  # archive: the archive's limits
+    st.tuples(st.just("requeue")),  # shutdown: back to the front of pending
+    st.tuples(st.just("keep")),  # still running
+)
+
+
+def day_of(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).date().isoformat()
+
+
+@dataclass
+class ModelTask:
+    state: str  # p a s r x c
+    msg: Message
+    digest: str  # uniqueness digest, '' = not unique
+    token: str = ""  # lease token while active
+    score: int = 0  # lease expiry / due time / time archived / retention expiry
+
+
+@dataclass
+class Model:
+    tasks: dict[str, ModelTask] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)  # as LRANGE 0 -1 shows it; workers pop the end
+    locks: dict[str, str] = field(default_factory=dict)  # digest -> owning task id
+    processed: dict[str, int] = field(default_factory=dict)  # day -> count
+    failed: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=lambda: {"processed": 0, "failed": 0})  # lifetime
+    paused: bool = False
+    wake: bool = False  # a wake-up token waits in the wake list
+    tick: bool = False
+    forwarder_plan: float = math.inf  # when the (modelled) forwarder next wakes by itself, ms
+    leases: list[tuple[str, str]] = field(default_factory=list)  # every (id, token) ever handed out
+    trimmed: int = 0  # archived tasks the archive limits deleted
+
+    def ids(self, state: str) -> list[str]:
+        return sorted(id for id, t in self.tasks.items() if t.state == state)
+
+    def zset(self, state: str) -> dict[str, int]:
+        return {id: t.score for id, t in self.tasks.items() if t.state == state}
+
+    def ordered(self, state: str) -> list[str]:
+        """Ids of a zset state as ZRANGE orders them: by score, then by member."""
+        return [id for _, id in sorted((t.score, id) for id, t in self.tasks.items() if t.state == state)]
+
+    def count(self, counter: dict[str, int], day: str) -> None:
+        counter[day] = counter.get(day, 0) + 1
+        self.totals["processed" if counter is self.processed else "failed"] += 1
+
+    def release(self, id: str) -> None:
+        t = self.tasks[id]
+        if t.digest and self.locks.get(t.digest) == id:
+            del self.locks[t.digest]
+
+    def trim(self, now: int, max_size: int, max_age: int) -> int:
+        """The archive limits, as lua/includes/trim.lua applies them."""
+        old = [id for id in self.ordered("x") if self.tasks[id].score < now - max_age][:100]
+        for id in old:
+            del self.tasks[id]
+        excess = min(len(self.ids("x")) - max_size, 100)
+        for id in self.ordered("x")[:max(excess, 0)]:
+            del self.tasks[id]
+        self.trimmed += len(old) + max(excess, 0)
+        return len(old) + max(excess, 0)
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """One queue driven through random transitions; ``client`` is set by the test that runs it."""
+
+    client: Any = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = type(self).client
+        self.r.flushall()
+        self.clock = FakeClock(START_MS)
+        self.b = Broker(self.clock)
+        self.x = SyncExecutor(self.r)
+        self.m = Model()
+        self.n_tokens = 0
+        self.n_ids = 0
+
+    def teardown(self) -> None:
+        self.x.close()  # give the executor's connection back to the pool
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self.clock.t
+
+    def run(self, call: Any, expected_error: type[Exception] | None = None) -> Any:
+        if expected_error is None:
+            return self.x.run(call)
+        with pytest.raises(expected_error):
+            self.x.run(call)
+        return None
+
+    def fresh_id(self) -> str:
+        self.n_ids += 1
+        return f"g{self.n_ids:05d}"
+
+    def new_task_error(self, id: str, check: bool, digest: str) -> type[Exception] | None:
+        """What enqueue/schedule must refuse with (None = accepted)."""
+        old = self.m.tasks.get(id)
+        if check and old is not None and old.state in LIVE:
+            return TaskIdConflictError
+        if digest and digest in self.m.locks:
+            return DuplicateTaskError
+        return None
+
+    def store_new(self, id: str, msg: Message, state: str, score: int = 0) -> None:
+        digest = msg.lock_digest()
+        self.m.tasks[id] = ModelTask(state, msg, digest, score=score)
+        if digest:
+            self.m.locks[digest] = id
+
+    def message(self, task_type: str, payload: Any, unique: bool, max_retry: int, retention: int) -> Message:
+        return Message(task_type, payload, enqueued_at_ms=self.now, max_retry=max_retry, retention_ms=retention,
+                       unique=unique)
+
+    def lease_error(self, id: str, token: str) -> type[Exception] | None:
+        """What a finishing script must refuse with (claim_active in lua/includes/active.lua)."""
+        t = self.m.tasks.get(id)
+        if t is None:
+            return TaskNotFoundError
+        if t.state != "a" or (token and t.token != token):
+            return LeaseLostError
+        if not token and t.score > self.now:
+            return LeaseLostError  # recoverer: the lease is still alive
+        return None
+
+    def signal_if_first(self, state: str, due: int) -> None:
+        scores = self.m.zset(state).values()
+        if not scores or min(scores) > due:
+            self.m.tick = True
+
+    # -- new tasks ------------------------------------------------------------------------------
+
+    def _new_id(self, data: st.DataObject) -> tuple[str, bool]:
+        """A new task's id and whether the caller chose it: a generated one, one of a few fixed ids
+        (conflicts with live tasks), or the id of a finished task (which a new task replaces)."""
+        finished = sorted(id for id, t in self.m.tasks.items() if t.state in "xc")
+        choice = st.just("") | ids_pool | (st.sampled_from(finished) if finished else st.nothing())
+        id = data.draw(choice, label="id")
+        return (id, True) if id else (self.fresh_id(), False)
+
+    @rule(data=st.data(), task_type=task_types, payload=payloads, unique=st.booleans(), max_retry=max_retries,
+          retention=retentions)
+    def enqueue(self, data: st.DataObject, task_type: str, payload: Any, unique: bool, max_retry: int,
+                retention: int) -> None:
+        id, caller_id = self._new_id(data)
+        msg = self.message(task_type, payload, unique, max_retry, retention)
+        error = self.new_task_error(id, caller_id, msg.lock_digest())
+        reply = self.run(self.b.enqueue(Q, id, msg, UNIQUE_TTL if unique else 0, check_id=caller_id), error)
+        if error is None:
+            assert reply == 1
+            self.store_new(id, msg, "p")
+            self.m.pending.insert(0, id)
+            self.m.wake = True
+
+    @rule(data=st.data(), items=st.lists(st.tuples(task_types, payloads, retentions), min_size=1, max_size=5))
+    def enqueue_many(self, data: st.DataObject, items: list[tuple[str, Any, int]]) -> None:
+        ids = [self._new_id(data) for _ in items]
+        entries = [(id, self.message(tt, p, False, 3, ret)) for (id, _), (tt, p, ret) in zip(ids, items)]
+        check = any(caller for _, caller in ids)
+        refused = self.run(self.b.enqueue_many(Q, [(id, encode(msg)) for id, msg in entries], check))
+        expected, seen = [], set()
+        for pos, (id, msg) in enumerate(entries):
+            old = self.m.tasks.get(id)
+            if check and (id in seen or (old is not None and old.state in LIVE)):
+                expected.append(pos)
+                continue
+            seen.add(id)
+            self.store_new(id, msg, "p")
+            self.m.pending.insert(0, id)
+            self.m.wake = True
+        assert refused == expected
+
+    @rule(data=st.data(), task_type=task_types, payload=payloads, unique=st.booleans(), max_retry=max_retries,
+          retention=retentions, delay=st.sampled_from([1, 1_000, 60_000, 7_200_000]))
+    def schedule(self, data: st.DataObject, task_type: str, payload: Any, unique: bool, max_retry: int,
+                 retention: int, delay: int) -> None:
+        id, _ = self._new_id(data)  # the script always checks the id
+        msg = self.message(task_type, payload, unique, max_retry, retention)
+        error = self.new_task_error(id, True, msg.lock_digest())
+        due = self.run(self.b.schedule(Q, id, msg, delay, UNIQUE_TTL if unique else 0), error)
+        if error is None:
+            assert due == self.now + delay
+            lock = msg.lock_digest()
+            if lock:
+                assert 0 < self.r.ttl(K.lock(lock)) <= UNIQUE_TTL + math.ceil(delay / 1000)
+            self.signal_if_first("s", due)
+            self.store_new(id, msg, "s", due)
+
+    # -- the worker -----------------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.m.pending))
+    @rule(count=st.integers(1, 4), lease=st.sampled_from([1_000, 30_000]), woken=st.booleans())
+    def dequeue(self, count: int, lease: int, woken: bool) -> None:
+        """A worker's fetch; ``woken``: it first took the wake-up token (an idle worker's BLPOP)."""
+        self._dequeue(count, lease, woken)
+
+    def _dequeue(self, count: int, lease: int, woken: bool) -> str:
+        """Dequeue and check; returns the lease token used."""
+        if woken:
+            assert (self.r.lpop(K.wake) is not None) == self.m.wake
+            self.m.wake = False
+        self.n_tokens += 1
+        token = f"{self.n_tokens:08x}"
+        res = self.run(self.b.dequeue(Q, count, lease, token))
+        assert res.now_ms == self.now
+        if self.m.paused:
+            assert (res.remaining, res.tasks) == (-1, [])
+            return token
+        taken = [self.m.pending.pop() for _ in range(min(count, len(self.m.pending)))]
+        assert [id for id, _ in res.tasks] == [id for id in taken if id]  # '': a removed task's placeholder
+        for id, raw in res.tasks:
+            t = self.m.tasks[id]
+            assert decode(raw) == t.msg
+            t.state, t.token, t.score = "a", token, self.now + lease
+            self.m.leases.append((id, token))
+        assert res.remaining == len(self.m.pending)
+        if self.m.pending:
+            self.m.wake = True
+        return token
+
+    def _pick_lease(self, data: st.DataObject) -> tuple[str, str]:
+        """An (id, token) a worker writes with: mostly a lease it holds, else one it lost (the
+        task was recovered, finished or re-leased since) or a made-up one: a late write."""
+        held = [(id, t.token) for id, t in sorted(self.m.tasks.items()) if t.state == "a"]
+        lost = [p for p in self.m.leases if p not in held] + [("id0", "ffffffff")]
+        return data.draw(st.sampled_from(held) | st.sampled_from(held) | st.sampled_from(lost), label="lease")
+
+    def has_active(self) -> bool:
+        return self.has("a")
+
+    def has(self, states: str) -> bool:
+        return any(t.state in states for t in self.m.tasks.values())
+
+    @precondition(lambda self: self.has_active())
+    @rule(data=st.data(), how=outcomes, recoverer=st.booleans())
+    def finish(self, data: st.DataObject, how: tuple[Any, ...], recoverer: bool) -> None:
+        """A worker writes a task's outcome, with a lease it holds, or one it lost (a late write);
+        or the recoverer (token '') retries or archives it, which needs an expired lease."""
+        id, token = self._pick_lease(data)
+        if recoverer and how[0] in ("retry", "archive"):
+            token = ""
+        self._finish(id, token, how)
+
+    @precondition(lambda self: bool(self.m.pending))
+    @rule(data=st.data(), count=st.integers(1, 4))
+    def work(self, data: st.DataObject, count: int) -> None:
+        """A worker's round: take up to ``count`` tasks and write each one's outcome."""
+        token = self._dequeue(count, 30_000, woken=True)
+        for id in [id for id, t in self.m.tasks.items() if t.state == "a" and t.token == token]:
+            self._finish(id, token, data.draw(outcomes, label=f"outcome of {id}"))
+
+    def _finish(self, id: str, token: str, how: tuple[Any, ...]) -> None:
+        """Run one outcome script and check its reply and effect (see outcomes)."""
+        error = self.lease_error(id, token)
+        t = self.m.tasks.get(id)
+        msg = t.msg if t is not None else Message("a")
+        now, what = self.now, how[0]
+        if what == "succeed" and msg.retention_ms == 0:
+            self.run(self.b.done(Q, id, token, msg), error)
+        elif what == "succeed":
+            msg = msg.with_(completed_at_ms=now, result=how[1])
+            self.run(self.b.complete(Q, id, token, msg), error)
+        elif what == "retry":
+            msg = msg.with_(retried=msg.retried + 1, last_error="boom", last_failed_at_ms=now)
+            due = self.run(self.b.retry(Q, id, token, msg, how[1]), error)
+            assert error is not None or due == now + how[1]
+        elif what == "archive":
+            msg = msg.with_(last_error="fatal", last_failed_at_ms=now)
+            self.run(self.b.archive(Q, id, token, msg, how[1], how[2]), error)
+        elif what == "requeue":
+            self.run(self.b.requeue(Q, id, token), error)
+        if error is not None or what == "keep":
+            return
+        assert t is not None
+        m = self.m
+        if what in ("succeed", "archive"):
+            m.release(id)
+        if what != "requeue":
+            m.count(m.processed, day_of(now))
+        if what in ("retry", "archive"):
+            m.count(m.failed, day_of(now))
+        if what == "succeed" and msg.retention_ms == 0:
+            del m.tasks[id]
+            return
+        if what == "retry":
+            self.signal_if_first("r", now + how[1])
+        t.msg, t.token = msg, ""
+        if what == "succeed":
+            t.state, t.score = "c", now + msg.retention_ms
+        elif what == "retry":
+            t.state, t.score = "r", now + how[1]
+        elif what == "archive":
+            t.state, t.score = "x", now
+            m.trim(now, how[1], how[2])
+        else:
+            t.state, t.score = "p", 0
+            m.pending.append(id)  # RPUSH: the end workers pop from
+            m.wake = True
+
+    @precondition(lambda self: bool(self.m.leases))
+    @rule(data=st.data(), lease=st.sampled_from([1_000, 30_000]))
+    def heartbeat(self, data: st.DataObject, lease: int) -> None:
+        """Lease renewal for some (id, token) pairs; the ones no longer held are reported lost."""
+        held = data.draw(st.lists(st.sampled_from(self.m.leases), max_size=4), label="held")
+        now, lost = self.run(self.b.extend(Q, lease, held))
+        assert now == self.now
+        expected = []
+        for id, token in held:
+            t = self.m.tasks.get(id)
+            if t is not None and t.state == "a" and t.token == token:
+                t.score = self.now + lease
+            else:
+                expected.append(id)
+        assert lost == expected
+
+    # -- the operator (Inspector actions) --------------------------------------------------------
+
+    def _take(self, id: str, window: int, hint: int) -> bool:
+        """Model of lua/includes/take.lua for a pending id: True if found (and removed)."""
+        lst = self.m.pending
+        if hint >= 0:
+            if id in lst[hint:hint + 2000]:
+                lst[lst.index(id, hint)] = ""  # LSET: a placeholder keeps the others' positions
+                return True
+            return False
+        if id in lst[-window:]:
+            del lst[len(lst) - 1 - lst[::-1].index(id)]
+            return True
+        if id in lst[:window]:
+            lst.remove(id)
+            return True
+        return False
+
+    @precondition(lambda self: bool(self.m.tasks))
+    @rule(data=st.data(), verb=st.sampled_from(["delete", "archive", "run"]), window=st.sampled_from([1, 3, 1000]),
+          hinted=st.booleans())
+    def operator(self, data: st.DataObject, verb: str, window: int, hinted: bool) -> None:
+        """An operator deletes, archives or runs tasks of a state (one or a batch): each one still
+        in that state is acted on; one in another state (or gone) is refused with its code; a
+        pending id is looked for near either end of the list, or at the index the caller found."""
+        state = data.draw(st.sampled_from({"delete": "psrxc", "archive": "psr", "run": "srx"}[verb]), label="state")
+        in_state = sorted(id for id, t in self.m.tasks.items() if t.state == state)
+        any_id = st.sampled_from([*sorted(self.m.tasks), "nope"])  # refused: another state, or gone
+        ids = data.draw(st.lists((st.sampled_from(in_state) | st.sampled_from(in_state) | any_id) if in_state
+                                 else any_id, min_size=1, max_size=3, unique=True), label="ids")
+        m, now = self.m, self.now
+        hints = {id: m.pending.index(id) if hinted and id in m.pending else -1 for id in ids}
+        ts = TaskState.from_code(state)
+        if verb == "run":
+            codes = self.run(self.b.run_tasks(Q, ts, ids))
+        else:
+            items = [(id, m.tasks[id].digest if id in m.tasks else "", hints[id]) for id in ids]
+            codes = self.run((self.b.delete_tasks if verb == "delete" else self.b.archive_tasks)(Q, ts, items, window))
+        expected = []
+        for id in ids:
+            t = m.tasks.get(id)
+            if t is None or t.state != state:
+                expected.append(0 if t is None else -5)
+                continue
+            if state == "p" and not self._take(id, window, hints[id]):
+                expected.append(-6)  # not near either end: the caller must locate it
+                continue
+            expected.append(1)
+            if verb == "run":
+                t.state, t.score = "p", 0  # an archived task's lock is not taken again
+                m.pending.insert(0, id)
+                m.wake = True
+                continue
+            m.release(id)
+            if verb == "delete":
+                del m.tasks[id]
+            else:
+                t.state, t.score, t.token = "x", now, ""  # the janitor trims the archive later
+        assert codes == expected
+
+    @precondition(lambda self: self.has_active())
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """An operator cancels a running task with the lease token it read (the task may have been
+        finished or re-leased since): it is archived, never retried on its own."""
+        id, token = self._pick_lease(data)
+        t = self.m.tasks.get(id)
+        msg = (t.msg if t else Message("a")).with_(last_error="cancelled by an operator", last_failed_at_ms=self.now)
+        code = self.run(self.b.cancel(Q, id, token, encode(msg), t.digest if t else "", b"notice"))
+        assert code == (0 if t is None else -5 if t.state != "a" else -6 if t.token != token else 1)
+        if code == 1:
+            assert t is not None
+            self.m.release(id)
+            t.state, t.msg, t.token, t.score = "x", msg, "", self.now
+
+    @precondition(lambda self: bool(self.m.totals["processed"] or self.m.pending))
+    @rule(empty_first=st.booleans())
+    def drop_queue(self, empty_first: bool) -> None:
+        """An operator removes the queue: refused while a task is left (placeholders in pending do
+        not count), nothing deleted. ``empty_first``: it deletes every task first, as
+        remove_queue(force) does (an active task cannot be deleted: it stays)."""
+        m = self.m
+        if empty_first:
+            for state in "psrxc":
+                ids = [id for id in m.ids(state) if id]
+                if ids:
+                    items = [(id, m.tasks[id].digest, -1) for id in ids]
+                    assert self.run(self.b.delete_tasks(Q, TaskState.from_code(state), items, 1000)) == [1] * len(ids)
+                    for id in ids:
+                        m.release(id)
+                        del m.tasks[id]
+                    if state == "p":
+                        m.pending = [id for id in m.pending if not id]
+        removed = self.run(self.b.drop_queue(Q)) == 1
+        assert removed == (not m.tasks)
+        if removed:
+            m.pending, m.paused, m.wake, m.tick, m.trimmed = [], False, False, False, 0
+            m.totals = {"processed": 0, "failed": 0}  # the daily counters expire on their own
+
+    @rule()
+    def reconcile(self) -> None:
+        """The janitor's consistency sweep finds nothing to repair in a consistent queue."""
+        cursor = "0"
+        while True:
+            cursor, repaired = self.run(self.b.reconcile(Q, cursor, 5))
+            assert repaired == []
+            if cursor == "0":
+                return
+
+    # -- background loops -----------------------------------------------------------------------
+
+    @precondition(lambda self: self.has_active())
+    @rule(limit=st.sampled_from([1, 100]), max_size=archive_sizes, max_age=archive_ages)
+    def recover(self, limit: int, max_size: int, max_age: int) -> None:
+        """The recoverer: expired leases -> retry (now), or archive when no retries are left."""
+        res = self.run(self.b.expired(Q, limit))
+        assert res.now_ms == self.now
+        due = [id for id in self.m.ordered("a") if self.m.tasks[id].score <= self.now]
+        assert [id for id, _ in res.tasks] == due[:limit]
+        later = [t.score - self.now for t in self.m.tasks.values() if t.state == "a" and t.score > self.now]
+        assert res.next_ms == (min(*later, MAX_WAIT) if later else -1)
+        for id, value in res.tasks:
+            t = self.m.tasks[id]
+            assert value is not None and value[:9] == b"a" + t.token.encode() and decode(value[9:]) == t.msg
+            failed = t.msg.with_(last_error=LEASE_EXPIRED, last_failed_at_ms=self.now)
+            if t.msg.retried >= t.msg.max_retry:
+                assert self.run(self.b.archive(Q, id, "", failed, max_size, max_age)) == 1
+                self.m.release(id)
+                t.state, t.msg, t.token, t.score = "x", failed, "", self.now
+                self.m.trim(self.now, max_size, max_age)
+            else:
+                failed = failed.with_(retried=t.msg.retried + 1)
+                assert self.run(self.b.retry(Q, id, "", failed, 0)) == self.now
+                self.signal_if_first("r", self.now)
+                t.state, t.msg, t.token, t.score = "r", failed, "", self.now
+            self.m.count(self.m.processed, day_of(self.now))
+            self.m.count(self.m.failed, day_of(self.now))
+
+    @precondition(lambda self: self.has("sr"))
+    @rule()
+    def forward(self) -> None:
+        """The forwarder's pass (after taking its tick token): due scheduled/retry tasks -> pending."""
+        self.r.lpop(K.tick)
+        self.m.tick = False
+        moved, next_ms = self.run(self.b.forward(Q, FORWARD_BATCH))
+        n = 0
+        for state in "sr":
+            for id in [i for i in self.m.ordered(state) if self.m.tasks[i].score <= self.now][:FORWARD_BATCH]:
+                t = self.m.tasks[id]
+                t.state, t.score = "p", 0
+                self.m.pending.insert(0, id)
+                n += 1
+        waits = [max(0, t.score - self.now) for t in self.m.tasks.values() if t.state in "sr"]
+        assert (moved, next_ms) == (n, min(*waits, MAX_WAIT) if waits else -1)
+        if n:
+            self.m.wake = True
+        self.m.forwarder_plan = self.now + next_ms if next_ms >= 0 else math.inf
+
+    @precondition(lambda self: self.has("c"))
+    @rule()
+    def expire(self) -> None:
+        """The janitor: completed tasks past their retention -> deleted."""
+        deleted, next_ms = self.run(self.b.expire(Q, EXPIRE_BATCH))
+        gone = [id for id in self.m.ordered("c") if self.m.tasks[id].score <= self.now][:EXPIRE_BATCH]
+        for id in gone:
+            del self.m.tasks[id]
+        waits = [max(0, t.score - self.now) for t in self.m.tasks.values() if t.state == "c"]
+        assert (deleted, next_ms) == (len(gone), min(*waits, MAX_WAIT) if waits else -1)
+
+    @precondition(lambda self: self.has("x"))
+    @rule(max_size=archive_sizes, max_age=archive_ages)
+    def trim(self, max_size: int, max_age: int) -> None:
+        """The janitor: archived tasks beyond the archive's limits -> deleted."""
+        assert self.run(self.b.trim(Q, max_size, max_age)) == self.m.trim(self.now, max_size, max_age)
+
+    @rule(again=st.booleans())
+    def pause(self, again: bool) -> None:
+        """Pause the queue; if it is paused, pause it again or (as often) unpause it."""
+        if self.m.paused and not again:
+            self.unpause()
+            return
+        assert self.run(self.b.pause(Q)) is not self.m.paused
+        self.m.paused = True
+
+    @rule()
+    def unpause(self) -> None:
+        """Unpause (a no-op when running); wakes an idle worker if tasks wait."""
+        assert self.run(self.b.unpause(Q)) is self.m.paused
+        if self.m.paused and self.m.pending:
+            self.m.wake = True
+        self.m.paused = False
+
+    @rule(ms=st.sampled_from([1, 999, 1_000, 5_000, 30_000, 600_000, 3_600_000, 26 * 3_600_000]))
+    def time_passes(self, ms: int) -> None:
+        """The clock jumps: leases expire, tasks fall due, retention and archive ages run out."""
+        self.clock.t += ms
+
+    # -- invariants -----------------------------------------------------------------------------
+
+    def read(self) -> dict[str, Any]:
+        """Every key name and the content of the queue's containers, in one round trip."""
+        p = self.r.pipeline(transaction=False)
+        p.keys("*")
+        p.hgetall(K.tasks)
+        p.lrange(K.pending, 0, -1)
+        p.zrange(K.lease, 0, -1, withscores=True)
+        for key in CONTAINERS.values():
+            p.zrange(key, 0, -1, withscores=True)
+        p.lrange(K.wake, 0, -1)
+        p.lrange(K.tick, 0, -1)
+        keys, tasks, pending, lease, *zsets, wake, tick = p.execute()
+        return {
+            "keys": {k.decode() for k in keys},
+            "tasks": {k.decode(): v for k, v in tasks.items()},
+            "pending": [i.decode() for i in pending],
+            "lease": {i.decode(): int(s) for i, s in lease},
+            "zsets": {state: {i.decode(): int(sc) for i, sc in z} for state, z in zip(CONTAINERS, zsets)},
+            "wake": wake,
+            "tick": tick,
+        }
+
+    @invariant()
+    def check(self) -> None:
+        """After every step: the invariants, then Redis against the model."""
+        s = self.read()
+        self.structure(s)
+        self.matches_model(s)
+        self.counters()
+
+    def structure(self, s: dict[str, Any]) -> None:
+        """The model-free invariants of docs/architecture.md, read from Redis."""
+        tasks, lease, zsets = s["tasks"], s["lease"], s["zsets"]
+        pending = [id for id in s["pending"] if id]  # '': the placeholder of a task removed from deep in the list
+        assert len(pending) == len(set(pending)), "an id is twice in pending"
+        assert "" not in tasks
+        where: dict[str, list[str]] = {}
+        for id in pending:
+            where.setdefault(id, []).append("p")
+        for id in lease:
+            where.setdefault(id, []).append("a")
+        for state, z in zsets.items():
+            for id in z:
+                where.setdefault(id, []).append(state)
+        assert set(where) == set(tasks), "a task without a container, or a container entry without a task"
+        live: dict[str, str] = {}  # task id -> its lock key, for live unique tasks
+        for id, value in tasks.items():
+            state = value[:1].decode()
+            assert where[id] == [state], f"task {id} is in {where[id]} but its hash says {state!r}"
+            msg = decode(value[9:] if state == "a" else value[1:])
+            if state == "a":
+                assert len(value[1:9]) == 8
+            if state in LIVE and msg.unique:
+                live[id] = K.lock(unique_digest(msg.type, msg.payload))
+        locks = sorted(k for k in s["keys"] if k.startswith(K.base + "u:"))
+        assert K.placeholder not in locks
+        p = self.r.pipeline(transaction=False)
+        for k in locks:
+            p.get(k)
+            p.ttl(k)
+        got = p.execute()
+        for i, k in enumerate(locks):
+            assert live.get(got[2 * i].decode()) == k, "a lock that is not its live unique task's"
+            assert got[2 * i + 1] > 0, "a lock without a TTL"
+        # a live unique task without its lock: only one run again from the archive (model checked)
+        assert len(s["wake"]) <= 1 and len(s["tick"]) <= 1
+        if pending and not self.m.paused:
+            assert s["wake"], "pending tasks but no wake-up token: an idle worker would oversleep"
+        due = [score for state in "sr" for score in zsets[state].values()]
+        if not s["tick"] and self.m.forwarder_plan > self.now and due:
+            assert min(due) >= self.m.forwarder_plan, "a task is due before the forwarder wakes, and no tick"
+
+    def matches_model(self, s: dict[str, Any]) -> None:
+        """Redis holds exactly what the model expects."""
+        m = self.m
+        assert s["pending"] == m.pending
+        assert s["lease"] == m.zset("a")
+        for state, z in s["zsets"].items():
+            assert z == m.zset(state), state
+        assert set(s["tasks"]) == set(m.tasks)
+        for id, value in s["tasks"].items():
+            t = m.tasks[id]
+            assert value[:1].decode() == t.state
+            if t.state == "a":
+                assert value[1:9].decode() == t.token and decode(value[9:]) == t.msg
+            else:
+                assert decode(value[1:]) == t.msg
+        assert bool(s["wake"]) == m.wake and bool(s["tick"]) == m.tick
+        expected = {K.tasks: m.tasks, K.pending: m.pending, K.lease: m.ids("a"), K.paused: m.paused,
+                    K.wake: m.wake, K.tick: m.tick, K.processed: m.totals["processed"],
+                    K.failed: m.totals["failed"], K.trimmed: m.trimmed}
+        for state, key in CONTAINERS.items():
+            expected[key] = m.ids(state)
+        keys = {k for k, v in expected.items() if v}
+        keys |= {K.lock(d) for d in m.locks}
+        owners = self.r.mget([K.lock(d) for d in m.locks]) if m.locks else []
+        assert [o.decode() if o else None for o in owners] == list(m.locks.values()), "lock owners"
+        keys |= {f"{K.base}processed:{d}" for d in m.processed} | {f"{K.base}failed:{d}" for d in m.failed}
+        assert s["keys"] == keys, "orphan or missing keys"
+
+    def counters(self) -> None:
+        """The counters (lifetime and daily, read directly and by the stats script) agree with the
+        model, and with each other: every event counted in a lifetime counter is counted in that
+        day's counter, which expires (90 days)."""
+        m = self.m
+        days = {f"{K.base}{kind}:{d}": n for kind, counts in (("processed", m.processed), ("failed", m.failed))
+                for d, n in counts.items()}
+        p = self.r.pipeline(transaction=False)
+        for key in [K.processed, K.failed, *days]:
+            p.get(key)
+            p.ttl(key)
+        got = p.execute()
+        values, ttls = [int(v or 0) for v in got[0::2]], got[1::2]
+        processed, failed, *daily = values
+        assert daily == list(days.values()) and all(ttl > 0 for ttl in ttls[2:]), "daily counters"
+        assert (processed, failed) == (m.totals["processed"], m.totals["failed"])
+        assert processed >= failed  # a failure is counted as processed too
+        # every event is in a daily counter too (the lifetime ones start again when the queue is removed)
+        assert processed <= sum(daily[:len(m.processed)]) and failed <= sum(daily[len(m.processed):])
+        snapshot = self.run(self.b.snapshot(Q))
+        stats = snapshot.stats
+        assert (snapshot.trimmed, snapshot.now_ms) == (m.trimmed, self.now)
+        oldest = next((id for id in reversed(m.pending[-10:]) if id), None)  # placeholders skipped
+        assert snapshot.oldest == (self.r.hget(K.tasks, oldest) if oldest else None)
+        today = day_of(self.now)
+        assert (stats.pending, stats.active, stats.scheduled, stats.retry, stats.archived, stats.completed,
+                stats.paused, stats.processed, stats.failed, stats.processed_today, stats.failed_today) == (
+            len(m.pending), len(m.ids("a")), len(m.ids("s")), len(m.ids("r")), len(m.ids("x")), len(m.ids("c")),
+            m.paused, processed, failed, m.processed.get(today, 0), m.failed.get(today, 0))
+
+
+SETTINGS = settings(max_examples=200, stateful_step_count=50, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run_machine(client: Any) -> None:
+    machine = type("QueueMachineOn", (QueueMachine,), {"client": client})
+    run_state_machine_as_test(machine, settings=SETTINGS)
+
+
+def test_state_machine_fakeredis() -> None:
+    run_machine(fakeredis.FakeRedis())
+
+
+@pytest.mark.real
+def test_state_machine_real_redis(redis_url: str) -> None:
+    run_machine(redis.Redis.from_url(redis_url))
