@@ -243,3 +243,21 @@ def test_inspector_rejects_bad_arguments(backend: Any, queue: Any, id: Any) -> N
         for method in (insp.stats, insp.pause, insp.unpause):
             with pytest.raises(InvalidArgumentError):
                 method(queue)
+
+
+def test_cancel_of_a_hand_written_active_task(backend: Any) -> None:
+    """Cancelling an active task whose id is not UTF-8, or whose lease token is not text: the cancel
+    notice could not be packed (UnicodeEncodeError), the token not read (UnicodeDecodeError); found by
+    the inspector fuzz test."""
+    from asynqpy.codec import Message, encode
+
+    k = queue_keys("default")
+    r = backend.sync
+    Client(r).enqueue("t", 0)  # the queue exists
+    for id, token in ((b"\xff", b"abcd1234"), (b"odd", b"\xff\x00abcde")):
+        r.hset(k.tasks, id, b"a" + token + encode(Message("t", 1)))
+        r.zadd(k.lease, {id: 1})
+    insp = Inspector(r)
+    for id in ("\udcff", "odd"):
+        assert insp.cancel(id, "default").state is TaskState.ARCHIVED
+    assert r.zcard(k.lease) == 0 and r.zcard(k.archived) == 2
