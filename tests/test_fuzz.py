@@ -116,10 +116,11 @@ garbage_messages = st.one_of(
     st.integers(1, len(FIELD_VALUES)).flatmap(lambda n: st.tuples(*FIELD_VALUES[:n])).map(
         lambda v: msgpack.packb(list(v), use_bin_type=True)),
 )
-stored_values = st.one_of(  # a task hash value: state char [+ token] + message, or anything
+signatures = st.sampled_from([b"", b"\xc4\x20" + b"0" * 32])  # none, or a forged tag of the right shape
+stored_values = st.one_of(  # a task hash value: state char [+ token] + message [+ tag], or anything
     st.none(),
-    st.tuples(st.sampled_from([b"p", b"s", b"r", b"x", b"c", b"", b"?"]), garbage_messages).map(b"".join),
-    st.tuples(st.just(b"a"), st.binary(min_size=8, max_size=8), garbage_messages).map(b"".join),
+    st.tuples(st.sampled_from([b"p", b"s", b"r", b"x", b"c", b"", b"?"]), garbage_messages, signatures).map(b"".join),
+    st.tuples(st.just(b"a"), st.binary(min_size=8, max_size=8), garbage_messages, signatures).map(b"".join),
     st.binary(max_size=12),
 )
 
@@ -279,26 +280,55 @@ def test_client_enqueue_many_fuzz(backend: Any) -> None:
 # -- the inspector ---------------------------------------------------------------------------------
 
 
+def inspector_call(insp: Inspector, name: str, a: dict[str, Any]) -> Any:
+    """Call an Inspector method by name with the arguments it takes from ``a``."""
+    args = {
+        "queues": (), "all_queue_info": (), "servers": (), "all_stats": (),
+        "queue_info": ("queue",), "pause": ("queue",), "unpause": ("queue",), "stats": ("queue",),
+        "history": ("queue", "days"), "list_tasks": ("queue", "state", "page", "page_size"),
+        "task_info": ("queue", "id"), "delete_task": ("queue", "id"), "run_task": ("queue", "id"),
+        "archive_task": ("queue", "id"), "delete_all": ("queue", "state"), "run_all": ("queue", "state"),
+        "archive_all": ("queue", "state"), "remove_queue": ("queue", "force"), "cancel": ("id", "queue"),
+    }[name]
+    return getattr(insp, name)(*(a[x] for x in args))
+
+
+INSPECTOR_CALLS = ["queues", "all_queue_info", "servers", "all_stats", "queue_info", "pause", "unpause", "stats",
+                   "history", "list_tasks", "task_info", "delete_task", "run_task", "archive_task", "delete_all",
+                   "run_all", "archive_all", "remove_queue", "cancel"]
+inspector_args = st.fixed_dictionaries({
+    "queue": mostly(st.just("default"), texts | anything),
+    "id": mostly(st.sampled_from(["x", "\udcff"]), texts | anything),
+    "state": mostly(st.sampled_from([s.value for s in TaskState]), texts | anything),
+    "page": mostly(st.integers(1, 3), anything), "page_size": mostly(st.integers(1, 1000), anything),
+    "days": mostly(st.integers(1, 30), anything), "force": mostly(st.booleans(), anything),
+})
+
+
 @TWO_BACKENDS
 def test_inspector_fuzz(backend: Any) -> None:
-    """Arbitrary queue names and ids, and whatever value is stored under the id."""
+    """Every Inspector method with arbitrary arguments, on a queue holding a few tasks and, under
+    the ids it is asked about, whatever value (the task's pending entry included)."""
     r = backend.sync
 
     @fuzz_settings(backend, 150, 40)
-    @given(mostly(st.just("default"), texts | anything), mostly(st.sampled_from(["x", "\udcff"]), texts | anything),
-           stored_values)
-    def run(queue: Any, id: Any, value: bytes | None) -> None:
+    @given(st.lists(st.sampled_from(INSPECTOR_CALLS), min_size=1, max_size=4), inspector_args, stored_values)
+    def run(calls: list[str], args: dict[str, Any], value: bytes | None) -> None:
         r.flushall()
-        Client(r).enqueue("t", 1)
-        if value is not None and id in ("x", "\udcff"):
-            r.hset(queue_keys("default").tasks, id.encode(errors="surrogateescape"), value)
-        insp = Inspector(r)
-        for call in (lambda: insp.task_info(queue, id), lambda: insp.stats(queue), insp.all_stats, insp.queues,
-                     lambda: insp.pause(queue), lambda: insp.unpause(queue)):
-            try:
-                call()
-            except AsynqpyError:
-                pass
+        with Client(r) as client:
+            client.enqueue("t", 1)
+            client.enqueue("t", 2, process_in=60)
+        if value is not None:
+            k = queue_keys("default")
+            for id in (b"x", b"\xff"):
+                r.hset(k.tasks, id, value)
+                r.lpush(k.pending, id)
+        with Inspector(r) as insp:
+            for name in calls:
+                try:
+                    inspector_call(insp, name, args)
+                except AsynqpyError:
+                    pass
 
     run()
 
@@ -511,8 +541,10 @@ class Records(logging.Handler):
 def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
     """Random garbage in a queue's task hash, pending list and zsets, under a running worker: it
     keeps serving good tasks, does not crash (no "failed unexpectedly", its loops keep running) or
-    spin, and every garbage task it takes is archived with the reason or dropped."""
+    spin, and every garbage task it takes is archived with the reason or dropped. On redis-server
+    the worker requires signed tasks."""
     r = backend.sync
+    key = b"k" * 32 if backend.kind == "real" else None
     ran: list[Any] = []
     mux = ServeMux()
     mux.handle("good", lambda task: ran.append(task.payload))
@@ -523,7 +555,7 @@ def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
         async def main() -> None:
             server.append(Server(backend.new_async() if backend.kind == "fake" else backend.url, lease=1.5,
                                  heartbeat_interval=0.5, idle_timeout=0.5, recover_interval=0.5, janitor_interval=0.5,
-                                 shutdown_timeout=1, unknown_type="archive", concurrency=4))
+                                 shutdown_timeout=1, unknown_type="archive", concurrency=4, signing_key=key))
             await server[0].arun(mux)
 
         try:
@@ -535,7 +567,7 @@ def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
     logging.getLogger("asynqpy").addHandler(records)
     thread = threading.Thread(target=serve, name="garbage-worker", daemon=True)
     thread.start()
-    client = Client(r)
+    client = Client(r, signing_key=key)
     try:
         wait_sync(lambda: server and server[0]._stop is not None)
 
