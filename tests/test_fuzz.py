@@ -18,6 +18,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import click
 import msgpack
 import pytest
 import redis
@@ -470,6 +471,67 @@ def test_cli_enqueue_and_stats_fuzz(redis_url: str) -> None:
         code = invoke(["enqueue", task_type, *options, "--redis-url", url])
         assert len(r.keys("asynqpy:{*}:t")) == (code == 0), "exit 0 stores the task; exit 2 stores nothing"
         invoke(["stats", "--json", "--redis-url", url])
+
+    run()
+
+
+def cli_commands() -> list[tuple[tuple[str, ...], click.Command]]:
+    """Every command of the CLI but worker (fuzzed on its own) and dash (it takes the terminal)."""
+    def walk(cmd: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
+        if isinstance(cmd, click.Group):
+            return [x for name, sub in sorted(cmd.commands.items()) for x in walk(sub, (*path, name))]
+        return [(path, cmd)] if path not in (("worker",), ("dash",)) else []
+    return walk(cli, ())
+
+
+CLI_VALUES = {  # parameter name -> its value on the command line: mostly a plausible one
+    "queue": mostly(st.sampled_from(["default", "q2"]), texts),
+    "queues": mostly(st.sampled_from(["default", "q2"]), texts),
+    "state": mostly(st.sampled_from([s.value for s in TaskState]), texts),
+    "task_id": mostly(st.sampled_from(["id1", "id2", "id3", "nope"]), texts),
+    "ids": mostly(st.sampled_from(["id1", "id2", "id3", "nope"]), texts), "task_type": mostly(st.just("t"), texts),
+    "page": mostly(st.sampled_from(["1", "2"]), numbers), "page_size": mostly(st.sampled_from(["1", "30"]), numbers),
+    "days": mostly(st.sampled_from(["1", "7"]), numbers), "signing_key_file": st.sampled_from(["/nonexistent/k"]),
+    **{k.lstrip("-").replace("-", "_"): v for k, v in ENQUEUE_FLAGS.items()}, "process_in": ENQUEUE_FLAGS["--in"],
+}
+
+
+def command_line(path: tuple[str, ...], cmd: click.Command, url: str) -> st.SearchStrategy[list[str]]:
+    """Arguments for one command, from its own parameters: flags on or off, options mostly with a
+    plausible value (required ones mostly present), arguments one or a few."""
+    parts: list[st.SearchStrategy[list[str]]] = [st.just(list(path))]
+    for p in cmd.params:
+        value = CLI_VALUES.get(p.name or "", texts)
+        if p.name == "redis_url":
+            parts.append(mostly(st.just(url), redis_urls).map(lambda u: ["--redis-url", u]))
+        elif isinstance(p, click.Argument):
+            parts.append(st.lists(value, min_size=1 if p.required else 0, max_size=1 if p.nargs == 1 else 3))
+        elif getattr(p, "is_flag", False):
+            parts.append(st.sampled_from([[], [p.opts[0]]]))
+        else:
+            given_ = value.map(lambda v, o=p.opts[0]: [o, v])
+            parts.append(mostly(given_, st.just([])) if p.required else mostly(st.just([]), given_))
+    return st.tuples(*parts).map(lambda lists: [x for part in lists for x in part])
+
+
+@pytest.mark.real
+def test_cli_commands_fuzz(redis_url: str) -> None:
+    """Every command (queue, task, server, stats, enqueue) with arguments built from its own
+    parameters, on queues holding tasks in several states."""
+    r = redis.Redis.from_url(redis_url)
+    commands = cli_commands()
+
+    @settings(max_examples=200, suppress_health_check=SLOW)
+    @given(st.sampled_from(commands).flatmap(lambda pc: command_line(*pc, redis_url)))
+    def run(args: list[str]) -> None:
+        r.flushall()
+        with Client(r) as client:
+            client.enqueue("t", 1, task_id="id1")
+            client.enqueue("t", 2, task_id="id2", process_in=60)
+            client.enqueue("t", 3, task_id="id3", queue="q2")
+        with Inspector(r) as insp:
+            insp.archive_task("q2", "id3")
+        invoke(args)
 
     run()
 
