@@ -261,3 +261,15 @@ def test_cancel_of_a_hand_written_active_task(backend: Any) -> None:
     for id in ("\udcff", "odd"):
         assert insp.cancel(id, "default").state is TaskState.ARCHIVED
     assert r.zcard(k.lease) == 0 and r.zcard(k.archived) == 2
+
+
+@pytest.mark.parametrize("limit", ["x", 0, -1, True, 1.5, None])
+def test_client_rejects_a_bad_payload_limit(limit: Any) -> None:
+    """max_payload_bytes was not checked: 'x' made every enqueue a TypeError, -1 refused every payload."""
+    import fakeredis
+
+    from asynqpy import AsyncClient
+
+    for make in (Client, AsyncClient):
+        with pytest.raises(InvalidArgumentError):
+            make(fakeredis.FakeRedis(), max_payload_bytes=limit)
