@@ -131,7 +131,7 @@ def _s(v: bytes | str) -> str:
 
 
 def id_arg(id: str) -> bytes:
-    """A task id as a command argument (the bytes it was read from, see :func:`_s`)."""
+    """A task id (or lease token) as a command argument: the bytes it was read from, see :func:`_s`."""
     try:
         return id.encode(errors="surrogateescape")
     except (AttributeError, UnicodeEncodeError):  # not a str, or a surrogate _s cannot have made
@@ -456,7 +456,7 @@ class Broker:
         ``token``, and ``notice`` published on the cancel channel."""
         q = queue_keys(queue)
         return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest)),
-                    (id_arg(id), token, msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
+                    (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
 
     def drop_queue(self, queue: str) -> Call[int]:
         """Delete an empty queue's keys (1), or refuse (-7) if a task is left."""

@@ -32,7 +32,7 @@ class Canceller:
     def handle(self, data: Any) -> None:
         """Cancel the handler named by one notice, if this server runs it."""
         try:
-            queue, id = msgpack.unpackb(data, raw=False)
+            queue, id = msgpack.unpackb(data, raw=False, unicode_errors="surrogateescape")  # as packed
         except (ValueError, TypeError, msgpack.UnpackException):
             log.warning("ignored a malformed cancel notice: %r", data)
             return

@@ -38,6 +38,8 @@ _LONE = [(0, -1)]
 class _ClientCore:
     def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
                  wait_replicas: int, wait_timeout: float) -> None:
+        if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
+            raise InvalidArgumentError(f"max_payload_bytes must be an int >= 1, got {max_payload_bytes!r}")
         if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
             raise InvalidArgumentError(f"wait_replicas must be an int >= 0, got {wait_replicas!r}")
         if not isinstance(wait_timeout, (int, float)) or not 0 < wait_timeout < float("inf"):

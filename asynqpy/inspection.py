@@ -428,8 +428,9 @@ class Plans:
                                      "task can be cancelled (delete or archive it instead)")
             q, stored = active[0]
             new, digest = self._cancelled(q, id, stored[9:])
-            notice: bytes = msgpack.packb([q, id])
-            code = value((yield [self.b.cancel(q, id, stored[1:9].decode(), new, digest, notice)])[0])
+            notice: bytes = msgpack.packb([q, id], unicode_errors="surrogateescape")  # an id read as it was
+            token = stored[1:9].decode(errors="surrogateescape")  # written by hand, it may be any bytes
+            code = value((yield [self.b.cancel(q, id, token, new, digest, notice)])[0])
             if code == OK:
                 return (yield from self.task_info(q, id))
         raise TaskStateError(f"task {id!r} keeps changing state; try again")

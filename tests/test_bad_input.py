@@ -243,3 +243,33 @@ def test_inspector_rejects_bad_arguments(backend: Any, queue: Any, id: Any) -> N
         for method in (insp.stats, insp.pause, insp.unpause):
             with pytest.raises(InvalidArgumentError):
                 method(queue)
+
+
+def test_cancel_of_a_hand_written_active_task(backend: Any) -> None:
+    """Cancelling an active task whose id is not UTF-8, or whose lease token is not text: the cancel
+    notice could not be packed (UnicodeEncodeError), the token not read (UnicodeDecodeError); found by
+    the inspector fuzz test."""
+    from asynqpy.codec import Message, encode
+
+    k = queue_keys("default")
+    r = backend.sync
+    Client(r).enqueue("t", 0)  # the queue exists
+    for id, token in ((b"\xff", b"abcd1234"), (b"odd", b"\xff\x00abcde")):
+        r.hset(k.tasks, id, b"a" + token + encode(Message("t", 1)))
+        r.zadd(k.lease, {id: 1})
+    insp = Inspector(r)
+    for id in ("\udcff", "odd"):
+        assert insp.cancel(id, "default").state is TaskState.ARCHIVED
+    assert r.zcard(k.lease) == 0 and r.zcard(k.archived) == 2
+
+
+@pytest.mark.parametrize("limit", ["x", 0, -1, True, 1.5, None])
+def test_client_rejects_a_bad_payload_limit(limit: Any) -> None:
+    """max_payload_bytes was not checked: 'x' made every enqueue a TypeError, -1 refused every payload."""
+    import fakeredis
+
+    from asynqpy import AsyncClient
+
+    for make in (Client, AsyncClient):
+        with pytest.raises(InvalidArgumentError):
+            make(fakeredis.FakeRedis(), max_payload_bytes=limit)

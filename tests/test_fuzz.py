@@ -18,6 +18,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import click
 import msgpack
 import pytest
 import redis
@@ -116,10 +117,11 @@ garbage_messages = st.one_of(
     st.integers(1, len(FIELD_VALUES)).flatmap(lambda n: st.tuples(*FIELD_VALUES[:n])).map(
         lambda v: msgpack.packb(list(v), use_bin_type=True)),
 )
-stored_values = st.one_of(  # a task hash value: state char [+ token] + message, or anything
+signatures = st.sampled_from([b"", b"\xc4\x20" + b"0" * 32])  # none, or a forged tag of the right shape
+stored_values = st.one_of(  # a task hash value: state char [+ token] + message [+ tag], or anything
     st.none(),
-    st.tuples(st.sampled_from([b"p", b"s", b"r", b"x", b"c", b"", b"?"]), garbage_messages).map(b"".join),
-    st.tuples(st.just(b"a"), st.binary(min_size=8, max_size=8), garbage_messages).map(b"".join),
+    st.tuples(st.sampled_from([b"p", b"s", b"r", b"x", b"c", b"", b"?"]), garbage_messages, signatures).map(b"".join),
+    st.tuples(st.just(b"a"), st.binary(min_size=8, max_size=8), garbage_messages, signatures).map(b"".join),
     st.binary(max_size=12),
 )
 
@@ -279,26 +281,55 @@ def test_client_enqueue_many_fuzz(backend: Any) -> None:
 # -- the inspector ---------------------------------------------------------------------------------
 
 
+def inspector_call(insp: Inspector, name: str, a: dict[str, Any]) -> Any:
+    """Call an Inspector method by name with the arguments it takes from ``a``."""
+    args = {
+        "queues": (), "all_queue_info": (), "servers": (), "all_stats": (),
+        "queue_info": ("queue",), "pause": ("queue",), "unpause": ("queue",), "stats": ("queue",),
+        "history": ("queue", "days"), "list_tasks": ("queue", "state", "page", "page_size"),
+        "task_info": ("queue", "id"), "delete_task": ("queue", "id"), "run_task": ("queue", "id"),
+        "archive_task": ("queue", "id"), "delete_all": ("queue", "state"), "run_all": ("queue", "state"),
+        "archive_all": ("queue", "state"), "remove_queue": ("queue", "force"), "cancel": ("id", "queue"),
+    }[name]
+    return getattr(insp, name)(*(a[x] for x in args))
+
+
+INSPECTOR_CALLS = ["queues", "all_queue_info", "servers", "all_stats", "queue_info", "pause", "unpause", "stats",
+                   "history", "list_tasks", "task_info", "delete_task", "run_task", "archive_task", "delete_all",
+                   "run_all", "archive_all", "remove_queue", "cancel"]
+inspector_args = st.fixed_dictionaries({
+    "queue": mostly(st.just("default"), texts | anything),
+    "id": mostly(st.sampled_from(["x", "\udcff"]), texts | anything),
+    "state": mostly(st.sampled_from([s.value for s in TaskState]), texts | anything),
+    "page": mostly(st.integers(1, 3), anything), "page_size": mostly(st.integers(1, 1000), anything),
+    "days": mostly(st.integers(1, 30), anything), "force": mostly(st.booleans(), anything),
+})
+
+
 @TWO_BACKENDS
 def test_inspector_fuzz(backend: Any) -> None:
-    """Arbitrary queue names and ids, and whatever value is stored under the id."""
+    """Every Inspector method with arbitrary arguments, on a queue holding a few tasks and, under
+    the ids it is asked about, whatever value (the task's pending entry included)."""
     r = backend.sync
 
     @fuzz_settings(backend, 150, 40)
-    @given(mostly(st.just("default"), texts | anything), mostly(st.sampled_from(["x", "\udcff"]), texts | anything),
-           stored_values)
-    def run(queue: Any, id: Any, value: bytes | None) -> None:
+    @given(st.lists(st.sampled_from(INSPECTOR_CALLS), min_size=1, max_size=4), inspector_args, stored_values)
+    def run(calls: list[str], args: dict[str, Any], value: bytes | None) -> None:
         r.flushall()
-        Client(r).enqueue("t", 1)
-        if value is not None and id in ("x", "\udcff"):
-            r.hset(queue_keys("default").tasks, id.encode(errors="surrogateescape"), value)
-        insp = Inspector(r)
-        for call in (lambda: insp.task_info(queue, id), lambda: insp.stats(queue), insp.all_stats, insp.queues,
-                     lambda: insp.pause(queue), lambda: insp.unpause(queue)):
-            try:
-                call()
-            except AsynqpyError:
-                pass
+        with Client(r) as client:
+            client.enqueue("t", 1)
+            client.enqueue("t", 2, process_in=60)
+        if value is not None:
+            k = queue_keys("default")
+            for id in (b"x", b"\xff"):
+                r.hset(k.tasks, id, value)
+                r.lpush(k.pending, id)
+        with Inspector(r) as insp:
+            for name in calls:
+                try:
+                    inspector_call(insp, name, args)
+                except AsynqpyError:
+                    pass
 
     run()
 
@@ -444,6 +475,67 @@ def test_cli_enqueue_and_stats_fuzz(redis_url: str) -> None:
     run()
 
 
+def cli_commands() -> list[tuple[tuple[str, ...], click.Command]]:
+    """Every command of the CLI but worker (fuzzed on its own) and dash (it takes the terminal)."""
+    def walk(cmd: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
+        if isinstance(cmd, click.Group):
+            return [x for name, sub in sorted(cmd.commands.items()) for x in walk(sub, (*path, name))]
+        return [(path, cmd)] if path not in (("worker",), ("dash",)) else []
+    return walk(cli, ())
+
+
+CLI_VALUES = {  # parameter name -> its value on the command line: mostly a plausible one
+    "queue": mostly(st.sampled_from(["default", "q2"]), texts),
+    "queues": mostly(st.sampled_from(["default", "q2"]), texts),
+    "state": mostly(st.sampled_from([s.value for s in TaskState]), texts),
+    "task_id": mostly(st.sampled_from(["id1", "id2", "id3", "nope"]), texts),
+    "ids": mostly(st.sampled_from(["id1", "id2", "id3", "nope"]), texts), "task_type": mostly(st.just("t"), texts),
+    "page": mostly(st.sampled_from(["1", "2"]), numbers), "page_size": mostly(st.sampled_from(["1", "30"]), numbers),
+    "days": mostly(st.sampled_from(["1", "7"]), numbers), "signing_key_file": st.sampled_from(["/nonexistent/k"]),
+    **{k.lstrip("-").replace("-", "_"): v for k, v in ENQUEUE_FLAGS.items()}, "process_in": ENQUEUE_FLAGS["--in"],
+}
+
+
+def command_line(path: tuple[str, ...], cmd: click.Command, url: str) -> st.SearchStrategy[list[str]]:
+    """Arguments for one command, from its own parameters: flags on or off, options mostly with a
+    plausible value (required ones mostly present), arguments one or a few."""
+    parts: list[st.SearchStrategy[list[str]]] = [st.just(list(path))]
+    for p in cmd.params:
+        value = CLI_VALUES.get(p.name or "", texts)
+        if p.name == "redis_url":
+            parts.append(mostly(st.just(url), redis_urls).map(lambda u: ["--redis-url", u]))
+        elif isinstance(p, click.Argument):
+            parts.append(st.lists(value, min_size=1 if p.required else 0, max_size=1 if p.nargs == 1 else 3))
+        elif getattr(p, "is_flag", False):
+            parts.append(st.sampled_from([[], [p.opts[0]]]))
+        else:
+            given_ = value.map(lambda v, o=p.opts[0]: [o, v])
+            parts.append(mostly(given_, st.just([])) if p.required else mostly(st.just([]), given_))
+    return st.tuples(*parts).map(lambda lists: [x for part in lists for x in part])
+
+
+@pytest.mark.real
+def test_cli_commands_fuzz(redis_url: str) -> None:
+    """Every command (queue, task, server, stats, enqueue) with arguments built from its own
+    parameters, on queues holding tasks in several states."""
+    r = redis.Redis.from_url(redis_url)
+    commands = cli_commands()
+
+    @settings(max_examples=200, suppress_health_check=SLOW)
+    @given(st.sampled_from(commands).flatmap(lambda pc: command_line(*pc, redis_url)))
+    def run(args: list[str]) -> None:
+        r.flushall()
+        with Client(r) as client:
+            client.enqueue("t", 1, task_id="id1")
+            client.enqueue("t", 2, task_id="id2", process_in=60)
+            client.enqueue("t", 3, task_id="id3", queue="q2")
+        with Inspector(r) as insp:
+            insp.archive_task("q2", "id3")
+        invoke(args)
+
+    run()
+
+
 def test_cli_worker_fuzz(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Server, "run", lambda self, mux: None)  # a valid command line returns at once
     monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds "." to it each time
@@ -511,8 +603,10 @@ class Records(logging.Handler):
 def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
     """Random garbage in a queue's task hash, pending list and zsets, under a running worker: it
     keeps serving good tasks, does not crash (no "failed unexpectedly", its loops keep running) or
-    spin, and every garbage task it takes is archived with the reason or dropped."""
+    spin, and every garbage task it takes is archived with the reason or dropped. On redis-server
+    the worker requires signed tasks."""
     r = backend.sync
+    key = b"k" * 32 if backend.kind == "real" else None
     ran: list[Any] = []
     mux = ServeMux()
     mux.handle("good", lambda task: ran.append(task.payload))
@@ -523,7 +617,7 @@ def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
         async def main() -> None:
             server.append(Server(backend.new_async() if backend.kind == "fake" else backend.url, lease=1.5,
                                  heartbeat_interval=0.5, idle_timeout=0.5, recover_interval=0.5, janitor_interval=0.5,
-                                 shutdown_timeout=1, unknown_type="archive", concurrency=4))
+                                 shutdown_timeout=1, unknown_type="archive", concurrency=4, signing_key=key))
             await server[0].arun(mux)
 
         try:
@@ -535,7 +629,7 @@ def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
     logging.getLogger("asynqpy").addHandler(records)
     thread = threading.Thread(target=serve, name="garbage-worker", daemon=True)
     thread.start()
-    client = Client(r)
+    client = Client(r, signing_key=key)
     try:
         wait_sync(lambda: server and server[0]._stop is not None)
 
