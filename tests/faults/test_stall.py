@@ -86,7 +86,13 @@ def test_frozen_worker_loses_its_tasks_and_its_late_writes_are_refused(
         other = Workers(redis_url, recorder_server.url, 1, *ARGS, log_dir=tmp_path / "other")
         wait_finished(redis_url, 20, timeout=30)  # the other worker recovered and ran them
         frozen.procs[0].send_signal(signal.SIGCONT)
-        time.sleep(1.5)  # the thawed worker finds its leases gone: cancelled or refused
+
+        def said() -> list[str]:  # why the thawed worker stopped caring about each task
+            return [ln for ln in frozen.logs().splitlines() if "lost the lease" in ln or "refused" in ln]
+
+        deadline = time.monotonic() + 15
+        while len(said()) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
         rep = audit(redis_url, recorder, acked)
         log = frozen.logs()
     finally:
