@@ -40,8 +40,26 @@ ID_CONFLICT = -2
 LEASE_LOST = -3
 LEASE_ALIVE = -4
 WRONG_STATE = -5
-NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; or changed since read
+NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; (cancel) re-leased since read
 NOT_EMPTY = -7
+CHANGED = -8  # (operator scripts) the task's stored value changed since the caller read it
+
+MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+"""The longest delay any script is given (100 years, the longest duration an option takes): a
+retry policy returning more is capped to it, so a due time stays an exact integer in Lua and in
+the script's reply (1e19 ms overflowed Redis's integer reply)."""
+
+
+def delay_arg(delay_ms: float) -> int:
+    """A delay as a script argument: whole milliseconds from 0 to :data:`MAX_DELAY_MS` (a NaN is 0)."""
+    if not delay_ms > 0:  # also NaN
+        return 0
+    return MAX_DELAY_MS if delay_ms >= MAX_DELAY_MS else int(delay_ms)
+
+
+def token_arg(token: str | bytes) -> bytes | str:
+    """A lease token as a script argument: a worker's own (text), or the bytes the recoverer read."""
+    return token if isinstance(token, bytes) else id_arg(token)
 
 
 @dataclass(frozen=True)
@@ -221,15 +239,18 @@ class Broker:
         )
 
     def schedule(
-        self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0, data: bytes | None = None
+        self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0, data: bytes | None = None,
+        check_id: bool = True,
     ) -> Call[int]:
-        """(new) -> scheduled, due ``delay_ms`` from now on the Redis clock. Returns the due time."""
+        """(new) -> scheduled, due ``delay_ms`` from now on the Redis clock. Returns the due time.
+        ``check_id`` False for a generated (random) id."""
         q = queue_keys(queue)
         return Call(
             _new_task_code(id, queue),
             "schedule",
             (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed),
-            (id, self.seal(queue, id, msg, data), unique_ttl, delay_ms, self.clock.script_now()),
+            (id, self.seal(queue, id, msg, data), unique_ttl, delay_arg(delay_ms), self.clock.script_now(),
+             "1" if check_id else "0"),
         )
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
@@ -275,23 +296,28 @@ class Broker:
             (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
         )
 
-    def retry(self, queue: str, id: str, token: str, msg: Message, delay_ms: int) -> Call[int]:
-        """active -> retry, due in ``delay_ms``. ``token`` '' = recoverer (lease must be expired)."""
+    def retry(self, queue: str, id: str, token: str | bytes, msg: Message, delay_ms: float,
+              recover: bool = False) -> Call[int]:
+        """active -> retry, due in ``delay_ms`` (capped to 0..:data:`MAX_DELAY_MS`). ``token``: the
+        lease token of the run being finished; ``recover``: the recoverer calls (the lease must
+        also have expired)."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
         return Call(
             _finish_code("retry", id),
             "retry",
             (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
-            (id_arg(id), token, self.seal(queue, id, msg), max(0, delay_ms), DAY_TTL_S, self.clock.script_now()),
+            (id_arg(id), token_arg(token), self.seal(queue, id, msg), delay_arg(delay_ms), DAY_TTL_S,
+             self.clock.script_now(), "1" if recover else "0"),
         )
 
     def archive(
-        self, queue: str, id: str, token: str, msg: Message, max_size: int, max_age_ms: int, sign: bool = True
+        self, queue: str, id: str, token: str | bytes, msg: Message, max_size: int, max_age_ms: int,
+        sign: bool = True, recover: bool = False,
     ) -> Call[int]:
         """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``.
         ``sign`` False: the message is stored unsigned (a task the worker refused to trust must not
-        become runnable by being archived)."""
+        become runnable by being archived). ``token`` and ``recover`` as for :meth:`retry`."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
         return Call(
@@ -299,9 +325,14 @@ class Broker:
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
              q.failed, failed_day, q.trimmed),
-            (id_arg(id), token, self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
-             self.clock.script_now()),
+            (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
+             self.clock.script_now(), "1" if recover else "0"),
         )
+
+    def rewake(self, queue: str) -> Call[int]:
+        """Put back a wake token taken for ``queue`` and not acted on (1 = a token waits)."""
+        q = queue_keys(queue)
+        return Call(int, "rewake", (q.pending, q.wake))
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
@@ -421,15 +452,16 @@ class Broker:
 
     # -- operator actions (the Inspector) ----------------------------------------------------
 
-    def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int]],
+    def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[int]]:
-        """Delete tasks still in ``state`` (not active). ``items``: (id, lock digest or '', index
-        hint or -1 / -2; see delete_tasks-2.lua). Returns a code per task (1 = deleted)."""
+        """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-2.lua).
+        Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         keys, args = self._per_task(q, items, [q.tasks, container_of(q, state)], [state.code, window])
         return Call(_codes, "delete_tasks", keys, args)
 
-    def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int]],
+    def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                       window: int) -> Call[list[int]]:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
@@ -438,11 +470,11 @@ class Broker:
         return Call(_codes, "archive_tasks", keys, args)
 
     @staticmethod
-    def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int]], keys: list[str],
+    def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int, bytes]], keys: list[str],
                   args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-        for id, digest, hint in items:
+        for id, digest, hint, read in items:
             keys.append(q.lock(digest))
-            args += [id_arg(id), hint]
+            args += [id_arg(id), hint, read]
         return tuple(keys), tuple(args)
 
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:

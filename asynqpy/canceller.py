@@ -1,7 +1,9 @@
 """Canceller: cancels a running handler the moment an operator cancels its task.
 
 ``Inspector.cancel`` archives the active task in one script (cancel-4.lua) and, in the same
-script, PUBLISHes ``[queue, id]`` on the cancel channel. Every server keeps one subscribed
+script, PUBLISHes ``[queue, id, lease token]`` on the cancel channel. The token names the run
+cancelled: a later run of the same id (run again from the archive, or the id reused) holds another
+token and is left alone. Every server keeps one subscribed
 connection; the server holding the task cancels its handler at once and writes nothing (its late
 write would be refused anyway: the task is no longer leased with its token). A message missed
 while reconnecting is covered by the heartbeat: the cancelled task's next lease renewal is refused,
@@ -32,12 +34,15 @@ class Canceller:
     def handle(self, data: Any) -> None:
         """Cancel the handler named by one notice, if this server runs it."""
         try:
-            queue, id = msgpack.unpackb(data, raw=False, unicode_errors="surrogateescape")  # as packed
-        except (ValueError, TypeError, msgpack.UnpackException):
+            notice = msgpack.unpackb(data, raw=False, unicode_errors="surrogateescape")  # as packed
+            queue, id = notice[:2]
+            token = notice[2] if len(notice) > 2 else None  # None: a notice of an older version
+            hash((queue, id))
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException):
             log.warning("ignored a malformed cancel notice: %r", data)
             return
         r = self.processor.held.get((queue, id))
-        if r is not None:
+        if r is not None and (token is None or token == r.token):
             self.processor.lose(r, "cancelled by an operator (the task is archived)")
 
     async def run(self) -> None:

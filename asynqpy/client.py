@@ -76,7 +76,8 @@ class _ClientCore:
         enqueue/schedule call per other task (unique, scheduled, or a lone task)."""
         if len(prepared) == 1 and prepared[0].queue in self._registered:  # the common case, quickly
             p = prepared[0]
-            one = (self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data) if p.delay_ms > 0
+            one = (self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id)
+                   if p.delay_ms > 0
                    else self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
             return _Plan([one], False, _LONE)
         new = sorted({p.queue for p in prepared} - self._registered)
@@ -86,7 +87,8 @@ class _ClientCore:
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
             if p.delay_ms > 0:
-                calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data))
+                calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data,
+                                                  not p.generated_id))
             elif p.unique_ttl or single:
                 calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
             else:

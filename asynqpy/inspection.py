@@ -20,7 +20,19 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from .broker import NOT_EMPTY, NOT_FOUND, NOT_LOCATED, OK, WRONG_STATE, Broker, Call, QueueStats, Snapshot, id_arg
+from .broker import (
+    CHANGED,
+    NOT_EMPTY,
+    NOT_FOUND,
+    NOT_LOCATED,
+    OK,
+    WRONG_STATE,
+    Broker,
+    Call,
+    QueueStats,
+    Snapshot,
+    id_arg,
+)
 from .codec import Message, decode, may_be_unique
 from .errors import (
     InvalidArgumentError,
@@ -340,17 +352,18 @@ class Plans:
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         return stored  # type: ignore[no-any-return]
 
-    def _action(self, verb: str, queue: str, state: TaskState, items: list[tuple[str, str, int]],
+    def _action(self, verb: str, queue: str, state: TaskState, items: list[tuple[str, str, int, bytes]],
                 window: int) -> Call[list[int]]:
         if verb == "delete":
             return self.b.delete_tasks(queue, state, items, window)
         if verb == "archive":
             return self.b.archive_tasks(queue, state, items, window)
-        return self.b.run_tasks(queue, state, [id for id, _, _ in items])
+        return self.b.run_tasks(queue, state, [item[0] for item in items])
 
     def act(self, verb: str, queue: str, id: str) -> Plan[None]:
         """delete / run / archive one task. Its state is read first (for the lock key and the
-        state check); if it changes before the script runs, the script refuses and it is read again."""
+        state check); if it changes before the script runs (another state, or the id reused for
+        another task), the script refuses and it is read again."""
         for _ in range(5):
             stored = yield from self._read(queue, id)
             state = state_of(stored)
@@ -358,7 +371,8 @@ class Plans:
                 raise _refusal(verb, id, state)
             hint = -1
             while True:
-                res = yield [self._action(verb, queue, state, [(id, lock_digest(stored), hint)], self.window)]
+                item = (id, lock_digest(stored), hint, stored)
+                res = yield [self._action(verb, queue, state, [item], self.window)]
                 code = value(res[0])[0]
                 if code != NOT_LOCATED or hint != -1:
                     break
@@ -398,13 +412,13 @@ class Plans:
             page = value(res[0])
             if not page:
                 break
-            items = [(id, lock_digest(stored), -1) for id, _, stored in page]
+            items = [(id, lock_digest(stored), -1, stored or b"") for id, _, stored in page]
             codes: list[int] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
             moved = codes.count(OK)
             done += moved
             idle = 0 if moved else idle + 1
-            if st is not P:
-                skip += codes.count(WRONG_STATE)  # zset entries whose task is in another state stay
+            if st is not P:  # zset entries whose task is in another state, or changed, stay
+                skip += codes.count(WRONG_STATE) + codes.count(CHANGED)
         return done
 
     def cancel(self, id: str, queue: str | None = None) -> Plan[TaskInfo]:
@@ -428,8 +442,9 @@ class Plans:
                                      "task can be cancelled (delete or archive it instead)")
             q, stored = active[0]
             new, digest = self._cancelled(q, id, stored[9:])
-            notice: bytes = msgpack.packb([q, id], unicode_errors="surrogateescape")  # an id read as it was
             token = stored[1:9].decode(errors="surrogateescape")  # written by hand, it may be any bytes
+            # the token names the run cancelled: a later run of the same id is not cancelled by it
+            notice: bytes = msgpack.packb([q, id, token], unicode_errors="surrogateescape")  # as read
             code = value((yield [self.b.cancel(q, id, token, new, digest, notice)])[0])
             if code == OK:
                 return (yield from self.task_info(q, id))

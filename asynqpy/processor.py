@@ -10,6 +10,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import math
 import random
 import secrets
 from concurrent.futures import Executor
@@ -31,6 +32,7 @@ from .errors import (
 )
 from .keys import queue_keys
 from .mux import AsyncHandler, Handler, ServeMux, not_found
+from .retry import default_retry_delay
 from .server import Context
 from .signing import open_message
 from .task import Task, ms_to_datetime
@@ -40,6 +42,17 @@ log = logging.getLogger("asynqpy.processor")
 
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
+MAX_ERROR_TEXT = 2048
+"""Characters of an error's text kept with the task (its last_error)."""
+
+
+def describe(error: BaseException) -> str:
+    """``Type: text`` of an exception, even when its ``__str__`` itself fails."""
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not lose the task
+        text = "<the exception's text could not be read>"
+    return f"{type(error).__name__}: {text}"
 
 
 @dataclass(eq=False)
@@ -94,13 +107,22 @@ class Processor:
         self._in_wait = False
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         self._down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (loop time to try again, backoff)
+        self._owed: str | None = None  # a queue whose wake token this server took and has not acted on yet
         weights = self.opts.queues
         self._strict = sorted(ctx.queues, key=lambda q: -weights[q])
 
     # -- fetching ------------------------------------------------------------------------------
 
     def _order(self) -> list[str]:
-        """Queues in the order to try: by weight (strict) or weighted-random (default)."""
+        """Queues in the order to try: by weight (strict) or weighted-random (default); a queue
+        whose wake token this server took comes first (the token is owed a dequeue)."""
+        owed, self._owed = self._owed, None
+        order = self._weighted()
+        if owed is not None and order[0] != owed:
+            order = [owed] + [q for q in order if q != owed]
+        return order
+
+    def _weighted(self) -> list[str]:
         if self.opts.strict_priority or len(self._strict) == 1:
             return self._strict
         names = list(self.ctx.queues)
@@ -173,22 +195,39 @@ class Processor:
             else:  # every queue's master is unreachable
                 await self.ctx.sleep(timeout)
             fired = got[0] if got else None
+            acted = None
         else:
             q = self._order()[0]
             token = secrets.token_hex(4)
-            lease_from = asyncio.get_running_loop().time()
             self._in_wait = True
             try:
-                fired, res = await self._waiter.wait(
+                fired, res, lease_from = await self._waiter.wait(
                     list(self._wake_keys), self.opts.idle_timeout,
                     self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
             finally:
                 self._in_wait = False
             self._took(q, res, token, lease_from)
+            acted = q if res.tasks else None
         if fired is None:
             self._empty.clear()
+            return
+        owed = self._wake_keys[fired]
+        self._empty.pop(owed, None)
+        if owed == acted:
+            return  # the dequeue that rode with the wait took tasks of the queue whose token it was
+        if len(self.executing) < self.opts.concurrency and not self.ctx.stopping.is_set():
+            self._owed = owed  # the next dequeue goes to the queue whose token this was
         else:
-            self._empty.pop(self._wake_keys[fired], None)
+            await self._hand_back(owed)
+
+    async def _hand_back(self, queue: str) -> None:
+        """Put back the wake token of ``queue``, which this server took but will not act on (its
+        slots are full, or it is stopping): other servers of that queue must not sleep through
+        its tasks until their idle timeout."""
+        try:
+            await self.ctx.exec.run(self.ctx.broker.rewake(queue))
+        except REDIS_ERRORS as exc:
+            log.warning("could not hand back the wake token of queue %s: %s", queue, exc)
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
@@ -213,6 +252,9 @@ class Processor:
                 log.exception("fetching tasks failed unexpectedly; retrying in %.2fs", backoff)
                 await self.ctx.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+        if self._owed is not None:  # stopping with a wake token not acted on
+            owed, self._owed = self._owed, None
+            await self._hand_back(owed)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -300,39 +342,68 @@ class Processor:
         self._finish(r, error)
 
     def _finish(self, r: Running, error: BaseException | None) -> None:
+        """Decide and queue the write of a finished attempt. Whatever goes wrong while deciding
+        (a result that cannot be stored, an exception whose text cannot be read, a broken retry
+        policy), the task ends archived with the reason, never held with no outcome; if even that
+        cannot be built, this server lets go of the task and the recoverer retries it when its
+        lease expires."""
+        try:
+            call, what = self._outcome(r, error)
+        except Exception as exc:  # noqa: BLE001 - the task must still get an outcome
+            reason = f"asynqpy could not record this attempt's outcome: {describe(exc)}"
+            log.error("task %s %s (queue %s): %s; archiving it", r.msg.type, r.id, r.queue, reason, exc_info=exc)
+            try:
+                msg = r.msg.with_(last_error=reason[:MAX_ERROR_TEXT], last_failed_at_ms=self.ctx.clock.now_ms(),
+                                  result=None)
+                call, what = self._archive_call(r, msg), "archive"
+            except Exception:  # noqa: BLE001 - last resort: the lease expires, the recoverer retries
+                log.exception("task %s (queue %s): could not archive it either; letting its lease expire",
+                              r.id, r.queue)
+                self.held.pop((r.queue, r.id), None)
+                return
+        self._write(r, call, what)
+
+    def _outcome(self, r: Running, error: BaseException | None) -> tuple[Call[Any], str]:
         b = self.ctx.broker
         if error is None:
             if r.msg.retention_ms > 0:
                 assert r.task is not None
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=r.task.result)
-                self._write(r, b.complete(r.queue, r.id, r.token, msg), "complete")
-            else:
-                self._write(r, b.done(r.queue, r.id, r.token, r.msg), "done")
-            return
-        text = f"{type(error).__name__}: {error}"[:2048]
+                return b.complete(r.queue, r.id, r.token, msg), "complete"
+            return b.done(r.queue, r.id, r.token, r.msg), "done"
+        text = describe(error)[:MAX_ERROR_TEXT]
         failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms())
         unknown = isinstance(error, HandlerNotFoundError)
         if unknown:
-            log.error("task %s (queue %s): %s", r.id, r.queue, error)
+            log.error("task %s (queue %s): %s", r.id, r.queue, text)
         if isinstance(error, SkipRetry) or r.msg.retried >= r.msg.max_retry or (
             unknown and self.opts.unknown_type == "archive"
         ):
             log.warning("task %s %s (queue %s) failed, archiving: %s", r.msg.type, r.id, r.queue, text)
-            self._write(r, self._archive_call(r, failed), "archive")
-            return
-        if r.msg.retry_delay_ms >= 0:
-            delay = r.msg.retry_delay_ms / 1000
-        else:
-            assert r.task is not None
-            try:
-                delay = float(self.opts.retry_delay(r.msg.retried, error, r.task))
-            except Exception:  # noqa: BLE001 - a broken policy must not lose the task
-                log.exception("retry_delay function failed; retrying in 60s")
-                delay = 60.0
+            return self._archive_call(r, failed), "archive"
+        delay = self._retry_delay(r, error)
         log.warning("task %s %s (queue %s) failed (attempt %d), retrying in %.1fs: %s",
                     r.msg.type, r.id, r.queue, r.msg.retried + 1, delay, text)
         msg = failed.with_(retried=r.msg.retried + 1)
-        self._write(r, b.retry(r.queue, r.id, r.token, msg, int(delay * 1000)), "retry")
+        return b.retry(r.queue, r.id, r.token, msg, delay * 1000), "retry"
+
+    def _retry_delay(self, r: Running, error: BaseException) -> float:
+        """Seconds until the next attempt: the task's own ``retry_delay``, else the server's policy.
+        A policy that fails or returns something other than a number >= 0 (NaN, inf, a negative
+        number, a string) is logged and replaced by the default policy; a delay longer than
+        :data:`~asynqpy.broker.MAX_DELAY_MS` is capped to it (by the broker)."""
+        if r.msg.retry_delay_ms >= 0:
+            return r.msg.retry_delay_ms / 1000
+        assert r.task is not None
+        try:
+            delay = self.opts.retry_delay(r.msg.retried, error, r.task)
+            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < math.inf:
+                raise ValueError(f"it returned {delay!r}, not a number of seconds >= 0")
+            return float(delay)
+        except Exception as exc:  # noqa: BLE001 - a broken policy must not lose the task
+            log.error("the retry_delay policy failed for task %s (%s); using the default policy", r.id,
+                      describe(exc))
+            return default_retry_delay(r.msg.retried, error, r.task)
 
     def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[int]:
         return self.ctx.broker.archive(

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 
 from . import codec
-from .errors import LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
+from .connection import REDIS_ERRORS
+from .errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
 from .server import Context
 from .signing import open_message
 
 log = logging.getLogger("asynqpy.recoverer")
 
+ERROR_WAIT = 1.0
+"""Seconds until the next pass after a failure."""
 LEASE_EXPIRED = "lease expired: the worker running this task stopped renewing its lease (crashed or stalled)"
 
 
@@ -26,18 +29,44 @@ class Recoverer:
         self.batch = batch
 
     async def recover_once(self) -> float:
-        """Recover expired leases in every queue; returns seconds until the next may expire."""
+        """Recover expired leases in every queue; returns seconds until the next may expire.
+
+        A failure is confined to what failed: a queue whose expired leases cannot be read, or a
+        task whose retry/archive fails (Redis full, a bug, a hand-written value), is logged (one
+        line per queue and pass) and tried again on the next pass (within a second), while the
+        other tasks and queues are served."""
         ctx = self.ctx
         wait = ctx.options.recover_every
+        errors = 0
         for q in ctx.queues:
-            res = await ctx.exec.run(ctx.broker.expired(q, self.batch))
+            try:
+                res = await ctx.exec.run(ctx.broker.expired(q, self.batch))
+            except Exception as exc:  # noqa: BLE001 - the other queues are still recovered
+                self._failed(q, 1, exc)
+                errors += 1
+                continue
+            failed: list[BaseException] = []
             for id, value in res.tasks:
-                await self._recover(q, id, value, res.now_ms)
-            if len(res.tasks) >= self.batch:
+                try:
+                    await self._recover(q, id, value, res.now_ms)
+                except Exception as exc:  # noqa: BLE001 - one task must not stop the others
+                    failed.append(exc)
+            if failed:
+                self._failed(q, len(failed), failed[0])
+                errors += 1
+            if len(res.tasks) >= self.batch and len(failed) < len(res.tasks):
                 wait = 0.0
             elif res.next_ms >= 0:
                 wait = min(wait, res.next_ms / 1000 + 0.002)
-        return wait
+        return min(wait, ERROR_WAIT) if errors else wait
+
+    @staticmethod
+    def _failed(queue: str, n: int, exc: BaseException) -> None:
+        if isinstance(exc, REDIS_ERRORS) or isinstance(exc, AsynqpyError):
+            log.warning("recovering %d task(s) in queue %s failed (%s); trying again", n, queue, exc)
+        else:
+            log.error("recovering %d task(s) in queue %s failed unexpectedly; trying again", n, queue,
+                      exc_info=exc)
 
     async def _recover(self, queue: str, id: str, value: bytes | None, now_ms: int) -> None:
         ctx = self.ctx
@@ -46,6 +75,7 @@ class Recoverer:
             if await ctx.exec.run(b.drop(queue, id)) == 1:
                 log.warning("dropped a lease on task %s (queue %s) whose task is not active", id, queue)
             return
+        token = value[1:9]  # the run whose lease expired: a later run of this id is left alone
         trusted = True
         try:
             failed = open_message(b.signer, queue, id, value[9:]).with_(last_error=LEASE_EXPIRED,
@@ -55,11 +85,12 @@ class Recoverer:
         try:
             if not trusted or failed.retried >= failed.max_retry:
                 o = ctx.options
-                await ctx.exec.run(b.archive(queue, id, "", failed, o.archive_max_size,
-                                             int(o.archive_max_age * 1000), trusted))
+                await ctx.exec.run(b.archive(queue, id, token, failed, o.archive_max_size,
+                                             int(o.archive_max_age * 1000), trusted, recover=True))
                 log.warning("task %s (queue %s): %s; archived", id, queue, failed.last_error)
             else:
-                await ctx.exec.run(b.retry(queue, id, "", failed.with_(retried=failed.retried + 1), 0))
+                await ctx.exec.run(b.retry(queue, id, token, failed.with_(retried=failed.retried + 1), 0,
+                                           recover=True))
                 log.warning("task %s (queue %s): lease expired; retrying it now (attempt %d)",
                             id, queue, failed.retried + 2)
         except (LeaseLostError, TaskNotFoundError):

@@ -35,9 +35,15 @@ class PipelinedWait:
         self._client_id: int | None = None
         self._blocked = False
 
-    async def wait(self, wake_keys: list[str], timeout: float, dequeue: Call[Dequeued]) -> tuple[str | None, Dequeued]:
+    async def wait(self, wake_keys: list[str], timeout: float,
+                   dequeue: Call[Dequeued]) -> tuple[str | None, Dequeued, float]:
         """Block until a wake token (or ``timeout``), then dequeue. Returns (the wake key that
-        fired, or None) and the dequeue's result."""
+        fired, or None), the dequeue's result, and the loop time from which its leases count.
+
+        That time is when the wait ended (the dequeue runs right after the BLPOP), less one round
+        trip (CLIENT ID's, measured on the same write): never the time the wait began, which after
+        a long idle wait would make the worker think a fresh lease was already over."""
+        loop = asyncio.get_running_loop()
         pool = self.ctx.redis.connection_pool
         if self._conn is None:
             self._conn = await pool.get_connection()
@@ -45,23 +51,27 @@ class PipelinedWait:
         timeout = min(max(timeout, 0.01), self.ctx.block_limit)
         commands = [("CLIENT", "ID"), ("BLPOP", *wake_keys, timeout), evalsha_args(dequeue)]
         try:
+            sent = loop.time()
             await conn.send_packed_command(conn.pack_commands(commands))
             self._client_id = int(await conn.read_response())
+            rtt = loop.time() - sent
             self._blocked = True
             try:
                 popped = await conn.read_response()
             finally:
                 self._blocked = False
+            lease_from = max(sent, loop.time() - rtt)
             try:
                 reply = await conn.read_response()
             except NoScriptError:  # a restarted server: run it once more through EVAL
-                return self._key(popped), await self.ctx.exec.run(dequeue)
+                lease_from = loop.time()
+                return self._key(popped), await self.ctx.exec.run(dequeue), lease_from
         except BaseException:
             self._conn = None
             await conn.disconnect()
             await pool.release(conn)
             raise
-        return self._key(popped), dequeue.parse(reply)
+        return self._key(popped), dequeue.parse(reply), lease_from
 
     @staticmethod
     def supported(redis: Any) -> bool:

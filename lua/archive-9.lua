@@ -12,13 +12,16 @@ KEYS[7] failed         lifetime failed counter
 KEYS[8] failed_day     today's failed counter
 KEYS[9] trimmed        lifetime count of archived tasks deleted by the limits
 ARGV[1] id
-ARGV[2] token          the lease token; '' = recoverer (the lease must have expired)
+ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
+                       recoverer read with the expired lease)
 ARGV[3] msg            the message rewritten with the error and its time
 ARGV[4] max_size       archive size limit (tasks)
 ARGV[5] max_age        archive age limit (ms)
 ARGV[6] day_ttl        seconds to keep a daily counter
 ARGV[7] now            '' = Redis time; else a simulated time in ms
-Returns 1 = archived, 0 = no such task, -3 = lease not held, -4 = (recoverer) lease still alive.
+ARGV[8] recover        '1' = the recoverer calls: the lease must also have expired; else '0'
+Returns 1 = archived, 0 = no such task, -3 = lease not held (another run, or not active),
+-4 = (recoverer) lease still alive.
 ]]
 --- @include "now"
 --- @include "active"
@@ -27,7 +30,7 @@ Returns 1 = archived, 0 = no such task, -3 = lease not held, -4 = (recoverer) le
 --- @include "trim"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
-local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now)
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
 if code ~= 1 then
   return code
 end

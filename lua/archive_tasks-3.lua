@@ -10,14 +10,16 @@ KEYS[3+i]          uniqueness lock key of the i-th task (the queue's placeholder
 ARGV[1] state      state char the tasks must be in: p s r
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
 ARGV[3] now        '' = Redis time; else a simulated time in ms
-ARGV[4..] id, hint pairs   as in delete_tasks
+ARGV[4..] id, hint, read triples   as in delete_tasks
 Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state,
--6 = (pending) not found near either end of the list and no usable hint.
+-6 = (pending) not found near either end of the list and no usable hint, -8 = changed since read.
 ]]
 --- @include "now"
 --- @include "state"
 --- @include "take"
+--- @include "whenfull"
 --- @include "unique"
+writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local now = now_ms(ARGV[3])
 return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, 3, function(id, v, lock)
   redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))

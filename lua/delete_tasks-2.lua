@@ -8,14 +8,20 @@ KEYS[2] container  the state's list (pending) or zset
 KEYS[2+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
 ARGV[1] state      state char the tasks must be in: p s r x c (never a = active)
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
-ARGV[3..] id, hint pairs   hint (pending only): the id's index located by the caller, -1 = none,
-                           -2 = the caller found it nowhere in the list (its data is deleted anyway)
+ARGV[3..] id, hint, read triples
+                   hint (pending only): the id's index located by the caller, -1 = none, -2 = the
+                   caller found it nowhere in the list (its data is deleted anyway); read: the
+                   stored value the caller read, which the task must still have (the lock key
+                   came from it; the id may have been reused for another task since)
 Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
--6 = (pending) not found near either end of the list and no usable hint: locate it and call again.
+-6 = (pending) not found near either end of the list and no usable hint: locate it and call again,
+-8 = changed since read: read it again.
 ]]
 --- @include "state"
 --- @include "take"
+--- @include "whenfull"
 --- @include "unique"
+writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 2, function(id, _, lock)
   redis.call('HDEL', KEYS[1], id)
   release_lock(lock, id)

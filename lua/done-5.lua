@@ -15,7 +15,7 @@ Returns 1 = done, 0 = no such task, -3 = the caller no longer holds the lease (w
 --- @include "unique"
 --- @include "counters"
 local id = ARGV[1]
-local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0)
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
   return code
 end

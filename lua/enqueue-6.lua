@@ -11,13 +11,16 @@ ARGV[1] id         task id
 ARGV[2] msg        encoded message (msgpack)
 ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
 ARGV[4] check      '1' = the caller chose the id: check it; '0' = a generated (random) id
-Returns 1 = enqueued, -1 = duplicate (lock held by another task), -2 = a live task has this id.
+Returns 1 = enqueued (or already enqueued by this same call, sent again after a lost reply: see
+includes/newtask), -1 = duplicate (lock held by another task), -2 = a live task has this id.
 ]]
 --- @include "signal"
 --- @include "newtask"
 local id = ARGV[1]
-local check = ARGV[4] == '1'
-if check and id_taken(KEYS[1], id) then
+local seen = new_id(KEYS[1], id, ARGV[2], ARGV[4] == '1')
+if seen == 'own' then
+  return 1
+elseif seen == 'taken' then
   return -2
 end
 local ttl = tonumber(ARGV[3])
@@ -25,7 +28,7 @@ if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl) then
   return -1
 end
 redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])  -- first write: a full Redis refuses the call here
-if check then
+if seen == 'replace' then
   forget_finished(KEYS[5], KEYS[6], id)
 end
 redis.call('LPUSH', KEYS[2], id)

@@ -12,11 +12,18 @@ KEYS[5] completed  completed zset (a replaced completed task leaves it)
 ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
 ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
+Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
+generated ids, a batch whose first or last id is stored was written whole by this call (a script
+is atomic; workers take the oldest first, so the last id is the last one to finish); with
+caller-chosen ids, each id holding its own unchanged message counts as enqueued.
 ]]
 --- @include "signal"
 --- @include "newtask"
 local ids, refused = {}, {}
 if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
+  if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 or redis.call('HEXISTS', KEYS[1], ARGV[#ARGV - 1]) == 1 then
+    return refused  -- sent again: this batch is stored already
+  end
   for i = 2, #ARGV, 2 do
     ids[#ids + 1] = ARGV[i]
   end
@@ -25,10 +32,13 @@ else
   local fields, seen = {}, {}
   for i = 2, #ARGV, 2 do
     local id = ARGV[i]
-    if seen[id] or id_taken(KEYS[1], id) then
+    local status = seen[id] and 'taken' or new_id(KEYS[1], id, string.sub(ARGV[i + 1], 2), true)
+    if status == 'taken' then
       refused[#refused + 1] = i / 2
     else
       seen[id] = true
+    end
+    if status == 'new' or status == 'replace' then
       fields[#fields + 1] = id
       fields[#fields + 1] = ARGV[i + 1]
       ids[#ids + 1] = id

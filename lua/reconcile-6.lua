@@ -17,8 +17,11 @@ ARGV[1] cursor     HSCAN cursor ('0' starts a sweep)
 ARGV[2] count      HSCAN COUNT hint
 ARGV[3] now        '' = Redis time; else a simulated time in ms
 Returns {next_cursor ('0' = sweep done), id1, what1, id2, what2, ...} for each entry repaired.
+Works when Redis is full (maxmemory): it starts with a no-op removal (includes/whenfull).
 ]]
 --- @include "now"
+--- @include "whenfull"
+writable_when_full(KEYS[1])
 local now = now_ms(ARGV[3])
 local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6]}
 local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', tonumber(ARGV[2]))

@@ -12,7 +12,7 @@ Returns 1 = requeued, 0 = no such task, -3 = lease not held.
 --- @include "active"
 --- @include "signal"
 local id = ARGV[1]
-local msg, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0)
+local msg, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
   return code
 end

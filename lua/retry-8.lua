@@ -10,13 +10,16 @@ KEYS[6] processed_day  today's processed counter
 KEYS[7] failed         lifetime failed counter
 KEYS[8] failed_day     today's failed counter
 ARGV[1] id
-ARGV[2] token          the lease token; '' = recoverer (the lease must have expired)
+ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
+                       recoverer read with the expired lease)
 ARGV[3] msg            the message rewritten with retried + 1, the error and its time
 ARGV[4] delay          milliseconds until the retry is due (>= 0)
 ARGV[5] day_ttl        seconds to keep a daily counter
 ARGV[6] now            '' = Redis time; else a simulated time in ms
-Returns the due time (> 0) = moved to retry, 0 = no such task, -3 = lease not held,
--4 = (recoverer) lease still alive.
+ARGV[7] recover        '1' = the recoverer calls: the lease must also have expired; else '0'
+Returns the due time (> 0) = moved to retry, 0 = no such task, -3 = lease not held (another run,
+or not active), -4 = (recoverer) lease still alive.
+The first write is a removal (ZREM of the lease), so a Redis at maxmemory still lets it run.
 ]]
 --- @include "now"
 --- @include "active"
@@ -24,13 +27,13 @@ Returns the due time (> 0) = moved to retry, 0 = no such task, -3 = lease not he
 --- @include "counters"
 local id = ARGV[1]
 local now = now_ms(ARGV[6])
-local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now)
+local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[7] == '1')
 if code ~= 1 then
   return code
 end
 local due = now + tonumber(ARGV[4])
+redis.call('ZREM', KEYS[2], id)  -- first write: a removal (see the header)
 signal_if_first(KEYS[3], due, KEYS[4])
-redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], due, id)
 redis.call('HSET', KEYS[1], id, 'r' .. ARGV[3])
 local day_ttl = tonumber(ARGV[5])

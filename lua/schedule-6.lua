@@ -18,7 +18,10 @@ Returns the due time in ms (> 0) = scheduled, -1 = duplicate, -2 = a live task h
 --- @include "signal"
 --- @include "newtask"
 local id = ARGV[1]
-if id_taken(KEYS[1], id) then
+local seen = new_id(KEYS[1], id, ARGV[2], ARGV[6] == '1')
+if seen == 'own' then
+  return tonumber(redis.call('ZSCORE', KEYS[2], id)) or now_ms(ARGV[5])
+elseif seen == 'taken' then
   return -2
 end
 local delay = tonumber(ARGV[4])
@@ -28,7 +31,9 @@ if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl + math.ceil(de
 end
 local due = now_ms(ARGV[5]) + delay
 redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])  -- first write: a full Redis refuses the call here
-forget_finished(KEYS[5], KEYS[6], id)
+if seen == 'replace' then
+  forget_finished(KEYS[5], KEYS[6], id)
+end
 signal_if_first(KEYS[2], due, KEYS[3])
 redis.call('ZADD', KEYS[2], due, id)
 return due

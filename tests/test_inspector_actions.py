@@ -215,7 +215,7 @@ def test_cancel_archives_with_reason_and_publishes(h: H, backend: Any) -> None:
         got = m["data"] if m else None
     import msgpack
 
-    assert msgpack.unpackb(got) == [Q, "run"]
+    assert msgpack.unpackb(got) == [Q, "run", "tok00000"]  # the token names the run cancelled
     with pytest.raises(TaskStateError, match="it is archived; only an active"):
         h.insp.cancel("run", queue=Q)
     with pytest.raises(TaskStateError, match="it is pending"):
@@ -228,6 +228,89 @@ def test_cancel_archives_with_reason_and_publishes(h: H, backend: Any) -> None:
     assert h.state("run") == "p"
     pubsub.close()
     h.consistent()
+
+
+@pytest.mark.parametrize("verb", ["delete", "archive"])
+@pytest.mark.parametrize("state", ["pending", "scheduled"])
+def test_operator_action_on_an_id_reused_since_read_releases_the_right_lock(h: H, verb: str, state: str) -> None:
+    """Issue 9, item 4: between the Inspector's read of a task and its script, the id is reused
+    for a unique task with another payload. The script must refuse (the stored value changed) and
+    the Inspector read again, so the new task goes with its own lock; it used to be deleted (or
+    archived) while its lock stayed, and the next enqueue of its payload was a DuplicateTaskError
+    with no task behind it."""
+    from asynqpy import DuplicateTaskError
+    from asynqpy.codec import unique_digest
+    from asynqpy.inspection import Plans
+
+    delay = {"process_in": 600} if state == "scheduled" else {}
+    h.c.enqueue("t", "first", queue=Q, task_id="u", unique=600, **delay)
+    plans = Plans(h.b)
+    plan = plans.act(verb, Q, "u")
+    calls = next(plan)  # the read of the task
+    results = h.x.run_many(calls)
+    # meanwhile, another operator deletes it and a producer reuses the id for another payload
+    h.insp.delete_task(Q, "u")
+    h.c.enqueue("t", "second", queue=Q, task_id="u", unique=600, **delay)
+    try:
+        while True:
+            calls = plan.send(results)
+            results = h.x.run_many(calls)
+    except StopIteration:
+        pass
+    assert h.r.get(K.lock(unique_digest("t", "second"))) is None  # the removed task's lock is released
+    assert h.r.keys(K.lock("") + "*") == []  # and no other lock is left
+    if verb == "archive":
+        info = h.insp.task_info(Q, "u")
+        assert info.state is TaskState.ARCHIVED and info.payload == "second"
+    else:
+        assert h.state("u") is None
+    h.c.enqueue("t", "second", queue=Q, unique=600)  # no DuplicateTaskError with nothing behind it
+    with pytest.raises(DuplicateTaskError):
+        h.c.enqueue("t", "second", queue=Q, unique=600)
+    h.consistent()
+
+
+def test_cancel_notice_of_an_earlier_run_does_not_cancel_a_later_run(h: H) -> None:
+    """Issue 9 (likely item, confirmed): the cancel notice carries the lease token of the run
+    cancelled; a later run of the same id on the same server (run again from the archive before
+    the notice arrived) holds another token and is not cancelled by it."""
+    import msgpack
+
+    from asynqpy.canceller import Canceller
+
+    pubsub = h.r.pubsub()
+    pubsub.subscribe(CANCEL_CHANNEL)
+    h.c.enqueue("t", queue=Q, task_id="run")
+    h.take()  # run 1, token tok00000
+    h.insp.cancel("run")
+    notice = None
+    deadline = time.monotonic() + 5
+    while notice is None and time.monotonic() < deadline:
+        m = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        notice = m["data"] if m else None
+    pubsub.close()
+    assert notice is not None
+    h.insp.run_task(Q, "run")
+    assert h.x.run(h.b.dequeue(Q, 1, 30_000, "tok11111")).tasks  # run 2, token tok11111
+
+    class Run:
+        def __init__(self, token: str) -> None:
+            self.queue, self.id, self.token = Q, "run", token
+
+    class Processor:  # what the canceller uses of the server's processor
+        def __init__(self) -> None:
+            self.held = {(Q, "run"): Run("tok11111")}
+            self.lost: list[str] = []
+
+        def lose(self, r: Run, why: str) -> None:
+            self.lost.append(r.token)
+
+    p = Processor()
+    canceller = Canceller(None, p)  # type: ignore[arg-type]
+    canceller.handle(notice)  # the notice of run 1 arrives late
+    assert p.lost == []  # run 2 keeps running
+    canceller.handle(msgpack.packb([Q, "run", "tok11111"]))  # a cancel of run 2 itself
+    assert p.lost == ["tok11111"]
 
 
 @pytest.mark.real

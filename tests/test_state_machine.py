@@ -109,7 +109,7 @@ class Model:
         old = [id for id in self.ordered("x") if self.tasks[id].score < now - max_age][:100]
         for id in old:
             del self.tasks[id]
-        excess = min(len(self.ids("x")) - max_size, 100)
+        excess = min(len(self.ids("x")) - max_size, 100 - len(old))  # 100 per call in all
         for id in self.ordered("x")[:max(excess, 0)]:
             del self.tasks[id]
         self.trimmed += len(old) + max(excess, 0)
@@ -152,6 +152,12 @@ class QueueMachine(RuleBasedStateMachine):
         self.n_ids += 1
         return f"g{self.n_ids:05d}"
 
+    def own_write(self, id: str, msg: Message) -> bool:
+        """Is ``msg`` stored under ``id``, unchanged (pending, scheduled or active)? Then a new
+        task call with it is taken as the same call sent again (lua/includes/newtask.lua)."""
+        old = self.m.tasks.get(id)
+        return old is not None and old.state in "psa" and encode(old.msg) == encode(msg)
+
     def new_task_error(self, id: str, check: bool, digest: str) -> type[Exception] | None:
         """What enqueue/schedule must refuse with (None = accepted)."""
         old = self.m.tasks.get(id)
@@ -171,14 +177,14 @@ class QueueMachine(RuleBasedStateMachine):
         return Message(task_type, payload, enqueued_at_ms=self.now, max_retry=max_retry, retention_ms=retention,
                        unique=unique)
 
-    def lease_error(self, id: str, token: str) -> type[Exception] | None:
+    def lease_error(self, id: str, token: str, recover: bool = False) -> type[Exception] | None:
         """What a finishing script must refuse with (claim_active in lua/includes/active.lua)."""
         t = self.m.tasks.get(id)
         if t is None:
             return TaskNotFoundError
-        if t.state != "a" or (token and t.token != token):
-            return LeaseLostError
-        if not token and t.score > self.now:
+        if t.state != "a" or t.token != token:
+            return LeaseLostError  # not active, or another run's lease
+        if recover and t.score > self.now:
             return LeaseLostError  # recoverer: the lease is still alive
         return None
 
@@ -203,6 +209,9 @@ class QueueMachine(RuleBasedStateMachine):
                 retention: int) -> None:
         id, caller_id = self._new_id(data)
         msg = self.message(task_type, payload, unique, max_retry, retention)
+        if self.own_write(id, msg):  # the same call sent again: success, nothing written
+            assert self.run(self.b.enqueue(Q, id, msg, UNIQUE_TTL if unique else 0, check_id=caller_id)) == 1
+            return
         error = self.new_task_error(id, caller_id, msg.lock_digest())
         reply = self.run(self.b.enqueue(Q, id, msg, UNIQUE_TTL if unique else 0, check_id=caller_id), error)
         if error is None:
@@ -220,6 +229,9 @@ class QueueMachine(RuleBasedStateMachine):
         expected, seen = [], set()
         for pos, (id, msg) in enumerate(entries):
             old = self.m.tasks.get(id)
+            if check and id not in seen and self.own_write(id, msg):
+                seen.add(id)  # sent again: its own task, nothing written
+                continue
             if check and (id in seen or (old is not None and old.state in LIVE)):
                 expected.append(pos)
                 continue
@@ -235,6 +247,11 @@ class QueueMachine(RuleBasedStateMachine):
                  retention: int, delay: int) -> None:
         id, _ = self._new_id(data)  # the script always checks the id
         msg = self.message(task_type, payload, unique, max_retry, retention)
+        if self.own_write(id, msg):  # the same call sent again: its due time (or now), nothing written
+            t = self.m.tasks[id]
+            assert self.run(self.b.schedule(Q, id, msg, delay, UNIQUE_TTL if unique else 0)) == (
+                t.score if t.state == "s" else self.now)
+            return
         error = self.new_task_error(id, True, msg.lock_digest())
         due = self.run(self.b.schedule(Q, id, msg, delay, UNIQUE_TTL if unique else 0), error)
         if error is None:
@@ -294,11 +311,10 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data(), how=outcomes, recoverer=st.booleans())
     def finish(self, data: st.DataObject, how: tuple[Any, ...], recoverer: bool) -> None:
         """A worker writes a task's outcome, with a lease it holds, or one it lost (a late write);
-        or the recoverer (token '') retries or archives it, which needs an expired lease."""
+        or the recoverer retries or archives it, which needs an expired lease and the token of the
+        run it read (a stale one names an earlier run of the id)."""
         id, token = self._pick_lease(data)
-        if recoverer and how[0] in ("retry", "archive"):
-            token = ""
-        self._finish(id, token, how)
+        self._finish(id, token, how, recoverer and how[0] in ("retry", "archive"))
 
     @precondition(lambda self: bool(self.m.pending))
     @rule(data=st.data(), count=st.integers(1, 4))
@@ -308,9 +324,9 @@ class QueueMachine(RuleBasedStateMachine):
         for id in [id for id, t in self.m.tasks.items() if t.state == "a" and t.token == token]:
             self._finish(id, token, data.draw(outcomes, label=f"outcome of {id}"))
 
-    def _finish(self, id: str, token: str, how: tuple[Any, ...]) -> None:
+    def _finish(self, id: str, token: str, how: tuple[Any, ...], recover: bool = False) -> None:
         """Run one outcome script and check its reply and effect (see outcomes)."""
-        error = self.lease_error(id, token)
+        error = self.lease_error(id, token, recover)
         t = self.m.tasks.get(id)
         msg = t.msg if t is not None else Message("a")
         now, what = self.now, how[0]
@@ -321,11 +337,11 @@ class QueueMachine(RuleBasedStateMachine):
             self.run(self.b.complete(Q, id, token, msg), error)
         elif what == "retry":
             msg = msg.with_(retried=msg.retried + 1, last_error="boom", last_failed_at_ms=now)
-            due = self.run(self.b.retry(Q, id, token, msg, how[1]), error)
+            due = self.run(self.b.retry(Q, id, token, msg, how[1], recover=recover), error)
             assert error is not None or due == now + how[1]
         elif what == "archive":
             msg = msg.with_(last_error="fatal", last_failed_at_ms=now)
-            self.run(self.b.archive(Q, id, token, msg, how[1], how[2]), error)
+            self.run(self.b.archive(Q, id, token, msg, how[1], how[2], recover=recover), error)
         elif what == "requeue":
             self.run(self.b.requeue(Q, id, token), error)
         if error is not None or what == "keep":
@@ -408,7 +424,8 @@ class QueueMachine(RuleBasedStateMachine):
         if verb == "run":
             codes = self.run(self.b.run_tasks(Q, ts, ids))
         else:
-            items = [(id, m.tasks[id].digest if id in m.tasks else "", hints[id]) for id in ids]
+            items = [(id, m.tasks[id].digest if id in m.tasks else "", hints[id], self.r.hget(K.tasks, id) or b"")
+                     for id in ids]
             codes = self.run((self.b.delete_tasks if verb == "delete" else self.b.archive_tasks)(Q, ts, items, window))
         expected = []
         for id in ids:
@@ -458,7 +475,7 @@ class QueueMachine(RuleBasedStateMachine):
             for state in "psrxc":
                 ids = [id for id in m.ids(state) if id]
                 if ids:
-                    items = [(id, m.tasks[id].digest, -1) for id in ids]
+                    items = [(id, m.tasks[id].digest, -1, self.r.hget(K.tasks, id)) for id in ids]
                     assert self.run(self.b.delete_tasks(Q, TaskState.from_code(state), items, 1000)) == [1] * len(ids)
                     for id in ids:
                         m.release(id)
@@ -498,13 +515,13 @@ class QueueMachine(RuleBasedStateMachine):
             assert value is not None and value[:9] == b"a" + t.token.encode() and decode(value[9:]) == t.msg
             failed = t.msg.with_(last_error=LEASE_EXPIRED, last_failed_at_ms=self.now)
             if t.msg.retried >= t.msg.max_retry:
-                assert self.run(self.b.archive(Q, id, "", failed, max_size, max_age)) == 1
+                assert self.run(self.b.archive(Q, id, value[1:9], failed, max_size, max_age, recover=True)) == 1
                 self.m.release(id)
                 t.state, t.msg, t.token, t.score = "x", failed, "", self.now
                 self.m.trim(self.now, max_size, max_age)
             else:
                 failed = failed.with_(retried=t.msg.retried + 1)
-                assert self.run(self.b.retry(Q, id, "", failed, 0)) == self.now
+                assert self.run(self.b.retry(Q, id, value[1:9], failed, 0, recover=True)) == self.now
                 self.signal_if_first("r", self.now)
                 t.state, t.msg, t.token, t.score = "r", failed, "", self.now
             self.m.count(self.m.processed, day_of(self.now))

@@ -57,8 +57,10 @@ def test_enqueue_and_id_conflict(h: H) -> None:
     assert h.r.lrange(K.pending, 0, -1) == [b"a"]
     assert h.r.llen(K.wake) == 1
     with pytest.raises(TaskIdConflictError):
-        h.enqueue("a")
+        h.enqueue("a", Message("t", {"id": "another task"}))
     assert h.r.llen(K.pending) == 1  # nothing changed
+    assert h.enqueue("a") == 1  # the very same message: this call sent again after a lost reply
+    assert h.r.llen(K.pending) == 1 and h.state("a") == "p"  # recognised, nothing written twice
 
 
 def test_enqueue_unique_duplicate_and_release_on_done(h: H) -> None:
@@ -102,7 +104,8 @@ def test_schedule_signals_only_an_earlier_due_time(h: H) -> None:
     h.run(h.b.schedule(Q, "s3", Message("t"), 1000))
     assert h.r.llen(K.tick) == 1
     with pytest.raises(TaskIdConflictError):
-        h.run(h.b.schedule(Q, "s1", Message("t"), 1000))
+        h.run(h.b.schedule(Q, "s1", Message("t", "another task"), 1000))
+    assert h.run(h.b.schedule(Q, "s1", Message("t"), 5000)) == due  # sent again: its own task
     m = Message("t", 1, unique=True)
     h.run(h.b.schedule(Q, "u1", m, 10_000, 60))
     assert h.r.ttl(K.lock(m.lock_digest())) == 70  # lock counts from the due time
@@ -182,7 +185,7 @@ def test_retry_worker_and_recoverer_modes(h: H) -> None:
     h.take(lease_ms=10_000)
     m = h.msg("a").with_(retried=1, last_error="boom")
     with pytest.raises(LeaseLostError):
-        h.run(h.b.retry(Q, "a", "", m, 0))  # recoverer: lease still alive (-4)
+        h.run(h.b.retry(Q, "a", "tok00001", m, 0, recover=True))  # recoverer: lease still alive (-4)
     with pytest.raises(LeaseLostError):
         h.run(h.b.retry(Q, "a", "badtoken", m, 0))
     h.r.delete(K.tick)
@@ -191,12 +194,37 @@ def test_retry_worker_and_recoverer_modes(h: H) -> None:
     assert h.r.llen(K.tick) == 1
     assert h.r.get(K.failed) == b"1" and h.r.get(K.processed) == b"1"
     with pytest.raises(TaskNotFoundError):
-        h.run(h.b.retry(Q, "zz", "", m, 0))
+        h.run(h.b.retry(Q, "zz", "tok00001", m, 0, recover=True))
     # the recoverer may retry once the lease has expired
     h.enqueue("b")
     h.take(lease_ms=1000)
     h.clock.advance(1.001)
-    assert h.run(h.b.retry(Q, "b", "", h.msg("b").with_(retried=1), 0)) == h.clock.t
+    assert h.run(h.b.retry(Q, "b", "tok00001", h.msg("b").with_(retried=1), 0, recover=True)) == h.clock.t
+
+
+def test_recoverer_cannot_overwrite_a_later_run_of_the_same_id(h: H) -> None:
+    """Issue 9, item 3: a recoverer that read an expired lease, then stalled while the id was
+    reused for a new task (new payload, new run), must not turn that run into the old message."""
+    h.enqueue("a", Message("t", {"run": 1}))
+    h.take(token="old00001", lease_ms=1000)
+    h.clock.advance(1.001)
+    expired = h.run(h.b.expired(Q))
+    [(id, value)] = expired.tasks
+    old_token, old_msg = value[1:9], decode(value[9:])
+    # meanwhile: another recoverer retried it, it ran and was archived, the id was reused
+    assert h.run(h.b.retry(Q, "a", old_token, old_msg.with_(retried=1), 0, recover=True)) > 0
+    h.run(h.b.forward(Q))
+    h.take(token="mid00001")
+    h.run(h.b.archive(Q, "a", "mid00001", h.msg("a"), 100, MAX_AGE))
+    h.enqueue("a", Message("t", {"run": 2}))
+    h.take(token="new00001", lease_ms=1000)
+    h.clock.advance(1.001)  # the new run's lease has expired too: only the token tells them apart
+    with pytest.raises(LeaseLostError):
+        h.run(h.b.retry(Q, "a", old_token, old_msg.with_(retried=1, last_error="stale"), 0, recover=True))
+    with pytest.raises(LeaseLostError):
+        h.run(h.b.archive(Q, "a", old_token, old_msg, 100, MAX_AGE, recover=True))
+    assert h.state("a") == "a" and h.msg("a").payload == {"run": 2}  # the later run is untouched
+    assert h.run(h.b.retry(Q, "a", b"new00001", h.msg("a").with_(retried=1), 0, recover=True)) > 0
 
 
 def test_archive_trims_by_size_and_age_deleting_data(h: H) -> None:
@@ -219,7 +247,7 @@ def test_archive_trims_by_size_and_age_deleting_data(h: H) -> None:
     h.enqueue("b")
     h.take()
     with pytest.raises(LeaseLostError):
-        h.run(h.b.archive(Q, "b", "", h.msg("b"), 10, MAX_AGE))  # lease alive
+        h.run(h.b.archive(Q, "b", "tok00001", h.msg("b"), 10, MAX_AGE, recover=True))  # lease alive
     with pytest.raises(LeaseLostError):
         h.run(h.b.archive(Q, "b", "nottoken", h.msg("b"), 10, MAX_AGE))
 
@@ -233,6 +261,22 @@ def test_trim_script(h: H) -> None:
     assert h.run(h.b.trim(Q, 1, MAX_AGE)) == 2
     assert h.r.zrange(K.archived, 0, -1) == [b"a2"]
     assert h.r.hlen(K.tasks) == 1
+
+
+def test_trim_archive_removes_at_most_100_per_call(h: H) -> None:
+    """Issue 9: the archive limits delete at most 100 tasks per call in all (age and size
+    together), as documented; it was up to 100 by age plus 100 by size."""
+    h.run(h.b.enqueue_many(Q, [(f"a{i}", b"\x91\xa1t") for i in range(300)], False))
+    h.take(300)
+    for i in range(300):
+        h.run(h.b.archive(Q, f"a{i}", "tok00001", h.msg(f"a{i}"), 1000, MAX_AGE))
+    h.clock.advance(10)
+    assert h.run(h.b.trim(Q, 0, 5000)) == 100  # every task is too old and over the size limit
+    assert h.r.zcard(K.archived) == 200 and h.r.get(K.trimmed) == b"100"
+    h.enqueue("b")
+    h.take()
+    h.run(h.b.archive(Q, "b", "tok00001", h.msg("b"), 0, 5000))  # the archive script trims the same way
+    assert h.r.zcard(K.archived) == 101 and h.r.get(K.trimmed) == b"200"
 
 
 def test_requeue_puts_task_at_the_front(h: H) -> None:

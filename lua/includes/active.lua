@@ -1,23 +1,21 @@
---- claim_active(tkey, leasekey, id, token, now): may the caller finish this active task?
---- An active task's stored value is 'a' .. <8-char lease token> .. <message>.
---- token ~= ''  : the worker that dequeued it; its token must still be the one stored
----                (a task re-leased to someone else after a lease expiry has a new token).
---- token == ''  : the recoverer; the lease must have expired (score <= now).
+--- claim_active(tkey, leasekey, id, token, now, recover): may the caller finish this active task?
+--- An active task's stored value is 'a' .. <8-char lease token> .. <message>. The token must be
+--- the one stored: a worker passes the token it dequeued with (a task re-leased to someone else
+--- after a lease expiry has a new token); the recoverer passes the token it read with the expired
+--- lease, so a later run of the same id (re-leased, or the id reused for a new task) is never
+--- mistaken for the run whose lease expired.
+--- recover == true: the recoverer; the lease must also have expired (score <= now).
 --- Returns message, 1 on success; nil, code otherwise:
----   0 = no such task, -3 = not active or not this worker's lease, -4 = lease still alive.
-local function claim_active(tkey, leasekey, id, token, now)
+---   0 = no such task, -3 = not active or not this run's lease, -4 = lease still alive.
+local function claim_active(tkey, leasekey, id, token, now, recover)
   local v = redis.call('HGET', tkey, id)
   if not v then
     return nil, 0
   end
-  if string.sub(v, 1, 1) ~= 'a' then
+  if string.sub(v, 1, 1) ~= 'a' or string.sub(v, 2, 9) ~= token then
     return nil, -3
   end
-  if token ~= '' then
-    if string.sub(v, 2, 9) ~= token then
-      return nil, -3
-    end
-  else
+  if recover then
     local exp = redis.call('ZSCORE', leasekey, id)
     if exp and tonumber(exp) > now then
       return nil, -4

@@ -1,12 +1,42 @@
---- id_taken(tkey, id): is a *live* task (pending, active, scheduled, retry) stored under this id?
---- A finished one (archived, completed) may be replaced by a new task with the same id.
-local function id_taken(tkey, id)
+--- The id rules of the scripts that store new tasks (enqueue, enqueue_many, schedule).
+---
+--- Sent again: a client whose reply was lost (a timeout, a dropped connection) cannot tell whether
+--- its call ran, and redis-py sends it again. A call must then recognise its own earlier write
+--- and report success without writing anything: a caller-chosen id must not conflict with its own
+--- task, a unique task must not be a duplicate of itself, a generated id must not be stored or
+--- pushed twice (a second push under an active task would steal its lease).
+
+--- own_write(old, msg): is the stored value ``old`` this very message, as stored by the call
+--- itself? The message is stored unchanged while pending, scheduled or active ('a' .. 8-char
+--- lease token .. message); retry, archive and completion rewrite it.
+local function own_write(old, msg)
+  local st = string.sub(old, 1, 1)
+  if st == 'a' then
+    return string.sub(old, 10) == msg
+  end
+  return (st == 'p' or st == 's') and string.sub(old, 2) == msg
+end
+
+--- new_id(tkey, id, msg, check): may a new task be stored under ``id``? Returns
+---   'new'  : no task has this id;
+---   'replace': a finished task (archived, completed) has it: the new task replaces it;
+---   'own'  : this call's own earlier write (sent again): report success, write nothing;
+---   'taken': a live task (pending, active, scheduled, retry) has the id: a conflict.
+--- ``check`` false: the id was generated (96 random bits): any task stored under it is the
+--- call's own, whatever became of it since.
+local function new_id(tkey, id, msg, check)
   local old = redis.call('HGET', tkey, id)
   if not old then
-    return false
+    return 'new'
+  end
+  if not check or own_write(old, msg) then
+    return 'own'
   end
   local st = string.sub(old, 1, 1)
-  return st ~= 'x' and st ~= 'c'
+  if st == 'x' or st == 'c' then
+    return 'replace'
+  end
+  return 'taken'
 end
 
 --- forget_finished(archived, completed, id): a replaced finished task leaves its zset.

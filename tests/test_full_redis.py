@@ -1,0 +1,175 @@
+"""Every script at maxmemory (issue 9, item 1), on the real redis-server (fakeredis has no maxmemory).
+
+Redis refuses a script whose *first* write is a command that may grow memory and lets a script
+that has already written go on. The scripts that store new tasks must be refused whole (nothing
+stored: :class:`RedisFullError`); every script a worker or an operator needs to drain queues or to
+free memory must run (they start with a removal, or a no-op one). Each script is set up on its
+main path, then Redis is made full (``maxmemory 1``, policy noeviction) and the script is called.
+A test also checks that every script in ``lua/`` is covered here, so a new script must say which
+kind it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from asynqpy import FakeClock, RedisFullError
+from asynqpy.broker import Broker, Call
+from asynqpy.codec import Message, decode
+from asynqpy.executor import SyncExecutor
+from asynqpy.keys import queue_keys
+from asynqpy.scripts import load_scripts
+from asynqpy.task import TaskState
+
+pytestmark = pytest.mark.real
+
+Q = "full"
+K = queue_keys(Q)
+T0 = 1_700_000_000_000
+MAX_AGE = 90 * 24 * 3600 * 1000
+
+
+class H:
+    def __init__(self, url: str) -> None:
+        self.r = redis.Redis.from_url(url)
+        self.clock = FakeClock(T0)
+        self.b = Broker(self.clock)
+        self.x = SyncExecutor(self.r)
+
+    def enqueue(self, id: str, msg: Message | None = None) -> None:
+        self.x.run(self.b.enqueue(Q, id, msg or Message("t", id)))
+
+    def take(self, n: int = 1, lease_ms: int = 30_000) -> None:
+        self.x.run(self.b.dequeue(Q, n, lease_ms, "tok00001"))
+
+    def active_msg(self, id: str) -> Message:
+        return decode(self.r.hget(K.tasks, id)[9:])
+
+    def stored(self, id: str) -> bytes:
+        return bytes(self.r.hget(K.tasks, id))
+
+
+@pytest.fixture
+def h(redis_url: str) -> Iterator[H]:
+    h = H(redis_url)
+    yield h
+    h.r.config_set("maxmemory", 0)
+
+
+def _active(h: H, lease_ms: int = 30_000) -> None:
+    h.enqueue("a")
+    h.take(lease_ms=lease_ms)
+
+
+def _expired(h: H) -> None:
+    _active(h, lease_ms=1000)
+    h.clock.advance(2)
+
+
+# script -> (set-up, the call to make while Redis is full); all of them must run when full
+DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
+    "dequeue": (lambda h: h.enqueue("a"), lambda h: h.b.dequeue(Q, 1, 30_000, "tok00002")),
+    "done": (_active, lambda h: h.b.done(Q, "a", "tok00001", h.active_msg("a"))),
+    "complete": (_active, lambda h: h.b.complete(Q, "a", "tok00001", h.active_msg("a").with_(retention_ms=60_000))),
+    # the worker's retry with an empty retry zset: its tick token used to be the first write
+    "retry": (_active, lambda h: h.b.retry(Q, "a", "tok00001", h.active_msg("a").with_(retried=1), 1000)),
+    "archive": (_active, lambda h: h.b.archive(Q, "a", "tok00001", h.active_msg("a"), 10, MAX_AGE)),
+    "requeue": (_active, lambda h: h.b.requeue(Q, "a", "tok00001")),
+    "extend": (_active, lambda h: h.b.extend(Q, 30_000, [("a", "tok00001")])),
+    "forward": (lambda h: (h.x.run(h.b.schedule(Q, "s", Message("t"), 1000)), h.clock.advance(2)),
+                lambda h: h.b.forward(Q)),
+    "expired": (_expired, lambda h: h.b.expired(Q)),
+    "drop": (lambda h: h.r.zadd(K.lease, {"gone": 1}), lambda h: h.b.drop(Q, "gone")),
+    "reconcile": (lambda h: (h.enqueue("a"), h.take(), h.r.zrem(K.lease, "a")), lambda h: h.b.reconcile(Q, "0")),
+    "expire": (lambda h: (_active(h), h.x.run(h.b.complete(Q, "a", "tok00001", h.active_msg("a").with_(retention_ms=1))),
+                          h.clock.advance(1)), lambda h: h.b.expire(Q)),
+    "trim": (lambda h: (_active(h), h.x.run(h.b.archive(Q, "a", "tok00001", h.active_msg("a"), 10, MAX_AGE))),
+             lambda h: h.b.trim(Q, 0, MAX_AGE)),
+    "pause": (lambda h: None, lambda h: h.b.pause(Q)),
+    "unpause": (lambda h: (h.enqueue("a"), h.x.run(h.b.pause(Q))), lambda h: h.b.unpause(Q)),
+    "rewake": (lambda h: (h.enqueue("a"), h.r.delete(K.wake)), lambda h: h.b.rewake(Q)),
+    "stats": (lambda h: h.enqueue("a"), lambda h: h.b.stats(Q)),
+    "page": (lambda h: h.enqueue("a"), lambda h: h.b.page(Q, TaskState.PENDING, 0, 10)),
+    # operator actions: deleting is how an operator frees memory; a deep pending task is removed
+    # with LSET (a command that may grow memory) first, unless the script starts with a removal
+    "delete_tasks": (lambda h: h.enqueue("a"),
+                     lambda h: h.b.delete_tasks(Q, TaskState.PENDING, [("a", "", 0, h.stored("a"))], 10)),
+    "archive_tasks": (lambda h: h.enqueue("a"),
+                      lambda h: h.b.archive_tasks(Q, TaskState.PENDING, [("a", "", 0, h.stored("a"))], 10)),
+    "run_tasks": (lambda h: h.x.run(h.b.schedule(Q, "s", Message("t"), 60_000)),
+                  lambda h: h.b.run_tasks(Q, TaskState.SCHEDULED, ["s"])),
+    "cancel": (_active, lambda h: h.b.cancel(Q, "a", "tok00001", h.stored("a")[9:], "", b"notice")),
+    "drop_queue": (lambda h: (h.enqueue("a"), h.x.run(h.b.delete_tasks(Q, TaskState.PENDING,
+                                                                      [("a", "", -1, h.stored("a"))], 10))),
+                   lambda h: h.b.drop_queue(Q)),
+}
+
+# scripts that store new tasks: refused whole when Redis is full
+STORE: dict[str, Callable[[H], Call[Any]]] = {
+    "enqueue": lambda h: h.b.enqueue(Q, "new", Message("t")),
+    "enqueue_many": lambda h: h.b.enqueue_many(Q, [("n1", b"\x91\xa1t"), ("n2", b"\x91\xa1t")], False),
+    "schedule": lambda h: h.b.schedule(Q, "new", Message("t"), 5000),
+}
+
+
+def _full(h: H) -> None:
+    h.r.config_set("maxmemory-policy", "noeviction")
+    h.r.config_set("maxmemory", 1)
+
+
+def test_every_script_is_classified() -> None:
+    assert set(load_scripts()) == set(DRAIN) | set(STORE)
+
+
+@pytest.mark.parametrize("script", sorted(DRAIN))
+def test_draining_and_operator_scripts_run_when_redis_is_full(h: H, script: str) -> None:
+    setup, call = DRAIN[script]
+    setup(h)
+    c = call(h)
+    assert c.script == script
+    _full(h)
+    h.x.run(c)  # no RedisFullError
+
+
+@pytest.mark.parametrize("script", sorted(STORE))
+def test_new_task_scripts_are_refused_whole_when_redis_is_full(h: H, script: str) -> None:
+    h.enqueue("old")
+    before = {k: h.r.dump(k) for k in h.r.keys("*")}
+    c = STORE[script](h)
+    assert c.script == script
+    _full(h)
+    with pytest.raises(RedisFullError):
+        h.x.run(c)
+    h.r.config_set("maxmemory", 0)
+    assert {k: h.r.dump(k) for k in h.r.keys("*")} == before  # nothing stored, nothing lost
+
+
+def test_recoverer_retries_an_expired_task_when_redis_is_full(h: H, redis_url: str) -> None:
+    """The recoverer's retry (delay 0, an empty retry zset: the usual case) must go through when
+    Redis is full; it raised RedisFullError and the task stayed active for every pass."""
+    from asynqpy.recoverer import Recoverer
+    from asynqpy.server import Context, ServerOptions
+
+    _expired(h)
+    _full(h)
+
+    async def main() -> None:
+        import redis.asyncio as aredis
+
+        ar = aredis.Redis.from_url(redis_url)
+        try:
+            ctx = Context(ar, ServerOptions(queues={Q: 1}).validate(), h.clock, "test-server")
+            await Recoverer(ctx).recover_once()
+        finally:
+            await ar.aclose()
+
+    asyncio.run(main())
+    stored = h.r.hget(K.tasks, "a")
+    assert stored[:1] == b"r" and decode(stored[1:]).retried == 1
+    assert h.r.zscore(K.lease, "a") is None
+
