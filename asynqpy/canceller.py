@@ -53,13 +53,14 @@ class Canceller:
             try:
                 await pubsub.subscribe(CANCEL_CHANNEL)
                 backoff = 0.1
+                ctx.health.ok()
                 while not ctx.stopping.is_set():
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=ctx.block_limit)
                     if msg is not None and msg.get("type") == "message":
                         self.handle(msg["data"])
             except (RedisError, OSError) as exc:
-                log.warning("cancel channel subscription failed (%s); retrying in %.1fs "
-                            "(meanwhile lease renewal catches cancelled tasks)", exc, backoff)
+                ctx.health.failed("the cancel channel subscription (meanwhile lease renewal catches cancelled "
+                                  f"tasks; retried in {backoff:.1f}s)", exc)
                 if await ctx.sleep(backoff):
                     break
                 backoff = min(backoff * 2, 5.0)

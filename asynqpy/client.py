@@ -65,7 +65,7 @@ class _ClientCore:
             return derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
         unknown = kwargs.keys() - opts.OPTIONS
         if unknown:
-            raise InvalidArgumentError(f"unknown enqueue option(s): {', '.join(sorted(map(repr, unknown)))}")
+            raise InvalidArgumentError(opts.unknown_options("enqueue option", unknown, sorted(opts.OPTIONS)))
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
         return opts.prepare(task_type, payload, **kwargs)

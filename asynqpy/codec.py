@@ -37,6 +37,8 @@ class Message:
 
     Times are Unix milliseconds; durations are milliseconds. ``timeout_ms``: -1 = the server's
     default, 0 = no limit. ``deadline_ms`` 0 = none. ``retry_delay_ms`` -1 = the server's policy.
+    ``traceback``: the last failed attempt's traceback (bounded, its innermost frames kept), or ''.
+    New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
     type: str
@@ -53,6 +55,7 @@ class Message:
     retry_delay_ms: int = -1
     completed_at_ms: int = 0
     result: Any = None
+    traceback: str = ""
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -69,11 +72,14 @@ _FIELDS = [f.name for f in fields(Message)]
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
-    (int,), (int,), (object,),
+    (int,), (int,), (object,), (str,),
 ]
 
 
 def _default_hook(obj: object) -> object:
+    if isinstance(obj, int):  # msgpack calls the hook for an int it cannot carry
+        text = str(obj) if obj.bit_length() < 200 else f"an integer of {obj.bit_length()} bits"
+        raise TypeError(f"integers must fit in 64 bits (-2**63 to 2**64-1), got {text}")
     raise TypeError(f"cannot serialize object of type {type(obj).__name__}")
 
 
@@ -89,12 +95,13 @@ def packer() -> Any:
     return p
 
 
-def encode_payload(payload: Any) -> bytes:
-    """Encode a payload alone (to check it is serializable and measure it)."""
+def encode_payload(payload: Any, what: str = "payload") -> bytes:
+    """Encode a payload alone (to check it is serializable and measure it). ``what`` names the
+    value in the error: "payload", "result", ..."""
     try:
         return cast(bytes, msgpack.packb(payload, use_bin_type=True, default=_default_hook))
     except (TypeError, ValueError, OverflowError) as exc:
-        raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
+        raise PayloadError(f"{what} is not msgpack-serializable: {exc}") from None
 
 
 def encode(msg: Message) -> bytes:
@@ -124,6 +131,7 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
         raise PayloadError(f"payload is not msgpack-serializable: {exc}") from None
 
 
+assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 _UNIQUE_INDEX = _FIELDS.index("unique")
 
 

@@ -7,6 +7,9 @@ raised *by handlers* to steer what happens to a failed task; they are not librar
 from __future__ import annotations
 
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+
 class AsynqpyError(Exception):
     """Base class of every error asynqpy raises."""
 
@@ -76,6 +79,18 @@ class NotReplicatedError(AsynqpyError):
         """What the call returned on the master."""
 
 
+class ResultError(PayloadError):
+    """A handler's result cannot be stored (not msgpack-serializable, or too large). The handler's
+    side effects already ran: a task failing with it is archived, never retried."""
+
+
+class RedisUnavailableError(AsynqpyError, RedisConnectionError):
+    """Redis could not be reached, or the connection broke before the reply came (then the call may
+    or may not have run: see "Calls sent again" in docs/architecture.md). The redis-py error is the
+    ``__cause__``. It is also a ``redis.exceptions.ConnectionError``, so code written against
+    redis-py's errors keeps working."""
+
+
 class RedisFullError(AsynqpyError):
     """Redis has reached its ``maxmemory`` and refuses new data: nothing of this call was stored
     (tasks already queued are untouched and workers keep draining them)."""
@@ -102,5 +117,7 @@ __all__ = [
     "TaskTimeoutError",
     "NotReplicatedError",
     "RedisFullError",
+    "RedisUnavailableError",
+    "ResultError",
     "SkipRetry",
 ]

@@ -27,14 +27,22 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from hiredis import pack_command
-from redis.exceptions import AskError, ClusterDownError, NoScriptError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Call
 from .connection import REDIS_ERRORS, is_cluster
-from .errors import NotReplicatedError, RedisFullError
+from .errors import NotReplicatedError, RedisFullError, RedisUnavailableError
 from .scripts import load_scripts
 
 T = TypeVar("T")
@@ -175,11 +183,24 @@ def _full(exc: OutOfMemoryError) -> RedisFullError:
     return err
 
 
+def unavailable(exc: BaseException) -> RedisUnavailableError | None:
+    """``exc`` as a :class:`RedisUnavailableError` (cause kept) if it means Redis could not be
+    reached or the connection broke (not wrong credentials: those are the caller's to fix); else
+    None."""
+    if isinstance(exc, RedisUnavailableError) or isinstance(exc, AuthenticationError):
+        return None
+    if isinstance(exc, (*_UNREACHABLE, RedisClusterException)):
+        err = RedisUnavailableError(f"cannot reach Redis: {exc}")
+        err.__cause__ = exc
+        return err
+    return None
+
+
 def _parse(call: Call[Any], reply: Any) -> Any:
     if isinstance(reply, OutOfMemoryError):
         return _full(reply)
     if isinstance(reply, Exception):
-        return reply
+        return unavailable(reply) or reply
     try:
         return call.parse(reply)
     except Exception as exc:  # noqa: BLE001 - a typed error for this call alone
@@ -258,16 +279,25 @@ class SyncExecutor:
 
     def run(self, call: Call[T]) -> T:
         """Run one call; its parser's typed error (or the Redis error) is raised; a Redis at
-        maxmemory refusing the call raises :class:`RedisFullError`."""
+        maxmemory refusing the call raises :class:`RedisFullError`; Redis unreachable (or the
+        connection broken), :class:`RedisUnavailableError`."""
         try:
             reply = self._send(call)
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
+        except Exception as exc:
+            raise unavailable(exc) or exc
         return call.parse(reply)
 
     def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Run calls in one pipeline (no MULTI). Each result is the parsed reply or the exception
         that call raised; one call failing does not stop the others."""
+        try:
+            return self._run_many(calls)
+        except Exception as exc:
+            raise unavailable(exc) or exc
+
+    def _run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if not calls:
             return []
         if self._cluster:
@@ -346,10 +376,18 @@ class AsyncExecutor:
             reply = await self._send(call)
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
+        except Exception as exc:
+            raise unavailable(exc) or exc
         return call.parse(reply)
 
     async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many`."""
+        try:
+            return await self._run_many(calls)
+        except Exception as exc:
+            raise unavailable(exc) or exc
+
+    async def _run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if not calls:
             return []
         if self._cluster:

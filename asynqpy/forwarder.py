@@ -29,7 +29,7 @@ class Forwarder:
                 if await self.ctx.blpop_any(keys, self.ctx.options.idle_timeout):
                     self._tick.set()
             except REDIS_ERRORS as exc:
-                log.warning("waiting for schedule changes failed: %s", exc)
+                self.ctx.health.failed("waiting for schedule changes", exc)
                 await asyncio.sleep(1.0)
 
     async def forward_once(self) -> float:
@@ -39,7 +39,7 @@ class Forwarder:
         results = await ctx.exec.run_many([ctx.broker.forward(q, self.batch) for q in ctx.queues])
         for q, res in zip(ctx.queues, results):
             if isinstance(res, Exception):
-                log.warning("forwarding queue %s failed: %s", q, res)
+                ctx.health.failed(f"forwarding queue {q}", res)
                 wait = min(wait, 1.0)
                 continue
             moved, next_ms = res

@@ -66,9 +66,17 @@ class Heartbeat:
         calls += [ctx.broker.extend(q, ctx.options.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
         sent, sent_ms = asyncio.get_running_loop().time(), ctx.clock.local_ms()
         results = await ctx.exec.run_many(calls)
+        if isinstance(results[0], Exception):
+            ctx.health.failed("the heartbeat", results[0])
+        else:
+            ctx.health.ok()
+            if results[0] == 1 and self._beats > 1 and len(calls) - len(queues) == 1:
+                # the server was missing from the registry (Redis restarted without persistence,
+                # or flushed): its description is gone too; write it now, not at the 6th beat
+                await self._describe(running)
         for q, res in zip(queues, results[len(calls) - len(queues):]):
             if isinstance(res, Exception):
-                log.warning("renewing leases in queue %s failed: %s", q, res)
+                ctx.health.failed(f"renewing leases in queue {q}", res)
                 continue
             now_ms, lost = res
             ctx.clock.observe(now_ms, sent_ms)
@@ -78,6 +86,18 @@ class Heartbeat:
                     self.processor.lose(r, "another worker holds it now (its lease had expired)")
                 else:
                     r.lease_until = sent + ctx.options.lease
+
+    async def _describe(self, running: list[Running]) -> None:
+        interval = self.ctx.options.heartbeat_interval
+        ttl = max(1, int(interval * (INFO_EVERY + 3)))
+        try:
+            await self.ctx.exec.run(
+                Call(lambda r: r, command=("SET", server_info(self.ctx.server_id), self._info(running), "EX", ttl)))
+        except REDIS_ERRORS as exc:
+            self.ctx.health.failed("describing the server", exc)
+            return
+        log.info("server %s was missing from Redis's registry (Redis restarted?); registered it again",
+                 self.ctx.server_id)
 
     def _expire_local(self) -> None:
         """Give up tasks whose lease could not be renewed in time (Redis unreachable)."""
@@ -92,7 +112,7 @@ class Heartbeat:
             try:
                 await self.beat()
             except REDIS_ERRORS as exc:
-                log.warning("heartbeat failed: %s", exc)
+                self.ctx.health.failed("the heartbeat", exc)
             except Exception:  # a bug must not stop lease renewal for good
                 log.exception("heartbeat failed unexpectedly")
             self._expire_local()

@@ -41,7 +41,7 @@ class Janitor:
         results = await ctx.exec.run_many([ctx.broker.reconcile(q, self._cursors[q], self.sweep_step) for q in queues])
         for q, res in zip(queues, results):
             if isinstance(res, Exception):
-                log.warning("consistency sweep of queue %s failed: %s", q, res)
+                ctx.health.failed(f"consistency sweep of queue {q}", res)
                 del self._cursors[q]
                 continue
             cursor, repaired = res
@@ -63,7 +63,7 @@ class Janitor:
         n = len(ctx.queues)
         for res in results[:n]:
             if isinstance(res, Exception):
-                log.warning("expiring completed tasks failed: %s", res)
+                ctx.health.failed("expiring completed tasks", res)
                 continue
             deleted, next_ms = res
             if deleted >= self.batch:

@@ -4,10 +4,12 @@ and a uniqueness TTL, or raises :class:`InvalidArgumentError` with a clear messa
 from __future__ import annotations
 
 import base64
+import difflib
 import math
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
+from collections.abc import Iterable
 from typing import Any, Union
 
 from . import codec
@@ -36,6 +38,31 @@ MAX_EPOCH = 253_402_300_799
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
                      "retention", "retry_delay"})
 """The names of the enqueue options."""
+
+
+SYNONYMS = {
+    # what other task queues call an option -> asynqpy's name
+    "retries": "max_retry", "max_retries": "max_retry", "retry": "max_retry",
+    "delay": "process_in", "countdown": "process_in", "defer_by": "process_in", "_defer_by": "process_in",
+    "eta": "process_at", "at": "process_at", "defer_until": "process_at", "_defer_until": "process_at",
+    "id": "task_id", "job_id": "task_id", "_job_id": "task_id", "key": "task_id",
+    "expires": "deadline", "time_limit": "timeout", "ttl": "retention", "result_ttl": "retention",
+    "keep_result": "retention", "unique_for": "unique", "workers": "concurrency", "prefetch": "fetch_batch",
+}
+
+
+def unknown_options(what: str, names: Iterable[str], known: Iterable[str]) -> str:
+    """The message for unknown keyword options: each named, with the closest known one suggested
+    (by spelling, or the name other task queues use)."""
+    known = list(known)
+    parts = []
+    for name in sorted(map(str, names)):
+        guess = SYNONYMS.get(name) if SYNONYMS.get(name) in known else None
+        if guess is None:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            guess = close[0] if close else None
+        parts.append(f"{name!r}" + (f" (did you mean {guess!r}?)" if guess else ""))
+    return f"unknown {what}{'s' if len(parts) > 1 else ''}: {', '.join(parts)}"
 
 
 class Prepared:
@@ -143,10 +170,14 @@ def _seconds(name: str, value: Seconds, *, allow_zero: bool = True) -> float:
 
 
 def _epoch(name: str, value: When) -> float:
+    """Unix seconds of a datetime or a number of Unix seconds. A naive datetime is local time, as
+    ``datetime.timestamp()`` takes it (``datetime.now() + timedelta(minutes=10)`` is ten minutes
+    from now in any time zone); an aware one is taken as it is."""
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        value = value.timestamp()
+        try:
+            value = value.timestamp()
+        except (OverflowError, OSError, ValueError):  # out of the platform's range
+            raise InvalidArgumentError(f"{name} is out of range: {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_EPOCH:
         raise InvalidArgumentError(f"{name} must be a datetime or Unix seconds from 1970 to 9999, got {value!r}")
     return float(value)

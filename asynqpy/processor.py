@@ -13,6 +13,7 @@ import logging
 import math
 import random
 import secrets
+import traceback
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ from .errors import (
     HandlerNotFoundError,
     LeaseLostError,
     MalformedMessageError,
+    PayloadError,
+    ResultError,
     SignatureError,
     SkipRetry,
     TaskNotFoundError,
@@ -44,6 +47,24 @@ EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
 MAX_ERROR_TEXT = 2048
 """Characters of an error's text kept with the task (its last_error)."""
+
+
+MAX_TRACEBACK = 4096
+"""Characters of a failed attempt's traceback kept with the task (its innermost frames)."""
+
+
+def _when(ms: int) -> str:
+    return f"{ms_to_datetime(ms):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def format_traceback(error: BaseException) -> str:
+    """A failed attempt's traceback for the task's record: at most :data:`MAX_TRACEBACK`
+    characters, keeping the end (the innermost frames and the error)."""
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:  # noqa: BLE001 - a broken exception must not lose the task
+        return ""
+    return text if len(text) <= MAX_TRACEBACK else "...\n" + text[-MAX_TRACEBACK:]
 
 
 def describe(error: BaseException) -> str:
@@ -71,6 +92,19 @@ class Running:
     timed_out: bool = False  # its timeout or deadline cancelled it
     started_ms: int = 0
     deadline_ms: int = 0
+    timeout_ms: int = 0  # the attempt's own limit (0 = none), for error messages
+    started: float = 0.0  # loop time the handler started
+
+    @property
+    def fields(self) -> str:
+        """The task as ``key=value`` fields, the same in every log line about it."""
+        return f"id={self.id} type={self.msg.type} queue={self.queue} attempt={self.msg.retried + 1}"
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The same fields for structured logging (``logging`` ``extra``)."""
+        return {"task_id": self.id, "task_type": self.msg.type, "queue": self.queue,
+                "attempt": self.msg.retried + 1}
 
 
 @dataclass
@@ -100,6 +134,7 @@ class Processor:
         self._empty: dict[str, float] = {}
         self._wake_keys = {queue_keys(q).wake: q for q in ctx.queues}
         self._outcomes: list[_Outcome] = []
+        self._writing = 0  # outcomes taken by the writer and not settled yet
         self._outcome_ready = asyncio.Event()
         self._writes_idle = asyncio.Event()
         self._writes_idle.set()
@@ -108,6 +143,7 @@ class Processor:
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         self._down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (loop time to try again, backoff)
         self._owed: str | None = None  # a queue whose wake token this server took and has not acted on yet
+        self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
         weights = self.opts.queues
         self._strict = sorted(ctx.queues, key=lambda q: -weights[q])
 
@@ -137,6 +173,7 @@ class Processor:
     def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
         """Record a dequeue's result and start its tasks; True if there were any."""
         self.ctx.clock.observe(res.now_ms, sent_ms)
+        self._left_behind = res.remaining > 0 and bool(res.tasks)
         if res.remaining <= 0:
             self._empty[q] = asyncio.get_running_loop().time()
         else:
@@ -155,7 +192,7 @@ class Processor:
         down = self._down.get(q)
         backoff = min(down[1] * 2, 5.0) if down else 0.05
         self._down[q] = (asyncio.get_running_loop().time() + backoff, backoff)
-        log.warning("fetching from queue %s failed (%s); retrying it in %.2fs", q, exc, backoff)
+        self.ctx.health.failed(f"fetching from queue {q} (retried in {backoff:.2f}s)", exc)
 
     async def _fetch_once(self, count: int) -> bool:
         loop = asyncio.get_running_loop()
@@ -227,7 +264,7 @@ class Processor:
         try:
             await self.ctx.exec.run(self.ctx.broker.rewake(queue))
         except REDIS_ERRORS as exc:
-            log.warning("could not hand back the wake token of queue %s: %s", queue, exc)
+            self.ctx.health.failed(f"handing back the wake token of queue {queue}", exc)
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
@@ -238,14 +275,26 @@ class Processor:
                 continue
             try:
                 count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
+                if self.opts.fair_dispatch:
+                    # one task per dequeue; a busy server that left tasks behind queues up again
+                    # behind the idle servers (Redis wakes blocked clients in the order they
+                    # blocked), so a burst is dealt round-robin across servers and processes
+                    count = 1
+                    if self.executing and self._left_behind:
+                        self._left_behind = False
+                        await self._wait_for_work(count)
+                        await asyncio.sleep(0)
+                        continue
                 if not await self._fetch_once(count):
                     if self.ctx.stopping.is_set():
                         break
                     await self._wait_for_work(count)
                     await asyncio.sleep(0)  # let the tasks it brought start before the next fetch
+                if not self._down:
+                    self.ctx.health.ok()
                 backoff = 0.05
             except REDIS_ERRORS as exc:
-                log.warning("fetching tasks failed (%s); retrying in %.2fs", exc, backoff)
+                self.ctx.health.failed("fetching tasks", exc)
                 await self.ctx.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:  # a bug must not stop fetching for good
@@ -278,7 +327,8 @@ class Processor:
             limits.append(msg.deadline_ms)
         deadline_ms = min(limits) if limits else 0
         task = Task(msg.type, _msg=msg, id=id, queue=queue, deadline=ms_to_datetime(deadline_ms))
-        r = Running(queue, id, token, msg, task, lease_until, started_ms=now_ms, deadline_ms=deadline_ms)
+        r = Running(queue, id, token, msg, task, lease_until, started_ms=now_ms, deadline_ms=deadline_ms,
+                    timeout_ms=timeout_ms, started=asyncio.get_running_loop().time())
         self.held[(queue, id)] = r
         self.executing.add(r)
         remaining = (deadline_ms - now_ms) / 1000 if deadline_ms else None
@@ -312,9 +362,11 @@ class Processor:
         assert r.task is not None
         error: BaseException | None = None
         timer = None
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("task started: %s", r.fields, extra=r.extra)
         try:
             if remaining is not None and remaining <= 0:
-                raise TaskTimeoutError("the task's deadline passed before it started")
+                raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
             handler = self._handler_for(r.msg.type)
             if remaining is not None:
                 timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r)
@@ -323,8 +375,10 @@ class Processor:
                 raise asyncio.CancelledError
         except asyncio.CancelledError:
             if r.timed_out and not (r.lost or r.requeued):
-                which = "deadline" if r.msg.deadline_ms == r.deadline_ms else "timeout"
-                error = TaskTimeoutError(f"the handler ran past the task's {which}")
+                if r.msg.deadline_ms and r.msg.deadline_ms == r.deadline_ms:
+                    error = TaskTimeoutError(f"the handler ran past the task's deadline ({_when(r.msg.deadline_ms)})")
+                else:
+                    error = TaskTimeoutError(f"the handler ran past the task's timeout ({r.timeout_ms / 1000:g}s)")
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
@@ -365,25 +419,37 @@ class Processor:
 
     def _outcome(self, r: Running, error: BaseException | None) -> tuple[Call[Any], str]:
         b = self.ctx.broker
+        took = asyncio.get_running_loop().time() - r.started
         if error is None:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("task succeeded in %.3fs: %s", took, r.fields, extra={**r.extra, "duration": took})
             if r.msg.retention_ms > 0:
                 assert r.task is not None
-                msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=r.task.result)
+                result = r.task.result
+                try:
+                    codec.encode_payload(result, "result")
+                except PayloadError as exc:
+                    raise ResultError(f"{exc} (the handler set task.result directly)") from None
+                msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
                 return b.complete(r.queue, r.id, r.token, msg), "complete"
             return b.done(r.queue, r.id, r.token, r.msg), "done"
         text = describe(error)[:MAX_ERROR_TEXT]
-        failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms())
+        failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms(),
+                             traceback=format_traceback(error))
         unknown = isinstance(error, HandlerNotFoundError)
-        if unknown:
-            log.error("task %s (queue %s): %s", r.id, r.queue, text)
-        if isinstance(error, SkipRetry) or r.msg.retried >= r.msg.max_retry or (
+        quiet = unknown or isinstance(error, (TaskTimeoutError, SkipRetry))  # their traceback says nothing
+        extra = {**r.extra, "duration": took, "error": text}
+        if isinstance(error, SkipRetry) or isinstance(error, ResultError) or r.msg.retried >= r.msg.max_retry or (
             unknown and self.opts.unknown_type == "archive"
         ):
-            log.warning("task %s %s (queue %s) failed, archiving: %s", r.msg.type, r.id, r.queue, text)
+            why = "" if isinstance(error, (SkipRetry, ResultError)) or unknown else \
+                f" (no retries left: {r.msg.retried} of {r.msg.max_retry})"
+            log.warning("task failed after %.3fs, archiving it%s: %s error=%s", took, why, r.fields, text,
+                        exc_info=None if quiet else error, extra=extra)
             return self._archive_call(r, failed), "archive"
         delay = self._retry_delay(r, error)
-        log.warning("task %s %s (queue %s) failed (attempt %d), retrying in %.1fs: %s",
-                    r.msg.type, r.id, r.queue, r.msg.retried + 1, delay, text)
+        log.warning("task failed after %.3fs, retrying in %.1fs: %s error=%s", took, delay, r.fields, text,
+                    exc_info=None if quiet else error, extra={**extra, "retry_in": delay})
         msg = failed.with_(retried=r.msg.retried + 1)
         return b.retry(r.queue, r.id, r.token, msg, delay * 1000), "retry"
 
@@ -426,6 +492,7 @@ class Processor:
                 await self._outcome_ready.wait()
                 continue
             batch, self._outcomes = self._outcomes, []
+            self._writing = len(batch)
             try:
                 results = await self.ctx.exec.run_many([o.call for o in batch])
             except REDIS_ERRORS as exc:
@@ -450,9 +517,13 @@ class Processor:
                     del self.held[(r.queue, r.id)]
             if again:
                 delay = min(0.05 * 2 ** max(o.attempts for o in again), 2.0)
-                log.warning("Redis write failed; retrying %d outcome(s) in %.2fs", len(again), delay)
+                self.ctx.health.failed(f"writing {len(again)} outcome(s) (retried in {delay:.2f}s)",
+                                       next(r for r in results if isinstance(r, Exception)))
                 await asyncio.sleep(delay)
                 self._outcomes[:0] = again
+            elif not any(isinstance(r, RETRYABLE) for r in results):
+                self.ctx.health.ok()
+            self._writing = 0
 
     # -- lease loss and shutdown ---------------------------------------------------------------
 
@@ -473,17 +544,34 @@ class Processor:
         await self.ctx.stopping.wait()
         self._slot_freed.set()
         await self._stop_fetcher(fetcher)
-        running = [r.aio for r in self.executing if r.aio is not None]
+        running = {r.aio for r in self.executing if r.aio is not None}
         if running:
             log.info("waiting up to %.1fs for %d running task(s)", self.opts.shutdown_timeout, len(running))
-            await asyncio.wait(running, timeout=self.opts.shutdown_timeout)
+            await self._wait_running(running)
         await self._requeue_leftovers()
         try:
             await asyncio.wait_for(self._writes_idle.wait(), self.opts.lease)
         except asyncio.TimeoutError:
-            log.error("gave up writing %d outcome(s); the recoverer will retry them", len(self._outcomes))
+            log.error("gave up writing %d outcome(s); the recoverer will retry them", len(self._outcomes) + self._writing)
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
+
+    async def _wait_running(self, running: set[asyncio.Task[None]]) -> None:
+        """Wait for running handlers until they finish, ``shutdown_timeout`` passes, or a second
+        stop signal (``ctx.hurry``) asks to stop now."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.opts.shutdown_timeout
+        hurry = asyncio.ensure_future(self.ctx.hurry.wait())
+        pending: set[asyncio.Future[Any]] = set(running)
+        try:
+            while pending and not hurry.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                _, pending = await asyncio.wait(pending | {hurry}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(hurry)
+        finally:
+            hurry.cancel()
 
     async def _stop_fetcher(self, fetcher: asyncio.Task[None]) -> None:
         """Stop fetching without losing a dequeue in flight: a dequeue is let finish, a pipelined

@@ -60,9 +60,10 @@ class Recoverer:
                 wait = min(wait, res.next_ms / 1000 + 0.002)
         return min(wait, ERROR_WAIT) if errors else wait
 
-    @staticmethod
-    def _failed(queue: str, n: int, exc: BaseException) -> None:
-        if isinstance(exc, REDIS_ERRORS) or isinstance(exc, AsynqpyError):
+    def _failed(self, queue: str, n: int, exc: BaseException) -> None:
+        if isinstance(exc, REDIS_ERRORS):
+            self.ctx.health.failed(f"recovering {n} task(s) in queue {queue}", exc)
+        elif isinstance(exc, AsynqpyError):
             log.warning("recovering %d task(s) in queue %s failed (%s); trying again", n, queue, exc)
         else:
             log.error("recovering %d task(s) in queue %s failed unexpectedly; trying again", n, queue,

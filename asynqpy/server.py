@@ -16,22 +16,23 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .broker import Broker
+from .broker import Broker, Call
 from .clock import Clock
-from .connection import REDIS_ERRORS, async_client, check_url, is_cluster, read_timeout
-from .errors import InvalidArgumentError, RedisFullError
+from .connection import REDIS_ERRORS, RETRYABLE, async_client, check_url, is_cluster, read_timeout
+from .errors import InvalidArgumentError
 from .executor import AsyncExecutor
 from .keys import validate_queue
 from .mux import ServeMux
-from .options import MAX_SECONDS
+from .options import MAX_SECONDS, unknown_options
 from .retry import RetryDelayFunc, default_retry_delay
 from .signing import Signer, SigningKeys, make_signer
 from .threadpool import DaemonThreadPool
+from .watchdog import LoopWatchdog
 
 log = logging.getLogger("asynqpy.server")
 
@@ -76,6 +77,9 @@ class ServerOptions:
     reconcile_interval: float = 300.0
     fetch_batch: int = 32
     sync_threads: int | None = None
+    fail_fast: bool = False
+    block_warning: float | None = 0.5
+    fair_dispatch: bool = False
 
     def validate(self) -> ServerOptions:
         """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
@@ -100,6 +104,11 @@ class ServerOptions:
             raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
         if not isinstance(self.strict_priority, bool):
             raise InvalidArgumentError(f"strict_priority must be a bool, got {self.strict_priority!r}")
+        for name in ("fail_fast", "fair_dispatch"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.block_warning is not None:
+            _seconds("block_warning", self.block_warning)
         if self.unknown_type not in ("retry", "archive"):
             raise InvalidArgumentError("unknown_type must be 'retry' or 'archive'")
         if not callable(self.retry_delay):
@@ -114,6 +123,68 @@ class ServerOptions:
     def recover_every(self) -> float:
         """The recoverer's longest sleep: short enough to see every lease before it expires."""
         return min(self.recover_interval, self.lease / 3)
+
+
+MAX_BACKOFF = 5.0
+"""Longest wait between tries of a loop whose Redis calls fail."""
+OUTAGE_GRACE = 1.0
+"""Seconds of failing calls before an outage is announced, and without one before it is over."""
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Does ``exc`` mean Redis (or a cluster slot's master) cannot be reached right now?"""
+    return isinstance(exc, RETRYABLE)
+
+
+class Health:
+    """Whether this server reaches Redis, shared by all its loops, so that an outage is logged
+    once when it starts and once when it ends (with its length), however many loops keep trying
+    meanwhile (they log their failures at DEBUG). A failure that is not an outage (an ACL refusal,
+    a script error) is logged by every call at WARNING, as before.
+
+    Redis shutting down or restarting makes calls flap (a connection still open succeeds between
+    failures; a pooled connection opened before a restart fails once after it): an outage is
+    announced once failures have gone on for :data:`OUTAGE_GRACE` (a lone failure is only logged
+    at DEBUG), and ends when no call failed for as long."""
+
+    def __init__(self) -> None:
+        self.down_since: float | None = None
+        self.announced = False
+        self.last_failure = 0.0
+        self.failures = 0  # during the current outage
+        self.total_failures = 0  # ever: a pass that saw none may end an outage
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        """Record that ``what`` failed with ``exc``."""
+        if not is_outage(exc):
+            log.warning("%s failed: %s", what, exc)
+            return
+        now = time.monotonic()
+        self.failures += 1
+        self.total_failures += 1
+        self.last_failure = now
+        if self.down_since is None:
+            self.down_since, self.announced = now, False
+        if not self.announced and now - self.down_since >= OUTAGE_GRACE:
+            self.announced = True
+            log.warning("lost the connection to Redis (%s failed: %s); retrying with backoff (at most %gs "
+                        "apart), running tasks keep going", what, exc, MAX_BACKOFF)
+        else:
+            log.debug("%s failed while Redis is unreachable: %s", what, exc)
+
+    def ok(self) -> None:
+        """Record a successful call: ends an outage (one line), once no call has failed for
+        :data:`OUTAGE_GRACE`."""
+        now = time.monotonic()
+        if self.down_since is not None and now - self.last_failure >= OUTAGE_GRACE:
+            if self.announced:
+                log.warning("the connection to Redis is back after %.1fs (%d failed call(s) meanwhile)",
+                            now - self.down_since, self.failures)
+            self.down_since, self.announced, self.failures = None, False, 0
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
 
 
 class Context:
@@ -132,6 +203,8 @@ class Context:
         # a blocking wait must end before the client's socket timeout would abort it
         self.block_limit = max(0.05, read_timeout(redis) - 0.5)
         self.stopping = asyncio.Event()
+        self.hurry = asyncio.Event()  # a second stop signal: requeue running tasks now
+        self.health = Health()
         self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
 
     async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
@@ -190,18 +263,25 @@ class Context:
         pause: Callable[[float], Awaitable[bool]] | None = None,
     ) -> None:
         """Run ``pass_once`` (which returns seconds until it is next needed) until the server
-        stops. A Redis error is logged and retried after ``error_wait``; so is any other error
-        (a bug must not stop a background loop for good). ``pause`` replaces :meth:`sleep`."""
+        stops. A Redis error goes to :class:`Health` and is retried after ``error_wait``, doubling
+        while it keeps failing (at most :data:`MAX_BACKOFF`); any other error is logged and retried
+        the same way (a bug must not stop a background loop for good). ``pause`` replaces
+        :meth:`sleep`."""
         pause = pause or self.sleep
+        backoff = error_wait
         while not self.stopping.is_set():
             try:
+                before = self.health.total_failures
                 wait = await pass_once()
+                if self.health.total_failures == before:  # no call of the pass failed
+                    self.health.ok()
+                    backoff = error_wait
             except REDIS_ERRORS as exc:
-                log.warning("%s failed: %s", what, exc)
-                wait = error_wait
+                self.health.failed(what, exc)
+                wait, backoff = backoff, min(backoff * 2, max(MAX_BACKOFF, error_wait))
             except Exception:
                 log.exception("%s failed unexpectedly", what)
-                wait = error_wait
+                wait, backoff = backoff, min(backoff * 2, max(MAX_BACKOFF, error_wait))
             if await pause(wait):
                 return
 
@@ -240,10 +320,10 @@ class Server:
             options["queues"] = {validate_queue(q): 1 for q in queues}
         elif queues is not None:
             raise InvalidArgumentError(f"queues must be a mapping name -> weight or a list of names, got {queues!r}")
-        try:
-            self.options = ServerOptions(**options).validate()
-        except TypeError as exc:
-            raise InvalidArgumentError(str(exc)) from None
+        unknown = options.keys() - {f.name for f in fields(ServerOptions)}
+        if unknown:
+            raise InvalidArgumentError(unknown_options("server option", unknown, [f.name for f in fields(ServerOptions)]))
+        self.options = ServerOptions(**options).validate()
         self._signer = make_signer(signing_key)
         if isinstance(redis, str):
             check_url(redis)  # a bad TLS option fails here, not when the server starts
@@ -257,6 +337,19 @@ class Server:
     def run(self, mux: ServeMux) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully."""
         asyncio.run(self.arun(mux, install_signal_handlers=True))
+
+    def _on_signal(self, ctx: Context, sig: signal.Signals) -> None:
+        """SIGINT/SIGTERM: the first one starts the graceful shutdown, a second one requeues the
+        running tasks at once."""
+        name = signal.Signals(sig).name
+        if not ctx.stopping.is_set():
+            ctx.stopping.set()
+            log.warning("%s: shutting down; waiting up to %gs for running tasks to finish (press Ctrl-C "
+                        "again to stop now: they are put back to their queues at once)", name,
+                        self.options.shutdown_timeout)
+        elif not ctx.hurry.is_set():
+            ctx.hurry.set()
+            log.warning("%s again: stopping now; putting running tasks back to their queues", name)
 
     def stop(self) -> None:
         """Ask a running server to shut down gracefully (thread-safe)."""
@@ -278,7 +371,7 @@ class Server:
         self._stop = ctx.stopping
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                self._loop.add_signal_handler(sig, ctx.stopping.set)
+                self._loop.add_signal_handler(sig, self._on_signal, ctx, sig)
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, mux, pool)
         heartbeat = Heartbeat(ctx, processor, self.started_at)
@@ -288,13 +381,20 @@ class Server:
         hb_task: asyncio.Task[None] | None = None
         log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
                  dict(self.options.queues), self.options.concurrency)
+        watchdog = LoopWatchdog(self._loop, processor.held, self.options.block_warning)
         try:
-            await _check_redis(ctx)
-            await heartbeat.beat()
+            if not await _wait_for_redis(ctx):
+                return  # stopped while waiting
+            try:
+                await heartbeat.beat()
+            except REDIS_ERRORS as exc:  # lost again already: the heartbeat loop keeps trying
+                ctx.health.failed("the first heartbeat", exc)
+            watchdog.start()
             bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
             hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
             await processor.run()  # returns after the graceful shutdown of the handlers
         finally:
+            watchdog.stop()
             for t in bg:  # the heartbeat goes last: it keeps leases alive until every write is done
                 t.cancel()
             await asyncio.gather(*bg, return_exceptions=True)
@@ -311,13 +411,35 @@ class Server:
             log.info("server %s stopped", self.server_id)
 
 
+async def _wait_for_redis(ctx: Context) -> bool:
+    """Wait until Redis answers (a worker started before Redis, as in docker-compose, must not
+    die): one line when it does not, one when it does, retries with backoff. With ``fail_fast``
+    the first failure is raised instead. False if the server was stopped while waiting."""
+    backoff = 0.1
+    while True:
+        try:
+            await _check_redis(ctx)
+            ctx.health.ok()
+            return True
+        except REDIS_ERRORS as exc:
+            if ctx.options.fail_fast or not is_outage(exc):
+                raise
+            if ctx.health.down_since is None:
+                log.warning("cannot reach Redis (%s); waiting for it, retrying with backoff (at most %gs apart; "
+                            "fail_fast / --fail-fast to exit instead)", exc, MAX_BACKOFF)
+                ctx.health.down_since, ctx.health.announced = time.monotonic(), True
+            ctx.health.failed("connecting", exc)
+        if await ctx.sleep(backoff):
+            return False
+        backoff = min(backoff * 2, MAX_BACKOFF)
+
+
 async def _check_redis(ctx: Context) -> None:
-    """Register the served queues and warn about a Redis that may evict task data. A full Redis
-    (maxmemory) does not stop a worker from starting: draining queues is how memory comes back."""
-    try:
-        await ctx.exec.run(ctx.broker.register_queues(ctx.queues))
-    except RedisFullError:
-        log.warning("Redis is full (maxmemory reached): serving the queues without registering them")
+    """Check Redis answers and warn about a Redis that may evict task data. The served queues are
+    not registered here (a typo in ``--queues`` would stay listed for good): a queue is registered
+    when a task is first enqueued to it. A full Redis (maxmemory) does not stop a worker from
+    starting: draining queues is how memory comes back."""
+    await ctx.exec.run(Call(lambda r: r, command=("PING",)))
     try:
         policy = await ctx.redis.config_get("maxmemory-policy")
     except REDIS_ERRORS:  # CONFIG is often forbidden (managed Redis, ACL): nothing to say

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .codec import Message, encode_payload
+from .errors import PayloadError, ResultError
 
 
 class TaskState(str, enum.Enum):
@@ -109,8 +110,15 @@ class Task:
 
     def write_result(self, data: Any) -> None:
         """Set this attempt's result (bytes or any msgpack value). It is stored with the task when
-        the handler succeeds and the task has a ``retention`` > 0; see TaskInfo.result."""
-        encode_payload(data)  # fail early if it cannot be stored
+        the handler succeeds and the task has a ``retention`` > 0; see TaskInfo.result.
+
+        A value that cannot be stored raises :class:`~asynqpy.errors.ResultError` (a
+        PayloadError) at once, naming the result; if the handler lets it escape, the task is
+        archived with it, not retried (the attempt's side effects already ran)."""
+        try:
+            encode_payload(data, "result")  # fail early if it cannot be stored
+        except PayloadError as exc:
+            raise ResultError(str(exc)) from None
         self.result = data
         self._has_result = True
 
@@ -120,8 +128,10 @@ class Task:
 
 @dataclass(slots=True)
 class TaskInfo:
-    """A snapshot of a stored task. ``timeout``: seconds per attempt, None = no limit, -1.0 = the
-    server's ``default_timeout``. Times are aware UTC datetimes (None when not applicable).
+    """A snapshot of a stored task. ``timeout``: seconds per attempt; None = the task has none of
+    its own (the server's ``default_timeout`` applies); 0.0 = no limit. Times are aware UTC
+    datetimes (None when not applicable). ``traceback``: the last failed attempt's traceback
+    (bounded; '' when none), with ``last_error`` its one-line summary.
 
     Filled by the Inspector: ``enqueued_at``; for an active task ``lease_until`` (when its lease
     runs out unless renewed) and ``orphaned`` (the lease has already expired: its worker died or
@@ -146,14 +156,16 @@ class TaskInfo:
     lease_until: datetime | None = None
     orphaned: bool = False
     archived_at: datetime | None = None
+    traceback: str = ""
 
     @classmethod
     def from_message(
         cls, id: str, queue: str, state: TaskState, msg: Message, next_process_at_ms: int = 0
     ) -> TaskInfo:
         t = msg.timeout_ms
-        timeout = -1.0 if t < 0 else (t / 1000 if t else None)
+        timeout = None if t < 0 else t / 1000
         when = ms_to_datetime
         return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
-                   timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms))
+                   timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
+                   traceback=msg.traceback)
