@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from redis.exceptions import AuthenticationError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Broker, Call
@@ -132,8 +133,9 @@ OUTAGE_GRACE = 1.0
 
 
 def is_outage(exc: BaseException) -> bool:
-    """Does ``exc`` mean Redis (or a cluster slot's master) cannot be reached right now?"""
-    return isinstance(exc, RETRYABLE)
+    """Does ``exc`` mean Redis (or a cluster slot's master) cannot be reached right now? (Refused
+    credentials are not an outage: redis-py's AuthenticationError is a ConnectionError.)"""
+    return isinstance(exc, RETRYABLE) and not isinstance(exc, AuthenticationError)
 
 
 class Health:
@@ -439,7 +441,7 @@ async def _check_redis(ctx: Context) -> None:
     not registered here (a typo in ``--queues`` would stay listed for good): a queue is registered
     when a task is first enqueued to it. A full Redis (maxmemory) does not stop a worker from
     starting: draining queues is how memory comes back."""
-    await ctx.exec.run(Call(lambda r: r, command=("PING",)))
+    await ctx.exec.run(Call(lambda r: r, command=("TIME",)))  # a command every role may run
     try:
         policy = await ctx.redis.config_get("maxmemory-policy")
     except REDIS_ERRORS:  # CONFIG is often forbidden (managed Redis, ACL): nothing to say
