@@ -38,7 +38,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient", "AsyncInspector", "AsynqpyError", "Client", "Clock", "DailyStats",
     "default_retry_delay", "DuplicateTaskError", "FakeClock", "HandlerNotFoundError", "Inspector",
-    "InvalidArgumentError", "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
+    "InvalidArgumentError", "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError",
+    "QueueInfo",
     "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "RedisUnavailableError",
     "ResultError", "ServeMux",
     "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task",

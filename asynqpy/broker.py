@@ -415,7 +415,8 @@ class Broker:
 
     def snapshot(self, queue: str) -> Call[Snapshot]:
         """:meth:`stats` plus the trimmed counter, Redis's time and the oldest pending task."""
-        return self._stats_call(queue, lambda r: Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None))
+        return self._stats_call(
+            queue, lambda r: Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None))
 
     def _stats_call(self, queue: str, parse: Callable[[Any], T]) -> Call[T]:
         q = queue_keys(queue)
@@ -440,7 +441,8 @@ class Broker:
         def parse(r: list[Any]) -> list[tuple[str, float | None, bytes | None]]:
             return [(_s(r[i]), float(r[i + 1]) if r[i + 1] else None, r[i + 2] or None) for i in range(0, len(r), 3)]
 
-        return Call(parse, "page", (container, queue_keys(queue).tasks), (kind, order, start, stop, "1" if values else "0"))
+        return Call(parse, "page", (container, queue_keys(queue).tasks),
+                    (kind, order, start, stop, "1" if values else "0"))
 
     def queues(self) -> Call[list[str]]:
         return Call(lambda r: sorted(_s(x) for x in r), command=("SMEMBERS", ALL_QUEUES))

@@ -13,6 +13,7 @@ while idle.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -24,6 +25,9 @@ from .processor import Processor
 from .server import Context
 
 log = logging.getLogger("asynqpy.canceller")
+
+CLOSE_TIMEOUT = 1.0
+"""Seconds the subscription's teardown may take when the server stops."""
 
 
 class Canceller:
@@ -65,7 +69,9 @@ class Canceller:
                     break
                 backoff = min(backoff * 2, 5.0)
             finally:
+                # bounded: redis-py's cluster pub/sub teardown takes locks an interrupted read may
+                # still hold, and a server must stop in time whatever the client library does
                 try:
-                    await pubsub.aclose()
-                except (RedisError, OSError):
-                    pass
+                    await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT)
+                except (RedisError, OSError, asyncio.TimeoutError):
+                    log.debug("closing the cancel channel subscription did not finish; dropped it")

@@ -168,7 +168,7 @@ def decode(data: bytes) -> Message:
             values = _unpack(data, _dict_with_tuple_keys)
     except MalformedMessageError:
         raise
-    except Exception as exc:  # msgpack raises several unrelated types on garbage
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types on garbage
         raise MalformedMessageError(f"undecodable message: {exc}") from None
     if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):
         raise MalformedMessageError("message is not an array of the expected length")

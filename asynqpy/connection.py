@@ -26,8 +26,8 @@ from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
-from hiredis import pack_command
 import redis.asyncio as aredis
+from hiredis import pack_command
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode

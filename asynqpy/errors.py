@@ -6,7 +6,6 @@ raised *by handlers* to steer what happens to a failed task; they are not librar
 
 from __future__ import annotations
 
-
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 

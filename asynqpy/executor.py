@@ -32,12 +32,12 @@ from redis.exceptions import (
     AuthenticationError,
     ClusterDownError,
     NoScriptError,
+    OutOfMemoryError,
     RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .broker import Call
@@ -286,7 +286,10 @@ class SyncExecutor:
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
-            raise unavailable(exc) or exc
+            err = unavailable(exc)
+            if err is None:
+                raise
+            raise err from exc
         return call.parse(reply)
 
     def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -295,7 +298,10 @@ class SyncExecutor:
         try:
             return self._run_many(calls)
         except Exception as exc:
-            raise unavailable(exc) or exc
+            err = unavailable(exc)
+            if err is None:
+                raise
+            raise err from exc
 
     def _run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if not calls:
@@ -377,7 +383,10 @@ class AsyncExecutor:
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
-            raise unavailable(exc) or exc
+            err = unavailable(exc)
+            if err is None:
+                raise
+            raise err from exc
         return call.parse(reply)
 
     async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -385,7 +394,10 @@ class AsyncExecutor:
         try:
             return await self._run_many(calls)
         except Exception as exc:
-            raise unavailable(exc) or exc
+            err = unavailable(exc)
+            if err is None:
+                raise
+            raise err from exc
 
     async def _run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if not calls:

@@ -323,7 +323,8 @@ class Plans:
 
     # -- tasks ---------------------------------------------------------------------------------
 
-    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30) -> Plan[list[TaskInfo]]:
+    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1,
+                   page_size: int = 30) -> Plan[list[TaskInfo]]:
         st = parse_state(state)
         for name, n, top in (("page", page, None), ("page_size", page_size, MAX_PAGE_SIZE)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (top is not None and n > top):

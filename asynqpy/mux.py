@@ -8,14 +8,14 @@ the not-found handler included; the first registered is the outermost.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Union, overload
+from typing import Any, overload
 
 from .errors import HandlerNotFoundError, InvalidArgumentError
 from .task import Task
 
 AsyncHandler = Callable[[Task], Awaitable[Any]]
 SyncHandler = Callable[[Task], Any]
-Handler = Union[AsyncHandler, SyncHandler]
+Handler = AsyncHandler | SyncHandler
 Middleware = Callable[[AsyncHandler], AsyncHandler]
 
 

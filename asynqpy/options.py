@@ -8,17 +8,17 @@ import difflib
 import math
 import os
 import time
-from datetime import datetime, timedelta
 from collections.abc import Iterable
-from typing import Any, Union
+from datetime import datetime, timedelta
+from typing import Any
 
 from . import codec
 from .codec import Message
 from .errors import InvalidArgumentError, PayloadError
 from .keys import validate_queue
 
-Seconds = Union[int, float, timedelta]
-When = Union[int, float, datetime]
+Seconds = int | float | timedelta
+When = int | float | datetime
 
 
 class _Default:

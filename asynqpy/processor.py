@@ -116,7 +116,7 @@ class _Outcome:
 
 
 def _is_async(fn: Handler) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
 
 
 class Processor:
@@ -403,14 +403,14 @@ class Processor:
         lease expires."""
         try:
             call, what = self._outcome(r, error)
-        except Exception as exc:  # noqa: BLE001 - the task must still get an outcome
+        except Exception as exc:
             reason = f"asynqpy could not record this attempt's outcome: {describe(exc)}"
             log.error("task %s %s (queue %s): %s; archiving it", r.msg.type, r.id, r.queue, reason, exc_info=exc)
             try:
                 msg = r.msg.with_(last_error=reason[:MAX_ERROR_TEXT], last_failed_at_ms=self.ctx.clock.now_ms(),
                                   result=None)
                 call, what = self._archive_call(r, msg), "archive"
-            except Exception:  # noqa: BLE001 - last resort: the lease expires, the recoverer retries
+            except Exception:
                 log.exception("task %s (queue %s): could not archive it either; letting its lease expire",
                               r.id, r.queue)
                 self.held.pop((r.queue, r.id), None)
@@ -552,7 +552,8 @@ class Processor:
         try:
             await asyncio.wait_for(self._writes_idle.wait(), self.opts.lease)
         except asyncio.TimeoutError:
-            log.error("gave up writing %d outcome(s); the recoverer will retry them", len(self._outcomes) + self._writing)
+            log.error("gave up writing %d outcome(s); the recoverer will retry them",
+                      len(self._outcomes) + self._writing)
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
 

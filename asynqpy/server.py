@@ -128,6 +128,8 @@ class ServerOptions:
 
 MAX_BACKOFF = 5.0
 """Longest wait between tries of a loop whose Redis calls fail."""
+STOP_LOOPS_TIMEOUT = 3.0
+"""Seconds the background loops may take to stop once cancelled."""
 OUTAGE_GRACE = 1.0
 """Seconds of failing calls before an outage is announced, and without one before it is over."""
 
@@ -213,8 +215,9 @@ class Context:
         """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key.
 
         On a cluster, a key whose node failed raises only after the other keys were looked at; the
-        BLPOPs of the keys that did not answer are kept for the next call, not cancelled, and a second BLPOP that answered too is returned by the next call, not dropped:
-        a popped wake-up token must never be lost (a BLPOP cancelled while its reply is in flight
+        BLPOPs of the keys that did not answer are kept for the next call, not cancelled, and a
+        second BLPOP that answered too is returned by the next call, not dropped: a popped wake-up
+        token must never be lost (a BLPOP cancelled while its reply is in flight
         has already popped its token), else an idle worker or forwarder sleeps until its timeout
         although work is waiting. They are cancelled only when the caller itself is cancelled.
         """
@@ -324,7 +327,8 @@ class Server:
             raise InvalidArgumentError(f"queues must be a mapping name -> weight or a list of names, got {queues!r}")
         unknown = options.keys() - {f.name for f in fields(ServerOptions)}
         if unknown:
-            raise InvalidArgumentError(unknown_options("server option", unknown, [f.name for f in fields(ServerOptions)]))
+            names = [f.name for f in fields(ServerOptions)]
+            raise InvalidArgumentError(unknown_options("server option", unknown, names))
         self.options = ServerOptions(**options).validate()
         self._signer = make_signer(signing_key)
         if isinstance(redis, str):
@@ -399,7 +403,11 @@ class Server:
             watchdog.stop()
             for t in bg:  # the heartbeat goes last: it keeps leases alive until every write is done
                 t.cancel()
-            await asyncio.gather(*bg, return_exceptions=True)
+            if bg:  # bounded: a loop stuck in a client library's teardown must not keep the server up
+                _, stuck = await asyncio.wait(bg, timeout=STOP_LOOPS_TIMEOUT)
+                for t in stuck:
+                    log.error("%s did not stop within %gs of being cancelled; leaving it", t.get_name(),
+                              STOP_LOOPS_TIMEOUT)
             if hb_task is not None:
                 hb_task.cancel()
                 await asyncio.gather(hb_task, return_exceptions=True)

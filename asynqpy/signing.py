@@ -18,7 +18,6 @@ import hashlib
 import hmac
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Union
 
 from . import codec
 from .codec import Message
@@ -27,7 +26,7 @@ from .errors import InvalidArgumentError, SignatureError
 MIN_KEY_BYTES = 16
 """Shortest accepted key (a 32-byte random key, e.g. ``openssl rand -hex 32``, is recommended)."""
 
-SigningKeys = Union[bytes, bytearray, Iterable[Union[bytes, bytearray]]]
+SigningKeys = bytes | bytearray | Iterable[bytes | bytearray]
 
 
 def _keys(keys: object) -> tuple[bytes, ...]:

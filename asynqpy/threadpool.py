@@ -20,9 +20,8 @@ class DaemonThreadPool(Executor):
     def __init__(self, max_workers: int, name: str = "asynqpy-handler") -> None:
         self._max = max_workers
         self._name = name
-        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        Job = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0

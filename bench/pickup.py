@@ -41,7 +41,7 @@ WARMUP = 5
 
 def worker_main(url: str, starts: Any, concurrency: int, ready: Any, stop: Any) -> None:
     """Run one asynqpy Server until ``stop`` is set; handler start times go to ``starts``."""
-    from asynqpy import Server, ServeMux, Task
+    from asynqpy import ServeMux, Server, Task
 
     logging.basicConfig(level=logging.WARNING, format="worker %(levelname)s %(name)s: %(message)s")
     mux = ServeMux()
@@ -114,10 +114,10 @@ def main() -> int:
         ap.error("need --tasks >= 1, --scheduled >= 0, --interval >= 0, --delay > 0, --idle >= 0")
 
     import redis
+    from redisproc import RedisProcess
 
     import asynqpy
     from asynqpy import Client
-    from redisproc import RedisProcess
 
     interval = args.interval / 1000
     total = WARMUP + args.tasks + args.scheduled

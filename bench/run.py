@@ -166,7 +166,7 @@ def count_client_commands(url: str, seconds: float) -> float:
         while time.monotonic() < deadline:
             try:
                 chunk = s.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if not chunk:
                 break

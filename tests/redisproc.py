@@ -99,7 +99,7 @@ class RedisProcess:
             except redis.ConnectionError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"redis-server on port {self.port} did not start")
+                    raise RuntimeError(f"redis-server on port {self.port} did not start") from None
                 time.sleep(0.02)
 
     def url_for(self, user: str | None = None, password: str | None = None) -> str:

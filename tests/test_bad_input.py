@@ -7,11 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from helpers import serving, until
 
 from asynqpy import (
     Client,
-    InvalidArgumentError,
     Inspector,
+    InvalidArgumentError,
     MalformedMessageError,
     PayloadError,
     ServeMux,
@@ -23,7 +24,6 @@ from asynqpy.broker import Broker
 from asynqpy.codec import decode
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-from helpers import serving, until
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import redis
+from helpers import serving, start_worker, until, wait_sync
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
 from asynqpy.canceller import Canceller
-from helpers import serving, start_worker, until, wait_sync
 
 REASON = "cancelled by an operator"
 

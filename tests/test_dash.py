@@ -16,20 +16,27 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redisproc import free_port
 from rich.cells import cell_len
 from rich.console import Console, RenderableType
 
 from asynqpy import QueueInfo, ServerInfo, WorkerInfo
 from asynqpy.cli.dash import Dash, safe_url
 from asynqpy.cli.dash_render import (
-    Snapshot, count, duration, page_size_for, per_second, relative, render, size_bytes,
+    Snapshot,
+    count,
+    duration,
+    page_size_for,
+    per_second,
+    relative,
+    render,
+    size_bytes,
 )
 from asynqpy.cli.dash_state import DashState, Throughput, View
 from asynqpy.cli.main import main
 from asynqpy.cli.terminal import ESC_WAIT, KeyDecoder, RawKeys, read_keys
 from asynqpy.codec import Message
 from asynqpy.task import TaskInfo, TaskState
-from redisproc import free_port
 
 NOW = datetime(2026, 11, 23, 14, 3, 12, tzinfo=timezone.utc)
 

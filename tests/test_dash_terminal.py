@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from asynqpy import Client, Inspector
 from helpers import ROOT
 from redisproc import RedisProcess
+
+from asynqpy import Client, Inspector
 
 TMUX = shutil.which("tmux")
 pytestmark = [pytest.mark.real, pytest.mark.skipif(TMUX is None, reason="tmux is not installed")]

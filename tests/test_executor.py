@@ -80,9 +80,10 @@ def test_unix_socket_url(tmp_path: Any) -> None:
     passed to redis-py's Unix socket connection (TypeError; found by fuzzing the CLI)."""
     import asyncio
 
-    from asynqpy import AsyncClient, ServeMux, Task
     from helpers import serving, until
     from redisproc import RedisProcess
+
+    from asynqpy import AsyncClient, ServeMux, Task
 
     sock = tmp_path / "redis.sock"
     server = RedisProcess("--unixsocket", str(sock))

@@ -23,6 +23,7 @@ import msgpack
 import pytest
 import redis
 from click.testing import CliRunner
+from helpers import wait_sync
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +43,6 @@ from asynqpy import (
 from asynqpy.cli.main import main as cli
 from asynqpy.codec import Message, decode, encode
 from asynqpy.keys import SERVERS, queue_keys
-from helpers import wait_sync
 
 SLOW = [HealthCheck.too_slow]
 TWO_BACKENDS = pytest.mark.parametrize("backend", ["fake", "real"], indirect=True)  # not the cluster: time

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from helpers import serving, until
 
 from asynqpy import (
     AsyncInspector,
@@ -25,7 +26,6 @@ from asynqpy.broker import Broker
 from asynqpy.codec import Message
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-from helpers import serving, until
 
 T0 = 1_700_000_000_000
 Q = "work"

@@ -20,13 +20,15 @@ from typing import Any
 
 import pytest
 import redis
+from helpers import ROOT, serving, until
+from redisproc import RedisProcess, free_port
 
 from asynqpy import (
     AsyncClient,
     AsynqpyError,
     Client,
-    InvalidArgumentError,
     Inspector,
+    InvalidArgumentError,
     PayloadError,
     RedisUnavailableError,
     ResultError,
@@ -38,8 +40,6 @@ from asynqpy import (
 from asynqpy.broker import Broker
 from asynqpy.executor import SyncExecutor
 from asynqpy.options import prepare
-from helpers import ROOT, serving, until
-from redisproc import RedisProcess, free_port
 
 
 def stats(backend: Any, queue: str = "default") -> Any:

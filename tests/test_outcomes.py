@@ -11,13 +11,13 @@ import math
 from typing import Any
 
 import pytest
+from helpers import serving, until
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
 from asynqpy.broker import MAX_DELAY_MS, Broker
 from asynqpy.codec import Message
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-from helpers import serving, until
 
 
 def stats(backend: Any, queue: str = "default") -> Any:

@@ -10,11 +10,11 @@ import time
 
 import pytest
 import redis
+from helpers import start_worker, wait_sync
 
 from asynqpy import Client, Inspector
 from asynqpy.broker import Broker
 from asynqpy.executor import SyncExecutor
-from helpers import start_worker, wait_sync
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner
+from helpers import ROOT, serving, start_worker, until, wait_sync
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+from redisproc import RedisCluster, RedisProcess, TlsFiles, make_tls_files
 
 from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, SkipRetry, Task, TaskState
 from asynqpy.broker import Broker
 from asynqpy.cli.main import main as cli
 from asynqpy.executor import SyncExecutor
 from asynqpy.scripts import load_scripts
-from helpers import ROOT, serving, start_worker, until, wait_sync
-from redisproc import RedisCluster, RedisProcess, TlsFiles, make_tls_files
 
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from redisproc import RedisSentinelGroup, wait_for
 
 from asynqpy import (
     Client,
@@ -24,7 +25,6 @@ from asynqpy import (
 )
 from asynqpy.connection import _sentinel_parts, async_client, sync_client
 from asynqpy.wake import PipelinedWait
-from redisproc import RedisSentinelGroup, wait_for
 
 pytestmark = pytest.mark.real
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from helpers import serving, until
 
 from asynqpy import (
     AsyncClient,
@@ -24,7 +25,6 @@ from asynqpy import (
 from asynqpy.broker import Broker
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-from helpers import serving, until
 
 
 def stats(backend: Any, queue: str = "default") -> Any:

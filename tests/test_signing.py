@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from helpers import serving, until
 
 from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, Task, TaskState
 from asynqpy.broker import Broker
@@ -19,7 +20,6 @@ from asynqpy.errors import MalformedMessageError, SignatureError
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
 from asynqpy.signing import Signer, load_keys
-from helpers import serving, until
 
 OLD, NEW, OTHER = b"o" * 32, b"n" * 32, b"x" * 32
 K = queue_keys("default")

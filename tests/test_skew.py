@@ -7,12 +7,12 @@ import asyncio
 import time
 
 import pytest
+from helpers import serving, until
 
 from asynqpy import Client, ServeMux, Task
 from asynqpy.broker import Broker
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-from helpers import serving, until
 
 pytestmark = pytest.mark.real
 

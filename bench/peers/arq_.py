@@ -18,13 +18,12 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import redis  # noqa: E402
-from arq import create_pool  # noqa: E402
-from arq.connections import ArqRedis, RedisSettings  # noqa: E402
-from arq.version import VERSION  # noqa: E402
-from arq.worker import Worker  # noqa: E402
+import redis
+from arq import create_pool
+from arq.connections import ArqRedis, RedisSettings
+from arq.version import VERSION
+from arq.worker import Worker
+from common import Board, begin, emit, pace
 
 CONFIG = __doc__
 QUEUE = "bench"

@@ -11,10 +11,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
+from common import Board, begin, emit, pace
 
-import asynqpy  # noqa: E402
-from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
+import asynqpy
+from asynqpy import Client, ServeMux, Server, Task
 
 CONFIG = __doc__
 

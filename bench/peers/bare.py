@@ -11,9 +11,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import redis  # noqa: E402
+import redis
+from common import Board, begin, emit, pace
 
 CONFIG = __doc__
 KEY = "bare:bench"

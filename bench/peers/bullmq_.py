@@ -19,9 +19,8 @@ import time
 from importlib.metadata import version
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-from bullmq import Queue, Worker  # noqa: E402
+from bullmq import Queue, Worker
+from common import Board, begin, emit, pace
 
 CONFIG = __doc__
 OPTS = {"removeOnComplete": True}

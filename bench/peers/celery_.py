@@ -15,10 +15,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import celery  # noqa: E402
-from celery import Celery, group  # noqa: E402
+import celery
+from celery import Celery, group
+from common import Board, begin, emit, pace
 
 CONFIG = __doc__
 BOARD: Board | None = None

@@ -17,11 +17,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import dramatiq  # noqa: E402
-from dramatiq import Worker, group  # noqa: E402
-from dramatiq.brokers.redis import RedisBroker  # noqa: E402
+import dramatiq
+from common import Board, begin, emit, pace
+from dramatiq import Worker, group
+from dramatiq.brokers.redis import RedisBroker
 
 CONFIG = __doc__
 BOARD: Board | None = None

@@ -14,11 +14,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import huey  # noqa: E402
-import redis  # noqa: E402
-from huey import RedisHuey  # noqa: E402
+import huey
+import redis
+from common import Board, begin, emit, pace
+from huey import RedisHuey
 
 CONFIG = __doc__
 QUEUE = "bench"

@@ -18,11 +18,10 @@ import time
 from datetime import timedelta
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import redis  # noqa: E402
-import rq  # noqa: E402
-from rq import Queue, SimpleWorker  # noqa: E402
+import redis
+import rq
+from common import Board, begin, emit, pace
+from rq import Queue, SimpleWorker
 
 CONFIG = __doc__
 QUEUE = "bench"

@@ -19,11 +19,10 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-import redis  # noqa: E402
-import saq  # noqa: E402
-from saq import Queue, Worker  # noqa: E402
+import redis
+import saq
+from common import Board, begin, emit, pace
+from saq import Queue, Worker
 
 CONFIG = __doc__
 QUEUE = "bench"

@@ -19,9 +19,8 @@ import time
 from importlib.metadata import version
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import Board, begin, emit, pace  # noqa: E402
-
-from taskiq_redis import RedisStreamBroker  # noqa: E402
+from common import Board, begin, emit, pace
+from taskiq_redis import RedisStreamBroker
 
 CONFIG = __doc__
 BOARD: Board | None = None

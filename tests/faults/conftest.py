@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-
 from redisproc import RedisProcess
 
 

@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 import pytest
+from helpers import serving, until
 
 from asynqpy import Client, ServeMux, Task
 from asynqpy.codec import Message, decode, encode
 from asynqpy.keys import queue_keys
-from helpers import serving, until
 
 Q = queue_keys("default")
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 import redis
+from audit import Report, Workers, audit, mixed_tasks, produce, wait_finished
+from redisproc import RedisCluster, RedisProcess
 
 from asynqpy import Client, Inspector
 from asynqpy.keys import queue_keys
-from audit import Report, Workers, audit, mixed_tasks, produce, wait_finished
-from redisproc import RedisCluster, RedisProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

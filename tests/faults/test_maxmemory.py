@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import redis
-
-from asynqpy import Client, RedisFullError
 from audit import Workers, audit, wait_finished
 from redisproc import RedisProcess
+
+from asynqpy import Client, RedisFullError
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
@@ -61,8 +61,9 @@ def test_full_redis_refuses_enqueues_loses_nothing_and_drains(
 def test_evicting_policy_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
     import asyncio
 
-    from asynqpy import ServeMux
     from helpers import serving
+
+    from asynqpy import ServeMux
 
     server = RedisProcess("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
     try:

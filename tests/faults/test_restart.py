@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import redis
-
-from asynqpy import Client
 from audit import Workers, audit, mixed_tasks, produce, wait_finished
 from redisproc import RedisProcess
+
+from asynqpy import Client
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
