@@ -1,0 +1,149 @@
+"""One pass of each background loop of a server, driven directly (they were only covered end to
+end): the forwarder, the janitor (expiry, archive limits, the consistency sweep), the heartbeat
+(lease renewal, lost leases, the server record) and the recoverer. On fakeredis, the real
+redis-server and the cluster, with a FakeClock so every time decision is exact."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgpack
+
+from asynqpy import FakeClock
+from asynqpy.broker import Broker
+from asynqpy.codec import Message, decode
+from asynqpy.executor import SyncExecutor
+from asynqpy.forwarder import Forwarder
+from asynqpy.heartbeat import Heartbeat
+from asynqpy.janitor import Janitor
+from asynqpy.keys import SERVERS, queue_keys, server_info
+from asynqpy.recoverer import LEASE_EXPIRED, Recoverer
+from asynqpy.server import Context, ServerOptions
+
+T = TypeVar("T")
+T0 = 1_700_000_000_000
+Q = "loops"
+K = queue_keys(Q)
+
+
+class H:
+    def __init__(self, backend: Any, **options: Any) -> None:
+        self.backend = backend
+        self.r = backend.sync
+        self.clock = FakeClock(T0)
+        self.b = Broker(self.clock)
+        self.x = SyncExecutor(self.r)
+        self.options = ServerOptions(queues={Q: 1}, **options).validate()
+
+    def run(self, make: Callable[[Context], Awaitable[T]]) -> T:
+        """Run one pass, made from a fresh Context, in its own event loop."""
+
+        async def main() -> T:
+            ar = self.backend.new_async()
+            try:
+                return await make(Context(ar, self.options, self.clock, "srv-1"))
+            finally:
+                await ar.aclose()
+
+        return asyncio.run(main())
+
+    def stored(self, id: str) -> bytes | None:
+        v: bytes | None = self.r.hget(K.tasks, id)
+        return v
+
+
+def test_forwarder_moves_due_tasks_and_sleeps_until_the_next(backend: Any) -> None:
+    h = H(backend, idle_timeout=10)
+    h.x.run(h.b.schedule(Q, "soon", Message("t"), 1_000))
+    h.x.run(h.b.schedule(Q, "later", Message("t"), 5_000))
+    assert h.run(lambda ctx: Forwarder(ctx).forward_once()) == 1.0002  # nothing due: wakes at "soon"
+    h.clock.advance(1)
+    wait = h.run(lambda ctx: Forwarder(ctx).forward_once())
+    assert h.r.lrange(K.pending, 0, -1) == [b"soon"] and h.stored("soon")[:1] == b"p"  # type: ignore[index]
+    assert abs(wait - 4.0002) < 1e-9 and h.r.llen(K.wake) == 1  # the next is "later"; a worker is woken
+    h.clock.advance(10)
+    assert h.run(lambda ctx: Forwarder(ctx).forward_once()) == 10  # "later" moved, nothing left: idle_timeout
+
+
+def test_forwarder_batch_full_means_go_again_at_once(backend: Any) -> None:
+    h = H(backend)
+    for i in range(3):
+        h.x.run(h.b.schedule(Q, f"s{i}", Message("t"), 1))
+    h.clock.advance(1)
+    assert h.run(lambda ctx: Forwarder(ctx, batch=2).forward_once()) == 0.0
+    assert h.r.llen(K.pending) == 2
+
+
+def test_janitor_expires_completed_trims_the_archive_and_repairs(backend: Any) -> None:
+    h = H(backend, janitor_interval=30, archive_max_size=1, reconcile_interval=300)
+    for id in ("kept", "gone", "x1", "x2", "lost"):
+        h.x.run(h.b.enqueue(Q, id, Message("t")))
+    h.x.run(h.b.dequeue(Q, 5, 30_000, "tok00001"))
+    m = Message("t")
+    h.x.run(h.b.complete(Q, "kept", "tok00001", m.with_(retention_ms=60_000)))
+    h.x.run(h.b.complete(Q, "gone", "tok00001", m.with_(retention_ms=1_000)))
+    for id in ("x1", "x2"):
+        h.x.run(h.b.archive(Q, id, "tok00001", m, 100, 10**12))
+        h.clock.advance(0.001)
+    h.r.zrem(K.lease, "lost")  # an active task whose lease entry was removed by hand
+    h.clock.advance(2)
+    wait = h.run(lambda ctx: Janitor(ctx).clean_once())
+    assert h.stored("gone") is None and h.stored("kept") is not None  # retention over / not over
+    assert h.r.zrange(K.archived, 0, -1) == [b"x2"] and h.stored("x1") is None  # archive_max_size=1
+    assert h.r.get(K.trimmed) == b"1"
+    assert h.r.zscore(K.lease, "lost") is not None  # the sweep put the active task's lease back
+    assert wait == 30  # the sweep took one step; next: janitor_interval ("kept" expires in 58 s)
+
+
+def test_heartbeat_renews_leases_and_gives_up_lost_ones(backend: Any) -> None:
+    h = H(backend, lease=30, heartbeat_interval=5)
+    for id in ("mine", "stolen"):
+        h.x.run(h.b.enqueue(Q, id, Message("t")))
+    h.x.run(h.b.dequeue(Q, 2, 10_000, "tok00001"))
+    h.r.hset(K.tasks, "stolen", b"a" + b"tok99999" + h.stored("stolen")[9:])  # type: ignore[index]
+
+    class Run:
+        def __init__(self, id: str) -> None:
+            self.queue, self.id, self.token, self.lease_until = Q, id, "tok00001", 0.0
+            self.msg, self.started_ms, self.deadline_ms = Message("t"), T0, 0
+
+    class Processor:
+        def __init__(self) -> None:
+            self.held = {(Q, id): Run(id) for id in ("mine", "stolen")}
+            self.lost: list[str] = []
+
+        def lose(self, r: Run, why: str) -> None:
+            self.lost.append(r.id)
+            del self.held[(r.queue, r.id)]
+
+    p = Processor()
+    h.clock.advance(5)
+
+    async def beat(ctx: Context) -> None:
+        await Heartbeat(ctx, p, 0.0).beat()  # type: ignore[arg-type]
+
+    h.run(beat)
+    assert h.r.zscore(K.lease, "mine") == T0 + 5_000 + 30_000  # renewed from now for a whole lease
+    assert p.lost == ["stolen"]  # another worker holds it now: cancelled, nothing written
+    assert h.r.zscore(SERVERS, "srv-1") is not None
+    info = msgpack.unpackb(h.r.get(server_info("srv-1")))
+    assert info["id"] == "srv-1" and [a[0] for a in info["active"]] == ["mine", "stolen"]
+
+
+def test_recoverer_retries_or_archives_expired_leases(backend: Any) -> None:
+    h = H(backend, lease=30)
+    h.x.run(h.b.enqueue(Q, "again", Message("t", max_retry=3)))
+    h.x.run(h.b.enqueue(Q, "done-for", Message("t", max_retry=0)))
+    h.x.run(h.b.enqueue(Q, "alive", Message("t")))
+    h.x.run(h.b.dequeue(Q, 2, 1_000, "tok00001"))
+    h.x.run(h.b.dequeue(Q, 1, 60_000, "tok00002"))
+    h.clock.advance(2)
+    wait = h.run(lambda ctx: Recoverer(ctx).recover_once())
+    again, done_for = h.stored("again"), h.stored("done-for")
+    assert again is not None and again[:1] == b"r" and decode(again[1:]).retried == 1
+    assert decode(again[1:]).last_error == LEASE_EXPIRED
+    assert done_for is not None and done_for[:1] == b"x"
+    assert h.stored("alive")[:1] == b"a"  # type: ignore[index]
+    assert abs(wait - min(10.0, 30 / 3)) < 1e-9  # next look: at most lease/3 away ("alive" expires later)
