@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+import sysconfig
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -94,11 +95,21 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_LIBRARIES = tuple(sorted({str(Path(p).resolve()) + os.sep for k, p in sysconfig.get_paths().items()
+                            if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+"""The standard library's and installed packages' directories: an error raised in there is shown
+at the line of the user's code that called into it."""
+
+
 def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame of ``exc``'s traceback in the user's code (not in the import machinery)."""
+    """The innermost frame of ``exc``'s traceback in the user's own code: not in the import
+    machinery, and not in the standard library or an installed package when the user's code called
+    it (else the innermost frame there)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith("<") and not f.filename.startswith(_IMPORT_MACHINERY)]
-    return frames[-1] if frames else None
+    own = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_LIBRARIES)]
+    chosen = own or frames
+    return chosen[-1] if chosen else None
 
 
 def import_failure(module_name: str, exc: BaseException) -> str:

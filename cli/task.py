@@ -151,8 +151,8 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
     if trace:
         out.print()
         out.print("[bold]traceback[/bold] (last failed attempt)")
-        for line in str(trace).rstrip().splitlines():
-            out.print(line.rstrip(), markup=False, highlight=False, overflow="fold")
+        out.file.write("".join(line.rstrip() + "\n" for line in str(trace).rstrip().splitlines()))  # as is: no folding
+        out.file.flush()
 
 
 @task.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import logging
@@ -17,7 +18,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from asynqpy import Client, Inspector, Server
+from asynqpy import Client, Inspector, Server, ServerOptions
 from asynqpy.cli.main import main, parse_queues
 from asynqpy.codec import Message, decode
 from asynqpy.keys import queue_keys
@@ -112,6 +113,7 @@ USER_MODULES = {
     "qs_raises": "import os\n\n\ndef setup():\n    raise RuntimeError('no DATABASE_URL set')\n\n\nsetup()\n",
     "qs_imports": "import os\nimport qs_no_such_library\n",
     "qs_imports_name": "from os import qs_no_such_name\n",
+    "qs_library": "import json\n\nSETTINGS = json.loads('{not json')\n",
 }
 
 
@@ -143,6 +145,9 @@ def user_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         ("qs_imports_name:mux", [("cannot import 'qs_imports_name': qs_imports_name.py, line 1: "
                                   "ImportError: cannot import name 'qs_no_such_name' from 'os'"),
                                  "    from os import qs_no_such_name"]),
+        ("qs_library:mux", [("cannot import 'qs_library': qs_library.py, line 3: JSONDecodeError: Expecting "
+                             "property name enclosed in double quotes: line 1 column 2 (char 1)"),
+                            "    SETTINGS = json.loads('{not json')"]),  # raised in json: shown where the user called it
     ],
 )
 def test_worker_target_errors_name_the_problem_and_where(user_modules: Path, target: str, lines: list[str]) -> None:
@@ -336,3 +341,14 @@ def test_worker_default_timeout(servers: list[Server], value: str | None, expect
 def test_worker_default_timeout_refuses_nonsense(servers: list[Server], value: str) -> None:
     code, _, err = run("worker", "workers:mux", "--default-timeout", value, "--redis-url", "redis://127.0.0.1:1/0")
     assert code == 2 and "Invalid value for '--default-timeout'" in err and not servers
+
+
+def test_worker_fail_fast(servers: list[Server]) -> None:
+    """--fail-fast: exit when Redis cannot be reached at start instead of waiting for it (the
+    library's ServerOptions.fail_fast)."""
+    if "fail_fast" not in {f.name for f in dataclasses.fields(ServerOptions)}:
+        pytest.skip("this asynqpy has no ServerOptions.fail_fast yet")
+    for args, expected in (([], False), (["--fail-fast"], True)):
+        code, out, err = run("worker", "workers:mux", *args, "--redis-url", "redis://127.0.0.1:1/0")
+        assert code == 0, (out, err)
+        assert servers.pop().options.fail_fast is expected  # type: ignore[attr-defined]

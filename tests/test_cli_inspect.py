@@ -315,3 +315,23 @@ def test_timeout_shows_server_default_and_none() -> None:
         buf = io.StringIO()
         show(Console(file=buf, width=80), detail_table(info, False))
         assert re.search(f"\ntimeout +{text}\n", buf.getvalue()) and "-1" not in buf.getvalue(), buf.getvalue()
+
+
+def test_task_inspect_shows_the_last_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The traceback the library keeps with a failed task (TaskInfo.traceback) follows the fields,
+    line for line, not folded."""
+    import dataclasses
+
+    from asynqpy.codec import Message
+    from asynqpy.task import TaskInfo, TaskState
+
+    if "traceback" not in {f.name for f in dataclasses.fields(TaskInfo)}:
+        pytest.skip("this asynqpy keeps no traceback with a task yet")
+    trace = ("Traceback (most recent call last):\n  File \"/srv/app/tasks.py\", line 12, in boom\n"
+             "    helper({})\n  File \"/srv/app/tasks.py\", line 7, in helper\n    return d[\"missing\"]\n"
+             "KeyError: 'missing'\n")
+    info = TaskInfo.from_message("id1", "default", TaskState.ARCHIVED, Message("boom", None, last_error="KeyError: 'missing'"))
+    info.traceback = trace  # type: ignore[attr-defined]
+    monkeypatch.setattr(Inspector, "task_info", lambda self, queue, id: info)
+    out = ok(f"redis://127.0.0.1:{free_port()}/0", "task", "inspect", "-q", "default", "--id", "id1")
+    assert out.endswith("\ntraceback (last failed attempt)\n" + trace), out
