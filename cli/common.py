@@ -9,6 +9,7 @@ import dataclasses
 import enum
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
@@ -18,7 +19,7 @@ import click
 from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from asynqpy import Inspector
 from asynqpy.connection import default_url
@@ -101,6 +102,18 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
+_TRAILING_SPACE = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
+
+
+def show(out: Console, renderable: RenderableType) -> None:
+    """Print ``renderable`` (a table, usually) without the spaces rich pads lines with at the end
+    (style codes after them are kept)."""
+    with out.capture() as captured:
+        out.print(renderable)
+    out.file.write(_TRAILING_SPACE.sub(r"\1", captured.get()))
+    out.file.flush()
+
+
 # -- JSON ----------------------------------------------------------------------------------------
 
 
@@ -168,6 +181,38 @@ def duration(secs: float) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def latency(pending: int, seconds: float) -> str:
+    """A queue's latency (age of its oldest pending task), the same in every command and the
+    dashboard: '-' when nothing is pending, seconds with one decimal under a minute (0.4s, 12.5s),
+    then minutes, hours, days (3m12s, 2h05m, 3d04h, 12d): at most 5 characters below 1000 days."""
+    if not pending:
+        return "-"
+    secs = max(0.0, seconds)
+    if secs < 59.95:
+        return f"{secs:.1f}s"
+    return duration(max(60.0, secs)) if secs < 10 * 86400 else f"{int(secs // 86400)}d"
+
+
+def retried(n: int, max_retry: int) -> str:
+    """Retries so far out of the most allowed ('2/25': failed twice, may be retried 23 more
+    times); the same in task ls, task inspect and the dashboard."""
+    return f"{n}/{max_retry}"
+
+
+def timeout_text(timeout: float | None) -> str:
+    """A task's per-attempt timeout: None (or a negative value, from older versions) is the
+    server's default_timeout, 0 no limit."""
+    if timeout is None or timeout < 0:
+        return "server default"
+    return "none" if timeout == 0 else f"{timeout:g}s"
+
+
+def fit(text: str, room: int) -> str:
+    """``text`` cut to ``room`` characters with an ellipsis (at least one character kept)."""
+    room = max(1, room)
+    return text if len(text) <= room else text[: room - 1] + "…"
 
 
 def utc(when: datetime | None) -> str:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from asynqpy.task import TaskInfo, TaskState
 
-from .common import clip, payload_text
+from .common import clip, latency, payload_text, retried
 from .dash_state import STATES, DashState, Throughput, View, pages
 
 if TYPE_CHECKING:
@@ -183,12 +183,13 @@ def _window(n: int, room: int, cursor: int) -> tuple[int, int]:
 QUEUE_COLS = [
     Col("queue", ratio=1, min_width=6), Col("state", 6), Col("size", 4, right=True),
     *(Col(h, 4, right=True) for h in ("pend", "actv", "schd", "rtry", "arch", "done")),
-    Col("lat", 4, right=True), Col("ok/s", 4, right=True), Col("fail/s", 6, right=True),
+    Col("lat", 5, right=True), Col("ok/s", 4, right=True), Col("fail/s", 6, right=True),
     Col("mem", 4, right=True),
 ]
+"""ok/s and fail/s: attempts that succeeded and that failed, per second over the last minute."""
 WIDE_QUEUE_COLS = [Col("today ok", 8, right=True), Col("today fail", 10, right=True)]
 WIDE = 110
-"""From this width on, the queue table also shows today's processed and failed counts."""
+"""From this width on, the queue table also shows today's succeeded and failed counts."""
 NARROW_DROP = ["mem", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
 """Below 80 columns, queue table columns are left out in this order until the name has room."""
 QUEUE_NAME_ROOM = 12
@@ -212,17 +213,22 @@ def _queue_columns(width: int) -> list[int]:
     return keep
 
 
+def succeeded_today(q: QueueInfo) -> int:
+    """Attempts that succeeded today (UTC): the processed counter counts failures too."""
+    return max(0, q.processed_today - q.failed_today)
+
+
 def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool) -> list[str | Text]:
     ok, failed = rates.rates(q.queue) or (None, None)
     name = Text(("› " if selected else "  ") + q.queue, style="reverse" if selected else "")
     row: list[str | Text] = [
         name, Text("paused", style="yellow") if q.paused else Text("run", style="green"), count(q.size),
         *(count(getattr(q, s.value)) for s in STATES),
-        duration(q.latency) if q.pending else "-", per_second(ok),
+        latency(q.pending, q.latency), per_second(ok),
         Text(per_second(failed), style="red" if failed else ""), size_bytes(q.memory_bytes),
     ]
     if wide:
-        row += [count(q.processed_today), count(q.failed_today)]
+        row += [count(succeeded_today(q)), count(q.failed_today)]
     return row
 
 
@@ -294,8 +300,8 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
 Cell = Callable[[TaskInfo, datetime], str | Text]
 
 
-def _tries(t: TaskInfo, now: datetime) -> str:
-    return f"{t.retried}/{t.max_retry}"
+def _retried(t: TaskInfo, now: datetime) -> str:
+    return retried(t.retried, t.max_retry)
 
 
 def _payload(t: TaskInfo, now: datetime) -> str:
@@ -314,17 +320,17 @@ def _lease(t: TaskInfo, now: datetime) -> Text:
 
 TASK_COLS: dict[TaskState, list[tuple[Col, Cell]]] = {
     TaskState.PENDING: [(Col("enqueued", 8, right=True), lambda t, now: relative(t.enqueued_at, now)),
-                        (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+                        (Col("retried", 7), _retried), (Col("payload", ratio=2), _payload)],
     TaskState.ACTIVE: [(Col("lease", 8, right=True), _lease),
                        (Col("deadline", 8, right=True), lambda t, now: relative(t.deadline, now)),
-                       (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+                       (Col("retried", 7), _retried), (Col("payload", ratio=2), _payload)],
     TaskState.SCHEDULED: [(Col("due", 8, right=True), lambda t, now: relative(t.next_process_at, now)),
-                          (Col("tries", 6), _tries), (Col("payload", ratio=2), _payload)],
+                          (Col("retried", 7), _retried), (Col("payload", ratio=2), _payload)],
     TaskState.RETRY: [(Col("next try", 8, right=True), lambda t, now: relative(t.next_process_at, now)),
-                      (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
+                      (Col("retried", 7), _retried), (Col("last error", ratio=2), _error)],
     TaskState.ARCHIVED: [(Col("archived", 8, right=True),
                           lambda t, now: relative(t.archived_at or t.last_failed_at, now)),
-                         (Col("tries", 6), _tries), (Col("last error", ratio=2), _error)],
+                         (Col("retried", 7), _retried), (Col("last error", ratio=2), _error)],
     TaskState.COMPLETED: [(Col("done", 8, right=True), lambda t, now: relative(t.completed_at, now)),
                           (Col("result", ratio=2), lambda t, now: payload_text(t.result, width=PREVIEW))],
 }
@@ -353,9 +359,9 @@ _SHORT = {TaskState.PENDING: "pend", TaskState.ACTIVE: "actv", TaskState.SCHEDUL
 def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
     ok, failed = rates.rates(q.queue) or (None, None)
     return Text.assemble(
-        f"size {count(q.size)}  latency {duration(q.latency) if q.pending else '-'}  {per_second(ok)} ok/s  ",
+        f"size {count(q.size)}  latency {latency(q.pending, q.latency)}  {per_second(ok)} ok/s  ",
         (f"{per_second(failed)} fail/s", "red" if failed else ""),
-        f"  today {count(q.processed_today)} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
+        f"  today {count(succeeded_today(q))} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
         (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
         no_wrap=True)
 
@@ -395,9 +401,10 @@ HELP = [
     ("q  Ctrl-C", "quit"),
 ]
 HELP_NOTES = [
-    "size: tasks in every state. lat: age of the oldest pending task.",
-    "ok/s, fail/s: processed and failed per second over the last minute,",
-    "  from the counters the dash samples at each refresh (- until two samples).",
+    "size: tasks in every state. lat: age of the oldest pending task (- if none).",
+    "ok/s, fail/s: attempts that succeeded / failed per second",
+    "  over the last minute, from counters sampled at each refresh (- until two).",
+    "retried: retries so far / most allowed.",
     "mem: approximate Redis memory of the queue (- when Redis refuses MEMORY).",
 ]
 

@@ -116,7 +116,7 @@ class DashState:
 
 
 class Throughput:
-    """Processed and failed tasks per second per queue over the last ``window`` seconds, from the
+    """Succeeded and failed attempts per second per queue over the last ``window`` seconds, from the
     queues' lifetime counters sampled at each refresh (they only grow, so a rate is a difference
     of two samples over the time between them)."""
 
@@ -139,11 +139,13 @@ class Throughput:
             del self._samples[gone]
 
     def rates(self, queue: str) -> tuple[float, float] | None:
-        """(processed/s, failed/s) over the window, None before two samples exist."""
+        """(succeeded/s, failed/s) over the window, None before two samples exist. The processed
+        counter counts every finished attempt, failures included: succeeded = processed - failed."""
         d = self._samples.get(queue)
         if not d or len(d) < 2:
             return None
         (t0, p0, f0), (t1, p1, f1) = d[0], d[-1]
         if t1 <= t0:
             return None
-        return (p1 - p0) / (t1 - t0), (f1 - f0) / (t1 - t0)
+        failed = f1 - f0
+        return max(0, p1 - p0 - failed) / (t1 - t0), failed / (t1 - t0)

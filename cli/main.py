@@ -11,14 +11,29 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
+import re
 import sys
+import sysconfig
+import traceback
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
 
 from asynqpy import Client, ServeMux, Server
+from asynqpy.errors import InvalidArgumentError
 
-from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
+from .common import (
+    UserError,
+    emit_json,
+    json_option,
+    redis_url_option,
+    signing_key_option,
+    signing_keys,
+    user_errors,
+)
 from .dash import dash
 from .queue import queue
 from .server import server
@@ -26,6 +41,22 @@ from .stats import stats
 from .task import task
 
 __all__ = ["UserError", "main", "redis_url_option", "user_errors"]
+
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def version() -> str:
+    """The installed package's version (importlib.metadata), else ``asynqpy.__version__``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("asynqpy")
+    except PackageNotFoundError:
+        import asynqpy
+
+        return str(getattr(asynqpy, "__version__", "unknown"))
+
 
 def parse_queues(spec: str) -> dict[str, int]:
     """'critical=6,default=3,low' -> {'critical': 6, 'default': 3, 'low': 1}."""
@@ -44,62 +75,258 @@ def parse_queues(spec: str) -> dict[str, int]:
     return out
 
 
+# -- loading the user's ServeMux --------------------------------------------------------------
+
+_IMPORT_MACHINERY = (str(Path(importlib.__file__).parent), str(Path(__file__)))
+"""Frames in these files are the import machinery's (and this module's), not the user's code."""
+
+
+def _shown_path(filename: str) -> str:
+    """A path relative to the current directory when it lies inside it."""
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_LIBRARIES = tuple(sorted({str(Path(p).resolve()) + os.sep for k, p in sysconfig.get_paths().items()
+                            if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+"""The standard library's and installed packages' directories: an error raised in there is shown
+at the line of the user's code that called into it."""
+
+
+def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``exc``'s traceback in the user's own code: not in the import
+    machinery, and not in the standard library or an installed package when the user's code called
+    it (else the innermost frame there)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<") and not f.filename.startswith(_IMPORT_MACHINERY)]
+    own = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_LIBRARIES)]
+    chosen = own or frames
+    return chosen[-1] if chosen else None
+
+
+def import_failure(module_name: str, exc: BaseException) -> str:
+    """Why importing ``module_name`` failed, in a line or two: the module not found at all, or the
+    error raised while running it, with the file and line it came from (and that line's code on a
+    second line), as Python's traceback would end."""
+    what = f"{type(exc).__name__}: {_one_line(str(exc))}" if str(exc) else type(exc).__name__
+    head = f"cannot import {module_name!r}: "
+    if isinstance(exc, SyntaxError):
+        where = _shown_path(exc.filename) if exc.filename else "?"
+        return head + f"{where}, line {exc.lineno}: {type(exc).__name__}: {exc.msg}" + _code(exc.text)
+    frame = _user_frame(exc)
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if frame is None and missing and (module_name == missing or module_name.startswith(missing + ".")):
+        return head + (f"no module named {missing!r} in {os.getcwd()} or on sys.path; run the worker from the "
+                       f"directory holding {module_name.replace('.', '/')}.py (or its package), or add that "
+                       "directory to PYTHONPATH")
+    if frame is None:
+        return head + what
+    inside = f" (in {frame.name})" if frame.name != "<module>" else ""
+    return head + f"{_shown_path(frame.filename)}, line {frame.lineno}{inside}: {what}" + _code(frame.line)
+
+
+def _code(line: str | None) -> str:
+    """The offending line of code on a line of its own (nothing when unknown)."""
+    return f"\n    {_one_line(line, 120)}" if line and line.strip() else ""
+
+
+def _did_you_mean(module_name: str, muxes: list[str]) -> str:
+    """'; did you mean 'tasks:mux'?' for the module's ServeMux objects (nothing if none)."""
+    if not muxes:
+        return ""
+    return "; did you mean " + " or ".join(repr(f"{module_name}:{m}") for m in muxes) + "?"
+
+
+def _kind(obj: object) -> str:
+    """'a function', 'a class', 'a module', 'a Server object', 'None'..."""
+    if obj is None:
+        return "None"
+    if isinstance(obj, type):
+        return "a class"
+    if type(obj).__name__ == "module":
+        return "a module"
+    if callable(obj) and hasattr(obj, "__code__"):
+        return "a function"
+    name = type(obj).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} object"
+
+
 def load_mux(target: str) -> ServeMux:
-    """Import 'package.module:attribute' and return the ServeMux it names."""
+    """Import 'package.module:attribute' and return the ServeMux it names (modules are looked up
+    in the current directory first). A module that cannot be imported, a missing attribute or one
+    that is not a ServeMux is a UserError saying which, with the file and line of an error."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise UserError(f"expected module:attribute, got {target!r}")
     if module_name.startswith("."):
         raise UserError(f"cannot import {module_name!r}: give an absolute module name")
-    sys.path.insert(0, ".")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(f"cannot import {module_name!r}: {exc}") from None
-    mux = getattr(module, attr, None)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the user's module raises is reported
+        raise UserError(import_failure(module_name, exc)) from None
+    file = getattr(module, "__file__", None)
+    where = f" ({_shown_path(file)})" if file else ""
+    if not hasattr(module, attr):
+        muxes = sorted(name for name, value in vars(module).items() if isinstance(value, ServeMux))
+        hint = _did_you_mean(module_name, muxes)
+        raise UserError(f"module {module_name!r}{where} has no attribute {attr!r}{hint}")
+    mux = getattr(module, attr)
     if not isinstance(mux, ServeMux):
-        raise UserError(f"{target!r} is not a ServeMux")
+        muxes = sorted(name for name, value in vars(module).items() if isinstance(value, ServeMux))
+        hint = _did_you_mean(module_name, muxes)
+        raise UserError(f"{target!r} is {_kind(mux)}, not a ServeMux{hint}")
     return mux
 
 
+# -- option types ------------------------------------------------------------------------------
+
+
+class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
+    """Seconds > 0, or 0 / 'none' for no limit (converted to 0.0)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            number = float(value)
+        elif str(value).strip().lower() in ("none", "no", "off", "unlimited"):
+            return 0.0
+        else:
+            try:
+                number = float(value)
+            except ValueError:
+                self.fail(f"{value!r} is not a number of seconds or 'none'", param, ctx)
+        if not number >= 0 or number == float("inf"):
+            self.fail(f"{value!r} must be 0 or more seconds (0 or 'none': no limit)", param, ctx)
+        return number
+
+
+class When(click.ParamType):  # type: ignore[type-arg]
+    """A point in time: Unix seconds, or an ISO 8601 date/time. A time without a zone is local
+    time (as the library takes naive datetimes); 'Z' or '+02:00' give the zone."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | datetime:
+        if isinstance(value, (int, float, datetime)):
+            return value
+        text = str(value).strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        if text[-1:] in ("Z", "z"):
+            text = text[:-1] + "+00:00"
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither Unix seconds nor an ISO 8601 time such as 2026-05-01T09:30 "
+                      "(local time), 2026-05-01T09:30Z or 2026-05-01 09:30+02:00", param, ctx)
+        if when.tzinfo is not None:
+            return when
+        try:
+            return when.astimezone()  # naive: local time
+        except (ValueError, OverflowError, OSError):
+            self.fail(f"{value!r} is out of range", param, ctx)
+
+
+ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",
+                 "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload"}
+"""The library's option names and the enqueue command's flags for them."""
+
+
+def flag_names(message: str, flags: dict[str, str]) -> str:
+    """A library error message with option names replaced by the command's flags (and Python
+    words a command line has no use for dropped)."""
+    message = message.replace(" or a timedelta", "").replace("a datetime or Unix seconds", "a time or Unix seconds")
+    return re.sub(r"\b(" + "|".join(map(re.escape, flags)) + r")\b(?! \w+ must)",
+                  lambda m: flags[m.group(1)], message)
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def _set_log_level(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        logging.getLogger().setLevel(value.upper())
+
+
+def log_level_param() -> click.Option:
+    """``--log-level`` for a subcommand (``asynqpy worker ... --log-level debug`` works too)."""
+    return click.Option(["--log-level"], default=None, expose_value=False, callback=_set_log_level,
+                        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+                        help="Log level (also accepted before the command).")
+
+
 @click.group()
+@click.version_option(version(), "--version", "-V", prog_name="asynqpy", message="%(prog)s %(version)s",
+                      help="Print asynqpy's version and exit.")
 @click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+              type=click.Choice(LOG_LEVELS, case_sensitive=False),
+              help="Log level: DEBUG, INFO, WARNING or ERROR (also accepted after the command).")
 def main(log_level: str) -> None:
     """asynqpy: a task queue on Redis."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(log_level.upper())  # also when logging was configured before
 
 
 @main.command()
 @click.argument("target")
-@click.option("--queues", "queues_spec", default="default=1", show_default=True,
-              help="Queues and weights: critical=6,default=3,low=1.")
-@click.option("--concurrency", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--queues", "-q", "queues_spec", default="default=1", show_default=True,
+              help="Queues to serve and their weights: critical=6,default=3,low (no weight: 1).")
+@click.option("--concurrency", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Handlers running at once, per worker process.")
 @click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
               help="Run N worker processes under a supervisor that restarts crashed ones.")
 @click.option("--strict-priority", is_flag=True, help="Always serve higher-weight queues first.")
-@click.option("--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1))
-@click.option("--heartbeat-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.01))
-@click.option("--shutdown-timeout", default=8.0, show_default=True, type=click.FloatRange(min=0))
-@click.option("--unknown-type", default="retry", show_default=True, type=click.Choice(["retry", "archive"]))
+@click.option("--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds a dequeued task is reserved for this worker; renewed by the heartbeat.")
+@click.option("--heartbeat-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Seconds between lease renewals (less than --lease).")
+@click.option("--shutdown-timeout", default=8.0, show_default=True, type=click.FloatRange(min=0),
+              help="On SIGTERM/Ctrl-C, seconds running handlers may finish before their tasks are requeued.")
+@click.option("--default-timeout", default=None, type=TimeoutSeconds(),
+              help="Seconds per attempt for tasks enqueued without a timeout; 0 or 'none': no limit "
+                   "[default: 1800].")
+@click.option("--unknown-type", default="retry", show_default=True, type=click.Choice(["retry", "archive"]),
+              help="What a task with no handler does: retry (rolling deploys) or archive at once.")
+@click.option("--fail-fast", is_flag=True,
+              help="Exit at once if Redis cannot be reached at start (default: wait for it, retrying).")
 @signing_key_option
 @redis_url_option
 @user_errors
 def worker(target: str, queues_spec: str, concurrency: int, processes: int, strict_priority: bool,
-           lease: float, heartbeat_interval: float, shutdown_timeout: float, unknown_type: str,
-           signing_key_file: str | None, redis_url: str) -> None:
-    """Run a worker serving the ServeMux TARGET (module:attribute)."""
+           lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
+           unknown_type: str, fail_fast: bool, signing_key_file: str | None, redis_url: str) -> None:
+    """Run a worker serving the ServeMux TARGET (module:attribute, e.g. tasks:mux; the module is
+    looked up in the current directory first)."""
     queues = parse_queues(queues_spec)
     keys = signing_keys(signing_key_file)  # checked before any child process starts
+    mux = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     if processes > 1:
         from asynqpy.supervisor import supervise
 
         argv = [a for a in sys.argv[1:]]
         sys.exit(supervise(processes, _child_argv(argv)))
-    mux = load_mux(target)
+    extra: dict[str, Any] = {}
+    if default_timeout is not None:
+        extra["default_timeout"] = default_timeout or None  # 0: no limit
+    if fail_fast:
+        extra["fail_fast"] = True
     server = Server(redis_url, queues=queues, concurrency=concurrency, strict_priority=strict_priority,
                     lease=lease, heartbeat_interval=heartbeat_interval, shutdown_timeout=shutdown_timeout,
-                    unknown_type=unknown_type, signing_key=keys)
+                    unknown_type=unknown_type, signing_key=keys, **extra)
     server.run(mux)
 
 
@@ -122,31 +349,50 @@ def _child_argv(argv: list[str]) -> list[str]:
 
 @main.command()
 @click.argument("task_type")
-@click.option("--payload", default=None, help="JSON payload (default: none).")
-@click.option("--queue", default="default", show_default=True)
-@click.option("--in", "process_in", default=None, type=float, help="Delay in seconds.")
-@click.option("--max-retry", default=25, show_default=True, type=int)
-@click.option("--timeout", default=None, type=float, help="Seconds per attempt (default: the server's).")
-@click.option("--unique", default=None, type=float, help="Reject duplicates for this many seconds.")
-@click.option("--task-id", default=None)
-@click.option("--retention", default=0.0, show_default=True, type=float)
+@click.option("--payload", default=None, help="The payload as JSON, e.g. '{\"user_id\": 42}' (default: none).")
+@click.option("--queue", "-q", default="default", show_default=True, help="The queue to put the task in.")
+@click.option("--in", "process_in", default=None, type=float, help="Run after this many seconds (default: now).")
+@click.option("--at", "process_at", default=None, type=When(),
+              help="Run at this time: Unix seconds or ISO 8601 (2026-05-01T09:30 is local time; "
+                   "2026-05-01T09:30Z or +02:00 give the zone).")
+@click.option("--max-retry", default=25, show_default=True, type=int,
+              help="Retries after the first attempt before the task is archived.")
+@click.option("--timeout", default=None, type=TimeoutSeconds(),
+              help="Seconds per attempt; 0 or 'none': no limit (default: the worker's --default-timeout).")
+@click.option("--unique", default=None, type=float,
+              help="Reject another task with the same queue, type and payload for this many seconds.")
+@click.option("--task-id", default=None, help="The task's id (default: a random one).")
+@click.option("--retention", default=0.0, show_default=True, type=float,
+              help="Seconds to keep the task, with its result, once it succeeded (see `task inspect`).")
+@json_option
 @signing_key_option
 @redis_url_option
 @user_errors
-def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None, max_retry: int,
-            timeout: float | None, unique: float | None, task_id: str | None, retention: float,
-            signing_key_file: str | None, redis_url: str) -> None:
+def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None,
+            process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
+            task_id: str | None, retention: float, as_json: bool, signing_key_file: str | None,
+            redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
     except json.JSONDecodeError as exc:
         raise UserError(f"--payload is not valid JSON: {exc}") from None
+    if process_in is not None and process_at is not None:
+        raise UserError("give --in or --at, not both")
     extra: dict[str, Any] = {}
     if timeout is not None:
-        extra["timeout"] = timeout
+        extra["timeout"] = timeout or None  # 0: no limit
+    if process_at is not None:
+        extra["process_at"] = process_at
     with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
-        info = client.enqueue(task_type, value, queue=queue, process_in=process_in, max_retry=max_retry,
-                              unique=unique, task_id=task_id, retention=retention, **extra)
+        try:
+            info = client.enqueue(task_type, value, queue=queue, process_in=process_in, max_retry=max_retry,
+                                  unique=unique, task_id=task_id, retention=retention, **extra)
+        except InvalidArgumentError as exc:
+            raise UserError(flag_names(str(exc), ENQUEUE_FLAGS)) from None
+    if as_json:
+        emit_json(info)
+        return
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}")
 
@@ -156,6 +402,20 @@ for group in (stats, queue, task, server):
 
 
 main.add_command(dash)
+
+
+def _every_command(group: click.Group) -> list[click.Command]:
+    out: list[click.Command] = []
+    for cmd in group.commands.values():
+        out.append(cmd)
+        if isinstance(cmd, click.Group):
+            out.extend(_every_command(cmd))
+    return out
+
+
+for _cmd in _every_command(main):
+    if not isinstance(_cmd, click.Group):
+        _cmd.params.append(log_level_param())
 
 if __name__ == "__main__":
     main()

@@ -7,7 +7,18 @@ from rich.table import Table
 
 from asynqpy import QueueInfo
 
-from .common import console, duration, emit_json, inspector, json_option, redis_url_option, size, user_errors, utc
+from .common import (
+    console,
+    emit_json,
+    inspector,
+    json_option,
+    latency,
+    redis_url_option,
+    show,
+    size,
+    user_errors,
+    utc,
+)
 
 
 @click.group()
@@ -38,7 +49,8 @@ def info_table(q: QueueInfo) -> Table:
     t.add_column()
     t.add_row("queue", f"{q.queue} ({'paused' if q.paused else 'running'})")
     t.add_row("size", f"{q.size:,} task(s), memory ~{size(q.memory_bytes)}")
-    t.add_row("latency", f"{duration(q.latency)} (age of the oldest pending task)")
+    t.add_row("latency", f"{latency(q.pending, q.latency)} (age of the oldest pending task)"
+              if q.pending else "- (no pending task)")
     t.add_row("tasks", f"pending {q.pending:,} · active {q.active:,} · scheduled {q.scheduled:,}")
     t.add_row("", f"retry {q.retry:,} · archived {q.archived:,} · completed {q.completed:,}")
     t.add_row("processed", f"today {q.processed_today:,} · total {q.processed_total:,}")
@@ -64,7 +76,7 @@ def inspect(queues: tuple[str, ...], as_json: bool, redis_url: str) -> None:
     for i, q in enumerate(infos):
         if i:
             out.print()
-        out.print(info_table(q))
+        show(out, info_table(q))
 
 
 @queue.command()
@@ -91,7 +103,7 @@ def history(queues: tuple[str, ...], days: int, as_json: bool, redis_url: str) -
             t.add_row(d.date.isoformat(), f"{d.processed:,}", f"{d.failed:,}", rate)
         if i:
             out.print()
-        out.print(t)
+        show(out, t)
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:

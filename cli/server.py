@@ -7,7 +7,16 @@ from datetime import datetime, timezone
 import click
 from rich.table import Table
 
-from .common import ago, console, emit_json, inspector, json_option, redis_url_option, user_errors
+from .common import (
+    ago,
+    console,
+    emit_json,
+    inspector,
+    json_option,
+    redis_url_option,
+    show,
+    user_errors,
+)
 
 
 @click.group()
@@ -41,13 +50,13 @@ def ls(as_json: bool, redis_url: str) -> None:
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
         t.add_row(s.host, str(s.pid), f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
-    out.print(t)
+    show(out, t)
     running = [(s, w) for s in servers for w in s.active]
     if running:
         out.print()
         r = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("task", "queue", "type", "started", "deadline"):
             r.add_column(col, no_wrap=True, overflow="ellipsis", max_width=20 if col in ("queue", "type") else None)
-        for s, w in running:
+        for _, w in running:
             r.add_row(w.task_id, w.queue, w.type, ago(w.started, now), ago(w.deadline, now))
-        out.print(r)
+        show(out, r)

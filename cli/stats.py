@@ -10,19 +10,40 @@ from rich.table import Table
 
 from asynqpy import QueueInfo
 
-from .common import console, duration, emit_json, inspector, json_option, redis_url_option, size, user_errors, utc
+from .common import (
+    console,
+    duration,
+    emit_json,
+    fit,
+    inspector,
+    json_option,
+    latency,
+    redis_url_option,
+    show,
+    size,
+    user_errors,
+    utc,
+)
+
+COLUMNS = ("pending", "active", "scheduled", "retry", "archived", "completed", "latency")
+GAP = 1
+"""Spaces between two columns (the table's padding)."""
 
 
-def queue_table(rows: list[QueueInfo]) -> Table:
-    """Queues with their counts per state and latency (fits 80 columns)."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("queue", no_wrap=True, overflow="ellipsis", max_width=24)
-    for col in ("pending", "active", "scheduled", "retry", "archived", "completed", "latency"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for q in rows:
-        name = f"{q.queue} (paused)" if q.paused else q.queue
-        table.add_row(name, *(f"{n:,}" for n in (q.pending, q.active, q.scheduled, q.retry, q.archived,
-                                                 q.completed)), duration(q.latency))
+def queue_table(rows: list[QueueInfo], width: int = 80) -> Table:
+    """Queues with their counts per state and latency, in ``width`` columns: a long queue name is
+    cut (with an ellipsis, keeping "(paused)"), never the headers or the numbers."""
+    cells = [[f"{n:,}" for n in (q.pending, q.active, q.scheduled, q.retry, q.archived, q.completed)]
+             + [latency(q.pending, q.latency)] for q in rows]
+    widths = [max([len(col)] + [len(r[i]) for r in cells]) for i, col in enumerate(COLUMNS)]
+    room = max(8, width - sum(w + GAP for w in widths))
+    table = Table(box=None, pad_edge=False, padding=(0, GAP, 0, 0), header_style="bold")
+    table.add_column("queue", no_wrap=True)
+    for col, w in zip(COLUMNS, widths):
+        table.add_column(col, justify="right", no_wrap=True, min_width=w)
+    for q, row in zip(rows, cells):
+        suffix = " (paused)" if q.paused else ""
+        table.add_row(fit(q.queue, room - len(suffix)) + suffix, *row)
     return table
 
 
@@ -55,9 +76,11 @@ def stats(as_json: bool, redis_url: str) -> None:
         out.print("no queues yet")
         return
     out.print(f"[bold]Queues[/bold] ({utc(rows[0].timestamp)})")
-    out.print(queue_table(rows))
+    show(out, queue_table(rows, out.width))
     processed, failed = sum(q.processed_today for q in rows), sum(q.failed_today for q in rows)
-    rate = f" ({100 * failed / processed:.1f}% failed)" if processed else ""
-    out.print(f"\nToday (UTC): processed {processed:,}, failed {failed:,}{rate}")
+    split = ""
+    if processed:
+        split = f" ({processed - failed:,} succeeded, {failed:,} failed: {100 * failed / processed:.1f}%)"
+    out.print(f"\nToday (UTC): processed {processed:,}{split}")
     if redis_line:
         out.print(redis_line)

@@ -20,14 +20,17 @@ from .common import (
     json_option,
     payload_text,
     redis_url_option,
+    retried,
+    show,
+    timeout_text,
     user_errors,
     utc,
 )
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
 id_option = click.option("--id", "task_id", required=True, help="The task id.")
-state_option = click.option("--state", "-s", required=True,
-                            help="pending, active, scheduled, retry, archived or completed.")
+STATES_HELP = "pending, active, scheduled, retry, archived or completed"
+state_option = click.option("--state", "-s", required=True, help=f"The tasks' state: {STATES_HELP}.")
 
 
 @click.group()
@@ -58,13 +61,13 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
     t.add_column("type", no_wrap=not full, max_width=None if full else 16, overflow="ellipsis")
     t.add_column(_when(tasks[0], now)[0] if tasks else "when", no_wrap=True)
     if failed:
-        t.add_column("tries", justify="right", no_wrap=True)
+        t.add_column("retried", justify="right", no_wrap=True)
     t.add_column("last error" if failed else "result" if state is TaskState.COMPLETED else "payload",
                  no_wrap=not full, overflow="fold" if full else "ellipsis")
     width = 28 if failed else 32
     for x in tasks:
         if failed:
-            extra = [f"{x.retried}/{x.max_retry}", clip(x.last_error or "-", full, width)]
+            extra = [retried(x.retried, x.max_retry), clip(x.last_error or "-", full, width)]
         elif state is TaskState.COMPLETED:
             extra = [payload_text(x.result, full, width)]
         else:
@@ -75,16 +78,17 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
 
 @task.command("ls")
 @queue_option
-@state_option
-@click.option("--page", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--size", "page_size", default=30, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--state", "-s", default="pending", show_default=True, help=f"The tasks' state: {STATES_HELP}.")
+@click.option("--page", default=1, show_default=True, type=click.IntRange(min=1), help="Which page (from 1).")
+@click.option("--size", "page_size", default=30, show_default=True, type=click.IntRange(1, 1000),
+              help="Tasks per page (at most 1000).")
 @json_option
 @full_option
 @redis_url_option
 @user_errors
 def ls(queue: str, state: str, page: int, page_size: int, as_json: bool, full: bool, redis_url: str) -> None:
-    """List one page of the tasks in a state. Order: pending oldest first (the order they run in),
-    active/scheduled/retry soonest first, archived/completed newest first."""
+    """List one page of the tasks in a state (default: pending). Order: pending oldest first (the
+    order they run in), active/scheduled/retry soonest first, archived/completed newest first."""
     st = parse_state(state)
     with inspector(redis_url) as insp:
         tasks = insp.list_tasks(queue, st, page, page_size)
@@ -96,7 +100,7 @@ def ls(queue: str, state: str, page: int, page_size: int, as_json: bool, full: b
     if not tasks:
         out.print(f"no {st.value} tasks in queue {queue}" + (f" on page {page}" if page > 1 else ""))
         return
-    out.print(task_table(tasks, st, full))
+    show(out, task_table(tasks, st, full))
     first = (page - 1) * page_size + 1
     out.print(f"\n{st.value} {first:,}-{first + len(tasks) - 1:,} of {total:,} in queue {queue} · page {page}"
               + ("" if full else " · --full shows all"))
@@ -110,15 +114,14 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     state = x.state.value + (" (ORPHANED: its lease expired; the recoverer retries it)" if x.orphaned else "")
     rows = [("id", x.id), ("queue", x.queue), ("type", x.type), ("state", state),
             ("payload", payload_text(x.payload, full, 200)),
-            ("retried", f"{x.retried} of {x.max_retry}")]
+            ("retried", f"{retried(x.retried, x.max_retry)} (retries so far / most allowed)")]
     times = [("enqueued", x.enqueued_at), ("lease until", x.lease_until), ("next run", x.next_process_at),
              ("last failed", x.last_failed_at), ("archived", x.archived_at), ("completed", x.completed_at),
              ("deadline", x.deadline)]
     rows += [(k, f"{utc(v)} ({ago(v, now)})") for k, v in times if v is not None]
     if x.last_error:
         rows.append(("last error", clip(x.last_error, full, 200)))
-    if x.timeout is not None:
-        rows.append(("timeout", "server default" if x.timeout < 0 else f"{x.timeout:g}s"))
+    rows.append(("timeout", timeout_text(x.timeout)))
     if x.retention:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
@@ -141,8 +144,15 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
         info = insp.task_info(queue, task_id)
     if as_json:
         emit_json(info)
-    else:
-        console().print(detail_table(info, full))
+        return
+    out = console()
+    show(out, detail_table(info, full))
+    trace = getattr(info, "traceback", "")  # the last failed attempt's traceback (bounded by the library)
+    if trace:
+        out.print()
+        out.print("[bold]traceback[/bold] (last failed attempt)")
+        out.file.write("".join(line.rstrip() + "\n" for line in str(trace).rstrip().splitlines()))  # as is: no folding
+        out.file.flush()
 
 
 @task.command()

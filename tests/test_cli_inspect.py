@@ -5,7 +5,9 @@ with user:password and rediss:// (TLS)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -15,13 +17,13 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner
+from helpers import wait_sync
+from redisproc import RedisProcess, free_port
 
 from asynqpy import Client, Inspector, ServeMux, Server, Task
 from asynqpy.broker import Broker
 from asynqpy.cli.main import main
 from asynqpy.executor import SyncExecutor
-from helpers import wait_sync
-from redisproc import RedisProcess, free_port
 
 pytestmark = pytest.mark.real
 
@@ -35,6 +37,7 @@ def ok(url: str, *args: str) -> str:
     code, out, err = run(url, *args)
     assert code == 0, (args, out, err)
     assert all(len(line) <= 80 for line in out.splitlines()), out  # fits an 80-column terminal
+    assert all(line == line.rstrip() for line in out.splitlines()), [x for x in out.splitlines() if x != x.rstrip()]
     return out
 
 
@@ -79,7 +82,7 @@ def test_stats_and_queue_commands(redis_url: str, seeded: dict[str, str]) -> Non
     u = redis_url
     ok(u, "queue", "pause", "critical")
     out = ok(u, "stats")
-    assert "critical (paused)" in out and "42" in out and "Redis 7" in out and "processed 3, failed 2" in out
+    assert "critical (paused)" in out and "42" in out and "Redis 7" in out and "processed 3 (1 succeeded, 2 failed: 66.7%)" in out
     rows = {r["queue"]: r for r in as_json(u, "stats")}
     assert rows["default"]["scheduled"] == 1 and rows["critical"]["size"] == 42 and rows["critical"]["paused"]
     assert ok(u, "queue", "ls").split() == ["critical", "default"]
@@ -233,3 +236,102 @@ def test_rediss_tls_url(tmp_path: Path) -> None:
         assert code == 2 and err.startswith("asynqpy: error:")
     finally:
         server.stop()
+
+
+def test_no_trailing_spaces_in_inspect_output(redis_url: str, seeded: dict[str, str]) -> None:
+    """rich pads table cells to the column's width: the end of every line is cut back."""
+    for args in (("queue", "inspect", "default", "critical"), ("task", "inspect", "-q", "default", "--id", "arc-1"),
+                 ("task", "inspect", "-q", "default", "--id", "done-1", "--full"), ("stats",),
+                 ("task", "ls", "-q", "critical", "--size", "3"), ("queue", "history", "default")):
+        out = ok(redis_url, *args)
+        assert out.strip() and all(line == line.rstrip() for line in out.splitlines()), (args, out)
+
+
+def test_task_ls_defaults_to_pending(redis_url: str, seeded: dict[str, str]) -> None:
+    out = ok(redis_url, "task", "ls", "-q", "critical", "--size", "5")
+    assert "pending 1-5 of 42 in queue critical" in out
+    assert out == ok(redis_url, "task", "ls", "-q", "critical", "-s", "pending", "--size", "5")
+
+
+def test_retries_are_shown_as_retried_n_of_max(redis_url: str, seeded: dict[str, str]) -> None:
+    """A task that failed once has run twice: it shows as "retried 1/25" (retries so far out of the
+    most allowed) in task ls and task inspect, as in the dashboard; never as "tries"."""
+    out = ok(redis_url, "task", "ls", "-q", "default", "-s", "retry")
+    header, row = out.splitlines()[:2]
+    assert header.split()[:4] == ["id", "type", "due", "retried"] and row.split()[4] == "1/25"
+    out = ok(redis_url, "task", "inspect", "-q", "default", "--id", "ret-1")
+    assert re.search(r"\nretried +1/25 \(retries so far / most allowed\)\n", out) and " tries" not in out
+
+
+def test_latency_is_a_dash_without_pending_tasks_everywhere(redis_url: str, seeded: dict[str, str]) -> None:
+    """stats, queue inspect and the dashboard show latency the same way: '-' when no task is
+    pending, else seconds with one decimal (under a minute)."""
+    from asynqpy.cli.common import latency
+    from asynqpy.cli.dash_render import _queue_row
+    from asynqpy.cli.dash_state import Throughput
+
+    with Client(redis_url) as c:
+        c.enqueue("t", None, queue="idle", process_in=600)
+    rows = {line.split()[0]: line.split() for line in ok(redis_url, "stats").splitlines()[2:5]}
+    assert rows["idle"][-1] == "-" and rows["default"][-1] == "-"
+    assert rows["critical"][-1].endswith("s") and float(rows["critical"][-1][:-1]) < 60
+    assert "latency    - (no pending task)" in ok(redis_url, "queue", "inspect", "idle")
+    out = ok(redis_url, "queue", "inspect", "critical")
+    assert re.search(r"latency    \d+\.\ds \(age of the oldest pending task\)", out), out
+    with Inspector(redis_url) as insp:
+        for info in insp.all_queue_info():
+            assert str(_queue_row(info, False, Throughput(), False)[9]) == latency(info.pending, info.latency)
+    assert [latency(0, 5.0), latency(3, 0.04), latency(3, 12.46), latency(3, 59.96), latency(3, 7300),
+            latency(3, 12 * 86400)] == ["-", "0.0s", "12.5s", "1m00s", "2h01m", "12d"]
+
+
+def test_long_queue_names_are_cut_not_the_headers(redis_url: str) -> None:
+    long = "billing-service-invoice-retries-for-the-eu-region-" + "x" * 60
+    with Client(redis_url) as c:
+        c.enqueue("t", None, queue=long)
+        c.enqueue("t", None, queue="default")
+        c.pause(long)
+    lines = ok(redis_url, "stats").splitlines()
+    assert lines[1].split() == ["queue", "pending", "active", "scheduled", "retry", "archived", "completed", "latency"]
+    row = next(line for line in lines if line.startswith("billing"))
+    assert "…" in row and row.split()[1] == "(paused)" and row.split()[2:8] == ["1", "0", "0", "0", "0", "0"]
+    assert next(line for line in lines if line.startswith("default")).split()[:2] == ["default", "1"]
+
+
+def test_timeout_shows_server_default_and_none() -> None:
+    """TaskInfo.timeout None is the server's default_timeout (never printed as -1), 0 is no limit."""
+    from rich.console import Console
+
+    from asynqpy.cli.common import show, timeout_text
+    from asynqpy.cli.task import detail_table
+    from asynqpy.codec import Message
+    from asynqpy.task import TaskInfo, TaskState
+
+    assert [timeout_text(t) for t in (None, -1.0, 0, 0.0, 30.0, 2.5)] == \
+        ["server default", "server default", "none", "none", "30s", "2.5s"]
+    info = TaskInfo.from_message("id1", "default", TaskState.PENDING, Message("t", None))
+    for value, text in ((None, "server default"), (0.0, "none"), (90.0, "90s")):
+        info.timeout = value
+        buf = io.StringIO()
+        show(Console(file=buf, width=80), detail_table(info, False))
+        assert re.search(f"\ntimeout +{text}\n", buf.getvalue()) and "-1" not in buf.getvalue(), buf.getvalue()
+
+
+def test_task_inspect_shows_the_last_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The traceback the library keeps with a failed task (TaskInfo.traceback) follows the fields,
+    line for line, not folded."""
+    import dataclasses
+
+    from asynqpy.codec import Message
+    from asynqpy.task import TaskInfo, TaskState
+
+    if "traceback" not in {f.name for f in dataclasses.fields(TaskInfo)}:
+        pytest.skip("this asynqpy keeps no traceback with a task yet")
+    trace = ("Traceback (most recent call last):\n  File \"/srv/app/tasks.py\", line 12, in boom\n"
+             "    helper({})\n  File \"/srv/app/tasks.py\", line 7, in helper\n    return d[\"missing\"]\n"
+             "KeyError: 'missing'\n")
+    info = TaskInfo.from_message("id1", "default", TaskState.ARCHIVED, Message("boom", None, last_error="KeyError: 'missing'"))
+    info.traceback = trace  # type: ignore[attr-defined]
+    monkeypatch.setattr(Inspector, "task_info", lambda self, queue, id: info)
+    out = ok(f"redis://127.0.0.1:{free_port()}/0", "task", "inspect", "-q", "default", "--id", "id1")
+    assert out.endswith("\ntraceback (last failed attempt)\n" + trace), out

@@ -23,6 +23,7 @@ from rich.console import Console, RenderableType
 from asynqpy import QueueInfo, ServerInfo, WorkerInfo
 from asynqpy.cli.dash import Dash, safe_url
 from asynqpy.cli.dash_render import (
+    HELP_NOTES,
     Snapshot,
     count,
     duration,
@@ -189,10 +190,10 @@ def test_throughput_over_the_last_minute() -> None:
     assert t.rates("a") is None                         # one sample: no rate yet
     t.add(10, [qi("a", processed=150, failed=10)])
     assert t.rates("a") == (5.0, 0.0)
-    for s in range(20, 121, 10):                          # 10/s and 1/s from t=10 on
+    for s in range(20, 121, 10):                          # 10 processed/s from t=10 on, 1/s of them failed
         t.add(s, [qi("a", processed=150 + 10 * (s - 10), failed=10 + (s - 10))])
     ok, failed = t.rates("a")  # type: ignore[misc]
-    assert ok == pytest.approx(10.0) and failed == pytest.approx(1.0)
+    assert ok == pytest.approx(9.0) and failed == pytest.approx(1.0)  # processed counts failures: 9 succeeded/s
     t.add(130, [qi("a", processed=5, failed=0)])          # counters went back: removed and made again
     assert t.rates("a") is None
     t.add(140, [qi("b")])
@@ -302,12 +303,13 @@ def test_queues_screen_80x24() -> None:
                    "fail/s", "mem"):
         assert header in lines[1]
     row = next(line for line in lines if "default" in line and "run" in line)
+    # 600 processed in 60 s, 3 of them failed: 597 succeeded (9.95/s)
     assert row.startswith("› default") and row.split()[2:] == ["run", "1.3k", "120", "3", "0", "27", "4", "1.2k",
-                                                                "12s", "10", "0.1", "2.0K"]
+                                                                "12.5s", "9.9", "0.1", "2.0K"]
     crit = next(line for line in lines if "critical" in line and "run" in line)
-    assert crit.split()[-4:] == ["12s", "1.0", "0", "2.0K"]           # 60 processed in 60 s
+    assert crit.split()[-4:] == ["12.5s", "1.0", "0", "2.0K"]         # 60 succeeded in 60 s
     long_row = next(line for line in lines if "paused" in line)
-    assert "a-rather-long" in long_row and "…" in long_row and long_row.split()[-1] == "-"
+    assert "a-rather-lo" in long_row and "…" in long_row and long_row.split()[-1] == "-"  # the name is cut
     assert "Servers 2 live · busy 3/14" in text
     assert "worker-host-1:4123" in text and "critical=6,default=3,low=1" in text and "2/10" in text
     assert "Running 3" in text
@@ -318,10 +320,28 @@ def test_queues_screen_80x24() -> None:
     assert lines[-1].startswith("↑↓ select  Enter open") and lines[-1].endswith("3 queues")
 
 
+def test_succeeded_and_failed_are_told_apart() -> None:
+    """The processed counters count failed attempts too: ok/s and "today ok" are processed minus
+    failed (it was processed, labelled ok), fail/s and "today fail" the failures."""
+    before = [qi("mail", 0, processed=1000, failed=100)]
+    after = [qi("mail", 3, processed=1600, failed=400)]   # 600 attempts in 60 s, 300 failed; today 160 / 40
+    lines = screen(DashState(cursor="mail"), Snapshot(queues=after, updated=NOW), rates_for(before, after),
+                   width=120)
+    header = lines[1].split()
+    assert header[-6:] == ["fail/s", "mem", "today", "ok", "today", "fail"]
+    row = next(line for line in lines if "mail" in line).split()
+    assert row[-5:] == ["5.0", "5.0", "2.0K", "120", "40"], row
+    state = DashState(cursor="mail")
+    state.handle("enter", after)
+    summary = screen(state, Snapshot(queues=after, updated=NOW), rates_for(before, after))[1]
+    assert "5.0 ok/s  5.0 fail/s  today 120 ok 40 failed" in summary, summary
+    assert "succeeded / failed" in "\n".join(HELP_NOTES)
+
+
 def test_queues_screen_before_throughput_and_without_servers() -> None:
     lines = screen(DashState(), Snapshot(queues=[qi("default", 3)], updated=NOW))
     row = next(line for line in lines if "default" in line)
-    assert row.split()[-4:] == ["12s", "-", "-", "2.0K"]              # no rate before two samples
+    assert row.split()[-4:] == ["12.5s", "-", "-", "2.0K"]            # no rate before two samples
     assert any(line.startswith("Servers none live") for line in lines)
     assert not any("Running" in line for line in lines)
     lines = screen(DashState(), Snapshot(updated=NOW))
@@ -351,12 +371,12 @@ def test_queue_view_pages_and_tabs() -> None:
     snap = Snapshot(queues=queues, updated=NOW)
     lines = screen(state, snap)
     assert lines[0].startswith("asynqpy dash › default")
-    assert "size 53" in lines[1] and "latency 12s" in lines[1]
+    assert "size 53" in lines[1] and "latency 12.5s" in lines[1]
     assert "[pending 45]" in lines[2] and "scheduled 3" in lines[2] and "completed 1" in lines[2]
     assert "loading…" in lines[3]                                     # the page is not read yet
     snap.tasks, snap.tasks_for = [task(i) for i in range(19)], state.want()
     lines = screen(state, snap)
-    assert lines[3].split() == ["id", "type", "enqueued", "tries", "payload"]
+    assert lines[3].split() == ["id", "type", "enqueued", "retried", "payload"]
     assert lines[4].split()[:5] == ["t000000000000000", "email:deliver", "1m", "ago", "0/25"]
     assert '{"user": 0}' in lines[4]
     assert lines[22].startswith("t000000000000018")                   # 19 rows fill the screen
@@ -368,10 +388,10 @@ def test_queue_view_pages_and_tabs() -> None:
                   last_failed_at_ms=ms(-timedelta(minutes=2)))
     cases = {
         "2": (TaskState.ACTIVE, dict(deadline_ms=ms(timedelta(seconds=40))),
-              ["id", "type", "lease", "deadline", "tries", "payload"], "in 40s"),
-        "3": (TaskState.SCHEDULED, {}, ["id", "type", "due", "tries", "payload"], "in 5m"),
-        "4": (TaskState.RETRY, failed, ["id", "type", "next", "try", "tries", "last", "error"], "ConnectionResetError: peer"),
-        "5": (TaskState.ARCHIVED, failed, ["id", "type", "archived", "tries", "last", "error"], "2m ago"),
+              ["id", "type", "lease", "deadline", "retried", "payload"], "in 40s"),
+        "3": (TaskState.SCHEDULED, {}, ["id", "type", "due", "retried", "payload"], "in 5m"),
+        "4": (TaskState.RETRY, failed, ["id", "type", "next", "try", "retried", "last", "error"], "ConnectionResetError: peer"),
+        "5": (TaskState.ARCHIVED, failed, ["id", "type", "archived", "retried", "last", "error"], "2m ago"),
         "6": (TaskState.COMPLETED, dict(result={"ok": True}, completed_at_ms=ms(-timedelta(seconds=3))),
               ["id", "type", "done", "result"], '{"ok": true}'),
     }
@@ -419,7 +439,7 @@ def test_help_screen_and_error_footer() -> None:
     text = "\n".join(lines)
     for key in ("Enter", "Esc", "n p", "1-6", "q  Ctrl-C", "?"):
         assert key in text
-    assert "over the last minute" in text and lines[-1].startswith("any key: close help")
+    assert "over the last minute" in text and "succeeded / failed" in text and lines[-1].startswith("any key: close help")
     snap = Snapshot(queues=QUEUES, updated=NOW, error="cannot reach Redis: Error 111 connecting to 127.0.0.1:6399. "
                                                         "Connection refused. " + "x" * 80)
     lines = screen(DashState(), snap)

@@ -135,7 +135,7 @@ def test_dash_in_a_real_terminal(redis_url: str, pane: Pane, tmp_path: Path) -> 
     pane.keys("Enter")                                       # open it: pending tasks, page 1 of 3
     screen = pane.wait_text("asynqpy dash › default", "[pending 45]", "page 1/3", page1[-1])
     lines = check_frame(screen)
-    assert lines[3].split() == ["id", "type", "enqueued", "tries", "payload"]
+    assert lines[3].split() == ["id", "type", "enqueued", "retried", "payload"]
     assert all(id in screen for id in page1) and '{"n":' in screen
 
     pane.keys("n")                                           # next page
