@@ -24,6 +24,7 @@ import click
 
 from asynqpy import Client, ServeMux, Server
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.logs import configure_logging
 
 from .common import (
     UserError,
@@ -275,10 +276,16 @@ def log_level_param() -> click.Option:
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(LOG_LEVELS, case_sensitive=False),
               help="Log level: DEBUG, INFO, WARNING or ERROR (also accepted after the command).")
-def main(log_level: str) -> None:
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]),
+              help="Log lines as text, or as one JSON object per line (also accepted after `worker`).")
+def main(log_level: str, log_format: str) -> None:
     """asynqpy: a task queue on Redis."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(log_level.upper())  # also when logging was configured before
+    configure_logging(log_level, log_format)
+
+
+def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        configure_logging(logging.getLevelName(logging.getLogger().level), value)
 
 
 @main.command()
@@ -303,12 +310,19 @@ def main(log_level: str) -> None:
               help="What a task with no handler does: retry (rolling deploys) or archive at once.")
 @click.option("--fail-fast", is_flag=True,
               help="Exit at once if Redis cannot be reached at start (default: wait for it, retrying).")
+@click.option("--fair/--greedy", "fair", default=None,
+              help="--fair: take one task per fetch and queue up behind idle workers, so a burst is spread "
+                   "across workers and processes; --greedy: fill every free slot at once (fastest drain). "
+                   "Default: fair with --processes N, else greedy.")
+@click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
+              callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
 @signing_key_option
 @redis_url_option
 @user_errors
 def worker(target: str, queues_spec: str, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
-           unknown_type: str, fail_fast: bool, signing_key_file: str | None, redis_url: str) -> None:
+           unknown_type: str, fail_fast: bool, fair: bool | None, signing_key_file: str | None,
+           redis_url: str) -> None:
     """Run a worker serving the ServeMux TARGET (module:attribute, e.g. tasks:mux; the module is
     looked up in the current directory first)."""
     queues = parse_queues(queues_spec)
@@ -318,12 +332,16 @@ def worker(target: str, queues_spec: str, concurrency: int, processes: int, stri
         from asynqpy.supervisor import supervise
 
         argv = [a for a in sys.argv[1:]]
+        if fair is None:
+            argv.append("--fair")  # spread bursts over the processes
         sys.exit(supervise(processes, _child_argv(argv)))
     extra: dict[str, Any] = {}
     if default_timeout is not None:
         extra["default_timeout"] = default_timeout or None  # 0: no limit
     if fail_fast:
         extra["fail_fast"] = True
+    if fair:
+        extra["fair_dispatch"] = True
     server = Server(redis_url, queues=queues, concurrency=concurrency, strict_priority=strict_priority,
                     lease=lease, heartbeat_interval=heartbeat_interval, shutdown_timeout=shutdown_timeout,
                     unknown_type=unknown_type, signing_key=keys, **extra)
