@@ -43,7 +43,7 @@ class Heartbeat:
             "queues": dict(o.queues), "concurrency": o.concurrency, "strict": o.strict_priority,
             "started": self.started_at,
             "active": [[r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms] for r in running],
-        }))
+        }, unicode_errors="surrogateescape"))  # an id written by hand may be any bytes: packed as read
 
     async def beat(self) -> None:
         """One heartbeat: liveness, then lease renewal."""

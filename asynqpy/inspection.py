@@ -206,7 +206,7 @@ def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
 
 
 def _server(raw: bytes) -> ServerInfo:
-    d = msgpack.unpackb(raw, raw=False)
+    d = msgpack.unpackb(raw, raw=False, unicode_errors="surrogateescape")  # ids as the heartbeat packed them
     when = ms_to_datetime
     active = [WorkerInfo(str(a[0]), str(a[1]), str(a[2]), when(int(a[3])) or datetime.now(timezone.utc),
                          when(int(a[4]))) for a in d.get("active", [])]

@@ -385,12 +385,14 @@ class Server:
             Forwarder(ctx), Recoverer(ctx), Janitor(ctx), Canceller(ctx, processor)]
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
-        log.info("server %s starting: queues=%s concurrency=%d", self.server_id,
-                 dict(self.options.queues), self.options.concurrency)
+        started = False
         watchdog = LoopWatchdog(self._loop, processor.held, self.options.block_warning)
         try:
             if not await _wait_for_redis(ctx):
                 return  # stopped while waiting
+            started = True
+            log.info("server %s started: queues=%s concurrency=%d", self.server_id,
+                     dict(self.options.queues), self.options.concurrency)
             try:
                 await heartbeat.beat()
             except REDIS_ERRORS as exc:  # lost again already: the heartbeat loop keeps trying
@@ -418,7 +420,8 @@ class Server:
             pool.shutdown(wait=False)
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
-            log.info("server %s stopped", self.server_id)
+            if started:
+                log.info("server %s stopped", self.server_id)
 
 
 async def _wait_for_redis(ctx: Context) -> bool:

@@ -33,6 +33,24 @@ async def serving(redis: Any, mux: ServeMux, **options: Any) -> AsyncIterator[Se
         await asyncio.wait_for(task, 20)
 
 
+def stats(backend: Any, queue: str = "default") -> Any:
+    """The queue's counts and counters (QueueStats), read directly on the backend."""
+    from asynqpy.broker import Broker
+    from asynqpy.executor import SyncExecutor
+
+    return SyncExecutor(backend.sync).run(Broker().stats(queue))
+
+
+def serve_until(backend: Any, mux: ServeMux, done: Callable[[], Any], **options: Any) -> None:
+    """Run a server on ``backend`` in a new event loop until ``done()`` (bounded: 10 s)."""
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, **options):
+            await until(done)
+
+    asyncio.run(main())
+
+
 async def until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> None:
     """Wait until ``pred()`` (sync or async) is truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

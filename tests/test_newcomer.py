@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import ROOT, serving, until
+from helpers import ROOT, serve_until, serving, stats, until
 from redisproc import RedisProcess, free_port
 
 from asynqpy import (
@@ -37,13 +37,7 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.broker import Broker
-from asynqpy.executor import SyncExecutor
 from asynqpy.options import prepare
-
-
-def stats(backend: Any, queue: str = "default") -> Any:
-    return SyncExecutor(backend.sync).run(Broker().stats(queue))
 
 
 def _lookup(d: dict[str, Any]) -> Any:
@@ -64,11 +58,7 @@ def test_a_failed_attempt_logs_its_traceback_and_keeps_it(backend: Any, caplog: 
     id = client.enqueue("fails", max_retry=0).id
     caplog.set_level(logging.WARNING, logger="asynqpy")
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux):
-            await until(lambda: stats(backend).archived == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).archived == 1)
     failed = [r for r in caplog.records if "task failed" in r.getMessage()]
     assert len(failed) == 1 and failed[0].exc_info is not None  # once, with the traceback
     assert f"id={id} type=fails queue=default attempt=1" in failed[0].getMessage()
@@ -324,11 +314,7 @@ def test_start_and_success_are_logged_at_debug(backend: Any, caplog: pytest.LogC
     id = client.enqueue("ok").id
     caplog.set_level(logging.DEBUG, logger="asynqpy.processor")
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux):
-            await until(lambda: stats(backend).processed == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).processed == 1)
     fields = f"id={id} type=ok queue=default attempt=1"
     msgs = [r.getMessage() for r in caplog.records]
     assert f"task started: {fields}" in msgs
@@ -415,11 +401,7 @@ def test_write_result_refuses_what_cannot_be_stored_and_the_task_is_not_retried(
 
     id = client.enqueue("returns", retention=60).id
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux):
-            await until(lambda: stats(backend).archived == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).archived == 1)
     assert "result is not msgpack-serializable" in str(errors[0]) and "datetime" in str(errors[0])
     info = Inspector(backend.sync).task_info("default", id)
     assert info.state is TaskState.ARCHIVED and info.retried == 0  # its side effects ran: not retried
@@ -435,11 +417,7 @@ def test_timeout_error_says_what_the_timeout_was(backend: Any) -> None:
 
     id = client.enqueue("slow", timeout=0.2, max_retry=0).id
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux):
-            await until(lambda: stats(backend).archived == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).archived == 1)
     info = Inspector(backend.sync).task_info("default", id)
     assert info.last_error == "TaskTimeoutError: the handler ran past the task's timeout (0.2s)"
 
@@ -449,11 +427,7 @@ def test_an_unknown_task_type_logs_one_line_per_attempt(backend: Any, caplog: py
     client.enqueue("nobody-handles-this", max_retry=0)
     caplog.set_level(logging.WARNING, logger="asynqpy")
 
-    async def main() -> None:
-        async with serving(backend.new_async(), ServeMux()):
-            await until(lambda: stats(backend).archived == 1)
-
-    asyncio.run(main())
+    serve_until(backend, ServeMux(), lambda: stats(backend).archived == 1)
     lines = [r for r in caplog.records if "nobody-handles-this" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING and lines[0].exc_info is None
 

@@ -11,17 +11,13 @@ import math
 from typing import Any
 
 import pytest
-from helpers import serving, until
+from helpers import serve_until, serving, stats, until
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
 from asynqpy.broker import MAX_DELAY_MS, Broker
 from asynqpy.codec import Message
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-
-
-def stats(backend: Any, queue: str = "default") -> Any:
-    return SyncExecutor(backend.sync).run(Broker().stats(queue))
 
 
 class BrokenText(Exception):
@@ -43,11 +39,7 @@ def test_finish_a_broken_retry_policy_still_retries_the_task(backend: Any, polic
 
     id = client.enqueue("fails").id
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux, retry_delay=lambda n, e, t: policy_returns):
-            await until(lambda: stats(backend).retry == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).retry == 1, retry_delay=lambda n, e, t: policy_returns)
     info = Inspector(backend.sync).task_info("default", id)
     assert info.state is TaskState.RETRY and info.retried == 1 and info.last_error == "ValueError: boom"
     s = stats(backend)
@@ -65,11 +57,7 @@ def test_finish_an_exception_whose_text_cannot_be_read(backend: Any) -> None:
 
     id = client.enqueue("fails", max_retry=0).id
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux):
-            await until(lambda: stats(backend).archived == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).archived == 1)
     info = Inspector(backend.sync).task_info("default", id)
     assert info.last_error == "BrokenText: <the exception's text could not be read>"
 
@@ -86,11 +74,7 @@ def test_finish_a_result_that_cannot_be_stored_archives_with_the_reason(backend:
 
     id = client.enqueue("returns", retention=60).id
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux):
-            await until(lambda: stats(backend).archived == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).archived == 1)
     info = Inspector(backend.sync).task_info("default", id)
     assert info.state is TaskState.ARCHIVED and info.retried == 0
     assert info.last_error.startswith("asynqpy could not record this attempt's outcome: ResultError: result is not "
@@ -111,11 +95,7 @@ def test_retry_with_a_huge_delay_is_capped(backend: Any, seconds: float) -> None
 
     id = client.enqueue("fails").id
 
-    async def main() -> None:
-        async with serving(backend.new_async(), mux, retry_delay=lambda n, e, t: seconds):
-            await until(lambda: stats(backend).retry == 1)
-
-    asyncio.run(main())
+    serve_until(backend, mux, lambda: stats(backend).retry == 1, retry_delay=lambda n, e, t: seconds)
     due = backend.sync.zscore(queue_keys("default").retry, id)
     assert 0 < due - Broker().clock.now_ms() <= MAX_DELAY_MS
     assert stats(backend).active == 0

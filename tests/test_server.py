@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from helpers import serving, until
+from helpers import serving, stats, until
 
 from asynqpy import (
     AsyncClient,
@@ -25,10 +25,6 @@ from asynqpy import (
 from asynqpy.broker import Broker
 from asynqpy.executor import SyncExecutor
 from asynqpy.keys import queue_keys
-
-
-def stats(backend: Any, queue: str = "default") -> Any:
-    return SyncExecutor(backend.sync).run(Broker().stats(queue))
 
 
 def test_task_fields_retry_then_success_and_archive(backend: Any) -> None:
