@@ -3,10 +3,10 @@
 Every state change of a task is one atomic Lua script. See README.md and docs/architecture.md.
 """
 
-from .broker import QueueStats
 from .client import AsyncClient, Client
-from .clock import Clock, FakeClock
-from .errors import (
+from .core.broker import QueueStats
+from .core.clock import Clock, FakeClock
+from .core.errors import (
     AsynqpyError,
     DuplicateTaskError,
     HandlerNotFoundError,
@@ -27,16 +27,17 @@ from .errors import (
     TaskStateError,
     TaskTimeoutError,
 )
+from .core.mux import ServeMux
+from .core.retry import default_retry_delay
+from .core.task import Task, TaskInfo, TaskState
 from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
-from .mux import ServeMux
-from .retry import default_retry_delay
 from .server import Server, ServerOptions
-from .task import Task, TaskInfo, TaskState
+from .worker.logs import configure_logging
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AsyncInspector", "AsynqpyError", "Client", "Clock", "DailyStats",
+    "AsyncClient", "AsyncInspector", "AsynqpyError", "Client", "Clock", "configure_logging", "DailyStats",
     "default_retry_delay", "DuplicateTaskError", "FakeClock", "HandlerNotFoundError", "Inspector",
     "InvalidArgumentError", "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError",
     "QueueInfo",

@@ -10,14 +10,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import options as opts
-from .broker import Broker, Call
-from .clock import Clock
-from .connection import async_client, sync_client
-from .errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
-from .executor import AsyncExecutor, SyncExecutor
-from .signing import SigningKeys, make_signer
-from .task import TaskInfo, TaskState
+from .core import options as opts
+from .core.broker import Broker, Call
+from .core.clock import Clock
+from .core.errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
+from .core.signing import SigningKeys, make_signer
+from .core.task import TaskInfo, TaskState
+from .redisio.connection import async_client, sync_client
+from .redisio.executor import AsyncExecutor, SyncExecutor
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000

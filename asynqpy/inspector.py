@@ -10,13 +10,14 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .broker import Broker, QueueStats
-from .clock import Clock
-from .connection import async_client, sync_client
-from .executor import AsyncExecutor, SyncExecutor
-from .inspection import DailyStats, Plan, Plans, QueueInfo, ServerInfo, WorkerInfo
-from .signing import SigningKeys, make_signer
-from .task import TaskInfo, TaskState
+from .core.broker import Broker, QueueStats
+from .core.clock import Clock
+from .core.inspection import DailyStats, Plan, Plans, QueueInfo
+from .core.server_record import ServerInfo, WorkerInfo
+from .core.signing import SigningKeys, make_signer
+from .core.task import TaskInfo, TaskState
+from .redisio.connection import async_client, sync_client
+from .redisio.executor import AsyncExecutor, SyncExecutor
 
 T = TypeVar("T")
 

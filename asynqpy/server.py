@@ -15,289 +15,35 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
 
-from redis.exceptions import AuthenticationError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from .core.broker import Call
+from .core.clock import Clock
+from .core.errors import InvalidArgumentError
+from .core.keys import validate_queue
+from .core.mux import ServeMux
+from .core.options import unknown_options
+from .core.signing import SigningKeys, make_signer
+from .redisio.connection import REDIS_ERRORS, async_client, check_url
+from .worker.canceller import Canceller
+from .worker.context import MAX_BACKOFF, Context, is_outage
+from .worker.forwarder import Forwarder
+from .worker.heartbeat import Heartbeat
+from .worker.janitor import Janitor
+from .worker.processor import Processor
+from .worker.recoverer import Recoverer
+from .worker.settings import ServerOptions
+from .worker.threadpool import DaemonThreadPool
+from .worker.watchdog import LoopWatchdog
 
-from .broker import Broker, Call
-from .clock import Clock
-from .connection import REDIS_ERRORS, RETRYABLE, async_client, check_url, is_cluster, read_timeout
-from .errors import InvalidArgumentError
-from .executor import AsyncExecutor
-from .keys import validate_queue
-from .mux import ServeMux
-from .options import MAX_SECONDS, unknown_options
-from .retry import RetryDelayFunc, default_retry_delay
-from .signing import Signer, SigningKeys, make_signer
-from .threadpool import DaemonThreadPool
-from .watchdog import LoopWatchdog
+__all__ = ["Server", "ServerOptions"]
 
 log = logging.getLogger("asynqpy.server")
 
-
-MAX_FETCH_BATCH = 1000
-"""Most tasks one dequeue call may take (bulk script calls stay bounded)."""
-
-
-def _integer(name: str, value: Any, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"from {low} to {high}"
-        raise InvalidArgumentError(f"{name} must be an int {bounds}, got {value!r}")
-
-
-def _seconds(name: str, value: Any, *, zero_ok: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        0 <= value <= MAX_SECONDS and (zero_ok or value > 0)
-    ):
-        raise InvalidArgumentError(
-            f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'} (at most 100 years), got {value!r}"
-        )
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """Every server setting, with its default. Durations are seconds."""
-
-    queues: Mapping[str, int] = field(default_factory=lambda: {"default": 1})
-    concurrency: int = 10
-    strict_priority: bool = False
-    lease: float = 30.0
-    heartbeat_interval: float = 5.0
-    shutdown_timeout: float = 8.0
-    default_timeout: float | None = 1800.0
-    retry_delay: RetryDelayFunc = default_retry_delay
-    archive_max_size: int = 10_000
-    archive_max_age: float = 90 * 24 * 3600.0
-    unknown_type: Literal["retry", "archive"] = "retry"
-    idle_timeout: float = 10.0
-    recover_interval: float = 10.0
-    janitor_interval: float = 30.0
-    reconcile_interval: float = 300.0
-    fetch_batch: int = 32
-    sync_threads: int | None = None
-    fail_fast: bool = False
-    block_warning: float | None = 0.5
-    fair_dispatch: bool = False
-
-    def validate(self) -> ServerOptions:
-        """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
-        if not isinstance(self.queues, Mapping) or not self.queues:
-            raise InvalidArgumentError("a server needs at least one queue (a mapping name -> weight)")
-        for name, weight in self.queues.items():
-            validate_queue(name)
-            _integer(f"queue {name!r} weight", weight, 1)
-        _integer("concurrency", self.concurrency, 1)
-        _integer("fetch_batch", self.fetch_batch, 1, MAX_FETCH_BATCH)
-        _integer("archive_max_size", self.archive_max_size, 0)
-        if self.sync_threads is not None:
-            _integer("sync_threads", self.sync_threads, 1)
-        for name in ("lease", "heartbeat_interval", "idle_timeout", "recover_interval", "janitor_interval",
-                     "archive_max_age"):
-            _seconds(name, getattr(self, name))
-        _seconds("shutdown_timeout", self.shutdown_timeout, zero_ok=True)
-        _seconds("reconcile_interval", self.reconcile_interval, zero_ok=True)  # 0 = no consistency sweep
-        if self.default_timeout is not None:
-            _seconds("default_timeout", self.default_timeout)
-        if self.heartbeat_interval >= self.lease:
-            raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
-        if not isinstance(self.strict_priority, bool):
-            raise InvalidArgumentError(f"strict_priority must be a bool, got {self.strict_priority!r}")
-        for name in ("fail_fast", "fair_dispatch"):
-            if not isinstance(getattr(self, name), bool):
-                raise InvalidArgumentError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if self.block_warning is not None:
-            _seconds("block_warning", self.block_warning)
-        if self.unknown_type not in ("retry", "archive"):
-            raise InvalidArgumentError("unknown_type must be 'retry' or 'archive'")
-        if not callable(self.retry_delay):
-            raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
-        return self
-
-    @property
-    def lease_ms(self) -> int:
-        return int(self.lease * 1000)
-
-    @property
-    def recover_every(self) -> float:
-        """The recoverer's longest sleep: short enough to see every lease before it expires."""
-        return min(self.recover_interval, self.lease / 3)
-
-
-MAX_BACKOFF = 5.0
-"""Longest wait between tries of a loop whose Redis calls fail."""
 STOP_LOOPS_TIMEOUT = 3.0
 """Seconds the background loops may take to stop once cancelled."""
-OUTAGE_GRACE = 1.0
-"""Seconds of failing calls before an outage is announced, and without one before it is over."""
-
-
-def is_outage(exc: BaseException) -> bool:
-    """Does ``exc`` mean Redis (or a cluster slot's master) cannot be reached right now? (Refused
-    credentials are not an outage: redis-py's AuthenticationError is a ConnectionError.)"""
-    return isinstance(exc, RETRYABLE) and not isinstance(exc, AuthenticationError)
-
-
-class Health:
-    """Whether this server reaches Redis, shared by all its loops, so that an outage is logged
-    once when it starts and once when it ends (with its length), however many loops keep trying
-    meanwhile (they log their failures at DEBUG). A failure that is not an outage (an ACL refusal,
-    a script error) is logged by every call at WARNING, as before.
-
-    Redis shutting down or restarting makes calls flap (a connection still open succeeds between
-    failures; a pooled connection opened before a restart fails once after it): an outage is
-    announced once failures have gone on for :data:`OUTAGE_GRACE` (a lone failure is only logged
-    at DEBUG), and ends when no call failed for as long."""
-
-    def __init__(self) -> None:
-        self.down_since: float | None = None
-        self.announced = False
-        self.last_failure = 0.0
-        self.failures = 0  # during the current outage
-        self.total_failures = 0  # ever: a pass that saw none may end an outage
-
-    def failed(self, what: str, exc: BaseException) -> None:
-        """Record that ``what`` failed with ``exc``."""
-        if not is_outage(exc):
-            log.warning("%s failed: %s", what, exc)
-            return
-        now = time.monotonic()
-        self.failures += 1
-        self.total_failures += 1
-        self.last_failure = now
-        if self.down_since is None:
-            self.down_since, self.announced = now, False
-        if not self.announced and now - self.down_since >= OUTAGE_GRACE:
-            self.announced = True
-            log.warning("lost the connection to Redis (%s failed: %s); retrying with backoff (at most %gs "
-                        "apart), running tasks keep going", what, exc, MAX_BACKOFF)
-        else:
-            log.debug("%s failed while Redis is unreachable: %s", what, exc)
-
-    def ok(self) -> None:
-        """Record a successful call: ends an outage (one line), once no call has failed for
-        :data:`OUTAGE_GRACE`."""
-        now = time.monotonic()
-        if self.down_since is not None and now - self.last_failure >= OUTAGE_GRACE:
-            if self.announced:
-                log.warning("the connection to Redis is back after %.1fs (%d failed call(s) meanwhile)",
-                            now - self.down_since, self.failures)
-            self.down_since, self.announced, self.failures = None, False, 0
-
-    @property
-    def down(self) -> bool:
-        return self.down_since is not None
-
-
-class Context:
-    """What the server's loops share: the Redis clients, the broker, settings, the stop signal."""
-
-    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str,
-                 signer: Signer | None = None) -> None:
-        self.redis = redis
-        self.exec = AsyncExecutor(redis)
-        self.broker = Broker(clock, signer)
-        self.clock = clock
-        self.options = options
-        self.server_id = server_id
-        self.queues = list(options.queues)
-        self.cluster = is_cluster(redis)
-        # a blocking wait must end before the client's socket timeout would abort it
-        self.block_limit = max(0.05, read_timeout(redis) - 0.5)
-        self.stopping = asyncio.Event()
-        self.hurry = asyncio.Event()  # a second stop signal: requeue running tasks now
-        self.health = Health()
-        self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
-
-    async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
-        """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key.
-
-        On a cluster, a key whose node failed raises only after the other keys were looked at; the
-        BLPOPs of the keys that did not answer are kept for the next call, not cancelled, and a
-        second BLPOP that answered too is returned by the next call, not dropped: a popped wake-up
-        token must never be lost (a BLPOP cancelled while its reply is in flight
-        has already popped its token), else an idle worker or forwarder sleeps until its timeout
-        although work is waiting. They are cancelled only when the caller itself is cancelled.
-        """
-        timeout = min(max(timeout, 0.01), self.block_limit)
-        if not self.cluster or len(keys) == 1:
-            try:
-                reply = await self.redis.blpop(list(keys), timeout=timeout)
-            except RedisTimeoutError:  # the client gave up first: the same as "no token"
-                return None
-            return (reply[0].decode(), reply[1]) if reply else None
-        waits = self._blpop_waits
-        for k in keys:
-            if k not in waits:
-                w = asyncio.ensure_future(self.redis.blpop([k], timeout=timeout))
-                w.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
-                waits[k] = w
-        try:
-            await asyncio.wait([waits[k] for k in keys], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            for k in keys:
-                w = waits.pop(k, None)
-                if w is not None:
-                    w.cancel()
-            raise
-        error: BaseException | None = None
-        for k in keys:
-            w = waits[k]
-            if w.done():
-                del waits[k]
-                try:
-                    reply = w.result()
-                except RedisTimeoutError:
-                    continue
-                except REDIS_ERRORS as exc:  # that key's master is unreachable: try the others
-                    error = exc
-                    continue
-                if reply:
-                    return (reply[0].decode(), reply[1])
-        if error is not None:
-            raise error
-        return None
-
-    async def repeat(
-        self,
-        what: str,
-        pass_once: Callable[[], Awaitable[float]],
-        error_wait: float,
-        pause: Callable[[float], Awaitable[bool]] | None = None,
-    ) -> None:
-        """Run ``pass_once`` (which returns seconds until it is next needed) until the server
-        stops. A Redis error goes to :class:`Health` and is retried after ``error_wait``, doubling
-        while it keeps failing (at most :data:`MAX_BACKOFF`); any other error is logged and retried
-        the same way (a bug must not stop a background loop for good). ``pause`` replaces
-        :meth:`sleep`."""
-        pause = pause or self.sleep
-        backoff = error_wait
-        while not self.stopping.is_set():
-            try:
-                before = self.health.total_failures
-                wait = await pass_once()
-                if self.health.total_failures == before:  # no call of the pass failed
-                    self.health.ok()
-                    backoff = error_wait
-            except REDIS_ERRORS as exc:
-                self.health.failed(what, exc)
-                wait, backoff = backoff, min(backoff * 2, max(MAX_BACKOFF, error_wait))
-            except Exception:
-                log.exception("%s failed unexpectedly", what)
-                wait, backoff = backoff, min(backoff * 2, max(MAX_BACKOFF, error_wait))
-            if await pause(wait):
-                return
-
-    async def sleep(self, seconds: float) -> bool:
-        """Sleep, waking early when the server stops. Returns True if stopping."""
-        if seconds > 0:
-            try:
-                await asyncio.wait_for(self.stopping.wait(), seconds)
-            except asyncio.TimeoutError:
-                pass
-        return self.stopping.is_set()
 
 
 class Server:
@@ -364,13 +110,6 @@ class Server:
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
-        from .canceller import Canceller
-        from .forwarder import Forwarder
-        from .heartbeat import Heartbeat
-        from .janitor import Janitor
-        from .processor import Processor
-        from .recoverer import Recoverer
-
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.options, self.clock, self.server_id, self._signer)
         self._loop = asyncio.get_running_loop()

@@ -22,9 +22,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rich.console import Console, RenderableType
 
 from asynqpy import Inspector
-from asynqpy.connection import default_url
-from asynqpy.errors import AsynqpyError, QueueNotEmptyError
-from asynqpy.signing import load_keys
+from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.core.signing import load_keys
+from asynqpy.redisio.connection import default_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 

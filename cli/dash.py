@@ -25,8 +25,8 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 
 from asynqpy import Inspector
-from asynqpy.errors import AsynqpyError
-from asynqpy.task import TaskInfo, TaskState
+from asynqpy.core.errors import AsynqpyError
+from asynqpy.core.task import TaskInfo, TaskState
 
 from .common import UserError, redis_url_option, user_errors
 from .dash_render import Snapshot, page_size_for, render

@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from asynqpy.task import TaskInfo, TaskState
+from asynqpy.core.task import TaskInfo, TaskState
 
 from .common import clip, latency, payload_text, retried
 from .dash_state import STATES, DashState, Throughput, View, pages

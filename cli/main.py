@@ -23,8 +23,8 @@ from typing import Any
 import click
 
 from asynqpy import Client, ServeMux, Server
-from asynqpy.errors import InvalidArgumentError
-from asynqpy.logs import configure_logging
+from asynqpy.core.errors import InvalidArgumentError
+from asynqpy.worker.logs import configure_logging
 
 from .common import (
     UserError,
@@ -329,7 +329,7 @@ def worker(target: str, queues_spec: str, concurrency: int, processes: int, stri
     keys = signing_keys(signing_key_file)  # checked before any child process starts
     mux = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     if processes > 1:
-        from asynqpy.supervisor import supervise
+        from asynqpy.worker.supervisor import supervise
 
         argv = [a for a in sys.argv[1:]]
         if fair is None:

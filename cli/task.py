@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from asynqpy import TaskInfo, TaskState
-from asynqpy.inspection import parse_state
+from asynqpy.core.inspection import parse_state
 
 from .common import (
     ago,

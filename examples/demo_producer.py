@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from asynqpy import Client, DuplicateTaskError, Inspector, TaskInfo
-from asynqpy.keys import SERVERS
+from asynqpy.core.keys import SERVERS
 
 QUEUES = ("critical", "default", "low")
 

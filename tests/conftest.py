@@ -19,7 +19,7 @@ from hypothesis.internal.conjecture import engine as hypothesis_engine
 sys.path.insert(0, str(Path(__file__).parent))
 from redisproc import RedisCluster, RedisProcess
 
-from asynqpy.connection import async_client, sync_client
+from asynqpy.redisio.connection import async_client, sync_client
 
 # Property tests (hypothesis): no example database written to the worktree; a failure prints the
 # @reproduce_failure blob to replay it. Shrinking a failure stops after 20 s (hypothesis allows

@@ -20,10 +20,10 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.broker import Broker
-from asynqpy.codec import decode
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import decode
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 
 @pytest.mark.parametrize(
@@ -155,7 +155,7 @@ def test_malformed_message_in_redis_is_archived_and_worker_keeps_running(backend
 def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None:
     """Ids written by hand may be any bytes. Reading one as UTF-8 made every dequeue that met it and
     every recoverer pass fail "unexpectedly", for good (found by fuzzing the data in Redis)."""
-    from asynqpy.codec import Message, encode
+    from asynqpy.core.codec import Message, encode
 
     k = queue_keys("default")
     r = backend.sync
@@ -186,7 +186,7 @@ def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None
 def test_task_ids_that_are_not_utf8_with_signing(backend: Any) -> None:
     """The signature covers the id: encoding a non-UTF-8 id for it raised UnicodeEncodeError, so
     fetching and recovery failed "unexpectedly" again, for good."""
-    from asynqpy.codec import Message, encode
+    from asynqpy.core.codec import Message, encode
 
     key = b"k" * 32
     k = queue_keys("default")
@@ -249,7 +249,7 @@ def test_cancel_of_a_hand_written_active_task(backend: Any) -> None:
     """Cancelling an active task whose id is not UTF-8, or whose lease token is not text: the cancel
     notice could not be packed (UnicodeEncodeError), the token not read (UnicodeDecodeError); found by
     the inspector fuzz test."""
-    from asynqpy.codec import Message, encode
+    from asynqpy.core.codec import Message, encode
 
     k = queue_keys("default")
     r = backend.sync

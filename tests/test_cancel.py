@@ -17,7 +17,7 @@ import redis
 from helpers import serving, start_worker, until, wait_sync
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
-from asynqpy.canceller import Canceller
+from asynqpy.worker.canceller import Canceller
 
 REASON = "cancelled by an operator"
 

@@ -21,8 +21,8 @@ from redisproc import free_port
 
 from asynqpy import Client, Inspector, Server, ServerOptions
 from asynqpy.cli.main import main, parse_queues
-from asynqpy.codec import Message, decode
-from asynqpy.keys import queue_keys
+from asynqpy.core.codec import Message, decode
+from asynqpy.core.keys import queue_keys
 
 pytestmark = pytest.mark.real
 

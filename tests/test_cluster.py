@@ -30,9 +30,9 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.broker import Broker
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = pytest.mark.cluster
 
@@ -404,7 +404,7 @@ def test_recoverer_retries_a_crashed_workers_task(cluster_url: str) -> None:
 
 
 def _message_of(info: Any) -> Any:
-    from asynqpy.codec import Message
+    from asynqpy.core.codec import Message
 
     return Message(info.type, info.payload)
 

@@ -36,8 +36,8 @@ from asynqpy.cli.dash_render import (
 from asynqpy.cli.dash_state import DashState, Throughput, View
 from asynqpy.cli.main import main
 from asynqpy.cli.terminal import ESC_WAIT, KeyDecoder, RawKeys, read_keys
-from asynqpy.codec import Message
-from asynqpy.task import TaskInfo, TaskState
+from asynqpy.core.codec import Message
+from asynqpy.core.task import TaskInfo, TaskState
 
 NOW = datetime(2026, 11, 23, 14, 3, 12, tzinfo=timezone.utc)
 

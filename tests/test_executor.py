@@ -49,7 +49,7 @@ def test_async_connections_pack_with_hiredis_like_redis_py() -> None:
     import redis.asyncio as aredis
     from redis.exceptions import DataError
 
-    from asynqpy.connection import async_client
+    from asynqpy.redisio.connection import async_client
 
     client = async_client("redis://127.0.0.1:1/0")
     conn = client.connection_pool.make_connection()

@@ -19,12 +19,12 @@ import pytest
 import redis
 
 from asynqpy import FakeClock, RedisFullError
-from asynqpy.broker import Broker, Call
-from asynqpy.codec import Message, decode
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
-from asynqpy.scripts import load_scripts
-from asynqpy.task import TaskState
+from asynqpy.core.broker import Broker, Call
+from asynqpy.core.codec import Message, decode
+from asynqpy.core.keys import queue_keys
+from asynqpy.core.task import TaskState
+from asynqpy.redisio.executor import SyncExecutor
+from asynqpy.redisio.scripts import load_scripts
 
 pytestmark = pytest.mark.real
 
@@ -152,8 +152,9 @@ def test_new_task_scripts_are_refused_whole_when_redis_is_full(h: H, script: str
 def test_recoverer_retries_an_expired_task_when_redis_is_full(h: H, redis_url: str) -> None:
     """The recoverer's retry (delay 0, an empty retry zset: the usual case) must go through when
     Redis is full; it raised RedisFullError and the task stayed active for every pass."""
-    from asynqpy.recoverer import Recoverer
-    from asynqpy.server import Context, ServerOptions
+    from asynqpy.worker.context import Context
+    from asynqpy.worker.recoverer import Recoverer
+    from asynqpy.worker.settings import ServerOptions
 
     _expired(h)
     _full(h)

@@ -22,10 +22,10 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.broker import Broker
-from asynqpy.codec import Message
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import Message
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 T0 = 1_700_000_000_000
 Q = "work"

@@ -12,15 +12,16 @@ from typing import Any, TypeVar
 import msgpack
 
 from asynqpy import FakeClock
-from asynqpy.broker import Broker
-from asynqpy.codec import Message, decode
-from asynqpy.executor import SyncExecutor
-from asynqpy.forwarder import Forwarder
-from asynqpy.heartbeat import Heartbeat
-from asynqpy.janitor import Janitor
-from asynqpy.keys import SERVERS, queue_keys, server_info
-from asynqpy.recoverer import LEASE_EXPIRED, Recoverer
-from asynqpy.server import Context, ServerOptions
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import Message, decode
+from asynqpy.core.keys import SERVERS, queue_keys, server_info
+from asynqpy.redisio.executor import SyncExecutor
+from asynqpy.worker.context import Context
+from asynqpy.worker.forwarder import Forwarder
+from asynqpy.worker.heartbeat import Heartbeat
+from asynqpy.worker.janitor import Janitor
+from asynqpy.worker.recoverer import LEASE_EXPIRED, Recoverer
+from asynqpy.worker.settings import ServerOptions
 
 T = TypeVar("T")
 T0 = 1_700_000_000_000

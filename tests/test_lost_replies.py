@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from asynqpy import AsyncClient, Client
-from asynqpy.keys import queue_keys
+from asynqpy.core.keys import queue_keys
 
 pytestmark = pytest.mark.real
 
@@ -99,7 +99,7 @@ def _retrying(proxy: ReplyDropper, cls: Any = redis.Redis) -> Any:
 
 
 def _client(proxy: ReplyDropper) -> Client:
-    from asynqpy.scripts import load_scripts
+    from asynqpy.redisio.scripts import load_scripts
 
     r = redis.Redis(port=proxy.target[1])
     for script in load_scripts().values():  # EVALSHA finds every script: the first reply is the call's
@@ -178,9 +178,9 @@ def test_async_enqueue_sent_again(proxy: ReplyDropper) -> None:
 def test_a_late_copy_leaves_a_worker_holding_the_task_alone(redis_url: str) -> None:
     """The copy that runs last may find the task already active (a worker took it meanwhile): it
     must not write it back to pending, which would steal the worker's lease."""
-    from asynqpy.broker import Broker
-    from asynqpy.codec import Message
-    from asynqpy.executor import SyncExecutor
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.codec import Message
+    from asynqpy.redisio.executor import SyncExecutor
 
     r = redis.Redis.from_url(redis_url)
     b, x = Broker(), SyncExecutor(r)

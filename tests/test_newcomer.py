@@ -37,7 +37,7 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.options import prepare
+from asynqpy.core.options import prepare
 
 
 def _lookup(d: dict[str, Any]) -> Any:
@@ -325,7 +325,7 @@ def test_start_and_success_are_logged_at_debug(backend: Any, caplog: pytest.LogC
 def test_json_log_format_carries_the_task_fields() -> None:
     import json
 
-    from asynqpy.logs import JsonFormatter
+    from asynqpy.worker.logs import JsonFormatter
 
     record = logging.LogRecord("asynqpy.processor", logging.WARNING, "x.py", 1, "task failed: %s", ("id=1",), None)
     record.task_id, record.task_type, record.attempt = "1", "t", 2

@@ -14,10 +14,10 @@ import pytest
 from helpers import serve_until, serving, stats, until
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
-from asynqpy.broker import MAX_DELAY_MS, Broker
-from asynqpy.codec import Message
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import MAX_DELAY_MS, Broker
+from asynqpy.core.codec import Message
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 
 class BrokenText(Exception):
@@ -116,7 +116,7 @@ def test_wake_token_of_a_queue_not_served_is_handed_back(backend: Any) -> None:
     with pending tasks always has a wake token waiting."""
     if backend.kind == "cluster":
         pytest.skip("the two enqueues go in one MULTI, which a cluster refuses across slots")
-    from asynqpy.executor import evalsha_args
+    from asynqpy.redisio.executor import evalsha_args
 
     client = Client(backend.sync)
     client.enqueue("warm-up", queue="c")  # loads the script, so EVALSHA works inside MULTI
@@ -159,7 +159,7 @@ def test_lease_estimate_starts_when_the_idle_wait_ends(backend: Any, monkeypatch
     and the heartbeats fail while the 1 s handler runs: it must finish."""
     import redis
 
-    from asynqpy.heartbeat import Heartbeat
+    from asynqpy.worker.heartbeat import Heartbeat
 
     client = Client(backend.sync)
     mux = ServeMux()
@@ -195,8 +195,9 @@ def test_recoverer_pass_goes_on_past_a_task_that_fails(backend: Any, monkeypatch
     """Item 1: one task whose recovery failed (RedisFullError then, or any error) aborted the
     pass for every queue, on every pass. The other tasks and queues are recovered."""
     from asynqpy import FakeClock
-    from asynqpy.recoverer import Recoverer
-    from asynqpy.server import Context, ServerOptions
+    from asynqpy.worker.context import Context
+    from asynqpy.worker.recoverer import Recoverer
+    from asynqpy.worker.settings import ServerOptions
 
     clock = FakeClock(1_700_000_000_000)
     b = Broker(clock)

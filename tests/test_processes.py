@@ -13,8 +13,8 @@ import redis
 from helpers import start_worker, wait_sync
 
 from asynqpy import Client, Inspector
-from asynqpy.broker import Broker
-from asynqpy.executor import SyncExecutor
+from asynqpy.core.broker import Broker
+from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

@@ -20,10 +20,10 @@ from redis.exceptions import AuthenticationError, NoPermissionError, ResponseErr
 from redisproc import RedisCluster, RedisProcess, TlsFiles, make_tls_files
 
 from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, SkipRetry, Task, TaskState
-from asynqpy.broker import Broker
 from asynqpy.cli.main import main as cli
-from asynqpy.executor import SyncExecutor
-from asynqpy.scripts import load_scripts
+from asynqpy.core.broker import Broker
+from asynqpy.redisio.executor import SyncExecutor
+from asynqpy.redisio.scripts import load_scripts
 
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)

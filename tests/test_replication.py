@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from asynqpy import AsyncClient, Client, InvalidArgumentError, NotReplicatedError, TaskState
-from asynqpy.keys import queue_keys
+from asynqpy.core.keys import queue_keys
 
 QUEUES = ["reports", "critical", "low"]  # one per master of the test cluster
 

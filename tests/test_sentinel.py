@@ -23,8 +23,8 @@ from asynqpy import (
     Task,
     TaskIdConflictError,
 )
-from asynqpy.connection import _sentinel_parts, async_client, sync_client
-from asynqpy.wake import PipelinedWait
+from asynqpy.redisio.connection import _sentinel_parts, async_client, sync_client
+from asynqpy.worker.wake import PipelinedWait
 
 pytestmark = pytest.mark.real
 

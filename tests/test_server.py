@@ -22,9 +22,9 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.broker import Broker
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 
 def test_task_fields_retry_then_success_and_archive(backend: Any) -> None:
@@ -322,7 +322,7 @@ def test_async_client_and_batch_errors(backend: Any) -> None:
 
 
 def test_handler_not_found_error_is_typed() -> None:
-    from asynqpy.mux import not_found
+    from asynqpy.core.mux import not_found
 
     with pytest.raises(HandlerNotFoundError):
         asyncio.run(not_found(Task("x")))
@@ -333,7 +333,7 @@ def test_idle_longer_than_the_clients_socket_timeout(backend: Any) -> None:
     an idle worker stays responsive however long it idles."""
     if backend.kind == "fake":
         pytest.skip("fakeredis has no socket timeouts")
-    from asynqpy.connection import async_client
+    from asynqpy.redisio.connection import async_client
 
     mux = ServeMux()
     ran: list[float] = []

@@ -14,12 +14,12 @@ import redis
 from helpers import serving, until
 
 from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, Task, TaskState
-from asynqpy.broker import Broker
-from asynqpy.codec import Message, decode, encode
-from asynqpy.errors import MalformedMessageError, SignatureError
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
-from asynqpy.signing import Signer, load_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import Message, decode, encode
+from asynqpy.core.errors import MalformedMessageError, SignatureError
+from asynqpy.core.keys import queue_keys
+from asynqpy.core.signing import Signer, load_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 OLD, NEW, OTHER = b"o" * 32, b"n" * 32, b"x" * 32
 K = queue_keys("default")

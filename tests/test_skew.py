@@ -10,9 +10,9 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import Client, ServeMux, Task
-from asynqpy.broker import Broker
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = pytest.mark.real
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from asynqpy import DuplicateTaskError, FakeClock, LeaseLostError, TaskIdConflictError, TaskNotFoundError
-from asynqpy.broker import Broker
-from asynqpy.codec import Message, decode
-from asynqpy.executor import SyncExecutor
-from asynqpy.keys import queue_keys
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import Message, decode
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 
 Q = "q1"
 K = queue_keys(Q)

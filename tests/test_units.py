@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from asynqpy import InvalidArgumentError, ServeMux, Task, default_retry_delay
-from asynqpy.codec import Message, decode, encode, unique_digest
-from asynqpy.keys import queue_keys
-from asynqpy.scripts import load_scripts
+from asynqpy.core.codec import Message, decode, encode, unique_digest
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.scripts import load_scripts
 
 
 def test_codec_round_trip_and_compactness() -> None:

@@ -31,7 +31,7 @@ ROUND_TRIP = textwrap.dedent('''
     # The installed copy is used, not the source tree.
     assert Path(asynqpy.__file__).resolve().is_relative_to(Path(sys.prefix).resolve()), asynqpy.__file__
     # ... and it finds its Lua scripts inside the installed package.
-    from asynqpy.scripts import load_scripts
+    from asynqpy.redisio.scripts import load_scripts
     assert {"enqueue", "dequeue", "done"} <= set(load_scripts()), "Lua scripts not found in the installed package"
 
     URL = sys.argv[1]

@@ -53,7 +53,7 @@ def main() -> None:
 
         mux.handle("warmup", lambda task: None)
         if a.processes > 1:
-            from asynqpy.supervisor import supervise
+            from asynqpy.worker.supervisor import supervise
 
             i = sys.argv.index("--processes")  # children: the same command without --processes N
             argv = [sys.executable, os.path.abspath(__file__), *sys.argv[1:i], *sys.argv[i + 2:]]

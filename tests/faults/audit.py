@@ -33,10 +33,10 @@ from typing import Any
 import redis
 
 from asynqpy import Client
-from asynqpy.codec import decode
-from asynqpy.connection import sync_client
-from asynqpy.errors import NotReplicatedError, TaskIdConflictError
-from asynqpy.keys import queue_keys
+from asynqpy.core.codec import decode
+from asynqpy.core.errors import NotReplicatedError, TaskIdConflictError
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.connection import sync_client
 
 TESTS = Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent

@@ -40,9 +40,9 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .broker import Call
+from ..core.broker import Call
+from ..core.errors import NotReplicatedError, RedisFullError, RedisUnavailableError
 from .connection import REDIS_ERRORS, is_cluster
-from .errors import NotReplicatedError, RedisFullError, RedisUnavailableError
 from .scripts import load_scripts
 
 T = TypeVar("T")

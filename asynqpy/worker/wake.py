@@ -21,9 +21,9 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from .broker import Call, Dequeued
-from .executor import evalsha_args
-from .server import Context
+from ..core.broker import Call, Dequeued
+from ..redisio.executor import evalsha_args
+from .context import Context
 
 
 class PipelinedWait:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
+from . import server_record
 from .broker import (
     CHANGED,
     NOT_EMPTY,
@@ -43,6 +44,8 @@ from .errors import (
     TaskStateError,
 )
 from .keys import ALL_QUEUES, SERVERS, queue_keys, server_info
+from .server_record import ServerInfo
+from .stored import is_active, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 
 T = TypeVar("T")
@@ -107,31 +110,6 @@ class DailyStats:
     failed: int
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """One task a server is running (as of its last heartbeat)."""
-
-    task_id: str
-    queue: str
-    type: str
-    started: datetime
-    deadline: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerInfo:
-    """A live server, from the description its heartbeat writes."""
-
-    id: str
-    host: str
-    pid: int
-    queues: dict[str, int]
-    concurrency: int
-    strict: bool
-    started: datetime
-    active: list[WorkerInfo]
-
-
 def parse_state(state: TaskState | str) -> TaskState:
     """A TaskState from itself or its name; InvalidArgumentError on anything else."""
     if isinstance(state, TaskState):
@@ -155,10 +133,10 @@ def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, no
     task in its state's zset. A message that does not decode gives type ``(malformed)`` with the
     raw bytes as payload (it can still be listed, deleted or archived)."""
     try:
-        state = TaskState.from_code(stored[:1].decode())
+        state = TaskState.from_code(state_char(stored).decode())
     except (KeyError, UnicodeDecodeError):
-        raise MalformedMessageError(f"task {id!r} has an unknown state {stored[:1]!r}") from None
-    body = stored[9:] if state is TaskState.ACTIVE else stored[1:]
+        raise MalformedMessageError(f"task {id!r} has an unknown state {state_char(stored)!r}") from None
+    body = message_of(stored)
     try:
         msg = decode(body)
     except MalformedMessageError as exc:
@@ -177,16 +155,16 @@ def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, no
 def state_of(stored: bytes) -> TaskState:
     """The state of a stored value (its first byte)."""
     try:
-        return TaskState.from_code(stored[:1].decode())
+        return TaskState.from_code(state_char(stored).decode())
     except (KeyError, UnicodeDecodeError):
-        raise MalformedMessageError(f"unknown task state {stored[:1]!r}") from None
+        raise MalformedMessageError(f"unknown task state {state_char(stored)!r}") from None
 
 
 def lock_digest(stored: bytes | None) -> str:
     """The uniqueness digest of a stored task ('' when not unique, gone or malformed)."""
     if not stored:
         return ""
-    body = stored[9:] if stored[:1] == b"a" else stored[1:]
+    body = message_of(stored)
     if not may_be_unique(body):
         return ""
     try:
@@ -203,16 +181,6 @@ def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
         X: "it is already archived" if verb == "archive" else "",
     }.get(state) or f"it is {state.value}"
     return TaskStateError(f"cannot {verb} task {id!r}: {why} ({verb} applies to {allowed} tasks)")
-
-
-def _server(raw: bytes) -> ServerInfo:
-    d = msgpack.unpackb(raw, raw=False, unicode_errors="surrogateescape")  # ids as the heartbeat packed them
-    when = ms_to_datetime
-    active = [WorkerInfo(str(a[0]), str(a[1]), str(a[2]), when(int(a[3])) or datetime.now(timezone.utc),
-                         when(int(a[4]))) for a in d.get("active", [])]
-    return ServerInfo(str(d["id"]), str(d["host"]), int(d["pid"]), {str(k): int(v) for k, v in d["queues"].items()},
-                      int(d["concurrency"]), bool(d["strict"]),
-                      datetime.fromtimestamp(float(d["started"]), tz=timezone.utc), active)
 
 
 class Plans:
@@ -277,7 +245,7 @@ class Plans:
         latency = 0.0
         if snap.oldest is not None:
             try:
-                enqueued = decode(snap.oldest[1:]).enqueued_at_ms
+                enqueued = decode(message_of(snap.oldest)).enqueued_at_ms
                 latency = max(0, snap.now_ms - enqueued) / 1000 if enqueued else 0.0
             except MalformedMessageError:
                 pass
@@ -436,14 +404,14 @@ class Plans:
             found = [(q, v) for q, v in zip(queues, res) if isinstance(v, bytes)]
             if not found:
                 raise TaskNotFoundError(f"task {id!r} not found in {where}")
-            active = [(q, v) for q, v in found if v[:1] == b"a"]
+            active = [(q, v) for q, v in found if is_active(v)]
             if not active:
                 state = state_of(found[0][1])
                 raise TaskStateError(f"cannot cancel task {id!r}: it is {state.value}; only an active (running) "
                                      "task can be cancelled (delete or archive it instead)")
             q, stored = active[0]
-            new, digest = self._cancelled(q, id, stored[9:])
-            token = stored[1:9].decode(errors="surrogateescape")  # written by hand, it may be any bytes
+            new, digest = self._cancelled(q, id, message_of(stored))
+            token = token_of(stored).decode(errors="surrogateescape")  # written by hand, it may be any bytes
             # the token names the run cancelled: a later run of the same id is not cancelled by it
             notice: bytes = msgpack.packb([q, id, token], unicode_errors="surrogateescape")  # as read
             code = value((yield [self.b.cancel(q, id, token, new, digest, notice)])[0])
@@ -510,7 +478,7 @@ class Plans:
             if raw is None or isinstance(raw, Exception):
                 continue
             try:
-                out.append(_server(raw))
+                out.append(server_record.unpack(raw))
             except (ValueError, KeyError, TypeError, msgpack.UnpackException):
                 continue
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))

@@ -20,9 +20,9 @@ from typing import Any
 import msgpack
 from redis.exceptions import RedisError
 
-from .keys import CANCEL_CHANNEL
+from ..core.keys import CANCEL_CHANNEL
+from .context import Context
 from .processor import Processor
-from .server import Context
 
 log = logging.getLogger("asynqpy.canceller")
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from . import codec
-from .connection import REDIS_ERRORS
-from .errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
-from .server import Context
-from .signing import open_message
+from ..core import codec
+from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
+from ..core.signing import open_message
+from ..core.stored import is_active, message_of, token_of
+from ..redisio.connection import REDIS_ERRORS
+from .context import Context
 
 log = logging.getLogger("asynqpy.recoverer")
 
@@ -72,17 +73,17 @@ class Recoverer:
     async def _recover(self, queue: str, id: str, value: bytes | None, now_ms: int) -> None:
         ctx = self.ctx
         b = ctx.broker
-        if value is None or value[:1] != b"a":
+        if value is None or not is_active(value):
             if await ctx.exec.run(b.drop(queue, id)) == 1:
                 log.warning("dropped a lease on task %s (queue %s) whose task is not active", id, queue)
             return
-        token = value[1:9]  # the run whose lease expired: a later run of this id is left alone
+        token = token_of(value)  # the run whose lease expired: a later run of this id is left alone
         trusted = True
         try:
-            failed = open_message(b.signer, queue, id, value[9:]).with_(last_error=LEASE_EXPIRED,
+            failed = open_message(b.signer, queue, id, message_of(value)).with_(last_error=LEASE_EXPIRED,
                                                                          last_failed_at_ms=now_ms)
         except (MalformedMessageError, SignatureError) as exc:  # never retried (nor re-signed)
-            failed, trusted = codec.untrusted(value[9:], str(exc), now_ms), False
+            failed, trusted = codec.untrusted(message_of(value), str(exc), now_ms), False
         try:
             if not trusted or failed.retried >= failed.max_retry:
                 o = ctx.options

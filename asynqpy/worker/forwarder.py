@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .connection import REDIS_ERRORS
-from .keys import queue_keys
-from .server import Context
+from ..core.keys import queue_keys
+from ..redisio.connection import REDIS_ERRORS
+from .context import Context
 
 log = logging.getLogger("asynqpy.forwarder")
 

@@ -37,7 +37,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import Sentinel
 
-from .errors import InvalidArgumentError
+from ..core.errors import InvalidArgumentError
 
 DEFAULT_URL = "redis://localhost:6379/0"
 

@@ -9,15 +9,14 @@ import logging
 import os
 import socket
 from collections import defaultdict
-from typing import Any, cast
+from typing import Any
 
-import msgpack
-
-from .broker import Call
-from .connection import REDIS_ERRORS
-from .keys import SERVERS, server_info
+from ..core import server_record
+from ..core.broker import Call
+from ..core.keys import SERVERS, server_info
+from ..redisio.connection import REDIS_ERRORS
+from .context import Context
 from .processor import Processor, Running
-from .server import Context
 
 log = logging.getLogger("asynqpy.heartbeat")
 
@@ -38,12 +37,9 @@ class Heartbeat:
         """The server's description (msgpack): identity, settings, and each task it runs as
         [id, queue, type, started (ms), deadline (ms, 0 = none)] (read by Inspector.servers)."""
         o = self.ctx.options
-        return cast(bytes, msgpack.packb({
-            "id": self.ctx.server_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "queues": dict(o.queues), "concurrency": o.concurrency, "strict": o.strict_priority,
-            "started": self.started_at,
-            "active": [[r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms] for r in running],
-        }, unicode_errors="surrogateescape"))  # an id written by hand may be any bytes: packed as read
+        return server_record.pack(
+            self.ctx.server_id, socket.gethostname(), os.getpid(), o.queues, o.concurrency, o.strict_priority,
+            self.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running])
 
     async def beat(self) -> None:
         """One heartbeat: liveness, then lease renewal."""

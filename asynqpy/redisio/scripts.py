@@ -26,7 +26,7 @@ class Script:
 
 
 def _lua_dir() -> Path:
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the asynqpy package
     for d in (here / "lua", here.parent / "lua"):  # the installed package, then a source checkout
         if d.is_dir():
             return d

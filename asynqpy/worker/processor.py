@@ -18,11 +18,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import codec
-from .broker import Call, Dequeued
-from .codec import Message
-from .connection import REDIS_ERRORS, RETRYABLE
-from .errors import (
+from ..core import codec
+from ..core.broker import Call, Dequeued
+from ..core.codec import Message
+from ..core.errors import (
     HandlerNotFoundError,
     LeaseLostError,
     MalformedMessageError,
@@ -33,12 +32,13 @@ from .errors import (
     TaskNotFoundError,
     TaskTimeoutError,
 )
-from .keys import queue_keys
-from .mux import AsyncHandler, Handler, ServeMux, not_found
-from .retry import default_retry_delay
-from .server import Context
-from .signing import open_message
-from .task import Task, ms_to_datetime
+from ..core.keys import queue_keys
+from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
+from ..core.retry import default_retry_delay
+from ..core.signing import open_message
+from ..core.task import Task, ms_to_datetime
+from ..redisio.connection import REDIS_ERRORS, RETRYABLE
+from .context import Context
 from .wake import PipelinedWait
 
 log = logging.getLogger("asynqpy.processor")

@@ -11,8 +11,8 @@ import asyncio
 import logging
 from typing import Any
 
-from .broker import Call
-from .server import Context
+from ..core.broker import Call
+from .context import Context
 
 log = logging.getLogger("asynqpy.janitor")
 

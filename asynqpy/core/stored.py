@@ -1,0 +1,31 @@
+"""The stored value of a task, the one place that knows its layout.
+
+A task is one field of its queue's ``t`` hash: ``state char + message``, or for an active task
+``'a' + 8-character lease token + message`` (the message is msgpack, with a signing tag when
+signed; see :mod:`asynqpy.core.codec`). The Lua scripts read the same layout (``string.sub(v, 1,
+1)``, ``string.sub(v, 2, 9)``, ``string.sub(v, 10)``).
+"""
+
+from __future__ import annotations
+
+ACTIVE = b"a"
+TOKEN_LEN = 8
+
+
+def state_char(stored: bytes) -> bytes:
+    """The state byte (``p a s r x c``; anything else if written by hand)."""
+    return stored[:1]
+
+
+def is_active(stored: bytes | None) -> bool:
+    return bool(stored) and stored[:1] == ACTIVE  # type: ignore[index]
+
+
+def token_of(stored: bytes) -> bytes:
+    """The lease token of an active task's stored value (the bytes as stored)."""
+    return stored[1:1 + TOKEN_LEN]
+
+
+def message_of(stored: bytes) -> bytes:
+    """The encoded message: after the state byte, and after the lease token for an active task."""
+    return stored[1 + TOKEN_LEN:] if stored[:1] == ACTIVE else stored[1:]

@@ -1,0 +1,99 @@
+"""ServerOptions: every setting of a server, validated (the worker loops read them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..core.errors import InvalidArgumentError
+from ..core.keys import validate_queue
+from ..core.options import MAX_SECONDS
+from ..core.retry import RetryDelayFunc, default_retry_delay
+
+MAX_FETCH_BATCH = 1000
+"""Most tasks one dequeue call may take (bulk script calls stay bounded)."""
+
+
+def _integer(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"from {low} to {high}"
+        raise InvalidArgumentError(f"{name} must be an int {bounds}, got {value!r}")
+
+
+def _seconds(name: str, value: Any, *, zero_ok: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        0 <= value <= MAX_SECONDS and (zero_ok or value > 0)
+    ):
+        raise InvalidArgumentError(
+            f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'} (at most 100 years), got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Every server setting, with its default. Durations are seconds."""
+
+    queues: Mapping[str, int] = field(default_factory=lambda: {"default": 1})
+    concurrency: int = 10
+    strict_priority: bool = False
+    lease: float = 30.0
+    heartbeat_interval: float = 5.0
+    shutdown_timeout: float = 8.0
+    default_timeout: float | None = 1800.0
+    retry_delay: RetryDelayFunc = default_retry_delay
+    archive_max_size: int = 10_000
+    archive_max_age: float = 90 * 24 * 3600.0
+    unknown_type: Literal["retry", "archive"] = "retry"
+    idle_timeout: float = 10.0
+    recover_interval: float = 10.0
+    janitor_interval: float = 30.0
+    reconcile_interval: float = 300.0
+    fetch_batch: int = 32
+    sync_threads: int | None = None
+    fail_fast: bool = False
+    block_warning: float | None = 0.5
+    fair_dispatch: bool = False
+
+    def validate(self) -> ServerOptions:
+        """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
+        if not isinstance(self.queues, Mapping) or not self.queues:
+            raise InvalidArgumentError("a server needs at least one queue (a mapping name -> weight)")
+        for name, weight in self.queues.items():
+            validate_queue(name)
+            _integer(f"queue {name!r} weight", weight, 1)
+        _integer("concurrency", self.concurrency, 1)
+        _integer("fetch_batch", self.fetch_batch, 1, MAX_FETCH_BATCH)
+        _integer("archive_max_size", self.archive_max_size, 0)
+        if self.sync_threads is not None:
+            _integer("sync_threads", self.sync_threads, 1)
+        for name in ("lease", "heartbeat_interval", "idle_timeout", "recover_interval", "janitor_interval",
+                     "archive_max_age"):
+            _seconds(name, getattr(self, name))
+        _seconds("shutdown_timeout", self.shutdown_timeout, zero_ok=True)
+        _seconds("reconcile_interval", self.reconcile_interval, zero_ok=True)  # 0 = no consistency sweep
+        if self.default_timeout is not None:
+            _seconds("default_timeout", self.default_timeout)
+        if self.heartbeat_interval >= self.lease:
+            raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
+        if not isinstance(self.strict_priority, bool):
+            raise InvalidArgumentError(f"strict_priority must be a bool, got {self.strict_priority!r}")
+        for name in ("fail_fast", "fair_dispatch"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.block_warning is not None:
+            _seconds("block_warning", self.block_warning)
+        if self.unknown_type not in ("retry", "archive"):
+            raise InvalidArgumentError("unknown_type must be 'retry' or 'archive'")
+        if not callable(self.retry_delay):
+            raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
+        return self
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease * 1000)
+
+    @property
+    def recover_every(self) -> float:
+        """The recoverer's longest sleep: short enough to see every lease before it expires."""
+        return min(self.recover_interval, self.lease / 3)

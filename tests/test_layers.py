@@ -1,0 +1,114 @@
+"""The package's layers and their one-way dependency rule, read from the source (no import runs):
+
+    asynqpy.core  <-  asynqpy.redisio  <-  asynqpy.worker  <-  facades  <-  asynqpy.cli
+
+(facades: ``asynqpy`` itself, ``asynqpy.client``, ``asynqpy.inspector``, ``asynqpy.server``). A
+module may import modules of its own layer and of the layers to its left, never to its right, and
+no two modules may import each other, directly or through others (imports inside functions
+count too). Each subpackage's ``__init__`` says what belongs in it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = {"core": 0, "redisio": 1, "worker": 2, "": 3, "cli": 4}
+NAMES = ["core", "redisio", "worker", "facades", "cli"]
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for asynqpy/ and cli/ (installed as asynqpy.cli)."""
+    out = {}
+    for path in (ROOT / "asynqpy").rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    for path in (ROOT / "cli").glob("*.py"):
+        name = "asynqpy.cli" if path.stem == "__init__" else f"asynqpy.cli.{path.stem}"
+        out[name] = path
+    return out
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    sub = parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
+    return LAYERS[sub]
+
+
+def _imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """The asynqpy modules ``module`` imports (a name imported from a package that is itself a
+    module counts as that module)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            targets = [origin] + [f"{origin}.{a.name}" for a in node.names]
+        for t in targets:
+            if t in known:
+                found.add(t)
+    found.discard(module)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(m, p, set(mods)) for m, p in mods.items()}
+
+
+def test_every_import_points_down_or_sideways() -> None:
+    upward = [f"{m} ({NAMES[_layer(m)]}) imports {t} ({NAMES[_layer(t)]})"
+              for m, targets in _graph().items() for t in sorted(targets) if _layer(t) > _layer(m)]
+    assert upward == []
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    # a package's __init__ re-exporting its modules is not a cycle with them
+    edges = {m: {t for t in ts if not (m.startswith(t + ".") or t.startswith(m + ".") and m == "asynqpy")}
+             for m, ts in graph.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(edges.get(m, ())):
+            if state.get(t) == 1:
+                cycles.append(stack[stack.index(t):] + [t])
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_the_layers_hold_what_their_docstrings_say() -> None:
+    mods = _modules()
+    for sub in ("core", "redisio", "worker"):
+        doc = ast.get_docstring(ast.parse(mods[f"asynqpy.{sub}"].read_text()))
+        assert doc and "May import" in doc, sub
+    # the facades are few: everything else lives in a layer
+    assert sorted(m for m in mods if m.count(".") == 1 and _layer(m) == 3) == [
+        "asynqpy.client", "asynqpy.inspector", "asynqpy.server"]
+
+
+def test_the_rule_test_itself_catches_an_upward_import(tmp_path: Path) -> None:
+    bad = tmp_path / "probe.py"
+    bad.write_text("from ..worker.processor import Processor\n")
+    found = _imports("asynqpy.core.probe", bad, set(_modules()))
+    assert found == {"asynqpy.worker.processor"} and _layer("asynqpy.worker.processor") > _layer("asynqpy.core.probe")
