@@ -21,8 +21,7 @@ import msgpack
 from redis.exceptions import RedisError
 
 from ..core.keys import CANCEL_CHANNEL
-from .context import Context
-from .processor import Processor
+from .context import Context, Holder
 
 log = logging.getLogger("asynqpy.canceller")
 
@@ -31,7 +30,7 @@ CLOSE_TIMEOUT = 1.0
 
 
 class Canceller:
-    def __init__(self, ctx: Context, processor: Processor) -> None:
+    def __init__(self, ctx: Context, processor: Holder) -> None:
         self.ctx = ctx
         self.processor = processor
 

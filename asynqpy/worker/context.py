@@ -7,14 +7,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from redis.exceptions import AuthenticationError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.broker import Broker
 from ..core.clock import Clock
+from ..core.codec import Message
 from ..core.signing import Signer
+from ..core.task import Task
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE, is_cluster, read_timeout
 from ..redisio.executor import AsyncExecutor
 from .settings import ServerOptions
@@ -191,3 +194,43 @@ class Context:
             except asyncio.TimeoutError:
                 pass
         return self.stopping.is_set()
+
+
+@dataclass(eq=False)
+class Running:
+    """A task this server holds a lease on: executing, or finished and awaiting its write."""
+
+    queue: str
+    id: str
+    token: str
+    msg: Message
+    task: Task | None
+    lease_until: float  # loop time until which the lease is known to be ours
+    aio: asyncio.Task[None] | None = None
+    lost: bool = False  # the lease was lost: the handler is cancelled, nothing is written
+    requeued: bool = False  # shutdown put it back to pending: nothing else is written
+    timed_out: bool = False  # its timeout or deadline cancelled it
+    started_ms: int = 0
+    deadline_ms: int = 0
+    timeout_ms: int = 0  # the attempt's own limit (0 = none), for error messages
+    started: float = 0.0  # loop time the handler started
+
+    @property
+    def fields(self) -> str:
+        """The task as ``key=value`` fields, the same in every log line about it."""
+        return f"id={self.id} type={self.msg.type} queue={self.queue} attempt={self.msg.retried + 1}"
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The same fields for structured logging (``logging`` ``extra``)."""
+        return {"task_id": self.id, "task_type": self.msg.type, "queue": self.queue,
+                "attempt": self.msg.retried + 1}
+
+
+class Holder(Protocol):
+    """What the heartbeat, the canceller and the watchdog need of the processor: the tasks this
+    server holds a lease on, and a way to give one up (cancel its handler, write nothing)."""
+
+    held: dict[tuple[str, str], Running]
+
+    def lose(self, r: Running, why: str) -> None: ...

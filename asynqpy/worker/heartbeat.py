@@ -15,8 +15,7 @@ from ..core import server_record
 from ..core.broker import Call
 from ..core.keys import SERVERS, server_info
 from ..redisio.connection import REDIS_ERRORS
-from .context import Context
-from .processor import Processor, Running
+from .context import Context, Holder, Running
 
 log = logging.getLogger("asynqpy.heartbeat")
 
@@ -26,7 +25,7 @@ at any beat where the set of tasks the server runs changed (an idle server adds 
 
 
 class Heartbeat:
-    def __init__(self, ctx: Context, processor: Processor, started_at: float) -> None:
+    def __init__(self, ctx: Context, processor: Holder, started_at: float) -> None:
         self.ctx = ctx
         self.processor = processor
         self.started_at = started_at

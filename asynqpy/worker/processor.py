@@ -38,7 +38,7 @@ from ..core.retry import default_retry_delay
 from ..core.signing import open_message
 from ..core.task import Task, ms_to_datetime
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
-from .context import Context
+from .context import Context, Running
 from .wake import PipelinedWait
 
 log = logging.getLogger("asynqpy.processor")
@@ -74,37 +74,6 @@ def describe(error: BaseException) -> str:
     except Exception:  # noqa: BLE001 - a broken __str__ must not lose the task
         text = "<the exception's text could not be read>"
     return f"{type(error).__name__}: {text}"
-
-
-@dataclass(eq=False)
-class Running:
-    """A task this server holds a lease on: executing, or finished and awaiting its write."""
-
-    queue: str
-    id: str
-    token: str
-    msg: Message
-    task: Task | None
-    lease_until: float  # loop time until which the lease is known to be ours
-    aio: asyncio.Task[None] | None = None
-    lost: bool = False  # the lease was lost: the handler is cancelled, nothing is written
-    requeued: bool = False  # shutdown put it back to pending: nothing else is written
-    timed_out: bool = False  # its timeout or deadline cancelled it
-    started_ms: int = 0
-    deadline_ms: int = 0
-    timeout_ms: int = 0  # the attempt's own limit (0 = none), for error messages
-    started: float = 0.0  # loop time the handler started
-
-    @property
-    def fields(self) -> str:
-        """The task as ``key=value`` fields, the same in every log line about it."""
-        return f"id={self.id} type={self.msg.type} queue={self.queue} attempt={self.msg.retried + 1}"
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        """The same fields for structured logging (``logging`` ``extra``)."""
-        return {"task_id": self.id, "task_type": self.msg.type, "queue": self.queue,
-                "attempt": self.msg.retried + 1}
 
 
 @dataclass
