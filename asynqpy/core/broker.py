@@ -8,6 +8,8 @@ of how to read its reply; :mod:`asynqpy.executor` runs calls on a sync or an asy
 
 from __future__ import annotations
 
+import base64
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -221,8 +223,10 @@ class Broker:
 
     def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:
         """(new) x N -> pending in one script call, for non-unique tasks of one queue. ``entries``:
-        (id, encoded message). Returns the 0-based positions refused for an id conflict."""
+        (id, encoded message). Returns the 0-based positions refused for an id conflict. A batch
+        of generated ids carries a random marker, so that the call sent again writes nothing."""
         q = queue_keys(queue)
+        marker = q.batch("" if check_ids else base64.urlsafe_b64encode(os.urandom(12)).decode())
         args: list[Any] = [b""] * (2 * len(entries) + 1)
         args[0] = "1" if check_ids else "0"
         args[1::2] = [id for id, _ in entries]
@@ -234,7 +238,7 @@ class Broker:
         return Call(
             lambda r: [int(x) - 1 for x in r],
             "enqueue_many",
-            (q.tasks, q.pending, q.wake, q.archived, q.completed),
+            (q.tasks, q.pending, q.wake, q.archived, q.completed, marker),
             tuple(args),
         )
 

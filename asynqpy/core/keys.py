@@ -84,6 +84,11 @@ class QueueKeys:
     def failed_on(self, day: date) -> str:
         return f"{self.base}failed:{day.isoformat()}"
 
+    def batch(self, token: str) -> str:
+        """The marker a batch of generated ids leaves for a minute (``enqueue_many-6``): the same
+        call sent again finds it and writes nothing. ``token`` '' gives a never-set placeholder."""
+        return f"{self.base}b:{token}"
+
     def lock(self, digest: str) -> str:
         """Uniqueness lock; ``digest`` '' gives the never-set placeholder used by non-unique tasks."""
         return f"{self.base}u:{digest}" if digest else self.placeholder

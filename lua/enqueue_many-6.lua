@@ -9,20 +9,23 @@ KEYS[2] pending    pending list
 KEYS[3] wake       wake-up list idle workers block on
 KEYS[4] archived   archived zset (a replaced archived task leaves it)
 KEYS[5] completed  completed zset (a replaced completed task leaves it)
+KEYS[6] marker     generated ids: this call's batch marker (a random token per call; set for a
+                   minute); caller-chosen ids: a never-set placeholder
 ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
 ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
 Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
-generated ids, a batch whose first or last id is stored was written whole by this call (a script
-is atomic; workers take the oldest first, so the last id is the last one to finish); with
-caller-chosen ids, each id holding its own unchanged message counts as enqueued.
+generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
+have finished in any order since: no id of the batch is looked at); with caller-chosen ids, each
+id holding its own unchanged message counts as enqueued. The marker's SET is the first write, so
+a full Redis (maxmemory) refuses the whole call.
 ]]
 --- @include "signal"
 --- @include "newtask"
 local ids, refused = {}, {}
 if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
-  if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 or redis.call('HEXISTS', KEYS[1], ARGV[#ARGV - 1]) == 1 then
-    return refused  -- sent again: this batch is stored already
+  if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 60000) then
+    return refused  -- sent again: this call stored its batch already
   end
   for i = 2, #ARGV, 2 do
     ids[#ids + 1] = ARGV[i]
