@@ -412,3 +412,13 @@ def test_client_batch_mixes_paths_and_reports_per_item(backend: Any) -> None:
         c.enqueue_many([("a", 1), ("b", 2)], task_id="taken")
     assert [x.decode() for x in backend.sync.lrange(K.pending, 0, -1)] == []  # queue q1 untouched
     assert backend.sync.llen(queue_keys("default").pending) == 4  # taken, a, d, e
+
+
+def test_rewake_hands_a_token_back_only_when_tasks_wait(h: H) -> None:
+    """rewake-2: a worker that took a queue's wake token and will not act on it puts it back, if
+    the queue has pending tasks; at most one token waits, as always."""
+    assert h.run(h.b.rewake(Q)) == 0 and h.r.llen(K.wake) == 0  # nothing pending: nothing to wake for
+    h.enqueue("a")
+    assert h.r.lpop(K.wake) == b"1"  # an idle worker took the enqueue's token
+    assert h.run(h.b.rewake(Q)) == 1 and h.r.llen(K.wake) == 1
+    assert h.run(h.b.rewake(Q)) == 1 and h.r.llen(K.wake) == 1  # still one token
