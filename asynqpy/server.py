@@ -29,11 +29,11 @@ from .core.signing import SigningKeys, make_signer
 from .redisio.connection import REDIS_ERRORS, async_client, check_url
 from .worker.canceller import Canceller
 from .worker.context import MAX_BACKOFF, Context, is_outage
-from .worker.forwarder import Forwarder
-from .worker.heartbeat import Heartbeat
-from .worker.janitor import Janitor
+from .worker.forwarder import Forwarder, ForwarderParams
+from .worker.heartbeat import Heartbeat, HeartbeatParams
+from .worker.janitor import Janitor, JanitorParams
 from .worker.processor import Processor
-from .worker.recoverer import Recoverer
+from .worker.recoverer import Recoverer, RecovererParams
 from .worker.settings import ServerOptions
 from .worker.threadpool import DaemonThreadPool
 from .worker.watchdog import LoopWatchdog
@@ -111,23 +111,25 @@ class Server:
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.options, self.clock, self.server_id, self._signer)
+        ctx = Context(redis, self.clock, self._signer)
+        o = self.options
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, ctx, sig)
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
-        processor = Processor(ctx, mux, pool)
-        heartbeat = Heartbeat(ctx, processor, self.started_at)
+        processor = Processor(ctx, o, mux, pool)
+        heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
         loops: list[Forwarder | Recoverer | Janitor | Canceller] = [
-            Forwarder(ctx), Recoverer(ctx), Janitor(ctx), Canceller(ctx, processor)]
+            Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
+            Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor)]
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
         started = False
         watchdog = LoopWatchdog(self._loop, processor.held, self.options.block_warning)
         try:
-            if not await _wait_for_redis(ctx):
+            if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
             started = True
             log.info("server %s started: queues=%s concurrency=%d", self.server_id,
@@ -163,7 +165,7 @@ class Server:
                 log.info("server %s stopped", self.server_id)
 
 
-async def _wait_for_redis(ctx: Context) -> bool:
+async def _wait_for_redis(ctx: Context, fail_fast: bool) -> bool:
     """Wait until Redis answers (a worker started before Redis, as in docker-compose, must not
     die): one line when it does not, one when it does, retries with backoff. With ``fail_fast``
     the first failure is raised instead. False if the server was stopped while waiting."""
@@ -174,7 +176,7 @@ async def _wait_for_redis(ctx: Context) -> bool:
             ctx.health.ok()
             return True
         except REDIS_ERRORS as exc:
-            if ctx.options.fail_fast or not is_outage(exc):
+            if fail_fast or not is_outage(exc):
                 raise
             if ctx.health.down_since is None:
                 log.warning("cannot reach Redis (%s); waiting for it, retrying with backoff (at most %gs apart; "

@@ -153,7 +153,7 @@ def test_recoverer_retries_an_expired_task_when_redis_is_full(h: H, redis_url: s
     """The recoverer's retry (delay 0, an empty retry zset: the usual case) must go through when
     Redis is full; it raised RedisFullError and the task stayed active for every pass."""
     from asynqpy.worker.context import Context
-    from asynqpy.worker.recoverer import Recoverer
+    from asynqpy.worker.recoverer import Recoverer, RecovererParams
     from asynqpy.worker.settings import ServerOptions
 
     _expired(h)
@@ -164,8 +164,8 @@ def test_recoverer_retries_an_expired_task_when_redis_is_full(h: H, redis_url: s
 
         ar = aredis.Redis.from_url(redis_url)
         try:
-            ctx = Context(ar, ServerOptions(queues={Q: 1}).validate(), h.clock, "test-server")
-            await Recoverer(ctx).recover_once()
+            ctx = Context(ar, h.clock)
+            await Recoverer(ctx, RecovererParams.of(ServerOptions(queues={Q: 1}).validate())).recover_once()
         finally:
             await ar.aclose()
 

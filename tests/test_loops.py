@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import msgpack
@@ -17,10 +18,10 @@ from asynqpy.core.codec import Message, decode
 from asynqpy.core.keys import SERVERS, queue_keys, server_info
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.context import Context
-from asynqpy.worker.forwarder import Forwarder
-from asynqpy.worker.heartbeat import Heartbeat
-from asynqpy.worker.janitor import Janitor
-from asynqpy.worker.recoverer import LEASE_EXPIRED, Recoverer
+from asynqpy.worker.forwarder import Forwarder, ForwarderParams
+from asynqpy.worker.heartbeat import Heartbeat, HeartbeatParams
+from asynqpy.worker.janitor import Janitor, JanitorParams
+from asynqpy.worker.recoverer import LEASE_EXPIRED, Recoverer, RecovererParams
 from asynqpy.worker.settings import ServerOptions
 
 T = TypeVar("T")
@@ -44,7 +45,7 @@ class H:
         async def main() -> T:
             ar = self.backend.new_async()
             try:
-                return await make(Context(ar, self.options, self.clock, "srv-1"))
+                return await make(Context(ar, self.clock))
             finally:
                 await ar.aclose()
 
@@ -59,13 +60,13 @@ def test_forwarder_moves_due_tasks_and_sleeps_until_the_next(backend: Any) -> No
     h = H(backend, idle_timeout=10)
     h.x.run(h.b.schedule(Q, "soon", Message("t"), 1_000))
     h.x.run(h.b.schedule(Q, "later", Message("t"), 5_000))
-    assert h.run(lambda ctx: Forwarder(ctx).forward_once()) == 1.0002  # nothing due: wakes at "soon"
+    assert h.run(lambda ctx: Forwarder(ctx, ForwarderParams.of(h.options)).forward_once()) == 1.0002  # nothing due: wakes at "soon"
     h.clock.advance(1)
-    wait = h.run(lambda ctx: Forwarder(ctx).forward_once())
+    wait = h.run(lambda ctx: Forwarder(ctx, ForwarderParams.of(h.options)).forward_once())
     assert h.r.lrange(K.pending, 0, -1) == [b"soon"] and h.stored("soon")[:1] == b"p"  # type: ignore[index]
     assert abs(wait - 4.0002) < 1e-9 and h.r.llen(K.wake) == 1  # the next is "later"; a worker is woken
     h.clock.advance(10)
-    assert h.run(lambda ctx: Forwarder(ctx).forward_once()) == 10  # "later" moved, nothing left: idle_timeout
+    assert h.run(lambda ctx: Forwarder(ctx, ForwarderParams.of(h.options)).forward_once()) == 10  # "later" moved, nothing left: idle_timeout
 
 
 def test_forwarder_batch_full_means_go_again_at_once(backend: Any) -> None:
@@ -73,7 +74,7 @@ def test_forwarder_batch_full_means_go_again_at_once(backend: Any) -> None:
     for i in range(3):
         h.x.run(h.b.schedule(Q, f"s{i}", Message("t"), 1))
     h.clock.advance(1)
-    assert h.run(lambda ctx: Forwarder(ctx, batch=2).forward_once()) == 0.0
+    assert h.run(lambda ctx: Forwarder(ctx, replace(ForwarderParams.of(h.options), batch=2)).forward_once()) == 0.0
     assert h.r.llen(K.pending) == 2
 
 
@@ -90,7 +91,7 @@ def test_janitor_expires_completed_trims_the_archive_and_repairs(backend: Any) -
         h.clock.advance(0.001)
     h.r.zrem(K.lease, "lost")  # an active task whose lease entry was removed by hand
     h.clock.advance(2)
-    wait = h.run(lambda ctx: Janitor(ctx).clean_once())
+    wait = h.run(lambda ctx: Janitor(ctx, JanitorParams.of(h.options)).clean_once())
     assert h.stored("gone") is None and h.stored("kept") is not None  # retention over / not over
     assert h.r.zrange(K.archived, 0, -1) == [b"x2"] and h.stored("x1") is None  # archive_max_size=1
     assert h.r.get(K.trimmed) == b"1"
@@ -123,7 +124,7 @@ def test_heartbeat_renews_leases_and_gives_up_lost_ones(backend: Any) -> None:
     h.clock.advance(5)
 
     async def beat(ctx: Context) -> None:
-        await Heartbeat(ctx, p, 0.0).beat()  # type: ignore[arg-type]
+        await Heartbeat(ctx, p, HeartbeatParams.of(h.options, "srv-1", 0.0)).beat()  # type: ignore[arg-type]
 
     h.run(beat)
     assert h.r.zscore(K.lease, "mine") == T0 + 5_000 + 30_000  # renewed from now for a whole lease
@@ -141,7 +142,7 @@ def test_recoverer_retries_or_archives_expired_leases(backend: Any) -> None:
     h.x.run(h.b.dequeue(Q, 2, 1_000, "tok00001"))
     h.x.run(h.b.dequeue(Q, 1, 60_000, "tok00002"))
     h.clock.advance(2)
-    wait = h.run(lambda ctx: Recoverer(ctx).recover_once())
+    wait = h.run(lambda ctx: Recoverer(ctx, RecovererParams.of(h.options)).recover_once())
     again, done_for = h.stored("again"), h.stored("done-for")
     assert again is not None and again[:1] == b"r" and decode(again[1:]).retried == 1
     assert decode(again[1:]).last_error == LEASE_EXPIRED

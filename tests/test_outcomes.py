@@ -196,7 +196,7 @@ def test_recoverer_pass_goes_on_past_a_task_that_fails(backend: Any, monkeypatch
     pass for every queue, on every pass. The other tasks and queues are recovered."""
     from asynqpy import FakeClock
     from asynqpy.worker.context import Context
-    from asynqpy.worker.recoverer import Recoverer
+    from asynqpy.worker.recoverer import Recoverer, RecovererParams
     from asynqpy.worker.settings import ServerOptions
 
     clock = FakeClock(1_700_000_000_000)
@@ -218,8 +218,8 @@ def test_recoverer_pass_goes_on_past_a_task_that_fails(backend: Any, monkeypatch
 
     async def main() -> float:
         ar = backend.new_async()
-        ctx = Context(ar, ServerOptions(queues={"a": 1, "b": 1}).validate(), clock, "test-server")
-        return await Recoverer(ctx).recover_once()
+        ctx = Context(ar, clock)
+        return await Recoverer(ctx, RecovererParams.of(ServerOptions(queues={"a": 1, "b": 1}).validate())).recover_once()
 
     wait = asyncio.run(main())
     assert wait <= 1.0  # the failed task is tried again soon

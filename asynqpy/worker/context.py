@@ -1,5 +1,9 @@
-"""What a server's loops share: the ``Context`` (Redis client, executor, broker, options, the stop
-signals) and ``Health`` (one log line per Redis outage)."""
+"""What a server's loops share: the ``Context`` (Redis client, executor, broker, clock, the stop
+signals) and ``Health`` (one log line per Redis outage).
+
+Settings are not shared: each loop takes its own small frozen ``…Params`` (defined in its module,
+built by the server from :class:`ServerOptions`), holding only what that loop reads, as asynq's
+params structs do; the processor, which reads most settings, takes the ``ServerOptions``."""
 
 from __future__ import annotations
 
@@ -20,7 +24,6 @@ from ..core.signing import Signer
 from ..core.task import Task
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE, is_cluster, read_timeout
 from ..redisio.executor import AsyncExecutor
-from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.server")
 
@@ -88,17 +91,14 @@ class Health:
 
 
 class Context:
-    """What the server's loops share: the Redis clients, the broker, settings, the stop signal."""
+    """What the server's loops share: the Redis client and executor, the broker, the clock, the stop
+    signals and the Redis health. No settings: see the module's docstring."""
 
-    def __init__(self, redis: Any, options: ServerOptions, clock: Clock, server_id: str,
-                 signer: Signer | None = None) -> None:
+    def __init__(self, redis: Any, clock: Clock, signer: Signer | None = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
         self.broker = Broker(clock, signer)
         self.clock = clock
-        self.options = options
-        self.server_id = server_id
-        self.queues = list(options.queues)
         self.cluster = is_cluster(redis)
         # a blocking wait must end before the client's socket timeout would abort it
         self.block_limit = max(0.05, read_timeout(redis) - 0.5)

@@ -8,25 +8,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from ..core.keys import queue_keys
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
+from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.forwarder")
 
 
+@dataclass(frozen=True)
+class ForwarderParams:
+    """What the forwarder reads: the queues, how long it may sleep, how many tasks a call moves."""
+
+    queues: tuple[str, ...]
+    idle_timeout: float
+    batch: int = 100
+
+    @classmethod
+    def of(cls, o: ServerOptions) -> ForwarderParams:
+        return cls(tuple(o.queues), o.idle_timeout)
+
+
 class Forwarder:
-    def __init__(self, ctx: Context, batch: int = 100) -> None:
+    def __init__(self, ctx: Context, params: ForwarderParams) -> None:
         self.ctx = ctx
-        self.batch = batch
+        self.p = params
         self._tick = asyncio.Event()
 
     async def _listen(self) -> None:
-        keys = [queue_keys(q).tick for q in self.ctx.queues]
+        keys = [queue_keys(q).tick for q in self.p.queues]
         while True:
             try:
-                if await self.ctx.blpop_any(keys, self.ctx.options.idle_timeout):
+                if await self.ctx.blpop_any(keys, self.p.idle_timeout):
                     self._tick.set()
             except REDIS_ERRORS as exc:
                 self.ctx.health.failed("waiting for schedule changes", exc)
@@ -34,16 +49,16 @@ class Forwarder:
 
     async def forward_once(self) -> float:
         """Forward due tasks of every queue; returns seconds until the next is due."""
-        ctx = self.ctx
-        wait = ctx.options.idle_timeout
-        results = await ctx.exec.run_many([ctx.broker.forward(q, self.batch) for q in ctx.queues])
-        for q, res in zip(ctx.queues, results):
+        ctx, p = self.ctx, self.p
+        wait = p.idle_timeout
+        results = await ctx.exec.run_many([ctx.broker.forward(q, p.batch) for q in p.queues])
+        for q, res in zip(p.queues, results):
             if isinstance(res, Exception):
                 ctx.health.failed(f"forwarding queue {q}", res)
                 wait = min(wait, 1.0)
                 continue
             moved, next_ms = res
-            if moved >= self.batch:
+            if moved >= p.batch:
                 wait = 0.0
             elif next_ms >= 0:
                 wait = min(wait, next_ms / 1000 + 0.0002)

@@ -9,6 +9,8 @@ import logging
 import os
 import socket
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import server_record
@@ -16,6 +18,7 @@ from ..core.broker import Call
 from ..core.keys import SERVERS, server_info
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Holder, Running
+from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.heartbeat")
 
@@ -24,41 +27,64 @@ INFO_EVERY = 6
 at any beat where the set of tasks the server runs changed (an idle server adds no command)."""
 
 
+@dataclass(frozen=True)
+class HeartbeatParams:
+    """What the heartbeat reads: who the server is (for the live-server registry and its record),
+    how often it beats, how long a renewed lease lasts."""
+
+    server_id: str
+    started_at: float
+    interval: float
+    lease: float  # seconds
+    queues: Mapping[str, int]  # the rest is only written to the server record
+    concurrency: int
+    strict_priority: bool
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease * 1000)
+
+    @classmethod
+    def of(cls, o: ServerOptions, server_id: str, started_at: float) -> HeartbeatParams:
+        return cls(server_id, started_at, o.heartbeat_interval, o.lease, dict(o.queues), o.concurrency,
+                   o.strict_priority)
+
+
 class Heartbeat:
-    def __init__(self, ctx: Context, processor: Holder, started_at: float) -> None:
+    def __init__(self, ctx: Context, processor: Holder, params: HeartbeatParams) -> None:
         self.ctx = ctx
         self.processor = processor
-        self.started_at = started_at
+        self.p = params
         self._beats = 0
         self._described: frozenset[tuple[str, str]] | None = None
 
     def _info(self, running: list[Running]) -> bytes:
         """The server's description (msgpack): identity, settings, and each task it runs as
         [id, queue, type, started (ms), deadline (ms, 0 = none)] (read by Inspector.servers)."""
-        o = self.ctx.options
+        p = self.p
         return server_record.pack(
-            self.ctx.server_id, socket.gethostname(), os.getpid(), o.queues, o.concurrency, o.strict_priority,
-            self.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running])
+            p.server_id, socket.gethostname(), os.getpid(), p.queues, p.concurrency, p.strict_priority,
+            p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running])
 
     async def beat(self) -> None:
         """One heartbeat: liveness, then lease renewal."""
-        ctx = self.ctx
-        interval = ctx.options.heartbeat_interval
+        ctx, p = self.ctx, self.p
+        interval = p.interval
         calls: list[Call[Any]] = [
-            Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), ctx.server_id))
+            Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), p.server_id))
         ]
         running = list(self.processor.held.values())
         described = frozenset(self.processor.held)
         if self._beats % INFO_EVERY == 0 or described != self._described:
             ttl = max(1, int(interval * (INFO_EVERY + 3)))
-            calls.append(Call(lambda r: r, command=("SET", server_info(ctx.server_id), self._info(running), "EX", ttl)))
+            calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "EX", ttl)))
             self._described = described
         self._beats += 1
         by_queue: dict[str, list[Running]] = defaultdict(list)
         for r in running:
             by_queue[r.queue].append(r)
         queues = list(by_queue)
-        calls += [ctx.broker.extend(q, ctx.options.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
+        calls += [ctx.broker.extend(q, p.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
         sent, sent_ms = asyncio.get_running_loop().time(), ctx.clock.local_ms()
         results = await ctx.exec.run_many(calls)
         if isinstance(results[0], Exception):
@@ -80,19 +106,19 @@ class Heartbeat:
                 if r.id in lost_ids:
                     self.processor.lose(r, "another worker holds it now (its lease had expired)")
                 else:
-                    r.lease_until = sent + ctx.options.lease
+                    r.lease_until = sent + p.lease
 
     async def _describe(self, running: list[Running]) -> None:
-        interval = self.ctx.options.heartbeat_interval
+        interval = self.p.interval
         ttl = max(1, int(interval * (INFO_EVERY + 3)))
         try:
             await self.ctx.exec.run(
-                Call(lambda r: r, command=("SET", server_info(self.ctx.server_id), self._info(running), "EX", ttl)))
+                Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "EX", ttl)))
         except REDIS_ERRORS as exc:
             self.ctx.health.failed("describing the server", exc)
             return
         log.info("server %s was missing from Redis's registry (Redis restarted?); registered it again",
-                 self.ctx.server_id)
+                 self.p.server_id)
 
     def _expire_local(self) -> None:
         """Give up tasks whose lease could not be renewed in time (Redis unreachable)."""
@@ -103,7 +129,7 @@ class Heartbeat:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.ctx.options.heartbeat_interval)
+            await asyncio.sleep(self.p.interval)
             try:
                 await self.beat()
             except REDIS_ERRORS as exc:
@@ -116,8 +142,8 @@ class Heartbeat:
         """Remove this server from the live-server registry (at shutdown)."""
         try:
             await self.ctx.exec.run_many([
-                Call(lambda r: r, command=("ZREM", SERVERS, self.ctx.server_id)),
-                Call(lambda r: r, command=("DEL", server_info(self.ctx.server_id))),
+                Call(lambda r: r, command=("ZREM", SERVERS, self.p.server_id)),
+                Call(lambda r: r, command=("DEL", server_info(self.p.server_id))),
             ])
         except REDIS_ERRORS as exc:
             log.warning("could not unregister server: %s", exc)

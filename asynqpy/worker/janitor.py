@@ -9,36 +9,56 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.broker import Call
 from .context import Context
+from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.janitor")
 
 
+@dataclass(frozen=True)
+class JanitorParams:
+    """What the janitor reads: the queues, its longest sleep, the archive's limits, how often the
+    consistency sweep runs (0 = never), batch sizes."""
+
+    queues: tuple[str, ...]
+    interval: float
+    archive_max_size: int
+    archive_max_age: float
+    reconcile_interval: float
+    batch: int = 100
+    sweep_step: int = 200
+
+    @classmethod
+    def of(cls, o: ServerOptions) -> JanitorParams:
+        return cls(tuple(o.queues), o.janitor_interval, o.archive_max_size, o.archive_max_age,
+                   o.reconcile_interval)
+
+
 class Janitor:
-    def __init__(self, ctx: Context, batch: int = 100, sweep_step: int = 200) -> None:
+    def __init__(self, ctx: Context, params: JanitorParams) -> None:
         self.ctx = ctx
-        self.batch = batch
-        self.sweep_step = sweep_step
+        self.p = params
         self._cursors: dict[str, str] = {}  # queues being swept -> HSCAN cursor
         self._next_sweep = 0.0  # loop time the next sweep starts
 
     async def sweep_once(self) -> float:
         """One reconcile step for every queue being swept; returns seconds until the next step."""
-        ctx = self.ctx
-        interval = ctx.options.reconcile_interval
+        ctx, p = self.ctx, self.p
+        interval = p.reconcile_interval
         if not interval:
             return float("inf")
         now = asyncio.get_running_loop().time()
         if not self._cursors:
             if now < self._next_sweep:
                 return self._next_sweep - now
-            self._cursors = {q: "0" for q in ctx.queues}
+            self._cursors = {q: "0" for q in p.queues}
             self._next_sweep = now + interval
         queues = list(self._cursors)
-        results = await ctx.exec.run_many([ctx.broker.reconcile(q, self._cursors[q], self.sweep_step) for q in queues])
+        results = await ctx.exec.run_many([ctx.broker.reconcile(q, self._cursors[q], p.sweep_step) for q in queues])
         for q, res in zip(queues, results):
             if isinstance(res, Exception):
                 ctx.health.failed(f"consistency sweep of queue {q}", res)
@@ -54,19 +74,18 @@ class Janitor:
         return 0.01 if self._cursors else max(0.0, self._next_sweep - asyncio.get_running_loop().time())
 
     async def clean_once(self) -> float:
-        ctx = self.ctx
-        o = ctx.options
-        wait = o.janitor_interval
-        calls: list[Call[Any]] = [ctx.broker.expire(q, self.batch) for q in ctx.queues]
-        calls += [ctx.broker.trim(q, o.archive_max_size, int(o.archive_max_age * 1000)) for q in ctx.queues]
+        ctx, p = self.ctx, self.p
+        wait = p.interval
+        calls: list[Call[Any]] = [ctx.broker.expire(q, p.batch) for q in p.queues]
+        calls += [ctx.broker.trim(q, p.archive_max_size, int(p.archive_max_age * 1000)) for q in p.queues]
         results = await ctx.exec.run_many(calls)
-        n = len(ctx.queues)
+        n = len(p.queues)
         for res in results[:n]:
             if isinstance(res, Exception):
                 ctx.health.failed("expiring completed tasks", res)
                 continue
             deleted, next_ms = res
-            if deleted >= self.batch:
+            if deleted >= p.batch:
                 wait = 0.0
             elif next_ms >= 0:
                 wait = min(wait, next_ms / 1000 + 0.01)

@@ -1,7 +1,24 @@
 """Processor: fetches tasks (blocking when idle), runs their handlers within the concurrency limit,
 and writes each outcome (done, complete, retry, archive) with one script call, pipelining the
 outcomes of tasks that finish together. On shutdown it waits for running handlers, then requeues
-what is left."""
+what is left.
+
+A task's path from dequeue to done reads top-down in this module, in four sections:
+
+1. fetching: :meth:`Processor.run` starts ``_fetch_loop``, which takes up to ``fetch_batch`` tasks
+   with one ``dequeue`` script call (``_fetch_once``; when idle, ``_wait_for_work`` blocks on the
+   queues' wake lists and dequeues in the same round trip) and hands them to ``_took``;
+2. running: ``_start`` checks the message (signature, decoding), computes the deadline and starts
+   ``_run``, an asyncio task that calls the handler chain (middleware, then the handler; a sync
+   handler runs in the thread pool);
+3. deciding: ``_finish`` turns the attempt into one broker ``Call`` (``_outcome``: done, complete,
+   retry with the delay of ``_retry_delay``, or archive);
+4. writing: ``_write`` queues the call; ``_write_loop`` sends the calls queued meanwhile in one
+   pipeline and lets go of each task (``held``) once its outcome is written.
+
+Elsewhere: the heartbeat renews the leases of ``held`` tasks and calls :meth:`Processor.lose` for
+a lease it lost (so does the canceller, for a cancel notice); the scripts are in ``lua/`` (the
+broker's ``Call``s name them)."""
 
 from __future__ import annotations
 
@@ -39,6 +56,7 @@ from ..core.signing import open_message
 from ..core.task import Task, ms_to_datetime
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
+from .settings import ServerOptions
 from .wake import PipelinedWait
 
 log = logging.getLogger("asynqpy.processor")
@@ -91,17 +109,18 @@ def _is_async(fn: Handler) -> bool:
 class Processor:
     """The fetch/run/finish engine of a server."""
 
-    def __init__(self, ctx: Context, mux: ServeMux, pool: Executor) -> None:
+    def __init__(self, ctx: Context, options: ServerOptions, mux: ServeMux, pool: Executor) -> None:
         self.ctx = ctx
         self.mux = mux
         self.pool = pool
-        self.opts = ctx.options
+        self.opts = options
+        self.queues = list(options.queues)
         self.held: dict[tuple[str, str], Running] = {}
         self.executing: set[Running] = set()
         self._chains: dict[str, AsyncHandler] = {}
         self._slot_freed = asyncio.Event()
         self._empty: dict[str, float] = {}
-        self._wake_keys = {queue_keys(q).wake: q for q in ctx.queues}
+        self._wake_keys = {queue_keys(q).wake: q for q in self.queues}
         self._outcomes: list[_Outcome] = []
         self._writing = 0  # outcomes taken by the writer and not settled yet
         self._outcome_ready = asyncio.Event()
@@ -114,54 +133,68 @@ class Processor:
         self._owed: str | None = None  # a queue whose wake token this server took and has not acted on yet
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
         weights = self.opts.queues
-        self._strict = sorted(ctx.queues, key=lambda q: -weights[q])
+        self._strict = sorted(self.queues, key=lambda q: -weights[q])
 
-    # -- fetching ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Process tasks until the server is asked to stop, then shut down gracefully."""
+        writer = asyncio.create_task(self._write_loop(), name="asynqpy-writer")
+        fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
+        await self.ctx.stopping.wait()
+        self._slot_freed.set()
+        await self._stop_fetcher(fetcher)
+        running = {r.aio for r in self.executing if r.aio is not None}
+        if running:
+            log.info("waiting up to %.1fs for %d running task(s)", self.opts.shutdown_timeout, len(running))
+            await self._wait_running(running)
+        await self._requeue_leftovers()
+        try:
+            await asyncio.wait_for(self._writes_idle.wait(), self.opts.lease)
+        except asyncio.TimeoutError:
+            log.error("gave up writing %d outcome(s); the recoverer will retry them",
+                      len(self._outcomes) + self._writing)
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
 
-    def _order(self) -> list[str]:
-        """Queues in the order to try: by weight (strict) or weighted-random (default); a queue
-        whose wake token this server took comes first (the token is owed a dequeue)."""
-        owed, self._owed = self._owed, None
-        order = self._weighted()
-        if owed is not None and order[0] != owed:
-            order = [owed] + [q for q in order if q != owed]
-        return order
+    # -- 1. fetching: run() -> _fetch_loop -> _fetch_once / _wait_for_work (one dequeue script call) -> _took ---
 
-    def _weighted(self) -> list[str]:
-        if self.opts.strict_priority or len(self._strict) == 1:
-            return self._strict
-        names = list(self.ctx.queues)
-        weights = [self.opts.queues[q] for q in names]
-        order = []
-        while names:
-            i = random.choices(range(len(names)), weights)[0]
-            order.append(names.pop(i))
-            weights.pop(i)
-        return order
-
-    def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
-        """Record a dequeue's result and start its tasks; True if there were any."""
-        self.ctx.clock.observe(res.now_ms, sent_ms)
-        self._left_behind = res.remaining > 0 and bool(res.tasks)
-        if res.remaining <= 0:
-            self._empty[q] = asyncio.get_running_loop().time()
-        else:
-            self._empty.pop(q, None)
-        for id, raw in res.tasks:
-            self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
-        return bool(res.tasks)
-
-    def _is_down(self, q: str, now: float) -> bool:
-        down = self._down.get(q)
-        return down is not None and now < down[0]
-
-    def _queue_failed(self, q: str, exc: Exception) -> None:
-        """On a cluster, a queue whose master cannot be reached (dead, or its replica taking over)
-        is skipped, with a backoff of its own, while the queues of the other masters are served."""
-        down = self._down.get(q)
-        backoff = min(down[1] * 2, 5.0) if down else 0.05
-        self._down[q] = (asyncio.get_running_loop().time() + backoff, backoff)
-        self.ctx.health.failed(f"fetching from queue {q} (retried in {backoff:.2f}s)", exc)
+    async def _fetch_loop(self) -> None:
+        backoff = 0.05
+        while not self.ctx.stopping.is_set():
+            if len(self.executing) >= self.opts.concurrency:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
+                if self.opts.fair_dispatch:
+                    # one task per dequeue; a busy server that left tasks behind queues up again
+                    # behind the idle servers (Redis wakes blocked clients in the order they
+                    # blocked), so a burst is dealt round-robin across servers and processes
+                    count = 1
+                    if self.executing and self._left_behind:
+                        self._left_behind = False
+                        await self._wait_for_work(count)
+                        await asyncio.sleep(0)
+                        continue
+                if not await self._fetch_once(count):
+                    if self.ctx.stopping.is_set():
+                        break
+                    await self._wait_for_work(count)
+                    await asyncio.sleep(0)  # let the tasks it brought start before the next fetch
+                if not self._down:
+                    self.ctx.health.ok()
+                backoff = 0.05
+            except REDIS_ERRORS as exc:
+                self.ctx.health.failed("fetching tasks", exc)
+                await self.ctx.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception:  # a bug must not stop fetching for good
+                log.exception("fetching tasks failed unexpectedly; retrying in %.2fs", backoff)
+                await self.ctx.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+        if self._owed is not None:  # stopping with a wake token not acted on
+            owed, self._owed = self._owed, None
+            await self._hand_back(owed)
 
     async def _fetch_once(self, count: int) -> bool:
         loop = asyncio.get_running_loop()
@@ -235,46 +268,52 @@ class Processor:
         except REDIS_ERRORS as exc:
             self.ctx.health.failed(f"handing back the wake token of queue {queue}", exc)
 
-    async def _fetch_loop(self) -> None:
-        backoff = 0.05
-        while not self.ctx.stopping.is_set():
-            if len(self.executing) >= self.opts.concurrency:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                continue
-            try:
-                count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
-                if self.opts.fair_dispatch:
-                    # one task per dequeue; a busy server that left tasks behind queues up again
-                    # behind the idle servers (Redis wakes blocked clients in the order they
-                    # blocked), so a burst is dealt round-robin across servers and processes
-                    count = 1
-                    if self.executing and self._left_behind:
-                        self._left_behind = False
-                        await self._wait_for_work(count)
-                        await asyncio.sleep(0)
-                        continue
-                if not await self._fetch_once(count):
-                    if self.ctx.stopping.is_set():
-                        break
-                    await self._wait_for_work(count)
-                    await asyncio.sleep(0)  # let the tasks it brought start before the next fetch
-                if not self._down:
-                    self.ctx.health.ok()
-                backoff = 0.05
-            except REDIS_ERRORS as exc:
-                self.ctx.health.failed("fetching tasks", exc)
-                await self.ctx.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-            except Exception:  # a bug must not stop fetching for good
-                log.exception("fetching tasks failed unexpectedly; retrying in %.2fs", backoff)
-                await self.ctx.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-        if self._owed is not None:  # stopping with a wake token not acted on
-            owed, self._owed = self._owed, None
-            await self._hand_back(owed)
+    def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
+        """Record a dequeue's result and start its tasks; True if there were any."""
+        self.ctx.clock.observe(res.now_ms, sent_ms)
+        self._left_behind = res.remaining > 0 and bool(res.tasks)
+        if res.remaining <= 0:
+            self._empty[q] = asyncio.get_running_loop().time()
+        else:
+            self._empty.pop(q, None)
+        for id, raw in res.tasks:
+            self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
+        return bool(res.tasks)
 
-    # -- running -------------------------------------------------------------------------------
+    def _order(self) -> list[str]:
+        """Queues in the order to try: by weight (strict) or weighted-random (default); a queue
+        whose wake token this server took comes first (the token is owed a dequeue)."""
+        owed, self._owed = self._owed, None
+        order = self._weighted()
+        if owed is not None and order[0] != owed:
+            order = [owed] + [q for q in order if q != owed]
+        return order
+
+    def _weighted(self) -> list[str]:
+        if self.opts.strict_priority or len(self._strict) == 1:
+            return self._strict
+        names = list(self.queues)
+        weights = [self.opts.queues[q] for q in names]
+        order = []
+        while names:
+            i = random.choices(range(len(names)), weights)[0]
+            order.append(names.pop(i))
+            weights.pop(i)
+        return order
+
+    def _is_down(self, q: str, now: float) -> bool:
+        down = self._down.get(q)
+        return down is not None and now < down[0]
+
+    def _queue_failed(self, q: str, exc: Exception) -> None:
+        """On a cluster, a queue whose master cannot be reached (dead, or its replica taking over)
+        is skipped, with a backoff of its own, while the queues of the other masters are served."""
+        down = self._down.get(q)
+        backoff = min(down[1] * 2, 5.0) if down else 0.05
+        self._down[q] = (asyncio.get_running_loop().time() + backoff, backoff)
+        self.ctx.health.failed(f"fetching from queue {q} (retried in {backoff:.2f}s)", exc)
+
+    # -- 2. running: _took -> _start (one asyncio task per task) -> _run (the handler, under its deadline) ---
 
     def _start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None:
         try:
@@ -302,28 +341,6 @@ class Processor:
         self.executing.add(r)
         remaining = (deadline_ms - now_ms) / 1000 if deadline_ms else None
         r.aio = asyncio.create_task(self._run(r, remaining), name=f"asynqpy-task-{id}")
-
-    def _handler_for(self, task_type: str) -> AsyncHandler:
-        chain = self._chains.get(task_type)
-        if chain is None:
-            fn = self.mux.match(task_type) or not_found
-            chain = fn if _is_async(fn) else self._threaded(fn)
-            for mw in reversed(self.mux.middleware):
-                chain = mw(chain)
-            self._chains[task_type] = chain
-        return chain
-
-    def _threaded(self, fn: Handler) -> AsyncHandler:
-        async def call(task: Task) -> Any:
-            ctx = contextvars.copy_context()
-            return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(ctx.run, fn, task))
-
-        return call
-
-    def _time_out(self, r: Running) -> None:
-        r.timed_out = True
-        if r.aio is not None and not r.aio.done():
-            r.aio.cancel()
 
     async def _run(self, r: Running, remaining: float | None) -> None:
         # The handler runs inside this task (no wait_for: no extra task, no extra loop turn); a
@@ -363,6 +380,30 @@ class Processor:
         if r.lost or r.requeued:
             return
         self._finish(r, error)
+
+    def _handler_for(self, task_type: str) -> AsyncHandler:
+        chain = self._chains.get(task_type)
+        if chain is None:
+            fn = self.mux.match(task_type) or not_found
+            chain = fn if _is_async(fn) else self._threaded(fn)
+            for mw in reversed(self.mux.middleware):
+                chain = mw(chain)
+            self._chains[task_type] = chain
+        return chain
+
+    def _threaded(self, fn: Handler) -> AsyncHandler:
+        async def call(task: Task) -> Any:
+            ctx = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(ctx.run, fn, task))
+
+        return call
+
+    def _time_out(self, r: Running) -> None:
+        r.timed_out = True
+        if r.aio is not None and not r.aio.done():
+            r.aio.cancel()
+
+    # -- 3. deciding: _run -> _finish -> _outcome (done, complete, retry or archive: a broker Call) --------
 
     def _finish(self, r: Running, error: BaseException | None) -> None:
         """Decide and queue the write of a finished attempt. Whatever goes wrong while deciding
@@ -445,7 +486,7 @@ class Processor:
             r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign
         )
 
-    # -- writing outcomes ----------------------------------------------------------------------
+    # -- 4. writing: _finish -> _write -> _write_loop (outcomes of tasks that finish together, pipelined) ---
 
     def _write(self, r: Running, call: Call[Any], what: str) -> None:
         self._outcomes.append(_Outcome(r, call, what=what))
@@ -494,7 +535,7 @@ class Processor:
                 self.ctx.health.ok()
             self._writing = 0
 
-    # -- lease loss and shutdown ---------------------------------------------------------------
+    # -- lease loss (heartbeat, canceller) and shutdown (run) ----------------------------------------------
 
     def lose(self, r: Running, why: str) -> None:
         """Stop a task whose lease this server no longer holds: cancel it, write nothing."""
@@ -505,26 +546,6 @@ class Processor:
         if r.aio is not None and not r.aio.done():
             r.aio.cancel()
         log.warning("lost the lease on task %s (queue %s): %s; cancelled it", r.id, r.queue, why)
-
-    async def run(self) -> None:
-        """Process tasks until the server is asked to stop, then shut down gracefully."""
-        writer = asyncio.create_task(self._write_loop(), name="asynqpy-writer")
-        fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
-        await self.ctx.stopping.wait()
-        self._slot_freed.set()
-        await self._stop_fetcher(fetcher)
-        running = {r.aio for r in self.executing if r.aio is not None}
-        if running:
-            log.info("waiting up to %.1fs for %d running task(s)", self.opts.shutdown_timeout, len(running))
-            await self._wait_running(running)
-        await self._requeue_leftovers()
-        try:
-            await asyncio.wait_for(self._writes_idle.wait(), self.opts.lease)
-        except asyncio.TimeoutError:
-            log.error("gave up writing %d outcome(s); the recoverer will retry them",
-                      len(self._outcomes) + self._writing)
-        writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)
 
     async def _wait_running(self, running: set[asyncio.Task[None]]) -> None:
         """Wait for running handlers until they finish, ``shutdown_timeout`` passes, or a second
@@ -579,3 +600,4 @@ class Processor:
                 log.info("requeued unfinished task %s (queue %s)", r.id, r.queue)
             self.held.pop((r.queue, r.id), None)
         await asyncio.wait([r.aio for r in left if r.aio is not None], timeout=1.0)
+

@@ -9,6 +9,7 @@ meantime is left alone."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from ..core import codec
 from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
@@ -16,6 +17,7 @@ from ..core.signing import open_message
 from ..core.stored import is_active, message_of, token_of
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
+from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.recoverer")
 
@@ -24,10 +26,26 @@ ERROR_WAIT = 1.0
 LEASE_EXPIRED = "lease expired: the worker running this task stopped renewing its lease (crashed or stalled)"
 
 
+@dataclass(frozen=True)
+class RecovererParams:
+    """What the recoverer reads: the queues, its longest sleep, the archive's limits (a task out of
+    retries is archived), how many expired leases a call reads."""
+
+    queues: tuple[str, ...]
+    every: float
+    archive_max_size: int
+    archive_max_age: float
+    batch: int = 100
+
+    @classmethod
+    def of(cls, o: ServerOptions) -> RecovererParams:
+        return cls(tuple(o.queues), o.recover_every, o.archive_max_size, o.archive_max_age)
+
+
 class Recoverer:
-    def __init__(self, ctx: Context, batch: int = 100) -> None:
+    def __init__(self, ctx: Context, params: RecovererParams) -> None:
         self.ctx = ctx
-        self.batch = batch
+        self.p = params
 
     async def recover_once(self) -> float:
         """Recover expired leases in every queue; returns seconds until the next may expire.
@@ -36,12 +54,12 @@ class Recoverer:
         task whose retry/archive fails (Redis full, a bug, a hand-written value), is logged (one
         line per queue and pass) and tried again on the next pass (within a second), while the
         other tasks and queues are served."""
-        ctx = self.ctx
-        wait = ctx.options.recover_every
+        ctx, p = self.ctx, self.p
+        wait = p.every
         errors = 0
-        for q in ctx.queues:
+        for q in p.queues:
             try:
-                res = await ctx.exec.run(ctx.broker.expired(q, self.batch))
+                res = await ctx.exec.run(ctx.broker.expired(q, p.batch))
             except Exception as exc:  # noqa: BLE001 - the other queues are still recovered
                 self._failed(q, 1, exc)
                 errors += 1
@@ -55,7 +73,7 @@ class Recoverer:
             if failed:
                 self._failed(q, len(failed), failed[0])
                 errors += 1
-            if len(res.tasks) >= self.batch and len(failed) < len(res.tasks):
+            if len(res.tasks) >= p.batch and len(failed) < len(res.tasks):
                 wait = 0.0
             elif res.next_ms >= 0:
                 wait = min(wait, res.next_ms / 1000 + 0.002)
@@ -86,9 +104,9 @@ class Recoverer:
             failed, trusted = codec.untrusted(message_of(value), str(exc), now_ms), False
         try:
             if not trusted or failed.retried >= failed.max_retry:
-                o = ctx.options
-                await ctx.exec.run(b.archive(queue, id, token, failed, o.archive_max_size,
-                                             int(o.archive_max_age * 1000), trusted, recover=True))
+                p = self.p
+                await ctx.exec.run(b.archive(queue, id, token, failed, p.archive_max_size,
+                                             int(p.archive_max_age * 1000), trusted, recover=True))
                 log.warning("task %s (queue %s): %s; archived", id, queue, failed.last_error)
             else:
                 await ctx.exec.run(b.retry(queue, id, token, failed.with_(retried=failed.retried + 1), 0,
