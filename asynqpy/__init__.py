@@ -22,6 +22,7 @@ from .core.errors import (
     ResultError,
     SignatureError,
     SkipRetry,
+    TaskFailedError,
     TaskIdConflictError,
     TaskNotFoundError,
     TaskStateError,
@@ -43,7 +44,7 @@ __all__ = [
     "QueueInfo",
     "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "RedisUnavailableError",
     "ResultError", "ServeMux",
-    "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task",
+    "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskFailedError",
     "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError",
     "TaskTimeoutError", "WorkerInfo",
 ]

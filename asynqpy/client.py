@@ -6,6 +6,8 @@ classes differ only in running those calls synchronously or with ``await``.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +16,13 @@ from .core import options as opts
 from .core.broker import Broker, Call
 from .core.clock import Clock
 from .core.errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
+from .core.keys import validate_queue
+from .core.results import RECHECK, Outcome, not_found, outcome_of_stored
 from .core.signing import SigningKeys, make_signer
 from .core.task import TaskInfo, TaskState
 from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
+from .redisio.inbox import AsyncInbox, SyncInbox
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
@@ -35,9 +40,46 @@ _LONE = [(0, -1)]
 """The ``where`` of a plan for one task in one call."""
 
 
+def _target(task: TaskInfo | str, queue: str | None) -> tuple[str, str]:
+    """The (id, queue) a caller waits on: a TaskInfo names both; an id's queue is ``queue``."""
+    if isinstance(task, TaskInfo):
+        if queue is not None and queue != task.queue:
+            raise InvalidArgumentError(f"queue={queue!r} contradicts the TaskInfo's queue {task.queue!r}")
+        return task.id, task.queue
+    if not isinstance(task, str) or not task:
+        raise InvalidArgumentError(f"expected a TaskInfo or a task id, got {task!r}")
+    return task, validate_queue("default" if queue is None else queue)
+
+
+def _timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
+        raise InvalidArgumentError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    return float(timeout)
+
+
+def _watched(id: str, queue: str, reply: Any) -> Outcome | BaseException | None:
+    """A watch call's reply as an outcome (the task finished, or is unknown), or None (wait)."""
+    if isinstance(reply, bytes):
+        return outcome_of_stored(id, queue, reply)
+    if reply == 0:
+        return not_found(id, queue)
+    return None
+
+
+def _settle(got: Outcome | BaseException) -> Any:
+    if isinstance(got, BaseException):
+        raise got
+    return got.value()
+
+
 class _ClientCore:
     def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
-                 wait_replicas: int, wait_timeout: float) -> None:
+                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK) -> None:
+        if not isinstance(recheck, (int, float)) or isinstance(recheck, bool) or not 0 < recheck < math.inf:
+            raise InvalidArgumentError(f"recheck must be a number of seconds > 0, got {recheck!r}")
+        self.recheck = float(recheck)
         if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
             raise InvalidArgumentError(f"max_payload_bytes must be an int >= 1, got {max_payload_bytes!r}")
         if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
@@ -54,9 +96,10 @@ class _ClientCore:
     def _deriver(self, template: opts.Prepared) -> opts.Deriver:
         return opts.Deriver(template, self.max_payload_bytes)
 
-    def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any]) -> opts.Prepared:
+    def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
         queue = kwargs.get("queue", "default")
-        if len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:  # validated once per queue
+        # the common case, options validated once per queue
+        if not reply_to and len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:
             derive = self._derivers.get(queue)
             if derive is None:
                 derive = self._deriver(opts.prepare("t", None, queue=queue, max_payload_bytes=self.max_payload_bytes))
@@ -68,7 +111,7 @@ class _ClientCore:
             raise InvalidArgumentError(opts.unknown_options("enqueue option", unknown, sorted(opts.OPTIONS)))
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
-        return opts.prepare(task_type, payload, **kwargs)
+        return opts.prepare(task_type, payload, reply_to=reply_to, **kwargs)
 
     def _plan(self, prepared: Sequence[opts.Prepared]) -> _Plan:
         """The broker calls for prepared tasks: a queue registration first if a queue is new; one
@@ -214,7 +257,9 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
         ``process_at`` (datetime or Unix seconds) or ``process_in`` (seconds/timedelta) to schedule;
         ``unique`` (seconds/timedelta: reject duplicates of queue+type+payload for that long);
         ``task_id`` (default: a random 16-character id); ``retention`` (seconds to keep the completed task
-        and its result); ``retry_delay`` (seconds between retries, overriding the server's policy).
+        and its result); ``retry_delay`` (seconds between retries, overriding the server's policy);
+        ``headers`` (``{str: str}``, at most 64 entries and 8 KiB, seen by the handler as
+        ``task.headers``, covered by signing).
 
         Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
         duplicate unique task, TaskIdConflictError when a live task has ``task_id``."""
@@ -238,11 +283,20 @@ class Client(_ClientCore):
     """
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout)
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
+                 recheck: float = RECHECK) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck)
         self.redis = sync_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = SyncExecutor(self.redis)
+        self._inboxes: dict[str, SyncInbox] = {}
+
+    def _inbox(self, queue: str) -> SyncInbox:
+        inbox = self._inboxes.get(queue)
+        if inbox is None:
+            inbox = self._inboxes.setdefault(queue, SyncInbox(self.redis, self._exec, self.broker, queue,
+                                                              self.recheck))
+        return inbox
 
     def _run(self, calls: list[Call[Any]]) -> list[Any]:
         if self.wait_replicas:
@@ -270,6 +324,43 @@ class Client(_ClientCore):
         plan = self._plan(prepared)
         return self._results(prepared, plan, self._run(plan.calls), return_exceptions)
 
+    def result(self, task: TaskInfo | str, *, queue: str | None = None, timeout: float | None = None) -> Any:
+        """The result of a task (what its handler returned, or set with ``write_result``), waiting
+        for it to finish without polling. ``task``: a :class:`TaskInfo` or a task id (in
+        ``queue``, default "default"). Works before and after the task finished (after: while
+        its ``retention`` keeps it).
+
+        Raises :class:`TaskFailedError` if the task ended archived (with its last error),
+        :class:`TaskNotFoundError` if there is no such task (deleted, or finished without
+        retention before the wait began), ``TimeoutError`` after ``timeout`` seconds (None =
+        no limit; the task is left alone)."""
+        id, queue = _target(task, queue)
+        limit = _timeout(timeout)
+        inbox = self._inbox(queue)
+
+        def watch() -> None:
+            got = _watched(id, queue, self._exec.run(self.broker.watch(queue, id, inbox.id)))
+            if got is not None:
+                inbox.offer(id, got)
+
+        return inbox.wait(id, limit, late=True, start=watch)
+
+    def call(self, task_type: str, payload: Any = None, *, timeout: float | None = None, **options: Any) -> Any:
+        """Enqueue a task and return its result: :meth:`enqueue` then :meth:`result`, except that
+        the outcome is pushed to this client as the task finishes (nothing is kept in Redis after
+        it unless ``retention`` says so). Same options as :meth:`enqueue`; same errors as both.
+        ``timeout`` counts from the call; when it passes, the task is left alone (it still runs)."""
+        limit = _timeout(timeout)
+        queue = validate_queue(options.get("queue", "default"))
+        inbox = self._inbox(queue)
+        p = self._prepare(task_type, payload, options, reply_to=inbox.id)
+
+        def enqueue() -> None:
+            plan = self._plan([p])
+            self._results([p], plan, self._run(plan.calls), False)
+
+        return inbox.wait(p.id, limit, late=False, start=enqueue)
+
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks). False if it was already paused."""
         return bool(_one(self._run([self.broker.pause(queue)])))
@@ -295,11 +386,20 @@ class AsyncClient(_ClientCore):
     """The asyncio twin of :class:`Client`: same arguments, same methods, awaitable."""
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout)
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
+                 recheck: float = RECHECK) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck)
         self.redis = async_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = AsyncExecutor(self.redis)
+        self._inboxes: dict[str, AsyncInbox] = {}
+        self._pipeline = _AutoPipeline(self._exec)
+
+    def _inbox(self, queue: str) -> AsyncInbox:
+        inbox = self._inboxes.get(queue)
+        if inbox is None:
+            inbox = self._inboxes[queue] = AsyncInbox(self.redis, self._exec, self.broker, queue, self.recheck)
+        return inbox
 
     async def _run(self, calls: list[Call[Any]]) -> list[Any]:
         if self.wait_replicas:
@@ -323,6 +423,41 @@ class AsyncClient(_ClientCore):
         plan = self._plan(prepared)
         return self._results(prepared, plan, await self._run(plan.calls), return_exceptions)
 
+    async def result(self, task: TaskInfo | str, *, queue: str | None = None, timeout: float | None = None) -> Any:
+        """See :meth:`Client.result`."""
+        id, queue = _target(task, queue)
+        limit = _timeout(timeout)
+        inbox = self._inbox(queue)
+        fut = inbox.expect(id, late=True)
+        try:
+            got = _watched(id, queue, await self._exec.run(self.broker.watch(queue, id, inbox.id)))
+        except BaseException:
+            inbox.forget(id, fut)
+            raise
+        if got is not None:
+            inbox.forget(id, fut)
+            return _settle(got)
+        return await inbox.wait(id, fut, limit)
+
+    async def call(self, task_type: str, payload: Any = None, *, timeout: float | None = None,
+                   **options: Any) -> Any:
+        """See :meth:`Client.call`. Calls made concurrently share one pipelined round trip for
+        their enqueues and one connection for their wait (per queue)."""
+        limit = _timeout(timeout)
+        queue = validate_queue(options.get("queue", "default"))
+        inbox = self._inbox(queue)
+        p = self._prepare(task_type, payload, options, reply_to=inbox.id)
+        fut = inbox.expect(p.id, late=False)
+        try:
+            plan = self._plan([p])
+            calls = plan.calls
+            replies = await (self._run(calls) if self.wait_replicas else self._pipeline.run(calls))
+            self._results([p], plan, replies, False)
+        except BaseException:
+            inbox.forget(p.id, fut)
+            raise
+        return await inbox.wait(p.id, fut, limit)
+
     async def pause(self, queue: str) -> bool:
         """See :meth:`Client.pause`."""
         return bool(_one(await self._run([self.broker.pause(queue)])))
@@ -332,6 +467,8 @@ class AsyncClient(_ClientCore):
         return bool(_one(await self._run([self.broker.unpause(queue)])))
 
     async def close(self) -> None:
+        for inbox in self._inboxes.values():
+            await inbox.close()
         if self._owns:
             await self.redis.aclose()
 
@@ -340,6 +477,43 @@ class AsyncClient(_ClientCore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _AutoPipeline:
+    """Sends the calls of concurrent callers together: while one pipeline is in flight, new calls
+    queue up and go out in the next (so 1 000 concurrent ``call()``s take a few round trips on one
+    connection, not 1 000 connections)."""
+
+    def __init__(self, executor: AsyncExecutor) -> None:
+        self.exec = executor
+        self.queued: list[tuple[list[Call[Any]], asyncio.Future[list[Any]]]] = []
+        self.flusher: asyncio.Task[None] | None = None
+
+    async def run(self, calls: list[Call[Any]]) -> list[Any]:
+        fut: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self.queued.append((calls, fut))
+        if self.flusher is None:
+            self.flusher = asyncio.create_task(self._flush(), name="asynqpy-client-pipeline")
+        return await fut
+
+    async def _flush(self) -> None:
+        try:
+            while self.queued:
+                batch, self.queued = self.queued, []
+                try:
+                    results = await self.exec.run_many([c for calls, _ in batch for c in calls])
+                except Exception as exc:  # noqa: BLE001 - each caller gets it
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                i = 0
+                for calls, fut in batch:
+                    if not fut.done():
+                        fut.set_result(results[i:i + len(calls)])
+                    i += len(calls)
+        finally:
+            self.flusher = None
 
 
 def _one(replies: list[Any]) -> Any:

@@ -126,6 +126,9 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
         rows.append(("result", payload_text(x.result, full, 200)))
+    headers = getattr(x, "headers", None)
+    if headers:
+        rows.append(("headers", clip(", ".join(f"{k}={v}" for k, v in headers.items()), full, 400)))
     for k, v in rows:
         t.add_row(k, v)
     return t

@@ -335,3 +335,12 @@ def test_task_inspect_shows_the_last_traceback(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(Inspector, "task_info", lambda self, queue, id: info)
     out = ok(f"redis://127.0.0.1:{free_port()}/0", "task", "inspect", "-q", "default", "--id", "id1")
     assert out.endswith("\ntraceback (last failed attempt)\n" + trace), out
+
+
+def test_task_inspect_shows_headers(redis_url: str) -> None:
+    with Client(redis_url) as c:
+        id = c.enqueue("t", headers={"traceparent": "00-abc-01", "tenant": "acme"}, queue="hdr").id
+    out = ok(redis_url, "task", "inspect", "-q", "hdr", "--id", id)
+    assert re.search(r"\nheaders +traceparent=00-abc-01, tenant=acme\n", out), out
+    shown = json.loads(ok(redis_url, "task", "inspect", "-q", "hdr", "--id", id, "--json"))
+    assert shown["headers"] == {"traceparent": "00-abc-01", "tenant": "acme"}

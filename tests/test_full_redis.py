@@ -74,7 +74,8 @@ def _expired(h: H) -> None:
 # script -> (set-up, the call to make while Redis is full); all of them must run when full
 DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "dequeue": (lambda h: h.enqueue("a"), lambda h: h.b.dequeue(Q, 1, 30_000, "tok00002")),
-    "done": (_active, lambda h: h.b.done(Q, "a", "tok00001", h.active_msg("a"))),
+    # with a caller waiting (Client.call): the outcome's push comes after the removals
+    "done": (_active, lambda h: h.b.done(Q, "a", "tok00001", h.active_msg("a").with_(reply_to="in1"), b"outcome")),
     "complete": (_active, lambda h: h.b.complete(Q, "a", "tok00001", h.active_msg("a").with_(retention_ms=60_000))),
     # the worker's retry with an empty retry zset: its tick token used to be the first write
     "retry": (_active, lambda h: h.b.retry(Q, "a", "tok00001", h.active_msg("a").with_(retried=1), 1000)),
@@ -114,6 +115,9 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "enqueue": lambda h: h.b.enqueue(Q, "new", Message("t")),
     "enqueue_many": lambda h: h.b.enqueue_many(Q, [("n1", b"\x91\xa1t"), ("n2", b"\x91\xa1t")], False),
     "schedule": lambda h: h.b.schedule(Q, "new", Message("t"), 5000),
+    # a waiter's registration and a late waiter's notification (the waiter's recheck covers it)
+    "watch": lambda h: h.b.watch(Q, "old", "in1"),
+    "reply": lambda h: h.b.reply(Q, "in1", b"outcome"),
 }
 
 

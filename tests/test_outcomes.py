@@ -77,8 +77,7 @@ def test_finish_a_result_that_cannot_be_stored_archives_with_the_reason(backend:
     serve_until(backend, mux, lambda: stats(backend).archived == 1)
     info = Inspector(backend.sync).task_info("default", id)
     assert info.state is TaskState.ARCHIVED and info.retried == 0
-    assert info.last_error.startswith("asynqpy could not record this attempt's outcome: ResultError: result is not "
-                                      "msgpack-serializable")
+    assert info.last_error.startswith("ResultError: result is not msgpack-serializable")
 
 
 @pytest.mark.parametrize("seconds", [2.0 ** 60, 1e300])

@@ -27,9 +27,9 @@ from asynqpy.redisio.scripts import load_scripts
 
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
-    "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause"},
+    "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
-               "drop", "expire", "trim", "reconcile", "rewake"},
+               "drop", "expire", "trim", "reconcile", "rewake", "reply"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue"},
 }
@@ -39,7 +39,8 @@ CLUSTER_EXTRA = ["+cluster|slots", "+command"]
 def documented_acl() -> dict[str, list[str]]:
     """role -> the ACL SETUSER rules the README documents for it."""
     text = (ROOT / "README.md").read_text()
-    return {m[1]: m[2].split() for m in re.finditer(r"^ACL SETUSER asynqpy-(\w+) (.+)$", text, re.MULTILINE)}
+    return {m[1]: [r.strip('"') for r in re.findall(r'"[^"]*"|\S+', m[2])]
+            for m in re.finditer(r"^ACL SETUSER asynqpy-(\w+) (.+)$", text, re.MULTILINE)}
 
 
 def create_users(admin: redis.Redis, extra: list[str] | None = None) -> None:
@@ -254,7 +255,7 @@ def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
     for role, scripts in ROLE_SCRIPTS.items():
         rules = acl[role]
         assert rules[:3] == ["reset", "on", f">{role.upper()}_PASSWORD"] and "~asynqpy:*" in rules
-        allowed = {r[1:] for r in rules if r.startswith("+")}
+        allowed = {c[1:] for r in rules for c in r.strip("()").split() if c.startswith("+")}
         assert {"evalsha", "eval"} <= allowed
         for script in scripts:
             missing = _script_commands(script) - allowed
@@ -319,6 +320,10 @@ def test_full_lifecycle_under_the_minimal_acl(acl: RedisProcess) -> None:
         async with serving(role_url(acl, "worker"), _lifecycle_mux(ran, started), queues=["default", "low", "crash"],
                            idle_timeout=1, shutdown_timeout=0.2):
             await until(lambda: sorted(ran) == sorted(expected))
+            # results through the producer's inbox: call() (the outcome pushed by the worker's
+            # finishing script) and result() (the watch script), on the producer's ACL
+            assert await asyncio.to_thread(producer.call, "keep", "called", timeout=10) == {"kept": True}
+            assert await asyncio.to_thread(producer.result, kept, timeout=10) == {"kept": True}
             producer.enqueue("slow", "slow")  # running at shutdown: requeued
             await asyncio.wait_for(started.wait(), 10)
             await until(lambda: idle_waits(admin) == 2)  # stopping it takes CLIENT UNBLOCK

@@ -98,6 +98,7 @@ class Model:
     forwarder_plan: float = math.inf  # when the (modelled) forwarder next wakes by itself, ms
     leases: list[tuple[str, str]] = field(default_factory=list)  # every (id, token) ever handed out
     trimmed: int = 0  # archived tasks the archive limits deleted
+    watch: dict[str, list[str]] = field(default_factory=dict)  # id -> inbox ids of late waiters (watch-2)
 
     def ids(self, state: str) -> list[str]:
         return sorted(id for id, t in self.tasks.items() if t.state == state)
@@ -413,25 +414,27 @@ class QueueMachine(RuleBasedStateMachine):
         t = self.m.tasks.get(id)
         msg = t.msg if t is not None else Message("a")
         now, what = self.now, how[0]
+        reply: Any = None
         if what == "succeed" and msg.retention_ms == 0:
-            self.run(self.b.done(Q, id, token, msg), error)
+            reply = self.run(self.b.done(Q, id, token, msg), error)
         elif what == "succeed":
             msg = msg.with_(completed_at_ms=now, result=how[1])
-            self.run(self.b.complete(Q, id, token, msg), error)
+            reply = self.run(self.b.complete(Q, id, token, msg), error)
         elif what == "retry":
             msg = msg.with_(retried=msg.retried + 1, last_error="boom", last_failed_at_ms=now)
             due = self.run(self.b.retry(Q, id, token, msg, how[1], recover=recover), error)
             assert error is not None or due == now + delay_arg(how[1])
         elif what == "archive":
             msg = msg.with_(last_error="fatal", last_failed_at_ms=now)
-            self.run(self.b.archive(Q, id, token, msg, how[1], how[2], recover=recover), error)
+            reply = self.run(self.b.archive(Q, id, token, msg, how[1], how[2], recover=recover), error)
         elif what == "requeue":
             self.run(self.b.requeue(Q, id, token), error)
         if error is not None or what == "keep":
             return
         assert t is not None
         m = self.m
-        if what in ("succeed", "archive"):
+        if what in ("succeed", "archive"):  # the finishing script hands over the late waiters
+            assert reply == 1 and getattr(reply, "late", ()) == tuple(m.watch.pop(id, []))
             m.release(id)
         if what != "requeue":
             m.count(m.processed, day_of(now))
@@ -611,8 +614,29 @@ class QueueMachine(RuleBasedStateMachine):
         removed = self.run(self.b.drop_queue(Q)) == 1
         assert removed == (not m.tasks)
         if removed:
-            m.pending, m.paused, m.wake, m.tick, m.trimmed = [], False, False, False, 0
+            m.pending, m.paused, m.wake, m.tick, m.trimmed, m.watch = [], False, False, False, 0, {}
             m.totals = {"processed": 0, "failed": 0}  # the daily counters expire on their own
+
+    @rule(data=st.data(), inbox=st.sampled_from(["in1", "in2", ""]))
+    def watch(self, data: st.DataObject, inbox: str) -> None:
+        """A client starts waiting for a task (Client.result), or rechecks it (inbox ''): a finished
+        task's stored value, 0 for no task, else 1, registered once per inbox."""
+        known = sorted(self.m.tasks) + sorted(self.old_reads)
+        id = data.draw(st.sampled_from(known) if known else ids_pool, label="watched id")
+        t = self.m.tasks.get(id)
+        registers = t is not None and t.state not in "cx" and inbox and inbox not in self.m.watch.get(id, [])
+        if registers and self.full:  # the registration is a write that may grow memory: refused whole
+            self.run(self.b.watch(Q, id, inbox), RedisFullError)
+            return
+        reply = self.run(self.b.watch(Q, id, inbox))
+        if t is None:
+            assert reply == 0
+        elif t.state in "cx":
+            assert reply == self.m.stored(id)
+        else:
+            assert reply == 1
+            if inbox and inbox not in self.m.watch.get(id, []):
+                self.m.watch.setdefault(id, []).append(inbox)
 
     @rule()
     def reconcile(self) -> None:
@@ -685,8 +709,10 @@ class QueueMachine(RuleBasedStateMachine):
         failed = read.with_(last_error=LEASE_EXPIRED, last_failed_at_ms=self.now)
         error = self.lease_error(id, value[1:9].decode(), recover=True)
         if read.retried >= read.max_retry:
-            assert self.run(self.b.archive(Q, id, value[1:9], failed, max_size, max_age, recover=True), error) == (
-                1 if error is None else None)
+            reply = self.run(self.b.archive(Q, id, value[1:9], failed, max_size, max_age, recover=True), error)
+            assert reply == (1 if error is None else None)
+            if error is None:  # the late waiters are handed over (the recoverer notifies them)
+                assert getattr(reply, "late", ()) == tuple(self.m.watch.pop(id, []))
         else:
             failed = failed.with_(retried=read.retried + 1)
             assert self.run(self.b.retry(Q, id, value[1:9], failed, 0, recover=True), error) == (
@@ -888,11 +914,13 @@ class QueueMachine(RuleBasedStateMachine):
         assert bool(s["wake"]) == m.wake and bool(s["tick"]) == m.tick
         expected = {K.tasks: m.tasks, K.pending: m.pending, K.lease: m.ids("a"), K.paused: m.paused,
                     K.wake: m.wake, K.tick: m.tick, K.processed: m.totals["processed"],
-                    K.failed: m.totals["failed"], K.trimmed: m.trimmed}
+                    K.failed: m.totals["failed"], K.trimmed: m.trimmed, K.watch: m.watch}
         for state, key in CONTAINERS.items():
             expected[key] = m.ids(state)
         keys = {k for k, v in expected.items() if v}
         keys |= {K.lock(d) for d in m.locks}
+        watched = {k.decode(): v.decode().split() for k, v in self.r.hgetall(K.watch).items()}
+        assert watched == m.watch, "watch entries"
         owners = self.r.mget([K.lock(d) for d in m.locks]) if m.locks else []
         assert [o.decode() if o else None for o in owners] == list(m.locks.values()), "lock owners"
         keys |= {f"{K.base}processed:{d}" for d in m.processed} | {f"{K.base}failed:{d}" for d in m.failed}

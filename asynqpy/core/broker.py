@@ -158,10 +158,26 @@ def id_arg(id: str) -> bytes:
         raise InvalidArgumentError(f"a task id is a string of text, got {id!r}") from None
 
 
+class Finished(int):
+    """A finishing script's success (equal to 1): ``late`` holds the inbox ids of waiters that
+    started waiting after the enqueue, to notify with :meth:`Broker.reply` (usually empty)."""
+
+    late: tuple[str, ...] = ()
+
+    @classmethod
+    def with_late(cls, late: bytes) -> Finished:
+        f = cls(OK)
+        f.late = tuple(late.decode().split())
+        return f
+
+
 def _finish_code(op: str, id: str) -> Callable[[Any], int]:
-    """Parser for the finishing scripts: >= 1 ok; 0 / -3 / -4 raise."""
+    """Parser for the finishing scripts: >= 1 ok; 0 / -3 / -4 raise. The done, complete and
+    archive scripts answer a string (the late waiters' inboxes) for success: a :class:`Finished`."""
 
     def parse(reply: Any) -> int:
+        if isinstance(reply, bytes):
+            return Finished.with_late(reply)
         code = int(reply)
         if code >= OK:
             return code
@@ -278,26 +294,32 @@ class Broker:
             (count, lease_ms, token, self.clock.script_now()),
         )
 
-    def done(self, queue: str, id: str, token: str, msg: Message) -> Call[int]:
-        """active -> deleted (success, no retention)."""
+    def done(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
+        """active -> deleted (success, no retention). ``outcome``: what to push to the inbox of
+        ``msg.reply_to`` (:func:`~asynqpy.core.results.pack_outcome`), b'' when nobody waits. The
+        call's reply is a :class:`Finished` (1, with the late waiters to notify)."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
         return Call(
             _finish_code("done", id),
             "done",
-            (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (id_arg(id), token, DAY_TTL_S),
+            (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress, q.watch,
+             q.inbox(msg.reply_to)),
+            (id_arg(id), token, DAY_TTL_S, outcome),
         )
 
-    def complete(self, queue: str, id: str, token: str, msg: Message) -> Call[int]:
-        """active -> completed, kept ``msg.retention_ms`` with ``msg.result``."""
+    def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
+        """active -> completed, kept ``msg.retention_ms`` with ``msg.result``; ``outcome`` as for
+        :meth:`done`."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
         return Call(
             _finish_code("complete", id),
             "complete",
-            (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day),
-            (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now()),
+            (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress,
+             q.watch, q.inbox(msg.reply_to)),
+            (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now(),
+             outcome),
         )
 
     def retry(self, queue: str, id: str, token: str | bytes, msg: Message, delay_ms: float,
@@ -317,21 +339,35 @@ class Broker:
 
     def archive(
         self, queue: str, id: str, token: str | bytes, msg: Message, max_size: int, max_age_ms: int,
-        sign: bool = True, recover: bool = False,
+        sign: bool = True, recover: bool = False, outcome: bytes = b"",
     ) -> Call[int]:
         """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``.
         ``sign`` False: the message is stored unsigned (a task the worker refused to trust must not
-        become runnable by being archived). ``token`` and ``recover`` as for :meth:`retry`."""
+        become runnable by being archived). ``token`` and ``recover`` as for :meth:`retry`;
+        ``outcome`` as for :meth:`done`."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
         return Call(
             _finish_code("archive", id),
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
-             q.failed, failed_day, q.trimmed),
+             q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to)),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
-             self.clock.script_now(), "1" if recover else "0"),
+             self.clock.script_now(), "1" if recover else "0", outcome),
         )
+
+    # -- waiting for outcomes ------------------------------------------------------------------
+
+    def watch(self, queue: str, id: str, inbox: str = "") -> Call[Any]:
+        """Read whether a task finished, registering ``inbox`` as a waiter if not (see
+        :mod:`asynqpy.core.results`). Reply: 0 (no such task), 1 (not finished) or the stored
+        value of a finished task."""
+        q = queue_keys(queue)
+        return Call(lambda r: r, "watch", (q.tasks, q.watch), (id_arg(id), inbox))
+
+    def reply(self, queue: str, inbox: str, outcome: bytes) -> Call[int]:
+        """Push a finished task's outcome to a late waiter's inbox."""
+        return Call(int, "reply", (queue_keys(queue).inbox(inbox),), (outcome,))
 
     def rewake(self, queue: str) -> Call[int]:
         """Put back a wake token taken for ``queue`` and not acted on (1 = a token waits)."""
@@ -500,7 +536,8 @@ class Broker:
         """Delete an empty queue's keys (1), or refuse (-7) if a task is left."""
         q = queue_keys(queue)
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
-                                        q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed))
+                                        q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
+                                        q.progress))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

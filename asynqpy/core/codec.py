@@ -38,6 +38,8 @@ class Message:
     Times are Unix milliseconds; durations are milliseconds. ``timeout_ms``: -1 = the server's
     default, 0 = no limit. ``deadline_ms`` 0 = none. ``retry_delay_ms`` -1 = the server's policy.
     ``traceback``: the last failed attempt's traceback (bounded, its innermost frames kept), or ''.
+    ``headers``: ``{str: str}`` the producer attached (None = none). ``reply_to``: the inbox id of
+    the client waiting for the outcome (``Client.call``), or ''.
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -56,6 +58,8 @@ class Message:
     completed_at_ms: int = 0
     result: Any = None
     traceback: str = ""
+    headers: dict[str, str] | None = None
+    reply_to: str = ""
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -72,7 +76,7 @@ _FIELDS = [f.name for f in fields(Message)]
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
-    (int,), (int,), (object,), (str,),
+    (int,), (int,), (object,), (str,), (dict, type(None)), (str,),
 ]
 
 
@@ -133,6 +137,7 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
 
 assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 _UNIQUE_INDEX = _FIELDS.index("unique")
+_HEADERS_INDEX = _FIELDS.index("headers")
 
 
 def may_be_unique(data: bytes) -> bool:
@@ -177,6 +182,9 @@ def decode(data: bytes) -> Message:
             raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
     if not values[0]:
         raise MalformedMessageError("message has an empty task type")
+    if len(values) > _HEADERS_INDEX and values[_HEADERS_INDEX] is not None and not all(
+            type(k) is str and type(v) is str for k, v in values[_HEADERS_INDEX].items()):
+        raise MalformedMessageError("message field 'headers' has a wrong type")
     return Message(*values)
 
 

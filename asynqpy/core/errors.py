@@ -83,6 +83,16 @@ class ResultError(PayloadError):
     side effects already ran: a task failing with it is archived, never retried."""
 
 
+class TaskFailedError(AsynqpyError):
+    """The task a caller waits for ended archived (its retries ran out, it raised SkipRetry, or an
+    operator archived it): it has no result. ``last_error`` is its last error text; ``task_id`` and
+    ``queue`` name it."""
+
+    def __init__(self, task_id: str, queue: str, last_error: str) -> None:
+        super().__init__(f"task {task_id} (queue {queue}) failed: {last_error or 'archived'}")
+        self.task_id, self.queue, self.last_error = task_id, queue, last_error
+
+
 class RedisUnavailableError(AsynqpyError, RedisConnectionError):
     """Redis could not be reached, or the connection broke before the reply came (then the call may
     or may not have run: see "Calls sent again" in docs/architecture.md). The redis-py error is the

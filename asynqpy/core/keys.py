@@ -54,11 +54,12 @@ class QueueKeys:
     ids -> lease expiry), scheduled, retry, archived, completed (ZSETs), paused (STRING), wake
     (LIST idle workers BLPOP on), tick (LIST forwarders BLPOP on), processed and failed
     (lifetime counters), trimmed (lifetime count of archived tasks deleted by the archive limits),
-    placeholder (the never-set lock key non-unique tasks pass).
+    placeholder (the never-set lock key non-unique tasks pass), watch (HASH id -> inbox ids of
+    waiters that started waiting after the enqueue), progress (HASH id -> latest progress value).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
-                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder")
+                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -77,6 +78,8 @@ class QueueKeys:
         self.failed = base + "failed"
         self.trimmed = base + "trimmed"
         self.placeholder = base + "u:"
+        self.watch = base + "watch"
+        self.progress = base + "progress"
 
     def processed_on(self, day: date) -> str:
         return f"{self.base}processed:{day.isoformat()}"
@@ -88,6 +91,12 @@ class QueueKeys:
         """The marker a batch of generated ids leaves for a minute (``enqueue_many-6``): the same
         call sent again finds it and writes nothing. ``token`` '' gives a never-set placeholder."""
         return f"{self.base}b:{token}"
+
+    def inbox(self, inbox_id: str) -> str:
+        """LIST a waiting client pops finished tasks' outcomes from (``reply:``, one per client and
+        queue, in the queue's slot; expires a while after its last push). ``inbox_id`` '' gives
+        the watch hash, the placeholder a finishing script gets when nobody waits."""
+        return f"{self.base}reply:{inbox_id}" if inbox_id else self.watch
 
     def lock(self, digest: str) -> str:
         """Uniqueness lock; ``digest`` '' gives the never-set placeholder used by non-unique tasks."""

@@ -8,7 +8,7 @@ import difflib
 import math
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,12 +31,16 @@ DEFAULT: Any = _Default()
 
 MAX_TYPE_LEN = 256
 MAX_ID_LEN = 256
+MAX_HEADERS = 64
+"""Most headers a task may carry."""
+MAX_HEADERS_BYTES = 8192
+"""Largest total size of a task's headers (names and values, UTF-8)."""
 MAX_SECONDS = 100 * 365 * 24 * 3600
 """Longest duration an option takes (100 years): every time it leads to stays a valid datetime."""
 MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
-                     "retention", "retry_delay"})
+                     "retention", "retry_delay", "headers"})
 """The names of the enqueue options."""
 
 
@@ -118,6 +122,26 @@ def _check_type(task_type: object) -> None:
         raise InvalidArgumentError(f"task type is longer than {MAX_TYPE_LEN} characters")
 
 
+def check_headers(headers: object) -> dict[str, str] | None:
+    """Validate task headers: a mapping of str to str, at most :data:`MAX_HEADERS` entries and
+    :data:`MAX_HEADERS_BYTES` in all. Returns a plain dict (None for none or empty)."""
+    if headers is None:
+        return None
+    if not isinstance(headers, Mapping):
+        raise InvalidArgumentError(f"headers must be a mapping of str to str, got {type(headers).__name__}")
+    if len(headers) > MAX_HEADERS:
+        raise InvalidArgumentError(f"headers: at most {MAX_HEADERS} entries, got {len(headers)}")
+    size = 0
+    for k, v in headers.items():
+        if type(k) is not str or type(v) is not str or not k or not _is_text(k) or not _is_text(v):
+            raise InvalidArgumentError(f"headers must map non-empty str names to str values (valid UTF-8 text), "
+                                       f"got {k!r}: {v!r}"[:300])
+        size += len(k.encode()) + len(v.encode())
+    if size > MAX_HEADERS_BYTES:
+        raise InvalidArgumentError(f"headers are {size} bytes, over the {MAX_HEADERS_BYTES}-byte limit")
+    return dict(headers) or None
+
+
 def _encode_checked(msg: Message, max_payload_bytes: int) -> bytes:
     data = codec.encode(msg)
     if len(data) > max_payload_bytes:  # the payload is part of the message: only then measure it
@@ -197,6 +221,8 @@ def prepare(
     task_id: str | None = None,
     retention: Seconds = 0,
     retry_delay: Seconds | None = None,
+    headers: Mapping[str, str] | None = None,
+    reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
 ) -> Prepared:
@@ -249,6 +275,8 @@ def prepare(
         retention_ms=int(_seconds("retention", retention) * 1000),
         unique=unique_ttl > 0,
         retry_delay_ms=retry_delay_ms,
+        headers=check_headers(headers),
+        reply_to=reply_to,
     )
     values = list(msg.__dict__.values())
     return Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),

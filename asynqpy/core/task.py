@@ -4,7 +4,7 @@ client and the inspector) and :class:`TaskState`."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -104,6 +104,11 @@ class Task:
         return self._msg.max_retry
 
     @property
+    def headers(self) -> dict[str, str]:
+        """The ``headers`` the producer attached (empty if none)."""
+        return dict(self._msg.headers or {})
+
+    @property
     def message(self) -> Message:
         """The underlying message (advanced use)."""
         return self._msg
@@ -121,6 +126,11 @@ class Task:
             raise ResultError(str(exc)) from None
         self.result = data
         self._has_result = True
+
+    @property
+    def has_result(self) -> bool:
+        """Whether :meth:`write_result` was called (it then wins over the handler's return value)."""
+        return self._has_result
 
     def __repr__(self) -> str:
         return f"Task(type={self.type!r}, id={self.id!r}, queue={self.queue!r}, retry_count={self.retry_count})"
@@ -157,6 +167,7 @@ class TaskInfo:
     orphaned: bool = False
     archived_at: datetime | None = None
     traceback: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_message(
@@ -168,4 +179,4 @@ class TaskInfo:
         return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
-                   traceback=msg.traceback)
+                   traceback=msg.traceback, headers=dict(msg.headers or {}))

@@ -214,6 +214,7 @@ class Running:
     deadline_ms: int = 0
     timeout_ms: int = 0  # the attempt's own limit (0 = none), for error messages
     started: float = 0.0  # loop time the handler started
+    ended: tuple[bool, Any] | None = None  # (completed, result or error text), for waiting callers
 
     @property
     def fields(self) -> str:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import codec
-from ..core.broker import Call, Dequeued
+from ..core.broker import Call, Dequeued, Finished
 from ..core.codec import Message
 from ..core.errors import (
     HandlerNotFoundError,
@@ -51,6 +51,7 @@ from ..core.errors import (
 )
 from ..core.keys import queue_keys
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
+from ..core.results import pack_outcome
 from ..core.retry import default_retry_delay
 from ..core.signing import open_message
 from ..core.task import Task, ms_to_datetime
@@ -102,7 +103,7 @@ class _Outcome:
     what: str = field(default="")
 
 
-def _is_async(fn: Handler) -> bool:
+def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
 
 
@@ -122,6 +123,7 @@ class Processor:
         self._empty: dict[str, float] = {}
         self._wake_keys = {queue_keys(q).wake: q for q in self.queues}
         self._outcomes: list[_Outcome] = []
+        self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks running
         self._writing = 0  # outcomes taken by the writer and not settled yet
         self._outcome_ready = asyncio.Event()
         self._writes_idle = asyncio.Event()
@@ -356,9 +358,13 @@ class Processor:
             handler = self._handler_for(r.msg.type)
             if remaining is not None:
                 timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r)
-            await handler(r.task)
+            returned = await handler(r.task)
             if r.timed_out:  # the handler swallowed the cancellation
                 raise asyncio.CancelledError
+            if returned is not None and not r.task.has_result:  # the return value is the result,
+                r.task.result = returned  # unless the handler set one with write_result
+            if r.task.result is not None:
+                self._check_result(r.task.result)
         except asyncio.CancelledError:
             if r.timed_out and not (r.lost or r.requeued):
                 if r.msg.deadline_ms and r.msg.deadline_ms == r.deadline_ms:
@@ -427,22 +433,31 @@ class Processor:
                 return
         self._write(r, call, what)
 
+    def _check_result(self, result: Any) -> None:
+        """A result that cannot be stored or sent raises ResultError (the task is archived with it,
+        not retried: the attempt's side effects already ran)."""
+        try:
+            size = len(codec.encode_payload(result, "result"))
+        except PayloadError as exc:
+            raise ResultError(str(exc)) from None
+        if size > self.opts.max_result_bytes:
+            raise ResultError(f"result is {size} bytes, over the server's max_result_bytes "
+                              f"({self.opts.max_result_bytes})")
+
     def _outcome(self, r: Running, error: BaseException | None) -> tuple[Call[Any], str]:
         b = self.ctx.broker
         took = asyncio.get_running_loop().time() - r.started
         if error is None:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("task succeeded in %.3fs: %s", took, r.fields, extra={**r.extra, "duration": took})
+            assert r.task is not None
+            result = r.task.result
+            r.ended = (True, result)
+            reply = pack_outcome(r.id, True, result) if r.msg.reply_to else b""
             if r.msg.retention_ms > 0:
-                assert r.task is not None
-                result = r.task.result
-                try:
-                    codec.encode_payload(result, "result")
-                except PayloadError as exc:
-                    raise ResultError(f"{exc} (the handler set task.result directly)") from None
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
-                return b.complete(r.queue, r.id, r.token, msg), "complete"
-            return b.done(r.queue, r.id, r.token, r.msg), "done"
+                return b.complete(r.queue, r.id, r.token, msg, reply), "complete"
+            return b.done(r.queue, r.id, r.token, r.msg, reply), "done"
         text = describe(error)[:MAX_ERROR_TEXT]
         failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms(),
                              traceback=format_traceback(error))
@@ -456,12 +471,35 @@ class Processor:
                 f" (no retries left: {r.msg.retried} of {r.msg.max_retry})"
             log.warning("task failed after %.3fs, archiving it%s: %s error=%s", took, why, r.fields, text,
                         exc_info=None if quiet else error, extra=extra)
+            self._on_failure(r, error, False)
             return self._archive_call(r, failed), "archive"
         delay = self._retry_delay(r, error)
         log.warning("task failed after %.3fs, retrying in %.1fs: %s error=%s", took, delay, r.fields, text,
                     exc_info=None if quiet else error, extra={**extra, "retry_in": delay})
+        self._on_failure(r, error, True)
         msg = failed.with_(retried=r.msg.retried + 1)
         return b.retry(r.queue, r.id, r.token, msg, delay * 1000), "retry"
+
+    def _on_failure(self, r: Running, error: BaseException, will_retry: bool) -> None:
+        """Start the server's ``on_failure`` hook, if any, for a failed attempt (in the background:
+        the outcome's write does not wait for it). What the hook raises is logged."""
+        hook = self.opts.on_failure
+        if hook is None or r.task is None:
+            return
+        task = r.task
+
+        async def call() -> None:
+            try:
+                if _is_async(hook):
+                    await hook(task, error, will_retry)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(self.pool, hook, task, error, will_retry)
+            except Exception:
+                log.exception("the on_failure hook failed for task %s (queue %s)", task.id, task.queue)
+
+        t = asyncio.create_task(call(), name=f"asynqpy-on-failure-{r.id}")
+        self._hooks.add(t)
+        t.add_done_callback(self._hooks.discard)
 
     def _retry_delay(self, r: Running, error: BaseException) -> float:
         """Seconds until the next attempt: the task's own ``retry_delay``, else the server's policy.
@@ -482,8 +520,11 @@ class Processor:
             return default_retry_delay(r.msg.retried, error, r.task)
 
     def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[int]:
+        r.ended = (False, msg.last_error)
+        reply = pack_outcome(r.id, False, msg.last_error) if msg.reply_to else b""
         return self.ctx.broker.archive(
-            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign
+            r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign,
+            outcome=reply,
         )
 
     # -- 4. writing: _finish -> _write -> _write_loop (outcomes of tasks that finish together, pipelined) ---
@@ -508,8 +549,12 @@ class Processor:
             except REDIS_ERRORS as exc:
                 results = [exc] * len(batch)
             again: list[_Outcome] = []
+            replies: list[Call[Any]] = []
             for o, res in zip(batch, results):
                 r = o.running
+                if isinstance(res, Finished) and res.late and r.ended is not None:
+                    outcome = pack_outcome(r.id, *r.ended)
+                    replies += [self.ctx.broker.reply(r.queue, inbox, outcome) for inbox in res.late]
                 if isinstance(res, RETRYABLE) and not r.lost:
                     if loop.time() < r.lease_until:
                         o.attempts += 1
@@ -533,7 +578,22 @@ class Processor:
                 self._outcomes[:0] = again
             elif not any(isinstance(r, RETRYABLE) for r in results):
                 self.ctx.health.ok()
+            if replies:
+                await self._reply(replies)
             self._writing = 0
+
+    async def _reply(self, calls: list[Call[Any]]) -> None:
+        """Notify the waiters that started waiting after their task's enqueue (the finishing script
+        named their inboxes). If this fails, they learn the outcome at their next recheck (if the
+        task's result is kept, else as "not found")."""
+        try:
+            results = await self.ctx.exec.run_many(calls)
+        except REDIS_ERRORS as exc:
+            results = [exc]
+        for res in results:
+            if isinstance(res, Exception):
+                log.warning("could not notify %d waiter(s) of finished tasks: %s", len(calls), res)
+                break
 
     # -- lease loss (heartbeat, canceller) and shutdown (run) ----------------------------------------------
 

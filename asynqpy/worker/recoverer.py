@@ -12,7 +12,9 @@ import logging
 from dataclasses import dataclass
 
 from ..core import codec
+from ..core.broker import Finished
 from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
+from ..core.results import pack_outcome
 from ..core.signing import open_message
 from ..core.stored import is_active, message_of, token_of
 from ..redisio.connection import REDIS_ERRORS
@@ -105,9 +107,13 @@ class Recoverer:
         try:
             if not trusted or failed.retried >= failed.max_retry:
                 p = self.p
-                await ctx.exec.run(b.archive(queue, id, token, failed, p.archive_max_size,
-                                             int(p.archive_max_age * 1000), trusted, recover=True))
+                outcome = pack_outcome(id, False, failed.last_error)
+                res = await ctx.exec.run(b.archive(queue, id, token, failed, p.archive_max_size,
+                                                   int(p.archive_max_age * 1000), trusted, recover=True,
+                                                   outcome=outcome if failed.reply_to else b""))
                 log.warning("task %s (queue %s): %s; archived", id, queue, failed.last_error)
+                if isinstance(res, Finished) and res.late:  # waiters that began after the enqueue
+                    await ctx.exec.run_many([b.reply(queue, inbox, outcome) for inbox in res.late])
             else:
                 await ctx.exec.run(b.retry(queue, id, token, failed.with_(retried=failed.retried + 1), 0,
                                            recover=True))

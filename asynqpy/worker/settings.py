@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -10,6 +10,11 @@ from ..core.errors import InvalidArgumentError
 from ..core.keys import validate_queue
 from ..core.options import MAX_SECONDS
 from ..core.retry import RetryDelayFunc, default_retry_delay
+from ..core.task import Task
+
+FailureHook = Callable[[Task, BaseException, bool], Any]
+"""``on_failure(task, error, will_retry)``: called after every failed attempt (a plain function
+runs in the thread pool, an ``async def`` on the event loop); what it raises is logged."""
 
 MAX_FETCH_BATCH = 1000
 """Most tasks one dequeue call may take (bulk script calls stay bounded)."""
@@ -54,6 +59,8 @@ class ServerOptions:
     fail_fast: bool = False
     block_warning: float | None = 0.5
     fair_dispatch: bool = False
+    on_failure: FailureHook | None = None
+    max_result_bytes: int = 1 << 20
 
     def validate(self) -> ServerOptions:
         """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
@@ -85,6 +92,9 @@ class ServerOptions:
             _seconds("block_warning", self.block_warning)
         if self.unknown_type not in ("retry", "archive"):
             raise InvalidArgumentError("unknown_type must be 'retry' or 'archive'")
+        if self.on_failure is not None and not callable(self.on_failure):
+            raise InvalidArgumentError("on_failure must be a function (task, error, will_retry) -> None")
+        _integer("max_result_bytes", self.max_result_bytes, 1)
         if not callable(self.retry_delay):
             raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
         return self

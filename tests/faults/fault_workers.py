@@ -28,8 +28,9 @@ def recorder() -> aredis.Redis:
 
 
 @mux.handle("job")
-async def job(task: Task) -> None:
-    """Works for ``ms`` milliseconds; the first ``fail`` attempts raise."""
+async def job(task: Task) -> str:
+    """Works for ``ms`` milliseconds; the first ``fail`` attempts raise. Returns the task's id and
+    attempt (its result, which callers waiting with Client.call check)."""
     p: dict[str, Any] = task.payload
     await recorder().rpush("starts", f"{task.id}|{task.retry_count}|{time.time():.6f}|{os.getpid()}")
     if p.get("ms"):
@@ -37,3 +38,4 @@ async def job(task: Task) -> None:
     if task.retry_count < p.get("fail", 0):
         raise RuntimeError("planned failure")
     await recorder().rpush("ends", f"{task.id}|{task.retry_count}|{time.time():.6f}|{os.getpid()}")
+    return f"{task.id}|{task.retry_count}"

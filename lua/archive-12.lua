@@ -11,6 +11,9 @@ KEYS[6] processed_day  today's processed counter
 KEYS[7] failed         lifetime failed counter
 KEYS[8] failed_day     today's failed counter
 KEYS[9] trimmed        lifetime count of archived tasks deleted by the limits
+KEYS[10] progress       progress hash (the task's entry is cleared)
+KEYS[11] watch          watch hash: id -> inbox ids of late waiters
+KEYS[12] reply          the inbox of the client waiting through Client.call (the watch hash when none)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -20,7 +23,8 @@ ARGV[5] max_age        archive age limit (ms)
 ARGV[6] day_ttl        seconds to keep a daily counter
 ARGV[7] now            '' = Redis time; else a simulated time in ms
 ARGV[8] recover        '1' = the recoverer calls: the lease must also have expired; else '0'
-Returns 1 = archived, 0 = no such task, -3 = lease not held (another run, or not active),
+ARGV[9] payload        the outcome for the waiting client (msgpack [id, 'x', error]), '' = none
+Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
 ]]
 --- @include "now"
@@ -28,6 +32,7 @@ Returns 1 = archived, 0 = no such task, -3 = lease not held (another run, or not
 --- @include "unique"
 --- @include "counters"
 --- @include "trim"
+--- @include "notify"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -42,4 +47,4 @@ local day_ttl = tonumber(ARGV[6])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
-return 1
+return notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9])

@@ -1,0 +1,161 @@
+"""Outcomes for waiting callers (``Client.result`` and ``Client.call``), sans I/O.
+
+A client waiting on a queue has an *inbox* there (a list in the queue's slot, one per client and
+queue): the script that finishes a task (done, complete, archive) pushes the outcome to the inbox
+named by the task's ``reply_to`` (set by ``Client.call``) in the same atomic step, and returns the
+inboxes of waiters that started waiting after the enqueue (registered by the ``watch`` script),
+which the worker notifies right after (``reply`` script). An outcome is msgpack
+``[id, kind, value]`` (the id as bytes): kind ``c`` (completed, value = the result) or ``x`` (archived, value = the
+last error). :class:`Waiting` is the bookkeeping both the sync and the async inbox drive.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from . import codec
+from .errors import MalformedMessageError, TaskFailedError, TaskNotFoundError
+from .stored import message_of, state_char
+
+COMPLETED = "c"
+ARCHIVED = "x"
+RECHECK = 5.0
+"""Seconds between two looks at the tasks a client waits for (a deleted task, a notification lost
+to a crash or a Redis restart): the outcome itself arrives by push, not by this."""
+
+
+def new_inbox_id() -> str:
+    """A random inbox id: 12 URL-safe characters (72 bits)."""
+    return base64.urlsafe_b64encode(os.urandom(9)).decode()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a task ended, for a waiting caller: completed with ``result``, or archived with
+    ``error`` (its last error text)."""
+
+    id: str
+    queue: str
+    completed: bool
+    result: Any = None
+    error: str = ""
+
+    def value(self) -> Any:
+        """The result, or :class:`TaskFailedError` raised for an archived task."""
+        if not self.completed:
+            raise TaskFailedError(self.id, self.queue, self.error)
+        return self.result
+
+
+def pack_outcome(id: str, completed: bool, value: Any) -> bytes:
+    """The payload a finishing script pushes (the result must be msgpack-serializable: the worker
+    checked it before)."""
+    raw_id = id.encode(errors="surrogateescape")  # an id read from Redis may be any bytes
+    data: bytes = codec.packer().pack([raw_id, COMPLETED if completed else ARCHIVED, value])
+    return data
+
+
+def unpack_outcome(queue: str, data: bytes) -> Outcome | None:
+    """An outcome read from an inbox; None for data that is not one (written by hand)."""
+    try:
+        id, kind, value = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception:  # noqa: BLE001 - garbage in an inbox is skipped
+        return None
+    if not isinstance(id, bytes) or kind not in (COMPLETED, ARCHIVED):
+        return None
+    id = id.decode(errors="surrogateescape")
+    if kind == COMPLETED:
+        return Outcome(id, queue, True, value)
+    return Outcome(id, queue, False, error=value if isinstance(value, str) else repr(value))
+
+
+def outcome_of_stored(id: str, queue: str, stored: bytes) -> Outcome:
+    """The outcome of a finished task from its stored value (``c`` or ``x`` + message), as the
+    watch script returns it."""
+    try:
+        msg = codec.decode(message_of(stored))
+    except MalformedMessageError as exc:
+        return Outcome(id, queue, False, error=f"its stored message cannot be read: {exc}")
+    if state_char(stored) == COMPLETED.encode():
+        return Outcome(id, queue, True, msg.result)
+    return Outcome(id, queue, False, error=msg.last_error)
+
+
+def not_found(id: str, queue: str) -> TaskNotFoundError:
+    return TaskNotFoundError(
+        f"task {id} not found in queue {queue}: it never existed, was deleted, finished without a kept "
+        "result (retention 0) before the wait began, or was lost (Redis restarted without persistence)")
+
+
+class Waiting:
+    """The tasks one inbox waits for: id -> how many waiters, and what they learned.
+
+    ``late`` ids were registered with the watch script (their notification is sent after the
+    finishing script, so "not found" is believed only when seen twice: the task may have finished
+    with retention 0 and its notification be on its way)."""
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.waiters: dict[str, int] = {}
+        self.outcomes: dict[str, Outcome | BaseException] = {}
+        self.late: set[str] = set()
+        self.missing_once: set[str] = set()
+        self.suspects: set[str] = set()
+
+    def add(self, id: str, late: bool) -> None:
+        self.waiters[id] = self.waiters.get(id, 0) + 1
+        if late:
+            self.late.add(id)
+
+    def remove(self, id: str) -> bool:
+        """One waiter of ``id`` is gone; True when it was the last."""
+        n = self.waiters.get(id, 0) - 1
+        if n > 0:
+            self.waiters[id] = n
+            return False
+        self.waiters.pop(id, None)
+        self.late.discard(id)
+        self.missing_once.discard(id)
+        return True
+
+    def deliver(self, data: bytes) -> str | None:
+        """An inbox entry: record it for its waiters; returns its id if someone waits for it."""
+        out = unpack_outcome(self.queue, data)
+        if out is None or out.id not in self.waiters:
+            return None
+        self.outcomes[out.id] = out
+        return out.id
+
+    def checked(self, id: str, reply: Any) -> None:
+        """A recheck's watch reply for ``id``: record the outcome of a finished task; a task not
+        found is only a suspect until :meth:`settle` (its outcome may sit in the inbox: the driver
+        drains the inbox in between)."""
+        if id not in self.waiters or id in self.outcomes:
+            return
+        if isinstance(reply, bytes):
+            self.outcomes[id] = outcome_of_stored(id, self.queue, reply)
+        elif reply == 0:
+            self.suspects.add(id)
+        else:
+            self.missing_once.discard(id)
+
+    def settle(self) -> list[str]:
+        """After a recheck and an inbox drain: suspects that got no outcome are not found (a late
+        waiter's task only when it was missing at two rechecks in a row). Returns the ids that got
+        an outcome this way."""
+        gone = []
+        for id in self.suspects:
+            if id not in self.waiters or id in self.outcomes:
+                continue
+            if id in self.late and id not in self.missing_once:
+                self.missing_once.add(id)
+                continue
+            self.outcomes[id] = not_found(id, self.queue)
+            gone.append(id)
+        self.suspects.clear()
+        return gone

@@ -1,0 +1,221 @@
+"""Results without polling: a handler's return value is its result; Client.call and
+Client.result (sync and async) get it pushed to the client's inbox; failures, unknown and deleted
+tasks, timeouts; late waiters (the watch hash and the worker's notification after the finishing
+script); headers; the on_failure hook. On fakeredis, redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from helpers import serving, stats, until
+
+from asynqpy import (
+    AsyncClient,
+    Client,
+    Inspector,
+    InvalidArgumentError,
+    ServeMux,
+    SkipRetry,
+    Task,
+    TaskFailedError,
+    TaskNotFoundError,
+    TaskState,
+)
+from asynqpy.core.keys import queue_keys
+
+K = queue_keys("default")
+
+
+def _mux(gate: asyncio.Event | None = None) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("add")
+    async def add(task: Task) -> int:
+        if gate is not None:
+            await gate.wait()
+        return int(task.payload[0] + task.payload[1])
+
+    @mux.handle("written")
+    def written(task: Task) -> None:  # a sync handler: write_result keeps working
+        task.write_result({"rows": task.payload})
+
+    @mux.handle("fail")
+    async def fail(task: Task) -> None:
+        raise SkipRetry("no such account")
+
+    @mux.handle("unstorable")
+    async def unstorable(task: Task) -> Any:
+        return {1, 2}  # a set: not msgpack
+
+    @mux.handle("headers")
+    async def headers(task: Task) -> dict[str, str]:
+        return task.headers
+
+    return mux
+
+
+def test_call_returns_the_handlers_return_value(backend: Any) -> None:
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux()), AsyncClient(backend.new_async()) as c:
+            assert await c.call("add", [2, 3], timeout=10) == 5
+            assert await c.call("written", 7, timeout=10) == {"rows": 7}
+            assert await c.call("headers", headers={"trace": "abc"}, timeout=10) == {"trace": "abc"}
+            with pytest.raises(TaskFailedError) as exc:
+                await c.call("fail", timeout=10)
+            assert "no such account" in exc.value.last_error and exc.value.queue == "default"
+            with pytest.raises(TaskFailedError, match="not msgpack-serializable"):
+                await c.call("unstorable", max_retry=5, timeout=10)  # archived at once, not retried
+            assert stats(backend).retry == 0
+        assert backend.sync.hlen(K.tasks) == 2  # nothing kept: only the two archived tasks
+        assert not backend.sync.exists(K.watch)
+
+    asyncio.run(main())
+
+
+def test_sync_call_and_result_from_threads(backend: Any) -> None:
+    """The sync client: call() and result() from several threads share one inbox."""
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux()):
+            with Client(backend.sync) as c:
+                results: dict[int, Any] = {}
+
+                def one(i: int) -> None:
+                    results[i] = c.call("add", [i, i], timeout=10)
+
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+                await asyncio.to_thread(lambda: ([t.start() for t in threads], [t.join(15) for t in threads]))
+                assert results == {i: 2 * i for i in range(8)}
+                info = c.enqueue("add", [1, 1], retention=60)
+                assert await asyncio.to_thread(c.result, info, timeout=10) == 2
+                assert await asyncio.to_thread(c.result, info.id, timeout=10) == 2  # after: from retention
+
+    asyncio.run(main())
+
+
+def test_result_waits_for_a_task_enqueued_earlier(backend: Any) -> None:
+    """A late waiter (result() after enqueue(), before the task ran) is notified by the worker after
+    the finishing script; with retention 0 nothing is kept, yet the waiter gets the result."""
+
+    async def main() -> None:
+        gate = asyncio.Event()
+        async with AsyncClient(backend.new_async()) as c:
+            info = await c.enqueue("add", [20, 22])
+            waiter = asyncio.create_task(c.result(info, timeout=10))
+            await until(lambda: backend.sync.hexists(K.watch, info.id))
+            async with serving(backend.new_async(), _mux(gate)):
+                gate.set()
+                assert await waiter == 42
+            assert not backend.sync.hexists(K.tasks, info.id) and not backend.sync.exists(K.watch)
+
+    asyncio.run(main())
+
+
+def test_result_of_finished_unknown_and_deleted_tasks(backend: Any) -> None:
+    async def main() -> None:
+        async with AsyncClient(backend.new_async(), recheck=0.2) as c:
+            with pytest.raises(TaskNotFoundError):
+                await c.result("no-such-id", timeout=5)
+            archived = await c.enqueue("fail")
+            async with serving(backend.new_async(), _mux()):
+                with pytest.raises(TaskFailedError):
+                    await c.result(archived, timeout=10)
+            with pytest.raises(TaskFailedError):  # after the fact: the archive keeps it
+                await c.result(archived.id, timeout=1)
+            doomed = await c.enqueue("add", [1, 2], process_in=3600)
+            waiter = asyncio.create_task(c.result(doomed, timeout=10))
+            await until(lambda: backend.sync.hexists(K.watch, doomed.id))
+            Inspector(backend.sync).delete_task("default", doomed.id)
+            t0 = time.monotonic()
+            with pytest.raises(TaskNotFoundError):  # seen by the recheck (twice: a late waiter)
+                await waiter
+            assert time.monotonic() - t0 < 3
+
+    asyncio.run(main())
+
+
+def test_timeout_leaves_the_task_alone(backend: Any) -> None:
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as c:
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                await c.call("add", [1, 2], timeout=0.3, task_id="slow")
+            assert 0.25 < time.monotonic() - t0 < 2
+            assert Inspector(backend.sync).task_info("default", "slow").state is TaskState.PENDING
+            async with serving(backend.new_async(), _mux()):
+                await until(lambda: stats(backend).pending == 0)
+        with Client(backend.sync) as s:
+            with pytest.raises(TimeoutError):
+                s.call("add", [1, 2], timeout=0.2, queue="nobody-serves-this")
+
+    asyncio.run(main())
+
+
+def test_bad_input_is_refused_and_nothing_is_queued(backend: Any) -> None:
+    with Client(backend.sync) as c:
+        for kwargs in ({"timeout": -1}, {"timeout": "soon"}, {"headers": {"a": 1}}, {"headers": "x"},
+                       {"headers": {str(i): "v" for i in range(65)}}, {"headers": {"big": "x" * 9000}},
+                       {"reply_to": "someone-else"}):
+            with pytest.raises(InvalidArgumentError):
+                c.call("add", [1, 2], **kwargs)
+        with pytest.raises(InvalidArgumentError):
+            c.result("", timeout=1)
+        with pytest.raises(InvalidArgumentError):
+            c.result(c.enqueue("add", [1, 1], queue="other"), queue="default")
+    assert stats(backend).pending == 0 and stats(backend, "other").pending == 1
+
+
+def test_a_thousand_concurrent_calls_use_few_connections(backend: Any) -> None:
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(), concurrency=50), AsyncClient(backend.new_async()) as c:
+            assert sum(await asyncio.gather(*(c.call("add", [i, 1], timeout=30) for i in range(1000)))) == \
+                sum(range(1, 1001))
+            pool = c.redis.connection_pool if hasattr(c.redis, "connection_pool") else None
+            if pool is not None:  # single Redis: one connection for the enqueues, one for the inbox
+                assert len(pool._available_connections) + len(pool._in_use_connections) <= 3
+
+    asyncio.run(main())
+
+
+def test_on_failure_hook_sees_every_failed_attempt(backend: Any) -> None:
+    seen: list[tuple[str, str, bool]] = []
+    mux = ServeMux()
+
+    @mux.handle("flaky")
+    async def flaky(task: Task) -> None:
+        raise RuntimeError(f"attempt {task.retry_count}")
+
+    async def hook(task: Task, error: BaseException, will_retry: bool) -> None:
+        seen.append((task.id, str(error), will_retry))
+        raise ValueError("a broken hook is logged, the task is not lost")
+
+    def sync_hook(task: Task, error: BaseException, will_retry: bool) -> None:
+        seen.append((task.id, "sync", will_retry))
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as c:
+            info = await c.enqueue("flaky", max_retry=1, retry_delay=0)
+            async with serving(backend.new_async(), mux, on_failure=hook):
+                await until(lambda: len(seen) == 2)
+                await until(lambda: stats(backend).archived == 1)
+            assert seen == [(info.id, "attempt 0", True), (info.id, "attempt 1", False)]
+            seen.clear()
+            await c.enqueue("flaky", max_retry=0)
+            async with serving(backend.new_async(), mux, on_failure=sync_hook):
+                await until(lambda: seen == [(seen[0][0], "sync", False)] if seen else False)
+
+    asyncio.run(main())
+
+
+def test_headers_are_kept_and_shown() -> None:
+    import fakeredis
+
+    r = fakeredis.FakeRedis()
+    with Client(r) as c:
+        info = c.enqueue("t", headers={"traceparent": "00-abc-01", "tenant": "ä"})
+    assert info.headers == {"traceparent": "00-abc-01", "tenant": "ä"}
+    assert Inspector(r).task_info("default", info.id).headers == info.headers
