@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -345,11 +345,14 @@ class Client(_ClientCore):
 
         return inbox.wait(id, limit, late=True, start=watch)
 
-    def call(self, task_type: str, payload: Any = None, *, timeout: float | None = None, **options: Any) -> Any:
+    def call(self, task_type: str, payload: Any = None, *, timeout: float | None = None,
+             on_progress: Callable[[Any], Any] | None = None, **options: Any) -> Any:
         """Enqueue a task and return its result: :meth:`enqueue` then :meth:`result`, except that
         the outcome is pushed to this client as the task finishes (nothing is kept in Redis after
         it unless ``retention`` says so). Same options as :meth:`enqueue`; same errors as both.
-        ``timeout`` counts from the call; when it passes, the task is left alone (it still runs)."""
+        ``timeout`` counts from the call; when it passes, the task is left alone (it still runs).
+        ``on_progress(value)`` is called with each progress report the handler makes
+        (``task.progress``), in a thread that waits on this client."""
         limit = _timeout(timeout)
         queue = validate_queue(options.get("queue", "default"))
         inbox = self._inbox(queue)
@@ -359,7 +362,7 @@ class Client(_ClientCore):
             plan = self._plan([p])
             self._results([p], plan, self._run(plan.calls), False)
 
-        return inbox.wait(p.id, limit, late=False, start=enqueue)
+        return inbox.wait(p.id, limit, late=False, start=enqueue, on_progress=on_progress)
 
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks). False if it was already paused."""
@@ -440,14 +443,15 @@ class AsyncClient(_ClientCore):
         return await inbox.wait(id, fut, limit)
 
     async def call(self, task_type: str, payload: Any = None, *, timeout: float | None = None,
-                   **options: Any) -> Any:
+                   on_progress: Callable[[Any], Any] | None = None, **options: Any) -> Any:
         """See :meth:`Client.call`. Calls made concurrently share one pipelined round trip for
-        their enqueues and one connection for their wait (per queue)."""
+        their enqueues and one connection for their wait (per queue). ``on_progress`` may be a
+        plain function or a coroutine function."""
         limit = _timeout(timeout)
         queue = validate_queue(options.get("queue", "default"))
         inbox = self._inbox(queue)
         p = self._prepare(task_type, payload, options, reply_to=inbox.id)
-        fut = inbox.expect(p.id, late=False)
+        fut = inbox.expect(p.id, late=False, on_progress=on_progress)
         try:
             plan = self._plan([p])
             calls = plan.calls

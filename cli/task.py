@@ -62,6 +62,9 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
     t.add_column(_when(tasks[0], now)[0] if tasks else "when", no_wrap=True)
     if failed:
         t.add_column("retried", justify="right", no_wrap=True)
+    active = state is TaskState.ACTIVE
+    if active:
+        t.add_column("progress", no_wrap=not full, max_width=None if full else 14, overflow="ellipsis")
     t.add_column("last error" if failed else "result" if state is TaskState.COMPLETED else "payload",
                  no_wrap=not full, overflow="fold" if full else "ellipsis")
     width = 28 if failed else 32
@@ -72,6 +75,8 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
             extra = [payload_text(x.result, full, width)]
         else:
             extra = [payload_text(x.payload, full, width)]
+        if active:
+            extra.insert(0, payload_text(getattr(x, "progress", None), full, 14))
         t.add_row(x.id, x.type, _when(x, now)[1], *extra)
     return t
 
@@ -126,6 +131,8 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
         rows.append(("result", payload_text(x.result, full, 200)))
+    if getattr(x, "progress", None) is not None:
+        rows.append(("progress", payload_text(x.progress, full, 200)))
     headers = getattr(x, "headers", None)
     if headers:
         rows.append(("headers", clip(", ".join(f"{k}={v}" for k, v in headers.items()), full, 400)))

@@ -388,7 +388,7 @@ def test_queue_view_pages_and_tabs() -> None:
                   last_failed_at_ms=ms(-timedelta(minutes=2)))
     cases = {
         "2": (TaskState.ACTIVE, dict(deadline_ms=ms(timedelta(seconds=40))),
-              ["id", "type", "lease", "deadline", "retried", "payload"], "in 40s"),
+              ["id", "type", "lease", "deadline", "retried", "progress", "payload"], "in 40s"),
         "3": (TaskState.SCHEDULED, {}, ["id", "type", "due", "retried", "payload"], "in 5m"),
         "4": (TaskState.RETRY, failed, ["id", "type", "next", "try", "retried", "last", "error"], "ConnectionResetError: peer"),
         "5": (TaskState.ARCHIVED, failed, ["id", "type", "archived", "retried", "last", "error"], "2m ago"),

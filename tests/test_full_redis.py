@@ -119,6 +119,8 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "watch": lambda h: h.b.watch(Q, "old", "in1"),
     "reply": lambda h: h.b.reply(Q, "in1", b"outcome"),
 }
+# a running task's progress report: refused when full (the task goes on without it), see below
+OPTIONAL = {"progress"}
 
 
 def _full(h: H) -> None:
@@ -127,7 +129,7 @@ def _full(h: H) -> None:
 
 
 def test_every_script_is_classified() -> None:
-    assert set(load_scripts()) == set(DRAIN) | set(STORE)
+    assert set(load_scripts()) == set(DRAIN) | set(STORE) | OPTIONAL
 
 
 @pytest.mark.parametrize("script", sorted(DRAIN))
@@ -151,6 +153,17 @@ def test_new_task_scripts_are_refused_whole_when_redis_is_full(h: H, script: str
         h.x.run(c)
     h.r.config_set("maxmemory", 0)
     assert {k: h.r.dump(k) for k in h.r.keys("*")} == before  # nothing stored, nothing lost
+
+
+def test_progress_is_refused_whole_when_redis_is_full_and_the_task_goes_on(h: H) -> None:
+    _active(h)
+    before = {k: h.r.dump(k) for k in h.r.keys("*")}
+    _full(h)
+    with pytest.raises(RedisFullError):
+        h.x.run(h.b.progress(Q, "a", "tok00001", h.active_msg("a"), b"\x01"))
+    h.x.run(h.b.done(Q, "a", "tok00001", h.active_msg("a")))  # and it still finishes
+    h.r.config_set("maxmemory", 0)
+    assert h.r.hget(K.tasks, "a") is None and before[K.tasks.encode()] is not None
 
 
 def test_recoverer_retries_an_expired_task_when_redis_is_full(h: H, redis_url: str) -> None:

@@ -18,6 +18,7 @@ from asynqpy import (
     Client,
     Inspector,
     InvalidArgumentError,
+    PayloadError,
     ServeMux,
     SkipRetry,
     Task,
@@ -219,3 +220,52 @@ def test_headers_are_kept_and_shown() -> None:
         info = c.enqueue("t", headers={"traceparent": "00-abc-01", "tenant": "ä"})
     assert info.headers == {"traceparent": "00-abc-01", "tenant": "ä"}
     assert Inspector(r).task_info("default", info.id).headers == info.headers
+
+
+def test_progress_reaches_the_caller_the_inspector_and_the_cli(backend: Any) -> None:
+    mux = ServeMux()
+    gate = asyncio.Event()
+    refused: list[str] = []
+
+    @mux.handle("steps")
+    async def steps(task: Task) -> str:
+        for i in range(1, 1001):  # a tight loop: written at most every 0.2 s, the latest wins
+            task.progress({"done": i, "of": 1000})
+        await gate.wait()
+        try:
+            task.progress("x" * 10_000)
+        except PayloadError as exc:
+            refused.append(str(exc))
+        return "finished"
+
+    @mux.handle("sync-steps")
+    def sync_steps(task: Task) -> int:
+        for i in range(3):
+            task.progress(i)
+            time.sleep(0.25)
+        return 3
+
+    async def main() -> None:
+        seen: list[Any] = []
+        async with serving(backend.new_async(), mux), AsyncClient(backend.new_async()) as c:
+            call = asyncio.create_task(c.call("steps", on_progress=seen.append, task_id="p1", timeout=10))
+            ins = Inspector(backend.sync)
+            await until(lambda: backend.sync.hexists(K.tasks, "p1"))
+            await until(lambda: ins.task_info("default", "p1").progress == {"done": 1000, "of": 1000})
+            active = ins.list_tasks("default", TaskState.ACTIVE)
+            assert [t.progress for t in active] == [{"done": 1000, "of": 1000}]
+            await until(lambda: seen and seen[-1] == {"done": 1000, "of": 1000})
+            assert len(seen) <= 3  # a thousand reports, a few writes
+            gate.set()
+            assert await call == "finished"
+            assert refused and "over the 8192-byte limit" in refused[0]
+            assert not backend.sync.exists(K.progress)  # cleared by the finishing script
+            got: list[Any] = []
+
+            async def on_progress(value: Any) -> None:  # a coroutine callback
+                got.append(value)
+
+            assert await c.call("sync-steps", on_progress=on_progress, timeout=10) == 3
+            await until(lambda: got == [0, 1, 2])
+
+    asyncio.run(main())

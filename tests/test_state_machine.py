@@ -99,6 +99,7 @@ class Model:
     leases: list[tuple[str, str]] = field(default_factory=list)  # every (id, token) ever handed out
     trimmed: int = 0  # archived tasks the archive limits deleted
     watch: dict[str, list[str]] = field(default_factory=dict)  # id -> inbox ids of late waiters (watch-2)
+    progress: dict[str, bytes] = field(default_factory=dict)  # id -> latest progress of an active task
 
     def ids(self, state: str) -> list[str]:
         return sorted(id for id, t in self.tasks.items() if t.state == state)
@@ -433,6 +434,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert t is not None
         m = self.m
+        m.progress.pop(id, None)  # every script that ends an attempt clears its progress
         if what in ("succeed", "archive"):  # the finishing script hands over the late waiters
             assert reply == 1 and getattr(reply, "late", ()) == tuple(m.watch.pop(id, []))
             m.release(id)
@@ -591,6 +593,7 @@ class QueueMachine(RuleBasedStateMachine):
         if code == 1:
             assert t is not None
             self.m.release(id)
+            self.m.progress.pop(id, None)
             t.state, t.msg, t.token, t.score = "x", msg, "", self.now
 
     @precondition(lambda self: bool(self.m.totals["processed"] or self.m.pending))
@@ -615,7 +618,21 @@ class QueueMachine(RuleBasedStateMachine):
         assert removed == (not m.tasks)
         if removed:
             m.pending, m.paused, m.wake, m.tick, m.trimmed, m.watch = [], False, False, False, 0, {}
+            m.progress = {}
             m.totals = {"processed": 0, "failed": 0}  # the daily counters expire on their own
+
+    @precondition(lambda self: self.has_active())
+    @rule(data=st.data(), value=st.binary(min_size=1, max_size=3))
+    def progress(self, data: st.DataObject, value: bytes) -> None:
+        """A running task reports progress with a lease it holds, or one it lost (refused)."""
+        id, token = self._pick_lease(data)
+        error = self.lease_error(id, token)
+        if error is None and self.full:
+            error = RedisFullError  # its first write, HSET, may grow memory
+        self.run(self.b.progress(Q, id, token, self.m.tasks[id].msg if id in self.m.tasks else Message("a"), value),
+                 error)
+        if error is None:
+            self.m.progress[id] = value
 
     @rule(data=st.data(), inbox=st.sampled_from(["in1", "in2", ""]))
     def watch(self, data: st.DataObject, inbox: str) -> None:
@@ -729,6 +746,7 @@ class QueueMachine(RuleBasedStateMachine):
             t.state, t.msg, t.token, t.score = "r", failed, "", self.now
         self.m.count(self.m.processed, day_of(self.now))
         self.m.count(self.m.failed, day_of(self.now))
+        self.m.progress.pop(id, None)
         return True
 
     @precondition(lambda self: self.has("sr"))
@@ -914,11 +932,14 @@ class QueueMachine(RuleBasedStateMachine):
         assert bool(s["wake"]) == m.wake and bool(s["tick"]) == m.tick
         expected = {K.tasks: m.tasks, K.pending: m.pending, K.lease: m.ids("a"), K.paused: m.paused,
                     K.wake: m.wake, K.tick: m.tick, K.processed: m.totals["processed"],
-                    K.failed: m.totals["failed"], K.trimmed: m.trimmed, K.watch: m.watch}
+                    K.failed: m.totals["failed"], K.trimmed: m.trimmed, K.watch: m.watch,
+                    K.progress: m.progress}
         for state, key in CONTAINERS.items():
             expected[key] = m.ids(state)
         keys = {k for k, v in expected.items() if v}
         keys |= {K.lock(d) for d in m.locks}
+        assert {k.decode(): v for k, v in self.r.hgetall(K.progress).items()} == m.progress, "progress entries"
+        assert all(m.tasks[id].state == "a" for id in m.progress), "progress of a task that is not active"
         watched = {k.decode(): v.decode().split() for k, v in self.r.hgetall(K.watch).items()}
         assert watched == m.watch, "watch entries"
         owners = self.r.mget([K.lock(d) for d in m.locks]) if m.locks else []

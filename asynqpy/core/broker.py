@@ -332,7 +332,7 @@ class Broker:
         return Call(
             _finish_code("retry", id),
             "retry",
-            (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day),
+            (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day, q.progress),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg), delay_arg(delay_ms), DAY_TTL_S,
              self.clock.script_now(), "1" if recover else "0"),
         )
@@ -356,6 +356,14 @@ class Broker:
              self.clock.script_now(), "1" if recover else "0", outcome),
         )
 
+    def progress(self, queue: str, id: str, token: str, msg: Message, value: bytes, push: bytes = b"") -> Call[int]:
+        """A running task's progress (``value``: msgpack), kept as its latest; ``push`` goes to the
+        inbox of ``msg.reply_to`` (b'' = nobody waits). Raises LeaseLostError / TaskNotFoundError."""
+        q = queue_keys(queue)
+        return Call(_finish_code("progress", id), "progress", (q.tasks, q.progress, q.inbox(msg.reply_to) if
+                                                                msg.reply_to else q.progress),
+                    (id_arg(id), token, value, push))
+
     # -- waiting for outcomes ------------------------------------------------------------------
 
     def watch(self, queue: str, id: str, inbox: str = "") -> Call[Any]:
@@ -377,7 +385,8 @@ class Broker:
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)
-        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake), (id_arg(id), token))
+        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake, q.progress),
+                    (id_arg(id), token))
 
     def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
         """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
@@ -529,7 +538,7 @@ class Broker:
         """active -> archived (``msg``: the rewritten encoded message) if still leased with
         ``token``, and ``notice`` published on the cancel channel."""
         q = queue_keys(queue)
-        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest)),
+        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest), q.progress),
                     (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
 
     def drop_queue(self, queue: str) -> Call[int]:

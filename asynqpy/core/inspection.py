@@ -310,6 +310,11 @@ class Plans:
                 out.append(task_from_stored(id, queue, stored, score, now))
             except MalformedMessageError:
                 continue
+        if st is TaskState.ACTIVE and out:  # running tasks: their latest progress, one more round trip
+            q = queue_keys(queue)
+            res = yield [Call(lambda r: r, command=("HMGET", q.progress, *(id_arg(t.id) for t in out)))]
+            for t, raw in zip(out, value(res[0]) or []):
+                t.progress = _progress_value(raw)
         return out
 
     def _read(self, queue: str, id: str) -> Plan[bytes]:
@@ -452,14 +457,17 @@ class Plans:
         zsets = (q.lease, q.archived, q.scheduled, q.retry, q.completed)
         res = yield [
             self._member(queue), self.b.get_task(queue, id), self._now(),
+            Call(lambda r: r, command=("HGET", q.progress, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
         ]
         stored = value(res[1])
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        score = next((float(s) for s in res[3:] if s is not None and not isinstance(s, Exception)), None)
-        return task_from_stored(id, queue, stored, score, value(res[2]))
+        score = next((float(s) for s in res[4:] if s is not None and not isinstance(s, Exception)), None)
+        info = task_from_stored(id, queue, stored, score, value(res[2]))
+        info.progress = _progress_value(res[3])
+        return info
 
     # -- servers -------------------------------------------------------------------------------
 
@@ -482,3 +490,14 @@ class Plans:
             except (ValueError, KeyError, TypeError, msgpack.UnpackException):
                 continue
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+
+def _progress_value(raw: Any) -> Any:
+    """A stored progress value, decoded (None when there is none; a hand-written value that is not
+    msgpack stays bytes)."""
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except Exception:  # noqa: BLE001 - shown as it is
+        return raw

@@ -24,6 +24,7 @@ from .stored import message_of, state_char
 
 COMPLETED = "c"
 ARCHIVED = "x"
+PROGRESS = "p"
 RECHECK = 5.0
 """Seconds between two looks at the tasks a client waits for (a deleted task, a notification lost
 to a crash or a Redis restart): the outcome itself arrives by push, not by this."""
@@ -60,15 +61,32 @@ def pack_outcome(id: str, completed: bool, value: Any) -> bytes:
     return data
 
 
-def unpack_outcome(queue: str, data: bytes) -> Outcome | None:
-    """An outcome read from an inbox; None for data that is not one (written by hand)."""
+def pack_progress(id: str, value: Any) -> bytes:
+    """The inbox entry for a progress report of a task a caller waits for."""
+    data: bytes = codec.packer().pack([id.encode(errors="surrogateescape"), PROGRESS, value])
+    return data
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress report read from an inbox."""
+
+    id: str
+    value: Any
+
+
+def unpack_outcome(queue: str, data: bytes) -> Outcome | Progress | None:
+    """An inbox entry: an outcome, or a progress report; None for data that is neither (an empty
+    entry wakes a pop; anything else was written by hand)."""
     try:
         id, kind, value = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception:  # noqa: BLE001 - garbage in an inbox is skipped
         return None
-    if not isinstance(id, bytes) or kind not in (COMPLETED, ARCHIVED):
+    if not isinstance(id, bytes) or kind not in (COMPLETED, ARCHIVED, PROGRESS):
         return None
     id = id.decode(errors="surrogateescape")
+    if kind == PROGRESS:
+        return Progress(id, value)
     if kind == COMPLETED:
         return Outcome(id, queue, True, value)
     return Outcome(id, queue, False, error=value if isinstance(value, str) else repr(value))
@@ -106,6 +124,7 @@ class Waiting:
         self.late: set[str] = set()
         self.missing_once: set[str] = set()
         self.suspects: set[str] = set()
+        self.progress: list[Progress] = []  # reports for waited-for tasks, not yet handed to callbacks
 
     def add(self, id: str, late: bool) -> None:
         self.waiters[id] = self.waiters.get(id, 0) + 1
@@ -127,6 +146,10 @@ class Waiting:
         """An inbox entry: record it for its waiters; returns its id if someone waits for it."""
         out = unpack_outcome(self.queue, data)
         if out is None or out.id not in self.waiters:
+            return None
+        if isinstance(out, Progress):
+            if out.id not in self.outcomes:
+                self.progress.append(out)
             return None
         self.outcomes[out.id] = out
         return out.id

@@ -4,12 +4,16 @@ client and the inspector) and :class:`TaskState`."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from .codec import Message, encode_payload
 from .errors import PayloadError, ResultError
+
+MAX_PROGRESS_BYTES = 8192
+"""Largest encoded progress value (:meth:`Task.progress`)."""
 
 
 class TaskState(str, enum.Enum):
@@ -66,7 +70,7 @@ class Task:
     datetime this attempt must finish by, or None) and ``result`` (what :meth:`write_result` set).
     """
 
-    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result")
+    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report")
 
     def __init__(
         self,
@@ -86,6 +90,7 @@ class Task:
         self.deadline = deadline
         self.result: Any = None
         self._has_result = False
+        self._report: Callable[[bytes, Any], None] | None = None  # set by the worker running it
 
     @property
     def type(self) -> str:
@@ -126,6 +131,21 @@ class Task:
             raise ResultError(str(exc)) from None
         self.result = data
         self._has_result = True
+
+    def progress(self, value: Any) -> None:
+        """Report this task's progress: any small msgpack value (a number, ``{"done": 3, "of":
+        10}``...), at most :data:`MAX_PROGRESS_BYTES` encoded. The latest value is what
+        ``TaskInfo.progress`` and ``asynqpy task inspect`` show, and what a ``Client.call(...,
+        on_progress=...)`` caller receives. Cheap to call in a tight loop: the worker writes at
+        most one value per task every 0.2 s (the latest wins). Works in sync and async handlers.
+
+        Raises :class:`~asynqpy.errors.PayloadError` for a value that cannot be encoded or is too
+        large (in the handler, which may catch it)."""
+        data = encode_payload(value, "progress value")
+        if len(data) > MAX_PROGRESS_BYTES:
+            raise PayloadError(f"progress value is {len(data)} bytes, over the {MAX_PROGRESS_BYTES}-byte limit")
+        if self._report is not None:
+            self._report(data, value)
 
     @property
     def has_result(self) -> bool:
@@ -168,6 +188,7 @@ class TaskInfo:
     archived_at: datetime | None = None
     traceback: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    progress: Any = None
 
     @classmethod
     def from_message(

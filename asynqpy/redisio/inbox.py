@@ -27,7 +27,7 @@ from typing import Any
 from ..core.broker import Broker
 from ..core.errors import AsynqpyError
 from ..core.keys import queue_keys
-from ..core.results import RECHECK, Outcome, Waiting, new_inbox_id
+from ..core.results import RECHECK, Outcome, Progress, Waiting, new_inbox_id
 from .connection import REDIS_ERRORS, read_timeout
 from .executor import AsyncExecutor, SyncExecutor
 
@@ -38,6 +38,23 @@ DRAIN = 1000
 MAX_BACKOFF = 2.0
 INBOX_TTL_MS = 600_000
 """An inbox expires this long after its last push (as the finishing scripts set it)."""
+
+
+ProgressCallback = Callable[[Any], Any]
+
+
+def _log_failure(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("an on_progress callback failed", exc_info=fut.exception())
+def _dispatch(reports: list[Progress], callbacks: dict[str, list[ProgressCallback]]) -> None:
+    for rep in reports:
+        for cb in callbacks.get(rep.id, []):
+            try:
+                ret = cb(rep.value)
+                if asyncio.iscoroutine(ret):
+                    asyncio.ensure_future(ret).add_done_callback(_log_failure)
+            except Exception:
+                log.exception("an on_progress callback failed for task %s", rep.id)
 
 
 class _InboxCore:
@@ -62,6 +79,13 @@ class _InboxCore:
         for data in popped if isinstance(popped, list) else [popped]:
             self.waiting.deliver(data)
 
+    def _report(self, callbacks: dict[str, list[ProgressCallback]]) -> None:
+        """Hand the progress reports taken so far to the callbacks of their waiters (what a
+        callback raises is logged: it must not stop the inbox)."""
+        reports, self.waiting.progress = self.waiting.progress, []
+        _dispatch(reports, callbacks)
+
+
     def _check_calls(self) -> tuple[list[str], list[Any]]:
         ids = [id for id in self.waiting.waiters if id not in self.waiting.outcomes]
         return ids, [self.broker.watch(self.queue, id) for id in ids]
@@ -79,6 +103,8 @@ class _InboxCore:
         return max(0.01, wait)
 
 
+
+
 class AsyncInbox(_InboxCore):
     """An asyncio client's inbox on one queue."""
 
@@ -87,15 +113,19 @@ class AsyncInbox(_InboxCore):
         super().__init__(redis, broker, queue, recheck)
         self.exec = executor
         self.futures: dict[str, list[asyncio.Future[Outcome | BaseException]]] = {}
+        self.callbacks: dict[str, list[ProgressCallback]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
-    def expect(self, id: str, late: bool) -> asyncio.Future[Outcome | BaseException]:
+    def expect(self, id: str, late: bool,
+               on_progress: ProgressCallback | None = None) -> asyncio.Future[Outcome | BaseException]:
         """Register a waiter for ``id`` (before its task can finish: before the enqueue, or before
-        the watch call) and start popping."""
+        the watch call) and start popping. ``on_progress`` gets each progress report pushed."""
         fut: asyncio.Future[Outcome | BaseException] = asyncio.get_running_loop().create_future()
         self.waiting.add(id, late)
         self.futures.setdefault(id, []).append(fut)
+        if on_progress is not None:
+            self.callbacks.setdefault(id, []).append(on_progress)
         if self._task is None or self._task.done():
             self.next_check = time.monotonic() + self.recheck
             self._task = asyncio.create_task(self._run(), name=f"asynqpy-inbox-{self.queue}")
@@ -108,6 +138,7 @@ class AsyncInbox(_InboxCore):
             futs.remove(fut)
             if not futs:
                 del self.futures[id]
+                self.callbacks.pop(id, None)
             if self.waiting.remove(id):
                 self.waiting.outcomes.pop(id, None)
 
@@ -138,6 +169,7 @@ class AsyncInbox(_InboxCore):
                 if popped:
                     self._take(popped[1])
                     self._take(more)
+                    self._report(self.callbacks)
                     self._resolve()
                 if time.monotonic() >= self.next_check:
                     await self._recheck()
@@ -192,21 +224,30 @@ class SyncInbox(_InboxCore):
         self.exec = executor
         self._cond = threading.Condition()
         self._popping = False
+        self.callbacks: dict[str, list[ProgressCallback]] = {}
 
-    def wait(self, id: str, timeout: float | None, late: bool, start: Callable[[], Any] | None = None) -> Any:
+    def wait(self, id: str, timeout: float | None, late: bool, start: Callable[[], Any] | None = None,
+             on_progress: ProgressCallback | None = None) -> Any:
         """Wait for task ``id``'s outcome. ``start`` (the enqueue, or the watch call, which may
         :meth:`offer` the outcome at once) runs once the waiter is registered. Returns the
         result; raises TaskFailedError, TaskNotFoundError, TimeoutError, or what ``start``
-        raised."""
+        raised. ``on_progress`` gets each progress report pushed (called in whichever waiting
+        thread pops the inbox)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self.waiting.add(id, late)
+            if on_progress is not None:
+                self.callbacks.setdefault(id, []).append(on_progress)
         try:
             if start is not None:
                 start()
             return self._await(id, deadline).value()
         finally:
             with self._cond:
+                if on_progress is not None:
+                    self.callbacks[id].remove(on_progress)
+                    if not self.callbacks[id]:
+                        del self.callbacks[id]
                 if self.waiting.remove(id):
                     self.waiting.outcomes.pop(id, None)
 
@@ -248,8 +289,11 @@ class SyncInbox(_InboxCore):
                 if popped:
                     self._take(popped[1])
                     self._take(more)
+                reports, self.waiting.progress = self.waiting.progress, []
+                callbacks = {rep.id: list(self.callbacks.get(rep.id, [])) for rep in reports}
                 check = time.monotonic() >= self.next_check
                 ids, calls = self._check_calls() if check else ([], [])
+            _dispatch(reports, callbacks)  # outside the lock: a callback may take its time
             if check:
                 replies = self.exec.run_many(calls) if calls else []
                 more = self.redis.lpop(self.key, DRAIN) if calls else None

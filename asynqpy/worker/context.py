@@ -215,6 +215,9 @@ class Running:
     timeout_ms: int = 0  # the attempt's own limit (0 = none), for error messages
     started: float = 0.0  # loop time the handler started
     ended: tuple[bool, Any] | None = None  # (completed, result or error text), for waiting callers
+    progress: tuple[bytes, Any] | None = None  # the latest progress not written yet (encoded, value)
+    progress_at: float = 0.0  # loop time of the last progress write
+    progress_armed: bool = False  # a write of the latest progress is scheduled
 
     @property
     def fields(self) -> str:

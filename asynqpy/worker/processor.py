@@ -39,6 +39,7 @@ from ..core import codec
 from ..core.broker import Call, Dequeued, Finished
 from ..core.codec import Message
 from ..core.errors import (
+    AsynqpyError,
     HandlerNotFoundError,
     LeaseLostError,
     MalformedMessageError,
@@ -51,7 +52,7 @@ from ..core.errors import (
 )
 from ..core.keys import queue_keys
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
-from ..core.results import pack_outcome
+from ..core.results import pack_outcome, pack_progress
 from ..core.retry import default_retry_delay
 from ..core.signing import open_message
 from ..core.task import Task, ms_to_datetime
@@ -62,6 +63,9 @@ from .wake import PipelinedWait
 
 log = logging.getLogger("asynqpy.processor")
 
+PROGRESS_EVERY = 0.2
+"""Seconds between two progress writes of one task (task.progress in a tight loop writes at
+most this often; the latest value wins)."""
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
 MAX_ERROR_TEXT = 2048
@@ -123,7 +127,7 @@ class Processor:
         self._empty: dict[str, float] = {}
         self._wake_keys = {queue_keys(q).wake: q for q in self.queues}
         self._outcomes: list[_Outcome] = []
-        self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks running
+        self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks and progress writes running
         self._writing = 0  # outcomes taken by the writer and not settled yet
         self._outcome_ready = asyncio.Event()
         self._writes_idle = asyncio.Event()
@@ -341,6 +345,14 @@ class Processor:
                     timeout_ms=timeout_ms, started=asyncio.get_running_loop().time())
         self.held[(queue, id)] = r
         self.executing.add(r)
+        loop = asyncio.get_running_loop()
+        def report(data: bytes, value: Any) -> None:  # from the loop, or a sync handler's thread
+            r.progress = (data, value)  # the latest wins; one wake-up of the loop per write
+            if not r.progress_armed:
+                r.progress_armed = True
+                loop.call_soon_threadsafe(self._arm_progress, r)
+
+        task._report = report
         remaining = (deadline_ms - now_ms) / 1000 if deadline_ms else None
         r.aio = asyncio.create_task(self._run(r, remaining), name=f"asynqpy-task-{id}")
 
@@ -386,6 +398,35 @@ class Processor:
         if r.lost or r.requeued:
             return
         self._finish(r, error)
+
+    def _arm_progress(self, r: Running) -> None:
+        """Schedule the write of a task's latest progress (task.progress only stores the value
+        and, if no write is scheduled, asks for one): at most one write every PROGRESS_EVERY."""
+        loop = asyncio.get_running_loop()
+        loop.call_later(max(0.0, r.progress_at + PROGRESS_EVERY - loop.time()), self._send_progress, r)
+
+    def _send_progress(self, r: Running) -> None:
+        r.progress_armed = False  # before taking the value: a later report arms a new write
+        latest, r.progress = r.progress, None
+        if latest is None or r not in self.executing:
+            return  # finished (its outcome clears the progress), lost or requeued
+        data, value = latest
+        r.progress_at = asyncio.get_running_loop().time()
+        push = pack_progress(r.id, value) if r.msg.reply_to else b""
+        call = self.ctx.broker.progress(r.queue, r.id, r.token, r.msg, data, push)
+        t = asyncio.create_task(self._write_progress(r, call), name=f"asynqpy-progress-{r.id}")
+        self._hooks.add(t)
+        t.add_done_callback(self._hooks.discard)
+
+    async def _write_progress(self, r: Running, call: Call[int]) -> None:
+        try:
+            await self.ctx.exec.run(call)
+        except (LeaseLostError, TaskNotFoundError):
+            pass  # finished or lost meanwhile: nothing to show
+        except REDIS_ERRORS as exc:
+            self.ctx.health.failed(f"writing the progress of task {r.id}", exc)
+        except AsynqpyError as exc:  # Redis full: progress is not worth refusing the task for
+            log.debug("progress of task %s not written: %s", r.id, exc)
 
     def _handler_for(self, task_type: str) -> AsyncHandler:
         chain = self._chains.get(task_type)

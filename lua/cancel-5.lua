@@ -8,6 +8,7 @@ KEYS[1] t          tasks hash
 KEYS[2] lease      lease zset
 KEYS[3] archived   archived zset: id -> time archived (ms)
 KEYS[4] lock       uniqueness lock key (the queue's placeholder when not unique)
+KEYS[5] progress   progress hash (the task's progress is cleared)
 ARGV[1] id
 ARGV[2] token      the lease token the caller read
 ARGV[3] msg        the message rewritten with last_error and its time
@@ -33,5 +34,6 @@ redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], now_ms(ARGV[4]), id)
 redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
 release_lock(KEYS[4], id)
+redis.call('HDEL', KEYS[5], id)
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return 1

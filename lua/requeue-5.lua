@@ -5,6 +5,7 @@ KEYS[1] t        tasks hash
 KEYS[2] lease    lease zset
 KEYS[3] pending  pending list (RPUSH = the end workers pop from = the front)
 KEYS[4] wake     wake-up list
+KEYS[5] progress progress hash (the attempt's progress is cleared)
 ARGV[1] id
 ARGV[2] token    the lease token
 Returns 1 = requeued, 0 = no such task, -3 = lease not held.
@@ -20,4 +21,5 @@ redis.call('ZREM', KEYS[2], id)
 redis.call('HSET', KEYS[1], id, 'p' .. msg)
 redis.call('RPUSH', KEYS[3], id)
 signal(KEYS[4])
+redis.call('HDEL', KEYS[5], id)
 return 1

@@ -9,6 +9,7 @@ KEYS[5] processed      lifetime processed counter
 KEYS[6] processed_day  today's processed counter
 KEYS[7] failed         lifetime failed counter
 KEYS[8] failed_day     today's failed counter
+KEYS[9] progress       progress hash (the attempt's progress is cleared)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -39,4 +40,5 @@ redis.call('HSET', KEYS[1], id, 'r' .. ARGV[3])
 local day_ttl = tonumber(ARGV[5])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
+redis.call('HDEL', KEYS[9], id)
 return due
