@@ -28,6 +28,7 @@ from .core.errors import (
     TaskStateError,
     TaskTimeoutError,
 )
+from .core.events import TaskEvent
 from .core.mux import ServeMux
 from .core.retry import default_retry_delay
 from .core.task import Task, TaskInfo, TaskState
@@ -44,7 +45,7 @@ __all__ = [
     "QueueInfo",
     "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "RedisUnavailableError",
     "ResultError", "ServeMux",
-    "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskFailedError",
+    "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError",
     "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError",
     "TaskTimeoutError", "WorkerInfo",
 ]

@@ -7,16 +7,21 @@ whatever the queue depth; bulk operations go in bounded batches (see docs/archit
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .core import events as ev
 from .core.broker import Broker, QueueStats
 from .core.clock import Clock
+from .core.events import TaskEvent
 from .core.inspection import DailyStats, Plan, Plans, QueueInfo
+from .core.keys import queue_keys
 from .core.server_record import ServerInfo, WorkerInfo
 from .core.signing import SigningKeys, make_signer
 from .core.task import TaskInfo, TaskState
-from .redisio.connection import async_client, sync_client
+from .redisio.connection import async_client, read_timeout, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 
 T = TypeVar("T")
@@ -68,6 +73,27 @@ class Inspector:
         first (the order they run in); active, scheduled and retry by lease expiry / due time;
         archived and completed newest first."""
         return self._run(self._plans.list_tasks(queue, state, page, page_size))
+
+    def events(self, queue: str, *, since: datetime | float | str | None = None,
+               follow: bool = False) -> Iterator[TaskEvent]:
+        """The queue's lifecycle events, oldest first: the ones kept since ``since`` (None = all
+        kept; a datetime or Unix seconds; an event's ``stream_id`` = the events after it), then
+        with ``follow`` the new ones as they happen (a blocking read, no polling; stop by leaving
+        the loop). A queue whose stream is off (:meth:`set_events`) has none."""
+        reader = ev.Reader(queue, since, follow, block_ms=_block_ms(self.redis))
+        while not reader.done:
+            yield from reader.feed(self._exec.run(reader.call()))
+
+    def set_events(self, queue: str, max_len: int) -> None:
+        """Keep about ``max_len`` events in the queue's stream (default 10 000); 0 turns the stream
+        off (no event is written; the kept ones are deleted)."""
+        self._exec.run(ev.set_cap(queue, max_len))
+        if max_len == 0:
+            self.redis.delete(queue_keys(queue).events)
+
+    def events_max_len(self, queue: str) -> int:
+        """The queue's stream cap (0 = off)."""
+        return self._exec.run(ev.get_cap(queue))
 
     def task_info(self, queue: str, id: str) -> TaskInfo:
         """One task's info."""
@@ -183,6 +209,24 @@ class AsyncInspector:
         """See :meth:`Inspector.list_tasks`."""
         return await self._run(self._plans.list_tasks(queue, state, page, page_size))
 
+    async def events(self, queue: str, *, since: datetime | float | str | None = None,
+                     follow: bool = False) -> AsyncIterator[TaskEvent]:
+        """See :meth:`Inspector.events` (``async for event in inspector.events(...)``)."""
+        reader = ev.Reader(queue, since, follow, block_ms=_block_ms(self.redis))
+        while not reader.done:
+            for event in reader.feed(await self._exec.run(reader.call())):
+                yield event
+
+    async def set_events(self, queue: str, max_len: int) -> None:
+        """See :meth:`Inspector.set_events`."""
+        await self._exec.run(ev.set_cap(queue, max_len))
+        if max_len == 0:
+            await self.redis.delete(queue_keys(queue).events)
+
+    async def events_max_len(self, queue: str) -> int:
+        """See :meth:`Inspector.events_max_len`."""
+        return await self._exec.run(ev.get_cap(queue))
+
     async def task_info(self, queue: str, id: str) -> TaskInfo:
         """See :meth:`Inspector.task_info`."""
         return await self._run(self._plans.task_info(queue, id))
@@ -250,3 +294,8 @@ class AsyncInspector:
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+
+
+def _block_ms(redis: Any) -> int:
+    """How long a following read blocks: 5 s, or less than the client's socket timeout."""
+    return int(max(0.05, min(5.0, read_timeout(redis) - 0.5)) * 1000)

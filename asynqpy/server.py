@@ -87,8 +87,14 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, mux: ServeMux) -> None:
-        """Run until SIGTERM or SIGINT, then shut down gracefully."""
-        asyncio.run(self.arun(mux, install_signal_handlers=True))
+        """Run until SIGTERM or SIGINT, then shut down gracefully. Not ``asyncio.run``: that waits
+        without limit for every task left to end, and a handler that ignores its cancellation
+        (its task already put back to its queue) would keep the process alive."""
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self.arun(mux, install_signal_handlers=True))
+        finally:
+            _close_loop(loop)
 
     def _on_signal(self, ctx: Context, sig: signal.Signals) -> None:
         """SIGINT/SIGTERM: the first one starts the graceful shutdown, a second one requeues the
@@ -163,6 +169,20 @@ class Server:
                 await redis.aclose()
             if started:
                 log.info("server %s stopped", self.server_id)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks left in ``loop``, wait for them at most STOP_LOOPS_TIMEOUT, close it."""
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in left:
+        t.cancel()
+    if left:
+        _, stuck = loop.run_until_complete(asyncio.wait(left, timeout=STOP_LOOPS_TIMEOUT))
+        for t in stuck:
+            log.error("%s did not stop within %gs of being cancelled (a handler ignoring cancellation?); "
+                      "exiting without it", t.get_name(), STOP_LOOPS_TIMEOUT)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 async def _wait_for_redis(ctx: Context, fail_fast: bool) -> bool:

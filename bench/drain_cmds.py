@@ -1,5 +1,7 @@
 """Redis commands per task of an in-process drain, counted exactly (INFO commandstats, reset after
-the fill), the drain rate and the worker's CPU time per task (steadier than the rate on a shared VM): a quick check that a change did not add Redis work per task.
+the fill), the drain rate and the worker's CPU time per task (steadier than the rate on a shared
+VM), and Redis's own CPU time per task (INFO commandstats usec): with the queue's lifecycle event
+stream on (the default) and off, to show what the events cost.
 
     python bench/drain_cmds.py redis://127.0.0.1:6379/0 [N]
 
@@ -14,14 +16,15 @@ import time
 
 import redis
 
-from asynqpy import Client, ServeMux, Server, Task
+from asynqpy import Client, Inspector, ServeMux, Server, Task
 
 
-def main() -> None:
-    url = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+def drain(url: str, n: int, events: bool) -> None:
     r = redis.Redis.from_url(url)
     r.flushall()
+    if not events:
+        with Inspector(url) as insp:
+            insp.set_events("default", 0)
     mux = ServeMux()
     done = 0
 
@@ -34,7 +37,7 @@ def main() -> None:
         c.enqueue_many([("t", i) for i in range(n)])
     r.config_resetstat()
 
-    async def drain() -> None:
+    async def run() -> None:
         server = Server(url, concurrency=10)
         running = asyncio.create_task(server.arun(mux))
         while done < n:
@@ -43,13 +46,23 @@ def main() -> None:
         await running
 
     t0, c0 = time.perf_counter(), time.process_time()
-    asyncio.run(drain())
+    asyncio.run(run())
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in r.info("commandstats").items()}
+    stats = r.info("commandstats")
+    calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()}
+    usec = sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
     top = sorted(calls.items(), key=lambda kv: -kv[1])[:10]
-    print(f"{sum(calls.values()) / n:.2f} Redis commands per task, {n / elapsed:,.0f} tasks/s (one process, "
-          f"concurrency 10, start and stop included), worker CPU {cpu / n * 1e6:.1f} µs per task")
-    print("per task:", ", ".join(f"{k} {v / n:.3f}" for k, v in top))
+    print(f"events {'on ' if events else 'off'}: {sum(calls.values()) / n:.2f} Redis commands per task, "
+          f"{n / elapsed:,.0f} tasks/s (one process, concurrency 10, start and stop included), worker CPU "
+          f"{cpu / n * 1e6:.1f} µs per task, Redis script time {usec / n:.1f} µs per task")
+    print("  per task:", ", ".join(f"{k} {v / n:.3f}" for k, v in top))
+
+
+def main() -> None:
+    url = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+    for events in (True, False, True, False):
+        drain(url, n, events)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from .common import (
     user_errors,
 )
 from .dash import dash
+from .events import events
 from .queue import queue
 from .server import server
 from .stats import stats
@@ -420,6 +421,7 @@ for group in (stats, queue, task, server):
 
 
 main.add_command(dash)
+main.add_command(events)
 
 
 def _every_command(group: click.Group) -> list[click.Command]:

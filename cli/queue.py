@@ -8,6 +8,7 @@ from rich.table import Table
 from asynqpy import QueueInfo
 
 from .common import (
+    UserError,
     console,
     emit_json,
     inspector,
@@ -122,6 +123,27 @@ def _switch(verb: str, yes: str, no: str, help: str) -> None:
 _switch("pause", "paused queue {q}", "queue {q} was already paused",
         "Pause QUEUES: workers stop taking their tasks (tasks stay where they are).")
 _switch("unpause", "unpaused queue {q}", "queue {q} was not paused", "Unpause QUEUES.")
+
+
+@queue.command("events")
+@click.argument("queues", nargs=-1, required=True)
+@click.option("--max-len", type=click.IntRange(0, 10_000_000), default=None,
+              help="Keep about this many events per queue (0 = off: none is written, the kept ones are deleted).")
+@click.option("--off", is_flag=True, help="Switch the event stream off (the same as --max-len 0).")
+@click.option("--on", is_flag=True, help="Switch it on again, with the default length (10000).")
+@redis_url_option
+@user_errors
+def events_setting(queues: tuple[str, ...], max_len: int | None, off: bool, on: bool, redis_url: str) -> None:
+    """Show or set how many lifecycle events QUEUES keep (see `asynqpy events`)."""
+    if sum([max_len is not None, off, on]) > 1:
+        raise UserError("give one of --max-len, --off, --on")
+    value = 0 if off else 10_000 if on else max_len
+    with inspector(redis_url) as insp:
+        for q in queues:
+            if value is not None:
+                insp.set_events(q, value)
+            n = insp.events_max_len(q)
+            click.echo(f"queue {q}: events {'off' if n == 0 else f'on, about {n:,} kept'}")
 
 
 @queue.command()

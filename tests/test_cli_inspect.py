@@ -344,3 +344,28 @@ def test_task_inspect_shows_headers(redis_url: str) -> None:
     assert re.search(r"\nheaders +traceparent=00-abc-01, tenant=acme\n", out), out
     shown = json.loads(ok(redis_url, "task", "inspect", "-q", "hdr", "--id", id, "--json"))
     assert shown["headers"] == {"traceparent": "00-abc-01", "tenant": "acme"}
+
+
+def test_events_command(redis_url: str) -> None:
+    with Client(redis_url) as c:
+        a = c.enqueue("mail", {"to": 1}, queue="evq").id
+        b = c.enqueue("sms", None, queue="evq", process_in=60).id
+    lines = ok(redis_url, "events", "-q", "evq").splitlines()
+    assert [ln.split()[3:6] for ln in lines] == [["enqueued", a, "mail"], ["scheduled", b, "sms"]], lines
+    assert "due=" in lines[1]
+    code, out, _ = run(redis_url, "events", "-q", "evq", "--json", "-e", "scheduled")  # JSON lines: no width limit
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert code == 0
+    assert [(r["event"], r["task_id"], r["type"]) for r in rows] == [("scheduled", b, "sms")]
+    assert ok(redis_url, "events", "-q", "evq", "-t", "nope") == ""
+    assert ok(redis_url, "events", "-q", "evq", "--since", "2099-01-01T00:00:00") == ""
+    assert ok(redis_url, "queue", "events", "evq") == "queue evq: events on, about 10,000 kept\n"
+    assert ok(redis_url, "queue", "events", "evq", "--off") == "queue evq: events off\n"
+    assert ok(redis_url, "events", "-q", "evq") == ""
+    assert ok(redis_url, "queue", "events", "evq", "--max-len", "500") == "queue evq: events on, about 500 kept\n"
+    fails(redis_url, "events", "--since", "yesterday", message="--since: 'yesterday' is neither")
+    fails(redis_url, "queue", "events", "evq", "--on", "--off", message="give one of --max-len, --off, --on")
+    fails(redis_url, "events", "-q", "bad{name}", message="invalid queue name")
+    with Client(redis_url) as c:
+        assert c.enqueue("mail", 2, queue="evq")  # nothing queued was lost to any of it
+    assert Inspector(redis_url).queue_info("evq").size == 3

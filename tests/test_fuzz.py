@@ -132,7 +132,8 @@ def snapshot(r: Any) -> dict[bytes, Any]:
     for key in r.keys("*"):
         kind = r.type(key)
         out[key] = {b"string": r.get, b"list": lambda k: r.lrange(k, 0, -1), b"hash": r.hgetall,
-                    b"set": r.smembers, b"zset": lambda k: r.zrange(k, 0, -1, withscores=True)}[kind](key)
+                    b"set": r.smembers, b"zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+                    b"stream": lambda k: r.xrange(k)}[kind](key)
     return out
 
 
@@ -492,7 +493,8 @@ CLI_VALUES = {  # parameter name -> its value on the command line: mostly a plau
     "task_id": mostly(st.sampled_from(["id1", "id2", "id3", "nope"]), texts),
     "ids": mostly(st.sampled_from(["id1", "id2", "id3", "nope"]), texts), "task_type": mostly(st.just("t"), texts),
     "page": mostly(st.sampled_from(["1", "2"]), numbers), "page_size": mostly(st.sampled_from(["1", "30"]), numbers),
-    "days": mostly(st.sampled_from(["1", "7"]), numbers), "signing_key_file": st.sampled_from(["/nonexistent/k"]),
+    "days": mostly(st.sampled_from(["1", "7"]), numbers), "max_len": mostly(st.sampled_from(["0", "100"]), numbers),
+    "since": mostly(st.sampled_from(["10m", "2026-01-01T00:00:00"]), texts), "signing_key_file": st.sampled_from(["/nonexistent/k"]),
     **{k.lstrip("-").replace("-", "_"): v for k, v in ENQUEUE_FLAGS.items()}, "process_in": ENQUEUE_FLAGS["--in"],
 }
 
@@ -507,6 +509,8 @@ def command_line(path: tuple[str, ...], cmd: click.Command, url: str) -> st.Sear
             parts.append(mostly(st.just(url), redis_urls).map(lambda u: ["--redis-url", u]))
         elif isinstance(p, click.Argument):
             parts.append(st.lists(value, min_size=1 if p.required else 0, max_size=1 if p.nargs == 1 else 3))
+        elif p.name == "follow":  # runs until interrupted: tested in tests/test_events.py
+            parts.append(st.just([]))
         elif getattr(p, "is_flag", False):
             parts.append(st.sampled_from([[], [p.opts[0]]]))
         else:

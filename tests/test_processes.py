@@ -131,6 +131,25 @@ def test_graceful_shutdown_requeues_running_tasks(redis_url: str, kind: str) -> 
     assert {db1.hget("runs", i) for i in ids} == {b"2"}
 
 
+def test_a_handler_that_ignores_cancellation_does_not_keep_the_worker_alive(redis_url: str) -> None:
+    """A stop once failed under load: a handler whose cancellation was swallowed (redis-py can
+    swallow one that arrives as a command starts) kept asyncio.run waiting for it at exit. The
+    worker now gives leftover tasks STOP_LOOPS_TIMEOUT (3 s) after its shutdown, then exits; the
+    task was put back to its queue already."""
+    db1 = _db1(redis_url)
+    db1.flushdb()
+    with Client(redis_url) as client:
+        id = client.enqueue("stubborn").id
+    w = start_worker(redis_url, "workers:mux", "--shutdown-timeout", "0.5", env={"ASYNQPY_TEST_URL": redis_url})
+    try:
+        wait_sync(lambda: db1.scard("started") == 1, 15)
+    finally:
+        t0 = time.monotonic()
+        assert _stop(w) == 0
+    assert time.monotonic() - t0 < 8
+    assert Inspector(redis_url).task_info("default", id).state.value == "pending"
+
+
 def test_supervisor_restarts_a_crashed_child(redis_url: str) -> None:
     db1 = _db1(redis_url)
     db1.flushdb()

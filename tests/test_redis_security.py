@@ -331,6 +331,8 @@ def test_full_lifecycle_under_the_minimal_acl(acl: RedisProcess) -> None:
     asyncio.run(main())
     insp = Inspector(role_url(acl, "inspector"))
     assert insp.queues() == ["crash", "default", "low"]
+    seen = {e.event for e in insp.events("default")}  # written by every role's scripts, read by the inspector's
+    assert {"enqueued", "active", "completed", "retry", "archived"} <= seen, seen
     by_queue = {s.queue: s for s in insp.all_stats()}
     d = by_queue["default"]
     assert (d.pending, d.active, d.archived, d.completed, d.retry, d.scheduled) == (1, 0, 1, 1, 0, 0)

@@ -76,3 +76,15 @@ async def cancellable(task: Task) -> None:
         await r.sadd("cancelled", task.id)
         raise
     await r.sadd("finished", task.id)
+
+
+@mux.handle("stubborn")
+async def stubborn(task: Task) -> None:
+    """Ignores cancellation (as a handler whose library swallows it would): only its process's
+    exit ends it."""
+    await _db1().sadd("started", task.id)
+    for _ in range(600):
+        try:
+            await asyncio.sleep(0.1)
+        except asyncio.CancelledError:
+            continue

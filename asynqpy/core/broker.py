@@ -171,6 +171,12 @@ class Finished(int):
         return f
 
 
+def _event_text(text: str) -> str:
+    """An error as an event field: its first line, at most 200 characters (the task keeps it all)."""
+    line = text.split("\n", 1)[0]
+    return line if len(line) <= 200 else line[:199] + "…"
+
+
 def _finish_code(op: str, id: str) -> Callable[[Any], int]:
     """Parser for the finishing scripts: >= 1 ok; 0 / -3 / -4 raise. The done, complete and
     archive scripts answer a string (the late waiters' inboxes) for success: a :class:`Finished`."""
@@ -233,7 +239,8 @@ class Broker:
         return Call(
             _new_task_code(id, queue),
             "enqueue",
-            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed),
+            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed,
+             q.events, q.conf),
             (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0"),
         )
 
@@ -254,7 +261,7 @@ class Broker:
         return Call(
             lambda r: [int(x) - 1 for x in r],
             "enqueue_many",
-            (q.tasks, q.pending, q.wake, q.archived, q.completed, marker),
+            (q.tasks, q.pending, q.wake, q.archived, q.completed, marker, q.events, q.conf),
             tuple(args),
         )
 
@@ -268,7 +275,7 @@ class Broker:
         return Call(
             _new_task_code(id, queue),
             "schedule",
-            (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed),
+            (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed, q.events, q.conf),
             (id, self.seal(queue, id, msg, data), unique_ttl, delay_arg(delay_ms), self.clock.script_now(),
              "1" if check_id else "0"),
         )
@@ -290,7 +297,7 @@ class Broker:
         return Call(
             parse,
             "dequeue",
-            (q.tasks, q.pending, q.lease, q.paused, q.wake),
+            (q.tasks, q.pending, q.lease, q.paused, q.wake, q.events, q.conf),
             (count, lease_ms, token, self.clock.script_now()),
         )
 
@@ -304,8 +311,8 @@ class Broker:
             _finish_code("done", id),
             "done",
             (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress, q.watch,
-             q.inbox(msg.reply_to)),
-            (id_arg(id), token, DAY_TTL_S, outcome),
+             q.inbox(msg.reply_to), q.events, q.conf),
+            (id_arg(id), token, DAY_TTL_S, outcome, msg.retried + 1),
         )
 
     def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
@@ -317,9 +324,9 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress,
-             q.watch, q.inbox(msg.reply_to)),
+             q.watch, q.inbox(msg.reply_to), q.events, q.conf),
             (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now(),
-             outcome),
+             outcome, msg.retried + 1),
         )
 
     def retry(self, queue: str, id: str, token: str | bytes, msg: Message, delay_ms: float,
@@ -332,9 +339,10 @@ class Broker:
         return Call(
             _finish_code("retry", id),
             "retry",
-            (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day, q.progress),
+            (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day, q.progress,
+             q.events, q.conf),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg), delay_arg(delay_ms), DAY_TTL_S,
-             self.clock.script_now(), "1" if recover else "0"),
+             self.clock.script_now(), "1" if recover else "0", msg.retried, _event_text(msg.last_error)),
         )
 
     def archive(
@@ -351,17 +359,18 @@ class Broker:
             _finish_code("archive", id),
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
-             q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to)),
+             q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to), q.events, q.conf),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
-             self.clock.script_now(), "1" if recover else "0", outcome),
+             self.clock.script_now(), "1" if recover else "0", outcome, msg.retried + 1,
+             _event_text(msg.last_error)),
         )
 
     def progress(self, queue: str, id: str, token: str, msg: Message, value: bytes, push: bytes = b"") -> Call[int]:
         """A running task's progress (``value``: msgpack), kept as its latest; ``push`` goes to the
         inbox of ``msg.reply_to`` (b'' = nobody waits). Raises LeaseLostError / TaskNotFoundError."""
         q = queue_keys(queue)
-        return Call(_finish_code("progress", id), "progress", (q.tasks, q.progress, q.inbox(msg.reply_to) if
-                                                                msg.reply_to else q.progress),
+        return Call(_finish_code("progress", id), "progress",
+                    (q.tasks, q.progress, q.inbox(msg.reply_to) if msg.reply_to else q.progress, q.events, q.conf),
                     (id_arg(id), token, value, push))
 
     # -- waiting for outcomes ------------------------------------------------------------------
@@ -506,17 +515,18 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[int]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-2.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-4.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state)], [state.code, window])
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf],
+                                    [state.code, window])
         return Call(_codes, "delete_tasks", keys, args)
 
     def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                       window: int) -> Call[list[int]]:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived],
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf],
                                     [state.code, window, self.clock.script_now()])
         return Call(_codes, "archive_tasks", keys, args)
 
@@ -538,7 +548,7 @@ class Broker:
         """active -> archived (``msg``: the rewritten encoded message) if still leased with
         ``token``, and ``notice`` published on the cancel channel."""
         q = queue_keys(queue)
-        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest), q.progress),
+        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf),
                     (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
 
     def drop_queue(self, queue: str) -> Call[int]:
@@ -546,7 +556,7 @@ class Broker:
         q = queue_keys(queue)
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
-                                        q.progress))
+                                        q.progress, q.events, q.conf))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

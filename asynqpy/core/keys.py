@@ -55,11 +55,14 @@ class QueueKeys:
     (LIST idle workers BLPOP on), tick (LIST forwarders BLPOP on), processed and failed
     (lifetime counters), trimmed (lifetime count of archived tasks deleted by the archive limits),
     placeholder (the never-set lock key non-unique tasks pass), watch (HASH id -> inbox ids of
-    waiters that started waiting after the enqueue), progress (HASH id -> latest progress value).
+    waiters that started waiting after the enqueue), progress (HASH id -> latest progress value),
+    events (STREAM, the lifecycle events), conf (HASH of per-queue settings: ``events`` = the
+    stream's cap, 0 = off).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
-                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress")
+                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
+                 "events", "conf")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -80,6 +83,8 @@ class QueueKeys:
         self.placeholder = base + "u:"
         self.watch = base + "watch"
         self.progress = base + "progress"
+        self.events = base + "events"
+        self.conf = base + "conf"
 
     def processed_on(self, day: date) -> str:
         return f"{self.base}processed:{day.isoformat()}"
@@ -88,7 +93,7 @@ class QueueKeys:
         return f"{self.base}failed:{day.isoformat()}"
 
     def batch(self, token: str) -> str:
-        """The marker a batch of generated ids leaves for a minute (``enqueue_many-6``): the same
+        """The marker a batch of generated ids leaves for a minute (``enqueue_many-8``): the same
         call sent again finds it and writes nothing. ``token`` '' gives a never-set placeholder."""
         return f"{self.base}b:{token}"
 

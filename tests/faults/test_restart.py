@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ def _caller(url: str, stop: threading.Event, prefix: str, out: list[tuple[str, A
                 got: Any = client.call("job", {"ms": 20}, task_id=id, timeout=CALL_TIMEOUT, retry_delay=0.1)
             except (RedisUnavailableError, TaskNotFoundError, TimeoutError) as exc:
                 got = exc
+                time.sleep(0.05)  # Redis is down: try again a little later, as a caller would
             out.append((id, got, time.monotonic() - t0))
             i += 1
 
@@ -72,9 +74,10 @@ def test_redis_restart_mid_load(fsync: str, how: str, recorder: redis.Redis, rec
         answered = [id for id, got, _ in calls if isinstance(got, str)]
         assert all(got.split("|")[0] == id for id, got, _ in calls if isinstance(got, str))
         assert all(took < CALL_TIMEOUT + 2 for _, _, took in calls), max(took for _, _, took in calls)
-        errors = [type(got).__name__ for _, got, _ in calls if not isinstance(got, str)]
-        print(f"callers ({fsync}, {how}): {len(answered)} answered, errors: {errors}")
-        assert len(answered) >= len(calls) - 4  # only calls caught by an outage may fail (clearly)
+        errors = Counter(type(got).__name__ for _, got, _ in calls if not isinstance(got, str))
+        print(f"callers ({fsync}, {how}): {len(answered)} answered, errors: {dict(errors)}")
+        assert len(answered) >= 50  # calls go through between the outages; those caught by one fail clearly
+        assert set(errors) <= {"RedisUnavailableError", "TaskNotFoundError"}, errors
         # reconnection backs off: a few warnings per outage, no log flood
         noise = [ln for ln in workers.logs().splitlines() if "connect" in ln.lower() or "Connection" in ln]
         assert len(noise) <= 2 * 2 * 40, noise[:50]

@@ -7,6 +7,8 @@ KEYS[2] pending  pending list
 KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
 KEYS[4] paused   paused flag (exists = paused)
 KEYS[5] wake     wake-up list
+KEYS[6] events   the queue's event stream
+KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] count    how many tasks at most
 ARGV[2] lease    lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
@@ -17,6 +19,7 @@ hand), are dropped from the list; only pending tasks are leased.
 ]]
 --- @include "now"
 --- @include "signal"
+--- @include "events"
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {now, -1}
@@ -25,6 +28,7 @@ local out = {now, 0}
 local ids = redis.call('RPOP', KEYS[2], tonumber(ARGV[1]))
 if ids then
   local expiry = now + tonumber(ARGV[2])
+  local cap = events_cap(KEYS[7])
   local prefix = 'a' .. ARGV[3]
   for _, id in ipairs(ids) do
     local v = redis.call('HGET', KEYS[1], id)
@@ -34,6 +38,7 @@ if ids then
       redis.call('ZADD', KEYS[3], expiry, id)
       out[#out + 1] = id
       out[#out + 1] = msg
+      emit(KEYS[6], cap, 'e', 'active', 'id', id, 'type', msg_type(msg))
     end
   end
 end

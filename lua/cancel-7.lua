@@ -9,6 +9,8 @@ KEYS[2] lease      lease zset
 KEYS[3] archived   archived zset: id -> time archived (ms)
 KEYS[4] lock       uniqueness lock key (the queue's placeholder when not unique)
 KEYS[5] progress   progress hash (the task's progress is cleared)
+KEYS[6] events     the queue's event stream
+KEYS[7] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] id
 ARGV[2] token      the lease token the caller read
 ARGV[3] msg        the message rewritten with last_error and its time
@@ -19,6 +21,7 @@ Returns 1 = cancelled, 0 = no such task, -5 = not active, -6 = re-leased or chan
 ]]
 --- @include "now"
 --- @include "unique"
+--- @include "events"
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then
@@ -35,5 +38,6 @@ redis.call('ZADD', KEYS[3], now_ms(ARGV[4]), id)
 redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
 release_lock(KEYS[4], id)
 redis.call('HDEL', KEYS[5], id)
+emit(KEYS[6], events_cap(KEYS[7]), 'e', 'cancelled', 'id', id, 'type', msg_type(ARGV[3]))
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return 1

@@ -10,6 +10,8 @@ KEYS[6] processed_day  today's processed counter
 KEYS[7] failed         lifetime failed counter
 KEYS[8] failed_day     today's failed counter
 KEYS[9] progress       progress hash (the attempt's progress is cleared)
+KEYS[10] events         the queue's event stream
+KEYS[11] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -18,6 +20,8 @@ ARGV[4] delay          milliseconds until the retry is due (>= 0)
 ARGV[5] day_ttl        seconds to keep a daily counter
 ARGV[6] now            '' = Redis time; else a simulated time in ms
 ARGV[7] recover        '1' = the recoverer calls: the lease must also have expired; else '0'
+ARGV[8] attempt        the failed attempt's number (for the events)
+ARGV[9] error          its error (for the events)
 Returns the due time (> 0) = moved to retry, 0 = no such task, -3 = lease not held (another run,
 or not active), -4 = (recoverer) lease still alive.
 The first write is a removal (ZREM of the lease), so a Redis at maxmemory still lets it run.
@@ -26,6 +30,7 @@ The first write is a removal (ZREM of the lease), so a Redis at maxmemory still 
 --- @include "active"
 --- @include "signal"
 --- @include "counters"
+--- @include "events"
 local id = ARGV[1]
 local now = now_ms(ARGV[6])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[7] == '1')
@@ -41,4 +46,10 @@ local day_ttl = tonumber(ARGV[5])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 redis.call('HDEL', KEYS[9], id)
+local cap = events_cap(KEYS[11])
+local ty = msg_type(ARGV[3])
+if ARGV[7] == '1' then
+  emit(KEYS[10], cap, 'e', 'lease_expired', 'id', id, 'type', ty, 'attempt', ARGV[8])
+end
+emit(KEYS[10], cap, 'e', 'retry', 'id', id, 'type', ty, 'attempt', ARGV[8], 'error', ARGV[9], 'due', due)
 return due

@@ -9,6 +9,8 @@ KEYS[6] processed_day  today's processed counter
 KEYS[7] progress       progress hash (the task's entry is cleared)
 KEYS[8] watch          watch hash: id -> inbox ids of late waiters
 KEYS[9] reply          the inbox of the client waiting through Client.call (the watch hash when none)
+KEYS[10] events         the queue's event stream
+KEYS[11] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] id
 ARGV[2] token          the lease token
 ARGV[3] msg            the message rewritten with completed_at and result
@@ -16,6 +18,7 @@ ARGV[4] retention      milliseconds to keep it
 ARGV[5] day_ttl        seconds to keep a daily counter
 ARGV[6] now            '' = Redis time; else a simulated time in ms
 ARGV[7] payload        the outcome for the waiting client (msgpack [id, 'c', result]), '' = none
+ARGV[8] attempt        the attempt's number (for the event)
 Returns 1 = completed (or a string: completed, and the inbox ids of late waiters to notify), 0 = no such task, -3 = lease not held (write refused).
 ]]
 --- @include "now"
@@ -23,6 +26,7 @@ Returns 1 = completed (or a string: completed, and the inbox ids of late waiters
 --- @include "unique"
 --- @include "counters"
 --- @include "notify"
+--- @include "events"
 local id = ARGV[1]
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -33,4 +37,5 @@ redis.call('ZADD', KEYS[3], now_ms(ARGV[6]) + tonumber(ARGV[4]), id)
 redis.call('HSET', KEYS[1], id, 'c' .. ARGV[3])
 release_lock(KEYS[4], id)
 bump(KEYS[5], KEYS[6], tonumber(ARGV[5]))
+emit(KEYS[10], events_cap(KEYS[11]), 'e', 'completed', 'id', id, 'type', msg_type(ARGV[3]), 'attempt', ARGV[8])
 return notify(KEYS[7], KEYS[8], KEYS[9], id, ARGV[7])

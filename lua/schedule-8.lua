@@ -7,6 +7,8 @@ KEYS[3] tick       wake-up list forwarders block on (signalled when the earliest
 KEYS[4] lock       uniqueness lock key (placeholder when not unique)
 KEYS[5] archived   archived zset
 KEYS[6] completed  completed zset
+KEYS[7] events     the queue's event stream
+KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] id         task id
 ARGV[2] msg        encoded message
 ARGV[3] unique     uniqueness TTL in seconds, counted from the due time; 0 = not unique
@@ -17,6 +19,7 @@ Returns the due time in ms (> 0) = scheduled, -1 = duplicate, -2 = a live task h
 --- @include "now"
 --- @include "signal"
 --- @include "newtask"
+--- @include "events"
 local id = ARGV[1]
 local seen = new_id(KEYS[1], id, ARGV[2], ARGV[6] == '1')
 if seen == 'own' then
@@ -36,4 +39,5 @@ if seen == 'replace' then
 end
 signal_if_first(KEYS[2], due, KEYS[3])
 redis.call('ZADD', KEYS[2], due, id)
+emit(KEYS[7], events_cap(KEYS[8]), 'e', 'scheduled', 'id', id, 'type', msg_type(ARGV[2]), 'due', due)
 return due

@@ -14,6 +14,8 @@ KEYS[9] trimmed        lifetime count of archived tasks deleted by the limits
 KEYS[10] progress       progress hash (the task's entry is cleared)
 KEYS[11] watch          watch hash: id -> inbox ids of late waiters
 KEYS[12] reply          the inbox of the client waiting through Client.call (the watch hash when none)
+KEYS[13] events         the queue's event stream
+KEYS[14] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -24,6 +26,8 @@ ARGV[6] day_ttl        seconds to keep a daily counter
 ARGV[7] now            '' = Redis time; else a simulated time in ms
 ARGV[8] recover        '1' = the recoverer calls: the lease must also have expired; else '0'
 ARGV[9] payload        the outcome for the waiting client (msgpack [id, 'x', error]), '' = none
+ARGV[10] attempt       the failed attempt's number (for the events)
+ARGV[11] error         its error (for the events)
 Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
 ]]
@@ -33,6 +37,7 @@ Returns 1 = archived (or a string: archived, and the inbox ids of late waiters t
 --- @include "counters"
 --- @include "trim"
 --- @include "notify"
+--- @include "events"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -47,4 +52,10 @@ local day_ttl = tonumber(ARGV[6])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+local cap = events_cap(KEYS[14])
+local ty = msg_type(ARGV[3])
+if ARGV[8] == '1' then
+  emit(KEYS[13], cap, 'e', 'lease_expired', 'id', id, 'type', ty, 'attempt', ARGV[10])
+end
+emit(KEYS[13], cap, 'e', 'archived', 'id', id, 'type', ty, 'attempt', ARGV[10], 'error', ARGV[11])
 return notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9])

@@ -5,7 +5,7 @@ name leaves the global queue set in a separate command (another cluster slot); i
 expire on their own.
 KEYS[1] pending  KEYS[2] lease  KEYS[3] scheduled  KEYS[4] retry  KEYS[5] archived
 KEYS[6] completed  KEYS[7] t  KEYS[8] paused  KEYS[9] wake  KEYS[10] tick
-KEYS[11] processed  KEYS[12] failed  KEYS[13] trimmed  KEYS[14] watch  KEYS[15] progress
+KEYS[11] processed  KEYS[12] failed  KEYS[13] trimmed  KEYS[14] watch  KEYS[15] progress  KEYS[16] events  KEYS[17] conf
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
 of removed tasks ('') counts as empty (up to 1000 of them are looked at).
 ]]
@@ -24,5 +24,5 @@ if left > 0 then
   return -7
 end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
-  KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15])
+  KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17])
 return 1

@@ -1,7 +1,7 @@
 --[[ enqueue_many: (new) x N -> pending, in one call (the batch path of Client.enqueue_many)
 Stores N tasks and appends them to pending in order. Unique tasks never come this way (they take
-enqueue-6 one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
-id check; a batch with caller-chosen ids is checked like enqueue-6: a live task with the same id
+enqueue-8 one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
+id check; a batch with caller-chosen ids is checked like enqueue-8: a live task with the same id
 is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
 replaced.
 KEYS[1] t          tasks hash
@@ -11,6 +11,8 @@ KEYS[4] archived   archived zset (a replaced archived task leaves it)
 KEYS[5] completed  completed zset (a replaced completed task leaves it)
 KEYS[6] marker     generated ids: this call's batch marker (a random token per call; set for a
                    minute); caller-chosen ids: a never-set placeholder
+KEYS[7] events     the queue's event stream
+KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
 ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
@@ -22,13 +24,15 @@ a full Redis (maxmemory) refuses the whole call.
 ]]
 --- @include "signal"
 --- @include "newtask"
-local ids, refused = {}, {}
+--- @include "events"
+local ids, vals, refused = {}, {}, {}
 if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
   if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 60000) then
     return refused  -- sent again: this call stored its batch already
   end
   for i = 2, #ARGV, 2 do
     ids[#ids + 1] = ARGV[i]
+    vals[#vals + 1] = ARGV[i + 1]
   end
   redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 else
@@ -45,6 +49,7 @@ else
       fields[#fields + 1] = id
       fields[#fields + 1] = ARGV[i + 1]
       ids[#ids + 1] = id
+      vals[#vals + 1] = ARGV[i + 1]
     end
   end
   if #ids > 0 then
@@ -57,5 +62,9 @@ end
 if #ids > 0 then
   redis.call('LPUSH', KEYS[2], unpack(ids))
   signal(KEYS[3])
+  local cap = events_cap(KEYS[8])
+  for n, id in ipairs(ids) do
+    emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', msg_type(string.sub(vals[n], 2)))
+  end
 end
 return refused

@@ -7,6 +7,8 @@ KEYS[3] wake       wake-up list idle workers block on
 KEYS[4] lock       uniqueness lock key (the queue's never-set placeholder when not unique)
 KEYS[5] archived   archived zset (a replaced archived task leaves it)
 KEYS[6] completed  completed zset (a replaced completed task leaves it)
+KEYS[7] events     the queue's event stream
+KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] id         task id
 ARGV[2] msg        encoded message (msgpack)
 ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
@@ -16,6 +18,7 @@ includes/newtask), -1 = duplicate (lock held by another task), -2 = a live task 
 ]]
 --- @include "signal"
 --- @include "newtask"
+--- @include "events"
 local id = ARGV[1]
 local seen = new_id(KEYS[1], id, ARGV[2], ARGV[4] == '1')
 if seen == 'own' then
@@ -33,4 +36,5 @@ if seen == 'replace' then
 end
 redis.call('LPUSH', KEYS[2], id)
 signal(KEYS[3])
+emit(KEYS[7], events_cap(KEYS[8]), 'e', 'enqueued', 'id', id, 'type', msg_type(ARGV[2]))
 return 1

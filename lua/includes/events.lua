@@ -1,0 +1,42 @@
+--- The queue's lifecycle event stream (asynqpy:{Q}:events), capped with XADD MAXLEN ~.
+--- events_cap(conf): the cap, from the queue's conf hash (field 'events'; absent = 10000,
+--- 0 = the stream is off). emit(stream, cap, ...): XADD the field/value pairs if the stream is on.
+--- msg_type(m): the task type of an encoded message (its array's first element, a msgpack
+--- string), read from the first bytes without decoding the rest (the payload may be large).
+local EVENTS_CAP = 10000
+local function events_cap(conf)
+  local cap = tonumber(redis.call('HGET', conf, 'events'))
+  if cap == nil then
+    return EVENTS_CAP
+  end
+  return cap
+end
+local function emit(stream, cap, ...)
+  if cap > 0 then
+    redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', ...)
+  end
+end
+local function msg_type(m)
+  local b = string.byte(m, 1)
+  local i
+  if b and b >= 0x90 and b <= 0x9f then
+    i = 2
+  elseif b == 0xdc then
+    i = 4
+  elseif b == 0xdd then
+    i = 6
+  else
+    return ''
+  end
+  local s = string.byte(m, i)
+  if s and s >= 0xa0 and s <= 0xbf then
+    return string.sub(m, i + 1, i + s - 0xa0)
+  elseif s == 0xd9 then
+    local n = string.byte(m, i + 1)
+    return string.sub(m, i + 2, i + 1 + n)
+  elseif s == 0xda then
+    local n = string.byte(m, i + 1) * 256 + string.byte(m, i + 2)
+    return string.sub(m, i + 3, i + 2 + n)
+  end
+  return ''
+end

@@ -1,0 +1,133 @@
+"""The lifecycle event stream: every transition of a task appends an event to its queue's stream
+(enqueued, scheduled, active, progress, completed, retry, archived, deleted, cancelled,
+lease_expired); Inspector.events reads them (since a time or an event, and following); a queue's
+stream can be capped or switched off. On fakeredis, redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from helpers import serving, stats, until
+
+from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, Task
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import Message
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
+
+Q = "ev"
+
+
+def kinds(ins: Inspector, queue: str = Q, **kw: Any) -> list[tuple[str, str, int | None]]:
+    return [(e.event, e.task_id, e.attempt) for e in ins.events(queue, **kw)]
+
+
+def test_a_tasks_life_in_events(backend: Any) -> None:
+    mux = ServeMux()
+
+    @mux.handle("ok")
+    async def ok(task: Task) -> str:
+        task.progress({"half": True})
+        await asyncio.sleep(0.25)  # the progress write goes out (at most one per 0.2 s)
+        return "done"
+
+    @mux.handle("flaky")
+    async def flaky(task: Task) -> None:
+        if task.retry_count == 0:
+            raise RuntimeError("first try fails\nsecond line")
+
+    @mux.handle("dead")
+    async def dead(task: Task) -> None:
+        raise ValueError("no")
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as c, serving(backend.new_async(), mux, queues=[Q]):
+            assert await c.call("ok", queue=Q, task_id="t-ok", timeout=10) == "done"
+            await c.enqueue("flaky", queue=Q, task_id="t-flaky", retry_delay=0)
+            await c.enqueue("dead", queue=Q, task_id="t-dead", max_retry=0)
+            await until(lambda: stats(backend, Q).processed == 4)
+
+    asyncio.run(main())
+    ins = Inspector(backend.sync)
+    by_task: dict[str, list[tuple[str, int | None]]] = {}
+    for e in ins.events(Q):
+        by_task.setdefault(e.task_id, []).append((e.event, e.attempt))
+        assert e.queue == Q and e.time.year >= 2024
+    assert by_task["t-ok"] == [("enqueued", None), ("active", None), ("progress", None), ("completed", 1)]
+    assert by_task["t-flaky"] == [("enqueued", None), ("active", None), ("retry", 1), ("active", None),
+                                  ("completed", 2)]
+    assert by_task["t-dead"] == [("enqueued", None), ("active", None), ("archived", 1)]
+    events = list(ins.events(Q))
+    progress = next(e for e in events if e.event == "progress")
+    assert progress.value == {"half": True} and progress.type == "ok"
+    retry = next(e for e in events if e.event == "retry")
+    assert retry.error == "RuntimeError: first try fails" and retry.due is not None and retry.type == "flaky"
+    assert next(e for e in events if e.event == "archived").error == "ValueError: no"
+
+
+def test_operator_events_lease_expiry_and_reading_from_a_point(backend: Any) -> None:
+    with Client(backend.sync) as c:
+        c.enqueue("s", queue=Q, task_id="later", process_in=3600)
+        c.enqueue_many([("b", i) for i in range(3)], queue=Q)
+    ins = Inspector(backend.sync)
+    first = list(ins.events(Q))
+    assert [e.event for e in first] == ["scheduled", "enqueued", "enqueued", "enqueued"]
+    assert first[0].due is not None and first[0].type == "s" and {e.type for e in first[1:]} == {"b"}
+    ins.delete_task(Q, "later")
+    b = Broker()
+    x = SyncExecutor(backend.sync)
+    taken = x.run(b.dequeue(Q, 1, 1, "tok00001")).tasks  # a worker that dies: its lease lapses at once
+    time.sleep(0.01)
+    id = taken[0][0]
+    x.run(b.retry(Q, id, "tok00001", Message("b", 0, retried=1, last_error="lease expired"), 0, recover=True))
+    after = list(ins.events(Q, since=first[-1].stream_id))  # resumes after the last event read
+    assert [(e.event, e.task_id) for e in after] == [("deleted", "later"), ("active", id), ("lease_expired", id),
+                                                       ("retry", id)]
+    assert list(ins.events(Q, since=time.time() + 60)) == []
+    for bad in ("yesterday", -1, True):
+        with pytest.raises(InvalidArgumentError):
+            list(ins.events(Q, since=bad))  # type: ignore[arg-type]
+
+
+def test_switching_a_queues_stream_off_and_capping_it(backend: Any) -> None:
+    ins = Inspector(backend.sync)
+    with Client(backend.sync) as c:
+        c.enqueue("t", queue=Q)
+        assert ins.events_max_len(Q) == 10_000
+        ins.set_events(Q, 0)
+        assert not backend.sync.exists(queue_keys(Q).events) and ins.events_max_len(Q) == 0
+        c.enqueue("t", queue=Q)
+        assert list(ins.events(Q)) == []
+        ins.set_events(Q, 100)
+        c.enqueue_many([("t", i) for i in range(1000)], queue=Q)
+    assert 100 <= backend.sync.xlen(queue_keys(Q).events) < 1000  # MAXLEN ~: whole nodes are trimmed
+    assert stats(backend, Q).pending == 1002  # nothing queued is lost to it
+    for bad in (-1, "10", 1.5):
+        with pytest.raises(InvalidArgumentError):
+            ins.set_events(Q, bad)  # type: ignore[arg-type]
+
+
+def test_following_events_as_they_happen(backend: Any) -> None:
+    async def main() -> None:
+        ins = AsyncInspector(backend.new_async())
+        got: list[str] = []
+
+        async def follow() -> None:
+            async for e in ins.events(Q, follow=True):
+                got.append(f"{e.event}:{e.task_id}")
+                if len(got) == 3:
+                    return
+
+        follower = asyncio.create_task(follow())
+        await asyncio.sleep(0.2)  # following, with nothing to read yet
+        async with AsyncClient(backend.new_async()) as c:
+            for i in range(3):
+                await c.enqueue("t", queue=Q, task_id=f"f{i}")
+        await asyncio.wait_for(follower, 10)
+        assert got == ["enqueued:f0", "enqueued:f1", "enqueued:f2"]
+        await ins.close()
+
+    asyncio.run(main())
