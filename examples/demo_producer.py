@@ -162,6 +162,14 @@ def main() -> int:
             return 1
         say("where some tasks ended up:")
         show_results(insp, keep)
+        say("a result without polling: Client.call enqueues and waits for it, with the handler's progress:")
+        with Client(args.redis_url) as client:
+            result = client.call("report:generate", {"kind": "refunds", "month": "2024-06"}, timeout=10,
+                                 on_progress=lambda value: say(f"    progress: {value}"))
+        say(f"    result: {result}")
+        say("its lifecycle events (asynqpy events shows every queue's):")
+        for e in list(insp.events("default"))[-4:]:
+            say(f"    {e.time:%H:%M:%S.%f}"[:-3] + f"  {e.event:<9} {e.task_id[:8]} {e.type}")
     finally:
         insp.close()
     return 0

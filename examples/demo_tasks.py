@@ -64,12 +64,14 @@ def resize_image(task: Task) -> None:
 
 
 @mux.handle("report:generate")
-async def generate_report(task: Task) -> None:
+async def generate_report(task: Task) -> dict[str, object]:
     p = task.payload
+    task.progress("querying")
     await _work(0.2, 0.4)
     rows = random.randint(500, 5000)
-    task.write_result({"rows": rows, "url": f"s3://reports/{p['kind']}-{p['month']}.csv"})
+    task.progress(f"writing {rows} rows")
     log.info("generated %s report for %s (%d rows)", p["kind"], p["month"], rows)
+    return {"rows": rows, "url": f"s3://reports/{p['kind']}-{p['month']}.csv"}  # the result
 
 
 @mux.handle("reminder:send")

@@ -52,10 +52,5 @@ local day_ttl = tonumber(ARGV[6])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
-local cap = events_cap(KEYS[14])
-local ty = msg_type(ARGV[3])
-if ARGV[8] == '1' then
-  emit(KEYS[13], cap, 'e', 'lease_expired', 'id', id, 'type', ty, 'attempt', ARGV[10])
-end
-emit(KEYS[13], cap, 'e', 'archived', 'id', id, 'type', ty, 'attempt', ARGV[10], 'error', ARGV[11])
+emit_failure(KEYS[13], KEYS[14], ARGV[8] == '1', ARGV[3], id, ARGV[10], 'e', 'archived', 'error', ARGV[11])
 return notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9])

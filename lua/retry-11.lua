@@ -46,10 +46,5 @@ local day_ttl = tonumber(ARGV[5])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 redis.call('HDEL', KEYS[9], id)
-local cap = events_cap(KEYS[11])
-local ty = msg_type(ARGV[3])
-if ARGV[7] == '1' then
-  emit(KEYS[10], cap, 'e', 'lease_expired', 'id', id, 'type', ty, 'attempt', ARGV[8])
-end
-emit(KEYS[10], cap, 'e', 'retry', 'id', id, 'type', ty, 'attempt', ARGV[8], 'error', ARGV[9], 'due', due)
+emit_failure(KEYS[10], KEYS[11], ARGV[7] == '1', ARGV[3], id, ARGV[8], 'e', 'retry', 'error', ARGV[9], 'due', due)
 return due

@@ -269,3 +269,30 @@ def test_progress_reaches_the_caller_the_inspector_and_the_cli(backend: Any) -> 
             await until(lambda: got == [0, 1, 2])
 
     asyncio.run(main())
+
+
+def test_oversized_results_are_refused_in_the_handler_or_archived(backend: Any) -> None:
+    mux = ServeMux()
+    caught: list[str] = []
+
+    @mux.handle("big-written")
+    async def big_written(task: Task) -> str:
+        try:
+            task.write_result(b"x" * 2000)
+        except PayloadError as exc:  # ResultError, a PayloadError: in the handler, which may go on
+            caught.append(str(exc))
+        return "small"
+
+    @mux.handle("big-returned")
+    async def big_returned(task: Task) -> bytes:
+        return b"x" * 2000
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, max_result_bytes=1000), AsyncClient(backend.new_async()) as c:
+            assert await c.call("big-written", timeout=10) == "small"
+            assert caught and "over the server's max_result_bytes (1000)" in caught[0]
+            with pytest.raises(TaskFailedError, match="max_result_bytes"):
+                await c.call("big-returned", max_retry=3, timeout=10)
+            assert stats(backend).retry == 0 and stats(backend).archived == 1
+
+    asyncio.run(main())

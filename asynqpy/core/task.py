@@ -12,6 +12,8 @@ from typing import Any
 from .codec import Message, encode_payload
 from .errors import PayloadError, ResultError
 
+MAX_RESULT_BYTES = 1 << 20
+"""The default largest encoded result (the server's ``max_result_bytes``)."""
 MAX_PROGRESS_BYTES = 8192
 """Largest encoded progress value (:meth:`Task.progress`)."""
 
@@ -70,7 +72,7 @@ class Task:
     datetime this attempt must finish by, or None) and ``result`` (what :meth:`write_result` set).
     """
 
-    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report")
+    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result")
 
     def __init__(
         self,
@@ -91,6 +93,7 @@ class Task:
         self.result: Any = None
         self._has_result = False
         self._report: Callable[[bytes, Any], None] | None = None  # set by the worker running it
+        self._max_result = MAX_RESULT_BYTES  # the server's max_result_bytes, set by the worker
 
     @property
     def type(self) -> str:
@@ -119,16 +122,20 @@ class Task:
         return self._msg
 
     def write_result(self, data: Any) -> None:
-        """Set this attempt's result (bytes or any msgpack value). It is stored with the task when
-        the handler succeeds and the task has a ``retention`` > 0; see TaskInfo.result.
+        """Set this attempt's result (bytes or any msgpack value): what a waiting caller gets
+        (``Client.call``, ``Client.result``), and what is kept with the task if it has a
+        ``retention``; it wins over the handler's return value.
 
-        A value that cannot be stored raises :class:`~asynqpy.errors.ResultError` (a
-        PayloadError) at once, naming the result; if the handler lets it escape, the task is
-        archived with it, not retried (the attempt's side effects already ran)."""
+        A value that cannot be stored (not msgpack, or over the server's ``max_result_bytes``)
+        raises :class:`~asynqpy.errors.ResultError` (a PayloadError) at once, in the handler; if
+        the handler lets it escape, the task is archived with it, not retried (the attempt's side
+        effects already ran)."""
         try:
-            encode_payload(data, "result")  # fail early if it cannot be stored
+            size = len(encode_payload(data, "result"))  # fail early if it cannot be stored
         except PayloadError as exc:
             raise ResultError(str(exc)) from None
+        if size > self._max_result:
+            raise ResultError(f"result is {size} bytes, over the server's max_result_bytes ({self._max_result})")
         self.result = data
         self._has_result = True
 

@@ -353,6 +353,7 @@ class Processor:
                 loop.call_soon_threadsafe(self._arm_progress, r)
 
         task._report = report
+        task._max_result = self.opts.max_result_bytes
         remaining = (deadline_ms - now_ms) / 1000 if deadline_ms else None
         r.aio = asyncio.create_task(self._run(r, remaining), name=f"asynqpy-task-{id}")
 

@@ -40,3 +40,16 @@ local function msg_type(m)
   end
   return ''
 end
+--- emit_failure(stream, conf, recovered, msg, id, attempt, ...): a failed attempt's events: with
+--- ``recovered`` (the recoverer calls: the worker's lease expired) 'lease_expired' first, then the
+--- event given as field/value pairs (retry or archived).
+local function emit_failure(stream, conf, recovered, msg, id, attempt, ...)
+  local cap = events_cap(conf)
+  if cap == 0 then
+    return
+  end
+  if recovered then
+    emit(stream, cap, 'e', 'lease_expired', 'id', id, 'type', msg_type(msg), 'attempt', attempt)
+  end
+  emit(stream, cap, 'id', id, 'type', msg_type(msg), 'attempt', attempt, ...)
+end
