@@ -3,6 +3,7 @@
 Every state change of a task is one atomic Lua script. See README.md and docs/architecture.md.
 """
 
+from .app import App, AsyncTaskFunction, TaskFunction
 from .client import AsyncClient, Client
 from .core.broker import QueueStats
 from .core.clock import Clock, FakeClock
@@ -31,7 +32,7 @@ from .core.errors import (
 from .core.events import TaskEvent
 from .core.mux import ServeMux
 from .core.retry import default_retry_delay
-from .core.task import Task, TaskInfo, TaskState
+from .core.task import Task, TaskInfo, TaskState, current_task
 from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
 from .server import Server, ServerOptions
 from .worker.logs import configure_logging
@@ -39,13 +40,12 @@ from .worker.logs import configure_logging
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AsyncInspector", "AsynqpyError", "Client", "Clock", "configure_logging", "DailyStats",
-    "default_retry_delay", "DuplicateTaskError", "FakeClock", "HandlerNotFoundError", "Inspector",
-    "InvalidArgumentError", "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError",
-    "QueueInfo",
-    "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "RedisUnavailableError",
-    "ResultError", "ServeMux",
-    "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError",
-    "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError",
-    "TaskTimeoutError", "WorkerInfo",
+    "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
+    "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "FakeClock",
+    "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError", "MalformedMessageError",
+    "NotReplicatedError", "PayloadError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats",
+    "RedisFullError", "RedisUnavailableError", "ResultError", "ServeMux", "Server", "ServerInfo",
+    "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction",
+    "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError",
+    "WorkerInfo",
 ]

@@ -9,19 +9,20 @@ SIGTERM/SIGINT, then shuts down gracefully; ``arun()`` is the same inside a runn
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import secrets
 import signal
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 from .core.broker import Call
 from .core.clock import Clock
-from .core.errors import InvalidArgumentError
+from .core.errors import AsynqpyError, InvalidArgumentError
 from .core.keys import validate_queue
 from .core.mux import ServeMux
 from .core.options import unknown_options
@@ -132,11 +133,13 @@ class Server:
             Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor)]
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
-        started = False
+        started = hooked = False
         watchdog = LoopWatchdog(self._loop, processor.held, self.options.block_warning)
         try:
             if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
+            await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails
+            hooked = True
             started = True
             log.info("server %s started: queues=%s concurrency=%d", self.server_id,
                      dict(self.options.queues), self.options.concurrency)
@@ -164,11 +167,31 @@ class Server:
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     self._loop.remove_signal_handler(sig)
+            if hooked:
+                try:
+                    await _run_hooks("on_shutdown", o.on_shutdown, pool)
+                except AsynqpyError as exc:
+                    log.error("%s", exc)
             pool.shutdown(wait=False)
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             if started:
                 log.info("server %s stopped", self.server_id)
+
+
+async def _run_hooks(kind: str, hooks: Sequence[Callable[[], Any]], pool: Any) -> None:
+    """Run lifecycle hooks in order (a plain function in the thread pool, an async one awaited);
+    the first that raises stops the rest and is raised as an AsynqpyError naming it."""
+    loop = asyncio.get_running_loop()
+    for hook in hooks:
+        try:
+            result = await loop.run_in_executor(pool, hook)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            name = getattr(hook, "__qualname__", repr(hook))
+            log.debug("%s hook %s failed", kind, name, exc_info=exc)
+            raise AsynqpyError(f"{kind} hook {name} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:

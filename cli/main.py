@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from asynqpy import Client, ServeMux, Server
+from asynqpy import App, Client, ServeMux, Server
 from asynqpy.core.errors import InvalidArgumentError
 from asynqpy.worker.logs import configure_logging
 
@@ -161,10 +161,11 @@ def _kind(obj: object) -> str:
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} object"
 
 
-def load_mux(target: str) -> ServeMux:
-    """Import 'package.module:attribute' and return the ServeMux it names (modules are looked up
-    in the current directory first). A module that cannot be imported, a missing attribute or one
-    that is not a ServeMux is a UserError saying which, with the file and line of an error."""
+def load_mux(target: str) -> ServeMux | App:
+    """Import 'package.module:attribute' and return the ServeMux or App it names (modules are
+    looked up in the current directory first). A module that cannot be imported, a missing
+    attribute or one that is neither is a UserError saying which, with the file and line of an
+    error."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise UserError(f"expected module:attribute, got {target!r}")
@@ -184,6 +185,8 @@ def load_mux(target: str) -> ServeMux:
         hint = _did_you_mean(module_name, muxes)
         raise UserError(f"module {module_name!r}{where} has no attribute {attr!r}{hint}")
     mux = getattr(module, attr)
+    if isinstance(mux, App):
+        return mux
     if not isinstance(mux, ServeMux):
         muxes = sorted(name for name, value in vars(module).items() if isinstance(value, ServeMux))
         hint = _did_you_mean(module_name, muxes)
@@ -291,7 +294,7 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 
 @main.command()
 @click.argument("target")
-@click.option("--queues", "-q", "queues_spec", default="default=1", show_default=True,
+@click.option("--queues", "-q", "queues_spec", default=None, show_default="default=1, or an App's task queues",
               help="Queues to serve and their weights: critical=6,default=3,low (no weight: 1).")
 @click.option("--concurrency", default=10, show_default=True, type=click.IntRange(min=1),
               help="Handlers running at once, per worker process.")
@@ -320,15 +323,22 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @signing_key_option
 @redis_url_option
 @user_errors
-def worker(target: str, queues_spec: str, concurrency: int, processes: int, strict_priority: bool,
+def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, signing_key_file: str | None,
            redis_url: str) -> None:
-    """Run a worker serving the ServeMux TARGET (module:attribute, e.g. tasks:mux; the module is
-    looked up in the current directory first)."""
-    queues = parse_queues(queues_spec)
+    """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
+    tasks:app; the module is looked up in the current directory first). An App brings its task
+    functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
     keys = signing_keys(signing_key_file)  # checked before any child process starts
-    mux = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
+    spec = parse_queues(queues_spec) if queues_spec else None
+    found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
+    app = found if isinstance(found, App) else None
+    mux = found.mux if isinstance(found, App) else found
+    given = click.get_current_context().get_parameter_source
+    if app is not None and given("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
+        redis_url = app.redis
+    queues: Any = spec or (app.server().options.queues if app else {"default": 1})
     if processes > 1:
         from asynqpy.worker.supervisor import supervise
 
@@ -343,9 +353,17 @@ def worker(target: str, queues_spec: str, concurrency: int, processes: int, stri
         extra["fail_fast"] = True
     if fair:
         extra["fair_dispatch"] = True
-    server = Server(redis_url, queues=queues, concurrency=concurrency, strict_priority=strict_priority,
-                    lease=lease, heartbeat_interval=heartbeat_interval, shutdown_timeout=shutdown_timeout,
-                    unknown_type=unknown_type, signing_key=keys, **extra)
+    if app is not None:
+        extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
+                 "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}
+        keys = keys if keys is not None else app.signing_key
+    flags = {"concurrency": concurrency, "strict_priority": strict_priority, "lease": lease,
+             "heartbeat_interval": heartbeat_interval, "shutdown_timeout": shutdown_timeout,
+             "unknown_type": unknown_type}
+    if app is not None:  # the App's own options, unless a flag was given
+        flags = {k: v for k, v in flags.items() if given(k) is not click.core.ParameterSource.DEFAULT
+                 or k not in app.server_options}
+    server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
     server.run(mux)
 
 

@@ -131,3 +131,20 @@ def test_following_events_as_they_happen(backend: Any) -> None:
         await ins.close()
 
     asyncio.run(main())
+
+
+def test_an_event_about_garbage_written_by_hand_has_no_type_and_no_error(backend: Any) -> None:
+    """The type is read from the message's first bytes: a truncated or hand-written value must
+    give an empty type, not fail the operator's script (found by the inspector fuzz test)."""
+    ins = Inspector(backend.sync)
+    k = queue_keys(Q)
+    with Client(backend.sync) as c:
+        c.enqueue("t", queue=Q)
+    for i, value in enumerate([b"p", b"p\x91", b"p\x91\xd9", b"p\x91\xda\x01", b"p\xff\xff", b"p\x91\xa5ab"]):
+        id = f"bad{i}"
+        backend.sync.hset(k.tasks, id, value)
+        backend.sync.lpush(k.pending, id)
+        ins.delete_task(Q, id)
+    deleted = [e for e in ins.events(Q) if e.event == "deleted"]
+    assert [e.task_id for e in deleted] == [f"bad{i}" for i in range(6)]
+    assert [e.type for e in deleted] == ["", "", "", "", "", "ab"]

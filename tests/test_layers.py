@@ -104,7 +104,7 @@ def test_the_layers_hold_what_their_docstrings_say() -> None:
         assert doc and "May import" in doc, sub
     # the facades are few: everything else lives in a layer
     assert sorted(m for m in mods if m.count(".") == 1 and _layer(m) == 3) == [
-        "asynqpy.client", "asynqpy.inspector", "asynqpy.server"]
+        "asynqpy.app", "asynqpy.client", "asynqpy.inspector", "asynqpy.server", "asynqpy.testing"]
 
 
 def test_the_rule_test_itself_catches_an_upward_import(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ client and the inspector) and :class:`TaskState`."""
 
 from __future__ import annotations
 
+import contextvars
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,25 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .codec import Message, encode_payload
-from .errors import PayloadError, ResultError
+from .errors import InvalidArgumentError, PayloadError, ResultError
+
+_current: contextvars.ContextVar[Task] = contextvars.ContextVar("asynqpy_current_task")
+
+
+def current_task() -> Task:
+    """The task whose handler is running here (in its coroutine, or its thread for a plain-``def``
+    handler): its id, retry count, headers, ``progress()``. :class:`InvalidArgumentError` outside
+    of a handler."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise InvalidArgumentError("current_task(): no task is running here (call it inside a handler)") from None
+
+
+def set_current(task: Task) -> None:
+    """Mark ``task`` as the one running in the current context (the worker does it)."""
+    _current.set(task)
+
 
 MAX_RESULT_BYTES = 1 << 20
 """The default largest encoded result (the server's ``max_result_bytes``)."""

@@ -9,7 +9,10 @@ Every Client, AsyncClient, Server and Inspector takes a URL (or an existing redi
   (``rediss+sentinel://``): the master a group of Redis Sentinels monitors, looked up again after
   a failover. The credentials apply to the master (and replicas); sentinels are asked without
   credentials (pass a client made with ``redis.sentinel.Sentinel`` for other setups); TLS and the
-  TLS query options apply to both.
+  TLS query options apply to both;
+- ``memory://<name>``: an in-process store (fakeredis with Lua, ``pip install 'asynqpy[memory]'``),
+  running the same scripts, shared by every client made from the same URL in this process: for
+  examples and tests (see the pytest plugin, :mod:`asynqpy.testing`).
 
 Connection options, TLS ones included, go as query parameters
 (``rediss://host:6380/0?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required``, also
@@ -21,6 +24,7 @@ before anything connects. Error messages never repeat the URL (it may hold a pas
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -156,10 +160,31 @@ def _pack_with_hiredis(pool: Any) -> None:
     pool.connection_class = cls
 
 
+_memory_servers: dict[str, Any] = {}
+_memory_lock = threading.Lock()
+
+
+def _memory(url: str, aio: bool) -> Any:
+    """A client of the in-process store ``memory://<name>`` (fakeredis with Lua: the same scripts
+    run), one store per name in this process, shared by every client made from the URL."""
+    try:
+        import fakeredis
+    except ImportError:
+        raise InvalidArgumentError("memory:// URLs need fakeredis with Lua: pip install 'asynqpy[memory]'") from None
+    name = url.partition("://")[2].strip("/") or "default"
+    with _memory_lock:
+        server = _memory_servers.get(name)
+        if server is None:
+            server = _memory_servers[name] = fakeredis.FakeServer()
+    return (fakeredis.FakeAsyncRedis if aio else fakeredis.FakeRedis)(server=server)
+
+
 def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
     if url_or_client is not None and not isinstance(url_or_client, str):
         return url_or_client
     url = url_or_client or default_url()
+    if url.startswith("memory://"):
+        return _memory(url, aio)
     opts: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": socket_timeout}
     if not url.startswith("unix:"):  # a TCP option: redis-py's Unix socket connection refuses it
         opts["socket_keepalive"] = True

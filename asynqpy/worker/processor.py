@@ -55,7 +55,7 @@ from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.results import pack_outcome, pack_progress
 from ..core.retry import default_retry_delay
 from ..core.signing import open_message
-from ..core.task import Task, ms_to_datetime
+from ..core.task import Task, ms_to_datetime, set_current
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
 from .settings import ServerOptions
@@ -369,6 +369,7 @@ class Processor:
             if remaining is not None and remaining <= 0:
                 raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
             handler = self._handler_for(r.msg.type)
+            set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
             if remaining is not None:
                 timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r)
             returned = await handler(r.task)

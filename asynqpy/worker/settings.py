@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,6 +60,8 @@ class ServerOptions:
     block_warning: float | None = 0.5
     fair_dispatch: bool = False
     on_failure: FailureHook | None = None
+    on_startup: Sequence[Callable[[], Any]] = ()
+    on_shutdown: Sequence[Callable[[], Any]] = ()
     max_result_bytes: int = 1 << 20
 
     def validate(self) -> ServerOptions:
@@ -95,6 +97,10 @@ class ServerOptions:
         if self.on_failure is not None and not callable(self.on_failure):
             raise InvalidArgumentError("on_failure must be a function (task, error, will_retry) -> None")
         _integer("max_result_bytes", self.max_result_bytes, 1)
+        for name in ("on_startup", "on_shutdown"):
+            hooks = getattr(self, name)
+            if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence) or not all(map(callable, hooks)):
+                raise InvalidArgumentError(f"{name} must be a list of functions, got {hooks!r}")
         if not callable(self.retry_delay):
             raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
         return self

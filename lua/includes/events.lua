@@ -2,7 +2,8 @@
 --- events_cap(conf): the cap, from the queue's conf hash (field 'events'; absent = 10000,
 --- 0 = the stream is off). emit(stream, cap, ...): XADD the field/value pairs if the stream is on.
 --- msg_type(m): the task type of an encoded message (its array's first element, a msgpack
---- string), read from the first bytes without decoding the rest (the payload may be large).
+--- string), read from the first bytes without decoding the rest (the payload may be large); ''
+--- for bytes that are not a message (truncated or written by hand): never an error.
 local EVENTS_CAP = 10000
 local function events_cap(conf)
   local cap = tonumber(redis.call('HGET', conf, 'events'))
@@ -33,12 +34,16 @@ local function msg_type(m)
     return string.sub(m, i + 1, i + s - 0xa0)
   elseif s == 0xd9 then
     local n = string.byte(m, i + 1)
-    return string.sub(m, i + 2, i + 1 + n)
+    if n then
+      return string.sub(m, i + 2, i + 1 + n)
+    end
   elseif s == 0xda then
-    local n = string.byte(m, i + 1) * 256 + string.byte(m, i + 2)
-    return string.sub(m, i + 3, i + 2 + n)
+    local hi, lo = string.byte(m, i + 1, i + 2)
+    if hi and lo then
+      return string.sub(m, i + 3, i + 2 + hi * 256 + lo)
+    end
   end
-  return ''
+  return ''  -- not a message (written by hand): no type
 end
 --- emit_failure(stream, conf, recovered, msg, id, attempt, ...): a failed attempt's events: with
 --- ``recovered`` (the recoverer calls: the worker's lease expired) 'lease_expired' first, then the

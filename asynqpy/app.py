@@ -1,0 +1,327 @@
+"""App: typed task functions, lifecycle hooks and per-process state, on top of ServeMux.
+
+    app = App("redis://localhost:6379/0")
+
+    @app.task(queue="mail", max_retry=5)
+    async def send_welcome(user_id: int, lang: str = "en") -> str:
+        ...
+
+    send_welcome.enqueue(42, lang="fr")            # checked against the signature (and by mypy)
+    send_welcome.enqueue_in(60, 42)                # in a minute
+    result = send_welcome.call(42, timeout=10)     # enqueue and wait for the result
+    await send_welcome(42)                         # still the plain function, for unit tests
+
+The decorated function is registered on the app's ServeMux under its task type (default
+``module.qualname``), so ``asynqpy worker module:app`` serves it, next to handlers registered the
+ServeMux way (``@app.mux.handle("type")``). The payload is the call's arguments by parameter name
+(a msgpack map), so the queue stays readable from the CLI and from other languages.
+
+A running task function reaches its :class:`Task` (id, retry count, headers, progress) with
+:func:`current_task`, not with a parameter: a parameter would be part of the function's signature,
+so type checkers would ask every caller to pass it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import types
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from .client import AsyncClient, Client
+from .core.errors import InvalidArgumentError
+from .core.mux import ServeMux
+from .core.options import OPTIONS, Seconds, When, unknown_options
+from .core.task import Task, TaskInfo, current_task
+from .server import Server
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+Hook = Callable[[types.SimpleNamespace], Any]
+
+__all__ = ["App", "AsyncTaskFunction", "TaskFunction", "current_task"]
+
+_TASK_OPTIONS = OPTIONS - {"task_id", "process_at", "process_in"}
+
+
+def _bind(fn: Callable[..., Any], sig: inspect.Signature, name: str, args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments as a payload (parameter name -> value), or InvalidArgumentError naming
+    what does not fit the signature."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise InvalidArgumentError(f"task {name}: {exc}") from None
+    payload: dict[str, Any] = {}
+    for pname, value in bound.arguments.items():
+        kind = sig.parameters[pname].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            payload[pname] = list(value)
+        else:
+            payload[pname] = value
+    return payload
+
+
+def _call_args(sig: inspect.Signature, payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword arguments a payload made by :func:`_bind` stands for."""
+    if not isinstance(payload, dict):
+        raise InvalidArgumentError(f"a task function's payload is a map of arguments, got {type(payload).__name__}")
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    # with values for *args, the parameters before it were given by position (bind() filled them)
+    star = next((n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
+    by_position = star is not None and bool(payload.get(star))
+    for pname, param in sig.parameters.items():
+        if pname not in payload:
+            continue
+        value = payload[pname]
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY or (
+                by_position and param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            args.append(value)
+        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+            args.extend(value)
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            kwargs.update(value)
+        else:
+            kwargs[pname] = value
+    unknown = set(payload) - set(sig.parameters)
+    if unknown:
+        raise InvalidArgumentError(f"the payload names no parameter of the function: {sorted(unknown)}")
+    return args, kwargs
+
+
+class TaskFunction(Generic[P, R]):
+    """A plain-``def`` task function: call it directly, or enqueue it (see the module docstring).
+    Made by :meth:`App.task`."""
+
+    def __init__(self, app: App, fn: Callable[P, R], name: str, options: dict[str, Any]) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.options = options
+        self.signature = inspect.signature(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<task function {self.name}>"
+
+    def _payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        return _bind(self.fn, self.signature, self.name, args, kwargs)
+
+    def using(self, **options: Any) -> TaskFunction[P, R]:
+        """The same task function with other enqueue options (``queue``, ``max_retry``,
+        ``timeout``, ``deadline``, ``unique``, ``retention``, ``retry_delay``, ``headers``)."""
+        bad = set(options) - _TASK_OPTIONS
+        if bad:
+            raise InvalidArgumentError(unknown_options("task option", bad, sorted(_TASK_OPTIONS)))
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.options = {**self.options, **options}
+        return clone
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
+        """Enqueue a call of the function now; returns the task's :class:`TaskInfo`."""
+        return self.app.client().enqueue(self.name, self._payload(args, kwargs), **self.options)
+
+    def enqueue_in(self, delay: Seconds, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
+        """Enqueue a call to run after ``delay`` (seconds or a timedelta)."""
+        return self.app.client().enqueue(self.name, self._payload(args, kwargs), process_in=delay, **self.options)
+
+    def enqueue_at(self, when: When, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
+        """Enqueue a call to run at ``when`` (a datetime, naive = local time, or Unix seconds)."""
+        return self.app.client().enqueue(self.name, self._payload(args, kwargs), process_at=when, **self.options)
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Enqueue a call and wait for its result (without a limit; :meth:`using` ``(timeout=...)``
+        is the attempt's timeout, not the wait's: see :meth:`call_within`)."""
+        return self.call_within(None, *args, **kwargs)
+
+    def call_within(self, wait: float | None, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Enqueue a call and wait at most ``wait`` seconds for its result (TimeoutError after)."""
+        out: R = self.app.client().call(self.name, self._payload(args, kwargs), timeout=wait, **self.options)
+        return out
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
+        """:meth:`enqueue`, awaited (through the app's AsyncClient)."""
+        return await self.app.aclient().enqueue(self.name, self._payload(args, kwargs), **self.options)
+
+    async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """:meth:`call`, awaited."""
+        out: R = await self.app.aclient().call(self.name, self._payload(args, kwargs), **self.options)
+        return out
+
+
+class AsyncTaskFunction(TaskFunction[P, Awaitable[T]], Generic[P, T]):
+    """An ``async def`` task function: calling it gives its coroutine; ``call`` and ``acall``
+    give what the coroutine returns."""
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> T:  # type: ignore[override]
+        return self.call_within(None, *args, **kwargs)
+
+    def call_within(self, wait: float | None, *args: P.args, **kwargs: P.kwargs) -> T:  # type: ignore[override]
+        out: T = self.app.client().call(self.name, self._payload(args, kwargs), timeout=wait, **self.options)
+        return out
+
+    async def acall(self, *args: P.args, **kwargs: P.kwargs) -> T:  # type: ignore[override]
+        out: T = await self.app.aclient().call(self.name, self._payload(args, kwargs), **self.options)
+        return out
+
+
+class App:
+    """Typed task functions, lifecycle hooks and per-process state around a :class:`ServeMux`.
+
+    ``redis``: as for :class:`Client` (a URL, ``memory://name`` included, or a redis-py client).
+    ``default_queue``: where task functions go unless they say otherwise. ``server_options``:
+    :class:`ServerOptions` for :meth:`run` and ``asynqpy worker module:app`` (the command line's
+    flags win). ``state``: a namespace for what the worker process shares between tasks (a database
+    pool, an HTTP client), filled by ``on_startup`` hooks and emptied by ``on_shutdown`` hooks."""
+
+    def __init__(self, redis: Any = None, *, default_queue: str = "default", signing_key: Any = None,
+                 **server_options: Any) -> None:
+        self.redis = redis
+        self.default_queue = default_queue
+        self.signing_key = signing_key
+        self.server_options = server_options
+        self.mux = ServeMux()
+        self.state = types.SimpleNamespace()
+        self.startup: list[Hook] = []
+        self.shutdown: list[Hook] = []
+        self._task_queues: set[str] = set()
+        self._client: Client | None = None
+        self._aclient: AsyncClient | None = None
+        self._aclient_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- declaring -----------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> AsyncTaskFunction[P, T]: ...
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
+
+    @overload
+    def task(self, *, name: str | None = None, queue: str = ..., max_retry: int = ..., timeout: Seconds | None = ...,
+             deadline: When | None = ..., unique: Seconds | None = ..., retention: Seconds = ...,
+             retry_delay: Seconds | None = ..., headers: dict[str, str] | None = ...) -> _Decorator: ...
+
+    def task(self, *fns: Callable[..., Any], **options: Any) -> Any:
+        """Make ``fn`` a task function (a decorator, with or without options): registered under
+        ``name`` (default ``module.qualname``), enqueued with ``options`` (``queue``,
+        ``max_retry``, ``timeout``, ``deadline``, ``unique``, ``retention``, ``retry_delay``,
+        ``headers``)."""
+        if len(fns) > 1:
+            raise InvalidArgumentError("app.task takes one function")
+        fn = fns[0] if fns else None
+        name: str | None = options.pop("name", None)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidArgumentError(f"a task function's name must be a non-empty string, got {name!r}")
+        bad = set(options) - _TASK_OPTIONS
+        if bad:
+            raise InvalidArgumentError(unknown_options("task option", bad, sorted(_TASK_OPTIONS | {"name"})))
+        options.setdefault("queue", self.default_queue)
+
+        def make(f: Callable[..., Any]) -> Any:
+            if not callable(f):
+                raise InvalidArgumentError(f"a task function must be callable, got {f!r}")
+            type_name = name or f"{f.__module__}.{f.__qualname__}"
+            cls = AsyncTaskFunction if inspect.iscoroutinefunction(f) else TaskFunction
+            tf = cls(self, f, type_name, dict(options))
+            self.mux.handle(type_name, self._handler(tf))
+            self._task_queues.add(options["queue"])
+            return tf
+
+        return make(fn) if fn is not None else _Decorator(make)
+
+    def _handler(self, tf: TaskFunction[Any, Any]) -> Callable[[Task], Any]:
+        sig, fn = tf.signature, tf.fn
+        if inspect.iscoroutinefunction(fn):
+            async def run_async(task: Task) -> Any:
+                args, kwargs = _call_args(sig, task.payload)
+                return await fn(*args, **kwargs)
+
+            return run_async
+
+        def run(task: Task) -> Any:
+            args, kwargs = _call_args(sig, task.payload)
+            return fn(*args, **kwargs)
+
+        return run
+
+    def on_startup(self, hook: Hook) -> Hook:
+        """Run ``hook(app.state)`` (sync or async) when a worker process starts, before it takes a
+        task; if it raises, the worker stops (the CLI: one line, exit code 2)."""
+        self.startup.append(hook)
+        return hook
+
+    def on_shutdown(self, hook: Hook) -> Hook:
+        """Run ``hook(app.state)`` when a worker process stops, after its last task."""
+        self.shutdown.append(hook)
+        return hook
+
+    # -- clients and servers -------------------------------------------------------------------
+
+    def client(self) -> Client:
+        """The app's (lazily made, shared) :class:`Client`."""
+        if self._client is None:
+            self._client = Client(self.redis, signing_key=self.signing_key)
+        return self._client
+
+    def aclient(self) -> AsyncClient:
+        """The app's :class:`AsyncClient` for the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient_loop is not loop:
+            self._aclient = AsyncClient(self.redis, signing_key=self.signing_key)
+            self._aclient_loop = loop
+        return self._aclient
+
+    def server(self, **options: Any) -> Server:
+        """A :class:`Server` for this app (its options, ``options`` winning), with its hooks."""
+        opts = {**self.server_options, **options}
+        opts.setdefault("queues", sorted(self._task_queues) or [self.default_queue])
+        return Server(self.redis, signing_key=self.signing_key, on_startup=[self._hook(h) for h in self.startup],
+                      on_shutdown=[self._hook(h) for h in self.shutdown], **opts)
+
+    def _hook(self, hook: Hook) -> Callable[[], Any]:
+        """``hook`` as the server runs it: without arguments, named as the user's function."""
+        def run() -> Any:
+            return hook(self.state)
+
+        run.__qualname__ = getattr(hook, "__qualname__", repr(hook))
+        return run
+
+    def run(self, **options: Any) -> None:
+        """Serve this app's tasks until SIGTERM/SIGINT (see :meth:`Server.run`)."""
+        self.server(**options).run(self.mux)
+
+    def close(self) -> None:
+        """Close the app's sync client (an AsyncClient is closed with :meth:`aclose`)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        if self._aclient is not None:
+            await self._aclient.close()
+            self._aclient = None
+
+
+class _Decorator:
+    """What ``@app.task(...)`` returns: applied to a function, a task function."""
+
+    def __init__(self, make: Callable[[Callable[..., Any]], Any]) -> None:
+        self._make = make
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> AsyncTaskFunction[P, T]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
+
+    def __call__(self, fn: Callable[..., Any], /) -> Any:
+        return self._make(fn)

@@ -1,0 +1,262 @@
+"""Testing code that uses asynqpy: :func:`drain` and a pytest plugin.
+
+``drain(app)`` runs every task queued for an :class:`App` (or a ServeMux) to completion, in the
+calling process, scheduled ones and retries included: a fake clock jumps to each next due time, so
+a task enqueued ``process_in=3600`` or retried after a backoff runs at once. It returns what
+happened and, by default, fails with the tracebacks of the tasks that ended archived.
+
+The pytest plugin (installed with ``pip install 'asynqpy[pytest]'``; registered through the
+``pytest11`` entry point) gives these fixtures:
+
+- ``asynqpy_url``: a Redis for this test, empty. A real ``redis-server`` on a free port when one is
+  installed (one per test session, flushed before each test), else an in-process ``memory://``
+  store (fakeredis with Lua, the same scripts) of the test's own;
+- ``asynqpy_client``: a :class:`Client` on it;
+- ``asynqpy_drain``: :func:`drain` bound to it: ``asynqpy_drain(app)``.
+
+Bind your App to the fixture's Redis with ``App(asynqpy_url)``, or keep your module-level app and
+point it there: ``app.redis = asynqpy_url`` (before it made a client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis as redis_py
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio import RedisCluster as AsyncRedisCluster
+
+from .app import App
+from .client import Client
+from .core.clock import FakeClock
+from .core.errors import InvalidArgumentError
+from .core.mux import ServeMux
+from .core.task import TaskInfo, TaskState
+from .inspector import AsyncInspector
+from .redisio.connection import async_client
+from .server import Server
+
+__all__ = ["DrainReport", "DrainError", "drain", "adrain"]
+
+
+class DrainError(AssertionError):
+    """Tasks ended archived during :func:`drain` (their errors and tracebacks are the message)."""
+
+
+@dataclass
+class DrainReport:
+    """What :func:`drain` did: ``processed`` attempts run (successes and failures), ``failed``:
+    the tasks that ended archived (with ``last_error`` and ``traceback``), ``completed``: tasks
+    kept as completed (with a ``retention``)."""
+
+    processed: int = 0
+    failed: list[TaskInfo] = field(default_factory=list)
+    completed: list[TaskInfo] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"{self.processed} attempt(s) run, {len(self.failed)} task(s) archived"]
+        for t in self.failed:
+            lines += [f"--- {t.type} {t.id} (queue {t.queue}): {t.last_error}", t.traceback.rstrip()]
+        return "\n".join(lines)
+
+
+def drain(target: App | ServeMux, redis: Any = None, *, queues: list[str] | None = None, timeout: float = 30.0,
+          raise_on_failure: bool = True, **server_options: Any) -> DrainReport:
+    """Run every queued task of ``target`` to completion in this process (see the module
+    docstring). ``redis``: default the App's; ``queues``: default the App's task queues (a
+    ServeMux: "default"). Raises :class:`DrainError` if a task ended archived (unless
+    ``raise_on_failure`` is False), TimeoutError if the queues are not empty after ``timeout``
+    seconds (a task that keeps scheduling others, or a handler that never returns)."""
+    return asyncio.run(adrain(target, redis, queues=queues, timeout=timeout, raise_on_failure=raise_on_failure,
+                              **server_options))
+
+
+async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str] | None = None,
+                 timeout: float = 30.0, raise_on_failure: bool = True, **server_options: Any) -> DrainReport:
+    """:func:`drain`, awaited (inside a running event loop)."""
+    if isinstance(target, App):
+        mux, redis = target.mux, redis if redis is not None else target.redis
+        names = queues or sorted(target.server().options.queues)
+        server_options = {"on_startup": [target._hook(h) for h in target.startup],
+                          "on_shutdown": [target._hook(h) for h in target.shutdown], **server_options}
+    else:
+        mux, names = target, queues or ["default"]
+    redis = _async_twin(redis)
+    insp = AsyncInspector(redis)
+    before = {q: set(await _archived(insp, q)) for q in names}
+    processed0 = {q: (await insp.queue_info(q)).processed_total if q in await insp.queues() else 0 for q in names}
+    clock = FakeClock(int(time.time() * 1000))
+    options = {"shutdown_timeout": 1.0, "heartbeat_interval": 1.0, "idle_timeout": 1.0, **server_options}
+    server = Server(redis, queues=names, clock=clock, **options)
+    running = asyncio.create_task(server.arun(mux))
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if running.done():
+                running.result()  # a startup hook that failed: its error
+                raise RuntimeError("the server stopped while draining")
+            infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
+            if all(i.pending == 0 and i.active == 0 for i in infos):
+                due = await _next_due(redis, names)
+                if due is None:
+                    break
+                clock.t = max(clock.t, due + 1)  # the fake clock jumps to the next due task
+                for q in names:  # wake the forwarder: it was sleeping until a later (fake) time
+                    await redis.lpush(f"asynqpy:{{{q}}}:tick", "1")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"drain: tasks left after {timeout}s: "
+                                   + ", ".join(f"{i.queue} pending={i.pending} active={i.active}" for i in infos))
+            await asyncio.sleep(0.005)
+    finally:
+        server.stop()
+        await asyncio.wait_for(running, 10)
+    report = DrainReport()
+    for q in names:
+        if q not in await insp.queues():
+            continue
+        report.processed += (await insp.queue_info(q)).processed_total - processed0[q]
+        for id in await _archived(insp, q):
+            if id not in before[q]:
+                report.failed.append(await insp.task_info(q, id))
+        report.completed += await insp.list_tasks(q, TaskState.COMPLETED, page_size=1000)
+    if raise_on_failure and report.failed:
+        raise DrainError(str(report))
+    return report
+
+
+def _async_twin(redis: Any) -> Any:
+    """An asyncio client for what the App or the caller gave: a URL, an asyncio client, or a sync
+    client of one Redis (redis-py or fakeredis) whose connection settings are reused."""
+    if redis is None or isinstance(redis, str):
+        return async_client(redis)
+    if isinstance(redis, (AsyncRedis, AsyncRedisCluster)) or \
+            type(redis).__name__.startswith("FakeAsync"):
+        return redis
+    kwargs = dict(getattr(getattr(redis, "connection_pool", None), "connection_kwargs", {}) or {})
+    if "server" in kwargs:  # fakeredis: the same in-process server
+        import fakeredis
+
+        return fakeredis.FakeAsyncRedis(server=kwargs["server"])
+    if isinstance(redis, redis_py.Redis):
+        kwargs.pop("retry", None)
+        return AsyncRedis(**{k: v for k, v in kwargs.items() if k in _ASYNC_KWARGS})
+    raise InvalidArgumentError("drain needs a Redis URL or an asyncio client for this Redis")
+
+
+_ASYNC_KWARGS = {"host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout",
+                 "socket_keepalive", "ssl", "path"}
+
+
+async def _archived(insp: AsyncInspector, queue: str) -> list[str]:
+    if queue not in await insp.queues():
+        return []
+    return [t.id for t in await insp.list_tasks(queue, TaskState.ARCHIVED, page_size=1000)]
+
+
+async def _next_due(redis: Any, queues: list[str]) -> int | None:
+    due: list[int] = []
+    for q in queues:
+        for zset in ("scheduled", "retry"):
+            first = await redis.zrange(f"asynqpy:{{{q}}}:{zset}", 0, 0, withscores=True)
+            if first:
+                due.append(int(first[0][1]))
+    return min(due) if due else None
+
+
+# -- the pytest plugin --------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _RedisServer:
+    """A throw-away redis-server on a free loopback port (no persistence)."""
+
+    def __init__(self, binary: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="asynqpy-pytest-")
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        r = redis_py.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                r.ping()
+                break
+            except redis_py.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("asynqpy pytest plugin: redis-server did not start") from None
+                time.sleep(0.02)
+        r.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+try:
+    import pytest
+except ImportError:  # the module still gives drain() without pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def _asynqpy_redis_server() -> Iterator[_RedisServer | None]:
+        binary = shutil.which("redis-server")
+        if binary is None or os.environ.get("ASYNQPY_TEST_MEMORY"):
+            yield None
+            return
+        server = _RedisServer(binary)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+    @pytest.fixture
+    def asynqpy_url(_asynqpy_redis_server: _RedisServer | None) -> str:
+        """An empty Redis for this test: a real redis-server when one is installed (set
+        $ASYNQPY_TEST_MEMORY=1 to always use memory://), else a memory:// store of its own."""
+        if _asynqpy_redis_server is None:
+            return f"memory://asynqpy-test-{uuid.uuid4().hex}"
+        r = redis_py.Redis.from_url(_asynqpy_redis_server.url)
+        r.flushall()
+        r.close()
+        return _asynqpy_redis_server.url
+
+    @pytest.fixture
+    def asynqpy_client(asynqpy_url: str) -> Iterator[Client]:
+        """A :class:`Client` on the test's Redis."""
+        with Client(asynqpy_url) as client:
+            yield client
+
+    @pytest.fixture
+    def asynqpy_drain(asynqpy_url: str) -> Any:
+        """:func:`drain` on the test's Redis: ``asynqpy_drain(app)`` runs every queued task."""
+
+        def run(target: App | ServeMux, **kwargs: Any) -> DrainReport:
+            return drain(target, asynqpy_url, **kwargs)
+
+        return run
