@@ -151,6 +151,16 @@ class TaskFunction(Generic[P, R]):
         """:meth:`enqueue`, awaited (through the app's AsyncClient)."""
         return await self.app.aclient().enqueue(self.name, self._payload(args, kwargs), **self.options)
 
+    async def aenqueue_in(self, delay: Seconds, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
+        """:meth:`enqueue_in`, awaited."""
+        return await self.app.aclient().enqueue(self.name, self._payload(args, kwargs), process_in=delay,
+                                                **self.options)
+
+    async def aenqueue_at(self, when: When, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
+        """:meth:`enqueue_at`, awaited."""
+        return await self.app.aclient().enqueue(self.name, self._payload(args, kwargs), process_at=when,
+                                                **self.options)
+
     async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """:meth:`call`, awaited."""
         out: R = await self.app.aclient().call(self.name, self._payload(args, kwargs), **self.options)
@@ -184,7 +194,7 @@ class App:
 
     def __init__(self, redis: Any = None, *, default_queue: str = "default", signing_key: Any = None,
                  **server_options: Any) -> None:
-        self.redis = redis
+        self._redis = redis
         self.default_queue = default_queue
         self.signing_key = signing_key
         self.server_options = server_options
@@ -196,6 +206,18 @@ class App:
         self._client: Client | None = None
         self._aclient: AsyncClient | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def redis(self) -> Any:
+        """Where the app's tasks go: set it to point the app elsewhere (a test's Redis); the
+        clients it made are dropped (closed when they were made from a URL)."""
+        return self._redis
+
+    @redis.setter
+    def redis(self, value: Any) -> None:
+        self._redis = value
+        self.close()
+        self._aclient = None  # made for an event loop that may be gone: not closed here
 
     # -- declaring -----------------------------------------------------------------------------
 

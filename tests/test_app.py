@@ -92,6 +92,8 @@ def test_call_returns_a_typed_result(backend: Any) -> None:
         try:
             assert await double.acall(21) == 42
             assert (await double.aenqueue(1)).type == double.name
+            assert (await double.aenqueue_in(60, 2)).state is TaskState.SCHEDULED
+            assert (await double.aenqueue_at(4_000_000_000, 3)).state is TaskState.SCHEDULED
         finally:
             server.stop()
             await running
@@ -220,3 +222,14 @@ def test_client_fixture(asynqpy_client):
 ''')
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+def test_the_readmes_testing_example_passes_as_written(pytester: pytest.Pytester) -> None:
+    """The README's quickstart tasks.py and its tests/test_tasks.py, pasted into a project."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = dict(re.findall(r"```python\n# ([\w/]+\.py)\n(.*?)```", readme, re.DOTALL))
+    pytester.makepyfile(tasks=blocks["tasks.py"])
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_tasks.py").write_text(blocks["tests/test_tasks.py"])
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "tests")
+    result.assert_outcomes(passed=2)

@@ -94,10 +94,14 @@ def test_readme_quickstart_as_written(redis_url: str, tmp_path: Path) -> None:
 
         assert run(others[1], id) == "{'rows': 3}\n{'rows': 2}\n"        # python result.py ID
         wait_sync(lambda: "mail to user 42 attempt 1" in log.read_text(), 20)
-        wait_sync(lambda: insp.queue_info("default").processed_total == 3, 20)  # image:resize, report:build twice
+        wait_sync(lambda: insp.queue_info("low").processed_total == 1, 20)         # resize_image
+        assert insp.queue_info("default").processed_total == 2                     # build_report twice
         critical, default = insp.queue_info("critical"), insp.queue_info("default")
         assert (critical.processed_total, critical.failed_total, default.failed_total) == (1, 0, 0)
-        assert default.scheduled == 1                                     # user 7, in a minute
+        assert critical.scheduled == 1                                    # user 7, in a minute
+        with pytest.raises(subprocess.CalledProcessError):                # a wrong call is refused
+            subprocess.run([sys.executable, "-c", "from tasks import deliver_email; deliver_email.enqueue('42', 1)"],
+                           cwd=app, env=env, check=True, capture_output=True, timeout=30)
 
         for words in others[2:]:                                          # asynqpy task inspect, stats
             out = run(words, id)
