@@ -233,3 +233,26 @@ def test_the_readmes_testing_example_passes_as_written(pytester: pytest.Pytester
     (pytester.path / "tests" / "test_tasks.py").write_text(blocks["tests/test_tasks.py"])
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "tests")
     result.assert_outcomes(passed=2)
+
+
+def test_memory_urls_everywhere_in_one_process() -> None:
+    """Client, Inspector, Server and the CLI on memory:// share one store per name (in-process)."""
+    from click.testing import CliRunner
+
+    from asynqpy import Client, Inspector
+    from asynqpy.cli.main import main
+
+    url = "memory://shared-by-name"
+    with Client(url) as c:
+        c.enqueue("t", 1, queue="mem")
+    runner = CliRunner()
+    res = runner.invoke(main, ["enqueue", "t", "--queue", "mem", "--redis-url", url])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["queue", "inspect", "mem", "--json", "--redis-url", url])
+    assert res.exit_code == 0 and '"pending": 2' in res.output, res.output
+    with Inspector(url) as insp:
+        assert insp.queue_info("mem").pending == 2
+    with Client("memory://another-store") as other:
+        assert other.enqueue("t", queue="mem").queue == "mem"
+    with Inspector(url) as insp:
+        assert insp.queue_info("mem").pending == 2  # another name, another store
