@@ -105,6 +105,8 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "run_tasks": (lambda h: h.x.run(h.b.schedule(Q, "s", Message("t"), 60_000)),
                   lambda h: h.b.run_tasks(Q, TaskState.SCHEDULED, ["s"])),
     "cancel": (_active, lambda h: h.b.cancel(Q, "a", "tok00001", h.stored("a")[9:], "", b"notice")),
+    "unwatch_gone": (lambda h: (h.enqueue("a"), h.x.run(h.b.watch(Q, "a", "in1")), h.r.hdel(K.tasks, "a")),
+                     lambda h: h.b.unwatch_gone(Q, "0")),
     "drop_queue": (lambda h: (h.enqueue("a"), h.x.run(h.b.delete_tasks(Q, TaskState.PENDING,
                                                                       [("a", "", -1, h.stored("a"))], 10))),
                    lambda h: h.b.drop_queue(Q)),

@@ -149,3 +149,13 @@ def test_recoverer_retries_or_archives_expired_leases(backend: Any) -> None:
     assert done_for is not None and done_for[:1] == b"x"
     assert h.stored("alive")[:1] == b"a"  # type: ignore[index]
     assert abs(wait - min(10.0, 30 / 3)) < 1e-9  # next look: at most lease/3 away ("alive" expires later)
+
+
+def test_janitor_forgets_the_waiters_of_deleted_tasks(backend: Any) -> None:
+    h = H(backend)
+    for id in ("kept", "deleted"):
+        h.x.run(h.b.enqueue(Q, id, Message("t")))
+        h.x.run(h.b.watch(Q, id, "inbox1"))
+    h.r.hdel(K.tasks, "deleted")  # as an operator's delete leaves it: the task gone, its waiter registered
+    h.run(lambda ctx: Janitor(ctx, JanitorParams.of(h.options)).sweep_once())
+    assert h.r.hkeys(K.watch) == [b"kept"]

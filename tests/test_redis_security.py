@@ -29,7 +29,7 @@ ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
-               "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress"},
+               "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "unwatch_gone"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue"},
 }

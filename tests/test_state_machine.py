@@ -657,13 +657,24 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def reconcile(self) -> None:
-        """The janitor's consistency sweep finds nothing to repair in a consistent queue."""
+        """The janitor's consistency sweep finds nothing to repair in a consistent queue, and
+        forgets the waiters of tasks that are gone (deleted while waited for)."""
         cursor = "0"
         while True:
             cursor, repaired = self.run(self.b.reconcile(Q, cursor, 5))
             assert repaired == []
             if cursor == "0":
-                return
+                break
+        gone = [id for id in self.m.watch if id not in self.m.tasks]
+        removed = 0
+        while True:
+            cursor, n = self.run(self.b.unwatch_gone(Q, cursor, 5))
+            removed += n
+            if cursor == "0":
+                break
+        assert removed == len(gone)
+        for id in gone:
+            del self.m.watch[id]
 
     # -- background loops -----------------------------------------------------------------------
 

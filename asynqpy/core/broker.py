@@ -445,6 +445,12 @@ class Broker:
         return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed),
                     (cursor, count, self.clock.script_now()))
 
+    def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
+        """One step of the sweep of the watch hash: forgets the waiters of tasks that are gone.
+        Returns (next cursor, '0' = pass done; entries removed)."""
+        q = queue_keys(queue)
+        return Call(lambda r: (_s(r[0]), int(r[1])), "unwatch_gone", (q.tasks, q.watch), (cursor, count))
+
     def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
         q = queue_keys(queue)

@@ -42,11 +42,12 @@ class Janitor:
     def __init__(self, ctx: Context, params: JanitorParams) -> None:
         self.ctx = ctx
         self.p = params
-        self._cursors: dict[str, str] = {}  # queues being swept -> HSCAN cursor
+        self._cursors: dict[tuple[str, str], str] = {}  # ("tasks" or "watch", queue) being swept -> HSCAN cursor
         self._next_sweep = 0.0  # loop time the next sweep starts
 
     async def sweep_once(self) -> float:
-        """One reconcile step for every queue being swept; returns seconds until the next step."""
+        """One step of the sweep of every queue: its tasks (reconcile) and its watch hash (the
+        waiters of tasks that are gone); returns seconds until the next step."""
         ctx, p = self.ctx, self.p
         interval = p.reconcile_interval
         if not interval:
@@ -55,22 +56,29 @@ class Janitor:
         if not self._cursors:
             if now < self._next_sweep:
                 return self._next_sweep - now
-            self._cursors = {q: "0" for q in p.queues}
+            self._cursors = {(kind, q): "0" for q in p.queues for kind in ("tasks", "watch")}
             self._next_sweep = now + interval
-        queues = list(self._cursors)
-        results = await ctx.exec.run_many([ctx.broker.reconcile(q, self._cursors[q], p.sweep_step) for q in queues])
-        for q, res in zip(queues, results):
+        steps = list(self._cursors)
+        results = await ctx.exec.run_many([
+            ctx.broker.reconcile(q, self._cursors[(kind, q)], p.sweep_step) if kind == "tasks"
+            else ctx.broker.unwatch_gone(q, self._cursors[(kind, q)], p.sweep_step) for kind, q in steps])
+        for (kind, q), res in zip(steps, results):
             if isinstance(res, Exception):
                 ctx.health.failed(f"consistency sweep of queue {q}", res)
-                del self._cursors[q]
+                del self._cursors[(kind, q)]
                 continue
-            cursor, repaired = res
-            for id, what in repaired:
-                log.warning("repaired task %s (queue %s): %s", id, q, what)
-            if cursor == "0":
-                del self._cursors[q]
+            if kind == "tasks":
+                cursor, repaired = res
+                for id, what in repaired:
+                    log.warning("repaired task %s (queue %s): %s", id, q, what)
             else:
-                self._cursors[q] = cursor
+                cursor, removed = res
+                if removed:
+                    log.info("forgot the waiters of %d task(s) deleted while waited for (queue %s)", removed, q)
+            if cursor == "0":
+                del self._cursors[(kind, q)]
+            else:
+                self._cursors[(kind, q)] = cursor
         return 0.01 if self._cursors else max(0.0, self._next_sweep - asyncio.get_running_loop().time())
 
     async def clean_once(self) -> float:
