@@ -14,7 +14,9 @@ recorder's start/end records, and checks, for every task id a producer saw ackno
 After a failover (``failover_at``) two more outcomes are documented, so counted, not errors: a
 task acknowledged but absent (``lost_ok``: an enqueue the dead master had not yet replicated) and
 an attempt started twice, the first time before the failover (a dequeue the dead master had not
-replicated: the task was pending again on the promoted replica).
+replicated: the task was pending again on the promoted replica), or an enqueue the producer sent
+again after a NotReplicatedError (its unconfirmed copy ran on a master the failover then erased:
+the restarted old master serves its slots for a moment before it learns it is now a replica).
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def _rerun_before(runs: list[tuple[int, float, int]], extra: int, before: float)
 
 
 def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "default",
-          drained: bool = True, failover_at: float | None = None, lost_ok: bool = False) -> Report:
+          drained: bool = True, failover_at: float | None = None, lost_ok: bool = False,
+          unconfirmed: set[str] | None = None) -> Report:
     """Audit ``acked`` (task id -> planned failures) in ``queue``. ``drained``: every task must
     have finished (completed, or archived with a reason). ``failover_at`` (Unix time the new
     master took over) and ``lost_ok``: see the module docstring."""
@@ -132,8 +135,9 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
                 rep.errors.append(f"{id}: started after it completed ({len(late)} times, "
                                   f"{max(late) * 1000 - msg.completed_at_ms:.0f} ms after)")
         if len(runs) > 1 + msg.retried:
-            if failover_at is not None and _rerun_before(runs, len(runs) - 1 - msg.retried, failover_at):
-                rep.failover_reruns += 1
+            if failover_at is not None and (_rerun_before(runs, len(runs) - 1 - msg.retried, failover_at)
+                                            or id in (unconfirmed or ())):
+                rep.failover_reruns += 1  # a dequeue, or an unconfirmed enqueue, the failover erased
             else:
                 rep.errors.append(f"{id}: {len(runs)} starts but only {msg.retried} retries recorded")
         if msg.retried > planned:
@@ -190,10 +194,12 @@ class Workers:
 
 
 def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any]]], acked: dict[str, int],
-            pause: float = 0.0, patience: float = 30.0) -> None:
+            pause: float = 0.0, patience: float = 30.0, unconfirmed: set[str] | None = None) -> None:
     """Enqueue (id, payload, options) one by one with caller ids, retrying each until Redis
     acknowledges it (a TaskIdConflictError on a retry means an earlier attempt was stored; a
-    NotReplicatedError means it was stored on the master but not confirmed by its replicas)."""
+    NotReplicatedError means it was stored on the master but not confirmed by its replicas).
+    ``unconfirmed`` collects the ids sent again after a NotReplicatedError: the unconfirmed copy
+    may have run on a master that a failover then erased, before the copy sent again ran."""
     for id, payload, options in tasks:
         deadline = time.monotonic() + patience
         while True:
@@ -202,9 +208,11 @@ def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any
                 break
             except TaskIdConflictError:
                 break
-            except (redis.RedisError, OSError, NotReplicatedError):
+            except (redis.RedisError, OSError, NotReplicatedError) as exc:
                 if time.monotonic() > deadline:
                     raise
+                if unconfirmed is not None and isinstance(exc, NotReplicatedError):
+                    unconfirmed.add(id)
                 time.sleep(0.05)
         acked[id] = payload.get("fail", 0)
         if pause:

@@ -58,11 +58,12 @@ def test_master_killed_mid_load(wait_replicas: int, recorder: redis.Redis, recor
     tasks = {q: [(id, p, {**o, "queue": q}) for id, p, o in mixed_tasks(N // 3, prefix=f"{q}-", seed=i)]
              for i, q in enumerate(QUEUES)}
     acked: dict[str, dict[str, int]] = {q: {} for q in QUEUES}
+    unconfirmed: set[str] = set()  # enqueues sent again after NotReplicatedError (see produce)
     restarted: RedisProcess | None = None
     workers = Workers(cluster.url, recorder_server.url, 3, *WORKER_ARGS, log_dir=tmp_path)
     clients = [Client(cluster.url, wait_replicas=wait_replicas, wait_timeout=2.0) for _ in QUEUES]
     try:
-        producers = [threading.Thread(target=produce, args=(c, tasks[q], acked[q]), kwargs={"pause": 0.003})
+        producers = [threading.Thread(target=produce, args=(c, tasks[q], acked[q]), kwargs={"pause": 0.003, "unconfirmed": unconfirmed})
                      for c, q in zip(clients, QUEUES)]
         t0 = time.monotonic()
         for p in producers:
@@ -88,7 +89,7 @@ def test_master_killed_mid_load(wait_replicas: int, recorder: redis.Redis, recor
         rep, expiries = Report(), []
         for q in QUEUES:
             one = audit(cluster.url, recorder, acked[q], q, failover_at=promoted_at if q == victim else None,
-                        lost_ok=q == victim and not wait_replicas)
+                        lost_ok=q == victim and not wait_replicas, unconfirmed=unconfirmed)
             expiries.append(f"{q} {one.lease_reruns}")
             rep.add(one)
         # while the first queue's master was down
