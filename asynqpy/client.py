@@ -407,9 +407,7 @@ class AsyncClient(_ClientCore):
     async def _run(self, calls: list[Call[Any]]) -> list[Any]:
         if self.wait_replicas:
             return await self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
-        if len(calls) == 1:
-            return [await _arun_or_exc(self._exec, calls[0])]
-        return await self._exec.run_many(calls)
+        return await self._pipeline.run(calls)  # concurrent callers share round trips
 
     async def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
         p = self._prepare(task_type, payload, options)
@@ -455,7 +453,7 @@ class AsyncClient(_ClientCore):
         try:
             plan = self._plan([p])
             calls = plan.calls
-            replies = await (self._run(calls) if self.wait_replicas else self._pipeline.run(calls))
+            replies = await self._run(calls)
             self._results([p], plan, replies, False)
         except BaseException:
             inbox.forget(p.id, fut)
@@ -484,20 +482,33 @@ class AsyncClient(_ClientCore):
 
 
 class _AutoPipeline:
-    """Sends the calls of concurrent callers together: while one pipeline is in flight, new calls
-    queue up and go out in the next (so 1 000 concurrent ``call()``s take a few round trips on one
-    connection, not 1 000 connections)."""
+    """Sends the calls of concurrent callers together: a caller that finds nothing in flight sends
+    its calls at once (a lone producer pays nothing); callers that come while a round trip is in
+    flight queue up and go out together in the next pipeline. So 100 coroutines enqueueing at once
+    share round trips and one connection, and 1 000 concurrent ``call()``s take a few round trips,
+    not 1 000 connections. Each caller gets its own replies (exceptions in place); a coroutine's
+    own calls stay in order (it awaits each)."""
 
     def __init__(self, executor: AsyncExecutor) -> None:
         self.exec = executor
         self.queued: list[tuple[list[Call[Any]], asyncio.Future[list[Any]]]] = []
         self.flusher: asyncio.Task[None] | None = None
+        self.busy = False  # a round trip is in flight (a direct one, or the flusher's)
 
     async def run(self, calls: list[Call[Any]]) -> list[Any]:
+        if not self.busy:
+            self.busy = True
+            try:
+                if len(calls) == 1:
+                    return [await _arun_or_exc(self.exec, calls[0])]
+                return await self.exec.run_many(calls)
+            finally:
+                if self.queued and self.flusher is None:
+                    self.flusher = asyncio.create_task(self._flush(), name="asynqpy-client-pipeline")
+                else:
+                    self.busy = self.flusher is not None
         fut: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self.queued.append((calls, fut))
-        if self.flusher is None:
-            self.flusher = asyncio.create_task(self._flush(), name="asynqpy-client-pipeline")
         return await fut
 
     async def _flush(self) -> None:
@@ -518,6 +529,7 @@ class _AutoPipeline:
                     i += len(calls)
         finally:
             self.flusher = None
+            self.busy = False
 
 
 def _one(replies: list[Any]) -> Any:
