@@ -37,7 +37,7 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.core.broker import Broker, Call, delay_arg
+from asynqpy.core.broker import Broker, Call, Done, delay_arg
 from asynqpy.core.codec import Message, decode, encode, unique_digest
 from asynqpy.core.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
@@ -459,6 +459,43 @@ class QueueMachine(RuleBasedStateMachine):
             t.state, t.score = "p", 0
             m.pending.append(id)  # RPUSH: the end workers pop from
             m.wake = True
+
+    @precondition(lambda self: self.has_active())
+    @rule(data=st.data(), n=st.integers(1, 5))
+    def ack_batch(self, data: st.DataObject, n: int) -> None:
+        """A worker acknowledges the successes (retention 0) that finished since its last write in
+        one batched done call: held leases, lost ones, an id named twice; each item gets the
+        reply calls made one after the other would have got, and the refused ones change nothing."""
+        items = [self._pick_lease(data) for _ in range(n)]
+        waiting = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="a client waits")
+        dones = []
+        for (id, token), w in zip(items, waiting):
+            t = self.m.tasks.get(id)
+            msg = (t.msg if t is not None else Message("a")).with_(reply_to="in9" if w else "")
+            dones.append(Done(id, token, msg, f"out-{id}".encode() if w else b""))
+        expected: list[Any] = []
+        pushed: list[bytes] = []  # what the waiting client's inbox receives, in order
+        for (id, token), w in zip(items, waiting):
+            error = self.lease_error(id, token)
+            expected.append(error)
+            if error is None:
+                self.m.progress.pop(id, None)
+                expected[-1] = tuple(self.m.watch.pop(id, []))
+                self.m.release(id)
+                self.m.count(self.m.processed, day_of(self.now))
+                del self.m.tasks[id]
+                if w:
+                    pushed.append(f"out-{id}".encode())
+        got = self.run(self.b.done_many(Q, dones))
+        for (id, _), want, res in zip(items, expected, got):
+            if isinstance(want, tuple):
+                assert res == 1 and getattr(res, "late", ()) == want, (id, res, want)
+            else:
+                assert isinstance(res, want), (id, res, want)
+        inbox = K.inbox("in9")
+        assert self.r.lrange(inbox, 0, -1) == pushed
+        assert not pushed or 0 < self.r.pttl(inbox) <= 600_000
+        self.r.delete(inbox)  # the client pops its outcomes
 
     @precondition(lambda self: bool(self.m.leases))
     @rule(data=st.data(), lease=st.sampled_from([1_000, 30_000]))

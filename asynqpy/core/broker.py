@@ -158,6 +158,17 @@ def id_arg(id: str) -> bytes:
         raise InvalidArgumentError(f"a task id is a string of text, got {id!r}") from None
 
 
+@dataclass(frozen=True)
+class Done:
+    """One task of a batched acknowledgement (:meth:`Broker.done_many`): its id, the lease token
+    it was dequeued with, its message and the outcome for a waiting client (b'' = none)."""
+
+    id: str
+    token: str
+    msg: Message
+    outcome: bytes = b""
+
+
 class Finished(int):
     """A finishing script's success (equal to 1): ``late`` holds the inbox ids of waiters that
     started waiting after the enqueue, to notify with :meth:`Broker.reply` (usually empty)."""
@@ -305,15 +316,49 @@ class Broker:
         """active -> deleted (success, no retention). ``outcome``: what to push to the inbox of
         ``msg.reply_to`` (:func:`~asynqpy.core.results.pack_outcome`), b'' when nobody waits. The
         call's reply is a :class:`Finished` (1, with the late waiters to notify)."""
+        batch = self.done_many(queue, [Done(id, token, msg, outcome)])
+
+        def parse(reply: Any) -> int:
+            res = batch.parse(reply)[0]
+            if isinstance(res, Exception):
+                raise res
+            return res
+
+        return Call(parse, batch.script, batch.keys, batch.args)
+
+    def done_many(self, queue: str, items: Sequence[Done]) -> Call[list[int | Exception]]:
+        """:meth:`done` for a batch of tasks of one queue, in one script call (the worker's
+        batched acknowledgement). The reply holds, per item in order, its :class:`Finished` or
+        the exception its write met (:class:`~asynqpy.errors.LeaseLostError`,
+        :class:`~asynqpy.errors.TaskNotFoundError`); one refused item does not stop the others."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
-        return Call(
-            _finish_code("done", id),
-            "done",
-            (q.tasks, q.lease, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress, q.watch,
-             q.inbox(msg.reply_to), q.events, q.conf),
-            (id_arg(id), token, DAY_TTL_S, outcome, msg.retried + 1),
-        )
+        keys = [q.tasks, q.lease, q.processed, processed_day, q.progress, q.watch, q.events, q.conf]
+        args: list[Any] = [DAY_TTL_S]
+        extra: dict[str, int] = {}
+
+        def index(key: str) -> int:
+            if key not in extra:
+                keys.append(key)
+                extra[key] = len(keys) - 8
+            return extra[key]
+
+        for d in items:
+            digest = d.msg.lock_digest()
+            args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
+                     index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome]
+        parsers = [_finish_code("done", d.id) for d in items]
+
+        def parse(reply: list[Any]) -> list[int | Exception]:
+            out: list[int | Exception] = []
+            for p, r in zip(parsers, reply):
+                try:
+                    out.append(p(r))
+                except AsynqpyError as exc:
+                    out.append(exc)
+            return out
+
+        return Call(parse, "done", tuple(keys), tuple(args))
 
     def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> completed, kept ``msg.retention_ms`` with ``msg.result``; ``outcome`` as for

@@ -1,7 +1,7 @@
 """Processor: fetches tasks (blocking when idle), runs their handlers within the concurrency limit,
-and writes each outcome (done, complete, retry, archive) with one script call, pipelining the
-outcomes of tasks that finish together. On shutdown it waits for running handlers, then requeues
-what is left.
+and writes each outcome (done, complete, retry, archive), pipelining the outcomes of tasks that
+finish together: the successes of one queue are acknowledged in one batched done call. On
+shutdown it waits for running handlers, then requeues what is left.
 
 A task's path from dequeue to done reads top-down in this module, in four sections:
 
@@ -14,7 +14,9 @@ A task's path from dequeue to done reads top-down in this module, in four sectio
 3. deciding: ``_finish`` turns the attempt into one broker ``Call`` (``_outcome``: done, complete,
    retry with the delay of ``_retry_delay``, or archive);
 4. writing: ``_write`` queues the call; ``_write_loop`` sends the calls queued meanwhile in one
-   pipeline and lets go of each task (``held``) once its outcome is written.
+   pipeline (``_send_outcomes``: the plain successes of a queue go as one batched ``done``
+   call) and lets go of each task (``held``) once its outcome is written. Batching adds no
+   wait: what finishes while a write is in flight goes in the next one.
 
 Elsewhere: the heartbeat renews the leases of ``held`` tasks and calls :meth:`Processor.lose` for
 a lease it lost (so does the canceller, for a cancel notice); the scripts are in ``lua/`` (the
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import codec
-from ..core.broker import Call, Dequeued, Finished
+from ..core.broker import Call, Dequeued, Done, Finished
 from ..core.codec import Message
 from ..core.errors import (
     AsynqpyError,
@@ -99,10 +101,14 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
+MAX_ACK = 256
+"""Most tasks one batched acknowledgement (the done script) carries."""
+
+
 @dataclass
 class _Outcome:
     running: Running
-    call: Call[Any]
+    call: Call[Any] | Done  # a Done is acknowledged with the other Dones of its queue, in one call
     attempts: int = 0
     what: str = field(default="")
 
@@ -487,7 +493,7 @@ class Processor:
             raise ResultError(f"result is {size} bytes, over the server's max_result_bytes "
                               f"({self.opts.max_result_bytes})")
 
-    def _outcome(self, r: Running, error: BaseException | None) -> tuple[Call[Any], str]:
+    def _outcome(self, r: Running, error: BaseException | None) -> tuple[Call[Any] | Done, str]:
         b = self.ctx.broker
         took = asyncio.get_running_loop().time() - r.started
         if error is None:
@@ -500,7 +506,7 @@ class Processor:
             if r.msg.retention_ms > 0:
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
                 return b.complete(r.queue, r.id, r.token, msg, reply), "complete"
-            return b.done(r.queue, r.id, r.token, r.msg, reply), "done"
+            return Done(r.id, r.token, r.msg, reply), "done"
         text = describe(error)[:MAX_ERROR_TEXT]
         failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms(),
                              traceback=format_traceback(error))
@@ -572,7 +578,7 @@ class Processor:
 
     # -- 4. writing: _finish -> _write -> _write_loop (outcomes of tasks that finish together, pipelined) ---
 
-    def _write(self, r: Running, call: Call[Any], what: str) -> None:
+    def _write(self, r: Running, call: Call[Any] | Done, what: str) -> None:
         self._outcomes.append(_Outcome(r, call, what=what))
         self._writes_idle.clear()
         self._outcome_ready.set()
@@ -587,10 +593,7 @@ class Processor:
                 continue
             batch, self._outcomes = self._outcomes, []
             self._writing = len(batch)
-            try:
-                results = await self.ctx.exec.run_many([o.call for o in batch])
-            except REDIS_ERRORS as exc:
-                results = [exc] * len(batch)
+            batch, results = await self._send_outcomes(batch)
             again: list[_Outcome] = []
             replies: list[Call[Any]] = []
             for o, res in zip(batch, results):
@@ -624,6 +627,43 @@ class Processor:
             if replies:
                 await self._reply(replies)
             self._writing = 0
+
+    async def _send_outcomes(self, batch: list[_Outcome]) -> tuple[list[_Outcome], list[Any]]:
+        """Write ``batch`` in one pipeline: each retry, archive or complete as its own script call,
+        the successes of each queue (``Done``) as one batched done call per queue (at most
+        :data:`MAX_ACK` tasks each). Returns the outcomes and, in the same order, each one's
+        result: the parsed reply or the exception its write met."""
+        calls: list[Call[Any]] = []
+        groups: list[list[_Outcome] | None] = []  # per call: the outcomes of a batched done, else None
+        single: list[_Outcome] = []
+        acks: dict[str, list[tuple[_Outcome, Done]]] = {}
+        for o in batch:
+            if isinstance(o.call, Done):
+                acks.setdefault(o.running.queue, []).append((o, o.call))
+            else:
+                calls.append(o.call)
+                single.append(o)
+                groups.append(None)
+        for queue, done in acks.items():
+            for i in range(0, len(done), MAX_ACK):
+                chunk = done[i:i + MAX_ACK]
+                calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
+                groups.append([o for o, _ in chunk])
+        try:
+            replies = await self.ctx.exec.run_many(calls)
+        except REDIS_ERRORS as exc:
+            replies = [exc] * len(calls)
+        order: list[_Outcome] = []
+        results: list[Any] = []
+        singles = iter(single)
+        for group, reply in zip(groups, replies):
+            if group is None:
+                order.append(next(singles))
+                results.append(reply)
+            else:
+                order += group
+                results += reply if isinstance(reply, list) else [reply] * len(group)
+        return order, results
 
     async def _reply(self, calls: list[Call[Any]]) -> None:
         """Notify the waiters that started waiting after their task's enqueue (the finishing script

@@ -1,0 +1,87 @@
+--[[ done: active -> (deleted), for a batch of tasks of one queue
+Handlers succeeded and the tasks keep no result (retention 0): delete each task the caller still
+holds, release its uniqueness lock, push its outcome to the inbox of a client waiting through
+Client.call, and count the batch as processed. A worker acknowledges every such task that finished
+since its last write in one call (one script per queue per batch); a batch of one is the single
+case. A task the caller no longer holds is left untouched (its code says why); the others proceed.
+KEYS[1] t              tasks hash
+KEYS[2] lease          lease zset
+KEYS[3] processed      lifetime processed counter
+KEYS[4] processed_day  today's processed counter
+KEYS[5] progress       progress hash (the tasks' entries are cleared)
+KEYS[6] watch          watch hash: id -> inbox ids of late waiters
+KEYS[7] events         the queue's event stream
+KEYS[8] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[8+j]              the uniqueness locks and waiting clients' inboxes of the batch, named by
+                       index from ARGV (only unique tasks and tasks with a waiter have one)
+ARGV[1] day_ttl        seconds to keep a daily counter
+ARGV[2..] one group of 6 per task:
+        id
+        token          the lease token the task was dequeued with
+        attempt        the attempt's number (for the event)
+        lock           index j of the task's uniqueness lock in KEYS[8+j], 0 = not unique
+        reply          index j of the waiting client's inbox in KEYS[8+j], 0 = nobody waits
+        payload        the outcome for that client (msgpack [id, 'c', result]), '' = none
+Returns one code per task, in order: 1 = done (or a string: done, and the inbox ids of late
+waiters to notify), 0 = no such task, -3 = the caller no longer holds the lease (write refused).
+]]
+--- @include "unique"
+--- @include "events"
+local INBOX_TTL_MS = 600000
+local n = (#ARGV - 1) / 6
+local ids = {}
+for i = 1, n do
+  ids[i] = ARGV[2 + (i - 1) * 6]
+end
+local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+local out, ok, okpos, seen = {}, {}, {}, {}
+for i = 1, n do
+  local v, base = vals[i], 2 + (i - 1) * 6
+  if not v or seen[ids[i]] then
+    out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
+  elseif string.sub(v, 1, 1) ~= 'a' or string.sub(v, 2, 9) ~= ARGV[base + 1] then
+    out[i] = -3
+  else
+    seen[ids[i]] = true
+    out[i] = 1
+    ok[#ok + 1] = ids[i]
+    okpos[#okpos + 1] = i
+    vals[i] = string.sub(v, 10)  -- the message, for the event's type
+  end
+end
+if #ok == 0 then
+  return out
+end
+-- removals first: a Redis at maxmemory still lets a script that has written go on
+redis.call('HDEL', KEYS[1], unpack(ok))
+redis.call('ZREM', KEYS[2], unpack(ok))
+redis.call('HDEL', KEYS[5], unpack(ok))
+local cap = events_cap(KEYS[8])
+for k, i in ipairs(okpos) do
+  local base = 2 + (i - 1) * 6
+  local lock, reply = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
+  if lock > 0 then
+    release_lock(KEYS[8 + lock], ok[k])
+  end
+  if reply > 0 then
+    redis.call('RPUSH', KEYS[8 + reply], ARGV[base + 5])
+    redis.call('PEXPIRE', KEYS[8 + reply], INBOX_TTL_MS)
+  end
+  emit(KEYS[7], cap, 'e', 'completed', 'id', ok[k], 'type', msg_type(vals[i]), 'attempt', ARGV[base + 2])
+end
+redis.call('INCRBY', KEYS[3], #ok)
+if redis.call('INCRBY', KEYS[4], #ok) == #ok then
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[1]))
+end
+local late = redis.call('HMGET', KEYS[6], unpack(ok))
+local gone = {}
+for k, i in ipairs(okpos) do
+  if late[k] then
+    out[i] = late[k]
+    gone[#gone + 1] = ok[k]
+  end
+end
+if #gone > 0 then
+  redis.call('HDEL', KEYS[6], unpack(gone))
+end
+return out
