@@ -3,39 +3,46 @@
 Every state change of a task is one atomic Lua script. See README.md and docs/architecture.md.
 """
 
-from .app import App, AsyncTaskFunction, TaskFunction
-from .client import AsyncClient, Client
-from .core.broker import QueueStats
-from .core.clock import Clock, FakeClock
-from .core.errors import (
-    AsynqpyError,
-    DuplicateTaskError,
-    HandlerNotFoundError,
-    InvalidArgumentError,
-    LeaseLostError,
-    MalformedMessageError,
-    NotReplicatedError,
-    PayloadError,
-    QueueNotEmptyError,
-    QueueNotFoundError,
-    RedisFullError,
-    RedisUnavailableError,
-    ResultError,
-    SignatureError,
-    SkipRetry,
-    TaskFailedError,
-    TaskIdConflictError,
-    TaskNotFoundError,
-    TaskStateError,
-    TaskTimeoutError,
-)
-from .core.events import TaskEvent
-from .core.mux import ServeMux
-from .core.retry import default_retry_delay
-from .core.task import Task, TaskInfo, TaskState, current_task
-from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
-from .server import Server, ServerOptions
-from .worker.logs import configure_logging
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a worker or a CLI
+    # command loads only the modules it needs, so it starts sooner
+    from .app import App, AsyncTaskFunction, TaskFunction
+    from .client import AsyncClient, Client
+    from .core.broker import QueueStats
+    from .core.clock import Clock, FakeClock
+    from .core.errors import (
+        AsynqpyError,
+        DuplicateTaskError,
+        HandlerNotFoundError,
+        InvalidArgumentError,
+        LeaseLostError,
+        MalformedMessageError,
+        NotReplicatedError,
+        PayloadError,
+        QueueNotEmptyError,
+        QueueNotFoundError,
+        RedisFullError,
+        RedisUnavailableError,
+        ResultError,
+        SignatureError,
+        SkipRetry,
+        TaskFailedError,
+        TaskIdConflictError,
+        TaskNotFoundError,
+        TaskStateError,
+        TaskTimeoutError,
+    )
+    from .core.events import TaskEvent
+    from .core.mux import ServeMux
+    from .core.retry import default_retry_delay
+    from .core.task import Task, TaskInfo, TaskState, current_task
+    from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
+    from .server import Server, ServerOptions
+    from .worker.logs import configure_logging
 
 __version__ = "0.1.0"
 
@@ -49,3 +56,29 @@ __all__ = [
     "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError",
     "WorkerInfo",
 ]
+
+
+_WHERE = {
+    "App": "app", "AsyncTaskFunction": "app", "TaskFunction": "app",
+    "AsyncClient": "client", "Client": "client",
+    "QueueStats": "core.broker", "Clock": "core.clock", "FakeClock": "core.clock",
+    "TaskEvent": "core.events", "ServeMux": "core.mux", "default_retry_delay": "core.retry",
+    "Task": "core.task", "TaskInfo": "core.task", "TaskState": "core.task", "current_task": "core.task",
+    "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
+    "ServerInfo": "inspector", "WorkerInfo": "inspector",
+    "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (``from asynqpy import Client`` as usual)."""
+    where = _WHERE.get(name) or ("core.errors" if name in __all__ else None)
+    if where is None:
+        raise AttributeError(f"module 'asynqpy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{where}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

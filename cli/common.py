@@ -13,18 +13,21 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rich.console import Console, RenderableType
 
-from asynqpy import Inspector
 from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
 from asynqpy.core.signing import load_keys
 from asynqpy.redisio.connection import default_url
+
+if TYPE_CHECKING:  # rich and the Inspector load with the commands that use them
+    from rich.console import Console, RenderableType
+
+    from asynqpy import Inspector
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,6 +93,8 @@ full_option = click.option("--full", is_flag=True, help="Show payloads, results 
 @contextmanager
 def inspector(redis_url: str) -> Iterator[Inspector]:
     """An Inspector on ``redis_url``, closed after use."""
+    from asynqpy.inspector import Inspector
+
     insp = Inspector(redis_url)
     try:
         yield insp
@@ -99,6 +104,8 @@ def inspector(redis_url: str) -> Iterator[Inspector]:
 
 def console() -> Console:
     """A rich console on stdout; 80 columns unless the terminal says otherwise."""
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 

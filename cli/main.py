@@ -18,12 +18,12 @@ import sysconfig
 import traceback
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from asynqpy import App, Client, ServeMux, Server
 from asynqpy.core.errors import InvalidArgumentError
+from asynqpy.core.mux import ServeMux
 from asynqpy.worker.logs import configure_logging
 
 from .common import (
@@ -35,12 +35,9 @@ from .common import (
     signing_keys,
     user_errors,
 )
-from .dash import dash
-from .events import events
-from .queue import queue
-from .server import server
-from .stats import stats
-from .task import task
+
+if TYPE_CHECKING:
+    from asynqpy import App
 
 __all__ = ["UserError", "main", "redis_url_option", "user_errors"]
 
@@ -185,8 +182,9 @@ def load_mux(target: str) -> ServeMux | App:
         hint = _did_you_mean(module_name, muxes)
         raise UserError(f"module {module_name!r}{where} has no attribute {attr!r}{hint}")
     mux = getattr(module, attr)
-    if isinstance(mux, App):
-        return mux
+    apps = sys.modules.get("asynqpy.app")  # an App exists only if the user's module imported it
+    if apps is not None and isinstance(mux, apps.App):
+        return cast("App", mux)
     if not isinstance(mux, ServeMux):
         muxes = sorted(name for name, value in vars(module).items() if isinstance(value, ServeMux))
         hint = _did_you_mean(module_name, muxes)
@@ -274,9 +272,41 @@ def log_level_param() -> click.Option:
                         help="Log level (also accepted before the command).")
 
 
-@click.group()
-@click.version_option(version(), "--version", "-V", prog_name="asynqpy", message="%(prog)s %(version)s",
-                      help="Print asynqpy's version and exit.")
+class LazyGroup(click.Group):
+    """A command group whose subcommands are imported when first used (``lazy``: name ->
+    'module:attribute', relative to this package), so ``asynqpy worker`` does not import the
+    inspection commands, the dashboard or rich. Each command gets ``--log-level`` when loaded."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.lazy.pop(cmd_name, None)
+        if target is not None:
+            module, _, attr = target.partition(":")
+            cmd = getattr(importlib.import_module(module, __package__), attr)
+            for leaf in _every_command(cmd):
+                leaf.params.append(log_level_param())
+            self.add_command(cmd, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"asynqpy {version()}")
+        ctx.exit()
+
+
+@click.group(cls=LazyGroup, lazy={
+    "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
+    "dash": ".dash:dash", "events": ".events:events",
+})
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print asynqpy's version and exit.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(LOG_LEVELS, case_sensitive=False),
               help="Log level: DEBUG, INFO, WARNING or ERROR (also accepted after the command).")
@@ -333,8 +363,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     keys = signing_keys(signing_key_file)  # checked before any child process starts
     spec = parse_queues(queues_spec) if queues_spec else None
     found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
-    app = found if isinstance(found, App) else None
-    mux = found.mux if isinstance(found, App) else found
+    app = None if isinstance(found, ServeMux) else found
+    mux = found if isinstance(found, ServeMux) else found.mux
     given = click.get_current_context().get_parameter_source
     if app is not None and given("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
         redis_url = app.redis
@@ -363,6 +393,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     if app is not None:  # the App's own options, unless a flag was given
         flags = {k: v for k, v in flags.items() if given(k) is not click.core.ParameterSource.DEFAULT
                  or k not in app.server_options}
+    from asynqpy.server import Server
+
     server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
     server.run(mux)
 
@@ -421,6 +453,8 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
         extra["timeout"] = timeout or None  # 0: no limit
     if process_at is not None:
         extra["process_at"] = process_at
+    from asynqpy.client import Client
+
     with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
         try:
             info = client.enqueue(task_type, value, queue=queue, process_in=process_in, max_retry=max_retry,
@@ -434,26 +468,15 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}")
 
 
-for group in (stats, queue, task, server):
-    main.add_command(group)
-
-
-main.add_command(dash)
-main.add_command(events)
-
-
-def _every_command(group: click.Group) -> list[click.Command]:
-    out: list[click.Command] = []
-    for cmd in group.commands.values():
-        out.append(cmd)
-        if isinstance(cmd, click.Group):
-            out.extend(_every_command(cmd))
-    return out
+def _every_command(cmd: click.Command) -> list[click.Command]:
+    """``cmd`` if it is a command, else every command under the group (loaded ones)."""
+    if not isinstance(cmd, click.Group):
+        return [cmd]
+    return [leaf for sub in cmd.commands.values() for leaf in _every_command(sub)]
 
 
 for _cmd in _every_command(main):
-    if not isinstance(_cmd, click.Group):
-        _cmd.params.append(log_level_param())
+    _cmd.params.append(log_level_param())
 
 if __name__ == "__main__":
     main()

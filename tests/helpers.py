@@ -82,3 +82,11 @@ def start_worker(url: str, target: str = "workers:mux", *args: str, env: dict[st
     cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "WARNING", "worker", target,
            "--redis-url", url, *args]
     return subprocess.Popen(cmd, env=full_env, cwd=str(ROOT / "tests"))
+
+
+def loaded(group: Any) -> list[tuple[str, Any]]:
+    """A click group's subcommands by name, each imported (the CLI loads them on first use)."""
+    import click
+
+    ctx = click.Context(group)
+    return [(name, group.get_command(ctx, name)) for name in group.list_commands(ctx)]

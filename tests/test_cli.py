@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import click
 import pytest
 import redis
 from click.testing import CliRunner
+from helpers import ROOT, loaded
 from redisproc import free_port
 
 from asynqpy import Client, Inspector, Server, ServerOptions
@@ -273,7 +275,7 @@ def test_version() -> None:
 def every_command(cmd: click.Command = main, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     yield path, cmd
     if isinstance(cmd, click.Group):
-        for name, sub in sorted(cmd.commands.items()):
+        for name, sub in loaded(cmd):
             yield from every_command(sub, (*path, name))
 
 
@@ -352,3 +354,18 @@ def test_worker_fail_fast(servers: list[Server]) -> None:
         code, out, err = run("worker", "workers:mux", *args, "--redis-url", "redis://127.0.0.1:1/0")
         assert code == 0, (out, err)
         assert servers.pop().options.fail_fast is expected  # type: ignore[attr-defined]
+
+
+def test_the_worker_path_imports_only_what_serving_needs() -> None:
+    """`asynqpy worker` starts sooner for not importing the inspection commands, rich, the
+    Inspector or the typed-task App (bench/start.py measures the start; this guards the imports)."""
+    code = (
+        "import sys; from asynqpy.cli.main import main, load_mux; import asynqpy.server; "
+        "from asynqpy import ServeMux, Server, Task; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'rich' or m in "
+        "('asynqpy.inspector', 'asynqpy.app', 'asynqpy.client', 'asynqpy.cli.dash', 'asynqpy.cli.queue', "
+        "'asynqpy.cli.task')); print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

@@ -23,7 +23,7 @@ import msgpack
 import pytest
 import redis
 from click.testing import CliRunner
-from helpers import wait_sync
+from helpers import loaded, wait_sync
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -481,7 +481,7 @@ def cli_commands() -> list[tuple[tuple[str, ...], click.Command]]:
     """Every command of the CLI but worker (fuzzed on its own) and dash (it takes the terminal)."""
     def walk(cmd: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
         if isinstance(cmd, click.Group):
-            return [x for name, sub in sorted(cmd.commands.items()) for x in walk(sub, (*path, name))]
+            return [x for name, sub in loaded(cmd) for x in walk(sub, (*path, name))]
         return [(path, cmd)] if path not in (("worker",), ("dash",)) else []
     return walk(cli, ())
 
