@@ -23,6 +23,8 @@ COMMAND is one of
     worker --concurrency C [--sleep-ms MS]
                                    consume the queue until SIGTERM/SIGINT; the handler calls
                                    board.hit(i) first, then sleeps MS ms (asyncio.sleep if async)
+    worker ... --redis-write       (asynqpy and bare) the handler also does one write of its own on
+                                   the measured Redis (INCR bench:writes), as real handlers do
 
 An adapter starts with :func:`begin` (arguments, ``describe``, logging). Every adapter uses the
 queue (or its equivalent) named ``bench`` and a task named ``noop``. The
@@ -142,6 +144,8 @@ def adapter_args() -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=10)
     p.add_argument("--sleep-ms", type=float, default=0.0)
     p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--redis-write", action="store_true",
+                   help="worker: the handler also INCRs bench:writes on the measured Redis (its own connection)")
     return p.parse_args()
 
 

@@ -3,7 +3,10 @@ the fill), the drain rate and the worker's CPU time per task (steadier than the 
 VM), and Redis's own CPU time per task (INFO commandstats usec): with the queue's lifecycle event
 stream on (the default) and off, to show what the events cost.
 
-    python bench/drain_cmds.py redis://127.0.0.1:6379/0 [N]
+    python bench/drain_cmds.py redis://127.0.0.1:6379/0 [N] [--redis-write]
+
+With --redis-write the handler also does one write of its own (INCR, on its own client), as the
+suite's drain+write workload does; that INCR is counted among the commands.
 
 The Redis it is given is FLUSHALLed first: use a scratch server.
 """
@@ -13,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from typing import Any
 
 import redis
 
 from asynqpy import Client, Inspector, ServeMux, Server, Task
 
 
-def drain(url: str, n: int, events: bool) -> None:
+def drain(url: str, n: int, events: bool, write: bool = False) -> None:
     r = redis.Redis.from_url(url)
     r.flushall()
     if not events:
@@ -28,10 +32,18 @@ def drain(url: str, n: int, events: bool) -> None:
     mux = ServeMux()
     done = 0
 
+    own: Any = None
+
     @mux.handle("t")
     async def t(task: Task) -> None:
-        nonlocal done
+        nonlocal done, own
         done += 1
+        if write:
+            if own is None:
+                import redis.asyncio
+
+                own = redis.asyncio.Redis.from_url(url)
+            await own.incr("bench:writes")
 
     with Client(url) as c:
         c.enqueue_many([("t", i) for i in range(n)])
@@ -59,10 +71,12 @@ def drain(url: str, n: int, events: bool) -> None:
 
 
 def main() -> None:
-    url = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    url = args[0]
+    n = int(args[1]) if len(args) > 1 else 5000
+    write = "--redis-write" in sys.argv
     for events in (True, False, True, False):
-        drain(url, n, events)
+        drain(url, n, events, write)
 
 
 if __name__ == "__main__":

@@ -280,6 +280,8 @@ def run_peer(b: Bench, peer: str) -> dict[str, Any]:
         ("batch_enqueue_per_s", lambda: b.enqueue(py, peer, "batch", a.n)),
         ("memory_bytes_per_task", lambda: b.memory_per_task(py, peer, a.n_memory)),
         ("drain", lambda: b.drain(py, peer, a.n, *conc)),
+        ("drain_redis_write", lambda: b.drain(py, peer, a.n, *conc, "--redis-write")
+         if peer in ("asynqpy", "bare") else None),
         ("pickup", lambda: b.latency(py, peer, a.pickup_n, a.pickup_interval, 0.0)),
         ("scheduled", lambda: b.latency(py, peer, a.sched_n, a.pickup_interval, 1.0) if peer != "bare" else None),
         ("idle_cmds_per_s", lambda: b.idle(py, peer)),
@@ -328,6 +330,25 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def write_summary(results: dict[str, Any]) -> str:
+    """The drain whose handler does one Redis write of its own: asynqpy against the bare loop."""
+    rows = []
+    for peer in ("asynqpy", "bare"):
+        d = results["peers"].get(peer, {}).get("drain_redis_write")
+        if isinstance(d, dict) and "tasks_per_s" in d:
+            rows.append((peer, d))
+    if not rows:
+        return ""
+    lines = ["\ndrain, the handler doing one Redis write of its own (INCR):"]
+    for peer, d in rows:
+        lines.append(f"  {peer:8} {d['tasks_per_s']:9,.0f} tasks/s  {d['redis_cmds_per_task']:5.2f} Redis commands/task  "
+                     f"worker CPU {d['worker_cpu_ms_per_task'] * 1000:6.1f} µs/task  "
+                     f"Redis CPU {d['redis_cpu_us_per_task']:5.1f} µs/task")
+    if len(rows) == 2:
+        lines.append(f"  asynqpy / bare: {rows[0][1]['tasks_per_s'] / rows[1][1]['tasks_per_s']:.2f}x")
+    return "\n".join(lines)
+
+
 def table(results: dict[str, Any]) -> str:
     def g(peer: str, *path: str) -> str:
         v: Any = results["peers"].get(peer, {})
@@ -341,7 +362,8 @@ def table(results: dict[str, Any]) -> str:
 
     cols = [
         ("single enq/s", ("single_enqueue_per_s",)), ("batch enq/s", ("batch_enqueue_per_s",)),
-        ("drain/s", ("drain", "tasks_per_s")), ("pickup p50 ms", ("pickup", "p50_ms")),
+        ("drain/s", ("drain", "tasks_per_s")), ("drain+write/s", ("drain_redis_write", "tasks_per_s")),
+        ("pickup p50 ms", ("pickup", "p50_ms")),
         ("p99", ("pickup", "p99_ms")), ("max", ("pickup", "max_ms")),
         ("sched late p50 ms", ("scheduled", "p50_ms")), ("max", ("scheduled", "max_ms")),
         ("idle cmd/s", ("idle_cmds_per_s",)), ("cmds/task", ("drain", "redis_cmds_per_task")),
@@ -420,6 +442,7 @@ def main() -> int:
         except OSError:
             pass
     print("\n" + table(results))
+    print(write_summary(results))
     text = json.dumps(results, indent=2)
     (Path(a.output) / "latest.json").write_text(text)
     (Path(a.output) / f"run-{results['when'].replace(':', '')}.json").write_text(text)

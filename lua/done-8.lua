@@ -15,28 +15,30 @@ KEYS[8] conf           the queue's settings hash (field 'events': the stream's c
 KEYS[8+j]              the uniqueness locks and waiting clients' inboxes of the batch, named by
                        index from ARGV (only unique tasks and tasks with a waiter have one)
 ARGV[1] day_ttl        seconds to keep a daily counter
-ARGV[2..] one group of 6 per task:
+ARGV[2..] one group of 7 per task:
         id
         token          the lease token the task was dequeued with
         attempt        the attempt's number (for the event)
         lock           index j of the task's uniqueness lock in KEYS[8+j], 0 = not unique
         reply          index j of the waiting client's inbox in KEYS[8+j], 0 = nobody waits
         payload        the outcome for that client (msgpack [id, 'c', result]), '' = none
+        progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not (an
+                       attempt starts with no entry: every script that ends one clears it)
 Returns one code per task, in order: 1 = done (or a string: done, and the inbox ids of late
 waiters to notify), 0 = no such task, -3 = the caller no longer holds the lease (write refused).
 ]]
 --- @include "unique"
 --- @include "events"
 local INBOX_TTL_MS = 600000
-local n = (#ARGV - 1) / 6
+local n = (#ARGV - 1) / 7
 local ids = {}
 for i = 1, n do
-  ids[i] = ARGV[2 + (i - 1) * 6]
+  ids[i] = ARGV[2 + (i - 1) * 7]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
 local out, ok, okpos, seen = {}, {}, {}, {}
 for i = 1, n do
-  local v, base = vals[i], 2 + (i - 1) * 6
+  local v, base = vals[i], 2 + (i - 1) * 7
   if not v or seen[ids[i]] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
   elseif string.sub(v, 1, 1) ~= 'a' or string.sub(v, 2, 9) ~= ARGV[base + 1] then
@@ -55,19 +57,25 @@ end
 -- removals first: a Redis at maxmemory still lets a script that has written go on
 redis.call('HDEL', KEYS[1], unpack(ok))
 redis.call('ZREM', KEYS[2], unpack(ok))
-redis.call('HDEL', KEYS[5], unpack(ok))
+local progressed = {}
 local cap = events_cap(KEYS[8])
 for k, i in ipairs(okpos) do
-  local base = 2 + (i - 1) * 6
+  local base = 2 + (i - 1) * 7
   local lock, reply = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   if lock > 0 then
     release_lock(KEYS[8 + lock], ok[k])
+  end
+  if ARGV[base + 6] == '1' then
+    progressed[#progressed + 1] = ok[k]
   end
   if reply > 0 then
     redis.call('RPUSH', KEYS[8 + reply], ARGV[base + 5])
     redis.call('PEXPIRE', KEYS[8 + reply], INBOX_TTL_MS)
   end
   emit(KEYS[7], cap, 'e', 'completed', 'id', ok[k], 'type', msg_type(vals[i]), 'attempt', ARGV[base + 2])
+end
+if #progressed > 0 then
+  redis.call('HDEL', KEYS[5], unpack(progressed))
 end
 redis.call('INCRBY', KEYS[3], #ok)
 if redis.call('INCRBY', KEYS[4], #ok) == #ok then

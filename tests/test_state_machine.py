@@ -472,7 +472,9 @@ class QueueMachine(RuleBasedStateMachine):
         for (id, token), w in zip(items, waiting):
             t = self.m.tasks.get(id)
             msg = (t.msg if t is not None else Message("a")).with_(reply_to="in9" if w else "")
-            dones.append(Done(id, token, msg, f"out-{id}".encode() if w else b""))
+            # the worker clears the progress entry only of a run that wrote progress (it knows)
+            progressed = id in self.m.progress or data.draw(st.booleans(), label="progressed")
+            dones.append(Done(id, token, msg, f"out-{id}".encode() if w else b"", progressed))
         expected: list[Any] = []
         pushed: list[bytes] = []  # what the waiting client's inbox receives, in order
         for (id, token), w in zip(items, waiting):

@@ -161,12 +161,15 @@ def id_arg(id: str) -> bytes:
 @dataclass(frozen=True)
 class Done:
     """One task of a batched acknowledgement (:meth:`Broker.done_many`): its id, the lease token
-    it was dequeued with, its message and the outcome for a waiting client (b'' = none)."""
+    it was dequeued with, its message, the outcome for a waiting client (b'' = none) and whether
+    its run wrote progress (only then is there a progress entry to clear: an attempt starts with
+    none, as every script that ends an attempt clears it)."""
 
     id: str
     token: str
     msg: Message
     outcome: bytes = b""
+    progressed: bool = True
 
 
 class Finished(int):
@@ -346,7 +349,8 @@ class Broker:
         for d in items:
             digest = d.msg.lock_digest()
             args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
-                     index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome]
+                     index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome,
+                     1 if d.progressed else 0]
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any]) -> list[int | Exception]:

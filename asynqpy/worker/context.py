@@ -218,6 +218,7 @@ class Running:
     progress: tuple[bytes, Any] | None = None  # the latest progress not written yet (encoded, value)
     progress_at: float = 0.0  # loop time of the last progress write
     progress_armed: bool = False  # a write of the latest progress is scheduled
+    progress_sent: bool = False  # a progress write was sent: the outcome must clear its entry
 
     @property
     def fields(self) -> str:

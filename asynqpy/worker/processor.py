@@ -422,6 +422,7 @@ class Processor:
         r.progress_at = asyncio.get_running_loop().time()
         push = pack_progress(r.id, value) if r.msg.reply_to else b""
         call = self.ctx.broker.progress(r.queue, r.id, r.token, r.msg, data, push)
+        r.progress_sent = True
         t = asyncio.create_task(self._write_progress(r, call), name=f"asynqpy-progress-{r.id}")
         self._hooks.add(t)
         t.add_done_callback(self._hooks.discard)
@@ -506,7 +507,7 @@ class Processor:
             if r.msg.retention_ms > 0:
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
                 return b.complete(r.queue, r.id, r.token, msg, reply), "complete"
-            return Done(r.id, r.token, r.msg, reply), "done"
+            return Done(r.id, r.token, r.msg, reply, progressed=r.progress_sent), "done"
         text = describe(error)[:MAX_ERROR_TEXT]
         failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms(),
                              traceback=format_traceback(error))

@@ -44,10 +44,17 @@ def main() -> None:
         assert board is not None
         mux = ServeMux()
         sleep = a.sleep_ms / 1000
+        own = None
+        if a.redis_write:
+            import redis.asyncio
+
+            own = redis.asyncio.Redis.from_url(a.url)  # the handler's own client, as an app would have
 
         @mux.handle("noop")
         async def noop(task: Task) -> None:
             board.hit(task.payload)
+            if own is not None:
+                await own.incr("bench:writes")
             if sleep:
                 await asyncio.sleep(sleep)
 

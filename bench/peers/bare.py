@@ -49,6 +49,8 @@ def main() -> None:
             item = r.brpop([KEY], timeout=1)
             if item:
                 board.hit(item[1])
+                if a.redis_write:
+                    r.incr("bench:writes")
 
 
 if __name__ == "__main__":
