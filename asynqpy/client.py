@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -289,6 +290,7 @@ class Client(_ClientCore):
         self.redis = sync_client(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = SyncExecutor(self.redis)
+        self._pipeline = _SyncAutoPipeline(self._exec)
         self._inboxes: dict[str, SyncInbox] = {}
 
     def _inbox(self, queue: str) -> SyncInbox:
@@ -301,9 +303,7 @@ class Client(_ClientCore):
     def _run(self, calls: list[Call[Any]]) -> list[Any]:
         if self.wait_replicas:
             return self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
-        if len(calls) == 1:
-            return [_run_or_exc(self._exec, calls[0])]
-        return self._exec.run_many(calls)
+        return self._pipeline.run(calls)  # concurrent threads share round trips
 
     def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
         p = self._prepare(task_type, payload, options)
@@ -530,6 +530,87 @@ class _AutoPipeline:
         finally:
             self.flusher = None
             self.busy = False
+
+
+class _Waiter:
+    """A thread's calls queued behind a round trip in flight (see :class:`_SyncAutoPipeline`)."""
+
+    __slots__ = ("calls", "done", "lead", "results", "error")
+
+    def __init__(self, calls: list[Call[Any]]) -> None:
+        self.calls = calls
+        self.done = threading.Lock()  # held until the results are in (cheaper than an Event)
+        self.done.acquire()
+        self.lead = False  # promoted: this thread sends the queued calls (its own among them)
+        self.results: list[Any] = []
+        self.error: BaseException | None = None
+
+
+class _SyncAutoPipeline:
+    """The threads' twin of :class:`_AutoPipeline`: a thread that finds no round trip in flight
+    sends its calls at once; threads that come meanwhile queue up, and when the round trip ends
+    the first of them is woken to send everything queued in one pipeline (then it hands over to
+    the next queued thread, if any). So a thread never sends more than one round trip of others'
+    calls, 8 threads enqueueing at once share round trips and one connection, and each gets its
+    own replies (exceptions in place), its own calls in order."""
+
+    def __init__(self, executor: SyncExecutor) -> None:
+        self.exec = executor
+        self.lock = threading.Lock()
+        self.queued: list[_Waiter] = []
+        self.busy = False
+
+    def run(self, calls: list[Call[Any]]) -> list[Any]:
+        with self.lock:
+            leader = not self.busy
+            if leader:
+                self.busy = True
+            else:
+                me = _Waiter(calls)
+                self.queued.append(me)
+        if leader:
+            try:
+                if len(calls) == 1:
+                    return [_run_or_exc(self.exec, calls[0])]
+                return self.exec.run_many(calls)
+            finally:
+                self._hand_over()
+        me.done.acquire()
+        if me.lead:
+            self._send_queued()
+        if me.error is not None:
+            raise me.error
+        return me.results
+
+    def _hand_over(self) -> None:
+        """The round trip ended: wake the first queued thread to send the queue, or go idle."""
+        with self.lock:
+            if not self.queued:
+                self.busy = False
+                return
+            first = self.queued[0]
+            first.lead = True
+        first.done.release()
+
+    def _send_queued(self) -> None:
+        with self.lock:
+            batch, self.queued = self.queued, []
+        try:
+            try:
+                results = self.exec.run_many([c for w in batch for c in w.calls])
+            except BaseException as exc:  # noqa: BLE001 - each caller gets it
+                for w in batch:
+                    w.error = exc
+            else:
+                i = 0
+                for w in batch:
+                    w.results = results[i:i + len(w.calls)]
+                    i += len(w.calls)
+            for w in batch:
+                if not w.lead:
+                    w.done.release()
+        finally:
+            self._hand_over()
 
 
 def _one(replies: list[Any]) -> Any:
