@@ -47,6 +47,23 @@ STOP_LOOPS_TIMEOUT = 3.0
 """Seconds the background loops may take to stop once cancelled."""
 
 
+LOOPS = ("asyncio", "uvloop")
+"""The event loops :meth:`Server.run` (and ``asynqpy worker --loop``) can run on."""
+
+
+def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
+    """A new event loop of kind ``name`` (:data:`LOOPS`); uvloop needs the ``uvloop`` extra."""
+    if name == "asyncio":
+        return asyncio.new_event_loop()
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            raise InvalidArgumentError("loop='uvloop' needs uvloop: pip install 'asynqpy[uvloop]'") from None
+        return uvloop.new_event_loop()
+    raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {name!r}")
+
+
 class Server:
     """Processes tasks from ``queues`` with the handlers of a :class:`ServeMux`.
 
@@ -87,15 +104,17 @@ class Server:
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def run(self, mux: ServeMux) -> None:
-        """Run until SIGTERM or SIGINT, then shut down gracefully. Not ``asyncio.run``: that waits
-        without limit for every task left to end, and a handler that ignores its cancellation
-        (its task already put back to its queue) would keep the process alive."""
-        loop = asyncio.new_event_loop()
+    def run(self, mux: ServeMux, *, loop: str = "asyncio") -> None:
+        """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
+        ``"asyncio"`` (the standard library's) or ``"uvloop"`` (``pip install 'asynqpy[uvloop]'``).
+        Not ``asyncio.run``: that waits without limit for every task left to end, and a handler
+        that ignores its cancellation (its task already put back to its queue) would keep the
+        process alive."""
+        event_loop = new_event_loop(loop)
         try:
-            loop.run_until_complete(self.arun(mux, install_signal_handlers=True))
+            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=True))
         finally:
-            _close_loop(loop)
+            _close_loop(event_loop)
 
     def _on_signal(self, ctx: Context, sig: signal.Signals) -> None:
         """SIGINT/SIGTERM: the first one starts the graceful shutdown, a second one requeues the

@@ -3,9 +3,9 @@ the fill), the drain rate and the worker's CPU time per task (steadier than the 
 VM), and Redis's own CPU time per task (INFO commandstats usec): with the queue's lifecycle event
 stream on (the default) and off, to show what the events cost.
 
-    python bench/drain_cmds.py redis://127.0.0.1:6379/0 [N] [--redis-write]
+    python bench/drain_cmds.py redis://127.0.0.1:6379/0 [N] [--redis-write] [--uvloop]
 
-With --redis-write the handler also does one write of its own (INCR, on its own client), as the
+With --uvloop the server runs on uvloop (the uvloop extra). With --redis-write the handler also does one write of its own (INCR, on its own client), as the
 suite's drain+write workload does; that INCR is counted among the commands.
 
 The Redis it is given is FLUSHALLed first: use a scratch server.
@@ -21,9 +21,10 @@ from typing import Any
 import redis
 
 from asynqpy import Client, Inspector, ServeMux, Server, Task
+from asynqpy.server import new_event_loop
 
 
-def drain(url: str, n: int, events: bool, write: bool = False) -> None:
+def drain(url: str, n: int, events: bool, write: bool = False, loop: str = "asyncio") -> None:
     r = redis.Redis.from_url(url)
     r.flushall()
     if not events:
@@ -58,7 +59,11 @@ def drain(url: str, n: int, events: bool, write: bool = False) -> None:
         await running
 
     t0, c0 = time.perf_counter(), time.process_time()
-    asyncio.run(run())
+    event_loop = new_event_loop(loop)
+    try:
+        event_loop.run_until_complete(run())
+    finally:
+        event_loop.close()
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     stats = r.info("commandstats")
     calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()}
@@ -75,8 +80,9 @@ def main() -> None:
     url = args[0]
     n = int(args[1]) if len(args) > 1 else 5000
     write = "--redis-write" in sys.argv
+    loop = "uvloop" if "--uvloop" in sys.argv else "asyncio"
     for events in (True, False, True, False):
-        drain(url, n, events, write)
+        drain(url, n, events, write, loop)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ WARMUP = 5
 
 # -- the worker process ------------------------------------------------------------------------
 
-def worker_main(url: str, starts: Any, concurrency: int, ready: Any, stop: Any) -> None:
+def worker_main(url: str, starts: Any, concurrency: int, ready: Any, stop: Any, loop: str = "asyncio") -> None:
     """Run one asynqpy Server until ``stop`` is set; handler start times go to ``starts``."""
     from asynqpy import ServeMux, Server, Task
 
@@ -64,7 +64,13 @@ def worker_main(url: str, starts: Any, concurrency: int, ready: Any, stop: Any) 
         server.stop()
         await run
 
-    asyncio.run(main())
+    from asynqpy.server import new_event_loop
+
+    event_loop = new_event_loop(loop)
+    try:
+        event_loop.run_until_complete(main())
+    finally:
+        event_loop.close()
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -108,6 +114,8 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=10, help="the worker's concurrency (default 10)")
     ap.add_argument("--idle", type=float, default=1.0,
                     help="seconds the worker sits idle before the pickup part (default 1)")
+    ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                    help="the worker's event loop (uvloop: pip install 'asynqpy[uvloop]')")
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "pickup.json")
     args = ap.parse_args()
     if args.tasks < 1 or args.scheduled < 0 or args.interval < 0 or args.delay <= 0 or args.idle < 0:
@@ -131,7 +139,7 @@ def main() -> int:
     client = None
     try:
         redis_version = redis.Redis(port=server.port).info("server")["redis_version"]
-        proc = ctx.Process(target=worker_main, args=(server.url, starts, args.concurrency, ready, stop),
+        proc = ctx.Process(target=worker_main, args=(server.url, starts, args.concurrency, ready, stop, args.loop),
                            name="asynqpy-bench-worker")
         proc.start()
         if not ready.wait(30):
@@ -197,7 +205,7 @@ def main() -> int:
                                **summary(lateness, (50, 99)), "samples_ms": [round(v, 3) for v in lateness]}
 
     print()
-    print(f"asynqpy {asynqpy.__version__}, Python {platform.python_version()}, redis-server {redis_version}, "
+    print(f"asynqpy {asynqpy.__version__} ({args.loop} loop), Python {platform.python_version()}, redis-server {redis_version}, "
           f"1 worker process (concurrency {args.concurrency})")
     rows = [("pickup latency", f"{args.tasks} tasks, {args.interval:g} ms apart", result["pickup"])]
     if lateness:

@@ -348,6 +348,8 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
               help="--fair: take one task per fetch and queue up behind idle workers, so a burst is spread "
                    "across workers and processes; --greedy: fill every free slot at once (fastest drain). "
                    "Default: fair with --processes N, else greedy.")
+@click.option("--loop", "loop", default="asyncio", show_default=True, type=click.Choice(["asyncio", "uvloop"]),
+              help="The event loop: asyncio, or uvloop (pip install 'asynqpy[uvloop]').")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
 @signing_key_option
@@ -355,12 +357,17 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @user_errors
 def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
-           unknown_type: str, fail_fast: bool, fair: bool | None, signing_key_file: str | None,
+           unknown_type: str, fail_fast: bool, fair: bool | None, loop: str, signing_key_file: str | None,
            redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
     keys = signing_keys(signing_key_file)  # checked before any child process starts
+    if loop == "uvloop":
+        try:
+            import uvloop  # noqa: F401 - checked before any child process starts
+        except ImportError:
+            raise UserError("--loop uvloop needs uvloop: pip install 'asynqpy[uvloop]'") from None
     spec = parse_queues(queues_spec) if queues_spec else None
     found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     app = None if isinstance(found, ServeMux) else found
@@ -396,7 +403,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     from asynqpy.server import Server
 
     server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
-    server.run(mux)
+    server.run(mux, loop=loop)
 
 
 def _child_argv(argv: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from helpers import ROOT, loaded
 from redisproc import free_port
 
-from asynqpy import Client, Inspector, Server, ServerOptions
+from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Server, ServerOptions
 from asynqpy.cli.main import main, parse_queues
 from asynqpy.core.codec import Message, decode
 from asynqpy.core.keys import queue_keys
@@ -369,3 +369,30 @@ def test_the_worker_path_imports_only_what_serving_needs() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.real
+def test_worker_on_uvloop(redis_url: str, tmp_path: Path) -> None:
+    """`asynqpy worker --loop uvloop` serves tasks on uvloop (the uvloop extra); without uvloop
+    installed the flag is a one-line error (exit 2); Server.run refuses an unknown loop."""
+    from helpers import start_worker
+
+    (tmp_path / "looped.py").write_text(
+        "import asyncio\nfrom asynqpy import ServeMux, Task\nmux = ServeMux()\n"
+        "@mux.handle('which')\nasync def which(task: Task) -> str:\n"
+        "    return type(asyncio.get_running_loop()).__module__\n")
+    w = start_worker(redis_url, "looped:mux", "--loop", "uvloop", env={"PYTHONPATH": str(tmp_path)})
+    try:
+        with Client(redis_url) as c:
+            assert c.call("which", timeout=20).startswith("uvloop")
+    finally:
+        w.terminate()
+        w.wait(20)
+    (tmp_path / "uvloop.py").write_text("raise ImportError('not installed')\n")  # uvloop missing
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "asynqpy.cli.main", "worker", "looped:mux", "--loop", "uvloop",
+                          "--redis-url", redis_url], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "asynqpy: error: --loop uvloop needs uvloop: pip install 'asynqpy[uvloop]'", out.stderr
+    with pytest.raises(InvalidArgumentError, match="loop must be one of asyncio, uvloop"):
+        Server(redis_url).run(ServeMux(), loop="trio")
