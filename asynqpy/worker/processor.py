@@ -175,6 +175,10 @@ class Processor:
             if len(self.executing) >= self.opts.concurrency:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
+                # two turns of the loop (no timer): handlers finishing in the same moment free
+                # their slots too, and one dequeue refills them all (fewer, larger dequeues)
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
                 continue
             try:
                 count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
