@@ -324,7 +324,7 @@ def test_queue_flag_is_q_everywhere() -> None:
 def servers(monkeypatch: pytest.MonkeyPatch) -> list[Server]:
     """The Servers `asynqpy worker` makes; run() returns at once."""
     made: list[Server] = []
-    monkeypatch.setattr(Server, "run", lambda self, mux: made.append(self))
+    monkeypatch.setattr(Server, "run", lambda self, mux, **kw: made.append(self))
     monkeypatch.setattr(sys, "path", list(sys.path))
     return made
 
