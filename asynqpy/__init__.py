@@ -14,9 +14,11 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .client import AsyncClient, Client
     from .core.broker import QueueStats
     from .core.clock import Clock, FakeClock
+    from .core.cron import EntryInfo
     from .core.errors import (
         AsynqpyError,
         DuplicateTaskError,
+        EntryNotFoundError,
         HandlerNotFoundError,
         InvalidArgumentError,
         LeaseLostError,
@@ -41,6 +43,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
+    from .scheduler import Scheduler
     from .server import Server, ServerOptions
     from .worker.logs import configure_logging
 
@@ -48,13 +51,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
-    "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "FakeClock",
-    "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "LeaseLostError", "MalformedMessageError",
-    "NotReplicatedError", "PayloadError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats",
-    "RedisFullError", "RedisUnavailableError", "ResultError", "ServeMux", "Server", "ServerInfo",
-    "ServerOptions", "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction",
-    "TaskIdConflictError", "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError",
-    "WorkerInfo",
+    "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "EntryInfo",
+    "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
+    "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
+    "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "RedisUnavailableError",
+    "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry",
+    "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError", "TaskInfo", "TaskNotFoundError",
+    "TaskState", "TaskStateError", "TaskTimeoutError", "WorkerInfo",
 ]
 
 
@@ -67,6 +70,7 @@ _WHERE = {
     "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
+    "Scheduler": "scheduler", "EntryInfo": "core.cron",
 }
 
 

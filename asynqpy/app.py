@@ -31,11 +31,13 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from .client import AsyncClient, Client
+from .core.cron import ENTRY_OPTIONS, Entry, make_entry
 from .core.errors import InvalidArgumentError
 from .core.mux import ServeMux
 from .core.options import OPTIONS, Seconds, When, unknown_options
 from .core.task import Task, TaskInfo, current_task
 from .server import Server
+from .worker.scheduler import entries_of
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -203,6 +205,7 @@ class App:
         self.startup: list[Hook] = []
         self.shutdown: list[Hook] = []
         self._task_queues: set[str] = set()
+        self.periodic_entries: list[Entry] = []
         self._client: Client | None = None
         self._aclient: AsyncClient | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
@@ -260,6 +263,29 @@ class App:
 
         return make(fn) if fn is not None else _Decorator(make)
 
+    def periodic(self, task: TaskFunction[Any, Any], *, cron: str | None = None, every: float | None = None,
+                 tz: str = "UTC", missed: str = "skip", name: str | None = None, args: tuple[Any, ...] = (),
+                 kwargs: dict[str, Any] | None = None) -> Entry:
+        """Run ``task(*args, **kwargs)`` periodically: on each tick of ``cron`` (in time zone
+        ``tz``) or ``every`` seconds, with the task function's options (its queue, retries,
+        timeout...). The app's workers schedule it (each tick enqueued once however many run);
+        ``name`` (default: the task's name) identifies the entry in ``asynqpy cron ls``.
+        ``missed``: as for :meth:`asynqpy.Scheduler.register`."""
+        if not isinstance(task, TaskFunction):
+            raise InvalidArgumentError(f"app.periodic takes a task function (made by @app.task), got {task!r}")
+        options = dict(task.options)
+        queue = options.pop("queue", self.default_queue)
+        odd = set(options) - ENTRY_OPTIONS
+        if odd:
+            raise InvalidArgumentError(f"task {task.name}: {', '.join(sorted(odd))} cannot apply to a periodic "
+                                       "task (each tick's task id is its own); use task.using() without it")
+        entry = make_entry(name or task.name, task.name, task._payload(args, kwargs or {}), cron=cron, every=every,
+                           tz=tz, queue=queue, missed=missed, **options)
+        entries_of([*self.periodic_entries, entry])
+        self.periodic_entries.append(entry)
+        self._task_queues.add(queue)
+        return entry
+
     def _handler(self, tf: TaskFunction[Any, Any]) -> Callable[[Task], Any]:
         sig, fn = tf.signature, tf.fn
         if inspect.iscoroutinefunction(fn):
@@ -306,6 +332,8 @@ class App:
         """A :class:`Server` for this app (its options, ``options`` winning), with its hooks."""
         opts = {**self.server_options, **options}
         opts.setdefault("queues", sorted(self._task_queues) or [self.default_queue])
+        if self.periodic_entries:
+            opts.setdefault("scheduler_entries", tuple(self.periodic_entries))
         return Server(self.redis, signing_key=self.signing_key, on_startup=[self._hook(h) for h in self.startup],
                       on_shutdown=[self._hook(h) for h in self.shutdown], **opts)
 

@@ -12,6 +12,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .core import cron
+from .core import cron as _cron
 from .core import events as ev
 from .core.broker import Broker, QueueStats
 from .core.clock import Clock
@@ -156,6 +158,39 @@ class Inspector:
         """:meth:`stats` of every queue (kept for compatibility; see :meth:`all_queue_info`)."""
         return self._run(self._plans.all_stats())
 
+    # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+
+    def scheduler_entries(self, queue: str | None = None) -> list[cron.EntryInfo]:
+        """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is
+        paused, its last and next tick, the last task it enqueued and its recent history."""
+        return self._run(cron.entries_plan(queue, self.broker.clock.now_ms()))
+
+    def cron_add(self, name: str, task_type: str, payload: Any = None, *, cron: str | None = None,
+                 every: float | None = None, tz: str = "UTC", queue: str = "default", missed: str = "skip",
+                 **options: Any) -> cron.Entry:
+        """Store (or replace) an entry; running schedulers pick it up at their next reload. Its
+        arguments as for :meth:`asynqpy.Scheduler.register`."""
+        e = _cron.make_entry(name, task_type, payload, cron=cron, every=every, tz=tz, queue=queue, missed=missed,
+                             created_ms=self.broker.clock.now_ms(), **options)
+        self._run(_cron.add_plan(e))
+        return e
+
+    def cron_remove(self, name: str, queue: str = "default") -> None:
+        """Forget an entry (EntryNotFoundError if there is none); tasks it enqueued stay."""
+        self._run(_cron.remove_plan(self.broker, queue, name))
+
+    def cron_pause(self, name: str, queue: str = "default") -> None:
+        """Pause an entry: no tick fires until :meth:`cron_resume` (ticks in between never do)."""
+        self._run(_cron.pause_plan(self.broker, queue, name, True))
+
+    def cron_resume(self, name: str, queue: str = "default") -> None:
+        """Resume a paused entry from its next tick."""
+        self._run(_cron.pause_plan(self.broker, queue, name, False))
+
+    def cron_run_now(self, name: str, queue: str = "default") -> str:
+        """Enqueue an entry's task now, outside its schedule; returns the task's id."""
+        return self._run(_cron.run_now_plan(self.broker, queue, name, self.broker.clock.now_ms()))
+
     def close(self) -> None:
         """Give the connection back to the pool; close the Redis client if this made it."""
         self._exec.close()
@@ -282,6 +317,39 @@ class AsyncInspector:
     async def all_stats(self) -> list[QueueStats]:
         """See :meth:`Inspector.all_stats`."""
         return await self._run(self._plans.all_stats())
+
+    # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+
+    async def scheduler_entries(self, queue: str | None = None) -> list[cron.EntryInfo]:
+        """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is
+        paused, its last and next tick, the last task it enqueued and its recent history."""
+        return await self._run(cron.entries_plan(queue, self.broker.clock.now_ms()))
+
+    async def cron_add(self, name: str, task_type: str, payload: Any = None, *, cron: str | None = None,
+                 every: float | None = None, tz: str = "UTC", queue: str = "default", missed: str = "skip",
+                 **options: Any) -> cron.Entry:
+        """Store (or replace) an entry; running schedulers pick it up at their next reload. Its
+        arguments as for :meth:`asynqpy.Scheduler.register`."""
+        e = _cron.make_entry(name, task_type, payload, cron=cron, every=every, tz=tz, queue=queue, missed=missed,
+                             created_ms=self.broker.clock.now_ms(), **options)
+        await self._run(_cron.add_plan(e))
+        return e
+
+    async def cron_remove(self, name: str, queue: str = "default") -> None:
+        """Forget an entry (EntryNotFoundError if there is none); tasks it enqueued stay."""
+        await self._run(_cron.remove_plan(self.broker, queue, name))
+
+    async def cron_pause(self, name: str, queue: str = "default") -> None:
+        """Pause an entry: no tick fires until :meth:`cron_resume` (ticks in between never do)."""
+        await self._run(_cron.pause_plan(self.broker, queue, name, True))
+
+    async def cron_resume(self, name: str, queue: str = "default") -> None:
+        """Resume a paused entry from its next tick."""
+        await self._run(_cron.pause_plan(self.broker, queue, name, False))
+
+    async def cron_run_now(self, name: str, queue: str = "default") -> str:
+        """Enqueue an entry's task now, outside its schedule; returns the task's id."""
+        return await self._run(_cron.run_now_plan(self.broker, queue, name, self.broker.clock.now_ms()))
 
     async def close(self) -> None:
         """Close the Redis client if this inspector made it."""

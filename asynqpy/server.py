@@ -35,6 +35,7 @@ from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
 from .worker.processor import Processor
 from .worker.recoverer import Recoverer, RecovererParams
+from .worker.scheduler import SchedulerParams, Scheduling, entries_of
 from .worker.settings import ServerOptions
 from .worker.threadpool import DaemonThreadPool
 from .worker.watchdog import LoopWatchdog
@@ -147,9 +148,12 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
-        loops: list[Forwarder | Recoverer | Janitor | Canceller] = [
+        loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
             Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor)]
+        if o.scheduler or o.scheduler_entries:
+            loops.append(Scheduling(ctx.exec, ctx.broker, ctx.clock, SchedulerParams(entries_of(o.scheduler_entries)),
+                                    ctx.stopping, ctx.health.failed))
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
         started = hooked = False

@@ -303,7 +303,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 
 @click.group(cls=LazyGroup, lazy={
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
-    "dash": ".dash:dash", "events": ".events:events",
+    "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and exit.")
@@ -348,6 +348,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
               help="--fair: take one task per fetch and queue up behind idle workers, so a burst is spread "
                    "across workers and processes; --greedy: fill every free slot at once (fastest drain). "
                    "Default: fair with --processes N, else greedy.")
+@click.option("--scheduler", "run_scheduler", is_flag=True,
+              help="Also run a scheduler: enqueue the scheduler entries' tasks on their ticks (any number of "
+                   "workers may: each tick is enqueued once).")
 @click.option("--loop", "loop", default="asyncio", show_default=True, type=click.Choice(["asyncio", "uvloop"]),
               help="The event loop: asyncio, or uvloop (pip install 'asynqpy[uvloop]').")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
@@ -357,8 +360,8 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @user_errors
 def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
-           unknown_type: str, fail_fast: bool, fair: bool | None, loop: str, signing_key_file: str | None,
-           redis_url: str) -> None:
+           unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
+           signing_key_file: str | None, redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
@@ -390,9 +393,13 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["fail_fast"] = True
     if fair:
         extra["fair_dispatch"] = True
+    if run_scheduler:
+        extra["scheduler"] = True
     if app is not None:
         extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
                  "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}
+        if app.periodic_entries:
+            extra["scheduler_entries"] = tuple(app.periodic_entries)
         keys = keys if keys is not None else app.signing_key
     flags = {"concurrency": concurrency, "strict_priority": strict_priority, "lease": lease,
              "heartbeat_interval": heartbeat_interval, "shutdown_timeout": shutdown_timeout,

@@ -21,6 +21,7 @@ import redis
 from asynqpy import FakeClock, RedisFullError
 from asynqpy.core.broker import Broker, Call
 from asynqpy.core.codec import Message, decode
+from asynqpy.core.cron import Entry, encode_entry, fire_call, make_entry
 from asynqpy.core.keys import queue_keys
 from asynqpy.core.task import TaskState
 from asynqpy.redisio.executor import SyncExecutor
@@ -110,6 +111,9 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "drop_queue": (lambda h: (h.enqueue("a"), h.x.run(h.b.delete_tasks(Q, TaskState.PENDING,
                                                                       [("a", "", -1, h.stored("a"))], 10))),
                    lambda h: h.b.drop_queue(Q)),
+    # scheduler entries: an operator removes or pauses them on a full Redis (stopping an inflow)
+    "cron_remove": (lambda h: _cron_entry(h), lambda h: h.b.cron_remove(Q, "e")),
+    "cron_pause": (lambda h: _cron_entry(h), lambda h: h.b.cron_pause(Q, "e", True)),
 }
 
 # scripts that store new tasks: refused whole when Redis is full
@@ -120,9 +124,22 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     # a waiter's registration and a late waiter's notification (the waiter's recheck covers it)
     "watch": lambda h: h.b.watch(Q, "old", "in1"),
     "reply": lambda h: h.b.reply(Q, "in1", b"outcome"),
+    # a scheduler entry's tick: refused whole (the tick is not recorded as fired; it fires later)
+    "cron_fire": lambda h: _cron_fire(h),
 }
 # a running task's progress report: refused when full (the task goes on without it), see below
 OPTIONAL = {"progress"}
+
+
+def _cron_entry(h: H) -> Entry:
+    e = make_entry("e", "t", every=1, queue=Q)
+    h.r.hset(K.cron, "e", encode_entry(e))
+    return e
+
+
+def _cron_fire(h: H) -> Call[Any]:
+    e = _cron_entry(h)
+    return fire_call(h.b, e, encode_entry(e), 1000, 2000)[1]
 
 
 def _full(h: H) -> None:
@@ -147,8 +164,8 @@ def test_draining_and_operator_scripts_run_when_redis_is_full(h: H, script: str)
 @pytest.mark.parametrize("script", sorted(STORE))
 def test_new_task_scripts_are_refused_whole_when_redis_is_full(h: H, script: str) -> None:
     h.enqueue("old")
+    c = STORE[script](h)  # (a scheduler entry's call stores its entry first)
     before = {k: h.r.dump(k) for k in h.r.keys("*")}
-    c = STORE[script](h)
     assert c.script == script
     _full(h)
     with pytest.raises(RedisFullError):

@@ -29,9 +29,9 @@ ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
-               "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "unwatch_gone"},
+               "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "unwatch_gone", "cron_fire"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
-                  "drop_queue"},
+                  "drop_queue", "cron_fire", "cron_remove", "cron_pause"},
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]
 

@@ -565,6 +565,32 @@ class Broker:
         q = queue_keys(queue)
         return Call(lambda r: r, command=("HGET", q.tasks, id_arg(id)))
 
+    # -- periodic tasks (scheduler entries; see asynqpy.core.cron) -----------------------------
+
+    def cron_fire(self, queue: str, name: str, definition: bytes, tick_ms: int, id: str, msg: Message,
+                  keep: int) -> Call[tuple[int, int]]:
+        """Enqueue the task of entry ``name`` for ``tick_ms`` (0 = run now), exactly once across
+        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-9.lua."""
+        q = queue_keys(queue)
+        return Call(
+            lambda r: (int(r[0]), int(r[1])),
+            "cron_fire",
+            (q.cron, q.cron_last, q.cron_paused, q.cron_history(name), q.tasks, q.pending, q.wake, q.events, q.conf),
+            (name, definition, tick_ms, id, self.seal(queue, id, msg), self.clock.script_now(), keep),
+        )
+
+    def cron_remove(self, queue: str, name: str) -> Call[int]:
+        """Forget entry ``name``: its definition, last tick, pause and history. 1 = removed, 0 = none."""
+        q = queue_keys(queue)
+        return Call(int, "cron_remove", (q.cron, q.cron_last, q.cron_paused, q.cron_history(name)), (name,))
+
+    def cron_pause(self, queue: str, name: str, paused: bool) -> Call[int]:
+        """Pause or resume entry ``name`` (ticks that fall in a pause never fire). 1 = done, 0 = no
+        such entry."""
+        q = queue_keys(queue)
+        return Call(int, "cron_pause", (q.cron, q.cron_paused, q.cron_last),
+                    (name, "1" if paused else "0", self.clock.script_now()))
+
     # -- operator actions (the Inspector) ----------------------------------------------------
 
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],

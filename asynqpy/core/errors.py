@@ -37,6 +37,10 @@ class QueueNotFoundError(AsynqpyError):
     """No queue with this name."""
 
 
+class EntryNotFoundError(AsynqpyError):
+    """No scheduler entry (periodic task) with this name in this queue."""
+
+
 class QueueNotEmptyError(AsynqpyError):
     """The queue still holds tasks (remove it with ``force``, or empty it first)."""
 

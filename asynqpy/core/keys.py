@@ -16,6 +16,8 @@ ALL_QUEUES = f"{PREFIX}:queues"
 """SET of every queue name ever written to (clients and servers register their queues)."""
 SERVERS = f"{PREFIX}:servers"
 """ZSET server id -> expiry (ms) of its heartbeat; readers skip expired members."""
+CRON_QUEUES = f"{PREFIX}:cron:queues"
+"""SET of the queues that have (or had) scheduler entries: where schedulers look for them."""
 CANCEL_CHANNEL = f"{PREFIX}:cancel"
 """Pub/sub channel (not a key) on which the cancel script announces a cancelled active task."""
 
@@ -57,12 +59,13 @@ class QueueKeys:
     placeholder (the never-set lock key non-unique tasks pass), watch (HASH id -> inbox ids of
     waiters that started waiting after the enqueue), progress (HASH id -> latest progress value),
     events (STREAM, the lifecycle events), conf (HASH of per-queue settings: ``events`` = the
-    stream's cap, 0 = off).
+    stream's cap, 0 = off), cron (HASH scheduler entry name -> definition), cron_last (HASH entry
+    name -> last fired tick, ms), cron_paused (SET of paused entry names).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
-                 "events", "conf")
+                 "events", "conf", "cron", "cron_last", "cron_paused")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -85,6 +88,13 @@ class QueueKeys:
         self.progress = base + "progress"
         self.events = base + "events"
         self.conf = base + "conf"
+        self.cron = base + "cron"
+        self.cron_last = base + "cron:last"
+        self.cron_paused = base + "cron:paused"
+
+    def cron_history(self, entry: str) -> str:
+        """LIST of an entry's last enqueues, newest first ('tick_ms task_id enqueued_ms')."""
+        return f"{self.base}cron:h:{entry}"
 
     def processed_on(self, day: date) -> str:
         return f"{self.base}processed:{day.isoformat()}"

@@ -1,8 +1,9 @@
 """The worker: what runs inside a ``Server``. ``settings`` (ServerOptions), ``context`` (what the
 loops share, and one log line per Redis outage), one module per loop — ``processor`` (fetch, run,
 write outcomes; the path of a task from dequeue to done reads top-down there), ``heartbeat``,
-``forwarder``, ``recoverer``, ``janitor``, ``canceller`` — the idle wait (``wake``), the event-loop
-``watchdog``, the thread pool, the process ``supervisor`` and the log set-up (``logs``).
+``forwarder``, ``recoverer``, ``janitor``, ``canceller``, ``scheduler`` (periodic tasks) — the idle
+wait (``wake``), the event-loop ``watchdog``, the thread pool, the process ``supervisor`` and the log
+set-up (``logs``).
 
 May import: ``asynqpy.core``, ``asynqpy.redisio``. Not the facades (``asynqpy.client``,
 ``asynqpy.inspector``, ``asynqpy.server``) or the CLI (``tests/test_layers.py``).

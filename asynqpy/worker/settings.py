@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.cron import Entry
 from ..core.errors import InvalidArgumentError
 from ..core.keys import validate_queue
 from ..core.options import MAX_SECONDS
@@ -63,6 +64,8 @@ class ServerOptions:
     on_startup: Sequence[Callable[[], Any]] = ()
     on_shutdown: Sequence[Callable[[], Any]] = ()
     max_result_bytes: int = 1 << 20
+    scheduler: bool = False
+    scheduler_entries: Sequence[Entry] = ()
 
     def validate(self) -> ServerOptions:
         """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
@@ -87,7 +90,7 @@ class ServerOptions:
             raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
         if not isinstance(self.strict_priority, bool):
             raise InvalidArgumentError(f"strict_priority must be a bool, got {self.strict_priority!r}")
-        for name in ("fail_fast", "fair_dispatch"):
+        for name in ("fail_fast", "fair_dispatch", "scheduler"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.block_warning is not None:
@@ -101,6 +104,10 @@ class ServerOptions:
             hooks = getattr(self, name)
             if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence) or not all(map(callable, hooks)):
                 raise InvalidArgumentError(f"{name} must be a list of functions, got {hooks!r}")
+        if isinstance(self.scheduler_entries, (str, bytes)) or not isinstance(self.scheduler_entries, Sequence) \
+                or not all(isinstance(e, Entry) for e in self.scheduler_entries):
+            raise InvalidArgumentError("scheduler_entries must be a list of entries (Scheduler.register / "
+                                       f"asynqpy.core.cron.make_entry), got {self.scheduler_entries!r}")
         if not callable(self.retry_delay):
             raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
         return self

@@ -1,0 +1,450 @@
+"""Periodic tasks (sans-I/O): scheduler entries, their ticks and which tick is due.
+
+An entry enqueues a task of ``task_type`` on each tick of a cron expression (5 fields, or 6 with
+seconds first; parsed and evaluated by cronsim, in the entry's IANA time zone, with Debian cron's
+DST rules: a time skipped by a spring-forward runs once right after the change, a time repeated by
+a fall-back runs once) or of a fixed interval (every N seconds, aligned to the Unix epoch, so every
+scheduler computes the same ticks). A tick is identified by its time in Unix milliseconds; the
+task it enqueues gets the id ``cron:<entry>:<tick ms>``.
+
+Which tick to fire (:func:`due_tick`): the latest tick at or before now that is after the
+entry's last fired tick and after its creation. A tick is late, not missed, while it is at most
+``grace`` old; an older one was missed (every scheduler was down) and the entry's ``missed``
+policy decides: ``"skip"`` (the default) leaves it, ``"last"`` runs the latest missed tick once.
+Every scheduler computes the same answer; the fire script (lua/cron_fire-9.lua) lets exactly one
+of them enqueue it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from . import codec
+from .broker import Broker, Call
+from .codec import Message
+from .errors import EntryNotFoundError, InvalidArgumentError
+from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_queue
+
+MISSED = ("skip", "last")
+"""What an entry does with ticks missed while no scheduler ran: skip them, or run the last one once."""
+GRACE_MS = 60_000
+"""A tick at most this old (ms) is late, not missed: it is still enqueued."""
+HISTORY = 20
+"""Enqueues remembered per entry (newest first)."""
+ENTRY_OPTIONS = frozenset({"max_retry", "timeout", "retention", "retry_delay", "headers"})
+"""The enqueue options an entry may carry (its queue is the entry's own; the id comes from the tick)."""
+if TYPE_CHECKING:
+    from .inspection import Plan
+
+_NAME = re.compile(r"^[^\s{}]{1,200}$")
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@lru_cache(maxsize=256)
+def zone(tz: str) -> Any:
+    """The IANA time zone ``tz`` (a ZoneInfo); InvalidArgumentError naming ``tz`` if unknown."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if not isinstance(tz, str) or not tz or tz.startswith("/") or ".." in tz:
+        raise InvalidArgumentError(f"tz must be an IANA time zone name such as 'Europe/Berlin', got {tz!r}")
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidArgumentError(f"tz: unknown time zone {tz!r} (an IANA name such as 'Europe/Berlin' or "
+                                   "'UTC')") from None
+
+
+def _cronsim() -> Any:
+    try:
+        import cronsim
+    except ImportError:
+        raise InvalidArgumentError("cron expressions need cronsim: pip install 'asynqpy[cron]'") from None
+    return cronsim
+
+
+def check_cron(expr: str, tz: str = "UTC") -> None:
+    """Raise InvalidArgumentError naming the bad part of a cron expression (or of ``tz``)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidArgumentError(f"cron must be a cron expression such as '*/5 * * * *', got {expr!r}")
+    cs = _cronsim()
+    try:
+        cs.CronSim(expr, datetime.now(zone(tz)))
+    except cs.CronSimError as exc:
+        raise InvalidArgumentError(f"cron: {exc} in {expr!r} (5 fields: minute hour day-of-month month "
+                                   "day-of-week; or 6, with seconds first)") from None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A periodic task: its ``name`` (unique per queue), what it enqueues (``task_type``,
+    ``payload``, ``options``: max_retry, timeout, retention, retry_delay, headers), on which ticks
+    (``cron`` in ``tz``, or ``every`` seconds), into which ``queue``, and what to do with missed
+    ticks (``missed``). ``created_ms``: ticks at or before it never fire."""
+
+    name: str
+    task_type: str
+    payload: Any = None
+    queue: str = "default"
+    cron: str | None = None
+    every: float | None = None
+    tz: str = "UTC"
+    missed: str = "skip"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    created_ms: int = 0
+
+    def spec(self) -> str:
+        """The schedule as text: the cron expression (with its zone unless UTC) or 'every Ns'."""
+        if self.cron is not None:
+            return self.cron if self.tz == "UTC" else f"{self.cron} ({self.tz})"
+        return f"every {self.every:g}s"
+
+    # -- ticks -------------------------------------------------------------------------------
+
+    def latest_at_or_before(self, ms: int) -> int | None:
+        """The latest tick at or before ``ms`` (None if there is none in the last 50 years)."""
+        if self.every is not None:
+            step = int(self.every * 1000)
+            return ms // step * step
+        it = _cronsim().CronSim(self.cron, _utc(ms).astimezone(zone(self.tz)).replace(microsecond=1), reverse=True)
+        try:
+            return int(next(it).timestamp() * 1000)
+        except StopIteration:
+            return None
+
+    def first_after(self, ms: int) -> int | None:
+        """The first tick strictly after ``ms`` (None if there is none in the next 50 years)."""
+        if self.every is not None:
+            step = int(self.every * 1000)
+            return (ms // step + 1) * step
+        it = _cronsim().CronSim(self.cron, _utc(ms).astimezone(zone(self.tz)))
+        try:
+            return int(next(it).timestamp() * 1000)
+        except StopIteration:
+            return None
+
+
+def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "default", cron: str | None = None,
+               every: float | None = None, tz: str = "UTC", missed: str = "skip", created_ms: int = 0,
+               max_payload_bytes: int = 1 << 20, **options: Any) -> Entry:
+    """A validated :class:`Entry` (InvalidArgumentError naming the bad argument otherwise)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidArgumentError(f"an entry name is 1 to 200 characters without spaces or braces, got {name!r}")
+    validate_queue(queue)
+    if (cron is None) == (every is None):
+        raise InvalidArgumentError("give an entry either cron='...' or every=seconds (one of them)")
+    if every is not None:
+        if isinstance(every, bool) or not isinstance(every, (int, float)) or not 1 <= every < math.inf \
+                or every * 1000 != int(every * 1000):
+            raise InvalidArgumentError(f"every must be a number of seconds >= 1 (whole milliseconds), got {every!r}")
+        every = float(every)
+        zone(tz)
+    else:
+        check_cron(cron, tz)  # type: ignore[arg-type]
+    if missed not in MISSED:
+        raise InvalidArgumentError(f"missed must be one of {', '.join(MISSED)}, got {missed!r}")
+    unknown = options.keys() - ENTRY_OPTIONS
+    if unknown:
+        from .options import unknown_options
+
+        raise InvalidArgumentError(unknown_options("periodic task option", unknown, sorted(ENTRY_OPTIONS)))
+    from .options import prepare
+
+    prepare(task_type, payload, queue=queue, max_payload_bytes=max_payload_bytes, **options)  # validates them all
+    return Entry(name, task_type, payload, queue, cron, every, tz, missed, dict(options), created_ms)
+
+
+# -- stored form ---------------------------------------------------------------------------------
+
+
+def encode_entry(e: Entry) -> bytes:
+    """The definition as stored in the queue's cron hash (msgpack map; the payload as the task's)."""
+    return bytes(msgpack.packb({
+        "v": 1, "type": e.task_type, "payload": codec.encode_payload(e.payload, "payload"), "cron": e.cron,
+        "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "created": e.created_ms,
+    }, use_bin_type=True))
+
+
+def decode_entry(queue: str, name: str, data: bytes) -> Entry:
+    """An entry from its stored form; InvalidArgumentError if it is not one."""
+    try:
+        d = msgpack.unpackb(data, raw=False)
+        payload = msgpack.unpackb(d["payload"], raw=False, strict_map_key=False)
+        return Entry(name, d["type"], payload, queue, d["cron"], d["every"], d["tz"],
+                     d["missed"], d.get("options") or {}, int(d["created"]))
+    except Exception as exc:  # noqa: BLE001 - whatever is stored there
+        raise InvalidArgumentError(f"scheduler entry {name!r} of queue {queue!r} is not readable: {exc}") from None
+
+
+# -- which tick -----------------------------------------------------------------------------------
+
+
+def due_tick(e: Entry, last_ms: int, now_ms: int, grace_ms: int = GRACE_MS) -> int | None:
+    """The tick to fire now, or None: the latest tick at or before ``now_ms`` that is after
+    ``last_ms`` (the last tick fired, 0 = none) and after the entry's creation, unless it is
+    more than ``grace_ms`` old and the entry skips missed ticks."""
+    tick = e.latest_at_or_before(now_ms)
+    if tick is None or tick <= max(last_ms, e.created_ms):
+        return None
+    if now_ms - tick > grace_ms and e.missed == "skip":
+        return None
+    return tick
+
+
+def tick_task_id(name: str, tick_ms: int) -> str:
+    """The id of the task an entry enqueues for a tick: the same for every scheduler."""
+    return f"cron:{name}:{tick_ms}"
+
+
+@dataclass(frozen=True)
+class Fired:
+    """One enqueue of an entry (its history, newest first): the tick (0 for a run-now), the
+    task's id, when it was enqueued (Redis time, ms) and how late after the tick."""
+
+    tick_ms: int
+    task_id: str
+    enqueued_ms: int
+
+    @property
+    def late_ms(self) -> int:
+        return self.enqueued_ms - self.tick_ms if self.tick_ms else 0
+
+    @property
+    def tick(self) -> datetime | None:
+        return _utc(self.tick_ms) if self.tick_ms else None
+
+    @property
+    def enqueued_at(self) -> datetime:
+        return _utc(self.enqueued_ms)
+
+
+def parse_history(items: list[bytes]) -> list[Fired]:
+    """History entries ('tick_ms task_id enqueued_ms', newest first) as :class:`Fired`."""
+    out = []
+    for raw in items:
+        try:
+            tick, id, at = _split(raw)
+            out.append(Fired(int(tick), id, int(at)))
+        except (ValueError, UnicodeDecodeError):
+            continue
+    return out
+
+
+def _split(raw: bytes) -> tuple[str, str, str]:
+    text = raw.decode()
+    tick, rest = text.split(" ", 1)
+    id, at = rest.rsplit(" ", 1)
+    return tick, id, at
+
+
+# -- plans (see asynqpy.core.inspection: each yields one round trip's calls) -------------------------
+
+
+@dataclass
+class QueueEntries:
+    """What a scheduler knows of one queue's entries: definitions (stored bytes and decoded),
+    last fired ticks, paused names, and definitions that could not be read."""
+
+    defs: dict[str, tuple[bytes, Entry]] = field(default_factory=dict)
+    last: dict[str, int] = field(default_factory=dict)
+    paused: set[str] = field(default_factory=set)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def _raise(reply: Any) -> Any:
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def load_plan() -> Plan[dict[str, QueueEntries]]:
+    """Every queue's entries (two round trips: the queues with entries, then theirs)."""
+    (queues,) = yield [Call(lambda r: sorted(_text(q) for q in r), command=("SMEMBERS", CRON_QUEUES))]
+    queues = [q for q in _raise(queues) if _valid_queue(q)]
+    calls: list[Call[Any]] = []
+    for q in queues:
+        k = queue_keys(q)
+        calls += [Call(lambda r: r, command=("HGETALL", k.cron)), Call(lambda r: r, command=("HGETALL", k.cron_last)),
+                  Call(lambda r: r, command=("SMEMBERS", k.cron_paused))]
+    replies = yield calls
+    out: dict[str, QueueEntries] = {}
+    for i, q in enumerate(queues):
+        defs, last, paused = (_raise(r) for r in replies[3 * i:3 * i + 3])
+        qe = QueueEntries()
+        for name_b, data in defs.items():
+            name = _text(name_b)
+            try:
+                qe.defs[name] = (data, decode_entry(q, name, data))
+            except InvalidArgumentError as exc:
+                qe.unreadable[name] = str(exc)
+        for name_b, ms in last.items():
+            try:
+                qe.last[_text(name_b)] = int(ms)
+            except ValueError:
+                pass
+        qe.paused = {_text(n) for n in paused}
+        out[q] = qe
+    return out
+
+
+def _valid_queue(q: str) -> bool:
+    try:
+        validate_queue(q)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
+def register_plan(entries: list[Entry], now_ms: int) -> Plan[list[Entry]]:
+    """Store entries declared in code: a new entry, or one whose definition changed, is written
+    with ``created_ms`` = now (its earlier ticks never fire); an unchanged one is left as it is
+    (it keeps its creation time, so a restart right after a tick still fires it). Returns the
+    entries as stored."""
+    queues = sorted({e.queue for e in entries})
+    if not queues:
+        return []
+    stored = yield [Call(lambda r: r, command=("SADD", CRON_QUEUES, *queues)),
+                    Call(lambda r: r, command=("SADD", ALL_QUEUES, *queues))] + [
+        Call(lambda r: r, command=("HGET", queue_keys(e.queue).cron, e.name)) for e in entries]
+    _raise(stored[0])
+    _raise(stored[1])
+    out: list[Entry] = []
+    writes: list[Call[Any]] = []
+    for e, old in zip(entries, stored[2:]):
+        old = _raise(old)
+        current = None
+        if old is not None:
+            try:
+                current = decode_entry(e.queue, e.name, old)
+            except InvalidArgumentError:
+                current = None
+        if current is not None and current == Entry(**{**e.__dict__, "created_ms": current.created_ms}):
+            out.append(current)
+            continue
+        fresh = Entry(**{**e.__dict__, "created_ms": now_ms})
+        writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name, encode_entry(fresh))))
+        out.append(fresh)
+    if writes:
+        for r in (yield writes):
+            _raise(r)
+    return out
+
+
+def add_plan(entry: Entry) -> Plan[None]:
+    """Store (or replace) one entry, as an operator's ``cron add`` does."""
+    replies = yield [Call(lambda r: r, command=("SADD", CRON_QUEUES, entry.queue)),
+                     Call(lambda r: r, command=("SADD", ALL_QUEUES, entry.queue)),
+                     Call(lambda r: r, command=("HSET", queue_keys(entry.queue).cron, entry.name, encode_entry(entry)))]
+    for r in replies:
+        _raise(r)
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """A scheduler entry as the Inspector shows it: the entry, whether it is paused, its last
+    fired tick and next tick (UTC), the last task it enqueued and its recent history."""
+
+    entry: Entry
+    paused: bool
+    last_tick: datetime | None
+    next_tick: datetime | None
+    last_task_id: str | None
+    history: list[Fired]
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def queue(self) -> str:
+        return self.entry.queue
+
+
+def entries_plan(queue: str | None, now_ms: int, history: int = HISTORY) -> Plan[list[EntryInfo]]:
+    """Every entry (of ``queue``, or of every queue), with history, sorted by queue and name."""
+    loaded = yield from load_plan()
+    found = [(q, name, qe) for q, qe in sorted(loaded.items()) if queue is None or q == queue
+             for name in sorted(qe.defs)]
+    replies = yield [Call(lambda r: r, command=("LRANGE", queue_keys(q).cron_history(name), 0, history - 1))
+                     for q, name, _ in found]
+    out = []
+    for (_, name, qe), hist in zip(found, replies):
+        e = qe.defs[name][1]
+        fired = parse_history(_raise(hist))
+        last = qe.last.get(name, 0)
+        nxt = None if name in qe.paused else e.first_after(max(now_ms, last))
+        out.append(EntryInfo(e, name in qe.paused, _utc(last) if last else None, _utc(nxt) if nxt else None,
+                             fired[0].task_id if fired else None, fired))
+    return out
+
+
+def tick_message(e: Entry, id: str, now_ms: int, max_payload_bytes: int = 1 << 20) -> Message:
+    """The message of the task ``e`` enqueues under ``id`` (its options applied)."""
+    from .options import prepare
+
+    return prepare(e.task_type, e.payload, queue=e.queue, task_id=id, now=now_ms / 1000,
+                   max_payload_bytes=max_payload_bytes, **e.options).msg
+
+
+def fire_call(broker: Broker, e: Entry, definition: bytes, tick_ms: int, now_ms: int,
+              keep: int = HISTORY) -> tuple[str, Call[tuple[int, int]]]:
+    """The task id and the cron_fire call that enqueues ``e``'s task for ``tick_ms`` (0 = now)."""
+    id = tick_task_id(e.name, tick_ms) if tick_ms else f"cron:{e.name}:now:{now_ms}"
+    return id, broker.cron_fire(e.queue, e.name, definition, tick_ms, id, tick_message(e, id, now_ms), keep)
+
+
+FIRED, ALREADY, GONE, CHANGED, PAUSED, EARLY = 1, 0, -1, -2, -3, -4
+"""cron_fire's codes (lua/cron_fire-9.lua)."""
+
+
+def _entry_code(queue: str, name: str) -> Callable[[Any], int]:
+    def parse(reply: Any) -> int:
+        if int(reply) == 0:
+            raise EntryNotFoundError(f"no scheduler entry {name!r} in queue {queue!r}")
+        return int(reply)
+
+    return parse
+
+
+def remove_plan(broker: Broker, queue: str, name: str) -> Plan[None]:
+    """Forget an entry (EntryNotFoundError if there is none)."""
+    call = broker.cron_remove(queue, name)
+    (r,) = yield [Call(_entry_code(queue, name), call.script, call.keys, call.args)]
+    _raise(r)
+
+
+def pause_plan(broker: Broker, queue: str, name: str, paused: bool) -> Plan[None]:
+    """Pause or resume an entry (EntryNotFoundError if there is none)."""
+    call = broker.cron_pause(queue, name, paused)
+    (r,) = yield [Call(_entry_code(queue, name), call.script, call.keys, call.args)]
+    _raise(r)
+
+
+def run_now_plan(broker: Broker, queue: str, name: str, now_ms: int) -> Plan[str]:
+    """Enqueue an entry's task now, outside its schedule (paused or not); returns the task id."""
+    (data,) = yield [Call(lambda r: r, command=("HGET", queue_keys(queue).cron, name))]
+    if _raise(data) is None:
+        raise EntryNotFoundError(f"no scheduler entry {name!r} in queue {queue!r}")
+    e = decode_entry(queue, name, data)
+    id, call = fire_call(broker, e, data, 0, now_ms)
+    (r,) = yield [call]
+    code, _ = _raise(r)
+    if code == GONE or code == CHANGED:
+        raise EntryNotFoundError(f"scheduler entry {name!r} of queue {queue!r} changed meanwhile; try again")
+    if code != FIRED:
+        raise InvalidArgumentError(f"scheduler entry {name!r}: its task {id} exists already")
+    return id

@@ -1,0 +1,187 @@
+"""The scheduling loop: enqueues the tasks of scheduler entries (periodic tasks) on their ticks.
+
+Any number of these loops may run at once (in workers started with ``--scheduler``, and in
+``asynqpy scheduler`` processes): each computes every entry's due tick (:func:`~asynqpy.core.cron.
+due_tick`) by its estimate of the Redis clock and calls the cron_fire script, which lets exactly
+one call per tick enqueue the task. The loop reloads the entries from Redis every ``refresh``
+seconds (so entries added, removed, paused or changed by an operator take effect within it), and
+sleeps until the next tick or the next reload, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..core import cron
+from ..core.broker import Broker, Call
+from ..core.clock import Clock
+from ..core.cron import Entry, QueueEntries
+from ..core.errors import AsynqpyError
+from ..core.inspection import Plan
+from ..redisio.connection import REDIS_ERRORS
+from ..redisio.executor import AsyncExecutor
+
+log = logging.getLogger("asynqpy.scheduler")
+T = TypeVar("T")
+
+MAX_BACKOFF = 5.0
+
+
+@dataclass(frozen=True)
+class SchedulerParams:
+    """What the scheduling loop needs: the entries declared in code (stored at start), how often
+    to reload the stored entries (s), how old a tick may be and still count as late rather than
+    missed (ms), and the largest payload a task may carry."""
+
+    entries: tuple[Entry, ...] = ()
+    refresh: float = 5.0
+    grace_ms: int = cron.GRACE_MS
+    max_payload_bytes: int = 1 << 20
+
+
+class Scheduling:
+    """One scheduling loop (see the module docstring). ``stopping`` ends it; ``on_error`` is told
+    of Redis failures (the server's health), ``on_ok`` when they end."""
+
+    def __init__(self, exec: AsyncExecutor, broker: Broker, clock: Clock, params: SchedulerParams,
+                 stopping: asyncio.Event, on_error: Callable[[str, BaseException], None] | None = None,
+                 on_ok: Callable[[], None] | None = None) -> None:
+        self.exec, self.broker, self.clock, self.p = exec, broker, clock, params
+        self.stopping = stopping
+        self.on_error, self.on_ok = on_error, on_ok
+        self.state: dict[str, QueueEntries] = {}
+        self._registered = not params.entries
+        self._observed = False  # Redis's clock read once (before the entries are registered)
+        self._reload_at = 0.0  # loop time of the next reload
+        self.fired = 0  # ticks this loop enqueued (tests and logs)
+
+    async def _plan(self, plan: Plan[T]) -> T:
+        try:
+            calls = next(plan)
+            while True:
+                calls = plan.send(await self.exec.run_many(calls))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = 0.1
+        while not self.stopping.is_set():
+            try:
+                if not self._observed:
+                    await self._observe_time(self.clock.local_ms())
+                    self._observed = True
+                if not self._registered:
+                    stored = await self._plan(cron.register_plan(list(self.p.entries), self.clock.now_ms()))
+                    self._registered = True
+                    log.info("scheduler entries declared in code: %s",
+                             ", ".join(f"{e.name} ({e.spec()})" for e in stored))
+                if loop.time() >= self._reload_at:
+                    await self._reload()
+                await self._fire_due()
+                if self.on_ok is not None:
+                    self.on_ok()
+                backoff = 0.1
+                delay = self._next_wait()
+            except REDIS_ERRORS as exc:
+                if self.on_error is not None:
+                    self.on_error("running scheduler entries", exc)
+                else:
+                    log.warning("scheduler: Redis failed (%s); retrying in %.1fs", exc, backoff)
+                delay, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
+            except AsynqpyError as exc:  # an entry that cannot be enqueued (Redis full, ...)
+                log.error("scheduler: %s", exc)
+                delay, backoff = backoff, min(backoff * 2, MAX_BACKOFF)
+            try:
+                await asyncio.wait_for(self.stopping.wait(), max(0.0, delay))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _reload(self) -> None:
+        sent = self.clock.local_ms()
+        self.state = await self._plan(cron.load_plan())
+        self._reload_at = asyncio.get_running_loop().time() + self.p.refresh
+        for q, qe in self.state.items():
+            for name, why in qe.unreadable.items():
+                log.error("scheduler entry %s of queue %s skipped: %s", name, q, why)
+        await self._observe_time(sent)
+
+    async def _observe_time(self, sent: int) -> None:
+        if self.clock.script_now():
+            return  # a simulated clock (tests)
+        secs, usecs = await self.exec.redis.time()  # (on a cluster: any node; its clock is the one used)
+        self.clock.observe(int(secs) * 1000 + int(usecs) // 1000, sent)
+
+    def _entries(self) -> list[tuple[QueueEntries, str, bytes, Entry]]:
+        return [(qe, name, data, e) for qe in self.state.values() for name, (data, e) in qe.defs.items()
+                if name not in qe.paused]
+
+    async def _fire_due(self) -> None:
+        now = self.clock.now_ms()
+        due: list[tuple[QueueEntries, Entry, int, str]] = []
+        calls: list[Call[Any]] = []
+        for qe, name, data, e in self._entries():
+            tick = cron.due_tick(e, qe.last.get(name, 0), now, self.p.grace_ms)
+            if tick is None:
+                continue
+            try:
+                id, call = cron.fire_call(self.broker, e, data, tick, now)
+            except AsynqpyError as exc:  # its payload no longer fits this scheduler's limits
+                log.error("scheduler entry %s of queue %s: %s", name, e.queue, exc)
+                qe.last[name] = tick
+                continue
+            due.append((qe, e, tick, id))
+            calls.append(call)
+        if not calls:
+            return
+        sent = self.clock.local_ms()
+        replies = await self.exec.run_many(calls)
+        reload = False
+        for (qe, e, tick, id), reply in zip(due, replies):
+            if isinstance(reply, BaseException):
+                if isinstance(reply, REDIS_ERRORS):
+                    raise reply
+                log.error("scheduler entry %s of queue %s: tick %s not enqueued: %s", e.name, e.queue, tick, reply)
+                continue
+            code, redis_now = reply
+            self.clock.observe(redis_now, sent)
+            if code == cron.FIRED:
+                self.fired += 1
+                qe.last[e.name] = tick
+                late = redis_now - tick
+                log.log(logging.INFO if late >= 1000 else logging.DEBUG, "scheduler entry %s enqueued task %s "
+                        "(%d ms after its tick)", e.name, id, late)
+            elif code == cron.ALREADY:
+                qe.last[e.name] = tick
+            elif code == cron.PAUSED:
+                qe.paused.add(e.name)
+            elif code in (cron.GONE, cron.CHANGED):
+                reload = True
+            # EARLY: this host's estimate ran ahead of Redis's clock; observe() corrected it
+        if reload:
+            self._reload_at = 0.0
+
+    def _next_wait(self) -> float:
+        """Seconds until the next tick of any entry, or the next reload if sooner."""
+        loop_now = asyncio.get_running_loop().time()
+        wait = max(0.0, self._reload_at - loop_now)
+        now = self.clock.now_ms()
+        for qe, name, _, e in self._entries():
+            nxt = e.first_after(max(now - 1, qe.last.get(name, 0)))
+            if nxt is not None:
+                wait = min(wait, max(0.0, (nxt - now) / 1000))
+        return wait
+
+
+def entries_of(entries: Sequence[Entry]) -> tuple[Entry, ...]:
+    """Entries declared in code, refused if two share a queue and name."""
+    seen: set[tuple[str, str]] = set()
+    for e in entries:
+        if (e.queue, e.name) in seen:
+            raise AsynqpyError(f"two scheduler entries are named {e.name!r} in queue {e.queue!r}")
+        seen.add((e.queue, e.name))
+    return tuple(entries)

@@ -1,0 +1,185 @@
+"""``asynqpy cron ls|add|rm|pause|resume|run-now|history`` and ``asynqpy scheduler``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from .common import (
+    UserError,
+    console,
+    emit_json,
+    inspector,
+    json_option,
+    redis_url_option,
+    show,
+    signing_key_option,
+    signing_keys,
+    user_errors,
+    utc,
+)
+
+
+@click.group()
+def cron() -> None:
+    """List, add, remove, pause, resume and run scheduler entries (periodic tasks)."""
+
+
+def _entry_json(i: Any) -> dict[str, Any]:
+    e = i.entry
+    return {"name": e.name, "queue": e.queue, "type": e.task_type, "payload": e.payload, "cron": e.cron,
+            "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "paused": i.paused,
+            "last_tick": i.last_tick, "next_tick": i.next_tick, "last_task_id": i.last_task_id,
+            "history": [{"tick": f.tick, "task_id": f.task_id, "enqueued_at": f.enqueued_at, "late_ms": f.late_ms}
+                        for f in i.history]}
+
+
+@cron.command("ls")
+@click.option("-q", "--queue", default=None, help="Only this queue's entries.")
+@json_option
+@redis_url_option
+@user_errors
+def ls(queue: str | None, as_json: bool, redis_url: str) -> None:
+    """List scheduler entries: schedule, task type, next tick (UTC), last task enqueued
+    (--json: everything, with payload, options and recent history)."""
+    from rich.table import Table
+
+    with inspector(redis_url) as insp:
+        infos = insp.scheduler_entries(queue)
+    if as_json:
+        emit_json([_entry_json(i) for i in infos])
+        return
+    if not infos:
+        click.echo("no scheduler entries")
+        return
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last task"):
+        t.add_column(col, overflow="fold")
+    for i in infos:
+        e = i.entry
+        nxt = "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC")
+        t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, i.last_task_id or "-")
+    show(console(), t)
+
+
+@cron.command()
+@click.argument("name")
+@click.argument("task_type")
+@click.option("--cron", "cron_expr", default=None,
+              help="Cron expression: 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds "
+                   "first. Needs pip install 'asynqpy[cron]'.")
+@click.option("--every", type=click.FloatRange(min=1), default=None, help="Or: every N seconds (aligned to the epoch).")
+@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the cron expression.")
+@click.option("-q", "--queue", default="default", show_default=True, help="Queue the tasks go to.")
+@click.option("--payload", default=None, help="The tasks' payload, as JSON.")
+@click.option("--missed", type=click.Choice(["skip", "last"]), default="skip", show_default=True,
+              help="Ticks missed while no scheduler ran: skip them, or run the last one once.")
+@click.option("--max-retry", type=click.IntRange(min=0), default=None, help="The tasks' max_retry.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="The tasks' timeout, seconds.")
+@redis_url_option
+@user_errors
+def add(name: str, task_type: str, cron_expr: str | None, every: float | None, tz: str, queue: str,
+        payload: str | None, missed: str, max_retry: int | None, timeout: float | None, redis_url: str) -> None:
+    """Add (or replace) entry NAME enqueuing TASK_TYPE on each tick of --cron or --every."""
+    if (cron_expr is None) == (every is None):
+        raise UserError("give --cron EXPR or --every SECONDS (one of them)")
+    try:
+        data = json.loads(payload) if payload is not None else None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--payload is not JSON: {exc}") from None
+    options: dict[str, Any] = {}
+    if max_retry is not None:
+        options["max_retry"] = max_retry
+    if timeout is not None:
+        options["timeout"] = timeout or None
+    with inspector(redis_url) as insp:
+        e = insp.cron_add(name, task_type, data, cron=cron_expr, every=every, tz=tz, queue=queue, missed=missed,
+                          **options)
+        (info,) = [i for i in insp.scheduler_entries(queue) if i.name == name]
+    click.echo(f"entry {e.name} ({e.spec()}) enqueues {e.task_type} to {e.queue}; next tick {utc(info.next_tick)}")
+
+
+def _named(verb: str, help: str) -> Callable[[Callable[..., None]], click.Command]:
+    """A command acting on entries NAMES of one queue."""
+    def decorate(fn: Callable[..., None]) -> click.Command:
+        fn = user_errors(fn)
+        fn = redis_url_option(fn)
+        fn = click.option("-q", "--queue", default="default", show_default=True, help="The entry's queue.")(fn)
+        fn = click.argument("names", nargs=-1, required=True)(fn)
+        return cron.command(verb, help=help)(fn)
+    return decorate
+
+
+@_named("rm", "Remove entries NAMES (the tasks they enqueued stay).")
+def rm(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+    with inspector(redis_url) as insp:
+        for n in names:
+            insp.cron_remove(n, queue)
+            click.echo(f"removed entry {n}")
+
+
+@_named("pause", "Pause entries NAMES: no tick fires until resumed.")
+def pause(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+    with inspector(redis_url) as insp:
+        for n in names:
+            insp.cron_pause(n, queue)
+            click.echo(f"paused entry {n}")
+
+
+@_named("resume", "Resume entries NAMES from their next tick.")
+def resume(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+    with inspector(redis_url) as insp:
+        for n in names:
+            insp.cron_resume(n, queue)
+            click.echo(f"resumed entry {n}")
+
+
+@_named("run-now", "Enqueue the task of entries NAMES now, outside their schedule.")
+def run_now(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+    with inspector(redis_url) as insp:
+        for n in names:
+            click.echo(f"entry {n}: enqueued {insp.cron_run_now(n, queue)} to {queue}")
+
+
+@cron.command()
+@click.argument("name")
+@click.option("-q", "--queue", default="default", show_default=True, help="The entry's queue.")
+@json_option
+@redis_url_option
+@user_errors
+def history(name: str, queue: str, as_json: bool, redis_url: str) -> None:
+    """The last enqueues of entry NAME, newest first: tick, task, how late (ms)."""
+    from rich.table import Table
+
+    with inspector(redis_url) as insp:
+        found = [i for i in insp.scheduler_entries(queue) if i.name == name]
+    if not found:
+        raise UserError(f"no scheduler entry {name!r} in queue {queue!r}")
+    fired = found[0].history
+    if as_json:
+        emit_json([{"tick": f.tick, "task_id": f.task_id, "enqueued_at": f.enqueued_at, "late_ms": f.late_ms}
+                   for f in fired])
+        return
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("tick", "enqueued", "late ms", "task"):
+        t.add_column(col, justify="right" if col == "late ms" else "left")
+    for f in fired:
+        t.add_row(utc(f.tick) if f.tick else "(run now)", utc(f.enqueued_at), str(f.late_ms), f.task_id)
+    show(console(), t)
+
+
+@click.command()
+@click.option("--refresh", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds between two reloads of the entries stored in Redis.")
+@signing_key_option
+@redis_url_option
+@user_errors
+def scheduler(refresh: float, signing_key_file: str | None, redis_url: str) -> None:
+    """Run a scheduler: enqueue every stored entry's task on its ticks, until SIGTERM or Ctrl-C.
+    Run as many as you like: each tick is enqueued once."""
+    from asynqpy.scheduler import Scheduler
+
+    Scheduler(redis_url, refresh=refresh, signing_key=signing_keys(signing_key_file)).run()

@@ -1,0 +1,299 @@
+"""Periodic tasks: entries and their ticks (cron with DST, intervals), which tick is due, and
+schedulers racing (clocks skewed by seconds) that still enqueue each tick exactly once; the
+Inspector's entry actions. On fakeredis, redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from asynqpy import EntryNotFoundError, Inspector, InvalidArgumentError, TaskState
+from asynqpy.core.broker import Broker
+from asynqpy.core.clock import Clock
+from asynqpy.core.cron import Entry, decode_entry, due_tick, encode_entry, make_entry, tick_task_id
+from asynqpy.redisio.executor import AsyncExecutor
+from asynqpy.worker.scheduler import SchedulerParams, Scheduling
+
+
+def ms(*args: int, tz: str = "UTC") -> int:
+    return int(datetime(*args, tzinfo=ZoneInfo(tz)).timestamp() * 1000)  # type: ignore[misc]
+
+
+def local(tick: int, tz: str) -> str:
+    return datetime.fromtimestamp(tick / 1000, tz=ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def ticks(e: Entry, start: int, n: int) -> list[int]:
+    out, t = [], start
+    for _ in range(n):
+        nxt = e.first_after(t)
+        assert nxt is not None
+        out.append(nxt)
+        t = nxt
+    return out
+
+
+# -- entries and ticks (no Redis) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tz", ["Europe/Berlin", "America/New_York"])
+def test_a_daily_0230_entry_runs_once_on_dst_days(tz: str) -> None:
+    """Spring forward (02:30 does not exist): once, right after the change; fall back (02:30 comes
+    twice): once. Forward and backward iteration agree."""
+    e = make_entry("nightly", "report", cron="30 2 * * *", tz=tz)
+    spring = {"Europe/Berlin": (2026, 3, 29), "America/New_York": (2026, 3, 8)}[tz]
+    fall = {"Europe/Berlin": (2026, 10, 25), "America/New_York": (2026, 11, 1)}[tz]
+    for day, expected in ((spring, "03:00"), (fall, "02:30")):
+        first = datetime(*day, 12, tzinfo=ZoneInfo(tz)) - timedelta(days=1)
+        got = ticks(e, int(first.timestamp() * 1000), 3)
+        days = [local(t, tz) for t in got]
+        assert [x[:10] for x in days] == [(first + timedelta(days=i)).strftime("%Y-%m-%d") for i in (1, 2, 3)], \
+            days  # one run per day
+        assert days[0][11:16] == expected and days[1][11:16] == "02:30", days
+        for t in got:  # the latest tick at or before a tick is that tick, and just before it the previous one
+            assert e.latest_at_or_before(t) == t
+        assert e.latest_at_or_before(got[1] - 1) == got[0]
+
+
+def test_interval_and_seconds_ticks() -> None:
+    every = make_entry("hb", "ping", every=30)
+    assert ticks(every, 1_000, 3) == [30_000, 60_000, 90_000]  # aligned to the epoch: every scheduler agrees
+    assert every.latest_at_or_before(59_999) == 30_000
+    secs = make_entry("fast", "ping", cron="*/10 * * * * *")  # 6 fields: seconds first
+    start = ms(2026, 1, 1, 5, 0)
+    assert ticks(secs, start, 2) == [start + 10_000, start + 20_000]
+    assert secs.spec() == "*/10 * * * * *" and every.spec() == "every 30s"
+    assert make_entry("x", "t", cron="0 * * * *", tz="Asia/Tokyo").spec() == "0 * * * * (Asia/Tokyo)"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"cron": "61 * * * *"}, "cron: Bad minute in '61 * * * *'"),
+    ({"cron": "* * *"}, "cron: Wrong number of fields"),
+    ({"cron": "* * * * *", "tz": "Mars/Base"}, "tz: unknown time zone 'Mars/Base'"),
+    ({"every": 0.5}, "every must be a number of seconds >= 1"),
+    ({}, "either cron='...' or every=seconds"),
+    ({"every": 5, "cron": "* * * * *"}, "either cron='...' or every=seconds"),
+    ({"every": 5, "missed": "all"}, "missed must be one of skip, last"),
+    ({"every": 5, "tmeout": 3}, "did you mean 'timeout'?"),
+    ({"every": 5, "max_retry": -1}, "max_retry must be an int >= 0"),
+    ({"every": 5, "queue": "a b"}, "invalid queue name"),
+])
+def test_bad_entries_name_what_is_wrong(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message.replace("(", r"\(").replace("*", r"\*")
+                       .replace("?", r"\?").replace("[", r"\[")):
+        make_entry("n", "t", **kwargs)
+    with pytest.raises(InvalidArgumentError, match="entry name"):
+        make_entry("a b", "t", every=5)
+
+
+def test_due_tick_policies() -> None:
+    e = make_entry("m", "t", every=60, created_ms=0)
+    assert due_tick(e, 0, 120_500) == 120_000  # the latest tick, just passed
+    assert due_tick(e, 120_000, 150_000) is None  # fired already
+    assert due_tick(e, 60_000, 150_000, grace_ms=10_000) is None  # more than the grace late: missed, skipped
+    last = make_entry("m", "t", every=60, missed="last", created_ms=0)
+    assert due_tick(last, 60_000, 150_000, grace_ms=10_000) == 120_000  # the latest missed tick, once
+    assert due_tick(last, 600_000, 10 * 60_000 + 5) is None
+    fresh = make_entry("m", "t", every=60, created_ms=120_100)
+    assert due_tick(fresh, 0, 120_200) is None  # ticks before the entry existed never fire
+    assert decode_entry("default", "m", encode_entry(last)) == last
+
+
+# -- against Redis ------------------------------------------------------------------------------------
+
+
+class SkewedClock(Clock):
+    """A host whose clock is off by ``skew_ms``: it learns Redis's time from replies."""
+
+    def __init__(self, skew_ms: int) -> None:
+        super().__init__()
+        self.skew_ms = skew_ms
+
+    def local_ms(self) -> int:
+        return int(time.time() * 1000) + self.skew_ms
+
+
+def test_racing_schedulers_with_skewed_clocks_enqueue_each_tick_once(backend: Any) -> None:
+    """Three schedulers (clocks -5 s, 0, +5 s) share one entry firing every second: each tick is
+    enqueued once, never before its time by Redis's clock, none is skipped."""
+    entry = make_entry("every-second", "beat", {"n": 1}, every=1, queue="cq", max_retry=2)
+
+    async def main() -> list[Scheduling]:
+        stop = asyncio.Event()
+        loops = [Scheduling(AsyncExecutor(backend.new_async()), Broker(clock), clock,
+                            SchedulerParams((entry,), refresh=0.5), stop)
+                 for clock in (SkewedClock(-5000), Clock(), SkewedClock(5000))]
+        runs = [asyncio.create_task(lp.run()) for lp in loops]
+        await asyncio.sleep(4.2)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*runs), 10)
+        return loops
+
+    loops = asyncio.run(main())
+    with Inspector(backend.sync) as insp:
+        (info,) = insp.scheduler_entries("cq")
+        tasks = insp.list_tasks("cq", TaskState.PENDING, page_size=100)
+    fired = sorted(info.history, key=lambda f: f.tick_ms)
+    assert len(fired) >= 3 and sum(lp.fired for lp in loops) == len(fired)
+    assert len({f.tick_ms for f in fired}) == len(fired)  # each tick once
+    assert [b.tick_ms - a.tick_ms for a, b in zip(fired, fired[1:])] == [1000] * (len(fired) - 1)  # none skipped
+    assert all(0 <= f.late_ms < 1000 for f in fired), [f.late_ms for f in fired]  # never early by Redis's clock
+    assert sorted(t.id for t in tasks) == sorted(tick_task_id("every-second", f.tick_ms) for f in fired)
+    assert all(t.type == "beat" and t.payload == {"n": 1} and t.max_retry == 2 for t in tasks)
+    assert info.last_task_id == tick_task_id("every-second", fired[-1].tick_ms)
+    assert info.next_tick is not None and info.next_tick > datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def test_inspector_actions_on_entries(backend: Any) -> None:
+    with Inspector(backend.sync) as insp:
+        e = insp.cron_add("nightly", "report", {"k": 1}, cron="0 3 * * *", tz="Europe/Berlin", queue="iq")
+        assert [i.name for i in insp.scheduler_entries()] == ["nightly"] and e.created_ms > 0
+        insp.cron_pause("nightly", "iq")
+        (info,) = insp.scheduler_entries("iq")
+        assert info.paused and info.next_tick is None
+        id = insp.cron_run_now("nightly", "iq")  # runs even while paused: an operator's decision
+        assert insp.task_info("iq", id).payload == {"k": 1}
+        (info,) = insp.scheduler_entries("iq")
+        assert info.last_task_id == id and info.history[0].tick_ms == 0
+        insp.cron_resume("nightly", "iq")
+        (info,) = insp.scheduler_entries("iq")
+        assert not info.paused and info.next_tick is not None and info.next_tick.astimezone(
+            ZoneInfo("Europe/Berlin")).hour == 3
+        for action in (insp.cron_pause, insp.cron_resume, insp.cron_remove, insp.cron_run_now):
+            with pytest.raises(EntryNotFoundError, match="no scheduler entry 'nope' in queue 'iq'"):
+                action("nope", "iq")
+        insp.cron_remove("nightly", "iq")
+        assert insp.scheduler_entries() == []
+        assert insp.task_info("iq", id).state is TaskState.PENDING  # what it enqueued stays
+
+
+def test_a_changed_or_removed_entry_stops_firing_its_old_definition(backend: Any) -> None:
+    """A scheduler planned from a definition an operator changed since writes nothing for it
+    (it reloads); one removed fires no more."""
+    from asynqpy.core import cron
+
+    with Inspector(backend.sync) as insp:
+        old = insp.cron_add("e", "t", every=1, queue="xq")
+        b = Broker()
+        stale = cron.encode_entry(old)
+        insp.cron_add("e", "t2", every=1, queue="xq")  # changed meanwhile
+        _, call = cron.fire_call(b, old, stale, 1000, 2000)
+        code, _ = insp._exec.run(call)
+        assert code == cron.CHANGED
+        insp.cron_remove("e", "xq")
+        code, _ = insp._exec.run(call)
+        assert code == cron.GONE
+        assert insp.list_tasks("xq", TaskState.PENDING) == []
+
+
+# -- the command line, workers with --scheduler, and the App ------------------------------------------
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+@pytest.mark.real
+def test_cron_commands(redis_url: str) -> None:
+    u = ("--redis-url", redis_url)
+    code, out, err = cli("cron", "add", "nightly", "report", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
+                         "--payload", '{"k": 1}', "--max-retry", "2", *u)
+    assert code == 0 and "entry nightly (30 2 * * * (Europe/Berlin)) enqueues report to default" in out, err
+    code, out, _ = cli("cron", "add", "hb", "ping", "--every", "5", "-q", "ops", *u)
+    assert code == 0 and "every 5s" in out
+    code, out, _ = cli("cron", "ls", *u)
+    assert code == 0 and "nightly" in out and "hb" in out and "report" in out
+    assert cli("cron", "pause", "hb", "-q", "ops", *u)[:2] == (0, "paused entry hb\n")
+    code, out, _ = cli("cron", "ls", "--json", *u)
+    listed = {e["name"]: e for e in json.loads(out)}
+    assert listed["hb"]["paused"] and listed["nightly"]["payload"] == {"k": 1}
+    assert listed["nightly"]["options"] == {"max_retry": 2} and listed["nightly"]["next_tick"].endswith("01:30:00+00:00")
+    code, out, _ = cli("cron", "run-now", "nightly", *u)
+    assert code == 0 and out.startswith("entry nightly: enqueued cron:nightly:now:")
+    code, out, _ = cli("cron", "history", "nightly", *u)
+    assert code == 0 and "(run now)" in out
+    assert cli("cron", "resume", "hb", "-q", "ops", *u)[0] == 0
+    assert cli("cron", "rm", "hb", "-q", "ops", *u)[:2] == (0, "removed entry hb\n")
+    for args, message in [
+        (("add", "x", "t", "--cron", "61 * * * *"), "asynqpy: error: cron: Bad minute in '61 * * * *'"),
+        (("add", "x", "t", "--cron", "* * * * *", "--tz", "Nowhere/Land"), "asynqpy: error: tz: unknown time zone"),
+        (("add", "x", "t"), "asynqpy: error: give --cron EXPR or --every SECONDS (one of them)"),
+        (("add", "x", "t", "--every", "5", "--payload", "{oops"), "asynqpy: error: --payload is not JSON"),
+        (("pause", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
+        (("rm", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
+        (("history", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
+    ]:
+        code, _, err = cli("cron", *args, *u)
+        assert code == 2 and err.startswith(message) and err.count("\n") == 1, (args, err)
+    with Inspector(redis_url) as insp:  # the refusals changed nothing
+        assert [i.name for i in insp.scheduler_entries()] == ["nightly"]
+
+
+@pytest.mark.real
+def test_a_worker_with_scheduler_runs_entries_and_an_apps_periodic_tasks(redis_url: str, tmp_path: Any) -> None:
+    """`asynqpy worker --scheduler` enqueues stored entries' tasks; an App's periodic tasks run in
+    its workers without the flag, called with the arguments they were declared with."""
+    from helpers import start_worker, wait_sync
+
+    (tmp_path / "periodic_app.py").write_text(
+        "import redis\n"
+        "from asynqpy import App, Task\n"
+        f"app = App({redis_url!r})\n"
+        f"r = redis.Redis.from_url({redis_url!r})\n"
+        "@app.task\n"
+        "def tick(label: str, n: int = 0) -> None:\n"
+        "    r.rpush('ran', f'{label}:{n}')\n"
+        "app.periodic(tick, every=1, kwargs={'label': 'app', 'n': 7}, name='app-every-second')\n"
+        "@app.mux.handle('stored')\n"
+        "def stored(task: Task) -> None:\n"
+        "    r.rpush('ran', 'stored')\n")
+    with Inspector(redis_url) as insp:
+        insp.cron_add("from-cli", "stored", every=1)
+    w = start_worker(redis_url, "periodic_app:app", "--scheduler", env={"PYTHONPATH": str(tmp_path)})
+    try:
+        import redis
+
+        r = redis.Redis.from_url(redis_url)
+        wait_sync(lambda: {b"app:7", b"stored"} <= set(r.lrange("ran", 0, -1)), 20)
+    finally:
+        w.terminate()
+        w.wait(20)
+    with Inspector(redis_url) as insp:
+        names = {i.name: i for i in insp.scheduler_entries()}
+    assert set(names) == {"from-cli", "app-every-second"}
+    assert names["app-every-second"].entry.task_type == "periodic_app.tick"
+
+
+def test_bad_periodic_declarations(backend: Any) -> None:
+    from asynqpy import App, Scheduler
+
+    app = App(backend.sync)
+
+    @app.task
+    def job(x: int) -> None:
+        pass
+
+    with pytest.raises(InvalidArgumentError, match="missing a required argument: 'x'"):
+        app.periodic(job, every=5)
+    with pytest.raises(InvalidArgumentError, match="unique cannot apply to a periodic task"):
+        app.periodic(job.using(unique=60), every=5, args=(1,))
+    app.periodic(job, every=5, args=(1,))
+    with pytest.raises(Exception, match="two scheduler entries are named"):
+        app.periodic(job, every=10, args=(2,))
+    s = Scheduler(backend.sync)
+    s.register("a", "t", every=5)
+    with pytest.raises(Exception, match="two scheduler entries are named 'a'"):
+        s.register("a", "t", every=6)
+    with pytest.raises(InvalidArgumentError, match="refresh must be"):
+        Scheduler(backend.sync, refresh=0)
