@@ -16,7 +16,7 @@ import pytest
 from asynqpy import EntryNotFoundError, Inspector, InvalidArgumentError, TaskState
 from asynqpy.core.broker import Broker
 from asynqpy.core.clock import Clock
-from asynqpy.core.cron import Entry, decode_entry, due_tick, encode_entry, make_entry, tick_task_id
+from asynqpy.core.cron import Entry, decode_entry, due_tick, due_ticks, encode_entry, make_entry, tick_task_id
 from asynqpy.redisio.executor import AsyncExecutor
 from asynqpy.worker.scheduler import SchedulerParams, Scheduling
 
@@ -100,6 +100,9 @@ def test_due_tick_policies() -> None:
     last = make_entry("m", "t", every=60, missed="last", created_ms=0)
     assert due_tick(last, 60_000, 150_000, grace_ms=10_000) == 120_000  # the latest missed tick, once
     assert due_tick(last, 600_000, 10 * 60_000 + 5) is None
+    second = make_entry("s", "t", every=1, created_ms=0)
+    assert due_ticks(second, 10_000, 13_500) == [11_000, 12_000, 13_000]  # late ticks all run, oldest first
+    assert due_ticks(second, 10_000, 100_500, grace_ms=2_000) == [99_000, 100_000]  # older ones were missed
     fresh = make_entry("m", "t", every=60, created_ms=120_100)
     assert due_tick(fresh, 0, 120_200) is None  # ticks before the entry existed never fire
     assert decode_entry("default", "m", encode_entry(last)) == last

@@ -7,10 +7,11 @@ a fall-back runs once) or of a fixed interval (every N seconds, aligned to the U
 scheduler computes the same ticks). A tick is identified by its time in Unix milliseconds; the
 task it enqueues gets the id ``cron:<entry>:<tick ms>``.
 
-Which tick to fire (:func:`due_tick`): the latest tick at or before now that is after the
-entry's last fired tick and after its creation. A tick is late, not missed, while it is at most
-``grace`` old; an older one was missed (every scheduler was down) and the entry's ``missed``
-policy decides: ``"skip"`` (the default) leaves it, ``"last"`` runs the latest missed tick once.
+Which ticks to fire (:func:`due_ticks`): those at or before now that are after the entry's last
+fired tick and after its creation, oldest first. A tick is late, not missed, while it is at most
+``grace`` old: it is still enqueued. An older one was missed (every scheduler was down) and the
+entry's ``missed`` policy decides: ``"skip"`` (the default) leaves it, ``"last"`` runs the latest
+missed tick once.
 Every scheduler computes the same answer; the fire script (lua/cron_fire-9.lua) lets exactly one
 of them enqueue it.
 """
@@ -189,16 +190,29 @@ def decode_entry(queue: str, name: str, data: bytes) -> Entry:
 # -- which tick -----------------------------------------------------------------------------------
 
 
+def due_ticks(e: Entry, last_ms: int, now_ms: int, grace_ms: int = GRACE_MS, limit: int = 100) -> list[int]:
+    """The ticks to fire now, oldest first (at most ``limit``): every tick at or before
+    ``now_ms`` that is after ``last_ms`` (the last tick fired, 0 = none) and after the entry's
+    creation, and at most ``grace_ms`` old (late, not missed); if there is none such but older
+    ones were missed, the latest of them when the entry runs the ``"last"`` missed tick."""
+    floor = max(last_ms, e.created_ms)
+    latest = e.latest_at_or_before(now_ms)
+    if latest is None or latest <= floor:
+        return []
+    out: list[int] = []
+    t = e.first_after(max(floor, now_ms - grace_ms - 1))
+    while t is not None and t <= now_ms and len(out) < limit:
+        out.append(t)
+        t = e.first_after(t)
+    if not out and e.missed == "last":
+        out.append(latest)
+    return out
+
+
 def due_tick(e: Entry, last_ms: int, now_ms: int, grace_ms: int = GRACE_MS) -> int | None:
-    """The tick to fire now, or None: the latest tick at or before ``now_ms`` that is after
-    ``last_ms`` (the last tick fired, 0 = none) and after the entry's creation, unless it is
-    more than ``grace_ms`` old and the entry skips missed ticks."""
-    tick = e.latest_at_or_before(now_ms)
-    if tick is None or tick <= max(last_ms, e.created_ms):
-        return None
-    if now_ms - tick > grace_ms and e.missed == "skip":
-        return None
-    return tick
+    """The oldest tick to fire now (see :func:`due_ticks`), or None."""
+    ticks = due_ticks(e, last_ms, now_ms, grace_ms, 1)
+    return ticks[0] if ticks else None
 
 
 def tick_task_id(name: str, tick_ms: int) -> str:

@@ -58,6 +58,7 @@ class Scheduling:
         self._observed = False  # Redis's clock read once (before the entries are registered)
         self._reload_at = 0.0  # loop time of the next reload
         self.fired = 0  # ticks this loop enqueued (tests and logs)
+        self._hold = 0.0  # seconds to wait before calling again for a tick Redis found early
 
     async def _plan(self, plan: Plan[T]) -> T:
         try:
@@ -125,21 +126,19 @@ class Scheduling:
         due: list[tuple[QueueEntries, Entry, int, str]] = []
         calls: list[Call[Any]] = []
         for qe, name, data, e in self._entries():
-            tick = cron.due_tick(e, qe.last.get(name, 0), now, self.p.grace_ms)
-            if tick is None:
-                continue
-            try:
-                id, call = cron.fire_call(self.broker, e, data, tick, now)
-            except AsynqpyError as exc:  # its payload no longer fits this scheduler's limits
-                log.error("scheduler entry %s of queue %s: %s", name, e.queue, exc)
-                qe.last[name] = tick
-                continue
-            due.append((qe, e, tick, id))
-            calls.append(call)
+            for tick in cron.due_ticks(e, qe.last.get(name, 0), now, self.p.grace_ms):  # oldest first
+                try:
+                    id, call = cron.fire_call(self.broker, e, data, tick, now)
+                except AsynqpyError as exc:  # its payload no longer fits this scheduler's limits
+                    log.error("scheduler entry %s of queue %s: %s", name, e.queue, exc)
+                    qe.last[name] = tick
+                    break
+                due.append((qe, e, tick, id))
+                calls.append(call)
         if not calls:
             return
         sent = self.clock.local_ms()
-        replies = await self.exec.run_many(calls)
+        replies = await self.exec.run_many(calls)  # one pipeline: an entry's ticks run in order
         reload = False
         for (qe, e, tick, id), reply in zip(due, replies):
             if isinstance(reply, BaseException):
@@ -151,17 +150,18 @@ class Scheduling:
             self.clock.observe(redis_now, sent)
             if code == cron.FIRED:
                 self.fired += 1
-                qe.last[e.name] = tick
+                qe.last[e.name] = max(tick, qe.last.get(e.name, 0))
                 late = redis_now - tick
                 log.log(logging.INFO if late >= 1000 else logging.DEBUG, "scheduler entry %s enqueued task %s "
                         "(%d ms after its tick)", e.name, id, late)
             elif code == cron.ALREADY:
-                qe.last[e.name] = tick
+                qe.last[e.name] = max(tick, qe.last.get(e.name, 0))
             elif code == cron.PAUSED:
                 qe.paused.add(e.name)
             elif code in (cron.GONE, cron.CHANGED):
                 reload = True
-            # EARLY: this host's estimate ran ahead of Redis's clock; observe() corrected it
+            elif code == cron.EARLY:  # this host's estimate ran ahead of Redis's clock (observe() corrected it)
+                self._hold = max(self._hold, (tick - redis_now) / 1000)
         if reload:
             self._reload_at = 0.0
 
@@ -171,6 +171,9 @@ class Scheduling:
         wait = max(0.0, self._reload_at - loop_now)
         now = self.clock.now_ms()
         for qe, name, _, e in self._entries():
+            if cron.due_tick(e, qe.last.get(name, 0), now, self.p.grace_ms) is not None:
+                hold, self._hold = self._hold, 0.0
+                return hold  # more to catch up on (ticks beyond a call's limit), or refused as early
             nxt = e.first_after(max(now - 1, qe.last.get(name, 0)))
             if nxt is not None:
                 wait = min(wait, max(0.0, (nxt - now) / 1000))
