@@ -160,6 +160,15 @@ class Inspector:
 
     # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
 
+    def edit_task(self, queue: str, id: str, **changes: Any) -> TaskInfo:
+        """Change a pending, scheduled or retry task: ``payload``, ``max_retry``, its due time
+        (``process_at``: a datetime or Unix seconds; ``process_in``: seconds, 0 = now). Due later,
+        a pending task becomes scheduled; due now, a scheduled or retry task becomes pending.
+        Returns the task as it now is. TaskStateError for an active, completed or archived task;
+        InvalidArgumentError for a bad value, a unique task's payload, or a signed task when this
+        Inspector has no signing key (with one, the edited message is signed again)."""
+        return self._run(self._plans.edit(queue, id, changes))
+
     def scheduler_entries(self, queue: str | None = None) -> list[cron.EntryInfo]:
         """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is
         paused, its last and next tick, the last task it enqueued and its recent history."""
@@ -319,6 +328,15 @@ class AsyncInspector:
         return await self._run(self._plans.all_stats())
 
     # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+
+    async def edit_task(self, queue: str, id: str, **changes: Any) -> TaskInfo:
+        """Change a pending, scheduled or retry task: ``payload``, ``max_retry``, its due time
+        (``process_at``: a datetime or Unix seconds; ``process_in``: seconds, 0 = now). Due later,
+        a pending task becomes scheduled; due now, a scheduled or retry task becomes pending.
+        Returns the task as it now is. TaskStateError for an active, completed or archived task;
+        InvalidArgumentError for a bad value, a unique task's payload, or a signed task when this
+        Inspector has no signing key (with one, the edited message is signed again)."""
+        return await self._run(self._plans.edit(queue, id, changes))
 
     async def scheduler_entries(self, queue: str | None = None) -> list[cron.EntryInfo]:
         """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is

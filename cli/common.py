@@ -236,3 +236,32 @@ def size(n: int | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+class When(click.ParamType):  # type: ignore[type-arg]
+    """A point in time: Unix seconds, or an ISO 8601 date/time. A time without a zone is local
+    time (as the library takes naive datetimes); 'Z' or '+02:00' give the zone."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | datetime:
+        if isinstance(value, (int, float, datetime)):
+            return value
+        text = str(value).strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        if text[-1:] in ("Z", "z"):
+            text = text[:-1] + "+00:00"
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{value!r} is neither Unix seconds nor an ISO 8601 time such as 2026-05-01T09:30 "
+                      "(local time), 2026-05-01T09:30Z or 2026-05-01 09:30+02:00", param, ctx)
+        if when.tzinfo is not None:
+            return when
+        try:
+            return when.astimezone()  # naive: local time
+        except (ValueError, OverflowError, OSError):
+            self.fail(f"{value!r} is out of range", param, ctx)

@@ -28,6 +28,7 @@ from asynqpy.worker.logs import configure_logging
 
 from .common import (
     UserError,
+    When,
     emit_json,
     json_option,
     redis_url_option,
@@ -213,35 +214,6 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
         if not number >= 0 or number == float("inf"):
             self.fail(f"{value!r} must be 0 or more seconds (0 or 'none': no limit)", param, ctx)
         return number
-
-
-class When(click.ParamType):  # type: ignore[type-arg]
-    """A point in time: Unix seconds, or an ISO 8601 date/time. A time without a zone is local
-    time (as the library takes naive datetimes); 'Z' or '+02:00' give the zone."""
-
-    name = "time"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float | datetime:
-        if isinstance(value, (int, float, datetime)):
-            return value
-        text = str(value).strip()
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        if text[-1:] in ("Z", "z"):
-            text = text[:-1] + "+00:00"
-        try:
-            when = datetime.fromisoformat(text)
-        except ValueError:
-            self.fail(f"{value!r} is neither Unix seconds nor an ISO 8601 time such as 2026-05-01T09:30 "
-                      "(local time), 2026-05-01T09:30Z or 2026-05-01 09:30+02:00", param, ctx)
-        if when.tzinfo is not None:
-            return when
-        try:
-            return when.astimezone()  # naive: local time
-        except (ValueError, OverflowError, OSError):
-            self.fail(f"{value!r} is out of range", param, ctx)
 
 
 ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",

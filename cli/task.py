@@ -1,8 +1,10 @@
-"""``asynqpy task ls|inspect|cancel|delete|run|archive|deleteall|runall|archiveall``."""
+"""``asynqpy task ls|inspect|edit|cancel|delete|run|archive|deleteall|runall|archiveall``."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
+from typing import Any
 
 import click
 from rich.table import Table
@@ -11,6 +13,8 @@ from asynqpy import TaskInfo, TaskState
 from asynqpy.core.inspection import parse_state
 
 from .common import (
+    UserError,
+    When,
     ago,
     clip,
     console,
@@ -177,6 +181,47 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
         for id in ids:
             info = insp.cancel(id, queue)
             click.echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
+
+
+@task.command()
+@queue_option
+@id_option
+@click.option("--payload", default=None, help="The new payload, as JSON.")
+@click.option("--max-retry", type=click.IntRange(min=0), default=None, help="The new max_retry.")
+@click.option("--at", "process_at", type=When(), default=None,
+              help="New due time: Unix seconds or ISO 8601 (local time without a zone).")
+@click.option("--in", "process_in", type=click.FloatRange(min=0), default=None,
+              help="New due time, seconds from now (0: now).")
+@json_option
+@redis_url_option
+@user_errors
+def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, process_at: float | datetime | None,
+         process_in: float | None, as_json: bool, redis_url: str) -> None:
+    """Change a pending, scheduled or retry task: its payload, max_retry or due time (due later,
+    a pending task becomes scheduled; due now, it becomes pending)."""
+    changes: dict[str, Any] = {}
+    if payload is not None:
+        try:
+            changes["payload"] = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--payload is not JSON: {exc}") from None
+    if max_retry is not None:
+        changes["max_retry"] = max_retry
+    if process_at is not None and process_in is not None:
+        raise UserError("give --at or --in, not both")
+    if process_at is not None:
+        changes["process_at"] = process_at
+    if process_in is not None:
+        changes["process_in"] = process_in
+    if not changes:
+        raise UserError("nothing to change: give --payload, --max-retry, --at or --in")
+    with inspector(redis_url) as insp:
+        info = insp.edit_task(queue, task_id, **changes)
+    if as_json:
+        emit_json(info)
+        return
+    due = f" (due {utc(info.next_process_at)})" if info.next_process_at else ""
+    click.echo(f"edited task {task_id} (queue {queue}): {info.state.value}{due}")
 
 
 def _one(verb: str, done: str, help: str) -> None:

@@ -124,6 +124,9 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     # a waiter's registration and a late waiter's notification (the waiter's recheck covers it)
     "watch": lambda h: h.b.watch(Q, "old", "in1"),
     "reply": lambda h: h.b.reply(Q, "in1", b"outcome"),
+    # an operator's edit of a waiting task (it frees nothing)
+    "edit_task": lambda h: h.b.edit_task(Q, TaskState.PENDING, "old", h.stored("old"), Message("t", 2), None, None, 10,
+                                         -1),
     # a scheduler entry's tick: refused whole (the tick is not recorded as fired; it fires later)
     "cron_fire": lambda h: _cron_fire(h),
 }

@@ -619,6 +619,17 @@ class Broker:
             args += [id_arg(id), hint, read]
         return tuple(keys), tuple(args)
 
+    def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, msg: Message, at_ms: int | None,
+                  in_ms: int | None, window: int, hint: int) -> Call[int]:
+        """pending/scheduled/retry -> the same task with ``msg`` (sealed here) and, if ``at_ms`` or
+        ``in_ms`` is given, a new due time. ``read``: the stored value the caller read (the task
+        must still hold it). Codes in lua/edit_task-8.lua."""
+        q = queue_keys(queue)
+        return Call(int, "edit_task",
+                    (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf),
+                    (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
+                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now()))
+
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from . import server_record
+from . import codec, server_record
 from .broker import (
     CHANGED,
     NOT_EMPTY,
@@ -71,6 +71,10 @@ CANCELLED = "cancelled by an operator"
 P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
                     TaskState.COMPLETED)
 ALLOWED = {"delete": (P, S, R, X, C), "run": (S, R, X), "archive": (P, S, R)}
+EDIT_STATES = (P, S, R)
+"""The states a task can be edited in (a waiting task: not running, not finished)."""
+EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in"})
+"""What :meth:`Plans.edit` can change."""
 """The states each action applies to (active tasks: cancel)."""
 
 
@@ -356,6 +360,60 @@ class Plans:
             if code == NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing state; try again")
+
+    def edit(self, queue: str, id: str, changes: dict[str, Any], max_payload_bytes: int = 1 << 20) -> Plan[TaskInfo]:
+        """Change a pending, scheduled or retry task: ``changes`` holds any of ``payload``,
+        ``max_retry``, ``process_at`` (datetime or Unix seconds), ``process_in`` (seconds; 0 =
+        now). Read, checked, rewritten only if unchanged since read (else read again)."""
+        from . import options as opts
+
+        unknown = set(changes) - EDITABLE
+        if unknown:
+            raise InvalidArgumentError(opts.unknown_options("editable field", unknown, sorted(EDITABLE)))
+        if not changes:
+            raise InvalidArgumentError("nothing to change: give payload, max_retry, process_at or process_in")
+        if "process_at" in changes and "process_in" in changes:
+            raise InvalidArgumentError("give process_at or process_in, not both")
+        at_ms = in_ms = None
+        if "process_at" in changes:
+            at_ms = int(opts._epoch("process_at", changes["process_at"]) * 1000)
+        if "process_in" in changes:
+            in_ms = int(opts._seconds("process_in", changes["process_in"]) * 1000)
+        retry = changes.get("max_retry")
+        if "max_retry" in changes and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
+            raise InvalidArgumentError(f"max_retry must be an int >= 0, got {retry!r}")
+        for _ in range(5):
+            stored = yield from self._read(queue, id)
+            state = state_of(stored)
+            if state not in EDIT_STATES:
+                why = "it is active (running): cancel it instead" if state is A else f"it is {state.value}"
+                raise TaskStateError(f"cannot edit task {id!r}: {why} (edit applies to pending, scheduled and "
+                                     "retry tasks)")
+            body = message_of(stored)
+            if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
+                raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
+                                           "the edited message is signed again")
+            msg = decode(body)
+            if "payload" in changes:
+                if msg.unique:
+                    raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
+                                               "payload cannot change")
+                msg = msg.with_(payload=changes["payload"])
+                opts._encode_checked(msg, max_payload_bytes)
+            if "max_retry" in changes:
+                msg = msg.with_(max_retry=retry)
+            hint = -1
+            while True:
+                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]
+                code = value(res[0])
+                if code != NOT_LOCATED or hint != -1:
+                    break
+                hint = yield from self._locate(queue, id)
+            if code == OK:
+                return (yield from self.task_info(queue, id))
+            if code == NOT_FOUND:
+                raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
 
     def _locate(self, queue: str, id: str) -> Plan[int]:
         """The index of a pending id deep in a long list, read page by page (each LRANGE small, so
