@@ -300,3 +300,19 @@ def test_bad_periodic_declarations(backend: Any) -> None:
         s.register("a", "t", every=6)
     with pytest.raises(InvalidArgumentError, match="refresh must be"):
         Scheduler(backend.sync, refresh=0)
+
+
+def test_removing_a_queue_with_entries(backend: Any) -> None:
+    """A queue with scheduler entries is not empty: removing it needs force, which removes them
+    (no scheduler may fill the removed queue again)."""
+    from asynqpy import QueueNotEmptyError
+
+    with Inspector(backend.sync) as insp:
+        insp.cron_add("a", "t", every=60, queue="rq")
+        insp.cron_run_now("a", "rq")
+        insp.delete_all("rq", "pending")
+        with pytest.raises(QueueNotEmptyError, match="queue 'rq' has 1 scheduler entry \\(a\\)"):
+            insp.remove_queue("rq")
+        assert [i.name for i in insp.scheduler_entries("rq")] == ["a"]  # refused: nothing changed
+        insp.remove_queue("rq", force=True)
+        assert insp.scheduler_entries() == [] and "rq" not in insp.queues()

@@ -43,7 +43,7 @@ from .errors import (
     TaskNotFoundError,
     TaskStateError,
 )
-from .keys import ALL_QUEUES, SERVERS, queue_keys, server_info
+from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info
 from .server_record import ServerInfo
 from .stored import is_active, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
@@ -495,20 +495,30 @@ class Plans:
     def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
         """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is
         deleted in batches first, unique locks released)."""
-        res = yield [self._member(queue), self.b.stats(queue)]
+        res = yield [self._member(queue), self.b.stats(queue),
+                     Call(lambda r: sorted(x.decode(errors="replace") for x in r),
+                          command=("HKEYS", queue_keys(queue).cron))]
         self._check(queue, res[0])
         st: QueueStats = value(res[1])
+        entries: list[str] = value(res[2])
         if st.size and not force:
             raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if entries and not force:
+            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
+                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
+                                     "them first or use force")
         if st.active:
             raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
         if force:
+            if entries:  # no scheduler may enqueue into the queue being removed
+                yield [self.b.cron_remove(queue, name) for name in entries]
             for state in (P, S, R, X, C):
                 yield from self.act_all("delete", queue, state)
         code = value((yield [self.b.drop_queue(queue)])[0])
         if code == NOT_EMPTY:
             raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
-        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue))]
+        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),
+               Call(lambda r: r, command=("SREM", CRON_QUEUES, queue))]
 
     def task_info(self, queue: str, id: str) -> Plan[TaskInfo]:
         q = queue_keys(queue)
