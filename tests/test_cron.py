@@ -316,3 +316,26 @@ def test_removing_a_queue_with_entries(backend: Any) -> None:
         assert [i.name for i in insp.scheduler_entries("rq")] == ["a"]  # refused: nothing changed
         insp.remove_queue("rq", force=True)
         assert insp.scheduler_entries() == [] and "rq" not in insp.queues()
+
+
+def test_a_restarted_scheduler_keeps_its_unchanged_entries(backend: Any) -> None:
+    """Registering the same entry again (a restart) keeps its creation time and state; a changed
+    one starts afresh. A payload with tuples (stored as lists) counts as unchanged."""
+    from asynqpy.core import cron
+
+    async def register(entry: Entry, now: int) -> list[Entry]:
+        ex = AsyncExecutor(backend.new_async())
+        plan = cron.register_plan([entry], now)
+        calls = next(plan)
+        try:
+            while True:
+                calls = plan.send(await ex.run_many(calls))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    e = make_entry("r", "t", {"k": (1, 2)}, every=5, queue="sq")
+    (first,) = asyncio.run(register(e, 1000))
+    (again,) = asyncio.run(register(e, 9000))
+    assert first.created_ms == again.created_ms == 1000
+    (changed,) = asyncio.run(register(make_entry("r", "t", {"k": (1, 3)}, every=5, queue="sq"), 9000))
+    assert changed.created_ms == 9000

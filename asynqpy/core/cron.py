@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -346,16 +346,22 @@ def register_plan(entries: list[Entry], now_ms: int) -> Plan[list[Entry]]:
                 current = decode_entry(e.queue, e.name, old)
             except InvalidArgumentError:
                 current = None
-        if current is not None and current == Entry(**{**e.__dict__, "created_ms": current.created_ms}):
+        if current is not None and _same(current, e):
             out.append(current)
             continue
-        fresh = Entry(**{**e.__dict__, "created_ms": now_ms})
+        fresh = replace(e, created_ms=now_ms)
         writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name, encode_entry(fresh))))
         out.append(fresh)
     if writes:
         for r in (yield writes):
             _raise(r)
     return out
+
+
+def _same(a: Entry, b: Entry) -> bool:
+    """Do two entries define the same thing (creation times aside)? Compared as stored (a tuple in
+    a payload is stored as a list)."""
+    return encode_entry(replace(a, created_ms=0)) == encode_entry(replace(b, created_ms=0))
 
 
 def add_plan(entry: Entry) -> Plan[None]:
