@@ -120,21 +120,15 @@ class _ClientCore:
         enqueue/schedule call per other task (unique, scheduled, or a lone task)."""
         if len(prepared) == 1 and prepared[0].queue in self._registered:  # the common case, quickly
             p = prepared[0]
-            one = (self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id)
-                   if p.delay_ms > 0
-                   else self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
-            return _Plan([one], False, _LONE)
+            return _Plan([self._one_call(p)], False, _LONE)
         new = sorted({p.queue for p in prepared} - self._registered)
         calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
         where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
         batches: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
-            if p.delay_ms > 0:
-                calls.append(self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data,
-                                                  not p.generated_id))
-            elif p.unique_ttl or single:
-                calls.append(self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id))
+            if p.delay_ms > 0 or p.unique_ttl or single or p.msg.group:
+                calls.append(self._one_call(p))
             else:
                 batches.setdefault(p.queue, []).append(i)
                 continue
@@ -148,6 +142,14 @@ class _ClientCore:
                 for pos, i in enumerate(idxs[start:start + BATCH]):
                     where[i] = (ci, pos)
         return _Plan(calls, bool(new), where)
+
+    def _one_call(self, p: opts.Prepared) -> Call[Any]:
+        """The call storing one prepared task: scheduled, in a group, or pending."""
+        if p.delay_ms > 0:
+            return self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id)
+        if p.msg.group:
+            return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
+        return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
         out: list[opts.Prepared] = []
@@ -223,6 +225,8 @@ class TaskInfoList(Sequence[Any]):
         p = self._prepared[i]
         if p.delay_ms > 0:
             return TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r)
+        if p.msg.group:
+            return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
         return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
 
     def __getitem__(self, i: Any) -> Any:

@@ -18,7 +18,7 @@ from .core import events as ev
 from .core.broker import Broker, QueueStats
 from .core.clock import Clock
 from .core.events import TaskEvent
-from .core.inspection import DailyStats, Plan, Plans, QueueInfo
+from .core.inspection import DailyStats, GroupInfo, Plan, Plans, QueueInfo
 from .core.keys import queue_keys
 from .core.server_record import ServerInfo, WorkerInfo
 from .core.signing import SigningKeys, make_signer
@@ -28,7 +28,7 @@ from .redisio.executor import AsyncExecutor, SyncExecutor
 
 T = TypeVar("T")
 
-__all__ = ["AsyncInspector", "DailyStats", "Inspector", "QueueInfo", "ServerInfo", "WorkerInfo"]
+__all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "ServerInfo", "WorkerInfo"]
 
 
 class Inspector:
@@ -70,11 +70,16 @@ class Inspector:
         """Processed/failed per UTC day, newest first (today included), ``days`` from 1 to 90."""
         return self._run(self._plans.history(queue, days))
 
-    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30) -> list[TaskInfo]:
+    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30,
+                   group: str = "") -> list[TaskInfo]:
         """One page (1-based, at most 1000 tasks) of the tasks in ``state``. Order: pending oldest
         first (the order they run in); active, scheduled and retry by lease expiry / due time;
-        archived and completed newest first."""
-        return self._run(self._plans.list_tasks(queue, state, page, page_size))
+        archived and completed newest first; aggregating (give the ``group``) oldest first."""
+        return self._run(self._plans.list_tasks(queue, state, page, page_size, group))
+
+    def groups(self, queue: str) -> list[GroupInfo]:
+        """The queue's aggregation groups: name, size, when the oldest and newest task joined."""
+        return self._run(self._plans.groups(queue))
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
@@ -249,9 +254,13 @@ class AsyncInspector:
         return await self._run(self._plans.history(queue, days))
 
     async def list_tasks(self, queue: str, state: TaskState | str, page: int = 1,
-                         page_size: int = 30) -> list[TaskInfo]:
+                         page_size: int = 30, group: str = "") -> list[TaskInfo]:
         """See :meth:`Inspector.list_tasks`."""
-        return await self._run(self._plans.list_tasks(queue, state, page, page_size))
+        return await self._run(self._plans.list_tasks(queue, state, page, page_size, group))
+
+    async def groups(self, queue: str) -> list[GroupInfo]:
+        """See :meth:`Inspector.groups`."""
+        return await self._run(self._plans.groups(queue))
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,
                      follow: bool = False) -> AsyncIterator[TaskEvent]:

@@ -28,6 +28,7 @@ from .core.mux import ServeMux
 from .core.options import unknown_options
 from .core.signing import SigningKeys, make_signer
 from .redisio.connection import REDIS_ERRORS, async_client, check_url
+from .worker.aggregator import Aggregation, AggregatorParams
 from .worker.canceller import Canceller
 from .worker.context import MAX_BACKOFF, Context, is_outage
 from .worker.forwarder import Forwarder, ForwarderParams
@@ -148,9 +149,12 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
-        loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling] = [
+        loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
             Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor)]
+        if o.group_aggregator is not None:
+            loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
+                                                           o.group_max_delay, o.group_max_size), pool))
         if o.scheduler or o.scheduler_entries:
             loops.append(Scheduling(ctx.exec, ctx.broker, ctx.clock, SchedulerParams(entries_of(o.scheduler_entries)),
                                     ctx.stopping, ctx.health.failed))

@@ -366,6 +366,7 @@ def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
         (f"{per_second(failed)} fail/s", "red" if failed else ""),
         f"  today {count(succeeded_today(q))} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
         (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
+        f"  aggregating {count(q.aggregating)} in {count(q.groups)} group(s)" if q.aggregating else "",
         no_wrap=True)
 
 

@@ -15,7 +15,8 @@ from asynqpy.core.task import TaskState
 if TYPE_CHECKING:
     from asynqpy import QueueInfo
 
-STATES = list(TaskState)
+STATES: list[TaskState] = [s for s in TaskState if s is not TaskState.AGGREGATING]
+"""The task tabs (aggregating tasks are listed per group: the queue summary counts them)."""
 """Task states in tab order (keys 1-6)."""
 
 QUIT_KEYS = ("q", "ctrl-c", "eof")

@@ -1,4 +1,4 @@
-"""``asynqpy queue ls|inspect|history|pause|unpause|rm``."""
+"""``asynqpy queue ls|inspect|history|groups|pause|unpause|rm``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ def info_table(q: QueueInfo) -> Table:
               if q.pending else "- (no pending task)")
     t.add_row("tasks", f"pending {q.pending:,} · active {q.active:,} · scheduled {q.scheduled:,}")
     t.add_row("", f"retry {q.retry:,} · archived {q.archived:,} · completed {q.completed:,}")
+    if q.aggregating or q.groups:
+        t.add_row("", f"aggregating {q.aggregating:,} in {q.groups:,} group(s) (`asynqpy queue groups {q.queue}`)")
     t.add_row("processed", f"today {q.processed_today:,} · total {q.processed_total:,}")
     t.add_row("failed", f"today {q.failed_today:,} · total {q.failed_total:,}")
     t.add_row("trimmed", f"{q.trimmed:,} archived task(s) deleted by the archive limits")
@@ -105,6 +107,29 @@ def history(queues: tuple[str, ...], days: int, as_json: bool, redis_url: str) -
         if i:
             out.print()
         show(out, t)
+
+
+@queue.command()
+@click.argument("queue_name", metavar="QUEUE")
+@json_option
+@redis_url_option
+@user_errors
+def groups(queue_name: str, as_json: bool, redis_url: str) -> None:
+    """The aggregation groups of QUEUE: size, when the oldest and newest task joined (UTC)."""
+    with inspector(redis_url) as insp:
+        found = insp.groups(queue_name)
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo(f"no aggregation groups in queue {queue_name}")
+        return
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("group", "size", "oldest joined", "newest joined"):
+        t.add_column(col, justify="right" if col == "size" else "left")
+    for g in found:
+        t.add_row(g.group, f"{g.size:,}", utc(g.oldest), utc(g.newest))
+    show(console(), t)
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:

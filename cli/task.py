@@ -33,7 +33,7 @@ from .common import (
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
 id_option = click.option("--id", "task_id", required=True, help="The task id.")
-STATES_HELP = "pending, active, scheduled, retry, archived or completed"
+STATES_HELP = "pending, active, scheduled, retry, archived, completed or aggregating"
 state_option = click.option("--state", "-s", required=True, help=f"The tasks' state: {STATES_HELP}.")
 
 
@@ -88,6 +88,7 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
 @task.command("ls")
 @queue_option
 @click.option("--state", "-s", default="pending", show_default=True, help=f"The tasks' state: {STATES_HELP}.")
+@click.option("--group", "-g", default=None, help="The aggregation group (with --state aggregating).")
 @click.option("--page", default=1, show_default=True, type=click.IntRange(min=1), help="Which page (from 1).")
 @click.option("--size", "page_size", default=30, show_default=True, type=click.IntRange(1, 1000),
               help="Tasks per page (at most 1000).")
@@ -95,13 +96,22 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
 @full_option
 @redis_url_option
 @user_errors
-def ls(queue: str, state: str, page: int, page_size: int, as_json: bool, full: bool, redis_url: str) -> None:
+def ls(queue: str, state: str, group: str | None, page: int, page_size: int, as_json: bool, full: bool,
+       redis_url: str) -> None:
     """List one page of the tasks in a state (default: pending). Order: pending oldest first (the
-    order they run in), active/scheduled/retry soonest first, archived/completed newest first."""
+    order they run in), active/scheduled/retry soonest first, archived/completed newest first,
+    aggregating (with --group) oldest first."""
     st = parse_state(state)
+    if st is TaskState.AGGREGATING and not group:
+        raise UserError("aggregating tasks are listed per group: give --group (`asynqpy queue groups Q` lists them)")
     with inspector(redis_url) as insp:
-        tasks = insp.list_tasks(queue, st, page, page_size)
-        total = getattr(insp.queue_info(queue), st.value) if not as_json else 0
+        tasks = insp.list_tasks(queue, st, page, page_size, group or "")
+        if as_json:
+            total = 0
+        elif group:
+            total = next((g.size for g in insp.groups(queue) if g.group == group), 0)
+        else:
+            total = getattr(insp.queue_info(queue), st.value)
     if as_json:
         emit_json(tasks)
         return

@@ -6,7 +6,8 @@ removed or corrupted by hand:
   'x' / 'c' not in its zset -> archived now / expiring now
   any other first byte     -> archived as is (state 'x' + the bytes found), for inspection
 A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))
-and is not checked. Cost: one HSCAN step of ~ARGV[2] entries.
+and is not checked; nor is an aggregating task ('g': its group's zset is named in its message,
+which a script cannot turn into a key it was not given). Cost: one HSCAN step of ~ARGV[2] entries.
 KEYS[1] t          tasks hash
 KEYS[2] lease      lease zset
 KEYS[3] scheduled  scheduled zset
@@ -30,7 +31,7 @@ local entries = page[2]
 for i = 1, #entries, 2 do
   local id, v = entries[i], entries[i + 1]
   local st = string.sub(v, 1, 1)
-  if st ~= 'p' then
+  if st ~= 'p' and st ~= 'g' then
     local zset = zsets[st]
     if zset == nil then
       redis.call('HSET', KEYS[1], id, 'x' .. v)

@@ -111,6 +111,12 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "drop_queue": (lambda h: (h.enqueue("a"), h.x.run(h.b.delete_tasks(Q, TaskState.PENDING,
                                                                       [("a", "", -1, h.stored("a"))], 10))),
                    lambda h: h.b.drop_queue(Q)),
+    # aggregation: a group's tasks leave it (they are deleted as the aggregate is stored: less memory),
+    # and an operator takes a task out of its group
+    "aggregate": (lambda h: h.x.run(h.b.group_add(Q, "m1", Message("t", 1, group="g"))),
+                  lambda h: h.b.aggregate(Q, "g", [("m1", h.stored("m1"))], "agg", Message("digest", [1]))),
+    "ungroup": (lambda h: h.x.run(h.b.group_add(Q, "m1", Message("t", 1, group="g"))),
+                lambda h: h.b.ungroup(Q, "m1", h.stored("m1"), "delete", "g")),
     # scheduler entries: an operator removes or pauses them on a full Redis (stopping an inflow)
     "cron_remove": (lambda h: _cron_entry(h), lambda h: h.b.cron_remove(Q, "e")),
     "cron_pause": (lambda h: _cron_entry(h), lambda h: h.b.cron_pause(Q, "e", True)),
@@ -119,6 +125,7 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
 # scripts that store new tasks: refused whole when Redis is full
 STORE: dict[str, Callable[[H], Call[Any]]] = {
     "enqueue": lambda h: h.b.enqueue(Q, "new", Message("t")),
+    "group_add": lambda h: h.b.group_add(Q, "new", Message("t", group="g")),
     "enqueue_many": lambda h: h.b.enqueue_many(Q, [("n1", b"\x91\xa1t"), ("n2", b"\x91\xa1t")], False),
     "schedule": lambda h: h.b.schedule(Q, "new", Message("t"), 5000),
     # a waiter's registration and a late waiter's notification (the waiter's recheck covers it)

@@ -27,6 +27,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
 from .signing import Signer
+from .stored import lock_digest
 from .task import TaskState
 
 T = TypeVar("T")
@@ -109,11 +110,14 @@ class QueueStats:
     failed: int
     processed_today: int
     failed_today: int
+    aggregating: int = 0
+    groups: int = 0
 
     @property
     def size(self) -> int:
         """Tasks in the queue, in any state."""
-        return self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
+        return (self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
+                + self.aggregating)
 
 
 @dataclass(frozen=True)
@@ -129,11 +133,17 @@ class Snapshot:
 
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
-    return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10])
+    return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
+                      int(r[15]))
 
 
-def container_of(q: QueueKeys, state: TaskState) -> str:
-    """The list or zset holding a queue's tasks in ``state`` (active tasks: the lease zset)."""
+def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
+    """The list or zset holding a queue's tasks in ``state`` (active tasks: the lease zset;
+    aggregating tasks: their ``group``'s zset)."""
+    if state is TaskState.AGGREGATING:
+        if not group:
+            raise InvalidArgumentError("aggregating tasks are listed per group: give the group")
+        return q.group(group)
     return {
         TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
         TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
@@ -277,6 +287,20 @@ class Broker:
             "enqueue_many",
             (q.tasks, q.pending, q.wake, q.archived, q.completed, marker, q.events, q.conf),
             tuple(args),
+        )
+
+    def group_add(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None,
+                  check_id: bool = True) -> Call[int]:
+        """(new) -> aggregating in the group ``msg.group``. Raises DuplicateTaskError /
+        TaskIdConflictError when run."""
+        q = queue_keys(queue)
+        return Call(
+            _new_task_code(id, queue),
+            "group_add",
+            (q.tasks, q.group(msg.group), q.groups, q.groups_first, q.groups_size, q.aggregating,
+             q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed, q.events, q.conf),
+            (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0", msg.group,
+             self.clock.script_now()),
         )
 
     def schedule(
@@ -538,16 +562,16 @@ class Broker:
             parse,
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
-             q.failed, processed_day, failed_day, q.tasks, q.trimmed),
+             q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups),
             (self.clock.script_now(),),
         )
 
     def page(self, queue: str, state: TaskState, start: int, stop: int,
-             values: bool = True) -> Call[list[tuple[str, float | None, bytes | None]]]:
+             values: bool = True, group: str = "") -> Call[list[tuple[str, float | None, bytes | None]]]:
         """Ranks ``start``..``stop`` of the tasks in ``state`` (pending: oldest first; scheduled,
-        retry, active: soonest score first; archived, completed: newest first), each with its
-        stored value: [(id, score or None, value or None)]."""
-        container = container_of(queue_keys(queue), state)
+        retry, active: soonest score first; archived, completed: newest first; aggregating, of
+        ``group``: oldest first), each with its stored value: [(id, score or None, value or None)]."""
+        container = container_of(queue_keys(queue), state, group)
         kind = "list" if state is TaskState.PENDING else "zset"
         order = "desc" if state in (TaskState.ARCHIVED, TaskState.COMPLETED) else "asc"
 
@@ -630,6 +654,32 @@ class Broker:
                     (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
                      "" if in_ms is None else in_ms, window, hint, self.clock.script_now()))
 
+    def aggregate(self, queue: str, group: str, members: Sequence[tuple[str, bytes]], id: str,
+                  msg: Message) -> Call[int]:
+        """A group's ``members`` ((id, stored value read), oldest first) -> deleted, and the
+        aggregate ``msg`` -> pending under ``id``, in one step, only if every member is still in
+        the group unchanged. Codes in lua/aggregate-10.lua."""
+        q = queue_keys(queue)
+        keys = [q.tasks, q.group(group), q.groups, q.groups_first, q.groups_size, q.aggregating, q.pending, q.wake,
+                q.events, q.conf]
+        args: list[Any] = [group, id, self.seal(queue, id, msg)]
+        for mid, read in members:
+            digest = lock_digest(read)
+            if digest:
+                keys.append(q.lock(digest))
+            args += [id_arg(mid), read, len(keys) - 10 if digest else 0]
+        return Call(int, "aggregate", tuple(keys), tuple(args))
+
+    def ungroup(self, queue: str, id: str, read: bytes, verb: str, group: str) -> Call[int]:
+        """aggregating -> deleted (``verb`` 'delete'), archived ('archive') or pending ('run'), if
+        the task still holds the value ``read``. Codes in lua/ungroup-11.lua."""
+        q = queue_keys(queue)
+        target = {"archive": q.archived, "run": q.pending}.get(verb, q.group(group))
+        return Call(int, "ungroup",
+                    (q.tasks, q.group(group), q.groups, q.groups_first, q.groups_size, q.aggregating, target, q.wake,
+                     q.lock(lock_digest(read)), q.events, q.conf),
+                    (id_arg(id), read, verb, group, self.clock.script_now()))
+
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)
@@ -648,7 +698,8 @@ class Broker:
         q = queue_keys(queue)
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
-                                        q.progress, q.events, q.conf))
+                                        q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
+                                        q.groups_size))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

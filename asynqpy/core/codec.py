@@ -39,7 +39,8 @@ class Message:
     default, 0 = no limit. ``deadline_ms`` 0 = none. ``retry_delay_ms`` -1 = the server's policy.
     ``traceback``: the last failed attempt's traceback (bounded, its innermost frames kept), or ''.
     ``headers``: ``{str: str}`` the producer attached (None = none). ``reply_to``: the inbox id of
-    the client waiting for the outcome (``Client.call``), or ''.
+    the client waiting for the outcome (``Client.call``), or ''. ``group``: the aggregation group
+    the task waits in (``enqueue(..., group=...)``), or ''.
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -60,6 +61,7 @@ class Message:
     traceback: str = ""
     headers: dict[str, str] | None = None
     reply_to: str = ""
+    group: str = ""
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -76,7 +78,7 @@ _FIELDS = [f.name for f in fields(Message)]
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
-    (int,), (int,), (object,), (str,), (dict, type(None)), (str,),
+    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,),
 ]
 
 

@@ -34,7 +34,7 @@ from .broker import (
     Snapshot,
     id_arg,
 )
-from .codec import Message, decode, may_be_unique
+from .codec import Message, decode
 from .errors import (
     InvalidArgumentError,
     MalformedMessageError,
@@ -43,9 +43,9 @@ from .errors import (
     TaskNotFoundError,
     TaskStateError,
 )
-from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info
+from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
 from .server_record import ServerInfo
-from .stored import is_active, message_of, state_char, token_of
+from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 
 T = TypeVar("T")
@@ -68,9 +68,10 @@ LOCATE_PAGE = 5_000
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
+G = TaskState.AGGREGATING
 P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
                     TaskState.COMPLETED)
-ALLOWED = {"delete": (P, S, R, X, C), "run": (S, R, X), "archive": (P, S, R)}
+ALLOWED = {"delete": (P, S, R, X, C, G), "run": (S, R, X, G), "archive": (P, S, R, G)}
 EDIT_STATES = (P, S, R)
 """The states a task can be edited in (a waiting task: not running, not finished)."""
 EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in"})
@@ -83,7 +84,8 @@ class QueueInfo:
     """A snapshot of one queue. ``latency``: seconds since the oldest pending task was enqueued
     (0.0 if none). ``memory_bytes``: approximate (sampled MEMORY USAGE of the queue's keys), None
     when Redis refuses MEMORY. ``trimmed``: archived tasks deleted so far by the archive limits
-    (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed."""
+    (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed.
+    ``aggregating``: tasks waiting in aggregation groups; ``groups``: how many groups hold them."""
 
     queue: str
     size: int
@@ -102,6 +104,19 @@ class QueueInfo:
     memory_bytes: int | None
     timestamp: datetime
     trimmed: int = 0
+    aggregating: int = 0
+    groups: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """An aggregation group: its name, how many tasks it holds, when its oldest and its newest
+    task joined (UTC)."""
+
+    group: str
+    size: int
+    oldest: datetime | None
+    newest: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,25 +171,29 @@ def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, no
     return info
 
 
+def _scores(reply: list[Any]) -> dict[str, float]:
+    """A ZRANGE ... WITHSCORES reply (flat, or as pairs) as member -> score."""
+    if reply and isinstance(reply[0], (list, tuple)):
+        pairs = [(m, s) for m, s in reply]
+    else:
+        pairs = list(zip(reply[0::2], reply[1::2]))
+    return {m.decode(errors="surrogateescape") if isinstance(m, bytes) else str(m): float(s) for m, s in pairs}
+
+
+def _group_of(stored: bytes) -> str:
+    """The group an aggregating task's stored value names ('' if it cannot be read)."""
+    try:
+        return decode(message_of(stored)).group
+    except MalformedMessageError:
+        return ""
+
+
 def state_of(stored: bytes) -> TaskState:
     """The state of a stored value (its first byte)."""
     try:
         return TaskState.from_code(state_char(stored).decode())
     except (KeyError, UnicodeDecodeError):
         raise MalformedMessageError(f"unknown task state {state_char(stored)!r}") from None
-
-
-def lock_digest(stored: bytes | None) -> str:
-    """The uniqueness digest of a stored task ('' when not unique, gone or malformed)."""
-    if not stored:
-        return ""
-    body = message_of(stored)
-    if not may_be_unique(body):
-        return ""
-    try:
-        return decode(body).lock_digest()
-    except MalformedMessageError:
-        return ""
 
 
 def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
@@ -256,7 +275,7 @@ class Plans:
         return QueueInfo(
             queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
-            ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed,
+            ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
@@ -296,14 +315,19 @@ class Plans:
     # -- tasks ---------------------------------------------------------------------------------
 
     def list_tasks(self, queue: str, state: TaskState | str, page: int = 1,
-                   page_size: int = 30) -> Plan[list[TaskInfo]]:
+                   page_size: int = 30, group: str = "") -> Plan[list[TaskInfo]]:
         st = parse_state(state)
+        if group:
+            validate_group(group)
+            if st is not G:
+                raise InvalidArgumentError(f"group applies to aggregating tasks, not {st.value} ones")
         for name, n, top in (("page", page, None), ("page_size", page_size, MAX_PAGE_SIZE)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (top is not None and n > top):
                 limit = f" and at most {top}" if top else ""
                 raise InvalidArgumentError(f"{name} must be an int >= 1{limit}, got {n!r}")
         start = (page - 1) * page_size
-        res = yield [self._member(queue), self.b.page(queue, st, start, start + page_size - 1), self._now()]
+        res = yield [self._member(queue), self.b.page(queue, st, start, start + page_size - 1, group=group),
+                     self._now()]
         self._check(queue, res[0])
         now = value(res[2])
         out = []
@@ -320,6 +344,17 @@ class Plans:
             for t, raw in zip(out, value(res[0]) or []):
                 t.progress = _progress_value(raw)
         return out
+
+    def groups(self, queue: str) -> Plan[list[GroupInfo]]:
+        """The queue's aggregation groups: name, size, when its oldest and newest task joined."""
+        q = queue_keys(queue)
+        res = yield [self._member(queue), Call(lambda r: r, command=("ZRANGE", q.groups, 0, -1, "WITHSCORES")),
+                     Call(lambda r: r, command=("ZRANGE", q.groups_first, 0, -1, "WITHSCORES")),
+                     Call(lambda r: r, command=("ZRANGE", q.groups_size, 0, -1, "WITHSCORES"))]
+        self._check(queue, res[0])
+        newest, first, size = (_scores(value(r)) for r in res[1:])
+        return [GroupInfo(name, int(size.get(name, 0)), ms_to_datetime(int(first.get(name, 0))),
+                          ms_to_datetime(int(t))) for name, t in sorted(newest.items())]
 
     def _read(self, queue: str, id: str) -> Plan[bytes]:
         """A task's stored value; QueueNotFoundError / TaskNotFoundError."""
@@ -347,6 +382,13 @@ class Plans:
             state = state_of(stored)
             if state not in ALLOWED[verb]:
                 raise _refusal(verb, id, state)
+            if state is G:  # out of its group, which the task's message names
+                code = value((yield [self.b.ungroup(queue, id, stored, verb, _group_of(stored))])[0])
+                if code == OK:
+                    return
+                if code == NOT_FOUND:
+                    raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+                continue
             hint = -1
             while True:
                 item = (id, lock_digest(stored), hint, stored)
@@ -435,6 +477,8 @@ class Plans:
         if st not in ALLOWED[verb]:
             allowed = ", ".join(s.value for s in ALLOWED[verb])
             raise InvalidArgumentError(f"cannot {verb} all {st.value} tasks: {verb} applies to {allowed} tasks")
+        if st is G:
+            return (yield from self._act_all_grouped(verb, queue))
         res = yield [self._member(queue), self.b.stats(queue)]
         self._check(queue, res[0])
         total: int = getattr(value(res[1]), st.value)
@@ -451,6 +495,22 @@ class Plans:
             idle = 0 if moved else idle + 1
             if st is not P:  # zset entries whose task is in another state, or changed, stay
                 skip += codes.count(WRONG_STATE) + codes.count(CHANGED)
+        return done
+
+    def _act_all_grouped(self, verb: str, queue: str) -> Plan[int]:
+        """delete / run / archive every aggregating task, group by group, ``batch`` per round trip."""
+        done = 0
+        for g in (yield from self.groups(queue)):
+            while True:
+                res = yield [self.b.page(queue, G, 0, self.batch - 1, values=True, group=g.group)]
+                page = [(id, stored) for id, _, stored in value(res[0]) if stored]
+                if not page:
+                    break
+                codes = yield [self.b.ungroup(queue, id, stored, verb, g.group) for id, stored in page]
+                moved = sum(1 for c in codes if value(c) == OK)
+                done += moved
+                if not moved:
+                    break
         return done
 
     def cancel(self, id: str, queue: str | None = None) -> Plan[TaskInfo]:
@@ -512,7 +572,7 @@ class Plans:
         if force:
             if entries:  # no scheduler may enqueue into the queue being removed
                 yield [self.b.cron_remove(queue, name) for name in entries]
-            for state in (P, S, R, X, C):
+            for state in (P, S, R, X, C, G):
                 yield from self.act_all("delete", queue, state)
         code = value((yield [self.b.drop_queue(queue)])[0])
         if code == NOT_EMPTY:

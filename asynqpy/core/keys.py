@@ -22,6 +22,15 @@ CANCEL_CHANNEL = f"{PREFIX}:cancel"
 """Pub/sub channel (not a key) on which the cancel script announces a cancelled active task."""
 
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_GROUP_RE = re.compile(r"^[^\s{}]{1,200}$")
+
+
+def validate_group(name: object) -> str:
+    """Return ``name`` if it is a valid aggregation group name (1-200 characters, no spaces or
+    braces), else raise :class:`InvalidArgumentError`."""
+    if not isinstance(name, str) or not _GROUP_RE.match(name):
+        raise InvalidArgumentError(f"invalid group name {name!r}: use 1-200 characters, no spaces or braces")
+    return name
 
 
 _valid: set[str] = set()
@@ -60,12 +69,15 @@ class QueueKeys:
     waiters that started waiting after the enqueue), progress (HASH id -> latest progress value),
     events (STREAM, the lifecycle events), conf (HASH of per-queue settings: ``events`` = the
     stream's cap, 0 = off), cron (HASH scheduler entry name -> definition), cron_last (HASH entry
-    name -> last fired tick, ms), cron_paused (SET of paused entry names).
+    name -> last fired tick, ms), cron_paused (SET of paused entry names), groups / groups_first /
+    groups_size (ZSETs group name -> its newest task's join time / oldest's / its size), aggregating
+    (counter of the tasks in groups).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
-                 "events", "conf", "cron", "cron_last", "cron_paused")
+                 "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
+                 "aggregating")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -91,6 +103,14 @@ class QueueKeys:
         self.cron = base + "cron"
         self.cron_last = base + "cron:last"
         self.cron_paused = base + "cron:paused"
+        self.groups = base + "groups"
+        self.groups_first = base + "groups:first"
+        self.groups_size = base + "groups:size"
+        self.aggregating = base + "aggregating"
+
+    def group(self, name: str) -> str:
+        """ZSET of an aggregation group's tasks: id -> when it joined (ms, Redis clock)."""
+        return f"{self.base}g:{name}"
 
     def cron_history(self, entry: str) -> str:
         """LIST of an entry's last enqueues, newest first ('tick_ms task_id enqueued_ms')."""

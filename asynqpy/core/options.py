@@ -15,7 +15,7 @@ from typing import Any
 from . import codec
 from .codec import Message
 from .errors import InvalidArgumentError, PayloadError
-from .keys import validate_queue
+from .keys import validate_group, validate_queue
 
 Seconds = int | float | timedelta
 When = int | float | datetime
@@ -40,7 +40,7 @@ MAX_SECONDS = 100 * 365 * 24 * 3600
 MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
-                     "retention", "retry_delay", "headers"})
+                     "retention", "retry_delay", "headers", "group"})
 """The names of the enqueue options."""
 
 
@@ -222,6 +222,7 @@ def prepare(
     retention: Seconds = 0,
     retry_delay: Seconds | None = None,
     headers: Mapping[str, str] | None = None,
+    group: str | None = None,
     reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
@@ -229,6 +230,14 @@ def prepare(
     """Validate enqueue arguments (see :meth:`asynqpy.Client.enqueue` for their meaning)."""
     _check_type(task_type)
     validate_queue(queue)
+    if group is not None:
+        validate_group(group)
+        if process_at is not None or process_in is not None:
+            raise InvalidArgumentError("a grouped task waits in its group until it is aggregated: give group or "
+                                       "process_at/process_in, not both")
+        if reply_to:
+            raise InvalidArgumentError("a grouped task has no result of its own (its group's aggregate has): "
+                                       "enqueue it, do not call it")
     if isinstance(max_retry, bool) or not isinstance(max_retry, int) or max_retry < 0:
         raise InvalidArgumentError(f"max_retry must be an int >= 0, got {max_retry!r}")
     now = time.time() if now is None else now
@@ -277,6 +286,7 @@ def prepare(
         retry_delay_ms=retry_delay_ms,
         headers=check_headers(headers),
         reply_to=reply_to,
+        group=group or "",
     )
     values = list(msg.__dict__.values())
     return Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),

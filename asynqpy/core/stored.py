@@ -8,12 +8,15 @@ signed; see :mod:`asynqpy.core.codec`). The Lua scripts read the same layout (``
 
 from __future__ import annotations
 
+from .codec import decode, may_be_unique
+from .errors import MalformedMessageError
+
 ACTIVE = b"a"
 TOKEN_LEN = 8
 
 
 def state_char(stored: bytes) -> bytes:
-    """The state byte (``p a s r x c``; anything else if written by hand)."""
+    """The state byte (``p a s r x c g``; anything else if written by hand)."""
     return stored[:1]
 
 
@@ -29,3 +32,16 @@ def token_of(stored: bytes) -> bytes:
 def message_of(stored: bytes) -> bytes:
     """The encoded message: after the state byte, and after the lease token for an active task."""
     return stored[1 + TOKEN_LEN:] if stored[:1] == ACTIVE else stored[1:]
+
+
+def lock_digest(stored: bytes | None) -> str:
+    """The uniqueness digest of a stored task ('' when not unique, gone or malformed)."""
+    if not stored:
+        return ""
+    body = message_of(stored)
+    if not may_be_unique(body):
+        return ""
+    try:
+        return decode(body).lock_digest()
+    except MalformedMessageError:
+        return ""

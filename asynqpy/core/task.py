@@ -46,6 +46,7 @@ class TaskState(str, enum.Enum):
     RETRY = "retry"
     ARCHIVED = "archived"
     COMPLETED = "completed"
+    AGGREGATING = "aggregating"
 
     @property
     def code(self) -> str:
@@ -64,6 +65,7 @@ _CODES = {
     TaskState.RETRY: "r",
     TaskState.ARCHIVED: "x",
     TaskState.COMPLETED: "c",
+    TaskState.AGGREGATING: "g",
 }
 _BY_CODE = {v: k for k, v in _CODES.items()}
 
@@ -191,7 +193,8 @@ class TaskInfo:
 
     Filled by the Inspector: ``enqueued_at``; for an active task ``lease_until`` (when its lease
     runs out unless renewed) and ``orphaned`` (the lease has already expired: its worker died or
-    stalled, and the recoverer will retry it); for an archived task ``archived_at``."""
+    stalled, and the recoverer will retry it); for an archived task ``archived_at``. ``group``: the
+    aggregation group the task was enqueued to ('' = none)."""
 
     id: str
     queue: str
@@ -215,6 +218,7 @@ class TaskInfo:
     traceback: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     progress: Any = None
+    group: str = ""
 
     @classmethod
     def from_message(
@@ -226,4 +230,4 @@ class TaskInfo:
         return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
-                   traceback=msg.traceback, headers=dict(msg.headers or {}))
+                   traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group)

@@ -66,6 +66,10 @@ class ServerOptions:
     max_result_bytes: int = 1 << 20
     scheduler: bool = False
     scheduler_entries: Sequence[Entry] = ()
+    group_aggregator: Callable[[str, list[Task]], Any] | None = None
+    group_grace_period: float = 60.0
+    group_max_delay: float | None = None
+    group_max_size: int = 1000
 
     def validate(self) -> ServerOptions:
         """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
@@ -108,6 +112,9 @@ class ServerOptions:
                 or not all(isinstance(e, Entry) for e in self.scheduler_entries):
             raise InvalidArgumentError("scheduler_entries must be a list of entries (Scheduler.register / "
                                        f"asynqpy.core.cron.make_entry), got {self.scheduler_entries!r}")
+        from .aggregator import check_params
+
+        check_params(self.group_aggregator, self.group_grace_period, self.group_max_delay, self.group_max_size)
         if not callable(self.retry_delay):
             raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
         return self

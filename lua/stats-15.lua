@@ -5,9 +5,11 @@ KEYS[6] completed  KEYS[7] paused  KEYS[8] processed  KEYS[9] failed
 KEYS[10] processed_day  KEYS[11] failed_day
 KEYS[12] t         tasks hash (to read the oldest pending task)
 KEYS[13] trimmed   lifetime count of archived tasks deleted by the archive limits
+KEYS[14] aggregating  counter of the tasks in aggregation groups
+KEYS[15] groups    the queue's aggregation groups (zset)
 ARGV[1] now        '' = Redis time; else a simulated time in ms
 Returns {pending, active, scheduled, retry, archived, completed, paused (0/1),
-         processed, failed, processed_today, failed_today, trimmed, now, oldest}:
+         processed, failed, processed_today, failed_today, trimmed, now, oldest, aggregating, groups}:
 oldest = the stored value of the oldest pending task (the right end of the list; the last 10 ids
 are looked at, skipping placeholders of removed tasks), false when none.
 ]]
@@ -29,5 +31,5 @@ return {
   redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
   redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6]),
   redis.call('EXISTS', KEYS[7]), int(KEYS[8]), int(KEYS[9]), int(KEYS[10]), int(KEYS[11]),
-  int(KEYS[13]), now_ms(ARGV[1]), oldest,
+  int(KEYS[13]), now_ms(ARGV[1]), oldest, int(KEYS[14]), redis.call('ZCARD', KEYS[15]),
 }
