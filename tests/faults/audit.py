@@ -148,10 +148,11 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
 
 
 class Workers:
-    """``n`` ``asynqpy worker`` processes serving fault_workers:mux, each replaceable."""
+    """``n`` ``asynqpy worker`` processes serving ``target`` (fault_workers:mux), each replaceable."""
 
-    def __init__(self, url: str, recorder_url: str, n: int, *args: str, log_dir: Path) -> None:
-        self.url, self.recorder_url, self.args, self.log_dir = url, recorder_url, args, log_dir
+    def __init__(self, url: str, recorder_url: str, n: int, *args: str, log_dir: Path,
+                 target: str = "fault_workers:mux") -> None:
+        self.url, self.recorder_url, self.args, self.log_dir, self.target = url, recorder_url, args, log_dir, target
         log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = 0
@@ -163,7 +164,7 @@ class Workers:
                    PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
         self.started += 1
         log = open(self.log_dir / f"worker-{self.started}.log", "wb")
-        cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", "fault_workers:mux",
+        cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", self.target,
                "--redis-url", self.url, *self.args]
         return subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis.asyncio as aredis
 
-from asynqpy import ServeMux, Task
+from asynqpy import App, ServeMux, Task
 
 mux = ServeMux()
 _rec: aredis.Redis | None = None
@@ -39,3 +39,13 @@ async def job(task: Task) -> str:
         raise RuntimeError("planned failure")
     await recorder().rpush("ends", f"{task.id}|{task.retry_count}|{time.time():.6f}|{os.getpid()}")
     return f"{task.id}|{task.retry_count}"
+
+
+def _aggregate(group: str, tasks: list[Task]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A group's tasks become one job that records which tasks it stands for (kept for the audit)."""
+    return "job", {"ms": 20, "group": group, "members": [t.id for t in tasks]}, {"retention": 3600}
+
+
+grouping = App(group_aggregator=_aggregate, group_grace_period=0.2, group_max_size=10)
+"""The same handler, on workers that also aggregate groups (tests/faults/test_groups.py)."""
+grouping.mux.handle("job", job)
