@@ -217,7 +217,8 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
 
 
 ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",
-                 "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload"}
+                 "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload",
+                 "group": "--group"}
 """The library's option names and the enqueue command's flags for them."""
 
 
@@ -419,13 +420,14 @@ def _child_argv(argv: list[str]) -> list[str]:
 @click.option("--task-id", default=None, help="The task's id (default: a random one).")
 @click.option("--retention", default=0.0, show_default=True, type=float,
               help="Seconds to keep the task, with its result, once it succeeded (see `task inspect`).")
+@click.option("--group", default=None, help="Aggregation group: the task waits there until a server aggregates it.")
 @json_option
 @signing_key_option
 @redis_url_option
 @user_errors
 def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None,
             process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
-            task_id: str | None, retention: float, as_json: bool, signing_key_file: str | None,
+            task_id: str | None, retention: float, group: str | None, as_json: bool, signing_key_file: str | None,
             redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
@@ -439,6 +441,8 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
         extra["timeout"] = timeout or None  # 0: no limit
     if process_at is not None:
         extra["process_at"] = process_at
+    if group is not None:
+        extra["group"] = group
     from asynqpy.client import Client
 
     with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:

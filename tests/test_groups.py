@@ -180,3 +180,34 @@ def test_operator_actions_on_grouped_tasks(backend: Any) -> None:
         insp.remove_queue(Q, force=True)
         assert Q not in insp.queues()
         assert not backend.sync.exists(queue_keys(Q).aggregating, queue_keys(Q).groups)
+
+
+@pytest.mark.real
+def test_group_commands(redis_url: str) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", redis_url])
+        return res.exit_code, res.stdout, res.stderr
+
+    with Client(redis_url) as c:
+        for i in range(3):
+            c.enqueue("mail", i, group="user:7", queue=Q, task_id=f"m{i}")
+    code, out, _ = cli("queue", "groups", Q)
+    assert code == 0 and "user:7" in out and " 3 " in out
+    code, out, _ = cli("queue", "inspect", Q)
+    assert code == 0 and "aggregating 3 in 1 group(s)" in out
+    code, out, _ = cli("task", "ls", "-q", Q, "--state", "aggregating", "--group", "user:7")
+    assert code == 0 and "m0" in out and "m2" in out and "aggregating 1-3 of 3" in out
+    code, _, err = cli("task", "ls", "-q", Q, "--state", "aggregating")
+    assert code == 2 and err.startswith("asynqpy: error: aggregating tasks are listed per group: give --group")
+    code, out, _ = cli("enqueue", "mail", "--queue", Q, "--group", "user:8", "--payload", "1")
+    assert code == 0 and out.endswith(f"to {Q}: aggregating\n"), out
+    code, _, err = cli("enqueue", "mail", "--queue", Q, "--group", "user:8", "--in", "5")
+    assert code == 2 and "give --group or --at/--in, not both" in err, err
+    code, out, _ = cli("task", "run", "-q", Q, "--id", "m0")
+    assert code == 0
+    code, out, _ = cli("queue", "groups", Q, "--json")
+    assert code == 0 and '"size": 2' in out

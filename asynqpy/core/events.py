@@ -21,7 +21,7 @@ from .keys import queue_keys
 from .task import ms_to_datetime
 
 EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "archived", "deleted",
-          "cancelled", "lease_expired", "edited")
+          "cancelled", "lease_expired", "edited", "aggregated")
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
 """Events kept per queue unless set otherwise (about: trimming is by whole stream nodes)."""
