@@ -47,5 +47,5 @@ def _aggregate(group: str, tasks: list[Task]) -> tuple[str, dict[str, Any], dict
 
 
 grouping = App(group_aggregator=_aggregate, group_grace_period=0.2, group_max_size=10)
-"""The same handler, on workers that also aggregate groups (tests/faults/test_groups.py)."""
+"""The same handler, on workers that also aggregate groups (tests/faults/test_aggregation.py)."""
 grouping.mux.handle("job", job)
