@@ -339,3 +339,12 @@ def test_a_restarted_scheduler_keeps_its_unchanged_entries(backend: Any) -> None
     assert first.created_ms == again.created_ms == 1000
     (changed,) = asyncio.run(register(make_entry("r", "t", {"k": (1, 3)}, every=5, queue="sq"), 9000))
     assert changed.created_ms == 9000
+
+
+@pytest.mark.real
+def test_names_that_are_not_text_are_refused(redis_url: str) -> None:
+    """An entry or group name with a lone surrogate (not encodable) is a typed error, exit 2."""
+    for args in (("cron", "pause", "\ud800"), ("cron", "rm", "\ud800"), ("cron", "run-now", "\ud800"),
+                 ("task", "ls", "-q", "q", "--state", "aggregating", "--group", "\ud800")):
+        code, _, err = cli(*args, "--redis-url", redis_url)
+        assert code == 2 and err.startswith("asynqpy: error: ") and err.count("\n") == 1, (args, err)

@@ -542,7 +542,7 @@ def test_cli_commands_fuzz(redis_url: str) -> None:
 
 
 def test_cli_worker_fuzz(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Server, "run", lambda self, mux: None)  # a valid command line returns at once
+    monkeypatch.setattr(Server, "run", lambda self, mux, **kw: None)  # a valid command line returns at once
     monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds "." to it each time
 
     @settings(max_examples=150, suppress_health_check=SLOW)

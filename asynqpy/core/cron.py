@@ -135,12 +135,26 @@ class Entry:
             return None
 
 
+def check_name(name: object) -> str:
+    """``name`` if it is a valid entry name, else InvalidArgumentError."""
+    if not isinstance(name, str) or not _NAME.match(name) or not _encodable(name):
+        raise InvalidArgumentError(f"an entry name is 1 to 200 characters without spaces or braces, got {name!r}")
+    return name
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "default", cron: str | None = None,
                every: float | None = None, tz: str = "UTC", missed: str = "skip", created_ms: int = 0,
                max_payload_bytes: int = 1 << 20, **options: Any) -> Entry:
     """A validated :class:`Entry` (InvalidArgumentError naming the bad argument otherwise)."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidArgumentError(f"an entry name is 1 to 200 characters without spaces or braces, got {name!r}")
+    check_name(name)
     validate_queue(queue)
     if (cron is None) == (every is None):
         raise InvalidArgumentError("give an entry either cron='...' or every=seconds (one of them)")
@@ -442,6 +456,8 @@ def _entry_code(queue: str, name: str) -> Callable[[Any], int]:
 
 def remove_plan(broker: Broker, queue: str, name: str) -> Plan[None]:
     """Forget an entry (EntryNotFoundError if there is none)."""
+    check_name(name)
+    validate_queue(queue)
     call = broker.cron_remove(queue, name)
     (r,) = yield [Call(_entry_code(queue, name), call.script, call.keys, call.args)]
     _raise(r)
@@ -449,6 +465,8 @@ def remove_plan(broker: Broker, queue: str, name: str) -> Plan[None]:
 
 def pause_plan(broker: Broker, queue: str, name: str, paused: bool) -> Plan[None]:
     """Pause or resume an entry (EntryNotFoundError if there is none)."""
+    check_name(name)
+    validate_queue(queue)
     call = broker.cron_pause(queue, name, paused)
     (r,) = yield [Call(_entry_code(queue, name), call.script, call.keys, call.args)]
     _raise(r)
@@ -456,6 +474,8 @@ def pause_plan(broker: Broker, queue: str, name: str, paused: bool) -> Plan[None
 
 def run_now_plan(broker: Broker, queue: str, name: str, now_ms: int) -> Plan[str]:
     """Enqueue an entry's task now, outside its schedule (paused or not); returns the task id."""
+    check_name(name)
+    validate_queue(queue)
     (data,) = yield [Call(lambda r: r, command=("HGET", queue_keys(queue).cron, name))]
     if _raise(data) is None:
         raise EntryNotFoundError(f"no scheduler entry {name!r} in queue {queue!r}")

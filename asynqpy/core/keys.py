@@ -30,6 +30,10 @@ def validate_group(name: object) -> str:
     braces), else raise :class:`InvalidArgumentError`."""
     if not isinstance(name, str) or not _GROUP_RE.match(name):
         raise InvalidArgumentError(f"invalid group name {name!r}: use 1-200 characters, no spaces or braces")
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"invalid group name {name!r}: it is not valid text") from None
     return name
 
 
