@@ -24,7 +24,7 @@ from .core.server_record import ServerInfo, WorkerInfo
 from .core.signing import SigningKeys, make_signer
 from .core.task import TaskInfo, TaskState
 from .redisio.connection import async_client, read_timeout, sync_client
-from .redisio.executor import AsyncExecutor, SyncExecutor
+from .redisio.executor import AsyncExecutor, SyncExecutor, arun_plan, run_plan
 
 T = TypeVar("T")
 
@@ -47,12 +47,7 @@ class Inspector:
         self._plans = Plans(self.broker)
 
     def _run(self, plan: Plan[T]) -> T:
-        try:
-            calls = next(plan)
-            while True:
-                calls = plan.send(self._exec.run_many(calls))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return run_plan(self._exec, plan)
 
     def queues(self) -> list[str]:
         """Names of every known queue, sorted."""
@@ -230,12 +225,7 @@ class AsyncInspector:
         self._plans = Plans(self.broker)
 
     async def _run(self, plan: Plan[T]) -> T:
-        try:
-            calls = next(plan)
-            while True:
-                calls = plan.send(await self._exec.run_many(calls))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return await arun_plan(self._exec, plan)
 
     async def queues(self) -> list[str]:
         """See :meth:`Inspector.queues`."""

@@ -33,6 +33,7 @@ from .broker import Broker, Call
 from .codec import Message
 from .errors import EntryNotFoundError, InvalidArgumentError
 from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_queue
+from .options import _is_text
 
 MISSED = ("skip", "last")
 """What an entry does with ticks missed while no scheduler ran: skip them, or run the last one once."""
@@ -137,17 +138,9 @@ class Entry:
 
 def check_name(name: object) -> str:
     """``name`` if it is a valid entry name, else InvalidArgumentError."""
-    if not isinstance(name, str) or not _NAME.match(name) or not _encodable(name):
+    if not isinstance(name, str) or not _NAME.match(name) or not _is_text(name):
         raise InvalidArgumentError(f"an entry name is 1 to 200 characters without spaces or braces, got {name!r}")
     return name
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "default", cron: str | None = None,

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
 from hiredis import pack_command
@@ -462,3 +462,24 @@ class AsyncExecutor:
     async def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many_replicated`."""
         return await self._per_node(calls, (replicas, timeout_ms)) if calls else []
+
+
+def run_plan(executor: SyncExecutor, plan: Generator[list[Call[Any]], list[Any], T]) -> T:
+    """Drive a plan (:mod:`asynqpy.core.inspection`): each round trip it yields, run in one
+    pipeline; returns its answer."""
+    try:
+        calls = next(plan)
+        while True:
+            calls = plan.send(executor.run_many(calls))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def arun_plan(executor: AsyncExecutor, plan: Generator[list[Call[Any]], list[Any], T]) -> T:
+    """Async twin of :func:`run_plan`."""
+    try:
+        calls = next(plan)
+        while True:
+            calls = plan.send(await executor.run_many(calls))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -23,7 +23,7 @@ from ..core.cron import Entry, QueueEntries
 from ..core.errors import AsynqpyError
 from ..core.inspection import Plan
 from ..redisio.connection import REDIS_ERRORS
-from ..redisio.executor import AsyncExecutor
+from ..redisio.executor import AsyncExecutor, arun_plan
 
 log = logging.getLogger("asynqpy.scheduler")
 T = TypeVar("T")
@@ -61,12 +61,7 @@ class Scheduling:
         self._hold = 0.0  # seconds to wait before calling again for a tick Redis found early
 
     async def _plan(self, plan: Plan[T]) -> T:
-        try:
-            calls = next(plan)
-            while True:
-                calls = plan.send(await self.exec.run_many(calls))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return await arun_plan(self.exec, plan)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
