@@ -17,12 +17,13 @@ from .core import options as opts
 from .core.broker import Broker, Call
 from .core.clock import Clock
 from .core.errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
+from .core.inspection import Plans
 from .core.keys import validate_queue
 from .core.results import RECHECK, Outcome, not_found, outcome_of_stored
 from .core.signing import SigningKeys, make_signer
 from .core.task import TaskInfo, TaskState
 from .redisio.connection import async_client, sync_client
-from .redisio.executor import AsyncExecutor, SyncExecutor
+from .redisio.executor import AsyncExecutor, SyncExecutor, arun_plan, run_plan
 from .redisio.inbox import AsyncInbox, SyncInbox
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
@@ -264,7 +265,10 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
         ``task_id`` (default: a random 16-character id); ``retention`` (seconds to keep the completed task
         and its result); ``retry_delay`` (seconds between retries, overriding the server's policy);
         ``headers`` (``{str: str}``, at most 64 entries and 8 KiB, seen by the handler as
-        ``task.headers``, covered by signing).
+        ``task.headers``, covered by signing); ``unique_key`` (unique by this key instead of type
+        and payload, for ``unique`` seconds or 24 h); ``group`` (wait in this aggregation group);
+        ``on_conflict`` ("raise" [default] or "return": with a ``task_id`` a live task already
+        has, return that task's TaskInfo instead of raising).
 
         Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
         duplicate unique task, TaskIdConflictError when a live task has ``task_id``."""
@@ -310,9 +314,15 @@ class Client(_ClientCore):
         return self._pipeline.run(calls)  # concurrent threads share round trips
 
     def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
+        existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
         plan = self._plan([p])
-        return self._results([p], plan, self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
+        try:
+            return self._results([p], plan, self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
+        except TaskIdConflictError:
+            if not existing:
+                raise
+            return run_plan(self._exec, Plans(self.broker).task_info(p.queue, p.id))
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
@@ -414,9 +424,15 @@ class AsyncClient(_ClientCore):
         return await self._pipeline.run(calls)  # concurrent callers share round trips
 
     async def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
+        existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
         plan = self._plan([p])
-        return self._results([p], plan, await self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
+        try:
+            return self._results([p], plan, await self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
+        except TaskIdConflictError:
+            if not existing:
+                raise
+            return await arun_plan(self._exec, Plans(self.broker).task_info(p.queue, p.id))
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
@@ -615,6 +631,17 @@ class _SyncAutoPipeline:
                     w.done.release()
         finally:
             self._hand_over()
+
+
+def _on_conflict(options: dict[str, Any]) -> bool:
+    """Pop ``on_conflict`` from enqueue options: True for "return" (a live task with the given
+    ``task_id`` is returned as it is), False for "raise" (the default: TaskIdConflictError)."""
+    how: object = options.pop("on_conflict", "raise")
+    if how not in ("raise", "return"):
+        raise InvalidArgumentError(f"on_conflict must be 'raise' or 'return', got {how!r}")
+    if how == "return" and "task_id" not in options:
+        raise InvalidArgumentError("on_conflict='return' needs a task_id (a generated id never conflicts)")
+    return how == "return"
 
 
 def _one(replies: list[Any]) -> Any:

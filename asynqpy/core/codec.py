@@ -62,15 +62,19 @@ class Message:
     headers: dict[str, str] | None = None
     reply_to: str = ""
     group: str = ""
+    unique_key: str = ""
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
     def lock_digest(self) -> str:
-        """The uniqueness digest ('' when the task is not unique): queue + type + payload."""
+        """The uniqueness digest ('' when the task is not unique): of the caller's ``unique_key``
+        if it gave one, else of the type and payload (the lock key adds the queue)."""
         if not self.unique:
             return ""
+        if self.unique_key:
+            return hashlib.sha1(b"key\0" + self.unique_key.encode(), usedforsecurity=False).hexdigest()
         return unique_digest(self.type, self.payload)
 
 
@@ -78,7 +82,7 @@ _FIELDS = [f.name for f in fields(Message)]
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
-    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,),
+    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,),
 ]
 
 

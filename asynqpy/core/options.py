@@ -40,7 +40,7 @@ MAX_SECONDS = 100 * 365 * 24 * 3600
 MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
-                     "retention", "retry_delay", "headers", "group"})
+                     "retention", "retry_delay", "headers", "group", "unique_key"})
 """The names of the enqueue options."""
 
 
@@ -207,6 +207,11 @@ def _epoch(name: str, value: When) -> float:
     return float(value)
 
 
+DEFAULT_UNIQUE_KEY_TTL = 24 * 3600
+"""Seconds a ``unique_key`` holds when no ``unique`` TTL is given (it is released sooner when the
+task finishes, is deleted or archived)."""
+
+
 def prepare(
     task_type: str,
     payload: Any = None,
@@ -223,6 +228,7 @@ def prepare(
     retry_delay: Seconds | None = None,
     headers: Mapping[str, str] | None = None,
     group: str | None = None,
+    unique_key: str | None = None,
     reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
@@ -258,6 +264,12 @@ def prepare(
     elif process_at is not None:
         delay = max(0.0, _epoch("process_at", process_at) - now)
 
+    if unique_key is not None:
+        if not isinstance(unique_key, str) or not unique_key or len(unique_key) > 1024 or not _is_text(unique_key):
+            raise InvalidArgumentError(f"unique_key must be a non-empty string of at most 1024 characters, "
+                                       f"got {unique_key!r}")
+        if unique is None:
+            unique = DEFAULT_UNIQUE_KEY_TTL
     unique_ttl = 0
     if unique is not None:
         seconds = _seconds("unique", unique)
@@ -287,6 +299,7 @@ def prepare(
         headers=check_headers(headers),
         reply_to=reply_to,
         group=group or "",
+        unique_key=unique_key or "",
     )
     values = list(msg.__dict__.values())
     return Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),
