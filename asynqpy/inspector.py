@@ -15,11 +15,13 @@ from typing import Any, TypeVar
 from .core import cron
 from .core import cron as _cron
 from .core import events as ev
+from .core import limits as _limits
 from .core.broker import Broker, QueueStats
 from .core.clock import Clock
 from .core.events import TaskEvent
 from .core.inspection import DailyStats, GroupInfo, Plan, Plans, QueueInfo
 from .core.keys import queue_keys
+from .core.limits import QueueLimits
 from .core.server_record import ServerInfo, WorkerInfo
 from .core.signing import SigningKeys, make_signer
 from .core.task import TaskInfo, TaskState
@@ -28,7 +30,8 @@ from .redisio.executor import AsyncExecutor, SyncExecutor, arun_plan, run_plan
 
 T = TypeVar("T")
 
-__all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "ServerInfo", "WorkerInfo"]
+__all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "QueueLimits", "ServerInfo",
+           "WorkerInfo"]
 
 
 class Inspector:
@@ -85,6 +88,25 @@ class Inspector:
         reader = ev.Reader(queue, since, follow, block_ms=_block_ms(self.redis))
         while not reader.done:
             yield from reader.feed(self._exec.run(reader.call()))
+
+    def set_limits(self, queue: str, *, concurrency: int | None = None, rate: float | str | None = None,
+                   burst: int | None = None) -> QueueLimits:
+        """Limit the queue across every worker: at most ``concurrency`` of its tasks active at once;
+        at most ``rate`` starts per second (a number, or text such as "100/s", "30/m") with
+        bursts of up to ``burst`` (default 1: evenly spaced). Limits not given stay as they are;
+        they hold from the next dequeue of any worker. Returns the limits now in force."""
+        for r in self._exec.run_many(_limits.set_calls(queue, concurrency, rate, burst)):
+            if isinstance(r, Exception):
+                raise r
+        return self.limits(queue)
+
+    def clear_limits(self, queue: str) -> None:
+        """Remove every limit of the queue."""
+        self._exec.run(_limits.clear_call(queue))
+
+    def limits(self, queue: str) -> QueueLimits:
+        """The queue's limits (None where there is none)."""
+        return self._exec.run(_limits.get_call(queue))
 
     def set_events(self, queue: str, max_len: int) -> None:
         """Keep about ``max_len`` events in the queue's stream (default 10 000); 0 turns the stream
@@ -259,6 +281,22 @@ class AsyncInspector:
         while not reader.done:
             for event in reader.feed(await self._exec.run(reader.call())):
                 yield event
+
+    async def set_limits(self, queue: str, *, concurrency: int | None = None, rate: float | str | None = None,
+                         burst: int | None = None) -> QueueLimits:
+        """See :meth:`Inspector.set_limits`."""
+        for r in await self._exec.run_many(_limits.set_calls(queue, concurrency, rate, burst)):
+            if isinstance(r, Exception):
+                raise r
+        return await self.limits(queue)
+
+    async def clear_limits(self, queue: str) -> None:
+        """See :meth:`Inspector.clear_limits`."""
+        await self._exec.run(_limits.clear_call(queue))
+
+    async def limits(self, queue: str) -> QueueLimits:
+        """See :meth:`Inspector.limits`."""
+        return await self._exec.run(_limits.get_call(queue))
 
     async def set_events(self, queue: str, max_len: int) -> None:
         """See :meth:`Inspector.set_events`."""

@@ -1,4 +1,4 @@
-"""``asynqpy queue ls|inspect|history|groups|pause|unpause|rm``."""
+"""``asynqpy queue ls|inspect|history|groups|limit|pause|unpause|rm``."""
 
 from __future__ import annotations
 
@@ -130,6 +130,42 @@ def groups(queue_name: str, as_json: bool, redis_url: str) -> None:
     for g in found:
         t.add_row(g.group, f"{g.size:,}", utc(g.oldest), utc(g.newest))
     show(console(), t)
+
+
+@queue.command()
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="At most this many of the queue's tasks active at once, across all workers.")
+@click.option("--rate", default=None, help="At most this many task starts: 100/s, 30/m, 500/h (or per second).")
+@click.option("--burst", type=click.IntRange(min=1), default=None,
+              help="Starts allowed at once after a quiet spell (the token bucket's size; default 1).")
+@click.option("--clear", is_flag=True, help="Remove every limit of the queue.")
+@json_option
+@redis_url_option
+@user_errors
+def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int | None, clear: bool,
+          as_json: bool, redis_url: str) -> None:
+    """Show or set QUEUE's limits, enforced across every worker where tasks are handed out."""
+    with inspector(redis_url) as insp:
+        if clear:
+            if concurrency is not None or rate is not None or burst is not None:
+                raise UserError("--clear takes no limits with it")
+            insp.clear_limits(queue_name)
+        elif concurrency is not None or rate is not None or burst is not None:
+            insp.set_limits(queue_name, concurrency=concurrency, rate=rate, burst=burst)
+        got = insp.limits(queue_name)
+    if as_json:
+        emit_json(got)
+        return
+    if got.concurrency is None and got.rate is None:
+        click.echo(f"queue {queue_name}: no limits")
+        return
+    parts = []
+    if got.concurrency is not None:
+        parts.append(f"concurrency {got.concurrency}")
+    if got.rate is not None:
+        parts.append(f"rate {got.rate:g}/s (burst {got.burst})")
+    click.echo(f"queue {queue_name}: " + ", ".join(parts))
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:

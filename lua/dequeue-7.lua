@@ -13,7 +13,13 @@ ARGV[1] count    how many tasks at most
 ARGV[2] lease    lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
 ARGV[4] now      '' = Redis time; else a simulated time in ms
-Returns {now, remaining, id1, msg1, id2, msg2, ...}; remaining = -1 when the queue is paused.
+The queue's limits (conf fields, set by Inspector.set_limits): 'concurrency' = at most this many
+of its tasks active across all workers (the lease zset's size); 'rate' (tasks per second) and
+'burst' = a token bucket ('tokens', 'ts' its state) that each task taken uses one token of.
+Returns {now, remaining, wait, id1, msg1, id2, msg2, ...}; remaining = -1 when the queue is paused;
+wait = 0, or, when a limit held tasks back, ms before a dequeue may get one: the next token of the
+rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot frees sooner). A limited dequeue leaves no
+wake-up token (the workers it would wake could take nothing either).
 Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
 hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
 HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with events on).
@@ -21,12 +27,38 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 --- @include "now"
 --- @include "signal"
 --- @include "events"
+local LIMIT_WAIT = 1000
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  return {now, -1}
+  return {now, -1, 0}
 end
-local out = {now, 0}
-local ids = redis.call('RPOP', KEYS[2], tonumber(ARGV[1]))
+local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts')
+local count, wait = tonumber(ARGV[1]), 0
+local limit = tonumber(conf[2])
+if limit then
+  local free = limit - redis.call('ZCARD', KEYS[3])
+  if free < count then
+    count = math.max(free, 0)
+    wait = -LIMIT_WAIT  -- negative: held back by the concurrency limit (a freed slot ends it sooner)
+  end
+end
+local rate, tokens, bucket = tonumber(conf[3]), 0, false
+if rate and count > 0 then
+  bucket = true
+  local burst = tonumber(conf[4]) or 1
+  tokens = tonumber(conf[5]) or burst
+  local ts = tonumber(conf[6]) or now
+  tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+  if tokens < count then
+    count = math.floor(tokens)
+    wait = math.max(1, math.ceil((1 - (tokens - count)) * 1000 / rate))
+  end
+end
+local out = {now, 0, 0}
+local ids = false
+if count > 0 then
+  ids = redis.call('RPOP', KEYS[2], count)
+end
 if ids then
   local expiry = now + tonumber(ARGV[2])
   local prefix = 'a' .. ARGV[3]
@@ -48,15 +80,22 @@ if ids then
   if #hset > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
     redis.call('ZADD', KEYS[3], unpack(zadd))
-    local cap = events_cap(KEYS[7])
-    for i = 3, #out, 2 do
+    local cap = tonumber(conf[1]) or EVENTS_CAP
+    for i = 4, #out, 2 do
       emit(KEYS[6], cap, 'e', 'active', 'id', out[i], 'type', msg_type(out[i + 1]))
     end
   end
 end
+if bucket then  -- the bucket refilled up to now, less a token per task taken
+  redis.call('HSET', KEYS[7], 'tokens', tostring(tokens - (ids and #ids or 0)), 'ts', now)
+end
 local remaining = redis.call('LLEN', KEYS[2])
 out[2] = remaining
 if remaining > 0 then
-  signal(KEYS[5])
+  if wait ~= 0 then
+    out[3] = wait
+  else
+    signal(KEYS[5])
+  end
 end
 return out

@@ -83,6 +83,8 @@ class Dequeued:
     now_ms: int
     remaining: int  # pending tasks left in the queue; -1 = the queue is paused
     tasks: list[tuple[str, bytes]] = field(default_factory=list)  # (id, encoded message)
+    wait_ms: int = 0  # > 0: the queue's limits held tasks back; try again in this many ms
+    slot_bound: bool = False  # held back by the concurrency limit: a slot freed sooner ends the wait
 
 
 @dataclass(frozen=True)
@@ -329,8 +331,9 @@ class Broker:
         q = queue_keys(queue)
 
         def parse(reply: list[Any]) -> Dequeued:
-            items = [(_s(reply[i]), reply[i + 1]) for i in range(2, len(reply), 2)]
-            return Dequeued(int(reply[0]), int(reply[1]), items)
+            items = [(_s(reply[i]), reply[i + 1]) for i in range(3, len(reply), 2)]
+            wait = int(reply[2])
+            return Dequeued(int(reply[0]), int(reply[1]), items, abs(wait), wait < 0)
 
         return Call(
             parse,

@@ -68,6 +68,9 @@ log = logging.getLogger("asynqpy.processor")
 PROGRESS_EVERY = 0.2
 """Seconds between two progress writes of one task (task.progress in a tight loop writes at
 most this often; the latest value wins)."""
+SHORT_WAIT = 0.25
+"""A queue's limits holding its tasks back for less than this (s): the worker sleeps locally rather
+than in BLPOP (Redis times blocked clients out at its cron's pace, ~100 ms)."""
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
 MAX_ERROR_TEXT = 2048
@@ -144,6 +147,7 @@ class Processor:
         self._down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (loop time to try again, backoff)
         self._owed: str | None = None  # a queue whose wake token this server took and has not acted on yet
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
+        self._limited: dict[str, tuple[float, bool]] = {}  # queue -> (loop time its limits hold until, by concurrency)
         weights = self.opts.queues
         self._strict = sorted(self.queues, key=lambda q: -weights[q])
 
@@ -218,6 +222,9 @@ class Processor:
             marked = self._empty.get(q)
             if marked is not None and loop.time() - marked < EMPTY_RECHECK or self._is_down(q, loop.time()):
                 continue
+            held = self._limited.get(q)
+            if held is not None and held[0] > loop.time():
+                continue
             token = secrets.token_hex(4)
             lease_from, sent_ms = loop.time(), self.ctx.clock.local_ms()
             self._in_dequeue = True
@@ -238,11 +245,16 @@ class Processor:
     async def _wait_for_work(self, count: int) -> None:
         """Block until a wake token arrives. On plain Redis the first queue's dequeue rides in the
         same round trip (see :mod:`asynqpy.wake`)."""
+        now = asyncio.get_running_loop().time()
+        timeout = self.opts.idle_timeout
+        if self._limited:  # wake up when a queue's limits let a task through again
+            timeout = min(timeout, max(0.001, min(at for at, _ in self._limited.values()) - now))
+            if timeout < SHORT_WAIT:  # Redis times a blocked BLPOP out only every ~100 ms: sleep here
+                await self.ctx.sleep(timeout)
+                return
         if self._waiter is None:
-            now = asyncio.get_running_loop().time()
             keys = [k for k, q in self._wake_keys.items() if not self._is_down(q, now)]
-            timeout = self.opts.idle_timeout
-            if self._down:  # wake up when the next unreachable queue is due to be tried again
+            if self._down:  # or when the next unreachable queue is due to be tried again
                 timeout = min(timeout, max(0.01, min(at for at, _ in self._down.values()) - now))
             got = None
             if keys:
@@ -257,7 +269,7 @@ class Processor:
             self._in_wait = True
             try:
                 fired, res, lease_from = await self._waiter.wait(
-                    list(self._wake_keys), self.opts.idle_timeout,
+                    list(self._wake_keys), timeout,
                     self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
             finally:
                 self._in_wait = False
@@ -287,7 +299,11 @@ class Processor:
     def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
         """Record a dequeue's result and start its tasks; True if there were any."""
         self.ctx.clock.observe(res.now_ms, sent_ms)
-        self._left_behind = res.remaining > 0 and bool(res.tasks)
+        self._left_behind = res.remaining > 0 and bool(res.tasks) and not res.wait_ms
+        if res.wait_ms:  # the queue's limits hold its tasks back: skip it until then
+            self._limited[q] = (asyncio.get_running_loop().time() + res.wait_ms / 1000, res.slot_bound)
+        else:
+            self._limited.pop(q, None)
         if res.remaining <= 0:
             self._empty[q] = asyncio.get_running_loop().time()
         else:
@@ -632,6 +648,10 @@ class Processor:
             if replies:
                 await self._reply(replies)
             self._writing = 0
+            freed = {o.running.queue for o in batch} & {q for q, (_, slot) in self._limited.items() if slot}
+            for q in freed:  # slots of a queue at its concurrency limit are free in Redis now: wake a
+                del self._limited[q]  # worker (this one, if it waits) to take the next task
+                await self._hand_back(q)
 
     async def _send_outcomes(self, batch: list[_Outcome]) -> tuple[list[_Outcome], list[Any]]:
         """Write ``batch`` in one pipeline: each retry, archive or complete as its own script call,

@@ -1,0 +1,85 @@
+"""A queue's limits, enforced where tasks are handed out (lua/dequeue-7.lua): at most
+``concurrency`` of its tasks active across all workers, and at most ``rate`` task starts per
+second (a token bucket holding up to ``burst`` tokens, refilled continuously: a smooth rate with
+bursts allowed up to ``burst``; one token per task taken). Stored in the queue's conf hash, so
+they change at run time and hold for every worker at once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .broker import Call
+from .errors import InvalidArgumentError
+from .keys import queue_keys
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$")
+_PER = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+MAX_RATE = 1_000_000.0
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """A queue's limits: ``concurrency`` (None = none), ``rate`` in tasks per second (None =
+    none) and its ``burst``."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    burst: int | None = None
+
+
+def parse_rate(value: Any) -> float:
+    """Tasks per second from a number or text such as "100/s", "30/m", "500/h"."""
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"rate must be tasks per second or text such as '100/s', got {value!r}")
+    if isinstance(value, (int, float)):
+        rate = float(value)
+    else:
+        m = _RATE.match(str(value))
+        if not m:
+            raise InvalidArgumentError(f"rate must be tasks per second or text such as '100/s', '30/m', '500/h', "
+                                       f"got {value!r}")
+        rate = float(m.group(1)) / _PER[m.group(2)]
+    if not 0 < rate <= MAX_RATE or not math.isfinite(rate):
+        raise InvalidArgumentError(f"rate must be more than 0 and at most {MAX_RATE:g} tasks per second, got {value!r}")
+    return rate
+
+
+def set_calls(queue: str, concurrency: int | None, rate: Any, burst: int | None) -> list[Call[Any]]:
+    """The commands setting the given limits (the others stay); a new rate starts a full bucket."""
+    k = queue_keys(queue)
+    fields: dict[str, Any] = {}
+    if concurrency is not None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgumentError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        fields["concurrency"] = concurrency
+    if rate is not None:
+        fields["rate"] = repr(parse_rate(rate))
+    if burst is not None:
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise InvalidArgumentError(f"burst must be an int >= 1, got {burst!r}")
+        fields["burst"] = burst
+    if not fields:
+        raise InvalidArgumentError("give concurrency, rate or burst")
+    calls: list[Call[Any]] = [Call(lambda r: r, command=("HSET", k.conf, *[x for kv in fields.items() for x in kv]))]
+    if rate is not None or burst is not None:
+        calls.append(Call(lambda r: r, command=("HDEL", k.conf, "tokens", "ts")))  # a fresh, full bucket
+    return calls
+
+
+def clear_call(queue: str) -> Call[Any]:
+    """The command removing every limit of the queue."""
+    return Call(lambda r: r, command=("HDEL", queue_keys(queue).conf, "concurrency", "rate", "burst", "tokens", "ts"))
+
+
+def get_call(queue: str) -> Call[QueueLimits]:
+    """The command reading the queue's limits."""
+    def parse(r: list[Any]) -> QueueLimits:
+        c, rate, burst = r
+        return QueueLimits(int(c) if c is not None else None, float(rate) if rate is not None else None,
+                           int(burst) if burst is not None else (1 if rate is not None else None))
+
+    return Call(parse, command=("HMGET", queue_keys(queue).conf, "concurrency", "rate", "burst"))

@@ -1,0 +1,119 @@
+"""A queue's limits (Inspector.set_limits, `asynqpy queue limit`), enforced by the dequeue script
+across every worker: never more than ``concurrency`` of its tasks running at once, never more
+starts than the token bucket allows, other queues flowing meanwhile, and idle workers not spinning.
+On fakeredis, redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from helpers import serving, until
+
+from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task
+from asynqpy.core.limits import QueueLimits, parse_rate
+
+Q = "lq"
+
+
+def test_setting_reading_and_clearing(backend: Any) -> None:
+    with Inspector(backend.sync) as insp:
+        assert insp.limits(Q) == QueueLimits()
+        assert insp.set_limits(Q, concurrency=3) == QueueLimits(3, None, None)
+        assert insp.set_limits(Q, rate="30/m", burst=2) == QueueLimits(3, 0.5, 2)
+        insp.clear_limits(Q)
+        assert insp.limits(Q) == QueueLimits()
+        for kwargs, message in [({}, "give concurrency, rate or burst"), ({"concurrency": 0}, "concurrency must"),
+                                ({"rate": "fast"}, "rate must be tasks per second"), ({"rate": -1}, "rate must be"),
+                                ({"burst": 0}, "burst must be")]:
+            with pytest.raises(InvalidArgumentError, match=message):
+                insp.set_limits(Q, **kwargs)
+        assert insp.limits(Q) == QueueLimits()  # refused: nothing set
+    assert parse_rate("100/s") == 100 and parse_rate("90/m") == 1.5 and parse_rate(7) == 7
+
+
+def _running_mux(state: dict[str, Any], hold: float) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("work")
+    async def work(task: Task) -> None:
+        state["now"] += 1
+        state["max"] = max(state["max"], state["now"])
+        state["started"].append(time.monotonic())
+        await asyncio.sleep(hold)
+        state["now"] -= 1
+
+    @mux.handle("other")
+    async def other(task: Task) -> None:
+        state["other"] += 1
+
+    return mux
+
+
+def test_concurrency_holds_across_workers(backend: Any) -> None:
+    """Four servers of concurrency 5: never more than 3 of the queue's tasks run at once, all run,
+    and another queue is not held back."""
+    state: dict[str, Any] = {"now": 0, "max": 0, "started": [], "other": 0}
+
+    async def main() -> None:
+        with Inspector(backend.sync) as insp:
+            insp.set_limits(Q, concurrency=3)
+        with Client(backend.sync) as c:
+            c.enqueue_many([("work", i) for i in range(24)], queue=Q)
+            c.enqueue_many([("other", i) for i in range(20)], queue="free")
+        mux = _running_mux(state, 0.05)
+        async with serving(backend.new_async(), mux, queues={Q: 1, "free": 1}, concurrency=5), \
+                serving(backend.new_async(), mux, queues={Q: 1, "free": 1}, concurrency=5), \
+                serving(backend.new_async(), mux, queues={Q: 1, "free": 1}, concurrency=5), \
+                serving(backend.new_async(), mux, queues={Q: 1, "free": 1}, concurrency=5):
+            await until(lambda: state["other"] == 20, 10)
+            await until(lambda: len(state["started"]) == 24, 20)
+
+    asyncio.run(main())
+    assert state["max"] == 3
+
+
+def test_rate_never_exceeds_the_bucket(backend: Any) -> None:
+    """Rate 20/s with burst 1, four servers: the starts never outrun the bucket (1 + 20 per
+    second from the first), and they keep coming."""
+    state: dict[str, Any] = {"now": 0, "max": 0, "started": [], "other": 0}
+
+    async def main() -> None:
+        with Inspector(backend.sync) as insp:
+            insp.set_limits(Q, rate="20/s")
+        with Client(backend.sync) as c:
+            c.enqueue_many([("work", i) for i in range(200)], queue=Q)
+        mux = _running_mux(state, 0)
+        async with serving(backend.new_async(), mux, queues={Q: 1}), serving(backend.new_async(), mux, queues={Q: 1}), \
+                serving(backend.new_async(), mux, queues={Q: 1}), serving(backend.new_async(), mux, queues={Q: 1}):
+            await until(lambda: len(state["started"]) >= 25, 20)
+
+    asyncio.run(main())
+    starts = state["started"]
+    first = starts[0]
+    for i, t in enumerate(starts):  # the i-th start needs i tokens beyond the first: i / 20 s
+        assert t - first >= (i - 1) / 20 - 0.02, (i, t - first)
+
+
+@pytest.mark.real
+def test_queue_limit_command(redis_url: str) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        res = CliRunner().invoke(main, ["queue", "limit", Q, *args, "--redis-url", redis_url])
+        return res.exit_code, res.stdout, res.stderr
+
+    assert cli() == (0, "queue lq: no limits\n", "")
+    assert cli("--concurrency", "4", "--rate", "100/s", "--burst", "10")[:2] == (
+        0, "queue lq: concurrency 4, rate 100/s (burst 10)\n")
+    code, out, _ = cli("--json")
+    assert code == 0 and '"concurrency": 4' in out
+    code, _, err = cli("--rate", "fast")
+    assert code == 2 and err.startswith("asynqpy: error: rate must be tasks per second")
+    code, _, err = cli("--clear", "--rate", "5/s")
+    assert code == 2 and err == "asynqpy: error: --clear takes no limits with it\n"
+    assert cli("--clear")[:2] == (0, "queue lq: no limits\n")
