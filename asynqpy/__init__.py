@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         PayloadError,
         QueueNotEmptyError,
         QueueNotFoundError,
+        RateLimited,
         RedisFullError,
         RedisUnavailableError,
         ResultError,
@@ -54,10 +55,10 @@ __all__ = [
     "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "EntryInfo",
     "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
     "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
-    "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RedisFullError", "RedisUnavailableError",
-    "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions", "SignatureError", "SkipRetry",
-    "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError", "TaskInfo", "TaskNotFoundError",
-    "TaskState", "TaskStateError", "TaskTimeoutError", "WorkerInfo",
+    "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
+    "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
+    "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
+    "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "WorkerInfo",
 ]
 
 

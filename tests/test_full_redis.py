@@ -82,6 +82,7 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "retry": (_active, lambda h: h.b.retry(Q, "a", "tok00001", h.active_msg("a").with_(retried=1), 1000)),
     "archive": (_active, lambda h: h.b.archive(Q, "a", "tok00001", h.active_msg("a"), 10, MAX_AGE)),
     "requeue": (_active, lambda h: h.b.requeue(Q, "a", "tok00001")),
+    "snooze": (_active, lambda h: h.b.snooze(Q, "a", "tok00001", 1000)),
     "extend": (_active, lambda h: h.b.extend(Q, 30_000, [("a", "tok00001")])),
     "forward": (lambda h: (h.x.run(h.b.schedule(Q, "s", Message("t"), 1000)), h.clock.advance(2)),
                 lambda h: h.b.forward(Q)),

@@ -117,3 +117,37 @@ def test_queue_limit_command(redis_url: str) -> None:
     code, _, err = cli("--clear", "--rate", "5/s")
     assert code == 2 and err == "asynqpy: error: --clear takes no limits with it\n"
     assert cli("--clear")[:2] == (0, "queue lq: no limits\n")
+
+
+def test_rate_limited_tasks_wait_without_failing(backend: Any) -> None:
+    """A handler raising RateLimited(retry_in): the task is scheduled retry_in later, runs again,
+    and neither a failure nor a retry is counted."""
+    from asynqpy import RateLimited
+
+    tries: list[float] = []
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("call_api")
+        async def call_api(task: Task) -> str:
+            tries.append(time.monotonic())
+            if len(tries) < 3:
+                raise RateLimited(0.3)
+            return "ok"
+
+        with Client(backend.sync) as c:
+            info = c.enqueue("call_api", queue=Q, max_retry=0, retention=60)
+        async with serving(backend.new_async(), mux, queues={Q: 1}):
+            await until(lambda: len(tries) == 3, 10)
+            with Inspector(backend.sync) as insp:
+                await until(lambda: insp.task_info(Q, info.id).state.value == "completed", 10)
+                done = insp.task_info(Q, info.id)
+                stats = insp.queue_info(Q)
+        assert done.retried == 0 and done.last_error == "" and done.result == "ok"
+        assert stats.failed_total == 0 and stats.processed_total == 1
+        assert all(b - a >= 0.25 for a, b in zip(tries, tries[1:]))  # each wait was about retry_in
+        with pytest.raises(InvalidArgumentError, match="retry_in must be"):
+            RateLimited(-1)
+
+    asyncio.run(main())

@@ -467,6 +467,14 @@ class Broker:
         q = queue_keys(queue)
         return Call(int, "rewake", (q.pending, q.wake))
 
+    def snooze(self, queue: str, id: str, token: str, delay_ms: float) -> Call[int]:
+        """active -> scheduled in ``delay_ms`` (capped to 0..:data:`MAX_DELAY_MS`), nothing counted
+        (RateLimited). Returns the due time."""
+        q = queue_keys(queue)
+        return Call(_finish_code("snooze", id), "snooze",
+                    (q.tasks, q.lease, q.scheduled, q.tick, q.progress, q.events, q.conf),
+                    (id_arg(id), token, delay_arg(delay_ms), self.clock.script_now()))
+
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)

@@ -113,6 +113,17 @@ class SkipRetry(Exception):
     """Raise from a handler to archive the task at once, without retrying it."""
 
 
+class RateLimited(Exception):
+    """Raise from a handler when a quota it depends on is spent: the task waits ``retry_in``
+    seconds, then runs again, without counting as a failure or using up a retry."""
+
+    def __init__(self, retry_in: float, message: str = "") -> None:
+        if isinstance(retry_in, bool) or not isinstance(retry_in, (int, float)) or not 0 <= retry_in < float("inf"):
+            raise InvalidArgumentError(f"retry_in must be a number of seconds >= 0, got {retry_in!r}")
+        super().__init__(message or f"rate limited: retry in {retry_in:g}s")
+        self.retry_in = float(retry_in)
+
+
 __all__ = [
     "AsynqpyError",
     "InvalidArgumentError",
@@ -132,5 +143,6 @@ __all__ = [
     "RedisFullError",
     "RedisUnavailableError",
     "ResultError",
+    "RateLimited",
     "SkipRetry",
 ]

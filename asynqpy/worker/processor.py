@@ -46,6 +46,7 @@ from ..core.errors import (
     LeaseLostError,
     MalformedMessageError,
     PayloadError,
+    RateLimited,
     ResultError,
     SignatureError,
     SkipRetry,
@@ -528,6 +529,11 @@ class Processor:
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
                 return b.complete(r.queue, r.id, r.token, msg, reply), "complete"
             return Done(r.id, r.token, r.msg, reply, progressed=r.progress_sent), "done"
+        if isinstance(error, RateLimited):  # a spent quota, not a failure: wait, then run again
+            log.info("task rate limited after %.3fs, runs again in %.1fs: %s", took, error.retry_in, r.fields,
+                     extra={**r.extra, "duration": took, "retry_in": error.retry_in})
+            r.ended = None
+            return b.snooze(r.queue, r.id, r.token, error.retry_in * 1000), "snooze"
         text = describe(error)[:MAX_ERROR_TEXT]
         failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms(),
                              traceback=format_traceback(error))
