@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
+    from .limiter import Limiter
     from .scheduler import Scheduler
     from .server import Server, ServerOptions
     from .worker.logs import configure_logging
@@ -53,7 +54,7 @@ __version__ = "0.1.0"
 __all__ = [
     "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
     "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "EntryInfo",
-    "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
+    "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "Limiter",
     "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
     "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
@@ -71,7 +72,7 @@ _WHERE = {
     "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
-    "Scheduler": "scheduler", "EntryInfo": "core.cron",
+    "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter",
 }
 
 

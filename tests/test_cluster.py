@@ -476,3 +476,25 @@ def test_cli_on_the_cluster(cluster_url: str) -> None:
     code, out = run("stats", "--json")
     rows = {r["queue"]: r for r in json.loads(out)}
     assert [(rows[q]["pending"], rows[q]["scheduled"]) for q in QUEUES] == [(1, 0), (1, 0), (1, 1)]
+
+
+@pytest.mark.cluster
+def test_many_first_commands_at_once_on_a_fresh_cluster_client(cluster_url: str) -> None:
+    """redis-py's asyncio RedisCluster, sent its first commands by many coroutines at once, lets
+    each load the topology and disconnect connections others write on ('NoneType' object has no
+    attribute 'writelines'): the executor initializes it once, the others waiting."""
+    from asynqpy.core.limits import acquire_call
+    from asynqpy.redisio.connection import async_client
+    from asynqpy.redisio.executor import AsyncExecutor
+
+    async def main() -> list[Any]:
+        client = async_client(cluster_url)
+        ex = AsyncExecutor(client)
+        try:
+            return await asyncio.gather(*(ex.run(acquire_call(f"n{i}", None, 1, 5, f"h{i}", 1000))
+                                          for i in range(30)), return_exceptions=True)
+        finally:
+            await client.aclose()
+
+    for _ in range(3):
+        assert [r for r in asyncio.run(main()) if isinstance(r, Exception)] == []

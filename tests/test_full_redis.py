@@ -138,8 +138,9 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     # a scheduler entry's tick: refused whole (the tick is not recorded as fired; it fires later)
     "cron_fire": lambda h: _cron_fire(h),
 }
-# a running task's progress report: refused when full (the task goes on without it), see below
-OPTIONAL = {"progress"}
+# a running task's progress report: refused when full (the task goes on without it), see below;
+# a named limit's grant (refused when full: the handler gets the error and its task is retried)
+OPTIONAL = {"progress", "limit_acquire"}
 
 
 def _cron_entry(h: H) -> Entry:

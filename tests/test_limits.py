@@ -151,3 +151,51 @@ def test_rate_limited_tasks_wait_without_failing(backend: Any) -> None:
             RateLimited(-1)
 
     asyncio.run(main())
+
+
+def test_a_named_limiter_inside_handlers(backend: Any) -> None:
+    """`async with Limiter(...)` in a handler: never more than 2 inside across two servers; a task
+    refused is snoozed (RateLimited) and runs later, nothing counted as failed; `with` works too."""
+    from asynqpy import Limiter, RateLimited
+
+    state = {"inside": 0, "most": 0, "done": 0}
+    api = Limiter(backend.new_async(), "api", concurrency=2,
+                  hold=10)
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("call")
+        async def call(task: Task) -> None:
+            async with api:
+                state["inside"] += 1
+                state["most"] = max(state["most"], state["inside"])
+                await asyncio.sleep(0.05)
+                state["inside"] -= 1
+            state["done"] += 1
+
+        with Client(backend.sync) as c:
+            c.enqueue_many([("call", i) for i in range(12)], queue=Q, max_retry=0)
+        async with serving(backend.new_async(), mux, queues={Q: 1}), serving(backend.new_async(), mux, queues={Q: 1}):
+            await until(lambda: state["done"] == 12, 30)
+        with Inspector(backend.sync) as insp:
+            assert insp.queue_info(Q).failed_total == 0
+
+    asyncio.run(main())
+    assert state["most"] == 2
+    rate = Limiter(backend.sync, "sms", rate="2/s")
+    with rate:  # the first token
+        pass
+    with pytest.raises(RateLimited) as exc:
+        with rate:
+            pass
+    assert 0 < exc.value.retry_in <= 0.5
+    patient = Limiter(backend.sync, "sms", rate="2/s", wait=True)
+    with patient:  # waits for the next token instead
+        pass
+    for kwargs, message in [({}, "needs a rate, a concurrency, or both"), ({"rate": "x"}, "rate must be"),
+                            ({"concurrency": 0}, "concurrency must be")]:
+        with pytest.raises(InvalidArgumentError, match=message):
+            Limiter(backend.sync, "n", **kwargs)
+    with pytest.raises(InvalidArgumentError, match="invalid limit name"):
+        Limiter(backend.sync, "a b", rate=1)

@@ -30,7 +30,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch", "group_add"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "unwatch_gone", "cron_fire",
-               "aggregate", "snooze"},
+               "aggregate", "snooze", "limit_acquire"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup"},
 }

@@ -23,6 +23,7 @@ CANCEL_CHANNEL = f"{PREFIX}:cancel"
 
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _GROUP_RE = re.compile(r"^[^\s{}]{1,200}$")
+_LIMIT_RE = _QUEUE_RE
 
 
 def validate_group(name: object) -> str:
@@ -55,6 +56,14 @@ def validate_queue(name: object) -> str:
     if len(_valid) < 10_000:
         _valid.add(name)
     return name
+
+
+def limit_keys(name: str) -> tuple[str, str]:
+    """The token bucket (HASH) and holders (ZSET) of a named limit (:class:`asynqpy.Limiter`),
+    tagged by the name: one slot per limit."""
+    if not isinstance(name, str) or not _LIMIT_RE.match(name):
+        raise InvalidArgumentError(f"invalid limit name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ . : -")
+    return f"{PREFIX}:limit:{{{name}}}", f"{PREFIX}:limit:{{{name}}}:held"
 
 
 def server_info(server_id: str) -> str:

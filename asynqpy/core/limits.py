@@ -14,7 +14,7 @@ from typing import Any
 
 from .broker import Call
 from .errors import InvalidArgumentError
-from .keys import queue_keys
+from .keys import limit_keys, queue_keys
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$")
 _PER = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
@@ -83,3 +83,17 @@ def get_call(queue: str) -> Call[QueueLimits]:
                            int(burst) if burst is not None else (1 if rate is not None else None))
 
     return Call(parse, command=("HMGET", queue_keys(queue).conf, "concurrency", "rate", "burst"))
+
+
+def acquire_call(name: str, rate: float | None, burst: int, concurrency: int | None, holder: str, hold_ms: int,
+                 now: str = "") -> Call[tuple[bool, int]]:
+    """Take a place under the named limit: (granted, ms to wait before trying again)."""
+    bucket, held = limit_keys(name)
+    return Call(lambda r: (int(r[0]) == 1, int(r[1])), "limit_acquire", (bucket, held),
+                ("" if rate is None else repr(rate), burst, "" if concurrency is None else concurrency, holder,
+                 hold_ms, now))
+
+
+def release_call(name: str, holder: str) -> Call[Any]:
+    """Give the holder's slot back."""
+    return Call(lambda r: r, command=("ZREM", limit_keys(name)[1], holder))

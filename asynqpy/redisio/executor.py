@@ -369,8 +369,24 @@ class AsyncExecutor:
     def __init__(self, redis: Any) -> None:
         self.redis = redis
         self._cluster = is_cluster(redis)
+        self._ready = not self._cluster
+        self._init_lock: asyncio.Lock | None = None
+
+    async def _initialized(self) -> None:
+        """A cluster client's first commands, sent by many coroutines at once, each load the
+        cluster's topology and disconnect the connections the others are writing on (redis-py's
+        asyncio RedisCluster; AttributeError: 'NoneType' object has no attribute 'writelines'):
+        the first caller initializes it while the others wait."""
+        if self._init_lock is None:
+            self._init_lock = asyncio.Lock()
+        async with self._init_lock:
+            if not self._ready:
+                await self.redis.initialize()
+                self._ready = True
 
     async def _send(self, call: Call[Any]) -> Any:
+        if not self._ready:
+            await self._initialized()
         try:
             return await self.redis.execute_command(*evalsha_args(call))
         except NoScriptError:
@@ -403,6 +419,8 @@ class AsyncExecutor:
         if not calls:
             return []
         if self._cluster:
+            if not self._ready:
+                await self._initialized()
             return await self._per_node(calls, None)
         replies = await _pipeline(self.redis, calls).execute(raise_on_error=False)
         for i, reply in enumerate(replies):
@@ -461,6 +479,8 @@ class AsyncExecutor:
 
     async def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many_replicated`."""
+        if calls and not self._ready:
+            await self._initialized()
         return await self._per_node(calls, (replicas, timeout_ms)) if calls else []
 
 
