@@ -348,3 +348,12 @@ def test_names_that_are_not_text_are_refused(redis_url: str) -> None:
                  ("task", "ls", "-q", "q", "--state", "aggregating", "--group", "\ud800")):
         code, _, err = cli(*args, "--redis-url", redis_url)
         assert code == 2 and err.startswith("asynqpy: error: ") and err.count("\n") == 1, (args, err)
+
+
+def test_the_scheduler_command_refuses_bad_input() -> None:
+    """`asynqpy scheduler` runs until stopped (tests/test_cron.py runs it in a worker and in
+    bench/cron_lateness.py); bad input ends it at once with one line and exit code 2."""
+    for args, message in [(("--redis-url", "bogus://x"), "asynqpy: error: "),
+                          (("--refresh", "0"), "Invalid value for '--refresh'")]:
+        code, _, err = cli("scheduler", *args)
+        assert code == 2 and message in err, (args, err)

@@ -478,11 +478,12 @@ def test_cli_enqueue_and_stats_fuzz(redis_url: str) -> None:
 
 
 def cli_commands() -> list[tuple[tuple[str, ...], click.Command]]:
-    """Every command of the CLI but worker (fuzzed on its own) and dash (it takes the terminal)."""
+    """Every command of the CLI but the long-running ones: worker (fuzzed on its own), scheduler
+    (runs until stopped, as a worker does) and dash (it takes the terminal)."""
     def walk(cmd: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
         if isinstance(cmd, click.Group):
             return [x for name, sub in loaded(cmd) for x in walk(sub, (*path, name))]
-        return [(path, cmd)] if path not in (("worker",), ("dash",)) else []
+        return [(path, cmd)] if path not in (("worker",), ("dash",), ("scheduler",)) else []
     return walk(cli, ())
 
 
