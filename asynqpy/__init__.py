@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         TaskTimeoutError,
     )
     from .core.events import TaskEvent
+    from .core.limits import QueueLimits
     from .core.mux import ServeMux
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
@@ -54,9 +55,9 @@ __version__ = "0.1.0"
 __all__ = [
     "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
     "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "EntryInfo",
-    "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError", "Limiter",
-    "LeaseLostError", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
-    "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
+    "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
+    "LeaseLostError", "Limiter", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
+    "QueueLimits", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "WorkerInfo",
@@ -72,7 +73,7 @@ _WHERE = {
     "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
-    "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter",
+    "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter", "QueueLimits": "core.limits",
 }
 
 
