@@ -67,6 +67,7 @@ outcomes = st.one_of(  # what a worker writes for a task it ran (see QueueMachin
     st.tuples(st.just("retry"), st.sampled_from([0, 1_000, 600_000, *odd_delays])),  # retry: delay (ms)
     st.tuples(st.just("archive"), archive_sizes, archive_ages),  # archive: the archive's limits
     st.tuples(st.just("requeue")),  # shutdown: back to the front of pending
+    st.tuples(st.just("snooze"), st.sampled_from([0, 1_000, 600_000, *odd_delays])),  # RateLimited: delay (ms)
     st.tuples(st.just("keep")),  # still running
 )
 
@@ -430,6 +431,9 @@ class QueueMachine(RuleBasedStateMachine):
             reply = self.run(self.b.archive(Q, id, token, msg, how[1], how[2], recover=recover), error)
         elif what == "requeue":
             self.run(self.b.requeue(Q, id, token), error)
+        elif what == "snooze":  # not a failure: message and counters untouched, scheduled later
+            due = self.run(self.b.snooze(Q, id, token, how[1]), error)
+            assert error is not None or due == now + delay_arg(how[1])
         if error is not None or what == "keep":
             return
         assert t is not None
@@ -438,6 +442,10 @@ class QueueMachine(RuleBasedStateMachine):
         if what in ("succeed", "archive"):  # the finishing script hands over the late waiters
             assert reply == 1 and getattr(reply, "late", ()) == tuple(m.watch.pop(id, []))
             m.release(id)
+        if what == "snooze":
+            self.signal_if_first("s", now + delay_arg(how[1]))
+            t.token, t.state, t.score = "", "s", now + delay_arg(how[1])
+            return
         if what != "requeue":
             m.count(m.processed, day_of(now))
         if what in ("retry", "archive"):
