@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         TaskNotFoundError,
         TaskStateError,
         TaskTimeoutError,
+        ThrottledError,
     )
     from .core.events import TaskEvent
     from .core.limits import QueueLimits
@@ -60,7 +61,8 @@ __all__ = [
     "QueueLimits", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
-    "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "WorkerInfo",
+    "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "ThrottledError",
+    "WorkerInfo",
 ]
 
 

@@ -10,13 +10,20 @@ import asyncio
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .core import options as opts
 from .core.broker import Broker, Call
 from .core.clock import Clock
-from .core.errors import InvalidArgumentError, NotReplicatedError, TaskIdConflictError
+from .core.errors import (
+    DuplicateTaskError,
+    InvalidArgumentError,
+    NotReplicatedError,
+    TaskIdConflictError,
+    TaskNotFoundError,
+    ThrottledError,
+)
 from .core.inspection import Plans
 from .core.keys import validate_queue
 from .core.results import RECHECK, Outcome, not_found, outcome_of_stored
@@ -147,10 +154,11 @@ class _ClientCore:
     def _one_call(self, p: opts.Prepared) -> Call[Any]:
         """The call storing one prepared task: scheduled, in a group, or pending."""
         if p.delay_ms > 0:
-            return self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id)
+            return self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id,
+                                        p.mode)
         if p.msg.group:
-            return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
-        return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
+            return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
+        return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
         out: list[opts.Prepared] = []
@@ -225,6 +233,9 @@ class TaskInfoList(Sequence[Any]):
             return r
         p = self._prepared[i]
         if p.delay_ms > 0:
+            if isinstance(r, tuple):  # debounced: (due, the task replaced)
+                return replace(TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r[0]),
+                               replaced=r[1])
             return TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r)
         if p.msg.group:
             return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
@@ -267,11 +278,17 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
         ``headers`` (``{str: str}``, at most 64 entries and 8 KiB, seen by the handler as
         ``task.headers``, covered by signing); ``unique_key`` (unique by this key instead of type
         and payload, for ``unique`` seconds or 24 h); ``group`` (wait in this aggregation group);
+        ``throttle`` (seconds: drop this task if one with the same key, ``unique_key`` or else
+        type and payload, was enqueued less than that long ago: ThrottledError);
+        ``debounce`` (seconds: run the task that long after the last enqueue with the same key;
+        a task with the key still waiting is replaced, see TaskInfo.replaced); ``priority`` (0
+        lowest to 9 highest, default 5: strict order within the queue, FIFO within a priority);
         ``on_conflict`` ("raise" [default] or "return": with a ``task_id`` a live task already
-        has, return that task's TaskInfo instead of raising).
+        has, or a unique key a live task holds, return that task's TaskInfo instead of raising).
 
         Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
-        duplicate unique task, TaskIdConflictError when a live task has ``task_id``."""
+        duplicate unique task (ThrottledError, a subclass, for a throttled one), TaskIdConflictError
+        when a live task has ``task_id``."""
 
 
 class Client(_ClientCore):
@@ -323,6 +340,13 @@ class Client(_ClientCore):
             if not existing:
                 raise
             return run_plan(self._exec, Plans(self.broker).task_info(p.queue, p.id))
+        except DuplicateTaskError as dup:
+            if not existing or isinstance(dup, ThrottledError) or not dup.holder:
+                raise
+            try:
+                return run_plan(self._exec, Plans(self.broker).task_info(p.queue, dup.holder))
+            except TaskNotFoundError:  # the holder just finished
+                raise dup from None
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
@@ -433,6 +457,13 @@ class AsyncClient(_ClientCore):
             if not existing:
                 raise
             return await arun_plan(self._exec, Plans(self.broker).task_info(p.queue, p.id))
+        except DuplicateTaskError as dup:
+            if not existing or isinstance(dup, ThrottledError) or not dup.holder:
+                raise
+            try:
+                return await arun_plan(self._exec, Plans(self.broker).task_info(p.queue, dup.holder))
+            except TaskNotFoundError:  # the holder just finished
+                raise dup from None
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
@@ -639,8 +670,9 @@ def _on_conflict(options: dict[str, Any]) -> bool:
     how: object = options.pop("on_conflict", "raise")
     if how not in ("raise", "return"):
         raise InvalidArgumentError(f"on_conflict must be 'raise' or 'return', got {how!r}")
-    if how == "return" and "task_id" not in options:
-        raise InvalidArgumentError("on_conflict='return' needs a task_id (a generated id never conflicts)")
+    if how == "return" and not options.keys() & {"task_id", "unique", "unique_key"}:
+        raise InvalidArgumentError("on_conflict='return' needs a task_id or a unique key (a generated id "
+                                   "never conflicts)")
     return how == "return"
 
 

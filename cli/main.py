@@ -218,7 +218,8 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
 
 ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",
                  "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload",
-                 "group": "--group"}
+                 "group": "--group", "unique_key": "--unique-key", "throttle": "--throttle", "debounce": "--debounce",
+                 "priority": "--priority"}
 """The library's option names and the enqueue command's flags for them."""
 
 
@@ -421,13 +422,22 @@ def _child_argv(argv: list[str]) -> list[str]:
 @click.option("--retention", default=0.0, show_default=True, type=float,
               help="Seconds to keep the task, with its result, once it succeeded (see `task inspect`).")
 @click.option("--group", default=None, help="Aggregation group: the task waits there until a server aggregates it.")
+@click.option("--priority", default=None, type=int,
+              help="0 (lowest) to 9 (highest); default 5. Higher priorities of a queue run first.")
+@click.option("--unique-key", default=None,
+              help="Deduplicate by this key (instead of type and payload) for --unique seconds or 24 h.")
+@click.option("--throttle", default=None, type=float,
+              help="Drop the task if one with the same key was enqueued less than this many seconds ago.")
+@click.option("--debounce", default=None, type=float,
+              help="Run this many seconds after the last enqueue with the same key (a waiting one is replaced).")
 @json_option
 @signing_key_option
 @redis_url_option
 @user_errors
 def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None,
             process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
-            task_id: str | None, retention: float, group: str | None, as_json: bool, signing_key_file: str | None,
+            task_id: str | None, retention: float, group: str | None, priority: int | None, unique_key: str | None,
+            throttle: float | None, debounce: float | None, as_json: bool, signing_key_file: str | None,
             redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
@@ -441,8 +451,10 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
         extra["timeout"] = timeout or None  # 0: no limit
     if process_at is not None:
         extra["process_at"] = process_at
-    if group is not None:
-        extra["group"] = group
+    for name, given in (("group", group), ("priority", priority), ("unique_key", unique_key),
+                        ("throttle", throttle), ("debounce", debounce)):
+        if given is not None:
+            extra[name] = given
     from asynqpy.client import Client
 
     with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
@@ -455,7 +467,8 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
         emit_json(info)
         return
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
-    click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}")
+    replaced = f", replacing {info.replaced}" if info.replaced else ""
+    click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}{replaced}")
 
 
 def _every_command(cmd: click.Command) -> list[click.Command]:

@@ -141,6 +141,10 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     if x.last_error:
         rows.append(("last error", clip(x.last_error, full, 200)))
     rows.append(("timeout", timeout_text(x.timeout)))
+    if x.priority != 5:
+        rows.append(("priority", f"{x.priority} (0 lowest, 9 highest, 5 the default)"))
+    if x.group:
+        rows.append(("group", x.group))
     if x.retention:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
@@ -202,13 +206,15 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
               help="New due time: Unix seconds or ISO 8601 (local time without a zone).")
 @click.option("--in", "process_in", type=click.FloatRange(min=0), default=None,
               help="New due time, seconds from now (0: now).")
+@click.option("--priority", type=click.IntRange(0, 9), default=None,
+              help="The new priority, 0 (lowest) to 9 (highest).")
 @json_option
 @redis_url_option
 @user_errors
 def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, process_at: float | datetime | None,
-         process_in: float | None, as_json: bool, redis_url: str) -> None:
-    """Change a pending, scheduled or retry task: its payload, max_retry or due time (due later,
-    a pending task becomes scheduled; due now, it becomes pending)."""
+         process_in: float | None, priority: int | None, as_json: bool, redis_url: str) -> None:
+    """Change a pending, scheduled or retry task: its payload, max_retry, priority or due time (due
+    later, a pending task becomes scheduled; due now, it becomes pending)."""
     changes: dict[str, Any] = {}
     if payload is not None:
         try:
@@ -217,6 +223,8 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
             raise UserError(f"--payload is not JSON: {exc}") from None
     if max_retry is not None:
         changes["max_retry"] = max_retry
+    if priority is not None:
+        changes["priority"] = priority
     if process_at is not None and process_in is not None:
         raise UserError("give --at or --in, not both")
     if process_at is not None:
@@ -224,7 +232,7 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
     if process_in is not None:
         changes["process_in"] = process_in
     if not changes:
-        raise UserError("nothing to change: give --payload, --max-retry, --at or --in")
+        raise UserError("nothing to change: give --payload, --max-retry, --priority, --at or --in")
     with inspector(redis_url) as insp:
         info = insp.edit_task(queue, task_id, **changes)
     if as_json:

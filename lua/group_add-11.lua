@@ -1,6 +1,6 @@
 --[[ group_add: (new) -> aggregating
 Stores a task and adds it to its aggregation group, where it waits until a server's aggregator
-turns the group's tasks into one task (see aggregate-10). Id rules as enqueue-8 (includes/newtask).
+turns the group's tasks into one task (see aggregate-10). Id rules as enqueue-9 (includes/newtask).
 KEYS[1] t             tasks hash
 KEYS[2] group         the group's zset: id -> when it joined (ms, Redis clock; tasks that join in
                       the same millisecond 1/1024 ms apart, so the zset keeps their order)
@@ -19,12 +19,13 @@ ARGV[3] unique    uniqueness TTL in seconds; 0 = not unique
 ARGV[4] check     '1' = the caller chose the id: check it; '0' = a generated (random) id
 ARGV[5] group     the group's name
 ARGV[6] now       '' = Redis time; else a simulated time in ms
-Returns 1 = added (or already added by this same call, sent again), -1 = duplicate (lock held by
-another task), -2 = a live task has this id.
+Returns 1 = added (or already added by this same call, sent again), {-1, holder id, ms left} =
+duplicate (lock held by another task), -2 = a live task has this id.
 ]]
 --- @include "now"
 --- @include "newtask"
 --- @include "events"
+--- @include "unique"
 local id, group = ARGV[1], ARGV[5]
 local seen = new_id(KEYS[1], id, ARGV[2], ARGV[4] == '1')
 if seen == 'own' then
@@ -32,9 +33,9 @@ if seen == 'own' then
 elseif seen == 'taken' then
   return -2
 end
-local ttl = tonumber(ARGV[3])
-if ttl > 0 and not redis.call('SET', KEYS[7], id, 'NX', 'EX', ttl) then
-  return -1
+local refused = take_lock(KEYS[7], id, tonumber(ARGV[3]))
+if refused then
+  return refused
 end
 redis.call('HSET', KEYS[1], id, 'g' .. ARGV[2])  -- first write: a full Redis refuses the call here
 if seen == 'replace' then

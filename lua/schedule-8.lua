@@ -14,30 +14,65 @@ ARGV[2] msg        encoded message
 ARGV[3] unique     uniqueness TTL in seconds, counted from the due time; 0 = not unique
 ARGV[4] delay      milliseconds from now until due (> 0)
 ARGV[5] now        '' = Redis time; else a simulated time in ms (tests)
-Returns the due time in ms (> 0) = scheduled, -1 = duplicate, -2 = a live task has this id.
+ARGV[6] check      '1' = the caller chose the id: check it; '0' = a generated (random) id
+ARGV[7] mode       '' = unique or throttled (ARGV[3] > 0) or neither; 'd' = debounce: if the task
+                   holding the lock is still scheduled, it is deleted and this one takes its
+                   place (and the lock); if it has started (or is waiting to), this one is
+                   scheduled beside it and takes the lock over
+Returns the due time in ms (> 0) = scheduled, {-1, holder id, ms left} = duplicate, -2 = a live
+task has this id; in debounce mode {due, id of the task replaced or ''}.
 ]]
 --- @include "now"
 --- @include "signal"
 --- @include "newtask"
 --- @include "events"
-local id = ARGV[1]
+--- @include "unique"
+local id, debounce = ARGV[1], ARGV[7] == 'd'
 local seen = new_id(KEYS[1], id, ARGV[2], ARGV[6] == '1')
 if seen == 'own' then
-  return tonumber(redis.call('ZSCORE', KEYS[2], id)) or now_ms(ARGV[5])
+  local due = tonumber(redis.call('ZSCORE', KEYS[2], id)) or now_ms(ARGV[5])
+  if debounce then
+    return {due, ''}  -- (what it replaced the first time is not known any more)
+  end
+  return due
 elseif seen == 'taken' then
   return -2
 end
 local delay = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[3])
-if ttl > 0 and not redis.call('SET', KEYS[4], id, 'NX', 'EX', ttl + math.ceil(delay / 1000)) then
-  return -1
+local replaced = ''
+if debounce then
+  local holder = redis.call('GET', KEYS[4])
+  if holder and holder ~= id then
+    local v = redis.call('HGET', KEYS[1], holder)
+    if v and string.sub(v, 1, 1) == 's' then  -- not started: the new task replaces it (below)
+      replaced = holder
+    end
+  end
+  redis.call('SET', KEYS[4], id, 'EX', ttl + math.ceil(delay / 1000))  -- first write: a full Redis refuses here
+elseif ttl > 0 then
+  local refused = take_lock(KEYS[4], id, ttl + math.ceil(delay / 1000))
+  if refused then
+    return refused
+  end
 end
 local due = now_ms(ARGV[5]) + delay
-redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])  -- first write: a full Redis refuses the call here
+redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])  -- the first write (but the debounce SET): a full Redis refuses here
+if replaced ~= '' then  -- deleted only once the new task is stored
+  redis.call('HDEL', KEYS[1], replaced)
+  redis.call('ZREM', KEYS[2], replaced)
+end
 if seen == 'replace' then
   forget_finished(KEYS[5], KEYS[6], id)
 end
 signal_if_first(KEYS[2], due, KEYS[3])
 redis.call('ZADD', KEYS[2], due, id)
-emit(KEYS[7], events_cap(KEYS[8]), 'e', 'scheduled', 'id', id, 'type', msg_type(ARGV[2]), 'due', due)
+local cap = events_cap(KEYS[8])
+if replaced ~= '' then
+  emit(KEYS[7], cap, 'e', 'debounced', 'id', replaced, 'by', id)
+end
+emit(KEYS[7], cap, 'e', 'scheduled', 'id', id, 'type', msg_type(ARGV[2]), 'due', due)
+if debounce then
+  return {due, replaced}
+end
 return due

@@ -122,7 +122,7 @@ def test_task_edit_command(redis_url: str) -> None:
     code, out, _ = cli("edit", "-q", Q, "--id", "a", "--in", "0", "--json")
     assert code == 0 and '"state": "pending"' in out and '"n": 2' in out
     for args, message in [
-        (("--id", "a"), "nothing to change: give --payload, --max-retry, --at or --in"),
+        (("--id", "a"), "nothing to change: give --payload, --max-retry, --priority, --at or --in"),
         (("--id", "a", "--payload", "{x"), "--payload is not JSON"),
         (("--id", "a", "--in", "1", "--at", "2030-01-01T00:00Z"), "give --at or --in, not both"),
         (("--id", "zz", "--max-retry", "1"), "task 'zz' not found in queue 'eq'"),

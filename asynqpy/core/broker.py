@@ -24,6 +24,7 @@ from .errors import (
     LeaseLostError,
     TaskIdConflictError,
     TaskNotFoundError,
+    ThrottledError,
 )
 from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
 from .signing import Signer
@@ -224,16 +225,29 @@ def _finish_code(op: str, id: str) -> Callable[[Any], int]:
     return parse
 
 
-def _new_task_code(id: str, queue: str) -> Callable[[Any], int]:
-    def parse(reply: Any) -> int:
+def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
+    """The reply parser of the scripts storing a new task: the code (or due time; with ``mode``
+    'd' a ``(due, replaced id)`` pair), or the typed refusal."""
+    def parse(reply: Any) -> Any:
+        if isinstance(reply, list):
+            if mode == "d" and len(reply) == 2:
+                return int(reply[0]), _text(reply[1])
+            holder, left = _text(reply[1]), max(0, int(reply[2])) / 1000
+            if mode == "t":
+                raise ThrottledError(f"throttled: task {holder!r} took this key in queue {queue!r}; "
+                                     f"the window ends in {left:.3f} s", holder, left)
+            raise DuplicateTaskError(f"a unique task with this key is live in queue {queue!r}: {holder!r}",
+                                     holder, left)
         code = int(reply)
-        if code == DUPLICATE:
-            raise DuplicateTaskError(f"a unique task with this type and payload is live in queue {queue!r}")
         if code == ID_CONFLICT:
             raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
         return code
 
     return parse
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 class Broker:
@@ -256,17 +270,19 @@ class Broker:
     # -- new tasks ---------------------------------------------------------------------------
 
     def enqueue(
-        self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None, check_id: bool = True
+        self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None, check_id: bool = True,
+        mode: str = "",
     ) -> Call[int]:
-        """(new) -> pending. Raises DuplicateTaskError / TaskIdConflictError when run.
+        """(new) -> pending. Raises DuplicateTaskError (ThrottledError with ``mode`` 't': then
+        ``unique_ttl`` is the throttle window) / TaskIdConflictError when run.
         ``data``: ``msg`` already encoded, if the caller has it; ``check_id`` False for a
         generated (random) id, which cannot collide."""
         q = queue_keys(queue)
         return Call(
-            _new_task_code(id, queue),
+            _new_task_code(id, queue, mode),
             "enqueue",
-            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed,
-             q.events, q.conf),
+            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived,
+             q.completed, q.events, q.conf, q.prio),
             (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0"),
         )
 
@@ -287,37 +303,39 @@ class Broker:
         return Call(
             lambda r: [int(x) - 1 for x in r],
             "enqueue_many",
-            (q.tasks, q.pending, q.wake, q.archived, q.completed, marker, q.events, q.conf),
+            (q.tasks, q.pending, q.wake, q.archived, q.completed, marker, q.events, q.conf, q.prio),
             tuple(args),
         )
 
     def group_add(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None,
-                  check_id: bool = True) -> Call[int]:
+                  check_id: bool = True, mode: str = "") -> Call[int]:
         """(new) -> aggregating in the group ``msg.group``. Raises DuplicateTaskError /
-        TaskIdConflictError when run."""
+        ThrottledError / TaskIdConflictError when run."""
         q = queue_keys(queue)
         return Call(
-            _new_task_code(id, queue),
+            _new_task_code(id, queue, mode),
             "group_add",
             (q.tasks, q.group(msg.group), q.groups, q.groups_first, q.groups_size, q.aggregating,
-             q.lock(msg.lock_digest() if unique_ttl else ""), q.archived, q.completed, q.events, q.conf),
+             q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived, q.completed, q.events, q.conf),
             (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0", msg.group,
              self.clock.script_now()),
         )
 
     def schedule(
         self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0, data: bytes | None = None,
-        check_id: bool = True,
-    ) -> Call[int]:
-        """(new) -> scheduled, due ``delay_ms`` from now on the Redis clock. Returns the due time.
-        ``check_id`` False for a generated (random) id."""
+        check_id: bool = True, mode: str = "",
+    ) -> Call[Any]:
+        """(new) -> scheduled, due ``delay_ms`` from now on the Redis clock. Returns the due time;
+        with ``mode`` 'd' (debounce) ``(due, id of the scheduled task replaced or '')``; 't':
+        throttled. ``check_id`` False for a generated (random) id."""
         q = queue_keys(queue)
         return Call(
-            _new_task_code(id, queue),
+            _new_task_code(id, queue, mode),
             "schedule",
-            (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest()), q.archived, q.completed, q.events, q.conf),
+            (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived,
+             q.completed, q.events, q.conf),
             (id, self.seal(queue, id, msg, data), unique_ttl, delay_arg(delay_ms), self.clock.script_now(),
-             "1" if check_id else "0"),
+             "1" if check_id else "0", mode if mode == "d" else ""),
         )
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
@@ -338,7 +356,7 @@ class Broker:
         return Call(
             parse,
             "dequeue",
-            (q.tasks, q.pending, q.lease, q.paused, q.wake, q.events, q.conf),
+            (q.tasks, q.pending, q.lease, q.paused, q.wake, q.events, q.conf, q.prio),
             (count, lease_ms, token, self.clock.script_now()),
         )
 
@@ -465,7 +483,7 @@ class Broker:
     def rewake(self, queue: str) -> Call[int]:
         """Put back a wake token taken for ``queue`` and not acted on (1 = a token waits)."""
         q = queue_keys(queue)
-        return Call(int, "rewake", (q.pending, q.wake))
+        return Call(int, "rewake", (q.pending, q.wake, q.prio))
 
     def snooze(self, queue: str, id: str, token: str, delay_ms: float) -> Call[int]:
         """active -> scheduled in ``delay_ms`` (capped to 0..:data:`MAX_DELAY_MS`), nothing counted
@@ -478,7 +496,8 @@ class Broker:
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)
-        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake, q.progress),
+        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake, q.progress,
+                                                                            q.prio),
                     (id_arg(id), token))
 
     def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
@@ -499,7 +518,7 @@ class Broker:
         return Call(
             lambda r: (int(r[0]), int(r[1])),
             "forward",
-            (q.scheduled, q.retry, q.tasks, q.pending, q.wake),
+            (q.scheduled, q.retry, q.tasks, q.pending, q.wake, q.prio),
             (batch, self.clock.script_now()),
         )
 
@@ -555,7 +574,7 @@ class Broker:
 
     def unpause(self, queue: str) -> Call[bool]:
         q = queue_keys(queue)
-        return Call(lambda r: bool(int(r)), "unpause", (q.paused, q.pending, q.wake))
+        return Call(lambda r: bool(int(r)), "unpause", (q.paused, q.pending, q.wake, q.prio))
 
     def stats(self, queue: str) -> Call[QueueStats]:
         """Counts per state and counters of a queue (one atomic read)."""
@@ -573,7 +592,7 @@ class Broker:
             parse,
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
-             q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups),
+             q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups, q.prio),
             (self.clock.script_now(),),
         )
 
@@ -589,7 +608,7 @@ class Broker:
         def parse(r: list[Any]) -> list[tuple[str, float | None, bytes | None]]:
             return [(_s(r[i]), float(r[i + 1]) if r[i + 1] else None, r[i + 2] or None) for i in range(0, len(r), 3)]
 
-        return Call(parse, "page", (container, queue_keys(queue).tasks),
+        return Call(parse, "page", (container, queue_keys(queue).tasks, queue_keys(queue).prio),
                     (kind, order, start, stop, "1" if values else "0"))
 
     def queues(self) -> Call[list[str]]:
@@ -631,10 +650,10 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[int]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-4.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-5.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf],
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf, q.prio],
                                     [state.code, window])
         return Call(_codes, "delete_tasks", keys, args)
 
@@ -642,7 +661,8 @@ class Broker:
                       window: int) -> Call[list[int]]:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf],
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf,
+                                                      q.prio],
                                     [state.code, window, self.clock.script_now()])
         return Call(_codes, "archive_tasks", keys, args)
 
@@ -658,10 +678,11 @@ class Broker:
                   in_ms: int | None, window: int, hint: int) -> Call[int]:
         """pending/scheduled/retry -> the same task with ``msg`` (sealed here) and, if ``at_ms`` or
         ``in_ms`` is given, a new due time. ``read``: the stored value the caller read (the task
-        must still hold it). Codes in lua/edit_task-8.lua."""
+        must still hold it). Codes in lua/edit_task-9.lua."""
         q = queue_keys(queue)
         return Call(int, "edit_task",
-                    (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf),
+                    (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf,
+                     q.prio),
                     (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
                      "" if in_ms is None else in_ms, window, hint, self.clock.script_now()))
 
@@ -694,7 +715,7 @@ class Broker:
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)
-        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake),
+        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake, q.prio),
                     (state.code, *[id_arg(id) for id in ids]))
 
     def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes) -> Call[int]:
@@ -710,7 +731,7 @@ class Broker:
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
                                         q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
-                                        q.groups_size))
+                                        q.groups_size, q.prio))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

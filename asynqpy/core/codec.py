@@ -28,6 +28,11 @@ TAG_LEN = len(TAG_PREFIX) + 32
 
 DEFAULT_MAX_RETRY = 25
 SERVER_DEFAULT = -1
+MIN_PRIORITY, DEFAULT_PRIORITY, MAX_PRIORITY = 0, 5, 9
+PRIORITY_INDEX = 19
+"""The ``priority`` field's index: a message whose array reaches it has a priority other than
+the default (trailing defaults are left out); Lua reads the array's length to know (``lua/includes/
+priority.lua``), without decoding messages of the default priority."""
 """timeout_ms value meaning "the server's default timeout"."""
 
 
@@ -40,7 +45,8 @@ class Message:
     ``traceback``: the last failed attempt's traceback (bounded, its innermost frames kept), or ''.
     ``headers``: ``{str: str}`` the producer attached (None = none). ``reply_to``: the inbox id of
     the client waiting for the outcome (``Client.call``), or ''. ``group``: the aggregation group
-    the task waits in (``enqueue(..., group=...)``), or ''.
+    the task waits in (``enqueue(..., group=...)``), or ''. ``priority``: 0 (lowest) to 9 (highest),
+5 by default.
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -63,15 +69,17 @@ class Message:
     reply_to: str = ""
     group: str = ""
     unique_key: str = ""
+    priority: int = DEFAULT_PRIORITY
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
-    def lock_digest(self) -> str:
-        """The uniqueness digest ('' when the task is not unique): of the caller's ``unique_key``
-        if it gave one, else of the type and payload (the lock key adds the queue)."""
-        if not self.unique:
+    def lock_digest(self, force: bool = False) -> str:
+        """The uniqueness digest ('' when the task is not unique, unless ``force``: a throttled
+        task's lock): of the caller's ``unique_key`` if it gave one, else of the type and payload
+        (the lock key adds the queue)."""
+        if not (self.unique or force):
             return ""
         if self.unique_key:
             return hashlib.sha1(b"key\0" + self.unique_key.encode(), usedforsecurity=False).hexdigest()
@@ -82,7 +90,7 @@ _FIELDS = [f.name for f in fields(Message)]
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
-    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,),
+    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,),
 ]
 
 
@@ -142,6 +150,7 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
 
 
 assert len(_TYPES) == len(_FIELDS), "one type per Message field"
+assert _FIELDS.index("priority") == PRIORITY_INDEX
 _UNIQUE_INDEX = _FIELDS.index("unique")
 _HEADERS_INDEX = _FIELDS.index("headers")
 

@@ -6,6 +6,8 @@ raised *by handlers* to steer what happens to a failed task; they are not librar
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 
@@ -22,7 +24,23 @@ class PayloadError(InvalidArgumentError):
 
 
 class DuplicateTaskError(AsynqpyError):
-    """A unique task with the same queue, type and payload is still live (its lock is held)."""
+    """A unique task with the same queue and key (``unique_key``, else type and payload) is still
+    live: its lock is held. ``holder``: the id of the task holding it ('' when not known);
+    ``expires_in``: seconds until the lock runs out unless its holder releases it sooner."""
+
+    def __init__(self, message: str, holder: str = "", expires_in: float = 0.0) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.expires_in = expires_in
+
+    def __reduce__(self) -> Any:
+        return type(self), (str(self), self.holder, self.expires_in)
+
+
+class ThrottledError(DuplicateTaskError):
+    """``enqueue(..., throttle=window)`` refused the task: a task with the same key was enqueued
+    less than ``window`` seconds ago (``holder`` names it; ``expires_in``: seconds until the
+    window ends and the key may be used again)."""
 
 
 class TaskIdConflictError(AsynqpyError):

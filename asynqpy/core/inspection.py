@@ -74,7 +74,7 @@ P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, Ta
 ALLOWED = {"delete": (P, S, R, X, C, G), "run": (S, R, X, G), "archive": (P, S, R, G)}
 EDIT_STATES = (P, S, R)
 """The states a task can be edited in (a waiting task: not running, not finished)."""
-EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in"})
+EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in", "priority"})
 """What :meth:`Plans.edit` can change."""
 """The states each action applies to (active tasks: cancel)."""
 
@@ -406,14 +406,16 @@ class Plans:
     def edit(self, queue: str, id: str, changes: dict[str, Any], max_payload_bytes: int = 1 << 20) -> Plan[TaskInfo]:
         """Change a pending, scheduled or retry task: ``changes`` holds any of ``payload``,
         ``max_retry``, ``process_at`` (datetime or Unix seconds), ``process_in`` (seconds; 0 =
-        now). Read, checked, rewritten only if unchanged since read (else read again)."""
+        now), ``priority`` (0..9: a pending task moves to the back of its new priority). Read,
+        checked, rewritten only if unchanged since read (else read again)."""
         from . import options as opts
 
         unknown = set(changes) - EDITABLE
         if unknown:
             raise InvalidArgumentError(opts.unknown_options("editable field", unknown, sorted(EDITABLE)))
         if not changes:
-            raise InvalidArgumentError("nothing to change: give payload, max_retry, process_at or process_in")
+            raise InvalidArgumentError("nothing to change: give payload, max_retry, priority, process_at or "
+                                       "process_in")
         if "process_at" in changes and "process_in" in changes:
             raise InvalidArgumentError("give process_at or process_in, not both")
         at_ms = in_ms = None
@@ -421,6 +423,11 @@ class Plans:
             at_ms = int(opts._epoch("process_at", changes["process_at"]) * 1000)
         if "process_in" in changes:
             in_ms = int(opts._seconds("process_in", changes["process_in"]) * 1000)
+        priority = changes.get("priority", codec.DEFAULT_PRIORITY)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not (
+                codec.MIN_PRIORITY <= priority <= codec.MAX_PRIORITY):
+            raise InvalidArgumentError(f"priority must be an int from {codec.MIN_PRIORITY} (lowest) to "
+                                       f"{codec.MAX_PRIORITY} (highest), got {priority!r}")
         retry = changes.get("max_retry")
         if "max_retry" in changes and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
             raise InvalidArgumentError(f"max_retry must be an int >= 0, got {retry!r}")
@@ -444,6 +451,8 @@ class Plans:
                 opts._encode_checked(msg, max_payload_bytes)
             if "max_retry" in changes:
                 msg = msg.with_(max_retry=retry)
+            if "priority" in changes:
+                msg = msg.with_(priority=priority)
             hint = -1
             while True:
                 res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]

@@ -84,13 +84,14 @@ class QueueKeys:
     stream's cap, 0 = off), cron (HASH scheduler entry name -> definition), cron_last (HASH entry
     name -> last fired tick, ms), cron_paused (SET of paused entry names), groups / groups_first /
     groups_size (ZSETs group name -> its newest task's join time / oldest's / its size), aggregating
-    (counter of the tasks in groups).
+    (counter of the tasks in groups), prio (ZSET of pending ids of a priority other than the
+    default, see lua/includes/priority.lua).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
-                 "aggregating")
+                 "aggregating", "prio")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -120,6 +121,7 @@ class QueueKeys:
         self.groups_first = base + "groups:first"
         self.groups_size = base + "groups:size"
         self.aggregating = base + "aggregating"
+        self.prio = base + "prio"
 
     def group(self, name: str) -> str:
         """ZSET of an aggregation group's tasks: id -> when it joined (ms, Redis clock)."""

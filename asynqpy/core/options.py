@@ -40,7 +40,8 @@ MAX_SECONDS = 100 * 365 * 24 * 3600
 MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
-                     "retention", "retry_delay", "headers", "group", "unique_key"})
+                     "retention", "retry_delay", "headers", "group", "unique_key", "throttle", "debounce",
+                     "priority"})
 """The names of the enqueue options."""
 
 
@@ -72,15 +73,24 @@ def unknown_options(what: str, names: Iterable[str], known: Iterable[str]) -> st
 class Prepared:
     """A validated task, ready for the broker: queue, id, message (``msg``, built on first use
     from ``values``), delay (> 0 = schedule), uniqueness TTL (0 = none), the encoded message, and
-    whether the id was generated here (random: it cannot collide)."""
+    whether the id was generated here (random: it cannot collide). ``mode``: how the lock is used:
+    '' (unique, or no lock), 't' (throttle: ``unique_ttl`` is the window, the task is not unique)
+    or 'd' (debounce: the lock's holder, if still scheduled, is replaced)."""
 
-    __slots__ = ("queue", "id", "values", "_msg", "delay_ms", "unique_ttl", "data", "generated_id", "_end")
+    __slots__ = ("queue", "id", "values", "_msg", "delay_ms", "unique_ttl", "data", "generated_id", "_end",
+                 "mode")
 
     def __init__(self, queue: str, id: str, values: list[Any], delay_ms: int, unique_ttl: int, data: bytes,
-                 generated_id: bool, msg: Message | None = None) -> None:
+                 generated_id: bool, msg: Message | None = None, mode: str = "") -> None:
         self.queue, self.id, self.values, self._msg = queue, id, values, msg
         self.delay_ms, self.unique_ttl, self.data, self.generated_id = delay_ms, unique_ttl, data, generated_id
         self._end = 0
+        self.mode = mode
+
+    @property
+    def lock_digest(self) -> str:
+        """The digest naming the task's lock ('' = none)."""
+        return self.msg.lock_digest(force=self.mode == "t") if self.unique_ttl else ""
 
     @property
     def encoded_length(self) -> int:
@@ -178,7 +188,7 @@ class Deriver:
         if len(data) > self.max_payload_bytes:
             data = _encode_checked(Message(*values), self.max_payload_bytes)
         t = self.template
-        return Prepared(t.queue, id, values, t.delay_ms, t.unique_ttl, data, True)
+        return Prepared(t.queue, id, values, t.delay_ms, t.unique_ttl, data, True, mode=t.mode)
 
 
 def _seconds(name: str, value: Seconds, *, allow_zero: bool = True) -> float:
@@ -229,6 +239,9 @@ def prepare(
     headers: Mapping[str, str] | None = None,
     group: str | None = None,
     unique_key: str | None = None,
+    throttle: Seconds | None = None,
+    debounce: Seconds | None = None,
+    priority: int = codec.DEFAULT_PRIORITY,
     reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
@@ -256,6 +269,30 @@ def prepare(
         timeout_ms = max(1, int(_seconds("timeout", timeout, allow_zero=False) * 1000))
     deadline_ms = 0 if deadline is None else int(_epoch("deadline", deadline) * 1000)
 
+    if isinstance(priority, bool) or not isinstance(priority, int) or not (
+            codec.MIN_PRIORITY <= priority <= codec.MAX_PRIORITY):
+        raise InvalidArgumentError(f"priority must be an int from {codec.MIN_PRIORITY} (lowest) to "
+                                   f"{codec.MAX_PRIORITY} (highest), got {priority!r}")
+    if priority != codec.DEFAULT_PRIORITY and group is not None:
+        raise InvalidArgumentError("a grouped task has no priority of its own (its group's aggregate is "
+                                   "enqueued with the default priority)")
+    mode = ""
+    if throttle is not None:
+        if unique is not None or debounce is not None:
+            raise InvalidArgumentError("throttle drops duplicates for a window: give throttle, unique or "
+                                       "debounce, not several")
+        window = _seconds("throttle", throttle)
+        if window < 1:
+            raise InvalidArgumentError(f"throttle must be at least 1 second, got {window!r}")
+        mode = "t"
+    if debounce is not None:
+        if process_at is not None or process_in is not None or group is not None:
+            raise InvalidArgumentError("debounce delays the task itself: give debounce, or process_at/"
+                                       "process_in/group, not both")
+        process_in = _seconds("debounce", debounce, allow_zero=False)
+        if unique is None:
+            unique = DEFAULT_UNIQUE_KEY_TTL
+        mode = "d"
     if process_at is not None and process_in is not None:
         raise InvalidArgumentError("give process_at or process_in, not both")
     delay = 0.0
@@ -268,10 +305,12 @@ def prepare(
         if not isinstance(unique_key, str) or not unique_key or len(unique_key) > 1024 or not _is_text(unique_key):
             raise InvalidArgumentError(f"unique_key must be a non-empty string of at most 1024 characters, "
                                        f"got {unique_key!r}")
-        if unique is None:
+        if unique is None and throttle is None:
             unique = DEFAULT_UNIQUE_KEY_TTL
     unique_ttl = 0
-    if unique is not None:
+    if throttle is not None:
+        unique_ttl = math.ceil(_seconds("throttle", throttle))
+    elif unique is not None:
         seconds = _seconds("unique", unique)
         if seconds < 1:
             raise InvalidArgumentError(f"unique must be at least 1 second, got {seconds!r}")
@@ -294,13 +333,14 @@ def prepare(
         timeout_ms=timeout_ms,
         deadline_ms=deadline_ms,
         retention_ms=int(_seconds("retention", retention) * 1000),
-        unique=unique_ttl > 0,
+        unique=unique_ttl > 0 and mode != "t",
         retry_delay_ms=retry_delay_ms,
         headers=check_headers(headers),
         reply_to=reply_to,
         group=group or "",
         unique_key=unique_key or "",
+        priority=priority,
     )
     values = list(msg.__dict__.values())
     return Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),
-                    generated, msg)
+                    generated, msg, mode)

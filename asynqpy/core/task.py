@@ -194,7 +194,8 @@ class TaskInfo:
     Filled by the Inspector: ``enqueued_at``; for an active task ``lease_until`` (when its lease
     runs out unless renewed) and ``orphaned`` (the lease has already expired: its worker died or
     stalled, and the recoverer will retry it); for an archived task ``archived_at``. ``group``: the
-    aggregation group the task was enqueued to ('' = none)."""
+    aggregation group the task was enqueued to ('' = none). ``priority``: 0 (lowest) to 9 (highest).
+    ``replaced``: set by a debounced enqueue (``debounce=``) that replaced a task still waiting: its id."""
 
     id: str
     queue: str
@@ -219,6 +220,8 @@ class TaskInfo:
     headers: dict[str, str] = field(default_factory=dict)
     progress: Any = None
     group: str = ""
+    priority: int = 5
+    replaced: str = ""
 
     @classmethod
     def from_message(
@@ -230,4 +233,5 @@ class TaskInfo:
         return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
-                   traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group)
+                   traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group,
+                   priority=msg.priority)

@@ -7,11 +7,16 @@
 --- id has moved right by as many tasks as were enqueued since it was located) are read instead, and
 --- the id is overwritten in place with the placeholder '' (LSET: one hop per list node), which
 --- workers (no task data under '') and listings skip.
+--- A pending id of a priority other than the default is in the queue's prio zset (``prio``,
+--- includes/priority), looked for there first (ZREM) when the caller passes it.
 --- Returns true if the id was removed, false if it was not found.
 local HINT_SPAN = 2000
-local function take(container, state, id, window, hint)
+local function take(container, state, id, window, hint, prio)
   if state ~= 'p' then
     return redis.call('ZREM', container, id) == 1
+  end
+  if prio and redis.call('ZREM', prio, id) == 1 then
+    return true
   end
   if hint >= 0 then
     local ids = redis.call('LRANGE', container, hint, hint + HINT_SPAN - 1)
@@ -39,10 +44,10 @@ end
 --- ``state`` and still the one the caller read (``read``: the stored value the caller read, byte
 --- for byte; the id may have been reused for another task since, whose lock key the caller does
 --- not know), take it out of ``container`` and call act(id, stored value, its lock key), the lock
---- key being KEYS[lock_base + n] for the n-th triple. Returns one code per task:
+--- key being KEYS[lock_base + n] for the n-th triple; ``prio``: as in take. Returns one code per task:
 --- 1 = done, 0 = no such task, -5 = in another state, -6 = a pending id not found (no usable
 --- hint), -8 = the task changed since the caller read it (read it again).
-local function take_each(tkey, container, state, window, first, lock_base, act)
+local function take_each(tkey, container, state, window, first, lock_base, act, prio)
   local out = {}
   for i = first, #ARGV, 3 do
     local id, hint = ARGV[i], tonumber(ARGV[i + 1])
@@ -51,7 +56,7 @@ local function take_each(tkey, container, state, window, first, lock_base, act)
       v, code = nil, -8
     end
     if v then
-      if take(container, state, id, window, hint) or hint == -2 then
+      if take(container, state, id, window, hint, prio) or hint == -2 then
         act(id, v, KEYS[lock_base + (i - first) / 3 + 1])
       else
         code = -6

@@ -6,7 +6,8 @@ The audit reads the Redis under test directly (the key schema of docs/architectu
 recorder's start/end records, and checks, for every task id a producer saw acknowledged:
 - it is still in Redis (nothing lost): completed, archived with a reason, or still queued;
 - its stored state agrees with exactly one state container (the hash's state char and
-  membership of pending / lease / scheduled / retry / archived / completed);
+  membership of pending (the list, or the prio zset) / lease / scheduled / retry / archived /
+  completed);
 - it never started after it had completed;
 - it started at most 1 + retried times, and each re-run of a task that was never made to fail
   is explained by a recorded lease expiry (retried > 0 with a "lease" reason).
@@ -101,7 +102,7 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
     rep = Report(acked=len(acked))
     starts = _records(rec, "starts")
     members = {
-        "pending": {x.decode() for x in r.lrange(q.pending, 0, -1)},
+        "pending": {x.decode() for x in r.lrange(q.pending, 0, -1)} | {x.decode() for x in r.zrange(q.prio, 0, -1)},
         **{name: {x.decode() for x in r.zrange(getattr(q, attr), 0, -1)}
            for name, attr in (("lease", "lease"), ("scheduled", "scheduled"), ("retry", "retry"),
                               ("archived", "archived"), ("completed", "completed"))},
@@ -222,7 +223,8 @@ def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any
 
 def mixed_tasks(n: int, prefix: str = "t", seed: int = 7) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """``n`` tasks: most succeed after 0-30 ms; 10 % fail once then succeed (retry after 0.1 s);
-    5 % fail with no retries left (archived). Completed tasks are kept (retention) for the audit."""
+    5 % fail with no retries left (archived); about 30 % have a priority other than the default (in
+    the prio zset while pending). Completed tasks are kept (retention) for the audit."""
     rnd = random.Random(seed)
     out = []
     for i in range(n):
@@ -234,6 +236,8 @@ def mixed_tasks(n: int, prefix: str = "t", seed: int = 7) -> list[tuple[str, dic
         elif x < 0.15:
             payload["fail"] = 1
             options["max_retry"] = 0
+        if rnd.random() < 0.3:
+            options["priority"] = rnd.randrange(10)
         out.append((f"{prefix}{i}", payload, options))
     return out
 

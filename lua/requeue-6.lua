@@ -6,12 +6,15 @@ KEYS[2] lease    lease zset
 KEYS[3] pending  pending list (RPUSH = the end workers pop from = the front)
 KEYS[4] wake     wake-up list
 KEYS[5] progress progress hash (the attempt's progress is cleared)
+KEYS[6] prio     pending ids of priorities other than the default (includes/priority): the
+                 front of the task's own priority
 ARGV[1] id
 ARGV[2] token    the lease token
 Returns 1 = requeued, 0 = no such task, -3 = lease not held.
 ]]
 --- @include "active"
 --- @include "signal"
+--- @include "priority"
 local id = ARGV[1]
 local msg, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -19,7 +22,7 @@ if code ~= 1 then
 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HSET', KEYS[1], id, 'p' .. msg)
-redis.call('RPUSH', KEYS[3], id)
+push_pending(KEYS[3], KEYS[6], id, msg_priority(msg, 1), true)
 signal(KEYS[4])
 redis.call('HDEL', KEYS[5], id)
 return 1

@@ -6,6 +6,7 @@ KEYS[2] retry      retry zset
 KEYS[3] t          tasks hash
 KEYS[4] pending    pending list
 KEYS[5] wake       wake-up list
+KEYS[6] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] batch      most tasks to move from each zset
 ARGV[2] now        '' = Redis time; else a simulated time in ms
 Returns {moved, next}: next = ms until the next due task (0 = more are due now; at most a day),
@@ -14,6 +15,7 @@ Returns {moved, next}: next = ms until the next due task (0 = more are due now; 
 --- @include "now"
 --- @include "signal"
 --- @include "wait"
+--- @include "priority"
 local now = now_ms(ARGV[2])
 local batch = tonumber(ARGV[1])
 local moved = 0
@@ -25,7 +27,7 @@ for z = 1, 2 do
     local v = redis.call('HGET', KEYS[3], id)
     if v then
       redis.call('HSET', KEYS[3], id, 'p' .. string.sub(v, 2))
-      redis.call('LPUSH', KEYS[4], id)
+      push_pending(KEYS[4], KEYS[6], id, msg_priority(v, 2), false)
       moved = moved + 1
     end
   end

@@ -7,11 +7,13 @@ KEYS[12] t         tasks hash (to read the oldest pending task)
 KEYS[13] trimmed   lifetime count of archived tasks deleted by the archive limits
 KEYS[14] aggregating  counter of the tasks in aggregation groups
 KEYS[15] groups    the queue's aggregation groups (zset)
+KEYS[16] prio      pending ids of priorities other than the default (zset, counted as pending)
 ARGV[1] now        '' = Redis time; else a simulated time in ms
 Returns {pending, active, scheduled, retry, archived, completed, paused (0/1),
          processed, failed, processed_today, failed_today, trimmed, now, oldest, aggregating, groups}:
-oldest = the stored value of the oldest pending task (the right end of the list; the last 10 ids
-are looked at, skipping placeholders of removed tasks), false when none.
+oldest = the stored value of the oldest pending task of the default priority (the right end of the
+list; the last 10 ids are looked at, skipping placeholders of removed tasks), or, when none, of the
+next task of another priority; false when none.
 ]]
 --- @include "now"
 local function int(key)
@@ -27,8 +29,14 @@ for i = #tail, 1, -1 do
     end
   end
 end
+if not oldest then
+  local next_id = redis.call('ZRANGE', KEYS[16], 0, 0)[1]
+  if next_id then
+    oldest = redis.call('HGET', KEYS[12], next_id)
+  end
+end
 return {
-  redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
+  redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[16]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
   redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), redis.call('ZCARD', KEYS[6]),
   redis.call('EXISTS', KEYS[7]), int(KEYS[8]), int(KEYS[9]), int(KEYS[10]), int(KEYS[11]),
   int(KEYS[13]), now_ms(ARGV[1]), oldest, int(KEYS[14]), redis.call('ZCARD', KEYS[15]),

@@ -1,6 +1,6 @@
 --[[ run_tasks: scheduled|retry|archived -> pending, by an operator ("run now")
 Moves each given task that is still in the expected state to the head of pending (it runs after
-the tasks already waiting), message unchanged (an archived task keeps its retry count: if it fails
+the tasks of its priority already waiting), message unchanged (an archived task keeps its retry count: if it fails
 again with no retries left, it is archived again). Leaves a wake-up token so an idle worker takes
 it at once. One task or a batch of at most ~1000 (run_all loops in Python).
 An archived task's uniqueness lock was released when it was archived and is not taken again.
@@ -8,12 +8,14 @@ KEYS[1] t          tasks hash
 KEYS[2] container  the state's zset (scheduled, retry, archived)
 KEYS[3] pending    pending list
 KEYS[4] wake       wake-up list idle workers block on
+KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] state      state char the tasks must be in: s r x
 ARGV[2..] ids
 Returns one code per task: 1 = now pending, 0 = no such task, -5 = in another state.
 ]]
 --- @include "state"
 --- @include "signal"
+--- @include "priority"
 local state = ARGV[1]
 local out, moved = {}, 0
 for i = 2, #ARGV do
@@ -22,7 +24,7 @@ for i = 2, #ARGV do
   if v then
     redis.call('ZREM', KEYS[2], id)
     redis.call('HSET', KEYS[1], id, 'p' .. string.sub(v, 2))
-    redis.call('LPUSH', KEYS[3], id)
+    push_pending(KEYS[3], KEYS[5], id, msg_priority(v, 2), false)
     moved = moved + 1
   end
   out[#out + 1] = code

@@ -12,6 +12,8 @@ KEYS[5] wake       wake-up list idle workers block on
 KEYS[6] tick       forwarders' tick list (signalled when the new due time is the earliest)
 KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] prio       pending ids of priorities other than the default (includes/priority): a
+                   pending task whose priority changes moves to the back of its new priority
 ARGV[1] id
 ARGV[2] state      the state the caller read: p s r
 ARGV[3] read       the stored value the caller read
@@ -29,6 +31,7 @@ not found near either end of the list: locate it and call again, -8 = changed si
 --- @include "take"
 --- @include "signal"
 --- @include "events"
+--- @include "priority"
 local id, state, msg = ARGV[1], ARGV[2], ARGV[4]
 local v, code = check_state(KEYS[1], KEYS[2], state, id)
 if not v then
@@ -46,13 +49,20 @@ elseif ARGV[6] ~= '' then
   due = now + tonumber(ARGV[6])
 end
 local new_state = state
+local priority = msg_priority(msg, 1)
 if due == nil then
+  if state == 'p' and priority ~= msg_priority(v, 2) then
+    if not take(KEYS[2], 'p', id, tonumber(ARGV[7]), tonumber(ARGV[8]), KEYS[9]) and ARGV[8] ~= '-2' then
+      return -6
+    end
+    push_pending(KEYS[4], KEYS[9], id, priority, false)
+  end
   redis.call('HSET', KEYS[1], id, state .. msg)
 elseif due <= now then
   new_state = 'p'
   if state ~= 'p' then
     redis.call('ZREM', KEYS[2], id)
-    redis.call('LPUSH', KEYS[4], id)
+    push_pending(KEYS[4], KEYS[9], id, priority, false)
     signal(KEYS[5])
   end
   redis.call('HSET', KEYS[1], id, 'p' .. msg)
@@ -63,7 +73,8 @@ else
   else
     new_state = 's'
   end
-  if state == 'p' and not take(KEYS[2], 'p', id, tonumber(ARGV[7]), tonumber(ARGV[8])) and ARGV[8] ~= '-2' then
+  if state == 'p' and not take(KEYS[2], 'p', id, tonumber(ARGV[7]), tonumber(ARGV[8]), KEYS[9])
+      and ARGV[8] ~= '-2' then
     return -6
   end
   signal_if_first(target, due, KEYS[6])

@@ -7,7 +7,8 @@ KEYS[1] t          tasks hash
 KEYS[2] container  the state's list (pending) or zset
 KEYS[3] events     the queue's event stream
 KEYS[4] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEYS[4+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
+KEYS[5+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
 ARGV[1] state      state char the tasks must be in: p s r x c (never a = active)
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
 ARGV[3..] id, hint, read triples
@@ -26,8 +27,8 @@ Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
 --- @include "events"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local cap = events_cap(KEYS[4])
-return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 4, function(id, v, lock)
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 5, function(id, v, lock)
   redis.call('HDEL', KEYS[1], id)
   release_lock(lock, id)
   emit(KEYS[3], cap, 'e', 'deleted', 'id', id, 'type', msg_type(string.sub(v, 2)))
-end)
+end, KEYS[5])

@@ -1,7 +1,7 @@
 --[[ enqueue_many: (new) x N -> pending, in one call (the batch path of Client.enqueue_many)
-Stores N tasks and appends them to pending in order. Unique tasks never come this way (they take
-enqueue-8 one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
-id check; a batch with caller-chosen ids is checked like enqueue-8: a live task with the same id
+Stores N tasks and appends them to pending in order, each at the back of its priority
+(includes/priority). Unique tasks never come this way (they take enqueue-9 one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
+id check; a batch with caller-chosen ids is checked like enqueue-9: a live task with the same id
 is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
 replaced.
 KEYS[1] t          tasks hash
@@ -13,6 +13,7 @@ KEYS[6] marker     generated ids: this call's batch marker (a random token per c
                    minute); caller-chosen ids: a never-set placeholder
 KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
 ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
@@ -25,6 +26,7 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "signal"
 --- @include "newtask"
 --- @include "events"
+--- @include "priority"
 local ids, vals, refused = {}, {}, {}
 if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
   if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 60000) then
@@ -60,7 +62,11 @@ else
   end
 end
 if #ids > 0 then
-  redis.call('LPUSH', KEYS[2], unpack(ids))
+  local prios = {}
+  for n, v in ipairs(vals) do
+    prios[n] = msg_priority(v, 2)
+  end
+  push_many(KEYS[2], KEYS[9], ids, prios)
   signal(KEYS[3])
   local cap = events_cap(KEYS[8])
   for n, id in ipairs(ids) do

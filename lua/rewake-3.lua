@@ -5,13 +5,15 @@ queue would wait, unseen, for another worker's idle timeout. It calls this to pu
 one is left if the queue has pending tasks (at most one token waits, as always).
 KEYS[1] pending  pending list
 KEYS[2] wake     wake-up list idle workers block on
+KEYS[3] prio     pending ids of priorities other than the default
 Returns 1 = a token is waiting now, 0 = the queue has no pending task (nothing to wake for).
 Works when Redis is full (includes/whenfull): a worker that drains queues hands tokens back then too.
 ]]
 --- @include "signal"
 --- @include "whenfull"
+--- @include "priority"
 writable_when_full(KEYS[2])
-if redis.call('LLEN', KEYS[1]) == 0 then
+if pending_count(KEYS[1], KEYS[3]) == 0 then
   return 0
 end
 signal(KEYS[2])

@@ -1,6 +1,7 @@
 --[[ dequeue: pending -> active (with a lease)
-Pops up to ARGV[1] tasks from the right of the pending list (oldest first) and leases them to the
-caller until now + lease. A paused queue yields nothing. If tasks remain, one wake-up token is left
+Takes up to ARGV[1] pending tasks, the highest priority first (includes/priority: priorities
+9..6 from the prio zset, then the default priority from the right of the pending list, oldest
+first, then priorities 4..0), and leases them to the caller until now + lease. A paused queue yields nothing. If tasks remain, one wake-up token is left
 so another idle worker comes to help.
 KEYS[1] t        tasks hash
 KEYS[2] pending  pending list
@@ -9,6 +10,7 @@ KEYS[4] paused   paused flag (exists = paused)
 KEYS[5] wake     wake-up list
 KEYS[6] events   the queue's event stream
 KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[8] prio     pending ids of priorities other than the default (zset, includes/priority)
 ARGV[1] count    how many tasks at most
 ARGV[2] lease    lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
@@ -27,6 +29,7 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 --- @include "now"
 --- @include "signal"
 --- @include "events"
+--- @include "priority"
 local LIMIT_WAIT = 1000
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
@@ -57,7 +60,27 @@ end
 local out = {now, 0, 0}
 local ids = false
 if count > 0 then
-  ids = redis.call('RPOP', KEYS[2], count)
+  ids = redis.call('ZRANGE', KEYS[8], '-inf', '(' .. string.format('%.0f', HIGH_END), 'BYSCORE', 'LIMIT', 0, count)
+  if #ids > 0 then
+    redis.call('ZREM', KEYS[8], unpack(ids))
+  end
+  if #ids < count then
+    for _, id in ipairs(redis.call('RPOP', KEYS[2], count - #ids) or {}) do
+      ids[#ids + 1] = id
+    end
+    if #ids < count then  -- (the higher priorities are all taken)
+      local low = redis.call('ZRANGE', KEYS[8], 0, count - #ids - 1)
+      if #low > 0 then
+        redis.call('ZREM', KEYS[8], unpack(low))
+        for _, id in ipairs(low) do
+          ids[#ids + 1] = id
+        end
+      end
+    end
+  end
+  if #ids == 0 then
+    ids = false
+  end
 end
 if ids then
   local expiry = now + tonumber(ARGV[2])
@@ -89,7 +112,7 @@ end
 if bucket then  -- the bucket refilled up to now, less a token per task taken
   redis.call('HSET', KEYS[7], 'tokens', tostring(tokens - (ids and #ids or 0)), 'ts', now)
 end
-local remaining = redis.call('LLEN', KEYS[2])
+local remaining = pending_count(KEYS[2], KEYS[8])
 out[2] = remaining
 if remaining > 0 then
   if wait ~= 0 then

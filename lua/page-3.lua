@@ -1,9 +1,11 @@
 --[[ page: read one page of the tasks in one state (read-only; O(log N + page size))
-Ranks count from the end tasks leave first: the pending list is read from its right end (the
-oldest task, next to run), zsets by ascending score (ARGV[2] 'asc': next due, next lease expiry)
+Ranks count from the end tasks leave first: pending tasks in the order workers take them
+(includes/priority: priorities 9..6 from the prio zset, then the default priority from the pending
+list's right end, oldest first, then priorities 4..0), zsets by ascending score (ARGV[2] 'asc': next due, next lease expiry)
 or descending (ARGV[2] 'desc': newest archived or completed first).
 KEYS[1] container  the state's list (pending) or zset (lease, scheduled, retry, archived, completed)
 KEYS[2] t          tasks hash
+KEYS[3] prio       pending ids of priorities other than the default (read with kind 'list')
 ARGV[1] kind       'list' or 'zset'
 ARGV[2] order      'asc' or 'desc' (zsets only)
 ARGV[3] start      first rank (0-based)
@@ -12,14 +14,30 @@ ARGV[5] values     '1' = return each task's stored value, '0' = ids only
 Returns {id1, score1, value1, id2, ...}: score '' for the list; value false when the task's data
 is gone (or not asked for). A pending id '' is the placeholder of a removed task: skipped.
 ]]
+--- @include "priority"
 local start, stop = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ids, scores = {}, {}
-if ARGV[1] == 'list' then
-  local got = redis.call('LRANGE', KEYS[1], -1 - stop, -1 - start)
-  for i = #got, 1, -1 do
-    ids[#ids + 1] = got[i]
-    scores[#scores + 1] = ''
+local function from_prio(a, b)  -- ranks a..b of the prio zset
+  if a <= b then
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[3], a, b)) do
+      ids[#ids + 1] = id
+      scores[#scores + 1] = ''
+    end
   end
+end
+if ARGV[1] == 'list' then
+  local high = redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. string.format('%.0f', HIGH_END))
+  local n = redis.call('LLEN', KEYS[1])
+  from_prio(start, math.min(stop, high - 1))
+  local a, b = math.max(start, high) - high, math.min(stop, high + n - 1) - high
+  if a <= b then
+    local got = redis.call('LRANGE', KEYS[1], -1 - b, -1 - a)
+    for i = #got, 1, -1 do
+      ids[#ids + 1] = got[i]
+      scores[#scores + 1] = ''
+    end
+  end
+  from_prio(math.max(start, high + n) - n, stop - n)
 else
   local got
   if ARGV[2] == 'desc' then

@@ -1,0 +1,142 @@
+--- Priorities within a queue: 0 (lowest) to 9 (highest), 5 by default. Pending tasks of the
+--- default priority are in the pending list (LPUSH, RPOP: FIFO, O(1)); the others are in the
+--- queue's 'prio' zset, in bands of BAND scores, one band per priority, the highest first
+--- (band(p) = (9 - p) * BAND), FIFO within a band (the score after the band's last, or before
+--- its first for a task put back at the front). Workers take bands 9..6, then the list, then
+--- bands 4..0: strict order, O(log N) per task however many wait (scores stay exact doubles:
+--- 9 * 2^45 + 2^45 < 2^53).
+--- msg_priority(m, i): the priority of the message starting at byte i of m. Only a message whose
+--- array reaches the priority field (PRIORITY_INDEX, codec.PRIORITY_INDEX: trailing defaults
+--- are left out of the encoding) is read past its first bytes, skipping the fields before it
+--- (mp_skip: msgpack objects, nesting counted, not recursed); anything unreadable is the default.
+--- push_pending(list, pq, id, p, front): make id pending at the back (or ``front``) of its
+--- priority. pending_count(list, pq): how many pending ids (placeholders included).
+local PRIORITY_INDEX, DEFAULT_PRIORITY = 19, 5
+local BAND = 35184372088832  -- 2^45
+local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities above the default
+local SIZES = {  -- msgpack type byte -> {bytes of the header, length bytes (0 = none), items per length}
+  [0xc4] = {2, 1}, [0xc5] = {3, 2}, [0xc6] = {5, 4}, [0xd9] = {2, 1}, [0xda] = {3, 2}, [0xdb] = {5, 4},
+  [0xc7] = {3, 1}, [0xc8] = {4, 2}, [0xc9] = {6, 4},
+}
+local FIXED = {[0xca] = 5, [0xcb] = 9, [0xcc] = 2, [0xcd] = 3, [0xce] = 5, [0xcf] = 9, [0xd0] = 2,
+  [0xd1] = 3, [0xd2] = 5, [0xd3] = 9, [0xd4] = 3, [0xd5] = 4, [0xd6] = 6, [0xd7] = 10, [0xd8] = 18,
+  [0xc0] = 1, [0xc2] = 1, [0xc3] = 1}
+local function mp_uint(m, i, n)
+  local v = 0
+  for k = i, i + n - 1 do
+    local b = string.byte(m, k)
+    if not b then return nil end
+    v = v * 256 + b
+  end
+  return v
+end
+local function mp_skip(m, i)  -- the index after the object starting at i (nil: not msgpack)
+  local todo = 1
+  while todo > 0 do
+    todo = todo - 1
+    local b = string.byte(m, i)
+    if not b then return nil end
+    if b <= 0x7f or b >= 0xe0 then
+      i = i + 1
+    elseif b <= 0x8f then
+      i, todo = i + 1, todo + 2 * (b - 0x80)
+    elseif b <= 0x9f then
+      i, todo = i + 1, todo + (b - 0x90)
+    elseif b <= 0xbf then
+      i = i + 1 + (b - 0xa0)
+    elseif FIXED[b] then
+      i = i + FIXED[b]
+    elseif SIZES[b] then
+      local n = mp_uint(m, i + 1, SIZES[b][2])
+      if not n then return nil end
+      i = i + SIZES[b][1] + n
+    elseif b == 0xdc or b == 0xde then
+      local n = mp_uint(m, i + 1, 2)
+      if not n then return nil end
+      i, todo = i + 3, todo + n * (b == 0xde and 2 or 1)
+    elseif b == 0xdd or b == 0xdf then
+      local n = mp_uint(m, i + 1, 4)
+      if not n then return nil end
+      i, todo = i + 5, todo + n * (b == 0xdf and 2 or 1)
+    else
+      return nil  -- 0xc1: never used
+    end
+  end
+  return i
+end
+local function msg_priority(m, i)
+  local b, n = string.byte(m, i), 0
+  if b and b >= 0x90 and b <= 0x9f then
+    n, i = b - 0x90, i + 1
+  elseif b == 0xdc then
+    n, i = mp_uint(m, i + 1, 2) or 0, i + 3
+  end
+  if n <= PRIORITY_INDEX then
+    return DEFAULT_PRIORITY
+  end
+  for _ = 1, PRIORITY_INDEX do
+    i = mp_skip(m, i)
+    if not i then return DEFAULT_PRIORITY end
+  end
+  local p = string.byte(m, i)
+  if p and p <= 9 then  -- a positive fixint
+    return p
+  end
+  return DEFAULT_PRIORITY
+end
+local function push_pending(list, pq, id, p, front)
+  if p == DEFAULT_PRIORITY then
+    if front then
+      redis.call('RPUSH', list, id)
+    else
+      redis.call('LPUSH', list, id)
+    end
+    return
+  end
+  local lo = (9 - p) * BAND
+  local lo_s, hi_s = string.format('%.0f', lo), '(' .. string.format('%.0f', lo + BAND)
+  local edge
+  if front then
+    edge = redis.call('ZRANGE', pq, lo_s, hi_s, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')[2]
+  else
+    edge = redis.call('ZRANGE', pq, hi_s, lo_s, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')[2]
+  end
+  local score = lo + BAND / 2
+  if edge then
+    score = tonumber(edge) + (front and -1 or 1)
+  end
+  redis.call('ZADD', pq, string.format('%.0f', score), id)
+end
+local function pending_count(list, pq)
+  return redis.call('LLEN', list) + redis.call('ZCARD', pq)
+end
+--- push_many(list, pq, ids, prios): push_pending for a batch, in order (one LPUSH for the default
+--- priority, one ZADD per other priority present).
+local function push_many(list, pq, ids, prios)
+  local plain, by = {}, {}
+  for n, id in ipairs(ids) do
+    local p = prios[n]
+    if p == DEFAULT_PRIORITY then
+      plain[#plain + 1] = id
+    else
+      by[p] = by[p] or {}
+      table.insert(by[p], id)
+    end
+  end
+  if #plain > 0 then
+    redis.call('LPUSH', list, unpack(plain))
+  end
+  for p, members in pairs(by) do
+    local lo = (9 - p) * BAND
+    local edge = redis.call('ZRANGE', pq, '(' .. string.format('%.0f', lo + BAND), string.format('%.0f', lo),
+      'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')[2]
+    local score = edge and tonumber(edge) or lo + BAND / 2 - 1
+    local args = {}
+    for _, id in ipairs(members) do
+      score = score + 1
+      args[#args + 1] = string.format('%.0f', score)
+      args[#args + 1] = id
+    end
+    redis.call('ZADD', pq, unpack(args))
+  end
+end
