@@ -16,6 +16,7 @@ from typing import Any
 from .core import options as opts
 from .core.broker import Broker, Call
 from .core.clock import Clock
+from .core.codec import Message
 from .core.errors import (
     DuplicateTaskError,
     InvalidArgumentError,
@@ -135,7 +136,7 @@ class _ClientCore:
         batches: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
-            if p.delay_ms > 0 or p.unique_ttl or single or p.msg.group:
+            if p.delay_ms > 0 or p.unique_ttl or single or p.msg.group or _targeted(p.msg):
                 calls.append(self._one_call(p))
             else:
                 batches.setdefault(p.queue, []).append(i)
@@ -158,6 +159,8 @@ class _ClientCore:
                                         p.mode)
         if p.msg.group:
             return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
+        if _targeted(p.msg):
+            return self.broker.enqueue_target(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
         return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
@@ -239,6 +242,8 @@ class TaskInfoList(Sequence[Any]):
             return TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r)
         if p.msg.group:
             return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
+        if _targeted(p.msg):
+            return TaskInfo.from_message(p.id, p.queue, TaskState.TARGETED, p.msg, 0)
         return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
 
     def __getitem__(self, i: Any) -> Any:
@@ -283,6 +288,8 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
         ``debounce`` (seconds: run the task that long after the last enqueue with the same key;
         a task with the key still waiting is replaced, see TaskInfo.replaced); ``priority`` (0
         lowest to 9 highest, default 5: strict order within the queue, FIFO within a priority);
+        ``workers`` (names of the workers allowed to run it: ``Server(name=)``, ``--name``) and
+        ``runs`` (how many distinct workers must each run it successfully): a targeted task;
         ``on_conflict`` ("raise" [default] or "return": with a ``task_id`` a live task already
         has, or a unique key a live task holds, return that task's TaskInfo instead of raising).
 
@@ -662,6 +669,10 @@ class _SyncAutoPipeline:
                     w.done.release()
         finally:
             self._hand_over()
+
+
+def _targeted(msg: Message) -> bool:
+    return msg.workers is not None or msg.runs > 1
 
 
 def _on_conflict(options: dict[str, Any]) -> bool:

@@ -7,7 +7,7 @@ whatever the queue depth; bulk operations go in bounded batches (see docs/archit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -181,6 +181,13 @@ class Inspector:
         return self._run(self._plans.all_stats())
 
     # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+
+    def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> TaskInfo:
+        """Change which workers (``Server(name=)``, ``asynqpy worker --name``) may run a targeted
+        task (enqueued with ``workers=`` or ``runs=``); None = any worker. A run already taken by a
+        worker no longer allowed is given back at that worker's next lease renewal (its handler is
+        cancelled; the run is not counted). Returns the task as it now is."""
+        return self._run(self._plans.set_workers(queue, id, workers))
 
     def edit_task(self, queue: str, id: str, **changes: Any) -> TaskInfo:
         """Change a pending, scheduled or retry task: ``payload``, ``max_retry``, its due time
@@ -365,6 +372,13 @@ class AsyncInspector:
         return await self._run(self._plans.all_stats())
 
     # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+
+    async def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> TaskInfo:
+        """Change which workers (``Server(name=)``, ``asynqpy worker --name``) may run a targeted
+        task (enqueued with ``workers=`` or ``runs=``); None = any worker. A run already taken by a
+        worker no longer allowed is given back at that worker's next lease renewal (its handler is
+        cancelled; the run is not counted). Returns the task as it now is."""
+        return await self._run(self._plans.set_workers(queue, id, workers))
 
     async def edit_task(self, queue: str, id: str, **changes: Any) -> TaskInfo:
         """Change a pending, scheduled or retry task: ``payload``, ``max_retry``, its due time

@@ -106,7 +106,7 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
                 running.result()  # a startup hook that failed: its error
                 raise RuntimeError("the server stopped while draining")
             infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
-            if all(i.pending == 0 and i.active == 0 for i in infos):
+            if all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
                 due = await _next_due(redis, names)
                 if due is None:
                     break

@@ -15,7 +15,7 @@ from asynqpy.core.task import TaskState
 if TYPE_CHECKING:
     from asynqpy import QueueInfo
 
-STATES: list[TaskState] = [s for s in TaskState if s is not TaskState.AGGREGATING]
+STATES: list[TaskState] = [s for s in TaskState if s not in (TaskState.AGGREGATING, TaskState.TARGETED)]
 """The task tabs (aggregating tasks are listed per group: the queue summary counts them)."""
 """Task states in tab order (keys 1-6)."""
 

@@ -219,7 +219,7 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
 ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",
                  "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload",
                  "group": "--group", "unique_key": "--unique-key", "throttle": "--throttle", "debounce": "--debounce",
-                 "priority": "--priority"}
+                 "priority": "--priority", "workers": "--workers", "runs": "--runs"}
 """The library's option names and the enqueue command's flags for them."""
 
 
@@ -327,6 +327,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
                    "workers may: each tick is enqueued once).")
 @click.option("--loop", "loop", default="asyncio", show_default=True, type=click.Choice(["asyncio", "uvloop"]),
               help="The event loop: asyncio, or uvloop (pip install 'asynqpy[uvloop]').")
+@click.option("--name", "name", default=None,
+              help="This worker's name, for tasks enqueued with workers=[...] or runs=N (default: host:pid; "
+                   "the processes of --processes N share it).")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
 @signing_key_option
@@ -334,7 +337,7 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @user_errors
 def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
-           unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
+           unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str, name: str | None,
            signing_key_file: str | None, redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -345,6 +348,13 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
             import uvloop  # noqa: F401 - checked before any child process starts
         except ImportError:
             raise UserError("--loop uvloop needs uvloop: pip install 'asynqpy[uvloop]'") from None
+    if name is not None:
+        from asynqpy.core.keys import validate_worker_name
+
+        try:
+            validate_worker_name(name)
+        except InvalidArgumentError as exc:
+            raise UserError(f"--name: {exc}") from None
     spec = parse_queues(queues_spec) if queues_spec else None
     found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     app = None if isinstance(found, ServeMux) else found
@@ -369,6 +379,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["fair_dispatch"] = True
     if run_scheduler:
         extra["scheduler"] = True
+    if name is not None:
+        extra["name"] = name
     if app is not None:
         extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
                  "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}
@@ -430,6 +442,10 @@ def _child_argv(argv: list[str]) -> list[str]:
               help="Drop the task if one with the same key was enqueued less than this many seconds ago.")
 @click.option("--debounce", default=None, type=float,
               help="Run this many seconds after the last enqueue with the same key (a waiting one is replaced).")
+@click.option("--workers", "workers", default=None,
+              help="Only these workers (their --name, comma-separated) may run the task.")
+@click.option("--runs", default=None, type=int,
+              help="The task must succeed on this many distinct workers (each runs it once).")
 @json_option
 @signing_key_option
 @redis_url_option
@@ -437,8 +453,8 @@ def _child_argv(argv: list[str]) -> list[str]:
 def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None,
             process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
             task_id: str | None, retention: float, group: str | None, priority: int | None, unique_key: str | None,
-            throttle: float | None, debounce: float | None, as_json: bool, signing_key_file: str | None,
-            redis_url: str) -> None:
+            throttle: float | None, debounce: float | None, workers: str | None, runs: int | None, as_json: bool,
+            signing_key_file: str | None, redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
@@ -451,8 +467,9 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
         extra["timeout"] = timeout or None  # 0: no limit
     if process_at is not None:
         extra["process_at"] = process_at
+    worker_list = None if workers is None else [w.strip() for w in workers.split(",") if w.strip()]
     for name, given in (("group", group), ("priority", priority), ("unique_key", unique_key),
-                        ("throttle", throttle), ("debounce", debounce)):
+                        ("throttle", throttle), ("debounce", debounce), ("workers", worker_list), ("runs", runs)):
         if given is not None:
             extra[name] = given
     from asynqpy.client import Client

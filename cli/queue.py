@@ -54,6 +54,8 @@ def info_table(q: QueueInfo) -> Table:
               if q.pending else "- (no pending task)")
     t.add_row("tasks", f"pending {q.pending:,} · active {q.active:,} · scheduled {q.scheduled:,}")
     t.add_row("", f"retry {q.retry:,} · archived {q.archived:,} · completed {q.completed:,}")
+    if q.targeted:
+        t.add_row("", f"targeted {q.targeted:,} (workers= or runs=; `asynqpy task ls -q {q.queue} -s targeted`)")
     if q.aggregating or q.groups:
         t.add_row("", f"aggregating {q.aggregating:,} in {q.groups:,} group(s) (`asynqpy queue groups {q.queue}`)")
     t.add_row("processed", f"today {q.processed_today:,} · total {q.processed_total:,}")

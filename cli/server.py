@@ -29,7 +29,7 @@ def server() -> None:
 @redis_url_option
 @user_errors
 def ls(as_json: bool, redis_url: str) -> None:
-    """List live servers: host, pid, busy/concurrency, queues (weights), when started. Running
+    """List live servers: name, host, pid, busy/concurrency, queues (weights), when started. Running
     tasks are as of each server's last heartbeat."""
     with inspector(redis_url) as insp:
         servers = insp.servers()
@@ -42,6 +42,7 @@ def ls(as_json: bool, redis_url: str) -> None:
         return
     now = datetime.now(timezone.utc)
     t = Table(box=None, pad_edge=False, header_style="bold")
+    t.add_column("name", no_wrap=True, max_width=24, overflow="ellipsis")
     t.add_column("host", no_wrap=True, max_width=24, overflow="ellipsis")
     t.add_column("pid", justify="right", no_wrap=True)
     t.add_column("busy", justify="right", no_wrap=True)
@@ -49,7 +50,7 @@ def ls(as_json: bool, redis_url: str) -> None:
     t.add_column("started", no_wrap=True)
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
-        t.add_row(s.host, str(s.pid), f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
+        t.add_row(s.name or "-", s.host, str(s.pid), f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
     show(out, t)
     running = [(s, w) for s in servers for w in s.active]
     if running:

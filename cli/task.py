@@ -33,7 +33,7 @@ from .common import (
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
 id_option = click.option("--id", "task_id", required=True, help="The task id.")
-STATES_HELP = "pending, active, scheduled, retry, archived, completed or aggregating"
+STATES_HELP = "pending, active, scheduled, retry, archived, completed, aggregating or targeted"
 state_option = click.option("--state", "-s", required=True, help=f"The tasks' state: {STATES_HELP}.")
 
 
@@ -145,6 +145,11 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("priority", f"{x.priority} (0 lowest, 9 highest, 5 the default)"))
     if x.group:
         rows.append(("group", x.group))
+    if x.workers is not None or x.runs_wanted > 1:
+        rows.append(("workers", ", ".join(x.workers) if x.workers is not None else "any"))
+        rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))
+        for name, state in sorted(x.runs.items()):
+            rows.append((f"  run on {name}", state))
     if x.retention:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
@@ -208,11 +213,13 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
               help="New due time, seconds from now (0: now).")
 @click.option("--priority", type=click.IntRange(0, 9), default=None,
               help="The new priority, 0 (lowest) to 9 (highest).")
+@click.option("--workers", default=None,
+              help="A targeted task's allowed workers (comma-separated names; '*': any worker).")
 @json_option
 @redis_url_option
 @user_errors
 def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, process_at: float | datetime | None,
-         process_in: float | None, priority: int | None, as_json: bool, redis_url: str) -> None:
+         process_in: float | None, priority: int | None, workers: str | None, as_json: bool, redis_url: str) -> None:
     """Change a pending, scheduled or retry task: its payload, max_retry, priority or due time (due
     later, a pending task becomes scheduled; due now, it becomes pending)."""
     changes: dict[str, Any] = {}
@@ -231,10 +238,16 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
         changes["process_at"] = process_at
     if process_in is not None:
         changes["process_in"] = process_in
-    if not changes:
+    if workers is not None and changes:
+        raise UserError("--workers changes a targeted task's workers: give it alone")
+    if workers is None and not changes:
         raise UserError("nothing to change: give --payload, --max-retry, --priority, --at or --in")
     with inspector(redis_url) as insp:
-        info = insp.edit_task(queue, task_id, **changes)
+        if workers is not None:
+            names = None if workers.strip() == "*" else [w.strip() for w in workers.split(",") if w.strip()]
+            info = insp.set_workers(queue, task_id, names)
+        else:
+            info = insp.edit_task(queue, task_id, **changes)
     if as_json:
         emit_json(info)
         return

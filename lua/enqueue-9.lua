@@ -27,19 +27,9 @@ task has this id.
 --- @include "unique"
 --- @include "priority"
 local id = ARGV[1]
-local seen = new_id(KEYS[1], id, ARGV[2], ARGV[4] == '1')
-if seen == 'own' then
-  return 1
-elseif seen == 'taken' then
-  return -2
-end
-local refused = take_lock(KEYS[4], id, tonumber(ARGV[3]))
-if refused then
-  return refused
-end
-redis.call('HSET', KEYS[1], id, 'p' .. ARGV[2])  -- first write: a full Redis refuses the call here
-if seen == 'replace' then
-  forget_finished(KEYS[5], KEYS[6], id)
+local done = store_new(KEYS[1], id, 'p', ARGV[2], ARGV[4] == '1', KEYS[4], tonumber(ARGV[3]), KEYS[5], KEYS[6])
+if done then
+  return done
 end
 push_pending(KEYS[2], KEYS[9], id, msg_priority(ARGV[2], 1), false)
 signal(KEYS[3])

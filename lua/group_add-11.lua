@@ -27,19 +27,9 @@ duplicate (lock held by another task), -2 = a live task has this id.
 --- @include "events"
 --- @include "unique"
 local id, group = ARGV[1], ARGV[5]
-local seen = new_id(KEYS[1], id, ARGV[2], ARGV[4] == '1')
-if seen == 'own' then
-  return 1
-elseif seen == 'taken' then
-  return -2
-end
-local refused = take_lock(KEYS[7], id, tonumber(ARGV[3]))
-if refused then
-  return refused
-end
-redis.call('HSET', KEYS[1], id, 'g' .. ARGV[2])  -- first write: a full Redis refuses the call here
-if seen == 'replace' then
-  forget_finished(KEYS[8], KEYS[9], id)
+local done = store_new(KEYS[1], id, 'g', ARGV[2], ARGV[4] == '1', KEYS[7], tonumber(ARGV[3]), KEYS[8], KEYS[9])
+if done then
+  return done
 end
 local now = now_ms(ARGV[6])
 local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]

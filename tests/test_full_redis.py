@@ -118,6 +118,10 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
                   lambda h: h.b.aggregate(Q, "g", [("m1", h.stored("m1"))], "agg", Message("digest", [1]))),
     "ungroup": (lambda h: h.x.run(h.b.group_add(Q, "m1", Message("t", 1, group="g"))),
                 lambda h: h.b.ungroup(Q, "m1", h.stored("m1"), "delete", "g")),
+    # a run of a targeted task ends (its run task is deleted: less memory), or an operator deletes one
+    "run_end": (lambda h: (h.x.run(h.b.enqueue_target(Q, "m", Message("t", workers=["w"]))),
+                           h.x.run(h.b.dequeue(Q, 1, 30_000, "tok00001", "w"))),
+                lambda h: h.b.run_end(Q, "m", Message("t", workers=["w"]), "s", run="m|w", token="tok00001")),
     # scheduler entries: an operator removes or pauses them on a full Redis (stopping an inflow)
     "cron_remove": (lambda h: _cron_entry(h), lambda h: h.b.cron_remove(Q, "e")),
     "cron_pause": (lambda h: _cron_entry(h), lambda h: h.b.cron_pause(Q, "e", True)),
@@ -137,6 +141,11 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
                                          -1),
     # a scheduler entry's tick: refused whole (the tick is not recorded as fired; it fires later)
     "cron_fire": lambda h: _cron_fire(h),
+    # a targeted task, and an operator's change of its workers (it frees nothing)
+    "enqueue_target": lambda h: h.b.enqueue_target(Q, "new", Message("t", runs=2)),
+    "set_workers": lambda h: (h.x.run(h.b.enqueue_target(Q, "m", Message("t", workers=["a"]))),
+                              h.b.set_workers(Q, "m", h.stored("m"), Message("t", workers=["a"]),
+                                              Message("t", workers=["b"])))[1],
 }
 # a running task's progress report: refused when full (the task goes on without it), see below;
 # a named limit's grant (refused when full: the handler gets the error and its task is retried)

@@ -115,12 +115,13 @@ class QueueStats:
     failed_today: int
     aggregating: int = 0
     groups: int = 0
+    targeted: int = 0
 
     @property
     def size(self) -> int:
         """Tasks in the queue, in any state."""
         return (self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
-                + self.aggregating)
+                + self.aggregating + self.targeted)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Snapshot:
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
     return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
-                      int(r[15]))
+                      int(r[15]), int(r[16]))
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -150,6 +151,7 @@ def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
     return {
         TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
         TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
+        TaskState.TARGETED: q.targeted,
     }[state]
 
 
@@ -246,6 +248,17 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
     return parse
 
 
+def _targets(q: QueueKeys, workers: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """A targeted task's index zsets and the wake lists of the workers it names."""
+    if workers is None:
+        return [q.targeted_any], []
+    return [q.targeted_for(w) for w in workers], [q.wake_for(w) for w in workers]
+
+
+def _allowed(workers: Sequence[str] | None) -> str:
+    return "*" if workers is None else ",".join(workers)
+
+
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
@@ -338,14 +351,74 @@ class Broker:
              "1" if check_id else "0", mode if mode == "d" else ""),
         )
 
+    def enqueue_target(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None,
+                       check_id: bool = True) -> Call[int]:
+        """(new) -> targeted: a task with ``msg.workers`` and/or ``msg.runs`` (lua/includes/runs.lua).
+        Raises DuplicateTaskError / TaskIdConflictError when run."""
+        q = queue_keys(queue)
+        index, wakes = _targets(q, msg.workers)
+        return Call(
+            _new_task_code(id, queue),
+            "enqueue_target",
+            (q.tasks, q.targeted, q.runs, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived,
+             q.completed, q.events, q.conf, *index, *wakes),
+            (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0", msg.runs,
+             _allowed(msg.workers), self.clock.script_now(), len(index)),
+        )
+
+    def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
+                recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
+                ) -> Call[tuple[int, str]]:
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-15.lua),
+        or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
+        message (its workers name the keys, its retention decides what completing keeps);
+        ``failed``: the message with the run's error. Returns (code, the task's state after)."""
+        q = queue_keys(queue)
+        index, wakes = _targets(q, msg.workers)
+        done = b""
+        if msg.retention_ms > 0:
+            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms()))
+        processed_day, failed_day = self._day_keys(q)
+        check = _finish_code("run_end", run or task_id)
+
+        def parse(r: list[Any]) -> tuple[int, str]:
+            code = int(r[0])
+            if code < OK:
+                check(code)
+            return code, _s(r[1])
+
+        return Call(
+            parse,
+            "run_end",
+            (q.tasks, q.lease, q.targeted, q.runs, q.archived, q.completed, q.events, q.conf, q.progress,
+             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, *index, *wakes),
+            (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
+             self.clock.script_now(), done, msg.retention_ms,
+             self.seal(queue, task_id, failed) if failed is not None else b"",
+             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S),
+        )
+
+    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message) -> Call[int]:
+        """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``.
+        Codes in lua/set_workers-4.lua."""
+        q = queue_keys(queue)
+        old_index, _ = _targets(q, old.workers)
+        new_index, wakes = _targets(q, new.workers)
+        before = set(old.workers or ())
+        wakes = [q.wake_for(w) for w in new.workers or () if w not in before]
+        return Call(int, "set_workers", (q.tasks, q.runs, q.targeted, q.wake, *old_index, *new_index, *wakes),
+                    (id_arg(id), read, self.seal(queue, id, new), _allowed(new.workers), len(old_index),
+                     len(new_index)))
+
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
         """Add queue names to the global queue set (plain SADD; a separate slot from the queues)."""
         return Call(lambda r: r, command=("SADD", ALL_QUEUES, *queues))
 
     # -- the worker's transitions ------------------------------------------------------------
 
-    def dequeue(self, queue: str, count: int, lease_ms: int, token: str) -> Call[Dequeued]:
-        """pending -> active for up to ``count`` tasks, leased until now + ``lease_ms``."""
+    def dequeue(self, queue: str, count: int, lease_ms: int, token: str, worker: str = "") -> Call[Dequeued]:
+        """pending -> active for up to ``count`` tasks, leased until now + ``lease_ms``; first,
+        runs of targeted tasks ``worker`` may take ('' = none: its run ids are '<id>|<worker>')."""
         q = queue_keys(queue)
 
         def parse(reply: list[Any]) -> Dequeued:
@@ -356,8 +429,9 @@ class Broker:
         return Call(
             parse,
             "dequeue",
-            (q.tasks, q.pending, q.lease, q.paused, q.wake, q.events, q.conf, q.prio),
-            (count, lease_ms, token, self.clock.script_now()),
+            (q.tasks, q.pending, q.lease, q.paused, q.wake, q.events, q.conf, q.prio, q.runs,
+             q.targeted_for(worker) if worker else q.targeted_any, q.targeted_any),
+            (count, lease_ms, token, self.clock.script_now(), worker),
         )
 
     def done(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
@@ -507,7 +581,8 @@ class Broker:
         for id, token in held:
             args += [id_arg(id), token]
         return Call(
-            lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease), tuple(args)
+            lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease, q.runs, q.progress, q.wake),
+            tuple(args),
         )
 
     # -- background maintenance --------------------------------------------------------------
@@ -545,7 +620,8 @@ class Broker:
         def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
-        return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed),
+        return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed,
+                                             q.targeted),
                     (cursor, count, self.clock.script_now()))
 
     def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
@@ -592,7 +668,8 @@ class Broker:
             parse,
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
-             q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups, q.prio),
+             q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups, q.prio,
+             q.targeted),
             (self.clock.script_now(),),
         )
 
@@ -731,7 +808,7 @@ class Broker:
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
                                         q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
-                                        q.groups_size, q.prio))
+                                        q.groups_size, q.prio, q.targeted, q.runs, q.targeted_any))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

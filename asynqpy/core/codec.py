@@ -46,7 +46,8 @@ class Message:
     ``headers``: ``{str: str}`` the producer attached (None = none). ``reply_to``: the inbox id of
     the client waiting for the outcome (``Client.call``), or ''. ``group``: the aggregation group
     the task waits in (``enqueue(..., group=...)``), or ''. ``priority``: 0 (lowest) to 9 (highest),
-5 by default.
+5 by default. ``workers``: the names of the workers allowed to run it (None = any); ``runs``:
+how many distinct workers must run it successfully. A task with either is a targeted task.
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -70,6 +71,8 @@ class Message:
     group: str = ""
     unique_key: str = ""
     priority: int = DEFAULT_PRIORITY
+    workers: list[str] | None = None
+    runs: int = 1
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -90,7 +93,8 @@ _FIELDS = [f.name for f in fields(Message)]
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
-    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,),
+    (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
+    (int,),
 ]
 
 
@@ -153,6 +157,7 @@ assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 assert _FIELDS.index("priority") == PRIORITY_INDEX
 _UNIQUE_INDEX = _FIELDS.index("unique")
 _HEADERS_INDEX = _FIELDS.index("headers")
+_WORKERS_INDEX = _FIELDS.index("workers")
 
 
 def may_be_unique(data: bytes) -> bool:
@@ -200,6 +205,9 @@ def decode(data: bytes) -> Message:
     if len(values) > _HEADERS_INDEX and values[_HEADERS_INDEX] is not None and not all(
             type(k) is str and type(v) is str for k, v in values[_HEADERS_INDEX].items()):
         raise MalformedMessageError("message field 'headers' has a wrong type")
+    if len(values) > _WORKERS_INDEX and values[_WORKERS_INDEX] is not None and not all(
+            type(w) is str for w in values[_WORKERS_INDEX]):
+        raise MalformedMessageError("message field 'workers' has a wrong type")
     return Message(*values)
 
 

@@ -21,7 +21,7 @@ from .keys import queue_keys
 from .task import ms_to_datetime
 
 EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "archived", "deleted",
-          "cancelled", "lease_expired", "edited", "aggregated")
+          "cancelled", "lease_expired", "edited", "aggregated", "debounced", "run")
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
 """Events kept per queue unless set otherwise (about: trimming is by whole stream nodes)."""
@@ -32,7 +32,9 @@ class TaskEvent:
     """One lifecycle event of a task. ``attempt``: the attempt's number (from 1) where the event
     has one; ``error``: the error's first line (retry, archived); ``due``: when a scheduled or
     retried task becomes pending; ``value``: a progress value. ``stream_id`` resumes a read after
-    this event (``since=``)."""
+    this event (``since=``). A ``run`` event (a run of a targeted task ended) names the
+    ``worker`` and its ``outcome``: "succeeded", "failed", "lease expired" or "given back"; a
+    ``debounced`` event's ``by`` is the task that replaced it."""
 
     stream_id: str
     time: datetime
@@ -44,6 +46,12 @@ class TaskEvent:
     error: str = ""
     due: datetime | None = None
     value: Any = None
+    worker: str = ""
+    outcome: str = ""
+    by: str = ""
+
+
+_OUTCOMES = {"s": "succeeded", "f": "failed", "e": "lease expired", "g": "given back"}
 
 
 def _text(v: Any) -> str:
@@ -71,6 +79,8 @@ def parse_entry(queue: str, entry_id: Any, fields: dict[Any, Any]) -> TaskEvent:
         _text(f.get("id", "")), _text(f.get("type", "")),
         int(attempt) if attempt is not None and _text(attempt).isdigit() else None, _text(f.get("error", "")),
         ms_to_datetime(int(due)) if due is not None and _text(due).isdigit() else None, value,
+        _text(f.get("worker", "")), _OUTCOMES.get(_text(f.get("outcome", "")), _text(f.get("outcome", ""))),
+        _text(f.get("by", "")),
     )
 
 

@@ -68,10 +68,10 @@ LOCATE_PAGE = 5_000
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
-G = TaskState.AGGREGATING
+G, M = TaskState.AGGREGATING, TaskState.TARGETED
 P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
                     TaskState.COMPLETED)
-ALLOWED = {"delete": (P, S, R, X, C, G), "run": (S, R, X, G), "archive": (P, S, R, G)}
+ALLOWED = {"delete": (P, S, R, X, C, G, M), "run": (S, R, X, G), "archive": (P, S, R, G, M)}
 EDIT_STATES = (P, S, R)
 """The states a task can be edited in (a waiting task: not running, not finished)."""
 EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in", "priority"})
@@ -85,7 +85,9 @@ class QueueInfo:
     (0.0 if none). ``memory_bytes``: approximate (sampled MEMORY USAGE of the queue's keys), None
     when Redis refuses MEMORY. ``trimmed``: archived tasks deleted so far by the archive limits
     (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed.
-    ``aggregating``: tasks waiting in aggregation groups; ``groups``: how many groups hold them."""
+    ``aggregating``: tasks waiting in aggregation groups; ``groups``: how many groups hold them.
+    ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
+    running count as active)."""
 
     queue: str
     size: int
@@ -106,6 +108,7 @@ class QueueInfo:
     trimmed: int = 0
     aggregating: int = 0
     groups: int = 0
+    targeted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,31 @@ def parse_state(state: TaskState | str) -> TaskState:
     except ValueError:
         names = "|".join(s.value for s in TaskState)
         raise InvalidArgumentError(f"unknown task state {state!r}: use {names}") from None
+
+
+RUN_STATES = {"r": "running", "s": "succeeded", "f": "failed", "e": "lease expired"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunsRecord:
+    """A targeted task's runs record (lua/includes/runs.lua), read back."""
+
+    runs: int
+    allowed: list[str] | None  # None: any worker
+    failures: int
+    states: dict[str, str]  # worker name -> running / succeeded / failed / lease expired
+
+
+def parse_runs(raw: bytes) -> RunsRecord:
+    """The record stored in the runs hash: ``"<runs> <allowed> <failures> name=s:ms ..."``."""
+    head, *entries = raw.decode(errors="replace").split(" ")
+    parts = [head, *entries[:2]]
+    n, allowed, failures = (parts + ["1", "*", "0"][len(parts):])[:3]
+    states: dict[str, str] = {}
+    for e in entries[2:]:
+        name, _, rest = e.partition("=")
+        states[name] = RUN_STATES.get(rest[:1], rest[:1])
+    return RunsRecord(int(n), None if allowed == "*" else allowed.split(","), int(failures), states)
 
 
 def value(result: Any) -> Any:
@@ -276,6 +304,7 @@ class Plans:
             queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
+            s.targeted,
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
@@ -382,6 +411,9 @@ class Plans:
             state = state_of(stored)
             if state not in ALLOWED[verb]:
                 raise _refusal(verb, id, state)
+            if state is M:  # a targeted task: out of its indexes and record too (its running runs finish)
+                yield [self.b.run_end(queue, id, decode(message_of(stored)), "D" if verb == "delete" else "X")]
+                return
             if state is G:  # out of its group, which the task's message names
                 code = value((yield [self.b.ungroup(queue, id, stored, verb, _group_of(stored))])[0])
                 if code == OK:
@@ -488,6 +520,8 @@ class Plans:
             raise InvalidArgumentError(f"cannot {verb} all {st.value} tasks: {verb} applies to {allowed} tasks")
         if st is G:
             return (yield from self._act_all_grouped(verb, queue))
+        if st is M:
+            return (yield from self._act_all_targeted(verb, queue))
         res = yield [self._member(queue), self.b.stats(queue)]
         self._check(queue, res[0])
         total: int = getattr(value(res[1]), st.value)
@@ -505,6 +539,47 @@ class Plans:
             if st is not P:  # zset entries whose task is in another state, or changed, stay
                 skip += codes.count(WRONG_STATE) + codes.count(CHANGED)
         return done
+
+    def _act_all_targeted(self, verb: str, queue: str) -> Plan[int]:
+        """delete / archive every targeted task, ``batch`` per round trip."""
+        done = 0
+        while True:
+            res = yield [self.b.page(queue, M, 0, self.batch - 1, values=True)]
+            page = [(id, stored) for id, _, stored in value(res[0]) if stored and state_of(stored) is M]
+            if not page:
+                return done
+            out = yield [self.b.run_end(queue, id, decode(message_of(stored)), "D" if verb == "delete" else "X")
+                         for id, stored in page]
+            moved = sum(1 for r in out if not isinstance(r, Exception))
+            done += moved
+            if not moved:
+                return done
+
+    def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Plan[TaskInfo]:
+        """Change which workers may run a targeted task (None = any). Runs already taken by workers
+        no longer allowed are given back at their next lease renewal."""
+        from .keys import validate_worker_name
+
+        names = None
+        if workers is not None:
+            if isinstance(workers, str) or not isinstance(workers, Sequence) or not workers:
+                raise InvalidArgumentError(f"workers must be a non-empty list of worker names or None, got {workers!r}")
+            names = list(dict.fromkeys(validate_worker_name(w) for w in workers))
+        for _ in range(5):
+            stored = yield from self._read(queue, id)
+            if state_of(stored) is not M:
+                raise TaskStateError(f"task {id!r} is {state_of(stored).value}: only a targeted task (enqueued "
+                                     "with workers= or runs=) has workers to change")
+            old = decode(message_of(stored))
+            if names is not None and old.runs > len(names):
+                raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
+            new = old.with_(workers=names)
+            code = value((yield [self.b.set_workers(queue, id, stored, old, new)])[0])
+            if code == OK:
+                return (yield from self.task_info(queue, id))
+            if code == NOT_FOUND:
+                raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
 
     def _act_all_grouped(self, verb: str, queue: str) -> Plan[int]:
         """delete / run / archive every aggregating task, group by group, ``batch`` per round trip."""
@@ -581,7 +656,7 @@ class Plans:
         if force:
             if entries:  # no scheduler may enqueue into the queue being removed
                 yield [self.b.cron_remove(queue, name) for name in entries]
-            for state in (P, S, R, X, C, G):
+            for state in (P, S, R, X, C, G, M):
                 yield from self.act_all("delete", queue, state)
         code = value((yield [self.b.drop_queue(queue)])[0])
         if code == NOT_EMPTY:
@@ -595,15 +670,19 @@ class Plans:
         res = yield [
             self._member(queue), self.b.get_task(queue, id), self._now(),
             Call(lambda r: r, command=("HGET", q.progress, id_arg(id))),
+            Call(lambda r: r, command=("HGET", q.runs, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
         ]
         stored = value(res[1])
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        score = next((float(s) for s in res[4:] if s is not None and not isinstance(s, Exception)), None)
+        score = next((float(s) for s in res[5:] if s is not None and not isinstance(s, Exception)), None)
         info = task_from_stored(id, queue, stored, score, value(res[2]))
         info.progress = _progress_value(res[3])
+        if info.state is M and isinstance(res[4], bytes):
+            record = parse_runs(res[4])
+            info.runs, info.retried = record.states, record.failures
         return info
 
     # -- servers -------------------------------------------------------------------------------

@@ -38,6 +38,18 @@ def validate_group(name: object) -> str:
     return name
 
 
+_WORKER_RE = re.compile(r"^[A-Za-z0-9_.:@/+\-]{1,128}$")
+
+
+def validate_worker_name(name: object) -> str:
+    """Return ``name`` if it is a valid worker name (1-128 characters among letters, digits and
+    ``_ . : @ / + -``: no spaces, commas, '=' or '|', which the runs record and run ids use),
+    else raise :class:`InvalidArgumentError`."""
+    if not isinstance(name, str) or not _WORKER_RE.match(name):
+        raise InvalidArgumentError(f"invalid worker name {name!r}: use 1-128 letters, digits or _ . : @ / + -")
+    return name
+
+
 _valid: set[str] = set()
 
 
@@ -85,13 +97,15 @@ class QueueKeys:
     name -> last fired tick, ms), cron_paused (SET of paused entry names), groups / groups_first /
     groups_size (ZSETs group name -> its newest task's join time / oldest's / its size), aggregating
     (counter of the tasks in groups), prio (ZSET of pending ids of a priority other than the
-    default, see lua/includes/priority.lua).
+    default, see lua/includes/priority.lua), targeted (ZSET of targeted tasks: ``workers=`` or
+    ``runs=``), runs (HASH targeted task id -> its runs record), targeted_any (ZSET index of the
+    targeted tasks any worker may run; see lua/includes/runs.lua).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
-                 "aggregating", "prio")
+                 "aggregating", "prio", "targeted", "runs", "targeted_any")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -122,6 +136,17 @@ class QueueKeys:
         self.groups_size = base + "groups:size"
         self.aggregating = base + "aggregating"
         self.prio = base + "prio"
+        self.targeted = base + "targeted"
+        self.runs = base + "runs"
+        self.targeted_any = base + "m:*"
+
+    def targeted_for(self, worker: str) -> str:
+        """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""
+        return f"{self.base}m:w:{worker}"
+
+    def wake_for(self, worker: str) -> str:
+        """LIST: the wake-up token of ``worker`` alone (a targeted task naming it arrived)."""
+        return f"{self.base}wake:w:{worker}"
 
     def group(self, name: str) -> str:
         """ZSET of an aggregation group's tasks: id -> when it joined (ms, Redis clock)."""

@@ -8,14 +8,14 @@ import difflib
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from . import codec
 from .codec import Message
 from .errors import InvalidArgumentError, PayloadError
-from .keys import validate_group, validate_queue
+from .keys import validate_group, validate_queue, validate_worker_name
 
 Seconds = int | float | timedelta
 When = int | float | datetime
@@ -41,7 +41,7 @@ MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
                      "retention", "retry_delay", "headers", "group", "unique_key", "throttle", "debounce",
-                     "priority"})
+                     "priority", "workers", "runs"})
 """The names of the enqueue options."""
 
 
@@ -222,6 +222,37 @@ DEFAULT_UNIQUE_KEY_TTL = 24 * 3600
 task finishes, is deleted or archived)."""
 
 
+MAX_RUNS = 1000
+MAX_WORKERS = 100
+
+
+def _targeting(workers: Sequence[str] | None, runs: int | None, group: str | None, process_at: Any,
+               process_in: Any, debounce: Any, reply_to: str) -> list[str] | None:
+    """Validate ``workers`` and ``runs``: the worker list to store (None = any worker)."""
+    if workers is None and runs is None:
+        return None
+    names: list[str] | None = None
+    if workers is not None:
+        if isinstance(workers, str) or not isinstance(workers, Sequence) or not workers:
+            raise InvalidArgumentError(f"workers must be a non-empty list of worker names, got {workers!r}")
+        names = list(dict.fromkeys(validate_worker_name(w) for w in workers))
+        if len(names) > MAX_WORKERS:
+            raise InvalidArgumentError(f"workers names at most {MAX_WORKERS} workers, got {len(names)}")
+    if runs is not None:
+        if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
+            raise InvalidArgumentError(f"runs must be an int from 1 to {MAX_RUNS}, got {runs!r}")
+        if names is not None and runs > len(names):
+            raise InvalidArgumentError(f"runs={runs} needs as many distinct workers, but workers names "
+                                       f"{len(names)}: the task could never complete")
+    if group is not None or process_at is not None or process_in is not None or debounce is not None:
+        raise InvalidArgumentError("a targeted task (workers=, runs=) waits for its workers at once: not with "
+                                   "group, process_at, process_in or debounce")
+    if reply_to:
+        raise InvalidArgumentError("a targeted task (workers=, runs=) has a result per run, not one: enqueue it "
+                                   "and follow it with the Inspector or the event stream")
+    return names
+
+
 def prepare(
     task_type: str,
     payload: Any = None,
@@ -242,6 +273,8 @@ def prepare(
     throttle: Seconds | None = None,
     debounce: Seconds | None = None,
     priority: int = codec.DEFAULT_PRIORITY,
+    workers: Sequence[str] | None = None,
+    runs: int | None = None,
     reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
@@ -276,6 +309,7 @@ def prepare(
     if priority != codec.DEFAULT_PRIORITY and group is not None:
         raise InvalidArgumentError("a grouped task has no priority of its own (its group's aggregate is "
                                    "enqueued with the default priority)")
+    worker_list = _targeting(workers, runs, group, process_at, process_in, debounce, reply_to)
     mode = ""
     if throttle is not None:
         if unique is not None or debounce is not None:
@@ -340,6 +374,8 @@ def prepare(
         group=group or "",
         unique_key=unique_key or "",
         priority=priority,
+        workers=worker_list,
+        runs=runs or 1,
     )
     values = list(msg.__dict__.values())
     return Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),

@@ -3,9 +3,10 @@ place that knows its schema: the heartbeat writes it (:func:`pack`), the Inspect
 (:func:`unpack`).
 
 Fields: ``id``, ``host``, ``pid``, ``queues`` (name -> weight), ``concurrency``, ``strict``,
-``started`` (Unix seconds), ``active``: one ``[id, queue, type, started ms, deadline ms (0 =
-none)]`` per task the server runs. Ids written by hand may be any bytes: strings are packed and
-read with ``surrogateescape``, as the broker reads ids.
+``started`` (Unix seconds), ``name`` (the worker name targeted tasks use), ``active``: one
+``[id, queue, type, started ms, deadline ms (0 = none)]`` per task the server runs. Ids written by
+hand may be any bytes: strings are packed and read with ``surrogateescape``, as the broker reads
+ids.
 """
 
 from __future__ import annotations
@@ -43,14 +44,15 @@ class ServerInfo:
     strict: bool
     started: datetime
     active: list[WorkerInfo]
+    name: str = ""
 
 
 def pack(id: str, host: str, pid: int, queues: Mapping[str, int], concurrency: int, strict: bool,
-         started: float, active: Iterable[tuple[str, str, str, int, int]]) -> bytes:
+         started: float, active: Iterable[tuple[str, str, str, int, int]], name: str = "") -> bytes:
     """The record of a server; ``active``: (task id, queue, type, started ms, deadline ms)."""
     return cast(bytes, msgpack.packb({
         "id": id, "host": host, "pid": pid, "queues": dict(queues), "concurrency": concurrency,
-        "strict": strict, "started": started, "active": [list(a) for a in active],
+        "strict": strict, "started": started, "active": [list(a) for a in active], "name": name,
     }, unicode_errors="surrogateescape"))
 
 
@@ -63,4 +65,4 @@ def unpack(raw: bytes) -> ServerInfo:
                          when(int(a[4]))) for a in d.get("active", [])]
     return ServerInfo(str(d["id"]), str(d["host"]), int(d["pid"]), {str(k): int(v) for k, v in d["queues"].items()},
                       int(d["concurrency"]), bool(d["strict"]),
-                      datetime.fromtimestamp(float(d["started"]), tz=timezone.utc), active)
+                      datetime.fromtimestamp(float(d["started"]), tz=timezone.utc), active, str(d.get("name", "")))

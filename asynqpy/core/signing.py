@@ -108,6 +108,22 @@ def open_message(signer: Signer | None, queue: str, id: str, value: bytes) -> Me
     return codec.decode(value if signer is None else signer.open(queue, id, value))
 
 
+def run_message(signer: Signer | None, queue: str, id: str, value: bytes) -> tuple[Message, str]:
+    """A dequeued task's message and, for a run of a targeted task (id '<task id>|<worker>',
+    carrying its task's message, signed under the task's id), the task's id; else ''. Raises as
+    :func:`open_message`."""
+    if "|" in id:
+        task_id = id.rpartition("|")[0]
+        try:
+            msg = open_message(signer, queue, task_id, value)
+        except SignatureError:
+            pass  # an ordinary task whose id holds '|'
+        else:
+            if msg.workers is not None or msg.runs > 1:
+                return msg, task_id
+    return open_message(signer, queue, id, value), ""
+
+
 def make_signer(keys: SigningKeys | None) -> Signer | None:
     """A :class:`Signer` for ``keys``, None for None."""
     return None if keys is None else Signer(keys)

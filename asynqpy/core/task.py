@@ -47,6 +47,7 @@ class TaskState(str, enum.Enum):
     ARCHIVED = "archived"
     COMPLETED = "completed"
     AGGREGATING = "aggregating"
+    TARGETED = "targeted"
 
     @property
     def code(self) -> str:
@@ -66,6 +67,7 @@ _CODES = {
     TaskState.ARCHIVED: "x",
     TaskState.COMPLETED: "c",
     TaskState.AGGREGATING: "g",
+    TaskState.TARGETED: "m",
 }
 _BY_CODE = {v: k for k, v in _CODES.items()}
 
@@ -195,7 +197,10 @@ class TaskInfo:
     runs out unless renewed) and ``orphaned`` (the lease has already expired: its worker died or
     stalled, and the recoverer will retry it); for an archived task ``archived_at``. ``group``: the
     aggregation group the task was enqueued to ('' = none). ``priority``: 0 (lowest) to 9 (highest).
-    ``replaced``: set by a debounced enqueue (``debounce=``) that replaced a task still waiting: its id."""
+    ``replaced``: set by a debounced enqueue (``debounce=``) that replaced a task still waiting: its id.
+    A targeted task (``workers=``, ``runs=``): ``workers`` (the names allowed, None = any),
+    ``runs_wanted`` (how many distinct workers must succeed) and, filled by the Inspector while it
+    is targeted, ``runs``: worker name -> "running", "succeeded", "failed" or "lease expired"."""
 
     id: str
     queue: str
@@ -222,6 +227,9 @@ class TaskInfo:
     group: str = ""
     priority: int = 5
     replaced: str = ""
+    workers: list[str] | None = None
+    runs_wanted: int = 1
+    runs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_message(
@@ -234,4 +242,5 @@ class TaskInfo:
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
                    traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group,
-                   priority=msg.priority)
+                   priority=msg.priority, workers=list(msg.workers) if msg.workers is not None else None,
+                   runs_wanted=msg.runs)

@@ -39,6 +39,7 @@ class HeartbeatParams:
     queues: Mapping[str, int]  # the rest is only written to the server record
     concurrency: int
     strict_priority: bool
+    name: str = ""
 
     @property
     def lease_ms(self) -> int:
@@ -47,7 +48,7 @@ class HeartbeatParams:
     @classmethod
     def of(cls, o: ServerOptions, server_id: str, started_at: float) -> HeartbeatParams:
         return cls(server_id, started_at, o.heartbeat_interval, o.lease, dict(o.queues), o.concurrency,
-                   o.strict_priority)
+                   o.strict_priority, o.worker_name)
 
 
 class Heartbeat:
@@ -64,7 +65,7 @@ class Heartbeat:
         p = self.p
         return server_record.pack(
             p.server_id, socket.gethostname(), os.getpid(), p.queues, p.concurrency, p.strict_priority,
-            p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running])
+            p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running], p.name)
 
     async def beat(self) -> None:
         """One heartbeat: liveness, then lease renewal."""

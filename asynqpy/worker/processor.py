@@ -57,7 +57,7 @@ from ..core.keys import queue_keys
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.results import pack_outcome, pack_progress
 from ..core.retry import default_retry_delay
-from ..core.signing import open_message
+from ..core.signing import run_message
 from ..core.task import Task, ms_to_datetime, set_current
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
@@ -135,7 +135,9 @@ class Processor:
         self._chains: dict[str, AsyncHandler] = {}
         self._slot_freed = asyncio.Event()
         self._empty: dict[str, float] = {}
+        self.name = options.worker_name
         self._wake_keys = {queue_keys(q).wake: q for q in self.queues}
+        self._wake_keys.update({queue_keys(q).wake_for(self.name): q for q in self.queues})  # targeted tasks
         self._outcomes: list[_Outcome] = []
         self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks and progress writes running
         self._writing = 0  # outcomes taken by the writer and not settled yet
@@ -230,7 +232,7 @@ class Processor:
             lease_from, sent_ms = loop.time(), self.ctx.clock.local_ms()
             self._in_dequeue = True
             try:
-                res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
+                res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token, self.name))
             except REDIS_ERRORS as exc:
                 if not self.ctx.cluster:
                     raise  # one server: every queue is down, the fetch loop backs off
@@ -271,7 +273,7 @@ class Processor:
             try:
                 fired, res, lease_from = await self._waiter.wait(
                     list(self._wake_keys), timeout,
-                    self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token))
+                    self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token, self.name))
             finally:
                 self._in_wait = False
             self._took(q, res, token, lease_from)
@@ -349,12 +351,13 @@ class Processor:
     # -- 2. running: _took -> _start (one asyncio task per task) -> _run (the handler, under its deadline) ---
 
     def _start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None:
+        run_of = ""
         try:
-            msg = open_message(self.ctx.broker.signer, queue, id, raw)
+            msg, run_of = run_message(self.ctx.broker.signer, queue, id, raw)
         except (MalformedMessageError, SignatureError) as exc:
             log.error("task %s in queue %s refused (%s); archiving it unrun", id, queue, exc)
             bad = codec.untrusted(raw, str(exc), now_ms)
-            r = Running(queue, id, token, bad, None, lease_until)
+            r = Running(queue, id, token, bad, None, lease_until, run_of=id.rpartition("|")[0] if "|" in id else "")
             self.held[(queue, id)] = r
             self._write(r, self._archive_call(r, bad, sign=False), "archive")
             return
@@ -369,7 +372,7 @@ class Processor:
         deadline_ms = min(limits) if limits else 0
         task = Task(msg.type, _msg=msg, id=id, queue=queue, deadline=ms_to_datetime(deadline_ms))
         r = Running(queue, id, token, msg, task, lease_until, started_ms=now_ms, deadline_ms=deadline_ms,
-                    timeout_ms=timeout_ms, started=asyncio.get_running_loop().time())
+                    timeout_ms=timeout_ms, started=asyncio.get_running_loop().time(), run_of=run_of)
         self.held[(queue, id)] = r
         self.executing.add(r)
         loop = asyncio.get_running_loop()
@@ -524,6 +527,8 @@ class Processor:
             assert r.task is not None
             result = r.task.result
             r.ended = (True, result)
+            if r.run_of:  # a run of a targeted task: its record says the worker succeeded
+                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token), "run"
             reply = pack_outcome(r.id, True, result) if r.msg.reply_to else b""
             if r.msg.retention_ms > 0:
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
@@ -533,6 +538,8 @@ class Processor:
             log.info("task rate limited after %.3fs, runs again in %.1fs: %s", took, error.retry_in, r.fields,
                      extra={**r.extra, "duration": took, "retry_in": error.retry_in})
             r.ended = None
+            if r.run_of:  # given back: this worker may take a run of it again
+                return b.run_end(r.queue, r.run_of, r.msg, "g", run=r.id, token=r.token), "run"
             return b.snooze(r.queue, r.id, r.token, error.retry_in * 1000), "snooze"
         text = describe(error)[:MAX_ERROR_TEXT]
         failed = r.msg.with_(last_error=text, last_failed_at_ms=self.ctx.clock.now_ms(),
@@ -540,6 +547,14 @@ class Processor:
         unknown = isinstance(error, HandlerNotFoundError)
         quiet = unknown or isinstance(error, (TaskTimeoutError, SkipRetry))  # their traceback says nothing
         extra = {**r.extra, "duration": took, "error": text}
+        if r.run_of:  # a failed run: another worker may take its place; the task counts a failure, and
+            # is archived when they exceed its max_retry (at once for SkipRetry and the like)
+            now = isinstance(error, (SkipRetry, ResultError)) or (unknown and self.opts.unknown_type == "archive")
+            log.warning("run of targeted task %s failed after %.3fs: %s error=%s", r.run_of, took, r.fields, text,
+                        exc_info=None if quiet else error, extra=extra)
+            self._on_failure(r, error, not now)
+            return b.run_end(r.queue, r.run_of, r.msg, "f", run=r.id, token=r.token, failed=failed,
+                             max_retry=-1 if now else None), "run"
         if isinstance(error, SkipRetry) or isinstance(error, ResultError) or r.msg.retried >= r.msg.max_retry or (
             unknown and self.opts.unknown_type == "archive"
         ):
@@ -595,8 +610,11 @@ class Processor:
                       describe(exc))
             return default_retry_delay(r.msg.retried, error, r.task)
 
-    def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[int]:
+    def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[Any]:
         r.ended = (False, msg.last_error)
+        if r.run_of:  # the run's failure archives the targeted task at once
+            return self.ctx.broker.run_end(r.queue, r.run_of, msg, "f", run=r.id, token=r.token, failed=msg,
+                                           max_retry=-1)
         reply = pack_outcome(r.id, False, msg.last_error) if msg.reply_to else b""
         return self.ctx.broker.archive(
             r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign,
@@ -762,7 +780,8 @@ class Processor:
             r.requeued = True
             if r.aio is not None:
                 r.aio.cancel()
-        calls = [self.ctx.broker.requeue(r.queue, r.id, r.token) for r in left]
+        calls = [self.ctx.broker.run_end(r.queue, r.run_of, r.msg, "g", run=r.id, token=r.token) if r.run_of
+                 else self.ctx.broker.requeue(r.queue, r.id, r.token) for r in left]
         try:
             results = await self.ctx.exec.run_many(calls)
         except REDIS_ERRORS as exc:

@@ -15,7 +15,7 @@ from ..core import codec
 from ..core.broker import Finished
 from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
 from ..core.results import pack_outcome
-from ..core.signing import open_message
+from ..core.signing import run_message
 from ..core.stored import is_active, message_of, token_of
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
@@ -99,12 +99,18 @@ class Recoverer:
             return
         token = token_of(value)  # the run whose lease expired: a later run of this id is left alone
         trusted = True
+        run_of = ""
         try:
-            failed = open_message(b.signer, queue, id, message_of(value)).with_(last_error=LEASE_EXPIRED,
-                                                                         last_failed_at_ms=now_ms)
+            msg, run_of = run_message(b.signer, queue, id, message_of(value))
+            failed = msg.with_(last_error=LEASE_EXPIRED, last_failed_at_ms=now_ms)
         except (MalformedMessageError, SignatureError) as exc:  # never retried (nor re-signed)
             failed, trusted = codec.untrusted(message_of(value), str(exc), now_ms), False
         try:
+            if run_of:  # a run of a targeted task: another worker takes its place
+                await ctx.exec.run(b.run_end(queue, run_of, msg, "e", run=id, token=token, recover=True,
+                                             failed=failed))
+                log.warning("run %s of targeted task %s (queue %s): lease expired", id, run_of, queue)
+                return
             if not trusted or failed.retried >= failed.max_retry:
                 p = self.p
                 outcome = pack_outcome(id, False, failed.last_error)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..core.cron import Entry
 from ..core.errors import InvalidArgumentError
-from ..core.keys import validate_queue
+from ..core.keys import validate_queue, validate_worker_name
 from ..core.options import MAX_SECONDS
 from ..core.retry import RetryDelayFunc, default_retry_delay
 from ..core.task import Task
@@ -70,6 +72,13 @@ class ServerOptions:
     group_grace_period: float = 60.0
     group_max_delay: float | None = None
     group_max_size: int = 1000
+    name: str | None = None
+
+    @property
+    def worker_name(self) -> str:
+        """The server's worker name: ``name``, else ``<host>:<pid>``. Targeted tasks
+        (``workers=``, ``runs=``) name workers by it; the processes of ``--processes N`` share it."""
+        return self.name or f"{socket.gethostname()}:{os.getpid()}"
 
     def validate(self) -> ServerOptions:
         """Return self if every setting has a valid type and value, else raise InvalidArgumentError."""
@@ -79,6 +88,8 @@ class ServerOptions:
             validate_queue(name)
             _integer(f"queue {name!r} weight", weight, 1)
         _integer("concurrency", self.concurrency, 1)
+        if self.name is not None:
+            validate_worker_name(self.name)
         _integer("fetch_batch", self.fetch_batch, 1, MAX_FETCH_BATCH)
         _integer("archive_max_size", self.archive_max_size, 0)
         if self.sync_threads is not None:

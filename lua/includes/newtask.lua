@@ -1,4 +1,6 @@
---- The id rules of the scripts that store new tasks (enqueue, enqueue_many, schedule).
+--- The id rules of the scripts that store new tasks (enqueue, enqueue_many, schedule, group_add,
+--- enqueue_target).
+--- @include "unique"
 ---
 --- Sent again: a client whose reply was lost (a timeout, a dropped connection) cannot tell whether
 --- its call ran, and redis-py sends it again. A call must then recognise its own earlier write
@@ -7,14 +9,14 @@
 --- pushed twice (a second push under an active task would steal its lease).
 
 --- own_write(old, msg): is the stored value ``old`` this very message, as stored by the call
---- itself? The message is stored unchanged while pending, scheduled, aggregating or active ('a' .. 8-char
---- lease token .. message); retry, archive and completion rewrite it.
+--- itself? The message is stored unchanged while pending, scheduled, aggregating, targeted or
+--- active ('a' .. 8-char lease token .. message); retry, archive and completion rewrite it.
 local function own_write(old, msg)
   local st = string.sub(old, 1, 1)
   if st == 'a' then
     return string.sub(old, 10) == msg
   end
-  return (st == 'p' or st == 's' or st == 'g') and string.sub(old, 2) == msg
+  return (st == 'p' or st == 's' or st == 'g' or st == 'm') and string.sub(old, 2) == msg
 end
 
 --- new_id(tkey, id, msg, check): may a new task be stored under ``id``? Returns
@@ -43,4 +45,27 @@ end
 local function forget_finished(archived, completed, id)
   redis.call('ZREM', archived, id)
   redis.call('ZREM', completed, id)
+end
+
+--- store_new(tkey, id, state, msg, check, lock, ttl, archived, completed): the start shared by the
+--- scripts storing one new task in ``state``: the id rules (new_id), the lock (take_lock, ``ttl``
+--- seconds, 0 = none), the task's first write (a full Redis refuses the call there, whole) and a
+--- replaced finished task leaving its zset. Returns nil when stored; else what the script returns:
+--- 1 (this call's own earlier write), -2 (a live task has the id) or the lock's refusal.
+local function store_new(tkey, id, state, msg, check, lock, ttl, archived, completed)
+  local seen = new_id(tkey, id, msg, check)
+  if seen == 'own' then
+    return 1
+  elseif seen == 'taken' then
+    return -2
+  end
+  local refused = take_lock(lock, id, ttl)
+  if refused then
+    return refused
+  end
+  redis.call('HSET', tkey, id, state .. msg)  -- first write: a full Redis refuses the call here
+  if seen == 'replace' then
+    forget_finished(archived, completed, id)
+  end
+  return nil
 end

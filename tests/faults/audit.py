@@ -43,7 +43,8 @@ from asynqpy.redisio.connection import sync_client
 
 TESTS = Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent
-CONTAINERS = {"p": "pending", "a": "lease", "s": "scheduled", "r": "retry", "x": "archived", "c": "completed"}
+CONTAINERS = {"p": "pending", "a": "lease", "s": "scheduled", "r": "retry", "x": "archived", "c": "completed",
+              "m": "targeted"}
 
 
 @dataclass
@@ -77,7 +78,7 @@ class Report:
 def _records(rec: redis.Redis, key: str) -> dict[str, list[tuple[int, float, int]]]:
     out: dict[str, list[tuple[int, float, int]]] = defaultdict(list)
     for raw in rec.lrange(key, 0, -1):
-        id, attempt, t, pid = raw.decode().split("|")
+        id, attempt, t, pid = raw.decode().rsplit("|", 3)  # (a run's id holds a "|" too)
         out[id].append((int(attempt), float(t), int(pid)))
     return out
 
@@ -105,7 +106,7 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
         "pending": {x.decode() for x in r.lrange(q.pending, 0, -1)} | {x.decode() for x in r.zrange(q.prio, 0, -1)},
         **{name: {x.decode() for x in r.zrange(getattr(q, attr), 0, -1)}
            for name, attr in (("lease", "lease"), ("scheduled", "scheduled"), ("retry", "retry"),
-                              ("archived", "archived"), ("completed", "completed"))},
+                              ("archived", "archived"), ("completed", "completed"), ("targeted", "targeted"))},
     }
     values = r.hmget(q.tasks, list(acked)) if acked else []
     for (id, planned), value in zip(acked.items(), values):
@@ -152,21 +153,22 @@ class Workers:
     """``n`` ``asynqpy worker`` processes serving ``target`` (fault_workers:mux), each replaceable."""
 
     def __init__(self, url: str, recorder_url: str, n: int, *args: str, log_dir: Path,
-                 target: str = "fault_workers:mux") -> None:
+                 target: str = "fault_workers:mux", names: list[str] | None = None) -> None:
         self.url, self.recorder_url, self.args, self.log_dir, self.target = url, recorder_url, args, log_dir, target
+        self.names = names  # worker i runs with --name names[i] (its replacements too)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = 0
-        for _ in range(n):
-            self.procs.append(self._start())
+        for i in range(n):
+            self.procs.append(self._start(i))
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self, i: int) -> subprocess.Popen[bytes]:
         env = dict(os.environ, ASYNQPY_RECORDER_URL=self.recorder_url,
                    PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
         self.started += 1
         log = open(self.log_dir / f"worker-{self.started}.log", "wb")
         cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", self.target,
-               "--redis-url", self.url, *self.args]
+               "--redis-url", self.url, *self.args, *(("--name", self.names[i]) if self.names else ())]
         return subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
 
     def replace(self, i: int, how: str) -> None:
@@ -178,7 +180,7 @@ class Workers:
             time.sleep(random.uniform(0.01, 0.3))
         p.kill()
         p.wait(10)
-        self.procs[i] = self._start()
+        self.procs[i] = self._start(i)
 
     def logs(self) -> str:
         return "\n".join(f.read_text(errors="replace") for f in sorted(self.log_dir.glob("worker-*.log")))

@@ -1,7 +1,10 @@
 --[[ dequeue: pending -> active (with a lease)
-Takes up to ARGV[1] pending tasks, the highest priority first (includes/priority: priorities
-9..6 from the prio zset, then the default priority from the right of the pending list, oldest
-first, then priorities 4..0), and leases them to the caller until now + lease. A paused queue yields nothing. If tasks remain, one wake-up token is left
+Takes up to ARGV[1] tasks and leases them to the caller until now + lease: first runs of
+targeted tasks the caller (worker ARGV[5]) may take (includes/runs: those naming it, then those
+any worker may run; a task it runs, has succeeded or failed on, or whose runs are all taken, is
+passed over; one whose run on it expired may be taken again), then pending
+tasks, the highest priority first (includes/priority: priorities 9..6 from the prio zset, then the
+default priority from the right of the pending list, oldest first, then priorities 4..0). A paused queue yields nothing. If tasks remain, one wake-up token is left
 so another idle worker comes to help.
 KEYS[1] t        tasks hash
 KEYS[2] pending  pending list
@@ -11,14 +14,20 @@ KEYS[5] wake     wake-up list
 KEYS[6] events   the queue's event stream
 KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[8] prio     pending ids of priorities other than the default (zset, includes/priority)
+KEYS[9] runs     runs hash: targeted task id -> record (includes/runs)
+KEYS[10] mine    index of the targeted tasks naming the caller ('m:w:<name>')
+KEYS[11] any     index of the targeted tasks any worker may run ('m:*')
 ARGV[1] count    how many tasks at most
 ARGV[2] lease    lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
 ARGV[4] now      '' = Redis time; else a simulated time in ms
+ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)
 The queue's limits (conf fields, set by Inspector.set_limits): 'concurrency' = at most this many
 of its tasks active across all workers (the lease zset's size); 'rate' (tasks per second) and
 'burst' = a token bucket ('tokens', 'ts' its state) that each task taken uses one token of.
-Returns {now, remaining, wait, id1, msg1, id2, msg2, ...}; remaining = -1 when the queue is paused;
+Returns {now, remaining, wait, id1, msg1, id2, msg2, ...} (a run's id is '<task id>|<name>', its
+message the task's); remaining (pending tasks left; runs of targeted tasks are not counted) = -1
+when the queue is paused;
 wait = 0, or, when a limit held tasks back, ms before a dequeue may get one: the next token of the
 rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot frees sooner). A limited dequeue leaves no
 wake-up token (the workers it would wake could take nothing either).
@@ -30,6 +39,7 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 --- @include "signal"
 --- @include "events"
 --- @include "priority"
+--- @include "runs"
 local LIMIT_WAIT = 1000
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
@@ -58,6 +68,37 @@ if rate and count > 0 then
   end
 end
 local out = {now, 0, 0}
+local runs = {}  -- id, message pairs of the runs taken
+if count > 0 and ARGV[5] ~= '' then
+  local name, seen, open = ARGV[5], {}, false
+  for k = 10, 11 do
+    for _, tid in ipairs(count > 0 and redis.call('ZRANGE', KEYS[k], 0, RUN_SCAN - 1) or {}) do
+      if count > 0 and not seen[tid] then
+        seen[tid] = true
+        local v = redis.call('HGET', KEYS[1], tid)
+        local rec = redis.call('HGET', KEYS[9], tid)
+        if not v or string.sub(v, 1, 1) ~= 'm' or not rec then
+          redis.call('ZREM', KEYS[k], tid)  -- the task is gone (deleted by hand): a stale entry
+        else
+          local r = rec_parse(rec)
+          local mine = r.states[name]
+          if (not mine or mine[1] == 'e') and rec_allows(r, name) and rec_count(r, 'r') + rec_count(r, 's') < r.n then
+            r.order[#r.order + 1] = name
+            r.states[name] = {'r', tostring(now)}
+            redis.call('HSET', KEYS[9], tid, rec_build(r))
+            runs[#runs + 1] = tid .. '|' .. name
+            runs[#runs + 1] = string.sub(v, 2)
+            count = count - 1
+            open = open or (r.allowed == '*' and rec_count(r, 'r') + rec_count(r, 's') < r.n)
+          end
+        end
+      end
+    end
+  end
+  if open then  -- runs are left for other workers: wake one (it takes one and wakes the next)
+    signal(KEYS[5])
+  end
+end
 local ids = false
 if count > 0 then
   ids = redis.call('ZRANGE', KEYS[8], '-inf', '(' .. string.format('%.0f', HIGH_END), 'BYSCORE', 'LIMIT', 0, count)
@@ -82,11 +123,20 @@ if count > 0 then
     ids = false
   end
 end
-if ids then
+if ids or #runs > 0 then
   local expiry = now + tonumber(ARGV[2])
   local prefix = 'a' .. ARGV[3]
-  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
   local hset, zadd, seen = {}, {}, {}
+  for i = 1, #runs, 2 do
+    hset[#hset + 1] = runs[i]
+    hset[#hset + 1] = prefix .. runs[i + 1]
+    zadd[#zadd + 1] = expiry
+    zadd[#zadd + 1] = runs[i]
+    out[#out + 1] = runs[i]
+    out[#out + 1] = runs[i + 1]
+  end
+  ids = ids or {}
+  local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
   for i, id in ipairs(ids) do
     local v = vals[i]
     if v and not seen[id] and string.sub(v, 1, 1) == 'p' then
@@ -110,7 +160,7 @@ if ids then
   end
 end
 if bucket then  -- the bucket refilled up to now, less a token per task taken
-  redis.call('HSET', KEYS[7], 'tokens', tostring(tokens - (ids and #ids or 0)), 'ts', now)
+  redis.call('HSET', KEYS[7], 'tokens', tostring(tokens - (ids and #ids or 0) - #runs / 2), 'ts', now)
 end
 local remaining = pending_count(KEYS[2], KEYS[8])
 out[2] = remaining

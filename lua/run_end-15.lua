@@ -1,0 +1,143 @@
+--[[ run_end: a run of a targeted task ends (run task active -> deleted; the task: targeted ->
+targeted, completed, archived or deleted); or an operator deletes or archives a targeted task
+A run task ('<task id>|<worker name>', includes/runs) ended: it is deleted and its worker's
+entry in the task's record set: s succeeded, f failed, e lease expired (the recoverer), or,
+g = given back (the worker stopped, or was rate limited, before the run did anything): the entry
+is dropped, so the worker may take a run of the task again later. Failed and expired runs count
+as the task's failures. When `runs` workers have succeeded the task completes; when its failures
+exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
+leaves the targeted zset, its index zsets and the runs hash, and its lock is released. A run task
+ending after its task is gone (deleted, archived, completed) is just deleted.
+KEYS[1] t              tasks hash
+KEYS[2] lease          lease zset
+KEYS[3] targeted       targeted tasks zset (id -> when enqueued)
+KEYS[4] runs           runs hash: task id -> record (includes/runs)
+KEYS[5] archived       archived zset
+KEYS[6] completed      completed zset
+KEYS[7] events         the queue's event stream
+KEYS[8] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] progress       progress hash (the run's progress is cleared)
+KEYS[10] processed     lifetime processed counter
+KEYS[11] processed_day today's processed counter
+KEYS[12] failed        lifetime failed counter
+KEYS[13] failed_day    today's failed counter
+KEYS[14] lock          the task's uniqueness lock (the queue's placeholder when not unique)
+KEYS[15] wake          the queue's wake-up list (a freed run of a task any worker may run)
+KEYS[16..15+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
+KEYS[16+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
+ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
+ARGV[2] token          the run's lease token (the worker's, or the one read with the expired lease)
+ARGV[3] outcome        s f e g (a run), D X (the operator)
+ARGV[4] task           the targeted task's id
+ARGV[5] recover        '1' = the recoverer: the run's lease must have expired
+ARGV[6] now            '' = Redis time; else a simulated time in ms
+ARGV[7] done           the task's message when completed with retention ('' = delete it then)
+ARGV[8] retention      ms to keep it completed
+ARGV[9] failed         the task's message with this run's error ('' = keep the stored one)
+ARGV[10] max_retry     failures allowed before the task is archived
+ARGV[11] k             how many index zsets follow the fixed keys
+ARGV[12] day_ttl       seconds to keep a daily counter
+Returns {code, state}: code 1 = done, 0 = no such run (or task, for the operator), -3 = the
+run's lease is not held, -4 = (recoverer) lease still alive; state = the task's state after
+('m', 'c', 'x', 'd' deleted, or '' when the task was already gone).
+]]
+--- @include "now"
+--- @include "active"
+--- @include "signal"
+--- @include "counters"
+--- @include "events"
+--- @include "unique"
+--- @include "runs"
+local run, outcome, tid = ARGV[1], ARGV[3], ARGV[4]
+local now = now_ms(ARGV[6])
+local day_ttl = tonumber(ARGV[12])
+local cap = events_cap(KEYS[8])
+local name = nil
+if run ~= '' then
+  local _, code = claim_active(KEYS[1], KEYS[2], run, ARGV[2], now, ARGV[5] == '1')
+  if code ~= 1 then
+    return {code, ''}
+  end
+  _, name = run_parts(run)
+  redis.call('ZREM', KEYS[2], run)  -- first write: a removal (a full Redis still lets a run end)
+  redis.call('HDEL', KEYS[1], run)
+  redis.call('HDEL', KEYS[9], run)
+  if outcome == 's' then
+    bump(KEYS[10], KEYS[11], day_ttl)
+  elseif outcome == 'f' or outcome == 'e' then
+    bump(KEYS[10], KEYS[11], day_ttl)
+    bump(KEYS[12], KEYS[13], day_ttl)
+  end
+end
+local tv = redis.call('HGET', KEYS[1], tid)
+local rec = redis.call('HGET', KEYS[4], tid)
+if not tv or string.sub(tv, 1, 1) ~= 'm' or not rec then
+  return {run ~= '' and 1 or 0, ''}
+end
+local r = rec_parse(rec)
+if name then
+  if outcome == 'g' then
+    r.states[name] = nil
+  else
+    if not r.states[name] then
+      r.order[#r.order + 1] = name
+    end
+    r.states[name] = {outcome, tostring(now)}
+  end
+  if outcome == 'f' or outcome == 'e' then
+    r.failures = r.failures + 1
+  end
+  emit(KEYS[7], cap, 'e', 'run', 'id', tid, 'worker', name, 'outcome', outcome)
+end
+local k = tonumber(ARGV[11])
+local finish = nil
+if outcome == 'D' or outcome == 'X' then
+  finish = outcome
+elseif rec_count(r, 's') >= r.n then
+  finish = 'c'
+elseif (outcome == 'f' or outcome == 'e') and r.failures > tonumber(ARGV[10]) then
+  finish = 'x'
+end
+if finish then
+  redis.call('ZREM', KEYS[3], tid)
+  for i = 16, 15 + k do
+    redis.call('ZREM', KEYS[i], tid)
+  end
+  redis.call('HDEL', KEYS[4], tid)
+  release_lock(KEYS[14], tid)
+  local mtype = msg_type(string.sub(tv, 2))
+  if finish == 'c' then
+    if ARGV[7] == '' then
+      redis.call('HDEL', KEYS[1], tid)
+    else
+      redis.call('HSET', KEYS[1], tid, 'c' .. ARGV[7])
+      redis.call('ZADD', KEYS[6], now + tonumber(ARGV[8]), tid)
+    end
+    emit(KEYS[7], cap, 'e', 'completed', 'id', tid, 'type', mtype)
+    return {1, ARGV[7] == '' and 'd' or 'c'}
+  elseif finish == 'D' then
+    redis.call('HDEL', KEYS[1], tid)
+    emit(KEYS[7], cap, 'e', 'deleted', 'id', tid, 'type', mtype)
+    return {1, 'd'}
+  end
+  local msg = ARGV[9] ~= '' and ARGV[9] or string.sub(tv, 2)
+  redis.call('HSET', KEYS[1], tid, 'x' .. msg)
+  redis.call('ZADD', KEYS[5], now, tid)
+  emit(KEYS[7], cap, 'e', 'archived', 'id', tid, 'type', mtype,
+    'error', finish == 'X' and 'archived by an operator' or 'too many failed runs')
+  return {1, 'x'}
+end
+redis.call('HSET', KEYS[4], tid, rec_build(r))
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[1], tid, 'm' .. ARGV[9])
+end
+if outcome ~= 's' then  -- a run is free again: wake a worker that may take it
+  if r.allowed == '*' then
+    signal(KEYS[15])
+  else
+    for i = 16 + k, #KEYS do
+      signal(KEYS[i])
+    end
+  end
+end
+return {1, 'm'}

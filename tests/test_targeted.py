@@ -1,0 +1,236 @@
+"""Targeted tasks: ``workers=[...]`` (only those workers may run the task) and ``runs=N`` (N distinct
+workers must each run it successfully), worker names, per-worker run states, changing the allowed
+workers of a waiting or running task, failures, lease expiry, typed refusals. On fakeredis,
+redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis
+from helpers import serving, until
+
+from asynqpy import (
+    Client,
+    Inspector,
+    InvalidArgumentError,
+    ServeMux,
+    Task,
+    TaskNotFoundError,
+    TaskState,
+    TaskStateError,
+)
+from asynqpy.core.broker import Broker
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
+
+Q = "tq"
+
+
+def _recording_mux(ran: list[str], fail_on: set[str] | None = None, hold: asyncio.Event | None = None) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("warm")
+    async def warm(task: Task) -> None:
+        worker = task.id.rpartition("|")[2]
+        ran.append(worker)
+        if hold is not None:
+            await hold.wait()
+        if fail_on and worker in fail_on:
+            raise RuntimeError(f"no cache on {worker}")
+
+    return mux
+
+
+def test_only_the_named_workers_run_a_targeted_task(backend: Any) -> None:
+    ran: list[str] = []
+
+    async def main() -> None:
+        mux = _recording_mux(ran)
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            async with serving(backend.new_async(), mux, queues=[Q], name="gpu-1"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="cpu-1"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="cpu-2"):
+                infos = [c.enqueue("warm", i, queue=Q, workers=["gpu-1"]) for i in range(5)]
+                assert all(i.state is TaskState.TARGETED and i.workers == ["gpu-1"] for i in infos)
+                await until(lambda: insp.queue_info(Q).processed_total == 5)
+                names = {s.name for s in insp.servers()}
+                assert {"gpu-1", "cpu-1", "cpu-2"} <= names
+            assert ran == ["gpu-1"] * 5
+            info = insp.queue_info(Q)
+            assert (info.targeted, info.pending, info.active) == (0, 0, 0)
+
+    asyncio.run(main())
+
+
+def test_runs_need_that_many_distinct_workers(backend: Any) -> None:
+    ran: list[str] = []
+
+    async def main() -> None:
+        hold = asyncio.Event()
+        mux = _recording_mux(ran, hold=hold)
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            servers = [serving(backend.new_async(), mux, queues=[Q], name=f"w{i}", concurrency=3) for i in range(4)]
+            for s in servers:
+                await s.__aenter__()
+            try:
+                t = c.enqueue("warm", None, queue=Q, runs=3, retention=600)
+                await until(lambda: len(ran) == 3)
+                held = insp.task_info(Q, t.id)
+                assert held.state is TaskState.TARGETED and held.runs_wanted == 3
+                assert sorted(held.runs.values()) == ["running"] * 3 and len(set(ran)) == 3
+                assert insp.queue_info(Q).active == 3
+                await asyncio.sleep(0.3)
+                assert len(ran) == 3  # at most N at once: the fourth worker does not join
+                hold.set()
+                await until(lambda: insp.task_info(Q, t.id).state is TaskState.COMPLETED)
+            finally:
+                for s in servers:
+                    await s.__aexit__(None, None, None)
+            assert len(ran) == 3 and len(set(ran)) == 3  # never twice on the same worker
+            events = [e for e in insp.events(Q) if e.event == "run"]
+            assert [e.outcome for e in events] == ["succeeded"] * 3 and len({e.worker for e in events}) == 3
+
+    asyncio.run(main())
+
+
+def test_a_failed_run_is_replaced_by_another_worker_and_too_many_archive_the_task(backend: Any) -> None:
+    ran: list[str] = []
+
+    async def main() -> None:
+        mux = _recording_mux(ran, fail_on={"w0", "w1"})
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            async with serving(backend.new_async(), mux, queues=[Q], name="w0"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="w1"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="w2"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="w3"):
+                ok = c.enqueue("warm", None, queue=Q, runs=2, max_retry=2, retention=600)
+                await until(lambda: insp.task_info(Q, ok.id).state is TaskState.COMPLETED)
+                # only w2 and w3 can succeed: both did; a worker that failed was replaced, never re-run
+                assert {"w2", "w3"} <= set(ran) and len(ran) == len(set(ran))
+                ran.clear()
+                # only w2 of the three named can succeed: w0 and w1 both fail, over max_retry=1
+                bad = c.enqueue("warm", None, queue=Q, workers=["w0", "w1", "w2"], runs=2, max_retry=1)
+                await until(lambda: insp.task_info(Q, bad.id).state is TaskState.ARCHIVED)
+                info = insp.task_info(Q, bad.id)
+                assert "no cache on w" in info.last_error and {"w0", "w1"} <= set(ran) and "w3" not in ran
+
+    asyncio.run(main())
+
+
+def test_changing_the_workers_moves_a_waiting_task_and_recalls_a_running_run(backend: Any) -> None:
+    ran: list[str] = []
+
+    async def main() -> None:
+        hold = asyncio.Event()
+        mux = _recording_mux(ran, hold=hold)
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            waiting = c.enqueue("warm", "w", queue=Q, workers=["nobody"])
+            async with serving(backend.new_async(), mux, queues=[Q], name="a", heartbeat_interval=0.2), \
+                    serving(backend.new_async(), mux, queues=[Q], name="b", heartbeat_interval=0.2):
+                await asyncio.sleep(0.3)
+                assert ran == [] and insp.task_info(Q, waiting.id).state is TaskState.TARGETED
+                insp.set_workers(Q, waiting.id, ["a"])  # wakes "a" at once
+                await until(lambda: ran == ["a"])
+                info = insp.task_info(Q, waiting.id)
+                assert info.runs == {"a": "running"} and info.workers == ["a"]
+                insp.set_workers(Q, waiting.id, ["b"])  # "a" gives it back at its next heartbeat
+                await until(lambda: ran == ["a", "b"], timeout=5)
+                assert insp.task_info(Q, waiting.id).runs == {"b": "running"}
+                hold.set()
+                await until(lambda: insp.queue_info(Q).targeted == 0)
+            with pytest.raises(TaskStateError, match="only a targeted task"):
+                plain = c.enqueue("warm", None, queue=Q, process_in=60)
+                insp.set_workers(Q, plain.id, ["a"])
+            with pytest.raises(TaskNotFoundError):
+                insp.set_workers(Q, waiting.id, ["a"])
+
+    asyncio.run(main())
+
+
+def test_an_expired_run_is_marked_and_replaced(backend: Any) -> None:
+    ran: list[str] = []
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            t = c.enqueue("warm", None, queue=Q, workers=["ghost", "live"], retention=600)
+            # a worker named "ghost" takes the run and dies: its lease runs out
+            got = SyncExecutor(backend.sync).run(Broker().dequeue(Q, 5, 200, "tok00001", "ghost"))
+            assert [id for id, _ in got.tasks] == [f"{t.id}|ghost"]
+            assert insp.task_info(Q, t.id).runs == {"ghost": "running"}
+            async with serving(backend.new_async(), _recording_mux(ran), queues=[Q], name="live",
+                               recover_interval=0.1):
+                await until(lambda: insp.task_info(Q, t.id).state is TaskState.COMPLETED)
+            assert ran == ["live"]
+            events = {(e.worker, e.outcome) for e in insp.events(Q) if e.event == "run"}
+            assert events == {("ghost", "lease expired"), ("live", "succeeded")}
+
+    asyncio.run(main())
+
+
+def test_delete_and_archive_targeted_tasks_and_refusals(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        a = c.enqueue("warm", 1, queue=Q, workers=["x", "y"], runs=2, unique_key="warm:1")
+        b = c.enqueue("warm", 2, queue=Q, runs=5)
+        c.enqueue("warm", 3, queue=Q, workers=["z"])
+        assert [t.id for t in insp.list_tasks(Q, TaskState.TARGETED)] == [a.id, b.id, insp.list_tasks(
+            Q, "targeted")[2].id]
+        insp.archive_task(Q, a.id)
+        assert insp.task_info(Q, a.id).state is TaskState.ARCHIVED
+        c.enqueue("warm", 1, queue=Q, workers=["x"], unique_key="warm:1")  # its key was released
+        insp.delete_task(Q, b.id)
+        with pytest.raises(TaskNotFoundError):
+            insp.task_info(Q, b.id)
+        assert insp.delete_all(Q, TaskState.TARGETED) == 2
+        q = queue_keys(Q)
+        assert not backend.sync.exists(q.targeted) and not backend.sync.exists(q.runs)
+        c.enqueue("warm", 9, queue=Q, workers=["z"])
+        for kwargs, match in [
+            ({"workers": "gpu-1"}, "workers must be a non-empty list"),
+            ({"workers": []}, "workers must be a non-empty list"),
+            ({"workers": ["has space"]}, "invalid worker name"),
+            ({"workers": ["a|b"]}, "invalid worker name"),
+            ({"runs": 0}, "runs must be an int from 1 to 1000"),
+            ({"runs": True}, "runs must be an int"),
+            ({"runs": 3, "workers": ["a", "b"]}, "could never complete"),
+            ({"runs": 2, "process_in": 5}, "not with group, process_at"),
+            ({"workers": ["a"], "group": "g"}, "not with group"),
+        ]:
+            with pytest.raises(InvalidArgumentError, match=match):
+                c.enqueue("warm", queue=Q, **kwargs)
+        with pytest.raises(InvalidArgumentError, match="has a result per run"):
+            c.call("warm", queue=Q, runs=2, timeout=1)
+        assert insp.queue_info(Q).targeted == 1  # nothing queued was lost to the refusals
+
+
+def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", redis_url])
+        return res.exit_code, res.stdout, res.stderr
+
+    code, out, err = cli("enqueue", "warm", "-q", Q, "--runs", "2", "--workers", "a,b,c", "--task-id", "t1")
+    assert code == 0 and out.startswith("enqueued t1 to tq: targeted"), err
+    SyncExecutor(redis.Redis.from_url(redis_url)).run(Broker().dequeue(Q, 1, 30_000, "tok00001", "b"))
+    code, out, _ = cli("task", "inspect", "-q", Q, "--id", "t1")
+    assert code == 0 and "workers" in out and "a, b, c" in out and "2 distinct worker(s)" in out
+    assert "run on b" in out and "running" in out
+    code, out, _ = cli("task", "edit", "-q", Q, "--id", "t1", "--workers", "a,c,d")
+    assert code == 0 and "edited task t1" in out
+    with Inspector(redis_url) as insp:
+        assert insp.task_info(Q, "t1").workers == ["a", "c", "d"]
+    code, out, _ = cli("task", "ls", "-q", Q, "-s", "targeted")
+    assert code == 0 and "t1" in out
+    for args, message in [
+        (("enqueue", "warm", "-q", Q, "--runs", "3", "--workers", "a,b"), "could never complete"),
+        (("enqueue", "warm", "-q", Q, "--workers", "bad name"), "invalid worker name"),
+        (("task", "edit", "-q", Q, "--id", "t1", "--workers", "a", "--max-retry", "2"), "give it alone"),
+        (("worker", "x:mux", "--name", "a|b"), "--name: invalid worker name"),
+    ]:
+        code, _, err = cli(*args)
+        assert code == 2 and err.startswith("asynqpy: error: ") and message in err and err.count("\n") == 1, err
