@@ -60,9 +60,11 @@ class Inspector:
         """Counts per state, paused, latency, counters, memory: one round trip, O(1) in Redis."""
         return self._run(self._plans.queue_info(queue))
 
-    def all_queue_info(self) -> list[QueueInfo]:
-        """:meth:`queue_info` of every queue (one pipelined round trip after the queue list)."""
-        return self._run(self._plans.all_queue_info())
+    def all_queue_info(self, memory: bool = True) -> list[QueueInfo]:
+        """:meth:`queue_info` of every queue (one pipelined round trip after the queue list).
+        ``memory`` False: without the sampled memory reading (``memory_bytes`` None), about a
+        fifth of the work."""
+        return self._run(self._plans.all_queue_info(memory))
 
     def history(self, queue: str, days: int = 7) -> list[DailyStats]:
         """Processed/failed per UTC day, newest first (today included), ``days`` from 1 to 90."""
@@ -264,9 +266,9 @@ class AsyncInspector:
         """See :meth:`Inspector.queue_info`."""
         return await self._run(self._plans.queue_info(queue))
 
-    async def all_queue_info(self) -> list[QueueInfo]:
+    async def all_queue_info(self, memory: bool = True) -> list[QueueInfo]:
         """See :meth:`Inspector.all_queue_info`."""
-        return await self._run(self._plans.all_queue_info())
+        return await self._run(self._plans.all_queue_info(memory))
 
     async def history(self, queue: str, days: int = 7) -> list[DailyStats]:
         """See :meth:`Inspector.history`."""

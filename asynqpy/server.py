@@ -34,6 +34,7 @@ from .worker.context import MAX_BACKOFF, Context, is_outage
 from .worker.forwarder import Forwarder, ForwarderParams
 from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
+from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
 from .worker.recoverer import Recoverer, RecovererParams
 from .worker.scheduler import SchedulerParams, Scheduling, entries_of
@@ -141,6 +142,11 @@ class Server:
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.clock, self._signer)
         o = self.options
+        if o.metrics_port is not None or os.environ.get(MULTIPROC_ENV):
+            ctx.metrics = prometheus_metrics()
+            if not ctx.metrics.multiprocess and o.metrics_port is not None:
+                ctx.metrics.serve(o.metrics_port, o.metrics_host)
+                log.info("serving metrics on http://%s:%d/metrics", o.metrics_host, o.metrics_port)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
         if install_signal_handlers:
@@ -200,6 +206,7 @@ class Server:
                 except AsynqpyError as exc:
                     log.error("%s", exc)
             pool.shutdown(wait=False)
+            ctx.metrics.close()
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             if started:

@@ -278,6 +278,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.group(cls=LazyGroup, lazy={
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
+    "metrics": ".metrics:metrics",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and exit.")
@@ -327,6 +328,11 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
                    "workers may: each tick is enqueued once).")
 @click.option("--loop", "loop", default="asyncio", show_default=True, type=click.Choice(["asyncio", "uvloop"]),
               help="The event loop: asyncio, or uvloop (pip install 'asynqpy[uvloop]').")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve this worker's metrics (durations, outcomes, in flight; pip install 'asynqpy[metrics]') "
+                   "on this port; with --processes N, the sum of the processes'.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="The address --metrics-port binds (0.0.0.0: every interface).")
 @click.option("--name", "name", default=None,
               help="This worker's name, for tasks enqueued with workers=[...] or runs=N (default: host:pid; "
                    "the processes of --processes N share it).")
@@ -337,8 +343,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @user_errors
 def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
-           unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str, name: str | None,
-           signing_key_file: str | None, redis_url: str) -> None:
+           unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
+           metrics_port: int | None, metrics_host: str, name: str | None, signing_key_file: str | None,
+           redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
@@ -369,7 +376,16 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         argv = [a for a in sys.argv[1:]]
         if fair is None:
             argv.append("--fair")  # spread bursts over the processes
-        sys.exit(supervise(processes, _child_argv(argv)))
+        metrics = None
+        if metrics_port is not None:
+            from asynqpy.worker.metrics import prometheus
+
+            try:
+                prometheus()
+            except InvalidArgumentError as exc:
+                raise UserError(f"--metrics-port: {exc}") from None
+            metrics = (metrics_host, metrics_port)
+        sys.exit(supervise(processes, _child_argv(argv), metrics=metrics))
     extra: dict[str, Any] = {}
     if default_timeout is not None:
         extra["default_timeout"] = default_timeout or None  # 0: no limit
@@ -381,6 +397,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["scheduler"] = True
     if name is not None:
         extra["name"] = name
+    if metrics_port is not None:
+        extra["metrics_port"], extra["metrics_host"] = metrics_port, metrics_host
     if app is not None:
         extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
                  "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}

@@ -281,9 +281,9 @@ class Plans:
         res = yield [self.b.stats(q) for q in names]
         return [s for s in res if not isinstance(s, Exception)]
 
-    def _info_calls(self, queue: str) -> list[Call[Any]]:
+    def _info_calls(self, queue: str, memory: bool = True) -> list[Call[Any]]:
         q = queue_keys(queue)
-        keys = (q.tasks, q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed)
+        keys = (q.tasks, q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed) if memory else ()
         return [self.b.snapshot(queue)] + [
             Call(lambda r: int(r or 0), command=("MEMORY", "USAGE", k, "SAMPLES", MEMORY_SAMPLES)) for k in keys
         ]
@@ -292,7 +292,7 @@ class Plans:
     def _info(queue: str, res: Sequence[Any]) -> QueueInfo:
         snap: Snapshot = value(res[0])
         s = snap.stats
-        memory = None if any(isinstance(m, Exception) for m in res[1:]) else sum(res[1:])
+        memory = None if len(res) == 1 or any(isinstance(m, Exception) for m in res[1:]) else sum(res[1:])
         latency = 0.0
         if snap.oldest is not None:
             try:
@@ -312,10 +312,10 @@ class Plans:
         self._check(queue, res[0])
         return self._info(queue, res[1:])
 
-    def all_queue_info(self) -> Plan[list[QueueInfo]]:
+    def all_queue_info(self, memory: bool = True) -> Plan[list[QueueInfo]]:
         names = yield from self.queues()
-        per = len(self._info_calls("default"))
-        calls = [c for q in names for c in self._info_calls(q)]
+        per = len(self._info_calls("default", memory))
+        calls = [c for q in names for c in self._info_calls(q, memory)]
         res = yield calls
         return [self._info(q, res[i * per:(i + 1) * per]) for i, q in enumerate(names)]
 

@@ -2,8 +2,8 @@
 loops share, and one log line per Redis outage), one module per loop — ``processor`` (fetch, run,
 write outcomes; the path of a task from dequeue to done reads top-down there), ``heartbeat``,
 ``forwarder``, ``recoverer``, ``janitor``, ``canceller``, ``scheduler`` (periodic tasks) — the idle
-wait (``wake``), the event-loop ``watchdog``, the thread pool, the process ``supervisor`` and the log
-set-up (``logs``).
+wait (``wake``), the event-loop ``watchdog``, the thread pool, the process ``supervisor``, the log
+set-up (``logs``) and the worker's Prometheus ``metrics``.
 
 May import: ``asynqpy.core``, ``asynqpy.redisio``. Not the facades (``asynqpy.client``,
 ``asynqpy.inspector``, ``asynqpy.server``) or the CLI (``tests/test_layers.py``).

@@ -24,6 +24,7 @@ from ..core.signing import Signer
 from ..core.task import Task
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE, is_cluster, read_timeout
 from ..redisio.executor import AsyncExecutor
+from .metrics import WorkerMetrics
 
 log = logging.getLogger("asynqpy.server")
 
@@ -105,6 +106,7 @@ class Context:
         self.stopping = asyncio.Event()
         self.hurry = asyncio.Event()  # a second stop signal: requeue running tasks now
         self.health = Health()
+        self.metrics = WorkerMetrics()  # records nothing unless the server has metrics on
         self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
 
     async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
@@ -162,18 +164,21 @@ class Context:
         pass_once: Callable[[], Awaitable[float]],
         error_wait: float,
         pause: Callable[[float], Awaitable[bool]] | None = None,
+        loop: str = "",
     ) -> None:
         """Run ``pass_once`` (which returns seconds until it is next needed) until the server
         stops. A Redis error goes to :class:`Health` and is retried after ``error_wait``, doubling
         while it keeps failing (at most :data:`MAX_BACKOFF`); any other error is logged and retried
         the same way (a bug must not stop a background loop for good). ``pause`` replaces
-        :meth:`sleep`."""
+        :meth:`sleep`. ``loop``: the loop's name in the metrics (each pass is timed)."""
         pause = pause or self.sleep
         backoff = error_wait
         while not self.stopping.is_set():
             try:
                 before = self.health.total_failures
+                started = time.perf_counter()
                 wait = await pass_once()
+                self.metrics.loop(loop, time.perf_counter() - started)
                 if self.health.total_failures == before:  # no call of the pass failed
                     self.health.ok()
                     backoff = error_wait

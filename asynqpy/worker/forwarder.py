@@ -80,7 +80,7 @@ class Forwarder:
     async def run(self) -> None:
         listener = asyncio.create_task(self._listen(), name="asynqpy-forwarder-listen")
         try:
-            await self.ctx.repeat("forwarding", self._pass, error_wait=1.0, pause=self._pause)
+            await self.ctx.repeat("forwarding", self._pass, error_wait=1.0, pause=self._pause, loop="forwarder")
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)

@@ -103,4 +103,4 @@ class Janitor:
         return min(wait, await self.sweep_once())
 
     async def run(self) -> None:
-        await self.ctx.repeat("janitor pass", self.clean_once, error_wait=5.0)
+        await self.ctx.repeat("janitor pass", self.clean_once, error_wait=5.0, loop="janitor")

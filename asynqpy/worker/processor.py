@@ -233,6 +233,7 @@ class Processor:
             self._in_dequeue = True
             try:
                 res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token, self.name))
+                self.ctx.metrics.loop("dequeue", loop.time() - lease_from)
             except REDIS_ERRORS as exc:
                 if not self.ctx.cluster:
                     raise  # one server: every queue is down, the fetch loop backs off
@@ -375,6 +376,10 @@ class Processor:
                     timeout_ms=timeout_ms, started=asyncio.get_running_loop().time(), run_of=run_of)
         self.held[(queue, id)] = r
         self.executing.add(r)
+        metrics = self.ctx.metrics
+        if metrics.enabled:
+            first = msg.retried == 0 and msg.enqueued_at_ms > 0 and not run_of
+            metrics.started(queue, msg.type, (now_ms - msg.enqueued_at_ms) / 1000 if first else None)
         loop = asyncio.get_running_loop()
         def report(data: bytes, value: Any) -> None:  # from the loop, or a sync handler's thread
             r.progress = (data, value)  # the latest wins; one wake-up of the loop per write
@@ -427,6 +432,10 @@ class Processor:
                 timer.cancel()
             self.executing.discard(r)
             self._slot_freed.set()
+            if self.ctx.metrics.enabled:
+                self.ctx.metrics.ended(r.queue, r.msg.type, asyncio.get_running_loop().time() - r.started)
+                if r.lost:
+                    self.ctx.metrics.outcome(r.queue, r.msg.type, "lease_lost")
         if r.lost or r.requeued:
             return
         self._finish(r, error)
@@ -553,6 +562,7 @@ class Processor:
             log.warning("run of targeted task %s failed after %.3fs: %s error=%s", r.run_of, took, r.fields, text,
                         exc_info=None if quiet else error, extra=extra)
             self._on_failure(r, error, not now)
+            r.ended = (False, text)
             return b.run_end(r.queue, r.run_of, r.msg, "f", run=r.id, token=r.token, failed=failed,
                              max_retry=-1 if now else None), "run"
         if isinstance(error, SkipRetry) or isinstance(error, ResultError) or r.msg.retried >= r.msg.max_retry or (
@@ -624,6 +634,8 @@ class Processor:
     # -- 4. writing: _finish -> _write -> _write_loop (outcomes of tasks that finish together, pipelined) ---
 
     def _write(self, r: Running, call: Call[Any] | Done, what: str) -> None:
+        if self.ctx.metrics.enabled:
+            self._count(r, what)
         self._outcomes.append(_Outcome(r, call, what=what))
         self._writes_idle.clear()
         self._outcome_ready.set()
@@ -677,6 +689,18 @@ class Processor:
                 del self._limited[q]  # worker (this one, if it waits) to take the next task
                 await self._hand_back(q)
 
+    def _count(self, r: Running, what: str) -> None:
+        """The attempt's outcome in the metrics (a failed attempt counts as failed, and as what
+        became of it)."""
+        m, q, t = self.ctx.metrics, r.queue, r.msg.type
+        if what in ("done", "complete") or (what == "run" and r.ended is not None and r.ended[0]):
+            m.outcome(q, t, "succeeded")
+        elif what == "snooze" or (what == "run" and r.ended is None):
+            m.outcome(q, t, "snoozed")
+        else:
+            m.outcome(q, t, "failed")
+            m.outcome(q, t, "archived" if what == "archive" else "retried")
+
     async def _send_outcomes(self, batch: list[_Outcome]) -> tuple[list[_Outcome], list[Any]]:
         """Write ``batch`` in one pipeline: each retry, archive or complete as its own script call,
         the successes of each queue (``Done``) as one batched done call per queue (at most
@@ -698,10 +722,12 @@ class Processor:
                 chunk = done[i:i + MAX_ACK]
                 calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
                 groups.append([o for o, _ in chunk])
+        started = asyncio.get_running_loop().time()
         try:
             replies = await self.ctx.exec.run_many(calls)
         except REDIS_ERRORS as exc:
             replies = [exc] * len(calls)
+        self.ctx.metrics.loop("ack", asyncio.get_running_loop().time() - started)
         order: list[_Outcome] = []
         results: list[Any] = []
         singles = iter(single)
@@ -778,6 +804,7 @@ class Processor:
             return
         for r in left:
             r.requeued = True
+            self.ctx.metrics.outcome(r.queue, r.msg.type, "requeued")
             if r.aio is not None:
                 r.aio.cancel()
         calls = [self.ctx.broker.run_end(r.queue, r.run_of, r.msg, "g", run=r.id, token=r.token) if r.run_of

@@ -129,4 +129,4 @@ class Recoverer:
             pass  # renewed, or finished, or recovered by another server in the meantime
 
     async def run(self) -> None:
-        await self.ctx.repeat("recovering expired leases", self.recover_once, error_wait=1.0)
+        await self.ctx.repeat("recovering expired leases", self.recover_once, error_wait=1.0, loop="recoverer")

@@ -73,6 +73,8 @@ class ServerOptions:
     group_max_delay: float | None = None
     group_max_size: int = 1000
     name: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def worker_name(self) -> str:
@@ -90,6 +92,10 @@ class ServerOptions:
         _integer("concurrency", self.concurrency, 1)
         if self.name is not None:
             validate_worker_name(self.name)
+        if self.metrics_port is not None:
+            _integer("metrics_port", self.metrics_port, 0, 65535)
+        if not isinstance(self.metrics_host, str) or not self.metrics_host:
+            raise InvalidArgumentError(f"metrics_host must be a host name or address, got {self.metrics_host!r}")
         _integer("fetch_batch", self.fetch_batch, 1, MAX_FETCH_BATCH)
         _integer("archive_max_size", self.archive_max_size, 0)
         if self.sync_threads is not None:
