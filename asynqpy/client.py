@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .core import options as opts
+from .core import tracing
 from .core.broker import Broker, Call
 from .core.clock import Clock
 from .core.codec import Message
@@ -338,6 +339,21 @@ class Client(_ClientCore):
         return self._pipeline.run(calls)  # concurrent threads share round trips
 
     def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
+        tracer = tracing.current
+        if tracer is None:
+            return self._enqueue(task_type, payload, options)
+        span = _send(tracer, task_type, 1, options)
+        try:
+            info = self._enqueue(task_type, payload, options)
+        except BaseException as exc:
+            tracer.sent(span, None, exc)
+            raise
+        tracer.sent(span, info.id, None)
+        return info
+
+    enqueue.__doc__ = _ENQUEUE_DOC
+
+    def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> TaskInfo:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
         plan = self._plan([p])
@@ -355,8 +371,6 @@ class Client(_ClientCore):
             except TaskNotFoundError:  # the holder just finished
                 raise dup from None
 
-    enqueue.__doc__ = _ENQUEUE_DOC
-
     def enqueue_many(
         self, items: Iterable[BatchItem], *, return_exceptions: bool = False, **options: Any
     ) -> TaskInfoList:
@@ -365,9 +379,19 @@ class Client(_ClientCore):
         before anything is sent. Each task is stored atomically; a failing item (duplicate, id
         conflict) does not stop the others: with ``return_exceptions`` its exception takes its
         place in the returned list, else the first one is raised after all were attempted."""
-        prepared = self._split_batch(items, options)
-        plan = self._plan(prepared)
-        return self._results(prepared, plan, self._run(plan.calls), return_exceptions)
+        tracer = tracing.current
+        span = _send(tracer, "(batch)", -1, options) if tracer is not None else None
+        try:
+            prepared = self._split_batch(items, options)
+            plan = self._plan(prepared)
+            out = self._results(prepared, plan, self._run(plan.calls), return_exceptions)
+        except BaseException as exc:
+            if tracer is not None:
+                tracer.sent(span, None, exc)
+            raise
+        if tracer is not None:
+            _sent_batch(tracer, span, prepared)
+        return out
 
     def result(self, task: TaskInfo | str, *, queue: str | None = None, timeout: float | None = None) -> Any:
         """The result of a task (what its handler returned, or set with ``write_result``), waiting
@@ -455,6 +479,21 @@ class AsyncClient(_ClientCore):
         return await self._pipeline.run(calls)  # concurrent callers share round trips
 
     async def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
+        tracer = tracing.current
+        if tracer is None:
+            return await self._enqueue(task_type, payload, options)
+        span = _send(tracer, task_type, 1, options)
+        try:
+            info = await self._enqueue(task_type, payload, options)
+        except BaseException as exc:
+            tracer.sent(span, None, exc)
+            raise
+        tracer.sent(span, info.id, None)
+        return info
+
+    enqueue.__doc__ = _ENQUEUE_DOC
+
+    async def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> TaskInfo:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
         plan = self._plan([p])
@@ -472,15 +511,23 @@ class AsyncClient(_ClientCore):
             except TaskNotFoundError:  # the holder just finished
                 raise dup from None
 
-    enqueue.__doc__ = _ENQUEUE_DOC
-
     async def enqueue_many(
         self, items: Iterable[BatchItem], *, return_exceptions: bool = False, **options: Any
     ) -> TaskInfoList:
         """See :meth:`Client.enqueue_many`."""
-        prepared = self._split_batch(items, options)
-        plan = self._plan(prepared)
-        return self._results(prepared, plan, await self._run(plan.calls), return_exceptions)
+        tracer = tracing.current
+        span = _send(tracer, "(batch)", -1, options) if tracer is not None else None
+        try:
+            prepared = self._split_batch(items, options)
+            plan = self._plan(prepared)
+            out = self._results(prepared, plan, await self._run(plan.calls), return_exceptions)
+        except BaseException as exc:
+            if tracer is not None:
+                tracer.sent(span, None, exc)
+            raise
+        if tracer is not None:
+            _sent_batch(tracer, span, prepared)
+        return out
 
     async def result(self, task: TaskInfo | str, *, queue: str | None = None, timeout: float | None = None) -> Any:
         """See :meth:`Client.result`."""
@@ -669,6 +716,23 @@ class _SyncAutoPipeline:
                     w.done.release()
         finally:
             self._hand_over()
+
+
+def _send(tracer: tracing.Tracing, task_type: str, count: int, options: dict[str, Any]) -> Any:
+    """Start a producer span and put its trace context in ``options``'s headers (unless they are
+    not a mapping: the enqueue then refuses them as usual)."""
+    headers = options.get("headers")
+    if headers is not None and not isinstance(headers, Mapping):
+        span, _ = tracer.send(str(options.get("queue", "default")), task_type, count, None)
+        return span
+    span, options["headers"] = tracer.send(str(options.get("queue", "default")), task_type, count,
+                                           dict(headers) if headers is not None else None)
+    return span
+
+
+def _sent_batch(tracer: tracing.Tracing, span: Any, prepared: list[opts.Prepared]) -> None:
+    span.set_attribute("messaging.batch.message_count", len(prepared))
+    tracer.sent(span, None, None)
 
 
 def _targeted(msg: Message) -> bool:

@@ -3,7 +3,8 @@
     asynqpy.core  <-  asynqpy.redisio  <-  asynqpy.worker  <-  facades  <-  asynqpy.cli
 
 (facades: ``asynqpy`` itself, ``asynqpy.client``, ``asynqpy.inspector``, ``asynqpy.server``,
-``asynqpy.scheduler``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.app``, ``asynqpy.testing``). A
+``asynqpy.scheduler``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.otel``, ``asynqpy.app``,
+``asynqpy.testing``). A
 module may import modules of its own layer and of the layers to its left, never to its right, and
 no two modules may import each other, directly or through others (imports inside functions
 count too). Each subpackage's ``__init__`` says what belongs in it.
@@ -106,7 +107,7 @@ def test_the_layers_hold_what_their_docstrings_say() -> None:
     # the facades are few: everything else lives in a layer
     assert sorted(m for m in mods if m.count(".") == 1 and _layer(m) == 3) == [
         "asynqpy.app", "asynqpy.client", "asynqpy.inspector", "asynqpy.limiter", "asynqpy.metrics",
-        "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing"]
+        "asynqpy.otel", "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing"]
 
 
 def test_the_rule_test_itself_catches_an_upward_import(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import codec
+from ..core import codec, tracing
 from ..core.broker import Call, Dequeued, Done, Finished
 from ..core.codec import Message
 from ..core.errors import (
@@ -400,6 +400,8 @@ class Processor:
         timer = None
         if log.isEnabledFor(logging.DEBUG):
             log.debug("task started: %s", r.fields, extra=r.extra)
+        tracer = tracing.current
+        span = tracer.process(r.queue, r.id, r.msg) if tracer is not None else None
         try:
             if remaining is not None and remaining <= 0:
                 raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
@@ -436,6 +438,9 @@ class Processor:
                 self.ctx.metrics.ended(r.queue, r.msg.type, asyncio.get_running_loop().time() - r.started)
                 if r.lost:
                     self.ctx.metrics.outcome(r.queue, r.msg.type, "lease_lost")
+            if span is not None and tracer is not None:
+                outcome = "lease_lost" if r.lost else "requeued" if r.requeued else "failed" if error else "succeeded"
+                tracer.processed(span, error, outcome)
         if r.lost or r.requeued:
             return
         self._finish(r, error)
