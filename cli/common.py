@@ -4,15 +4,12 @@ conversion, and how payloads and times are shown (80-column friendly)."""
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import enum
 import functools
 import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -21,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.core.jsontext import jsonable
 from asynqpy.core.signing import load_keys
 from asynqpy.redisio.connection import default_url
 
@@ -124,22 +122,6 @@ def show(out: Console, renderable: RenderableType) -> None:
 # -- JSON ----------------------------------------------------------------------------------------
 
 
-def jsonable(value: Any) -> Any:
-    """Dataclasses, enums, datetimes and bytes into JSON types: bytes become {"base64": ...},
-    datetimes ISO 8601 strings, dict keys strings."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"base64": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    return value
 
 
 def emit_json(value: Any) -> None:

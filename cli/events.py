@@ -13,8 +13,9 @@ import click
 
 from asynqpy import Inspector, TaskEvent
 from asynqpy.core.events import EVENTS
+from asynqpy.core.jsontext import jsonable
 
-from .common import UserError, inspector, json_option, jsonable, payload_text, redis_url_option, user_errors
+from .common import UserError, inspector, json_option, payload_text, redis_url_option, user_errors
 
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -479,12 +479,12 @@ def test_cli_enqueue_and_stats_fuzz(redis_url: str) -> None:
 
 def cli_commands() -> list[tuple[tuple[str, ...], click.Command]]:
     """Every command of the CLI but the long-running ones: worker (fuzzed on its own), scheduler
-    and metrics (they run until stopped, as a worker does; their refusals are tested on their own)
+    metrics and web (they run until stopped, as a worker does; their refusals are tested on their own)
     and dash (it takes the terminal)."""
     def walk(cmd: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
         if isinstance(cmd, click.Group):
             return [x for name, sub in loaded(cmd) for x in walk(sub, (*path, name))]
-        return [(path, cmd)] if path not in (("worker",), ("dash",), ("scheduler",), ("metrics",)) else []
+        return [(path, cmd)] if path not in (("worker",), ("dash",), ("scheduler",), ("metrics",), ("web",)) else []
     return walk(cli, ())
 
 

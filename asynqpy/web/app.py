@@ -1,0 +1,321 @@
+"""The web console's ASGI application: the REST API under ``/api`` and the pages.
+
+Safety: every action is a POST that needs the ``X-CSRF-Token`` header to equal the
+``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and, when
+the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
+``auth`` (basic or bearer) guards every route. Pages render every value escaped (Jinja2
+autoescape; the scripts only ever set ``textContent``) under a Content-Security-Policy that allows
+no inline script.
+"""
+
+
+import base64
+import contextlib
+import hmac
+import json
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from ..core.errors import (
+    AsynqpyError,
+    InvalidArgumentError,
+    QueueNotEmptyError,
+    QueueNotFoundError,
+    RedisUnavailableError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from ..core.events import parse_entry
+from ..core.inspection import parse_state
+from ..core.jsontext import jsonable
+from ..core.keys import queue_keys
+from ..core.task import TaskState
+from ..inspector import AsyncInspector
+
+HERE = Path(__file__).resolve().parent
+CSRF_COOKIE = "asynqpy_csrf"
+CSRF_HEADER = "x-csrf-token"
+ACTIONS = ("run", "archive", "delete", "cancel")
+MAX_BATCH = 1000
+EVENTS_SCAN = 500
+"""The queue's latest events a task's page looks through for its own (bounded work)."""
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+}
+
+
+@dataclass(frozen=True)
+class Auth:
+    """Who may use the console: HTTP basic (``user`` and ``password``) or a bearer ``token``."""
+
+    user: str = ""
+    password: str = ""
+    token: str = ""
+
+    @classmethod
+    def parse(cls, spec: str) -> "Auth":
+        """``basic:USER:PASSWORD`` or ``bearer:TOKEN``; InvalidArgumentError otherwise."""
+        kind, _, rest = spec.strip().partition(":")
+        if kind == "basic":
+            user, sep, password = rest.partition(":")
+            if user and sep and password:
+                return cls(user=user, password=password)
+        elif kind == "bearer" and rest:
+            return cls(token=rest)
+        raise InvalidArgumentError("auth must be 'basic:USER:PASSWORD' or 'bearer:TOKEN' (non-empty parts)")
+
+    def allows(self, header: str | None) -> bool:
+        """Does this Authorization header carry the credentials?"""
+        if not header:
+            return False
+        scheme, _, value = header.partition(" ")
+        if self.token:
+            return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+        if scheme.lower() != "basic":
+            return False
+        try:
+            given = base64.b64decode(value.strip(), validate=True)
+        except ValueError:
+            return False
+        return hmac.compare_digest(given, f"{self.user}:{self.password}".encode())
+
+    @property
+    def challenge(self) -> str:
+        return 'Bearer realm="asynqpy"' if self.token else 'Basic realm="asynqpy", charset="UTF-8"'
+
+
+def _web() -> tuple[Any, Any]:
+    try:
+        import fastapi
+        from fastapi.templating import Jinja2Templates
+    except ImportError:
+        raise InvalidArgumentError("the web console needs its extra: pip install 'asynqpy[web]'") from None
+    return fastapi, Jinja2Templates
+
+
+def _status(exc: Exception) -> int:
+    if isinstance(exc, (TaskNotFoundError, QueueNotFoundError)):
+        return 404
+    if isinstance(exc, (TaskStateError, QueueNotEmptyError)):
+        return 409
+    if isinstance(exc, RedisUnavailableError):
+        return 503
+    return 400
+
+
+def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None = None, refresh: float = 2.0,
+               signing_key: Any = None) -> Any:
+    """The console as an ASGI application (serve it with uvicorn, as ``asynqpy web`` does).
+    ``redis``: a URL or an async redis-py client, as for :class:`~asynqpy.AsyncInspector`;
+    ``read_only``: no action at all; ``auth``: required credentials; ``refresh``: seconds between
+    the pages' live updates."""
+    fastapi, Jinja2Templates = _web()
+    from fastapi import Body, FastAPI, Query, Request
+    from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+    from fastapi.staticfiles import StaticFiles
+
+    inspector = AsyncInspector(redis, signing_key=signing_key)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        yield
+        await inspector.close()
+
+    app = FastAPI(title="asynqpy", version=_version(), docs_url=None, redoc_url=None, lifespan=lifespan,
+                  openapi_url="/api/openapi.json",
+                  description="The asynqpy web console's REST API: queues, tasks, servers, scheduler entries.")
+    templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescape on for .html
+    templates.env.filters["pretty"] = _pretty
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        if auth is not None and not auth.allows(request.headers.get("authorization")):
+            return PlainTextResponse("authentication required", 401, headers={"www-authenticate": auth.challenge})
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            if read_only:
+                return JSONResponse({"error": "this console is read-only"}, 403)
+            cookie = request.cookies.get(CSRF_COOKIE, "")
+            header = request.headers.get(CSRF_HEADER, "")
+            origin = request.headers.get("origin")
+            if not cookie or not hmac.compare_digest(cookie.encode(), header.encode()):
+                return JSONResponse({"error": "missing or wrong CSRF token"}, 403)
+            if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host", ""):
+                return JSONResponse({"error": "cross-origin request refused"}, 403)
+        response = await call_next(request)
+        for k, v in SECURITY_HEADERS.items():
+            response.headers.setdefault(k, v)
+        if CSRF_COOKIE not in request.cookies and not read_only:
+            response.set_cookie(CSRF_COOKIE, secrets.token_urlsafe(24), samesite="strict", path="/")
+        return response
+
+    @app.exception_handler(AsynqpyError)
+    async def asynqpy_error(request: Request, exc: AsynqpyError) -> Any:
+        return JSONResponse({"error": str(exc)}, _status(exc))
+
+    def page(request: Request, name: str, **context: Any) -> Any:
+        return templates.TemplateResponse(request, name, {"read_only": read_only, "refresh": refresh, **context})
+
+    # -- the API ---------------------------------------------------------------------------------
+
+    @app.get("/api/queues", tags=["queues"])
+    async def queues() -> Any:
+        """Every queue: its counts by state, size, latency, memory, processed and failed totals."""
+        return jsonable(await inspector.all_queue_info(memory=False))
+
+    @app.get("/api/queues/{queue}", tags=["queues"])
+    async def queue(queue: str, days: int = Query(7, ge=1, le=90)) -> Any:
+        """One queue: its snapshot and its daily history (processed, failed), newest first."""
+        return {"info": jsonable(await inspector.queue_info(queue)),
+                "history": jsonable(await inspector.history(queue, days))}
+
+    @app.get("/api/queues/{queue}/tasks", tags=["tasks"])
+    async def tasks(queue: str, state: str = "pending", page: int = Query(1, ge=1),
+                    size: int = Query(30, ge=1, le=500), group: str = "") -> Any:
+        """A page of a queue's tasks in one state (O(page) however many there are)."""
+        st = parse_state(state)
+        info = await inspector.queue_info(queue)
+        total = getattr(info, st.value) if not group else next(
+            (g.size for g in await inspector.groups(queue) if g.group == group), 0)
+        got = await inspector.list_tasks(queue, st, page, size, group)
+        return {"state": st.value, "page": page, "size": size, "total": total, "tasks": jsonable(got)}
+
+    @app.get("/api/queues/{queue}/tasks/{task_id:path}", tags=["tasks"])
+    async def task(queue: str, task_id: str, events: int = Query(50, ge=0, le=1000)) -> Any:
+        """One task in full, with its latest ``events`` lifecycle events (among the queue's
+        last 500)."""
+        info = await inspector.task_info(queue, task_id)
+        recent = await inspector.redis.xrevrange(queue_keys(queue).events, count=EVENTS_SCAN) if events else []
+        mine = [e for e in (parse_entry(queue, sid, fields) for sid, fields in reversed(recent))
+                if e.task_id == task_id or e.task_id.startswith(task_id + "|")]
+        return {"task": jsonable(info), "events": jsonable(mine[-events:] if events else [])}
+
+    @app.get("/api/queues/{queue}/groups", tags=["queues"])
+    async def groups(queue: str) -> Any:
+        """A queue's aggregation groups."""
+        return jsonable(await inspector.groups(queue))
+
+    @app.post("/api/queues/{queue}/pause", tags=["queues"])
+    async def pause(queue: str) -> Any:
+        """Pause a queue (its tasks stay; workers take none until it is resumed)."""
+        return {"changed": await inspector.pause(queue)}
+
+    @app.post("/api/queues/{queue}/resume", tags=["queues"])
+    async def resume(queue: str) -> Any:
+        """Resume a paused queue."""
+        return {"changed": await inspector.unpause(queue)}
+
+    @app.post("/api/queues/{queue}/actions", tags=["tasks"])
+    async def act(queue: str, action: Annotated[str, Body()], ids: Annotated[list[str], Body()]) -> Any:
+        """Run, archive, delete or cancel one task or a batch (at most 1000 ids): one result
+        per id, "ok" or the error."""
+        if action not in ACTIONS:
+            raise InvalidArgumentError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        if not ids or len(ids) > MAX_BATCH:
+            raise InvalidArgumentError(f"give 1 to {MAX_BATCH} task ids")
+        out: dict[str, str] = {}
+        for id in ids:
+            try:
+                if action == "cancel":
+                    await inspector.cancel(id, queue)
+                else:
+                    await getattr(inspector, f"{action}_task")(queue, id)
+                out[id] = "ok"
+            except AsynqpyError as exc:
+                out[id] = str(exc)
+        return {"results": out}
+
+    @app.post("/api/queues/{queue}/states/{state}/{action}", tags=["tasks"])
+    async def act_all(queue: str, state: str, action: str) -> Any:
+        """Run, archive or delete every task of a queue in one state."""
+        if action not in ("run", "archive", "delete"):
+            raise InvalidArgumentError(f"action must be run, archive or delete, got {action!r}")
+        return {"count": await getattr(inspector, f"{action}_all")(queue, parse_state(state))}
+
+    @app.get("/api/servers", tags=["servers"])
+    async def servers() -> Any:
+        """Live servers and the tasks each runs (as of its last heartbeat)."""
+        return jsonable(await inspector.servers())
+
+    @app.get("/api/scheduler", tags=["scheduler"])
+    async def scheduler() -> Any:
+        """Every periodic task entry: schedule, next and last tick, history."""
+        return jsonable(await inspector.scheduler_entries())
+
+    @app.get("/api/redis", tags=["redis"])
+    async def redis_info() -> Any:
+        """The Redis server: version, uptime, memory, clients."""
+        info = await inspector.redis.info()
+        keys = ("redis_version", "uptime_in_seconds", "used_memory_human", "maxmemory_human", "connected_clients",
+                "maxmemory_policy", "role")
+        return {k: info.get(k) for k in keys}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Any:
+        """The queue metrics for Prometheus (needs the metrics extra too)."""
+        from ..metrics import families
+        from ..worker.metrics import prometheus
+
+        pc = prometheus()
+        import prometheus_client.core
+
+        class Snapshot:
+            def __init__(self, infos: Any) -> None:
+                self.infos = infos
+
+            def collect(self) -> Any:
+                return families(prometheus_client.core, self.infos)
+
+        registry = pc.CollectorRegistry()
+        registry.register(Snapshot(await inspector.all_queue_info()))
+        return Response(pc.generate_latest(registry), media_type=pc.CONTENT_TYPE_LATEST)
+
+    # -- the pages -------------------------------------------------------------------------------
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def overview(request: Request) -> Any:
+        return page(request, "overview.html", queues=await inspector.all_queue_info(memory=False))
+
+    @app.get("/queues/{queue}", response_class=HTMLResponse, include_in_schema=False)
+    async def queue_page(request: Request, queue: str, state: str = "pending", page_no: int = Query(1, alias="page"),
+                         size: int = Query(30, ge=1, le=500)) -> Any:
+        st = parse_state(state)
+        info = await inspector.queue_info(queue)
+        got = await inspector.list_tasks(queue, st, max(1, page_no), size) if st is not TaskState.AGGREGATING else []
+        total = getattr(info, st.value)
+        return page(request, "queue.html", info=info, state=st.value, states=[s.value for s in TaskState],
+                    tasks=jsonable(got), page=max(1, page_no), size=size, total=total,
+                    pages=max(1, -(-total // size)))
+
+    @app.get("/queues/{queue}/tasks/{task_id:path}", response_class=HTMLResponse, include_in_schema=False)
+    async def task_page(request: Request, queue: str, task_id: str) -> Any:
+        data = await task(queue, task_id, 50)
+        return page(request, "task.html", queue=queue, t=data["task"], events=data["events"])
+
+    @app.get("/servers", response_class=HTMLResponse, include_in_schema=False)
+    async def servers_page(request: Request) -> Any:
+        return page(request, "servers.html", servers=jsonable(await inspector.servers()))
+
+    @app.get("/scheduler", response_class=HTMLResponse, include_in_schema=False)
+    async def scheduler_page(request: Request) -> Any:
+        return page(request, "scheduler.html", entries=jsonable(await inspector.scheduler_entries()))
+
+    return app
+
+
+def _pretty(value: Any, indent: int | None = None) -> str:
+    """A value as JSON text for a page (its characters as they are: the template escapes them)."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

@@ -1,0 +1,227 @@
+// The asynqpy console's pages: live updates from /api every data-refresh seconds, and the actions
+// (POST with the CSRF token of the asynqpy_csrf cookie). Values are only ever set as textContent.
+"use strict";
+
+const body = document.body;
+const refreshMs = Math.max(500, 1000 * parseFloat(body.dataset.refresh || "2"));
+const readOnly = body.dataset.readOnly === "true";
+
+function csrf() {
+  const m = document.cookie.match(/(?:^|;\s*)asynqpy_csrf=([^;]+)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+function say(text) {
+  const el = document.getElementById("message");
+  el.textContent = text;
+  clearTimeout(say.timer);
+  say.timer = setTimeout(() => { el.textContent = ""; }, 4000);
+}
+
+async function getJSON(url) {
+  const r = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!r.ok) throw new Error(`${r.status} ${url}`);
+  return r.json();
+}
+
+async function post(url, payload) {
+  const r = await fetch(url, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
+    body: payload === undefined ? "{}" : JSON.stringify(payload),
+  });
+  const data = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(data.error || `${r.status}`);
+  return data;
+}
+
+function el(tag, text, attrs) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  return e;
+}
+
+function short(value, n) {
+  const text = value === null || value === undefined ? "" : (typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value));
+  return text.length > n ? text.slice(0, n - 1) + "…" : text;
+}
+
+document.addEventListener("click", async (ev) => {
+  const b = ev.target.closest("button.act");
+  if (!b || readOnly) return;
+  if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+  try {
+    if (b.dataset.post) {
+      await post(b.dataset.post);
+    } else {
+      const res = await post(`/api/queues/${encodeURIComponent(body.dataset.queue)}/actions`,
+        { action: b.dataset.action, ids: [b.dataset.id] });
+      const outcome = res.results[b.dataset.id];
+      if (outcome !== "ok") throw new Error(outcome);
+    }
+    say("done");
+    tick();
+  } catch (e) {
+    say(`refused: ${e.message}`);
+  }
+});
+
+const search = document.getElementById("search");
+if (search) {
+  search.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const id = document.getElementById("search-id").value.trim();
+    if (id) location.href = `/queues/${encodeURIComponent(body.dataset.queue)}/tasks/${encodeURIComponent(id)}`;
+  });
+}
+
+// -- overview ---------------------------------------------------------------------------------------
+const samples = [];
+function drawChart() {
+  const svg = document.getElementById("chart");
+  if (!svg) return;
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const rates = [];
+  for (let i = 1; i < samples.length; i++) {
+    const dt = (samples[i].t - samples[i - 1].t) / 1000;
+    rates.push({ ok: Math.max(0, (samples[i].ok - samples[i - 1].ok) / dt), bad: Math.max(0, (samples[i].bad - samples[i - 1].bad) / dt) });
+  }
+  if (!rates.length) return;
+  const top = Math.max(1, ...rates.map((r) => Math.max(r.ok, r.bad)));
+  for (const [key, cls] of [["ok", "ok"], ["bad", "bad"]]) {
+    const pts = rates.map((r, i) => `${(i * 600) / Math.max(1, rates.length - 1)},${118 - (r[key] / top) * 110}`).join(" ");
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", pts);
+    line.setAttribute("class", cls);
+    svg.appendChild(line);
+  }
+  const last = rates[rates.length - 1];
+  document.getElementById("rate-ok").textContent = last.ok.toFixed(1);
+  document.getElementById("rate-failed").textContent = last.bad.toFixed(1);
+}
+
+async function overview() {
+  const queues = await getJSON("/api/queues");
+  const tbody = document.querySelector("#queues tbody");
+  let ok = 0, bad = 0;
+  for (const q of queues) {
+    ok += q.processed_total; bad += q.failed_total;
+    let row = tbody.querySelector(`tr[data-queue="${CSS.escape(q.queue)}"]`);
+    if (!row) {
+      const empty = tbody.querySelector("tr.empty");
+      if (empty) empty.remove();
+      row = el("tr", null, { "data-queue": q.queue });
+      const name = el("td");
+      name.appendChild(el("a", q.queue, { href: `/queues/${encodeURIComponent(q.queue)}` }));
+      row.appendChild(name);
+      for (const k of ["paused", "size", "pending", "active", "scheduled", "retry", "archived", "completed", "latency", "processed_total", "failed_total"]) {
+        row.appendChild(el("td", "", { "data-k": k }));
+      }
+      tbody.appendChild(row);
+    }
+    for (const cell of row.querySelectorAll("td[data-k]")) {
+      const k = cell.dataset.k;
+      cell.textContent = k === "paused" ? (q.paused ? "paused" : "run") : k === "latency" ? `${q.latency.toFixed(1)}s` : String(q[k]);
+    }
+  }
+  samples.push({ t: Date.now(), ok, bad });
+  if (samples.length > 61) samples.shift();
+  drawChart();
+}
+
+// -- a queue's tasks --------------------------------------------------------------------------------
+function actionsFor(state) {
+  if (state === "active") return ["cancel"];
+  if (state === "scheduled" || state === "retry") return ["run", "archive", "delete"];
+  if (state === "archived") return ["run", "delete"];
+  if (state === "pending" || state === "targeted") return ["archive", "delete"];
+  return ["delete"];
+}
+
+async function queuePage() {
+  const q = body.dataset.queue, state = body.dataset.state;
+  const base = `/api/queues/${encodeURIComponent(q)}`;
+  const [info, page] = await Promise.all([
+    getJSON(base),
+    getJSON(`${base}/tasks?state=${encodeURIComponent(state)}&page=${body.dataset.pageNo}&size=${body.dataset.size}`),
+  ]);
+  for (const b of document.querySelectorAll("[data-count]")) b.textContent = String(info.info[b.dataset.count]);
+  const tbody = document.querySelector("#tasks tbody");
+  const rows = [];
+  for (const t of page.tasks) {
+    const row = el("tr", null, { "data-id": t.id });
+    const idCell = el("td");
+    idCell.appendChild(el("a", t.id, { href: `/queues/${encodeURIComponent(q)}/tasks/${encodeURIComponent(t.id)}` }));
+    row.appendChild(idCell);
+    row.appendChild(el("td", t.type));
+    row.appendChild(el("td", short(t.payload, 120), { class: "payload" }));
+    row.appendChild(el("td", `${t.retried}/${t.max_retry}`));
+    row.appendChild(el("td", (t.last_error || "").slice(0, 80)));
+    row.appendChild(el("td", t.next_process_at || t.archived_at || t.completed_at || ""));
+    if (!readOnly) {
+      const cell = el("td");
+      for (const a of actionsFor(state)) cell.appendChild(el("button", a, { class: "act", "data-action": a, "data-id": t.id }));
+      row.appendChild(cell);
+    }
+    rows.push(row);
+  }
+  if (!rows.length) {
+    const row = el("tr", null, { class: "empty" });
+    row.appendChild(el("td", `no ${state} task`, { colspan: "7" }));
+    rows.push(row);
+  }
+  tbody.replaceChildren(...rows);
+  const pages = Math.max(1, Math.ceil(page.total / page.size));
+  document.getElementById("pages").textContent = String(pages);
+}
+
+// -- one task -----------------------------------------------------------------------------------------
+async function taskPage() {
+  const data = await getJSON(`/api/queues/${encodeURIComponent(body.dataset.queue)}/tasks/${encodeURIComponent(body.dataset.id)}`);
+  const t = data.task;
+  for (const cell of document.querySelectorAll("#detail td[data-k]")) {
+    const k = cell.dataset.k;
+    cell.textContent = k === "retried" ? `${t.retried} of ${t.max_retry}` : k === "progress" ? (t.progress === null ? "" : JSON.stringify(t.progress)) : (t[k] || "");
+  }
+}
+
+async function serversPage() {
+  const servers = await getJSON("/api/servers");
+  const rows = [];
+  for (const s of servers) {
+    const row = el("tr");
+    for (const v of [s.name, s.host, s.pid, `${s.active.length}/${s.concurrency}`,
+      Object.entries(s.queues).map(([k, w]) => `${k}=${w}`).join(" "), s.started]) row.appendChild(el("td", v));
+    rows.push(row);
+    for (const w of s.active) {
+      const sub = el("tr", null, { class: "sub" });
+      sub.appendChild(el("td"));
+      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${w.started}`, { colspan: "5" }));
+      rows.push(sub);
+    }
+  }
+  if (!rows.length) {
+    const row = el("tr", null, { class: "empty" });
+    row.appendChild(el("td", "no live server", { colspan: "6" }));
+    rows.push(row);
+  }
+  document.querySelector("#servers tbody").replaceChildren(...rows);
+}
+
+const PAGES = { overview, queue: queuePage, task: taskPage, servers: serversPage };
+
+async function tick() {
+  const fn = PAGES[body.dataset.page];
+  if (!fn) return;
+  const live = document.getElementById("live");
+  try {
+    await fn();
+    live.classList.remove("stale");
+  } catch (e) {
+    live.classList.add("stale");
+  }
+}
+
+tick();
+setInterval(tick, refreshMs);

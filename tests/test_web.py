@@ -1,0 +1,154 @@
+"""The web console's API and pages, in-process (FastAPI's TestClient) against a real redis-server:
+what each endpoint returns for known work, actions, CSRF, read-only, authentication, escaping,
+the CLI's refusals. The browser tests are in tests/test_web_browser.py."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from asynqpy import Client, Inspector, InvalidArgumentError, TaskState
+from asynqpy.web import Auth, create_app
+
+pytestmark = pytest.mark.real
+Q = "wq"
+XSS = "<script>window.pwned=1</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def seeded(redis_url: str) -> str:
+    with Client(redis_url) as c:
+        for i in range(45):
+            c.enqueue("email", {"n": i}, queue=Q, task_id=f"p{i:02d}")
+        c.enqueue("email", {"to": XSS}, queue=Q, task_id="xss", process_in=600, headers={"h": XSS})
+        c.enqueue("email", None, queue="other")
+    return redis_url
+
+
+@pytest.fixture
+def web(seeded: str) -> Iterator[TestClient]:
+    with TestClient(create_app(seeded)) as tc:
+        tc.get("/")  # the CSRF cookie
+        yield tc
+
+
+def _csrf(tc: TestClient) -> dict[str, str]:
+    return {"X-CSRF-Token": tc.cookies.get("asynqpy_csrf") or ""}
+
+
+def test_api_reads_queues_tasks_and_one_task(web: TestClient) -> None:
+    queues = {q["queue"]: q for q in web.get("/api/queues").json()}
+    assert queues[Q]["pending"] == 45 and queues[Q]["scheduled"] == 1 and queues["other"]["pending"] == 1
+    one = web.get(f"/api/queues/{Q}").json()
+    assert one["info"]["size"] == 46 and len(one["history"]) == 7
+    page = web.get(f"/api/queues/{Q}/tasks", params={"state": "pending", "page": 2, "size": 20}).json()
+    assert page["total"] == 45 and [t["id"] for t in page["tasks"]] == [f"p{i:02d}" for i in range(20, 40)]
+    t = web.get(f"/api/queues/{Q}/tasks/xss").json()
+    assert t["task"]["payload"] == {"to": XSS} and t["task"]["state"] == "scheduled"
+    assert [e["event"] for e in t["events"]] == ["scheduled"]
+    assert web.get("/api/servers").json() == [] and web.get("/api/scheduler").json() == []
+    assert web.get("/api/redis").json()["redis_version"]
+    spec = web.get("/api/openapi.json").json()
+    assert {"/api/queues", "/api/queues/{queue}/tasks", "/api/queues/{queue}/actions"} <= set(spec["paths"])
+    assert 'asynqpy_tasks_enqueued_total{queue="wq",state="pending"} 45.0' in web.get("/metrics").text
+
+
+def test_api_errors_are_json_with_the_right_status(web: TestClient) -> None:
+    r = web.get("/api/queues/nope/tasks/zz")
+    assert r.status_code == 404 and "not found" in r.json()["error"]
+    r = web.get(f"/api/queues/{Q}/tasks", params={"state": "sideways"})
+    assert r.status_code == 400 and "state" in r.json()["error"]
+    r = web.post(f"/api/queues/{Q}/actions", json={"action": "explode", "ids": ["p00"]}, headers=_csrf(web))
+    assert r.status_code == 400 and "action must be one of" in r.json()["error"]
+    r = web.post(f"/api/queues/{Q}/actions", json={"action": "run", "ids": []}, headers=_csrf(web))
+    assert r.status_code == 400
+    assert web.get(f"/api/queues/{Q}").json()["info"]["pending"] == 45  # nothing queued was lost
+
+
+def test_actions_need_the_csrf_token_and_same_origin(web: TestClient, seeded: str) -> None:
+    assert web.post(f"/api/queues/{Q}/pause").status_code == 403
+    assert web.post(f"/api/queues/{Q}/pause", headers={"X-CSRF-Token": "forged"}).status_code == 403
+    r = web.post(f"/api/queues/{Q}/pause", headers={**_csrf(web), "Origin": "http://evil.example"})
+    assert r.status_code == 403 and "cross-origin" in r.json()["error"]
+    assert web.post(f"/api/queues/{Q}/pause", headers=_csrf(web)).json() == {"changed": True}
+    r = web.post(f"/api/queues/{Q}/actions", json={"action": "archive", "ids": ["p00", "p01", "gone"]},
+                 headers=_csrf(web)).json()
+    assert r["results"]["p00"] == "ok" and r["results"]["p01"] == "ok" and "not found" in r["results"]["gone"]
+    assert web.post(f"/api/queues/{Q}/states/archived/run", headers=_csrf(web)).json() == {"count": 2}
+    assert web.post(f"/api/queues/{Q}/actions", json={"action": "delete", "ids": ["xss"]},
+                    headers=_csrf(web)).json()["results"] == {"xss": "ok"}
+    with Inspector(seeded) as insp:
+        info = insp.queue_info(Q)
+        assert (info.paused, info.pending, info.scheduled, info.archived) == (True, 45, 0, 0)
+
+
+def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
+    with TestClient(create_app(seeded, read_only=True)) as tc:
+        page = tc.get(f"/queues/{Q}?state=pending").text
+        assert "read-only" in page and "button class=\"act\"" not in page and "data-action" not in page
+        assert "asynqpy_csrf" not in tc.cookies
+        for path, body in [(f"/api/queues/{Q}/pause", None), (f"/api/queues/{Q}/actions",
+                                                               {"action": "delete", "ids": ["p00"]})]:
+            r = tc.post(path, json=body, headers={"X-CSRF-Token": "x"}, cookies={"asynqpy_csrf": "x"})
+            assert r.status_code == 403 and r.json() == {"error": "this console is read-only"}
+    with Inspector(seeded) as insp:
+        assert insp.queue_info(Q).pending == 45 and not insp.queue_info(Q).paused
+
+
+def test_authentication_basic_and_bearer(seeded: str) -> None:
+    with TestClient(create_app(seeded, auth=Auth.parse("basic:ops:s3cret"))) as tc:
+        r = tc.get("/api/queues")
+        assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic")
+        assert tc.get("/api/queues", auth=("ops", "wrong")).status_code == 401
+        assert tc.get("/api/queues", auth=("ops", "s3cret")).status_code == 200
+        assert tc.get("/static/app.js").status_code == 401  # everything is guarded
+    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123"))) as tc:
+        assert tc.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert tc.get("/", headers={"Authorization": "Bearer tok-123"}).status_code == 200
+        basic = base64.b64encode(b"tok-123:").decode()
+        assert tc.get("/", headers={"Authorization": f"Basic {basic}"}).status_code == 401
+    for bad in ("", "basic:onlyuser", "basic::pw", "bearer:", "digest:x"):
+        with pytest.raises(InvalidArgumentError, match="auth must be"):
+            Auth.parse(bad)
+
+
+def test_pages_escape_every_value(web: TestClient) -> None:
+    for path in ("/", f"/queues/{Q}?state=scheduled", f"/queues/{Q}/tasks/xss", "/servers", "/scheduler"):
+        r = web.get(path)
+        assert r.status_code == 200, path
+        assert "<script>window.pwned" not in r.text and "<img src=x" not in r.text, path
+        assert "script-src 'self'" in r.headers["content-security-policy"]
+    detail = web.get(f"/queues/{Q}/tasks/xss").text
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in detail
+    assert "<script>" not in detail.replace('<script src="/static/app.js" defer></script>', "")
+
+
+def test_queue_page_pages(web: TestClient) -> None:
+    first = web.get(f"/queues/{Q}", params={"state": "pending", "size": 20}).text
+    second = web.get(f"/queues/{Q}", params={"state": "pending", "size": 20, "page": 2}).text
+    assert 'data-id="p00"' in first and 'data-id="p20"' not in first
+    assert 'data-id="p20"' in second and 'data-id="p39"' in second and 'data-id="p40"' not in second
+    assert "page <b id=\"page-no\">2</b> of <span id=\"pages\">3</span>" in second
+    assert TaskState.TARGETED.value in first  # every state has its tab
+
+
+def test_cli_web_refuses_unsafe_or_bad_settings(redis_url: str, tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    bad_auth = tmp_path / "auth"
+    bad_auth.write_text("basic:nopassword")
+    for args, message in [
+        (["--host", "0.0.0.0"], "needs --auth-file or --auth-env"),
+        (["--auth-file", str(tmp_path / "missing")], "cannot read --auth-file"),
+        (["--auth-file", str(bad_auth)], "auth must be"),
+        (["--auth-env", "ASYNQPY_NO_SUCH_VAR"], "is not set"),
+    ]:
+        res = CliRunner().invoke(main, ["web", *args, "--redis-url", redis_url])
+        assert res.exit_code == 2 and res.stderr.startswith("asynqpy: error: ") and message in res.stderr, res.stderr
+        assert res.stderr.count("\n") == 1

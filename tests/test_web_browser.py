@@ -1,0 +1,181 @@
+"""The web console in a real browser: headless Chromium (Debian's chromium and chromium-driver,
+driven by Selenium with the system's driver: nothing is downloaded) against a real redis-server
+and a running worker. The overview's counts change as tasks run, without a reload; a queue page
+pages; an action works; a read-only console shows no action and refuses a forged one; payloads
+are shown as text, never run. The session takes screenshots: into $ASYNQPY_SCREENSHOTS if set
+(``ASYNQPY_SCREENSHOTS=docs/screenshots`` made the README's), else a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redisproc import free_port
+
+from asynqpy import Client, Inspector
+
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+def _need_browser() -> None:
+    if CHROMIUM and DRIVER:
+        return
+    if os.environ.get("ASYNQPY_REQUIRE_REAL"):
+        pytest.fail("chromium and chromium-driver are not installed (scripts/test installs them with apt-get)")
+    pytest.skip("chromium and chromium-driver are not installed")
+
+
+class Console:
+    """``create_app`` served by uvicorn in a thread on a free loopback port."""
+
+    def __init__(self, redis_url: str, **options: Any) -> None:
+        import uvicorn
+
+        from asynqpy.web import create_app
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(redis_url, refresh=0.5, **options), host="127.0.0.1", port=self.port,
+                                log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the console did not start"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    _need_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--disable-gpu", "--no-first-run"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = pred()
+        except Exception:  # noqa: BLE001 - the page is still changing
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not met in the browser"
+        time.sleep(0.1)
+
+
+def _worker(redis_url: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "faults"), "ASYNQPY_RECORDER_URL": redis_url}
+    return subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "worker", "fault_workers:mux", "-q", "live",
+                             "--concurrency", "2", "--redis-url", redis_url], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    shots = Path(os.environ.get("ASYNQPY_SCREENSHOTS") or tmp_path)
+
+    with Client(redis_url) as c:
+        c.enqueue_many([("job", {"ms": 150}) for _ in range(24)], queue="live")
+        for i in range(45):
+            c.enqueue("email", {"n": i}, queue="paged", task_id=f"p{i:02d}")
+        c.enqueue("email", {"to": "<script>window.pwned=1</script><img src=x onerror=\"window.pwned=2\">"},
+                  queue="paged", task_id="xss", process_in=600)
+    console = Console(redis_url)
+    worker = None
+    try:
+        browser.get(console.url + "/")
+        cell = 'tr[data-queue="live"] td[data-k="pending"]'
+        assert browser.find_element(By.CSS_SELECTOR, cell).text == "24"
+        shots.mkdir(parents=True, exist_ok=True)
+        worker = _worker(redis_url)
+        # live counts: the worker drains the queue, the page follows without a reload
+        wait_for(lambda: int(browser.find_element(By.CSS_SELECTOR, cell).text) < 24)
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="live"] td[data-k="processed_total"]')
+                 .text not in ("", "0"))
+        browser.save_screenshot(str(shots / "overview.png"))
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, cell).text == "0", timeout=30)
+        assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
+
+        # a queue page pages
+        browser.get(console.url + "/queues/paged?state=pending&size=20")
+        ids = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
+        assert ids == [f"p{i:02d}" for i in range(20)]
+        browser.save_screenshot(str(shots / "queue.png"))
+        browser.find_element(By.ID, "next").click()
+        wait_for(lambda: browser.find_element(By.ID, "page-no").text == "2")
+        ids = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
+        assert ids == [f"p{i:02d}" for i in range(20, 40)]
+
+        # an action: archive a task from its row; the row leaves the pending list
+        browser.find_element(By.CSS_SELECTOR, 'tr[data-id="p25"] button[data-action="archive"]').click()
+        wait_for(lambda: not browser.find_elements(By.CSS_SELECTOR, 'tr[data-id="p25"]'))
+        with Inspector(redis_url) as insp:
+            assert insp.task_info("paged", "p25").state.value == "archived"
+
+        # a payload is text, never markup that runs
+        browser.get(console.url + "/queues/paged/tasks/xss")
+        assert "<script>window.pwned=1</script>" in browser.find_element(By.ID, "payload").text
+        time.sleep(0.6)  # (a live update ran)
+        assert browser.execute_script("return window.pwned") is None
+        browser.save_screenshot(str(shots / "task.png"))
+        browser.get(console.url + "/queues/paged?state=scheduled")
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'tr[data-id="xss"]'))
+        assert browser.execute_script("return window.pwned") is None
+    finally:
+        console.stop()
+        if worker is not None:
+            worker.terminate()
+            worker.wait(15)
+
+
+def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    with Client(redis_url) as c:
+        c.enqueue("email", 1, queue="ro", task_id="keep")
+    console = Console(redis_url, read_only=True)
+    try:
+        browser.get(console.url + "/queues/ro?state=pending")
+        assert browser.find_element(By.ID, "read-only").text == "read-only"
+        assert browser.find_elements(By.CSS_SELECTOR, "button.act") == []
+        status = browser.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            document.cookie = "asynqpy_csrf=forged; path=/";
+            fetch("/api/queues/ro/actions", {method: "POST", headers: {"Content-Type": "application/json",
+                  "X-CSRF-Token": "forged"}, body: JSON.stringify({action: "delete", ids: ["keep"]})})
+              .then(r => done(r.status), e => done(String(e)));""")
+        assert status == 403
+        with Inspector(redis_url) as insp:
+            assert insp.task_info("ro", "keep").state.value == "pending"
+    finally:
+        console.stop()
