@@ -667,4 +667,13 @@ def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
             server[0].stop()
         thread.join(20)
         client.close()
-    assert not thread.is_alive() and not failure, failure
+    if thread.is_alive():  # say where the worker is stuck (the frames of its thread)
+        import sys
+        import traceback
+
+        frame = sys._current_frames().get(thread.ident or 0)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
+        loop = server[0]._loop if server else None
+        tasks = [f"{t.get_name()}: {t.get_stack(limit=3)}" for t in asyncio.all_tasks(loop)] if loop else []
+        raise AssertionError(f"the worker did not stop within 20 s; its thread is at:\n{stack}\ntasks: {tasks}")
+    assert not failure, failure
