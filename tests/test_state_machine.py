@@ -89,6 +89,8 @@ class ModelTask:
 class Model:
     tasks: dict[str, ModelTask] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)  # as LRANGE 0 -1 shows it; workers pop the end
+    # pending ids of a priority other than the default (the prio zset): id -> (priority, sequence)
+    prio: dict[str, tuple[int, int]] = field(default_factory=dict)
     locks: dict[str, str] = field(default_factory=dict)  # digest -> owning task id
     processed: dict[str, int] = field(default_factory=dict)  # day -> count
     failed: dict[str, int] = field(default_factory=dict)
@@ -101,6 +103,29 @@ class Model:
     trimmed: int = 0  # archived tasks the archive limits deleted
     watch: dict[str, list[str]] = field(default_factory=dict)  # id -> inbox ids of late waiters (watch-2)
     progress: dict[str, bytes] = field(default_factory=dict)  # id -> latest progress of an active task
+
+    def push(self, id: str, front: bool = False) -> None:
+        """Make a task pending at the back (or the front) of its priority (lua/includes/priority.lua)."""
+        p = self.tasks[id].msg.priority
+        if p == 5:
+            if front:
+                self.pending.append(id)  # RPUSH: the end workers pop from
+            else:
+                self.pending.insert(0, id)
+            return
+        band = [seq for q, seq in self.prio.values() if q == p]
+        seq = (min(band) - 1 if front else max(band) + 1) if band else 0
+        self.prio[id] = (p, seq)
+
+    def take_order(self) -> list[str]:
+        """Pending ids (placeholders '' included) in the order workers take them: priorities
+        9..6, then the default priority's list from its right end, then priorities 4..0."""
+        ranked = sorted(self.prio, key=lambda id: (-self.prio[id][0], self.prio[id][1]))
+        return ([id for id in ranked if self.prio[id][0] > 5] + self.pending[::-1]
+                + [id for id in ranked if self.prio[id][0] < 5])
+
+    def n_pending(self) -> int:
+        return len(self.pending) + len(self.prio)
 
     def ids(self, state: str) -> list[str]:
         return sorted(id for id, t in self.tasks.items() if t.state == state)
@@ -205,8 +230,10 @@ class QueueMachine(RuleBasedStateMachine):
             self.m.locks[digest] = id
 
     def message(self, task_type: str, payload: Any, unique: bool, max_retry: int, retention: int) -> Message:
+        # priorities without a draw of their own: type b with payload 1 runs first, with "x" last
+        priority = (9 if payload == 1 else 0 if payload == "x" else 5) if task_type == "b" else 5
         return Message(task_type, payload, enqueued_at_ms=self.now, max_retry=max_retry, retention_ms=retention,
-                       unique=unique)
+                       unique=unique, priority=priority)
 
     def lease_error(self, id: str, token: str, recover: bool = False) -> type[Exception] | None:
         """What a finishing script must refuse with (claim_active in lua/includes/active.lua)."""
@@ -260,7 +287,7 @@ class QueueMachine(RuleBasedStateMachine):
         if error is None:
             assert reply == 1
             self.store_new(id, msg, "p")
-            self.m.pending.insert(0, id)
+            self.m.push(id)
             self.m.wake = True
 
     @rule(data=st.data(), items=st.lists(st.tuples(task_types, payloads, retentions), min_size=1, max_size=5),
@@ -301,7 +328,7 @@ class QueueMachine(RuleBasedStateMachine):
         refused = self.run(call)
         for id, msg in added:
             self.store_new(id, msg, "p")
-            m.pending.insert(0, id)
+            m.push(id)
             m.wake = True
         assert refused == expected
 
@@ -350,7 +377,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- the worker -----------------------------------------------------------------------------
 
-    @precondition(lambda self: bool(self.m.pending))
+    @precondition(lambda self: bool(self.m.n_pending()))
     @rule(count=st.integers(1, 4), lease=st.sampled_from([1_000, 30_000]), woken=st.booleans())
     def dequeue(self, count: int, lease: int, woken: bool) -> None:
         """A worker's fetch; ``woken``: it first took the wake-up token (an idle worker's BLPOP)."""
@@ -368,15 +395,20 @@ class QueueMachine(RuleBasedStateMachine):
         if self.m.paused:
             assert (res.remaining, res.tasks) == (-1, [])
             return token
-        taken = [self.m.pending.pop() for _ in range(min(count, len(self.m.pending)))]
+        taken = self.m.take_order()[:count]
+        for id in taken:
+            if id in self.m.prio:
+                del self.m.prio[id]
+            else:
+                self.m.pending.pop()  # (the list's part of the order is its right end)
         assert [id for id, _ in res.tasks] == [id for id in taken if id]  # '': a removed task's placeholder
         for id, raw in res.tasks:
             t = self.m.tasks[id]
             assert decode(raw) == t.msg
             t.state, t.token, t.score = "a", token, self.now + lease
             self.m.leases.append((id, token))
-        assert res.remaining == len(self.m.pending)
-        if self.m.pending:
+        assert res.remaining == self.m.n_pending()
+        if self.m.n_pending():
             self.m.wake = True
         return token
 
@@ -402,7 +434,7 @@ class QueueMachine(RuleBasedStateMachine):
         id, token = self._pick_lease(data)
         self._finish(id, token, how, recoverer and how[0] in ("retry", "archive"))
 
-    @precondition(lambda self: bool(self.m.pending))
+    @precondition(lambda self: bool(self.m.n_pending()))
     @rule(data=st.data(), count=st.integers(1, 4))
     def work(self, data: st.DataObject, count: int) -> None:
         """A worker's round: take up to ``count`` tasks and write each one's outcome."""
@@ -465,7 +497,7 @@ class QueueMachine(RuleBasedStateMachine):
             m.trim(now, how[1], how[2])
         else:
             t.state, t.score = "p", 0
-            m.pending.append(id)  # RPUSH: the end workers pop from
+            m.push(id, front=True)  # the front of its priority
             m.wake = True
 
     @precondition(lambda self: self.has_active())
@@ -539,6 +571,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _take(self, id: str, window: int, hint: int) -> bool:
         """Model of lua/includes/take.lua for a pending id: True if found (and removed)."""
+        if id in self.m.prio:  # (ZREM from the prio zset first)
+            del self.m.prio[id]
+            return True
         lst = self.m.pending
         if hint >= 0:
             if id in lst[hint:hint + 2000]:
@@ -617,7 +652,7 @@ class QueueMachine(RuleBasedStateMachine):
             expected.append(1)
             if verb == "run":
                 t.state, t.score = "p", 0  # an archived task's lock is not taken again
-                m.pending.insert(0, id)
+                m.push(id)
                 m.wake = True
                 continue
             m.release(id)
@@ -643,7 +678,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.m.progress.pop(id, None)
             t.state, t.msg, t.token, t.score = "x", msg, "", self.now
 
-    @precondition(lambda self: bool(self.m.totals["processed"] or self.m.pending))
+    @precondition(lambda self: bool(self.m.totals["processed"] or self.m.n_pending()))
     @rule(empty_first=st.booleans())
     def drop_queue(self, empty_first: bool) -> None:
         """An operator removes the queue: refused while a task is left (placeholders in pending do
@@ -660,11 +695,12 @@ class QueueMachine(RuleBasedStateMachine):
                         m.release(id)
                         del m.tasks[id]
                     if state == "p":
-                        m.pending = [id for id in m.pending if not id]
+                        m.pending, m.prio = [id for id in m.pending if not id], {}
         removed = self.run(self.b.drop_queue(Q)) == 1
         assert removed == (not m.tasks)
         if removed:
             m.pending, m.paused, m.wake, m.tick, m.trimmed, m.watch = [], False, False, False, 0, {}
+            m.prio = {}
             m.progress = {}
             m.totals = {"processed": 0, "failed": 0}  # the daily counters expire on their own
 
@@ -753,8 +789,8 @@ class QueueMachine(RuleBasedStateMachine):
         id, value = data.draw(st.sampled_from(self.reads), label="read")
         if meanwhile and self.has("sr"):
             self.forward()
-        if meanwhile and self.m.pending:
-            self._dequeue(len(self.m.pending), 1_000, woken=False)  # a worker with free slots for all
+        if meanwhile and self.m.n_pending():
+            self._dequeue(self.m.n_pending(), 1_000, woken=False)  # a worker with free slots for all
         self.clock.t += stall
         self._recover(id, value, max_size, max_age)
 
@@ -819,7 +855,7 @@ class QueueMachine(RuleBasedStateMachine):
             for id in [i for i in self.m.ordered(state) if self.m.tasks[i].score <= self.now][:FORWARD_BATCH]:
                 t = self.m.tasks[id]
                 t.state, t.score = "p", 0
-                self.m.pending.insert(0, id)
+                self.m.push(id)
                 n += 1
         waits = [max(0, t.score - self.now) for t in self.m.tasks.values() if t.state in "sr"]
         assert (moved, next_ms) == (n, min(*waits, MAX_WAIT) if waits else -1)
@@ -857,7 +893,7 @@ class QueueMachine(RuleBasedStateMachine):
     def unpause(self) -> None:
         """Unpause (a no-op when running); wakes an idle worker if tasks wait."""
         assert self.run(self.b.unpause(Q)) is self.m.paused
-        if self.m.paused and self.m.pending:
+        if self.m.paused and self.m.n_pending():
             self.m.wake = True
         self.m.paused = False
 
@@ -869,8 +905,8 @@ class QueueMachine(RuleBasedStateMachine):
         if took:
             assert (self.r.lpop(K.wake) is not None) == self.m.wake
             self.m.wake = False
-        assert self.run(self.b.rewake(Q)) == (1 if self.m.pending else 0)  # placeholders count (LLEN)
-        self.m.wake = self.m.wake or bool(self.m.pending)
+        assert self.run(self.b.rewake(Q)) == (1 if self.m.n_pending() else 0)  # placeholders count (LLEN)
+        self.m.wake = self.m.wake or bool(self.m.n_pending())
 
     @precondition(lambda self: self.real)
     @rule()
@@ -901,16 +937,18 @@ class QueueMachine(RuleBasedStateMachine):
         p.keys("*")
         p.hgetall(K.tasks)
         p.lrange(K.pending, 0, -1)
+        p.zrange(K.prio, 0, -1, withscores=True)
         p.zrange(K.lease, 0, -1, withscores=True)
         for key in CONTAINERS.values():
             p.zrange(key, 0, -1, withscores=True)
         p.lrange(K.wake, 0, -1)
         p.lrange(K.tick, 0, -1)
-        keys, tasks, pending, lease, *zsets, wake, tick = p.execute()
+        keys, tasks, pending, prio, lease, *zsets, wake, tick = p.execute()
         return {
             "keys": {k.decode() for k in keys},
             "tasks": {k.decode(): v for k, v in tasks.items()},
             "pending": [i.decode() for i in pending],
+            "prio": [(i.decode(), int(sc)) for i, sc in prio],  # in score order
             "lease": {i.decode(): int(s) for i, s in lease},
             "zsets": {state: {i.decode(): int(sc) for i, sc in z} for state, z in zip(CONTAINERS, zsets)},
             "wake": wake,
@@ -932,7 +970,11 @@ class QueueMachine(RuleBasedStateMachine):
     def structure(self, s: dict[str, Any]) -> None:
         """The model-free invariants of docs/architecture.md, read from Redis."""
         tasks, lease, zsets = s["tasks"], s["lease"], s["zsets"]
-        pending = [id for id in s["pending"] if id]  # '': the placeholder of a task removed from deep in the list
+        pending = [id for id in s["pending"] if id] + [id for id, _ in s["prio"]]  # '': the placeholder of a
+        # task removed from deep in the list; prio: pending tasks of another priority, each in its band
+        for id, score in s["prio"]:
+            priority = decode(tasks[id][1:]).priority
+            assert priority != 5 and score // 2**45 == 9 - priority, f"pending {id} out of its priority's band"
         assert len(pending) == len(set(pending)), "an id is twice in pending"
         assert "" not in tasks
         where: dict[str, list[str]] = {}
@@ -975,6 +1017,8 @@ class QueueMachine(RuleBasedStateMachine):
         """Redis holds exactly what the model expects."""
         m = self.m
         assert s["pending"] == m.pending
+        ranked = sorted(m.prio, key=lambda id: (-m.prio[id][0], m.prio[id][1]))
+        assert [id for id, _ in s["prio"]] == ranked, "the prio zset's order is not the priorities' FIFO order"
         assert s["lease"] == m.zset("a")
         for state, z in s["zsets"].items():
             assert z == m.zset(state), state
@@ -988,7 +1032,7 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert decode(value[1:]) == t.msg
         assert bool(s["wake"]) == m.wake and bool(s["tick"]) == m.tick
-        expected = {K.tasks: m.tasks, K.pending: m.pending, K.lease: m.ids("a"), K.paused: m.paused,
+        expected = {K.tasks: m.tasks, K.pending: m.pending, K.prio: m.prio, K.lease: m.ids("a"), K.paused: m.paused,
                     K.wake: m.wake, K.tick: m.tick, K.processed: m.totals["processed"],
                     K.failed: m.totals["failed"], K.trimmed: m.trimmed, K.watch: m.watch,
                     K.progress: m.progress}
@@ -1031,11 +1075,13 @@ class QueueMachine(RuleBasedStateMachine):
         stats = snapshot.stats
         assert (snapshot.trimmed, snapshot.now_ms) == (m.trimmed, self.now)
         oldest = next((id for id in reversed(m.pending[-10:]) if id), None)  # placeholders skipped
+        if oldest is None and m.prio:  # else the next task of another priority
+            oldest = min(m.prio, key=lambda id: (-m.prio[id][0], m.prio[id][1]))
         assert snapshot.oldest == (self.r.hget(K.tasks, oldest) if oldest else None)
         today = day_of(self.now)
         assert (stats.pending, stats.active, stats.scheduled, stats.retry, stats.archived, stats.completed,
                 stats.paused, stats.processed, stats.failed, stats.processed_today, stats.failed_today) == (
-            len(m.pending), len(m.ids("a")), len(m.ids("s")), len(m.ids("r")), len(m.ids("x")), len(m.ids("c")),
+            m.n_pending(), len(m.ids("a")), len(m.ids("s")), len(m.ids("r")), len(m.ids("x")), len(m.ids("c")),
             m.paused, processed, failed, m.processed.get(today, 0), m.failed.get(today, 0))
 
 
