@@ -1,4 +1,4 @@
-"""A queue's limits, enforced where tasks are handed out (lua/dequeue-8.lua): at most
+"""A queue's limits, enforced where tasks are handed out (lua/dequeue-11.lua): at most
 ``concurrency`` of its tasks active across all workers, and at most ``rate`` task starts per
 second (a token bucket holding up to ``burst`` tokens, refilled continuously: a smooth rate with
 bursts allowed up to ``burst``; one token per task taken). Stored in the queue's conf hash, so
