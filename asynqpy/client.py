@@ -339,16 +339,11 @@ class Client(_ClientCore):
         return self._pipeline.run(calls)  # concurrent threads share round trips
 
     def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
-        tracer = tracing.current
-        if tracer is None:
+        if tracing.current is None:
             return self._enqueue(task_type, payload, options)
-        span = _send(tracer, task_type, 1, options)
-        try:
+        with _Sending(task_type, options) as sending:
             info = self._enqueue(task_type, payload, options)
-        except BaseException as exc:
-            tracer.sent(span, None, exc)
-            raise
-        tracer.sent(span, info.id, None)
+            sending.task_id = info.id
         return info
 
     enqueue.__doc__ = _ENQUEUE_DOC
@@ -379,19 +374,11 @@ class Client(_ClientCore):
         before anything is sent. Each task is stored atomically; a failing item (duplicate, id
         conflict) does not stop the others: with ``return_exceptions`` its exception takes its
         place in the returned list, else the first one is raised after all were attempted."""
-        tracer = tracing.current
-        span = _send(tracer, "(batch)", -1, options) if tracer is not None else None
-        try:
+        with _Sending("(batch)", options) as sending:
             prepared = self._split_batch(items, options)
+            sending.count = len(prepared)
             plan = self._plan(prepared)
-            out = self._results(prepared, plan, self._run(plan.calls), return_exceptions)
-        except BaseException as exc:
-            if tracer is not None:
-                tracer.sent(span, None, exc)
-            raise
-        if tracer is not None:
-            _sent_batch(tracer, span, prepared)
-        return out
+            return self._results(prepared, plan, self._run(plan.calls), return_exceptions)
 
     def result(self, task: TaskInfo | str, *, queue: str | None = None, timeout: float | None = None) -> Any:
         """The result of a task (what its handler returned, or set with ``write_result``), waiting
@@ -479,16 +466,11 @@ class AsyncClient(_ClientCore):
         return await self._pipeline.run(calls)  # concurrent callers share round trips
 
     async def enqueue(self, task_type: str, payload: Any = None, **options: Any) -> TaskInfo:
-        tracer = tracing.current
-        if tracer is None:
+        if tracing.current is None:
             return await self._enqueue(task_type, payload, options)
-        span = _send(tracer, task_type, 1, options)
-        try:
+        with _Sending(task_type, options) as sending:
             info = await self._enqueue(task_type, payload, options)
-        except BaseException as exc:
-            tracer.sent(span, None, exc)
-            raise
-        tracer.sent(span, info.id, None)
+            sending.task_id = info.id
         return info
 
     enqueue.__doc__ = _ENQUEUE_DOC
@@ -515,19 +497,11 @@ class AsyncClient(_ClientCore):
         self, items: Iterable[BatchItem], *, return_exceptions: bool = False, **options: Any
     ) -> TaskInfoList:
         """See :meth:`Client.enqueue_many`."""
-        tracer = tracing.current
-        span = _send(tracer, "(batch)", -1, options) if tracer is not None else None
-        try:
+        with _Sending("(batch)", options) as sending:
             prepared = self._split_batch(items, options)
+            sending.count = len(prepared)
             plan = self._plan(prepared)
-            out = self._results(prepared, plan, await self._run(plan.calls), return_exceptions)
-        except BaseException as exc:
-            if tracer is not None:
-                tracer.sent(span, None, exc)
-            raise
-        if tracer is not None:
-            _sent_batch(tracer, span, prepared)
-        return out
+            return self._results(prepared, plan, await self._run(plan.calls), return_exceptions)
 
     async def result(self, task: TaskInfo | str, *, queue: str | None = None, timeout: float | None = None) -> Any:
         """See :meth:`Client.result`."""
@@ -718,21 +692,31 @@ class _SyncAutoPipeline:
             self._hand_over()
 
 
-def _send(tracer: tracing.Tracing, task_type: str, count: int, options: dict[str, Any]) -> Any:
-    """Start a producer span and put its trace context in ``options``'s headers (unless they are
-    not a mapping: the enqueue then refuses them as usual)."""
-    headers = options.get("headers")
-    if headers is not None and not isinstance(headers, Mapping):
-        span, _ = tracer.send(str(options.get("queue", "default")), task_type, count, None)
-        return span
-    span, options["headers"] = tracer.send(str(options.get("queue", "default")), task_type, count,
-                                           dict(headers) if headers is not None else None)
-    return span
+class _Sending:
+    """A producer span around an enqueue (or a batch) while tracing is on; nothing otherwise. The
+    span's trace context goes into ``options``'s headers (unless they are not a mapping: the
+    enqueue then refuses them as usual); the span ends with the task id or the batch's size, or
+    the error."""
 
+    def __init__(self, task_type: str, options: dict[str, Any]) -> None:
+        self.tracer = tracing.current
+        self.task_id: str | None = None
+        self.count = 1
+        self.span: Any = None
+        if self.tracer is not None:
+            queue, headers = str(options.get("queue", "default")), options.get("headers")
+            if headers is None or isinstance(headers, Mapping):
+                self.span, options["headers"] = self.tracer.send(queue, task_type,
+                                                                 dict(headers) if headers is not None else None)
+            else:
+                self.span, _ = self.tracer.send(queue, task_type, None)
 
-def _sent_batch(tracer: tracing.Tracing, span: Any, prepared: list[opts.Prepared]) -> None:
-    span.set_attribute("messaging.batch.message_count", len(prepared))
-    tracer.sent(span, None, None)
+    def __enter__(self) -> _Sending:
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        if self.tracer is not None:
+            self.tracer.sent(self.span, self.task_id, error, self.count)
 
 
 def _targeted(msg: Message) -> bool:

@@ -40,20 +40,19 @@ class OpenTelemetryTracing:
         self._trace, self._context, self._propagate = trace, context, propagate
         self.tracer = trace.get_tracer("asynqpy", __version__, tracer_provider=tracer_provider)
 
-    def send(self, queue: str, task_type: str, count: int,
-             headers: dict[str, str] | None) -> tuple[Any, dict[str, str]]:
+    def send(self, queue: str, task_type: str, headers: dict[str, str] | None) -> tuple[Any, dict[str, str]]:
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM, "messaging.operation.type": "send", "messaging.operation.name": "send",
             "messaging.destination.name": queue, "asynqpy.task.type": task_type,
         }
-        if count != 1:
-            attributes["messaging.batch.message_count"] = count
         span = self.tracer.start_span(f"send {queue}", kind=self._trace.SpanKind.PRODUCER, attributes=attributes)
         carrier = dict(headers or {})
         self._propagate.inject(carrier, context=self._trace.set_span_in_context(span))
         return span, carrier
 
-    def sent(self, span: Any, task_id: str | None, error: BaseException | None) -> None:
+    def sent(self, span: Any, task_id: str | None, error: BaseException | None, count: int = 1) -> None:
+        if count != 1:
+            span.set_attribute("messaging.batch.message_count", count)
         if task_id is not None:
             span.set_attribute("messaging.message.id", task_id)
         if error is not None:

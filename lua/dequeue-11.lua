@@ -69,7 +69,7 @@ if rate and count > 0 then
 end
 local out = {now, 0, 0}
 local runs = {}  -- id, message pairs of the runs taken
-if count > 0 and ARGV[5] ~= '' then
+if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (no targeted task: no scan)
   local name, seen, open = ARGV[5], {}, false
   for k = 10, 11 do
     for _, tid in ipairs(count > 0 and redis.call('ZRANGE', KEYS[k], 0, RUN_SCAN - 1) or {}) do

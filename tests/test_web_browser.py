@@ -145,8 +145,9 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) 
         # a payload is text, never markup that runs
         browser.get(console.url + "/queues/paged/tasks/xss")
         assert "<script>window.pwned=1</script>" in browser.find_element(By.ID, "payload").text
-        time.sleep(0.6)  # (a live update ran)
-        assert browser.execute_script("return window.pwned") is None
+        updates = int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0)
+        wait_for(lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0) > updates)
+        assert browser.execute_script("return window.pwned") is None  # (after a live update too)
         browser.save_screenshot(str(shots / "task.png"))
         browser.get(console.url + "/queues/paged?state=scheduled")
         wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'tr[data-id="xss"]'))

@@ -14,13 +14,13 @@ from .codec import Message
 class Tracing(Protocol):
     """What the client and the worker call when tracing is on."""
 
-    def send(self, queue: str, task_type: str, count: int,
-             headers: dict[str, str] | None) -> tuple[Any, dict[str, str]]:
+    def send(self, queue: str, task_type: str, headers: dict[str, str] | None) -> tuple[Any, dict[str, str]]:
         """Start a producer span; returns it and ``headers`` with the trace context added."""
         ...
 
-    def sent(self, span: Any, task_id: str | None, error: BaseException | None) -> None:
-        """End a producer span (``error``: the enqueue failed)."""
+    def sent(self, span: Any, task_id: str | None, error: BaseException | None, count: int = 1) -> None:
+        """End a producer span: the task's id (None for a batch, or a failed enqueue), ``error``
+        (the enqueue failed), ``count`` (the tasks sent: a batch's size)."""
         ...
 
     def process(self, queue: str, task_id: str, msg: Message) -> Any:

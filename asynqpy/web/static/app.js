@@ -218,6 +218,7 @@ async function tick() {
   try {
     await fn();
     live.classList.remove("stale");
+    body.dataset.updates = String(parseInt(body.dataset.updates || "0", 10) + 1);  // (tests wait on it)
   } catch (e) {
     live.classList.add("stale");
   }
