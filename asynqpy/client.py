@@ -137,7 +137,7 @@ class _ClientCore:
         batches: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
-            if p.delay_ms > 0 or p.unique_ttl or single or p.msg.group or _targeted(p.msg):
+            if p.delay_ms > 0 or p.unique_ttl or single or p.special:
                 calls.append(self._one_call(p))
             else:
                 batches.setdefault(p.queue, []).append(i)

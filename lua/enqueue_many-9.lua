@@ -16,6 +16,9 @@ KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 
 KEYS[9] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
 ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
+one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
+(core/events.py expands it into one event per task).
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
 Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
 generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
@@ -69,8 +72,19 @@ if #ids > 0 then
   push_many(KEYS[2], KEYS[9], ids, prios)
   signal(KEYS[3])
   local cap = events_cap(KEYS[8])
-  for n, id in ipairs(ids) do
-    emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', msg_type(string.sub(vals[n], 2)))
+  if cap > 0 then
+    local types, same = {}, ARGV[1] ~= '1' and #ids > 1
+    for n = 1, #ids do
+      types[n] = msg_type(string.sub(vals[n], 2))
+      same = same and types[n] == types[1]
+    end
+    if same then  -- generated ids of one type: one entry for the batch (ids: space-separated)
+      emit(KEYS[7], cap, 'e', 'enqueued', 'ids', table.concat(ids, ' '), 'type', types[1])
+    else
+      for n, id in ipairs(ids) do
+        emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', types[n])
+      end
+    end
   end
 end
 return refused

@@ -102,7 +102,7 @@ def test_switching_a_queues_stream_off_and_capping_it(backend: Any) -> None:
         c.enqueue("t", queue=Q)
         assert list(ins.events(Q)) == []
         ins.set_events(Q, 100)
-        c.enqueue_many([("t", i) for i in range(1000)], queue=Q)
+        c.enqueue_many([("t" if i % 2 else "u", i) for i in range(1000)], queue=Q)  # mixed: an entry each
     assert 100 <= backend.sync.xlen(queue_keys(Q).events) < 1000  # MAXLEN ~: whole nodes are trimmed
     assert stats(backend, Q).pending == 1002  # nothing queued is lost to it
     for bad in (-1, "10", 1.5):
@@ -148,3 +148,26 @@ def test_an_event_about_garbage_written_by_hand_has_no_type_and_no_error(backend
     deleted = [e for e in ins.events(Q) if e.event == "deleted"]
     assert [e.task_id for e in deleted] == [f"bad{i}" for i in range(6)]
     assert [e.type for e in deleted] == ["", "", "", "", "", "ab"]
+
+
+def test_a_batch_is_one_stream_entry_read_as_an_event_per_task(backend: Any) -> None:
+    """enqueue_many with generated ids of one type writes one entry for the batch (the cheap path
+    of issue 14); readers, following or not, still see one 'enqueued' event per task, in order.
+    Mixed types or caller-chosen ids keep an entry per task."""
+    ins = Inspector(backend.sync)
+    with Client(backend.sync) as c:
+        infos = c.enqueue_many([("t", i) for i in range(50)], queue=Q)
+        c.enqueue_many([("a", 1), ("b", 2)], queue=Q)
+        c.enqueue_many([("t", 1, {"task_id": "x1"}), ("t", 2, {"task_id": "x2"})], queue=Q)
+    assert backend.sync.xlen(queue_keys(Q).events) == 1 + 2 + 2
+    got = list(ins.events(Q))
+    assert [e.task_id for e in got[:50]] == [i.id for i in infos]
+    assert {e.event for e in got} == {"enqueued"} and {e.type for e in got[:50]} == {"t"}
+    assert [(e.type, e.task_id) for e in got[50:]][2:] == [("t", "x1"), ("t", "x2")]
+    assert [e.type for e in got[50:52]] == ["a", "b"]
+    assert len({e.stream_id for e in got[:50]}) == 1
+    # following from before the batch sees the whole batch once
+    last = got[-1].stream_id
+    with Client(backend.sync) as c:
+        more = c.enqueue_many([("t", i) for i in range(7)], queue=Q)
+    assert [e.task_id for e in list(ins.events(Q, since=last))] == [i.id for i in more]

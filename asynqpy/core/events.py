@@ -5,11 +5,14 @@ Every script that changes a task's state appends an event to its queue's stream
 per-queue setting in ``asynqpy:{Q}:conf``; default 10 000, 0 = off). An event is a stream entry
 whose fields are ``e`` (the event), ``id``, ``type`` and, depending on the event, ``attempt``,
 ``error``, ``due`` (ms) and ``value`` (a progress value, msgpack). Its time is the entry id's.
+A batch of tasks enqueued together (generated ids, one type) is one entry whose ``ids`` field
+holds their ids, space-separated: it is read as one ``enqueued`` event per task, all sharing
+the entry's ``stream_id``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -84,6 +87,15 @@ def parse_entry(queue: str, entry_id: Any, fields: dict[Any, Any]) -> TaskEvent:
     )
 
 
+def parse_entries(queue: str, entry_id: Any, fields: dict[Any, Any]) -> list[TaskEvent]:
+    """A stream entry as its events: one, or one per task of a batch entry (field ``ids``)."""
+    ids = fields.get(b"ids", fields.get("ids"))
+    if ids is None:
+        return [parse_entry(queue, entry_id, fields)]
+    one = parse_entry(queue, entry_id, fields)
+    return [replace(one, task_id=id) for id in _text(ids).split()]
+
+
 def start_id(since: datetime | float | str | None) -> str:
     """Where a read starts: None = the oldest event kept; a datetime or Unix seconds = events from
     that time; a stream id (a previous event's ``stream_id``) = the events after it."""
@@ -110,7 +122,7 @@ def start_id(since: datetime | float | str | None) -> str:
 def page(queue: str, start: str, count: int) -> Call[list[TaskEvent]]:
     """Up to ``count`` events from ``start`` (XRANGE, oldest first)."""
     q = queue_keys(queue)
-    return Call(lambda r: [parse_entry(queue, i, f) for i, f in r or []],
+    return Call(lambda r: [e for i, f in r or [] for e in parse_entries(queue, i, f)],
                 command=("XRANGE", q.events, start, "+", "COUNT", count))
 
 
@@ -158,7 +170,8 @@ class Reader:
         def parse(reply: Any) -> list[TaskEvent]:
             out: list[TaskEvent] = []
             for _, entries in reply or []:
-                out += [parse_entry(self.queue, i, f) for i, f in entries]
+                for i, f in entries:
+                    out += parse_entries(self.queue, i, f)
             return out
 
         return Call(parse, command=("XREAD", "COUNT", self.batch, "BLOCK", self.block_ms, "STREAMS", self.key,

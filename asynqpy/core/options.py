@@ -70,6 +70,9 @@ def unknown_options(what: str, names: Iterable[str], known: Iterable[str]) -> st
     return f"unknown {what}{'s' if len(parts) > 1 else ''}: {', '.join(parts)}"
 
 
+_GROUP, _WORKERS, _RUNS = (codec._FIELDS.index(f) for f in ("group", "workers", "runs"))
+
+
 class Prepared:
     """A validated task, ready for the broker: queue, id, message (``msg``, built on first use
     from ``values``), delay (> 0 = schedule), uniqueness TTL (0 = none), the encoded message, and
@@ -97,6 +100,15 @@ class Prepared:
         if not self._end:
             self._end = max(3, codec.encoded_length(self.values))
         return self._end
+
+    @property
+    def special(self) -> bool:
+        """Whether the task is in an aggregation group or targeted (read from ``values``, without
+        building the message: the batch path asks this of every task)."""
+        v = self.values
+        n = len(v)
+        return bool((n > _GROUP and v[_GROUP]) or (n > _WORKERS and v[_WORKERS] is not None)
+                    or (n > _RUNS and v[_RUNS] > 1))
 
     @property
     def msg(self) -> Message:

@@ -28,7 +28,7 @@ from ..core.errors import (
     TaskNotFoundError,
     TaskStateError,
 )
-from ..core.events import parse_entry
+from ..core.events import parse_entries
 from ..core.inspection import parse_state
 from ..core.jsontext import jsonable
 from ..core.keys import queue_keys
@@ -193,7 +193,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         last 500)."""
         info = await inspector.task_info(queue, task_id)
         recent = await inspector.redis.xrevrange(queue_keys(queue).events, count=EVENTS_SCAN) if events else []
-        mine = [e for e in (parse_entry(queue, sid, fields) for sid, fields in reversed(recent))
+        mine = [e for sid, fields in reversed(recent) for e in parse_entries(queue, sid, fields)
                 if e.task_id == task_id or e.task_id.startswith(task_id + "|")]
         return {"task": jsonable(info), "events": jsonable(mine[-events:] if events else [])}
 
