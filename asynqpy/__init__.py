@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .scheduler import Scheduler
     from .server import Server, ServerOptions
     from .worker.logs import configure_logging
+    from .workflows import Sig, chain, group
 
 __version__ = "0.1.0"
 
@@ -62,7 +63,7 @@ __all__ = [
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "ThrottledError",
-    "WorkerInfo",
+    "WorkerInfo", "Sig", "chain", "group",
 ]
 
 
@@ -76,6 +77,7 @@ _WHERE = {
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
     "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter", "QueueLimits": "core.limits",
+    "Sig": "workflows", "chain": "workflows", "group": "workflows",
 }
 
 

@@ -38,6 +38,7 @@ from .core.options import OPTIONS, Seconds, When, unknown_options
 from .core.task import Task, TaskInfo, current_task
 from .server import Server
 from .worker.scheduler import entries_of
+from .workflows import Sig
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -126,6 +127,12 @@ class TaskFunction(Generic[P, R]):
         clone.__dict__.update(self.__dict__)
         clone.options = {**self.options, **options}
         return clone
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Sig:
+        """A call of the function not enqueued yet, for a workflow: ``chain(fetch.s(url),
+        parse.s())`` (:mod:`asynqpy.workflows`; the function reads its parents' results with
+        ``current_task().parent_results``)."""
+        return Sig(self.name, self._payload(args, kwargs), **self.options)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
         """Enqueue a call of the function now; returns the task's :class:`TaskInfo`."""

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .core import flows, tracing
 from .core import options as opts
-from .core import tracing
 from .core.broker import Broker, Call
 from .core.clock import Clock
 from .core.codec import Message
@@ -155,6 +155,9 @@ class _ClientCore:
 
     def _one_call(self, p: opts.Prepared) -> Call[Any]:
         """The call storing one prepared task: scheduled, in a group, or pending."""
+        if p.msg.after is not None:
+            raise InvalidArgumentError("enqueue_many does not take after=: enqueue each task that waits on "
+                                       "parents with enqueue (or use chain/group)")
         if p.delay_ms > 0:
             return self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id,
                                         p.mode)
@@ -351,6 +354,12 @@ class Client(_ClientCore):
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> TaskInfo:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
+        if p.msg.after is not None:
+            if p.queue not in self._registered:
+                _raise_any(self._run([self.broker.register_queues([p.queue])]))
+                self._registered.add(p.queue)
+            state = run_plan(self._exec, flows.enqueue_after(self.broker, p))
+            return TaskInfo.from_message(p.id, p.queue, state, p.msg, 0)
         plan = self._plan([p])
         try:
             return self._results([p], plan, self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
@@ -478,6 +487,12 @@ class AsyncClient(_ClientCore):
     async def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> TaskInfo:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
+        if p.msg.after is not None:
+            if p.queue not in self._registered:
+                _raise_any(await self._run([self.broker.register_queues([p.queue])]))
+                self._registered.add(p.queue)
+            state = await arun_plan(self._exec, flows.enqueue_after(self.broker, p))
+            return TaskInfo.from_message(p.id, p.queue, state, p.msg, 0)
         plan = self._plan([p])
         try:
             return self._results([p], plan, await self._run(plan.calls), False)[0]  # type: ignore[no-any-return]
@@ -717,6 +732,12 @@ class _Sending:
     def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
         if self.tracer is not None:
             self.tracer.sent(self.span, self.task_id, error, self.count)
+
+
+def _raise_any(replies: list[Any]) -> None:
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
 
 
 def _targeted(msg: Message) -> bool:

@@ -12,13 +12,14 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .core import cron
+from .core import cron, flows
 from .core import cron as _cron
 from .core import events as ev
 from .core import limits as _limits
 from .core.broker import Broker, QueueStats
 from .core.clock import Clock
 from .core.events import TaskEvent
+from .core.flows import WorkflowNode
 from .core.inspection import DailyStats, GroupInfo, Plan, Plans, QueueInfo
 from .core.keys import queue_keys
 from .core.limits import QueueLimits
@@ -124,6 +125,13 @@ class Inspector:
     def task_info(self, queue: str, id: str) -> TaskInfo:
         """One task's info."""
         return self._run(self._plans.task_info(queue, id))
+
+    def workflow(self, queue: str, id: str, limit: int = 1000) -> list[WorkflowNode]:
+        """The workflow task ``id`` belongs to (``after=``, ``chain``, ``group``), as trees: its
+        roots (the ancestors waiting on nothing) with, under each task, the tasks registered as
+        waiting on it and their state; at most ``limit`` tasks. A task with neither parents nor
+        children is its own one-node tree."""
+        return self._run(flows.tree(queue, id, limit))
 
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks); False if it already was."""
@@ -320,6 +328,10 @@ class AsyncInspector:
     async def task_info(self, queue: str, id: str) -> TaskInfo:
         """See :meth:`Inspector.task_info`."""
         return await self._run(self._plans.task_info(queue, id))
+
+    async def workflow(self, queue: str, id: str, limit: int = 1000) -> list[WorkflowNode]:
+        """See :meth:`Inspector.workflow`."""
+        return await self._run(flows.tree(queue, id, limit))
 
     async def pause(self, queue: str) -> bool:
         """See :meth:`Inspector.pause`."""

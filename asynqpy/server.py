@@ -36,6 +36,7 @@ from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
+from .worker.propagator import Propagator
 from .worker.recoverer import Recoverer, RecovererParams
 from .worker.scheduler import SchedulerParams, Scheduling, entries_of
 from .worker.settings import ServerOptions
@@ -155,9 +156,9 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
-        loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation] = [
+        loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation | Propagator] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
-            Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor)]
+            Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor), Propagator(ctx)]
         if o.group_aggregator is not None:
             loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
                                                            o.group_max_delay, o.group_max_size), pool))

@@ -367,6 +367,7 @@ def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
         f"  today {count(succeeded_today(q))} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
         (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
         f"  aggregating {count(q.aggregating)} in {count(q.groups)} group(s)" if q.aggregating else "",
+        f"  waiting {count(q.waiting)}" if q.waiting else "",
         no_wrap=True)
 
 

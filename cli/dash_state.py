@@ -15,7 +15,8 @@ from asynqpy.core.task import TaskState
 if TYPE_CHECKING:
     from asynqpy import QueueInfo
 
-STATES: list[TaskState] = [s for s in TaskState if s not in (TaskState.AGGREGATING, TaskState.TARGETED)]
+STATES: list[TaskState] = [s for s in TaskState if s not in (TaskState.AGGREGATING, TaskState.TARGETED,
+                                                                TaskState.WAITING)]
 """The task tabs (aggregating tasks are listed per group: the queue summary counts them)."""
 """Task states in tab order (keys 1-6)."""
 

@@ -54,6 +54,8 @@ def info_table(q: QueueInfo) -> Table:
               if q.pending else "- (no pending task)")
     t.add_row("tasks", f"pending {q.pending:,} · active {q.active:,} · scheduled {q.scheduled:,}")
     t.add_row("", f"retry {q.retry:,} · archived {q.archived:,} · completed {q.completed:,}")
+    if q.waiting:
+        t.add_row("", f"waiting {q.waiting:,} (after=: on their parents; `asynqpy task ls -q {q.queue} -s waiting`)")
     if q.targeted:
         t.add_row("", f"targeted {q.targeted:,} (workers= or runs=; `asynqpy task ls -q {q.queue} -s targeted`)")
     if q.aggregating or q.groups:

@@ -1,4 +1,4 @@
-"""``asynqpy task ls|inspect|edit|cancel|delete|run|archive|deleteall|runall|archiveall``."""
+"""``asynqpy task ls|inspect|tree|edit|cancel|delete|run|archive|deleteall|runall|archiveall``."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from .common import (
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
 id_option = click.option("--id", "task_id", required=True, help="The task id.")
-STATES_HELP = "pending, active, scheduled, retry, archived, completed, aggregating or targeted"
+STATES_HELP = "pending, active, scheduled, retry, archived, completed, aggregating, targeted or waiting"
 state_option = click.option("--state", "-s", required=True, help=f"The tasks' state: {STATES_HELP}.")
 
 
@@ -150,6 +150,14 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))
         for name, state in sorted(x.runs.items()):
             rows.append((f"  run on {name}", state))
+    for i, p in enumerate(x.parents):
+        end = p.state + (f" → {payload_text(p.result, full, 80)}" if p.state == "completed" else "")
+        rows.append(("parents" if i == 0 else "", f"{p.queue}/{p.id}: {end}"))
+    if x.parents and x.on_parent_failure:
+        rows.append(("on parent failure", x.on_parent_failure))
+    for i, (cq, cid) in enumerate(x.children):
+        rows.append(("children" if i == 0 else "", f"{cq}/{cid} (`asynqpy task tree -q {x.queue} --id {x.id}`)"
+                     if i == 0 else f"{cq}/{cid}"))
     if x.retention:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
@@ -186,6 +194,44 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
         out.print("[bold]traceback[/bold] (last failed attempt)")
         out.file.write("".join(line.rstrip() + "\n" for line in str(trace).rstrip().splitlines()))  # as is: no folding
         out.file.flush()
+
+
+@task.command()
+@queue_option
+@id_option
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100_000),
+              help="Most tasks to show.")
+@json_option
+@redis_url_option
+@user_errors
+def tree(queue: str, task_id: str, limit: int, as_json: bool, redis_url: str) -> None:
+    """Show the workflow a task belongs to: from its roots, each task with the tasks waiting on
+    it (after=, chain, group) and their states."""
+    with inspector(redis_url) as insp:
+        roots = insp.workflow(queue, task_id, limit)
+    if as_json:
+        emit_json(roots)
+        return
+    from rich.tree import Tree
+
+    out = console()
+    colors = {"completed": "green", "archived": "red", "active": "cyan", "waiting": "yellow", "gone": "dim"}
+    for root in roots:
+        def label(n: Any) -> str:
+            mark = " [bold]◀[/bold]" if (n.queue, n.id) == (queue, task_id) else ""
+            again = " (again: see above)" if n.repeated else ""
+            c = colors.get(n.state, "")
+            state = f"[{c}]{n.state}[/{c}]" if c else n.state
+            return f"{n.queue}/{n.id} {n.type} {state}{again}{mark}"
+
+        top = Tree(label(root))
+        stack = [(root, top)]
+        while stack:
+            node, branch = stack.pop()
+            for child in node.children:
+                sub = branch.add(label(child))
+                stack.append((child, sub))
+        out.print(top)
 
 
 @task.command()

@@ -107,7 +107,7 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "run_tasks": (lambda h: h.x.run(h.b.schedule(Q, "s", Message("t"), 60_000)),
                   lambda h: h.b.run_tasks(Q, TaskState.SCHEDULED, ["s"])),
     "cancel": (_active, lambda h: h.b.cancel(Q, "a", "tok00001", h.stored("a")[9:], "", b"notice")),
-    "unwatch_gone": (lambda h: (h.enqueue("a"), h.x.run(h.b.watch(Q, "a", "in1")), h.r.hdel(K.tasks, "a")),
+    "forget_gone": (lambda h: (h.enqueue("a"), h.x.run(h.b.watch(Q, "a", "in1")), h.r.hdel(K.tasks, "a")),
                      lambda h: h.b.unwatch_gone(Q, "0")),
     "drop_queue": (lambda h: (h.enqueue("a"), h.x.run(h.b.delete_tasks(Q, TaskState.PENDING,
                                                                       [("a", "", -1, h.stored("a"))], 10))),
@@ -146,10 +146,17 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "set_workers": lambda h: (h.x.run(h.b.enqueue_target(Q, "m", Message("t", workers=["a"]))),
                               h.b.set_workers(Q, "m", h.stored("m"), Message("t", workers=["a"]),
                                               Message("t", workers=["b"])))[1],
+    # a workflow child's registration with its parent, and its storing (nothing stored: the
+    # producer gets RedisFullError)
+    "register_child": lambda h: h.b.register_child(Q, "old", Q, "kid"),
+    "enqueue_after": lambda h: h.b.enqueue_after(Q, "new", Message("t", after=[[Q, "old"]]), "c",
+                                                 [(b"1:q3:old", b"")]),
 }
 # a running task's progress report: refused when full (the task goes on without it), see below;
 # a named limit's grant (refused when full: the handler gets the error and its task is retried)
-OPTIONAL = {"progress", "limit_acquire"}
+# a parent's end delivered to a child, and a child cancelled by a failed parent (refused when full:
+# the end stays in the outbox and the propagator delivers it once Redis has room)
+OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting"}
 
 
 def _cron_entry(h: H) -> Entry:

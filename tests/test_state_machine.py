@@ -795,7 +795,7 @@ class QueueMachine(RuleBasedStateMachine):
         self._recover(id, value, max_size, max_age)
 
     def _expired(self, limit: int, wait: bool = False) -> list[tuple[str, bytes]]:
-        """The recoverer's read (expired-2), checked; the reads are remembered for late_recover.
+        """The recoverer's read (expired-3), checked; the reads are remembered for late_recover.
         ``wait``: none expired yet: the clock moves on to the next expiry and it reads again."""
         res = self.run(self.b.expired(Q, limit))
         if wait and not res.tasks and res.next_ms > 0:

@@ -152,3 +152,19 @@ def test_cli_web_refuses_unsafe_or_bad_settings(redis_url: str, tmp_path: Any) -
         res = CliRunner().invoke(main, ["web", *args, "--redis-url", redis_url])
         assert res.exit_code == 2 and res.stderr.startswith("asynqpy: error: ") and message in res.stderr, res.stderr
         assert res.stderr.count("\n") == 1
+
+
+def test_a_waiting_workflow_task_has_its_tab_its_parents_and_can_be_deleted(web: TestClient, seeded: str) -> None:
+    with Client(seeded) as c:
+        c.enqueue("report", None, queue=Q, task_id="child", after=["p00", ("other", c.enqueue("x", None,
+                                                                                             queue="other").id)])
+    page = web.get(f"/api/queues/{Q}/tasks", params={"state": "waiting"}).json()
+    assert page["total"] == 1 and page["tasks"][0]["id"] == "child"
+    t = web.get(f"/api/queues/{Q}/tasks/child").json()
+    assert [p["id"] for p in t["task"]["parents"]] == ["p00", t["task"]["parents"][1]["id"]]
+    assert t["task"]["parents"][0]["state"] == "waiting" and [e["event"] for e in t["events"]] == ["waiting"]
+    html = web.get(f"/queues/{Q}", params={"state": "waiting"}).text
+    assert "child" in html and 'data-action="delete"' in html
+    res = web.post(f"/api/queues/{Q}/actions", json={"action": "delete", "ids": ["child"]}, headers=_csrf(web))
+    assert res.json() == {"results": {"child": "ok"}}
+    assert web.get(f"/api/queues/{Q}").json()["info"]["waiting"] == 0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from . import codec
+from . import codec, workflow
 from .clock import Clock
 from .codec import Message
 from .errors import (
@@ -95,6 +95,7 @@ class Expired:
     now_ms: int
     next_ms: int  # ms until the next lease expires, -1 = none
     tasks: list[tuple[str, bytes | None]]  # (id, stored value or None when its data is gone)
+    outbox: int = 0  # entries in the queue's outbox (parents' ends not yet delivered to children)
 
 
 @dataclass(frozen=True)
@@ -116,12 +117,13 @@ class QueueStats:
     aggregating: int = 0
     groups: int = 0
     targeted: int = 0
+    waiting: int = 0
 
     @property
     def size(self) -> int:
         """Tasks in the queue, in any state."""
         return (self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
-                + self.aggregating + self.targeted)
+                + self.aggregating + self.targeted + self.waiting)
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class Snapshot:
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
     return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
-                      int(r[15]), int(r[16]))
+                      int(r[15]), int(r[16]), int(r[17]))
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -151,7 +153,7 @@ def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
     return {
         TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
         TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
-        TaskState.TARGETED: q.targeted,
+        TaskState.TARGETED: q.targeted, TaskState.WAITING: q.waiting,
     }[state]
 
 
@@ -185,6 +187,7 @@ class Done:
     msg: Message
     outcome: bytes = b""
     progressed: bool = True
+    result: bytes = b""  # the result (msgpack), b'' = None: for the task's children, if it has any
 
 
 class Finished(int):
@@ -192,11 +195,14 @@ class Finished(int):
     started waiting after the enqueue, to notify with :meth:`Broker.reply` (usually empty)."""
 
     late: tuple[str, ...] = ()
+    told: bool = False  # tasks waiting on it (workflow children) were told: run the propagator
 
     @classmethod
     def with_late(cls, late: bytes) -> Finished:
         f = cls(OK)
-        f.late = tuple(late.decode().split())
+        words = late.decode().split()
+        f.told = "!" in words
+        f.late = tuple(w for w in words if w != "!")
         return f
 
 
@@ -319,6 +325,72 @@ class Broker:
             (q.tasks, q.pending, q.wake, q.archived, q.completed, marker, q.events, q.conf, q.prio),
             tuple(args),
         )
+
+    # -- workflows (lua/includes/flow.lua; core/workflow.py) -------------------------------------
+
+    def register_child(self, queue: str, parent: str, child_queue: str, child: str) -> Call[tuple[int, bytes]]:
+        """Tell ``parent`` (in ``queue``) that ``child`` waits on it. Returns (1, b'') registered,
+        (2, stored message) the parent completed, (3, b'') archived, (0, b'') no such task."""
+        q = queue_keys(queue)
+        return Call(lambda r: (int(r[0]), r[1] if len(r) > 1 else b""), "register_child", (q.tasks, q.children),
+                    (id_arg(parent), workflow.ref(child_queue, child)))
+
+    def enqueue_after(self, queue: str, id: str, msg: Message, policy: str, ends: Sequence[tuple[bytes, bytes]],
+                      data: bytes | None = None, check_id: bool = True) -> Call[int]:
+        """(new) -> waiting, or pending when no parent is left to wait for. ``ends``: per parent its
+        ref and its end as far as known (b'' = not ended). Returns 1 pending, 2 waiting, 3 waiting
+        with a failed parent under the cancel policy; raises TaskIdConflictError."""
+        q = queue_keys(queue)
+        args: list[Any] = [id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", policy,
+                           self.clock.script_now()]
+        for r, st in ends:
+            args += [r, st]
+
+        def parse(reply: Any) -> int:
+            code = int(reply)
+            if code == ID_CONFLICT:
+                raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
+            return code
+
+        return Call(parse, "enqueue_after", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf,
+                                             q.archived, q.completed), tuple(args))
+
+    def resolve(self, queue: str, child: str, parent_ref: bytes, state: bytes) -> Call[int]:
+        """Deliver one parent's end to ``child`` (idempotent). Returns 1 released (pending), 2 still
+        waiting, 3 to be cancelled (:meth:`fail_waiting`), 0 nothing to do."""
+        q = queue_keys(queue)
+        return Call(int, "resolve", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf),
+                    (id_arg(child), parent_ref, state, self.clock.script_now()))
+
+    def fail_waiting(self, queue: str, id: str, read: bytes, msg: Message) -> Call[int]:
+        """waiting -> archived with ``msg`` (its error says which parent failed), if the task still
+        holds ``read``. Returns 1 (a :class:`Finished` whose ``told`` says it had children), 0 gone,
+        :data:`CHANGED`."""
+        q = queue_keys(queue)
+        return Call(lambda r: Finished.with_late(r) if isinstance(r, bytes) else int(r), "fail_waiting",
+                    (q.tasks, q.waiting, q.archived, q.children, q.outbox, q.events, q.conf),
+                    (id_arg(id), read, self.seal(queue, id, msg), self.clock.script_now(),
+                     _event_text(msg.last_error)))
+
+    def outbox_read(self, queue: str, count: int = 100) -> Call[list[tuple[bytes, dict[bytes, bytes]]]]:
+        """The oldest ``count`` entries of a queue's outbox (parents' ends to deliver)."""
+        q = queue_keys(queue)
+        return Call(lambda r: [(i, f) for i, f in r or []], command=("XRANGE", q.outbox, "-", "+", "COUNT", count))
+
+    def outbox_delete(self, queue: str, entry_ids: Sequence[bytes]) -> Call[int]:
+        """Forget delivered outbox entries."""
+        q = queue_keys(queue)
+        return Call(int, command=("XDEL", q.outbox, *entry_ids))
+
+    def deps(self, queue: str, id: str) -> Call[workflow.Record | None]:
+        """A task's record as a child (its parents and how each ended), or None."""
+        q = queue_keys(queue)
+        return Call(workflow.parse_record, command=("HGET", q.deps, id_arg(id)))
+
+    def children_of(self, queue: str, id: str) -> Call[list[tuple[str, str]]]:
+        """The (queue, id) of the tasks registered as waiting on task ``id`` (until it ends)."""
+        q = queue_keys(queue)
+        return Call(lambda r: workflow.refs(r) if r else [], command=("HGET", q.children, id_arg(id)))
 
     def group_add(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None,
                   check_id: bool = True, mode: str = "") -> Call[int]:
@@ -455,21 +527,22 @@ class Broker:
         :class:`~asynqpy.errors.TaskNotFoundError`); one refused item does not stop the others."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
-        keys = [q.tasks, q.lease, q.processed, processed_day, q.progress, q.watch, q.events, q.conf]
+        keys = [q.tasks, q.lease, q.processed, processed_day, q.progress, q.watch, q.events, q.conf, q.children,
+                q.outbox, q.deps]
         args: list[Any] = [DAY_TTL_S]
         extra: dict[str, int] = {}
 
         def index(key: str) -> int:
             if key not in extra:
                 keys.append(key)
-                extra[key] = len(keys) - 8
+                extra[key] = len(keys) - 11
             return extra[key]
 
         for d in items:
             digest = d.msg.lock_digest()
             args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
                      index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome,
-                     1 if d.progressed else 0]
+                     1 if d.progressed else 0, d.result]
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any]) -> list[int | Exception]:
@@ -492,9 +565,9 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress,
-             q.watch, q.inbox(msg.reply_to), q.events, q.conf),
+             q.watch, q.inbox(msg.reply_to), q.events, q.conf, q.children, q.outbox),
             (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now(),
-             outcome, msg.retried + 1),
+             outcome, msg.retried + 1, b"" if msg.result is None else codec.encode_payload(msg.result, "result")),
         )
 
     def retry(self, queue: str, id: str, token: str | bytes, msg: Message, delay_ms: float,
@@ -527,7 +600,8 @@ class Broker:
             _finish_code("archive", id),
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
-             q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to), q.events, q.conf),
+             q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to), q.events, q.conf,
+             q.children, q.outbox),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
              self.clock.script_now(), "1" if recover else "0", outcome, msg.retried + 1,
              _event_text(msg.last_error)),
@@ -602,10 +676,10 @@ class Broker:
         q = queue_keys(queue)
 
         def parse(r: list[Any]) -> Expired:
-            items = [(_s(r[i]), r[i + 1] or None) for i in range(2, len(r), 2)]
-            return Expired(int(r[0]), int(r[1]), items)
+            items = [(_s(r[i]), r[i + 1] or None) for i in range(3, len(r), 2)]
+            return Expired(int(r[0]), int(r[1]), items, int(r[2]))
 
-        return Call(parse, "expired", (q.lease, q.tasks), (limit, self.clock.script_now()))
+        return Call(parse, "expired", (q.lease, q.tasks, q.outbox), (limit, self.clock.script_now()))
 
     def drop(self, queue: str, id: str) -> Call[int]:
         """Remove an expired lease whose task data is gone."""
@@ -621,14 +695,22 @@ class Broker:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
         return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed,
-                                             q.targeted),
+                                             q.targeted, q.waiting),
                     (cursor, count, self.clock.script_now()))
 
     def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
         """One step of the sweep of the watch hash: forgets the waiters of tasks that are gone.
         Returns (next cursor, '0' = pass done; entries removed)."""
+        return self.forget_gone(queue, "watch", cursor, count)
+
+    def forget_gone(self, queue: str, kind: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
+        """One step of the sweep of a per-task hash (``kind``: "watch", "children" or "deps"):
+        forgets the entries of tasks that are gone. Returns (next cursor, '0' = pass done;
+        entries removed)."""
         q = queue_keys(queue)
-        return Call(lambda r: (_s(r[0]), int(r[1])), "unwatch_gone", (q.tasks, q.watch), (cursor, count))
+        key = {"watch": q.watch, "children": q.children, "deps": q.deps}[kind]
+        return Call(lambda r: (_s(r[0]), int(r[1])), "forget_gone", (q.tasks, key),
+                    (cursor, count, kind, self.clock.script_now()))
 
     def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
@@ -669,7 +751,7 @@ class Broker:
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
              q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups, q.prio,
-             q.targeted),
+             q.targeted, q.waiting),
             (self.clock.script_now(),),
         )
 
@@ -727,11 +809,11 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[int]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-5.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-8.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf, q.prio],
-                                    [state.code, window])
+        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf, q.prio,
+                                               q.children, q.outbox, q.deps], [state.code, window])
         return Call(_codes, "delete_tasks", keys, args)
 
     def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
@@ -739,7 +821,7 @@ class Broker:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
         keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf,
-                                                      q.prio],
+                                               q.prio, q.children, q.outbox],
                                     [state.code, window, self.clock.script_now()])
         return Call(_codes, "archive_tasks", keys, args)
 
@@ -808,7 +890,8 @@ class Broker:
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
                                         q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
-                                        q.groups_size, q.prio, q.targeted, q.runs, q.targeted_any))
+                                        q.groups_size, q.prio, q.targeted, q.runs, q.targeted_any, q.waiting,
+                                        q.deps, q.children, q.outbox))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

@@ -48,6 +48,8 @@ class Message:
     the task waits in (``enqueue(..., group=...)``), or ''. ``priority``: 0 (lowest) to 9 (highest),
 5 by default. ``workers``: the names of the workers allowed to run it (None = any); ``runs``:
 how many distinct workers must run it successfully. A task with either is a targeted task.
+    ``after``: the parents a workflow task waited on, as ``[queue, id]`` pairs (None = none;
+    the handler reads their results as ``task.parent_results``).
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -73,6 +75,7 @@ how many distinct workers must run it successfully. A task with either is a targ
     priority: int = DEFAULT_PRIORITY
     workers: list[str] | None = None
     runs: int = 1
+    after: list[list[str]] | None = None
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -94,7 +97,7 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,),
+    (int,), (list, type(None)),
 ]
 
 
@@ -158,6 +161,7 @@ assert _FIELDS.index("priority") == PRIORITY_INDEX
 _UNIQUE_INDEX = _FIELDS.index("unique")
 _HEADERS_INDEX = _FIELDS.index("headers")
 _WORKERS_INDEX = _FIELDS.index("workers")
+_AFTER_INDEX = _FIELDS.index("after")
 
 
 def may_be_unique(data: bytes) -> bool:
@@ -208,6 +212,10 @@ def decode(data: bytes) -> Message:
     if len(values) > _WORKERS_INDEX and values[_WORKERS_INDEX] is not None and not all(
             type(w) is str for w in values[_WORKERS_INDEX]):
         raise MalformedMessageError("message field 'workers' has a wrong type")
+    if len(values) > _AFTER_INDEX and values[_AFTER_INDEX] is not None and not all(
+            isinstance(r, list) and len(r) == 2 and type(r[0]) is str and type(r[1]) is str
+            for r in values[_AFTER_INDEX]):
+        raise MalformedMessageError("message field 'after' has a wrong type")
     return Message(*values)
 
 

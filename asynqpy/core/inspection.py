@@ -47,6 +47,7 @@ from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, val
 from .server_record import ServerInfo
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
+from .workflow import Record
 
 T = TypeVar("T")
 Plan = Generator[list[Call[Any]], list[Any], T]
@@ -68,10 +69,10 @@ LOCATE_PAGE = 5_000
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
-G, M = TaskState.AGGREGATING, TaskState.TARGETED
+G, M, W = TaskState.AGGREGATING, TaskState.TARGETED, TaskState.WAITING
 P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
                     TaskState.COMPLETED)
-ALLOWED = {"delete": (P, S, R, X, C, G, M), "run": (S, R, X, G), "archive": (P, S, R, G, M)}
+ALLOWED = {"delete": (P, S, R, X, C, G, M, W), "run": (S, R, X, G), "archive": (P, S, R, G, M, W)}
 EDIT_STATES = (P, S, R)
 """The states a task can be edited in (a waiting task: not running, not finished)."""
 EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in", "priority"})
@@ -86,6 +87,7 @@ class QueueInfo:
     when Redis refuses MEMORY. ``trimmed``: archived tasks deleted so far by the archive limits
     (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed.
     ``aggregating``: tasks waiting in aggregation groups; ``groups``: how many groups hold them.
+    ``waiting``: tasks waiting on their parents (``after=``).
     ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
     running count as active)."""
 
@@ -109,6 +111,7 @@ class QueueInfo:
     aggregating: int = 0
     groups: int = 0
     targeted: int = 0
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +307,7 @@ class Plans:
             queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted,
+            s.targeted, s.waiting,
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
@@ -672,17 +675,23 @@ class Plans:
             Call(lambda r: r, command=("HGET", q.progress, id_arg(id))),
             Call(lambda r: r, command=("HGET", q.runs, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
+            self.b.deps(queue, id), self.b.children_of(queue, id),
         ]
         stored = value(res[1])
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        score = next((float(s) for s in res[5:] if s is not None and not isinstance(s, Exception)), None)
+        score = next((float(s) for s in res[5:10] if s is not None and not isinstance(s, Exception)), None)
         info = task_from_stored(id, queue, stored, score, value(res[2]))
         info.progress = _progress_value(res[3])
         if info.state is M and isinstance(res[4], bytes):
             record = parse_runs(res[4])
             info.runs, info.retried = record.states, record.failures
+        deps, children = res[10], res[11]
+        if isinstance(deps, Record) and deps.policy:
+            info.parents, info.on_parent_failure = list(deps.parents), deps.policy
+        if isinstance(children, list):
+            info.children = children
         return info
 
     # -- servers -------------------------------------------------------------------------------

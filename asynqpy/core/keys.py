@@ -99,13 +99,17 @@ class QueueKeys:
     (counter of the tasks in groups), prio (ZSET of pending ids of a priority other than the
     default, see lua/includes/priority.lua), targeted (ZSET of targeted tasks: ``workers=`` or
     ``runs=``), runs (HASH targeted task id -> its runs record), targeted_any (ZSET index of the
-    targeted tasks any worker may run; see lua/includes/runs.lua).
+    targeted tasks any worker may run; see lua/includes/runs.lua); the workflow keys
+    (lua/includes/flow.lua): waiting (ZSET of tasks waiting on parents -> since when), deps (HASH
+    child id -> its record: parents, how each ended, results), children (HASH parent id -> the refs
+    of the tasks waiting on it), outbox (STREAM of parents' ends not yet delivered to children).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
-                 "aggregating", "prio", "targeted", "runs", "targeted_any")
+                 "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
+                 "outbox")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -139,6 +143,10 @@ class QueueKeys:
         self.targeted = base + "targeted"
         self.runs = base + "runs"
         self.targeted_any = base + "m:*"
+        self.waiting = base + "waiting"
+        self.deps = base + "deps"
+        self.children = base + "children"
+        self.outbox = base + "outbox"
 
     def targeted_for(self, worker: str) -> str:
         """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""

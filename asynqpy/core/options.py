@@ -16,6 +16,7 @@ from . import codec
 from .codec import Message
 from .errors import InvalidArgumentError, PayloadError
 from .keys import validate_group, validate_queue, validate_worker_name
+from .workflow import MAX_PARENTS, policy_code
 
 Seconds = int | float | timedelta
 When = int | float | datetime
@@ -41,7 +42,7 @@ MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
                      "retention", "retry_delay", "headers", "group", "unique_key", "throttle", "debounce",
-                     "priority", "workers", "runs"})
+                     "priority", "workers", "runs", "after", "on_parent_failure"})
 """The names of the enqueue options."""
 
 
@@ -70,7 +71,7 @@ def unknown_options(what: str, names: Iterable[str], known: Iterable[str]) -> st
     return f"unknown {what}{'s' if len(parts) > 1 else ''}: {', '.join(parts)}"
 
 
-_GROUP, _WORKERS, _RUNS = (codec._FIELDS.index(f) for f in ("group", "workers", "runs"))
+_GROUP, _WORKERS, _RUNS, _AFTER = (codec._FIELDS.index(f) for f in ("group", "workers", "runs", "after"))
 
 
 class Prepared:
@@ -81,7 +82,7 @@ class Prepared:
     or 'd' (debounce: the lock's holder, if still scheduled, is replaced)."""
 
     __slots__ = ("queue", "id", "values", "_msg", "delay_ms", "unique_ttl", "data", "generated_id", "_end",
-                 "mode")
+                 "mode", "policy")
 
     def __init__(self, queue: str, id: str, values: list[Any], delay_ms: int, unique_ttl: int, data: bytes,
                  generated_id: bool, msg: Message | None = None, mode: str = "") -> None:
@@ -89,6 +90,7 @@ class Prepared:
         self.delay_ms, self.unique_ttl, self.data, self.generated_id = delay_ms, unique_ttl, data, generated_id
         self._end = 0
         self.mode = mode
+        self.policy = "c"  # on_parent_failure's code, for a task with after=
 
     @property
     def lock_digest(self) -> str:
@@ -108,7 +110,7 @@ class Prepared:
         v = self.values
         n = len(v)
         return bool((n > _GROUP and v[_GROUP]) or (n > _WORKERS and v[_WORKERS] is not None)
-                    or (n > _RUNS and v[_RUNS] > 1))
+                    or (n > _RUNS and v[_RUNS] > 1) or (n > _AFTER and v[_AFTER] is not None))
 
     @property
     def msg(self) -> Message:
@@ -287,6 +289,8 @@ def prepare(
     priority: int = codec.DEFAULT_PRIORITY,
     workers: Sequence[str] | None = None,
     runs: int | None = None,
+    after: Any = None,
+    on_parent_failure: str = "cancel",
     reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
@@ -371,6 +375,13 @@ def prepare(
 
     retry_delay_ms = -1 if retry_delay is None else int(_seconds("retry_delay", retry_delay) * 1000)
 
+    parents = parent_refs(after, queue)
+    if parents is not None:
+        if group is not None or unique_ttl or worker_list is not None or (runs or 1) > 1 or delay > 0:
+            raise InvalidArgumentError("after= cannot be combined with group, unique/unique_key/throttle/debounce, "
+                                       "workers/runs or process_at/process_in")
+    policy = policy_code(on_parent_failure)
+
     msg = Message(
         type=task_type,
         payload=payload,
@@ -388,7 +399,39 @@ def prepare(
         priority=priority,
         workers=worker_list,
         runs=runs or 1,
+        after=parents,
     )
     values = list(msg.__dict__.values())
-    return Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),
-                    generated, msg, mode)
+    p = Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),
+                 generated, msg, mode)
+    p.policy = policy
+    return p
+
+
+def parent_refs(after: Any, queue: str) -> list[list[str]] | None:
+    """``after=`` as [queue, id] pairs: each item a TaskInfo (or anything with ``id`` and
+    ``queue``), a ``(queue, id)`` pair, or an id (of a task in ``queue``, the child's)."""
+    if after is None:
+        return None
+    if isinstance(after, (str, bytes)) or hasattr(after, "id") or not isinstance(after, Iterable):
+        after = [after]
+    out: list[list[str]] = []
+    for item in after:
+        if hasattr(item, "id") and hasattr(item, "queue"):
+            q, id = item.queue, item.id
+        elif isinstance(item, str):
+            q, id = queue, item
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            q, id = item
+        else:
+            raise InvalidArgumentError(f"after= takes TaskInfo objects, task ids or (queue, id) pairs, got {item!r}")
+        if not isinstance(id, str) or not id or len(id) > MAX_ID_LEN:
+            raise InvalidArgumentError(f"after=: {id!r} is not a task id")
+        validate_queue(q)
+        if [q, id] not in out:
+            out.append([q, id])
+    if not out:
+        raise InvalidArgumentError("after= names no parent (give at least one, or leave it out)")
+    if len(out) > MAX_PARENTS:
+        raise InvalidArgumentError(f"after=: at most {MAX_PARENTS} parents, got {len(out)}")
+    return out

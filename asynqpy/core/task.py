@@ -12,6 +12,7 @@ from typing import Any
 
 from .codec import Message, encode_payload
 from .errors import InvalidArgumentError, PayloadError, ResultError
+from .workflow import ParentEnd
 
 _current: contextvars.ContextVar[Task] = contextvars.ContextVar("asynqpy_current_task")
 
@@ -48,6 +49,7 @@ class TaskState(str, enum.Enum):
     COMPLETED = "completed"
     AGGREGATING = "aggregating"
     TARGETED = "targeted"
+    WAITING = "waiting"
 
     @property
     def code(self) -> str:
@@ -68,6 +70,7 @@ _CODES = {
     TaskState.COMPLETED: "c",
     TaskState.AGGREGATING: "g",
     TaskState.TARGETED: "m",
+    TaskState.WAITING: "w",
 }
 _BY_CODE = {v: k for k, v in _CODES.items()}
 
@@ -95,7 +98,7 @@ class Task:
     datetime this attempt must finish by, or None) and ``result`` (what :meth:`write_result` set).
     """
 
-    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result")
+    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result", "_record")
 
     def __init__(
         self,
@@ -117,6 +120,7 @@ class Task:
         self._has_result = False
         self._report: Callable[[bytes, Any], None] | None = None  # set by the worker running it
         self._max_result = MAX_RESULT_BYTES  # the server's max_result_bytes, set by the worker
+        self._record: Any = None  # a workflow task's record (core.workflow.Record), set by the worker
 
     @property
     def type(self) -> str:
@@ -138,6 +142,19 @@ class Task:
     def headers(self) -> dict[str, str]:
         """The ``headers`` the producer attached (empty if none)."""
         return dict(self._msg.headers or {})
+
+    @property
+    def parent_results(self) -> list[Any]:
+        """A task enqueued with ``after=``: its parents' results, in the order ``after`` named
+        them (a parent that failed under ``on_parent_failure="run"`` gives None; under
+        ``"ignore"`` it is left out). Empty for a task without parents."""
+        return [] if self._record is None else list(self._record.results())
+
+    @property
+    def parents(self) -> list[Any]:
+        """A task enqueued with ``after=``: how each parent ended
+        (:class:`asynqpy.core.workflow.ParentEnd`: ``queue``, ``id``, ``state``, ``result``)."""
+        return [] if self._record is None else list(self._record.parents)
 
     @property
     def message(self) -> Message:
@@ -200,7 +217,11 @@ class TaskInfo:
     ``replaced``: set by a debounced enqueue (``debounce=``) that replaced a task still waiting: its id.
     A targeted task (``workers=``, ``runs=``): ``workers`` (the names allowed, None = any),
     ``runs_wanted`` (how many distinct workers must succeed) and, filled by the Inspector while it
-    is targeted, ``runs``: worker name -> "running", "succeeded", "failed" or "lease expired"."""
+    is targeted, ``runs``: worker name -> "running", "succeeded", "failed" or "lease expired".
+    A workflow task (``after=``): ``parents``, each a :class:`~asynqpy.core.workflow.ParentEnd`
+    (``queue``, ``id``, ``state``: "waiting" until it ends, then "completed", "archived" or
+    "deleted"; "unknown" where only the message was read) and ``on_parent_failure``; filled by the
+    Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one."""
 
     id: str
     queue: str
@@ -230,6 +251,9 @@ class TaskInfo:
     workers: list[str] | None = None
     runs_wanted: int = 1
     runs: dict[str, str] = field(default_factory=dict)
+    parents: list[ParentEnd] = field(default_factory=list)
+    children: list[tuple[str, str]] = field(default_factory=list)
+    on_parent_failure: str = ""
 
     @classmethod
     def from_message(
@@ -243,4 +267,5 @@ class TaskInfo:
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
                    traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group,
                    priority=msg.priority, workers=list(msg.workers) if msg.workers is not None else None,
-                   runs_wanted=msg.runs)
+                   runs_wanted=msg.runs,
+                   parents=[ParentEnd(q, i, "unknown") for q, i in msg.after or ()])

@@ -108,6 +108,14 @@ class Context:
         self.health = Health()
         self.metrics = WorkerMetrics()  # records nothing unless the server has metrics on
         self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
+        self.outboxes: set[str] = set()  # queues whose outbox has parents' ends to deliver
+        self.outbox_ready = asyncio.Event()
+
+    def kick_outbox(self, queue: str) -> None:
+        """A finishing script told children of a parent of ``queue`` (or the recoverer saw its
+        outbox non-empty): the propagator delivers them now."""
+        self.outboxes.add(queue)
+        self.outbox_ready.set()
 
     async def blpop_any(self, keys: Sequence[str], timeout: float) -> tuple[str, bytes] | None:
         """BLPOP on several keys; on a cluster (keys in different slots) one BLPOP per key.

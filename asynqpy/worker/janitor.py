@@ -42,12 +42,12 @@ class Janitor:
     def __init__(self, ctx: Context, params: JanitorParams) -> None:
         self.ctx = ctx
         self.p = params
-        self._cursors: dict[tuple[str, str], str] = {}  # ("tasks" or "watch", queue) being swept -> HSCAN cursor
+        self._cursors: dict[tuple[str, str], str] = {}  # (kind, queue) being swept -> HSCAN cursor
         self._next_sweep = 0.0  # loop time the next sweep starts
 
     async def sweep_once(self) -> float:
-        """One step of the sweep of every queue: its tasks (reconcile) and its watch hash (the
-        waiters of tasks that are gone); returns seconds until the next step."""
+        """One step of the sweep of every queue: its tasks (reconcile), and its watch, children and
+        deps hashes (entries of tasks that are gone); returns seconds until the next step."""
         ctx, p = self.ctx, self.p
         interval = p.reconcile_interval
         if not interval:
@@ -56,12 +56,12 @@ class Janitor:
         if not self._cursors:
             if now < self._next_sweep:
                 return self._next_sweep - now
-            self._cursors = {(kind, q): "0" for q in p.queues for kind in ("tasks", "watch")}
+            self._cursors = {(kind, q): "0" for q in p.queues for kind in ("tasks", "watch", "children", "deps")}
             self._next_sweep = now + interval
         steps = list(self._cursors)
         results = await ctx.exec.run_many([
             ctx.broker.reconcile(q, self._cursors[(kind, q)], p.sweep_step) if kind == "tasks"
-            else ctx.broker.unwatch_gone(q, self._cursors[(kind, q)], p.sweep_step) for kind, q in steps])
+            else ctx.broker.forget_gone(q, kind, self._cursors[(kind, q)], p.sweep_step) for kind, q in steps])
         for (kind, q), res in zip(steps, results):
             if isinstance(res, Exception):
                 ctx.health.failed(f"consistency sweep of queue {q}", res)
@@ -74,7 +74,8 @@ class Janitor:
             else:
                 cursor, removed = res
                 if removed:
-                    log.info("forgot the waiters of %d task(s) deleted while waited for (queue %s)", removed, q)
+                    what = {"watch": "the waiters", "children": "the children", "deps": "the parents"}[kind]
+                    log.info("forgot %s of %d task(s) that are gone (queue %s)", what, removed, q)
             if cursor == "0":
                 del self._cursors[(kind, q)]
             else:

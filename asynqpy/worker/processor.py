@@ -406,6 +406,8 @@ class Processor:
             if remaining is not None and remaining <= 0:
                 raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
             handler = self._handler_for(r.msg.type)
+            if r.msg.after is not None:  # a workflow task: its parents' results, from its record
+                r.task._record = await self.ctx.exec.run(self.ctx.broker.deps(r.queue, r.id))
             set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
             if remaining is not None:
                 timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r)
@@ -547,7 +549,8 @@ class Processor:
             if r.msg.retention_ms > 0:
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
                 return b.complete(r.queue, r.id, r.token, msg, reply), "complete"
-            return Done(r.id, r.token, r.msg, reply, progressed=r.progress_sent), "done"
+            data = b"" if result is None else codec.encode_payload(result, "result")
+            return Done(r.id, r.token, r.msg, reply, progressed=r.progress_sent, result=data), "done"
         if isinstance(error, RateLimited):  # a spent quota, not a failure: wait, then run again
             log.info("task rate limited after %.3fs, runs again in %.1fs: %s", took, error.retry_in, r.fields,
                      extra={**r.extra, "duration": took, "retry_in": error.retry_in})
@@ -660,6 +663,8 @@ class Processor:
             replies: list[Call[Any]] = []
             for o, res in zip(batch, results):
                 r = o.running
+                if isinstance(res, Finished) and res.told:
+                    self.ctx.kick_outbox(r.queue)
                 if isinstance(res, Finished) and res.late and r.ended is not None:
                     outcome = pack_outcome(r.id, *r.ended)
                     replies += [self.ctx.broker.reply(r.queue, inbox, outcome) for inbox in res.late]

@@ -62,6 +62,8 @@ class Recoverer:
         for q in p.queues:
             try:
                 res = await ctx.exec.run(ctx.broker.expired(q, p.batch))
+                if res.outbox:  # parents' ends not delivered yet (a propagator died, or an operator acted)
+                    ctx.kick_outbox(q)
             except Exception as exc:  # noqa: BLE001 - the other queues are still recovered
                 self._failed(q, 1, exc)
                 errors += 1

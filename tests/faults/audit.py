@@ -44,7 +44,7 @@ from asynqpy.redisio.connection import sync_client
 TESTS = Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent
 CONTAINERS = {"p": "pending", "a": "lease", "s": "scheduled", "r": "retry", "x": "archived", "c": "completed",
-              "m": "targeted"}
+              "m": "targeted", "w": "waiting"}
 
 
 @dataclass
@@ -106,7 +106,8 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
         "pending": {x.decode() for x in r.lrange(q.pending, 0, -1)} | {x.decode() for x in r.zrange(q.prio, 0, -1)},
         **{name: {x.decode() for x in r.zrange(getattr(q, attr), 0, -1)}
            for name, attr in (("lease", "lease"), ("scheduled", "scheduled"), ("retry", "retry"),
-                              ("archived", "archived"), ("completed", "completed"), ("targeted", "targeted"))},
+                              ("archived", "archived"), ("completed", "completed"), ("targeted", "targeted"),
+                              ("waiting", "waiting"))},
     }
     values = r.hmget(q.tasks, list(acked)) if acked else []
     for (id, planned), value in zip(acked.items(), values):

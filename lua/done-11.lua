@@ -12,33 +12,40 @@ KEYS[5] progress       progress hash (the tasks' entries are cleared)
 KEYS[6] watch          watch hash: id -> inbox ids of late waiters
 KEYS[7] events         the queue's event stream
 KEYS[8] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEYS[8+j]              the uniqueness locks and waiting clients' inboxes of the batch, named by
+KEYS[9] children       children hash: parent id -> the refs of tasks waiting on it (includes/flow);
+                       deleted with the task
+KEYS[10] outbox        the queue's outbox stream: ends of parents, for the propagators
+KEYS[11] deps          deps hash: a child's record (its parents' results), deleted with the task
+KEYS[11+j]             the uniqueness locks and waiting clients' inboxes of the batch, named by
                        index from ARGV (only unique tasks and tasks with a waiter have one)
 ARGV[1] day_ttl        seconds to keep a daily counter
-ARGV[2..] one group of 7 per task:
+ARGV[2..] one group of 8 per task:
         id
         token          the lease token the task was dequeued with
         attempt        the attempt's number (for the event)
-        lock           index j of the task's uniqueness lock in KEYS[8+j], 0 = not unique
-        reply          index j of the waiting client's inbox in KEYS[8+j], 0 = nobody waits
+        lock           index j of the task's uniqueness lock in KEYS[11+j], 0 = not unique
+        reply          index j of the waiting client's inbox in KEYS[11+j], 0 = nobody waits
         payload        the outcome for that client (msgpack [id, 'c', result]), '' = none
         progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not (an
                        attempt starts with no entry: every script that ends one clears it)
+        result         the handler's result (msgpack; '' = None), for the task's children
 Returns one code per task, in order: 1 = done (or a string: done, and the inbox ids of late
-waiters to notify), 0 = no such task, -3 = the caller no longer holds the lease (write refused).
+waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow),
+0 = no such task, -3 = the caller no longer holds the lease (write refused).
 ]]
 --- @include "unique"
 --- @include "events"
+--- @include "flow"
 local INBOX_TTL_MS = 600000
-local n = (#ARGV - 1) / 7
+local n = (#ARGV - 1) / 8
 local ids = {}
 for i = 1, n do
-  ids[i] = ARGV[2 + (i - 1) * 7]
+  ids[i] = ARGV[2 + (i - 1) * 8]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
 local out, ok, okpos, seen = {}, {}, {}, {}
 for i = 1, n do
-  local v, base = vals[i], 2 + (i - 1) * 7
+  local v, base = vals[i], 2 + (i - 1) * 8
   if not v or seen[ids[i]] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
   elseif string.sub(v, 1, 1) ~= 'a' or string.sub(v, 2, 9) ~= ARGV[base + 1] then
@@ -60,20 +67,28 @@ redis.call('ZREM', KEYS[2], unpack(ok))
 local progressed = {}
 local cap = events_cap(KEYS[8])
 for k, i in ipairs(okpos) do
-  local base = 2 + (i - 1) * 7
+  local base = 2 + (i - 1) * 8
   local lock, reply = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   if lock > 0 then
-    release_lock(KEYS[8 + lock], ok[k])
+    release_lock(KEYS[11 + lock], ok[k])
   end
   if ARGV[base + 6] == '1' then
     progressed[#progressed + 1] = ok[k]
   end
   if reply > 0 then
-    redis.call('RPUSH', KEYS[8 + reply], ARGV[base + 5])
-    redis.call('PEXPIRE', KEYS[8 + reply], INBOX_TTL_MS)
+    redis.call('RPUSH', KEYS[11 + reply], ARGV[base + 5])
+    redis.call('PEXPIRE', KEYS[11 + reply], INBOX_TTL_MS)
   end
   emit(KEYS[7], cap, 'e', 'completed', 'id', ok[k], 'type', msg_type(vals[i]), 'attempt', ARGV[base + 2])
 end
+local kids = redis.call('HMGET', KEYS[9], unpack(ok))
+for k, i in ipairs(okpos) do
+  if kids[k] and tell_children(KEYS[9], KEYS[10], ok[k], 'c', ARGV[2 + (i - 1) * 8 + 7]) then
+    out[i] = '!'
+  end
+end
+redis.call('HDEL', KEYS[11], unpack(ok))  -- the tasks are gone: their records as children and
+redis.call('HDEL', KEYS[9], unpack(ok))   -- as parents go with them
 if #progressed > 0 then
   redis.call('HDEL', KEYS[5], unpack(progressed))
 end
@@ -85,7 +100,7 @@ local late = redis.call('HMGET', KEYS[6], unpack(ok))
 local gone = {}
 for k, i in ipairs(okpos) do
   if late[k] then
-    out[i] = late[k]
+    out[i] = out[i] == '!' and late[k] .. ' !' or late[k]
     gone[#gone + 1] = ok[k]
   end
 end

@@ -9,7 +9,9 @@ KEYS[3] archived   archived zset: id -> time archived (ms)
 KEYS[4] events     the queue's event stream
 KEYS[5] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[6] prio       pending ids of priorities other than the default (includes/priority)
-KEYS[6+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+KEYS[7] children   children hash (includes/flow): the tasks waiting on an archived one are told
+KEYS[8] outbox     the queue's outbox stream (includes/flow)
+KEYS[8+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
 ARGV[1] state      state char the tasks must be in: p s r
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
 ARGV[3] now        '' = Redis time; else a simulated time in ms
@@ -23,12 +25,14 @@ Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state
 --- @include "whenfull"
 --- @include "unique"
 --- @include "events"
+--- @include "flow"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local now = now_ms(ARGV[3])
 local cap = events_cap(KEYS[5])
-return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, 6, function(id, v, lock)
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, 8, function(id, v, lock)
   redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))
   redis.call('ZADD', KEYS[3], now, id)
   release_lock(lock, id)
   emit(KEYS[4], cap, 'e', 'archived', 'id', id, 'type', msg_type(string.sub(v, 2)), 'error', 'archived by an operator')
+  tell_children(KEYS[7], KEYS[8], id, 'x', '')
 end, KEYS[6])

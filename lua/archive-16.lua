@@ -16,6 +16,8 @@ KEYS[11] watch          watch hash: id -> inbox ids of late waiters
 KEYS[12] reply          the inbox of the client waiting through Client.call (the watch hash when none)
 KEYS[13] events         the queue's event stream
 KEYS[14] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[15] children       children hash (includes/flow): the tasks waiting on this one are told
+KEYS[16] outbox         the queue's outbox stream (includes/flow)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -28,7 +30,8 @@ ARGV[8] recover        '1' = the recoverer calls: the lease must also have expir
 ARGV[9] payload        the outcome for the waiting client (msgpack [id, 'x', error]), '' = none
 ARGV[10] attempt       the failed attempt's number (for the events)
 ARGV[11] error         its error (for the events)
-Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify), 0 = no such task, -3 = lease not held (another run, or not active),
+Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify, with the
+token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
 ]]
 --- @include "now"
@@ -38,6 +41,7 @@ Returns 1 = archived (or a string: archived, and the inbox ids of late waiters t
 --- @include "trim"
 --- @include "notify"
 --- @include "events"
+--- @include "flow"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -53,4 +57,4 @@ bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
 emit_failure(KEYS[13], KEYS[14], ARGV[8] == '1', ARGV[3], id, ARGV[10], 'e', 'archived', 'error', ARGV[11])
-return notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9])
+return told(notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9]), tell_children(KEYS[15], KEYS[16], id, 'x', ''))

@@ -2,17 +2,18 @@
 archives each one with retry/archive in recoverer mode, which re-checks the expiry atomically)
 KEYS[1] lease    lease zset
 KEYS[2] t        tasks hash
+KEYS[3] outbox   the queue's outbox stream (includes/flow): ends of parents not yet delivered
 ARGV[1] limit    most tasks to return
 ARGV[2] now      '' = Redis time; else a simulated time in ms
-Returns {now, next, id1, value1, ...}: next = ms until the next lease expires (at most a day; -1 = no
-leases);
+Returns {now, next, outbox, id1, value1, ...}: next = ms until the next lease expires (at most a
+day; -1 = no leases); outbox = entries in the outbox (the recoverer then runs the propagator);
 value is the stored value ('a' .. token .. message), false when the task's data is missing.
 ]]
 --- @include "now"
 --- @include "wait"
 local now = now_ms(ARGV[2])
 local ids = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]))
-local out = {now, -1}
+local out = {now, -1, redis.call('XLEN', KEYS[3])}
 for _, id in ipairs(ids) do
   out[#out + 1] = id
   out[#out + 1] = redis.call('HGET', KEYS[2], id)

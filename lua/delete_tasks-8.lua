@@ -1,4 +1,4 @@
---[[ delete_tasks: pending|scheduled|retry|archived|completed -> (deleted), by an operator
+--[[ delete_tasks: pending|scheduled|retry|archived|completed|waiting -> (deleted), by an operator
 Deletes each given task that is still in the expected state: removes it from its list or zset
 (see the take include: never a scan of a long pending list), deletes its data and releases its
 uniqueness lock if it owns it. One task (Inspector.delete_task) or a batch of at most ~1000
@@ -8,8 +8,12 @@ KEYS[2] container  the state's list (pending) or zset
 KEYS[3] events     the queue's event stream
 KEYS[4] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
-KEYS[5+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
-ARGV[1] state      state char the tasks must be in: p s r x c (never a = active)
+KEYS[6] children   children hash (includes/flow): the tasks waiting on a deleted one are told;
+                   its entry goes with it
+KEYS[7] outbox     the queue's outbox stream (includes/flow)
+KEYS[8] deps       deps hash: a deleted task's record as a child goes too
+KEYS[8+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+ARGV[1] state      state char the tasks must be in: p s r x c w (never a = active)
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
 ARGV[3..] id, hint, read triples
                    hint (pending only): the id's index located by the caller, -1 = none, -2 = the
@@ -25,10 +29,14 @@ Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
 --- @include "whenfull"
 --- @include "unique"
 --- @include "events"
+--- @include "flow"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local cap = events_cap(KEYS[4])
-return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 5, function(id, v, lock)
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 8, function(id, v, lock)
   redis.call('HDEL', KEYS[1], id)
   release_lock(lock, id)
   emit(KEYS[3], cap, 'e', 'deleted', 'id', id, 'type', msg_type(string.sub(v, 2)))
+  tell_children(KEYS[6], KEYS[7], id, 'd', '')
+  redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', KEYS[8], id)
 end, KEYS[5])

@@ -11,6 +11,8 @@ KEYS[8] watch          watch hash: id -> inbox ids of late waiters
 KEYS[9] reply          the inbox of the client waiting through Client.call (the watch hash when none)
 KEYS[10] events         the queue's event stream
 KEYS[11] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[12] children       children hash (includes/flow): the tasks waiting on this one are told
+KEYS[13] outbox         the queue's outbox stream (includes/flow)
 ARGV[1] id
 ARGV[2] token          the lease token
 ARGV[3] msg            the message rewritten with completed_at and result
@@ -19,7 +21,9 @@ ARGV[5] day_ttl        seconds to keep a daily counter
 ARGV[6] now            '' = Redis time; else a simulated time in ms
 ARGV[7] payload        the outcome for the waiting client (msgpack [id, 'c', result]), '' = none
 ARGV[8] attempt        the attempt's number (for the event)
-Returns 1 = completed (or a string: completed, and the inbox ids of late waiters to notify), 0 = no such task, -3 = lease not held (write refused).
+ARGV[9] result         the result alone (msgpack; '' = None), for the task's children
+Returns 1 = completed (or a string: completed, and the inbox ids of late waiters to notify, with
+the token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (write refused).
 ]]
 --- @include "now"
 --- @include "active"
@@ -27,6 +31,7 @@ Returns 1 = completed (or a string: completed, and the inbox ids of late waiters
 --- @include "counters"
 --- @include "notify"
 --- @include "events"
+--- @include "flow"
 local id = ARGV[1]
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -38,4 +43,5 @@ redis.call('HSET', KEYS[1], id, 'c' .. ARGV[3])
 release_lock(KEYS[4], id)
 bump(KEYS[5], KEYS[6], tonumber(ARGV[5]))
 emit(KEYS[10], events_cap(KEYS[11]), 'e', 'completed', 'id', id, 'type', msg_type(ARGV[3]), 'attempt', ARGV[8])
-return notify(KEYS[7], KEYS[8], KEYS[9], id, ARGV[7])
+local told_kids = tell_children(KEYS[12], KEYS[13], id, 'c', ARGV[9])
+return told(notify(KEYS[7], KEYS[8], KEYS[9], id, ARGV[7]), told_kids)

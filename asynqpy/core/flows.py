@@ -1,0 +1,206 @@
+"""Workflow plans, sans I/O: the round trips of enqueueing a task with ``after=`` and of delivering
+parents' ends to their children (the propagator). Each plan is a generator that yields the calls
+of one round trip (run pipelined) and receives their replies, driven by the sync and async
+executors (:func:`asynqpy.redisio.executor.run_plan` / ``arun_plan``). Every step is one script in
+one slot and may be repeated after a crash (docs/architecture.md, "Workflows across slots")."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import codec
+from .broker import CHANGED, Broker, Call, Finished
+from .errors import MalformedMessageError, TaskNotFoundError
+from .keys import queue_keys
+from .options import Prepared
+from .stored import message_of
+from .task import TaskState
+from .workflow import end_state, ref, refs
+
+Plan = Generator[list[Call[Any]], list[Any], Any]
+
+CODES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED}
+
+
+def _raise_first(replies: list[Any]) -> None:
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+
+
+def _stored(queue: str, id: str) -> Call[bytes | None]:
+    return Call(lambda r: r, command=("HGET", queue_keys(queue).tasks, id.encode(errors="surrogateescape")))
+
+
+def _cancelled(msg: codec.Message, parent: tuple[str, str], outcome: str, now_ms: int) -> codec.Message:
+    how = {"x": "archived", "d": "deleted"}.get(outcome, "failed")
+    return msg.with_(last_error=f"cancelled: parent {parent[0]}/{parent[1]} was {how} (on_parent_failure='cancel')",
+                     last_failed_at_ms=now_ms)
+
+
+def enqueue_after(broker: Broker, p: Prepared) -> Plan:
+    """Store a task that waits on parents: register it with each parent (in each parent's slot),
+    then store it (its own slot) with what the registration learnt (parents already ended). If a
+    parent had already failed and its policy is cancel, archive it at once. Returns the state it
+    is stored in. Raises TaskNotFoundError for a parent that does not exist (nothing is stored)."""
+    parents = [(q, i) for q, i in p.msg.after or []]
+    replies = yield [broker.register_child(q, i, p.queue, p.id) for q, i in parents]
+    _raise_first(replies)
+    ends: list[tuple[bytes, bytes]] = []
+    failed: tuple[str, str, str] | None = None
+    for (q, i), (code, data) in zip(parents, replies):
+        if code == 0:
+            raise TaskNotFoundError(f"after=: no task {i!r} in queue {q!r} (deleted, or it completed without "
+                                    "retention: its result is gone)")
+        if code == 2:
+            result = codec.decode(data).result
+            ends.append((ref(q, i), end_state("c", b"" if result is None else codec.encode_payload(result))))
+        elif code == 3:
+            ends.append((ref(q, i), b"x"))
+            failed = failed or (q, i, "x")
+        else:
+            ends.append((ref(q, i), b""))
+    code = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id)])[0]
+    if isinstance(code, Exception):
+        raise code
+    if code == 3:  # a parent had failed already: cancel it now
+        parent = (failed[0], failed[1]) if failed else ("?", "?")
+        outcome = failed[2] if failed else "x"
+        stored = (yield [_stored(p.queue, p.id)])[0]
+        if isinstance(stored, bytes):
+            msg = _cancelled(codec.decode(message_of(stored)), parent, outcome, broker.clock.now_ms())
+            (yield [broker.fail_waiting(p.queue, p.id, stored, msg)])
+    return CODES.get(code, TaskState.WAITING)
+
+
+def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
+    """Deliver the oldest ``count`` parents' ends of ``queue``'s outbox to their children
+    (``resolve`` in each child's slot), archive the children a failed parent cancels, then
+    forget the entries. Returns (entries handled, queues whose outbox got new entries: cancelled
+    children with children of their own). A crash or an error anywhere leaves the entries for the
+    next pass, which repeats every step harmlessly."""
+    entries = (yield [broker.outbox_read(queue, count)])[0]
+    if isinstance(entries, Exception):
+        raise entries
+    if not entries:
+        return 0, set()
+    calls: list[Call[Any]] = []
+    meta: list[tuple[str, str, tuple[str, str], str]] = []
+    for _, f in entries:
+        parent = f[b"p"].decode(errors="surrogateescape")
+        outcome = f[b"o"].decode()
+        state = end_state(outcome, f.get(b"r", b""))
+        pref = ref(queue, parent)
+        for cq, cid in refs(f[b"k"]):
+            calls.append(broker.resolve(cq, cid, pref, state))
+            meta.append((cq, cid, (queue, parent), outcome))
+    replies = yield calls
+    _raise_first(replies)
+    cancel = [m for m, r in zip(meta, replies) if r == 3]
+    woke: set[str] = set()
+    if cancel:
+        stored = yield [_stored(cq, cid) for cq, cid, _, _ in cancel]
+        _raise_first(stored)
+        fails = []
+        for (cq, cid, parent, outcome), value in zip(cancel, stored):
+            if isinstance(value, bytes) and value[:1] == b"w":
+                msg = _cancelled(codec.decode(message_of(value)), parent, outcome, broker.clock.now_ms())
+                fails.append((cq, broker.fail_waiting(cq, cid, value, msg)))
+        if fails:
+            done = yield [c for _, c in fails]
+            _raise_first([r for r in done if not (isinstance(r, int) and r == CHANGED)])
+            woke = {q for (q, _), r in zip(fails, done) if isinstance(r, Finished) and r.told}
+    yield [broker.outbox_delete(queue, [i for i, _ in entries])]
+    return len(entries), woke
+
+
+@dataclass
+class WorkflowNode:
+    """One task of a workflow tree (:meth:`asynqpy.Inspector.workflow`): where it is, its type
+    and state ("gone" when its data is no longer stored: deleted, or finished without retention),
+    and the tasks waiting on it. A task reached a second time (a DAG, not a tree) is listed again
+    with ``repeated`` True and its children left out."""
+
+    queue: str
+    id: str
+    type: str
+    state: str
+    children: list[WorkflowNode] = field(default_factory=list)
+    repeated: bool = False
+
+    def walk(self) -> Iterator[tuple[int, WorkflowNode]]:
+        """Every node with its depth, depth-first (the order a tree is printed in)."""
+        stack = [(0, self)]
+        while stack:
+            depth, node = stack.pop()
+            yield depth, node
+            stack.extend((depth + 1, c) for c in reversed(node.children))
+
+
+def _node(queue: str, id: str, stored: Any) -> tuple[WorkflowNode, list[list[str]]]:
+    if not isinstance(stored, bytes):
+        return WorkflowNode(queue, id, "", "gone"), []
+    try:
+        msg = codec.decode(message_of(stored))
+        type_, after = msg.type, list(msg.after or [])
+    except MalformedMessageError:
+        type_, after = "(malformed)", []
+    try:
+        state = TaskState.from_code(stored[:1].decode()).value
+    except (KeyError, UnicodeDecodeError):
+        state = "?"
+    return WorkflowNode(queue, id, type_, state), after
+
+
+def tree(queue: str, id: str, limit: int = 1000) -> Plan:
+    """The workflow a task belongs to, from its roots (the tasks it descends from that wait on
+    nothing: found by following ``after``) down through every registered child, at most
+    ``limit`` tasks. Returns the list of root :class:`WorkflowNode`. Raises TaskNotFoundError if
+    the task is not stored."""
+    first = (yield [_stored(queue, id)])[0]
+    if isinstance(first, Exception):
+        raise first
+    if first is None:
+        raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+    roots: list[tuple[str, str]] = []
+    seen_up = {(queue, id)}
+    frontier = [(queue, id, first)]
+    while frontier and len(seen_up) < limit:  # up: the ancestors without parents
+        nxt: list[tuple[str, str]] = []
+        for q, i, stored in frontier:
+            _, after = _node(q, i, stored)
+            if not after:
+                roots.append((q, i))
+            for pq, pid in after:
+                if (pq, pid) not in seen_up:
+                    seen_up.add((pq, pid))
+                    nxt.append((pq, pid))
+        if not nxt:
+            break
+        got = yield [_stored(q, i) for q, i in nxt]
+        frontier = [(q, i, s if not isinstance(s, Exception) else None) for (q, i), s in zip(nxt, got)]
+    nodes: dict[tuple[str, str], WorkflowNode] = {}
+    top: list[WorkflowNode] = []
+    level: list[tuple[str, str, WorkflowNode | None]] = [(q, i, None) for q, i in roots]
+    while level and len(nodes) < limit:  # down: each node and the children registered with it
+        replies = yield [c for q, i, _ in level for c in (_stored(q, i), _children(q, i))]
+        nxt_level: list[tuple[str, str, WorkflowNode | None]] = []
+        for k, (q, i, parent) in enumerate(level):
+            stored, kids = replies[2 * k], replies[2 * k + 1]
+            if (q, i) in nodes:
+                node = WorkflowNode(q, i, nodes[(q, i)].type, nodes[(q, i)].state, repeated=True)
+            else:
+                node, _ = _node(q, i, stored)
+                nodes[(q, i)] = node
+                if isinstance(kids, list):
+                    nxt_level += [(cq, cid, node) for cq, cid in kids]
+            (parent.children if parent is not None else top).append(node)
+        level = nxt_level[: max(0, limit - len(nodes))]
+    return top
+
+
+def _children(queue: str, id: str) -> Call[list[tuple[str, str]]]:
+    return Call(lambda r: refs(r) if r else [],
+                command=("HGET", queue_keys(queue).children, id.encode(errors="surrogateescape")))

@@ -1,0 +1,114 @@
+"""Workflows, sans I/O: the records the workflow scripts keep (``lua/includes/flow.lua``), parent
+references, and the policies for a failed parent.
+
+A child task names its parents with ``after=``; each edge travels through idempotent steps, each
+one script in one slot (docs/architecture.md, "Workflows across slots"): register with the parent
+(``register_child``), store the child (``enqueue_after``), the parent's end written to its queue's
+outbox by its finishing script, delivered to the child by a propagator (``resolve``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from .errors import InvalidArgumentError
+
+POLICIES = {"cancel": "c", "run": "r", "ignore": "i"}
+"""``on_parent_failure`` values and their code in the child's record: when a parent is archived
+or deleted, ``cancel`` archives the child (and so, by their own policies, its descendants); ``run``
+runs it once every parent ended (the failed parent's result is None); ``ignore`` does the same
+and leaves the failed parent out of ``parent_results``."""
+DEFAULT_POLICY = "cancel"
+MAX_PARENTS = 1000
+"""Most parents one task may wait on (each is an edge in its record, read whole per resolve)."""
+OUTCOMES = {"c": "completed", "x": "archived", "d": "deleted", "": "waiting"}
+
+
+def rec_pack(items: list[bytes]) -> bytes:
+    """``items`` as one string, each '<length>:<bytes>' (lua/includes/flow.lua's rec_pack)."""
+    return b"".join(b"%d:%s" % (len(v), v) for v in items)
+
+
+def rec_unpack(data: bytes) -> list[bytes]:
+    """The items of a :func:`rec_pack` string."""
+    out: list[bytes] = []
+    i, n = 0, len(data)
+    while i < n:
+        c = data.index(b":", i)
+        size = int(data[i:c])
+        out.append(data[c + 1:c + 1 + size])
+        i = c + 1 + size
+    return out
+
+
+def ref(queue: str, id: str) -> bytes:
+    """A task's reference in workflow records: rec_pack{queue, id}."""
+    return rec_pack([queue.encode(), id.encode(errors="surrogateescape")])
+
+
+def unref(data: bytes) -> tuple[str, str]:
+    """(queue, id) of a :func:`ref`."""
+    q, i = rec_unpack(data)
+    return q.decode(), i.decode(errors="surrogateescape")
+
+
+def refs(data: bytes) -> list[tuple[str, str]]:
+    """The (queue, id) of every ref in a children entry (rec_pack of refs)."""
+    return [unref(r) for r in rec_unpack(data)]
+
+
+@dataclass(frozen=True)
+class ParentEnd:
+    """How one parent of a task ended, as its record holds it: ``state`` "completed", "archived",
+    "deleted" or "waiting" (not ended yet); ``result`` a completed parent's result."""
+
+    queue: str
+    id: str
+    state: str
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """A child's record (``deps`` hash): its policy ("cancel", "run", "ignore"; "" for an end
+    kept before the child was stored), parents not ended yet, and each parent's end in order."""
+
+    policy: str
+    outstanding: int
+    parents: list[ParentEnd]
+
+    def results(self) -> list[Any]:
+        """The parents' results in order, as the handler gets them (``ignore``: failed parents
+        left out; ``run``: their place holds None)."""
+        return [p.result for p in self.parents if not (self.policy == "ignore" and p.state in ("archived", "deleted"))]
+
+
+def parse_record(data: bytes | None) -> Record | None:
+    if not data:
+        return None
+    items = rec_unpack(data)
+    codes = {v: k for k, v in POLICIES.items()}
+    parents = []
+    for i in range(3, len(items) - 1, 2):
+        q, id = unref(items[i])
+        st = items[i + 1]
+        result = None
+        if st[:1] == b"c" and len(st) > 1:
+            result = msgpack.unpackb(st[1:], raw=False, strict_map_key=False)
+        parents.append(ParentEnd(q, id, OUTCOMES.get(st[:1].decode(), "?"), result))
+    outstanding = int(items[1]) if items[1] else 0
+    return Record(codes.get(items[0].decode(), ""), outstanding, parents)
+
+
+def end_state(outcome: str, result: bytes = b"") -> bytes:
+    """A parent's end as a record state: b'c' + result, b'x' or b'd'."""
+    return outcome.encode() + (result if outcome == "c" else b"")
+
+
+def policy_code(policy: object) -> str:
+    if policy not in POLICIES:
+        raise InvalidArgumentError(f"on_parent_failure must be one of {', '.join(POLICIES)}, got {policy!r}")
+    return POLICIES[policy]

@@ -1,0 +1,28 @@
+--[[ register_child: a parent learns of a child that waits on it (the first step of enqueue(after=))
+Runs in the parent's slot. A live parent (any state but completed or archived) gets the child's ref
+appended to its entry in the children hash; its finishing script will write its end to the
+queue's outbox for the propagators (includes/flow). An ended parent answers how it ended: the
+caller stores the child with that parent already resolved. Sent again, the ref is appended twice:
+harmless (resolving an edge twice is a no-op).
+KEYS[1] t          the parent queue's tasks hash
+KEYS[2] children   the parent queue's children hash: parent id -> rec_pack of child refs
+ARGV[1] parent     the parent's id
+ARGV[2] child      the child's ref: rec_pack{queue, id}
+Returns {1} = registered (the parent is live), {2, message} = it completed (its stored message,
+with its result), {3} = it is archived, {0} = no such task (deleted, or completed without
+retention: its result is gone).
+]]
+--- @include "flow"
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then
+  return {0}
+end
+local st = string.sub(v, 1, 1)
+if st == 'c' then
+  return {2, string.sub(v, 2)}
+elseif st == 'x' then
+  return {3}
+end
+local kids = redis.call('HGET', KEYS[2], ARGV[1]) or ''
+redis.call('HSET', KEYS[2], ARGV[1], kids .. rec_item(ARGV[2]))
+return {1}

@@ -1,0 +1,80 @@
+--[[ resolve: waiting -> pending, when a parent's end releases the last edge of a child
+A propagator delivers one parent's end (read from the parent queue's outbox) to one child, in the
+child's slot. Idempotent: the edge is recorded once (a repeat finds it recorded and changes
+nothing), and the child's fate is worked out from its record every time, so a propagator killed
+after this call and before its acknowledgement repeats it harmlessly. An end that arrives before
+the child is stored (it was registered, then the parent ended at once) is kept in a record with no
+policy, which enqueue_after merges (a repeat that finds the child stored but its record gone,
+deleted with a finished task, writes nothing).
+KEYS[1] t          tasks hash
+KEYS[2] waiting    waiting zset
+KEYS[3] deps       deps hash: child id -> its record (includes/flow)
+KEYS[4] pending    pending list
+KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
+KEYS[6] wake       wake-up list idle workers block on
+KEYS[7] events     the queue's event stream
+KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+ARGV[1] child      the child's id
+ARGV[2] ref        the parent's ref: rec_pack{queue, id}
+ARGV[3] state      how the parent ended: 'c' .. result (msgpack, may be empty) / 'x' / 'd'
+ARGV[4] now        '' = Redis time; else a simulated time in ms
+Returns 1 = the child is pending now, 2 = it still waits, 3 = it waits, a parent failed and its
+policy is cancel (the caller archives it with fail_waiting), 0 = nothing to do (no such child
+waiting, or an end kept for a child not stored yet).
+]]
+--- @include "now"
+--- @include "signal"
+--- @include "events"
+--- @include "priority"
+--- @include "flow"
+local child, ref, state = ARGV[1], ARGV[2], ARGV[3]
+local old = redis.call('HGET', KEYS[3], child)
+if not old then
+  if redis.call('HEXISTS', KEYS[1], child) == 0 then  -- not stored yet (else: a repeat after it ended)
+    redis.call('HSET', KEYS[3], child, rec_pack({'', '', tostring(now_ms(ARGV[4])), ref, state}))
+  end
+  return 0
+end
+local r = rec_unpack(old)
+if r[1] == '' then  -- the child is not stored yet: keep this end for it
+  for i = 4, #r, 2 do
+    if r[i] == ref then
+      return 0
+    end
+  end
+  redis.call('HSET', KEYS[3], child, old .. rec_item(ref) .. rec_item(state))
+  return 0
+end
+local changed = false
+for i = 4, #r, 2 do
+  if r[i] == ref and r[i + 1] == '' then
+    r[i + 1] = state
+    r[2] = tostring(tonumber(r[2]) - 1)
+    changed = true
+    break
+  end
+end
+if changed then
+  redis.call('HSET', KEYS[3], child, rec_pack(r))
+end
+local v = redis.call('HGET', KEYS[1], child)
+if not v or string.sub(v, 1, 1) ~= 'w' then
+  return 0
+end
+if r[1] == 'c' then
+  for i = 5, #r, 2 do
+    if r[i] == 'x' or r[i] == 'd' then
+      return 3
+    end
+  end
+end
+if r[2] ~= '0' then
+  return 2
+end
+local msg = string.sub(v, 2)
+redis.call('HSET', KEYS[1], child, 'p' .. msg)
+redis.call('ZREM', KEYS[2], child)
+push_pending(KEYS[4], KEYS[5], child, msg_priority(msg, 1))
+signal(KEYS[6])
+emit(KEYS[7], events_cap(KEYS[8]), 'e', 'enqueued', 'id', child, 'type', msg_type(msg))
+return 1
