@@ -219,7 +219,8 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
 ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",
                  "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload",
                  "group": "--group", "unique_key": "--unique-key", "throttle": "--throttle", "debounce": "--debounce",
-                 "priority": "--priority", "workers": "--workers", "runs": "--runs"}
+                 "priority": "--priority", "workers": "--workers", "runs": "--runs", "after": "--after",
+                 "on_parent_failure": "--on-parent-failure"}
 """The library's option names and the enqueue command's flags for them."""
 
 
@@ -464,6 +465,10 @@ def _child_argv(argv: list[str]) -> list[str]:
               help="Only these workers (their --name, comma-separated) may run the task.")
 @click.option("--runs", default=None, type=int,
               help="The task must succeed on this many distinct workers (each runs it once).")
+@click.option("--after", "after", multiple=True,
+              help="Wait until this task completed (repeatable): ID (in --queue) or QUEUE/ID.")
+@click.option("--on-parent-failure", default=None, type=click.Choice(["cancel", "run", "ignore"]),
+              help="With --after: what a failed parent does to this task (default: cancel).")
 @json_option
 @signing_key_option
 @redis_url_option
@@ -471,8 +476,9 @@ def _child_argv(argv: list[str]) -> list[str]:
 def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None,
             process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
             task_id: str | None, retention: float, group: str | None, priority: int | None, unique_key: str | None,
-            throttle: float | None, debounce: float | None, workers: str | None, runs: int | None, as_json: bool,
-            signing_key_file: str | None, redis_url: str) -> None:
+            throttle: float | None, debounce: float | None, workers: str | None, runs: int | None,
+            after: tuple[str, ...], on_parent_failure: str | None, as_json: bool, signing_key_file: str | None,
+            redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
@@ -487,9 +493,14 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
         extra["process_at"] = process_at
     worker_list = None if workers is None else [w.strip() for w in workers.split(",") if w.strip()]
     for name, given in (("group", group), ("priority", priority), ("unique_key", unique_key),
-                        ("throttle", throttle), ("debounce", debounce), ("workers", worker_list), ("runs", runs)):
+                        ("throttle", throttle), ("debounce", debounce), ("workers", worker_list), ("runs", runs),
+                        ("on_parent_failure", on_parent_failure)):
         if given is not None:
             extra[name] = given
+    if after:
+        extra["after"] = [tuple(a.split("/", 1)) if "/" in a else (queue, a) for a in after]
+    elif on_parent_failure is not None:
+        raise UserError("--on-parent-failure applies with --after")
     from asynqpy.client import Client
 
     with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:

@@ -10,7 +10,8 @@ ARGV[1] parent     the parent's id
 ARGV[2] child      the child's ref: rec_pack{queue, id}
 Returns {1} = registered (the parent is live), {2, message} = it completed (its stored message,
 with its result), {3} = it is archived, {0} = no such task (deleted, or completed without
-retention: its result is gone).
+retention: its result is gone), {4} = it cannot be a parent (in an aggregation group, or
+targeted: those end in other scripts).
 ]]
 --- @include "flow"
 local v = redis.call('HGET', KEYS[1], ARGV[1])
@@ -22,6 +23,8 @@ if st == 'c' then
   return {2, string.sub(v, 2)}
 elseif st == 'x' then
   return {3}
+elseif st == 'g' or st == 'm' then  -- aggregated into another task / finished by its runs: no end of its own
+  return {4}
 end
 local kids = redis.call('HGET', KEYS[2], ARGV[1]) or ''
 redis.call('HSET', KEYS[2], ARGV[1], kids .. rec_item(ARGV[2]))

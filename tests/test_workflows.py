@@ -163,10 +163,15 @@ def test_bad_after_is_a_typed_error_and_nothing_queued_is_lost(backend: Any) -> 
         with pytest.raises(InvalidArgumentError):
             c.enqueue("add", 1, queue=Q, after="keep", on_parent_failure="maybe")
         with pytest.raises(InvalidArgumentError):
-            c.enqueue("add", 1, queue=Q, after="keep", process_in=5)
+            c.enqueue("add", 1, queue=Q, after="keep", group="g")
         with pytest.raises(InvalidArgumentError):
             c.enqueue_many([("add", 1, {"after": "keep"})], queue=Q)
-    assert stats(backend, Q).pending == 1 and stats(backend, Q).waiting == 0
+        c.enqueue("add", 1, queue=Q, task_id="grouped", group="g")
+        c.enqueue("add", 1, queue=Q, task_id="targeted", workers=["w1"])
+        for parent in ("grouped", "targeted"):
+            with pytest.raises(InvalidArgumentError, match="cannot be a parent"):
+                c.enqueue("add", 1, queue=Q, after=parent)
+    assert stats(backend, Q).pending == 1 and stats(backend, Q).waiting == 0 and stats(backend, Q).targeted == 1
 
 
 def test_deleting_a_parent_tells_its_children_and_deleting_a_waiting_child(backend: Any) -> None:
@@ -269,3 +274,51 @@ def test_inspecting_a_workflow_its_tree_and_the_cli(backend: Any) -> None:
     assert res.exit_code == 0 and "wfb/left: waiting" in res.output and "on parent failure" in res.output
     res = CliRunner().invoke(cli, ["task", "tree", "-q", R, "--id", "nope", "--redis-url", url])
     assert res.exit_code == 2 and "not found" in res.output + (res.stderr or "")
+
+
+def test_a_child_with_a_due_time_is_scheduled_when_released_early(backend: Any) -> None:
+    log: list[tuple[str, Any, list[Any]]] = []
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            p = c.enqueue("add", 1, queue=Q, task_id="p", retention=60)
+            late = c.enqueue("add", 1, queue=R, task_id="late", after=p, process_in=600)
+            soon = c.enqueue("add", 1, queue=R, task_id="soon", after=p, process_in=0.3, retention=60)
+            assert late.state is TaskState.WAITING and soon.state is TaskState.WAITING
+            async with serving(backend.new_async(), _mux(log), queues=[Q, R]):
+                await until(lambda: insp.task_info(R, "late").state is TaskState.SCHEDULED)
+                await until(lambda: insp.task_info(R, "soon").state is TaskState.COMPLETED)
+                info = insp.task_info(R, "late")
+                assert info.next_process_at is not None
+                ended = c.enqueue("add", 1, queue=R, task_id="ended", after=p, process_in=600)
+                assert ended.state is TaskState.SCHEDULED  # its parent had completed: no wait
+            assert [x[0] for x in log] == ["p", "soon"]
+
+    asyncio.run(main())
+
+
+def test_cli_enqueue_after(backend: Any) -> None:
+    if backend.kind == "fake":
+        return  # the CLI connects by URL
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main as cli
+
+    url = backend.url
+    with Client(backend.sync) as c:
+        c.enqueue("add", 1, queue=R, task_id="up")
+        c.enqueue("add", 1, queue=Q, task_id="here")
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["enqueue", "add", "--payload", "2", "-q", Q, *args, "--redis-url", url])
+
+    res = run("--after", "here", "--after", f"{R}/up", "--on-parent-failure", "run", "--task-id", "kid")
+    assert res.exit_code == 0 and "kid to wfa: waiting" in res.output, res.output
+    with Inspector(backend.sync) as insp:
+        info = insp.task_info(Q, "kid")
+        assert [(p.queue, p.id) for p in info.parents] == [(Q, "here"), (R, "up")] and info.on_parent_failure == "run"
+    res = run("--after", "nope")
+    assert res.exit_code == 2 and "no task 'nope'" in res.output + (res.stderr or "")
+    res = run("--on-parent-failure", "run")
+    assert res.exit_code == 2 and "--after" in res.output + (res.stderr or "")
+    assert stats(backend, Q).waiting == 1  # nothing else stored

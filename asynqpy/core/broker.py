@@ -336,13 +336,14 @@ class Broker:
                     (id_arg(parent), workflow.ref(child_queue, child)))
 
     def enqueue_after(self, queue: str, id: str, msg: Message, policy: str, ends: Sequence[tuple[bytes, bytes]],
-                      data: bytes | None = None, check_id: bool = True) -> Call[int]:
+                      data: bytes | None = None, check_id: bool = True, delay_ms: int = 0) -> Call[int]:
         """(new) -> waiting, or pending when no parent is left to wait for. ``ends``: per parent its
-        ref and its end as far as known (b'' = not ended). Returns 1 pending, 2 waiting, 3 waiting
-        with a failed parent under the cancel policy; raises TaskIdConflictError."""
+        ref and its end as far as known (b'' = not ended); ``delay_ms``: how long after now it may
+        run once released. Returns 1 pending, 4 scheduled, 2 waiting, 3 waiting with a failed
+        parent under the cancel policy; raises TaskIdConflictError."""
         q = queue_keys(queue)
         args: list[Any] = [id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", policy,
-                           self.clock.script_now()]
+                           self.clock.script_now(), delay_arg(delay_ms)]
         for r, st in ends:
             args += [r, st]
 
@@ -353,13 +354,15 @@ class Broker:
             return code
 
         return Call(parse, "enqueue_after", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf,
-                                             q.archived, q.completed), tuple(args))
+                                             q.archived, q.completed, q.scheduled, q.tick), tuple(args))
 
     def resolve(self, queue: str, child: str, parent_ref: bytes, state: bytes) -> Call[int]:
         """Deliver one parent's end to ``child`` (idempotent). Returns 1 released (pending), 2 still
-        waiting, 3 to be cancelled (:meth:`fail_waiting`), 0 nothing to do."""
+        waiting, 3 to be cancelled (:meth:`fail_waiting`), 4 released but scheduled (its due time
+        ahead), 0 nothing to do."""
         q = queue_keys(queue)
-        return Call(int, "resolve", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf),
+        return Call(int, "resolve", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf,
+                                     q.scheduled, q.tick),
                     (id_arg(child), parent_ref, state, self.clock.script_now()))
 
     def fail_waiting(self, queue: str, id: str, read: bytes, msg: Message) -> Call[int]:

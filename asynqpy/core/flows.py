@@ -12,7 +12,7 @@ from typing import Any
 
 from . import codec
 from .broker import CHANGED, Broker, Call, Finished
-from .errors import MalformedMessageError, TaskNotFoundError
+from .errors import InvalidArgumentError, MalformedMessageError, TaskNotFoundError
 from .keys import queue_keys
 from .options import Prepared
 from .stored import message_of
@@ -21,7 +21,7 @@ from .workflow import end_state, ref, refs
 
 Plan = Generator[list[Call[Any]], list[Any], Any]
 
-CODES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED}
+CODES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
 
 
 def _raise_first(replies: list[Any]) -> None:
@@ -54,6 +54,9 @@ def enqueue_after(broker: Broker, p: Prepared) -> Plan:
         if code == 0:
             raise TaskNotFoundError(f"after=: no task {i!r} in queue {q!r} (deleted, or it completed without "
                                     "retention: its result is gone)")
+        if code == 4:
+            raise InvalidArgumentError(f"after=: task {i!r} of queue {q!r} is in an aggregation group or targeted "
+                                       "(workers=/runs=): it cannot be a parent")
         if code == 2:
             result = codec.decode(data).result
             ends.append((ref(q, i), end_state("c", b"" if result is None else codec.encode_payload(result))))
@@ -62,7 +65,8 @@ def enqueue_after(broker: Broker, p: Prepared) -> Plan:
             failed = failed or (q, i, "x")
         else:
             ends.append((ref(q, i), b""))
-    code = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id)])[0]
+    code = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id,
+                                        p.delay_ms)])[0]
     if isinstance(code, Exception):
         raise code
     if code == 3:  # a parent had failed already: cancel it now

@@ -377,9 +377,9 @@ def prepare(
 
     parents = parent_refs(after, queue)
     if parents is not None:
-        if group is not None or unique_ttl or worker_list is not None or (runs or 1) > 1 or delay > 0:
-            raise InvalidArgumentError("after= cannot be combined with group, unique/unique_key/throttle/debounce, "
-                                       "workers/runs or process_at/process_in")
+        if group is not None or unique_ttl or worker_list is not None or (runs or 1) > 1:
+            raise InvalidArgumentError("after= cannot be combined with group, unique/unique_key/throttle/debounce "
+                                       "or workers/runs")
     policy = policy_code(on_parent_failure)
 
     msg = Message(

@@ -92,7 +92,7 @@ def parse_record(data: bytes | None) -> Record | None:
     items = rec_unpack(data)
     codes = {v: k for k, v in POLICIES.items()}
     parents = []
-    for i in range(3, len(items) - 1, 2):
+    for i in range(4, len(items) - 1, 2):
         q, id = unref(items[i])
         st = items[i + 1]
         result = None

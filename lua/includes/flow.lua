@@ -5,10 +5,11 @@
 --- '<length>:<bytes>' (any bytes: results are msgpack). core/workflow.py reads and writes the same.
 ---
 --- A child's record, in its queue's deps hash (child id -> record): {policy, outstanding, since,
---- ref1, state1, ref2, state2, ...}. policy: 'c' (cancel when a parent fails), 'r' (run anyway),
+--- due, ref1, state1, ref2, state2, ...}. policy: 'c' (cancel when a parent fails), 'r' (run anyway),
 --- 'i' (ignore a failed parent); '' = a record written by resolve before the child was stored
 --- (the parent ended in the moment between the child's registration and its storing). outstanding:
---- how many parents have not ended. since: ms. ref: the parent, rec_pack{queue, id}. state: '' =
+--- how many parents have not ended. since: ms. due: when it may run once released (ms, Redis
+--- clock; '0' = at once). ref: the parent, rec_pack{queue, id}. state: '' =
 --- not ended; 'c' .. result (msgpack) = completed; 'x' = archived; 'd' = deleted.
 ---
 --- A parent's children, in its queue's children hash (parent id -> rec_pack of child refs, each

@@ -1,4 +1,4 @@
---[[ resolve: waiting -> pending, when a parent's end releases the last edge of a child
+--[[ resolve: waiting -> pending (or scheduled), when a parent's end releases the last edge of a child
 A propagator delivers one parent's end (read from the parent queue's outbox) to one child, in the
 child's slot. Idempotent: the edge is recorded once (a repeat finds it recorded and changes
 nothing), and the child's fate is worked out from its record every time, so a propagator killed
@@ -14,30 +14,30 @@ KEYS[5] prio       pending ids of priorities other than the default (includes/pr
 KEYS[6] wake       wake-up list idle workers block on
 KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] scheduled  scheduled zset (a child released before its due time waits there)
+KEYS[10] tick      wake-up list forwarders block on
 ARGV[1] child      the child's id
 ARGV[2] ref        the parent's ref: rec_pack{queue, id}
 ARGV[3] state      how the parent ended: 'c' .. result (msgpack, may be empty) / 'x' / 'd'
 ARGV[4] now        '' = Redis time; else a simulated time in ms
-Returns 1 = the child is pending now, 2 = it still waits, 3 = it waits, a parent failed and its
+Returns 1 = the child is pending now (4: scheduled, its due time ahead), 2 = it still waits, 3 = it waits, a parent failed and its
 policy is cancel (the caller archives it with fail_waiting), 0 = nothing to do (no such child
 waiting, or an end kept for a child not stored yet).
 ]]
 --- @include "now"
---- @include "signal"
---- @include "events"
---- @include "priority"
 --- @include "flow"
+--- @include "release"
 local child, ref, state = ARGV[1], ARGV[2], ARGV[3]
 local old = redis.call('HGET', KEYS[3], child)
 if not old then
   if redis.call('HEXISTS', KEYS[1], child) == 0 then  -- not stored yet (else: a repeat after it ended)
-    redis.call('HSET', KEYS[3], child, rec_pack({'', '', tostring(now_ms(ARGV[4])), ref, state}))
+    redis.call('HSET', KEYS[3], child, rec_pack({'', '', tostring(now_ms(ARGV[4])), '', ref, state}))
   end
   return 0
 end
 local r = rec_unpack(old)
 if r[1] == '' then  -- the child is not stored yet: keep this end for it
-  for i = 4, #r, 2 do
+  for i = 5, #r, 2 do
     if r[i] == ref then
       return 0
     end
@@ -46,7 +46,7 @@ if r[1] == '' then  -- the child is not stored yet: keep this end for it
   return 0
 end
 local changed = false
-for i = 4, #r, 2 do
+for i = 5, #r, 2 do
   if r[i] == ref and r[i + 1] == '' then
     r[i + 1] = state
     r[2] = tostring(tonumber(r[2]) - 1)
@@ -62,7 +62,7 @@ if not v or string.sub(v, 1, 1) ~= 'w' then
   return 0
 end
 if r[1] == 'c' then
-  for i = 5, #r, 2 do
+  for i = 6, #r, 2 do
     if r[i] == 'x' or r[i] == 'd' then
       return 3
     end
@@ -71,10 +71,6 @@ end
 if r[2] ~= '0' then
   return 2
 end
-local msg = string.sub(v, 2)
-redis.call('HSET', KEYS[1], child, 'p' .. msg)
 redis.call('ZREM', KEYS[2], child)
-push_pending(KEYS[4], KEYS[5], child, msg_priority(msg, 1))
-signal(KEYS[6])
-emit(KEYS[7], events_cap(KEYS[8]), 'e', 'enqueued', 'id', child, 'type', msg_type(msg))
-return 1
+return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[9], KEYS[10], KEYS[7], events_cap(KEYS[8]), child,
+               string.sub(v, 2), tonumber(r[4]) or 0, now_ms(ARGV[4]))

@@ -1,4 +1,4 @@
---[[ enqueue_after: (new) -> waiting (or pending, when every parent has already ended)
+--[[ enqueue_after: (new) -> waiting (or pending / scheduled, when every parent has already ended)
 The second step of enqueue(after=): the child is stored in its own slot, after the client
 registered it with each parent (register_child, in each parent's slot) and learnt which parents
 had already ended. Its record (includes/flow) lists every parent; one that ended between its
@@ -14,23 +14,25 @@ KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[9] archived   archived zset (a replaced archived task leaves it)
 KEYS[10] completed completed zset (a replaced completed task leaves it)
+KEYS[11] scheduled scheduled zset (a child released before its due time waits there)
+KEYS[12] tick      wake-up list forwarders block on
 ARGV[1] id
 ARGV[2] msg        the encoded message
 ARGV[3] check      '1' = a caller-chosen id (checked for conflicts), '0' = generated
 ARGV[4] policy     'c' cancel / 'r' run / 'i' ignore, when a parent fails
 ARGV[5] now        '' = Redis time; else a simulated time in ms
-ARGV[6..] ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
+ARGV[6] delay      ms from now before it may run once released (0 = at once; process_in/process_at)
+ARGV[7..] ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
           caller knows ('' = not ended; 'c' .. result = completed; 'x' archived; 'd' deleted)
-Returns 1 = pending (no parent left to wait for), 2 = waiting, 3 = waiting but a parent failed and
-the policy is cancel (the caller archives it with fail_waiting), -2 = a live task has this id.
+Returns 1 = pending (no parent left to wait for), 4 = scheduled (the same, its due time ahead),
+2 = waiting, 3 = waiting but a parent failed and the policy is cancel (the caller archives it with
+fail_waiting), -2 = a live task has this id.
 Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, nothing written.
 ]]
 --- @include "now"
---- @include "signal"
 --- @include "newtask"
---- @include "events"
---- @include "priority"
 --- @include "flow"
+--- @include "release"
 local id, msg, policy = ARGV[1], ARGV[2], ARGV[4]
 local status = new_id(KEYS[1], id, msg, ARGV[3] == '1')
 if status == 'own' then
@@ -46,13 +48,14 @@ local old = redis.call('HGET', KEYS[3], id)
 if old then
   local r = rec_unpack(old)
   if r[1] == '' then  -- ends resolved before this child was stored
-    for i = 4, #r, 2 do
+    for i = 5, #r, 2 do
       early[r[i]] = r[i + 1]
     end
   end
 end
-local rec, left, failed = {policy, '', tostring(now)}, 0, false
-for i = 6, #ARGV, 2 do
+local due = tonumber(ARGV[6]) > 0 and now + tonumber(ARGV[6]) or 0
+local rec, left, failed = {policy, '', tostring(now), tostring(due)}, 0, false
+for i = 7, #ARGV, 2 do
   local st = ARGV[i + 1]
   if st == '' and early[ARGV[i]] then
     st = early[ARGV[i]]
@@ -69,11 +72,7 @@ rec[2] = tostring(left)
 redis.call('HSET', KEYS[3], id, rec_pack(rec))
 local cap = events_cap(KEYS[8])
 if left == 0 and not (failed and policy == 'c') then
-  redis.call('HSET', KEYS[1], id, 'p' .. msg)
-  push_pending(KEYS[4], KEYS[5], id, msg_priority(msg, 1))
-  signal(KEYS[6])
-  emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
-  return 1
+  return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[11], KEYS[12], KEYS[7], cap, id, msg, due, now)
 end
 redis.call('HSET', KEYS[1], id, 'w' .. msg)
 redis.call('ZADD', KEYS[2], now, id)

@@ -1,0 +1,107 @@
+"""Property test of a workflow child's edges (hypothesis, on fakeredis): however the parents' ends
+are delivered — in any order, each any number of times (a propagator that died before its XDEL, or
+two propagators delivering the same entry), some before the child is even stored (the parent
+ended between the child's registration and its storing), the child is released exactly when the
+last of its parents has ended, never earlier, once; under the cancel policy a failed parent makes
+every delivery answer "cancel" and never releases it; its record counts each parent once and
+gives each parent's result in after= order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fakeredis
+import msgpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asynqpy.core import options as opts
+from asynqpy.core import workflow
+from asynqpy.core.broker import Broker
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
+
+Q = "edges"
+
+
+@st.composite
+def scenarios(draw: Any) -> tuple[int, list[str], str, list[tuple[int, int]], int]:
+    """(parents, each parent's end 'c'/'x'/'d', policy, deliveries (parent, copies), when the child
+    is stored: after that many deliveries)."""
+    n = draw(st.integers(1, 5))
+    ends = draw(st.lists(st.sampled_from(["c", "c", "c", "x", "d"]), min_size=n, max_size=n))
+    policy = draw(st.sampled_from(["c", "r", "i"]))
+    order = draw(st.permutations(range(n)))
+    deliveries = [(p, draw(st.integers(1, 3))) for p in order]
+    stored_after = draw(st.integers(0, n))
+    return n, ends, policy, deliveries, stored_after
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_a_child_is_released_once_when_its_last_parent_ended(s: tuple[int, list[str], str,
+                                                                       list[tuple[int, int]], int]) -> None:
+    n, ends, policy, deliveries, stored_after = s
+    r = fakeredis.FakeRedis()
+    b, x = Broker(), SyncExecutor(r)
+    k = queue_keys(Q)
+    parents = [("pq", f"p{i}") for i in range(n)]
+    refs = [workflow.ref(q, i) for q, i in parents]
+    states = [workflow.end_state(e, msgpack.packb(i) if e == "c" else b"") for i, e in enumerate(ends)]
+    p = opts.prepare("t", None, queue=Q, task_id="kid", after=parents,
+                     on_parent_failure={"c": "cancel", "r": "run", "i": "ignore"}[policy])
+    delivered: set[int] = set()
+    stored = False
+    released = 0
+    cancel_seen = False
+
+    def store() -> None:
+        nonlocal stored, released, cancel_seen
+        # the producer registered the child while every parent was live: it knows no end
+        code = x.run(b.enqueue_after(Q, "kid", p.msg, policy, [(ref, b"") for ref in refs], p.data, True))
+        stored = True
+        failed = any(ends[i] != "c" for i in delivered)
+        if len(delivered) == n and not (failed and policy == "c"):
+            assert code == 1
+            released += 1
+        elif failed and policy == "c":
+            assert code == 3
+            cancel_seen = True
+        else:
+            assert code == 2
+
+    count = 0
+    for parent, copies in deliveries:
+        if count == stored_after and not stored:
+            store()
+        for _ in range(copies):
+            code = x.run(b.resolve(Q, "kid", refs[parent], states[parent]))
+            first = parent not in delivered
+            delivered.add(parent)
+            failed = any(ends[i] != "c" for i in delivered)
+            if not stored:
+                assert code == 0
+            elif failed and policy == "c" and released == 0:
+                assert code == 3
+                cancel_seen = True
+            elif released:
+                assert code == 0  # released already: never twice
+            elif len(delivered) == n and first:
+                assert code == 1
+                released += 1
+            else:
+                assert code in (0, 2)
+        count += 1
+    if not stored:
+        store()
+    any_failed = any(e != "c" for e in ends)
+    assert released == (0 if any_failed and policy == "c" else 1)
+    assert cancel_seen == (any_failed and policy == "c")
+    value = r.hget(k.tasks, "kid")
+    assert value is not None and value[:1] == (b"w" if released == 0 else b"p")
+    assert r.zcard(k.waiting) == (1 if released == 0 else 0)
+    assert r.llen(k.pending) == released
+    rec = x.run(b.deps(Q, "kid"))
+    assert rec is not None and rec.outstanding == 0
+    assert [(pe.queue, pe.id) for pe in rec.parents] == parents
+    assert [pe.result for pe in rec.parents] == [i if e == "c" else None for i, e in enumerate(ends)]
