@@ -12,10 +12,10 @@ import pytest
 from helpers import serving, stats, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskNotFoundError, TaskState
-from asynqpy.core import workflow
+from asynqpy.core import flows, workflow
 from asynqpy.core.broker import Broker
 from asynqpy.core.keys import queue_keys
-from asynqpy.redisio.executor import SyncExecutor
+from asynqpy.redisio.executor import SyncExecutor, run_plan
 
 Q, R = "wfa", "wfb"  # two queues: two hash tags, two slots on a cluster
 
@@ -322,3 +322,33 @@ def test_cli_enqueue_after(backend: Any) -> None:
     res = run("--on-parent-failure", "run")
     assert res.exit_code == 2 and "--after" in res.output + (res.stderr or "")
     assert stats(backend, Q).waiting == 1  # nothing else stored
+
+
+def test_a_propagator_killed_before_forgetting_an_end_releases_nothing_twice(backend: Any) -> None:
+    """The propagator's steps driven by hand: every resolve ran, then it 'died' before the XDEL.
+    The next pass delivers the entry again: the child, already pending, is not pushed twice, and
+    the outbox empties."""
+    b, x = Broker(), SyncExecutor(backend.sync)
+    with Client(backend.sync) as c:
+        c.enqueue("add", 1, queue=Q, task_id="par")
+        c.enqueue("add", 1, queue=R, task_id="kid", after=[(Q, "par")])
+    # the parent completes (as a worker would): lease it, then complete it
+    from asynqpy.core.codec import decode
+    from asynqpy.core.stored import message_of
+
+    x.run(b.dequeue(Q, 1, 30_000, "tok00001"))
+    stored = backend.sync.hget(queue_keys(Q).tasks, "par")
+    msg = decode(message_of(stored)).with_(result=7, retention_ms=60_000)
+    told = x.run(b.complete(Q, "par", "tok00001", msg))
+    assert told.told  # type: ignore[attr-defined]
+    plan = flows.propagate(b, Q)
+    calls = next(plan)
+    while True:
+        replies = x.run_many(calls)
+        calls = plan.send(replies)
+        if calls and calls[0].command and calls[0].command[0] == "XDEL":
+            break  # killed here: the resolves ran, the entry is still in the outbox
+    assert stats(backend, R).pending == 1 and backend.sync.xlen(queue_keys(Q).outbox) == 1
+    assert run_plan(x, flows.propagate(b, Q)) == (1, set())  # the next pass
+    assert stats(backend, R).pending == 1 and backend.sync.xlen(queue_keys(Q).outbox) == 0
+    assert x.run(b.deps(R, "kid")).parents[0].result == 7  # type: ignore[union-attr]
