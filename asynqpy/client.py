@@ -163,6 +163,10 @@ class _ClientCore:
                                         p.mode)
         if p.msg.group:
             return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
+        if p.msg.key:
+            if p.unique_ttl:
+                raise InvalidArgumentError("key= (serial execution) cannot be combined with unique yet")
+            return self.broker.enqueue_keyed(p.queue, p.id, p.msg, p.data, not p.generated_id)
         if _targeted(p.msg):
             return self.broker.enqueue_target(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
         return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
@@ -248,6 +252,8 @@ class TaskInfoList(Sequence[Any]):
             return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
         if _targeted(p.msg):
             return TaskInfo.from_message(p.id, p.queue, TaskState.TARGETED, p.msg, 0)
+        if p.msg.key and r == 2:
+            return TaskInfo.from_message(p.id, p.queue, TaskState.BLOCKED, p.msg, 0)
         return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
 
     def __getitem__(self, i: Any) -> Any:

@@ -6,7 +6,7 @@ The names follow asynq's exporter with the ``asynqpy_`` prefix and the same labe
 dashboard made for asynq ports by renaming ``asynq_`` to ``asynqpy_``:
 
 - ``asynqpy_tasks_enqueued_total{queue,state}`` (gauge): tasks per state (pending, active,
-  scheduled, retry, archived, completed, and asynqpy's aggregating, targeted and waiting);
+  scheduled, retry, archived, completed, and asynqpy's aggregating, targeted, waiting and blocked);
 - ``asynqpy_queue_size{queue}``, ``asynqpy_queue_latency_seconds{queue}`` (age of the oldest
   pending task), ``asynqpy_queue_memory_usage_approx_bytes{queue}``,
   ``asynqpy_queue_paused_total{queue}`` (1 when paused): gauges;
@@ -32,7 +32,7 @@ from .worker.metrics import prometheus as _prometheus
 log = logging.getLogger("asynqpy.metrics")
 
 STATES = ("pending", "active", "scheduled", "retry", "archived", "completed", "aggregating", "targeted",
-          "waiting")
+          "waiting", "blocked")
 
 
 MEMORY_EVERY = 30.0

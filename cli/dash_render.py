@@ -368,6 +368,7 @@ def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
         (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
         f"  aggregating {count(q.aggregating)} in {count(q.groups)} group(s)" if q.aggregating else "",
         f"  waiting {count(q.waiting)}" if q.waiting else "",
+        f"  blocked {count(q.blocked)}" if q.blocked else "",
         no_wrap=True)
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from asynqpy import QueueInfo
 
 STATES: list[TaskState] = [s for s in TaskState if s not in (TaskState.AGGREGATING, TaskState.TARGETED,
-                                                                TaskState.WAITING)]
+                                                                TaskState.WAITING, TaskState.BLOCKED)]
 """The task tabs (aggregating tasks are listed per group: the queue summary counts them)."""
 """Task states in tab order (keys 1-6)."""
 

@@ -220,7 +220,7 @@ ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max
                  "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload",
                  "group": "--group", "unique_key": "--unique-key", "throttle": "--throttle", "debounce": "--debounce",
                  "priority": "--priority", "workers": "--workers", "runs": "--runs", "after": "--after",
-                 "on_parent_failure": "--on-parent-failure"}
+                 "on_parent_failure": "--on-parent-failure", "key": "--key"}
 """The library's option names and the enqueue command's flags for them."""
 
 
@@ -469,6 +469,7 @@ def _child_argv(argv: list[str]) -> list[str]:
               help="Wait until this task completed (repeatable): ID (in --queue) or QUEUE/ID.")
 @click.option("--on-parent-failure", default=None, type=click.Choice(["cancel", "run", "ignore"]),
               help="With --after: what a failed parent does to this task (default: cancel).")
+@click.option("--key", default=None, help="Serial key: tasks of the queue with this key run one at a time, in order.")
 @json_option
 @signing_key_option
 @redis_url_option
@@ -477,7 +478,8 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
             process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
             task_id: str | None, retention: float, group: str | None, priority: int | None, unique_key: str | None,
             throttle: float | None, debounce: float | None, workers: str | None, runs: int | None,
-            after: tuple[str, ...], on_parent_failure: str | None, as_json: bool, signing_key_file: str | None,
+            after: tuple[str, ...], on_parent_failure: str | None, key: str | None, as_json: bool,
+            signing_key_file: str | None,
             redis_url: str) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
@@ -494,7 +496,7 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
     worker_list = None if workers is None else [w.strip() for w in workers.split(",") if w.strip()]
     for name, given in (("group", group), ("priority", priority), ("unique_key", unique_key),
                         ("throttle", throttle), ("debounce", debounce), ("workers", worker_list), ("runs", runs),
-                        ("on_parent_failure", on_parent_failure)):
+                        ("on_parent_failure", on_parent_failure), ("key", key)):
         if given is not None:
             extra[name] = given
     if after:

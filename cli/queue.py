@@ -56,6 +56,8 @@ def info_table(q: QueueInfo) -> Table:
     t.add_row("", f"retry {q.retry:,} · archived {q.archived:,} · completed {q.completed:,}")
     if q.waiting:
         t.add_row("", f"waiting {q.waiting:,} (after=: on their parents; `asynqpy task ls -q {q.queue} -s waiting`)")
+    if q.blocked:
+        t.add_row("", f"blocked {q.blocked:,} (key=: behind an earlier task of their key)")
     if q.targeted:
         t.add_row("", f"targeted {q.targeted:,} (workers= or runs=; `asynqpy task ls -q {q.queue} -s targeted`)")
     if q.aggregating or q.groups:

@@ -33,7 +33,7 @@ from .common import (
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
 id_option = click.option("--id", "task_id", required=True, help="The task id.")
-STATES_HELP = "pending, active, scheduled, retry, archived, completed, aggregating, targeted or waiting"
+STATES_HELP = "pending, active, scheduled, retry, archived, completed, aggregating, targeted, waiting or blocked"
 state_option = click.option("--state", "-s", required=True, help=f"The tasks' state: {STATES_HELP}.")
 
 

@@ -11,16 +11,23 @@ KEYS[4] wake       wake-up list idle workers block on
 KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] state      state char the tasks must be in: s r x
 ARGV[2..] ids
-Returns one code per task: 1 = now pending, 0 = no such task, -5 = in another state.
+An archived keyed task (key=, includes/serial: its message's array reaches the key field) is not
+moved: it would run beside its key's holder; the operator enqueues it again instead.
+Returns one code per task: 1 = now pending, 0 = no such task, -5 = in another state, -9 = an
+archived keyed task (refused).
 ]]
 --- @include "state"
 --- @include "signal"
 --- @include "priority"
+--- @include "serial"
 local state = ARGV[1]
 local out, moved = {}, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local v, code = check_state(KEYS[1], KEYS[2], state, id)
+  if v and state == 'x' and is_keyed(v, 2) then
+    v, code = nil, -9
+  end
   if v then
     redis.call('ZREM', KEYS[2], id)
     redis.call('HSET', KEYS[1], id, 'p' .. string.sub(v, 2))

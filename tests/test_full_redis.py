@@ -151,12 +151,15 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "register_child": lambda h: h.b.register_child(Q, "old", Q, "kid"),
     "enqueue_after": lambda h: h.b.enqueue_after(Q, "new", Message("t", after=[[Q, "old"]]), "c",
                                                  [(b"1:q3:old", b"")]),
+    # a keyed task (nothing stored: the producer gets RedisFullError)
+    "enqueue_keyed": lambda h: h.b.enqueue_keyed(Q, "new", Message("t", key="k")),
 }
 # a running task's progress report: refused when full (the task goes on without it), see below;
 # a named limit's grant (refused when full: the handler gets the error and its task is retried)
 # a parent's end delivered to a child, and a child cancelled by a failed parent (refused when full:
 # the end stays in the outbox and the propagator delivers it once Redis has room)
-OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting"}
+# and the janitor's release of a key whose task ended without releasing it (retried next sweep)
+OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting", "key_free"}
 
 
 def _cron_entry(h: H) -> Entry:

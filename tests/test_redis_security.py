@@ -28,10 +28,10 @@ from asynqpy.redisio.scripts import load_scripts
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch", "group_add", "enqueue_target",
-                 "register_child", "enqueue_after", "fail_waiting"},
+                 "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "forget_gone", "cron_fire",
-               "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting"},
+               "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
                   "set_workers"},

@@ -157,7 +157,7 @@ def test_resolving_twice_and_an_end_before_the_child_is_stored(backend: Any) -> 
 def test_bad_after_is_a_typed_error_and_nothing_queued_is_lost(backend: Any) -> None:
     with Client(backend.sync) as c:
         c.enqueue("add", 1, queue=Q, task_id="keep")
-        for bad in ([], [123], [("q", "")], "x" * 2000):
+        for bad in ([], [123], [("q", "")], "x" * 2000, "\ud800"):
             with pytest.raises(InvalidArgumentError):
                 c.enqueue("add", 1, queue=Q, after=bad)
         with pytest.raises(InvalidArgumentError):

@@ -118,12 +118,13 @@ class QueueStats:
     groups: int = 0
     targeted: int = 0
     waiting: int = 0
+    blocked: int = 0
 
     @property
     def size(self) -> int:
         """Tasks in the queue, in any state."""
         return (self.pending + self.active + self.scheduled + self.retry + self.archived + self.completed
-                + self.aggregating + self.targeted + self.waiting)
+                + self.aggregating + self.targeted + self.waiting + self.blocked)
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Snapshot:
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
     return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
-                      int(r[15]), int(r[16]), int(r[17]))
+                      int(r[15]), int(r[16]), int(r[17]), int(r[18]))
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -153,7 +154,7 @@ def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
     return {
         TaskState.PENDING: q.pending, TaskState.ACTIVE: q.lease, TaskState.SCHEDULED: q.scheduled,
         TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
-        TaskState.TARGETED: q.targeted, TaskState.WAITING: q.waiting,
+        TaskState.TARGETED: q.targeted, TaskState.WAITING: q.waiting, TaskState.BLOCKED: q.blocked,
     }[state]
 
 
@@ -281,6 +282,28 @@ class Broker:
         """The message as stored: encoded (unless ``data`` already is), with its tag when signing."""
         data = data or codec.encode(msg)
         return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
+
+    @staticmethod
+    def _key_keys(q: QueueKeys, msg: Message) -> tuple[str, ...]:
+        """The keys a finishing script needs to release a keyed task's key (includes/serial)."""
+        return (q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.key_list(msg.key) if msg.key else q.placeholder)
+
+    def enqueue_keyed(self, queue: str, id: str, msg: Message, data: bytes | None = None,
+                      check_id: bool = True) -> Call[int]:
+        """(new) -> pending holding ``msg.key`` (1), or blocked behind it (2). Raises
+        TaskIdConflictError."""
+        q = queue_keys(queue)
+        return Call(_new_task_code(id, queue), "enqueue_keyed",
+                    (q.tasks, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld, q.key_list(msg.key),
+                     q.archived, q.completed),
+                    (id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", msg.key,
+                     self.clock.script_now()))
+
+    def key_free(self, queue: str, key: str, holder: str) -> Call[int]:
+        """Release ``key`` if ``holder`` still holds it and has ended (the janitor's repair)."""
+        q = queue_keys(queue)
+        return Call(int, "key_free", (q.tasks, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.events, q.conf,
+                                      q.key_list(key)), (key, id_arg(holder)))
 
     def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
         day = self.clock.today()
@@ -531,21 +554,22 @@ class Broker:
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
         keys = [q.tasks, q.lease, q.processed, processed_day, q.progress, q.watch, q.events, q.conf, q.children,
-                q.outbox, q.deps]
+                q.outbox, q.deps, q.keyheld, q.blocked, q.pending, q.prio, q.wake]
         args: list[Any] = [DAY_TTL_S]
         extra: dict[str, int] = {}
 
         def index(key: str) -> int:
             if key not in extra:
                 keys.append(key)
-                extra[key] = len(keys) - 11
+                extra[key] = len(keys) - 16
             return extra[key]
 
         for d in items:
             digest = d.msg.lock_digest()
             args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
                      index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome,
-                     1 if d.progressed else 0, d.result]
+                     1 if d.progressed else 0, d.result, index(q.key_list(d.msg.key)) if d.msg.key else 0,
+                     d.msg.key]
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any]) -> list[int | Exception]:
@@ -568,9 +592,10 @@ class Broker:
             _finish_code("complete", id),
             "complete",
             (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress,
-             q.watch, q.inbox(msg.reply_to), q.events, q.conf, q.children, q.outbox),
+             q.watch, q.inbox(msg.reply_to), q.events, q.conf, q.children, q.outbox, *self._key_keys(q, msg)),
             (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now(),
-             outcome, msg.retried + 1, b"" if msg.result is None else codec.encode_payload(msg.result, "result")),
+             outcome, msg.retried + 1, b"" if msg.result is None else codec.encode_payload(msg.result, "result"),
+             msg.key),
         )
 
     def retry(self, queue: str, id: str, token: str | bytes, msg: Message, delay_ms: float,
@@ -604,10 +629,10 @@ class Broker:
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
              q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to), q.events, q.conf,
-             q.children, q.outbox),
+             q.children, q.outbox, *self._key_keys(q, msg)),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
              self.clock.script_now(), "1" if recover else "0", outcome, msg.retried + 1,
-             _event_text(msg.last_error)),
+             _event_text(msg.last_error), msg.key),
         )
 
     def progress(self, queue: str, id: str, token: str, msg: Message, value: bytes, push: bytes = b"") -> Call[int]:
@@ -698,7 +723,7 @@ class Broker:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
         return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed,
-                                             q.targeted, q.waiting),
+                                             q.targeted, q.waiting, q.blocked),
                     (cursor, count, self.clock.script_now()))
 
     def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
@@ -754,7 +779,7 @@ class Broker:
             "stats",
             (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
              q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups, q.prio,
-             q.targeted, q.waiting),
+             q.targeted, q.waiting, q.blocked),
             (self.clock.script_now(),),
         )
 
@@ -894,7 +919,7 @@ class Broker:
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
                                         q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
                                         q.groups_size, q.prio, q.targeted, q.runs, q.targeted_any, q.waiting,
-                                        q.deps, q.children, q.outbox))
+                                        q.deps, q.children, q.outbox, q.blocked, q.keyheld))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

@@ -49,7 +49,8 @@ class Message:
 5 by default. ``workers``: the names of the workers allowed to run it (None = any); ``runs``:
 how many distinct workers must run it successfully. A task with either is a targeted task.
     ``after``: the parents a workflow task waited on, as ``[queue, id]`` pairs (None = none;
-    the handler reads their results as ``task.parent_results``).
+    the handler reads their results as ``task.parent_results``). ``key``: tasks of a queue with
+    the same key run one at a time, in enqueue order ('' = none).
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -76,6 +77,7 @@ how many distinct workers must run it successfully. A task with either is a targ
     workers: list[str] | None = None
     runs: int = 1
     after: list[list[str]] | None = None
+    key: str = ""
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -97,7 +99,7 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,), (list, type(None)),
+    (int,), (list, type(None)), (str,),
 ]
 
 
@@ -158,6 +160,8 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
 
 assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 assert _FIELDS.index("priority") == PRIORITY_INDEX
+KEY_INDEX = _FIELDS.index("key")
+assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this index"
 _UNIQUE_INDEX = _FIELDS.index("unique")
 _HEADERS_INDEX = _FIELDS.index("headers")
 _WORKERS_INDEX = _FIELDS.index("workers")

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codec
-from .broker import CHANGED, Broker, Call, Finished
+from .broker import CHANGED, Broker, Call, Finished, id_arg
 from .errors import InvalidArgumentError, MalformedMessageError, TaskNotFoundError
-from .keys import queue_keys
+from .keys import queue_keys, validate_queue
 from .options import Prepared
 from .stored import message_of
 from .task import TaskState
@@ -31,7 +31,7 @@ def _raise_first(replies: list[Any]) -> None:
 
 
 def _stored(queue: str, id: str) -> Call[bytes | None]:
-    return Call(lambda r: r, command=("HGET", queue_keys(queue).tasks, id.encode(errors="surrogateescape")))
+    return Call(lambda r: r, command=("HGET", queue_keys(queue).tasks, id_arg(id)))
 
 
 def _cancelled(msg: codec.Message, parent: tuple[str, str], outcome: str, now_ms: int) -> codec.Message:
@@ -163,6 +163,7 @@ def tree(queue: str, id: str, limit: int = 1000) -> Plan:
     nothing: found by following ``after``) down through every registered child, at most
     ``limit`` tasks. Returns the list of root :class:`WorkflowNode`. Raises TaskNotFoundError if
     the task is not stored."""
+    validate_queue(queue)
     first = (yield [_stored(queue, id)])[0]
     if isinstance(first, Exception):
         raise first
@@ -207,4 +208,4 @@ def tree(queue: str, id: str, limit: int = 1000) -> Plan:
 
 def _children(queue: str, id: str) -> Call[list[tuple[str, str]]]:
     return Call(lambda r: refs(r) if r else [],
-                command=("HGET", queue_keys(queue).children, id.encode(errors="surrogateescape")))
+                command=("HGET", queue_keys(queue).children, id_arg(id)))

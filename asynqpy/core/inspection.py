@@ -66,13 +66,15 @@ WINDOW = 10_000
 ~0.1 ms for 10 000 ids); a task deeper in the list is located page by page from Python."""
 LOCATE_PAGE = 5_000
 """Ids per LRANGE when locating a pending task deep in a long list."""
+KEYED = -9
+"""run_tasks' refusal of an archived keyed task (lua/run_tasks-5.lua)."""
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
-G, M, W = TaskState.AGGREGATING, TaskState.TARGETED, TaskState.WAITING
+G, M, W, B = TaskState.AGGREGATING, TaskState.TARGETED, TaskState.WAITING, TaskState.BLOCKED
 P, A, S, R, X, C = (TaskState.PENDING, TaskState.ACTIVE, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED,
                     TaskState.COMPLETED)
-ALLOWED = {"delete": (P, S, R, X, C, G, M, W), "run": (S, R, X, G), "archive": (P, S, R, G, M, W)}
+ALLOWED = {"delete": (P, S, R, X, C, G, M, W, B), "run": (S, R, X, G), "archive": (P, S, R, G, M, W, B)}
 EDIT_STATES = (P, S, R)
 """The states a task can be edited in (a waiting task: not running, not finished)."""
 EDITABLE = frozenset({"payload", "max_retry", "process_at", "process_in", "priority"})
@@ -87,7 +89,8 @@ class QueueInfo:
     when Redis refuses MEMORY. ``trimmed``: archived tasks deleted so far by the archive limits
     (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed.
     ``aggregating``: tasks waiting in aggregation groups; ``groups``: how many groups hold them.
-    ``waiting``: tasks waiting on their parents (``after=``).
+    ``waiting``: tasks waiting on their parents (``after=``); ``blocked``: tasks waiting behind
+    an earlier task of their ``key=``.
     ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
     running count as active)."""
 
@@ -112,6 +115,7 @@ class QueueInfo:
     groups: int = 0
     targeted: int = 0
     waiting: int = 0
+    blocked: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +311,7 @@ class Plans:
             queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted, s.waiting,
+            s.targeted, s.waiting, s.blocked,
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
@@ -436,6 +440,9 @@ class Plans:
                 return
             if code == NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+            if code == KEYED:
+                raise TaskStateError(f"cannot run archived task {id!r}: it has a key (key=), and running it from the "
+                                     "archive would run it beside its key's current task; enqueue it again instead")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing state; try again")
 
     def edit(self, queue: str, id: str, changes: dict[str, Any], max_payload_bytes: int = 1 << 20) -> Plan[TaskInfo]:
@@ -539,8 +546,8 @@ class Plans:
             moved = codes.count(OK)
             done += moved
             idle = 0 if moved else idle + 1
-            if st is not P:  # zset entries whose task is in another state, or changed, stay
-                skip += codes.count(WRONG_STATE) + codes.count(CHANGED)
+            if st is not P:  # zset entries whose task is in another state, or changed, or keyed, stay
+                skip += codes.count(WRONG_STATE) + codes.count(CHANGED) + codes.count(KEYED)
         return done
 
     def _act_all_targeted(self, verb: str, queue: str) -> Plan[int]:
@@ -659,8 +666,19 @@ class Plans:
         if force:
             if entries:  # no scheduler may enqueue into the queue being removed
                 yield [self.b.cron_remove(queue, name) for name in entries]
-            for state in (P, S, R, X, C, G, M):
+            for state in (P, S, R, X, C, G, M, W, B):
                 yield from self.act_all("delete", queue, state)
+        q = queue_keys(queue)
+        cursor = "0"
+        while True:  # the lists of the keys still held (keyed tasks, lua/includes/serial.lua)
+            page = value((yield [Call(lambda r: r, command=("HSCAN", q.keyheld, cursor, "COUNT", 1000))])[0])
+            cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
+            held = list(page[1]) if isinstance(page[1], dict) else list(page[1][::2])
+            if held:
+                yield [Call(lambda r: r, command=("DEL", q.key_list(k.decode(errors="surrogateescape"))))
+                       for k in held]
+            if cursor == "0":
+                break
         code = value((yield [self.b.drop_queue(queue)])[0])
         if code == NOT_EMPTY:
             raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")

@@ -102,14 +102,16 @@ class QueueKeys:
     targeted tasks any worker may run; see lua/includes/runs.lua); the workflow keys
     (lua/includes/flow.lua): waiting (ZSET of tasks waiting on parents -> since when), deps (HASH
     child id -> its record: parents, how each ended, results), children (HASH parent id -> the refs
-    of the tasks waiting on it), outbox (STREAM of parents' ends not yet delivered to children).
+    of the tasks waiting on it), outbox (STREAM of parents' ends not yet delivered to children);
+    keyed serial execution (lua/includes/serial.lua): blocked (ZSET of tasks waiting behind their
+    key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox")
+                 "outbox", "blocked", "keyheld")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -147,6 +149,12 @@ class QueueKeys:
         self.deps = base + "deps"
         self.children = base + "children"
         self.outbox = base + "outbox"
+        self.blocked = base + "blocked"
+        self.keyheld = base + "keyheld"
+
+    def key_list(self, key: str) -> str:
+        """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""
+        return f"{self.base}key:{key}"
 
     def targeted_for(self, worker: str) -> str:
         """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""

@@ -42,7 +42,7 @@ MAX_EPOCH = 253_402_300_799
 """Latest time an option takes (9999-12-31 23:59:59 UTC, the last one a datetime holds)."""
 OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in", "unique", "task_id",
                      "retention", "retry_delay", "headers", "group", "unique_key", "throttle", "debounce",
-                     "priority", "workers", "runs", "after", "on_parent_failure"})
+                     "priority", "workers", "runs", "after", "on_parent_failure", "key"})
 """The names of the enqueue options."""
 
 
@@ -71,7 +71,9 @@ def unknown_options(what: str, names: Iterable[str], known: Iterable[str]) -> st
     return f"unknown {what}{'s' if len(parts) > 1 else ''}: {', '.join(parts)}"
 
 
-_GROUP, _WORKERS, _RUNS, _AFTER = (codec._FIELDS.index(f) for f in ("group", "workers", "runs", "after"))
+_GROUP, _WORKERS, _RUNS, _AFTER, _KEY = (codec._FIELDS.index(f) for f in ("group", "workers", "runs", "after", "key"))
+MAX_KEY_LEN = 1024
+"""Longest ``key=`` (characters)."""
 
 
 class Prepared:
@@ -110,7 +112,8 @@ class Prepared:
         v = self.values
         n = len(v)
         return bool((n > _GROUP and v[_GROUP]) or (n > _WORKERS and v[_WORKERS] is not None)
-                    or (n > _RUNS and v[_RUNS] > 1) or (n > _AFTER and v[_AFTER] is not None))
+                    or (n > _RUNS and v[_RUNS] > 1) or (n > _AFTER and v[_AFTER] is not None)
+                    or (n > _KEY and v[_KEY]))
 
     @property
     def msg(self) -> Message:
@@ -291,6 +294,7 @@ def prepare(
     runs: int | None = None,
     after: Any = None,
     on_parent_failure: str = "cancel",
+    key: str | None = None,
     reply_to: str = "",
     max_payload_bytes: int = 1 << 20,
     now: float | None = None,
@@ -381,6 +385,14 @@ def prepare(
             raise InvalidArgumentError("after= cannot be combined with group, unique/unique_key/throttle/debounce "
                                        "or workers/runs")
     policy = policy_code(on_parent_failure)
+    if key is not None:
+        if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or not _is_text(key):
+            raise InvalidArgumentError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters, "
+                                       f"got {key!r}")
+        if group is not None or worker_list is not None or (runs or 1) > 1 or parents is not None or delay > 0 \
+                or mode:
+            raise InvalidArgumentError("key= (serial execution) cannot be combined with group, workers/runs, after, "
+                                       "process_at/process_in or throttle/debounce yet")
 
     msg = Message(
         type=task_type,
@@ -400,6 +412,7 @@ def prepare(
         workers=worker_list,
         runs=runs or 1,
         after=parents,
+        key=key or "",
     )
     values = list(msg.__dict__.values())
     p = Prepared(queue, task_id, values, int(delay * 1000), unique_ttl, _encode_checked(msg, max_payload_bytes),

@@ -50,6 +50,7 @@ class TaskState(str, enum.Enum):
     AGGREGATING = "aggregating"
     TARGETED = "targeted"
     WAITING = "waiting"
+    BLOCKED = "blocked"
 
     @property
     def code(self) -> str:
@@ -71,6 +72,7 @@ _CODES = {
     TaskState.AGGREGATING: "g",
     TaskState.TARGETED: "m",
     TaskState.WAITING: "w",
+    TaskState.BLOCKED: "b",
 }
 _BY_CODE = {v: k for k, v in _CODES.items()}
 

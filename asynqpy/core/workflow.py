@@ -46,7 +46,10 @@ def rec_unpack(data: bytes) -> list[bytes]:
 
 def ref(queue: str, id: str) -> bytes:
     """A task's reference in workflow records: rec_pack{queue, id}."""
-    return rec_pack([queue.encode(), id.encode(errors="surrogateescape")])
+    try:
+        return rec_pack([queue.encode(), id.encode(errors="surrogateescape")])
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"a task id is a string of text, got {id!r}") from None
 
 
 def unref(data: bytes) -> tuple[str, str]:

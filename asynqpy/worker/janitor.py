@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.broker import Call
+from ..core.serial import sweep_keys
+from ..redisio.connection import REDIS_ERRORS
+from ..redisio.executor import arun_plan
 from .context import Context
 from .settings import ServerOptions
 
@@ -56,9 +59,24 @@ class Janitor:
         if not self._cursors:
             if now < self._next_sweep:
                 return self._next_sweep - now
-            self._cursors = {(kind, q): "0" for q in p.queues for kind in ("tasks", "watch", "children", "deps")}
+            self._cursors = {(kind, q): "0" for q in p.queues for kind in ("tasks", "watch", "children", "deps",
+                                                                            "keys")}
             self._next_sweep = now + interval
-        steps = list(self._cursors)
+        for q in [q for kind, q in self._cursors if kind == "keys"]:  # keys held by tasks that ended
+            try:
+                cursor, freed = await arun_plan(ctx.exec, sweep_keys(ctx.broker, q, self._cursors[("keys", q)],
+                                                                     p.sweep_step))
+            except REDIS_ERRORS as exc:
+                ctx.health.failed(f"consistency sweep of queue {q}", exc)
+                del self._cursors[("keys", q)]
+                continue
+            if freed:
+                log.warning("released %d key(s) of queue %s whose task ended without releasing them", freed, q)
+            if cursor == "0":
+                del self._cursors[("keys", q)]
+            else:
+                self._cursors[("keys", q)] = cursor
+        steps = [s for s in self._cursors if s[0] != "keys"]
         results = await ctx.exec.run_many([
             ctx.broker.reconcile(q, self._cursors[(kind, q)], p.sweep_step) if kind == "tasks"
             else ctx.broker.forget_gone(q, kind, self._cursors[(kind, q)], p.sweep_step) for kind, q in steps])

@@ -135,7 +135,7 @@ function actionsFor(state) {
   if (state === "active") return ["cancel"];
   if (state === "scheduled" || state === "retry") return ["run", "archive", "delete"];
   if (state === "archived") return ["run", "delete"];
-  if (state === "pending" || state === "targeted" || state === "waiting") return ["archive", "delete"];
+  if (state === "pending" || state === "targeted" || state === "waiting" || state === "blocked") return ["archive", "delete"];
   return ["delete"];
 }
 

@@ -13,6 +13,12 @@ KEYS[10] events         the queue's event stream
 KEYS[11] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[12] children       children hash (includes/flow): the tasks waiting on this one are told
 KEYS[13] outbox         the queue's outbox stream (includes/flow)
+KEYS[14] keyheld       keyheld hash: key -> the id holding it (includes/serial)
+KEYS[15] blocked       blocked zset (tasks waiting behind their key)
+KEYS[16] pending       pending list (the key's next task is made pending)
+KEYS[17] prio          pending ids of priorities other than the default (includes/priority)
+KEYS[18] wake          wake-up list idle workers block on
+KEYS[19] keylist       the task's key's list (a placeholder when it has no key)
 ARGV[1] id
 ARGV[2] token          the lease token
 ARGV[3] msg            the message rewritten with completed_at and result
@@ -22,6 +28,7 @@ ARGV[6] now            '' = Redis time; else a simulated time in ms
 ARGV[7] payload        the outcome for the waiting client (msgpack [id, 'c', result]), '' = none
 ARGV[8] attempt        the attempt's number (for the event)
 ARGV[9] result         the result alone (msgpack; '' = None), for the task's children
+ARGV[10] key           the task's key ('' = none): released to the next task of the key
 Returns 1 = completed (or a string: completed, and the inbox ids of late waiters to notify, with
 the token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (write refused).
 ]]
@@ -32,6 +39,7 @@ the token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease no
 --- @include "notify"
 --- @include "events"
 --- @include "flow"
+--- @include "serial"
 local id = ARGV[1]
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -44,4 +52,8 @@ release_lock(KEYS[4], id)
 bump(KEYS[5], KEYS[6], tonumber(ARGV[5]))
 emit(KEYS[10], events_cap(KEYS[11]), 'e', 'completed', 'id', id, 'type', msg_type(ARGV[3]), 'attempt', ARGV[8])
 local told_kids = tell_children(KEYS[12], KEYS[13], id, 'c', ARGV[9])
+if ARGV[10] ~= '' then
+  key_release(KEYS[1], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[10], events_cap(KEYS[11]), KEYS[19],
+              ARGV[10], id)
+end
 return told(notify(KEYS[7], KEYS[8], KEYS[9], id, ARGV[7]), told_kids)

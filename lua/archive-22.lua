@@ -18,6 +18,12 @@ KEYS[13] events         the queue's event stream
 KEYS[14] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[15] children       children hash (includes/flow): the tasks waiting on this one are told
 KEYS[16] outbox         the queue's outbox stream (includes/flow)
+KEYS[17] keyheld       keyheld hash: key -> the id holding it (includes/serial)
+KEYS[18] blocked       blocked zset (tasks waiting behind their key)
+KEYS[19] pending       pending list (the key's next task is made pending)
+KEYS[20] prio          pending ids of priorities other than the default (includes/priority)
+KEYS[21] wake          wake-up list idle workers block on
+KEYS[22] keylist       the task's key's list (a placeholder when it has no key)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -30,6 +36,7 @@ ARGV[8] recover        '1' = the recoverer calls: the lease must also have expir
 ARGV[9] payload        the outcome for the waiting client (msgpack [id, 'x', error]), '' = none
 ARGV[10] attempt       the failed attempt's number (for the events)
 ARGV[11] error         its error (for the events)
+ARGV[12] key           the task's key ('' = none): released to the next task of the key
 Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify, with the
 token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
@@ -42,6 +49,7 @@ token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not he
 --- @include "notify"
 --- @include "events"
 --- @include "flow"
+--- @include "serial"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -57,4 +65,8 @@ bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
 emit_failure(KEYS[13], KEYS[14], ARGV[8] == '1', ARGV[3], id, ARGV[10], 'e', 'archived', 'error', ARGV[11])
+if ARGV[12] ~= '' then
+  key_release(KEYS[1], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[13], events_cap(KEYS[14]), KEYS[22],
+              ARGV[12], id)
+end
 return told(notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9]), tell_children(KEYS[15], KEYS[16], id, 'x', ''))

@@ -6,6 +6,7 @@ removed or corrupted by hand:
   'x' / 'c' not in its zset -> archived now / expiring now
   'm' not in the targeted zset -> put back (a worker finds it again through its index zsets)
   'w' not in the waiting zset -> put back (a parent's end still releases it: includes/flow)
+  'b' not in the blocked zset -> put back (its key's list still releases it: includes/serial)
   any other first byte     -> archived as is (state 'x' + the bytes found), for inspection
 A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))
 and is not checked; nor is an aggregating task ('g': its group's zset is named in its message,
@@ -18,6 +19,7 @@ KEYS[5] archived   archived zset
 KEYS[6] completed  completed zset
 KEYS[7] targeted   targeted tasks zset (includes/runs)
 KEYS[8] waiting    waiting zset (includes/flow)
+KEYS[9] blocked    blocked zset (includes/serial)
 ARGV[1] cursor     HSCAN cursor ('0' starts a sweep)
 ARGV[2] count      HSCAN COUNT hint
 ARGV[3] now        '' = Redis time; else a simulated time in ms
@@ -28,7 +30,7 @@ Works when Redis is full (maxmemory): it starts with a no-op removal (includes/w
 --- @include "whenfull"
 writable_when_full(KEYS[1])
 local now = now_ms(ARGV[3])
-local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6], m = KEYS[7], w = KEYS[8]}
+local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6], m = KEYS[7], w = KEYS[8], b = KEYS[9]}
 local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local out = {page[1]}
 local entries = page[2]

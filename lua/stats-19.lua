@@ -10,10 +10,11 @@ KEYS[15] groups    the queue's aggregation groups (zset)
 KEYS[16] prio      pending ids of priorities other than the default (zset, counted as pending)
 KEYS[17] targeted  targeted tasks (zset, includes/runs)
 KEYS[18] waiting   tasks waiting on parents (zset, includes/flow)
+KEYS[19] blocked   tasks waiting behind their key (zset, includes/serial)
 ARGV[1] now        '' = Redis time; else a simulated time in ms
 Returns {pending, active, scheduled, retry, archived, completed, paused (0/1),
          processed, failed, processed_today, failed_today, trimmed, now, oldest, aggregating, groups,
-         targeted, waiting}:
+         targeted, waiting, blocked}:
 oldest = the stored value of the oldest pending task of the default priority (the right end of the
 list; the last 10 ids are looked at, skipping placeholders of removed tasks), or, when none, of the
 next task of another priority; false when none.
@@ -44,4 +45,5 @@ return {
   redis.call('EXISTS', KEYS[7]), int(KEYS[8]), int(KEYS[9]), int(KEYS[10]), int(KEYS[11]),
   int(KEYS[13]), now_ms(ARGV[1]), oldest, int(KEYS[14]), redis.call('ZCARD', KEYS[15]),
   redis.call('ZCARD', KEYS[17]), redis.call('ZCARD', KEYS[18]),
+  redis.call('ZCARD', KEYS[19]),
 }

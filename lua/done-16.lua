@@ -16,19 +16,26 @@ KEYS[9] children       children hash: parent id -> the refs of tasks waiting on 
                        deleted with the task
 KEYS[10] outbox        the queue's outbox stream: ends of parents, for the propagators
 KEYS[11] deps          deps hash: a child's record (its parents' results), deleted with the task
-KEYS[11+j]             the uniqueness locks and waiting clients' inboxes of the batch, named by
-                       index from ARGV (only unique tasks and tasks with a waiter have one)
+KEYS[12] keyheld       keyheld hash: key -> the id holding it (includes/serial)
+KEYS[13] blocked       blocked zset (tasks waiting behind their key)
+KEYS[14] pending       pending list (a key's next task is made pending)
+KEYS[15] prio          pending ids of priorities other than the default (includes/priority)
+KEYS[16] wake          wake-up list idle workers block on
+KEYS[16+j]             the uniqueness locks, waiting clients' inboxes and keys' lists of the batch,
+                       named by index from ARGV (only tasks that have one)
 ARGV[1] day_ttl        seconds to keep a daily counter
-ARGV[2..] one group of 8 per task:
+ARGV[2..] one group of 10 per task:
         id
         token          the lease token the task was dequeued with
         attempt        the attempt's number (for the event)
-        lock           index j of the task's uniqueness lock in KEYS[11+j], 0 = not unique
-        reply          index j of the waiting client's inbox in KEYS[11+j], 0 = nobody waits
+        lock           index j of the task's uniqueness lock in KEYS[16+j], 0 = not unique
+        reply          index j of the waiting client's inbox in KEYS[16+j], 0 = nobody waits
         payload        the outcome for that client (msgpack [id, 'c', result]), '' = none
         progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not (an
                        attempt starts with no entry: every script that ends one clears it)
         result         the handler's result (msgpack; '' = None), for the task's children
+        keylist        index j of the task's key's list in KEYS[16+j], 0 = no key
+        key            the task's key ('' = none): released to the next task of the key
 Returns one code per task, in order: 1 = done (or a string: done, and the inbox ids of late
 waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow),
 0 = no such task, -3 = the caller no longer holds the lease (write refused).
@@ -36,16 +43,17 @@ waiters to notify, with the token '!' if tasks waiting on it were told: includes
 --- @include "unique"
 --- @include "events"
 --- @include "flow"
+--- @include "serial"
 local INBOX_TTL_MS = 600000
-local n = (#ARGV - 1) / 8
+local n = (#ARGV - 1) / 10
 local ids = {}
 for i = 1, n do
-  ids[i] = ARGV[2 + (i - 1) * 8]
+  ids[i] = ARGV[2 + (i - 1) * 10]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
 local out, ok, okpos, seen = {}, {}, {}, {}
 for i = 1, n do
-  local v, base = vals[i], 2 + (i - 1) * 8
+  local v, base = vals[i], 2 + (i - 1) * 10
   if not v or seen[ids[i]] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
   elseif string.sub(v, 1, 1) ~= 'a' or string.sub(v, 2, 9) ~= ARGV[base + 1] then
@@ -67,23 +75,28 @@ redis.call('ZREM', KEYS[2], unpack(ok))
 local progressed = {}
 local cap = events_cap(KEYS[8])
 for k, i in ipairs(okpos) do
-  local base = 2 + (i - 1) * 8
+  local base = 2 + (i - 1) * 10
   local lock, reply = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
   if lock > 0 then
-    release_lock(KEYS[11 + lock], ok[k])
+    release_lock(KEYS[16 + lock], ok[k])
   end
   if ARGV[base + 6] == '1' then
     progressed[#progressed + 1] = ok[k]
   end
   if reply > 0 then
-    redis.call('RPUSH', KEYS[11 + reply], ARGV[base + 5])
-    redis.call('PEXPIRE', KEYS[11 + reply], INBOX_TTL_MS)
+    redis.call('RPUSH', KEYS[16 + reply], ARGV[base + 5])
+    redis.call('PEXPIRE', KEYS[16 + reply], INBOX_TTL_MS)
   end
   emit(KEYS[7], cap, 'e', 'completed', 'id', ok[k], 'type', msg_type(vals[i]), 'attempt', ARGV[base + 2])
+  local keylist = tonumber(ARGV[base + 8])
+  if keylist > 0 then
+    key_release(KEYS[1], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[7], cap, KEYS[16 + keylist],
+                ARGV[base + 9], ok[k])
+  end
 end
 local kids = redis.call('HMGET', KEYS[9], unpack(ok))
 for k, i in ipairs(okpos) do
-  if kids[k] and tell_children(KEYS[9], KEYS[10], ok[k], 'c', ARGV[2 + (i - 1) * 8 + 7]) then
+  if kids[k] and tell_children(KEYS[9], KEYS[10], ok[k], 'c', ARGV[2 + (i - 1) * 10 + 7]) then
     out[i] = '!'
   end
 end

@@ -11,6 +11,8 @@ KEYS[22] prio (pending ids of priorities other than the default)
 KEYS[23] targeted  KEYS[24] runs  KEYS[25] the index of targeted tasks any worker may run ('m:*')
 KEYS[26] waiting  KEYS[27] deps  KEYS[28] children  KEYS[29] outbox (workflows, includes/flow: the
 children of this queue's tasks in other queues are not told; drop a workflow's queues leaves first)
+KEYS[30] blocked  KEYS[31] keyheld (keyed tasks, includes/serial; the caller deletes the lists of
+the keys held first)
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
 of removed tasks ('') counts as empty (up to 1000 of them are looked at).
 ]]
@@ -22,7 +24,7 @@ if left > 0 and left <= 1000 then
     end
   end
 end
-for _, i in ipairs({2, 3, 4, 5, 6, 22, 23, 26}) do
+for _, i in ipairs({2, 3, 4, 5, 6, 22, 23, 26, 30}) do
   left = left + redis.call('ZCARD', KEYS[i])
 end
 left = left + tonumber(redis.call('GET', KEYS[18]) or '0') + redis.call('ZCARD', KEYS[19])
@@ -31,5 +33,5 @@ if left > 0 then
 end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
   KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20],
-  KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27], KEYS[28], KEYS[29])
+  KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27], KEYS[28], KEYS[29], KEYS[30], KEYS[31])
 return 1

@@ -1,0 +1,56 @@
+--[[ enqueue_keyed: (new) -> pending (its key was free: it holds it now) or blocked (behind the
+key's holder and the tasks queued before it)
+KEYS[1] t          tasks hash
+KEYS[2] pending    pending list
+KEYS[3] prio       pending ids of priorities other than the default (includes/priority)
+KEYS[4] wake       wake-up list idle workers block on
+KEYS[5] events     the queue's event stream
+KEYS[6] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[7] blocked    blocked zset: ids waiting behind their key -> when enqueued (ms)
+KEYS[8] keyheld    keyheld hash: key -> the id holding it (includes/serial)
+KEYS[9] list       the key's list of waiting ids
+KEYS[10] archived  archived zset (a replaced archived task leaves it)
+KEYS[11] completed completed zset (a replaced completed task leaves it)
+ARGV[1] id
+ARGV[2] msg        the encoded message (its key field is ARGV[4])
+ARGV[3] check      '1' = a caller-chosen id (checked for conflicts), '0' = generated
+ARGV[4] key        the task's key
+ARGV[5] now        '' = Redis time; else a simulated time in ms
+Returns 1 = pending (it holds the key), 2 = blocked, -2 = a live task has this id. A holder whose
+task is gone (deleted by hand) or ended does not hold the key any more: the new task takes it.
+Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, nothing written.
+]]
+--- @include "now"
+--- @include "newtask"
+--- @include "serial"
+local id, msg, key = ARGV[1], ARGV[2], ARGV[4]
+local status = new_id(KEYS[1], id, msg, ARGV[3] == '1')
+if status == 'own' then
+  return 1
+elseif status == 'taken' then
+  return -2
+elseif status == 'replace' then
+  forget_finished(KEYS[10], KEYS[11], id)
+end
+local cap = events_cap(KEYS[6])
+local holder = redis.call('HGET', KEYS[8], key)
+if holder then
+  local hv = redis.call('HGET', KEYS[1], holder)
+  local st = hv and string.sub(hv, 1, 1)
+  if not hv or st == 'c' or st == 'x' or st == 'b' then  -- a stale holder: free the key
+    holder = key_release(KEYS[1], KEYS[8], KEYS[7], KEYS[2], KEYS[3], KEYS[4], KEYS[5], cap, KEYS[9], key, holder)
+  end
+end
+if holder then
+  redis.call('HSET', KEYS[1], id, 'b' .. msg)
+  redis.call('RPUSH', KEYS[9], id)
+  redis.call('ZADD', KEYS[7], now_ms(ARGV[5]), id)
+  emit(KEYS[5], cap, 'e', 'blocked', 'id', id, 'type', msg_type(msg))
+  return 2
+end
+redis.call('HSET', KEYS[8], key, id)
+redis.call('HSET', KEYS[1], id, 'p' .. msg)
+push_pending(KEYS[2], KEYS[3], id, msg_priority(msg, 1))
+signal(KEYS[4])
+emit(KEYS[5], cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
+return 1

@@ -1,0 +1,153 @@
+"""Keyed serial execution: ``enqueue(..., key=...)``: tasks of a queue sharing a key run one at a
+time, in enqueue order, across workers; other keys are not held back; a retry keeps the key, a
+final failure releases it; a holder removed by an operator is repaired; typed errors. On
+fakeredis, redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from helpers import serving, stats, until
+
+from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState, TaskStateError
+from asynqpy.core.keys import queue_keys
+
+Q = "kq"
+
+
+def _mux(runs: dict[str, list[tuple[int, float, float]]], fail_first: set[int] | None = None,
+         fail_always: set[int] | None = None) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("step")
+    async def step(task: Task) -> None:
+        key, n, ms = task.payload["key"], task.payload["n"], task.payload.get("ms", 5)
+        start = time.monotonic()
+        await asyncio.sleep(ms / 1000)
+        if fail_always and n in fail_always:
+            raise RuntimeError("always")
+        if fail_first and n in fail_first and task.retry_count == 0:
+            raise RuntimeError("first time")
+        runs[key].append((n, start, time.monotonic()))
+
+    return mux
+
+
+def _serial(runs: list[tuple[int, float, float]]) -> bool:
+    return all(a[2] <= b[1] for a, b in zip(runs, runs[1:]))
+
+
+def test_tasks_of_a_key_run_one_at_a_time_in_order_across_workers(backend: Any) -> None:
+    runs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            infos = []
+            for n in range(60):
+                key = f"order:{n % 3}"
+                infos.append(c.enqueue("step", {"key": key, "n": n, "ms": 40 if key == "order:0" else 5},
+                                       queue=Q, key=key))
+            assert [i.state for i in infos[:3]] == [TaskState.PENDING] * 3
+            assert all(i.state is TaskState.BLOCKED for i in infos[3:])
+            assert stats(backend, Q).pending == 3 and stats(backend, Q).blocked == 57
+            assert len(insp.list_tasks(Q, TaskState.BLOCKED, 1, 100)) == 57
+            async with serving(backend.new_async(), _mux(runs), queues=[Q], concurrency=10), \
+                    serving(backend.new_async(), _mux(runs), queues=[Q], concurrency=10):
+                await until(lambda: sum(len(r) for r in runs.values()) == 60, 20)
+        for k in range(3):
+            got = runs[f"order:{k}"]
+            assert [n for n, _, _ in got] == list(range(k, 60, 3))  # enqueue order
+            assert _serial(got), got  # never two at once
+        # the slow key did not hold the others back
+        assert runs["order:1"][-1][2] < runs["order:0"][-1][2] and runs["order:2"][-1][2] < runs["order:0"][-1][2]
+        s = stats(backend, Q)
+        assert s.blocked == 0 and s.pending == 0 and not backend.sync.hlen(queue_keys(Q).keyheld)
+
+    asyncio.run(main())
+
+
+def test_a_retry_keeps_the_key_and_a_final_failure_releases_it(backend: Any) -> None:
+    runs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            for n in range(4):
+                c.enqueue("step", {"key": "k", "n": n}, queue=Q, key="k", task_id=f"t{n}", retry_delay=0.2,
+                          max_retry=0 if n == 2 else 3)
+            async with serving(backend.new_async(), _mux(runs, fail_first={0}, fail_always={2}), queues=[Q]):
+                await until(lambda: len(runs["k"]) == 3, 15)
+                await until(lambda: insp.task_info(Q, "t2").state is TaskState.ARCHIVED)
+            assert [n for n, _, _ in runs["k"]] == [0, 1, 3]  # t1 waited for t0's retry; t2's failure let t3 go
+            assert _serial(runs["k"])
+            with pytest.raises(TaskStateError, match="has a key"):
+                insp.run_task(Q, "t2")  # running it would run it beside the key's next task
+            assert insp.run_all(Q, TaskState.ARCHIVED) == 0 and insp.task_info(Q, "t2").state is TaskState.ARCHIVED
+
+    asyncio.run(main())
+
+
+def test_a_holder_removed_by_an_operator_is_repaired(backend: Any) -> None:
+    runs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.enqueue("step", {"key": "k", "n": 0}, queue=Q, key="k", task_id="h")
+            c.enqueue("step", {"key": "k", "n": 1}, queue=Q, key="k", task_id="b1")
+            c.enqueue("step", {"key": "k", "n": 2}, queue=Q, key="k", task_id="b2")
+            insp.delete_task(Q, "b1")  # a blocked task can be deleted
+            insp.delete_task(Q, "h")  # the holder, deleted while pending: the key is stale
+            assert insp.task_info(Q, "b2").state is TaskState.BLOCKED
+            async with serving(backend.new_async(), _mux(runs), queues=[Q], reconcile_interval=0.2):
+                await until(lambda: len(runs["k"]) == 1, 10)  # the janitor released the key to b2
+            assert [n for n, _, _ in runs["k"]] == [2]
+            # and an enqueue finding a stale holder takes the key at once
+            c.enqueue("step", {"key": "z", "n": 0}, queue=Q, key="z", task_id="z0")
+            insp.archive_task(Q, "z0")
+            assert c.enqueue("step", {"key": "z", "n": 1}, queue=Q, key="z").state is TaskState.PENDING
+
+    asyncio.run(main())
+
+
+def test_bad_keys_are_typed_errors_and_nothing_queued_is_lost(backend: Any) -> None:
+    with Client(backend.sync) as c:
+        c.enqueue("step", None, queue=Q, key="k")
+        for bad in ("", 5, "x" * 2000):
+            with pytest.raises(InvalidArgumentError):
+                c.enqueue("step", None, queue=Q, key=bad)
+        for extra in ({"process_in": 5}, {"group": "g"}, {"workers": ["w"]}, {"after": "x"}, {"unique": 60},
+                      {"debounce": 5}):
+            with pytest.raises(InvalidArgumentError):
+                c.enqueue("step", None, queue=Q, key="k", **extra)
+        got = c.enqueue_many([("step", i, {"key": "m"}) for i in range(3)], queue=Q)
+        assert [i.state for i in got] == [TaskState.PENDING, TaskState.BLOCKED, TaskState.BLOCKED]
+    s = stats(backend, Q)
+    assert s.pending == 2 and s.blocked == 2
+
+
+def test_removing_a_queue_with_keyed_and_waiting_tasks_leaves_no_key(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        for i in range(5):
+            c.enqueue("step", i, queue=Q, key=f"k{i % 2}")
+        parent = c.enqueue("step", 0, queue=Q)
+        c.enqueue("step", 1, queue=Q, after=parent)
+        insp.remove_queue(Q, force=True)
+    assert [k for k in backend.sync.keys("*") if b"{kq}" in k] == []
+
+
+def test_cli_enqueue_key(backend: Any) -> None:
+    if backend.kind == "fake":
+        return  # the CLI connects by URL
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main as cli
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["enqueue", "step", "-q", Q, *args, "--redis-url", backend.url])
+
+    assert "pending" in run("--key", "acct:1").output and "blocked" in run("--key", "acct:1").output
+    res = run("--key", "acct:1", "--in", "5")
+    assert res.exit_code == 2 and "--key" in res.output + (res.stderr or "")
