@@ -32,25 +32,5 @@ elseif status == 'taken' then
 elseif status == 'replace' then
   forget_finished(KEYS[10], KEYS[11], id)
 end
-local cap = events_cap(KEYS[6])
-local holder = redis.call('HGET', KEYS[8], key)
-if holder then
-  local hv = redis.call('HGET', KEYS[1], holder)
-  local st = hv and string.sub(hv, 1, 1)
-  if not hv or st == 'c' or st == 'x' or st == 'b' then  -- a stale holder: free the key
-    holder = key_release(KEYS[1], KEYS[8], KEYS[7], KEYS[2], KEYS[3], KEYS[4], KEYS[5], cap, KEYS[9], key, holder)
-  end
-end
-if holder then
-  redis.call('HSET', KEYS[1], id, 'b' .. msg)
-  redis.call('RPUSH', KEYS[9], id)
-  redis.call('ZADD', KEYS[7], now_ms(ARGV[5]), id)
-  emit(KEYS[5], cap, 'e', 'blocked', 'id', id, 'type', msg_type(msg))
-  return 2
-end
-redis.call('HSET', KEYS[8], key, id)
-redis.call('HSET', KEYS[1], id, 'p' .. msg)
-push_pending(KEYS[2], KEYS[3], id, msg_priority(msg, 1))
-signal(KEYS[4])
-emit(KEYS[5], cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
-return 1
+return key_admit(KEYS[1], KEYS[8], KEYS[7], KEYS[2], KEYS[3], KEYS[4], KEYS[5], events_cap(KEYS[6]), KEYS[9], key, id,
+                 msg, now_ms(ARGV[5]))

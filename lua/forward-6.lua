@@ -9,22 +9,32 @@ KEYS[5] wake       wake-up list
 KEYS[6] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] batch      most tasks to move from each zset
 ARGV[2] now        '' = Redis time; else a simulated time in ms
-Returns {moved, next}: next = ms until the next due task (0 = more are due now; at most a day),
--1 = none.
+Returns {moved, next, id1, id2, ...}: next = ms until the next due task (0 = more are due now; at
+most a day), -1 = none; the ids are due *keyed* tasks of the scheduled zset (key=, includes/serial),
+left in place: they must take their key or queue behind it, which the caller does with key_gate
+(their key's list is not among these KEYS). A keyed task due for a retry holds its key already and
+is moved like any other.
 ]]
 --- @include "now"
 --- @include "signal"
 --- @include "wait"
 --- @include "priority"
+--- @include "serial"
 local now = now_ms(ARGV[2])
 local batch = tonumber(ARGV[1])
 local moved = 0
 local next_due = -1
+local keyed = {}
 for z = 1, 2 do
   local ids = redis.call('ZRANGE', KEYS[z], '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   for _, id in ipairs(ids) do
-    redis.call('ZREM', KEYS[z], id)
     local v = redis.call('HGET', KEYS[3], id)
+    if z == 1 and v and is_keyed(v, 2) then
+      keyed[#keyed + 1] = id
+      v = nil
+    else
+      redis.call('ZREM', KEYS[z], id)
+    end
     if v then
       redis.call('HSET', KEYS[3], id, 'p' .. string.sub(v, 2))
       push_pending(KEYS[4], KEYS[6], id, msg_priority(v, 2), false)
@@ -40,4 +50,8 @@ end
 if moved > 0 then
   signal(KEYS[5])
 end
-return {moved, next_due}
+local out = {moved, next_due}
+for _, id in ipairs(keyed) do
+  out[#out + 1] = id
+end
+return out

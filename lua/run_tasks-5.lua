@@ -11,10 +11,11 @@ KEYS[4] wake       wake-up list idle workers block on
 KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] state      state char the tasks must be in: s r x
 ARGV[2..] ids
-An archived keyed task (key=, includes/serial: its message's array reaches the key field) is not
-moved: it would run beside its key's holder; the operator enqueues it again instead.
+An archived or scheduled keyed task (key=, includes/serial: its message's array reaches the key
+field) is not moved: it would run beside its key's holder (a scheduled one takes its turn when it
+falls due; an archived one is enqueued again instead).
 Returns one code per task: 1 = now pending, 0 = no such task, -5 = in another state, -9 = an
-archived keyed task (refused).
+archived or scheduled keyed task (refused).
 ]]
 --- @include "state"
 --- @include "signal"
@@ -25,7 +26,7 @@ local out, moved = {}, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local v, code = check_state(KEYS[1], KEYS[2], state, id)
-  if v and state == 'x' and is_keyed(v, 2) then
+  if v and (state == 'x' or state == 's') and is_keyed(v, 2) then
     v, code = nil, -9
   end
   if v then

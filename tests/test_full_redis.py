@@ -159,7 +159,7 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
 # a parent's end delivered to a child, and a child cancelled by a failed parent (refused when full:
 # the end stays in the outbox and the propagator delivers it once Redis has room)
 # and the janitor's release of a key whose task ended without releasing it (retried next sweep)
-OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting", "key_free"}
+OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting", "key_free", "key_gate"}
 
 
 def _cron_entry(h: H) -> Entry:

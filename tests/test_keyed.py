@@ -118,8 +118,7 @@ def test_bad_keys_are_typed_errors_and_nothing_queued_is_lost(backend: Any) -> N
         for bad in ("", 5, "x" * 2000):
             with pytest.raises(InvalidArgumentError):
                 c.enqueue("step", None, queue=Q, key=bad)
-        for extra in ({"process_in": 5}, {"group": "g"}, {"workers": ["w"]}, {"after": "x"}, {"unique": 60},
-                      {"debounce": 5}):
+        for extra in ({"group": "g"}, {"workers": ["w"]}, {"after": "x"}, {"unique": 60}, {"debounce": 5}):
             with pytest.raises(InvalidArgumentError):
                 c.enqueue("step", None, queue=Q, key="k", **extra)
         got = c.enqueue_many([("step", i, {"key": "m"}) for i in range(3)], queue=Q)
@@ -149,5 +148,33 @@ def test_cli_enqueue_key(backend: Any) -> None:
         return CliRunner().invoke(cli, ["enqueue", "step", "-q", Q, *args, "--redis-url", backend.url])
 
     assert "pending" in run("--key", "acct:1").output and "blocked" in run("--key", "acct:1").output
-    res = run("--key", "acct:1", "--in", "5")
+    assert "scheduled" in run("--key", "acct:1", "--in", "5").output
+    res = run("--key", "acct:1", "--group", "g")
     assert res.exit_code == 2 and "--key" in res.output + (res.stderr or "")
+
+
+def test_a_keyed_task_with_a_due_time_takes_its_turn_when_due(backend: Any) -> None:
+    """process_in with key=: scheduled until due, then it takes its key (or queues behind the
+    key's holder, here still running); "run now" is refused, an edit to "now" goes through the
+    key too."""
+    runs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.enqueue("step", {"key": "k", "n": 0, "ms": 800}, queue=Q, key="k", task_id="slow")
+            later = c.enqueue("step", {"key": "k", "n": 1}, queue=Q, key="k", task_id="later", process_in=0.2)
+            assert later.state is TaskState.SCHEDULED
+            with pytest.raises(TaskStateError, match="has a key"):
+                insp.run_task(Q, "later")
+            free = c.enqueue("step", {"key": "f", "n": 2}, queue=Q, key="f", task_id="free", process_in=0.2)
+            assert free.state is TaskState.SCHEDULED
+            c.enqueue("step", {"key": "e", "n": 3}, queue=Q, key="e", task_id="edited", process_in=3600)
+            insp.edit_task(Q, "edited", process_in=0)  # due now: through its key, like any due keyed task
+            async with serving(backend.new_async(), _mux(runs), queues=[Q], concurrency=5):
+                await until(lambda: insp.task_info(Q, "later").state is TaskState.BLOCKED, 5)
+                await until(lambda: sum(len(r) for r in runs.values()) == 4, 10)
+        assert [n for n, _, _ in runs["k"]] == [0, 1] and _serial(runs["k"])
+        assert [n for n, _, _ in runs["f"]] == [2] and [n for n, _, _ in runs["e"]] == [3]
+        assert not backend.sync.hlen(queue_keys(Q).keyheld) and stats(backend, Q).scheduled == 0
+
+    asyncio.run(main())

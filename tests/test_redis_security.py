@@ -31,7 +31,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "forget_gone", "cron_fire",
-               "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free"},
+               "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
                   "set_workers"},

@@ -191,6 +191,19 @@ class Done:
     result: bytes = b""  # the result (msgpack), b'' = None: for the task's children, if it has any
 
 
+class Forwarded(tuple):  # type: ignore[type-arg]
+    """What forward returns: (moved, ms until the next due task or -1), and ``keyed``: the due
+    keyed tasks it left in place, for :meth:`Broker.key_gate`."""
+
+    keyed: list[str]
+
+    @classmethod
+    def of(cls, moved: int, next_ms: int, keyed: list[str]) -> Forwarded:
+        f = cls((moved, next_ms))
+        f.keyed = keyed
+        return f
+
+
 class Finished(int):
     """A finishing script's success (equal to 1): ``late`` holds the inbox ids of waiters that
     started waiting after the enqueue, to notify with :meth:`Broker.reply` (usually empty)."""
@@ -298,6 +311,13 @@ class Broker:
                      q.archived, q.completed),
                     (id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", msg.key,
                      self.clock.script_now()))
+
+    def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[int]:
+        """A due keyed task takes its key (pending, 1) or queues behind it (blocked, 2); 0 = it
+        changed since ``read`` or is not due."""
+        q = queue_keys(queue)
+        return Call(int, "key_gate", (q.tasks, q.scheduled, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked,
+                                      q.keyheld, q.key_list(key)), (id_arg(id), key, read, self.clock.script_now()))
 
     def key_free(self, queue: str, key: str, holder: str) -> Call[int]:
         """Release ``key`` if ``holder`` still holds it and has ended (the janitor's repair)."""
@@ -690,10 +710,11 @@ class Broker:
     # -- background maintenance --------------------------------------------------------------
 
     def forward(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
-        """scheduled/retry -> pending when due. Returns (moved, ms until next due or -1)."""
+        """scheduled/retry -> pending when due. Returns (moved, ms until next due or -1), a
+        :class:`Forwarded` whose ``keyed`` names the due keyed tasks left for :meth:`key_gate`."""
         q = queue_keys(queue)
         return Call(
-            lambda r: (int(r[0]), int(r[1])),
+            lambda r: Forwarded.of(int(r[0]), int(r[1]), [_s(x) for x in r[2:]]),
             "forward",
             (q.scheduled, q.retry, q.tasks, q.pending, q.wake, q.prio),
             (batch, self.clock.script_now()),

@@ -441,8 +441,9 @@ class Plans:
             if code == NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
             if code == KEYED:
-                raise TaskStateError(f"cannot run archived task {id!r}: it has a key (key=), and running it from the "
-                                     "archive would run it beside its key's current task; enqueue it again instead")
+                raise TaskStateError(f"cannot run {state.value} task {id!r} now: it has a key (key=), and running it "
+                                     "would run it beside its key's current task (a scheduled one takes its turn "
+                                     "when due; enqueue an archived one again)")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing state; try again")
 
     def edit(self, queue: str, id: str, changes: dict[str, Any], max_payload_bytes: int = 1 << 20) -> Plan[TaskInfo]:
@@ -495,6 +496,9 @@ class Plans:
                 msg = msg.with_(max_retry=retry)
             if "priority" in changes:
                 msg = msg.with_(priority=priority)
+            if msg.key and state is S and (in_ms is not None and in_ms <= 0 or at_ms is not None
+                                           and at_ms <= self.b.clock.now_ms()):
+                at_ms, in_ms = None, 1  # a keyed task due now takes its turn through its key (forwarder)
             hint = -1
             while True:
                 res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]

@@ -389,10 +389,9 @@ def prepare(
         if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or not _is_text(key):
             raise InvalidArgumentError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters, "
                                        f"got {key!r}")
-        if group is not None or worker_list is not None or (runs or 1) > 1 or parents is not None or delay > 0 \
-                or mode:
-            raise InvalidArgumentError("key= (serial execution) cannot be combined with group, workers/runs, after, "
-                                       "process_at/process_in or throttle/debounce yet")
+        if group is not None or worker_list is not None or (runs or 1) > 1 or parents is not None or mode:
+            raise InvalidArgumentError("key= (serial execution) cannot be combined with group, workers/runs, after "
+                                       "or throttle/debounce yet")
 
     msg = Message(
         type=task_type,

@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from .broker import Broker, Call
+from .broker import Broker, Call, id_arg
+from .codec import decode
+from .errors import MalformedMessageError
 from .keys import queue_keys
+from .stored import message_of
 
 STALE = (b"c", b"x", b"b")
 """States of a holder that has ended (or never held the key: a stray 'blocked' id)."""
@@ -37,3 +40,30 @@ def sweep_keys(broker: Broker, queue: str, cursor: str, count: int = 100) -> Gen
     freed = yield [broker.key_free(queue, k.decode(errors="surrogateescape"), h.decode(errors="surrogateescape"))
                    for k, h in stale]
     return nxt, sum(1 for r in freed if r == 1)
+
+
+def gate_due(broker: Broker, queue: str, ids: list[str]) -> Generator[list[Call[Any]], list[Any], int]:
+    """The due keyed tasks the forwarder left in place: read each one's key from its message, then
+    ``key_gate`` it (it takes its key, or queues behind it). Returns how many were gated. A task
+    whose message cannot be read is gated under the key ``(unreadable)`` (it runs, and its worker
+    archives it as malformed)."""
+    q = queue_keys(queue)
+    values = (yield [Call(lambda r: r, command=("HMGET", q.tasks, *[id_arg(i) for i in ids]))])[0]
+    if isinstance(values, Exception):
+        raise values
+    calls = []
+    for id, v in zip(ids, values):
+        if not isinstance(v, bytes):
+            continue
+        try:
+            key = decode(message_of(v)).key or "(unreadable)"
+        except MalformedMessageError:
+            key = "(unreadable)"
+        calls.append(broker.key_gate(queue, id, key, v))
+    if not calls:
+        return 0
+    done = yield calls
+    for r in done:
+        if isinstance(r, Exception):
+            raise r
+    return sum(1 for r in done if r in (1, 2))

@@ -11,7 +11,9 @@ import logging
 from dataclasses import dataclass
 
 from ..core.keys import queue_keys
+from ..core.serial import gate_due
 from ..redisio.connection import REDIS_ERRORS
+from ..redisio.executor import arun_plan
 from .context import Context
 from .settings import ServerOptions
 
@@ -58,6 +60,15 @@ class Forwarder:
                 wait = min(wait, 1.0)
                 continue
             moved, next_ms = res
+            keyed = getattr(res, "keyed", [])
+            if keyed:  # due keyed tasks take their key or queue behind it (their key's list is named)
+                try:
+                    await arun_plan(ctx.exec, gate_due(ctx.broker, q, keyed))
+                except REDIS_ERRORS as exc:
+                    ctx.health.failed(f"gating due keyed tasks of queue {q}", exc)
+                    wait = min(wait, 1.0)
+                    continue
+                wait = 0.0  # forward again: the next due task's time
             if moved >= p.batch:
                 wait = 0.0
             elif next_ms >= 0:

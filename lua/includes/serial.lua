@@ -6,6 +6,10 @@
 --- ``id`` ended: if it holds ``key``, the next live task of the key's list becomes pending and the
 --- holder (ids whose task is gone or no longer blocked are skipped), or the key is freed.
 --- Returns the new holder's id, or false.
+--- key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now): a task
+--- of ``key`` comes in (enqueued, or due): it takes the key if it is free (a stale holder, one that
+--- ended or is gone, is released first) and is pending, else it waits at the back of the key's
+--- list, blocked. Returns 1 pending, 2 blocked.
 --- is_keyed(m, i): whether the message starting at byte i of m has a key (its array reaches the
 --- key field, codec's KEY_INDEX = 23: trailing defaults are left out of the encoding).
 --- @include "signal"
@@ -42,4 +46,29 @@ local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap
       return nxt
     end
   end
+end
+local function key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now)
+  local holder = redis.call('HGET', keyheld, key)
+  if holder == id then  -- its own key (a holder an operator postponed, now due again)
+    holder = nil
+  elseif holder then
+    local hv = redis.call('HGET', t, holder)
+    local st = hv and string.sub(hv, 1, 1)
+    if not hv or st == 'c' or st == 'x' or st == 'b' or st == 's' then  -- stale: free the key first
+      holder = key_release(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, holder)
+    end
+  end
+  if holder then
+    redis.call('HSET', t, id, 'b' .. msg)
+    redis.call('RPUSH', list, id)
+    redis.call('ZADD', blocked, now, id)
+    emit(events, cap, 'e', 'blocked', 'id', id, 'type', msg_type(msg))
+    return 2
+  end
+  redis.call('HSET', keyheld, key, id)
+  redis.call('HSET', t, id, 'p' .. msg)
+  push_pending(pending, prio, id, msg_priority(msg, 1))
+  signal(wake)
+  emit(events, cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
+  return 1
 end
