@@ -94,14 +94,16 @@ for k, i in ipairs(okpos) do
                 ARGV[base + 9], ok[k])
   end
 end
-local kids = redis.call('HMGET', KEYS[9], unpack(ok))
-for k, i in ipairs(okpos) do
-  if kids[k] and tell_children(KEYS[9], KEYS[10], ok[k], 'c', ARGV[2 + (i - 1) * 10 + 7]) then
-    out[i] = '!'
+if redis.call('EXISTS', KEYS[9], KEYS[11]) > 0 then  -- a queue that has workflows (one command if not)
+  local kids = redis.call('HMGET', KEYS[9], unpack(ok))
+  for k, i in ipairs(okpos) do
+    if kids[k] and tell_children(KEYS[9], KEYS[10], ok[k], 'c', ARGV[2 + (i - 1) * 10 + 7]) then
+      out[i] = '!'
+    end
   end
+  redis.call('HDEL', KEYS[11], unpack(ok))  -- the tasks are gone: their records as children and
+  redis.call('HDEL', KEYS[9], unpack(ok))   -- as parents go with them
 end
-redis.call('HDEL', KEYS[11], unpack(ok))  -- the tasks are gone: their records as children and
-redis.call('HDEL', KEYS[9], unpack(ok))   -- as parents go with them
 if #progressed > 0 then
   redis.call('HDEL', KEYS[5], unpack(progressed))
 end

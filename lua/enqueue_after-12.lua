@@ -34,13 +34,10 @@ Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, n
 --- @include "flow"
 --- @include "release"
 local id, msg, policy = ARGV[1], ARGV[2], ARGV[4]
-local status = new_id(KEYS[1], id, msg, ARGV[3] == '1')
-if status == 'own' then
-  return 1
-elseif status == 'taken' then
-  return -2
-elseif status == 'replace' then
-  forget_finished(KEYS[9], KEYS[10], id)
+-- stored waiting first (the first write: a full Redis refuses the call here, whole)
+local refused = store_new(KEYS[1], id, 'w', msg, ARGV[3] == '1', KEYS[2], 0, KEYS[9], KEYS[10])
+if refused then
+  return refused
 end
 local now = now_ms(ARGV[5])
 local early = {}
@@ -74,7 +71,6 @@ local cap = events_cap(KEYS[8])
 if left == 0 and not (failed and policy == 'c') then
   return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[11], KEYS[12], KEYS[7], cap, id, msg, due, now)
 end
-redis.call('HSET', KEYS[1], id, 'w' .. msg)
 redis.call('ZADD', KEYS[2], now, id)
 emit(KEYS[7], cap, 'e', 'waiting', 'id', id, 'type', msg_type(msg))
 if failed and policy == 'c' then

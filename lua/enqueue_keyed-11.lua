@@ -24,13 +24,10 @@ Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, n
 --- @include "newtask"
 --- @include "serial"
 local id, msg, key = ARGV[1], ARGV[2], ARGV[4]
-local status = new_id(KEYS[1], id, msg, ARGV[3] == '1')
-if status == 'own' then
-  return 1
-elseif status == 'taken' then
-  return -2
-elseif status == 'replace' then
-  forget_finished(KEYS[10], KEYS[11], id)
+-- stored blocked first (the first write: a full Redis refuses the call here, whole), then admitted
+local refused = store_new(KEYS[1], id, 'b', msg, ARGV[3] == '1', KEYS[9], 0, KEYS[10], KEYS[11])
+if refused then
+  return refused
 end
 return key_admit(KEYS[1], KEYS[8], KEYS[7], KEYS[2], KEYS[3], KEYS[4], KEYS[5], events_cap(KEYS[6]), KEYS[9], key, id,
                  msg, now_ms(ARGV[5]))

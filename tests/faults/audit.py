@@ -44,7 +44,7 @@ from asynqpy.redisio.connection import sync_client
 TESTS = Path(__file__).resolve().parent.parent
 ROOT = TESTS.parent
 CONTAINERS = {"p": "pending", "a": "lease", "s": "scheduled", "r": "retry", "x": "archived", "c": "completed",
-              "m": "targeted", "w": "waiting"}
+              "m": "targeted", "w": "waiting", "b": "blocked"}
 
 
 @dataclass
@@ -107,7 +107,7 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
         **{name: {x.decode() for x in r.zrange(getattr(q, attr), 0, -1)}
            for name, attr in (("lease", "lease"), ("scheduled", "scheduled"), ("retry", "retry"),
                               ("archived", "archived"), ("completed", "completed"), ("targeted", "targeted"),
-                              ("waiting", "waiting"))},
+                              ("waiting", "waiting"), ("blocked", "blocked"))},
     }
     values = r.hmget(q.tasks, list(acked)) if acked else []
     for (id, planned), value in zip(acked.items(), values):
