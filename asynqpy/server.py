@@ -194,10 +194,16 @@ class Server:
                 for t in stuck:
                     log.error("%s did not stop within %gs of being cancelled; leaving it", t.get_name(),
                               STOP_LOOPS_TIMEOUT)
-            if hb_task is not None:
-                hb_task.cancel()
-                await asyncio.gather(hb_task, return_exceptions=True)
-                await heartbeat.clear()
+            if hb_task is not None:  # bounded like the loops above: a heartbeat stuck in the client library's
+                hb_task.cancel()  # reconnection (seen once, just after a Redis restart) must not keep the server up
+                _, stuck_hb = await asyncio.wait([hb_task], timeout=STOP_LOOPS_TIMEOUT)
+                if stuck_hb:
+                    log.error("the heartbeat did not stop within %gs of being cancelled; leaving it",
+                              STOP_LOOPS_TIMEOUT)
+                try:
+                    await asyncio.wait_for(heartbeat.clear(), STOP_LOOPS_TIMEOUT)
+                except asyncio.TimeoutError:
+                    log.warning("could not unregister server within %gs", STOP_LOOPS_TIMEOUT)
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     self._loop.remove_signal_handler(sig)

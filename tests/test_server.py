@@ -372,3 +372,30 @@ def test_idle_server_stops_at_once_and_keeps_what_it_dequeued(backend: Any) -> N
     asyncio.run(main())
     s = stats(backend)
     assert s.active == 0 and s.pending + len(ran) == 1 and s.retry == 0
+
+
+def test_a_heartbeat_that_ignores_cancellation_does_not_keep_the_server_up(
+    backend: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once, under load, a server's stop waited on its heartbeat, cancelled inside a Redis call
+    just after a Redis restart. However the client library behaves, the stop is bounded: the
+    heartbeat is waited for like the other loops, then left with an error logged."""
+    from asynqpy import server as server_mod
+    from asynqpy.worker.heartbeat import Heartbeat
+
+    async def stubborn(self: Heartbeat) -> None:
+        for _ in range(2):  # swallows the server's cancellation (then the event loop's, at its close)
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue
+
+    monkeypatch.setattr(Heartbeat, "run", stubborn)
+    monkeypatch.setattr(server_mod, "STOP_LOOPS_TIMEOUT", 0.3)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), ServeMux(), queues=["hb"]):  # (its stop is awaited, bounded)
+            await asyncio.sleep(0.2)
+
+    asyncio.run(main())
+    assert any("heartbeat did not stop" in r.getMessage() for r in caplog.records)
