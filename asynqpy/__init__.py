@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.events import TaskEvent
     from .core.limits import QueueLimits
     from .core.mux import ServeMux
+    from .core.process import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
@@ -63,7 +64,8 @@ __all__ = [
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "ThrottledError",
-    "WorkerInfo", "Sig", "chain", "group",
+    "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
+    "ProcessNotFoundError", "Step",
 ]
 
 
@@ -78,6 +80,8 @@ _WHERE = {
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
     "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter", "QueueLimits": "core.limits",
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
+    "KEEP": "core.process", "Event": "core.process", "Input": "core.process", "Process": "core.process",
+    "ProcessError": "core.process", "ProcessNotFoundError": "core.process", "Step": "core.process",
 }
 
 

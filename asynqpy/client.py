@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .core import flows, tracing
+from .core import flows, processes, tracing
 from .core import options as opts
+from .core import process as proc
 from .core.broker import Broker, Call
 from .core.clock import Clock
 from .core.codec import Message
@@ -37,6 +38,8 @@ from .redisio.inbox import AsyncInbox, SyncInbox
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
+PROCESS_OPTIONS = frozenset({"queue", "max_retry", "timeout", "retention", "retry_delay", "headers", "priority"})
+"""The enqueue options a process input takes (its key, id and timing are the process's)."""
 """Tasks per enqueue_many script call."""
 
 
@@ -103,6 +106,24 @@ class _ClientCore:
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._registered: set[str] = set()
         self._derivers: dict[str, opts.Deriver] = {}
+
+    def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
+                       reply_to: str = "") -> opts.Prepared:
+        """A process input task, validated (docs/processes.md)."""
+        proc.validate_id(pid)
+        unknown = options.keys() - PROCESS_OPTIONS
+        if unknown:
+            raise InvalidArgumentError(opts.unknown_options("process input option", unknown, sorted(PROCESS_OPTIONS)))
+        return self._prepare(proc.task_type(proc.validate_type(ptype)), proc.input_payload(pid, kind, args),
+                             {**options, "key": proc.key_of(pid)}, reply_to)
+
+    @staticmethod
+    def _check_status(p: proc.Process, kind: str) -> None:
+        if kind == "call" and p.status == proc.ERROR:
+            raise proc.ProcessError(f"process {p.id!r} is in error (broken by input {p.broken_by}: {p.error}); "
+                                    "repair it first")
+        if kind == "repair" and p.status != proc.ERROR:
+            raise proc.ProcessError(f"process {p.id!r} is {p.status}, not in error: nothing to repair")
 
     def _deriver(self, template: opts.Prepared) -> opts.Deriver:
         return opts.Deriver(template, self.max_payload_bytes)
@@ -435,6 +456,59 @@ class Client(_ClientCore):
 
         return inbox.wait(p.id, limit, late=False, start=enqueue, on_progress=on_progress)
 
+    # -- durable processes (docs/processes.md) ----------------------------------------------------
+
+    def start_process(self, process_type: str, process_id: str, args: Any = None, **options: Any) -> bool:
+        """Start process ``process_id`` of ``process_type``: its ``init`` input is queued (its
+        processor runs with ``args``). Idempotent: False (nothing queued) if a process with this
+        id exists in the queue. ``options``: queue, max_retry, timeout, retention, retry_delay,
+        headers, priority (they apply to this input; its timers inherit them)."""
+        p = self._process_input(process_type, process_id, "init", args, options)
+        calls: list[Call[Any]] = []
+        if p.queue not in self._registered:
+            calls.append(self.broker.register_queues([p.queue]))
+        calls.append(self.broker.proc_start(p.queue, process_id, p.id, p.msg, p.data))
+        replies = self._run(calls)
+        _raise_any(replies)
+        self._registered.add(p.queue)
+        return bool(replies[-1])
+
+    def call_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
+                     queue: str = "default", **options: Any) -> Any:
+        """Send a ``call`` input to a running process and return its processor's response
+        (``Step.response``), pushed to this client when the input commits (no polling).
+        Raises ProcessNotFoundError, ProcessError (the process is in error: repair it),
+        TaskFailedError (the input failed for good), TimeoutError (``timeout`` s passed; the
+        input still runs)."""
+        return self._process_call(process_id, "call", args, timeout, queue, options)
+
+    def repair_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
+                       queue: str = "default", **options: Any) -> Any:
+        """Send a ``repair`` input to a process in error; its processor decides how to mend it (a
+        successful repair makes it running again). Returns the processor's response; errors as
+        :meth:`call_process` (ProcessError if the process is not in error)."""
+        return self._process_call(process_id, "repair", args, timeout, queue, options)
+
+    def _process_call(self, pid: str, kind: str, args: Any, timeout: float | None, queue: str,
+                      options: dict[str, Any]) -> Any:
+        found = run_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(pid), 0, 0))
+        self._check_status(found, kind)
+        p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue})
+        return self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**options, "queue": queue,
+                                                                           "key": p.msg.key})
+
+    def remove_process(self, process_id: str, *, queue: str = "default") -> bool:
+        """Queue a ``remove`` input: once the inputs before it ran, the process (record, history,
+        timer) is deleted. False if there is no such process."""
+        try:
+            found = run_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0, 0))
+        except proc.ProcessNotFoundError:
+            return False
+        p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
+        plan = self._plan([p])
+        self._results([p], plan, self._run(plan.calls), False)
+        return True
+
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks). False if it was already paused."""
         return bool(_one(self._run([self.broker.pause(queue)])))
@@ -559,6 +633,48 @@ class AsyncClient(_ClientCore):
             inbox.forget(p.id, fut)
             raise
         return await inbox.wait(p.id, fut, limit)
+
+    async def start_process(self, process_type: str, process_id: str, args: Any = None, **options: Any) -> bool:
+        """See :meth:`Client.start_process`."""
+        p = self._process_input(process_type, process_id, "init", args, options)
+        calls: list[Call[Any]] = []
+        if p.queue not in self._registered:
+            calls.append(self.broker.register_queues([p.queue]))
+        calls.append(self.broker.proc_start(p.queue, process_id, p.id, p.msg, p.data))
+        replies = await self._run(calls)
+        _raise_any(replies)
+        self._registered.add(p.queue)
+        return bool(replies[-1])
+
+    async def call_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
+                           queue: str = "default", **options: Any) -> Any:
+        """See :meth:`Client.call_process`."""
+        return await self._process_call(process_id, "call", args, timeout, queue, options)
+
+    async def repair_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
+                             queue: str = "default", **options: Any) -> Any:
+        """See :meth:`Client.repair_process`."""
+        return await self._process_call(process_id, "repair", args, timeout, queue, options)
+
+    async def _process_call(self, pid: str, kind: str, args: Any, timeout: float | None, queue: str,
+                            options: dict[str, Any]) -> Any:
+        found = await arun_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(pid), 0, 0))
+        self._check_status(found, kind)
+        p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue})
+        return await self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**options, "queue": queue,
+                                                                                 "key": p.msg.key})
+
+    async def remove_process(self, process_id: str, *, queue: str = "default") -> bool:
+        """See :meth:`Client.remove_process`."""
+        try:
+            found = await arun_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0,
+                                                               0))
+        except proc.ProcessNotFoundError:
+            return False
+        p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
+        plan = self._plan([p])
+        self._results([p], plan, await self._run(plan.calls), False)
+        return True
 
     async def pause(self, queue: str) -> bool:
         """See :meth:`Client.pause`."""

@@ -12,7 +12,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .core import cron, flows
+from .core import cron, flows, processes
 from .core import cron as _cron
 from .core import events as ev
 from .core import limits as _limits
@@ -23,6 +23,7 @@ from .core.flows import WorkflowNode
 from .core.inspection import DailyStats, GroupInfo, Plan, Plans, QueueInfo
 from .core.keys import queue_keys
 from .core.limits import QueueLimits
+from .core.process import Process
 from .core.server_record import ServerInfo, WorkerInfo
 from .core.signing import SigningKeys, make_signer
 from .core.task import TaskInfo, TaskState
@@ -132,6 +133,17 @@ class Inspector:
         waiting on it and their state; at most ``limit`` tasks. A task with neither parents nor
         children is its own one-node tree."""
         return self._run(flows.tree(queue, id, limit))
+
+    def process(self, queue: str, process_id: str, first: int = 0, count: int = 20) -> Process:
+        """A durable process (docs/processes.md): its status, state, timer and ``count`` events of
+        its history from event ``first`` (1-based; 0: its latest ``count``). Raises
+        ProcessNotFoundError."""
+        return self._run(processes.read(self._plans.b, queue, process_id, first, count))
+
+    def processes(self, queue: str, start: int = 0, count: int = 100) -> tuple[int, list[Process]]:
+        """(how many processes ``queue`` has, ``count`` of them from rank ``start``, the most
+        recently changed first; without their history)."""
+        return self._run(processes.listing(self._plans.b, queue, start, count))
 
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks); False if it already was."""
@@ -332,6 +344,14 @@ class AsyncInspector:
     async def workflow(self, queue: str, id: str, limit: int = 1000) -> list[WorkflowNode]:
         """See :meth:`Inspector.workflow`."""
         return await self._run(flows.tree(queue, id, limit))
+
+    async def process(self, queue: str, process_id: str, first: int = 0, count: int = 20) -> Process:
+        """See :meth:`Inspector.process`."""
+        return await self._run(processes.read(self._plans.b, queue, process_id, first, count))
+
+    async def processes(self, queue: str, start: int = 0, count: int = 100) -> tuple[int, list[Process]]:
+        """See :meth:`Inspector.processes`."""
+        return await self._run(processes.listing(self._plans.b, queue, start, count))
 
     async def pause(self, queue: str) -> bool:
         """See :meth:`Inspector.pause`."""

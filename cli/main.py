@@ -1,6 +1,6 @@
 """``asynqpy``: run workers, enqueue tasks, inspect and control queues, tasks and servers.
 
-The command tree: ``worker``, ``enqueue``, ``stats``, ``queue ...``, ``task ...``, ``server ...``
+The command tree: ``worker``, ``enqueue``, ``stats``, ``queue ...``, ``task ...``, ``process ...``, ``server ...``
 (and ``dash``, registered by cli/dash.py). User errors (bad arguments, unknown queue or task, a
 task in a state that forbids the action, Redis unreachable) print one line on stderr and exit with
 code 2; anything unexpected exits with 1.
@@ -279,7 +279,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.group(cls=LazyGroup, lazy={
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
-    "metrics": ".metrics:metrics", "web": ".web:web",
+    "metrics": ".metrics:metrics", "web": ".web:web", "process": ".process:process",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and exit.")

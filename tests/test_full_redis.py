@@ -23,6 +23,7 @@ from asynqpy.core.broker import Broker, Call
 from asynqpy.core.codec import Message, decode
 from asynqpy.core.cron import Entry, encode_entry, fire_call, make_entry
 from asynqpy.core.keys import queue_keys
+from asynqpy.core.process import Plan, new_record
 from asynqpy.core.task import TaskState
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.redisio.scripts import load_scripts
@@ -125,6 +126,13 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     # scheduler entries: an operator removes or pauses them on a full Redis (stopping an inflow)
     "cron_remove": (lambda h: _cron_entry(h), lambda h: h.b.cron_remove(Q, "e")),
     "cron_pause": (lambda h: _cron_entry(h), lambda h: h.b.cron_pause(Q, "e", True)),
+    # a process input's commit (its completion, with the process's events and state: the input's
+    # removals come first), and the read of a process
+    "proc_commit": (lambda h: (_active(h), h.r.hset(K.proc, "p", new_record("t"))),
+                    lambda h: h.b.proc_commit(Q, "a", "tok00001", h.active_msg("a").with_(key="proc:p"),
+                                              Plan("p", "init", expect=b"starting:0", state=b"\x01",
+                                                   events=[b"\x02"]))),
+    "proc_read": (lambda h: h.r.hset(K.proc, "p", new_record("t")), lambda h: h.b.proc_read(Q, "p")),
 }
 
 # scripts that store new tasks: refused whole when Redis is full
@@ -153,6 +161,8 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
                                                  [(b"1:q3:old", b"")]),
     # a keyed task (nothing stored: the producer gets RedisFullError)
     "enqueue_keyed": lambda h: h.b.enqueue_keyed(Q, "new", Message("t", key="k")),
+    # a process's start (its record and init input: nothing stored, the caller gets RedisFullError)
+    "proc_start": lambda h: h.b.proc_start(Q, "p", "new", Message("process:t", key="proc:p")),
 }
 # a running task's progress report: refused when full (the task goes on without it), see below;
 # a named limit's grant (refused when full: the handler gets the error and its task is retried)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from . import codec, workflow
+from . import codec, process, workflow
 from .clock import Clock
 from .codec import Message
 from .errors import (
@@ -324,6 +324,68 @@ class Broker:
         q = queue_keys(queue)
         return Call(int, "key_free", (q.tasks, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.events, q.conf,
                                       q.key_list(key)), (key, id_arg(holder)))
+
+    # -- durable processes (core/process.py, lua/includes/process.lua) -----------------------------
+
+    def proc_start(self, queue: str, pid: str, id: str, msg: Message, data: bytes | None = None) -> Call[int]:
+        """Create process ``pid`` (status starting) with its init input ``id``: 1 (init pending),
+        2 (init blocked behind inputs of an earlier process of the id), 0 (it exists: nothing
+        written)."""
+        q = queue_keys(queue)
+        return Call(_new_task_code(id, queue), "proc_start",
+                    (q.tasks, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld, q.key_list(msg.key),
+                     q.archived, q.completed, q.proc, q.procs),
+                    (id_arg(id), self.seal(queue, id, msg, data), msg.key, self.clock.script_now(), id_arg(pid),
+                     process.new_record(msg.type[len(process.TYPE_PREFIX):])))
+
+    def proc_read(self, queue: str, pid: str, first: int = 0, count: int = process.HISTORY_WINDOW) -> Call[Any]:
+        """A process's record and ``count`` events from event ``first`` (0: its last ``count``):
+        the raw reply (:func:`asynqpy.core.process.parse_read` reads it)."""
+        q = queue_keys(queue)
+        return Call(lambda r: r, "proc_read", (q.proc, q.hist), (id_arg(pid), first, count))
+
+    def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
+                    timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
+        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-23.lua``).
+        ``timer``: the (id, message) of the timeout input a plan that sets a timer schedules.
+        ``msg``: the input's message (with its completion written in, when it has a retention).
+        Raises LeaseLostError (also when the process changed since it was read: the input then
+        runs again after its lease) / TaskNotFoundError."""
+        q = queue_keys(queue)
+        processed_day, _ = self._day_keys(q)
+        parse = _finish_code("proc_commit", id)
+
+        def parse_commit(reply: Any) -> int:
+            if reply == CHANGED:
+                raise LeaseLostError(f"proc_commit: process {plan.pid} changed since input {id} read it; "
+                                     "nothing written (the input runs again after its lease)")
+            return parse(reply)
+
+        tid, tmsg = timer if timer is not None else ("", None)
+        return Call(
+            parse_commit, "proc_commit",
+            (q.tasks, q.lease, q.completed, q.processed, processed_day, q.progress, q.watch, q.inbox(msg.reply_to),
+             q.events, q.conf, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.key_list(msg.key), q.proc, q.procs,
+             q.hist, q.scheduled, q.tick, q.children, q.outbox),
+            (id_arg(id), token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms,
+             DAY_TTL_S, self.clock.script_now(), outcome, msg.retried + 1, id_arg(plan.pid), plan.kind,
+             b"" if plan.skipped else plan.expect, "k" if plan.state is None else "s", plan.state or b"",
+             workflow.rec_pack(plan.events), plan.timer if tmsg is not None or plan.timer != "s" else "k",
+             plan.timer_ms, id_arg(tid), self.seal(queue, tid, tmsg) if tmsg is not None else b"",
+             "1" if plan.remove else "0", msg.key,
+             b"" if plan.response is None else codec.encode_payload(plan.response, "response")),
+        )
+
+    def procs(self, queue: str, start: int, stop: int) -> Call[list[tuple[str, int]]]:
+        """Process ids of ``queue`` by last change, newest first, with the change's time (ms)."""
+        def parse(r: list[Any]) -> list[tuple[str, int]]:
+            pairs = r if r and isinstance(r[0], (list, tuple)) else list(zip(r[0::2], r[1::2]))
+            return [(_s(k), int(float(v))) for k, v in pairs]
+
+        return Call(parse, command=("ZREVRANGE", queue_keys(queue).procs, start, stop, "WITHSCORES"))
+
+    def procs_count(self, queue: str) -> Call[int]:
+        return Call(int, command=("ZCARD", queue_keys(queue).procs))
 
     def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
         day = self.clock.today()
@@ -636,9 +698,11 @@ class Broker:
 
     def archive(
         self, queue: str, id: str, token: str | bytes, msg: Message, max_size: int, max_age_ms: int,
-        sign: bool = True, recover: bool = False, outcome: bytes = b"",
+        sign: bool = True, recover: bool = False, outcome: bytes = b"", mark_process: bool = True,
     ) -> Call[int]:
         """active -> archived, trimming the archive to ``max_size`` tasks and ``max_age_ms``.
+        A process input's process is marked error (unless ``mark_process`` is False: an input
+        the process refused).
         ``sign`` False: the message is stored unsigned (a task the worker refused to trust must not
         become runnable by being archived). ``token`` and ``recover`` as for :meth:`retry`;
         ``outcome`` as for :meth:`done`."""
@@ -649,10 +713,10 @@ class Broker:
             "archive",
             (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
              q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to), q.events, q.conf,
-             q.children, q.outbox, *self._key_keys(q, msg)),
+             q.children, q.outbox, *self._key_keys(q, msg), q.proc, q.procs),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
              self.clock.script_now(), "1" if recover else "0", outcome, msg.retried + 1,
-             _event_text(msg.last_error), msg.key),
+             _event_text(msg.last_error), msg.key, process.process_of(msg) if mark_process else ""),
         )
 
     def progress(self, queue: str, id: str, token: str, msg: Message, value: bytes, push: bytes = b"") -> Call[int]:

@@ -104,14 +104,16 @@ class QueueKeys:
     child id -> its record: parents, how each ended, results), children (HASH parent id -> the refs
     of the tasks waiting on it), outbox (STREAM of parents' ends not yet delivered to children);
     keyed serial execution (lua/includes/serial.lua): blocked (ZSET of tasks waiting behind their
-    key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`).
+    key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`);
+    durable processes (lua/includes/process.lua): proc (HASH process id -> record), procs (ZSET
+    process id -> last change), hist (HASH '<process id>:<n>' -> event).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -151,6 +153,9 @@ class QueueKeys:
         self.outbox = base + "outbox"
         self.blocked = base + "blocked"
         self.keyheld = base + "keyheld"
+        self.proc = base + "proc"
+        self.procs = base + "procs"
+        self.hist = base + "hist"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""

@@ -56,6 +56,23 @@ class ServeMux:
 
         return register(handler) if handler is not None else register
 
+    def process(self, process_type: str, *, history: int = 20) -> Callable[[Any], Any]:
+        """Register a processor for the durable processes of ``process_type`` (a decorator;
+        docs/processes.md): ``fn(process, input) -> Step | None``, async or plain. Its inputs are
+        tasks of type ``process:<process_type>``. ``history``: how many of the process's latest
+        events the processor gets in ``process.history``."""
+        from .process import ProcessHandler, task_type, validate_type
+
+        pattern = task_type(validate_type(process_type))
+
+        def register(fn: Any) -> Any:
+            if not callable(fn):
+                raise InvalidArgumentError(f"the processor of {process_type!r} is not callable")
+            self.handle(pattern, ProcessHandler(process_type, fn, history))
+            return fn
+
+        return register
+
     def use(self, *middleware: Middleware) -> None:
         """Add middleware: ``mw(next_handler) -> handler``, both async callables taking a Task."""
         for mw in middleware:

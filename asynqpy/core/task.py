@@ -100,7 +100,8 @@ class Task:
     datetime this attempt must finish by, or None) and ``result`` (what :meth:`write_result` set).
     """
 
-    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result", "_record")
+    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result", "_record",
+                 "_proc")
 
     def __init__(
         self,
@@ -123,6 +124,7 @@ class Task:
         self._report: Callable[[bytes, Any], None] | None = None  # set by the worker running it
         self._max_result = MAX_RESULT_BYTES  # the server's max_result_bytes, set by the worker
         self._record: Any = None  # a workflow task's record (core.workflow.Record), set by the worker
+        self._proc: Any = None  # a process input: the process as read, then the commit's plan (core.process)
 
     @property
     def type(self) -> str:

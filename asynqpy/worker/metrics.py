@@ -14,7 +14,12 @@ one, which records:
 - ``asynqpy_tasks_in_flight{queue}``: handlers running now (gauge);
 - ``asynqpy_loop_duration_seconds{loop}``: one pass of the server's own loops (forwarder,
   recoverer, janitor) and each dequeue and acknowledgement write (histogram; after the
-  progressor's per-phase histograms).
+  progressor's per-phase histograms);
+- ``asynqpy_process_phase_seconds{type,phase}``: durable processes (docs/processes.md): ``read``
+  (reading the process before its processor runs), ``processing`` (the processor ran) and
+  ``commit`` (from the processor's return to its step written, atomically with the input's
+  completion) per process type (histogram). Timer scanning and zombie collection are the
+  ``forwarder`` and ``recoverer`` passes of ``asynqpy_loop_duration_seconds``.
 
 With ``asynqpy worker --processes N`` the supervisor serves the sum of its processes' metrics
 (prometheus-client's multiprocess mode: each process writes its values to files in a directory the
@@ -52,6 +57,9 @@ class WorkerMetrics:
 
     def loop(self, name: str, seconds: float) -> None:
         """One pass of a loop (or one dequeue / acknowledgement write) took ``seconds``."""
+
+    def process_phase(self, process_type: str, phase: str, seconds: float) -> None:
+        """A phase of a process input (read, processing, commit) took ``seconds``."""
 
     def serve(self, port: int, host: str) -> None:
         """Serve ``/metrics`` on ``host:port`` (in a thread)."""
@@ -97,6 +105,9 @@ class PrometheusMetrics(WorkerMetrics):
         self._loop = pc.Histogram("asynqpy_loop_duration_seconds",
                                   "Seconds one pass of a server loop (forwarder, recoverer, janitor), one dequeue "
                                   "or one acknowledgement write took.", ["loop"], buckets=LOOP_BUCKETS, **reg)
+        self._process = pc.Histogram("asynqpy_process_phase_seconds",
+                                     "Seconds a phase of a process input (read, processing, commit) took.",
+                                     ["type", "phase"], buckets=DURATION_BUCKETS, **reg)
 
     def started(self, queue: str, task_type: str, wait: float | None) -> None:
         self._in_flight.labels(queue).inc()
@@ -112,6 +123,9 @@ class PrometheusMetrics(WorkerMetrics):
 
     def loop(self, name: str, seconds: float) -> None:
         self._loop.labels(name).observe(seconds)
+
+    def process_phase(self, process_type: str, phase: str, seconds: float) -> None:
+        self._process.labels(process_type, phase).observe(seconds)
 
     def serve(self, port: int, host: str) -> None:
         try:

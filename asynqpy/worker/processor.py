@@ -37,7 +37,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import codec, tracing
+from ..core import codec, process, tracing
 from ..core.broker import Call, Dequeued, Done, Finished
 from ..core.codec import Message
 from ..core.errors import (
@@ -55,6 +55,7 @@ from ..core.errors import (
 )
 from ..core.keys import queue_keys
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
+from ..core.options import new_task_id
 from ..core.results import pack_outcome, pack_progress
 from ..core.retry import default_retry_delay
 from ..core.signing import run_message
@@ -115,6 +116,7 @@ class _Outcome:
     call: Call[Any] | Done  # a Done is acknowledged with the other Dones of its queue, in one call
     attempts: int = 0
     what: str = field(default="")
+    since: float = 0.0  # (a process input's commit) when its outcome was decided, for its metric
 
 
 def _is_async(fn: Any) -> bool:
@@ -481,11 +483,46 @@ class Processor:
         chain = self._chains.get(task_type)
         if chain is None:
             fn = self.mux.match(task_type) or not_found
-            chain = fn if _is_async(fn) else self._threaded(fn)
+            if isinstance(fn, process.ProcessHandler):
+                chain = self._process_chain(fn)
+            else:
+                chain = fn if _is_async(fn) else self._threaded(fn)
             for mw in reversed(self.mux.middleware):
                 chain = mw(chain)
             self._chains[task_type] = chain
         return chain
+
+    def _process_chain(self, h: process.ProcessHandler) -> AsyncHandler:
+        """A process type's inputs: read the process, run the processor (a plain one in the thread
+        pool), leave the plan of its commit in ``task._proc`` (written by :meth:`_outcome`)."""
+        async def run(task: Task) -> None:
+            parsed = process.parse_input(task.type, task.message.key, task.payload)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            if parsed is not None:
+                reply = await self.ctx.exec.run(self.ctx.broker.proc_read(task.queue, parsed[0], 0, h.history))
+                if reply:
+                    rec = process.parse_record(parsed[0], reply[0])
+                    first = int(reply[1])
+                    task._proc = (rec, [process.parse_event(first + i, v) for i, v in enumerate(reply[2:]) if v])
+            plan, proc, inp = h.prepare(task)
+            if plan is not None:
+                task._proc = plan
+                return
+            assert proc is not None
+            if self.ctx.metrics.enabled:
+                self.ctx.metrics.process_phase(h.type, "read", loop.time() - started)
+            started = loop.time()
+            if h.is_async:
+                step = await h.fn(proc, inp)  # type: ignore[misc]
+            else:
+                ctx = contextvars.copy_context()
+                step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
+            if self.ctx.metrics.enabled:
+                self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
+            h.finish(task, step, self.ctx.clock.now_ms())
+
+        return run
 
     def _threaded(self, fn: Handler) -> AsyncHandler:
         async def call(task: Task) -> Any:
@@ -545,6 +582,8 @@ class Processor:
             r.ended = (True, result)
             if r.run_of:  # a run of a targeted task: its record says the worker succeeded
                 return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token), "run"
+            if isinstance(r.task._proc, process.Plan):
+                return self._commit_call(r, r.task._proc), "complete"
             reply = pack_outcome(r.id, True, result) if r.msg.reply_to else b""
             if r.msg.retention_ms > 0:
                 msg = r.msg.with_(completed_at_ms=self.ctx.clock.now_ms(), result=result)
@@ -581,7 +620,7 @@ class Processor:
             log.warning("task failed after %.3fs, archiving it%s: %s error=%s", took, why, r.fields, text,
                         exc_info=None if quiet else error, extra=extra)
             self._on_failure(r, error, False)
-            return self._archive_call(r, failed), "archive"
+            return self._archive_call(r, failed, mark_process=not isinstance(error, process.Refused)), "archive"
         delay = self._retry_delay(r, error)
         log.warning("task failed after %.3fs, retrying in %.1fs: %s error=%s", took, delay, r.fields, text,
                     exc_info=None if quiet else error, extra={**extra, "retry_in": delay})
@@ -628,7 +667,24 @@ class Processor:
                       describe(exc))
             return default_retry_delay(r.msg.retried, error, r.task)
 
-    def _archive_call(self, r: Running, msg: Message, sign: bool = True) -> Call[Any]:
+    def _commit_call(self, r: Running, plan: process.Plan) -> Call[Any]:
+        """The input's completion with the processor's step (``proc_commit``); a timer it set is a
+        new timeout input with the input's own options."""
+        now = self.ctx.clock.now_ms()
+        r.ended = (True, plan.response)
+        timer = None
+        if plan.timer == "s" and not plan.skipped and not plan.remove:
+            pid = plan.pid
+            tmsg = Message(type=r.msg.type, payload=process.input_payload(pid, "timeout", None), enqueued_at_ms=now,
+                           max_retry=r.msg.max_retry, timeout_ms=r.msg.timeout_ms, retention_ms=r.msg.retention_ms,
+                           retry_delay_ms=r.msg.retry_delay_ms, headers=r.msg.headers, priority=r.msg.priority,
+                           key=r.msg.key)
+            timer = (new_task_id(), tmsg)
+        reply = pack_outcome(r.id, True, plan.response) if r.msg.reply_to else b""
+        msg = r.msg.with_(completed_at_ms=now, result=plan.response) if r.msg.retention_ms > 0 else r.msg
+        return self.ctx.broker.proc_commit(r.queue, r.id, r.token, msg, plan, timer, reply)
+
+    def _archive_call(self, r: Running, msg: Message, sign: bool = True, mark_process: bool = True) -> Call[Any]:
         r.ended = (False, msg.last_error)
         if r.run_of:  # the run's failure archives the targeted task at once
             return self.ctx.broker.run_end(r.queue, r.run_of, msg, "f", run=r.id, token=r.token, failed=msg,
@@ -636,7 +692,7 @@ class Processor:
         reply = pack_outcome(r.id, False, msg.last_error) if msg.reply_to else b""
         return self.ctx.broker.archive(
             r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign,
-            outcome=reply,
+            outcome=reply, mark_process=mark_process,
         )
 
     # -- 4. writing: _finish -> _write -> _write_loop (outcomes of tasks that finish together, pipelined) ---
@@ -644,7 +700,9 @@ class Processor:
     def _write(self, r: Running, call: Call[Any] | Done, what: str) -> None:
         if self.ctx.metrics.enabled:
             self._count(r, what)
-        self._outcomes.append(_Outcome(r, call, what=what))
+        since = asyncio.get_running_loop().time() if r.task is not None and isinstance(r.task._proc, process.Plan) \
+            else 0.0
+        self._outcomes.append(_Outcome(r, call, what=what, since=since))
         self._writes_idle.clear()
         self._outcome_ready.set()
 
@@ -663,6 +721,9 @@ class Processor:
             replies: list[Call[Any]] = []
             for o, res in zip(batch, results):
                 r = o.running
+                if o.since and self.ctx.metrics.enabled and not isinstance(res, Exception):
+                    self.ctx.metrics.process_phase(r.msg.type[len(process.TYPE_PREFIX):], "commit",
+                                                   loop.time() - o.since)
                 if isinstance(res, Finished) and res.told:
                     self.ctx.kick_outbox(r.queue)
                 if isinstance(res, Finished) and res.late and r.ended is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis.asyncio as aredis
 
-from asynqpy import App, ServeMux, Task
+from asynqpy import App, Input, Process, ServeMux, Step, Task
 
 mux = ServeMux()
 _rec: aredis.Redis | None = None
@@ -39,6 +39,32 @@ async def job(task: Task) -> str:
         raise RuntimeError("planned failure")
     await recorder().rpush("ends", f"{task.id}|{task.retry_count}|{time.time():.6f}|{os.getpid()}")
     return f"{task.id}|{task.retry_count}"
+
+
+TICKS = 3
+
+
+@mux.process("ledger")
+async def ledger(p: Process, i: Input) -> Step:
+    """A durable process (tests/faults/test_process_kill.py): each call input appends its number
+    ``n`` and adds it to the state; init starts a timer that ticks TICKS times, 0.3 s apart.
+    Starts and ends are recorded like the job's (input id, attempt - 1)."""
+    a: dict[str, Any] = i.args or {}
+    await recorder().rpush("starts", f"{i.task_id}|{i.attempt - 1}|{time.time():.6f}|{os.getpid()}")
+    if a.get("ms"):
+        await asyncio.sleep(a["ms"] / 1000)
+    st = dict(p.state or {"count": 0, "sum": 0, "ticks": 0})
+    if i.kind == "init":
+        step = Step(events=["init"], state=st, timer=0.3)
+    elif i.kind == "timeout":
+        st["ticks"] += 1
+        step = Step(events=["tick"], state=st, timer=0.3 if st["ticks"] < TICKS else None)
+    else:
+        st["count"] += 1
+        st["sum"] += a["n"]
+        step = Step(events=[a["n"]], state=st)
+    await recorder().rpush("ends", f"{i.task_id}|{i.attempt - 1}|{time.time():.6f}|{os.getpid()}")
+    return step
 
 
 def _aggregate(group: str, tasks: list[Task]) -> tuple[str, dict[str, Any], dict[str, Any]]:

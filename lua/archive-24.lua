@@ -24,6 +24,8 @@ KEYS[19] pending       pending list (the key's next task is made pending)
 KEYS[20] prio          pending ids of priorities other than the default (includes/priority)
 KEYS[21] wake          wake-up list idle workers block on
 KEYS[22] keylist       the task's key's list (a placeholder when it has no key)
+KEYS[23] proc          proc hash (includes/process): a process input's process is marked error
+KEYS[24] procs         procs zset: process id -> last change (ms)
 ARGV[1] id
 ARGV[2] token          the lease token of the run being finished (the worker's, or the one the
                        recoverer read with the expired lease)
@@ -37,6 +39,7 @@ ARGV[9] payload        the outcome for the waiting client (msgpack [id, 'x', err
 ARGV[10] attempt       the failed attempt's number (for the events)
 ARGV[11] error         its error (for the events)
 ARGV[12] key           the task's key ('' = none): released to the next task of the key
+ARGV[13] pid           a process input: its process id, marked error, broken by this input ('' = none)
 Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify, with the
 token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
@@ -50,6 +53,7 @@ token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not he
 --- @include "events"
 --- @include "flow"
 --- @include "serial"
+--- @include "process"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -68,5 +72,8 @@ emit_failure(KEYS[13], KEYS[14], ARGV[8] == '1', ARGV[3], id, ARGV[10], 'e', 'ar
 if ARGV[12] ~= '' then
   key_release(KEYS[1], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[13], events_cap(KEYS[14]), KEYS[22],
               ARGV[12], id)
+end
+if ARGV[13] ~= '' then
+  proc_mark_error(KEYS[23], KEYS[24], ARGV[13], id, ARGV[11], now)
 end
 return told(notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9]), tell_children(KEYS[15], KEYS[16], id, 'x', ''))

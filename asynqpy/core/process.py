@@ -1,0 +1,372 @@
+"""Durable processes, sans I/O (docs/processes.md; docs/architecture.md "Durable processes").
+
+A process (a payment, an order) is an instance of a process *type* with an id, a status, a state
+and an append-only history of events. Everything that happens to it is an *input*, a task of type
+``process:<type>`` with the key ``proc:<id>`` (keyed serial execution: the inputs of one process
+run one at a time, in order, across all workers):
+
+- ``init`` (``start_process``), ``call`` (``call_process``: the caller waits for the response),
+  ``timeout`` (a timer the processor set), ``repair`` (``repair_process``, for a process in error),
+  ``remove`` (``remove_process``).
+
+The worker reads the process (``proc_read``), the processor turns (process, input) into a
+:class:`Step` (events to append, the new state, the next timer, a response, or removal), and
+``proc_commit`` writes the step in the script that completes the input: the record, the events
+(numbered), the timer (a scheduled input), the caller's response, the key's release. An input
+that fails for good is archived by ``archive``, which also marks the process ``error``.
+
+This module holds the formats (the record, history entries, input payloads), the processor-facing
+types, and the decisions that need no I/O.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import msgpack
+
+from . import codec
+from .errors import AsynqpyError, InvalidArgumentError, SkipRetry
+from .task import Task
+from .workflow import rec_pack, rec_unpack
+
+TYPE_PREFIX = "process:"
+"""Task type of a process type's inputs: ``process:<type>``."""
+KEY_PREFIX = "proc:"
+"""Key (keyed serial execution) of a process's inputs: ``proc:<id>``."""
+KINDS = ("init", "call", "timeout", "repair", "remove")
+MAX_ID_LEN = 200
+HISTORY_WINDOW = 20
+"""Events of its recent history a processor sees by default (``history=`` of ``mux.process``)."""
+
+RUNNING, STARTING, ERROR = "running", "starting", "error"
+
+
+class ProcessError(AsynqpyError):
+    """A process operation cannot be done in the process's present status (a call to a process in
+    error, a repair of one that is not)."""
+
+
+class ProcessNotFoundError(ProcessError):
+    """No process has this id in this queue (never started, or removed)."""
+
+
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+"""A :class:`Step` field left as it was (the state, the timer)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a process's history: ``id`` (1, 2, ... in order), ``at`` (UTC, Redis clock),
+    ``input`` (the id of the input task that appended it), ``kind`` (that input's kind) and
+    ``data`` (what the processor returned as the event)."""
+
+    id: int
+    at: datetime
+    input: str
+    kind: str
+    data: Any
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process as its processor and :meth:`asynqpy.Inspector.process` see it.
+
+    ``status``: ``starting`` (its init input has not committed), ``running`` or ``error`` (an input
+    failed for good: ``broken_by`` names it, ``error`` says why; only repair and remove inputs are
+    taken until a repair succeeds). ``state``: the processor's latest state. ``history``: recent
+    events (the processor gets the last ``history=`` of them; the Inspector pages).
+    ``events``: how many events it has. ``timer``: when its pending timer fires (None: none)."""
+
+    id: str
+    type: str
+    status: str
+    state: Any
+    events: int
+    history: list[Event] = field(default_factory=list)
+    timer: datetime | None = None
+    timer_id: str = ""
+    created: datetime | None = None
+    updated: datetime | None = None
+    broken_by: str = ""
+    error: str = ""
+    queue: str = "default"
+
+
+@dataclass(frozen=True)
+class Input:
+    """What a processor is given to act on: ``kind`` (init, call, timeout, repair), ``args`` (the
+    caller's), ``task_id`` (the input task's id) and ``attempt`` (1 on the first run; a retry after
+    a failure or a crash runs the same input again from the same process state)."""
+
+    kind: str
+    args: Any
+    task_id: str
+    attempt: int
+
+
+@dataclass
+class Step:
+    """What a processor returns (None = a Step that changes nothing).
+
+    ``events``: values appended to the history, in order. ``state``: the new state (:data:`KEEP`:
+    unchanged). ``timer``: run a ``timeout`` input in this many seconds, or at this datetime;
+    None cancels the pending timer; :data:`KEEP` leaves it. ``response``: what a ``call_process``
+    caller gets back. ``remove``: delete the process (record and history) once this step is
+    written."""
+
+    events: Sequence[Any] = ()
+    state: Any = KEEP
+    timer: Any = KEEP
+    response: Any = None
+    remove: bool = False
+
+
+Processor = Callable[[Process, Input], Step | None | Awaitable[Step | None]]
+
+
+def validate_id(pid: object) -> str:
+    if not isinstance(pid, str) or not pid or len(pid) > MAX_ID_LEN or not pid.isprintable():
+        raise InvalidArgumentError(f"a process id must be a non-empty printable string of at most {MAX_ID_LEN} "
+                                   f"characters, got {pid!r}")
+    return pid
+
+
+def validate_type(ptype: object) -> str:
+    if not isinstance(ptype, str) or not ptype or len(ptype) > 200 or not ptype.isprintable():
+        raise InvalidArgumentError(f"a process type must be a non-empty printable string, got {ptype!r}")
+    return ptype
+
+
+def task_type(ptype: str) -> str:
+    return TYPE_PREFIX + ptype
+
+
+def key_of(pid: str) -> str:
+    return KEY_PREFIX + pid
+
+
+def input_payload(pid: str, kind: str, args: Any) -> dict[str, Any]:
+    """The payload of an input task."""
+    return {"p": pid, "i": kind, "a": args}
+
+
+def parse_input(task_type_: str, key: str, payload: Any) -> tuple[str, str, Any] | None:
+    """(process id, kind, args) of an input task, or None if the task is not one."""
+    if not task_type_.startswith(TYPE_PREFIX) or not key.startswith(KEY_PREFIX) or not isinstance(payload, dict):
+        return None
+    pid, kind = payload.get("p"), payload.get("i")
+    if not isinstance(pid, str) or kind not in KINDS or key != KEY_PREFIX + pid:
+        return None
+    return pid, kind, payload.get("a")
+
+
+def process_of(msg: codec.Message) -> str:
+    """The id of the process an input message belongs to ('' for other tasks): the archive
+    script marks that process ``error``."""
+    if msg.type.startswith(TYPE_PREFIX) and msg.key.startswith(KEY_PREFIX):
+        return msg.key[len(KEY_PREFIX):]
+    return ""
+
+
+# -- the record (lua/includes/process.lua keeps the same layout) --------------------------------
+
+R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR = range(10)
+
+
+def new_record(ptype: str) -> bytes:
+    """A started process's record before its init commits (times are set by the script)."""
+    return rec_pack([ptype.encode(), STARTING.encode(), b"", b"0", b"", b"", b"", b"", b"", b""])
+
+
+def _ms(v: bytes) -> datetime | None:
+    return datetime.fromtimestamp(int(v) / 1000, timezone.utc) if v else None
+
+
+def _unpack(v: bytes) -> Any:
+    return msgpack.unpackb(v, raw=False, strict_map_key=False) if v else None
+
+
+@dataclass(frozen=True)
+class Record:
+    """A process's record as read (``raw``: the fields, for the commit's check)."""
+
+    id: str
+    fields: list[bytes]
+
+    @property
+    def status(self) -> str:
+        return self.fields[R_STATUS].decode()
+
+    @property
+    def count(self) -> int:
+        return int(self.fields[R_N] or b"0")
+
+    @property
+    def timer_id(self) -> str:
+        return self.fields[R_TIMER].decode()
+
+    @property
+    def expect(self) -> bytes:
+        """What ``proc_commit`` checks the record still is: its status and event count."""
+        return self.fields[R_STATUS] + b":" + self.fields[R_N]
+
+    def view(self, history: list[Event], queue: str) -> Process:
+        f = self.fields
+        return Process(id=self.id, type=f[R_TYPE].decode(), status=self.status, state=_unpack(f[R_STATE]),
+                       events=self.count, history=history, timer=_ms(f[R_DUE]) if f[R_TIMER] else None,
+                       timer_id=self.timer_id, created=_ms(f[R_CREATED]), updated=_ms(f[R_UPDATED]),
+                       broken_by=f[R_BROKEN].decode(), error=f[R_ERROR].decode(errors="replace"), queue=queue)
+
+
+def parse_record(pid: str, raw: bytes) -> Record:
+    return Record(pid, rec_unpack(raw))
+
+
+def parse_event(eid: int, raw: bytes) -> Event:
+    at, input_id, kind, data = rec_unpack(raw)
+    return Event(eid, _ms(at) or datetime.fromtimestamp(0, timezone.utc), input_id.decode(), kind.decode(),
+                 _unpack(data))
+
+
+def parse_read(pid: str, reply: Any, queue: str) -> Process | None:
+    """The reply of ``proc_read`` ({record, first event id, entries...}; {} = no such process)."""
+    if not reply:
+        return None
+    rec = parse_record(pid, reply[0])
+    first = int(reply[1])
+    events = [parse_event(first + i, raw) for i, raw in enumerate(reply[2:]) if raw]
+    return rec.view(events, queue)
+
+
+# -- deciding what an input does ------------------------------------------------------------------
+
+
+class Refused(SkipRetry):
+    """An input the process cannot take in its present status (a call to a process in error or
+    removed): archived at once, the caller told why; the process is not touched."""
+
+
+@dataclass
+class Plan:
+    """What ``proc_commit`` writes for an input (built by :func:`decide` / :func:`plan_step`)."""
+
+    pid: str
+    kind: str
+    expect: bytes = b""  # the record's status:count as read (b'' = skip: complete the input only)
+    status: str = RUNNING
+    state: bytes | None = None  # None = keep
+    events: list[bytes] = field(default_factory=list)
+    timer: str = "k"  # 'k' keep, 'x' cancel, 's' set
+    timer_ms: int = 0  # 's': the delay
+    remove: bool = False
+    response: Any = None
+    skipped: bool = False
+
+
+def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None:
+    """Whether the processor runs for this input (None) or the input ends without it (a Plan
+    that only completes it, or :class:`Refused` raised)."""
+    if kind == "init":
+        if rec is None or rec.status != STARTING:  # started already (a second start): nothing to do
+            return Plan(pid, kind, skipped=True)
+        return None
+    if kind == "timeout":
+        if rec is None or rec.status == ERROR or rec.timer_id != task_id:
+            return Plan(pid, kind, skipped=True)  # a stale timer (replaced, cancelled) or a broken process
+        return None
+    if kind == "remove":
+        if rec is None:
+            return Plan(pid, kind, skipped=True)
+        return Plan(pid, kind, expect=rec.expect, remove=True)
+    if rec is None:
+        raise Refused(f"no process {pid!r} (never started, or removed)")
+    if kind == "call" and rec.status == ERROR:
+        raise Refused(f"process {pid!r} is in error (broken by input {rec.fields[R_BROKEN].decode()}: "
+                      f"{rec.fields[R_ERROR].decode(errors='replace')}); repair it first")
+    if kind == "repair" and rec.status != ERROR:
+        raise Refused(f"process {pid!r} is {rec.status}, not in error: nothing to repair")
+    return None
+
+
+def _delay_ms(timer: Any, now_ms: int) -> int:
+    if isinstance(timer, datetime):
+        if timer.tzinfo is None:
+            raise InvalidArgumentError("a timer datetime must be timezone-aware")
+        return max(0, int(timer.timestamp() * 1000) - now_ms)
+    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not 0 <= timer < math.inf:
+        raise InvalidArgumentError(f"Step.timer must be seconds >= 0, a datetime, None or KEEP, got {timer!r}")
+    return int(timer * 1000)
+
+
+def plan_step(pid: str, kind: str, rec: Record | None, step: Any, now_ms: int) -> Plan:
+    """The commit of what the processor returned (raises InvalidArgumentError for a malformed
+    Step: the input fails, and is retried or archived like any failure)."""
+    if step is None:
+        step = Step()
+    if not isinstance(step, Step):
+        raise InvalidArgumentError(f"a processor returns a Step or None, got {type(step).__name__}")
+    plan = Plan(pid, kind, expect=rec.expect if rec is not None else b"", remove=bool(step.remove),
+                response=step.response)
+    if step.state is not KEEP:
+        plan.state = codec.encode_payload(step.state, "process state") if step.state is not None else b""
+    if isinstance(step.events, (str, bytes)) or not isinstance(step.events, Sequence):
+        raise InvalidArgumentError("Step.events is a list of values")
+    plan.events = [codec.encode_payload(e, "event") for e in step.events]
+    if step.timer is None:
+        plan.timer = "x"
+    elif step.timer is not KEEP:
+        plan.timer, plan.timer_ms = "s", _delay_ms(step.timer, now_ms)
+    codec.encode_payload(step.response, "response")
+    return plan
+
+
+def error_of(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ProcessHandler:
+    """The mux handler of a process type's inputs (``mux.process``): runs the processor with the
+    process the worker read (``task._proc``: a (Record | None, history) pair) and leaves the
+    :class:`Plan` in ``task._proc`` for the worker's commit."""
+
+    def __init__(self, ptype: str, fn: Processor, history: int = HISTORY_WINDOW) -> None:
+        self.type = validate_type(ptype)
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+        if isinstance(history, bool) or not isinstance(history, int) or not 0 <= history <= 1000:
+            raise InvalidArgumentError(f"history must be an int from 0 to 1000, got {history!r}")
+        self.history = history
+
+    async def __call__(self, task: Task) -> None:
+        raise ProcessError("a processor runs in a server, which reads and writes its process; it cannot be called "
+                           "as a plain handler")
+
+    def __repr__(self) -> str:
+        return f"<process {self.type} {getattr(self.fn, '__qualname__', self.fn)!r}>"
+
+    def prepare(self, task: Task) -> tuple[Plan | None, Process | None, Input]:
+        """(a plan that ends the input without the processor, or None; the process; the input)."""
+        parsed = parse_input(task.type, task.message.key, task.payload)
+        if parsed is None:
+            raise Refused(f"task {task.id} is not a well-formed input of process type {self.type!r}")
+        pid, kind, args = parsed
+        rec, history = task._proc if task._proc is not None else (None, [])
+        inp = Input(kind, args, task.id, task.retry_count + 1)
+        plan = decide(pid, kind, rec, task.id)
+        return plan, (rec.view(history, task.queue) if rec is not None and plan is None else None), inp
+
+    def finish(self, task: Task, step: Any, now_ms: int) -> None:
+        pid, kind, _ = parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
+        rec = task._proc[0] if task._proc is not None else None
+        task._proc = plan_step(pid, kind, rec, step, now_ms)

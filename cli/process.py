@@ -1,0 +1,173 @@
+"""``asynqpy process ls|inspect|start|call|repair|rm``: durable processes (docs/processes.md)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+from rich.table import Table
+
+from asynqpy.core.process import Process
+
+from .common import (
+    UserError,
+    ago,
+    clip,
+    console,
+    emit_json,
+    inspector,
+    json_option,
+    payload_text,
+    redis_url_option,
+    user_errors,
+)
+
+queue_option = click.option("--queue", "-q", default="default", show_default=True, help="The process's queue.")
+args_option = click.option("--args", "args", default=None, help="The input's arguments, as JSON.")
+timeout_option = click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(min=0.001),
+                              help="Seconds to wait for the processor's response.")
+
+
+@click.group()
+def process() -> None:
+    """List, inspect, start, call, repair and remove durable processes."""
+
+
+def _args(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text is not None else None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--args is not valid JSON: {exc}") from None
+
+
+def _status(p: Process) -> str:
+    c = {"running": "green", "error": "red", "starting": "yellow"}.get(p.status, "")
+    return f"[{c}]{p.status}[/{c}]" if c else p.status
+
+
+@process.command("ls")
+@queue_option
+@click.option("--start", default=0, show_default=True, type=click.IntRange(0), help="Rank to start from.")
+@click.option("--count", "-n", default=100, show_default=True, type=click.IntRange(1, 1000), help="Most to list.")
+@json_option
+@redis_url_option
+@user_errors
+def ls(queue: str, start: int, count: int, as_json: bool, redis_url: str) -> None:
+    """List a queue's processes, the most recently changed first."""
+    with inspector(redis_url) as insp:
+        total, procs = insp.processes(queue, start, count)
+    if as_json:
+        emit_json({"total": total, "processes": procs})
+        return
+    now = datetime.now(timezone.utc)
+    table = Table(title=f"{total} process(es) in queue {queue}", title_justify="left")
+    for col in ("id", "type", "status", "events", "updated", "timer", "state"):
+        table.add_column(col)
+    for p in procs:
+        table.add_row(clip(p.id, False, 40), p.type, _status(p), str(p.events), ago(p.updated, now),
+                      ago(p.timer, now) if p.timer else "-", payload_text(p.state))
+    console().print(table)
+
+
+@process.command()
+@click.argument("process_id")
+@queue_option
+@click.option("--first", default=0, show_default=True, type=click.IntRange(0),
+              help="First event to show (1-based); 0: the latest --count.")
+@click.option("--count", "-n", default=20, show_default=True, type=click.IntRange(0, 1000), help="Most events.")
+@json_option
+@redis_url_option
+@user_errors
+def inspect(process_id: str, queue: str, first: int, count: int, as_json: bool, redis_url: str) -> None:
+    """Show a process: status, state, timer and a page of its history."""
+    with inspector(redis_url) as insp:
+        p = insp.process(queue, process_id, first, count)
+    if as_json:
+        emit_json(p)
+        return
+    now = datetime.now(timezone.utc)
+    out = console()
+    out.print(f"process [bold]{p.id}[/bold] ({p.type}, queue {p.queue}): {_status(p)}, {p.events} event(s)")
+    out.print(f"  created {ago(p.created, now)}, updated {ago(p.updated, now)}")
+    if p.timer:
+        out.print(f"  timer: {ago(p.timer, now)} (input {p.timer_id})")
+    if p.status == "error":
+        out.print(f"  broken by input {p.broken_by}: {p.error}")
+        out.print("  repair it: asynqpy process repair " + process_id + (f" -q {queue}" if queue != "default" else ""))
+    out.print(f"  state: {payload_text(p.state, full=True)}")
+    table = Table(title="history", title_justify="left")
+    for col in ("#", "at", "kind", "input", "event"):
+        table.add_column(col)
+    for e in p.history:
+        table.add_row(str(e.id), e.at.isoformat(timespec="milliseconds"), e.kind, e.input, payload_text(e.data))
+    out.print(table)
+
+
+@process.command()
+@click.argument("process_type")
+@click.argument("process_id")
+@queue_option
+@args_option
+@redis_url_option
+@user_errors
+def start(process_type: str, process_id: str, queue: str, args: str | None, redis_url: str) -> None:
+    """Start process PROCESS_ID of PROCESS_TYPE (idempotent: nothing happens if it exists)."""
+    from asynqpy import Client
+
+    with Client(redis_url) as c:
+        started = c.start_process(process_type, process_id, _args(args), queue=queue)
+    click.echo(f"started process {process_id}" if started else f"process {process_id} exists: nothing done")
+
+
+def _send(kind: str, process_id: str, queue: str, args: str | None, timeout: float, redis_url: str) -> None:
+    from asynqpy import Client
+
+    with Client(redis_url) as c:
+        fn = c.call_process if kind == "call" else c.repair_process
+        try:
+            got = fn(process_id, _args(args), timeout=timeout, queue=queue)
+        except TimeoutError:
+            raise UserError(f"no response within {timeout:g}s (the input is queued and will still run)") from None
+    click.echo(json.dumps(got, default=str, ensure_ascii=False))
+
+
+@process.command()
+@click.argument("process_id")
+@queue_option
+@args_option
+@timeout_option
+@redis_url_option
+@user_errors
+def call(process_id: str, queue: str, args: str | None, timeout: float, redis_url: str) -> None:
+    """Call a running process and print its processor's response (JSON)."""
+    _send("call", process_id, queue, args, timeout, redis_url)
+
+
+@process.command()
+@click.argument("process_id")
+@queue_option
+@args_option
+@timeout_option
+@redis_url_option
+@user_errors
+def repair(process_id: str, queue: str, args: str | None, timeout: float, redis_url: str) -> None:
+    """Repair a process in error: its processor gets a repair input (with --args) and decides;
+    print its response (JSON)."""
+    _send("repair", process_id, queue, args, timeout, redis_url)
+
+
+@process.command()
+@click.argument("process_id")
+@queue_option
+@redis_url_option
+@user_errors
+def rm(process_id: str, queue: str, redis_url: str) -> None:
+    """Remove a process (record, history, timer) once the inputs queued before run."""
+    from asynqpy import Client
+
+    with Client(redis_url) as c:
+        if not c.remove_process(process_id, queue=queue):
+            raise UserError(f"no process {process_id!r} in queue {queue!r}")
+    click.echo(f"removal of process {process_id} queued")

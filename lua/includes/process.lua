@@ -1,0 +1,52 @@
+--- Durable processes (docs/processes.md; asynqpy/core/process.py keeps the same layout).
+--- A process's record, in its queue's proc hash (process id -> record), is a rec_pack (includes/
+--- flow) of: {type, status ('starting' / 'running' / 'error'), state (msgpack, '' = none), count
+--- (events appended so far), timer id (the scheduled timeout input, '' = none), timer due (ms),
+--- created (ms), updated (ms), broken_by (the input that failed for good), error (its error)}.
+--- Its history is in the queue's hist hash, one field per event: '<process id>:<n>' -> rec_pack
+--- {at (ms), input id, kind, data (msgpack)}, n = 1, 2, ... (paged with HMGET).
+--- @include "flow"
+local R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR = 1, 2, 3, 4, 5, 6, 7,
+  8, 9, 10
+
+--- proc_mark_error(proc, procs, pid, input, err, now): an input of process ``pid`` failed for
+--- good: the process is in error (broken by ``input``, with ``err``). No record: nothing to do.
+local function proc_mark_error(proc, procs, pid, input, err, now)
+  local raw = redis.call('HGET', proc, pid)
+  if not raw then
+    return
+  end
+  local r = rec_unpack(raw)
+  r[R_STATUS], r[R_BROKEN], r[R_ERROR], r[R_UPDATED] = 'error', input, err, tostring(now)
+  redis.call('HSET', proc, pid, rec_pack(r))
+  redis.call('ZADD', procs, now, pid)
+end
+
+--- proc_cancel_timer(t, scheduled, blocked, tid, self): the pending timer input ``tid`` is
+--- replaced or cancelled: deleted if it has not started (scheduled, or blocked behind its key; a
+--- key list entry whose task is gone is skipped when the key is released). Not the running input.
+local function proc_cancel_timer(t, scheduled, blocked, tid, self)
+  if tid == '' or tid == self then
+    return
+  end
+  local v = redis.call('HGET', t, tid)
+  local st = v and string.sub(v, 1, 1)
+  if st == 's' or st == 'b' then
+    redis.call('HDEL', t, tid)
+    redis.call('ZREM', scheduled, tid)
+    redis.call('ZREM', blocked, tid)
+  end
+end
+
+--- proc_drop_history(hist, pid, n): delete the ``n`` events of a removed process.
+local function proc_drop_history(hist, pid, n)
+  local i = 1
+  while i <= n do
+    local f = {}
+    for j = i, math.min(n, i + 999) do
+      f[#f + 1] = pid .. ':' .. j
+    end
+    redis.call('HDEL', hist, unpack(f))
+    i = i + 1000
+  end
+end

@@ -1,0 +1,288 @@
+"""Durable processes (docs/processes.md): start (idempotent), calls answered by the processor,
+timers (set, replaced, cancelled, stale ones ignored), failure for good -> error -> repair,
+removal; the state write and history append are atomic with the input's completion; inputs of a
+process run one at a time; typed errors, and nothing queued is lost. On fakeredis, redis-server
+and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from helpers import serving, stats, until
+
+from asynqpy import (
+    AsyncClient,
+    Client,
+    Input,
+    Inspector,
+    InvalidArgumentError,
+    Process,
+    ProcessError,
+    ProcessNotFoundError,
+    ServeMux,
+    Step,
+    TaskFailedError,
+)
+from asynqpy.core.keys import queue_keys
+
+Q = "pq"
+
+
+def payment_mux(outage: threading.Event | None = None, seen: list[tuple[str, str]] | None = None) -> ServeMux:
+    """A payment: init -> authorize -> capture, an expiry timer, refunds, a repair after an outage."""
+    mux = ServeMux()
+
+    @mux.process("payment")
+    def payment(p: Process, i: Input) -> Step | None:
+        if seen is not None:
+            seen.append((p.id, i.kind))
+        st = dict(p.state or {})
+        if i.kind == "init":
+            st = {"status": "new", "amount": i.args["amount"], "refunded": 0}
+            return Step(events=[{"created": i.args["amount"]}], state=st, timer=i.args.get("expire_in", 60))
+        if i.kind == "timeout":
+            st["status"] = "expired"
+            return Step(events=["expired"], state=st, timer=None)
+        if i.kind == "repair":
+            return Step(events=["repaired"], state=st, response="ok")
+        op = i.args["op"]
+        if op in ("authorize", "capture") and outage is not None and outage.is_set():
+            raise ConnectionError("payment provider unreachable")
+        if op == "authorize":
+            st["status"] = "authorized"
+            return Step(events=["authorized"], state=st, response=st["status"])
+        if op == "capture":
+            st["status"] = "captured"
+            return Step(events=["captured"], state=st, response=st["status"], timer=None)
+        if op == "refund":
+            st["refunded"] += i.args["amount"]
+            return Step(events=[{"refund": i.args["amount"]}], state=st, response=st["refunded"])
+        if op == "status":
+            return Step(response=st["status"])  # a read: no event, state and timer kept
+        if op == "bad":
+            return "not a step"  # type: ignore[return-value]
+        if op == "end":
+            return Step(events=["ended"], remove=True, response="bye")
+        raise ValueError(f"unknown op {op!r}")
+
+    return mux
+
+
+def test_a_payment_runs_its_inputs_and_keeps_state_and_history(backend: Any) -> None:
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            assert c.start_process("payment", "p1", {"amount": 100}, queue=Q) is True
+            assert c.start_process("payment", "p1", {"amount": 999}, queue=Q) is False  # idempotent
+            assert insp.process(Q, "p1").status == "starting"
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                assert await ac.call_process("p1", {"op": "authorize"}, queue=Q, timeout=10) == "authorized"
+                assert await ac.call_process("p1", {"op": "status"}, queue=Q, timeout=10) == "authorized"
+                assert await ac.call_process("p1", {"op": "capture"}, queue=Q, timeout=10) == "captured"
+                assert await ac.call_process("p1", {"op": "refund", "amount": 30}, queue=Q, timeout=10) == 30
+            p = insp.process(Q, "p1")
+            assert p.status == "running" and p.type == "payment" and p.queue == Q
+            assert p.state == {"status": "captured", "amount": 100, "refunded": 30}
+            assert [e.data for e in p.history] == [{"created": 100}, "authorized", "captured", {"refund": 30}]
+            assert [e.id for e in p.history] == [1, 2, 3, 4] and p.events == 4
+            assert [e.kind for e in p.history] == ["init", "call", "call", "call"]
+            assert p.timer is None  # the capture cancelled the expiry
+            assert [e.data for e in insp.process(Q, "p1", first=2, count=2).history] == ["authorized", "captured"]
+            total, listed = insp.processes(Q)
+            assert total == 1 and [x.id for x in listed] == ["p1"] and listed[0].history == []
+            s = stats(backend, Q)
+            assert s.pending == s.active == s.blocked == s.scheduled == 0
+            assert not backend.sync.hlen(queue_keys(Q).keyheld)
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_timer_fires_once_and_a_replaced_one_does_not(backend: Any) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "t1", {"amount": 5, "expire_in": 0.3}, queue=Q)
+            c.start_process("payment", "t2", {"amount": 5, "expire_in": 0.3}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(seen=seen), queues=[Q]):
+                await until(lambda: insp.process(Q, "t1").status == "running" and insp.process(Q, "t2").status
+                            == "running", 10)
+                assert insp.process(Q, "t1").timer is not None
+                # t2 is captured before it expires: its timer is cancelled
+                assert await ac.call_process("t2", {"op": "capture"}, queue=Q, timeout=10) == "captured"
+                await until(lambda: insp.process(Q, "t1").state["status"] == "expired", 10)
+                await asyncio.sleep(0.6)  # past t2's old due time
+            t1, t2 = insp.process(Q, "t1"), insp.process(Q, "t2")
+            assert [e.data for e in t1.history] == [{"created": 5}, "expired"] and t1.timer is None
+            assert [e.data for e in t2.history] == [{"created": 5}, "captured"]
+            assert ("t2", "timeout") not in seen and seen.count(("t1", "timeout")) == 1
+            assert stats(backend, Q).scheduled == 0
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_failed_input_puts_the_process_in_error_until_a_repair(backend: Any) -> None:
+    outage = threading.Event()
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "f1", {"amount": 7}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(outage), queues=[Q]):
+                outage.set()
+                with pytest.raises(TaskFailedError, match="unreachable"):
+                    await ac.call_process("f1", {"op": "authorize"}, queue=Q, timeout=10, max_retry=0)
+                p = insp.process(Q, "f1")
+                assert p.status == "error" and "unreachable" in p.error and p.broken_by
+                assert [e.data for e in p.history] == [{"created": 7}]  # the failed input wrote nothing
+                with pytest.raises(ProcessError, match="in error"):
+                    await ac.call_process("f1", {"op": "status"}, queue=Q, timeout=10)
+                outage.clear()
+                assert await ac.repair_process("f1", queue=Q, timeout=10) == "ok"
+                with pytest.raises(ProcessError, match="not in error"):
+                    await ac.repair_process("f1", queue=Q, timeout=10)
+                assert await ac.call_process("f1", {"op": "authorize"}, queue=Q, timeout=10) == "authorized"
+            p = insp.process(Q, "f1")
+            assert p.status == "running" and p.error == "" and p.broken_by == ""
+            assert [e.data for e in p.history] == [{"created": 7}, "repaired", "authorized"]
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_removal_deletes_record_history_and_timer(backend: Any) -> None:
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        q = queue_keys(Q)
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "r1", {"amount": 1, "expire_in": 3600}, queue=Q)
+            c.start_process("payment", "r2", {"amount": 2}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                await until(lambda: insp.process(Q, "r1").status == "running", 10)
+                assert stats(backend, Q).scheduled == 2  # both expiry timers
+                assert c.remove_process("r1", queue=Q) is True
+                await until(lambda: not backend.sync.hexists(q.proc, "r1"), 10)
+                assert await ac.call_process("r2", {"op": "end"}, queue=Q, timeout=10) == "bye"
+            for pid in ("r1", "r2"):
+                with pytest.raises(ProcessNotFoundError):
+                    insp.process(Q, pid)
+            assert c.remove_process("r1", queue=Q) is False
+            assert backend.sync.hlen(q.hist) == 0 and backend.sync.zcard(q.procs) == 0
+            assert stats(backend, Q).scheduled == 0  # the timers went with them
+            assert c.start_process("payment", "r1", {"amount": 3}, queue=Q) is True  # a new one, fresh
+            assert insp.process(Q, "r1").events == 0
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_inputs_of_a_process_run_one_at_a_time(backend: Any) -> None:
+    """20 concurrent refunds on one process, 8 slots: each read-modify-write sees the last one."""
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "s1", {"amount": 100}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q], concurrency=8):
+                got = await asyncio.gather(*[ac.call_process("s1", {"op": "refund", "amount": 1}, queue=Q,
+                                                             timeout=20) for _ in range(20)])
+            assert sorted(got) == list(range(1, 21))
+            p = insp.process(Q, "s1", count=100)
+            assert p.state["refunded"] == 20 and p.events == 21
+            assert [e.id for e in p.history] == list(range(1, 22))
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_bad_input_gets_typed_errors_and_loses_nothing(backend: Any) -> None:
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            other = c.enqueue("other", {"x": 1}, queue=Q + "-other")  # a queue the server does not serve
+            with pytest.raises(InvalidArgumentError):
+                c.start_process("payment", "", queue=Q)
+            with pytest.raises(InvalidArgumentError):
+                c.start_process("", "x", queue=Q)
+            with pytest.raises(InvalidArgumentError, match="process input option"):
+                c.start_process("payment", "x", queue=Q, group="g")
+            with pytest.raises(ProcessNotFoundError):
+                c.call_process("nope", queue=Q)
+            with pytest.raises(ProcessNotFoundError):
+                insp.process(Q, "nope")
+            with pytest.raises(InvalidArgumentError):
+                insp.process(Q, "x", count=5000)
+            c.start_process("payment", "b1", {"amount": 1}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                with pytest.raises(TaskFailedError, match="returns a Step"):  # a processor's bad return
+                    await ac.call_process("b1", {"op": "bad"}, queue=Q, timeout=10, max_retry=0)
+                p = insp.process(Q, "b1")
+                assert p.status == "error" and "Step" in p.error
+            assert insp.task_info(Q + "-other", other.id).state.value == "pending"  # untouched
+            assert stats(backend, Q + "-other").pending == 1
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_cli_process_commands(redis_url: str) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def run(*args: str) -> tuple[int, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", redis_url])
+        return res.exit_code, res.output
+
+    stop = threading.Event()
+
+    def serve() -> None:
+        async def main_() -> None:
+            async with serving(redis_url, payment_mux(), queues=[Q]):
+                while not stop.is_set():
+                    await asyncio.sleep(0.02)
+
+        asyncio.run(main_())
+
+    worker = threading.Thread(target=serve)
+    worker.start()
+    try:
+        assert run("process", "start", "payment", "c1", "-q", Q, "--args", '{"amount": 9}') == (0, "started process c1\n")
+        code, out = run("process", "start", "payment", "c1", "-q", Q, "--args", '{"amount": 9}')
+        assert code == 0 and "exists" in out
+        code, out = run("process", "call", "c1", "-q", Q, "--args", '{"op": "authorize"}')
+        assert (code, out) == (0, '"authorized"\n'), out
+        code, out = run("process", "inspect", "c1", "-q", Q, "--json")
+        got = json.loads(out)
+        assert code == 0 and got["events"] == 2 and got["state"]["status"] == "authorized"
+        assert [e["data"] for e in got["history"]] == [{"created": 9}, "authorized"]
+        code, out = run("process", "inspect", "c1", "-q", Q)
+        assert code == 0 and "running" in out and "authorized" in out
+        code, out = run("process", "ls", "-q", Q)
+        assert code == 0 and "c1" in out and "payment" in out
+        for args, message in [
+            (("process", "repair", "c1", "-q", Q), "not in error"),
+            (("process", "call", "nope", "-q", Q), "no process 'nope'"),
+            (("process", "call", "c1", "-q", Q, "--args", "{bad"), "--args is not valid JSON"),
+            (("process", "rm", "nope", "-q", Q), "no process 'nope'"),
+        ]:
+            code, out = run(*args)
+            assert code == 2 and message in out and len(out.strip().splitlines()) == 1, (args, out)
+        assert run("process", "rm", "c1", "-q", Q)[0] == 0
+        deadline = time.monotonic() + 10
+        while run("process", "inspect", "c1", "-q", Q)[0] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        code, out = run("process", "inspect", "c1", "-q", Q)
+        assert code == 2 and "no process" in out
+    finally:
+        stop.set()
+        worker.join(30)
