@@ -497,16 +497,21 @@ class Client(_ClientCore):
         return self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**options, "queue": queue,
                                                                            "key": p.msg.key})
 
-    def remove_process(self, process_id: str, *, queue: str = "default") -> bool:
-        """Queue a ``remove`` input: once the inputs before it ran, the process (record, history,
-        timer) is deleted. False if there is no such process."""
+    def remove_process(self, process_id: str, *, queue: str = "default", timeout: float | None = 30.0) -> bool:
+        """Send a ``remove`` input: once the inputs queued before it ran, the process (record,
+        history, timer) is deleted. Waits for that up to ``timeout`` seconds (None: no limit;
+        0: do not wait), then raises TimeoutError (the removal still happens). False if there
+        is no such process."""
         try:
             found = run_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0, 0))
         except proc.ProcessNotFoundError:
             return False
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
-        plan = self._plan([p])
-        self._results([p], plan, self._run(plan.calls), False)
+        if timeout == 0:
+            plan = self._plan([p])
+            self._results([p], plan, self._run(plan.calls), False)
+        else:
+            self.call(p.msg.type, p.msg.payload, timeout=timeout, queue=queue, key=p.msg.key)
         return True
 
     def pause(self, queue: str) -> bool:
@@ -664,7 +669,8 @@ class AsyncClient(_ClientCore):
         return await self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**options, "queue": queue,
                                                                                  "key": p.msg.key})
 
-    async def remove_process(self, process_id: str, *, queue: str = "default") -> bool:
+    async def remove_process(self, process_id: str, *, queue: str = "default",
+                             timeout: float | None = 30.0) -> bool:
         """See :meth:`Client.remove_process`."""
         try:
             found = await arun_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0,
@@ -672,8 +678,11 @@ class AsyncClient(_ClientCore):
         except proc.ProcessNotFoundError:
             return False
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
-        plan = self._plan([p])
-        self._results([p], plan, await self._run(plan.calls), False)
+        if timeout == 0:
+            plan = self._plan([p])
+            self._results([p], plan, await self._run(plan.calls), False)
+        else:
+            await self.call(p.msg.type, p.msg.payload, timeout=timeout, queue=queue, key=p.msg.key)
         return True
 
     async def pause(self, queue: str) -> bool:

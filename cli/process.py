@@ -164,10 +164,11 @@ def repair(process_id: str, queue: str, args: str | None, timeout: float, redis_
 @redis_url_option
 @user_errors
 def rm(process_id: str, queue: str, redis_url: str) -> None:
-    """Remove a process (record, history, timer) once the inputs queued before run."""
+    """Remove a process (record, history, timer) once the inputs queued before it ran (a worker
+    of its queue does it; this only queues the removal)."""
     from asynqpy import Client
 
     with Client(redis_url) as c:
-        if not c.remove_process(process_id, queue=queue):
+        if not c.remove_process(process_id, queue=queue, timeout=0):
             raise UserError(f"no process {process_id!r} in queue {queue!r}")
     click.echo(f"removal of process {process_id} queued")

@@ -165,10 +165,15 @@ def test_removal_deletes_record_history_and_timer(backend: Any) -> None:
             c.start_process("payment", "r1", {"amount": 1, "expire_in": 3600}, queue=Q)
             c.start_process("payment", "r2", {"amount": 2}, queue=Q)
             async with serving(backend.new_async(), payment_mux(), queues=[Q]):
-                await until(lambda: insp.process(Q, "r1").status == "running", 10)
+                await until(lambda: insp.process(Q, "r1").status == insp.process(Q, "r2").status == "running", 10)
+                await until(lambda: stats(backend, Q).active == 0, 10)
                 assert stats(backend, Q).scheduled == 2  # both expiry timers
-                assert c.remove_process("r1", queue=Q) is True
+                assert c.remove_process("r1", queue=Q, timeout=0) is True  # queued, not waited for
                 await until(lambda: not backend.sync.hexists(q.proc, "r1"), 10)
+                c.start_process("payment", "r3", {"amount": 3}, queue=Q)
+                await until(lambda: insp.process(Q, "r3").status == "running", 10)
+                assert await ac.remove_process("r3", queue=Q, timeout=10) is True  # returns once removed
+                assert not backend.sync.hexists(q.proc, "r3")
                 assert await ac.call_process("r2", {"op": "end"}, queue=Q, timeout=10) == "bye"
             for pid in ("r1", "r2"):
                 with pytest.raises(ProcessNotFoundError):
@@ -239,8 +244,13 @@ def test_cli_process_commands(redis_url: str) -> None:
     from asynqpy.cli.main import main
 
     def run(*args: str) -> tuple[int, str]:
+        """Exit code and stdout, or (an error) stderr without the log lines of the server that
+        runs in this process."""
         res = CliRunner().invoke(main, [*args, "--redis-url", redis_url])
-        return res.exit_code, res.output
+        if res.exit_code:
+            return res.exit_code, "".join(line for line in res.stderr.splitlines(keepends=True)
+                                          if not line[:4].isdigit())
+        return res.exit_code, res.stdout
 
     stop = threading.Event()
 
@@ -286,3 +296,32 @@ def test_cli_process_commands(redis_url: str) -> None:
     finally:
         stop.set()
         worker.join(30)
+
+
+def test_the_payment_example_runs(redis_url: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    url = redis_url.rsplit("/", 1)[0] + "/13"
+    for _ in range(2):  # and again: it removes what the first run left
+        res = subprocess.run([sys.executable, str(root / "examples" / "payment.py"), url], capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "pay-1 is error" in res.stdout and "left after refund: 70" in res.stdout
+        assert "#2 timeout expired" in res.stdout
+
+
+def test_a_queue_with_processes_is_removed_only_by_force(backend: Any) -> None:
+    from asynqpy import QueueNotEmptyError
+
+    q = queue_keys("pq-rm")
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.start_process("payment", "x1", {"amount": 1}, queue="pq-rm")
+        assert insp.delete_all("pq-rm", "pending") == 1  # its init input: no task left, the process stays
+        with pytest.raises(QueueNotEmptyError, match="durable process"):
+            insp.remove_queue("pq-rm")
+        assert backend.sync.hexists(q.proc, "x1")  # nothing deleted
+        insp.remove_queue("pq-rm", force=True)
+        assert not backend.sync.exists(q.proc, q.procs, q.hist, q.tasks)

@@ -28,13 +28,14 @@ from asynqpy.redisio.scripts import load_scripts
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch", "group_add", "enqueue_target",
-                 "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed"},
+                 "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "proc_start", "proc_read"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "forget_gone", "cron_fire",
-               "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate"},
+               "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",
+               "proc_read", "proc_commit"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
-                  "set_workers"},
+                  "set_workers", "proc_read"},
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]
 
@@ -349,6 +350,45 @@ def test_full_lifecycle_under_the_minimal_acl(acl: RedisProcess) -> None:
         assert code == 0, err
     refused = {(e["username"], e["object"]) for e in admin.acl_log()}
     assert refused == {("asynqpy-worker", "config|get")}  # only the optional maxmemory-policy check
+
+
+@pytest.mark.real
+def test_durable_processes_under_the_minimal_acl(acl: RedisProcess) -> None:
+    """A producer starts, calls, fails, repairs and removes a process; a worker runs its inputs;
+    an inspector lists and reads it and removes its queue: each on its role's ACL."""
+    from asynqpy import Input, Process, ProcessError, Step, TaskFailedError
+
+    mux = ServeMux()
+
+    @mux.process("acct")
+    async def acct(p: Process, i: Input) -> Step:
+        if i.args == "fail":
+            raise RuntimeError("no")
+        return Step(events=[i.kind], state=(p.state or 0) + 1, response=i.kind, timer=60 if i.kind == "init" else None)
+
+    producer = Client(role_url(acl, "producer"))
+    assert producer.start_process("acct", "a1", queue="procs")
+
+    async def main() -> None:
+        async with serving(role_url(acl, "worker"), mux, queues=["procs"], idle_timeout=1, shutdown_timeout=0.2):
+            assert await asyncio.to_thread(producer.call_process, "a1", "x", queue="procs", timeout=10) == "call"
+            with pytest.raises(TaskFailedError):
+                await asyncio.to_thread(producer.call_process, "a1", "fail", queue="procs", timeout=10, max_retry=0)
+            with pytest.raises(ProcessError):
+                await asyncio.to_thread(producer.call_process, "a1", "x", queue="procs", timeout=10)
+            assert await asyncio.to_thread(producer.repair_process, "a1", queue="procs", timeout=10) == "repair"
+            producer.start_process("acct", "a2", queue="procs")
+            assert await asyncio.to_thread(producer.remove_process, "a2", queue="procs", timeout=10)
+
+    asyncio.run(main())
+    insp = Inspector(role_url(acl, "inspector"))
+    total, procs = insp.processes("procs")
+    assert total == 1 and procs[0].id == "a1" and procs[0].status == "running" and procs[0].state == 3
+    assert [e.data for e in insp.process("procs", "a1").history] == ["init", "call", "repair"]
+    insp.remove_queue("procs", force=True)
+    assert insp.processes("procs") == (0, [])
+    refused = {(e["username"], e["object"]) for e in acl.admin().acl_log()}
+    assert refused <= {("asynqpy-worker", "config|get")}, refused
 
 
 @pytest.mark.real

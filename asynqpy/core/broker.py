@@ -997,14 +997,16 @@ class Broker:
         return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf),
                     (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
 
-    def drop_queue(self, queue: str) -> Call[int]:
-        """Delete an empty queue's keys (1), or refuse (-7) if a task is left."""
+    def drop_queue(self, queue: str, force: bool = False) -> Call[int]:
+        """Delete an empty queue's keys (1), or refuse (-7) if a task is left (or, unless
+        ``force``, a durable process)."""
         q = queue_keys(queue)
         return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
                                         q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
                                         q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
                                         q.groups_size, q.prio, q.targeted, q.runs, q.targeted_any, q.waiting,
-                                        q.deps, q.children, q.outbox, q.blocked, q.keyheld))
+                                        q.deps, q.children, q.outbox, q.blocked, q.keyheld, q.proc, q.procs,
+                                        q.hist), ("1" if force else "0",))
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

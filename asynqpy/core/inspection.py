@@ -655,12 +655,16 @@ class Plans:
         deleted in batches first, unique locks released)."""
         res = yield [self._member(queue), self.b.stats(queue),
                      Call(lambda r: sorted(x.decode(errors="replace") for x in r),
-                          command=("HKEYS", queue_keys(queue).cron))]
+                          command=("HKEYS", queue_keys(queue).cron)), self.b.procs_count(queue)]
         self._check(queue, res[0])
         st: QueueStats = value(res[1])
         entries: list[str] = value(res[2])
+        procs: int = value(res[3])
         if st.size and not force:
             raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if procs and not force:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
+                                     "or use force")
         if entries and not force:
             raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
                                      f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
@@ -683,7 +687,7 @@ class Plans:
                        for k in held]
             if cursor == "0":
                 break
-        code = value((yield [self.b.drop_queue(queue)])[0])
+        code = value((yield [self.b.drop_queue(queue, force)])[0])
         if code == NOT_EMPTY:
             raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
         yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),

@@ -13,6 +13,8 @@ KEYS[26] waiting  KEYS[27] deps  KEYS[28] children  KEYS[29] outbox (workflows, 
 children of this queue's tasks in other queues are not told; drop a workflow's queues leaves first)
 KEYS[30] blocked  KEYS[31] keyheld (keyed tasks, includes/serial; the caller deletes the lists of
 the keys held first)
+KEYS[32] proc  KEYS[33] procs  KEYS[34] hist (durable processes, includes/process)
+ARGV[1] force  '1' = the queue's processes are deleted with it; else a process left counts as a task
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
 of removed tasks ('') counts as empty (up to 1000 of them are looked at).
 ]]
@@ -28,10 +30,14 @@ for _, i in ipairs({2, 3, 4, 5, 6, 22, 23, 26, 30}) do
   left = left + redis.call('ZCARD', KEYS[i])
 end
 left = left + tonumber(redis.call('GET', KEYS[18]) or '0') + redis.call('ZCARD', KEYS[19])
+if ARGV[1] ~= '1' then
+  left = left + redis.call('HLEN', KEYS[32])
+end
 if left > 0 then
   return -7
 end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
   KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20],
-  KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27], KEYS[28], KEYS[29], KEYS[30], KEYS[31])
+  KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27], KEYS[28], KEYS[29], KEYS[30], KEYS[31],
+  KEYS[32], KEYS[33], KEYS[34])
 return 1
