@@ -33,6 +33,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from .client import AsyncClient, Client
 from .core.cron import ENTRY_OPTIONS, Entry, make_entry
 from .core.errors import InvalidArgumentError
+from .core.keys import validate_queue
 from .core.mux import ServeMux
 from .core.options import OPTIONS, Seconds, When, unknown_options
 from .core.task import Task, TaskInfo, current_task
@@ -269,6 +270,19 @@ class App:
             return tf
 
         return make(fn) if fn is not None else _Decorator(make)
+
+    def process(self, process_type: str, *, queue: str | None = None, history: int = 20) -> Callable[[Any], Any]:
+        """Register a processor for the durable processes of ``process_type`` (a decorator, as
+        :meth:`ServeMux.process`; docs/processes.md). ``queue``: where its processes live (the
+        app's default queue if None), served by ``app.run()`` and ``asynqpy worker module:app``."""
+        q = validate_queue(queue if queue is not None else self.default_queue)
+
+        def register(fn: Any) -> Any:
+            self.mux.process(process_type, history=history)(fn)
+            self._task_queues.add(q)
+            return fn
+
+        return register
 
     def periodic(self, task: TaskFunction[Any, Any], *, cron: str | None = None, every: float | None = None,
                  tz: str = "UTC", missed: str = "skip", name: str | None = None, args: tuple[Any, ...] = (),

@@ -325,3 +325,29 @@ def test_a_queue_with_processes_is_removed_only_by_force(backend: Any) -> None:
         assert backend.sync.hexists(q.proc, "x1")  # nothing deleted
         insp.remove_queue("pq-rm", force=True)
         assert not backend.sync.exists(q.proc, q.procs, q.hist, q.tasks)
+
+
+def test_an_app_registers_a_processor_and_serves_its_queue(backend: Any) -> None:
+    from asynqpy import App
+
+    app = App(backend.sync)
+
+    @app.process("counter", queue="pq-app", history=2)
+    async def counter(p: Process, i: Input) -> Step:
+        seen = [e.data for e in p.history]
+        return Step(events=[i.args], state=(p.state or 0) + (i.args or 0), response=seen)
+
+    assert app.server().options.queues == {"pq-app": 1}
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        await ac.start_process("counter", "n", 1, queue="pq-app")
+        async with serving(backend.new_async(), app.mux, queues=["pq-app"]):
+            assert await ac.call_process("n", 2, queue="pq-app", timeout=10) == [1]
+            assert await ac.call_process("n", 3, queue="pq-app", timeout=10) == [1, 2]
+            assert await ac.call_process("n", 4, queue="pq-app", timeout=10) == [2, 3]  # the last 2 events
+        with Inspector(backend.sync) as insp:
+            assert insp.process("pq-app", "n").state == 10
+        await ac.close()
+
+    asyncio.run(main())

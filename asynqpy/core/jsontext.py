@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ def jsonable(value: Any) -> Any:
         return {"base64": base64.b64encode(bytes(value)).decode()}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (list, tuple, set, frozenset)) or (
+            isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray, memoryview))):
         return [jsonable(v) for v in value]
     return value

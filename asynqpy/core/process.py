@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -93,7 +93,7 @@ class Process:
     status: str
     state: Any
     events: int
-    history: list[Event] = field(default_factory=list)
+    history: Sequence[Event] = ()
     timer: datetime | None = None
     timer_id: str = ""
     created: datetime | None = None
@@ -221,7 +221,7 @@ class Record:
         """What ``proc_commit`` checks the record still is: its status and event count."""
         return self.fields[R_STATUS] + b":" + self.fields[R_N]
 
-    def view(self, history: list[Event], queue: str) -> Process:
+    def view(self, history: Sequence[Event], queue: str) -> Process:
         f = self.fields
         return Process(id=self.id, type=f[R_TYPE].decode(), status=self.status, state=_unpack(f[R_STATE]),
                        events=self.count, history=history, timer=_ms(f[R_DUE]) if f[R_TIMER] else None,
@@ -239,14 +239,44 @@ def parse_event(eid: int, raw: bytes) -> Event:
                  _unpack(data))
 
 
+class History(Sequence[Event]):
+    """A page of a process's history, each event decoded when first read (a processor that does
+    not look at its history pays nothing for it)."""
+
+    def __init__(self, first: int, raw: list[bytes]) -> None:
+        self._first = first
+        self._raw = [(first + i, v) for i, v in enumerate(raw) if v]
+        self._done: dict[int, Event] = {}
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def _at(self, i: int) -> Event:
+        ev = self._done.get(i)
+        if ev is None:
+            ev = self._done[i] = parse_event(*self._raw[i])
+        return ev
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(len(self._raw)))]
+        return self._at(range(len(self._raw))[i])
+
+    def __iter__(self) -> Iterator[Event]:
+        return (self._at(i) for i in range(len(self._raw)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 def parse_read(pid: str, reply: Any, queue: str) -> Process | None:
     """The reply of ``proc_read`` ({record, first event id, entries...}; {} = no such process)."""
     if not reply:
         return None
-    rec = parse_record(pid, reply[0])
-    first = int(reply[1])
-    events = [parse_event(first + i, raw) for i, raw in enumerate(reply[2:]) if raw]
-    return rec.view(events, queue)
+    return parse_record(pid, reply[0]).view(History(int(reply[1]), list(reply[2:])), queue)
 
 
 # -- deciding what an input does ------------------------------------------------------------------
@@ -361,7 +391,7 @@ class ProcessHandler:
         if parsed is None:
             raise Refused(f"task {task.id} is not a well-formed input of process type {self.type!r}")
         pid, kind, args = parsed
-        rec, history = task._proc if task._proc is not None else (None, [])
+        rec, history = task._proc if task._proc is not None else (None, ())
         inp = Input(kind, args, task.id, task.retry_count + 1)
         plan = decide(pid, kind, rec, task.id)
         return plan, (rec.view(history, task.queue) if rec is not None and plan is None else None), inp

@@ -502,9 +502,8 @@ class Processor:
             if parsed is not None:
                 reply = await self.ctx.exec.run(self.ctx.broker.proc_read(task.queue, parsed[0], 0, h.history))
                 if reply:
-                    rec = process.parse_record(parsed[0], reply[0])
-                    first = int(reply[1])
-                    task._proc = (rec, [process.parse_event(first + i, v) for i, v in enumerate(reply[2:]) if v])
+                    task._proc = (process.parse_record(parsed[0], reply[0]), process.History(int(reply[1]),
+                                                                                             list(reply[2:])))
             plan, proc, inp = h.prepare(task)
             if plan is not None:
                 task._proc = plan
@@ -828,8 +827,9 @@ class Processor:
 
     def lose(self, r: Running, why: str) -> None:
         """Stop a task whose lease this server no longer holds: cancel it, write nothing."""
-        if r.lost or self.held.get((r.queue, r.id)) is not r:
-            return  # lost already, or finished and written (a lease renewal crossed the write)
+        if r.lost or self.held.get((r.queue, r.id)) is not r or r not in self.executing:
+            return  # lost already; or finished: its outcome's write (in flight, or written and
+            # crossed by this lease renewal) is checked against the lease by its own script
         r.lost = True
         del self.held[(r.queue, r.id)]
         if r.aio is not None and not r.aio.done():
