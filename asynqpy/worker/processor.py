@@ -500,7 +500,7 @@ class Processor:
             loop = asyncio.get_running_loop()
             started = loop.time()
             if parsed is not None:
-                reply = await self.ctx.exec.run(self.ctx.broker.proc_read(task.queue, parsed[0], 0, h.history))
+                reply = await self._read_process(task, parsed[0], h.history)
                 if reply:
                     task._proc = (process.parse_record(parsed[0], reply[0]), process.History(int(reply[1]),
                                                                                              list(reply[2:])))
@@ -522,6 +522,23 @@ class Processor:
             h.finish(task, step, self.ctx.clock.now_ms())
 
         return run
+
+    async def _read_process(self, task: Task, pid: str, history: int) -> Any:
+        """A process input's process: a Redis outage is waited out (with backoff) while the
+        input's lease lasts, so it does not count as the input's failure (which could put the
+        process in error); past that, the error is raised (and the lease expires)."""
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        while True:
+            try:
+                return await self.ctx.exec.run(self.ctx.broker.proc_read(task.queue, pid, 0, history))
+            except REDIS_ERRORS as exc:
+                r = self.held.get((task.queue, task.id))
+                if r is None or loop.time() + delay > r.lease_until - 1:
+                    raise
+                self.ctx.health.failed(f"reading process {pid} (retried in {delay:.2f}s)", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     def _threaded(self, fn: Handler) -> AsyncHandler:
         async def call(task: Task) -> Any:
