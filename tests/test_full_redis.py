@@ -133,6 +133,9 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
                                               Plan("p", "init", expect=b"starting:0", state=b"\x01",
                                                    events=[b"\x02"]))),
     "proc_read": (lambda h: h.r.hset(K.proc, "p", new_record("t")), lambda h: h.b.proc_read(Q, "p")),
+    # the rules engine dead-letters an event (its removal first)
+    "rules_dead": (lambda h: h.r.lpush("in/taken", "e1"), lambda h: h.b.rules_dead("in/taken", "in/dead", b"e1",
+                                                                                  '{"event": "e1"}')),
 }
 
 # scripts that store new tasks: refused whole when Redis is full
@@ -163,13 +166,16 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "enqueue_keyed": lambda h: h.b.enqueue_keyed(Q, "new", Message("t", key="k")),
     # a process's start (its record and init input: nothing stored, the caller gets RedisFullError)
     "proc_start": lambda h: h.b.proc_start(Q, "p", "new", Message("process:t", key="proc:p")),
+    # a rule's task string (Resc's make), guarded by its set (nothing written: the event stays taken)
+    "rules_push": lambda h: h.b.rules_push("out", "task", "out/set"),
 }
 # a running task's progress report: refused when full (the task goes on without it), see below;
 # a named limit's grant (refused when full: the handler gets the error and its task is retried)
 # a parent's end delivered to a child, and a child cancelled by a failed parent (refused when full:
 # the end stays in the outbox and the propagator delivers it once Redis has room)
 # and the janitor's release of a key whose task ended without releasing it (retried next sweep)
-OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting", "key_free", "key_gate"}
+# and the rules engine's take of events (refused whole: they stay in the input list; it retries)
+OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting", "key_free", "key_gate", "rules_take"}
 
 
 def _cron_entry(h: H) -> Entry:

@@ -387,6 +387,22 @@ class Broker:
     def procs_count(self, queue: str) -> Call[int]:
         return Call(int, command=("ZCARD", queue_keys(queue).procs))
 
+    # -- the rules engine (core/rules.py): lists named by its configuration -------------------------
+
+    def rules_take(self, input: str, taken: str, n: int) -> Call[list[bytes]]:
+        """Move up to ``n`` events from ``input`` to ``taken`` (oldest first, as stored)."""
+        return Call(lambda r: [x if isinstance(x, bytes) else str(x).encode() for x in r], "rules_take",
+                    (input, taken), (n,))
+
+    def rules_push(self, queue: str, task: str | bytes, guard: str | None) -> Call[int]:
+        """LPUSH ``task`` to ``queue`` unless in the sorted set ``guard`` (added there first):
+        1 pushed, 0 already there."""
+        return Call(int, "rules_push", (queue, guard or queue), (task, "1" if guard else "0", ""))
+
+    def rules_dead(self, taken: str, dead: str, event: bytes, record: str) -> Call[int]:
+        """Move ``event`` from ``taken`` to ``dead`` as ``record`` (1; 0 if it was not in taken)."""
+        return Call(int, "rules_dead", (taken, dead), (event, record))
+
     def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
         day = self.clock.today()
         return q.processed_on(day), q.failed_on(day)

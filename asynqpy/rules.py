@@ -1,0 +1,103 @@
+"""The rules engine (docs/rules.md): turn events on Redis lists into tasks, reliably, from a
+Resc-style configuration (Hjson, JSON or TOML).
+
+    from asynqpy.rules import Rules
+
+    Rules("rules.hjson").run()          # until SIGTERM / SIGINT; or: await Rules(...).arun()
+
+``asynqpy rules CONFIG`` does the same from the command line; ``asynqpy rules --check CONFIG``
+only checks the configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+from .client import AsyncClient
+from .core.rules import Config, ConfigError, RuleError, load_config, parse_config, parse_text
+from .redisio.connection import async_client
+from .worker.rules import Engine, PrometheusRulesMetrics, RulesMetrics
+
+__all__ = ["Config", "ConfigError", "RuleError", "Rules", "check", "load_config", "parse_config", "parse_text"]
+
+
+def check(path: str | Path) -> Config:
+    """Read and check a configuration; ConfigError (``file:line: place: message``) if wrong."""
+    return load_config(path)
+
+
+class Rules:
+    """A configuration's watchers, ready to run. ``config``: a path or a :class:`Config`.
+    ``redis``: a URL or an asyncio redis-py client (default: the configuration's ``redis.url``,
+    else ``$ASYNQPY_REDIS_URL`` or redis://localhost:6379/0). ``instance``: this process's name
+    when several run one configuration (each then has taken lists of its own, ``<taken>/<name>``;
+    keep the name across restarts so a restarted process handles what it left). ``batch``: most
+    events taken per round trip. ``metrics_port``: serve Prometheus metrics there (the
+    ``metrics`` extra)."""
+
+    def __init__(self, config: Config | str | Path, redis: Any = None, *, instance: str | None = None,
+                 batch: int = 100, fetch_concurrency: int = 32, metrics_port: int | None = None,
+                 metrics_host: str = "127.0.0.1") -> None:
+        self.config = config if isinstance(config, Config) else load_config(config)
+        if instance is not None and (not isinstance(instance, str) or not instance or "/" in instance):
+            raise ConfigError(self.config.file, None, "instance", f"must be a non-empty name without '/', got "
+                              f"{instance!r}")
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
+            raise ConfigError(self.config.file, None, "batch", f"must be an int from 1 to 10000, got {batch!r}")
+        self._redis_arg = redis if redis is not None else self.config.redis_url
+        self.instance = instance
+        self.batch = batch
+        self.fetch_concurrency = fetch_concurrency
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self._engine: Engine | None = None
+        self._stopping = False
+
+    def stop(self) -> None:
+        """Stop after the batch each watcher is handling (thread-safe from a signal handler)."""
+        self._stopping = True
+        if self._engine is not None:
+            self._engine.stop()
+
+    @property
+    def handled(self) -> int:
+        """Events handled so far (tasks written, or moved to the dead list)."""
+        return self._engine.handled if self._engine is not None else 0
+
+    async def arun(self) -> None:
+        """Run the watchers in this event loop until :meth:`stop`."""
+        redis = async_client(self._redis_arg, socket_timeout=30)
+        own = not hasattr(self._redis_arg, "execute_command")
+        metrics: RulesMetrics | None = None
+        if self.metrics_port is not None:
+            pm = PrometheusRulesMetrics()
+            pm.serve(self.metrics_port, self.metrics_host)
+            metrics = pm
+        client = AsyncClient(redis) if any(r.make_task for w in self.config.watchers for r in w.rules) else None
+        self._engine = Engine(self.config, redis, instance=self.instance, batch=self.batch,
+                              fetch_concurrency=self.fetch_concurrency, metrics=metrics, client=client)
+        if self._stopping:
+            self._engine.stop()
+        try:
+            await self._engine.run()
+        finally:
+            if client is not None:
+                await client.close()
+            if isinstance(metrics, PrometheusRulesMetrics):
+                metrics.close()
+            if own:
+                await redis.aclose()
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT (each stops after the current batch)."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+            await self.arun()
+
+        asyncio.run(main())

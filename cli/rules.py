@@ -1,0 +1,39 @@
+"""``asynqpy rules CONFIG``: the rules engine (docs/rules.md); ``--check`` validates only."""
+
+from __future__ import annotations
+
+import click
+
+from .common import UserError, user_errors
+
+
+@click.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--check", is_flag=True, help="Only check the configuration (each problem: file:line: place: message).")
+@click.option("--instance", default=None, metavar="NAME",
+              help="This process's name, when several run one configuration: its taken lists are <taken>/NAME "
+                   "(keep it across restarts).")
+@click.option("--batch", default=100, show_default=True, type=click.IntRange(1, 10_000),
+              help="Most events a watcher takes per round trip.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port (the metrics extra).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="The address to serve metrics on.")
+@click.option("--redis-url", default=None,
+              help="Redis URL (default: the configuration's redis.url, else $ASYNQPY_REDIS_URL or "
+                   "redis://localhost:6379/0).")
+@user_errors
+def rules(config: str, check: bool, instance: str | None, batch: int, metrics_port: int | None, metrics_host: str,
+          redis_url: str | None) -> None:
+    """Run the watchers of CONFIG (Hjson, JSON or TOML; a Resc configuration runs unchanged): each
+    takes events from its input list and turns them into tasks by its rules, until SIGTERM or
+    SIGINT. Set --log-level DEBUG to see each event and task."""
+    from asynqpy.rules import Rules, load_config
+
+    conf = load_config(config)
+    if check:
+        n = sum(len(w.rules) for w in conf.watchers)
+        click.echo(f"{config}: ok ({len(conf.watchers)} watcher(s), {n} rule(s))")
+        return
+    if instance is not None and (not instance or "/" in instance):
+        raise UserError(f"--instance must be a non-empty name without '/', got {instance!r}")
+    Rules(conf, redis_url, instance=instance, batch=batch, metrics_port=metrics_port, metrics_host=metrics_host).run()

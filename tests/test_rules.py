@@ -1,0 +1,287 @@
+"""The rules engine (docs/rules.md): configuration checks (one line each, with the place in the
+file), Resc's README examples run unchanged (the simple regex rule; propagation to children via a
+fetch, against a local HTTP server), make_task's asynqpy tasks, the dead list, recovery of the
+taken list, several instances sharing the work; on redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner
+from helpers import until
+
+from asynqpy import Inspector, TaskState
+from asynqpy.cli.main import main
+from asynqpy.rules import ConfigError, Rules, load_config, parse_config, parse_text
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "rules"
+
+CHILDREN = {
+    "5ab7342600000040": [{"processId": 634876914, "productId": "5ab7e7dc00000040"},
+                         {"processId": 634876914, "productId": "5ab7ebe800000040"}],
+    "1111111111111111": {"processId": 7, "productId": "2222222222222222"},  # an object: one child
+}
+
+
+@pytest.fixture
+def web() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server answering /products/<id>/direct-children (also as a proxy, for
+    URLs naming another host): ids in CHILDREN answer their JSON, 'fail...' 500, others 404."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            path = self.path.split("://", 1)[-1]
+            path = path[path.index("/"):] if "://" in self.path else path
+            seen.append(path)
+            parts = path.strip("/").split("/")
+            if len(parts) == 3 and parts[0] == "products" and parts[2] == "direct-children":
+                if parts[1] in CHILDREN:
+                    body = json.dumps(CHILDREN[parts[1]]).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(500 if parts[1].startswith("fail") else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(5)
+
+
+def _run(rules: Rules, done: Any, timeout: float = 20) -> None:
+    """Run the engine in a new event loop until ``done()``, then stop it."""
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            await until(done, timeout)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(main_())
+
+
+def _empty(r: redis.Redis, *lists: str) -> bool:
+    return all(r.llen(x) == 0 for x in lists)
+
+
+# -- configuration checks -----------------------------------------------------------------------
+
+
+def _check(tmp_path: Path, text: str, name: str = "c.hjson") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    return str(e.value)
+
+
+BASE = """{
+  watchers: [
+    {
+      input_queue: in
+      rules: [
+        {
+          name: r1
+          on: "^a/(?P<x>\\\\w+)$"
+          %s
+        }
+      ]
+    }
+  ]
+}
+"""
+
+
+def test_the_examples_and_resc_configs_check(tmp_path: Path) -> None:
+    for f in sorted(EXAMPLES.iterdir()):
+        conf = load_config(f)
+        assert conf.watchers
+    conf = load_config(EXAMPLES / "propagation.json")
+    w2 = conf.watchers[1]
+    assert w2.taken_queue == "global/to-propagate/taken" and w2.dead_queue == "global/to-propagate/dead"
+    assert conf.watchers[0].rules[1].make[0].task.src == "${input_task}"  # Resc's default task
+
+
+@pytest.mark.parametrize("body,message,line", [
+    ('make: { queue: "q/${y}" }', "${y} is not a variable of this rule (it has: input_task, x)", 9),
+    ('make: { queue: "q", sett: "s" }', "unknown key 'sett'", 9),
+    ('make_task: { type: "t", queue: "bad queue" }', "queue", 9),
+    ('fetch: [{ url: "http://h/${x}" }] make: { queue: "q" }', "returns: must be a non-empty string", 9),
+    ('fetch: [{ url: "http://h/${x}", returns: "r" }] make: { queue: "${r.id}", task: "${z.id}" }',
+     "${z.id} is not a variable", 9),
+    ('', "a rule needs make (or todo) or make_task", 7),
+    ('make: { queue: "q" } make_task: { type: "t", priority: 12 }', "priority: must be an integer from 0 to 9", 9),
+])
+def test_config_problems_name_the_place(tmp_path: Path, body: str, message: str, line: int) -> None:
+    err = _check(tmp_path, BASE % body)
+    assert message in err, err
+    assert err.startswith(f"{tmp_path / 'c.hjson'}:{line}: watchers[0].rules[0]"), err
+    assert "\n" not in err
+
+
+def test_more_config_problems(tmp_path: Path) -> None:
+    assert "not a valid regular expression" in _check(tmp_path, BASE.replace("(?P<x>", "(?P<x") % 'make: {queue: "q"}')
+    err = _check(tmp_path, '{ "watchers": [ { "input_queue": "a"\n "rules": [ \n')
+    assert "not valid Hjson/JSON" in err and err.startswith(f"{tmp_path / 'c.hjson'}:")
+    assert "unknown key 'watcher'" in _check(tmp_path, "{ watcher: [] }")
+    assert "must be a non-empty list of watchers" in _check(tmp_path, "{ watchers: [] }")
+    two = ('{ "watchers": [ { "input_queue": "a", "taken_queue": "t", "rules": [ { "on": "x", "make": { "queue": "q" } '
+           '} ] }, { "input_queue": "b", "taken_queue": "t", "rules": [ { "on": "x", "make": { "queue": "q" } } ] } ] }')
+    assert "needs a taken list of its own" in _check(tmp_path, two)
+    toml = _check(tmp_path, '[[watchers]]\ninput_queue = "a"\n[[watchers.rules]]\non = "x"\n', "c.toml")
+    assert "a rule needs make" in toml
+    assert "not valid TOML" in _check(tmp_path, "[[watchers]\n", "c.toml")
+
+
+def test_toml_and_json_configs_parse() -> None:
+    toml = ('[[watchers]]\ninput_queue = "in"\n[[watchers.rules]]\nname = "r"\non = "^a/(?P<x>\\\\w+)$"\n'
+            '[watchers.rules.make]\nqueue = "out/${x}"\n')
+    conf = parse_config(parse_text(toml, "c.toml"), toml, "c.toml")
+    assert conf.watchers[0].rules[0].make[0].queue.src == "out/${x}"
+    data = {"watchers": [{"input_queue": "in", "rules": [{"on": "x", "todo": {"queue": "q"}}]}]}
+    assert parse_config(data).watchers[0].rules[0].make[0].queue.src == "q"  # Resc's older name
+
+
+def test_cli_check_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.hjson"
+    bad.write_text(BASE % 'make: { queue: "q/${nope}" }')
+    res = CliRunner().invoke(main, ["rules", "--check", str(bad)])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert f"{bad}:9: watchers[0].rules[0].make.queue: ${{nope}} is not a variable" in res.stderr
+    res = CliRunner().invoke(main, ["rules", "--check", str(EXAMPLES / "simple.hjson")])
+    assert res.exit_code == 0 and "ok (1 watcher(s), 1 rule(s))" in res.stdout
+    res = CliRunner().invoke(main, ["rules", "--check", str(tmp_path / "missing.hjson")])
+    assert res.exit_code == 2 and "cannot read it" in res.stderr
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_resc_simple_example_runs_unchanged(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("global/events", "acq/123/456", "acq/123/456", "nothing/to/do", "acq/9/x")
+    rules = Rules(EXAMPLES / "simple.hjson", redis_url)
+    _run(rules, lambda: rules.handled == 4)
+    assert r.lrange("trt/123/todo-queue", 0, -1) == ["trt/123/456"]  # the set kept the second one out
+    assert r.lrange("trt/9/todo-queue", 0, -1) == ["trt/9/x"]
+    assert r.zscore("trt/123/todo-set", "trt/123/456") is not None  # scored with the time, as Resc does
+    assert _empty(r, "global/events", "global/taken", "global/events/dead")
+
+
+@pytest.mark.real
+def test_resc_propagation_example_runs_unchanged(redis_url: str, web: tuple[str, list[str]]) -> None:
+    """The config names http://my-web-service: HTTP_PROXY points httpx at the local server."""
+    url, seen = web
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("global/events", "acq/634876914/1", "trt/634876914/5ab7342600000040", "trt/1/failfailfailfail",
+            "trt/1/1111111111111111")
+    cmd = [sys.executable, "-m", "asynqpy.cli.main", "rules", str(EXAMPLES / "propagation.json"),
+           "--redis-url", redis_url]
+    env = {"HTTP_PROXY": url, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        asyncio.run(until(lambda: r.llen("global/to-propagate/dead") == 1 and r.llen("trt/7/todo-queue") == 1
+                          and _empty(r, "global/events", "global/taken", "global/to-propagate",
+                                     "global/to-propagate/taken"), 30))
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert r.lrange("trt/634876914/todo-queue", 0, -1) == ["trt/634876914/5ab7ebe800000040",
+                                                           "trt/634876914/5ab7e7dc00000040", "trt/634876914/1"]
+    assert r.lrange("trt/7/todo-queue", 0, -1) == ["trt/7/2222222222222222"]
+    dead = json.loads(r.lindex("global/to-propagate/dead", 0))
+    assert dead["event"] == "trt/1/failfailfailfail" and "HTTP 500" in dead["error"] and "after 4 attempt" in \
+        dead["error"] and dead["rule"] == "TRT propagation to children : make child tasks"
+    assert seen.count("/products/failfailfailfail/direct-children") == 4  # retried with backoff
+    assert "goes to global/to-propagate/dead" in err.decode()
+
+
+@pytest.mark.real
+def test_make_task_enqueues_asynqpy_tasks_and_dedups(redis_url: str, tmp_path: Path) -> None:
+    conf = tmp_path / "t.hjson"
+    conf.write_text((EXAMPLES / "tasks.hjson").read_text().replace(
+        "max_retry: 5", "max_retry: 5\n set: \"{shop}/made\"") + "\n")
+    bad = tmp_path / "bad.hjson"
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("{shop}/events", "order/1/paid", "order/2/paid", "order/1/paid", "order/x/paid")
+    rules = Rules(conf, redis_url)
+    _run(rules, lambda: rules.handled == 4)
+    with Inspector(redis_url) as insp:
+        tasks = insp.list_tasks("billing", TaskState.PENDING)
+        assert sorted(t.payload["order"] for t in tasks) == ["1", "2"]  # the repeat dropped
+        assert tasks[0].type == "invoice:create" and tasks[0].max_retry == 5
+        assert {t.payload["source"] for t in tasks} == {"order/1/paid", "order/2/paid"}
+    assert r.zcard("{shop}/made") == 2
+    # a rendered queue name asynqpy refuses: the event goes to the dead list, nothing is lost
+    bad.write_text('{ "watchers": [ { "input_queue": "{shop}/events", "rules": [ { "on": "^q/(?P<q>.*)$", '
+                   '"make_task": { "type": "t", "queue": "${q}" } } ] } ] }')
+    r.lpush("{shop}/events", "q/ok-queue", "q/bad queue")
+    rules = Rules(bad, redis_url)
+    _run(rules, lambda: rules.handled == 2)
+    dead = [json.loads(x) for x in r.lrange("{shop}/events/dead", 0, -1)]
+    assert [d["event"] for d in dead] == ["q/bad queue"] and "queue" in dead[0]["error"]
+    with Inspector(redis_url) as insp:
+        assert len(insp.list_tasks("ok-queue", TaskState.PENDING)) == 1
+
+
+@pytest.mark.real
+def test_events_left_in_the_taken_list_are_handled_first(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("global/taken", "acq/1/a", "acq/1/b")  # a crashed run's (b taken last)
+    r.lpush("global/events", "acq/1/c")
+    rules = Rules(EXAMPLES / "simple.hjson", redis_url)
+    _run(rules, lambda: rules.handled == 3)
+    order = r.lrange("trt/1/todo-queue", 0, -1)[::-1]
+    assert order == ["trt/1/a", "trt/1/b", "trt/1/c"], order
+    assert _empty(r, "global/taken", "global/events")
+
+
+@pytest.mark.real
+def test_instances_share_the_work_each_with_its_taken_list(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("global/events", *[f"acq/5/p{i}" for i in range(2000)])
+    engines = [Rules(EXAMPLES / "simple.hjson", redis_url, instance=name, batch=20) for name in ("a", "b")]
+
+    async def main_() -> None:
+        tasks = [asyncio.create_task(e.arun()) for e in engines]
+        await until(lambda: sum(e.handled for e in engines) == 2000, 30)
+        for e in engines:
+            e.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+
+    asyncio.run(main_())
+    assert all(e.handled > 0 for e in engines), [e.handled for e in engines]  # both worked
+    assert r.llen("trt/5/todo-queue") == 2000 and r.zcard("trt/5/todo-set") == 2000
+    assert _empty(r, "global/events", "global/taken/a", "global/taken/b")
