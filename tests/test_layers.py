@@ -4,6 +4,7 @@
 
 (facades: ``asynqpy`` itself, ``asynqpy.client``, ``asynqpy.inspector``, ``asynqpy.server``,
 ``asynqpy.scheduler``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.otel``, ``asynqpy.workflows``, ``asynqpy.app``,
+``asynqpy.rules``,
 ``asynqpy.testing``, the ``asynqpy.web`` package). A
 module may import modules of its own layer and of the layers to its left, never to its right, and
 no two modules may import each other, directly or through others (imports inside functions
@@ -107,7 +108,7 @@ def test_the_layers_hold_what_their_docstrings_say() -> None:
     # the facades are few: everything else lives in a layer
     assert sorted(m for m in mods if m.count(".") == 1 and _layer(m) == 3) == [
         "asynqpy.app", "asynqpy.client", "asynqpy.inspector", "asynqpy.limiter", "asynqpy.metrics",
-        "asynqpy.otel", "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing", "asynqpy.web",
+        "asynqpy.otel", "asynqpy.rules", "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing", "asynqpy.web",
         "asynqpy.workflows"]
 
 
