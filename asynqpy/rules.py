@@ -21,12 +21,40 @@ from .core.rules import Config, ConfigError, RuleError, load_config, parse_confi
 from .redisio.connection import async_client
 from .worker.rules import Engine, PrometheusRulesMetrics, RulesMetrics
 
-__all__ = ["Config", "ConfigError", "RuleError", "Rules", "check", "load_config", "parse_config", "parse_text"]
+__all__ = ["Config", "ConfigError", "RuleError", "Rules", "check", "load_config", "parse_config", "parse_text",
+           "redrive"]
 
 
 def check(path: str | Path) -> Config:
     """Read and check a configuration; ConfigError (``file:line: place: message``) if wrong."""
     return load_config(path)
+
+
+def redrive(config: Config | str | Path, redis: Any = None, batch: int = 1000) -> dict[str, int]:
+    """Move every watcher's dead events back to its input list (oldest first), to go through the
+    rules again (after the fetched service is back, a rule fixed). Returns the count per watcher.
+    A record of the dead list that is not the engine's JSON stops its watcher's move there."""
+    from .core.broker import Broker
+    from .redisio.connection import sync_client
+    from .redisio.executor import SyncExecutor
+
+    conf = config if isinstance(config, Config) else load_config(config)
+    r = sync_client(redis if redis is not None else conf.redis_url)
+    ex, b = SyncExecutor(r), Broker()
+    out: dict[str, int] = {}
+    try:
+        for w in conf.watchers:
+            total = 0
+            while True:
+                n = ex.run(b.rules_redrive(w.dead_queue, w.input_queue, batch))
+                total += n
+                if n < batch:
+                    break
+            out[w.name] = total
+    finally:
+        if not hasattr(redis, "execute_command"):
+            r.close()
+    return out
 
 
 class Rules:

@@ -10,6 +10,7 @@ from .common import UserError, user_errors
 @click.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--check", is_flag=True, help="Only check the configuration (each problem: file:line: place: message).")
+@click.option("--redrive", is_flag=True, help="Move every watcher's dead events back to its input list, and exit.")
 @click.option("--instance", default=None, metavar="NAME",
               help="This process's name, when several run one configuration: its taken lists are <taken>/NAME "
                    "(keep it across restarts).")
@@ -22,14 +23,19 @@ from .common import UserError, user_errors
               help="Redis URL (default: the configuration's redis.url, else $ASYNQPY_REDIS_URL or "
                    "redis://localhost:6379/0).")
 @user_errors
-def rules(config: str, check: bool, instance: str | None, batch: int, metrics_port: int | None, metrics_host: str,
-          redis_url: str | None) -> None:
+def rules(config: str, check: bool, redrive: bool, instance: str | None, batch: int, metrics_port: int | None,
+          metrics_host: str, redis_url: str | None) -> None:
     """Run the watchers of CONFIG (Hjson, JSON or TOML; a Resc configuration runs unchanged): each
     takes events from its input list and turns them into tasks by its rules, until SIGTERM or
     SIGINT. Set --log-level DEBUG to see each event and task."""
     from asynqpy.rules import Rules, load_config
+    from asynqpy.rules import redrive as redrive_dead
 
     conf = load_config(config)
+    if redrive:
+        for name, n in redrive_dead(conf, redis_url).items():
+            click.echo(f"{name}: {n} dead event(s) moved back to the input list")
+        return
     if check:
         n = sum(len(w.rules) for w in conf.watchers)
         click.echo(f"{config}: ok ({len(conf.watchers)} watcher(s), {n} rule(s))")

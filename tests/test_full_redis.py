@@ -133,7 +133,9 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
                                               Plan("p", "init", expect=b"starting:0", state=b"\x01",
                                                    events=[b"\x02"]))),
     "proc_read": (lambda h: h.r.hset(K.proc, "p", new_record("t")), lambda h: h.b.proc_read(Q, "p")),
-    # the rules engine dead-letters an event (its removal first)
+    # the rules engine dead-letters an event (its removal first), and sends dead events back (a move)
+    "rules_redrive": (lambda h: h.r.lpush("in/dead", '{"event": "e1"}'), lambda h: h.b.rules_redrive("in/dead", "in",
+                                                                                                    10)),
     "rules_dead": (lambda h: h.r.lpush("in/taken", "e1"), lambda h: h.b.rules_dead("in/taken", "in/dead", b"e1",
                                                                                   '{"event": "e1"}')),
 }

@@ -29,7 +29,7 @@ ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
     "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch", "group_add", "enqueue_target",
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "proc_start", "proc_read",
-                 "rules_take", "rules_push", "rules_dead"},
+                 "rules_take", "rules_push", "rules_dead", "rules_redrive"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "forget_gone", "cron_fire",
                "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",

@@ -41,7 +41,7 @@ def web() -> Iterator[tuple[str, list[str]]]:
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             path = self.path.split("://", 1)[-1]
             path = path[path.index("/"):] if "://" in self.path else path
             seen.append(path)
@@ -285,3 +285,67 @@ def test_instances_share_the_work_each_with_its_taken_list(redis_url: str) -> No
     assert all(e.handled > 0 for e in engines), [e.handled for e in engines]  # both worked
     assert r.llen("trt/5/todo-queue") == 2000 and r.zcard("trt/5/todo-set") == 2000
     assert _empty(r, "global/events", "global/taken/a", "global/taken/b")
+
+
+@pytest.mark.real
+def test_dead_events_are_sent_back_by_redrive(redis_url: str, tmp_path: Path) -> None:
+    from asynqpy.rules import redrive
+
+    conf = tmp_path / "r.json"
+    conf.write_text(json.dumps({"watchers": [{"input_queue": "in", "rules": [
+        {"name": "needs y", "on": "^(?P<x>a)(?P<y>b)?$", "make": {"queue": "out", "task": "${x}${y}"}}]}]}))
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("in", "ab", "a", "a")  # 'a' leaves group y unset: no value for ${y}
+    rules = Rules(conf, redis_url)
+    _run(rules, lambda: rules.handled == 3)
+    assert r.lrange("out", 0, -1) == ["ab"]
+    dead = [json.loads(x) for x in r.lrange("in/dead", 0, -1)]
+    assert [d["event"] for d in dead] == ["a", "a"] and "no value for ${y}" in dead[0]["error"]
+    assert dead[0]["rule"] == "needs y" and dead[0]["watcher"] == "in"
+    res = CliRunner().invoke(main, ["rules", str(conf), "--redrive", "--redis-url", redis_url])
+    assert res.exit_code == 0 and "in: 2 dead event(s) moved back" in res.stdout, res.output
+    assert r.lrange("in", 0, -1) == ["a", "a"] and r.llen("in/dead") == 0
+    assert redrive(conf, redis_url) == {"in": 0}
+
+
+@pytest.mark.real
+def test_rules_metrics(redis_url: str) -> None:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    from redisproc import free_port
+
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("global/events", "acq/1/a", "acq/1/a", "other")
+    port = free_port()
+    rules = Rules(EXAMPLES / "simple.hjson", redis_url, metrics_port=port)
+    got: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+    def scraped() -> bool:
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return False  # not serving yet
+        got.update({(s.name, tuple(sorted(s.labels.items()))): s.value
+                    for fam in text_string_to_metric_families(text) for s in fam.samples})
+        return rules.handled == 3
+
+    _run(rules, scraped)
+    w = (("watcher", "global/events"),)
+    rule = "TRT computation on data acquisition"
+    assert got[("asynqpy_rules_events_total", w)] == 3
+    assert got[("asynqpy_rules_matched_total", tuple(sorted(w + (("rule", rule),))))] == 2
+    assert got[("asynqpy_rules_tasks_total", tuple(sorted(w + (("rule", rule), ("kind", "pushed")))))] == 1
+    assert got[("asynqpy_rules_tasks_total", tuple(sorted(w + (("rule", rule), ("kind", "duplicate")))))] == 1
+
+
+def test_the_readme_and_docs_configs_check(tmp_path: Path) -> None:
+    import re
+
+    for page in (ROOT / "README.md", ROOT / "docs" / "rules.md"):
+        blocks = re.findall(r"^```hjson\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL)
+        assert blocks, page
+        for i, text in enumerate(blocks):
+            p = tmp_path / f"{page.stem}-{i}.hjson"
+            p.write_text(text)
+            assert load_config(p).watchers

@@ -399,6 +399,10 @@ class Broker:
         1 pushed, 0 already there."""
         return Call(int, "rules_push", (queue, guard or queue), (task, "1" if guard else "0", ""))
 
+    def rules_redrive(self, dead: str, input: str, n: int) -> Call[int]:
+        """Move up to ``n`` dead events (oldest first) back to ``input``; how many moved."""
+        return Call(int, "rules_redrive", (dead, input), (n,))
+
     def rules_dead(self, taken: str, dead: str, event: bytes, record: str) -> Call[int]:
         """Move ``event`` from ``taken`` to ``dead`` as ``record`` (1; 0 if it was not in taken)."""
         return Call(int, "rules_dead", (taken, dead), (event, record))

@@ -1,0 +1,22 @@
+--[[ rules_redrive: dead list -> input list: dead events sent through their rules again (oldest first)
+KEYS[1] dead     the watcher's dead list (JSON records with the field 'event', from rules_dead)
+KEYS[2] input    the watcher's input list
+ARGV[1] n        the most events to move
+Returns how many moved (a record that is not such JSON stays in the dead list, and the move stops
+there: the count is then the number before it).
+]]
+local moved = 0
+for _ = 1, tonumber(ARGV[1]) do
+  local rec = redis.call('LINDEX', KEYS[1], -1)
+  if not rec then
+    break
+  end
+  local ok, parsed = pcall(cjson.decode, rec)
+  if not ok or type(parsed) ~= 'table' or type(parsed.event) ~= 'string' then
+    break
+  end
+  redis.call('RPOP', KEYS[1])
+  redis.call('LPUSH', KEYS[2], parsed.event)
+  moved = moved + 1
+end
+return moved
