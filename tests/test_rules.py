@@ -349,3 +349,42 @@ def test_the_readme_and_docs_configs_check(tmp_path: Path) -> None:
             p = tmp_path / f"{page.stem}-{i}.hjson"
             p.write_text(text)
             assert load_config(p).watchers
+
+
+def test_the_engine_on_every_backend(backend: Any) -> None:
+    """fakeredis, redis-server and the cluster (lists with one hash tag share a slot)."""
+    import uuid
+
+    tag = "{" + uuid.uuid4().hex[:8] + "}"
+    conf = parse_config({"watchers": [{"input_queue": f"{tag}/in", "rules": [
+        {"name": "push", "on": r"^p/(?P<n>\d+)$", "make": {"task": "t/${n}", "queue": f"{tag}/out",
+                                                            "set": f"{tag}/set"}},
+        {"name": "task", "on": r"^t/(?P<n>\d+)$", "make_task": {"type": "job", "payload": {"n": "${n}"},
+                                                               "queue": "rq" + tag[1:-1]}},
+        {"name": "cross", "on": "^x$", "make": {"queue": "elsewhere/{other}", "set": "sets/{third}"}},
+    ]}]})
+    r = backend.sync
+    r.lpush(f"{tag}/in/taken", "p/0")  # left by a crashed run
+    r.lpush(f"{tag}/in", "p/1", "p/1", "t/7", "nothing")
+    if backend.kind != "fake":
+        r.lpush(f"{tag}/in", "x")  # on the cluster: a list and a set in two slots (refused); one server: fine
+    n = 6 if backend.kind != "fake" else 5
+
+    async def main_() -> None:
+        rules = Rules(conf, backend.new_async())
+        task = asyncio.create_task(rules.arun())
+        await until(lambda: rules.handled == n, 20)
+        rules.stop()
+        await asyncio.wait_for(task, 10)
+
+    asyncio.run(main_())
+    assert sorted(r.lrange(f"{tag}/out", 0, -1)) == [b"t/0", b"t/1"]
+    assert r.llen(f"{tag}/in") == 0 and r.llen(f"{tag}/in/taken") == 0
+    with Inspector(r) as insp:
+        [t] = insp.list_tasks("rq" + tag[1:-1], TaskState.PENDING)
+        assert t.type == "job" and t.payload == {"n": "7"}
+    if backend.kind == "cluster":
+        dead = [json.loads(x) for x in r.lrange(f"{tag}/in/dead", 0, -1)]
+        assert [d["event"] for d in dead] == ["x"] and dead[0]["rule"] == "cross", dead
+    elif backend.kind == "real":
+        assert r.lrange("elsewhere/{other}", 0, -1) == [b"x"]
