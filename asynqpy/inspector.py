@@ -7,21 +7,22 @@ whatever the queue depth; bulk operations go in bounded batches (see docs/archit
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .core import cron, flows, processes
+from .core import control, cron, flows, processes
 from .core import cron as _cron
 from .core import events as ev
 from .core import limits as _limits
-from .core.broker import Broker, QueueStats
+from .core.broker import Broker, Call, QueueStats
 from .core.clock import Clock
 from .core.events import TaskEvent
 from .core.flows import WorkflowNode
 from .core.inspection import DailyStats, GroupInfo, Plan, Plans, QueueInfo
-from .core.keys import queue_keys
+from .core.keys import control_ack, queue_keys
 from .core.limits import QueueLimits
 from .core.process import Process
 from .core.server_record import ServerInfo, WorkerInfo
@@ -144,6 +145,34 @@ class Inspector:
         """(how many processes ``queue`` has, ``count`` of them from rank ``start``, the most
         recently changed first; without their history)."""
         return self._run(processes.listing(self._plans.b, queue, start, count))
+
+    def stop_server(self, server_id: str, timeout: float = 10.0) -> str:
+        """Stop a server gracefully, as SIGTERM does (its running tasks finish within its
+        shutdown_timeout, or go back to their queues), from any machine. Returns the server's
+        acknowledgement ("stopping"). ServerNotFoundError for a server that is not alive;
+        TimeoutError if it did not acknowledge within ``timeout`` seconds."""
+        return self._control(server_id, "stop", timeout)
+
+    def quiet_server(self, server_id: str, timeout: float = 10.0) -> str:
+        """Make a server take no new task (its running ones finish): before a deploy. Returns
+        "quiet" once no task will be taken. Errors as :meth:`stop_server`."""
+        return self._control(server_id, "quiet", timeout)
+
+    def resume_server(self, server_id: str, timeout: float = 10.0) -> str:
+        """Make a quiet server take tasks again. Returns "running" ("stopping" if it is
+        stopping). Errors as :meth:`stop_server`."""
+        return self._control(server_id, "resume", timeout)
+
+    def _control(self, server_id: str, action: str, timeout: float) -> str:
+        cid = self._run(control.send(self._plans.b, server_id, action))
+        key, deadline = control_ack(cid), time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"server {server_id} did not acknowledge {action} within {timeout:g}s")
+            got = self._exec.run(Call(lambda r: r, command=("BLPOP", key, max(0.01, min(1.0, left)))))
+            if got:
+                return str(got[1].decode() if isinstance(got[1], bytes) else got[1])
 
     def pause(self, queue: str) -> bool:
         """Pause a queue (workers stop taking its tasks); False if it already was."""
@@ -352,6 +381,29 @@ class AsyncInspector:
     async def processes(self, queue: str, start: int = 0, count: int = 100) -> tuple[int, list[Process]]:
         """See :meth:`Inspector.processes`."""
         return await self._run(processes.listing(self._plans.b, queue, start, count))
+
+    async def stop_server(self, server_id: str, timeout: float = 10.0) -> str:
+        """See :meth:`Inspector.stop_server`."""
+        return await self._control(server_id, "stop", timeout)
+
+    async def quiet_server(self, server_id: str, timeout: float = 10.0) -> str:
+        """See :meth:`Inspector.quiet_server`."""
+        return await self._control(server_id, "quiet", timeout)
+
+    async def resume_server(self, server_id: str, timeout: float = 10.0) -> str:
+        """See :meth:`Inspector.resume_server`."""
+        return await self._control(server_id, "resume", timeout)
+
+    async def _control(self, server_id: str, action: str, timeout: float) -> str:
+        cid = await self._run(control.send(self._plans.b, server_id, action))
+        key, deadline = control_ack(cid), time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"server {server_id} did not acknowledge {action} within {timeout:g}s")
+            got = await self._exec.run(Call(lambda r: r, command=("BLPOP", key, max(0.01, min(1.0, left)))))
+            if got:
+                return str(got[1].decode() if isinstance(got[1], bytes) else got[1])
 
     async def pause(self, queue: str) -> bool:
         """See :meth:`Inspector.pause`."""

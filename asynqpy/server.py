@@ -31,6 +31,7 @@ from .redisio.connection import REDIS_ERRORS, async_client, check_url
 from .worker.aggregator import Aggregation, AggregatorParams
 from .worker.canceller import Canceller
 from .worker.context import MAX_BACKOFF, Context, is_outage
+from .worker.control import Controller
 from .worker.forwarder import Forwarder, ForwarderParams
 from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
@@ -158,7 +159,8 @@ class Server:
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
         loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation | Propagator] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
-            Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor), Propagator(ctx)]
+            Janitor(ctx, JanitorParams.of(o)), Canceller(ctx, processor, Controller(ctx, self.server_id, processor)),
+            Propagator(ctx)]
         if o.group_aggregator is not None:
             loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
                                                            o.group_max_delay, o.group_max_size), pool))

@@ -1,4 +1,4 @@
-"""``asynqpy server ls``."""
+"""``asynqpy server ls|stop|quiet|resume``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from .common import (
+    UserError,
     ago,
     console,
     emit_json,
@@ -21,7 +22,7 @@ from .common import (
 
 @click.group()
 def server() -> None:
-    """List live servers (workers)."""
+    """List live servers (workers); stop, quiet or resume one from any machine."""
 
 
 @server.command("ls")
@@ -42,15 +43,16 @@ def ls(as_json: bool, redis_url: str) -> None:
         return
     now = datetime.now(timezone.utc)
     t = Table(box=None, pad_edge=False, header_style="bold")
-    t.add_column("name", no_wrap=True, max_width=24, overflow="ellipsis")
-    t.add_column("host", no_wrap=True, max_width=24, overflow="ellipsis")
-    t.add_column("pid", justify="right", no_wrap=True)
+    t.add_column("id", no_wrap=True)
+    t.add_column("name", no_wrap=True, max_width=16, overflow="ellipsis")
+    t.add_column("status", no_wrap=True)
     t.add_column("busy", justify="right", no_wrap=True)
     t.add_column("queues")
     t.add_column("started", no_wrap=True)
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
-        t.add_row(s.name or "-", s.host, str(s.pid), f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
+        status = {"quiet": "[yellow]quiet[/yellow]", "stopping": "[red]stopping[/red]"}.get(s.status, s.status)
+        t.add_row(s.id, s.name or "-", status, f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
     show(out, t)
     running = [(s, w) for s in servers for w in s.active]
     if running:
@@ -61,3 +63,55 @@ def ls(as_json: bool, redis_url: str) -> None:
         for _, w in running:
             r.add_row(w.task_id, w.queue, w.type, ago(w.started, now), ago(w.deadline, now))
         show(out, r)
+
+
+def _control(action: str, server: str, timeout: float, redis_url: str) -> None:
+    from asynqpy.core.errors import ServerNotFoundError
+
+    with inspector(redis_url) as insp:
+        ids = [s.id for s in insp.servers() if server in (s.id, s.name)]
+        if len(ids) > 1:
+            raise UserError(f"{len(ids)} live servers are named {server!r}: give one's id ({', '.join(ids)})")
+        try:
+            fn = {"stop": insp.stop_server, "quiet": insp.quiet_server, "resume": insp.resume_server}[action]
+            got = fn(ids[0] if ids else server, timeout)
+        except ServerNotFoundError:
+            raise UserError(f"no live server {server!r} (see asynqpy server ls)") from None
+        except TimeoutError as exc:
+            raise UserError(str(exc)) from None
+    click.echo(f"server {ids[0] if ids else server}: {got}")
+
+
+timeout_option = click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+                              help="Seconds to wait for the server's acknowledgement.")
+
+
+@server.command()
+@click.argument("server_id")
+@timeout_option
+@redis_url_option
+@user_errors
+def stop(server_id: str, timeout: float, redis_url: str) -> None:
+    """Stop server SERVER_ID (its id or --name) gracefully, as SIGTERM does: running tasks finish
+    within its shutdown timeout or go back to their queues."""
+    _control("stop", server_id, timeout, redis_url)
+
+
+@server.command()
+@click.argument("server_id")
+@timeout_option
+@redis_url_option
+@user_errors
+def quiet(server_id: str, timeout: float, redis_url: str) -> None:
+    """Make server SERVER_ID take no new task; its running tasks finish (before a deploy)."""
+    _control("quiet", server_id, timeout, redis_url)
+
+
+@server.command()
+@click.argument("server_id")
+@timeout_option
+@redis_url_option
+@user_errors
+def resume(server_id: str, timeout: float, redis_url: str) -> None:
+    """Make a quiet server SERVER_ID take tasks again."""
+    _control("resume", server_id, timeout, redis_url)

@@ -59,6 +59,10 @@ class EntryNotFoundError(AsynqpyError):
     """No scheduler entry (periodic task) with this name in this queue."""
 
 
+class ServerNotFoundError(AsynqpyError):
+    """No live server with this id (never was, stopped, or its heartbeat expired)."""
+
+
 class QueueNotEmptyError(AsynqpyError):
     """The queue still holds tasks (remove it with ``force``, or empty it first)."""
 

@@ -20,8 +20,9 @@ from typing import Any
 import msgpack
 from redis.exceptions import RedisError
 
-from ..core.keys import CANCEL_CHANNEL
+from ..core.keys import CANCEL_CHANNEL, CONTROL_CHANNEL
 from .context import Context, Holder
+from .control import Controller
 
 log = logging.getLogger("asynqpy.canceller")
 
@@ -30,9 +31,13 @@ CLOSE_TIMEOUT = 1.0
 
 
 class Canceller:
-    def __init__(self, ctx: Context, processor: Holder) -> None:
+    """Also the server's remote control (``control``): the same subscription carries the control
+    channel, and each idle tick looks at the server's control list."""
+
+    def __init__(self, ctx: Context, processor: Holder, control: Controller | None = None) -> None:
         self.ctx = ctx
         self.processor = processor
+        self.control = control
 
     def handle(self, data: Any) -> None:
         """Cancel the handler named by one notice, if this server runs it."""
@@ -54,13 +59,22 @@ class Canceller:
         while not ctx.stopping.is_set():
             pubsub = ctx.redis.pubsub()
             try:
-                await pubsub.subscribe(CANCEL_CHANNEL)
+                await pubsub.subscribe(CANCEL_CHANNEL, *([CONTROL_CHANNEL] if self.control else []))
                 backoff = 0.1
                 ctx.health.ok()
+                if self.control is not None:
+                    await self.control.drain()  # commands sent while this was not subscribed
                 while not ctx.stopping.is_set():
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=ctx.block_limit)
                     if msg is not None and msg.get("type") == "message":
-                        self.handle(msg["data"])
+                        channel = msg.get("channel")
+                        if channel in (CONTROL_CHANNEL, CONTROL_CHANNEL.encode()):
+                            if self.control is not None and self.control.wants(msg["data"]):
+                                await self.control.drain()
+                        else:
+                            self.handle(msg["data"])
+                    elif msg is None and self.control is not None:
+                        await self.control.drain()  # an idle tick: a message missed while reconnecting
             except (RedisError, OSError) as exc:
                 ctx.health.failed("the cancel channel subscription (meanwhile lease renewal catches cancelled "
                                   f"tasks; retried in {backoff:.1f}s)", exc)

@@ -65,7 +65,13 @@ class Heartbeat:
         p = self.p
         return server_record.pack(
             p.server_id, socket.gethostname(), os.getpid(), p.queues, p.concurrency, p.strict_priority,
-            p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running], p.name)
+            p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running], p.name,
+            self._status())
+
+    def _status(self) -> str:
+        if self.ctx.stopping.is_set():
+            return "stopping"
+        return "quiet" if getattr(self.processor, "quiet", False) else "running"
 
     async def beat(self) -> None:
         """One heartbeat: liveness, then lease renewal."""
@@ -75,7 +81,7 @@ class Heartbeat:
             Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), p.server_id))
         ]
         running = list(self.processor.held.values())
-        described = frozenset(self.processor.held)
+        described = frozenset([*self.processor.held, ("", self._status())])
         if self._beats % INFO_EVERY == 0 or described != self._described:
             ttl = max(1, int(interval * (INFO_EVERY + 3)))
             calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "EX", ttl)))

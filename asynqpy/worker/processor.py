@@ -136,6 +136,9 @@ class Processor:
         self.executing: set[Running] = set()
         self._chains: dict[str, AsyncHandler] = {}
         self._slot_freed = asyncio.Event()
+        self.quiet = False  # asynqpy server quiet: no new task is taken (worker/control.py)
+        self._fetcher: asyncio.Task[None] | None = None
+        self._fetch_lock = asyncio.Lock()
         self._empty: dict[str, float] = {}
         self.name = options.worker_name
         self._wake_keys = {queue_keys(q).wake: q for q in self.queues}
@@ -159,10 +162,17 @@ class Processor:
     async def run(self) -> None:
         """Process tasks until the server is asked to stop, then shut down gracefully."""
         writer = asyncio.create_task(self._write_loop(), name="asynqpy-writer")
-        fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
+        async with self._fetch_lock:
+            if not self.quiet:
+                self._fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
         await self.ctx.stopping.wait()
         self._slot_freed.set()
-        await self._stop_fetcher(fetcher)
+        async with self._fetch_lock:
+            if self._fetcher is not None:
+                await self._stop_fetcher(self._fetcher)
+                self._fetcher = None
+            elif self._waiter is not None:
+                await self._waiter.close()
         running = {r.aio for r in self.executing if r.aio is not None}
         if running:
             log.info("waiting up to %.1fs for %d running task(s)", self.opts.shutdown_timeout, len(running))
@@ -180,7 +190,7 @@ class Processor:
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
-        while not self.ctx.stopping.is_set():
+        while not self.ctx.stopping.is_set() and not self.quiet:
             if len(self.executing) >= self.opts.concurrency:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -202,7 +212,7 @@ class Processor:
                         await asyncio.sleep(0)
                         continue
                 if not await self._fetch_once(count):
-                    if self.ctx.stopping.is_set():
+                    if self.ctx.stopping.is_set() or self.quiet:
                         break
                     await self._wait_for_work(count)
                     await asyncio.sleep(0)  # let the tasks it brought start before the next fetch
@@ -288,7 +298,7 @@ class Processor:
         self._empty.pop(owed, None)
         if owed == acted:
             return  # the dequeue that rode with the wait took tasks of the queue whose token it was
-        if len(self.executing) < self.opts.concurrency and not self.ctx.stopping.is_set():
+        if len(self.executing) < self.opts.concurrency and not self.ctx.stopping.is_set() and not self.quiet:
             self._owed = owed  # the next dequeue goes to the queue whose token this was
         else:
             await self._hand_back(owed)
@@ -870,7 +880,19 @@ class Processor:
         finally:
             hurry.cancel()
 
-    async def _stop_fetcher(self, fetcher: asyncio.Task[None]) -> None:
+    async def set_quiet(self, quiet: bool) -> None:
+        """Stop taking new tasks (``quiet``: the running ones go on and are written) or take
+        them again; returns once it holds (a dequeue in flight is let finish first, so no task is
+        taken after this returns)."""
+        async with self._fetch_lock:
+            self.quiet = quiet
+            if quiet and self._fetcher is not None:
+                await self._stop_fetcher(self._fetcher, close=False)
+                self._fetcher = None
+            elif not quiet and self._fetcher is None and not self.ctx.stopping.is_set():
+                self._fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
+
+    async def _stop_fetcher(self, fetcher: asyncio.Task[None], close: bool = True) -> None:
         """Stop fetching without losing a dequeue in flight: a dequeue is let finish, a pipelined
         wait is unblocked (its dequeue then completes), anything else is cancelled."""
         while not fetcher.done():
@@ -883,7 +905,7 @@ class Processor:
             elif not self._in_dequeue:
                 fetcher.cancel()
             await asyncio.wait([fetcher], timeout=0.05)
-        if self._waiter is not None:
+        if close and self._waiter is not None:
             await self._waiter.close()
 
     async def _requeue_leftovers(self) -> None:

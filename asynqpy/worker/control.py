@@ -1,0 +1,68 @@
+"""A server's side of remote control (see :mod:`asynqpy.core.control`): pops the commands of
+its control list, applies them (quiet, resume, stop) and acknowledges each. Woken by the cancel
+loop's subscription (the control channel names this server), and looked at on every idle tick
+of that subscription, so a message missed while reconnecting delays a command, never loses it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from ..core import control
+from ..core.broker import Call
+from ..core.keys import control_list
+from .context import Context
+
+log = logging.getLogger("asynqpy.control")
+
+
+class Quietable(Protocol):
+    quiet: bool
+
+    async def set_quiet(self, quiet: bool) -> None: ...
+
+
+class Controller:
+    def __init__(self, ctx: Context, server_id: str, processor: Quietable) -> None:
+        self.ctx = ctx
+        self.server_id = server_id
+        self.processor = processor
+        self.key = control_list(server_id)
+
+    async def drain(self) -> None:
+        """Apply the commands waiting for this server, in order."""
+        while True:
+            raw = await self.ctx.exec.run(Call(lambda r: r, command=("LPOP", self.key)))
+            if raw is None:
+                return
+            try:
+                cid, action = control.unpack_command(raw)
+            except ValueError as exc:
+                log.warning("%s", exc)
+                continue
+            outcome = await self.apply(action)
+            await self.ctx.exec.run_many(control.ack_calls(cid, outcome))
+
+    async def apply(self, action: str) -> str:
+        if action == "quiet":
+            log.warning("quiet (asked by an operator): taking no new task; running tasks go on")
+            await self.processor.set_quiet(True)
+            return "quiet"
+        if action == "resume":
+            if self.ctx.stopping.is_set():
+                return "stopping"
+            log.warning("resumed (asked by an operator): taking tasks again")
+            await self.processor.set_quiet(False)
+            return "running"
+        if action == "stop":
+            if not self.ctx.stopping.is_set():
+                log.warning("stop (asked by an operator): shutting down gracefully")
+                self.ctx.stopping.set()
+            return "stopping"
+        log.warning("ignored an unknown control action %r", action)
+        return f"unknown action {action!r}"
+
+    def wants(self, data: Any) -> bool:
+        """Whether a control channel message is for this server."""
+        got = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+        return got == self.server_id

@@ -1,0 +1,96 @@
+"""Remote worker control (docs/workers.md "Remote control"): quiet, resume and stop a server
+from another client, acknowledged; unknown or dead servers refused (typed error, CLI exit 2);
+quiet then stop drains a server with tasks in flight and loses nothing. On redis-server and the
+cluster (the commands travel through Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from click.testing import CliRunner
+from helpers import serving, until
+
+from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Server, Task
+from asynqpy.cli.main import main
+from asynqpy.core.errors import ServerNotFoundError
+
+Q = "ctl"
+
+
+def _mux(done: list[str], release: threading.Event | None = None) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("slow")
+    async def slow(task: Task) -> None:
+        while release is not None and not release.is_set():
+            await asyncio.sleep(0.01)
+        done.append(task.payload)
+
+    return mux
+
+
+@pytest.mark.parametrize("kind", ["real", pytest.param("cluster", marks=pytest.mark.cluster)])
+def test_quiet_resume_and_stop_a_server_from_another_client(kind: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("redis_url") if kind == "real" else request.getfixturevalue("cluster_url")
+    done: list[str] = []
+    release = threading.Event()
+
+    async def main_() -> None:
+        server = Server(url, queues=[Q], heartbeat_interval=0.2, shutdown_timeout=5, lease=5)
+        run = asyncio.create_task(server.arun(_mux(done, release)))
+        with Client(url) as c, Inspector(url) as insp:
+            await until(lambda: any(s.id == server.server_id for s in insp.servers()), 10)
+            c.enqueue("slow", "running", queue=Q)
+            await until(lambda: [len(s.active) for s in insp.servers() if s.id == server.server_id] == [1], 10)
+            assert await asyncio.to_thread(insp.quiet_server, server.server_id) == "quiet"
+            c.enqueue("slow", "while quiet", queue=Q)
+            release.set()  # the running task finishes while quiet
+            await until(lambda: done == ["running"], 10)
+            await asyncio.sleep(0.5)
+            assert done == ["running"] and insp.queue_info(Q).pending == 1  # the new task waits
+            await until(lambda: [s.status for s in insp.servers() if s.id == server.server_id] == ["quiet"], 10)
+            assert await asyncio.to_thread(insp.resume_server, server.server_id) == "running"
+            await until(lambda: done == ["running", "while quiet"], 10)
+            assert await asyncio.to_thread(insp.stop_server, server.server_id) == "stopping"
+            await asyncio.wait_for(run, 15)  # the server stopped by itself
+            with pytest.raises(ServerNotFoundError):
+                insp.stop_server(server.server_id)
+
+    asyncio.run(main_())
+
+
+def test_unknown_servers_and_bad_actions_are_refused(redis_url: str) -> None:
+    with Inspector(redis_url) as insp:
+        with pytest.raises(ServerNotFoundError, match="no live server 'nope'"):
+            insp.quiet_server("nope")
+        with pytest.raises(InvalidArgumentError):
+            insp.quiet_server("")
+    for verb in ("stop", "quiet", "resume"):
+        res = CliRunner().invoke(main, ["server", verb, "nope", "--redis-url", redis_url])
+        assert res.exit_code == 2 and res.stderr.strip() == "asynqpy: error: no live server 'nope' (see asynqpy " \
+            "server ls)", res.output
+
+
+def test_cli_controls_a_server_by_id_or_name(redis_url: str) -> None:
+    done: list[str] = []
+
+    def run(*args: str) -> tuple[int, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", redis_url])
+        return res.exit_code, res.stdout if res.exit_code == 0 else res.stderr
+
+    async def main_() -> None:
+        async with serving(redis_url, _mux(done), queues=[Q], name="deploy-7", heartbeat_interval=0.2) as server:
+            with Inspector(redis_url) as insp:
+                await until(lambda: any(s.id == server.server_id for s in insp.servers()), 10)
+            code, out = await asyncio.to_thread(run, "server", "quiet", "deploy-7")
+            assert (code, out) == (0, f"server {server.server_id}: quiet\n"), out
+            await until(lambda: "quiet" in run("server", "ls")[1], 10)
+            assert server.server_id in run("server", "ls")[1]
+            code, out = await asyncio.to_thread(run, "server", "resume", server.server_id)
+            assert (code, out) == (0, f"server {server.server_id}: running\n"), out
+            code, out = await asyncio.to_thread(run, "server", "stop", "deploy-7")
+            assert (code, out) == (0, f"server {server.server_id}: stopping\n"), out
+
+    asyncio.run(main_())
