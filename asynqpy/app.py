@@ -36,6 +36,7 @@ from .core.errors import InvalidArgumentError
 from .core.keys import validate_queue
 from .core.mux import ServeMux
 from .core.options import OPTIONS, Seconds, When, unknown_options
+from .core.sandbox import Sandboxed
 from .core.task import Task, TaskInfo, current_task
 from .server import Server
 from .worker.scheduler import entries_of
@@ -110,6 +111,12 @@ class TaskFunction(Generic[P, R]):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __sandbox_call__(self, task: Task) -> Any:
+        """Run as a sandboxed handler (in a child process): the payload bound to the signature
+        (a coroutine for an async function)."""
+        args, kwargs = _call_args(self.signature, task.payload)
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -241,17 +248,22 @@ class App:
     @overload
     def task(self, *, name: str | None = None, queue: str = ..., max_retry: int = ..., timeout: Seconds | None = ...,
              deadline: When | None = ..., unique: Seconds | None = ..., retention: Seconds = ...,
-             retry_delay: Seconds | None = ..., headers: dict[str, str] | None = ...) -> _Decorator: ...
+             retry_delay: Seconds | None = ..., headers: dict[str, str] | None = ...,
+             sandbox: bool = ...) -> _Decorator: ...
 
     def task(self, *fns: Callable[..., Any], **options: Any) -> Any:
         """Make ``fn`` a task function (a decorator, with or without options): registered under
         ``name`` (default ``module.qualname``), enqueued with ``options`` (``queue``,
         ``max_retry``, ``timeout``, ``deadline``, ``unique``, ``retention``, ``retry_delay``,
-        ``headers``)."""
+        ``headers``). ``sandbox=True``: a worker runs it in a child process (docs/workers.md
+        "Sandboxed handlers"); it must be a module-level function."""
         if len(fns) > 1:
             raise InvalidArgumentError("app.task takes one function")
         fn = fns[0] if fns else None
         name: str | None = options.pop("name", None)
+        sandbox = options.pop("sandbox", False)
+        if not isinstance(sandbox, bool):
+            raise InvalidArgumentError(f"sandbox must be a bool, got {sandbox!r}")
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise InvalidArgumentError(f"a task function's name must be a non-empty string, got {name!r}")
         bad = set(options) - _TASK_OPTIONS
@@ -265,7 +277,10 @@ class App:
             type_name = name or f"{f.__module__}.{f.__qualname__}"
             cls = AsyncTaskFunction if inspect.iscoroutinefunction(f) else TaskFunction
             tf = cls(self, f, type_name, dict(options))
-            self.mux.handle(type_name, self._handler(tf))
+            if sandbox:  # the child imports the module, where the name is this TaskFunction
+                self.mux.handle(type_name, Sandboxed(f, local=self._handler(tf)))
+            else:
+                self.mux.handle(type_name, self._handler(tf))
             self._task_queues.add(options["queue"])
             return tf
 

@@ -338,6 +338,15 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @click.option("--name", "name", default=None,
               help="This worker's name, for tasks enqueued with workers=[...] or runs=N (default: host:pid; "
                    "the processes of --processes N share it).")
+@click.option("--sandbox", is_flag=True,
+              help="Run every plain (def) handler in a child process (a timeout kills it, a crash fails only its "
+                   "task); handlers registered with sandbox=True always are.")
+@click.option("--sandbox-processes", default=2, show_default=True, type=click.IntRange(1, 1024),
+              help="Child processes for sandboxed handlers, per worker process.")
+@click.option("--sandbox-max-tasks", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Tasks a child runs before it is replaced (0: no limit).")
+@click.option("--sandbox-max-memory", default=0, show_default=True, type=click.IntRange(min=0), metavar="MB",
+              help="A child whose peak memory passed this many MB after a task is replaced (0: no limit).")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
 @signing_key_option
@@ -346,8 +355,8 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
-           metrics_port: int | None, metrics_host: str, name: str | None, signing_key_file: str | None,
-           redis_url: str) -> None:
+           metrics_port: int | None, metrics_host: str, name: str | None, sandbox: bool, sandbox_processes: int,
+           sandbox_max_tasks: int, sandbox_max_memory: int, signing_key_file: str | None, redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
@@ -401,6 +410,10 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["name"] = name
     if metrics_port is not None:
         extra["metrics_port"], extra["metrics_host"] = metrics_port, metrics_host
+    if sandbox:
+        extra["sandbox"] = True
+    extra.update(sandbox_processes=sandbox_processes, sandbox_max_tasks=sandbox_max_tasks,
+                 sandbox_max_memory_mb=sandbox_max_memory)
     if app is not None:
         extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
                  "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
 from .errors import HandlerNotFoundError, InvalidArgumentError
+from .sandbox import Sandboxed
 from .task import Task
 
 AsyncHandler = Callable[[Task], Awaitable[Any]]
@@ -34,13 +35,16 @@ class ServeMux:
         self._middleware: list[Middleware] = []
 
     @overload
-    def handle(self, pattern: str) -> Callable[[Handler], Handler]: ...
+    def handle(self, pattern: str, *, sandbox: bool = ...) -> Callable[[Handler], Handler]: ...
 
     @overload
-    def handle(self, pattern: str, handler: Handler) -> Handler: ...
+    def handle(self, pattern: str, handler: Handler, *, sandbox: bool = ...) -> Handler: ...
 
-    def handle(self, pattern: str, handler: Handler | None = None) -> Any:
-        """Register ``handler`` for ``pattern``; without ``handler``, a decorator."""
+    def handle(self, pattern: str, handler: Handler | None = None, *, sandbox: bool = False) -> Any:
+        """Register ``handler`` for ``pattern``; without ``handler``, a decorator. ``sandbox``:
+        run it in a child process of the server's pool (a timeout kills it for real, a crash
+        fails only its task; docs/workers.md "Sandboxed handlers"): it must be a module-level
+        function of an importable module (InvalidArgumentError otherwise)."""
         if not isinstance(pattern, str) or not pattern.strip():
             raise InvalidArgumentError("a handler pattern must be a non-empty string")
         if pattern in self._exact:
@@ -49,8 +53,9 @@ class ServeMux:
         def register(fn: Handler) -> Handler:
             if not callable(fn):
                 raise InvalidArgumentError(f"handler for {pattern!r} is not callable")
-            self._exact[pattern] = fn
-            self._prefixes.append((pattern, fn))
+            entry: Any = Sandboxed(fn) if sandbox else fn
+            self._exact[pattern] = entry
+            self._prefixes.append((pattern, entry))
             self._prefixes.sort(key=lambda p: len(p[0]), reverse=True)
             return fn
 

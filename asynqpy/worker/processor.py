@@ -58,10 +58,12 @@ from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.options import new_task_id
 from ..core.results import pack_outcome, pack_progress
 from ..core.retry import default_retry_delay
+from ..core.sandbox import Sandboxed, SandboxedError, import_path
 from ..core.signing import run_message
 from ..core.task import Task, ms_to_datetime, set_current
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
+from .sandbox import SandboxPool
 from .settings import ServerOptions
 from .wake import PipelinedWait
 
@@ -89,7 +91,11 @@ def _when(ms: int) -> str:
 
 def format_traceback(error: BaseException) -> str:
     """A failed attempt's traceback for the task's record: at most :data:`MAX_TRACEBACK`
-    characters, keeping the end (the innermost frames and the error)."""
+    characters, keeping the end (the innermost frames and the error). A sandboxed handler's is
+    the one from its child process."""
+    remote = getattr(error, "remote_traceback", "") if isinstance(error, SandboxedError) else ""
+    if remote:
+        return remote if len(remote) <= MAX_TRACEBACK else "...\n" + remote[-MAX_TRACEBACK:]
     try:
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     except Exception:  # noqa: BLE001 - a broken exception must not lose the task
@@ -98,11 +104,14 @@ def format_traceback(error: BaseException) -> str:
 
 
 def describe(error: BaseException) -> str:
-    """``Type: text`` of an exception, even when its ``__str__`` itself fails."""
+    """``Type: text`` of an exception, even when its ``__str__`` itself fails (a sandboxed
+    handler's exception: its own type and text, from the child process)."""
     try:
         text = str(error)
     except Exception:  # noqa: BLE001 - a broken __str__ must not lose the task
         text = "<the exception's text could not be read>"
+    if isinstance(error, SandboxedError):
+        return text
     return f"{type(error).__name__}: {text}"
 
 
@@ -137,6 +146,12 @@ class Processor:
         self._chains: dict[str, AsyncHandler] = {}
         self._slot_freed = asyncio.Event()
         self.quiet = False  # asynqpy server quiet: no new task is taken (worker/control.py)
+        self._sandbox: SandboxPool | None = None  # the child processes of sandboxed handlers (made when used)
+        if options.sandbox:  # every plain handler runs sandboxed: each must be importable by a child
+            for pattern in mux.patterns:
+                fn = mux.match(pattern)
+                if fn is not None and not isinstance(fn, (Sandboxed, process.ProcessHandler)) and not _is_async(fn):
+                    import_path(fn)
         self._fetcher: asyncio.Task[None] | None = None
         self._fetch_lock = asyncio.Lock()
         self._empty: dict[str, float] = {}
@@ -185,6 +200,8 @@ class Processor:
                       len(self._outcomes) + self._writing)
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
+        if self._sandbox is not None:
+            await self._sandbox.close()
 
     # -- 1. fetching: run() -> _fetch_loop -> _fetch_once / _wait_for_work (one dequeue script call) -> _took ---
 
@@ -495,6 +512,10 @@ class Processor:
             fn = self.mux.match(task_type) or not_found
             if isinstance(fn, process.ProcessHandler):
                 chain = self._process_chain(fn)
+            elif isinstance(fn, Sandboxed):
+                chain = self._sandboxed(fn.path)
+            elif self.opts.sandbox and fn is not not_found and not _is_async(fn):
+                chain = self._sandboxed(import_path(fn))
             else:
                 chain = fn if _is_async(fn) else self._threaded(fn)
             for mw in reversed(self.mux.middleware):
@@ -530,6 +551,17 @@ class Processor:
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
             h.finish(task, step, self.ctx.clock.now_ms())
+
+        return run
+
+    def _sandboxed(self, path: str) -> AsyncHandler:
+        """A handler run in the server's pool of child processes (worker/sandbox.py)."""
+        async def run(task: Task) -> Any:
+            if self._sandbox is None:
+                o = self.opts
+                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb)
+            r = self.held.get((task.queue, task.id))
+            return await self._sandbox.run(path, task, r.deadline_ms if r is not None else 0)
 
         return run
 

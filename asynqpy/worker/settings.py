@@ -75,6 +75,10 @@ class ServerOptions:
     name: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    sandbox: bool = False  # every plain (def) handler runs in a child process (docs/workers.md)
+    sandbox_processes: int = 2
+    sandbox_max_tasks: int = 0  # per child, then it is replaced (0: no limit)
+    sandbox_max_memory_mb: int = 0  # a child above this peak RSS after a task is replaced (0: no limit)
 
     @property
     def worker_name(self) -> str:
@@ -121,6 +125,11 @@ class ServerOptions:
         if self.on_failure is not None and not callable(self.on_failure):
             raise InvalidArgumentError("on_failure must be a function (task, error, will_retry) -> None")
         _integer("max_result_bytes", self.max_result_bytes, 1)
+        if not isinstance(self.sandbox, bool):
+            raise InvalidArgumentError(f"sandbox must be a bool, got {self.sandbox!r}")
+        _integer("sandbox_processes", self.sandbox_processes, 1, 1024)
+        _integer("sandbox_max_tasks", self.sandbox_max_tasks, 0)
+        _integer("sandbox_max_memory_mb", self.sandbox_max_memory_mb, 0)
         for name in ("on_startup", "on_shutdown"):
             hooks = getattr(self, name)
             if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence) or not all(map(callable, hooks)):

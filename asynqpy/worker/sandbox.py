@@ -1,0 +1,167 @@
+"""The pool of child processes sandboxed handlers run in (docs/workers.md "Sandboxed handlers").
+
+Each child is ``python -m asynqpy.worker.sandbox_child``, started with asyncio's subprocess
+support (no fork of the worker, no pickle: frames of msgpack over its stdin and stdout, see
+:mod:`asynqpy.core.sandbox`). A task takes an idle child, sends its fields, forwards its progress
+reports, and reads its outcome. A timeout or an operator's cancel cancels the waiting coroutine:
+the child is killed at once (SIGKILL), so the run stops for real and writes nothing afterwards. A
+child that dies fails only its task (``SandboxCrashError``, "handler process died: SIGSEGV").
+A killed, dead, worn (``max_tasks``) or bloated (``max_memory_mb``) child is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from ..core.errors import RateLimited, SkipRetry
+from ..core.sandbox import HEADER, MAX_FRAME, SandboxCrashError, SandboxedError, frame, unframe
+from ..core.task import Task
+
+log = logging.getLogger("asynqpy.sandbox")
+
+
+@dataclass(eq=False)
+class _Child:
+    proc: asyncio.subprocess.Process
+    done: int = 0
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class SandboxPool:
+    """``size`` child processes; ``max_tasks`` per child before it is replaced (0 = no limit);
+    ``max_memory_mb``: a child whose peak RSS passed it after a task is replaced (0 = no limit)."""
+
+    def __init__(self, size: int = 2, max_tasks: int = 0, max_memory_mb: int = 0) -> None:
+        self.size = size
+        self.max_tasks = max_tasks
+        self.max_kb = max_memory_mb * 1024
+        self._idle: asyncio.Queue[_Child] = asyncio.Queue()
+        self._all: set[_Child] = set()
+        self._closed = False
+        self._started = False
+        self._replacing: set[asyncio.Task[None]] = set()
+        self.replaced = 0  # children replaced (killed, died, recycled): for tests and logs
+
+    async def _spawn(self) -> _Child:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "asynqpy.worker.sandbox_child", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=None, env=env, limit=MAX_FRAME + HEADER.size)
+        child = _Child(proc)
+        self._all.add(child)
+        return child
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for _ in range(self.size):
+            self._idle.put_nowait(await self._spawn())
+
+    async def _replace(self, child: _Child, why: str) -> None:
+        self._all.discard(child)
+        if child.proc.returncode is None:
+            try:
+                child.proc.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            await asyncio.wait_for(child.proc.wait(), 5)
+        except asyncio.TimeoutError:
+            log.error("sandbox child %s did not exit after SIGKILL", child.proc.pid)
+        self.replaced += 1
+        log.debug("sandbox child %s replaced: %s", child.proc.pid, why)
+        if not self._closed:
+            self._idle.put_nowait(await self._spawn())
+
+    async def run(self, path: str, task: Task, deadline_ms: int) -> Any:
+        """Run the handler at ``path`` on ``task`` in a child; its return value (or written
+        result). Raises what the handler raised (SkipRetry, RateLimited, else SandboxedError),
+        or SandboxCrashError."""
+        await self.start()
+        child = await self._idle.get()
+        healthy = False
+        why = "killed: the run was cancelled (timeout, cancel or shutdown)"
+        try:
+            assert child.proc.stdin is not None and child.proc.stdout is not None
+            msg = task.message
+            child.proc.stdin.write(frame(["run", path, {
+                "type": msg.type, "payload": msg.payload, "id": task.id, "queue": task.queue,
+                "retried": msg.retried, "max_retry": msg.max_retry, "headers": msg.headers, "deadline": deadline_ms}]))
+            await child.proc.stdin.drain()
+            while True:
+                (size,) = HEADER.unpack(await child.proc.stdout.readexactly(HEADER.size))
+                got = unframe(await child.proc.stdout.readexactly(size))
+                if got[0] == "progress":
+                    if task._report is not None:
+                        task._report(got[1], msgpack.unpackb(got[1], raw=False, strict_map_key=False))
+                    continue
+                child.done += 1
+                rss = int(got[-1] or 0)
+                healthy = True
+                if self.max_tasks and child.done >= self.max_tasks:
+                    healthy, why = False, f"recycled after {child.done} task(s)"
+                elif self.max_kb and rss > self.max_kb:
+                    healthy, why = False, f"recycled: {rss // 1024} MB over max_memory_mb"
+                if got[0] == "ok":
+                    return None if got[1] is None else msgpack.unpackb(got[1], raw=False, strict_map_key=False)
+                _, kind, text, tb, retry_in = got[:5]
+                if kind == "skip":
+                    raise SkipRetry(text)
+                if kind == "rate":
+                    raise RateLimited(float(retry_in), text)
+                raise SandboxedError(text, tb)
+        except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
+            code = await child.proc.wait()
+            why = f"died ({_signal_name(code)})"
+            raise SandboxCrashError(f"handler process died: {_signal_name(code)}") from exc
+        finally:
+            if healthy:
+                self._idle.put_nowait(child)
+            else:
+                # replaced in the background: a cancelled run returns at once (the kill is sent first)
+                if child.proc.returncode is None:
+                    try:
+                        child.proc.kill()
+                    except ProcessLookupError:
+                        pass
+                t = asyncio.get_running_loop().create_task(self._replace(child, why))
+                self._replacing.add(t)
+                t.add_done_callback(self._replacing.discard)
+
+    async def close(self) -> None:
+        """Stop every child (killed: whatever still runs in one was requeued or written)."""
+        self._closed = True
+        for t in list(self._replacing):
+            await asyncio.gather(t, return_exceptions=True)
+        for child in list(self._all):
+            if child.proc.returncode is None:
+                try:
+                    child.proc.kill()
+                except ProcessLookupError:
+                    pass
+        for child in list(self._all):
+            try:
+                await asyncio.wait_for(child.proc.wait(), 5)
+            except asyncio.TimeoutError:
+                pass
+        self._all.clear()
