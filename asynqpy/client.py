@@ -117,6 +117,21 @@ class _ClientCore:
         return self._prepare(proc.task_type(proc.validate_type(ptype)), proc.input_payload(pid, kind, args),
                              {**options, "key": proc.key_of(pid)}, reply_to)
 
+    def _start_calls(self, ptype: str, pid: str, args: Any, options: dict[str, Any]
+                     ) -> tuple[opts.Prepared, list[Call[Any]]]:
+        """The calls of start_process: the queue's registration if new, then proc_start."""
+        p = self._process_input(ptype, pid, "init", args, options)
+        calls: list[Call[Any]] = []
+        if p.queue not in self._registered:
+            calls.append(self.broker.register_queues([p.queue]))
+        calls.append(self.broker.proc_start(p.queue, pid, p.id, p.msg, p.data))
+        return p, calls
+
+    def _started(self, p: opts.Prepared, replies: list[Any]) -> bool:
+        _raise_any(replies)
+        self._registered.add(p.queue)
+        return bool(replies[-1])
+
     @staticmethod
     def _check_status(p: proc.Process, kind: str) -> None:
         if kind == "call" and p.status == proc.ERROR:
@@ -463,15 +478,8 @@ class Client(_ClientCore):
         processor runs with ``args``). Idempotent: False (nothing queued) if a process with this
         id exists in the queue. ``options``: queue, max_retry, timeout, retention, retry_delay,
         headers, priority (they apply to this input; its timers inherit them)."""
-        p = self._process_input(process_type, process_id, "init", args, options)
-        calls: list[Call[Any]] = []
-        if p.queue not in self._registered:
-            calls.append(self.broker.register_queues([p.queue]))
-        calls.append(self.broker.proc_start(p.queue, process_id, p.id, p.msg, p.data))
-        replies = self._run(calls)
-        _raise_any(replies)
-        self._registered.add(p.queue)
-        return bool(replies[-1])
+        p, calls = self._start_calls(process_type, process_id, args, options)
+        return self._started(p, self._run(calls))
 
     def call_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
                      queue: str = "default", **options: Any) -> Any:
@@ -641,15 +649,8 @@ class AsyncClient(_ClientCore):
 
     async def start_process(self, process_type: str, process_id: str, args: Any = None, **options: Any) -> bool:
         """See :meth:`Client.start_process`."""
-        p = self._process_input(process_type, process_id, "init", args, options)
-        calls: list[Call[Any]] = []
-        if p.queue not in self._registered:
-            calls.append(self.broker.register_queues([p.queue]))
-        calls.append(self.broker.proc_start(p.queue, process_id, p.id, p.msg, p.data))
-        replies = await self._run(calls)
-        _raise_any(replies)
-        self._registered.add(p.queue)
-        return bool(replies[-1])
+        p, calls = self._start_calls(process_type, process_id, args, options)
+        return self._started(p, await self._run(calls))
 
     async def call_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
                            queue: str = "default", **options: Any) -> Any:

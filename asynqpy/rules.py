@@ -70,7 +70,8 @@ class Rules:
                  batch: int = 100, fetch_concurrency: int = 32, metrics_port: int | None = None,
                  metrics_host: str = "127.0.0.1") -> None:
         self.config = config if isinstance(config, Config) else load_config(config)
-        if instance is not None and (not isinstance(instance, str) or not instance or "/" in instance):
+        if instance is not None and (not isinstance(instance, str) or not instance or "/" in instance
+                                     or not instance.isprintable()):
             raise ConfigError(self.config.file, None, "instance", f"must be a non-empty name without '/', got "
                               f"{instance!r}")
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:

@@ -8,7 +8,7 @@ from .common import UserError, user_errors
 
 
 @click.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config")
 @click.option("--check", is_flag=True, help="Only check the configuration (each problem: file:line: place: message).")
 @click.option("--redrive", is_flag=True, help="Move every watcher's dead events back to its input list, and exit.")
 @click.option("--instance", default=None, metavar="NAME",
@@ -40,6 +40,6 @@ def rules(config: str, check: bool, redrive: bool, instance: str | None, batch: 
         n = sum(len(w.rules) for w in conf.watchers)
         click.echo(f"{config}: ok ({len(conf.watchers)} watcher(s), {n} rule(s))")
         return
-    if instance is not None and (not instance or "/" in instance):
-        raise UserError(f"--instance must be a non-empty name without '/', got {instance!r}")
+    if instance is not None and (not instance or "/" in instance or not instance.isprintable()):
+        raise UserError(f"--instance must be a non-empty printable name without '/', got {instance!r}")
     Rules(conf, redis_url, instance=instance, batch=batch, metrics_port=metrics_port, metrics_host=metrics_host).run()

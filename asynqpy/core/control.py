@@ -48,8 +48,12 @@ def send(b: Broker, server_id: str, action: str) -> Plan[str]:
     for a server that is not alive."""
     if action not in ACTIONS:
         raise InvalidArgumentError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
-    if not isinstance(server_id, str) or not server_id:
-        raise InvalidArgumentError(f"a server id is a non-empty string, got {server_id!r}")
+    try:
+        ok = isinstance(server_id, str) and bool(server_id) and bool(server_id.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        ok = False
+    if not ok:
+        raise InvalidArgumentError(f"a server id is a non-empty string of text, got {server_id!r}")
     res = yield [Call(lambda r: r, command=("ZSCORE", SERVERS, server_id))]
     expiry = res[0]
     if isinstance(expiry, Exception):

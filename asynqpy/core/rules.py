@@ -441,6 +441,8 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(str(path), None, "", f"cannot read it: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(str(path), None, "", "not UTF-8 text") from None
+    except (UnicodeEncodeError, ValueError) as exc:  # a name no file can have (a lone surrogate, a NUL)
+        raise ConfigError(repr(str(path)), None, "", f"cannot read it: not a file name ({exc})") from None
     return parse_config(parse_text(text, str(path)), text, str(path))
 
 

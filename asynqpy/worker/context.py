@@ -232,6 +232,7 @@ class Running:
     progress_at: float = 0.0  # loop time of the last progress write
     progress_armed: bool = False  # a write of the latest progress is scheduled
     progress_sent: bool = False  # a progress write was sent: the outcome must clear its entry
+    progress_write: Any = None  # the asyncio task writing its latest progress (the outcome waits for it)
     run_of: str = ""  # a run of a targeted task (id '<task id>|<worker>'): the task's id
 
     @property

@@ -493,6 +493,7 @@ class Processor:
         call = self.ctx.broker.progress(r.queue, r.id, r.token, r.msg, data, push)
         r.progress_sent = True
         t = asyncio.create_task(self._write_progress(r, call), name=f"asynqpy-progress-{r.id}")
+        r.progress_write = t
         self._hooks.add(t)
         t.add_done_callback(self._hooks.discard)
 
@@ -774,6 +775,12 @@ class Processor:
                 continue
             batch, self._outcomes = self._outcomes, []
             self._writing = len(batch)
+            # a progress write still in flight goes first: pushed after the outcome, a waiting
+            # caller (Client.call's on_progress) would never see it
+            writing = [o.running.progress_write for o in batch
+                       if o.running.progress_write is not None and not o.running.progress_write.done()]
+            if writing:
+                await asyncio.wait(writing, timeout=1.0)
             batch, results = await self._send_outcomes(batch)
             again: list[_Outcome] = []
             replies: list[Call[Any]] = []
