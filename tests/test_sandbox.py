@@ -97,6 +97,13 @@ def test_a_thousand_tasks_through_two_recycled_children(redis_url: str) -> None:
 
 
 def test_a_child_over_its_memory_limit_is_replaced(redis_url: str) -> None:
+    """Measured from the child's own peak: a worker bigger than the limit (here 300 MB of
+    ballast) must not make its children look bloated (ru_maxrss carries the parent's size across
+    fork and exec: every child was replaced after each task in a long CI run)."""
+    ballast = bytearray(300 << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+
     async def main() -> None:
         c = AsyncClient(redis_url)
         async with serving(redis_url, _mux(), queues=[Q], sandbox_processes=1, sandbox_max_memory_mb=150):
@@ -108,6 +115,7 @@ def test_a_child_over_its_memory_limit_is_replaced(redis_url: str) -> None:
         await c.close()
 
     asyncio.run(main())
+    assert len(ballast) == 300 << 20
 
 
 def test_progress_results_headers_and_async_handlers_cross_the_boundary(redis_url: str) -> None:

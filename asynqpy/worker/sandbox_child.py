@@ -35,6 +35,16 @@ async def _awaited(aw: Any) -> Any:
 
 
 def _rss_kb() -> int:
+    """This process's peak resident memory in KB. On Linux, VmHWM (its own, since exec):
+    ru_maxrss also counts the parent's memory at fork time, which a child inherits across exec,
+    so a child of a big worker would look bloated from its first task."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
