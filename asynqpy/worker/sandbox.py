@@ -63,6 +63,7 @@ class SandboxPool:
     async def _spawn(self) -> _Child:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env["ASYNQPY_SANDBOX_MEASURE"] = "1" if self.max_kb else "0"  # a child reads its memory only if needed
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "asynqpy.worker.sandbox_child", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=None, env=env, limit=MAX_FRAME + HEADER.size)

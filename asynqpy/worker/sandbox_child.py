@@ -34,6 +34,9 @@ async def _awaited(aw: Any) -> Any:
     return await aw
 
 
+MEASURE = os.environ.get("ASYNQPY_SANDBOX_MEASURE") == "1"  # the pool has a memory limit
+
+
 def _rss_kb() -> int:
     """This process's peak resident memory in KB. On Linux, VmHWM (its own, since exec):
     ru_maxrss also counts the parent's memory at fork time, which a child inherits across exec,
@@ -80,12 +83,13 @@ def main() -> None:
             if inspect.isawaitable(returned):
                 returned = asyncio.run(_awaited(returned))
             result = task.result if task.has_result else returned
-            send(["ok", None if result is None else codec.encode_payload(result, "result"), _rss_kb()])
+            send(["ok", None if result is None else codec.encode_payload(result, "result"),
+                  _rss_kb() if MEASURE else 0])
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - every failure goes back to the worker
             kind = "skip" if isinstance(exc, SkipRetry) else "rate" if isinstance(exc, RateLimited) else "error"
             retry_in = float(getattr(exc, "retry_in", 0) or 0)
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            send(["err", kind, text, traceback.format_exc(), retry_in, _rss_kb()])
+            send(["err", kind, text, traceback.format_exc(), retry_in, _rss_kb() if MEASURE else 0])
 
 
 if __name__ == "__main__":
