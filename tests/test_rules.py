@@ -371,11 +371,13 @@ def test_the_engine_on_every_backend(backend: Any) -> None:
     n = 6 if backend.kind != "fake" else 5
 
     async def main_() -> None:
-        rules = Rules(conf, backend.new_async())
+        client = backend.new_async()
+        rules = Rules(conf, client)
         task = asyncio.create_task(rules.arun())
         await until(lambda: rules.handled == n, 20)
         rules.stop()
         await asyncio.wait_for(task, 10)
+        await client.aclose()  # the engine leaves a client it was given open
 
     asyncio.run(main_())
     assert sorted(r.lrange(f"{tag}/out", 0, -1)) == [b"t/0", b"t/1"]
