@@ -128,6 +128,46 @@ def test_a_timer_fires_once_and_a_replaced_one_does_not(backend: Any) -> None:
     asyncio.run(main())
 
 
+def test_an_outage_while_reading_the_process_is_waited_out_not_a_failure(
+        backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CI once saw an input recorded as failed with 'cannot reach Redis': the read of its
+    process gave up one second before the local lease estimate ran out and the handler failed
+    (a retry the input had not earned; with max_retry=0 the process would have gone in error).
+    Here only the reads of processes fail, for three leases: the heartbeat keeps the lease, the
+    read is retried until it works, and the input completes on its first attempt."""
+    from asynqpy.core.errors import RedisUnavailableError
+    from asynqpy.redisio.executor import AsyncExecutor
+
+    failing = threading.Event()
+    failed = [0]
+    run = AsyncExecutor.run
+
+    async def flaky_run(self: Any, call: Any) -> Any:
+        if failing.is_set() and call.script == "proc_read":
+            failed[0] += 1
+            raise RedisUnavailableError("cannot reach Redis: injected")
+        return await run(self, call)
+
+    monkeypatch.setattr(AsyncExecutor, "run", flaky_run)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "o1", {"amount": 4}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q], lease=1.5, heartbeat_interval=0.3):
+                await until(lambda: insp.process(Q, "o1").status == "running", 10)
+                failing.set()
+                asyncio.get_running_loop().call_later(4.5, failing.clear)
+                assert await ac.call_process("o1", {"op": "authorize"}, queue=Q, timeout=20, max_retry=0) == "authorized"
+            assert failed[0] >= 5
+            p = insp.process(Q, "o1")
+            assert p.status == "running" and [e.data for e in p.history] == [{"created": 4}, "authorized"]
+            assert stats(backend, Q).failed == 0
+        await ac.close()
+
+    asyncio.run(main())
+
+
 def test_a_failed_input_puts_the_process_in_error_until_a_repair(backend: Any) -> None:
     outage = threading.Event()
 

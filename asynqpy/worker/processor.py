@@ -436,7 +436,8 @@ class Processor:
                 raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
             handler = self._handler_for(r.msg.type)
             if r.msg.after is not None:  # a workflow task: its parents' results, from its record
-                r.task._record = await self.ctx.exec.run(self.ctx.broker.deps(r.queue, r.id))
+                r.task._record = await self._read_held(r.queue, r.id, self.ctx.broker.deps(r.queue, r.id),
+                                                        "reading the task's parents' results")
             set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
             if remaining is not None:
                 timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r)
@@ -567,20 +568,31 @@ class Processor:
         return run
 
     async def _read_process(self, task: Task, pid: str, history: int) -> Any:
-        """A process input's process: a Redis outage is waited out (with backoff) while the
-        input's lease lasts, so it does not count as the input's failure (which could put the
-        process in error); past that, the error is raised (and the lease expires)."""
+        """A process input's process (see :meth:`_read_held`)."""
+        return await self._read_held(task.queue, task.id, self.ctx.broker.proc_read(task.queue, pid, 0, history),
+                                     f"reading process {pid}")
+
+    async def _read_held(self, queue: str, id: str, call: Call[Any], what: str) -> Any:
+        """A read a task needs before its handler runs (its process, its parents' results): a
+        Redis outage is not the task's failure, so it is waited out (with backoff) while the
+        task's lease lasts; once the lease could not be renewed in time, this server lets go of
+        the task (:meth:`lose`: it is cancelled and nothing is written) and the recoverer runs
+        it again when the lease expires in Redis, as for any task held through an outage."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         while True:
             try:
-                return await self.ctx.exec.run(self.ctx.broker.proc_read(task.queue, pid, 0, history))
+                return await self.ctx.exec.run(call)
             except REDIS_ERRORS as exc:
-                r = self.held.get((task.queue, task.id))
-                if r is None or loop.time() + delay > r.lease_until - 1:
+                r = self.held.get((queue, id))
+                if r is None or r.lost:
                     raise
-                self.ctx.health.failed(f"reading process {pid} (retried in {delay:.2f}s)", exc)
-                await asyncio.sleep(delay)
+                if loop.time() >= r.lease_until:
+                    self.lose(r, f"Redis was unreachable while {what} until its lease ran out")
+                    await asyncio.sleep(0)  # the cancellation lose() requested lands here
+                    raise  # (not reached unless the task was finished meanwhile)
+                self.ctx.health.failed(f"{what} (retried in {delay:.2f}s)", exc)
+                await asyncio.sleep(min(delay, max(0.0, r.lease_until - loop.time())))
                 delay = min(delay * 2, 2.0)
 
     def _threaded(self, fn: Handler) -> AsyncHandler:
