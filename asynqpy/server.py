@@ -135,9 +135,13 @@ class Server:
             log.warning("%s again: stopping now; putting running tasks back to their queues", name)
 
     def stop(self) -> None:
-        """Ask a running server to shut down gracefully (thread-safe)."""
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        """Ask a running server to shut down gracefully (thread-safe; nothing happens if it has
+        stopped already)."""
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # the loop closed meanwhile: the server has stopped
+                pass
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""

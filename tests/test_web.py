@@ -16,6 +16,7 @@ from asynqpy.web import Auth, create_app
 
 pytestmark = pytest.mark.real
 Q = "wq"
+PQ = "wp"  # the durable processes' queue
 XSS = "<script>window.pwned=1</script><img src=x onerror=alert(1)>"
 
 
@@ -168,3 +169,118 @@ def test_a_waiting_workflow_task_has_its_tab_its_parents_and_can_be_deleted(web:
     res = web.post(f"/api/queues/{Q}/actions", json={"action": "delete", "ids": ["child"]}, headers=_csrf(web))
     assert res.json() == {"results": {"child": "ok"}}
     assert web.get(f"/api/queues/{Q}").json()["info"]["waiting"] == 0
+
+
+def _serve_in_thread(url: str, mux: Any, **options: Any) -> tuple[Any, Any]:
+    """A Server running in a thread of its own (the TestClient is synchronous)."""
+    import asyncio
+    import threading
+
+    from asynqpy import Server
+
+    server = Server(url, heartbeat_interval=0.2, shutdown_timeout=2, **options)
+    t = threading.Thread(target=lambda: asyncio.run(server.arun(mux)), daemon=True)
+    t.start()
+    return server, t
+
+
+def _until(cond: Any, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_processes_listed_inspected_repaired_and_removed(web: TestClient, seeded: str) -> None:
+    """Durable processes in the console: the listing and one process with its history (paged);
+    repair of a process in error returns the processor's response, refused (409) for a running
+    one; remove queues the removal; bad ids and unknown processes are clean errors."""
+    from asynqpy import Input, Process, ServeMux, Step
+
+    broken = {"yes": True}
+    mux = ServeMux()
+
+    @mux.process("acct")
+    def acct(p: Process, i: Input) -> Step:
+        if i.kind == "init":
+            return Step(events=[{"opened": XSS}], state={"n": 0})
+        if i.kind == "repair":
+            broken["yes"] = False
+            return Step(events=["repaired"], state=p.state, response="mended")
+        if broken["yes"] and i.args == "fail":
+            raise RuntimeError("ledger offline")
+        return Step(events=[i.args], state={"n": p.state["n"] + 1}, response=p.state["n"] + 1)
+
+    server, t = _serve_in_thread(seeded, mux, queues=[PQ])
+    try:
+        with Client(seeded) as c:
+            for n in range(3):
+                c.start_process("acct", f"a{n}", queue=PQ)
+            for k in range(25):
+                assert c.call_process("a0", f"e{k}", queue=PQ, timeout=10) == k + 1
+            with pytest.raises(Exception, match="ledger offline"):
+                c.call_process("a1", "fail", queue=PQ, timeout=10, max_retry=0)
+        listing = web.get(f"/api/queues/{PQ}/processes", params={"size": 2}).json()
+        assert listing["total"] == 3 and len(listing["processes"]) == 2
+        assert listing["processes"][0]["id"] == "a1" and listing["processes"][0]["status"] == "error"
+        one = web.get(f"/api/queues/{PQ}/processes/a0", params={"first": 1, "count": 5}).json()["process"]
+        assert one["events"] == 26 and one["state"] == {"n": 25}
+        assert [e["id"] for e in one["history"]] == [1, 2, 3, 4, 5] and one["history"][0]["data"] == {"opened": XSS}
+        html = web.get(f"/queues/{PQ}/processes/a0", params={"first": 1, "count": 5}).text
+        assert "&lt;script&gt;" in html and "<script>window" not in html and 'id="newer"' in html
+        assert 'id="older"' not in html and 'href="/queues/wp/processes/a0?first=6&count=5"' in html
+        latest = web.get(f"/queues/{PQ}/processes/a0", params={"count": 5}).text
+        assert 'id="older"' in latest and 'id="newer"' not in latest and "&#34;e24&#34;" in latest
+        assert "3 durable processes" in web.get(f"/queues/{PQ}").text
+        plist = web.get(f"/queues/{PQ}/processes").text
+        assert 'class="status-error">error' in plist and "ledger offline" in plist
+
+        r = web.post(f"/api/queues/{PQ}/processes/a0/repair", headers=_csrf(web))
+        assert r.status_code == 409 and "not in error" in r.json()["error"]
+        r = web.post(f"/api/queues/{PQ}/processes/a1/repair", json={"args": {"why": "ops"}}, headers=_csrf(web))
+        assert r.status_code == 200 and r.json() == {"response": "mended"}
+        assert web.get(f"/api/queues/{PQ}/processes/a1").json()["process"]["status"] == "running"
+        assert web.post(f"/api/queues/{PQ}/processes/a2/remove").status_code == 403  # no CSRF token
+        assert web.post(f"/api/queues/{PQ}/processes/a2/remove", headers=_csrf(web)).json() == {"queued": True}
+        _until(lambda: web.get(f"/api/queues/{PQ}/processes/a2").status_code == 404)
+        for path, status, text in [(f"/api/queues/{PQ}/processes/nope", 404, "no process"),
+                                   (f"/api/queues/{PQ}/processes/a0?count=5000", 422, ""),
+                                   (f"/queues/{PQ}/processes/nope", 404, "no process")]:
+            r = web.get(path)
+            assert r.status_code == status and text in r.text, path
+        r = web.post(f"/api/queues/{PQ}/processes/nope/remove", headers=_csrf(web))
+        assert r.status_code == 404 and "no process" in r.json()["error"]
+        assert web.get(f"/api/queues/{PQ}/processes").json()["total"] == 2
+        assert web.get(f"/api/queues/{Q}").json()["info"]["pending"] == 45  # nothing else was touched
+    finally:
+        server.stop()
+        t.join(15)
+
+
+def test_servers_quieted_resumed_and_stopped_from_the_console(web: TestClient, seeded: str) -> None:
+    from asynqpy import ServeMux
+
+    server, t = _serve_in_thread(seeded, ServeMux(), queues=["idle"], name="console-w1")
+    try:
+        _until(lambda: [s["status"] for s in web.get("/api/servers").json()] == ["running"])
+        from urllib.parse import quote
+
+        page = web.get("/servers").text
+        assert f'data-post="/api/servers/{quote(server.server_id)}/quiet"' in page and ">stop<" in page
+        assert web.post(f"/api/servers/{server.server_id}/quiet").status_code == 403  # no CSRF token
+        assert web.post("/api/servers/console-w1/quiet", headers=_csrf(web)).json() == {"ack": "quiet"}
+        _until(lambda: [s["status"] for s in web.get("/api/servers").json()] == ["quiet"])
+        assert f'data-post="/api/servers/{quote(server.server_id)}/resume"' in web.get("/servers").text
+        assert web.post(f"/api/servers/{server.server_id}/resume", headers=_csrf(web)).json() == {"ack": "running"}
+        r = web.post(f"/api/servers/{server.server_id}/explode", headers=_csrf(web))
+        assert r.status_code == 400 and "action must be one of" in r.json()["error"]
+        r = web.post("/api/servers/no-such-server/stop", headers=_csrf(web))
+        assert r.status_code == 404
+        assert web.post(f"/api/servers/{server.server_id}/stop", headers=_csrf(web)).json() == {"ack": "stopping"}
+        t.join(15)
+        assert not t.is_alive()
+    finally:
+        server.stop()
+        t.join(15)

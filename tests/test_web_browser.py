@@ -180,3 +180,77 @@ def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
             assert insp.task_info("ro", "keep").state.value == "pending"
     finally:
         console.stop()
+
+
+def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) -> None:
+    """A process in error is found in its queue's list, repaired from its page (the page follows
+    its status and history live), then removed; a server is quieted and resumed from the
+    servers page."""
+    import asyncio
+
+    from selenium.webdriver.common.by import By
+
+    from asynqpy import Input, Process, ServeMux, Server, Step
+
+    shots = Path(os.environ.get("ASYNQPY_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    mux = ServeMux()
+
+    @mux.process("payment")
+    def payment(p: Process, i: Input) -> Step:
+        if i.kind == "init":
+            return Step(events=[{"created": i.args}], state={"status": "new", "amount": i.args}, timer=3600)
+        if i.kind == "repair":
+            return Step(events=["repaired"], state={**p.state, "status": "authorized"}, response="mended")
+        if i.args == "authorize" and p.state["status"] == "new":
+            raise ConnectionError("payment provider unreachable")
+        return Step(events=[i.args], state={**p.state, "status": i.args + "d"}, response="ok")
+
+    server = Server(redis_url, queues=["pay"], heartbeat_interval=0.2, shutdown_timeout=2, name="web-w1")
+    thread = threading.Thread(target=lambda: asyncio.run(server.arun(mux)), daemon=True)
+    thread.start()
+    console = Console(redis_url)
+    try:
+        with Client(redis_url) as c:
+            for n in range(3):
+                c.start_process("payment", f"pay-{n}", 10 * (n + 1), queue="pay")
+            with pytest.raises(Exception, match="unreachable"):
+                c.call_process("pay-1", "authorize", queue="pay", timeout=10, max_retry=0)
+        browser.get(console.url + "/queues/pay")
+        browser.find_element(By.ID, "processes-link").click()
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-id="pay-1"] td.status-error'))
+        browser.save_screenshot(str(shots / "processes.png"))
+        browser.find_element(By.CSS_SELECTOR, 'tr[data-id="pay-1"] a').click()
+        cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'#detail td[data-k="{k}"]').text  # noqa: E731
+        wait_for(lambda: cell("status") == "error")
+        assert "unreachable" in cell("error") and cell("broken_by")
+        browser.find_element(By.ID, "repair").click()
+        browser.switch_to.alert.accept()
+        wait_for(lambda: browser.find_element(By.ID, "message").text == 'done: "mended"')
+        wait_for(lambda: cell("status") == "running")
+        assert browser.find_element(By.ID, "repair").get_attribute("disabled") is not None
+        with Client(redis_url) as c:
+            assert c.call_process("pay-1", "capture", queue="pay", timeout=10) == "ok"
+        wait_for(lambda: '"capture"' in browser.find_element(By.ID, "history").text)  # live, no reload
+        assert '"captured"' in browser.find_element(By.ID, "state").text
+        browser.save_screenshot(str(shots / "process.png"))
+        browser.find_element(By.ID, "remove").click()
+        browser.switch_to.alert.accept()
+        wait_for(lambda: cell("status") == "removed")
+        with Inspector(redis_url) as insp:
+            assert [p.id for p in insp.processes("pay")[1]] == ["pay-2", "pay-0"]
+        assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
+
+        browser.get(console.url + "/servers")
+        row = f'tr[data-id="{server.server_id}"]'
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "quiet")
+        browser.find_element(By.CSS_SELECTOR, f"{row} button").click()
+        wait_for(lambda: browser.find_element(By.ID, "message").text == "server: quiet")
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "resume")
+        assert "quiet" in browser.find_element(By.CSS_SELECTOR, row).text
+        browser.find_element(By.CSS_SELECTOR, f"{row} button").click()
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "quiet")
+    finally:
+        console.stop()
+        server.stop()
+        thread.join(15)

@@ -25,6 +25,7 @@ from ..core.errors import (
     QueueNotEmptyError,
     QueueNotFoundError,
     RedisUnavailableError,
+    ServerNotFoundError,
     TaskNotFoundError,
     TaskStateError,
 )
@@ -32,6 +33,7 @@ from ..core.events import parse_entries
 from ..core.inspection import parse_state
 from ..core.jsontext import jsonable
 from ..core.keys import queue_keys
+from ..core.process import ProcessError, ProcessNotFoundError
 from ..core.task import TaskState
 from ..inspector import AsyncInspector
 
@@ -39,6 +41,9 @@ HERE = Path(__file__).resolve().parent
 CSRF_COOKIE = "asynqpy_csrf"
 CSRF_HEADER = "x-csrf-token"
 ACTIONS = ("run", "archive", "delete", "cancel")
+SERVER_ACTIONS = ("stop", "quiet", "resume")
+REPAIR_WAIT = 5.0
+"""Seconds a repair from the console waits for the processor's response (then: 202, still queued)."""
 MAX_BATCH = 1000
 EVENTS_SCAN = 500
 """The queue's latest events a task's page looks through for its own (bounded work)."""
@@ -101,9 +106,9 @@ def _web() -> tuple[Any, Any]:
 
 
 def _status(exc: Exception) -> int:
-    if isinstance(exc, (TaskNotFoundError, QueueNotFoundError)):
+    if isinstance(exc, (TaskNotFoundError, QueueNotFoundError, ProcessNotFoundError, ServerNotFoundError)):
         return 404
-    if isinstance(exc, (TaskStateError, QueueNotEmptyError)):
+    if isinstance(exc, (TaskStateError, QueueNotEmptyError, ProcessError)):
         return 409
     if isinstance(exc, RedisUnavailableError):
         return 503
@@ -121,11 +126,15 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from fastapi.staticfiles import StaticFiles
 
+    from ..client import AsyncClient
+
     inspector = AsyncInspector(redis, signing_key=signing_key)
+    client = AsyncClient(inspector.redis, signing_key=signing_key)  # process inputs (shares the connection)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         yield
+        await client.close()
         await inspector.close()
 
     app = FastAPI(title="asynqpy", version=_version(), docs_url=None, redoc_url=None, lifespan=lifespan,
@@ -244,6 +253,57 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         """Live servers and the tasks each runs (as of its last heartbeat)."""
         return jsonable(await inspector.servers())
 
+    @app.post("/api/servers/{server_id}/{action}", tags=["servers"])
+    async def control(server_id: str, action: str) -> Any:
+        """Stop a server gracefully, quiet it (it takes no new task; the running ones finish) or
+        resume it, by id (or by name, if one live server has it); returns its acknowledgement
+        (404: no such live server; 504: no acknowledgement within 10 s)."""
+        if action not in SERVER_ACTIONS:
+            raise InvalidArgumentError(f"action must be one of {', '.join(SERVER_ACTIONS)}, got {action!r}")
+        live = await inspector.servers()
+        if not any(s.id == server_id for s in live):
+            named = [s.id for s in live if s.name == server_id]
+            if len(named) > 1:
+                raise InvalidArgumentError(f"{len(named)} live servers are named {server_id!r}: give an id")
+            server_id = named[0] if named else server_id
+        try:
+            return {"ack": await getattr(inspector, f"{action}_server")(server_id)}
+        except TimeoutError:
+            return JSONResponse({"error": f"server {server_id} did not acknowledge within 10 s"}, 504)
+
+    @app.get("/api/queues/{queue}/processes", tags=["processes"])
+    async def processes(queue: str, page: int = Query(1, ge=1), size: int = Query(30, ge=1, le=500)) -> Any:
+        """A page of a queue's durable processes, the most recently changed first (without
+        their history)."""
+        total, got = await inspector.processes(queue, (page - 1) * size, size)
+        return {"page": page, "size": size, "total": total, "processes": jsonable(got)}
+
+    @app.get("/api/queues/{queue}/processes/{process_id:path}", tags=["processes"])
+    async def process(queue: str, process_id: str, first: int = Query(0, ge=0),
+                      count: int = Query(20, ge=0, le=1000)) -> Any:
+        """One process: status, state, timer and ``count`` events of its history from event
+        ``first`` (1-based; 0: the latest)."""
+        return {"process": jsonable(await inspector.process(queue, process_id, first, count))}
+
+    @app.post("/api/queues/{queue}/processes/{process_id:path}/repair", tags=["processes"])
+    async def repair(queue: str, process_id: str, args: Annotated[Any, Body(embed=True)] = None) -> Any:
+        """Send a repair input (with ``args``) to a process in error; returns the processor's
+        response if it comes within 5 s, else 202 (the repair is queued and still runs). 409: the
+        process is not in error."""
+        try:
+            return {"response": jsonable(await client.repair_process(process_id, args, queue=queue,
+                                                                     timeout=REPAIR_WAIT))}
+        except TimeoutError:
+            return JSONResponse({"queued": True}, 202)
+
+    @app.post("/api/queues/{queue}/processes/{process_id:path}/remove", tags=["processes"])
+    async def remove(queue: str, process_id: str) -> Any:
+        """Send a remove input: once the inputs queued before it ran, the process (record,
+        history, timer) is deleted. 404: no such process."""
+        if not await client.remove_process(process_id, queue=queue, timeout=0):
+            raise ProcessNotFoundError(f"no process {process_id!r} in queue {queue!r}")
+        return {"queued": True}
+
     @app.get("/api/scheduler", tags=["scheduler"])
     async def scheduler() -> Any:
         """Every periodic task entry: schedule, next and last tick, history."""
@@ -290,9 +350,26 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         info = await inspector.queue_info(queue)
         got = await inspector.list_tasks(queue, st, max(1, page_no), size) if st is not TaskState.AGGREGATING else []
         total = getattr(info, st.value)
+        n_procs = (await inspector.processes(queue, 0, 1))[0]
         return page(request, "queue.html", info=info, state=st.value, states=[s.value for s in TaskState],
                     tasks=jsonable(got), page=max(1, page_no), size=size, total=total,
-                    pages=max(1, -(-total // size)))
+                    pages=max(1, -(-total // size)), processes=n_procs)
+
+    @app.get("/queues/{queue}/processes", response_class=HTMLResponse, include_in_schema=False)
+    async def processes_page(request: Request, queue: str, page_no: int = Query(1, alias="page", ge=1),
+                             size: int = Query(30, ge=1, le=500)) -> Any:
+        data = await processes(queue, page_no, size)
+        return page(request, "processes.html", queue=queue, procs=data["processes"], page=page_no, size=size,
+                    total=data["total"], pages=max(1, -(-data["total"] // size)))
+
+    @app.get("/queues/{queue}/processes/{process_id:path}", response_class=HTMLResponse, include_in_schema=False)
+    async def process_page(request: Request, queue: str, process_id: str, first: int = Query(0, ge=0),
+                           count: int = Query(20, ge=1, le=1000)) -> Any:
+        p = (await process(queue, process_id, first, count))["process"]
+        start = p["history"][0]["id"] if p["history"] else 1
+        return page(request, "process.html", queue=queue, p=p, count=count, first=first,
+                    older=max(1, start - count) if start > 1 else 0,
+                    newer=start + count if p["history"] and p["history"][-1]["id"] < p["events"] else 0)
 
     @app.get("/queues/{queue}/tasks/{task_id:path}", response_class=HTMLResponse, include_in_schema=False)
     async def task_page(request: Request, queue: str, task_id: str) -> Any:

@@ -53,7 +53,10 @@ document.addEventListener("click", async (ev) => {
   if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
   try {
     if (b.dataset.post) {
-      await post(b.dataset.post);
+      const res = await post(b.dataset.post);
+      if (res.response !== undefined) { say(`done: ${short(res.response, 100)}`); tick(); return; }
+      if (res.ack !== undefined) { say(`server: ${res.ack}`); tick(); return; }
+      if (res.queued) { say("queued"); tick(); return; }
     } else {
       const res = await post(`/api/queues/${encodeURIComponent(body.dataset.queue)}/actions`,
         { action: b.dataset.action, ids: [b.dataset.id] });
@@ -190,26 +193,103 @@ async function serversPage() {
   const servers = await getJSON("/api/servers");
   const rows = [];
   for (const s of servers) {
-    const row = el("tr");
+    const row = el("tr", null, { "data-id": s.id });
     for (const v of [s.name, s.host, s.pid, `${s.active.length}/${s.concurrency}`,
-      Object.entries(s.queues).map(([k, w]) => `${k}=${w}`).join(" "), s.started]) row.appendChild(el("td", v));
+      Object.entries(s.queues).map(([k, w]) => `${k}=${w}`).join(" "), s.started, s.status]) row.appendChild(el("td", v));
+    if (!readOnly) {
+      const cell = el("td");
+      for (const a of [s.status === "quiet" ? "resume" : "quiet", "stop"]) {
+        const attrs = { class: "act", "data-post": `/api/servers/${encodeURIComponent(s.id)}/${a}` };
+        if (a === "stop") attrs["data-confirm"] = `Stop server ${s.name || s.id} gracefully?`;
+        cell.appendChild(el("button", a, attrs));
+      }
+      row.appendChild(cell);
+    }
     rows.push(row);
     for (const w of s.active) {
       const sub = el("tr", null, { class: "sub" });
       sub.appendChild(el("td"));
-      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${w.started}`, { colspan: "5" }));
+      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${w.started}`, { colspan: "7" }));
       rows.push(sub);
     }
   }
   if (!rows.length) {
     const row = el("tr", null, { class: "empty" });
-    row.appendChild(el("td", "no live server", { colspan: "6" }));
+    row.appendChild(el("td", "no live server", { colspan: "8" }));
     rows.push(row);
   }
   document.querySelector("#servers tbody").replaceChildren(...rows);
 }
 
-const PAGES = { overview, queue: queuePage, task: taskPage, servers: serversPage };
+// -- durable processes ----------------------------------------------------------------------------
+const processSearch = document.getElementById("process-search");
+if (processSearch) {
+  processSearch.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const id = document.getElementById("process-id").value.trim();
+    if (id) location.href = `/queues/${encodeURIComponent(body.dataset.queue)}/processes/${encodeURIComponent(id)}`;
+  });
+}
+
+async function processesPage() {
+  const q = body.dataset.queue;
+  const page = await getJSON(`/api/queues/${encodeURIComponent(q)}/processes?page=${body.dataset.pageNo}&size=${body.dataset.size}`);
+  const rows = [];
+  for (const p of page.processes) {
+    const row = el("tr", null, { "data-id": p.id });
+    const idCell = el("td");
+    idCell.appendChild(el("a", p.id, { href: `/queues/${encodeURIComponent(q)}/processes/${encodeURIComponent(p.id)}` }));
+    row.appendChild(idCell);
+    row.appendChild(el("td", p.type));
+    row.appendChild(el("td", p.status, { class: `status-${p.status}` }));
+    for (const v of [p.events, p.timer || "", p.updated || "", (p.error || "").slice(0, 80)]) row.appendChild(el("td", v));
+    rows.push(row);
+  }
+  if (!rows.length) {
+    const row = el("tr", null, { class: "empty" });
+    row.appendChild(el("td", "no process", { colspan: "7" }));
+    rows.push(row);
+  }
+  document.querySelector("#processes tbody").replaceChildren(...rows);
+  document.getElementById("total").textContent = String(page.total);
+  document.getElementById("pages").textContent = String(Math.max(1, Math.ceil(page.total / page.size)));
+}
+
+async function processPage() {
+  const latest = body.dataset.first === "0";  // the latest events: their table follows too
+  const url = `/api/queues/${encodeURIComponent(body.dataset.queue)}/processes/${encodeURIComponent(body.dataset.id)}?count=${latest ? body.dataset.count : 0}`;
+  const r = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  const cell = (k) => document.querySelector(`#detail td[data-k="${k}"]`);
+  if (r.status === 404) {  // removed
+    cell("status").textContent = "removed";
+    for (const b of document.querySelectorAll("button.act")) b.disabled = true;
+    return;
+  }
+  if (!r.ok) throw new Error(`${r.status} ${url}`);
+  const p = (await r.json()).process;
+  for (const k of ["status", "events", "timer", "updated", "error"]) cell(k).textContent = p[k] === null ? "" : String(p[k]);
+  const by = cell("broken_by");
+  by.replaceChildren();
+  if (p.broken_by) by.appendChild(el("a", p.broken_by, { href: `/queues/${encodeURIComponent(body.dataset.queue)}/tasks/${encodeURIComponent(p.broken_by)}` }));
+  document.getElementById("state").textContent = JSON.stringify(p.state, null, 2);
+  const repair = document.getElementById("repair");
+  if (repair) repair.disabled = p.status !== "error";
+  if (!latest) return;
+  const rows = p.history.map((e) => {
+    const row = el("tr");
+    for (const v of [e.id, e.at, e.input, e.kind]) row.appendChild(el("td", v));
+    row.appendChild(el("td", JSON.stringify(e.data), { class: "payload" }));
+    return row;
+  });
+  if (!rows.length) {
+    const row = el("tr", null, { class: "empty" });
+    row.appendChild(el("td", "no event", { colspan: "5" }));
+    rows.push(row);
+  }
+  document.querySelector("#history tbody").replaceChildren(...rows);
+}
+
+const PAGES = { overview, queue: queuePage, task: taskPage, servers: serversPage, processes: processesPage, process: processPage };
 
 async function tick() {
   const fn = PAGES[body.dataset.page];
