@@ -39,7 +39,9 @@ ARGV[9] payload        the outcome for the waiting client (msgpack [id, 'x', err
 ARGV[10] attempt       the failed attempt's number (for the events)
 ARGV[11] error         its error (for the events)
 ARGV[12] key           the task's key ('' = none): released to the next task of the key
-ARGV[13] pid           a process input: its process id, marked error, broken by this input ('' = none)
+ARGV[13] pid           a process input: its process id, marked error, broken by this input ('' = none),
+                       unless the process would have skipped or refused it (see proc_mark_error)
+ARGV[14] kind          that input's kind (init, call, timeout, repair, remove)
 Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify, with the
 token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
@@ -74,6 +76,6 @@ if ARGV[12] ~= '' then
               ARGV[12], id)
 end
 if ARGV[13] ~= '' then
-  proc_mark_error(KEYS[23], KEYS[24], ARGV[13], id, ARGV[11], now)
+  proc_mark_error(KEYS[23], KEYS[24], ARGV[13], id, ARGV[11], now, ARGV[14])
 end
 return told(notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9]), tell_children(KEYS[15], KEYS[16], id, 'x', ''))

@@ -35,7 +35,8 @@ ARGV[8] attempt        the attempt's number (for the event)
 ARGV[9] pid            the process id
 ARGV[10] kind          the input's kind (init, call, timeout, repair, remove), written with its events
 ARGV[11] expect        the record as the worker read it ('<status>:<count>'); '' = the input ends
-                       without touching the process (a skipped input: a stale timer, a second init)
+                       without touching the process (a skipped input: a stale timer, a second init;
+                       a timer that fell due while the process was in error only clears the timer)
 ARGV[12] state_mode    'k' = keep the state, 's' = set it to ARGV[13]
 ARGV[13] state         the new state (msgpack, '' = None)
 ARGV[14] events        the events to append (rec_pack of msgpack values)
@@ -117,6 +118,11 @@ if ARGV[11] ~= '' then
     redis.call('HSET', KEYS[17], pid, rec_pack(r))
     redis.call('ZADD', KEYS[18], now, pid)
   end
+elseif r and r[R_TIMER] == id then
+  -- a skipped input that is the process's timer (it fell due while the process was in error): the
+  -- timer is spent, so the record no longer names it (the repair's processor may set a new one)
+  r[R_TIMER], r[R_DUE] = '', ''
+  redis.call('HSET', KEYS[17], pid, rec_pack(r))
 end
 key_release(KEYS[1], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[9], cap, KEYS[16], ARGV[20], id)
 return told(notify(KEYS[6], KEYS[7], KEYS[8], id, ARGV[7]), tell_children(KEYS[22], KEYS[23], id, 'c', ARGV[21]))

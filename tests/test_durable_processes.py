@@ -197,6 +197,35 @@ def test_a_failed_input_puts_the_process_in_error_until_a_repair(backend: Any) -
     asyncio.run(main())
 
 
+def test_a_timer_due_while_in_error_is_spent_and_the_repair_sees_no_timer(backend: Any) -> None:
+    """The state machine (tests/test_process_machine.py) found the record naming a timer input
+    that had run and was gone: a timer that fell due while the process was in error was skipped
+    and deleted, but the record kept it (the Inspector showed a timer in the past forever)."""
+    outage = threading.Event()
+    seen: list[tuple[str, str]] = []
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "te1", {"amount": 9, "expire_in": 1}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(outage, seen), queues=[Q]):
+                await until(lambda: insp.process(Q, "te1").status == "running", 10)
+                assert insp.process(Q, "te1").timer is not None
+                outage.set()
+                with pytest.raises(TaskFailedError, match="unreachable"):
+                    await ac.call_process("te1", {"op": "authorize"}, queue=Q, timeout=10, max_retry=0)
+                await until(lambda: insp.process(Q, "te1").timer is None, 10)  # fell due: spent
+                p = insp.process(Q, "te1")
+                assert p.status == "error" and ("te1", "timeout") not in seen
+                outage.clear()
+                assert await ac.repair_process("te1", queue=Q, timeout=10) == "ok"
+            p = insp.process(Q, "te1")
+            assert p.status == "running" and p.timer is None and stats(backend, Q).scheduled == 0
+        await ac.close()
+
+    asyncio.run(main())
+
+
 def test_removal_deletes_record_history_and_timer(backend: Any) -> None:
     async def main() -> None:
         ac = AsyncClient(backend.new_async())

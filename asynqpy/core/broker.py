@@ -736,7 +736,7 @@ class Broker:
              q.children, q.outbox, *self._key_keys(q, msg), q.proc, q.procs),
             (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
              self.clock.script_now(), "1" if recover else "0", outcome, msg.retried + 1,
-             _event_text(msg.last_error), msg.key, process.process_of(msg) if mark_process else ""),
+             _event_text(msg.last_error), msg.key, *(process.process_of(msg) if mark_process else ("", ""))),
         )
 
     def progress(self, queue: str, id: str, token: str, msg: Message, value: bytes, push: bytes = b"") -> Call[int]:

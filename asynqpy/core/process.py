@@ -171,12 +171,12 @@ def parse_input(task_type_: str, key: str, payload: Any) -> tuple[str, str, Any]
     return pid, kind, payload.get("a")
 
 
-def process_of(msg: codec.Message) -> str:
-    """The id of the process an input message belongs to ('' for other tasks): the archive
-    script marks that process ``error``."""
-    if msg.type.startswith(TYPE_PREFIX) and msg.key.startswith(KEY_PREFIX):
-        return msg.key[len(KEY_PREFIX):]
-    return ""
+def process_of(msg: codec.Message) -> tuple[str, str]:
+    """(process id, input kind) of an input message, ('', '') for other tasks and malformed
+    inputs: the archive script marks that process ``error`` if the input would have run its
+    processor (lua/includes/process.lua ``proc_mark_error``)."""
+    parsed = parse_input(msg.type, msg.key, msg.payload)
+    return (parsed[0], parsed[1]) if parsed is not None else ("", "")
 
 
 # -- the record (lua/includes/process.lua keeps the same layout) --------------------------------

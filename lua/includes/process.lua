@@ -9,14 +9,30 @@
 local R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR = 1, 2, 3, 4, 5, 6, 7,
   8, 9, 10
 
---- proc_mark_error(proc, procs, pid, input, err, now): an input of process ``pid`` failed for
---- good: the process is in error (broken by ``input``, with ``err``). No record: nothing to do.
-local function proc_mark_error(proc, procs, pid, input, err, now)
+--- proc_mark_error(proc, procs, pid, input, err, now, kind): an input (of ``kind``) of process
+--- ``pid`` failed for good: the process is in error (broken by ``input``, with ``err``). No record:
+--- nothing to do. Nor for an input the worker would have ended without running the processor
+--- (core/process.py decide: a second init, a stale timer, a call to a process in error, a repair
+--- of one that is not, a removal): its failure (a lease that expired on its last try) says nothing
+--- of the process, and must not replace the input that broke it. The process's timer, if it was
+--- this input, is spent (cleared) in every case.
+local function proc_mark_error(proc, procs, pid, input, err, now, kind)
   local raw = redis.call('HGET', proc, pid)
   if not raw then
     return
   end
   local r = rec_unpack(raw)
+  local s, spent = r[R_STATUS], r[R_TIMER] == input
+  if spent then  -- the process's timer fired and failed for good: it is spent either way
+    r[R_TIMER], r[R_DUE] = '', ''
+  end
+  if kind == 'remove' or (kind == 'init' and s ~= 'starting') or (kind == 'call' and s == 'error')
+      or (kind == 'repair' and s ~= 'error') or (kind == 'timeout' and (s == 'error' or not spent)) then
+    if spent then
+      redis.call('HSET', proc, pid, rec_pack(r))
+    end
+    return
+  end
   r[R_STATUS], r[R_BROKEN], r[R_ERROR], r[R_UPDATED] = 'error', input, err, tostring(now)
   redis.call('HSET', proc, pid, rec_pack(r))
   redis.call('ZADD', procs, now, pid)
