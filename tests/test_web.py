@@ -88,16 +88,22 @@ def test_actions_need_the_csrf_token_and_same_origin(web: TestClient, seeded: st
 
 
 def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
+    with Client(seeded) as c:
+        c.start_process("acct", "ro1", queue=PQ)
     with TestClient(create_app(seeded, read_only=True)) as tc:
         page = tc.get(f"/queues/{Q}?state=pending").text
         assert "read-only" in page and "button class=\"act\"" not in page and "data-action" not in page
+        for path in (f"/queues/{PQ}/processes/ro1", "/servers"):
+            assert "class=\"act\"" not in tc.get(path).text, path
         assert "asynqpy_csrf" not in tc.cookies
-        for path, body in [(f"/api/queues/{Q}/pause", None), (f"/api/queues/{Q}/actions",
-                                                               {"action": "delete", "ids": ["p00"]})]:
+        for path, body in [(f"/api/queues/{Q}/pause", None),
+                           (f"/api/queues/{Q}/actions", {"action": "delete", "ids": ["p00"]}),
+                           (f"/api/queues/{PQ}/processes/ro1/remove", None), ("/api/servers/any/stop", None)]:
             r = tc.post(path, json=body, headers={"X-CSRF-Token": "x"}, cookies={"asynqpy_csrf": "x"})
             assert r.status_code == 403 and r.json() == {"error": "this console is read-only"}
     with Inspector(seeded) as insp:
         assert insp.queue_info(Q).pending == 45 and not insp.queue_info(Q).paused
+        assert insp.queue_info(PQ).pending == 1  # the process's init input, and no remove input
 
 
 def test_authentication_basic_and_bearer(seeded: str) -> None:
