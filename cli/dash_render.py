@@ -232,8 +232,18 @@ def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool) -> l
     return row
 
 
+STATUS_STYLE = {"quiet": "yellow", "stopping": "red"}
+"""A server that is not simply running says so beside its name (asynqpy server quiet / stop)."""
+
+
+def _server_name(s: ServerInfo) -> str | Text:
+    if s.status == "running":
+        return f"{s.host}:{s.pid}"
+    return Text.assemble(f"{s.host}:{s.pid} ", (s.status, STATUS_STYLE.get(s.status, "")))
+
+
 def _servers_rows(servers: Sequence[ServerInfo], now: datetime) -> list[list[str | Text]]:
-    return [[f"{s.host}:{s.pid}", ",".join(f"{q}={w}" for q, w in sorted(s.queues.items())),
+    return [[_server_name(s), ",".join(f"{q}={w}" for q, w in sorted(s.queues.items())),
              f"{len(s.active)}/{s.concurrency}", duration((now - s.started).total_seconds())]
             for s in sorted(servers, key=lambda s: (s.host, s.pid))]
 
@@ -284,8 +294,9 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
     if show_servers:
         busy = sum(len(s.active) for s in servers)
         slots = sum(s.concurrency for s in servers)
+        quiet = sum(s.status == "quiet" for s in servers)
         title = Text.assemble(("Servers ", "bold"), f"{len(servers)} live · busy {busy}/{slots}"
-                              if servers else "none live")
+                              if servers else "none live", (f" · {quiet} quiet" if quiet else "", "yellow"))
         out += [Text(""), _line(title, "", width)]
         if servers:
             out.append(_table(SERVER_COLS, _clip(_servers_rows(servers, now), rows_s, 4), width))

@@ -338,6 +338,19 @@ def test_succeeded_and_failed_are_told_apart() -> None:
     assert "succeeded / failed" in "\n".join(HELP_NOTES)
 
 
+def test_a_quiet_or_stopping_server_says_so() -> None:
+    from dataclasses import replace
+
+    servers = [replace(SERVERS[0], status="quiet"), replace(SERVERS[1], status="stopping")]
+    lines = screen(DashState(), Snapshot(queues=[qi("default", 3)], servers=servers, updated=NOW), width=100)
+    text = "\n".join(lines)
+    assert "Servers 2 live · busy 3/14 · 1 quiet" in text
+    assert "worker-host-1:4123 quiet" in text and "worker-host-2:4200 stopping" in text
+    plain = screen(DashState(), Snapshot(queues=[qi("default", 3)], servers=SERVERS, updated=NOW), width=100)
+    row = next(line for line in plain if line.startswith("worker-host-1:4123"))
+    assert "quiet" not in row and "running" not in row and "· 1 quiet" not in "\n".join(plain)
+
+
 def test_queues_screen_before_throughput_and_without_servers() -> None:
     lines = screen(DashState(), Snapshot(queues=[qi("default", 3)], updated=NOW))
     row = next(line for line in lines if "default" in line)
