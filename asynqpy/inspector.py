@@ -141,10 +141,13 @@ class Inspector:
         ProcessNotFoundError."""
         return self._run(processes.read(self._plans.b, queue, process_id, first, count))
 
-    def processes(self, queue: str, start: int = 0, count: int = 100) -> tuple[int, list[Process]]:
+    def processes(self, queue: str, start: int = 0, count: int = 100,
+                  status: str | None = None) -> tuple[int, list[Process]]:
         """(how many processes ``queue`` has, ``count`` of them from rank ``start``, the most
-        recently changed first; without their history)."""
-        return self._run(processes.listing(self._plans.b, queue, start, count))
+        recently changed first; without their history). ``status`` ("starting", "running",
+        "error"): only the processes in it, and how many there are (this reads every record of
+        the queue: O(processes), for an operator looking for the broken ones)."""
+        return self._run(processes.listing(self._plans.b, queue, start, count, status))
 
     def stop_server(self, server_id: str, timeout: float = 10.0) -> str:
         """Stop a server gracefully, as SIGTERM does (its running tasks finish within its
@@ -378,9 +381,10 @@ class AsyncInspector:
         """See :meth:`Inspector.process`."""
         return await self._run(processes.read(self._plans.b, queue, process_id, first, count))
 
-    async def processes(self, queue: str, start: int = 0, count: int = 100) -> tuple[int, list[Process]]:
+    async def processes(self, queue: str, start: int = 0, count: int = 100,
+                        status: str | None = None) -> tuple[int, list[Process]]:
         """See :meth:`Inspector.processes`."""
-        return await self._run(processes.listing(self._plans.b, queue, start, count))
+        return await self._run(processes.listing(self._plans.b, queue, start, count, status))
 
     async def stop_server(self, server_id: str, timeout: float = 10.0) -> str:
         """See :meth:`Inspector.stop_server`."""

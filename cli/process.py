@@ -51,18 +51,21 @@ def _status(p: Process) -> str:
 @queue_option
 @click.option("--start", default=0, show_default=True, type=click.IntRange(0), help="Rank to start from.")
 @click.option("--count", "-n", default=100, show_default=True, type=click.IntRange(1, 1000), help="Most to list.")
+@click.option("--status", "-s", type=click.Choice(["starting", "running", "error"]), default=None,
+              help="Only the processes in this status (reads every record of the queue).")
 @json_option
 @redis_url_option
 @user_errors
-def ls(queue: str, start: int, count: int, as_json: bool, redis_url: str) -> None:
+def ls(queue: str, start: int, count: int, status: str | None, as_json: bool, redis_url: str) -> None:
     """List a queue's processes, the most recently changed first."""
     with inspector(redis_url) as insp:
-        total, procs = insp.processes(queue, start, count)
+        total, procs = insp.processes(queue, start, count, status)
     if as_json:
         emit_json({"total": total, "processes": procs})
         return
     now = datetime.now(timezone.utc)
-    table = Table(title=f"{total} process(es) in queue {queue}", title_justify="left")
+    what = f"process(es) in {status}" if status == "error" else f"{status} process(es)" if status else "process(es)"
+    table = Table(title=f"{total} {what} in queue {queue}", title_justify="left")
     for col in ("id", "type", "status", "events", "updated", "timer", "state"):
         table.add_column(col)
     for p in procs:

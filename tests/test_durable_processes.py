@@ -182,6 +182,14 @@ def test_a_failed_input_puts_the_process_in_error_until_a_repair(backend: Any) -
                 p = insp.process(Q, "f1")
                 assert p.status == "error" and "unreachable" in p.error and p.broken_by
                 assert [e.data for e in p.history] == [{"created": 7}]  # the failed input wrote nothing
+                c.start_process("payment", "f2", {"amount": 1}, queue=Q)
+                await until(lambda: insp.process(Q, "f2").status == "running", 10)
+                assert [(n, [x.id for x in ps]) for n, ps in [insp.processes(Q, status=st) for st in
+                                                              ("error", "running", "starting")]] == \
+                    [(1, ["f1"]), (1, ["f2"]), (0, [])]
+                assert insp.processes(Q, status="running", start=1) == (1, [])
+                with pytest.raises(InvalidArgumentError, match="status must be one of"):
+                    insp.processes(Q, status="broken")
                 with pytest.raises(ProcessError, match="in error"):
                     await ac.call_process("f1", {"op": "status"}, queue=Q, timeout=10)
                 outage.clear()
@@ -347,6 +355,12 @@ def test_cli_process_commands(redis_url: str) -> None:
         assert code == 0 and "running" in out and "authorized" in out
         code, out = run("process", "ls", "-q", Q)
         assert code == 0 and "c1" in out and "payment" in out
+        code, out = run("process", "ls", "-q", Q, "--status", "error")
+        assert code == 0 and "0 process(es) in error" in out and "c1" not in out
+        code, out = run("process", "ls", "-q", Q, "-s", "running", "--json")
+        assert code == 0 and [p["id"] for p in json.loads(out)["processes"]] == ["c1"]
+        code, out = run("process", "ls", "-q", Q, "--status", "broken")
+        assert code == 2 and "broken" in out
         for args, message in [
             (("process", "repair", "c1", "-q", Q), "not in error"),
             (("process", "call", "nope", "-q", Q), "no process 'nope'"),

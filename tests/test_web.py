@@ -240,6 +240,11 @@ def test_processes_listed_inspected_repaired_and_removed(web: TestClient, seeded
         latest = web.get(f"/queues/{PQ}/processes/a0", params={"count": 5}).text
         assert 'id="older"' in latest and 'id="newer"' not in latest and "&#34;e24&#34;" in latest
         assert "3 durable processes" in web.get(f"/queues/{PQ}").text
+        broken = web.get(f"/api/queues/{PQ}/processes", params={"status": "error"}).json()
+        assert broken["total"] == 1 and [p["id"] for p in broken["processes"]] == ["a1"]
+        assert 'data-id="a0"' not in web.get(f"/queues/{PQ}/processes", params={"status": "error"}).text
+        r = web.get(f"/api/queues/{PQ}/processes", params={"status": "sideways"})
+        assert r.status_code == 400 and "status must be one of" in r.json()["error"]
         plist = web.get(f"/queues/{PQ}/processes").text
         assert 'class="status-error">error' in plist and "ledger offline" in plist
 

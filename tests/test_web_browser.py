@@ -220,6 +220,10 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         browser.find_element(By.ID, "processes-link").click()
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-id="pay-1"] td.status-error'))
         browser.save_screenshot(str(shots / "processes.png"))
+        browser.find_element(By.LINK_TEXT, "error").click()  # only the broken ones
+        wait_for(lambda: [r.get_attribute("data-id") for r in
+                          browser.find_elements(By.CSS_SELECTOR, "#processes tbody tr")] == ["pay-1"])
+        assert browser.find_element(By.ID, "total").text == "1"
         browser.find_element(By.CSS_SELECTOR, 'tr[data-id="pay-1"] a').click()
         cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'#detail td[data-k="{k}"]').text  # noqa: E731
         wait_for(lambda: cell("status") == "error")

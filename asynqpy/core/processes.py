@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .broker import Broker
+from .broker import Broker, Call
 from .errors import InvalidArgumentError
 from .inspection import Plan
-from .process import Process, ProcessNotFoundError, parse_read, validate_id
+from .keys import queue_keys
+from .process import ERROR, RUNNING, STARTING, Process, ProcessNotFoundError, parse_read, parse_record, validate_id
+
+STATUSES = (STARTING, RUNNING, ERROR)
 
 MAX_PAGE = 1000
 
@@ -30,13 +33,21 @@ def read(b: Broker, queue: str, pid: str, first: int = 0, count: int = 20) -> Pl
     return proc
 
 
-def listing(b: Broker, queue: str, start: int = 0, count: int = 100) -> Plan[tuple[int, list[Process]]]:
+def listing(b: Broker, queue: str, start: int = 0, count: int = 100,
+            status: str | None = None) -> Plan[tuple[int, list[Process]]]:
     """(how many processes ``queue`` has, a page of them by last change, newest first, without
-    their history)."""
+    their history). ``status`` (starting, running, error): only those, and how many there are;
+    that reads every record of the queue (HSCAN, a thousand at a time: O(processes))."""
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise InvalidArgumentError(f"start must be an int >= 0, got {start!r}")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PAGE:
         raise InvalidArgumentError(f"count must be an int from 1 to {MAX_PAGE}, got {count!r}")
+    if status is not None:
+        if status not in STATUSES:
+            raise InvalidArgumentError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+        found = yield from _scan(queue, status)
+        found.sort(key=lambda p: (p.updated is not None, p.updated), reverse=True)
+        return len(found), found[start:start + count]
     res = yield [b.procs_count(queue), b.procs(queue, start, start + count - 1)]
     total, ids = _ok(res[0]), _ok(res[1])
     if not ids:
@@ -48,6 +59,23 @@ def listing(b: Broker, queue: str, start: int = 0, count: int = 100) -> Plan[tup
         if proc is not None:  # removed meanwhile
             out.append(proc)
     return total, out
+
+
+def _scan(queue: str, status: str) -> Plan[list[Process]]:
+    """Every process of ``queue`` in ``status`` (one HSCAN pass over the records)."""
+    key = queue_keys(queue).proc
+    cursor, out = "0", []
+    while True:
+        page = _ok((yield [Call(lambda r: r, command=("HSCAN", key, cursor, "COUNT", 1000))])[0])
+        flat = page[1]
+        pairs = list(flat.items()) if isinstance(flat, dict) else list(zip(flat[::2], flat[1::2]))
+        for pid, raw in pairs:
+            rec = parse_record(pid.decode(errors="surrogateescape"), raw)
+            if rec.status == status:
+                out.append(rec.view((), queue))
+        cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
+        if cursor == "0":
+            return out
 
 
 def _ok(v: Any) -> Any:

@@ -272,11 +272,13 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
             return JSONResponse({"error": f"server {server_id} did not acknowledge within 10 s"}, 504)
 
     @app.get("/api/queues/{queue}/processes", tags=["processes"])
-    async def processes(queue: str, page: int = Query(1, ge=1), size: int = Query(30, ge=1, le=500)) -> Any:
+    async def processes(queue: str, page: int = Query(1, ge=1), size: int = Query(30, ge=1, le=500),
+                        status: str = "") -> Any:
         """A page of a queue's durable processes, the most recently changed first (without
-        their history)."""
-        total, got = await inspector.processes(queue, (page - 1) * size, size)
-        return {"page": page, "size": size, "total": total, "processes": jsonable(got)}
+        their history); ``status`` (starting, running, error): only those (reads every record
+        of the queue)."""
+        total, got = await inspector.processes(queue, (page - 1) * size, size, status or None)
+        return {"page": page, "size": size, "status": status, "total": total, "processes": jsonable(got)}
 
     @app.get("/api/queues/{queue}/processes/{process_id:path}", tags=["processes"])
     async def process(queue: str, process_id: str, first: int = Query(0, ge=0),
@@ -357,10 +359,11 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/queues/{queue}/processes", response_class=HTMLResponse, include_in_schema=False)
     async def processes_page(request: Request, queue: str, page_no: int = Query(1, alias="page", ge=1),
-                             size: int = Query(30, ge=1, le=500)) -> Any:
-        data = await processes(queue, page_no, size)
+                             size: int = Query(30, ge=1, le=500), status: str = "") -> Any:
+        data = await processes(queue, page_no, size, status)
         return page(request, "processes.html", queue=queue, procs=data["processes"], page=page_no, size=size,
-                    total=data["total"], pages=max(1, -(-data["total"] // size)))
+                    total=data["total"], pages=max(1, -(-data["total"] // size)), status=status,
+                    statuses=["", "starting", "running", "error"])
 
     @app.get("/queues/{queue}/processes/{process_id:path}", response_class=HTMLResponse, include_in_schema=False)
     async def process_page(request: Request, queue: str, process_id: str, first: int = Query(0, ge=0),

@@ -233,7 +233,8 @@ if (processSearch) {
 
 async function processesPage() {
   const q = body.dataset.queue;
-  const page = await getJSON(`/api/queues/${encodeURIComponent(q)}/processes?page=${body.dataset.pageNo}&size=${body.dataset.size}`);
+  const status = body.dataset.status || "";
+  const page = await getJSON(`/api/queues/${encodeURIComponent(q)}/processes?page=${body.dataset.pageNo}&size=${body.dataset.size}&status=${encodeURIComponent(status)}`);
   const rows = [];
   for (const p of page.processes) {
     const row = el("tr", null, { "data-id": p.id });
@@ -247,7 +248,7 @@ async function processesPage() {
   }
   if (!rows.length) {
     const row = el("tr", null, { class: "empty" });
-    row.appendChild(el("td", "no process", { colspan: "7" }));
+    row.appendChild(el("td", `no ${status ? status + " " : ""}process`, { colspan: "7" }));
     rows.push(row);
   }
   document.querySelector("#processes tbody").replaceChildren(...rows);
