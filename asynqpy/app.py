@@ -286,14 +286,15 @@ class App:
 
         return make(fn) if fn is not None else _Decorator(make)
 
-    def process(self, process_type: str, *, queue: str | None = None, history: int = 20) -> Callable[[Any], Any]:
+    def process(self, process_type: str, *, queue: str | None = None, history: int = 20,
+                max_events: int = 0) -> Callable[[Any], Any]:
         """Register a processor for the durable processes of ``process_type`` (a decorator, as
         :meth:`ServeMux.process`; docs/processes.md). ``queue``: where its processes live (the
         app's default queue if None), served by ``app.run()`` and ``asynqpy worker module:app``."""
         q = validate_queue(queue if queue is not None else self.default_queue)
 
         def register(fn: Any) -> Any:
-            self.mux.process(process_type, history=history)(fn)
+            self.mux.process(process_type, history=history, max_events=max_events)(fn)
             self._task_queues.add(q)
             return fn
 

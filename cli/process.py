@@ -92,7 +92,8 @@ def inspect(process_id: str, queue: str, first: int, count: int, as_json: bool, 
         return
     now = datetime.now(timezone.utc)
     out = console()
-    out.print(f"process [bold]{p.id}[/bold] ({p.type}, queue {p.queue}): {_status(p)}, {p.events} event(s)")
+    kept = f" (the oldest kept: #{p.first_event})" if p.first_event > 1 else ""
+    out.print(f"process [bold]{p.id}[/bold] ({p.type}, queue {p.queue}): {_status(p)}, {p.events} event(s){kept}")
     out.print(f"  created {ago(p.created, now)}, updated {ago(p.updated, now)}")
     if p.timer:
         out.print(f"  timer: {ago(p.timer, now)} (input {p.timer_id})")

@@ -48,6 +48,8 @@ ARGV[18] timer_msg
 ARGV[19] remove        '1' = delete the process (record, history, timer) after this input
 ARGV[20] key           the input's key ('proc:<process id>'), released to the next input
 ARGV[21] result        the response alone (msgpack, '' = None), for tasks waiting on this input
+ARGV[22] keep          the process type's max_events: after the append, events older than the last
+                       ``keep`` are deleted (the record's first moves on); 0 = keep them all
 Returns 1 = written (or a string: written, and the inbox ids of late waiters to notify, with the
 token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (write refused),
 -8 = the process changed since it was read (nothing written: the lease expires and the input runs
@@ -88,7 +90,7 @@ emit(KEYS[9], cap, 'e', 'completed', 'id', id, 'type', msg_type(m),
 if ARGV[11] ~= '' then
   if ARGV[19] == '1' then
     proc_cancel_timer(KEYS[1], KEYS[20], KEYS[12], r[R_TIMER], id)
-    proc_drop_history(KEYS[19], pid, tonumber(r[R_N]))
+    proc_drop_history(KEYS[19], pid, proc_first(r), tonumber(r[R_N]))
     redis.call('HDEL', KEYS[17], pid)
     redis.call('ZREM', KEYS[18], pid)
     emit(KEYS[9], cap, 'e', 'process_removed', 'process', pid, 'id', id)
@@ -99,6 +101,11 @@ if ARGV[11] ~= '' then
       redis.call('HSET', KEYS[19], pid .. ':' .. n, rec_pack({tostring(now), id, ARGV[10], data}))
     end
     r[R_N] = tostring(n)
+    local keep, first = tonumber(ARGV[22]), proc_first(r)
+    if keep > 0 and n - keep >= first then
+      proc_drop_history(KEYS[19], pid, first, n - keep)
+      r[R_FIRST] = tostring(n - keep + 1)
+    end
     r[R_STATUS], r[R_BROKEN], r[R_ERROR], r[R_UPDATED] = 'running', '', '', tostring(now)
     if ARGV[12] == 's' then
       r[R_STATE] = ARGV[13]

@@ -2,7 +2,8 @@
 KEYS[1] proc       proc hash: process id -> record (includes/process)
 KEYS[2] hist       hist hash: '<process id>:<n>' -> event
 ARGV[1] pid        the process id
-ARGV[2] from       the first event id to return (1-based); 0 = the last ``count`` events
+ARGV[2] from       the first event id to return (1-based; an event older than the oldest kept
+                   reads from that one); 0 = the last ``count`` events
 ARGV[3] count      how many events at most (0 = none)
 Returns {} = no such process; else {record, the first event id returned, event, event, ...} (an
 event deleted meanwhile is false).
@@ -12,12 +13,14 @@ local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then
   return {}
 end
-local n = tonumber(rec_unpack(raw)[R_N])
+local r = rec_unpack(raw)
+local n, first = tonumber(r[R_N]), proc_first(r)
 local count = tonumber(ARGV[3])
 local from = tonumber(ARGV[2])
 if from <= 0 then
-  from = math.max(1, n - count + 1)
+  from = n - count + 1
 end
+from = math.max(from, first)
 local out = {raw, from}
 local last = math.min(n, from + count - 1)
 if last >= from then

@@ -234,6 +234,40 @@ def test_a_timer_due_while_in_error_is_spent_and_the_repair_sees_no_timer(backen
     asyncio.run(main())
 
 
+def test_max_events_keeps_the_latest_events_only(backend: Any) -> None:
+    """A type with max_events=3: each commit deletes what falls out (in the same script); the
+    count goes on, first_event moves, pages start at the oldest kept, the processor's window holds
+    what is kept; a removal deletes the rest."""
+    mux = ServeMux()
+
+    @mux.process("ring", history=5, max_events=3)
+    def ring(p: Process, i: Input) -> Step:
+        return Step(events=[i.kind if i.kind == "init" else i.args], response=[e.id for e in p.history])
+
+    with pytest.raises(InvalidArgumentError, match="max_events"):
+        mux.process("bad", max_events=-1)(ring)
+    q = queue_keys(Q)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("ring", "r1", queue=Q)
+            async with serving(backend.new_async(), mux, queues=[Q]):
+                seen = [await ac.call_process("r1", n, queue=Q, timeout=10) for n in range(10)]
+                assert seen[0] == [1] and seen[1] == [1, 2] and seen[-1] == [8, 9, 10]  # what was kept
+                p = insp.process(Q, "r1")
+                assert (p.events, p.first_event) == (11, 9)
+                assert [(e.id, e.data) for e in p.history] == [(9, 7), (10, 8), (11, 9)]
+                assert [e.id for e in insp.process(Q, "r1", first=1, count=2).history] == [9, 10]
+                fields = sorted(f.decode() for f in backend.sync.hkeys(q.hist))
+                assert fields == ["r1:10", "r1:11", "r1:9"]
+                assert await ac.remove_process("r1", queue=Q, timeout=10) is True
+                assert backend.sync.hlen(q.hist) == 0
+        await ac.close()
+
+    asyncio.run(main())
+
+
 def test_removal_deletes_record_history_and_timer(backend: Any) -> None:
     async def main() -> None:
         ac = AsyncClient(backend.new_async())

@@ -7,6 +7,7 @@ through the forwarder and its key gate, and time passing, against the real scrip
 applies each commit the scripts accepted; after every step it checks, from Redis:
 - each process's record (status, event count, state, timer, broken_by) and history (event n is
   the model's n-th, by the input that appended it) are the model's: nothing lost, nothing twice;
+  for p2, whose type keeps its last 3 events, exactly those are kept;
 - an input commits at most once, whatever crashed or came late;
 - a removed process leaves no record, no history field, no listing entry;
 - a process's pending timer is a stored input of that process that has not ended;
@@ -42,6 +43,7 @@ START_MS = 1_740_866_400_000
 LEASE_MS = 30_000
 TYPE = proc.task_type("acct")
 PIDS = ("p1", "p2")
+MAX_EVENTS = {"p2": 3}  # p2's type keeps its last 3 events (max_events); p1's keeps them all
 LIVE = "pbars"  # stored states of an input that has not ended (pending, blocked, active, retry, scheduled)
 
 
@@ -117,6 +119,8 @@ class ProcessMachine(RuleBasedStateMachine):
             self.model[pid] = None
             return
         m["events"] += [id] * len(plan.events)
+        if plan.keep and len(m["events"]) - plan.keep >= m["first"]:
+            m["first"] = len(m["events"]) - plan.keep + 1
         m["status"], m["broken_by"] = "running", ""
         if plan.state is not None:
             m["state"] = plan.state
@@ -154,7 +158,8 @@ class ProcessMachine(RuleBasedStateMachine):
         res = self.x.run(self.b.proc_start(Q, pid, id, self._msg(pid, "init", {"v": 1})))
         if self.model.get(pid) is None:
             assert res in (1, 2), res
-            self.model[pid] = {"status": proc.STARTING, "events": [], "state": b"", "timer": "", "broken_by": ""}
+            self.model[pid] = {"status": proc.STARTING, "events": [], "state": b"", "timer": "", "broken_by": "",
+                               "first": 1}
         else:
             assert res == 0, res
 
@@ -205,6 +210,7 @@ class ProcessMachine(RuleBasedStateMachine):
         if plan.timer == "s" and not plan.skipped and not plan.remove:
             tid = self._new(pid)
             timer = (tid, self._msg(pid, "timeout", None, msg.max_retry))
+        plan.keep = MAX_EVENTS.get(pid, 0)
         call = self.b.proc_commit(Q, id, token, msg, plan, timer)
         if outcome == "late":
             self.late.append((id, call, plan, tid))
@@ -266,10 +272,11 @@ class ProcessMachine(RuleBasedStateMachine):
                 continue
             assert rec is not None and pid in listed, pid
             assert rec.status == m["status"], (pid, rec.status, m["status"])
-            assert rec.count == len(m["events"]) and mine == list(range(1, rec.count + 1)), (pid, rec.count, mine)
+            assert rec.count == len(m["events"]) and rec.first == m["first"], (pid, rec.count, rec.first)
+            assert mine == list(range(m["first"], rec.count + 1)), (pid, m["first"], rec.count, mine)
             if mine:
                 got = self.r.hmget(K.hist, [f"{pid}:{n}" for n in mine])
-                assert [rec_unpack(e)[1].decode() for e in got] == m["events"], pid
+                assert [rec_unpack(e)[1].decode() for e in got] == m["events"][m["first"] - 1:], pid
             assert rec.fields[proc.R_STATE] == m["state"], pid
             assert rec.timer_id == m["timer"], (pid, rec.timer_id, m["timer"])
             if m["status"] == proc.ERROR:

@@ -373,7 +373,7 @@ class Broker:
              workflow.rec_pack(plan.events), plan.timer if tmsg is not None or plan.timer != "s" else "k",
              plan.timer_ms, id_arg(tid), self.seal(queue, tid, tmsg) if tmsg is not None else b"",
              "1" if plan.remove else "0", msg.key,
-             b"" if plan.response is None else codec.encode_payload(plan.response, "response")),
+             b"" if plan.response is None else codec.encode_payload(plan.response, "response"), plan.keep),
         )
 
     def procs(self, queue: str, start: int, stop: int) -> Call[list[tuple[str, int]]]:

@@ -61,11 +61,13 @@ class ServeMux:
 
         return register(handler) if handler is not None else register
 
-    def process(self, process_type: str, *, history: int = 20) -> Callable[[Any], Any]:
+    def process(self, process_type: str, *, history: int = 20, max_events: int = 0) -> Callable[[Any], Any]:
         """Register a processor for the durable processes of ``process_type`` (a decorator;
         docs/processes.md): ``fn(process, input) -> Step | None``, async or plain. Its inputs are
         tasks of type ``process:<process_type>``. ``history``: how many of the process's latest
-        events the processor gets in ``process.history``."""
+        events the processor gets in ``process.history``. ``max_events``: keep at most this many
+        of a process's latest events (older ones are deleted as new ones are appended, in the
+        same script; 0 = keep them all)."""
         from .process import ProcessHandler, task_type, validate_type
 
         pattern = task_type(validate_type(process_type))
@@ -73,7 +75,7 @@ class ServeMux:
         def register(fn: Any) -> Any:
             if not callable(fn):
                 raise InvalidArgumentError(f"the processor of {process_type!r} is not callable")
-            self.handle(pattern, ProcessHandler(process_type, fn, history))
+            self.handle(pattern, ProcessHandler(process_type, fn, history, max_events))
             return fn
 
         return register

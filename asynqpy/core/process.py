@@ -86,7 +86,8 @@ class Process:
     failed for good: ``broken_by`` names it, ``error`` says why; only repair and remove inputs are
     taken until a repair succeeds). ``state``: the processor's latest state. ``history``: recent
     events (the processor gets the last ``history=`` of them; the Inspector pages).
-    ``events``: how many events it has. ``timer``: when its pending timer fires (None: none)."""
+    ``events``: how many events it has had; ``first_event``: the oldest one kept (1, unless its
+    type keeps at most ``max_events``). ``timer``: when its pending timer fires (None: none)."""
 
     id: str
     type: str
@@ -101,6 +102,7 @@ class Process:
     broken_by: str = ""
     error: str = ""
     queue: str = "default"
+    first_event: int = 1
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ def process_of(msg: codec.Message) -> tuple[str, str]:
 
 # -- the record (lua/includes/process.lua keeps the same layout) --------------------------------
 
-R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR = range(10)
+R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST = range(11)
 
 
 def new_record(ptype: str) -> bytes:
@@ -217,6 +219,11 @@ class Record:
         return self.fields[R_TIMER].decode()
 
     @property
+    def first(self) -> int:
+        """The oldest event kept (1 unless the type's ``max_events`` deleted older ones)."""
+        return int(self.fields[R_FIRST]) if len(self.fields) > R_FIRST and self.fields[R_FIRST] else 1
+
+    @property
     def expect(self) -> bytes:
         """What ``proc_commit`` checks the record still is: its status and event count."""
         return self.fields[R_STATUS] + b":" + self.fields[R_N]
@@ -226,7 +233,8 @@ class Record:
         return Process(id=self.id, type=f[R_TYPE].decode(), status=self.status, state=_unpack(f[R_STATE]),
                        events=self.count, history=history, timer=_ms(f[R_DUE]) if f[R_TIMER] else None,
                        timer_id=self.timer_id, created=_ms(f[R_CREATED]), updated=_ms(f[R_UPDATED]),
-                       broken_by=f[R_BROKEN].decode(), error=f[R_ERROR].decode(errors="replace"), queue=queue)
+                       broken_by=f[R_BROKEN].decode(), error=f[R_ERROR].decode(errors="replace"), queue=queue,
+                       first_event=self.first)
 
 
 def parse_record(pid: str, raw: bytes) -> Record:
@@ -302,6 +310,7 @@ class Plan:
     remove: bool = False
     response: Any = None
     skipped: bool = False
+    keep: int = 0  # the type's max_events (0 = all)
 
 
 def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None:
@@ -370,13 +379,16 @@ class ProcessHandler:
     process the worker read (``task._proc``: a (Record | None, history) pair) and leaves the
     :class:`Plan` in ``task._proc`` for the worker's commit."""
 
-    def __init__(self, ptype: str, fn: Processor, history: int = HISTORY_WINDOW) -> None:
+    def __init__(self, ptype: str, fn: Processor, history: int = HISTORY_WINDOW, max_events: int = 0) -> None:
         self.type = validate_type(ptype)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
         if isinstance(history, bool) or not isinstance(history, int) or not 0 <= history <= 1000:
             raise InvalidArgumentError(f"history must be an int from 0 to 1000, got {history!r}")
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0:
+            raise InvalidArgumentError(f"max_events must be an int >= 0 (0 = keep every event), got {max_events!r}")
         self.history = history
+        self.max_events = max_events
 
     async def __call__(self, task: Task) -> None:
         raise ProcessError("a processor runs in a server, which reads and writes its process; it cannot be called "
@@ -400,3 +412,4 @@ class ProcessHandler:
         pid, kind, _ = parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
         rec = task._proc[0] if task._proc is not None else None
         task._proc = plan_step(pid, kind, rec, step, now_ms)
+        task._proc.keep = self.max_events

@@ -369,9 +369,9 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def process_page(request: Request, queue: str, process_id: str, first: int = Query(0, ge=0),
                            count: int = Query(20, ge=1, le=1000)) -> Any:
         p = (await process(queue, process_id, first, count))["process"]
-        start = p["history"][0]["id"] if p["history"] else 1
+        start = p["history"][0]["id"] if p["history"] else p["first_event"]
         return page(request, "process.html", queue=queue, p=p, count=count, first=first,
-                    older=max(1, start - count) if start > 1 else 0,
+                    older=max(p["first_event"], start - count) if start > p["first_event"] else 0,
                     newer=start + count if p["history"] and p["history"][-1]["id"] < p["events"] else 0)
 
     @app.get("/queues/{queue}/tasks/{task_id:path}", response_class=HTMLResponse, include_in_schema=False)

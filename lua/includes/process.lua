@@ -2,12 +2,18 @@
 --- A process's record, in its queue's proc hash (process id -> record), is a rec_pack (includes/
 --- flow) of: {type, status ('starting' / 'running' / 'error'), state (msgpack, '' = none), count
 --- (events appended so far), timer id (the scheduled timeout input, '' = none), timer due (ms),
---- created (ms), updated (ms), broken_by (the input that failed for good), error (its error)}.
+--- created (ms), updated (ms), broken_by (the input that failed for good), error (its error),
+--- first (the oldest event kept: a type with max_events deletes older ones; absent or '' = 1)}.
 --- Its history is in the queue's hist hash, one field per event: '<process id>:<n>' -> rec_pack
 --- {at (ms), input id, kind, data (msgpack)}, n = 1, 2, ... (paged with HMGET).
 --- @include "flow"
-local R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR = 1, 2, 3, 4, 5, 6, 7,
-  8, 9, 10
+local R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST = 1, 2, 3, 4,
+  5, 6, 7, 8, 9, 10, 11
+
+--- proc_first(r): the oldest event a record's process keeps.
+local function proc_first(r)
+  return tonumber(r[R_FIRST] or '') or 1
+end
 
 --- proc_mark_error(proc, procs, pid, input, err, now, kind): an input (of ``kind``) of process
 --- ``pid`` failed for good: the process is in error (broken by ``input``, with ``err``). No record:
@@ -54,12 +60,13 @@ local function proc_cancel_timer(t, scheduled, blocked, tid, self)
   end
 end
 
---- proc_drop_history(hist, pid, n): delete the ``n`` events of a removed process.
-local function proc_drop_history(hist, pid, n)
-  local i = 1
-  while i <= n do
+--- proc_drop_history(hist, pid, from, to): delete events ``from`` .. ``to`` of process ``pid``
+--- (a removed process's, or those past its type's max_events).
+local function proc_drop_history(hist, pid, from, to)
+  local i = from
+  while i <= to do
     local f = {}
-    for j = i, math.min(n, i + 999) do
+    for j = i, math.min(to, i + 999) do
       f[#f + 1] = pid .. ':' .. j
     end
     redis.call('HDEL', hist, unpack(f))

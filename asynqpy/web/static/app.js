@@ -268,7 +268,7 @@ async function processPage() {
   }
   if (!r.ok) throw new Error(`${r.status} ${url}`);
   const p = (await r.json()).process;
-  for (const k of ["status", "events", "timer", "updated", "error"]) cell(k).textContent = p[k] === null ? "" : String(p[k]);
+  for (const k of ["status", "events", "first_event", "timer", "updated", "error"]) cell(k).textContent = p[k] === null ? "" : String(p[k]);
   const by = cell("broken_by");
   by.replaceChildren();
   if (p.broken_by) by.appendChild(el("a", p.broken_by, { href: `/queues/${encodeURIComponent(body.dataset.queue)}/tasks/${encodeURIComponent(p.broken_by)}` }));
