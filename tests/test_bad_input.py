@@ -273,3 +273,54 @@ def test_client_rejects_a_bad_payload_limit(limit: Any) -> None:
     for make in (Client, AsyncClient):
         with pytest.raises(InvalidArgumentError):
             make(fakeredis.FakeRedis(), max_payload_bytes=limit)
+
+
+CONTROL_CHARACTERS = ["\x00", "\n", "\r", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\u2029"]
+"""Unicode category Cc (a sample: NUL, newline, CR, tab, ESC, DEL, NEL) and the line and paragraph
+separators: each could end or forge a log line."""
+
+
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS, ids=lambda c: f"U+{ord(c):04X}")
+@pytest.mark.parametrize("kind", ["type", "task_id", "key", "unique_key", "group", "queue"])
+def test_names_with_control_characters_are_refused(backend: Any, kind: str, char: str) -> None:
+    """Task types, ids, keys, unique keys, groups and queues took NUL, newline and any control
+    character (a type 'ok\\nERROR worker crashed' forged a log line): each is now refused with
+    InvalidArgumentError naming it, the batch sends nothing, and what was queued stays."""
+    client = Client(backend.sync)
+    kept = client.enqueue("t", {"keep": 1})
+    name = f"ok{char}forged"
+    task_type, options = ("t", {kind: name}) if kind != "type" else (name, {})
+    with pytest.raises(InvalidArgumentError, match="control character|invalid .*name"):
+        client.enqueue(task_type, None, **options)
+    with pytest.raises(InvalidArgumentError):
+        client.enqueue_many([("t", 1), (task_type, None, options)])
+    assert SyncExecutor(backend.sync).run(Broker().stats("default")).pending == 1
+    assert Inspector(backend.sync).task_info("default", kept.id).state is TaskState.PENDING
+    client.enqueue("t", None, **({kind: "fine-name"} if kind != "type" else {}))  # the same kind, printable
+
+
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS, ids=lambda c: f"U+{ord(c):04X}")
+def test_handler_and_entry_names_with_control_characters_are_refused(char: str) -> None:
+    """The worker side of the same names: a handler pattern, a task function's name, a periodic
+    entry's name."""
+    from asynqpy import App, Scheduler
+
+    with pytest.raises(InvalidArgumentError, match="control character"):
+        ServeMux().handle(f"t{char}x", lambda t: None)
+    app = App("redis://localhost:1/0")
+    with pytest.raises(InvalidArgumentError, match="control character"):
+        app.task(name=f"t{char}x")(lambda: None)
+
+    @app.task(name="fine")
+    def fine() -> None: ...
+
+    with pytest.raises(InvalidArgumentError, match="control character"):
+        app.periodic(fine, every=60, name=f"e{char}x")
+    with pytest.raises(InvalidArgumentError, match="control character"):
+        Scheduler("redis://localhost:1/0").register(f"e{char}x", "t", every=60)
+
+
+def test_printable_unicode_names_are_still_accepted(backend: Any) -> None:
+    client = Client(backend.sync)
+    info = client.enqueue("émail:envoi✉", None, task_id="id-ü", key="k ✓", group=None)
+    assert Inspector(backend.sync).task_info("default", info.id).type == "émail:envoi✉"

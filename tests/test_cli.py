@@ -65,6 +65,8 @@ def test_env_var_gives_the_default_url(redis_url: str, monkeypatch: pytest.Monke
         (["enqueue", "t", "--payload", "{not json"], "--payload is not valid JSON"),
         (["enqueue", "t", "--queue", "bad queue"], "invalid queue name"),
         (["enqueue", "", "--payload", "1"], "task type must be a non-empty string"),
+        (["enqueue", "ok\nERROR forged", "--payload", "1"], "holds a control character (U+000A"),
+        (["enqueue", "t", "--task-id", "a\x00b"], "--task-id 'a\\x00b' holds a control character"),
         (["enqueue", "t", "--in", "-5"], "--in must be >= 0"),  # the flag, not the library's process_in
         (["worker", "nomodule", "--queues", "default"], "expected module:attribute"),
         (["worker", "no.such.module:mux"], "cannot import"),

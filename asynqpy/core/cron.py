@@ -32,7 +32,7 @@ from . import codec
 from .broker import Broker, Call
 from .codec import Message
 from .errors import EntryNotFoundError, InvalidArgumentError
-from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_queue
+from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_name, validate_queue
 from .options import _is_text
 
 MISSED = ("skip", "last")
@@ -138,6 +138,8 @@ class Entry:
 
 def check_name(name: object) -> str:
     """``name`` if it is a valid entry name, else InvalidArgumentError."""
+    if isinstance(name, str) and name:
+        validate_name("entry name", name, 200)
     if not isinstance(name, str) or not _NAME.match(name) or not _is_text(name):
         raise InvalidArgumentError(f"an entry name is 1 to 200 characters without spaces or braces, got {name!r}")
     return name

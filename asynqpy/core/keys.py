@@ -35,6 +35,36 @@ def control_ack(command_id: str) -> str:
     """LIST where a server acknowledges a command (the operator BLPOPs it); expires in a minute."""
     return f"{PREFIX}:control:ack:{command_id}"
 
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Unicode category Cc (C0 and C1 controls, DEL) and the line and paragraph separators: what a name
+must not hold, since it would end or forge a log line (or a line of the CLI's output)."""
+
+
+def validate_name(kind: str, value: object, max_len: int) -> str:
+    """Return ``value`` if it is a valid caller-chosen name, else raise :class:`InvalidArgumentError`
+    naming ``kind`` ("task type", "task_id", "key", ...).
+
+    The one check every name a caller chooses goes through (task types, task ids, ``key=``,
+    unique keys, groups, scheduler entry names; queue and worker names are narrower still): a
+    non-empty ``str`` of at most ``max_len`` characters of text that UTF-8 can encode, without a
+    control character (Unicode category Cc: NUL, newline, escape...) or a line/paragraph separator
+    (U+2028, U+2029): those would let a name end or forge a log line.
+    """
+    if not isinstance(value, str) or not value or len(value) > max_len:
+        shown = repr(value)
+        raise InvalidArgumentError(f"{kind} must be a non-empty string of at most {max_len} characters, got "
+                                   f"{shown[:100]}{'...' if len(shown) > 100 else ''}")
+    bad = _CONTROL_RE.search(value)
+    if bad is not None:
+        raise InvalidArgumentError(f"{kind} {value[:100]!r} holds a control character (U+{ord(bad.group()):04X} at "
+                                   f"position {bad.start()}): names are printable text on one line")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{kind} {value[:100]!r} is not valid (UTF-8 encodable) text") from None
+    return value
+
+
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _GROUP_RE = re.compile(r"^[^\s{}]{1,200}$")
 _LIMIT_RE = _QUEUE_RE
@@ -42,13 +72,11 @@ _LIMIT_RE = _QUEUE_RE
 
 def validate_group(name: object) -> str:
     """Return ``name`` if it is a valid aggregation group name (1-200 characters, no spaces or
-    braces), else raise :class:`InvalidArgumentError`."""
+    braces, and what :func:`validate_name` asks), else raise :class:`InvalidArgumentError`."""
+    if isinstance(name, str) and name:
+        validate_name("group", name, 200)
     if not isinstance(name, str) or not _GROUP_RE.match(name):
         raise InvalidArgumentError(f"invalid group name {name!r}: use 1-200 characters, no spaces or braces")
-    try:
-        name.encode()
-    except UnicodeEncodeError:
-        raise InvalidArgumentError(f"invalid group name {name!r}: it is not valid text") from None
     return name
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
 from .errors import HandlerNotFoundError, InvalidArgumentError
+from .keys import validate_name
 from .sandbox import Sandboxed
 from .task import Task
 
@@ -47,6 +48,7 @@ class ServeMux:
         function of an importable module (InvalidArgumentError otherwise)."""
         if not isinstance(pattern, str) or not pattern.strip():
             raise InvalidArgumentError("a handler pattern must be a non-empty string")
+        validate_name("handler pattern", pattern, 256)
         if pattern in self._exact:
             raise InvalidArgumentError(f"a handler is already registered for {pattern!r}")
 

@@ -15,7 +15,7 @@ from typing import Any
 from . import codec
 from .codec import Message
 from .errors import InvalidArgumentError, PayloadError
-from .keys import validate_group, validate_queue, validate_worker_name
+from .keys import validate_group, validate_name, validate_queue, validate_worker_name
 from .workflow import MAX_PARENTS, policy_code
 
 Seconds = int | float | timedelta
@@ -142,11 +142,13 @@ def _is_text(s: str) -> bool:
     return True
 
 
-def _check_type(task_type: object) -> None:
-    if not isinstance(task_type, str) or not task_type.strip() or not _is_text(task_type):
+def check_type(task_type: object) -> str:
+    """``task_type`` if it is a valid task type (:func:`~asynqpy.core.keys.validate_name`, and not
+    only spaces), else InvalidArgumentError."""
+    if not isinstance(task_type, str) or not task_type.strip():
         raise InvalidArgumentError("task type must be a non-empty string of valid (UTF-8 encodable) text")
-    if len(task_type) > MAX_TYPE_LEN:
-        raise InvalidArgumentError(f"task type is longer than {MAX_TYPE_LEN} characters")
+    return validate_name("task type", task_type, MAX_TYPE_LEN)
+
 
 
 def check_headers(headers: object) -> dict[str, str] | None:
@@ -194,7 +196,7 @@ class Deriver:
     def __call__(self, task_type: str, payload: Any, id: str, now_ms: int) -> Prepared:
         """A task of ``task_type`` with ``payload`` and ``id``, enqueued at ``now_ms``."""
         if type(task_type) is not str or task_type not in self._types:
-            _check_type(task_type)
+            check_type(task_type)
             if len(self._types) < 1000:
                 self._types.add(task_type)
         values = [task_type, payload, now_ms, *self._rest]
@@ -300,7 +302,7 @@ def prepare(
     now: float | None = None,
 ) -> Prepared:
     """Validate enqueue arguments (see :meth:`asynqpy.Client.enqueue` for their meaning)."""
-    _check_type(task_type)
+    check_type(task_type)
     validate_queue(queue)
     if group is not None:
         validate_group(group)
@@ -356,9 +358,7 @@ def prepare(
         delay = max(0.0, _epoch("process_at", process_at) - now)
 
     if unique_key is not None:
-        if not isinstance(unique_key, str) or not unique_key or len(unique_key) > 1024 or not _is_text(unique_key):
-            raise InvalidArgumentError(f"unique_key must be a non-empty string of at most 1024 characters, "
-                                       f"got {unique_key!r}")
+        validate_name("unique_key", unique_key, 1024)
         if unique is None and throttle is None:
             unique = DEFAULT_UNIQUE_KEY_TTL
     unique_ttl = 0
@@ -373,9 +373,8 @@ def prepare(
     generated = task_id is None
     if task_id is None:
         task_id = new_task_id()
-    elif not isinstance(task_id, str) or not task_id or len(task_id) > MAX_ID_LEN or not _is_text(task_id):
-        raise InvalidArgumentError(f"task_id must be a non-empty string of at most {MAX_ID_LEN} characters "
-                                   "of valid (UTF-8 encodable) text")
+    else:
+        validate_name("task_id", task_id, MAX_ID_LEN)
 
     retry_delay_ms = -1 if retry_delay is None else int(_seconds("retry_delay", retry_delay) * 1000)
 
@@ -386,9 +385,7 @@ def prepare(
                                        "or workers/runs")
     policy = policy_code(on_parent_failure)
     if key is not None:
-        if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or not _is_text(key):
-            raise InvalidArgumentError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters, "
-                                       f"got {key!r}")
+        validate_name("key", key, MAX_KEY_LEN)
         if group is not None or worker_list is not None or (runs or 1) > 1 or parents is not None or mode:
             raise InvalidArgumentError("key= (serial execution) cannot be combined with group, workers/runs, after "
                                        "or throttle/debounce yet")
