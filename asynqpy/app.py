@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import os
+import sys
 import types
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -33,7 +35,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from .client import AsyncClient, Client
 from .core.cron import ENTRY_OPTIONS, Entry, make_entry
 from .core.errors import InvalidArgumentError
-from .core.keys import validate_queue
+from .core.keys import validate_name, validate_queue
 from .core.mux import ServeMux
 from .core.options import OPTIONS, Seconds, When, unknown_options
 from .core.sandbox import Sandboxed
@@ -207,10 +209,14 @@ class App:
     ``default_queue``: where task functions go unless they say otherwise. ``server_options``:
     :class:`ServerOptions` for :meth:`run` and ``asynqpy worker module:app`` (the command line's
     flags win). ``state``: a namespace for what the worker process shares between tasks (a database
-    pool, an HTTP client), filled by ``on_startup`` hooks and emptied by ``on_shutdown`` hooks."""
+    pool, an HTTP client), filled by ``on_startup`` hooks and emptied by ``on_shutdown`` hooks.
+    ``name``: the app's name, owner of its periodic entries (default: the module that makes the App,
+    the script's name when run as ``__main__``): a starting worker of the app removes the entries
+    the app declared earlier and no longer declares (docs/periodic.md)."""
 
     def __init__(self, redis: Any = None, *, default_queue: str = "default", signing_key: Any = None,
-                 **server_options: Any) -> None:
+                 name: str | None = None, **server_options: Any) -> None:
+        self.name = validate_name("app name", name if name is not None else _caller_module(), 190)
         self._redis = redis
         self.default_queue = default_queue
         self.signing_key = signing_key
@@ -323,6 +329,11 @@ class App:
         self._task_queues.add(queue)
         return entry
 
+    @property
+    def owner(self) -> str:
+        """The owner recorded on this app's periodic entries: ``"app:<name>"``."""
+        return f"app:{self.name}"
+
     def _handler(self, tf: TaskFunction[Any, Any]) -> Callable[[Task], Any]:
         sig, fn = tf.signature, tf.fn
         if inspect.iscoroutinefunction(fn):
@@ -371,6 +382,7 @@ class App:
         opts.setdefault("queues", sorted(self._task_queues) or [self.default_queue])
         if self.periodic_entries:
             opts.setdefault("scheduler_entries", tuple(self.periodic_entries))
+        opts.setdefault("scheduler_owner", self.owner)
         return Server(self.redis, signing_key=self.signing_key, on_startup=[self._hook(h) for h in self.startup],
                       on_shutdown=[self._hook(h) for h in self.shutdown], **opts)
 
@@ -396,6 +408,17 @@ class App:
         if self._aclient is not None:
             await self._aclient.close()
             self._aclient = None
+
+
+def _caller_module() -> str:
+    """The module that makes the App (two frames up): its ``__name__``, or for ``__main__`` the
+    script's file name without ``.py`` (the same name as ``asynqpy worker script:app`` gives)."""
+    name = str(sys._getframe(2).f_globals.get("__name__") or "app")
+    if name == "__main__":
+        path = getattr(sys.modules.get("__main__"), "__file__", None)
+        if path:
+            return os.path.splitext(os.path.basename(path))[0] or name
+    return name
 
 
 class _Decorator:

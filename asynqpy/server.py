@@ -168,9 +168,10 @@ class Server:
         if o.group_aggregator is not None:
             loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
                                                            o.group_max_delay, o.group_max_size), pool))
-        if o.scheduler or o.scheduler_entries:
-            loops.append(Scheduling(ctx.exec, ctx.broker, ctx.clock, SchedulerParams(entries_of(o.scheduler_entries)),
-                                    ctx.stopping, ctx.health.failed))
+        if o.scheduler or o.scheduler_entries or o.scheduler_owner:  # an owner without entries only prunes at start
+            params = SchedulerParams(entries_of(o.scheduler_entries), owner=o.scheduler_owner or "",
+                                     fire=bool(o.scheduler or o.scheduler_entries))
+            loops.append(Scheduling(ctx.exec, ctx.broker, ctx.clock, params, ctx.stopping, ctx.health.failed))
         bg: list[asyncio.Task[None]] = []
         hb_task: asyncio.Task[None] | None = None
         started = hooked = False

@@ -31,7 +31,8 @@ def cron() -> None:
 def _entry_json(i: Any) -> dict[str, Any]:
     e = i.entry
     return {"name": e.name, "queue": e.queue, "type": e.task_type, "payload": e.payload, "cron": e.cron,
-            "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "paused": i.paused,
+            "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "owner": e.owner or None,
+            "paused": i.paused,
             "last_tick": i.last_tick, "next_tick": i.next_tick, "last_task_id": i.last_task_id,
             "history": [{"tick": f.tick, "task_id": f.task_id, "enqueued_at": f.enqueued_at, "late_ms": f.late_ms}
                         for f in i.history]}

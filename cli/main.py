@@ -419,6 +419,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
                  "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}
         if app.periodic_entries:
             extra["scheduler_entries"] = tuple(app.periodic_entries)
+        extra["scheduler_owner"] = app.owner
         keys = keys if keys is not None else app.signing_key
     flags = {"concurrency": concurrency, "strict_priority": strict_priority, "lease": lease,
              "heartbeat_interval": heartbeat_interval, "shutdown_timeout": shutdown_timeout,

@@ -357,3 +357,132 @@ def test_the_scheduler_command_refuses_bad_input() -> None:
                           (("--refresh", "0"), "Invalid value for '--refresh'")]:
         code, _, err = cli("scheduler", *args)
         assert code == 2 and message in err, (args, err)
+
+
+# -- entries declared by an App are owned by it ---------------------------------------------------
+
+
+def _start_app_worker(backend: Any, app: Any) -> None:
+    """What a worker of ``app`` does with its entries at start, as :class:`Server` wires it (the
+    server's options, from ``app.server()``), without firing them (fire=False ends the loop)."""
+    o = app.server().options
+    params = SchedulerParams(tuple(o.scheduler_entries), owner=o.scheduler_owner, fire=False)
+    clock = Clock()
+    loop = Scheduling(AsyncExecutor(backend.new_async()), Broker(clock), clock, params, asyncio.Event())
+    asyncio.run(asyncio.wait_for(loop.run(), 10))
+
+
+def test_an_apps_stale_periodic_entries_are_removed_when_its_worker_starts(backend: Any) -> None:
+    """Renaming, moving or deleting an ``app.periodic(...)`` entry left the old one firing forever
+    (with a handler that no longer exists, filling retries). The App owns the entries it declares:
+    a starting worker removes those it no longer declares; an operator's entries (CLI, Inspector),
+    another App's, and the declared ones (with their state) stay."""
+    from asynqpy import App
+
+    def v1() -> Any:
+        app = App(backend.sync, name="shop")
+
+        @app.task(name="shop.report", queue="pq")
+        def report() -> None: ...
+
+        @app.task(name="shop.cleanup", queue="pq2")
+        def cleanup() -> None: ...
+
+        app.periodic(report, every=60, name="report")
+        app.periodic(cleanup, every=60, name="cleanup")
+        return app
+
+    other = App(backend.sync, name="billing")
+
+    @other.task(name="billing.invoice", queue="pq")
+    def invoice() -> None: ...
+
+    other.periodic(invoice, every=60, name="invoice")
+    with Inspector(backend.sync) as insp:
+        insp.cron_add("manual", "ops.ping", every=60, queue="pq")  # an operator's: no owner
+        _start_app_worker(backend, other)
+        _start_app_worker(backend, v1())
+        before = {(i.queue, i.name): i.entry for i in insp.scheduler_entries()}
+        assert set(before) == {("pq", "manual"), ("pq", "invoice"), ("pq", "report"), ("pq2", "cleanup")}
+        assert before[("pq", "report")].owner == "app:shop" and before[("pq", "manual")].owner == ""
+        insp.cron_pause("report", "pq")
+
+        v2 = App(backend.sync, name="shop")  # the next release: cleanup (of another queue) deleted, one added
+
+        @v2.task(name="shop.report", queue="pq")
+        def report() -> None: ...
+
+        v2.periodic(report, every=60, name="report")
+        v2.periodic(report, every=3600, name="hourly-report")  # a new one
+        _start_app_worker(backend, v2)
+        after = {(i.queue, i.name): i for i in insp.scheduler_entries()}
+        assert set(after) == {("pq", "manual"), ("pq", "invoice"), ("pq", "report"), ("pq", "hourly-report")}
+        assert after[("pq", "report")].paused  # unchanged: it keeps its state
+        assert after[("pq", "report")].entry.created_ms == before[("pq", "report")].created_ms
+
+        v3 = App(backend.sync, name="shop")  # every periodic task deleted: its worker still prunes
+        _start_app_worker(backend, v3)
+        assert {(i.queue, i.name) for i in insp.scheduler_entries()} == {("pq", "manual"), ("pq", "invoice")}
+
+
+def test_an_entry_stored_before_owners_is_adopted_with_its_state(backend: Any) -> None:
+    """An entry stored without an owner (by an older version) with the definition an App now
+    declares becomes the App's, keeping its creation time (its next tick is not lost)."""
+    from asynqpy import App
+
+    with Inspector(backend.sync) as insp:
+        insp.cron_add("nightly", "shop.nightly", {}, every=60, queue="aq")  # as stored before entries had owners
+        (old,) = insp.scheduler_entries("aq")
+        app = App(backend.sync, name="shop")
+
+        @app.task(name="shop.nightly", queue="aq")
+        def nightly() -> None: ...
+
+        app.periodic(nightly, every=60, name="nightly")
+        _start_app_worker(backend, app)
+        (new,) = insp.scheduler_entries("aq")
+        assert old.entry.owner == "" and new.entry.owner == "app:shop"
+        assert new.entry.created_ms == old.entry.created_ms
+
+
+def test_app_names() -> None:
+    from asynqpy import App
+
+    assert App("redis://localhost:1/0").name == __name__  # the module that makes it
+    assert App("redis://localhost:1/0", name="shop").owner == "app:shop"
+    assert App("redis://localhost:1/0", name="shop").server().options.scheduler_owner == "app:shop"
+    with pytest.raises(InvalidArgumentError, match="app name"):
+        App("redis://localhost:1/0", name="a\nb")
+
+
+@pytest.mark.real
+def test_a_renamed_periodic_task_stops_firing_after_a_worker_restart(redis_url: str, tmp_path: Any) -> None:
+    """End to end through `asynqpy worker module:app`: the entry of the old name is removed when
+    the new code's worker starts, and only the new name fires."""
+    import redis
+    from helpers import start_worker, wait_sync
+
+    def write(entry_name: str) -> None:
+        (tmp_path / "renamed_app.py").write_text(
+            "import redis\n"
+            "from asynqpy import App\n"
+            f"app = App({redis_url!r})\n"
+            f"r = redis.Redis.from_url({redis_url!r})\n"
+            "@app.task\n"
+            "def tick() -> None:\n"
+            f"    r.rpush('ran', {entry_name!r})\n"
+            f"app.periodic(tick, every=1, name={entry_name!r})\n")
+
+    r = redis.Redis.from_url(redis_url)
+    with Inspector(redis_url) as insp:
+        insp.cron_add("from-cli", "ops.ping", every=3600)
+        for name in ("old-name", "new-name"):
+            write(name)
+            w = start_worker(redis_url, "renamed_app:app", env={"PYTHONPATH": str(tmp_path)})
+            try:
+                wait_sync(lambda: name.encode() in r.lrange("ran", 0, -1), 20)
+            finally:
+                w.terminate()
+                w.wait(20)
+            names = {i.name: i.entry.owner for i in insp.scheduler_entries()}
+            assert names == {"from-cli": "", name: "app:renamed_app"}, names

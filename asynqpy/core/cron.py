@@ -92,7 +92,10 @@ class Entry:
     """A periodic task: its ``name`` (unique per queue), what it enqueues (``task_type``,
     ``payload``, ``options``: max_retry, timeout, retention, retry_delay, headers), on which ticks
     (``cron`` in ``tz``, or ``every`` seconds), into which ``queue``, and what to do with missed
-    ticks (``missed``). ``created_ms``: ticks at or before it never fire."""
+    ticks (``missed``). ``created_ms``: ticks at or before it never fire. ``owner``: who declared
+    it in code (``"app:<name>"`` for an :class:`asynqpy.App`'s periodic tasks; empty for an entry
+    added by the CLI or the Inspector): a starting owner removes its entries it no longer declares
+    (:func:`prune_plan`)."""
 
     name: str
     task_type: str
@@ -104,6 +107,7 @@ class Entry:
     missed: str = "skip"
     options: Mapping[str, Any] = field(default_factory=dict)
     created_ms: int = 0
+    owner: str = ""
 
     def spec(self) -> str:
         """The schedule as text: the cron expression (with its zone unless UTC) or 'every Ns'."""
@@ -178,11 +182,13 @@ def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "
 
 
 def encode_entry(e: Entry) -> bytes:
-    """The definition as stored in the queue's cron hash (msgpack map; the payload as the task's)."""
-    return bytes(msgpack.packb({
-        "v": 1, "type": e.task_type, "payload": codec.encode_payload(e.payload, "payload"), "cron": e.cron,
-        "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "created": e.created_ms,
-    }, use_bin_type=True))
+    """The definition as stored in the queue's cron hash (msgpack map; the payload as the task's;
+    ``owner`` only when there is one)."""
+    d = {"v": 1, "type": e.task_type, "payload": codec.encode_payload(e.payload, "payload"), "cron": e.cron,
+         "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "created": e.created_ms}
+    if e.owner:
+        d["owner"] = e.owner
+    return bytes(msgpack.packb(d, use_bin_type=True))
 
 
 def decode_entry(queue: str, name: str, data: bytes) -> Entry:
@@ -190,8 +196,11 @@ def decode_entry(queue: str, name: str, data: bytes) -> Entry:
     try:
         d = msgpack.unpackb(data, raw=False)
         payload = msgpack.unpackb(d["payload"], raw=False, strict_map_key=False)
+        owner = d.get("owner") or ""
+        if not isinstance(owner, str):
+            raise TypeError(f"owner is {type(owner).__name__}")
         return Entry(name, d["type"], payload, queue, d["cron"], d["every"], d["tz"],
-                     d["missed"], d.get("options") or {}, int(d["created"]))
+                     d["missed"], d.get("options") or {}, int(d["created"]), owner)
     except Exception as exc:  # noqa: BLE001 - whatever is stored there
         raise InvalidArgumentError(f"scheduler entry {name!r} of queue {queue!r} is not readable: {exc}") from None
 
@@ -358,6 +367,11 @@ def register_plan(entries: list[Entry], now_ms: int) -> Plan[list[Entry]]:
         if current is not None and _same(current, e):
             out.append(current)
             continue
+        if current is not None and _same(current, replace(e, owner=current.owner)):
+            fresh = replace(current, owner=e.owner)  # only its owner is new (declared by an App now): keep its state
+            writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name, encode_entry(fresh))))
+            out.append(fresh)
+            continue
         fresh = replace(e, created_ms=now_ms)
         writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name, encode_entry(fresh))))
         out.append(fresh)
@@ -365,6 +379,24 @@ def register_plan(entries: list[Entry], now_ms: int) -> Plan[list[Entry]]:
         for r in (yield writes):
             _raise(r)
     return out
+
+
+def prune_plan(broker: Broker, owner: str, declared: list[Entry]) -> Plan[list[Entry]]:
+    """Remove the stored entries of ``owner`` (in any queue) that are not among ``declared``: an
+    App's periodic task renamed, moved to another queue or deleted from the code. Entries of
+    other owners, and those without one (added by the CLI or the Inspector), stay. Returns the
+    entries removed."""
+    if not owner:
+        return []
+    loaded = yield from load_plan()
+    keep = {(e.queue, e.name) for e in declared}
+    stale = [e for q, qe in sorted(loaded.items()) for name, (_, e) in sorted(qe.defs.items())
+             if e.owner == owner and (q, name) not in keep]
+    if stale:
+        calls = [broker.cron_remove(e.queue, e.name) for e in stale]
+        for r in (yield calls):
+            _raise(r)
+    return stale
 
 
 def _same(a: Entry, b: Entry) -> bool:

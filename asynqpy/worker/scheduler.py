@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from ..core import cron
@@ -35,12 +35,17 @@ MAX_BACKOFF = 5.0
 class SchedulerParams:
     """What the scheduling loop needs: the entries declared in code (stored at start), how often
     to reload the stored entries (s), how old a tick may be and still count as late rather than
-    missed (ms), and the largest payload a task may carry."""
+    missed (ms), and the largest payload a task may carry. ``owner``: who declares ``entries``
+    (an App's ``"app:<name>"``): they are stored as its, and at start its stored entries it no
+    longer declares are removed (:func:`~asynqpy.core.cron.prune_plan`). ``fire``: False for a
+    loop that only does that at start, then ends (an App's worker without a scheduler)."""
 
     entries: tuple[Entry, ...] = ()
     refresh: float = 5.0
     grace_ms: int = cron.GRACE_MS
     max_payload_bytes: int = 1 << 20
+    owner: str = ""
+    fire: bool = True
 
 
 class Scheduling:
@@ -54,7 +59,7 @@ class Scheduling:
         self.stopping = stopping
         self.on_error, self.on_ok = on_error, on_ok
         self.state: dict[str, QueueEntries] = {}
-        self._registered = not params.entries
+        self._registered = not params.entries and not params.owner
         self._observed = False  # Redis's clock read once (before the entries are registered)
         self._reload_at = 0.0  # loop time of the next reload
         self.fired = 0  # ticks this loop enqueued (tests and logs)
@@ -72,10 +77,9 @@ class Scheduling:
                     await self._observe_time(self.clock.local_ms())
                     self._observed = True
                 if not self._registered:
-                    stored = await self._plan(cron.register_plan(list(self.p.entries), self.clock.now_ms()))
-                    self._registered = True
-                    log.info("scheduler entries declared in code: %s",
-                             ", ".join(f"{e.name} ({e.spec()})" for e in stored))
+                    await self._register()
+                if not self.p.fire:
+                    return
                 if loop.time() >= self._reload_at:
                     await self._reload()
                 await self._fire_due()
@@ -96,6 +100,19 @@ class Scheduling:
                 await asyncio.wait_for(self.stopping.wait(), max(0.0, delay))
             except asyncio.TimeoutError:
                 pass
+
+    async def _register(self) -> None:
+        """Store the entries declared in code (as the owner's), then remove the owner's stored
+        entries no longer declared."""
+        declared = [replace(e, owner=self.p.owner) for e in self.p.entries]
+        if declared:
+            stored = await self._plan(cron.register_plan(declared, self.clock.now_ms()))
+            log.info("scheduler entries declared in code: %s", ", ".join(f"{e.name} ({e.spec()})" for e in stored))
+        if self.p.owner:
+            for e in await self._plan(cron.prune_plan(self.broker, self.p.owner, declared)):
+                log.warning("scheduler entry %s of queue %s (%s, %s) removed: %s declared it and no longer does",
+                            e.name, e.queue, e.task_type, e.spec(), self.p.owner)
+        self._registered = True
 
     async def _reload(self) -> None:
         sent = self.clock.local_ms()

@@ -68,6 +68,7 @@ class ServerOptions:
     max_result_bytes: int = 1 << 20
     scheduler: bool = False
     scheduler_entries: Sequence[Entry] = ()
+    scheduler_owner: str | None = None  # who declares scheduler_entries (an App): removes its stale ones at start
     group_aggregator: Callable[[str, list[Task]], Any] | None = None
     group_grace_period: float = 60.0
     group_max_delay: float | None = None
@@ -138,6 +139,10 @@ class ServerOptions:
                 or not all(isinstance(e, Entry) for e in self.scheduler_entries):
             raise InvalidArgumentError("scheduler_entries must be a list of entries (Scheduler.register / "
                                        f"asynqpy.core.cron.make_entry), got {self.scheduler_entries!r}")
+        if self.scheduler_owner is not None:
+            from ..core.keys import validate_name
+
+            validate_name("scheduler_owner", self.scheduler_owner, 200)
         from .aggregator import check_params
 
         check_params(self.group_aggregator, self.group_grace_period, self.group_max_delay, self.group_max_size)
