@@ -8,7 +8,7 @@
 
     send_welcome.enqueue(42, lang="fr")            # checked against the signature (and by mypy)
     send_welcome.enqueue_in(60, 42)                # in a minute
-    result = send_welcome.call(42, timeout=10)     # enqueue and wait for the result
+    result = send_welcome.call_within(10, 42)      # enqueue and wait (at most 10 s) for the result
     await send_welcome(42)                         # still the plain function, for unit tests
 
 The decorated function is registered on the app's ServeMux under its task type (default
@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from .client import AsyncClient, Client
+from .core.argtypes import ArgumentChecks
 from .core.cron import ENTRY_OPTIONS, Entry, make_entry
 from .core.errors import InvalidArgumentError
 from .core.keys import validate_name, validate_queue
@@ -125,7 +126,14 @@ class TaskFunction(Generic[P, R]):
         return f"<task function {self.name}>"
 
     def _payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        return _bind(self.fn, self.signature, self.name, args, kwargs)
+        """The call's payload, checked against the signature and the annotations it can check
+        (:mod:`asynqpy.core.argtypes`): InvalidArgumentError naming the argument otherwise."""
+        payload = _bind(self.fn, self.signature, self.name, args, kwargs)
+        checks = self.__dict__.get("_checks")
+        if checks is None:  # made at the first call: annotations may name what is defined after the function
+            checks = self.__dict__["_checks"] = ArgumentChecks(self.fn, self.signature)
+        checks.check(self.name, payload)
+        return payload
 
     def using(self, **options: Any) -> TaskFunction[P, R]:
         """The same task function with other enqueue options (``queue``, ``max_retry``,
@@ -157,9 +165,25 @@ class TaskFunction(Generic[P, R]):
         return self.app.client().enqueue(self.name, self._payload(args, kwargs), process_at=when, **self.options)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Enqueue a call and wait for its result (without a limit; :meth:`using` ``(timeout=...)``
-        is the attempt's timeout, not the wait's: see :meth:`call_within`)."""
+        """Enqueue a call and wait for its result, **without a limit**: as long as the task takes,
+        its retries included, and forever if no worker serves its queue. Bound the wait with
+        :meth:`call_within` ``(seconds, *args)`` (TimeoutError after; the task still runs);
+        :meth:`using` ``(timeout=...)`` is each attempt's timeout, not the wait's. ``timeout=``
+        here is refused (InvalidArgumentError pointing to call_within) unless the function has
+        such a parameter."""
+        self._no_wait_keyword(kwargs)
         return self.call_within(None, *args, **kwargs)
+
+    def _no_wait_keyword(self, kwargs: dict[str, Any]) -> None:
+        """``call(x, timeout=10)`` meant a bounded wait: say how, rather than "unexpected keyword
+        argument 'timeout'" (unless the function takes ``timeout`` itself)."""
+        params = self.signature.parameters
+        if "timeout" in kwargs and not any(n == "timeout" or p.kind is inspect.Parameter.VAR_KEYWORD
+                                           for n, p in params.items()):
+            wait = kwargs["timeout"]
+            raise InvalidArgumentError(f"task {self.name}: call() waits without a limit and takes no timeout: use "
+                                       f"call_within({wait!r}, ...) to wait at most {wait!r} s for the result, or "
+                                       f"using(timeout={wait!r}).call(...) to bound each attempt")
 
     def call_within(self, wait: float | None, *args: P.args, **kwargs: P.kwargs) -> R:
         """Enqueue a call and wait at most ``wait`` seconds for its result (TimeoutError after)."""
@@ -181,7 +205,8 @@ class TaskFunction(Generic[P, R]):
                                                 **self.options)
 
     async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """:meth:`call`, awaited."""
+        """:meth:`call`, awaited (without a limit too: wrap it in ``asyncio.wait_for`` to bound it)."""
+        self._no_wait_keyword(kwargs)
         out: R = await self.app.aclient().call(self.name, self._payload(args, kwargs), **self.options)
         return out
 
@@ -191,6 +216,8 @@ class AsyncTaskFunction(TaskFunction[P, Awaitable[T]], Generic[P, T]):
     give what the coroutine returns."""
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> T:  # type: ignore[override]
+        """See :meth:`TaskFunction.call`: no limit on the wait (:meth:`call_within` bounds it)."""
+        self._no_wait_keyword(kwargs)
         return self.call_within(None, *args, **kwargs)
 
     def call_within(self, wait: float | None, *args: P.args, **kwargs: P.kwargs) -> T:  # type: ignore[override]
@@ -198,6 +225,7 @@ class AsyncTaskFunction(TaskFunction[P, Awaitable[T]], Generic[P, T]):
         return out
 
     async def acall(self, *args: P.args, **kwargs: P.kwargs) -> T:  # type: ignore[override]
+        self._no_wait_keyword(kwargs)
         out: T = await self.app.aclient().call(self.name, self._payload(args, kwargs), **self.options)
         return out
 

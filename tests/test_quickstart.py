@@ -99,9 +99,16 @@ def test_readme_quickstart_as_written(redis_url: str, tmp_path: Path) -> None:
         critical, default = insp.queue_info("critical"), insp.queue_info("default")
         assert (critical.processed_total, critical.failed_total, default.failed_total) == (1, 0, 0)
         assert critical.scheduled == 1                                    # user 7, in a minute
-        with pytest.raises(subprocess.CalledProcessError):                # a wrong call is refused
-            subprocess.run([sys.executable, "-c", "from tasks import deliver_email; deliver_email.enqueue('42', 1)"],
-                           cwd=app, env=env, check=True, capture_output=True, timeout=30)
+        before = insp.queue_info("critical").size
+        for wrong in ("'42'", "'42', 1", "user=42"):  # the README's wrong call (was accepted), too many, unknown
+            res = subprocess.run([sys.executable, "-c", f"from tasks import deliver_email; deliver_email.enqueue({wrong})"],
+                                 cwd=app, env=env, capture_output=True, text=True, timeout=30, check=False)
+            assert res.returncode == 1 and "asynqpy.core.errors.InvalidArgumentError: task tasks.deliver_email:" \
+                in res.stderr, (wrong, res.stderr)
+        assert "argument 'user_id' must be int, got str '42'" in subprocess.run(
+            [sys.executable, "-c", "from tasks import deliver_email; deliver_email.enqueue('42')"],
+            cwd=app, env=env, capture_output=True, text=True, timeout=30, check=False).stderr
+        assert insp.queue_info("critical").size == before                # nothing was enqueued
 
         for words in others[2:]:                                          # asynqpy task inspect, stats
             out = run(words, id)
