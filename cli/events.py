@@ -12,27 +12,30 @@ from queue import Queue
 import click
 
 from asynqpy import Inspector, TaskEvent
-from asynqpy.core.events import EVENTS
+from asynqpy.core.events import EVENTS, last_id
 from asynqpy.core.jsontext import jsonable
 
-from .common import UserError, inspector, json_option, payload_text, redis_url_option, user_errors
+from .common import UserError, When, inspector, json_option, payload_text, redis_url_option, user_errors
 
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _since(text: str | None) -> datetime | None:
-    """--since: '10m' (ago), an ISO time (UTC when it has no zone), or nothing (all kept)."""
+    """--since: '10m' (ago), an ISO time (local time when it has no zone, as ``--at`` and the
+    library read naive times; 'Z' or '+02:00' give the zone), or nothing (all kept)."""
     if text is None:
         return None
     m = _AGO.match(text)
     if m:
         return datetime.now(timezone.utc) - timedelta(seconds=float(m[1]) * _UNIT[m[2]])
     try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
+        when = When().convert(text, None, None)
+    except click.BadParameter:
         raise UserError(f"--since: {text!r} is neither a duration like 10m / 2h / 1d nor an ISO time") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    if isinstance(when, float):
+        raise UserError(f"--since: {text!r} is neither a duration like 10m / 2h / 1d nor an ISO time")
+    return when
 
 
 def _line(e: TaskEvent) -> str:
@@ -56,15 +59,15 @@ def _merged(insp: Inspector, queues: list[str], since: datetime | None) -> Itera
     return iter(sorted(events, key=lambda e: (e.time, e.stream_id)))
 
 
-def _followed(redis_url: str, queues: list[str], since: datetime | None) -> Iterator[TaskEvent]:
+def _followed(redis_url: str, queues: list[str], since: dict[str, datetime | str | None]) -> Iterator[TaskEvent]:
     """Every queue followed by a thread of its own (queues may live on different cluster nodes),
-    their events merged as they arrive."""
+    their events merged as they arrive; each from its ``since``."""
     out: Queue[TaskEvent | BaseException] = Queue()
 
     def follow(q: str) -> None:
         try:
             with inspector(redis_url) as insp:
-                for e in insp.events(q, since=since, follow=True):
+                for e in insp.events(q, since=since[q], follow=True):
                     out.put(e)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             out.put(exc)
@@ -81,10 +84,10 @@ def _followed(redis_url: str, queues: list[str], since: datetime | None) -> Iter
 @click.command()
 @click.option("--queue", "-q", "queues", multiple=True, help="A queue to show (repeatable; default: every queue).")
 @click.option("--type", "-t", "types", multiple=True, help="Only tasks of this type (repeatable).")
-@click.option("--event", "-e", "kinds", multiple=True, type=click.Choice(EVENTS),
+@click.option("--event", "-e", "kinds", multiple=True, type=click.Choice(EVENTS, case_sensitive=False),
               help="Only this event (repeatable).")
-@click.option("--since", help="From when: a duration ago (30s, 10m, 2h, 1d) or an ISO time (UTC if no zone); "
-              "default: every event kept.")
+@click.option("--since", help="From when: a duration ago (30s, 10m, 2h, 1d) or an ISO time (local time if no "
+              "zone, as --at; 2026-05-01T09:30Z for UTC); default: every event kept, or with --follow from now.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they happen (Ctrl-C to stop).")
 @json_option
 @redis_url_option
@@ -92,13 +95,21 @@ def _followed(redis_url: str, queues: list[str], since: datetime | None) -> Iter
 def events(queues: tuple[str, ...], types: tuple[str, ...], kinds: tuple[str, ...], since: str | None,
            follow: bool, as_json: bool, redis_url: str) -> None:
     """Show the lifecycle events of tasks: enqueued, scheduled, active, progress, completed, retry,
-    archived, deleted, cancelled, lease_expired (one line each, or JSON lines with --json)."""
+    archived, deleted, cancelled, lease_expired, waiting, blocked... (one line each, or JSON lines
+    with --json). --follow without --since starts now: only new events."""
     start = _since(since)
+    kinds = tuple(k.lower() for k in kinds)
     with inspector(redis_url) as insp:
         names = list(queues) or insp.queues()
         for q in names:
             insp.events_max_len(q)  # checks the name (a bad one is a one-line error, exit 2)
-        stream = _followed(redis_url, names, start) if follow else _merged(insp, names, start)
+        if follow:
+            # without --since: from each queue's newest event kept, not the whole stream
+            begin: dict[str, datetime | str | None] = {
+                q: start if since is not None else insp._exec.run(last_id(q)) for q in names}
+            stream = _followed(redis_url, names, begin)
+        else:
+            stream = _merged(insp, names, start)
         try:
             for e in stream:
                 if (types and e.type not in types) or (kinds and e.event not in kinds):

@@ -24,7 +24,8 @@ from .keys import queue_keys
 from .task import ms_to_datetime
 
 EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "archived", "deleted",
-          "cancelled", "lease_expired", "edited", "aggregated", "debounced", "run")
+          "cancelled", "lease_expired", "edited", "aggregated", "debounced", "run", "waiting", "blocked",
+          "process_removed")
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
 """Events kept per queue unless set otherwise (about: trimming is by whole stream nodes)."""

@@ -144,7 +144,7 @@ def parse_state(state: TaskState | str) -> TaskState:
     if isinstance(state, TaskState):
         return state
     try:
-        return TaskState(state)
+        return TaskState(state.strip().lower() if isinstance(state, str) else state)  # -s Archived too
     except ValueError:
         names = "|".join(s.value for s in TaskState)
         raise InvalidArgumentError(f"unknown task state {state!r}: use {names}") from None

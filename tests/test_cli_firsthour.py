@@ -1,0 +1,112 @@
+"""First-hour problems of the CLI (issue 29 item 26), through click's runner against the real
+redis-server: events --since and --at read a naive time alike, -e takes every event the stream
+emits in any case, --follow starts now, -s takes a state in any case, cron ls/history fit 80
+columns, cron history finds an entry in any queue, a wrong password is an AsynqpyError."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+from helpers import wait_sync
+
+from asynqpy import Client, Inspector
+from asynqpy.cli.main import main
+
+pytestmark = pytest.mark.real
+
+
+def run(url: str, *args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, [*args, "--redis-url", url])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def ok(url: str, *args: str) -> str:
+    code, out, err = run(url, *args)
+    assert code == 0, (args, out, err)
+    assert all(len(line) <= 80 for line in out.splitlines()), out  # fits an 80-column terminal
+    return out
+
+
+def fails(url: str, *args: str, message: str) -> None:
+    code, out, err = run(url, *args)
+    assert code == 2, (args, out, err)
+    assert err.count("\n") == 1 and err.startswith("asynqpy: error: ") and message in err, err
+
+
+def test_events_since_reads_a_naive_time_as_local_time_like_at(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--since 2026-05-01T09:30 was UTC while enqueue --at 2026-05-01T09:30 was local time. Both
+    are local time now: in a zone 10 hours ahead, a naive --since of the local clock's 'now' shows
+    the events from now on, not those of the last 10 hours as well (nor none, 10 hours behind)."""
+    monkeypatch.setenv("TZ", "Etc/GMT-10")  # UTC+10
+    time.tzset()
+    try:
+        with Client(redis_url) as c:
+            c.enqueue("t", None, queue="evq")
+        local_now = datetime.now().replace(microsecond=0)  # naive, local (UTC+10)
+        before = (local_now - timedelta(minutes=5)).isoformat()
+        after = (local_now + timedelta(minutes=5)).isoformat()
+        assert "enqueued" in ok(redis_url, "events", "-q", "evq", "--since", before)
+        assert ok(redis_url, "events", "-q", "evq", "--since", after) == ""  # as UTC it was 10 h ago: all shown
+        utc_before = (datetime.utcnow() - timedelta(minutes=5)).replace(microsecond=0).isoformat() + "Z"
+        assert "enqueued" in ok(redis_url, "events", "-q", "evq", "--since", utc_before)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_events_filter_takes_every_event_the_stream_emits_in_any_case(redis_url: str) -> None:
+    """-e waiting was refused ('not one of enqueued, ...') though the stream emits it; so were
+    blocked and process_removed; -e Archived was refused for its case."""
+    with Client(redis_url) as c:
+        parent = c.enqueue("p", None, queue="evw", process_in=3600)
+        c.enqueue("child", None, queue="evw", after=[parent])
+        c.enqueue("k", None, queue="evw", key="acct-1")
+        c.enqueue("k", None, queue="evw", key="acct-1")  # behind the first: blocked
+    out = ok(redis_url, "events", "-q", "evw", "-e", "waiting")
+    assert out.count("\n") == 1 and " waiting " in out and " child" in out, out
+    out = ok(redis_url, "events", "-q", "evw", "-e", "Blocked")
+    assert out.count("\n") == 1 and " blocked " in out, out
+    assert ok(redis_url, "events", "-q", "evw", "-e", "process_removed") == ""
+    code, _, err = run(redis_url, "events", "-e", "nope")
+    assert code == 2 and "'nope' is not one of" in err and "'waiting'" in err, err
+
+
+def test_events_follow_without_since_starts_now(redis_url: str) -> None:
+    """--follow without --since first printed every event kept (10 000 by default) before the
+    new ones; it now prints only what happens after it starts."""
+    import subprocess
+    import sys
+
+    with Client(redis_url) as c:
+        c.enqueue("old", None, queue="evf")
+        proc = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "events", "-q", "evf", "--follow",
+                                 "--redis-url", redis_url], stdout=subprocess.PIPE, text=True)
+        try:
+            lines: list[str] = []
+            reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),  # type: ignore[union-attr]
+                                      daemon=True)
+            reader.start()
+
+            def fresh_seen() -> bool:
+                c.enqueue("new", None, queue="evf")  # until the follower (started at some point) sees one
+                return any(" new" in x for x in lines)
+
+            wait_sync(fresh_seen, 20)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    assert not any(" old" in x for x in lines), lines
+    assert "enqueued" in ok(redis_url, "events", "-q", "evf", "--since", "1h")  # --since still reads back
+
+
+def test_task_states_are_read_in_any_case(redis_url: str) -> None:
+    """-s Archived was 'unknown task state'."""
+    with Client(redis_url) as c:
+        c.enqueue("t", None, queue="sq", task_id="one")
+    assert "one" in ok(redis_url, "task", "ls", "-q", "sq", "-s", "Pending")
+    assert "one" in ok(redis_url, "task", "ls", "-q", "sq", "-s", " PENDING ")
+    assert Inspector(redis_url).list_tasks("sq", "Pending")[0].id == "one"
