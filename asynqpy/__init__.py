@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         QueueNotEmptyError,
         QueueNotFoundError,
         RateLimited,
+        RedisAuthError,
         RedisFullError,
         RedisUnavailableError,
         ResultError,
@@ -65,7 +66,7 @@ __all__ = [
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "ThrottledError",
     "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
-    "ProcessNotFoundError", "Step",
+    "ProcessNotFoundError", "Step", "RedisAuthError",
 ]
 
 

@@ -51,12 +51,13 @@ def user_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except QueueNotEmptyError as exc:
             raise UserError(str(exc).replace("use force", "use --force")) from None
+        except AuthenticationError as exc:  # redis-py's, or asynqpy's RedisAuthError (one too)
+            cause = exc.__cause__ if isinstance(exc.__cause__, AuthenticationError) else exc
+            if "required" in str(cause) or "already authenticated" in str(cause):
+                raise UserError("Redis requires a password: put it in the URL, redis://[user]:password@host") from None
+            raise UserError(f"Redis refused the credentials: {cause}") from None
         except AsynqpyError as exc:
             raise UserError(str(exc)) from None
-        except AuthenticationError as exc:
-            if "required" in str(exc) or "already authenticated" in str(exc):
-                raise UserError("Redis requires a password: put it in the URL, redis://[user]:password@host") from None
-            raise UserError(f"Redis refused the credentials: {exc}") from None
         except NoPermissionError as exc:
             raise UserError(f"Redis refused a command to this user (ACL): {exc}") from None
         except (RedisConnectionError, RedisTimeoutError) as exc:

@@ -110,3 +110,38 @@ def test_task_states_are_read_in_any_case(redis_url: str) -> None:
     assert "one" in ok(redis_url, "task", "ls", "-q", "sq", "-s", "Pending")
     assert "one" in ok(redis_url, "task", "ls", "-q", "sq", "-s", " PENDING ")
     assert Inspector(redis_url).list_tasks("sq", "Pending")[0].id == "one"
+
+
+def test_a_wrong_password_is_an_asynqpy_error(redis_url: str) -> None:
+    """``except AsynqpyError`` missed a wrong password: redis-py's AuthenticationError came through
+    as it was. It is now a RedisAuthError (an AsynqpyError, and still an AuthenticationError), from
+    the Client, the AsyncClient and the Inspector; the CLI's line is unchanged."""
+    import asyncio
+
+    import redis
+    from redis.exceptions import AuthenticationError
+
+    from asynqpy import AsyncClient, AsynqpyError, RedisAuthError
+
+    r = redis.Redis.from_url(redis_url)
+    r.acl_setuser("producer", enabled=True, passwords=["+s3cret"], keys=["*"], channels=["*"], commands=["+@all"])
+    try:
+        port = redis_url.rsplit(":", 1)[1].split("/")[0]
+        wrong = f"redis://producer:wrong@127.0.0.1:{port}/0"
+        with pytest.raises(AsynqpyError) as caught, Client(wrong) as c:
+            c.enqueue("t", None)
+        assert isinstance(caught.value, RedisAuthError) and isinstance(caught.value, AuthenticationError)
+        assert str(caught.value).startswith("Redis refused the credentials") and "wrong" not in str(caught.value)
+
+        async def produce() -> None:
+            async with AsyncClient(wrong) as ac:
+                await ac.enqueue("t", None)
+
+        with pytest.raises(RedisAuthError):
+            asyncio.run(produce())
+        with pytest.raises(RedisAuthError), Inspector(wrong) as insp:
+            insp.task_info("default", "x")
+        fails(wrong, "enqueue", "t", message="Redis refused the credentials")
+        assert r.dbsize() == 0
+    finally:
+        r.acl_deluser("producer")

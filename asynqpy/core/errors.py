@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 
@@ -126,6 +127,13 @@ class RedisUnavailableError(AsynqpyError, RedisConnectionError):
     redis-py's errors keeps working."""
 
 
+class RedisAuthError(AsynqpyError, RedisAuthenticationError):
+    """Redis refused the credentials (a wrong password or ACL user, or none where one is needed):
+    not an outage, nothing to retry. redis-py's ``AuthenticationError`` is the ``__cause__``; this
+    is also one, so code written against redis-py's errors keeps working, and ``except
+    AsynqpyError`` catches it."""
+
+
 class RedisFullError(AsynqpyError):
     """Redis has reached its ``maxmemory`` and refuses new data: nothing of this call was stored
     (tasks already queued are untouched and workers keep draining them)."""
@@ -163,6 +171,7 @@ __all__ = [
     "TaskTimeoutError",
     "NotReplicatedError",
     "RedisFullError",
+    "RedisAuthError",
     "RedisUnavailableError",
     "ResultError",
     "RateLimited",

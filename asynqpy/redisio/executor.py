@@ -41,7 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.broker import Call
-from ..core.errors import NotReplicatedError, RedisFullError, RedisUnavailableError
+from ..core.errors import NotReplicatedError, RedisAuthError, RedisFullError, RedisUnavailableError
 from .connection import REDIS_ERRORS, is_cluster
 from .scripts import load_scripts
 
@@ -183,12 +183,16 @@ def _full(exc: OutOfMemoryError) -> RedisFullError:
     return err
 
 
-def unavailable(exc: BaseException) -> RedisUnavailableError | None:
+def unavailable(exc: BaseException) -> RedisUnavailableError | RedisAuthError | None:
     """``exc`` as a :class:`RedisUnavailableError` (cause kept) if it means Redis could not be
-    reached or the connection broke (not wrong credentials: those are the caller's to fix); else
-    None."""
-    if isinstance(exc, RedisUnavailableError) or isinstance(exc, AuthenticationError):
+    reached or the connection broke; wrong credentials (the caller's to fix, not an outage) as a
+    :class:`RedisAuthError`; else None."""
+    if isinstance(exc, (RedisUnavailableError, RedisAuthError)):
         return None
+    if isinstance(exc, AuthenticationError):
+        auth = RedisAuthError(f"Redis refused the credentials: {exc}")
+        auth.__cause__ = exc
+        return auth
     if isinstance(exc, (*_UNREACHABLE, RedisClusterException)):
         err = RedisUnavailableError(f"cannot reach Redis: {exc}")
         err.__cause__ = exc
