@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import click
 
 from .common import (
     UserError,
+    ago,
     console,
     emit_json,
+    full_option,
     inspector,
     json_option,
     redis_url_option,
@@ -41,11 +44,13 @@ def _entry_json(i: Any) -> dict[str, Any]:
 @cron.command("ls")
 @click.option("-q", "--queue", default=None, help="Only this queue's entries.")
 @json_option
+@full_option
 @redis_url_option
 @user_errors
-def ls(queue: str | None, as_json: bool, redis_url: str) -> None:
-    """List scheduler entries: schedule, task type, next tick (UTC), last task enqueued
-    (--json: everything, with payload, options and recent history)."""
+def ls(queue: str | None, as_json: bool, full: bool, redis_url: str) -> None:
+    """List scheduler entries: schedule, task type, next tick (UTC), one line each (--full: every
+    cell whole, with the last tick and task; --json: everything, with payload, options and recent
+    history)."""
     from rich.table import Table
 
     with inspector(redis_url) as insp:
@@ -56,14 +61,40 @@ def ls(queue: str | None, as_json: bool, redis_url: str) -> None:
     if not infos:
         click.echo("no scheduler entries")
         return
+    out = console()
+    now = datetime.now(timezone.utc)
+    if full:  # each cell whole, on one line however long (the terminal wraps it)
+        from rich.console import Console
+
+        out = Console(highlight=False, soft_wrap=False, width=max(out.width, 1000))
+        t = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last tick", "last task"):
+            t.add_column(col, no_wrap=True)
+        for i in infos:
+            e = i.entry
+            nxt = "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC")
+            t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, ago(i.last_tick, now), i.last_task_id or "-")
+        show(out, t)
+        return
+    # one line per entry in the terminal's width (80 columns if not a terminal): long cells cut with …
+    rows = [[i.entry.name, i.entry.queue, i.entry.spec(), i.entry.task_type,
+             "paused" if i.paused else utc(i.next_tick)[5:16]] for i in infos]  # month-day hour:minute
+    heads = ["name", "queue", "schedule", "task type", "next (UTC)"]
+    natural = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(heads)]
+    caps = [22, 14, 18, 10**6, 11]  # the most each column takes before the task type has its share
+    widths = [min(n, cap) for n, cap in zip(natural, caps)]
+    room = out.width - 2 * (len(heads) - 1)
+    widths[3] = max(min(16, natural[3]), room - sum(widths) + widths[3])
+    for c in (0, 2, 1, 3):  # still too wide: cut name, schedule, queue, then the type, down to 10 characters
+        over = sum(widths) - room
+        if over > 0:
+            widths[c] = max(min(10, natural[c]), widths[c] - over)
     t = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last task"):
-        t.add_column(col, overflow="fold")
-    for i in infos:
-        e = i.entry
-        nxt = "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC")
-        t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, i.last_task_id or "-")
-    show(console(), t)
+    for h, w in zip(heads, widths):
+        t.add_column(h, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
+    for r in rows:
+        t.add_row(*r)
+    show(out, t)
 
 
 @cron.command()
@@ -104,72 +135,93 @@ def add(name: str, task_type: str, cron_expr: str | None, every: float | None, t
 
 
 def _named(verb: str, help: str) -> Callable[[Callable[..., None]], click.Command]:
-    """A command acting on entries NAMES of one queue."""
+    """A command acting on entries NAMES, each in -q QUEUE or, without it, in whichever queue has
+    it (as ``task cancel`` finds its tasks)."""
     def decorate(fn: Callable[..., None]) -> click.Command:
         fn = user_errors(fn)
         fn = redis_url_option(fn)
-        fn = click.option("-q", "--queue", default="default", show_default=True, help="The entry's queue.")(fn)
+        fn = click.option("-q", "--queue", default=None,
+                          help="The entries' queue (default: look in every queue).")(fn)
         fn = click.argument("names", nargs=-1, required=True)(fn)
         return cron.command(verb, help=help)(fn)
     return decorate
 
 
+def _queues(insp: Any, names: tuple[str, ...], queue: str | None) -> list[tuple[str, str]]:
+    """(name, queue) of each entry, every one found before any is acted on."""
+    if queue is not None:
+        return [(n, queue) for n in names]
+    return [(n, _find(insp, n, None).queue) for n in names]
+
+
 @_named("rm", "Remove entries NAMES (the tasks they enqueued stay).")
-def rm(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+def rm(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
-        for n in names:
-            insp.cron_remove(n, queue)
-            click.echo(f"removed entry {n}")
+        for n, q in _queues(insp, names, queue):
+            insp.cron_remove(n, q)
+            click.echo(f"removed entry {n}" + ("" if queue else f" of queue {q}"))
 
 
 @_named("pause", "Pause entries NAMES: no tick fires until resumed.")
-def pause(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+def pause(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
-        for n in names:
-            insp.cron_pause(n, queue)
-            click.echo(f"paused entry {n}")
+        for n, q in _queues(insp, names, queue):
+            insp.cron_pause(n, q)
+            click.echo(f"paused entry {n}" + ("" if queue else f" of queue {q}"))
 
 
 @_named("resume", "Resume entries NAMES from their next tick.")
-def resume(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+def resume(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
-        for n in names:
-            insp.cron_resume(n, queue)
-            click.echo(f"resumed entry {n}")
+        for n, q in _queues(insp, names, queue):
+            insp.cron_resume(n, q)
+            click.echo(f"resumed entry {n}" + ("" if queue else f" of queue {q}"))
 
 
 @_named("run-now", "Enqueue the task of entries NAMES now, outside their schedule.")
-def run_now(names: tuple[str, ...], queue: str, redis_url: str) -> None:
+def run_now(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
-        for n in names:
-            click.echo(f"entry {n}: enqueued {insp.cron_run_now(n, queue)} to {queue}")
+        for n, q in _queues(insp, names, queue):
+            click.echo(f"entry {n}: enqueued {insp.cron_run_now(n, q)} to {q}")
 
 
 @cron.command()
 @click.argument("name")
-@click.option("-q", "--queue", default="default", show_default=True, help="The entry's queue.")
+@click.option("-q", "--queue", default=None, help="The entry's queue (default: look in every queue).")
 @json_option
 @redis_url_option
 @user_errors
-def history(name: str, queue: str, as_json: bool, redis_url: str) -> None:
-    """The last enqueues of entry NAME, newest first: tick, task, how late (ms)."""
+def history(name: str, queue: str | None, as_json: bool, redis_url: str) -> None:
+    """The last enqueues of entry NAME, newest first: tick, how late (ms), task (--json: with
+    when each was enqueued)."""
     from rich.table import Table
 
     with inspector(redis_url) as insp:
-        found = [i for i in insp.scheduler_entries(queue) if i.name == name]
-    if not found:
-        raise UserError(f"no scheduler entry {name!r} in queue {queue!r}")
-    fired = found[0].history
+        found = _find(insp, name, queue)
+    fired = found.history
     if as_json:
         emit_json([{"tick": f.tick, "task_id": f.task_id, "enqueued_at": f.enqueued_at, "late_ms": f.late_ms}
                    for f in fired])
         return
     t = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("tick", "enqueued", "late ms", "task"):
-        t.add_column(col, justify="right" if col == "late ms" else "left")
+    for col in ("tick (UTC)", "late ms", "task"):  # one line each in 80 columns for entry names up to 30
+        t.add_column(col, justify="right" if col == "late ms" else "left", no_wrap=col != "task",
+                     overflow="fold")  # characters (--json also gives when each was enqueued)
     for f in fired:
-        t.add_row(utc(f.tick) if f.tick else "(run now)", utc(f.enqueued_at), str(f.late_ms), f.task_id)
+        t.add_row(utc(f.tick).removesuffix(" UTC") if f.tick else "(run now)", str(f.late_ms), f.task_id)
     show(console(), t)
+
+
+def _find(insp: Any, name: str, queue: str | None) -> Any:
+    """Entry ``name`` (its EntryInfo) of ``queue``, or of whichever queue has it when ``queue`` is
+    None (UserError naming the queues when several have one)."""
+    found = [i for i in insp.scheduler_entries(queue) if i.name == name]
+    if not found:
+        raise UserError(f"no scheduler entry {name!r} " + (f"in queue {queue!r}" if queue else "in any queue"))
+    if len(found) > 1:
+        raise UserError(f"scheduler entries named {name!r} are in queues {', '.join(i.queue for i in found)}: "
+                        "give -q QUEUE")
+    return found[0]
 
 
 @click.command()

@@ -5,6 +5,7 @@ columns, cron history finds an entry in any queue, a wrong password is an Asynqp
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import datetime, timedelta
@@ -145,3 +146,33 @@ def test_a_wrong_password_is_an_asynqpy_error(redis_url: str) -> None:
         assert r.dbsize() == 0
     finally:
         r.acl_deluser("producer")
+
+
+def test_cron_commands_find_an_entry_in_any_queue_and_fit_80_columns(redis_url: str) -> None:
+    """`cron history NAME` (and pause, resume, rm, run-now) looked only in queue 'default' unless
+    given -q, while `task cancel` looks in every queue; `cron ls` and `cron history` folded their
+    cells over several lines in 80 columns."""
+    with Inspector(redis_url) as insp:
+        insp.cron_add("nightly-report-for-accounting", "myproject.tasks.reports.build_nightly_report",
+                      cron="30 2 * * *", tz="Europe/Berlin", queue="maintenance")
+        insp.cron_add("heartbeat", "ops.ping", every=5, queue="ops")
+        insp.cron_add("heartbeat", "ops.ping", every=5, queue="ops2")  # the same name in two queues
+        insp.cron_run_now("nightly-report-for-accounting", "maintenance")
+    name = "nightly-report-for-accounting"
+    out = ok(redis_url, "cron", "history", name)
+    assert out.count("\n") == 2 and "(run now)" in out and f"cron:{name}:now:" in out, out
+    out = ok(redis_url, "cron", "ls")
+    assert out.count("\n") == 4, out  # a header and one line per entry
+    assert "nightly-report" in out and "30 2 * * * (Europ" in out and " maintenance " in out and " ops2 " in out
+    assert "myproject.tasks" in out and "next (UTC)" in out, out
+    full = run(redis_url, "cron", "ls", "--full")[1]
+    assert full.count("\n") == 4 and "myproject.tasks.reports.build_nightly_report" in full, full  # whole cells
+    assert f"cron:{name}:now:" in full and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", full), full
+    assert ok(redis_url, "cron", "pause", name) == f"paused entry {name} of queue maintenance\n"
+    assert ok(redis_url, "cron", "resume", name, "-q", "maintenance") == f"resumed entry {name}\n"
+    fails(redis_url, "cron", "pause", "heartbeat", message="'heartbeat' are in queues ops, ops2: give -q QUEUE")
+    fails(redis_url, "cron", "pause", name, "heartbeat", message="give -q QUEUE")
+    assert not any(i.paused for i in Inspector(redis_url).scheduler_entries())  # refused whole: nothing paused
+    assert ok(redis_url, "cron", "rm", "heartbeat", "-q", "ops2") == "removed entry heartbeat\n"
+    assert ok(redis_url, "cron", "history", "heartbeat").startswith("tick (UTC)")  # in one queue now: found
+    fails(redis_url, "cron", "history", "nope", message="no scheduler entry 'nope' in any queue")

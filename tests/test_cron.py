@@ -233,9 +233,12 @@ def test_cron_commands(redis_url: str) -> None:
         (("add", "x", "t", "--cron", "* * * * *", "--tz", "Nowhere/Land"), "asynqpy: error: tz: unknown time zone"),
         (("add", "x", "t"), "asynqpy: error: give --cron EXPR or --every SECONDS (one of them)"),
         (("add", "x", "t", "--every", "5", "--payload", "{oops"), "asynqpy: error: --payload is not JSON"),
-        (("pause", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
-        (("rm", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
-        (("history", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
+        (("pause", "nope"), "asynqpy: error: no scheduler entry 'nope' in any queue"),
+        (("pause", "nope", "-q", "default"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
+        (("rm", "nope"), "asynqpy: error: no scheduler entry 'nope' in any queue"),
+        (("rm", "nope", "-q", "default"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
+        (("history", "nope"), "asynqpy: error: no scheduler entry 'nope' in any queue"),
+        (("history", "nope", "-q", "default"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
     ]:
         code, _, err = cli("cron", *args, *u)
         assert code == 2 and err.startswith(message) and err.count("\n") == 1, (args, err)
