@@ -349,6 +349,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
               help="A child whose peak memory passed this many MB after a task is replaced (0: no limit).")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
+@click.option("--log-success", is_flag=True,
+              help="Log a line per task that succeeds, at INFO (by default only at DEBUG, which also turns on "
+                   "every library's debug lines).")
 @signing_key_option
 @redis_url_option
 @user_errors
@@ -356,7 +359,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
            metrics_port: int | None, metrics_host: str, name: str | None, sandbox: bool, sandbox_processes: int,
-           sandbox_max_tasks: int, sandbox_max_memory: int, signing_key_file: str | None, redis_url: str) -> None:
+           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, signing_key_file: str | None,
+           redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
@@ -402,6 +406,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["default_timeout"] = default_timeout or None  # 0: no limit
     if fail_fast:
         extra["fail_fast"] = True
+    if log_success:
+        extra["log_success"] = True
     if fair:
         extra["fair_dispatch"] = True
     if run_scheduler:

@@ -5,10 +5,12 @@ columns, cron history finds an entry in any queue, a wrong password is an Asynqp
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -176,3 +178,35 @@ def test_cron_commands_find_an_entry_in_any_queue_and_fit_80_columns(redis_url: 
     assert ok(redis_url, "cron", "rm", "heartbeat", "-q", "ops2") == "removed entry heartbeat\n"
     assert ok(redis_url, "cron", "history", "heartbeat").startswith("tick (UTC)")  # in one queue now: found
     fails(redis_url, "cron", "history", "nope", message="no scheduler entry 'nope' in any queue")
+
+
+def test_log_success_logs_each_success_at_info(redis_url: str, tmp_path: Any) -> None:
+    """Success lines existed only at DEBUG, which also turned on redis-py's debug lines; with
+    --log-success each success is one INFO line, and nothing at DEBUG is printed. (The line is
+    logged before the completion is written, so once the task counts as processed it is there.)"""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    with Client(redis_url) as c, Inspector(redis_url) as insp:
+        for n, flags in enumerate((["--log-success"], [])):
+            log = tmp_path / f"worker{n}.log"
+            with open(log, "wb") as out:
+                w = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "worker", "workers:mux", "--redis-url",
+                                      redis_url, *flags], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                     cwd=str(ROOT / "tests"))
+            try:
+                c.enqueue("noop", None)
+                wait_sync(lambda: insp.queue_info("default").processed_total == n + 1, 20)
+            finally:
+                w.terminate()
+                w.wait(20)
+            text = log.read_text()
+            lines = [x for x in text.splitlines() if "task succeeded in" in x]
+            if flags:
+                assert len(lines) == 1 and " INFO " in lines[0] and "type=noop" in lines[0], text
+                assert " DEBUG " not in text, text
+            else:
+                assert lines == [], text

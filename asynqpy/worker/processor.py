@@ -646,8 +646,9 @@ class Processor:
         b = self.ctx.broker
         took = asyncio.get_running_loop().time() - r.started
         if error is None:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("task succeeded in %.3fs: %s", took, r.fields, extra={**r.extra, "duration": took})
+            level = logging.INFO if self.opts.log_success else logging.DEBUG  # ServerOptions.log_success
+            if log.isEnabledFor(level):
+                log.log(level, "task succeeded in %.3fs: %s", took, r.fields, extra={**r.extra, "duration": took})
             assert r.task is not None
             result = r.task.result
             r.ended = (True, result)

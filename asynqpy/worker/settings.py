@@ -68,6 +68,7 @@ class ServerOptions:
     max_result_bytes: int = 1 << 20
     scheduler: bool = False
     scheduler_entries: Sequence[Entry] = ()
+    log_success: bool = False  # a line per task that succeeds at INFO (else at DEBUG)
     scheduler_owner: str | None = None  # who declares scheduler_entries (an App): removes its stale ones at start
     group_aggregator: Callable[[str, list[Task]], Any] | None = None
     group_grace_period: float = 60.0
@@ -116,7 +117,7 @@ class ServerOptions:
             raise InvalidArgumentError("need 0 < heartbeat_interval < lease")
         if not isinstance(self.strict_priority, bool):
             raise InvalidArgumentError(f"strict_priority must be a bool, got {self.strict_priority!r}")
-        for name in ("fail_fast", "fair_dispatch", "scheduler"):
+        for name in ("fail_fast", "fair_dispatch", "scheduler", "log_success"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.block_warning is not None:
