@@ -210,3 +210,28 @@ def test_log_success_logs_each_success_at_info(redis_url: str, tmp_path: Any) ->
                 assert " DEBUG " not in text, text
             else:
                 assert lines == [], text
+
+
+def test_server_ls_shows_quiet_as_soon_as_the_quiet_is_acknowledged(redis_url: str) -> None:
+    """`server quiet` answered 'quiet' but `server ls` showed 'running' until the next heartbeat
+    rewrote the description (seconds later with the default interval). The server now writes it
+    before acknowledging. A long heartbeat interval shows the difference."""
+    import asyncio
+
+    from helpers import serving, until
+
+    from asynqpy import ServeMux
+
+    async def main_() -> None:
+        async with serving(redis_url, ServeMux(), queues=["ctl2"], name="deploy-8", heartbeat_interval=30,
+                           lease=120) as server:
+            with Inspector(redis_url) as insp:
+                await until(lambda: any(s.id == server.server_id for s in insp.servers()), 10)
+                for action, status in (("quiet", "quiet"), ("resume", "running"), ("quiet", "quiet")):
+                    code, out, err = await asyncio.to_thread(run, redis_url, "server", action, "deploy-8")
+                    assert (code, out) == (0, f"server {server.server_id}: {status}\n"), (out, err)
+                    [s] = [s for s in insp.servers() if s.id == server.server_id]
+                    assert s.status == status  # at once, not at the next heartbeat (30 s away)
+                    assert status in ok(redis_url, "server", "ls")
+
+    asyncio.run(main_())

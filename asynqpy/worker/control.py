@@ -6,11 +6,13 @@ of that subscription, so a message missed while reconnecting delays a command, n
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ..core import control
 from ..core.broker import Call
 from ..core.keys import control_list
+from ..redisio.connection import REDIS_ERRORS
 from .context import Context
 
 log = logging.getLogger("asynqpy.control")
@@ -23,10 +25,16 @@ class Quietable(Protocol):
 
 
 class Controller:
-    def __init__(self, ctx: Context, server_id: str, processor: Quietable) -> None:
+    """``describe``: writes the server's description (the heartbeat's), awaited after a command is
+    applied and before it is acknowledged, so an operator who got the answer sees the new status
+    in ``server ls`` at once."""
+
+    def __init__(self, ctx: Context, server_id: str, processor: Quietable,
+                 describe: Callable[[], Awaitable[None]] | None = None) -> None:
         self.ctx = ctx
         self.server_id = server_id
         self.processor = processor
+        self.describe = describe
         self.key = control_list(server_id)
 
     async def drain(self) -> None:
@@ -41,6 +49,11 @@ class Controller:
                 log.warning("%s", exc)
                 continue
             outcome = await self.apply(action)
+            if self.describe is not None:
+                try:
+                    await self.describe()
+                except REDIS_ERRORS as exc:  # the next heartbeat writes it
+                    log.warning("could not write the server's new status (%s): the next heartbeat will", exc)
             await self.ctx.exec.run_many(control.ack_calls(cid, outcome))
 
     async def apply(self, action: str) -> str:
