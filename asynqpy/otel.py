@@ -34,7 +34,8 @@ class OpenTelemetryTracing:
         try:
             from opentelemetry import context, propagate, trace
         except ImportError:
-            raise InvalidArgumentError("tracing needs OpenTelemetry: pip install 'asynqpy[otel]'") from None
+            raise InvalidArgumentError("tracing needs OpenTelemetry: "
+                                       "pip install '.[otel]' in asynqpy's repository") from None
         from . import __version__
 
         self._trace, self._context, self._propagate = trace, context, propagate

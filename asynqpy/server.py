@@ -64,7 +64,8 @@ def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
         try:
             import uvloop
         except ImportError:
-            raise InvalidArgumentError("loop='uvloop' needs uvloop: pip install 'asynqpy[uvloop]'") from None
+            raise InvalidArgumentError("loop='uvloop' needs uvloop: "
+                                       "pip install '.[uvloop]' in asynqpy's repository") from None
         return uvloop.new_event_loop()
     raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {name!r}")
 
@@ -111,7 +112,7 @@ class Server:
 
     def run(self, mux: ServeMux, *, loop: str = "asyncio") -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
-        ``"asyncio"`` (the standard library's) or ``"uvloop"`` (``pip install 'asynqpy[uvloop]'``).
+        ``"asyncio"`` (the standard library's) or ``"uvloop"`` (``pip install '.[uvloop]' in asynqpy's repository``).
         Not ``asyncio.run``: that waits without limit for every task left to end, and a handler
         that ignores its cancellation (its task already put back to its queue) would keep the
         process alive."""

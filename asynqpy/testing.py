@@ -5,7 +5,7 @@ calling process, scheduled ones and retries included: a fake clock jumps to each
 a task enqueued ``process_in=3600`` or retried after a backoff runs at once. It returns what
 happened and, by default, fails with the tracebacks of the tasks that ended archived.
 
-The pytest plugin (installed with ``pip install 'asynqpy[pytest]'``; registered through the
+The pytest plugin (installed with ``pip install '.[pytest]' in asynqpy's repository``; registered through the
 ``pytest11`` entry point) gives these fixtures:
 
 - ``asynqpy_url``: a Redis for this test, empty. A real ``redis-server`` on a free port when one is

@@ -102,7 +102,7 @@ def ls(queue: str | None, as_json: bool, full: bool, redis_url: str) -> None:
 @click.argument("task_type")
 @click.option("--cron", "cron_expr", default=None,
               help="Cron expression: 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds "
-                   "first. Needs pip install 'asynqpy[cron]'.")
+                   "first. Needs pip install '.[cron]' in asynqpy's repository.")
 @click.option("--every", type=click.FloatRange(min=1), default=None, help="Or: every N seconds (aligned to the epoch).")
 @click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the cron expression.")
 @click.option("-q", "--queue", default="default", show_default=True, help="Queue the tasks go to.")

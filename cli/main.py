@@ -329,10 +329,11 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
               help="Also run a scheduler: enqueue the scheduler entries' tasks on their ticks (any number of "
                    "workers may: each tick is enqueued once).")
 @click.option("--loop", "loop", default="asyncio", show_default=True, type=click.Choice(["asyncio", "uvloop"]),
-              help="The event loop: asyncio, or uvloop (pip install 'asynqpy[uvloop]').")
+              help="The event loop: asyncio, or uvloop (pip install '.[uvloop]' in asynqpy's "
+                   "repository).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Serve this worker's metrics (durations, outcomes, in flight; pip install 'asynqpy[metrics]') "
-                   "on this port; with --processes N, the sum of the processes'.")
+              help="Serve this worker's metrics (durations, outcomes, in flight; pip install '.[metrics]' in "
+                   "asynqpy's repository) on this port; with --processes N, the sum of the processes'.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="The address --metrics-port binds (0.0.0.0: every interface).")
 @click.option("--name", "name", default=None,
@@ -369,7 +370,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         try:
             import uvloop  # noqa: F401 - checked before any child process starts
         except ImportError:
-            raise UserError("--loop uvloop needs uvloop: pip install 'asynqpy[uvloop]'") from None
+            raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
     if name is not None:
         from asynqpy.core.keys import validate_worker_name
 

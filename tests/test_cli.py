@@ -395,6 +395,6 @@ def test_worker_on_uvloop(redis_url: str, tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "asynqpy.cli.main", "worker", "looped:mux", "--loop", "uvloop",
                           "--redis-url", redis_url], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert out.returncode == 2 and out.stderr.strip() == \
-        "asynqpy: error: --loop uvloop needs uvloop: pip install 'asynqpy[uvloop]'", out.stderr
+        "asynqpy: error: --loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository", out.stderr
     with pytest.raises(InvalidArgumentError, match="loop must be one of asyncio, uvloop"):
         Server(redis_url).run(ServeMux(), loop="trio")

@@ -235,3 +235,52 @@ def test_server_ls_shows_quiet_as_soon_as_the_quiet_is_acknowledged(redis_url: s
                     assert status in ok(redis_url, "server", "ls")
 
     asyncio.run(main_())
+
+
+def test_the_readme_install_section_names_every_extra_as_a_local_install() -> None:
+    """The Install section left out [pytest], [rules] and [memory], and docs said
+    pip install 'asynqpy[x]' (a PyPI name; the package is installed from a clone)."""
+    from helpers import ROOT
+
+    table = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]\n", 1)[1].split("\n[", 1)[0]
+    extras = set(re.findall(r"^(\w+) = \[", table, re.MULTILINE)) - {"docs"}
+    assert {"pytest", "rules", "memory", "cron", "web"} <= extras, extras
+    readme = (ROOT / "README.md").read_text()
+    install = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    missing = [x for x in sorted(extras) if f"'.[{x}]'" not in install]
+    assert missing == [], missing
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pypi = [f"{p.name}: {line.strip()}" for p in docs for line in p.read_text().splitlines()
+            if re.search(r"pip install '?asynqpy\[", line) and p.name not in ("rules.md", "web.md")]
+    assert pypi == [], pypi  # (rules.md and web.md: their owners' files in this round)
+
+
+def test_the_names_of_processes_workers_are_as_documented(redis_url: str) -> None:
+    """The README said the processes of --processes N share the worker's name; without --name each
+    is host:<its pid> (a worker of its own), with --name they share it, as the docs now say."""
+    import socket
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    with Inspector(redis_url) as insp:
+        for extra in ([], ["--name", "web-1"]):
+            sup = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "--log-level", "WARNING", "worker",
+                                    "workers:mux", "--processes", "2", "--redis-url", redis_url, *extra], env=env,
+                                   cwd=str(ROOT / "tests"))
+            try:
+                wait_sync(lambda: len(insp.servers()) == 2, 30)
+                servers = insp.servers()
+            finally:
+                sup.terminate()
+                sup.wait(30)
+            names = sorted(s.name for s in servers)
+            if extra:
+                assert names == ["web-1", "web-1"], names
+            else:
+                assert names == sorted(f"{socket.gethostname()}:{s.pid}" for s in servers) and len(set(names)) == 2
+            wait_sync(lambda: insp.servers() == [], 30)
+    readme = (ROOT / "README.md").read_text()
+    assert "without one each is `host:<its own pid>`" in readme

@@ -71,7 +71,8 @@ def _cronsim() -> Any:
     try:
         import cronsim
     except ImportError:
-        raise InvalidArgumentError("cron expressions need cronsim: pip install 'asynqpy[cron]'") from None
+        raise InvalidArgumentError("cron expressions need cronsim: "
+                                   "pip install '.[cron]' in asynqpy's repository") from None
     return cronsim
 
 

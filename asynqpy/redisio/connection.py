@@ -10,7 +10,7 @@ Every Client, AsyncClient, Server and Inspector takes a URL (or an existing redi
   a failover. The credentials apply to the master (and replicas); sentinels are asked without
   credentials (pass a client made with ``redis.sentinel.Sentinel`` for other setups); TLS and the
   TLS query options apply to both;
-- ``memory://<name>``: an in-process store (fakeredis with Lua, ``pip install 'asynqpy[memory]'``),
+- ``memory://<name>``: an in-process store (fakeredis with Lua, ``pip install '.[memory]' in asynqpy's repository``),
   running the same scripts, shared by every client made from the same URL in this process: for
   examples and tests (see the pytest plugin, :mod:`asynqpy.testing`).
 
@@ -170,7 +170,8 @@ def _memory(url: str, aio: bool) -> Any:
     try:
         import fakeredis
     except ImportError:
-        raise InvalidArgumentError("memory:// URLs need fakeredis with Lua: pip install 'asynqpy[memory]'") from None
+        raise InvalidArgumentError("memory:// URLs need fakeredis with Lua: "
+                                   "pip install '.[memory]' in asynqpy's repository") from None
     name = url.partition("://")[2].strip("/") or "default"
     with _memory_lock:
         server = _memory_servers.get(name)

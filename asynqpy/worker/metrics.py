@@ -77,7 +77,8 @@ def _prometheus() -> Any:
     try:
         import prometheus_client
     except ImportError:
-        raise InvalidArgumentError("metrics need prometheus-client: pip install 'asynqpy[metrics]'") from None
+        raise InvalidArgumentError("metrics need prometheus-client: "
+                                   "pip install '.[metrics]' in asynqpy's repository") from None
     return prometheus_client
 
 
