@@ -23,7 +23,7 @@ from typing import Any
 from .core.broker import Call
 from .core.clock import Clock
 from .core.errors import AsynqpyError, InvalidArgumentError
-from .core.keys import validate_queue
+from .core.keys import ALL_QUEUES, similar_queue, validate_queue
 from .core.mux import ServeMux
 from .core.options import unknown_options
 from .core.signing import SigningKeys, make_signer
@@ -181,6 +181,7 @@ class Server:
         try:
             if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
+            await _check_queues(ctx, list(o.queues))
             await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails
             hooked = True
             started = True
@@ -279,6 +280,22 @@ async def _wait_for_redis(ctx: Context, fail_fast: bool) -> bool:
         if await ctx.sleep(backoff):
             return False
         backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+async def _check_queues(ctx: Context, served: list[str]) -> None:
+    """Warn about a served queue no task was ever enqueued to whose name is close to one that has
+    tasks (a typo in ``--queues``: the worker would wait on an empty queue for good)."""
+    try:
+        known = {q.decode() if isinstance(q, bytes) else str(q)
+                 for q in await ctx.exec.run(Call(lambda r: r, command=("SMEMBERS", ALL_QUEUES)))}
+    except REDIS_ERRORS:  # forbidden by an ACL, or Redis went away again: nothing to say
+        return
+    for q in served:
+        if q not in known:
+            meant = similar_queue(q, known - set(served))
+            if meant is not None:
+                log.warning("queue %r has never had a task, did you mean %r? (this server serves %s)", q, meant,
+                            ", ".join(served))
 
 
 async def _check_redis(ctx: Context) -> None:

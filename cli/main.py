@@ -533,12 +533,34 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
                                   unique=unique, task_id=task_id, retention=retention, **extra)
         except InvalidArgumentError as exc:
             raise UserError(flag_names(str(exc), ENQUEUE_FLAGS)) from None
+    _warn_unserved(redis_url, info.queue)
     if as_json:
         emit_json(info)
         return
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
     replaced = f", replacing {info.replaced}" if info.replaced else ""
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}{replaced}")
+
+
+def _warn_unserved(redis_url: str, queue: str) -> None:
+    """A warning on stderr when workers are running and none serves ``queue`` (a typo in -q, or a
+    queue nobody deployed a worker for), naming the closest queue they serve."""
+    from asynqpy.core.errors import AsynqpyError
+    from asynqpy.core.keys import similar_queue
+    from asynqpy.inspector import Inspector
+    from asynqpy.redisio.connection import REDIS_ERRORS
+
+    quiet: tuple[type[Exception], ...] = (AsynqpyError, *REDIS_ERRORS)
+    try:
+        with Inspector(redis_url) as insp:
+            servers = insp.servers()
+    except quiet:  # the task is enqueued: this is only advice
+        return
+    served = {q for s in servers for q in s.queues}
+    if servers and queue not in served:
+        meant = similar_queue(queue, served)
+        hint = f"; did you mean {meant!r}?" if meant else f" (they serve {', '.join(sorted(served))})"
+        click.echo(f"asynqpy: warning: no running worker serves queue {queue!r}{hint}", err=True)
 
 
 def _every_command(cmd: click.Command) -> list[click.Command]:

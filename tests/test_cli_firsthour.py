@@ -5,6 +5,7 @@ columns, cron history finds an entry in any queue, a wrong password is an Asynqp
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -284,3 +285,42 @@ def test_the_names_of_processes_workers_are_as_documented(redis_url: str) -> Non
             wait_sync(lambda: insp.servers() == [], 30)
     readme = (ROOT / "README.md").read_text()
     assert "without one each is `host:<its own pid>`" in readme
+
+
+def test_queue_typos_are_warned_about_with_did_you_mean(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker started with --queues critcal waited on an empty queue without a word, and
+    `enqueue -q critcal` put a task where no worker looks. The worker now warns at start about a
+    served queue that never had a task and is close to one that has; the CLI's enqueue warns (on
+    stderr, the task enqueued all the same) when workers run and none serves the queue."""
+    import asyncio
+    import logging
+
+    from helpers import serving, until
+
+    from asynqpy import ServeMux
+
+    with Client(redis_url) as c:
+        c.enqueue("t", None, queue="critical")
+
+    mux = ServeMux()
+    mux.handle("t", lambda task: None)
+
+    async def main_() -> None:
+        with caplog.at_level(logging.WARNING, logger="asynqpy"):
+            async with serving(redis_url, mux, queues=["critcal", "low"], heartbeat_interval=0.2) as server:
+                with Inspector(redis_url) as insp:
+                    await until(lambda: any(s.id == server.server_id for s in insp.servers()), 10)
+                code, out, err = await asyncio.to_thread(run, redis_url, "enqueue", "t", "-q", "critical")
+                assert code == 0 and out.startswith("enqueued ") and out.count("\n") == 1, (out, err)
+                assert err == "asynqpy: warning: no running worker serves queue 'critical'; did you mean 'critcal'?\n"
+                code, out, err = await asyncio.to_thread(run, redis_url, "enqueue", "t", "-q", "low")
+                assert code == 0 and err == "", err  # served: nothing to say
+                code, out, err = await asyncio.to_thread(run, redis_url, "enqueue", "t", "-q", "zzz", "--json")
+                assert code == 0 and json.loads(out)["queue"] == "zzz", out  # stdout stays JSON
+                assert err == "asynqpy: warning: no running worker serves queue 'zzz' (they serve critcal, low)\n"
+
+    asyncio.run(main_())
+    warned = [r.getMessage() for r in caplog.records if "did you mean" in r.getMessage()]
+    assert warned == ["queue 'critcal' has never had a task, did you mean 'critical'? (this server serves critcal, "
+                      "low)"], warned
+    assert Inspector(redis_url).queue_info("critical").pending == 2  # both enqueued

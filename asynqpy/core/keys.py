@@ -6,7 +6,9 @@ and every script, which only touches one queue, can be run on a cluster.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from datetime import date
 
 from .errors import InvalidArgumentError
@@ -110,6 +112,16 @@ def validate_queue(name: object) -> str:
     if len(_valid) < 10_000:
         _valid.add(name)
     return name
+
+
+def similar_queue(name: str, known: Iterable[str]) -> str | None:
+    """The queue of ``known`` whose name is closest to ``name`` (a typo's likely meaning), or None
+    if none is close or ``name`` is among them."""
+    names = sorted(set(known))
+    if name in names:
+        return None
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def limit_keys(name: str) -> tuple[str, str]:
