@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -32,7 +34,47 @@ from .common import (
 )
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
-id_option = click.option("--id", "task_id", required=True, help="The task id.")
+
+
+def task_ref(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The task a command acts on: ``ID`` as an argument, as ``task cancel`` and ``process``
+    commands take it, with ``-q QUEUE`` optional (without it, the queue that has the task; several
+    having one is an error naming them). The old ``-q QUEUE --id ID`` form still works (``--id``
+    is deprecated). The command gets ``queue`` and ``task_id``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, id_arg: str | None, id_opt: str | None, queue: str | None, **kwargs: Any) -> Any:
+        if id_arg is not None and id_opt is not None and id_arg != id_opt:
+            raise UserError(f"two task ids: {id_arg!r} and --id {id_opt!r} (give the id once, as an argument)")
+        task_id = id_arg if id_arg is not None else id_opt
+        if task_id is None:
+            raise UserError(f"give the task id: {click.get_current_context().command_path} ID [-q QUEUE]")
+        if queue is None:
+            queue = user_errors(_queue_of)(kwargs["redis_url"], task_id)
+        return fn(*args, queue=queue, task_id=task_id, **kwargs)
+
+    wrapper = click.option("--id", "id_opt", default=None, metavar="ID",
+                           help="The task id (deprecated: give it as the argument).")(wrapper)
+    wrapper = click.option("--queue", "-q", default=None,
+                           help="The task's queue (default: look in every queue).")(wrapper)
+    return click.argument("id_arg", metavar="ID", required=False)(wrapper)
+
+
+def _queue_of(redis_url: str, task_id: str) -> str:
+    """The queue that holds task ``task_id`` (UserError if none or several do)."""
+    from asynqpy.core.broker import Broker, id_arg
+
+    id_arg(task_id)  # a task id is text (InvalidArgumentError otherwise)
+    with inspector(redis_url) as insp:
+        queues = insp.queues()
+        b = Broker()
+        found = [q for q, v in zip(queues, insp._exec.run_many([b.get_task(q, task_id) for q in queues]))
+                 if isinstance(v, bytes)]
+    if not found:
+        raise UserError(f"task {task_id!r} not found in any queue")
+    if len(found) > 1:
+        raise UserError(f"tasks with id {task_id!r} are in queues {', '.join(found)}: give -q QUEUE")
+    return found[0]
 STATES_HELP = "pending, active, scheduled, retry, archived, completed, aggregating, targeted, waiting or blocked"
 state_option = click.option("--state", "-s", required=True, help=f"The tasks' state: {STATES_HELP}.")
 
@@ -173,8 +215,7 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
 
 
 @task.command()
-@queue_option
-@id_option
+@task_ref
 @json_option
 @full_option
 @redis_url_option
@@ -197,8 +238,7 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
 
 
 @task.command()
-@queue_option
-@id_option
+@task_ref
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1, 100_000),
               help="Most tasks to show.")
 @json_option
@@ -249,8 +289,7 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
 
 
 @task.command()
-@queue_option
-@id_option
+@task_ref
 @click.option("--payload", default=None, help="The new payload, as JSON.")
 @click.option("--max-retry", type=click.IntRange(min=0), default=None, help="The new max_retry.")
 @click.option("--at", "process_at", type=When(), default=None,
@@ -302,11 +341,10 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
 
 
 def _one(verb: str, done: str, help: str) -> None:
-    """Register ``task VERB --queue Q --id ID``."""
+    """Register ``task VERB ID [-q Q]``."""
 
     @task.command(verb, help=help)
-    @queue_option
-    @id_option
+    @task_ref
     @redis_url_option
     @user_errors
     def command(queue: str, task_id: str, redis_url: str) -> None:

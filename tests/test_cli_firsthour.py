@@ -324,3 +324,28 @@ def test_queue_typos_are_warned_about_with_did_you_mean(redis_url: str, caplog: 
     assert warned == ["queue 'critcal' has never had a task, did you mean 'critical'? (this server serves critcal, "
                       "low)"], warned
     assert Inspector(redis_url).queue_info("critical").pending == 2  # both enqueued
+
+
+def test_task_commands_take_the_id_as_an_argument_and_find_its_queue(redis_url: str) -> None:
+    """`task inspect` (tree, edit, delete, run, archive) took -q QUEUE --id ID while `task cancel`
+    and the process commands take a positional id and cancel looks in every queue. Every task
+    command now takes ID as its argument, -q optional; the old -q/--id form still works."""
+    with Client(redis_url) as c:
+        c.enqueue("t", {"n": 1}, task_id="abc", queue="q1")
+        c.enqueue("t", None, task_id="dup", queue="q1")
+        c.enqueue("t", None, task_id="dup", queue="q2")
+    out = ok(redis_url, "task", "inspect", "abc")
+    assert "queue     q1" in out and '{"n": 1}' in out, out
+    assert ok(redis_url, "task", "inspect", "abc", "-q", "q1") == out
+    assert ok(redis_url, "task", "inspect", "-q", "q1", "--id", "abc") == out  # the old form
+    assert ok(redis_url, "task", "archive", "abc") == "archived task abc (queue q1)\n"
+    assert ok(redis_url, "task", "run", "abc") == "moved to pending: task abc (queue q1)\n"
+    assert ok(redis_url, "task", "edit", "abc", "--max-retry", "3").startswith("edited task abc (queue q1)")
+    assert "q1/abc" in ok(redis_url, "task", "tree", "abc")
+    fails(redis_url, "task", "delete", "dup", message="tasks with id 'dup' are in queues q1, q2: give -q QUEUE")
+    assert ok(redis_url, "task", "delete", "dup", "-q", "q2") == "deleted task dup (queue q2)\n"
+    assert ok(redis_url, "task", "delete", "dup") == "deleted task dup (queue q1)\n"  # one left: found
+    fails(redis_url, "task", "inspect", "nope", message="task 'nope' not found in any queue")
+    fails(redis_url, "task", "inspect", message="give the task id: main task inspect ID [-q QUEUE]")
+    fails(redis_url, "task", "inspect", "abc", "--id", "xyz", message="two task ids")
+    assert Inspector(redis_url).task_info("q1", "abc").max_retry == 3
