@@ -545,18 +545,24 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
 def _warn_unserved(redis_url: str, queue: str) -> None:
     """A warning on stderr when workers are running and none serves ``queue`` (a typo in -q, or a
     queue nobody deployed a worker for), naming the closest queue they serve."""
+    import time
+
+    from asynqpy.core import server_record
     from asynqpy.core.errors import AsynqpyError
-    from asynqpy.core.keys import similar_queue
+    from asynqpy.core.keys import SERVERS, server_info, similar_queue
     from asynqpy.inspector import Inspector
     from asynqpy.redisio.connection import REDIS_ERRORS
 
-    quiet: tuple[type[Exception], ...] = (AsynqpyError, *REDIS_ERRORS)
-    try:
+    quiet: tuple[type[Exception], ...] = (AsynqpyError, *REDIS_ERRORS, ValueError, KeyError, TypeError)
+    served: set[str] = set()
+    try:  # read-only commands a producer's ACL allows (Inspector.servers() also prunes the registry)
         with Inspector(redis_url) as insp:
-            servers = insp.servers()
+            ids = insp.redis.zrange(SERVERS, int(time.time() * 1000), "+inf", byscore=True)
+            servers = [raw for raw in (insp.redis.get(server_info(i.decode())) for i in ids) if raw is not None]
+        for raw in servers:
+            served |= set(server_record.unpack(raw).queues)
     except quiet:  # the task is enqueued: this is only advice
         return
-    served = {q for s in servers for q in s.queues}
     if servers and queue not in served:
         meant = similar_queue(queue, served)
         hint = f"; did you mean {meant!r}?" if meant else f" (they serve {', '.join(sorted(served))})"
