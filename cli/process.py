@@ -48,7 +48,7 @@ def _status(p: Process) -> str:
 
 
 @process.command("ls")
-@queue_option
+@click.option("--queue", "-q", default=None, help="Only this queue's processes (default: every queue's).")
 @click.option("--start", default=0, show_default=True, type=click.IntRange(0), help="Rank to start from.")
 @click.option("--count", "-n", default=100, show_default=True, type=click.IntRange(1, 1000), help="Most to list.")
 @click.option("--status", "-s", type=click.Choice(["starting", "running", "error"]), default=None,
@@ -56,21 +56,28 @@ def _status(p: Process) -> str:
 @json_option
 @redis_url_option
 @user_errors
-def ls(queue: str, start: int, count: int, status: str | None, as_json: bool, redis_url: str) -> None:
-    """List a queue's processes, the most recently changed first."""
+def ls(queue: str | None, start: int, count: int, status: str | None, as_json: bool, redis_url: str) -> None:
+    """List processes (of every queue unless -q), the most recently changed first."""
     with inspector(redis_url) as insp:
-        total, procs = insp.processes(queue, start, count, status)
+        if queue is not None:
+            total, procs = insp.processes(queue, start, count, status)
+        else:  # each queue's first start+count, merged: the page of them all
+            listed = [insp.processes(q, 0, start + count, status) for q in insp.queues()]
+            total = sum(n for n, _ in listed)
+            procs = sorted((p for _, ps in listed for p in ps),
+                           key=lambda p: p.updated.timestamp() if p.updated else 0.0, reverse=True)
+            procs = procs[start:start + count]
     if as_json:
         emit_json({"total": total, "processes": procs})
         return
     now = datetime.now(timezone.utc)
     what = f"process(es) in {status}" if status == "error" else f"{status} process(es)" if status else "process(es)"
-    table = Table(title=f"{total} {what} in queue {queue}", title_justify="left")
-    for col in ("id", "type", "status", "events", "updated", "timer", "state"):
+    table = Table(title=f"{total} {what} in " + (f"queue {queue}" if queue else "every queue"), title_justify="left")
+    for col in ("id", *([] if queue else ["queue"]), "type", "status", "events", "updated", "timer", "state"):
         table.add_column(col)
     for p in procs:
-        table.add_row(clip(p.id, False, 40), p.type, _status(p), str(p.events), ago(p.updated, now),
-                      ago(p.timer, now) if p.timer else "-", payload_text(p.state))
+        table.add_row(clip(p.id, False, 40), *([] if queue else [p.queue]), p.type, _status(p), str(p.events),
+                      ago(p.updated, now), ago(p.timer, now) if p.timer else "-", payload_text(p.state))
     console().print(table)
 
 

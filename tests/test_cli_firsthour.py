@@ -349,3 +349,32 @@ def test_task_commands_take_the_id_as_an_argument_and_find_its_queue(redis_url: 
     fails(redis_url, "task", "inspect", message="give the task id: main task inspect ID [-q QUEUE]")
     fails(redis_url, "task", "inspect", "abc", "--id", "xyz", message="two task ids")
     assert Inspector(redis_url).task_info("q1", "abc").max_retry == 3
+
+
+def test_process_ls_lists_every_queue_without_q(redis_url: str) -> None:
+    """`process ls` listed queue 'default' only unless given -q, while `task cancel` looks in every
+    queue: without -q it now lists the processes of every queue, with a queue column."""
+    import asyncio
+
+    from helpers import serving, until
+    from test_durable_processes import payment_mux
+
+    async def main_() -> None:
+        async with serving(redis_url, payment_mux(), queues=["pa", "pb"]):
+            with Client(redis_url) as c, Inspector(redis_url) as insp:
+                c.start_process("payment", "c1", {"amount": 1}, queue="pa")
+                c.start_process("payment", "c2", {"amount": 2}, queue="pb")
+                await until(lambda: insp.processes("pa")[0] == 1 and insp.processes("pb")[0] == 1, 10)
+            code, out, err = await asyncio.to_thread(run, redis_url, "process", "ls")
+            assert code == 0 and "2 process(es) in every queue" in out and "c1" in out and "c2" in out, (out, err)
+            assert " pa " in out and " pb " in out, out
+            code, out, _ = await asyncio.to_thread(run, redis_url, "process", "ls", "-q", "pa")
+            assert code == 0 and "1 process(es) in queue pa" in out and "c1" in out and "c2" not in out, out
+            every = json.loads((await asyncio.to_thread(run, redis_url, "process", "ls", "--json"))[1])["processes"]
+            assert sorted(p["id"] for p in every) == ["c1", "c2"]
+            latest = max(every, key=lambda p: p["updated"])["id"]
+            code, out, _ = await asyncio.to_thread(run, redis_url, "process", "ls", "--json", "-n", "1")
+            listed = json.loads(out)
+            assert listed["total"] == 2 and [p["id"] for p in listed["processes"]] == [latest]  # the latest changed
+
+    asyncio.run(main_())
