@@ -165,7 +165,7 @@ class Server:
         loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation | Propagator] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
             Janitor(ctx, JanitorParams.of(o)),
-            Canceller(ctx, processor, Controller(ctx, self.server_id, processor, heartbeat.describe)),
+            Canceller(ctx, processor, Controller(ctx, self.server_id, processor, heartbeat.describe_call)),
             Propagator(ctx)]
         if o.group_aggregator is not None:
             loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,

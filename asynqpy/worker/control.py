@@ -6,7 +6,7 @@ of that subscription, so a message missed while reconnecting delays a command, n
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..core import control
@@ -25,12 +25,14 @@ class Quietable(Protocol):
 
 
 class Controller:
-    """``describe``: writes the server's description (the heartbeat's), awaited after a command is
-    applied and before it is acknowledged, so an operator who got the answer sees the new status
-    in ``server ls`` at once."""
+    """``describe``: the call writing the server's description (the heartbeat's), sent in the same
+    round trip as a command's acknowledgement (before it, in one pipeline), so an operator who got
+    the answer sees the new status in ``server ls`` at once. One round trip, not two: a stop lets
+    the server shut down, which cancels this loop, and the acknowledgement must not wait behind
+    another call."""
 
     def __init__(self, ctx: Context, server_id: str, processor: Quietable,
-                 describe: Callable[[], Awaitable[None]] | None = None) -> None:
+                 describe: Callable[[], Call[Any]] | None = None) -> None:
         self.ctx = ctx
         self.server_id = server_id
         self.processor = processor
@@ -49,12 +51,10 @@ class Controller:
                 log.warning("%s", exc)
                 continue
             outcome = await self.apply(action)
-            if self.describe is not None:
-                try:
-                    await self.describe()
-                except REDIS_ERRORS as exc:  # the next heartbeat writes it
-                    log.warning("could not write the server's new status (%s): the next heartbeat will", exc)
-            await self.ctx.exec.run_many(control.ack_calls(cid, outcome))
+            described = [self.describe()] if self.describe is not None else []
+            replies = await self.ctx.exec.run_many([*described, *control.ack_calls(cid, outcome)])
+            if described and isinstance(replies[0], REDIS_ERRORS):  # the next heartbeat writes it
+                log.warning("could not write the server's new status (%s): the next heartbeat will", replies[0])
 
     async def apply(self, action: str) -> str:
         if action == "quiet":

@@ -115,14 +115,14 @@ class Heartbeat:
                 else:
                     r.lease_until = sent + p.lease
 
-    async def describe(self) -> None:
-        """Write the server's description now (a control command changed its status: ``server
-        ls`` shows it at once, not at the next heartbeat). Raises Redis errors."""
+    def describe_call(self) -> Call[Any]:
+        """The call that writes the server's description as it is now (a control command changed
+        its status: sent with the command's acknowledgement, ``server ls`` shows it at once, not
+        at the next heartbeat)."""
         running = list(self.processor.held.values())
         ttl = max(1, int(self.p.interval * (INFO_EVERY + 3)))
-        await self.ctx.exec.run(
-            Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "EX", ttl)))
         self._described = frozenset([*self.processor.held, ("", self._status())])
+        return Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "EX", ttl))
 
     async def _describe(self, running: list[Running]) -> None:
         interval = self.p.interval
