@@ -6,7 +6,9 @@ On fakeredis, redis-server and the cluster."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -199,3 +201,84 @@ def test_a_named_limiter_inside_handlers(backend: Any) -> None:
             Limiter(backend.sync, "n", **kwargs)
     with pytest.raises(InvalidArgumentError, match="invalid limit name"):
         Limiter(backend.sync, "a b", rate=1)
+
+
+def _holders(backend: Any, name: str) -> set[bytes]:
+    from asynqpy.core.keys import limit_keys
+
+    return set(backend.sync.zrange(limit_keys(name)[1], 0, -1))
+
+
+def test_a_shared_limiter_releases_each_entrys_own_slot(backend: Any) -> None:
+    """One Limiter shared by concurrent asyncio tasks and by threads: each exit gives back the slot
+    its own entry took, not the latest entry's (which would leave the leaver's slot held and the
+    other's free, so more than `concurrency` get in once the leaver's hold runs out). Nested entries
+    in one task unwind innermost first."""
+    from asynqpy import Limiter
+
+    lim = Limiter(backend.new_async(), "shared", concurrency=3)
+
+    async def tasks() -> None:
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        seen: dict[str, set[bytes]] = {}
+
+        async def a() -> None:
+            async with lim:
+                seen["a"] = _holders(backend, "shared")
+                a_in.set()
+                await b_in.wait()
+            a_out.set()
+
+        async def b() -> None:
+            await a_in.wait()
+            async with lim:
+                seen["ab"] = _holders(backend, "shared")
+                b_in.set()
+                await a_out.wait()
+                seen["b"] = _holders(backend, "shared")
+            seen["none"] = _holders(backend, "shared")
+
+        await asyncio.wait_for(asyncio.gather(a(), b()), 10)
+        assert len(seen["ab"]) == 2 and seen["a"] < seen["ab"]
+        assert seen["b"] == seen["ab"] - seen["a"]  # A left: B's own slot is the one still held
+        assert seen["none"] == set()
+
+        async with lim:  # nested in one task: the inner exit releases the inner entry
+            outer = _holders(backend, "shared")
+            async with lim:
+                both = _holders(backend, "shared")
+            assert _holders(backend, "shared") == outer and len(both) == 2
+        assert _holders(backend, "shared") == set()
+
+    asyncio.run(tasks())
+
+    shared = Limiter(backend.sync, "threads", concurrency=3)
+    t1_in, t2_in, t1_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, set[bytes]] = {}
+
+    def t1() -> None:
+        try:
+            with shared:
+                seen["1"] = _holders(backend, "threads")
+                t1_in.set()
+                assert t2_in.wait(10)
+        finally:
+            t1_in.set()
+            t1_out.set()
+
+    def t2() -> None:
+        try:
+            assert t1_in.wait(10)
+            with shared:
+                seen["12"] = _holders(backend, "threads")
+                t2_in.set()
+                assert t1_out.wait(10)
+                seen["2"] = _holders(backend, "threads")
+        finally:
+            t2_in.set()
+
+    with ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(t1), pool.submit(t2)]:
+            f.result(20)  # (re-raises what failed in the thread)
+    assert len(seen["12"]) == 2 and seen["2"] == seen["12"] - seen["1"]
+    assert _holders(backend, "threads") == set()
