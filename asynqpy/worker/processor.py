@@ -330,8 +330,12 @@ class Processor:
             self.ctx.health.failed(f"handing back the wake token of queue {queue}", exc)
 
     def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
-        """Record a dequeue's result and start its tasks; True if there were any."""
-        self.ctx.clock.observe(res.now_ms, sent_ms)
+        """Record a dequeue's result and start its tasks; True if there were any. ``sent_ms``: this
+        host's time when the dequeue was sent, for the clock's offset; None for the dequeue that rode
+        with an idle wait, whose reply may have been read late (a busy loop): a sample whose round
+        trip is unknown would set the offset off by that delay, so it is not taken."""
+        if sent_ms is not None:
+            self.ctx.clock.observe(res.now_ms, sent_ms)
         self._left_behind = res.remaining > 0 and bool(res.tasks) and not res.wait_ms
         if res.wait_ms:  # the queue's limits hold its tasks back: skip it until then
             self._limited[q] = (asyncio.get_running_loop().time() + res.wait_ms / 1000, res.slot_bound)
