@@ -282,3 +282,78 @@ def test_a_shared_limiter_releases_each_entrys_own_slot(backend: Any) -> None:
             f.result(20)  # (re-raises what failed in the thread)
     assert len(seen["12"]) == 2 and seen["2"] == seen["12"] - seen["1"]
     assert _holders(backend, "threads") == set()
+
+
+@pytest.mark.parametrize("outcome", ["done", "complete", "archive"])
+def test_a_freed_slot_leaves_a_wake_token(backend: Any, outcome: str) -> None:
+    """A dequeue held back by the concurrency limit leaves no wake-up token (the workers it would
+    wake could take nothing), so the script that frees a slot must leave one: before, nothing did,
+    and the held-back workers slept until their 1 s poll (issue 29 item 27)."""
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.codec import Message, decode
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.redisio.executor import SyncExecutor
+
+    b, x, r, k = Broker(), SyncExecutor(backend.sync), backend.sync, queue_keys(Q)
+    with Inspector(backend.sync) as insp:
+        insp.set_limits(Q, concurrency=1)
+    for id in ("a", "b"):
+        x.run(b.enqueue(Q, id, Message("t", id)))
+    assert [id for id, _ in x.run(b.dequeue(Q, 1, 30_000, "tok00001")).tasks] == ["a"]
+    r.delete(k.wake)  # the token that dequeue left, taken by an idle worker
+    held = x.run(b.dequeue(Q, 1, 30_000, "tok00002"))
+    assert held.tasks == [] and held.slot_bound and r.llen(k.wake) == 0  # held back: no token
+    msg = decode(r.hget(k.tasks, "a")[9:])
+    finish = {"done": lambda: b.done(Q, "a", "tok00001", msg),
+              "complete": lambda: b.complete(Q, "a", "tok00001", msg.with_(retention_ms=60_000)),
+              "archive": lambda: b.archive(Q, "a", "tok00001", msg, 100, 3_600_000)}[outcome]
+    x.run(finish())
+    assert r.llen(k.wake) == 1  # the freed slot wakes one worker
+    assert [id for id, _ in x.run(b.dequeue(Q, 1, 30_000, "tok00003")).tasks] == ["b"]
+    with Inspector(backend.sync) as insp:  # no limit: no token from the end of a task (one HGET more)
+        insp.clear_limits(Q)
+    r.delete(k.wake)
+    x.run(b.done(Q, "b", "tok00003", decode(r.hget(k.tasks, "b")[9:])))
+    assert r.llen(k.wake) == 0
+
+
+@pytest.mark.parametrize("fair", [True, False])
+def test_a_limited_queue_keeps_running_with_fair_dispatch(backend: Any, fair: bool) -> None:
+    """Four servers (fair: one task per dequeue, the default of `--processes N`) on a queue
+    limited to 3, tasks of 50 ms queued before they start: every task runs, and none waits for a
+    held-back worker's poll. Before, each held-back worker dropped the wake token it took and only
+    a worker itself held back handed one back at a task's end: 3 tasks a second. A fifth of the
+    tasks are rate limited once (snoozed: the snooze script wakes nobody; the worker's rewake
+    after it does)."""
+    from asynqpy import RateLimited
+
+    state: dict[str, Any] = {"now": 0, "max": 0, "done": 0, "snoozed": set()}
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("work")
+        async def work(task: Task) -> None:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+            try:
+                await asyncio.sleep(0.05)
+                if task.payload % 5 == 0 and task.payload not in state["snoozed"]:
+                    state["snoozed"].add(task.payload)
+                    raise RateLimited(0.01)
+            finally:
+                state["now"] -= 1
+            state["done"] += 1
+
+        with Inspector(backend.sync) as insp:
+            insp.set_limits(Q, concurrency=3)
+        with Client(backend.sync) as c:
+            c.enqueue_many([("work", i) for i in range(60)], queue=Q, max_retry=0)
+        opts = {"queues": {Q: 1}, "concurrency": 10, "fair_dispatch": fair}
+        async with serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts), \
+                serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts):
+            # 72 runs of 50 ms, 3 at a time: about 1.2 s; the broken dispatch: about 20 s
+            await until(lambda: state["done"] == 60, 12)
+
+    asyncio.run(main())
+    assert state["max"] <= 3

@@ -54,6 +54,7 @@ from ..core.errors import (
     TaskTimeoutError,
 )
 from ..core.keys import queue_keys
+from ..core.limits import SIGNALS_FREED_SLOT
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.options import new_task_id
 from ..core.results import pack_outcome, pack_progress
@@ -313,6 +314,12 @@ class Processor:
             return
         owed = self._wake_keys[fired]
         self._empty.pop(owed, None)
+        held = self._limited.get(owed)
+        if held is not None and held[1] and not (self._waiter is not None and owed == q):
+            # a token for a queue held back by its concurrency limit: a slot freed (the script that
+            # freed it left the token, includes/slots.lua), so its next dequeue is owed now, not
+            # at the end of the wait (unless the dequeue that rode with the wait just tried it)
+            del self._limited[owed]
         if owed == acted:
             return  # the dequeue that rode with the wait took tasks of the queue whose token it was
         if len(self.executing) < self.opts.concurrency and not self.ctx.stopping.is_set() and not self.quiet:
@@ -836,10 +843,6 @@ class Processor:
             if replies:
                 await self._reply(replies)
             self._writing = 0
-            freed = {o.running.queue for o in batch} & {q for q, (_, slot) in self._limited.items() if slot}
-            for q in freed:  # slots of a queue at its concurrency limit are free in Redis now: wake a
-                del self._limited[q]  # worker (this one, if it waits) to take the next task
-                await self._hand_back(q)
 
     def _count(self, r: Running, what: str) -> None:
         """The attempt's outcome in the metrics (a failed attempt counts as failed, and as what
@@ -862,6 +865,7 @@ class Processor:
         groups: list[list[_Outcome] | None] = []  # per call: the outcomes of a batched done, else None
         single: list[_Outcome] = []
         acks: dict[str, list[tuple[_Outcome, Done]]] = {}
+        unsignalled: dict[str, None] = {}  # queues of outcomes whose script wakes no worker for the slot
         for o in batch:
             if isinstance(o.call, Done):
                 acks.setdefault(o.running.queue, []).append((o, o.call))
@@ -869,11 +873,19 @@ class Processor:
                 calls.append(o.call)
                 single.append(o)
                 groups.append(None)
+                if o.call.script not in SIGNALS_FREED_SLOT:
+                    unsignalled[o.running.queue] = None
         for queue, done in acks.items():
             for i in range(0, len(done), MAX_ACK):
                 chunk = done[i:i + MAX_ACK]
                 calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
                 groups.append([o for o, _ in chunk])
+        # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
+        # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
+        # workers a concurrency limit holds back do not sleep through it (its reply is not used)
+        for queue in unsignalled:
+            calls.append(self.ctx.broker.rewake(queue))
+            groups.append([])
         started = asyncio.get_running_loop().time()
         try:
             replies = await self.ctx.exec.run_many(calls)
