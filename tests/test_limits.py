@@ -357,3 +357,34 @@ def test_a_limited_queue_keeps_running_with_fair_dispatch(backend: Any, fair: bo
 
     asyncio.run(main())
     assert state["max"] <= 3
+
+
+def test_a_slot_freed_by_a_snooze_wakes_a_held_back_worker(backend: Any) -> None:
+    """The snooze script (a handler's RateLimited) frees a slot without waking anyone (it has no
+    wake key): the worker hands a token back after writing it. Four fair servers, a queue limited
+    to 3, every task snoozed for a minute at its first run, so no task ends with a script that
+    wakes a worker. Without the token the held-back servers slept until their 1 s poll."""
+    from asynqpy import RateLimited
+
+    first: list[int] = []
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("work")
+        async def work(task: Task) -> None:
+            first.append(task.payload)
+            await asyncio.sleep(0.05)
+            raise RateLimited(60)
+
+        with Inspector(backend.sync) as insp:
+            insp.set_limits(Q, concurrency=3)
+        with Client(backend.sync) as c:
+            c.enqueue_many([("work", i) for i in range(60)], queue=Q)
+        opts = {"queues": {Q: 1}, "concurrency": 10, "fair_dispatch": True}
+        async with serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts), \
+                serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts):
+            await until(lambda: len(first) == 60, 12)  # 60 runs of 50 ms, 3 at a time: about 1 s
+
+    asyncio.run(main())
+    assert sorted(first) == list(range(60))
