@@ -28,7 +28,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
 from .signing import Signer
-from .stored import lock_digest
+from .stored import key_of, lock_digest
 from .task import TaskState
 
 T = TypeVar("T")
@@ -461,14 +461,17 @@ class Broker:
                     (id_arg(parent), workflow.ref(child_queue, child)))
 
     def enqueue_after(self, queue: str, id: str, msg: Message, policy: str, ends: Sequence[tuple[bytes, bytes]],
-                      data: bytes | None = None, check_id: bool = True, delay_ms: int = 0) -> Call[int]:
+                      data: bytes | None = None, check_id: bool = True, delay_ms: int = 0,
+                      cancelled: Message | None = None) -> Call[int]:
         """(new) -> waiting, or pending when no parent is left to wait for. ``ends``: per parent its
         ref and its end as far as known (b'' = not ended); ``delay_ms``: how long after now it may
-        run once released. Returns 1 pending, 4 scheduled, 2 waiting, 3 waiting with a failed
-        parent under the cancel policy; raises TaskIdConflictError."""
+        run once released; ``cancelled`` (policy 'c'): the message stored archived, in the same
+        script, when a parent has already failed. Returns 1 pending, 4 scheduled, 2 waiting, 3
+        archived (a failed parent under the cancel policy); raises TaskIdConflictError."""
         q = queue_keys(queue)
         args: list[Any] = [id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", policy,
-                           self.clock.script_now(), delay_arg(delay_ms)]
+                           self.clock.script_now(), delay_arg(delay_ms),
+                           self.seal(queue, id, cancelled) if cancelled is not None else ""]
         for r, st in ends:
             args += [r, st]
 
@@ -546,7 +549,7 @@ class Broker:
             _new_task_code(id, queue, mode),
             "schedule",
             (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived,
-             q.completed, q.events, q.conf),
+             q.completed, q.events, q.conf, q.children, q.outbox),
             (id, self.seal(queue, id, msg, data), unique_ttl, delay_arg(delay_ms), self.clock.script_now(),
              "1" if check_id else "0", mode if mode == "d" else ""),
         )
@@ -942,11 +945,12 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[int]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-8.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-12.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf, q.prio,
-                                               q.children, q.outbox, q.deps], [state.code, window])
+                                               q.children, q.outbox, q.deps, q.keyheld, q.blocked, q.pending,
+                                               q.wake], [state.code, window])
         return Call(_codes, "delete_tasks", keys, args)
 
     def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
@@ -954,7 +958,8 @@ class Broker:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
         keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf,
-                                               q.prio, q.children, q.outbox],
+                                               q.prio, q.children, q.outbox, q.keyheld, q.blocked, q.pending,
+                                               q.wake],
                                     [state.code, window, self.clock.script_now()])
         return Call(_codes, "archive_tasks", keys, args)
 
@@ -962,8 +967,9 @@ class Broker:
     def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int, bytes]], keys: list[str],
                   args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         for id, digest, hint, read in items:
-            keys.append(q.lock(digest))
-            args += [id_arg(id), hint, read]
+            key = key_of(read)  # a holder's key goes to its next task (lua/includes/exit.lua)
+            keys += [q.lock(digest), q.key_list(key) if key else q.placeholder]
+            args += [id_arg(id), hint, read, key]
         return tuple(keys), tuple(args)
 
     def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, msg: Message, at_ms: int | None,
@@ -1010,12 +1016,20 @@ class Broker:
         return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake, q.prio),
                     (state.code, *[id_arg(id) for id in ids]))
 
-    def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes) -> Call[int]:
+    def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes,
+               original: Message | None = None) -> Call[int]:
         """active -> archived (``msg``: the rewritten encoded message) if still leased with
-        ``token``, and ``notice`` published on the cancel channel."""
+        ``token``, and ``notice`` published on the cancel channel. ``original``: the task's
+        message as read (None: malformed), whose key and process the exit bookkeeping needs
+        (lua/includes/exit.lua: children told, key released, process marked error)."""
         q = queue_keys(queue)
-        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf),
-                    (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
+        key = original.key if original is not None else ""
+        pid, kind = process.process_of(original) if original is not None else ("", "")
+        return Call(lambda r: OK if r == b"!" else int(r), "cancel",
+                    (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf, q.children,
+                     q.outbox, q.keyheld, q.blocked, q.pending, q.prio, q.wake,
+                     q.key_list(key) if key else q.placeholder, q.proc, q.procs),
+                    (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice, key, pid, kind))
 
     def drop_queue(self, queue: str, force: bool = False) -> Call[int]:
         """Delete an empty queue's keys (1), or refuse (-7) if a task is left (or, unless

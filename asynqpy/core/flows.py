@@ -65,17 +65,16 @@ def enqueue_after(broker: Broker, p: Prepared) -> Plan:
             failed = failed or (q, i, "x")
         else:
             ends.append((ref(q, i), b""))
+    cancelled = None
+    if p.policy == "c":  # archived by the same script if a parent has failed already (one step)
+        now = broker.clock.now_ms()
+        cancelled = (_cancelled(p.msg, (failed[0], failed[1]), failed[2], now) if failed else
+                     p.msg.with_(last_error="cancelled: a parent was archived or deleted before this task was "
+                                            "stored (on_parent_failure='cancel')", last_failed_at_ms=now))
     code = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id,
-                                        p.delay_ms)])[0]
+                                        p.delay_ms, cancelled)])[0]
     if isinstance(code, Exception):
         raise code
-    if code == 3:  # a parent had failed already: cancel it now
-        parent = (failed[0], failed[1]) if failed else ("?", "?")
-        outcome = failed[2] if failed else "x"
-        stored = (yield [_stored(p.queue, p.id)])[0]
-        if isinstance(stored, bytes):
-            msg = _cancelled(codec.decode(message_of(stored)), parent, outcome, broker.clock.now_ms())
-            (yield [broker.fail_waiting(p.queue, p.id, stored, msg)])
     return CODES.get(code, TaskState.WAITING)
 
 

@@ -631,24 +631,24 @@ class Plans:
                 raise TaskStateError(f"cannot cancel task {id!r}: it is {state.value}; only an active (running) "
                                      "task can be cancelled (delete or archive it instead)")
             q, stored = active[0]
-            new, digest = self._cancelled(q, id, message_of(stored))
+            new, digest, original = self._cancelled(q, id, message_of(stored))
             token = token_of(stored).decode(errors="surrogateescape")  # written by hand, it may be any bytes
             # the token names the run cancelled: a later run of the same id is not cancelled by it
             notice: bytes = msgpack.packb([q, id, token], unicode_errors="surrogateescape")  # as read
-            code = value((yield [self.b.cancel(q, id, token, new, digest, notice)])[0])
+            code = value((yield [self.b.cancel(q, id, token, new, digest, notice, original)])[0])
             if code == OK:
                 return (yield from self.task_info(q, id))
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
 
-    def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str]:
-        """A running task's message rewritten as cancelled (a malformed one is kept as it is), and
-        its lock digest."""
+    def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str, Message | None]:
+        """A running task's message rewritten as cancelled (a malformed one is kept as it is), its
+        lock digest, and the message as read (None when malformed)."""
         try:
             msg = decode(body)
         except MalformedMessageError:
-            return bytes(body), ""
+            return bytes(body), "", None
         cancelled = msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
-        return self.b.seal(queue, id, cancelled), msg.lock_digest()
+        return self.b.seal(queue, id, cancelled), msg.lock_digest(), msg
 
     def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
         """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is
@@ -674,7 +674,9 @@ class Plans:
         if force:
             if entries:  # no scheduler may enqueue into the queue being removed
                 yield [self.b.cron_remove(queue, name) for name in entries]
-            for state in (P, S, R, X, C, G, M, W, B):
+            # blocked and waiting first: deleting a key's holder (or a parent) first would release
+            # the tasks behind it into pending while the queue is being emptied
+            for state in (B, W, P, S, R, X, C, G, M):
                 yield from self.act_all("delete", queue, state)
         q = queue_keys(queue)
         cursor = "0"
