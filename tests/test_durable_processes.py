@@ -468,3 +468,33 @@ def test_an_app_registers_a_processor_and_serves_its_queue(backend: Any) -> None
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_a_call_repeated_with_its_idempotency_key_runs_once_and_answers_the_first_response(backend: Any) -> None:
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "i1", {"amount": 100}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                first = await ac.call_process("i1", {"op": "refund", "amount": 30}, queue=Q, timeout=10,
+                                              idempotency_key="refund-1")
+                # the caller timed out and tries again, sync or async: the same response, no new refund
+                again = await asyncio.to_thread(c.call_process, "i1", {"op": "refund", "amount": 30}, queue=Q,
+                                                timeout=10, idempotency_key="refund-1")
+                assert (first, again) == (30, 30)
+                assert await ac.call_process("i1", {"op": "refund", "amount": 30}, queue=Q, timeout=10,
+                                             idempotency_key="refund-1") == 30
+                # another key is another call
+                assert await ac.call_process("i1", {"op": "refund", "amount": 5}, queue=Q, timeout=10,
+                                             idempotency_key="refund-2") == 35
+                # concurrent repeats: one input, one response for all
+                got = await asyncio.gather(*[ac.call_process("i1", {"op": "refund", "amount": 1}, queue=Q, timeout=10,
+                                                             idempotency_key="refund-3") for _ in range(5)])
+                assert got == [36] * 5
+            p = insp.process(Q, "i1")
+            assert p.state["refunded"] == 36 and [e.data for e in p.history].count({"refund": 30}) == 1
+            with pytest.raises(InvalidArgumentError, match="idempotency_key"):
+                c.call_process("i1", {"op": "status"}, queue=Q, idempotency_key="")
+        await ac.close()
+
+    asyncio.run(main())

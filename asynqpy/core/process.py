@@ -21,6 +21,7 @@ types, and the decisions that need no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -156,6 +157,29 @@ def task_type(ptype: str) -> str:
 
 def key_of(pid: str) -> str:
     return KEY_PREFIX + pid
+
+
+CALL_RETENTION_S = 86400
+"""How long an idempotent call's input (``call_process(..., idempotency_key=)``) is kept after it
+committed, with its response, unless the call gives ``retention``: a repeat within it answers the
+first call's response."""
+
+
+def call_id(pid: str, kind: str, idempotency_key: object) -> str:
+    """The input id of an idempotent call or repair of process ``pid``: the same for every repeat
+    of ``idempotency_key`` (a non-empty printable string of at most 200 characters)."""
+    if not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > 200 \
+            or not idempotency_key.isprintable():
+        raise InvalidArgumentError("idempotency_key must be a non-empty printable string of at most 200 characters, "
+                                   f"got {idempotency_key!r}")
+    digest = hashlib.sha256(f"{pid}\0{kind}\0{idempotency_key}".encode()).hexdigest()[:32]
+    return f"pcall-{digest}"
+
+
+def idempotent_options(options: dict[str, Any], id: str) -> dict[str, Any]:
+    """A repeatable call's enqueue options: its fixed id and, unless given, a retention that keeps
+    its response for repeats (:data:`CALL_RETENTION_S`)."""
+    return {"retention": CALL_RETENTION_S, **options, "task_id": id}
 
 
 def input_payload(pid: str, kind: str, args: Any) -> dict[str, Any]:
