@@ -498,3 +498,22 @@ def test_a_call_repeated_with_its_idempotency_key_runs_once_and_answers_the_firs
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_the_log_lines_of_a_process_input_name_its_process() -> None:
+    import json
+    import logging
+
+    from asynqpy.core.codec import Message
+    from asynqpy.worker.context import Running
+    from asynqpy.worker.logs import JsonFormatter
+
+    msg = Message("process:payment", payload={"p": "pay-1", "i": "call", "a": "capture"}, key="proc:pay-1")
+    r = Running(Q, "input-7", "tok", msg, None, 0.0)
+    assert r.fields == "id=input-7 type=process:payment queue=pq process=pay-1 input=call attempt=1"
+    record = logging.LogRecord("asynqpy", logging.WARNING, __file__, 1, "task failed", None, None)
+    record.__dict__.update(r.extra)
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["process_id"], line["process_input"], line["task_id"]) == ("pay-1", "call", "input-7")
+    plain = Running(Q, "t1", "tok", Message("email"), None, 0.0)
+    assert plain.fields == "id=t1 type=email queue=pq attempt=1" and "process_id" not in plain.extra
