@@ -517,15 +517,19 @@ class Client(_ClientCore):
         except TaskIdConflictError:  # a concurrent repeat sent it first
             return self.result(send["task_id"], queue=queue, timeout=timeout)
 
-    def remove_process(self, process_id: str, *, queue: str = "default", timeout: float | None = 30.0) -> bool:
+    def remove_process(self, process_id: str, *, queue: str = "default", timeout: float | None = 30.0,
+                       now: bool = False) -> bool:
         """Send a ``remove`` input: once the inputs queued before it ran, the process (record,
         history, timer) is deleted. Waits for that up to ``timeout`` seconds (None: no limit;
-        0: do not wait), then raises TimeoutError (the removal still happens). False if there
-        is no such process."""
+        0: do not wait), then raises TimeoutError (the removal still happens). ``now``: first
+        delete the input whose turn it is if it waits for a retry (an init that keeps failing),
+        so the removal does not wait behind its retries. False if there is no such process."""
         try:
             found = run_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0, 0))
         except proc.ProcessNotFoundError:
             return False
+        if now:
+            run_plan(self._exec, processes.drop_failing(self.broker, queue, process_id))
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
         if timeout == 0:
             plan = self._plan([p])
@@ -693,13 +697,15 @@ class AsyncClient(_ClientCore):
             return await self.result(send["task_id"], queue=queue, timeout=timeout)
 
     async def remove_process(self, process_id: str, *, queue: str = "default",
-                             timeout: float | None = 30.0) -> bool:
+                             timeout: float | None = 30.0, now: bool = False) -> bool:
         """See :meth:`Client.remove_process`."""
         try:
             found = await arun_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0,
                                                                0))
         except proc.ProcessNotFoundError:
             return False
+        if now:
+            await arun_plan(self._exec, processes.drop_failing(self.broker, queue, process_id))
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
         if timeout == 0:
             plan = self._plan([p])

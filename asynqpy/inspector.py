@@ -139,7 +139,7 @@ class Inspector:
         """A durable process (docs/processes.md): its status, state, timer and ``count`` events of
         its history from event ``first`` (1-based; 0: its latest ``count``). Raises
         ProcessNotFoundError."""
-        return self._run(processes.read(self._plans.b, queue, process_id, first, count))
+        return self._run(processes.read(self._plans.b, queue, process_id, first, count, True))
 
     def processes(self, queue: str, start: int = 0, count: int = 100,
                   status: str | None = None) -> tuple[int, list[Process]]:
@@ -379,7 +379,7 @@ class AsyncInspector:
 
     async def process(self, queue: str, process_id: str, first: int = 0, count: int = 20) -> Process:
         """See :meth:`Inspector.process`."""
-        return await self._run(processes.read(self._plans.b, queue, process_id, first, count))
+        return await self._run(processes.read(self._plans.b, queue, process_id, first, count, True))
 
     async def processes(self, queue: str, start: int = 0, count: int = 100,
                         status: str | None = None) -> tuple[int, list[Process]]:

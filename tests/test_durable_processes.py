@@ -517,3 +517,38 @@ def test_the_log_lines_of_a_process_input_name_its_process() -> None:
     assert (line["process_id"], line["process_input"], line["task_id"]) == ("pay-1", "call", "input-7")
     plain = Running(Q, "t1", "tok", Message("email"), None, 0.0)
     assert plain.fields == "id=t1 type=email queue=pq attempt=1" and "process_id" not in plain.extra
+
+
+def test_an_init_that_keeps_failing_is_shown_failing_and_rm_now_does_not_wait_for_its_retries(backend: Any) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main as cli
+
+    mux = ServeMux()
+
+    @mux.process("flaky")
+    def flaky(p: Process, i: Input) -> Step | None:
+        if i.kind == "init":
+            raise ConnectionError("provider unreachable")
+        return Step(response="ok")
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("flaky", "f9", None, queue=Q, max_retry=20, retry_delay=600)
+            async with serving(backend.new_async(), mux, queues=[Q]):
+                await until(lambda: insp.process(Q, "f9").failing_attempts == 1)
+                p = insp.process(Q, "f9")
+                assert p.status == "starting" and "provider unreachable" in p.failing and p.failing_input
+                total, listed = insp.processes(Q)
+                assert listed[0].failing == p.failing
+                if backend.url:  # the CLI reads a URL
+                    out = CliRunner().invoke(cli, ["process", "ls", "-q", Q, "--redis-url", backend.url])
+                    assert out.exit_code == 0 and "failing" in out.output, out.output
+                # the removal does not wait behind the init's retries (the next one is 10 min away)
+                assert await asyncio.to_thread(c.remove_process, "f9", queue=Q, timeout=10, now=True)
+                with pytest.raises(ProcessNotFoundError):
+                    insp.process(Q, "f9")
+            s = stats(backend, Q)
+            assert s.retry == s.pending == s.blocked == 0 and not backend.sync.hlen(queue_keys(Q).keyheld)
+
+    asyncio.run(main())

@@ -88,7 +88,11 @@ class Process:
     taken until a repair succeeds). ``state``: the processor's latest state. ``history``: recent
     events (the processor gets the last ``history=`` of them; the Inspector pages).
     ``events``: how many events it has had; ``first_event``: the oldest one kept (1, unless its
-    type keeps at most ``max_events``). ``timer``: when its pending timer fires (None: none)."""
+    type keeps at most ``max_events``). ``timer``: when its pending timer fires (None: none).
+    ``failing``: the last error of the input whose turn it is, while that input waits for a retry
+    (an init that keeps failing leaves the process ``starting``; the inputs sent after it, a
+    removal too, wait behind it): ``failing_input`` names it, ``failing_attempts`` counts its
+    failed attempts; '' and 0 otherwise (the Inspector reads them; a processor sees them empty)."""
 
     id: str
     type: str
@@ -104,6 +108,9 @@ class Process:
     error: str = ""
     queue: str = "default"
     first_event: int = 1
+    failing: str = ""
+    failing_input: str = ""
+    failing_attempts: int = 0
 
 
 @dataclass(frozen=True)
