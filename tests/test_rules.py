@@ -390,3 +390,54 @@ def test_the_engine_on_every_backend(backend: Any) -> None:
         assert [d["event"] for d in dead] == ["x"] and dead[0]["rule"] == "cross", dead
     elif backend.kind == "real":
         assert r.lrange("elsewhere/{other}", 0, -1) == [b"x"]
+
+
+
+def _engine(conf: Any, client: Any, done: Any, timeout: float = 20) -> Rules:
+    """Run the engine on ``client`` (an asyncio redis client) until ``done(rules)``."""
+    rules = Rules(conf, client)
+
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            await until(lambda: done(rules), timeout)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+            await client.aclose()
+
+    asyncio.run(main_())
+    return rules
+
+
+def _engine(conf: Any, client: Any, done: Any, timeout: float = 20) -> Rules:
+    """Run the engine on ``client`` (an asyncio redis client) until ``done(rules)``."""
+    rules = Rules(conf, client)
+
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            await until(lambda: done(rules), timeout)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+            await client.aclose()
+
+    asyncio.run(main_())
+    return rules
+
+
+@pytest.mark.real
+def test_a_fetch_failure_counts_the_attempts_it_made(redis_url: str, web: tuple[str, list[str]]) -> None:
+    """A 404 is not asked again: the reason said 'after 2 attempt(s)' (retries + 1) for one."""
+    url, seen = web
+    conf = parse_config({"watchers": [{"input_queue": "in", "rules": [
+        {"name": "kids", "on": "^p/(?P<id>.+)$", "fetch": [{"url": url + "/products/${id}/direct-children",
+                                                              "returns": "c", "retries": 1}],
+         "make": {"queue": "out"}}]}]})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("in", "p/missing")
+    _engine(conf, redis.asyncio.Redis.from_url(redis_url), lambda rules: rules.handled == 1)
+    [dead] = [json.loads(x) for x in r.lrange("in/dead", 0, -1)]
+    assert seen == ["/products/missing/direct-children"]
+    assert "(HTTP 404) after 1 attempt(s)" in dead["error"], dead

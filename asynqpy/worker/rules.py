@@ -251,9 +251,11 @@ class Engine:
         url = f.url.render(env)
         started = time.monotonic()
         why = ""
+        attempts = 0
         for attempt in range(f.retries + 1):
             if attempt:
                 await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 5.0) * (0.5 + random.random()))
+            attempts += 1
             try:
                 async with self.fetch_slots:
                     resp = await self.http.get(url, timeout=f.timeout)
@@ -273,7 +275,7 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - httpx's transport errors, timeouts
                 why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         self.metrics.fetched(rule.name, time.monotonic() - started, False)
-        raise RuleError(f"fetch {url} failed ({why}) after {f.retries + 1} attempt(s)")
+        raise RuleError(f"fetch {url} failed ({why}) after {attempts} attempt(s)")
 
     async def _write(self, w: Watcher, taken: str, events: list[_Event]) -> None:
         """The tasks first (a round trip for the pushes, one for the enqueues), then each event
