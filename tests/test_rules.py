@@ -441,3 +441,84 @@ def test_a_fetch_failure_counts_the_attempts_it_made(redis_url: str, web: tuple[
     [dead] = [json.loads(x) for x in r.lrange("in/dead", 0, -1)]
     assert seen == ["/products/missing/direct-children"]
     assert "(HTTP 404) after 1 attempt(s)" in dead["error"], dead
+
+
+def test_a_non_utf8_event_goes_to_the_dead_list_with_its_bytes(backend: Any) -> None:
+    """It used to raise UnicodeEncodeError out of the engine (the dead record, the listener's
+    PUBLISH), at every start: the event stayed taken and nothing else was handled."""
+    import uuid
+
+    from asynqpy.rules import redrive
+
+    tag = "{" + uuid.uuid4().hex[:8] + "}"
+    queue = "rq" + tag[1:-1]
+    conf = parse_config({"listener_channel": f"{tag}/news", "watchers": [{"input_queue": f"{tag}/in", "rules": [
+        {"name": "plain", "on": "^plain/(?P<x>.+)$",
+         "make_task": {"type": "plain:${x}", "queue": queue, "payload": {"x": "${x}"}},
+         "make": {"queue": f"{tag}/out"}}]}]})
+    r = backend.sync
+    r.lpush(f"{tag}/in/taken", b"plain/\xfe")  # a crashed run's
+    r.lpush(f"{tag}/in", b"plain/\xff", b"plain/ok", b"plain/\xc3(")
+    _engine(conf, backend.new_async(), lambda rules: rules.handled == 4)
+    dead = [json.loads(x) for x in r.lrange(f"{tag}/in/dead", 0, -1)][::-1]
+    assert [d["event"] for d in dead] == ["plain/\\xfe", "plain/\\xff", "plain/\\xc3("], dead
+    assert [bytes.fromhex(d["event_hex"]) for d in dead] == [b"plain/\xfe", b"plain/\xff", b"plain/\xc3("]
+    assert "not UTF-8 text" in dead[0]["error"] and dead[0]["rule"] == ""
+    assert r.lrange(f"{tag}/out", 0, -1) == [b"plain/ok"]
+    assert r.llen(f"{tag}/in") == 0 and r.llen(f"{tag}/in/taken") == 0
+    with Inspector(r) as insp:
+        [t] = insp.list_tasks(queue, TaskState.PENDING)
+        assert t.type == "plain:ok"
+    assert redrive(conf, r) == {f"{tag}/in": 3}  # the very bytes go back
+    assert r.lrange(f"{tag}/in", 0, -1) == [b"plain/\xc3(", b"plain/\xff", b"plain/\xfe"]
+
+
+def test_oversized_and_slow_events_go_to_the_dead_list(backend: Any) -> None:
+    """An event over max_event_bytes is not matched; one whose search takes over match_timeout
+    is stopped there; both go to the dead list with the reason, and the batch goes on."""
+    import uuid
+
+    tag = "{" + uuid.uuid4().hex[:8] + "}"
+    conf = parse_config({"max_event_bytes": 64, "match_timeout": 0.05, "watchers": [
+        {"input_queue": f"{tag}/in", "rules": [
+            {"name": "slow", "on": "^(a|a)*$", "make": {"queue": f"{tag}/out"}},
+            {"name": "rest", "on": "^[b-z]", "make": {"queue": f"{tag}/out"}}]}]})
+    r = backend.sync
+    evil, big, edge = "a" * 45 + "!", "b" * 65, "c" * 64
+    r.lpush(f"{tag}/in", evil, "aaaa", big, edge, "done")
+    _engine(conf, backend.new_async(), lambda rules: rules.handled == 5)
+    assert r.lrange(f"{tag}/out", 0, -1)[::-1] == [b"aaaa", edge.encode(), b"done"]
+    dead = {d["event"]: d for d in (json.loads(x) for x in r.lrange(f"{tag}/in/dead", 0, -1))}
+    assert sorted(dead) == [evil, big]
+    assert "took over match_timeout (0.05 s)" in dead[evil]["error"] and dead[evil]["rule"] == "slow"
+    assert dead[big]["error"] == "the event is 65 bytes, over max_event_bytes (64)" and "event_hex" not in dead[big]
+    assert r.llen(f"{tag}/in/taken") == 0
+
+
+@pytest.mark.real
+def test_a_slow_event_holds_up_only_its_own_watcher(redis_url: str) -> None:
+    """Its search runs off the event loop: the other watcher handles its event meanwhile (the
+    slow one then goes to the dead list at match_timeout)."""
+    conf = parse_config({"match_timeout": 3, "watchers": [
+        {"input_queue": "a/in", "rules": [{"name": "slow", "on": "^(a|a)*$", "make": {"queue": "a/out"}}]},
+        {"input_queue": "b/in", "rules": [{"name": "any", "on": ".", "make": {"queue": "b/out"}}]}]})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    rules = Rules(conf, redis_url)
+    order: list[str] = []
+
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            r.lpush("a/in", "a" * 60 + "!")
+            await until(lambda: r.llen("a/in/taken") == 1, 10)
+            r.lpush("b/in", "hello")
+            await until(lambda: r.llen("b/out") == 1 and order.append("b") is None, 10)
+            await until(lambda: r.llen("a/in/dead") == 1 and order.append("a") is None, 20)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(main_())
+    assert order == ["b", "a"]
+    assert "took over match_timeout (3 s)" in json.loads(r.lindex("a/in/dead", 0))["error"]
+

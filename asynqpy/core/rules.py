@@ -8,6 +8,10 @@ every *rule* whose ``on`` regular expression matches an event runs: its named gr
 ``make_task`` (asynqpy's: a task with a templated type, payload and options). The event leaves
 the taken list once all its rules ran, or goes to the watcher's dead list with the reason.
 
+Untrusted events: an event that is not UTF-8 text or is over ``max_event_bytes`` goes to the dead
+list unmatched; a rule's search of an event is bounded by ``match_timeout`` (with the ``regex``
+package, the ``rules`` extra).
+
 This module parses and checks the configuration (:func:`parse_config`; every problem is a
 :class:`ConfigError` naming the file, the line where it can be found, and the place in the
 document) and renders templates; the I/O (Redis, HTTP) is in :mod:`asynqpy.worker.rules`.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +35,7 @@ VAR = re.compile(r"\$\{([\w.]+)\}")
 """A template variable: ``${name}`` or ``${name.path.to.field}`` (Resc's syntax)."""
 INPUT = "input_task"
 
-TOP_KEYS = {"redis", "watchers", "listener_channel", "task_set"}
+TOP_KEYS = {"redis", "watchers", "listener_channel", "task_set", "max_event_bytes", "match_timeout"}
 REDIS_KEYS = {"url"}
 WATCHER_KEYS = {"input_queue", "taken_queue", "dead_queue", "rules", "name"}
 RULE_KEYS = {"name", "on", "fetch", "make", "todo", "make_task"}
@@ -43,6 +48,26 @@ NUMBER_OPTIONS = {"unique": (1, None), "process_in": (0, None), "priority": (0, 
                   "timeout": (0.001, None), "retention": (0, None), "retry_delay": (0, None)}
 DEFAULT_FETCH_TIMEOUT = 10.0
 DEFAULT_FETCH_RETRIES = 3
+DEFAULT_MAX_EVENT_BYTES = 65_536
+"""Events longer than this go to the dead list unmatched (``max_event_bytes``)."""
+DEFAULT_MATCH_TIMEOUT = 0.1
+"""Seconds the rules of a watcher may spend searching one event (``match_timeout``)."""
+
+try:  # the rules extra: a regular expression engine whose searches take a timeout
+    import regex as _regex
+except ImportError:  # pragma: no cover - the rules extra installs it
+    _regex = None
+
+MATCH_TIME_BOUNDED = _regex is not None
+"""True when rules are searched with the ``regex`` package (``match_timeout`` applies); with the
+standard ``re`` only, a search's time is not bounded (the engine warns at start)."""
+_REGEX_ERRORS: tuple[type[Exception], ...] = (re.error,) if _regex is None else (re.error, _regex.error)
+
+
+def compile_rule(src: str) -> Any:
+    """A rule's ``on`` pattern, compiled with ``regex`` (re's syntax, searches with a timeout) when
+    it is installed, else with ``re``; ``re.error``/``regex.error`` if it is not valid."""
+    return (_regex or re).compile(src)
 
 
 class ConfigError(AsynqpyError):
@@ -57,6 +82,15 @@ class ConfigError(AsynqpyError):
 class RuleError(AsynqpyError):
     """An event a rule could not turn into tasks (a variable the event does not provide, a fetch
     that kept failing, a task refused): the event goes to the dead list with this reason."""
+
+
+class MatchTimeout(RuleError):
+    """Searching an event took the rules over ``match_timeout``: the event goes to the dead list.
+    ``rule``: the rule whose search was stopped."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 # -- templates ------------------------------------------------------------------------------------
@@ -181,7 +215,7 @@ class MakeTask:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    on: re.Pattern[str]
+    on: Any  # a compiled pattern (regex's, or re's: compile_rule)
     fetch: tuple[Fetch, ...] = ()
     make: tuple[Make, ...] = ()
     make_task: tuple[MakeTask, ...] = ()
@@ -202,6 +236,8 @@ class Config:
     redis_url: str | None = None
     listener_channel: str | None = None
     file: str = "<config>"
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    match_timeout: float = DEFAULT_MATCH_TIMEOUT
 
 
 class _Parser:
@@ -280,6 +316,10 @@ class _Parser:
         ws = top.get("watchers")
         if not isinstance(ws, list) or not ws:
             raise self.fail("watchers", "must be a non-empty list of watchers", "watchers")
+        max_event = self.number(top.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES), "max_event_bytes", 1,
+                                2**29, "max_event_bytes", integer=True)
+        match_timeout = self.number(top.get("match_timeout", DEFAULT_MATCH_TIMEOUT), "match_timeout", 0.001, 3600,
+                                    "match_timeout")
         watchers = [self.watcher(w, f"watchers[{i}]", task_set) for i, w in enumerate(ws)]
         inputs = {w.input_queue for w in watchers}
         seen: set[str] = set()
@@ -288,7 +328,7 @@ class _Parser:
                 raise self.fail(f"watchers[{i}].taken_queue", f"{w.taken_queue!r} is another watcher's list: each "
                                 "watcher needs a taken list of its own", w.taken_queue)
             seen.add(w.taken_queue)
-        return Config(tuple(watchers), url, channel, self.file)
+        return Config(tuple(watchers), url, channel, self.file, max_event, float(match_timeout))
 
     def watcher(self, v: Any, place: str, task_set: str | None) -> Watcher:
         w = self.obj(v, place, WATCHER_KEYS, "watchers")
@@ -316,8 +356,8 @@ class _Parser:
             raise self.fail(f"{place}.name", f"must be a string, got {_kind(name)}", anchor, "name")
         on_src = self.text(r.get("on"), f"{place}.on", anchor, "on")
         try:
-            on = re.compile(on_src)
-        except re.error as exc:
+            on = compile_rule(on_src)
+        except _REGEX_ERRORS as exc:
             raise self.fail(f"{place}.on", f"not a valid regular expression: {exc}", anchor, "on") from None
         known = {INPUT, *on.groupindex}
         fetches = []
@@ -471,11 +511,21 @@ class NewTask:
     guard: str
 
 
-def match(watcher: Watcher, event: str) -> list[tuple[Rule, dict[str, Any]]]:
-    """The rules an event matches, each with its variables (the event, the named groups)."""
+def match(watcher: Watcher, event: str, timeout: float | None = None) -> list[tuple[Rule, dict[str, Any]]]:
+    """The rules an event matches, each with its variables (the event, the named groups).
+    ``timeout``: the seconds all the searches of the event may take (with the ``regex`` package;
+    :class:`MatchTimeout` past them; the search releases the GIL, so it can run in a thread)."""
     out = []
+    deadline = None if timeout is None or _regex is None else time.monotonic() + timeout
     for rule in watcher.rules:
-        m = rule.on.search(event)
+        if deadline is None:
+            m = rule.on.search(event)
+        else:
+            try:
+                m = rule.on.search(event, timeout=max(deadline - time.monotonic(), 1e-6), concurrent=True)
+            except TimeoutError:
+                raise MatchTimeout(f"searching the event with rule {rule.name!r} took over match_timeout "
+                                   f"({timeout:g} s)", rule.name) from None
         if m is not None:
             env: dict[str, Any] = {INPUT: event}
             env.update({k: v for k, v in m.groupdict().items() if v is not None})
