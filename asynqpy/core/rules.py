@@ -10,7 +10,8 @@ the taken list once all its rules ran, or goes to the watcher's dead list with t
 
 Untrusted events: an event that is not UTF-8 text or is over ``max_event_bytes`` goes to the dead
 list unmatched; a rule's search of an event is bounded by ``match_timeout`` (with the ``regex``
-package, the ``rules`` extra).
+package, the ``rules`` extra); a variable in a fetch URL is percent-encoded and cannot change its
+scheme, host, port or path segments (:class:`UrlTemplate`).
 
 This module parses and checks the configuration (:func:`parse_config`; every problem is a
 :class:`ConfigError` naming the file, the line where it can be found, and the place in the
@@ -27,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from .errors import AsynqpyError, InvalidArgumentError
 from .keys import validate_queue
@@ -39,7 +41,7 @@ TOP_KEYS = {"redis", "watchers", "listener_channel", "task_set", "max_event_byte
 REDIS_KEYS = {"url"}
 WATCHER_KEYS = {"input_queue", "taken_queue", "dead_queue", "rules", "name"}
 RULE_KEYS = {"name", "on", "fetch", "make", "todo", "make_task"}
-FETCH_KEYS = {"url", "returns", "timeout", "retries"}
+FETCH_KEYS = {"url", "returns", "timeout", "retries", "escape", "redirects"}
 MAKE_KEYS = {"name", "task", "queue", "set"}
 MAKE_TASK_KEYS = {"name", "type", "payload", "queue", "set", "task_id", "unique_key", "unique", "process_in",
                   "priority", "max_retry", "timeout", "retention", "retry_delay", "key", "headers"}
@@ -52,6 +54,10 @@ DEFAULT_MAX_EVENT_BYTES = 65_536
 """Events longer than this go to the dead list unmatched (``max_event_bytes``)."""
 DEFAULT_MATCH_TIMEOUT = 0.1
 """Seconds the rules of a watcher may spend searching one event (``match_timeout``)."""
+REDIRECTS = ("same-origin", "none", "any")
+"""A fetch's ``redirects``: followed to the same scheme, host and port (and http -> https on the
+default ports) by default; never; or to any host."""
+MAX_REDIRECTS = 10
 
 try:  # the rules extra: a regular expression engine whose searches take a timeout
     import regex as _regex
@@ -175,6 +181,101 @@ def _json_names(value: Any) -> list[str]:
     return []
 
 
+URL_HEAD = re.compile(r"(?i)(https?)://([^/?#]*)")
+"""A fetch URL's scheme and authority (user info, host, port): written in the configuration."""
+HOST_VALUE = re.compile(r"[A-Za-z0-9_-]+")
+"""What a variable in a URL's host may be: part of one name (no '.', ':', '@', '/')."""
+
+
+def _encoded(v: Any, name: str) -> str:
+    try:
+        return quote(text_of(v), safe="")
+    except UnicodeEncodeError:
+        raise RuleError(f"${{{name}}} is not valid Unicode text (a lone surrogate)") from None
+
+
+@dataclass(frozen=True)
+class UrlTemplate:
+    """A fetch's URL: ``"http://orders/api/${order}?customer=${c}"``. Its scheme and authority are
+    the configuration's: a variable may only be in the host's name, where its value must be
+    letters, digits, '-' and '_' (it cannot add a name, a port or user info). With ``escape``
+    (the default), a variable in the path is percent-encoded as one segment's text (a '/' or '?'
+    is data; a segment that would be '.' or '..' is refused), and in the query or the fragment as
+    a value (``&``, ``=``, ``#`` are data). ``escape=False``: pasted as is there (Resc's way: the
+    event can change the path and the query)."""
+
+    src: str
+    names: tuple[str, ...]
+    escape: bool = True
+
+    @classmethod
+    def of(cls, src: str, escape: bool = True) -> UrlTemplate:
+        """ValueError (the message says why) for a URL a variable could move to another host."""
+        m = URL_HEAD.match(src)
+        if m is None:
+            raise ValueError("must start with http:// or https:// (a variable cannot choose the scheme)")
+        userinfo, _, hostport = m.group(2).rpartition("@")
+        if hostport.startswith("["):  # an IPv6 address
+            host, _, port = hostport[1:].partition("]")
+            if VAR.search(host):
+                raise ValueError("a variable cannot be in an IPv6 address")
+        else:
+            host, _, port = hostport.partition(":")
+        if VAR.search(userinfo) or VAR.search(port):
+            raise ValueError("a variable may be in the host's name, the path, the query or the fragment, not in "
+                             "the user info or the port")
+        if not host:
+            raise ValueError("names no host")
+        return cls(src, tuple(VAR.findall(src)), escape)
+
+    def render(self, env: Mapping[str, Any]) -> str:
+        """The URL for these variables; RuleError for a value that cannot be there."""
+        head_end = URL_HEAD.match(self.src).end()  # type: ignore[union-attr]  # checked in of()
+        head = VAR.sub(lambda m: self._host_value(env, m.group(1)), self.src[:head_end])
+        rest = self.src[head_end:]
+        if not self.escape:
+            return head + Template.of(rest).render(env)
+        cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+        segments = []
+        for seg in rest[:cut].split("/"):
+            out = VAR.sub(lambda m: _encoded(lookup(env, m.group(1)), m.group(1)), seg)
+            if out != seg and unquote(out) in (".", ".."):
+                raise RuleError(f"the URL path segment {seg!r} would be {out!r} (a move up the path)")
+            segments.append(out)
+        tail = VAR.sub(lambda m: _encoded(lookup(env, m.group(1)), m.group(1)), rest[cut:])
+        return head + "/".join(segments) + tail
+
+    @staticmethod
+    def _host_value(env: Mapping[str, Any], name: str) -> str:
+        v = text_of(lookup(env, name))
+        if not HOST_VALUE.fullmatch(v):
+            raise RuleError(f"${{{name}}} is {v[:80]!r}: a value in a URL's host may only have letters, digits, "
+                            "'-' and '_'")
+        return v
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    u = urlsplit(url)
+    scheme = u.scheme.lower()
+    try:
+        port = u.port
+    except ValueError:
+        port = -1
+    return scheme, (u.hostname or "").lower(), port if port is not None else {"http": 80, "https": 443}.get(scheme)
+
+
+def redirect_allowed(policy: str, start: str, target: str) -> bool:
+    """Whether a fetch of ``start`` may follow a redirect to ``target`` under its ``redirects``
+    policy: ``any``; ``none``; ``same-origin``: the same scheme, host and port, or from http to
+    https on the same host with the default ports."""
+    if policy == "any":
+        return True
+    if policy == "none":
+        return False
+    a, b = _origin(start), _origin(target)
+    return a == b or (a[1] == b[1] and a[1] != "" and (a[0], a[2], b[0], b[2]) == ("http", 80, "https", 443))
+
+
 # -- the configuration ----------------------------------------------------------------------------
 
 
@@ -182,10 +283,11 @@ def _json_names(value: Any) -> list[str]:
 class Fetch:
     """An HTTP GET whose JSON response is bound to ``returns`` (a list: one binding per element)."""
 
-    url: Template
+    url: UrlTemplate
     returns: str
     timeout: float = DEFAULT_FETCH_TIMEOUT
     retries: int = DEFAULT_FETCH_RETRIES
+    redirects: str = "same-origin"
 
 
 @dataclass(frozen=True)
@@ -367,7 +469,18 @@ class _Parser:
         for i, f in enumerate(fv):
             fp = f"{place}.fetch[{i}]"
             fo = self.obj(f, fp, FETCH_KEYS, anchor, "fetch")
-            url = self.template(fo.get("url"), f"{fp}.url", known, set(), anchor, "fetch", "url")
+            src = self.template(fo.get("url"), f"{fp}.url", known, set(), anchor, "fetch", "url").src
+            escape = fo.get("escape", True)
+            if not isinstance(escape, bool):
+                raise self.fail(f"{fp}.escape", f"must be true or false, got {escape!r}", anchor, "escape")
+            try:
+                url = UrlTemplate.of(src, escape)
+            except ValueError as exc:
+                raise self.fail(f"{fp}.url", str(exc), anchor, "fetch", "url") from None
+            redirects = fo.get("redirects", "same-origin")
+            if redirects not in REDIRECTS:
+                raise self.fail(f"{fp}.redirects", f"must be one of {', '.join(REDIRECTS)}, got {redirects!r}",
+                                anchor, "redirects")
             returns = self.text(fo.get("returns"), f"{fp}.returns", anchor, "fetch", "returns")
             if not re.fullmatch(r"[A-Za-z_]\w*", returns) or returns in known:
                 raise self.fail(f"{fp}.returns", f"must be a new variable name (letters, digits, _), got {returns!r}",
@@ -376,7 +489,7 @@ class _Parser:
                                   "timeout")
             retries = self.number(fo.get("retries", DEFAULT_FETCH_RETRIES), f"{fp}.retries", 0, 100, anchor,
                                   "retries", integer=True)
-            fetches.append(Fetch(url, returns, float(timeout), retries))
+            fetches.append(Fetch(url, returns, float(timeout), retries, redirects))
         fetched = {f.returns for f in fetches}
         if "make" in r and "todo" in r:
             raise self.fail(place, "give make or todo (its older name), not both", anchor, "todo")

@@ -10,7 +10,8 @@ removal makes the event run again (a ``set`` or ``unique_key`` guard then drops 
 Events are untrusted: one that is not UTF-8 text or is over ``max_event_bytes`` goes to the dead
 list unmatched (its bytes kept: ``event_hex`` in the record); a batch's rules are searched in a
 thread (the ``regex`` package releases the GIL), each event within ``match_timeout``, so a slow
-pattern delays only its own watcher.
+pattern delays only its own watcher; fetches follow redirects only as the fetch's ``redirects``
+allows.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..core.broker import Broker, Call
 from ..core.errors import AsynqpyError, DuplicateTaskError, InvalidArgumentError, RedisFullError
 from ..core.rules import (
     MATCH_TIME_BOUNDED,
+    MAX_REDIRECTS,
     Config,
     Fetch,
     MatchTimeout,
@@ -43,6 +45,7 @@ from ..core.rules import (
     actions,
     bindings,
     match,
+    redirect_allowed,
 )
 from ..redisio.executor import AsyncExecutor
 
@@ -202,7 +205,7 @@ class Engine:
                 import httpx
             except ImportError:
                 raise AsynqpyError("rules with fetch need httpx: pip install 'asynqpy[rules]'") from None
-            self.http = httpx.AsyncClient(follow_redirects=True)
+            self.http = httpx.AsyncClient()  # redirects: followed by _fetch as each fetch's policy allows
             self._own_http = True
         if self._client is None and any(r.make_task for w in self.config.watchers for r in w.rules):
             raise AsynqpyError("rules with make_task need an asynqpy AsyncClient (client=)")
@@ -313,6 +316,18 @@ class Engine:
             return
         ev.acts += acts
 
+    async def _get(self, f: Fetch, url: str) -> Any:
+        """GET ``url``, following redirects as ``f.redirects`` allows; a redirect it does not
+        follow is the response (a 3xx)."""
+        resp = await self.http.get(url, timeout=f.timeout, follow_redirects=False)
+        for _ in range(MAX_REDIRECTS):
+            nxt = resp.next_request if resp.is_redirect else None
+            if nxt is None or not redirect_allowed(f.redirects, url, str(nxt.url)):
+                break
+            await resp.aclose()
+            resp = await self.http.send(nxt, follow_redirects=False)
+        return resp
+
     async def _fetch(self, rule: Rule, f: Fetch, env: dict[str, Any]) -> Any:
         url = f.url.render(env)
         started = time.monotonic()
@@ -324,7 +339,11 @@ class Engine:
             attempts += 1
             try:
                 async with self.fetch_slots:
-                    resp = await self.http.get(url, timeout=f.timeout)
+                    resp = await self._get(f, url)
+                if resp.is_redirect:
+                    why = (f"HTTP {resp.status_code}: a redirect to {resp.headers.get('location', '')[:200]!r}, "
+                           f"not followed (redirects: {f.redirects})")
+                    break  # asking again gets the same redirect
                 if resp.status_code >= 500 or resp.status_code == 429:
                     why = f"HTTP {resp.status_code}"
                     continue
