@@ -225,7 +225,8 @@ class TaskInfo:
     A workflow task (``after=``): ``parents``, each a :class:`~asynqpy.core.workflow.ParentEnd`
     (``queue``, ``id``, ``state``: "waiting" until it ends, then "completed", "archived" or
     "deleted"; "unknown" where only the message was read) and ``on_parent_failure``; filled by the
-    Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one."""
+    Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one. ``key``:
+    its ``key=`` (tasks sharing it run one at a time; '' = none)."""
 
     id: str
     queue: str
@@ -258,6 +259,7 @@ class TaskInfo:
     parents: list[ParentEnd] = field(default_factory=list)
     children: list[tuple[str, str]] = field(default_factory=list)
     on_parent_failure: str = ""
+    key: str = ""
 
     @classmethod
     def from_message(
@@ -271,5 +273,5 @@ class TaskInfo:
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
                    traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group,
                    priority=msg.priority, workers=list(msg.workers) if msg.workers is not None else None,
-                   runs_wanted=msg.runs,
+                   runs_wanted=msg.runs, key=msg.key,
                    parents=[ParentEnd(q, i, "unknown") for q, i in msg.after or ()])
