@@ -561,7 +561,8 @@ class Processor:
         async def run(task: Task) -> Any:
             if self._sandbox is None:
                 o = self.opts
-                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb)
+                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb,
+                                            o.max_result_bytes)
             r = self.held.get((task.queue, task.id))
             return await self._sandbox.run(path, task, r.deadline_ms if r is not None else 0)
 
