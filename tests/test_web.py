@@ -123,6 +123,19 @@ def test_authentication_basic_and_bearer(seeded: str) -> None:
             Auth.parse(bad)
 
 
+def test_an_invalid_queue_set_member_leaves_every_view_working(web: TestClient, seeded: str) -> None:
+    """One bad member of asynqpy:queues used to turn the overview, /api/queues and /metrics into
+    400s: it is skipped, the valid queues show."""
+    import redis
+
+    redis.Redis.from_url(seeded).sadd("asynqpy:queues", "bad queue", b"\xff")
+    assert sorted(q["queue"] for q in web.get("/api/queues").json()) == ["other", Q]
+    r = web.get("/")
+    assert r.status_code == 200 and f'data-queue="{Q}"' in r.text and "bad queue" not in r.text
+    r = web.get("/metrics")
+    assert r.status_code == 200 and f'asynqpy_queue_size{{queue="{Q}"}} 46.0' in r.text and "bad" not in r.text
+
+
 def test_pages_escape_every_value(web: TestClient) -> None:
     for path in ("/", f"/queues/{Q}?state=scheduled", f"/queues/{Q}/tasks/xss", "/servers", "/scheduler"):
         r = web.get(path)
