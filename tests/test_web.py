@@ -136,6 +136,22 @@ def test_an_invalid_queue_set_member_leaves_every_view_working(web: TestClient, 
     assert r.status_code == 200 and f'asynqpy_queue_size{{queue="{Q}"}} 46.0' in r.text and "bad" not in r.text
 
 
+def test_a_stored_entry_with_a_huge_every_is_listed_not_a_500(web: TestClient, seeded: str) -> None:
+    """An entry stored with every=1e20 (before every= was bounded) made /scheduler and
+    /api/scheduler answer 500 (OverflowError): it is listed."""
+    import redis
+
+    from asynqpy.core.cron import Entry, encode_entry
+    from asynqpy.core.keys import queue_keys
+
+    with Inspector(seeded) as insp:
+        insp.cron_add("fine", "t", every=60, queue=Q)
+    redis.Redis.from_url(seeded).hset(queue_keys(Q).cron, "far", encode_entry(Entry("far", "t", None, Q, every=1e20)))
+    assert sorted(e["entry"]["name"] for e in web.get("/api/scheduler").json()) == ["far", "fine"]
+    r = web.get("/scheduler")
+    assert r.status_code == 200 and "every 1e+20s" in r.text and "fine" in r.text
+
+
 def test_pages_escape_every_value(web: TestClient) -> None:
     for path in ("/", f"/queues/{Q}?state=scheduled", f"/queues/{Q}/tasks/xss", "/servers", "/scheduler"):
         r = web.get(path)
