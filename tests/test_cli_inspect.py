@@ -134,6 +134,7 @@ def test_task_ls_every_state_paging_full_and_json(redis_url: str, seeded: dict[s
     assert tasks[0]["payload"]["base64"].startswith("iVBORw0K") and tasks[0]["state"] == "scheduled"
     assert len(as_json(u, "task", "ls", "-q", "critical", "-s", "pending", "--size", "1000")) == 42
     fails(u, "task", "ls", "-q", "default", "-s", "bogus", message="unknown task state 'bogus'")
+    fails(u, "task", "ls", "-q", "critical", "--page", "99999999999999999999", message="page must be an int from 1 to")
     fails(u, "task", "ls", "-q", "nope", "-s", "pending", message="queue 'nope' not found")
 
 

@@ -180,6 +180,11 @@ def test_paging_boundaries(backend: Any) -> None:
     for bad in ({"page": 0}, {"page_size": 0}, {"page_size": 1001}, {"page": True}, {"page": "1"}):
         with pytest.raises(InvalidArgumentError):
             insp.list_tasks(Q, "pending", **bad)
+    for page in (10**20, 10**15 // 10 + 2):  # a page past what Redis takes used to be an untyped ResponseError
+        with pytest.raises(InvalidArgumentError, match=r"page must be an int from 1 to 100000000000001 \(pages of 10\)"):
+            insp.list_tasks(Q, "pending", page=page, page_size=10)
+    for state in ("pending", "scheduled", "archived"):  # the last page allowed is read, empty
+        assert insp.list_tasks(Q, state, page=10**15 // 1000 + 1, page_size=1000) == []
     with pytest.raises(InvalidArgumentError, match="unknown task state 'done'"):
         insp.list_tasks(Q, "done")
     with pytest.raises(QueueNotFoundError):

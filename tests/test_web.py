@@ -152,6 +152,37 @@ def test_a_stored_entry_with_a_huge_every_is_listed_not_a_500(web: TestClient, s
     assert r.status_code == 200 and "every 1e+20s" in r.text and "fine" in r.text
 
 
+def test_paging_parameters_out_of_range_are_400_with_a_message(web: TestClient, seeded: str) -> None:
+    """A page number past Redis's integers was a 500 (Redis refused the index): every paged route
+    and parameter answers 400 {"error": ...} naming the parameter, and nothing changes."""
+    with Client(seeded) as c:
+        c.start_process("acct", "pp1", queue=PQ)
+    huge = "99999999999999999999"
+    for path, name in [(f"/api/queues/{Q}/tasks?state=pending&page={huge}", "page"),
+                       (f"/api/queues/{Q}/tasks?state=scheduled&page={huge}", "page"),
+                       (f"/api/queues/{Q}/tasks?size={huge}", "size"),
+                       (f"/api/queues/{Q}/tasks?page=0", "page"),
+                       (f"/queues/{Q}?page={huge}", "page"),
+                       (f"/queues/{Q}?state=archived&page={huge}", "page"),
+                       (f"/queues/{Q}?size={huge}", "size"),
+                       (f"/api/queues/{Q}/tasks/p00?events={huge}", "events"),
+                       (f"/api/queues/{Q}?days={huge}", "days"),
+                       (f"/api/queues/{PQ}/processes?page={huge}", "page"),
+                       (f"/api/queues/{PQ}/processes?page={huge}&status=error", "page"),
+                       (f"/api/queues/{PQ}/processes?size={huge}", "size"),
+                       (f"/queues/{PQ}/processes?page={huge}", "page"),
+                       (f"/api/queues/{PQ}/processes/pp1?first={huge}", "first"),
+                       (f"/api/queues/{PQ}/processes/pp1?count={huge}", "count"),
+                       (f"/api/queues/{PQ}/processes/pp1?first=x", "first"),
+                       (f"/queues/{PQ}/processes/pp1?first={huge}", "first"),
+                       (f"/queues/{PQ}/processes/pp1?count={huge}", "count")]:
+        r = web.get(path)
+        assert r.status_code == 400 and r.json()["error"].startswith(name), (path, r.status_code, r.text)
+    far = web.get(f"/api/queues/{Q}/tasks", params={"page": 10**15 // 30 + 1}).json()  # the last page allowed
+    assert far["tasks"] == [] and far["total"] == 45
+    assert web.get(f"/api/queues/{Q}").json()["info"]["pending"] == 45
+
+
 def test_pages_escape_every_value(web: TestClient) -> None:
     for path in ("/", f"/queues/{Q}?state=scheduled", f"/queues/{Q}/tasks/xss", "/servers", "/scheduler"):
         r = web.get(path)
@@ -286,7 +317,7 @@ def test_processes_listed_inspected_repaired_and_removed(web: TestClient, seeded
         assert web.post(f"/api/queues/{PQ}/processes/a2/remove", headers=_csrf(web)).json() == {"queued": True}
         _until(lambda: web.get(f"/api/queues/{PQ}/processes/a2").status_code == 404)
         for path, status, text in [(f"/api/queues/{PQ}/processes/nope", 404, "no process"),
-                                   (f"/api/queues/{PQ}/processes/a0?count=5000", 422, ""),
+                                   (f"/api/queues/{PQ}/processes/a0?count=5000", 400, "count"),
                                    (f"/queues/{PQ}/processes/nope", 404, "no process")]:
             r = web.get(path)
             assert r.status_code == status and text in r.text, path

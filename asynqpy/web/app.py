@@ -30,7 +30,7 @@ from ..core.errors import (
     TaskStateError,
 )
 from ..core.events import parse_entries
-from ..core.inspection import parse_state
+from ..core.inspection import page_start, parse_state
 from ..core.jsontext import jsonable
 from ..core.keys import queue_keys
 from ..core.process import ProcessError, ProcessNotFoundError
@@ -123,6 +123,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     the pages' live updates."""
     fastapi, Jinja2Templates = _web()
     from fastapi import Body, FastAPI, Query, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from fastapi.staticfiles import StaticFiles
 
@@ -168,6 +169,11 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     @app.exception_handler(AsynqpyError)
     async def asynqpy_error(request: Request, exc: AsynqpyError) -> Any:
         return JSONResponse({"error": str(exc)}, _status(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, exc: Any) -> Any:
+        """A parameter of the wrong type or out of range: 400 with what is wrong, as every bad input."""
+        return JSONResponse({"error": "; ".join(_problem(e) for e in exc.errors())}, 400)
 
     def page(request: Request, name: str, **context: Any) -> Any:
         return templates.TemplateResponse(request, name, {"read_only": read_only, "refresh": refresh, **context})
@@ -277,7 +283,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         """A page of a queue's durable processes, the most recently changed first (without
         their history); ``status`` (starting, running, error): only those (reads every record
         of the queue)."""
-        total, got = await inspector.processes(queue, (page - 1) * size, size, status or None)
+        total, got = await inspector.processes(queue, page_start(page, size), size, status or None)
         return {"page": page, "size": size, "status": status, "total": total, "processes": jsonable(got)}
 
     @app.get("/api/queues/{queue}/processes/{process_id:path}", tags=["processes"])
@@ -388,6 +394,12 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         return page(request, "scheduler.html", entries=jsonable(await inspector.scheduler_entries()))
 
     return app
+
+
+def _problem(error: dict[str, Any]) -> str:
+    """One of FastAPI's validation errors as text: 'page: Input should be ...'."""
+    where = [str(x) for x in error.get("loc", ()) if x not in ("query", "path", "body")]
+    return f"{'.'.join(where) or 'request'}: {error.get('msg', 'invalid')}"
 
 
 def _pretty(value: Any, indent: int | None = None) -> str:
