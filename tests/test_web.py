@@ -32,7 +32,7 @@ def seeded(redis_url: str) -> str:
 
 @pytest.fixture
 def web(seeded: str) -> Iterator[TestClient]:
-    with TestClient(create_app(seeded)) as tc:
+    with TestClient(create_app(seeded), base_url="http://localhost") as tc:  # (a name the console answers to)
         tc.get("/")  # the CSRF cookie
         yield tc
 
@@ -90,7 +90,7 @@ def test_actions_need_the_csrf_token_and_same_origin(web: TestClient, seeded: st
 def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
     with Client(seeded) as c:
         c.start_process("acct", "ro1", queue=PQ)
-    with TestClient(create_app(seeded, read_only=True)) as tc:
+    with TestClient(create_app(seeded, read_only=True), base_url="http://localhost") as tc:
         page = tc.get(f"/queues/{Q}?state=pending").text
         assert "read-only" in page and "button class=\"act\"" not in page and "data-action" not in page
         for path in (f"/queues/{PQ}/processes/ro1", "/servers"):
@@ -107,13 +107,13 @@ def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
 
 
 def test_authentication_basic_and_bearer(seeded: str) -> None:
-    with TestClient(create_app(seeded, auth=Auth.parse("basic:ops:s3cret"))) as tc:
+    with TestClient(create_app(seeded, auth=Auth.parse("basic:ops:s3cret")), base_url="http://localhost") as tc:
         r = tc.get("/api/queues")
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic")
         assert tc.get("/api/queues", auth=("ops", "wrong")).status_code == 401
         assert tc.get("/api/queues", auth=("ops", "s3cret")).status_code == 200
         assert tc.get("/static/app.js").status_code == 401  # everything is guarded
-    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123"))) as tc:
+    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123")), base_url="http://localhost") as tc:
         assert tc.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
         assert tc.get("/", headers={"Authorization": "Bearer tok-123"}).status_code == 200
         basic = base64.b64encode(b"tok-123:").decode()
@@ -183,6 +183,86 @@ def test_paging_parameters_out_of_range_are_400_with_a_message(web: TestClient, 
     assert web.get(f"/api/queues/{Q}").json()["info"]["pending"] == 45
 
 
+REBOUND = "rebound.example"
+
+
+def test_a_foreign_host_header_is_refused_dns_rebinding(seeded: str) -> None:
+    """DNS rebinding: a page of another site whose name now resolves to 127.0.0.1 talks to the
+    console with its own name as Host (and as Origin, so the CSRF checks pass). Only the allowed
+    names are answered: the loopback ones by default; every other Host gets 400 saying what to do,
+    for every route (static files, API, actions), and nothing is read or changed."""
+    with TestClient(create_app(seeded), base_url=f"http://{REBOUND}:8080") as tc:
+        for path in ("/", f"/api/queues/{Q}/tasks?state=pending", "/static/app.js", "/api/openapi.json", "/metrics"):
+            r = tc.get(path)
+            assert r.status_code == 400, path
+            assert r.json()["error"] == (f"Host '{REBOUND}:8080' is not a name of this console (DNS rebinding "
+                                         "protection); it answers to localhost, 127.0.0.1, [::1]: add a name with "
+                                         "asynqpy web --allowed-host NAME or create_app(allowed_hosts=[...])"), path
+            assert "p00" not in r.text and r.headers["x-frame-options"] == "DENY", path
+        tc.cookies.set("asynqpy_csrf", "t")
+        r = tc.post(f"/api/queues/{Q}/states/pending/delete", headers={"X-CSRF-Token": "t",
+                                                                      "Origin": f"http://{REBOUND}:8080"})
+        assert r.status_code == 400
+        for host in ("", "a b", "[::1"):  # no Host, or not one at all
+            assert tc.get("/api/queues", headers={"host": host}).status_code == 400, host
+    with TestClient(create_app(seeded), base_url="http://localhost") as tc:
+        for host in ("localhost", "localhost:8080", "LOCALHOST:1", "127.0.0.1:8080", "[::1]:8080"):
+            assert tc.get("/api/queues", headers={"host": host}).status_code == 200, host
+    with Inspector(seeded) as insp:
+        assert insp.queue_info(Q).pending == 45
+
+
+def test_allowed_hosts_add_names_patterns_or_any(seeded: str) -> None:
+    app = create_app(seeded, allowed_hosts=["Console.Example", "*.ops.example", "10.0.0.5", "::1"])
+    with TestClient(app, base_url="http://console.example") as tc:
+        for host, status in [("console.example:8080", 200), ("a.ops.example", 200), ("10.0.0.5:80", 200),
+                             ("[::1]:8080", 200), ("localhost", 400), ("ops.example", 400), ("evil.example", 400)]:
+            assert tc.get("/api/queues", headers={"host": host}).status_code == status, host
+    with TestClient(create_app(seeded, allowed_hosts=["*"]), base_url=f"http://{REBOUND}") as tc:
+        assert tc.get("/api/queues").status_code == 200
+    for bad in (["evil.*"], ["a:80"], ["http://a"], [""], [], "localhost", [None]):
+        with pytest.raises(InvalidArgumentError, match="allowed"):
+            create_app(seeded, allowed_hosts=bad)  # type: ignore[arg-type]
+
+
+def test_cli_web_answers_its_address_localhost_and_allowed_hosts(redis_url: str) -> None:
+    """`asynqpy web` (uvicorn, a real socket): the bound address and localhost by default,
+    --allowed-host adds names; a rebound name is refused."""
+    import http.client
+    import subprocess
+    import sys
+    import time
+
+    from redisproc import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "web", "--port", str(port), "--allowed-host",
+                             "console.example", "--redis-url", redis_url], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+    def status(host: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/api/queues", headers={"Host": host})
+        return conn.getresponse().status
+
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status("127.0.0.1")
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the console did not start"
+                time.sleep(0.05)
+        for host, code in [(f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200), ("console.example", 200),
+                           (f"{REBOUND}:{port}", 400), (f"[::1]:{port}", 400)]:
+            assert status(host) == code, host
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=10)[0].decode()
+    assert "answers to Host 127.0.0.1, localhost, console.example" in out, out
+
+
 def test_pages_escape_every_value(web: TestClient) -> None:
     for path in ("/", f"/queues/{Q}?state=scheduled", f"/queues/{Q}/tasks/xss", "/servers", "/scheduler"):
         r = web.get(path)
@@ -215,6 +295,9 @@ def test_cli_web_refuses_unsafe_or_bad_settings(redis_url: str, tmp_path: Any) -
         (["--auth-file", str(tmp_path / "missing")], "cannot read --auth-file"),
         (["--auth-file", str(bad_auth)], "auth must be"),
         (["--auth-env", "ASYNQPY_NO_SUCH_VAR"], "is not set"),
+        (["--allowed-host", "evil.example:8080"], "allowed host 'evil.example:8080' is not"),
+        (["--allowed-host", "a b"], "allowed host 'a b' is not"),
+        (["--allowed-host", "evil.*"], "allowed host 'evil.*' is not"),
     ]:
         res = CliRunner().invoke(main, ["web", *args, "--redis-url", redis_url])
         assert res.exit_code == 2 and res.stderr.startswith("asynqpy: error: ") and message in res.stderr, res.stderr

@@ -1,8 +1,10 @@
 """The web console's ASGI application: the REST API under ``/api`` and the pages.
 
-Safety: every action is a POST that needs the ``X-CSRF-Token`` header to equal the
-``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and, when
-the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
+Safety: a request whose ``Host`` is not one of ``allowed_hosts`` (the loopback names by
+default) is refused (400): a page of another site whose name was rebound to this address (DNS
+rebinding) reaches nothing. Every action is a POST that needs the ``X-CSRF-Token`` header to equal
+the ``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and,
+when the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
 ``auth`` (basic or bearer) guards every route. Pages render every value escaped (Jinja2
 autoescape; the scripts only ever set ``textContent``) under a Content-Security-Policy that allows
 no inline script.
@@ -12,9 +14,11 @@ no inline script.
 import base64
 import contextlib
 import hmac
+import ipaddress
 import json
+import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -54,6 +58,70 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "referrer-policy": "no-referrer",
 }
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+"""The names ``create_app`` answers to by default (those of a console bound to loopback)."""
+HOST_KEY = "asynqpy.host_allowed"
+_HOST_NAME = re.compile(r"^(\*\.)?([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$")
+
+
+def host_patterns(names: Sequence[str]) -> list[str]:
+    """The ``allowed_hosts`` of :func:`create_app` as Starlette's TrustedHostMiddleware matches
+    them: lower case, IPv6 addresses in brackets; InvalidArgumentError for anything but a host
+    name, an IP address, ``*.domain`` (its subdomains) or ``*`` (any Host), without port or scheme."""
+    if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+        raise InvalidArgumentError(f"allowed_hosts must be a non-empty list of host names (or ['*']), got {names!r}")
+    out: list[str] = []
+    for raw in names:
+        name = raw.strip().lower() if isinstance(raw, str) else ""
+        try:
+            ip = ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+            name = f"[{ip}]" if ip.version == 6 else str(ip)
+        except ValueError:
+            if name != "*" and not _HOST_NAME.match(name):
+                raise InvalidArgumentError(f"allowed host {raw!r} is not a host name, an IP address, '*.domain' "
+                                           "or '*' (give it without port or scheme)") from None
+        if name not in out:
+            out.append(name)
+    return out
+
+
+class AllowedHosts:
+    """ASGI middleware: Starlette's TrustedHostMiddleware (which parses the ``Host`` header and
+    matches it, any port), with a refusal that says what to do. The refusal is JSON, as every
+    error of the console."""
+
+    def __init__(self, app: Any, allowed_hosts: list[str]) -> None:
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+        self.app = app
+        self.allowed = allowed_hosts
+        self.check = TrustedHostMiddleware(self._through, allowed_hosts=allowed_hosts, www_redirect=False)
+
+    async def _through(self, scope: Any, receive: Any, send: Any) -> None:
+        scope[HOST_KEY] = True
+        await self.app(scope, receive, send)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+
+        async def passed_only(message: Any) -> None:  # (TrustedHostMiddleware's own refusal is replaced)
+            if scope.get(HOST_KEY):
+                await send(message)
+
+        await self.check(scope, receive, passed_only)
+        if not scope.get(HOST_KEY):
+            from starlette.datastructures import Headers
+            from starlette.responses import JSONResponse
+
+            host = Headers(scope=scope).get("host", "")
+            await JSONResponse({"error": f"Host {host!r} is not a name of this console (DNS rebinding protection); "
+                                         f"it answers to {', '.join(self.allowed)}: add a name with asynqpy web "
+                                         "--allowed-host NAME or create_app(allowed_hosts=[...])"},
+                               400)(scope, receive, send)
 
 
 @dataclass(frozen=True)
@@ -116,11 +184,15 @@ def _status(exc: Exception) -> int:
 
 
 def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None = None, refresh: float = 2.0,
-               signing_key: Any = None) -> Any:
+               signing_key: Any = None, allowed_hosts: Sequence[str] | None = None) -> Any:
     """The console as an ASGI application (serve it with uvicorn, as ``asynqpy web`` does).
     ``redis``: a URL or an async redis-py client, as for :class:`~asynqpy.AsyncInspector`;
     ``read_only``: no action at all; ``auth``: required credentials; ``refresh``: seconds between
-    the pages' live updates."""
+    the pages' live updates; ``allowed_hosts``: the names (and IP addresses) it answers to, as the
+    ``Host`` header gives them (any port; ``*.example.com``: its subdomains; ``["*"]``: any
+    name); a request for another is refused with 400 (DNS rebinding). Default: the loopback
+    names, ``localhost``, ``127.0.0.1`` and ``[::1]``."""
+    hosts = host_patterns(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
     fastapi, Jinja2Templates = _web()
     from fastapi import Body, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
@@ -159,6 +231,13 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                 return JSONResponse({"error": "missing or wrong CSRF token"}, 403)
             if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host", ""):
                 return JSONResponse({"error": "cross-origin request refused"}, 403)
+        return await call_next(request)
+
+    app.add_middleware(AllowedHosts, allowed_hosts=hosts)  # (added later: runs before guard)
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Any) -> Any:
+        """Every response, a refusal too, carries the security headers and the CSRF cookie."""
         response = await call_next(request)
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)
