@@ -263,6 +263,49 @@ def test_cli_web_answers_its_address_localhost_and_allowed_hosts(redis_url: str)
     assert "answers to Host 127.0.0.1, localhost, console.example" in out, out
 
 
+def test_overview_latency_as_the_cli_waiting_blocked_columns_and_memory_in_the_api(web: TestClient,
+                                                                                    seeded: str) -> None:
+    """The console shows a queue's latency as the CLI does ('-' with nothing pending, 2m05s past a
+    minute), the waiting and blocked counts on the overview (live too: the script fills every
+    data-k cell), and /api/queues carries memory_bytes as `stats --json` does."""
+    import re
+    import time
+
+    from asynqpy import FakeClock
+
+    with Client(seeded, clock=FakeClock(int(time.time() * 1000) - 125_000)) as old:
+        old.enqueue("t", None, queue="late")  # enqueued 125 s ago
+    with Client(seeded) as c:
+        c.enqueue("x", None, queue="idle", process_in=600)  # nothing pending
+        c.enqueue("report", None, queue=Q, task_id="child", after=["p00"])  # waiting
+        c.enqueue("charge", 1, queue="keyed", key="acct-1")
+        c.enqueue("charge", 2, queue="keyed", key="acct-1")  # blocked behind the first
+    html = web.get("/").text
+    cell = lambda q, k: re.search(rf'<tr data-queue="{q}">.*?<td data-k="{k}">([^<]*)</td>', html, re.S)[1]  # noqa: E731
+    assert cell("idle", "latency") == "-"
+    assert re.fullmatch(r"2m0[5-9]s", cell("late", "latency")), cell("late", "latency")
+    assert (cell(Q, "waiting"), cell(Q, "blocked"), cell("keyed", "blocked"), cell("keyed", "pending")) == \
+        ("1", "0", "1", "1")
+    assert "<th>waiting</th><th>blocked</th>" in html
+    queues = {q["queue"]: q for q in web.get("/api/queues").json()}
+    assert queues[Q]["memory_bytes"] > 0 and queues["keyed"]["blocked"] == 1 and queues[Q]["waiting"] == 1
+
+
+def test_times_are_shown_for_people(web: TestClient, seeded: str) -> None:
+    """Timestamps as the CLI shows them: lists say how long ago or in how long (the exact time in
+    the title), a task's page the UTC time and how long from now; not raw ISO 8601."""
+    import re
+
+    page = web.get(f"/queues/{Q}", params={"state": "scheduled"}).text
+    assert re.search(r'<td><time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">in (9m5\ds|10m00s)'
+                     r"</time></td>", page), page
+    task = web.get(f"/queues/{Q}/tasks/xss").text
+    assert re.search(r'<td data-k="next_process_at">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9m5\ds|10m00s)\)</td>',
+                     task), task
+    assert re.search(r"<tr><th>enqueued</th><td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d\.\ds ago\)</td>", task)
+    assert "+00:00" not in task.split('id="payload"')[0]
+
+
 def test_pages_escape_every_value(web: TestClient) -> None:
     for path in ("/", f"/queues/{Q}?state=scheduled", f"/queues/{Q}/tasks/xss", "/servers", "/scheduler"):
         r = web.get(path)

@@ -204,6 +204,48 @@ def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
         console.stop()
 
 
+def test_the_pages_write_times_and_latency_as_the_cli(redis_url: str, browser: Any) -> None:
+    """The page's script (live updates) formats durations, latency and times with the same
+    functions as asynqpy/core/humanize.py (the CLI's): compared on the same inputs in Chromium;
+    the overview's waiting and blocked cells follow live."""
+    from datetime import datetime, timedelta, timezone
+
+    from selenium.webdriver.common.by import By
+
+    from asynqpy.core import humanize
+
+    with Client(redis_url) as c:
+        c.enqueue("x", None, queue="idle", process_in=600)
+    console = Console(redis_url)
+    try:
+        browser.get(console.url + "/")
+        now = datetime(2026, 11, 23, 10, 0, 0, 250_000, tzinfo=timezone.utc)
+        seconds = [0, 0.04, 0.05, 1.25, 9.94, 9.96, 10, 59.5, 59.94, 59.96, 60, 61.7, 599, 3599.9, 3600, 86399,
+                   86400, 10 * 86400 - 1, 10 * 86400, 999 * 86400]
+        offsets = [-s for s in seconds] + [s for s in seconds if s]
+        times = [(now + timedelta(seconds=o)).isoformat() for o in offsets]
+        got = browser.execute_script("""
+            const [secs, times, now] = arguments;
+            return [secs.map((s) => duration(s)), secs.map((s) => latency(1, s)), secs.map((s) => latency(0, s)),
+                    times.map((t) => ago(t, now)), times.map((t) => when(t, now))];""",
+                                     seconds, times, now.timestamp() * 1000)
+        assert got == [[humanize.duration(x) for x in seconds], [humanize.latency(1, x) for x in seconds],
+                       ["-"] * len(seconds),
+                       [humanize.ago(datetime.fromisoformat(t), now) for t in times],
+                       [f"{humanize.utc(datetime.fromisoformat(t))} ({humanize.ago(datetime.fromisoformat(t), now)})"
+                        for t in times]]
+        with Client(redis_url) as c:
+            c.enqueue("charge", 1, queue="keyed", key="k1")
+            c.enqueue("charge", 2, queue="keyed", key="k1")
+            parent = c.enqueue("p", None, queue="keyed", process_in=600)
+            c.enqueue("report", None, queue="keyed", after=[parent.id])
+        cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'tr[data-queue="keyed"] td[data-k="{k}"]').text  # noqa: E731
+        wait_for(lambda: (cell("pending"), cell("blocked"), cell("waiting")) == ("1", "1", "1"))
+        assert browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="idle"] td[data-k="latency"]').text == "-"
+    finally:
+        console.stop()
+
+
 def test_a_rebound_name_is_refused_in_a_browser(redis_url: str, rebound_browser: Any) -> None:
     """DNS rebinding, in Chromium: a name that resolves to 127.0.0.1 reaches the console's socket,
     but the console answers only to its own names: the page and a script of that origin (what

@@ -18,11 +18,14 @@ import ipaddress
 import json
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+from ..core import humanize
 from ..core.errors import (
     AsynqpyError,
     InvalidArgumentError,
@@ -48,6 +51,8 @@ ACTIONS = ("run", "archive", "delete", "cancel")
 SERVER_ACTIONS = ("stop", "quiet", "resume")
 REPAIR_WAIT = 5.0
 """Seconds a repair from the console waits for the processor's response (then: 202, still queued)."""
+MEMORY_EVERY = 30.0
+"""Seconds the queues' memory reading in /api/queues is reused (as the metrics exporter does)."""
 MAX_BATCH = 1000
 EVENTS_SCAN = 500
 """The queue's latest events a task's page looks through for its own (bounded work)."""
@@ -215,6 +220,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                   description="The asynqpy web console's REST API: queues, tasks, servers, scheduler entries.")
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescape on for .html
     templates.env.filters["pretty"] = _pretty
+    templates.env.filters["latency"] = lambda pending, secs: humanize.latency(pending, secs)
+    templates.env.filters["ago"] = lambda v: humanize.ago(_when(v)) if v else ""
+    templates.env.filters["utc"] = lambda v: humanize.utc(_when(v)) if v else ""
+    templates.env.filters["when"] = lambda v: f"{humanize.utc(_when(v))} ({humanize.ago(_when(v))})" if v else ""
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     @app.middleware("http")
@@ -254,6 +263,22 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         """A parameter of the wrong type or out of range: 400 with what is wrong, as every bad input."""
         return JSONResponse({"error": "; ".join(_problem(e) for e in exc.errors())}, 400)
 
+    memory: dict[str, int | None] = {}
+    memory_read = [-MEMORY_EVERY]
+
+    async def queue_infos() -> list[Any]:
+        """Every queue's info, with a memory reading at most MEMORY_EVERY seconds old (it costs
+        four times the rest: not at every refresh of every open overview)."""
+        now = time.monotonic()
+        fresh = now - memory_read[0] >= MEMORY_EVERY
+        infos = await inspector.all_queue_info(memory=fresh)
+        if fresh:
+            memory.clear()
+            memory.update({q.queue: q.memory_bytes for q in infos})
+            memory_read[0] = now
+            return infos
+        return [replace(q, memory_bytes=memory.get(q.queue)) for q in infos]
+
     def page(request: Request, name: str, **context: Any) -> Any:
         return templates.TemplateResponse(request, name, {"read_only": read_only, "refresh": refresh, **context})
 
@@ -261,8 +286,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/api/queues", tags=["queues"])
     async def queues() -> Any:
-        """Every queue: its counts by state, size, latency, memory, processed and failed totals."""
-        return jsonable(await inspector.all_queue_info(memory=False))
+        """Every queue: its counts by state, size, latency, memory (``memory_bytes``: read at most
+        every 30 s; null until a queue's first reading or where Redis refuses MEMORY), processed
+        and failed totals."""
+        return jsonable(await queue_infos())
 
     @app.get("/api/queues/{queue}", tags=["queues"])
     async def queue(queue: str, days: int = Query(7, ge=1, le=90)) -> Any:
@@ -428,7 +455,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def overview(request: Request) -> Any:
-        return page(request, "overview.html", queues=await inspector.all_queue_info(memory=False))
+        return page(request, "overview.html", queues=await queue_infos())
 
     @app.get("/queues/{queue}", response_class=HTMLResponse, include_in_schema=False)
     async def queue_page(request: Request, queue: str, state: str = "pending", page_no: int = Query(1, alias="page"),
@@ -479,6 +506,11 @@ def _problem(error: dict[str, Any]) -> str:
     """One of FastAPI's validation errors as text: 'page: Input should be ...'."""
     where = [str(x) for x in error.get("loc", ()) if x not in ("query", "path", "body")]
     return f"{'.'.join(where) or 'request'}: {error.get('msg', 'invalid')}"
+
+
+def _when(value: Any) -> datetime:
+    """A time as the templates get it (a datetime, or its ISO 8601 text from jsonable)."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
 
 def _pretty(value: Any, indent: int | None = None) -> str:
