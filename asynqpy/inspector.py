@@ -77,7 +77,8 @@ class Inspector:
                    group: str = "") -> list[TaskInfo]:
         """One page (1-based, at most 1000 tasks) of the tasks in ``state``. Order: pending oldest
         first (the order they run in); active, scheduled and retry by lease expiry / due time;
-        archived and completed newest first; aggregating (give the ``group``) oldest first."""
+        archived and completed newest first; aggregating (give the ``group``) oldest first. A page
+        starting past position 10**15 is an InvalidArgumentError."""
         return self._run(self._plans.list_tasks(queue, state, page, page_size, group))
 
     def groups(self, queue: str) -> list[GroupInfo]:

@@ -22,6 +22,7 @@ from typing import Any
 from .core.clock import Clock
 from .core.cron import GRACE_MS, Entry, make_entry
 from .core.errors import InvalidArgumentError
+from .core.options import MAX_SECONDS
 from .core.signing import SigningKeys, make_signer
 from .redisio.connection import async_client, check_url
 from .redisio.executor import AsyncExecutor
@@ -44,8 +45,9 @@ class Scheduler:
                  clock: Clock | None = None, signing_key: SigningKeys | None = None,
                  max_payload_bytes: int = 1 << 20) -> None:
         for name, value, low in (("refresh", refresh, 0.01), ("grace", grace, 0.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < float("inf"):
-                raise InvalidArgumentError(f"{name} must be a number of seconds >= {low:g}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= MAX_SECONDS:
+                raise InvalidArgumentError(f"{name} must be a number of seconds >= {low:g} and at most 100 years, "
+                                           f"got {value!r}")
         if isinstance(redis, str):
             check_url(redis)
         self._redis_arg = redis

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -77,6 +78,8 @@ def test_interval_and_seconds_ticks() -> None:
     ({"cron": "* * *"}, "cron: Wrong number of fields"),
     ({"cron": "* * * * *", "tz": "Mars/Base"}, "tz: unknown time zone 'Mars/Base'"),
     ({"every": 0.5}, "every must be a number of seconds >= 1"),
+    ({"every": 10**20}, "every must be at most 100 years"),
+    ({"every": 100 * 365 * 24 * 3600 + 1}, "every must be at most 100 years"),
     ({}, "either cron='...' or every=seconds"),
     ({"every": 5, "cron": "* * * * *"}, "either cron='...' or every=seconds"),
     ({"every": 5, "missed": "all"}, "missed must be one of skip, last"),
@@ -176,6 +179,30 @@ def test_inspector_actions_on_entries(backend: Any) -> None:
         assert insp.task_info("iq", id).state is TaskState.PENDING  # what it enqueued stays
 
 
+def test_an_every_beyond_100_years_is_refused_and_a_stored_one_is_listed(backend: Any) -> None:
+    """every= had no upper bound: cron_add stored every=1e20 and every listing of the entries then
+    raised OverflowError (cron ls, the console's /scheduler). It is refused, nothing stored; one
+    stored before (or by hand) is listed, with its next tick as the latest datetime, and never fires."""
+    from asynqpy.core.keys import queue_keys
+
+    with Inspector(backend.sync) as insp:
+        insp.cron_add("fine", "t", every=60, queue="cq")
+        with pytest.raises(InvalidArgumentError, match="every must be at most 100 years"):
+            insp.cron_add("far", "t", every=10**20, queue="cq")
+        assert [i.name for i in insp.scheduler_entries()] == ["fine"]
+        far = Entry("far", "t", None, "cq", every=1e20, created_ms=1)  # as an earlier version stored it
+        k = queue_keys("cq")
+        backend.sync.hset(k.cron, "far", encode_entry(far))
+        backend.sync.lpush(k.cron_history("far"), f"{10**22} cron:far:x {10**22}", "0 cron:far:now:1 5000")
+        infos = {i.name: i for i in insp.scheduler_entries()}
+        assert sorted(infos) == ["far", "fine"] and infos["fine"].next_tick is not None
+        assert infos["far"].next_tick == datetime.max.replace(tzinfo=timezone.utc)
+        assert infos["far"].entry.spec() == "every 1e+20s"
+        assert [f.task_id for f in infos["far"].history] == ["cron:far:now:1"]  # the unreadable tick is left out
+        now = int(time.time() * 1000)
+        assert due_ticks(far, 0, now) == [] and due_ticks(replace(far, missed="last"), 0, now) == []
+
+
 def test_a_changed_or_removed_entry_stops_firing_its_old_definition(backend: Any) -> None:
     """A scheduler planned from a definition an operator changed since writes nothing for it
     (it reloads); one removed fires no more."""
@@ -233,6 +260,7 @@ def test_cron_commands(redis_url: str) -> None:
         (("add", "x", "t", "--cron", "* * * * *", "--tz", "Nowhere/Land"), "asynqpy: error: tz: unknown time zone"),
         (("add", "x", "t"), "asynqpy: error: give --cron EXPR or --every SECONDS (one of them)"),
         (("add", "x", "t", "--every", "5", "--payload", "{oops"), "asynqpy: error: --payload is not JSON"),
+        (("add", "x", "t", "--every", "1e20"), "asynqpy: error: every must be at most 100 years"),
         (("pause", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
         (("rm", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
         (("history", "nope"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
@@ -241,6 +269,16 @@ def test_cron_commands(redis_url: str) -> None:
         assert code == 2 and err.startswith(message) and err.count("\n") == 1, (args, err)
     with Inspector(redis_url) as insp:  # the refusals changed nothing
         assert [i.name for i in insp.scheduler_entries()] == ["nightly"]
+    import redis
+
+    from asynqpy.core.keys import queue_keys
+
+    far = Entry("far", "t", None, "default", every=1e20, created_ms=1)  # stored before every= was bounded
+    redis.Redis.from_url(redis_url).hset(queue_keys("default").cron, "far", encode_entry(far))
+    code, out, err = cli("cron", "ls", *u)
+    assert code == 0 and "far" in out and "every 1e+20s" in out and "nightly" in out, err
+    code, out, err = cli("cron", "ls", "--json", *u)
+    assert code == 0 and {e["name"]: e for e in json.loads(out)}["far"]["next_tick"].startswith("9999-12-31"), err
 
 
 @pytest.mark.real
@@ -300,6 +338,9 @@ def test_bad_periodic_declarations(backend: Any) -> None:
         s.register("a", "t", every=6)
     with pytest.raises(InvalidArgumentError, match="refresh must be"):
         Scheduler(backend.sync, refresh=0)
+    for name in ("refresh", "grace"):  # a time a scheduler computes with: bounded as every duration
+        with pytest.raises(InvalidArgumentError, match=f"{name} must be .* at most 100 years"):
+            Scheduler(backend.sync, **{name: 10**20})
 
 
 def test_removing_a_queue_with_entries(backend: Any) -> None:

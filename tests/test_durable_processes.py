@@ -334,6 +334,12 @@ def test_bad_input_gets_typed_errors_and_loses_nothing(backend: Any) -> None:
                 insp.process(Q, "nope")
             with pytest.raises(InvalidArgumentError):
                 insp.process(Q, "x", count=5000)
+            for bad in ({"first": 10**20}, {"first": 10**15 + 1}):  # was an untyped error from Redis
+                with pytest.raises(InvalidArgumentError, match="first must be an int from 0 to 1000000000000000"):
+                    insp.process(Q, "x", **bad)
+            with pytest.raises(InvalidArgumentError, match="start must be an int from 0 to 1000000000000000"):
+                insp.processes(Q, 10**20)
+            assert insp.processes(Q, 10**15) == (0, [])
             c.start_process("payment", "b1", {"amount": 1}, queue=Q)
             async with serving(backend.new_async(), payment_mux(), queues=[Q]):
                 with pytest.raises(TaskFailedError, match="returns a Step"):  # a processor's bad return
@@ -400,6 +406,8 @@ def test_cli_process_commands(redis_url: str) -> None:
             (("process", "call", "nope", "-q", Q), "no process 'nope'"),
             (("process", "call", "c1", "-q", Q, "--args", "{bad"), "--args is not valid JSON"),
             (("process", "rm", "nope", "-q", Q), "no process 'nope'"),
+            (("process", "ls", "-q", Q, "--start", str(10**20)), "start must be an int from 0 to"),
+            (("process", "inspect", "c1", "-q", Q, "--first", str(10**20)), "first must be an int from 0 to"),
         ]:
             code, out = run(*args)
             assert code == 2 and message in out and len(out.strip().splitlines()) == 1, (args, out)

@@ -26,7 +26,7 @@ from .errors import (
     TaskNotFoundError,
     ThrottledError,
 )
-from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
+from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, known_queues, queue_keys
 from .signing import Signer
 from .stored import key_of, lock_digest
 from .task import TaskState
@@ -907,7 +907,9 @@ class Broker:
                     (kind, order, start, stop, "1" if values else "0"))
 
     def queues(self) -> Call[list[str]]:
-        return Call(lambda r: sorted(_s(x) for x in r), command=("SMEMBERS", ALL_QUEUES))
+        """Every known queue's name, sorted: the one read of :data:`ALL_QUEUES` (invalid members are
+        skipped and logged, :func:`~asynqpy.core.keys.known_queues`)."""
+        return Call(known_queues, command=("SMEMBERS", ALL_QUEUES))
 
     def get_task(self, queue: str, id: str) -> Call[bytes | None]:
         """The stored value of a task (state char [+ token] + message), or None."""

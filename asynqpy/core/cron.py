@@ -33,7 +33,8 @@ from .broker import Broker, Call
 from .codec import Message
 from .errors import EntryNotFoundError, InvalidArgumentError
 from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_queue
-from .options import _is_text
+from .options import MAX_SECONDS, _is_text
+from .task import ms_to_datetime
 
 MISSED = ("skip", "last")
 """What an entry does with ticks missed while no scheduler ran: skip them, or run the last one once."""
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
     from .inspection import Plan
 
 _NAME = re.compile(r"^[^\s{}]{1,200}$")
+
+
+_MAX_MS = int(datetime.max.replace(tzinfo=timezone.utc).timestamp() * 1000)
+"""The latest time a datetime holds, in Unix ms."""
 
 
 def _utc(ms: int) -> datetime:
@@ -155,6 +160,8 @@ def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "
         if isinstance(every, bool) or not isinstance(every, (int, float)) or not 1 <= every < math.inf \
                 or every * 1000 != int(every * 1000):
             raise InvalidArgumentError(f"every must be a number of seconds >= 1 (whole milliseconds), got {every!r}")
+        if every > MAX_SECONDS:
+            raise InvalidArgumentError(f"every must be at most 100 years ({MAX_SECONDS} seconds), got {every!r}")
         every = float(every)
         zone(tz)
     else:
@@ -255,9 +262,11 @@ def parse_history(items: list[bytes]) -> list[Fired]:
     for raw in items:
         try:
             tick, id, at = _split(raw)
-            out.append(Fired(int(tick), id, int(at)))
+            fired = Fired(int(tick), id, int(at))
         except (ValueError, UnicodeDecodeError):
             continue
+        if 0 <= fired.tick_ms <= _MAX_MS and 0 <= fired.enqueued_ms <= _MAX_MS:  # else not one it wrote
+            out.append(fired)
     return out
 
 
@@ -414,7 +423,8 @@ def entries_plan(queue: str | None, now_ms: int, history: int = HISTORY) -> Plan
         fired = parse_history(_raise(hist))
         last = qe.last.get(name, 0)
         nxt = None if name in qe.paused else e.first_after(max(now_ms, last))
-        out.append(EntryInfo(e, name in qe.paused, _utc(last) if last else None, _utc(nxt) if nxt else None,
+        # (ms_to_datetime: an entry stored before every= was bounded has ticks past year 9999)
+        out.append(EntryInfo(e, name in qe.paused, ms_to_datetime(last), ms_to_datetime(nxt or 0),
                              fired[0].task_id if fired else None, fired))
     return out
 

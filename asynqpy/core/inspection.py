@@ -55,6 +55,21 @@ Plan = Generator[list[Call[Any]], list[Any], T]
 
 MAX_PAGE_SIZE = 1000
 """Largest page ``list_tasks`` returns (bounds the work of one call)."""
+MAX_OFFSET = 10**15
+"""The furthest position a listing starts at (a page of tasks or processes, a process's first
+event): beyond about 10**16 the scripts' numbers no longer reach Redis as integers."""
+
+
+def page_start(page: object, page_size: int) -> int:
+    """The position (0-based) page ``page`` (from 1) of ``page_size`` items starts at;
+    InvalidArgumentError for a page that is not an int >= 1 or that starts past
+    :data:`MAX_OFFSET`."""
+    last = MAX_OFFSET // page_size + 1
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= last:
+        raise InvalidArgumentError(f"page must be an int from 1 to {last} (pages of {page_size}), got {page!r}")
+    return (page - 1) * page_size
+
+
 MAX_HISTORY_DAYS = 90
 """Daily counters are kept 90 days."""
 MEMORY_SAMPLES = 5
@@ -357,11 +372,9 @@ class Plans:
             validate_group(group)
             if st is not G:
                 raise InvalidArgumentError(f"group applies to aggregating tasks, not {st.value} ones")
-        for name, n, top in (("page", page, None), ("page_size", page_size, MAX_PAGE_SIZE)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (top is not None and n > top):
-                limit = f" and at most {top}" if top else ""
-                raise InvalidArgumentError(f"{name} must be an int >= 1{limit}, got {n!r}")
-        start = (page - 1) * page_size
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidArgumentError(f"page_size must be an int >= 1 and at most {MAX_PAGE_SIZE}, got {page_size!r}")
+        start = page_start(page, page_size)
         res = yield [self._member(queue), self.b.page(queue, st, start, start + page_size - 1, group=group),
                      self._now()]
         self._check(queue, res[0])

@@ -6,7 +6,9 @@ and every script, which only touches one queue, can be run on a cluster.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterable
 from datetime import date
 
 from .errors import InvalidArgumentError
@@ -82,6 +84,28 @@ def validate_queue(name: object) -> str:
     if len(_valid) < 10_000:
         _valid.add(name)
     return name
+
+
+_skipped: set[bytes | str] = set()
+_log = logging.getLogger("asynqpy.inspector")
+
+
+def known_queues(members: Iterable[bytes | str]) -> list[str]:
+    """The valid queue names among ``members`` (of :data:`ALL_QUEUES`), sorted. A member that is
+    not one (an SADD by hand, or by a role allowed to write that set) is skipped, with one WARNING
+    per name and process: a single bad member must not blind every all-queues view."""
+    out = []
+    for m in members:
+        name: bytes | str = m
+        try:
+            name = m.decode() if isinstance(m, bytes) else m
+            out.append(validate_queue(name))
+        except (UnicodeDecodeError, InvalidArgumentError):
+            if name not in _skipped:
+                if len(_skipped) < 10_000:
+                    _skipped.add(name)
+                _log.warning("skipping %r in %s: not a valid queue name (remove it with SREM)", name, ALL_QUEUES)
+    return sorted(out)
 
 
 def limit_keys(name: str) -> tuple[str, str]:

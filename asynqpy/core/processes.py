@@ -9,7 +9,7 @@ from typing import Any
 from .broker import Broker, Call
 from .codec import decode
 from .errors import InvalidArgumentError, MalformedMessageError
-from .inspection import Plan
+from .inspection import MAX_OFFSET, Plan
 from .keys import queue_keys
 from .process import (
     ERROR,
@@ -37,8 +37,8 @@ def read(b: Broker, queue: str, pid: str, first: int = 0, count: int = 20,
     Inspector's view). Raises ProcessNotFoundError."""
     validate_id(pid)
     for name, v in (("first", first), ("count", count)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise InvalidArgumentError(f"{name} must be an int >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_OFFSET:
+            raise InvalidArgumentError(f"{name} must be an int from 0 to {MAX_OFFSET}, got {v!r}")
     if count > MAX_PAGE:
         raise InvalidArgumentError(f"count must be at most {MAX_PAGE}, got {count}")
     res = yield [b.proc_read(queue, pid, first, count)]
@@ -79,8 +79,8 @@ def listing(b: Broker, queue: str, start: int = 0, count: int = 100,
     """(how many processes ``queue`` has, a page of them by last change, newest first, without
     their history). ``status`` (starting, running, error): only those, and how many there are;
     that reads every record of the queue (HSCAN, a thousand at a time: O(processes))."""
-    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-        raise InvalidArgumentError(f"start must be an int >= 0, got {start!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= MAX_OFFSET:
+        raise InvalidArgumentError(f"start must be an int from 0 to {MAX_OFFSET}, got {start!r}")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PAGE:
         raise InvalidArgumentError(f"count must be an int from 1 to {MAX_PAGE}, got {count!r}")
     if status is not None:
