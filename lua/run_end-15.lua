@@ -7,7 +7,9 @@ is dropped, so the worker may take a run of the task again later. Failed and exp
 as the task's failures. When `runs` workers have succeeded the task completes; when its failures
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
 leaves the targeted zset, its index zsets and the runs hash, and its lock is released. A run task
-ending after its task is gone (deleted, archived, completed) is just deleted.
+ending after its task is gone (deleted, archived, completed) is just deleted, and so is one whose
+worker's entry in the record is not 'running' (a new task stored under the same id since: the run
+belongs to the task that was deleted, and is not credited to the new one).
 KEYS[1] t              tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] targeted       targeted tasks zset (id -> when enqueued)
@@ -75,6 +77,11 @@ if not tv or string.sub(tv, 1, 1) ~= 'm' or not rec then
   return {run ~= '' and 1 or 0, ''}
 end
 local r = rec_parse(rec)
+if name and (not r.states[name] or r.states[name][1] ~= 'r') then
+  -- not this task's run: the task it ran for was deleted and a new one stored under its id (the
+  -- run's worker is not running it: the run belongs to another incarnation); it changes nothing
+  return {1, ''}
+end
 if name then
   if outcome == 'g' then
     r.states[name] = nil

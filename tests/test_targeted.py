@@ -234,3 +234,42 @@ def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
     ]:
         code, _, err = cli(*args)
         assert code == 2 and err.startswith("asynqpy: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_a_plain_task_whose_id_holds_a_bar_is_not_taken_for_a_run_at_lease_renewal(backend: Any) -> None:
+    """Issue 29 #9: extend took any id holding '|' for a run of a targeted task: a plain task
+    'x|y' whose prefix 'x' is a targeted task that no longer allows worker 'y' was deleted at its
+    heartbeat and reported lost. The worker now says which leases are runs (and of which task)."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", None, queue=Q, workers=["w1"], task_id="x")
+        backend.sync.hset(queue_keys(Q).runs, "x", "1 w1 0 y=f:1")  # 'y' failed a run, then left the list
+        c.enqueue("plain", None, queue=Q, task_id="x|y")
+        got = ex.run(b.dequeue(Q, 5, 30_000, "tok00001"))
+        assert [id for id, _ in got.tasks] == ["x|y"]
+        _, lost = ex.run(b.extend(Q, 30_000, [("x|y", "tok00001", "")]))
+        assert lost == []
+        assert insp.task_info(Q, "x|y").state is TaskState.ACTIVE
+        assert insp.task_info(Q, "x").runs == {"y": "failed"}
+
+
+def test_a_run_of_a_deleted_task_is_not_credited_to_a_new_task_under_its_id(backend: Any) -> None:
+    """Issue 29 #9: a run still running when its targeted task was deleted, ending after a new
+    targeted task was stored under the same (caller-chosen) id, was counted as the new task's run
+    (it could even complete it). A run now changes a record only where its worker is running."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", 1, queue=Q, runs=2, task_id="job", retention=600)
+        got = ex.run(b.dequeue(Q, 5, 30_000, "tok00001", "w1"))
+        [(run, raw)] = got.tasks
+        assert run == "job|w1"
+        insp.delete_task(Q, "job")  # the run goes on
+        c.enqueue("warm", 2, queue=Q, workers=["w1"], task_id="job", retention=600)
+        msg = insp.task_info(Q, "job")
+        assert msg.state is TaskState.TARGETED
+        from asynqpy.core import codec
+        code, state = ex.run(b.run_end(Q, "job", codec.decode(raw), "s", run=run, token="tok00001"))
+        assert (code, state) == (1, "")
+        info = insp.task_info(Q, "job")
+        assert info.state is TaskState.TARGETED and info.runs == {} and info.payload == 2
+        assert not backend.sync.hexists(queue_keys(Q).tasks, run)  # the old run is gone

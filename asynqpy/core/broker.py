@@ -780,12 +780,15 @@ class Broker:
                                                                             q.prio),
                     (id_arg(id), token))
 
-    def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
-        """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
+    def extend(self, queue: str, lease_ms: int,
+               held: Sequence[tuple[str, str] | tuple[str, str, str]]) -> Call[tuple[int, list[str]]]:
+        """Renew leases for (id, token) pairs, or (id, token, run_of) for a run of targeted task
+        ``run_of`` (only those are runs: an id holding '|' is not one by itself). Returns (now, ids
+        whose lease was lost)."""
         q = queue_keys(queue)
         args: list[Any] = [lease_ms, self.clock.script_now()]
-        for id, token in held:
-            args += [id_arg(id), token]
+        for id, token, *run_of in held:
+            args += [id_arg(id), token, id_arg(run_of[0]) if run_of and run_of[0] else ""]
         return Call(
             lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease, q.runs, q.progress, q.wake),
             tuple(args),
