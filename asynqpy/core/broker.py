@@ -970,16 +970,17 @@ class Broker:
         return tuple(keys), tuple(args)
 
     def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, msg: Message, at_ms: int | None,
-                  in_ms: int | None, window: int, hint: int) -> Call[int]:
+                  in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[int]:
         """pending/scheduled/retry -> the same task with ``msg`` (sealed here) and, if ``at_ms`` or
         ``in_ms`` is given, a new due time. ``read``: the stored value the caller read (the task
-        must still hold it). Codes in lua/edit_task-9.lua."""
+        must still hold it). ``keyed``: a scheduled task due now stays scheduled (due now by the
+        Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
         q = queue_keys(queue)
         return Call(int, "edit_task",
                     (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf,
                      q.prio),
                     (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
-                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now()))
+                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now(), "1" if keyed else "0"))
 
     def aggregate(self, queue: str, group: str, members: Sequence[tuple[str, bytes]], id: str,
                   msg: Message) -> Call[int]:

@@ -496,12 +496,12 @@ class Plans:
                 msg = msg.with_(max_retry=retry)
             if "priority" in changes:
                 msg = msg.with_(priority=priority)
-            if msg.key and state is S and (in_ms is not None and in_ms <= 0 or at_ms is not None
-                                           and at_ms <= self.b.clock.now_ms()):
-                at_ms, in_ms = None, 1  # a keyed task due now takes its turn through its key (forwarder)
             hint = -1
             while True:
-                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]
+                # a keyed scheduled task due now takes its turn through its key (the forwarder): the
+                # script decides "now" on the Redis clock (keyed=True)
+                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint,
+                                              keyed=bool(msg.key))]
                 code = value(res[0])
                 if code != NOT_LOCATED or hint != -1:
                     break
