@@ -197,6 +197,8 @@ def test_delete_and_archive_targeted_tasks_and_refusals(backend: Any) -> None:
             ({"runs": 3, "workers": ["a", "b"]}, "could never complete"),
             ({"runs": 2, "process_in": 5}, "not with group, process_at"),
             ({"workers": ["a"], "group": "g"}, "not with group"),
+            ({"workers": ["a"], "priority": 9}, "has no priority"),  # issue 29 #8: it was ignored
+            ({"runs": 2, "priority": 0}, "has no priority"),
         ]:
             with pytest.raises(InvalidArgumentError, match=match):
                 c.enqueue("warm", queue=Q, **kwargs)
@@ -273,3 +275,49 @@ def test_a_run_of_a_deleted_task_is_not_credited_to_a_new_task_under_its_id(back
         info = insp.task_info(Q, "job")
         assert info.state is TaskState.TARGETED and info.runs == {} and info.payload == 2
         assert not backend.sync.hexists(queue_keys(Q).tasks, run)  # the old run is gone
+
+
+def _named_mux(fail_on: set[str]) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("warm")
+    async def warm(task: Task) -> str:
+        worker = task.id.rpartition("|")[2]
+        if worker in fail_on:
+            raise RuntimeError(f"no cache on {worker}")
+        return f"warm on {worker}"
+
+    return mux
+
+
+def test_a_finished_targeted_task_keeps_its_result_and_runs_record(backend: Any) -> None:
+    """Issue 29 #8: a completed targeted task kept no result even with retention, and its
+    per-worker runs record and failure count were lost when it completed or was archived. Kept
+    now: the result of the run that completed it, and the final record, as long as the task."""
+    mux = _named_mux({"w0"})
+    q = queue_keys(Q)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            ok = c.enqueue("warm", None, queue=Q, workers=["w0", "w1", "w2"], runs=2, max_retry=5, retention=600)
+            bad = c.enqueue("warm", None, queue=Q, workers=["w0"], max_retry=0)
+            gone = c.enqueue("warm", None, queue=Q, workers=["w1"])  # no retention: nothing is kept
+            async with serving(backend.new_async(), mux, queues=[Q], name="w0"):
+                await until(lambda: insp.task_info(Q, ok.id).runs == {"w0": "failed"})
+                await until(lambda: insp.task_info(Q, bad.id).state is TaskState.ARCHIVED)
+            async with serving(backend.new_async(), mux, queues=[Q], name="w1"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="w2"):
+                await until(lambda: insp.task_info(Q, ok.id).state is TaskState.COMPLETED)
+                await until(lambda: not backend.sync.hexists(q.tasks, gone.id))
+            info = insp.task_info(Q, ok.id)
+            assert info.runs == {"w0": "failed", "w1": "succeeded", "w2": "succeeded"} and info.retried == 1
+            assert info.result in ("warm on w1", "warm on w2")  # the run that completed it
+            assert 0 < backend.sync.pttl(q.ran(ok.id)) <= 600_000  # kept as long as the task
+            failed = insp.task_info(Q, bad.id)
+            assert failed.runs == {"w0": "failed"} and failed.retried == 1 and "no cache on w0" in failed.last_error
+            assert not backend.sync.exists(q.ran(gone.id))
+            insp.delete_task(Q, ok.id)  # (what deleting a kept task leaves expires with its retention)
+            c.enqueue("warm", None, queue=Q, task_id=ok.id, retention=600)  # a plain task, same id
+            assert insp.task_info(Q, ok.id).runs == {}
+
+    asyncio.run(main())

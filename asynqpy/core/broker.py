@@ -268,6 +268,10 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
     return parse
 
 
+ARCHIVED_RUNS_TTL_MS = 90 * 24 * 3600 * 1000
+"""How long an archived targeted task's runs record is kept (the default ``archive_max_age``)."""
+
+
 def _targets(q: QueueKeys, workers: Sequence[str] | None) -> tuple[list[str], list[str]]:
     """A targeted task's index zsets and the wake lists of the workers it names."""
     if workers is None:
@@ -568,16 +572,18 @@ class Broker:
 
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
-                ) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-15.lua),
+                result: Any = None) -> Call[tuple[int, str]]:
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
-        ``failed``: the message with the run's error. Returns (code, the task's state after)."""
+        ``failed``: the message with the run's error; ``result``: a succeeded run's result (the
+        task's result if this run completes it, with retention). A kept task (completed with
+        retention, archived) keeps its final runs record. Returns (code, the task's state after)."""
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
         done = b""
         if msg.retention_ms > 0:
-            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms()))
+            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms(), result=result))
         processed_day, failed_day = self._day_keys(q)
         check = _finish_code("run_end", run or task_id)
 
@@ -591,11 +597,12 @@ class Broker:
             parse,
             "run_end",
             (q.tasks, q.lease, q.targeted, q.runs, q.archived, q.completed, q.events, q.conf, q.progress,
-             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, *index, *wakes),
+             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, q.ran(task_id),
+             *index, *wakes),
             (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
              self.clock.script_now(), done, msg.retention_ms,
              self.seal(queue, task_id, failed) if failed is not None else b"",
-             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S),
+             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS),
         )
 
     def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message) -> Call[int]:

@@ -702,6 +702,7 @@ class Plans:
             Call(lambda r: r, command=("HGET", q.runs, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
             self.b.deps(queue, id), self.b.children_of(queue, id),
+            Call(lambda r: r, command=("GET", q.ran(id))),
         ]
         stored = value(res[1])
         if stored is None:
@@ -712,6 +713,10 @@ class Plans:
         info.progress = _progress_value(res[3])
         if info.state is M and isinstance(res[4], bytes):
             record = parse_runs(res[4])
+            info.runs, info.retried = record.states, record.failures
+        elif info.state in (C, X) and (info.workers is not None or info.runs_wanted > 1) and isinstance(
+                res[12], bytes):
+            record = parse_runs(res[12])  # a finished targeted task's final record, kept with it
             info.runs, info.retried = record.states, record.failures
         deps, children = res[10], res[11]
         if isinstance(deps, Record) and deps.policy:

@@ -179,6 +179,11 @@ class QueueKeys:
         """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""
         return f"{self.base}m:w:{worker}"
 
+    def ran(self, id: str) -> str:
+        """STRING: the final runs record of targeted task ``id`` once it completed with retention
+        (kept as long) or was archived (lua/run_end-16.lua)."""
+        return f"{self.base}ran:{id}"
+
     def wake_for(self, worker: str) -> str:
         """LIST: the wake-up token of ``worker`` alone (a targeted task naming it arrived)."""
         return f"{self.base}wake:w:{worker}"

@@ -6,7 +6,8 @@ g = given back (the worker stopped, or was rate limited, before the run did anyt
 is dropped, so the worker may take a run of the task again later. Failed and expired runs count
 as the task's failures. When `runs` workers have succeeded the task completes; when its failures
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
-leaves the targeted zset, its index zsets and the runs hash, and its lock is released. A run task
+leaves the targeted zset, its index zsets and the runs hash, and its lock is released; a task
+kept (completed with retention, archived) keeps its final runs record in KEYS[16]. A run task
 ending after its task is gone (deleted, archived, completed) is just deleted, and so is one whose
 worker's entry in the record is not 'running' (a new task stored under the same id since: the run
 belongs to the task that was deleted, and is not credited to the new one).
@@ -25,20 +26,25 @@ KEYS[12] failed        lifetime failed counter
 KEYS[13] failed_day    today's failed counter
 KEYS[14] lock          the task's uniqueness lock (the queue's placeholder when not unique)
 KEYS[15] wake          the queue's wake-up list (a freed run of a task any worker may run)
-KEYS[16..15+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
-KEYS[16+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
+KEYS[16] kept          the task's kept runs record ('ran:<task id>', a string): written when the
+                       task completes with retention (for that long) or is archived (for
+                       ARGV[13] ms), with its final record; deleted otherwise
+KEYS[17..16+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
+KEYS[17+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
 ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
 ARGV[2] token          the run's lease token (the worker's, or the one read with the expired lease)
 ARGV[3] outcome        s f e g (a run), D X (the operator)
 ARGV[4] task           the targeted task's id
 ARGV[5] recover        '1' = the recoverer: the run's lease must have expired
 ARGV[6] now            '' = Redis time; else a simulated time in ms
-ARGV[7] done           the task's message when completed with retention ('' = delete it then)
+ARGV[7] done           the task's message when completed with retention ('' = delete it then);
+                       its result is the result of the run that completes it
 ARGV[8] retention      ms to keep it completed
 ARGV[9] failed         the task's message with this run's error ('' = keep the stored one)
 ARGV[10] max_retry     failures allowed before the task is archived
 ARGV[11] k             how many index zsets follow the fixed keys
 ARGV[12] day_ttl       seconds to keep a daily counter
+ARGV[13] archived_ttl  ms to keep an archived task's runs record
 Returns {code, state}: code 1 = done, 0 = no such run (or task, for the operator), -3 = the
 run's lease is not held, -4 = (recoverer) lease still alive; state = the task's state after
 ('m', 'c', 'x', 'd' deleted, or '' when the task was already gone).
@@ -107,10 +113,18 @@ elseif (outcome == 'f' or outcome == 'e') and r.failures > tonumber(ARGV[10]) th
 end
 if finish then
   redis.call('ZREM', KEYS[3], tid)
-  for i = 16, 15 + k do
+  for i = 17, 16 + k do
     redis.call('ZREM', KEYS[i], tid)
   end
   redis.call('HDEL', KEYS[4], tid)
+  -- the final runs record (who ran it, how, the failures) stays with a kept task, as long as it
+  if finish == 'c' and ARGV[7] ~= '' then
+    redis.call('SET', KEYS[16], rec_build(r), 'PX', math.max(1, tonumber(ARGV[8])))
+  elseif finish == 'x' or finish == 'X' then
+    redis.call('SET', KEYS[16], rec_build(r), 'PX', math.max(1, tonumber(ARGV[13])))
+  else
+    redis.call('DEL', KEYS[16])
+  end
   release_lock(KEYS[14], tid)
   local mtype = msg_type(string.sub(tv, 2))
   if finish == 'c' then
@@ -142,7 +156,7 @@ if outcome ~= 's' then  -- a run is free again: wake a worker that may take it
   if r.allowed == '*' then
     signal(KEYS[15])
   else
-    for i = 16 + k, #KEYS do
+    for i = 17 + k, #KEYS do
       signal(KEYS[i])
     end
   end
