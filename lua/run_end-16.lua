@@ -7,7 +7,8 @@ is dropped, so the worker may take a run of the task again later. Failed and exp
 as the task's failures. When `runs` workers have succeeded the task completes; when its failures
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
 leaves the targeted zset, its index zsets and the runs hash, and its lock is released; a task
-kept (completed with retention, archived) keeps its final runs record in KEYS[16]. A run task
+kept (completed with retention, archived) keeps its final runs record in KEYS[16], with the
+results of its succeeded runs (retention only). A run task
 ending after its task is gone (deleted, archived, completed) is just deleted, and so is one whose
 worker's entry in the record is not 'running' (a new task stored under the same id since: the run
 belongs to the task that was deleted, and is not credited to the new one).
@@ -26,9 +27,10 @@ KEYS[12] failed        lifetime failed counter
 KEYS[13] failed_day    today's failed counter
 KEYS[14] lock          the task's uniqueness lock (the queue's placeholder when not unique)
 KEYS[15] wake          the queue's wake-up list (a freed run of a task any worker may run)
-KEYS[16] kept          the task's kept runs record ('ran:<task id>', a string): written when the
-                       task completes with retention (for that long) or is archived (for
-                       ARGV[13] ms), with its final record; deleted otherwise
+KEYS[16] kept          what is kept of the task's runs ('ran:<task id>', a hash): field 'r:<name>'
+                       = the result of worker <name>'s succeeded run (tasks with retention only),
+                       and, once the task completes with retention (kept that long) or is
+                       archived (ARGV[13] ms), field '' = its final record; deleted otherwise
 KEYS[17..16+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
 KEYS[17+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
 ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
@@ -44,7 +46,9 @@ ARGV[9] failed         the task's message with this run's error ('' = keep the s
 ARGV[10] max_retry     failures allowed before the task is archived
 ARGV[11] k             how many index zsets follow the fixed keys
 ARGV[12] day_ttl       seconds to keep a daily counter
-ARGV[13] archived_ttl  ms to keep an archived task's runs record
+ARGV[13] archived_ttl  ms to keep an archived task's runs record (and the longest its run results
+                       wait for the task to finish)
+ARGV[14] result        a succeeded run's encoded result, kept in KEYS[16] ('' = none: no retention)
 Returns {code, state}: code 1 = done, 0 = no such run (or task, for the operator), -3 = the
 run's lease is not held, -4 = (recoverer) lease still alive; state = the task's state after
 ('m', 'c', 'x', 'd' deleted, or '' when the task was already gone).
@@ -97,6 +101,10 @@ if name then
     end
     r.states[name] = {outcome, tostring(now)}
   end
+  if outcome == 's' and ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[16], 'r:' .. name, ARGV[14])
+    redis.call('EXPIRE', KEYS[16], math.max(1, math.ceil(tonumber(ARGV[13]) / 1000)))
+  end
   if outcome == 'f' or outcome == 'e' then
     r.failures = r.failures + 1
   end
@@ -118,10 +126,13 @@ if finish then
   end
   redis.call('HDEL', KEYS[4], tid)
   -- the final runs record (who ran it, how, the failures) stays with a kept task, as long as it
+  -- (EXPIRE in seconds, rounded up: the roles' ACLs allow EXPIRE)
   if finish == 'c' and ARGV[7] ~= '' then
-    redis.call('SET', KEYS[16], rec_build(r), 'PX', math.max(1, tonumber(ARGV[8])))
+    redis.call('HSET', KEYS[16], '', rec_build(r))
+    redis.call('EXPIRE', KEYS[16], math.max(1, math.ceil(tonumber(ARGV[8]) / 1000)))
   elseif finish == 'x' or finish == 'X' then
-    redis.call('SET', KEYS[16], rec_build(r), 'PX', math.max(1, tonumber(ARGV[13])))
+    redis.call('HSET', KEYS[16], '', rec_build(r))
+    redis.call('EXPIRE', KEYS[16], math.max(1, math.ceil(tonumber(ARGV[13]) / 1000)))
   else
     redis.call('DEL', KEYS[16])
   end

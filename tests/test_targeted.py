@@ -197,8 +197,8 @@ def test_delete_and_archive_targeted_tasks_and_refusals(backend: Any) -> None:
             ({"runs": 3, "workers": ["a", "b"]}, "could never complete"),
             ({"runs": 2, "process_in": 5}, "not with group, process_at"),
             ({"workers": ["a"], "group": "g"}, "not with group"),
-            ({"workers": ["a"], "priority": 9}, "has no priority"),  # issue 29 #8: it was ignored
-            ({"runs": 2, "priority": 0}, "has no priority"),
+            ({"workers": ["a"], "priority": 9}, "cannot have a"),  # issue 29 #8: it was ignored
+            ({"runs": 2, "priority": 0}, "cannot have a"),
         ]:
             with pytest.raises(InvalidArgumentError, match=match):
                 c.enqueue("warm", queue=Q, **kwargs)
@@ -233,6 +233,7 @@ def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
         (("enqueue", "warm", "-q", Q, "--workers", "bad name"), "invalid worker name"),
         (("task", "edit", "-q", Q, "--id", "t1", "--workers", "a", "--max-retry", "2"), "give it alone"),
         (("worker", "x:mux", "--name", "a|b"), "--name: invalid worker name"),
+        (("enqueue", "warm", "-q", Q, "--workers", "a", "--priority", "9"), "cannot have a"),
     ]:
         code, _, err = cli(*args)
         assert code == 2 and err.startswith("asynqpy: error: ") and message in err and err.count("\n") == 1, err
@@ -312,6 +313,7 @@ def test_a_finished_targeted_task_keeps_its_result_and_runs_record(backend: Any)
             info = insp.task_info(Q, ok.id)
             assert info.runs == {"w0": "failed", "w1": "succeeded", "w2": "succeeded"} and info.retried == 1
             assert info.result in ("warm on w1", "warm on w2")  # the run that completed it
+            assert info.run_results == {"w1": "warm on w1", "w2": "warm on w2"}  # and each run's
             assert 0 < backend.sync.pttl(q.ran(ok.id)) <= 600_000  # kept as long as the task
             failed = insp.task_info(Q, bad.id)
             assert failed.runs == {"w0": "failed"} and failed.retried == 1 and "no cache on w0" in failed.last_error

@@ -269,7 +269,8 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
 
 
 ARCHIVED_RUNS_TTL_MS = 90 * 24 * 3600 * 1000
-"""How long an archived targeted task's runs record is kept (the default ``archive_max_age``)."""
+"""How long an archived targeted task's runs record is kept (the default ``archive_max_age``), and
+the longest its runs' results wait for the task to finish."""
 
 
 def _targets(q: QueueKeys, workers: Sequence[str] | None) -> tuple[list[str], list[str]]:
@@ -576,9 +577,10 @@ class Broker:
         """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
-        ``failed``: the message with the run's error; ``result``: a succeeded run's result (the
-        task's result if this run completes it, with retention). A kept task (completed with
-        retention, archived) keeps its final runs record. Returns (code, the task's state after)."""
+        ``failed``: the message with the run's error; ``result``: a succeeded run's result (kept
+        per worker when the task has a retention; the task's result if this run completes it). A
+        kept task (completed with retention, archived) keeps its final runs record. Returns
+        (code, the task's state after)."""
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
         done = b""
@@ -602,7 +604,8 @@ class Broker:
             (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
              self.clock.script_now(), done, msg.retention_ms,
              self.seal(queue, task_id, failed) if failed is not None else b"",
-             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS),
+             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS,
+             codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b""),
         )
 
     def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message) -> Call[int]:

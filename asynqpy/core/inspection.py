@@ -175,6 +175,26 @@ def parse_runs(raw: bytes) -> RunsRecord:
     return RunsRecord(int(n), None if allowed == "*" else allowed.split(","), int(failures), states)
 
 
+def _as_dict(reply: Any) -> dict[Any, Any]:
+    """An HGETALL reply as a dict (a flat list where no response callback made it one)."""
+    if isinstance(reply, list):
+        return dict(zip(reply[::2], reply[1::2]))
+    return reply if isinstance(reply, dict) else {}
+
+
+def run_results(kept: dict[Any, Any]) -> dict[str, Any]:
+    """The results of a targeted task's succeeded runs, from its kept hash ('r:<worker>' fields)."""
+    out: dict[str, Any] = {}
+    for field_, data in kept.items():
+        name = field_.decode(errors="replace") if isinstance(field_, bytes) else str(field_)
+        if name.startswith("r:"):
+            try:
+                out[name[2:]] = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            except Exception:  # noqa: BLE001 - written by hand: shown as it is
+                out[name[2:]] = data
+    return out
+
+
 def value(result: Any) -> Any:
     """One call's result, raising the exception it holds."""
     if isinstance(result, Exception):
@@ -702,7 +722,7 @@ class Plans:
             Call(lambda r: r, command=("HGET", q.runs, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
             self.b.deps(queue, id), self.b.children_of(queue, id),
-            Call(lambda r: r, command=("GET", q.ran(id))),
+            Call(_as_dict, command=("HGETALL", q.ran(id))),
         ]
         stored = value(res[1])
         if stored is None:
@@ -711,13 +731,15 @@ class Plans:
         score = next((float(s) for s in res[5:10] if s is not None and not isinstance(s, Exception)), None)
         info = task_from_stored(id, queue, stored, score, value(res[2]))
         info.progress = _progress_value(res[3])
+        kept = res[12] if isinstance(res[12], dict) and (info.workers is not None or info.runs_wanted > 1) else {}
         if info.state is M and isinstance(res[4], bytes):
             record = parse_runs(res[4])
             info.runs, info.retried = record.states, record.failures
-        elif info.state in (C, X) and (info.workers is not None or info.runs_wanted > 1) and isinstance(
-                res[12], bytes):
-            record = parse_runs(res[12])  # a finished targeted task's final record, kept with it
+        elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
+            record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
             info.runs, info.retried = record.states, record.failures
+        if info.state in (M, C, X):
+            info.run_results = run_results(kept)
         deps, children = res[10], res[11]
         if isinstance(deps, Record) and deps.policy:
             info.parents, info.on_parent_failure = list(deps.parents), deps.policy

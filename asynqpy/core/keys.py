@@ -180,8 +180,9 @@ class QueueKeys:
         return f"{self.base}m:w:{worker}"
 
     def ran(self, id: str) -> str:
-        """STRING: the final runs record of targeted task ``id`` once it completed with retention
-        (kept as long) or was archived (lua/run_end-16.lua)."""
+        """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
+        result (tasks with retention), and '' -> the final record once it completed with
+        retention (kept as long) or was archived (lua/run_end-16.lua)."""
         return f"{self.base}ran:{id}"
 
     def wake_for(self, worker: str) -> str:
