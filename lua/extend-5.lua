@@ -1,8 +1,8 @@
 --[[ extend: renew the leases a worker holds (the heartbeat)
 For each (id, token, run_of) triple the lease is pushed to now + lease, if the caller still holds
 it. A run of a targeted task (includes/runs; run_of = its task's id, which the worker knows from
-the run's message: an id holding '|' is not taken for a run by itself) whose worker the task no longer allows (Inspector.set_workers)
-is given back instead: the run task is deleted, the worker's entry leaves the record (the task
+the run's message: an id holding '|' is not taken for a run by itself) whose worker the task no
+longer allows (Inspector.set_workers) is given back instead: the run task is deleted, the worker's entry leaves the record (the task
 waits for another allowed worker) and the run is reported lost, so its handler stops.
 KEYS[1] t        tasks hash
 KEYS[2] lease    lease zset

@@ -8,10 +8,10 @@ as the task's failures. When `runs` workers have succeeded the task completes; w
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
 leaves the targeted zset, its index zsets and the runs hash, and its lock is released; a task
 kept (completed with retention, archived) keeps its final runs record in KEYS[16], with the
-results of its succeeded runs (retention only). A run task
-ending after its task is gone (deleted, archived, completed) is just deleted, and so is one whose
-worker's entry in the record is not 'running' (a new task stored under the same id since: the run
-belongs to the task that was deleted, and is not credited to the new one).
+results of its succeeded runs (retention only). A run task ending after its task is gone
+(deleted, archived, completed) is just deleted, and so is one whose worker's entry in the record
+is not 'running' (a new task stored under the same id since: the run belongs to the task that was
+deleted, and is not credited to the new one).
 KEYS[1] t              tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] targeted       targeted tasks zset (id -> when enqueued)

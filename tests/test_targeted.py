@@ -323,3 +323,20 @@ def test_a_finished_targeted_task_keeps_its_result_and_runs_record(backend: Any)
             assert insp.task_info(Q, ok.id).runs == {}
 
     asyncio.run(main())
+
+
+def test_run_results_of_an_earlier_task_under_the_same_id_are_not_shown(backend: Any) -> None:
+    """What an archived targeted task kept (its record, its runs' results) is not shown for a new
+    targeted task stored under its id: only runs the new task's record says succeeded."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    from asynqpy.core import codec
+
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", 1, queue=Q, runs=2, task_id="again", retention=600)
+        [(run, raw)] = ex.run(b.dequeue(Q, 5, 30_000, "tok00001", "w1")).tasks
+        ex.run(b.run_end(Q, "again", codec.decode(raw), "s", run=run, token="tok00001", result="old"))
+        insp.archive_task(Q, "again")
+        assert insp.task_info(Q, "again").run_results == {"w1": "old"}  # kept with the archived task
+        insp.delete_task(Q, "again")
+        c.enqueue("warm", 2, queue=Q, runs=2, task_id="again", retention=600)
+        assert insp.task_info(Q, "again").run_results == {}

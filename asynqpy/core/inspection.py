@@ -738,8 +738,9 @@ class Plans:
         elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
             record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
             info.runs, info.retried = record.states, record.failures
-        if info.state in (M, C, X):
-            info.run_results = run_results(kept)
+        if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
+            info.run_results = {name: got for name, got in run_results(kept).items()
+                                if info.runs.get(name) == "succeeded"}
         deps, children = res[10], res[11]
         if isinstance(deps, Record) and deps.policy:
             info.parents, info.on_parent_failure = list(deps.parents), deps.policy
