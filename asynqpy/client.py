@@ -636,8 +636,9 @@ class AsyncClient(_ClientCore):
         try:
             got = _watched(id, queue, await self._exec.run(self.broker.watch(queue, id, inbox.id)))
         except BaseException:
-            inbox.forget(id, fut)
+            inbox.forget(id, fut, started=False)
             raise
+        inbox.started(id)
         if got is not None:
             inbox.forget(id, fut)
             return _settle(got)
@@ -659,8 +660,9 @@ class AsyncClient(_ClientCore):
             replies = await self._run(calls)
             self._results([p], plan, replies, False)
         except BaseException:
-            inbox.forget(p.id, fut)
+            inbox.forget(p.id, fut, started=False)
             raise
+        inbox.started(p.id)  # stored: from now on a recheck may look at it (not before)
         return await inbox.wait(p.id, fut, limit)
 
     async def start_process(self, process_type: str, process_id: str, args: Any = None, **options: Any) -> bool:

@@ -181,3 +181,25 @@ def test_a_keyed_task_with_a_due_time_takes_its_turn_when_due(backend: Any) -> N
         assert not backend.sync.hlen(queue_keys(Q).keyheld) and stats(backend, Q).scheduled == 0
 
     asyncio.run(main())
+
+
+def test_an_edit_to_due_now_goes_through_the_key_whatever_the_editors_clock(backend: Any) -> None:
+    """Issue 29 #9: edit_task decided "due now" for a keyed scheduled task by the editor's clock; an
+    editor whose clock is behind Redis's sent a due time that was past for Redis but future for
+    itself, and the script moved the task straight to pending, past its key's holder. The script
+    decides it now, on the Redis clock: the task stays scheduled, due, and waits for its key."""
+    from asynqpy.core.clock import Clock
+
+    class Behind(Clock):
+        def local_ms(self) -> int:
+            return super().local_ms() - 3_600_000  # an hour behind, never corrected
+
+    with Client(backend.sync) as c, Inspector(backend.sync, clock=Behind()) as insp:
+        c.enqueue("step", {"key": "k", "n": 0}, queue=Q, key="k", task_id="holder")
+        c.enqueue("step", {"key": "k", "n": 1}, queue=Q, key="k", task_id="later", process_in=3600)
+        redis_now = int(time.time() * 1000)  # (this process's clock is the Redis host's here)
+        for change in ({"process_at": (redis_now - 60_000) / 1000}, {"process_in": 0}):
+            insp.edit_task(Q, "later", **change)
+            assert insp.task_info(Q, "later").state is TaskState.SCHEDULED  # not pending past "holder"
+        assert insp.task_info(Q, "holder").state is TaskState.PENDING
+        assert stats(backend, Q).pending == 1

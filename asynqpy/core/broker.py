@@ -268,6 +268,11 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
     return parse
 
 
+ARCHIVED_RUNS_TTL_MS = 90 * 24 * 3600 * 1000
+"""How long an archived targeted task's runs record is kept (the default ``archive_max_age``), and
+the longest its runs' results wait for the task to finish."""
+
+
 def _targets(q: QueueKeys, workers: Sequence[str] | None) -> tuple[list[str], list[str]]:
     """A targeted task's index zsets and the wake lists of the workers it names."""
     if workers is None:
@@ -571,16 +576,19 @@ class Broker:
 
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
-                ) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-15.lua),
+                result: Any = None) -> Call[tuple[int, str]]:
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
-        ``failed``: the message with the run's error. Returns (code, the task's state after)."""
+        ``failed``: the message with the run's error; ``result``: a succeeded run's result (kept
+        per worker when the task has a retention; the task's result if this run completes it). A
+        kept task (completed with retention, archived) keeps its final runs record. Returns
+        (code, the task's state after)."""
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
         done = b""
         if msg.retention_ms > 0:
-            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms()))
+            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms(), result=result))
         processed_day, failed_day = self._day_keys(q)
         check = _finish_code("run_end", run or task_id)
 
@@ -594,11 +602,13 @@ class Broker:
             parse,
             "run_end",
             (q.tasks, q.lease, q.targeted, q.runs, q.archived, q.completed, q.events, q.conf, q.progress,
-             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, *index, *wakes),
+             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, q.ran(task_id),
+             *index, *wakes),
             (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
              self.clock.script_now(), done, msg.retention_ms,
              self.seal(queue, task_id, failed) if failed is not None else b"",
-             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S),
+             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS,
+             codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b""),
         )
 
     def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message) -> Call[int]:
@@ -783,12 +793,15 @@ class Broker:
                                                                             q.prio),
                     (id_arg(id), token))
 
-    def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
-        """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
+    def extend(self, queue: str, lease_ms: int,
+               held: Sequence[tuple[str, str] | tuple[str, str, str]]) -> Call[tuple[int, list[str]]]:
+        """Renew leases for (id, token) pairs, or (id, token, run_of) for a run of targeted task
+        ``run_of`` (only those are runs: an id holding '|' is not one by itself). Returns (now, ids
+        whose lease was lost)."""
         q = queue_keys(queue)
         args: list[Any] = [lease_ms, self.clock.script_now()]
-        for id, token in held:
-            args += [id_arg(id), token]
+        for id, token, *run_of in held:
+            args += [id_arg(id), token, id_arg(run_of[0]) if run_of and run_of[0] else ""]
         return Call(
             lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease, q.runs, q.progress, q.wake),
             tuple(args),
@@ -975,16 +988,17 @@ class Broker:
         return tuple(keys), tuple(args)
 
     def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, msg: Message, at_ms: int | None,
-                  in_ms: int | None, window: int, hint: int) -> Call[int]:
+                  in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[int]:
         """pending/scheduled/retry -> the same task with ``msg`` (sealed here) and, if ``at_ms`` or
         ``in_ms`` is given, a new due time. ``read``: the stored value the caller read (the task
-        must still hold it). Codes in lua/edit_task-9.lua."""
+        must still hold it). ``keyed``: a scheduled task due now stays scheduled (due now by the
+        Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
         q = queue_keys(queue)
         return Call(int, "edit_task",
                     (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf,
                      q.prio),
                     (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
-                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now()))
+                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now(), "1" if keyed else "0"))
 
     def aggregate(self, queue: str, group: str, members: Sequence[tuple[str, bytes]], id: str,
                   msg: Message) -> Call[int]:

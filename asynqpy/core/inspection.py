@@ -190,6 +190,26 @@ def parse_runs(raw: bytes) -> RunsRecord:
     return RunsRecord(int(n), None if allowed == "*" else allowed.split(","), int(failures), states)
 
 
+def _as_dict(reply: Any) -> dict[Any, Any]:
+    """An HGETALL reply as a dict (a flat list where no response callback made it one)."""
+    if isinstance(reply, list):
+        return dict(zip(reply[::2], reply[1::2]))
+    return reply if isinstance(reply, dict) else {}
+
+
+def run_results(kept: dict[Any, Any]) -> dict[str, Any]:
+    """The results of a targeted task's succeeded runs, from its kept hash ('r:<worker>' fields)."""
+    out: dict[str, Any] = {}
+    for field_, data in kept.items():
+        name = field_.decode(errors="replace") if isinstance(field_, bytes) else str(field_)
+        if name.startswith("r:"):
+            try:
+                out[name[2:]] = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            except Exception:  # noqa: BLE001 - written by hand: shown as it is
+                out[name[2:]] = data
+    return out
+
+
 def value(result: Any) -> Any:
     """One call's result, raising the exception it holds."""
     if isinstance(result, Exception):
@@ -509,12 +529,12 @@ class Plans:
                 msg = msg.with_(max_retry=retry)
             if "priority" in changes:
                 msg = msg.with_(priority=priority)
-            if msg.key and state is S and (in_ms is not None and in_ms <= 0 or at_ms is not None
-                                           and at_ms <= self.b.clock.now_ms()):
-                at_ms, in_ms = None, 1  # a keyed task due now takes its turn through its key (forwarder)
             hint = -1
             while True:
-                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]
+                # a keyed scheduled task due now takes its turn through its key (the forwarder): the
+                # script decides "now" on the Redis clock (keyed=True)
+                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint,
+                                              keyed=bool(msg.key))]
                 code = value(res[0])
                 if code != NOT_LOCATED or hint != -1:
                     break
@@ -717,6 +737,7 @@ class Plans:
             Call(lambda r: r, command=("HGET", q.runs, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
             self.b.deps(queue, id), self.b.children_of(queue, id),
+            Call(_as_dict, command=("HGETALL", q.ran(id))),
         ]
         stored = value(res[1])
         if stored is None:
@@ -725,9 +746,16 @@ class Plans:
         score = next((float(s) for s in res[5:10] if s is not None and not isinstance(s, Exception)), None)
         info = task_from_stored(id, queue, stored, score, value(res[2]))
         info.progress = _progress_value(res[3])
+        kept = res[12] if isinstance(res[12], dict) and (info.workers is not None or info.runs_wanted > 1) else {}
         if info.state is M and isinstance(res[4], bytes):
             record = parse_runs(res[4])
             info.runs, info.retried = record.states, record.failures
+        elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
+            record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
+            info.runs, info.retried = record.states, record.failures
+        if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
+            info.run_results = {name: got for name, got in run_results(kept).items()
+                                if info.runs.get(name) == "succeeded"}
         deps, children = res[10], res[11]
         if isinstance(deps, Record) and deps.policy:
             info.parents, info.on_parent_failure = list(deps.parents), deps.policy

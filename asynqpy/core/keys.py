@@ -203,6 +203,17 @@ class QueueKeys:
         """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""
         return f"{self.base}m:w:{worker}"
 
+    def ran(self, id: str) -> str:
+        """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
+        result (tasks with retention), and '' -> the final record once it completed with
+        retention (kept as long) or was archived (lua/run_end-16.lua). An id that is not text (read
+        back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
+        try:
+            id.encode()
+        except UnicodeEncodeError:
+            return f"{self.base}ran~{id.encode(errors='surrogateescape').hex()}"
+        return f"{self.base}ran:{id}"
+
     def wake_for(self, worker: str) -> str:
         """LIST: the wake-up token of ``worker`` alone (a targeted task naming it arrived)."""
         return f"{self.base}wake:w:{worker}"

@@ -221,7 +221,9 @@ class TaskInfo:
     ``replaced``: set by a debounced enqueue (``debounce=``) that replaced a task still waiting: its id.
     A targeted task (``workers=``, ``runs=``): ``workers`` (the names allowed, None = any),
     ``runs_wanted`` (how many distinct workers must succeed) and, filled by the Inspector while it
-    is targeted, ``runs``: worker name -> "running", "succeeded", "failed" or "lease expired".
+    is targeted or kept after it finished, ``runs``: worker name -> "running", "succeeded", "failed"
+    or "lease expired", and ``run_results``: worker name -> its succeeded run's result (kept for
+    tasks with a ``retention``; the task's ``result`` is the one of the run that completed it).
     A workflow task (``after=``): ``parents``, each a :class:`~asynqpy.core.workflow.ParentEnd`
     (``queue``, ``id``, ``state``: "waiting" until it ends, then "completed", "archived" or
     "deleted"; "unknown" where only the message was read) and ``on_parent_failure``; filled by the
@@ -256,6 +258,7 @@ class TaskInfo:
     workers: list[str] | None = None
     runs_wanted: int = 1
     runs: dict[str, str] = field(default_factory=dict)
+    run_results: dict[str, Any] = field(default_factory=dict)
     parents: list[ParentEnd] = field(default_factory=list)
     children: list[tuple[str, str]] = field(default_factory=list)
     on_parent_failure: str = ""

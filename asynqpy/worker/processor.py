@@ -653,7 +653,7 @@ class Processor:
             result = r.task.result
             r.ended = (True, result)
             if r.run_of:  # a run of a targeted task: its record says the worker succeeded
-                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token), "run"
+                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token, result=result), "run"
             if isinstance(r.task._proc, process.Plan):
                 return self._commit_call(r, r.task._proc), "complete"
             reply = pack_outcome(r.id, True, result) if r.msg.reply_to else b""
