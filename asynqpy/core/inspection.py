@@ -45,6 +45,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
 from .server_record import ServerInfo
+from .signing import Refused, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 from .workflow import Record
@@ -485,7 +486,11 @@ class Plans:
             if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
                 raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
                                            "the edited message is signed again")
-            msg = decode(body)
+            gate = trust_gate(self.b.signer, queue, id, body)
+            if isinstance(gate, Refused):  # never re-sign what did not verify
+                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
+                                       "that fails verification is never signed again; delete or archive it)")
+            msg = gate.msg
             if "payload" in changes:
                 if msg.unique:
                     raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
@@ -501,7 +506,8 @@ class Plans:
                 at_ms, in_ms = None, 1  # a keyed task due now takes its turn through its key (forwarder)
             hint = -1
             while True:
-                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]
+                res = yield [self.b.edit_task(queue, state, id, stored, gate.store(msg), at_ms, in_ms, self.window,
+                                              hint)]
                 code = value(res[0])
                 if code != NOT_LOCATED or hint != -1:
                     break
@@ -584,11 +590,15 @@ class Plans:
             if state_of(stored) is not M:
                 raise TaskStateError(f"task {id!r} is {state_of(stored).value}: only a targeted task (enqueued "
                                      "with workers= or runs=) has workers to change")
-            old = decode(message_of(stored))
+            gate = trust_gate(self.b.signer, queue, id, message_of(stored))
+            if isinstance(gate, Refused):  # never re-sign what did not verify
+                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not changed: {gate.reason} (a message "
+                                       "that fails verification is never signed again; delete or archive it)")
+            old = gate.msg
             if names is not None and old.runs > len(names):
                 raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
             new = old.with_(workers=names)
-            code = value((yield [self.b.set_workers(queue, id, stored, old, new)])[0])
+            code = value((yield [self.b.set_workers(queue, id, stored, old, new, gate.store(new))])[0])
             if code == OK:
                 return (yield from self.task_info(queue, id))
             if code == NOT_FOUND:
@@ -641,14 +651,14 @@ class Plans:
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
 
     def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str]:
-        """A running task's message rewritten as cancelled (a malformed one is kept as it is), and
-        its lock digest."""
-        try:
-            msg = decode(body)
-        except MalformedMessageError:
+        """A running task's message rewritten as cancelled, through the trust gate: re-signed only
+        if it verifies, else archived unsigned (a malformed one is kept as it is); and its lock
+        digest."""
+        gate = trust_gate(self.b.signer, queue, id, body)
+        if isinstance(gate, Refused) and isinstance(gate.error, MalformedMessageError):
             return bytes(body), ""
-        cancelled = msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
-        return self.b.seal(queue, id, cancelled), msg.lock_digest()
+        cancelled = gate.msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
+        return gate.store(cancelled), gate.msg.lock_digest()
 
     def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
         """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is

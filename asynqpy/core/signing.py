@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import codec
 from .codec import Message
-from .errors import InvalidArgumentError, SignatureError
+from .errors import InvalidArgumentError, MalformedMessageError, SignatureError
 
 MIN_KEY_BYTES = 16
 """Shortest accepted key (a 32-byte random key, e.g. ``openssl rand -hex 32``, is recommended)."""
@@ -122,6 +123,60 @@ def run_message(signer: Signer | None, queue: str, id: str, value: bytes) -> tup
             if msg.workers is not None or msg.runs > 1:
                 return msg, task_id
     return open_message(signer, queue, id, value), ""
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A stored message that passed :func:`trust_gate`: ``msg`` is what it says, and
+    :meth:`store` seals a rewrite of it again (with the reader's first key; unsigned for a keyless
+    reader)."""
+
+    queue: str
+    id: str
+    msg: Message
+    signer: Signer | None
+
+    def store(self, msg: Message) -> bytes:
+        """The encoded ``msg`` (a rewrite of this task's message) with its tag."""
+        data = codec.encode(msg)
+        return data if self.signer is None else self.signer.seal(self.queue, self.id, data)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A stored message that failed :func:`trust_gate` (``error``: a :class:`SignatureError`, or a
+    :class:`~asynqpy.errors.MalformedMessageError`). ``msg``: its fields read without trusting
+    them (:func:`asynqpy.core.codec.untrusted`), for display and for the record archived in its
+    place; :meth:`store` never signs."""
+
+    queue: str
+    id: str
+    msg: Message
+    error: SignatureError | MalformedMessageError
+
+    @property
+    def reason(self) -> str:
+        return str(self.error)
+
+    def store(self, msg: Message) -> bytes:
+        """The encoded ``msg`` WITHOUT a tag, its last error led by why the message was refused
+        (so it stays refused: running it again from the archive is refused again)."""
+        why = self.reason if msg.last_error in ("", self.reason) else f"{self.reason}; {msg.last_error}"
+        return codec.encode(msg.with_(last_error=why))
+
+
+def trust_gate(signer: Signer | None, queue: str, id: str, data: bytes) -> Verified | Refused:
+    """The one way to read a stored message that is going to be written again: verify it (the tag,
+    with ``signer``; its encoding), then allow re-sealing only what verified. The rule it keeps:
+    nothing re-signs a message it has not verified; a message that fails is stored unsigned (a
+    worker archives it so; the Inspector refuses to edit it). ``data``: the stored message (tag
+    included, state and lease token not). A keyless reader (``signer`` None) verifies only the
+    encoding, and rewrites a message unsigned."""
+    try:
+        msg = open_message(signer, queue, id, data)
+    except (SignatureError, MalformedMessageError) as exc:
+        return Refused(queue, id, codec.untrusted(data, str(exc), 0), exc)
+    return Verified(queue, id, msg, signer)
 
 
 def make_signer(keys: SigningKeys | None) -> Signer | None:
