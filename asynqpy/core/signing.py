@@ -65,11 +65,12 @@ class _Hmac:
         key = key.ljust(64, b"\0")
         self.inner, self.outer = hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
 
-    def tag(self, queue: str, id: str, data: bytes) -> bytes:
-        """The tag of ``data`` stored as task ``id`` of ``queue``."""
+    def tag(self, queue: str, id: str, data: bytes, domain: bytes = b"asynqpy1:") -> bytes:
+        """The tag of ``data`` stored as task ``id`` of ``queue`` (``domain`` :data:`ENTRY_DOMAIN`:
+        as scheduler entry ``id``; the domains keep a tag of one kind from verifying as the other)."""
         q, i = queue.encode(), id.encode(errors="surrogateescape")  # an id read from Redis as it was
         h = self.inner.copy()
-        h.update(b"asynqpy1:%d:%s,%d:%s," % (len(q), q, len(i), i))
+        h.update(b"%s%d:%s,%d:%s," % (domain, len(q), q, len(i), i))
         h.update(data)
         o = self.outer.copy()
         o.update(h.digest())
@@ -91,16 +92,34 @@ class Signer:
         """``data`` (an encoded message) with its tag appended."""
         return data + codec.TAG_PREFIX + self._macs[0].tag(queue, id, data)
 
-    def open(self, queue: str, id: str, value: bytes) -> bytes:
+    def open(self, queue: str, id: str, value: bytes, domain: bytes = b"asynqpy1:") -> bytes:
         """The encoded message of a sealed ``value``; :class:`SignatureError` when the tag is
         missing or made with none of the keys."""
-        if len(value) <= codec.TAG_LEN or value[-codec.TAG_LEN:-32] != codec.TAG_PREFIX:
-            raise SignatureError("bad signature: the message is not signed")
+        what = "entry" if domain == ENTRY_DOMAIN else "message"
+        if not has_tag(value):
+            raise SignatureError(f"bad signature: the {what} is not signed")
         data, tag = value[:-codec.TAG_LEN], value[-32:]
         for mac in self._macs:
-            if hmac.compare_digest(mac.tag(queue, id, data), tag):
+            if hmac.compare_digest(mac.tag(queue, id, data, domain), tag):
                 return data
         raise SignatureError("bad signature: the tag matches none of the signing keys")
+
+    def seal_entry(self, queue: str, name: str, data: bytes) -> bytes:
+        """A scheduler entry's stored definition ``data`` with its tag (bound to queue and name)."""
+        return data + codec.TAG_PREFIX + self._macs[0].tag(queue, name, data, ENTRY_DOMAIN)
+
+    def open_entry(self, queue: str, name: str, value: bytes) -> bytes:
+        """The definition of a sealed entry ``value``; :class:`SignatureError` as :meth:`open`."""
+        return self.open(queue, name, value, ENTRY_DOMAIN)
+
+
+ENTRY_DOMAIN = b"asynqpy-cron1:"
+"""What a scheduler entry's tag covers before its queue and name (a task's: ``asynqpy1:``)."""
+
+
+def has_tag(value: bytes) -> bool:
+    """Does ``value`` end with what looks like a tag (checked or not)?"""
+    return len(value) > codec.TAG_LEN and value[-codec.TAG_LEN:-32] == codec.TAG_PREFIX
 
 
 def open_message(signer: Signer | None, queue: str, id: str, value: bytes) -> Message:
