@@ -441,7 +441,8 @@ def _refused(fn: Any) -> None:
 @pytest.mark.real
 def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl: RedisProcess) -> None:
     """The producer cannot stop, quiet or resume a server (remote control lives in its own key
-    space, outside ~asynqpy:*), nor delete, archive or pause; the inspector cannot control servers
+    space, outside ~asynqpy:*), nor delete, archive, pause, edit, run or retarget tasks (those
+    scripts start with a command it does not hold); the inspector cannot control servers
     either; the control role controls servers and touches no task; an operator given the README's
     control selector does both. Refused writes change nothing."""
     admin = acl.admin()
@@ -453,6 +454,8 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
                           selector[1])
     producer = Client(role_url(acl, "producer"))
     victim = producer.enqueue("ok", "victim", process_in=3600).id
+    producer.enqueue("ok", "grouped", group="g", task_id="g1")
+    producer.enqueue("ok", "targeted", workers=["w1"], task_id="m1")
     pinsp, insp = Inspector(role_url(acl, "producer")), Inspector(role_url(acl, "inspector"))
     ctl, operator = Inspector(role_url(acl, "control")), Inspector(acl.url_for("asynqpy-operator", "op-pw"))
     raw_producer = redis.Redis.from_url(role_url(acl, "producer"))
@@ -465,6 +468,10 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
             for attempt in (lambda: pinsp.delete_task("default", victim),
                             lambda: pinsp.archive_task("default", victim),
                             lambda: pinsp.pause("default"),
+                            lambda: pinsp.edit_task("default", victim, payload="changed"),
+                            lambda: pinsp.run_task("default", victim),
+                            lambda: pinsp.delete_task("default", "g1"),
+                            lambda: pinsp.set_workers("default", "m1", ["w2"]),
                             lambda: pinsp.stop_server(sid, timeout=1),
                             lambda: raw_producer.rpush(f"asynqpy-control:{sid}", b"\x92\xa2c1\xa4stop"),
                             lambda: insp.stop_server(sid, timeout=1),
@@ -480,7 +487,10 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
             assert server is not None
 
     asyncio.run(main())
-    assert insp.task_info("default", victim).state is TaskState.SCHEDULED  # nothing refused changed anything
+    info = insp.task_info("default", victim)  # nothing refused changed anything, not even half-way
+    assert info.state is TaskState.SCHEDULED and info.payload == "victim"
+    assert insp.task_info("default", "g1").state is TaskState.AGGREGATING and admin.zcard("asynqpy:{default}:g:g") == 1
+    assert insp.task_info("default", "m1").workers == ["w1"]
     assert not insp.stats("default").paused
     refused = {e["username"] for e in admin.acl_log(count=100)}
     assert refused == {"asynqpy-producer", "asynqpy-inspector", "asynqpy-control", "asynqpy-worker"}
