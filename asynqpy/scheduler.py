@@ -39,7 +39,8 @@ class Scheduler:
     ``redis``: a URL or a redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``refresh``:
     seconds between two reloads of the stored entries. ``grace``: seconds a tick may be late and
     still be enqueued (older ticks were missed: each entry's ``missed`` policy decides).
-    ``signing_key``: as the clients', when tasks are signed."""
+    ``signing_key``: as the clients', when tasks are signed: the entries it stores are signed, and
+    it fires only stored entries whose signature verifies (docs/periodic.md, "Signed entries")."""
 
     def __init__(self, redis: Any = None, *, refresh: float = 5.0, grace: float = GRACE_MS / 1000,
                  clock: Clock | None = None, signing_key: SigningKeys | None = None,

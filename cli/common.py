@@ -93,11 +93,11 @@ full_option = click.option("--full", is_flag=True, help="Show payloads, results 
 
 
 @contextmanager
-def inspector(redis_url: str) -> Iterator[Inspector]:
-    """An Inspector on ``redis_url``, closed after use."""
+def inspector(redis_url: str, signing_key: list[bytes] | None = None) -> Iterator[Inspector]:
+    """An Inspector on ``redis_url`` (with ``signing_key``, if given), closed after use."""
     from asynqpy.inspector import Inspector
 
-    insp = Inspector(redis_url)
+    insp = Inspector(redis_url, signing_key=signing_key)
     try:
         yield insp
     finally:

@@ -40,6 +40,8 @@ Returns 1 = cancelled ('!' when tasks waiting on it were told), 0 = no such task
 --- @include "events"
 --- @include "exit"
 --- @include "process"
+--- @include "operator"
+operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then

@@ -35,6 +35,8 @@ not found near either end of the list: locate it and call again, -8 = changed si
 --- @include "signal"
 --- @include "events"
 --- @include "priority"
+--- @include "operator"
+operator_only(KEYS[1])  -- a producer is refused here, before any write
 local id, state, msg = ARGV[1], ARGV[2], ARGV[4]
 local v, code = check_state(KEYS[1], KEYS[2], state, id)
 if not v then

@@ -60,6 +60,8 @@ run's lease is not held, -4 = (recoverer) lease still alive; state = the task's 
 --- @include "events"
 --- @include "unique"
 --- @include "runs"
+--- @include "operator"
+operator_only(KEYS[1])  -- workers and operators only: a producer is refused here, before any write
 local run, outcome, tid = ARGV[1], ARGV[3], ARGV[4]
 local now = now_ms(ARGV[6])
 local day_ttl = tonumber(ARGV[12])

@@ -398,3 +398,95 @@ def test_the_scheduler_command_refuses_bad_input() -> None:
                           (("--refresh", "0"), "Invalid value for '--refresh'")]:
         code, _, err = cli("scheduler", *args)
         assert code == 2 and message in err, (args, err)
+
+
+# -- signed entries --------------------------------------------------------------------------------
+
+KEY, OTHER_KEY = b"k" * 32, b"x" * 32
+
+
+def test_a_keyed_scheduler_fires_only_entries_signed_with_its_keys(backend: Any, caplog: Any) -> None:
+    """Entries written by a keyless party (or signed with another key) are not fired by a keyed
+    scheduler: logged once, shown as such by a keyed Inspector; a signed entry's ticks arrive
+    signed. A keyed run-now refuses an entry that does not verify (it would sign its task)."""
+    from asynqpy.core.codec import decode
+    from asynqpy.core.errors import SignatureError
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.signing import Signer
+
+    keyless, keyed, other = Inspector(backend.sync), Inspector(backend.sync, signing_key=KEY), \
+        Inspector(backend.sync, signing_key=OTHER_KEY)
+    keyless.cron_add("planted", "evil", {"cmd": "x"}, every=1, queue="sq")
+    other.cron_add("foreign", "evil", every=1, queue="sq")
+    keyed.cron_add("ours", "beat", every=1, queue="sq")
+
+    async def main() -> Scheduling:
+        stop = asyncio.Event()
+        clock = Clock()
+        loop = Scheduling(AsyncExecutor(backend.new_async()), Broker(clock, Signer(KEY)), clock,
+                          SchedulerParams((), refresh=0.2), stop)
+        run = asyncio.create_task(loop.run())
+        deadline = time.monotonic() + 10
+        while loop.fired < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(run, 10)
+        return loop
+
+    loop = asyncio.run(main())
+    tasks = keyless.list_tasks("sq", TaskState.PENDING, page_size=100)
+    assert loop.fired >= 2 and {t.type for t in tasks} == {"beat"}  # nothing of the unsigned entries
+    for t in tasks:  # the ticks are signed tasks
+        Signer(KEY).open("sq", t.id, backend.sync.hget(queue_keys("sq").tasks, t.id)[1:])
+    refusals = [r.getMessage() for r in caplog.records if "is not fired" in r.getMessage()]
+    assert len(refusals) == 2, refusals  # once per entry, not at every reload
+    shown = {i.name: (i.signature, i.next_tick) for i in keyed.scheduler_entries("sq")}
+    assert shown["ours"][0] == "verified" and shown["ours"][1] is not None
+    assert shown["planted"] == ("bad signature: the entry is not signed", None)
+    assert shown["foreign"] == ("bad signature: the tag matches none of the signing keys", None)
+    assert {i.name: i.signature for i in keyless.scheduler_entries("sq")} == {
+        "ours": "signed", "foreign": "signed", "planted": "unsigned"}
+    with pytest.raises(SignatureError, match="not run"):
+        keyed.cron_run_now("planted", "sq")
+    id = keyed.cron_run_now("ours", "sq")
+    assert decode(Signer(KEY).open("sq", id, backend.sync.hget(queue_keys("sq").tasks, id)[1:])).type == "beat"
+
+
+def test_a_keyed_scheduler_signs_its_own_unchanged_entries_again(backend: Any) -> None:
+    """An entry declared in code and stored unsigned (before signing was turned on, or planted
+    under its name) is written again, signed, by a scheduler with keys; a signed one is left."""
+    from asynqpy.core.cron import entry_signature, register_plan
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.signing import Signer
+    from asynqpy.redisio.executor import SyncExecutor, run_plan
+
+    entry = make_entry("beat", "ping", every=60, queue="rq")
+    ex, key = SyncExecutor(backend.sync), queue_keys("rq").cron
+    (unsigned,) = run_plan(ex, register_plan([entry], 1000))
+    assert entry_signature(Signer(KEY), "rq", "beat", backend.sync.hget(key, "beat")).startswith("bad signature")
+    (signed,) = run_plan(ex, register_plan([entry], 2000, Signer(KEY)))
+    assert entry_signature(Signer(KEY), "rq", "beat", backend.sync.hget(key, "beat")) == "verified"
+    assert signed.created_ms == 2000 and unsigned.created_ms == 1000
+    (again,) = run_plan(ex, register_plan([entry], 3000, Signer(KEY)))
+    assert again.created_ms == 2000  # unchanged and verified: kept as it is
+    assert decode_entry("rq", "beat", backend.sync.hget(key, "beat")) == again  # a tagged entry still decodes
+
+
+@pytest.mark.real
+def test_cron_commands_sign_and_show_entries_with_a_key_file(redis_url: str, tmp_path: Any) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY + b"\n")
+    u, k = ("--redis-url", redis_url), ("--signing-key-file", str(key_file))
+    assert cli("cron", "add", "ours", "ping", "--every", "60", *k, *u)[0] == 0
+    assert cli("cron", "add", "planted", "evil", "--every", "60", *u)[0] == 0
+    code, out, _ = cli("cron", "ls", "--json", *k, *u)
+    assert {e["name"]: e["signature"] for e in json.loads(out)} == {
+        "ours": "verified", "planted": "bad signature: the entry is not signed"}
+    code, out, _ = cli("cron", "ls", *k, *u)
+    assert code == 0 and "not fired: bad signature" in out
+    code, out, _ = cli("cron", "ls", *u)
+    assert code == 0 and "unsigned" in out  # keyless: an unsigned entry among signed ones
+    code, _, err = cli("cron", "run-now", "planted", *k, *u)
+    assert code == 2 and "is not run: bad signature" in err and err.count("\n") == 1
+    code, out, _ = cli("cron", "run-now", "ours", *k, *u)
+    assert code == 0 and "enqueued cron:ours:now:" in out

@@ -297,7 +297,10 @@ class Broker:
         self.signer = signer
 
     def seal(self, queue: str, id: str, msg: Message, data: bytes | None = None, sign: bool = True) -> bytes:
-        """The message as stored: encoded (unless ``data`` already is), with its tag when signing."""
+        """The message as stored: encoded (unless ``data`` already is), with its tag when signing.
+        For messages the caller made, or verified itself (a worker's task after
+        :func:`~asynqpy.core.signing.run_message`); a message read from Redis to be written again
+        goes through :func:`~asynqpy.core.signing.trust_gate` instead."""
         data = data or codec.encode(msg)
         return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
 
@@ -498,15 +501,15 @@ class Broker:
                                      q.scheduled, q.tick),
                     (id_arg(child), parent_ref, state, self.clock.script_now()))
 
-    def fail_waiting(self, queue: str, id: str, read: bytes, msg: Message) -> Call[int]:
-        """waiting -> archived with ``msg`` (its error says which parent failed), if the task still
-        holds ``read``. Returns 1 (a :class:`Finished` whose ``told`` says it had children), 0 gone,
-        :data:`CHANGED`."""
+    def fail_waiting(self, queue: str, id: str, read: bytes, new: bytes, error: str) -> Call[int]:
+        """waiting -> archived as ``new`` (the stored message rewritten with ``error``, which says
+        which parent failed; sealed by :func:`~asynqpy.core.signing.trust_gate`, never here: the
+        message was read from Redis), if the task still holds ``read``. Returns 1 (a
+        :class:`Finished` whose ``told`` says it had children), 0 gone, :data:`CHANGED`."""
         q = queue_keys(queue)
         return Call(lambda r: Finished.with_late(r) if isinstance(r, bytes) else int(r), "fail_waiting",
                     (q.tasks, q.waiting, q.archived, q.children, q.outbox, q.events, q.conf),
-                    (id_arg(id), read, self.seal(queue, id, msg), self.clock.script_now(),
-                     _event_text(msg.last_error)))
+                    (id_arg(id), read, new, self.clock.script_now(), _event_text(error)))
 
     def outbox_read(self, queue: str, count: int = 100) -> Call[list[tuple[bytes, dict[bytes, bytes]]]]:
         """The oldest ``count`` entries of a queue's outbox (parents' ends to deliver)."""
@@ -587,7 +590,7 @@ class Broker:
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
         done = b""
-        if msg.retention_ms > 0:
+        if run and msg.retention_ms > 0:  # a run's success (an operator's D/X never stores it: unverified)
             done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms(), result=result))
         processed_day, failed_day = self._day_keys(q)
         check = _finish_code("run_end", run or task_id)
@@ -611,16 +614,17 @@ class Broker:
              codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b""),
         )
 
-    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message) -> Call[int]:
-        """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``.
-        Codes in lua/set_workers-4.lua."""
+    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message, stored: bytes) -> Call[int]:
+        """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``,
+        stored as ``stored`` (sealed by :func:`~asynqpy.core.signing.trust_gate`). Codes in
+        lua/set_workers-4.lua."""
         q = queue_keys(queue)
         old_index, _ = _targets(q, old.workers)
         new_index, wakes = _targets(q, new.workers)
         before = set(old.workers or ())
         wakes = [q.wake_for(w) for w in new.workers or () if w not in before]
         return Call(int, "set_workers", (q.tasks, q.runs, q.targeted, q.wake, *old_index, *new_index, *wakes),
-                    (id_arg(id), read, self.seal(queue, id, new), _allowed(new.workers), len(old_index),
+                    (id_arg(id), read, stored, _allowed(new.workers), len(old_index),
                      len(new_index)))
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
@@ -987,17 +991,18 @@ class Broker:
             args += [id_arg(id), hint, read, key]
         return tuple(keys), tuple(args)
 
-    def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, msg: Message, at_ms: int | None,
+    def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, new: bytes, at_ms: int | None,
                   in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[int]:
-        """pending/scheduled/retry -> the same task with ``msg`` (sealed here) and, if ``at_ms`` or
-        ``in_ms`` is given, a new due time. ``read``: the stored value the caller read (the task
-        must still hold it). ``keyed``: a scheduled task due now stays scheduled (due now by the
-        Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
+        """pending/scheduled/retry -> the same task with the message ``new`` (sealed by
+        :func:`~asynqpy.core.signing.trust_gate`, never here: it rewrites a message read from Redis)
+        and, if ``at_ms`` or ``in_ms`` is given, a new due time. ``read``: the stored value the caller
+        read (the task must still hold it). ``keyed``: a scheduled task due now stays scheduled (due
+        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
         q = queue_keys(queue)
         return Call(int, "edit_task",
                     (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf,
                      q.prio),
-                    (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
+                    (id_arg(id), state.code, read, new, "" if at_ms is None else at_ms,
                      "" if in_ms is None else in_ms, window, hint, self.clock.script_now(), "1" if keyed else "0"))
 
     def aggregate(self, queue: str, group: str, members: Sequence[tuple[str, bytes]], id: str,

@@ -45,6 +45,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
 from .server_record import ServerInfo
+from .signing import Refused, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 from .workflow import Record
@@ -452,7 +453,8 @@ class Plans:
             if state not in ALLOWED[verb]:
                 raise _refusal(verb, id, state)
             if state is M:  # a targeted task: out of its indexes and record too (its running runs finish)
-                yield [self.b.run_end(queue, id, decode(message_of(stored)), "D" if verb == "delete" else "X")]
+                value((yield [self.b.run_end(queue, id, decode(message_of(stored)),
+                                             "D" if verb == "delete" else "X")])[0])  # its error is raised
                 return
             if state is G:  # out of its group, which the task's message names
                 code = value((yield [self.b.ungroup(queue, id, stored, verb, _group_of(stored))])[0])
@@ -518,7 +520,11 @@ class Plans:
             if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
                 raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
                                            "the edited message is signed again")
-            msg = decode(body)
+            gate = trust_gate(self.b.signer, queue, id, body)
+            if isinstance(gate, Refused):  # never re-sign what did not verify
+                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
+                                       "that fails verification is never signed again; delete or archive it)")
+            msg = gate.msg
             if "payload" in changes:
                 if msg.unique:
                     raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
@@ -533,8 +539,8 @@ class Plans:
             while True:
                 # a keyed scheduled task due now takes its turn through its key (the forwarder): the
                 # script decides "now" on the Redis clock (keyed=True)
-                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint,
-                                              keyed=bool(msg.key))]
+                res = yield [self.b.edit_task(queue, state, id, stored, gate.store(msg), at_ms, in_ms, self.window,
+                                              hint, keyed=bool(msg.key))]
                 code = value(res[0])
                 if code != NOT_LOCATED or hint != -1:
                     break
@@ -600,6 +606,8 @@ class Plans:
             moved = sum(1 for r in out if not isinstance(r, Exception))
             done += moved
             if not moved:
+                for r in out:  # every call refused (an ACL, Redis gone): say why rather than "0 done"
+                    value(r)
                 return done
 
     def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Plan[TaskInfo]:
@@ -617,11 +625,15 @@ class Plans:
             if state_of(stored) is not M:
                 raise TaskStateError(f"task {id!r} is {state_of(stored).value}: only a targeted task (enqueued "
                                      "with workers= or runs=) has workers to change")
-            old = decode(message_of(stored))
+            gate = trust_gate(self.b.signer, queue, id, message_of(stored))
+            if isinstance(gate, Refused):  # never re-sign what did not verify
+                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not changed: {gate.reason} (a message "
+                                       "that fails verification is never signed again; delete or archive it)")
+            old = gate.msg
             if names is not None and old.runs > len(names):
                 raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
             new = old.with_(workers=names)
-            code = value((yield [self.b.set_workers(queue, id, stored, old, new)])[0])
+            code = value((yield [self.b.set_workers(queue, id, stored, old, new, gate.store(new))])[0])
             if code == OK:
                 return (yield from self.task_info(queue, id))
             if code == NOT_FOUND:
@@ -674,14 +686,14 @@ class Plans:
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
 
     def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str, Message | None]:
-        """A running task's message rewritten as cancelled (a malformed one is kept as it is), its
-        lock digest, and the message as read (None when malformed)."""
-        try:
-            msg = decode(body)
-        except MalformedMessageError:
+        """A running task's message rewritten as cancelled, through the trust gate: re-signed only
+        if it verifies, else archived unsigned (a malformed one is kept as it is); its lock digest;
+        and the message as read (None when malformed), whose key and process the exit needs."""
+        gate = trust_gate(self.b.signer, queue, id, body)
+        if isinstance(gate, Refused) and isinstance(gate.error, MalformedMessageError):
             return bytes(body), "", None
-        cancelled = msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
-        return self.b.seal(queue, id, cancelled), msg.lock_digest(), msg
+        cancelled = gate.msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
+        return gate.store(cancelled), gate.msg.lock_digest(), gate.msg
 
     def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
         """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is

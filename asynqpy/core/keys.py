@@ -22,7 +22,11 @@ CRON_QUEUES = f"{PREFIX}:cron:queues"
 """SET of the queues that have (or had) scheduler entries: where schedulers look for them."""
 CANCEL_CHANNEL = f"{PREFIX}:cancel"
 """Pub/sub channel (not a key) on which the cancel script announces a cancelled active task."""
-CONTROL_CHANNEL = f"{PREFIX}:control"
+CONTROL_PREFIX = f"{PREFIX}-control"
+"""Remote control's own key space (and channel), outside ``asynqpy:*``: a Redis ACL key pattern
+``~asynqpy:*`` (the producer's, the inspector's) does not reach it; only the roles that control
+servers or obey them are granted ``~asynqpy-control:*`` (README, "Minimal ACL")."""
+CONTROL_CHANNEL = CONTROL_PREFIX
 """Pub/sub channel on which an operator's command names the server it is for (its id): the server
 then reads its control list (:func:`control_list`)."""
 
@@ -30,12 +34,12 @@ then reads its control list (:func:`control_list`)."""
 def control_list(server_id: str) -> str:
     """LIST of the commands (stop, quiet, resume) waiting for a server; expires a minute after the
     last one (a command to a server that died meanwhile does not linger)."""
-    return f"{PREFIX}:control:{server_id}"
+    return f"{CONTROL_PREFIX}:{server_id}"
 
 
 def control_ack(command_id: str) -> str:
     """LIST where a server acknowledges a command (the operator BLPOPs it); expires in a minute."""
-    return f"{PREFIX}:control:ack:{command_id}"
+    return f"{CONTROL_PREFIX}:ack:{command_id}"
 
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _GROUP_RE = re.compile(r"^[^\s{}]{1,200}$")
