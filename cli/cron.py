@@ -33,6 +33,7 @@ def _entry_json(i: Any) -> dict[str, Any]:
     return {"name": e.name, "queue": e.queue, "type": e.task_type, "payload": e.payload, "cron": e.cron,
             "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "paused": i.paused,
             "last_tick": i.last_tick, "next_tick": i.next_tick, "last_task_id": i.last_task_id,
+            "signature": i.signature,
             "history": [{"tick": f.tick, "task_id": f.task_id, "enqueued_at": f.enqueued_at, "late_ms": f.late_ms}
                         for f in i.history]}
 
@@ -40,14 +41,17 @@ def _entry_json(i: Any) -> dict[str, Any]:
 @cron.command("ls")
 @click.option("-q", "--queue", default=None, help="Only this queue's entries.")
 @json_option
+@signing_key_option
 @redis_url_option
 @user_errors
-def ls(queue: str | None, as_json: bool, redis_url: str) -> None:
+def ls(queue: str | None, as_json: bool, signing_key_file: str | None, redis_url: str) -> None:
     """List scheduler entries: schedule, task type, next tick (UTC), last task enqueued
-    (--json: everything, with payload, options and recent history)."""
+    (--json: everything, with payload, options, signature and recent history). With
+    --signing-key-file, an entry whose signature does not verify shows "not fired: ..." (a keyed
+    scheduler skips it); without, an unsigned entry among signed ones shows "unsigned"."""
     from rich.table import Table
 
-    with inspector(redis_url) as insp:
+    with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         infos = insp.scheduler_entries(queue)
     if as_json:
         emit_json([_entry_json(i) for i in infos])
@@ -58,9 +62,14 @@ def ls(queue: str | None, as_json: bool, redis_url: str) -> None:
     t = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last task"):
         t.add_column(col, overflow="fold")
+    mixed = any(i.signature == "signed" for i in infos)
     for i in infos:
         e = i.entry
         nxt = "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC")
+        if i.signature.startswith("bad signature"):
+            nxt = f"not fired: {i.signature}"
+        elif mixed and i.signature == "unsigned":
+            nxt = f"unsigned ({nxt})"
         t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, i.last_task_id or "-")
     show(console(), t)
 
@@ -79,11 +88,14 @@ def ls(queue: str | None, as_json: bool, redis_url: str) -> None:
               help="Ticks missed while no scheduler ran: skip them, or run the last one once.")
 @click.option("--max-retry", type=click.IntRange(min=0), default=None, help="The tasks' max_retry.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None, help="The tasks' timeout, seconds.")
+@signing_key_option
 @redis_url_option
 @user_errors
 def add(name: str, task_type: str, cron_expr: str | None, every: float | None, tz: str, queue: str,
-        payload: str | None, missed: str, max_retry: int | None, timeout: float | None, redis_url: str) -> None:
-    """Add (or replace) entry NAME enqueuing TASK_TYPE on each tick of --cron or --every."""
+        payload: str | None, missed: str, max_retry: int | None, timeout: float | None, signing_key_file: str | None,
+        redis_url: str) -> None:
+    """Add (or replace) entry NAME enqueuing TASK_TYPE on each tick of --cron or --every (signed
+    with --signing-key-file: schedulers with signing keys fire only signed entries)."""
     if (cron_expr is None) == (every is None):
         raise UserError("give --cron EXPR or --every SECONDS (one of them)")
     try:
@@ -95,7 +107,7 @@ def add(name: str, task_type: str, cron_expr: str | None, every: float | None, t
         options["max_retry"] = max_retry
     if timeout is not None:
         options["timeout"] = timeout or None
-    with inspector(redis_url) as insp:
+    with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         e = insp.cron_add(name, task_type, data, cron=cron_expr, every=every, tz=tz, queue=queue, missed=missed,
                           **options)
         (info,) = [i for i in insp.scheduler_entries(queue) if i.name == name]
@@ -137,9 +149,16 @@ def resume(names: tuple[str, ...], queue: str, redis_url: str) -> None:
             click.echo(f"resumed entry {n}")
 
 
-@_named("run-now", "Enqueue the task of entries NAMES now, outside their schedule.")
-def run_now(names: tuple[str, ...], queue: str, redis_url: str) -> None:
-    with inspector(redis_url) as insp:
+@cron.command("run-now")
+@click.argument("names", nargs=-1, required=True)
+@click.option("-q", "--queue", default="default", show_default=True, help="The entry's queue.")
+@signing_key_option
+@redis_url_option
+@user_errors
+def run_now(names: tuple[str, ...], queue: str, signing_key_file: str | None, redis_url: str) -> None:
+    """Enqueue the task of entries NAMES now, outside their schedule (with --signing-key-file, the
+    task is signed, and an entry whose signature does not verify is refused)."""
+    with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         for n in names:
             click.echo(f"entry {n}: enqueued {insp.cron_run_now(n, queue)} to {queue}")
 

@@ -349,6 +349,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
               help="A child whose peak memory passed this many MB after a task is replaced (0: no limit).")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
+@click.option("--supervised", is_flag=True, hidden=True,
+              help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
+                   "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
 @signing_key_option
 @redis_url_option
 @user_errors
@@ -356,7 +359,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
            metrics_port: int | None, metrics_host: str, name: str | None, sandbox: bool, sandbox_processes: int,
-           sandbox_max_tasks: int, sandbox_max_memory: int, signing_key_file: str | None, redis_url: str) -> None:
+           sandbox_max_tasks: int, sandbox_max_memory: int, supervised: bool, signing_key_file: str | None,
+           redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
@@ -429,11 +433,12 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     from asynqpy.server import Server
 
     server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
-    server.run(mux, loop=loop)
+    server.run(mux, loop=loop, supervised=supervised)
 
 
 def _child_argv(argv: list[str]) -> list[str]:
-    """The worker command line for one child: the same, with --processes 1."""
+    """The worker command line for one child: the same, without --processes, with --supervised
+    (worker/supervisor.py: how one signal gives one graceful shutdown)."""
     out: list[str] = []
     skip = False
     for a in argv:
@@ -446,7 +451,7 @@ def _child_argv(argv: list[str]) -> list[str]:
         if a.startswith("--processes="):
             continue
         out.append(a)
-    return [sys.executable, "-m", "asynqpy.cli.main", *out]
+    return [sys.executable, "-m", "asynqpy.cli.main", *out, "--supervised"]
 
 
 @main.command()

@@ -572,7 +572,8 @@ class Processor:
         async def run(task: Task) -> Any:
             if self._sandbox is None:
                 o = self.opts
-                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb)
+                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb,
+                                            o.max_result_bytes)
             r = self.held.get((task.queue, task.id))
             return await self._sandbox.run(path, task, r.deadline_ms if r is not None else 0)
 
@@ -663,7 +664,7 @@ class Processor:
             result = r.task.result
             r.ended = (True, result)
             if r.run_of:  # a run of a targeted task: its record says the worker succeeded
-                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token), "run"
+                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token, result=result), "run"
             if isinstance(r.task._proc, process.Plan):
                 return self._commit_call(r, r.task._proc), "complete"
             reply = pack_outcome(r.id, True, result) if r.msg.reply_to else b""
