@@ -41,6 +41,7 @@ Returns 1 = cancelled ('!' when tasks waiting on it were told), 0 = no such task
 --- @include "exit"
 --- @include "process"
 --- @include "operator"
+--- @include "slots"
 operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
@@ -66,5 +67,6 @@ local told_children = task_exit({lock = KEYS[4], progress = KEYS[5], children = 
 if ARGV[8] ~= '' then
   proc_mark_error(KEYS[16], KEYS[17], ARGV[8], id, 'cancelled by an operator', now, ARGV[9])
 end
+slot_freed(KEYS[7], KEYS[2], KEYS[12], KEYS[13], KEYS[14])  -- a slot freed under a concurrency limit wakes a worker
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return told(1, told_children)

@@ -284,7 +284,7 @@ def test_a_shared_limiter_releases_each_entrys_own_slot(backend: Any) -> None:
     assert _holders(backend, "threads") == set()
 
 
-@pytest.mark.parametrize("outcome", ["done", "complete", "archive"])
+@pytest.mark.parametrize("outcome", ["done", "complete", "archive", "cancel"])
 def test_a_freed_slot_leaves_a_wake_token(backend: Any, outcome: str) -> None:
     """A dequeue held back by the concurrency limit leaves no wake-up token (the workers it would
     wake could take nothing), so the script that frees a slot must leave one: before, nothing did,
@@ -306,7 +306,8 @@ def test_a_freed_slot_leaves_a_wake_token(backend: Any, outcome: str) -> None:
     msg = decode(r.hget(k.tasks, "a")[9:])
     finish = {"done": lambda: b.done(Q, "a", "tok00001", msg),
               "complete": lambda: b.complete(Q, "a", "tok00001", msg.with_(retention_ms=60_000)),
-              "archive": lambda: b.archive(Q, "a", "tok00001", msg, 100, 3_600_000)}[outcome]
+              "archive": lambda: b.archive(Q, "a", "tok00001", msg, 100, 3_600_000),
+              "cancel": lambda: b.cancel(Q, "a", "tok00001", b.seal(Q, "a", msg), "", b"n", msg)}[outcome]
     x.run(finish())
     assert r.llen(k.wake) == 1  # the freed slot wakes one worker
     assert [id for id, _ in x.run(b.dequeue(Q, 1, 30_000, "tok00003")).tasks] == ["b"]
