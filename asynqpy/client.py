@@ -482,38 +482,54 @@ class Client(_ClientCore):
         return self._started(p, self._run(calls))
 
     def call_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
-                     queue: str = "default", **options: Any) -> Any:
+                     queue: str = "default", idempotency_key: str | None = None, **options: Any) -> Any:
         """Send a ``call`` input to a running process and return its processor's response
         (``Step.response``), pushed to this client when the input commits (no polling).
-        Raises ProcessNotFoundError, ProcessError (the process is in error: repair it),
-        TaskFailedError (the input failed for good), TimeoutError (``timeout`` s passed; the
-        input still runs)."""
-        return self._process_call(process_id, "call", args, timeout, queue, options)
+        ``idempotency_key``: repeats of the call with the same key (a retry after a timeout or a
+        crash) send nothing new and return the first call's response (kept ``retention``
+        seconds, a day by default). Raises ProcessNotFoundError, ProcessError (the process is in
+        error: repair it), TaskFailedError (the input failed for good), TimeoutError (``timeout``
+        s passed; the input still runs)."""
+        return self._process_call(process_id, "call", args, timeout, queue, options, idempotency_key)
 
     def repair_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
-                       queue: str = "default", **options: Any) -> Any:
+                       queue: str = "default", idempotency_key: str | None = None, **options: Any) -> Any:
         """Send a ``repair`` input to a process in error; its processor decides how to mend it (a
-        successful repair makes it running again). Returns the processor's response; errors as
-        :meth:`call_process` (ProcessError if the process is not in error)."""
-        return self._process_call(process_id, "repair", args, timeout, queue, options)
+        successful repair makes it running again). Returns the processor's response; errors and
+        ``idempotency_key`` as :meth:`call_process` (ProcessError if the process is not in error)."""
+        return self._process_call(process_id, "repair", args, timeout, queue, options, idempotency_key)
 
     def _process_call(self, pid: str, kind: str, args: Any, timeout: float | None, queue: str,
-                      options: dict[str, Any]) -> Any:
+                      options: dict[str, Any], idempotency_key: str | None = None) -> Any:
+        send = options
+        if idempotency_key is not None:  # a repeat answers the first call's outcome
+            id = proc.call_id(proc.validate_id(pid), kind, idempotency_key)
+            try:
+                return self.result(id, queue=queue, timeout=timeout)
+            except TaskNotFoundError:
+                send = proc.idempotent_options(options, id)
         found = run_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(pid), 0, 0))
         self._check_status(found, kind)
         p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue})
-        return self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**options, "queue": queue,
-                                                                           "key": p.msg.key})
+        try:
+            return self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**send, "queue": queue,
+                                                                               "key": p.msg.key})
+        except TaskIdConflictError:  # a concurrent repeat sent it first
+            return self.result(send["task_id"], queue=queue, timeout=timeout)
 
-    def remove_process(self, process_id: str, *, queue: str = "default", timeout: float | None = 30.0) -> bool:
+    def remove_process(self, process_id: str, *, queue: str = "default", timeout: float | None = 30.0,
+                       now: bool = False) -> bool:
         """Send a ``remove`` input: once the inputs queued before it ran, the process (record,
         history, timer) is deleted. Waits for that up to ``timeout`` seconds (None: no limit;
-        0: do not wait), then raises TimeoutError (the removal still happens). False if there
-        is no such process."""
+        0: do not wait), then raises TimeoutError (the removal still happens). ``now``: first
+        delete the input whose turn it is if it waits for a retry (an init that keeps failing),
+        so the removal does not wait behind its retries. False if there is no such process."""
         try:
             found = run_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0, 0))
         except proc.ProcessNotFoundError:
             return False
+        if now:
+            run_plan(self._exec, processes.drop_failing(self.broker, queue, process_id))
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
         if timeout == 0:
             plan = self._plan([p])
@@ -620,8 +636,9 @@ class AsyncClient(_ClientCore):
         try:
             got = _watched(id, queue, await self._exec.run(self.broker.watch(queue, id, inbox.id)))
         except BaseException:
-            inbox.forget(id, fut)
+            inbox.forget(id, fut, started=False)
             raise
+        inbox.started(id)
         if got is not None:
             inbox.forget(id, fut)
             return _settle(got)
@@ -643,8 +660,9 @@ class AsyncClient(_ClientCore):
             replies = await self._run(calls)
             self._results([p], plan, replies, False)
         except BaseException:
-            inbox.forget(p.id, fut)
+            inbox.forget(p.id, fut, started=False)
             raise
+        inbox.started(p.id)  # stored: from now on a recheck may look at it (not before)
         return await inbox.wait(p.id, fut, limit)
 
     async def start_process(self, process_type: str, process_id: str, args: Any = None, **options: Any) -> bool:
@@ -653,31 +671,43 @@ class AsyncClient(_ClientCore):
         return self._started(p, await self._run(calls))
 
     async def call_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
-                           queue: str = "default", **options: Any) -> Any:
+                           queue: str = "default", idempotency_key: str | None = None, **options: Any) -> Any:
         """See :meth:`Client.call_process`."""
-        return await self._process_call(process_id, "call", args, timeout, queue, options)
+        return await self._process_call(process_id, "call", args, timeout, queue, options, idempotency_key)
 
     async def repair_process(self, process_id: str, args: Any = None, *, timeout: float | None = None,
-                             queue: str = "default", **options: Any) -> Any:
+                             queue: str = "default", idempotency_key: str | None = None, **options: Any) -> Any:
         """See :meth:`Client.repair_process`."""
-        return await self._process_call(process_id, "repair", args, timeout, queue, options)
+        return await self._process_call(process_id, "repair", args, timeout, queue, options, idempotency_key)
 
     async def _process_call(self, pid: str, kind: str, args: Any, timeout: float | None, queue: str,
-                            options: dict[str, Any]) -> Any:
+                            options: dict[str, Any], idempotency_key: str | None = None) -> Any:
+        send = options
+        if idempotency_key is not None:  # a repeat answers the first call's outcome
+            id = proc.call_id(proc.validate_id(pid), kind, idempotency_key)
+            try:
+                return await self.result(id, queue=queue, timeout=timeout)
+            except TaskNotFoundError:
+                send = proc.idempotent_options(options, id)
         found = await arun_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(pid), 0, 0))
         self._check_status(found, kind)
         p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue})
-        return await self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**options, "queue": queue,
-                                                                                 "key": p.msg.key})
+        try:
+            return await self.call(p.msg.type, p.msg.payload, timeout=timeout, **{**send, "queue": queue,
+                                                                                     "key": p.msg.key})
+        except TaskIdConflictError:  # a concurrent repeat sent it first
+            return await self.result(send["task_id"], queue=queue, timeout=timeout)
 
     async def remove_process(self, process_id: str, *, queue: str = "default",
-                             timeout: float | None = 30.0) -> bool:
+                             timeout: float | None = 30.0, now: bool = False) -> bool:
         """See :meth:`Client.remove_process`."""
         try:
             found = await arun_plan(self._exec, processes.read(self.broker, queue, proc.validate_id(process_id), 0,
                                                                0))
         except proc.ProcessNotFoundError:
             return False
+        if now:
+            await arun_plan(self._exec, processes.drop_failing(self.broker, queue, process_id))
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
         if timeout == 0:
             plan = self._plan([p])

@@ -77,7 +77,8 @@ class Inspector:
                    group: str = "") -> list[TaskInfo]:
         """One page (1-based, at most 1000 tasks) of the tasks in ``state``. Order: pending oldest
         first (the order they run in); active, scheduled and retry by lease expiry / due time;
-        archived and completed newest first; aggregating (give the ``group``) oldest first."""
+        archived and completed newest first; aggregating (give the ``group``) oldest first. A page
+        starting past position 10**15 is an InvalidArgumentError."""
         return self._run(self._plans.list_tasks(queue, state, page, page_size, group))
 
     def groups(self, queue: str) -> list[GroupInfo]:
@@ -139,7 +140,7 @@ class Inspector:
         """A durable process (docs/processes.md): its status, state, timer and ``count`` events of
         its history from event ``first`` (1-based; 0: its latest ``count``). Raises
         ProcessNotFoundError."""
-        return self._run(processes.read(self._plans.b, queue, process_id, first, count))
+        return self._run(processes.read(self._plans.b, queue, process_id, first, count, True))
 
     def processes(self, queue: str, start: int = 0, count: int = 100,
                   status: str | None = None) -> tuple[int, list[Process]]:
@@ -223,7 +224,9 @@ class Inspector:
     def cancel(self, id: str, queue: str | None = None) -> TaskInfo:
         """Cancel a running task: it is archived with last_error 'cancelled by an operator' (never
         retried on its own; ``run_task`` runs it again) and its worker cancels the handler at once.
-        ``queue`` None looks in every queue. Returns the task's info after the cancel."""
+        ``queue`` None looks in every queue. Returns the task's info after the cancel. With a
+        signing key, a task that does not verify is archived unsigned (last error "bad signature:
+        ...; cancelled by an operator"), so running it again is refused by keyed workers."""
         return self._run(self._plans.cancel(id, queue))
 
     def stats(self, queue: str) -> QueueStats:
@@ -240,7 +243,8 @@ class Inspector:
         """Change which workers (``Server(name=)``, ``asynqpy worker --name``) may run a targeted
         task (enqueued with ``workers=`` or ``runs=``); None = any worker. A run already taken by a
         worker no longer allowed is given back at that worker's next lease renewal (its handler is
-        cancelled; the run is not counted). Returns the task as it now is."""
+        cancelled; the run is not counted). Returns the task as it now is. SignatureError for a task
+        that does not verify with this Inspector's keys (nothing is written)."""
         return self._run(self._plans.set_workers(queue, id, workers))
 
     def edit_task(self, queue: str, id: str, **changes: Any) -> TaskInfo:
@@ -249,22 +253,25 @@ class Inspector:
         a pending task becomes scheduled; due now, a scheduled or retry task becomes pending.
         Returns the task as it now is. TaskStateError for an active, completed or archived task;
         InvalidArgumentError for a bad value, a unique task's payload, or a signed task when this
-        Inspector has no signing key (with one, the edited message is signed again)."""
+        Inspector has no signing key (with one, the edited message is signed again); SignatureError
+        for a task that does not verify with this Inspector's keys (never signed again: delete or
+        archive it)."""
         return self._run(self._plans.edit(queue, id, changes))
 
     def scheduler_entries(self, queue: str | None = None) -> list[cron.EntryInfo]:
         """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is
         paused, its last and next tick, the last task it enqueued and its recent history."""
-        return self._run(cron.entries_plan(queue, self.broker.clock.now_ms()))
+        return self._run(cron.entries_plan(queue, self.broker.clock.now_ms(), signer=self.broker.signer))
 
     def cron_add(self, name: str, task_type: str, payload: Any = None, *, cron: str | None = None,
                  every: float | None = None, tz: str = "UTC", queue: str = "default", missed: str = "skip",
                  **options: Any) -> cron.Entry:
         """Store (or replace) an entry; running schedulers pick it up at their next reload. Its
-        arguments as for :meth:`asynqpy.Scheduler.register`."""
+        arguments as for :meth:`asynqpy.Scheduler.register`. Signed with this Inspector's first
+        signing key, if it has one: schedulers with keys fire only entries that verify."""
         e = _cron.make_entry(name, task_type, payload, cron=cron, every=every, tz=tz, queue=queue, missed=missed,
                              created_ms=self.broker.clock.now_ms(), **options)
-        self._run(_cron.add_plan(e))
+        self._run(_cron.add_plan(e, self.broker.signer))
         return e
 
     def cron_remove(self, name: str, queue: str = "default") -> None:
@@ -280,7 +287,8 @@ class Inspector:
         self._run(_cron.pause_plan(self.broker, queue, name, False))
 
     def cron_run_now(self, name: str, queue: str = "default") -> str:
-        """Enqueue an entry's task now, outside its schedule; returns the task's id."""
+        """Enqueue an entry's task now, outside its schedule; returns the task's id. With a signing
+        key, an entry that does not verify is refused (SignatureError): its task would be signed."""
         return self._run(_cron.run_now_plan(self.broker, queue, name, self.broker.clock.now_ms()))
 
     def close(self) -> None:
@@ -379,7 +387,7 @@ class AsyncInspector:
 
     async def process(self, queue: str, process_id: str, first: int = 0, count: int = 20) -> Process:
         """See :meth:`Inspector.process`."""
-        return await self._run(processes.read(self._plans.b, queue, process_id, first, count))
+        return await self._run(processes.read(self._plans.b, queue, process_id, first, count, True))
 
     async def processes(self, queue: str, start: int = 0, count: int = 100,
                         status: str | None = None) -> tuple[int, list[Process]]:
@@ -467,7 +475,8 @@ class AsyncInspector:
         """Change which workers (``Server(name=)``, ``asynqpy worker --name``) may run a targeted
         task (enqueued with ``workers=`` or ``runs=``); None = any worker. A run already taken by a
         worker no longer allowed is given back at that worker's next lease renewal (its handler is
-        cancelled; the run is not counted). Returns the task as it now is."""
+        cancelled; the run is not counted). Returns the task as it now is. SignatureError for a task
+        that does not verify with this Inspector's keys (nothing is written)."""
         return await self._run(self._plans.set_workers(queue, id, workers))
 
     async def edit_task(self, queue: str, id: str, **changes: Any) -> TaskInfo:
@@ -476,22 +485,25 @@ class AsyncInspector:
         a pending task becomes scheduled; due now, a scheduled or retry task becomes pending.
         Returns the task as it now is. TaskStateError for an active, completed or archived task;
         InvalidArgumentError for a bad value, a unique task's payload, or a signed task when this
-        Inspector has no signing key (with one, the edited message is signed again)."""
+        Inspector has no signing key (with one, the edited message is signed again); SignatureError
+        for a task that does not verify with this Inspector's keys (never signed again: delete or
+        archive it)."""
         return await self._run(self._plans.edit(queue, id, changes))
 
     async def scheduler_entries(self, queue: str | None = None) -> list[cron.EntryInfo]:
         """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is
         paused, its last and next tick, the last task it enqueued and its recent history."""
-        return await self._run(cron.entries_plan(queue, self.broker.clock.now_ms()))
+        return await self._run(cron.entries_plan(queue, self.broker.clock.now_ms(), signer=self.broker.signer))
 
     async def cron_add(self, name: str, task_type: str, payload: Any = None, *, cron: str | None = None,
                  every: float | None = None, tz: str = "UTC", queue: str = "default", missed: str = "skip",
                  **options: Any) -> cron.Entry:
         """Store (or replace) an entry; running schedulers pick it up at their next reload. Its
-        arguments as for :meth:`asynqpy.Scheduler.register`."""
+        arguments as for :meth:`asynqpy.Scheduler.register`. Signed with this Inspector's first
+        signing key, if it has one: schedulers with keys fire only entries that verify."""
         e = _cron.make_entry(name, task_type, payload, cron=cron, every=every, tz=tz, queue=queue, missed=missed,
                              created_ms=self.broker.clock.now_ms(), **options)
-        await self._run(_cron.add_plan(e))
+        await self._run(_cron.add_plan(e, self.broker.signer))
         return e
 
     async def cron_remove(self, name: str, queue: str = "default") -> None:
@@ -507,7 +519,8 @@ class AsyncInspector:
         await self._run(_cron.pause_plan(self.broker, queue, name, False))
 
     async def cron_run_now(self, name: str, queue: str = "default") -> str:
-        """Enqueue an entry's task now, outside its schedule; returns the task's id."""
+        """Enqueue an entry's task now, outside its schedule; returns the task's id. With a signing
+        key, an entry that does not verify is refused (SignatureError): its task would be signed."""
         return await self._run(_cron.run_now_plan(self.broker, queue, name, self.broker.clock.now_ms()))
 
     async def close(self) -> None:

@@ -13,13 +13,21 @@ dies gives it back when its ``hold`` runs out). Refused, it raises :class:`RateL
 time to wait: raised out of a handler, the task waits that long and runs again, without counting
 as a failure or using up a retry. With ``wait=True`` it waits instead (at most ``max_wait``
 seconds, then RateLimited).
+
+Each entry releases exactly its own slot: the holder id of an entry is kept in a context variable
+(one stack per asyncio task or thread, innermost entry last), so one Limiter shared by concurrent
+tasks and threads (a module-level Limiter, as above) gives back, on each exit, the slot that this
+task or thread took, never another's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import secrets
 import time
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +38,13 @@ from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 
 __all__ = ["Limiter"]
+
+log = logging.getLogger("asynqpy.limiter")
+
+_HELD: ContextVar[tuple[tuple[int, str], ...]] = ContextVar("asynqpy_limiter_held", default=())
+"""The places held in this context (an asyncio task or a thread): (the Limiter's serial, the
+holder id), innermost last. Tuples: a task started inside an entry gets a copy it cannot change."""
+_SERIALS = itertools.count(1)
 
 
 class Limiter:
@@ -56,10 +71,24 @@ class Limiter:
         self._redis = redis
         self._sync: SyncExecutor | None = None
         self._async: AsyncExecutor | None = None
-        self._held: list[str] = []  # holders of this object's current entries (nested or concurrent)
+        self._serial = next(_SERIALS)  # tells this Limiter's entries in _HELD from others'
 
     def _call(self, holder: str) -> Any:
         return acquire_call(self.name, self.rate, self.burst, self.concurrency, holder, self.hold_ms)
+
+    def _push(self, holder: str) -> None:
+        _HELD.set((*_HELD.get(), (self._serial, holder)))
+
+    def _pop(self) -> str | None:
+        """The holder of this context's innermost entry of this Limiter (taken off the stack)."""
+        held = _HELD.get()
+        for i in range(len(held) - 1, -1, -1):
+            if held[i][0] == self._serial:
+                _HELD.set(held[:i] + held[i + 1:])
+                return held[i][1]
+        log.warning("limit %r: leaving an entry not made in this task or thread; its slot is given back "
+                    "when its hold runs out", self.name)
+        return None
 
     def __enter__(self) -> Limiter:
         if self._sync is None:
@@ -68,17 +97,16 @@ class Limiter:
         while True:
             granted, wait_ms = self._sync.run(self._call(holder))
             if granted:
-                self._held.append(holder)
+                self._push(holder)
                 return self
             if not self.wait or time.monotonic() + wait_ms / 1000 > deadline:
                 raise RateLimited(wait_ms / 1000, f"limit {self.name!r} reached: retry in {wait_ms / 1000:g}s")
             time.sleep(wait_ms / 1000)
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        if self._held and self.concurrency is not None and self._sync is not None:
-            self._sync.run(release_call(self.name, self._held.pop()))
-        elif self._held:
-            self._held.pop()
+        holder = self._pop()
+        if holder is not None and self.concurrency is not None and self._sync is not None:
+            self._sync.run(release_call(self.name, holder))
 
     async def __aenter__(self) -> Limiter:
         if self._async is None:
@@ -87,7 +115,7 @@ class Limiter:
         while True:
             granted, wait_ms = await self._async.run(self._call(holder))
             if granted:
-                self._held.append(holder)
+                self._push(holder)
                 return self
             if not self.wait or time.monotonic() + wait_ms / 1000 > deadline:
                 raise RateLimited(wait_ms / 1000, f"limit {self.name!r} reached: retry in {wait_ms / 1000:g}s")
@@ -95,7 +123,6 @@ class Limiter:
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
-        if self._held and self.concurrency is not None and self._async is not None:
-            await self._async.run(release_call(self.name, self._held.pop()))
-        elif self._held:
-            self._held.pop()
+        holder = self._pop()
+        if holder is not None and self.concurrency is not None and self._async is not None:
+            await self._async.run(release_call(self.name, holder))

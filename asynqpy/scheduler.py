@@ -22,6 +22,7 @@ from typing import Any
 from .core.clock import Clock
 from .core.cron import GRACE_MS, Entry, make_entry
 from .core.errors import InvalidArgumentError
+from .core.options import MAX_SECONDS
 from .core.signing import SigningKeys, make_signer
 from .redisio.connection import async_client, check_url
 from .redisio.executor import AsyncExecutor
@@ -38,14 +39,16 @@ class Scheduler:
     ``redis``: a URL or a redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``refresh``:
     seconds between two reloads of the stored entries. ``grace``: seconds a tick may be late and
     still be enqueued (older ticks were missed: each entry's ``missed`` policy decides).
-    ``signing_key``: as the clients', when tasks are signed."""
+    ``signing_key``: as the clients', when tasks are signed: the entries it stores are signed, and
+    it fires only stored entries whose signature verifies (docs/periodic.md, "Signed entries")."""
 
     def __init__(self, redis: Any = None, *, refresh: float = 5.0, grace: float = GRACE_MS / 1000,
                  clock: Clock | None = None, signing_key: SigningKeys | None = None,
                  max_payload_bytes: int = 1 << 20) -> None:
         for name, value, low in (("refresh", refresh, 0.01), ("grace", grace, 0.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < float("inf"):
-                raise InvalidArgumentError(f"{name} must be a number of seconds >= {low:g}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= MAX_SECONDS:
+                raise InvalidArgumentError(f"{name} must be a number of seconds >= {low:g} and at most 100 years, "
+                                           f"got {value!r}")
         if isinstance(redis, str):
             check_url(redis)
         self._redis_arg = redis

@@ -41,6 +41,7 @@ from .worker.propagator import Propagator
 from .worker.recoverer import Recoverer, RecovererParams
 from .worker.scheduler import SchedulerParams, Scheduling, entries_of
 from .worker.settings import ServerOptions
+from .worker.supervisor import HURRY_SIGNAL
 from .worker.threadpool import DaemonThreadPool
 from .worker.watchdog import LoopWatchdog
 
@@ -110,30 +111,44 @@ class Server:
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def run(self, mux: ServeMux, *, loop: str = "asyncio") -> None:
+    def run(self, mux: ServeMux, *, loop: str = "asyncio", supervised: bool = False) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
         ``"asyncio"`` (the standard library's) or ``"uvloop"`` (``pip install '.[uvloop]' in asynqpy's repository``).
         Not ``asyncio.run``: that waits without limit for every task left to end, and a handler
         that ignores its cancellation (its task already put back to its queue) would keep the
-        process alive."""
+        process alive.
+
+        ``supervised``: this process is one of a supervisor's (``asynqpy worker --processes N``,
+        worker/supervisor.py). SIGTERM and SIGINT then only start the graceful shutdown, however
+        many arrive: one signal to the process group (Ctrl-C, systemd, dumb-init) reaches this
+        process directly *and* through the supervisor, which forwards it. "Stop now" comes from
+        the supervisor alone (:data:`~asynqpy.worker.supervisor.HURRY_SIGNAL`, sent when it is
+        signalled a second time)."""
         event_loop = new_event_loop(loop)
         try:
-            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=True))
+            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=True, supervised=supervised))
         finally:
             _close_loop(event_loop)
 
-    def _on_signal(self, ctx: Context, sig: signal.Signals) -> None:
+    def _on_signal(self, ctx: Context, sig: signal.Signals, supervised: bool = False) -> None:
         """SIGINT/SIGTERM: the first one starts the graceful shutdown, a second one requeues the
-        running tasks at once."""
+        running tasks at once. Supervised: SIGINT/SIGTERM only start the graceful shutdown, and
+        the supervisor's HURRY_SIGNAL requeues at once."""
         name = signal.Signals(sig).name
-        if not ctx.stopping.is_set():
+        hurry = sig == HURRY_SIGNAL if supervised else ctx.stopping.is_set()
+        if hurry:
             ctx.stopping.set()
-            log.warning("%s: shutting down; waiting up to %gs for running tasks to finish (press Ctrl-C "
-                        "again to stop now: they are put back to their queues at once)", name,
-                        self.options.shutdown_timeout)
-        elif not ctx.hurry.is_set():
-            ctx.hurry.set()
-            log.warning("%s again: stopping now; putting running tasks back to their queues", name)
+            if not ctx.hurry.is_set():
+                ctx.hurry.set()
+                log.warning("%s: stopping now; putting running tasks back to their queues",
+                            "the supervisor was signalled again" if supervised else f"{name} again")
+        elif not ctx.stopping.is_set():
+            ctx.stopping.set()
+            log.warning("%s: shutting down; waiting up to %gs for running tasks to finish (%s again to "
+                        "stop now: they are put back to their queues at once)", name,
+                        self.options.shutdown_timeout, "signal the supervisor" if supervised else "press Ctrl-C")
+        else:  # supervised: the same signal through the group and through the supervisor
+            log.debug("%s: already shutting down (a second signal to the supervisor stops now)", name)
 
     def stop(self) -> None:
         """Ask a running server to shut down gracefully (thread-safe; nothing happens if it has
@@ -144,8 +159,9 @@ class Server:
             except RuntimeError:  # the loop closed meanwhile: the server has stopped
                 pass
 
-    async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False) -> None:
-        """Run inside the current event loop until :meth:`stop` (or a signal, if installed)."""
+    async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False, supervised: bool = False) -> None:
+        """Run inside the current event loop until :meth:`stop` (or a signal, if installed;
+        ``supervised``: see :meth:`run`)."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.clock, self._signer)
         o = self.options
@@ -156,9 +172,10 @@ class Server:
                 log.info("serving metrics on http://%s:%d/metrics", o.metrics_host, o.metrics_port)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
+        signals = (signal.SIGTERM, signal.SIGINT, *((HURRY_SIGNAL,) if supervised else ()))
         if install_signal_handlers:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._loop.add_signal_handler(sig, self._on_signal, ctx, sig)
+            for sig in signals:
+                self._loop.add_signal_handler(sig, self._on_signal, ctx, sig, supervised)
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
@@ -215,8 +232,10 @@ class Server:
                 except asyncio.TimeoutError:
                     log.warning("could not unregister server within %gs", STOP_LOOPS_TIMEOUT)
             if install_signal_handlers:
-                for sig in (signal.SIGTERM, signal.SIGINT):
+                for sig in signals:
                     self._loop.remove_signal_handler(sig)
+                if supervised:  # a late "stop now" from the supervisor must not kill the exiting process
+                    signal.signal(HURRY_SIGNAL, signal.SIG_IGN)
             if hooked:
                 try:
                     await _run_hooks("on_shutdown", o.on_shutdown, pool)

@@ -54,7 +54,7 @@ def main() -> int:
             ("GET / (overview page)", "/"),
             ("GET queue page", "/queues/big?state=pending"),
         ]
-        with TestClient(create_app(server.url)) as tc:
+        with TestClient(create_app(server.url), base_url="http://localhost") as tc:
             print(f"web console API, queue of {a.tasks:,} pending tasks, {a.calls} calls each (in-process ASGI):")
             for name, path in endpoints:
                 tc.get(path)

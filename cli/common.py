@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -18,6 +18,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.core.humanize import ago as ago  # (re-exported: the formats of every command)
+from asynqpy.core.humanize import duration as duration
+from asynqpy.core.humanize import latency as latency
+from asynqpy.core.humanize import utc as utc
 from asynqpy.core.jsontext import jsonable
 from asynqpy.core.signing import load_keys
 from asynqpy.redisio.connection import default_url
@@ -90,11 +94,11 @@ full_option = click.option("--full", is_flag=True, help="Show payloads, results 
 
 
 @contextmanager
-def inspector(redis_url: str) -> Iterator[Inspector]:
-    """An Inspector on ``redis_url``, closed after use."""
+def inspector(redis_url: str, signing_key: list[bytes] | None = None) -> Iterator[Inspector]:
+    """An Inspector on ``redis_url`` (with ``signing_key``, if given), closed after use."""
     from asynqpy.inspector import Inspector
 
-    insp = Inspector(redis_url)
+    insp = Inspector(redis_url, signing_key=signing_key)
     try:
         yield insp
     finally:
@@ -149,42 +153,6 @@ def clip(text: str, full: bool, width: int) -> str:
     return text if full or len(text) <= width else text[: width - 1] + "…"
 
 
-def ago(when: datetime | None, now: datetime | None = None) -> str:
-    """'12s ago', 'in 3m', '2h5m ago', '-' for None."""
-    if when is None:
-        return "-"
-    now = now or datetime.now(timezone.utc)
-    secs = (when - now).total_seconds()
-    text = duration(abs(secs))
-    return f"in {text}" if secs > 0 else f"{text} ago"
-
-
-def duration(secs: float) -> str:
-    """1.5s, 42s, 3m12s, 2h5m, 3d4h."""
-    if secs < 10:
-        return f"{secs:.1f}s"
-    s = int(secs)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def latency(pending: int, seconds: float) -> str:
-    """A queue's latency (age of its oldest pending task), the same in every command and the
-    dashboard: '-' when nothing is pending, seconds with one decimal under a minute (0.4s, 12.5s),
-    then minutes, hours, days (3m12s, 2h05m, 3d04h, 12d): at most 5 characters below 1000 days."""
-    if not pending:
-        return "-"
-    secs = max(0.0, seconds)
-    if secs < 59.95:
-        return f"{secs:.1f}s"
-    return duration(max(60.0, secs)) if secs < 10 * 86400 else f"{int(secs // 86400)}d"
-
-
 def retried(n: int, max_retry: int) -> str:
     """Retries so far out of the most allowed ('2/25': failed twice, may be retried 23 more
     times); the same in task ls, task inspect and the dashboard."""
@@ -203,10 +171,6 @@ def fit(text: str, room: int) -> str:
     """``text`` cut to ``room`` characters with an ellipsis (at least one character kept)."""
     room = max(1, room)
     return text if len(text) <= room else text[: room - 1] + "…"
-
-
-def utc(when: datetime | None) -> str:
-    return "-" if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def size(n: int | None) -> str:

@@ -37,23 +37,35 @@ def _entry_json(i: Any) -> dict[str, Any]:
             "every": e.every, "tz": e.tz, "missed": e.missed, "options": dict(e.options), "owner": e.owner or None,
             "paused": i.paused,
             "last_tick": i.last_tick, "next_tick": i.next_tick, "last_task_id": i.last_task_id,
+            "signature": i.signature,
             "history": [{"tick": f.tick, "task_id": f.task_id, "enqueued_at": f.enqueued_at, "late_ms": f.late_ms}
                         for f in i.history]}
+
+
+def _next_tick(i: Any, mixed: bool, when: str) -> str:
+    """The next-tick cell: an entry a keyed scheduler does not fire says so; an unsigned one among
+    signed ones is marked."""
+    if i.signature.startswith("bad signature"):
+        return f"not fired: {i.signature}"
+    return f"unsigned ({when})" if mixed and i.signature == "unsigned" else when
 
 
 @cron.command("ls")
 @click.option("-q", "--queue", default=None, help="Only this queue's entries.")
 @json_option
 @full_option
+@signing_key_option
 @redis_url_option
 @user_errors
-def ls(queue: str | None, as_json: bool, full: bool, redis_url: str) -> None:
+def ls(queue: str | None, as_json: bool, full: bool, signing_key_file: str | None, redis_url: str) -> None:
     """List scheduler entries: schedule, task type, next tick (UTC), one line each (--full: every
-    cell whole, with the last tick and task; --json: everything, with payload, options and recent
-    history)."""
+    cell whole, with the last tick and task; --json: everything, with payload, options, signature
+    and recent history). With --signing-key-file, an entry whose signature does not verify shows
+    "not fired: ..." (a keyed scheduler skips it); without, an unsigned entry among signed ones
+    shows "unsigned"."""
     from rich.table import Table
 
-    with inspector(redis_url) as insp:
+    with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         infos = insp.scheduler_entries(queue)
     if as_json:
         emit_json([_entry_json(i) for i in infos])
@@ -63,6 +75,7 @@ def ls(queue: str | None, as_json: bool, full: bool, redis_url: str) -> None:
         return
     out = console()
     now = datetime.now(timezone.utc)
+    mixed = any(i.signature == "signed" for i in infos)
     if full:  # each cell whole, on one line however long (the terminal wraps it)
         from rich.console import Console
 
@@ -72,13 +85,14 @@ def ls(queue: str | None, as_json: bool, full: bool, redis_url: str) -> None:
             t.add_column(col, no_wrap=True)
         for i in infos:
             e = i.entry
-            nxt = "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC")
+            nxt = _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC"))
             t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, ago(i.last_tick, now), i.last_task_id or "-")
         show(out, t)
         return
     # one line per entry in the terminal's width (80 columns if not a terminal): long cells cut with …
     rows = [[i.entry.name, i.entry.queue, i.entry.spec(), i.entry.task_type,
-             "paused" if i.paused else utc(i.next_tick)[5:16]] for i in infos]  # month-day hour:minute
+             _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick)[5:16])]  # month-day hour:minute
+            for i in infos]
     heads = ["name", "queue", "schedule", "task type", "next (UTC)"]
     natural = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(heads)]
     caps = [22, 14, 18, 10**6, 11]  # the most each column takes before the task type has its share
@@ -111,11 +125,14 @@ def ls(queue: str | None, as_json: bool, full: bool, redis_url: str) -> None:
               help="Ticks missed while no scheduler ran: skip them, or run the last one once.")
 @click.option("--max-retry", type=click.IntRange(min=0), default=None, help="The tasks' max_retry.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None, help="The tasks' timeout, seconds.")
+@signing_key_option
 @redis_url_option
 @user_errors
 def add(name: str, task_type: str, cron_expr: str | None, every: float | None, tz: str, queue: str,
-        payload: str | None, missed: str, max_retry: int | None, timeout: float | None, redis_url: str) -> None:
-    """Add (or replace) entry NAME enqueuing TASK_TYPE on each tick of --cron or --every."""
+        payload: str | None, missed: str, max_retry: int | None, timeout: float | None, signing_key_file: str | None,
+        redis_url: str) -> None:
+    """Add (or replace) entry NAME enqueuing TASK_TYPE on each tick of --cron or --every (signed
+    with --signing-key-file: schedulers with signing keys fire only signed entries)."""
     if (cron_expr is None) == (every is None):
         raise UserError("give --cron EXPR or --every SECONDS (one of them)")
     try:
@@ -127,7 +144,7 @@ def add(name: str, task_type: str, cron_expr: str | None, every: float | None, t
         options["max_retry"] = max_retry
     if timeout is not None:
         options["timeout"] = timeout or None
-    with inspector(redis_url) as insp:
+    with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         e = insp.cron_add(name, task_type, data, cron=cron_expr, every=every, tz=tz, queue=queue, missed=missed,
                           **options)
         (info,) = [i for i in insp.scheduler_entries(queue) if i.name == name]
@@ -178,9 +195,16 @@ def resume(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
             click.echo(f"resumed entry {n}" + ("" if queue else f" of queue {q}"))
 
 
-@_named("run-now", "Enqueue the task of entries NAMES now, outside their schedule.")
-def run_now(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
-    with inspector(redis_url) as insp:
+@cron.command("run-now")
+@click.argument("names", nargs=-1, required=True)
+@click.option("-q", "--queue", default=None, help="The entries' queue (default: look in every queue).")
+@signing_key_option
+@redis_url_option
+@user_errors
+def run_now(names: tuple[str, ...], queue: str | None, signing_key_file: str | None, redis_url: str) -> None:
+    """Enqueue the task of entries NAMES now, outside their schedule (with --signing-key-file, the
+    task is signed, and an entry whose signature does not verify is refused)."""
+    with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         for n, q in _queues(insp, names, queue):
             click.echo(f"entry {n}: enqueued {insp.cron_run_now(n, q)} to {q}")
 

@@ -189,7 +189,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 def dash(refresh: float, redis_url: str) -> None:
     """Live dashboard: queues, throughput, servers; pick a queue to page through its tasks.
 
-    Keys: arrows or j/k select, Enter opens a queue, left/right or h/l or 1-6 switch the task
+    Keys: arrows or j/k select, Enter opens a queue, left/right or h/l or 1-8 switch the task
     state, n/p page, Esc goes back, ? shows help, q quits.
     """
     try:

@@ -17,7 +17,7 @@ from rich.text import Text
 from asynqpy.core.task import TaskInfo, TaskState
 
 from .common import clip, latency, payload_text, retried
-from .dash_state import STATES, DashState, Throughput, View, pages
+from .dash_state import STATES, TABS, DashState, Throughput, View, pages
 
 if TYPE_CHECKING:
     from asynqpy import QueueInfo, ServerInfo
@@ -347,6 +347,13 @@ TASK_COLS: dict[TaskState, list[tuple[Col, Cell]]] = {
                          (Col("retried", 7), _retried), (Col("last error", ratio=2), _error)],
     TaskState.COMPLETED: [(Col("done", 8, right=True), lambda t, now: relative(t.completed_at, now)),
                           (Col("result", ratio=2), lambda t, now: payload_text(t.result, width=PREVIEW))],
+    TaskState.WAITING: [(Col("enqueued", 8, right=True), lambda t, now: relative(t.enqueued_at, now)),
+                        (Col("parents", ratio=1), lambda t, now: clip(", ".join(
+                            f"{p.id}:{p.state}" for p in t.parents), False, PREVIEW)),
+                        (Col("payload", ratio=2), _payload)],
+    TaskState.BLOCKED: [(Col("enqueued", 8, right=True), lambda t, now: relative(t.enqueued_at, now)),
+                        (Col("key", ratio=1), lambda t, now: clip(t.key or "", False, PREVIEW)),
+                        (Col("payload", ratio=2), _payload)],
 }
 """Per state tab, the columns after id and type, and how each cell is made from a task."""
 
@@ -354,7 +361,9 @@ TASK_COLS: dict[TaskState, list[tuple[Col, Cell]]] = {
 def _tabs(q: QueueInfo, current: TaskState, width: int) -> Text:
     for short in (False, True):
         parts = []
-        for s in STATES:
+        for s in TABS:
+            if s not in STATES and s is not current and not getattr(q, s.value):
+                continue  # waiting / blocked: a tab only when the queue has such tasks (keys 7, 8 still go there)
             label = s.value if not short else _SHORT[s]
             parts.append((f"{label} {count(getattr(q, s.value))}", s is current))
         if sum(len(p) + 2 for p, _ in parts) <= width or short:
@@ -367,7 +376,8 @@ def _tabs(q: QueueInfo, current: TaskState, width: int) -> Text:
 
 
 _SHORT = {TaskState.PENDING: "pend", TaskState.ACTIVE: "actv", TaskState.SCHEDULED: "sched",
-          TaskState.RETRY: "retry", TaskState.ARCHIVED: "arch", TaskState.COMPLETED: "done"}
+          TaskState.RETRY: "retry", TaskState.ARCHIVED: "arch", TaskState.COMPLETED: "done",
+          TaskState.WAITING: "wait", TaskState.BLOCKED: "blkd"}
 
 
 def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
@@ -410,7 +420,7 @@ def queue_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int
 HELP = [
     ("↑ ↓  j k", "select a queue (Home/End: first/last)"),
     ("Enter", "open the selected queue"),
-    ("← →  h l  1-6", "switch task state (queue view)"),
+    ("← →  h l  1-8", "switch task state (queue view: ... waiting, blocked)"),
     ("n p  PgDn PgUp", "next / previous page of tasks"),
     ("Esc  Backspace", "back to the queue table"),
     ("Ctrl-L", "redraw the screen"),

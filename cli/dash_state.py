@@ -17,8 +17,12 @@ if TYPE_CHECKING:
 
 STATES: list[TaskState] = [s for s in TaskState if s not in (TaskState.AGGREGATING, TaskState.TARGETED,
                                                                 TaskState.WAITING, TaskState.BLOCKED)]
-"""The task tabs (aggregating tasks are listed per group: the queue summary counts them)."""
-"""Task states in tab order (keys 1-6)."""
+"""The states the queue table has a column for (aggregating tasks are listed per group: the queue
+summary counts them)."""
+
+TABS: list[TaskState] = [*STATES, TaskState.WAITING, TaskState.BLOCKED]
+"""The queue view's task tabs in order (keys 1-8): the table's states, then the tasks waiting on
+their parents (``after=``) and those blocked behind their key (``key=``)."""
 
 QUIT_KEYS = ("q", "ctrl-c", "eof")
 
@@ -98,15 +102,15 @@ class DashState:
             self.view, self.queue, self.tab, self.page = View.QUEUE, names[i], TaskState.PENDING, 1
 
     def _queue_key(self, key: str, q: QueueInfo | None) -> None:
-        i = STATES.index(self.tab)
+        i = TABS.index(self.tab)
         if key in ("esc", "backspace"):
             self.view = View.QUEUES
             return
         tab = {"left": i - 1, "h": i - 1, "right": i + 1, "l": i + 1, "tab": i + 1}.get(key)
         if tab is not None:
-            self.tab, self.page = STATES[tab % len(STATES)], 1
-        elif key in "123456" and len(key) == 1:
-            self.tab, self.page = STATES[int(key) - 1], 1
+            self.tab, self.page = TABS[tab % len(TABS)], 1
+        elif len(key) == 1 and "1" <= key <= str(len(TABS)):
+            self.tab, self.page = TABS[int(key) - 1], 1
         elif key in ("n", "pagedown"):
             self.page = min(self.page + 1, pages(q, self.tab, self.page_size))
         elif key in ("p", "pageup"):

@@ -353,6 +353,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @click.option("--log-success", is_flag=True,
               help="Log a line per task that succeeds, at INFO (by default only at DEBUG, which also turns on "
                    "every library's debug lines).")
+@click.option("--supervised", is_flag=True, hidden=True,
+              help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
+                   "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
 @signing_key_option
 @redis_url_option
 @user_errors
@@ -360,7 +363,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
            metrics_port: int | None, metrics_host: str, name: str | None, sandbox: bool, sandbox_processes: int,
-           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, signing_key_file: str | None,
+           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, supervised: bool,
+           signing_key_file: str | None,
            redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -437,11 +441,12 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     from asynqpy.server import Server
 
     server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
-    server.run(mux, loop=loop)
+    server.run(mux, loop=loop, supervised=supervised)
 
 
 def _child_argv(argv: list[str]) -> list[str]:
-    """The worker command line for one child: the same, with --processes 1."""
+    """The worker command line for one child: the same, without --processes, with --supervised
+    (worker/supervisor.py: how one signal gives one graceful shutdown)."""
     out: list[str] = []
     skip = False
     for a in argv:
@@ -454,7 +459,7 @@ def _child_argv(argv: list[str]) -> list[str]:
         if a.startswith("--processes="):
             continue
         out.append(a)
-    return [sys.executable, "-m", "asynqpy.cli.main", *out]
+    return [sys.executable, "-m", "asynqpy.cli.main", *out, "--supervised"]
 
 
 @main.command()

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from asynqpy.core.process import Process
@@ -44,7 +45,10 @@ def _args(text: str | None) -> Any:
 
 def _status(p: Process) -> str:
     c = {"running": "green", "error": "red", "starting": "yellow"}.get(p.status, "")
-    return f"[{c}]{p.status}[/{c}]" if c else p.status
+    text = f"[{c}]{p.status}[/{c}]" if c else p.status
+    if p.failing:
+        text += f" [red](failing: {escape(clip(p.failing, False, 60))}, {p.failing_attempts} attempt(s))[/red]"
+    return text
 
 
 @process.command("ls")
@@ -104,6 +108,11 @@ def inspect(process_id: str, queue: str, first: int, count: int, as_json: bool, 
     out.print(f"  created {ago(p.created, now)}, updated {ago(p.updated, now)}")
     if p.timer:
         out.print(f"  timer: {ago(p.timer, now)} (input {p.timer_id})")
+    if p.failing:
+        out.print(f"  input {escape(p.failing_input)} failed {p.failing_attempts} time(s) and waits for a retry: "
+                  f"{escape(p.failing)}")
+        out.print("  the inputs sent after it wait behind it; remove it now: asynqpy process rm --now "
+                  + process_id + (f" -q {queue}" if queue != "default" else ""))
     if p.status == "error":
         out.print(f"  broken by input {p.broken_by}: {p.error}")
         out.print("  repair it: asynqpy process repair " + process_id + (f" -q {queue}" if queue != "default" else ""))
@@ -172,14 +181,16 @@ def repair(process_id: str, queue: str, args: str | None, timeout: float, redis_
 @process.command()
 @click.argument("process_id")
 @queue_option
+@click.option("--now", is_flag=True, help="First delete the input it waits behind if that input waits for a retry "
+                                          "(an init that keeps failing), so the removal is not held up by it.")
 @redis_url_option
 @user_errors
-def rm(process_id: str, queue: str, redis_url: str) -> None:
+def rm(process_id: str, queue: str, now: bool, redis_url: str) -> None:
     """Remove a process (record, history, timer) once the inputs queued before it ran (a worker
     of its queue does it; this only queues the removal)."""
     from asynqpy import Client
 
     with Client(redis_url) as c:
-        if not c.remove_process(process_id, queue=queue, timeout=0):
+        if not c.remove_process(process_id, queue=queue, timeout=0, now=now):
             raise UserError(f"no process {process_id!r} in queue {queue!r}")
     click.echo(f"removal of process {process_id} queued")

@@ -191,7 +191,8 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("workers", ", ".join(x.workers) if x.workers is not None else "any"))
         rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))
         for name, state in sorted(x.runs.items()):
-            rows.append((f"  run on {name}", state))
+            got = f" → {payload_text(x.run_results[name], full, 80)}" if name in x.run_results else ""
+            rows.append((f"  run on {name}", state + got))
     for i, p in enumerate(x.parents):
         end = p.state + (f" → {payload_text(p.result, full, 80)}" if p.state == "completed" else "")
         rows.append(("parents" if i == 0 else "", f"{p.queue}/{p.id}: {end}"))

@@ -32,11 +32,15 @@ def _loopback(host: str) -> bool:
               help="The same, from the environment variable VAR.")
 @click.option("--refresh", type=click.FloatRange(min=0.5), default=2.0, show_default=True,
               help="Seconds between the pages' live updates.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another name (or IP address) the console answers to, repeatable; by default only the --host "
+                   "address and localhost: a request for any other Host is refused (DNS rebinding). "
+                   "'*.example.com': its subdomains; '*': any name (only behind a proxy that checks Host).")
 @signing_key_option
 @redis_url_option
 @user_errors
 def web(port: int, host: str, read_only: bool, auth_file: str | None, auth_env: str | None, refresh: float,
-        signing_key_file: str | None, redis_url: str) -> None:
+        allowed_hosts: tuple[str, ...], signing_key_file: str | None, redis_url: str) -> None:
     """Serve the web console (queues, tasks, servers, periodic tasks; a REST API under /api) on
     http://HOST:PORT until stopped."""
     if auth_file and auth_env:
@@ -54,15 +58,18 @@ def web(port: int, host: str, read_only: bool, auth_file: str | None, auth_env: 
             raise UserError(f"--auth-env: the environment variable {auth_env} is not set")
     try:
         from asynqpy.web import Auth, create_app
+        from asynqpy.web.app import host_patterns
 
         auth = Auth.parse(spec) if spec is not None else None
         if auth is None and not _loopback(host):
             raise UserError(f"binding {host} (not loopback) needs --auth-file or --auth-env")
+        hosts = host_patterns([host, "localhost", *allowed_hosts])
         app = create_app(redis_url, read_only=read_only, auth=auth, refresh=refresh,
-                         signing_key=signing_keys(signing_key_file))
+                         signing_key=signing_keys(signing_key_file), allowed_hosts=hosts)
     except InvalidArgumentError as exc:
         raise UserError(str(exc)) from None
     import uvicorn
 
-    click.echo(f"asynqpy web console on http://{host}:{port}/{' (read-only)' if read_only else ''}")
+    click.echo(f"asynqpy web console on http://{host}:{port}/{' (read-only)' if read_only else ''}; "
+               f"it answers to Host {', '.join(hosts)} (more with --allowed-host)")
     uvicorn.run(app, host=host, port=port, log_level="warning")

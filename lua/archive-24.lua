@@ -56,6 +56,7 @@ token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not he
 --- @include "flow"
 --- @include "serial"
 --- @include "process"
+--- @include "slots"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -78,4 +79,5 @@ end
 if ARGV[13] ~= '' then
   proc_mark_error(KEYS[23], KEYS[24], ARGV[13], id, ARGV[11], now, ARGV[14])
 end
+slot_freed(KEYS[14], KEYS[2], KEYS[19], KEYS[20], KEYS[21])  -- a slot freed under a concurrency limit wakes a worker
 return told(notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9]), tell_children(KEYS[15], KEYS[16], id, 'x', ''))

@@ -40,6 +40,7 @@ the token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease no
 --- @include "events"
 --- @include "flow"
 --- @include "serial"
+--- @include "slots"
 local id = ARGV[1]
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -56,4 +57,5 @@ if ARGV[10] ~= '' then
   key_release(KEYS[1], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[10], events_cap(KEYS[11]), KEYS[19],
               ARGV[10], id)
 end
+slot_freed(KEYS[11], KEYS[2], KEYS[16], KEYS[17], KEYS[18])  -- a slot freed under a concurrency limit wakes a worker
 return told(notify(KEYS[7], KEYS[8], KEYS[9], id, ARGV[7]), told_kids)

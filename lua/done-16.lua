@@ -44,6 +44,7 @@ waiters to notify, with the token '!' if tasks waiting on it were told: includes
 --- @include "events"
 --- @include "flow"
 --- @include "serial"
+--- @include "slots"
 local INBOX_TTL_MS = 600000
 local n = (#ARGV - 1) / 10
 local ids = {}
@@ -122,4 +123,5 @@ end
 if #gone > 0 then
   redis.call('HDEL', KEYS[6], unpack(gone))
 end
+slot_freed(KEYS[8], KEYS[2], KEYS[14], KEYS[15], KEYS[16])  -- a slot freed under a concurrency limit wakes a worker
 return out

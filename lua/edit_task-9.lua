@@ -2,8 +2,8 @@
 Rewrites a waiting task's message (its payload or max_retry, by the caller) and, if asked, its due
 time: due now or earlier -> pending (at the head: it runs after the tasks already waiting); due
 later -> a pending or scheduled task becomes (stays) scheduled, a retry task stays a retry, at the
-new time. Only if the task is still the one the caller read (byte for byte): else -8, read it
-again. Refused whole when Redis is full (an edit adds no way to free memory).
+new time (a scheduled keyed task due now stays scheduled, due now: ARGV[10]). Only if the task
+is still the one the caller read (byte for byte): else -8, read it again. Refused whole when Redis is full (an edit adds no way to free memory).
 KEYS[1] t          tasks hash
 KEYS[2] container  the list (pending) or zset (scheduled, retry) of the task's state
 KEYS[3] scheduled  scheduled zset (where a task due later goes, unless it is a retry)
@@ -23,6 +23,9 @@ ARGV[6] in         '' = none; else the new due time as ms from now (Redis time)
 ARGV[7] window     pending: how far from each end of the list the id is looked for
 ARGV[8] hint       pending: the id's index located by the caller, -1 = none, -2 = nowhere
 ARGV[9] now        '' = Redis time; else a simulated time in ms
+ARGV[10] keyed     '1' = a keyed task (``key=``): a scheduled one due now or earlier stays scheduled,
+                   due now by this script's clock, and the forwarder gives it its turn through its
+                   key (key_gate); it never goes to pending here, past its key
 Returns 1 = edited, 0 = no such task, -5 = in another state, -6 = (pending, moving to scheduled)
 not found near either end of the list: locate it and call again, -8 = changed since read.
 ]]
@@ -32,6 +35,8 @@ not found near either end of the list: locate it and call again, -8 = changed si
 --- @include "signal"
 --- @include "events"
 --- @include "priority"
+--- @include "operator"
+operator_only(KEYS[1])  -- a producer is refused here, before any write
 local id, state, msg = ARGV[1], ARGV[2], ARGV[4]
 local v, code = check_state(KEYS[1], KEYS[2], state, id)
 if not v then
@@ -50,6 +55,9 @@ elseif ARGV[6] ~= '' then
 end
 local new_state = state
 local priority = msg_priority(msg, 1)
+-- a keyed scheduled task due now takes its turn through its key (the forwarder's key_gate):
+-- "now" is decided here, on the Redis clock, not by the caller's
+local gated = due ~= nil and due <= now and ARGV[10] == '1' and state == 's'
 if due == nil then
   if state == 'p' and priority ~= msg_priority(v, 2) then
     if not take(KEYS[2], 'p', id, tonumber(ARGV[7]), tonumber(ARGV[8]), KEYS[9]) and ARGV[8] ~= '-2' then
@@ -58,7 +66,7 @@ if due == nil then
     push_pending(KEYS[4], KEYS[9], id, priority, false)
   end
   redis.call('HSET', KEYS[1], id, state .. msg)
-elseif due <= now then
+elseif due <= now and not gated then
   new_state = 'p'
   if state ~= 'p' then
     redis.call('ZREM', KEYS[2], id)

@@ -22,21 +22,33 @@ ARGV[3] check      '1' = a caller-chosen id (checked for conflicts), '0' = gener
 ARGV[4] policy     'c' cancel / 'r' run / 'i' ignore, when a parent fails
 ARGV[5] now        '' = Redis time; else a simulated time in ms
 ARGV[6] delay      ms from now before it may run once released (0 = at once; process_in/process_at)
-ARGV[7..] ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
+ARGV[7] cancelled  policy 'c': the message rewritten as cancelled by a failed parent, stored archived
+                   at once (in this script: no second step a lost reply or a crash could skip) when a
+                   parent has already failed; '' otherwise
+ARGV[8..] ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
           caller knows ('' = not ended; 'c' .. result = completed; 'x' archived; 'd' deleted)
 Returns 1 = pending (no parent left to wait for), 4 = scheduled (the same, its due time ahead),
-2 = waiting, 3 = waiting but a parent failed and the policy is cancel (the caller archives it with
-fail_waiting), -2 = a live task has this id.
-Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, nothing written.
+2 = waiting, 3 = archived (a parent had already failed and the policy is cancel), -2 = a live task
+has this id.
+Sent again after a lost reply: its own stored task is found (new_id 'own', or its archived
+cancelled message): nothing written, the code of the state it is in now.
 ]]
 --- @include "now"
 --- @include "newtask"
 --- @include "flow"
 --- @include "release"
-local id, msg, policy = ARGV[1], ARGV[2], ARGV[4]
+local id, msg, policy, cancelled = ARGV[1], ARGV[2], ARGV[4], ARGV[7]
+local STATE_CODE = {w = 2, x = 3, s = 4}
+local prior = redis.call('HGET', KEYS[1], id)
+if prior and cancelled ~= '' and prior == 'x' .. cancelled then  -- its own archived write, sent again
+  return 3
+end
 -- stored waiting first (the first write: a full Redis refuses the call here, whole)
 local refused = store_new(KEYS[1], id, 'w', msg, ARGV[3] == '1', KEYS[2], 0, KEYS[9], KEYS[10])
-if refused then
+if refused == 1 then  -- sent again: its own write, in whatever state it has reached since
+  local now_v = redis.call('HGET', KEYS[1], id)
+  return STATE_CODE[now_v and string.sub(now_v, 1, 1) or ''] or 1
+elseif refused then
   return refused
 end
 local now = now_ms(ARGV[5])
@@ -52,7 +64,7 @@ if old then
 end
 local due = tonumber(ARGV[6]) > 0 and now + tonumber(ARGV[6]) or 0
 local rec, left, failed = {policy, '', tostring(now), tostring(due)}, 0, false
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local st = ARGV[i + 1]
   if st == '' and early[ARGV[i]] then
     st = early[ARGV[i]]
@@ -71,9 +83,12 @@ local cap = events_cap(KEYS[8])
 if left == 0 and not (failed and policy == 'c') then
   return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[11], KEYS[12], KEYS[7], cap, id, msg, due, now)
 end
-redis.call('ZADD', KEYS[2], now, id)
-emit(KEYS[7], cap, 'e', 'waiting', 'id', id, 'type', msg_type(msg))
-if failed and policy == 'c' then
+if failed and policy == 'c' then  -- a parent failed already: archived at once, in this step
+  redis.call('HSET', KEYS[1], id, 'x' .. cancelled)
+  redis.call('ZADD', KEYS[9], now, id)
+  emit(KEYS[7], cap, 'e', 'archived', 'id', id, 'type', msg_type(msg), 'error', 'cancelled: a parent failed')
   return 3
 end
+redis.call('ZADD', KEYS[2], now, id)
+emit(KEYS[7], cap, 'e', 'waiting', 'id', id, 'type', msg_type(msg))
 return 2

@@ -18,7 +18,8 @@ ARGV[4] key        the task's key
 ARGV[5] now        '' = Redis time; else a simulated time in ms
 Returns 1 = pending (it holds the key), 2 = blocked, -2 = a live task has this id. A holder whose
 task is gone (deleted by hand) or ended does not hold the key any more: the new task takes it.
-Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, nothing written.
+Sent again after a lost reply: its own stored task is found (new_id 'own'): nothing written, 2 if
+it is still blocked, else 1.
 ]]
 --- @include "now"
 --- @include "newtask"
@@ -26,7 +27,10 @@ Sent again after a lost reply: its own stored task is found (new_id 'own'): 1, n
 local id, msg, key = ARGV[1], ARGV[2], ARGV[4]
 -- stored blocked first (the first write: a full Redis refuses the call here, whole), then admitted
 local refused = store_new(KEYS[1], id, 'b', msg, ARGV[3] == '1', KEYS[9], 0, KEYS[10], KEYS[11])
-if refused then
+if refused == 1 then  -- sent again: its own write, still blocked (2) or admitted since (1)
+  local v = redis.call('HGET', KEYS[1], id)
+  return (v and string.sub(v, 1, 1) == 'b') and 2 or 1
+elseif refused then
   return refused
 end
 return key_admit(KEYS[1], KEYS[8], KEYS[7], KEYS[2], KEYS[3], KEYS[4], KEYS[5], events_cap(KEYS[6]), KEYS[9], key, id,

@@ -62,6 +62,7 @@ again from the process as it is).
 --- @include "events"
 --- @include "serial"
 --- @include "process"
+--- @include "slots"
 local id, pid = ARGV[1], ARGV[9]
 local m, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -132,4 +133,5 @@ elseif r and r[R_TIMER] == id then
   redis.call('HSET', KEYS[17], pid, rec_pack(r))
 end
 key_release(KEYS[1], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[9], cap, KEYS[16], ARGV[20], id)
+slot_freed(KEYS[10], KEYS[2], KEYS[13], KEYS[14], KEYS[15])  -- a slot freed under a concurrency limit wakes a worker
 return told(notify(KEYS[6], KEYS[7], KEYS[8], id, ARGV[7]), tell_children(KEYS[22], KEYS[23], id, 'c', ARGV[21]))

@@ -1,5 +1,6 @@
 --[[ rules_redrive: dead list -> input list: dead events sent through their rules again (oldest first)
-KEYS[1] dead     the watcher's dead list (JSON records with the field 'event', from rules_dead)
+KEYS[1] dead     the watcher's dead list (JSON records with the field 'event', from rules_dead; an
+                 event that is not UTF-8 text also has 'event_hex', its bytes in hex: those are moved)
 KEYS[2] input    the watcher's input list
 ARGV[1] n        the most events to move
 Returns how many moved (a record that is not such JSON stays in the dead list, and the move stops
@@ -15,8 +16,16 @@ for _ = 1, tonumber(ARGV[1]) do
   if not ok or type(parsed) ~= 'table' or type(parsed.event) ~= 'string' then
     break
   end
+  local event = parsed.event
+  local hex = parsed.event_hex
+  if hex ~= nil then
+    if type(hex) ~= 'string' or #hex % 2 ~= 0 or string.find(hex, '[^0-9a-fA-F]') then
+      break
+    end
+    event = string.gsub(hex, '%x%x', function(h) return string.char(tonumber(h, 16)) end)
+  end
   redis.call('RPOP', KEYS[1])
-  redis.call('LPUSH', KEYS[2], parsed.event)
+  redis.call('LPUSH', KEYS[2], event)
   moved = moved + 1
 end
 return moved

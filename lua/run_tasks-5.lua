@@ -21,6 +21,8 @@ archived or scheduled keyed task (refused).
 --- @include "signal"
 --- @include "priority"
 --- @include "serial"
+--- @include "operator"
+operator_only(KEYS[1])  -- a producer is refused here, before any write
 local state = ARGV[1]
 local out, moved = {}, 0
 for i = 2, #ARGV do

@@ -20,6 +20,8 @@ Returns 1 = changed, 0 = no such task, -5 = not targeted, -8 = changed since rea
 ]]
 --- @include "signal"
 --- @include "runs"
+--- @include "operator"
+operator_only(KEYS[1])  -- a producer is refused here, before any write
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then

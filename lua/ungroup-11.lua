@@ -25,6 +25,8 @@ Returns 1 = done, 0 = no such task, -5 = not aggregating, -8 = changed since rea
 --- @include "unique"
 --- @include "group"
 --- @include "events"
+--- @include "operator"
+operator_only(KEYS[1])  -- a producer is refused here, before any write
 local id, verb = ARGV[1], ARGV[3]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then

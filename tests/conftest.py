@@ -29,9 +29,28 @@ settings.load_profile("asynqpy")
 hypothesis_engine.MAX_SHRINKING_SECONDS = 20
 
 REQUIRE_REAL = os.environ.get("ASYNQPY_REQUIRE_REAL") == "1"
+FAST = os.environ.get("ASYNQPY_FAST") == "1"
+"""The fast tier (``bash scripts/test --fast``): fakeredis only; nothing real is started."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In the fast tier, leave out what needs a real server, a browser or many processes: tests
+    marked real, cluster or slow, and the redis-server and cluster cases of ``backend``."""
+    if not FAST:
+        return
+    keep, drop = [], []
+    for item in items:
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+        marked = any(item.get_closest_marker(m) for m in ("real", "cluster", "slow"))
+        (drop if marked or param in ("real", "cluster") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _need_redis() -> None:
+    if FAST:
+        pytest.skip("the fast tier runs on fakeredis only (bash scripts/test runs every tier)")
     if shutil.which("redis-server") is None:
         if REQUIRE_REAL:
             pytest.fail("redis-server is required (ASYNQPY_REQUIRE_REAL=1) but not installed")

@@ -74,14 +74,16 @@ def wait_sync(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 
         time.sleep(interval)
 
 
-def start_worker(url: str, target: str = "workers:mux", *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start ``asynqpy worker TARGET`` in a child process (tests dir on its path)."""
+def start_worker(url: str, target: str = "workers:mux", *args: str, env: dict[str, str] | None = None,
+                 **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``asynqpy worker TARGET`` in a child process (tests dir on its path); ``popen``: more
+    arguments for Popen (``start_new_session=True``: a process group to signal)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), full_env.get("PYTHONPATH", "")])
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "WARNING", "worker", target,
            "--redis-url", url, *args]
-    return subprocess.Popen(cmd, env=full_env, cwd=str(ROOT / "tests"))
+    return subprocess.Popen(cmd, env=full_env, cwd=str(ROOT / "tests"), **popen)
 
 
 def loaded(group: Any) -> list[tuple[str, Any]]:

@@ -53,6 +53,35 @@ def steps(task: Task) -> None:
     task.write_result({"steps": 3, "headers": task.headers})
 
 
+def big(task: Task) -> bytes:
+    """Returns ``payload`` MB: over the server's max_result_bytes."""
+    return b"x" * (task.payload << 20)
+
+
+def forge(task: Task) -> None:
+    """A handler writing to the protocol's pipe itself: announces a frame of ``payload`` bytes,
+    sends none of it and waits."""
+    import gc
+    import io
+    import struct
+
+    _log("forge.pids", str(os.getpid()))
+    (out,) = [o for o in gc.get_objects() if isinstance(o, io.FileIO) and not o.closed and o.mode == "wb"
+              and o.fileno() > 2]  # the child's answer pipe
+    out.write(struct.pack(">I", task.payload))
+    time.sleep(30)
+
+
+def spawn(task: Task) -> str:
+    """Starts a tool (``sleep 300``), records the child's and the tool's pids, waits ``payload`` s."""
+    import subprocess
+
+    tool = subprocess.Popen(["sleep", "300"])
+    _log("spawn.pids", f"{os.getpid()} {tool.pid}")
+    time.sleep(task.payload)
+    return "finished"
+
+
 async def async_work(task: Task) -> str:
     return f"async {task.payload} in {os.getpid()}"
 

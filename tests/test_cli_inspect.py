@@ -106,6 +106,17 @@ def test_stats_and_queue_commands(redis_url: str, seeded: dict[str, str]) -> Non
     fails(u, "queue", "pause", "bad queue", message="invalid queue name")
 
 
+def test_stats_skips_an_invalid_queue_set_member(redis_url: str, seeded: dict[str, str]) -> None:
+    """`asynqpy stats` (and `queue ls`) used to fail on one bad member of asynqpy:queues."""
+    import redis
+
+    redis.Redis.from_url(redis_url).sadd("asynqpy:queues", "bad queue", b"\xff")
+    assert [r["queue"] for r in as_json(redis_url, "stats")] == ["critical", "default"]
+    out = ok(redis_url, "stats")
+    assert "critical" in out and "bad queue" not in out
+    assert ok(redis_url, "queue", "ls").split() == ["critical", "default"]
+
+
 def test_task_ls_every_state_paging_full_and_json(redis_url: str, seeded: dict[str, str]) -> None:
     u = redis_url
     out = ok(u, "task", "ls", "-q", "critical", "-s", "pending", "--size", "10", "--page", "2")
@@ -123,6 +134,7 @@ def test_task_ls_every_state_paging_full_and_json(redis_url: str, seeded: dict[s
     assert tasks[0]["payload"]["base64"].startswith("iVBORw0K") and tasks[0]["state"] == "scheduled"
     assert len(as_json(u, "task", "ls", "-q", "critical", "-s", "pending", "--size", "1000")) == 42
     fails(u, "task", "ls", "-q", "default", "-s", "bogus", message="unknown task state 'bogus'")
+    fails(u, "task", "ls", "-q", "critical", "--page", "99999999999999999999", message="page must be an int from 1 to")
     fails(u, "task", "ls", "-q", "nope", "-s", "pending", message="queue 'nope' not found")
 
 

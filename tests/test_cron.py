@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -77,6 +78,8 @@ def test_interval_and_seconds_ticks() -> None:
     ({"cron": "* * *"}, "cron: Wrong number of fields"),
     ({"cron": "* * * * *", "tz": "Mars/Base"}, "tz: unknown time zone 'Mars/Base'"),
     ({"every": 0.5}, "every must be a number of seconds >= 1"),
+    ({"every": 10**20}, "every must be at most 100 years"),
+    ({"every": 100 * 365 * 24 * 3600 + 1}, "every must be at most 100 years"),
     ({}, "either cron='...' or every=seconds"),
     ({"every": 5, "cron": "* * * * *"}, "either cron='...' or every=seconds"),
     ({"every": 5, "missed": "all"}, "missed must be one of skip, last"),
@@ -176,6 +179,30 @@ def test_inspector_actions_on_entries(backend: Any) -> None:
         assert insp.task_info("iq", id).state is TaskState.PENDING  # what it enqueued stays
 
 
+def test_an_every_beyond_100_years_is_refused_and_a_stored_one_is_listed(backend: Any) -> None:
+    """every= had no upper bound: cron_add stored every=1e20 and every listing of the entries then
+    raised OverflowError (cron ls, the console's /scheduler). It is refused, nothing stored; one
+    stored before (or by hand) is listed, with its next tick as the latest datetime, and never fires."""
+    from asynqpy.core.keys import queue_keys
+
+    with Inspector(backend.sync) as insp:
+        insp.cron_add("fine", "t", every=60, queue="cq")
+        with pytest.raises(InvalidArgumentError, match="every must be at most 100 years"):
+            insp.cron_add("far", "t", every=10**20, queue="cq")
+        assert [i.name for i in insp.scheduler_entries()] == ["fine"]
+        far = Entry("far", "t", None, "cq", every=1e20, created_ms=1)  # as an earlier version stored it
+        k = queue_keys("cq")
+        backend.sync.hset(k.cron, "far", encode_entry(far))
+        backend.sync.lpush(k.cron_history("far"), f"{10**22} cron:far:x {10**22}", "0 cron:far:now:1 5000")
+        infos = {i.name: i for i in insp.scheduler_entries()}
+        assert sorted(infos) == ["far", "fine"] and infos["fine"].next_tick is not None
+        assert infos["far"].next_tick == datetime.max.replace(tzinfo=timezone.utc)
+        assert infos["far"].entry.spec() == "every 1e+20s"
+        assert [f.task_id for f in infos["far"].history] == ["cron:far:now:1"]  # the unreadable tick is left out
+        now = int(time.time() * 1000)
+        assert due_ticks(far, 0, now) == [] and due_ticks(replace(far, missed="last"), 0, now) == []
+
+
 def test_a_changed_or_removed_entry_stops_firing_its_old_definition(backend: Any) -> None:
     """A scheduler planned from a definition an operator changed since writes nothing for it
     (it reloads); one removed fires no more."""
@@ -233,6 +260,7 @@ def test_cron_commands(redis_url: str) -> None:
         (("add", "x", "t", "--cron", "* * * * *", "--tz", "Nowhere/Land"), "asynqpy: error: tz: unknown time zone"),
         (("add", "x", "t"), "asynqpy: error: give --cron EXPR or --every SECONDS (one of them)"),
         (("add", "x", "t", "--every", "5", "--payload", "{oops"), "asynqpy: error: --payload is not JSON"),
+        (("add", "x", "t", "--every", "1e20"), "asynqpy: error: every must be at most 100 years"),
         (("pause", "nope"), "asynqpy: error: no scheduler entry 'nope' in any queue"),
         (("pause", "nope", "-q", "default"), "asynqpy: error: no scheduler entry 'nope' in queue 'default'"),
         (("rm", "nope"), "asynqpy: error: no scheduler entry 'nope' in any queue"),
@@ -244,6 +272,16 @@ def test_cron_commands(redis_url: str) -> None:
         assert code == 2 and err.startswith(message) and err.count("\n") == 1, (args, err)
     with Inspector(redis_url) as insp:  # the refusals changed nothing
         assert [i.name for i in insp.scheduler_entries()] == ["nightly"]
+    import redis
+
+    from asynqpy.core.keys import queue_keys
+
+    far = Entry("far", "t", None, "default", every=1e20, created_ms=1)  # stored before every= was bounded
+    redis.Redis.from_url(redis_url).hset(queue_keys("default").cron, "far", encode_entry(far))
+    code, out, err = cli("cron", "ls", *u)
+    assert code == 0 and "far" in out and "every 1e+20s" in out and "nightly" in out, err
+    code, out, err = cli("cron", "ls", "--json", *u)
+    assert code == 0 and {e["name"]: e for e in json.loads(out)}["far"]["next_tick"].startswith("9999-12-31"), err
 
 
 @pytest.mark.real
@@ -303,6 +341,9 @@ def test_bad_periodic_declarations(backend: Any) -> None:
         s.register("a", "t", every=6)
     with pytest.raises(InvalidArgumentError, match="refresh must be"):
         Scheduler(backend.sync, refresh=0)
+    for name in ("refresh", "grace"):  # a time a scheduler computes with: bounded as every duration
+        with pytest.raises(InvalidArgumentError, match=f"{name} must be .* at most 100 years"):
+            Scheduler(backend.sync, **{name: 10**20})
 
 
 def test_removing_a_queue_with_entries(backend: Any) -> None:
@@ -489,3 +530,93 @@ def test_a_renamed_periodic_task_stops_firing_after_a_worker_restart(redis_url: 
                 w.wait(20)
             names = {i.name: i.entry.owner for i in insp.scheduler_entries()}
             assert names == {"from-cli": "", name: "app:renamed_app"}, names
+# -- signed entries --------------------------------------------------------------------------------
+
+KEY, OTHER_KEY = b"k" * 32, b"x" * 32
+
+
+def test_a_keyed_scheduler_fires_only_entries_signed_with_its_keys(backend: Any, caplog: Any) -> None:
+    """Entries written by a keyless party (or signed with another key) are not fired by a keyed
+    scheduler: logged once, shown as such by a keyed Inspector; a signed entry's ticks arrive
+    signed. A keyed run-now refuses an entry that does not verify (it would sign its task)."""
+    from asynqpy.core.codec import decode
+    from asynqpy.core.errors import SignatureError
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.signing import Signer
+
+    keyless, keyed, other = Inspector(backend.sync), Inspector(backend.sync, signing_key=KEY), \
+        Inspector(backend.sync, signing_key=OTHER_KEY)
+    keyless.cron_add("planted", "evil", {"cmd": "x"}, every=1, queue="sq")
+    other.cron_add("foreign", "evil", every=1, queue="sq")
+    keyed.cron_add("ours", "beat", every=1, queue="sq")
+
+    async def main() -> Scheduling:
+        stop = asyncio.Event()
+        clock = Clock()
+        loop = Scheduling(AsyncExecutor(backend.new_async()), Broker(clock, Signer(KEY)), clock,
+                          SchedulerParams((), refresh=0.2), stop)
+        run = asyncio.create_task(loop.run())
+        deadline = time.monotonic() + 10
+        while loop.fired < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(run, 10)
+        return loop
+
+    loop = asyncio.run(main())
+    tasks = keyless.list_tasks("sq", TaskState.PENDING, page_size=100)
+    assert loop.fired >= 2 and {t.type for t in tasks} == {"beat"}  # nothing of the unsigned entries
+    for t in tasks:  # the ticks are signed tasks
+        Signer(KEY).open("sq", t.id, backend.sync.hget(queue_keys("sq").tasks, t.id)[1:])
+    refusals = [r.getMessage() for r in caplog.records if "is not fired" in r.getMessage()]
+    assert len(refusals) == 2, refusals  # once per entry, not at every reload
+    shown = {i.name: (i.signature, i.next_tick) for i in keyed.scheduler_entries("sq")}
+    assert shown["ours"][0] == "verified" and shown["ours"][1] is not None
+    assert shown["planted"] == ("bad signature: the entry is not signed", None)
+    assert shown["foreign"] == ("bad signature: the tag matches none of the signing keys", None)
+    assert {i.name: i.signature for i in keyless.scheduler_entries("sq")} == {
+        "ours": "signed", "foreign": "signed", "planted": "unsigned"}
+    with pytest.raises(SignatureError, match="not run"):
+        keyed.cron_run_now("planted", "sq")
+    id = keyed.cron_run_now("ours", "sq")
+    assert decode(Signer(KEY).open("sq", id, backend.sync.hget(queue_keys("sq").tasks, id)[1:])).type == "beat"
+
+
+def test_a_keyed_scheduler_signs_its_own_unchanged_entries_again(backend: Any) -> None:
+    """An entry declared in code and stored unsigned (before signing was turned on, or planted
+    under its name) is written again, signed, by a scheduler with keys; a signed one is left."""
+    from asynqpy.core.cron import entry_signature, register_plan
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.signing import Signer
+    from asynqpy.redisio.executor import SyncExecutor, run_plan
+
+    entry = make_entry("beat", "ping", every=60, queue="rq")
+    ex, key = SyncExecutor(backend.sync), queue_keys("rq").cron
+    (unsigned,) = run_plan(ex, register_plan([entry], 1000))
+    assert entry_signature(Signer(KEY), "rq", "beat", backend.sync.hget(key, "beat")).startswith("bad signature")
+    (signed,) = run_plan(ex, register_plan([entry], 2000, Signer(KEY)))
+    assert entry_signature(Signer(KEY), "rq", "beat", backend.sync.hget(key, "beat")) == "verified"
+    assert signed.created_ms == 2000 and unsigned.created_ms == 1000
+    (again,) = run_plan(ex, register_plan([entry], 3000, Signer(KEY)))
+    assert again.created_ms == 2000  # unchanged and verified: kept as it is
+    assert decode_entry("rq", "beat", backend.sync.hget(key, "beat")) == again  # a tagged entry still decodes
+
+
+@pytest.mark.real
+def test_cron_commands_sign_and_show_entries_with_a_key_file(redis_url: str, tmp_path: Any) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY + b"\n")
+    u, k = ("--redis-url", redis_url), ("--signing-key-file", str(key_file))
+    assert cli("cron", "add", "ours", "ping", "--every", "60", *k, *u)[0] == 0
+    assert cli("cron", "add", "planted", "evil", "--every", "60", *u)[0] == 0
+    code, out, _ = cli("cron", "ls", "--json", *k, *u)
+    assert {e["name"]: e["signature"] for e in json.loads(out)} == {
+        "ours": "verified", "planted": "bad signature: the entry is not signed"}
+    code, out, _ = cli("cron", "ls", *k, *u)
+    assert code == 0 and "not fired: bad signature" in out
+    code, out, _ = cli("cron", "ls", *u)
+    assert code == 0 and "unsigned" in out  # keyless: an unsigned entry among signed ones
+    code, _, err = cli("cron", "run-now", "planted", *k, *u)
+    assert code == 2 and "is not run: bad signature" in err and err.count("\n") == 1
+    code, out, _ = cli("cron", "run-now", "ours", *k, *u)
+    assert code == 0 and "enqueued cron:ours:now:" in out

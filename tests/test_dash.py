@@ -239,9 +239,15 @@ def test_state_machine_navigation() -> None:
     s.handle("h", QUEUES)
     s.handle("left", QUEUES)
     s.handle("left", QUEUES)                              # wraps around
-    assert s.tab is TaskState.COMPLETED
+    assert s.tab is TaskState.BLOCKED
     s.handle("4", QUEUES)
     assert s.tab is TaskState.RETRY
+    s.handle("7", QUEUES)                                 # the tasks waiting on parents, then those behind a key
+    assert s.tab is TaskState.WAITING
+    s.handle("8", QUEUES)
+    assert s.tab is TaskState.BLOCKED
+    s.handle("9", QUEUES)                                 # no ninth tab: nothing changes
+    assert s.tab is TaskState.BLOCKED
     s.handle("?", QUEUES)
     assert s.help
     s.handle("esc", QUEUES)                               # any key closes help, and only that
@@ -450,7 +456,7 @@ def test_help_screen_and_error_footer() -> None:
     state.handle("?", [])
     lines = screen(state, Snapshot(queues=QUEUES, updated=NOW))
     text = "\n".join(lines)
-    for key in ("Enter", "Esc", "n p", "1-6", "q  Ctrl-C", "?"):
+    for key in ("Enter", "Esc", "n p", "1-8", "q  Ctrl-C", "?"):
         assert key in text
     assert "over the last minute" in text and "succeeded / failed" in text and lines[-1].startswith("any key: close help")
     snap = Snapshot(queues=QUEUES, updated=NOW, error="cannot reach Redis: Error 111 connecting to 127.0.0.1:6399. "
@@ -619,3 +625,29 @@ def test_dash_arguments() -> None:
 def test_dash_needs_a_terminal(redis_url: str) -> None:
     res = CliRunner().invoke(main, ["dash", "--redis-url", redis_url])
     assert res.exit_code == 2 and "needs a terminal" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_waiting_and_blocked_tabs_list_their_tasks() -> None:
+    from asynqpy.core.workflow import ParentEnd
+
+    q = replace(qi("default", 5, 0, 0, 0, 0, 0), waiting=2, blocked=1)
+    state = DashState(cursor="default")
+    state.page_size = page_size_for(24)
+    state.handle("enter", [q])
+    assert "wait 2  blkd 1" in screen(state, Snapshot(queues=[q], updated=NOW))[2]  # 80 columns: short labels
+    lines = screen(state, Snapshot(queues=[q], updated=NOW), width=120)
+    assert "waiting 2" in lines[2] and "blocked 1" in lines[2]
+    state.handle("8", [q])
+    blocked = TaskInfo.from_message("b1", "default", TaskState.BLOCKED, Message("step", "charge", key="order:42"))
+    lines = screen(state, Snapshot(queues=[q], updated=NOW, tasks=[blocked], tasks_for=state.want()),
+                   width=120)
+    assert "[blocked 1]" in lines[2] and any("b1" in ln and "order:42" in ln for ln in lines)
+    state.handle("7", [q])
+    waiting = TaskInfo.from_message("w1", "default", TaskState.WAITING, Message("notify"))
+    waiting.parents = [ParentEnd("default", "p1", "waiting")]
+    lines = screen(state, Snapshot(queues=[q], updated=NOW, tasks=[waiting], tasks_for=state.want()),
+                   width=120)
+    assert "[waiting 2]" in lines[2] and any("w1" in ln and "p1:waiting" in ln for ln in lines)
+    quiet = qi("default", 5, 0, 0, 0, 0, 0)  # none of either: no such tabs in the way
+    assert "waiting" not in screen(state.__class__(cursor="default", view=View.QUEUE, queue="default"),
+                                   Snapshot(queues=[quiet], updated=NOW))[2]

@@ -334,6 +334,12 @@ def test_bad_input_gets_typed_errors_and_loses_nothing(backend: Any) -> None:
                 insp.process(Q, "nope")
             with pytest.raises(InvalidArgumentError):
                 insp.process(Q, "x", count=5000)
+            for bad in ({"first": 10**20}, {"first": 10**15 + 1}):  # was an untyped error from Redis
+                with pytest.raises(InvalidArgumentError, match="first must be an int from 0 to 1000000000000000"):
+                    insp.process(Q, "x", **bad)
+            with pytest.raises(InvalidArgumentError, match="start must be an int from 0 to 1000000000000000"):
+                insp.processes(Q, 10**20)
+            assert insp.processes(Q, 10**15) == (0, [])
             c.start_process("payment", "b1", {"amount": 1}, queue=Q)
             async with serving(backend.new_async(), payment_mux(), queues=[Q]):
                 with pytest.raises(TaskFailedError, match="returns a Step"):  # a processor's bad return
@@ -400,6 +406,8 @@ def test_cli_process_commands(redis_url: str) -> None:
             (("process", "call", "nope", "-q", Q), "no process 'nope'"),
             (("process", "call", "c1", "-q", Q, "--args", "{bad"), "--args is not valid JSON"),
             (("process", "rm", "nope", "-q", Q), "no process 'nope'"),
+            (("process", "ls", "-q", Q, "--start", str(10**20)), "start must be an int from 0 to"),
+            (("process", "inspect", "c1", "-q", Q, "--first", str(10**20)), "first must be an int from 0 to"),
         ]:
             code, out = run(*args)
             assert code == 2 and message in out and len(out.strip().splitlines()) == 1, (args, out)
@@ -466,5 +474,89 @@ def test_an_app_registers_a_processor_and_serves_its_queue(backend: Any) -> None
         with Inspector(backend.sync) as insp:
             assert insp.process("pq-app", "n").state == 10
         await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_call_repeated_with_its_idempotency_key_runs_once_and_answers_the_first_response(backend: Any) -> None:
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "i1", {"amount": 100}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                first = await ac.call_process("i1", {"op": "refund", "amount": 30}, queue=Q, timeout=10,
+                                              idempotency_key="refund-1")
+                # the caller timed out and tries again, sync or async: the same response, no new refund
+                again = await asyncio.to_thread(c.call_process, "i1", {"op": "refund", "amount": 30}, queue=Q,
+                                                timeout=10, idempotency_key="refund-1")
+                assert (first, again) == (30, 30)
+                assert await ac.call_process("i1", {"op": "refund", "amount": 30}, queue=Q, timeout=10,
+                                             idempotency_key="refund-1") == 30
+                # another key is another call
+                assert await ac.call_process("i1", {"op": "refund", "amount": 5}, queue=Q, timeout=10,
+                                             idempotency_key="refund-2") == 35
+                # concurrent repeats: one input, one response for all
+                got = await asyncio.gather(*[ac.call_process("i1", {"op": "refund", "amount": 1}, queue=Q, timeout=10,
+                                                             idempotency_key="refund-3") for _ in range(5)])
+                assert got == [36] * 5
+            p = insp.process(Q, "i1")
+            assert p.state["refunded"] == 36 and [e.data for e in p.history].count({"refund": 30}) == 1
+            with pytest.raises(InvalidArgumentError, match="idempotency_key"):
+                c.call_process("i1", {"op": "status"}, queue=Q, idempotency_key="")
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_the_log_lines_of_a_process_input_name_its_process() -> None:
+    import json
+    import logging
+
+    from asynqpy.core.codec import Message
+    from asynqpy.worker.context import Running
+    from asynqpy.worker.logs import JsonFormatter
+
+    msg = Message("process:payment", payload={"p": "pay-1", "i": "call", "a": "capture"}, key="proc:pay-1")
+    r = Running(Q, "input-7", "tok", msg, None, 0.0)
+    assert r.fields == "id=input-7 type=process:payment queue=pq process=pay-1 input=call attempt=1"
+    record = logging.LogRecord("asynqpy", logging.WARNING, __file__, 1, "task failed", None, None)
+    record.__dict__.update(r.extra)
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["process_id"], line["process_input"], line["task_id"]) == ("pay-1", "call", "input-7")
+    plain = Running(Q, "t1", "tok", Message("email"), None, 0.0)
+    assert plain.fields == "id=t1 type=email queue=pq attempt=1" and "process_id" not in plain.extra
+
+
+def test_an_init_that_keeps_failing_is_shown_failing_and_rm_now_does_not_wait_for_its_retries(backend: Any) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main as cli
+
+    mux = ServeMux()
+
+    @mux.process("flaky")
+    def flaky(p: Process, i: Input) -> Step | None:
+        if i.kind == "init":
+            raise ConnectionError("provider unreachable")
+        return Step(response="ok")
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("flaky", "f9", None, queue=Q, max_retry=20, retry_delay=600)
+            async with serving(backend.new_async(), mux, queues=[Q]):
+                await until(lambda: insp.process(Q, "f9").failing_attempts == 1)
+                p = insp.process(Q, "f9")
+                assert p.status == "starting" and "provider unreachable" in p.failing and p.failing_input
+                total, listed = insp.processes(Q)
+                assert listed[0].failing == p.failing
+                if backend.url:  # the CLI reads a URL
+                    out = CliRunner().invoke(cli, ["process", "ls", "-q", Q, "--redis-url", backend.url])
+                    assert out.exit_code == 0 and "failing" in out.output, out.output
+                # the removal does not wait behind the init's retries (the next one is 10 min away)
+                assert await asyncio.to_thread(c.remove_process, "f9", queue=Q, timeout=10, now=True)
+                with pytest.raises(ProcessNotFoundError):
+                    insp.process(Q, "f9")
+            s = stats(backend, Q)
+            assert s.retry == s.pending == s.blocked == 0 and not backend.sync.hlen(queue_keys(Q).keyheld)
 
     asyncio.run(main())

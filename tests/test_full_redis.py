@@ -20,7 +20,7 @@ import redis
 
 from asynqpy import FakeClock, RedisFullError
 from asynqpy.core.broker import Broker, Call
-from asynqpy.core.codec import Message, decode
+from asynqpy.core.codec import Message, decode, encode
 from asynqpy.core.cron import Entry, encode_entry, fire_call, make_entry
 from asynqpy.core.keys import queue_keys
 from asynqpy.core.process import Plan, new_record
@@ -150,7 +150,7 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "watch": lambda h: h.b.watch(Q, "old", "in1"),
     "reply": lambda h: h.b.reply(Q, "in1", b"outcome"),
     # an operator's edit of a waiting task (it frees nothing)
-    "edit_task": lambda h: h.b.edit_task(Q, TaskState.PENDING, "old", h.stored("old"), Message("t", 2), None, None, 10,
+    "edit_task": lambda h: h.b.edit_task(Q, TaskState.PENDING, "old", h.stored("old"), encode(Message("t", 2)), None, None, 10,
                                          -1),
     # a scheduler entry's tick: refused whole (the tick is not recorded as fired; it fires later)
     "cron_fire": lambda h: _cron_fire(h),
@@ -158,7 +158,7 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "enqueue_target": lambda h: h.b.enqueue_target(Q, "new", Message("t", runs=2)),
     "set_workers": lambda h: (h.x.run(h.b.enqueue_target(Q, "m", Message("t", workers=["a"]))),
                               h.b.set_workers(Q, "m", h.stored("m"), Message("t", workers=["a"]),
-                                              Message("t", workers=["b"])))[1],
+                                              Message("t", workers=["b"]), encode(Message("t", workers=["b"]))))[1],
     # a workflow child's registration with its parent, and its storing (nothing stored: the
     # producer gets RedisFullError)
     "register_child": lambda h: h.b.register_child(Q, "old", Q, "kid"),

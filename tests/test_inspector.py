@@ -113,6 +113,29 @@ def test_queue_info_empty_queue_and_all_queue_info(s: Seeded) -> None:
     assert infos[1] == s.insp.queue_info(Q)
 
 
+def test_an_invalid_member_of_the_queues_set_is_skipped_and_logged_once(
+        backend: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """One bad member of asynqpy:queues (written by hand, or by a role that may SADD) used to make
+    every all-queues view raise: it is skipped, with one WARNING per name."""
+    Client(backend.sync).enqueue("t", queue="healthy")
+    k = backend.kind  # (each name is logged once per process: one set of names per backend)
+    backend.sync.sadd("asynqpy:queues", f"bad queue {k}", b"\xff\xfe" + k.encode(), f"{{tagged}}{k}")
+    insp = Inspector(backend.sync)
+    with caplog.at_level("WARNING", logger="asynqpy.inspector"):
+        assert insp.queues() == ["healthy"]
+        assert [i.queue for i in insp.all_queue_info()] == ["healthy"]
+        assert [s.queue for s in insp.all_stats()] == ["healthy"]
+
+        async def both() -> tuple[list[str], list[str]]:
+            async with AsyncInspector(backend.new_async()) as ai:
+                return await ai.queues(), [i.queue for i in await ai.all_queue_info(memory=False)]
+
+        assert asyncio.run(both()) == (["healthy"], ["healthy"])
+    warned = [r.getMessage() for r in caplog.records if "asynqpy:queues" in r.getMessage()]
+    assert len(warned) == 3 and all(r.levelname == "WARNING" for r in caplog.records)
+    assert any(f"'bad queue {k}'" in w for w in warned) and any(f"{{tagged}}{k}" in w for w in warned)
+
+
 def test_trimmed_counter(s: Seeded) -> None:
     assert s.x.run(s.b.trim(Q, 1, MAX_AGE)) == 1
     info = s.insp.queue_info(Q)
@@ -157,6 +180,11 @@ def test_paging_boundaries(backend: Any) -> None:
     for bad in ({"page": 0}, {"page_size": 0}, {"page_size": 1001}, {"page": True}, {"page": "1"}):
         with pytest.raises(InvalidArgumentError):
             insp.list_tasks(Q, "pending", **bad)
+    for page in (10**20, 10**15 // 10 + 2):  # a page past what Redis takes used to be an untyped ResponseError
+        with pytest.raises(InvalidArgumentError, match=r"page must be an int from 1 to 100000000000001 \(pages of 10\)"):
+            insp.list_tasks(Q, "pending", page=page, page_size=10)
+    for state in ("pending", "scheduled", "archived"):  # the last page allowed is read, empty
+        assert insp.list_tasks(Q, state, page=10**15 // 1000 + 1, page_size=1000) == []
     with pytest.raises(InvalidArgumentError, match="unknown task state 'done'"):
         insp.list_tasks(Q, "done")
     with pytest.raises(QueueNotFoundError):

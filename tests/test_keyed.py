@@ -90,7 +90,7 @@ def test_a_retry_keeps_the_key_and_a_final_failure_releases_it(backend: Any) -> 
     asyncio.run(main())
 
 
-def test_a_holder_removed_by_an_operator_is_repaired(backend: Any) -> None:
+def test_a_holder_removed_by_hand_is_repaired(backend: Any) -> None:
     runs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
 
     async def main() -> None:
@@ -99,14 +99,17 @@ def test_a_holder_removed_by_an_operator_is_repaired(backend: Any) -> None:
             c.enqueue("step", {"key": "k", "n": 1}, queue=Q, key="k", task_id="b1")
             c.enqueue("step", {"key": "k", "n": 2}, queue=Q, key="k", task_id="b2")
             insp.delete_task(Q, "b1")  # a blocked task can be deleted
-            insp.delete_task(Q, "h")  # the holder, deleted while pending: the key is stale
+            k = queue_keys(Q)
+            backend.sync.hdel(k.tasks, "h")  # the holder, removed by hand: the key is stale
+            backend.sync.lrem(k.pending, 0, "h")
             assert insp.task_info(Q, "b2").state is TaskState.BLOCKED
             async with serving(backend.new_async(), _mux(runs), queues=[Q], reconcile_interval=0.2):
                 await until(lambda: len(runs["k"]) == 1, 10)  # the janitor released the key to b2
             assert [n for n, _, _ in runs["k"]] == [2]
             # and an enqueue finding a stale holder takes the key at once
             c.enqueue("step", {"key": "z", "n": 0}, queue=Q, key="z", task_id="z0")
-            insp.archive_task(Q, "z0")
+            backend.sync.hset(k.tasks, "z0", b"c" + backend.sync.hget(k.tasks, "z0")[1:])  # ended by hand
+            backend.sync.lrem(k.pending, 0, "z0")
             assert c.enqueue("step", {"key": "z", "n": 1}, queue=Q, key="z").state is TaskState.PENDING
 
     asyncio.run(main())
@@ -178,3 +181,25 @@ def test_a_keyed_task_with_a_due_time_takes_its_turn_when_due(backend: Any) -> N
         assert not backend.sync.hlen(queue_keys(Q).keyheld) and stats(backend, Q).scheduled == 0
 
     asyncio.run(main())
+
+
+def test_an_edit_to_due_now_goes_through_the_key_whatever_the_editors_clock(backend: Any) -> None:
+    """Issue 29 #9: edit_task decided "due now" for a keyed scheduled task by the editor's clock; an
+    editor whose clock is behind Redis's sent a due time that was past for Redis but future for
+    itself, and the script moved the task straight to pending, past its key's holder. The script
+    decides it now, on the Redis clock: the task stays scheduled, due, and waits for its key."""
+    from asynqpy.core.clock import Clock
+
+    class Behind(Clock):
+        def local_ms(self) -> int:
+            return super().local_ms() - 3_600_000  # an hour behind, never corrected
+
+    with Client(backend.sync) as c, Inspector(backend.sync, clock=Behind()) as insp:
+        c.enqueue("step", {"key": "k", "n": 0}, queue=Q, key="k", task_id="holder")
+        c.enqueue("step", {"key": "k", "n": 1}, queue=Q, key="k", task_id="later", process_in=3600)
+        redis_now = int(time.time() * 1000)  # (this process's clock is the Redis host's here)
+        for change in ({"process_at": (redis_now - 60_000) / 1000}, {"process_in": 0}):
+            insp.edit_task(Q, "later", **change)
+            assert insp.task_info(Q, "later").state is TaskState.SCHEDULED  # not pending past "holder"
+        assert insp.task_info(Q, "holder").state is TaskState.PENDING
+        assert stats(backend, Q).pending == 1

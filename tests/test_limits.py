@@ -6,7 +6,9 @@ On fakeredis, redis-server and the cluster."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -199,3 +201,191 @@ def test_a_named_limiter_inside_handlers(backend: Any) -> None:
             Limiter(backend.sync, "n", **kwargs)
     with pytest.raises(InvalidArgumentError, match="invalid limit name"):
         Limiter(backend.sync, "a b", rate=1)
+
+
+def _holders(backend: Any, name: str) -> set[bytes]:
+    from asynqpy.core.keys import limit_keys
+
+    return set(backend.sync.zrange(limit_keys(name)[1], 0, -1))
+
+
+def test_a_shared_limiter_releases_each_entrys_own_slot(backend: Any) -> None:
+    """One Limiter shared by concurrent asyncio tasks and by threads: each exit gives back the slot
+    its own entry took, not the latest entry's (which would leave the leaver's slot held and the
+    other's free, so more than `concurrency` get in once the leaver's hold runs out). Nested entries
+    in one task unwind innermost first."""
+    from asynqpy import Limiter
+
+    lim = Limiter(backend.new_async(), "shared", concurrency=3)
+
+    async def tasks() -> None:
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        seen: dict[str, set[bytes]] = {}
+
+        async def a() -> None:
+            async with lim:
+                seen["a"] = _holders(backend, "shared")
+                a_in.set()
+                await b_in.wait()
+            a_out.set()
+
+        async def b() -> None:
+            await a_in.wait()
+            async with lim:
+                seen["ab"] = _holders(backend, "shared")
+                b_in.set()
+                await a_out.wait()
+                seen["b"] = _holders(backend, "shared")
+            seen["none"] = _holders(backend, "shared")
+
+        await asyncio.wait_for(asyncio.gather(a(), b()), 10)
+        assert len(seen["ab"]) == 2 and seen["a"] < seen["ab"]
+        assert seen["b"] == seen["ab"] - seen["a"]  # A left: B's own slot is the one still held
+        assert seen["none"] == set()
+
+        async with lim:  # nested in one task: the inner exit releases the inner entry
+            outer = _holders(backend, "shared")
+            async with lim:
+                both = _holders(backend, "shared")
+            assert _holders(backend, "shared") == outer and len(both) == 2
+        assert _holders(backend, "shared") == set()
+
+    asyncio.run(tasks())
+
+    shared = Limiter(backend.sync, "threads", concurrency=3)
+    t1_in, t2_in, t1_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, set[bytes]] = {}
+
+    def t1() -> None:
+        try:
+            with shared:
+                seen["1"] = _holders(backend, "threads")
+                t1_in.set()
+                assert t2_in.wait(10)
+        finally:
+            t1_in.set()
+            t1_out.set()
+
+    def t2() -> None:
+        try:
+            assert t1_in.wait(10)
+            with shared:
+                seen["12"] = _holders(backend, "threads")
+                t2_in.set()
+                assert t1_out.wait(10)
+                seen["2"] = _holders(backend, "threads")
+        finally:
+            t2_in.set()
+
+    with ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(t1), pool.submit(t2)]:
+            f.result(20)  # (re-raises what failed in the thread)
+    assert len(seen["12"]) == 2 and seen["2"] == seen["12"] - seen["1"]
+    assert _holders(backend, "threads") == set()
+
+
+@pytest.mark.parametrize("outcome", ["done", "complete", "archive", "cancel"])
+def test_a_freed_slot_leaves_a_wake_token(backend: Any, outcome: str) -> None:
+    """A dequeue held back by the concurrency limit leaves no wake-up token (the workers it would
+    wake could take nothing), so the script that frees a slot must leave one: before, nothing did,
+    and the held-back workers slept until their 1 s poll (issue 29 item 27)."""
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.codec import Message, decode
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.redisio.executor import SyncExecutor
+
+    b, x, r, k = Broker(), SyncExecutor(backend.sync), backend.sync, queue_keys(Q)
+    with Inspector(backend.sync) as insp:
+        insp.set_limits(Q, concurrency=1)
+    for id in ("a", "b"):
+        x.run(b.enqueue(Q, id, Message("t", id)))
+    assert [id for id, _ in x.run(b.dequeue(Q, 1, 30_000, "tok00001")).tasks] == ["a"]
+    r.delete(k.wake)  # the token that dequeue left, taken by an idle worker
+    held = x.run(b.dequeue(Q, 1, 30_000, "tok00002"))
+    assert held.tasks == [] and held.slot_bound and r.llen(k.wake) == 0  # held back: no token
+    msg = decode(r.hget(k.tasks, "a")[9:])
+    finish = {"done": lambda: b.done(Q, "a", "tok00001", msg),
+              "complete": lambda: b.complete(Q, "a", "tok00001", msg.with_(retention_ms=60_000)),
+              "archive": lambda: b.archive(Q, "a", "tok00001", msg, 100, 3_600_000),
+              "cancel": lambda: b.cancel(Q, "a", "tok00001", b.seal(Q, "a", msg), "", b"n", msg)}[outcome]
+    x.run(finish())
+    assert r.llen(k.wake) == 1  # the freed slot wakes one worker
+    assert [id for id, _ in x.run(b.dequeue(Q, 1, 30_000, "tok00003")).tasks] == ["b"]
+    with Inspector(backend.sync) as insp:  # no limit: no token from the end of a task (one HGET more)
+        insp.clear_limits(Q)
+    r.delete(k.wake)
+    x.run(b.done(Q, "b", "tok00003", decode(r.hget(k.tasks, "b")[9:])))
+    assert r.llen(k.wake) == 0
+
+
+@pytest.mark.parametrize("fair", [True, False])
+def test_a_limited_queue_keeps_running_with_fair_dispatch(backend: Any, fair: bool) -> None:
+    """Four servers (fair: one task per dequeue, the default of `--processes N`) on a queue
+    limited to 3, tasks of 50 ms queued before they start: every task runs, and none waits for a
+    held-back worker's poll. Before, each held-back worker dropped the wake token it took and only
+    a worker itself held back handed one back at a task's end: 3 tasks a second. A fifth of the
+    tasks are rate limited once (snoozed: the snooze script wakes nobody; the worker's rewake
+    after it does)."""
+    from asynqpy import RateLimited
+
+    state: dict[str, Any] = {"now": 0, "max": 0, "done": 0, "snoozed": set()}
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("work")
+        async def work(task: Task) -> None:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+            try:
+                await asyncio.sleep(0.05)
+                if task.payload % 5 == 0 and task.payload not in state["snoozed"]:
+                    state["snoozed"].add(task.payload)
+                    raise RateLimited(0.01)
+            finally:
+                state["now"] -= 1
+            state["done"] += 1
+
+        with Inspector(backend.sync) as insp:
+            insp.set_limits(Q, concurrency=3)
+        with Client(backend.sync) as c:
+            c.enqueue_many([("work", i) for i in range(60)], queue=Q, max_retry=0)
+        opts = {"queues": {Q: 1}, "concurrency": 10, "fair_dispatch": fair}
+        async with serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts), \
+                serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts):
+            # 72 runs of 50 ms, 3 at a time: about 1.2 s; the broken dispatch: about 20 s
+            await until(lambda: state["done"] == 60, 12)
+
+    asyncio.run(main())
+    assert state["max"] <= 3
+
+
+def test_a_slot_freed_by_a_snooze_wakes_a_held_back_worker(backend: Any) -> None:
+    """The snooze script (a handler's RateLimited) frees a slot without waking anyone (it has no
+    wake key): the worker hands a token back after writing it. Four fair servers, a queue limited
+    to 3, every task snoozed for a minute at its first run, so no task ends with a script that
+    wakes a worker. Without the token the held-back servers slept until their 1 s poll."""
+    from asynqpy import RateLimited
+
+    first: list[int] = []
+
+    async def main() -> None:
+        mux = ServeMux()
+
+        @mux.handle("work")
+        async def work(task: Task) -> None:
+            first.append(task.payload)
+            await asyncio.sleep(0.05)
+            raise RateLimited(60)
+
+        with Inspector(backend.sync) as insp:
+            insp.set_limits(Q, concurrency=3)
+        with Client(backend.sync) as c:
+            c.enqueue_many([("work", i) for i in range(60)], queue=Q)
+        opts = {"queues": {Q: 1}, "concurrency": 10, "fair_dispatch": True}
+        async with serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts), \
+                serving(backend.new_async(), mux, **opts), serving(backend.new_async(), mux, **opts):
+            await until(lambda: len(first) == 60, 12)  # 60 runs of 50 ms, 3 at a time: about 1 s
+
+    asyncio.run(main())
+    assert sorted(first) == list(range(60))

@@ -110,6 +110,7 @@ def test_heartbeat_renews_leases_and_gives_up_lost_ones(backend: Any) -> None:
         def __init__(self, id: str) -> None:
             self.queue, self.id, self.token, self.lease_until = Q, id, "tok00001", 0.0
             self.msg, self.started_ms, self.deadline_ms = Message("t"), T0, 0
+            self.run_of = ""  # not a run of a targeted task
 
     class Processor:
         def __init__(self) -> None:

@@ -170,3 +170,85 @@ def test_supervisor_restarts_a_crashed_child(redis_url: str) -> None:
     finally:
         assert _stop(sup) == 0
     assert all(db1.hget("runs", i) == b"1" for i in ids)
+
+
+def _signal(sup: subprocess.Popen[bytes], style: str, children: list[int]) -> None:
+    """SIGTERM as each delivery style does it: to the supervisor alone (``kill PID``), to its
+    process group (Ctrl-C at a terminal, dumb-init), or to every process (systemd's default
+    KillMode=control-group signals each process of the cgroup)."""
+    if style == "supervisor":
+        sup.send_signal(signal.SIGTERM)
+    elif style == "group":
+        os.killpg(sup.pid, signal.SIGTERM)
+    else:
+        for pid in [sup.pid, *children]:
+            os.kill(pid, signal.SIGTERM)
+
+
+def _start_two(redis_url: str, grace: str) -> tuple[subprocess.Popen[bytes], list[str], list[int]]:
+    """A supervisor of 2 processes (in a session of its own: a group to signal) running 2 ``block``
+    tasks; the ids and the processes' pids."""
+    db1 = _db1(redis_url)
+    db1.flushdb()
+    with Client(redis_url) as client:
+        ids = [i.id for i in client.enqueue_many([("block", None)] * 2)]
+    sup = start_worker(redis_url, "workers:mux", "--processes", "2", "--shutdown-timeout", grace,
+                       "--heartbeat-interval", "0.2", env={"ASYNQPY_TEST_URL": redis_url}, start_new_session=True)
+    try:
+        wait_sync(lambda: db1.scard("started") == 2, 20)
+        insp = Inspector(redis_url)
+        wait_sync(lambda: len(insp.servers()) == 2, 20)
+        children = [s.pid for s in insp.servers()]
+    except BaseException:
+        os.killpg(sup.pid, signal.SIGKILL)
+        sup.wait()
+        raise
+    return sup, ids, children
+
+
+def _stopping(redis_url: str) -> bool:
+    """The processes running tasks took the signal (an idle one exits at once)."""
+    busy = [s for s in Inspector(redis_url).servers() if s.active]
+    return bool(busy) and all(s.status == "stopping" for s in busy)
+
+
+@pytest.mark.parametrize("style", ["group", "supervisor", "each"])
+def test_one_signal_gives_the_grace_period_with_processes(redis_url: str, style: str) -> None:
+    """One SIGTERM, however delivered, is one graceful shutdown: the running tasks finish within
+    the grace period and are not requeued. (Under a signal to the group, each child used to get
+    it twice, from the group and forwarded by the supervisor, and took the second as "requeue
+    now".)"""
+    db1 = _db1(redis_url)
+    sup, ids, children = _start_two(redis_url, "30")
+    try:
+        _signal(sup, style, children)
+        wait_sync(lambda: _stopping(redis_url), 10)  # both took the signal; their tasks still run
+        db1.set("release", 1)
+        assert sup.wait(20) == 0
+    finally:
+        if sup.poll() is None:
+            os.killpg(sup.pid, signal.SIGKILL)
+            sup.wait()
+    s = Inspector(redis_url).stats("default")
+    assert (s.pending, s.active, s.processed, s.failed) == (0, 0, 2, 0)
+    assert [db1.hget("runs", i) for i in ids] == [b"1", b"1"]  # finished where they ran: not requeued
+
+
+@pytest.mark.parametrize("style", ["group", "supervisor"])
+def test_a_second_signal_still_requeues_at_once_with_processes(redis_url: str, style: str) -> None:
+    """A second signal (Ctrl-C twice) still means "stop now": the supervisor tells its processes
+    (SIGUSR2) to put their running tasks back at once, well before the 30 s grace ends."""
+    sup, ids, children = _start_two(redis_url, "30")
+    try:
+        _signal(sup, style, children)
+        wait_sync(lambda: _stopping(redis_url), 10)
+        _signal(sup, style, children)
+        assert sup.wait(20) == 0  # not the 30 s grace: the tasks (blocked 60 s) were put back
+    finally:
+        if sup.poll() is None:
+            os.killpg(sup.pid, signal.SIGKILL)
+            sup.wait()
+    insp = Inspector(redis_url)
+    s = insp.stats("default")
+    assert (s.pending, s.active, s.processed, s.failed) == (2, 0, 0, 0)
+    assert all(insp.task_info("default", i).retried == 0 for i in ids)

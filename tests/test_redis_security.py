@@ -28,7 +28,7 @@ from asynqpy.redisio.scripts import load_scripts
 
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
-    "producer": {"enqueue", "enqueue_many", "schedule", "pause", "unpause", "watch", "group_add", "enqueue_target",
+    "producer": {"enqueue", "enqueue_many", "schedule", "watch", "group_add", "enqueue_target",
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "proc_start", "proc_read",
                  "rules_take", "rules_push", "rules_dead", "rules_redrive"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
@@ -38,6 +38,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
                   "set_workers", "proc_read"},
+    "control": set(),  # remote control: plain commands on its own key space (asynqpy-control:*)
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]
 
@@ -264,9 +265,10 @@ def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
     assert set().union(*ROLE_SCRIPTS.values()) == set(load_scripts()), "assign every script to a role"
     for role, scripts in ROLE_SCRIPTS.items():
         rules = acl[role]
-        assert rules[:3] == ["reset", "on", f">{role.upper()}_PASSWORD"] and "~asynqpy:*" in rules
+        assert rules[:3] == ["reset", "on", f">{role.upper()}_PASSWORD"]
+        assert ("~asynqpy:*" in rules) == bool(scripts)  # control: no task key at all
         allowed = {c[1:] for r in rules for c in r.strip("()").split() if c.startswith("+")}
-        assert {"evalsha", "eval"} <= allowed
+        assert {"evalsha", "eval"} <= allowed or not scripts
         for script in scripts:
             missing = _script_commands(script) - allowed
             assert not missing, f"{role} runs script {script} which calls {missing}"
@@ -316,7 +318,6 @@ def test_full_lifecycle_under_the_minimal_acl(acl: RedisProcess) -> None:
     producer.enqueue("flaky", "flaky", retry_delay=0.05)
     bad = producer.enqueue("bad", "bad").id
     kept = producer.enqueue("keep", "keep", retention=60).id
-    assert producer.pause("low") and producer.unpause("low")
     producer.enqueue("ok", "crashed", queue="crash")
     worker_sync = redis.Redis.from_url(role_url(acl, "worker"))
     taken = SyncExecutor(worker_sync).run(Broker().dequeue("crash", 1, 1, "deadbeef"))  # a worker that died
@@ -427,6 +428,79 @@ def test_the_acl_refuses_what_a_role_does_not_need(acl: RedisProcess) -> None:
         text = str(exc.value).lower()  # inside a script: "the user executing the script can't ..."
         assert isinstance(exc.value, NoPermissionError) or re.search("permission|can't run|can't access", text), command
     assert acl.admin().get("secret") == b"s"
+
+
+def _refused(fn: Any) -> None:
+    """``fn()`` is refused by the ACL (a plain command's NOPERM, or a script's command refused)."""
+    with pytest.raises(ResponseError) as exc:
+        fn()
+    text = str(exc.value).lower()
+    assert isinstance(exc.value, NoPermissionError) or re.search("permission|can't run|can't access", text), text
+
+
+@pytest.mark.real
+def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl: RedisProcess) -> None:
+    """The producer cannot stop, quiet or resume a server (remote control lives in its own key
+    space, outside ~asynqpy:*), nor delete, archive, pause, edit, run or retarget tasks (those
+    scripts start with a command it does not hold); the inspector cannot control servers
+    either; the control role controls servers and touches no task; an operator given the README's
+    control selector does both. Refused writes change nothing."""
+    admin = acl.admin()
+    readme = (ROOT / "README.md").read_text()
+    selector = re.search(r'ACL SETUSER asynqpy-inspector "(\([^)]*\))"', readme.replace("\n  ", " "))
+    assert selector, "the README shows how to give an operator the control role's rights"
+    admin.execute_command("ACL", "SETUSER", "asynqpy-operator", *[">op-pw" if r.startswith(">") else r
+                                                                 for r in documented_acl()["inspector"]],
+                          selector[1])
+    producer = Client(role_url(acl, "producer"))
+    victim = producer.enqueue("ok", "victim", process_in=3600).id
+    producer.enqueue("ok", "grouped", group="g", task_id="g1")
+    producer.enqueue("ok", "targeted", workers=["w1"], task_id="m1")
+    pinsp, insp = Inspector(role_url(acl, "producer")), Inspector(role_url(acl, "inspector"))
+    ctl, operator = Inspector(role_url(acl, "control")), Inspector(acl.url_for("asynqpy-operator", "op-pw"))
+    raw_producer = redis.Redis.from_url(role_url(acl, "producer"))
+
+    async def main() -> None:
+        async with serving(role_url(acl, "worker"), _lifecycle_mux([], asyncio.Event()), queues=["default"],
+                           idle_timeout=1) as server:
+            await until(lambda: admin.zcard("asynqpy:servers") == 1)
+            sid = admin.zrange("asynqpy:servers", 0, -1)[0].decode()
+            for attempt in (lambda: pinsp.delete_task("default", victim),
+                            lambda: pinsp.archive_task("default", victim),
+                            lambda: pinsp.pause("default"),
+                            lambda: pinsp.edit_task("default", victim, payload="changed"),
+                            lambda: pinsp.run_task("default", victim),
+                            lambda: pinsp.delete_task("default", "g1"),
+                            lambda: pinsp.set_workers("default", "m1", ["w2"]),
+                            lambda: pinsp.delete_task("default", "m1"),  # a targeted task: run_end's D
+                            lambda: SyncExecutor(raw_producer).run(Broker().cancel(  # cancel, sent raw
+                                "default", victim, "12345678", b"x", "", b"n")),
+                            lambda: pinsp.stop_server(sid, timeout=1),
+                            lambda: raw_producer.rpush(f"asynqpy-control:{sid}", b"\x92\xa2c1\xa4stop"),
+                            lambda: insp.stop_server(sid, timeout=1),
+                            lambda: ctl.delete_task("default", victim),
+                            lambda: ctl.task_info("default", victim)):
+                await asyncio.to_thread(_refused, attempt)
+            raw_producer.rpush(f"asynqpy:control:{sid}", b"\x92\xa2c1\xa4stop")  # the old key: nobody reads it
+            assert await asyncio.to_thread(ctl.quiet_server, sid) == "quiet"  # still running
+            assert await asyncio.to_thread(operator.resume_server, sid) == "running"
+            assert [s.id for s in await asyncio.to_thread(ctl.servers)] == [sid]
+            assert await asyncio.to_thread(ctl.stop_server, sid) == "stopping"
+            await until(lambda: admin.zcard("asynqpy:servers") == 0)
+            assert server is not None
+
+    asyncio.run(main())
+    info = insp.task_info("default", victim)  # nothing refused changed anything, not even half-way
+    assert info.state is TaskState.SCHEDULED and info.payload == "victim"
+    assert insp.task_info("default", "g1").state is TaskState.AGGREGATING and admin.zcard("asynqpy:{default}:g:g") == 1
+    assert insp.task_info("default", "m1").workers == ["w1"]
+    assert insp.task_info("default", "m1").state is TaskState.TARGETED
+    assert not insp.stats("default").paused
+    refused = {e["username"] for e in admin.acl_log(count=100)}
+    assert refused == {"asynqpy-producer", "asynqpy-inspector", "asynqpy-control", "asynqpy-worker"}
+    worker = {e["object"] for e in admin.acl_log(count=100) if e["username"] == "asynqpy-worker"}
+    assert worker == {"config|get"}  # the worker and the operator were refused nothing they use
+    admin.execute_command("ACL", "DELUSER", "asynqpy-operator")
 
 
 @pytest.mark.cluster

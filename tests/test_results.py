@@ -296,3 +296,43 @@ def test_oversized_results_are_refused_in_the_handler_or_archived(backend: Any) 
             assert stats(backend).retry == 0 and stats(backend).archived == 1
 
     asyncio.run(main())
+
+
+def test_a_recheck_during_the_enqueue_of_a_call_does_not_report_not_found(backend: Any) -> None:
+    """Issue 29 #28: a call's waiter is registered before its enqueue reaches Redis; a recheck of
+    the shared inbox in between (another thread's, or after a lost connection) read the task as
+    missing and the call raised TaskNotFoundError for a task that then ran. The recheck is driven
+    here, deterministically, between the registration and the enqueue's acknowledgement: a waiter
+    whose start is not acknowledged is not looked at."""
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux()):
+            with Client(backend.sync) as c:
+                enqueue = c._run
+                rechecked: list[int] = []
+
+                def run_after_a_recheck(calls: Any) -> Any:
+                    inbox = c._inbox("default")
+                    inbox.next_check = 0.0  # the recheck is due: the pop below does it
+                    inbox._pop_once(time.monotonic() + 1)
+                    rechecked.append(1)
+                    return enqueue(calls)
+
+                c._run = run_after_a_recheck  # type: ignore[method-assign]
+                assert await asyncio.to_thread(c.call, "add", [2, 3], timeout=10) == 5
+                assert rechecked
+            async with AsyncClient(backend.new_async()) as ac:
+                aenqueue = ac._run
+
+                async def arun_after_a_recheck(calls: Any) -> Any:
+                    inbox = ac._inbox("default")
+                    await inbox._recheck()  # as the inbox's popping task does, then it resolves:
+                    inbox._resolve()
+                    rechecked.append(2)
+                    return await aenqueue(calls)
+
+                ac._run = arun_after_a_recheck  # type: ignore[method-assign]
+                assert await ac.call("add", [4, 5], timeout=10) == 9
+                assert rechecked == [1, 2]
+
+    asyncio.run(main())

@@ -390,3 +390,261 @@ def test_the_engine_on_every_backend(backend: Any) -> None:
         assert [d["event"] for d in dead] == ["x"] and dead[0]["rule"] == "cross", dead
     elif backend.kind == "real":
         assert r.lrange("elsewhere/{other}", 0, -1) == [b"x"]
+
+
+
+def _engine(conf: Any, client: Any, done: Any, timeout: float = 20) -> Rules:
+    """Run the engine on ``client`` (an asyncio redis client) until ``done(rules)``."""
+    rules = Rules(conf, client)
+
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            await until(lambda: done(rules), timeout)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+            await client.aclose()
+
+    asyncio.run(main_())
+    return rules
+
+
+def _engine(conf: Any, client: Any, done: Any, timeout: float = 20) -> Rules:
+    """Run the engine on ``client`` (an asyncio redis client) until ``done(rules)``."""
+    rules = Rules(conf, client)
+
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            await until(lambda: done(rules), timeout)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+            await client.aclose()
+
+    asyncio.run(main_())
+    return rules
+
+
+@pytest.mark.real
+def test_a_fetch_failure_counts_the_attempts_it_made(redis_url: str, web: tuple[str, list[str]]) -> None:
+    """A 404 is not asked again: the reason said 'after 2 attempt(s)' (retries + 1) for one."""
+    url, seen = web
+    conf = parse_config({"watchers": [{"input_queue": "in", "rules": [
+        {"name": "kids", "on": "^p/(?P<id>.+)$", "fetch": [{"url": url + "/products/${id}/direct-children",
+                                                              "returns": "c", "retries": 1}],
+         "make": {"queue": "out"}}]}]})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("in", "p/missing")
+    _engine(conf, redis.asyncio.Redis.from_url(redis_url), lambda rules: rules.handled == 1)
+    [dead] = [json.loads(x) for x in r.lrange("in/dead", 0, -1)]
+    assert seen == ["/products/missing/direct-children"]
+    assert "(HTTP 404) after 1 attempt(s)" in dead["error"], dead
+
+
+def test_a_non_utf8_event_goes_to_the_dead_list_with_its_bytes(backend: Any) -> None:
+    """It used to raise UnicodeEncodeError out of the engine (the dead record, the listener's
+    PUBLISH), at every start: the event stayed taken and nothing else was handled."""
+    import uuid
+
+    from asynqpy.rules import redrive
+
+    tag = "{" + uuid.uuid4().hex[:8] + "}"
+    queue = "rq" + tag[1:-1]
+    conf = parse_config({"listener_channel": f"{tag}/news", "watchers": [{"input_queue": f"{tag}/in", "rules": [
+        {"name": "plain", "on": "^plain/(?P<x>.+)$",
+         "make_task": {"type": "plain:${x}", "queue": queue, "payload": {"x": "${x}"}},
+         "make": {"queue": f"{tag}/out"}}]}]})
+    r = backend.sync
+    r.lpush(f"{tag}/in/taken", b"plain/\xfe")  # a crashed run's
+    r.lpush(f"{tag}/in", b"plain/\xff", b"plain/ok", b"plain/\xc3(")
+    _engine(conf, backend.new_async(), lambda rules: rules.handled == 4)
+    dead = [json.loads(x) for x in r.lrange(f"{tag}/in/dead", 0, -1)][::-1]
+    assert [d["event"] for d in dead] == ["plain/\\xfe", "plain/\\xff", "plain/\\xc3("], dead
+    assert [bytes.fromhex(d["event_hex"]) for d in dead] == [b"plain/\xfe", b"plain/\xff", b"plain/\xc3("]
+    assert "not UTF-8 text" in dead[0]["error"] and dead[0]["rule"] == ""
+    assert r.lrange(f"{tag}/out", 0, -1) == [b"plain/ok"]
+    assert r.llen(f"{tag}/in") == 0 and r.llen(f"{tag}/in/taken") == 0
+    with Inspector(r) as insp:
+        [t] = insp.list_tasks(queue, TaskState.PENDING)
+        assert t.type == "plain:ok"
+    assert redrive(conf, r) == {f"{tag}/in": 3}  # the very bytes go back
+    assert r.lrange(f"{tag}/in", 0, -1) == [b"plain/\xc3(", b"plain/\xff", b"plain/\xfe"]
+
+
+def test_oversized_and_slow_events_go_to_the_dead_list(backend: Any) -> None:
+    """An event over max_event_bytes is not matched; one whose search takes over match_timeout
+    is stopped there; both go to the dead list with the reason, and the batch goes on."""
+    import uuid
+
+    tag = "{" + uuid.uuid4().hex[:8] + "}"
+    conf = parse_config({"max_event_bytes": 64, "match_timeout": 0.05, "watchers": [
+        {"input_queue": f"{tag}/in", "rules": [
+            {"name": "slow", "on": "^(a|a)*$", "make": {"queue": f"{tag}/out"}},
+            {"name": "rest", "on": "^[b-z]", "make": {"queue": f"{tag}/out"}}]}]})
+    r = backend.sync
+    evil, big, edge = "a" * 45 + "!", "b" * 65, "c" * 64
+    r.lpush(f"{tag}/in", evil, "aaaa", big, edge, "done")
+    _engine(conf, backend.new_async(), lambda rules: rules.handled == 5)
+    assert r.lrange(f"{tag}/out", 0, -1)[::-1] == [b"aaaa", edge.encode(), b"done"]
+    dead = {d["event"]: d for d in (json.loads(x) for x in r.lrange(f"{tag}/in/dead", 0, -1))}
+    assert sorted(dead) == [evil, big]
+    assert "took over match_timeout (0.05 s)" in dead[evil]["error"] and dead[evil]["rule"] == "slow"
+    assert dead[big]["error"] == "the event is 65 bytes, over max_event_bytes (64)" and "event_hex" not in dead[big]
+    assert r.llen(f"{tag}/in/taken") == 0
+
+
+@pytest.mark.real
+def test_a_slow_event_holds_up_only_its_own_watcher(redis_url: str) -> None:
+    """Its search runs off the event loop: the other watcher handles its event meanwhile (the
+    slow one then goes to the dead list at match_timeout)."""
+    conf = parse_config({"match_timeout": 3, "watchers": [
+        {"input_queue": "a/in", "rules": [{"name": "slow", "on": "^(a|a)*$", "make": {"queue": "a/out"}}]},
+        {"input_queue": "b/in", "rules": [{"name": "any", "on": ".", "make": {"queue": "b/out"}}]}]})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    rules = Rules(conf, redis_url)
+    order: list[str] = []
+
+    async def main_() -> None:
+        task = asyncio.create_task(rules.arun())
+        try:
+            r.lpush("a/in", "a" * 60 + "!")
+            await until(lambda: r.llen("a/in/taken") == 1, 10)
+            r.lpush("b/in", "hello")
+            await until(lambda: r.llen("b/out") == 1 and order.append("b") is None, 10)
+            await until(lambda: r.llen("a/in/dead") == 1 and order.append("a") is None, 20)
+        finally:
+            rules.stop()
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(main_())
+    assert order == ["b", "a"]
+    assert "took over match_timeout (3 s)" in json.loads(r.lindex("a/in/dead", 0))["error"]
+
+
+def test_fetch_url_templates_encode_variables() -> None:
+    from asynqpy.core.rules import RuleError, UrlTemplate
+
+    u = UrlTemplate.of("http://h:8080/a/${x}/b?q=${x}&n=${n}#${x}")
+    assert u.render({"x": "1/../../admin?all=1#", "n": 5}) == (
+        "http://h:8080/a/1%2F..%2F..%2Fadmin%3Fall%3D1%23/b?q=1%2F..%2F..%2Fadmin%3Fall%3D1%23&n=5"
+        "#1%2F..%2F..%2Fadmin%3Fall%3D1%23")
+    assert u.render({"x": "a b&c=d", "n": "é"}) == "http://h:8080/a/a%20b%26c%3Dd/b?q=a%20b%26c%3Dd&n=%C3%A9#a%20b%26c%3Dd"
+    for up in (".", ".."):
+        with pytest.raises(RuleError, match="a move up the path"):
+            u.render({"x": up, "n": 1})
+    host = UrlTemplate.of("https://api-${region}.internal/v1")
+    assert host.render({"region": "eu-west_1"}) == "https://api-eu-west_1.internal/v1"
+    for bad in ("x@127.0.0.1:80/", "evil.com", "a:1", "a/b", ""):
+        with pytest.raises(RuleError, match="in a URL's host"):
+            host.render({"region": bad})
+    raw = UrlTemplate.of("http://h/a/${x}", escape=False)  # Resc's way, asked for
+    assert raw.render({"x": "b/c?d=1"}) == "http://h/a/b/c?d=1"
+    with pytest.raises(RuleError, match="in a URL's host"):
+        UrlTemplate.of("http://${h}/a", escape=False).render({"h": "x.y"})
+
+
+@pytest.mark.parametrize("url,message", [
+    ("${x}/a", "must start with http:// or https://"),
+    ("ftp://h/${x}", "must start with http:// or https://"),
+    ("http://${x}@h/a", "not in the user info or the port"),
+    ("http://h:${x}/a", "not in the user info or the port"),
+    ("http:///a/${x}", "names no host"),
+])
+def test_fetch_urls_a_variable_could_move_are_refused(tmp_path: Path, url: str, message: str) -> None:
+    err = _check(tmp_path, BASE % f'fetch: [{{ url: "{url}", returns: "r" }}] make: {{ queue: "q" }}')
+    assert "watchers[0].rules[0].fetch[0].url: " in err and message in err, err
+    err = _check(tmp_path, BASE % 'fetch: [{ url: "http://h/${x}", returns: "r", redirects: "all" }] make: { queue: "q" }')
+    assert "redirects: must be one of same-origin, none, any" in err, err
+
+
+@pytest.fixture
+def two_hosts() -> Iterator[tuple[str, str, list[str]]]:
+    """Two loopback HTTP servers (two origins): the first redirects /here to its own /data and
+    /away to the second's /data; /data answers JSON, /lone a string with a lone surrogate. The
+    list records the second's requests."""
+    other: list[str] = []
+
+    def handler(seen: list[str] | None, away: str) -> type[BaseHTTPRequestHandler]:
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if seen is not None:
+                    seen.append(self.path)
+                if self.path in ("/here", "/away"):
+                    self.send_response(302)
+                    self.send_header("Location", "/data" if self.path == "/here" else f"{away}/data")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = b'{"customer": "\\ud800"}' if self.path == "/lone" else b'{"customer": "c1"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return H
+
+    b = ThreadingHTTPServer(("127.0.0.1", 0), handler(other, ""))
+    b_url = f"http://127.0.0.1:{b.server_address[1]}"
+    a = ThreadingHTTPServer(("127.0.0.1", 0), handler(None, b_url))
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (a, b)]
+    for t in threads:
+        t.start()
+    try:
+        yield f"http://127.0.0.1:{a.server_address[1]}", b_url, other
+    finally:
+        for s in (a, b):
+            s.shutdown()
+            s.server_close()
+        for t in threads:
+            t.join(5)
+
+
+@pytest.mark.real
+def test_fetches_follow_redirects_to_another_host_only_when_configured(
+        redis_url: str, two_hosts: tuple[str, str, list[str]]) -> None:
+    a, _, other = two_hosts
+    rules = [{"name": name, "on": f"^{name}$", "fetch": [{"url": f"{a}/{path}", "returns": "o", **extra}],
+              "make": {"queue": "out", "task": f"{name}/${{o.customer}}"}}
+             for name, path, extra in [("same", "here", {}), ("away", "away", {}), ("away-any", "away",
+                                       {"redirects": "any"}), ("here-none", "here", {"redirects": "none"}),
+                                       ("lone", "lone", {})]]
+    conf = parse_config({"watchers": [{"input_queue": "in", "rules": rules}]})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("in", "same", "away", "away-any", "here-none", "lone")
+    _engine(conf, redis.asyncio.Redis.from_url(redis_url), lambda rules: rules.handled == 5)
+    assert sorted(r.lrange("out", 0, -1)) == ["away-any/c1", "same/c1"]
+    assert other == ["/data"]  # only the fetch that allows any host went there
+    dead = {d["event"]: d for d in map(json.loads, r.lrange("in/dead", 0, -1))}
+    assert sorted(dead) == ["away", "here-none", "lone"]
+    assert "HTTP 302: a redirect to" in dead["away"]["error"] and "not followed (redirects: same-origin)" in \
+        dead["away"]["error"] and "after 1 attempt(s)" in dead["away"]["error"]
+    assert "not followed (redirects: none)" in dead["here-none"]["error"]
+    assert "not valid Unicode" in dead["lone"]["error"] and dead["lone"]["rule"] == "lone"
+
+
+@pytest.mark.real
+def test_fetch_url_variables_cannot_leave_the_path(redis_url: str, web: tuple[str, list[str]]) -> None:
+    url, seen = web
+    conf = parse_config({"watchers": [{"input_queue": "in", "rules": [
+        {"name": "kids", "on": "^p/(?P<id>.+)$", "fetch": [{"url": url + "/products/${id}/direct-children",
+                                                              "returns": "c"}],
+         "make": {"queue": "out", "task": "${c.productId}"}},
+        {"name": "region", "on": "^region/(?P<region>.+)$",
+         "fetch": [{"url": "http://api-${region}.internal/v1", "returns": "c"}], "make": {"queue": "out"}}]}]})
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    r.lpush("in", "p/1111111111111111", "p/../../products/1111111111111111", "p/..",
+            f"region/x@{url.split('//')[1]}/hijacked?")
+    _engine(conf, redis.asyncio.Redis.from_url(redis_url), lambda rules: rules.handled == 4)
+    assert r.lrange("out", 0, -1) == ["2222222222222222"]
+    assert seen == ["/products/1111111111111111/direct-children",
+                    "/products/..%2F..%2Fproducts%2F1111111111111111/direct-children"]
+    dead = {d["event"]: d["error"] for d in map(json.loads, r.lrange("in/dead", 0, -1))}
+    assert "HTTP 404" in dead["p/../../products/1111111111111111"]
+    assert "a move up the path" in dead["p/.."]
+    assert "in a URL's host" in dead[f"region/x@{url.split('//')[1]}/hijacked?"]

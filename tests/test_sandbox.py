@@ -1,13 +1,16 @@
 """Sandboxed handlers (docs/workers.md "Sandboxed handlers"): a handler past its timeout is killed
 for real and retried once more; a child that segfaults or is SIGKILLed fails only its task; 1 000
 tasks through 2 children recycle them as configured and lose nothing; memory recycling; progress,
-results and headers cross the boundary (msgpack); lambdas are refused at registration. On
+results and headers cross the boundary (msgpack); lambdas are refused at registration; a kill takes
+the processes a handler started (its child's process group); a child's answer is bounded before
+the worker reads it (max_result_bytes in the child, the frame's length checked first). On
 redis-server."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import sandboxed
 from helpers import serving, until
 
 from asynqpy import AsyncClient, Inspector, InvalidArgumentError, ServeMux, TaskFailedError, TaskState
+from asynqpy.core.sandbox import frame_limit
 
 pytestmark = pytest.mark.real
 Q = "sbx"
@@ -29,7 +33,7 @@ def record_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _mux() -> ServeMux:
     mux = ServeMux()
-    for name in ("hang", "die", "work", "hog", "steps", "async_work"):
+    for name in ("hang", "die", "work", "hog", "steps", "async_work", "big", "forge", "spawn"):
         mux.handle(name, getattr(sandboxed, name), sandbox=True)
     return mux
 
@@ -41,8 +45,10 @@ def _lines(path: Path) -> list[str]:
 def test_a_handler_past_its_timeout_is_killed_and_retried_once_more(redis_url: str, record_dir: Path) -> None:
     async def main() -> None:
         c = AsyncClient(redis_url)
-        info = await c.enqueue("hang", 30, queue=Q, timeout=0.5, max_retry=1, retry_delay=0)
-        async with serving(redis_url, _mux(), queues=[Q]):
+        async with serving(redis_url, _mux(), queues=[Q], sandbox_processes=2):
+            # both children up first: the timeout is the handler's, not a cold interpreter's start
+            await asyncio.gather(*(c.call("work", i, queue=Q, timeout=20) for i in range(4)))
+            info = await c.enqueue("hang", 30, queue=Q, timeout=1, max_retry=1, retry_delay=0)
             with Inspector(redis_url) as insp:
                 await until(lambda: insp.task_info(Q, info.id).state is TaskState.ARCHIVED, 15)
                 t = insp.task_info(Q, info.id)
@@ -203,6 +209,94 @@ def test_typed_task_functions_can_be_sandboxed(redis_url: str) -> None:
                 result = insp.task_info(Q, info.id).result
         assert result["sum"] == 5 and result["pid"] != os.getpid()
         assert sandboxed.add(1, 2)["sum"] == 3  # still a plain function when called
+        await c.close()
+
+    asyncio.run(main())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel", "shutdown"])
+def test_a_kill_takes_the_processes_the_handler_started(redis_url: str, record_dir: Path, how: str) -> None:
+    """The child leads a process group of its own (start_new_session): a timeout, an operator's
+    cancel or the end of the shutdown grace SIGKILLs the group, so the handler's tool (``sleep
+    300``) dies with the child instead of running on, re-parented to init."""
+    pids = record_dir / "spawn.pids"
+
+    async def main() -> None:
+        c = AsyncClient(redis_url)
+        async with serving(redis_url, _mux(), queues=[Q], shutdown_timeout=0.2, sandbox_processes=1):
+            await c.call("work", 0, queue=Q, timeout=20)  # the child is up: the timeout is the handler's
+            info = await c.enqueue("spawn", 60, queue=Q, timeout=1 if how == "timeout" else 60, max_retry=0)
+            await until(lambda: bool(_lines(pids)), 15)
+            with Inspector(redis_url) as insp:
+                if how == "cancel":
+                    insp.cancel(info.id, Q)
+                if how != "shutdown":
+                    await until(lambda: insp.task_info(Q, info.id).state is TaskState.ARCHIVED, 15)
+        await c.close()
+
+    asyncio.run(main())
+    child, tool = map(int, _lines(pids)[0].split())
+    try:
+        asyncio.run(until(lambda: not _alive(child) and not _alive(tool), 5))
+    finally:
+        if _alive(tool):
+            os.kill(tool, signal.SIGKILL)
+
+
+def test_a_result_over_max_result_bytes_fails_in_the_child_unsent(redis_url: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 20 MB result with max_result_bytes 1 MiB: refused in the child (ResultError, archived as
+    in-process), and the worker never reads more than the frame limit from a child's pipe (it used
+    to read the whole answer, then refuse it: 300 MB grew the worker by 600 MB)."""
+    asked: list[int] = []
+    real = asyncio.StreamReader.readexactly
+
+    async def readexactly(self: asyncio.StreamReader, n: int) -> bytes:
+        asked.append(n)
+        return await real(self, n)
+
+    monkeypatch.setattr(asyncio.StreamReader, "readexactly", readexactly)
+
+    async def main() -> None:
+        c = AsyncClient(redis_url)
+        async with serving(redis_url, _mux(), queues=[Q], max_result_bytes=1 << 20):
+            with pytest.raises(TaskFailedError, match="over the server's max_result_bytes"):
+                await c.call("big", 20, queue=Q, timeout=20, max_retry=3, task_id="big")
+            assert (await c.call("work", 1, queue=Q, timeout=20))["n"] == 1  # the pool goes on
+        with Inspector(redis_url) as insp:
+            t = insp.task_info(Q, "big")
+        assert t.state is TaskState.ARCHIVED and t.retried == 0  # as in-process: not retried
+        assert t.last_error.startswith("ResultError: result is 20971") and "(1048576)" in t.last_error
+        await c.close()
+
+    asyncio.run(main())
+    assert asked and max(asked) <= frame_limit(1 << 20), max(asked)
+
+
+def test_an_oversized_frame_is_refused_unread_and_the_child_replaced(redis_url: str, record_dir: Path) -> None:
+    """A child announcing a 1 GiB frame (a handler writing to the protocol's pipe): the worker
+    fails the task with the reason at once, without waiting for (or buffering) the body, and
+    replaces the child."""
+    async def main() -> None:
+        c = AsyncClient(redis_url)
+        async with serving(redis_url, _mux(), queues=[Q], sandbox_processes=1):
+            with pytest.raises(TaskFailedError, match="1073741824-byte answer, over the"):
+                await c.call("forge", 1 << 30, queue=Q, timeout=15, max_retry=0, task_id="forge")
+            after = (await c.call("work", 1, queue=Q, timeout=20))["pid"]
+        (forger,) = map(int, _lines(record_dir / "forge.pids"))
+        assert after != forger
+        await until(lambda: not _alive(forger), 5)
+        with Inspector(redis_url) as insp:
+            t = insp.task_info(Q, "forge")
+        assert t.state is TaskState.ARCHIVED and "SandboxFrameError" in t.last_error
         await c.close()
 
     asyncio.run(main())

@@ -320,3 +320,122 @@ def test_tag_is_standard_hmac_sha256(key: bytes) -> None:
     data = encode(Message(type="t", payload=b"\x00\x01"))
     expected = hmac.digest(key, b"asynqpy1:7:default,4:id\xc3\xa9," + data, "sha256")
     assert Signer(key).seal("default", "idé", data)[-32:] == expected
+
+
+# -- the trust gate: nothing re-signs a message it has not verified ------------------------------
+
+
+def test_trust_gate_verifies_before_it_reseals() -> None:
+    from asynqpy.core.signing import Refused, Verified, trust_gate
+
+    s = Signer(NEW)
+    data = encode(Message(type="t", payload=1))
+    ok = trust_gate(s, "q", "i", s.seal("q", "i", data))
+    assert isinstance(ok, Verified) and ok.msg.payload == 1
+    assert s.open("q", "i", ok.store(ok.msg.with_(payload=2))) == encode(Message(type="t", payload=2))
+    for value in (data, Signer(OTHER).seal("q", "i", data), s.seal("q", "other", data), b"\xc1junk"):
+        bad = trust_gate(s, "q", "i", value)
+        assert isinstance(bad, Refused), value
+        out = bad.store(bad.msg.with_(last_error="cancelled"))
+        with pytest.raises(SignatureError):
+            s.open("q", "i", out)  # never signed
+        assert decode(out).last_error == f"{bad.reason}; cancelled" and bad.reason.startswith("bad signature")
+    assert isinstance(trust_gate(None, "q", "i", data), Verified)  # a keyless reader checks the encoding only
+    junk = trust_gate(None, "q", "i", b"\xc1junk")
+    assert isinstance(junk, Refused) and isinstance(junk.error, MalformedMessageError)
+
+
+def _unverified(backend: Any, id: str) -> bool:
+    """The task's stored message does not verify with NEW."""
+    try:
+        Signer(NEW).open("default", id, stored(backend, id))
+    except SignatureError:
+        return True
+    return False
+
+
+def test_a_failed_parent_cancels_its_children_without_signing_unverified_ones(backend: Any) -> None:
+    """The propagator archives the waiting children of a failed parent: a child that does not
+    verify (a keyless producer's, a forged one) is archived unsigned ("bad signature"), so running
+    it from the archive is refused again; a signed child is archived signed (it may be re-run)."""
+    keyless, forger, good = Client(backend.sync), Client(backend.sync, signing_key=OTHER), \
+        Client(backend.sync, signing_key=NEW)
+    keyless.enqueue("t", "parent", task_id="P")  # refused by the keyed worker: a failed parent
+    keyless.enqueue("t", "unsigned child", task_id="C1", after=[("default", "P")])
+    forger.enqueue("t", "forged child", task_id="C2", after=[("default", "P")])
+    good.enqueue("t", "signed child", task_id="C3", after=[("default", "P")])
+    ran: list[Any] = []
+    insp = Inspector(backend.sync)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _recording_mux(ran), signing_key=NEW):
+            await until(lambda: backend.sync.zcard(K.archived) == 4)
+            for id in ("C1", "C2", "C3"):  # an operator (or an attacker with Redis access) runs them again
+                insp.run_task("default", id)
+            await until(lambda: backend.sync.zcard(K.archived) == 3 and ran == ["signed child"])
+
+    asyncio.run(main())
+    assert ran == ["signed child"]
+    for id in ("C1", "C2"):
+        info = insp.task_info("default", id)
+        assert info.state is TaskState.ARCHIVED and info.last_error.startswith("bad signature"), info.last_error
+        assert _unverified(backend, id)
+
+
+def test_the_inspector_never_re_signs_an_unverified_task(backend: Any) -> None:
+    """A keyed Inspector's edit and set_workers refuse (SignatureError, nothing written) a task
+    that does not verify; its cancel archives such a task unsigned. Verified tasks are re-signed."""
+    keyless, good = Client(backend.sync), Client(backend.sync, signing_key=NEW)
+    insp = Inspector(backend.sync, signing_key=NEW)
+    for id, client in (("u", keyless), ("s", good)):
+        client.enqueue("t", id, task_id=f"{id}-sched", process_in=3600)
+        client.enqueue("t", id, task_id=f"{id}-targeted", workers=["w1"])
+    backend.sync.hset(K.tasks, "f-sched", backend.sync.hget(K.tasks, "s-sched")[:1]
+                      + Signer(OTHER).seal("default", "f-sched", encode(Message(type="t", payload="forged"))))
+    backend.sync.zadd(K.scheduled, {"f-sched": 1e15})
+    for id in ("u-sched", "f-sched"):
+        before = backend.sync.hget(K.tasks, id)
+        with pytest.raises(SignatureError, match="not edited"):
+            insp.edit_task("default", id, payload="changed", max_retry=3)
+        assert backend.sync.hget(K.tasks, id) == before and _unverified(backend, id)
+    with pytest.raises(SignatureError, match="not changed"):
+        insp.set_workers("default", "u-targeted", ["w2"])
+    assert _unverified(backend, "u-targeted")
+    assert insp.edit_task("default", "s-sched", payload="changed").payload == "changed"
+    assert not _unverified(backend, "s-sched")
+    insp.set_workers("default", "s-targeted", ["w2"])
+    assert not _unverified(backend, "s-targeted")
+    # cancel: two running tasks (leased by hand), one unsigned and one signed
+    keyless.enqueue("t", "unsigned", task_id="u-active", queue="run")
+    good.enqueue("t", "signed", task_id="s-active", queue="run")
+    taken = SyncExecutor(backend.sync).run(Broker().dequeue("run", 10, 60_000, "deadbeef"))
+    assert sorted(id for id, _ in taken.tasks) == ["s-active", "u-active"]
+    for id in ("u-active", "s-active"):
+        info = insp.cancel(id, "run")
+        assert info.state is TaskState.ARCHIVED
+    value = backend.sync.hget(queue_keys("run").tasks, "u-active")[1:]
+    with pytest.raises(SignatureError):
+        Signer(NEW).open("run", "u-active", value)
+    assert decode(value).last_error.startswith("bad signature")
+    assert decode(Signer(NEW).open("run", "s-active", backend.sync.hget(queue_keys("run").tasks, "s-active")[1:])
+                  ).last_error == "cancelled by an operator"
+
+
+def test_the_aggregator_archives_unverified_grouped_tasks(backend: Any) -> None:
+    """A grouped task that does not verify never joins a (signed) aggregate: it is archived as it
+    is, and the group's signed tasks are aggregated."""
+    Client(backend.sync).enqueue("t", "unsigned", group="g", task_id="u")
+    Client(backend.sync, signing_key=NEW).enqueue("t", "signed", group="g", task_id="s")
+    ran: list[Any] = []
+
+    def aggregate(group: str, tasks: list[Task]) -> tuple[str, Any]:
+        return "t", sorted(t.payload for t in tasks)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _recording_mux(ran), signing_key=NEW, group_aggregator=aggregate,
+                           group_grace_period=0.1):
+            await until(lambda: ran == [["signed"]])
+
+    asyncio.run(main())
+    assert Inspector(backend.sync).task_info("default", "u").state is TaskState.ARCHIVED
+    assert _unverified(backend, "u")

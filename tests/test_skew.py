@@ -46,3 +46,45 @@ def test_skewed_worker_neither_steals_nor_runs_early(redis_url: str, monkeypatch
             assert ran["scheduled"] - t0 >= 0.99  # not early, though the local clock is 60 s off
 
     asyncio.run(main())
+
+
+def test_a_late_read_of_the_idle_waits_dequeue_does_not_set_the_clock(redis_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dequeue that rides with the idle wait (worker/wake.py) has no known send time: its reply
+    read late (a busy loop) was taken as a round trip of 0 and set the clock's offset off by the
+    delay, so a task's completed_at came before its start (the fault suite's audit saw 213 ms).
+    Here the wait's result reaches the worker 400 ms after its reply: completed_at must not be
+    earlier than the start the handler saw."""
+    from asynqpy import Inspector
+    from asynqpy.worker.wake import PipelinedWait
+
+    real_wait = PipelinedWait.wait
+    waits: list[int] = []
+
+    async def late_wait(self: PipelinedWait, *args: object, **kwargs: object) -> object:
+        waits.append(1)
+        out = await real_wait(self, *args, **kwargs)  # type: ignore[arg-type]
+        await asyncio.sleep(0.4)  # the loop busy elsewhere before the reply is looked at
+        return out
+
+    monkeypatch.setattr(PipelinedWait, "wait", late_wait)
+    mux = ServeMux()
+    started: list[float] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        started.append(time.time())
+
+    async def main() -> float:
+        async with serving(redis_url, mux, heartbeat_interval=2):
+            await until(lambda: waits)  # idle, in the wait: the task comes with its dequeue
+            with Client(redis_url) as c:
+                id = c.enqueue("t", retention=60).id
+            with Inspector(redis_url) as insp:
+                await until(lambda: insp.task_info("default", id).state.value == "completed")
+                at = insp.task_info("default", id).completed_at
+                assert at is not None
+                return at.timestamp()
+
+    completed = asyncio.run(main())
+    assert completed >= started[0] - 0.05, (completed, started[0])

@@ -197,6 +197,8 @@ def test_delete_and_archive_targeted_tasks_and_refusals(backend: Any) -> None:
             ({"runs": 3, "workers": ["a", "b"]}, "could never complete"),
             ({"runs": 2, "process_in": 5}, "not with group, process_at"),
             ({"workers": ["a"], "group": "g"}, "not with group"),
+            ({"workers": ["a"], "priority": 9}, "cannot have a"),  # issue 29 #8: it was ignored
+            ({"runs": 2, "priority": 0}, "cannot have a"),
         ]:
             with pytest.raises(InvalidArgumentError, match=match):
                 c.enqueue("warm", queue=Q, **kwargs)
@@ -231,6 +233,110 @@ def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
         (("enqueue", "warm", "-q", Q, "--workers", "bad name"), "invalid worker name"),
         (("task", "edit", "-q", Q, "--id", "t1", "--workers", "a", "--max-retry", "2"), "give it alone"),
         (("worker", "x:mux", "--name", "a|b"), "--name: invalid worker name"),
+        (("enqueue", "warm", "-q", Q, "--workers", "a", "--priority", "9"), "cannot have a"),
     ]:
         code, _, err = cli(*args)
         assert code == 2 and err.startswith("asynqpy: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_a_plain_task_whose_id_holds_a_bar_is_not_taken_for_a_run_at_lease_renewal(backend: Any) -> None:
+    """Issue 29 #9: extend took any id holding '|' for a run of a targeted task: a plain task
+    'x|y' whose prefix 'x' is a targeted task that no longer allows worker 'y' was deleted at its
+    heartbeat and reported lost. The worker now says which leases are runs (and of which task)."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", None, queue=Q, workers=["w1"], task_id="x")
+        backend.sync.hset(queue_keys(Q).runs, "x", "1 w1 0 y=f:1")  # 'y' failed a run, then left the list
+        c.enqueue("plain", None, queue=Q, task_id="x|y")
+        got = ex.run(b.dequeue(Q, 5, 30_000, "tok00001"))
+        assert [id for id, _ in got.tasks] == ["x|y"]
+        _, lost = ex.run(b.extend(Q, 30_000, [("x|y", "tok00001", "")]))
+        assert lost == []
+        assert insp.task_info(Q, "x|y").state is TaskState.ACTIVE
+        assert insp.task_info(Q, "x").runs == {"y": "failed"}
+
+
+def test_a_run_of_a_deleted_task_is_not_credited_to_a_new_task_under_its_id(backend: Any) -> None:
+    """Issue 29 #9: a run still running when its targeted task was deleted, ending after a new
+    targeted task was stored under the same (caller-chosen) id, was counted as the new task's run
+    (it could even complete it). A run now changes a record only where its worker is running."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", 1, queue=Q, runs=2, task_id="job", retention=600)
+        got = ex.run(b.dequeue(Q, 5, 30_000, "tok00001", "w1"))
+        [(run, raw)] = got.tasks
+        assert run == "job|w1"
+        insp.delete_task(Q, "job")  # the run goes on
+        c.enqueue("warm", 2, queue=Q, workers=["w1"], task_id="job", retention=600)
+        msg = insp.task_info(Q, "job")
+        assert msg.state is TaskState.TARGETED
+        from asynqpy.core import codec
+        code, state = ex.run(b.run_end(Q, "job", codec.decode(raw), "s", run=run, token="tok00001"))
+        assert (code, state) == (1, "")
+        info = insp.task_info(Q, "job")
+        assert info.state is TaskState.TARGETED and info.runs == {} and info.payload == 2
+        assert not backend.sync.hexists(queue_keys(Q).tasks, run)  # the old run is gone
+
+
+def _named_mux(fail_on: set[str]) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("warm")
+    async def warm(task: Task) -> str:
+        worker = task.id.rpartition("|")[2]
+        if worker in fail_on:
+            raise RuntimeError(f"no cache on {worker}")
+        return f"warm on {worker}"
+
+    return mux
+
+
+def test_a_finished_targeted_task_keeps_its_result_and_runs_record(backend: Any) -> None:
+    """Issue 29 #8: a completed targeted task kept no result even with retention, and its
+    per-worker runs record and failure count were lost when it completed or was archived. Kept
+    now: the result of the run that completed it, and the final record, as long as the task."""
+    mux = _named_mux({"w0"})
+    q = queue_keys(Q)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            ok = c.enqueue("warm", None, queue=Q, workers=["w0", "w1", "w2"], runs=2, max_retry=5, retention=600)
+            bad = c.enqueue("warm", None, queue=Q, workers=["w0"], max_retry=0)
+            gone = c.enqueue("warm", None, queue=Q, workers=["w1"])  # no retention: nothing is kept
+            async with serving(backend.new_async(), mux, queues=[Q], name="w0"):
+                await until(lambda: insp.task_info(Q, ok.id).runs == {"w0": "failed"})
+                await until(lambda: insp.task_info(Q, bad.id).state is TaskState.ARCHIVED)
+            async with serving(backend.new_async(), mux, queues=[Q], name="w1"), \
+                    serving(backend.new_async(), mux, queues=[Q], name="w2"):
+                await until(lambda: insp.task_info(Q, ok.id).state is TaskState.COMPLETED)
+                await until(lambda: not backend.sync.hexists(q.tasks, gone.id))
+            info = insp.task_info(Q, ok.id)
+            assert info.runs == {"w0": "failed", "w1": "succeeded", "w2": "succeeded"} and info.retried == 1
+            assert info.result in ("warm on w1", "warm on w2")  # the run that completed it
+            assert info.run_results == {"w1": "warm on w1", "w2": "warm on w2"}  # and each run's
+            assert 0 < backend.sync.pttl(q.ran(ok.id)) <= 600_000  # kept as long as the task
+            failed = insp.task_info(Q, bad.id)
+            assert failed.runs == {"w0": "failed"} and failed.retried == 1 and "no cache on w0" in failed.last_error
+            assert not backend.sync.exists(q.ran(gone.id))
+            insp.delete_task(Q, ok.id)  # (what deleting a kept task leaves expires with its retention)
+            c.enqueue("warm", None, queue=Q, task_id=ok.id, retention=600)  # a plain task, same id
+            assert insp.task_info(Q, ok.id).runs == {}
+
+    asyncio.run(main())
+
+
+def test_run_results_of_an_earlier_task_under_the_same_id_are_not_shown(backend: Any) -> None:
+    """What an archived targeted task kept (its record, its runs' results) is not shown for a new
+    targeted task stored under its id: only runs the new task's record says succeeded."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    from asynqpy.core import codec
+
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", 1, queue=Q, runs=2, task_id="again", retention=600)
+        [(run, raw)] = ex.run(b.dequeue(Q, 5, 30_000, "tok00001", "w1")).tasks
+        ex.run(b.run_end(Q, "again", codec.decode(raw), "s", run=run, token="tok00001", result="old"))
+        insp.archive_task(Q, "again")
+        assert insp.task_info(Q, "again").run_results == {"w1": "old"}  # kept with the archived task
+        insp.delete_task(Q, "again")
+        c.enqueue("warm", 2, queue=Q, runs=2, task_id="again", retention=600)
+        assert insp.task_info(Q, "again").run_results == {}

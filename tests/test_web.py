@@ -32,7 +32,7 @@ def seeded(redis_url: str) -> str:
 
 @pytest.fixture
 def web(seeded: str) -> Iterator[TestClient]:
-    with TestClient(create_app(seeded)) as tc:
+    with TestClient(create_app(seeded), base_url="http://localhost") as tc:  # (a name the console answers to)
         tc.get("/")  # the CSRF cookie
         yield tc
 
@@ -90,7 +90,7 @@ def test_actions_need_the_csrf_token_and_same_origin(web: TestClient, seeded: st
 def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
     with Client(seeded) as c:
         c.start_process("acct", "ro1", queue=PQ)
-    with TestClient(create_app(seeded, read_only=True)) as tc:
+    with TestClient(create_app(seeded, read_only=True), base_url="http://localhost") as tc:
         page = tc.get(f"/queues/{Q}?state=pending").text
         assert "read-only" in page and "button class=\"act\"" not in page and "data-action" not in page
         for path in (f"/queues/{PQ}/processes/ro1", "/servers"):
@@ -107,13 +107,13 @@ def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
 
 
 def test_authentication_basic_and_bearer(seeded: str) -> None:
-    with TestClient(create_app(seeded, auth=Auth.parse("basic:ops:s3cret"))) as tc:
+    with TestClient(create_app(seeded, auth=Auth.parse("basic:ops:s3cret")), base_url="http://localhost") as tc:
         r = tc.get("/api/queues")
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic")
         assert tc.get("/api/queues", auth=("ops", "wrong")).status_code == 401
         assert tc.get("/api/queues", auth=("ops", "s3cret")).status_code == 200
         assert tc.get("/static/app.js").status_code == 401  # everything is guarded
-    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123"))) as tc:
+    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123")), base_url="http://localhost") as tc:
         assert tc.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
         assert tc.get("/", headers={"Authorization": "Bearer tok-123"}).status_code == 200
         basic = base64.b64encode(b"tok-123:").decode()
@@ -121,6 +121,189 @@ def test_authentication_basic_and_bearer(seeded: str) -> None:
     for bad in ("", "basic:onlyuser", "basic::pw", "bearer:", "digest:x"):
         with pytest.raises(InvalidArgumentError, match="auth must be"):
             Auth.parse(bad)
+
+
+def test_an_invalid_queue_set_member_leaves_every_view_working(web: TestClient, seeded: str) -> None:
+    """One bad member of asynqpy:queues used to turn the overview, /api/queues and /metrics into
+    400s: it is skipped, the valid queues show."""
+    import redis
+
+    redis.Redis.from_url(seeded).sadd("asynqpy:queues", "bad queue", b"\xff")
+    assert sorted(q["queue"] for q in web.get("/api/queues").json()) == ["other", Q]
+    r = web.get("/")
+    assert r.status_code == 200 and f'data-queue="{Q}"' in r.text and "bad queue" not in r.text
+    r = web.get("/metrics")
+    assert r.status_code == 200 and f'asynqpy_queue_size{{queue="{Q}"}} 46.0' in r.text and "bad" not in r.text
+
+
+def test_a_stored_entry_with_a_huge_every_is_listed_not_a_500(web: TestClient, seeded: str) -> None:
+    """An entry stored with every=1e20 (before every= was bounded) made /scheduler and
+    /api/scheduler answer 500 (OverflowError): it is listed."""
+    import redis
+
+    from asynqpy.core.cron import Entry, encode_entry
+    from asynqpy.core.keys import queue_keys
+
+    with Inspector(seeded) as insp:
+        insp.cron_add("fine", "t", every=60, queue=Q)
+    redis.Redis.from_url(seeded).hset(queue_keys(Q).cron, "far", encode_entry(Entry("far", "t", None, Q, every=1e20)))
+    assert sorted(e["entry"]["name"] for e in web.get("/api/scheduler").json()) == ["far", "fine"]
+    r = web.get("/scheduler")
+    assert r.status_code == 200 and "every 1e+20s" in r.text and "fine" in r.text
+
+
+def test_paging_parameters_out_of_range_are_400_with_a_message(web: TestClient, seeded: str) -> None:
+    """A page number past Redis's integers was a 500 (Redis refused the index): every paged route
+    and parameter answers 400 {"error": ...} naming the parameter, and nothing changes."""
+    with Client(seeded) as c:
+        c.start_process("acct", "pp1", queue=PQ)
+    huge = "99999999999999999999"
+    for path, name in [(f"/api/queues/{Q}/tasks?state=pending&page={huge}", "page"),
+                       (f"/api/queues/{Q}/tasks?state=scheduled&page={huge}", "page"),
+                       (f"/api/queues/{Q}/tasks?size={huge}", "size"),
+                       (f"/api/queues/{Q}/tasks?page=0", "page"),
+                       (f"/queues/{Q}?page={huge}", "page"),
+                       (f"/queues/{Q}?state=archived&page={huge}", "page"),
+                       (f"/queues/{Q}?size={huge}", "size"),
+                       (f"/api/queues/{Q}/tasks/p00?events={huge}", "events"),
+                       (f"/api/queues/{Q}?days={huge}", "days"),
+                       (f"/api/queues/{PQ}/processes?page={huge}", "page"),
+                       (f"/api/queues/{PQ}/processes?page={huge}&status=error", "page"),
+                       (f"/api/queues/{PQ}/processes?size={huge}", "size"),
+                       (f"/queues/{PQ}/processes?page={huge}", "page"),
+                       (f"/api/queues/{PQ}/processes/pp1?first={huge}", "first"),
+                       (f"/api/queues/{PQ}/processes/pp1?count={huge}", "count"),
+                       (f"/api/queues/{PQ}/processes/pp1?first=x", "first"),
+                       (f"/queues/{PQ}/processes/pp1?first={huge}", "first"),
+                       (f"/queues/{PQ}/processes/pp1?count={huge}", "count")]:
+        r = web.get(path)
+        assert r.status_code == 400 and r.json()["error"].startswith(name), (path, r.status_code, r.text)
+    far = web.get(f"/api/queues/{Q}/tasks", params={"page": 10**15 // 30 + 1}).json()  # the last page allowed
+    assert far["tasks"] == [] and far["total"] == 45
+    assert web.get(f"/api/queues/{Q}").json()["info"]["pending"] == 45
+
+
+REBOUND = "rebound.example"
+
+
+def test_a_foreign_host_header_is_refused_dns_rebinding(seeded: str) -> None:
+    """DNS rebinding: a page of another site whose name now resolves to 127.0.0.1 talks to the
+    console with its own name as Host (and as Origin, so the CSRF checks pass). Only the allowed
+    names are answered: the loopback ones by default; every other Host gets 400 saying what to do,
+    for every route (static files, API, actions), and nothing is read or changed."""
+    with TestClient(create_app(seeded), base_url=f"http://{REBOUND}:8080") as tc:
+        for path in ("/", f"/api/queues/{Q}/tasks?state=pending", "/static/app.js", "/api/openapi.json", "/metrics"):
+            r = tc.get(path)
+            assert r.status_code == 400, path
+            assert r.json()["error"] == (f"Host '{REBOUND}:8080' is not a name of this console (DNS rebinding "
+                                         "protection); it answers to localhost, 127.0.0.1, [::1]: add a name with "
+                                         "asynqpy web --allowed-host NAME or create_app(allowed_hosts=[...])"), path
+            assert "p00" not in r.text and r.headers["x-frame-options"] == "DENY", path
+        tc.cookies.set("asynqpy_csrf", "t")
+        r = tc.post(f"/api/queues/{Q}/states/pending/delete", headers={"X-CSRF-Token": "t",
+                                                                      "Origin": f"http://{REBOUND}:8080"})
+        assert r.status_code == 400
+        for host in ("", "a b", "[::1"):  # no Host, or not one at all
+            assert tc.get("/api/queues", headers={"host": host}).status_code == 400, host
+    with TestClient(create_app(seeded), base_url="http://localhost") as tc:
+        for host in ("localhost", "localhost:8080", "LOCALHOST:1", "127.0.0.1:8080", "[::1]:8080"):
+            assert tc.get("/api/queues", headers={"host": host}).status_code == 200, host
+    with Inspector(seeded) as insp:
+        assert insp.queue_info(Q).pending == 45
+
+
+def test_allowed_hosts_add_names_patterns_or_any(seeded: str) -> None:
+    app = create_app(seeded, allowed_hosts=["Console.Example", "*.ops.example", "10.0.0.5", "::1"])
+    with TestClient(app, base_url="http://console.example") as tc:
+        for host, status in [("console.example:8080", 200), ("a.ops.example", 200), ("10.0.0.5:80", 200),
+                             ("[::1]:8080", 200), ("localhost", 400), ("ops.example", 400), ("evil.example", 400)]:
+            assert tc.get("/api/queues", headers={"host": host}).status_code == status, host
+    with TestClient(create_app(seeded, allowed_hosts=["*"]), base_url=f"http://{REBOUND}") as tc:
+        assert tc.get("/api/queues").status_code == 200
+    for bad in (["evil.*"], ["a:80"], ["http://a"], [""], [], "localhost", [None]):
+        with pytest.raises(InvalidArgumentError, match="allowed"):
+            create_app(seeded, allowed_hosts=bad)  # type: ignore[arg-type]
+
+
+def test_cli_web_answers_its_address_localhost_and_allowed_hosts(redis_url: str) -> None:
+    """`asynqpy web` (uvicorn, a real socket): the bound address and localhost by default,
+    --allowed-host adds names; a rebound name is refused."""
+    import http.client
+    import subprocess
+    import sys
+    import time
+
+    from redisproc import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "web", "--port", str(port), "--allowed-host",
+                             "console.example", "--redis-url", redis_url], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+    def status(host: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/api/queues", headers={"Host": host})
+        return conn.getresponse().status
+
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status("127.0.0.1")
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the console did not start"
+                time.sleep(0.05)
+        for host, code in [(f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200), ("console.example", 200),
+                           (f"{REBOUND}:{port}", 400), (f"[::1]:{port}", 400)]:
+            assert status(host) == code, host
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=10)[0].decode()
+    assert "answers to Host 127.0.0.1, localhost, console.example" in out, out
+
+
+def test_overview_latency_as_the_cli_waiting_blocked_columns_and_memory_in_the_api(web: TestClient,
+                                                                                    seeded: str) -> None:
+    """The console shows a queue's latency as the CLI does ('-' with nothing pending, 2m05s past a
+    minute), the waiting and blocked counts on the overview (live too: the script fills every
+    data-k cell), and /api/queues carries memory_bytes as `stats --json` does."""
+    import re
+    import time
+
+    from asynqpy import FakeClock
+
+    with Client(seeded, clock=FakeClock(int(time.time() * 1000) - 125_000)) as old:
+        old.enqueue("t", None, queue="late")  # enqueued 125 s ago
+    with Client(seeded) as c:
+        c.enqueue("x", None, queue="idle", process_in=600)  # nothing pending
+        c.enqueue("report", None, queue=Q, task_id="child", after=["p00"])  # waiting
+        c.enqueue("charge", 1, queue="keyed", key="acct-1")
+        c.enqueue("charge", 2, queue="keyed", key="acct-1")  # blocked behind the first
+    html = web.get("/").text
+    cell = lambda q, k: re.search(rf'<tr data-queue="{q}">.*?<td data-k="{k}">([^<]*)</td>', html, re.S)[1]  # noqa: E731
+    assert cell("idle", "latency") == "-"
+    assert re.fullmatch(r"2m0[5-9]s", cell("late", "latency")), cell("late", "latency")
+    assert (cell(Q, "waiting"), cell(Q, "blocked"), cell("keyed", "blocked"), cell("keyed", "pending")) == \
+        ("1", "0", "1", "1")
+    assert "<th>waiting</th><th>blocked</th>" in html
+    queues = {q["queue"]: q for q in web.get("/api/queues").json()}
+    assert queues[Q]["memory_bytes"] > 0 and queues["keyed"]["blocked"] == 1 and queues[Q]["waiting"] == 1
+
+
+def test_times_are_shown_for_people(web: TestClient, seeded: str) -> None:
+    """Timestamps as the CLI shows them: lists say how long ago or in how long (the exact time in
+    the title), a task's page the UTC time and how long from now; not raw ISO 8601."""
+    import re
+
+    page = web.get(f"/queues/{Q}", params={"state": "scheduled"}).text
+    assert re.search(r'<td><time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">in (9m5\ds|10m00s)'
+                     r"</time></td>", page), page
+    task = web.get(f"/queues/{Q}/tasks/xss").text
+    assert re.search(r'<td data-k="next_process_at">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9m5\ds|10m00s)\)</td>',
+                     task), task
+    assert re.search(r"<tr><th>enqueued</th><td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d\.\ds ago\)</td>", task)
+    assert "+00:00" not in task.split('id="payload"')[0]
 
 
 def test_pages_escape_every_value(web: TestClient) -> None:
@@ -155,6 +338,9 @@ def test_cli_web_refuses_unsafe_or_bad_settings(redis_url: str, tmp_path: Any) -
         (["--auth-file", str(tmp_path / "missing")], "cannot read --auth-file"),
         (["--auth-file", str(bad_auth)], "auth must be"),
         (["--auth-env", "ASYNQPY_NO_SUCH_VAR"], "is not set"),
+        (["--allowed-host", "evil.example:8080"], "allowed host 'evil.example:8080' is not"),
+        (["--allowed-host", "a b"], "allowed host 'a b' is not"),
+        (["--allowed-host", "evil.*"], "allowed host 'evil.*' is not"),
     ]:
         res = CliRunner().invoke(main, ["web", *args, "--redis-url", redis_url])
         assert res.exit_code == 2 and res.stderr.startswith("asynqpy: error: ") and message in res.stderr, res.stderr
@@ -257,7 +443,7 @@ def test_processes_listed_inspected_repaired_and_removed(web: TestClient, seeded
         assert web.post(f"/api/queues/{PQ}/processes/a2/remove", headers=_csrf(web)).json() == {"queued": True}
         _until(lambda: web.get(f"/api/queues/{PQ}/processes/a2").status_code == 404)
         for path, status, text in [(f"/api/queues/{PQ}/processes/nope", 404, "no process"),
-                                   (f"/api/queues/{PQ}/processes/a0?count=5000", 422, ""),
+                                   (f"/api/queues/{PQ}/processes/a0?count=5000", 400, "count"),
                                    (f"/queues/{PQ}/processes/nope", 404, "no process")]:
             r = web.get(path)
             assert r.status_code == status and text in r.text, path
@@ -295,3 +481,16 @@ def test_servers_quieted_resumed_and_stopped_from_the_console(web: TestClient, s
     finally:
         server.stop()
         t.join(15)
+
+
+@pytest.mark.real
+def test_a_keyed_console_shows_entries_a_keyed_scheduler_does_not_fire(redis_url: str) -> None:
+    key = b"k" * 32
+    with Inspector(redis_url) as keyless, Inspector(redis_url, signing_key=key) as keyed:
+        keyless.cron_add("planted", "evil", every=60, queue="wq")
+        keyed.cron_add("ours", "ping", every=60, queue="wq")
+    with TestClient(create_app(redis_url, signing_key=key)) as tc:
+        page = tc.get("/scheduler").text
+        assert page.count("not fired: bad signature: the entry is not signed") == 1
+        api = {e["entry"]["name"]: e["signature"] for e in tc.get("/api/scheduler").json()}
+        assert api == {"ours": "verified", "planted": "bad signature: the entry is not signed"}

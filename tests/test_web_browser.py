@@ -60,8 +60,7 @@ class Console:
         self.thread.join(10)
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
+def _chromium(*extra: str) -> Iterator[Any]:
     _need_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -69,7 +68,7 @@ def browser() -> Iterator[Any]:
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
-                "--disable-gpu", "--no-first-run"):
+                "--disable-gpu", "--no-first-run", *extra):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
     driver.set_page_load_timeout(30)
@@ -77,6 +76,22 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    yield from _chromium()
+
+
+REBOUND = "rebound.example"
+
+
+@pytest.fixture
+def rebound_browser() -> Iterator[Any]:
+    """Chromium for which rebound.example resolves to 127.0.0.1: the state a DNS-rebinding
+    attacker brings about (its page was loaded from its own server, then its name's short-lived
+    DNS record changed to the loopback address)."""
+    yield from _chromium(f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1")
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 20.0) -> Any:
@@ -90,6 +105,13 @@ def wait_for(pred: Callable[[], Any], timeout: float = 20.0) -> Any:
             return value
         assert time.monotonic() < deadline, "condition not met in the browser"
         time.sleep(0.1)
+
+
+def click(browser: Any, css: str) -> None:
+    """Click the element ``css`` selects, again if a live update replaced it meanwhile."""
+    from selenium.webdriver.common.by import By
+
+    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, css).click() or True)
 
 
 def _worker(redis_url: str) -> subprocess.Popen[bytes]:
@@ -128,16 +150,16 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) 
 
         # a queue page pages
         browser.get(console.url + "/queues/paged?state=pending&size=20")
-        ids = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
-        assert ids == [f"p{i:02d}" for i in range(20)]
+        wait_for(lambda: [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
+                 == [f"p{i:02d}" for i in range(20)])  # (a live update may replace the rows as they are read)
         browser.save_screenshot(str(shots / "queue.png"))
         browser.find_element(By.ID, "next").click()
         wait_for(lambda: browser.find_element(By.ID, "page-no").text == "2")
-        ids = [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
-        assert ids == [f"p{i:02d}" for i in range(20, 40)]
+        wait_for(lambda: [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
+                 == [f"p{i:02d}" for i in range(20, 40)])  # (a live update may replace the rows as they are read)
 
         # an action: archive a task from its row; the row leaves the pending list
-        browser.find_element(By.CSS_SELECTOR, 'tr[data-id="p25"] button[data-action="archive"]').click()
+        click(browser, 'tr[data-id="p25"] button[data-action="archive"]')
         wait_for(lambda: not browser.find_elements(By.CSS_SELECTOR, 'tr[data-id="p25"]'))
         with Inspector(redis_url) as insp:
             assert insp.task_info("paged", "p25").state.value == "archived"
@@ -178,6 +200,84 @@ def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
         assert status == 403
         with Inspector(redis_url) as insp:
             assert insp.task_info("ro", "keep").state.value == "pending"
+    finally:
+        console.stop()
+
+
+def test_the_pages_write_times_and_latency_as_the_cli(redis_url: str, browser: Any) -> None:
+    """The page's script (live updates) formats durations, latency and times with the same
+    functions as asynqpy/core/humanize.py (the CLI's): compared on the same inputs in Chromium;
+    the overview's waiting and blocked cells follow live."""
+    from datetime import datetime, timedelta, timezone
+
+    from selenium.webdriver.common.by import By
+
+    from asynqpy.core import humanize
+
+    with Client(redis_url) as c:
+        c.enqueue("x", None, queue="idle", process_in=600)
+    console = Console(redis_url)
+    try:
+        browser.get(console.url + "/")
+        now = datetime(2026, 11, 23, 10, 0, 0, 250_000, tzinfo=timezone.utc)
+        seconds = [0, 0.04, 0.05, 1.25, 9.94, 9.96, 10, 59.5, 59.94, 59.96, 60, 61.7, 599, 3599.9, 3600, 86399,
+                   86400, 10 * 86400 - 1, 10 * 86400, 999 * 86400]
+        offsets = [-s for s in seconds] + [s for s in seconds if s]
+        times = [(now + timedelta(seconds=o)).isoformat() for o in offsets]
+        got = browser.execute_script("""
+            const [secs, times, now] = arguments;
+            return [secs.map((s) => duration(s)), secs.map((s) => latency(1, s)), secs.map((s) => latency(0, s)),
+                    times.map((t) => ago(t, now)), times.map((t) => when(t, now))];""",
+                                     seconds, times, now.timestamp() * 1000)
+        assert got == [[humanize.duration(x) for x in seconds], [humanize.latency(1, x) for x in seconds],
+                       ["-"] * len(seconds),
+                       [humanize.ago(datetime.fromisoformat(t), now) for t in times],
+                       [f"{humanize.utc(datetime.fromisoformat(t))} ({humanize.ago(datetime.fromisoformat(t), now)})"
+                        for t in times]]
+        with Client(redis_url) as c:
+            c.enqueue("charge", 1, queue="keyed", key="k1")
+            c.enqueue("charge", 2, queue="keyed", key="k1")
+            parent = c.enqueue("p", None, queue="keyed", process_in=600)
+            c.enqueue("report", None, queue="keyed", after=[parent.id])
+        cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'tr[data-queue="keyed"] td[data-k="{k}"]').text  # noqa: E731
+        wait_for(lambda: (cell("pending"), cell("blocked"), cell("waiting")) == ("1", "1", "1"))
+        assert browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="idle"] td[data-k="latency"]').text == "-"
+    finally:
+        console.stop()
+
+
+def test_a_rebound_name_is_refused_in_a_browser(redis_url: str, rebound_browser: Any) -> None:
+    """DNS rebinding, in Chromium: a name that resolves to 127.0.0.1 reaches the console's socket,
+    but the console answers only to its own names: the page and a script of that origin (what
+    the attacker's page runs, same-origin with it, CSRF cookie and Origin included) get 400, read
+    no payload and delete nothing; 127.0.0.1 and localhost work."""
+    from selenium.webdriver.common.by import By
+
+    with Client(redis_url) as c:
+        c.enqueue("secret:job", {"card": "4111-0000"}, queue="victim", task_id="v1")
+    console = Console(redis_url)
+    browser = rebound_browser
+    try:
+        browser.get(f"http://{REBOUND}:{console.port}/")
+        assert f"Host '{REBOUND}:{console.port}' is not a name of this console" in \
+            browser.find_element(By.TAG_NAME, "body").text
+        got = browser.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            (async () => {
+              const read = await fetch('/api/queues/victim/tasks?state=pending');
+              const body = await read.text();
+              const token = (document.cookie.match(/asynqpy_csrf=([^;]+)/) || [])[1] || 'none';
+              const del = await fetch('/api/queues/victim/states/pending/delete', {method: 'POST',
+                  headers: {'X-CSRF-Token': token, 'Content-Type': 'application/json'}, body: '{}'});
+              return [location.host, read.status, body.includes('4111'), del.status];
+            })().then(done, e => done(String(e)));""")
+        assert got == [f"{REBOUND}:{console.port}", 400, False, 400]
+        for name in ("127.0.0.1", "localhost"):
+            browser.get(f"http://{name}:{console.port}/")
+            wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="victim"] td[data-k="pending"]')
+                     .text == "1")
+        with Inspector(redis_url) as insp:
+            assert insp.task_info("victim", "v1").state.value == "pending"
     finally:
         console.stop()
 
@@ -224,7 +324,7 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         wait_for(lambda: [r.get_attribute("data-id") for r in
                           browser.find_elements(By.CSS_SELECTOR, "#processes tbody tr")] == ["pay-1"])
         assert browser.find_element(By.ID, "total").text == "1"
-        browser.find_element(By.CSS_SELECTOR, 'tr[data-id="pay-1"] a').click()
+        click(browser, 'tr[data-id="pay-1"] a')
         cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'#detail td[data-k="{k}"]').text  # noqa: E731
         wait_for(lambda: cell("status") == "error")
         assert "unreachable" in cell("error") and cell("broken_by")

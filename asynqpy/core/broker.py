@@ -26,9 +26,9 @@ from .errors import (
     TaskNotFoundError,
     ThrottledError,
 )
-from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, queue_keys
+from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, known_queues, queue_keys
 from .signing import Signer
-from .stored import lock_digest
+from .stored import key_of, lock_digest
 from .task import TaskState
 
 T = TypeVar("T")
@@ -268,6 +268,11 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
     return parse
 
 
+ARCHIVED_RUNS_TTL_MS = 90 * 24 * 3600 * 1000
+"""How long an archived targeted task's runs record is kept (the default ``archive_max_age``), and
+the longest its runs' results wait for the task to finish."""
+
+
 def _targets(q: QueueKeys, workers: Sequence[str] | None) -> tuple[list[str], list[str]]:
     """A targeted task's index zsets and the wake lists of the workers it names."""
     if workers is None:
@@ -292,7 +297,10 @@ class Broker:
         self.signer = signer
 
     def seal(self, queue: str, id: str, msg: Message, data: bytes | None = None, sign: bool = True) -> bytes:
-        """The message as stored: encoded (unless ``data`` already is), with its tag when signing."""
+        """The message as stored: encoded (unless ``data`` already is), with its tag when signing.
+        For messages the caller made, or verified itself (a worker's task after
+        :func:`~asynqpy.core.signing.run_message`); a message read from Redis to be written again
+        goes through :func:`~asynqpy.core.signing.trust_gate` instead."""
         data = data or codec.encode(msg)
         return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
 
@@ -461,14 +469,17 @@ class Broker:
                     (id_arg(parent), workflow.ref(child_queue, child)))
 
     def enqueue_after(self, queue: str, id: str, msg: Message, policy: str, ends: Sequence[tuple[bytes, bytes]],
-                      data: bytes | None = None, check_id: bool = True, delay_ms: int = 0) -> Call[int]:
+                      data: bytes | None = None, check_id: bool = True, delay_ms: int = 0,
+                      cancelled: Message | None = None) -> Call[int]:
         """(new) -> waiting, or pending when no parent is left to wait for. ``ends``: per parent its
         ref and its end as far as known (b'' = not ended); ``delay_ms``: how long after now it may
-        run once released. Returns 1 pending, 4 scheduled, 2 waiting, 3 waiting with a failed
-        parent under the cancel policy; raises TaskIdConflictError."""
+        run once released; ``cancelled`` (policy 'c'): the message stored archived, in the same
+        script, when a parent has already failed. Returns 1 pending, 4 scheduled, 2 waiting, 3
+        archived (a failed parent under the cancel policy); raises TaskIdConflictError."""
         q = queue_keys(queue)
         args: list[Any] = [id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", policy,
-                           self.clock.script_now(), delay_arg(delay_ms)]
+                           self.clock.script_now(), delay_arg(delay_ms),
+                           self.seal(queue, id, cancelled) if cancelled is not None else ""]
         for r, st in ends:
             args += [r, st]
 
@@ -490,15 +501,15 @@ class Broker:
                                      q.scheduled, q.tick),
                     (id_arg(child), parent_ref, state, self.clock.script_now()))
 
-    def fail_waiting(self, queue: str, id: str, read: bytes, msg: Message) -> Call[int]:
-        """waiting -> archived with ``msg`` (its error says which parent failed), if the task still
-        holds ``read``. Returns 1 (a :class:`Finished` whose ``told`` says it had children), 0 gone,
-        :data:`CHANGED`."""
+    def fail_waiting(self, queue: str, id: str, read: bytes, new: bytes, error: str) -> Call[int]:
+        """waiting -> archived as ``new`` (the stored message rewritten with ``error``, which says
+        which parent failed; sealed by :func:`~asynqpy.core.signing.trust_gate`, never here: the
+        message was read from Redis), if the task still holds ``read``. Returns 1 (a
+        :class:`Finished` whose ``told`` says it had children), 0 gone, :data:`CHANGED`."""
         q = queue_keys(queue)
         return Call(lambda r: Finished.with_late(r) if isinstance(r, bytes) else int(r), "fail_waiting",
                     (q.tasks, q.waiting, q.archived, q.children, q.outbox, q.events, q.conf),
-                    (id_arg(id), read, self.seal(queue, id, msg), self.clock.script_now(),
-                     _event_text(msg.last_error)))
+                    (id_arg(id), read, new, self.clock.script_now(), _event_text(error)))
 
     def outbox_read(self, queue: str, count: int = 100) -> Call[list[tuple[bytes, dict[bytes, bytes]]]]:
         """The oldest ``count`` entries of a queue's outbox (parents' ends to deliver)."""
@@ -546,7 +557,7 @@ class Broker:
             _new_task_code(id, queue, mode),
             "schedule",
             (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived,
-             q.completed, q.events, q.conf),
+             q.completed, q.events, q.conf, q.children, q.outbox),
             (id, self.seal(queue, id, msg, data), unique_ttl, delay_arg(delay_ms), self.clock.script_now(),
              "1" if check_id else "0", mode if mode == "d" else ""),
         )
@@ -568,16 +579,19 @@ class Broker:
 
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
-                ) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-15.lua),
+                result: Any = None) -> Call[tuple[int, str]]:
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
-        ``failed``: the message with the run's error. Returns (code, the task's state after)."""
+        ``failed``: the message with the run's error; ``result``: a succeeded run's result (kept
+        per worker when the task has a retention; the task's result if this run completes it). A
+        kept task (completed with retention, archived) keeps its final runs record. Returns
+        (code, the task's state after)."""
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
         done = b""
-        if msg.retention_ms > 0:
-            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms()))
+        if run and msg.retention_ms > 0:  # a run's success (an operator's D/X never stores it: unverified)
+            done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms(), result=result))
         processed_day, failed_day = self._day_keys(q)
         check = _finish_code("run_end", run or task_id)
 
@@ -591,23 +605,26 @@ class Broker:
             parse,
             "run_end",
             (q.tasks, q.lease, q.targeted, q.runs, q.archived, q.completed, q.events, q.conf, q.progress,
-             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, *index, *wakes),
+             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, q.ran(task_id),
+             *index, *wakes),
             (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
              self.clock.script_now(), done, msg.retention_ms,
              self.seal(queue, task_id, failed) if failed is not None else b"",
-             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S),
+             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS,
+             codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b""),
         )
 
-    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message) -> Call[int]:
-        """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``.
-        Codes in lua/set_workers-4.lua."""
+    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message, stored: bytes) -> Call[int]:
+        """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``,
+        stored as ``stored`` (sealed by :func:`~asynqpy.core.signing.trust_gate`). Codes in
+        lua/set_workers-4.lua."""
         q = queue_keys(queue)
         old_index, _ = _targets(q, old.workers)
         new_index, wakes = _targets(q, new.workers)
         before = set(old.workers or ())
         wakes = [q.wake_for(w) for w in new.workers or () if w not in before]
         return Call(int, "set_workers", (q.tasks, q.runs, q.targeted, q.wake, *old_index, *new_index, *wakes),
-                    (id_arg(id), read, self.seal(queue, id, new), _allowed(new.workers), len(old_index),
+                    (id_arg(id), read, stored, _allowed(new.workers), len(old_index),
                      len(new_index)))
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
@@ -780,12 +797,15 @@ class Broker:
                                                                             q.prio),
                     (id_arg(id), token))
 
-    def extend(self, queue: str, lease_ms: int, held: Sequence[tuple[str, str]]) -> Call[tuple[int, list[str]]]:
-        """Renew leases for (id, token) pairs. Returns (now, ids whose lease was lost)."""
+    def extend(self, queue: str, lease_ms: int,
+               held: Sequence[tuple[str, str] | tuple[str, str, str]]) -> Call[tuple[int, list[str]]]:
+        """Renew leases for (id, token) pairs, or (id, token, run_of) for a run of targeted task
+        ``run_of`` (only those are runs: an id holding '|' is not one by itself). Returns (now, ids
+        whose lease was lost)."""
         q = queue_keys(queue)
         args: list[Any] = [lease_ms, self.clock.script_now()]
-        for id, token in held:
-            args += [id_arg(id), token]
+        for id, token, *run_of in held:
+            args += [id_arg(id), token, id_arg(run_of[0]) if run_of and run_of[0] else ""]
         return Call(
             lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease, q.runs, q.progress, q.wake),
             tuple(args),
@@ -904,7 +924,9 @@ class Broker:
                     (kind, order, start, stop, "1" if values else "0"))
 
     def queues(self) -> Call[list[str]]:
-        return Call(lambda r: sorted(_s(x) for x in r), command=("SMEMBERS", ALL_QUEUES))
+        """Every known queue's name, sorted: the one read of :data:`ALL_QUEUES` (invalid members are
+        skipped and logged, :func:`~asynqpy.core.keys.known_queues`)."""
+        return Call(known_queues, command=("SMEMBERS", ALL_QUEUES))
 
     def get_task(self, queue: str, id: str) -> Call[bytes | None]:
         """The stored value of a task (state char [+ token] + message), or None."""
@@ -942,11 +964,12 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[int]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-8.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-12.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf, q.prio,
-                                               q.children, q.outbox, q.deps], [state.code, window])
+                                               q.children, q.outbox, q.deps, q.keyheld, q.blocked, q.pending,
+                                               q.wake], [state.code, window])
         return Call(_codes, "delete_tasks", keys, args)
 
     def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
@@ -954,7 +977,8 @@ class Broker:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
         keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf,
-                                               q.prio, q.children, q.outbox],
+                                               q.prio, q.children, q.outbox, q.keyheld, q.blocked, q.pending,
+                                               q.wake],
                                     [state.code, window, self.clock.script_now()])
         return Call(_codes, "archive_tasks", keys, args)
 
@@ -962,21 +986,24 @@ class Broker:
     def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int, bytes]], keys: list[str],
                   args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         for id, digest, hint, read in items:
-            keys.append(q.lock(digest))
-            args += [id_arg(id), hint, read]
+            key = key_of(read)  # a holder's key goes to its next task (lua/includes/exit.lua)
+            keys += [q.lock(digest), q.key_list(key) if key else q.placeholder]
+            args += [id_arg(id), hint, read, key]
         return tuple(keys), tuple(args)
 
-    def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, msg: Message, at_ms: int | None,
-                  in_ms: int | None, window: int, hint: int) -> Call[int]:
-        """pending/scheduled/retry -> the same task with ``msg`` (sealed here) and, if ``at_ms`` or
-        ``in_ms`` is given, a new due time. ``read``: the stored value the caller read (the task
-        must still hold it). Codes in lua/edit_task-9.lua."""
+    def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, new: bytes, at_ms: int | None,
+                  in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[int]:
+        """pending/scheduled/retry -> the same task with the message ``new`` (sealed by
+        :func:`~asynqpy.core.signing.trust_gate`, never here: it rewrites a message read from Redis)
+        and, if ``at_ms`` or ``in_ms`` is given, a new due time. ``read``: the stored value the caller
+        read (the task must still hold it). ``keyed``: a scheduled task due now stays scheduled (due
+        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
         q = queue_keys(queue)
         return Call(int, "edit_task",
                     (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf,
                      q.prio),
-                    (id_arg(id), state.code, read, self.seal(queue, id, msg), "" if at_ms is None else at_ms,
-                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now()))
+                    (id_arg(id), state.code, read, new, "" if at_ms is None else at_ms,
+                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now(), "1" if keyed else "0"))
 
     def aggregate(self, queue: str, group: str, members: Sequence[tuple[str, bytes]], id: str,
                   msg: Message) -> Call[int]:
@@ -1010,12 +1037,20 @@ class Broker:
         return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake, q.prio),
                     (state.code, *[id_arg(id) for id in ids]))
 
-    def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes) -> Call[int]:
+    def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes,
+               original: Message | None = None) -> Call[int]:
         """active -> archived (``msg``: the rewritten encoded message) if still leased with
-        ``token``, and ``notice`` published on the cancel channel."""
+        ``token``, and ``notice`` published on the cancel channel. ``original``: the task's
+        message as read (None: malformed), whose key and process the exit bookkeeping needs
+        (lua/includes/exit.lua: children told, key released, process marked error)."""
         q = queue_keys(queue)
-        return Call(int, "cancel", (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf),
-                    (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice))
+        key = original.key if original is not None else ""
+        pid, kind = process.process_of(original) if original is not None else ("", "")
+        return Call(lambda r: OK if r == b"!" else int(r), "cancel",
+                    (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf, q.children,
+                     q.outbox, q.keyheld, q.blocked, q.pending, q.prio, q.wake,
+                     q.key_list(key) if key else q.placeholder, q.proc, q.procs),
+                    (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice, key, pid, kind))
 
     def drop_queue(self, queue: str, force: bool = False) -> Call[int]:
         """Delete an empty queue's keys (1), or refuse (-7) if a task is left (or, unless

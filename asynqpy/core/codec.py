@@ -174,6 +174,13 @@ def may_be_unique(data: bytes) -> bool:
     return not (data and 0x90 <= data[0] <= 0x90 + _UNIQUE_INDEX)
 
 
+def may_be_keyed(data: bytes) -> bool:
+    """False when an encoded message certainly has no key (``key=``): its array is too short to
+    reach the key field (as lua/includes/serial.lua's ``is_keyed`` reads it)."""
+    return not (data and (0x90 <= data[0] <= 0x9F or (data[0] == 0xDC and len(data) > 2
+                                                       and int.from_bytes(data[1:3], "big") <= KEY_INDEX)))
+
+
 def _tuple(v: Any) -> Any:
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
 

@@ -30,10 +30,12 @@ import msgpack
 
 from . import codec
 from .broker import Broker, Call
-from .codec import Message
-from .errors import EntryNotFoundError, InvalidArgumentError
+from .codec import TAG_LEN, Message
+from .errors import EntryNotFoundError, InvalidArgumentError, SignatureError
 from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_name, validate_queue
-from .options import _is_text
+from .options import MAX_SECONDS, _is_text
+from .signing import Signer, has_tag
+from .task import ms_to_datetime
 
 MISSED = ("skip", "last")
 """What an entry does with ticks missed while no scheduler ran: skip them, or run the last one once."""
@@ -47,6 +49,10 @@ if TYPE_CHECKING:
     from .inspection import Plan
 
 _NAME = re.compile(r"^[^\s{}]{1,200}$")
+
+
+_MAX_MS = int(datetime.max.replace(tzinfo=timezone.utc).timestamp() * 1000)
+"""The latest time a datetime holds, in Unix ms."""
 
 
 def _utc(ms: int) -> datetime:
@@ -162,6 +168,8 @@ def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "
         if isinstance(every, bool) or not isinstance(every, (int, float)) or not 1 <= every < math.inf \
                 or every * 1000 != int(every * 1000):
             raise InvalidArgumentError(f"every must be a number of seconds >= 1 (whole milliseconds), got {every!r}")
+        if every > MAX_SECONDS:
+            raise InvalidArgumentError(f"every must be at most 100 years ({MAX_SECONDS} seconds), got {every!r}")
         every = float(every)
         zone(tz)
     else:
@@ -192,9 +200,38 @@ def encode_entry(e: Entry) -> bytes:
     return bytes(msgpack.packb(d, use_bin_type=True))
 
 
-def decode_entry(queue: str, name: str, data: bytes) -> Entry:
-    """An entry from its stored form; InvalidArgumentError if it is not one."""
+def stored_entry(e: Entry, signer: Signer | None) -> bytes:
+    """The entry as stored: its definition, with a tag (bound to its queue and name) when the
+    writer holds signing keys."""
+    data = encode_entry(e)
+    return data if signer is None else signer.seal_entry(e.queue, e.name, data)
+
+
+def entry_signature(signer: Signer | None, queue: str, name: str, data: bytes) -> str:
+    """What a reader can say of a stored entry's tag: with keys, ``"verified"`` or why it fails
+    (``"bad signature: ..."``: a keyed scheduler never fires it); without, ``"signed"`` (a tag,
+    unchecked) or ``"unsigned"``."""
+    if signer is None:
+        return "signed" if has_tag(data) else "unsigned"
     try:
+        signer.open_entry(queue, name, data)
+    except SignatureError as exc:
+        return str(exc)
+    return VERIFIED
+
+
+VERIFIED = "verified"
+
+
+def decode_entry(queue: str, name: str, data: bytes) -> Entry:
+    """An entry from its stored form (a tag, if any, is not checked here: see
+    :func:`entry_signature`); InvalidArgumentError if it is not one."""
+    try:
+        if has_tag(data):
+            try:
+                msgpack.unpackb(data, raw=False)
+            except msgpack.ExtraData:
+                data = data[:-TAG_LEN]
         d = msgpack.unpackb(data, raw=False)
         payload = msgpack.unpackb(d["payload"], raw=False, strict_map_key=False)
         owner = d.get("owner") or ""
@@ -267,9 +304,11 @@ def parse_history(items: list[bytes]) -> list[Fired]:
     for raw in items:
         try:
             tick, id, at = _split(raw)
-            out.append(Fired(int(tick), id, int(at)))
+            fired = Fired(int(tick), id, int(at))
         except (ValueError, UnicodeDecodeError):
             continue
+        if 0 <= fired.tick_ms <= _MAX_MS and 0 <= fired.enqueued_ms <= _MAX_MS:  # else not one it wrote
+            out.append(fired)
     return out
 
 
@@ -292,6 +331,13 @@ class QueueEntries:
     last: dict[str, int] = field(default_factory=dict)
     paused: set[str] = field(default_factory=set)
     unreadable: dict[str, str] = field(default_factory=dict)
+    signature: dict[str, str] = field(default_factory=dict)
+    """name -> :func:`entry_signature` for the reader's keys."""
+
+    def refused(self, name: str) -> str | None:
+        """Why a keyed reader must not fire entry ``name`` (its tag does not verify), else None."""
+        sig = self.signature.get(name, VERIFIED)
+        return sig if sig.startswith("bad signature") else None
 
 
 def _raise(reply: Any) -> Any:
@@ -304,8 +350,9 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def load_plan() -> Plan[dict[str, QueueEntries]]:
-    """Every queue's entries (two round trips: the queues with entries, then theirs)."""
+def load_plan(signer: Signer | None = None) -> Plan[dict[str, QueueEntries]]:
+    """Every queue's entries (two round trips: the queues with entries, then theirs), each with
+    what ``signer`` says of its tag (:attr:`QueueEntries.signature`)."""
     (queues,) = yield [Call(lambda r: sorted(_text(q) for q in r), command=("SMEMBERS", CRON_QUEUES))]
     queues = [q for q in _raise(queues) if _valid_queue(q)]
     calls: list[Call[Any]] = []
@@ -324,6 +371,8 @@ def load_plan() -> Plan[dict[str, QueueEntries]]:
                 qe.defs[name] = (data, decode_entry(q, name, data))
             except InvalidArgumentError as exc:
                 qe.unreadable[name] = str(exc)
+            else:
+                qe.signature[name] = entry_signature(signer, q, name, data)
         for name_b, ms in last.items():
             try:
                 qe.last[_text(name_b)] = int(ms)
@@ -342,11 +391,12 @@ def _valid_queue(q: str) -> bool:
     return True
 
 
-def register_plan(entries: list[Entry], now_ms: int) -> Plan[list[Entry]]:
-    """Store entries declared in code: a new entry, or one whose definition changed, is written
-    with ``created_ms`` = now (its earlier ticks never fire); an unchanged one is left as it is
-    (it keeps its creation time, so a restart right after a tick still fires it). Returns the
-    entries as stored."""
+def register_plan(entries: list[Entry], now_ms: int, signer: Signer | None = None) -> Plan[list[Entry]]:
+    """Store entries declared in code (signed with ``signer``'s first key, if any): a new entry,
+    or one whose definition changed (or, with a signer, whose stored tag does not verify), is
+    written with ``created_ms`` = now (its earlier ticks never fire); an unchanged one is left as
+    it is (it keeps its creation time, so a restart right after a tick still fires it). Returns
+    the entries as stored."""
     queues = sorted({e.queue for e in entries})
     if not queues:
         return []
@@ -365,16 +415,19 @@ def register_plan(entries: list[Entry], now_ms: int) -> Plan[list[Entry]]:
                 current = decode_entry(e.queue, e.name, old)
             except InvalidArgumentError:
                 current = None
-        if current is not None and _same(current, e):
+        if current is not None and _same(current, e) and (
+                signer is None or entry_signature(signer, e.queue, e.name, old) == VERIFIED):
             out.append(current)
             continue
         if current is not None and _same(current, replace(e, owner=current.owner)):
             fresh = replace(current, owner=e.owner)  # only its owner is new (declared by an App now): keep its state
-            writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name, encode_entry(fresh))))
+            writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name,
+                                                     stored_entry(fresh, signer))))
             out.append(fresh)
             continue
         fresh = replace(e, created_ms=now_ms)
-        writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name, encode_entry(fresh))))
+        writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name,
+                                                 stored_entry(fresh, signer))))
         out.append(fresh)
     if writes:
         for r in (yield writes):
@@ -406,11 +459,13 @@ def _same(a: Entry, b: Entry) -> bool:
     return encode_entry(replace(a, created_ms=0)) == encode_entry(replace(b, created_ms=0))
 
 
-def add_plan(entry: Entry) -> Plan[None]:
-    """Store (or replace) one entry, as an operator's ``cron add`` does."""
+def add_plan(entry: Entry, signer: Signer | None = None) -> Plan[None]:
+    """Store (or replace) one entry, as an operator's ``cron add`` does (signed with ``signer``'s
+    first key, if any: a keyed scheduler fires only entries that verify)."""
     replies = yield [Call(lambda r: r, command=("SADD", CRON_QUEUES, entry.queue)),
                      Call(lambda r: r, command=("SADD", ALL_QUEUES, entry.queue)),
-                     Call(lambda r: r, command=("HSET", queue_keys(entry.queue).cron, entry.name, encode_entry(entry)))]
+                     Call(lambda r: r, command=("HSET", queue_keys(entry.queue).cron, entry.name,
+                                                stored_entry(entry, signer)))]
     for r in replies:
         _raise(r)
 
@@ -426,6 +481,10 @@ class EntryInfo:
     next_tick: datetime | None
     last_task_id: str | None
     history: list[Fired]
+    signature: str = "unsigned"
+    """What the reader can say of the entry's tag (:func:`entry_signature`): ``"verified"`` or
+    ``"bad signature: ..."`` (a keyed scheduler does not fire it) for a reader with the signing
+    keys; ``"signed"`` or ``"unsigned"`` for one without."""
 
     @property
     def name(self) -> str:
@@ -436,9 +495,11 @@ class EntryInfo:
         return self.entry.queue
 
 
-def entries_plan(queue: str | None, now_ms: int, history: int = HISTORY) -> Plan[list[EntryInfo]]:
-    """Every entry (of ``queue``, or of every queue), with history, sorted by queue and name."""
-    loaded = yield from load_plan()
+def entries_plan(queue: str | None, now_ms: int, history: int = HISTORY,
+                 signer: Signer | None = None) -> Plan[list[EntryInfo]]:
+    """Every entry (of ``queue``, or of every queue), with history and what ``signer`` says of
+    its tag, sorted by queue and name."""
+    loaded = yield from load_plan(signer)
     found = [(q, name, qe) for q, qe in sorted(loaded.items()) if queue is None or q == queue
              for name in sorted(qe.defs)]
     replies = yield [Call(lambda r: r, command=("LRANGE", queue_keys(q).cron_history(name), 0, history - 1))
@@ -448,9 +509,10 @@ def entries_plan(queue: str | None, now_ms: int, history: int = HISTORY) -> Plan
         e = qe.defs[name][1]
         fired = parse_history(_raise(hist))
         last = qe.last.get(name, 0)
-        nxt = None if name in qe.paused else e.first_after(max(now_ms, last))
-        out.append(EntryInfo(e, name in qe.paused, _utc(last) if last else None, _utc(nxt) if nxt else None,
-                             fired[0].task_id if fired else None, fired))
+        nxt = None if name in qe.paused or qe.refused(name) else e.first_after(max(now_ms, last))
+        # (ms_to_datetime: an entry stored before every= was bounded has ticks past year 9999)
+        out.append(EntryInfo(e, name in qe.paused, ms_to_datetime(last), ms_to_datetime(nxt or 0),
+                             fired[0].task_id if fired else None, fired, qe.signature.get(name, "unsigned")))
     return out
 
 
@@ -508,6 +570,10 @@ def run_now_plan(broker: Broker, queue: str, name: str, now_ms: int) -> Plan[str
     if _raise(data) is None:
         raise EntryNotFoundError(f"no scheduler entry {name!r} in queue {queue!r}")
     e = decode_entry(queue, name, data)
+    sig = entry_signature(broker.signer, queue, name, data)
+    if sig.startswith("bad signature"):  # never sign the task of an entry that does not verify
+        raise SignatureError(f"scheduler entry {name!r} of queue {queue!r} is not run: {sig} (add it again "
+                             "with the signing key)")
     id, call = fire_call(broker, e, data, 0, now_ms)
     (r,) = yield [call]
     code, _ = _raise(r)

@@ -6,6 +6,7 @@ one slot and may be repeated after a crash (docs/architecture.md, "Workflows acr
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,11 +16,13 @@ from .broker import CHANGED, Broker, Call, Finished, id_arg
 from .errors import InvalidArgumentError, MalformedMessageError, TaskNotFoundError
 from .keys import queue_keys, validate_queue
 from .options import Prepared
+from .signing import Refused, Verified, trust_gate
 from .stored import message_of
 from .task import TaskState
 from .workflow import end_state, ref, refs
 
 Plan = Generator[list[Call[Any]], list[Any], Any]
+log = logging.getLogger("asynqpy.workflows")
 
 CODES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
 
@@ -38,6 +41,20 @@ def _cancelled(msg: codec.Message, parent: tuple[str, str], outcome: str, now_ms
     how = {"x": "archived", "d": "deleted"}.get(outcome, "failed")
     return msg.with_(last_error=f"cancelled: parent {parent[0]}/{parent[1]} was {how} (on_parent_failure='cancel')",
                      last_failed_at_ms=now_ms)
+
+
+def _fail_waiting(broker: Broker, queue: str, id: str, stored: bytes, parent: tuple[str, str],
+                  outcome: str) -> Call[int]:
+    """The call archiving a waiting child that a failed parent cancels. Its message is read from
+    Redis, so it is rewritten through the trust gate: re-signed only if it verifies; a child that
+    fails verification (unsigned, forged, malformed) is archived unsigned, its last error saying so."""
+    gate = trust_gate(broker.signer, queue, id, message_of(stored))
+    if isinstance(gate, Refused):
+        log.error("task %s in queue %s refused (%s); archiving it unsigned", id, queue, gate.reason)
+    msg = _cancelled(gate.msg, parent, outcome, broker.clock.now_ms())
+    new = gate.store(msg)
+    error = msg.last_error if isinstance(gate, Verified) else f"{gate.reason}; {msg.last_error}"
+    return broker.fail_waiting(queue, id, stored, new, error)
 
 
 def enqueue_after(broker: Broker, p: Prepared) -> Plan:
@@ -65,17 +82,16 @@ def enqueue_after(broker: Broker, p: Prepared) -> Plan:
             failed = failed or (q, i, "x")
         else:
             ends.append((ref(q, i), b""))
+    cancelled = None
+    if p.policy == "c":  # archived by the same script if a parent has failed already (one step)
+        now = broker.clock.now_ms()
+        cancelled = (_cancelled(p.msg, (failed[0], failed[1]), failed[2], now) if failed else
+                     p.msg.with_(last_error="cancelled: a parent was archived or deleted before this task was "
+                                            "stored (on_parent_failure='cancel')", last_failed_at_ms=now))
     code = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id,
-                                        p.delay_ms)])[0]
+                                        p.delay_ms, cancelled)])[0]
     if isinstance(code, Exception):
         raise code
-    if code == 3:  # a parent had failed already: cancel it now
-        parent = (failed[0], failed[1]) if failed else ("?", "?")
-        outcome = failed[2] if failed else "x"
-        stored = (yield [_stored(p.queue, p.id)])[0]
-        if isinstance(stored, bytes):
-            msg = _cancelled(codec.decode(message_of(stored)), parent, outcome, broker.clock.now_ms())
-            (yield [broker.fail_waiting(p.queue, p.id, stored, msg)])
     return CODES.get(code, TaskState.WAITING)
 
 
@@ -110,8 +126,7 @@ def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
         fails = []
         for (cq, cid, parent, outcome), value in zip(cancel, stored):
             if isinstance(value, bytes) and value[:1] == b"w":
-                msg = _cancelled(codec.decode(message_of(value)), parent, outcome, broker.clock.now_ms())
-                fails.append((cq, broker.fail_waiting(cq, cid, value, msg)))
+                fails.append((cq, _fail_waiting(broker, cq, cid, value, parent, outcome)))
         if fails:
             done = yield [c for _, c in fails]
             _raise_first([r for r in done if not (isinstance(r, int) and r == CHANGED)])

@@ -45,6 +45,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
 from .server_record import ServerInfo
+from .signing import Refused, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 from .workflow import Record
@@ -55,6 +56,21 @@ Plan = Generator[list[Call[Any]], list[Any], T]
 
 MAX_PAGE_SIZE = 1000
 """Largest page ``list_tasks`` returns (bounds the work of one call)."""
+MAX_OFFSET = 10**15
+"""The furthest position a listing starts at (a page of tasks or processes, a process's first
+event): beyond about 10**16 the scripts' numbers no longer reach Redis as integers."""
+
+
+def page_start(page: object, page_size: int) -> int:
+    """The position (0-based) page ``page`` (from 1) of ``page_size`` items starts at;
+    InvalidArgumentError for a page that is not an int >= 1 or that starts past
+    :data:`MAX_OFFSET`."""
+    last = MAX_OFFSET // page_size + 1
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= last:
+        raise InvalidArgumentError(f"page must be an int from 1 to {last} (pages of {page_size}), got {page!r}")
+    return (page - 1) * page_size
+
+
 MAX_HISTORY_DAYS = 90
 """Daily counters are kept 90 days."""
 MEMORY_SAMPLES = 5
@@ -173,6 +189,26 @@ def parse_runs(raw: bytes) -> RunsRecord:
         name, _, rest = e.partition("=")
         states[name] = RUN_STATES.get(rest[:1], rest[:1])
     return RunsRecord(int(n), None if allowed == "*" else allowed.split(","), int(failures), states)
+
+
+def _as_dict(reply: Any) -> dict[Any, Any]:
+    """An HGETALL reply as a dict (a flat list where no response callback made it one)."""
+    if isinstance(reply, list):
+        return dict(zip(reply[::2], reply[1::2]))
+    return reply if isinstance(reply, dict) else {}
+
+
+def run_results(kept: dict[Any, Any]) -> dict[str, Any]:
+    """The results of a targeted task's succeeded runs, from its kept hash ('r:<worker>' fields)."""
+    out: dict[str, Any] = {}
+    for field_, data in kept.items():
+        name = field_.decode(errors="replace") if isinstance(field_, bytes) else str(field_)
+        if name.startswith("r:"):
+            try:
+                out[name[2:]] = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            except Exception:  # noqa: BLE001 - written by hand: shown as it is
+                out[name[2:]] = data
+    return out
 
 
 def value(result: Any) -> Any:
@@ -357,11 +393,9 @@ class Plans:
             validate_group(group)
             if st is not G:
                 raise InvalidArgumentError(f"group applies to aggregating tasks, not {st.value} ones")
-        for name, n, top in (("page", page, None), ("page_size", page_size, MAX_PAGE_SIZE)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or (top is not None and n > top):
-                limit = f" and at most {top}" if top else ""
-                raise InvalidArgumentError(f"{name} must be an int >= 1{limit}, got {n!r}")
-        start = (page - 1) * page_size
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidArgumentError(f"page_size must be an int >= 1 and at most {MAX_PAGE_SIZE}, got {page_size!r}")
+        start = page_start(page, page_size)
         res = yield [self._member(queue), self.b.page(queue, st, start, start + page_size - 1, group=group),
                      self._now()]
         self._check(queue, res[0])
@@ -419,7 +453,8 @@ class Plans:
             if state not in ALLOWED[verb]:
                 raise _refusal(verb, id, state)
             if state is M:  # a targeted task: out of its indexes and record too (its running runs finish)
-                yield [self.b.run_end(queue, id, decode(message_of(stored)), "D" if verb == "delete" else "X")]
+                value((yield [self.b.run_end(queue, id, decode(message_of(stored)),
+                                             "D" if verb == "delete" else "X")])[0])  # its error is raised
                 return
             if state is G:  # out of its group, which the task's message names
                 code = value((yield [self.b.ungroup(queue, id, stored, verb, _group_of(stored))])[0])
@@ -485,7 +520,11 @@ class Plans:
             if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
                 raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
                                            "the edited message is signed again")
-            msg = decode(body)
+            gate = trust_gate(self.b.signer, queue, id, body)
+            if isinstance(gate, Refused):  # never re-sign what did not verify
+                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
+                                       "that fails verification is never signed again; delete or archive it)")
+            msg = gate.msg
             if "payload" in changes:
                 if msg.unique:
                     raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
@@ -496,12 +535,12 @@ class Plans:
                 msg = msg.with_(max_retry=retry)
             if "priority" in changes:
                 msg = msg.with_(priority=priority)
-            if msg.key and state is S and (in_ms is not None and in_ms <= 0 or at_ms is not None
-                                           and at_ms <= self.b.clock.now_ms()):
-                at_ms, in_ms = None, 1  # a keyed task due now takes its turn through its key (forwarder)
             hint = -1
             while True:
-                res = yield [self.b.edit_task(queue, state, id, stored, msg, at_ms, in_ms, self.window, hint)]
+                # a keyed scheduled task due now takes its turn through its key (the forwarder): the
+                # script decides "now" on the Redis clock (keyed=True)
+                res = yield [self.b.edit_task(queue, state, id, stored, gate.store(msg), at_ms, in_ms, self.window,
+                                              hint, keyed=bool(msg.key))]
                 code = value(res[0])
                 if code != NOT_LOCATED or hint != -1:
                     break
@@ -567,6 +606,8 @@ class Plans:
             moved = sum(1 for r in out if not isinstance(r, Exception))
             done += moved
             if not moved:
+                for r in out:  # every call refused (an ACL, Redis gone): say why rather than "0 done"
+                    value(r)
                 return done
 
     def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Plan[TaskInfo]:
@@ -584,11 +625,15 @@ class Plans:
             if state_of(stored) is not M:
                 raise TaskStateError(f"task {id!r} is {state_of(stored).value}: only a targeted task (enqueued "
                                      "with workers= or runs=) has workers to change")
-            old = decode(message_of(stored))
+            gate = trust_gate(self.b.signer, queue, id, message_of(stored))
+            if isinstance(gate, Refused):  # never re-sign what did not verify
+                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not changed: {gate.reason} (a message "
+                                       "that fails verification is never signed again; delete or archive it)")
+            old = gate.msg
             if names is not None and old.runs > len(names):
                 raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
             new = old.with_(workers=names)
-            code = value((yield [self.b.set_workers(queue, id, stored, old, new)])[0])
+            code = value((yield [self.b.set_workers(queue, id, stored, old, new, gate.store(new))])[0])
             if code == OK:
                 return (yield from self.task_info(queue, id))
             if code == NOT_FOUND:
@@ -631,24 +676,24 @@ class Plans:
                 raise TaskStateError(f"cannot cancel task {id!r}: it is {state.value}; only an active (running) "
                                      "task can be cancelled (delete or archive it instead)")
             q, stored = active[0]
-            new, digest = self._cancelled(q, id, message_of(stored))
+            new, digest, original = self._cancelled(q, id, message_of(stored))
             token = token_of(stored).decode(errors="surrogateescape")  # written by hand, it may be any bytes
             # the token names the run cancelled: a later run of the same id is not cancelled by it
             notice: bytes = msgpack.packb([q, id, token], unicode_errors="surrogateescape")  # as read
-            code = value((yield [self.b.cancel(q, id, token, new, digest, notice)])[0])
+            code = value((yield [self.b.cancel(q, id, token, new, digest, notice, original)])[0])
             if code == OK:
                 return (yield from self.task_info(q, id))
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
 
-    def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str]:
-        """A running task's message rewritten as cancelled (a malformed one is kept as it is), and
-        its lock digest."""
-        try:
-            msg = decode(body)
-        except MalformedMessageError:
-            return bytes(body), ""
-        cancelled = msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
-        return self.b.seal(queue, id, cancelled), msg.lock_digest()
+    def _cancelled(self, queue: str, id: str, body: bytes) -> tuple[bytes, str, Message | None]:
+        """A running task's message rewritten as cancelled, through the trust gate: re-signed only
+        if it verifies, else archived unsigned (a malformed one is kept as it is); its lock digest;
+        and the message as read (None when malformed), whose key and process the exit needs."""
+        gate = trust_gate(self.b.signer, queue, id, body)
+        if isinstance(gate, Refused) and isinstance(gate.error, MalformedMessageError):
+            return bytes(body), "", None
+        cancelled = gate.msg.with_(last_error=CANCELLED, last_failed_at_ms=self.b.clock.now_ms())
+        return gate.store(cancelled), gate.msg.lock_digest(), gate.msg
 
     def remove_queue(self, queue: str, force: bool = False) -> Plan[None]:
         """Remove a queue: it must be empty, or with ``force`` hold no active task (the rest is
@@ -674,7 +719,9 @@ class Plans:
         if force:
             if entries:  # no scheduler may enqueue into the queue being removed
                 yield [self.b.cron_remove(queue, name) for name in entries]
-            for state in (P, S, R, X, C, G, M, W, B):
+            # blocked and waiting first: deleting a key's holder (or a parent) first would release
+            # the tasks behind it into pending while the queue is being emptied
+            for state in (B, W, P, S, R, X, C, G, M):
                 yield from self.act_all("delete", queue, state)
         q = queue_keys(queue)
         cursor = "0"
@@ -702,6 +749,7 @@ class Plans:
             Call(lambda r: r, command=("HGET", q.runs, id_arg(id))),
             *(Call(lambda r: r, command=("ZSCORE", z, id_arg(id))) for z in zsets),
             self.b.deps(queue, id), self.b.children_of(queue, id),
+            Call(_as_dict, command=("HGETALL", q.ran(id))),
         ]
         stored = value(res[1])
         if stored is None:
@@ -710,9 +758,16 @@ class Plans:
         score = next((float(s) for s in res[5:10] if s is not None and not isinstance(s, Exception)), None)
         info = task_from_stored(id, queue, stored, score, value(res[2]))
         info.progress = _progress_value(res[3])
+        kept = res[12] if isinstance(res[12], dict) and (info.workers is not None or info.runs_wanted > 1) else {}
         if info.state is M and isinstance(res[4], bytes):
             record = parse_runs(res[4])
             info.runs, info.retried = record.states, record.failures
+        elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
+            record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
+            info.runs, info.retried = record.states, record.failures
+        if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
+            info.run_results = {name: got for name, got in run_results(kept).items()
+                                if info.runs.get(name) == "succeeded"}
         deps, children = res[10], res[11]
         if isinstance(deps, Record) and deps.policy:
             info.parents, info.on_parent_failure = list(deps.parents), deps.policy

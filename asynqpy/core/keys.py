@@ -7,6 +7,7 @@ and every script, which only touches one queue, can be run on a cluster.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Iterable
 from datetime import date
@@ -22,7 +23,11 @@ CRON_QUEUES = f"{PREFIX}:cron:queues"
 """SET of the queues that have (or had) scheduler entries: where schedulers look for them."""
 CANCEL_CHANNEL = f"{PREFIX}:cancel"
 """Pub/sub channel (not a key) on which the cancel script announces a cancelled active task."""
-CONTROL_CHANNEL = f"{PREFIX}:control"
+CONTROL_PREFIX = f"{PREFIX}-control"
+"""Remote control's own key space (and channel), outside ``asynqpy:*``: a Redis ACL key pattern
+``~asynqpy:*`` (the producer's, the inspector's) does not reach it; only the roles that control
+servers or obey them are granted ``~asynqpy-control:*`` (README, "Minimal ACL")."""
+CONTROL_CHANNEL = CONTROL_PREFIX
 """Pub/sub channel on which an operator's command names the server it is for (its id): the server
 then reads its control list (:func:`control_list`)."""
 
@@ -30,12 +35,12 @@ then reads its control list (:func:`control_list`)."""
 def control_list(server_id: str) -> str:
     """LIST of the commands (stop, quiet, resume) waiting for a server; expires a minute after the
     last one (a command to a server that died meanwhile does not linger)."""
-    return f"{PREFIX}:control:{server_id}"
+    return f"{CONTROL_PREFIX}:{server_id}"
 
 
 def control_ack(command_id: str) -> str:
     """LIST where a server acknowledges a command (the operator BLPOPs it); expires in a minute."""
-    return f"{PREFIX}:control:ack:{command_id}"
+    return f"{CONTROL_PREFIX}:ack:{command_id}"
 
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """Unicode category Cc (C0 and C1 controls, DEL) and the line and paragraph separators: what a name
@@ -122,6 +127,26 @@ def similar_queue(name: str, known: Iterable[str]) -> str | None:
         return None
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
     return close[0] if close else None
+_skipped: set[bytes | str] = set()
+_log = logging.getLogger("asynqpy.inspector")
+
+
+def known_queues(members: Iterable[bytes | str]) -> list[str]:
+    """The valid queue names among ``members`` (of :data:`ALL_QUEUES`), sorted. A member that is
+    not one (an SADD by hand, or by a role allowed to write that set) is skipped, with one WARNING
+    per name and process: a single bad member must not blind every all-queues view."""
+    out = []
+    for m in members:
+        name: bytes | str = m
+        try:
+            name = m.decode() if isinstance(m, bytes) else m
+            out.append(validate_queue(name))
+        except (UnicodeDecodeError, InvalidArgumentError):
+            if name not in _skipped:
+                if len(_skipped) < 10_000:
+                    _skipped.add(name)
+                _log.warning("skipping %r in %s: not a valid queue name (remove it with SREM)", name, ALL_QUEUES)
+    return sorted(out)
 
 
 def limit_keys(name: str) -> tuple[str, str]:
@@ -218,6 +243,17 @@ class QueueKeys:
     def targeted_for(self, worker: str) -> str:
         """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""
         return f"{self.base}m:w:{worker}"
+
+    def ran(self, id: str) -> str:
+        """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
+        result (tasks with retention), and '' -> the final record once it completed with
+        retention (kept as long) or was archived (lua/run_end-16.lua). An id that is not text (read
+        back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
+        try:
+            id.encode()
+        except UnicodeEncodeError:
+            return f"{self.base}ran~{id.encode(errors='surrogateescape').hex()}"
+        return f"{self.base}ran:{id}"
 
     def wake_for(self, worker: str) -> str:
         """LIST: the wake-up token of ``worker`` alone (a targeted task naming it arrived)."""

@@ -19,6 +19,11 @@ from .keys import limit_keys, queue_keys
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$")
 _PER = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 MAX_RATE = 1_000_000.0
+SIGNALS_FREED_SLOT = frozenset({"done", "complete", "archive", "proc_commit"})
+"""The scripts that end an active task and wake a worker for the slot it freed (lua/includes/slots.lua:
+one wake-up token when the queue has a concurrency limit, is below it and has pending tasks). After
+any other outcome (retry, snooze, a run's end) the worker pipelines a ``rewake`` of the queue: a
+dequeue held back by the limit leaves no token, so the workers it held back wait for that one."""
 
 
 @dataclass(frozen=True)

@@ -332,6 +332,9 @@ def prepare(
         raise InvalidArgumentError("a grouped task has no priority of its own (its group's aggregate is "
                                    "enqueued with the default priority)")
     worker_list = _targeting(workers, runs, group, process_at, process_in, debounce, reply_to)
+    if priority != codec.DEFAULT_PRIORITY and (workers is not None or (runs or 1) > 1):
+        raise InvalidArgumentError("a targeted task (workers=, runs=) cannot have a priority: workers take it "
+                                   "before any pending task")
     mode = ""
     if throttle is not None:
         if unique is not None or debounce is not None:

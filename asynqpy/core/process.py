@@ -21,6 +21,7 @@ types, and the decisions that need no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -87,7 +88,11 @@ class Process:
     taken until a repair succeeds). ``state``: the processor's latest state. ``history``: recent
     events (the processor gets the last ``history=`` of them; the Inspector pages).
     ``events``: how many events it has had; ``first_event``: the oldest one kept (1, unless its
-    type keeps at most ``max_events``). ``timer``: when its pending timer fires (None: none)."""
+    type keeps at most ``max_events``). ``timer``: when its pending timer fires (None: none).
+    ``failing``: the last error of the input whose turn it is, while that input waits for a retry
+    (an init that keeps failing leaves the process ``starting``; the inputs sent after it, a
+    removal too, wait behind it): ``failing_input`` names it, ``failing_attempts`` counts its
+    failed attempts; '' and 0 otherwise (the Inspector reads them; a processor sees them empty)."""
 
     id: str
     type: str
@@ -103,6 +108,9 @@ class Process:
     error: str = ""
     queue: str = "default"
     first_event: int = 1
+    failing: str = ""
+    failing_input: str = ""
+    failing_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,29 @@ def task_type(ptype: str) -> str:
 
 def key_of(pid: str) -> str:
     return KEY_PREFIX + pid
+
+
+CALL_RETENTION_S = 86400
+"""How long an idempotent call's input (``call_process(..., idempotency_key=)``) is kept after it
+committed, with its response, unless the call gives ``retention``: a repeat within it answers the
+first call's response."""
+
+
+def call_id(pid: str, kind: str, idempotency_key: object) -> str:
+    """The input id of an idempotent call or repair of process ``pid``: the same for every repeat
+    of ``idempotency_key`` (a non-empty printable string of at most 200 characters)."""
+    if not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > 200 \
+            or not idempotency_key.isprintable():
+        raise InvalidArgumentError("idempotency_key must be a non-empty printable string of at most 200 characters, "
+                                   f"got {idempotency_key!r}")
+    digest = hashlib.sha256(f"{pid}\0{kind}\0{idempotency_key}".encode()).hexdigest()[:32]
+    return f"pcall-{digest}"
+
+
+def idempotent_options(options: dict[str, Any], id: str) -> dict[str, Any]:
+    """A repeatable call's enqueue options: its fixed id and, unless given, a retention that keeps
+    its response for repeats (:data:`CALL_RETENTION_S`)."""
+    return {"retention": CALL_RETENTION_S, **options, "task_id": id}
 
 
 def input_payload(pid: str, kind: str, args: Any) -> dict[str, Any]:

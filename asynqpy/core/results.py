@@ -115,7 +115,12 @@ class Waiting:
 
     ``late`` ids were registered with the watch script (their notification is sent after the
     finishing script, so "not found" is believed only when seen twice: the task may have finished
-    with retention 0 and its notification be on its way)."""
+    with retention 0 and its notification be on its way).
+
+    A waiter is registered before its start (the enqueue of a call, the watch call of a late
+    waiter) is sent, so that no outcome can be missed; until that start is acknowledged by Redis
+    the id is *starting* and no recheck looks at it (the task may not be stored yet: a look would
+    read it as not found)."""
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
@@ -124,15 +129,34 @@ class Waiting:
         self.late: set[str] = set()
         self.missing_once: set[str] = set()
         self.suspects: set[str] = set()
+        self.starting: dict[str, int] = {}  # id -> waiters whose start Redis has not acknowledged
         self.progress: list[Progress] = []  # reports for waited-for tasks, not yet handed to callbacks
 
     def add(self, id: str, late: bool) -> None:
+        """A waiter for ``id``, *starting* until :meth:`started` (or :meth:`remove`)."""
         self.waiters[id] = self.waiters.get(id, 0) + 1
+        self.starting[id] = self.starting.get(id, 0) + 1
         if late:
             self.late.add(id)
 
-    def remove(self, id: str) -> bool:
-        """One waiter of ``id`` is gone; True when it was the last."""
+    def started(self, id: str) -> None:
+        """Redis acknowledged the start (enqueue or watch) of one waiter of ``id``: from now on a
+        recheck may look at the task."""
+        n = self.starting.get(id, 0) - 1
+        if n > 0:
+            self.starting[id] = n
+        else:
+            self.starting.pop(id, None)
+
+    def checkable(self) -> list[str]:
+        """The ids a recheck looks at: waited for, without an outcome, every start acknowledged."""
+        return [id for id in self.waiters if id not in self.outcomes and id not in self.starting]
+
+    def remove(self, id: str, started: bool = True) -> bool:
+        """One waiter of ``id`` is gone (``started``: its start was acknowledged, else it is no
+        longer starting either); True when it was the last."""
+        if not started:
+            self.started(id)
         n = self.waiters.get(id, 0) - 1
         if n > 0:
             self.waiters[id] = n
@@ -158,7 +182,7 @@ class Waiting:
         """A recheck's watch reply for ``id``: record the outcome of a finished task; a task not
         found is only a suspect until :meth:`settle` (its outcome may sit in the inbox: the driver
         drains the inbox in between)."""
-        if id not in self.waiters or id in self.outcomes:
+        if id not in self.waiters or id in self.outcomes or id in self.starting:
             return
         if isinstance(reply, bytes):
             self.outcomes[id] = outcome_of_stored(id, self.queue, reply)
@@ -173,8 +197,8 @@ class Waiting:
         an outcome this way."""
         gone = []
         for id in self.suspects:
-            if id not in self.waiters or id in self.outcomes:
-                continue
+            if id not in self.waiters or id in self.outcomes or id in self.starting:
+                continue  # (starting: a new waiter of this id registered during the look)
             if id in self.late and id not in self.missing_once:
                 self.missing_once.add(id)
                 continue

@@ -8,6 +8,11 @@ every *rule* whose ``on`` regular expression matches an event runs: its named gr
 ``make_task`` (asynqpy's: a task with a templated type, payload and options). The event leaves
 the taken list once all its rules ran, or goes to the watcher's dead list with the reason.
 
+Untrusted events: an event that is not UTF-8 text or is over ``max_event_bytes`` goes to the dead
+list unmatched; a rule's search of an event is bounded by ``match_timeout`` (with the ``regex``
+package, the ``rules`` extra); a variable in a fetch URL is percent-encoded and cannot change its
+scheme, host, port or path segments (:class:`UrlTemplate`).
+
 This module parses and checks the configuration (:func:`parse_config`; every problem is a
 :class:`ConfigError` naming the file, the line where it can be found, and the place in the
 document) and renders templates; the I/O (Redis, HTTP) is in :mod:`asynqpy.worker.rules`.
@@ -18,10 +23,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from .errors import AsynqpyError, InvalidArgumentError
 from .keys import validate_queue
@@ -30,11 +37,11 @@ VAR = re.compile(r"\$\{([\w.]+)\}")
 """A template variable: ``${name}`` or ``${name.path.to.field}`` (Resc's syntax)."""
 INPUT = "input_task"
 
-TOP_KEYS = {"redis", "watchers", "listener_channel", "task_set"}
+TOP_KEYS = {"redis", "watchers", "listener_channel", "task_set", "max_event_bytes", "match_timeout"}
 REDIS_KEYS = {"url"}
 WATCHER_KEYS = {"input_queue", "taken_queue", "dead_queue", "rules", "name"}
 RULE_KEYS = {"name", "on", "fetch", "make", "todo", "make_task"}
-FETCH_KEYS = {"url", "returns", "timeout", "retries"}
+FETCH_KEYS = {"url", "returns", "timeout", "retries", "escape", "redirects"}
 MAKE_KEYS = {"name", "task", "queue", "set"}
 MAKE_TASK_KEYS = {"name", "type", "payload", "queue", "set", "task_id", "unique_key", "unique", "process_in",
                   "priority", "max_retry", "timeout", "retention", "retry_delay", "key", "headers"}
@@ -43,6 +50,30 @@ NUMBER_OPTIONS = {"unique": (1, None), "process_in": (0, None), "priority": (0, 
                   "timeout": (0.001, None), "retention": (0, None), "retry_delay": (0, None)}
 DEFAULT_FETCH_TIMEOUT = 10.0
 DEFAULT_FETCH_RETRIES = 3
+DEFAULT_MAX_EVENT_BYTES = 65_536
+"""Events longer than this go to the dead list unmatched (``max_event_bytes``)."""
+DEFAULT_MATCH_TIMEOUT = 0.1
+"""Seconds the rules of a watcher may spend searching one event (``match_timeout``)."""
+REDIRECTS = ("same-origin", "none", "any")
+"""A fetch's ``redirects``: followed to the same scheme, host and port (and http -> https on the
+default ports) by default; never; or to any host."""
+MAX_REDIRECTS = 10
+
+try:  # the rules extra: a regular expression engine whose searches take a timeout
+    import regex as _regex
+except ImportError:  # pragma: no cover - the rules extra installs it
+    _regex = None
+
+MATCH_TIME_BOUNDED = _regex is not None
+"""True when rules are searched with the ``regex`` package (``match_timeout`` applies); with the
+standard ``re`` only, a search's time is not bounded (the engine warns at start)."""
+_REGEX_ERRORS: tuple[type[Exception], ...] = (re.error,) if _regex is None else (re.error, _regex.error)
+
+
+def compile_rule(src: str) -> Any:
+    """A rule's ``on`` pattern, compiled with ``regex`` (re's syntax, searches with a timeout) when
+    it is installed, else with ``re``; ``re.error``/``regex.error`` if it is not valid."""
+    return (_regex or re).compile(src)
 
 
 class ConfigError(AsynqpyError):
@@ -57,6 +88,15 @@ class ConfigError(AsynqpyError):
 class RuleError(AsynqpyError):
     """An event a rule could not turn into tasks (a variable the event does not provide, a fetch
     that kept failing, a task refused): the event goes to the dead list with this reason."""
+
+
+class MatchTimeout(RuleError):
+    """Searching an event took the rules over ``match_timeout``: the event goes to the dead list.
+    ``rule``: the rule whose search was stopped."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 # -- templates ------------------------------------------------------------------------------------
@@ -141,6 +181,101 @@ def _json_names(value: Any) -> list[str]:
     return []
 
 
+URL_HEAD = re.compile(r"(?i)(https?)://([^/?#]*)")
+"""A fetch URL's scheme and authority (user info, host, port): written in the configuration."""
+HOST_VALUE = re.compile(r"[A-Za-z0-9_-]+")
+"""What a variable in a URL's host may be: part of one name (no '.', ':', '@', '/')."""
+
+
+def _encoded(v: Any, name: str) -> str:
+    try:
+        return quote(text_of(v), safe="")
+    except UnicodeEncodeError:
+        raise RuleError(f"${{{name}}} is not valid Unicode text (a lone surrogate)") from None
+
+
+@dataclass(frozen=True)
+class UrlTemplate:
+    """A fetch's URL: ``"http://orders/api/${order}?customer=${c}"``. Its scheme and authority are
+    the configuration's: a variable may only be in the host's name, where its value must be
+    letters, digits, '-' and '_' (it cannot add a name, a port or user info). With ``escape``
+    (the default), a variable in the path is percent-encoded as one segment's text (a '/' or '?'
+    is data; a segment that would be '.' or '..' is refused), and in the query or the fragment as
+    a value (``&``, ``=``, ``#`` are data). ``escape=False``: pasted as is there (Resc's way: the
+    event can change the path and the query)."""
+
+    src: str
+    names: tuple[str, ...]
+    escape: bool = True
+
+    @classmethod
+    def of(cls, src: str, escape: bool = True) -> UrlTemplate:
+        """ValueError (the message says why) for a URL a variable could move to another host."""
+        m = URL_HEAD.match(src)
+        if m is None:
+            raise ValueError("must start with http:// or https:// (a variable cannot choose the scheme)")
+        userinfo, _, hostport = m.group(2).rpartition("@")
+        if hostport.startswith("["):  # an IPv6 address
+            host, _, port = hostport[1:].partition("]")
+            if VAR.search(host):
+                raise ValueError("a variable cannot be in an IPv6 address")
+        else:
+            host, _, port = hostport.partition(":")
+        if VAR.search(userinfo) or VAR.search(port):
+            raise ValueError("a variable may be in the host's name, the path, the query or the fragment, not in "
+                             "the user info or the port")
+        if not host:
+            raise ValueError("names no host")
+        return cls(src, tuple(VAR.findall(src)), escape)
+
+    def render(self, env: Mapping[str, Any]) -> str:
+        """The URL for these variables; RuleError for a value that cannot be there."""
+        head_end = URL_HEAD.match(self.src).end()  # type: ignore[union-attr]  # checked in of()
+        head = VAR.sub(lambda m: self._host_value(env, m.group(1)), self.src[:head_end])
+        rest = self.src[head_end:]
+        if not self.escape:
+            return head + Template.of(rest).render(env)
+        cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+        segments = []
+        for seg in rest[:cut].split("/"):
+            out = VAR.sub(lambda m: _encoded(lookup(env, m.group(1)), m.group(1)), seg)
+            if out != seg and unquote(out) in (".", ".."):
+                raise RuleError(f"the URL path segment {seg!r} would be {out!r} (a move up the path)")
+            segments.append(out)
+        tail = VAR.sub(lambda m: _encoded(lookup(env, m.group(1)), m.group(1)), rest[cut:])
+        return head + "/".join(segments) + tail
+
+    @staticmethod
+    def _host_value(env: Mapping[str, Any], name: str) -> str:
+        v = text_of(lookup(env, name))
+        if not HOST_VALUE.fullmatch(v):
+            raise RuleError(f"${{{name}}} is {v[:80]!r}: a value in a URL's host may only have letters, digits, "
+                            "'-' and '_'")
+        return v
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    u = urlsplit(url)
+    scheme = u.scheme.lower()
+    try:
+        port = u.port
+    except ValueError:
+        port = -1
+    return scheme, (u.hostname or "").lower(), port if port is not None else {"http": 80, "https": 443}.get(scheme)
+
+
+def redirect_allowed(policy: str, start: str, target: str) -> bool:
+    """Whether a fetch of ``start`` may follow a redirect to ``target`` under its ``redirects``
+    policy: ``any``; ``none``; ``same-origin``: the same scheme, host and port, or from http to
+    https on the same host with the default ports."""
+    if policy == "any":
+        return True
+    if policy == "none":
+        return False
+    a, b = _origin(start), _origin(target)
+    return a == b or (a[1] == b[1] and a[1] != "" and (a[0], a[2], b[0], b[2]) == ("http", 80, "https", 443))
+
+
 # -- the configuration ----------------------------------------------------------------------------
 
 
@@ -148,10 +283,11 @@ def _json_names(value: Any) -> list[str]:
 class Fetch:
     """An HTTP GET whose JSON response is bound to ``returns`` (a list: one binding per element)."""
 
-    url: Template
+    url: UrlTemplate
     returns: str
     timeout: float = DEFAULT_FETCH_TIMEOUT
     retries: int = DEFAULT_FETCH_RETRIES
+    redirects: str = "same-origin"
 
 
 @dataclass(frozen=True)
@@ -181,7 +317,7 @@ class MakeTask:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    on: re.Pattern[str]
+    on: Any  # a compiled pattern (regex's, or re's: compile_rule)
     fetch: tuple[Fetch, ...] = ()
     make: tuple[Make, ...] = ()
     make_task: tuple[MakeTask, ...] = ()
@@ -202,6 +338,8 @@ class Config:
     redis_url: str | None = None
     listener_channel: str | None = None
     file: str = "<config>"
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    match_timeout: float = DEFAULT_MATCH_TIMEOUT
 
 
 class _Parser:
@@ -280,6 +418,10 @@ class _Parser:
         ws = top.get("watchers")
         if not isinstance(ws, list) or not ws:
             raise self.fail("watchers", "must be a non-empty list of watchers", "watchers")
+        max_event = self.number(top.get("max_event_bytes", DEFAULT_MAX_EVENT_BYTES), "max_event_bytes", 1,
+                                2**29, "max_event_bytes", integer=True)
+        match_timeout = self.number(top.get("match_timeout", DEFAULT_MATCH_TIMEOUT), "match_timeout", 0.001, 3600,
+                                    "match_timeout")
         watchers = [self.watcher(w, f"watchers[{i}]", task_set) for i, w in enumerate(ws)]
         inputs = {w.input_queue for w in watchers}
         seen: set[str] = set()
@@ -288,7 +430,7 @@ class _Parser:
                 raise self.fail(f"watchers[{i}].taken_queue", f"{w.taken_queue!r} is another watcher's list: each "
                                 "watcher needs a taken list of its own", w.taken_queue)
             seen.add(w.taken_queue)
-        return Config(tuple(watchers), url, channel, self.file)
+        return Config(tuple(watchers), url, channel, self.file, max_event, float(match_timeout))
 
     def watcher(self, v: Any, place: str, task_set: str | None) -> Watcher:
         w = self.obj(v, place, WATCHER_KEYS, "watchers")
@@ -316,8 +458,8 @@ class _Parser:
             raise self.fail(f"{place}.name", f"must be a string, got {_kind(name)}", anchor, "name")
         on_src = self.text(r.get("on"), f"{place}.on", anchor, "on")
         try:
-            on = re.compile(on_src)
-        except re.error as exc:
+            on = compile_rule(on_src)
+        except _REGEX_ERRORS as exc:
             raise self.fail(f"{place}.on", f"not a valid regular expression: {exc}", anchor, "on") from None
         known = {INPUT, *on.groupindex}
         fetches = []
@@ -327,7 +469,18 @@ class _Parser:
         for i, f in enumerate(fv):
             fp = f"{place}.fetch[{i}]"
             fo = self.obj(f, fp, FETCH_KEYS, anchor, "fetch")
-            url = self.template(fo.get("url"), f"{fp}.url", known, set(), anchor, "fetch", "url")
+            src = self.template(fo.get("url"), f"{fp}.url", known, set(), anchor, "fetch", "url").src
+            escape = fo.get("escape", True)
+            if not isinstance(escape, bool):
+                raise self.fail(f"{fp}.escape", f"must be true or false, got {escape!r}", anchor, "escape")
+            try:
+                url = UrlTemplate.of(src, escape)
+            except ValueError as exc:
+                raise self.fail(f"{fp}.url", str(exc), anchor, "fetch", "url") from None
+            redirects = fo.get("redirects", "same-origin")
+            if redirects not in REDIRECTS:
+                raise self.fail(f"{fp}.redirects", f"must be one of {', '.join(REDIRECTS)}, got {redirects!r}",
+                                anchor, "redirects")
             returns = self.text(fo.get("returns"), f"{fp}.returns", anchor, "fetch", "returns")
             if not re.fullmatch(r"[A-Za-z_]\w*", returns) or returns in known:
                 raise self.fail(f"{fp}.returns", f"must be a new variable name (letters, digits, _), got {returns!r}",
@@ -336,7 +489,7 @@ class _Parser:
                                   "timeout")
             retries = self.number(fo.get("retries", DEFAULT_FETCH_RETRIES), f"{fp}.retries", 0, 100, anchor,
                                   "retries", integer=True)
-            fetches.append(Fetch(url, returns, float(timeout), retries))
+            fetches.append(Fetch(url, returns, float(timeout), retries, redirects))
         fetched = {f.returns for f in fetches}
         if "make" in r and "todo" in r:
             raise self.fail(place, "give make or todo (its older name), not both", anchor, "todo")
@@ -471,11 +624,21 @@ class NewTask:
     guard: str
 
 
-def match(watcher: Watcher, event: str) -> list[tuple[Rule, dict[str, Any]]]:
-    """The rules an event matches, each with its variables (the event, the named groups)."""
+def match(watcher: Watcher, event: str, timeout: float | None = None) -> list[tuple[Rule, dict[str, Any]]]:
+    """The rules an event matches, each with its variables (the event, the named groups).
+    ``timeout``: the seconds all the searches of the event may take (with the ``regex`` package;
+    :class:`MatchTimeout` past them; the search releases the GIL, so it can run in a thread)."""
     out = []
+    deadline = None if timeout is None or _regex is None else time.monotonic() + timeout
     for rule in watcher.rules:
-        m = rule.on.search(event)
+        if deadline is None:
+            m = rule.on.search(event)
+        else:
+            try:
+                m = rule.on.search(event, timeout=max(deadline - time.monotonic(), 1e-6), concurrent=True)
+            except TimeoutError:
+                raise MatchTimeout(f"searching the event with rule {rule.name!r} took over match_timeout "
+                                   f"({timeout:g} s)", rule.name) from None
         if m is not None:
             env: dict[str, Any] = {INPUT: event}
             env.update({k: v for k, v in m.groupdict().items() if v is not None})

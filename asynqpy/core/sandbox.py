@@ -6,7 +6,14 @@ Frames (each a 4-byte big-endian length and a msgpack array):
 - worker -> child: ``["run", path, task]``, ``task`` a map of the task's fields;
 - child -> worker: ``["progress", value (msgpack bytes)]`` any number of times, then
   ``["ok", result (msgpack bytes, or nil), rss_kb]`` or ``["err", kind, text, traceback,
-  retry_in, rss_kb]`` (kind: ``error``, ``skip`` (SkipRetry) or ``rate`` (RateLimited)).
+  retry_in, rss_kb]`` (kind: ``error``, ``skip`` (SkipRetry), ``rate`` (RateLimited) or
+  ``result`` (ResultError: a result over ``max_result_bytes``, refused in the child, never sent)).
+
+A frame's size is bounded before its body is read (:func:`frame_limit`): the child applies
+``max_result_bytes`` to a result and cuts an error's text and traceback, so its frames stay under
+the limit; the worker reads a frame's 4-byte length first and refuses a larger one
+(:class:`SandboxFrameError`) without reading its body, so a child cannot make the worker buffer
+more than about ``max_result_bytes``.
 """
 
 from __future__ import annotations
@@ -19,14 +26,34 @@ from typing import Any
 import msgpack
 
 from .errors import AsynqpyError, InvalidArgumentError
+from .task import MAX_PROGRESS_BYTES
 
 HEADER = struct.Struct(">I")
-MAX_FRAME = 64 << 20
+READ_LIMIT = 256 << 10
+"""Bytes the worker's pipe reader buffers before it stops reading from a child (flow control)."""
+ERROR_TEXT_CHARS = 4096
+"""Characters of a sandboxed handler's error text the child sends (the worker keeps fewer)."""
+TRACEBACK_CHARS = 8192
+"""Characters of a child's traceback it sends (its end: the innermost frames)."""
+FRAME_SLACK = 64 << 10
+"""Bytes a frame may hold beyond its result or progress value: its other fields, an error's text
+and traceback (at most 4 bytes per character of the two cuts above)."""
+
+
+def frame_limit(max_result_bytes: int) -> int:
+    """The largest frame a child may send to a worker whose ``max_result_bytes`` is this."""
+    return max(max_result_bytes, MAX_PROGRESS_BYTES) + FRAME_SLACK
 
 
 class SandboxCrashError(AsynqpyError):
     """The child process running a sandboxed handler died (a segfault, the OOM killer, os._exit):
     the task fails with this (and is retried); the pool replaces the child."""
+
+
+class SandboxFrameError(SandboxCrashError):
+    """A child announced a frame over :func:`frame_limit` (a handler writing to the protocol's
+    pipe, a broken child): the worker fails the task with this without reading the frame, and
+    replaces the child (and kills its process group)."""
 
 
 class SandboxedError(AsynqpyError):

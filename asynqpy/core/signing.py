@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import codec
 from .codec import Message
-from .errors import InvalidArgumentError, SignatureError
+from .errors import InvalidArgumentError, MalformedMessageError, SignatureError
 
 MIN_KEY_BYTES = 16
 """Shortest accepted key (a 32-byte random key, e.g. ``openssl rand -hex 32``, is recommended)."""
@@ -64,11 +65,12 @@ class _Hmac:
         key = key.ljust(64, b"\0")
         self.inner, self.outer = hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
 
-    def tag(self, queue: str, id: str, data: bytes) -> bytes:
-        """The tag of ``data`` stored as task ``id`` of ``queue``."""
+    def tag(self, queue: str, id: str, data: bytes, domain: bytes = b"asynqpy1:") -> bytes:
+        """The tag of ``data`` stored as task ``id`` of ``queue`` (``domain`` :data:`ENTRY_DOMAIN`:
+        as scheduler entry ``id``; the domains keep a tag of one kind from verifying as the other)."""
         q, i = queue.encode(), id.encode(errors="surrogateescape")  # an id read from Redis as it was
         h = self.inner.copy()
-        h.update(b"asynqpy1:%d:%s,%d:%s," % (len(q), q, len(i), i))
+        h.update(b"%s%d:%s,%d:%s," % (domain, len(q), q, len(i), i))
         h.update(data)
         o = self.outer.copy()
         o.update(h.digest())
@@ -90,16 +92,34 @@ class Signer:
         """``data`` (an encoded message) with its tag appended."""
         return data + codec.TAG_PREFIX + self._macs[0].tag(queue, id, data)
 
-    def open(self, queue: str, id: str, value: bytes) -> bytes:
+    def open(self, queue: str, id: str, value: bytes, domain: bytes = b"asynqpy1:") -> bytes:
         """The encoded message of a sealed ``value``; :class:`SignatureError` when the tag is
         missing or made with none of the keys."""
-        if len(value) <= codec.TAG_LEN or value[-codec.TAG_LEN:-32] != codec.TAG_PREFIX:
-            raise SignatureError("bad signature: the message is not signed")
+        what = "entry" if domain == ENTRY_DOMAIN else "message"
+        if not has_tag(value):
+            raise SignatureError(f"bad signature: the {what} is not signed")
         data, tag = value[:-codec.TAG_LEN], value[-32:]
         for mac in self._macs:
-            if hmac.compare_digest(mac.tag(queue, id, data), tag):
+            if hmac.compare_digest(mac.tag(queue, id, data, domain), tag):
                 return data
         raise SignatureError("bad signature: the tag matches none of the signing keys")
+
+    def seal_entry(self, queue: str, name: str, data: bytes) -> bytes:
+        """A scheduler entry's stored definition ``data`` with its tag (bound to queue and name)."""
+        return data + codec.TAG_PREFIX + self._macs[0].tag(queue, name, data, ENTRY_DOMAIN)
+
+    def open_entry(self, queue: str, name: str, value: bytes) -> bytes:
+        """The definition of a sealed entry ``value``; :class:`SignatureError` as :meth:`open`."""
+        return self.open(queue, name, value, ENTRY_DOMAIN)
+
+
+ENTRY_DOMAIN = b"asynqpy-cron1:"
+"""What a scheduler entry's tag covers before its queue and name (a task's: ``asynqpy1:``)."""
+
+
+def has_tag(value: bytes) -> bool:
+    """Does ``value`` end with what looks like a tag (checked or not)?"""
+    return len(value) > codec.TAG_LEN and value[-codec.TAG_LEN:-32] == codec.TAG_PREFIX
 
 
 def open_message(signer: Signer | None, queue: str, id: str, value: bytes) -> Message:
@@ -122,6 +142,60 @@ def run_message(signer: Signer | None, queue: str, id: str, value: bytes) -> tup
             if msg.workers is not None or msg.runs > 1:
                 return msg, task_id
     return open_message(signer, queue, id, value), ""
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A stored message that passed :func:`trust_gate`: ``msg`` is what it says, and
+    :meth:`store` seals a rewrite of it again (with the reader's first key; unsigned for a keyless
+    reader)."""
+
+    queue: str
+    id: str
+    msg: Message
+    signer: Signer | None
+
+    def store(self, msg: Message) -> bytes:
+        """The encoded ``msg`` (a rewrite of this task's message) with its tag."""
+        data = codec.encode(msg)
+        return data if self.signer is None else self.signer.seal(self.queue, self.id, data)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A stored message that failed :func:`trust_gate` (``error``: a :class:`SignatureError`, or a
+    :class:`~asynqpy.errors.MalformedMessageError`). ``msg``: its fields read without trusting
+    them (:func:`asynqpy.core.codec.untrusted`), for display and for the record archived in its
+    place; :meth:`store` never signs."""
+
+    queue: str
+    id: str
+    msg: Message
+    error: SignatureError | MalformedMessageError
+
+    @property
+    def reason(self) -> str:
+        return str(self.error)
+
+    def store(self, msg: Message) -> bytes:
+        """The encoded ``msg`` WITHOUT a tag, its last error led by why the message was refused
+        (so it stays refused: running it again from the archive is refused again)."""
+        why = self.reason if msg.last_error in ("", self.reason) else f"{self.reason}; {msg.last_error}"
+        return codec.encode(msg.with_(last_error=why))
+
+
+def trust_gate(signer: Signer | None, queue: str, id: str, data: bytes) -> Verified | Refused:
+    """The one way to read a stored message that is going to be written again: verify it (the tag,
+    with ``signer``; its encoding), then allow re-sealing only what verified. The rule it keeps:
+    nothing re-signs a message it has not verified; a message that fails is stored unsigned (a
+    worker archives it so; the Inspector refuses to edit it). ``data``: the stored message (tag
+    included, state and lease token not). A keyless reader (``signer`` None) verifies only the
+    encoding, and rewrites a message unsigned."""
+    try:
+        msg = open_message(signer, queue, id, data)
+    except (SignatureError, MalformedMessageError) as exc:
+        return Refused(queue, id, codec.untrusted(data, str(exc), 0), exc)
+    return Verified(queue, id, msg, signer)
 
 
 def make_signer(keys: SigningKeys | None) -> Signer | None:

@@ -8,7 +8,7 @@ signed; see :mod:`asynqpy.core.codec`). The Lua scripts read the same layout (``
 
 from __future__ import annotations
 
-from .codec import decode, may_be_unique
+from .codec import decode, may_be_keyed, may_be_unique
 from .errors import MalformedMessageError
 
 ACTIVE = b"a"
@@ -43,5 +43,18 @@ def lock_digest(stored: bytes | None) -> str:
         return ""
     try:
         return decode(body).lock_digest()
+    except MalformedMessageError:
+        return ""
+
+
+def key_of(stored: bytes | None) -> str:
+    """The key (``enqueue(key=)``) of a stored task ('' when it has none, is gone or malformed)."""
+    if not stored:
+        return ""
+    body = message_of(stored)
+    if not may_be_keyed(body):
+        return ""
+    try:
+        return decode(body).key
     except MalformedMessageError:
         return ""

@@ -221,11 +221,14 @@ class TaskInfo:
     ``replaced``: set by a debounced enqueue (``debounce=``) that replaced a task still waiting: its id.
     A targeted task (``workers=``, ``runs=``): ``workers`` (the names allowed, None = any),
     ``runs_wanted`` (how many distinct workers must succeed) and, filled by the Inspector while it
-    is targeted, ``runs``: worker name -> "running", "succeeded", "failed" or "lease expired".
+    is targeted or kept after it finished, ``runs``: worker name -> "running", "succeeded", "failed"
+    or "lease expired", and ``run_results``: worker name -> its succeeded run's result (kept for
+    tasks with a ``retention``; the task's ``result`` is the one of the run that completed it).
     A workflow task (``after=``): ``parents``, each a :class:`~asynqpy.core.workflow.ParentEnd`
     (``queue``, ``id``, ``state``: "waiting" until it ends, then "completed", "archived" or
     "deleted"; "unknown" where only the message was read) and ``on_parent_failure``; filled by the
-    Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one."""
+    Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one. ``key``:
+    its ``key=`` (tasks sharing it run one at a time; '' = none)."""
 
     id: str
     queue: str
@@ -255,9 +258,11 @@ class TaskInfo:
     workers: list[str] | None = None
     runs_wanted: int = 1
     runs: dict[str, str] = field(default_factory=dict)
+    run_results: dict[str, Any] = field(default_factory=dict)
     parents: list[ParentEnd] = field(default_factory=list)
     children: list[tuple[str, str]] = field(default_factory=list)
     on_parent_failure: str = ""
+    key: str = ""
 
     @classmethod
     def from_message(
@@ -271,5 +276,5 @@ class TaskInfo:
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
                    traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group,
                    priority=msg.priority, workers=list(msg.workers) if msg.workers is not None else None,
-                   runs_wanted=msg.runs,
+                   runs_wanted=msg.runs, key=msg.key,
                    parents=[ParentEnd(q, i, "unknown") for q, i in msg.after or ()])

@@ -87,7 +87,7 @@ class _InboxCore:
 
 
     def _check_calls(self) -> tuple[list[str], list[Any]]:
-        ids = [id for id in self.waiting.waiters if id not in self.waiting.outcomes]
+        ids = self.waiting.checkable()  # not a waiter whose enqueue/watch is still on its way
         return ids, [self.broker.watch(self.queue, id) for id in ids]
 
     def _checked(self, ids: list[str], replies: list[Any]) -> None:
@@ -131,15 +131,21 @@ class AsyncInbox(_InboxCore):
             self._task = asyncio.create_task(self._run(), name=f"asynqpy-inbox-{self.queue}")
         return fut
 
-    def forget(self, id: str, fut: asyncio.Future[Outcome | BaseException]) -> None:
-        """A waiter is done (answered, timed out or cancelled)."""
+    def started(self, id: str) -> None:
+        """The start of a waiter of ``id`` (its enqueue, or its watch call) was acknowledged by
+        Redis: rechecks may look at the task from now on (not before: it may not be stored yet)."""
+        self.waiting.started(id)
+
+    def forget(self, id: str, fut: asyncio.Future[Outcome | BaseException], started: bool = True) -> None:
+        """A waiter is done (answered, timed out or cancelled); ``started=False`` for one whose
+        start failed or was never acknowledged."""
         futs = self.futures.get(id)
         if futs and fut in futs:
             futs.remove(fut)
             if not futs:
                 del self.futures[id]
                 self.callbacks.pop(id, None)
-            if self.waiting.remove(id):
+            if self.waiting.remove(id, started):
                 self.waiting.outcomes.pop(id, None)
 
     async def wait(self, id: str, fut: asyncio.Future[Outcome | BaseException], timeout: float | None) -> Any:
@@ -238,9 +244,13 @@ class SyncInbox(_InboxCore):
             self.waiting.add(id, late)
             if on_progress is not None:
                 self.callbacks.setdefault(id, []).append(on_progress)
+        started = False
         try:
             if start is not None:
                 start()
+            with self._cond:
+                self.waiting.started(id)  # acknowledged: rechecks may look at the task now
+                started = True
             return self._await(id, deadline).value()
         finally:
             with self._cond:
@@ -248,7 +258,7 @@ class SyncInbox(_InboxCore):
                     self.callbacks[id].remove(on_progress)
                     if not self.callbacks[id]:
                         del self.callbacks[id]
-                if self.waiting.remove(id):
+                if self.waiting.remove(id, started):
                     self.waiting.outcomes.pop(id, None)
 
     def offer(self, id: str, got: Outcome | BaseException) -> None:

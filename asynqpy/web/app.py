@@ -1,8 +1,10 @@
 """The web console's ASGI application: the REST API under ``/api`` and the pages.
 
-Safety: every action is a POST that needs the ``X-CSRF-Token`` header to equal the
-``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and, when
-the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
+Safety: a request whose ``Host`` is not one of ``allowed_hosts`` (the loopback names by
+default) is refused (400): a page of another site whose name was rebound to this address (DNS
+rebinding) reaches nothing. Every action is a POST that needs the ``X-CSRF-Token`` header to equal
+the ``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and,
+when the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
 ``auth`` (basic or bearer) guards every route. Pages render every value escaped (Jinja2
 autoescape; the scripts only ever set ``textContent``) under a Content-Security-Policy that allows
 no inline script.
@@ -12,13 +14,18 @@ no inline script.
 import base64
 import contextlib
 import hmac
+import ipaddress
 import json
+import re
 import secrets
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+from ..core import humanize
 from ..core.errors import (
     AsynqpyError,
     InvalidArgumentError,
@@ -30,7 +37,7 @@ from ..core.errors import (
     TaskStateError,
 )
 from ..core.events import parse_entries
-from ..core.inspection import parse_state
+from ..core.inspection import page_start, parse_state
 from ..core.jsontext import jsonable
 from ..core.keys import queue_keys
 from ..core.process import ProcessError, ProcessNotFoundError
@@ -44,6 +51,8 @@ ACTIONS = ("run", "archive", "delete", "cancel")
 SERVER_ACTIONS = ("stop", "quiet", "resume")
 REPAIR_WAIT = 5.0
 """Seconds a repair from the console waits for the processor's response (then: 202, still queued)."""
+MEMORY_EVERY = 30.0
+"""Seconds the queues' memory reading in /api/queues is reused (as the metrics exporter does)."""
 MAX_BATCH = 1000
 EVENTS_SCAN = 500
 """The queue's latest events a task's page looks through for its own (bounded work)."""
@@ -54,6 +63,70 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "referrer-policy": "no-referrer",
 }
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+"""The names ``create_app`` answers to by default (those of a console bound to loopback)."""
+HOST_KEY = "asynqpy.host_allowed"
+_HOST_NAME = re.compile(r"^(\*\.)?([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$")
+
+
+def host_patterns(names: Sequence[str]) -> list[str]:
+    """The ``allowed_hosts`` of :func:`create_app` as Starlette's TrustedHostMiddleware matches
+    them: lower case, IPv6 addresses in brackets; InvalidArgumentError for anything but a host
+    name, an IP address, ``*.domain`` (its subdomains) or ``*`` (any Host), without port or scheme."""
+    if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+        raise InvalidArgumentError(f"allowed_hosts must be a non-empty list of host names (or ['*']), got {names!r}")
+    out: list[str] = []
+    for raw in names:
+        name = raw.strip().lower() if isinstance(raw, str) else ""
+        try:
+            ip = ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+            name = f"[{ip}]" if ip.version == 6 else str(ip)
+        except ValueError:
+            if name != "*" and not _HOST_NAME.match(name):
+                raise InvalidArgumentError(f"allowed host {raw!r} is not a host name, an IP address, '*.domain' "
+                                           "or '*' (give it without port or scheme)") from None
+        if name not in out:
+            out.append(name)
+    return out
+
+
+class AllowedHosts:
+    """ASGI middleware: Starlette's TrustedHostMiddleware (which parses the ``Host`` header and
+    matches it, any port), with a refusal that says what to do. The refusal is JSON, as every
+    error of the console."""
+
+    def __init__(self, app: Any, allowed_hosts: list[str]) -> None:
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+        self.app = app
+        self.allowed = allowed_hosts
+        self.check = TrustedHostMiddleware(self._through, allowed_hosts=allowed_hosts, www_redirect=False)
+
+    async def _through(self, scope: Any, receive: Any, send: Any) -> None:
+        scope[HOST_KEY] = True
+        await self.app(scope, receive, send)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+
+        async def passed_only(message: Any) -> None:  # (TrustedHostMiddleware's own refusal is replaced)
+            if scope.get(HOST_KEY):
+                await send(message)
+
+        await self.check(scope, receive, passed_only)
+        if not scope.get(HOST_KEY):
+            from starlette.datastructures import Headers
+            from starlette.responses import JSONResponse
+
+            host = Headers(scope=scope).get("host", "")
+            await JSONResponse({"error": f"Host {host!r} is not a name of this console (DNS rebinding protection); "
+                                         f"it answers to {', '.join(self.allowed)}: add a name with asynqpy web "
+                                         "--allowed-host NAME or create_app(allowed_hosts=[...])"},
+                               400)(scope, receive, send)
 
 
 @dataclass(frozen=True)
@@ -116,13 +189,18 @@ def _status(exc: Exception) -> int:
 
 
 def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None = None, refresh: float = 2.0,
-               signing_key: Any = None) -> Any:
+               signing_key: Any = None, allowed_hosts: Sequence[str] | None = None) -> Any:
     """The console as an ASGI application (serve it with uvicorn, as ``asynqpy web`` does).
     ``redis``: a URL or an async redis-py client, as for :class:`~asynqpy.AsyncInspector`;
     ``read_only``: no action at all; ``auth``: required credentials; ``refresh``: seconds between
-    the pages' live updates."""
+    the pages' live updates; ``allowed_hosts``: the names (and IP addresses) it answers to, as the
+    ``Host`` header gives them (any port; ``*.example.com``: its subdomains; ``["*"]``: any
+    name); a request for another is refused with 400 (DNS rebinding). Default: the loopback
+    names, ``localhost``, ``127.0.0.1`` and ``[::1]``."""
+    hosts = host_patterns(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
     fastapi, Jinja2Templates = _web()
     from fastapi import Body, FastAPI, Query, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from fastapi.staticfiles import StaticFiles
 
@@ -142,6 +220,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                   description="The asynqpy web console's REST API: queues, tasks, servers, scheduler entries.")
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescape on for .html
     templates.env.filters["pretty"] = _pretty
+    templates.env.filters["latency"] = lambda pending, secs: humanize.latency(pending, secs)
+    templates.env.filters["ago"] = lambda v: humanize.ago(_when(v)) if v else ""
+    templates.env.filters["utc"] = lambda v: humanize.utc(_when(v)) if v else ""
+    templates.env.filters["when"] = lambda v: f"{humanize.utc(_when(v))} ({humanize.ago(_when(v))})" if v else ""
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     @app.middleware("http")
@@ -158,6 +240,13 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                 return JSONResponse({"error": "missing or wrong CSRF token"}, 403)
             if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host", ""):
                 return JSONResponse({"error": "cross-origin request refused"}, 403)
+        return await call_next(request)
+
+    app.add_middleware(AllowedHosts, allowed_hosts=hosts)  # (added later: runs before guard)
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Any) -> Any:
+        """Every response, a refusal too, carries the security headers and the CSRF cookie."""
         response = await call_next(request)
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)
@@ -169,6 +258,27 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def asynqpy_error(request: Request, exc: AsynqpyError) -> Any:
         return JSONResponse({"error": str(exc)}, _status(exc))
 
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, exc: Any) -> Any:
+        """A parameter of the wrong type or out of range: 400 with what is wrong, as every bad input."""
+        return JSONResponse({"error": "; ".join(_problem(e) for e in exc.errors())}, 400)
+
+    memory: dict[str, int | None] = {}
+    memory_read = [-MEMORY_EVERY]
+
+    async def queue_infos() -> list[Any]:
+        """Every queue's info, with a memory reading at most MEMORY_EVERY seconds old (it costs
+        four times the rest: not at every refresh of every open overview)."""
+        now = time.monotonic()
+        fresh = now - memory_read[0] >= MEMORY_EVERY
+        infos = await inspector.all_queue_info(memory=fresh)
+        if fresh:
+            memory.clear()
+            memory.update({q.queue: q.memory_bytes for q in infos})
+            memory_read[0] = now
+            return infos
+        return [replace(q, memory_bytes=memory.get(q.queue)) for q in infos]
+
     def page(request: Request, name: str, **context: Any) -> Any:
         return templates.TemplateResponse(request, name, {"read_only": read_only, "refresh": refresh, **context})
 
@@ -176,8 +286,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/api/queues", tags=["queues"])
     async def queues() -> Any:
-        """Every queue: its counts by state, size, latency, memory, processed and failed totals."""
-        return jsonable(await inspector.all_queue_info(memory=False))
+        """Every queue: its counts by state, size, latency, memory (``memory_bytes``: read at most
+        every 30 s; null until a queue's first reading or where Redis refuses MEMORY), processed
+        and failed totals."""
+        return jsonable(await queue_infos())
 
     @app.get("/api/queues/{queue}", tags=["queues"])
     async def queue(queue: str, days: int = Query(7, ge=1, le=90)) -> Any:
@@ -277,7 +389,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         """A page of a queue's durable processes, the most recently changed first (without
         their history); ``status`` (starting, running, error): only those (reads every record
         of the queue)."""
-        total, got = await inspector.processes(queue, (page - 1) * size, size, status or None)
+        total, got = await inspector.processes(queue, page_start(page, size), size, status or None)
         return {"page": page, "size": size, "status": status, "total": total, "processes": jsonable(got)}
 
     @app.get("/api/queues/{queue}/processes/{process_id:path}", tags=["processes"])
@@ -343,7 +455,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def overview(request: Request) -> Any:
-        return page(request, "overview.html", queues=await inspector.all_queue_info(memory=False))
+        return page(request, "overview.html", queues=await queue_infos())
 
     @app.get("/queues/{queue}", response_class=HTMLResponse, include_in_schema=False)
     async def queue_page(request: Request, queue: str, state: str = "pending", page_no: int = Query(1, alias="page"),
@@ -388,6 +500,17 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         return page(request, "scheduler.html", entries=jsonable(await inspector.scheduler_entries()))
 
     return app
+
+
+def _problem(error: dict[str, Any]) -> str:
+    """One of FastAPI's validation errors as text: 'page: Input should be ...'."""
+    where = [str(x) for x in error.get("loc", ()) if x not in ("query", "path", "body")]
+    return f"{'.'.join(where) or 'request'}: {error.get('msg', 'invalid')}"
+
+
+def _when(value: Any) -> datetime:
+    """A time as the templates get it (a datetime, or its ISO 8601 text from jsonable)."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
 
 def _pretty(value: Any, indent: int | None = None) -> str:

@@ -123,9 +123,10 @@ class Aggregation:
                     continue  # left the group meanwhile: the script checks the rest
                 try:
                     msg = open_message(self.ctx.broker.signer, queue, id, stored[1:])
-                except AsynqpyError as exc:
-                    log.error("group %s of queue %s: task %s cannot be read (%s); left in the group", group,
-                              queue, id, exc)
+                except AsynqpyError as exc:  # unsigned, forged or malformed: archived as it is, never signed
+                    log.error("group %s of queue %s: task %s refused (%s); archiving it unrun", group, queue, id,
+                              exc)
+                    await self.ctx.exec.run_many([self.ctx.broker.ungroup(queue, id, stored, "archive", group)])
                     continue
                 members.append((id, stored))
                 tasks.append(Task(msg.type, id=id, queue=queue, _msg=msg))

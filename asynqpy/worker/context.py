@@ -20,6 +20,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..core.broker import Broker
 from ..core.clock import Clock
 from ..core.codec import Message
+from ..core.process import TYPE_PREFIX as PROCESS_PREFIX
+from ..core.process import process_of
 from ..core.signing import Signer
 from ..core.task import Task
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE, is_cluster, read_timeout
@@ -237,14 +239,21 @@ class Running:
 
     @property
     def fields(self) -> str:
-        """The task as ``key=value`` fields, the same in every log line about it."""
-        return f"id={self.id} type={self.msg.type} queue={self.queue} attempt={self.msg.retried + 1}"
+        """The task as ``key=value`` fields, the same in every log line about it (a process
+        input's line names its process and the input's kind too)."""
+        pid, kind = process_of(self.msg) if self.msg.type.startswith(PROCESS_PREFIX) else ("", "")
+        where = f" process={pid} input={kind}" if pid else ""
+        return f"id={self.id} type={self.msg.type} queue={self.queue}{where} attempt={self.msg.retried + 1}"
 
     @property
     def extra(self) -> dict[str, Any]:
         """The same fields for structured logging (``logging`` ``extra``)."""
-        return {"task_id": self.id, "task_type": self.msg.type, "queue": self.queue,
-                "attempt": self.msg.retried + 1}
+        out: dict[str, Any] = {"task_id": self.id, "task_type": self.msg.type, "queue": self.queue,
+                               "attempt": self.msg.retried + 1}
+        pid, kind = process_of(self.msg) if self.msg.type.startswith(PROCESS_PREFIX) else ("", "")
+        if pid:
+            out.update(process_id=pid, process_input=kind)
+        return out
 
 
 class Holder(Protocol):

@@ -91,7 +91,7 @@ class Heartbeat:
         for r in running:
             by_queue[r.queue].append(r)
         queues = list(by_queue)
-        calls += [ctx.broker.extend(q, p.lease_ms, [(r.id, r.token) for r in by_queue[q]]) for q in queues]
+        calls += [ctx.broker.extend(q, p.lease_ms, [(r.id, r.token, r.run_of) for r in by_queue[q]]) for q in queues]
         sent, sent_ms = asyncio.get_running_loop().time(), ctx.clock.local_ms()
         results = await ctx.exec.run_many(calls)
         if isinstance(results[0], Exception):

@@ -2,8 +2,9 @@
 
 asynqpy logs through the standard :mod:`logging` module (loggers ``asynqpy.*``); an application
 that configures logging itself needs nothing from here. Every line about a task carries the same
-``key=value`` fields (``id=... type=... queue=... attempt=N``); with the JSON format they are also
-separate keys (``task_id``, ``task_type``, ``queue``, ``attempt``, and ``duration``, ``error``,
+``key=value`` fields (``id=... type=... queue=... attempt=N``, and ``process=... input=...`` for a
+durable process's input); with the JSON format they are also separate keys (``task_id``,
+``task_type``, ``queue``, ``process_id``, ``process_input``, ``attempt``, and ``duration``, ``error``,
 ``retry_in`` where they apply), plus ``exc_info`` as text when there is a traceback.
 
 What is logged, and at which level (the README's "Logging" section says the same):
@@ -23,7 +24,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-TASK_FIELDS = ("task_id", "task_type", "queue", "attempt", "duration", "error", "retry_in")
+TASK_FIELDS = ("task_id", "task_type", "queue", "process_id", "process_input", "attempt", "duration", "error",
+               "retry_in")
 
 
 class JsonFormatter(logging.Formatter):

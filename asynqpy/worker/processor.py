@@ -54,6 +54,7 @@ from ..core.errors import (
     TaskTimeoutError,
 )
 from ..core.keys import queue_keys
+from ..core.limits import SIGNALS_FREED_SLOT
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.options import new_task_id
 from ..core.results import pack_outcome, pack_progress
@@ -313,6 +314,12 @@ class Processor:
             return
         owed = self._wake_keys[fired]
         self._empty.pop(owed, None)
+        held = self._limited.get(owed)
+        if held is not None and held[1] and not (self._waiter is not None and owed == q):
+            # a token for a queue held back by its concurrency limit: a slot freed (the script that
+            # freed it left the token, includes/slots.lua), so its next dequeue is owed now, not
+            # at the end of the wait (unless the dequeue that rode with the wait just tried it)
+            del self._limited[owed]
         if owed == acted:
             return  # the dequeue that rode with the wait took tasks of the queue whose token it was
         if len(self.executing) < self.opts.concurrency and not self.ctx.stopping.is_set() and not self.quiet:
@@ -330,8 +337,12 @@ class Processor:
             self.ctx.health.failed(f"handing back the wake token of queue {queue}", exc)
 
     def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
-        """Record a dequeue's result and start its tasks; True if there were any."""
-        self.ctx.clock.observe(res.now_ms, sent_ms)
+        """Record a dequeue's result and start its tasks; True if there were any. ``sent_ms``: this
+        host's time when the dequeue was sent, for the clock's offset; None for the dequeue that rode
+        with an idle wait, whose reply may have been read late (a busy loop): a sample whose round
+        trip is unknown would set the offset off by that delay, so it is not taken."""
+        if sent_ms is not None:
+            self.ctx.clock.observe(res.now_ms, sent_ms)
         self._left_behind = res.remaining > 0 and bool(res.tasks) and not res.wait_ms
         if res.wait_ms:  # the queue's limits hold its tasks back: skip it until then
             self._limited[q] = (asyncio.get_running_loop().time() + res.wait_ms / 1000, res.slot_bound)
@@ -561,7 +572,8 @@ class Processor:
         async def run(task: Task) -> Any:
             if self._sandbox is None:
                 o = self.opts
-                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb)
+                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb,
+                                            o.max_result_bytes)
             r = self.held.get((task.queue, task.id))
             return await self._sandbox.run(path, task, r.deadline_ms if r is not None else 0)
 
@@ -653,7 +665,7 @@ class Processor:
             result = r.task.result
             r.ended = (True, result)
             if r.run_of:  # a run of a targeted task: its record says the worker succeeded
-                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token), "run"
+                return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token, result=result), "run"
             if isinstance(r.task._proc, process.Plan):
                 return self._commit_call(r, r.task._proc), "complete"
             reply = pack_outcome(r.id, True, result) if r.msg.reply_to else b""
@@ -833,10 +845,6 @@ class Processor:
             if replies:
                 await self._reply(replies)
             self._writing = 0
-            freed = {o.running.queue for o in batch} & {q for q, (_, slot) in self._limited.items() if slot}
-            for q in freed:  # slots of a queue at its concurrency limit are free in Redis now: wake a
-                del self._limited[q]  # worker (this one, if it waits) to take the next task
-                await self._hand_back(q)
 
     def _count(self, r: Running, what: str) -> None:
         """The attempt's outcome in the metrics (a failed attempt counts as failed, and as what
@@ -859,6 +867,7 @@ class Processor:
         groups: list[list[_Outcome] | None] = []  # per call: the outcomes of a batched done, else None
         single: list[_Outcome] = []
         acks: dict[str, list[tuple[_Outcome, Done]]] = {}
+        unsignalled: dict[str, None] = {}  # queues of outcomes whose script wakes no worker for the slot
         for o in batch:
             if isinstance(o.call, Done):
                 acks.setdefault(o.running.queue, []).append((o, o.call))
@@ -866,11 +875,19 @@ class Processor:
                 calls.append(o.call)
                 single.append(o)
                 groups.append(None)
+                if o.call.script not in SIGNALS_FREED_SLOT:
+                    unsignalled[o.running.queue] = None
         for queue, done in acks.items():
             for i in range(0, len(done), MAX_ACK):
                 chunk = done[i:i + MAX_ACK]
                 calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
                 groups.append([o for o, _ in chunk])
+        # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
+        # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
+        # workers a concurrency limit holds back do not sleep through it (its reply is not used)
+        for queue in unsignalled:
+            calls.append(self.ctx.broker.rewake(queue))
+            groups.append([])
         started = asyncio.get_running_loop().time()
         try:
             replies = await self.ctx.exec.run_many(calls)

@@ -6,6 +6,12 @@ writes what they made (``rules_push`` for Resc's ``make``, the Client's ``enqueu
 reason, ``rules_dead``). On start, a watcher first handles the events its taken list holds (a
 crashed run's). Delivery is at least once: a crash between a task's write and its event's
 removal makes the event run again (a ``set`` or ``unique_key`` guard then drops the duplicate).
+
+Events are untrusted: one that is not UTF-8 text or is over ``max_event_bytes`` goes to the dead
+list unmatched (its bytes kept: ``event_hex`` in the record); a batch's rules are searched in a
+thread (the ``regex`` package releases the GIL), each event within ``match_timeout``, so a slow
+pattern delays only its own watcher; fetches follow redirects only as the fetch's ``redirects``
+allows.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +31,22 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.broker import Broker, Call
 from ..core.errors import AsynqpyError, DuplicateTaskError, InvalidArgumentError, RedisFullError
-from ..core.rules import Config, Fetch, NewTask, Push, Rule, RuleError, Watcher, actions, bindings, match
+from ..core.rules import (
+    MATCH_TIME_BOUNDED,
+    MAX_REDIRECTS,
+    Config,
+    Fetch,
+    MatchTimeout,
+    NewTask,
+    Push,
+    Rule,
+    RuleError,
+    Watcher,
+    actions,
+    bindings,
+    match,
+    redirect_allowed,
+)
 from ..redisio.executor import AsyncExecutor
 
 log = logging.getLogger("asynqpy.rules")
@@ -39,12 +60,30 @@ BATCH = 100
 IDLE_WAIT = 1.0  # seconds a watcher blocks on an empty input list before looking at its stop flag
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
+def _shown(raw: bytes, limit: int | None = None) -> str:
+    """An event as text for logs and the dead list: bytes that are not UTF-8 as ``\\xff``."""
+    return (raw if limit is None else raw[:limit]).decode("utf-8", "backslashreplace")
 
 
-def _raw(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
+def _clean(text: str) -> str:
+    """Text redis-py can send (lone surrogates, e.g. from a fetch's JSON, as ``\\udcff``)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _not_text(value: Any) -> bool:
+    """Whether a value holds a string that is not valid Unicode (a lone surrogate from a fetch's
+    JSON): such a task cannot be written, its event goes to the dead list."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(_not_text(k) or _not_text(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_not_text(v) for v in value)
+    return False
 
 
 class RulesMetrics:
@@ -111,10 +150,21 @@ class PrometheusRulesMetrics(RulesMetrics):
 @dataclass
 class _Event:
     raw: bytes
-    text: str
+    text: str  # "" for an event that goes to the dead list unmatched (error set)
     acts: list[Push | NewTask] = field(default_factory=list)
     error: str = ""
     rule: str = ""
+    matched: list[tuple[Rule, dict[str, Any]]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, raw: bytes, max_bytes: int) -> _Event:
+        """An event taken: its text, or why it goes to the dead list without being matched."""
+        if len(raw) > max_bytes:
+            return cls(raw, "", error=f"the event is {len(raw)} bytes, over max_event_bytes ({max_bytes})")
+        try:
+            return cls(raw, raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return cls(raw, "", error=f"the event is not UTF-8 text ({exc.reason} at byte {exc.start})")
 
 
 class Engine:
@@ -155,12 +205,15 @@ class Engine:
                 import httpx
             except ImportError:
                 raise AsynqpyError("rules with fetch need httpx: pip install 'asynqpy[rules]'") from None
-            self.http = httpx.AsyncClient(follow_redirects=True)
+            self.http = httpx.AsyncClient()  # redirects: followed by _fetch as each fetch's policy allows
             self._own_http = True
         if self._client is None and any(r.make_task for w in self.config.watchers for r in w.rules):
             raise AsynqpyError("rules with make_task need an asynqpy AsyncClient (client=)")
         log.info("rules engine started: %d watcher(s)%s", len(self.config.watchers),
                  f", instance {self.instance}" if self.instance else "")
+        if not MATCH_TIME_BOUNDED:
+            log.warning("the regex package is not installed: match_timeout does not apply, a slow rule on one event "
+                        "stalls every watcher (pip install 'asynqpy[rules]')")
         try:
             await asyncio.gather(*(self._watch(w) for w in self.config.watchers))
         finally:
@@ -216,14 +269,25 @@ class Engine:
         ev = await self.redis.blmove(w.input_queue, taken, IDLE_WAIT, "RIGHT", "LEFT")
         return [ev if isinstance(ev, bytes) else str(ev).encode()] if ev is not None else []
 
+    def _match(self, w: Watcher, events: Sequence[_Event]) -> None:
+        """The rules each event matches (in a thread: regex's searches release the GIL)."""
+        for ev in events:
+            if ev.error:
+                continue
+            try:
+                ev.matched = match(w, ev.text, self.config.match_timeout)
+            except MatchTimeout as exc:
+                ev.error, ev.rule = str(exc), exc.rule
+
     async def _handle(self, w: Watcher, taken: str, raws: Sequence[bytes]) -> None:
-        events = [_Event(raw, _text(raw)) for raw in raws]
+        events = [_Event.of(raw, self.config.max_event_bytes) for raw in raws]
+        await asyncio.to_thread(self._match, w, events)
         work = []
         for ev in events:
             self.metrics.event(w.name)
-            matched = match(w, ev.text)
-            log.debug("<- %r in %s: %d rule(s) match", ev.text, w.input_queue, len(matched))
-            for rule, env in matched:
+            log.debug("<- %r in %s: %d rule(s) match%s", _shown(ev.raw, 200), w.input_queue, len(ev.matched),
+                      f" ({ev.error})" if ev.error else "")
+            for rule, env in ev.matched:
                 self.metrics.matched(w.name, rule.name)
                 if rule.fetch:
                     work.append(self._fetched(ev, rule, env))
@@ -234,6 +298,11 @@ class Engine:
                         ev.error, ev.rule = str(exc), rule.name
         if work:
             await asyncio.gather(*work)
+        for ev in events:
+            bad = next((a for a in ev.acts if _not_text(vars(a))), None)
+            if bad is not None and not ev.error:
+                ev.error = "a task's text is not valid Unicode (a lone surrogate, from a fetch's JSON?)"
+                ev.rule = bad.rule
         await self._write(w, taken, events)
         self.handled += len(events)
 
@@ -247,16 +316,34 @@ class Engine:
             return
         ev.acts += acts
 
+    async def _get(self, f: Fetch, url: str) -> Any:
+        """GET ``url``, following redirects as ``f.redirects`` allows; a redirect it does not
+        follow is the response (a 3xx)."""
+        resp = await self.http.get(url, timeout=f.timeout, follow_redirects=False)
+        for _ in range(MAX_REDIRECTS):
+            nxt = resp.next_request if resp.is_redirect else None
+            if nxt is None or not redirect_allowed(f.redirects, url, str(nxt.url)):
+                break
+            await resp.aclose()
+            resp = await self.http.send(nxt, follow_redirects=False)
+        return resp
+
     async def _fetch(self, rule: Rule, f: Fetch, env: dict[str, Any]) -> Any:
         url = f.url.render(env)
         started = time.monotonic()
         why = ""
+        attempts = 0
         for attempt in range(f.retries + 1):
             if attempt:
                 await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 5.0) * (0.5 + random.random()))
+            attempts += 1
             try:
                 async with self.fetch_slots:
-                    resp = await self.http.get(url, timeout=f.timeout)
+                    resp = await self._get(f, url)
+                if resp.is_redirect:
+                    why = (f"HTTP {resp.status_code}: a redirect to {resp.headers.get('location', '')[:200]!r}, "
+                           f"not followed (redirects: {f.redirects})")
+                    break  # asking again gets the same redirect
                 if resp.status_code >= 500 or resp.status_code == 429:
                     why = f"HTTP {resp.status_code}"
                     continue
@@ -273,7 +360,7 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - httpx's transport errors, timeouts
                 why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         self.metrics.fetched(rule.name, time.monotonic() - started, False)
-        raise RuleError(f"fetch {url} failed ({why}) after {f.retries + 1} attempt(s)")
+        raise RuleError(f"fetch {url} failed ({why}) after {attempts} attempt(s)")
 
     async def _write(self, w: Watcher, taken: str, events: list[_Event]) -> None:
         """The tasks first (a round trip for the pushes, one for the enqueues), then each event
@@ -287,7 +374,7 @@ class Engine:
                 continue
             for a in ev.acts:
                 if isinstance(a, Push):
-                    calls.append(self.broker.rules_push(a.queue, _raw(a.task), a.set))
+                    calls.append(self.broker.rules_push(a.queue, a.task.encode(), a.set))
                     owners.append((ev, a))
                 else:
                     news.append((ev, a))
@@ -343,11 +430,16 @@ class Engine:
         channel = self.config.listener_channel
         for ev in events:
             if ev.error:
-                record = json.dumps({"event": ev.text, "error": ev.error, "rule": ev.rule, "watcher": w.name,
-                                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                                    ensure_ascii=False)
-                log.warning("watcher %s: event %r goes to %s: rule %r: %s", w.name, ev.text, w.dead_queue, ev.rule,
-                            ev.error)
+                rec = {"event": ev.text or _shown(ev.raw), "error": _clean(ev.error), "rule": _clean(ev.rule),
+                       "watcher": w.name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                if not ev.text:  # unmatched: kept as bytes when not UTF-8 (rules_redrive puts them back)
+                    try:
+                        ev.raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        rec["event_hex"] = ev.raw.hex()
+                record = json.dumps(rec, ensure_ascii=False)
+                log.warning("watcher %s: event %r goes to %s: rule %r: %s", w.name, _shown(ev.raw, 200), w.dead_queue,
+                            ev.rule, ev.error)
                 ends.append(self.broker.rules_dead(taken, w.dead_queue, ev.raw, record))
                 self.metrics.dead(w.name)
             else:
@@ -355,7 +447,7 @@ class Engine:
             if channel:
                 ends += [Call(int, command=("PUBLISH", channel, f"{taken} TRIGGER {ev.text} -> {a.task}"))
                          for a in ev.acts if isinstance(a, Push)]
-                ends.append(Call(int, command=("PUBLISH", channel, f"{taken} DONE {ev.text}")))
+                ends.append(Call(int, command=("PUBLISH", channel, f"{taken} DONE {ev.text or _shown(ev.raw)}")))
         for res in await self.exec.run_many(ends):
             if isinstance(res, Exception):
                 self._transient(res)

@@ -7,6 +7,14 @@ reports, and reads its outcome. A timeout or an operator's cancel cancels the wa
 the child is killed at once (SIGKILL), so the run stops for real and writes nothing afterwards. A
 child that dies fails only its task (``SandboxCrashError``, "handler process died: SIGSEGV").
 A killed, dead, worn (``max_tasks``) or bloated (``max_memory_mb``) child is replaced.
+
+Each child is the leader of a session (and process group) of its own: a kill (timeout, cancel,
+shutdown, replacement, close) is a SIGKILL to the whole group, so what its handler started (a
+converter, ``sleep 300``) dies with it; and a Ctrl-C at the worker's terminal does not reach the
+children (the worker's graceful shutdown decides what happens to their runs). A frame's length is
+checked against :func:`~asynqpy.core.sandbox.frame_limit` (``max_result_bytes`` plus a little)
+before its body is read: a larger one fails the task (``SandboxFrameError``) and replaces the
+child, so a child cannot make the worker buffer a huge answer.
 """
 
 from __future__ import annotations
@@ -21,9 +29,19 @@ from typing import Any
 
 import msgpack
 
-from ..core.errors import RateLimited, SkipRetry
-from ..core.sandbox import HEADER, MAX_FRAME, SandboxCrashError, SandboxedError, frame, unframe
-from ..core.task import Task
+from ..core.errors import RateLimited, ResultError, SkipRetry
+from ..core.sandbox import (
+    FRAME_SLACK,
+    HEADER,
+    READ_LIMIT,
+    SandboxCrashError,
+    SandboxedError,
+    SandboxFrameError,
+    frame,
+    frame_limit,
+    unframe,
+)
+from ..core.task import MAX_RESULT_BYTES, Task
 
 log = logging.getLogger("asynqpy.sandbox")
 
@@ -32,6 +50,21 @@ log = logging.getLogger("asynqpy.sandbox")
 class _Child:
     proc: asyncio.subprocess.Process
     done: int = 0
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL a child's process group (the child leads it: start_new_session), then the child
+    itself (in case the group is gone): what its handler started dies with it. Also for a child
+    that already exited: its handler's processes may still run in its group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.returncode is None:
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
 
 
 def _signal_name(code: int | None) -> str:
@@ -47,12 +80,17 @@ def _signal_name(code: int | None) -> str:
 
 class SandboxPool:
     """``size`` child processes; ``max_tasks`` per child before it is replaced (0 = no limit);
-    ``max_memory_mb``: a child whose peak RSS passed it after a task is replaced (0 = no limit)."""
+    ``max_memory_mb``: a child whose peak RSS passed it after a task is replaced (0 = no limit);
+    ``max_result_bytes``: the server's, applied in the child (a larger result fails there with
+    ``ResultError``), and bounding the frames read from a child (:func:`frame_limit`)."""
 
-    def __init__(self, size: int = 2, max_tasks: int = 0, max_memory_mb: int = 0) -> None:
+    def __init__(self, size: int = 2, max_tasks: int = 0, max_memory_mb: int = 0,
+                 max_result_bytes: int = MAX_RESULT_BYTES) -> None:
         self.size = size
         self.max_tasks = max_tasks
         self.max_kb = max_memory_mb * 1024
+        self.max_result = max_result_bytes
+        self.frame_limit = frame_limit(max_result_bytes)
         self._idle: asyncio.Queue[_Child] = asyncio.Queue()
         self._all: set[_Child] = set()
         self._closed = False
@@ -66,7 +104,7 @@ class SandboxPool:
         env["ASYNQPY_SANDBOX_MEASURE"] = "1" if self.max_kb else "0"  # a child reads its memory only if needed
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "asynqpy.worker.sandbox_child", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=None, env=env, limit=MAX_FRAME + HEADER.size)
+            stdout=asyncio.subprocess.PIPE, stderr=None, env=env, limit=READ_LIMIT, start_new_session=True)
         child = _Child(proc)
         self._all.add(child)
         return child
@@ -80,11 +118,7 @@ class SandboxPool:
 
     async def _replace(self, child: _Child, why: str) -> None:
         self._all.discard(child)
-        if child.proc.returncode is None:
-            try:
-                child.proc.kill()
-            except ProcessLookupError:
-                pass
+        _kill(child.proc)
         try:
             await asyncio.wait_for(child.proc.wait(), 5)
         except asyncio.TimeoutError:
@@ -107,10 +141,16 @@ class SandboxPool:
             msg = task.message
             child.proc.stdin.write(frame(["run", path, {
                 "type": msg.type, "payload": msg.payload, "id": task.id, "queue": task.queue,
-                "retried": msg.retried, "max_retry": msg.max_retry, "headers": msg.headers, "deadline": deadline_ms}]))
+                "retried": msg.retried, "max_retry": msg.max_retry, "headers": msg.headers, "deadline": deadline_ms,
+                "max_result": self.max_result}]))
             await child.proc.stdin.drain()
             while True:
                 (size,) = HEADER.unpack(await child.proc.stdout.readexactly(HEADER.size))
+                if size > self.frame_limit:  # refused unread: the child is killed and replaced below
+                    why = f"killed: it sent a {size}-byte frame"
+                    raise SandboxFrameError(
+                        f"handler process sent a {size}-byte answer, over the {self.frame_limit}-byte limit "
+                        f"(max_result_bytes {self.max_result} + {FRAME_SLACK}); it was killed and replaced")
                 got = unframe(await child.proc.stdout.readexactly(size))
                 if got[0] == "progress":
                     if task._report is not None:
@@ -130,6 +170,8 @@ class SandboxPool:
                     raise SkipRetry(text)
                 if kind == "rate":
                     raise RateLimited(float(retry_in), text)
+                if kind == "result":
+                    raise ResultError(text)
                 raise SandboxedError(text, tb)
         except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
             code = await child.proc.wait()
@@ -140,11 +182,7 @@ class SandboxPool:
                 self._idle.put_nowait(child)
             else:
                 # replaced in the background: a cancelled run returns at once (the kill is sent first)
-                if child.proc.returncode is None:
-                    try:
-                        child.proc.kill()
-                    except ProcessLookupError:
-                        pass
+                _kill(child.proc)
                 t = asyncio.get_running_loop().create_task(self._replace(child, why))
                 self._replacing.add(t)
                 t.add_done_callback(self._replacing.discard)
@@ -155,11 +193,7 @@ class SandboxPool:
         for t in list(self._replacing):
             await asyncio.gather(t, return_exceptions=True)
         for child in list(self._all):
-            if child.proc.returncode is None:
-                try:
-                    child.proc.kill()
-                except ProcessLookupError:
-                    pass
+            _kill(child.proc)
         for child in list(self._all):
             try:
                 await asyncio.wait_for(child.proc.wait(), 5)

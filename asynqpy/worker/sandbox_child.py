@@ -1,6 +1,12 @@
 """The child process of a sandboxed-handler pool (``python -m asynqpy.worker.sandbox_child``): reads
 run requests on fd 0, answers on fd 1 (see :mod:`asynqpy.core.sandbox`); what handlers print goes
-to stderr (the protocol owns stdout)."""
+to stderr (the protocol owns stdout).
+
+The pool starts each child in a session of its own (``start_new_session``): what a handler starts
+(a converter, a renderer) is in the child's process group, which the pool kills with the child. A
+result over the worker's ``max_result_bytes`` fails here (``ResultError``) and is never sent; an
+error's text and traceback are cut; so every frame stays under :func:`~asynqpy.core.sandbox.frame_limit`.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +21,9 @@ from typing import Any, BinaryIO
 
 from ..core import codec
 from ..core.codec import Message
-from ..core.errors import RateLimited, SkipRetry
-from ..core.sandbox import HEADER, frame, resolve, unframe
-from ..core.task import Task
+from ..core.errors import PayloadError, RateLimited, ResultError, SkipRetry
+from ..core.sandbox import ERROR_TEXT_CHARS, HEADER, TRACEBACK_CHARS, frame, resolve, unframe
+from ..core.task import MAX_RESULT_BYTES, Task
 
 
 def _read(inp: BinaryIO, n: int) -> bytes:
@@ -51,6 +57,34 @@ def _rss_kb() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def _encoded_result(result: Any, limit: int) -> bytes | None:
+    """The result as msgpack bytes; ResultError for one that cannot be encoded or is over
+    ``limit`` (the worker's max_result_bytes): it is refused here, never sent."""
+    if result is None:
+        return None
+    try:
+        data = codec.encode_payload(result, "result")
+    except PayloadError as exc:
+        raise ResultError(str(exc)) from None
+    if len(data) > limit:
+        raise ResultError(f"result is {len(data)} bytes, over the server's max_result_bytes ({limit})")
+    return data
+
+
+def _run(fn: Any, task: Task) -> bytes | None:
+    """Run the handler; its encoded result (its locals, a big value among them, go with it)."""
+    returned = fn(task)
+    if inspect.isawaitable(returned):
+        returned = asyncio.run(_awaited(returned))
+    return _encoded_result(task.result if task.has_result else returned, task._max_result)
+
+
+def _cut(text: str, chars: int, keep_end: bool = False) -> str:
+    if len(text) <= chars:
+        return text
+    return "...\n" + text[-chars:] if keep_end else text[:chars] + "..."
+
+
 def main() -> None:
     inp = os.fdopen(os.dup(0), "rb", buffering=0)
     out = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -79,17 +113,15 @@ def main() -> None:
             deadline = datetime.fromtimestamp(t["deadline"] / 1000, timezone.utc) if t.get("deadline") else None
             task = Task(t["type"], _msg=msg, id=t["id"], queue=t["queue"], deadline=deadline)
             task._report = lambda data, value: send(["progress", data])
-            returned = fn(task)
-            if inspect.isawaitable(returned):
-                returned = asyncio.run(_awaited(returned))
-            result = task.result if task.has_result else returned
-            send(["ok", None if result is None else codec.encode_payload(result, "result"),
-                  _rss_kb() if MEASURE else 0])
+            task._max_result = int(t.get("max_result") or MAX_RESULT_BYTES)
+            send(["ok", _run(fn, task), _rss_kb() if MEASURE else 0])
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - every failure goes back to the worker
-            kind = "skip" if isinstance(exc, SkipRetry) else "rate" if isinstance(exc, RateLimited) else "error"
+            kind = ("skip" if isinstance(exc, SkipRetry) else "rate" if isinstance(exc, RateLimited)
+                    else "result" if isinstance(exc, ResultError) else "error")
             retry_in = float(getattr(exc, "retry_in", 0) or 0)
-            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            send(["err", kind, text, traceback.format_exc(), retry_in, _rss_kb() if MEASURE else 0])
+            text = str(exc) if kind == "result" else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            send(["err", kind, _cut(text, ERROR_TEXT_CHARS), _cut(traceback.format_exc(), TRACEBACK_CHARS, True),
+                  retry_in, _rss_kb() if MEASURE else 0])
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ class Scheduling:
         self._reload_at = 0.0  # loop time of the next reload
         self.fired = 0  # ticks this loop enqueued (tests and logs)
         self._hold = 0.0  # seconds to wait before calling again for a tick Redis found early
+        self._refused: set[tuple[str, str, bytes]] = set()  # entries not fired (bad signature), logged once
 
     async def _plan(self, plan: Plan[T]) -> T:
         return await arun_plan(self.exec, plan)
@@ -106,7 +107,7 @@ class Scheduling:
         entries no longer declared."""
         declared = [replace(e, owner=self.p.owner) for e in self.p.entries]
         if declared:
-            stored = await self._plan(cron.register_plan(declared, self.clock.now_ms()))
+            stored = await self._plan(cron.register_plan(declared, self.clock.now_ms(), self.broker.signer))
             log.info("scheduler entries declared in code: %s", ", ".join(f"{e.name} ({e.spec()})" for e in stored))
         if self.p.owner:
             for e in await self._plan(cron.prune_plan(self.broker, self.p.owner, declared)):
@@ -116,11 +117,20 @@ class Scheduling:
 
     async def _reload(self) -> None:
         sent = self.clock.local_ms()
-        self.state = await self._plan(cron.load_plan())
+        self.state = await self._plan(cron.load_plan(self.broker.signer))
         self._reload_at = asyncio.get_running_loop().time() + self.p.refresh
+        refused: set[tuple[str, str, bytes]] = set()
         for q, qe in self.state.items():
             for name, why in qe.unreadable.items():
                 log.error("scheduler entry %s of queue %s skipped: %s", name, q, why)
+            for name, (data, _) in qe.defs.items():
+                bad = qe.refused(name)
+                if bad is not None:  # said once per stored definition, not at every reload
+                    refused.add((q, name, data))
+                    if (q, name, data) not in self._refused:
+                        log.error("scheduler entry %s of queue %s is not fired: %s (a scheduler with signing keys "
+                                  "fires only entries signed with them; add it again with the key)", name, q, bad)
+        self._refused = refused
         await self._observe_time(sent)
 
     async def _observe_time(self, sent: int) -> None:
@@ -131,7 +141,7 @@ class Scheduling:
 
     def _entries(self) -> list[tuple[QueueEntries, str, bytes, Entry]]:
         return [(qe, name, data, e) for qe in self.state.values() for name, (data, e) in qe.defs.items()
-                if name not in qe.paused]
+                if name not in qe.paused and qe.refused(name) is None]
 
     async def _fire_due(self) -> None:
         now = self.clock.now_ms()

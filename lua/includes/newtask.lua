@@ -9,14 +9,16 @@
 --- pushed twice (a second push under an active task would steal its lease).
 
 --- own_write(old, msg): is the stored value ``old`` this very message, as stored by the call
---- itself? The message is stored unchanged while pending, scheduled, aggregating, targeted, waiting or
---- active ('a' .. 8-char lease token .. message); retry, archive and completion rewrite it.
+--- itself? The message is stored unchanged while pending, scheduled, aggregating, targeted, waiting,
+--- blocked behind its key or active ('a' .. 8-char lease token .. message); retry, archive and
+--- completion rewrite it. (OWN_STATES lists every state a new task is stored in or moves to unchanged.)
+local OWN_STATES = {p = true, s = true, g = true, m = true, w = true, b = true}
 local function own_write(old, msg)
   local st = string.sub(old, 1, 1)
   if st == 'a' then
     return string.sub(old, 10) == msg
   end
-  return (st == 'p' or st == 's' or st == 'g' or st == 'm' or st == 'w') and string.sub(old, 2) == msg
+  return OWN_STATES[st] == true and string.sub(old, 2) == msg
 end
 
 --- new_id(tkey, id, msg, check): may a new task be stored under ``id``? Returns

@@ -8,7 +8,7 @@
 --- Returns the new holder's id, or false.
 --- key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now): a task
 --- of ``key`` comes in (enqueued, or due): it takes the key if it is free (a stale holder, one that
---- ended or is gone, is released first) and is pending, else it waits at the back of the key's
+--- ended or is gone, is released first; a scheduled one, snoozed or postponed, keeps it) and is pending, else it waits at the back of the key's
 --- list, blocked. Returns 1 pending, 2 blocked.
 --- is_keyed(m, i): whether the message starting at byte i of m has a key (its array reaches the
 --- key field, codec's KEY_INDEX = 23: trailing defaults are left out of the encoding).
@@ -49,12 +49,14 @@ local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap
 end
 local function key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now)
   local holder = redis.call('HGET', keyheld, key)
-  if holder == id then  -- its own key (a holder an operator postponed, now due again)
+  if holder == id then  -- its own key (a holder snoozed by RateLimited or postponed by an operator, due again)
     holder = nil
   elseif holder then
     local hv = redis.call('HGET', t, holder)
     local st = hv and string.sub(hv, 1, 1)
-    if not hv or st == 'c' or st == 'x' or st == 'b' or st == 's' then  -- stale: free the key first
+    -- stale (ended, or never held it): free the key first. A scheduled holder still holds it: it was
+    -- snoozed (RateLimited) or postponed, and takes its turn back when due (key_gate)
+    if not hv or st == 'c' or st == 'x' or st == 'b' then
       holder = key_release(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, holder)
     end
   end

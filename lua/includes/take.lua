@@ -39,17 +39,17 @@ local function take(container, state, id, window, hint, prio)
   return false
 end
 
---- take_each(tkey, container, state, window, first, lock_base, act): the loop of the operator
---- scripts over ARGV's (id, hint, read) triples from index ``first``: for each task still in
---- ``state`` and still the one the caller read (``read``: the stored value the caller read, byte
---- for byte; the id may have been reused for another task since, whose lock key the caller does
---- not know), take it out of ``container`` and call act(id, stored value, its lock key), the lock
---- key being KEYS[lock_base + n] for the n-th triple; ``prio``: as in take. Returns one code per task:
---- 1 = done, 0 = no such task, -5 = in another state, -6 = a pending id not found (no usable
---- hint), -8 = the task changed since the caller read it (read it again).
-local function take_each(tkey, container, state, window, first, lock_base, act, prio)
+--- take_each(tkey, container, state, window, first, act, prio): the loop of the operator scripts
+--- over ARGV's per-task quadruples (id, hint, read, key) from index ``first``: for each task still
+--- in ``state`` and still the one the caller read (``read``: the stored value the caller read, byte
+--- for byte; the id may have been reused for another task since, whose keys the caller does not
+--- know), take it out of ``container`` and call act(id, stored value, n), n being the task's
+--- number (1, 2, ...: its per-task KEYS and its ``key`` are found with it); ``prio``: as in take.
+--- Returns one code per task: 1 = done, 0 = no such task, -5 = in another state, -6 = a pending id
+--- not found (no usable hint), -8 = the task changed since the caller read it (read it again).
+local function take_each(tkey, container, state, window, first, act, prio)
   local out = {}
-  for i = first, #ARGV, 3 do
+  for i = first, #ARGV, 4 do
     local id, hint = ARGV[i], tonumber(ARGV[i + 1])
     local v, code = check_state(tkey, container, state, id)
     if v and v ~= ARGV[i + 2] then
@@ -57,7 +57,7 @@ local function take_each(tkey, container, state, window, first, lock_base, act, 
     end
     if v then
       if take(container, state, id, window, hint, prio) or hint == -2 then
-        act(id, v, KEYS[lock_base + (i - first) / 3 + 1])
+        act(id, v, (i - first) / 4 + 1)
       else
         code = -6
       end

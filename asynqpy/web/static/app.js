@@ -42,6 +42,48 @@ function el(tag, text, attrs) {
   return e;
 }
 
+// -- times and durations, as asynqpy/core/humanize.py writes them (the CLI's; a browser test compares) --
+function tenths(secs) {
+  return `${(Math.floor(secs * 10 + 0.5) / 10).toFixed(1)}s`;
+}
+
+function duration(secs) {
+  if (secs < 10) return tenths(secs);
+  const s = Math.floor(secs), two = (n) => String(n).padStart(2, "0");
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${two(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${two(Math.floor((s % 3600) / 60))}m`;
+  return `${Math.floor(s / 86400)}d${two(Math.floor((s % 86400) / 3600))}h`;
+}
+
+function latency(pending, seconds) {
+  if (!pending) return "-";
+  const secs = Math.max(0, seconds);
+  if (secs < 59.95) return tenths(secs);
+  return secs < 10 * 86400 ? duration(Math.max(60, secs)) : `${Math.floor(secs / 86400)}d`;
+}
+
+function ago(iso, now) {
+  if (!iso) return "-";
+  const secs = (Date.parse(iso) - (now === undefined ? Date.now() : now)) / 1000;
+  const text = duration(Math.abs(secs));
+  return secs > 0 ? `in ${text}` : `${text} ago`;
+}
+
+function utc(iso) {
+  return iso ? new Date(Date.parse(iso)).toISOString().slice(0, 19).replace("T", " ") + " UTC" : "";
+}
+
+function when(iso, now) {
+  return iso ? `${utc(iso)} (${ago(iso, now)})` : "";
+}
+
+function timeCell(iso) {  // a list's time: how long ago / in how long, the exact time in its title
+  const cell = el("td");
+  if (iso) cell.appendChild(el("time", ago(iso), { datetime: iso, title: utc(iso) }));
+  return cell;
+}
+
 function short(value, n) {
   const text = value === null || value === undefined ? "" : (typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value));
   return text.length > n ? text.slice(0, n - 1) + "…" : text;
@@ -118,14 +160,14 @@ async function overview() {
       const name = el("td");
       name.appendChild(el("a", q.queue, { href: `/queues/${encodeURIComponent(q.queue)}` }));
       row.appendChild(name);
-      for (const k of ["paused", "size", "pending", "active", "scheduled", "retry", "archived", "completed", "latency", "processed_total", "failed_total"]) {
+      for (const k of ["paused", "size", "pending", "active", "scheduled", "retry", "archived", "completed", "waiting", "blocked", "latency", "processed_total", "failed_total"]) {
         row.appendChild(el("td", "", { "data-k": k }));
       }
       tbody.appendChild(row);
     }
     for (const cell of row.querySelectorAll("td[data-k]")) {
       const k = cell.dataset.k;
-      cell.textContent = k === "paused" ? (q.paused ? "paused" : "run") : k === "latency" ? `${q.latency.toFixed(1)}s` : String(q[k]);
+      cell.textContent = k === "paused" ? (q.paused ? "paused" : "run") : k === "latency" ? latency(q.pending, q.latency) : String(q[k]);
     }
   }
   samples.push({ t: Date.now(), ok, bad });
@@ -161,7 +203,7 @@ async function queuePage() {
     row.appendChild(el("td", short(t.payload, 120), { class: "payload" }));
     row.appendChild(el("td", `${t.retried}/${t.max_retry}`));
     row.appendChild(el("td", (t.last_error || "").slice(0, 80)));
-    row.appendChild(el("td", t.next_process_at || t.archived_at || t.completed_at || ""));
+    row.appendChild(timeCell(t.next_process_at || t.archived_at || t.completed_at));
     if (!readOnly) {
       const cell = el("td");
       for (const a of actionsFor(state)) cell.appendChild(el("button", a, { class: "act", "data-action": a, "data-id": t.id }));
@@ -185,7 +227,7 @@ async function taskPage() {
   const t = data.task;
   for (const cell of document.querySelectorAll("#detail td[data-k]")) {
     const k = cell.dataset.k;
-    cell.textContent = k === "retried" ? `${t.retried} of ${t.max_retry}` : k === "progress" ? (t.progress === null ? "" : JSON.stringify(t.progress)) : (t[k] || "");
+    cell.textContent = k === "retried" ? `${t.retried} of ${t.max_retry}` : k === "progress" ? (t.progress === null ? "" : JSON.stringify(t.progress)) : k === "next_process_at" ? when(t[k]) : (t[k] || "");
   }
 }
 
@@ -195,7 +237,9 @@ async function serversPage() {
   for (const s of servers) {
     const row = el("tr", null, { "data-id": s.id });
     for (const v of [s.name, s.host, s.pid, `${s.active.length}/${s.concurrency}`,
-      Object.entries(s.queues).map(([k, w]) => `${k}=${w}`).join(" "), s.started, s.status]) row.appendChild(el("td", v));
+      Object.entries(s.queues).map(([k, w]) => `${k}=${w}`).join(" ")]) row.appendChild(el("td", v));
+    row.appendChild(timeCell(s.started));
+    row.appendChild(el("td", s.status));
     if (!readOnly) {
       const cell = el("td");
       for (const a of [s.status === "quiet" ? "resume" : "quiet", "stop"]) {
@@ -209,7 +253,7 @@ async function serversPage() {
     for (const w of s.active) {
       const sub = el("tr", null, { class: "sub" });
       sub.appendChild(el("td"));
-      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${w.started}`, { colspan: "7" }));
+      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${utc(w.started)}`, { colspan: "7" }));
       rows.push(sub);
     }
   }
@@ -243,7 +287,10 @@ async function processesPage() {
     row.appendChild(idCell);
     row.appendChild(el("td", p.type));
     row.appendChild(el("td", p.status, { class: `status-${p.status}` }));
-    for (const v of [p.events, p.timer || "", p.updated || "", (p.error || "").slice(0, 80)]) row.appendChild(el("td", v));
+    row.appendChild(el("td", p.events));
+    row.appendChild(timeCell(p.timer));
+    row.appendChild(timeCell(p.updated));
+    row.appendChild(el("td", (p.error || "").slice(0, 80)));
     rows.push(row);
   }
   if (!rows.length) {
@@ -268,7 +315,9 @@ async function processPage() {
   }
   if (!r.ok) throw new Error(`${r.status} ${url}`);
   const p = (await r.json()).process;
-  for (const k of ["status", "events", "first_event", "timer", "updated", "error"]) cell(k).textContent = p[k] === null ? "" : String(p[k]);
+  for (const k of ["status", "events", "first_event", "timer", "updated", "error"]) {
+    cell(k).textContent = p[k] === null ? "" : k === "timer" || k === "updated" ? when(p[k]) : String(p[k]);
+  }
   const by = cell("broken_by");
   by.replaceChildren();
   if (p.broken_by) by.appendChild(el("a", p.broken_by, { href: `/queues/${encodeURIComponent(body.dataset.queue)}/tasks/${encodeURIComponent(p.broken_by)}` }));
@@ -278,7 +327,7 @@ async function processPage() {
   if (!latest) return;
   const rows = p.history.map((e) => {
     const row = el("tr");
-    for (const v of [e.id, e.at, e.input, e.kind]) row.appendChild(el("td", v));
+    for (const v of [e.id, utc(e.at), e.input, e.kind]) row.appendChild(el("td", v));
     row.appendChild(el("td", JSON.stringify(e.data), { class: "payload" }));
     return row;
   });

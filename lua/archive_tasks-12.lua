@@ -11,11 +11,16 @@ KEYS[5] conf       the queue's settings hash (field 'events': the stream's cap, 
 KEYS[6] prio       pending ids of priorities other than the default (includes/priority)
 KEYS[7] children   children hash (includes/flow): the tasks waiting on an archived one are told
 KEYS[8] outbox     the queue's outbox stream (includes/flow)
-KEYS[8+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+KEYS[9] keyheld    keyheld hash (includes/serial): an archived holder's key goes to its next task
+KEYS[10] blocked   blocked zset (tasks waiting behind their key)
+KEYS[11] pending   pending list (the key's next task is made pending)
+KEYS[12] wake      wake-up list idle workers block on
+KEYS[11+2i]        uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+KEYS[12+2i]        the i-th task's key's list (the placeholder when it has no key)
 ARGV[1] state      state char the tasks must be in: p s r
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
 ARGV[3] now        '' = Redis time; else a simulated time in ms
-ARGV[4..] id, hint, read triples   as in delete_tasks
+ARGV[4..] id, hint, read, key quadruples   as in delete_tasks
 Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state,
 -6 = (pending) not found near either end of the list and no usable hint, -8 = changed since read.
 ]]
@@ -23,16 +28,16 @@ Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state
 --- @include "state"
 --- @include "take"
 --- @include "whenfull"
---- @include "unique"
 --- @include "events"
---- @include "flow"
+--- @include "exit"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local now = now_ms(ARGV[3])
 local cap = events_cap(KEYS[5])
-return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, 8, function(id, v, lock)
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, function(id, v, n)
   redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))
   redis.call('ZADD', KEYS[3], now, id)
-  release_lock(lock, id)
   emit(KEYS[4], cap, 'e', 'archived', 'id', id, 'type', msg_type(string.sub(v, 2)), 'error', 'archived by an operator')
-  tell_children(KEYS[7], KEYS[8], id, 'x', '')
+  task_exit({lock = KEYS[11 + 2 * n], children = KEYS[7], outbox = KEYS[8], key = ARGV[3 + 4 * n],
+             keylist = KEYS[12 + 2 * n], t = KEYS[1], keyheld = KEYS[9], blocked = KEYS[10], pending = KEYS[11],
+             prio = KEYS[6], wake = KEYS[12], events = KEYS[4], cap = cap}, id, 'x', '')
 end, KEYS[6])

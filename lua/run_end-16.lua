@@ -6,8 +6,12 @@ g = given back (the worker stopped, or was rate limited, before the run did anyt
 is dropped, so the worker may take a run of the task again later. Failed and expired runs count
 as the task's failures. When `runs` workers have succeeded the task completes; when its failures
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
-leaves the targeted zset, its index zsets and the runs hash, and its lock is released. A run task
-ending after its task is gone (deleted, archived, completed) is just deleted.
+leaves the targeted zset, its index zsets and the runs hash, and its lock is released; a task
+kept (completed with retention, archived) keeps its final runs record in KEYS[16], with the
+results of its succeeded runs (retention only). A run task ending after its task is gone
+(deleted, archived, completed) is just deleted, and so is one whose worker's entry in the record
+is not 'running' (a new task stored under the same id since: the run belongs to the task that was
+deleted, and is not credited to the new one).
 KEYS[1] t              tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] targeted       targeted tasks zset (id -> when enqueued)
@@ -23,20 +27,28 @@ KEYS[12] failed        lifetime failed counter
 KEYS[13] failed_day    today's failed counter
 KEYS[14] lock          the task's uniqueness lock (the queue's placeholder when not unique)
 KEYS[15] wake          the queue's wake-up list (a freed run of a task any worker may run)
-KEYS[16..15+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
-KEYS[16+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
+KEYS[16] kept          what is kept of the task's runs ('ran:<task id>', a hash): field 'r:<name>'
+                       = the result of worker <name>'s succeeded run (tasks with retention only),
+                       and, once the task completes with retention (kept that long) or is
+                       archived (ARGV[13] ms), field '' = its final record; deleted otherwise
+KEYS[17..16+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
+KEYS[17+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
 ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
 ARGV[2] token          the run's lease token (the worker's, or the one read with the expired lease)
 ARGV[3] outcome        s f e g (a run), D X (the operator)
 ARGV[4] task           the targeted task's id
 ARGV[5] recover        '1' = the recoverer: the run's lease must have expired
 ARGV[6] now            '' = Redis time; else a simulated time in ms
-ARGV[7] done           the task's message when completed with retention ('' = delete it then)
+ARGV[7] done           the task's message when completed with retention ('' = delete it then);
+                       its result is the result of the run that completes it
 ARGV[8] retention      ms to keep it completed
 ARGV[9] failed         the task's message with this run's error ('' = keep the stored one)
 ARGV[10] max_retry     failures allowed before the task is archived
 ARGV[11] k             how many index zsets follow the fixed keys
 ARGV[12] day_ttl       seconds to keep a daily counter
+ARGV[13] archived_ttl  ms to keep an archived task's runs record (and the longest its run results
+                       wait for the task to finish)
+ARGV[14] result        a succeeded run's encoded result, kept in KEYS[16] ('' = none: no retention)
 Returns {code, state}: code 1 = done, 0 = no such run (or task, for the operator), -3 = the
 run's lease is not held, -4 = (recoverer) lease still alive; state = the task's state after
 ('m', 'c', 'x', 'd' deleted, or '' when the task was already gone).
@@ -48,6 +60,8 @@ run's lease is not held, -4 = (recoverer) lease still alive; state = the task's 
 --- @include "events"
 --- @include "unique"
 --- @include "runs"
+--- @include "operator"
+operator_only(KEYS[1])  -- workers and operators only: a producer is refused here, before any write
 local run, outcome, tid = ARGV[1], ARGV[3], ARGV[4]
 local now = now_ms(ARGV[6])
 local day_ttl = tonumber(ARGV[12])
@@ -75,6 +89,11 @@ if not tv or string.sub(tv, 1, 1) ~= 'm' or not rec then
   return {run ~= '' and 1 or 0, ''}
 end
 local r = rec_parse(rec)
+if name and (not r.states[name] or r.states[name][1] ~= 'r') then
+  -- not this task's run: the task it ran for was deleted and a new one stored under its id (the
+  -- run's worker is not running it: the run belongs to another incarnation); it changes nothing
+  return {1, ''}
+end
 if name then
   if outcome == 'g' then
     r.states[name] = nil
@@ -83,6 +102,10 @@ if name then
       r.order[#r.order + 1] = name
     end
     r.states[name] = {outcome, tostring(now)}
+  end
+  if outcome == 's' and ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[16], 'r:' .. name, ARGV[14])
+    redis.call('EXPIRE', KEYS[16], math.max(1, math.ceil(tonumber(ARGV[13]) / 1000)))
   end
   if outcome == 'f' or outcome == 'e' then
     r.failures = r.failures + 1
@@ -100,10 +123,21 @@ elseif (outcome == 'f' or outcome == 'e') and r.failures > tonumber(ARGV[10]) th
 end
 if finish then
   redis.call('ZREM', KEYS[3], tid)
-  for i = 16, 15 + k do
+  for i = 17, 16 + k do
     redis.call('ZREM', KEYS[i], tid)
   end
   redis.call('HDEL', KEYS[4], tid)
+  -- the final runs record (who ran it, how, the failures) stays with a kept task, as long as it
+  -- (EXPIRE in seconds, rounded up: the roles' ACLs allow EXPIRE)
+  if finish == 'c' and ARGV[7] ~= '' then
+    redis.call('HSET', KEYS[16], '', rec_build(r))
+    redis.call('EXPIRE', KEYS[16], math.max(1, math.ceil(tonumber(ARGV[8]) / 1000)))
+  elseif finish == 'x' or finish == 'X' then
+    redis.call('HSET', KEYS[16], '', rec_build(r))
+    redis.call('EXPIRE', KEYS[16], math.max(1, math.ceil(tonumber(ARGV[13]) / 1000)))
+  else
+    redis.call('DEL', KEYS[16])
+  end
   release_lock(KEYS[14], tid)
   local mtype = msg_type(string.sub(tv, 2))
   if finish == 'c' then
@@ -135,7 +169,7 @@ if outcome ~= 's' then  -- a run is free again: wake a worker that may take it
   if r.allowed == '*' then
     signal(KEYS[15])
   else
-    for i = 16 + k, #KEYS do
+    for i = 17 + k, #KEYS do
       signal(KEYS[i])
     end
   end

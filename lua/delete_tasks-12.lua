@@ -12,10 +12,15 @@ KEYS[6] children   children hash (includes/flow): the tasks waiting on a deleted
                    its entry goes with it
 KEYS[7] outbox     the queue's outbox stream (includes/flow)
 KEYS[8] deps       deps hash: a deleted task's record as a child goes too
-KEYS[8+i]          uniqueness lock key of the i-th task (the queue's placeholder when not unique)
-ARGV[1] state      state char the tasks must be in: p s r x c w (never a = active)
+KEYS[9] keyheld    keyheld hash (includes/serial): a deleted holder's key goes to its next task
+KEYS[10] blocked   blocked zset (tasks waiting behind their key)
+KEYS[11] pending   pending list (the key's next task is made pending)
+KEYS[12] wake      wake-up list idle workers block on
+KEYS[11+2i]        uniqueness lock key of the i-th task (the queue's placeholder when not unique)
+KEYS[12+2i]        the i-th task's key's list (the placeholder when it has no key)
+ARGV[1] state      state char the tasks must be in: p s r x c w b (never a = active)
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
-ARGV[3..] id, hint, read triples
+ARGV[3..] id, hint, read, key quadruples (key: the task's key= , '' = none)
                    hint (pending only): the id's index located by the caller, -1 = none, -2 = the
                    caller found it nowhere in the list (its data is deleted anyway); read: the
                    stored value the caller read, which the task must still have (the lock key
@@ -27,16 +32,14 @@ Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
 --- @include "state"
 --- @include "take"
 --- @include "whenfull"
---- @include "unique"
 --- @include "events"
---- @include "flow"
+--- @include "exit"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local cap = events_cap(KEYS[4])
-return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, 8, function(id, v, lock)
+return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, function(id, v, n)
   redis.call('HDEL', KEYS[1], id)
-  release_lock(lock, id)
   emit(KEYS[3], cap, 'e', 'deleted', 'id', id, 'type', msg_type(string.sub(v, 2)))
-  tell_children(KEYS[6], KEYS[7], id, 'd', '')
-  redis.call('HDEL', KEYS[6], id)
-  redis.call('HDEL', KEYS[8], id)
+  task_exit({lock = KEYS[11 + 2 * n], children = KEYS[6], outbox = KEYS[7], deps = KEYS[8], key = ARGV[2 + 4 * n],
+             keylist = KEYS[12 + 2 * n], t = KEYS[1], keyheld = KEYS[9], blocked = KEYS[10], pending = KEYS[11],
+             prio = KEYS[5], wake = KEYS[12], events = KEYS[3], cap = cap}, id, 'd', '')
 end, KEYS[5])

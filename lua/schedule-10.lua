@@ -9,6 +9,9 @@ KEYS[5] archived   archived zset
 KEYS[6] completed  completed zset
 KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] children   children hash (includes/flow): the tasks waiting on a replaced task are told
+                   it was deleted (includes/exit), as when an operator deletes it
+KEYS[10] outbox    the queue's outbox stream (includes/flow)
 ARGV[1] id         task id
 ARGV[2] msg        encoded message
 ARGV[3] unique     uniqueness TTL in seconds, counted from the due time; 0 = not unique
@@ -27,6 +30,7 @@ task has this id; in debounce mode {due, id of the task replaced or ''}.
 --- @include "newtask"
 --- @include "events"
 --- @include "unique"
+--- @include "exit"
 local id, debounce = ARGV[1], ARGV[7] == 'd'
 local seen = new_id(KEYS[1], id, ARGV[2], ARGV[6] == '1')
 if seen == 'own' then
@@ -61,6 +65,7 @@ redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])  -- the first write (but the deb
 if replaced ~= '' then  -- deleted only once the new task is stored
   redis.call('HDEL', KEYS[1], replaced)
   redis.call('ZREM', KEYS[2], replaced)
+  task_exit({children = KEYS[9], outbox = KEYS[10]}, replaced, 'd', '')
 end
 if seen == 'replace' then
   forget_finished(KEYS[5], KEYS[6], id)
