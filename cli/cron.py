@@ -42,11 +42,11 @@ def _entry_json(i: Any) -> dict[str, Any]:
                         for f in i.history]}
 
 
-def _next_tick(i: Any, mixed: bool, when: str) -> str:
-    """The next-tick cell: an entry a keyed scheduler does not fire says so; an unsigned one among
-    signed ones is marked."""
+def _next_tick(i: Any, mixed: bool, when: str, short: bool = False) -> str:
+    """The next-tick cell: an entry a keyed scheduler does not fire says so (``short``: without the
+    reason, which --full and --json give); an unsigned one among signed ones is marked."""
     if i.signature.startswith("bad signature"):
-        return f"not fired: {i.signature}"
+        return "not fired: bad signature" if short else f"not fired: {i.signature}"
     return f"unsigned ({when})" if mixed and i.signature == "unsigned" else when
 
 
@@ -91,11 +91,11 @@ def ls(queue: str | None, as_json: bool, full: bool, signing_key_file: str | Non
         return
     # one line per entry in the terminal's width (80 columns if not a terminal): long cells cut with …
     rows = [[i.entry.name, i.entry.queue, i.entry.spec(), i.entry.task_type,
-             _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick)[5:16])]  # month-day hour:minute
+             _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick)[5:16], short=True)]  # month-day h:m
             for i in infos]
     heads = ["name", "queue", "schedule", "task type", "next (UTC)"]
     natural = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(heads)]
-    caps = [22, 14, 18, 10**6, 11]  # the most each column takes before the task type has its share
+    caps = [22, 14, 18, 10**6, 24]  # the most each column takes before the task type has its share
     widths = [min(n, cap) for n, cap in zip(natural, caps)]
     room = out.width - 2 * (len(heads) - 1)
     widths[3] = max(min(16, natural[3]), room - sum(widths) + widths[3])

@@ -489,7 +489,7 @@ def test_a_keyed_console_shows_entries_a_keyed_scheduler_does_not_fire(redis_url
     with Inspector(redis_url) as keyless, Inspector(redis_url, signing_key=key) as keyed:
         keyless.cron_add("planted", "evil", every=60, queue="wq")
         keyed.cron_add("ours", "ping", every=60, queue="wq")
-    with TestClient(create_app(redis_url, signing_key=key)) as tc:
+    with TestClient(create_app(redis_url, signing_key=key), base_url="http://localhost") as tc:
         page = tc.get("/scheduler").text
         assert page.count("not fired: bad signature: the entry is not signed") == 1
         api = {e["entry"]["name"]: e["signature"] for e in tc.get("/api/scheduler").json()}

@@ -95,9 +95,11 @@ def _each_hint(fn: Callable[..., Any], sig: inspect.Signature) -> dict[str, Any]
         ann = param.annotation
         if ann is inspect.Parameter.empty:
             continue
-        if isinstance(ann, str):
+        if isinstance(ann, str):  # resolved by typing itself, in the function's module, one at a time
+            stub = types.FunctionType((lambda: None).__code__, namespace)
+            stub.__annotations__ = {pname: ann}
             try:
-                ann = eval(ann, namespace, {})  # the function's own annotation, as typing does
+                ann = typing.get_type_hints(stub)[pname]
             except Exception:  # noqa: BLE001 - a name only a type checker knows: not checked
                 continue
         out[pname] = ann

@@ -415,11 +415,14 @@ def register_plan(entries: list[Entry], now_ms: int, signer: Signer | None = Non
                 current = decode_entry(e.queue, e.name, old)
             except InvalidArgumentError:
                 current = None
-        if current is not None and _same(current, e) and (
-                signer is None or entry_signature(signer, e.queue, e.name, old) == VERIFIED):
+        # a stored entry's state (created, owner) is kept only if it verifies: a keyed writer never
+        # builds on what it could not check (an unsigned copy is written again, as new and signed)
+        trusted = current is not None and (signer is None
+                                            or entry_signature(signer, e.queue, e.name, old) == VERIFIED)
+        if current is not None and trusted and _same(current, e):
             out.append(current)
             continue
-        if current is not None and _same(current, replace(e, owner=current.owner)):
+        if current is not None and trusted and _same(current, replace(e, owner=current.owner)):
             fresh = replace(current, owner=e.owner)  # only its owner is new (declared by an App now): keep its state
             writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name,
                                                      stored_entry(fresh, signer))))
