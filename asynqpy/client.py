@@ -16,7 +16,7 @@ from typing import Any
 from .core import flows, processes, tracing
 from .core import options as opts
 from .core import process as proc
-from .core.broker import Broker, Call
+from .core.broker import Broker, Call, Watched
 from .core.clock import Clock
 from .core.codec import Message
 from .core.errors import (
@@ -77,7 +77,7 @@ def _watched(id: str, queue: str, reply: Any) -> Outcome | BaseException | None:
     """A watch call's reply as an outcome (the task finished, or is unknown), or None (wait)."""
     if isinstance(reply, bytes):
         return outcome_of_stored(id, queue, reply)
-    if reply == 0:
+    if reply is Watched.NOT_FOUND:
         return not_found(id, queue)
     return None
 
@@ -288,7 +288,7 @@ class TaskInfoList(Sequence[Any]):
             return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
         if _targeted(p.msg):
             return TaskInfo.from_message(p.id, p.queue, TaskState.TARGETED, p.msg, 0)
-        if p.msg.key and r == 2:
+        if p.msg.key and r is TaskState.BLOCKED:
             return TaskInfo.from_message(p.id, p.queue, TaskState.BLOCKED, p.msg, 0)
         return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
 

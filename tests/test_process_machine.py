@@ -34,6 +34,7 @@ from asynqpy.core.errors import LeaseLostError, TaskNotFoundError
 from asynqpy.core.keys import queue_keys
 from asynqpy.core.serial import gate_due
 from asynqpy.core.stored import is_active, message_of, token_of
+from asynqpy.core.task import TaskState
 from asynqpy.core.workflow import rec_unpack
 from asynqpy.redisio.executor import SyncExecutor, run_plan
 
@@ -167,7 +168,8 @@ class ProcessMachine(RuleBasedStateMachine):
           max_retry=st.sampled_from([0, 1]))
     def send(self, pid: str, kind: str, max_retry: int) -> None:
         id = self._new(pid)
-        assert self.x.run(self.b.enqueue_keyed(Q, id, self._msg(pid, kind, {"n": self.n}, max_retry))) in (1, 2)
+        assert self.x.run(self.b.enqueue_keyed(Q, id, self._msg(pid, kind, {"n": self.n}, max_retry))) in (TaskState.PENDING,
+                                                                                           TaskState.BLOCKED)
 
     @rule(count=st.integers(1, 3))
     def dequeue(self, count: int) -> None:

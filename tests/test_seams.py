@@ -91,10 +91,10 @@ def test_after_a_failed_parent_archives_the_child_in_one_step_even_when_sent_aga
         calls = plan.send(c._exec.run_many(next(plan)))  # register_child, then enqueue_after ...
         first = c._exec.run_many(calls)
         plan.close()  # ... and nothing after it
-        assert first == [3] and _state(insp, "C1") is TaskState.ARCHIVED
+        assert first == [TaskState.ARCHIVED] and _state(insp, "C1") is TaskState.ARCHIVED
         # the same call sent again (a lost reply) writes nothing and says archived, not pending
         again = c._exec.run_many(calls)
-        assert again == [3] and _state(insp, "C1") is TaskState.ARCHIVED
+        assert again == [TaskState.ARCHIVED] and _state(insp, "C1") is TaskState.ARCHIVED
         assert backend.sync.zcard(queue_keys(Q).waiting) == 0
 
 
@@ -129,8 +129,8 @@ def test_a_resent_keyed_enqueue_of_a_blocked_task_is_its_own_write(backend: Any)
         c.enqueue("job", 1, queue=Q, key="order:42", task_id="A")
         p = c._prepare("job", 2, {"queue": Q, "key": "order:42", "task_id": "B"})
         call = c.broker.enqueue_keyed(Q, p.id, p.msg, p.data)
-        assert c._exec.run_many([call]) == [2]
-        assert c._exec.run_many([call]) == [2]  # sent again: blocked, no conflict, nothing written
+        assert c._exec.run_many([call]) == [TaskState.BLOCKED]
+        assert c._exec.run_many([call]) == [TaskState.BLOCKED]  # sent again: no conflict, nothing written
         assert _state(insp, "B") is TaskState.BLOCKED
         assert backend.sync.lrange(queue_keys(Q).key_list("order:42"), 0, -1) == [b"B"]
 

@@ -19,6 +19,7 @@ from asynqpy.core import options as opts
 from asynqpy.core import workflow
 from asynqpy.core.broker import Broker
 from asynqpy.core.keys import queue_keys
+from asynqpy.core.task import TaskState
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "edges"
@@ -65,13 +66,13 @@ def test_a_child_is_released_once_when_its_last_parent_ended(s: tuple[int, list[
         stored = True
         failed = any(ends[i] != "c" for i in delivered)
         if len(delivered) == n and not (failed and policy == "c"):
-            assert code == 1
+            assert code is TaskState.PENDING
             released += 1
         elif failed and policy == "c":
-            assert code == 3  # archived in the same script: no second step to lose
+            assert code is TaskState.ARCHIVED  # archived in the same script: no second step to lose
             cancel_seen = archived_at_store = True
         else:
-            assert code == 2
+            assert code is TaskState.WAITING
 
     count = 0
     for parent, copies in deliveries:

@@ -150,7 +150,7 @@ def test_resolving_twice_and_an_end_before_the_child_is_stored(backend: Any) -> 
 
     p = opts.prepare("add", 1, queue=R, task_id="early", after=[(Q, "p1")])
     ends = [(p1, b"")]
-    assert x.run(b.enqueue_after(R, "early", p.msg, "c", ends, p.data, True)) == 1
+    assert x.run(b.enqueue_after(R, "early", p.msg, "c", ends, p.data, True)) is TaskState.PENDING
     assert stats(backend, R).pending == 2
 
 

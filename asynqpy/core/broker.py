@@ -9,6 +9,7 @@ of how to read its reply; :mod:`asynqpy.executor` runs calls on a sync or an asy
 from __future__ import annotations
 
 import base64
+import enum
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,40 @@ NOT_EMPTY = -7
 CHANGED = -8  # (operator scripts) the task's stored value changed since the caller read it
 
 MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+
+class Watched(enum.IntEnum):
+    """``watch``'s answer for a task that has not finished (a finished one's stored value comes as
+    bytes instead)."""
+
+    NOT_FOUND = 0
+    WAITING = 1
+
+
+class Registered(enum.IntEnum):
+    """``register_child``'s answer: how the parent stands (a completed one's stored message comes
+    with it, for its result)."""
+
+    GONE = 0
+    LIVE = 1
+    COMPLETED = 2
+    ARCHIVED = 3
+    NOT_A_PARENT = 4  # in an aggregation group, or targeted: it ends through other tasks
+
+
+class Resolved(enum.IntEnum):
+    """``resolve``'s answer: what one parent's end did to the child."""
+
+    NOTHING = 0  # no such child, or this end was delivered already
+    RELEASED = 1  # pending now
+    WAITING = 2  # still waiting on other parents
+    CANCEL = 3  # a parent failed and its policy is cancel: the propagator archives it (fail_waiting)
+    SCHEDULED = 4  # released, but its due time is ahead
+
+
+_AFTER_STATES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
+"""enqueue_after-12's codes: the state the new task is in."""
+_KEYED_STATES = {1: TaskState.PENDING, 2: TaskState.BLOCKED}
+"""enqueue_keyed-11's and key_gate-10's codes: the state the task is in (key_gate's 0: none, it changed)."""
 """The longest delay any script is given (100 years, the longest duration an option takes): a
 retry policy returning more is capped to it, so a due time stays an exact integer in Lua and in
 the script's reply (1e19 ms overflowed Redis's integer reply)."""
@@ -268,6 +303,9 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
     return parse
 
 
+TRIM_PER_CALL = 100
+"""The most archived tasks one ``trim`` call deletes (lua/includes/trim.lua)."""
+
 ARCHIVED_RUNS_TTL_MS = 90 * 24 * 3600 * 1000
 """How long an archived targeted task's runs record is kept (the default ``archive_max_age``), and
 the longest its runs' results wait for the task to finish."""
@@ -310,28 +348,32 @@ class Broker:
         return (q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.key_list(msg.key) if msg.key else q.placeholder)
 
     def enqueue_keyed(self, queue: str, id: str, msg: Message, data: bytes | None = None,
-                      check_id: bool = True) -> Call[int]:
-        """(new) -> pending holding ``msg.key`` (1), or blocked behind it (2). Raises
+                      check_id: bool = True) -> Call[TaskState]:
+        """(new) -> pending holding ``msg.key``, or blocked behind it: the state. Raises
         TaskIdConflictError."""
         q = queue_keys(queue)
-        return Call(_new_task_code(id, queue), "enqueue_keyed",
+        code = _new_task_code(id, queue)
+        return Call(lambda r: _KEYED_STATES[code(r)], "enqueue_keyed",
                     (q.tasks, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld, q.key_list(msg.key),
                      q.archived, q.completed),
                     (id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", msg.key,
                      self.clock.script_now()))
 
-    def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[int]:
-        """A due keyed task takes its key (pending, 1) or queues behind it (blocked, 2); 0 = it
-        changed since ``read`` or is not due."""
+    def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[TaskState | None]:
+        """A due keyed task takes its key (pending) or queues behind it (blocked): its state; None =
+        it changed since ``read`` or is not due."""
         q = queue_keys(queue)
-        return Call(int, "key_gate", (q.tasks, q.scheduled, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked,
-                                      q.keyheld, q.key_list(key)), (id_arg(id), key, read, self.clock.script_now()))
+        return Call(lambda r: _KEYED_STATES.get(int(r)), "key_gate",
+                    (q.tasks, q.scheduled, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld,
+                     q.key_list(key)), (id_arg(id), key, read, self.clock.script_now()))
 
-    def key_free(self, queue: str, key: str, holder: str) -> Call[int]:
-        """Release ``key`` if ``holder`` still holds it and has ended (the janitor's repair)."""
+    def key_free(self, queue: str, key: str, holder: str) -> Call[bool]:
+        """Release ``key`` if ``holder`` still holds it and has ended (the janitor's repair): True
+        if it did."""
         q = queue_keys(queue)
-        return Call(int, "key_free", (q.tasks, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.events, q.conf,
-                                      q.key_list(key)), (key, id_arg(holder)))
+        return Call(lambda r: int(r) == OK, "key_free",
+                    (q.tasks, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.events, q.conf, q.key_list(key)),
+                    (key, id_arg(holder)))
 
     # -- durable processes (core/process.py, lua/includes/process.lua) -----------------------------
 
@@ -461,21 +503,22 @@ class Broker:
 
     # -- workflows (lua/includes/flow.lua; core/workflow.py) -------------------------------------
 
-    def register_child(self, queue: str, parent: str, child_queue: str, child: str) -> Call[tuple[int, bytes]]:
-        """Tell ``parent`` (in ``queue``) that ``child`` waits on it. Returns (1, b'') registered,
-        (2, stored message) the parent completed, (3, b'') archived, (0, b'') no such task."""
+    def register_child(self, queue: str, parent: str, child_queue: str,
+                       child: str) -> Call[tuple[Registered, bytes]]:
+        """Tell ``parent`` (in ``queue``) that ``child`` waits on it. Returns how the parent stands,
+        with its stored message when it completed (b'' else)."""
         q = queue_keys(queue)
-        return Call(lambda r: (int(r[0]), r[1] if len(r) > 1 else b""), "register_child", (q.tasks, q.children),
-                    (id_arg(parent), workflow.ref(child_queue, child)))
+        return Call(lambda r: (Registered(int(r[0])), r[1] if len(r) > 1 else b""), "register_child",
+                    (q.tasks, q.children), (id_arg(parent), workflow.ref(child_queue, child)))
 
     def enqueue_after(self, queue: str, id: str, msg: Message, policy: str, ends: Sequence[tuple[bytes, bytes]],
                       data: bytes | None = None, check_id: bool = True, delay_ms: int = 0,
-                      cancelled: Message | None = None) -> Call[int]:
+                      cancelled: Message | None = None) -> Call[TaskState]:
         """(new) -> waiting, or pending when no parent is left to wait for. ``ends``: per parent its
         ref and its end as far as known (b'' = not ended); ``delay_ms``: how long after now it may
         run once released; ``cancelled`` (policy 'c'): the message stored archived, in the same
-        script, when a parent has already failed. Returns 1 pending, 4 scheduled, 2 waiting, 3
-        archived (a failed parent under the cancel policy); raises TaskIdConflictError."""
+        script, when a parent has already failed. Returns the state it is in: pending, scheduled,
+        waiting, or archived (a failed parent under the cancel policy); raises TaskIdConflictError."""
         q = queue_keys(queue)
         args: list[Any] = [id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", policy,
                            self.clock.script_now(), delay_arg(delay_ms),
@@ -483,22 +526,20 @@ class Broker:
         for r, st in ends:
             args += [r, st]
 
-        def parse(reply: Any) -> int:
+        def parse(reply: Any) -> TaskState:
             code = int(reply)
             if code == ID_CONFLICT:
                 raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
-            return code
+            return _AFTER_STATES[code]
 
         return Call(parse, "enqueue_after", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf,
                                              q.archived, q.completed, q.scheduled, q.tick), tuple(args))
 
-    def resolve(self, queue: str, child: str, parent_ref: bytes, state: bytes) -> Call[int]:
-        """Deliver one parent's end to ``child`` (idempotent). Returns 1 released (pending), 2 still
-        waiting, 3 to be cancelled (:meth:`fail_waiting`), 4 released but scheduled (its due time
-        ahead), 0 nothing to do."""
+    def resolve(self, queue: str, child: str, parent_ref: bytes, state: bytes) -> Call[Resolved]:
+        """Deliver one parent's end to ``child`` (idempotent): what it did."""
         q = queue_keys(queue)
-        return Call(int, "resolve", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf,
-                                     q.scheduled, q.tick),
+        return Call(lambda r: Resolved(int(r)), "resolve",
+                    (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf, q.scheduled, q.tick),
                     (id_arg(child), parent_ref, state, self.clock.script_now()))
 
     def fail_waiting(self, queue: str, id: str, read: bytes, new: bytes, error: str) -> Call[int]:
@@ -766,12 +807,12 @@ class Broker:
 
     # -- waiting for outcomes ------------------------------------------------------------------
 
-    def watch(self, queue: str, id: str, inbox: str = "") -> Call[Any]:
+    def watch(self, queue: str, id: str, inbox: str = "") -> Call[bytes | Watched]:
         """Read whether a task finished, registering ``inbox`` as a waiter if not (see
-        :mod:`asynqpy.core.results`). Reply: 0 (no such task), 1 (not finished) or the stored
-        value of a finished task."""
+        :mod:`asynqpy.core.results`): the stored value of a finished task, else :class:`Watched`."""
         q = queue_keys(queue)
-        return Call(lambda r: r, "watch", (q.tasks, q.watch), (id_arg(id), inbox))
+        return Call(lambda r: r if isinstance(r, bytes) else Watched(int(r)), "watch", (q.tasks, q.watch),
+                    (id_arg(id), inbox))
 
     def reply(self, queue: str, inbox: str, outcome: bytes) -> Call[int]:
         """Push a finished task's outcome to a late waiter's inbox."""
@@ -835,7 +876,7 @@ class Broker:
         return Call(parse, "expired", (q.lease, q.tasks, q.outbox), (limit, self.clock.script_now()))
 
     def drop(self, queue: str, id: str) -> Call[int]:
-        """Remove an expired lease whose task data is gone."""
+        """Remove an expired lease whose task data is gone: OK (done), NOT_FOUND, LEASE_ALIVE."""
         q = queue_keys(queue)
         return Call(int, "drop", (q.lease, q.tasks), (id_arg(id), self.clock.script_now()))
 
@@ -873,7 +914,8 @@ class Broker:
         )
 
     def trim(self, queue: str, max_size: int, max_age_ms: int) -> Call[int]:
-        """archived -> deleted beyond the size/age limits (data included). Returns how many."""
+        """archived -> deleted beyond the size/age limits (data included). Returns how many (at most
+        :data:`TRIM_PER_CALL`: that many means more may be left)."""
         q = queue_keys(queue)
         return Call(int, "trim", (q.archived, q.tasks, q.trimmed), (max_size, max_age_ms, self.clock.script_now()))
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codec
-from .broker import CHANGED, Broker, Call, Finished, id_arg
+from .broker import CHANGED, Broker, Call, Finished, Registered, Resolved, id_arg
 from .errors import InvalidArgumentError, MalformedMessageError, TaskNotFoundError
 from .keys import queue_keys, validate_queue
 from .options import Prepared
@@ -24,7 +24,6 @@ from .workflow import end_state, ref, refs
 Plan = Generator[list[Call[Any]], list[Any], Any]
 log = logging.getLogger("asynqpy.workflows")
 
-CODES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
 
 
 def _raise_first(replies: list[Any]) -> None:
@@ -68,16 +67,16 @@ def enqueue_after(broker: Broker, p: Prepared) -> Plan:
     ends: list[tuple[bytes, bytes]] = []
     failed: tuple[str, str, str] | None = None
     for (q, i), (code, data) in zip(parents, replies):
-        if code == 0:
+        if code is Registered.GONE:
             raise TaskNotFoundError(f"after=: no task {i!r} in queue {q!r} (deleted, or it completed without "
                                     "retention: its result is gone)")
-        if code == 4:
+        if code is Registered.NOT_A_PARENT:
             raise InvalidArgumentError(f"after=: task {i!r} of queue {q!r} is in an aggregation group or targeted "
                                        "(workers=/runs=): it cannot be a parent")
-        if code == 2:
+        if code is Registered.COMPLETED:
             result = codec.decode(data).result
             ends.append((ref(q, i), end_state("c", b"" if result is None else codec.encode_payload(result))))
-        elif code == 3:
+        elif code is Registered.ARCHIVED:
             ends.append((ref(q, i), b"x"))
             failed = failed or (q, i, "x")
         else:
@@ -88,11 +87,11 @@ def enqueue_after(broker: Broker, p: Prepared) -> Plan:
         cancelled = (_cancelled(p.msg, (failed[0], failed[1]), failed[2], now) if failed else
                      p.msg.with_(last_error="cancelled: a parent was archived or deleted before this task was "
                                             "stored (on_parent_failure='cancel')", last_failed_at_ms=now))
-    code = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id,
-                                        p.delay_ms, cancelled)])[0]
-    if isinstance(code, Exception):
-        raise code
-    return CODES.get(code, TaskState.WAITING)
+    state = (yield [broker.enqueue_after(p.queue, p.id, p.msg, p.policy, ends, p.data, not p.generated_id,
+                                         p.delay_ms, cancelled)])[0]
+    if isinstance(state, Exception):
+        raise state
+    return state
 
 
 def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
@@ -118,7 +117,7 @@ def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
             meta.append((cq, cid, (queue, parent), outcome))
     replies = yield calls
     _raise_first(replies)
-    cancel = [m for m, r in zip(meta, replies) if r == 3]
+    cancel = [m for m, r in zip(meta, replies) if r is Resolved.CANCEL]
     woke: set[str] = set()
     if cancel:
         stored = yield [_stored(cq, cid) for cq, cid, _, _ in cancel]

@@ -19,6 +19,7 @@ from typing import Any
 import msgpack
 
 from . import codec
+from .broker import Watched
 from .errors import MalformedMessageError, TaskFailedError, TaskNotFoundError
 from .stored import message_of, state_char
 
@@ -186,7 +187,7 @@ class Waiting:
             return
         if isinstance(reply, bytes):
             self.outcomes[id] = outcome_of_stored(id, self.queue, reply)
-        elif reply == 0:
+        elif reply is Watched.NOT_FOUND:
             self.suspects.add(id)
         else:
             self.missing_once.discard(id)

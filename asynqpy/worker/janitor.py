@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.broker import Call
+from ..core.broker import TRIM_PER_CALL, Call
 from ..core.serial import sweep_keys
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
@@ -117,7 +117,7 @@ class Janitor:
             elif next_ms >= 0:
                 wait = min(wait, next_ms / 1000 + 0.01)
         for res in results[n:]:
-            if isinstance(res, int) and res >= 100:
+            if isinstance(res, int) and res >= TRIM_PER_CALL:  # more may be left: again at once
                 wait = 0.0
         return min(wait, await self.sweep_once())
 
