@@ -642,8 +642,8 @@ def test_fetch_url_variables_cannot_leave_the_path(redis_url: str, web: tuple[st
             f"region/x@{url.split('//')[1]}/hijacked?")
     _engine(conf, redis.asyncio.Redis.from_url(redis_url), lambda rules: rules.handled == 4)
     assert r.lrange("out", 0, -1) == ["2222222222222222"]
-    assert seen == ["/products/1111111111111111/direct-children",
-                    "/products/..%2F..%2Fproducts%2F1111111111111111/direct-children"]
+    assert sorted(seen) == ["/products/..%2F..%2Fproducts%2F1111111111111111/direct-children",
+                            "/products/1111111111111111/direct-children"]  # fetched concurrently: any order
     dead = {d["event"]: d["error"] for d in map(json.loads, r.lrange("in/dead", 0, -1))}
     assert "HTTP 404" in dead["p/../../products/1111111111111111"]
     assert "a move up the path" in dead["p/.."]

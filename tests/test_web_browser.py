@@ -137,7 +137,7 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) 
     try:
         browser.get(console.url + "/")
         cell = 'tr[data-queue="live"] td[data-k="pending"]'
-        assert browser.find_element(By.CSS_SELECTOR, cell).text == "24"
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, cell).text == "24")  # (rows refresh live)
         shots.mkdir(parents=True, exist_ok=True)
         worker = _worker(redis_url)
         # live counts: the worker drains the queue, the page follows without a reload
@@ -241,7 +241,7 @@ def test_the_pages_write_times_and_latency_as_the_cli(redis_url: str, browser: A
             c.enqueue("report", None, queue="keyed", after=[parent.id])
         cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'tr[data-queue="keyed"] td[data-k="{k}"]').text  # noqa: E731
         wait_for(lambda: (cell("pending"), cell("blocked"), cell("waiting")) == ("1", "1", "1"))
-        assert browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="idle"] td[data-k="latency"]').text == "-"
+        wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="idle"] td[data-k="latency"]').text == "-")
     finally:
         console.stop()
 
@@ -327,7 +327,7 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         click(browser, 'tr[data-id="pay-1"] a')
         cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'#detail td[data-k="{k}"]').text  # noqa: E731
         wait_for(lambda: cell("status") == "error")
-        assert "unreachable" in cell("error") and cell("broken_by")
+        wait_for(lambda: "unreachable" in cell("error") and cell("broken_by"))
         browser.find_element(By.ID, "repair").click()
         browser.switch_to.alert.accept()
         wait_for(lambda: browser.find_element(By.ID, "message").text == 'done: "mended"')
@@ -336,7 +336,7 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         with Client(redis_url) as c:
             assert c.call_process("pay-1", "capture", queue="pay", timeout=10) == "ok"
         wait_for(lambda: '"capture"' in browser.find_element(By.ID, "history").text)  # live, no reload
-        assert '"captured"' in browser.find_element(By.ID, "state").text
+        wait_for(lambda: '"captured"' in browser.find_element(By.ID, "state").text)
         browser.save_screenshot(str(shots / "process.png"))
         browser.find_element(By.ID, "remove").click()
         browser.switch_to.alert.accept()
@@ -348,11 +348,11 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         browser.get(console.url + "/servers")
         row = f'tr[data-id="{server.server_id}"]'
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "quiet")
-        browser.find_element(By.CSS_SELECTOR, f"{row} button").click()
+        click(browser, f"{row} button")  # (the list is refreshed live: a row read may be replaced meanwhile)
         wait_for(lambda: browser.find_element(By.ID, "message").text == "server: quiet")
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "resume")
-        assert "quiet" in browser.find_element(By.CSS_SELECTOR, row).text
-        browser.find_element(By.CSS_SELECTOR, f"{row} button").click()
+        wait_for(lambda: "quiet" in browser.find_element(By.CSS_SELECTOR, row).text)
+        click(browser, f"{row} button")
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "quiet")
     finally:
         console.stop()
