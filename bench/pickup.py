@@ -115,7 +115,7 @@ def main() -> int:
     ap.add_argument("--idle", type=float, default=1.0,
                     help="seconds the worker sits idle before the pickup part (default 1)")
     ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
-                    help="the worker's event loop (uvloop: pip install 'asynqpy[uvloop]')")
+                    help="the worker's event loop (uvloop: pip install '.[uvloop]')")
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "pickup.json")
     args = ap.parse_args()
     if args.tasks < 1 or args.scheduled < 0 or args.interval < 0 or args.delay <= 0 or args.idle < 0:

@@ -252,8 +252,8 @@ def test_the_readme_install_section_names_every_extra_as_a_local_install() -> No
     assert missing == [], missing
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     pypi = [f"{p.name}: {line.strip()}" for p in docs for line in p.read_text().splitlines()
-            if re.search(r"pip install '?asynqpy\[", line) and p.name not in ("rules.md", "web.md")]
-    assert pypi == [], pypi  # (rules.md and web.md: their owners' files in this round)
+            if re.search(r"pip install '?asynqpy\[", line)]
+    assert pypi == [], pypi
 
 
 def test_the_names_of_processes_workers_are_as_documented(redis_url: str) -> None:

@@ -564,7 +564,7 @@ def parse_text(text: str, file: str = "<config>") -> Any:
         import hjson
     except ImportError:
         raise InvalidArgumentError("the rules engine reads Hjson with the hjson package: pip install "
-                                   "'asynqpy[rules]'") from None
+                                   "'.[rules]' (from a clone of asynqpy)") from None
     try:
         return _plain(hjson.loads(text))
     except hjson.HjsonDecodeError as exc:

@@ -174,7 +174,8 @@ def _web() -> tuple[Any, Any]:
         import fastapi
         from fastapi.templating import Jinja2Templates
     except ImportError:
-        raise InvalidArgumentError("the web console needs its extra: pip install 'asynqpy[web]'") from None
+        raise InvalidArgumentError("the web console needs its extra: pip install '.[web]' (from a clone of "
+                                   "asynqpy)") from None
     return fastapi, Jinja2Templates
 
 

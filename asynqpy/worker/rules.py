@@ -204,7 +204,8 @@ class Engine:
             try:
                 import httpx
             except ImportError:
-                raise AsynqpyError("rules with fetch need httpx: pip install 'asynqpy[rules]'") from None
+                raise AsynqpyError("rules with fetch need httpx: pip install '.[rules]' (from a clone of "
+                                   "asynqpy)") from None
             self.http = httpx.AsyncClient()  # redirects: followed by _fetch as each fetch's policy allows
             self._own_http = True
         if self._client is None and any(r.make_task for w in self.config.watchers for r in w.rules):
@@ -213,7 +214,7 @@ class Engine:
                  f", instance {self.instance}" if self.instance else "")
         if not MATCH_TIME_BOUNDED:
             log.warning("the regex package is not installed: match_timeout does not apply, a slow rule on one event "
-                        "stalls every watcher (pip install 'asynqpy[rules]')")
+                        "stalls every watcher (pip install '.[rules]' (from a clone of asynqpy))")
         try:
             await asyncio.gather(*(self._watch(w) for w in self.config.watchers))
         finally:
