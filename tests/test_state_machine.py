@@ -1093,11 +1093,13 @@ def run_machine(client: Any) -> None:
     run_state_machine_as_test(machine, settings=SETTINGS)
 
 
+@pytest.mark.slow  # 200 examples of 50 steps: about a minute on a 2-core VM (the slow tests' 240 s bound)
 def test_state_machine_fakeredis() -> None:
     run_machine(fakeredis.FakeRedis())
 
 
 @pytest.mark.real
+@pytest.mark.slow
 def test_state_machine_real_redis(redis_url: str) -> None:
     run_machine(redis.Redis.from_url(redis_url))
 
