@@ -620,11 +620,12 @@ class Broker:
 
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
-                result: Any = None) -> Call[tuple[int, str]]:
+                result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
         """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
-        ``failed``: the message with the run's error; ``result``: a succeeded run's result (kept
+        ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
+        that did not verify); ``result``: a succeeded run's result (kept
         per worker when the task has a retention; the task's result if this run completes it). A
         kept task (completed with retention, archived) keeps its final runs record. Returns
         (code, the task's state after)."""
@@ -650,7 +651,7 @@ class Broker:
              *index, *wakes),
             (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
              self.clock.script_now(), done, msg.retention_ms,
-             self.seal(queue, task_id, failed) if failed is not None else b"",
+             self.seal(queue, task_id, failed, sign=sign) if failed is not None else b"",
              msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS,
              codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b""),
         )
