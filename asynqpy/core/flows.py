@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codec
-from .broker import CHANGED, Broker, Call, Finished, Registered, Resolved, id_arg
+from .broker import Acted, Broker, Call, Finished, Registered, Resolved, id_arg
 from .errors import InvalidArgumentError, MalformedMessageError, TaskNotFoundError
 from .keys import queue_keys, validate_queue
 from .options import Prepared
@@ -128,7 +128,7 @@ def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
                 fails.append((cq, _fail_waiting(broker, cq, cid, value, parent, outcome)))
         if fails:
             done = yield [c for _, c in fails]
-            _raise_first([r for r in done if not (isinstance(r, int) and r == CHANGED)])
+            _raise_first([r for r in done if not (isinstance(r, int) and r == Acted.CHANGED)])
             woke = {q for (q, _), r in zip(fails, done) if isinstance(r, Finished) and r.told}
     yield [broker.outbox_delete(queue, [i for i, _ in entries])]
     return len(entries), woke

@@ -22,12 +22,7 @@ import msgpack
 
 from . import codec, server_record
 from .broker import (
-    CHANGED,
-    NOT_EMPTY,
-    NOT_FOUND,
-    NOT_LOCATED,
-    OK,
-    WRONG_STATE,
+    Acted,
     Broker,
     Call,
     QueueStats,
@@ -82,8 +77,6 @@ WINDOW = 10_000
 ~0.1 ms for 10 000 ids); a task deeper in the list is located page by page from Python."""
 LOCATE_PAGE = 5_000
 """Ids per LRANGE when locating a pending task deep in a long list."""
-KEYED = -9
-"""run_tasks' refusal of an archived keyed task (lua/run_tasks-5.lua)."""
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
@@ -436,7 +429,7 @@ class Plans:
         return stored  # type: ignore[no-any-return]
 
     def _action(self, verb: str, queue: str, state: TaskState, items: list[tuple[str, str, int, bytes]],
-                window: int) -> Call[list[int]]:
+                window: int) -> Call[list[Acted]]:
         if verb == "delete":
             return self.b.delete_tasks(queue, state, items, window)
         if verb == "archive":
@@ -458,9 +451,9 @@ class Plans:
                 return
             if state is G:  # out of its group, which the task's message names
                 code = value((yield [self.b.ungroup(queue, id, stored, verb, _group_of(stored))])[0])
-                if code == OK:
+                if code == Acted.OK:
                     return
-                if code == NOT_FOUND:
+                if code == Acted.NOT_FOUND:
                     raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
                 continue
             hint = -1
@@ -468,14 +461,14 @@ class Plans:
                 item = (id, lock_digest(stored), hint, stored)
                 res = yield [self._action(verb, queue, state, [item], self.window)]
                 code = value(res[0])[0]
-                if code != NOT_LOCATED or hint != -1:
+                if code != Acted.NOT_LOCATED or hint != -1:
                     break
                 hint = yield from self._locate(queue, id)
-            if code == OK:
+            if code == Acted.OK:
                 return
-            if code == NOT_FOUND:
+            if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-            if code == KEYED:
+            if code == Acted.KEYED:
                 raise TaskStateError(f"cannot run {state.value} task {id!r} now: it has a key (key=), and running it "
                                      "would run it beside its key's current task (a scheduled one takes its turn "
                                      "when due; enqueue an archived one again)")
@@ -542,12 +535,12 @@ class Plans:
                 res = yield [self.b.edit_task(queue, state, id, stored, gate.store(msg), at_ms, in_ms, self.window,
                                               hint, keyed=bool(msg.key))]
                 code = value(res[0])
-                if code != NOT_LOCATED or hint != -1:
+                if code != Acted.NOT_LOCATED or hint != -1:
                     break
                 hint = yield from self._locate(queue, id)
-            if code == OK:
+            if code == Acted.OK:
                 return (yield from self.task_info(queue, id))
-            if code == NOT_FOUND:
+            if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
 
@@ -585,12 +578,12 @@ class Plans:
             if not page:
                 break
             items = [(id, lock_digest(stored), -1, stored or b"") for id, _, stored in page]
-            codes: list[int] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
-            moved = codes.count(OK)
+            codes: list[Acted] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
+            moved = codes.count(Acted.OK)
             done += moved
             idle = 0 if moved else idle + 1
             if st is not P:  # zset entries whose task is in another state, or changed, or keyed, stay
-                skip += codes.count(WRONG_STATE) + codes.count(CHANGED) + codes.count(KEYED)
+                skip += codes.count(Acted.WRONG_STATE) + codes.count(Acted.CHANGED) + codes.count(Acted.KEYED)
         return done
 
     def _act_all_targeted(self, verb: str, queue: str) -> Plan[int]:
@@ -634,9 +627,9 @@ class Plans:
                 raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
             new = old.with_(workers=names)
             code = value((yield [self.b.set_workers(queue, id, stored, old, new, gate.store(new))])[0])
-            if code == OK:
+            if code == Acted.OK:
                 return (yield from self.task_info(queue, id))
-            if code == NOT_FOUND:
+            if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
 
@@ -650,7 +643,7 @@ class Plans:
                 if not page:
                     break
                 codes = yield [self.b.ungroup(queue, id, stored, verb, g.group) for id, stored in page]
-                moved = sum(1 for c in codes if value(c) == OK)
+                moved = sum(1 for c in codes if value(c) == Acted.OK)
                 done += moved
                 if not moved:
                     break
@@ -681,7 +674,7 @@ class Plans:
             # the token names the run cancelled: a later run of the same id is not cancelled by it
             notice: bytes = msgpack.packb([q, id, token], unicode_errors="surrogateescape")  # as read
             code = value((yield [self.b.cancel(q, id, token, new, digest, notice, original)])[0])
-            if code == OK:
+            if code == Acted.OK:
                 return (yield from self.task_info(q, id))
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
 
@@ -735,7 +728,7 @@ class Plans:
             if cursor == "0":
                 break
         code = value((yield [self.b.drop_queue(queue, force)])[0])
-        if code == NOT_EMPTY:
+        if code == Acted.NOT_EMPTY:
             raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
         yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),
                Call(lambda r: r, command=("SREM", CRON_QUEUES, queue))]
