@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import enum
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from . import codec, process, workflow
@@ -145,8 +146,10 @@ def script_call(script: str, parse: Callable[[Any], T], /, **named: Any) -> Call
     return Call(parse, script, keys, args)
 
 
-def _q(q: QueueKeys, names: str) -> dict[str, str]:
-    """Keys of queue ``q`` by name, for script headers that name them as :class:`QueueKeys` does."""
+@lru_cache(maxsize=4096)
+def _q(q: QueueKeys, names: str) -> Mapping[str, str]:
+    """Keys of queue ``q`` by name, for script headers that name them as :class:`QueueKeys` does
+    (cached: the same few sets are built on every call)."""
     return {n: getattr(q, n) for n in names.split()}
 
 
@@ -155,12 +158,14 @@ def _keylist(q: QueueKeys, key: str) -> str:
     return q.key_list(key) if key else q.placeholder
 
 
-def serial_keys(q: QueueKeys) -> dict[str, str]:
+@lru_cache(maxsize=1024)
+def serial_keys(q: QueueKeys) -> Mapping[str, str]:
     """The keys that release a keyed task's key to its next task (lua/includes/serial)."""
     return {"keyheld": q.keyheld, "blocked": q.blocked, "pending": q.pending, "prio": q.prio, "wake": q.wake}
 
 
-def end_keys(q: QueueKeys) -> dict[str, str]:
+@lru_cache(maxsize=1024)
+def end_keys(q: QueueKeys) -> Mapping[str, str]:
     """The keys every script through which a task ends shares (lua/includes/exit.lua): its event,
     its workflow children told (includes/flow) and its key released (:func:`serial_keys`)."""
     return {"events": q.events, "conf": q.conf, "children": q.children, "outbox": q.outbox, **serial_keys(q)}

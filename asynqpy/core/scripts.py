@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import keyword
+import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -60,6 +61,10 @@ class Script:
     args_tail: str = ""
     names: frozenset[str] = field(default=frozenset(), compare=False)
     """Every name a call of this script must give."""
+    pick_keys: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(default=lambda d: (), compare=False,
+                                                                       repr=False)
+    pick_args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(default=lambda d: (), compare=False,
+                                                                       repr=False)
 
 
 def bind(name: str, named: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -67,19 +72,31 @@ def bind(name: str, named: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[An
     as a sequence). Raises TypeError naming the script and the names when one is missing or
     unexpected."""
     s = load_scripts()[name]
-    if named.keys() != s.names:
+    try:  # as many names as the header's, each of them found: exactly its names
+        if len(named) != len(s.names):
+            raise KeyError
+        keys, args = s.pick_keys(named), s.pick_args(named)
+    except KeyError:
         missing = sorted(s.names - named.keys())
         extra = sorted(named.keys() - s.names)
         raise TypeError(f"script {name!r}: missing {missing}, unexpected {extra} (its header names "
                         f"keys {list(s.keys)}{' + ' + s.keys_tail + '...' if s.keys_tail else ''}, "
-                        f"args {list(s.args)}{' + ' + s.args_tail + '...' if s.args_tail else ''})")
-    keys = tuple(named[k] for k in s.keys)
+                        f"args {list(s.args)}{' + ' + s.args_tail + '...' if s.args_tail else ''})") from None
     if s.keys_tail:
         keys += tuple(_seq(name, s.keys_tail, named[s.keys_tail]))
-    args = tuple(named[a] for a in s.args)
     if s.args_tail:
         args += tuple(_seq(name, s.args_tail, named[s.args_tail]))
     return keys, args
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function returning the values of ``names`` of a mapping, as a tuple, in order."""
+    if not names:
+        return lambda d: ()
+    if len(names) == 1:
+        only = names[0]
+        return lambda d: (d[only],)
+    return operator.itemgetter(*names)
 
 
 def _seq(script: str, name: str, v: Any) -> Sequence[Any]:
@@ -181,7 +198,8 @@ def load_dir(root: Path) -> dict[str, Script]:
                    numkeys, len(args), bool(keys_tail), bool(args_tail))
         sha = hashlib.sha1(source.encode()).hexdigest()
         names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
-        out[name] = Script(name, numkeys, source, sha, keys, args, keys_tail, args_tail, names)
+        out[name] = Script(name, numkeys, source, sha, keys, args, keys_tail, args_tail, names, _picker(keys),
+                           _picker(args))
     if not out:
         raise RuntimeError(f"no Lua scripts found in {root}")
     return out
