@@ -1,5 +1,10 @@
-"""The broker: one method per Lua script, the only place that builds KEYS and ARGV lists and turns
-script replies (small integer codes) into results or typed errors.
+"""The broker: one method per Lua script, the only place that builds script calls and turns script
+replies (small integer codes) into results, enums (:class:`Acted`, ...) or typed errors.
+
+Each call names its keys and arguments as the script's header declares them
+(:func:`script_call`; :mod:`asynqpy.core.scripts` binds the names to positional KEYS and ARGV and
+refuses a missing or extra one). Queue keys are picked by their :class:`QueueKeys` names
+(``_q``); the keys every end path shares come from :func:`end_keys`, built here once.
 
 The broker does no I/O. Each method returns a :class:`Call`, a description of one script call and
 of how to read its reply; :mod:`asynqpy.executor` runs calls on a sync or an async Redis client
