@@ -45,7 +45,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
 from .server_record import ServerInfo
-from .signing import Refused, trust_gate
+from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 from .workflow import Record
@@ -277,6 +277,63 @@ def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
     return TaskStateError(f"cannot {verb} task {id!r}: {why} ({verb} applies to {allowed} tasks)")
 
 
+@dataclass(frozen=True)
+class _EditChanges:
+    """The changes of an edit, checked: the message fields to set (payload, max_retry,
+    priority: those given) and the new time, Unix ms (``at_ms``) or ms from now (``in_ms``)."""
+
+    fields: dict[str, Any]
+    at_ms: int | None
+    in_ms: int | None
+
+
+def _edit_changes(changes: dict[str, Any]) -> _EditChanges:
+    """``changes`` checked (what :meth:`Plans.edit` can change, and each value);
+    InvalidArgumentError for the first problem."""
+    from . import options as opts
+
+    unknown = set(changes) - EDITABLE
+    if unknown:
+        raise InvalidArgumentError(opts.unknown_options("editable field", unknown, sorted(EDITABLE)))
+    if not changes:
+        raise InvalidArgumentError("nothing to change: give payload, max_retry, priority, process_at or "
+                                   "process_in")
+    if "process_at" in changes and "process_in" in changes:
+        raise InvalidArgumentError("give process_at or process_in, not both")
+    at_ms = int(opts._epoch("process_at", changes["process_at"]) * 1000) if "process_at" in changes else None
+    in_ms = int(opts._seconds("process_in", changes["process_in"]) * 1000) if "process_in" in changes else None
+    _check_edit_fields(changes)
+    fields: dict[str, Any] = {k: changes[k] for k in ("payload", "max_retry", "priority") if k in changes}
+    return _EditChanges(fields, at_ms, in_ms)
+
+
+def _check_edit_fields(changes: dict[str, Any]) -> None:
+    """InvalidArgumentError for a new priority or max_retry out of its range."""
+    priority = changes.get("priority", codec.DEFAULT_PRIORITY)
+    if isinstance(priority, bool) or not isinstance(priority, int) or not (
+            codec.MIN_PRIORITY <= priority <= codec.MAX_PRIORITY):
+        raise InvalidArgumentError(f"priority must be an int from {codec.MIN_PRIORITY} (lowest) to "
+                                   f"{codec.MAX_PRIORITY} (highest), got {priority!r}")
+    retry = changes.get("max_retry")
+    if "max_retry" in changes and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
+        raise InvalidArgumentError(f"max_retry must be an int >= 0, got {retry!r}")
+
+
+def _edited(msg: Message, id: str, edit: _EditChanges, max_payload_bytes: int) -> Message:
+    """Task ``id``'s message with the edit's fields; InvalidArgumentError for a new payload of a
+    unique task (its lock is its type and payload) or one over ``max_payload_bytes``."""
+    from . import options as opts
+
+    fields = dict(edit.fields)
+    if "payload" in fields:
+        if msg.unique:
+            raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
+                                       "payload cannot change")
+        msg = msg.with_(payload=fields.pop("payload"))
+        opts._encode_checked(msg, max_payload_bytes)
+    return msg.with_(**fields) if fields else msg
+
+
 class Plans:
     """The inspector's operations as plans, on one broker (its clock decides "now" for tests)."""
 
@@ -486,70 +543,51 @@ class Plans:
         ``max_retry``, ``process_at`` (datetime or Unix seconds), ``process_in`` (seconds; 0 =
         now), ``priority`` (0..9: a pending task moves to the back of its new priority). Read,
         checked, rewritten only if unchanged since read (else read again)."""
-        from . import options as opts
-
-        unknown = set(changes) - EDITABLE
-        if unknown:
-            raise InvalidArgumentError(opts.unknown_options("editable field", unknown, sorted(EDITABLE)))
-        if not changes:
-            raise InvalidArgumentError("nothing to change: give payload, max_retry, priority, process_at or "
-                                       "process_in")
-        if "process_at" in changes and "process_in" in changes:
-            raise InvalidArgumentError("give process_at or process_in, not both")
-        at_ms = in_ms = None
-        if "process_at" in changes:
-            at_ms = int(opts._epoch("process_at", changes["process_at"]) * 1000)
-        if "process_in" in changes:
-            in_ms = int(opts._seconds("process_in", changes["process_in"]) * 1000)
-        priority = changes.get("priority", codec.DEFAULT_PRIORITY)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not (
-                codec.MIN_PRIORITY <= priority <= codec.MAX_PRIORITY):
-            raise InvalidArgumentError(f"priority must be an int from {codec.MIN_PRIORITY} (lowest) to "
-                                       f"{codec.MAX_PRIORITY} (highest), got {priority!r}")
-        retry = changes.get("max_retry")
-        if "max_retry" in changes and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
-            raise InvalidArgumentError(f"max_retry must be an int >= 0, got {retry!r}")
+        edit = _edit_changes(changes)
         for _ in range(5):
             stored = yield from self._read(queue, id)
             state = state_of(stored)
-            if state not in EDIT_STATES:
-                why = "it is active (running): cancel it instead" if state is A else f"it is {state.value}"
-                raise TaskStateError(f"cannot edit task {id!r}: {why} (edit applies to pending, scheduled and "
-                                     "retry tasks)")
-            body = message_of(stored)
-            if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
-                raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
-                                           "the edited message is signed again")
-            gate = trust_gate(self.b.signer, queue, id, body)
-            if isinstance(gate, Refused):  # never re-sign what did not verify
-                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
-                                       "that fails verification is never signed again; delete or archive it)")
-            msg = gate.msg
-            if "payload" in changes:
-                if msg.unique:
-                    raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
-                                               "payload cannot change")
-                msg = msg.with_(payload=changes["payload"])
-                opts._encode_checked(msg, max_payload_bytes)
-            if "max_retry" in changes:
-                msg = msg.with_(max_retry=retry)
-            if "priority" in changes:
-                msg = msg.with_(priority=priority)
-            hint = -1
-            while True:
-                # a keyed scheduled task due now takes its turn through its key (the forwarder): the
-                # script decides "now" on the Redis clock (keyed=True)
-                res = yield [self.b.edit_task(queue, state, id, stored, gate.store(msg), at_ms, in_ms, self.window,
-                                              hint, keyed=bool(msg.key))]
-                code = value(res[0])
-                if code != NOT_LOCATED or hint != -1:
-                    break
-                hint = yield from self._locate(queue, id)
+            gate = self._editable(queue, id, stored, state)
+            msg = _edited(gate.msg, id, edit, max_payload_bytes)
+            code = yield from self._write_edit(queue, id, state, stored, gate.store(msg), edit, keyed=bool(msg.key))
             if code == OK:
                 return (yield from self.task_info(queue, id))
             if code == NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
+
+    def _editable(self, queue: str, id: str, stored: bytes, state: TaskState) -> Verified:
+        """The message of a task read for an edit, through the trust gate; TaskStateError for a
+        task not in an editable state, an error for a signed task and a keyless Inspector (its
+        edit could not be signed again), and for a message that does not verify (never re-signed)."""
+        if state not in EDIT_STATES:
+            why = "it is active (running): cancel it instead" if state is A else f"it is {state.value}"
+            raise TaskStateError(f"cannot edit task {id!r}: {why} (edit applies to pending, scheduled and "
+                                 "retry tasks)")
+        body = message_of(stored)
+        if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
+            raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
+                                       "the edited message is signed again")
+        gate = trust_gate(self.b.signer, queue, id, body)
+        if isinstance(gate, Refused):  # never re-sign what did not verify
+            raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
+                                   "that fails verification is never signed again; delete or archive it)")
+        return gate
+
+    def _write_edit(self, queue: str, id: str, state: TaskState, stored: bytes, new: bytes, edit: _EditChanges,
+                    keyed: bool) -> Plan[Any]:
+        """Run the edit script; for a pending task too deep in its list for the script's window,
+        locate it from Python and run the script again with its index. Returns the script's code."""
+        hint = -1
+        while True:
+            # a keyed scheduled task due now takes its turn through its key (the forwarder): the
+            # script decides "now" on the Redis clock (keyed=True)
+            res = yield [self.b.edit_task(queue, state, id, stored, new, edit.at_ms, edit.in_ms, self.window,
+                                          hint, keyed=keyed)]
+            code = value(res[0])
+            if code != NOT_LOCATED or hint != -1:
+                return code
+            hint = yield from self._locate(queue, id)
 
     def _locate(self, queue: str, id: str) -> Plan[int]:
         """The index of a pending id deep in a long list, read page by page (each LRANGE small, so
