@@ -287,6 +287,23 @@ class _EditChanges:
     in_ms: int | None
 
 
+def _check_removable(queue: str, st: QueueStats, entries: list[str], procs: int, force: bool) -> None:
+    """Refuse to remove a queue that holds tasks, durable processes or scheduler entries (unless
+    ``force``), or active tasks (even with ``force``)."""
+    if not force:
+        if st.size:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if procs:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
+                                     "or use force")
+        if entries:
+            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
+                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
+                                     "them first or use force")
+    if st.active:
+        raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
+
+
 def _edit_changes(changes: dict[str, Any]) -> _EditChanges:
     """``changes`` checked (what :meth:`Plans.edit` can change, and each value);
     InvalidArgumentError for the first problem."""
@@ -740,30 +757,33 @@ class Plans:
                      Call(lambda r: sorted(x.decode(errors="replace") for x in r),
                           command=("HKEYS", queue_keys(queue).cron)), self.b.procs_count(queue)]
         self._check(queue, res[0])
-        st: QueueStats = value(res[1])
         entries: list[str] = value(res[2])
-        procs: int = value(res[3])
-        if st.size and not force:
-            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
-        if procs and not force:
-            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
-                                     "or use force")
-        if entries and not force:
-            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
-                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
-                                     "them first or use force")
-        if st.active:
-            raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
+        _check_removable(queue, value(res[1]), entries, value(res[3]), force)
         if force:
-            if entries:  # no scheduler may enqueue into the queue being removed
-                yield [self.b.cron_remove(queue, name) for name in entries]
-            # blocked and waiting first: deleting a key's holder (or a parent) first would release
-            # the tasks behind it into pending while the queue is being emptied
-            for state in (B, W, P, S, R, X, C, G, M):
-                yield from self.act_all("delete", queue, state)
+            yield from self._empty_queue(queue, entries)
+        yield from self._drop_key_lists(queue)
+        code = value((yield [self.b.drop_queue(queue, force)])[0])
+        if code == NOT_EMPTY:
+            raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
+        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),
+               Call(lambda r: r, command=("SREM", CRON_QUEUES, queue))]
+
+    def _empty_queue(self, queue: str, entries: list[str]) -> Plan[None]:
+        """Remove a queue's scheduler entries (no scheduler may enqueue into the queue being
+        removed), then delete its tasks, state by state."""
+        if entries:
+            yield [self.b.cron_remove(queue, name) for name in entries]
+        # blocked and waiting first: deleting a key's holder (or a parent) first would release
+        # the tasks behind it into pending while the queue is being emptied
+        for state in (B, W, P, S, R, X, C, G, M):
+            yield from self.act_all("delete", queue, state)
+
+    def _drop_key_lists(self, queue: str) -> Plan[None]:
+        """Delete the lists of the keys still held (keyed tasks, lua/includes/serial.lua), a page
+        of the key index at a time."""
         q = queue_keys(queue)
         cursor = "0"
-        while True:  # the lists of the keys still held (keyed tasks, lua/includes/serial.lua)
+        while True:
             page = value((yield [Call(lambda r: r, command=("HSCAN", q.keyheld, cursor, "COUNT", 1000))])[0])
             cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
             held = list(page[1]) if isinstance(page[1], dict) else list(page[1][::2])
@@ -772,11 +792,6 @@ class Plans:
                        for k in held]
             if cursor == "0":
                 break
-        code = value((yield [self.b.drop_queue(queue, force)])[0])
-        if code == NOT_EMPTY:
-            raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
-        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),
-               Call(lambda r: r, command=("SREM", CRON_QUEUES, queue))]
 
     def task_info(self, queue: str, id: str) -> Plan[TaskInfo]:
         q = queue_keys(queue)
@@ -793,24 +808,10 @@ class Plans:
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        score = next((float(s) for s in res[5:10] if s is not None and not isinstance(s, Exception)), None)
-        info = task_from_stored(id, queue, stored, score, value(res[2]))
+        info = task_from_stored(id, queue, stored, _first_score(res[5:10]), value(res[2]))
         info.progress = _progress_value(res[3])
-        kept = res[12] if isinstance(res[12], dict) and (info.workers is not None or info.runs_wanted > 1) else {}
-        if info.state is M and isinstance(res[4], bytes):
-            record = parse_runs(res[4])
-            info.runs, info.retried = record.states, record.failures
-        elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
-            record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
-            info.runs, info.retried = record.states, record.failures
-        if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
-            info.run_results = {name: got for name, got in run_results(kept).items()
-                                if info.runs.get(name) == "succeeded"}
-        deps, children = res[10], res[11]
-        if isinstance(deps, Record) and deps.policy:
-            info.parents, info.on_parent_failure = list(deps.parents), deps.policy
-        if isinstance(children, list):
-            info.children = children
+        _add_runs(info, res[4], res[12])
+        _add_links(info, res[10], res[11])
         return info
 
     # -- servers -------------------------------------------------------------------------------
@@ -834,6 +835,35 @@ class Plans:
             except (ValueError, KeyError, TypeError, msgpack.UnpackException):
                 continue
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+
+def _first_score(replies: Sequence[Any]) -> float | None:
+    """The score of the first sorted set that holds the task (None: none does)."""
+    return next((float(s) for s in replies if s is not None and not isinstance(s, Exception)), None)
+
+
+def _add_runs(info: TaskInfo, runs: Any, ran: Any) -> None:
+    """A targeted task's runs (its record while running, the final record kept with it once
+    finished) and the results of its runs that succeeded. ``runs``: the reply of HGET runs;
+    ``ran``: the task's kept results (a dict), read for a targeted task only."""
+    kept = ran if isinstance(ran, dict) and (info.workers is not None or info.runs_wanted > 1) else {}
+    if info.state is M and isinstance(runs, bytes):
+        record = parse_runs(runs)
+        info.runs, info.retried = record.states, record.failures
+    elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
+        record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
+        info.runs, info.retried = record.states, record.failures
+    if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
+        info.run_results = {name: got for name, got in run_results(kept).items()
+                            if info.runs.get(name) == "succeeded"}
+
+
+def _add_links(info: TaskInfo, deps: Any, children: Any) -> None:
+    """A task's workflow links: the parents it waits on (with its policy) and its children."""
+    if isinstance(deps, Record) and deps.policy:
+        info.parents, info.on_parent_failure = list(deps.parents), deps.policy
+    if isinstance(children, list):
+        info.children = children
 
 
 def _progress_value(raw: Any) -> Any:
