@@ -47,7 +47,7 @@ def test_the_measure_sees_functions_methods_and_nested_functions() -> None:
 def test_core_modules_are_measured() -> None:
     modules = sorted(CORE.rglob("*.py"))
     assert len(modules) > 10
-    assert all(_scores(m.read_text(encoding="utf-8")) for m in modules if m.name != "__init__.py")
+    assert sum(len(_scores(m.read_text(encoding="utf-8"))) for m in modules) > 100
 
 
 def test_no_core_function_over_max_complexity() -> None:
