@@ -287,23 +287,6 @@ class _EditChanges:
     in_ms: int | None
 
 
-def _check_removable(queue: str, st: QueueStats, entries: list[str], procs: int, force: bool) -> None:
-    """Refuse to remove a queue that holds tasks, durable processes or scheduler entries (unless
-    ``force``), or active tasks (even with ``force``)."""
-    if not force:
-        if st.size:
-            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
-        if procs:
-            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
-                                     "or use force")
-        if entries:
-            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
-                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
-                                     "them first or use force")
-    if st.active:
-        raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
-
-
 def _edit_changes(changes: dict[str, Any]) -> _EditChanges:
     """``changes`` checked (what :meth:`Plans.edit` can change, and each value);
     InvalidArgumentError for the first problem."""
@@ -349,6 +332,23 @@ def _edited(msg: Message, id: str, edit: _EditChanges, max_payload_bytes: int) -
         msg = msg.with_(payload=fields.pop("payload"))
         opts._encode_checked(msg, max_payload_bytes)
     return msg.with_(**fields) if fields else msg
+
+
+def _check_removable(queue: str, st: QueueStats, entries: list[str], procs: int, force: bool) -> None:
+    """Refuse to remove a queue that holds tasks, durable processes or scheduler entries (unless
+    ``force``), or active tasks (even with ``force``)."""
+    if not force:
+        if st.size:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if procs:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
+                                     "or use force")
+        if entries:
+            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
+                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
+                                     "them first or use force")
+    if st.active:
+        raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
 
 
 class Plans:
