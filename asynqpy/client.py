@@ -144,6 +144,7 @@ class AsyncClient(ClientPlans, Async):
         return await inbox.wait(w.id, fut, w.timeout)
 
     async def close(self) -> None:
+        """Stop the inboxes (a call still waiting raises); close the Redis client if this made it."""
         for inbox in self._inboxes.values():
             await inbox.close()
         if self._owns:
