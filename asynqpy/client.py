@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .core.broker import Call
@@ -23,138 +24,6 @@ from .redisio.executor import AsyncExecutor, SyncExecutor
 from .redisio.inbox import AsyncInbox, SyncInbox
 
 __all__ = ["BATCH", "PROCESS_OPTIONS", "AsyncClient", "BatchItem", "Client", "TaskInfoList"]
-
-
-class Client(ClientPlans, Sync):
-    """Enqueues tasks (synchronous).
-
-    ``redis``: a URL (default ``$ASYNQPY_REDIS_URL`` or redis://localhost:6379/0;
-    ``redis+cluster://h:p,h:p`` for a Redis Cluster, ``redis+sentinel://h:p,h:p/master`` through
-    Sentinel; see :mod:`asynqpy.connection`) or a redis-py client. ``max_payload_bytes``: the
-    largest encoded payload accepted. ``signing_key``: bytes (or a list, the first signs) to sign
-    every task with HMAC-SHA256 for workers that require it (see :mod:`asynqpy.signing`).
-
-    ``wait_replicas`` (default 0: off): every write (enqueue, enqueue_many, pause, unpause) is
-    followed by ``WAIT wait_replicas wait_timeout`` on the same connection of the same node, and
-    is acknowledged only once that many replicas have it; else it raises (or, in a batch with
-    ``return_exceptions``, returns) :class:`NotReplicatedError`: the write is on the master then,
-    but a failover may lose it. With ``wait_replicas`` equal to each master's number of replicas,
-    an acknowledged write survives the failover of its master (README: Redis Cluster and Sentinel).
-    """
-
-    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
-                 recheck: float = RECHECK) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck)
-        self.redis = sync_client(redis)
-        self._owns = redis is None or isinstance(redis, str)
-        self._exec = SyncExecutor(self.redis)
-        self._pipeline = _SyncAutoPipeline(self._exec)
-        self._inboxes: dict[str, SyncInbox] = {}
-
-    def _inbox(self, queue: str) -> SyncInbox:
-        inbox = self._inboxes.get(queue)
-        if inbox is None:
-            inbox = self._inboxes.setdefault(queue, SyncInbox(self.redis, self._exec, self.broker, queue,
-                                                              self.recheck))
-        return inbox
-
-    def _run(self, calls: list[Call[Any]]) -> list[Any]:
-        if self.wait_replicas:
-            return self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
-        return self._pipeline.run(calls)  # concurrent threads share round trips
-
-    def _step(self, step: Any) -> Any:
-        if type(step) is Writes:
-            return self._run(step)
-        if isinstance(step, Call):
-            return self._exec.run(step)
-        if isinstance(step, Wait):
-            return self._wait(step)
-        return self._exec.run_many(step)
-
-    def _wait(self, w: Wait) -> Any:
-        inbox = self._inbox(w.queue)
-
-        def start() -> None:
-            got = self._drive(w.start)
-            if got is not None:
-                inbox.offer(w.id, got)
-
-        return inbox.wait(w.id, w.timeout, late=w.late, start=start, on_progress=w.on_progress)
-
-    def close(self) -> None:
-        """Give the connection back to the pool; close the Redis client if this made it."""
-        self._exec.close()
-        if self._owns:
-            self.redis.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class AsyncClient(ClientPlans, Async):
-    """The asyncio twin of :class:`Client`: same arguments, same methods, awaitable."""
-
-    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
-                 recheck: float = RECHECK) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck)
-        self.redis = async_client(redis)
-        self._owns = redis is None or isinstance(redis, str)
-        self._exec = AsyncExecutor(self.redis)
-        self._inboxes: dict[str, AsyncInbox] = {}
-        self._pipeline = _AutoPipeline(self._exec)
-
-    def _inbox(self, queue: str) -> AsyncInbox:
-        inbox = self._inboxes.get(queue)
-        if inbox is None:
-            inbox = self._inboxes[queue] = AsyncInbox(self.redis, self._exec, self.broker, queue, self.recheck)
-        return inbox
-
-    async def _run(self, calls: list[Call[Any]]) -> list[Any]:
-        if self.wait_replicas:
-            return await self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
-        return await self._pipeline.run(calls)  # concurrent callers share round trips
-
-    async def _step(self, step: Any) -> Any:
-        if type(step) is Writes:
-            return await self._run(step)
-        if isinstance(step, Call):
-            return await self._exec.run(step)
-        if isinstance(step, Wait):
-            return await self._wait(step)
-        return await self._exec.run_many(step)
-
-    async def _wait(self, w: Wait) -> Any:
-        inbox = self._inbox(w.queue)
-        fut = inbox.expect(w.id, late=w.late, on_progress=w.on_progress)
-        try:
-            got = await self._drive(w.start)
-        except BaseException:
-            inbox.forget(w.id, fut, started=False)
-            raise
-        inbox.started(w.id)  # stored, or watched: from now on a recheck may look at it (not before)
-        if got is not None:
-            inbox.forget(w.id, fut)
-            return _settle(got)
-        return await inbox.wait(w.id, fut, w.timeout)
-
-    async def close(self) -> None:
-        """Stop the inboxes (a call still waiting raises); close the Redis client if this made it."""
-        for inbox in self._inboxes.values():
-            await inbox.close()
-        if self._owns:
-            await self.redis.aclose()
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 class _AutoPipeline:
@@ -287,6 +156,130 @@ class _SyncAutoPipeline:
                     w.done.release()
         finally:
             self._hand_over()
+
+
+class _Facade(ClientPlans):
+    """What the two clients share: the connection, its executor, the write path, an inbox per
+    queue. A step's reply is a value (Client) or an awaitable of it (AsyncClient)."""
+
+    _connect: Callable[[Any], Any]
+    _executor: Callable[[Any], Any]
+    _autopipeline: Callable[[Any], Any]
+    _new_inbox: Callable[..., Any]
+
+    def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
+                 recheck: float = RECHECK) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck)
+        self.redis = self._connect(redis)
+        self._owns = redis is None or isinstance(redis, str)
+        self._exec = self._executor(self.redis)
+        self._pipeline = self._autopipeline(self._exec)  # concurrent callers share round trips
+        self._inboxes: dict[str, Any] = {}
+
+    def _inbox(self, queue: str) -> Any:
+        inbox = self._inboxes.get(queue)
+        if inbox is None:
+            inbox = self._inboxes.setdefault(queue, self._new_inbox(self.redis, self._exec, self.broker, queue,
+                                                                    self.recheck))
+        return inbox
+
+    def _run(self, calls: list[Call[Any]]) -> Any:
+        """The write path: each call's reply or exception, in order."""
+        if self.wait_replicas:
+            return self._exec.run_many_replicated(calls, self.wait_replicas, self._wait_ms)
+        return self._pipeline.run(calls)
+
+    def _step(self, step: Any) -> Any:
+        if type(step) is Writes:
+            return self._run(step)
+        if isinstance(step, Call):
+            return self._exec.run(step)
+        if isinstance(step, Wait):
+            return self._wait(step)
+        return self._exec.run_many(step)
+
+    def _wait(self, w: Wait) -> Any:
+        raise NotImplementedError
+
+
+class Client(_Facade, Sync):
+    """Enqueues tasks (synchronous).
+
+    ``redis``: a URL (default ``$ASYNQPY_REDIS_URL`` or redis://localhost:6379/0;
+    ``redis+cluster://h:p,h:p`` for a Redis Cluster, ``redis+sentinel://h:p,h:p/master`` through
+    Sentinel; see :mod:`asynqpy.connection`) or a redis-py client. ``max_payload_bytes``: the
+    largest encoded payload accepted. ``signing_key``: bytes (or a list, the first signs) to sign
+    every task with HMAC-SHA256 for workers that require it (see :mod:`asynqpy.signing`).
+
+    ``wait_replicas`` (default 0: off): every write (enqueue, enqueue_many, pause, unpause) is
+    followed by ``WAIT wait_replicas wait_timeout`` on the same connection of the same node, and
+    is acknowledged only once that many replicas have it; else it raises (or, in a batch with
+    ``return_exceptions``, returns) :class:`NotReplicatedError`: the write is on the master then,
+    but a failover may lose it. With ``wait_replicas`` equal to each master's number of replicas,
+    an acknowledged write survives the failover of its master (README: Redis Cluster and Sentinel).
+    """
+
+    _connect = staticmethod(sync_client)
+    _executor, _autopipeline, _new_inbox = SyncExecutor, _SyncAutoPipeline, SyncInbox
+    _exec: SyncExecutor
+
+    def _wait(self, w: Wait) -> Any:
+        inbox = self._inbox(w.queue)
+
+        def start() -> None:
+            got = self._drive(w.start)
+            if got is not None:
+                inbox.offer(w.id, got)
+
+        return inbox.wait(w.id, w.timeout, late=w.late, start=start, on_progress=w.on_progress)
+
+    def close(self) -> None:
+        """Give the connection back to the pool; close the Redis client if this made it."""
+        self._exec.close()
+        if self._owns:
+            self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_Facade, Async):
+    """The asyncio twin of :class:`Client`: same arguments, same methods, awaitable."""
+
+    _connect = staticmethod(async_client)
+    _executor, _autopipeline, _new_inbox = AsyncExecutor, _AutoPipeline, AsyncInbox
+    _exec: AsyncExecutor
+
+    async def _wait(self, w: Wait) -> Any:
+        inbox = self._inbox(w.queue)
+        fut = inbox.expect(w.id, late=w.late, on_progress=w.on_progress)
+        try:
+            got = await self._drive(w.start)
+        except BaseException:
+            inbox.forget(w.id, fut, started=False)
+            raise
+        inbox.started(w.id)  # stored, or watched: from now on a recheck may look at it (not before)
+        if got is not None:
+            inbox.forget(w.id, fut)
+            return _settle(got)
+        return await inbox.wait(w.id, fut, w.timeout)
+
+    async def close(self) -> None:
+        """Stop the inboxes (a call still waiting raises); close the Redis client if this made it."""
+        for inbox in self._inboxes.values():
+            await inbox.close()
+        if self._owns:
+            await self.redis.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 def _run_or_exc(ex: SyncExecutor, call: Call[Any]) -> Any:

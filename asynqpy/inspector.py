@@ -9,7 +9,7 @@ docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -31,22 +31,33 @@ __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo"
            "WorkerInfo"]
 
 
-class Inspector(InspectorPlans, Sync):
+class _Facade(InspectorPlans):
+    """What the two inspectors share: the connection and its executor. A step's reply is a value
+    (Inspector) or an awaitable of it (AsyncInspector)."""
+
+    _connect: Callable[[Any], Any]
+    _executor: Callable[[Any], Any]
+
+    def __init__(self, redis: Any = None, *, clock: Clock | None = None,
+                 signing_key: SigningKeys | None = None) -> None:
+        super().__init__(clock, signing_key)
+        self.redis = self._connect(redis)
+        self._owns = redis is None or isinstance(redis, str)
+        self._exec = self._executor(self.redis)
+
+    def _step(self, step: Any) -> Any:
+        return self._exec.run(step) if isinstance(step, Call) else self._exec.run_many(step)
+
+
+class Inspector(_Facade, Sync):
     """Synchronous inspection and control. ``redis``: a URL or a redis-py client (default
     ``$ASYNQPY_REDIS_URL``). Unknown queues raise QueueNotFoundError, unknown task ids
     TaskNotFoundError, an action the task's state forbids TaskStateError. Usable as a context
     manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
     client's) so the message it rewrites when cancelling a task stays signed."""
 
-    def __init__(self, redis: Any = None, *, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None) -> None:
-        super().__init__(clock, signing_key)
-        self.redis = sync_client(redis)
-        self._owns = redis is None or isinstance(redis, str)
-        self._exec = SyncExecutor(self.redis)
-
-    def _step(self, step: Any) -> Any:
-        return self._exec.run(step) if isinstance(step, Call) else self._exec.run_many(step)
+    _connect, _executor = staticmethod(sync_client), SyncExecutor
+    _exec: SyncExecutor
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
@@ -71,18 +82,11 @@ class Inspector(InspectorPlans, Sync):
         self.close()
 
 
-class AsyncInspector(InspectorPlans, Async):
+class AsyncInspector(_Facade, Async):
     """The asyncio twin of :class:`Inspector`: the same methods, awaited."""
 
-    def __init__(self, redis: Any = None, *, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None) -> None:
-        super().__init__(clock, signing_key)
-        self.redis = async_client(redis)
-        self._owns = redis is None or isinstance(redis, str)
-        self._exec = AsyncExecutor(self.redis)
-
-    async def _step(self, step: Any) -> Any:
-        return await (self._exec.run(step) if isinstance(step, Call) else self._exec.run_many(step))
+    _connect, _executor = staticmethod(async_client), AsyncExecutor
+    _exec: AsyncExecutor
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,
                      follow: bool = False) -> AsyncIterator[TaskEvent]:

@@ -28,56 +28,6 @@ Steps = Generator[Any, Any, T]
 _STEPS = re.compile(r"^(?:Steps|Plan)\[(.*)\]$")
 
 
-class Sync:
-    """Base of a class whose planned methods run their plans to the end and return the answer."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _install(cls, False)
-
-    def _step(self, step: Any) -> Any:
-        """The reply to one step of a plan (raising what the step raised)."""
-        raise NotImplementedError
-
-    def _drive(self, plan: Steps[T]) -> T:
-        reply: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = plan.send(reply) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            try:
-                reply, error = self._step(step), None
-            except BaseException as exc:  # noqa: BLE001 - thrown into the plan at its yield
-                reply, error = None, exc
-
-
-class Async:
-    """Base of a class whose planned methods are coroutine functions awaiting each step."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _install(cls, True)
-
-    async def _step(self, step: Any) -> Any:
-        """The reply to one step of a plan (raising what the step raised)."""
-        raise NotImplementedError
-
-    async def _drive(self, plan: Steps[T]) -> T:
-        reply: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = plan.send(reply) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            try:
-                reply, error = await self._step(step), None
-            except BaseException as exc:  # noqa: BLE001 - thrown into the plan at its yield
-                reply, error = None, exc
-
-
 class planned(Generic[P, T]):
     """A public method written once as a plan (see the module's docstring)."""
 
@@ -127,3 +77,52 @@ def _method(cls: type, name: str, spec: planned[..., Any], is_async: bool) -> Ca
     setattr(method, "__signature__", sig.replace(parameters=params, return_annotation=answer))  # noqa: B010
     method.__annotations__ = {**plan.__annotations__, "return": answer}
     return method
+
+
+class _Twin:
+    _is_async = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install(cls, cls._is_async)
+
+    def _step(self, step: Any) -> Any:
+        """The reply to one step of a plan, raising what the step raised; in an Async class, an
+        awaitable of it."""
+        raise NotImplementedError
+
+
+class Sync(_Twin):
+    """Base of a class whose planned methods run their plans to the end and return the answer."""
+
+    def _drive(self, plan: Steps[T]) -> T:
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = plan.send(reply) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            try:
+                reply, error = self._step(step), None
+            except BaseException as exc:  # noqa: BLE001 - thrown into the plan at its yield
+                reply, error = None, exc
+
+
+class Async(_Twin):
+    """Base of a class whose planned methods are coroutine functions awaiting each step."""
+
+    _is_async = True
+
+    async def _drive(self, plan: Steps[T]) -> T:
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = plan.send(reply) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            try:
+                reply, error = await self._step(step), None
+            except BaseException as exc:  # noqa: BLE001 - thrown into the plan at its yield
+                reply, error = None, exc
