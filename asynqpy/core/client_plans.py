@@ -307,7 +307,6 @@ class ClientPlans:
             outcomes.append(r)
         return TaskInfoList(prepared, outcomes)
 
-
     def _inbox(self, queue: str) -> _Inbox:
         """This client's inbox on ``queue`` (made on first use)."""
         raise NotImplementedError
