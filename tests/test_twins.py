@@ -5,9 +5,12 @@ both drivers, an exception a step raised thrown into the plan at its ``yield``."
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +19,11 @@ from asynqpy import AsyncClient, AsyncInspector, Client, Inspector
 from asynqpy.core.twin import Async, Steps, Sync, planned
 
 TWINS = [(Client, AsyncClient), (Inspector, AsyncInspector)]
+ROOT = Path(__file__).resolve().parent.parent
+PAIRS = [("asynqpy/client.py", "Client", "AsyncClient"), ("asynqpy/inspector.py", "Inspector", "AsyncInspector"),
+         ("asynqpy/core/twin.py", "Sync", "Async")]
+MAX_MIRRORED = 60
+"""Issue 30 item 6: at most this many lines written twice, once per twin."""
 
 
 def _public(cls: type) -> dict[str, Any]:
@@ -148,3 +156,67 @@ def test_a_plan_runs_alike_in_both_drivers() -> None:
     assert _SyncSurface.total.__doc__ == _AsyncSurface.total.__doc__ == "Add the doubles of ``numbers``."
     assert _AsyncSurface.total.__qualname__ == "_AsyncSurface.total"
     assert differences(_SyncSurface, _AsyncSurface) == []
+
+
+def _code(source: str, cls: str) -> list[str]:
+    """The lines of code of class ``cls`` (no blank line, comment, docstring or lone bracket), with
+    ``async``/``await`` and the async names read as their sync twins'."""
+    lines = source.split("\n")
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            docs = {i for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and ast.get_docstring(n) for i in range(n.body[0].lineno, (n.body[0].end_lineno or 0) + 1)}
+            out = []
+            for i in range(node.lineno + 1, (node.end_lineno or 0) + 1):
+                t = lines[i - 1].strip()
+                if not t or t.startswith("#") or i in docs or re.fullmatch(r"[)\]}:,]*", t):
+                    continue
+                t = re.sub(r"\basync |\bawait ", "", t)
+                t = re.sub(r"\b(?:arun_plan|aclose|__aenter__|__aexit__)\b",
+                           lambda m: {"arun_plan": "run_plan", "aclose": "close", "__aenter__": "__enter__",
+                                      "__aexit__": "__exit__"}[m.group(0)], t)
+                out.append(re.sub(r"\bAsync(\w+)", r"Sync\1", re.sub(r"\bAsync(Inspector|Client)\b", r"\1", t)))
+            return out
+    return []
+
+
+def mirrored(root: Path = ROOT) -> dict[str, list[str]]:
+    """Per twin pair, the lines of the async class that also stand in the sync class."""
+    out = {}
+    for path, sync, aio in PAIRS:
+        if (root / path).exists():
+            source = (root / path).read_text()
+            twice = set(_code(source, sync))
+            out[f"{sync}/{aio}"] = [t for t in _code(source, aio) if t in twice]
+    return out
+
+
+def test_few_lines_are_written_twice() -> None:
+    found = mirrored()
+    assert set(found) == {"Client/AsyncClient", "Inspector/AsyncInspector", "Sync/Async"}
+    assert sum(len(v) for v in found.values()) <= MAX_MIRRORED, found
+
+
+def test_the_mirror_count_sees_a_mirrored_method() -> None:
+    source = """
+class A:
+    def f(self) -> int:
+        \"\"\"doc\"\"\"
+        x = run_plan(self.e, p)
+        return x
+
+class AsyncA:
+    async def f(self) -> int:
+        \"\"\"other doc\"\"\"
+        x = await arun_plan(self.e, p)
+        return x + 1
+"""
+    twice = set(_code(source, "A"))
+    assert [t for t in _code(source, "AsyncA") if t in twice] == ["def f(self) -> int:", "x = run_plan(self.e, p)"]
+
+
+if __name__ == "__main__":  # python tests/test_twins.py [ROOT]: the mirrored lines of each twin pair
+    counts = mirrored(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT)
+    for pair, lines in counts.items():
+        print(f"{pair}: {len(lines)} mirrored lines")
+    print(f"total: {sum(len(v) for v in counts.values())} (at most {MAX_MIRRORED})")
