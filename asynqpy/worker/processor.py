@@ -1,8 +1,6 @@
 """Processor: fetches tasks (blocking when idle), runs their handlers within the concurrency limit,
 decides each attempt's outcome and hands it to the writer. On shutdown it waits for running
-handlers, then requeues what is left.
-
-A task's path from dequeue to done reads top-down in this module, in three sections:
+handlers, then requeues what is left. A task's path from dequeue to done reads top-down here:
 
 1. fetching: :meth:`Processor.run` starts ``_fetch_loop``, which takes up to ``fetch_batch`` tasks
    with one ``dequeue`` script call (``_fetch_once``, trying the queues in the order of
@@ -14,12 +12,10 @@ A task's path from dequeue to done reads top-down in this module, in three secti
 3. finishing: ``_finish`` decides the outcome with :func:`asynqpy.core.outcome.decide` (done,
    complete, commit, snooze, retry with its delay, archive, or a targeted run's end), logs it,
    starts the ``on_failure`` hook and hands it to the writer (``worker/writer.py``), which writes
-   the outcomes of tasks that finish together in one pipeline and lets go of each task (``held``)
-   once its outcome is written.
+   the outcomes of tasks that finish together in one pipeline and lets go of each task (``held``).
 
 Elsewhere: the heartbeat renews the leases of ``held`` tasks and calls :meth:`Processor.lose` for
-a lease it lost (so does the canceller, for a cancel notice); the scripts are in ``lua/`` (the
-broker's ``Call``s name them)."""
+a lease it lost (so does the canceller, for a cancel notice)."""
 
 from __future__ import annotations
 
@@ -164,8 +160,7 @@ class Processor:
             except REDIS_ERRORS as exc:
                 if not self.ctx.cluster:
                     raise  # one server: every queue is down, the fetch loop backs off
-                # a cluster queue whose master cannot be reached (dead, or its replica taking
-                # over) is skipped, with a backoff of its own, while the other masters' are served
+                # a cluster: the queues of the other masters are served meanwhile
                 backoff = self._queues.failed(q, loop.time())
                 self.ctx.health.failed(f"fetching from queue {q} (retried in {backoff:.2f}s)", exc)
                 continue
