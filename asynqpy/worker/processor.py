@@ -71,8 +71,7 @@ class Processor:
         self._fetch_lock = asyncio.Lock()
         self._wake_keys = {queue_keys(q).wake: q for q in options.queues}
         self._wake_keys.update({queue_keys(q).wake_for(self.name): q for q in options.queues})  # targeted tasks
-        self._in_dequeue = False
-        self._in_wait = False
+        self._in_dequeue = self._in_wait = False  # a dequeue, or an idle wait, in flight (_stop_fetcher)
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
 
@@ -372,12 +371,13 @@ class Processor:
         """One line for the attempt: its outcome, how long it took, and a failure's error (with
         its traceback, unless it says nothing: no handler, a timeout, SkipRetry)."""
         took = asyncio.get_running_loop().time() - r.started
-        extra = {**r.extra, "duration": took}
         if error is None:
             level = logging.INFO if self.opts.log_success else logging.DEBUG  # ServerOptions.log_success
             if log.isEnabledFor(level):
-                log.log(level, "task succeeded in %.3fs: %s", took, r.fields, extra=extra)
-        elif o.action in (Action.SNOOZE, Action.RUN_GIVEN_BACK):  # a spent quota, not a failure
+                log.log(level, "task succeeded in %.3fs: %s", took, r.fields, extra={**r.extra, "duration": took})
+            return
+        extra = {**r.extra, "duration": took}
+        if o.action in (Action.SNOOZE, Action.RUN_GIVEN_BACK):  # rate limited: a spent quota, not a failure
             log.info("task rate limited after %.3fs, runs again in %.1fs: %s", took, o.delay, r.fields,
                      extra={**extra, "retry_in": o.delay})
         else:
