@@ -28,7 +28,7 @@ import enum
 import math
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import codec
 from .codec import Message
@@ -53,7 +53,11 @@ class Kind(enum.Enum):
 
 
 class Action(enum.Enum):
-    """The script an outcome is written with."""
+    """The script an outcome is written with. ``what``: the outcome as the logs and the metrics
+    name it (done, complete, snooze, retry, archive, or run: a targeted run's end)."""
+
+    what: str
+    over: bool | None  # True: it succeeded; False: it failed for good; None: it is not over
 
     DONE = "done"  # success, not kept: one batched done call per queue
     COMPLETE = "complete"  # success, kept for its retention
@@ -69,6 +73,10 @@ class Action(enum.Enum):
 SUCCEEDED = frozenset({Action.DONE, Action.COMPLETE, Action.COMMIT, Action.RUN_DONE})
 FAILED = frozenset({Action.RETRY, Action.ARCHIVE, Action.RUN_FAILED})
 
+for _a in Action:  # attributes of each member, read for every task without a lookup
+    _a.what = "complete" if _a is Action.COMMIT else "run" if _a.value.startswith("run_") else _a.value
+    _a.over = True if _a in SUCCEEDED else False if _a in (Action.ARCHIVE, Action.RUN_FAILED) else None
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -78,8 +86,7 @@ class Policy:
     unknown_type: str = "retry"  # "archive": a task with no handler is archived at once
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What becomes of an attempt. ``msg``: the message to write (a failure's carries its error,
     a retry's its count + 1, a kept success its result and completion time). ``delay``: seconds
     until a retry or a snooze runs. ``error``: the failure's text. ``why``: an archive's reason
@@ -101,21 +108,15 @@ class Outcome:
 
     @property
     def what(self) -> str:
-        """The outcome as the logs and the metrics name it: done, complete, snooze, retry,
-        archive, or run (a targeted run's end)."""
-        if self.action is Action.COMMIT:
-            return "complete"
-        return "run" if self.action.name.startswith("RUN_") else self.action.value
+        """The outcome as the logs and the metrics name it (:class:`Action`)."""
+        return self.action.what
 
     @property
     def ended(self) -> tuple[bool, Any] | None:
         """(completed, result or error text) for the callers waiting on the task, or None while it
         is not over (a retry, a snooze, a run given back)."""
-        if self.action in SUCCEEDED:
-            return True, self.result
-        if self.action in (Action.ARCHIVE, Action.RUN_FAILED):
-            return False, self.msg.last_error
-        return None
+        over = self.action.over
+        return None if over is None else (True, self.result) if over else (False, self.msg.last_error)
 
     @property
     def will_retry(self) -> bool | None:

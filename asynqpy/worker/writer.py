@@ -28,7 +28,7 @@ from ..core.broker import Call, Done, Finished
 from ..core.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
 from ..core.limits import SIGNALS_FREED_SLOT
 from ..core.options import new_task_id
-from ..core.outcome import SUCCEEDED, Action, Outcome
+from ..core.outcome import Action, Outcome
 from ..core.results import pack_outcome, pack_progress
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
@@ -78,19 +78,20 @@ class Writer:
     def put(self, r: Running, o: Outcome) -> None:
         """Queue the write of ``o``, the outcome of ``r`` (raises if its call cannot be built:
         nothing is queued then)."""
-        call = self._call(r, o)
-        r.ended = o.ended
+        ended = o.ended
+        call = self._call(r, o, ended)
+        r.ended = ended
         if self.ctx.metrics.enabled:
             self._count(r, o)
-        loop = asyncio.get_running_loop()
-        since = loop.time() if r.task is not None and isinstance(r.task._proc, process.Plan) else 0.0
+        since = asyncio.get_running_loop().time() if r.task is not None and isinstance(r.task._proc, process.Plan) \
+            else 0.0
         self._queued.append(_Write(r, call, o.what, since))
         self.idle.clear()
         self._ready.set()
 
-    def _call(self, r: Running, o: Outcome) -> Call[Any] | Done:
+    def _call(self, r: Running, o: Outcome, ended: tuple[bool, Any] | None) -> Call[Any] | Done:
         b, a = self.ctx.broker, o.action
-        reply = pack_outcome(r.id, *o.ended) if o.msg.reply_to and o.ended is not None else b""
+        reply = pack_outcome(r.id, *ended) if o.msg.reply_to and ended is not None else b""
         if a is Action.DONE:
             data = b"" if o.result is None else codec.encode_payload(o.result, "result")
             return Done(r.id, r.token, o.msg, reply, progressed=r.progress_sent, result=data)
@@ -130,7 +131,7 @@ class Writer:
         """The attempt's outcome in the metrics (a failed attempt counts as failed, and as what
         became of it)."""
         m, q, t = self.ctx.metrics, r.queue, r.msg.type
-        if o.action in SUCCEEDED:
+        if o.action.over:
             m.outcome(q, t, "succeeded")
         elif o.action in (Action.SNOOZE, Action.RUN_GIVEN_BACK):
             m.outcome(q, t, "snoozed")
