@@ -179,7 +179,7 @@ class ProcessMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._active()))
     @rule(data=st.data(), outcome=st.sampled_from(["ok", "ok", "ok", "fail", "crash", "late"]))
     def run_input(self, data: st.DataObject, outcome: str) -> None:
-        """The worker's path for one active input (worker/processor.py _process_chain)."""
+        """The worker's path for one active input (worker/runner.py _process_chain)."""
         id = data.draw(st.sampled_from(self._active()), label="input")
         value = self.r.hget(K.tasks, id)
         token, msg = token_of(value).decode(), decode(message_of(value))

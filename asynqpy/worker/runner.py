@@ -1,0 +1,175 @@
+"""Runner: how a task type's handler is called, apart from the processor's fetch-run-finish path.
+
+:meth:`Runner.handler_for` builds (once per type) the chain the processor awaits: the mux's
+middleware around the handler, itself wrapped by how it runs — an async handler as is, a plain one
+in the thread pool (``_threaded``), a sandboxed one (``Sandboxed``, or every plain handler under
+``ServerOptions.sandbox``) in the pool of child processes (``worker/sandbox.py``), and a durable
+process type's inputs (``_process_chain``: read the process, run its processor, leave the plan of
+its commit in ``task._proc``, which the processor's outcome commits). Also here: the reads a task
+needs before its handler runs, waited out through a Redis outage while its lease lasts
+(:meth:`read_held`), and the server's ``on_failure`` hook (:meth:`on_failure`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+from concurrent.futures import Executor
+from typing import Any
+
+from ..core import process
+from ..core.broker import Call
+from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
+from ..core.sandbox import Sandboxed, import_path
+from ..core.task import Task
+from ..redisio.connection import REDIS_ERRORS
+from .context import Context, Holder
+from .sandbox import SandboxPool
+from .settings import ServerOptions
+
+log = logging.getLogger("asynqpy.processor")  # the processor's log: running handlers is part of its work
+
+
+def is_async(fn: Any) -> bool:
+    """Whether ``fn`` (a function, or an object whose ``__call__`` is) is a coroutine function."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
+
+
+class Runner:
+    """The handler chains of a server's task types. ``holder``: the processor (its held tasks,
+    and :meth:`~asynqpy.worker.context.Holder.lose` for a task whose read outlasts its lease)."""
+
+    def __init__(self, ctx: Context, options: ServerOptions, mux: ServeMux, pool: Executor, holder: Holder) -> None:
+        self.ctx = ctx
+        self.opts = options
+        self.mux = mux
+        self.pool = pool
+        self.holder = holder
+        self._chains: dict[str, AsyncHandler] = {}
+        self._sandbox: SandboxPool | None = None  # the child processes of sandboxed handlers (made when used)
+        self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks running
+        if options.sandbox:  # every plain handler runs sandboxed: each must be importable by a child
+            for pattern in mux.patterns:
+                fn = mux.match(pattern)
+                if fn is not None and not isinstance(fn, (Sandboxed, process.ProcessHandler)) and not is_async(fn):
+                    import_path(fn)
+
+    async def close(self) -> None:
+        """Stop the sandbox's child processes, if any were started."""
+        if self._sandbox is not None:
+            await self._sandbox.close()
+
+    def handler_for(self, task_type: str) -> AsyncHandler:
+        """The chain that runs a task of ``task_type`` (built on first use)."""
+        chain = self._chains.get(task_type)
+        if chain is None:
+            fn = self.mux.match(task_type) or not_found
+            if isinstance(fn, process.ProcessHandler):
+                chain = self._process_chain(fn)
+            elif isinstance(fn, Sandboxed):
+                chain = self._sandboxed(fn.path)
+            elif self.opts.sandbox and fn is not not_found and not is_async(fn):
+                chain = self._sandboxed(import_path(fn))
+            else:
+                chain = fn if is_async(fn) else self._threaded(fn)
+            for mw in reversed(self.mux.middleware):
+                chain = mw(chain)
+            self._chains[task_type] = chain
+        return chain
+
+    def _threaded(self, fn: Handler) -> AsyncHandler:
+        async def call(task: Task) -> Any:
+            ctx = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(ctx.run, fn, task))
+
+        return call
+
+    def _sandboxed(self, path: str) -> AsyncHandler:
+        """A handler run in the server's pool of child processes (worker/sandbox.py)."""
+        async def run(task: Task) -> Any:
+            if self._sandbox is None:
+                o = self.opts
+                self._sandbox = SandboxPool(o.sandbox_processes, o.sandbox_max_tasks, o.sandbox_max_memory_mb,
+                                            o.max_result_bytes)
+            r = self.holder.held.get((task.queue, task.id))
+            return await self._sandbox.run(path, task, r.deadline_ms if r is not None else 0)
+
+        return run
+
+    def _process_chain(self, h: process.ProcessHandler) -> AsyncHandler:
+        """A process type's inputs: read the process, run the processor (a plain one in the thread
+        pool), leave the plan of its commit in ``task._proc`` (written as the outcome's commit)."""
+        async def run(task: Task) -> None:
+            parsed = process.parse_input(task.type, task.message.key, task.payload)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            if parsed is not None:
+                pid = parsed[0]
+                read = self.ctx.broker.proc_read(task.queue, pid, 0, h.history)
+                reply = await self.read_held(task.queue, task.id, read, f"reading process {pid}")
+                if reply:
+                    task._proc = (process.parse_record(pid, reply[0]), process.History(int(reply[1]), list(reply[2:])))
+            plan, proc, inp = h.prepare(task)
+            if plan is not None:
+                task._proc = plan
+                return
+            assert proc is not None
+            if self.ctx.metrics.enabled:
+                self.ctx.metrics.process_phase(h.type, "read", loop.time() - started)
+            started = loop.time()
+            if h.is_async:
+                step = await h.fn(proc, inp)  # type: ignore[misc]
+            else:
+                ctx = contextvars.copy_context()
+                step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
+            if self.ctx.metrics.enabled:
+                self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
+            h.finish(task, step, self.ctx.clock.now_ms())
+
+        return run
+
+    async def read_held(self, queue: str, id: str, call: Call[Any], what: str) -> Any:
+        """A read a task needs before its handler runs (its process, its parents' results): a
+        Redis outage is not the task's failure, so it is waited out (with backoff) while the
+        task's lease lasts; once the lease could not be renewed in time, this server lets go of
+        the task (``holder.lose``: it is cancelled and nothing is written) and the recoverer runs
+        it again when the lease expires in Redis, as for any task held through an outage."""
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        while True:
+            try:
+                return await self.ctx.exec.run(call)
+            except REDIS_ERRORS as exc:
+                r = self.holder.held.get((queue, id))
+                if r is None or r.lost:
+                    raise
+                if loop.time() >= r.lease_until:
+                    self.holder.lose(r, f"Redis was unreachable while {what} until its lease ran out")
+                    await asyncio.sleep(0)  # the cancellation lose() requested lands here
+                    raise  # (not reached unless the task was finished meanwhile)
+                self.ctx.health.failed(f"{what} (retried in {delay:.2f}s)", exc)
+                await asyncio.sleep(min(delay, max(0.0, r.lease_until - loop.time())))
+                delay = min(delay * 2, 2.0)
+
+    def on_failure(self, task: Task | None, error: BaseException, will_retry: bool) -> None:
+        """Start the server's ``on_failure`` hook, if any, for a failed attempt (in the background:
+        the outcome's write does not wait for it). What the hook raises is logged."""
+        hook = self.opts.on_failure
+        if hook is None or task is None:
+            return
+
+        async def call() -> None:
+            try:
+                if is_async(hook):
+                    await hook(task, error, will_retry)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(self.pool, hook, task, error, will_retry)
+            except Exception:
+                log.exception("the on_failure hook failed for task %s (queue %s)", task.id, task.queue)
+
+        t = asyncio.create_task(call(), name=f"asynqpy-on-failure-{task.id}")
+        self._hooks.add(t)
+        t.add_done_callback(self._hooks.discard)

@@ -1,0 +1,323 @@
+"""Writer: the server's writes of attempts' outcomes and progress, in their own loop (as asynq's
+syncer).
+
+The processor hands each decided :class:`~asynqpy.core.outcome.Outcome` to :meth:`Writer.put`,
+which turns it into its script call (done, complete, proc_commit, snooze, retry, archive or
+run_end) and queues it. :meth:`Writer.run` sends the calls queued meanwhile in one pipeline
+(:meth:`_send`: the plain successes of a queue go as one batched ``done`` call, at most
+:data:`MAX_ACK` tasks each) and lets go of each task (``held``) once its outcome is written.
+Batching adds no wait: what finishes while a write is in flight goes in the next one. A write
+that meets a Redis outage is retried, with backoff, while the task's lease lasts (then the
+recoverer finishes it); one refused because the lease was lost (another worker holds the task
+now) or because the task is gone is logged and dropped. Late waiters named by a finishing
+script are told the outcome afterwards (:meth:`_reply`).
+
+Also here: a running task's progress writes (at most one every :data:`PROGRESS_EVERY` seconds,
+the latest value wins) and, at shutdown, the requeue of the tasks still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import codec, process
+from ..core.broker import Call, Done, Finished
+from ..core.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
+from ..core.limits import SIGNALS_FREED_SLOT
+from ..core.options import new_task_id
+from ..core.outcome import Action, Outcome
+from ..core.results import pack_outcome, pack_progress
+from ..redisio.connection import REDIS_ERRORS, RETRYABLE
+from .context import Context, Running
+from .settings import ServerOptions
+
+log = logging.getLogger("asynqpy.processor")  # the processor's log: its writes are part of its work
+
+MAX_ACK = 256
+"""Most tasks one batched acknowledgement (the done script) carries."""
+PROGRESS_EVERY = 0.2
+"""Seconds between two progress writes of one task (task.progress in a tight loop writes at
+most this often; the latest value wins)."""
+
+
+@dataclass
+class _Write:
+    running: Running
+    call: Call[Any] | Done  # a Done is acknowledged with the other Dones of its queue, in one call
+    what: str
+    since: float = 0.0  # (a process input's commit) when its outcome was decided, for its metric
+    attempts: int = 0
+
+
+class Writer:
+    """Writes outcomes (batched, retried while the lease lasts) and progress. ``held``: the
+    processor's tasks under lease, each let go of once its outcome is written; ``executing``: the
+    ones whose handler still runs (a progress write is only for those)."""
+
+    def __init__(self, ctx: Context, options: ServerOptions, held: dict[tuple[str, str], Running],
+                 executing: set[Running]) -> None:
+        self.ctx = ctx
+        self.opts = options
+        self.held = held
+        self.executing = executing
+        self._queued: list[_Write] = []
+        self._writing = 0  # writes taken by the loop and not settled yet
+        self._ready = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self._progress: set[asyncio.Task[None]] = set()  # progress writes in flight
+
+    @property
+    def pending(self) -> int:
+        """Outcomes queued or being written."""
+        return len(self._queued) + self._writing
+
+    def put(self, r: Running, o: Outcome) -> None:
+        """Queue the write of ``o``, the outcome of ``r`` (raises if its call cannot be built:
+        nothing is queued then)."""
+        ended = o.ended
+        call = self._call(r, o, ended)
+        r.ended = ended
+        if self.ctx.metrics.enabled:
+            self._count(r, o)
+        since = asyncio.get_running_loop().time() if r.task is not None and isinstance(r.task._proc, process.Plan) \
+            else 0.0
+        self._queued.append(_Write(r, call, o.what, since))
+        self.idle.clear()
+        self._ready.set()
+
+    def _call(self, r: Running, o: Outcome, ended: tuple[bool, Any] | None) -> Call[Any] | Done:
+        b, a = self.ctx.broker, o.action
+        reply = pack_outcome(r.id, *ended) if o.msg.reply_to and ended is not None else b""
+        if a is Action.DONE:
+            data = b"" if o.result is None else codec.encode_payload(o.result, "result")
+            return Done(r.id, r.token, o.msg, reply, progressed=r.progress_sent, result=data)
+        if a is Action.COMPLETE:
+            return b.complete(r.queue, r.id, r.token, o.msg, reply)
+        if a is Action.COMMIT:
+            assert r.task is not None and isinstance(r.task._proc, process.Plan)
+            return b.proc_commit(r.queue, r.id, r.token, o.msg, r.task._proc, self._timer(r, r.task._proc), reply)
+        if a is Action.SNOOZE:
+            return b.snooze(r.queue, r.id, r.token, o.delay * 1000)
+        if a is Action.RETRY:
+            return b.retry(r.queue, r.id, r.token, o.msg, o.delay * 1000)
+        if a is Action.RUN_DONE:
+            return b.run_end(r.queue, r.run_of, r.msg, "s", run=r.id, token=r.token, result=o.result)
+        if a is Action.RUN_GIVEN_BACK:  # this worker may take a run of it again
+            return b.run_end(r.queue, r.run_of, r.msg, "g", run=r.id, token=r.token)
+        if a is Action.RUN_FAILED:  # archived when its failures exceed its max_retry (at once if final)
+            return b.run_end(r.queue, r.run_of, r.msg, "f", run=r.id, token=r.token, failed=o.msg,
+                             max_retry=-1 if o.final else None)
+        if r.run_of:  # an archive of a targeted task's run archives the task at once
+            return b.run_end(r.queue, r.run_of, o.msg, "f", run=r.id, token=r.token, failed=o.msg, max_retry=-1,
+                             sign=o.sign)  # a run refused for its signature stays unsigned
+        return b.archive(r.queue, r.id, r.token, o.msg, self.opts.archive_max_size,
+                         int(self.opts.archive_max_age * 1000), o.sign, outcome=reply, mark_process=o.mark_process)
+
+    def _timer(self, r: Running, plan: process.Plan) -> tuple[str, codec.Message] | None:
+        """The timeout input a process's plan sets (with the input's own options), or None."""
+        if plan.timer != "s" or plan.skipped or plan.remove:
+            return None
+        m = r.msg
+        tmsg = codec.Message(type=m.type, payload=process.input_payload(plan.pid, "timeout", None),
+                             enqueued_at_ms=self.ctx.clock.now_ms(), max_retry=m.max_retry, timeout_ms=m.timeout_ms,
+                             retention_ms=m.retention_ms, retry_delay_ms=m.retry_delay_ms, headers=m.headers,
+                             priority=m.priority, key=m.key)
+        return new_task_id(), tmsg
+
+    def _count(self, r: Running, o: Outcome) -> None:
+        """The attempt's outcome in the metrics (a failed attempt counts as failed, and as what
+        became of it)."""
+        m, q, t = self.ctx.metrics, r.queue, r.msg.type
+        if o.action.over:
+            m.outcome(q, t, "succeeded")
+        elif o.action in (Action.SNOOZE, Action.RUN_GIVEN_BACK):
+            m.outcome(q, t, "snoozed")
+        else:
+            m.outcome(q, t, "failed")
+            m.outcome(q, t, "archived" if o.action is Action.ARCHIVE else "retried")
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) for the queued outcomes to be written (shutdown)."""
+        try:
+            await asyncio.wait_for(self.idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            log.error("gave up writing %d outcome(s); the recoverer will retry them", self.pending)
+
+    async def run(self) -> None:
+        """Write what is queued, one pipeline per turn, until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queued:
+                self.idle.set()
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            batch, self._queued = self._queued, []
+            self._writing = len(batch)
+            # a progress write still in flight goes first: pushed after the outcome, a waiting
+            # caller (Client.call's on_progress) would never see it
+            writing = [w.running.progress_write for w in batch
+                       if w.running.progress_write is not None and not w.running.progress_write.done()]
+            if writing:
+                await asyncio.wait(writing, timeout=1.0)
+            batch, results = await self._send(batch)
+            again: list[_Write] = []
+            replies: list[Call[Any]] = []
+            for w, res in zip(batch, results):
+                r = w.running
+                if w.since and self.ctx.metrics.enabled and not isinstance(res, Exception):
+                    self.ctx.metrics.process_phase(r.msg.type[len(process.TYPE_PREFIX):], "commit",
+                                                   loop.time() - w.since)
+                if isinstance(res, Finished) and res.told:
+                    self.ctx.kick_outbox(r.queue)
+                if isinstance(res, Finished) and res.late and r.ended is not None:
+                    outcome = pack_outcome(r.id, *r.ended)
+                    replies += [self.ctx.broker.reply(r.queue, inbox, outcome) for inbox in res.late]
+                if isinstance(res, RETRYABLE) and not r.lost:
+                    if loop.time() < r.lease_until:
+                        w.attempts += 1
+                        again.append(w)
+                        continue
+                    log.error("could not write %s of task %s before its lease ran out (%s); "
+                              "the recoverer will retry it", w.what, r.id, res)
+                elif isinstance(res, LeaseLostError):
+                    log.warning("late %s of task %s refused: %s", w.what, r.id, res)
+                elif isinstance(res, TaskNotFoundError):
+                    log.warning("task %s vanished before its %s was written", r.id, w.what)
+                elif isinstance(res, Exception):
+                    log.error("writing %s of task %s failed: %r", w.what, r.id, res)
+                if self.held.get((r.queue, r.id)) is r:
+                    del self.held[(r.queue, r.id)]
+            if again:
+                delay = min(0.05 * 2 ** max(w.attempts for w in again), 2.0)
+                self.ctx.health.failed(f"writing {len(again)} outcome(s) (retried in {delay:.2f}s)",
+                                       next(r for r in results if isinstance(r, Exception)))
+                await asyncio.sleep(delay)
+                self._queued[:0] = again
+            elif not any(isinstance(r, RETRYABLE) for r in results):
+                self.ctx.health.ok()
+            if replies:
+                await self._reply(replies)
+            self._writing = 0
+
+    async def _send(self, batch: list[_Write]) -> tuple[list[_Write], list[Any]]:
+        """Write ``batch`` in one pipeline: each retry, archive or complete as its own script call,
+        the successes of each queue (``Done``) as one batched done call per queue (at most
+        :data:`MAX_ACK` tasks each). Returns the writes and, in the same order, each one's
+        result: the parsed reply or the exception its write met."""
+        calls: list[Call[Any]] = []
+        groups: list[list[_Write] | None] = []  # per call: the writes of a batched done, else None
+        single: list[_Write] = []
+        acks: dict[str, list[tuple[_Write, Done]]] = {}
+        unsignalled: dict[str, None] = {}  # queues of outcomes whose script wakes no worker for the slot
+        for w in batch:
+            if isinstance(w.call, Done):
+                acks.setdefault(w.running.queue, []).append((w, w.call))
+            else:
+                calls.append(w.call)
+                single.append(w)
+                groups.append(None)
+                if w.call.script not in SIGNALS_FREED_SLOT:
+                    unsignalled[w.running.queue] = None
+        for queue, done in acks.items():
+            for i in range(0, len(done), MAX_ACK):
+                chunk = done[i:i + MAX_ACK]
+                calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
+                groups.append([w for w, _ in chunk])
+        # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
+        # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
+        # workers a concurrency limit holds back do not sleep through it (its reply is not used)
+        for queue in unsignalled:
+            calls.append(self.ctx.broker.rewake(queue))
+            groups.append([])
+        started = asyncio.get_running_loop().time()
+        try:
+            replies = await self.ctx.exec.run_many(calls)
+        except REDIS_ERRORS as exc:
+            replies = [exc] * len(calls)
+        self.ctx.metrics.loop("ack", asyncio.get_running_loop().time() - started)
+        order: list[_Write] = []
+        results: list[Any] = []
+        singles = iter(single)
+        for group, reply in zip(groups, replies):
+            if group is None:
+                order.append(next(singles))
+                results.append(reply)
+            else:
+                order += group
+                results += reply if isinstance(reply, list) else [reply] * len(group)
+        return order, results
+
+    async def _reply(self, calls: list[Call[Any]]) -> None:
+        """Notify the waiters that started waiting after their task's enqueue (the finishing script
+        named their inboxes). If this fails, they learn the outcome at their next recheck (if the
+        task's result is kept, else as "not found")."""
+        try:
+            results = await self.ctx.exec.run_many(calls)
+        except REDIS_ERRORS as exc:
+            results = [exc]
+        for res in results:
+            if isinstance(res, Exception):
+                log.warning("could not notify %d waiter(s) of finished tasks: %s", len(calls), res)
+                break
+
+    # -- progress --------------------------------------------------------------------------------------
+
+    def arm_progress(self, r: Running) -> None:
+        """Schedule the write of a task's latest progress (task.progress only stores the value
+        and, if no write is scheduled, asks for one): at most one write every PROGRESS_EVERY."""
+        loop = asyncio.get_running_loop()
+        loop.call_later(max(0.0, r.progress_at + PROGRESS_EVERY - loop.time()), self._send_progress, r)
+
+    def _send_progress(self, r: Running) -> None:
+        r.progress_armed = False  # before taking the value: a later report arms a new write
+        latest, r.progress = r.progress, None
+        if latest is None or r not in self.executing:
+            return  # finished (its outcome clears the progress), lost or requeued
+        data, value = latest
+        r.progress_at = asyncio.get_running_loop().time()
+        push = pack_progress(r.id, value) if r.msg.reply_to else b""
+        call = self.ctx.broker.progress(r.queue, r.id, r.token, r.msg, data, push)
+        r.progress_sent = True
+        t = asyncio.create_task(self._write_progress(r, call), name=f"asynqpy-progress-{r.id}")
+        r.progress_write = t
+        self._progress.add(t)
+        t.add_done_callback(self._progress.discard)
+
+    async def _write_progress(self, r: Running, call: Call[int]) -> None:
+        try:
+            await self.ctx.exec.run(call)
+        except (LeaseLostError, TaskNotFoundError):
+            pass  # finished or lost meanwhile: nothing to show
+        except REDIS_ERRORS as exc:
+            self.ctx.health.failed(f"writing the progress of task {r.id}", exc)
+        except AsynqpyError as exc:  # Redis full: progress is not worth refusing the task for
+            log.debug("progress of task %s not written: %s", r.id, exc)
+
+    # -- shutdown ----------------------------------------------------------------------------------------
+
+    async def requeue(self, left: list[Running]) -> None:
+        """Put the tasks still running at shutdown back at the front of their queues (a targeted
+        run is given back), cancelling their handlers; nothing else is written for them."""
+        for r in left:
+            r.requeued = True
+            self.ctx.metrics.outcome(r.queue, r.msg.type, "requeued")
+            if r.aio is not None:
+                r.aio.cancel()
+        calls = [self.ctx.broker.run_end(r.queue, r.run_of, r.msg, "g", run=r.id, token=r.token) if r.run_of
+                 else self.ctx.broker.requeue(r.queue, r.id, r.token) for r in left]
+        try:
+            results = await self.ctx.exec.run_many(calls)
+        except REDIS_ERRORS as exc:
+            results = [exc] * len(left)
+        for r, res in zip(left, results):
+            if isinstance(res, Exception):
+                log.error("could not requeue task %s (%s); the recoverer will retry it", r.id, res)
+            else:
+                log.info("requeued unfinished task %s (queue %s)", r.id, r.queue)
+            self.held.pop((r.queue, r.id), None)
+        await asyncio.wait([r.aio for r in left if r.aio is not None], timeout=1.0)
