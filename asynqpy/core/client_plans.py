@@ -147,6 +147,15 @@ _ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
         when a live task has ``task_id``."""
 
 
+def _batched(p: opts.Prepared, pos: int, reply: Any, refused: set[int]) -> Any:
+    """The outcome of the task at ``pos`` of a batch call that replied ``reply`` (refusing the
+    positions in ``refused``): 0 (stored), a conflict, or the call's error (NotReplicatedError
+    too), which stands for each of its tasks."""
+    if pos in refused:
+        return TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}")
+    return reply if isinstance(reply, Exception) else 0
+
+
 class ClientPlans:
     """The client's state and logic, shared by :class:`~asynqpy.Client` and
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
@@ -226,6 +235,13 @@ class ClientPlans:
                 batches.setdefault(p.queue, []).append(i)
                 continue
             where[i] = (len(calls) - 1, -1)
+        self._batch_calls(prepared, batches, calls, where)
+        return _Plan(calls, bool(new), where)
+
+    def _batch_calls(self, prepared: Sequence[opts.Prepared], batches: dict[str, list[int]],
+                     calls: list[Call[Any]], where: list[tuple[int, int]]) -> None:
+        """Append one enqueue_many call per queue per BATCH tasks; ``where`` tells each task its
+        (call, position)."""
         for queue, idxs in batches.items():
             for start in range(0, len(idxs), BATCH):
                 chunk = [prepared[i] for i in idxs[start:start + BATCH]]
@@ -234,7 +250,6 @@ class ClientPlans:
                 calls.append(self.broker.enqueue_many(queue, [(p.id, p.data) for p in chunk], check))
                 for pos, i in enumerate(idxs[start:start + BATCH]):
                     where[i] = (ci, pos)
-        return _Plan(calls, bool(new), where)
 
     def _one_call(self, p: opts.Prepared) -> Call[Any]:
         """The call storing one prepared task: scheduled, in a group, or pending."""
@@ -296,12 +311,7 @@ class ClientPlans:
                    if isinstance(getattr(r, "result", r), list)}
         outcomes: list[Any] = []
         for p, (ci, pos) in zip(prepared, plan.where):
-            r = replies[ci]
-            if pos >= 0:  # one task of a batch call
-                if pos in refused.get(ci, ()):
-                    r = TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}")
-                elif not isinstance(r, Exception):
-                    r = 0  # else the call's error (NotReplicatedError too) stands for each of its tasks
+            r = replies[ci] if pos < 0 else _batched(p, pos, replies[ci], refused.get(ci, set()))
             if isinstance(r, Exception) and not return_exceptions:
                 raise r
             outcomes.append(r)

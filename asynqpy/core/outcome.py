@@ -132,14 +132,7 @@ def decide(msg: Message, kind: Kind, error: BaseException | None, now_ms: int, p
     successful handler produced; ``task``: the task as the retry policy is given it (made from
     ``msg`` when None). Only the retry policy, user code, is called (what it raises is caught)."""
     if error is None:
-        if kind is Kind.RUN:
-            return Outcome(Action.RUN_DONE, msg, result=result)
-        if kind is Kind.PROCESS:  # the input's message, with its completion when it is kept
-            kept = msg.with_(completed_at_ms=now_ms, result=result) if msg.retention_ms > 0 else msg
-            return Outcome(Action.COMMIT, kept, result=result)
-        if msg.retention_ms > 0:
-            return Outcome(Action.COMPLETE, msg.with_(completed_at_ms=now_ms, result=result), result=result)
-        return Outcome(Action.DONE, msg, result=result)
+        return _succeeded(msg, kind, now_ms, result)
     if isinstance(error, RateLimited):
         return Outcome(Action.RUN_GIVEN_BACK if kind is Kind.RUN else Action.SNOOZE, msg, delay=error.retry_in)
     text = describe(error)[:MAX_ERROR_TEXT]
@@ -153,6 +146,18 @@ def decide(msg: Message, kind: Kind, error: BaseException | None, now_ms: int, p
         return Outcome(Action.ARCHIVE, failed, error=text, why=why, mark_process=not isinstance(error, Refused))
     delay, broken = retry_delay(msg, error, policy, task or Task(msg.type, _msg=msg))
     return Outcome(Action.RETRY, failed.with_(retried=msg.retried + 1), delay=delay, error=text, policy_error=broken)
+
+
+def _succeeded(msg: Message, kind: Kind, now_ms: int, result: Any) -> Outcome:
+    """The outcome of an attempt whose handler returned ``result``."""
+    if kind is Kind.RUN:
+        return Outcome(Action.RUN_DONE, msg, result=result)
+    if kind is Kind.PROCESS:  # the input's message, with its completion when it is kept
+        kept = msg.with_(completed_at_ms=now_ms, result=result) if msg.retention_ms > 0 else msg
+        return Outcome(Action.COMMIT, kept, result=result)
+    if msg.retention_ms > 0:
+        return Outcome(Action.COMPLETE, msg.with_(completed_at_ms=now_ms, result=result), result=result)
+    return Outcome(Action.DONE, msg, result=result)
 
 
 def retry_delay(msg: Message, error: BaseException, policy: Policy, task: Task) -> tuple[float, str]:
