@@ -52,6 +52,7 @@ token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not he
 --- @include "trim"
 --- @include "notify"
 --- @include "exit"
+--- @include "process"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -68,7 +69,7 @@ trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]
 local told_kids = task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[10], events = KEYS[13], conf = KEYS[14],
                              children = KEYS[15], outbox = KEYS[16], keyheld = KEYS[17], blocked = KEYS[18],
                              pending = KEYS[19], prio = KEYS[20], wake = KEYS[21], proc = KEYS[23],
-                             procs = KEYS[24], now = now},
+                             procs = KEYS[24], now = now, mark_process = proc_mark_error},
                             {id = id, how = 'archived', msg = ARGV[3], attempt = ARGV[10], error = ARGV[11],
                              recovered = ARGV[8] == '1', lock = KEYS[4], key = ARGV[12], keylist = KEYS[22],
                              pid = ARGV[13], kind = ARGV[14]})

@@ -39,6 +39,7 @@ Returns 1 = cancelled ('!' when tasks waiting on it were told), 0 = no such task
 --- @include "now"
 --- @include "stored"
 --- @include "exit"
+--- @include "process"
 --- @include "operator"
 operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local id = ARGV[1]
@@ -59,7 +60,7 @@ redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
 local told_children = task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[6], conf = KEYS[7],
                                  children = KEYS[8], outbox = KEYS[9], keyheld = KEYS[10], blocked = KEYS[11],
                                  pending = KEYS[12], prio = KEYS[13], wake = KEYS[14], proc = KEYS[16],
-                                 procs = KEYS[17], now = now},
+                                 procs = KEYS[17], now = now, mark_process = proc_mark_error},
                                 {id = id, how = 'cancelled', msg = ARGV[3], lock = KEYS[4], key = ARGV[7],
                                  keylist = KEYS[15], pid = ARGV[8], kind = ARGV[9], mark = 'cancelled by an operator'})
 redis.call('PUBLISH', ARGV[5], ARGV[6])

@@ -73,6 +73,7 @@ redis.call('ZREM', KEYS[2], unpack(ok))
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
            outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
            prio = KEYS[15], wake = KEYS[16]}
+local e = {how = 'done'}  -- (one per batch, refilled for each task)
 for k, i in ipairs(okpos) do
   local base = 2 + (i - 1) * 10
   local lock, reply, keylist = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 8])
@@ -80,9 +81,10 @@ for k, i in ipairs(okpos) do
     redis.call('RPUSH', KEYS[16 + reply], ARGV[base + 5])
     redis.call('PEXPIRE', KEYS[16 + reply], INBOX_TTL_MS)
   end
-  if task_exit(x, {id = ok[k], how = 'done', msg = vals[i], attempt = ARGV[base + 2], result = ARGV[base + 7],
-                   lock = lock > 0 and KEYS[16 + lock] or nil, progressed = ARGV[base + 6] == '1',
-                   key = ARGV[base + 9], keylist = keylist > 0 and KEYS[16 + keylist] or nil}) then
+  e.id, e.msg, e.attempt, e.result, e.progressed = ok[k], vals[i], ARGV[base + 2], ARGV[base + 7], ARGV[base + 6] == '1'
+  e.lock = lock > 0 and KEYS[16 + lock] or nil
+  e.key, e.keylist = ARGV[base + 9], keylist > 0 and KEYS[16 + keylist] or nil
+  if task_exit(x, e) then
     out[i] = '!'
   end
 end

@@ -1,7 +1,7 @@
 """Every way a task leaves a state goes through one include (issue 30): ``lua/includes/exit.lua``
 (``task_exit``) does the bookkeeping each way of leaving owes (its lock, its progress, its event,
 the tasks waiting on it, its key, its process, the wake-up of a held-back worker), from one table
-of duties (``EXITS``); and only ``lua/includes/stored.lua`` knows the layout of a task's stored
+of duties (``exit_row``); and only ``lua/includes/stored.lua`` knows the layout of a task's stored
 value (state byte, lease token, message).
 
 A script "changes a task's state" when its own text, or an include function it calls, writes or
@@ -135,16 +135,17 @@ def test_every_script_that_changes_a_task_calls_the_exit_include_or_says_why() -
         uses_exit = _calls_exit(_scripts()[name])
         assert uses_exit or name in NO_EXIT, (
             f"lua/{name}-*.lua changes tasks without lua/includes/exit.lua: call task_exit with the way its tasks "
-            "leave (a row of EXITS), or list it in NO_EXIT with the reason no duty applies")
+            "leave (a row of exit_row), or list it in NO_EXIT with the reason no duty applies")
         assert not (uses_exit and name in NO_EXIT), f"{name} calls task_exit: take it out of NO_EXIT"
     assert not set(NO_EXIT) - changing, f"NO_EXIT lists scripts that no longer change tasks: {set(NO_EXIT) - changing}"
     assert SHAPES <= {name for name in changing if _calls_exit(_scripts()[name])}
 
 
 def _exits_table() -> set[str]:
+    """The ways of leaving exit.lua knows: the rows of its table of duties (exit_row)."""
     text = _includes()["exit"]
-    table = text.split("local EXITS = {", 1)[1].split("\n}", 1)[0]
-    return set(re.findall(r"^\s+(\w+)\s*=\s*\{", table, re.MULTILINE))
+    table = text.split("local function exit_row(how)", 1)[1].split("\nend\n", 1)[0]
+    return set(re.findall(r"\bhow == '(\w+)' then\s+return ", table))
 
 
 def test_every_way_of_leaving_named_is_a_row_of_the_table() -> None:
@@ -156,8 +157,8 @@ def test_every_way_of_leaving_named_is_a_row_of_the_table() -> None:
             hows = set(re.findall(r"'(\w+)'", expr))
             assert hows, f"{name}: task_exit's how is not a literal: {expr.strip()}"
             used |= hows
-            assert hows <= rows, f"{name}: no row of EXITS (includes/exit.lua) for {hows - rows}"
-    assert used == rows, f"rows of EXITS that no script uses: {rows - used}"
+            assert hows <= rows, f"{name}: no row of exit_row (includes/exit.lua) for {hows - rows}"
+    assert used == rows, f"rows of exit_row that no script uses: {rows - used}"
 
 
 _SLICE = re.compile(r"string\.sub\(\s*[^,()]+(?:\([^()]*\))?\s*,\s*(?:1\s*,\s*1|1\s*,\s*\d+|2|2\s*,\s*\d+|10)\s*\)"

@@ -12,17 +12,20 @@
 ---   process   a process input's process marked in error                   (failures)
 ---   wake      a slot freed under a concurrency limit wakes a held-back worker (left active)
 ---
---- EXITS: what each way of leaving owes (final = it ends for good; tell = the outcome its children
---- are told; forget = the task is deleted: its children and deps entries go too; event = the
---- event's name; process = a process input's process is marked in error).
+--- exit_row(how): what each way of leaving owes, the table of duties (final = it ends for good: its
+--- lock and key go; tell = the outcome its children are told; forget = the task is deleted: its
+--- children and deps entries go too; event = the event's name; process = a process input's
+--- process is marked in error). (A chain of comparisons, not a table of tables: a table built on
+--- each call of the script would cost more than the script's own work.)
 ---
 --- x: the keys and values a script's exits share, built once per script (a field left nil skips
 --- the duties that need it): t, events, conf (or cap), progress, lease (set when the tasks leave
---- active: the wake duty), children, outbox, deps, keyheld, blocked, pending, prio, wake, proc,
---- procs, now. task_exit caches in it the events cap, whether the queue has workflows (one
+--- active: the wake duty), children, outbox, deps, keyheld, blocked, pending, prio, wake, and for
+--- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
+--- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it). task_exit caches in it the events cap, whether the queue has workflows (one
 --- EXISTS per script) and whether the wake was done (once per script).
 ---
---- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a key of EXITS), msg (the
+--- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a row of exit_row), msg (the
 --- message, for the event's type), and where they apply: lock (its lock key), progressed (false =
 --- the run wrote no progress: nothing to clear), result (msgpack, for its children: completed),
 --- key and keylist (its key, '' = none, and the key's list), pid and kind (a process input), mark
@@ -33,21 +36,23 @@
 --- @include "unique"
 --- @include "flow"
 --- @include "serial"
---- @include "process"
 --- @include "slots"
-local EXITS = {
-  done       = {final = true, tell = 'c', forget = true, event = 'completed'},  -- succeeded, not kept
-  completed  = {final = true, tell = 'c', event = 'completed'},                 -- succeeded, kept
-  archived   = {final = true, tell = 'x', event = 'archived', process = true},
-  cancelled  = {final = true, tell = 'x', event = 'cancelled', process = true},
-  deleted    = {final = true, tell = 'd', forget = true, event = 'deleted'},
-  debounced  = {final = true, tell = 'd', forget = true, event = 'debounced'},  -- replaced by a debounce
-  aggregated = {final = true, tell = 'd', forget = true, event = 'aggregated'}, -- turned into one task
-  retry      = {event = 'retry'},                 -- failed, retries left: its lock, key, children stay
-  snoozed    = {event = 'scheduled'},             -- RateLimited: waits, nothing counted
-  requeued   = {},                                -- shutdown: back to pending, no event
-  run_ended  = {},                                -- a run task of a targeted task (includes/runs)
-}
+local function exit_row(how)
+  --                                       final  tell  forget  event          process
+  if how == 'done' then        return true,  'c',  true,   'completed',   false  -- succeeded, not kept
+  elseif how == 'completed' then return true,  'c',  false,  'completed',   false  -- succeeded, kept
+  elseif how == 'archived' then  return true,  'x',  false,  'archived',    true
+  elseif how == 'cancelled' then return true,  'x',  false,  'cancelled',   true
+  elseif how == 'deleted' then   return true,  'd',  true,   'deleted',     false
+  elseif how == 'debounced' then return true,  'd',  true,   'debounced',   false  -- replaced by a debounce
+  elseif how == 'aggregated' then return true, 'd',  true,   'aggregated',  false  -- turned into one task
+  elseif how == 'retry' then     return false, nil,  false,  'retry',       false  -- failed, retries left
+  elseif how == 'snoozed' then   return false, nil,  false,  'scheduled',   false  -- RateLimited: nothing counted
+  elseif how == 'requeued' then  return false, nil,  false,  nil,           false  -- shutdown: back to pending
+  elseif how == 'run_ended' then return false, nil,  false,  nil,           false  -- a targeted task's run (runs)
+  end
+  error('task_exit: no such way of leaving: ' .. tostring(how))
+end
 local function exit_cap(x)
   if not x.cap then
     x.cap = events_cap(x.conf)
@@ -65,54 +70,60 @@ local function exit_flows(x)
   return x.flows
 end
 local function task_exit(x, e)
-  local d = EXITS[e.how]
-  if not d then
-    error('task_exit: no such way of leaving: ' .. tostring(e.how))
-  end
+  local final, tell, forget, event, process = exit_row(e.how)
   local id = e.id
-  if d.final and e.lock then
+  if final and e.lock then
     release_lock(e.lock, id)
   end
   if x.progress and e.progressed ~= false then
     redis.call('HDEL', x.progress, id)
   end
-  if d.event and exit_cap(x) > 0 then
+  if event and exit_cap(x) > 0 then
     local mtype = msg_type(e.msg or '')
     if e.recovered then
       emit(x.events, x.cap, 'e', 'lease_expired', 'id', id, 'type', mtype, 'attempt', e.attempt)
     end
-    local f = {'e', d.event, 'id', id, 'type', mtype}
+    local f = x.fields  -- (one list per script, refilled: a batch allocates nothing per task)
+    if not f then
+      f = {'e', '', 'id', '', 'type', ''}
+      x.fields = f
+    end
+    f[2], f[4], f[6] = event, id, mtype
+    local n = 6
     if e.attempt then
-      f[#f + 1], f[#f + 2] = 'attempt', e.attempt
+      f[n + 1], f[n + 2], n = 'attempt', e.attempt, n + 2
     end
     if e.error then
-      f[#f + 1], f[#f + 2] = 'error', e.error
+      f[n + 1], f[n + 2], n = 'error', e.error, n + 2
     end
     if e.due then
-      f[#f + 1], f[#f + 2] = 'due', e.due
+      f[n + 1], f[n + 2], n = 'due', e.due, n + 2
     end
     if e.more then
       for _, v in ipairs(e.more) do
-        f[#f + 1] = v
+        f[n + 1], n = v, n + 1
       end
     end
-    emit(x.events, x.cap, unpack(f))
+    emit(x.events, x.cap, unpack(f, 1, n))
   end
   local told_children = false
-  if d.tell and x.children and exit_flows(x) then
-    told_children = tell_children(x.children, x.outbox, id, d.tell, e.result)
-    if d.forget then
+  if tell and x.children and exit_flows(x) then
+    told_children = tell_children(x.children, x.outbox, id, tell, e.result)
+    if forget then
       redis.call('HDEL', x.children, id)
       if x.deps then
         redis.call('HDEL', x.deps, id)
       end
     end
   end
-  if d.final and e.key and e.key ~= '' and e.keylist then
+  if final and e.key and e.key ~= '' and e.keylist then
     key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events, exit_cap(x), e.keylist, e.key, id)
   end
-  if d.process and e.pid and e.pid ~= '' then
-    proc_mark_error(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
+  if process and e.pid and e.pid ~= '' then
+    if not x.mark_process then
+      error('task_exit: a process input ends, and x has no mark_process (includes/process proc_mark_error)')
+    end
+    x.mark_process(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
   end
   if x.lease and not x.woke and x.conf and x.pending and x.wake then
     x.woke = true
