@@ -72,7 +72,8 @@ redis.call('HDEL', KEYS[1], unpack(ok))
 redis.call('ZREM', KEYS[2], unpack(ok))
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
            outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
-           prio = KEYS[15], wake = KEYS[16]}
+           prio = KEYS[15], wake = KEYS[16],
+           flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0}  -- a queue with workflows? (one command per batch)
 local e = {how = 'done'}  -- (one per batch, refilled for each task)
 for k, i in ipairs(okpos) do
   local base = 2 + (i - 1) * 10

@@ -59,6 +59,7 @@ again from the process as it is).
 --- @include "active"
 --- @include "counters"
 --- @include "notify"
+--- @include "process"
 --- @include "exit"
 local id, pid = ARGV[1], ARGV[9]
 local m, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)

@@ -196,3 +196,34 @@ def test_the_architecture_lists_every_exit_path() -> None:
         if ends and name not in ("extend", "reconcile"):
             full = next(f for f in files if f.rsplit("-", 1)[0] == name)
             assert f"`{full}`" in table, f"docs/architecture.md 'Exit paths' does not name {full}"
+
+
+_LUA_GLOBALS = {"redis", "tonumber", "tostring", "unpack", "ipairs", "pairs", "error", "type", "math", "string",
+                "table", "select", "next", "pcall", "assert", "cjson", "cmsgpack", "struct", "bit", "rawget"}
+_LUA_WORDS = {"if", "then", "else", "elseif", "end", "function", "local", "return", "and", "or", "not", "while", "do",
+              "for", "in", "repeat", "until", "nil", "true", "false", "break"}
+
+
+def _undefined(source: str) -> set[str]:
+    """The functions (and includes/process's R_ indexes) a flattened script uses without defining."""
+    code = re.sub(r"'[^'\n]*'", "''", _code(source))
+    defined = set(re.findall(r"local function (\w+)", code))
+    for m in re.finditer(r"local ([\w, ]+?)\s*=", code):
+        defined |= {n.strip() for n in m.group(1).split(",")}
+    defined |= set(re.findall(r"local (\w+)\s*$", code, re.MULTILINE))
+    for m in re.finditer(r"function \w*\(([^)]*)\)", code):
+        defined |= {n.strip() for n in m.group(1).split(",") if n.strip()}
+    used = set(re.findall(r"(?<![\w.:])([A-Za-z_]\w*)\s*\(", code)) | set(re.findall(r"(?<![\w.:])(R_[A-Z]+)\b", code))
+    return used - defined - _LUA_GLOBALS - _LUA_WORDS
+
+
+def test_every_function_a_script_calls_comes_with_its_includes() -> None:
+    """A script reaches the shared functions through its includes (exit.lua brings events, unique, flow,
+    serial and slots; not process): one it uses but does not include would be a global, nil in Redis,
+    an error only on the path that calls it."""
+    from asynqpy.redisio.scripts import _flatten
+
+    for path in sorted(LUA.glob("*.lua")):
+        missing = _undefined(_body(_flatten(path.read_text(), INCLUDES, set())))
+        assert not missing, f"{path.name} uses {sorted(missing)} without the include that defines it"
+    assert _undefined("local a = 1\nreturn proc_first(a) + R_N") == {"proc_first", "R_N"}

@@ -23,8 +23,9 @@
 --- active: the wake duty), children, outbox, deps, keyheld, blocked, pending, prio, wake, and for
 --- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
 --- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
---- task_exit caches in it the events cap, whether the queue has workflows (one EXISTS per script),
---- the event's field list and whether the wake was done (once per script).
+--- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
+--- children duty is skipped. task_exit caches in it the events cap, the event's field list and
+--- whether the wake was done (once per script).
 ---
 --- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a row of exit_row), msg (the
 --- message, for the event's type), and where they apply: lock (its lock key), progressed (false =
@@ -59,16 +60,6 @@ local function exit_cap(x)
     x.cap = events_cap(x.conf)
   end
   return x.cap
-end
-local function exit_flows(x)
-  if x.flows == nil then
-    if x.deps then
-      x.flows = redis.call('EXISTS', x.children, x.deps) > 0
-    else
-      x.flows = redis.call('EXISTS', x.children) > 0
-    end
-  end
-  return x.flows
 end
 local function task_exit(x, e)
   local final, tell, forget, event, process = exit_row(e.how)
@@ -108,7 +99,7 @@ local function task_exit(x, e)
     emit(x.events, x.cap, unpack(f, 1, n))
   end
   local told_children = false
-  if tell and x.children and exit_flows(x) then
+  if tell and x.children and x.flows ~= false then
     told_children = tell_children(x.children, x.outbox, id, tell, e.result)
     if forget then
       redis.call('HDEL', x.children, id)
