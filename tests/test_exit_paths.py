@@ -72,7 +72,7 @@ def _body(text: str) -> str:
 
 
 def _tasks_key(text: str) -> int | None:
-    m = re.search(r"^\s*(?:--+\s*)?KEYS\[(\d+)\]\s+t\b", text, re.MULTILINE)
+    m = re.search(r"^\s*(?:--+\s*)?KEYS\[(\d+)\]\s+(?:t|tasks)\b", text, re.MULTILINE)
     return int(m.group(1)) if m else None
 
 
@@ -221,7 +221,7 @@ def test_every_function_a_script_calls_comes_with_its_includes() -> None:
     """A script reaches the shared functions through its includes (exit.lua brings events, unique, flow,
     serial and slots; not process): one it uses but does not include would be a global, nil in Redis,
     an error only on the path that calls it."""
-    from asynqpy.redisio.scripts import _flatten
+    from asynqpy.core.scripts import _flatten
 
     for path in sorted(LUA.glob("*.lua")):
         missing = _undefined(_body(_flatten(path.read_text(), INCLUDES, set())))
