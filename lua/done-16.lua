@@ -74,7 +74,8 @@ local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], c
            outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
            prio = KEYS[15], wake = KEYS[16],
            flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0}  -- a queue with workflows? (one command per batch)
-local e = {how = 'done'}  -- (one per batch, refilled for each task)
+local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progressed = false, lock = false, key = '',
+           keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
 for k, i in ipairs(okpos) do
   local base = 2 + (i - 1) * 10
   local lock, reply, keylist = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 8])
@@ -83,8 +84,8 @@ for k, i in ipairs(okpos) do
     redis.call('PEXPIRE', KEYS[16 + reply], INBOX_TTL_MS)
   end
   e.id, e.msg, e.attempt, e.result, e.progressed = ok[k], vals[i], ARGV[base + 2], ARGV[base + 7], ARGV[base + 6] == '1'
-  e.lock = lock > 0 and KEYS[16 + lock] or nil
-  e.key, e.keylist = ARGV[base + 9], keylist > 0 and KEYS[16 + keylist] or nil
+  e.lock = lock > 0 and KEYS[16 + lock] or false
+  e.key, e.keylist = ARGV[base + 9], keylist > 0 and KEYS[16 + keylist] or false
   if task_exit(x, e) then
     out[i] = '!'
   end

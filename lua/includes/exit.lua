@@ -77,7 +77,7 @@ local function task_exit(x, e)
     end
     local f = x.fields  -- (one list per script, refilled: a batch allocates nothing per task)
     if not f then
-      f = {'e', '', 'id', '', 'type', ''}
+      f = {'e', '', 'id', '', 'type', '', '', '', '', '', '', ''}  -- (sized for the usual fields: no resize)
       x.fields = f
     end
     f[2], f[4], f[6] = event, id, mtype
