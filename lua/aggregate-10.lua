@@ -25,9 +25,9 @@ Returns 1 = aggregated; -8 = a member left the group or changed since read (noth
 -2 = a task with the new id exists (nothing written).
 ]]
 --- @include "signal"
---- @include "unique"
 --- @include "group"
---- @include "events"
+--- @include "stored"
+--- @include "exit"
 local ids = {}
 for i = 4, #ARGV, 3 do
   local id = ARGV[i]
@@ -42,13 +42,11 @@ end
 leave_group(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ids)  -- removals first: runs on a full Redis
 redis.call('HDEL', KEYS[1], unpack(ids))
 local cap = events_cap(KEYS[10])
+local x = {t = KEYS[1], events = KEYS[9], cap = cap}  -- grouped tasks have no key and are never parents
 for i = 4, #ARGV, 3 do
   local lock = tonumber(ARGV[i + 2])
-  if lock > 0 then
-    release_lock(KEYS[10 + lock], ARGV[i])
-  end
-  emit(KEYS[9], cap, 'e', 'aggregated', 'id', ARGV[i], 'type', msg_type(string.sub(ARGV[i + 1], 2)),
-    'group', ARGV[1], 'into', ARGV[2])
+  task_exit(x, {id = ARGV[i], how = 'aggregated', msg = stored_msg(ARGV[i + 1]),
+                lock = lock > 0 and KEYS[10 + lock] or nil, more = {'group', ARGV[1], 'into', ARGV[2]}})
 end
 redis.call('HSET', KEYS[1], ARGV[2], 'p' .. ARGV[3])
 redis.call('LPUSH', KEYS[7], ARGV[2])

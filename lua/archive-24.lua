@@ -48,15 +48,11 @@ token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not he
 ]]
 --- @include "now"
 --- @include "active"
---- @include "unique"
 --- @include "counters"
 --- @include "trim"
 --- @include "notify"
---- @include "events"
---- @include "flow"
---- @include "serial"
+--- @include "exit"
 --- @include "process"
---- @include "slots"
 local id = ARGV[1]
 local now = now_ms(ARGV[7])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[8] == '1')
@@ -66,18 +62,15 @@ end
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
-release_lock(KEYS[4], id)
 local day_ttl = tonumber(ARGV[6])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
 trim_archive(KEYS[3], KEYS[1], KEYS[9], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
-emit_failure(KEYS[13], KEYS[14], ARGV[8] == '1', ARGV[3], id, ARGV[10], 'e', 'archived', 'error', ARGV[11])
-if ARGV[12] ~= '' then
-  key_release(KEYS[1], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[13], events_cap(KEYS[14]), KEYS[22],
-              ARGV[12], id)
-end
-if ARGV[13] ~= '' then
-  proc_mark_error(KEYS[23], KEYS[24], ARGV[13], id, ARGV[11], now, ARGV[14])
-end
-slot_freed(KEYS[14], KEYS[2], KEYS[19], KEYS[20], KEYS[21])  -- a slot freed under a concurrency limit wakes a worker
-return told(notify(KEYS[10], KEYS[11], KEYS[12], id, ARGV[9]), tell_children(KEYS[15], KEYS[16], id, 'x', ''))
+local told_kids = task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[10], events = KEYS[13], conf = KEYS[14],
+                             children = KEYS[15], outbox = KEYS[16], keyheld = KEYS[17], blocked = KEYS[18],
+                             pending = KEYS[19], prio = KEYS[20], wake = KEYS[21], proc = KEYS[23],
+                             procs = KEYS[24], now = now, mark_process = proc_mark_error},
+                            {id = id, how = 'archived', msg = ARGV[3], attempt = ARGV[10], error = ARGV[11],
+                             recovered = ARGV[8] == '1', lock = KEYS[4], key = ARGV[12], keylist = KEYS[22],
+                             pid = ARGV[13], kind = ARGV[14]})
+return told(notify(KEYS[11], KEYS[12], id, ARGV[9]), told_kids)

@@ -29,16 +29,16 @@ Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state
 --- @include "state"
 --- @include "take"
 --- @include "whenfull"
---- @include "events"
+--- @include "stored"
 --- @include "exit"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
 local now = now_ms(ARGV[3])
-local cap = events_cap(KEYS[5])
+local x = {t = KEYS[1], events = KEYS[4], conf = KEYS[5], prio = KEYS[6], children = KEYS[7], outbox = KEYS[8],
+           keyheld = KEYS[9], blocked = KEYS[10], pending = KEYS[11], wake = KEYS[12]}
 return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 4, function(id, v, n)
-  redis.call('HSET', KEYS[1], id, 'x' .. string.sub(v, 2))
+  local msg = stored_msg(v)
+  redis.call('HSET', KEYS[1], id, 'x' .. msg)
   redis.call('ZADD', KEYS[3], now, id)
-  emit(KEYS[4], cap, 'e', 'archived', 'id', id, 'type', msg_type(string.sub(v, 2)), 'error', 'archived by an operator')
-  task_exit({lock = KEYS[11 + 2 * n], children = KEYS[7], outbox = KEYS[8], key = ARGV[3 + 4 * n],
-             keylist = KEYS[12 + 2 * n], t = KEYS[1], keyheld = KEYS[9], blocked = KEYS[10], pending = KEYS[11],
-             prio = KEYS[6], wake = KEYS[12], events = KEYS[4], cap = cap}, id, 'x', '')
+  task_exit(x, {id = id, how = 'archived', msg = msg, error = 'archived by an operator', lock = KEYS[11 + 2 * n],
+                key = ARGV[3 + 4 * n], keylist = KEYS[12 + 2 * n]})
 end, KEYS[6])

@@ -37,36 +37,31 @@ Returns 1 = cancelled ('!' when tasks waiting on it were told), 0 = no such task
 -6 = re-leased or changed since read.
 ]]
 --- @include "now"
---- @include "events"
+--- @include "stored"
 --- @include "exit"
 --- @include "process"
 --- @include "operator"
---- @include "slots"
 operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then
   return 0
 end
-if string.sub(v, 1, 1) ~= 'a' then
+if stored_state(v) ~= 'a' then
   return -5
 end
-if string.sub(v, 2, 9) ~= ARGV[2] then
+if stored_token(v) ~= ARGV[2] then
   return -6
 end
 local now = now_ms(ARGV[4])
-local cap = events_cap(KEYS[7])
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
-emit(KEYS[6], cap, 'e', 'cancelled', 'id', id, 'type', msg_type(ARGV[3]))
-local told_children = task_exit({lock = KEYS[4], progress = KEYS[5], children = KEYS[8], outbox = KEYS[9],
-                                 key = ARGV[7], keylist = KEYS[15], t = KEYS[1], keyheld = KEYS[10],
-                                 blocked = KEYS[11], pending = KEYS[12], prio = KEYS[13], wake = KEYS[14],
-                                 events = KEYS[6], cap = cap}, id, 'x', '')
-if ARGV[8] ~= '' then
-  proc_mark_error(KEYS[16], KEYS[17], ARGV[8], id, 'cancelled by an operator', now, ARGV[9])
-end
-slot_freed(KEYS[7], KEYS[2], KEYS[12], KEYS[13], KEYS[14])  -- a slot freed under a concurrency limit wakes a worker
+local told_children = task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[6], conf = KEYS[7],
+                                 children = KEYS[8], outbox = KEYS[9], keyheld = KEYS[10], blocked = KEYS[11],
+                                 pending = KEYS[12], prio = KEYS[13], wake = KEYS[14], proc = KEYS[16],
+                                 procs = KEYS[17], now = now, mark_process = proc_mark_error},
+                                {id = id, how = 'cancelled', msg = ARGV[3], lock = KEYS[4], key = ARGV[7],
+                                 keylist = KEYS[15], pid = ARGV[8], kind = ARGV[9], mark = 'cancelled by an operator'})
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return told(1, told_children)

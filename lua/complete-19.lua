@@ -34,13 +34,9 @@ the token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease no
 ]]
 --- @include "now"
 --- @include "active"
---- @include "unique"
 --- @include "counters"
 --- @include "notify"
---- @include "events"
---- @include "flow"
---- @include "serial"
---- @include "slots"
+--- @include "exit"
 local id = ARGV[1]
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -49,13 +45,10 @@ end
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], now_ms(ARGV[6]) + tonumber(ARGV[4]), id)
 redis.call('HSET', KEYS[1], id, 'c' .. ARGV[3])
-release_lock(KEYS[4], id)
 bump(KEYS[5], KEYS[6], tonumber(ARGV[5]))
-emit(KEYS[10], events_cap(KEYS[11]), 'e', 'completed', 'id', id, 'type', msg_type(ARGV[3]), 'attempt', ARGV[8])
-local told_kids = tell_children(KEYS[12], KEYS[13], id, 'c', ARGV[9])
-if ARGV[10] ~= '' then
-  key_release(KEYS[1], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[10], events_cap(KEYS[11]), KEYS[19],
-              ARGV[10], id)
-end
-slot_freed(KEYS[11], KEYS[2], KEYS[16], KEYS[17], KEYS[18])  -- a slot freed under a concurrency limit wakes a worker
-return told(notify(KEYS[7], KEYS[8], KEYS[9], id, ARGV[7]), told_kids)
+local told_kids = task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[7], events = KEYS[10], conf = KEYS[11],
+                             children = KEYS[12], outbox = KEYS[13], keyheld = KEYS[14], blocked = KEYS[15],
+                             pending = KEYS[16], prio = KEYS[17], wake = KEYS[18]},
+                            {id = id, how = 'completed', msg = ARGV[3], attempt = ARGV[8], result = ARGV[9],
+                             lock = KEYS[4], key = ARGV[10], keylist = KEYS[19]})
+return told(notify(KEYS[8], KEYS[9], id, ARGV[7]), told_kids)

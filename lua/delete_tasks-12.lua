@@ -33,14 +33,13 @@ Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
 --- @include "state"
 --- @include "take"
 --- @include "whenfull"
---- @include "events"
+--- @include "stored"
 --- @include "exit"
 writable_when_full(KEYS[1])  -- works at maxmemory: LSET (a placeholder) may come first
-local cap = events_cap(KEYS[4])
+local x = {t = KEYS[1], events = KEYS[3], conf = KEYS[4], prio = KEYS[5], children = KEYS[6], outbox = KEYS[7],
+           deps = KEYS[8], keyheld = KEYS[9], blocked = KEYS[10], pending = KEYS[11], wake = KEYS[12]}
 return take_each(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), 3, function(id, v, n)
   redis.call('HDEL', KEYS[1], id)
-  emit(KEYS[3], cap, 'e', 'deleted', 'id', id, 'type', msg_type(string.sub(v, 2)))
-  task_exit({lock = KEYS[11 + 2 * n], children = KEYS[6], outbox = KEYS[7], deps = KEYS[8], key = ARGV[2 + 4 * n],
-             keylist = KEYS[12 + 2 * n], t = KEYS[1], keyheld = KEYS[9], blocked = KEYS[10], pending = KEYS[11],
-             prio = KEYS[5], wake = KEYS[12], events = KEYS[3], cap = cap}, id, 'd', '')
+  task_exit(x, {id = id, how = 'deleted', msg = stored_msg(v), lock = KEYS[11 + 2 * n], key = ARGV[2 + 4 * n],
+                keylist = KEYS[12 + 2 * n]})
 end, KEYS[5])

@@ -40,6 +40,7 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 --- @include "events"
 --- @include "priority"
 --- @include "runs"
+--- @include "stored"
 local LIMIT_WAIT = 1000
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
@@ -77,7 +78,7 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
         seen[tid] = true
         local v = redis.call('HGET', KEYS[1], tid)
         local rec = redis.call('HGET', KEYS[9], tid)
-        if not v or string.sub(v, 1, 1) ~= 'm' or not rec then
+        if not v or stored_state(v) ~= 'm' or not rec then
           redis.call('ZREM', KEYS[k], tid)  -- the task is gone (deleted by hand): a stale entry
         else
           local r = rec_parse(rec)
@@ -87,7 +88,7 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
             r.states[name] = {'r', tostring(now)}
             redis.call('HSET', KEYS[9], tid, rec_build(r))
             runs[#runs + 1] = tid .. '|' .. name
-            runs[#runs + 1] = string.sub(v, 2)
+            runs[#runs + 1] = stored_msg(v)
             count = count - 1
             open = open or (r.allowed == '*' and rec_count(r, 'r') + rec_count(r, 's') < r.n)
           end
@@ -139,9 +140,9 @@ if ids or #runs > 0 then
   local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
   for i, id in ipairs(ids) do
     local v = vals[i]
-    if v and not seen[id] and string.sub(v, 1, 1) == 'p' then
+    if v and not seen[id] and stored_state(v) == 'p' then
       seen[id] = true
-      local msg = string.sub(v, 2)
+      local msg = stored_msg(v)
       hset[#hset + 1] = id
       hset[#hset + 1] = prefix .. msg
       zadd[#zadd + 1] = expiry

@@ -40,11 +40,8 @@ Returns one code per task, in order: 1 = done (or a string: done, and the inbox 
 waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow),
 0 = no such task, -3 = the caller no longer holds the lease (write refused).
 ]]
---- @include "unique"
---- @include "events"
---- @include "flow"
---- @include "serial"
---- @include "slots"
+--- @include "stored"
+--- @include "exit"
 local INBOX_TTL_MS = 600000
 local n = (#ARGV - 1) / 10
 local ids = {}
@@ -57,14 +54,14 @@ for i = 1, n do
   local v, base = vals[i], 2 + (i - 1) * 10
   if not v or seen[ids[i]] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
-  elseif string.sub(v, 1, 1) ~= 'a' or string.sub(v, 2, 9) ~= ARGV[base + 1] then
+  elseif not stored_holds(v, ARGV[base + 1]) then
     out[i] = -3
   else
     seen[ids[i]] = true
     out[i] = 1
     ok[#ok + 1] = ids[i]
     okpos[#okpos + 1] = i
-    vals[i] = string.sub(v, 10)  -- the message, for the event's type
+    vals[i] = stored_msg(v)  -- the message, for the event's type
   end
 end
 if #ok == 0 then
@@ -73,40 +70,25 @@ end
 -- removals first: a Redis at maxmemory still lets a script that has written go on
 redis.call('HDEL', KEYS[1], unpack(ok))
 redis.call('ZREM', KEYS[2], unpack(ok))
-local progressed = {}
-local cap = events_cap(KEYS[8])
+local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
+           outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
+           prio = KEYS[15], wake = KEYS[16],
+           flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0}  -- a queue with workflows? (one command per batch)
+local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progressed = false, lock = false, key = '',
+           keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
 for k, i in ipairs(okpos) do
   local base = 2 + (i - 1) * 10
-  local lock, reply = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
-  if lock > 0 then
-    release_lock(KEYS[16 + lock], ok[k])
-  end
-  if ARGV[base + 6] == '1' then
-    progressed[#progressed + 1] = ok[k]
-  end
+  local lock, reply, keylist = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 8])
   if reply > 0 then
     redis.call('RPUSH', KEYS[16 + reply], ARGV[base + 5])
     redis.call('PEXPIRE', KEYS[16 + reply], INBOX_TTL_MS)
   end
-  emit(KEYS[7], cap, 'e', 'completed', 'id', ok[k], 'type', msg_type(vals[i]), 'attempt', ARGV[base + 2])
-  local keylist = tonumber(ARGV[base + 8])
-  if keylist > 0 then
-    key_release(KEYS[1], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[7], cap, KEYS[16 + keylist],
-                ARGV[base + 9], ok[k])
+  e.id, e.msg, e.attempt, e.result, e.progressed = ok[k], vals[i], ARGV[base + 2], ARGV[base + 7], ARGV[base + 6] == '1'
+  e.lock = lock > 0 and KEYS[16 + lock] or false
+  e.key, e.keylist = ARGV[base + 9], keylist > 0 and KEYS[16 + keylist] or false
+  if task_exit(x, e) then
+    out[i] = '!'
   end
-end
-if redis.call('EXISTS', KEYS[9], KEYS[11]) > 0 then  -- a queue that has workflows (one command if not)
-  local kids = redis.call('HMGET', KEYS[9], unpack(ok))
-  for k, i in ipairs(okpos) do
-    if kids[k] and tell_children(KEYS[9], KEYS[10], ok[k], 'c', ARGV[2 + (i - 1) * 10 + 7]) then
-      out[i] = '!'
-    end
-  end
-  redis.call('HDEL', KEYS[11], unpack(ok))  -- the tasks are gone: their records as children and
-  redis.call('HDEL', KEYS[9], unpack(ok))   -- as parents go with them
-end
-if #progressed > 0 then
-  redis.call('HDEL', KEYS[5], unpack(progressed))
 end
 redis.call('INCRBY', KEYS[3], #ok)
 if redis.call('INCRBY', KEYS[4], #ok) == #ok then
@@ -123,5 +105,4 @@ end
 if #gone > 0 then
   redis.call('HDEL', KEYS[6], unpack(gone))
 end
-slot_freed(KEYS[8], KEYS[2], KEYS[14], KEYS[15], KEYS[16])  -- a slot freed under a concurrency limit wakes a worker
 return out

@@ -9,13 +9,14 @@ Returns 1 = dropped, 0 = no such lease, -4 = refused: the lease is alive or the 
 (an active task with an expired lease is retried or archived instead).
 ]]
 --- @include "now"
+--- @include "stored"
 local id = ARGV[1]
 local exp = redis.call('ZSCORE', KEYS[1], id)
 if not exp then
   return 0
 end
 local v = redis.call('HGET', KEYS[2], id)
-if tonumber(exp) > now_ms(ARGV[2]) or (v and string.sub(v, 1, 1) == 'a') then
+if tonumber(exp) > now_ms(ARGV[2]) or stored_state(v) == 'a' then
   return -4
 end
 redis.call('ZREM', KEYS[1], id)

@@ -37,6 +37,8 @@ cancelled message): nothing written, the code of the state it is in now.
 --- @include "newtask"
 --- @include "flow"
 --- @include "release"
+--- @include "stored"
+--- @include "exit"
 local id, msg, policy, cancelled = ARGV[1], ARGV[2], ARGV[4], ARGV[7]
 local STATE_CODE = {w = 2, x = 3, s = 4}
 local prior = redis.call('HGET', KEYS[1], id)
@@ -47,7 +49,7 @@ end
 local refused = store_new(KEYS[1], id, 'w', msg, ARGV[3] == '1', KEYS[2], 0, KEYS[9], KEYS[10])
 if refused == 1 then  -- sent again: its own write, in whatever state it has reached since
   local now_v = redis.call('HGET', KEYS[1], id)
-  return STATE_CODE[now_v and string.sub(now_v, 1, 1) or ''] or 1
+  return STATE_CODE[stored_state(now_v) or ''] or 1
 elseif refused then
   return refused
 end
@@ -86,7 +88,9 @@ end
 if failed and policy == 'c' then  -- a parent failed already: archived at once, in this step
   redis.call('HSET', KEYS[1], id, 'x' .. cancelled)
   redis.call('ZADD', KEYS[9], now, id)
-  emit(KEYS[7], cap, 'e', 'archived', 'id', id, 'type', msg_type(msg), 'error', 'cancelled: a parent failed')
+  -- just stored: no lock (after= refuses unique=), no key, no progress, no children yet: the event
+  task_exit({t = KEYS[1], events = KEYS[7], cap = cap},
+            {id = id, how = 'archived', msg = msg, error = 'cancelled: a parent failed'})
   return 3
 end
 redis.call('ZADD', KEYS[2], now, id)

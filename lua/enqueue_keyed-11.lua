@@ -24,12 +24,13 @@ it is still blocked, else 1.
 --- @include "now"
 --- @include "newtask"
 --- @include "serial"
+--- @include "stored"
 local id, msg, key = ARGV[1], ARGV[2], ARGV[4]
 -- stored blocked first (the first write: a full Redis refuses the call here, whole), then admitted
 local refused = store_new(KEYS[1], id, 'b', msg, ARGV[3] == '1', KEYS[9], 0, KEYS[10], KEYS[11])
 if refused == 1 then  -- sent again: its own write, still blocked (2) or admitted since (1)
   local v = redis.call('HGET', KEYS[1], id)
-  return (v and string.sub(v, 1, 1) == 'b') and 2 or 1
+  return stored_state(v) == 'b' and 2 or 1
 elseif refused then
   return refused
 end

@@ -30,6 +30,7 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "newtask"
 --- @include "events"
 --- @include "priority"
+--- @include "stored"
 local ids, vals, refused = {}, {}, {}
 if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
   if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 60000) then
@@ -44,7 +45,7 @@ else
   local fields, seen = {}, {}
   for i = 2, #ARGV, 2 do
     local id = ARGV[i]
-    local status = seen[id] and 'taken' or new_id(KEYS[1], id, string.sub(ARGV[i + 1], 2), true)
+    local status = seen[id] and 'taken' or new_id(KEYS[1], id, stored_msg(ARGV[i + 1]), true)
     if status == 'taken' then
       refused[#refused + 1] = i / 2
     else
@@ -75,7 +76,7 @@ if #ids > 0 then
   if cap > 0 then
     local types, same = {}, ARGV[1] ~= '1' and #ids > 1
     for n = 1, #ids do
-      types[n] = msg_type(string.sub(vals[n], 2))
+      types[n] = msg_type(stored_msg(vals[n]))
       same = same and types[n] == types[1]
     end
     if same then  -- generated ids of one type: one entry for the batch (ids: space-separated)

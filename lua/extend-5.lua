@@ -20,6 +20,8 @@ tasks keep their leases.
 --- @include "whenfull"
 --- @include "signal"
 --- @include "runs"
+--- @include "stored"
+--- @include "exit"
 writable_when_full(KEYS[1])
 local now = now_ms(ARGV[2])
 local expiry = now + tonumber(ARGV[1])
@@ -27,7 +29,7 @@ local out = {now}
 for i = 3, #ARGV, 3 do
   local id = ARGV[i]
   local v = redis.call('HGET', KEYS[1], id)
-  if v and string.sub(v, 1, 9) == 'a' .. ARGV[i + 1] and redis.call('ZSCORE', KEYS[2], id) then
+  if stored_holds(v, ARGV[i + 1]) and redis.call('ZSCORE', KEYS[2], id) then
     local tid, name = ARGV[i + 2], nil
     if tid ~= '' and string.sub(id, 1, #tid + 1) == tid .. '|' then
       name = string.sub(id, #tid + 2)
@@ -41,7 +43,7 @@ for i = 3, #ARGV, 3 do
       redis.call('HSET', KEYS[3], tid, rec_build(r))
       redis.call('ZREM', KEYS[2], id)
       redis.call('HDEL', KEYS[1], id)
-      redis.call('HDEL', KEYS[4], id)
+      task_exit({progress = KEYS[4]}, {id = id, how = 'run_ended'})
       signal(KEYS[5])
       out[#out + 1] = id
     else

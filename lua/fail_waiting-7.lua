@@ -18,17 +18,18 @@ Returns 1 = archived ('!' when it had children of its own), 0 = no such task, -8
 read (or no longer waiting).
 ]]
 --- @include "now"
---- @include "events"
---- @include "flow"
+--- @include "stored"
+--- @include "exit"
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then
   return 0
-elseif v ~= ARGV[2] or string.sub(v, 1, 1) ~= 'w' then
+elseif v ~= ARGV[2] or stored_state(v) ~= 'w' then
   return -8
 end
 redis.call('HSET', KEYS[1], id, 'x' .. ARGV[3])
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZADD', KEYS[3], now_ms(ARGV[4]), id)
-emit(KEYS[6], events_cap(KEYS[7]), 'e', 'archived', 'id', id, 'type', msg_type(ARGV[3]), 'error', ARGV[5])
-return told(1, tell_children(KEYS[4], KEYS[5], id, 'x', ''))
+-- no lock, no key: enqueue(after=) refuses unique= and key=; not active: no progress
+return told(1, task_exit({t = KEYS[1], events = KEYS[6], conf = KEYS[7], children = KEYS[4], outbox = KEYS[5]},
+                         {id = id, how = 'archived', msg = ARGV[3], error = ARGV[5]}))

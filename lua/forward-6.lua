@@ -20,6 +20,7 @@ is moved like any other.
 --- @include "wait"
 --- @include "priority"
 --- @include "serial"
+--- @include "stored"
 local now = now_ms(ARGV[2])
 local batch = tonumber(ARGV[1])
 local moved = 0
@@ -36,7 +37,7 @@ for z = 1, 2 do
       redis.call('ZREM', KEYS[z], id)
     end
     if v then
-      redis.call('HSET', KEYS[3], id, 'p' .. string.sub(v, 2))
+      redis.call('HSET', KEYS[3], id, 'p' .. stored_msg(v))
       push_pending(KEYS[4], KEYS[6], id, msg_priority(v, 2), false)
       moved = moved + 1
     end

@@ -16,12 +16,13 @@ ARGV[2] holder     the holder the caller found stale (it must still hold the key
 Returns 1 = released (to the next task, or the key freed), 0 = not stale any more (nothing done).
 ]]
 --- @include "serial"
+--- @include "stored"
 local holder = redis.call('HGET', KEYS[2], ARGV[1])
 if holder ~= ARGV[2] then
   return 0
 end
 local v = redis.call('HGET', KEYS[1], holder)
-local st = v and string.sub(v, 1, 1)
+local st = stored_state(v)
 if v and st ~= 'c' and st ~= 'x' and st ~= 'b' then
   return 0
 end

@@ -22,9 +22,10 @@ scheduled any more, or not due yet).
 ]]
 --- @include "now"
 --- @include "serial"
+--- @include "stored"
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
-if not v or v ~= ARGV[3] or string.sub(v, 1, 1) ~= 's' then
+if not v or v ~= ARGV[3] or stored_state(v) ~= 's' then
   return 0
 end
 local now = now_ms(ARGV[4])
@@ -34,4 +35,4 @@ if not due or due > now then
 end
 redis.call('ZREM', KEYS[2], id)
 return key_admit(KEYS[1], KEYS[9], KEYS[8], KEYS[3], KEYS[4], KEYS[5], KEYS[6], events_cap(KEYS[7]), KEYS[10], ARGV[2],
-                 id, string.sub(v, 2), now)
+                 id, stored_msg(v), now)

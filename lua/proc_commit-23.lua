@@ -59,10 +59,8 @@ again from the process as it is).
 --- @include "active"
 --- @include "counters"
 --- @include "notify"
---- @include "events"
---- @include "serial"
 --- @include "process"
---- @include "slots"
+--- @include "exit"
 local id, pid = ARGV[1], ARGV[9]
 local m, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -86,8 +84,11 @@ else
 end
 bump(KEYS[4], KEYS[5], tonumber(ARGV[5]))
 local cap = events_cap(KEYS[10])
-emit(KEYS[9], cap, 'e', 'completed', 'id', id, 'type', msg_type(m),
-     'attempt', ARGV[8])
+-- what every end owes (includes/exit): progress, the event, the tasks waiting on it told; its
+-- key (the process's) is released last, below, once the record is written; an input is never unique
+local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[6], events = KEYS[9], conf = KEYS[10], cap = cap,
+           children = KEYS[22], outbox = KEYS[23], keyheld = KEYS[11], blocked = KEYS[12], pending = KEYS[13],
+           prio = KEYS[14], wake = KEYS[15]}
 if ARGV[11] ~= '' then
   if ARGV[19] == '1' then
     proc_cancel_timer(KEYS[1], KEYS[20], KEYS[12], r[R_TIMER], id)
@@ -132,6 +133,6 @@ elseif r and r[R_TIMER] == id then
   r[R_TIMER], r[R_DUE] = '', ''
   redis.call('HSET', KEYS[17], pid, rec_pack(r))
 end
-key_release(KEYS[1], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[9], cap, KEYS[16], ARGV[20], id)
-slot_freed(KEYS[10], KEYS[2], KEYS[13], KEYS[14], KEYS[15])  -- a slot freed under a concurrency limit wakes a worker
-return told(notify(KEYS[6], KEYS[7], KEYS[8], id, ARGV[7]), tell_children(KEYS[22], KEYS[23], id, 'c', ARGV[21]))
+local told_kids = task_exit(x, {id = id, how = ARGV[3] ~= '' and 'completed' or 'done', msg = m, attempt = ARGV[8],
+                                result = ARGV[21], key = ARGV[20], keylist = KEYS[16]})
+return told(notify(KEYS[7], KEYS[8], id, ARGV[7]), told_kids)

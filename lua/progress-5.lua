@@ -13,12 +13,13 @@ ARGV[4] payload        what to push to the inbox (msgpack [id, 'p', value]), '' 
 Returns 1 = stored, 0 = no such task, -3 = the caller no longer holds the lease (not stored).
 ]]
 --- @include "events"
+--- @include "stored"
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then
   return 0
 end
-if string.sub(v, 1, 9) ~= 'a' .. ARGV[2] then
+if not stored_holds(v, ARGV[2]) then
   return -3
 end
 redis.call('HSET', KEYS[2], id, ARGV[3])
@@ -26,5 +27,5 @@ if ARGV[4] ~= '' then
   redis.call('RPUSH', KEYS[3], ARGV[4])
   redis.call('PEXPIRE', KEYS[3], 600000)
 end
-emit(KEYS[4], events_cap(KEYS[5]), 'e', 'progress', 'id', id, 'type', msg_type(string.sub(v, 10)), 'value', ARGV[3])
+emit(KEYS[4], events_cap(KEYS[5]), 'e', 'progress', 'id', id, 'type', msg_type(stored_msg(v)), 'value', ARGV[3])
 return 1

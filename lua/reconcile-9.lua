@@ -28,6 +28,7 @@ Works when Redis is full (maxmemory): it starts with a no-op removal (includes/w
 ]]
 --- @include "now"
 --- @include "whenfull"
+--- @include "stored"
 writable_when_full(KEYS[1])
 local now = now_ms(ARGV[3])
 local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6], m = KEYS[7], w = KEYS[8], b = KEYS[9]}
@@ -36,7 +37,7 @@ local out = {page[1]}
 local entries = page[2]
 for i = 1, #entries, 2 do
   local id, v = entries[i], entries[i + 1]
-  local st = string.sub(v, 1, 1)
+  local st = stored_state(v)
   if st ~= 'p' and st ~= 'g' then
     local zset = zsets[st]
     if zset == nil then

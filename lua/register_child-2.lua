@@ -14,13 +14,14 @@ retention: its result is gone), {4} = it cannot be a parent (in an aggregation g
 targeted: those end in other scripts).
 ]]
 --- @include "flow"
+--- @include "stored"
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then
   return {0}
 end
-local st = string.sub(v, 1, 1)
+local st = stored_state(v)
 if st == 'c' then
-  return {2, string.sub(v, 2)}
+  return {2, stored_msg(v)}
 elseif st == 'x' then
   return {3}
 elseif st == 'g' or st == 'm' then  -- aggregated into another task / finished by its runs: no end of its own

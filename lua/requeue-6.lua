@@ -15,6 +15,7 @@ Returns 1 = requeued, 0 = no such task, -3 = lease not held.
 --- @include "active"
 --- @include "signal"
 --- @include "priority"
+--- @include "exit"
 local id = ARGV[1]
 local msg, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -24,5 +25,6 @@ redis.call('ZREM', KEYS[2], id)
 redis.call('HSET', KEYS[1], id, 'p' .. msg)
 push_pending(KEYS[3], KEYS[6], id, msg_priority(msg, 1), true)
 signal(KEYS[4])
-redis.call('HDEL', KEYS[5], id)
+-- not an end: its lock, key and children stay with it; it wakes a worker itself (above)
+task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[5]}, {id = id, how = 'requeued', msg = msg})
 return 1

@@ -27,6 +27,7 @@ waiting, or an end kept for a child not stored yet).
 --- @include "now"
 --- @include "flow"
 --- @include "release"
+--- @include "stored"
 local child, ref, state = ARGV[1], ARGV[2], ARGV[3]
 local old = redis.call('HGET', KEYS[3], child)
 if not old then
@@ -58,7 +59,7 @@ if changed then
   redis.call('HSET', KEYS[3], child, rec_pack(r))
 end
 local v = redis.call('HGET', KEYS[1], child)
-if not v or string.sub(v, 1, 1) ~= 'w' then
+if not v or stored_state(v) ~= 'w' then
   return 0
 end
 if r[1] == 'c' then
@@ -73,4 +74,4 @@ if r[2] ~= '0' then
 end
 redis.call('ZREM', KEYS[2], child)
 return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[9], KEYS[10], KEYS[7], events_cap(KEYS[8]), child,
-               string.sub(v, 2), tonumber(r[4]) or 0, now_ms(ARGV[4]))
+               stored_msg(v), tonumber(r[4]) or 0, now_ms(ARGV[4]))

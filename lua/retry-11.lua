@@ -30,7 +30,7 @@ The first write is a removal (ZREM of the lease), so a Redis at maxmemory still 
 --- @include "active"
 --- @include "signal"
 --- @include "counters"
---- @include "events"
+--- @include "exit"
 local id = ARGV[1]
 local now = now_ms(ARGV[6])
 local _, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], now, ARGV[7] == '1')
@@ -45,6 +45,8 @@ redis.call('HSET', KEYS[1], id, 'r' .. ARGV[3])
 local day_ttl = tonumber(ARGV[5])
 bump(KEYS[5], KEYS[6], day_ttl)
 bump(KEYS[7], KEYS[8], day_ttl)
-redis.call('HDEL', KEYS[9], id)
-emit_failure(KEYS[10], KEYS[11], ARGV[7] == '1', ARGV[3], id, ARGV[8], 'e', 'retry', 'error', ARGV[9], 'due', due)
+-- not an end: its lock, key and children stay with it
+task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[9], events = KEYS[10], conf = KEYS[11]},
+          {id = id, how = 'retry', msg = ARGV[3], attempt = ARGV[8], error = ARGV[9], due = due,
+           recovered = ARGV[7] == '1'})
 return due

@@ -58,9 +58,9 @@ run's lease is not held, -4 = (recoverer) lease still alive; state = the task's 
 --- @include "active"
 --- @include "signal"
 --- @include "counters"
---- @include "events"
---- @include "unique"
 --- @include "runs"
+--- @include "stored"
+--- @include "exit"
 --- @include "operator"
 operator_only(KEYS[1])  -- workers and operators only: a producer is refused here, before any write
 local run, outcome, tid = ARGV[1], ARGV[3], ARGV[4]
@@ -68,6 +68,8 @@ local now = now_ms(ARGV[6])
 local day_ttl = tonumber(ARGV[12])
 local cap = events_cap(KEYS[8])
 local name = nil
+-- a targeted task has no key and is never a parent; its runs are the active tasks (progress, lease)
+local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[9], events = KEYS[7], cap = cap}
 if run ~= '' then
   local _, code = claim_active(KEYS[1], KEYS[2], run, ARGV[2], now, ARGV[5] == '1')
   if code ~= 1 then
@@ -76,7 +78,7 @@ if run ~= '' then
   _, name = run_parts(run)
   redis.call('ZREM', KEYS[2], run)  -- first write: a removal (a full Redis still lets a run end)
   redis.call('HDEL', KEYS[1], run)
-  redis.call('HDEL', KEYS[9], run)
+  task_exit(x, {id = run, how = 'run_ended'})
   if outcome == 's' then
     bump(KEYS[10], KEYS[11], day_ttl)
   elseif outcome == 'f' or outcome == 'e' then
@@ -86,7 +88,7 @@ if run ~= '' then
 end
 local tv = redis.call('HGET', KEYS[1], tid)
 local rec = redis.call('HGET', KEYS[4], tid)
-if not tv or string.sub(tv, 1, 1) ~= 'm' or not rec then
+if stored_state(tv) ~= 'm' or not rec then
   return {run ~= '' and 1 or 0, ''}
 end
 local r = rec_parse(rec)
@@ -139,27 +141,30 @@ if finish then
   else
     redis.call('DEL', KEYS[16])
   end
-  release_lock(KEYS[14], tid)
-  local mtype = msg_type(string.sub(tv, 2))
+  local msg = stored_msg(tv)
+  local ended = {id = tid, msg = msg, lock = KEYS[14], progressed = false}
   if finish == 'c' then
     if ARGV[7] == '' then
       redis.call('HDEL', KEYS[1], tid)
+      ended.how = 'done'
     else
       redis.call('HSET', KEYS[1], tid, 'c' .. ARGV[7])
       redis.call('ZADD', KEYS[6], now + tonumber(ARGV[8]), tid)
+      ended.how = 'completed'
     end
-    emit(KEYS[7], cap, 'e', 'completed', 'id', tid, 'type', mtype)
+    task_exit(x, ended)
     return {1, ARGV[7] == '' and 'd' or 'c'}
   elseif finish == 'D' then
     redis.call('HDEL', KEYS[1], tid)
-    emit(KEYS[7], cap, 'e', 'deleted', 'id', tid, 'type', mtype)
+    ended.how = 'deleted'
+    task_exit(x, ended)
     return {1, 'd'}
   end
-  local msg = ARGV[9] ~= '' and ARGV[9] or string.sub(tv, 2)
-  redis.call('HSET', KEYS[1], tid, 'x' .. msg)
+  redis.call('HSET', KEYS[1], tid, 'x' .. (ARGV[9] ~= '' and ARGV[9] or msg))
   redis.call('ZADD', KEYS[5], now, tid)
-  emit(KEYS[7], cap, 'e', 'archived', 'id', tid, 'type', mtype,
-    'error', finish == 'X' and 'archived by an operator' or 'too many failed runs')
+  ended.how = 'archived'
+  ended.error = finish == 'X' and 'archived by an operator' or 'too many failed runs'
+  task_exit(x, ended)
   return {1, 'x'}
 end
 redis.call('HSET', KEYS[4], tid, rec_build(r))

@@ -22,6 +22,7 @@ archived or scheduled keyed task (refused).
 --- @include "priority"
 --- @include "serial"
 --- @include "operator"
+--- @include "stored"
 operator_only(KEYS[1])  -- a producer is refused here, before any write
 local state = ARGV[1]
 local out, moved = {}, 0
@@ -33,7 +34,7 @@ for i = 2, #ARGV do
   end
   if v then
     redis.call('ZREM', KEYS[2], id)
-    redis.call('HSET', KEYS[1], id, 'p' .. string.sub(v, 2))
+    redis.call('HSET', KEYS[1], id, 'p' .. stored_msg(v))
     push_pending(KEYS[3], KEYS[5], id, msg_priority(v, 2), false)
     moved = moved + 1
   end

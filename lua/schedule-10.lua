@@ -30,6 +30,7 @@ task has this id; in debounce mode {due, id of the task replaced or ''}.
 --- @include "newtask"
 --- @include "events"
 --- @include "unique"
+--- @include "stored"
 --- @include "exit"
 local id, debounce = ARGV[1], ARGV[7] == 'd'
 local seen = new_id(KEYS[1], id, ARGV[2], ARGV[6] == '1')
@@ -44,13 +45,13 @@ elseif seen == 'taken' then
 end
 local delay = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[3])
-local replaced = ''
+local replaced, replaced_msg = '', ''
 if debounce then
   local holder = redis.call('GET', KEYS[4])
   if holder and holder ~= id then
     local v = redis.call('HGET', KEYS[1], holder)
-    if v and string.sub(v, 1, 1) == 's' then  -- not started: the new task replaces it (below)
-      replaced = holder
+    if stored_state(v) == 's' then  -- not started: the new task replaces it (below)
+      replaced, replaced_msg = holder, stored_msg(v)
     end
   end
   redis.call('SET', KEYS[4], id, 'EX', ttl + math.ceil(delay / 1000))  -- first write: a full Redis refuses here
@@ -62,20 +63,19 @@ elseif ttl > 0 then
 end
 local due = now_ms(ARGV[5]) + delay
 redis.call('HSET', KEYS[1], id, 's' .. ARGV[2])  -- the first write (but the debounce SET): a full Redis refuses here
+local cap = events_cap(KEYS[8])
 if replaced ~= '' then  -- deleted only once the new task is stored
   redis.call('HDEL', KEYS[1], replaced)
   redis.call('ZREM', KEYS[2], replaced)
-  task_exit({children = KEYS[9], outbox = KEYS[10]}, replaced, 'd', '')
+  -- its lock is taken over by the new task (above); it has no key (debounce refuses key=)
+  task_exit({t = KEYS[1], events = KEYS[7], cap = cap, children = KEYS[9], outbox = KEYS[10]},
+            {id = replaced, how = 'debounced', msg = replaced_msg, more = {'by', id}})
 end
 if seen == 'replace' then
   forget_finished(KEYS[5], KEYS[6], id)
 end
 signal_if_first(KEYS[2], due, KEYS[3])
 redis.call('ZADD', KEYS[2], due, id)
-local cap = events_cap(KEYS[8])
-if replaced ~= '' then
-  emit(KEYS[7], cap, 'e', 'debounced', 'id', replaced, 'by', id)
-end
 emit(KEYS[7], cap, 'e', 'scheduled', 'id', id, 'type', msg_type(ARGV[2]), 'due', due)
 if debounce then
   return {due, replaced}

@@ -21,6 +21,7 @@ Returns 1 = changed, 0 = no such task, -5 = not targeted, -8 = changed since rea
 --- @include "signal"
 --- @include "runs"
 --- @include "operator"
+--- @include "stored"
 operator_only(KEYS[1])  -- a producer is refused here, before any write
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
@@ -28,7 +29,7 @@ if not v then
   return 0
 end
 local rec = redis.call('HGET', KEYS[2], id)
-if string.sub(v, 1, 1) ~= 'm' or not rec then
+if stored_state(v) ~= 'm' or not rec then
   return -5
 end
 if v ~= ARGV[2] then

@@ -18,7 +18,7 @@ Returns the due time (ms) = snoozed, 0 = no such task, -3 = the caller no longer
 --- @include "now"
 --- @include "active"
 --- @include "signal"
---- @include "events"
+--- @include "exit"
 local id = ARGV[1]
 local msg, code = claim_active(KEYS[1], KEYS[2], id, ARGV[2], 0, false)
 if code ~= 1 then
@@ -29,7 +29,7 @@ redis.call('ZREM', KEYS[2], id)  -- first write, a removal: works on a full Redi
 redis.call('HSET', KEYS[1], id, 's' .. msg)
 signal_if_first(KEYS[3], due, KEYS[4])
 redis.call('ZADD', KEYS[3], due, id)
-redis.call('HDEL', KEYS[5], id)
-emit(KEYS[6], events_cap(KEYS[7]), 'e', 'scheduled', 'id', id, 'type', msg_type(msg), 'due', due,
-  'error', 'rate limited')
+-- not an end: its lock, key and children stay with it
+task_exit({t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[6], conf = KEYS[7]},
+          {id = id, how = 'snoozed', msg = msg, due = due, error = 'rate limited'})
 return due

@@ -22,9 +22,9 @@ Returns 1 = done, 0 = no such task, -5 = not aggregating, -8 = changed since rea
 ]]
 --- @include "now"
 --- @include "signal"
---- @include "unique"
 --- @include "group"
---- @include "events"
+--- @include "stored"
+--- @include "exit"
 --- @include "operator"
 operator_only(KEYS[1])  -- a producer is refused here, before any write
 local id, verb = ARGV[1], ARGV[3]
@@ -32,28 +32,26 @@ local v = redis.call('HGET', KEYS[1], id)
 if not v then
   return 0
 end
-if string.sub(v, 1, 1) ~= 'g' then
+if stored_state(v) ~= 'g' then
   return -5
 end
 if v ~= ARGV[2] then
   return -8
 end
 leave_group(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[4], {id})  -- removals first: runs on a full Redis
-local msg = string.sub(v, 2)
-local cap = events_cap(KEYS[11])
+local msg = stored_msg(v)
+local x = {t = KEYS[1], events = KEYS[10], conf = KEYS[11]}  -- a grouped task has no key and is never a parent
 if verb == 'delete' then
   redis.call('HDEL', KEYS[1], id)
-  release_lock(KEYS[9], id)
-  emit(KEYS[10], cap, 'e', 'deleted', 'id', id, 'type', msg_type(msg))
+  task_exit(x, {id = id, how = 'deleted', msg = msg, lock = KEYS[9]})
 elseif verb == 'archive' then
   redis.call('HSET', KEYS[1], id, 'x' .. msg)
   redis.call('ZADD', KEYS[7], now_ms(ARGV[5]), id)
-  release_lock(KEYS[9], id)
-  emit(KEYS[10], cap, 'e', 'archived', 'id', id, 'type', msg_type(msg))
-else
+  task_exit(x, {id = id, how = 'archived', msg = msg, lock = KEYS[9]})
+else  -- run alone: it stays live (its lock kept); entering pending is no exit
   redis.call('HSET', KEYS[1], id, 'p' .. msg)
   redis.call('LPUSH', KEYS[7], id)
   signal(KEYS[8])
-  emit(KEYS[10], cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
+  emit(KEYS[10], events_cap(KEYS[11]), 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
 end
 return 1

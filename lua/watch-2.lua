@@ -10,12 +10,13 @@ ARGV[2] inbox          the waiter's inbox id; '' = only read (the waiter is know
 Returns 0 = no such task; the stored value ('c' or 'x' + message) = finished (completed with its
 result, or archived with its error); 1 = not finished (registered when ARGV[2] is not '').
 ]]
+--- @include "stored"
 local id = ARGV[1]
 local v = redis.call('HGET', KEYS[1], id)
 if not v then
   return 0
 end
-local state = string.sub(v, 1, 1)
+local state = stored_state(v)
 if state == 'c' or state == 'x' then
   return v
 end

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
+_DOC_LINE = re.compile(r"^\s*--(?!- @include ).*\n", re.MULTILINE)
 _NAME = re.compile(r"^([a-z_]+)-(\d+)\.lua$")
 _HEADER = re.compile(r"\A--\[\[(.*?)\]\]", re.DOTALL)
 _DECL_START = re.compile(r"^(KEYS|ARGV)\[")
@@ -181,7 +182,9 @@ def _flatten(text: str, includes: Path, seen: set[str]) -> str:
         if name in seen:
             return ""
         seen.add(name)
-        return _flatten((includes / f"{name}.lua").read_text(), includes, seen)
+        # an include's comment lines stay in its file: Redis keeps (and fakeredis compiles, on every
+        # call) the flattened text, and an include's doc block can outweigh its code
+        return _flatten(_DOC_LINE.sub("", (includes / f"{name}.lua").read_text()), includes, seen)
 
     return _INCLUDE.sub(sub, text)
 

@@ -2,8 +2,9 @@
 
 A task is one field of its queue's ``t`` hash: ``state char + message``, or for an active task
 ``'a' + 8-character lease token + message`` (the message is msgpack, with a signing tag when
-signed; see :mod:`asynqpy.core.codec`). The Lua scripts read the same layout (``string.sub(v, 1,
-1)``, ``string.sub(v, 2, 9)``, ``string.sub(v, 10)``).
+signed; see :mod:`asynqpy.core.codec`). The Lua scripts read the same layout through one include,
+``lua/includes/stored.lua`` (tests/test_exit_paths.py checks that no script slices it by hand and
+that both sides agree on the token's length).
 """
 
 from __future__ import annotations

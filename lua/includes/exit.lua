@@ -1,40 +1,125 @@
---- Leaving for good (docs/architecture.md "Exit paths"): the bookkeeping shared by the scripts
---- through which a task ends or is removed (cancel, the operator's delete and archive, a debounce
---- replacement, ...): one function, so a path cannot skip a duty the others do.
+--- Leaving a state (docs/architecture.md "Exit paths"): the bookkeeping every script does when a task
+--- leaves active or ends for good, in one place, so no path can skip a duty another path does. The
+--- script moves the task itself (its stored value, its list or zset: the first write of a script must
+--- be a removal on a full Redis, so only the script knows the order); then it calls task_exit, which
+--- does what the way of leaving (``how``) owes, in this order:
+---   lock      its uniqueness lock released, if it still holds it          (final ends)
+---   progress  its progress entry cleared                                   (left active)
+---   event     its lifecycle event written ('lease_expired' first when the recoverer ends it)
+---   children  the tasks waiting on it (after=) told its end through the queue's outbox; a task
+---             deleted takes its own entries (children, and deps: its record as a child) with it
+---   key       its key (key=) handed to the key's next task, if it holds it (final ends)
+---   process   a process input's process marked in error                   (failures)
+---   wake      a slot freed under a concurrency limit wakes a held-back worker (left active)
 ---
---- task_exit(x, id, outcome, result): the task ``id`` has just left its state for good (``outcome``
---- 'x' archived, 'd' deleted, 'c' completed with ``result`` (msgpack, '' = none)). ``x`` names the
---- keys and values of the duties that apply (a field left nil skips its duty):
----   lock      its uniqueness lock key (the queue's placeholder when not unique): released if held
----   progress  the progress hash: its entry is cleared
----   children, outbox   (includes/flow) the tasks waiting on it are told its end; on a deletion its
----             children entry goes too, and (deps) its own record as a child
----   deps      the deps hash (deletions only)
----   key, keylist, t, keyheld, blocked, pending, prio, wake, events, cap   (includes/serial) its
----             key ('' = none) is released to the next task of the key if it holds it
---- Returns true when children were told (the caller marks its reply: includes/flow ``told``).
+--- exit_row(how): what each way of leaving owes, the table of duties (final = it ends for good: its
+--- lock and key go; tell = the outcome its children are told; forget = the task is deleted: its
+--- children and deps entries go too; event = the event's name; process = a process input's
+--- process is marked in error). A chain of comparisons, not a table of tables: the tables would be
+--- built again on every call of every script that includes this (~10 µs measured on a loaded host).
+---
+--- x: the keys and values a script's exits share, built once per script (a field left nil skips
+--- the duties that need it): t, events, conf (or cap), progress, lease (set when the tasks leave
+--- active: the wake duty), children, outbox, deps, keyheld, blocked, pending, prio, wake, and for
+--- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
+--- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
+--- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
+--- children duty is skipped. task_exit caches in it the events cap, the event's field list and
+--- whether the wake was done (once per script).
+---
+--- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a row of exit_row), msg (the
+--- message, for the event's type), and where they apply: lock (its lock key), progressed (false =
+--- the run wrote no progress: nothing to clear), result (msgpack, for its children: completed),
+--- key and keylist (its key, '' = none, and the key's list), pid and kind (a process input), mark
+--- (the process's error; default error), attempt, error, due, recovered (the event's fields), more
+--- (further field/value pairs for the event). Returns true when children were told (the caller
+--- marks its reply: includes/flow ``told``).
+--- @include "events"
 --- @include "unique"
 --- @include "flow"
 --- @include "serial"
-local function task_exit(x, id, outcome, result)
-  if x.lock then
-    release_lock(x.lock, id)
+--- @include "slots"
+local function exit_row(how)
+  --                                       final  tell  forget  event          process
+  if how == 'done' then        return true,  'c',  true,   'completed',   false  -- succeeded, not kept
+  elseif how == 'completed' then return true,  'c',  false,  'completed',   false  -- succeeded, kept
+  elseif how == 'archived' then  return true,  'x',  false,  'archived',    true
+  elseif how == 'cancelled' then return true,  'x',  false,  'cancelled',   true
+  elseif how == 'deleted' then   return true,  'd',  true,   'deleted',     false
+  elseif how == 'debounced' then return true,  'd',  true,   'debounced',   false  -- replaced by a debounce
+  elseif how == 'aggregated' then return true, 'd',  true,   'aggregated',  false  -- turned into one task
+  elseif how == 'retry' then     return false, nil,  false,  'retry',       false  -- failed, retries left
+  elseif how == 'snoozed' then   return false, nil,  false,  'scheduled',   false  -- RateLimited: nothing counted
+  elseif how == 'requeued' then  return false, nil,  false,  nil,           false  -- shutdown: back to pending
+  elseif how == 'run_ended' then return false, nil,  false,  nil,           false  -- a targeted task's run (runs)
   end
-  if x.progress then
+  error('task_exit: no such way of leaving: ' .. tostring(how))
+end
+local function exit_cap(x)
+  if not x.cap then
+    x.cap = events_cap(x.conf)
+  end
+  return x.cap
+end
+local function task_exit(x, e)
+  local final, tell, forget, event, process = exit_row(e.how)
+  local id = e.id
+  if final and e.lock then
+    release_lock(e.lock, id)
+  end
+  if x.progress and e.progressed ~= false then
     redis.call('HDEL', x.progress, id)
   end
+  if event and exit_cap(x) > 0 then
+    local mtype = msg_type(e.msg or '')
+    if e.recovered then
+      emit(x.events, x.cap, 'e', 'lease_expired', 'id', id, 'type', mtype, 'attempt', e.attempt)
+    end
+    local f = x.fields  -- (one list per script, refilled: a batch allocates nothing per task)
+    if not f then
+      f = {'e', '', 'id', '', 'type', '', '', '', '', '', '', ''}  -- (sized for the usual fields: no resize)
+      x.fields = f
+    end
+    f[2], f[4], f[6] = event, id, mtype
+    local n = 6
+    if e.attempt then
+      f[n + 1], f[n + 2], n = 'attempt', e.attempt, n + 2
+    end
+    if e.error then
+      f[n + 1], f[n + 2], n = 'error', e.error, n + 2
+    end
+    if e.due then
+      f[n + 1], f[n + 2], n = 'due', e.due, n + 2
+    end
+    if e.more then
+      for _, v in ipairs(e.more) do
+        f[n + 1], n = v, n + 1
+      end
+    end
+    emit(x.events, x.cap, unpack(f, 1, n))
+  end
   local told_children = false
-  if x.children then
-    told_children = tell_children(x.children, x.outbox, id, outcome, result)
-    if outcome == 'd' then
+  if tell and x.children and x.flows ~= false then
+    told_children = tell_children(x.children, x.outbox, id, tell, e.result)
+    if forget then
       redis.call('HDEL', x.children, id)
       if x.deps then
         redis.call('HDEL', x.deps, id)
       end
     end
   end
-  if x.key and x.key ~= '' then
-    key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events, x.cap, x.keylist, x.key, id)
+  if final and e.key and e.key ~= '' and e.keylist then
+    key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events, exit_cap(x), e.keylist, e.key, id)
+  end
+  if process and e.pid and e.pid ~= '' then
+    if not x.mark_process then
+      error('task_exit: a process input ends, and x has no mark_process (includes/process proc_mark_error)')
+    end
+    x.mark_process(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
+  end
+  if x.lease and not x.woke and x.conf and x.pending and x.wake then
+    x.woke = true
+    slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
   end
   return told_children
 end

@@ -1,6 +1,7 @@
 --- The id rules of the scripts that store new tasks (enqueue, enqueue_many, schedule, group_add,
 --- enqueue_target).
 --- @include "unique"
+--- @include "stored"
 ---
 --- Sent again: a client whose reply was lost (a timeout, a dropped connection) cannot tell whether
 --- its call ran, and redis-py sends it again. A call must then recognise its own earlier write
@@ -14,11 +15,11 @@
 --- completion rewrite it. (OWN_STATES lists every state a new task is stored in or moves to unchanged.)
 local OWN_STATES = {p = true, s = true, g = true, m = true, w = true, b = true}
 local function own_write(old, msg)
-  local st = string.sub(old, 1, 1)
+  local st = stored_state(old)
   if st == 'a' then
-    return string.sub(old, 10) == msg
+    return stored_msg(old) == msg
   end
-  return OWN_STATES[st] == true and string.sub(old, 2) == msg
+  return OWN_STATES[st] == true and stored_msg(old) == msg
 end
 
 --- new_id(tkey, id, msg, check): may a new task be stored under ``id``? Returns
@@ -36,7 +37,7 @@ local function new_id(tkey, id, msg, check)
   if not check or own_write(old, msg) then
     return 'own'
   end
-  local st = string.sub(old, 1, 1)
+  local st = stored_state(old)
   if st == 'x' or st == 'c' then
     return 'replace'
   end

@@ -7,6 +7,7 @@
 --- Its history is in the queue's hist hash, one field per event: '<process id>:<n>' -> rec_pack
 --- {at (ms), input id, kind, data (msgpack)}, n = 1, 2, ... (paged with HMGET).
 --- @include "flow"
+--- @include "stored"
 local R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST = 1, 2, 3, 4,
   5, 6, 7, 8, 9, 10, 11
 
@@ -52,7 +53,7 @@ local function proc_cancel_timer(t, scheduled, blocked, tid, self)
     return
   end
   local v = redis.call('HGET', t, tid)
-  local st = v and string.sub(v, 1, 1)
+  local st = stored_state(v)
   if st == 's' or st == 'b' then
     redis.call('HDEL', t, tid)
     redis.call('ZREM', scheduled, tid)

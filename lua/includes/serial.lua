@@ -15,6 +15,7 @@
 --- @include "signal"
 --- @include "priority"
 --- @include "events"
+--- @include "stored"
 local KEY_INDEX = 23
 local function is_keyed(m, i)
   local b = string.byte(m, i)
@@ -35,8 +36,8 @@ local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap
       return false
     end
     local v = redis.call('HGET', t, nxt)
-    if v and string.sub(v, 1, 1) == 'b' then
-      local msg = string.sub(v, 2)
+    if stored_state(v) == 'b' then
+      local msg = stored_msg(v)
       redis.call('HSET', t, nxt, 'p' .. msg)
       redis.call('ZREM', blocked, nxt)
       push_pending(pending, prio, nxt, msg_priority(msg, 1))
@@ -53,7 +54,7 @@ local function key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, 
     holder = nil
   elseif holder then
     local hv = redis.call('HGET', t, holder)
-    local st = hv and string.sub(hv, 1, 1)
+    local st = stored_state(hv)
     -- stale (ended, or never held it): free the key first. A scheduled holder still holds it: it was
     -- snoozed (RateLimited) or postponed, and takes its turn back when due (key_gate)
     if not hv or st == 'c' or st == 'x' or st == 'b' then

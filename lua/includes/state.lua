@@ -1,5 +1,6 @@
 --- check_state(tkey, container, state, id): the task's stored value if it is in ``state``, else
 --- nil and a code: 0 = no such task (a stale zset entry is removed on the way), -5 = another state.
+--- @include "stored"
 local function check_state(tkey, container, state, id)
   local v = redis.call('HGET', tkey, id)
   if not v then
@@ -8,7 +9,7 @@ local function check_state(tkey, container, state, id)
     end
     return nil, 0
   end
-  if string.sub(v, 1, 1) ~= state then
+  if stored_state(v) ~= state then
     return nil, -5
   end
   return v, 1

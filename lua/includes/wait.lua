@@ -5,7 +5,7 @@ local function wait_ms(score, now)
   local max_wait = 86400000
   local t = tonumber(score)
   if t == nil then  -- 'inf' or '-inf' unparsed
-    t = string.sub(score, 1, 1) == '-' and now or now + max_wait
+    t = string.find(score, '^%-') and now or now + max_wait
   end
   local wait = t - now
   if wait < 0 then

@@ -1,0 +1,26 @@
+--- The stored value of a task, the one place in lua/ that knows its layout (asynqpy/core/stored.py
+--- is the Python side): one field of its queue's tasks hash, ``state byte .. message``, or for an
+--- active task ``'a' .. lease token (TOKEN_LEN bytes) .. message``. No script slices it by hand
+--- (tests/test_exit_paths.py checks).
+---   stored_state(v)         its state byte (p a s r x c g m w b; anything else if written by
+---                           hand); nil when ``v`` is nil (no such task)
+---   stored_msg(v)           the encoded message: after the state byte, and after the lease token
+---                           of an active task
+---   stored_token(v)         an active task's lease token (as stored)
+---   stored_holds(v, token)  is ``v`` an active task leased with ``token``? (false for nil)
+local TOKEN_LEN = 8
+local function stored_state(v)
+  return v and string.sub(v, 1, 1)
+end
+local function stored_msg(v)
+  if string.sub(v, 1, 1) == 'a' then
+    return string.sub(v, 2 + TOKEN_LEN)
+  end
+  return string.sub(v, 2)
+end
+local function stored_token(v)
+  return string.sub(v, 2, 1 + TOKEN_LEN)
+end
+local function stored_holds(v, token)
+  return v ~= nil and v ~= false and string.sub(v, 1, 1 + TOKEN_LEN) == 'a' .. token
+end
