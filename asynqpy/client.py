@@ -13,12 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .core import flows, processes, tracing
+from .core import flows, kinds, processes, tracing
 from .core import options as opts
 from .core import process as proc
 from .core.broker import Broker, Call, Watched
 from .core.clock import Clock
-from .core.codec import Message
 from .core.errors import (
     DuplicateTaskError,
     InvalidArgumentError,
@@ -31,7 +30,7 @@ from .core.inspection import Plans
 from .core.keys import validate_queue
 from .core.results import RECHECK, Outcome, not_found, outcome_of_stored
 from .core.signing import SigningKeys, make_signer
-from .core.task import TaskInfo, TaskState
+from .core.task import TaskInfo
 from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor, arun_plan, run_plan
 from .redisio.inbox import AsyncInbox, SyncInbox
@@ -173,7 +172,7 @@ class _ClientCore:
         batches: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
-            if p.delay_ms > 0 or p.unique_ttl or single or p.special:
+            if p.kind is not kinds.TaskKind.PLAIN or p.unique_ttl or single:
                 calls.append(self._one_call(p))
             else:
                 batches.setdefault(p.queue, []).append(i)
@@ -190,22 +189,8 @@ class _ClientCore:
         return _Plan(calls, bool(new), where)
 
     def _one_call(self, p: opts.Prepared) -> Call[Any]:
-        """The call storing one prepared task: scheduled, in a group, or pending."""
-        if p.msg.after is not None:
-            raise InvalidArgumentError("enqueue_many does not take after=: enqueue each task that waits on "
-                                       "parents with enqueue (or use chain/group)")
-        if p.delay_ms > 0:
-            return self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id,
-                                        p.mode)
-        if p.msg.group:
-            return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
-        if p.msg.key:
-            if p.unique_ttl:
-                raise InvalidArgumentError("key= (serial execution) cannot be combined with unique yet")
-            return self.broker.enqueue_keyed(p.queue, p.id, p.msg, p.data, not p.generated_id)
-        if _targeted(p.msg):
-            return self.broker.enqueue_target(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
-        return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
+        """The call storing one prepared task, by its kind (core/kinds.py)."""
+        return kinds.store_call(self.broker, p)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
         out: list[opts.Prepared] = []
@@ -279,18 +264,10 @@ class TaskInfoList(Sequence[Any]):
         if isinstance(r, Exception):
             return r
         p = self._prepared[i]
-        if p.delay_ms > 0:
-            if isinstance(r, tuple):  # debounced: (due, the task replaced)
-                return replace(TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r[0]),
-                               replaced=r[1])
-            return TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r)
-        if p.msg.group:
-            return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
-        if _targeted(p.msg):
-            return TaskInfo.from_message(p.id, p.queue, TaskState.TARGETED, p.msg, 0)
-        if p.msg.key and r is TaskState.BLOCKED:
-            return TaskInfo.from_message(p.id, p.queue, TaskState.BLOCKED, p.msg, 0)
-        return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
+        state = kinds.first_state(p.kind, r)
+        if isinstance(r, tuple):  # debounced: (due, the task replaced)
+            return replace(TaskInfo.from_message(p.id, p.queue, state, p.msg, r[0]), replaced=r[1])
+        return TaskInfo.from_message(p.id, p.queue, state, p.msg, r if p.delay_ms > 0 else 0)
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
@@ -396,7 +373,7 @@ class Client(_ClientCore):
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> TaskInfo:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
-        if p.msg.after is not None:
+        if p.kind is kinds.TaskKind.WAITING:
             if p.queue not in self._registered:
                 _raise_any(self._run([self.broker.register_queues([p.queue])]))
                 self._registered.add(p.queue)
@@ -596,7 +573,7 @@ class AsyncClient(_ClientCore):
     async def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> TaskInfo:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
-        if p.msg.after is not None:
+        if p.kind is kinds.TaskKind.WAITING:
             if p.queue not in self._registered:
                 _raise_any(await self._run([self.broker.register_queues([p.queue])]))
                 self._registered.add(p.queue)
@@ -900,10 +877,6 @@ def _raise_any(replies: list[Any]) -> None:
     for r in replies:
         if isinstance(r, Exception):
             raise r
-
-
-def _targeted(msg: Message) -> bool:
-    return msg.workers is not None or msg.runs > 1
 
 
 def _on_conflict(options: dict[str, Any]) -> bool:
