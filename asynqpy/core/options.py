@@ -511,6 +511,21 @@ def prepare(task_type: str, payload: Any = None, *, reply_to: str = "", max_payl
     return p
 
 
+def _parent(item: Any, queue: str) -> list[str]:
+    """One item of ``after=`` as [queue, id]."""
+    if hasattr(item, "id") and hasattr(item, "queue"):
+        q, id = item.queue, item.id
+    elif isinstance(item, str):
+        q, id = queue, item
+    elif isinstance(item, (tuple, list)) and len(item) == 2:
+        q, id = item
+    else:
+        raise InvalidArgumentError(f"after= takes TaskInfo objects, task ids or (queue, id) pairs, got {item!r}")
+    if not isinstance(id, str) or not id or len(id) > MAX_ID_LEN:
+        raise InvalidArgumentError(f"after=: {id!r} is not a task id")
+    return [validate_queue(q), id]
+
+
 def parent_refs(after: Any, queue: str) -> list[list[str]] | None:
     """``after=`` as [queue, id] pairs: each item a TaskInfo (or anything with ``id`` and
     ``queue``), a ``(queue, id)`` pair, or an id (of a task in ``queue``, the child's)."""
@@ -520,19 +535,9 @@ def parent_refs(after: Any, queue: str) -> list[list[str]] | None:
         after = [after]
     out: list[list[str]] = []
     for item in after:
-        if hasattr(item, "id") and hasattr(item, "queue"):
-            q, id = item.queue, item.id
-        elif isinstance(item, str):
-            q, id = queue, item
-        elif isinstance(item, (tuple, list)) and len(item) == 2:
-            q, id = item
-        else:
-            raise InvalidArgumentError(f"after= takes TaskInfo objects, task ids or (queue, id) pairs, got {item!r}")
-        if not isinstance(id, str) or not id or len(id) > MAX_ID_LEN:
-            raise InvalidArgumentError(f"after=: {id!r} is not a task id")
-        validate_queue(q)
-        if [q, id] not in out:
-            out.append([q, id])
+        ref = _parent(item, queue)
+        if ref not in out:
+            out.append(ref)
     if not out:
         raise InvalidArgumentError("after= names no parent (give at least one, or leave it out)")
     if len(out) > MAX_PARENTS:
