@@ -37,7 +37,7 @@ from .redisio.inbox import AsyncInbox, SyncInbox
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
-PROCESS_OPTIONS = frozenset({"queue", "max_retry", "timeout", "retention", "retry_delay", "headers", "priority"})
+PROCESS_OPTIONS = opts.allowed(kinds.TaskKind.PROCESS_INPUT)
 """The enqueue options a process input takes (its key, id and timing are the process's)."""
 """Tasks per enqueue_many script call."""
 
@@ -294,31 +294,8 @@ class TaskInfoList(Sequence[Any]):
         return f"TaskInfoList({len(self)} tasks)"
 
 
-_ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
-
-        ``payload``: bytes or any msgpack-serializable value. Options (keyword-only):
-        ``queue`` ["default"]; ``max_retry`` [25]; ``timeout`` seconds per attempt (default: the
-        server's default timeout; None = no limit); ``deadline`` (datetime or Unix seconds);
-        ``process_at`` (datetime or Unix seconds) or ``process_in`` (seconds/timedelta) to schedule;
-        ``unique`` (seconds/timedelta: reject duplicates of queue+type+payload for that long);
-        ``task_id`` (default: a random 16-character id); ``retention`` (seconds to keep the completed task
-        and its result); ``retry_delay`` (seconds between retries, overriding the server's policy);
-        ``headers`` (``{str: str}``, at most 64 entries and 8 KiB, seen by the handler as
-        ``task.headers``, covered by signing); ``unique_key`` (unique by this key instead of type
-        and payload, for ``unique`` seconds or 24 h); ``group`` (wait in this aggregation group);
-        ``throttle`` (seconds: drop this task if one with the same key, ``unique_key`` or else
-        type and payload, was enqueued less than that long ago: ThrottledError);
-        ``debounce`` (seconds: run the task that long after the last enqueue with the same key;
-        a task with the key still waiting is replaced, see TaskInfo.replaced); ``priority`` (0
-        lowest to 9 highest, default 5: strict order within the queue, FIFO within a priority);
-        ``workers`` (names of the workers allowed to run it: ``Server(name=)``, ``--name``) and
-        ``runs`` (how many distinct workers must each run it successfully): a targeted task;
-        ``on_conflict`` ("raise" [default] or "return": with a ``task_id`` a live task already
-        has, or a unique key a live task holds, return that task's TaskInfo instead of raising).
-
-        Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
-        duplicate unique task (ThrottledError, a subclass, for a throttled one), TaskIdConflictError
-        when a live task has ``task_id``."""
+_ENQUEUE_DOC = opts.enqueue_doc()
+"""Client.enqueue's docstring, its options from the option table (core/options.py)."""
 
 
 class Client(_ClientCore):

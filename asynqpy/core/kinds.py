@@ -96,7 +96,8 @@ class Route:
     ``store``, the broker call that stores it (``call``: that Broker method's name); ``state``,
     the state it starts in (a keyed task's call answers PENDING or BLOCKED); ``refuses``, the
     options it refuses beyond those that conflict with ``by`` in the option table, and
-    ``refusal``, the message then."""
+    ``refusal``, the message then; ``takes``, where set, the only options a caller gives (the
+    others are set for it: a process input's key, id and timing are its process's)."""
 
     by: tuple[str, ...]
     call: str
@@ -104,6 +105,7 @@ class Route:
     state: TaskState
     refuses: frozenset[str] = frozenset()
     refusal: str = ""
+    takes: frozenset[str] | None = None
 
 
 ROUTES: dict[TaskKind, Route] = {
@@ -114,7 +116,9 @@ ROUTES: dict[TaskKind, Route] = {
     TaskKind.KEYED: Route(("key",), "enqueue_keyed", _enqueue_keyed, TaskState.PENDING,
                           frozenset({"unique", "unique_key"}), _KEYED_UNIQUE),
     TaskKind.PROCESS_INPUT: Route(("key",), "enqueue_keyed", _enqueue_keyed, TaskState.PENDING,
-                                  frozenset({"unique", "unique_key"}), _KEYED_UNIQUE),
+                                  frozenset({"unique", "unique_key"}), _KEYED_UNIQUE,
+                                  frozenset({"queue", "max_retry", "timeout", "retention", "retry_delay", "headers",
+                                             "priority"})),
     TaskKind.TARGETED: Route(("workers", "runs"), "enqueue_target", _enqueue_target, TaskState.TARGETED),
     # stored by a plan (flows.enqueue_after: the parents first), never by one call
     TaskKind.WAITING: Route(("after",), "enqueue_after", _no_single_call, TaskState.WAITING),

@@ -7,6 +7,7 @@ import base64
 import difflib
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -265,7 +266,8 @@ class Option:
     validates and normalizes a given value; ``unset``: the normalized value when it is not given;
     ``neutral``: normalized values that do not put it in effect (for conflicts); ``conflicts``:
     other option -> the message when both are in effect (checked in table order);
-    ``client_only``: taken by ``Client.enqueue`` itself, not stored with the task."""
+    ``client_only``: taken by ``Client.enqueue`` itself, not stored with the task; ``example``: a
+    valid value (tests/test_option_table.py tries every pair of options with it)."""
 
     name: str
     type: str
@@ -277,6 +279,7 @@ class Option:
     neutral: tuple[Any, ...] = (None,)
     conflicts: Mapping[str, str] = field(default_factory=dict)
     client_only: bool = False
+    example: Any = None
 
 
 def _optional(check: Callable[[Any], Any]) -> Check:
@@ -351,67 +354,69 @@ _TARGET_CONFLICTS = {"group": _TARGETED, "process_at": _TARGETED, "process_in": 
 
 SPEC: tuple[Option, ...] = (
     Option("queue", "str", '"default"', "queue name: 1-128 characters from `A-Z a-z 0-9 _ . : -`", "--queue",
-           lambda v, got: validate_queue(v), "default"),
+           lambda v, got: validate_queue(v), "default", example="critical"),
     Option("group", "str", "none", "wait in this aggregation group until a server aggregates it (no result of "
            "its own)", "--group", _optional(validate_group),
            conflicts={"process_at": _GROUP_TIMING, "process_in": _GROUP_TIMING,
                       CALLED: "a grouped task has no result of its own (its group's aggregate has): enqueue it, "
                               "do not call it",
                       "priority": "a grouped task has no priority of its own (its group's aggregate is enqueued "
-                                  "with the default priority)"}),
+                                  "with the default priority)"}, example="g"),
     Option("max_retry", "int", "25", "retries after the first attempt before the task is archived", "--max-retry",
-           _int_from("max_retry", 0, None, "an int >= 0"), codec.DEFAULT_MAX_RETRY),
-    Option("timeout", "seconds | None", "server's `default_timeout`", "seconds per attempt; `None` = no limit",
-           "--timeout", _timeout_ms, codec.SERVER_DEFAULT),
+           _int_from("max_retry", 0, None, "an int >= 0"), codec.DEFAULT_MAX_RETRY, example=3),
+    Option("timeout", "seconds or None", "server's `default_timeout`", "seconds per attempt; `None` = no limit",
+           "--timeout", _timeout_ms, codec.SERVER_DEFAULT, example=30),
     Option("deadline", "time", "none", "absolute end (datetime or Unix seconds) for every attempt", None,
-           lambda v, got: 0 if v is None else int(_epoch("deadline", v) * 1000), 0),
+           lambda v, got: 0 if v is None else int(_epoch("deadline", v) * 1000), 0, example=4e9),
     Option("priority", "int", "5", "0 (lowest) to 9 (highest): strict order within the queue, FIFO within a "
            "priority", "--priority",
            _int_from("priority", codec.MIN_PRIORITY, codec.MAX_PRIORITY,
                      f"an int from {codec.MIN_PRIORITY} (lowest) to {codec.MAX_PRIORITY} (highest)"),
-           codec.DEFAULT_PRIORITY, neutral=(codec.DEFAULT_PRIORITY,)),
+           codec.DEFAULT_PRIORITY, neutral=(codec.DEFAULT_PRIORITY,), example=9),
     Option("workers", "list[str]", "any", "names of the workers allowed to run it (`Server(name=)`, `--name`): "
-           "a targeted task", "--workers", _workers, conflicts=_TARGET_CONFLICTS),
+           "a targeted task", "--workers", _workers, conflicts=_TARGET_CONFLICTS, example=["w1", "w2"]),
     Option("runs", "int", "1", "how many distinct workers must each run it successfully: a targeted task",
-           "--runs", _runs, neutral=(None, 1), conflicts=_TARGET_CONFLICTS),
+           "--runs", _runs, neutral=(None, 1), conflicts=_TARGET_CONFLICTS, example=2),
     Option("throttle", "seconds", "none", "drop the task (`ThrottledError`) if one with the same key (`unique_key`, "
            "else type + payload) was enqueued less than this long ago", "--throttle",
-           _at_least_a_second("throttle"), conflicts={"unique": _THROTTLE, "debounce": _THROTTLE}),
+           _at_least_a_second("throttle"), conflicts={"unique": _THROTTLE, "debounce": _THROTTLE}, example=10),
     Option("debounce", "seconds", "none", "run this long after the last enqueue with the same key; a task with "
            "the key still waiting is replaced (`TaskInfo.replaced`)", "--debounce",
            _optional(lambda v: _seconds("debounce", v, allow_zero=False)),
-           conflicts={"process_at": _DEBOUNCE, "process_in": _DEBOUNCE, "group": _DEBOUNCE}),
+           conflicts={"process_at": _DEBOUNCE, "process_in": _DEBOUNCE, "group": _DEBOUNCE}, example=5),
     Option("process_at", "time", "now", "run at this time (datetime, a naive one being local time, or Unix "
            "seconds)", "--at", _optional(lambda v: _epoch("process_at", v)),
-           conflicts={"process_in": "give process_at or process_in, not both"}),
+           conflicts={"process_in": "give process_at or process_in, not both"}, example=4e9),
     Option("process_in", "seconds", "now", "run after this delay (seconds or timedelta; negative is an error)",
-           "--in", _optional(lambda v: _seconds("process_in", v))),
+           "--in", _optional(lambda v: _seconds("process_in", v)), example=60),
     Option("unique_key", "str", "none", "unique by this key (any text up to 1024 characters: `\"order:42\"`) "
-           "instead of type + payload, for `unique` seconds or 24 h", "--unique-key", _named("unique_key", 1024)),
+           "instead of type + payload, for `unique` seconds or 24 h", "--unique-key", _named("unique_key", 1024),
+           example="k:1"),
     Option("unique", "seconds", "none", "(>= 1) reject another task with the same queue + type + payload "
            "(`DuplicateTaskError`) while this one is live, for at most this long", "--unique",
-           _at_least_a_second("unique")),
+           _at_least_a_second("unique"), example=60),
     Option("task_id", "str", "random 16-character id", "your own id; a live task with the same id gives "
-           "`TaskIdConflictError`", "--task-id", _task_id),
+           "`TaskIdConflictError`", "--task-id", _task_id, example="id-1"),
     Option("retry_delay", "seconds", "server's policy", "fixed seconds between this task's retries", None,
-           lambda v, got: -1 if v is None else int(_seconds("retry_delay", v) * 1000), -1),
+           lambda v, got: -1 if v is None else int(_seconds("retry_delay", v) * 1000), -1, example=5),
     Option("after", "parents", "none", "parents (TaskInfo, ids or `(queue, id)`): wait until they completed, "
            "read their results as `task.parent_results`", "--after",
            lambda v, got: parent_refs(v, got["queue"]),
            conflicts=dict.fromkeys(("group", "unique", "unique_key", "throttle", "debounce", "workers", "runs"),
-                                   _AFTER)),
+                                   _AFTER), example=["p1"]),
     Option("on_parent_failure", "str", '"cancel"', 'with `after`: `"cancel"`, `"run"` or `"ignore"` when a '
            "parent is archived or deleted", "--on-parent-failure", lambda v, got: policy_code(v), "c",
-           neutral=("c",)),
+           neutral=("c",), example="run"),
     Option("key", "str", "none", "tasks of the queue with this key run one at a time, in enqueue order",
            "--key", _named("key", MAX_KEY_LEN),
-           conflicts=dict.fromkeys(("group", "workers", "runs", "after", "throttle", "debounce"), _KEY)),
+           conflicts=dict.fromkeys(("group", "workers", "runs", "after", "throttle", "debounce"), _KEY), example="k"),
     Option("retention", "seconds", "0", "seconds to keep the task as completed, with its result, after success",
-           "--retention", lambda v, got: int(_seconds("retention", v) * 1000), 0),
+           "--retention", lambda v, got: int(_seconds("retention", v) * 1000), 0, example=60),
     Option("headers", "dict[str, str]", "none", "handed to the handler as `task.headers` (at most 64 entries, "
-           "8 KiB; covered by signing)", None, lambda v, got: check_headers(v)),
+           "8 KiB; covered by signing)", None, lambda v, got: check_headers(v), example={"h": "v"}),
     Option("on_conflict", "str", '"raise"', '`enqueue` only: `"return"` gives back the live task holding the '
-           "`task_id` or unique key instead of raising", None, _on_conflict, "raise", client_only=True),
+           "`task_id` or unique key instead of raising", None, _on_conflict, "raise", client_only=True,
+           example="return"),
 )
 """The enqueue options, in the order prepare checks them."""
 
@@ -430,9 +435,11 @@ def conflicting(name: str) -> frozenset[str]:
 
 
 def allowed(kind: TaskKind) -> frozenset[str]:
-    """The options a task of ``kind`` takes: those no option making it conflicts with in every
-    case, less the ones its route refuses."""
+    """The options a task of ``kind`` takes: its route's ``takes`` if it says, else those no
+    option making it conflicts with in every case, less the ones its route refuses."""
     route = ROUTES[kind]
+    if route.takes is not None:
+        return route.takes
     refused: set[str] = set.intersection(*(set(conflicting(n)) for n in route.by)) if route.by else set()
     return OPTIONS - refused - route.refuses
 
@@ -543,3 +550,46 @@ def parent_refs(after: Any, queue: str) -> list[list[str]] | None:
     if len(out) > MAX_PARENTS:
         raise InvalidArgumentError(f"after=: at most {MAX_PARENTS} parents, got {len(out)}")
     return out
+
+
+# -- what the option table gives: Client.enqueue's docstring and docs/options.md --------------------
+
+
+def _rst(text: str) -> str:
+    """Markdown code spans as reStructuredText literals."""
+    return re.sub(r"`([^`]+)`", r"``\1``", text)
+
+
+def enqueue_doc() -> str:
+    """``Client.enqueue``'s docstring, its options from :data:`SPEC`."""
+    rows = "\n".join(f"        - ``{o.name}`` ({o.type}; default {_rst(o.default)}): {_rst(o.doc)}." for o in SPEC)
+    return f"""Enqueue a task; returns its :class:`TaskInfo`.
+
+        ``payload``: bytes or any msgpack-serializable value. Options (keyword-only; the table
+        of every option, with what each cannot go with, is docs/options.md):
+
+{rows}
+
+        Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
+        duplicate unique task (ThrottledError, a subclass, for a throttled one), TaskIdConflictError
+        when a live task has ``task_id``."""
+
+
+def options_table() -> str:
+    """The Markdown table of the options (docs/options.md)."""
+    lines = ["| option | type | default | `asynqpy enqueue` | cannot go with | meaning |", "|---|---|---|---|---|---|"]
+    for o in SPEC:
+        others = ", ".join(f"`{n}`" for n in sorted(conflicting(o.name))) if o.name in OPTIONS else ""
+        flag = f"`{o.flag}`" if o.flag else ""
+        lines.append(f"| `{o.name}` | {o.type} | {o.default} | {flag} | {others} | {o.doc} |")
+    return "\n".join(lines)
+
+
+def kinds_table() -> str:
+    """The Markdown table of the task kinds (docs/options.md)."""
+    lines = ["| kind | made by | stored by | first state | refuses |", "|---|---|---|---|---|"]
+    for kind, route in ROUTES.items():
+        by = ", ".join(f"`{n}`" for n in route.by) or "none of those"
+        refused = ", ".join(f"`{n}`" for n in sorted(OPTIONS - allowed(kind)))
+        lines.append(f"| {kind.value} | {by} | `Broker.{route.call}` | {route.state.value} | {refused} |")
+    return "\n".join(lines)
