@@ -16,6 +16,7 @@ import re
 import sys
 import sysconfig
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -524,6 +525,14 @@ def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}{replaced}")
 
 
+_FLAG_VALUES: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "timeout": lambda v, flags: v or None,  # 0: no limit
+    "workers": lambda v, flags: [w.strip() for w in v.split(",") if w.strip()],
+    "after": lambda v, flags: [tuple(a.split("/", 1)) if "/" in a else (flags["queue"], a) for a in v],
+}
+"""The flags whose value the library takes in another form: flag -> (value, all flags) -> option."""
+
+
 def _enqueue_options(flags: dict[str, Any]) -> dict[str, Any]:
     """The enqueue command's flags as library options (each flag is named after its option; a
     flag not given is left out, so the library's default applies)."""
@@ -531,15 +540,9 @@ def _enqueue_options(flags: dict[str, Any]) -> dict[str, Any]:
         raise UserError("give --in or --at, not both")
     if not flags["after"] and flags["on_parent_failure"] is not None:
         raise UserError("--on-parent-failure applies with --after")
-    options = {name: given for name, given in flags.items() if given is not None and given != ()}
-    if "timeout" in options:
-        options["timeout"] = options["timeout"] or None  # 0: no limit
-    if "workers" in options:
-        options["workers"] = [w.strip() for w in options["workers"].split(",") if w.strip()]
-    if "after" in options:
-        queue = options["queue"]
-        options["after"] = [tuple(a.split("/", 1)) if "/" in a else (queue, a) for a in options["after"]]
-    return options
+    given = {name: value for name, value in flags.items() if value is not None and value != ()}
+    return {name: _FLAG_VALUES[name](value, flags) if name in _FLAG_VALUES else value
+            for name, value in given.items()}
 
 
 def _warn_unserved(redis_url: str, queue: str) -> None:
