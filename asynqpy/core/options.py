@@ -427,6 +427,10 @@ OPTIONS = frozenset(o.name for o in SPEC if not o.client_only)
 _TASK_OPTIONS = tuple(o for o in SPEC if not o.client_only)
 _UNSET = {o.name: o.unset for o in _TASK_OPTIONS}
 _CONFLICTING = tuple(o for o in _TASK_OPTIONS if o.conflicts)
+_ORDER = {o.name: i for i, o in enumerate(SPEC)}
+_CONFLICT_NAMES = frozenset({n for o in _CONFLICTING for n in (o.name, *o.conflicts)}
+                            | {n for route in ROUTES.values() for n in route.refuses})
+"""The options that take part in a conflict or a kind's refusal (no other is looked at for one)."""
 
 
 def conflicting(name: str) -> frozenset[str]:
@@ -450,17 +454,18 @@ def _check_values(options: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidArgumentError(unknown_options("enqueue option", unknown, sorted(OPTIONS)))
     got = dict(_UNSET)
-    for o in _TASK_OPTIONS:
-        if o.name in options:
-            got[o.name] = o.check(options[o.name], got)
+    for name in sorted(options, key=_ORDER.__getitem__):
+        got[name] = OPTION[name].check(options[name], got)
     return got
 
 
 def _check_conflicts(got: dict[str, Any], given: Iterable[str], called: bool) -> set[str]:
     """The options in effect; InvalidArgumentError for the first two that conflict (table order)."""
-    effect = {n for n in given if got[n] not in OPTION[n].neutral}
+    effect = {n for n in given if n in _CONFLICT_NAMES and got[n] not in OPTION[n].neutral}
     if called:
         effect.add(CALLED)
+    if len(effect) < 2:
+        return effect
     for o in _CONFLICTING:
         if o.name in effect:
             for other, message in o.conflicts.items():
