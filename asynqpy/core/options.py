@@ -1,5 +1,11 @@
 """Validation of enqueue options: turns what a user passes to ``enqueue`` into a message, a delay
-and a uniqueness TTL, or raises :class:`InvalidArgumentError` with a clear message."""
+and a uniqueness TTL, or raises :class:`InvalidArgumentError` with a clear message.
+
+:data:`SPEC` is the option table, one :class:`Option` row per option (its check, the options it
+cannot go with and the message then, its doc line and its ``asynqpy enqueue`` flag); :func:`prepare`
+walks it, then decides the task's kind (:mod:`asynqpy.core.kinds`). ``Client.enqueue``'s docstring
+(:func:`enqueue_doc`) and docs/options.md (:func:`options_table`, :func:`kinds_table`) are made
+from it."""
 
 from __future__ import annotations
 
