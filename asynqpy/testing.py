@@ -40,6 +40,7 @@ from .app import App
 from .client import Client
 from .core.clock import FakeClock
 from .core.errors import InvalidArgumentError
+from .core.keys import queue_keys
 from .core.mux import ServeMux
 from .core.task import TaskInfo, TaskState
 from .inspector import AsyncInspector
@@ -112,7 +113,7 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
                     break
                 clock.t = max(clock.t, due + 1)  # the fake clock jumps to the next due task
                 for q in names:  # wake the forwarder: it was sleeping until a later (fake) time
-                    await redis.lpush(f"asynqpy:{{{q}}}:tick", "1")
+                    await redis.lpush(queue_keys(q).tick, "1")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"drain: tasks left after {timeout}s: "
                                    + ", ".join(f"{i.queue} pending={i.pending} active={i.active}" for i in infos))
@@ -166,8 +167,9 @@ async def _archived(insp: AsyncInspector, queue: str) -> list[str]:
 async def _next_due(redis: Any, queues: list[str]) -> int | None:
     due: list[int] = []
     for q in queues:
-        for zset in ("scheduled", "retry"):
-            first = await redis.zrange(f"asynqpy:{{{q}}}:{zset}", 0, 0, withscores=True)
+        k = queue_keys(q)
+        for zset in (k.scheduled, k.retry):
+            first = await redis.zrange(zset, 0, 0, withscores=True)
             if first:
                 due.append(int(first[0][1]))
     return min(due) if due else None

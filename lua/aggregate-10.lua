@@ -6,7 +6,7 @@ is pushed to pending, in one step. Else nothing is written (-8): another server 
 first, or an operator changed one; the caller reads the group again. So a group's tasks are
 aggregated exactly once however many servers try, and a server that dies before or after this
 call leaves the group whole or done.
-KEYS[1] t             tasks hash
+KEYS[1] tasks         tasks hash
 KEYS[2] group         the group's zset
 KEYS[3] groups        name -> when its newest task joined
 KEYS[4] groups_first  name -> when its oldest task joined
@@ -16,11 +16,11 @@ KEYS[7] pending       pending list
 KEYS[8] wake          wake-up list idle workers block on
 KEYS[9] events        the queue's event stream
 KEYS[10] conf         the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEYS[10+j]            the uniqueness locks of the members, named by index from ARGV
+KEYS[11..] locks      the uniqueness locks of the members, named by index j from ARGV (KEYS[10+j])
 ARGV[1] name     the group's name
 ARGV[2] id       the new task's id (generated)
 ARGV[3] msg      the new task's encoded (and, with signing, sealed) message
-ARGV[4..] one triple per member: id, the stored value read, lock index j (0 = not unique)
+ARGV[4..] members  one triple per member: id, the stored value read, lock index j (0 = not unique)
 Returns 1 = aggregated; -8 = a member left the group or changed since read (nothing written);
 -2 = a task with the new id exists (nothing written).
 ]]

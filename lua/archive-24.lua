@@ -2,7 +2,7 @@
 A handler failed for the last time (retries exhausted, SkipRetry, a malformed message, or a lease
 that expired on the last try): the task goes to the archive (dead letters), its uniqueness lock is
 released, and the archive is trimmed to its size and age limits, trimmed tasks' data included.
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] archived       archived zset: id -> time archived (ms)
 KEYS[4] lock           uniqueness lock key (placeholder when not unique)

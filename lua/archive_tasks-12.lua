@@ -3,7 +3,7 @@ Archives each given task that is still in the expected state: removes it from it
 (see the take include), stores it as archived (message unchanged, archived now) and releases its
 uniqueness lock if it owns it. The archive's limits are left to the janitor (its trim counts what
 they delete in `trimmed`). One task or a batch of at most ~1000 (archive_all loops in Python).
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] container  the state's list (pending) or zset (scheduled, retry)
 KEYS[3] archived   archived zset: id -> time archived (ms)
 KEYS[4] events     the queue's event stream
@@ -15,12 +15,13 @@ KEYS[9] keyheld    keyheld hash (includes/serial): an archived holder's key goes
 KEYS[10] blocked   blocked zset (tasks waiting behind their key)
 KEYS[11] pending   pending list (the key's next task is made pending)
 KEYS[12] wake      wake-up list idle workers block on
-KEYS[11+2i]        uniqueness lock key of the i-th task (the queue's placeholder when not unique)
-KEYS[12+2i]        the i-th task's key's list (the placeholder when it has no key)
+KEYS[13..] locks   two per task, for the i-th (i = 1, 2, ...):
+                   KEYS[11+2i] its uniqueness lock key (the queue's placeholder when not unique)
+                   KEYS[12+2i] its key's list (the placeholder when it has no key)
 ARGV[1] state      state char the tasks must be in: p s r
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
 ARGV[3] now        '' = Redis time; else a simulated time in ms
-ARGV[4..] id, hint, read, key quadruples   as in delete_tasks
+ARGV[4..] items    id, hint, read, key quadruples, as in delete_tasks
 Returns one code per task: 1 = archived, 0 = no such task, -5 = in another state,
 -6 = (pending) not found near either end of the list and no usable hint, -8 = changed since read.
 ]]

@@ -7,7 +7,7 @@ when its next lease renewal is refused); its late write is refused by the token 
 as every archived task does (includes/exit): its lock and progress go, the tasks waiting on it
 (after=) are told, its key (key=) goes to the key's next task, and a process input's process is
 marked error.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] lease      lease zset
 KEYS[3] archived   archived zset: id -> time archived (ms)
 KEYS[4] lock       uniqueness lock key (the queue's placeholder when not unique)

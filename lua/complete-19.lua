@@ -1,6 +1,6 @@
 --[[ complete: active -> completed
 A handler succeeded and the task is kept, with its result, for its retention period.
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] completed      completed zset: id -> expiry (ms)
 KEYS[4] lock           uniqueness lock key (placeholder when not unique)

@@ -5,16 +5,16 @@ the tick already fired and write nothing. A call planned from an outdated defini
 paused or removed entry, or early by Redis's clock (a scheduler whose clock runs ahead) writes
 nothing either. With tick 0 it is a run-now (an operator's): no tick is recorded, pause ignored.
 KEYS[1] cron      the queue's entry definitions (HASH name -> definition)
-KEYS[2] last      the queue's last fired tick per entry (HASH name -> ms)
-KEYS[3] paused    the queue's paused entries (SET)
+KEYS[2] cron_last  the queue's last fired tick per entry (HASH name -> ms)
+KEYS[3] cron_paused  the queue's paused entries (SET)
 KEYS[4] history   this entry's enqueue history (LIST, newest first: 'tick id enqueued_ms')
-KEYS[5] t         tasks hash
+KEYS[5] tasks     tasks hash
 KEYS[6] pending   pending list
 KEYS[7] wake      wake-up list
 KEYS[8] events    the queue's event stream
 KEYS[9] conf      the queue's settings hash (field 'events': the stream's cap, 0 = off)
 ARGV[1] name      the entry's name
-ARGV[2] def       the definition the caller planned from (must equal the stored one)
+ARGV[2] definition  the definition the caller planned from (must equal the stored one)
 ARGV[3] tick      the tick (Unix ms); 0 = run now
 ARGV[4] id        the task id (cron:<name>:<tick>, or a run-now's own)
 ARGV[5] msg       the encoded (and, with signing, sealed) message

@@ -2,10 +2,10 @@
 that fell in the pause never fire: resuming records now as the entry's last fired tick (the
 missed policy is for downtime, not for a pause).
 KEYS[1] cron      the queue's entry definitions (HASH name -> definition)
-KEYS[2] paused    the queue's paused entries (SET)
-KEYS[3] last      the queue's last fired tick per entry (HASH name -> ms)
+KEYS[2] cron_paused  the queue's paused entries (SET)
+KEYS[3] cron_last  the queue's last fired tick per entry (HASH name -> ms)
 ARGV[1] name      the entry's name
-ARGV[2] paused    '1' = pause, '0' = resume
+ARGV[2] pause     '1' = pause, '0' = resume
 ARGV[3] now       '' = Redis time; else a simulated time in ms
 Returns 1 = done, 0 = no such entry (nothing written).
 ]]

@@ -1,7 +1,7 @@
 --[[ cron_remove: forget a scheduler entry (an operator's, or a code entry no longer declared)
 KEYS[1] cron      the queue's entry definitions (HASH name -> definition)
-KEYS[2] last      the queue's last fired tick per entry (HASH)
-KEYS[3] paused    the queue's paused entries (SET)
+KEYS[2] cron_last  the queue's last fired tick per entry (HASH)
+KEYS[3] cron_paused  the queue's paused entries (SET)
 KEYS[4] history   the entry's enqueue history (LIST)
 ARGV[1] name      the entry's name
 Returns 1 = removed, 0 = no such entry (its leftovers, if any, are removed too). Tasks it already

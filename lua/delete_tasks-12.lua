@@ -3,7 +3,7 @@ Deletes each given task that is still in the expected state: removes it from its
 (see the take include: never a scan of a long pending list), deletes its data and releases its
 uniqueness lock if it owns it. One task (Inspector.delete_task) or a batch of at most ~1000
 (delete_all, which loops in Python so Redis is never blocked for long).
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] container  the state's list (pending) or zset
 KEYS[3] events     the queue's event stream
 KEYS[4] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
@@ -16,11 +16,12 @@ KEYS[9] keyheld    keyheld hash (includes/serial): a deleted holder's key goes t
 KEYS[10] blocked   blocked zset (tasks waiting behind their key)
 KEYS[11] pending   pending list (the key's next task is made pending)
 KEYS[12] wake      wake-up list idle workers block on
-KEYS[11+2i]        uniqueness lock key of the i-th task (the queue's placeholder when not unique)
-KEYS[12+2i]        the i-th task's key's list (the placeholder when it has no key)
+KEYS[13..] locks   two per task, for the i-th (i = 1, 2, ...):
+                   KEYS[11+2i] its uniqueness lock key (the queue's placeholder when not unique)
+                   KEYS[12+2i] its key's list (the placeholder when it has no key)
 ARGV[1] state      state char the tasks must be in: p s r x c w b (never a = active)
 ARGV[2] window     pending only: how far from each end of the list an id is looked for
-ARGV[3..] id, hint, read, key quadruples (key: the task's key= , '' = none)
+ARGV[3..] items    id, hint, read, key quadruples (key: the task's key= , '' = none)
                    hint (pending only): the id's index located by the caller, -1 = none, -2 = the
                    caller found it nowhere in the list (its data is deleted anyway); read: the
                    stored value the caller read, which the task must still have (the lock key

@@ -6,7 +6,7 @@ passed over; one whose run on it expired may be taken again), then pending
 tasks, the highest priority first (includes/priority: priorities 9..6 from the prio zset, then the
 default priority from the right of the pending list, oldest first, then priorities 4..0). A paused queue yields nothing. If tasks remain, one wake-up token is left
 so another idle worker comes to help.
-KEYS[1] t        tasks hash
+KEYS[1] tasks    tasks hash
 KEYS[2] pending  pending list
 KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
 KEYS[4] paused   paused flag (exists = paused)
@@ -16,9 +16,9 @@ KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 
 KEYS[8] prio     pending ids of priorities other than the default (zset, includes/priority)
 KEYS[9] runs     runs hash: targeted task id -> record (includes/runs)
 KEYS[10] mine    index of the targeted tasks naming the caller ('m:w:<name>')
-KEYS[11] any     index of the targeted tasks any worker may run ('m:*')
+KEYS[11] targeted_any  index of the targeted tasks any worker may run ('m:*')
 ARGV[1] count    how many tasks at most
-ARGV[2] lease    lease duration in ms
+ARGV[2] lease_ms  lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
 ARGV[4] now      '' = Redis time; else a simulated time in ms
 ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)

@@ -4,7 +4,7 @@ holds, release its uniqueness lock, push its outcome to the inbox of a client wa
 Client.call, and count the batch as processed. A worker acknowledges every such task that finished
 since its last write in one call (one script per queue per batch); a batch of one is the single
 case. A task the caller no longer holds is left untouched (its code says why); the others proceed.
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] processed      lifetime processed counter
 KEYS[4] processed_day  today's processed counter
@@ -21,10 +21,10 @@ KEYS[13] blocked       blocked zset (tasks waiting behind their key)
 KEYS[14] pending       pending list (a key's next task is made pending)
 KEYS[15] prio          pending ids of priorities other than the default (includes/priority)
 KEYS[16] wake          wake-up list idle workers block on
-KEYS[16+j]             the uniqueness locks, waiting clients' inboxes and keys' lists of the batch,
-                       named by index from ARGV (only tasks that have one)
+KEYS[17..] extra       the uniqueness locks, waiting clients' inboxes and keys' lists of the batch,
+                       named by index j from ARGV: KEYS[16+j] (only tasks that have one)
 ARGV[1] day_ttl        seconds to keep a daily counter
-ARGV[2..] one group of 10 per task:
+ARGV[2..] items  one group of 10 per task:
         id
         token          the lease token the task was dequeued with
         attempt        the attempt's number (for the event)

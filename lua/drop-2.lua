@@ -2,7 +2,7 @@
 The recoverer found an expired lease whose task is not active (its data deleted or corrupted by
 hand, or rewritten to another state): remove the dangling lease so it is not reported again.
 KEYS[1] lease    lease zset
-KEYS[2] t        tasks hash
+KEYS[2] tasks    tasks hash
 ARGV[1] id
 ARGV[2] now      '' = Redis time; else a simulated time in ms
 Returns 1 = dropped, 0 = no such lease, -4 = refused: the lease is alive or the task is active

@@ -3,17 +3,40 @@ The caller emptied the queue first (in bounded batches) or found it empty; this 
 task is left (one may have arrived meanwhile). UNLINK frees memory off the main thread. The queue's
 name leaves the global queue set in a separate command (another cluster slot); its daily counters
 expire on their own.
-KEYS[1] pending  KEYS[2] lease  KEYS[3] scheduled  KEYS[4] retry  KEYS[5] archived
-KEYS[6] completed  KEYS[7] t  KEYS[8] paused  KEYS[9] wake  KEYS[10] tick
-KEYS[11] processed  KEYS[12] failed  KEYS[13] trimmed  KEYS[14] watch  KEYS[15] progress  KEYS[16] events  KEYS[17] conf
-KEYS[18] aggregating (the counter of tasks in groups)  KEYS[19] groups  KEYS[20] groups_first  KEYS[21] groups_size
-KEYS[22] prio (pending ids of priorities other than the default)
-KEYS[23] targeted  KEYS[24] runs  KEYS[25] the index of targeted tasks any worker may run ('m:*')
-KEYS[26] waiting  KEYS[27] deps  KEYS[28] children  KEYS[29] outbox (workflows, includes/flow: the
-children of this queue's tasks in other queues are not told; drop a workflow's queues leaves first)
-KEYS[30] blocked  KEYS[31] keyheld (keyed tasks, includes/serial; the caller deletes the lists of
-the keys held first)
-KEYS[32] proc  KEYS[33] procs  KEYS[34] hist (durable processes, includes/process)
+KEYS[1] pending
+KEYS[2] lease
+KEYS[3] scheduled
+KEYS[4] retry
+KEYS[5] archived
+KEYS[6] completed
+KEYS[7] tasks
+KEYS[8] paused
+KEYS[9] wake
+KEYS[10] tick
+KEYS[11] processed
+KEYS[12] failed
+KEYS[13] trimmed
+KEYS[14] watch
+KEYS[15] progress
+KEYS[16] events
+KEYS[17] conf
+KEYS[18] aggregating   the counter of tasks in groups
+KEYS[19] groups
+KEYS[20] groups_first
+KEYS[21] groups_size
+KEYS[22] prio          pending ids of priorities other than the default
+KEYS[23] targeted
+KEYS[24] runs
+KEYS[25] targeted_any  the index of targeted tasks any worker may run ('m:*')
+KEYS[26] waiting       (KEYS[26..29]: workflows, includes/flow: the children of this queue's tasks
+KEYS[27] deps           in other queues are not told; drop a workflow's queues leaves first)
+KEYS[28] children
+KEYS[29] outbox
+KEYS[30] blocked       (KEYS[30..31]: keyed tasks, includes/serial; the caller deletes the lists of
+KEYS[31] keyheld        the keys held first)
+KEYS[32] proc          (KEYS[32..34]: durable processes, includes/process)
+KEYS[33] procs
+KEYS[34] hist
 ARGV[1] force  '1' = the queue's processes are deleted with it; else a process left counts as a task
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
 of removed tasks ('') counts as empty (up to 1000 of them are looked at).

@@ -4,7 +4,7 @@ time: due now or earlier -> pending (at the head: it runs after the tasks alread
 later -> a pending or scheduled task becomes (stays) scheduled, a retry task stays a retry, at the
 new time (a scheduled keyed task due now stays scheduled, due now: ARGV[10]). Only if the task
 is still the one the caller read (byte for byte): else -8, read it again. Refused whole when Redis is full (an edit adds no way to free memory).
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] container  the list (pending) or zset (scheduled, retry) of the task's state
 KEYS[3] scheduled  scheduled zset (where a task due later goes, unless it is a retry)
 KEYS[4] pending    pending list (where a task due now goes)
@@ -18,8 +18,8 @@ ARGV[1] id
 ARGV[2] state      the state the caller read: p s r
 ARGV[3] read       the stored value the caller read
 ARGV[4] msg        the new encoded (and, with signing, sealed) message
-ARGV[5] at         '' = keep the due time; else the new due time (Unix ms)
-ARGV[6] in         '' = none; else the new due time as ms from now (Redis time)
+ARGV[5] at_ms      '' = keep the due time; else the new due time (Unix ms)
+ARGV[6] in_ms      '' = none; else the new due time as ms from now (Redis time)
 ARGV[7] window     pending: how far from each end of the list the id is looked for
 ARGV[8] hint       pending: the id's index located by the caller, -1 = none, -2 = nowhere
 ARGV[9] now        '' = Redis time; else a simulated time in ms

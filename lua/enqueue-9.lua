@@ -1,7 +1,7 @@
 --[[ enqueue: (new) -> pending
 Stores a task and appends it to its queue's pending list. A finished task (archived or completed)
 with the same id is replaced; a live one (pending, active, scheduled, retry) is a conflict.
-KEYS[1] t          tasks hash: id -> state char .. message
+KEYS[1] tasks      tasks hash: id -> state char .. message
 KEYS[2] pending    pending list (new ids LPUSHed; workers pop from the right: FIFO) of the
                    default priority
 KEYS[3] wake       wake-up list idle workers block on
@@ -15,7 +15,7 @@ ARGV[1] id         task id
 ARGV[2] msg        encoded message (msgpack)
 ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
 ARGV[4] check      '1' = the caller chose the id: check it; '0' = a generated (random) id
-ARGV[3] is also a throttle window's TTL (the caller's task is then not unique: its lock is not
+Note: ARGV[3] is also a throttle window's TTL (the caller's task is then not unique: its lock is not
 released when it finishes, only by the TTL).
 Returns 1 = enqueued (or already enqueued by this same call, sent again after a lost reply: see
 includes/newtask), {-1, holder id, ms left} = duplicate (lock held by another task), -2 = a live

@@ -4,7 +4,7 @@ registered it with each parent (register_child, in each parent's slot) and learn
 had already ended. Its record (includes/flow) lists every parent; one that ended between its
 registration and now may already have been resolved (resolve wrote a record with no policy):
 those ends are kept.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] waiting    waiting zset: id -> when it began to wait (ms)
 KEYS[3] deps       deps hash: child id -> its record (includes/flow)
 KEYS[4] pending    pending list
@@ -13,8 +13,8 @@ KEYS[6] wake       wake-up list idle workers block on
 KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[9] archived   archived zset (a replaced archived task leaves it)
-KEYS[10] completed completed zset (a replaced completed task leaves it)
-KEYS[11] scheduled scheduled zset (a child released before its due time waits there)
+KEYS[10] completed  completed zset (a replaced completed task leaves it)
+KEYS[11] scheduled  scheduled zset (a child released before its due time waits there)
 KEYS[12] tick      wake-up list forwarders block on
 ARGV[1] id
 ARGV[2] msg        the encoded message
@@ -25,7 +25,7 @@ ARGV[6] delay      ms from now before it may run once released (0 = at once; pro
 ARGV[7] cancelled  policy 'c': the message rewritten as cancelled by a failed parent, stored archived
                    at once (in this script: no second step a lost reply or a crash could skip) when a
                    parent has already failed; '' otherwise
-ARGV[8..] ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
+ARGV[8..] ends  ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
           caller knows ('' = not ended; 'c' .. result = completed; 'x' archived; 'd' deleted)
 Returns 1 = pending (no parent left to wait for), 4 = scheduled (the same, its due time ahead),
 2 = waiting, 3 = archived (a parent had already failed and the policy is cancel), -2 = a live task

@@ -1,6 +1,6 @@
 --[[ enqueue_keyed: (new) -> pending (its key was free: it holds it now) or blocked (behind the
 key's holder and the tasks queued before it)
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] pending    pending list
 KEYS[3] prio       pending ids of priorities other than the default (includes/priority)
 KEYS[4] wake       wake-up list idle workers block on
@@ -8,9 +8,9 @@ KEYS[5] events     the queue's event stream
 KEYS[6] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[7] blocked    blocked zset: ids waiting behind their key -> when enqueued (ms)
 KEYS[8] keyheld    keyheld hash: key -> the id holding it (includes/serial)
-KEYS[9] list       the key's list of waiting ids
+KEYS[9] keylist    the key's list of waiting ids
 KEYS[10] archived  archived zset (a replaced archived task leaves it)
-KEYS[11] completed completed zset (a replaced completed task leaves it)
+KEYS[11] completed  completed zset (a replaced completed task leaves it)
 ARGV[1] id
 ARGV[2] msg        the encoded message (its key field is ARGV[4])
 ARGV[3] check      '1' = a caller-chosen id (checked for conflicts), '0' = generated

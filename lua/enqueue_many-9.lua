@@ -4,7 +4,7 @@ Stores N tasks and appends them to pending in order, each at the back of its pri
 id check; a batch with caller-chosen ids is checked like enqueue-9: a live task with the same id
 is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
 replaced.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] pending    pending list
 KEYS[3] wake       wake-up list idle workers block on
 KEYS[4] archived   archived zset (a replaced archived task leaves it)
@@ -15,7 +15,7 @@ KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[9] prio       pending ids of priorities other than the default (includes/priority)
 ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
-ARGV[2..] id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+ARGV[2..] entries  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
 (core/events.py expands it into one event per task).

@@ -2,7 +2,7 @@
 Stores a targeted task (``workers=`` and/or ``runs=``; includes/runs): it waits in the targeted
 zset and in its index zsets, with a fresh record, and wakes the workers that may run it (their
 own wake lists; the queue's wake list when any worker may). Id and uniqueness rules as enqueue-9.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] targeted   targeted tasks zset: id -> when enqueued (ms; tasks enqueued in the same ms
                    1/1024 ms apart, so the order is kept)
 KEYS[3] runs       runs hash: id -> record
@@ -12,13 +12,14 @@ KEYS[6] archived   archived zset (a replaced archived task leaves it)
 KEYS[7] completed  completed zset (a replaced completed task leaves it)
 KEYS[8] events     the queue's event stream
 KEYS[9] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEYS[10..9+k]      the index zsets: 'm:*' when any worker may run it, else 'm:w:<name>' per name
-KEYS[10+k..]       the allowed workers' own wake lists ('wake:w:<name>'; none for any worker)
+KEYS[10..] targets  KEYS[10..9+k]: the index zsets: 'm:*' when any worker may run it, else 'm:w:<name>'
+                   per name; then KEYS[10+k..]: the allowed workers' own wake lists ('wake:w:<name>';
+                   none for any worker)
 ARGV[1] id         task id
 ARGV[2] msg        encoded message
 ARGV[3] unique     uniqueness TTL in seconds; 0 = not unique
 ARGV[4] check      '1' = the caller chose the id: check it; '0' = a generated (random) id
-ARGV[5] runs       how many distinct workers must run it successfully
+ARGV[5] runs_needed  how many distinct workers must run it successfully
 ARGV[6] allowed    '*' (any worker) or the allowed names joined by ','
 ARGV[7] now        '' = Redis time; else a simulated time in ms
 ARGV[8] k          how many index zsets follow the fixed keys

@@ -1,6 +1,6 @@
 --[[ expire: completed -> (deleted), when the retention period is over (the janitor)
 KEYS[1] completed  completed zset: id -> expiry (ms)
-KEYS[2] t          tasks hash
+KEYS[2] tasks      tasks hash
 ARGV[1] batch      most tasks to delete
 ARGV[2] now        '' = Redis time; else a simulated time in ms
 Returns {deleted, next}: next = ms until the next expiry (0 = more are due now; at most a day),

@@ -1,7 +1,7 @@
 --[[ expired: list active tasks whose lease has expired (read-only; the recoverer then retries or
 archives each one with retry/archive in recoverer mode, which re-checks the expiry atomically)
 KEYS[1] lease    lease zset
-KEYS[2] t        tasks hash
+KEYS[2] tasks    tasks hash
 KEYS[3] outbox   the queue's outbox stream (includes/flow): ends of parents not yet delivered
 ARGV[1] limit    most tasks to return
 ARGV[2] now      '' = Redis time; else a simulated time in ms

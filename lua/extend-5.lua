@@ -4,14 +4,14 @@ it. A run of a targeted task (includes/runs; run_of = its task's id, which the w
 the run's message: an id holding '|' is not taken for a run by itself) whose worker the task no
 longer allows (Inspector.set_workers) is given back instead: the run task is deleted, the worker's entry leaves the record (the task
 waits for another allowed worker) and the run is reported lost, so its handler stops.
-KEYS[1] t        tasks hash
+KEYS[1] tasks    tasks hash
 KEYS[2] lease    lease zset
 KEYS[3] runs     runs hash: targeted task id -> record
-KEYS[4] progress progress hash (a run given back loses its progress)
+KEYS[4] progress  progress hash (a run given back loses its progress)
 KEYS[5] wake     the queue's wake-up list (a run given back wakes a worker, for any-worker tasks)
-ARGV[1] lease    lease duration in ms
+ARGV[1] lease_ms  lease duration in ms
 ARGV[2] now      '' = Redis time; else a simulated time in ms
-ARGV[3..] id, token, run_of, id, token, run_of, ... (run_of '' = not a run of a targeted task)
+ARGV[3..] held  id, token, run_of, id, token, run_of, ... (run_of '' = not a run of a targeted task)
 Returns {now, lost_id1, lost_id2, ...}: the ids whose lease the caller no longer holds (its
 handler must stop and must not write a result). Works when Redis is full (maxmemory): running
 tasks keep their leases.

@@ -2,7 +2,7 @@
 The propagator (or the client, when a parent had already failed) archives the child with an error
 naming the parent; the child's own children are told in turn (their outbox entry cancels them,
 or runs them, by their own policies).
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] waiting    waiting zset
 KEYS[3] archived   archived zset: id -> time archived (ms)
 KEYS[4] children   children hash (includes/flow)

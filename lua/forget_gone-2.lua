@@ -7,7 +7,7 @@ tasks that are gone, which no finishing script will clear:
   mode 'deps'     the deps hash (includes/flow): records of children expired or trimmed, and
                   records of ends delivered before a child that never came was stored (a producer
                   died between registering it and storing it) once they are 10 minutes old.
-KEYS[1] t        tasks hash
+KEYS[1] tasks    tasks hash
 KEYS[2] hash     the hash swept
 ARGV[1] cursor   HSCAN cursor ('0' starts a pass)
 ARGV[2] count    HSCAN COUNT hint

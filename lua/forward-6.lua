@@ -3,7 +3,7 @@ Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pend
 the caller how long it may sleep before the next one is due.
 KEYS[1] scheduled  scheduled zset
 KEYS[2] retry      retry zset
-KEYS[3] t          tasks hash
+KEYS[3] tasks      tasks hash
 KEYS[4] pending    pending list
 KEYS[5] wake       wake-up list
 KEYS[6] prio       pending ids of priorities other than the default (includes/priority)

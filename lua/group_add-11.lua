@@ -1,7 +1,7 @@
 --[[ group_add: (new) -> aggregating
 Stores a task and adds it to its aggregation group, where it waits until a server's aggregator
 turns the group's tasks into one task (see aggregate-10). Id rules as enqueue-9 (includes/newtask).
-KEYS[1] t             tasks hash
+KEYS[1] tasks         tasks hash
 KEYS[2] group         the group's zset: id -> when it joined (ms, Redis clock; tasks that join in
                       the same millisecond 1/1024 ms apart, so the zset keeps their order)
 KEYS[3] groups        the queue's groups: name -> when its newest task joined
@@ -17,7 +17,7 @@ ARGV[1] id        task id
 ARGV[2] msg       encoded message (its group field names the group)
 ARGV[3] unique    uniqueness TTL in seconds; 0 = not unique
 ARGV[4] check     '1' = the caller chose the id: check it; '0' = a generated (random) id
-ARGV[5] group     the group's name
+ARGV[5] group_name  the group's name
 ARGV[6] now       '' = Redis time; else a simulated time in ms
 Returns 1 = added (or already added by this same call, sent again), {-1, holder id, ms left} =
 duplicate (lock held by another task), -2 = a live task has this id.

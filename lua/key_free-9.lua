@@ -1,7 +1,7 @@
 --[[ key_free: the key's holder has ended without releasing it (deleted or archived by an operator,
 or removed by hand): the next task of the key becomes pending and the holder (the janitor's sweep of
 the keyheld hash; includes/serial)
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] keyheld    keyheld hash: key -> the id holding it
 KEYS[3] blocked    blocked zset
 KEYS[4] pending    pending list
@@ -9,7 +9,7 @@ KEYS[5] prio       pending ids of priorities other than the default (includes/pr
 KEYS[6] wake       wake-up list idle workers block on
 KEYS[7] events     the queue's event stream
 KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEYS[9] list       the key's list of waiting ids
+KEYS[9] keylist    the key's list of waiting ids
 ARGV[1] key
 ARGV[2] holder     the holder the caller found stale (it must still hold the key, and still be stale:
                    gone, completed, archived, or blocked)

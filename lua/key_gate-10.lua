@@ -3,7 +3,7 @@ that fell due (enqueue(key=..., process_in=...)). The forwarder leaves due keyed
 scheduled zset and names them; the caller reads each one's key from its message and gates it here
 (the key's list must be among KEYS). A crash in between leaves the task due: the next pass names
 it again.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] scheduled  scheduled zset
 KEYS[3] pending    pending list
 KEYS[4] prio       pending ids of priorities other than the default (includes/priority)
@@ -12,7 +12,7 @@ KEYS[6] events     the queue's event stream
 KEYS[7] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[8] blocked    blocked zset
 KEYS[9] keyheld    keyheld hash: key -> the id holding it (includes/serial)
-KEYS[10] list      the key's list of waiting ids
+KEYS[10] keylist   the key's list of waiting ids
 ARGV[1] id
 ARGV[2] key        the task's key (read from its message by the caller)
 ARGV[3] read       the stored value the caller read: the task must still have it

@@ -4,7 +4,7 @@ Ranks count from the end tasks leave first: pending tasks in the order workers t
 list's right end, oldest first, then priorities 4..0), zsets by ascending score (ARGV[2] 'asc': next due, next lease expiry)
 or descending (ARGV[2] 'desc': newest archived or completed first).
 KEYS[1] container  the state's list (pending) or zset (lease, scheduled, retry, archived, completed)
-KEYS[2] t          tasks hash
+KEYS[2] tasks      tasks hash
 KEYS[3] prio       pending ids of priorities other than the default (read with kind 'list')
 ARGV[1] kind       'list' or 'zset'
 ARGV[2] order      'asc' or 'desc' (zsets only)

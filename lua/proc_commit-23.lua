@@ -1,7 +1,7 @@
 --[[ proc_commit: active -> (done) or completed, writing what the processor decided for the input,
 atomically with its completion: the process record, the events appended, the timer, the response
 to the caller, the process's key released to its next input
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] completed      completed zset: id -> expiry (ms)
 KEYS[4] processed      lifetime processed counter
@@ -39,7 +39,7 @@ ARGV[11] expect        the record as the worker read it ('<status>:<count>'); ''
                        a timer that fell due while the process was in error only clears the timer)
 ARGV[12] state_mode    'k' = keep the state, 's' = set it to ARGV[13]
 ARGV[13] state         the new state (msgpack, '' = None)
-ARGV[14] events        the events to append (rec_pack of msgpack values)
+ARGV[14] new_events    the events to append (rec_pack of msgpack values)
 ARGV[15] timer_mode    'k' = keep the timer, 'x' = cancel it, 's' = set it: in ARGV[16] ms, input
                        ARGV[17] with message ARGV[18]
 ARGV[16] timer_ms

@@ -2,7 +2,7 @@
 KEYS[1] proc       proc hash: process id -> record (includes/process)
 KEYS[2] hist       hist hash: '<process id>:<n>' -> event
 ARGV[1] pid        the process id
-ARGV[2] from       the first event id to return (1-based; an event older than the oldest kept
+ARGV[2] first      the first event id to return (1-based; an event older than the oldest kept
                    reads from that one); 0 = the last ``count`` events
 ARGV[3] count      how many events at most (0 = none)
 Returns {} = no such process; else {record, the first event id returned, event, event, ...} (an

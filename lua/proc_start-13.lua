@@ -1,6 +1,6 @@
 --[[ proc_start: (no process) -> process 'starting', its init input pending (its key was free) or
 blocked (behind inputs left from an earlier process of the same id)
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] pending    pending list
 KEYS[3] prio       pending ids of priorities other than the default (includes/priority)
 KEYS[4] wake       wake-up list idle workers block on
@@ -8,9 +8,9 @@ KEYS[5] events     the queue's event stream
 KEYS[6] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[7] blocked    blocked zset: ids waiting behind their key -> when enqueued (ms)
 KEYS[8] keyheld    keyheld hash: key -> the id holding it (includes/serial)
-KEYS[9] list       the process's key's list of waiting ids
+KEYS[9] keylist    the process's key's list of waiting ids
 KEYS[10] archived  archived zset (a replaced archived task leaves it)
-KEYS[11] completed completed zset (a replaced completed task leaves it)
+KEYS[11] completed  completed zset (a replaced completed task leaves it)
 KEYS[12] proc      proc hash: process id -> record (includes/process)
 KEYS[13] procs     procs zset: process id -> last change (ms)
 ARGV[1] id         the init input's task id (generated)

@@ -1,7 +1,7 @@
 --[[ progress: (active) -> (active); a running task reports its progress
 The handler called task.progress(value) (the worker rate-limits the calls). Stored as the task's
 latest progress, and pushed to the inbox of the client waiting through Client.call, if any.
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] progress       progress hash: id -> latest value (msgpack)
 KEYS[3] reply          the waiting client's inbox (the progress hash when nobody waits)
 KEYS[4] events         the queue's event stream

@@ -11,7 +11,7 @@ removed or corrupted by hand:
 A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))
 and is not checked; nor is an aggregating task ('g': its group's zset is named in its message,
 which a script cannot turn into a key it was not given). Cost: one HSCAN step of ~ARGV[2] entries.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] lease      lease zset
 KEYS[3] scheduled  scheduled zset
 KEYS[4] retry      retry zset

@@ -4,7 +4,7 @@ appended to its entry in the children hash; its finishing script will write its 
 queue's outbox for the propagators (includes/flow). An ended parent answers how it ended: the
 caller stores the child with that parent already resolved. Sent again, the ref is appended twice:
 harmless (resolving an edge twice is a no-op).
-KEYS[1] t          the parent queue's tasks hash
+KEYS[1] tasks      the parent queue's tasks hash
 KEYS[2] children   the parent queue's children hash: parent id -> rec_pack of child refs
 ARGV[1] parent     the parent's id
 ARGV[2] child      the child's ref: rec_pack{queue, id}

@@ -1,11 +1,11 @@
 --[[ requeue: active -> pending (front)
 Graceful shutdown ran out of time for a handler: the task goes back to the front of pending, its
 retry count untouched and nothing counted, so it runs next and nothing is counted twice.
-KEYS[1] t        tasks hash
+KEYS[1] tasks    tasks hash
 KEYS[2] lease    lease zset
 KEYS[3] pending  pending list (RPUSH = the end workers pop from = the front)
 KEYS[4] wake     wake-up list
-KEYS[5] progress progress hash (the attempt's progress is cleared)
+KEYS[5] progress  progress hash (the attempt's progress is cleared)
 KEYS[6] prio     pending ids of priorities other than the default (includes/priority): the
                  front of the task's own priority
 ARGV[1] id

@@ -6,7 +6,7 @@ after this call and before its acknowledgement repeats it harmlessly. An end tha
 the child is stored (it was registered, then the parent ended at once) is kept in a record with no
 policy, which enqueue_after merges (a repeat that finds the child stored but its record gone,
 deleted with a finished task, writes nothing).
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] waiting    waiting zset
 KEYS[3] deps       deps hash: child id -> its record (includes/flow)
 KEYS[4] pending    pending list

@@ -1,7 +1,7 @@
 --[[ retry: active -> retry
 A handler failed (or its lease expired, when the recoverer calls) and retries are left: the task
 waits in the retry zset until now + delay. The uniqueness lock is kept (the task is still live).
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] retry          retry zset: id -> due time (ms)
 KEYS[4] tick           wake-up list forwarders block on

@@ -12,7 +12,7 @@ results of its succeeded runs (retention only). A run task ending after its task
 (deleted, archived, completed) is just deleted, and so is one whose worker's entry in the record
 is not 'running' (a new task stored under the same id since: the run belongs to the task that was
 deleted, and is not credited to the new one).
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] targeted       targeted tasks zset (id -> when enqueued)
 KEYS[4] runs           runs hash: task id -> record (includes/runs)
@@ -22,7 +22,7 @@ KEYS[7] events         the queue's event stream
 KEYS[8] conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
 KEYS[9] progress       progress hash (the run's progress is cleared)
 KEYS[10] processed     lifetime processed counter
-KEYS[11] processed_day today's processed counter
+KEYS[11] processed_day  today's processed counter
 KEYS[12] failed        lifetime failed counter
 KEYS[13] failed_day    today's failed counter
 KEYS[14] lock          the task's uniqueness lock (the queue's placeholder when not unique)
@@ -31,8 +31,9 @@ KEYS[16] kept          what is kept of the task's runs ('ran:<task id>', a hash)
                        = the result of worker <name>'s succeeded run (tasks with retention only),
                        and, once the task completes with retention (kept that long) or is
                        archived (ARGV[13] ms), field '' = its final record; deleted otherwise
-KEYS[17..16+k]         the task's index zsets ('m:*', or 'm:w:<name>' per allowed worker)
-KEYS[17+k..]           the allowed workers' own wake lists (a freed run wakes one of them)
+KEYS[17..] targets     KEYS[17..16+k]: the task's index zsets ('m:*', or 'm:w:<name>' per allowed
+                       worker); then KEYS[17+k..]: the allowed workers' own wake lists (a freed
+                       run wakes one of them)
 ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
 ARGV[2] token          the run's lease token (the worker's, or the one read with the expired lease)
 ARGV[3] outcome        s f e g (a run), D X (the operator)
@@ -42,7 +43,7 @@ ARGV[6] now            '' = Redis time; else a simulated time in ms
 ARGV[7] done           the task's message when completed with retention ('' = delete it then);
                        its result is the result of the run that completes it
 ARGV[8] retention      ms to keep it completed
-ARGV[9] failed         the task's message with this run's error ('' = keep the stored one)
+ARGV[9] failed_msg     the task's message with this run's error ('' = keep the stored one)
 ARGV[10] max_retry     failures allowed before the task is archived
 ARGV[11] k             how many index zsets follow the fixed keys
 ARGV[12] day_ttl       seconds to keep a daily counter

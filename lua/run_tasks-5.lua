@@ -4,7 +4,7 @@ the tasks of its priority already waiting), message unchanged (an archived task 
 again with no retries left, it is archived again). Leaves a wake-up token so an idle worker takes
 it at once. One task or a batch of at most ~1000 (run_all loops in Python).
 An archived task's uniqueness lock was released when it was archived and is not taken again.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] container  the state's zset (scheduled, retry, archived)
 KEYS[3] pending    pending list
 KEYS[4] wake       wake-up list idle workers block on

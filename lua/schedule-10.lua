@@ -1,7 +1,7 @@
 --[[ schedule: (new) -> scheduled
 Stores a task to become pending after a delay measured on the Redis server's clock, so a client
 whose clock is off cannot make it run early. Same id rules as enqueue.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] scheduled  scheduled zset: id -> due time (ms)
 KEYS[3] tick       wake-up list forwarders block on (signalled when the earliest due time moves up)
 KEYS[4] lock       uniqueness lock key (placeholder when not unique)

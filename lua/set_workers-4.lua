@@ -3,13 +3,13 @@ Changes which workers may run a targeted task (includes/runs): its message (the 
 its record's allowed names and its index zsets. Runs already taken by workers no longer allowed
 are given back at their next lease renewal (extend-5); the workers newly allowed are woken. Only
 if the task still holds the value the caller read: else -8 (read it again).
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] runs       runs hash: task id -> record
 KEYS[3] targeted   targeted tasks zset (the task's score there is its index score)
 KEYS[4] wake       the queue's wake-up list (woken when any worker may now run it)
-KEYS[5..4+a]       the index zsets the task leaves (its old ones)
-KEYS[5+a..4+a+b]   the index zsets it joins ('m:*', or 'm:w:<name>' per allowed name)
-KEYS[5+a+b..]      the newly allowed workers' own wake lists
+KEYS[5..] targets  KEYS[5..4+a]: the index zsets the task leaves (its old ones); then
+                   KEYS[5+a..4+a+b]: the index zsets it joins ('m:*', or 'm:w:<name>' per allowed
+                   name); then KEYS[5+a+b..]: the newly allowed workers' own wake lists
 ARGV[1] id
 ARGV[2] read       the stored value the caller read
 ARGV[3] msg        the new encoded (and, with signing, sealed) message

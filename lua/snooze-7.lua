@@ -2,7 +2,7 @@
 A handler raised RateLimited(retry_in): the task waits retry_in (a quota it depends on is spent),
 then runs again. Its retry count and last error are untouched and nothing is counted: no failure,
 no retry used up.
-KEYS[1] t          tasks hash
+KEYS[1] tasks      tasks hash
 KEYS[2] lease      lease zset
 KEYS[3] scheduled  scheduled zset
 KEYS[4] tick       forwarders' tick list (signalled when the task is the earliest due)

@@ -1,9 +1,17 @@
 --[[ stats: read a queue's counts per state, its counters and its oldest pending task in one atomic
 snapshot (read-only; O(1): LLEN/ZCARD/GET and a look at the last few pending ids)
-KEYS[1] pending  KEYS[2] lease  KEYS[3] scheduled  KEYS[4] retry  KEYS[5] archived
-KEYS[6] completed  KEYS[7] paused  KEYS[8] processed  KEYS[9] failed
-KEYS[10] processed_day  KEYS[11] failed_day
-KEYS[12] t         tasks hash (to read the oldest pending task)
+KEYS[1] pending   pending list
+KEYS[2] lease     lease zset
+KEYS[3] scheduled  scheduled zset
+KEYS[4] retry     retry zset
+KEYS[5] archived  archived zset
+KEYS[6] completed  completed zset
+KEYS[7] paused    paused flag
+KEYS[8] processed  lifetime processed counter
+KEYS[9] failed    lifetime failed counter
+KEYS[10] processed_day  today's processed counter
+KEYS[11] failed_day  today's failed counter
+KEYS[12] tasks     tasks hash (to read the oldest pending task)
 KEYS[13] trimmed   lifetime count of archived tasks deleted by the archive limits
 KEYS[14] aggregating  counter of the tasks in aggregation groups
 KEYS[15] groups    the queue's aggregation groups (zset)

@@ -1,7 +1,7 @@
 --[[ trim: archived -> (deleted) past the archive's size or age limit (the janitor; archive does
 the same on every write). Trimmed tasks' data is deleted too. At most 100 tasks per call.
 KEYS[1] archived  archived zset: id -> time archived (ms)
-KEYS[2] t         tasks hash
+KEYS[2] tasks     tasks hash
 KEYS[3] trimmed   lifetime count of archived tasks deleted by the limits (increased here)
 ARGV[1] max_size  archive size limit (tasks)
 ARGV[2] max_age   archive age limit (ms)

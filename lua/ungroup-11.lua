@@ -2,7 +2,7 @@
 Takes one task out of its aggregation group, if it is still there unchanged since the caller read
 it: deletes it (releasing its uniqueness lock), archives it as it is, or runs it alone (to the head
 of pending, with a wake-up token).
-KEYS[1] t             tasks hash
+KEYS[1] tasks         tasks hash
 KEYS[2] group         the task's group zset
 KEYS[3] groups        name -> when its newest task joined
 KEYS[4] groups_first  name -> when its oldest task joined

@@ -3,7 +3,7 @@ A client waits for a task's outcome (Client.result, or a recheck of Client.call'
 task and, if it has not finished, adds the client's inbox id to the task's entry of the watch hash
 (once), so the script that finishes it hands the inbox to the worker, which pushes the outcome
 there. Reading and registering in one script: a task cannot finish between the two unseen.
-KEYS[1] t              tasks hash
+KEYS[1] tasks          tasks hash
 KEYS[2] watch          watch hash: id -> space-separated inbox ids
 ARGV[1] id
 ARGV[2] inbox          the waiter's inbox id; '' = only read (the waiter is known to the task already)

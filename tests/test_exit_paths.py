@@ -34,7 +34,7 @@ INLINE = {
 
 
 def _tasks_key(text: str) -> int | None:
-    m = re.search(r"^KEYS\[(\d+)\]\s+t\s", text, re.MULTILINE)
+    m = re.search(r"^KEYS\[(\d+)\]\s+(?:t|tasks)\s", text, re.MULTILINE)
     return int(m.group(1)) if m else None
 
 

@@ -1,5 +1,10 @@
-"""The broker: one method per Lua script, the only place that builds KEYS and ARGV lists and turns
-script replies (small integer codes) into results or typed errors.
+"""The broker: one method per Lua script, the only place that builds script calls and turns script
+replies (small integer codes) into results, enums (:class:`Acted`, ...) or typed errors.
+
+Each call names its keys and arguments as the script's header declares them
+(:func:`script_call`; :mod:`asynqpy.core.scripts` binds the names to positional KEYS and ARGV and
+refuses a missing or extra one). Queue keys are picked by their :class:`QueueKeys` names
+(``_q``); the keys every end path shares come from :func:`end_keys`, built here once.
 
 The broker does no I/O. Each method returns a :class:`Call`, a description of one script call and
 of how to read its reply; :mod:`asynqpy.executor` runs calls on a sync or an async Redis client
@@ -11,8 +16,9 @@ from __future__ import annotations
 import base64
 import enum
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from . import codec, process, workflow
@@ -28,6 +34,7 @@ from .errors import (
     ThrottledError,
 )
 from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, known_queues, queue_keys
+from .scripts import bind
 from .signing import Signer
 from .stored import key_of, lock_digest
 from .task import TaskState
@@ -48,8 +55,32 @@ WRONG_STATE = -5
 NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; (cancel) re-leased since read
 NOT_EMPTY = -7
 CHANGED = -8  # (operator scripts) the task's stored value changed since the caller read it
+KEYED = -9  # (run_tasks) a keyed task: running it now would run it beside its key's current task
 
 MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+
+
+class Acted(enum.IntEnum):
+    """An operator script's answer for one task (delete_tasks, archive_tasks, run_tasks, edit_task,
+    ungroup, set_workers, cancel, aggregate, drop, fail_waiting, drop_queue): the codes above, named.
+    Only the broker reads a raw reply; other modules compare these members."""
+
+    OK = OK
+    NOT_FOUND = NOT_FOUND
+    DUPLICATE = DUPLICATE
+    ID_CONFLICT = ID_CONFLICT
+    LEASE_LOST = LEASE_LOST
+    LEASE_ALIVE = LEASE_ALIVE
+    WRONG_STATE = WRONG_STATE
+    NOT_LOCATED = NOT_LOCATED
+    NOT_EMPTY = NOT_EMPTY
+    CHANGED = CHANGED
+    KEYED = KEYED
+
+
+def _acted(reply: list[Any]) -> list[Acted]:
+    return [Acted(int(x)) for x in reply]
+
 
 class Watched(enum.IntEnum):
     """``watch``'s answer for a task that has not finished (a finished one's stored value comes as
@@ -110,6 +141,39 @@ class Call(Generic[T]):
     keys: tuple[str, ...] = ()
     args: tuple[Any, ...] = ()
     command: tuple[Any, ...] = ()
+
+
+def script_call(script: str, parse: Callable[[Any], T], /, **named: Any) -> Call[T]:
+    """The call of Lua script ``script`` with its keys and arguments given by the names its header
+    declares (``lua/<script>-N.lua``; a variadic tail as a sequence), read with ``parse``. Raises
+    TypeError when a name is missing or unexpected (:func:`asynqpy.core.scripts.bind`)."""
+    keys, args = bind(script, named)
+    return Call(parse, script, keys, args)
+
+
+@lru_cache(maxsize=4096)
+def _q(q: QueueKeys, names: str) -> Mapping[str, str]:
+    """Keys of queue ``q`` by name, for script headers that name them as :class:`QueueKeys` does
+    (cached: the same few sets are built on every call)."""
+    return {n: getattr(q, n) for n in names.split()}
+
+
+def _keylist(q: QueueKeys, key: str) -> str:
+    """A task's key's list, or the queue's placeholder when it has no key."""
+    return q.key_list(key) if key else q.placeholder
+
+
+@lru_cache(maxsize=1024)
+def serial_keys(q: QueueKeys) -> Mapping[str, str]:
+    """The keys that release a keyed task's key to its next task (lua/includes/serial)."""
+    return {"keyheld": q.keyheld, "blocked": q.blocked, "pending": q.pending, "prio": q.prio, "wake": q.wake}
+
+
+@lru_cache(maxsize=1024)
+def end_keys(q: QueueKeys) -> Mapping[str, str]:
+    """The keys every script through which a task ends shares (lua/includes/exit.lua): its event,
+    its workflow children told (includes/flow) and its key released (:func:`serial_keys`)."""
+    return {"events": q.events, "conf": q.conf, "children": q.children, "outbox": q.outbox, **serial_keys(q)}
 
 
 @dataclass(frozen=True)
@@ -191,10 +255,6 @@ def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
         TaskState.RETRY: q.retry, TaskState.ARCHIVED: q.archived, TaskState.COMPLETED: q.completed,
         TaskState.TARGETED: q.targeted, TaskState.WAITING: q.waiting, TaskState.BLOCKED: q.blocked,
     }[state]
-
-
-def _codes(reply: list[Any]) -> list[int]:
-    return [int(x) for x in reply]
 
 
 def _s(v: bytes | str) -> str:
@@ -342,38 +402,31 @@ class Broker:
         data = data or codec.encode(msg)
         return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
 
-    @staticmethod
-    def _key_keys(q: QueueKeys, msg: Message) -> tuple[str, ...]:
-        """The keys a finishing script needs to release a keyed task's key (includes/serial)."""
-        return (q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.key_list(msg.key) if msg.key else q.placeholder)
-
     def enqueue_keyed(self, queue: str, id: str, msg: Message, data: bytes | None = None,
                       check_id: bool = True) -> Call[TaskState]:
         """(new) -> pending holding ``msg.key``, or blocked behind it: the state. Raises
         TaskIdConflictError."""
         q = queue_keys(queue)
         code = _new_task_code(id, queue)
-        return Call(lambda r: _KEYED_STATES[code(r)], "enqueue_keyed",
-                    (q.tasks, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld, q.key_list(msg.key),
-                     q.archived, q.completed),
-                    (id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", msg.key,
-                     self.clock.script_now()))
+        return script_call("enqueue_keyed", lambda r: _KEYED_STATES[code(r)],
+                           **_q(q, "tasks pending prio wake events conf blocked keyheld archived completed"),
+                           keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
+                           check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
 
     def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[TaskState | None]:
         """A due keyed task takes its key (pending) or queues behind it (blocked): its state; None =
         it changed since ``read`` or is not due."""
         q = queue_keys(queue)
-        return Call(lambda r: _KEYED_STATES.get(int(r)), "key_gate",
-                    (q.tasks, q.scheduled, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld,
-                     q.key_list(key)), (id_arg(id), key, read, self.clock.script_now()))
+        return script_call("key_gate", lambda r: _KEYED_STATES.get(int(r)),
+                           **_q(q, "tasks scheduled events conf"), **serial_keys(q), keylist=q.key_list(key),
+                           id=id_arg(id), key=key, read=read, now=self.clock.script_now())
 
     def key_free(self, queue: str, key: str, holder: str) -> Call[bool]:
         """Release ``key`` if ``holder`` still holds it and has ended (the janitor's repair): True
         if it did."""
         q = queue_keys(queue)
-        return Call(lambda r: int(r) == OK, "key_free",
-                    (q.tasks, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.events, q.conf, q.key_list(key)),
-                    (key, id_arg(holder)))
+        return script_call("key_free", lambda r: int(r) == OK, **_q(q, "tasks events conf"), **serial_keys(q),
+                           keylist=q.key_list(key), key=key, holder=id_arg(holder))
 
     # -- durable processes (core/process.py, lua/includes/process.lua) -----------------------------
 
@@ -382,17 +435,17 @@ class Broker:
         2 (init blocked behind inputs of an earlier process of the id), 0 (it exists: nothing
         written)."""
         q = queue_keys(queue)
-        return Call(_new_task_code(id, queue), "proc_start",
-                    (q.tasks, q.pending, q.prio, q.wake, q.events, q.conf, q.blocked, q.keyheld, q.key_list(msg.key),
-                     q.archived, q.completed, q.proc, q.procs),
-                    (id_arg(id), self.seal(queue, id, msg, data), msg.key, self.clock.script_now(), id_arg(pid),
-                     process.new_record(msg.type[len(process.TYPE_PREFIX):])))
+        return script_call("proc_start", _new_task_code(id, queue),
+                           **_q(q, "tasks events conf archived completed proc procs"), **serial_keys(q),
+                           keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
+                           key=msg.key, now=self.clock.script_now(), pid=id_arg(pid),
+                           record=process.new_record(msg.type[len(process.TYPE_PREFIX):]))
 
     def proc_read(self, queue: str, pid: str, first: int = 0, count: int = process.HISTORY_WINDOW) -> Call[Any]:
         """A process's record and ``count`` events from event ``first`` (0: its last ``count``):
         the raw reply (:func:`asynqpy.core.process.parse_read` reads it)."""
         q = queue_keys(queue)
-        return Call(lambda r: r, "proc_read", (q.proc, q.hist), (id_arg(pid), first, count))
+        return script_call("proc_read", lambda r: r, **_q(q, "proc hist"), pid=id_arg(pid), first=first, count=count)
 
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
@@ -412,19 +465,20 @@ class Broker:
             return parse(reply)
 
         tid, tmsg = timer if timer is not None else ("", None)
-        return Call(
-            parse_commit, "proc_commit",
-            (q.tasks, q.lease, q.completed, q.processed, processed_day, q.progress, q.watch, q.inbox(msg.reply_to),
-             q.events, q.conf, q.keyheld, q.blocked, q.pending, q.prio, q.wake, q.key_list(msg.key), q.proc, q.procs,
-             q.hist, q.scheduled, q.tick, q.children, q.outbox),
-            (id_arg(id), token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms,
-             DAY_TTL_S, self.clock.script_now(), outcome, msg.retried + 1, id_arg(plan.pid), plan.kind,
-             b"" if plan.skipped else plan.expect, "k" if plan.state is None else "s", plan.state or b"",
-             workflow.rec_pack(plan.events), plan.timer if tmsg is not None or plan.timer != "s" else "k",
-             plan.timer_ms, id_arg(tid), self.seal(queue, tid, tmsg) if tmsg is not None else b"",
-             "1" if plan.remove else "0", msg.key,
-             b"" if plan.response is None else codec.encode_payload(plan.response, "response"), plan.keep),
-        )
+        return script_call(
+            "proc_commit", parse_commit,
+            **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
+            **end_keys(q), processed_day=processed_day, reply=q.inbox(msg.reply_to), keylist=q.key_list(msg.key),
+            id=id_arg(id), token=token, msg=self.seal(queue, id, msg) if msg.retention_ms > 0 else b"",
+            retention=msg.retention_ms, day_ttl=DAY_TTL_S, now=self.clock.script_now(), payload=outcome,
+            attempt=msg.retried + 1, pid=id_arg(plan.pid), kind=plan.kind,
+            expect=b"" if plan.skipped else plan.expect, state_mode="k" if plan.state is None else "s",
+            state=plan.state or b"", new_events=workflow.rec_pack(plan.events),
+            timer_mode=plan.timer if tmsg is not None or plan.timer != "s" else "k", timer_ms=plan.timer_ms,
+            timer_id=id_arg(tid), timer_msg=self.seal(queue, tid, tmsg) if tmsg is not None else b"",
+            remove="1" if plan.remove else "0", key=msg.key,
+            result=b"" if plan.response is None else codec.encode_payload(plan.response, "response"),
+            keep=plan.keep)
 
     def procs(self, queue: str, start: int, stop: int) -> Call[list[tuple[str, int]]]:
         """Process ids of ``queue`` by last change, newest first, with the change's time (ms)."""
@@ -441,21 +495,22 @@ class Broker:
 
     def rules_take(self, input: str, taken: str, n: int) -> Call[list[bytes]]:
         """Move up to ``n`` events from ``input`` to ``taken`` (oldest first, as stored)."""
-        return Call(lambda r: [x if isinstance(x, bytes) else str(x).encode() for x in r], "rules_take",
-                    (input, taken), (n,))
+        return script_call("rules_take", lambda r: [x if isinstance(x, bytes) else str(x).encode() for x in r],
+                           input=input, taken=taken, n=n)
 
     def rules_push(self, queue: str, task: str | bytes, guard: str | None) -> Call[int]:
         """LPUSH ``task`` to ``queue`` unless in the sorted set ``guard`` (added there first):
         1 pushed, 0 already there."""
-        return Call(int, "rules_push", (queue, guard or queue), (task, "1" if guard else "0", ""))
+        return script_call("rules_push", int, queue=queue, set=guard or queue, task=task,
+                           guarded="1" if guard else "0", now="")
 
     def rules_redrive(self, dead: str, input: str, n: int) -> Call[int]:
         """Move up to ``n`` dead events (oldest first) back to ``input``; how many moved."""
-        return Call(int, "rules_redrive", (dead, input), (n,))
+        return script_call("rules_redrive", int, dead=dead, input=input, n=n)
 
     def rules_dead(self, taken: str, dead: str, event: bytes, record: str) -> Call[int]:
         """Move ``event`` from ``taken`` to ``dead`` as ``record`` (1; 0 if it was not in taken)."""
-        return Call(int, "rules_dead", (taken, dead), (event, record))
+        return script_call("rules_dead", int, taken=taken, dead=dead, event=event, record=record)
 
     def _day_keys(self, q: QueueKeys) -> tuple[str, str]:
         day = self.clock.today()
@@ -472,13 +527,11 @@ class Broker:
         ``data``: ``msg`` already encoded, if the caller has it; ``check_id`` False for a
         generated (random) id, which cannot collide."""
         q = queue_keys(queue)
-        return Call(
-            _new_task_code(id, queue, mode),
-            "enqueue",
-            (q.tasks, q.pending, q.wake, q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived,
-             q.completed, q.events, q.conf, q.prio),
-            (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0"),
-        )
+        return script_call(
+            "enqueue", _new_task_code(id, queue, mode),
+            **_q(q, "tasks pending wake archived completed events conf prio"),
+            lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
+            id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0")
 
     def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:
         """(new) x N -> pending in one script call, for non-unique tasks of one queue. ``entries``:
@@ -486,20 +539,16 @@ class Broker:
         of generated ids carries a random marker, so that the call sent again writes nothing."""
         q = queue_keys(queue)
         marker = q.batch("" if check_ids else base64.urlsafe_b64encode(os.urandom(12)).decode())
-        args: list[Any] = [b""] * (2 * len(entries) + 1)
-        args[0] = "1" if check_ids else "0"
-        args[1::2] = [id for id, _ in entries]
+        flat: list[Any] = [b""] * (2 * len(entries))
+        flat[0::2] = [id for id, _ in entries]
         if self.signer is None:
-            args[2::2] = [b"p" + data for _, data in entries]
+            flat[1::2] = [b"p" + data for _, data in entries]
         else:
             seal = self.signer.seal
-            args[2::2] = [b"p" + seal(queue, id, data) for id, data in entries]
-        return Call(
-            lambda r: [int(x) - 1 for x in r],
-            "enqueue_many",
-            (q.tasks, q.pending, q.wake, q.archived, q.completed, marker, q.events, q.conf, q.prio),
-            tuple(args),
-        )
+            flat[1::2] = [b"p" + seal(queue, id, data) for id, data in entries]
+        return script_call("enqueue_many", lambda r: [int(x) - 1 for x in r],
+                           **_q(q, "tasks pending wake archived completed events conf prio"), marker=marker,
+                           check="1" if check_ids else "0", entries=flat)
 
     # -- workflows (lua/includes/flow.lua; core/workflow.py) -------------------------------------
 
@@ -508,8 +557,8 @@ class Broker:
         """Tell ``parent`` (in ``queue``) that ``child`` waits on it. Returns how the parent stands,
         with its stored message when it completed (b'' else)."""
         q = queue_keys(queue)
-        return Call(lambda r: (Registered(int(r[0])), r[1] if len(r) > 1 else b""), "register_child",
-                    (q.tasks, q.children), (id_arg(parent), workflow.ref(child_queue, child)))
+        return script_call("register_child", lambda r: (Registered(int(r[0])), r[1] if len(r) > 1 else b""),
+                           **_q(q, "tasks children"), parent=id_arg(parent), child=workflow.ref(child_queue, child))
 
     def enqueue_after(self, queue: str, id: str, msg: Message, policy: str, ends: Sequence[tuple[bytes, bytes]],
                       data: bytes | None = None, check_id: bool = True, delay_ms: int = 0,
@@ -520,11 +569,9 @@ class Broker:
         script, when a parent has already failed. Returns the state it is in: pending, scheduled,
         waiting, or archived (a failed parent under the cancel policy); raises TaskIdConflictError."""
         q = queue_keys(queue)
-        args: list[Any] = [id_arg(id), self.seal(queue, id, msg, data), "1" if check_id else "0", policy,
-                           self.clock.script_now(), delay_arg(delay_ms),
-                           self.seal(queue, id, cancelled) if cancelled is not None else ""]
+        pairs: list[bytes] = []
         for r, st in ends:
-            args += [r, st]
+            pairs += [r, st]
 
         def parse(reply: Any) -> TaskState:
             code = int(reply)
@@ -532,15 +579,19 @@ class Broker:
                 raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
             return _AFTER_STATES[code]
 
-        return Call(parse, "enqueue_after", (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf,
-                                             q.archived, q.completed, q.scheduled, q.tick), tuple(args))
+        return script_call(
+            "enqueue_after", parse,
+            **_q(q, "tasks waiting deps pending prio wake events conf archived completed scheduled tick"),
+            id=id_arg(id), msg=self.seal(queue, id, msg, data), check="1" if check_id else "0", policy=policy,
+            now=self.clock.script_now(), delay=delay_arg(delay_ms),
+            cancelled=self.seal(queue, id, cancelled) if cancelled is not None else "", ends=pairs)
 
     def resolve(self, queue: str, child: str, parent_ref: bytes, state: bytes) -> Call[Resolved]:
         """Deliver one parent's end to ``child`` (idempotent): what it did."""
         q = queue_keys(queue)
-        return Call(lambda r: Resolved(int(r)), "resolve",
-                    (q.tasks, q.waiting, q.deps, q.pending, q.prio, q.wake, q.events, q.conf, q.scheduled, q.tick),
-                    (id_arg(child), parent_ref, state, self.clock.script_now()))
+        return script_call("resolve", lambda r: Resolved(int(r)),
+                           **_q(q, "tasks waiting deps pending prio wake events conf scheduled tick"),
+                           child=id_arg(child), ref=parent_ref, state=state, now=self.clock.script_now())
 
     def fail_waiting(self, queue: str, id: str, read: bytes, new: bytes, error: str) -> Call[int]:
         """waiting -> archived as ``new`` (the stored message rewritten with ``error``, which says
@@ -548,9 +599,9 @@ class Broker:
         message was read from Redis), if the task still holds ``read``. Returns 1 (a
         :class:`Finished` whose ``told`` says it had children), 0 gone, :data:`CHANGED`."""
         q = queue_keys(queue)
-        return Call(lambda r: Finished.with_late(r) if isinstance(r, bytes) else int(r), "fail_waiting",
-                    (q.tasks, q.waiting, q.archived, q.children, q.outbox, q.events, q.conf),
-                    (id_arg(id), read, new, self.clock.script_now(), _event_text(error)))
+        return script_call("fail_waiting", lambda r: Finished.with_late(r) if isinstance(r, bytes) else Acted(int(r)),
+                           **_q(q, "tasks waiting archived children outbox events conf"),
+                           id=id_arg(id), read=read, msg=new, now=self.clock.script_now(), error=_event_text(error))
 
     def outbox_read(self, queue: str, count: int = 100) -> Call[list[tuple[bytes, dict[bytes, bytes]]]]:
         """The oldest ``count`` entries of a queue's outbox (parents' ends to deliver)."""
@@ -577,14 +628,12 @@ class Broker:
         """(new) -> aggregating in the group ``msg.group``. Raises DuplicateTaskError /
         ThrottledError / TaskIdConflictError when run."""
         q = queue_keys(queue)
-        return Call(
-            _new_task_code(id, queue, mode),
-            "group_add",
-            (q.tasks, q.group(msg.group), q.groups, q.groups_first, q.groups_size, q.aggregating,
-             q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived, q.completed, q.events, q.conf),
-            (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0", msg.group,
-             self.clock.script_now()),
-        )
+        return script_call(
+            "group_add", _new_task_code(id, queue, mode),
+            **_q(q, "tasks groups groups_first groups_size aggregating archived completed events conf"),
+            group=q.group(msg.group), lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
+            id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0",
+            group_name=msg.group, now=self.clock.script_now())
 
     def schedule(
         self, queue: str, id: str, msg: Message, delay_ms: int, unique_ttl: int = 0, data: bytes | None = None,
@@ -594,14 +643,12 @@ class Broker:
         with ``mode`` 'd' (debounce) ``(due, id of the scheduled task replaced or '')``; 't':
         throttled. ``check_id`` False for a generated (random) id."""
         q = queue_keys(queue)
-        return Call(
-            _new_task_code(id, queue, mode),
-            "schedule",
-            (q.tasks, q.scheduled, q.tick, q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""), q.archived,
-             q.completed, q.events, q.conf, q.children, q.outbox),
-            (id, self.seal(queue, id, msg, data), unique_ttl, delay_arg(delay_ms), self.clock.script_now(),
-             "1" if check_id else "0", mode if mode == "d" else ""),
-        )
+        return script_call(
+            "schedule", _new_task_code(id, queue, mode),
+            **_q(q, "tasks scheduled tick archived completed events conf children outbox"),
+            lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
+            id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, delay=delay_arg(delay_ms),
+            now=self.clock.script_now(), check="1" if check_id else "0", mode=mode if mode == "d" else "")
 
     def enqueue_target(self, queue: str, id: str, msg: Message, unique_ttl: int = 0, data: bytes | None = None,
                        check_id: bool = True) -> Call[int]:
@@ -609,22 +656,21 @@ class Broker:
         Raises DuplicateTaskError / TaskIdConflictError when run."""
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
-        return Call(
-            _new_task_code(id, queue),
-            "enqueue_target",
-            (q.tasks, q.targeted, q.runs, q.wake, q.lock(msg.lock_digest() if unique_ttl else ""), q.archived,
-             q.completed, q.events, q.conf, *index, *wakes),
-            (id, self.seal(queue, id, msg, data), unique_ttl, "1" if check_id else "0", msg.runs,
-             _allowed(msg.workers), self.clock.script_now(), len(index)),
-        )
+        return script_call(
+            "enqueue_target", _new_task_code(id, queue),
+            **_q(q, "tasks targeted runs wake archived completed events conf"),
+            lock=q.lock(msg.lock_digest() if unique_ttl else ""), targets=[*index, *wakes],
+            id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0",
+            runs_needed=msg.runs, allowed=_allowed(msg.workers), now=self.clock.script_now(), k=len(index))
 
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
-                result: Any = None) -> Call[tuple[int, str]]:
+                result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
         """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
-        ``failed``: the message with the run's error; ``result``: a succeeded run's result (kept
+        ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
+        that did not verify); ``result``: a succeeded run's result (kept
         per worker when the task has a retention; the task's result if this run completes it). A
         kept task (completed with retention, archived) keeps its final runs record. Returns
         (code, the task's state after)."""
@@ -642,20 +688,19 @@ class Broker:
                 check(code)
             return code, _s(r[1])
 
-        return Call(
-            parse,
-            "run_end",
-            (q.tasks, q.lease, q.targeted, q.runs, q.archived, q.completed, q.events, q.conf, q.progress,
-             q.processed, processed_day, q.failed, failed_day, q.lock(msg.lock_digest()), q.wake, q.ran(task_id),
-             *index, *wakes),
-            (id_arg(run) if run else "", token, outcome, id_arg(task_id), "1" if recover else "0",
-             self.clock.script_now(), done, msg.retention_ms,
-             self.seal(queue, task_id, failed) if failed is not None else b"",
-             msg.max_retry if max_retry is None else max_retry, len(index), DAY_TTL_S, ARCHIVED_RUNS_TTL_MS,
-             codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b""),
-        )
+        return script_call(
+            "run_end", parse,
+            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake"),
+            processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
+            kept=q.ran(task_id), targets=[*index, *wakes],
+            run=id_arg(run) if run else "", token=token, outcome=outcome, task=id_arg(task_id),
+            recover="1" if recover else "0", now=self.clock.script_now(), done=done, retention=msg.retention_ms,
+            failed_msg=self.seal(queue, task_id, failed, sign=sign) if failed is not None else b"",
+            max_retry=msg.max_retry if max_retry is None else max_retry, k=len(index), day_ttl=DAY_TTL_S,
+            archived_ttl=ARCHIVED_RUNS_TTL_MS,
+            result=codec.encode_payload(result, "result") if outcome == "s" and msg.retention_ms > 0 else b"")
 
-    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message, stored: bytes) -> Call[int]:
+    def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message, stored: bytes) -> Call[Acted]:
         """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``,
         stored as ``stored`` (sealed by :func:`~asynqpy.core.signing.trust_gate`). Codes in
         lua/set_workers-4.lua."""
@@ -664,9 +709,9 @@ class Broker:
         new_index, wakes = _targets(q, new.workers)
         before = set(old.workers or ())
         wakes = [q.wake_for(w) for w in new.workers or () if w not in before]
-        return Call(int, "set_workers", (q.tasks, q.runs, q.targeted, q.wake, *old_index, *new_index, *wakes),
-                    (id_arg(id), read, stored, _allowed(new.workers), len(old_index),
-                     len(new_index)))
+        return script_call("set_workers", Acted, **_q(q, "tasks runs targeted wake"),
+                           targets=[*old_index, *new_index, *wakes], id=id_arg(id), read=read, msg=stored,
+                           allowed=_allowed(new.workers), a=len(old_index), b=len(new_index))
 
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
         """Add queue names to the global queue set (plain SADD; a separate slot from the queues)."""
@@ -684,13 +729,10 @@ class Broker:
             wait = int(reply[2])
             return Dequeued(int(reply[0]), int(reply[1]), items, abs(wait), wait < 0)
 
-        return Call(
-            parse,
-            "dequeue",
-            (q.tasks, q.pending, q.lease, q.paused, q.wake, q.events, q.conf, q.prio, q.runs,
-             q.targeted_for(worker) if worker else q.targeted_any, q.targeted_any),
-            (count, lease_ms, token, self.clock.script_now(), worker),
-        )
+        return script_call(
+            "dequeue", parse, **_q(q, "tasks pending lease paused wake events conf prio runs targeted_any"),
+            mine=q.targeted_for(worker) if worker else q.targeted_any,
+            count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker)
 
     def done(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> deleted (success, no retention). ``outcome``: what to push to the inbox of
@@ -713,16 +755,12 @@ class Broker:
         :class:`~asynqpy.errors.TaskNotFoundError`); one refused item does not stop the others."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
-        keys = [q.tasks, q.lease, q.processed, processed_day, q.progress, q.watch, q.events, q.conf, q.children,
-                q.outbox, q.deps, q.keyheld, q.blocked, q.pending, q.prio, q.wake]
-        args: list[Any] = [DAY_TTL_S]
-        extra: dict[str, int] = {}
+        extra: dict[str, int] = {}  # the batch's own keys, KEYS[16 + j]: key -> j
 
         def index(key: str) -> int:
-            if key not in extra:
-                keys.append(key)
-                extra[key] = len(keys) - 16
-            return extra[key]
+            return extra.setdefault(key, len(extra) + 1)
+
+        args: list[Any] = []
 
         for d in items:
             digest = d.msg.lock_digest()
@@ -741,22 +779,21 @@ class Broker:
                     out.append(exc)
             return out
 
-        return Call(parse, "done", tuple(keys), tuple(args))
+        return script_call("done", parse, **_q(q, "tasks lease processed progress watch deps"), **end_keys(q),
+                           processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, items=args)
 
     def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> completed, kept ``msg.retention_ms`` with ``msg.result``; ``outcome`` as for
         :meth:`done`."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
-        return Call(
-            _finish_code("complete", id),
-            "complete",
-            (q.tasks, q.lease, q.completed, q.lock(msg.lock_digest()), q.processed, processed_day, q.progress,
-             q.watch, q.inbox(msg.reply_to), q.events, q.conf, q.children, q.outbox, *self._key_keys(q, msg)),
-            (id_arg(id), token, self.seal(queue, id, msg), msg.retention_ms, DAY_TTL_S, self.clock.script_now(),
-             outcome, msg.retried + 1, b"" if msg.result is None else codec.encode_payload(msg.result, "result"),
-             msg.key),
-        )
+        return script_call(
+            "complete", _finish_code("complete", id), **_q(q, "tasks lease completed processed progress watch"),
+            **end_keys(q), processed_day=processed_day, lock=q.lock(msg.lock_digest()), reply=q.inbox(msg.reply_to),
+            keylist=_keylist(q, msg.key), id=id_arg(id), token=token, msg=self.seal(queue, id, msg),
+            retention=msg.retention_ms, day_ttl=DAY_TTL_S, now=self.clock.script_now(), payload=outcome,
+            attempt=msg.retried + 1, result=b"" if msg.result is None else codec.encode_payload(msg.result, "result"),
+            key=msg.key)
 
     def retry(self, queue: str, id: str, token: str | bytes, msg: Message, delay_ms: float,
               recover: bool = False) -> Call[int]:
@@ -765,14 +802,11 @@ class Broker:
         also have expired)."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
-        return Call(
-            _finish_code("retry", id),
-            "retry",
-            (q.tasks, q.lease, q.retry, q.tick, q.processed, processed_day, q.failed, failed_day, q.progress,
-             q.events, q.conf),
-            (id_arg(id), token_arg(token), self.seal(queue, id, msg), delay_arg(delay_ms), DAY_TTL_S,
-             self.clock.script_now(), "1" if recover else "0", msg.retried, _event_text(msg.last_error)),
-        )
+        return script_call(
+            "retry", _finish_code("retry", id), **_q(q, "tasks lease retry tick processed failed progress events conf"),
+            processed_day=processed_day, failed_day=failed_day, id=id_arg(id), token=token_arg(token),
+            msg=self.seal(queue, id, msg), delay=delay_arg(delay_ms), day_ttl=DAY_TTL_S, now=self.clock.script_now(),
+            recover="1" if recover else "0", attempt=msg.retried, error=_event_text(msg.last_error))
 
     def archive(
         self, queue: str, id: str, token: str | bytes, msg: Message, max_size: int, max_age_ms: int,
@@ -786,24 +820,24 @@ class Broker:
         ``outcome`` as for :meth:`done`."""
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
-        return Call(
-            _finish_code("archive", id),
-            "archive",
-            (q.tasks, q.lease, q.archived, q.lock(msg.lock_digest()), q.processed, processed_day,
-             q.failed, failed_day, q.trimmed, q.progress, q.watch, q.inbox(msg.reply_to), q.events, q.conf,
-             q.children, q.outbox, *self._key_keys(q, msg), q.proc, q.procs),
-            (id_arg(id), token_arg(token), self.seal(queue, id, msg, sign=sign), max_size, max_age_ms, DAY_TTL_S,
-             self.clock.script_now(), "1" if recover else "0", outcome, msg.retried + 1,
-             _event_text(msg.last_error), msg.key, *(process.process_of(msg) if mark_process else ("", ""))),
-        )
+        pid, kind = process.process_of(msg) if mark_process else ("", "")
+        return script_call(
+            "archive", _finish_code("archive", id),
+            **_q(q, "tasks lease archived processed failed trimmed progress watch proc procs"), **end_keys(q),
+            processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
+            reply=q.inbox(msg.reply_to), keylist=_keylist(q, msg.key),
+            id=id_arg(id), token=token_arg(token), msg=self.seal(queue, id, msg, sign=sign), max_size=max_size,
+            max_age=max_age_ms, day_ttl=DAY_TTL_S, now=self.clock.script_now(), recover="1" if recover else "0",
+            payload=outcome, attempt=msg.retried + 1, error=_event_text(msg.last_error), key=msg.key, pid=pid,
+            kind=kind)
 
     def progress(self, queue: str, id: str, token: str, msg: Message, value: bytes, push: bytes = b"") -> Call[int]:
         """A running task's progress (``value``: msgpack), kept as its latest; ``push`` goes to the
         inbox of ``msg.reply_to`` (b'' = nobody waits). Raises LeaseLostError / TaskNotFoundError."""
         q = queue_keys(queue)
-        return Call(_finish_code("progress", id), "progress",
-                    (q.tasks, q.progress, q.inbox(msg.reply_to) if msg.reply_to else q.progress, q.events, q.conf),
-                    (id_arg(id), token, value, push))
+        return script_call("progress", _finish_code("progress", id), **_q(q, "tasks progress events conf"),
+                           reply=q.inbox(msg.reply_to) if msg.reply_to else q.progress,
+                           id=id_arg(id), token=token, value=value, payload=push)
 
     # -- waiting for outcomes ------------------------------------------------------------------
 
@@ -811,32 +845,31 @@ class Broker:
         """Read whether a task finished, registering ``inbox`` as a waiter if not (see
         :mod:`asynqpy.core.results`): the stored value of a finished task, else :class:`Watched`."""
         q = queue_keys(queue)
-        return Call(lambda r: r if isinstance(r, bytes) else Watched(int(r)), "watch", (q.tasks, q.watch),
-                    (id_arg(id), inbox))
+        return script_call("watch", lambda r: r if isinstance(r, bytes) else Watched(int(r)),
+                           **_q(q, "tasks watch"), id=id_arg(id), inbox=inbox)
 
     def reply(self, queue: str, inbox: str, outcome: bytes) -> Call[int]:
         """Push a finished task's outcome to a late waiter's inbox."""
-        return Call(int, "reply", (queue_keys(queue).inbox(inbox),), (outcome,))
+        return script_call("reply", int, inbox=queue_keys(queue).inbox(inbox), payload=outcome)
 
     def rewake(self, queue: str) -> Call[int]:
         """Put back a wake token taken for ``queue`` and not acted on (1 = a token waits)."""
         q = queue_keys(queue)
-        return Call(int, "rewake", (q.pending, q.wake, q.prio))
+        return script_call("rewake", int, **_q(q, "pending wake prio"))
 
     def snooze(self, queue: str, id: str, token: str, delay_ms: float) -> Call[int]:
         """active -> scheduled in ``delay_ms`` (capped to 0..:data:`MAX_DELAY_MS`), nothing counted
         (RateLimited). Returns the due time."""
         q = queue_keys(queue)
-        return Call(_finish_code("snooze", id), "snooze",
-                    (q.tasks, q.lease, q.scheduled, q.tick, q.progress, q.events, q.conf),
-                    (id_arg(id), token, delay_arg(delay_ms), self.clock.script_now()))
+        return script_call("snooze", _finish_code("snooze", id),
+                           **_q(q, "tasks lease scheduled tick progress events conf"),
+                           id=id_arg(id), token=token, delay=delay_arg(delay_ms), now=self.clock.script_now())
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)
-        return Call(_finish_code("requeue", id), "requeue", (q.tasks, q.lease, q.pending, q.wake, q.progress,
-                                                                            q.prio),
-                    (id_arg(id), token))
+        return script_call("requeue", _finish_code("requeue", id), **_q(q, "tasks lease pending wake progress prio"),
+                           id=id_arg(id), token=token)
 
     def extend(self, queue: str, lease_ms: int,
                held: Sequence[tuple[str, str] | tuple[str, str, str]]) -> Call[tuple[int, list[str]]]:
@@ -844,13 +877,12 @@ class Broker:
         ``run_of`` (only those are runs: an id holding '|' is not one by itself). Returns (now, ids
         whose lease was lost)."""
         q = queue_keys(queue)
-        args: list[Any] = [lease_ms, self.clock.script_now()]
+        triples: list[Any] = []
         for id, token, *run_of in held:
-            args += [id_arg(id), token, id_arg(run_of[0]) if run_of and run_of[0] else ""]
-        return Call(
-            lambda r: (int(r[0]), [_s(x) for x in r[1:]]), "extend", (q.tasks, q.lease, q.runs, q.progress, q.wake),
-            tuple(args),
-        )
+            triples += [id_arg(id), token, id_arg(run_of[0]) if run_of and run_of[0] else ""]
+        return script_call("extend", lambda r: (int(r[0]), [_s(x) for x in r[1:]]),
+                           **_q(q, "tasks lease runs progress wake"), lease_ms=lease_ms, now=self.clock.script_now(),
+                           held=triples)
 
     # -- background maintenance --------------------------------------------------------------
 
@@ -858,12 +890,8 @@ class Broker:
         """scheduled/retry -> pending when due. Returns (moved, ms until next due or -1), a
         :class:`Forwarded` whose ``keyed`` names the due keyed tasks left for :meth:`key_gate`."""
         q = queue_keys(queue)
-        return Call(
-            lambda r: Forwarded.of(int(r[0]), int(r[1]), [_s(x) for x in r[2:]]),
-            "forward",
-            (q.scheduled, q.retry, q.tasks, q.pending, q.wake, q.prio),
-            (batch, self.clock.script_now()),
-        )
+        return script_call("forward", lambda r: Forwarded.of(int(r[0]), int(r[1]), [_s(x) for x in r[2:]]),
+                           **_q(q, "scheduled retry tasks pending wake prio"), batch=batch, now=self.clock.script_now())
 
     def expired(self, queue: str, limit: int = 100) -> Call[Expired]:
         """List active tasks whose lease expired."""
@@ -873,12 +901,12 @@ class Broker:
             items = [(_s(r[i]), r[i + 1] or None) for i in range(3, len(r), 2)]
             return Expired(int(r[0]), int(r[1]), items, int(r[2]))
 
-        return Call(parse, "expired", (q.lease, q.tasks, q.outbox), (limit, self.clock.script_now()))
+        return script_call("expired", parse, **_q(q, "lease tasks outbox"), limit=limit, now=self.clock.script_now())
 
-    def drop(self, queue: str, id: str) -> Call[int]:
+    def drop(self, queue: str, id: str) -> Call[Acted]:
         """Remove an expired lease whose task data is gone: OK (done), NOT_FOUND, LEASE_ALIVE."""
         q = queue_keys(queue)
-        return Call(int, "drop", (q.lease, q.tasks), (id_arg(id), self.clock.script_now()))
+        return script_call("drop", Acted, **_q(q, "lease tasks"), id=id_arg(id), now=self.clock.script_now())
 
     def reconcile(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
         """One step of the consistency sweep: puts tasks back into the container their state
@@ -888,9 +916,9 @@ class Broker:
         def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
-        return Call(parse, "reconcile", (q.tasks, q.lease, q.scheduled, q.retry, q.archived, q.completed,
-                                             q.targeted, q.waiting, q.blocked),
-                    (cursor, count, self.clock.script_now()))
+        return script_call("reconcile", parse,
+                           **_q(q, "tasks lease scheduled retry archived completed targeted waiting blocked"),
+                           cursor=cursor, count=count, now=self.clock.script_now())
 
     def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
         """One step of the sweep of the watch hash: forgets the waiters of tasks that are gone.
@@ -903,31 +931,31 @@ class Broker:
         entries removed)."""
         q = queue_keys(queue)
         key = {"watch": q.watch, "children": q.children, "deps": q.deps}[kind]
-        return Call(lambda r: (_s(r[0]), int(r[1])), "forget_gone", (q.tasks, key),
-                    (cursor, count, kind, self.clock.script_now()))
+        return script_call("forget_gone", lambda r: (_s(r[0]), int(r[1])), tasks=q.tasks, hash=key,
+                           cursor=cursor, count=count, mode=kind, now=self.clock.script_now())
 
     def expire(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """completed -> deleted past retention. Returns (deleted, ms until next or -1)."""
         q = queue_keys(queue)
-        return Call(
-            lambda r: (int(r[0]), int(r[1])), "expire", (q.completed, q.tasks), (batch, self.clock.script_now())
-        )
+        return script_call("expire", lambda r: (int(r[0]), int(r[1])), **_q(q, "completed tasks"), batch=batch,
+                           now=self.clock.script_now())
 
     def trim(self, queue: str, max_size: int, max_age_ms: int) -> Call[int]:
         """archived -> deleted beyond the size/age limits (data included). Returns how many (at most
         :data:`TRIM_PER_CALL`: that many means more may be left)."""
         q = queue_keys(queue)
-        return Call(int, "trim", (q.archived, q.tasks, q.trimmed), (max_size, max_age_ms, self.clock.script_now()))
+        return script_call("trim", int, **_q(q, "archived tasks trimmed"), max_size=max_size, max_age=max_age_ms,
+                           now=self.clock.script_now())
 
     # -- queue control and reads -------------------------------------------------------------
 
     def pause(self, queue: str) -> Call[bool]:
         q = queue_keys(queue)
-        return Call(lambda r: bool(int(r)), "pause", (q.paused,), (self.clock.script_now(),))
+        return script_call("pause", lambda r: bool(int(r)), paused=q.paused, now=self.clock.script_now())
 
     def unpause(self, queue: str) -> Call[bool]:
         q = queue_keys(queue)
-        return Call(lambda r: bool(int(r)), "unpause", (q.paused, q.pending, q.wake, q.prio))
+        return script_call("unpause", lambda r: bool(int(r)), **_q(q, "paused pending wake prio"))
 
     def stats(self, queue: str) -> Call[QueueStats]:
         """Counts per state and counters of a queue (one atomic read)."""
@@ -941,29 +969,25 @@ class Broker:
     def _stats_call(self, queue: str, parse: Callable[[Any], T]) -> Call[T]:
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
-        return Call(
-            parse,
-            "stats",
-            (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed,
-             q.failed, processed_day, failed_day, q.tasks, q.trimmed, q.aggregating, q.groups, q.prio,
-             q.targeted, q.waiting, q.blocked),
-            (self.clock.script_now(),),
-        )
+        return script_call(
+            "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
+                                    "trimmed aggregating groups prio targeted waiting blocked"),
+            processed_day=processed_day, failed_day=failed_day, now=self.clock.script_now())
 
     def page(self, queue: str, state: TaskState, start: int, stop: int,
              values: bool = True, group: str = "") -> Call[list[tuple[str, float | None, bytes | None]]]:
         """Ranks ``start``..``stop`` of the tasks in ``state`` (pending: oldest first; scheduled,
         retry, active: soonest score first; archived, completed: newest first; aggregating, of
         ``group``: oldest first), each with its stored value: [(id, score or None, value or None)]."""
-        container = container_of(queue_keys(queue), state, group)
+        q = queue_keys(queue)
         kind = "list" if state is TaskState.PENDING else "zset"
         order = "desc" if state in (TaskState.ARCHIVED, TaskState.COMPLETED) else "asc"
 
         def parse(r: list[Any]) -> list[tuple[str, float | None, bytes | None]]:
             return [(_s(r[i]), float(r[i + 1]) if r[i + 1] else None, r[i + 2] or None) for i in range(0, len(r), 3)]
 
-        return Call(parse, "page", (container, queue_keys(queue).tasks, queue_keys(queue).prio),
-                    (kind, order, start, stop, "1" if values else "0"))
+        return script_call("page", parse, container=container_of(q, state, group), **_q(q, "tasks prio"),
+                           kind=kind, order=order, start=start, stop=stop, values="1" if values else "0")
 
     def queues(self) -> Call[list[str]]:
         """Every known queue's name, sorted: the one read of :data:`ALL_QUEUES` (invalid members are
@@ -982,105 +1006,106 @@ class Broker:
         """Enqueue the task of entry ``name`` for ``tick_ms`` (0 = run now), exactly once across
         schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-9.lua."""
         q = queue_keys(queue)
-        return Call(
-            lambda r: (int(r[0]), int(r[1])),
-            "cron_fire",
-            (q.cron, q.cron_last, q.cron_paused, q.cron_history(name), q.tasks, q.pending, q.wake, q.events, q.conf),
-            (name, definition, tick_ms, id, self.seal(queue, id, msg), self.clock.script_now(), keep),
-        )
+        return script_call(
+            "cron_fire", lambda r: (int(r[0]), int(r[1])),
+            **_q(q, "cron cron_last cron_paused tasks pending wake events conf"), history=q.cron_history(name),
+            name=name, definition=definition, tick=tick_ms, id=id, msg=self.seal(queue, id, msg),
+            now=self.clock.script_now(), keep=keep)
 
     def cron_remove(self, queue: str, name: str) -> Call[int]:
         """Forget entry ``name``: its definition, last tick, pause and history. 1 = removed, 0 = none."""
         q = queue_keys(queue)
-        return Call(int, "cron_remove", (q.cron, q.cron_last, q.cron_paused, q.cron_history(name)), (name,))
+        return script_call("cron_remove", int, **_q(q, "cron cron_last cron_paused"), history=q.cron_history(name),
+                           name=name)
 
     def cron_pause(self, queue: str, name: str, paused: bool) -> Call[int]:
         """Pause or resume entry ``name`` (ticks that fall in a pause never fire). 1 = done, 0 = no
         such entry."""
         q = queue_keys(queue)
-        return Call(int, "cron_pause", (q.cron, q.cron_paused, q.cron_last),
-                    (name, "1" if paused else "0", self.clock.script_now()))
+        return script_call("cron_pause", int, **_q(q, "cron cron_paused cron_last"), name=name,
+                           pause="1" if paused else "0", now=self.clock.script_now())
 
     # -- operator actions (the Inspector) ----------------------------------------------------
 
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
-                     window: int) -> Call[list[int]]:
+                     window: int) -> Call[list[Acted]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
         digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-12.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.events, q.conf, q.prio,
-                                               q.children, q.outbox, q.deps, q.keyheld, q.blocked, q.pending,
-                                               q.wake], [state.code, window])
-        return Call(_codes, "delete_tasks", keys, args)
+        locks, args = self._per_task(q, items)
+        return script_call("delete_tasks", _acted, **_q(q, "tasks deps"), **end_keys(q),
+                           container=container_of(q, state), locks=locks, state=state.code, window=window, items=args)
 
     def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
-                      window: int) -> Call[list[int]]:
+                      window: int) -> Call[list[Acted]]:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
-        keys, args = self._per_task(q, items, [q.tasks, container_of(q, state), q.archived, q.events, q.conf,
-                                               q.prio, q.children, q.outbox, q.keyheld, q.blocked, q.pending,
-                                               q.wake],
-                                    [state.code, window, self.clock.script_now()])
-        return Call(_codes, "archive_tasks", keys, args)
+        locks, args = self._per_task(q, items)
+        return script_call("archive_tasks", _acted, **_q(q, "tasks archived"), **end_keys(q),
+                           container=container_of(q, state), locks=locks, state=state.code, window=window,
+                           now=self.clock.script_now(), items=args)
 
     @staticmethod
-    def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int, bytes]], keys: list[str],
-                  args: list[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    def _per_task(q: QueueKeys, items: Sequence[tuple[str, str, int, bytes]]) -> tuple[list[str], list[Any]]:
+        """An operator batch's per-task keys (lock, key's list) and arguments (id, hint, read, key)."""
+        keys: list[str] = []
+        args: list[Any] = []
         for id, digest, hint, read in items:
             key = key_of(read)  # a holder's key goes to its next task (lua/includes/exit.lua)
-            keys += [q.lock(digest), q.key_list(key) if key else q.placeholder]
+            keys += [q.lock(digest), _keylist(q, key)]
             args += [id_arg(id), hint, read, key]
-        return tuple(keys), tuple(args)
+        return keys, args
 
     def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, new: bytes, at_ms: int | None,
-                  in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[int]:
+                  in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[Acted]:
         """pending/scheduled/retry -> the same task with the message ``new`` (sealed by
         :func:`~asynqpy.core.signing.trust_gate`, never here: it rewrites a message read from Redis)
         and, if ``at_ms`` or ``in_ms`` is given, a new due time. ``read``: the stored value the caller
         read (the task must still hold it). ``keyed``: a scheduled task due now stays scheduled (due
         now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
         q = queue_keys(queue)
-        return Call(int, "edit_task",
-                    (q.tasks, container_of(q, state), q.scheduled, q.pending, q.wake, q.tick, q.events, q.conf,
-                     q.prio),
-                    (id_arg(id), state.code, read, new, "" if at_ms is None else at_ms,
-                     "" if in_ms is None else in_ms, window, hint, self.clock.script_now(), "1" if keyed else "0"))
+        return script_call("edit_task", Acted, **_q(q, "tasks scheduled pending wake tick events conf prio"),
+                           container=container_of(q, state), id=id_arg(id), state=state.code, read=read, msg=new,
+                           at_ms="" if at_ms is None else at_ms, in_ms="" if in_ms is None else in_ms, window=window,
+                           hint=hint, now=self.clock.script_now(), keyed="1" if keyed else "0")
 
     def aggregate(self, queue: str, group: str, members: Sequence[tuple[str, bytes]], id: str,
-                  msg: Message) -> Call[int]:
+                  msg: Message) -> Call[Acted]:
         """A group's ``members`` ((id, stored value read), oldest first) -> deleted, and the
         aggregate ``msg`` -> pending under ``id``, in one step, only if every member is still in
         the group unchanged. Codes in lua/aggregate-10.lua."""
         q = queue_keys(queue)
-        keys = [q.tasks, q.group(group), q.groups, q.groups_first, q.groups_size, q.aggregating, q.pending, q.wake,
-                q.events, q.conf]
-        args: list[Any] = [group, id, self.seal(queue, id, msg)]
+        locks: list[str] = []  # KEYS[10 + j]
+        triples: list[Any] = []
         for mid, read in members:
             digest = lock_digest(read)
             if digest:
-                keys.append(q.lock(digest))
-            args += [id_arg(mid), read, len(keys) - 10 if digest else 0]
-        return Call(int, "aggregate", tuple(keys), tuple(args))
+                locks.append(q.lock(digest))
+            triples += [id_arg(mid), read, len(locks) if digest else 0]
+        return script_call("aggregate", Acted,
+                           **_q(q, "tasks groups groups_first groups_size aggregating pending wake events conf"),
+                           group=q.group(group), locks=locks, name=group, id=id, msg=self.seal(queue, id, msg),
+                           members=triples)
 
-    def ungroup(self, queue: str, id: str, read: bytes, verb: str, group: str) -> Call[int]:
+    def ungroup(self, queue: str, id: str, read: bytes, verb: str, group: str) -> Call[Acted]:
         """aggregating -> deleted (``verb`` 'delete'), archived ('archive') or pending ('run'), if
         the task still holds the value ``read``. Codes in lua/ungroup-11.lua."""
         q = queue_keys(queue)
         target = {"archive": q.archived, "run": q.pending}.get(verb, q.group(group))
-        return Call(int, "ungroup",
-                    (q.tasks, q.group(group), q.groups, q.groups_first, q.groups_size, q.aggregating, target, q.wake,
-                     q.lock(lock_digest(read)), q.events, q.conf),
-                    (id_arg(id), read, verb, group, self.clock.script_now()))
+        return script_call("ungroup", Acted,
+                           **_q(q, "tasks groups groups_first groups_size aggregating wake events conf"),
+                           group=q.group(group), target=target, lock=q.lock(lock_digest(read)),
+                           id=id_arg(id), read=read, verb=verb, name=group, now=self.clock.script_now())
 
-    def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[int]]:
+    def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[Acted]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)
-        return Call(_codes, "run_tasks", (q.tasks, container_of(q, state), q.pending, q.wake, q.prio),
-                    (state.code, *[id_arg(id) for id in ids]))
+        return script_call("run_tasks", _acted, **_q(q, "tasks pending wake prio"), container=container_of(q, state),
+                           state=state.code, ids=[id_arg(id) for id in ids])
 
     def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes,
-               original: Message | None = None) -> Call[int]:
+               original: Message | None = None) -> Call[Acted]:
         """active -> archived (``msg``: the rewritten encoded message) if still leased with
         ``token``, and ``notice`` published on the cancel channel. ``original``: the task's
         message as read (None: malformed), whose key and process the exit bookkeeping needs
@@ -1088,22 +1113,20 @@ class Broker:
         q = queue_keys(queue)
         key = original.key if original is not None else ""
         pid, kind = process.process_of(original) if original is not None else ("", "")
-        return Call(lambda r: OK if r == b"!" else int(r), "cancel",
-                    (q.tasks, q.lease, q.archived, q.lock(digest), q.progress, q.events, q.conf, q.children,
-                     q.outbox, q.keyheld, q.blocked, q.pending, q.prio, q.wake,
-                     q.key_list(key) if key else q.placeholder, q.proc, q.procs),
-                    (id_arg(id), id_arg(token), msg, self.clock.script_now(), CANCEL_CHANNEL, notice, key, pid, kind))
+        return script_call("cancel", lambda r: Acted.OK if r == b"!" else Acted(int(r)),
+                           **_q(q, "tasks lease archived progress proc procs"), **end_keys(q), lock=q.lock(digest),
+                           keylist=_keylist(q, key), id=id_arg(id), token=id_arg(token), msg=msg,
+                           now=self.clock.script_now(), channel=CANCEL_CHANNEL, notice=notice, key=key, pid=pid,
+                           kind=kind)
 
-    def drop_queue(self, queue: str, force: bool = False) -> Call[int]:
+    def drop_queue(self, queue: str, force: bool = False) -> Call[Acted]:
         """Delete an empty queue's keys (1), or refuse (-7) if a task is left (or, unless
         ``force``, a durable process)."""
         q = queue_keys(queue)
-        return Call(int, "drop_queue", (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.tasks,
-                                        q.paused, q.wake, q.tick, q.processed, q.failed, q.trimmed, q.watch,
-                                        q.progress, q.events, q.conf, q.aggregating, q.groups, q.groups_first,
-                                        q.groups_size, q.prio, q.targeted, q.runs, q.targeted_any, q.waiting,
-                                        q.deps, q.children, q.outbox, q.blocked, q.keyheld, q.proc, q.procs,
-                                        q.hist), ("1" if force else "0",))
+        return script_call("drop_queue", Acted, **_q(
+            q, "pending lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch "
+               "progress events conf aggregating groups groups_first groups_size prio targeted runs targeted_any "
+               "waiting deps children outbox blocked keyheld proc procs hist"), force="1" if force else "0")
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""

@@ -408,34 +408,41 @@ def register_plan(entries: list[Entry], now_ms: int, signer: Signer | None = Non
     out: list[Entry] = []
     writes: list[Call[Any]] = []
     for e, old in zip(entries, stored[2:]):
-        old = _raise(old)
-        current = None
-        if old is not None:
-            try:
-                current = decode_entry(e.queue, e.name, old)
-            except InvalidArgumentError:
-                current = None
-        # a stored entry's state (created, owner) is kept only if it verifies: a keyed writer never
-        # builds on what it could not check (an unsigned copy is written again, as new and signed)
-        trusted = current is not None and (signer is None
-                                            or entry_signature(signer, e.queue, e.name, old) == VERIFIED)
-        if current is not None and trusted and _same(current, e):
-            out.append(current)
-            continue
-        if current is not None and trusted and _same(current, replace(e, owner=current.owner)):
-            fresh = replace(current, owner=e.owner)  # only its owner is new (declared by an App now): keep its state
+        entry, write = _to_store(e, _trusted(e, _raise(old), signer), now_ms)
+        if write:
             writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name,
-                                                     stored_entry(fresh, signer))))
-            out.append(fresh)
-            continue
-        fresh = replace(e, created_ms=now_ms)
-        writes.append(Call(lambda r: r, command=("HSET", queue_keys(e.queue).cron, e.name,
-                                                 stored_entry(fresh, signer))))
-        out.append(fresh)
+                                                     stored_entry(entry, signer))))
+        out.append(entry)
     if writes:
         for r in (yield writes):
             _raise(r)
     return out
+
+
+def _trusted(declared: Entry, old: bytes | None, signer: Signer | None) -> Entry | None:
+    """The stored entry of ``declared``'s name if it can be built on: it decodes and, for a keyed
+    writer, its tag verifies. A keyed writer never builds on what it could not check (an unsigned
+    copy is written again, as new and signed)."""
+    if old is None:
+        return None
+    try:
+        current = decode_entry(declared.queue, declared.name, old)
+    except InvalidArgumentError:
+        return None
+    if signer is not None and entry_signature(signer, declared.queue, declared.name, old) != VERIFIED:
+        return None
+    return current
+
+
+def _to_store(declared: Entry, current: Entry | None, now_ms: int) -> tuple[Entry, bool]:
+    """The entry to keep for ``declared`` given the trusted stored one, and whether to write it:
+    the stored one unchanged; the stored one with its new owner when only the owner is new
+    (declared by an App now: it keeps its state); else ``declared``, created now."""
+    if current is not None and _same(current, declared):
+        return current, False
+    if current is not None and _same(current, replace(declared, owner=current.owner)):
+        return replace(current, owner=declared.owner), True
+    return replace(declared, created_ms=now_ms), True
 
 
 def prune_plan(broker: Broker, owner: str, declared: list[Entry]) -> Plan[list[Entry]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codec
-from .broker import CHANGED, Broker, Call, Finished, Registered, Resolved, id_arg
+from .broker import Acted, Broker, Call, Finished, Registered, Resolved, id_arg
 from .errors import InvalidArgumentError, MalformedMessageError, TaskNotFoundError
 from .keys import queue_keys, validate_queue
 from .options import Prepared
@@ -105,8 +105,23 @@ def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
         raise entries
     if not entries:
         return 0, set()
+    calls, meta = _deliveries(broker, queue, entries)
+    replies = yield calls
+    _raise_first(replies)
+    cancel = [m for m, r in zip(meta, replies) if r is Resolved.CANCEL]
+    woke = (yield from _cancel_children(broker, cancel)) if cancel else set()
+    yield [broker.outbox_delete(queue, [i for i, _ in entries])]
+    return len(entries), woke
+
+
+_Delivery = tuple[str, str, tuple[str, str], str]
+"""A parent's end delivered to one child: (child queue, child id, (parent queue, parent id), outcome)."""
+
+
+def _deliveries(broker: Broker, queue: str, entries: list[Any]) -> tuple[list[Call[Any]], list[_Delivery]]:
+    """The ``resolve`` call of each child of each outbox entry, with what each call delivers."""
     calls: list[Call[Any]] = []
-    meta: list[tuple[str, str, tuple[str, str], str]] = []
+    meta: list[_Delivery] = []
     for _, f in entries:
         parent = f[b"p"].decode(errors="surrogateescape")
         outcome = f[b"o"].decode()
@@ -115,23 +130,22 @@ def propagate(broker: Broker, queue: str, count: int = 100) -> Plan:
         for cq, cid in refs(f[b"k"]):
             calls.append(broker.resolve(cq, cid, pref, state))
             meta.append((cq, cid, (queue, parent), outcome))
-    replies = yield calls
-    _raise_first(replies)
-    cancel = [m for m, r in zip(meta, replies) if r is Resolved.CANCEL]
-    woke: set[str] = set()
-    if cancel:
-        stored = yield [_stored(cq, cid) for cq, cid, _, _ in cancel]
-        _raise_first(stored)
-        fails = []
-        for (cq, cid, parent, outcome), value in zip(cancel, stored):
-            if isinstance(value, bytes) and value[:1] == b"w":
-                fails.append((cq, _fail_waiting(broker, cq, cid, value, parent, outcome)))
-        if fails:
-            done = yield [c for _, c in fails]
-            _raise_first([r for r in done if not (isinstance(r, int) and r == CHANGED)])
-            woke = {q for (q, _), r in zip(fails, done) if isinstance(r, Finished) and r.told}
-    yield [broker.outbox_delete(queue, [i for i, _ in entries])]
-    return len(entries), woke
+    return calls, meta
+
+
+def _cancel_children(broker: Broker, cancel: list[_Delivery]) -> Plan:
+    """Archive the children a failed parent cancels (those still waiting when read: the others
+    have been acted on meanwhile). Returns the queues whose outbox got new entries."""
+    stored = yield [_stored(cq, cid) for cq, cid, _, _ in cancel]
+    _raise_first(stored)
+    fails = [(cq, _fail_waiting(broker, cq, cid, value, parent, outcome))
+             for (cq, cid, parent, outcome), value in zip(cancel, stored)
+             if isinstance(value, bytes) and value[:1] == b"w"]
+    if not fails:
+        return set()
+    done = yield [c for _, c in fails]
+    _raise_first([r for r in done if not (isinstance(r, int) and r == Acted.CHANGED)])
+    return {q for (q, _), r in zip(fails, done) if isinstance(r, Finished) and r.told}
 
 
 @dataclass
@@ -183,41 +197,61 @@ def tree(queue: str, id: str, limit: int = 1000) -> Plan:
         raise first
     if first is None:
         raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+    roots = yield from _roots(queue, id, first, limit)
+    return (yield from _descend(roots, limit))
+
+
+def _roots(queue: str, id: str, stored: bytes, limit: int) -> Plan:
+    """Up: the ancestors of a task that wait on nothing (itself if it waits on nothing), found
+    level by level through ``after``, at most ``limit`` tasks looked at."""
     roots: list[tuple[str, str]] = []
-    seen_up = {(queue, id)}
-    frontier = [(queue, id, first)]
-    while frontier and len(seen_up) < limit:  # up: the ancestors without parents
+    seen = {(queue, id)}
+    frontier: list[tuple[str, str, Any]] = [(queue, id, stored)]
+    while frontier and len(seen) < limit:
         nxt: list[tuple[str, str]] = []
-        for q, i, stored in frontier:
-            _, after = _node(q, i, stored)
+        for q, i, value in frontier:
+            _, after = _node(q, i, value)
             if not after:
                 roots.append((q, i))
             for pq, pid in after:
-                if (pq, pid) not in seen_up:
-                    seen_up.add((pq, pid))
+                if (pq, pid) not in seen:
+                    seen.add((pq, pid))
                     nxt.append((pq, pid))
         if not nxt:
             break
         got = yield [_stored(q, i) for q, i in nxt]
         frontier = [(q, i, s if not isinstance(s, Exception) else None) for (q, i), s in zip(nxt, got)]
+    return roots
+
+
+def _descend(roots: list[tuple[str, str]], limit: int) -> Plan:
+    """Down: each node and the children registered with it, level by level from ``roots``, at
+    most ``limit`` distinct tasks. A task reached again is listed as ``repeated``, without its
+    children. Returns the root nodes."""
     nodes: dict[tuple[str, str], WorkflowNode] = {}
     top: list[WorkflowNode] = []
     level: list[tuple[str, str, WorkflowNode | None]] = [(q, i, None) for q, i in roots]
-    while level and len(nodes) < limit:  # down: each node and the children registered with it
+    while level and len(nodes) < limit:
         replies = yield [c for q, i, _ in level for c in (_stored(q, i), _children(q, i))]
-        nxt_level: list[tuple[str, str, WorkflowNode | None]] = []
+        nxt: list[tuple[str, str, WorkflowNode | None]] = []
         for k, (q, i, parent) in enumerate(level):
-            stored, kids = replies[2 * k], replies[2 * k + 1]
-            if (q, i) in nodes:
-                node = WorkflowNode(q, i, nodes[(q, i)].type, nodes[(q, i)].state, repeated=True)
-            else:
-                node, _ = _node(q, i, stored)
-                nodes[(q, i)] = node
-                if isinstance(kids, list):
-                    nxt_level += [(cq, cid, node) for cq, cid in kids]
+            node, kids = _visit(nodes, q, i, replies[2 * k], replies[2 * k + 1])
+            nxt += [(cq, cid, node) for cq, cid in kids]
             (parent.children if parent is not None else top).append(node)
-        level = nxt_level[: max(0, limit - len(nodes))]
+        level = nxt[: max(0, limit - len(nodes))]
     return top
+
+
+def _visit(nodes: dict[tuple[str, str], WorkflowNode], queue: str, id: str, stored: Any,
+           kids: Any) -> tuple[WorkflowNode, list[tuple[str, str]]]:
+    """The node of a task reached going down, and the children to visit under it (none for a
+    task already visited: it is listed again as ``repeated``)."""
+    seen = nodes.get((queue, id))
+    if seen is not None:
+        return WorkflowNode(queue, id, seen.type, seen.state, repeated=True), []
+    node, _ = _node(queue, id, stored)
+    nodes[(queue, id)] = node
+    return node, list(kids) if isinstance(kids, list) else []
 
 
 def _children(queue: str, id: str) -> Call[list[tuple[str, str]]]:

@@ -22,12 +22,7 @@ import msgpack
 
 from . import codec, server_record
 from .broker import (
-    CHANGED,
-    NOT_EMPTY,
-    NOT_FOUND,
-    NOT_LOCATED,
-    OK,
-    WRONG_STATE,
+    Acted,
     Broker,
     Call,
     QueueStats,
@@ -45,7 +40,7 @@ from .errors import (
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
 from .server_record import ServerInfo
-from .signing import Refused, trust_gate
+from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
 from .workflow import Record
@@ -82,8 +77,6 @@ WINDOW = 10_000
 ~0.1 ms for 10 000 ids); a task deeper in the list is located page by page from Python."""
 LOCATE_PAGE = 5_000
 """Ids per LRANGE when locating a pending task deep in a long list."""
-KEYED = -9
-"""run_tasks' refusal of an archived keyed task (lua/run_tasks-5.lua)."""
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
@@ -277,6 +270,80 @@ def _refusal(verb: str, id: str, state: TaskState) -> TaskStateError:
     return TaskStateError(f"cannot {verb} task {id!r}: {why} ({verb} applies to {allowed} tasks)")
 
 
+@dataclass(frozen=True)
+class _EditChanges:
+    """The changes of an edit, checked: the message fields to set (payload, max_retry,
+    priority: those given) and the new time, Unix ms (``at_ms``) or ms from now (``in_ms``)."""
+
+    fields: dict[str, Any]
+    at_ms: int | None
+    in_ms: int | None
+
+
+def _edit_changes(changes: dict[str, Any]) -> _EditChanges:
+    """``changes`` checked (what :meth:`Plans.edit` can change, and each value);
+    InvalidArgumentError for the first problem."""
+    from . import options as opts
+
+    unknown = set(changes) - EDITABLE
+    if unknown:
+        raise InvalidArgumentError(opts.unknown_options("editable field", unknown, sorted(EDITABLE)))
+    if not changes:
+        raise InvalidArgumentError("nothing to change: give payload, max_retry, priority, process_at or "
+                                   "process_in")
+    if "process_at" in changes and "process_in" in changes:
+        raise InvalidArgumentError("give process_at or process_in, not both")
+    at_ms = int(opts._epoch("process_at", changes["process_at"]) * 1000) if "process_at" in changes else None
+    in_ms = int(opts._seconds("process_in", changes["process_in"]) * 1000) if "process_in" in changes else None
+    _check_edit_fields(changes)
+    fields: dict[str, Any] = {k: changes[k] for k in ("payload", "max_retry", "priority") if k in changes}
+    return _EditChanges(fields, at_ms, in_ms)
+
+
+def _check_edit_fields(changes: dict[str, Any]) -> None:
+    """InvalidArgumentError for a new priority or max_retry out of its range."""
+    priority = changes.get("priority", codec.DEFAULT_PRIORITY)
+    if isinstance(priority, bool) or not isinstance(priority, int) or not (
+            codec.MIN_PRIORITY <= priority <= codec.MAX_PRIORITY):
+        raise InvalidArgumentError(f"priority must be an int from {codec.MIN_PRIORITY} (lowest) to "
+                                   f"{codec.MAX_PRIORITY} (highest), got {priority!r}")
+    retry = changes.get("max_retry")
+    if "max_retry" in changes and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
+        raise InvalidArgumentError(f"max_retry must be an int >= 0, got {retry!r}")
+
+
+def _edited(msg: Message, id: str, edit: _EditChanges, max_payload_bytes: int) -> Message:
+    """Task ``id``'s message with the edit's fields; InvalidArgumentError for a new payload of a
+    unique task (its lock is its type and payload) or one over ``max_payload_bytes``."""
+    from . import options as opts
+
+    fields = dict(edit.fields)
+    if "payload" in fields:
+        if msg.unique:
+            raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
+                                       "payload cannot change")
+        msg = msg.with_(payload=fields.pop("payload"))
+        opts._encode_checked(msg, max_payload_bytes)
+    return msg.with_(**fields) if fields else msg
+
+
+def _check_removable(queue: str, st: QueueStats, entries: list[str], procs: int, force: bool) -> None:
+    """Refuse to remove a queue that holds tasks, durable processes or scheduler entries (unless
+    ``force``), or active tasks (even with ``force``)."""
+    if not force:
+        if st.size:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
+        if procs:
+            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
+                                     "or use force")
+        if entries:
+            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
+                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
+                                     "them first or use force")
+    if st.active:
+        raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
+
+
 class Plans:
     """The inspector's operations as plans, on one broker (its clock decides "now" for tests)."""
 
@@ -436,7 +503,7 @@ class Plans:
         return stored  # type: ignore[no-any-return]
 
     def _action(self, verb: str, queue: str, state: TaskState, items: list[tuple[str, str, int, bytes]],
-                window: int) -> Call[list[int]]:
+                window: int) -> Call[list[Acted]]:
         if verb == "delete":
             return self.b.delete_tasks(queue, state, items, window)
         if verb == "archive":
@@ -458,9 +525,9 @@ class Plans:
                 return
             if state is G:  # out of its group, which the task's message names
                 code = value((yield [self.b.ungroup(queue, id, stored, verb, _group_of(stored))])[0])
-                if code == OK:
+                if code == Acted.OK:
                     return
-                if code == NOT_FOUND:
+                if code == Acted.NOT_FOUND:
                     raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
                 continue
             hint = -1
@@ -468,14 +535,14 @@ class Plans:
                 item = (id, lock_digest(stored), hint, stored)
                 res = yield [self._action(verb, queue, state, [item], self.window)]
                 code = value(res[0])[0]
-                if code != NOT_LOCATED or hint != -1:
+                if code != Acted.NOT_LOCATED or hint != -1:
                     break
                 hint = yield from self._locate(queue, id)
-            if code == OK:
+            if code == Acted.OK:
                 return
-            if code == NOT_FOUND:
+            if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-            if code == KEYED:
+            if code == Acted.KEYED:
                 raise TaskStateError(f"cannot run {state.value} task {id!r} now: it has a key (key=), and running it "
                                      "would run it beside its key's current task (a scheduled one takes its turn "
                                      "when due; enqueue an archived one again)")
@@ -486,70 +553,51 @@ class Plans:
         ``max_retry``, ``process_at`` (datetime or Unix seconds), ``process_in`` (seconds; 0 =
         now), ``priority`` (0..9: a pending task moves to the back of its new priority). Read,
         checked, rewritten only if unchanged since read (else read again)."""
-        from . import options as opts
-
-        unknown = set(changes) - EDITABLE
-        if unknown:
-            raise InvalidArgumentError(opts.unknown_options("editable field", unknown, sorted(EDITABLE)))
-        if not changes:
-            raise InvalidArgumentError("nothing to change: give payload, max_retry, priority, process_at or "
-                                       "process_in")
-        if "process_at" in changes and "process_in" in changes:
-            raise InvalidArgumentError("give process_at or process_in, not both")
-        at_ms = in_ms = None
-        if "process_at" in changes:
-            at_ms = int(opts._epoch("process_at", changes["process_at"]) * 1000)
-        if "process_in" in changes:
-            in_ms = int(opts._seconds("process_in", changes["process_in"]) * 1000)
-        priority = changes.get("priority", codec.DEFAULT_PRIORITY)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not (
-                codec.MIN_PRIORITY <= priority <= codec.MAX_PRIORITY):
-            raise InvalidArgumentError(f"priority must be an int from {codec.MIN_PRIORITY} (lowest) to "
-                                       f"{codec.MAX_PRIORITY} (highest), got {priority!r}")
-        retry = changes.get("max_retry")
-        if "max_retry" in changes and (isinstance(retry, bool) or not isinstance(retry, int) or retry < 0):
-            raise InvalidArgumentError(f"max_retry must be an int >= 0, got {retry!r}")
+        edit = _edit_changes(changes)
         for _ in range(5):
             stored = yield from self._read(queue, id)
             state = state_of(stored)
-            if state not in EDIT_STATES:
-                why = "it is active (running): cancel it instead" if state is A else f"it is {state.value}"
-                raise TaskStateError(f"cannot edit task {id!r}: {why} (edit applies to pending, scheduled and "
-                                     "retry tasks)")
-            body = message_of(stored)
-            if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
-                raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
-                                           "the edited message is signed again")
-            gate = trust_gate(self.b.signer, queue, id, body)
-            if isinstance(gate, Refused):  # never re-sign what did not verify
-                raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
-                                       "that fails verification is never signed again; delete or archive it)")
-            msg = gate.msg
-            if "payload" in changes:
-                if msg.unique:
-                    raise InvalidArgumentError(f"task {id!r} is unique (its lock is its type and payload): its "
-                                               "payload cannot change")
-                msg = msg.with_(payload=changes["payload"])
-                opts._encode_checked(msg, max_payload_bytes)
-            if "max_retry" in changes:
-                msg = msg.with_(max_retry=retry)
-            if "priority" in changes:
-                msg = msg.with_(priority=priority)
-            hint = -1
-            while True:
-                # a keyed scheduled task due now takes its turn through its key (the forwarder): the
-                # script decides "now" on the Redis clock (keyed=True)
-                res = yield [self.b.edit_task(queue, state, id, stored, gate.store(msg), at_ms, in_ms, self.window,
-                                              hint, keyed=bool(msg.key))]
-                code = value(res[0])
-                if code != NOT_LOCATED or hint != -1:
-                    break
-                hint = yield from self._locate(queue, id)
-            if code == OK:
+            gate = self._editable(queue, id, stored, state)
+            msg = _edited(gate.msg, id, edit, max_payload_bytes)
+            code = yield from self._write_edit(queue, id, state, stored, gate.store(msg), edit, keyed=bool(msg.key))
+            if code == Acted.OK:
                 return (yield from self.task_info(queue, id))
-            if code == NOT_FOUND:
+            if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
+
+    def _editable(self, queue: str, id: str, stored: bytes, state: TaskState) -> Verified:
+        """The message of a task read for an edit, through the trust gate; TaskStateError for a
+        task not in an editable state, an error for a signed task and a keyless Inspector (its
+        edit could not be signed again), and for a message that does not verify (never re-signed)."""
+        if state not in EDIT_STATES:
+            why = "it is active (running): cancel it instead" if state is A else f"it is {state.value}"
+            raise TaskStateError(f"cannot edit task {id!r}: {why} (edit applies to pending, scheduled and "
+                                 "retry tasks)")
+        body = message_of(stored)
+        if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
+            raise InvalidArgumentError(f"task {id!r} is signed: give the Inspector the signing_key, so that "
+                                       "the edited message is signed again")
+        gate = trust_gate(self.b.signer, queue, id, body)
+        if isinstance(gate, Refused):  # never re-sign what did not verify
+            raise type(gate.error)(f"task {id!r} in queue {queue!r} is not edited: {gate.reason} (a message "
+                                   "that fails verification is never signed again; delete or archive it)")
+        return gate
+
+    def _write_edit(self, queue: str, id: str, state: TaskState, stored: bytes, new: bytes, edit: _EditChanges,
+                    keyed: bool) -> Plan[Any]:
+        """Run the edit script; for a pending task too deep in its list for the script's window,
+        locate it from Python and run the script again with its index. Returns the script's code."""
+        hint = -1
+        while True:
+            # a keyed scheduled task due now takes its turn through its key (the forwarder): the
+            # script decides "now" on the Redis clock (keyed=True)
+            res = yield [self.b.edit_task(queue, state, id, stored, new, edit.at_ms, edit.in_ms, self.window,
+                                          hint, keyed=keyed)]
+            code = value(res[0])
+            if code != Acted.NOT_LOCATED or hint != -1:
+                return code
+            hint = yield from self._locate(queue, id)
 
     def _locate(self, queue: str, id: str) -> Plan[int]:
         """The index of a pending id deep in a long list, read page by page (each LRANGE small, so
@@ -585,12 +633,12 @@ class Plans:
             if not page:
                 break
             items = [(id, lock_digest(stored), -1, stored or b"") for id, _, stored in page]
-            codes: list[int] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
-            moved = codes.count(OK)
+            codes: list[Acted] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
+            moved = codes.count(Acted.OK)
             done += moved
             idle = 0 if moved else idle + 1
             if st is not P:  # zset entries whose task is in another state, or changed, or keyed, stay
-                skip += codes.count(WRONG_STATE) + codes.count(CHANGED) + codes.count(KEYED)
+                skip += codes.count(Acted.WRONG_STATE) + codes.count(Acted.CHANGED) + codes.count(Acted.KEYED)
         return done
 
     def _act_all_targeted(self, verb: str, queue: str) -> Plan[int]:
@@ -634,9 +682,9 @@ class Plans:
                 raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
             new = old.with_(workers=names)
             code = value((yield [self.b.set_workers(queue, id, stored, old, new, gate.store(new))])[0])
-            if code == OK:
+            if code == Acted.OK:
                 return (yield from self.task_info(queue, id))
-            if code == NOT_FOUND:
+            if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
 
@@ -650,7 +698,7 @@ class Plans:
                 if not page:
                     break
                 codes = yield [self.b.ungroup(queue, id, stored, verb, g.group) for id, stored in page]
-                moved = sum(1 for c in codes if value(c) == OK)
+                moved = sum(1 for c in codes if value(c) == Acted.OK)
                 done += moved
                 if not moved:
                     break
@@ -681,7 +729,7 @@ class Plans:
             # the token names the run cancelled: a later run of the same id is not cancelled by it
             notice: bytes = msgpack.packb([q, id, token], unicode_errors="surrogateescape")  # as read
             code = value((yield [self.b.cancel(q, id, token, new, digest, notice, original)])[0])
-            if code == OK:
+            if code == Acted.OK:
                 return (yield from self.task_info(q, id))
         raise TaskStateError(f"task {id!r} keeps changing state; try again")
 
@@ -702,30 +750,33 @@ class Plans:
                      Call(lambda r: sorted(x.decode(errors="replace") for x in r),
                           command=("HKEYS", queue_keys(queue).cron)), self.b.procs_count(queue)]
         self._check(queue, res[0])
-        st: QueueStats = value(res[1])
         entries: list[str] = value(res[2])
-        procs: int = value(res[3])
-        if st.size and not force:
-            raise QueueNotEmptyError(f"queue {queue!r} holds {st.size} task(s): empty it first or use force")
-        if procs and not force:
-            raise QueueNotEmptyError(f"queue {queue!r} holds {procs} durable process(es): remove them first "
-                                     "or use force")
-        if entries and not force:
-            raise QueueNotEmptyError(f"queue {queue!r} has {len(entries)} scheduler entr"
-                                     f"{'y' if len(entries) == 1 else 'ies'} ({', '.join(entries[:5])}): remove "
-                                     "them first or use force")
-        if st.active:
-            raise TaskStateError(f"queue {queue!r} has {st.active} active task(s): wait for them, or cancel them")
+        _check_removable(queue, value(res[1]), entries, value(res[3]), force)
         if force:
-            if entries:  # no scheduler may enqueue into the queue being removed
-                yield [self.b.cron_remove(queue, name) for name in entries]
-            # blocked and waiting first: deleting a key's holder (or a parent) first would release
-            # the tasks behind it into pending while the queue is being emptied
-            for state in (B, W, P, S, R, X, C, G, M):
-                yield from self.act_all("delete", queue, state)
+            yield from self._empty_queue(queue, entries)
+        yield from self._drop_key_lists(queue)
+        code = value((yield [self.b.drop_queue(queue, force)])[0])
+        if code == Acted.NOT_EMPTY:
+            raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
+        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),
+               Call(lambda r: r, command=("SREM", CRON_QUEUES, queue))]
+
+    def _empty_queue(self, queue: str, entries: list[str]) -> Plan[None]:
+        """Remove a queue's scheduler entries (no scheduler may enqueue into the queue being
+        removed), then delete its tasks, state by state."""
+        if entries:
+            yield [self.b.cron_remove(queue, name) for name in entries]
+        # blocked and waiting first: deleting a key's holder (or a parent) first would release
+        # the tasks behind it into pending while the queue is being emptied
+        for state in (B, W, P, S, R, X, C, G, M):
+            yield from self.act_all("delete", queue, state)
+
+    def _drop_key_lists(self, queue: str) -> Plan[None]:
+        """Delete the lists of the keys still held (keyed tasks, lua/includes/serial.lua), a page
+        of the key index at a time."""
         q = queue_keys(queue)
         cursor = "0"
-        while True:  # the lists of the keys still held (keyed tasks, lua/includes/serial.lua)
+        while True:
             page = value((yield [Call(lambda r: r, command=("HSCAN", q.keyheld, cursor, "COUNT", 1000))])[0])
             cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
             held = list(page[1]) if isinstance(page[1], dict) else list(page[1][::2])
@@ -734,11 +785,6 @@ class Plans:
                        for k in held]
             if cursor == "0":
                 break
-        code = value((yield [self.b.drop_queue(queue, force)])[0])
-        if code == NOT_EMPTY:
-            raise QueueNotEmptyError(f"queue {queue!r} received tasks while being removed; nothing deleted")
-        yield [Call(lambda r: r, command=("SREM", ALL_QUEUES, queue)),
-               Call(lambda r: r, command=("SREM", CRON_QUEUES, queue))]
 
     def task_info(self, queue: str, id: str) -> Plan[TaskInfo]:
         q = queue_keys(queue)
@@ -755,24 +801,10 @@ class Plans:
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        score = next((float(s) for s in res[5:10] if s is not None and not isinstance(s, Exception)), None)
-        info = task_from_stored(id, queue, stored, score, value(res[2]))
+        info = task_from_stored(id, queue, stored, _first_score(res[5:10]), value(res[2]))
         info.progress = _progress_value(res[3])
-        kept = res[12] if isinstance(res[12], dict) and (info.workers is not None or info.runs_wanted > 1) else {}
-        if info.state is M and isinstance(res[4], bytes):
-            record = parse_runs(res[4])
-            info.runs, info.retried = record.states, record.failures
-        elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
-            record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
-            info.runs, info.retried = record.states, record.failures
-        if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
-            info.run_results = {name: got for name, got in run_results(kept).items()
-                                if info.runs.get(name) == "succeeded"}
-        deps, children = res[10], res[11]
-        if isinstance(deps, Record) and deps.policy:
-            info.parents, info.on_parent_failure = list(deps.parents), deps.policy
-        if isinstance(children, list):
-            info.children = children
+        _add_runs(info, res[4], res[12])
+        _add_links(info, res[10], res[11])
         return info
 
     # -- servers -------------------------------------------------------------------------------
@@ -796,6 +828,35 @@ class Plans:
             except (ValueError, KeyError, TypeError, msgpack.UnpackException):
                 continue
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+
+def _first_score(replies: Sequence[Any]) -> float | None:
+    """The score of the first sorted set that holds the task (None: none does)."""
+    return next((float(s) for s in replies if s is not None and not isinstance(s, Exception)), None)
+
+
+def _add_runs(info: TaskInfo, runs: Any, ran: Any) -> None:
+    """A targeted task's runs (its record while running, the final record kept with it once
+    finished) and the results of its runs that succeeded. ``runs``: the reply of HGET runs;
+    ``ran``: the task's kept results (a dict), read for a targeted task only."""
+    kept = ran if isinstance(ran, dict) and (info.workers is not None or info.runs_wanted > 1) else {}
+    if info.state is M and isinstance(runs, bytes):
+        record = parse_runs(runs)
+        info.runs, info.retried = record.states, record.failures
+    elif info.state in (C, X) and isinstance(kept.get(b""), bytes):
+        record = parse_runs(kept[b""])  # a finished targeted task's final record, kept with it
+        info.runs, info.retried = record.states, record.failures
+    if info.state in (M, C, X):  # (only runs the record says succeeded: not an earlier task's, same id)
+        info.run_results = {name: got for name, got in run_results(kept).items()
+                            if info.runs.get(name) == "succeeded"}
+
+
+def _add_links(info: TaskInfo, deps: Any, children: Any) -> None:
+    """A task's workflow links: the parents it waits on (with its policy) and its children."""
+    if isinstance(deps, Record) and deps.policy:
+        info.parents, info.on_parent_failure = list(deps.parents), deps.policy
+    if isinstance(children, list):
+        info.children = children
 
 
 def _progress_value(raw: Any) -> Any:

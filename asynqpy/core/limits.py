@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .broker import Call
+from .broker import Call, script_call
 from .errors import InvalidArgumentError
 from .keys import limit_keys, queue_keys
 
@@ -94,9 +94,9 @@ def acquire_call(name: str, rate: float | None, burst: int, concurrency: int | N
                  now: str = "") -> Call[tuple[bool, int]]:
     """Take a place under the named limit: (granted, ms to wait before trying again)."""
     bucket, held = limit_keys(name)
-    return Call(lambda r: (int(r[0]) == 1, int(r[1])), "limit_acquire", (bucket, held),
-                ("" if rate is None else repr(rate), burst, "" if concurrency is None else concurrency, holder,
-                 hold_ms, now))
+    return script_call("limit_acquire", lambda r: (int(r[0]) == 1, int(r[1])), bucket=bucket, held=held,
+                       rate="" if rate is None else repr(rate), burst=burst,
+                       limit="" if concurrency is None else concurrency, holder=holder, hold=hold_ms, now=now)
 
 
 def release_call(name: str, holder: str) -> Call[Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .broker import OK, Broker, Call
+from .broker import Acted, Broker, Call
 from .codec import decode
 from .errors import InvalidArgumentError, MalformedMessageError
 from .inspection import MAX_OFFSET, Plan
@@ -140,4 +140,4 @@ def drop_failing(b: Broker, queue: str, pid: str) -> Plan[str]:
     if not isinstance(stored, bytes) or stored[:1] != b"r":
         return ""
     codes = _ok((yield [b.delete_tasks(queue, TaskState.RETRY, [(id, lock_digest(stored), -1, stored)], 0)])[0])
-    return id if codes == [OK] else ""
+    return id if codes == [Acted.OK] else ""

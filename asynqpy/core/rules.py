@@ -456,62 +456,66 @@ class _Parser:
         name = r.get("name", "<anonymous rule>")
         if not isinstance(name, str):
             raise self.fail(f"{place}.name", f"must be a string, got {_kind(name)}", anchor, "name")
-        on_src = self.text(r.get("on"), f"{place}.on", anchor, "on")
-        try:
-            on = compile_rule(on_src)
-        except _REGEX_ERRORS as exc:
-            raise self.fail(f"{place}.on", f"not a valid regular expression: {exc}", anchor, "on") from None
+        on = self.pattern(r.get("on"), f"{place}.on", anchor)
         known = {INPUT, *on.groupindex}
-        fetches = []
         fv = r.get("fetch", [])
         if not isinstance(fv, list):
             raise self.fail(f"{place}.fetch", "must be a list of fetches", anchor, "fetch")
-        for i, f in enumerate(fv):
-            fp = f"{place}.fetch[{i}]"
-            fo = self.obj(f, fp, FETCH_KEYS, anchor, "fetch")
-            src = self.template(fo.get("url"), f"{fp}.url", known, set(), anchor, "fetch", "url").src
-            escape = fo.get("escape", True)
-            if not isinstance(escape, bool):
-                raise self.fail(f"{fp}.escape", f"must be true or false, got {escape!r}", anchor, "escape")
-            try:
-                url = UrlTemplate.of(src, escape)
-            except ValueError as exc:
-                raise self.fail(f"{fp}.url", str(exc), anchor, "fetch", "url") from None
-            redirects = fo.get("redirects", "same-origin")
-            if redirects not in REDIRECTS:
-                raise self.fail(f"{fp}.redirects", f"must be one of {', '.join(REDIRECTS)}, got {redirects!r}",
-                                anchor, "redirects")
-            returns = self.text(fo.get("returns"), f"{fp}.returns", anchor, "fetch", "returns")
-            if not re.fullmatch(r"[A-Za-z_]\w*", returns) or returns in known:
-                raise self.fail(f"{fp}.returns", f"must be a new variable name (letters, digits, _), got {returns!r}",
-                                anchor, "returns")
-            timeout = self.number(fo.get("timeout", DEFAULT_FETCH_TIMEOUT), f"{fp}.timeout", 0.001, 3600, anchor,
-                                  "timeout")
-            retries = self.number(fo.get("retries", DEFAULT_FETCH_RETRIES), f"{fp}.retries", 0, 100, anchor,
-                                  "retries", integer=True)
-            fetches.append(Fetch(url, returns, float(timeout), retries, redirects))
+        fetches = [self.fetch(f, f"{place}.fetch[{i}]", known, anchor) for i, f in enumerate(fv)]
         fetched = {f.returns for f in fetches}
         if "make" in r and "todo" in r:
             raise self.fail(place, "give make or todo (its older name), not both", anchor, "todo")
-        makes = []
-        mv = r.get("make", r.get("todo"))
         key = "make" if "make" in r else "todo"
-        for i, m in enumerate([] if mv is None else mv if isinstance(mv, list) else [mv]):
-            mp = f"{place}.{key}" + (f"[{i}]" if isinstance(mv, list) else "")
-            mo = self.obj(m, mp, MAKE_KEYS, anchor, key)
-            task = self.template(mo.get("task", "${input_task}"), f"{mp}.task", known, fetched, anchor, key)
-            queue = self.template(mo.get("queue"), f"{mp}.queue", known, fetched, anchor, key, "queue")
-            sv = mo.get("set", task_set)
-            tset = self.template(sv, f"{mp}.set", known, fetched, anchor, "set") if sv is not None else None
-            makes.append(Make(task, queue, tset, str(mo.get("name", ""))))
-        tasks = []
-        tv = r.get("make_task")
-        for i, m in enumerate([] if tv is None else tv if isinstance(tv, list) else [tv]):
-            tasks.append(self.make_task(m, f"{place}.make_task" + (f"[{i}]" if isinstance(tv, list) else ""), known,
-                                        fetched, anchor))
+        makes = [self.make(m, f"{place}.{key}{suffix}", key, known, fetched, anchor, task_set)
+                 for suffix, m in _one_or_list(r.get(key))]
+        tasks = [self.make_task(m, f"{place}.make_task{suffix}", known, fetched, anchor)
+                 for suffix, m in _one_or_list(r.get("make_task"))]
         if not makes and not tasks:
             raise self.fail(place, "a rule needs make (or todo) or make_task", anchor)
         return Rule(name, on, tuple(fetches), tuple(makes), tuple(tasks))
+
+    def pattern(self, v: Any, place: str, anchor: str) -> Any:
+        """A rule's ``on``, compiled (:func:`compile_rule`)."""
+        src = self.text(v, place, anchor, "on")
+        try:
+            return compile_rule(src)
+        except _REGEX_ERRORS as exc:
+            raise self.fail(place, f"not a valid regular expression: {exc}", anchor, "on") from None
+
+    def fetch(self, v: Any, place: str, known: set[str], anchor: str) -> Fetch:
+        """One of a rule's fetches: its url may use the event's variables, its ``returns`` names a new one."""
+        fo = self.obj(v, place, FETCH_KEYS, anchor, "fetch")
+        src = self.template(fo.get("url"), f"{place}.url", known, set(), anchor, "fetch", "url").src
+        escape = fo.get("escape", True)
+        if not isinstance(escape, bool):
+            raise self.fail(f"{place}.escape", f"must be true or false, got {escape!r}", anchor, "escape")
+        try:
+            url = UrlTemplate.of(src, escape)
+        except ValueError as exc:
+            raise self.fail(f"{place}.url", str(exc), anchor, "fetch", "url") from None
+        redirects = fo.get("redirects", "same-origin")
+        if redirects not in REDIRECTS:
+            raise self.fail(f"{place}.redirects", f"must be one of {', '.join(REDIRECTS)}, got {redirects!r}",
+                            anchor, "redirects")
+        returns = self.text(fo.get("returns"), f"{place}.returns", anchor, "fetch", "returns")
+        if not re.fullmatch(r"[A-Za-z_]\w*", returns) or returns in known:
+            raise self.fail(f"{place}.returns", f"must be a new variable name (letters, digits, _), got {returns!r}",
+                            anchor, "returns")
+        timeout = self.number(fo.get("timeout", DEFAULT_FETCH_TIMEOUT), f"{place}.timeout", 0.001, 3600, anchor,
+                              "timeout")
+        retries = self.number(fo.get("retries", DEFAULT_FETCH_RETRIES), f"{place}.retries", 0, 100, anchor,
+                              "retries", integer=True)
+        return Fetch(url, returns, float(timeout), retries, redirects)
+
+    def make(self, v: Any, place: str, key: str, known: set[str], fetched: set[str], anchor: str,
+             task_set: str | None) -> Make:
+        """One of a rule's makes (``key``: "make", or "todo", its older name)."""
+        mo = self.obj(v, place, MAKE_KEYS, anchor, key)
+        task = self.template(mo.get("task", "${input_task}"), f"{place}.task", known, fetched, anchor, key)
+        queue = self.template(mo.get("queue"), f"{place}.queue", known, fetched, anchor, key, "queue")
+        sv = mo.get("set", task_set)
+        tset = self.template(sv, f"{place}.set", known, fetched, anchor, "set") if sv is not None else None
+        return Make(task, queue, tset, str(mo.get("name", "")))
 
     def make_task(self, v: Any, place: str, known: set[str], fetched: set[str], anchor: str) -> MakeTask:
         m = self.obj(v, place, MAKE_TASK_KEYS, anchor, "make_task")
@@ -542,6 +546,16 @@ class _Parser:
             options["headers"] = h
         tset = self.template(m["set"], f"{place}.set", known, fetched, anchor, "set") if "set" in m else None
         return MakeTask(ttype, payload, queue, options, tset, str(m.get("name", "")))
+
+
+def _one_or_list(v: Any) -> list[tuple[str, Any]]:
+    """The items of a key that takes one item or a list of them, each with the suffix that
+    places it ("[i]" in a list, "" alone); none for a missing key."""
+    if v is None:
+        return []
+    if isinstance(v, list):
+        return [(f"[{i}]", x) for i, x in enumerate(v)]
+    return [("", v)]
 
 
 def _kind(v: Any) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import options as opts
-from ..core.broker import CHANGED, OK, Call
+from ..core.broker import Acted, Call
 from ..core.errors import AsynqpyError, InvalidArgumentError
 from ..core.keys import queue_keys
 from ..core.signing import open_message
@@ -143,11 +143,11 @@ class Aggregation:
             (code,) = await self.ctx.exec.run_many([self.ctx.broker.aggregate(queue, group, members, p.id, p.msg)])
             if isinstance(code, BaseException):
                 raise code
-            if code == OK:
+            if code == Acted.OK:
                 self.aggregated += 1
                 log.info("aggregated %d task(s) of group %s (queue %s) into task %s", len(members), group, queue, p.id)
                 return 1
-            if code != CHANGED:
+            if code != Acted.CHANGED:
                 log.error("group %s of queue %s: aggregate refused (%s)", group, queue, code)
                 return 0
         return 0

@@ -772,7 +772,7 @@ class Processor:
         r.ended = (False, msg.last_error)
         if r.run_of:  # the run's failure archives the targeted task at once
             return self.ctx.broker.run_end(r.queue, r.run_of, msg, "f", run=r.id, token=r.token, failed=msg,
-                                           max_retry=-1)
+                                           max_retry=-1, sign=sign)
         reply = pack_outcome(r.id, False, msg.last_error) if msg.reply_to else b""
         return self.ctx.broker.archive(
             r.queue, r.id, r.token, msg, self.opts.archive_max_size, int(self.opts.archive_max_age * 1000), sign,

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from ..core import codec
-from ..core.broker import OK, Finished
+from ..core.broker import Acted, Finished
 from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
 from ..core.results import pack_outcome
 from ..core.signing import run_message
@@ -96,7 +96,7 @@ class Recoverer:
         ctx = self.ctx
         b = ctx.broker
         if value is None or not is_active(value):
-            if await ctx.exec.run(b.drop(queue, id)) == OK:
+            if await ctx.exec.run(b.drop(queue, id)) == Acted.OK:
                 log.warning("dropped a lease on task %s (queue %s) whose task is not active", id, queue)
             return
         token = token_of(value)  # the run whose lease expired: a later run of this id is left alone

@@ -1,0 +1,304 @@
+"""What Inspector and AsyncInspector do, written once (sans-I/O): :class:`InspectorPlans`.
+
+Each public method is a plan (:mod:`asynqpy.core.twin`), mostly one of
+:class:`~asynqpy.core.inspection.Plans`; :class:`~asynqpy.inspector.Inspector` runs its steps
+synchronously, :class:`~asynqpy.inspector.AsyncInspector` awaits them. A step is a list of calls
+(one pipelined round trip; each reply the value or the exception its call raised) or one
+:class:`~asynqpy.core.broker.Call` (its value, raising its error).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from . import control, cron, flows, processes
+from . import cron as _cron
+from . import events as ev
+from . import limits as _limits
+from .broker import Broker, Call, QueueStats
+from .clock import Clock
+from .flows import WorkflowNode
+from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
+from .keys import control_ack, queue_keys
+from .limits import QueueLimits
+from .process import Process
+from .server_record import ServerInfo
+from .signing import SigningKeys, make_signer
+from .task import TaskInfo, TaskState
+from .twin import Steps, planned
+
+
+class InspectorPlans:
+    """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
+    :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
+
+    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None) -> None:
+        self.broker = Broker(clock, make_signer(signing_key))
+        self._plans = Plans(self.broker)
+
+    @planned
+    def queues(self) -> Steps[list[str]]:
+        """Names of every known queue, sorted."""
+        return self._plans.queues()
+
+    @planned
+    def queue_info(self, queue: str) -> Steps[QueueInfo]:
+        """Counts per state, paused, latency, counters, memory: one round trip, O(1) in Redis."""
+        return self._plans.queue_info(queue)
+
+    @planned
+    def all_queue_info(self, memory: bool = True) -> Steps[list[QueueInfo]]:
+        """:meth:`queue_info` of every queue (one pipelined round trip after the queue list).
+        ``memory`` False: without the sampled memory reading (``memory_bytes`` None), about a
+        fifth of the work."""
+        return self._plans.all_queue_info(memory)
+
+    @planned
+    def history(self, queue: str, days: int = 7) -> Steps[list[DailyStats]]:
+        """Processed/failed per UTC day, newest first (today included), ``days`` from 1 to 90."""
+        return self._plans.history(queue, days)
+
+    @planned
+    def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30,
+                   group: str = "") -> Steps[list[TaskInfo]]:
+        """One page (1-based, at most 1000 tasks) of the tasks in ``state``. Order: pending oldest
+        first (the order they run in); active, scheduled and retry by lease expiry / due time;
+        archived and completed newest first; aggregating (give the ``group``) oldest first. A page
+        starting past position 10**15 is an InvalidArgumentError."""
+        return self._plans.list_tasks(queue, state, page, page_size, group)
+
+    @planned
+    def groups(self, queue: str) -> Steps[list[GroupInfo]]:
+        """The queue's aggregation groups: name, size, when the oldest and newest task joined."""
+        return self._plans.groups(queue)
+
+    @planned
+    def set_limits(self, queue: str, *, concurrency: int | None = None, rate: float | str | None = None,
+                   burst: int | None = None) -> Steps[QueueLimits]:
+        """Limit the queue across every worker: at most ``concurrency`` of its tasks active at once;
+        at most ``rate`` starts per second (a number, or text such as "100/s", "30/m") with
+        bursts of up to ``burst`` (default 1: evenly spaced). Limits not given stay as they are;
+        they hold from the next dequeue of any worker. Returns the limits now in force."""
+        for r in (yield _limits.set_calls(queue, concurrency, rate, burst)):
+            if isinstance(r, Exception):
+                raise r
+        return (yield _limits.get_call(queue))  # type: ignore[no-any-return]
+
+    @planned
+    def clear_limits(self, queue: str) -> Steps[None]:
+        """Remove every limit of the queue."""
+        yield _limits.clear_call(queue)
+
+    @planned
+    def limits(self, queue: str) -> Steps[QueueLimits]:
+        """The queue's limits (None where there is none)."""
+        return (yield _limits.get_call(queue))  # type: ignore[no-any-return]
+
+    @planned
+    def set_events(self, queue: str, max_len: int) -> Steps[None]:
+        """Keep about ``max_len`` events in the queue's stream (default 10 000); 0 turns the stream
+        off (no event is written; the kept ones are deleted)."""
+        yield ev.set_cap(queue, max_len)
+        if max_len == 0:
+            yield Call(lambda r: r, command=("DEL", queue_keys(queue).events))
+
+    @planned
+    def events_max_len(self, queue: str) -> Steps[int]:
+        """The queue's stream cap (0 = off)."""
+        return (yield ev.get_cap(queue))  # type: ignore[no-any-return]
+
+    @planned
+    def task_info(self, queue: str, id: str) -> Steps[TaskInfo]:
+        """One task's info."""
+        return self._plans.task_info(queue, id)
+
+    @planned
+    def workflow(self, queue: str, id: str, limit: int = 1000) -> Steps[list[WorkflowNode]]:
+        """The workflow task ``id`` belongs to (``after=``, ``chain``, ``group``), as trees: its
+        roots (the ancestors waiting on nothing) with, under each task, the tasks registered as
+        waiting on it and their state; at most ``limit`` tasks. A task with neither parents nor
+        children is its own one-node tree."""
+        return flows.tree(queue, id, limit)
+
+    @planned
+    def process(self, queue: str, process_id: str, first: int = 0, count: int = 20) -> Steps[Process]:
+        """A durable process (docs/processes.md): its status, state, timer and ``count`` events of
+        its history from event ``first`` (1-based; 0: its latest ``count``). Raises
+        ProcessNotFoundError."""
+        return processes.read(self._plans.b, queue, process_id, first, count, True)
+
+    @planned
+    def processes(self, queue: str, start: int = 0, count: int = 100,
+                  status: str | None = None) -> Steps[tuple[int, list[Process]]]:
+        """(how many processes ``queue`` has, ``count`` of them from rank ``start``, the most
+        recently changed first; without their history). ``status`` ("starting", "running",
+        "error"): only the processes in it, and how many there are (this reads every record of
+        the queue: O(processes), for an operator looking for the broken ones)."""
+        return processes.listing(self._plans.b, queue, start, count, status)
+
+    @planned
+    def stop_server(self, server_id: str, timeout: float = 10.0) -> Steps[str]:
+        """Stop a server gracefully, as SIGTERM does (its running tasks finish within its
+        shutdown_timeout, or go back to their queues), from any machine. Returns the server's
+        acknowledgement ("stopping"). ServerNotFoundError for a server that is not alive;
+        TimeoutError if it did not acknowledge within ``timeout`` seconds."""
+        return self._control(server_id, "stop", timeout)
+
+    @planned
+    def quiet_server(self, server_id: str, timeout: float = 10.0) -> Steps[str]:
+        """Make a server take no new task (its running ones finish): before a deploy. Returns
+        "quiet" once no task will be taken. Errors as :meth:`stop_server`."""
+        return self._control(server_id, "quiet", timeout)
+
+    @planned
+    def resume_server(self, server_id: str, timeout: float = 10.0) -> Steps[str]:
+        """Make a quiet server take tasks again. Returns "running" ("stopping" if it is
+        stopping). Errors as :meth:`stop_server`."""
+        return self._control(server_id, "resume", timeout)
+
+    def _control(self, server_id: str, action: str, timeout: float) -> Steps[str]:
+        cid = yield from control.send(self.broker, server_id, action)
+        key, deadline = control_ack(cid), time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"server {server_id} did not acknowledge {action} within {timeout:g}s")
+            got = yield Call(lambda r: r, command=("BLPOP", key, max(0.01, min(1.0, left))))
+            if got:
+                return str(got[1].decode() if isinstance(got[1], bytes) else got[1])
+
+    @planned
+    def pause(self, queue: str) -> Steps[bool]:
+        """Pause a queue (workers stop taking its tasks); False if it already was."""
+        return self._plans.pause(queue)
+
+    @planned
+    def unpause(self, queue: str) -> Steps[bool]:
+        """Unpause a queue; False if it was not paused."""
+        return self._plans.unpause(queue)
+
+    @planned
+    def servers(self) -> Steps[list[ServerInfo]]:
+        """Live servers and the tasks each runs (as of its last heartbeat)."""
+        return self._plans.servers()
+
+    @planned
+    def delete_task(self, queue: str, id: str) -> Steps[None]:
+        """Delete a task that is not active (TaskStateError if it is: cancel it instead). Releases
+        its uniqueness lock."""
+        return self._plans.act("delete", queue, id)
+
+    @planned
+    def run_task(self, queue: str, id: str) -> Steps[None]:
+        """Move a scheduled, retry or archived task to pending now."""
+        return self._plans.act("run", queue, id)
+
+    @planned
+    def archive_task(self, queue: str, id: str) -> Steps[None]:
+        """Archive a pending, scheduled or retry task. Releases its uniqueness lock."""
+        return self._plans.act("archive", queue, id)
+
+    @planned
+    def delete_all(self, queue: str, state: TaskState | str) -> Steps[int]:
+        """Delete every pending, scheduled, retry, archived or completed task (1000 per script
+        call); returns how many."""
+        return self._plans.act_all("delete", queue, state)
+
+    @planned
+    def run_all(self, queue: str, state: TaskState | str) -> Steps[int]:
+        """Move every scheduled, retry or archived task to pending (1000 per script call)."""
+        return self._plans.act_all("run", queue, state)
+
+    @planned
+    def archive_all(self, queue: str, state: TaskState | str) -> Steps[int]:
+        """Archive every pending, scheduled or retry task (1000 per script call)."""
+        return self._plans.act_all("archive", queue, state)
+
+    @planned
+    def remove_queue(self, queue: str, force: bool = False) -> Steps[None]:
+        """Remove a queue. It must be empty (QueueNotEmptyError); with ``force`` its tasks are
+        deleted first, but none may be active (TaskStateError)."""
+        return self._plans.remove_queue(queue, force)
+
+    @planned
+    def cancel(self, id: str, queue: str | None = None) -> Steps[TaskInfo]:
+        """Cancel a running task: it is archived with last_error 'cancelled by an operator' (never
+        retried on its own; ``run_task`` runs it again) and its worker cancels the handler at once.
+        ``queue`` None looks in every queue. Returns the task's info after the cancel. With a
+        signing key, a task that does not verify is archived unsigned (last error "bad signature:
+        ...; cancelled by an operator"), so running it again is refused by keyed workers."""
+        return self._plans.cancel(id, queue)
+
+    @planned
+    def stats(self, queue: str) -> Steps[QueueStats]:
+        """Counts per state and counters (kept for compatibility; see :meth:`queue_info`)."""
+        return self._plans.stats(queue)
+
+    @planned
+    def all_stats(self) -> Steps[list[QueueStats]]:
+        """:meth:`stats` of every queue (kept for compatibility; see :meth:`all_queue_info`)."""
+        return self._plans.all_stats()
+
+    # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+
+    @planned
+    def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Steps[TaskInfo]:
+        """Change which workers (``Server(name=)``, ``asynqpy worker --name``) may run a targeted
+        task (enqueued with ``workers=`` or ``runs=``); None = any worker. A run already taken by a
+        worker no longer allowed is given back at that worker's next lease renewal (its handler is
+        cancelled; the run is not counted). Returns the task as it now is. SignatureError for a task
+        that does not verify with this Inspector's keys (nothing is written)."""
+        return self._plans.set_workers(queue, id, workers)
+
+    @planned
+    def edit_task(self, /, queue: str, id: str, **changes: Any) -> Steps[TaskInfo]:
+        """Change a pending, scheduled or retry task: ``payload``, ``max_retry``, its due time
+        (``process_at``: a datetime or Unix seconds; ``process_in``: seconds, 0 = now). Due later,
+        a pending task becomes scheduled; due now, a scheduled or retry task becomes pending.
+        Returns the task as it now is. TaskStateError for an active, completed or archived task;
+        InvalidArgumentError for a bad value, a unique task's payload, or a signed task when this
+        Inspector has no signing key (with one, the edited message is signed again); SignatureError
+        for a task that does not verify with this Inspector's keys (never signed again: delete or
+        archive it)."""
+        return self._plans.edit(queue, id, changes)
+
+    @planned
+    def scheduler_entries(self, queue: str | None = None) -> Steps[list[cron.EntryInfo]]:
+        """Every scheduler entry (of ``queue``, or of every queue): its schedule, whether it is
+        paused, its last and next tick, the last task it enqueued and its recent history."""
+        return cron.entries_plan(queue, self.broker.clock.now_ms(), signer=self.broker.signer)
+
+    @planned
+    def cron_add(self, /, name: str, task_type: str, payload: Any = None, *, cron: str | None = None,
+                 every: float | None = None, tz: str = "UTC", queue: str = "default", missed: str = "skip",
+                 **options: Any) -> Steps[cron.Entry]:
+        """Store (or replace) an entry; running schedulers pick it up at their next reload. Its
+        arguments as for :meth:`asynqpy.Scheduler.register`. Signed with this Inspector's first
+        signing key, if it has one: schedulers with keys fire only entries that verify."""
+        e = _cron.make_entry(name, task_type, payload, cron=cron, every=every, tz=tz, queue=queue, missed=missed,
+                             created_ms=self.broker.clock.now_ms(), **options)
+        yield from _cron.add_plan(e, self.broker.signer)
+        return e
+
+    @planned
+    def cron_remove(self, name: str, queue: str = "default") -> Steps[None]:
+        """Forget an entry (EntryNotFoundError if there is none); tasks it enqueued stay."""
+        return _cron.remove_plan(self.broker, queue, name)
+
+    @planned
+    def cron_pause(self, name: str, queue: str = "default") -> Steps[None]:
+        """Pause an entry: no tick fires until :meth:`cron_resume` (ticks in between never do)."""
+        return _cron.pause_plan(self.broker, queue, name, True)
+
+    @planned
+    def cron_resume(self, name: str, queue: str = "default") -> Steps[None]:
+        """Resume a paused entry from its next tick."""
+        return _cron.pause_plan(self.broker, queue, name, False)
+
+    @planned
+    def cron_run_now(self, name: str, queue: str = "default") -> Steps[str]:
+        """Enqueue an entry's task now, outside its schedule; returns the task's id. With a signing
+        key, an entry that does not verify is refused (SignatureError): its task would be signed."""
+        return _cron.run_now_plan(self.broker, queue, name, self.broker.clock.now_ms())

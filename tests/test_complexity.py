@@ -1,0 +1,58 @@
+"""No function or method in ``asynqpy/core`` is more complex than :data:`MAX_COMPLEXITY`, by
+McCabe's cyclomatic complexity as radon measures it (``radon cc -s -n C asynqpy/core`` prints
+every block above 10 with its score). The core is the sans-I/O layer every transition goes
+through; a branchy function there is where a path forgets a thread (issue 30)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from radon import complexity as radon_complexity
+from radon import visitors as radon_visitors
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "asynqpy" / "core"
+MAX_COMPLEXITY = 15
+
+
+def _functions(blocks: list[Any]) -> Iterator[Any]:
+    """Every function among radon's blocks, the functions nested in them included (radon counts
+    a nested function apart from the one around it); classes left out (their score is their
+    methods', which are blocks of their own)."""
+    for block in blocks:
+        if isinstance(block, radon_visitors.Function):
+            yield block
+            yield from _functions(block.closures)
+
+
+def _scores(source: str) -> list[tuple[str, int, int]]:
+    """(name, line, cyclomatic complexity) of every function and method of a module's source."""
+    return [(f.fullname, f.lineno, f.complexity) for f in _functions(radon_complexity.cc_visit(source))]
+
+
+def _branchy(name: str, branches: int, indent: str = "") -> str:
+    body = "".join(f"{indent}    if x == {i}:\n{indent}        return {i}\n" for i in range(branches))
+    return f"{indent}def {name}(x):\n{body}{indent}    return -1\n"
+
+
+def test_the_measure_sees_functions_methods_and_nested_functions() -> None:
+    source = (_branchy("flat", 15) + "\nclass K:\n" + _branchy("method", 16, "    ") +
+              "\ndef outer():\n" + _branchy("inner", 20, "    ") + "    return inner\n")
+    scores = {name: cc for name, _, cc in _scores(source)}
+    assert scores["flat"] == 16 and scores["K.method"] == 17 and scores["inner"] == 21 and scores["outer"] == 1
+
+
+def test_core_modules_are_measured() -> None:
+    modules = sorted(CORE.rglob("*.py"))
+    assert len(modules) > 10
+    assert sum(len(_scores(m.read_text(encoding="utf-8"))) for m in modules) > 100
+
+
+def test_no_core_function_over_max_complexity() -> None:
+    over = [f"{path.relative_to(ROOT)}:{line} {name} ({cc})"
+            for path in sorted(CORE.rglob("*.py"))
+            for name, line, cc in _scores(path.read_text(encoding="utf-8")) if cc > MAX_COMPLEXITY]
+    assert not over, (f"{len(over)} function(s) in asynqpy/core over cyclomatic complexity {MAX_COMPLEXITY} "
+                      "(radon): split each into well-named steps\n" + "\n".join(over))

@@ -1,0 +1,252 @@
+"""Every Lua script's header names its keys and arguments, and the broker calls each script by
+those names (issue 30 item 1).
+
+- Statically: every ``script_call("<script>", parse, ...)`` in the package gives exactly the names
+  the script's header declares (``**_q(q, "a b")``, ``**end_keys(q)`` and ``**serial_keys(q)``
+  expanded), and every script in lua/ is called so; no ``Call`` names a script with positional keys.
+- Dynamically: each broker method that runs a script is built with dummy inputs (a wrong name
+  would raise TypeError there), covering every script.
+- A header that breaks the grammar, or disagrees with its file name or body, fails at load time;
+  a missing or extra name fails when the call is built.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asynqpy.core import limits
+from asynqpy.core import process as P
+from asynqpy.core.broker import Broker, Done, end_keys, script_call, serial_keys
+from asynqpy.core.clock import Clock
+from asynqpy.core.codec import Message, encode
+from asynqpy.core.keys import queue_keys
+from asynqpy.core.scripts import ScriptHeaderError, load_dir, load_scripts
+from asynqpy.core.task import TaskState
+
+ROOT = Path(__file__).resolve().parent.parent
+HELPERS = {"end_keys": end_keys, "serial_keys": serial_keys}
+"""The broker's shared key dicts, expanded with ``**`` into script calls."""
+
+
+def _names_given(call: ast.Call, where: str) -> set[str]:
+    """The names a ``script_call`` node passes (its ``**`` helpers expanded)."""
+    names: set[str] = set()
+    q = queue_keys("q")
+    for kw in call.keywords:
+        if kw.arg is not None:
+            names.add(kw.arg)
+            continue
+        v = kw.value
+        assert isinstance(v, ast.Call) and isinstance(v.func, ast.Name), f"{where}: ** of {ast.unparse(v)}"
+        if v.func.id == "_q":
+            lit = v.args[1]
+            if isinstance(lit, ast.Constant) and isinstance(lit.value, str):
+                words = lit.value.split()
+            else:  # implicitly concatenated pieces are one Constant; anything else is not allowed
+                raise AssertionError(f"{where}: _q takes a literal string of names, got {ast.unparse(lit)}")
+            for w in words:
+                assert isinstance(getattr(q, w, None), str), f"{where}: {w!r} is not a QueueKeys key"
+            names |= set(words)
+        elif v.func.id in HELPERS:
+            names |= set(HELPERS[v.func.id](q))
+        else:
+            raise AssertionError(f"{where}: ** of an unknown helper {v.func.id}")
+    return names
+
+
+def _script_calls() -> list[tuple[str, str, set[str]]]:
+    """(where, script, names given) of every script_call in the package."""
+    out = []
+    for path in sorted((ROOT / "asynqpy").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "script_call":
+                where = f"{rel}:{node.lineno}"
+                script = node.args[0]
+                assert isinstance(script, ast.Constant) and isinstance(script.value, str), where
+                assert len(node.args) == 2, f"{where}: script_call takes the script, the parser, then names only"
+                out.append((where, script.value, _names_given(node, where)))
+    return out
+
+
+def test_every_script_call_gives_exactly_the_names_its_header_declares() -> None:
+    scripts = load_scripts()
+    calls = _script_calls()
+    wrong = [f"{where}: {script}: missing {sorted(scripts[script].names - given)}, "
+             f"extra {sorted(given - scripts[script].names)}"
+             for where, script, given in calls if script in scripts and given != scripts[script].names]
+    unknown = [f"{where}: no script {script!r}" for where, script, _ in calls if script not in scripts]
+    assert not wrong and not unknown, "\n".join(wrong + unknown)
+    assert {script for _, script, _ in calls} == set(scripts), "every script in lua/ is called by name"
+
+
+def test_no_call_names_a_script_with_positional_keys() -> None:
+    """A ``Call`` naming a script by a literal, or given a literal tuple of keys, would bypass the
+    header's names (re-wrapping a built call, ``Call(p, call.script, call.keys, call.args)``, is fine)."""
+    found = []
+    for path in sorted((ROOT / "asynqpy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Call"):
+                continue
+            given = dict(zip(("parse", "script", "keys", "args"), node.args))
+            given.update({k.arg: k.value for k in node.keywords if k.arg})
+            literal_script = isinstance(given.get("script"), ast.Constant)
+            literal_keys = isinstance(given.get("keys"), (ast.Tuple, ast.List))
+            if literal_script or literal_keys:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:100]}")
+    assert found == [], "build script calls with script_call(name, parse, **names):\n" + "\n".join(found)
+
+
+M = Message("t", payload=[1], key="k1", reply_to="inb", retention_ms=5000, unique=True, retried=2,
+            last_error="boom\nx", result=3, workers=["w1", "w2"], runs=2, group="g1")
+M0 = Message("t", payload=[2])
+S = b"p" + encode(M)
+ITEMS = [("i1", "dg", -1, S), ("i2", "", 3, b"s" + encode(M0))]
+
+CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
+    ("enqueue_keyed", lambda b: b.enqueue_keyed("q", "i", M)),
+    ("key_gate", lambda b: b.key_gate("q", "i", "k", S)),
+    ("key_free", lambda b: b.key_free("q", "k", "h")),
+    ("proc_start", lambda b: b.proc_start("q", "p1", "i", Message(P.TYPE_PREFIX + "x", key="proc:p1"))),
+    ("proc_read", lambda b: b.proc_read("q", "p1", 3, 7)),
+    ("proc_commit", lambda b: b.proc_commit("q", "i", "tok", M, P.Plan("p1", "call", b"r:1", state=b"s",
+                                              events=[b"e"], timer="s", timer_ms=5, remove=True, response=4, keep=9),
+                                              ("ti", M0), b"out")),
+    ("rules_take", lambda b: b.rules_take("in", "tk", 5)),
+    ("rules_push", lambda b: b.rules_push("qq", "task", "g")),
+    ("rules_redrive", lambda b: b.rules_redrive("d", "in", 5)),
+    ("rules_dead", lambda b: b.rules_dead("tk", "d", b"ev", "rec")),
+    ("enqueue", lambda b: b.enqueue("q", "i", M, unique_ttl=10, mode="t")),
+    ("enqueue_many", lambda b: b.enqueue_many("q", [("a", b"x"), ("b", b"y")], True)),
+    ("register_child", lambda b: b.register_child("q", "par", "cq", "ch")),
+    ("enqueue_after", lambda b: b.enqueue_after("q", "i", M, "c", [(b"r1", b""), (b"r2", b"c")], delay_ms=5,
+                                                cancelled=M0)),
+    ("resolve", lambda b: b.resolve("q", "ch", b"ref", b"c")),
+    ("fail_waiting", lambda b: b.fail_waiting("q", "i", S, b"new", "err")),
+    ("group_add", lambda b: b.group_add("q", "i", M, unique_ttl=3)),
+    ("schedule", lambda b: b.schedule("q", "i", M, 500, unique_ttl=3, mode="d")),
+    ("enqueue_target", lambda b: b.enqueue_target("q", "i", M, unique_ttl=3)),
+    ("run_end", lambda b: b.run_end("q", "i", M, "s", run="i|w1", token="tok", failed=M0, result=5)),
+    ("set_workers", lambda b: b.set_workers("q", "i", S, M, M.with_(workers=["w3"]), b"st")),
+    ("dequeue", lambda b: b.dequeue("q", 4, 1000, "tok", "w1")),
+    ("done", lambda b: b.done_many("q", [Done("a", "t1", M, b"o"), Done("b", "t2", M0), Done("c", "t3", M, b"o2")])),
+    ("complete", lambda b: b.complete("q", "i", "tok", M, b"o")),
+    ("retry", lambda b: b.retry("q", "i", b"tok", M, 12.5, recover=True)),
+    ("archive", lambda b: b.archive("q", "i", "tok", Message(P.TYPE_PREFIX + "x", key="proc:p1", reply_to="r",
+                                                                  unique=True), 10, 20, outcome=b"o")),
+    ("progress", lambda b: b.progress("q", "i", "tok", M, b"v", b"p")),
+    ("watch", lambda b: b.watch("q", "i", "inb")),
+    ("reply", lambda b: b.reply("q", "inb", b"o")),
+    ("rewake", lambda b: b.rewake("q")),
+    ("snooze", lambda b: b.snooze("q", "i", "tok", 50)),
+    ("requeue", lambda b: b.requeue("q", "i", "tok")),
+    ("extend", lambda b: b.extend("q", 100, [("a", "t"), ("b", "t2", "m")])),
+    ("forward", lambda b: b.forward("q", 7)),
+    ("expired", lambda b: b.expired("q", 7)),
+    ("drop", lambda b: b.drop("q", "i")),
+    ("reconcile", lambda b: b.reconcile("q", "0", 5)),
+    ("forget_gone", lambda b: b.forget_gone("q", "children", "0", 5)),
+    ("expire", lambda b: b.expire("q", 7)),
+    ("trim", lambda b: b.trim("q", 5, 6)),
+    ("pause", lambda b: b.pause("q")),
+    ("unpause", lambda b: b.unpause("q")),
+    ("stats", lambda b: b.stats("q")),
+    ("page", lambda b: b.page("q", TaskState.ARCHIVED, 0, 9)),
+    ("cron_fire", lambda b: b.cron_fire("q", "e", b"def", 123, "cron:e:123", M0, 5)),
+    ("cron_remove", lambda b: b.cron_remove("q", "e")),
+    ("cron_pause", lambda b: b.cron_pause("q", "e", True)),
+    ("delete_tasks", lambda b: b.delete_tasks("q", TaskState.PENDING, ITEMS, 100)),
+    ("archive_tasks", lambda b: b.archive_tasks("q", TaskState.SCHEDULED, ITEMS, 100)),
+    ("edit_task", lambda b: b.edit_task("q", TaskState.RETRY, "i", S, b"new", 5, None, 10, -1, keyed=True)),
+    ("aggregate", lambda b: b.aggregate("q", "g1", [("a", S), ("b", b"g" + encode(M0))], "new", M0)),
+    ("ungroup", lambda b: b.ungroup("q", "i", S, "archive", "g1")),
+    ("run_tasks", lambda b: b.run_tasks("q", TaskState.ARCHIVED, ["a", "b"])),
+    ("cancel", lambda b: b.cancel("q", "i", "tok", b"new", "dg", b"notice", Message(P.TYPE_PREFIX + "x", key="kk"))),
+    ("drop_queue", lambda b: b.drop_queue("q", True)),
+    ("limit_acquire", lambda b: limits.acquire_call("lim", 2.5, 3, 4, "h", 100)),
+]
+
+
+def test_every_broker_script_call_builds_and_covers_every_script() -> None:
+    b = Broker(Clock())
+    for name, build in CALLS:
+        call = build(b)
+        s = load_scripts()[name]
+        assert call.script == name
+        assert len(call.keys) >= s.numkeys and all(isinstance(k, str) for k in call.keys), name
+        assert len(call.args) >= len(s.args), name
+        assert all(k.startswith("asynqpy:{") or name.startswith("rules_") or name == "limit_acquire"
+                   for k in call.keys), name
+    assert {name for name, _ in CALLS} == set(load_scripts())
+
+
+def test_names_bind_in_header_order_and_tails_follow() -> None:
+    q = queue_keys("q")
+    call = script_call("extend", lambda r: r, tasks=q.tasks, lease=q.lease, runs=q.runs, progress=q.progress,
+                       wake=q.wake, lease_ms=100, now="", held=["a", "t", "", "b", "u", "r"])
+    assert call.keys == (q.tasks, q.lease, q.runs, q.progress, q.wake)
+    assert call.args == (100, "", "a", "t", "", "b", "u", "r")
+    call = Broker(Clock()).archive("q", "i", "tok", Message("t"), 10, 20)
+    assert call.keys[:4] == (q.tasks, q.lease, q.archived, q.lock(""))
+    assert call.keys[-2:] == (q.proc, q.procs) and len(call.keys) == load_scripts()["archive"].numkeys
+
+
+def test_a_missing_or_extra_name_fails_when_the_call_is_built() -> None:
+    q = queue_keys("q")
+    good: dict[str, Any] = dict(tasks=q.tasks, watch=q.watch, id=b"i", inbox="")
+    script_call("watch", int, **good)
+    with pytest.raises(TypeError, match=r"'watch'.*missing \['inbox'\]"):
+        script_call("watch", int, **{k: v for k, v in good.items() if k != "inbox"})
+    with pytest.raises(TypeError, match=r"'watch'.*unexpected \['token'\]"):
+        script_call("watch", int, **good, token="t")
+    with pytest.raises(TypeError, match="variadic tail"):
+        script_call("run_tasks", int, tasks=q.tasks, container=q.archived, pending=q.pending, wake=q.wake,
+                    prio=q.prio, state="x", ids="abc")
+
+
+GOOD = """--[[ probe: a test script
+KEYS[1] tasks      tasks hash
+KEYS[2] lease      lease zset
+{extra_keys}ARGV[1] id
+ARGV[2] now        '' = Redis time
+{extra_args}Returns 1.
+]]
+return {{KEYS[1], KEYS[2], ARGV[1], ARGV[2]{body}}}
+"""
+
+
+@pytest.mark.parametrize("filename, extra_keys, extra_args, body, error", [
+    ("probe-2.lua", "", "", "", None),
+    ("probe-2.lua", "KEYS[3..] more  a tail\n", "ARGV[3..] items  a tail\n", ", KEYS[5], ARGV[9]", None),
+    ("probe-3.lua", "", "", "", "names 2 keys, its file name says 3"),
+    ("probe-2.lua", "KEYS[2+j]          unnamed tail\n", "", "", "not a declaration"),
+    ("probe-2.lua", "KEYS[4] gap  after a gap\n", "", "", "out of order"),
+    ("probe-2.lua", "", "ARGV[3] lease  a key's name again\n", "", "unique across KEYS and ARGV"),
+    ("probe-2.lua", "", "ARGV[3] from  a Python keyword\n", "", "not a Python keyword"),
+    ("probe-2.lua", "", "ARGV[3] in one space before its description\n", "", "not a declaration"),
+    ("probe-2.lua", "", "", ", KEYS[3]", r"uses KEYS\[3\], which its header does not name"),
+    ("probe-2.lua", "", "", ", ARGV[3]", r"uses ARGV\[3\], which its header does not name"),
+    ("probe-2.lua", "", "ARGV[3..] items  a tail\nARGV[4] late  after the tail\n", "", "follows the variadic tail"),
+    ("probe.lua", "", "", "", "is not named <verb>-<numkeys>.lua"),
+])
+def test_a_header_that_does_not_match_fails_at_load_time(tmp_path: Path, filename: str, extra_keys: str,
+                                                         extra_args: str, body: str, error: str | None) -> None:
+    (tmp_path / "includes").mkdir()
+    (tmp_path / filename).write_text(GOOD.format(extra_keys=extra_keys, extra_args=extra_args, body=body))
+    if error is None:
+        s = load_dir(tmp_path)["probe"]
+        assert s.keys == ("tasks", "lease") and s.args == ("id", "now")
+        return
+    with pytest.raises(ScriptHeaderError, match=error):
+        load_dir(tmp_path)
+
+
+def test_the_shipped_headers_load() -> None:
+    scripts = load_dir(ROOT / "lua")
+    assert scripts["done"].keys_tail == "extra" and scripts["done"].args_tail == "items"
+    assert all(s.numkeys == len(s.keys) for s in scripts.values())
