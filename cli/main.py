@@ -16,7 +16,7 @@ import re
 import sys
 import sysconfig
 import traceback
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -216,12 +216,12 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
         return number
 
 
-ENQUEUE_FLAGS = {"process_in": "--in", "process_at": "--at", "max_retry": "--max-retry", "task_id": "--task-id",
-                 "timeout": "--timeout", "unique": "--unique", "retention": "--retention", "payload": "--payload",
-                 "group": "--group", "unique_key": "--unique-key", "throttle": "--throttle", "debounce": "--debounce",
-                 "priority": "--priority", "workers": "--workers", "runs": "--runs", "after": "--after",
-                 "on_parent_failure": "--on-parent-failure", "key": "--key"}
-"""The library's option names and the enqueue command's flags for them."""
+def enqueue_flags() -> dict[str, str]:
+    """The library's option names and the enqueue command's flags for them (from the option
+    table, asynqpy/core/options.py; ``queue`` is left out: messages name queues as a word)."""
+    from asynqpy.core.options import SPEC
+
+    return {**{o.name: o.flag for o in SPEC if o.flag and o.name != "queue"}, "payload": "--payload"}
 
 
 def flag_names(message: str, flags: dict[str, str]) -> str:
@@ -501,43 +501,21 @@ def _child_argv(argv: list[str]) -> list[str]:
 @signing_key_option
 @redis_url_option
 @user_errors
-def enqueue(task_type: str, payload: str | None, queue: str, process_in: float | None,
-            process_at: float | datetime | None, max_retry: int, timeout: float | None, unique: float | None,
-            task_id: str | None, retention: float, group: str | None, priority: int | None, unique_key: str | None,
-            throttle: float | None, debounce: float | None, workers: str | None, runs: int | None,
-            after: tuple[str, ...], on_parent_failure: str | None, key: str | None, as_json: bool,
-            signing_key_file: str | None,
-            redis_url: str) -> None:
+def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file: str | None, redis_url: str,
+            **flags: Any) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
     except json.JSONDecodeError as exc:
         raise UserError(f"--payload is not valid JSON: {exc}") from None
-    if process_in is not None and process_at is not None:
-        raise UserError("give --in or --at, not both")
-    extra: dict[str, Any] = {}
-    if timeout is not None:
-        extra["timeout"] = timeout or None  # 0: no limit
-    if process_at is not None:
-        extra["process_at"] = process_at
-    worker_list = None if workers is None else [w.strip() for w in workers.split(",") if w.strip()]
-    for name, given in (("group", group), ("priority", priority), ("unique_key", unique_key),
-                        ("throttle", throttle), ("debounce", debounce), ("workers", worker_list), ("runs", runs),
-                        ("on_parent_failure", on_parent_failure), ("key", key)):
-        if given is not None:
-            extra[name] = given
-    if after:
-        extra["after"] = [tuple(a.split("/", 1)) if "/" in a else (queue, a) for a in after]
-    elif on_parent_failure is not None:
-        raise UserError("--on-parent-failure applies with --after")
+    options = _enqueue_options(flags)
     from asynqpy.client import Client
 
     with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
         try:
-            info = client.enqueue(task_type, value, queue=queue, process_in=process_in, max_retry=max_retry,
-                                  unique=unique, task_id=task_id, retention=retention, **extra)
+            info = client.enqueue(task_type, value, **options)
         except InvalidArgumentError as exc:
-            raise UserError(flag_names(str(exc), ENQUEUE_FLAGS)) from None
+            raise UserError(flag_names(str(exc), enqueue_flags())) from None
     _warn_unserved(redis_url, info.queue)
     if as_json:
         emit_json(info)
@@ -545,6 +523,26 @@ def enqueue(task_type: str, payload: str | None, queue: str, process_in: float |
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
     replaced = f", replacing {info.replaced}" if info.replaced else ""
     click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}{replaced}")
+
+
+_FLAG_VALUES: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "timeout": lambda v, flags: v or None,  # 0: no limit
+    "workers": lambda v, flags: [w.strip() for w in v.split(",") if w.strip()],
+    "after": lambda v, flags: [tuple(a.split("/", 1)) if "/" in a else (flags["queue"], a) for a in v],
+}
+"""The flags whose value the library takes in another form: flag -> (value, all flags) -> option."""
+
+
+def _enqueue_options(flags: dict[str, Any]) -> dict[str, Any]:
+    """The enqueue command's flags as library options (each flag is named after its option; a
+    flag not given is left out, so the library's default applies)."""
+    if flags["process_in"] is not None and flags["process_at"] is not None:
+        raise UserError("give --in or --at, not both")
+    if not flags["after"] and flags["on_parent_failure"] is not None:
+        raise UserError("--on-parent-failure applies with --after")
+    given = {name: value for name, value in flags.items() if value is not None and value != ()}
+    return {name: _FLAG_VALUES[name](value, flags) if name in _FLAG_VALUES else value
+            for name, value in given.items()}
 
 
 def _warn_unserved(redis_url: str, queue: str) -> None:

@@ -39,33 +39,52 @@ _SCALARS: dict[Any, Check] = {
 _DICTS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 
 
+def _is_union(origin: Any) -> bool:
+    return origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType)
+
+
+def _union(args: tuple[Any, ...]) -> Check | None:
+    """``X | Y``: one of them (not checked if one of them is not)."""
+    members = [checker(a) for a in args]
+    if any(m is None for m in members):
+        return None
+    checks = [m for m in members if m is not None]
+    return lambda v: any(c(v) for c in checks)
+
+
+def _sequence(base: Any, args: tuple[Any, ...]) -> Check:
+    """``list``/``tuple`` (either is stored as a list), with their items."""
+    if base is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        fixed = [checker(a) for a in args]  # tuple[int, str]: that many items, each its own
+        return lambda v: isinstance(v, (list, tuple)) and len(v) == len(fixed) and all(
+            c is None or c(x) for c, x in zip(fixed, v))
+    item = checker(args[0]) if args else None
+    if item is None:
+        return lambda v: isinstance(v, (list, tuple))
+    each = item
+    return lambda v: isinstance(v, (list, tuple)) and all(each(x) for x in v)
+
+
+def _mapping(args: tuple[Any, ...]) -> Check:
+    """A mapping, with its keys and values."""
+    key = checker(args[0]) if len(args) == 2 else None
+    value = checker(args[1]) if len(args) == 2 else None
+    return lambda v: isinstance(v, Mapping) and all(
+        (key is None or key(k)) and (value is None or value(x)) for k, x in v.items())
+
+
 def checker(hint: Any) -> Check | None:
     """A check for values of annotation ``hint``, or None where it is not checked."""
     if hint in _SCALARS:
         return _SCALARS[hint]
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
-        members = [checker(a) for a in args]
-        if any(m is None for m in members):
-            return None
-        checks = [m for m in members if m is not None]
-        return lambda v: any(c(v) for c in checks)
+    if _is_union(origin):
+        return _union(args)
     base = hint if origin is None else origin
     if base in (list, tuple):
-        if base is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            fixed = [checker(a) for a in args]  # tuple[int, str]: that many items, each its own
-            return lambda v: isinstance(v, (list, tuple)) and len(v) == len(fixed) and all(
-                c is None or c(x) for c, x in zip(fixed, v))
-        item = checker(args[0]) if args else None
-        if item is None:
-            return lambda v: isinstance(v, (list, tuple))
-        each = item
-        return lambda v: isinstance(v, (list, tuple)) and all(each(x) for x in v)
+        return _sequence(base, args)
     if base in _DICTS:
-        key = checker(args[0]) if len(args) == 2 else None
-        value = checker(args[1]) if len(args) == 2 else None
-        return lambda v: isinstance(v, Mapping) and all(
-            (key is None or key(k)) and (value is None or value(x)) for k, x in v.items())
+        return _mapping(args)
     return None
 
 
@@ -75,8 +94,7 @@ def _name(hint: Any) -> str:
         return "None"
     if isinstance(hint, type) and typing.get_origin(hint) is None:
         return hint.__name__
-    origin = typing.get_origin(hint)
-    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+    if _is_union(typing.get_origin(hint)):
         return " | ".join(_name(a) for a in typing.get_args(hint))
     return str(hint).replace("typing.", "").replace("NoneType", "None")
 

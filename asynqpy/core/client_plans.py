@@ -22,12 +22,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from . import flows, processes, tracing
+from . import flows, kinds, processes, tracing
 from . import options as opts
 from . import process as proc
 from .broker import Broker, Call, Watched
 from .clock import Clock
-from .codec import Message
 from .errors import (
     DuplicateTaskError,
     InvalidArgumentError,
@@ -40,13 +39,13 @@ from .inspection import Plans
 from .keys import validate_queue
 from .results import RECHECK, Outcome, not_found, outcome_of_stored
 from .signing import SigningKeys, make_signer
-from .task import TaskInfo, TaskState
+from .task import TaskInfo
 from .twin import Steps, planned
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
 """Tasks per enqueue_many script call."""
-PROCESS_OPTIONS = frozenset({"queue", "max_retry", "timeout", "retention", "retry_delay", "headers", "priority"})
+PROCESS_OPTIONS = opts.allowed(kinds.TaskKind.PROCESS_INPUT)
 """The enqueue options a process input takes (its key, id and timing are the process's)."""
 
 
@@ -120,40 +119,8 @@ def _settle(got: Outcome | BaseException) -> Any:
     return got.value()
 
 
-_ENQUEUE_DOC = """Enqueue a task; returns its :class:`TaskInfo`.
-
-        ``payload``: bytes or any msgpack-serializable value. Options (keyword-only):
-        ``queue`` ["default"]; ``max_retry`` [25]; ``timeout`` seconds per attempt (default: the
-        server's default timeout; None = no limit); ``deadline`` (datetime or Unix seconds);
-        ``process_at`` (datetime or Unix seconds) or ``process_in`` (seconds/timedelta) to schedule;
-        ``unique`` (seconds/timedelta: reject duplicates of queue+type+payload for that long);
-        ``task_id`` (default: a random 16-character id); ``retention`` (seconds to keep the completed task
-        and its result); ``retry_delay`` (seconds between retries, overriding the server's policy);
-        ``headers`` (``{str: str}``, at most 64 entries and 8 KiB, seen by the handler as
-        ``task.headers``, covered by signing); ``unique_key`` (unique by this key instead of type
-        and payload, for ``unique`` seconds or 24 h); ``group`` (wait in this aggregation group);
-        ``throttle`` (seconds: drop this task if one with the same key, ``unique_key`` or else
-        type and payload, was enqueued less than that long ago: ThrottledError);
-        ``debounce`` (seconds: run the task that long after the last enqueue with the same key;
-        a task with the key still waiting is replaced, see TaskInfo.replaced); ``priority`` (0
-        lowest to 9 highest, default 5: strict order within the queue, FIFO within a priority);
-        ``workers`` (names of the workers allowed to run it: ``Server(name=)``, ``--name``) and
-        ``runs`` (how many distinct workers must each run it successfully): a targeted task;
-        ``on_conflict`` ("raise" [default] or "return": with a ``task_id`` a live task already
-        has, or a unique key a live task holds, return that task's TaskInfo instead of raising).
-
-        Raises InvalidArgumentError / PayloadError for bad input, DuplicateTaskError for a
-        duplicate unique task (ThrottledError, a subclass, for a throttled one), TaskIdConflictError
-        when a live task has ``task_id``."""
-
-
-def _batched(p: opts.Prepared, pos: int, reply: Any, refused: set[int]) -> Any:
-    """The outcome of the task at ``pos`` of a batch call that replied ``reply`` (refusing the
-    positions in ``refused``): 0 (stored), a conflict, or the call's error (NotReplicatedError
-    too), which stands for each of its tasks."""
-    if pos in refused:
-        return TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}")
-    return reply if isinstance(reply, Exception) else 0
+_ENQUEUE_DOC = opts.enqueue_doc()
+"""Client.enqueue's docstring, its options from the option table (core/options.py)."""
 
 
 class ClientPlans:
@@ -229,7 +196,7 @@ class ClientPlans:
         batches: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
-            if p.delay_ms > 0 or p.unique_ttl or single or p.special:
+            if p.kind is not kinds.TaskKind.PLAIN or p.unique_ttl or single:
                 calls.append(self._one_call(p))
             else:
                 batches.setdefault(p.queue, []).append(i)
@@ -252,22 +219,8 @@ class ClientPlans:
                     where[i] = (ci, pos)
 
     def _one_call(self, p: opts.Prepared) -> Call[Any]:
-        """The call storing one prepared task: scheduled, in a group, or pending."""
-        if p.msg.after is not None:
-            raise InvalidArgumentError("enqueue_many does not take after=: enqueue each task that waits on "
-                                       "parents with enqueue (or use chain/group)")
-        if p.delay_ms > 0:
-            return self.broker.schedule(p.queue, p.id, p.msg, p.delay_ms, p.unique_ttl, p.data, not p.generated_id,
-                                        p.mode)
-        if p.msg.group:
-            return self.broker.group_add(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
-        if p.msg.key:
-            if p.unique_ttl:
-                raise InvalidArgumentError("key= (serial execution) cannot be combined with unique yet")
-            return self.broker.enqueue_keyed(p.queue, p.id, p.msg, p.data, not p.generated_id)
-        if _targeted(p.msg):
-            return self.broker.enqueue_target(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id)
-        return self.broker.enqueue(p.queue, p.id, p.msg, p.unique_ttl, p.data, not p.generated_id, p.mode)
+        """The call storing one prepared task, by its kind (core/kinds.py)."""
+        return kinds.store_call(self.broker, p)
 
     def _split_batch(self, items: Iterable[BatchItem], common: dict[str, Any]) -> list[opts.Prepared]:
         out: list[opts.Prepared] = []
@@ -311,7 +264,7 @@ class ClientPlans:
                    if isinstance(getattr(r, "result", r), list)}
         outcomes: list[Any] = []
         for p, (ci, pos) in zip(prepared, plan.where):
-            r = replies[ci] if pos < 0 else _batched(p, pos, replies[ci], refused.get(ci, set()))
+            r = replies[ci] if pos < 0 else _batched(p, replies[ci], pos in refused.get(ci, ()))
             if isinstance(r, Exception) and not return_exceptions:
                 raise r
             outcomes.append(r)
@@ -337,7 +290,7 @@ class ClientPlans:
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
-        if p.msg.after is not None:
+        if p.kind is kinds.TaskKind.WAITING:
             if p.queue not in self._registered:
                 _raise_any((yield Writes([self.broker.register_queues([p.queue])])))
                 self._registered.add(p.queue)
@@ -521,18 +474,10 @@ class TaskInfoList(Sequence[Any]):
         if isinstance(r, Exception):
             return r
         p = self._prepared[i]
-        if p.delay_ms > 0:
-            if isinstance(r, tuple):  # debounced: (due, the task replaced)
-                return replace(TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r[0]),
-                               replaced=r[1])
-            return TaskInfo.from_message(p.id, p.queue, TaskState.SCHEDULED, p.msg, r)
-        if p.msg.group:
-            return TaskInfo.from_message(p.id, p.queue, TaskState.AGGREGATING, p.msg, 0)
-        if _targeted(p.msg):
-            return TaskInfo.from_message(p.id, p.queue, TaskState.TARGETED, p.msg, 0)
-        if p.msg.key and r is TaskState.BLOCKED:
-            return TaskInfo.from_message(p.id, p.queue, TaskState.BLOCKED, p.msg, 0)
-        return TaskInfo.from_message(p.id, p.queue, TaskState.PENDING, p.msg, 0)
+        state = kinds.first_state(p.kind, r)
+        if isinstance(r, tuple):  # debounced: (due, the task replaced)
+            return replace(TaskInfo.from_message(p.id, p.queue, state, p.msg, r[0]), replaced=r[1])
+        return TaskInfo.from_message(p.id, p.queue, state, p.msg, r if p.delay_ms > 0 else 0)
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
@@ -586,14 +531,18 @@ class _Sending:
             self.tracer.sent(self.span, self.task_id, error, self.count)
 
 
+def _batched(p: opts.Prepared, reply: Any, refused: bool) -> Any:
+    """The outcome of one task of a batch call: refused for its id, the call's error (NotReplicatedError
+    too) for each of its tasks, else stored (0)."""
+    if refused:
+        return TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}")
+    return reply if isinstance(reply, Exception) else 0
+
+
 def _raise_any(replies: list[Any]) -> None:
     for r in replies:
         if isinstance(r, Exception):
             raise r
-
-
-def _targeted(msg: Message) -> bool:
-    return msg.workers is not None or msg.runs > 1
 
 
 def _on_conflict(options: dict[str, Any]) -> bool:

@@ -163,9 +163,23 @@ assert _FIELDS.index("priority") == PRIORITY_INDEX
 KEY_INDEX = _FIELDS.index("key")
 assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this index"
 _UNIQUE_INDEX = _FIELDS.index("unique")
-_HEADERS_INDEX = _FIELDS.index("headers")
-_WORKERS_INDEX = _FIELDS.index("workers")
-_AFTER_INDEX = _FIELDS.index("after")
+
+
+def _str_map(v: dict[Any, Any]) -> bool:
+    return all(type(k) is str and type(x) is str for k, x in v.items())
+
+
+def _str_list(v: list[Any]) -> bool:
+    return all(type(w) is str for w in v)
+
+
+def _refs(v: list[Any]) -> bool:
+    return all(isinstance(r, list) and len(r) == 2 and type(r[0]) is str and type(r[1]) is str for r in v)
+
+
+_ITEMS: dict[int, Any] = {_FIELDS.index("headers"): _str_map, _FIELDS.index("workers"): _str_list,
+                          _FIELDS.index("after"): _refs}
+"""Per field holding a container (when not None): the check of its items."""
 
 
 def may_be_unique(data: bytes) -> bool:
@@ -199,17 +213,22 @@ def _unpack(data: bytes, hook: Any = None) -> Any:
         return extra.unpacked
 
 
-def decode(data: bytes) -> Message:
-    """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
+def _values(data: bytes) -> Any:
+    """The decoded array (any msgpack value), or MalformedMessageError."""
     try:
         try:
-            values = _unpack(data)
+            return _unpack(data)
         except TypeError:  # a map key that is an array (a payload's tuple key): unhashable as a list
-            values = _unpack(data, _dict_with_tuple_keys)
+            return _unpack(data, _dict_with_tuple_keys)
     except MalformedMessageError:
         raise
     except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types on garbage
         raise MalformedMessageError(f"undecodable message: {exc}") from None
+
+
+def decode(data: bytes) -> Message:
+    """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
+    values = _values(data)
     if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):
         raise MalformedMessageError("message is not an array of the expected length")
     for i, value in enumerate(values):
@@ -217,16 +236,9 @@ def decode(data: bytes) -> Message:
             raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
     if not values[0]:
         raise MalformedMessageError("message has an empty task type")
-    if len(values) > _HEADERS_INDEX and values[_HEADERS_INDEX] is not None and not all(
-            type(k) is str and type(v) is str for k, v in values[_HEADERS_INDEX].items()):
-        raise MalformedMessageError("message field 'headers' has a wrong type")
-    if len(values) > _WORKERS_INDEX and values[_WORKERS_INDEX] is not None and not all(
-            type(w) is str for w in values[_WORKERS_INDEX]):
-        raise MalformedMessageError("message field 'workers' has a wrong type")
-    if len(values) > _AFTER_INDEX and values[_AFTER_INDEX] is not None and not all(
-            isinstance(r, list) and len(r) == 2 and type(r[0]) is str and type(r[1]) is str
-            for r in values[_AFTER_INDEX]):
-        raise MalformedMessageError("message field 'after' has a wrong type")
+    for i, items in _ITEMS.items():
+        if len(values) > i and values[i] is not None and not items(values[i]):
+            raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
     return Message(*values)
 
 
