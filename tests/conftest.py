@@ -41,15 +41,27 @@ def _weight(item: pytest.Item) -> int:
     return 1 if item.get_closest_marker("real") or param in ("real", "cluster") else 2
 
 
+HEAVY_LANES = 2
+"""Under pytest-xdist, the tests marked slow (worker processes killed and restarted, a cluster
+failing over, a browser, benchmarks: each loads the machine and some wait on leases and
+heartbeats) run in this many lanes, one test at a time in each (``xdist_group`` heavy-0,
+heavy-1: with ``--dist loadgroup`` a group runs in one worker); the other workers run the rest.
+More of them at once on a 2-core machine only starved each other's processes."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In the fast tier, leave out what needs a real server, a browser or many processes: tests
     marked real, cluster or slow, and the redis-server and cluster cases of ``backend``.
 
     Under pytest-xdist (``-n N``), the long tests come first (a stable sort, the same in every
     worker, as xdist requires): the scheduler hands them out first, so none starts last and keeps
-    one worker busy while the others are done."""
+    one worker busy while the others are done; the slow ones go to :data:`HEAVY_LANES` lanes."""
     if hasattr(config, "workerinput"):
         items.sort(key=_weight)
+        heavy = [item for item in items if item.get_closest_marker("slow")]
+        for i, item in enumerate(heavy):
+            item.add_marker(pytest.mark.xdist_group(f"heavy-{i % HEAVY_LANES}"))
     if not FAST:
         return
     keep, drop = [], []
@@ -178,7 +190,8 @@ def _bounded_in_time(request: pytest.FixtureRequest) -> Iterator[None]:
 
     def on_alarm(signum: int, frame: Any) -> None:
         elapsed = time.monotonic() - start
-        if os.getloadavg()[0] > (os.cpu_count() or 1) and elapsed + 30 <= 4 * limit:
+        busy = os.getloadavg()[0] > (os.cpu_count() or 1)
+        if busy and limit - 1 <= elapsed <= 4 * limit - 30:  # (not an alarm a test set shorter)
             signal.alarm(30)
             return
         raise TimeBoundExceeded(f"test exceeded its {limit}s time bound (ran {elapsed:.0f}s)")
