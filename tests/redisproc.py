@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import socket
 import subprocess
@@ -14,9 +16,40 @@ from typing import Any
 
 import redis
 
+_rng = random.Random()  # not the global one: a test may seed that
+
+
+def _worker_ports() -> range | None:
+    """Under pytest-xdist, this worker's own slice of ports 10000-19999 (a cluster node's bus port,
+    10000 higher, falls in 20000-29999: below Linux's ephemeral range, which starts at 32768):
+    servers that parallel workers start never race for one port, with each other or with the
+    ephemeral ports of client connections. None when not under xdist (the kernel picks a port)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not worker.startswith("gw") or not worker[2:].isdigit() or count < 1:
+        return None
+    size = 10000 // count
+    start = 10000 + int(worker[2:]) % count * size
+    return range(start, start + size)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
 
 def free_port(below: int = 65536) -> int:
-    """A free loopback port below ``below``."""
+    """A free loopback port below ``below`` (under pytest-xdist, in this worker's own slice)."""
+    ports = _worker_ports()
+    if ports is not None:
+        while True:
+            port = _rng.choice(ports)
+            if port < below and _bindable(port):
+                return port
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -77,27 +110,40 @@ class RedisProcess:
         if exe is None:
             raise RuntimeError("redis-server is not installed")
         self.args = args
-        self.port = port or free_port()
         self.dir = dir or Path(tempfile.mkdtemp(prefix="asynqpy-redis-"))
         self.tls, self.password = tls, password
+        for attempt in range(3):  # a free port chosen here may be taken before redis-server binds it
+            self.port = port or free_port()
+            if self._start(exe):
+                return
+            if port is not None or attempt == 2:
+                self.stop()
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+
+    def _start(self, exe: str) -> bool:
+        """Start redis-server on ``self.port`` and wait until it answers; False if it exited at
+        once (its port was taken), RuntimeError if it neither answers nor exits within 10 s."""
         listen = ["--port", str(self.port)]
+        tls = self.tls
         if tls:
             listen = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(tls.cert),
                       "--tls-key-file", str(tls.key), "--tls-ca-cert-file", str(tls.ca),
                       "--tls-auth-clients", "yes"]
-        if password:
-            listen += ["--requirepass", password]
+        if self.password:
+            listen += ["--requirepass", self.password]
         cmd = [exe, *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-               "--dir", str(self.dir), *args]
+               "--dir", str(self.dir), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         self.url = self.url_for()
         deadline = time.monotonic() + 10
         while True:
             try:
                 self.admin(socket_connect_timeout=0.2).ping()
-                return
+                return True
             except redis.ConnectionError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is not None:
+                    return False
+                if time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(f"redis-server on port {self.port} did not start") from None
                 time.sleep(0.02)
@@ -137,12 +183,8 @@ def free_cluster_port() -> int:
     """A free loopback port whose cluster-bus port (port + 10000, at most 65535) is free too."""
     while True:
         port = free_port(below=55536)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        return port
+        if _bindable(port + 10000):
+            return port
 
 
 def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:

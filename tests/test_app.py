@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_mypy_accepts_right_calls_and_rejects_wrong_ones() -> None:
     sample = ROOT / "tests" / "typing" / "task_functions.py"
-    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(sample)], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    res = subprocess.run([sys.executable, "-m", "mypy", "--strict", str(sample)], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
     reported = {int(m[1]) for m in re.finditer(r"task_functions\.py:(\d+): error", res.stdout)}
     marked = {i for i, line in enumerate(sample.read_text().splitlines(), 1) if "# error" in line}
     assert reported == marked, res.stdout

@@ -27,7 +27,7 @@ def _caller(url: str, n: int, prefix: str, results: dict[str, list[str]]) -> Non
     with Client(url) as client:
         for i in range(n):
             id = f"{prefix}{i}"
-            results.setdefault(id, []).append(client.call("job", {"ms": 150}, task_id=id, timeout=60, retry_delay=0.1))
+            results.setdefault(id, []).append(client.call("job", {"ms": 150}, task_id=id, timeout=150, retry_delay=0.1))
 
 
 def test_random_sigkills_lose_nothing_and_every_rerun_is_a_lease_expiry(
@@ -54,7 +54,7 @@ def test_random_sigkills_lose_nothing_and_every_rerun_is_a_lease_expiry(
                 kills += 1
             producer.join(60)
             for c in callers:
-                c.join(120)
+                c.join(200)
         wait_finished(redis_url, len(tasks), timeout=60)
         rep = audit(redis_url, recorder, acked)
     finally:
