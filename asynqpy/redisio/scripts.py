@@ -5,6 +5,7 @@ checks each script's KEYS arity (the ``-N`` in its file name) and computes its S
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,6 +27,8 @@ class Script:
 
 
 def _lua_dir() -> Path:
+    if os.environ.get("ASYNQPY_LUA_DIR"):  # tests: a copy with a change (tests/test_model_mutants.py)
+        return Path(os.environ["ASYNQPY_LUA_DIR"])
     here = Path(__file__).resolve().parent.parent  # the asynqpy package
     for d in (here / "lua", here.parent / "lua"):  # the installed package, then a source checkout
         if d.is_dir():
