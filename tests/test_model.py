@@ -53,6 +53,7 @@ from asynqpy.core.broker import Broker, Call
 from asynqpy.core.errors import (
     DuplicateTaskError,
     InvalidArgumentError,
+    TaskIdConflictError,
     LeaseLostError,
     TaskNotFoundError,
     TaskStateError,
@@ -72,10 +73,12 @@ KEYS = ("k1", "k2")
 LIVE = "pasrwbgm"  # a task not ended: pending active scheduled retry waiting blocked aggregating targeted
 ENDED = "cx-"  # completed, archived, gone
 POLICIES = ("cancel", "cancel", "run", "ignore")
-ACTIONS = ["produce"] * 4 + ["work"] * 4 + ["finish"] * 2 + ["operator"] * 3 + ["background"] * 3
-PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "keyed_resent", "child_resent"]
-THEN = ["", "", "done", "complete", "retry", "archive", "snooze"]
-VERB_STATES = {"delete": "psrxcbw", "archive": "psrbw", "run": "srx", "cancel": "a", "edit": "psr"}
+ACTIONS = ["produce"] * 4 + ["work"] * 4 + ["contend"] + ["finish"] * 2 + ["operator"] * 3 + ["background"] * 3
+PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "keyed_resent", "child_resent",
+           "targeted", "targeted", "grouped"]
+WORKERS = ("w1", "w2")
+THEN = ["", "", "", "done", "complete", "retry", "archive", "snooze"]
+VERB_STATES = {"resubmit": "m", "delete": "psrxcbwgm", "archive": "psrbwgm", "run": "srxg", "cancel": "a", "edit": "psr"}
 POLICIES_CODE = {"cancel": "c", "run": "r", "ignore": "i"}
 
 
@@ -95,6 +98,7 @@ class Run:
     token: str
     deadline: int
     raw: bytes
+    incarnation: int = 0  # a targeted task's run: which task stored under its id it ran for
 
 
 class CrossMachine(RuleBasedStateMachine):
@@ -116,7 +120,8 @@ class CrossMachine(RuleBasedStateMachine):
         self.admitted: dict[str, list[str]] = {}  # key -> ids in the order they were admitted to it
         self.activated: set[str] = set()
         self.forced: set[str] = set()  # children an operator ran by hand (run_task): their parents do not count
-        self.running: dict[str, Run] = {}  # id -> the run a worker holds (until it writes its outcome)
+        self.running: dict[str, Run] = {}
+        self.targeted: dict[str, int] = {}  # targeted task id -> its incarnation (the id used again)  # id -> the run a worker holds (until it writes its outcome)
         self.held_back = False  # a worker's dequeue was held back by the concurrency limit
         self.limit = 0
         self.trace: list[str] = []
@@ -155,7 +160,7 @@ class CrossMachine(RuleBasedStateMachine):
 
     # -- producers -----------------------------------------------------------------------------
 
-    @initialize(concurrency=st.sampled_from([0, 0, 1, 2]))
+    @initialize(concurrency=st.sampled_from([0, 1, 1, 2]))
     def start(self, concurrency: int) -> None:
         """The queue's concurrency limit to begin with (0 = none; the background rule changes it)."""
         if concurrency:
@@ -170,14 +175,17 @@ class CrossMachine(RuleBasedStateMachine):
             self.produce(data, data.draw(st.sampled_from(PRODUCE)))
         elif action == "work":
             self.work(data.draw(st.integers(1, 2)), data, data.draw(st.sampled_from(THEN)))
+        elif action == "contend":
+            self.contend(data)
         elif action == "finish" and self.running:
             self.finish(data, data.draw(st.sampled_from(["done", "complete", "retry", "archive", "snooze",
                                                          "requeue"])))
         elif action == "operator" and self.known:
-            self.operator(data, data.draw(st.sampled_from(["delete", "archive", "run", "cancel", "cancel", "edit"])))
+            self.operator(data, data.draw(st.sampled_from(["delete", "archive", "run", "cancel", "cancel", "cancel", "edit",
+                                                                     "resubmit"])))
         elif action == "background":
             self.background(data.draw(st.sampled_from(["time", "time", "recover", "forward", "propagate",
-                                                       "propagate", "limit"])), data)
+                                                       "propagate", "aggregate", "limit"])), data)
 
     def produce(self, data: st.DataObject, kind: str) -> None:
         """A producer's enqueue, of one kind."""
@@ -199,13 +207,17 @@ class CrossMachine(RuleBasedStateMachine):
                 self.enqueue_child(data, f"t{self.n}")
         elif kind == "debounce":
             self.enqueue_debounced(data.draw(st.integers(0, 3)))
+        elif kind == "grouped":
+            self.enqueue(data, "", group=data.draw(st.sampled_from(["g1", "g2"])))
+        elif kind == "targeted":
+            self.enqueue_targeted(data)
         elif kind == "keyed_resent":
             self.enqueue_keyed_resent(data.draw(st.sampled_from(KEYS)))
         else:
             self.enqueue_child_resent(data)
 
-    def enqueue(self, data: st.DataObject, key: str) -> None:
-        delay = data.draw(st.sampled_from([0, 0, 0, 1.5]))
+    def enqueue(self, data: st.DataObject, key: str, group: str = "") -> None:
+        delay = 0 if group else data.draw(st.sampled_from([0, 0, 0, 1.5]))
         unique = data.draw(st.booleans())
         retention = data.draw(st.sampled_from([0, 600]))
         id = self.new_id()
@@ -214,6 +226,8 @@ class CrossMachine(RuleBasedStateMachine):
             opts["key"] = key
         if delay:
             opts["process_in"] = delay
+        if group:
+            opts["group"] = group
         if unique and not key:
             opts["unique_key"] = f"u{self.n % 2}"
             opts["unique"] = 3600
@@ -238,6 +252,26 @@ class CrossMachine(RuleBasedStateMachine):
                  sorted(states)]
         pools = [p for p in pools if p]
         return data.draw(st.sampled_from(data.draw(st.sampled_from(pools))))
+
+    def enqueue_targeted(self, data: st.DataObject, again: str = "") -> None:
+        """A targeted task (``workers=``, ``runs=``): one run per worker; sometimes under the id of
+        a targeted task that has ended or was deleted (a caller-chosen id used again: a run of the
+        old task may still be running)."""
+        states = self.states()
+        running = {r.rpartition("|")[0] for r in self.running if "|" in r}
+        reuse = [i for i in self.targeted if states[i] in ENDED]
+        reuse = [i for i in reuse if i in running] or reuse  # one whose run still runs, if any
+        id = again or (data.draw(st.sampled_from(reuse)) if reuse and data.draw(st.booleans()) else self.new_id())
+        workers = data.draw(st.sampled_from([None, list(WORKERS)]))
+        runs = data.draw(st.sampled_from([1, 2])) if workers else 2  # (runs=1 with any worker is a plain task)
+        try:
+            info = self.client.enqueue("tg", self.n, queue=Q, task_id=id, workers=workers, runs=runs,
+                                       max_retry=1, retention=data.draw(st.sampled_from([0, 600])))
+        except TaskIdConflictError:
+            return
+        self.known[id] = Known()
+        self.targeted[id] = self.targeted.get(id, -1) + 1  # its incarnation
+        self.trace.append(f"targeted {id} runs={runs} workers={workers} -> {info.state.value}")
 
     def enqueue_child(self, data: st.DataObject, parent: str = "") -> None:
         policy = data.draw(st.sampled_from(POLICIES))
@@ -311,20 +345,33 @@ class CrossMachine(RuleBasedStateMachine):
     def work(self, count: int, data: st.DataObject, then: str) -> None:
         """A worker's dequeue, and (``then``) the outcome of the tasks it got at once ('': they go on
         running; the ``finish`` rule ends them later)."""
-        got = self.dequeue(count)
+        got = self.dequeue(count, data.draw(st.sampled_from(["", "", "w1", "w2"])))
         for id in got if then else []:
             self.finish_one(id, then, data)
 
-    def dequeue(self, count: int) -> list[str]:
+    def contend(self, data: st.DataObject) -> None:
+        """Two workers meet at the concurrency limit: the first takes up to the limit, the second
+        is held back, then the first writes its outcomes (each one that frees a slot must wake the
+        held-back worker)."""
+        first = self.dequeue(max(self.limit, 1), data.draw(st.sampled_from(["", "w1"])))
+        self.dequeue(1, data.draw(st.sampled_from(["", "w2"])))
+        how = data.draw(st.sampled_from(["done", "complete", "archive", "retry", "snooze"]))
+        for id in first:
+            if id in self.running:
+                self.finish_one(id, how, data)
+
+    def dequeue(self, count: int, worker: str = "") -> list[str]:
         self.r.lpop(K.wake)  # an idle worker takes the wake token (BLPOP), if there is one, then dequeues
         token = self.new_token()
-        got = self.x.run(self.b.dequeue(Q, count, LEASE_MS, token))
+        got = self.x.run(self.b.dequeue(Q, count, LEASE_MS, token, worker))
         if got.slot_bound:
             self.held_back = True
         now = self.clock.now_ms()
         states = self.states()
         for id, raw in got.tasks:
             earlier = self.running.get(id)
+            if earlier and "|" in id and earlier.incarnation != self.targeted.get(id.rpartition("|")[0], 0):
+                earlier = None  # a run of a new task stored under the id of the one the earlier run was for
             assert earlier is None or earlier.deadline <= now, f"{id} runs twice: its lease was still held"
             k = self.known.get(id)
             if k and k.key and id not in self.activated:
@@ -336,7 +383,7 @@ class CrossMachine(RuleBasedStateMachine):
                 assert all(states.get(p, "-") in ENDED for p in k.parents), \
                     (f"child {id} runs before its parents ended", {p: states.get(p) for p in k.parents})
             self.activated.add(id)
-            self.running[id] = Run(token, now + LEASE_MS, raw)
+            self.running[id] = Run(token, now + LEASE_MS, raw, self.targeted.get(id.rpartition("|")[0], 0))
         self.trace.append(f"dequeue {count} -> {[i for i, _ in got.tasks]} held_back={got.slot_bound} "
                           f"limit={self.limit} running={len(self.running)} pending={self.r.llen(K.pending)}")
         return [i for i, _ in got.tasks]
@@ -350,6 +397,9 @@ class CrossMachine(RuleBasedStateMachine):
         msg = codec.decode(run.raw)
         b, t = self.b, run.token
         calls: list[Call[Any]]
+        if "|" in id:
+            self.end_run(id, run, msg, how)
+            return
         if how == "done":
             calls = [b.done(Q, id, t, msg)]
         elif how == "complete":
@@ -380,10 +430,53 @@ class CrossMachine(RuleBasedStateMachine):
             self.recover()
         elif what == "forward":
             self.forward(data.draw(st.sampled_from([True, True, False])))
+        elif what == "aggregate":
+            self.aggregate(data.draw(st.sampled_from(["g1", "g2"])), data.draw(st.booleans()))
         elif what == "propagate":
             self.propagate(data.draw(st.sampled_from([0, 0, 1, 2, 3])))
         else:
             self.set_limit(data.draw(st.sampled_from([0, 1, 2])))
+
+    def end_run(self, id: str, run: Run, msg: codec.Message, how: str) -> None:
+        """The end of a targeted task's run, as the worker writes it (run_end: s succeeded, f failed,
+        g given back). A run of a task since deleted, whose id now names a new task, changes nothing
+        of the new task (issue 29 #9)."""
+        task = id.rpartition("|")[0]
+        outcome = {"done": "s", "complete": "s", "snooze": "g", "requeue": "g"}.get(how, "f")
+        failed = msg.with_(last_error="boom") if outcome == "f" else None
+        before = (self.r.hget(K.tasks, task), self.r.hget(K.runs, task))
+        try:
+            code = self.x.run_many([self.b.run_end(Q, task, msg, outcome, run=id, token=run.token, failed=failed,
+                                                   result=1 if outcome == "s" else None),
+                                    self.b.rewake(Q)])[0]  # a run's end is followed by a rewake (core/limits)
+        except (LeaseLostError, TaskNotFoundError) as exc:
+            code = exc
+        if run.incarnation != self.targeted.get(task, 0):
+            assert (self.r.hget(K.tasks, task), self.r.hget(K.runs, task)) == before, \
+                (f"a run of an earlier task {task} changed the task stored under its id since", self.trace[-12:])
+        self.trace.append(f"run {id} {outcome} (incarnation {run.incarnation} of {self.targeted.get(task, 0)}) "
+                          f"-> {code!r}")
+
+    def aggregate(self, group: str, stale: bool) -> None:
+        """The aggregator's pass over one group (worker/aggregator.py): read its members, then
+        replace them by one aggregate task in one script, only if none changed since (``stale``: a
+        member is deleted by an operator in between, and the script must refuse)."""
+        k = K.group(group)
+        ids = [i.decode() for i in self.r.zrange(k, 0, 9)]
+        if not ids:
+            return
+        values = self.r.hmget(K.tasks, ids)
+        members = [(i, v) for i, v in zip(ids, values) if v and v[:1] == b"g"]
+        if not members:
+            return
+        if stale:
+            self.insp.delete_task(Q, members[-1][0])
+        id = self.new_id()
+        code = self.x.run(self.b.aggregate(Q, group, members, id, codec.Message("agg", payload=len(members),
+                                                                                 max_retry=1)))
+        if code == 1:
+            self.known[id] = Known()
+        self.trace.append(f"aggregate {group} {[i for i, _ in members]} stale={stale} -> {id} {code}")
 
     def time_passes(self, ms: int) -> None:
         self.clock.advance(ms / 1000)
@@ -403,7 +496,10 @@ class CrossMachine(RuleBasedStateMachine):
             msg = codec.decode(message_of(value))
             failed = msg.with_(last_error="lease expired", last_failed_at_ms=res.now_ms)
             try:
-                if failed.retried >= failed.max_retry:
+                if "|" in id and (msg.workers is not None or msg.runs > 1):  # a run: another worker takes its place
+                    self.x.run(self.b.run_end(Q, id.rpartition("|")[0], msg, "e", run=id, token=token, recover=True,
+                                              failed=failed))
+                elif failed.retried >= failed.max_retry:
                     self.x.run(self.b.archive(Q, id, token, failed, 10_000, 3_600_000, recover=True))
                 else:
                     self.x.run(self.b.retry(Q, id, token, failed.with_(retried=failed.retried + 1), 0, recover=True))
@@ -442,11 +538,39 @@ class CrossMachine(RuleBasedStateMachine):
 
     # -- operators -----------------------------------------------------------------------------
 
+    def pick_target(self, data: st.DataObject, verb: str) -> str:
+        """Mostly a task the verb applies to, and among those, often one where features meet: a
+        parent with a child waiting on it, or a key's holder; sometimes any task."""
+        states = self.states()
+        fits = [i for i, s in states.items() if s in VERB_STATES[verb]]
+        if not fits or not data.draw(st.integers(0, 3)):
+            return data.draw(st.sampled_from(sorted(self.known)))
+        waited_on = {p for i, k in self.known.items() if states[i] == "w" for p in k.parents}
+        held = {v.decode() for v in self.r.hvals(K.keyheld)}
+        running = {r.rpartition("|")[0] for r in self.running if "|" in r}  # targeted tasks with a run going on
+        pools = [p for p in ([i for i in fits if i in waited_on], [i for i in fits if i in held],
+                             [i for i in fits if i in running], fits) if p]
+        if verb == "resubmit" and running & set(fits):
+            pools = [sorted(running & set(fits))]
+        return data.draw(st.sampled_from(data.draw(st.sampled_from(pools))))
+
     def operator(self, data: st.DataObject, verb: str) -> None:
-        fits = self.ids_in(VERB_STATES[verb])  # mostly a task the verb applies to, sometimes any
-        id = data.draw(st.sampled_from(fits if fits and data.draw(st.integers(0, 3)) else sorted(self.known)))
+        id = self.pick_target(data, verb)
         before = self.state(id)
         try:
+            if verb == "resubmit":  # delete a targeted task, enqueue it again under its id
+                if id not in self.targeted:
+                    return
+                for w in WORKERS:  # a worker takes a run of it first (if its limit and its record allow)
+                    if not any(r.startswith(id + "|") for r in self.running):
+                        self.dequeue(1, w)
+                self.insp.delete_task(Q, id)
+                self.trace.append(f"resubmit {id}: deleted; runs going on: {[r for r in self.running if r.startswith(id + '|')]}")
+                self.enqueue_targeted(data, id)
+                for run in [r for r in self.running if r.startswith(id + "|")]:
+                    if data.draw(st.booleans()):  # the old task's run ends now, after the new task is stored
+                        self.finish_one(run, data.draw(st.sampled_from(["done", "retry", "snooze"])), data)
+                return
             if verb == "cancel":
                 self.insp.cancel(id, Q)
             elif verb == "edit":
@@ -457,7 +581,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.trace.append(f"{verb} {id} ({before}) refused: {type(exc).__name__}")
             return
         after = self.state(id)
-        if verb == "run":
+        if verb in ("run", "resubmit"):
             self.forced.add(id)
             if self.known[id].key and after in "pb":
                 self.admit(id)
@@ -483,6 +607,10 @@ class CrossMachine(RuleBasedStateMachine):
         self.a_held_back_worker_is_woken()
 
     def nothing_stranded(self) -> None:
+        """A waiting child is never stranded: each parent that ended has its end in the child's
+        record or on its way (an outbox entry the propagator delivers); a child whose record says it
+        can go (every parent ended, or one failed under ``cancel``) still waits only while an end is
+        in the outbox (a propagator died between its resolve and the child's release)."""
         if not self.known:
             return
         states = self.states()
@@ -490,12 +618,17 @@ class CrossMachine(RuleBasedStateMachine):
         for id, k in self.known.items():
             if states[id] != "w" or not k.parents:
                 continue
-            ended = [p for p in k.parents if states.get(p, "-") in ENDED]
-            failed = [p for p in ended if states.get(p, "-") != "c"]
-            decided = len(ended) == len(k.parents) or (failed and k.policy == "cancel")
-            if decided:
-                assert outbox & set(ended), (f"child {id} waits on parents that ended, and no end is on its way",
-                                             {p: states.get(p, "-") for p in k.parents}, self.trace[-12:])
+            rec = self.x.run(self.b.deps(Q, id))
+            assert rec is not None, (f"child {id} waits with no record", self.trace[-12:])
+            for pe in rec.parents:
+                if pe.state == "waiting" and self.state(pe.id) in ENDED:
+                    assert pe.id in outbox, (f"child {id} waits on {pe.id}, which ended ({self.state(pe.id)}); "
+                                             "its end is neither in the child's record nor on its way",
+                                             self.trace[-12:])
+            failed = any(pe.state in ("archived", "deleted") for pe in rec.parents)
+            if rec.outstanding == 0 or (failed and rec.policy == "cancel"):
+                assert outbox & set(k.parents), (f"child {id} still waits, though its record says it can go",
+                                                 rec, self.trace[-12:])
 
     def keys_held_by_live_tasks(self) -> None:
         if not self.known:
@@ -507,8 +640,8 @@ class CrossMachine(RuleBasedStateMachine):
                 (f"key {key} held by {holder}, which is {states.get(holder, '-')}", self.trace[-12:])
         for key in KEYS:
             busy = [i for i, s in states.items() if s in "par" and self.known[i].key == key]
-            assert len(busy) <= 1 and all(held.get(key) == i for i in busy), (key, busy, held.get(key),
-                                                                                self.trace[-12:])
+            assert len(busy) <= 1 and all(held.get(key) == i for i in busy), \
+                (f"key {key} busy: {busy} pending, active or in retry; held by {held.get(key)}", self.trace[-12:])
         for i, s in states.items():
             if s == "b":
                 assert self.known[i].key in held, (f"{i} blocked behind a key nobody holds", self.trace[-12:])

@@ -7,7 +7,8 @@ The same run on the unchanged copy must pass.
 
 Slow (one model run per mutant, without shrinking): ``python -m pytest -m slow tests/test_model_mutants.py``.
 To add a mutant: a unified diff of one file under ``lua/`` (paths ``a/<file>``, ``b/<file>``, the
-first line a comment), small enough to still apply as the scripts change around it.
+first line says which fix it reverts, the second ``expect:`` what the model's failure says),
+small enough to still apply as the scripts change around it.
 """
 
 from __future__ import annotations
@@ -71,13 +72,22 @@ def test_the_model_passes_on_the_scripts_as_they_are(tmp_path: Path) -> None:
 @pytest.mark.parametrize("patch", MUTANTS, ids=[p.stem for p in MUTANTS])
 def test_the_model_catches_a_reverted_fix(tmp_path: Path, patch: Path) -> None:
     result, out, took = run_model_on(lua_copy(tmp_path, patch))
-    why = patch.read_text().splitlines()[0]
+    why, expect = header(patch)
     print(f"{patch.stem}: {result} in {took:.1f} s ({why})")
     assert result == "caught", f"{patch.stem} ({why}) was not caught ({result}):\n{out[-4000:]}"
+    assert any(e in out for e in expect), f"{patch.stem} was caught, but not by what it breaks ({expect}):\n{out[-4000:]}"
+
+
+def header(patch: Path) -> tuple[str, list[str]]:
+    """A mutant's first two lines: which fix it reverts, and ``expect: a | b``: what the model's
+    failure says (one of them), so that it is caught by the check it breaks."""
+    lines = patch.read_text().splitlines()
+    assert lines[1].startswith("expect: "), patch.name
+    return lines[0], [e.strip() for e in lines[1][len("expect: "):].split("|")]
 
 
 def test_every_mutant_says_what_it_reverts() -> None:
     assert MUTANTS
     for p in MUTANTS:
-        first = p.read_text().splitlines()[0]
-        assert first.startswith("issue 29") and not first.startswith("---"), p.name
+        why, expect = header(p)
+        assert why.startswith("issue 29") and expect and all(expect), p.name
