@@ -1,31 +1,36 @@
 """A cross-feature model (issue 30 item 8): one hypothesis state machine over the real Lua scripts
-that drives workflows (``after=`` with each failure policy), keyed tasks (``key=``), groups,
-targeted tasks (``workers=``), durable processes, unique locks, debounced replacements, a
-concurrency limit, the operator's actions (delete, archive, cancel, run, edit), resent calls (a
-lost reply), crashes between two scripts of one plan and lease expiry, together, in one queue.
+that drives workflows (``after=`` with each failure policy), keyed tasks (``key=``), aggregation
+groups, targeted tasks (``workers=``, ``runs=``; resubmitted under the same id while a run goes
+on), unique locks, debounced replacements, a concurrency limit with two workers meeting at it, the
+operator's actions (delete, archive, cancel, run, edit), resent calls (a lost reply), crashes
+between two scripts of one plan (a producer after registering a child, a propagator between its
+round trips, a forwarder before its key gate) and lease expiry, together, in one queue. (Durable
+processes have their own machine, tests/test_process_machine.py.)
 
 Producers and operators go through the public :class:`~asynqpy.Client` and
 :class:`~asynqpy.Inspector`; the worker's side (dequeue, done, complete, retry, archive, snooze,
 requeue, rewake, run_end), the recoverer, the forwarder with its key gate, the propagator and the
 aggregator go through :class:`~asynqpy.core.broker.Broker` calls and the core plans run by
 :mod:`asynqpy.redisio.executor`, as the worker runs them. All share one :class:`FakeClock`, so
-time (lease expiry, due times) moves only when the model says so.
+time (lease expiry, due times) moves only when the model says so. One rule (``step``) picks an
+actor by weight, so every actor gets steps in every example.
 
 After every step it reads Redis and checks that nothing is stranded:
-- a waiting child whose parents have all ended (or one failed, under ``cancel``) has a parent's
-  end still in the outbox for the propagator to deliver;
+- a waiting child: each parent that ended has its end in the child's record (``deps``) or in the
+  outbox on its way; a child whose record says it can go waits only while an end is in the outbox;
 - a held key's holder is a live task (pending, active, retry, or scheduled: snoozed), every
   blocked task's key is held, and at most one task of a key is pending, active or in retry;
 - a uniqueness lock belongs to a live task;
-- every lease (a concurrency slot) belongs to an active task or a targeted task's run;
+- every lease (a concurrency slot) belongs to an active task (or is a targeted task's run);
 - a worker held back by the concurrency limit is woken (a wake token) once a slot is free and
   tasks are pending;
 and, at every dequeue, that nothing runs twice unless its earlier lease expired, that a keyed task
 first runs only once every task admitted to its key before it has ended (order per key), and that
-a child runs only once its parents have ended.
+a child runs only once its parents have ended (unless an operator ran it); at a targeted run's
+end, that a run of a task since deleted changes nothing of the new task under its id.
 
 ``tests/test_model_mutants.py`` reverts each issue-29 state fix (tests/mutants/*.patch) and
-checks that this model fails on it.
+checks that this model fails on it, by the check the fix is about.
 """
 
 from __future__ import annotations
@@ -53,8 +58,8 @@ from asynqpy.core.broker import Broker, Call
 from asynqpy.core.errors import (
     DuplicateTaskError,
     InvalidArgumentError,
-    TaskIdConflictError,
     LeaseLostError,
+    TaskIdConflictError,
     TaskNotFoundError,
     TaskStateError,
 )
@@ -246,7 +251,7 @@ class CrossMachine(RuleBasedStateMachine):
         running task, one that failed, a debounced one still scheduled, a keyed one), or any."""
         states = self.states()
         pools = [[i for i, s in states.items() if s == "a"],
-                 [i for i, s in states.items() if s in "x-"],
+                 [i for i, s in states.items() if s == "x"],
                  [i for i, s in states.items() if s == "s"],
                  [i for i, s in states.items() if s in "pb" and self.known[i].key],
                  sorted(states)]
@@ -353,11 +358,22 @@ class CrossMachine(RuleBasedStateMachine):
         """Two workers meet at the concurrency limit: the first takes up to the limit, the second
         is held back, then the first writes its outcomes (each one that frees a slot must wake the
         held-back worker)."""
-        first = self.dequeue(max(self.limit, 1), data.draw(st.sampled_from(["", "w1"])))
+        if not self.limit:
+            self.set_limit(data.draw(st.sampled_from([1, 2])))
+        for _ in range(3):  # a burst of tasks comes in
+            if self.r.llen(K.pending) + self.r.zcard(K.prio) > self.limit:
+                break
+            self.enqueue(data, "")
+        first = self.dequeue(self.limit, data.draw(st.sampled_from(["", "w1"])))
         self.dequeue(1, data.draw(st.sampled_from(["", "w2"])))
-        how = data.draw(st.sampled_from(["done", "complete", "archive", "retry", "snooze"]))
+        how = data.draw(st.sampled_from(["done", "complete", "archive", "retry", "snooze", "cancel"]))
         for id in first:
-            if id in self.running:
+            if id not in self.running:
+                continue
+            if how == "cancel" and "|" not in id:  # an operator cancels it
+                self.insp.cancel(id, Q)
+                self.trace.append(f"cancel {id} (a -> {self.state(id)})")
+            else:
                 self.finish_one(id, how, data)
 
     def dequeue(self, count: int, worker: str = "") -> list[str]:
@@ -549,7 +565,8 @@ class CrossMachine(RuleBasedStateMachine):
         held = {v.decode() for v in self.r.hvals(K.keyheld)}
         running = {r.rpartition("|")[0] for r in self.running if "|" in r}  # targeted tasks with a run going on
         pools = [p for p in ([i for i in fits if i in waited_on], [i for i in fits if i in held],
-                             [i for i in fits if i in running], fits) if p]
+                             [i for i in fits if i in running]) if p]
+        pools = pools * 3 + [fits]
         if verb == "resubmit" and running & set(fits):
             pools = [sorted(running & set(fits))]
         return data.draw(st.sampled_from(data.draw(st.sampled_from(pools))))
