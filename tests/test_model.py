@@ -83,6 +83,7 @@ PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "
            "targeted", "targeted", "grouped"]
 WORKERS = ("w1", "w2")
 THEN = ["", "", "", "done", "complete", "retry", "archive", "snooze"]
+OPERATOR = ["delete", "delete", "archive", "archive", "run", "cancel", "cancel", "cancel", "edit", "resubmit"]
 VERB_STATES = {"resubmit": "m", "delete": "psrxcbwgm", "archive": "psrbwgm", "run": "srxg", "cancel": "a", "edit": "psr"}
 POLICIES_CODE = {"cancel": "c", "run": "r", "ignore": "i"}
 
@@ -186,8 +187,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.finish(data, data.draw(st.sampled_from(["done", "complete", "retry", "archive", "snooze",
                                                          "requeue"])))
         elif action == "operator" and self.known:
-            self.operator(data, data.draw(st.sampled_from(["delete", "archive", "run", "cancel", "cancel", "cancel", "edit",
-                                                                     "resubmit"])))
+            self.operator(data, data.draw(st.sampled_from(OPERATOR)))
         elif action == "background":
             self.background(data.draw(st.sampled_from(["time", "time", "recover", "forward", "propagate",
                                                        "propagate", "aggregate", "limit"])), data)
@@ -610,6 +610,9 @@ class CrossMachine(RuleBasedStateMachine):
         else:
             self.insp.clear_limits(Q)
         self.limit = concurrency
+        # a held-back worker learns of a raised limit at its next poll (LIMIT_WAIT_MS): set_limits
+        # leaves no wake token, so the model does not hold it to be woken at once
+        self.held_back = False
         self.trace.append(f"limit {concurrency}")
 
     # -- invariants ----------------------------------------------------------------------------
