@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import keyword
 import operator
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,6 +170,8 @@ def check_body(filename: str, body: str, keys: int, args: int, keys_tail: bool, 
 
 
 def _lua_dir() -> Path:
+    if os.environ.get("ASYNQPY_LUA_DIR"):  # a copy of lua/ (tests/test_model_mutants.py loads mutants so)
+        return Path(os.environ["ASYNQPY_LUA_DIR"])
     here = Path(__file__).resolve().parent.parent  # the asynqpy package
     for d in (here / "lua", here.parent / "lua"):  # the installed package, then a source checkout
         if d.is_dir():

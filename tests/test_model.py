@@ -1,0 +1,717 @@
+"""A cross-feature model (issue 30 item 8): one hypothesis state machine over the real Lua scripts
+that drives workflows (``after=`` with each failure policy), keyed tasks (``key=``), aggregation
+groups, targeted tasks (``workers=``, ``runs=``; resubmitted under the same id while a run goes
+on), unique locks, debounced replacements, a concurrency limit with two workers meeting at it, the
+operator's actions (delete, archive, cancel, run, edit), resent calls (a lost reply), crashes
+between two scripts of one plan (a producer after registering a child, a propagator between its
+round trips, a forwarder before its key gate) and lease expiry, together, in one queue. (Durable
+processes have their own machine, tests/test_process_machine.py.)
+
+Producers and operators go through the public :class:`~asynqpy.Client` and
+:class:`~asynqpy.Inspector`; the worker's side (dequeue, done, complete, retry, archive, snooze,
+requeue, rewake, run_end), the recoverer, the forwarder with its key gate, the propagator and the
+aggregator go through :class:`~asynqpy.core.broker.Broker` calls and the core plans run by
+:mod:`asynqpy.redisio.executor`, as the worker runs them. All share one :class:`FakeClock`, so
+time (lease expiry, due times) moves only when the model says so. One rule (``step``) picks an
+actor by weight, so every actor gets steps in every example.
+
+After every step it reads Redis and checks that nothing is stranded:
+- a waiting child: each parent that ended has its end in the child's record (``deps``) or in the
+  outbox on its way; a child whose record says it can go waits only while an end is in the outbox;
+- a held key's holder is a live task (pending, active, retry, or scheduled: snoozed), every
+  blocked task's key is held, and at most one task of a key is pending, active or in retry;
+- a uniqueness lock belongs to a live task;
+- every lease (a concurrency slot) belongs to an active task (or is a targeted task's run);
+- a worker held back by the concurrency limit is woken (a wake token) once a slot is free and
+  tasks are pending;
+and, at every dequeue, that nothing runs twice unless its earlier lease expired, that a keyed task
+first runs only once every task admitted to its key before it has ended (order per key), and that
+a child runs only once its parents have ended (unless an operator ran it); at a targeted run's
+end, that a run of a task since deleted changes nothing of the new task under its id.
+
+``tests/test_model_mutants.py`` reverts each issue-29 state fix (tests/mutants/*.patch) and
+checks that this model fails on it, by the check the fix is about.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+from asynqpy import Client, FakeClock, Inspector, TaskState
+from asynqpy.core import codec, flows
+from asynqpy.core.broker import Broker, Call
+from asynqpy.core.errors import (
+    DuplicateTaskError,
+    InvalidArgumentError,
+    LeaseLostError,
+    TaskIdConflictError,
+    TaskNotFoundError,
+    TaskStateError,
+)
+from asynqpy.core.keys import queue_keys
+from asynqpy.core.options import Prepared
+from asynqpy.core.serial import gate_due
+from asynqpy.core.stored import message_of
+from asynqpy.redisio.executor import SyncExecutor, run_plan
+
+Q = "xm"
+K = queue_keys(Q)
+START_MS = 1_740_866_400_000
+LEASE_MS = 30_000
+LIMIT_WAIT_MS = 1_000  # a worker held back by the concurrency limit polls again after this (dequeue-11)
+KEYS = ("k1", "k2")
+LIVE = "pasrwbgm"  # a task not ended: pending active scheduled retry waiting blocked aggregating targeted
+ENDED = "cx-"  # completed, archived, gone
+POLICIES = ("cancel", "cancel", "run", "ignore")
+ACTIONS = ["produce"] * 4 + ["work"] * 4 + ["contend"] + ["finish"] * 2 + ["operator"] * 3 + ["background"] * 3
+PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "keyed_resent", "child_resent",
+           "targeted", "targeted", "grouped"]
+WORKERS = ("w1", "w2")
+THEN = ["", "", "", "done", "complete", "retry", "archive", "snooze"]
+OPERATOR = ["delete", "delete", "archive", "archive", "run", "cancel", "cancel", "cancel", "edit", "resubmit"]
+VERB_STATES = {"resubmit": "m", "delete": "psrxcbwgm", "archive": "psrbwgm", "run": "srxg", "cancel": "a", "edit": "psr"}
+POLICIES_CODE = {"cancel": "c", "run": "r", "ignore": "i"}
+
+
+@dataclass
+class Known:
+    """What the producer knows of a task it enqueued."""
+
+    key: str = ""
+    parents: list[str] = field(default_factory=list)
+    policy: str = "cancel"
+
+
+@dataclass
+class Run:
+    """A task a worker holds: the lease token it got and when that lease ends."""
+
+    token: str
+    deadline: int
+    raw: bytes
+    incarnation: int = 0  # a targeted task's run: which task stored under its id it ran for
+
+
+class CrossMachine(RuleBasedStateMachine):
+    redis_factory: Any = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = self.redis_factory()
+        self.r.flushall()
+        self.clock = FakeClock(START_MS)
+        self.client = Client(self.r, clock=self.clock)
+        self.insp = Inspector(self.r, clock=self.clock)
+        self.b = Broker(self.clock)
+        self.x = SyncExecutor(self.r)
+        self.x.run(self.b.register_queues([Q]))
+        self.n = 0
+        self.tokens = 0
+        self.known: dict[str, Known] = {}
+        self.admitted: dict[str, list[str]] = {}  # key -> ids in the order they were admitted to it
+        self.activated: set[str] = set()
+        self.forced: set[str] = set()  # children an operator ran by hand (run_task): their parents do not count
+        self.running: dict[str, Run] = {}
+        self.targeted: dict[str, int] = {}  # targeted task id -> its incarnation (the id used again)  # id -> the run a worker holds (until it writes its outcome)
+        self.held_back = False  # a worker's dequeue was held back by the concurrency limit
+        self.limit = 0
+        self.trace: list[str] = []
+
+    def teardown(self) -> None:
+        self.client.close()
+        self.insp.close()
+        self.r.close()
+
+    # -- reading Redis -------------------------------------------------------------------------
+
+    def state(self, id: str) -> str:
+        v = self.r.hget(K.tasks, id)
+        return v[:1].decode() if v else "-"
+
+    def states(self) -> dict[str, str]:
+        ids = list(self.known)
+        vals = self.r.hmget(K.tasks, ids) if ids else []
+        return {i: (v[:1].decode() if v else "-") for i, v in zip(ids, vals)}
+
+    def new_id(self) -> str:
+        self.n += 1
+        return f"t{self.n}"
+
+    def new_token(self) -> str:
+        self.tokens += 1
+        return f"w{self.tokens:07d}"
+
+    def admit(self, id: str) -> None:
+        order = self.admitted.setdefault(self.known[id].key, [])
+        if id not in order:
+            order.append(id)
+
+    def ids_in(self, states: str) -> list[str]:
+        return sorted(i for i, s in self.states().items() if s in states)
+
+    # -- producers -----------------------------------------------------------------------------
+
+    @initialize(concurrency=st.sampled_from([0, 1, 1, 2]))
+    def start(self, concurrency: int) -> None:
+        """The queue's concurrency limit to begin with (0 = none; the background rule changes it)."""
+        if concurrency:
+            self.set_limit(concurrency)
+
+    @rule(data=st.data(), action=st.sampled_from(ACTIONS))
+    def step(self, data: st.DataObject, action: str) -> None:
+        """One step of one actor. A single rule: hypothesis enables and disables whole rules per
+        example (swarm testing), which left most examples without producers or without workers;
+        here each actor gets its share of the steps in every example (ACTIONS' weights)."""
+        if action == "produce":
+            self.produce(data, data.draw(st.sampled_from(PRODUCE)))
+        elif action == "work":
+            self.work(data.draw(st.integers(1, 2)), data, data.draw(st.sampled_from(THEN)))
+        elif action == "contend":
+            self.contend(data)
+        elif action == "finish" and self.running:
+            self.finish(data, data.draw(st.sampled_from(["done", "complete", "retry", "archive", "snooze",
+                                                         "requeue"])))
+        elif action == "operator" and self.known:
+            self.operator(data, data.draw(st.sampled_from(OPERATOR)))
+        elif action == "background":
+            self.background(data.draw(st.sampled_from(["time", "time", "recover", "forward", "propagate",
+                                                       "propagate", "aggregate", "limit"])), data)
+
+    def produce(self, data: st.DataObject, kind: str) -> None:
+        """A producer's enqueue, of one kind."""
+        if kind in ("child", "child_resent") and not self.known:
+            kind = "plain"
+        if kind == "plain":
+            self.enqueue(data, data.draw(st.sampled_from(["", "", "", "k1"])))
+        elif kind == "keyed":
+            self.enqueue(data, data.draw(st.sampled_from(KEYS)))
+        elif kind == "child":
+            self.enqueue_child(data)
+        elif kind == "family":  # a parent (plain, keyed or debounced) and a child after it, at once
+            parent = data.draw(st.sampled_from(["plain", "keyed", "debounce"]))
+            if parent == "debounce":
+                self.enqueue_debounced(data.draw(st.integers(0, 3)))
+            else:
+                self.enqueue(data, data.draw(st.sampled_from(KEYS)) if parent == "keyed" else "")
+            if f"t{self.n}" in self.known:
+                self.enqueue_child(data, f"t{self.n}")
+        elif kind == "debounce":
+            self.enqueue_debounced(data.draw(st.integers(0, 3)))
+        elif kind == "grouped":
+            self.enqueue(data, "", group=data.draw(st.sampled_from(["g1", "g2"])))
+        elif kind == "targeted":
+            self.enqueue_targeted(data)
+        elif kind == "keyed_resent":
+            self.enqueue_keyed_resent(data.draw(st.sampled_from(KEYS)))
+        else:
+            self.enqueue_child_resent(data)
+
+    def enqueue(self, data: st.DataObject, key: str, group: str = "") -> None:
+        delay = 0 if group else data.draw(st.sampled_from([0, 0, 0, 1.5]))
+        unique = data.draw(st.booleans())
+        retention = data.draw(st.sampled_from([0, 600]))
+        id = self.new_id()
+        opts: dict[str, Any] = {"queue": Q, "task_id": id, "retention": retention, "max_retry": 1}
+        if key:
+            opts["key"] = key
+        if delay:
+            opts["process_in"] = delay
+        if group:
+            opts["group"] = group
+        if unique and not key:
+            opts["unique_key"] = f"u{self.n % 2}"
+            opts["unique"] = 3600
+        try:
+            info = self.client.enqueue("t", self.n, **opts)
+        except DuplicateTaskError:
+            return
+        self.known[id] = Known(key=key)
+        self.trace.append(f"enqueue {id} key={key} delay={delay} unique={unique} -> {info.state.value}")
+        if key and not delay:
+            assert info.state in (TaskState.PENDING, TaskState.BLOCKED)
+            self.admit(id)
+
+    def pick_parent(self, data: st.DataObject) -> str:
+        """A parent for a new child: one of the tasks that make workflows meet other features (a
+        running task, one that failed, a debounced one still scheduled, a keyed one), or any."""
+        states = self.states()
+        pools = [[i for i, s in states.items() if s == "a"],
+                 [i for i, s in states.items() if s == "x"],
+                 [i for i, s in states.items() if s == "s"],
+                 [i for i, s in states.items() if s in "pb" and self.known[i].key],
+                 sorted(states)]
+        pools = [p for p in pools if p]
+        return data.draw(st.sampled_from(data.draw(st.sampled_from(pools))))
+
+    def enqueue_targeted(self, data: st.DataObject, again: str = "") -> None:
+        """A targeted task (``workers=``, ``runs=``): one run per worker; sometimes under the id of
+        a targeted task that has ended or was deleted (a caller-chosen id used again: a run of the
+        old task may still be running)."""
+        states = self.states()
+        running = {r.rpartition("|")[0] for r in self.running if "|" in r}
+        reuse = [i for i in self.targeted if states[i] in ENDED]
+        reuse = [i for i in reuse if i in running] or reuse  # one whose run still runs, if any
+        id = again or (data.draw(st.sampled_from(reuse)) if reuse and data.draw(st.booleans()) else self.new_id())
+        workers = data.draw(st.sampled_from([None, list(WORKERS)]))
+        runs = data.draw(st.sampled_from([1, 2])) if workers else 2  # (runs=1 with any worker is a plain task)
+        try:
+            info = self.client.enqueue("tg", self.n, queue=Q, task_id=id, workers=workers, runs=runs,
+                                       max_retry=1, retention=data.draw(st.sampled_from([0, 600])))
+        except TaskIdConflictError:
+            return
+        self.known[id] = Known()
+        self.targeted[id] = self.targeted.get(id, -1) + 1  # its incarnation
+        self.trace.append(f"targeted {id} runs={runs} workers={workers} -> {info.state.value}")
+
+    def enqueue_child(self, data: st.DataObject, parent: str = "") -> None:
+        policy = data.draw(st.sampled_from(POLICIES))
+        two = data.draw(st.booleans())
+        parents = sorted({parent or self.pick_parent(data)} | ({self.pick_parent(data)} if two else set()))
+        id = self.new_id()
+        try:
+            info = self.client.enqueue("child", self.n, queue=Q, task_id=id, after=[(Q, p) for p in parents],
+                                       on_parent_failure=policy, max_retry=1)
+        except (TaskNotFoundError, InvalidArgumentError):
+            return  # a parent gone (ended without retention), grouped or targeted: nothing stored
+        self.known[id] = Known(parents=parents, policy=policy)
+        self.trace.append(f"child {id} after={parents} {policy} -> {info.state.value}")
+
+    def enqueue_debounced(self, payload: int) -> None:
+        """A debounced enqueue: it replaces the scheduled task of its unique key (schedule-10)."""
+        id = self.new_id()
+        info = self.client.enqueue("refresh", payload, queue=Q, task_id=id, debounce=2, unique_key="refresh",
+                                   max_retry=1)
+        self.known[id] = Known()
+        self.trace.append(f"debounce {id} -> {info.state.value} replaced={info.replaced}")
+
+    def enqueue_keyed_resent(self, key: str) -> None:
+        """A keyed enqueue whose reply was lost, sent again: the second call finds its own write."""
+        id = self.new_id()
+        call = self.b.enqueue_keyed(Q, id, codec.Message("t", payload=self.n, key=key, max_retry=1))
+        first = self.x.run(call)
+        self.known[id] = Known(key=key)
+        self.admit(id)
+        again = self.x.run(call)
+        now = self.state(id)
+        assert again is (TaskState.BLOCKED if now == "b" else TaskState.PENDING), (first, again, now)
+        self.trace.append(f"keyed resent {id} {key} -> {first} / {again}")
+
+    def enqueue_child_resent(self, data: st.DataObject) -> None:
+        policy = data.draw(st.sampled_from(POLICIES))
+        crash = data.draw(st.sampled_from(["resend", "after_register"]))
+        """A child's enqueue plan with a fault: the producer dies after registering with its parent
+        (nothing stored: the registration must strand nothing), or the store's reply is lost and
+        the call is sent again."""
+        parent = self.pick_parent(data)
+        id = self.new_id()
+        msg = codec.Message("child", payload=self.n, max_retry=1, after=[[Q, parent]])
+        prepared = Prepared(Q, id, [], 0, 0, b"", False, msg=msg)
+        prepared.policy = POLICIES_CODE[policy]
+        plan = flows.enqueue_after(self.b, prepared)
+        try:
+            regs = self.x.run_many(next(plan))
+            calls = plan.send(regs)
+        except (TaskNotFoundError, InvalidArgumentError, StopIteration):
+            plan.close()
+            return
+        if crash == "after_register":
+            plan.close()
+            self.trace.append(f"child {id} after=[{parent}]: producer died after register")
+            return
+        first = self.x.run_many(calls)
+        plan.close()
+        if isinstance(first[0], Exception):
+            return
+        self.known[id] = Known(parents=[parent], policy=policy)
+        again = self.x.run_many(calls)[0]
+        now = self.state(id)
+        expect = {"p": TaskState.PENDING, "w": TaskState.WAITING, "x": TaskState.ARCHIVED,
+                  "s": TaskState.SCHEDULED}.get(now)
+        assert again is expect, (first, again, now)
+        self.trace.append(f"child {id} after=[{parent}] {policy}, sent twice -> {first[0]} / {again}")
+
+    # -- the worker ----------------------------------------------------------------------------
+
+    def work(self, count: int, data: st.DataObject, then: str) -> None:
+        """A worker's dequeue, and (``then``) the outcome of the tasks it got at once ('': they go on
+        running; the ``finish`` rule ends them later)."""
+        got = self.dequeue(count, data.draw(st.sampled_from(["", "", "w1", "w2"])))
+        for id in got if then else []:
+            self.finish_one(id, then, data)
+
+    def contend(self, data: st.DataObject) -> None:
+        """Two workers meet at the concurrency limit: the first takes up to the limit, the second
+        is held back, then the first writes its outcomes (each one that frees a slot must wake the
+        held-back worker)."""
+        if not self.limit:
+            self.set_limit(data.draw(st.sampled_from([1, 2])))
+        for _ in range(3):  # a burst of tasks comes in
+            if self.r.llen(K.pending) + self.r.zcard(K.prio) > self.limit:
+                break
+            self.enqueue(data, "")
+        first = self.dequeue(self.limit, data.draw(st.sampled_from(["", "w1"])))
+        self.dequeue(1, data.draw(st.sampled_from(["", "w2"])))
+        how = data.draw(st.sampled_from(["done", "complete", "archive", "retry", "snooze", "cancel"]))
+        for id in first:
+            if id not in self.running:
+                continue
+            if how == "cancel" and "|" not in id:  # an operator cancels it
+                self.insp.cancel(id, Q)
+                self.trace.append(f"cancel {id} (a -> {self.state(id)})")
+            else:
+                self.finish_one(id, how, data)
+
+    def dequeue(self, count: int, worker: str = "") -> list[str]:
+        self.r.lpop(K.wake)  # an idle worker takes the wake token (BLPOP), if there is one, then dequeues
+        token = self.new_token()
+        got = self.x.run(self.b.dequeue(Q, count, LEASE_MS, token, worker))
+        if got.slot_bound:
+            self.held_back = True
+        now = self.clock.now_ms()
+        states = self.states()
+        for id, raw in got.tasks:
+            earlier = self.running.get(id)
+            if earlier and "|" in id and earlier.incarnation != self.targeted.get(id.rpartition("|")[0], 0):
+                earlier = None  # a run of a new task stored under the id of the one the earlier run was for
+            assert earlier is None or earlier.deadline <= now, f"{id} runs twice: its lease was still held"
+            k = self.known.get(id)
+            if k and k.key and id not in self.activated:
+                order = self.admitted.get(k.key, [])
+                before = order[:order.index(id)] if id in order else order
+                assert all(states.get(e, "-") in ENDED for e in before), \
+                    (f"{id} overtook on key {k.key}", {e: states.get(e) for e in before})
+            if k and k.parents and id not in self.forced:
+                assert all(states.get(p, "-") in ENDED for p in k.parents), \
+                    (f"child {id} runs before its parents ended", {p: states.get(p) for p in k.parents})
+            self.activated.add(id)
+            self.running[id] = Run(token, now + LEASE_MS, raw, self.targeted.get(id.rpartition("|")[0], 0))
+        self.trace.append(f"dequeue {count} -> {[i for i, _ in got.tasks]} held_back={got.slot_bound} "
+                          f"limit={self.limit} running={len(self.running)} pending={self.r.llen(K.pending)}")
+        return [i for i, _ in got.tasks]
+
+    def finish(self, data: st.DataObject, how: str) -> None:
+        self.finish_one(data.draw(st.sampled_from(sorted(self.running))), how, data)
+
+    def finish_one(self, id: str, how: str, data: st.DataObject) -> None:
+        """The worker writes the outcome of its run of ``id`` (as worker/processor.py does)."""
+        run = self.running.pop(id)
+        msg = codec.decode(run.raw)
+        b, t = self.b, run.token
+        calls: list[Call[Any]]
+        if "|" in id:
+            self.end_run(id, run, msg, how)
+            return
+        if how == "done":
+            calls = [b.done(Q, id, t, msg)]
+        elif how == "complete":
+            calls = [b.complete(Q, id, t, msg.with_(retention_ms=max(msg.retention_ms, 600_000), result=1))]
+        elif how == "retry":
+            failed = msg.with_(retried=msg.retried + 1, last_error="boom")
+            calls = [b.retry(Q, id, t, failed, data.draw(st.sampled_from([0, 1000]))), b.rewake(Q)]
+        elif how == "archive":
+            calls = [b.archive(Q, id, t, msg.with_(last_error="boom"), 10_000, 3_600_000)]
+        elif how == "snooze":  # RateLimited
+            calls = [b.snooze(Q, id, t, data.draw(st.sampled_from([0, 1000]))), b.rewake(Q)]
+        else:  # shutdown
+            calls = [b.requeue(Q, id, t)]
+        out = self.x.run_many(calls)
+        if isinstance(out[0], (LeaseLostError, TaskNotFoundError)):
+            v = self.r.hget(K.tasks, id)  # refused: the run was cancelled, or its lease expired and was recovered
+            assert not v or v[1:9] != t.encode() or v[:1] != b"a", (id, how, out[0])
+        elif isinstance(out[0], Exception):
+            raise out[0]
+        self.trace.append(f"finish {id} {how} -> {out[0]!r}")
+
+    def background(self, what: str, data: st.DataObject) -> None:
+        """Time passing, or one pass of a background loop (merged in one rule: each loop is cheap
+        to call and would otherwise take most of the steps)."""
+        if what == "time":
+            self.time_passes(data.draw(st.sampled_from([300, 1_100, 31_000])))
+        elif what == "recover":
+            self.recover()
+        elif what == "forward":
+            self.forward(data.draw(st.sampled_from([True, True, False])))
+        elif what == "aggregate":
+            self.aggregate(data.draw(st.sampled_from(["g1", "g2"])), data.draw(st.booleans()))
+        elif what == "propagate":
+            self.propagate(data.draw(st.sampled_from([0, 0, 1, 2, 3])))
+        else:
+            self.set_limit(data.draw(st.sampled_from([0, 1, 2])))
+
+    def end_run(self, id: str, run: Run, msg: codec.Message, how: str) -> None:
+        """The end of a targeted task's run, as the worker writes it (run_end: s succeeded, f failed,
+        g given back). A run of a task since deleted, whose id now names a new task, changes nothing
+        of the new task (issue 29 #9)."""
+        task = id.rpartition("|")[0]
+        outcome = {"done": "s", "complete": "s", "snooze": "g", "requeue": "g"}.get(how, "f")
+        failed = msg.with_(last_error="boom") if outcome == "f" else None
+        before = (self.r.hget(K.tasks, task), self.r.hget(K.runs, task))
+        try:
+            code = self.x.run_many([self.b.run_end(Q, task, msg, outcome, run=id, token=run.token, failed=failed,
+                                                   result=1 if outcome == "s" else None),
+                                    self.b.rewake(Q)])[0]  # a run's end is followed by a rewake (core/limits)
+        except (LeaseLostError, TaskNotFoundError) as exc:
+            code = exc
+        if run.incarnation != self.targeted.get(task, 0):
+            assert (self.r.hget(K.tasks, task), self.r.hget(K.runs, task)) == before, \
+                (f"a run of an earlier task {task} changed the task stored under its id since", self.trace[-12:])
+        self.trace.append(f"run {id} {outcome} (incarnation {run.incarnation} of {self.targeted.get(task, 0)}) "
+                          f"-> {code!r}")
+
+    def aggregate(self, group: str, stale: bool) -> None:
+        """The aggregator's pass over one group (worker/aggregator.py): read its members, then
+        replace them by one aggregate task in one script, only if none changed since (``stale``: a
+        member is deleted by an operator in between, and the script must refuse)."""
+        k = K.group(group)
+        ids = [i.decode() for i in self.r.zrange(k, 0, 9)]
+        if not ids:
+            return
+        values = self.r.hmget(K.tasks, ids)
+        members = [(i, v) for i, v in zip(ids, values) if v and v[:1] == b"g"]
+        if not members:
+            return
+        if stale:
+            self.insp.delete_task(Q, members[-1][0])
+        id = self.new_id()
+        code = self.x.run(self.b.aggregate(Q, group, members, id, codec.Message("agg", payload=len(members),
+                                                                                 max_retry=1)))
+        if code == 1:
+            self.known[id] = Known()
+        self.trace.append(f"aggregate {group} {[i for i, _ in members]} stale={stale} -> {id} {code}")
+
+    def time_passes(self, ms: int) -> None:
+        self.clock.advance(ms / 1000)
+        if ms >= LIMIT_WAIT_MS:
+            self.held_back = False  # the held-back worker's poll came
+        self.trace.append(f"time +{ms}")
+
+    def recover(self) -> None:
+        """The recoverer's pass (worker/recoverer.py): expired leases retried now, or archived
+        once out of retries."""
+        res = self.x.run(self.b.expired(Q, 10))
+        for id, value in res.tasks:
+            if value is None or value[:1] != b"a":
+                self.x.run(self.b.drop(Q, id))
+                continue
+            token = value[1:9]
+            msg = codec.decode(message_of(value))
+            failed = msg.with_(last_error="lease expired", last_failed_at_ms=res.now_ms)
+            try:
+                if "|" in id and (msg.workers is not None or msg.runs > 1):  # a run: another worker takes its place
+                    self.x.run(self.b.run_end(Q, id.rpartition("|")[0], msg, "e", run=id, token=token, recover=True,
+                                              failed=failed))
+                elif failed.retried >= failed.max_retry:
+                    self.x.run(self.b.archive(Q, id, token, failed, 10_000, 3_600_000, recover=True))
+                else:
+                    self.x.run(self.b.retry(Q, id, token, failed.with_(retried=failed.retried + 1), 0, recover=True))
+            except (LeaseLostError, TaskNotFoundError):
+                pass
+        self.trace.append(f"recover -> {[i for i, _ in res.tasks]}")
+
+    def forward(self, gate: bool) -> None:
+        """The forwarder: due tasks to pending, due keyed ones through their key's gate (or not
+        yet: the forwarder died between its two scripts; the next pass finds them again)."""
+        before = self.states()
+        res = self.x.run(self.b.forward(Q, 100))
+        if res.keyed and gate:
+            run_plan(self.x, gate_due(self.b, Q, res.keyed))
+        after = self.states()
+        for id, s in after.items():
+            if before[id] == "s" and s in "pb" and self.known[id].key:
+                self.admit(id)
+        self.trace.append(f"forward gate={gate} -> {res.keyed}")
+
+    def propagate(self, crash_at: int) -> None:
+        """The propagator's pass (flows.propagate), or one that dies after ``crash_at`` round trips."""
+        plan = flows.propagate(self.b, Q)
+        step = 0
+        try:
+            calls = next(plan)
+            while True:
+                if crash_at and step == crash_at:
+                    plan.close()
+                    break
+                calls = plan.send(self.x.run_many(calls))
+                step += 1
+        except StopIteration:
+            pass
+        self.trace.append(f"propagate crash_at={crash_at}")
+
+    # -- operators -----------------------------------------------------------------------------
+
+    def pick_target(self, data: st.DataObject, verb: str) -> str:
+        """Mostly a task the verb applies to, and among those, often one where features meet: a
+        parent with a child waiting on it, or a key's holder; sometimes any task."""
+        states = self.states()
+        fits = [i for i, s in states.items() if s in VERB_STATES[verb]]
+        if not fits or not data.draw(st.integers(0, 3)):
+            return data.draw(st.sampled_from(sorted(self.known)))
+        waited_on = {p for i, k in self.known.items() if states[i] == "w" for p in k.parents}
+        held = {v.decode() for v in self.r.hvals(K.keyheld)}
+        running = {r.rpartition("|")[0] for r in self.running if "|" in r}  # targeted tasks with a run going on
+        pools = [p for p in ([i for i in fits if i in waited_on], [i for i in fits if i in held],
+                             [i for i in fits if i in running]) if p]
+        pools = pools * 3 + [fits]
+        if verb == "resubmit" and running & set(fits):
+            pools = [sorted(running & set(fits))]
+        return data.draw(st.sampled_from(data.draw(st.sampled_from(pools))))
+
+    def operator(self, data: st.DataObject, verb: str) -> None:
+        id = self.pick_target(data, verb)
+        before = self.state(id)
+        try:
+            if verb == "resubmit":  # delete a targeted task, enqueue it again under its id
+                if id not in self.targeted:
+                    return
+                for w in WORKERS:  # a worker takes a run of it first (if its limit and its record allow)
+                    if not any(r.startswith(id + "|") for r in self.running):
+                        self.dequeue(1, w)
+                self.insp.delete_task(Q, id)
+                self.trace.append(f"resubmit {id}: deleted; runs going on: {[r for r in self.running if r.startswith(id + '|')]}")
+                self.enqueue_targeted(data, id)
+                for run in [r for r in self.running if r.startswith(id + "|")]:
+                    if data.draw(st.booleans()):  # the old task's run ends now, after the new task is stored
+                        self.finish_one(run, data.draw(st.sampled_from(["done", "retry", "snooze"])), data)
+                return
+            if verb == "cancel":
+                self.insp.cancel(id, Q)
+            elif verb == "edit":
+                self.insp.edit_task(Q, id, process_in=data.draw(st.sampled_from([0, 2])))
+            else:
+                getattr(self.insp, f"{verb}_task")(Q, id)
+        except (TaskStateError, TaskNotFoundError, InvalidArgumentError) as exc:
+            self.trace.append(f"{verb} {id} ({before}) refused: {type(exc).__name__}")
+            return
+        after = self.state(id)
+        if verb in ("run", "resubmit"):
+            self.forced.add(id)
+            if self.known[id].key and after in "pb":
+                self.admit(id)
+        self.trace.append(f"{verb} {id} ({before} -> {after})")
+
+    def set_limit(self, concurrency: int) -> None:
+        if concurrency:
+            self.insp.set_limits(Q, concurrency=concurrency)
+        else:
+            self.insp.clear_limits(Q)
+        self.limit = concurrency
+        # a held-back worker learns of a raised limit at its next poll (LIMIT_WAIT_MS): set_limits
+        # leaves no wake token, so the model does not hold it to be woken at once
+        self.held_back = False
+        self.trace.append(f"limit {concurrency}")
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    @invariant()
+    def checks(self) -> None:
+        """After every step: nothing stranded (children, keys, locks, slots, held-back workers)."""
+        self.nothing_stranded()
+        self.keys_held_by_live_tasks()
+        self.locks_held_by_live_tasks()
+        self.slots_held_by_running_tasks()
+        self.a_held_back_worker_is_woken()
+
+    def nothing_stranded(self) -> None:
+        """A waiting child is never stranded: each parent that ended has its end in the child's
+        record or on its way (an outbox entry the propagator delivers); a child whose record says it
+        can go (every parent ended, or one failed under ``cancel``) still waits only while an end is
+        in the outbox (a propagator died between its resolve and the child's release)."""
+        if not self.known:
+            return
+        states = self.states()
+        outbox = {f[b"p"].decode() for _, f in self.r.xrange(K.outbox)}
+        for id, k in self.known.items():
+            if states[id] != "w" or not k.parents:
+                continue
+            rec = self.x.run(self.b.deps(Q, id))
+            assert rec is not None, (f"child {id} waits with no record", self.trace[-12:])
+            for pe in rec.parents:
+                if pe.state == "waiting" and self.state(pe.id) in ENDED:
+                    assert pe.id in outbox, (f"child {id} waits on {pe.id}, which ended ({self.state(pe.id)}); "
+                                             "its end is neither in the child's record nor on its way",
+                                             self.trace[-12:])
+            failed = any(pe.state in ("archived", "deleted") for pe in rec.parents)
+            if rec.outstanding == 0 or (failed and rec.policy == "cancel"):
+                assert outbox & set(k.parents), (f"child {id} still waits, though its record says it can go",
+                                                 rec, self.trace[-12:])
+
+    def keys_held_by_live_tasks(self) -> None:
+        if not self.known:
+            return
+        states = self.states()
+        held = {k.decode(): v.decode() for k, v in self.r.hgetall(K.keyheld).items()}
+        for key, holder in held.items():
+            assert states.get(holder, self.state(holder)) in "pasr", \
+                (f"key {key} held by {holder}, which is {states.get(holder, '-')}", self.trace[-12:])
+        for key in KEYS:
+            busy = [i for i, s in states.items() if s in "par" and self.known[i].key == key]
+            assert len(busy) <= 1 and all(held.get(key) == i for i in busy), \
+                (f"key {key} busy: {busy} pending, active or in retry; held by {held.get(key)}", self.trace[-12:])
+        for i, s in states.items():
+            if s == "b":
+                assert self.known[i].key in held, (f"{i} blocked behind a key nobody holds", self.trace[-12:])
+
+    def locks_held_by_live_tasks(self) -> None:
+        for lock in self.r.scan_iter(match=K.lock("*")):
+            owner = self.r.get(lock)
+            if owner is None:
+                continue
+            assert self.state(owner.decode()) in LIVE, (f"lock {lock!r} held by {owner!r}, which has ended",
+                                                        self.trace[-12:])
+
+    def slots_held_by_running_tasks(self) -> None:
+        for member in self.r.zrange(K.lease, 0, -1):
+            id = member.decode()
+            if "|" in id:  # a targeted task's run
+                continue
+            assert self.state(id) == "a", (f"a lease (a slot) on {id}, which is {self.state(id)}", self.trace[-12:])
+
+    def a_held_back_worker_is_woken(self) -> None:
+        if not (self.held_back and self.limit):
+            return
+        if self.r.exists(K.paused) or self.r.zcard(K.lease) >= self.limit:
+            return
+        pending = self.r.llen(K.pending) + self.r.zcard(K.prio)
+        if pending:
+            assert self.r.llen(K.wake) > 0, ("a slot is free and tasks are pending, but no worker is woken",
+                                             self.trace[-12:])
+
+
+EXAMPLES = int(os.environ.get("ASYNQPY_MODEL_EXAMPLES", "40"))
+STEPS = int(os.environ.get("ASYNQPY_MODEL_STEPS", "40"))
+SHRINK = os.environ.get("ASYNQPY_MODEL_SHRINK", "1") == "1"  # the mutant runs only need a failure, not its shortest form
+SETTINGS = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True,
+                    database=None, suppress_health_check=list(HealthCheck),
+                    phases=list(Phase) if SHRINK else [Phase.explicit, Phase.reuse, Phase.generate])
+
+
+def run_model(factory: Any, settings_: settings = SETTINGS) -> None:
+    """Run the cross-feature model on the Redis that ``factory()`` connects to."""
+    CrossMachine.redis_factory = staticmethod(factory)
+    run_state_machine_as_test(CrossMachine, settings=settings_)
+
+
+def test_model_on_fakeredis() -> None:
+    run_model(lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_model_on_redis_server(redis_url: str) -> None:
+    run_model(lambda: redis.Redis.from_url(redis_url))
+
