@@ -71,6 +71,11 @@ def test_master_killed_mid_load(wait_replicas: int, recorder: redis.Redis, recor
         deadline = time.monotonic() + 30
         while len(acked[victim]) < N // 9 and time.monotonic() < deadline:
             time.sleep(0.01)
+        # the workers are serving every queue before the kill (on a busy machine their processes
+        # start late: a kill before then would find nothing of the other queues running to measure)
+        while time.monotonic() < deadline and not all(
+                _ends_between(recorder, set(acked[q]), 0, time.time() + 1) for q in QUEUES):
+            time.sleep(0.05)
         ins = Inspector(cluster.url)
         at_kill = ins.stats(victim)
         ins.close()
