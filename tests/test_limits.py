@@ -15,7 +15,10 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task
+from asynqpy.core.broker import Broker
+from asynqpy.core.keys import queue_keys
 from asynqpy.core.limits import QueueLimits, parse_rate
+from asynqpy.redisio.executor import SyncExecutor
 
 Q = "lq"
 
@@ -75,6 +78,26 @@ def test_concurrency_holds_across_workers(backend: Any) -> None:
 
     asyncio.run(main())
     assert state["max"] == 3
+
+
+def test_changing_the_limits_wakes_a_held_back_worker(backend: Any) -> None:
+    """A worker held back by the concurrency limit blocks on the queue's wake list: raising or
+    clearing the limit leaves a wake token (when tasks are pending), so it learns of the new limit
+    at once rather than at its next poll."""
+    k = queue_keys(Q)
+    with Inspector(backend.sync) as insp, Client(backend.sync) as c:
+        insp.set_limits(Q, concurrency=1)
+        c.enqueue_many([("work", i) for i in range(3)], queue=Q)
+        ex = SyncExecutor(backend.sync)
+        assert len(ex.run(Broker().dequeue(Q, 3, 60_000, "deadbeef")).tasks) == 1
+        held = ex.run(Broker().dequeue(Q, 3, 60_000, "deadbeef"))
+        assert held.tasks == [] and held.slot_bound
+        backend.sync.delete(k.wake)
+        insp.set_limits(Q, concurrency=2)
+        assert backend.sync.llen(k.wake) == 1
+        backend.sync.delete(k.wake)
+        insp.clear_limits(Q)
+        assert backend.sync.llen(k.wake) == 1
 
 
 def test_rate_never_exceeds_the_bucket(backend: Any) -> None:

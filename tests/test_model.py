@@ -610,8 +610,8 @@ class CrossMachine(RuleBasedStateMachine):
         else:
             self.insp.clear_limits(Q)
         self.limit = concurrency
-        # a held-back worker learns of a raised limit at its next poll (LIMIT_WAIT_MS): set_limits
-        # leaves no wake token, so the model does not hold it to be woken at once
+        # set_limits and clear_limits leave a wake token when tasks are pending (tests/test_limits.py
+        # checks it); the model starts its held-back bookkeeping afresh at a limit change
         self.held_back = False
         self.trace.append(f"limit {concurrency}")
 

@@ -89,7 +89,9 @@ class InspectorPlans:
     @planned
     def clear_limits(self, queue: str) -> Steps[None]:
         """Remove every limit of the queue."""
-        yield _limits.clear_call(queue)
+        for r in (yield _limits.clear_calls(queue)):
+            if isinstance(r, Exception):
+                raise r
 
     @planned
     def limits(self, queue: str) -> Steps[QueueLimits]:

@@ -72,12 +72,21 @@ def set_calls(queue: str, concurrency: int | None, rate: Any, burst: int | None)
     calls: list[Call[Any]] = [Call(lambda r: r, command=("HSET", k.conf, *[x for kv in fields.items() for x in kv]))]
     if rate is not None or burst is not None:
         calls.append(Call(lambda r: r, command=("HDEL", k.conf, "tokens", "ts")))  # a fresh, full bucket
+    calls.append(rewake_call(queue))
     return calls
 
 
-def clear_call(queue: str) -> Call[Any]:
-    """The command removing every limit of the queue."""
-    return Call(lambda r: r, command=("HDEL", queue_keys(queue).conf, "concurrency", "rate", "burst", "tokens", "ts"))
+def rewake_call(queue: str) -> Call[Any]:
+    """A wake token for the queue if it has pending tasks: a worker its old limits held back
+    learns the new ones now, not at its next poll (up to 1 s later)."""
+    k = queue_keys(queue)
+    return script_call("rewake", int, pending=k.pending, wake=k.wake, prio=k.prio)
+
+
+def clear_calls(queue: str) -> list[Call[Any]]:
+    """The commands removing every limit of the queue (and waking a worker they held back)."""
+    return [Call(lambda r: r, command=("HDEL", queue_keys(queue).conf, "concurrency", "rate", "burst", "tokens", "ts")),
+            rewake_call(queue)]
 
 
 def get_call(queue: str) -> Call[QueueLimits]:
