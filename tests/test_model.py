@@ -99,7 +99,8 @@ class Known:
 
 @dataclass
 class Run:
-    """A task a worker holds: the lease token it got and when that lease ends."""
+    """A task a worker holds: the lease token it got and when that lease ends (``deadline``; an
+    operator's cancel ends it at once: see :meth:`CrossMachine.cancel`)."""
 
     token: str
     deadline: int
@@ -371,7 +372,7 @@ class CrossMachine(RuleBasedStateMachine):
             if id not in self.running:
                 continue
             if how == "cancel" and "|" not in id:  # an operator cancels it
-                self.insp.cancel(id, Q)
+                self.cancel(id)
                 self.trace.append(f"cancel {id} (a -> {self.state(id)})")
             else:
                 self.finish_one(id, how, data)
@@ -589,7 +590,7 @@ class CrossMachine(RuleBasedStateMachine):
                         self.finish_one(run, data.draw(st.sampled_from(["done", "retry", "snooze"])), data)
                 return
             if verb == "cancel":
-                self.insp.cancel(id, Q)
+                self.cancel(id)
             elif verb == "edit":
                 self.insp.edit_task(Q, id, process_in=data.draw(st.sampled_from([0, 2])))
             else:
@@ -604,6 +605,16 @@ class CrossMachine(RuleBasedStateMachine):
                 self.admit(id)
         self.trace.append(f"{verb} {id} ({before} -> {after})")
 
+    def cancel(self, id: str) -> None:
+        """An operator cancels a running task (cancel-17): it is archived and its lease ends now
+        (the lease entry and the token in its record are gone), so an operator's ``run_task`` may
+        hand it to a worker again at once. The cancelled run stays in ``running``: its worker still
+        writes its outcome, which the token check must refuse."""
+        self.insp.cancel(id, Q)
+        run = self.running.get(id)
+        if run is not None:
+            run.deadline = min(run.deadline, self.clock.now_ms())
+
     def set_limit(self, concurrency: int) -> None:
         if concurrency:
             self.insp.set_limits(Q, concurrency=concurrency)
@@ -611,8 +622,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.insp.clear_limits(Q)
         self.limit = concurrency
         # set_limits and clear_limits leave a wake token when tasks are pending (tests/test_limits.py
-        # checks it); the model starts its held-back bookkeeping afresh at a limit change
-        self.held_back = False
+        # checks it): a worker held back before the change is still held to be woken
         self.trace.append(f"limit {concurrency}")
 
     # -- invariants ----------------------------------------------------------------------------
