@@ -95,6 +95,7 @@ class Known:
     key: str = ""
     parents: list[str] = field(default_factory=list)
     policy: str = "cancel"
+    incarnations: dict[str, int] = field(default_factory=dict)  # a targeted parent: its incarnation then
 
 
 @dataclass
@@ -161,6 +162,16 @@ class CrossMachine(RuleBasedStateMachine):
         order = self.admitted.setdefault(self.known[id].key, [])
         if id not in order:
             order.append(id)
+
+    def incarnations(self, parents: list[str]) -> dict[str, int]:
+        """The incarnation of each targeted parent when a child is enqueued after it."""
+        return {p: self.targeted[p] for p in parents if p in self.targeted}
+
+    def parent_ended(self, k: Known, p: str, states: dict[str, str]) -> bool:
+        """Whether the parent ``p`` of a child (``k``) has ended: it is completed, archived or gone,
+        or it was an ended targeted task whose id a new targeted task took since (its incarnation
+        changed: enqueue_targeted reuses only ids of ended tasks)."""
+        return states.get(p, "-") in ENDED or (p in k.incarnations and self.targeted[p] != k.incarnations[p])
 
     def ids_in(self, states: str) -> list[str]:
         return sorted(i for i, s in self.states().items() if s in states)
@@ -289,7 +300,7 @@ class CrossMachine(RuleBasedStateMachine):
                                        on_parent_failure=policy, max_retry=1)
         except (TaskNotFoundError, InvalidArgumentError):
             return  # a parent gone (ended without retention), grouped or targeted: nothing stored
-        self.known[id] = Known(parents=parents, policy=policy)
+        self.known[id] = Known(parents=parents, policy=policy, incarnations=self.incarnations(parents))
         self.trace.append(f"child {id} after={parents} {policy} -> {info.state.value}")
 
     def enqueue_debounced(self, payload: int) -> None:
@@ -338,7 +349,7 @@ class CrossMachine(RuleBasedStateMachine):
         plan.close()
         if isinstance(first[0], Exception):
             return
-        self.known[id] = Known(parents=[parent], policy=policy)
+        self.known[id] = Known(parents=[parent], policy=policy, incarnations=self.incarnations([parent]))
         again = self.x.run_many(calls)[0]
         now = self.state(id)
         expect = {"p": TaskState.PENDING, "w": TaskState.WAITING, "x": TaskState.ARCHIVED,
@@ -397,7 +408,7 @@ class CrossMachine(RuleBasedStateMachine):
                 assert all(states.get(e, "-") in ENDED for e in before), \
                     (f"{id} overtook on key {k.key}", {e: states.get(e) for e in before})
             if k and k.parents and id not in self.forced:
-                assert all(states.get(p, "-") in ENDED for p in k.parents), \
+                assert all(self.parent_ended(k, p, states) for p in k.parents), \
                     (f"child {id} runs before its parents ended", {p: states.get(p) for p in k.parents})
             self.activated.add(id)
             self.running[id] = Run(token, now + LEASE_MS, raw, self.targeted.get(id.rpartition("|")[0], 0))
