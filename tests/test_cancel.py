@@ -1,6 +1,7 @@
 """Cancelling a running task end to end: Inspector.cancel archives it atomically and announces it;
 the worker cancels the handler at once (pub/sub), or at its next lease renewal if it missed the
-message; nothing the worker does afterwards reaches Redis."""
+message; nothing the worker does afterwards reaches Redis. At the script level: the cancel ends
+the lease at once, so an operator's run_task may hand the task to a worker again."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ import pytest
 import redis
 from helpers import serving, start_worker, until, wait_sync
 
-from asynqpy import Client, Inspector, ServeMux, Task, TaskState
+from asynqpy import Client, FakeClock, Inspector, ServeMux, Task, TaskState
+from asynqpy.core import codec
+from asynqpy.core.broker import Broker
+from asynqpy.core.errors import LeaseLostError
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.canceller import Canceller
 
 REASON = "cancelled by an operator"
@@ -160,3 +166,37 @@ def test_cancel_in_a_worker_process(redis_url: str) -> None:
             w.kill()
             w.wait()
             raise
+
+
+def test_a_cancelled_run_ends_its_lease_so_run_task_may_hand_it_out_again(backend: Any) -> None:
+    """An operator's cancel ends the run's lease at once (cancel-17 removes the lease entry and
+    the token from the record, freeing its concurrency slot), so ``run_task`` makes the task
+    pending and a worker may take it again while the cancelled handler's 30 s lease has not
+    run out: that is two hand-outs by design, not a task run twice under a live lease. The
+    cancelled worker's late write is refused by the token check and changes nothing of the new
+    run. (The cross-feature model, tests/test_model.py, held the cancelled run's lease as live;
+    its shortest failing sequence was this one.)"""
+    q = "cancelrun"
+    k = queue_keys(q)
+    clock = FakeClock(1_740_866_400_000)
+    b = Broker(clock)
+    x = SyncExecutor(backend.sync)
+    with Client(backend.sync, clock=clock) as client, Inspector(backend.sync, clock=clock) as insp:
+        x.run(b.register_queues([q]))
+        insp.set_limits(q, concurrency=1)
+        id = client.enqueue("t", 1, queue=q, task_id="t11", max_retry=1).id
+        first = x.run(b.dequeue(q, 1, 30_000, "w0000001"))
+        assert [i for i, _ in first.tasks] == [id]
+        assert insp.cancel(id, q).state is TaskState.ARCHIVED
+        assert backend.sync.zcard(k.lease) == 0  # the lease (the slot) ended with the cancel
+        insp.run_task(q, id)
+        again = x.run(b.dequeue(q, 1, 30_000, "w0000002"))  # same instant: the first lease's 30 s not over
+        assert [i for i, _ in again.tasks] == [id] and not again.slot_bound
+        msg = codec.decode(first.tasks[0][1])
+        with pytest.raises(LeaseLostError):  # the cancelled worker's late write
+            x.run(b.done(q, id, "w0000001", msg))
+        v = backend.sync.hget(k.tasks, id)
+        assert v[:1] == b"a" and v[1:9] == b"w0000002"  # the new run holds it, untouched
+        assert [m.decode() for m in backend.sync.zrange(k.lease, 0, -1)] == [id]
+        x.run(b.done(q, id, "w0000002", msg))
+        assert backend.sync.hget(k.tasks, id) is None and backend.sync.zcard(k.lease) == 0

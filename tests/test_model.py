@@ -95,11 +95,13 @@ class Known:
     key: str = ""
     parents: list[str] = field(default_factory=list)
     policy: str = "cancel"
+    incarnations: dict[str, int] = field(default_factory=dict)  # a targeted parent: its incarnation then
 
 
 @dataclass
 class Run:
-    """A task a worker holds: the lease token it got and when that lease ends."""
+    """A task a worker holds: the lease token it got and when that lease ends (``deadline``; an
+    operator's cancel ends it at once: see :meth:`CrossMachine.cancel`)."""
 
     token: str
     deadline: int
@@ -160,6 +162,16 @@ class CrossMachine(RuleBasedStateMachine):
         order = self.admitted.setdefault(self.known[id].key, [])
         if id not in order:
             order.append(id)
+
+    def incarnations(self, parents: list[str]) -> dict[str, int]:
+        """The incarnation of each targeted parent when a child is enqueued after it."""
+        return {p: self.targeted[p] for p in parents if p in self.targeted}
+
+    def parent_ended(self, k: Known, p: str, states: dict[str, str]) -> bool:
+        """Whether the parent ``p`` of a child (``k``) has ended: it is completed, archived or gone,
+        or it was an ended targeted task whose id a new targeted task took since (its incarnation
+        changed: enqueue_targeted reuses only ids of ended tasks)."""
+        return states.get(p, "-") in ENDED or (p in k.incarnations and self.targeted[p] != k.incarnations[p])
 
     def ids_in(self, states: str) -> list[str]:
         return sorted(i for i, s in self.states().items() if s in states)
@@ -288,7 +300,7 @@ class CrossMachine(RuleBasedStateMachine):
                                        on_parent_failure=policy, max_retry=1)
         except (TaskNotFoundError, InvalidArgumentError):
             return  # a parent gone (ended without retention), grouped or targeted: nothing stored
-        self.known[id] = Known(parents=parents, policy=policy)
+        self.known[id] = Known(parents=parents, policy=policy, incarnations=self.incarnations(parents))
         self.trace.append(f"child {id} after={parents} {policy} -> {info.state.value}")
 
     def enqueue_debounced(self, payload: int) -> None:
@@ -337,7 +349,7 @@ class CrossMachine(RuleBasedStateMachine):
         plan.close()
         if isinstance(first[0], Exception):
             return
-        self.known[id] = Known(parents=[parent], policy=policy)
+        self.known[id] = Known(parents=[parent], policy=policy, incarnations=self.incarnations([parent]))
         again = self.x.run_many(calls)[0]
         now = self.state(id)
         expect = {"p": TaskState.PENDING, "w": TaskState.WAITING, "x": TaskState.ARCHIVED,
@@ -371,7 +383,7 @@ class CrossMachine(RuleBasedStateMachine):
             if id not in self.running:
                 continue
             if how == "cancel" and "|" not in id:  # an operator cancels it
-                self.insp.cancel(id, Q)
+                self.cancel(id)
                 self.trace.append(f"cancel {id} (a -> {self.state(id)})")
             else:
                 self.finish_one(id, how, data)
@@ -396,7 +408,7 @@ class CrossMachine(RuleBasedStateMachine):
                 assert all(states.get(e, "-") in ENDED for e in before), \
                     (f"{id} overtook on key {k.key}", {e: states.get(e) for e in before})
             if k and k.parents and id not in self.forced:
-                assert all(states.get(p, "-") in ENDED for p in k.parents), \
+                assert all(self.parent_ended(k, p, states) for p in k.parents), \
                     (f"child {id} runs before its parents ended", {p: states.get(p) for p in k.parents})
             self.activated.add(id)
             self.running[id] = Run(token, now + LEASE_MS, raw, self.targeted.get(id.rpartition("|")[0], 0))
@@ -589,7 +601,7 @@ class CrossMachine(RuleBasedStateMachine):
                         self.finish_one(run, data.draw(st.sampled_from(["done", "retry", "snooze"])), data)
                 return
             if verb == "cancel":
-                self.insp.cancel(id, Q)
+                self.cancel(id)
             elif verb == "edit":
                 self.insp.edit_task(Q, id, process_in=data.draw(st.sampled_from([0, 2])))
             else:
@@ -604,6 +616,16 @@ class CrossMachine(RuleBasedStateMachine):
                 self.admit(id)
         self.trace.append(f"{verb} {id} ({before} -> {after})")
 
+    def cancel(self, id: str) -> None:
+        """An operator cancels a running task (cancel-17): it is archived and its lease ends now
+        (the lease entry and the token in its record are gone), so an operator's ``run_task`` may
+        hand it to a worker again at once. The cancelled run stays in ``running``: its worker still
+        writes its outcome, which the token check must refuse."""
+        self.insp.cancel(id, Q)
+        run = self.running.get(id)
+        if run is not None:
+            run.deadline = min(run.deadline, self.clock.now_ms())
+
     def set_limit(self, concurrency: int) -> None:
         if concurrency:
             self.insp.set_limits(Q, concurrency=concurrency)
@@ -611,8 +633,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.insp.clear_limits(Q)
         self.limit = concurrency
         # set_limits and clear_limits leave a wake token when tasks are pending (tests/test_limits.py
-        # checks it); the model starts its held-back bookkeeping afresh at a limit change
-        self.held_back = False
+        # checks it): a worker held back before the change is still held to be woken
         self.trace.append(f"limit {concurrency}")
 
     # -- invariants ----------------------------------------------------------------------------
