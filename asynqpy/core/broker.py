@@ -666,7 +666,7 @@ class Broker:
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
                 result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-18.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
         ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
@@ -690,7 +690,8 @@ class Broker:
 
         return script_call(
             "run_end", parse,
-            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake"),
+            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake pending"
+                    " prio"),
             processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
             kept=q.ran(task_id), targets=[*index, *wakes],
             run=id_arg(run) if run else "", token=token, outcome=outcome, task=id_arg(task_id),

@@ -247,7 +247,7 @@ class QueueKeys:
     def ran(self, id: str) -> str:
         """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
         result (tasks with retention), and '' -> the final record once it completed with
-        retention (kept as long) or was archived (lua/run_end-16.lua). An id that is not text (read
+        retention (kept as long) or was archived (lua/run_end-18.lua). An id that is not text (read
         back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
         try:
             id.encode()
