@@ -8,8 +8,8 @@ its last step by another once the lease has expired.
          sweep under way and the last ended less than an interval ago -> {0, ms until due};
          else (due, or under way with no live holder) the caller takes the lease, a due sweep
          starts with every part at cursor '0' -> {1, lease, part1, cursor1, ...}
-  save   (ARGV[5] 'save'): the caller's step is done and ARGV[6..] names the parts left with
-         their next cursors. The lease is no longer the caller's -> {0, ms until it ends};
+  save   (ARGV[5] 'save'): the caller's steps are done (it saves about once a second, and when
+         its sweep ends) and ARGV[6..] names the parts left with their next cursors. The lease is no longer the caller's -> {0, ms until it ends};
          parts left -> stored, lease renewed -> {1, lease}; none left -> the sweep ends ('last'
          = now, lease released) -> {2, interval}
 The hash expires 3 intervals (plus a lease) after the last call: a queue nobody serves leaves
@@ -59,10 +59,12 @@ if ARGV[5] == 'save' then
     redis.call('HSET', KEYS[1], 'last', now)
     return keep({2, interval})
   end
+  local fields = {'owner', ARGV[1], 'until', now + lease}
   for i = 6, #ARGV, 2 do
-    redis.call('HSET', KEYS[1], 'c:' .. ARGV[i], ARGV[i + 1])
+    fields[#fields + 1] = 'c:' .. ARGV[i]
+    fields[#fields + 1] = ARGV[i + 1]
   end
-  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'until', now + lease)
+  redis.call('HSET', KEYS[1], unpack(fields))
   return keep({1, lease})
 end
 local out = {1, lease}

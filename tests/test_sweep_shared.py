@@ -35,7 +35,7 @@ def _janitors(backend: Any, clock: FakeClock, n: int) -> tuple[list[Janitor], li
     """``n`` janitors (as many workers), each on its own connection; counts[i]: the reconcile
     steps janitor i called."""
     params = replace(JanitorParams.of(ServerOptions(queues={Q: 1}, reconcile_interval=60).validate()),
-                     sweep_step=50, sweep_lease=5.0)
+                     sweep_step=50, sweep_lease=5.0, sweep_save=0.0)  # cursors stored at each step
     counts = [0] * n
     janitors, conns = [], []
     for i in range(n):

@@ -39,9 +39,10 @@ STEP_PAUSE = 0.01
 @dataclass(frozen=True)
 class JanitorParams:
     """What the janitor reads: the queues, its longest sleep, the archive's limits, how often the
-    consistency sweep runs (0 = never), batch sizes, and the longest lease on a queue's sweep (a
+    consistency sweep runs (0 = never), batch sizes, the longest lease on a queue's sweep (a
     holder that stops taking steps leaves it to another after this long; at most the interval,
-    at least a second)."""
+    at least a second) and how often its holder stores its cursors and renews it (at least
+    three times a lease; a successor redoes the steps since: they are idempotent)."""
 
     queues: tuple[str, ...]
     interval: float
@@ -51,6 +52,7 @@ class JanitorParams:
     batch: int = 100
     sweep_step: int = 200
     sweep_lease: float = 30.0
+    sweep_save: float = 1.0
 
     @classmethod
     def of(cls, o: ServerOptions) -> JanitorParams:
@@ -65,6 +67,7 @@ class Janitor:
         self.owner = secrets.token_hex(8)  # this janitor's name on the sweep leases it holds
         self._held: dict[str, dict[str, str]] = {}  # queue whose sweep lease we hold -> part -> cursor
         self._due: dict[str, float] = {}  # queue -> loop time its sweep lease is next asked for
+        self._saved: dict[str, float] = {}  # queue whose sweep lease we hold -> loop time of its last store
         self._next_clean = 0.0  # loop time expire and trim are next due
         self.steps = 0  # sweep steps taken (one per queue held per pass): for tests and benchmarks
 
@@ -93,6 +96,7 @@ class Janitor:
                     self._due[q] = now + min(5.0, p.reconcile_interval)
                 elif lease.code == 1:
                     self._held[q] = {k: v for k, v in lease.cursors.items() if k in PARTS}
+                    self._saved[q] = now
                 else:
                     self._due[q] = now + lease.ms / 1000
         if self._held:
@@ -103,7 +107,8 @@ class Janitor:
         return max(0.0, min((self._due.get(q, now) for q in p.queues), default=now) - now)
 
     async def _step(self) -> None:
-        """One step of each held sweep, then its cursors stored (and its lease renewed)."""
+        """One step of each held sweep; its cursors stored (and its lease renewed) when it ended or
+        ``sweep_save`` seconds after the last store."""
         ctx, p = self.ctx, self.p
         held = self._held
         for q, cursors in held.items():  # keys held by tasks that ended
@@ -145,10 +150,15 @@ class Janitor:
                 held[q][kind] = cursor
         self.steps += len(held)
         lease_ms, interval_ms = self._lease_ms()
-        queues = list(held)
+        now = asyncio.get_running_loop().time()
+        every = min(p.sweep_save, lease_ms / 3000)
+        queues = [q for q in held if not held[q] or now - self._saved[q] >= every]  # ended, or time to store
+        if not queues:
+            return
         saved = await ctx.exec.run_many([ctx.broker.sweep_save(q, self.owner, lease_ms, interval_ms, held[q])
                                          for q in queues])
-        now = asyncio.get_running_loop().time()
+        for q in queues:
+            self._saved[q] = now
         for q, lease in zip(queues, saved):
             if isinstance(lease, Exception):  # ask again soon: the lease is still ours for a while
                 ctx.health.failed(f"consistency sweep of queue {q}", lease)
