@@ -31,23 +31,31 @@ def _fill(r: Any) -> None:
     r.hset(K.sweep, "last", T0 - 60_000)  # the last sweep ended a minute ago: one is due
 
 
-def _janitors(backend: Any, clock: FakeClock, n: int) -> tuple[list[Janitor], list[int], list[Any]]:
+def _janitors(backend: Any, clock: FakeClock, n: int, save: float = 0.0,
+              saves: list[int] | None = None) -> tuple[list[Janitor], list[int], list[Any]]:
     """``n`` janitors (as many workers), each on its own connection; counts[i]: the reconcile
-    steps janitor i called."""
+    steps janitor i called (saves[i]: the stores of its cursors). ``save``: seconds between two
+    stores of the cursors (0: at each step)."""
     params = replace(JanitorParams.of(ServerOptions(queues={Q: 1}, reconcile_interval=60).validate()),
-                     sweep_step=50, sweep_lease=5.0, sweep_save=0.0)  # cursors stored at each step
+                     sweep_step=50, sweep_lease=5.0, sweep_save=save)
     counts = [0] * n
+    saves = [0] * n if saves is None else saves
     janitors, conns = [], []
     for i in range(n):
         conn = backend.new_async()
         ctx = Context(conn, clock)
-        reconcile = ctx.broker.reconcile
+        reconcile, sweep_save = ctx.broker.reconcile, ctx.broker.sweep_save
 
         def counted(*a: Any, _i: int = i, _f: Any = reconcile, **kw: Any) -> Any:
             counts[_i] += 1
             return _f(*a, **kw)
 
+        def saved(*a: Any, _i: int = i, _f: Any = sweep_save, **kw: Any) -> Any:
+            saves[_i] += 1
+            return _f(*a, **kw)
+
         ctx.broker.reconcile = counted  # type: ignore[method-assign]
+        ctx.broker.sweep_save = saved  # type: ignore[method-assign]
         janitors.append(Janitor(ctx, params))
         conns.append(conn)
     return janitors, counts, conns
@@ -134,7 +142,8 @@ def test_no_sweep_at_start_the_first_is_due_an_interval_after_the_queue_is_first
     r.delete(K.sweep)  # a queue never swept
 
     async def main() -> None:
-        (a,), counts, conns = _janitors(backend, clock, 1)
+        saves = [0]
+        (a,), counts, conns = _janitors(backend, clock, 1, save=1.0, saves=saves)
         try:
             assert await a.sweep_once() > 59 and counts == [0]  # recorded, not swept
             assert int(r.hget(K.sweep, "last")) == T0 and 0 < r.pttl(K.sweep) <= 3 * 60_000 + 5_000
@@ -143,6 +152,7 @@ def test_no_sweep_at_start_the_first_is_due_an_interval_after_the_queue_is_first
             while await a.sweep_once() < 1:
                 pass
             assert _repaired(r) and counts[0] >= 4
+            assert 1 <= saves[0] < counts[0]  # its cursors stored once a second and at the end, not per step
         finally:
             for conn in conns:
                 await conn.aclose()
