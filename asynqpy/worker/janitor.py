@@ -78,8 +78,9 @@ class Janitor:
     async def sweep_once(self) -> float:
         """Ask for the sweep lease of each queue whose sweep may be due, then take one step of the
         sweep of each queue whose lease this janitor holds: its tasks (reconcile), its watch,
-        children and deps hashes (entries of tasks that are gone) and its held keys, from the
-        cursors stored in Redis, and store the next ones. Returns seconds until the next step."""
+        children and deps hashes (entries of tasks that are gone) and its held keys, going on
+        from the cursors stored in Redis (stored again about once a second, and at the sweep's
+        end). Returns seconds until the next step, or until a lease is next worth asking for."""
         ctx, p = self.ctx, self.p
         if not p.reconcile_interval:
             return float("inf")
