@@ -69,7 +69,6 @@ class Janitor:
         self._due: dict[str, float] = {}  # queue -> loop time its sweep lease is next asked for
         self._saved: dict[str, float] = {}  # queue whose sweep lease we hold -> loop time of its last store
         self._next_clean = 0.0  # loop time expire and trim are next due
-        self.steps = 0  # sweep steps taken (one per queue held per pass): for tests and benchmarks
 
     def _lease_ms(self) -> tuple[int, int]:
         interval = self.p.reconcile_interval
@@ -149,7 +148,6 @@ class Janitor:
                 del held[q][kind]
             else:
                 held[q][kind] = cursor
-        self.steps += len(held)
         lease_ms, interval_ms = self._lease_ms()
         now = asyncio.get_running_loop().time()
         every = min(p.sweep_save, lease_ms / 3000)
