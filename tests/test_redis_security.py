@@ -32,7 +32,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "proc_start", "proc_read",
                  "rules_take", "rules_push", "rules_dead", "rules_redrive"},
     "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
-               "drop", "expire", "trim", "reconcile", "rewake", "reply", "progress", "forget_gone", "cron_fire",
+               "drop", "expire", "trim", "reconcile", "sweep", "rewake", "reply", "progress", "forget_gone", "cron_fire",
                "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",
                "proc_read", "proc_commit"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",

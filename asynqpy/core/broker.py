@@ -198,6 +198,21 @@ class Expired:
 
 
 @dataclass(frozen=True)
+class SweepLease:
+    """A reply of lua/sweep-1.lua: ``code`` 1 = the caller holds the sweep's lease (``cursors``:
+    where to go on, after a claim), 0 = it does not (ask again in ``ms``), 2 = the sweep ended
+    (the next is due in ``ms``)."""
+
+    code: int
+    ms: int
+    cursors: dict[str, str]
+
+    @classmethod
+    def of(cls, r: list[Any]) -> SweepLease:
+        return cls(int(r[0]), int(r[1]), {_s(r[i]): _s(r[i + 1]) for i in range(2, len(r) - 1, 2)})
+
+
+@dataclass(frozen=True)
 class QueueStats:
     """Counts per state and counters of one queue, read atomically."""
 
@@ -920,6 +935,24 @@ class Broker:
         return script_call("reconcile", parse,
                            **_q(q, "tasks lease scheduled retry archived completed targeted waiting blocked"),
                            cursor=cursor, count=count, now=self.clock.script_now())
+
+    def sweep_claim(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
+                    parts: Sequence[str]) -> Call[SweepLease]:
+        """Ask for the lease of the queue's consistency sweep (lua/sweep-1.lua): granted when a
+        sweep is due (one ``interval_ms`` after the last ended; a queue never swept is recorded
+        now, its first sweep due an interval later) or under way with no live holder. The reply's
+        ``cursors`` (granted) say where to go on: the parts not done yet, each at its cursor."""
+        return script_call("sweep", SweepLease.of, sweep=queue_keys(queue).sweep, owner=owner, lease=lease_ms,
+                           interval=interval_ms, now=self.clock.script_now(), mode="claim", parts=list(parts))
+
+    def sweep_save(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
+                   cursors: Mapping[str, str]) -> Call[SweepLease]:
+        """Record a step of the queue's consistency sweep: the parts left, each at its next
+        cursor (none left: the sweep ended), and renew the lease; refused (code 0) when the lease
+        is another's now."""
+        flat = [x for kv in cursors.items() for x in kv]
+        return script_call("sweep", SweepLease.of, sweep=queue_keys(queue).sweep, owner=owner, lease=lease_ms,
+                           interval=interval_ms, now=self.clock.script_now(), mode="save", parts=flat)
 
     def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
         """One step of the sweep of the watch hash: forgets the waiters of tasks that are gone.

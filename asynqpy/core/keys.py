@@ -185,14 +185,15 @@ class QueueKeys:
     keyed serial execution (lua/includes/serial.lua): blocked (ZSET of tasks waiting behind their
     key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`);
     durable processes (lua/includes/process.lua): proc (HASH process id -> record), procs (ZSET
-    process id -> last change), hist (HASH '<process id>:<n>' -> event).
+    process id -> last change), hist (HASH '<process id>:<n>' -> event); sweep (HASH: the lease and
+    cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep-1.lua).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -235,6 +236,7 @@ class QueueKeys:
         self.proc = base + "proc"
         self.procs = base + "procs"
         self.hist = base + "hist"
+        self.sweep = base + "sweep"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""
