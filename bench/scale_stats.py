@@ -7,14 +7,17 @@ Starts its own redis-server on a free loopback port, creates 10, 100, 1 000 and 
 (--quick: up to 1 000), each with one pending task (every tenth queue also a scheduled one and
 paused), and at each size measures, best of 3:
 
-- ``stats``: :meth:`Inspector.all_queue_info` as ``asynqpy stats`` calls it (the queues and their
-  counts; the memory reading where the Inspector reads it by default);
-- ``stats+mem``: the same with ``memory=True`` (what ``asynqpy stats --memory`` reads);
+- ``info+mem``: :meth:`Inspector.all_queue_info` with the memory reading (the API's default);
+- ``info``: the same with ``memory=False``;
 - ``dash``: one refresh of the terminal dashboard (``Dash.read_all``: every queue's info and the
-  live servers).
+  live servers; the best of 3 refreshes in a row, the last one's commands: since this branch the
+  memory is read on the first only, every 30 s);
+- ``cli stats``: ``asynqpy stats`` as typed (through click's runner: the table rendered).
 
-For each: seconds, and the commands Redis ran (``INFO commandstats`` after ``CONFIG RESETSTAT``:
-script-internal commands included) in total and per queue, and the Redis µs per queue.
+For each: seconds (wall, and this process's CPU), the commands Redis ran per queue (``INFO
+commandstats`` after ``CONFIG RESETSTAT``: script-internal commands included) and the Redis µs
+per queue. On a loaded machine the wall time includes waiting for a CPU; the CPU and Redis µs
+columns say what the work is.
 ``rows(url, quick)`` is what ``bench/scale.py`` calls.
 """
 
@@ -51,17 +54,18 @@ def redis_work(r: redis.Redis) -> tuple[int, int]:
     return calls, usec
 
 
-def measure(r: redis.Redis, fn: Callable[[], Any], repeat: int = 3) -> tuple[float, int, int]:
-    """Best seconds of ``repeat`` runs of ``fn``, and the commands and Redis µs of the last one."""
-    best = float("inf")
+def measure(r: redis.Redis, fn: Callable[[], Any], repeat: int = 3) -> tuple[float, float, int, int]:
+    """Best seconds (wall, and this process's CPU) of ``repeat`` runs of ``fn``, and the commands
+    and Redis µs of the last one."""
+    best = cpu = float("inf")
     cmds = usec = 0
     for _ in range(repeat):
         r.config_resetstat()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best, cpu = min(best, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
         cmds, usec = redis_work(r)
-    return best, cmds, usec
+    return best, cpu, cmds, usec
 
 
 def fill(url: str, have: int, want: int) -> None:
@@ -76,15 +80,23 @@ def fill(url: str, have: int, want: int) -> None:
                 insp.pause(q)
 
 
-def _stats_call(insp: Inspector, memory: bool | None) -> Callable[[], Any]:
-    if memory is None:
-        return insp.all_queue_info
-    return lambda: insp.all_queue_info(memory=memory)
+def _cli_stats(url: str) -> Callable[[], Any]:
+    """``asynqpy stats`` as typed (table rendered to a string; output checked)."""
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main as cli
+
+    def run() -> None:
+        res = CliRunner().invoke(cli, ["stats", "--redis-url", url])
+        assert res.exit_code == 0, res.output
+
+    return run
 
 
 def rows(url: str, quick: bool) -> list[dict[str, object]]:
-    """One row per number of queues: seconds, commands and Redis µs of ``stats`` (as ``asynqpy
-    stats`` reads), ``stats`` with memory, and one dashboard refresh."""
+    """One row per number of queues: seconds, commands and Redis µs of ``all_queue_info`` (with
+    the memory reading: the API's default), without it, one dashboard refresh and ``asynqpy
+    stats`` as typed."""
     r = redis.Redis.from_url(url)
     out: list[dict[str, object]] = []
     have = 0
@@ -94,13 +106,14 @@ def rows(url: str, quick: bool) -> list[dict[str, object]]:
             fill(url, have, n)
             have = n
             row: dict[str, object] = {"queues": n}
-            for name, fn in (("stats", _stats_call(insp, None)), ("stats+mem", _stats_call(insp, True)),
-                             ("dash", dash.read_all)):
-                secs, cmds, usec = measure(r, fn)
-                row[f"{name} s"] = round(secs, 4)
-                row[f"{name} cmds"] = cmds
-                row[f"{name} cmds/queue"] = round(cmds / n, 1)
-                row[f"{name} Redis µs/queue"] = round(usec / n, 1)
+            for name, fn in (("info+mem", lambda: insp.all_queue_info(memory=True)),
+                             ("info", lambda: insp.all_queue_info(memory=False)),
+                             ("dash", dash.read_all), ("cli stats", _cli_stats(url))):
+                secs, cpu, cmds, usec = measure(r, fn)
+                row[f"{name} s"] = round(secs, 3)
+                row[f"{name} CPU s"] = round(cpu, 3)
+                row[f"{name} cmds/q"] = round(cmds / n, 1)
+                row[f"{name} Redis µs/q"] = round(usec / n, 1)
             out.append(row)
     r.close()
     return out
