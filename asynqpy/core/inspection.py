@@ -72,8 +72,8 @@ MAX_HISTORY_DAYS = 90
 MEMORY_SAMPLES = 5
 """MEMORY USAGE ... SAMPLES n: nested values sampled per key (bounded work on any size)."""
 STATS_BATCH = 100
-"""Queues per call of the stats script by :meth:`Plans.all_queue_info` (about 12 Redis commands a
-queue, 20 with the memory reading: a call keeps Redis about 1 ms)."""
+"""Queues per call of the stats script by :meth:`Plans.all_queue_info`: 12 to 14 Redis commands a
+queue (7 more with the memory reading), so that one call keeps Redis well under a few ms."""
 BATCH = 1000
 """Tasks per script call of a bulk operation (delete_all, run_all, archive_all)."""
 WINDOW = 10_000
