@@ -1,6 +1,6 @@
 --[[ stats: read one or more queues' counts per state, counters and oldest pending task, each queue
 in one atomic snapshot (read-only; O(1) per queue: LLEN/ZCARD/MGET, a look at the last few pending
-ids, and when asked a sampled MEMORY USAGE of seven keys). The Inspector reads up to 100 queues per
+ids, and when asked a sampled MEMORY USAGE of seven keys). The Inspector reads up to 50 queues per
 call (on a Cluster, queues of one slot: every key of a call in one slot).
 KEYS[1] pending   pending list
 KEYS[2] lease     lease zset
