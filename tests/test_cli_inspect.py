@@ -384,3 +384,31 @@ def test_events_command(redis_url: str) -> None:
     with Client(redis_url) as c:
         assert c.enqueue("mail", 2, queue="evq")  # nothing queued was lost to any of it
     assert Inspector(redis_url).queue_info("evq").size == 3
+
+
+def test_stats_writes_many_rows_as_plain_text_in_the_tables_layout() -> None:
+    """Past PLAIN_ROWS queues `asynqpy stats` writes the rows itself (rich lays out a table at
+    about 1 ms a row): the same characters as rich's table, in a terminal (bold header) or not,
+    with the memory column or not, names cut to the width or not."""
+    from datetime import datetime, timezone
+
+    from rich.console import Console
+
+    from asynqpy import QueueInfo
+    from asynqpy.cli.common import show
+    from asynqpy.cli.stats import PLAIN_ROWS, queue_table, show_queue_table
+
+    def info(i: int) -> QueueInfo:
+        n = (0, 1, 12, 12345, 10**7)[i % 5]
+        return QueueInfo(("q", "default", "a-very-long-queue-name-" * 3, "x.y:z")[i % 4] + str(i), n, n, i % 3, 0,
+                         1, 99999 * (i % 2), 0, i % 7 == 0, (0.0, 1.5, 125.0, 99999.0)[i % 4], 0, 0, 0, 0,
+                         (None, 123, 10**9)[i % 3], datetime.now(timezone.utc))
+
+    rows = [info(i) for i in range(PLAIN_ROWS + 3)]
+    for width, terminal, memory in ((80, False, False), (120, True, True), (200, False, True), (60, True, False)):
+        consoles = [Console(file=io.StringIO(), width=width, force_terminal=terminal, highlight=False,
+                            soft_wrap=False) for _ in range(2)]
+        show(consoles[0], queue_table(rows, width, memory))
+        show_queue_table(consoles[1], rows, memory)
+        rich_text, plain = (c.file.getvalue() for c in consoles)  # type: ignore[attr-defined]
+        assert plain == rich_text and plain.count("\n") == len(rows) + 1

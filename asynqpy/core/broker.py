@@ -18,6 +18,7 @@ import enum
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
@@ -256,6 +257,21 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
     return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
                       int(r[15]), int(r[16]), int(r[17]), int(r[18]))
+
+
+STATS_WIDTH = 20
+"""Values per queue in the stats script's reply (lua/stats-19.lua)."""
+
+
+def _snapshot(queue: str, r: list[Any]) -> Snapshot:
+    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None)
+
+
+def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
+    """The 19 keys of a queue the stats script reads, in the script's order (``day``: today)."""
+    return (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed, q.failed,
+            q.processed_on(day), q.failed_on(day), q.tasks, q.trimmed, q.aggregating, q.groups, q.prio, q.targeted,
+            q.waiting, q.blocked)
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -993,20 +1009,38 @@ class Broker:
 
     def stats(self, queue: str) -> Call[QueueStats]:
         """Counts per state and counters of a queue (one atomic read)."""
-        return self._stats_call(queue, lambda r: _queue_stats(queue, r))
+        return self._stats_call([queue], lambda r: _queue_stats(queue, r))
 
     def snapshot(self, queue: str) -> Call[Snapshot]:
         """:meth:`stats` plus the trimmed counter, Redis's time and the oldest pending task."""
-        return self._stats_call(
-            queue, lambda r: Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None))
+        return self._stats_call([queue], lambda r: _snapshot(queue, r))
 
-    def _stats_call(self, queue: str, parse: Callable[[Any], T]) -> Call[T]:
-        q = queue_keys(queue)
+    def snapshots(self, queues: Sequence[str], samples: int = 0) -> Call[list[tuple[Snapshot, int | None]]]:
+        """:meth:`snapshot` of each of ``queues`` (at least one; one script call: on a Cluster they
+        must share a slot) with, for ``samples`` > 0, its memory (MEMORY USAGE ... SAMPLES
+        ``samples`` of its tasks hash, pending list and state zsets; None when not asked or when
+        Redis refuses MEMORY)."""
+        names = list(queues)
+
+        def parse(r: list[Any]) -> list[tuple[Snapshot, int | None]]:
+            out = []
+            for i, name in enumerate(names):
+                row = r[i * STATS_WIDTH:(i + 1) * STATS_WIDTH]
+                out.append((_snapshot(name, row), None if row[19] is None else int(row[19])))
+            return out
+
+        return self._stats_call(names, parse, samples)
+
+    def _stats_call(self, queues: Sequence[str], parse: Callable[[Any], T], samples: int = 0) -> Call[T]:
+        q = queue_keys(queues[0])
         processed_day, failed_day = self._day_keys(q)
+        day = self.clock.today()
+        more = [k for name in queues[1:] for k in _stats_keys(queue_keys(name), day)]
         return script_call(
             "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
                                     "trimmed aggregating groups prio targeted waiting blocked"),
-            processed_day=processed_day, failed_day=failed_day, now=self.clock.script_now())
+            processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
+            samples=samples)
 
     def page(self, queue: str, state: TaskState, start: int, stop: int,
              values: bool = True, group: str = "") -> Call[list[tuple[str, float | None, bytes | None]]]:
