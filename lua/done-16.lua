@@ -72,7 +72,7 @@ redis.call('HDEL', KEYS[1], unpack(ok))
 redis.call('ZREM', KEYS[2], unpack(ok))
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
            outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
-           prio = KEYS[15], wake = KEYS[16],
+           prio = KEYS[15], wake = KEYS[16], batch = {},  -- (the events: one entry per batch, exit_flush)
            flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0}  -- a queue with workflows? (one command per batch)
 local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progressed = false, lock = false, key = '',
            keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
@@ -90,6 +90,7 @@ for k, i in ipairs(okpos) do
     out[i] = '!'
   end
 end
+exit_flush(x)
 redis.call('INCRBY', KEYS[3], #ok)
 if redis.call('INCRBY', KEYS[4], #ok) == #ok then
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[1]))

@@ -43,6 +43,8 @@ def test_a_tasks_life_in_events(backend: Any) -> None:
     async def dead(task: Task) -> None:
         raise ValueError("no")
 
+    Inspector(backend.sync).set_events(Q, 10_000, active=True)  # (by default only while a reader follows)
+
     async def main() -> None:
         async with AsyncClient(backend.new_async()) as c, serving(backend.new_async(), mux, queues=[Q]):
             assert await c.call("ok", queue=Q, task_id="t-ok", timeout=10) == "done"
@@ -73,6 +75,7 @@ def test_operator_events_lease_expiry_and_reading_from_a_point(backend: Any) -> 
         c.enqueue("s", queue=Q, task_id="later", process_in=3600)
         c.enqueue_many([("b", i) for i in range(3)], queue=Q)
     ins = Inspector(backend.sync)
+    ins.set_events(Q, 10_000, active=True)
     first = list(ins.events(Q))
     assert [e.event for e in first] == ["scheduled", "enqueued", "enqueued", "enqueued"]
     assert first[0].due is not None and first[0].type == "s" and {e.type for e in first[1:]} == {"b"}
