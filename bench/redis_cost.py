@@ -10,14 +10,14 @@ the queue's lifecycle event stream on (the default) and off, for each kind of wo
     workflow     a parent and a child waiting on it (after=): the parent's end tells the child
     process      durable process inputs (100 processes): dequeue, proc_read, proc_commit
 
-and beside them a bare BRPOP/LPUSH loop (a list of task ids, one LPUSH a task, a worker loop of
-BRPOP), measured the same way. Columns: cmds/task (every command Redis ran, script-internal ones
+and beside them a bare loop (a list of task ids: one LPUSH a task to enqueue, a worker loop of
+BRPOP to drain), measured the same way. Columns: cmds/task (every command Redis ran, script-internal ones
 included), script µs/task (commandstats usec of EVALSHA/EVAL: the scripts, their inner commands
 included), cpu µs/task (INFO cpu: user + system time of redis-server over the measured phase,
 networking included: what bounds one queue on one core) and the ceiling = 10^6 / cpu µs: the
 tasks/s one Redis core could carry for this work alone (drain = the steady state of a queue).
 
-    python bench/redis_cost.py [--quick] [--n N]
+    python bench/redis_cost.py [--quick] [--n N] [--reps R] [--only drain,keyed]
 
 Starts its own redis-server on a free loopback port (no persistence).
 """
@@ -189,15 +189,20 @@ def workload(name: str, url: str, n: int, events: bool) -> dict[str, float]:
     raise ValueError(name)
 
 
-def bare(url: str, n: int) -> dict[str, float]:
-    """The bare loop: LPUSH each task's id (the producer), a BRPOP worker loop (the consumer),
-    measured together (the enqueue and the take of a task)."""
+def bare(url: str, n: int, kind: str) -> dict[str, float]:
+    """The bare loop: ``enqueue`` = one LPUSH of a task's id per task (measured); ``drain`` = a
+    list filled with pipelined LPUSHes (not measured), then a worker loop of BRPOP (measured)."""
     r = redis.Redis.from_url(url)
     r.flushall()
     meter = Meter(r)
+    if kind == "enqueue":
+        meter.start()
+        for i in range(n):
+            r.lpush("bare", i)
+        return meter.stop(n)
+    for start in range(0, n, 1000):
+        r.lpush("bare", *range(start, min(n, start + 1000)))
     meter.start()
-    for i in range(n):
-        r.lpush("bare", i)
     got = 0
     while got < n:
         if r.brpop(["bare"], 1) is not None:
@@ -208,37 +213,54 @@ def bare(url: str, n: int) -> dict[str, float]:
 KINDS = ("enqueue", "batch", "drain", "retry", "keyed", "workflow", "process")
 
 
-def rows(url: str, quick: bool, n: int = 0) -> list[dict[str, object]]:
-    """One row per kind of work and events setting, and the bare loop's."""
-    n = n or (2000 if quick else 10_000)
+def _best(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The least of each figure over the runs (a shared machine only ever adds time)."""
+    return {k: min(r[k] for r in runs) for k in runs[0]}
+
+
+def _row(work: str, events: str, m: dict[str, float]) -> dict[str, object]:
+    return {"work": work, "events": events, **{k: round(v, 2) for k, v in m.items()},
+            "ceiling": round(1e6 / m["cpu_us"]) if m["cpu_us"] else 0}
+
+
+def rows(url: str, quick: bool, n: int = 0, reps: int = 0, kinds: tuple[str, ...] = KINDS) -> list[dict[str, object]]:
+    """One row per kind of work and events setting (on and off measured alternately, ``reps``
+    times, the least kept), and the bare loop's (its enqueue and its drain)."""
+    n = n or (2000 if quick else 5000)
+    reps = reps or (1 if quick else 3)
     out: list[dict[str, object]] = []
-    for kind in KINDS:
+    for kind in kinds:
+        got: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+        for _ in range(reps):
+            for events in (True, False):
+                got[events].append(workload(kind, url, n, events))
         for events in (True, False):
-            m = workload(kind, url, n, events)
-            out.append({"work": kind, "events": "on" if events else "off", **{k: round(v, 2) for k, v in m.items()},
-                        "ceiling": round(1e6 / m["cpu_us"]) if m["cpu_us"] else 0})
+            out.append(_row(kind, "on" if events else "off", _best(got[events])))
             log.info("%s", out[-1])
-    m = bare(url, n)
-    out.append({"work": "bare BRPOP/LPUSH", "events": "-", **{k: round(v, 2) for k, v in m.items()},
-                "ceiling": round(1e6 / m["cpu_us"]) if m["cpu_us"] else 0})
+    for kind in ("enqueue", "drain"):
+        out.append(_row(f"bare ({kind})", "-", _best([bare(url, n, kind) for _ in range(reps)])))
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 000 tasks a row (default 10 000)")
-    ap.add_argument("--n", type=int, default=0)
+    ap.add_argument("--n", type=int, default=0, help="tasks a row (default 5 000, --quick 2 000)")
+    ap.add_argument("--reps", type=int, default=0, help="runs of each row, the least kept (default 3, --quick 1)")
+    ap.add_argument("--only", default="", help="comma-separated kinds of work (default all)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("asynqpy").setLevel(logging.CRITICAL)  # (the retry row's handler errors)
     server = RedisProcess()
     try:
-        table = rows(server.url, args.quick, args.n)
+        table = rows(server.url, args.quick, args.n, args.reps,
+                     tuple(args.only.split(",")) if args.only else KINDS)
     finally:
         server.stop()
-    head = f"{'work':<18}{'events':>7}{'cmds/task':>11}{'xadd/task':>11}{'script µs':>11}{'cpu µs':>9}{'ceiling/s':>11}"
+    head = f"{'work':<16}{'events':>7}{'cmds/task':>11}{'xadd/task':>11}{'script µs':>11}{'cpu µs':>9}{'ceiling/s':>11}"
     sys.stdout.write(head + "\n")
     for row in table:
-        sys.stdout.write(f"{row['work']!s:<18}{row['events']!s:>7}{row['cmds']:>11.2f}{row['xadd']:>11.2f}"
+        sys.stdout.write(f"{row['work']!s:<16}{row['events']!s:>7}{row['cmds']:>11.2f}{row['xadd']:>11.2f}"
                          f"{row['script_us']:>11.1f}{row['cpu_us']:>9.1f}{row['ceiling']:>11,}\n")
 
 
