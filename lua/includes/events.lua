@@ -2,11 +2,12 @@
 --- events_cap(conf): the cap in EVENTS, from the queue's conf hash (field 'events'; absent =
 --- 10000, 0 = the stream is off). emit(stream, cap, ...): XADD the field/value pairs (one event)
 --- if the stream is on. emit_ids(stream, cap, ids, ...): the events of several tasks in one entry:
---- one task = an entry with 'id', more = one entry with 'ids' (space-separated; core/events.py
---- expands it into one event per task), the other fields shared. The cap counts events, not
---- entries: an entry of n events is added with MAXLEN ~ cap / n, so a stream of entries of n
---- events holds about cap events (a mix of sizes: at most a few times cap), and its memory is
---- bounded per queue whatever the batches (docs/events.md: about 0.6 MB at the default cap).
+--- one task = an entry with 'id', more = entries of up to IDS_PER_ENTRY tasks with 'ids'
+--- (space-separated; core/events.py expands it into one event per task), the other fields shared.
+--- The cap counts events, not entries: an entry of n events is added with MAXLEN ~ cap / n, so a
+--- stream of entries of n events holds about cap events (a mix of sizes: from a third to twice
+--- cap, bench/scale_events.py), and its memory is bounded per queue whatever the batches
+--- (docs/events.md: about 0.5 MB at the default cap).
 --- ids_ok(id): an id that may go in an 'ids' list (no space in it).
 --- active_wanted(always, followed, now): whether a dequeue writes 'active' events, from the conf
 --- fields 'active' ('1' = always: Inspector.set_events(active=True)) and 'followed' (ms: until
@@ -25,15 +26,19 @@ local function emit(stream, cap, ...)
     redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', ...)
   end
 end
+local IDS_PER_ENTRY = 50
 local function emit_ids(stream, cap, ids, event, ...)
   local n = #ids
   if cap <= 0 or n == 0 then
     return
   elseif n == 1 then
     redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'e', event, 'id', ids[1], ...)
-  else
-    redis.call('XADD', stream, 'MAXLEN', '~', math.max(1, math.floor(cap / n)), '*', 'e', event,
-      'ids', table.concat(ids, ' '), ...)
+    return
+  end
+  for i = 1, n, IDS_PER_ENTRY do  -- (entries of at most IDS_PER_ENTRY events: one never wipes the stream)
+    local j = math.min(n, i + IDS_PER_ENTRY - 1)
+    redis.call('XADD', stream, 'MAXLEN', '~', math.max(1, math.floor(cap / (j - i + 1))), '*', 'e', event,
+      'ids', table.concat(ids, ' ', i, j), ...)
   end
 end
 local function active_wanted(always, followed, now)
