@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import logging
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
-from asynqpy import Client, Inspector, Input, Process, ServeMux, Server, Step, Task  # noqa: E402
+from asynqpy import Client, Input, Inspector, Process, ServeMux, Server, Step, Task  # noqa: E402
 from asynqpy.core.process import input_payload, key_of  # noqa: E402
 
 log = logging.getLogger("bench.redis_cost")

@@ -116,6 +116,12 @@ class InspectorPlans:
         return (yield ev.get_cap(queue))  # type: ignore[no-any-return]
 
     @planned
+    def events_active(self, queue: str) -> Steps[bool]:
+        """Whether the queue writes ``active`` events always (False: only while a reader follows
+        its stream)."""
+        return (yield ev.get_active(queue))  # type: ignore[no-any-return]
+
+    @planned
     def task_info(self, queue: str, id: str) -> Steps[TaskInfo]:
         """One task's info."""
         return self._plans.task_info(queue, id)
