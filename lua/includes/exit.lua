@@ -27,8 +27,8 @@
 --- children duty is skipped. batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
 --- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are
 --- gathered and written as one entry per group (includes/events emit_ids: one XADD per batch
---- instead of one per task), flushed early before any other event of the script (a key's next
---- task, an event not gathered) so the stream keeps the order they happened in. task_exit caches
+--- instead of one per task), the 'enqueued' of a key's next task too (after its holder's end);
+--- flushed early before an event not gathered, so each task's events keep their order. task_exit caches
 --- in it the events cap, the event's field list and whether the wake was done (once per script).
 ---
 --- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a row of exit_row), msg (the
@@ -151,8 +151,17 @@ local function task_exit(x, e)
     end
   end
   if final and e.key and e.key ~= '' and e.keylist then
-    exit_flush(x)  -- (its end, then the key's next task's event)
-    key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events, exit_cap(x), e.keylist, e.key, id)
+    local gather = x.batch and exit_cap(x) > 0  -- (the key's next task's 'enqueued' gathered too)
+    local nxt, nmsg = key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events,
+      gather and 0 or exit_cap(x), e.keylist, e.key, id)
+    if gather and nxt then
+      if ids_ok(nxt) then
+        exit_gather(x, 'enqueued', msg_type(nmsg), nil, nxt)
+      else
+        exit_flush(x)
+        emit(x.events, x.cap, 'e', 'enqueued', 'id', nxt, 'type', msg_type(nmsg))
+      end
+    end
   end
   if process and e.pid and e.pid ~= '' then
     if not x.mark_process then
