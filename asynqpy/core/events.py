@@ -181,7 +181,9 @@ class Reader:
     """Reads a queue's events: the ones kept since ``since`` (oldest first), then with ``follow``
     the new ones as they come (XREAD BLOCK, ``block_ms`` at a time). The sync and async
     Inspectors drive it: ``call()`` gives the next call to run, ``feed(reply)`` the events it
-    read; ``done`` is True when there is nothing more to read (never, when following)."""
+    read; ``done`` is True when there is nothing more to read (never, when following). With
+    ``follow`` its first call, and one every FOLLOW_MS / 3 after, asks for ``active`` events
+    (:func:`followed`; its reply feeds no event)."""
 
     def __init__(self, queue: str, since: datetime | float | str | None = None, follow: bool = False,
                  batch: int = 500, block_ms: int = 5000) -> None:
