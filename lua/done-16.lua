@@ -4,6 +4,8 @@ holds, release its uniqueness lock, push its outcome to the inbox of a client wa
 Client.call, and count the batch as processed. A worker acknowledges every such task that finished
 since its last write in one call (one script per queue per batch); a batch of one is the single
 case. A task the caller no longer holds is left untouched (its code says why); the others proceed.
+Events: one 'completed' entry per type and attempt for the batch (ids listed), and one 'enqueued'
+entry for the keys' next tasks (includes/exit ``batch``), not an XADD per task.
 KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] processed      lifetime processed counter
