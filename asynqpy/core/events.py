@@ -1,15 +1,16 @@
 """The lifecycle event stream of a queue, sans I/O: the events, and the calls that read them.
 
 Every script that changes a task's state appends an event to its queue's stream
-``asynqpy:{Q}:events`` (``lua/includes/events.lua``), capped at about ``events`` entries (a
+``asynqpy:{Q}:events`` (``lua/includes/events.lua``), capped at about ``events`` events (a
 per-queue setting in ``asynqpy:{Q}:conf``; default 10 000, 0 = off). An event is a stream entry
 whose fields are ``e`` (the event), ``id``, ``type`` and, depending on the event, ``attempt``,
 ``error``, ``due`` (ms) and ``value`` (a progress value, msgpack). Its time is the entry id's.
 A batch of tasks enqueued together (generated ids, one type), a batch of tasks that finished
 together (one type and attempt), and the tasks of one type one dequeue took are each one entry
-whose ``ids`` field holds their ids, space-separated: it is read as one event per task, all
-sharing the entry's ``stream_id``. The cap counts events: an entry of n events is added with
-``MAXLEN ~ cap / n``, so a batch-fed stream's memory is bounded like a single-fed one's.
+(at most 50 ids an entry) whose ``ids`` field holds their ids, space-separated: it is read as one
+event per task, all sharing the entry's ``stream_id``. The cap counts events: an entry of n events
+is added with ``MAXLEN ~ cap / n``, so a batch-fed stream's memory is bounded like a single-fed
+one's.
 
 ``active`` events (a worker took the task) are written only when someone reads them: while a
 reader follows the stream (:class:`Reader` with ``follow``: it sets the conf field ``followed``
