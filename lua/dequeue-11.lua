@@ -12,7 +12,8 @@ KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
 KEYS[4] paused   paused flag (exists = paused)
 KEYS[5] wake     wake-up list
 KEYS[6] events   the queue's event stream
-KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off; 'active' and
+                 'followed': whether 'active' events are written, includes/events active_wanted)
 KEYS[8] prio     pending ids of priorities other than the default (zset, includes/priority)
 KEYS[9] runs     runs hash: targeted task id -> record (includes/runs)
 KEYS[10] mine    index of the targeted tasks naming the caller ('m:w:<name>')
@@ -33,7 +34,8 @@ rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot
 wake-up token (the workers it would wake could take nothing either).
 Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
 hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
-HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with events on).
+HMGET, one HSET and one ZADD however many tasks it takes (plus, when 'active' events are wanted, one
+XADD per task type taken).
 ]]
 --- @include "now"
 --- @include "signal"
@@ -46,7 +48,8 @@ local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {now, -1, 0}
 end
-local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts')
+local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts', 'active',
+  'followed')
 local count, wait = tonumber(ARGV[1]), 0
 local limit = tonumber(conf[2])
 if limit then
@@ -155,8 +158,25 @@ if ids or #runs > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
     redis.call('ZADD', KEYS[3], unpack(zadd))
     local cap = tonumber(conf[1]) or EVENTS_CAP
-    for i = 4, #out, 2 do
-      emit(KEYS[6], cap, 'e', 'active', 'id', out[i], 'type', msg_type(out[i + 1]))
+    if cap > 0 and active_wanted(conf[7], conf[8], now) then  -- (one entry per type: includes/events)
+      local groups, order = {}, {}
+      for i = 4, #out, 2 do
+        local mtype, id = msg_type(out[i + 1]), out[i]
+        if ids_ok(id) then
+          local g = groups[mtype]
+          if not g then
+            g = {}
+            groups[mtype] = g
+            order[#order + 1] = mtype
+          end
+          g[#g + 1] = id
+        else
+          emit(KEYS[6], cap, 'e', 'active', 'id', id, 'type', mtype)
+        end
+      end
+      for _, mtype in ipairs(order) do
+        emit_ids(KEYS[6], cap, groups[mtype], 'active', 'type', mtype)
+      end
     end
   end
 end

@@ -374,10 +374,14 @@ def test_events_command(redis_url: str) -> None:
     assert [(r["event"], r["task_id"], r["type"]) for r in rows] == [("scheduled", b, "sms")]
     assert ok(redis_url, "events", "-q", "evq", "-t", "nope") == ""
     assert ok(redis_url, "events", "-q", "evq", "--since", "2099-01-01T00:00:00") == ""
-    assert ok(redis_url, "queue", "events", "evq") == "queue evq: events on, about 10,000 kept\n"
+    assert ok(redis_url, "queue", "events", "evq") == \
+        "queue evq: events on, about 10,000 kept (active events while followed)\n"
+    assert ok(redis_url, "queue", "events", "evq", "--active") == \
+        "queue evq: events on, about 10,000 kept (active events always)\n"
     assert ok(redis_url, "queue", "events", "evq", "--off") == "queue evq: events off\n"
     assert ok(redis_url, "events", "-q", "evq") == ""
-    assert ok(redis_url, "queue", "events", "evq", "--max-len", "500") == "queue evq: events on, about 500 kept\n"
+    assert ok(redis_url, "queue", "events", "evq", "--max-len", "500", "--no-active") == \
+        "queue evq: events on, about 500 kept (active events while followed)\n"
     fails(redis_url, "events", "--since", "yesterday", message="--since: 'yesterday' is neither")
     fails(redis_url, "queue", "events", "evq", "--on", "--off", message="give one of --max-len, --off, --on")
     fails(redis_url, "events", "-q", "bad{name}", message="invalid queue name")
