@@ -127,6 +127,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("enqueue_after", lambda b: b.enqueue_after("q", "i", M, "c", [(b"r1", b""), (b"r2", b"c")], delay_ms=5,
                                                 cancelled=M0)),
     ("resolve", lambda b: b.resolve("q", "ch", b"ref", b"c")),
+    ("flow_read", lambda b: b.deps("q", "ch")),
     ("fail_waiting", lambda b: b.fail_waiting("q", "i", S, b"new", "err")),
     ("group_add", lambda b: b.group_add("q", "i", M, unique_ttl=3)),
     ("schedule", lambda b: b.schedule("q", "i", M, 500, unique_ttl=3, mode="d")),

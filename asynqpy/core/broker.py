@@ -616,7 +616,7 @@ class Broker:
     def deps(self, queue: str, id: str) -> Call[workflow.Record | None]:
         """A task's record as a child (its parents and how each ended), or None."""
         q = queue_keys(queue)
-        return Call(workflow.parse_record, command=("HGET", q.deps, id_arg(id)))
+        return script_call("flow_read", workflow.parse_record, deps=q.deps, child=id_arg(id))
 
     def children_of(self, queue: str, id: str) -> Call[list[tuple[str, str]]]:
         """The (queue, id) of the tasks registered as waiting on task ``id`` (until it ends)."""
