@@ -45,6 +45,8 @@ from .twin import Steps, planned
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
 """Tasks per enqueue_many script call."""
+_KEYED_KINDS = (kinds.TaskKind.KEYED, kinds.TaskKind.PROCESS_INPUT)
+"""The kinds a batch stores with enqueue_keyed_many (a process input is a keyed task)."""
 PROCESS_OPTIONS = opts.allowed(kinds.TaskKind.PROCESS_INPUT)
 """The enqueue options a process input takes (its key, id and timing are the process's)."""
 
@@ -197,7 +199,7 @@ class ClientPlans:
         keyed: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
-            if p.kind is kinds.TaskKind.KEYED and not single:
+            if p.kind in _KEYED_KINDS and not single:
                 keyed.setdefault(p.queue, []).append(i)
                 continue
             if p.kind is not kinds.TaskKind.PLAIN or p.unique_ttl or single:
