@@ -62,6 +62,7 @@ if h and not early then  -- the record of a finished task this one replaces
 end
 local due = tonumber(ARGV[6]) > 0 and now + tonumber(ARGV[6]) or 0
 local refs, seen, left, failed = {}, {}, 0, 0
+local fields = {}  -- field, value pairs: one HSET per 500 edges
 for i = 8, #ARGV, 2 do
   local ref, st = ARGV[i], ARGV[i + 1]
   refs[#refs + 1] = ref
@@ -76,11 +77,17 @@ for i = 8, #ARGV, 2 do
     elseif st == 'x' or st == 'd' then
       failed = failed + 1
     end
-    redis.call('HSET', deps, ef, st)
+    fields[#fields + 1] = ef
+    fields[#fields + 1] = st
   end
 end
-redis.call('HSET', deps, rec_field(id), rec_pack({policy, tostring(left), tostring(now), tostring(due),
-                                                  tostring(failed)}), order_field(id), rec_pack(refs))
+fields[#fields + 1] = order_field(id)
+fields[#fields + 1] = rec_pack(refs)
+fields[#fields + 1] = rec_field(id)
+fields[#fields + 1] = rec_pack({policy, tostring(left), tostring(now), tostring(due), tostring(failed)})
+for i = 1, #fields, 1000 do
+  redis.call('HSET', deps, unpack(fields, i, math.min(#fields, i + 999)))
+end
 failed = failed > 0
 local cap = events_cap(KEYS[8])
 if left == 0 and not (failed and policy == 'c') then
