@@ -35,13 +35,14 @@ local ef = edge_field(child, ref)
 local h = rec_header(deps, child)
 if not h then
   if redis.call('HEXISTS', KEYS[1], child) == 0 then  -- not stored yet (else: a repeat after it ended)
-    redis.call('HSET', deps, rec_field(child), rec_pack({'', '', tostring(now_ms(ARGV[4])), '', ''}))
-    redis.call('HSETNX', deps, ef, state)
+    redis.call('HSET', deps, rec_field(child), rec_pack({'', '', tostring(now_ms(ARGV[4])), '', ''}), ef, state)
   end
   return 0
 end
 if h[1] == '' then  -- the child is not stored yet: keep this end for it (once)
-  redis.call('HSETNX', deps, ef, state)
+  if redis.call('HEXISTS', deps, ef) == 0 then
+    redis.call('HSET', deps, ef, state)
+  end
   return 0
 end
 if redis.call('HGET', deps, ef) == '' then  -- this parent's end, not counted yet (one field: O(1))
