@@ -65,9 +65,9 @@ class _Reads:
         try:
             replies = await self.ctx.exec.run_many([c for c, _ in batch])
         except BaseException as exc:
-            for _, f in batch:
+            for _, f in batch:  # every caller of the pipeline meets its error (a cancellation: cancelled)
                 if not f.done():
-                    f.set_exception(exc)
+                    f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
