@@ -444,6 +444,28 @@ class Broker:
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
                            check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
 
+    def enqueue_keyed_many(self, queue: str, entries: Sequence[tuple[str, Message, bytes | None]],
+                           check_ids: bool) -> Call[list[TaskState | TaskIdConflictError]]:
+        """(new) x N -> pending or blocked, each as :meth:`enqueue_keyed` stores one, in one script
+        call (tasks of one key keep their order). ``entries``: (id, message, its encoded payload or
+        None). Returns per task its state, or the TaskIdConflictError refusing it."""
+        q = queue_keys(queue)
+        keylists: list[str] = []
+        items: list[Any] = []
+        for id, msg, data in entries:
+            keylists.append(q.key_list(msg.key))
+            items += [id_arg(id), self.seal(queue, id, msg, data), msg.key]
+
+        def parse(reply: Any) -> list[TaskState | TaskIdConflictError]:
+            return [_KEYED_STATES[c] if c != ID_CONFLICT else
+                    TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
+                    for c, (id, _, _) in zip((int(x) for x in reply), entries)]
+
+        return script_call("enqueue_keyed_many", parse,
+                           **_q(q, "tasks pending prio wake events conf blocked keyheld archived completed"),
+                           keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
+                           items=items)
+
     def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[TaskState | None]:
         """A due keyed task takes its key (pending) or queues behind it (blocked): its state; None =
         it changed since ``read`` or is not due."""
@@ -647,7 +669,7 @@ class Broker:
     def deps(self, queue: str, id: str) -> Call[workflow.Record | None]:
         """A task's record as a child (its parents and how each ended), or None."""
         q = queue_keys(queue)
-        return Call(workflow.parse_record, command=("HGET", q.deps, id_arg(id)))
+        return script_call("flow_read", workflow.parse_record, deps=q.deps, child=id_arg(id))
 
     def children_of(self, queue: str, id: str) -> Call[list[tuple[str, str]]]:
         """The (queue, id) of the tasks registered as waiting on task ``id`` (until it ends)."""

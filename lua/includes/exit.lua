@@ -146,7 +146,7 @@ local function task_exit(x, e)
     if forget then
       redis.call('HDEL', x.children, id)
       if x.deps then
-        redis.call('HDEL', x.deps, id)
+        rec_forget(x.deps, id)
       end
     end
   end
