@@ -17,7 +17,7 @@ from helpers import serving, until
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task
 from asynqpy.core.broker import Broker
 from asynqpy.core.keys import queue_keys
-from asynqpy.core.limits import QueueLimits, parse_rate
+from asynqpy.core.limits import QueueLimits, parse_rate, set_calls
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "lq"
@@ -412,3 +412,59 @@ def test_a_slot_freed_by_a_snooze_wakes_a_held_back_worker(backend: Any) -> None
 
     asyncio.run(main())
     assert sorted(first) == list(range(60))
+
+
+def _held_back_workers(workers: int, rate: int = 50, seconds: float = 1.0) -> tuple[int, int, list[int]]:
+    """``workers`` workers (count 10 each) on a queue limited to ``rate``/s (burst 2), in simulated
+    time as the processor acts on each dequeue's reply: a positive wait is a timer (it comes back
+    then), a negative one sleeps on the wake list (a wake-up token, one worker per token, or that
+    wait ends it). Returns (dequeues, tasks started, the ms of each start)."""
+    import fakeredis
+
+    from asynqpy import FakeClock
+    from asynqpy.core.codec import Message
+
+    t0 = 1_740_866_400_000
+    clock = FakeClock(t0)
+    b, r, k = Broker(clock), fakeredis.FakeRedis(), queue_keys(Q)
+    x = SyncExecutor(r)
+    for i in range(int(rate * seconds) + 20):
+        x.run(b.enqueue(Q, f"t{i}", Message("t", str(i))))
+    for c in set_calls(Q, None, rate, 2):
+        x.run(c)
+    r.delete(k.wake)
+    due = {f"w{i}": t0 for i in range(workers)}  # worker -> when it dequeues next
+    sleeping: list[str] = []  # on the wake list, in the order they blocked
+    dequeues, starts = 0, []
+    while True:
+        if r.lpop(k.wake) and sleeping:  # a token wakes the worker that blocked first
+            w = sleeping.pop(0)
+        else:
+            w = min(due, key=lambda n: due[n])
+            clock.t = max(clock.t, due[w])
+            if w in sleeping:
+                sleeping.remove(w)
+        if clock.t >= t0 + seconds * 1000:
+            return dequeues, len(starts), starts
+        res = x.run(b.dequeue(Q, 10, 60_000, "tok00001", w))
+        dequeues += 1
+        starts += [clock.t - t0] * len(res.tasks)
+        due[w] = clock.t + (res.wait_ms or 1000)
+        if res.slot_bound or not res.wait_ms:  # sleeps on the wake list until a token or its wait
+            sleeping.append(w)
+
+
+def test_one_worker_comes_for_the_next_token() -> None:
+    """Workers held back by the rate do not all come back when the next token is due (each came:
+    dequeues per task grew with the workers, 17 + 7.2 commands per worker per task, issue 31):
+    one is told when it is due, the others sleep on the wake list and look again each second, so
+    the dequeues per task stay flat from 1 to 8 workers (before: 7.8 per task with 8); and no more
+    tasks start than the bucket allows (2 + 50 per second), the rate kept."""
+    one, started1, _ = _held_back_workers(1)
+    eight, started8, starts = _held_back_workers(8)
+    for n in (started1, started8):
+        assert 45 <= n <= 2 + 50
+    for i, ms in enumerate(starts):  # the i-th start needs i - 1 tokens beyond the burst of 2
+        assert ms >= (i - 1) * 20
+    assert one / started1 <= 1.1  # the waiter comes once per token
+    assert eight / started8 <= one / started1 + 0.2  # (each other worker looks once a second: 7 more)
