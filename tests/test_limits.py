@@ -414,33 +414,41 @@ def test_a_slot_freed_by_a_snooze_wakes_a_held_back_worker(backend: Any) -> None
     assert sorted(first) == list(range(60))
 
 
-def _held_back_workers(workers: int, rate: int = 50, seconds: float = 1.0) -> tuple[int, int, list[int]]:
-    """``workers`` workers (count 10 each) on a queue limited to ``rate``/s (burst 2), in simulated
-    time as the processor acts on each dequeue's reply: a positive wait is a timer (it comes back
-    then), a negative one sleeps on the wake list (a wake-up token, one worker per token, or that
-    wait ends it). Returns (dequeues, tasks started, the ms of each start)."""
+def _held_back_workers(workers: int, rate: int | None = 50, concurrency: int | None = None,
+                       seconds: float = 1.0) -> tuple[int, int, list[int]]:
+    """``workers`` workers (count 10 each) on a queue limited to ``rate``/s (burst 2) or to
+    ``concurrency`` (tasks of 40 ms), in simulated time as the processor acts on each dequeue's
+    reply: a positive wait is a timer (it comes back then), a negative one sleeps on the wake list
+    (a wake-up token, one worker per token, or that wait ends it). Returns (dequeues, tasks
+    started, the ms of each start)."""
     import fakeredis
 
     from asynqpy import FakeClock
-    from asynqpy.core.codec import Message
+    from asynqpy.core.codec import Message, decode
 
     t0 = 1_740_866_400_000
     clock = FakeClock(t0)
     b, r, k = Broker(clock), fakeredis.FakeRedis(), queue_keys(Q)
     x = SyncExecutor(r)
-    for i in range(int(rate * seconds) + 20):
+    for i in range(int((rate or 25 * (concurrency or 1)) * seconds) + 20):
         x.run(b.enqueue(Q, f"t{i}", Message("t", str(i))))
-    for c in set_calls(Q, None, rate, 2):
+    for c in set_calls(Q, concurrency, rate, 2 if rate else None):
         x.run(c)
     r.delete(k.wake)
     due = {f"w{i}": t0 for i in range(workers)}  # worker -> when it dequeues next
     sleeping: list[str] = []  # on the wake list, in the order they blocked
+    running: list[tuple[int, str]] = []  # (when it ends, id)
     dequeues, starts = 0, []
     while True:
-        if r.lpop(k.wake) and sleeping:  # a token wakes the worker that blocked first
+        if sleeping and r.lpop(k.wake):  # a token wakes the worker that blocked first
             w = sleeping.pop(0)
         else:
             w = min(due, key=lambda n: due[n])
+            if running and min(running)[0] <= due[w]:  # a task ends first (a freed slot: a token)
+                clock.t, id = min(running)
+                running.remove((clock.t, id))
+                x.run(b.done(Q, id, "tok00001", decode(r.hget(k.tasks, id)[9:])))
+                continue
             clock.t = max(clock.t, due[w])
             if w in sleeping:
                 sleeping.remove(w)
@@ -449,6 +457,7 @@ def _held_back_workers(workers: int, rate: int = 50, seconds: float = 1.0) -> tu
         res = x.run(b.dequeue(Q, 10, 60_000, "tok00001", w))
         dequeues += 1
         starts += [clock.t - t0] * len(res.tasks)
+        running += [(clock.t + 40, id) for id, _ in res.tasks] if concurrency else []
         due[w] = clock.t + (res.wait_ms or 1000)
         if res.slot_bound or not res.wait_ms:  # sleeps on the wake list until a token or its wait
             sleeping.append(w)
@@ -468,3 +477,17 @@ def test_one_worker_comes_for_the_next_token() -> None:
         assert ms >= (i - 1) * 20
     assert one / started1 <= 1.1  # the waiter comes once per token
     assert eight / started8 <= one / started1 + 0.2  # (each other worker looks once a second: 7 more)
+
+
+def test_one_worker_comes_for_a_freed_slot() -> None:
+    """The same for workers held back by the concurrency limit: a freed slot leaves one wake-up
+    token (lua/includes/slots.lua), which draws one worker; the dequeues per task stay flat from
+    1 to 8 workers, and never more than 2 tasks run at once (tasks of 40 ms: 50 starts a second)."""
+    one, started1, _ = _held_back_workers(1, rate=None, concurrency=2)
+    eight, started8, starts = _held_back_workers(8, rate=None, concurrency=2)
+    for n in (started1, started8):
+        assert 45 <= n <= 50
+    for i in range(2, len(starts)):  # a third start waits for the first of the two before to end
+        assert starts[i] >= starts[i - 2] + 40
+    assert one / started1 <= 1.1
+    assert eight / started8 <= one / started1 + 0.2
