@@ -6,7 +6,8 @@ started as the number of worker processes on one rate-limited queue grows.
 Starts its own redis-server on a free loopback port. For each size: the queue limited to
 ``--rate`` starts per second (``--burst``), plenty of no-op tasks queued, N worker processes (each
 a Server of concurrency 10 in its own process, fair dispatch as ``asynqpy worker --processes N``
-starts them; ``--greedy``: batched dequeues), all up and serving; then over ``--seconds``: tasks
+starts them; ``--greedy``: batched dequeues), all up and serving, the backlog queued, every worker
+at it; then over ``--seconds``: tasks
 started, Redis commands (INFO commandstats after CONFIG RESETSTAT, script-internal commands
 included) and Redis µs per task started, and the start rate seen (it must stay at or under the
 limit), and the Redis commands per second the same workers spend idle (empty queue: their
@@ -68,6 +69,7 @@ def _stats(r: redis.Redis) -> tuple[int, int]:
 def measure(url: str, processes: int, rate: float, burst: int, seconds: float, fair: bool = True) -> dict[str, object]:
     """One size: see the module docstring."""
     from asynqpy import Client, Inspector
+    from asynqpy.core.keys import queue_keys
 
     r = redis.Redis.from_url(url)
     r.flushall()
@@ -88,15 +90,19 @@ def measure(url: str, processes: int, rate: float, burst: int, seconds: float, f
             time.sleep(2.0)
             idle, _ = _stats(r)
             with Client(url) as c:  # the tasks come once every worker is up: a backlog, held back by the rate
-                c.enqueue_many([("t", i) for i in range(int(rate * (seconds + 5)) + 100)], queue=QUEUE)
-            time.sleep(0.5)
+                c.enqueue_many([("t", i) for i in range(int(rate * (seconds + 8)) + 100)], queue=QUEUE)
+            wake = queue_keys(QUEUE).wake
+            for _ in range(processes):  # every worker joins, as, in a steady flow, each enqueue's
+                r.lpush(wake, "1")  # wake-up token draws one more
+                time.sleep(0.05)
+            time.sleep(1.5)
             first = insp.queue_info(QUEUE).processed_total
             r.config_resetstat()
             t0 = time.monotonic()
             time.sleep(seconds)
             cmds, usec = _stats(r)
             if os.environ.get("SCALE_DEBUG"):  # the commands behind the figures
-                top = sorted(r.info("commandstats").items(), key=lambda kv: -int(kv[1]["calls"]))[:14]
+                top = sorted(r.info("commandstats").items(), key=lambda kv: -int(kv[1]["calls"]))[:20]
                 print(processes, [(k[4:], v["calls"]) for k, v in top], file=sys.stderr)
             took = time.monotonic() - t0
             last = insp.queue_info(QUEUE).processed_total

@@ -33,9 +33,11 @@ rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot
 wake-up token (the workers it would wake could take nothing either).
 The rate's waiter (conf fields 'waiter', 'waiter_until'): of the workers the rate holds back, ONE
 (ARGV[5], the first held back while no other waits) is told when the next token is due (wait > 0)
-and is expected until then + RATE_GRACE; every other one gets -max(LIMIT_WAIT, ms until the
-waiter's turn lapses) and sleeps on the wake list (a wake-up token, or that wait, ends it): the
-next token draws one worker, not all of them. The waiter that comes and is held back again stays
+and is expected until then + RATE_GRACE; every other one sleeps on the wake list (a wake-up
+token, or its wait, ends it): the next token draws one worker, not all of them. Their waits
+(negative) end at least LIMIT_WAIT from now, not before the waiter's turn lapses, and POLL_STEP
+apart (conf field 'polls': when the last of them is told to look again): however many they are,
+they look at most 4 times a second in all (the fallback, should the waiter not come). The waiter that comes and is held back again stays
 the waiter; one that takes its tokens and wants no more (or a waiter gone past its turn) leaves
 the turn to the next held back. A dequeue that uses up the bucket while tasks remain wakes one
 worker only when no other waiter is expected (it comes, is held back and becomes the waiter).
@@ -51,12 +53,13 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 --- @include "stored"
 local LIMIT_WAIT = 1000
 local RATE_GRACE = 500  -- ms the rate's waiter may be late for its token before another takes its turn
+local POLL_STEP = 250  -- ms between two looks of the workers the rate's waiter stands for (at most 4 a second)
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {now, -1, 0}
 end
 local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts', 'waiter',
-  'waiter_until')
+  'waiter_until', 'polls')
 local count, wait = tonumber(ARGV[1]), 0
 local limit = tonumber(conf[2])
 if limit then
@@ -181,8 +184,9 @@ if bucket then  -- the bucket refilled up to now, less a token per task taken
   expected = until_ms ~= nil and until_ms > now and not mine
   if rate_held and remaining > 0 then
     if expected then  -- sleep on the wake list: the waiter comes for the next token
-      wait = -math.max(LIMIT_WAIT, until_ms - now)
-      redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now)
+      local at = math.max(now + LIMIT_WAIT, until_ms, (tonumber(conf[9]) or 0) + POLL_STEP)
+      wait = -(at - now)
+      redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'polls', at)
     else  -- this worker is the waiter
       redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'waiter', ARGV[5],
         'waiter_until', now + wait + RATE_GRACE)

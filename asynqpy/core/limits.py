@@ -8,8 +8,9 @@ Workers held back wait without a stampede. By the concurrency limit: each sleeps
 wake list (polling every second) and a freed slot leaves one wake-up token (lua/includes/slots.lua),
 which draws one worker. By the rate: ONE of them, the rate's waiter, is told when the next token is
 due and comes for it; the others sleep on the wake list like the former (lua/dequeue-11.lua). The
-commands per task started stay flat as workers are added (bench/scale_ratelimit.py); what grows
-with them is the one-a-second poll of each worker held back (its fallback, should the waiter die).
+commands per task started stay flat as workers are added (bench/scale_ratelimit.py): the other
+workers held back by the rate look again (the fallback, should the waiter not come) at most 4 times
+a second in all, each at most once a second.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ SIGNALS_FREED_SLOT = frozenset({"done", "complete", "archive", "proc_commit"})
 one wake-up token when the queue has a concurrency limit, is below it and has pending tasks). After
 any other outcome (retry, snooze, a run's end) the worker pipelines a ``rewake`` of the queue: a
 dequeue held back by the limit leaves no token, so the workers it held back wait for that one."""
-BUCKET_FIELDS = ("tokens", "ts", "waiter", "waiter_until")
-"""The conf fields of the rate's state (lua/dequeue-11.lua): its bucket, and the worker it told
-when the next token is due (its waiter) with the time its turn lapses."""
+BUCKET_FIELDS = ("tokens", "ts", "waiter", "waiter_until", "polls")
+"""The conf fields of the rate's state (lua/dequeue-11.lua): its bucket, the worker it told when
+the next token is due (its waiter) with the time its turn lapses, and when the last of the other
+held-back workers looks again."""
 
 
 @dataclass(frozen=True)
