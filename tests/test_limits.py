@@ -491,3 +491,37 @@ def test_one_worker_comes_for_a_freed_slot() -> None:
         assert starts[i] >= starts[i - 2] + 40
     assert one / started1 <= 1.1
     assert eight / started8 <= one / started1 + 0.2
+
+
+def test_a_waiter_that_does_not_come_loses_its_turn() -> None:
+    """The rate's waiter (the worker told when the next token is due) may die or be busy: past
+    its turn (the token's time + 0.5 s) the next worker that looks takes the tokens saved up and
+    becomes the waiter; before it, others are told to sleep on the wake list, a quarter second
+    apart. A new rate forgets the waiter (its token was one of the old rate)."""
+    import fakeredis
+
+    from asynqpy import FakeClock
+    from asynqpy.core.codec import Message
+
+    clock = FakeClock(1_740_866_400_000)
+    b, r, k = Broker(clock), fakeredis.FakeRedis(), queue_keys(Q)
+    x = SyncExecutor(r)
+    for i in range(10):
+        x.run(b.enqueue(Q, f"t{i}", Message("t", str(i))))
+    for c in set_calls(Q, None, 10, 1):
+        x.run(c)
+
+    def take(worker: str) -> tuple[int, int]:
+        res = x.run(b.dequeue(Q, 5, 60_000, "tok00001", worker))
+        return len(res.tasks), -res.wait_ms if res.slot_bound else res.wait_ms
+
+    assert take("w1") == (1, 100)  # the one token; w1 is told the next is due in 100 ms
+    assert take("w2") == (0, -1000) and take("w3") == (0, -1250)  # the others sleep, 250 ms apart
+    clock.advance(0.1)
+    assert take("w1") == (1, 100)  # the waiter comes, takes its token, stays the waiter
+    clock.advance(0.7)  # w1 does not come: its turn lapsed at 100 + 500 ms
+    assert take("w2") == (1, 100)  # w2 takes the token saved up (burst 1) and is the waiter now
+    assert take("w1") == (0, -1000)
+    for c in set_calls(Q, None, 20, 1):  # a new rate: a full bucket, and no waiter
+        x.run(c)
+    assert take("w1") == (1, 50)
