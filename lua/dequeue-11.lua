@@ -36,10 +36,11 @@ The rate's waiter (conf fields 'waiter', 'waiter_until'): of the workers the rat
 and is expected until then + RATE_GRACE; every other one sleeps on the wake list (a wake-up
 token, or its wait, ends it): the next token draws one worker, not all of them. Their waits
 (negative) end at least LIMIT_WAIT from now, not before the waiter's turn lapses, and POLL_STEP
-apart (conf field 'polls': when the last of them is told to look again): however many they are,
-they look at most 4 times a second in all (the fallback, should the waiter not come). The waiter that comes and is held back again stays
-the waiter; one that takes its tokens and wants no more (or a waiter gone past its turn) leaves
-the turn to the next held back. A dequeue that uses up the bucket while tasks remain wakes one
+apart (conf field 'polls': when the last of them is told to look again), at most POLL_MAX from
+now: up to 40 of them look at most 4 times a second in all (the fallback, should the waiter not
+come); more, each every POLL_MAX (which a worker's idle wait caps anyway: no schedule runs away).
+The waiter that comes and is held back again stays the waiter; one that takes its tokens and
+wants no more (or a waiter gone past its turn) leaves the turn to the next held back. A dequeue that uses up the bucket while tasks remain wakes one
 worker only when no other waiter is expected (it comes, is held back and becomes the waiter).
 Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
 hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
@@ -54,6 +55,7 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 local LIMIT_WAIT = 1000
 local RATE_GRACE = 500  -- ms the rate's waiter may be late for its token before another takes its turn
 local POLL_STEP = 250  -- ms between two looks of the workers the rate's waiter stands for (at most 4 a second)
+local POLL_MAX = 10000  -- ms: the longest they are told to sleep (a worker's idle wait, 10 s by default)
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {now, -1, 0}
@@ -184,7 +186,8 @@ if bucket then  -- the bucket refilled up to now, less a token per task taken
   expected = until_ms ~= nil and until_ms > now and not mine
   if rate_held and remaining > 0 then
     if expected then  -- sleep on the wake list: the waiter comes for the next token
-      local at = math.max(now + LIMIT_WAIT, until_ms, (tonumber(conf[9]) or 0) + POLL_STEP)
+      local at = math.min(now + POLL_MAX,
+        math.max(now + LIMIT_WAIT, until_ms, (tonumber(conf[9]) or 0) + POLL_STEP))
       wait = -(at - now)
       redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'polls', at)
     else  -- this worker is the waiter
