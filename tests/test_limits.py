@@ -504,7 +504,7 @@ def test_a_waiter_that_does_not_come_loses_its_turn() -> None:
     from asynqpy.core.codec import Message
 
     clock = FakeClock(1_740_866_400_000)
-    b, r, k = Broker(clock), fakeredis.FakeRedis(), queue_keys(Q)
+    b, r = Broker(clock), fakeredis.FakeRedis()
     x = SyncExecutor(r)
     for i in range(10):
         x.run(b.enqueue(Q, f"t{i}", Message("t", str(i))))
