@@ -312,6 +312,9 @@ def _lifecycle_mux(ran: list[Any], started: asyncio.Event) -> ServeMux:
 
 @pytest.mark.real
 def test_full_lifecycle_under_the_minimal_acl(acl: RedisProcess) -> None:
+    # 'active' events always (by default only while a reader follows the stream): the worker's
+    # dequeue writes them under its ACL too
+    Inspector(role_url(acl, "inspector")).set_events("default", 10_000, active=True)
     producer = Client(role_url(acl, "producer"))
     producer.enqueue("ok", "one")
     producer.enqueue_many([("ok", f"batch{i}") for i in range(5)], queue="low")
