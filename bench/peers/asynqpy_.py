@@ -20,7 +20,7 @@ CONFIG = __doc__
 
 
 def main() -> None:
-    a = begin("asynqpy", asynqpy.__version__, CONFIG, one_process=False)
+    a = begin("asynqpy", asynqpy.__version__, CONFIG, one_process=False, redis_write=True)
     board = Board(a.board) if a.board else None
     if a.command == "enqueue":
         with Client(a.url) as c:
