@@ -368,9 +368,9 @@ def ratios(results: dict[str, Any]) -> str:
     targets: drain with a handler that writes to Redis, single enqueue; first task after a worker
     start against the bare loop's."""
     lines = []
-    for label, path, higher in (("drain+write/s", ("drain_redis_write", "tasks_per_s"), True),
-                                ("drain/s", ("drain", "tasks_per_s"), True),
-                                ("single enq/s", ("single_enqueue_per_s",), True)):
+    for label, path in (("drain+write/s", ("drain_redis_write", "tasks_per_s")),
+                        ("drain/s", ("drain", "tasks_per_s")),
+                        ("single enq/s", ("single_enqueue_per_s",))):
         mine = _figure(results, "asynqpy", *path)
         others = [(p, _figure(results, p, *path)) for p in results["peers"] if p not in ("asynqpy", "bare")]
         best = max(((v, p) for p, v in others if v is not None), default=None)

@@ -87,9 +87,9 @@ def main() -> None:
         assert BOARD is not None
         SLEEP = a.sleep_ms / 1000
         if a.redis_write:
-            import redis.asyncio
+            from redis.asyncio import Redis as AsyncRedis
 
-            WRITE = redis.asyncio.Redis.from_url(a.url)  # connects on first use, in the worker's loop
+            WRITE = AsyncRedis.from_url(a.url)  # connects on first use, in the worker's loop
         asyncio.set_event_loop(asyncio.new_event_loop())
         worker = Worker(functions=[noop, warmup], queue_name=QUEUE, redis_settings=RedisSettings.from_dsn(a.url),
                         max_jobs=a.concurrency)  # handles SIGTERM/SIGINT itself

@@ -62,9 +62,9 @@ def main() -> None:
         sleep = a.sleep_ms / 1000
         own = None
         if a.redis_write:
-            import redis.asyncio
+            from redis.asyncio import Redis as AsyncRedis
 
-            own = redis.asyncio.Redis.from_url(a.url)  # the handler's own client, as an app would have
+            own = AsyncRedis.from_url(a.url)  # the handler's own client, as an app would have
         app = Server(_opt(a.url), Config(concurrency=a.concurrency, queues={QUEUE: 1}, logger=quiet,
                                          log_level=LogLevel.WARNING, log_dir=None))  # type: ignore[arg-type]
 

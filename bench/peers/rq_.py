@@ -15,8 +15,8 @@ import importlib
 import os
 import sys
 import time
-from typing import Any
 from datetime import timedelta
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import redis

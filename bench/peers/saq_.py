@@ -100,9 +100,9 @@ def main() -> None:
         assert BOARD is not None
         SLEEP = a.sleep_ms / 1000
         if a.redis_write:
-            import redis.asyncio
+            from redis.asyncio import Redis as AsyncRedis
 
-            WRITE = redis.asyncio.Redis.from_url(a.url)  # connects on first use, in the worker's loop
+            WRITE = AsyncRedis.from_url(a.url)  # connects on first use, in the worker's loop
         asyncio.run(work(a.url, a.concurrency))
 
 

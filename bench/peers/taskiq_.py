@@ -16,8 +16,8 @@ import asyncio
 import os
 import sys
 import time
-from typing import Any
 from importlib.metadata import version
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import Board, begin, emit, pace
@@ -92,9 +92,9 @@ def main() -> None:
 
         SLEEP = a.sleep_ms / 1000
         if a.redis_write:
-            import redis.asyncio
+            from redis.asyncio import Redis as AsyncRedis
 
-            WRITE = redis.asyncio.Redis.from_url(a.url)  # connects on first use, in the worker's loop
+            WRITE = AsyncRedis.from_url(a.url)  # connects on first use, in the worker's loop
         args = WorkerArgs(broker=broker, modules=[], workers=1, max_async_tasks=a.concurrency,  # type: ignore[arg-type]
                           log_level=LogLevel.WARNING, configure_logging=False)
         start_listen(args)  # installs SIGTERM/SIGINT handlers: stop fetching, finish running tasks, exit
