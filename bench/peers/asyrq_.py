@@ -38,7 +38,7 @@ def main() -> None:
     a = begin("asyrq", f"{asyrq.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True,
               redis_write=True)
     board = Board(a.board) if a.board else None
-    quiet = DefaultLogger(level=LogLevel.WARNING, log_dir=None, name="bench")
+    quiet = DefaultLogger(level=LogLevel.WARN, log_dir=None, name="bench")
     if a.command in ("enqueue", "produce"):
         c = SyncClient(_opt(a.url), logger=quiet)
         c.enqueue(Task("warmup", b""), Queue(QUEUE))  # connect and load the script first
@@ -66,7 +66,7 @@ def main() -> None:
 
             own = AsyncRedis.from_url(a.url)  # the handler's own client, as an app would have
         app = Server(_opt(a.url), Config(concurrency=a.concurrency, queues={QUEUE: 1}, logger=quiet,
-                                         log_level=LogLevel.WARNING, log_dir=None))  # type: ignore[arg-type]
+                                         log_level=LogLevel.WARN, log_dir=None))  # type: ignore[arg-type]
 
         @app.task("noop")
         async def noop(ctx: Context, task: Task) -> None:
