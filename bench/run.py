@@ -37,6 +37,10 @@ from redisproc import RedisProcess  # noqa: E402
 
 PEERS = ["asynqpy", "bare", "arq", "rq", "celery", "dramatiq", "huey", "saq", "taskiq", "bullmq", "asyrq"]
 CLK = os.sysconf("SC_CLK_TCK")
+# Every peer runs with its modules compiled, as pip installs them: an environment that sets
+# PYTHONDONTWRITEBYTECODE would otherwise have the editable asynqpy (a source tree) compile each of
+# its modules at every start, while the peers' site-packages hold their compiled modules.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 class Failed(Exception):
@@ -68,13 +72,15 @@ def python_for(peer: str, reuse: bool) -> str:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *reqs], check=True)
         stamp.write_text(" ".join(reqs))
+    if peer == "asynqpy":  # the editable tree's modules compiled, as a wheel install has them (see ENV)
+        subprocess.run([str(py), "-m", "compileall", "-q", str(ROOT / "asynqpy")], check=True, env=ENV)
     return str(py)
 
 
 def call(py: str, peer: str, command: str, url: str, board: str, *args: str, timeout: float = 600) -> dict[str, Any]:
     """Run an adapter command to completion; returns its RESULT json."""
     cmd = [py, str(adapter(peer)), command, "--url", url, "--board", board, *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(HERE / "peers"))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(HERE / "peers"), env=ENV)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])  # type: ignore[no-any-return]
@@ -88,7 +94,7 @@ class Worker:
         cmd = [py, str(adapter(peer)), "worker", "--url", url, "--board", board, *args]
         self.log = open(HERE / "results" / f"worker-{peer}.log", "a")
         self.proc = subprocess.Popen(cmd, cwd=str(HERE / "peers"), stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, env=ENV)
 
     def cpu_seconds(self) -> float:
         """utime + stime of the worker and all its descendants."""
