@@ -175,10 +175,10 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
-        # a worker's first fetch goes out alone: the loops below start LOOPS_DELAY after it (their
-        # first commands and connections would queue before it), the canceller's modules (the
-        # controller, the inspector's plans) are imported then, and the aggregator's and the
-        # scheduler's only when configured
+        # a worker's first fetch goes out right after the first heartbeat: the loops below start
+        # LOOPS_DELAY after it (their first commands and connections would queue before it), the
+        # canceller's modules (the controller, the inspector's plans) are imported then, and the
+        # aggregator's and the scheduler's only when configured
         loops: list[Any] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
             Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
@@ -208,10 +208,12 @@ class Server:
             started = True
             log.info("server %s started: queues=%s concurrency=%d", self.server_id,
                      dict(self.options.queues), self.options.concurrency)
+            try:  # the server is listed (and describes itself) before it takes a task
+                await heartbeat.beat()
+            except REDIS_ERRORS as exc:  # lost again already: the heartbeat loop keeps trying
+                ctx.health.failed("the first heartbeat", exc)
             watchdog.start()
-            # the first heartbeat (the server's registration, for the inspector and control
-            # commands: leases are the tasks' own, written by the fetch) comes after the first fetch
-            hb_task = asyncio.create_task(_later(ctx, lambda: _beat_then_run(ctx, heartbeat)), name="asynqpy-heartbeat")
+            hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
             bg += [asyncio.create_task(_later(ctx, lp.run), name=f"asynqpy-{type(lp).__name__.lower()}")
                    for lp in loops]
             await processor.run()  # returns after the graceful shutdown of the handlers
@@ -282,9 +284,9 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 LOOPS_DELAY = 0.05
-"""Seconds after the processor starts (its first fetch sent) that the heartbeat and the background
-loops do. Each is a timer loop (its first pass 50 ms later changes nothing); the canceller's
-imports no longer hold up the first fetch. A cancel of a task that started meanwhile still ends its
+"""Seconds after the processor starts (its first fetch sent) that the background loops do. Each
+is a timer loop (its first pass 50 ms later changes nothing); the canceller's imports no longer
+hold up the first fetch. A cancel of a task that started meanwhile still ends its
 lease (the handler's late write is refused); control commands sent meanwhile wait in their list
 (Controller.drain)."""
 
@@ -307,15 +309,6 @@ class _ControlLoop:
 
         control = Controller(self.ctx, self.server_id, self.processor, self.heartbeat.describe_call)
         await Canceller(self.ctx, self.processor, control).run()
-
-
-async def _beat_then_run(ctx: Context, heartbeat: Heartbeat) -> None:
-    """The first heartbeat at once, then the heartbeat loop."""
-    try:
-        await heartbeat.beat()
-    except REDIS_ERRORS as exc:  # lost again already: the heartbeat loop keeps trying
-        ctx.health.failed("the first heartbeat", exc)
-    await heartbeat.run()
 
 
 async def _wait_for_redis(ctx: Context, fail_fast: bool) -> bool:
