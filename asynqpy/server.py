@@ -16,7 +16,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -28,10 +28,7 @@ from .core.mux import ServeMux
 from .core.options import unknown_options
 from .core.signing import SigningKeys, make_signer
 from .redisio.connection import REDIS_ERRORS, async_client, check_url
-from .worker.aggregator import Aggregation, AggregatorParams
-from .worker.canceller import Canceller
 from .worker.context import MAX_BACKOFF, Context, is_outage
-from .worker.control import Controller
 from .worker.forwarder import Forwarder, ForwarderParams
 from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
@@ -39,7 +36,6 @@ from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
 from .worker.propagator import Propagator
 from .worker.recoverer import Recoverer, RecovererParams
-from .worker.scheduler import SchedulerParams, Scheduling, entries_of
 from .worker.settings import ServerOptions
 from .worker.supervisor import HURRY_SIGNAL
 from .worker.threadpool import DaemonThreadPool
@@ -179,15 +175,22 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
-        loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation | Propagator] = [
+        # a worker's first fetch goes out right after the first heartbeat: the loops below start
+        # LOOPS_DELAY after it (their first commands and connections would queue before it), the
+        # canceller's modules (the controller, the inspector's plans) are imported then, and the
+        # aggregator's and the scheduler's only when configured
+        loops: list[Any] = [
             Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
-            Janitor(ctx, JanitorParams.of(o)),
-            Canceller(ctx, processor, Controller(ctx, self.server_id, processor, heartbeat.describe_call)),
+            Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
             Propagator(ctx)]
         if o.group_aggregator is not None:
+            from .worker.aggregator import Aggregation, AggregatorParams
+
             loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
                                                            o.group_max_delay, o.group_max_size), pool))
         if o.scheduler or o.scheduler_entries or o.scheduler_owner:  # an owner without entries only prunes at start
+            from .worker.scheduler import SchedulerParams, Scheduling, entries_of
+
             params = SchedulerParams(entries_of(o.scheduler_entries), owner=o.scheduler_owner or "",
                                      fire=bool(o.scheduler or o.scheduler_entries))
             loops.append(Scheduling(ctx.exec, ctx.broker, ctx.clock, params, ctx.stopping, ctx.health.failed))
@@ -198,19 +201,21 @@ class Server:
         try:
             if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
-            await _check_queues(ctx, list(o.queues))
+            bg.append(asyncio.create_task(_later(ctx, lambda: _check_queues(ctx, list(o.queues))),
+                                          name="asynqpy-check-queues"))
             await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails
             hooked = True
             started = True
             log.info("server %s started: queues=%s concurrency=%d", self.server_id,
                      dict(self.options.queues), self.options.concurrency)
-            try:
+            try:  # the server is listed (and describes itself) before it takes a task
                 await heartbeat.beat()
             except REDIS_ERRORS as exc:  # lost again already: the heartbeat loop keeps trying
                 ctx.health.failed("the first heartbeat", exc)
             watchdog.start()
-            bg = [asyncio.create_task(lp.run(), name=f"asynqpy-{type(lp).__name__.lower()}") for lp in loops]
             hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
+            bg += [asyncio.create_task(_later(ctx, lp.run), name=f"asynqpy-{type(lp).__name__.lower()}")
+                   for lp in loops]
             await processor.run()  # returns after the graceful shutdown of the handlers
         finally:
             watchdog.stop()
@@ -276,6 +281,34 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
                       "exiting without it", t.get_name(), STOP_LOOPS_TIMEOUT)
     loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()
+
+
+LOOPS_DELAY = 0.05
+"""Seconds after the processor starts (its first fetch sent) that the background loops do. Each
+is a timer loop (its first pass 50 ms later changes nothing); the canceller's imports no longer
+hold up the first fetch. A cancel of a task that started meanwhile still ends its
+lease (the handler's late write is refused); control commands sent meanwhile wait in their list
+(Controller.drain)."""
+
+
+async def _later(ctx: Context, run: Callable[[], Awaitable[None]]) -> None:
+    """``run()`` LOOPS_DELAY from now (not at all if the server stops meanwhile)."""
+    if not await ctx.sleep(LOOPS_DELAY):
+        await run()
+
+
+class _ControlLoop:
+    """The canceller and the controller, imported when started."""
+
+    def __init__(self, ctx: Context, processor: Processor, server_id: str, heartbeat: Heartbeat) -> None:
+        self.ctx, self.processor, self.server_id, self.heartbeat = ctx, processor, server_id, heartbeat
+
+    async def run(self) -> None:
+        from .worker.canceller import Canceller
+        from .worker.control import Controller
+
+        control = Controller(self.ctx, self.server_id, self.processor, self.heartbeat.describe_call)
+        await Canceller(self.ctx, self.processor, control).run()
 
 
 async def _wait_for_redis(ctx: Context, fail_fast: bool) -> bool:

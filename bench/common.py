@@ -23,8 +23,9 @@ COMMAND is one of
     worker --concurrency C [--sleep-ms MS]
                                    consume the queue until SIGTERM/SIGINT; the handler calls
                                    board.hit(i) first, then sleeps MS ms (asyncio.sleep if async)
-    worker ... --redis-write       (asynqpy and bare) the handler also does one write of its own on
-                                   the measured Redis (INCR bench:writes), as real handlers do
+    worker ... --redis-write       the handler also does one write of its own on the measured Redis
+                                   (INCR bench:writes, on the handler's own client), as real handlers
+                                   do; an adapter without it prints RESULT {"unsupported": ...}
 
 An adapter starts with :func:`begin` (arguments, ``describe``, logging). Every adapter uses the
 queue (or its equivalent) named ``bench`` and a task named ``noop``. The
@@ -149,19 +150,25 @@ def adapter_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def begin(name: str, version: str, config: str | None, *, one_process: bool = True) -> argparse.Namespace:
+def begin(name: str, version: str, config: str | None, *, one_process: bool = True,
+          redis_write: bool = False) -> argparse.Namespace:
     """An adapter's common start: parse its command line; answer ``describe`` and exit; refuse
-    ``--processes`` other than 1 where the adapter runs one worker process; quiet the libraries'
-    logging (WARNING) so per-task logs do not slow the measured loop."""
+    ``--processes`` other than 1 where the adapter runs one worker process, and ``--redis-write``
+    where its handler has no write of its own (``redis_write=False``: the orchestrator then reports
+    the workload as unsupported, never a handler that silently skipped its write); quiet the
+    libraries' logging (WARNING) so per-task logs do not slow the measured loop."""
     import logging
     import sys
 
     a = adapter_args()
     if a.command == "describe":
-        emit({"name": name, "version": version, "config": config})
+        emit({"name": name, "version": version, "config": config, "redis_write": redis_write})
         sys.exit(0)
     if one_process and a.processes != 1:
         raise SystemExit(f"the {name} adapter runs one worker process")
+    if a.redis_write and not redis_write:
+        emit({"unsupported": "--redis-write"})
+        sys.exit(0)
     logging.basicConfig(level=logging.WARNING)
     return a
 

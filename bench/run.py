@@ -35,8 +35,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 from common import Board, new_board  # noqa: E402
 from redisproc import RedisProcess  # noqa: E402
 
-PEERS = ["asynqpy", "bare", "arq", "rq", "celery", "dramatiq", "huey", "saq", "taskiq", "bullmq"]
+PEERS = ["asynqpy", "bare", "arq", "rq", "celery", "dramatiq", "huey", "saq", "taskiq", "bullmq", "asyrq"]
 CLK = os.sysconf("SC_CLK_TCK")
+# Every peer runs with its modules compiled, as pip installs them: an environment that sets
+# PYTHONDONTWRITEBYTECODE would otherwise have the editable asynqpy (a source tree) compile each of
+# its modules at every start, while the peers' site-packages hold their compiled modules.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 class Failed(Exception):
@@ -68,13 +72,15 @@ def python_for(peer: str, reuse: bool) -> str:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *reqs], check=True)
         stamp.write_text(" ".join(reqs))
+    if peer == "asynqpy":  # the editable tree's modules compiled, as a wheel install has them (see ENV)
+        subprocess.run([str(py), "-m", "compileall", "-q", str(ROOT / "asynqpy")], check=True, env=ENV)
     return str(py)
 
 
 def call(py: str, peer: str, command: str, url: str, board: str, *args: str, timeout: float = 600) -> dict[str, Any]:
     """Run an adapter command to completion; returns its RESULT json."""
     cmd = [py, str(adapter(peer)), command, "--url", url, "--board", board, *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(HERE / "peers"))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(HERE / "peers"), env=ENV)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])  # type: ignore[no-any-return]
@@ -88,7 +94,7 @@ class Worker:
         cmd = [py, str(adapter(peer)), "worker", "--url", url, "--board", board, *args]
         self.log = open(HERE / "results" / f"worker-{peer}.log", "a")
         self.proc = subprocess.Popen(cmd, cwd=str(HERE / "peers"), stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, env=ENV)
 
     def cpu_seconds(self) -> float:
         """utime + stime of the worker and all its descendants."""
@@ -249,6 +255,31 @@ class Bench:
         lat = [(s - e - delay) * 1000 for s, e in zip(starts, enq)]
         return {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat)}
 
+    def first_task(self, py: str, peer: str, runs: int) -> dict[str, float]:
+        """Seconds from spawning a worker process to its handler starting a task already queued
+        (the queue holds one task; p50/min/max over ``runs`` starts, after one start not counted)."""
+        times = []
+        for k in range(runs + 1):
+            self.flush()
+            board = self.board(1)
+            call(py, peer, "enqueue", self.url, self.board_path, "--n", "1", "--mode", "single")
+            t0 = time.perf_counter()
+            w = Worker(py, peer, self.url, self.board_path, "--concurrency", str(self.a.concurrency))
+            try:
+                deadline = time.monotonic() + 60
+                while board.count() < 1:
+                    if not w.alive():
+                        raise Failed("worker exited early (see bench/results/worker-*.log)")
+                    if time.monotonic() > deadline:
+                        raise Failed("timed out waiting for the first task")
+                    time.sleep(0.0002)
+                if k:  # the first start writes the compiled modules: not counted
+                    times.append(time.perf_counter() - t0)
+            finally:
+                w.stop()
+                board.close()
+        return {"p50_ms": pct(times, 50) * 1000, "min_ms": min(times) * 1000, "max_ms": max(times) * 1000}
+
     def idle(self, py: str, peer: str) -> float:
         self.flush()
         board = self.board(1)
@@ -281,7 +312,8 @@ def run_peer(b: Bench, peer: str) -> dict[str, Any]:
         ("memory_bytes_per_task", lambda: b.memory_per_task(py, peer, a.n_memory)),
         ("drain", lambda: b.drain(py, peer, a.n, *conc)),
         ("drain_redis_write", lambda: b.drain(py, peer, a.n, *conc, "--redis-write")
-         if peer in ("asynqpy", "bare") else None),
+         if out["describe"].get("redis_write") else None),
+        ("first_task", lambda: b.first_task(py, peer, a.start_runs)),
         ("pickup", lambda: b.latency(py, peer, a.pickup_n, a.pickup_interval, 0.0)),
         ("scheduled", lambda: b.latency(py, peer, a.sched_n, a.pickup_interval, 1.0) if peer != "bare" else None),
         ("idle_cmds_per_s", lambda: b.idle(py, peer)),
@@ -330,10 +362,37 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def _figure(results: dict[str, Any], peer: str, *path: str) -> float | None:
+    v: Any = results["peers"].get(peer, {})
+    for p in path:
+        v = v.get(p) if isinstance(v, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def ratios(results: dict[str, Any]) -> str:
+    """asynqpy against the best peer (the bare loop is no peer: it is the floor) for the issue's
+    targets: drain with a handler that writes to Redis, single enqueue; first task after a worker
+    start against the bare loop's."""
+    lines = []
+    for label, path in (("drain+write/s", ("drain_redis_write", "tasks_per_s")),
+                        ("drain/s", ("drain", "tasks_per_s")),
+                        ("single enq/s", ("single_enqueue_per_s",))):
+        mine = _figure(results, "asynqpy", *path)
+        others = [(p, _figure(results, p, *path)) for p in results["peers"] if p not in ("asynqpy", "bare")]
+        best = max(((v, p) for p, v in others if v is not None), default=None)
+        if mine is not None and best is not None:
+            lines.append(f"  {label:14} asynqpy {mine:9,.0f}  best peer {best[1]} {best[0]:9,.0f}  "
+                         f"{mine / best[0]:.2f}x")
+    mine, bare = _figure(results, "asynqpy", "first_task", "p50_ms"), _figure(results, "bare", "first_task", "p50_ms")
+    if mine is not None and bare is not None:
+        lines.append(f"  first task     asynqpy {mine:6.0f} ms  bare loop {bare:6.0f} ms  {mine / bare:.2f}x")
+    return "\nasynqpy against the best peer:\n" + "\n".join(lines) if lines else ""
+
+
 def write_summary(results: dict[str, Any]) -> str:
-    """The drain whose handler does one Redis write of its own: asynqpy against the bare loop."""
+    """The drain whose handler does one Redis write of its own, for every peer that has it."""
     rows = []
-    for peer in ("asynqpy", "bare"):
+    for peer in results["peers"]:
         d = results["peers"].get(peer, {}).get("drain_redis_write")
         if isinstance(d, dict) and "tasks_per_s" in d:
             rows.append((peer, d))
@@ -344,8 +403,6 @@ def write_summary(results: dict[str, Any]) -> str:
         lines.append(f"  {peer:8} {d['tasks_per_s']:9,.0f} tasks/s  {d['redis_cmds_per_task']:5.2f} Redis commands/task  "
                      f"worker CPU {d['worker_cpu_ms_per_task'] * 1000:6.1f} µs/task  "
                      f"Redis CPU {d['redis_cpu_us_per_task']:5.1f} µs/task")
-    if len(rows) == 2:
-        lines.append(f"  asynqpy / bare: {rows[0][1]['tasks_per_s'] / rows[1][1]['tasks_per_s']:.2f}x")
     return "\n".join(lines)
 
 
@@ -363,7 +420,7 @@ def table(results: dict[str, Any]) -> str:
     cols = [
         ("single enq/s", ("single_enqueue_per_s",)), ("batch enq/s", ("batch_enqueue_per_s",)),
         ("drain/s", ("drain", "tasks_per_s")), ("drain+write/s", ("drain_redis_write", "tasks_per_s")),
-        ("pickup p50 ms", ("pickup", "p50_ms")),
+        ("first task ms", ("first_task", "p50_ms")), ("pickup p50 ms", ("pickup", "p50_ms")),
         ("p99", ("pickup", "p99_ms")), ("max", ("pickup", "max_ms")),
         ("sched late p50 ms", ("scheduled", "p50_ms")), ("max", ("scheduled", "max_ms")),
         ("idle cmd/s", ("idle_cmds_per_s",)), ("cmds/task", ("drain", "redis_cmds_per_task")),
@@ -398,6 +455,7 @@ def main() -> int:
     p.add_argument("--sched-n", type=int, default=50)
     p.add_argument("--idle-seconds", type=float, default=20.0)
     p.add_argument("--warmup", type=float, default=1.5)
+    p.add_argument("--start-runs", type=int, default=5, help="worker starts timed for the first-task figure")
     p.add_argument("--timeout", type=float, default=600.0, help="longest wait for one drain")
     p.add_argument("--no-extras", action="store_true", help="skip asynqpy's depth/process workloads")
     p.add_argument("--reuse-python", action="store_true", help="run asynqpy and bare with this interpreter")
@@ -408,7 +466,7 @@ def main() -> int:
         a.peers, a.reuse_python = "asynqpy,bare", True
         a.n, a.n_single, a.n_memory, a.n_sleep, a.n_depth_drain = 300, 200, 1000, 300, 300
         a.depth_small, a.depth_large, a.pickup_n, a.sched_n = 100, 2000, 20, 5
-        a.idle_seconds, a.warmup, a.repeat = 2.0, 0.5, 1
+        a.idle_seconds, a.warmup, a.repeat, a.start_runs = 2.0, 0.5, 1, 1
     Path(a.output).mkdir(parents=True, exist_ok=True)
     (HERE / "results").mkdir(exist_ok=True)
     server = RedisProcess()
@@ -443,6 +501,7 @@ def main() -> int:
             pass
     print("\n" + table(results))
     print(write_summary(results))
+    print(ratios(results))
     text = json.dumps(results, indent=2)
     (Path(a.output) / "latest.json").write_text(text)
     (Path(a.output) / f"run-{results['when'].replace(':', '')}.json").write_text(text)

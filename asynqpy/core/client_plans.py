@@ -311,6 +311,26 @@ class ClientPlans:
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
+    def _lone(self, task_type: str, payload: Any, options: dict[str, Any]) -> tuple[opts.Prepared, Call[Any]] | None:
+        """The common enqueue, ready to send without the plan: a task with default options (or
+        ``queue=`` alone) to a queue this client has enqueued to before (registered, its options
+        validated: :meth:`_prepare` keeps a Deriver per such queue), no tracing, no replicas to
+        wait for. Its prepared task and the one call storing it; None for any other enqueue (the
+        plan then runs). What the call does and answers is the plan's lone-task path, unchanged."""
+        if tracing.current is not None or self.wait_replicas:
+            return None
+        if options:
+            queue = options.get("queue")
+            if len(options) != 1 or type(queue) is not str:
+                return None
+        else:
+            queue = "default"
+        derive = self._derivers.get(queue)
+        if derive is None or queue not in self._registered or derive.template.kind is not kinds.TaskKind.PLAIN:
+            return None
+        p = derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
+        return p, kinds.store_call(self.broker, p)
+
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)

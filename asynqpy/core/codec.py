@@ -226,18 +226,26 @@ def _values(data: bytes) -> Any:
         raise MalformedMessageError(f"undecodable message: {exc}") from None
 
 
+_EXACT: list[frozenset[type] | None] = [None if t == (object,) else frozenset(t) for t in _TYPES]
+"""Per field, the exact types msgpack may decode it to (None: any). What msgpack decodes is of a
+builtin type, never a subclass, so an exact type test says what ``isinstance`` (with bool kept out
+of the int fields) says, for less CPU: every task a worker runs is decoded."""
+
+
 def decode(data: bytes) -> Message:
     """Decode a stored message; anything that is not one raises :class:`MalformedMessageError`."""
     values = _values(data)
-    if not isinstance(values, list) or not 1 <= len(values) <= len(_FIELDS):
+    if type(values) is not list or not 1 <= len(values) <= len(_FIELDS):
         raise MalformedMessageError("message is not an array of the expected length")
-    for i, value in enumerate(values):
-        if not isinstance(value, _TYPES[i]) or (_TYPES[i] == (int,) and isinstance(value, bool)):
+    for value, allowed in zip(values, _EXACT):
+        if allowed is not None and type(value) not in allowed:
+            i = next(i for i, (v, ok) in enumerate(zip(values, _EXACT)) if ok is not None and type(v) not in ok)
             raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
     if not values[0]:
         raise MalformedMessageError("message has an empty task type")
+    n = len(values)
     for i, items in _ITEMS.items():
-        if len(values) > i and values[i] is not None and not items(values[i]):
+        if n > i and values[i] is not None and not items(values[i]):
             raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
     return Message(*values)
 

@@ -27,9 +27,10 @@ import keyword
 import operator
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -192,26 +193,67 @@ def _flatten(text: str, includes: Path, seen: set[str]) -> str:
     return _INCLUDE.sub(sub, text)
 
 
+def _load_one(path: Path, root: Path) -> Script:
+    """The script in file ``path`` (includes in ``root/includes``), its header checked."""
+    text = path.read_text()
+    name, numkeys, keys, args, keys_tail, args_tail = parse_header(path.name, text)
+    source = _flatten(text, root / "includes", set())
+    check_body(path.name, source[_HEADER.match(source).end():],  # type: ignore[union-attr]
+               numkeys, len(args), bool(keys_tail), bool(args_tail))
+    sha = hashlib.sha1(source.encode()).hexdigest()
+    names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
+    return Script(name, numkeys, source, sha, keys, args, keys_tail, args_tail, names, _picker(keys),
+                  _picker(args))
+
+
 def load_dir(root: Path) -> dict[str, Script]:
     """Every script in the directory ``root`` (includes in ``root/includes``), by name; raises
     :class:`ScriptHeaderError` for a header that does not hold (see the module's docstring)."""
     out: dict[str, Script] = {}
     for path in sorted(root.glob("*.lua")):
-        text = path.read_text()
-        name, numkeys, keys, args, keys_tail, args_tail = parse_header(path.name, text)
-        source = _flatten(text, root / "includes", set())
-        check_body(path.name, source[_HEADER.match(source).end():],  # type: ignore[union-attr]
-                   numkeys, len(args), bool(keys_tail), bool(args_tail))
-        sha = hashlib.sha1(source.encode()).hexdigest()
-        names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
-        out[name] = Script(name, numkeys, source, sha, keys, args, keys_tail, args_tail, names, _picker(keys),
-                           _picker(args))
+        script = _load_one(path, root)
+        out[script.name] = script
     if not out:
         raise RuntimeError(f"no Lua scripts found in {root}")
     return out
 
 
+class _Scripts(Mapping[str, Script]):
+    """The scripts of ``lua/`` by name, each read (and its header checked) when first asked for: a
+    process loads the few it uses (a worker's first task waits on a handful of scripts, not on
+    reading and checking all of them). Listing them (iteration, ``len``) loads them all."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._loaded: dict[str, Script] = {}
+        self._all = False
+
+    def __getitem__(self, name: str) -> Script:
+        script = self._loaded.get(name)
+        if script is None:
+            if self._all or not isinstance(name, str) or not name:
+                raise KeyError(name)
+            paths = [p for p in self.root.glob(f"{glob_escape(name)}-*.lua")
+                     if (m := _NAME.match(p.name)) is not None and m.group(1) == name]
+            if len(paths) != 1:
+                raise KeyError(name)
+            script = self._loaded.setdefault(name, _load_one(paths[0], self.root))
+        return script
+
+    def _every(self) -> dict[str, Script]:
+        if not self._all:
+            self._loaded = {**load_dir(self.root), **self._loaded}
+            self._all = True
+        return self._loaded
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return len(self._every())
+
+
 @lru_cache(maxsize=1)
-def load_scripts() -> dict[str, Script]:
-    """Every script in ``lua/``, by name (``enqueue``, ``dequeue``, ...)."""
-    return load_dir(_lua_dir())
+def load_scripts() -> Mapping[str, Script]:
+    """Every script in ``lua/``, by name (``enqueue``, ``dequeue``, ...), each loaded on first use."""
+    return _Scripts(_lua_dir())

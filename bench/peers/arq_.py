@@ -30,11 +30,14 @@ QUEUE = "bench"
 CHUNK = 100
 BOARD: Board | None = None
 SLEEP = 0.0
+WRITE: Any = None  # --redis-write: the handler's own redis.asyncio.Redis
 
 
 async def noop(ctx: dict[str, Any], i: int) -> None:
     assert BOARD is not None
     BOARD.hit(i)
+    if WRITE is not None:
+        await WRITE.incr("bench:writes")
     if SLEEP:
         await asyncio.sleep(SLEEP)
 
@@ -64,8 +67,9 @@ async def enqueue(url: str, n: int, mode: str) -> float:
 
 
 def main() -> None:
-    global BOARD, SLEEP
-    a = begin("arq", f"{VERSION} (redis-py {redis.__version__})", CONFIG, one_process=True)
+    global BOARD, SLEEP, WRITE
+    a = begin("arq", f"{VERSION} (redis-py {redis.__version__})", CONFIG, one_process=True,
+              redis_write=True)
     BOARD = Board(a.board) if a.board else None
     if a.command == "enqueue":
         emit({"seconds": asyncio.run(enqueue(a.url, a.n, a.mode))})
@@ -82,6 +86,10 @@ def main() -> None:
     elif a.command == "worker":
         assert BOARD is not None
         SLEEP = a.sleep_ms / 1000
+        if a.redis_write:
+            from redis.asyncio import Redis as AsyncRedis
+
+            WRITE = AsyncRedis.from_url(a.url)  # connects on first use, in the worker's loop
         asyncio.set_event_loop(asyncio.new_event_loop())
         worker = Worker(functions=[noop, warmup], queue_name=QUEUE, redis_settings=RedisSettings.from_dsn(a.url),
                         max_jobs=a.concurrency)  # handles SIGTERM/SIGINT itself

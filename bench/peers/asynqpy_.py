@@ -14,14 +14,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import Board, begin, emit, pace
 
 import asynqpy
-from asynqpy import Client, ServeMux, Server, Task
+from asynqpy import ServeMux, Server, Task
 
 CONFIG = __doc__
 
 
 def main() -> None:
-    a = begin("asynqpy", asynqpy.__version__, CONFIG, one_process=False)
+    a = begin("asynqpy", asynqpy.__version__, CONFIG, one_process=False, redis_write=True)
     board = Board(a.board) if a.board else None
+    if a.command in ("enqueue", "produce"):
+        from asynqpy import Client  # imported where it is used: a worker process does not load it
     if a.command == "enqueue":
         with Client(a.url) as c:
             c.enqueue("warmup", None, queue="bench")  # connect and register the queue first

@@ -19,7 +19,7 @@ KEY = "bare:bench"
 
 
 def main() -> None:
-    a = begin("bare LPUSH/BRPOP", f"redis-py {redis.__version__}", CONFIG, one_process=False)
+    a = begin("bare LPUSH/BRPOP", f"redis-py {redis.__version__}", CONFIG, one_process=False, redis_write=True)
     r = redis.Redis.from_url(a.url)
     r.ping()
     board = Board(a.board) if a.board else None

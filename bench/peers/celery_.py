@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
+
+import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import celery
@@ -22,6 +25,7 @@ from common import Board, begin, emit, pace
 CONFIG = __doc__
 BOARD: Board | None = None
 SLEEP = 0.0
+WRITE: Any = None  # --redis-write: the handler's own redis.Redis (thread-safe pool)
 
 
 def make_app(url: str) -> Celery:
@@ -40,6 +44,8 @@ def make_app(url: str) -> Celery:
     def noop(i: int) -> None:
         assert BOARD is not None
         BOARD.hit(i)
+        if WRITE is not None:
+            WRITE.incr("bench:writes")
         if SLEEP:
             time.sleep(SLEEP)
 
@@ -51,8 +57,9 @@ def make_app(url: str) -> Celery:
 
 
 def main() -> None:
-    global BOARD, SLEEP
-    a = begin("Celery", f"celery {celery.__version__}", CONFIG, one_process=False)
+    global BOARD, SLEEP, WRITE
+    a = begin("Celery", f"celery {celery.__version__}", CONFIG, one_process=False,
+              redis_write=True)
     app = make_app(a.url)
     noop, warmup = app.tasks["noop"], app.tasks["warmup"]
     BOARD = Board(a.board) if a.board else None
@@ -75,6 +82,8 @@ def main() -> None:
     elif a.command == "worker":
         assert BOARD is not None
         SLEEP = a.sleep_ms / 1000
+        if a.redis_write:
+            WRITE = redis.Redis.from_url(a.url)
         # worker_main handles SIGTERM itself (warm shutdown: finish running tasks, then exit)
         app.worker_main([
             "worker", "-P", "threads", "-c", str(a.concurrency), "-Q", "bench", "-l", "WARNING",

@@ -15,6 +15,9 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
+
+import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import dramatiq
@@ -25,11 +28,13 @@ from dramatiq.brokers.redis import RedisBroker
 CONFIG = __doc__
 BOARD: Board | None = None
 SLEEP = 0.0
+WRITE: Any = None  # --redis-write: the handler's own redis.Redis (thread-safe pool)
 
 
 def main() -> None:
-    global BOARD, SLEEP
-    a = begin("Dramatiq", f"dramatiq {dramatiq.__version__}", CONFIG, one_process=False)
+    global BOARD, SLEEP, WRITE
+    a = begin("Dramatiq", f"dramatiq {dramatiq.__version__}", CONFIG, one_process=False,
+              redis_write=True)
     broker = RedisBroker(url=a.url)
     dramatiq.set_broker(broker)
 
@@ -37,6 +42,8 @@ def main() -> None:
     def noop(i: int) -> None:
         assert BOARD is not None
         BOARD.hit(i)
+        if WRITE is not None:
+            WRITE.incr("bench:writes")
         if SLEEP:
             time.sleep(SLEEP)
 
@@ -64,6 +71,8 @@ def main() -> None:
     elif a.command == "worker":
         assert BOARD is not None
         SLEEP = a.sleep_ms / 1000
+        if a.redis_write:
+            WRITE = redis.Redis.from_url(a.url)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())

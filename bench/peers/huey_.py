@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import huey
@@ -23,11 +24,13 @@ CONFIG = __doc__
 QUEUE = "bench"
 BOARD: Board | None = None
 SLEEP = 0.0
+WRITE: Any = None  # --redis-write: the handler's own redis.Redis (thread-safe pool)
 
 
 def main() -> None:
-    global BOARD, SLEEP
-    a = begin("Huey", f"{huey.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True)
+    global BOARD, SLEEP, WRITE
+    a = begin("Huey", f"{huey.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True,
+              redis_write=True)
     BOARD = Board(a.board) if a.board else None
     app = RedisHuey(QUEUE, url=a.url)
 
@@ -36,6 +39,8 @@ def main() -> None:
     def noop(i: int) -> None:
         assert BOARD is not None
         BOARD.hit(i)
+        if WRITE is not None:
+            WRITE.incr("bench:writes")
         if SLEEP:
             time.sleep(SLEEP)
 
@@ -64,6 +69,8 @@ def main() -> None:
     elif a.command == "worker":
         assert BOARD is not None
         SLEEP = a.sleep_ms / 1000
+        if a.redis_write:
+            WRITE = redis.Redis.from_url(a.url)
         consumer = app.create_consumer(workers=a.concurrency, worker_type="thread")
         consumer.run()  # handles SIGTERM (immediate stop) and SIGINT (graceful stop) itself
 

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from datetime import timedelta
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import redis
@@ -27,6 +28,7 @@ CONFIG = __doc__
 QUEUE = "bench"
 BOARD: Board | None = None
 SLEEP = 0.0
+WRITE: Any = None  # --redis-write: the handler's own redis.Redis (thread-safe pool)
 
 
 # RQ refuses functions of __main__, so jobs name these through this file imported as a module
@@ -34,6 +36,8 @@ SLEEP = 0.0
 def noop(i: int) -> None:
     assert BOARD is not None
     BOARD.hit(i)
+    if WRITE is not None:
+        WRITE.incr("bench:writes")
     if SLEEP:
         time.sleep(SLEEP)
 
@@ -43,7 +47,8 @@ def warmup() -> None:
 
 
 def main() -> None:
-    a = begin("RQ", f"{rq.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True)
+    a = begin("RQ", f"{rq.__version__} (redis-py {redis.__version__})", CONFIG, one_process=True,
+              redis_write=True)
     tasks = importlib.import_module(os.path.splitext(os.path.basename(__file__))[0])
     noop, warmup = tasks.noop, tasks.warmup
     tasks.BOARD = BOARD = Board(a.board) if a.board else None
@@ -74,6 +79,8 @@ def main() -> None:
     elif a.command == "worker":
         assert BOARD is not None
         tasks.SLEEP = a.sleep_ms / 1000
+        if a.redis_write:
+            tasks.WRITE = redis.Redis.from_url(a.url)
         worker = SimpleWorker([q], connection=conn)
         worker.work(with_scheduler=True, logging_level="WARNING")  # handles SIGTERM/SIGINT itself
 

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from importlib.metadata import version
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import Board, begin, emit, pace
@@ -25,12 +26,14 @@ from taskiq_redis import RedisStreamBroker
 CONFIG = __doc__
 BOARD: Board | None = None
 SLEEP = 0.0
+WRITE: Any = None  # --redis-write: the handler's own redis.asyncio.Redis
 CHUNK = 100
 
 
 def main() -> None:
-    global BOARD, SLEEP
-    a = begin("taskiq", f"taskiq {version('taskiq')}, taskiq-redis {version('taskiq-redis')}", CONFIG, one_process=False)
+    global BOARD, SLEEP, WRITE
+    a = begin("taskiq", f"taskiq {version('taskiq')}, taskiq-redis {version('taskiq-redis')}", CONFIG, one_process=False,
+              redis_write=True)
     # socket_timeout=None (redis-py < 8's default; 8.x sets 5 s): with a socket timeout redis-py sends
     # each command under asyncio.wait_for, which on Python 3.11 can swallow the cancellation the
     # receiver uses to stop its XREADGROUP loop, and the worker then never exits on SIGTERM.
@@ -40,6 +43,8 @@ def main() -> None:
     async def noop(i: int) -> None:
         assert BOARD is not None
         BOARD.hit(i)
+        if WRITE is not None:
+            await WRITE.incr("bench:writes")
         if SLEEP:
             await asyncio.sleep(SLEEP)
 
@@ -86,6 +91,10 @@ def main() -> None:
         from taskiq.cli.worker.run import start_listen
 
         SLEEP = a.sleep_ms / 1000
+        if a.redis_write:
+            from redis.asyncio import Redis as AsyncRedis
+
+            WRITE = AsyncRedis.from_url(a.url)  # connects on first use, in the worker's loop
         args = WorkerArgs(broker=broker, modules=[], workers=1, max_async_tasks=a.concurrency,  # type: ignore[arg-type]
                           log_level=LogLevel.WARNING, configure_logging=False)
         start_listen(args)  # installs SIGTERM/SIGINT handlers: stop fetching, finish running tasks, exit

@@ -1,0 +1,59 @@
+"""Client.enqueue's lone path (client.py, ClientPlans._lone): the common call is sent without
+driving the plan, and answers what the plan answers; every other call still runs the plan."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Any
+
+import fakeredis
+import pytest
+
+from asynqpy import AsyncClient, Client, Inspector, TaskState
+from asynqpy.core import tracing
+
+
+def _comparable(info: Any) -> dict[str, Any]:
+    d = asdict(info)
+    for k in ("id", "payload", "enqueued_at"):
+        d.pop(k)
+    return d
+
+
+def test_the_lone_path_answers_what_the_plan_answers_and_is_taken_only_for_the_common_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    r = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    with Client(r) as c:
+        driven: list[Any] = []
+        real_drive = c._drive
+        monkeypatch.setattr(c, "_drive", lambda plan: driven.append(plan) or real_drive(plan))
+        first = c.enqueue("t", 1, queue="q")  # a queue not seen yet: the plan registers it
+        assert len(driven) == 1
+        second = c.enqueue("t", 2, queue="q")  # the lone path
+        assert len(driven) == 1
+        assert second.state is TaskState.PENDING and second.payload == 2 and second.id != first.id
+        assert _comparable(first) == _comparable(second)
+        assert Inspector(r).task_info("q", second.id).payload == 2
+        c.enqueue("t", 3, queue="q", max_retry=1)  # any other option: the plan
+        c.enqueue("t", 4, queue="q", task_id="mine")
+        c.enqueue("t", 5)  # the default queue, new: the plan
+        assert len(driven) == 4
+        c.enqueue("t", 6)  # now known
+        assert len(driven) == 4
+        monkeypatch.setattr(tracing, "current", object())  # tracing on: the plan (it opens a span)
+        assert c._lone("t", 7, {"queue": "q"}) is None
+        monkeypatch.setattr(tracing, "current", None)
+        assert c._lone("t", 7, {"queue": 1}) is None  # not a str: the plan's validation speaks
+        assert Inspector(r).queue_info("q").pending == 4
+
+
+def test_the_async_lone_path_too() -> None:
+    async def main() -> None:
+        async with AsyncClient(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())) as c:
+            a = await c.enqueue("t", 1, queue="q")
+            b = await c.enqueue("t", 2, queue="q")
+            assert c._lone("t", 3, {"queue": "q"}) is not None
+            assert _comparable(a) == _comparable(b) and b.state is TaskState.PENDING
+
+    asyncio.run(main())
