@@ -295,16 +295,18 @@ class ProcessMachine(RuleBasedStateMachine):
             assert len(running) <= 1, (pid, running)
 
 
+# 150 examples against redis-server (the authority), in the full suite; 40 on fakeredis, which the
+# fast tier runs (a developer's loop: the full suite has the long run)
 SETTINGS = settings(max_examples=150, stateful_step_count=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 def test_process_machine_on_fakeredis() -> None:
     ProcessMachine.redis_factory = staticmethod(lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
-    run_state_machine_as_test(ProcessMachine, settings=SETTINGS)
+    run_state_machine_as_test(ProcessMachine, settings=settings(SETTINGS, max_examples=40))
 
 
 @pytest.mark.real
 def test_process_machine_on_redis_server(redis_url: str) -> None:
     ProcessMachine.redis_factory = staticmethod(lambda: redis.Redis.from_url(redis_url))
-    run_state_machine_as_test(ProcessMachine, settings=settings(SETTINGS, max_examples=40))
+    run_state_machine_as_test(ProcessMachine, settings=SETTINGS)
