@@ -179,9 +179,10 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
+        recoverer = Recoverer(ctx, RecovererParams.of(o))
+        processor.dequeued = recoverer.touch  # a queue this server takes tasks of: its leases looked at
         loops: list[Forwarder | Recoverer | Janitor | Canceller | Scheduling | Aggregation | Propagator] = [
-            Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
-            Janitor(ctx, JanitorParams.of(o)),
+            Forwarder(ctx, ForwarderParams.of(o)), recoverer, Janitor(ctx, JanitorParams.of(o)),
             Canceller(ctx, processor, Controller(ctx, self.server_id, processor, heartbeat.describe_call)),
             Propagator(ctx)]
         if o.group_aggregator is not None:

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.broker import TRIM_PER_CALL, Call
+from ..core.keys import queue_keys
 from ..core.serial import sweep_keys
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
 from .context import Context
+from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.janitor")
@@ -47,6 +49,7 @@ class Janitor:
         self.p = params
         self._cursors: dict[tuple[str, str], str] = {}  # (kind, queue) being swept -> HSCAN cursor
         self._next_sweep = 0.0  # loop time the next sweep starts
+        self._cadence = Cadence(params.queues, params.interval, COLD_CHECKS_PER_S)  # (clean_once)
 
     async def sweep_once(self) -> float:
         """One step of the sweep of every queue: its tasks (reconcile), and its watch, children and
@@ -101,25 +104,47 @@ class Janitor:
         return 0.01 if self._cursors else max(0.0, self._next_sweep - asyncio.get_running_loop().time())
 
     async def clean_once(self) -> float:
-        ctx, p = self.ctx, self.p
+        """Expire completed tasks and trim the archive of the queues due for a look (their own
+        schedule, :class:`~asynqpy.worker.queues.Cadence`: a queue with completed tasks when the
+        next expires, at most ``janitor_interval`` on; one with neither completed nor archived
+        tasks at a cold check, one ``EXISTS``), then a step of the sweep."""
+        ctx, p, cadence = self.ctx, self.p, self._cadence
+        now = asyncio.get_running_loop().time()
+        queues = cadence.due(now)
+        cold = [q for q in queues if q in cadence.cold]
+        if cold:  # one EXISTS each: the scripts only where completed or archived tasks are
+            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).completed,
+                                                                queue_keys(q).archived)) for q in cold])
+            empty = {q for q, n in zip(cold, found) if n == 0}
+            for q in empty:
+                cadence.idle(q, now)
+            queues = [q for q in queues if q not in empty]
+        others = cadence.next_in(now)
         wait = p.interval
-        calls: list[Call[Any]] = [ctx.broker.expire(q, p.batch) for q in p.queues]
-        calls += [ctx.broker.trim(q, p.archive_max_size, int(p.archive_max_age * 1000)) for q in p.queues]
+        calls: list[Call[Any]] = [ctx.broker.expire(q, p.batch) for q in queues]
+        calls += [ctx.broker.trim(q, p.archive_max_size, int(p.archive_max_age * 1000)) for q in queues]
         results = await ctx.exec.run_many(calls)
-        n = len(p.queues)
-        for res in results[:n]:
+        done = asyncio.get_running_loop().time()
+        n = len(queues)
+        for q, res, trimmed in zip(queues, results[:n], results[n:]):
+            here: float | None = None
             if isinstance(res, Exception):
                 ctx.health.failed("expiring completed tasks", res)
-                continue
-            deleted, next_ms = res
-            if deleted >= p.batch:
-                wait = 0.0
-            elif next_ms >= 0:
-                wait = min(wait, next_ms / 1000 + 0.01)
-        for res in results[n:]:
-            if isinstance(res, int) and res >= TRIM_PER_CALL:  # more may be left: again at once
-                wait = 0.0
-        return min(wait, await self.sweep_once())
+                here = p.interval
+            else:
+                deleted, next_ms = res
+                if deleted >= p.batch:
+                    here = 0.0
+                elif next_ms >= 0:
+                    here = min(p.interval, next_ms / 1000 + 0.01)
+            if isinstance(trimmed, int) and trimmed >= TRIM_PER_CALL:  # more may be left: again at once
+                here = 0.0
+            if here is None:  # nothing left to expire: a cold check next (which sees the archive)
+                cadence.idle(q, done)
+            else:
+                cadence.at(q, done + here)
+                wait = min(wait, here)
+        return min(wait, others, await self.sweep_once())
 
     async def run(self) -> None:
         await self.ctx.repeat("janitor pass", self.clean_once, error_wait=5.0, loop="janitor")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -44,6 +45,10 @@ from .wake import PipelinedWait
 from .writer import Writer
 
 log = logging.getLogger("asynqpy.processor")
+
+POLL_EVERY_FETCH = 100
+"""Serving at most this many queues, a busy fetch polls the other queues' wake lists every time
+(one LMPOP); with more, at most every :data:`EMPTY_RECHECK` s (the LMPOP reads every list)."""
 
 RIDE_QUEUES = 4
 """With at most this many queues, a dequeue of the first choice rides with the idle wait (see
@@ -85,6 +90,7 @@ class Processor:
         self._key_drawn = 0.0  # loop time that order was drawn
         self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
         self._lmpop = True  # the server has LMPOP (Redis 7.0+)
+        self.dequeued: Callable[[str], None] | None = None  # told each queue this server took tasks of
 
     async def run(self) -> None:
         """Process tasks until the server is asked to stop, then shut down gracefully."""
@@ -155,6 +161,9 @@ class Processor:
         if self._queues.owed is not None:  # stopping with a wake token not acted on
             owed, self._queues.owed = self._queues.owed, None
             await self._hand_back(owed)
+        if not self.ctx.cluster and self._lmpop:  # and the tokens of queues it took, polling, and left
+            for q in list(self._queues.backlog):
+                await self._hand_back(q)
 
     async def _fetch_once(self, count: int) -> bool:
         """One fetch: on a single server, the queue whose wake token this server took, then the
@@ -166,9 +175,10 @@ class Processor:
             order = self._queues.order()
         else:
             now = loop.time()
-            if self._queues.owed is None and self._queues.backlog and now - self._polled >= EMPTY_RECHECK:
+            if self._queues.backlog and len(self._queues.backlog) < len(self._queues.queues) and (
+                    len(self._queues.queues) <= POLL_EVERY_FETCH or now - self._polled >= EMPTY_RECHECK):
                 self._polled = now
-                await self._poll()
+                await self._poll(now)
             order = self._queues.candidates(now)
         for q in order:
             if self._queues.skip(q, loop.time()):
@@ -193,10 +203,12 @@ class Processor:
                 return True
         return False
 
-    async def _poll(self) -> None:
-        """Pop, without blocking, the wake token of the first queue (in the order of the weights)
-        that has one, and owe that queue the next dequeue (single server: one LMPOP)."""
-        keys = self._wait_keys(asyncio.get_running_loop().time())
+    async def _poll(self, now: float) -> None:
+        """While busy with the queues known to have tasks: pop, without blocking, the wake token
+        of the first other queue (in the order of the weights) that has one, and count it among
+        them (single server: one LMPOP)."""
+        backlog = self._queues.backlog
+        keys = [k for k in self._wait_keys(now) if self._wake_keys[k] not in backlog]
         try:
             popped = await self.ctx.redis.execute_command("LMPOP", len(keys), *keys, "LEFT")
         except ResponseError as exc:  # a server older than Redis 7.0: try every queue, as on a cluster
@@ -207,7 +219,7 @@ class Processor:
             key = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
             q = self._wake_keys[key]
             self._queues.woken(q, by_dequeue=False)
-            self._queues.owed = q
+            backlog.add(q)
 
     def _wait_keys(self, now: float) -> list[str]:
         """The wake lists in the order a token is taken from them (BLPOP and LMPOP pop the first
@@ -284,6 +296,8 @@ class Processor:
             self.ctx.clock.observe(res.now_ms, sent_ms)
         self._left_behind = res.remaining > 0 and bool(res.tasks) and not res.wait_ms
         self._queues.took(q, res, asyncio.get_running_loop().time())
+        if res.tasks and self.dequeued is not None:
+            self.dequeued(q)
         for id, raw in res.tasks:
             self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
         return bool(res.tasks)

@@ -6,8 +6,9 @@ default: a weighted sample without replacement, each queue keyed by an exponenti
 its weight, O(K log K)), a queue whose wake token this server took and has not acted on yet
 (``owed``) first. :meth:`QueueOrder.first` draws only the first choice among some queues (O(n)).
 On a single server the processor tries only the queues it knows have tasks (``backlog``: the last
-dequeue left some) and the queue whose wake token it took, never every queue: a queue with work
-has a token waiting, which the idle wait (or a non-blocking poll while busy) pops.
+dequeue left some, or it took the queue's wake token), never every queue: a queue with work has a
+token waiting, which the idle wait, or a non-blocking poll of the other queues' wake lists while
+busy, pops.
 :meth:`QueueOrder.skip` passes over, for a while, a queue found empty (:data:`EMPTY_RECHECK`,
 while other queues keep the server busy), one whose limits hold its tasks back (until the dequeue
 said), and, on a cluster, one whose master could not be reached (with a backoff of its own).
@@ -24,6 +25,10 @@ from ..core.broker import Dequeued
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
 
+COLD_CHECKS_PER_S = 0.5
+"""Cold checks (one ``EXISTS`` each) a chore of a server (forwarding, recovering, expiring) makes
+per second at most, all its queues together (:class:`Cadence`)."""
+
 
 class QueueOrder:
     """The queue choice of one processor; times are the event loop's (seconds)."""
@@ -37,7 +42,7 @@ class QueueOrder:
         self.empty: dict[str, float] = {}  # queue -> when a dequeue found it empty
         self.down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (time to try again, backoff)
         self.limited: dict[str, tuple[float, bool]] = {}  # queue -> (time its limits hold until, by concurrency)
-        self.backlog: set[str] = set()  # queues whose last dequeue left tasks (and no limit held them)
+        self.backlog: set[str] = set()  # queues known to have tasks: the last dequeue left some, or a token said
 
     def order(self) -> list[str]:
         """Queues in the order to try (takes the owed queue: it goes first this once)."""
@@ -70,11 +75,12 @@ class QueueOrder:
         return min(pool, key=lambda q: draw(w[q]), default=None)
 
     def candidates(self, now: float) -> list[str]:
-        """The queues a busy fetch tries, in order: the owed one (taken: first this once), then
-        those with a backlog that are not skipped."""
+        """The queues a fetch tries (single server), in order: those known to have tasks (the owed
+        one among them, taken) that are not skipped, by weight or weighted-random."""
         owed, self.owed = self.owed, None
-        rest = self.ranked(q for q in self.backlog if q != owed and not self.skip(q, now))
-        return [owed, *rest] if owed is not None else rest
+        if owed is not None:
+            self.backlog.add(owed)
+        return self.ranked(q for q in self.backlog if not self.skip(q, now))
 
     def skip(self, q: str, now: float) -> bool:
         """Whether a dequeue from ``q`` is pointless now (empty a moment ago, held back by its
@@ -109,10 +115,7 @@ class QueueOrder:
             self.backlog.discard(q)
         else:
             self.empty.pop(q, None)
-            if res.wait_ms:
-                self.backlog.discard(q)  # its token comes back when its limits let tasks through
-            else:
-                self.backlog.add(q)
+            self.backlog.add(q)  # (a queue its limits hold back is skipped until the hold ends)
 
     def wait_timeout(self, timeout: float, now: float) -> float:
         """``timeout`` for an idle wait, shortened to when a queue's limits let a task through."""
@@ -176,7 +179,14 @@ class Cadence:
 
     def now(self, q: str, now: float) -> None:
         """Something of ``q`` fell due (a signal): look at it at once."""
+        self.cold.discard(q)
         self._set(q, now)
+
+    def soon(self, q: str, now: float) -> None:
+        """``q`` has activity (this server took tasks of it): look at it within ``base`` s."""
+        if q in self.cold:
+            self.cold.discard(q)
+            self._set(q, now + self.base)
 
     def idle(self, q: str, now: float) -> None:
         """``q`` had nothing: look again at its next cold check (spread at random)."""
