@@ -68,6 +68,8 @@ def test_cadence_spreads_cold_checks_and_keeps_due_times() -> None:
     many.now("q7", 3000.5)  # a signal (tick, token): at once
     many.soon("q8", 3000.5)  # this server took tasks of it: within base
     assert many.due(3000.5) == ["q7"] and "q8" in many.due(3010.5) and "q8" not in many.cold
+    many.again(["q7", "q8"], 3011.5)  # a pass over them failed (Redis unreachable): not forgotten
+    assert sorted(many.due(3011.5)) == ["q7", "q8"]
 
 
 def _calls(r: redis.Redis, name: str | None = None) -> int:

@@ -65,9 +65,17 @@ class Forwarder:
 
     async def forward_once(self) -> float:
         """Forward the due tasks of every queue due for a look; returns seconds until the next."""
-        ctx, p, cadence = self.ctx, self.p, self._cadence
+        cadence = self._cadence
         now = asyncio.get_running_loop().time()
         queues = cadence.due(now)
+        try:
+            return await self._forward_once(queues, now)
+        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
+            cadence.again(queues, now + 1.0)
+            raise
+
+    async def _forward_once(self, queues: list[str], now: float) -> float:
+        ctx, p, cadence = self.ctx, self.p, self._cadence
         cold = [q for q in queues if q in cadence.cold]
         if cold:  # one EXISTS each: the forward script only where something is scheduled
             found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).scheduled,

@@ -108,9 +108,17 @@ class Janitor:
         schedule, :class:`~asynqpy.worker.queues.Cadence`: a queue with completed tasks when the
         next expires, at most ``janitor_interval`` on; one with neither completed nor archived
         tasks at a cold check, one ``EXISTS``), then a step of the sweep."""
-        ctx, p, cadence = self.ctx, self.p, self._cadence
+        cadence = self._cadence
         now = asyncio.get_running_loop().time()
         queues = cadence.due(now)
+        try:
+            return await self._clean_once(queues, now)
+        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
+            cadence.again(queues, now + 1.0)
+            raise
+
+    async def _clean_once(self, queues: list[str], now: float) -> float:
+        ctx, p, cadence = self.ctx, self.p, self._cadence
         cold = [q for q in queues if q in cadence.cold]
         if cold:  # one EXISTS each: the scripts only where completed or archived tasks are
             found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).completed,

@@ -194,6 +194,11 @@ class Cadence:
         self._set(q, now + self.cold_period * random.uniform(0.5, 1.5) if self.cold_period > self.base
                   else now + self.base)
 
+    def again(self, queues: Iterable[str], when: float) -> None:
+        """Look at ``queues`` again at ``when`` (a pass over them failed before it was done)."""
+        for q in queues:
+            self._set(q, when)
+
     def _set(self, q: str, when: float) -> None:
         old = self._at.get(q)
         if old is None or when < old:

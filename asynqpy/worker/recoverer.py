@@ -69,9 +69,17 @@ class Recoverer:
         task whose retry/archive fails (Redis full, a bug, a hand-written value), is logged (one
         line per queue and pass) and tried again on the next pass (within a second), while the
         other tasks and queues are served."""
-        ctx, p, cadence = self.ctx, self.p, self._cadence
+        cadence = self._cadence
         now = asyncio.get_running_loop().time()
         queues = cadence.due(now)
+        try:
+            return await self._recover_once(queues, now)
+        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
+            cadence.again(queues, now + 1.0)
+            raise
+
+    async def _recover_once(self, queues: list[str], now: float) -> float:
+        ctx, p, cadence = self.ctx, self.p, self._cadence
         cold = [q for q in queues if q in cadence.cold]
         if cold:  # one EXISTS each: the expired script only where a lease (or the outbox) is
             found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).lease, queue_keys(q).outbox))
