@@ -38,7 +38,7 @@ from ..core.signing import run_message
 from ..core.task import Task, ms_to_datetime, set_current
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Running
-from .queues import EMPTY_RECHECK, QueueOrder
+from .queues import EMPTY_RECHECK, FEW_QUEUES, QueueOrder
 from .runner import Runner
 from .settings import ServerOptions
 from .wake import PipelinedWait
@@ -49,10 +49,6 @@ log = logging.getLogger("asynqpy.processor")
 POLL_EVERY_FETCH = 100
 """Serving at most this many queues, a busy fetch polls the other queues' wake lists every time
 (one LMPOP); with more, at most every :data:`EMPTY_RECHECK` s (the LMPOP reads every list)."""
-
-RIDE_QUEUES = 4
-"""With at most this many queues, a dequeue of the first choice rides with the idle wait (see
-:mod:`asynqpy.worker.wake`); with more, the woken queue is dequeued after the wait."""
 
 SHORT_WAIT = 0.25
 """A queue's limits holding its tasks back for less than this (s): the worker sleeps locally rather
@@ -161,7 +157,8 @@ class Processor:
         if self._queues.owed is not None:  # stopping with a wake token not acted on
             owed, self._queues.owed = self._queues.owed, None
             await self._hand_back(owed)
-        if not self.ctx.cluster and self._lmpop:  # and the tokens of queues it took, polling, and left
+        if not self.ctx.cluster and self._lmpop and len(self._queues.queues) > FEW_QUEUES:
+            # and the tokens of queues it took, polling, and left
             for q in list(self._queues.backlog):
                 await self._hand_back(q)
 
@@ -169,9 +166,12 @@ class Processor:
         """One fetch: on a single server, the queue whose wake token this server took, then the
         queues it knows have tasks left (a non-blocking poll of the wake lists, at most every
         :data:`EMPTY_RECHECK` s while busy, notices the others): O(1) round trips, never a dequeue
-        per queue served. On a cluster (or a server without LMPOP), every queue not skipped."""
+        per queue served. On a cluster (or a server without LMPOP), and serving a few queues
+        (:data:`FEW_QUEUES`), every queue not skipped: a queue is tried again :data:`EMPTY_RECHECK`
+        s after it was found empty, which also finds what no token announced (the runs of a
+        targeted task that a worker which could not take them woke for)."""
         loop = asyncio.get_running_loop()
-        if self.ctx.cluster or not self._lmpop:
+        if self.ctx.cluster or not self._lmpop or len(self._queues.queues) <= FEW_QUEUES:
             order = self._queues.order()
         else:
             now = loop.time()
@@ -253,7 +253,7 @@ class Processor:
         else:
             # the dequeue that rides with the wait: worth it when it is likely the queue that fires
             # (a few queues); with many, the token says which queue to dequeue next
-            tried = self._queues.first() if len(self._queues.queues) <= RIDE_QUEUES else None
+            tried = self._queues.first() if len(self._queues.queues) <= FEW_QUEUES else None
             token = secrets.token_hex(4)
             self._in_wait = True
             try:

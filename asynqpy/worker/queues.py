@@ -25,6 +25,11 @@ from ..core.broker import Dequeued
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
 
+FEW_QUEUES = 4
+"""A server serving at most this many queues keeps the small-scale behaviour: a fetch tries every
+queue not found empty in the last :data:`EMPTY_RECHECK` s, a dequeue rides with the idle wait, and
+each chore looks at every queue at its own interval (as before issue 31)."""
+
 COLD_CHECKS_PER_S = 0.5
 """Cold checks (one ``EXISTS`` each) a chore of a server (forwarding, recovering, expiring) makes
 per second at most, all its queues together (:class:`Cadence`)."""
@@ -145,9 +150,9 @@ class Cadence:
     next looks at each queue: at the time the queue's last call said something falls due (at
     most ``base`` seconds on), or, for a queue that had nothing, when it is due for a cold check.
 
-    A cold check comes every ``base`` seconds for a few queues, but the cold checks of all the
-    queues together are spread to at most ``rate`` per second: a server serving K queues checks
-    each cold one every ``max(base, K / rate)`` seconds (randomly spread), so an idle server's
+    A cold check comes every ``base`` seconds for a few queues (:data:`FEW_QUEUES`), but the cold
+    checks of more queues together are spread to at most ``rate`` per second: a server serving K
+    queues checks each cold one every ``max(base, K / rate)`` seconds (randomly spread), so an idle server's
     commands per second do not grow with K. What becomes due in between is said by a signal (a
     tick, a wake token, the server's own dequeue) through :meth:`now`. Every queue is due at
     start (one pass)."""
@@ -155,7 +160,7 @@ class Cadence:
     def __init__(self, queues: Iterable[str], base: float, rate: float, start: float = 0.0) -> None:
         self.queues = list(queues)
         self.base = base
-        self.cold_period = max(base, len(self.queues) / rate)
+        self.cold_period = base if len(self.queues) <= FEW_QUEUES else max(base, len(self.queues) / rate)
         self._at: dict[str, float] = {q: start for q in self.queues}
         self._heap: list[tuple[float, str]] = [(start, q) for q in self.queues]
         heapq.heapify(self._heap)
