@@ -93,7 +93,7 @@ async def _idle(url: str, r: redis.Redis, k: int, window: float) -> float:
     r.flushall()
     done: list[float] = []
     server, run = await _serve(url, _names(k), done)
-    await asyncio.sleep(3.0 + k / 2000)  # start-up: registration, the first passes of its loops
+    await asyncio.sleep(3.0 + k / 250)  # start-up: registration, the first pass of its loops (an EXISTS a queue)
     _reset(r)
     await asyncio.sleep(window)
     calls = _calls(r)
@@ -106,7 +106,7 @@ async def _trickle(url: str, r: redis.Redis, k: int, n: int) -> float:
     names = list(_names(k))
     done: list[float] = []
     server, run = await _serve(url, _names(k), done)
-    await asyncio.sleep(3.0 + k / 2000)
+    await asyncio.sleep(3.0 + k / 250)
     client = AsyncClient(url)
     rnd = random.Random(7)
     _reset(r)
