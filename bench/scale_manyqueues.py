@@ -89,11 +89,23 @@ async def _stop(server: Server, run: asyncio.Task[None]) -> None:
     await asyncio.gather(run, return_exceptions=True)
 
 
+async def _settle(r: redis.Redis, k: int) -> None:
+    """Wait out the worker's start-up (its first look at every queue, an EXISTS a queue and chore):
+    until Redis runs fewer than 50 commands in a second (at most 3 + K / 50 s)."""
+    await asyncio.sleep(2.0)
+    deadline = time.monotonic() + 1.0 + k / 50
+    while time.monotonic() < deadline:
+        _reset(r)
+        await asyncio.sleep(1.0)
+        if _calls(r) < 50:
+            return
+
+
 async def _idle(url: str, r: redis.Redis, k: int, window: float) -> float:
     r.flushall()
     done: list[float] = []
     server, run = await _serve(url, _names(k), done)
-    await asyncio.sleep(3.0 + k / 250)  # start-up: registration, the first pass of its loops (an EXISTS a queue)
+    await _settle(r, k)
     _reset(r)
     await asyncio.sleep(window)
     calls = _calls(r)
@@ -106,7 +118,7 @@ async def _trickle(url: str, r: redis.Redis, k: int, n: int) -> float:
     names = list(_names(k))
     done: list[float] = []
     server, run = await _serve(url, _names(k), done)
-    await asyncio.sleep(3.0 + k / 250)
+    await _settle(r, k)
     client = AsyncClient(url)
     rnd = random.Random(7)
     _reset(r)
