@@ -24,7 +24,7 @@ from .core.limits import QueueLimits
 from .core.server_record import ServerInfo, WorkerInfo
 from .core.signing import SigningKeys
 from .core.twin import Async, Sync
-from .redisio.connection import async_client, read_timeout, sync_client
+from .redisio.connection import async_client, is_cluster, read_timeout, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 
 __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "QueueLimits", "ServerInfo",
@@ -44,6 +44,7 @@ class _Facade(InspectorPlans):
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
+        self._plans.cluster = is_cluster(self.redis)  # queues read together must then share a slot
 
     def _step(self, step: Any) -> Any:
         return self._exec.run(step) if isinstance(step, Call) else self._exec.run_many(step)

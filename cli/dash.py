@@ -2,8 +2,9 @@
 
 One loop: read Redis every ``--refresh`` seconds (one pipelined ``all_queue_info``, ``servers``,
 and in the queue view one ``list_tasks`` page: O(queues + page size) per refresh, whatever the
-queues' depth), render, and wait for keys with ``select`` until the next read. A key that changes
-the task page wanted reads that page at once. Redis lost while running: the footer shows the
+queues' depth; the queues' memory only every ``MEMORY_EVERY`` seconds), render, and wait for
+keys with ``select`` until the next read. A key that changes the task page wanted reads that page
+at once. Redis lost while running: the footer shows the
 error, the last data stays on screen, and the next refresh tries again.
 """
 
@@ -13,6 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -38,12 +40,15 @@ if TYPE_CHECKING:
 
 KEY_POLL = 0.25
 """Longest wait for keys between two checks of the terminal's size."""
+MEMORY_EVERY = 30.0
+"""Seconds the queues' memory reading is reused between refreshes (as the web console does): the
+other refreshes read the counts only."""
 
 
 class Source(Protocol):
     """What the dashboard reads (an :class:`asynqpy.Inspector`)."""
 
-    def all_queue_info(self) -> list[QueueInfo]: ...
+    def all_queue_info(self, memory: bool = True) -> list[QueueInfo]: ...
 
     def servers(self) -> list[ServerInfo]: ...
 
@@ -83,11 +88,13 @@ class Dash:
         self.snap = Snapshot()
         self.rates = Throughput()
         self._asked: tuple[str, TaskState, int, int] | None = None
+        self._memory: dict[str, int | None] = {}
+        self._memory_at = float("-inf")
 
     def read_all(self) -> None:
         """One refresh: every queue's info, the live servers, the task page on screen."""
         try:
-            queues = self.source.all_queue_info()
+            queues = self._queue_infos()
             self.rates.add(self.clock(), queues)
             self.snap.queues = queues
             self.state.sync(queues)
@@ -98,6 +105,17 @@ class Dash:
         else:
             self.snap.error = None
             self.snap.updated = self.wallclock()
+
+    def _queue_infos(self) -> list[QueueInfo]:
+        """Every queue's info, with a memory reading at most MEMORY_EVERY seconds old (None for a
+        queue not read yet)."""
+        now = self.clock()
+        if now - self._memory_at >= MEMORY_EVERY:
+            queues = self.source.all_queue_info(memory=True)
+            self._memory = {q.queue: q.memory_bytes for q in queues}
+            self._memory_at = now
+            return queues
+        return [replace(q, memory_bytes=self._memory.get(q.queue)) for q in self.source.all_queue_info(memory=False)]
 
     def read_page(self) -> None:
         """Read the task page the user just asked for (after a key)."""
@@ -197,7 +215,7 @@ def dash(refresh: float, redis_url: str) -> None:
     except ValueError as exc:
         raise UserError(f"bad Redis URL: {exc}") from None
     try:
-        insp.all_queue_info()  # Redis unreachable: one line on stderr, exit 2 (user_errors)
+        insp.all_queue_info(memory=False)  # Redis unreachable: one line on stderr, exit 2 (user_errors)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UserError("dash needs a terminal (stdin and stdout must be a tty)")
         run_in_terminal(insp, refresh, safe_url(redis_url))

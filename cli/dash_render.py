@@ -432,7 +432,7 @@ HELP_NOTES = [
     "ok/s, fail/s: attempts that succeeded / failed per second",
     "  over the last minute, from counters sampled at each refresh (- until two).",
     "retried: retries so far / most allowed.",
-    "mem: approximate Redis memory of the queue (- when Redis refuses MEMORY).",
+    "mem: the queue's approximate Redis memory, read every 30 s (- if unknown).",
 ]
 
 

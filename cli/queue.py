@@ -198,19 +198,23 @@ _switch("unpause", "unpaused queue {q}", "queue {q} was not paused", "Unpause QU
               help="Keep about this many events per queue (0 = off: none is written, the kept ones are deleted).")
 @click.option("--off", is_flag=True, help="Switch the event stream off (the same as --max-len 0).")
 @click.option("--on", is_flag=True, help="Switch it on again, with the default length (10000).")
+@click.option("--active/--no-active", default=None,
+              help="Write 'active' events always, or only while someone follows the stream (the default).")
 @redis_url_option
 @user_errors
-def events_setting(queues: tuple[str, ...], max_len: int | None, off: bool, on: bool, redis_url: str) -> None:
+def events_setting(queues: tuple[str, ...], max_len: int | None, off: bool, on: bool, active: bool | None,
+                   redis_url: str) -> None:
     """Show or set how many lifecycle events QUEUES keep (see `asynqpy events`)."""
     if sum([max_len is not None, off, on]) > 1:
         raise UserError("give one of --max-len, --off, --on")
     value = 0 if off else 10_000 if on else max_len
     with inspector(redis_url) as insp:
         for q in queues:
-            if value is not None:
-                insp.set_events(q, value)
+            if value is not None or active is not None:
+                insp.set_events(q, insp.events_max_len(q) if value is None else value, active)
             n = insp.events_max_len(q)
-            click.echo(f"queue {q}: events {'off' if n == 0 else f'on, about {n:,} kept'}")
+            when = "always" if insp.events_active(q) else "while followed"
+            click.echo(f"queue {q}: events {'off' if n == 0 else f'on, about {n:,} kept (active events {when})'}")
 
 
 @queue.command()

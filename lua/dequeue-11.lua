@@ -12,7 +12,8 @@ KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
 KEYS[4] paused   paused flag (exists = paused)
 KEYS[5] wake     wake-up list
 KEYS[6] events   the queue's event stream
-KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off; 'active' and
+                 'followed': whether 'active' events are written, includes/events active_wanted)
 KEYS[8] prio     pending ids of priorities other than the default (zset, includes/priority)
 KEYS[9] runs     runs hash: targeted task id -> record (includes/runs)
 KEYS[10] mine    index of the targeted tasks naming the caller ('m:w:<name>')
@@ -31,9 +32,21 @@ when the queue is paused;
 wait = 0, or, when a limit held tasks back, ms before a dequeue may get one: the next token of the
 rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot frees sooner). A limited dequeue leaves no
 wake-up token (the workers it would wake could take nothing either).
+The rate's waiter (conf fields 'waiter', 'waiter_until'): of the workers the rate holds back, ONE
+(ARGV[5], the first held back while no other waits) is told when the next token is due (wait > 0)
+and is expected until then + RATE_GRACE; every other one sleeps on the wake list (a wake-up
+token, or its wait, ends it): the next token draws one worker, not all of them. Their waits
+(negative) end at least LIMIT_WAIT from now, not before the waiter's turn lapses, and POLL_STEP
+apart (conf field 'polls': when the last of them is told to look again), at most POLL_MAX from
+now: up to 40 of them look at most 4 times a second in all (the fallback, should the waiter not
+come); more, each every POLL_MAX (which a worker's idle wait caps anyway: no schedule runs away).
+The waiter that comes and is held back again stays the waiter; one that takes its tokens and
+wants no more (or a waiter gone past its turn) leaves the turn to the next held back. A dequeue that uses up the bucket while tasks remain wakes one
+worker only when no other waiter is expected (it comes, is held back and becomes the waiter).
 Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
 hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
-HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with events on).
+HMGET, one HSET and one ZADD however many tasks it takes (plus, when 'active' events are wanted, one
+XADD per task type taken).
 ]]
 --- @include "now"
 --- @include "signal"
@@ -42,11 +55,15 @@ HMGET, one HSET and one ZADD however many tasks it takes (plus an XADD each with
 --- @include "runs"
 --- @include "stored"
 local LIMIT_WAIT = 1000
+local RATE_GRACE = 500  -- ms the rate's waiter may be late for its token before another takes its turn
+local POLL_STEP = 250  -- ms between two looks of the workers the rate's waiter stands for (at most 4 a second)
+local POLL_MAX = 10000  -- ms: the longest they are told to sleep (a worker's idle wait, 10 s by default)
 local now = now_ms(ARGV[4])
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {now, -1, 0}
 end
-local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts')
+local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts', 'waiter',
+  'waiter_until', 'polls', 'active', 'followed')
 local count, wait = tonumber(ARGV[1]), 0
 local limit = tonumber(conf[2])
 if limit then
@@ -56,7 +73,7 @@ if limit then
     wait = -LIMIT_WAIT  -- negative: held back by the concurrency limit (a freed slot ends it sooner)
   end
 end
-local rate, tokens, bucket = tonumber(conf[3]), 0, false
+local rate, tokens, bucket, rate_held = tonumber(conf[3]), 0, false, false
 if rate and count > 0 then
   bucket = true
   local burst = tonumber(conf[4]) or 1
@@ -66,6 +83,7 @@ if rate and count > 0 then
   if tokens < count then
     count = math.floor(tokens)
     wait = math.max(1, math.ceil((1 - (tokens - count)) * 1000 / rate))
+    rate_held = true
   end
 end
 local out = {now, 0, 0}
@@ -155,20 +173,57 @@ if ids or #runs > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
     redis.call('ZADD', KEYS[3], unpack(zadd))
     local cap = tonumber(conf[1]) or EVENTS_CAP
-    for i = 4, #out, 2 do
-      emit(KEYS[6], cap, 'e', 'active', 'id', out[i], 'type', msg_type(out[i + 1]))
+    if cap > 0 and active_wanted(conf[10], conf[11], now) then  -- (one entry per type: includes/events)
+      local groups, order = {}, {}
+      for i = 4, #out, 2 do
+        local mtype, id = msg_type(out[i + 1]), out[i]
+        if ids_ok(id) then
+          local g = groups[mtype]
+          if not g then
+            g = {}
+            groups[mtype] = g
+            order[#order + 1] = mtype
+          end
+          g[#g + 1] = id
+        else
+          emit(KEYS[6], cap, 'e', 'active', 'id', id, 'type', mtype)
+        end
+      end
+      for _, mtype in ipairs(order) do
+        emit_ids(KEYS[6], cap, groups[mtype], 'active', 'type', mtype)
+      end
     end
   end
 end
-if bucket then  -- the bucket refilled up to now, less a token per task taken
-  redis.call('HSET', KEYS[7], 'tokens', tostring(tokens - (ids and #ids or 0) - #runs / 2), 'ts', now)
-end
 local remaining = pending_count(KEYS[2], KEYS[8])
 out[2] = remaining
+local expected = false  -- another worker is the rate's waiter, expected for the next token
+if bucket then  -- the bucket refilled up to now, less a token per task taken
+  local left = tokens - (#out - 3) / 2
+  local until_ms = tonumber(conf[8])
+  local mine = conf[7] == ARGV[5]
+  expected = until_ms ~= nil and until_ms > now and not mine
+  if rate_held and remaining > 0 then
+    if expected then  -- sleep on the wake list: the waiter comes for the next token
+      local at = math.min(now + POLL_MAX,
+        math.max(now + LIMIT_WAIT, until_ms, (tonumber(conf[9]) or 0) + POLL_STEP))
+      wait = -(at - now)
+      redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'polls', at)
+    else  -- this worker is the waiter
+      redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'waiter', ARGV[5],
+        'waiter_until', now + wait + RATE_GRACE)
+    end
+  elseif mine and until_ms ~= nil and until_ms > now then  -- the waiter took its tokens: its turn ends
+    redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'waiter_until', 0)
+  else
+    redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now)
+  end
+  expected = expected and left < 1  -- (a token left over: a woken worker may take it now)
+end
 if remaining > 0 then
   if wait ~= 0 then
     out[3] = wait
-  else
+  elseif not expected then
     signal(KEYS[5])
   end
 end

@@ -4,6 +4,8 @@ holds, release its uniqueness lock, push its outcome to the inbox of a client wa
 Client.call, and count the batch as processed. A worker acknowledges every such task that finished
 since its last write in one call (one script per queue per batch); a batch of one is the single
 case. A task the caller no longer holds is left untouched (its code says why); the others proceed.
+Events: one 'completed' entry per type and attempt for the batch (ids listed), and one 'enqueued'
+entry for the keys' next tasks (includes/exit ``batch``), not an XADD per task.
 KEYS[1] tasks          tasks hash
 KEYS[2] lease          lease zset
 KEYS[3] processed      lifetime processed counter
@@ -72,7 +74,7 @@ redis.call('HDEL', KEYS[1], unpack(ok))
 redis.call('ZREM', KEYS[2], unpack(ok))
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
            outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
-           prio = KEYS[15], wake = KEYS[16],
+           prio = KEYS[15], wake = KEYS[16], batch = {},  -- (the events: one entry per batch, exit_flush)
            flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0}  -- a queue with workflows? (one command per batch)
 local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progressed = false, lock = false, key = '',
            keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
@@ -90,6 +92,7 @@ for k, i in ipairs(okpos) do
     out[i] = '!'
   end
 end
+exit_flush(x)
 redis.call('INCRBY', KEYS[3], #ok)
 if redis.call('INCRBY', KEYS[4], #ok) == #ok then
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[1]))

@@ -54,33 +54,41 @@ elseif refused then
   return refused
 end
 local now = now_ms(ARGV[5])
-local early = {}
-local old = redis.call('HGET', KEYS[3], id)
-if old then
-  local r = rec_unpack(old)
-  if r[1] == '' then  -- ends resolved before this child was stored
-    for i = 5, #r, 2 do
-      early[r[i]] = r[i + 1]
-    end
-  end
+local deps = KEYS[3]
+local h = rec_header(deps, id)
+local early = h and h[1] == ''  -- ends resolved before this child was stored (its edge fields)
+if h and not early then  -- the record of a finished task this one replaces
+  rec_forget(deps, id)
 end
 local due = tonumber(ARGV[6]) > 0 and now + tonumber(ARGV[6]) or 0
-local rec, left, failed = {policy, '', tostring(now), tostring(due)}, 0, false
+local refs, seen, left, failed = {}, {}, 0, 0
+local fields = {}  -- field, value pairs: one HSET per 500 edges
 for i = 8, #ARGV, 2 do
-  local st = ARGV[i + 1]
-  if st == '' and early[ARGV[i]] then
-    st = early[ARGV[i]]
+  local ref, st = ARGV[i], ARGV[i + 1]
+  refs[#refs + 1] = ref
+  if not seen[ref] then  -- a parent named twice is one edge
+    seen[ref] = true
+    local ef = edge_field(id, ref)
+    if st == '' and early then
+      st = redis.call('HGET', deps, ef) or ''
+    end
+    if st == '' then
+      left = left + 1
+    elseif st == 'x' or st == 'd' then
+      failed = failed + 1
+    end
+    fields[#fields + 1] = ef
+    fields[#fields + 1] = st
   end
-  if st == '' then
-    left = left + 1
-  elseif st == 'x' or st == 'd' then
-    failed = true
-  end
-  rec[#rec + 1] = ARGV[i]
-  rec[#rec + 1] = st
 end
-rec[2] = tostring(left)
-redis.call('HSET', KEYS[3], id, rec_pack(rec))
+fields[#fields + 1] = order_field(id)
+fields[#fields + 1] = rec_pack(refs)
+fields[#fields + 1] = rec_field(id)
+fields[#fields + 1] = rec_pack({policy, tostring(left), tostring(now), tostring(due), tostring(failed)})
+for i = 1, #fields, 1000 do
+  redis.call('HSET', deps, unpack(fields, i, math.min(#fields, i + 999)))
+end
+failed = failed > 0
 local cap = events_cap(KEYS[8])
 if left == 0 and not (failed and policy == 'c') then
   return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[11], KEYS[12], KEYS[7], cap, id, msg, due, now)

@@ -80,7 +80,7 @@ if #ids > 0 then
       same = same and types[n] == types[1]
     end
     if same then  -- generated ids of one type: one entry for the batch (ids: space-separated)
-      emit(KEYS[7], cap, 'e', 'enqueued', 'ids', table.concat(ids, ' '), 'type', types[1])
+      emit_ids(KEYS[7], cap, ids, 'enqueued', 'type', types[1])  -- (its cap counts every task: includes/events)
     else
       for n, id in ipairs(ids) do
         emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', types[n])

@@ -6,7 +6,9 @@ tasks that are gone, which no finishing script will clear:
                   since they ended (their children were told then);
   mode 'deps'     the deps hash (includes/flow): records of children expired or trimmed, and
                   records of ends delivered before a child that never came was stored (a producer
-                  died between registering it and storing it) once they are 10 minutes old.
+                  died between registering it and storing it) once they are 10 minutes old (a
+                  record's edge and order fields go with its header, or, left by an early record,
+                  once the header is gone).
 KEYS[1] tasks    tasks hash
 KEYS[2] hash     the hash swept
 ARGV[1] cursor   HSCAN cursor ('0' starts a pass)
@@ -24,14 +26,27 @@ local entries = page[2]
 local removed = 0
 local now = ARGV[3] == 'deps' and now_ms(ARGV[4]) or 0
 for i = 1, #entries, 2 do
-  if redis.call('HEXISTS', KEYS[1], entries[i]) == 0 then
+  local field, child, kind = entries[i], entries[i], 'h'
+  if ARGV[3] == 'deps' then
+    kind, child = rec_child(field)
+  end
+  if redis.call('HEXISTS', KEYS[1], child) == 0 then
     local gone = true
-    if ARGV[3] == 'deps' then
+    if kind == 'h' and ARGV[3] == 'deps' then
       local r = rec_unpack(entries[i + 1])
       gone = r[1] ~= '' or (tonumber(r[3]) or 0) < now - EARLY_TTL_MS
+      if gone then
+        rec_forget(KEYS[2], child)
+      end
+    elseif kind ~= 'h' then  -- a stored child's edges go with its header; these once it is gone
+      gone = redis.call('HEXISTS', KEYS[2], rec_field(child)) == 0
+      if gone then
+        redis.call('HDEL', KEYS[2], field)
+      end
+    else
+      redis.call('HDEL', KEYS[2], field)
     end
     if gone then
-      redis.call('HDEL', KEYS[2], entries[i])
       removed = removed + 1
     end
   end

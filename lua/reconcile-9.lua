@@ -30,7 +30,7 @@ Works when Redis is full (maxmemory): it starts with a no-op removal (includes/w
 --- @include "whenfull"
 --- @include "stored"
 writable_when_full(KEYS[1])
-local now = now_ms(ARGV[3])
+local now = nil  -- read when a first repair needs it (most steps repair nothing: no TIME call)
 local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6], m = KEYS[7], w = KEYS[8], b = KEYS[9]}
 local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local out = {page[1]}
@@ -41,11 +41,13 @@ for i = 1, #entries, 2 do
   if st ~= 'p' and st ~= 'g' then
     local zset = zsets[st]
     if zset == nil then
+      now = now or now_ms(ARGV[3])
       redis.call('HSET', KEYS[1], id, 'x' .. v)
       redis.call('ZADD', KEYS[5], now, id)
       out[#out + 1] = id
       out[#out + 1] = 'unknown state, archived'
     elseif not redis.call('ZSCORE', zset, id) then
+      now = now or now_ms(ARGV[3])
       redis.call('ZADD', zset, now, id)
       out[#out + 1] = id
       out[#out + 1] = 'state ' .. st .. ' but not in its set, put back'

@@ -374,13 +374,45 @@ def test_events_command(redis_url: str) -> None:
     assert [(r["event"], r["task_id"], r["type"]) for r in rows] == [("scheduled", b, "sms")]
     assert ok(redis_url, "events", "-q", "evq", "-t", "nope") == ""
     assert ok(redis_url, "events", "-q", "evq", "--since", "2099-01-01T00:00:00") == ""
-    assert ok(redis_url, "queue", "events", "evq") == "queue evq: events on, about 10,000 kept\n"
+    assert ok(redis_url, "queue", "events", "evq") == \
+        "queue evq: events on, about 10,000 kept (active events while followed)\n"
+    assert ok(redis_url, "queue", "events", "evq", "--active") == \
+        "queue evq: events on, about 10,000 kept (active events always)\n"
     assert ok(redis_url, "queue", "events", "evq", "--off") == "queue evq: events off\n"
     assert ok(redis_url, "events", "-q", "evq") == ""
-    assert ok(redis_url, "queue", "events", "evq", "--max-len", "500") == "queue evq: events on, about 500 kept\n"
+    assert ok(redis_url, "queue", "events", "evq", "--max-len", "500", "--no-active") == \
+        "queue evq: events on, about 500 kept (active events while followed)\n"
     fails(redis_url, "events", "--since", "yesterday", message="--since: 'yesterday' is neither")
     fails(redis_url, "queue", "events", "evq", "--on", "--off", message="give one of --max-len, --off, --on")
     fails(redis_url, "events", "-q", "bad{name}", message="invalid queue name")
     with Client(redis_url) as c:
         assert c.enqueue("mail", 2, queue="evq")  # nothing queued was lost to any of it
     assert Inspector(redis_url).queue_info("evq").size == 3
+
+
+def test_stats_writes_many_rows_as_plain_text_in_the_tables_layout() -> None:
+    """Past PLAIN_ROWS queues `asynqpy stats` writes the rows itself (rich lays out a table at
+    about 1 ms a row): the same characters as rich's table, in a terminal (bold header) or not,
+    with the memory column or not, names cut to the width or not."""
+    from datetime import datetime, timezone
+
+    from rich.console import Console
+
+    from asynqpy import QueueInfo
+    from asynqpy.cli.common import show
+    from asynqpy.cli.stats import PLAIN_ROWS, queue_table, show_queue_table
+
+    def info(i: int) -> QueueInfo:
+        n = (0, 1, 12, 12345, 10**7)[i % 5]
+        return QueueInfo(("q", "default", "a-very-long-queue-name-" * 3, "x.y:z")[i % 4] + str(i), n, n, i % 3, 0,
+                         1, 99999 * (i % 2), 0, i % 7 == 0, (0.0, 1.5, 125.0, 99999.0)[i % 4], 0, 0, 0, 0,
+                         (None, 123, 10**9)[i % 3], datetime.now(timezone.utc))
+
+    rows = [info(i) for i in range(PLAIN_ROWS + 3)]
+    for width, terminal, memory in ((80, False, False), (120, True, True), (200, False, True), (60, True, False)):
+        consoles = [Console(file=io.StringIO(), width=width, force_terminal=terminal, highlight=False,
+                            soft_wrap=False) for _ in range(2)]
+        show(consoles[0], queue_table(rows, width, memory))
+        show_queue_table(consoles[1], rows, memory)
+        rich_text, plain = (c.file.getvalue() for c in consoles)  # type: ignore[attr-defined]
+        assert plain == rich_text and plain.count("\n") == len(rows) + 1

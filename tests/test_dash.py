@@ -21,7 +21,7 @@ from rich.cells import cell_len
 from rich.console import Console, RenderableType
 
 from asynqpy import QueueInfo, ServerInfo, WorkerInfo
-from asynqpy.cli.dash import Dash, safe_url
+from asynqpy.cli.dash import MEMORY_EVERY, Dash, safe_url
 from asynqpy.cli.dash_render import (
     HELP_NOTES,
     Snapshot,
@@ -497,6 +497,7 @@ class FakeSource:
         self.queues = queues
         self.tasks = tasks
         self.calls: list[str] = []
+        self.memory_asked: list[bool] = []
         self.down = False
 
     def _call(self, name: str) -> None:
@@ -504,9 +505,10 @@ class FakeSource:
         if self.down:
             raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
 
-    def all_queue_info(self) -> list[Any]:
+    def all_queue_info(self, memory: bool = True) -> list[Any]:
         self._call("all_queue_info")
-        return self.queues
+        self.memory_asked.append(memory)
+        return self.queues if memory else [replace(q, memory_bytes=None) for q in self.queues]
 
     def servers(self) -> list[Any]:
         self._call("servers")
@@ -581,6 +583,25 @@ def test_loop_reads_refreshes_pages_and_survives_redis_loss() -> None:
     assert errors and "t000000000000019" in errors[-1][4]      # the last data stays while Redis is gone
     assert script.frames[-1][-1].endswith("page 2/3")         # recovered
     assert board.state.quit
+
+
+def test_memory_is_read_every_30_seconds_and_shown_between() -> None:
+    """A refresh reads the queues' counts; their memory (a sampled MEMORY USAGE of seven keys a
+    queue) only every MEMORY_EVERY seconds, the last reading shown in between (none yet for a
+    queue that appeared since)."""
+    source = FakeSource([qi("default", 1, memory=4096)], {})
+    now = [0.0]
+    board = Dash(source, refresh=2.0, label="x", clock=lambda: now[0], wallclock=lambda: NOW)
+    shown = []
+    for t in (0.0, 2.0, 4.0, 29.0, 30.0, 32.0):
+        now[0] = t
+        if t == 4.0:
+            source.queues.append(qi("new", 1, memory=1024))
+        board.read_all()
+        shown.append({q.queue: q.memory_bytes for q in board.snap.queues})
+    assert MEMORY_EVERY == 30.0 and source.memory_asked == [True, False, False, False, True, False]
+    assert shown[:2] == [{"default": 4096}] * 2 and shown[2] == shown[3] == {"default": 4096, "new": None}
+    assert shown[4] == shown[5] == {"default": 4096, "new": 1024}
 
 
 def test_loop_redraws_on_resize_and_ctrl_l() -> None:

@@ -148,7 +148,18 @@ def test_an_outage_while_reading_the_process_is_waited_out_not_a_failure(
             raise RedisUnavailableError("cannot reach Redis: injected")
         return await run(self, call)
 
+    from asynqpy.worker.runner import _Reads
+
+    read = _Reads.run
+
+    async def flaky_read(self: Any, call: Any) -> Any:  # (the worker pipelines its reads)
+        if failing.is_set() and call.script == "proc_read":
+            failed[0] += 1
+            raise RedisUnavailableError("cannot reach Redis: injected")
+        return await read(self, call)
+
     monkeypatch.setattr(AsyncExecutor, "run", flaky_run)
+    monkeypatch.setattr(_Reads, "run", flaky_read)
 
     async def main() -> None:
         ac = AsyncClient(backend.new_async())
@@ -560,3 +571,29 @@ def test_an_init_that_keeps_failing_is_shown_failing_and_rm_now_does_not_wait_fo
             assert s.retry == s.pending == s.blocked == 0 and not backend.sync.hlen(queue_keys(Q).keyheld)
 
     asyncio.run(main())
+
+
+def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
+    """The worker reads a process before its input runs: the reads asked for in one turn of the
+    event loop (a dequeued batch's inputs) go in one pipeline, each reply (or error) to its caller."""
+    from types import SimpleNamespace
+
+    from asynqpy.core.broker import Broker
+    from asynqpy.worker.runner import _Reads
+
+    sent: list[list[str]] = []
+
+    async def run_many(calls: Any) -> list[Any]:
+        sent.append([c.args[0] for c in calls])
+        return [ValueError("no") if c.args[0] == b"p2" else c.args[0] for c in calls]
+
+    b = Broker()
+    reads = _Reads(SimpleNamespace(exec=SimpleNamespace(run_many=run_many)))  # type: ignore[arg-type]
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(reads.run(b.proc_read(Q, f"p{i}", 0, 5)) for i in range(4)),
+                                    return_exceptions=True)
+
+    got = asyncio.run(main())
+    assert sent == [[b"p0", b"p1", b"p2", b"p3"]]
+    assert got[:2] == [b"p0", b"p1"] and isinstance(got[2], ValueError) and got[3] == b"p3"

@@ -13,8 +13,9 @@ import pytest
 from helpers import serving, stats, until
 
 from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, Task
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import Message
+from asynqpy.core import events as ev
+from asynqpy.core.broker import Broker, Done
+from asynqpy.core.codec import Message, decode
 from asynqpy.core.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
@@ -42,6 +43,8 @@ def test_a_tasks_life_in_events(backend: Any) -> None:
     @mux.handle("dead")
     async def dead(task: Task) -> None:
         raise ValueError("no")
+
+    Inspector(backend.sync).set_events(Q, 10_000, active=True)  # (by default only while a reader follows)
 
     async def main() -> None:
         async with AsyncClient(backend.new_async()) as c, serving(backend.new_async(), mux, queues=[Q]):
@@ -73,6 +76,7 @@ def test_operator_events_lease_expiry_and_reading_from_a_point(backend: Any) -> 
         c.enqueue("s", queue=Q, task_id="later", process_in=3600)
         c.enqueue_many([("b", i) for i in range(3)], queue=Q)
     ins = Inspector(backend.sync)
+    ins.set_events(Q, 10_000, active=True)
     first = list(ins.events(Q))
     assert [e.event for e in first] == ["scheduled", "enqueued", "enqueued", "enqueued"]
     assert first[0].due is not None and first[0].type == "s" and {e.type for e in first[1:]} == {"b"}
@@ -171,3 +175,49 @@ def test_a_batch_is_one_stream_entry_read_as_an_event_per_task(backend: Any) -> 
     with Client(backend.sync) as c:
         more = c.enqueue_many([("t", i) for i in range(7)], queue=Q)
     assert [e.task_id for e in list(ins.events(Q, since=last))] == [i.id for i in more]
+
+
+def test_a_batch_of_finished_tasks_is_one_entry_and_active_events_only_when_asked(backend: Any) -> None:
+    """The worker's batched acknowledgement (done) writes one entry per (type, attempt) for the
+    batch, read as a 'completed' event per task with its attempt; a dequeue writes no 'active'
+    event unless a reader follows the stream or the queue asks for them always; a keyed task's end
+    comes before its key's next task's event."""
+    b, x, ins, k = Broker(), SyncExecutor(backend.sync), Inspector(backend.sync), queue_keys(Q)
+    with Client(backend.sync) as c:
+        c.enqueue_many([("t", i, {"task_id": f"d{i}"}) for i in range(4)] + [("u", 9, {"task_id": "e0"})],
+                       queue=Q)
+    start = backend.sync.xlen(k.events)
+    taken = x.run(b.dequeue(Q, 5, 60_000, "tok00001")).tasks
+    assert backend.sync.xlen(k.events) == start  # no active event: nobody asked
+    msgs = {id: Message("t" if id.startswith("d") else "u", 0) for id, _ in taken}
+    x.run(b.done_many(Q, [Done(id, "tok00001", msgs[id]) for id, _ in taken]))
+    assert backend.sync.xlen(k.events) == start + 2  # one entry per type
+    done = [e for e in ins.events(Q) if e.event == "completed"]
+    assert sorted((e.task_id, e.type, e.attempt) for e in done) == [
+        ("d0", "t", 1), ("d1", "t", 1), ("d2", "t", 1), ("d3", "t", 1), ("e0", "u", 1)]
+    # a reader following the stream asks for active events (the conf field 'followed')
+    reader = ev.Reader(Q, since=time.time() + 60, follow=True)
+    assert reader.feed(x.run(reader.call())) == [] and not reader.following
+    with Client(backend.sync) as c:
+        c.enqueue("t", queue=Q, task_id="f1")
+        c.enqueue("t", queue=Q, task_id="k1", key="acct")
+        c.enqueue("t", queue=Q, task_id="k2", key="acct")
+    taken = x.run(b.dequeue(Q, 5, 60_000, "tok00002")).tasks
+    assert [e.event for e in ins.events(Q) if e.task_id in ("f1", "k1")][-2:] == ["active", "active"]
+    x.run(b.done_many(Q, [Done("k1", "tok00002", decode(next(m for id, m in taken if id == "k1")))]))
+    tail = [(e.event, e.task_id) for e in ins.events(Q)][-2:]
+    assert tail == [("completed", "k1"), ("enqueued", "k2")]  # the order they happened in
+
+
+def test_the_cap_counts_events_so_a_batch_fed_stream_stays_small(backend: Any) -> None:
+    """A cap of 200 events: batches of 100 tasks (one entry each) keep about 200 events, not 200
+    entries of 100 (20 000 events); with real Redis, MEMORY USAGE shows the bound."""
+    ins, k = Inspector(backend.sync), queue_keys(Q)
+    ins.set_events(Q, 200)
+    with Client(backend.sync) as c:
+        for _ in range(30):
+            c.enqueue_many([("t", i) for i in range(100)], queue=Q)
+    kept = len(list(ins.events(Q)))
+    assert 200 <= kept <= 600, kept  # MAXLEN ~ cap/n: whole nodes trimmed
+    if backend.kind != "fake":
+        assert backend.sync.memory_usage(k.events, samples=0) < 48_000  # (200 entries of 100 ids: ~500 KB)

@@ -27,6 +27,7 @@ NO_EXIT = {
     # a task enters a state: nothing to release, tell or clear yet
     "enqueue": "stores a new task (includes/newtask store_new)",
     "enqueue_keyed": "stores a new task, pending or blocked behind its key (includes/serial key_admit)",
+    "enqueue_keyed_many": "stores new tasks, each pending or blocked behind its key (includes/serial key_admit)",
     "enqueue_many": "stores new tasks",
     "enqueue_target": "stores a new targeted task",
     "group_add": "stores a new task in an aggregation group",

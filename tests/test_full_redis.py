@@ -110,6 +110,9 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "cancel": (_active, lambda h: h.b.cancel(Q, "a", "tok00001", h.stored("a")[9:], "", b"notice")),
     "forget_gone": (lambda h: (h.enqueue("a"), h.x.run(h.b.watch(Q, "a", "in1")), h.r.hdel(K.tasks, "a")),
                      lambda h: h.b.unwatch_gone(Q, "0")),
+    # the sweep's lease: claimed when due (its first write is PERSIST), then each step saved
+    "sweep": (lambda h: (h.x.run(h.b.sweep_claim(Q, "own", 1000, 5000, ["tasks"])), h.clock.advance(5)),
+              lambda h: h.b.sweep_claim(Q, "own", 1000, 5000, ["tasks"])),
     "drop_queue": (lambda h: (h.enqueue("a"), h.x.run(h.b.delete_tasks(Q, TaskState.PENDING,
                                                                       [("a", "", -1, h.stored("a"))], 10))),
                    lambda h: h.b.drop_queue(Q)),

@@ -24,7 +24,7 @@ from asynqpy import (
 )
 from asynqpy.core.broker import Broker
 from asynqpy.core.codec import Message
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.keys import ALL_QUEUES, queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 T0 = 1_700_000_000_000
@@ -111,6 +111,73 @@ def test_queue_info_empty_queue_and_all_queue_info(s: Seeded) -> None:
     other = infos[0]
     assert (other.size, other.pending, other.active, other.latency) == (1, 0, 1, 0.0)
     assert infos[1] == s.insp.queue_info(Q)
+
+
+def test_all_queue_info_is_two_round_trips_and_a_few_commands_a_queue(backend: Any) -> None:
+    """Every queue's info (``asynqpy stats``, the dashboard, the console): the queue list, then one
+    pipelined round trip of stats script calls, up to STATS_BATCH queues a call (on a Cluster,
+    one slot's queues a call), whatever the number of queues. On a real Redis each queue costs a
+    dozen commands, script-internal ones included (29 when every queue was its own script call
+    and seven MEMORY USAGE round-trip commands); with the memory reading, seven more inside the
+    script. The same counts and counters as queue_info, queue by queue."""
+    from asynqpy.core.inspection import STATS_BATCH
+
+    r, client, insp = backend.sync, Client(backend.sync), Inspector(backend.sync)
+    steps: list[int] = []
+    run_many = insp._exec.run_many
+    insp._exec.run_many = lambda calls: steps.append(len(calls)) or run_many(calls)  # type: ignore[method-assign]
+    made = 0
+    for n in (5, 50):
+        for i in range(made, n):  # every fifth queue with a task (pending or scheduled), the others empty
+            if i % 5 == 0:
+                client.enqueue("t", i, queue=f"many-{i}", process_in=60 if i % 10 else 0)
+            else:
+                r.sadd(ALL_QUEUES, f"many-{i}")
+        made = n
+        names = insp.queues()
+        assert {f"many-{i}" for i in range(n)} <= set(names)
+        for memory in (False, True):
+            steps.clear()
+            if backend.kind == "real":
+                r.config_resetstat()
+            infos = insp.all_queue_info(memory=memory)
+            assert [i.queue for i in infos] == names
+            calls = -(-len(names) // STATS_BATCH)
+            assert steps[0] == 1 and len(steps) == 2 and (steps[1] == calls or backend.kind == "cluster")
+            assert steps[1] <= len(names)
+            mine = {i.queue: i for i in infos if i.queue.startswith("many-")}
+            assert all((q.pending, q.scheduled) == ((0, 0) if i % 5 else (0, 1) if i % 10 else (1, 0))
+                       for i, q in ((int(name[5:]), q) for name, q in mine.items()))
+            assert all((q.memory_bytes is not None) == (memory and backend.kind != "fake") for q in infos)
+            if backend.kind == "real":
+                cmds = sum(int(v["calls"]) for k, v in r.info("commandstats").items()
+                           if k not in ("cmdstat_config|resetstat", "cmdstat_info"))
+                per_queue = 14 + (7 if memory else 0)  # LLEN, MGET, 10 ZCARD, LRANGE + HGET if pending
+                assert cmds <= 1 + 2 * calls + per_queue * len(names), (n, memory, cmds)
+    steps.clear()
+    assert insp.queue_info("many-0").pending == 1
+    assert steps == [2]  # SISMEMBER and the stats script (the memory reading inside it)
+
+
+def test_queues_read_together_share_a_slot_on_a_cluster() -> None:
+    """On a Cluster, all_queue_info groups queues by slot (a script's keys must share one); the
+    slot is Redis's (CRC16 of the hash tag); on one server, STATS_BATCH queues a call."""
+    from redis.crc import key_slot as redis_slot
+
+    from asynqpy.core.inspection import STATS_BATCH, Plans, key_slot
+
+    names = [f"q{i}" for i in range(250)] + ["a.b:c-d_E"]
+    tags = ["a{b}c", "{x}", "x}{y", "{}a", "a{}{b}", "é{ü}"]
+    assert all(key_slot(k) == redis_slot(k.encode()) for k in [queue_keys(n).pending for n in names] + tags)
+    one = Plans(Broker())._batches(names)
+    assert len(names) % STATS_BATCH and \
+        [len(b) for b in one] == [STATS_BATCH] * (len(names) // STATS_BATCH) + [len(names) % STATS_BATCH]
+    grouped = Plans(Broker(), cluster=True)._batches(names)
+    assert sorted(n for b in grouped for n in b) == sorted(names)
+    assert all(len({key_slot(queue_keys(n).pending) for n in b}) == 1 for b in grouped)
+    same = [n for n in (f"s{i}" for i in range(100_000)) if key_slot(n) == key_slot("s0")][:3]  # n: the tag
+    assert len(same) == 3
+    assert [same] == Plans(Broker(), cluster=True)._batches(same)
 
 
 def test_an_invalid_member_of_the_queues_set_is_skipped_and_logged_once(

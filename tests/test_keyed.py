@@ -203,3 +203,33 @@ def test_an_edit_to_due_now_goes_through_the_key_whatever_the_editors_clock(back
             assert insp.task_info(Q, "later").state is TaskState.SCHEDULED  # not pending past "holder"
         assert insp.task_info(Q, "holder").state is TaskState.PENDING
         assert stats(backend, Q).pending == 1
+
+
+def test_a_keyed_batch_is_one_script_call_per_queue_and_keeps_each_keys_order() -> None:
+    """enqueue_many of keyed tasks: one enqueue_keyed_many call per queue per batch (was one
+    script per task), each task's reply as enqueue_keyed gives it (state, or its id conflict), and
+    each key's tasks run in the batch's order."""
+    import fakeredis
+
+    from asynqpy import TaskIdConflictError
+
+    r = fakeredis.FakeRedis()
+    with Client(r) as c:
+        built: list[str] = []
+        for name in ("enqueue_keyed", "enqueue_keyed_many", "enqueue_many", "enqueue"):
+            real = getattr(c.broker, name)
+            setattr(c.broker, name, lambda *a, _real=real, _name=name, **kw: (built.append(_name), _real(*a, **kw))[1])
+        c.enqueue("step", -1, queue=Q, key="b", task_id="taken")
+        built.clear()
+        items = [("step", i, {"key": "ab"[i % 2]}) for i in range(8)] + [("step", 99, {"key": "c", "task_id": "taken"})]
+        got = c.enqueue_many(items, queue=Q, return_exceptions=True)
+        assert built == ["enqueue_keyed_many"]
+        assert [g.state for g in got[:8]] == [TaskState.PENDING, TaskState.BLOCKED] + [TaskState.BLOCKED] * 6
+        assert isinstance(got[8], TaskIdConflictError)
+        assert c.enqueue_many([("step", 0, {"key": "z"}), ("step", 1)], queue="other")[0].state is TaskState.PENDING
+        assert sorted(built[1:]) == ["enqueue_keyed_many", "enqueue_many"]
+    k = queue_keys(Q)
+    for key, first in (("a", 0), ("b", 1)):
+        blocked = [got.ids[i] for i in range(first, 8, 2)]
+        listed = [x.decode() for x in r.lrange(k.key_list(key), 0, -1)]
+        assert listed == (blocked[1:] if key == "a" else blocked), key  # the holder is not listed

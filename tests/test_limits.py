@@ -17,7 +17,7 @@ from helpers import serving, until
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task
 from asynqpy.core.broker import Broker
 from asynqpy.core.keys import queue_keys
-from asynqpy.core.limits import QueueLimits, parse_rate
+from asynqpy.core.limits import QueueLimits, parse_rate, set_calls
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "lq"
@@ -412,3 +412,116 @@ def test_a_slot_freed_by_a_snooze_wakes_a_held_back_worker(backend: Any) -> None
 
     asyncio.run(main())
     assert sorted(first) == list(range(60))
+
+
+def _held_back_workers(workers: int, rate: int | None = 50, concurrency: int | None = None,
+                       seconds: float = 1.0) -> tuple[int, int, list[int]]:
+    """``workers`` workers (count 10 each) on a queue limited to ``rate``/s (burst 2) or to
+    ``concurrency`` (tasks of 40 ms), in simulated time as the processor acts on each dequeue's
+    reply: a positive wait is a timer (it comes back then), a negative one sleeps on the wake list
+    (a wake-up token, one worker per token, or that wait ends it). Returns (dequeues, tasks
+    started, the ms of each start)."""
+    import fakeredis
+
+    from asynqpy import FakeClock
+    from asynqpy.core.codec import Message, decode
+
+    t0 = 1_740_866_400_000
+    clock = FakeClock(t0)
+    b, r, k = Broker(clock), fakeredis.FakeRedis(), queue_keys(Q)
+    x = SyncExecutor(r)
+    for i in range(int((rate or 25 * (concurrency or 1)) * seconds) + 20):
+        x.run(b.enqueue(Q, f"t{i}", Message("t", str(i))))
+    for c in set_calls(Q, concurrency, rate, 2 if rate else None):
+        x.run(c)
+    r.delete(k.wake)
+    due = {f"w{i}": t0 for i in range(workers)}  # worker -> when it dequeues next
+    sleeping: list[str] = []  # on the wake list, in the order they blocked
+    running: list[tuple[int, str]] = []  # (when it ends, id)
+    dequeues, starts = 0, []
+    while True:
+        if sleeping and r.lpop(k.wake):  # a token wakes the worker that blocked first
+            w = sleeping.pop(0)
+        else:
+            w = min(due, key=lambda n: due[n])
+            if running and min(running)[0] <= due[w]:  # a task ends first (a freed slot: a token)
+                clock.t, id = min(running)
+                running.remove((clock.t, id))
+                x.run(b.done(Q, id, "tok00001", decode(r.hget(k.tasks, id)[9:])))
+                continue
+            clock.t = max(clock.t, due[w])
+            if w in sleeping:
+                sleeping.remove(w)
+        if clock.t >= t0 + seconds * 1000:
+            return dequeues, len(starts), starts
+        res = x.run(b.dequeue(Q, 10, 60_000, "tok00001", w))
+        dequeues += 1
+        starts += [clock.t - t0] * len(res.tasks)
+        running += [(clock.t + 40, id) for id, _ in res.tasks] if concurrency else []
+        due[w] = clock.t + (res.wait_ms or 1000)
+        if res.slot_bound or not res.wait_ms:  # sleeps on the wake list until a token or its wait
+            sleeping.append(w)
+
+
+def test_one_worker_comes_for_the_next_token() -> None:
+    """Workers held back by the rate do not all come back when the next token is due (each came:
+    dequeues per task grew with the workers, 17 + 7.2 commands per worker per task, issue 31):
+    one is told when it is due, the others sleep on the wake list and look again each second, so
+    the dequeues per task stay flat from 1 to 8 workers (before: 7.8 per task with 8); and no more
+    tasks start than the bucket allows (2 + 50 per second), the rate kept."""
+    one, started1, _ = _held_back_workers(1)
+    eight, started8, starts = _held_back_workers(8)
+    for n in (started1, started8):
+        assert 45 <= n <= 2 + 50
+    for i, ms in enumerate(starts):  # the i-th start needs i - 1 tokens beyond the burst of 2
+        assert ms >= (i - 1) * 20
+    assert one / started1 <= 1.1  # the waiter comes once per token
+    assert eight / started8 <= one / started1 + 0.2  # (each other worker looks once a second: 7 more)
+
+
+def test_one_worker_comes_for_a_freed_slot() -> None:
+    """The same for workers held back by the concurrency limit: a freed slot leaves one wake-up
+    token (lua/includes/slots.lua), which draws one worker; the dequeues per task stay flat from
+    1 to 8 workers, and never more than 2 tasks run at once (tasks of 40 ms: 50 starts a second)."""
+    one, started1, _ = _held_back_workers(1, rate=None, concurrency=2)
+    eight, started8, starts = _held_back_workers(8, rate=None, concurrency=2)
+    for n in (started1, started8):
+        assert 45 <= n <= 50
+    for i in range(2, len(starts)):  # a third start waits for the first of the two before to end
+        assert starts[i] >= starts[i - 2] + 40
+    assert one / started1 <= 1.1
+    assert eight / started8 <= one / started1 + 0.2
+
+
+def test_a_waiter_that_does_not_come_loses_its_turn() -> None:
+    """The rate's waiter (the worker told when the next token is due) may die or be busy: past
+    its turn (the token's time + 0.5 s) the next worker that looks takes the tokens saved up and
+    becomes the waiter; before it, others are told to sleep on the wake list, a quarter second
+    apart. A new rate forgets the waiter (its token was one of the old rate)."""
+    import fakeredis
+
+    from asynqpy import FakeClock
+    from asynqpy.core.codec import Message
+
+    clock = FakeClock(1_740_866_400_000)
+    b, r = Broker(clock), fakeredis.FakeRedis()
+    x = SyncExecutor(r)
+    for i in range(10):
+        x.run(b.enqueue(Q, f"t{i}", Message("t", str(i))))
+    for c in set_calls(Q, None, 10, 1):
+        x.run(c)
+
+    def take(worker: str) -> tuple[int, int]:
+        res = x.run(b.dequeue(Q, 5, 60_000, "tok00001", worker))
+        return len(res.tasks), -res.wait_ms if res.slot_bound else res.wait_ms
+
+    assert take("w1") == (1, 100)  # the one token; w1 is told the next is due in 100 ms
+    assert take("w2") == (0, -1000) and take("w3") == (0, -1250)  # the others sleep, 250 ms apart
+    clock.advance(0.1)
+    assert take("w1") == (1, 100)  # the waiter comes, takes its token, stays the waiter
+    clock.advance(0.7)  # w1 does not come: its turn lapsed at 100 + 500 ms
+    assert take("w2") == (1, 100)  # w2 takes the token saved up (burst 1) and is the waiter now
+    assert take("w1") == (0, -1000)
+    for c in set_calls(Q, None, 20, 1):  # a new rate: a full bucket, and no waiter
+        x.run(c)
+    assert take("w1") == (1, 50)

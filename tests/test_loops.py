@@ -90,13 +90,14 @@ def test_janitor_expires_completed_trims_the_archive_and_repairs(backend: Any) -
         h.x.run(h.b.archive(Q, id, "tok00001", m, 100, 10**12))
         h.clock.advance(0.001)
     h.r.zrem(K.lease, "lost")  # an active task whose lease entry was removed by hand
+    h.r.hset(K.sweep, "last", T0 - 300_000)  # the last sweep (recorded in Redis) ended 300 s ago: one is due
     h.clock.advance(2)
     wait = h.run(lambda ctx: Janitor(ctx, JanitorParams.of(h.options)).clean_once())
     assert h.stored("gone") is None and h.stored("kept") is not None  # retention over / not over
     assert h.r.zrange(K.archived, 0, -1) == [b"x2"] and h.stored("x1") is None  # archive_max_size=1
     assert h.r.get(K.trimmed) == b"1"
     assert h.r.zscore(K.lease, "lost") is not None  # the sweep put the active task's lease back
-    assert wait == 30  # the sweep took one step; next: janitor_interval ("kept" expires in 58 s)
+    assert wait == 30  # the sweep took one step and ended; next: janitor_interval (the sweep's: 300 s)
 
 
 def test_heartbeat_renews_leases_and_gives_up_lost_ones(backend: Any) -> None:
@@ -158,5 +159,8 @@ def test_janitor_forgets_the_waiters_of_deleted_tasks(backend: Any) -> None:
         h.x.run(h.b.enqueue(Q, id, Message("t")))
         h.x.run(h.b.watch(Q, id, "inbox1"))
     h.r.hdel(K.tasks, "deleted")  # as an operator's delete leaves it: the task gone, its waiter registered
+    h.run(lambda ctx: Janitor(ctx, JanitorParams.of(h.options)).sweep_once())  # first sight: recorded
+    assert len(h.r.hkeys(K.watch)) == 2  # no sweep at a worker's start
+    h.clock.advance(h.options.reconcile_interval)
     h.run(lambda ctx: Janitor(ctx, JanitorParams.of(h.options)).sweep_once())
     assert h.r.hkeys(K.watch) == [b"kept"]

@@ -96,6 +96,7 @@ class Known:
     parents: list[str] = field(default_factory=list)
     policy: str = "cancel"
     incarnations: dict[str, int] = field(default_factory=dict)  # a targeted parent: its incarnation then
+    ended: set[str] = field(default_factory=set)  # parents seen ended since this child was registered
 
 
 @dataclass
@@ -142,10 +143,14 @@ class CrossMachine(RuleBasedStateMachine):
     # -- reading Redis -------------------------------------------------------------------------
 
     def state(self, id: str) -> str:
+        if self._snapshot is not None and id in self._snapshot:
+            return self._snapshot[id]
         v = self.r.hget(K.tasks, id)
         return v[:1].decode() if v else "-"
 
     def states(self) -> dict[str, str]:
+        if self._snapshot is not None:
+            return self._snapshot
         ids = list(self.known)
         vals = self.r.hmget(K.tasks, ids) if ids else []
         return {i: (v[:1].decode() if v else "-") for i, v in zip(ids, vals)}
@@ -170,8 +175,11 @@ class CrossMachine(RuleBasedStateMachine):
     def parent_ended(self, k: Known, p: str, states: dict[str, str]) -> bool:
         """Whether the parent ``p`` of a child (``k``) has ended: it is completed, archived or gone,
         or it was an ended targeted task whose id a new targeted task took since (its incarnation
-        changed: enqueue_targeted reuses only ids of ended tasks)."""
-        return states.get(p, "-") in ENDED or (p in k.incarnations and self.targeted[p] != k.incarnations[p])
+        changed: enqueue_targeted reuses only ids of ended tasks), or it ended since the child was
+        registered and an operator ran it again since (a child counts each parent's end once: the
+        re-run does not take the end back, docs/workflows.md)."""
+        return (states.get(p, "-") in ENDED or p in k.ended
+                or (p in k.incarnations and self.targeted[p] != k.incarnations[p]))
 
     def ids_in(self, states: str) -> list[str]:
         return sorted(i for i, s in self.states().items() if s in states)
@@ -409,7 +417,8 @@ class CrossMachine(RuleBasedStateMachine):
                     (f"{id} overtook on key {k.key}", {e: states.get(e) for e in before})
             if k and k.parents and id not in self.forced:
                 assert all(self.parent_ended(k, p, states) for p in k.parents), \
-                    (f"child {id} runs before its parents ended", {p: states.get(p) for p in k.parents})
+                    (f"child {id} runs before its parents ended", {p: states.get(p) for p in k.parents},
+                     self.trace[-30:])
             self.activated.add(id)
             self.running[id] = Run(token, now + LEASE_MS, raw, self.targeted.get(id.rpartition("|")[0], 0))
         self.trace.append(f"dequeue {count} -> {[i for i, _ in got.tasks]} held_back={got.slot_bound} "
@@ -638,14 +647,24 @@ class CrossMachine(RuleBasedStateMachine):
 
     # -- invariants ----------------------------------------------------------------------------
 
+    _snapshot: dict[str, str] | None = None
+    """While the checks run (they change nothing): the known tasks' states, read once."""
+
     @invariant()
     def checks(self) -> None:
         """After every step: nothing stranded (children, keys, locks, slots, held-back workers)."""
-        self.nothing_stranded()
-        self.keys_held_by_live_tasks()
-        self.locks_held_by_live_tasks()
-        self.slots_held_by_running_tasks()
-        self.a_held_back_worker_is_woken()
+        self._snapshot = None
+        self._snapshot = states = self.states()
+        for k in self.known.values():  # (every step ends here: a parent's end is seen before a re-run)
+            k.ended.update(p for p in k.parents if states.get(p, "-") in ENDED)
+        try:
+            self.nothing_stranded()
+            self.keys_held_by_live_tasks()
+            self.locks_held_by_live_tasks()
+            self.slots_held_by_running_tasks()
+            self.a_held_back_worker_is_woken()
+        finally:
+            self._snapshot = None
 
     def nothing_stranded(self) -> None:
         """A waiting child is never stranded: each parent that ended has its end in the child's
@@ -688,7 +707,7 @@ class CrossMachine(RuleBasedStateMachine):
                 assert self.known[i].key in held, (f"{i} blocked behind a key nobody holds", self.trace[-12:])
 
     def locks_held_by_live_tasks(self) -> None:
-        for lock in self.r.scan_iter(match=K.lock("*")):
+        for lock in self.r.scan_iter(match=K.lock("*"), count=1000):
             owner = self.r.get(lock)
             if owner is None:
                 continue

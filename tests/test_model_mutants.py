@@ -1,9 +1,12 @@
-"""The cross-feature model (tests/test_model.py) catches each state defect of issue 29 when its fix
-is reverted: each ``tests/mutants/*.patch`` (its first line says which fix it reverts) is applied
+"""The cross-feature model (tests/test_model.py) catches each state defect of issue 29, and each it
+found itself since, when its fix is reverted: each ``tests/mutants/*.patch`` (its first line says which fix it reverts) is applied
 to a copy of ``lua/``, the scripts are loaded from that copy (``ASYNQPY_LUA_DIR``) and the model
 runs on fakeredis in a child process, which must fail with a broken invariant (an AssertionError)
-or a refusal the model did not expect (an asynqpy error), not with a script that does not load.
-The same run on the unchanged copy must pass.
+or a refusal the model did not expect (an asynqpy error), not with a script that does not load;
+and the failure must be the one the mutant's header says it breaks (its ``expect:`` line), so a
+failure the model would find in the scripts as they are is not taken for a catch. (The model runs
+on the scripts as they are in tests/test_model.py, on fakeredis and on redis-server; a 100-example
+run of it here as well cost 20 s of CPU and showed nothing those do not.)
 
 Slow (one model run per mutant, without shrinking): ``python -m pytest -m slow tests/test_model_mutants.py``.
 To add a mutant: a unified diff of one file under ``lua/`` (paths ``a/<file>``, ``b/<file>``, the
@@ -24,8 +27,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = 100
-"""Examples per run (the fast tier's run of the model has 40): the same for the unchanged scripts,
-so that a mutant's failure is not one the model would find in the scripts as they are. The run is
+"""Examples per run at most (the fast tier's run of the model has 40; a run stops at its first
+failure). The run is
 derandomized from the model's source, so any edit to CrossMachine draws other examples: at 60 a
 mutant was missed now and then after such an edit (each is caught in most 60-example runs, not
 all); 100 catches each of them."""
@@ -34,6 +37,8 @@ RUNNER = """
 import sys, traceback
 sys.path.insert(0, {tests!r})
 import fakeredis, test_model
+from asynqpy.redisio.memory import install
+install()
 try:
     test_model.run_model(lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
 except BaseException as exc:
@@ -69,12 +74,6 @@ def lua_copy(tmp_path: Path, patch: Path | None) -> Path:
 
 
 @pytest.mark.slow
-def test_the_model_passes_on_the_scripts_as_they_are(tmp_path: Path) -> None:
-    result, out, took = run_model_on(lua_copy(tmp_path, None))
-    assert result == "passed", out[-4000:]
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("patch", MUTANTS, ids=[p.stem for p in MUTANTS])
 def test_the_model_catches_a_reverted_fix(tmp_path: Path, patch: Path) -> None:
     result, out, took = run_model_on(lua_copy(tmp_path, patch))
@@ -96,4 +95,4 @@ def test_every_mutant_says_what_it_reverts() -> None:
     assert MUTANTS
     for p in MUTANTS:
         why, expect = header(p)
-        assert why.startswith("issue 29") and expect and all(expect), p.name
+        assert why.startswith(("issue 29", "issue 30")) and expect and all(expect), p.name

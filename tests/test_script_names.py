@@ -110,6 +110,7 @@ ITEMS = [("i1", "dg", -1, S), ("i2", "", 3, b"s" + encode(M0))]
 
 CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("enqueue_keyed", lambda b: b.enqueue_keyed("q", "i", M)),
+    ("enqueue_keyed_many", lambda b: b.enqueue_keyed_many("q", [("i", M, None), ("j", M, None)], True)),
     ("key_gate", lambda b: b.key_gate("q", "i", "k", S)),
     ("key_free", lambda b: b.key_free("q", "k", "h")),
     ("proc_start", lambda b: b.proc_start("q", "p1", "i", Message(P.TYPE_PREFIX + "x", key="proc:p1"))),
@@ -127,6 +128,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("enqueue_after", lambda b: b.enqueue_after("q", "i", M, "c", [(b"r1", b""), (b"r2", b"c")], delay_ms=5,
                                                 cancelled=M0)),
     ("resolve", lambda b: b.resolve("q", "ch", b"ref", b"c")),
+    ("flow_read", lambda b: b.deps("q", "ch")),
     ("fail_waiting", lambda b: b.fail_waiting("q", "i", S, b"new", "err")),
     ("group_add", lambda b: b.group_add("q", "i", M, unique_ttl=3)),
     ("schedule", lambda b: b.schedule("q", "i", M, 500, unique_ttl=3, mode="d")),
@@ -151,6 +153,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("drop", lambda b: b.drop("q", "i")),
     ("reconcile", lambda b: b.reconcile("q", "0", 5)),
     ("forget_gone", lambda b: b.forget_gone("q", "children", "0", 5)),
+    ("sweep", lambda b: b.sweep_save("q", "own", 1000, 5000, {"tasks": "7"})),
     ("expire", lambda b: b.expire("q", 7)),
     ("trim", lambda b: b.trim("q", 5, 6)),
     ("pause", lambda b: b.pause("q")),

@@ -6,6 +6,7 @@ redis-server and the cluster."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -340,3 +341,32 @@ def test_run_results_of_an_earlier_task_under_the_same_id_are_not_shown(backend:
         insp.delete_task(Q, "again")
         c.enqueue("warm", 2, queue=Q, runs=2, task_id="again", retention=600)
         assert insp.task_info(Q, "again").run_results == {}
+
+
+@pytest.mark.parametrize("outcome", ["s", "f", "e"])
+def test_a_run_that_ends_frees_its_concurrency_slot_and_wakes_a_held_back_worker(backend: Any, outcome: str) -> None:
+    """Found by the cross-feature model (tests/test_model.py): a targeted task's run holds a
+    concurrency slot like any active task, but its end (run_end: a worker's success or failure,
+    or the recoverer's lease expiry) left no wake token, so a worker the limit held back slept
+    until its next poll though a slot was free and tasks were pending. The exit include's slot
+    duty now runs for runs too (tests/mutants/targeted_slot.patch reverts it)."""
+    from asynqpy.core import codec
+
+    ex, b, k = SyncExecutor(backend.sync), Broker(), queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_limits(Q, concurrency=1)
+        c.enqueue("warm", None, queue=Q, workers=["w1"], task_id="job", retention=600, max_retry=5)
+        lease_ms = 1 if outcome == "e" else 30_000  # (the recoverer ends only an expired lease)
+        [(run, raw)] = ex.run(b.dequeue(Q, 1, lease_ms, "tok00001", "w1")).tasks
+        assert run == "job|w1"
+        c.enqueue("plain", None, queue=Q)
+        time.sleep(0.01)
+        held = ex.run(b.dequeue(Q, 1, 30_000, "tok00002", "w2"))  # the slot is taken: held back
+        assert held.tasks == [] and held.slot_bound
+        backend.sync.delete(k.wake)
+        msg = codec.decode(raw)
+        failed = msg.with_(last_error="boom") if outcome != "s" else None
+        ex.run(b.run_end(Q, "job", msg, outcome, run=run, token="tok00001", recover=outcome == "e", failed=failed))
+        assert backend.sync.llen(k.wake) > 0, "a slot is free and a task is pending, but no worker is woken"
+        got = ex.run(b.dequeue(Q, 1, 30_000, "tok00003", "w2"))
+        assert [id for id, _ in got.tasks] and not got.slot_bound

@@ -74,7 +74,10 @@ def test_wheel_contents_install_cli_and_round_trip(tmp_path: Path, redis_url: st
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=IGNORE)
     dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(src)], cwd=tmp_path, timeout=180)
+    # --no-isolation: the test venv's setuptools (the test extra pins one that builds wheels on its
+    # own) instead of a fresh build environment installed for each run
+    _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src)], cwd=tmp_path,
+         timeout=180)
     wheels = list(dist.glob("asynqpy-*.whl"))
     assert len(wheels) == 1, wheels
     wheel = wheels[0]
@@ -96,13 +99,14 @@ def test_wheel_contents_install_cli_and_round_trip(tmp_path: Path, redis_url: st
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "asynqpy = asynqpy.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
-    # 3. A fresh venv with only the wheel (and its dependencies from the index).
+    # 3. A fresh venv with only the wheel (and its dependencies from the index), installed by this
+    # interpreter's pip into it (``pip --python``: no pip of its own to bootstrap into the venv).
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
     py = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    _run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)],
-         cwd=tmp_path, timeout=300, env=env)
+    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--disable-pip-version-check", "-q",
+          str(wheel)], cwd=tmp_path, timeout=300, env=env)
 
     # 4. The console script.
     out = _run([str(venv / "bin" / "asynqpy"), "--help"], cwd=tmp_path, env=env)

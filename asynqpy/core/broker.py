@@ -18,6 +18,7 @@ import enum
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
@@ -198,6 +199,21 @@ class Expired:
 
 
 @dataclass(frozen=True)
+class SweepLease:
+    """A reply of lua/sweep-1.lua: ``code`` 1 = the caller holds the sweep's lease (``cursors``:
+    where to go on, after a claim), 0 = it does not (ask again in ``ms``), 2 = the sweep ended
+    (the next is due in ``ms``)."""
+
+    code: int
+    ms: int
+    cursors: dict[str, str]
+
+    @classmethod
+    def of(cls, r: list[Any]) -> SweepLease:
+        return cls(int(r[0]), int(r[1]), {_s(r[i]): _s(r[i + 1]) for i in range(2, len(r) - 1, 2)})
+
+
+@dataclass(frozen=True)
 class QueueStats:
     """Counts per state and counters of one queue, read atomically."""
 
@@ -241,6 +257,21 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
     return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
                       int(r[15]), int(r[16]), int(r[17]), int(r[18]))
+
+
+STATS_WIDTH = 20
+"""Values per queue in the stats script's reply (lua/stats-19.lua)."""
+
+
+def _snapshot(queue: str, r: list[Any]) -> Snapshot:
+    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None)
+
+
+def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
+    """The 19 keys of a queue the stats script reads, in the script's order (``day``: today)."""
+    return (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed, q.failed,
+            q.processed_on(day), q.failed_on(day), q.tasks, q.trimmed, q.aggregating, q.groups, q.prio, q.targeted,
+            q.waiting, q.blocked)
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -412,6 +443,28 @@ class Broker:
                            **_q(q, "tasks pending prio wake events conf blocked keyheld archived completed"),
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
                            check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
+
+    def enqueue_keyed_many(self, queue: str, entries: Sequence[tuple[str, Message, bytes | None]],
+                           check_ids: bool) -> Call[list[TaskState | TaskIdConflictError]]:
+        """(new) x N -> pending or blocked, each as :meth:`enqueue_keyed` stores one, in one script
+        call (tasks of one key keep their order). ``entries``: (id, message, its encoded payload or
+        None). Returns per task its state, or the TaskIdConflictError refusing it."""
+        q = queue_keys(queue)
+        keylists: list[str] = []
+        items: list[Any] = []
+        for id, msg, data in entries:
+            keylists.append(q.key_list(msg.key))
+            items += [id_arg(id), self.seal(queue, id, msg, data), msg.key]
+
+        def parse(reply: Any) -> list[TaskState | TaskIdConflictError]:
+            return [_KEYED_STATES[c] if c != ID_CONFLICT else
+                    TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
+                    for c, (id, _, _) in zip((int(x) for x in reply), entries)]
+
+        return script_call("enqueue_keyed_many", parse,
+                           **_q(q, "tasks pending prio wake events conf blocked keyheld archived completed"),
+                           keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
+                           items=items)
 
     def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[TaskState | None]:
         """A due keyed task takes its key (pending) or queues behind it (blocked): its state; None =
@@ -616,7 +669,7 @@ class Broker:
     def deps(self, queue: str, id: str) -> Call[workflow.Record | None]:
         """A task's record as a child (its parents and how each ended), or None."""
         q = queue_keys(queue)
-        return Call(workflow.parse_record, command=("HGET", q.deps, id_arg(id)))
+        return script_call("flow_read", workflow.parse_record, deps=q.deps, child=id_arg(id))
 
     def children_of(self, queue: str, id: str) -> Call[list[tuple[str, str]]]:
         """The (queue, id) of the tasks registered as waiting on task ``id`` (until it ends)."""
@@ -666,7 +719,7 @@ class Broker:
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
                 result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-16.lua),
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-18.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
         ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
@@ -690,7 +743,8 @@ class Broker:
 
         return script_call(
             "run_end", parse,
-            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake"),
+            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake pending"
+                    " prio"),
             processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
             kept=q.ran(task_id), targets=[*index, *wakes],
             run=id_arg(run) if run else "", token=token, outcome=outcome, task=id_arg(task_id),
@@ -920,6 +974,24 @@ class Broker:
                            **_q(q, "tasks lease scheduled retry archived completed targeted waiting blocked"),
                            cursor=cursor, count=count, now=self.clock.script_now())
 
+    def sweep_claim(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
+                    parts: Sequence[str]) -> Call[SweepLease]:
+        """Ask for the lease of the queue's consistency sweep (lua/sweep-1.lua): granted when a
+        sweep is due (one ``interval_ms`` after the last ended; a queue never swept is recorded
+        now, its first sweep due an interval later) or under way with no live holder. The reply's
+        ``cursors`` (granted) say where to go on: the parts not done yet, each at its cursor."""
+        return script_call("sweep", SweepLease.of, sweep=queue_keys(queue).sweep, owner=owner, lease=lease_ms,
+                           interval=interval_ms, now=self.clock.script_now(), mode="claim", parts=list(parts))
+
+    def sweep_save(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
+                   cursors: Mapping[str, str]) -> Call[SweepLease]:
+        """Record a step of the queue's consistency sweep: the parts left, each at its next
+        cursor (none left: the sweep ended), and renew the lease; refused (code 0) when the lease
+        is another's now."""
+        flat = [x for kv in cursors.items() for x in kv]
+        return script_call("sweep", SweepLease.of, sweep=queue_keys(queue).sweep, owner=owner, lease=lease_ms,
+                           interval=interval_ms, now=self.clock.script_now(), mode="save", parts=flat)
+
     def unwatch_gone(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, int]]:
         """One step of the sweep of the watch hash: forgets the waiters of tasks that are gone.
         Returns (next cursor, '0' = pass done; entries removed)."""
@@ -959,20 +1031,38 @@ class Broker:
 
     def stats(self, queue: str) -> Call[QueueStats]:
         """Counts per state and counters of a queue (one atomic read)."""
-        return self._stats_call(queue, lambda r: _queue_stats(queue, r))
+        return self._stats_call([queue], lambda r: _queue_stats(queue, r))
 
     def snapshot(self, queue: str) -> Call[Snapshot]:
         """:meth:`stats` plus the trimmed counter, Redis's time and the oldest pending task."""
-        return self._stats_call(
-            queue, lambda r: Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None))
+        return self._stats_call([queue], lambda r: _snapshot(queue, r))
 
-    def _stats_call(self, queue: str, parse: Callable[[Any], T]) -> Call[T]:
-        q = queue_keys(queue)
+    def snapshots(self, queues: Sequence[str], samples: int = 0) -> Call[list[tuple[Snapshot, int | None]]]:
+        """:meth:`snapshot` of each of ``queues`` (at least one; one script call: on a Cluster they
+        must share a slot) with, for ``samples`` > 0, its memory (MEMORY USAGE ... SAMPLES
+        ``samples`` of its tasks hash, pending list and state zsets; None when not asked or when
+        Redis refuses MEMORY)."""
+        names = list(queues)
+
+        def parse(r: list[Any]) -> list[tuple[Snapshot, int | None]]:
+            out = []
+            for i, name in enumerate(names):
+                row = r[i * STATS_WIDTH:(i + 1) * STATS_WIDTH]
+                out.append((_snapshot(name, row), None if row[19] is None else int(row[19])))
+            return out
+
+        return self._stats_call(names, parse, samples)
+
+    def _stats_call(self, queues: Sequence[str], parse: Callable[[Any], T], samples: int = 0) -> Call[T]:
+        q = queue_keys(queues[0])
         processed_day, failed_day = self._day_keys(q)
+        day = self.clock.today()
+        more = [k for name in queues[1:] for k in _stats_keys(queue_keys(name), day)]
         return script_call(
             "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
                                     "trimmed aggregating groups prio targeted waiting blocked"),
-            processed_day=processed_day, failed_day=failed_day, now=self.clock.script_now())
+            processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
+            samples=samples)
 
     def page(self, queue: str, state: TaskState, start: int, stop: int,
              values: bool = True, group: str = "") -> Call[list[tuple[str, float | None, bytes | None]]]:

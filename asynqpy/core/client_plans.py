@@ -45,6 +45,8 @@ from .twin import Steps, planned
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
 """Tasks per enqueue_many script call."""
+_KEYED_KINDS = (kinds.TaskKind.KEYED, kinds.TaskKind.PROCESS_INPUT)
+"""The kinds a batch stores with enqueue_keyed_many (a process input is a keyed task)."""
 PROCESS_OPTIONS = opts.allowed(kinds.TaskKind.PROCESS_INPUT)
 """The enqueue options a process input takes (its key, id and timing are the process's)."""
 
@@ -194,8 +196,12 @@ class ClientPlans:
         calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
         where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
         batches: dict[str, list[int]] = {}
+        keyed: dict[str, list[int]] = {}
         single = len(prepared) == 1
         for i, p in enumerate(prepared):
+            if p.kind in _KEYED_KINDS and not single:
+                keyed.setdefault(p.queue, []).append(i)
+                continue
             if p.kind is not kinds.TaskKind.PLAIN or p.unique_ttl or single:
                 calls.append(self._one_call(p))
             else:
@@ -203,6 +209,7 @@ class ClientPlans:
                 continue
             where[i] = (len(calls) - 1, -1)
         self._batch_calls(prepared, batches, calls, where)
+        self._keyed_calls(prepared, keyed, calls, where)
         return _Plan(calls, bool(new), where)
 
     def _batch_calls(self, prepared: Sequence[opts.Prepared], batches: dict[str, list[int]],
@@ -217,6 +224,20 @@ class ClientPlans:
                 calls.append(self.broker.enqueue_many(queue, [(p.id, p.data) for p in chunk], check))
                 for pos, i in enumerate(idxs[start:start + BATCH]):
                     where[i] = (ci, pos)
+
+    def _keyed_calls(self, prepared: Sequence[opts.Prepared], batches: dict[str, list[int]],
+                     calls: list[Call[Any]], where: list[tuple[int, int]]) -> None:
+        """Append one enqueue_keyed_many call per queue per BATCH keyed tasks (in the batch's order:
+        each key's tasks keep theirs); ``where`` tells each task its (call, -2 - position): its
+        reply is the call's reply at that position."""
+        for queue, idxs in batches.items():
+            for start in range(0, len(idxs), BATCH):
+                chunk = [prepared[i] for i in idxs[start:start + BATCH]]
+                check = not all([p.generated_id for p in chunk])
+                ci = len(calls)
+                calls.append(self.broker.enqueue_keyed_many(queue, [(p.id, p.msg, p.data) for p in chunk], check))
+                for pos, i in enumerate(idxs[start:start + BATCH]):
+                    where[i] = (ci, -2 - pos)
 
     def _one_call(self, p: opts.Prepared) -> Call[Any]:
         """The call storing one prepared task, by its kind (core/kinds.py)."""
@@ -264,7 +285,10 @@ class ClientPlans:
                    if isinstance(getattr(r, "result", r), list)}
         outcomes: list[Any] = []
         for p, (ci, pos) in zip(prepared, plan.where):
-            r = replies[ci] if pos < 0 else _batched(p, replies[ci], pos in refused.get(ci, ()))
+            if pos <= -2:  # a keyed batch: the reply per task
+                r = _keyed(replies[ci], -2 - pos)
+            else:
+                r = replies[ci] if pos < 0 else _batched(p, replies[ci], pos in refused.get(ci, ()))
             if isinstance(r, Exception) and not return_exceptions:
                 raise r
             outcomes.append(r)
@@ -537,6 +561,17 @@ def _batched(p: opts.Prepared, reply: Any, refused: bool) -> Any:
     if refused:
         return TaskIdConflictError(f"a live task with id {p.id!r} exists in queue {p.queue!r}")
     return reply if isinstance(reply, Exception) else 0
+
+
+def _keyed(reply: Any, pos: int) -> Any:
+    """The outcome of one task of a keyed batch call: its state or refusal, or the call's error
+    (NotReplicatedError: the replies it carries)."""
+    if isinstance(reply, Exception):
+        result = getattr(reply, "result", None)
+        if isinstance(result, list):
+            return result[pos] if isinstance(result[pos], Exception) else reply
+        return reply
+    return reply[pos]
 
 
 def _raise_any(replies: list[Any]) -> None:

@@ -1,17 +1,27 @@
 """The lifecycle event stream of a queue, sans I/O: the events, and the calls that read them.
 
 Every script that changes a task's state appends an event to its queue's stream
-``asynqpy:{Q}:events`` (``lua/includes/events.lua``), capped at about ``events`` entries (a
+``asynqpy:{Q}:events`` (``lua/includes/events.lua``), capped at about ``events`` events (a
 per-queue setting in ``asynqpy:{Q}:conf``; default 10 000, 0 = off). An event is a stream entry
 whose fields are ``e`` (the event), ``id``, ``type`` and, depending on the event, ``attempt``,
 ``error``, ``due`` (ms) and ``value`` (a progress value, msgpack). Its time is the entry id's.
-A batch of tasks enqueued together (generated ids, one type) is one entry whose ``ids`` field
-holds their ids, space-separated: it is read as one ``enqueued`` event per task, all sharing
-the entry's ``stream_id``.
+A batch of tasks enqueued together (generated ids, one type), a batch of tasks that finished
+together (one type and attempt), and the tasks of one type one dequeue took are each one entry
+(at most 50 ids an entry) whose ``ids`` field holds their ids, space-separated: it is read as one
+event per task, all sharing the entry's ``stream_id``. The cap counts events: an entry of n events
+is added with ``MAXLEN ~ cap / n``, so a batch-fed stream's memory is bounded like a single-fed
+one's.
+
+``active`` events (a worker took the task) are written only when someone reads them: while a
+reader follows the stream (:class:`Reader` with ``follow``: it sets the conf field ``followed``
+to a time FOLLOW_MS ahead, again every third of it) or always, when set so
+(:func:`set_active`, conf field ``active`` = 1). They were half the stream's Redis time per task
+and no reader of the kept events needs them (a task's state says it is active).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +39,8 @@ EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
 """Events kept per queue unless set otherwise (about: trimming is by whole stream nodes)."""
+FOLLOW_MS = 60_000
+"""How long (ms) a following reader's ask for ``active`` events lasts; it renews it every third."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,26 @@ def set_cap(queue: str, cap: int) -> Call[Any]:
     return Call(lambda r: r, command=("HSET", q.conf, "events", cap))
 
 
+def set_active(queue: str, on: bool) -> Call[Any]:
+    """Write ``active`` events always (True), or only while a reader follows the stream (False,
+    the default)."""
+    q = queue_keys(queue)
+    return Call(lambda r: r, command=("HSET", q.conf, "active", 1) if on else ("HDEL", q.conf, "active"))
+
+
+def get_active(queue: str) -> Call[bool]:
+    """Whether the queue writes ``active`` events always (not only while followed)."""
+    q = queue_keys(queue)
+    return Call(lambda r: r is not None and _text(r) == "1", command=("HGET", q.conf, "active"))
+
+
+def followed(queue: str, now_ms: int) -> Call[list[TaskEvent]]:
+    """A following reader's ask for ``active`` events until ``now_ms`` + FOLLOW_MS (read by the
+    dequeue script against the Redis clock: a skew of seconds only shortens or lengthens it)."""
+    q = queue_keys(queue)
+    return Call(lambda r: [], command=("HSET", q.conf, "followed", now_ms + FOLLOW_MS))
+
+
 def get_cap(queue: str) -> Call[int]:
     q = queue_keys(queue)
     return Call(lambda r: DEFAULT_CAP if r is None else int(r), command=("HGET", q.conf, "events"))
@@ -150,7 +182,9 @@ class Reader:
     """Reads a queue's events: the ones kept since ``since`` (oldest first), then with ``follow``
     the new ones as they come (XREAD BLOCK, ``block_ms`` at a time). The sync and async
     Inspectors drive it: ``call()`` gives the next call to run, ``feed(reply)`` the events it
-    read; ``done`` is True when there is nothing more to read (never, when following)."""
+    read; ``done`` is True when there is nothing more to read (never, when following). With
+    ``follow`` its first call, and one every FOLLOW_MS / 3 after, asks for ``active`` events
+    (:func:`followed`; its reply feeds no event)."""
 
     def __init__(self, queue: str, since: datetime | float | str | None = None, follow: bool = False,
                  batch: int = 500, block_ms: int = 5000) -> None:
@@ -163,8 +197,14 @@ class Reader:
         self.following = False
         self.cursor = ""  # following: the id after which to read
         self.done = False
+        self._mark_due = 0.0 if follow else float("inf")  # (monotonic) when to ask for active events again
+        self._marking = False
 
     def call(self) -> Call[list[TaskEvent]]:
+        now = time.monotonic()
+        if now >= self._mark_due:  # following: active events are written while asked for
+            self._mark_due, self._marking = now + FOLLOW_MS / 3000, True
+            return followed(self.queue, int(time.time() * 1000))
         if not self.following:
             return page(self.queue, self.start, self.batch)
 
@@ -179,6 +219,9 @@ class Reader:
                                     self.cursor))
 
     def feed(self, events: list[TaskEvent]) -> list[TaskEvent]:
+        if self._marking:  # the reply of the ask for active events: nothing read
+            self._marking = False
+            return []
         if events:
             self.start = "(" + events[-1].stream_id
             self.cursor = events[-1].stream_id

@@ -99,10 +99,14 @@ class InspectorPlans:
         return (yield _limits.get_call(queue))  # type: ignore[no-any-return]
 
     @planned
-    def set_events(self, queue: str, max_len: int) -> Steps[None]:
+    def set_events(self, queue: str, max_len: int, active: bool | None = None) -> Steps[None]:
         """Keep about ``max_len`` events in the queue's stream (default 10 000); 0 turns the stream
-        off (no event is written; the kept ones are deleted)."""
+        off (no event is written; the kept ones are deleted). ``active``: True = write ``active``
+        events always, False = only while a reader follows the stream (the default), None = as
+        it was."""
         yield ev.set_cap(queue, max_len)
+        if active is not None:
+            yield ev.set_active(queue, active)
         if max_len == 0:
             yield Call(lambda r: r, command=("DEL", queue_keys(queue).events))
 
@@ -110,6 +114,12 @@ class InspectorPlans:
     def events_max_len(self, queue: str) -> Steps[int]:
         """The queue's stream cap (0 = off)."""
         return (yield ev.get_cap(queue))  # type: ignore[no-any-return]
+
+    @planned
+    def events_active(self, queue: str) -> Steps[bool]:
+        """Whether the queue writes ``active`` events always (False: only while a reader follows
+        its stream)."""
+        return (yield ev.get_active(queue))  # type: ignore[no-any-return]
 
     @planned
     def task_info(self, queue: str, id: str) -> Steps[TaskInfo]:

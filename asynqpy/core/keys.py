@@ -185,14 +185,15 @@ class QueueKeys:
     keyed serial execution (lua/includes/serial.lua): blocked (ZSET of tasks waiting behind their
     key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`);
     durable processes (lua/includes/process.lua): proc (HASH process id -> record), procs (ZSET
-    process id -> last change), hist (HASH '<process id>:<n>' -> event).
+    process id -> last change), hist (HASH '<process id>:<n>' -> event); sweep (HASH: the lease and
+    cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep-1.lua).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -235,6 +236,7 @@ class QueueKeys:
         self.proc = base + "proc"
         self.procs = base + "procs"
         self.hist = base + "hist"
+        self.sweep = base + "sweep"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""
@@ -247,7 +249,7 @@ class QueueKeys:
     def ran(self, id: str) -> str:
         """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
         result (tasks with retention), and '' -> the final record once it completed with
-        retention (kept as long) or was archived (lua/run_end-16.lua). An id that is not text (read
+        retention (kept as long) or was archived (lua/run_end-18.lua). An id that is not text (read
         back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
         try:
             id.encode()

@@ -3,6 +3,14 @@
 second (a token bucket holding up to ``burst`` tokens, refilled continuously: a smooth rate with
 bursts allowed up to ``burst``; one token per task taken). Stored in the queue's conf hash, so
 they change at run time and hold for every worker at once.
+
+Workers held back wait without a stampede. By the concurrency limit: each sleeps on the queue's
+wake list (polling every second) and a freed slot leaves one wake-up token (lua/includes/slots.lua),
+which draws one worker. By the rate: ONE of them, the rate's waiter, is told when the next token is
+due and comes for it; the others sleep on the wake list like the former (lua/dequeue-11.lua). The
+commands per task started stay flat as workers are added (bench/scale_ratelimit.py): the other
+workers held back by the rate look again (the fallback, should the waiter not come) at most 4 times
+a second in all, each at most once a second.
 """
 
 from __future__ import annotations
@@ -24,6 +32,10 @@ SIGNALS_FREED_SLOT = frozenset({"done", "complete", "archive", "proc_commit"})
 one wake-up token when the queue has a concurrency limit, is below it and has pending tasks). After
 any other outcome (retry, snooze, a run's end) the worker pipelines a ``rewake`` of the queue: a
 dequeue held back by the limit leaves no token, so the workers it held back wait for that one."""
+BUCKET_FIELDS = ("tokens", "ts", "waiter", "waiter_until", "polls")
+"""The conf fields of the rate's state (lua/dequeue-11.lua): its bucket, the worker it told when
+the next token is due (its waiter) with the time its turn lapses, and when the last of the other
+held-back workers looks again."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,8 @@ def set_calls(queue: str, concurrency: int | None, rate: Any, burst: int | None)
         raise InvalidArgumentError("give concurrency, rate or burst")
     calls: list[Call[Any]] = [Call(lambda r: r, command=("HSET", k.conf, *[x for kv in fields.items() for x in kv]))]
     if rate is not None or burst is not None:
-        calls.append(Call(lambda r: r, command=("HDEL", k.conf, "tokens", "ts")))  # a fresh, full bucket
+        # a fresh, full bucket, and no waiter told of a token of the old rate
+        calls.append(Call(lambda r: r, command=("HDEL", k.conf, *BUCKET_FIELDS)))
     calls.append(rewake_call(queue))
     return calls
 
@@ -85,7 +98,7 @@ def rewake_call(queue: str) -> Call[Any]:
 
 def clear_calls(queue: str) -> list[Call[Any]]:
     """The commands removing every limit of the queue (and waking a worker they held back)."""
-    return [Call(lambda r: r, command=("HDEL", queue_keys(queue).conf, "concurrency", "rate", "burst", "tokens", "ts")),
+    return [Call(lambda r: r, command=("HDEL", queue_keys(queue).conf, "concurrency", "rate", "burst", *BUCKET_FIELDS)),
             rewake_call(queue)]
 
 

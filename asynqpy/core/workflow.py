@@ -23,7 +23,8 @@ runs it once every parent ended (the failed parent's result is None); ``ignore``
 and leaves the failed parent out of ``parent_results``."""
 DEFAULT_POLICY = "cancel"
 MAX_PARENTS = 1000
-"""Most parents one task may wait on (each is an edge in its record, read whole per resolve)."""
+"""Most parents one task may wait on (each edge is one field of its record: a parent's end costs
+the same whatever the number of parents; the record is read whole when the child runs)."""
 OUTCOMES = {"c": "completed", "x": "archived", "d": "deleted", "": "waiting"}
 
 
@@ -89,7 +90,28 @@ class Record:
         return [p.result for p in self.parents if not (self.policy == "ignore" and p.state in ("archived", "deleted"))]
 
 
+def record_child(field: bytes) -> bytes:
+    """The child id a field of a deps hash belongs to (lua/includes/flow.lua: the header is the
+    id, a NUL byte in front of one that starts with NUL; edge fields are NUL 'e' rec_pack{id, ref},
+    the order field NUL 'o' id)."""
+    if field[:1] != b"\0":
+        return field
+    kind = field[1:2]
+    if kind == b"\0":
+        return field[1:]
+    if kind == b"e":
+        return rec_unpack(field[2:])[0]
+    return field[2:]
+
+
+def record_headers(fields: list[bytes]) -> list[bytes]:
+    """The child ids whose header is among ``fields`` (a deps hash's field names)."""
+    return [record_child(f) for f in fields if f[:1] != b"\0" or f[1:2] == b"\0"]
+
+
 def parse_record(data: bytes | None) -> Record | None:
+    """A child's record as the ``flow_read`` script returns it (one string: {policy, outstanding,
+    since, due, ref1, state1, ...})."""
     if not data:
         return None
     items = rec_unpack(data)

@@ -172,6 +172,9 @@ def _memory(url: str, aio: bool) -> Any:
     except ImportError:
         raise InvalidArgumentError("memory:// URLs need fakeredis with Lua: "
                                    "pip install '.[memory]' in asynqpy's repository") from None
+    from .memory import install
+
+    install()  # each script compiled once, as Redis does (redisio/memory.py)
     name = url.partition("://")[2].strip("/") or "default"
     with _memory_lock:
         server = _memory_servers.get(name)

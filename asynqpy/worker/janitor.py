@@ -1,14 +1,22 @@
 """Janitor: deletes completed tasks whose retention is over and trims the archive to its limits,
 in bounded batches, sleeping until the next retention expiry (at most ``janitor_interval``).
 
-Every ``reconcile_interval`` it also sweeps each queue's tasks (``reconcile`` script, one HSCAN
-step of 200 tasks per call, 10 ms apart) and puts a task whose state and container disagree
-(keys removed or corrupted by hand) back where its state says, so nothing stays stuck."""
+It also runs each queue's consistency sweep: its tasks (``reconcile`` script, one HSCAN step of
+200 tasks per call, 10 ms apart) put back where their state says when state and container
+disagree (keys removed or corrupted by hand), and the entries of tasks that are gone forgotten
+(``forget_gone``, :func:`~asynqpy.core.serial.sweep_keys`), so nothing stays stuck. The sweep is
+shared by every worker serving the queue (lua/sweep-1.lua): whoever holds the queue's sweep lease
+takes the next step from the cursors stored in the queue's slot and stores the next ones, so one
+sweep runs per queue every ``reconcile_interval`` (counted from the end of the last, as recorded
+in Redis: a worker's start does not start one), whatever the number of workers; a holder that
+dies leaves its lease to expire, and another goes on where it stopped. Expiry and trimming keep
+their own schedule: a sweep's steps do not repeat them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +31,20 @@ from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.janitor")
 
+PARTS = ("tasks", "watch", "children", "deps", "keys")
+"""The parts of a queue's sweep, each an HSCAN with its own cursor: its tasks (``reconcile``), its
+watch, children and deps hashes (``forget_gone``) and its held keys (``sweep_keys``)."""
+STEP_PAUSE = 0.01
+"""Seconds between two steps of a sweep."""
+
 
 @dataclass(frozen=True)
 class JanitorParams:
     """What the janitor reads: the queues, its longest sleep, the archive's limits, how often the
-    consistency sweep runs (0 = never), batch sizes."""
+    consistency sweep runs (0 = never), batch sizes, the longest lease on a queue's sweep (a
+    holder that stops taking steps leaves it to another after this long; at most the interval,
+    at least a second) and how often its holder stores its cursors and renews it (at least
+    three times a lease; a successor redoes the steps since: they are idempotent)."""
 
     queues: tuple[str, ...]
     interval: float
@@ -36,57 +53,90 @@ class JanitorParams:
     reconcile_interval: float
     batch: int = 100
     sweep_step: int = 200
+    sweep_lease: float = 30.0
+    sweep_save: float = 1.0
 
     @classmethod
     def of(cls, o: ServerOptions) -> JanitorParams:
-        return cls(tuple(o.queues), o.janitor_interval, o.archive_max_size, o.archive_max_age,
-                   o.reconcile_interval)
+        return cls(tuple(o.queues), o.janitor_interval, o.archive_max_size,
+                   o.archive_max_age, o.reconcile_interval)
 
 
 class Janitor:
     def __init__(self, ctx: Context, params: JanitorParams) -> None:
         self.ctx = ctx
         self.p = params
-        self._cursors: dict[tuple[str, str], str] = {}  # (kind, queue) being swept -> HSCAN cursor
-        self._next_sweep = 0.0  # loop time the next sweep starts
-        self._cadence = Cadence(params.queues, params.interval, COLD_CHECKS_PER_S)  # (clean_once)
+        self.owner = secrets.token_hex(8)  # this janitor's name on the sweep leases it holds
+        self._held: dict[str, dict[str, str]] = {}  # queue whose sweep lease we hold -> part -> cursor
+        self._due: dict[str, float] = {}  # queue -> loop time its sweep lease is next asked for
+        self._saved: dict[str, float] = {}  # queue whose sweep lease we hold -> loop time of its last store
+        self._next_clean = 0.0  # loop time expire and trim are next due
+        self._cadence = Cadence(params.queues, params.interval, COLD_CHECKS_PER_S)  # (_clean: which queues)
+
+    def _lease_ms(self) -> tuple[int, int]:
+        interval = self.p.reconcile_interval
+        return int(min(self.p.sweep_lease, max(1.0, interval)) * 1000), max(1, int(interval * 1000))
 
     async def sweep_once(self) -> float:
-        """One step of the sweep of every queue: its tasks (reconcile), and its watch, children and
-        deps hashes (entries of tasks that are gone); returns seconds until the next step."""
+        """Ask for the sweep lease of each queue whose sweep may be due, then take one step of the
+        sweep of each queue whose lease this janitor holds: its tasks (reconcile), its watch,
+        children and deps hashes (entries of tasks that are gone) and its held keys, going on
+        from the cursors stored in Redis (stored again about once a second, and at the sweep's
+        end). Returns seconds until the next step, or until a lease is next worth asking for."""
         ctx, p = self.ctx, self.p
-        interval = p.reconcile_interval
-        if not interval:
+        if not p.reconcile_interval:
             return float("inf")
-        now = asyncio.get_running_loop().time()
-        if not self._cursors:
-            if now < self._next_sweep:
-                return self._next_sweep - now
-            self._cursors = {(kind, q): "0" for q in p.queues for kind in ("tasks", "watch", "children", "deps",
-                                                                            "keys")}
-            self._next_sweep = now + interval
-        for q in [q for kind, q in self._cursors if kind == "keys"]:  # keys held by tasks that ended
+        loop = asyncio.get_running_loop()
+        lease_ms, interval_ms = self._lease_ms()
+        now = loop.time()
+        ask = [q for q in p.queues if q not in self._held and self._due.get(q, 0.0) <= now]
+        if ask:
+            replies = await ctx.exec.run_many([ctx.broker.sweep_claim(q, self.owner, lease_ms, interval_ms, PARTS)
+                                               for q in ask])
+            for q, lease in zip(ask, replies):
+                if isinstance(lease, Exception):
+                    ctx.health.failed(f"consistency sweep of queue {q}", lease)
+                    self._due[q] = now + min(5.0, p.reconcile_interval)
+                elif lease.code == 1:
+                    self._held[q] = {k: v for k, v in lease.cursors.items() if k in PARTS}
+                    self._saved[q] = now
+                else:
+                    self._due[q] = now + lease.ms / 1000
+        if self._held:
+            await self._step()
+        now = loop.time()
+        if self._held:
+            return STEP_PAUSE
+        return max(0.0, min((self._due.get(q, now) for q in p.queues), default=now) - now)
+
+    async def _step(self) -> None:
+        """One step of each held sweep; its cursors stored (and its lease renewed) when it ended or
+        ``sweep_save`` seconds after the last store."""
+        ctx, p = self.ctx, self.p
+        held = self._held
+        for q, cursors in held.items():  # keys held by tasks that ended
+            if "keys" not in cursors:
+                continue
             try:
-                cursor, freed = await arun_plan(ctx.exec, sweep_keys(ctx.broker, q, self._cursors[("keys", q)],
-                                                                     p.sweep_step))
+                cursor, freed = await arun_plan(ctx.exec, sweep_keys(ctx.broker, q, cursors["keys"], p.sweep_step))
             except REDIS_ERRORS as exc:
                 ctx.health.failed(f"consistency sweep of queue {q}", exc)
-                del self._cursors[("keys", q)]
+                del cursors["keys"]
                 continue
             if freed:
                 log.warning("released %d key(s) of queue %s whose task ended without releasing them", freed, q)
             if cursor == "0":
-                del self._cursors[("keys", q)]
+                del cursors["keys"]
             else:
-                self._cursors[("keys", q)] = cursor
-        steps = [s for s in self._cursors if s[0] != "keys"]
+                cursors["keys"] = cursor
+        steps = [(q, kind) for q, cursors in held.items() for kind in cursors if kind != "keys"]
         results = await ctx.exec.run_many([
-            ctx.broker.reconcile(q, self._cursors[(kind, q)], p.sweep_step) if kind == "tasks"
-            else ctx.broker.forget_gone(q, kind, self._cursors[(kind, q)], p.sweep_step) for kind, q in steps])
-        for (kind, q), res in zip(steps, results):
+            ctx.broker.reconcile(q, held[q][kind], p.sweep_step) if kind == "tasks"
+            else ctx.broker.forget_gone(q, kind, held[q][kind], p.sweep_step) for q, kind in steps])
+        for (q, kind), res in zip(steps, results):
             if isinstance(res, Exception):
                 ctx.health.failed(f"consistency sweep of queue {q}", res)
-                del self._cursors[(kind, q)]
+                del held[q][kind]
                 continue
             if kind == "tasks":
                 cursor, repaired = res
@@ -98,26 +148,55 @@ class Janitor:
                     what = {"watch": "the waiters", "children": "the children", "deps": "the parents"}[kind]
                     log.info("forgot %s of %d task(s) that are gone (queue %s)", what, removed, q)
             if cursor == "0":
-                del self._cursors[(kind, q)]
+                del held[q][kind]
             else:
-                self._cursors[(kind, q)] = cursor
-        return 0.01 if self._cursors else max(0.0, self._next_sweep - asyncio.get_running_loop().time())
+                held[q][kind] = cursor
+        lease_ms, interval_ms = self._lease_ms()
+        now = asyncio.get_running_loop().time()
+        every = min(p.sweep_save, lease_ms / 3000)
+        queues = [q for q in held if not held[q] or now - self._saved[q] >= every]  # ended, or time to store
+        if not queues:
+            return
+        saved = await ctx.exec.run_many([ctx.broker.sweep_save(q, self.owner, lease_ms, interval_ms, held[q])
+                                         for q in queues])
+        for q in queues:
+            self._saved[q] = now
+        for q, lease in zip(queues, saved):
+            if isinstance(lease, Exception):  # ask again soon: the lease is still ours for a while
+                ctx.health.failed(f"consistency sweep of queue {q}", lease)
+                del held[q]
+                self._due[q] = now + min(5.0, p.reconcile_interval)
+            elif lease.code != 1:  # the sweep ended, or another holds it now
+                del held[q]
+                self._due[q] = now + lease.ms / 1000
 
     async def clean_once(self) -> float:
+        """Expire completed tasks and trim the archive when due (at the next retention expiry, at
+        most ``janitor_interval`` apart), and take a step of the consistency sweep; returns
+        seconds until the next pass."""
+        now = asyncio.get_running_loop().time()
+        if now >= self._next_clean:
+            wait = await self._clean()
+            self._next_clean = now + wait
+        else:
+            wait = self._next_clean - now
+        return min(wait, await self.sweep_once())
+
+    async def _clean(self) -> float:
         """Expire completed tasks and trim the archive of the queues due for a look (their own
         schedule, :class:`~asynqpy.worker.queues.Cadence`: a queue with completed tasks when the
         next expires, at most ``janitor_interval`` on; one with neither completed nor archived
-        tasks at a cold check, one ``EXISTS``), then a step of the sweep."""
+        tasks at a cold check, one ``EXISTS``, spread over time when it serves many queues)."""
         cadence = self._cadence
         now = asyncio.get_running_loop().time()
         queues = cadence.due(now)
         try:
-            return await self._clean_once(queues, now)
+            return await self._clean_queues(queues, now)
         except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
             cadence.again(queues, now + 1.0)
             raise
 
-    async def _clean_once(self, queues: list[str], now: float) -> float:
+    async def _clean_queues(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence
         cold = [q for q in queues if q in cadence.cold]
         if cold:  # one EXISTS each: the scripts only where completed or archived tasks are
@@ -152,7 +231,7 @@ class Janitor:
             else:
                 cadence.at(q, done + here)
                 wait = min(wait, here)
-        return min(wait, others, await self.sweep_once())
+        return min(wait, others)
 
     async def run(self) -> None:
         await self.ctx.repeat("janitor pass", self.clean_once, error_wait=5.0, loop="janitor")

@@ -38,6 +38,44 @@ def is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
 
 
+class _Reads:
+    """The reads tasks need before their handler runs (a process input's process, a workflow
+    child's parents' results), sent together: those asked for in one turn of the event loop (the
+    tasks of one dequeued batch start in the same turn) go in one pipeline, one round trip for
+    the batch rather than one per task. Each read's reply, or the error it met, goes to its own
+    caller (a connection error to every caller of the pipeline)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._pending: list[tuple[Call[Any], asyncio.Future[Any]]] = []
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def run(self, call: Call[Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((call, fut))
+        if len(self._pending) == 1:  # the first of this turn: sent once the turn's tasks asked theirs
+            t = loop.create_task(self._flush())
+            self._flushes.add(t)
+            t.add_done_callback(self._flushes.discard)
+        return await fut
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        try:
+            replies = await self.ctx.exec.run_many([c for c, _ in batch])
+        except BaseException as exc:
+            for _, f in batch:  # every caller of the pipeline meets its error (a cancellation: cancelled)
+                if not f.done():
+                    f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, f), r in zip(batch, replies):
+            if not f.done():
+                f.set_exception(r) if isinstance(r, Exception) else f.set_result(r)
+
+
 class Runner:
     """The handler chains of a server's task types. ``holder``: the processor (its held tasks,
     and :meth:`~asynqpy.worker.context.Holder.lose` for a task whose read outlasts its lease)."""
@@ -51,6 +89,7 @@ class Runner:
         self._chains: dict[str, AsyncHandler] = {}
         self._sandbox: SandboxPool | None = None  # the child processes of sandboxed handlers (made when used)
         self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks running
+        self._reads = _Reads(ctx)  # the reads before handlers, one pipeline per turn of the loop
         if options.sandbox:  # every plain handler runs sandboxed: each must be importable by a child
             for pattern in mux.patterns:
                 fn = mux.match(pattern)
@@ -141,7 +180,7 @@ class Runner:
         delay = 0.05
         while True:
             try:
-                return await self.ctx.exec.run(call)
+                return await self._reads.run(call)
             except REDIS_ERRORS as exc:
                 r = self.holder.held.get((queue, id))
                 if r is None or r.lost:

@@ -1,9 +1,18 @@
 --- The queue's lifecycle event stream (asynqpy:{Q}:events), capped with XADD MAXLEN ~.
---- events_cap(conf): the cap, from the queue's conf hash (field 'events'; absent = 10000,
---- 0 = the stream is off). emit(stream, cap, ...): XADD the field/value pairs if the stream is on.
---- msg_type(m): the task type of an encoded message (its array's first element, a msgpack
---- string), read from the first bytes without decoding the rest (the payload may be large); ''
---- for bytes that are not a message (truncated or written by hand): never an error.
+--- events_cap(conf): the cap in EVENTS, from the queue's conf hash (field 'events'; absent =
+--- 10000, 0 = the stream is off). emit(stream, cap, ...): XADD the field/value pairs (one event)
+--- if the stream is on. emit_ids(stream, cap, ids, ...): the events of several tasks in one entry:
+--- one task = an entry with 'id', more = entries of up to IDS_PER_ENTRY tasks with 'ids'
+--- (space-separated; core/events.py expands it into one event per task), the other fields shared.
+--- The cap counts events, not entries: an entry of n events is added with MAXLEN ~ cap / n, so a
+--- stream of entries of n events holds about cap events (a mix of sizes: from a third to twice
+--- cap, bench/scale_events.py), and its memory is bounded per queue whatever the batches
+--- (docs/events.md: about 0.5 MB at the default cap).
+--- ids_ok(id): an id that may go in an 'ids' list (no space in it).
+--- active_wanted(always, followed, now): whether a dequeue writes 'active' events, from the conf
+--- fields 'active' ('1' = always: Inspector.set_events(active=True)) and 'followed' (ms: until
+--- when a reader following the stream asked for them; core/events.py Reader refreshes it): by
+--- default no one reads them, and they were half the stream's cost per task.
 local EVENTS_CAP = 10000
 local function events_cap(conf)
   local cap = tonumber(redis.call('HGET', conf, 'events'))
@@ -16,6 +25,27 @@ local function emit(stream, cap, ...)
   if cap > 0 then
     redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', ...)
   end
+end
+local IDS_PER_ENTRY = 50
+local function emit_ids(stream, cap, ids, event, ...)
+  local n = #ids
+  if cap <= 0 or n == 0 then
+    return
+  elseif n == 1 then
+    redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'e', event, 'id', ids[1], ...)
+    return
+  end
+  for i = 1, n, IDS_PER_ENTRY do  -- (entries of at most IDS_PER_ENTRY events: one never wipes the stream)
+    local j = math.min(n, i + IDS_PER_ENTRY - 1)
+    redis.call('XADD', stream, 'MAXLEN', '~', math.max(1, math.floor(cap / (j - i + 1))), '*', 'e', event,
+      'ids', table.concat(ids, ' ', i, j), ...)
+  end
+end
+local function active_wanted(always, followed, now)
+  return always == '1' or (tonumber(followed) or 0) > now
+end
+local function ids_ok(id)
+  return not string.find(id, ' ', 1, true)
 end
 local function msg_type(m)
   local b = string.byte(m, 1)

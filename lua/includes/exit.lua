@@ -24,8 +24,12 @@
 --- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
 --- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
 --- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
---- children duty is skipped. task_exit caches in it the events cap, the event's field list and
---- whether the wake was done (once per script).
+--- children duty is skipped. batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
+--- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are
+--- gathered and written as one entry per group (includes/events emit_ids: one XADD per batch
+--- instead of one per task), the 'enqueued' of a key's next task too (after its holder's end);
+--- flushed early before an event not gathered, so each task's events keep their order. task_exit caches
+--- in it the events cap, the event's field list and whether the wake was done (once per script).
 ---
 --- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a row of exit_row), msg (the
 --- message, for the event's type), and where they apply: lock (its lock key), progressed (false =
@@ -61,6 +65,36 @@ local function exit_cap(x)
   end
   return x.cap
 end
+local function exit_flush(x)
+  local groups = x.batch
+  if not groups or #groups == 0 then
+    return
+  end
+  for i, g in ipairs(groups) do
+    if g.attempt then
+      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'attempt', g.attempt)
+    else
+      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype)
+    end
+    groups[i] = nil
+  end
+  x.groups = {}
+end
+local function exit_gather(x, event, mtype, attempt, id)
+  local groups = x.groups
+  if not groups then
+    groups = {}
+    x.groups = groups
+  end
+  local k = event .. '\n' .. mtype .. '\n' .. (attempt or '')
+  local g = groups[k]
+  if not g then
+    g = {event = event, mtype = mtype, attempt = attempt, ids = {}}
+    groups[k] = g
+    x.batch[#x.batch + 1] = g
+  end
+  g.ids[#g.ids + 1] = id
+end
 local function task_exit(x, e)
   local final, tell, forget, event, process = exit_row(e.how)
   local id = e.id
@@ -70,8 +104,16 @@ local function task_exit(x, e)
   if x.progress and e.progressed ~= false then
     redis.call('HDEL', x.progress, id)
   end
-  if event and exit_cap(x) > 0 then
-    local mtype = msg_type(e.msg or '')
+  local mtype = event and exit_cap(x) > 0 and msg_type(e.msg or '')
+  if mtype and x.batch then
+    if not (e.recovered or e.error or e.due or e.more) and ids_ok(id) then
+      exit_gather(x, event, mtype, e.attempt, id)
+      mtype = false  -- (gathered: written by exit_flush)
+    else
+      exit_flush(x)  -- (the gathered events happened first)
+    end
+  end
+  if mtype then
     if e.recovered then
       emit(x.events, x.cap, 'e', 'lease_expired', 'id', id, 'type', mtype, 'attempt', e.attempt)
     end
@@ -104,12 +146,22 @@ local function task_exit(x, e)
     if forget then
       redis.call('HDEL', x.children, id)
       if x.deps then
-        redis.call('HDEL', x.deps, id)
+        rec_forget(x.deps, id)
       end
     end
   end
   if final and e.key and e.key ~= '' and e.keylist then
-    key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events, exit_cap(x), e.keylist, e.key, id)
+    local gather = x.batch and exit_cap(x) > 0  -- (the key's next task's 'enqueued' gathered too)
+    local nxt, nmsg = key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events,
+      gather and 0 or exit_cap(x), e.keylist, e.key, id)
+    if gather and nxt then
+      if ids_ok(nxt) then
+        exit_gather(x, 'enqueued', msg_type(nmsg), nil, nxt)
+      else
+        exit_flush(x)
+        emit(x.events, x.cap, 'e', 'enqueued', 'id', nxt, 'type', msg_type(nmsg))
+      end
+    end
   end
   if process and e.pid and e.pid ~= '' then
     if not x.mark_process then

@@ -5,7 +5,7 @@
 --- key_release(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id): the task
 --- ``id`` ended: if it holds ``key``, the next live task of the key's list becomes pending and the
 --- holder (ids whose task is gone or no longer blocked are skipped), or the key is freed.
---- Returns the new holder's id, or false.
+--- Returns the new holder's id and its message, or false.
 --- key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now): a task
 --- of ``key`` comes in (enqueued, or due): it takes the key if it is free (a stale holder, one that
 --- ended or is gone, is released first; a scheduled one, snoozed or postponed, keeps it) and is pending, else it waits at the back of the key's
@@ -44,7 +44,7 @@ local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap
       signal(wake)
       emit(events, cap, 'e', 'enqueued', 'id', nxt, 'type', msg_type(msg))
       redis.call('HSET', keyheld, key, nxt)
-      return nxt
+      return nxt, msg
     end
   end
 end

@@ -31,8 +31,10 @@ KEYS[16] kept          what is kept of the task's runs ('ran:<task id>', a hash)
                        = the result of worker <name>'s succeeded run (tasks with retention only),
                        and, once the task completes with retention (kept that long) or is
                        archived (ARGV[13] ms), field '' = its final record; deleted otherwise
-KEYS[17..] targets     KEYS[17..16+k]: the task's index zsets ('m:*', or 'm:w:<name>' per allowed
-                       worker); then KEYS[17+k..]: the allowed workers' own wake lists (a freed
+KEYS[17] pending       pending list (with prio: whether tasks wait for a freed concurrency slot)
+KEYS[18] prio          priority zset
+KEYS[19..] targets     KEYS[19..18+k]: the task's index zsets ('m:*', or 'm:w:<name>' per allowed
+                       worker); then KEYS[19+k..]: the allowed workers' own wake lists (a freed
                        run wakes one of them)
 ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
 ARGV[2] token          the run's lease token (the worker's, or the one read with the expired lease)
@@ -69,7 +71,10 @@ local day_ttl = tonumber(ARGV[12])
 local cap = events_cap(KEYS[8])
 local name = nil
 -- a targeted task has no key and is never a parent; its runs are the active tasks (progress, lease)
-local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[9], events = KEYS[7], cap = cap}
+-- (the queue's keys of the slot duty: a run held a concurrency slot like any active task, and the
+-- exit include wakes a worker the limit held back once it is free)
+local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[9], events = KEYS[7], cap = cap, conf = KEYS[8],
+           pending = KEYS[17], prio = KEYS[18], wake = KEYS[15]}
 if run ~= '' then
   local _, code = claim_active(KEYS[1], KEYS[2], run, ARGV[2], now, ARGV[5] == '1')
   if code ~= 1 then
@@ -126,7 +131,7 @@ elseif (outcome == 'f' or outcome == 'e') and r.failures > tonumber(ARGV[10]) th
 end
 if finish then
   redis.call('ZREM', KEYS[3], tid)
-  for i = 17, 16 + k do
+  for i = 19, 18 + k do
     redis.call('ZREM', KEYS[i], tid)
   end
   redis.call('HDEL', KEYS[4], tid)
@@ -175,7 +180,7 @@ if outcome ~= 's' then  -- a run is free again: wake a worker that may take it
   if r.allowed == '*' then
     signal(KEYS[15])
   else
-    for i = 17 + k, #KEYS do
+    for i = 19 + k, #KEYS do
       signal(KEYS[i])
     end
   end
