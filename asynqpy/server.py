@@ -179,8 +179,10 @@ class Server:
         # LOOPS_DELAY after it (their first commands and connections would queue before it), the
         # canceller's modules (the controller, the inspector's plans) are imported then, and the
         # aggregator's and the scheduler's only when configured
+        recoverer = Recoverer(ctx, RecovererParams.of(o))
+        processor.dequeued = recoverer.touch  # a queue this server takes tasks of: its leases looked at
         loops: list[Any] = [
-            Forwarder(ctx, ForwarderParams.of(o)), Recoverer(ctx, RecovererParams.of(o)),
+            Forwarder(ctx, ForwarderParams.of(o)), recoverer,
             Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
             Propagator(ctx)]
         if o.group_aggregator is not None:

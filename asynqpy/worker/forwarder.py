@@ -2,7 +2,15 @@
 
 It sleeps exactly until the earliest due time the forward script reports (on the Redis clock, so a
 skewed host clock cannot make a task run early), and wakes earlier when a script signals, through
-the queue's ``tick`` list, that a task with an earlier due time arrived."""
+the queue's ``tick`` list, that a task with an earlier due time arrived.
+
+Each queue is looked at on its own schedule (:class:`~asynqpy.worker.queues.Cadence`): when its
+next task falls due (at most ``idle_timeout`` on), when its tick fires, and, for a queue that had
+nothing scheduled, at a cold check (one ``EXISTS`` of its scheduled and retry sets, then the forward
+script only if either exists) spread so that all the queues together cost at most
+:data:`~asynqpy.worker.queues.COLD_CHECKS_PER_S` a second: an idle server's commands per second do
+not grow with the number of queues it serves. (A tick is taken by one server; the others see the
+task at their next cold check, or when it is due if they saw it before.)"""
 
 from __future__ import annotations
 
@@ -10,11 +18,13 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from ..core.broker import Call
 from ..core.keys import queue_keys
 from ..core.serial import gate_due
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
 from .context import Context
+from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.forwarder")
@@ -38,42 +48,77 @@ class Forwarder:
         self.ctx = ctx
         self.p = params
         self._tick = asyncio.Event()
+        self._cadence = Cadence(params.queues, params.idle_timeout, COLD_CHECKS_PER_S)
+        self._ticks = {queue_keys(q).tick: q for q in params.queues}
 
     async def _listen(self) -> None:
-        keys = [queue_keys(q).tick for q in self.p.queues]
+        keys = list(self._ticks)
         while True:
             try:
-                if await self.ctx.blpop_any(keys, self.p.idle_timeout):
+                got = await self.ctx.blpop_any(keys, self.p.idle_timeout)
+                if got:
+                    self._cadence.now(self._ticks[got[0]], asyncio.get_running_loop().time())
                     self._tick.set()
             except REDIS_ERRORS as exc:
                 self.ctx.health.failed("waiting for schedule changes", exc)
                 await asyncio.sleep(1.0)
 
     async def forward_once(self) -> float:
-        """Forward due tasks of every queue; returns seconds until the next is due."""
-        ctx, p = self.ctx, self.p
+        """Forward the due tasks of every queue due for a look; returns seconds until the next."""
+        cadence = self._cadence
+        now = asyncio.get_running_loop().time()
+        queues = cadence.due(now)
+        try:
+            return await self._forward_once(queues, now)
+        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
+            cadence.again(queues, now + 1.0)
+            raise
+
+    async def _forward_once(self, queues: list[str], now: float) -> float:
+        ctx, p, cadence = self.ctx, self.p, self._cadence
+        cold = [q for q in queues if q in cadence.cold]
+        if cold:  # one EXISTS each: the forward script only where something is scheduled
+            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).scheduled,
+                                                                queue_keys(q).retry)) for q in cold])
+            empty = {q for q, n in zip(cold, found) if n == 0}
+            for q in empty:
+                cadence.idle(q, now)
+            queues = [q for q in queues if q not in empty]
+        others = cadence.next_in(now)  # (before this pass's queues are scheduled again)
         wait = p.idle_timeout
-        results = await ctx.exec.run_many([ctx.broker.forward(q, p.batch) for q in p.queues])
-        for q, res in zip(p.queues, results):
+        results = await ctx.exec.run_many([ctx.broker.forward(q, p.batch) for q in queues])
+        done = asyncio.get_running_loop().time()  # (due times count from the replies)
+        for q, res in zip(queues, results):
             if isinstance(res, Exception):
                 ctx.health.failed(f"forwarding queue {q}", res)
-                wait = min(wait, 1.0)
+                here: float | None = 1.0
+            else:
+                here = await self._forwarded(q, res)
+            if here is None:  # nothing scheduled: a cold check, or its tick, next
+                cadence.idle(q, done)
                 continue
-            moved, next_ms = res
-            keyed = getattr(res, "keyed", [])
-            if keyed:  # due keyed tasks take their key or queue behind it (their key's list is named)
-                try:
-                    await arun_plan(ctx.exec, gate_due(ctx.broker, q, keyed))
-                except REDIS_ERRORS as exc:
-                    ctx.health.failed(f"gating due keyed tasks of queue {q}", exc)
-                    wait = min(wait, 1.0)
-                    continue
-                wait = 0.0  # forward again: the next due task's time
-            if moved >= p.batch:
-                wait = 0.0
-            elif next_ms >= 0:
-                wait = min(wait, next_ms / 1000 + 0.0002)
-        return wait
+            cadence.at(q, done + here)
+            wait = min(wait, here)
+        return min(wait, others)
+
+    async def _forwarded(self, q: str, res: tuple[int, int]) -> float | None:
+        """Seconds until ``q`` is due for a look again after its forward (None: nothing left
+        scheduled)."""
+        ctx, p = self.ctx, self.p
+        moved, next_ms = res
+        keyed = getattr(res, "keyed", [])
+        if keyed:  # due keyed tasks take their key or queue behind it (their key's list is named)
+            try:
+                await arun_plan(ctx.exec, gate_due(ctx.broker, q, keyed))
+            except REDIS_ERRORS as exc:
+                ctx.health.failed(f"gating due keyed tasks of queue {q}", exc)
+                return 1.0
+            return 0.0  # forward again: the next due task's time
+        if moved >= p.batch:
+            return 0.0
+        if next_ms >= 0:
+            return min(p.idle_timeout, next_ms / 1000 + 0.0002)
+        return None
 
     async def _pass(self) -> float:
         self._tick.clear()  # before the pass: a tick arriving during it is not lost

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.broker import TRIM_PER_CALL, Call
+from ..core.keys import queue_keys
 from ..core.serial import sweep_keys
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
 from .context import Context
+from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.janitor")
@@ -69,6 +71,7 @@ class Janitor:
         self._due: dict[str, float] = {}  # queue -> loop time its sweep lease is next asked for
         self._saved: dict[str, float] = {}  # queue whose sweep lease we hold -> loop time of its last store
         self._next_clean = 0.0  # loop time expire and trim are next due
+        self._cadence = Cadence(params.queues, params.interval, COLD_CHECKS_PER_S)  # (_clean: which queues)
 
     def _lease_ms(self) -> tuple[int, int]:
         interval = self.p.reconcile_interval
@@ -180,25 +183,55 @@ class Janitor:
         return min(wait, await self.sweep_once())
 
     async def _clean(self) -> float:
-        ctx, p = self.ctx, self.p
+        """Expire completed tasks and trim the archive of the queues due for a look (their own
+        schedule, :class:`~asynqpy.worker.queues.Cadence`: a queue with completed tasks when the
+        next expires, at most ``janitor_interval`` on; one with neither completed nor archived
+        tasks at a cold check, one ``EXISTS``, spread over time when it serves many queues)."""
+        cadence = self._cadence
+        now = asyncio.get_running_loop().time()
+        queues = cadence.due(now)
+        try:
+            return await self._clean_queues(queues, now)
+        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
+            cadence.again(queues, now + 1.0)
+            raise
+
+    async def _clean_queues(self, queues: list[str], now: float) -> float:
+        ctx, p, cadence = self.ctx, self.p, self._cadence
+        cold = [q for q in queues if q in cadence.cold]
+        if cold:  # one EXISTS each: the scripts only where completed or archived tasks are
+            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).completed,
+                                                                queue_keys(q).archived)) for q in cold])
+            empty = {q for q, n in zip(cold, found) if n == 0}
+            for q in empty:
+                cadence.idle(q, now)
+            queues = [q for q in queues if q not in empty]
+        others = cadence.next_in(now)
         wait = p.interval
-        calls: list[Call[Any]] = [ctx.broker.expire(q, p.batch) for q in p.queues]
-        calls += [ctx.broker.trim(q, p.archive_max_size, int(p.archive_max_age * 1000)) for q in p.queues]
+        calls: list[Call[Any]] = [ctx.broker.expire(q, p.batch) for q in queues]
+        calls += [ctx.broker.trim(q, p.archive_max_size, int(p.archive_max_age * 1000)) for q in queues]
         results = await ctx.exec.run_many(calls)
-        n = len(p.queues)
-        for res in results[:n]:
+        done = asyncio.get_running_loop().time()
+        n = len(queues)
+        for q, res, trimmed in zip(queues, results[:n], results[n:]):
+            here: float | None = None
             if isinstance(res, Exception):
                 ctx.health.failed("expiring completed tasks", res)
-                continue
-            deleted, next_ms = res
-            if deleted >= p.batch:
-                wait = 0.0
-            elif next_ms >= 0:
-                wait = min(wait, next_ms / 1000 + 0.01)
-        for res in results[n:]:
-            if isinstance(res, int) and res >= TRIM_PER_CALL:  # more may be left: again at once
-                wait = 0.0
-        return wait
+                here = p.interval
+            else:
+                deleted, next_ms = res
+                if deleted >= p.batch:
+                    here = 0.0
+                elif next_ms >= 0:
+                    here = min(p.interval, next_ms / 1000 + 0.01)
+            if isinstance(trimmed, int) and trimmed >= TRIM_PER_CALL:  # more may be left: again at once
+                here = 0.0
+            if here is None:  # nothing left to expire: a cold check next (which sees the archive)
+                cadence.idle(q, done)
+            else:
+                cadence.at(q, done + here)
+                wait = min(wait, here)
+        return min(wait, others)
 
     async def run(self) -> None:
         await self.ctx.repeat("janitor pass", self.clean_once, error_wait=5.0, loop="janitor")

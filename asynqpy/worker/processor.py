@@ -22,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
+
+from redis.exceptions import ResponseError
 
 from ..core import process, tracing
 from ..core.broker import Dequeued
@@ -35,13 +38,17 @@ from ..core.signing import run_message
 from ..core.task import Task, ms_to_datetime, set_current
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Running
-from .queues import QueueOrder
+from .queues import EMPTY_RECHECK, FEW_QUEUES, QueueOrder
 from .runner import Runner
 from .settings import ServerOptions
 from .wake import PipelinedWait
 from .writer import Writer
 
 log = logging.getLogger("asynqpy.processor")
+
+POLL_EVERY_FETCH = 100
+"""Serving at most this many queues, a busy fetch polls the other queues' wake lists every time
+(one LMPOP); with more, at most every :data:`EMPTY_RECHECK` s (the LMPOP reads every list)."""
 
 SHORT_WAIT = 0.25
 """A queue's limits holding its tasks back for less than this (s): the worker sleeps locally rather
@@ -74,6 +81,12 @@ class Processor:
         self._in_dequeue = self._in_wait = False  # a dequeue, or an idle wait, in flight (_stop_fetcher)
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
+        self._keys_of = {q: (queue_keys(q).wake, queue_keys(q).wake_for(self.name)) for q in options.queues}
+        self._key_order: list[str] | None = None  # the wake lists in the order of the weights (_wait_keys)
+        self._key_drawn = 0.0  # loop time that order was drawn
+        self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
+        self._lmpop = True  # the server has LMPOP (Redis 7.0+)
+        self.dequeued: Callable[[str], None] | None = None  # told each queue this server took tasks of
 
     async def run(self) -> None:
         """Process tasks until the server is asked to stop, then shut down gracefully."""
@@ -144,10 +157,30 @@ class Processor:
         if self._queues.owed is not None:  # stopping with a wake token not acted on
             owed, self._queues.owed = self._queues.owed, None
             await self._hand_back(owed)
+        if not self.ctx.cluster and self._lmpop and len(self._queues.queues) > FEW_QUEUES:
+            # and the tokens of queues it took, polling, and left
+            for q in list(self._queues.backlog):
+                await self._hand_back(q)
 
     async def _fetch_once(self, count: int) -> bool:
+        """One fetch: on a single server, the queue whose wake token this server took, then the
+        queues it knows have tasks left (a non-blocking poll of the wake lists, at most every
+        :data:`EMPTY_RECHECK` s while busy, notices the others): O(1) round trips, never a dequeue
+        per queue served. On a cluster (or a server without LMPOP), and serving a few queues
+        (:data:`FEW_QUEUES`), every queue not skipped: a queue is tried again :data:`EMPTY_RECHECK`
+        s after it was found empty, which also finds what no token announced (the runs of a
+        targeted task that a worker which could not take them woke for)."""
         loop = asyncio.get_running_loop()
-        for q in self._queues.order():
+        if self.ctx.cluster or not self._lmpop or len(self._queues.queues) <= FEW_QUEUES:
+            order = self._queues.order()
+        else:
+            now = loop.time()
+            if self._queues.backlog and len(self._queues.backlog) < len(self._queues.queues) and (
+                    len(self._queues.queues) <= POLL_EVERY_FETCH or now - self._polled >= EMPTY_RECHECK):
+                self._polled = now
+                await self._poll(now)
+            order = self._queues.candidates(now)
+        for q in order:
             if self._queues.skip(q, loop.time()):
                 continue
             token = secrets.token_hex(4)
@@ -170,6 +203,33 @@ class Processor:
                 return True
         return False
 
+    async def _poll(self, now: float) -> None:
+        """While busy with the queues known to have tasks: pop, without blocking, the wake token
+        of the first other queue (in the order of the weights) that has one, and count it among
+        them (single server: one LMPOP)."""
+        backlog = self._queues.backlog
+        keys = [k for k in self._wait_keys(now) if self._wake_keys[k] not in backlog]
+        try:
+            popped = await self.ctx.redis.execute_command("LMPOP", len(keys), *keys, "LEFT")
+        except ResponseError as exc:  # a server older than Redis 7.0: try every queue, as on a cluster
+            log.warning("the server has no LMPOP (%s): each fetch tries every queue", exc)
+            self._lmpop = False
+            return
+        if popped:
+            key = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
+            q = self._wake_keys[key]
+            self._queues.woken(q, by_dequeue=False)
+            backlog.add(q)
+
+    def _wait_keys(self, now: float) -> list[str]:
+        """The wake lists in the order a token is taken from them (BLPOP and LMPOP pop the first
+        list, in argument order, that has one): by weight, or a weighted-random order drawn at most
+        every :data:`EMPTY_RECHECK` s (O(K log K) each)."""
+        if self._key_order is None or (not self._queues.strict and now - self._key_drawn >= EMPTY_RECHECK):
+            self._key_drawn = now
+            self._key_order = [k for q in self._queues.ranked(self._queues.queues) for k in self._keys_of[q]]
+        return self._key_order
+
     async def _wait_for_work(self, count: int) -> None:
         """Block until a wake token arrives. On plain Redis the first queue's dequeue rides in the
         same round trip (see :mod:`asynqpy.wake`)."""
@@ -182,7 +242,7 @@ class Processor:
                 return
         tried = acted = None
         if self._waiter is None:
-            keys = [k for k, q in self._wake_keys.items() if not self._queues.is_down(q, now)]
+            keys = [k for k in self._wait_keys(now) if not self._queues.is_down(self._wake_keys[k], now)]
             timeout = self._queues.next_up(timeout, now)  # or when an unreachable queue is due again
             got = None
             if keys:
@@ -191,17 +251,21 @@ class Processor:
                 await self.ctx.sleep(timeout)
             fired = got[0] if got else None
         else:
-            tried = self._queues.order()[0]
+            # the dequeue that rides with the wait: worth it when it is likely the queue that fires
+            # (a few queues); with many, the token says which queue to dequeue next
+            tried = self._queues.first() if len(self._queues.queues) <= FEW_QUEUES else None
             token = secrets.token_hex(4)
             self._in_wait = True
             try:
                 fired, res, lease_from = await self._waiter.wait(
-                    list(self._wake_keys), timeout,
-                    self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name))
+                    self._wait_keys(now), timeout,
+                    self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name)
+                    if tried is not None else None)
             finally:
                 self._in_wait = False
-            self._took(tried, res, token, lease_from)
-            acted = tried if res.tasks else None
+            if tried is not None and res is not None:
+                self._took(tried, res, token, lease_from)
+                acted = tried if res.tasks else None
         if fired is None:
             self._queues.empty.clear()
             return
@@ -232,6 +296,8 @@ class Processor:
             self.ctx.clock.observe(res.now_ms, sent_ms)
         self._left_behind = res.remaining > 0 and bool(res.tasks) and not res.wait_ms
         self._queues.took(q, res, asyncio.get_running_loop().time())
+        if res.tasks and self.dequeued is not None:
+            self.dequeued(q)
         for id, raw in res.tasks:
             self._start(q, id, raw, token, res.now_ms, lease_from + self.opts.lease)
         return bool(res.tasks)

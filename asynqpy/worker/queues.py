@@ -1,7 +1,14 @@
-"""Which queue the processor's next dequeue tries, and which it skips for now (no I/O).
+"""Which queue the processor's next dequeue tries, and which it skips for now (no I/O); and
+:class:`Cadence`, when a per-queue chore (forward, recover, expire) next looks at each queue.
 
 :meth:`QueueOrder.order` lists the queues by weight (``strict_priority``) or weighted-random (the
-default), a queue whose wake token this server took and has not acted on yet (``owed``) first.
+default: a weighted sample without replacement, each queue keyed by an exponential draw of rate
+its weight, O(K log K)), a queue whose wake token this server took and has not acted on yet
+(``owed``) first. :meth:`QueueOrder.first` draws only the first choice among some queues (O(n)).
+On a single server the processor tries only the queues it knows have tasks (``backlog``: the last
+dequeue left some, or it took the queue's wake token), never every queue: a queue with work has a
+token waiting, which the idle wait, or a non-blocking poll of the other queues' wake lists while
+busy, pops.
 :meth:`QueueOrder.skip` passes over, for a while, a queue found empty (:data:`EMPTY_RECHECK`,
 while other queues keep the server busy), one whose limits hold its tasks back (until the dequeue
 said), and, on a cluster, one whose master could not be reached (with a backoff of its own).
@@ -9,13 +16,23 @@ said), and, on a cluster, one whose master could not be reached (with a backoff 
 
 from __future__ import annotations
 
+import heapq
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ..core.broker import Dequeued
 
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
+
+FEW_QUEUES = 4
+"""A server serving at most this many queues keeps the small-scale behaviour: a fetch tries every
+queue not found empty in the last :data:`EMPTY_RECHECK` s, a dequeue rides with the idle wait, and
+each chore looks at every queue at its own interval (as before issue 31)."""
+
+COLD_CHECKS_PER_S = 0.5
+"""Cold checks (one ``EXISTS`` each) a chore of a server (forwarding, recovering, expiring) makes
+per second at most, all its queues together (:class:`Cadence`)."""
 
 
 class QueueOrder:
@@ -30,6 +47,7 @@ class QueueOrder:
         self.empty: dict[str, float] = {}  # queue -> when a dequeue found it empty
         self.down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (time to try again, backoff)
         self.limited: dict[str, tuple[float, bool]] = {}  # queue -> (time its limits hold until, by concurrency)
+        self.backlog: set[str] = set()  # queues known to have tasks: the last dequeue left some, or a token said
 
     def order(self) -> list[str]:
         """Queues in the order to try (takes the owed queue: it goes first this once)."""
@@ -40,14 +58,34 @@ class QueueOrder:
         return order
 
     def _weighted(self) -> list[str]:
-        names = list(self.queues)
-        weights = [self.weights[q] for q in names]
-        order = []
-        while names:
-            i = random.choices(range(len(names)), weights)[0]
-            order.append(names.pop(i))
-            weights.pop(i)
-        return order
+        # Efraimidis-Spirakis: sorting by Exp(weight) draws is a weighted sample without replacement
+        # (the first is queue q with probability w_q / sum(w), and so on among those left)
+        w, draw = self.weights, random.expovariate
+        return sorted(self.queues, key=lambda q: draw(w[q]))
+
+    def ranked(self, queues: Iterable[str]) -> list[str]:
+        """``queues`` in the order to try: by weight (strict) or a weighted-random order."""
+        if self.strict:
+            return sorted(queues, key=lambda q: -self.weights[q])
+        w, draw = self.weights, random.expovariate
+        return sorted(queues, key=lambda q: draw(w[q]))
+
+    def first(self, queues: Iterable[str] | None = None) -> str | None:
+        """Only the first choice among ``queues`` (default: every queue), O(n): the heaviest
+        (strict), or one drawn with probability proportional to its weight."""
+        pool = self.queues if queues is None else queues
+        if self.strict:
+            return min(pool, key=lambda q: -self.weights[q], default=None)
+        w, draw = self.weights, random.expovariate
+        return min(pool, key=lambda q: draw(w[q]), default=None)
+
+    def candidates(self, now: float) -> list[str]:
+        """The queues a fetch tries (single server), in order: those known to have tasks (the owed
+        one among them, taken) that are not skipped, by weight or weighted-random."""
+        owed, self.owed = self.owed, None
+        if owed is not None:
+            self.backlog.add(owed)
+        return self.ranked(q for q in self.backlog if not self.skip(q, now))
 
     def skip(self, q: str, now: float) -> bool:
         """Whether a dequeue from ``q`` is pointless now (empty a moment ago, held back by its
@@ -79,8 +117,10 @@ class QueueOrder:
             self.limited.pop(q, None)
         if res.remaining <= 0:
             self.empty[q] = now
+            self.backlog.discard(q)
         else:
             self.empty.pop(q, None)
+            self.backlog.add(q)  # (a queue its limits hold back is skipped until the hold ends)
 
     def wait_timeout(self, timeout: float, now: float) -> float:
         """``timeout`` for an idle wait, shortened to when a queue's limits let a task through."""
@@ -103,3 +143,76 @@ class QueueOrder:
         held = self.limited.get(q)
         if held is not None and held[1] and not by_dequeue:
             del self.limited[q]
+
+
+class Cadence:
+    """When a per-queue chore (forwarding, recovering expired leases, expiring completed tasks)
+    next looks at each queue: at the time the queue's last call said something falls due (at
+    most ``base`` seconds on), or, for a queue that had nothing, when it is due for a cold check.
+
+    A cold check comes every ``base`` seconds for a few queues (:data:`FEW_QUEUES`), but the cold
+    checks of more queues together are spread to at most ``rate`` per second: a server serving K
+    queues checks each cold one every ``max(base, K / rate)`` seconds (randomly spread), so an idle server's
+    commands per second do not grow with K. What becomes due in between is said by a signal (a
+    tick, a wake token, the server's own dequeue) through :meth:`now`. Every queue is due at
+    start (one pass)."""
+
+    def __init__(self, queues: Iterable[str], base: float, rate: float, start: float = 0.0) -> None:
+        self.queues = list(queues)
+        self.base = base
+        self.cold_period = base if len(self.queues) <= FEW_QUEUES else max(base, len(self.queues) / rate)
+        self._at: dict[str, float] = {q: start for q in self.queues}
+        self._heap: list[tuple[float, str]] = [(start, q) for q in self.queues]
+        heapq.heapify(self._heap)
+        self.cold: set[str] = set(self.queues)  # queues whose last look found nothing (or none yet)
+
+    def due(self, now: float) -> list[str]:
+        """The queues due now (each is then off the schedule until :meth:`at` or :meth:`idle`)."""
+        out = []
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            t, q = heapq.heappop(heap)
+            if self._at.get(q) == t:
+                del self._at[q]
+                out.append(q)
+        return out
+
+    def at(self, q: str, when: float) -> None:
+        """Look at ``q`` at ``when`` (or earlier, if it is due sooner already); it is not cold."""
+        self.cold.discard(q)
+        self._set(q, when)
+
+    def now(self, q: str, now: float) -> None:
+        """Something of ``q`` fell due (a signal): look at it at once."""
+        self.cold.discard(q)
+        self._set(q, now)
+
+    def soon(self, q: str, now: float) -> None:
+        """``q`` has activity (this server took tasks of it): look at it within ``base`` s."""
+        if q in self.cold:
+            self.cold.discard(q)
+            self._set(q, now + self.base)
+
+    def idle(self, q: str, now: float) -> None:
+        """``q`` had nothing: look again at its next cold check (spread at random)."""
+        self.cold.add(q)
+        self._set(q, now + self.cold_period * random.uniform(0.5, 1.5) if self.cold_period > self.base
+                  else now + self.base)
+
+    def again(self, queues: Iterable[str], when: float) -> None:
+        """Look at ``queues`` again at ``when`` (a pass over them failed before it was done)."""
+        for q in queues:
+            self._set(q, when)
+
+    def _set(self, q: str, when: float) -> None:
+        old = self._at.get(q)
+        if old is None or when < old:
+            self._at[q] = when
+            heapq.heappush(self._heap, (when, q))
+
+    def next_in(self, now: float) -> float:
+        """Seconds until the next queue is due (``inf``: none scheduled)."""
+        heap = self._heap
+        while heap and self._at.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return max(0.0, heap[0][0] - now) if heap else float("inf")

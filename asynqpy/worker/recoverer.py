@@ -4,21 +4,29 @@ them (retry count + 1, error "lease expired"), or archives them when no retries 
 It sleeps until the earliest lease expiry the expired script reports (Redis clock), never longer
 than a third of the lease, so a crashed worker's tasks are reclaimed within milliseconds of their
 lease's expiry. The retry/archive script re-checks the expiry atomically: a lease renewed in the
-meantime is left alone."""
+meantime is left alone.
+
+Each queue is looked at on its own schedule (:class:`~asynqpy.worker.queues.Cadence`): a queue
+with leases, or one this server took tasks of (:meth:`Recoverer.touch`), at least every third of
+the lease; one with none (and no outbox) at a cold check (one ``EXISTS``), all of them together at
+most :data:`~asynqpy.worker.queues.COLD_CHECKS_PER_S` a second."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
 from ..core import codec
-from ..core.broker import Acted, Finished
+from ..core.broker import Acted, Call, Finished
 from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
+from ..core.keys import queue_keys
 from ..core.results import pack_outcome
 from ..core.signing import run_message
 from ..core.stored import is_active, message_of, token_of
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
+from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.recoverer")
@@ -48,6 +56,11 @@ class Recoverer:
     def __init__(self, ctx: Context, params: RecovererParams) -> None:
         self.ctx = ctx
         self.p = params
+        self._cadence = Cadence(params.queues, params.every, COLD_CHECKS_PER_S)
+
+    def touch(self, queue: str) -> None:
+        """This server took tasks of ``queue``: look at its leases within a third of the lease."""
+        self._cadence.soon(queue, asyncio.get_running_loop().time())
 
     async def recover_once(self) -> float:
         """Recover expired leases in every queue; returns seconds until the next may expire.
@@ -56,10 +69,29 @@ class Recoverer:
         task whose retry/archive fails (Redis full, a bug, a hand-written value), is logged (one
         line per queue and pass) and tried again on the next pass (within a second), while the
         other tasks and queues are served."""
-        ctx, p = self.ctx, self.p
+        cadence = self._cadence
+        now = asyncio.get_running_loop().time()
+        queues = cadence.due(now)
+        try:
+            return await self._recover_once(queues, now)
+        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
+            cadence.again(queues, now + 1.0)
+            raise
+
+    async def _recover_once(self, queues: list[str], now: float) -> float:
+        ctx, p, cadence = self.ctx, self.p, self._cadence
+        cold = [q for q in queues if q in cadence.cold]
+        if cold:  # one EXISTS each: the expired script only where a lease (or the outbox) is
+            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).lease, queue_keys(q).outbox))
+                                             for q in cold])
+            empty = {q for q, n in zip(cold, found) if n == 0}
+            for q in empty:
+                cadence.idle(q, now)
+            queues = [q for q in queues if q not in empty]
+        others = cadence.next_in(now)
         wait = p.every
         errors = 0
-        for q in p.queues:
+        for q in queues:
             try:
                 res = await ctx.exec.run(ctx.broker.expired(q, p.batch))
                 if res.outbox:  # parents' ends not delivered yet (a propagator died, or an operator acted)
@@ -67,6 +99,7 @@ class Recoverer:
             except Exception as exc:  # noqa: BLE001 - the other queues are still recovered
                 self._failed(q, 1, exc)
                 errors += 1
+                cadence.at(q, asyncio.get_running_loop().time() + ERROR_WAIT)
                 continue
             failed: list[BaseException] = []
             for id, value in res.tasks:
@@ -74,13 +107,24 @@ class Recoverer:
                     await self._recover(q, id, value, res.now_ms)
                 except Exception as exc:  # noqa: BLE001 - one task must not stop the others
                     failed.append(exc)
+            here: float | None = None
+            if len(res.tasks) >= p.batch and len(failed) < len(res.tasks):
+                here = 0.0
+            elif res.next_ms >= 0:
+                here = min(p.every, res.next_ms / 1000 + 0.002)
+            elif res.tasks or res.outbox:
+                here = p.every
             if failed:
                 self._failed(q, len(failed), failed[0])
                 errors += 1
-            if len(res.tasks) >= p.batch and len(failed) < len(res.tasks):
-                wait = 0.0
-            elif res.next_ms >= 0:
-                wait = min(wait, res.next_ms / 1000 + 0.002)
+                here = min(here if here is not None else ERROR_WAIT, ERROR_WAIT)
+            done = asyncio.get_running_loop().time()
+            if here is None:
+                cadence.idle(q, done)
+            else:
+                cadence.at(q, done + here)
+                wait = min(wait, here)
+        wait = min(wait, others)
         return min(wait, ERROR_WAIT) if errors else wait
 
     def _failed(self, queue: str, n: int, exc: BaseException) -> None:

@@ -1,11 +1,13 @@
 """The idle wait of a worker, with its next dequeue pipelined behind it.
 
 An idle worker sends, in one write on a connection of its own: ``CLIENT ID``, ``BLPOP`` on its
-queues' wake lists, and a ``dequeue`` script call. Redis answers CLIENT ID at once, blocks on the
-BLPOP, and the moment a token arrives (or the wait times out) runs the dequeue: the worker gets
-its first task in the very round trip that woke it. To stop a waiting worker, :meth:`unblock`
-sends ``CLIENT UNBLOCK`` from another connection; the BLPOP then returns as if timed out and the
-dequeue's reply arrives normally, so no dequeued task is ever lost to a cancelled read.
+queues' wake lists, and (serving a few queues) a ``dequeue`` script call of its first choice; a
+worker of many queues leaves the dequeue out and dequeues, after, the queue whose token fired.
+Redis answers CLIENT ID at once, blocks on the BLPOP, and the moment a token arrives (or the wait
+times out) runs the dequeue: the worker gets its first task in the very round trip that woke it.
+To stop a waiting worker, :meth:`unblock` sends ``CLIENT UNBLOCK`` from another connection; the
+BLPOP then returns as if timed out and the dequeue's reply arrives normally, so no dequeued task
+is ever lost to a cancelled read.
 
 A single server only, plain or Sentinel-managed (a cluster cannot BLPOP keys of several slots in
 one command). After a Sentinel failover the connection fails (the old master is gone, or demoted:
@@ -36,9 +38,11 @@ class PipelinedWait:
         self._blocked = False
 
     async def wait(self, wake_keys: list[str], timeout: float,
-                   dequeue: Call[Dequeued]) -> tuple[str | None, Dequeued, float]:
-        """Block until a wake token (or ``timeout``), then dequeue. Returns (the wake key that
-        fired, or None), the dequeue's result, and the loop time from which its leases count.
+                   dequeue: Call[Dequeued] | None) -> tuple[str | None, Dequeued | None, float]:
+        """Block until a wake token (or ``timeout``), then dequeue (unless ``dequeue`` is None: a
+        worker of many queues dequeues the one whose token fired, after). Returns (the wake key
+        that fired, or None), the dequeue's result (None without one), and the loop time from which
+        its leases count.
 
         That time is when the wait ended (the dequeue runs right after the BLPOP), less one round
         trip (CLIENT ID's, measured on the same write): never the time the wait began, which after
@@ -49,7 +53,9 @@ class PipelinedWait:
             self._conn = await pool.get_connection()
         conn = self._conn
         timeout = min(max(timeout, 0.01), self.ctx.block_limit)
-        commands = [("CLIENT", "ID"), ("BLPOP", *wake_keys, timeout), evalsha_args(dequeue)]
+        commands: list[Any] = [("CLIENT", "ID"), ("BLPOP", *wake_keys, timeout)]
+        if dequeue is not None:
+            commands.append(evalsha_args(dequeue))
         try:
             sent = loop.time()
             await conn.send_packed_command(conn.pack_commands(commands))
@@ -61,6 +67,8 @@ class PipelinedWait:
             finally:
                 self._blocked = False
             lease_from = max(sent, loop.time() - rtt)
+            if dequeue is None:
+                return self._key(popped), None, lease_from
             try:
                 reply = await conn.read_response()
             except NoScriptError:  # a restarted server: run it once more through EVAL

@@ -1,0 +1,153 @@
+"""A worker of many queues (issue 31, "queues per worker"): the queue order's semantics (strict,
+weighted: a weighted sample drawn in O(K log K), the first choice in O(K)), the per-queue chores'
+schedule (:class:`~asynqpy.worker.queues.Cadence`), and, counted in Redis commands on a real
+server, that an idle worker's commands do not grow with its queues, that a trickle of tasks over
+many queues costs about what it costs over one, and that starting over K one-task queues takes one
+dequeue per task (it was O(K^2)). Sizes and timings are in bench/scale_manyqueues.py."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from typing import Any
+
+import redis
+from helpers import serving, until
+from redisproc import RedisProcess
+
+from asynqpy import AsyncClient, ServeMux, Task
+from asynqpy.worker.queues import Cadence, QueueOrder
+
+
+def test_weighted_order_is_a_weighted_sample_and_strict_is_by_weight() -> None:
+    random.seed(3)
+    order = QueueOrder({"a": 6, "b": 3, "c": 1}, False)
+    firsts = Counter(order.order()[0] for _ in range(3000))
+    assert 1650 < firsts["a"] < 1950 and 750 < firsts["b"] < 1050 and 200 < firsts["c"] < 400, firsts
+    assert sorted(order.order()) == ["a", "b", "c"]  # a permutation: every queue once
+    drawn = Counter(order.first() for _ in range(3000))  # the first choice alone, same odds
+    assert 1650 < drawn["a"] < 1950 and 200 < drawn["c"] < 400, drawn
+    assert Counter(order.first(["b", "c"]) for _ in range(2000))["b"] > 1400  # among some: 3:1
+    strict = QueueOrder({"low": 1, "high": 5, "mid": 3}, True)
+    assert strict.order() == ["high", "mid", "low"] and strict.first(["low", "mid"]) == "mid"
+    strict.owed = "low"  # a token taken: its queue first this once
+    assert strict.order()[0] == "low" and strict.order()[0] == "high"
+
+
+def test_candidates_are_the_queues_known_to_have_tasks() -> None:
+    from asynqpy.core.broker import Dequeued
+
+    order = QueueOrder({"a": 1, "b": 5, "c": 2}, True)
+    assert order.candidates(0.0) == []  # nothing known: the idle wait's token says which
+    order.took("a", Dequeued(now_ms=0, remaining=3, wait_ms=0, tasks=[]), 0.0)
+    order.owed = "c"
+    assert order.candidates(0.0) == ["c", "a"] and order.backlog == {"a", "c"}
+    order.took("b", Dequeued(now_ms=0, remaining=2, wait_ms=0, tasks=[]), 0.0)
+    assert order.candidates(0.0) == ["b", "c", "a"]  # strict: by weight, the owed one among them
+    order.took("b", Dequeued(now_ms=0, remaining=0, wait_ms=0, tasks=[]), 0.0)
+    order.took("a", Dequeued(now_ms=0, remaining=1, wait_ms=500, slot_bound=False, tasks=[]), 0.0)
+    assert order.candidates(0.1) == ["c"]  # b drained; a held back by its rate limit until 0.5
+    assert order.candidates(0.6) == ["c", "a"]
+
+
+def test_cadence_spreads_cold_checks_and_keeps_due_times() -> None:
+    random.seed(1)
+    few = Cadence(["a", "b"], base=10.0, rate=0.5)
+    assert sorted(few.due(0.0)) == ["a", "b"] and few.due(0.0) == []  # every queue once at start
+    few.idle("a", 0.0)
+    few.at("b", 3.0)
+    assert few.next_in(0.0) == 3.0 and few.due(3.0) == ["b"] and few.due(9.9) == []
+    assert few.due(10.0) == ["a"]  # a few queues: a cold check every base seconds, as before
+    many = Cadence([f"q{i}" for i in range(1000)], base=10.0, rate=0.5)
+    assert many.cold_period == 2000.0  # 1000 queues at 0.5 checks/s
+    for q in many.due(0.0):
+        many.idle(q, 0.0)
+    looked = sum(len(many.due(t)) for t in range(1, 3001))
+    assert 0.3 * 3000 < looked < 0.7 * 3000  # ~0.5 a second, whatever the number of queues
+    many.now("q7", 3000.5)  # a signal (tick, token): at once
+    many.soon("q8", 3000.5)  # this server took tasks of it: within base
+    assert many.due(3000.5) == ["q7"] and "q8" in many.due(3010.5) and "q8" not in many.cold
+    many.again(["q7", "q8"], 3011.5)  # a pass over them failed (Redis unreachable): not forgotten
+    assert sorted(many.due(3011.5)) == ["q7", "q8"]
+
+
+def _calls(r: redis.Redis, name: str | None = None) -> int:
+    stats = r.info("commandstats")
+    if name is not None:
+        return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+    return sum(int(v["calls"]) for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
+
+
+QUICK = dict(idle_timeout=0.2, recover_interval=0.2, janitor_interval=0.2, heartbeat_interval=1.0, lease=5,
+             reconcile_interval=0)  # (the consistency sweep, a step per queue at start, is not counted here)
+
+
+def test_idle_commands_do_not_grow_with_the_queues(redis_server: RedisProcess) -> None:
+    r = redis_server.admin()
+
+    async def idle(k: int) -> int:
+        r.flushall()
+        async with serving(redis_server.url, ServeMux(), queues={f"i{i}": 1 for i in range(k)}, **QUICK):
+            await asyncio.sleep(0.3)  # the first pass of every chore: one EXISTS a queue each
+            r.config_resetstat()
+            await asyncio.sleep(0.5)
+            return _calls(r)
+
+    few, many = asyncio.run(idle(5)), asyncio.run(idle(50))
+    # (7 and 10 counted) before: each chore called its script for every queue each 0.2 s: 428 and 2 766
+    assert many < 2 * few + 20, (few, many)
+
+
+def test_a_trickle_over_many_queues_costs_what_it_costs_over_one(redis_server: RedisProcess) -> None:
+    r = redis_server.admin()
+    mux = ServeMux()
+    ran: list[str] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.queue)
+
+    async def trickle(k: int, n: int = 8) -> float:
+        r.flushall()
+        ran.clear()
+        names = [f"t{i}" for i in range(k)]
+        client = AsyncClient(redis_server.url)
+        async with serving(redis_server.url, mux, queues=dict.fromkeys(names, 1), **QUICK):
+            await asyncio.sleep(0.3)
+            r.config_resetstat()
+            for i in range(n):
+                await client.enqueue("t", None, queue=names[(7 * i) % k])
+                await until(lambda: len(ran) > i, 5, 0.002)
+            calls = _calls(r)
+        await client.close()
+        return calls / n
+
+    one, fifty = asyncio.run(trickle(1)), asyncio.run(trickle(50))
+    assert fifty <= one + 10, (one, fifty)  # 36.6 and 35.9 counted; before: 47 and 693
+
+
+def test_starting_over_one_task_queues_takes_one_dequeue_a_task(redis_server: RedisProcess) -> None:
+    r = redis_server.admin()
+    mux = ServeMux()
+    ran: list[str] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.queue)
+
+    async def main(k: int) -> dict[str, Any]:
+        client = AsyncClient(redis_server.url)
+        for i in range(k):
+            await client.enqueue("t", None, queue=f"s{i}")
+        await client.close()
+        r.config_resetstat()
+        async with serving(redis_server.url, mux, queues={f"s{i}": 1 for i in range(k)}, concurrency=4, **QUICK):
+            await until(lambda: len(ran) == k, 10, 0.005)
+            return {"evalsha": _calls(r, "evalsha"), "blpop": _calls(r, "blpop")}
+
+    got = asyncio.run(main(30))
+    assert sorted(ran) == sorted(f"s{i}" for i in range(30))
+    # a dequeue and a done a task, a few chores (69 counted); before, each fetch tried every queue
+    # not found empty in the last 100 ms: O(K^2) dequeues (189 counted)
+    assert got["evalsha"] <= 3 * 30 + 10, got
