@@ -310,6 +310,10 @@ def test_queue_typos_are_warned_about_with_did_you_mean(redis_url: str, caplog: 
             async with serving(redis_url, mux, queues=["critcal", "low"], heartbeat_interval=0.2) as server:
                 with Inspector(redis_url) as insp:
                     await until(lambda: any(s.id == server.server_id for s in insp.servers()), 10)
+                # the worker's check of its queue names runs just after its first fetch (server.py
+                # LOOPS_DELAY): wait for it before the CLI runs here in this process (it takes over
+                # stderr and the log handlers while it runs)
+                await until(lambda: any("did you mean" in r.getMessage() for r in caplog.records), 10)
                 code, out, err = await asyncio.to_thread(run, redis_url, "enqueue", "t", "-q", "critical")
                 assert code == 0 and out.startswith("enqueued ") and out.count("\n") == 1, (out, err)
                 assert err == "asynqpy: warning: no running worker serves queue 'critical'; did you mean 'critcal'?\n"

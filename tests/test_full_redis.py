@@ -136,6 +136,10 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
                                               Plan("p", "init", expect=b"starting:0", state=b"\x01",
                                                    events=[b"\x02"]))),
     "proc_read": (lambda h: h.r.hset(K.proc, "p", new_record("t")), lambda h: h.b.proc_read(Q, "p")),
+    # the read of a workflow child's record (its parents and how each ended)
+    "flow_read": (lambda h: (h.enqueue("old"), h.x.run(h.b.enqueue_after(Q, "kid", Message("t", after=[[Q, "old"]]), "c",
+                                                                        [(b"1:q3:old", b"")]))),
+                  lambda h: h.b.deps(Q, "kid")),
     # the rules engine dead-letters an event (its removal first), and sends dead events back (a move)
     "rules_redrive": (lambda h: h.r.lpush("in/dead", '{"event": "e1"}'), lambda h: h.b.rules_redrive("in/dead", "in",
                                                                                                     10)),
@@ -169,6 +173,9 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
                                                  [(b"1:q3:old", b"")]),
     # a keyed task (nothing stored: the producer gets RedisFullError)
     "enqueue_keyed": lambda h: h.b.enqueue_keyed(Q, "new", Message("t", key="k")),
+    # a batch of keyed tasks (nothing stored: the producer gets RedisFullError for the batch)
+    "enqueue_keyed_many": lambda h: h.b.enqueue_keyed_many(Q, [("new", Message("t", key="k"), None),
+                                                              ("new2", Message("t", key="k"), None)], True),
     # a process's start (its record and init input: nothing stored, the caller gets RedisFullError)
     "proc_start": lambda h: h.b.proc_start(Q, "p", "new", Message("process:t", key="proc:p")),
     # a rule's task string (Resc's make), guarded by its set (nothing written: the event stays taken)
