@@ -49,7 +49,9 @@ HEAVY_LANES = 2
 failing over, a browser, benchmarks: each loads the machine and some wait on leases and
 heartbeats) run in this many lanes, one test at a time in each (``xdist_group`` heavy-0,
 heavy-1: with ``--dist loadgroup`` a group runs in one worker); the other workers run the rest.
-More of them at once on a 2-core machine only starved each other's processes."""
+More of them at once on a 2-core machine only starved each other's processes. A slow test marked
+``one_process`` (a long hypothesis run: one process busy on the CPU, nothing waiting on leases)
+runs beside the others instead: in a lane it only lengthened the lanes, the suite's longest path."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
@@ -62,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     one worker busy while the others are done; the slow ones go to :data:`HEAVY_LANES` lanes."""
     if hasattr(config, "workerinput"):
         items.sort(key=_weight)
-        heavy = [item for item in items if item.get_closest_marker("slow")]
+        heavy = [item for item in items if item.get_closest_marker("slow") and not item.get_closest_marker("one_process")]
         for i, item in enumerate(heavy):
             item.add_marker(pytest.mark.xdist_group(f"heavy-{i % HEAVY_LANES}"))
     if not FAST:

@@ -751,6 +751,7 @@ def test_model_on_fakeredis() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.one_process
 @pytest.mark.real
 def test_model_on_redis_server(redis_url: str) -> None:
     run_model(lambda: redis.Redis.from_url(redis_url))

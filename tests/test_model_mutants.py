@@ -74,6 +74,7 @@ def lua_copy(tmp_path: Path, patch: Path | None) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.one_process
 @pytest.mark.parametrize("patch", MUTANTS, ids=[p.stem for p in MUTANTS])
 def test_the_model_catches_a_reverted_fix(tmp_path: Path, patch: Path) -> None:
     result, out, took = run_model_on(lua_copy(tmp_path, patch))

@@ -1098,12 +1098,14 @@ def run_machine(client: Any, examples: int = 200) -> None:
 
 
 @pytest.mark.slow  # 50 examples of 50 steps: about 15 s of CPU
+@pytest.mark.one_process
 def test_state_machine_fakeredis() -> None:
     run_machine(fakeredis.FakeRedis(), FAKE_EXAMPLES)
 
 
 @pytest.mark.real
 @pytest.mark.slow
+@pytest.mark.one_process
 def test_state_machine_real_redis(redis_url: str) -> None:
     run_machine(redis.Redis.from_url(redis_url))
 
