@@ -106,9 +106,14 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
             if running.done():
                 running.result()  # a startup hook that failed: its error
                 raise RuntimeError("the server stopped while draining")
+            # the next due task is read before the counts and again after them: a forwarder that
+            # moved a task from retry to pending between the counts and one read of the zsets
+            # (just after the clock jumped) made it look as if nothing was left, and drain returned early
+            due = await _next_due(redis, names)
             infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
             if all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
-                due = await _next_due(redis, names)
+                if due is None:
+                    due = await _next_due(redis, names)
                 if due is None:
                     break
                 clock.t = max(clock.t, due + 1)  # the fake clock jumps to the next due task
