@@ -314,14 +314,15 @@ def test_cancel_notice_of_an_earlier_run_does_not_cancel_a_later_run(h: H) -> No
 
 
 @pytest.mark.real
-def test_bulk_50k_tasks(redis_url: str) -> None:
+def test_bulk_20k_tasks(redis_url: str) -> None:
+    n = 20_000  # twenty of the bulk actions' 1 000-task batches each (50 000 took 18 s in the suite)
     with Client(redis_url) as c, Inspector(redis_url) as insp:
-        c.enqueue_many([("t", i) for i in range(50_000)], queue=Q)
-        c.enqueue_many([("t", i, {"process_in": 600}) for i in range(50_000)], queue=Q)
-        assert insp.archive_all(Q, "pending") == 50_000
-        assert insp.run_all(Q, "archived") == 50_000
-        assert insp.delete_all(Q, "scheduled") == 50_000
-        assert insp.delete_all(Q, "pending") == 50_000
+        c.enqueue_many([("t", i) for i in range(n)], queue=Q)
+        c.enqueue_many([("t", i, {"process_in": 600}) for i in range(n)], queue=Q)
+        assert insp.archive_all(Q, "pending") == n
+        assert insp.run_all(Q, "archived") == n
+        assert insp.delete_all(Q, "scheduled") == n
+        assert insp.delete_all(Q, "pending") == n
         info = insp.queue_info(Q)
         assert info.size == 0 and insp.redis.hlen(K.tasks) == 0
 

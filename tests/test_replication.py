@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import redis
+from redisproc import RedisCluster
 
 from asynqpy import AsyncClient, Client, InvalidArgumentError, NotReplicatedError, TaskState
 from asynqpy.core.keys import queue_keys
@@ -51,7 +52,9 @@ def test_no_replica_means_not_replicated_but_stored(redis_url: str) -> None:
 
 
 @pytest.mark.cluster
-def test_cluster_every_master_waits_for_its_replica(cluster_url: str) -> None:
+def test_cluster_every_master_waits_for_its_replica(replicated_cluster: RedisCluster) -> None:
+    replicated_cluster.flush()
+    cluster_url = replicated_cluster.url
     async def main() -> None:
         async with AsyncClient(cluster_url, wait_replicas=1) as ac:
             await ac.redis.script_flush()
