@@ -83,6 +83,25 @@ def test_enqueue_many_rejects_bad_items_and_sends_nothing(backend: Any, item: An
     assert backend.sync.keys("*") == []
 
 
+@pytest.mark.parametrize("delay", [None, 60, 3 * 10**9])  # (3e9 s: 95 years ahead, as the fuzz drew)
+def test_an_id_given_twice_in_one_batch_is_refused_for_the_later_task(backend: Any, delay: int | None) -> None:
+    """Found by tests/test_fuzz.py: two tasks of one batch with the same task_id were both reported
+    stored when scheduled (the second was taken for a resend of the first; one task was stored),
+    while a pending batch refused the second. The later one is now refused in every case, before
+    anything is sent, and the first is stored."""
+    from asynqpy import TaskIdConflictError
+
+    client = Client(backend.sync)
+    options = {"process_in": delay} if delay else {}
+    out = client.enqueue_many([("t", 1), ("t", 1), ("t", 2, {"task_id": "other"})], task_id="id1",
+                              return_exceptions=True, **options)
+    assert not isinstance(out[0], Exception) and isinstance(out[1], TaskIdConflictError), list(out)
+    assert not isinstance(out[2], Exception)
+    assert backend.sync.hlen(queue_keys("default").tasks) == 2
+    with pytest.raises(TaskIdConflictError, match="given twice"):
+        Client(backend.sync).enqueue_many([("t", 1, {"task_id": "x"}), ("t", 2, {"task_id": "x"})])
+
+
 @pytest.mark.parametrize("url", ["foo", "redis://127.0.0.1:abc/0", "redis://127.0.0.1:99999/0",
                                  "redis+cluster://127.0.0.1:abc", "redis://127.0.0.1:1/0?socket_timeout=abc",
                                  "unix:///tmp/\udcff", "redis://\ud800:1/0"])

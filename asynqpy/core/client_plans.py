@@ -84,6 +84,9 @@ class _Plan:
 
 
 _LONE = [(0, -1)]
+_SAME_ID = (-1, -3)
+"""Where a batch's task whose id an earlier task of the batch has (same queue) goes: nowhere; it is
+refused with TaskIdConflictError."""
 """The ``where`` of a plan for one task in one call."""
 
 
@@ -198,7 +201,13 @@ class ClientPlans:
         batches: dict[str, list[int]] = {}
         keyed: dict[str, list[int]] = {}
         single = len(prepared) == 1
+        named: set[tuple[str, str]] = set()  # (queue, id) of the batch's tasks with an id of the caller's
         for i, p in enumerate(prepared):
+            if not p.generated_id and not p.unique_ttl:
+                if (p.queue, p.id) in named:  # the same id twice in one batch: the later one is refused
+                    where[i] = _SAME_ID  # (not sent: a scheduled copy was taken for a resend of the first)
+                    continue
+                named.add((p.queue, p.id))
             if p.kind in _KEYED_KINDS and not single:
                 keyed.setdefault(p.queue, []).append(i)
                 continue
@@ -285,7 +294,9 @@ class ClientPlans:
                    if isinstance(getattr(r, "result", r), list)}
         outcomes: list[Any] = []
         for p, (ci, pos) in zip(prepared, plan.where):
-            if pos <= -2:  # a keyed batch: the reply per task
+            if (ci, pos) == _SAME_ID:
+                r: Any = TaskIdConflictError(f"task id {p.id!r} is given twice in this batch (queue {p.queue!r})")
+            elif pos <= -2:  # a keyed batch: the reply per task
                 r = _keyed(replies[ci], -2 - pos)
             else:
                 r = replies[ci] if pos < 0 else _batched(p, replies[ci], pos in refused.get(ci, ()))
