@@ -294,12 +294,7 @@ class ClientPlans:
                    if isinstance(getattr(r, "result", r), list)}
         outcomes: list[Any] = []
         for p, (ci, pos) in zip(prepared, plan.where):
-            if (ci, pos) == _SAME_ID:
-                r: Any = TaskIdConflictError(f"task id {p.id!r} is given twice in this batch (queue {p.queue!r})")
-            elif pos <= -2:  # a keyed batch: the reply per task
-                r = _keyed(replies[ci], -2 - pos)
-            else:
-                r = replies[ci] if pos < 0 else _batched(p, replies[ci], pos in refused.get(ci, ()))
+            r = _outcome(p, ci, pos, replies, refused)
             if isinstance(r, Exception) and not return_exceptions:
                 raise r
             outcomes.append(r)
@@ -584,6 +579,16 @@ class _Sending:
     def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
         if self.tracer is not None:
             self.tracer.sent(self.span, self.task_id, error, self.count)
+
+
+def _outcome(p: opts.Prepared, ci: int, pos: int, replies: list[Any], refused: dict[int, set[Any]]) -> Any:
+    """The outcome of one task of a plan: where it went (call ``ci``, position ``pos``: see
+    :meth:`ClientPlans._plan`) read in the replies."""
+    if (ci, pos) == _SAME_ID:
+        return TaskIdConflictError(f"task id {p.id!r} is given twice in this batch (queue {p.queue!r})")
+    if pos <= -2:  # a keyed batch: the reply per task
+        return _keyed(replies[ci], -2 - pos)
+    return replies[ci] if pos < 0 else _batched(p, replies[ci], pos in refused.get(ci, ()))
 
 
 def _batched(p: opts.Prepared, reply: Any, refused: bool) -> Any:
