@@ -6,6 +6,7 @@ query returns the expected per-queue values."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -200,6 +201,8 @@ scrape_configs:
         with Client(redis_url) as c:
             c.enqueue_many([("job", {"ms": 1}) for _ in range(5)], queue="other2")
         deadline = time.monotonic() + 60
+        pending: list[Any] = []
+        done: list[Any] = []
         while True:
             try:
                 pending = query(f'asynqpy_tasks_enqueued_total{{queue="{Q}",state="pending"}}')
@@ -208,7 +211,13 @@ scrape_configs:
                     break
             except OSError:
                 pass  # (prometheus still starting)
-            assert time.monotonic() < deadline, "Prometheus never saw the expected values"
+            if time.monotonic() > deadline:  # what it saw last, which targets it scraped, and the worker's state
+                targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/targets",
+                                                            timeout=5).read())["data"]["activeTargets"]
+                raise AssertionError(("Prometheus never saw the expected values", pending, done,
+                                      [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets],
+                                      worker.poll(), exporter.poll(),
+                                      Inspector(redis_url).queue_info("other2")))
             time.sleep(0.5)
         assert float(query(f'asynqpy_queue_size{{queue="{Q}"}}')[0]["value"][1]) == 4
     finally:
