@@ -343,3 +343,13 @@ def test_printable_unicode_names_are_still_accepted(backend: Any) -> None:
     client = Client(backend.sync)
     info = client.enqueue("émail:envoi✉", None, task_id="id-ü", key="k ✓", group=None)
     assert Inspector(backend.sync).task_info("default", info.id).type == "émail:envoi✉"
+
+
+def test_a_generated_task_id_never_starts_with_a_dash() -> None:
+    """The README's quickstart failed in CI now and then: `asynqpy task inspect ID` took a
+    generated id starting with '-' (1 in 64) for an option."""
+    from asynqpy.core.options import new_task_id, new_task_ids
+
+    ids = [new_task_id() for _ in range(2000)] + new_task_ids(2000)
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 16 for i in ids) and len(set(ids)) == len(ids)

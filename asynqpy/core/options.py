@@ -118,14 +118,20 @@ class Prepared:
 
 
 def new_task_id() -> str:
-    """A random task id: 96 bits, 16 URL-safe characters (short ids keep Redis memory low)."""
-    return base64.urlsafe_b64encode(os.urandom(12)).decode()
+    """A random task id: 96 bits, 16 URL-safe characters (short ids keep Redis memory low), never
+    starting with '-' (an id is a command-line argument: ``asynqpy task inspect ID`` took one
+    starting with '-' for an option, 1 id in 64)."""
+    return _no_dash(base64.urlsafe_b64encode(os.urandom(12)).decode())
 
 
 def new_task_ids(n: int) -> list[str]:
-    """``n`` ids from one read of the system's random source."""
+    """``n`` ids from one read of the system's random source (as :func:`new_task_id`)."""
     raw = base64.urlsafe_b64encode(os.urandom(12 * n)).decode()
-    return [raw[i:i + 16] for i in range(0, 16 * n, 16)]
+    return [_no_dash(raw[i:i + 16]) for i in range(0, 16 * n, 16)]
+
+
+def _no_dash(id: str) -> str:
+    return "_" + id[1:] if id[0] == "-" else id
 
 
 def _is_text(s: str) -> bool:
