@@ -28,3 +28,16 @@ def test_bench_smoke(tmp_path: Path, redis_server: object) -> None:
     extras = res["asynqpy_extras"]
     assert {"drain_2_processes", "drain_c100_sleep10ms", "depth_100"} <= set(extras)  # (the smoke's one of each)
     assert "| asynqpy" in out.stdout and "| bare" in out.stdout
+
+
+def test_saturation_smoke(tmp_path: Path) -> None:
+    """bench/saturation.py at a tiny size: one worker process of each kind drains, the table and
+    the JSON carry a rate and Redis's cost per task (the figures: a machine with more cores)."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "saturation.py"), "--n", "300", "--procs", "1",
+                          "--modes", "bare,on", "--json", str(tmp_path / "sat.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    rows = json.loads((tmp_path / "sat.json").read_text())["single"]
+    assert [(r["procs"], r["mode"]) for r in rows] == [(1, "bare"), (1, "on")]
+    assert all(r["rate"] > 0 and r["cpu_us"] > 0 and r["cmds"] >= 1 for r in rows), rows
+    assert "× bare" in out.stdout and "   on " in out.stdout
