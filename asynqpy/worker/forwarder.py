@@ -18,11 +18,11 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ..core.broker import Call
 from ..core.keys import queue_keys
 from ..core.serial import gate_due
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
+from .chores import chore_pass
 from .context import Context
 from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
@@ -65,25 +65,11 @@ class Forwarder:
 
     async def forward_once(self) -> float:
         """Forward the due tasks of every queue due for a look; returns seconds until the next."""
-        cadence = self._cadence
-        now = asyncio.get_running_loop().time()
-        queues = cadence.due(now)
-        try:
-            return await self._forward_once(queues, now)
-        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
-            cadence.again(queues, now + 1.0)
-            raise
+        return await chore_pass(self._cadence, self.ctx.exec.run_many,
+                                lambda q: (queue_keys(q).scheduled, queue_keys(q).retry), self._forward_once)
 
     async def _forward_once(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence
-        cold = [q for q in queues if q in cadence.cold]
-        if cold:  # one EXISTS each: the forward script only where something is scheduled
-            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).scheduled,
-                                                                queue_keys(q).retry)) for q in cold])
-            empty = {q for q, n in zip(cold, found) if n == 0}
-            for q in empty:
-                cadence.idle(q, now)
-            queues = [q for q in queues if q not in empty]
         others = cadence.next_in(now)  # (before this pass's queues are scheduled again)
         wait = p.idle_timeout
         results = await ctx.exec.run_many([ctx.broker.forward(q, p.batch) for q in queues])

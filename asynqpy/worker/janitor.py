@@ -25,6 +25,7 @@ from ..core.keys import queue_keys
 from ..core.serial import sweep_keys
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
+from .chores import chore_pass
 from .context import Context
 from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
@@ -187,25 +188,11 @@ class Janitor:
         schedule, :class:`~asynqpy.worker.queues.Cadence`: a queue with completed tasks when the
         next expires, at most ``janitor_interval`` on; one with neither completed nor archived
         tasks at a cold check, one ``EXISTS``, spread over time when it serves many queues)."""
-        cadence = self._cadence
-        now = asyncio.get_running_loop().time()
-        queues = cadence.due(now)
-        try:
-            return await self._clean_queues(queues, now)
-        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
-            cadence.again(queues, now + 1.0)
-            raise
+        return await chore_pass(self._cadence, self.ctx.exec.run_many,
+                                lambda q: (queue_keys(q).completed, queue_keys(q).archived), self._clean_queues)
 
     async def _clean_queues(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence
-        cold = [q for q in queues if q in cadence.cold]
-        if cold:  # one EXISTS each: the scripts only where completed or archived tasks are
-            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).completed,
-                                                                queue_keys(q).archived)) for q in cold])
-            empty = {q for q, n in zip(cold, found) if n == 0}
-            for q in empty:
-                cadence.idle(q, now)
-            queues = [q for q in queues if q not in empty]
         others = cadence.next_in(now)
         wait = p.interval
         calls: list[Call[Any]] = [ctx.broker.expire(q, p.batch) for q in queues]

@@ -18,13 +18,14 @@ import logging
 from dataclasses import dataclass
 
 from ..core import codec
-from ..core.broker import Acted, Call, Finished
+from ..core.broker import Acted, Finished
 from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
 from ..core.keys import queue_keys
 from ..core.results import pack_outcome
 from ..core.signing import run_message
 from ..core.stored import is_active, message_of, token_of
 from ..redisio.connection import REDIS_ERRORS
+from .chores import chore_pass
 from .context import Context
 from .queues import COLD_CHECKS_PER_S, Cadence
 from .settings import ServerOptions
@@ -69,25 +70,11 @@ class Recoverer:
         task whose retry/archive fails (Redis full, a bug, a hand-written value), is logged (one
         line per queue and pass) and tried again on the next pass (within a second), while the
         other tasks and queues are served."""
-        cadence = self._cadence
-        now = asyncio.get_running_loop().time()
-        queues = cadence.due(now)
-        try:
-            return await self._recover_once(queues, now)
-        except BaseException:  # (Redis unreachable): these queues are looked at again, not forgotten
-            cadence.again(queues, now + 1.0)
-            raise
+        return await chore_pass(self._cadence, self.ctx.exec.run_many,
+                                lambda q: (queue_keys(q).lease, queue_keys(q).outbox), self._recover_once)
 
     async def _recover_once(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence
-        cold = [q for q in queues if q in cadence.cold]
-        if cold:  # one EXISTS each: the expired script only where a lease (or the outbox) is
-            found = await ctx.exec.run_many([Call(int, command=("EXISTS", queue_keys(q).lease, queue_keys(q).outbox))
-                                             for q in cold])
-            empty = {q for q, n in zip(cold, found) if n == 0}
-            for q in empty:
-                cadence.idle(q, now)
-            queues = [q for q in queues if q not in empty]
         others = cadence.next_in(now)
         wait = p.every
         errors = 0
