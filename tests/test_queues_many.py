@@ -83,13 +83,21 @@ QUICK = dict(idle_timeout=0.2, recover_interval=0.2, janitor_interval=0.2, heart
              reconcile_interval=0)  # (the consistency sweep, a step per queue at start, is not counted here)
 
 
+async def first_passes_done(r: redis.Redis, k: int) -> None:
+    """Until the server's first pass of each of its three chores (forward, recover, expire/trim)
+    is done: one EXISTS a queue each, all queues being cold at start. (A fixed sleep was too short
+    on a loaded machine: the start's commands were then counted as the trickle's or the idle's.)"""
+    await until(lambda: _calls(r, "exists") >= 3 * k, 10, 0.01)
+
+
 def test_idle_commands_do_not_grow_with_the_queues(redis_server: RedisProcess) -> None:
     r = redis_server.admin()
 
     async def idle(k: int) -> int:
         r.flushall()
+        r.config_resetstat()
         async with serving(redis_server.url, ServeMux(), queues={f"i{i}": 1 for i in range(k)}, **QUICK):
-            await asyncio.sleep(0.3)  # the first pass of every chore: one EXISTS a queue each
+            await first_passes_done(r, k)
             r.config_resetstat()
             await asyncio.sleep(0.5)
             return _calls(r)
@@ -113,8 +121,9 @@ def test_a_trickle_over_many_queues_costs_what_it_costs_over_one(redis_server: R
         ran.clear()
         names = [f"t{i}" for i in range(k)]
         client = AsyncClient(redis_server.url)
+        r.config_resetstat()
         async with serving(redis_server.url, mux, queues=dict.fromkeys(names, 1), **QUICK):
-            await asyncio.sleep(0.3)
+            await first_passes_done(r, k)
             r.config_resetstat()
             for i in range(n):
                 await client.enqueue("t", None, queue=names[(7 * i) % k])
