@@ -17,24 +17,26 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from .core.broker import Call
 from .core.clock import Clock
 from .core.errors import AsynqpyError, InvalidArgumentError
-from .core.keys import ALL_QUEUES, similar_queue, validate_queue
+from .core.keys import ALL_QUEUES, similar_queue, validate_queue_or_pattern
 from .core.mux import ServeMux
 from .core.options import unknown_options
 from .core.signing import SigningKeys, make_signer
 from .redisio.connection import REDIS_ERRORS, async_client, check_url
 from .worker.context import MAX_BACKOFF, Context, is_outage
+from .worker.discovery import Discovery
 from .worker.forwarder import Forwarder, ForwarderParams
 from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
 from .worker.propagator import Propagator
+from .worker.queues import ServedQueues
 from .worker.recoverer import Recoverer, RecovererParams
 from .worker.settings import ServerOptions
 from .worker.supervisor import HURRY_SIGNAL
@@ -89,7 +91,7 @@ class Server:
         if isinstance(queues, Mapping):
             options["queues"] = dict(queues)
         elif isinstance(queues, (list, tuple)):
-            options["queues"] = {validate_queue(q): 1 for q in queues}
+            options["queues"] = {validate_queue_or_pattern(q): 1 for q in queues}
         elif queues is not None:
             raise InvalidArgumentError(f"queues must be a mapping name -> weight or a list of names, got {queues!r}")
         unknown = options.keys() - {f.name for f in fields(ServerOptions)}
@@ -160,7 +162,9 @@ class Server:
         ``supervised``: see :meth:`run`)."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.clock, self._signer)
-        o = self.options
+        served = ctx.served = ServedQueues(self.options.queues)
+        # the loops start with the queues named; those patterns match join through ctx.served
+        o = replace(self.options, queues=dict(served.current))
         if o.metrics_port is not None or os.environ.get(MULTIPROC_ENV):
             ctx.metrics = prometheus_metrics()
             if not ctx.metrics.multiprocess and o.metrics_port is not None:
@@ -181,8 +185,10 @@ class Server:
         # aggregator's and the scheduler's only when configured
         recoverer = Recoverer(ctx, RecovererParams.of(o))
         processor.dequeued = recoverer.touch  # a queue this server takes tasks of: its leases looked at
+        forwarder = Forwarder(ctx, ForwarderParams.of(o))
+        discovery = Discovery(ctx, served, processor.serve, [forwarder.wake]) if served.patterns else None
         loops: list[Any] = [
-            Forwarder(ctx, ForwarderParams.of(o)), recoverer,
+            forwarder, recoverer,
             Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
             Propagator(ctx)]
         if o.group_aggregator is not None:
@@ -205,6 +211,12 @@ class Server:
                 return  # stopped while waiting
             bg.append(asyncio.create_task(_later(ctx, lambda: _check_queues(ctx, list(o.queues))),
                                           name="asynqpy-check-queues"))
+            if discovery is not None:  # the queues its patterns match, before the first fetch
+                try:
+                    await discovery.scan()
+                except REDIS_ERRORS as exc:  # the discovery loop tries again
+                    ctx.health.failed("reading the queues the server's patterns match", exc)
+                loops.append(discovery)
             await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails
             hooked = True
             started = True

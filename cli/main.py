@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from asynqpy.core.errors import InvalidArgumentError
+from asynqpy.core.keys import validate_queue_or_pattern
 from asynqpy.core.mux import ServeMux
 from asynqpy.worker.logs import configure_logging
 
@@ -59,7 +60,8 @@ def version() -> str:
 
 
 def parse_queues(spec: str) -> dict[str, int]:
-    """'critical=6,default=3,low' -> {'critical': 6, 'default': 3, 'low': 1}."""
+    """'critical=6,default=3,low' -> {'critical': 6, 'default': 3, 'low': 1}; a name may be a
+    pattern ('tenant-*=1': every queue that matches, present and future)."""
     out: dict[str, int] = {}
     for part in spec.split(","):
         part = part.strip()
@@ -67,9 +69,11 @@ def parse_queues(spec: str) -> dict[str, int]:
             continue
         name, _, weight = part.partition("=")
         try:
-            out[name.strip()] = int(weight) if weight else 1
+            out[validate_queue_or_pattern(name.strip())] = int(weight) if weight else 1
         except ValueError:
             raise UserError(f"bad queue weight in {part!r}: expected name=integer") from None
+        except InvalidArgumentError as exc:
+            raise UserError(f"--queues: {exc}") from None
     if not out:
         raise UserError("--queues needs at least one queue")
     return out

@@ -74,6 +74,8 @@ def test_env_var_gives_the_default_url(redis_url: str, monkeypatch: pytest.Monke
         (["worker", "..:mux"], "cannot import"),  # relative names: a TypeError traceback (found by fuzzing)
         (["worker", ".workers:mux"], "cannot import"),
         (["worker", "x:y", "--queues", "a=notanumber"], "bad queue weight"),
+        (["worker", "x:y", "--queues", "ok,t-{*}=1"], "--queues: invalid queue pattern 't-{*}'"),
+        (["worker", "x:y", "--queues", "bad queue"], "--queues: invalid queue name 'bad queue'"),
     ],
 )
 def test_user_errors_one_line_exit_2(redis_url: str, args: list[str], message: str) -> None:

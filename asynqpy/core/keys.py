@@ -119,6 +119,27 @@ def validate_queue(name: object) -> str:
     return name
 
 
+_PATTERN_RE = re.compile(r"^[A-Za-z0-9_.:*?-]{1,128}$")
+
+
+def is_queue_pattern(name: str) -> bool:
+    """Whether a served queue name is a pattern (``*``: any characters, ``?``: one character),
+    which a server matches against every queue, present and future (docs/workers.md)."""
+    return "*" in name or "?" in name
+
+
+def validate_queue_or_pattern(name: object) -> str:
+    """Return ``name`` if it is a valid queue name, or a pattern of them (``tenant-*``), else
+    raise :class:`InvalidArgumentError`."""
+    if isinstance(name, str) and is_queue_pattern(name):
+        if not _PATTERN_RE.match(name):
+            raise InvalidArgumentError(
+                f"invalid queue pattern {name!r}: use 1-128 characters from A-Z a-z 0-9 _ . : - and the "
+                "wildcards * (any characters) and ? (one character)")
+        return name
+    return validate_queue(name)
+
+
 def similar_queue(name: str, known: Iterable[str]) -> str | None:
     """The queue of ``known`` whose name is closest to ``name`` (a typo's likely meaning), or None
     if none is close or ``name`` is among them."""

@@ -83,7 +83,11 @@ class Aggregation:
         """One pass over every queue; returns how many groups were aggregated."""
         now = self.ctx.clock.now_ms()
         calls: list[Call[Any]] = []
-        for q in self.p.queues:
+        served = self.ctx.served
+        queues = tuple(served.current) if served is not None else self.p.queues  # (patterns: worker/queues.py)
+        if not queues:
+            return 0
+        for q in queues:
             k = queue_keys(q)
             calls.append(_names(("ZRANGEBYSCORE", k.groups, "-inf", now - int(self.p.grace * 1000), "LIMIT", 0, 100)))
             if self.p.max_delay is not None:
@@ -91,9 +95,9 @@ class Aggregation:
                                      "LIMIT", 0, 100)))
             calls.append(_names(("ZRANGEBYSCORE", k.groups_size, self.p.max_size, "+inf", "LIMIT", 0, 100)))
         replies = await self.ctx.exec.run_many(calls)
-        per_queue = len(calls) // len(self.p.queues)
+        per_queue = len(calls) // len(queues)
         done = 0
-        for i, q in enumerate(self.p.queues):
+        for i, q in enumerate(queues):
             due: set[str] = set()
             for r in replies[i * per_queue:(i + 1) * per_queue]:
                 if isinstance(r, BaseException):

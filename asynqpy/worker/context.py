@@ -27,6 +27,7 @@ from ..core.task import Task
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE, is_cluster, read_timeout
 from ..redisio.executor import AsyncExecutor
 from .metrics import WorkerMetrics
+from .queues import ServedQueues
 
 log = logging.getLogger("asynqpy.server")
 
@@ -110,6 +111,7 @@ class Context:
         self.health = Health()
         self.metrics = WorkerMetrics()  # records nothing unless the server has metrics on
         self._blpop_waits: dict[str, asyncio.Future[Any]] = {}  # cluster: per-key BLPOPs in flight
+        self.served: ServedQueues | None = None  # the server's queues, when patterns may change them
         self.outboxes: set[str] = set()  # queues whose outbox has parents' ends to deliver
         self.outbox_ready = asyncio.Event()
 

@@ -51,11 +51,22 @@ class Forwarder:
         self._cadence = Cadence(params.queues, params.idle_timeout, COLD_CHECKS_PER_S)
         self._ticks = {queue_keys(q).tick: q for q in params.queues}
 
+    def wake(self) -> None:
+        """Make a pass now (the served queues changed: a new queue's scheduled tasks are looked at
+        at once, and its tick list listened to)."""
+        self._tick.set()
+
     async def _listen(self) -> None:
-        keys = list(self._ticks)
+        keys, version = list(self._ticks), self._cadence.version
         while True:
             try:
-                got = await self.ctx.blpop_any(keys, self.p.idle_timeout)
+                if version != self._cadence.version:  # the served queues changed (worker/chores.py)
+                    version = self._cadence.version
+                    self._ticks = {queue_keys(q).tick: q for q in self._cadence.queues}
+                    keys = list(self._ticks)
+                got = await self.ctx.blpop_any(keys, self.p.idle_timeout) if keys else None
+                if not keys:  # (no queue yet: a pattern that matches none)
+                    await asyncio.sleep(self.p.idle_timeout)
                 if got:
                     self._cadence.now(self._ticks[got[0]], asyncio.get_running_loop().time())
                     self._tick.set()
@@ -66,7 +77,8 @@ class Forwarder:
     async def forward_once(self) -> float:
         """Forward the due tasks of every queue due for a look; returns seconds until the next."""
         return await chore_pass(self._cadence, self.ctx.exec.run_many,
-                                lambda q: (queue_keys(q).scheduled, queue_keys(q).retry), self._forward_once)
+                                lambda q: (queue_keys(q).scheduled, queue_keys(q).retry), self._forward_once,
+                                self.ctx.served)
 
     async def _forward_once(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence

@@ -64,7 +64,8 @@ class Heartbeat:
         [id, queue, type, started (ms), deadline (ms, 0 = none)] (read by Inspector.servers)."""
         p = self.p
         return server_record.pack(
-            p.server_id, socket.gethostname(), os.getpid(), p.queues, p.concurrency, p.strict_priority,
+            p.server_id, socket.gethostname(), os.getpid(),
+            self.ctx.served.current if self.ctx.served is not None else p.queues, p.concurrency, p.strict_priority,
             p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running], p.name,
             self._status())
 
@@ -81,7 +82,8 @@ class Heartbeat:
             Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), p.server_id))
         ]
         running = list(self.processor.held.values())
-        described = frozenset([*self.processor.held, ("", self._status())])
+        served = ctx.served.version if ctx.served is not None else 0  # (queues a pattern found)
+        described = frozenset([*self.processor.held, ("", self._status()), ("", str(served))])
         if self._beats % INFO_EVERY == 0 or described != self._described:
             ttl = max(1, int(interval * (INFO_EVERY + 3)))
             calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "EX", ttl)))

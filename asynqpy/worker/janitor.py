@@ -90,7 +90,8 @@ class Janitor:
         loop = asyncio.get_running_loop()
         lease_ms, interval_ms = self._lease_ms()
         now = loop.time()
-        ask = [q for q in p.queues if q not in self._held and self._due.get(q, 0.0) <= now]
+        queues = self._cadence.queues  # (the served queues, which queues found by a pattern change)
+        ask = [q for q in queues if q not in self._held and self._due.get(q, 0.0) <= now]
         if ask:
             replies = await ctx.exec.run_many([ctx.broker.sweep_claim(q, self.owner, lease_ms, interval_ms, PARTS)
                                                for q in ask])
@@ -108,7 +109,7 @@ class Janitor:
         now = loop.time()
         if self._held:
             return STEP_PAUSE
-        return max(0.0, min((self._due.get(q, now) for q in p.queues), default=now) - now)
+        return max(0.0, min((self._due.get(q, now) for q in queues), default=now) - now)
 
     async def _step(self) -> None:
         """One step of each held sweep; its cursors stored (and its lease renewed) when it ended or
@@ -189,7 +190,8 @@ class Janitor:
         next expires, at most ``janitor_interval`` on; one with neither completed nor archived
         tasks at a cold check, one ``EXISTS``, spread over time when it serves many queues)."""
         return await chore_pass(self._cadence, self.ctx.exec.run_many,
-                                lambda q: (queue_keys(q).completed, queue_keys(q).archived), self._clean_queues)
+                                lambda q: (queue_keys(q).completed, queue_keys(q).archived), self._clean_queues,
+                                self.ctx.served)
 
     async def _clean_queues(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence

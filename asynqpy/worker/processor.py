@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
@@ -72,26 +72,51 @@ class Processor:
         self.runner = Runner(ctx, options, mux, pool, self)
         self.writer = Writer(ctx, options, self.held, self.executing)
         self.policy = Policy(options.retry_delay, options.unknown_type)
-        self._queues = QueueOrder(options.queues, options.strict_priority)
         self._slot_freed = asyncio.Event()
         self._fetcher: asyncio.Task[None] | None = None
         self._fetch_lock = asyncio.Lock()
-        self._wake_keys = {queue_keys(q).wake: q for q in options.queues}
-        self._wake_keys.update({queue_keys(q).wake_for(self.name): q for q in options.queues})  # targeted tasks
+        self._running = False  # run() started the fetcher (serve() restarts it)
+        self._restart = False  # serve(): the fetcher ends its loop (handing back its wake tokens)
         self._in_dequeue = self._in_wait = False  # a dequeue, or an idle wait, in flight (_stop_fetcher)
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
-        self._keys_of = {q: (queue_keys(q).wake, queue_keys(q).wake_for(self.name)) for q in options.queues}
-        self._key_order: list[str] | None = None  # the wake lists in the order of the weights (_wait_keys)
-        self._key_drawn = 0.0  # loop time that order was drawn
+        self._set_queues(options.queues)
         self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
         self._lmpop = True  # the server has LMPOP (Redis 7.0+)
         self.dequeued: Callable[[str], None] | None = None  # told each queue this server took tasks of
+
+    def _set_queues(self, queues: Mapping[str, int]) -> None:
+        """Fetch from ``queues`` (name -> weight) from now on."""
+        self._queues = QueueOrder(queues, self.opts.strict_priority)
+        self._wake_keys = {queue_keys(q).wake: q for q in queues}
+        self._wake_keys.update({queue_keys(q).wake_for(self.name): q for q in queues})  # targeted tasks
+        self._keys_of = {q: (queue_keys(q).wake, queue_keys(q).wake_for(self.name)) for q in queues}
+        self._key_order: list[str] | None = None  # the wake lists in the order of the weights (_wait_keys)
+        self._key_drawn = 0.0  # loop time that order was drawn
+
+    async def serve(self, queues: Mapping[str, int]) -> None:
+        """Fetch from ``queues`` from now on (the server's queues changed: a pattern matched a new
+        queue, or a queue it had matched was dropped). The fetcher is stopped as for ``quiet``
+        (a dequeue in flight completes, an idle wait is unblocked) and started again at once over
+        the new queues: a new queue's wake token, left by its first enqueue, is taken by the next
+        wait. The running tasks are not touched."""
+        async with self._fetch_lock:
+            fetcher, self._fetcher = self._fetcher, None
+            if fetcher is not None:
+                self._restart = True
+                try:
+                    await self._stop_fetcher(fetcher, close=False)
+                finally:
+                    self._restart = False
+            self._set_queues(queues)
+            if self._running and not self.quiet and not self.ctx.stopping.is_set():
+                self._fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
 
     async def run(self) -> None:
         """Process tasks until the server is asked to stop, then shut down gracefully."""
         writer = asyncio.create_task(self.writer.run(), name="asynqpy-writer")
         async with self._fetch_lock:
+            self._running = True
             if not self.quiet:
                 self._fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
         await self.ctx.stopping.wait()
@@ -117,7 +142,7 @@ class Processor:
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
-        while not self.ctx.stopping.is_set() and not self.quiet:
+        while not self.ctx.stopping.is_set() and not self.quiet and not self._restart:
             if len(self.executing) >= self.opts.concurrency:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -125,6 +150,9 @@ class Processor:
                 # their slots too, and one dequeue refills them all (fewer, larger dequeues)
                 await asyncio.sleep(0)
                 await asyncio.sleep(0)
+                continue
+            if not self._queues.queues:  # patterns that match no queue yet: serve() restarts this loop
+                await self.ctx.sleep(self.opts.idle_timeout)
                 continue
             try:
                 count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
@@ -139,7 +167,7 @@ class Processor:
                         await asyncio.sleep(0)
                         continue
                 if not await self._fetch_once(count):
-                    if self.ctx.stopping.is_set() or self.quiet:
+                    if self.ctx.stopping.is_set() or self.quiet or self._restart:
                         break
                     await self._wait_for_work(count)
                     await asyncio.sleep(0)  # let the tasks it brought start before the next fetch

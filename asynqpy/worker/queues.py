@@ -19,8 +19,10 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 
 from ..core.broker import Dequeued
+from ..core.keys import is_queue_pattern
 
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""
@@ -33,6 +35,45 @@ each chore looks at every queue at its own interval (as before issue 31)."""
 COLD_CHECKS_PER_S = 0.5
 """Cold checks (one ``EXISTS`` each) a chore of a server (forwarding, recovering, expiring) makes
 per second at most, all its queues together (:class:`Cadence`)."""
+
+
+class ServedQueues:
+    """The queues a server serves and their weights: the names it was given, and, for each
+    pattern it was given (``tenant-*``), every known queue that matches, present or future. The
+    one place the served set lives: the processor is told when it changes
+    (:meth:`~asynqpy.worker.processor.Processor.serve`), and each per-queue chore compares
+    :attr:`version` at its next pass. A name given as such wins over a pattern; among patterns the
+    first given that matches gives the weight. A queue a pattern brought in is dropped when it is
+    no longer known (``Inspector.drop_queue``); a name given is served always."""
+
+    def __init__(self, spec: Mapping[str, int]) -> None:
+        self.fixed = {q: w for q, w in spec.items() if not is_queue_pattern(q)}
+        self.patterns = [(p, w) for p, w in spec.items() if is_queue_pattern(p)]
+        self.current: dict[str, int] = dict(self.fixed)
+        self.version = 0
+
+    def weight_of(self, name: str) -> int | None:
+        """The weight ``name`` is served with, or None if it is not served."""
+        if name in self.fixed:
+            return self.fixed[name]
+        return next((w for p, w in self.patterns if fnmatchcase(name, p)), None)
+
+    def replace(self, known: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The known queues are ``known``: serve those the patterns match, drop the matched ones
+        no longer known. Returns (added, dropped), sorted; :attr:`version` grows if either is not
+        empty."""
+        new = dict(self.fixed)
+        for q in known:
+            if q not in new:
+                w = self.weight_of(q)
+                if w is not None:
+                    new[q] = w
+        added = sorted(new.keys() - self.current.keys())
+        dropped = sorted(self.current.keys() - new.keys())
+        if added or dropped:
+            self.current = new
+            self.version += 1
+        return added, dropped
 
 
 class QueueOrder:
@@ -159,7 +200,8 @@ class Cadence:
 
     def __init__(self, queues: Iterable[str], base: float, rate: float, start: float = 0.0) -> None:
         self.queues = list(queues)
-        self.base = base
+        self.version = 0  # the ServedQueues version these queues are (worker/chores.py)
+        self.base, self.rate = base, rate
         self.cold_period = base if len(self.queues) <= FEW_QUEUES else max(base, len(self.queues) / rate)
         self._at: dict[str, float] = {q: start for q in self.queues}
         self._heap: list[tuple[float, str]] = [(start, q) for q in self.queues]
@@ -203,6 +245,20 @@ class Cadence:
         """Look at ``queues`` again at ``when`` (a pass over them failed before it was done)."""
         for q in queues:
             self._set(q, when)
+
+    def resize(self, queues: Iterable[str], now: float) -> None:
+        """Serve ``queues`` from now on: a new one is due at once (cold: its first look is one
+        ``EXISTS``), one no longer served is forgotten; the others keep their schedule."""
+        served = list(queues)
+        for q in set(self.queues) - set(served):
+            self._at.pop(q, None)  # (its heap entries are skipped: _at no longer names them)
+            self.cold.discard(q)
+        for q in served:
+            if q not in self._at and q not in self.queues:
+                self.cold.add(q)
+                self._set(q, now)
+        self.queues = served
+        self.cold_period = self.base if len(served) <= FEW_QUEUES else max(self.base, len(served) / self.rate)
 
     def _set(self, q: str, when: float) -> None:
         old = self._at.get(q)

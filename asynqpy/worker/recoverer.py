@@ -71,7 +71,8 @@ class Recoverer:
         line per queue and pass) and tried again on the next pass (within a second), while the
         other tasks and queues are served."""
         return await chore_pass(self._cadence, self.ctx.exec.run_many,
-                                lambda q: (queue_keys(q).lease, queue_keys(q).outbox), self._recover_once)
+                                lambda q: (queue_keys(q).lease, queue_keys(q).outbox), self._recover_once,
+                                self.ctx.served)
 
     async def _recover_once(self, queues: list[str], now: float) -> float:
         ctx, p, cadence = self.ctx, self.p, self._cadence

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ..core.cron import Entry
 from ..core.errors import InvalidArgumentError
-from ..core.keys import validate_queue, validate_worker_name
+from ..core.keys import validate_queue_or_pattern, validate_worker_name
 from ..core.options import MAX_SECONDS
 from ..core.retry import RetryDelayFunc, default_retry_delay
 from ..core.task import Task
@@ -93,7 +93,7 @@ class ServerOptions:
         if not isinstance(self.queues, Mapping) or not self.queues:
             raise InvalidArgumentError("a server needs at least one queue (a mapping name -> weight)")
         for name, weight in self.queues.items():
-            validate_queue(name)
+            validate_queue_or_pattern(name)
             _integer(f"queue {name!r} weight", weight, 1)
         _integer("concurrency", self.concurrency, 1)
         if self.name is not None:

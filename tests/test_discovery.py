@@ -1,0 +1,100 @@
+"""Queues served by pattern (``queues={"tenant-*": 1}``): a server serves every known queue that
+matches, present and future, without a restart, and drops one that is removed (worker/discovery.py,
+ServedQueues in worker/queues.py). On fakeredis, redis-server and the Cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from helpers import serving, until
+
+from asynqpy import AsyncClient, Client, Inspector, ServeMux, Server, Task
+from asynqpy.core.errors import InvalidArgumentError
+from asynqpy.worker.queues import Cadence, ServedQueues
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_pattern_serves_the_known_queues_that_match() -> None:
+    s = ServedQueues({"critical": 5, "t-*": 1, "t-vip-?": 3})
+    assert s.current == {"critical": 5} and s.version == 0
+    assert s.replace(["t-a", "t-vip-1", "other", "critical"]) == (["t-a", "t-vip-1"], [])
+    # the first pattern given that matches gives the weight; a name given as such wins
+    assert s.current == {"critical": 5, "t-a": 1, "t-vip-1": 1} and s.version == 1
+    assert s.replace(["t-a", "t-vip-1", "critical"]) == ([], []) and s.version == 1  # nothing changed
+    assert s.replace(["t-b"]) == (["t-b"], ["t-a", "t-vip-1"])  # a queue no longer known is dropped
+    assert s.current == {"critical": 5, "t-b": 1} and s.version == 2  # (a name given stays)
+    assert ServedQueues({"x?": 2}).weight_of("xy") == 2 and ServedQueues({"x?": 2}).weight_of("xyz") is None
+
+
+def test_a_chore_schedule_follows_the_served_queues() -> None:
+    c = Cadence(["a", "b"], base=1.0, rate=0.5, start=0.0)
+    assert sorted(c.due(0.0)) == ["a", "b"]
+    c.at("a", 5.0)
+    c.idle("b", 0.0)
+    c.resize(["a", "c"], now=2.0)  # b dropped, c new: due at once and cold
+    assert c.due(2.0) == ["c"] and "c" in c.cold and "b" not in c.cold
+    assert c.due(100.0) == ["a"]  # (b's old schedule is forgotten)
+
+
+def test_bad_patterns_are_refused() -> None:
+    for bad in ("t-{*}", "t *", "*" * 129):
+        with pytest.raises(InvalidArgumentError, match="invalid queue pattern"):
+            Server(queues={bad: 1})
+    with pytest.raises(InvalidArgumentError, match="invalid queue pattern"):
+        Server(queues=["ok", "bad{*"])
+    # (the CLI's --queues: one line, exit code 2, in tests/test_cli.py)
+
+
+def test_queues_that_appear_are_served_and_removed_ones_dropped(backend: Any) -> None:
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.queue)
+
+    def listed(insp: Inspector) -> set[str]:
+        return {q for s in insp.servers() for q in s.queues}
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.enqueue("t", None, queue="t-before")
+            c.enqueue("t", None, queue="other")  # not served: matches no pattern
+            async with serving(backend.new_async(), mux, queues={"t-*": 1, "fixed": 2}):
+                await until(lambda: "t-before" in ran)
+                client = AsyncClient(backend.new_async())
+                await client.enqueue("t", None, queue="t-new")  # a queue no one has used yet
+                await until(lambda: "t-new" in ran, 5)
+                await client.enqueue("t", None, queue="t-later", process_in=0.2)  # the chores follow too
+                await until(lambda: "t-later" in ran, 5)
+                await until(lambda: {"t-before", "t-new", "t-later", "fixed"} <= listed(insp), 5)
+                await until(lambda: insp.queue_info("t-new").processed_total == 1)
+                insp.remove_queue("t-new")
+                await until(lambda: "t-new" not in listed(insp), 5)  # dropped from the served queues
+                await client.close()
+            assert "other" not in ran and sorted(ran) == ["t-before", "t-later", "t-new"]
+            assert insp.queue_info("other").pending == 1  # nothing lost: it waits for its server
+
+    asyncio.run(main())
+
+
+@pytest.mark.real
+def test_the_docs_example_runs(redis_url: str) -> None:
+    """docs/workers.md, "Queues by pattern": its example, as written (a subprocess, a scratch db)."""
+    text = (ROOT / "docs" / "workers.md").read_text()
+    section = text[text.index("### Queues by pattern"):text.index("### Weights, and serving many queues")]
+    code = re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert len(code) == 1
+    url = redis_url.rsplit("/", 1)[0] + "/13"
+    redis.Redis.from_url(url).flushdb()
+    res = subprocess.run([sys.executable, "-c", f"URL = {url!r}\n{code[0]}"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
