@@ -86,6 +86,27 @@ def test_queues_that_appear_are_served_and_removed_ones_dropped(backend: Any) ->
     asyncio.run(main())
 
 
+def test_a_server_whose_patterns_match_nothing_yet_waits_idle(backend: Any) -> None:
+    """No queue at start: every loop waits (the janitor's sweep once spun on an empty queue set,
+    blocking the event loop), and the first matching queue is served."""
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.queue)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, queues={"p-*": 1}):
+            await asyncio.sleep(0.7)
+            client = AsyncClient(backend.new_async())
+            await client.enqueue("t", None, queue="p-first")
+            await until(lambda: ran == ["p-first"], 5)
+            await client.close()
+
+    asyncio.run(main())  # (with the spin, the loop never ran again: the test's time bound failed it)
+
+
 @pytest.mark.real
 def test_the_docs_example_runs(redis_url: str) -> None:
     """docs/workers.md, "Queues by pattern": its example, as written (a subprocess, a scratch db)."""

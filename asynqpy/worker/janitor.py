@@ -109,7 +109,7 @@ class Janitor:
         now = loop.time()
         if self._held:
             return STEP_PAUSE
-        return max(0.0, min((self._due.get(q, now) for q in queues), default=now) - now)
+        return max(0.0, min((self._due.get(q, now) for q in queues), default=float("inf")) - now)  # (none: a pattern matching none yet)
 
     async def _step(self) -> None:
         """One step of each held sweep; its cursors stored (and its lease renewed) when it ended or
