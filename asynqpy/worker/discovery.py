@@ -25,7 +25,7 @@ from .queues import ServedQueues
 
 log = logging.getLogger("asynqpy.discovery")
 
-DISCOVERY_POLL = 0.5
+DISCOVERY_POLL = 0.3
 """Seconds between two looks at the number of known queues (one SCARD)."""
 
 RESCAN_EVERY = 30.0

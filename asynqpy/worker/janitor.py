@@ -109,7 +109,8 @@ class Janitor:
         now = loop.time()
         if self._held:
             return STEP_PAUSE
-        return max(0.0, min((self._due.get(q, now) for q in queues), default=float("inf")) - now)  # (none: a pattern matching none yet)
+        # (no queue, as with a pattern that matches none yet: no sweep is due)
+        return max(0.0, min((self._due.get(q, now) for q in queues), default=float("inf")) - now)
 
     async def _step(self) -> None:
         """One step of each held sweep; its cursors stored (and its lease renewed) when it ended or
