@@ -1,0 +1,199 @@
+"""Many tenants on one queue (issue 32): fairness across backlogged tenants, a quiet tenant's wait
+behind a noisy one, and the queue's throughput. Stage 0 of the design (docs/architecture.md,
+"Tenants and queues by pattern"): it measures the queue as it is, where tasks are handed out in
+FIFO order whoever sent them; once ``enqueue(..., tenant=)`` exists it passes it, and the same
+figures show the fair dispatch.
+
+    python bench/tenants.py [--quick]
+
+Starts its own redis-server on a free loopback port; one in-process server (concurrency 10).
+
+- ``fairness``: T tenants each enqueue a burst of M tasks, one tenant after the other (as a
+  tenant's batch job would); handlers sleep 1 ms. Over the first ``window`` seconds of the drain,
+  tasks done per tenant; Jain's index (Σx)² / (T·Σx²) (1.0 = equal shares; the target is ≥ 0.98)
+  and how many tenants got any task at all.
+- ``quiet``: tenant A has N tasks queued (handlers sleep 5 ms, every slot busy); tenant B
+  enqueues one task: B's wait until its handler starts, in task durations (the target is ≤ 2).
+- ``throughput``: tasks/s of a drain of plain no-op tasks, with the tenant option and without
+  (the target is ≥ 0.9×).
+
+``rows(url, quick)`` is what ``bench/scale.py`` could call; ``main()`` prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))
+from redisproc import RedisProcess  # noqa: E402
+
+from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
+from asynqpy.core.errors import InvalidArgumentError  # noqa: E402
+
+Q = "tn"
+CONCURRENCY = 10
+
+
+def tenant_option(url: str) -> bool:
+    """Whether this asynqpy has ``tenant=`` (else the figures are the FIFO baseline)."""
+    with Client(url) as c:
+        try:
+            c.enqueue("probe", None, queue="tn-probe", tenant="x")
+        except InvalidArgumentError:
+            return False
+    return True
+
+
+def _enqueue(c: Client, tenant: str, payloads: list[Any], tenants: bool) -> None:
+    items = [("t", {"tenant": tenant, "i": p}) for p in payloads]
+    for start in range(0, len(items), 1000):
+        if tenants:
+            c.enqueue_many(items[start:start + 1000], queue=Q, tenant=tenant)
+        else:
+            c.enqueue_many(items[start:start + 1000], queue=Q)
+
+
+async def _drain(url: str, mux: ServeMux, done: asyncio.Event, timeout: float = 120) -> None:
+    server = Server(url, queues=[Q], concurrency=CONCURRENCY)
+    running = asyncio.create_task(server.arun(mux))
+    try:
+        await asyncio.wait_for(done.wait(), timeout)
+    finally:
+        server.stop()
+        await running
+
+
+def fairness(url: str, tenants: int, per_tenant: int, window: float, with_tenant: bool) -> dict[str, object]:
+    import redis
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        for t in range(tenants):
+            _enqueue(c, f"t{t}", list(range(per_tenant)), with_tenant)
+    counts: dict[str, int] = {}
+    mux = ServeMux()
+    done = asyncio.Event()
+    start: list[float] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        if not start:
+            start.append(time.monotonic())
+        if time.monotonic() - start[0] <= window:
+            counts[task.payload["tenant"]] = counts.get(task.payload["tenant"], 0) + 1
+        else:
+            done.set()
+        await asyncio.sleep(0.001)
+
+    asyncio.run(_drain(url, mux, done))
+    xs = [counts.get(f"t{i}", 0) for i in range(tenants)]
+    total = sum(xs)
+    jain = total * total / (tenants * sum(x * x for x in xs)) if total else 0.0
+    return {"figure": "fairness", "tenants": tenants, "window_s": window, "done": total,
+            "tenants_served": sum(1 for x in xs if x), "jain": round(jain, 3)}
+
+
+def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> float:
+    """One trial: B's wait (s) behind A's ``noisy`` queued tasks."""
+    import redis
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        _enqueue(c, "A", list(range(noisy)), with_tenant)
+    mux = ServeMux()
+    done = asyncio.Event()
+    sent: list[float] = []
+    waits: list[float] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        if task.payload["tenant"] == "B":
+            waits.append(time.monotonic() - sent[0])
+            done.set()
+        await asyncio.sleep(duration)
+
+    async def main() -> None:
+        server = Server(url, queues=[Q], concurrency=CONCURRENCY)
+        running = asyncio.create_task(server.arun(mux))
+        await asyncio.sleep(0.5)  # every slot busy with A's tasks
+        with Client(url) as c:
+            sent.append(time.monotonic())
+            _enqueue(c, "B", [0], with_tenant)
+        try:
+            await asyncio.wait_for(done.wait(), 300)
+        finally:
+            server.stop()
+            await running
+
+    asyncio.run(main())
+    return waits[0]
+
+
+def quiet(url: str, noisy: int, trials: int, with_tenant: bool) -> dict[str, object]:
+    duration = 0.005
+    waits = [_quiet_trial(url, noisy, duration, with_tenant) for _ in range(trials)]
+    return {"figure": "quiet", "noisy_backlog": noisy, "trials": trials,
+            "wait_p50_s": round(statistics.median(waits), 3), "wait_max_s": round(max(waits), 3),
+            "wait_in_durations": round(max(waits) / duration, 1)}
+
+
+def throughput(url: str, n: int, with_tenant: bool) -> dict[str, object]:
+    import redis
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        _enqueue(c, "t0", list(range(n)), with_tenant)
+    mux = ServeMux()
+    done = asyncio.Event()
+    seen = [0]
+    stamps: list[float] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        seen[0] += 1
+        if seen[0] in (1, n):
+            stamps.append(time.monotonic())
+        if seen[0] == n:
+            done.set()
+
+    asyncio.run(_drain(url, mux, done))
+    return {"figure": "throughput", "tenant_option": with_tenant, "tasks": n,
+            "tasks_per_s": round((n - 1) / (stamps[-1] - stamps[0]))}
+
+
+def rows(url: str, quick: bool) -> list[dict[str, object]]:
+    with_tenant = tenant_option(url)
+    out = [fairness(url, 100, 100 if quick else 500, 2.0 if quick else 10.0, with_tenant),
+           quiet(url, 2_000 if quick else 10_000, 2 if quick else 5, with_tenant),
+           throughput(url, 5_000 if quick else 20_000, False)]
+    if with_tenant:
+        out.append(throughput(url, 5_000 if quick else 20_000, True))
+    for row in out:
+        row["dispatch"] = "tenants" if with_tenant else "FIFO (no tenant= yet)"
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    rp = RedisProcess()
+    try:
+        for row in rows(rp.url, args.quick):
+            print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    finally:
+        rp.stop()
+
+
+if __name__ == "__main__":
+    main()
