@@ -1,4 +1,4 @@
-"""``asynqpy server ls|stop|quiet|resume``."""
+"""``asynqpy server ls|stop|quiet|resume|scale``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .common import (
 
 @click.group()
 def server() -> None:
-    """List live servers (workers); stop, quiet or resume one from any machine."""
+    """List live servers (workers); stop, quiet, resume or resize one from any machine."""
 
 
 @server.command("ls")
@@ -65,7 +65,7 @@ def ls(as_json: bool, redis_url: str) -> None:
         show(out, r)
 
 
-def _control(action: str, server: str, timeout: float, redis_url: str) -> None:
+def _control(action: str, server: str, timeout: float, redis_url: str, concurrency: int = 0) -> None:
     from asynqpy.core.errors import ServerNotFoundError
 
     with inspector(redis_url) as insp:
@@ -73,8 +73,12 @@ def _control(action: str, server: str, timeout: float, redis_url: str) -> None:
         if len(ids) > 1:
             raise UserError(f"{len(ids)} live servers are named {server!r}: give one's id ({', '.join(ids)})")
         try:
-            fn = {"stop": insp.stop_server, "quiet": insp.quiet_server, "resume": insp.resume_server}[action]
-            got = fn(ids[0] if ids else server, timeout)
+            target = ids[0] if ids else server
+            if action == "scale":
+                got = insp.scale_server(target, concurrency, timeout)
+            else:
+                fn = {"stop": insp.stop_server, "quiet": insp.quiet_server, "resume": insp.resume_server}[action]
+                got = fn(target, timeout)
         except ServerNotFoundError:
             raise UserError(f"no live server {server!r} (see asynqpy server ls)") from None
         except TimeoutError as exc:
@@ -115,3 +119,16 @@ def quiet(server_id: str, timeout: float, redis_url: str) -> None:
 def resume(server_id: str, timeout: float, redis_url: str) -> None:
     """Make a quiet server SERVER_ID take tasks again."""
     _control("resume", server_id, timeout, redis_url)
+
+
+@server.command()
+@click.argument("server_id")
+@click.option("--concurrency", required=True, type=int, help="Handlers the server runs at once from now on (1-100000).")
+@timeout_option
+@redis_url_option
+@user_errors
+def scale(server_id: str, concurrency: int, timeout: float, redis_url: str) -> None:
+    """Resize running server SERVER_ID: up to --concurrency handlers at once from now on (a
+    smaller number takes effect as its running tasks finish; none is stopped). Not kept across a
+    restart."""
+    _control("scale", server_id, timeout, redis_url, concurrency)

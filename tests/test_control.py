@@ -94,3 +94,57 @@ def test_cli_controls_a_server_by_id_or_name(redis_url: str) -> None:
             assert (code, out) == (0, f"server {server.server_id}: stopping\n"), out
 
     asyncio.run(main_())
+
+
+@pytest.mark.parametrize("kind", ["real", pytest.param("cluster", marks=pytest.mark.cluster)])
+def test_scale_a_running_server(kind: str, request: pytest.FixtureRequest) -> None:
+    """asynqpy server scale: a server of concurrency 1 resized to 3 runs three tasks at once, then
+    back to 1 lets the running ones finish (none stopped) and runs one at a time again; the new
+    number is listed; bad numbers are refused (typed error, CLI exit 2); nothing is lost."""
+    url = request.getfixturevalue("redis_url") if kind == "real" else request.getfixturevalue("cluster_url")
+    running: set[str] = set()
+    peak: list[int] = [0]
+    done: list[str] = []
+    release = threading.Event()
+    mux = ServeMux()
+
+    @mux.handle("slow")
+    async def slow(task: Task) -> None:
+        running.add(task.payload)
+        peak[0] = max(peak[0], len(running))
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        running.discard(task.payload)
+        done.append(task.payload)
+
+    def concurrency(insp: Inspector, sid: str) -> list[int]:
+        return [s.concurrency for s in insp.servers() if s.id == sid]
+
+    async def main_() -> None:
+        async with serving(url, mux, queues=[Q], concurrency=1, heartbeat_interval=0.2) as server:
+            sid = server.server_id
+            with Client(url) as c, Inspector(url) as insp:
+                await until(lambda: concurrency(insp, sid) == [1], 10)
+                for i in range(6):
+                    c.enqueue("slow", f"t{i}", queue=Q)
+                await until(lambda: len(running) == 1, 10)
+                assert await asyncio.to_thread(insp.scale_server, sid, 3) == "concurrency 3"
+                await until(lambda: len(running) == 3, 10)  # two more taken at once
+                await until(lambda: concurrency(insp, sid) == [3], 10)
+                assert await asyncio.to_thread(insp.scale_server, sid, 1) == "concurrency 1"
+                assert len(running) == 3  # none stopped
+                release.set()
+                await until(lambda: len(done) == 6, 15)
+                assert peak[0] == 3 and sorted(done) == [f"t{i}" for i in range(6)]
+                for bad in (0, -1, 100_001, 2.5, True):
+                    with pytest.raises(InvalidArgumentError, match="concurrency must be an integer"):
+                        insp.scale_server(sid, bad)  # type: ignore[arg-type]
+                res = await asyncio.to_thread(CliRunner().invoke, main,
+                                              ["server", "scale", sid, "--concurrency", "0", "--redis-url", url])
+                assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
+                res = await asyncio.to_thread(CliRunner().invoke, main,
+                                              ["server", "scale", sid, "--concurrency", "2", "--redis-url", url])
+                assert res.exit_code == 0 and res.stdout == f"server {sid}: concurrency 2\n", res.output
+                assert insp.queue_info(Q).processed_total == 6
+
+    asyncio.run(main_())

@@ -25,6 +25,25 @@ from .keys import CONTROL_CHANNEL, SERVERS, control_ack, control_list
 
 ACTIONS = ("stop", "quiet", "resume")
 TTL_MS = 60_000
+MAX_CONCURRENCY = 100_000
+"""The most handlers a server may be resized to run at once (``concurrency_action``)."""
+
+
+def concurrency_action(concurrency: object) -> str:
+    """The command that resizes a server to run ``concurrency`` handlers at once (1 to
+    :data:`MAX_CONCURRENCY`); InvalidArgumentError otherwise."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise InvalidArgumentError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r}")
+    return f"concurrency={concurrency}"
+
+
+def concurrency_of(action: str) -> int | None:
+    """N for the command ``concurrency=N`` (valid), else None."""
+    name, _, value = action.partition("=")
+    if name != "concurrency" or not value.isdigit():
+        return None
+    n = int(value)
+    return n if 1 <= n <= MAX_CONCURRENCY else None
 
 
 def pack_command(command_id: str, action: str) -> bytes:
@@ -46,8 +65,8 @@ def send(b: Broker, server_id: str, action: str) -> Plan[str]:
     """Queue ``action`` for live server ``server_id`` and wake it; returns the command id (its
     acknowledgement arrives on :func:`~asynqpy.core.keys.control_ack`). ServerNotFoundError
     for a server that is not alive."""
-    if action not in ACTIONS:
-        raise InvalidArgumentError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    if action not in ACTIONS and concurrency_of(action) is None:
+        raise InvalidArgumentError(f"action must be one of {', '.join(ACTIONS)} or concurrency=N, got {action!r}")
     try:
         ok = isinstance(server_id, str) and bool(server_id) and bool(server_id.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError:

@@ -170,6 +170,15 @@ class InspectorPlans:
         stopping). Errors as :meth:`stop_server`."""
         return self._control(server_id, "resume", timeout)
 
+    @planned
+    def scale_server(self, server_id: str, concurrency: int, timeout: float = 10.0) -> Steps[str]:
+        """Resize a running server: it runs up to ``concurrency`` handlers at once from now on
+        (more are fetched at once; fewer as its running tasks finish, none is stopped). Returns
+        its acknowledgement, "concurrency N"; ``asynqpy server ls`` shows the new number. Not kept
+        across a restart (the server's own option is). InvalidArgumentError for a number outside
+        1..100 000; other errors as :meth:`stop_server`."""
+        return self._control(server_id, control.concurrency_action(concurrency), timeout)
+
     def _control(self, server_id: str, action: str, timeout: float) -> Steps[str]:
         cid = yield from control.send(self.broker, server_id, action)
         key, deadline = control_ack(cid), time.monotonic() + timeout

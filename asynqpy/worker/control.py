@@ -1,5 +1,5 @@
 """A server's side of remote control (see :mod:`asynqpy.core.control`): pops the commands of
-its control list, applies them (quiet, resume, stop) and acknowledges each. Woken by the cancel
+its control list, applies them (quiet, resume, stop, concurrency=N) and acknowledges each. Woken by the cancel
 loop's subscription (the control channel names this server), and looked at on every idle tick
 of that subscription, so a message missed while reconnecting delays a command, never loses it."""
 
@@ -22,6 +22,8 @@ class Quietable(Protocol):
     quiet: bool
 
     async def set_quiet(self, quiet: bool) -> None: ...
+
+    def set_concurrency(self, concurrency: int) -> None: ...
 
 
 class Controller:
@@ -72,6 +74,11 @@ class Controller:
                 log.warning("stop (asked by an operator): shutting down gracefully")
                 self.ctx.stopping.set()
             return "stopping"
+        n = control.concurrency_of(action)
+        if n is not None:
+            log.warning("concurrency %d (asked by an operator)", n)
+            self.processor.set_concurrency(n)
+            return f"concurrency {n}"
         log.warning("ignored an unknown control action %r", action)
         return f"unknown action {action!r}"
 

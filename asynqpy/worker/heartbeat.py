@@ -65,7 +65,8 @@ class Heartbeat:
         p = self.p
         return server_record.pack(
             p.server_id, socket.gethostname(), os.getpid(),
-            self.ctx.served.current if self.ctx.served is not None else p.queues, p.concurrency, p.strict_priority,
+            self.ctx.served.current if self.ctx.served is not None else p.queues,
+            getattr(self.processor, "concurrency", p.concurrency), p.strict_priority,
             p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running], p.name,
             self._status())
 
@@ -83,7 +84,8 @@ class Heartbeat:
         ]
         running = list(self.processor.held.values())
         served = ctx.served.version if ctx.served is not None else 0  # (queues a pattern found)
-        described = frozenset([*self.processor.held, ("", self._status()), ("", str(served))])
+        concurrency = getattr(self.processor, "concurrency", p.concurrency)  # (asynqpy server scale)
+        described = frozenset([*self.processor.held, ("", self._status()), ("", str(served)), ("c", str(concurrency))])
         if self._beats % INFO_EVERY == 0 or described != self._described:
             ttl = max(1, int(interval * (INFO_EVERY + 3)))
             calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "EX", ttl)))

@@ -41,6 +41,7 @@ from .context import Context, Running
 from .queues import EMPTY_RECHECK, FEW_QUEUES, QueueOrder
 from .runner import Runner
 from .settings import ServerOptions
+from .threadpool import DaemonThreadPool
 from .wake import PipelinedWait
 from .writer import Writer
 
@@ -69,6 +70,8 @@ class Processor:
         self.held: dict[tuple[str, str], Running] = {}
         self.executing: set[Running] = set()
         self.quiet = False  # asynqpy server quiet: no new task is taken (worker/control.py)
+        self.concurrency = options.concurrency  # handlers at once (asynqpy server scale: set_concurrency)
+        self._pool = pool
         self.runner = Runner(ctx, options, mux, pool, self)
         self.writer = Writer(ctx, options, self.held, self.executing)
         self.policy = Policy(options.retry_delay, options.unknown_type)
@@ -143,7 +146,7 @@ class Processor:
     async def _fetch_loop(self) -> None:
         backoff = 0.05
         while not self.ctx.stopping.is_set() and not self.quiet and not self._restart:
-            if len(self.executing) >= self.opts.concurrency:
+            if len(self.executing) >= self.concurrency:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 # two turns of the loop (no timer): handlers finishing in the same moment free
@@ -155,7 +158,7 @@ class Processor:
                 await self.ctx.sleep(self.opts.idle_timeout)
                 continue
             try:
-                count = min(self.opts.concurrency - len(self.executing), self.opts.fetch_batch)
+                count = min(self.concurrency - len(self.executing), self.opts.fetch_batch)
                 if self.opts.fair_dispatch:
                     # one task per dequeue; a busy server that left tasks behind queues up again
                     # behind the idle servers (Redis wakes blocked clients in the order they
@@ -301,7 +304,7 @@ class Processor:
         self._queues.woken(owed, by_dequeue=owed == tried)
         if owed == acted:
             return  # the dequeue that rode with the wait took tasks of the queue whose token it was
-        if len(self.executing) < self.opts.concurrency and not self.ctx.stopping.is_set() and not self.quiet:
+        if len(self.executing) < self.concurrency and not self.ctx.stopping.is_set() and not self.quiet:
             self._queues.owed = owed  # the next dequeue goes to the queue whose token this was
         else:
             await self._hand_back(owed)
@@ -514,6 +517,16 @@ class Processor:
                 pending.discard(hurry)
         finally:
             hurry.cancel()
+
+    def set_concurrency(self, concurrency: int) -> None:
+        """Run up to ``concurrency`` handlers at once from now on (``asynqpy server scale``): a
+        larger number is fetched for at once; a smaller one takes effect as running tasks finish
+        (none is stopped). The threads for plain ``def`` handlers follow (twice the number),
+        unless ``sync_threads`` was set."""
+        self.concurrency = concurrency
+        if self.opts.sync_threads is None and isinstance(self._pool, DaemonThreadPool):
+            self._pool.resize(2 * concurrency)
+        self._slot_freed.set()  # a fetcher waiting for a free slot looks again
 
     async def set_quiet(self, quiet: bool) -> None:
         """Stop taking new tasks (``quiet``: the running ones go on and are written) or take

@@ -40,6 +40,12 @@ class DaemonThreadPool(Executor):
         self._jobs.put((future, fn, args, kwargs))
         return future
 
+    def resize(self, max_workers: int) -> None:
+        """At most ``max_workers`` threads from now on: more are started as jobs need them; when
+        fewer, the threads already started stay (idle ones only wait on the job queue)."""
+        with self._lock:
+            self._max = max_workers
+
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
