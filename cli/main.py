@@ -69,11 +69,13 @@ def parse_queues(spec: str) -> dict[str, int]:
             continue
         name, _, weight = part.partition("=")
         try:
-            out[validate_queue_or_pattern(name.strip())] = int(weight) if weight else 1
-        except ValueError:
-            raise UserError(f"bad queue weight in {part!r}: expected name=integer") from None
+            queue = validate_queue_or_pattern(name.strip())
         except InvalidArgumentError as exc:
             raise UserError(f"--queues: {exc}") from None
+        try:
+            out[queue] = int(weight) if weight else 1
+        except ValueError:
+            raise UserError(f"bad queue weight in {part!r}: expected name=integer") from None
     if not out:
         raise UserError("--queues needs at least one queue")
     return out
