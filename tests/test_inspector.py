@@ -4,6 +4,7 @@ every state with paging boundaries, task info, servers. Time is simulated with F
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -175,7 +176,8 @@ def test_queues_read_together_share_a_slot_on_a_cluster() -> None:
     grouped = Plans(Broker(), cluster=True)._batches(names)
     assert sorted(n for b in grouped for n in b) == sorted(names)
     assert all(len({key_slot(queue_keys(n).pending) for n in b}) == 1 for b in grouped)
-    same = [n for n in (f"s{i}" for i in range(100_000)) if key_slot(n) == key_slot("s0")][:3]  # n: the tag
+    target = key_slot("s0")
+    same = list(itertools.islice((n for n in (f"s{i}" for i in range(100_000)) if key_slot(n) == target), 3))  # n: the tag
     assert len(same) == 3
     assert [same] == Plans(Broker(), cluster=True)._batches(same)
 
