@@ -1,36 +1,48 @@
---[[ proc_read: (read only) a process's record and a page of its history
+--[[ proc_read: (read only) processes' records and a page of each one's history: one process (the
+Inspector's page) or the processes of the inputs a worker dequeued together (one call per queue
+per batch)
 KEYS[1] proc       proc hash: process id -> record (includes/process)
 KEYS[2] hist       hist hash: '<process id>:<n>' -> event
-ARGV[1] pid        the process id
-ARGV[2] first      the first event id to return (1-based; an event older than the oldest kept
+ARGV[1] first      the first event id to return (1-based; an event older than the oldest kept
                    reads from that one); 0 = the last ``count`` events
-ARGV[3] count      how many events at most (0 = none)
-Returns {} = no such process; else {record, the first event id returned, event, event, ...} (an
-event deleted meanwhile is false).
+ARGV[2] count      how many events at most (0 = none)
+ARGV[3..] pids     the process ids
+Returns one reply per process, in order: {} = no such process; else {record, the first event id
+returned, event, event, ...} (an event deleted meanwhile is false).
 ]]
 --- @include "process"
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then
-  return {}
+local count, from0 = tonumber(ARGV[2]), tonumber(ARGV[1])
+local pids = {}
+for i = 3, #ARGV do
+  pids[#pids + 1] = ARGV[i]
 end
-local r = rec_unpack(raw)
-local n, first = tonumber(r[R_N]), proc_first(r)
-local count = tonumber(ARGV[3])
-local from = tonumber(ARGV[2])
-if from <= 0 then
-  from = n - count + 1
-end
-from = math.max(from, first)
-local out = {raw, from}
-local last = math.min(n, from + count - 1)
-if last >= from then
-  local f = {}
-  for i = from, last do
-    f[#f + 1] = ARGV[1] .. ':' .. i
-  end
-  local got = redis.call('HMGET', KEYS[2], unpack(f))
-  for _, v in ipairs(got) do
-    out[#out + 1] = v
+local raws = redis.call('HMGET', KEYS[1], unpack(pids))
+local out = {}
+for k, pid in ipairs(pids) do
+  local raw = raws[k]
+  if not raw then
+    out[k] = {}
+  else
+    local r = rec_unpack(raw)
+    local n, first = tonumber(r[R_N]), proc_first(r)
+    local from = from0
+    if from <= 0 then
+      from = n - count + 1
+    end
+    from = math.max(from, first)
+    local one = {raw, from}
+    local last = math.min(n, from + count - 1)
+    if last >= from then
+      local f = {}
+      for i = from, last do
+        f[#f + 1] = pid .. ':' .. i
+      end
+      local got = redis.call('HMGET', KEYS[2], unpack(f))
+      for i = 1, #got do
+        one[i + 2] = got[i]
+      end
+    end
+    out[k] = one
   end
 end
 return out

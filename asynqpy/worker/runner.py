@@ -42,38 +42,59 @@ class _Reads:
     """The reads tasks need before their handler runs (a process input's process, a workflow
     child's parents' results), sent together: those asked for in one turn of the event loop (the
     tasks of one dequeued batch start in the same turn) go in one pipeline, one round trip for
-    the batch rather than one per task. Each read's reply, or the error it met, goes to its own
-    caller (a connection error to every caller of the pipeline)."""
+    the batch rather than one per task, and the processes of one queue (with one history window)
+    in one ``proc_read`` call. Each read's reply, or the error it met, goes to its own caller (a
+    connection error to every caller of the pipeline)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._pending: list[tuple[Call[Any], asyncio.Future[Any]]] = []
+        self._procs: dict[tuple[str, int], list[tuple[str, asyncio.Future[Any]]]] = {}
         self._flushes: set[asyncio.Task[None]] = set()
 
-    async def run(self, call: Call[Any]) -> Any:
+    def _future(self) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        self._pending.append((call, fut))
-        if len(self._pending) == 1:  # the first of this turn: sent once the turn's tasks asked theirs
+        if not self._pending and not self._procs:  # the first of this turn: sent once the turn's tasks asked theirs
             t = loop.create_task(self._flush())
             self._flushes.add(t)
             t.add_done_callback(self._flushes.discard)
+        return loop.create_future()
+
+    async def run(self, call: Call[Any]) -> Any:
+        fut = self._future()
+        self._pending.append((call, fut))
+        return await fut
+
+    async def process(self, queue: str, pid: str, count: int) -> Any:
+        """The raw ``proc_read`` reply of process ``pid`` with its last ``count`` events."""
+        fut = self._future()
+        self._procs.setdefault((queue, count), []).append((pid, fut))
         return await fut
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
+        procs, self._procs = self._procs, {}
+        calls = [c for c, _ in batch]
+        futs: list[asyncio.Future[Any] | list[asyncio.Future[Any]]] = [f for _, f in batch]
+        for (queue, count), reads in procs.items():
+            calls.append(self.ctx.broker.proc_read_many(queue, [pid for pid, _ in reads], 0, count))
+            futs.append([f for _, f in reads])
         try:
-            replies = await self.ctx.exec.run_many([c for c, _ in batch])
+            replies = await self.ctx.exec.run_many(calls)
         except BaseException as exc:
-            for _, f in batch:  # every caller of the pipeline meets its error (a cancellation: cancelled)
-                if not f.done():
+            for f in (f for g in futs for f in (g if isinstance(g, list) else [g])):
+                if not f.done():  # every caller of the pipeline meets its error (a cancellation: cancelled)
                     f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
-        for (_, f), r in zip(batch, replies):
-            if not f.done():
-                f.set_exception(r) if isinstance(r, Exception) else f.set_result(r)
+        for g, r in zip(futs, replies):
+            for i, f in enumerate(g if isinstance(g, list) else [g]):
+                if not f.done():
+                    if isinstance(r, Exception):
+                        f.set_exception(r)
+                    else:
+                        f.set_result(r[i] if isinstance(g, list) else r)
 
 
 class Runner:
@@ -147,8 +168,7 @@ class Runner:
             started = loop.time()
             if parsed is not None:
                 pid = parsed[0]
-                read = self.ctx.broker.proc_read(task.queue, pid, 0, h.history)
-                reply = await self.read_held(task.queue, task.id, read, f"reading process {pid}")
+                reply = await self.read_held(task.queue, task.id, (pid, h.history), f"reading process {pid}")
                 if reply:
                     task._proc = (process.parse_record(pid, reply[0]), process.History(int(reply[1]), list(reply[2:])))
             plan, proc, inp = h.prepare(task)
@@ -170,16 +190,19 @@ class Runner:
 
         return run
 
-    async def read_held(self, queue: str, id: str, call: Call[Any], what: str) -> Any:
+    async def read_held(self, queue: str, id: str, call: Call[Any] | tuple[str, int], what: str) -> Any:
         """A read a task needs before its handler runs (its process, its parents' results): a
         Redis outage is not the task's failure, so it is waited out (with backoff) while the
         task's lease lasts; once the lease could not be renewed in time, this server lets go of
         the task (``holder.lose``: it is cancelled and nothing is written) and the recoverer runs
-        it again when the lease expires in Redis, as for any task held through an outage."""
+        it again when the lease expires in Redis, as for any task held through an outage. ``call``:
+        the read, or (process id, events) for the task's process (read with the batch's others)."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         while True:
             try:
+                if isinstance(call, tuple):
+                    return await self._reads.process(queue, *call)
                 return await self._reads.run(call)
             except REDIS_ERRORS as exc:
                 r = self.holder.held.get((queue, id))
