@@ -567,7 +567,8 @@ class Broker:
                 "k" if plan.state is None else "s", plan.state or b"", workflow.rec_pack(plan.events),
                 plan.timer if tmsg is not None or plan.timer != "s" else "k", plan.timer_ms, id_arg(tid),
                 self.seal(queue, tid, tmsg) if tmsg is not None else b"", "1" if plan.remove else "0", msg.key, 0,
-                b"" if plan.response is None else codec.encode_payload(plan.response, "response"), plan.keep,
+                plan.result if plan.result is not None else b"" if plan.response is None else
+                codec.encode_payload(plan.response, "response"), plan.keep,
                 1 if progressed else 0]
         return Commit(id, plan.pid, args, q.inbox(msg.reply_to) if outcome and msg.reply_to else "",
                       q.key_list(msg.key) if msg.key else "")

@@ -342,6 +342,7 @@ class Plan:
     response: Any = None
     skipped: bool = False
     keep: int = 0  # the type's max_events (0 = all)
+    result: bytes | None = None  # the response encoded (msgpack), once plan_step checked it (None: not yet)
 
 
 def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None:
@@ -397,7 +398,7 @@ def plan_step(pid: str, kind: str, rec: Record | None, step: Any, now_ms: int) -
         plan.timer = "x"
     elif step.timer is not KEEP:
         plan.timer, plan.timer_ms = "s", _delay_ms(step.timer, now_ms)
-    codec.encode_payload(step.response, "response")
+    plan.result = codec.encode_payload(step.response, "response") if step.response is not None else b""
     return plan
 
 
@@ -428,9 +429,12 @@ class ProcessHandler:
     def __repr__(self) -> str:
         return f"<process {self.type} {getattr(self.fn, '__qualname__', self.fn)!r}>"
 
-    def prepare(self, task: Task) -> tuple[Plan | None, Process | None, Input]:
-        """(a plan that ends the input without the processor, or None; the process; the input)."""
-        parsed = parse_input(task.type, task.message.key, task.payload)
+    def prepare(self, task: Task, parsed: tuple[str, str, Any] | None = None) -> tuple[Plan | None, Process | None,
+                                                                                       Input]:
+        """(a plan that ends the input without the processor, or None; the process; the input).
+        ``parsed``: the input's :func:`parse_input`, if the caller has it."""
+        if parsed is None:
+            parsed = parse_input(task.type, task.message.key, task.payload)
         if parsed is None:
             raise Refused(f"task {task.id} is not a well-formed input of process type {self.type!r}")
         pid, kind, args = parsed
@@ -439,8 +443,8 @@ class ProcessHandler:
         plan = decide(pid, kind, rec, task.id)
         return plan, (rec.view(history, task.queue) if rec is not None and plan is None else None), inp
 
-    def finish(self, task: Task, step: Any, now_ms: int) -> None:
-        pid, kind, _ = parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
+    def finish(self, task: Task, step: Any, now_ms: int, parsed: tuple[str, str, Any] | None = None) -> None:
+        pid, kind, _ = parsed or parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
         rec = task._proc[0] if task._proc is not None else None
         task._proc = plan_step(pid, kind, rec, step, now_ms)
         task._proc.keep = self.max_events

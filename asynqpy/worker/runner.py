@@ -171,7 +171,7 @@ class Runner:
                 reply = await self.read_held(task.queue, task.id, (pid, h.history), f"reading process {pid}")
                 if reply:
                     task._proc = (process.parse_record(pid, reply[0]), process.History(int(reply[1]), list(reply[2:])))
-            plan, proc, inp = h.prepare(task)
+            plan, proc, inp = h.prepare(task, parsed)
             if plan is not None:
                 task._proc = plan
                 return
@@ -186,7 +186,7 @@ class Runner:
                 step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
-            h.finish(task, step, self.ctx.clock.now_ms())
+            h.finish(task, step, self.ctx.clock.now_ms(), parsed)
 
         return run
 
