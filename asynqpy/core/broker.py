@@ -317,9 +317,6 @@ class Done:
     result: bytes = b""  # the result (msgpack), b'' = None: for the task's children, if it has any
 
 
-_COMMIT_KEYS = "tasks lease completed processed progress watch proc procs hist scheduled tick deps"
-
-
 @dataclass(frozen=True)
 class Commit:
     """One process input of a batched commit (:meth:`Broker.proc_commit_many`), built by
@@ -601,7 +598,9 @@ class Broker:
                     out.append(exc)
             return out
 
-        return script_call("proc_commit", parse, **_q(q, _COMMIT_KEYS),
+        return script_call("proc_commit", parse,
+                           **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
+                           deps=q.deps,
                            **end_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
                            now=self.clock.script_now(), items=args)
 
