@@ -34,7 +34,7 @@ KEYS[23..] extra       the inboxes of waiting callers and the processes' keys' l
                        index j from ARGV: KEYS[22+j]
 ARGV[1] day_ttl        seconds to keep a daily counter
 ARGV[2] now            '' = Redis time; else a simulated time in ms
-ARGV[3..] items  one group of 23 per input:
+ARGV[3..] items  one group of 26 per input:
         id             the input's task id
         token          the lease token
         msg            the message rewritten with completed_at and result ('' = not kept: deleted)
@@ -43,24 +43,29 @@ ARGV[3..] items  one group of 23 per input:
         payload        the outcome for the waiting caller (msgpack [id, 'c', response]), '' = none
         attempt        the attempt's number (for the event)
         pid            the process id
-        kind           the input's kind (init, call, timeout, repair, remove), written with its events
-        expect         the record as the worker read it ('<status>:<count>'); '' = the input ends
-                       without touching the process (a skipped input: a stale timer, a second init;
-                       a timer that fell due while the process was in error only clears the timer)
-        state_mode     'k' = keep the state, 's' = set it to state
-        state          the new state (msgpack, '' = None)
-        new_events     the events to append (rec_pack of msgpack values)
-        timer_mode     'k' = keep the timer, 'x' = cancel it, 's' = set it: in timer_ms ms, input
-                       timer_id with message timer_msg
-        timer_ms
-        timer_id
+        kind           the input's kind (init, call, timeout, repair, remove)
+        expect         the record as the worker read it (its stored bytes; the input is refused if the
+                       record is not those bytes now); '' = the input ends without touching the
+                       process (a skipped input: a stale timer, a second init; a timer that fell due
+                       while the process was in error only clears the timer)
+        op             'w' = write the step, 'r' = delete the process (record, history, timer)
+        rec_a          the new record (core/process.py step_args: built by the worker from the one it
+                       read and the step), as rec_pack of its items before 'due' ...
+        rec_due        ... its 'due' item ('' = the timer this input sets: now + timer_ms) ...
+        rec_b          ... its 'created' item; then 'updated' (now, written here) and ...
+        rec_c          ... its items after 'updated'
+        new_events     the events to append: rec_pack of (hist field, entry but its time) pairs
+                       (each written as rec_pack{at = now, input id, kind, data})
+        drop_from      the history's events drop_from .. drop_to are deleted (max_events; the
+        drop_to        whole history of a removed process); drop_to < drop_from = none
+        cancel         the pending timer input this step replaces or cancels ('' = none): deleted
+                       if it has not started (includes/process proc_cancel_timer)
+        timer_ms       the timer this input sets (timer_id '' = none): input timer_id, due in
+        timer_id       timer_ms ms, with message timer_msg
         timer_msg
-        remove         '1' = delete the process (record, history, timer) after this input
         key            the input's key ('proc:<process id>'), released to the next input
         keylist        index j of the key's list in KEYS[22+j]
         result         the response alone (msgpack, '' = None), for tasks waiting on this input
-        keep           the process type's max_events: after the append, events older than the last
-                       ``keep`` are deleted (the record's first moves on); 0 = keep them all
         progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not
 Returns one code per input, in order: 1 = written (or a string: written, and the inbox ids of late
 waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow), 0 = no such
@@ -71,10 +76,12 @@ written: the lease expires and the input runs again from the process as it is).
 --- @include "active"
 --- @include "process"
 --- @include "exit"
-local W = 23
+local W = 26
 local INBOX_TTL_MS = 600000
 local n = (#ARGV - 2) / W
 local now = now_ms(ARGV[2])
+local nows = tostring(now)
+local at = #nows .. ':' .. nows  -- (the item of 'now' in a record or an entry)
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[6], events = KEYS[8], conf = KEYS[9], children = KEYS[20],
            outbox = KEYS[21], keyheld = KEYS[10], blocked = KEYS[11], pending = KEYS[12], prio = KEYS[13],
            wake = KEYS[14], deps = KEYS[22], batch = {},  -- (the events: one entry per batch, exit_flush)
@@ -86,13 +93,8 @@ for i = 1, n do
   local b = 3 + (i - 1) * W
   local id, pid, expect = ARGV[b], ARGV[b + 7], ARGV[b + 9]
   local m, code = claim_active(KEYS[1], KEYS[2], id, ARGV[b + 1], 0, false)
-  local r
-  if code == 1 then
-    local raw = redis.call('HGET', KEYS[15], pid)
-    r = raw and rec_unpack(raw)
-    if expect ~= '' and (not r or r[R_STATUS] .. ':' .. r[R_N] ~= expect) then
-      code = -8
-    end
+  if code == 1 and expect ~= '' and redis.call('HGET', KEYS[15], pid) ~= expect then
+    code = -8
   end
   out[i] = code
   if code == 1 then
@@ -106,51 +108,48 @@ for i = 1, n do
       redis.call('HDEL', KEYS[1], id)
     end
     if expect ~= '' then
-      if ARGV[b + 17] == '1' then
-        proc_cancel_timer(KEYS[1], KEYS[18], KEYS[11], r[R_TIMER], id)
-        proc_drop_history(KEYS[17], pid, proc_first(r), tonumber(r[R_N]))
+      if ARGV[b + 10] == 'w' and ARGV[b + 15] ~= '' then
+        local fv = rec_unpack(ARGV[b + 15])
+        for j = 2, #fv, 2 do
+          fv[j] = at .. fv[j]
+        end
+        redis.call('HSET', KEYS[17], unpack(fv))
+      end
+      local from, to = tonumber(ARGV[b + 16]), tonumber(ARGV[b + 17])
+      if to >= from then
+        proc_drop_history(KEYS[17], pid, from, to)
+      end
+      proc_cancel_timer(KEYS[1], KEYS[18], KEYS[11], ARGV[b + 18], id)
+      if ARGV[b + 10] == 'r' then
         redis.call('HDEL', KEYS[15], pid)
         redis.call('ZREM', KEYS[16], pid)
         exit_flush(x)  -- (the earlier inputs' events first)
         emit(KEYS[8], exit_cap(x), 'e', 'process_removed', 'process', pid, 'id', id)
       else
-        local c = tonumber(r[R_N])
-        for _, data in ipairs(rec_unpack(ARGV[b + 12])) do
-          c = c + 1
-          redis.call('HSET', KEYS[17], pid .. ':' .. c, rec_pack({tostring(now), id, ARGV[b + 8], data}))
-        end
-        r[R_N] = tostring(c)
-        local keep, first = tonumber(ARGV[b + 21]), proc_first(r)
-        if keep > 0 and c - keep >= first then
-          proc_drop_history(KEYS[17], pid, first, c - keep)
-          r[R_FIRST] = tostring(c - keep + 1)
-        end
-        r[R_STATUS], r[R_BROKEN], r[R_ERROR], r[R_UPDATED] = 'running', '', '', tostring(now)
-        if ARGV[b + 10] == 's' then
-          r[R_STATE] = ARGV[b + 11]
-        end
-        local tmode = ARGV[b + 13]
-        if tmode ~= 'k' or r[R_TIMER] == id then  -- a timer that fired is spent
-          proc_cancel_timer(KEYS[1], KEYS[18], KEYS[11], r[R_TIMER], id)
-          r[R_TIMER], r[R_DUE] = '', ''
-        end
-        if tmode == 's' then
-          local due, tid, tmsg = now + tonumber(ARGV[b + 14]), ARGV[b + 15], ARGV[b + 16]
+        local due, tid = ARGV[b + 12], ARGV[b + 20]
+        if tid ~= '' then
+          local tmsg = ARGV[b + 21]
+          local when = now + tonumber(ARGV[b + 19])
           redis.call('HSET', KEYS[1], tid, 's' .. tmsg)
-          signal_if_first(KEYS[18], due, KEYS[19])
-          redis.call('ZADD', KEYS[18], due, tid)
+          signal_if_first(KEYS[18], when, KEYS[19])
+          redis.call('ZADD', KEYS[18], when, tid)
           exit_flush(x)  -- (the earlier inputs' events first)
-          emit(KEYS[8], exit_cap(x), 'e', 'scheduled', 'id', tid, 'type', msg_type(tmsg), 'due', due)
-          r[R_TIMER], r[R_DUE] = tid, tostring(due)
+          emit(KEYS[8], exit_cap(x), 'e', 'scheduled', 'id', tid, 'type', msg_type(tmsg), 'due', when)
+          due = tostring(when)
+          due = #due .. ':' .. due
         end
-        redis.call('HSET', KEYS[15], pid, rec_pack(r))
+        redis.call('HSET', KEYS[15], pid, ARGV[b + 11] .. due .. ARGV[b + 13] .. at .. ARGV[b + 14])
         redis.call('ZADD', KEYS[16], now, pid)
       end
-    elseif r and r[R_TIMER] == id then
+    elseif ARGV[b + 8] == 'timeout' then
       -- a skipped input that is the process's timer (it fell due while the process was in error): the
       -- timer is spent, so the record no longer names it (the repair's processor may set a new one)
-      r[R_TIMER], r[R_DUE] = '', ''
-      redis.call('HSET', KEYS[15], pid, rec_pack(r))
+      local raw = redis.call('HGET', KEYS[15], pid)
+      local r = raw and rec_unpack(raw)
+      if r and r[R_TIMER] == id then
+        r[R_TIMER], r[R_DUE] = '', ''
+        redis.call('HSET', KEYS[15], pid, rec_pack(r))
+      end
     end
     local reply = tonumber(ARGV[b + 4])
     if reply > 0 and ARGV[b + 5] ~= '' then
@@ -159,11 +158,11 @@ for i = 1, n do
     end
     -- what every end owes (includes/exit): progress, the event, the tasks waiting on it told, its key
     -- (the process's, released once the record is written); an input is never unique
-    local keylist = tonumber(ARGV[b + 19])
+    local keylist = tonumber(ARGV[b + 23])
     e.how, e.id, e.msg, e.attempt, e.result = ARGV[b + 2] ~= '' and 'completed' or 'done', id, m, ARGV[b + 6],
-      ARGV[b + 20]
-    e.key, e.keylist = ARGV[b + 18], keylist > 0 and KEYS[22 + keylist] or false
-    e.progressed = ARGV[b + 22] == '1'
+      ARGV[b + 24]
+    e.key, e.keylist = ARGV[b + 22], keylist > 0 and KEYS[22 + keylist] or false
+    e.progressed = ARGV[b + 25] == '1'
     if task_exit(x, e) then
       out[i] = '!'
     end

@@ -559,14 +559,20 @@ class Broker:
         whether its run wrote progress). Raises what encoding it raises (nothing is sent)."""
         q = queue_keys(queue)
         tid, tmsg = timer if timer is not None else ("", None)
-        args = [id_arg(id), token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms, 0,
-                outcome, msg.retried + 1, id_arg(plan.pid), plan.kind, b"" if plan.skipped else plan.expect,
-                "k" if plan.state is None else "s", plan.state or b"", workflow.rec_pack(plan.events),
-                plan.timer if tmsg is not None or plan.timer != "s" else "k", plan.timer_ms, id_arg(tid),
-                self.seal(queue, tid, tmsg) if tmsg is not None else b"", "1" if plan.remove else "0", msg.key, 0,
+        iid = id_arg(id)
+        sets = tmsg is not None and plan.timer == "s" and not plan.skipped and not plan.remove  # a new timer
+        tid_arg = id_arg(tid) if sets else b""
+        if plan.skipped:
+            op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = \
+                "w", b"", b"", b"", b"", b"", 1, 0, b""
+        else:
+            op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = process.step_args(plan, iid, tid_arg)
+        args = [iid, token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms, 0,
+                outcome, msg.retried + 1, id_arg(plan.pid), plan.kind, b"" if plan.skipped else plan.expect, op,
+                rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel, plan.timer_ms, tid_arg,
+                self.seal(queue, tid, tmsg) if sets and tmsg is not None else b"", msg.key, 0,
                 plan.result if plan.result is not None else b"" if plan.response is None else
-                codec.encode_payload(plan.response, "response"), plan.keep,
-                1 if progressed else 0]
+                codec.encode_payload(plan.response, "response"), 1 if progressed else 0]
         return Commit(id, plan.pid, args, q.inbox(msg.reply_to) if outcome and msg.reply_to else "",
                       q.key_list(msg.key) if msg.key else "")
 
@@ -585,7 +591,7 @@ class Broker:
             if c.inbox:
                 a[4] = extra.setdefault(c.inbox, len(extra) + 1)
             if c.keylist:
-                a[19] = extra.setdefault(c.keylist, len(extra) + 1)
+                a[23] = extra.setdefault(c.keylist, len(extra) + 1)
             args += a
         parsers = [_commit_code(c.id, c.pid) for c in items]
 
