@@ -6,15 +6,18 @@ KEYS[2] hist       hist hash: '<process id>:<n>' -> event
 ARGV[1] first      the first event id to return (1-based; an event older than the oldest kept
                    reads from that one); 0 = the last ``count`` events
 ARGV[2] count      how many events at most (0 = none)
-ARGV[3..] pids     the process ids
+ARGV[3..] items    per process: its id, and the newest event the caller holds (0 = none): when it
+                   is within the page, the events are returned from that one on (the caller holds
+                   those before it; it checks that one is the event it holds)
 Returns one reply per process, in order: {} = no such process; else {record, the first event id
 returned, event, event, ...} (an event deleted meanwhile is false).
 ]]
 --- @include "process"
 local count, from0 = tonumber(ARGV[2]), tonumber(ARGV[1])
-local pids = {}
-for i = 3, #ARGV do
+local pids, known = {}, {}
+for i = 3, #ARGV, 2 do
   pids[#pids + 1] = ARGV[i]
+  known[#known + 1] = tonumber(ARGV[i + 1])
 end
 local raws = redis.call('HMGET', KEYS[1], unpack(pids))
 local out = {}
@@ -30,6 +33,10 @@ for k, pid in ipairs(pids) do
       from = n - count + 1
     end
     from = math.max(from, first)
+    local held = known[k]
+    if held > from and held <= n then
+      from = held
+    end
     local one = {raw, from}
     local last = math.min(n, from + count - 1)
     if last >= from then

@@ -587,7 +587,7 @@ def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     async def run_many(calls: Any) -> list[Any]:
         sent.append([(c.script, c.args) for c in calls])
         return [ValueError("no") if c.script != "proc_read" else
-                ValueError("q2 down") if c.keys[0].endswith("{q2}:proc") else [[p] for p in c.args[2:]]
+                ValueError("q2 down") if c.keys[0].endswith("{q2}:proc") else [[p] for p in c.args[2::2]]
                 for c in calls]
 
     b = Broker()
@@ -600,7 +600,7 @@ def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     got = asyncio.run(main())
     assert [[(script, args[:2]) for script, args in calls] for calls in sent] == [
         [("flow_read", (b"kid",)), ("proc_read", (0, 5)), ("proc_read", (0, 5)), ("proc_read", (0, 0))]]
-    assert [args[2:] for _, args in sent[0][1:]] == [(b"p0", b"p1", b"p2"), (b"p9",), (b"p7",)]
+    assert [args[2:] for _, args in sent[0][1:]] == [(b"p0", 0, b"p1", 0, b"p2", 0), (b"p9", 0), (b"p7", 0)]
     assert got[:3] == [[b"p0"], [b"p1"], [b"p2"]] and isinstance(got[3], ValueError)
     assert isinstance(got[4], ValueError) and got[5] == [b"p7"]
 
@@ -650,3 +650,54 @@ def test_the_commits_of_a_batch_go_in_one_call_and_each_is_checked_on_its_own(ba
             added = r.xrange(k.events)[before:]
             assert [e[1][b"e"] for e in added] == [b"completed"]
             assert set(added[0][1][b"ids"].split()) == {ids["b0"].encode(), ids["b3"].encode()}
+
+
+def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backend: Any) -> None:
+    """The worker keeps the events of a process's last read: the next read asks for the events
+    from the newest one held on (the rest of the page comes from what it holds), and the page is
+    the same as a whole read's. A process removed and started again under the same id (the event
+    held is not the one stored) is read whole."""
+    from types import SimpleNamespace
+
+    from asynqpy.core import process as P
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.workflow import rec_pack, rec_unpack
+    from asynqpy.redisio.executor import AsyncExecutor
+    from asynqpy.worker.runner import _Reads
+
+    k, r, b = queue_keys(Q), backend.sync, Broker()
+
+    def write(pid: str, n: int, tag: bytes) -> None:  # a record of n events, each tagged
+        f = rec_unpack(P.new_record("t"))
+        f[P.R_N] = b"%d" % n
+        r.hset(k.proc, pid, rec_pack(f))
+        r.hset(k.hist, mapping={f"{pid}:{i}": rec_pack([b"1", tag, b"call", b"%d" % i]) for i in range(1, n + 1)})
+
+    sent: list[tuple[Any, ...]] = []
+
+    async def main() -> None:
+        ex = AsyncExecutor(backend.new_async())
+
+        async def run_many(calls: Any) -> Any:
+            sent.extend(c.args for c in calls)
+            return await ex.run_many(calls)
+
+        async def run(call: Any) -> Any:
+            sent.append(call.args)
+            return await ex.run(call)
+
+        reads = _Reads(SimpleNamespace(exec=SimpleNamespace(run_many=run_many, run=run), broker=b))  # type: ignore
+        write("h1", 6, b"a")
+        first = await reads.process(Q, "h1", 4)
+        assert first[1] == 3 and [rec_unpack(e)[3] for e in first[2:]] == [b"3", b"4", b"5", b"6"]
+        write("h1", 8, b"a")
+        again = await reads.process(Q, "h1", 4)
+        assert sent[-1][2:] == (b"h1", 6)  # asked from the newest event held on
+        assert again == await ex.run(b.proc_read(Q, "h1", 0, 4))  # the page a whole read gives
+        r.delete(k.hist)
+        write("h1", 9, b"b")  # removed and started again: the event held (8) is not the one stored
+        whole = await reads.process(Q, "h1", 4)
+        assert whole == await ex.run(b.proc_read(Q, "h1", 0, 4))
+        assert [rec_unpack(e)[1] for e in whole[2:]] == [b"b"] * 4
+
+    asyncio.run(main())

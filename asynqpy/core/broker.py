@@ -526,15 +526,18 @@ class Broker:
         the raw reply (:func:`asynqpy.core.process.parse_read` reads it)."""
         q = queue_keys(queue)
         return script_call("proc_read", lambda r: r[0], **_q(q, "proc hist"), first=first, count=count,
-                           pids=[id_arg(pid)])
+                           items=[id_arg(pid), 0])
 
-    def proc_read_many(self, queue: str, pids: Sequence[str], first: int = 0,
-                       count: int = process.HISTORY_WINDOW) -> Call[list[Any]]:
+    def proc_read_many(self, queue: str, pids: Sequence[str], first: int = 0, count: int = process.HISTORY_WINDOW,
+                       known: Sequence[int] = ()) -> Call[list[Any]]:
         """:meth:`proc_read` of several processes of one queue in one script call: the raw reply of
-        each, in order."""
+        each, in order. ``known``: per process, the newest event the caller holds (0 = none): the
+        reply's events start there when it is within the page (see lua/proc_read-2.lua)."""
         q = queue_keys(queue)
-        return script_call("proc_read", list, **_q(q, "proc hist"), first=first, count=count,
-                           pids=[id_arg(p) for p in pids])
+        items: list[Any] = []
+        for i, p in enumerate(pids):
+            items += [id_arg(p), known[i] if i < len(known) else 0]
+        return script_call("proc_read", list, **_q(q, "proc hist"), first=first, count=count, items=items)
 
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:

@@ -17,6 +17,7 @@ import contextvars
 import functools
 import inspect
 import logging
+from collections import OrderedDict
 from concurrent.futures import Executor
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..core.broker import Call
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.sandbox import Sandboxed, import_path
 from ..core.task import Task
+from ..core.workflow import rec_unpack
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Holder
 from .sandbox import SandboxPool
@@ -38,19 +40,65 @@ def is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
 
 
+HISTORY_CACHE = 2000
+"""Processes whose latest events a worker keeps (their last read's page of history): a process's
+next read returns only the events it lacks."""
+
+
 class _Reads:
     """The reads tasks need before their handler runs (a process input's process, a workflow
     child's parents' results), sent together: those asked for in one turn of the event loop (the
     tasks of one dequeued batch start in the same turn) go in one pipeline, one round trip for
     the batch rather than one per task, and the processes of one queue (with one history window)
     in one ``proc_read`` call. Each read's reply, or the error it met, goes to its own caller (a
-    connection error to every caller of the pipeline)."""
+    connection error to every caller of the pipeline).
+
+    A process's events never change once written (they are only deleted, from the oldest on, or
+    with the process), so the events of a process's last read are kept (:data:`HISTORY_CACHE`
+    processes, the least recently read dropped): its next read asks only for the events from the
+    newest one held on, and that one, read again, must be the event held (else, a process removed
+    and started again under the same id, the page is read whole)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._pending: list[tuple[Call[Any], asyncio.Future[Any]]] = []
         self._procs: dict[tuple[str, int], list[tuple[str, asyncio.Future[Any]]]] = {}
         self._flushes: set[asyncio.Task[None]] = set()
+        self._held: OrderedDict[tuple[str, str], tuple[int, list[bytes]]] = OrderedDict()
+        # (queue, process id) -> (id of the first event held, the events held from it on)
+
+    def _known(self, queue: str, pid: str) -> int:
+        got = self._held.get((queue, pid))
+        return got[0] + len(got[1]) - 1 if got is not None and got[1] else 0
+
+    def _page(self, queue: str, pid: str, count: int, known: int, reply: Any) -> Any:
+        """The whole reply of a process's read from the events held and those read (None: the
+        event held is not the one stored: read the page whole); the events kept for the next."""
+        key = (queue, pid)
+        if not reply:
+            self._held.pop(key, None)
+            return reply
+        if known and int(reply[1]) == known:  # read from the newest event held on
+            got = self._held.get(key)
+            if got is None or len(reply) < 3 or reply[2] != got[1][-1]:
+                return None
+            first_held, held = got
+            fields = rec_unpack(reply[0])
+            n = int(fields[process.R_N] or b"0")
+            first = int(fields[process.R_FIRST]) if len(fields) > process.R_FIRST and fields[process.R_FIRST] else 1
+            start = max(n - count + 1, first, 1)
+            if start < first_held:
+                return None
+            reply = [reply[0], start, *held[start - first_held:known - first_held], *reply[2:]]
+        events = list(reply[2:])
+        if count and events and all(events):
+            self._held[key] = (int(reply[1]), events)
+            self._held.move_to_end(key)
+            while len(self._held) > HISTORY_CACHE:
+                self._held.popitem(last=False)
+        else:
+            self._held.pop(key, None)
+        return reply
 
     def _future(self) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -75,26 +123,48 @@ class _Reads:
         batch, self._pending = self._pending, []
         procs, self._procs = self._procs, {}
         calls = [c for c, _ in batch]
-        futs: list[asyncio.Future[Any] | list[asyncio.Future[Any]]] = [f for _, f in batch]
+        futs: list[asyncio.Future[Any] | list[tuple[str, int, str, int, asyncio.Future[Any]]]] = [f for _, f in batch]
         for (queue, count), reads in procs.items():
-            calls.append(self.ctx.broker.proc_read_many(queue, [pid for pid, _ in reads], 0, count))
-            futs.append([f for _, f in reads])
+            knowns = [self._known(queue, pid) if count else 0 for pid, _ in reads]
+            calls.append(self.ctx.broker.proc_read_many(queue, [pid for pid, _ in reads], 0, count, knowns))
+            futs.append([(queue, count, pid, k, f) for (pid, f), k in zip(reads, knowns)])
         try:
             replies = await self.ctx.exec.run_many(calls)
         except BaseException as exc:
-            for f in (f for g in futs for f in (g if isinstance(g, list) else [g])):
+            for f in (f for g in futs for f in ([e[4] for e in g] if isinstance(g, list) else [g])):
                 if not f.done():  # every caller of the pipeline meets its error (a cancellation: cancelled)
                     f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
+        again: list[tuple[str, int, str, asyncio.Future[Any]]] = []
         for g, r in zip(futs, replies):
-            for i, f in enumerate(g if isinstance(g, list) else [g]):
+            if not isinstance(g, list):
+                if not g.done():
+                    g.set_exception(r) if isinstance(r, Exception) else g.set_result(r)
+                continue
+            for i, (queue, count, pid, known, f) in enumerate(g):
+                if f.done():
+                    continue
+                if isinstance(r, Exception):
+                    f.set_exception(r)
+                    continue
+                page = self._page(queue, pid, count, known, r[i])
+                if page is None:
+                    self._held.pop((queue, pid), None)
+                    again.append((queue, count, pid, f))
+                else:
+                    f.set_result(page)
+        for queue, count, pid, f in again:  # (a process started again under the same id: rare)
+            try:
+                page = self._page(queue, pid, count, 0, await self.ctx.exec.run(self.ctx.broker.proc_read(queue, pid, 0,
+                                                                                                         count)))
+            except Exception as exc:  # noqa: BLE001 - its caller meets it
                 if not f.done():
-                    if isinstance(r, Exception):
-                        f.set_exception(r)
-                    else:
-                        f.set_result(r[i] if isinstance(g, list) else r)
+                    f.set_exception(exc)
+                continue
+            if not f.done():
+                f.set_result(page)
 
 
 class Runner:
