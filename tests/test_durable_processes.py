@@ -579,6 +579,7 @@ def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     history window) in one proc_read call, each reply (or error) to its caller."""
     from types import SimpleNamespace
 
+    from asynqpy.core import process as P
     from asynqpy.core.broker import Broker
     from asynqpy.worker.runner import _Reads
 
@@ -587,7 +588,8 @@ def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     async def run_many(calls: Any) -> list[Any]:
         sent.append([(c.script, c.args) for c in calls])
         return [ValueError("no") if c.script != "proc_read" else
-                ValueError("q2 down") if c.keys[0].endswith("{q2}:proc") else [[p] for p in c.args[2::2]]
+                ValueError("q2 down") if c.keys[0].endswith("{q2}:proc") else [[P.new_record(p.decode()), 1]
+                                                                               for p in c.args[2::2]]
                 for c in calls]
 
     b = Broker()
@@ -601,8 +603,8 @@ def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     assert [[(script, args[:2]) for script, args in calls] for calls in sent] == [
         [("flow_read", (b"kid",)), ("proc_read", (0, 5)), ("proc_read", (0, 5)), ("proc_read", (0, 0))]]
     assert [args[2:] for _, args in sent[0][1:]] == [(b"p0", 0, b"p1", 0, b"p2", 0), (b"p9", 0), (b"p7", 0)]
-    assert got[:3] == [[b"p0"], [b"p1"], [b"p2"]] and isinstance(got[3], ValueError)
-    assert isinstance(got[4], ValueError) and got[5] == [b"p7"]
+    assert [g[0].fields[P.R_TYPE] for g in got[:3]] == [b"p0", b"p1", b"p2"] and isinstance(got[3], ValueError)
+    assert isinstance(got[4], ValueError) and got[5][0].fields[P.R_TYPE] == b"p7"
 
 
 def test_the_commits_of_a_batch_go_in_one_call_and_each_is_checked_on_its_own(backend: Any) -> None:
@@ -671,7 +673,7 @@ def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backen
         f = rec_unpack(P.new_record("t"))
         f[P.R_N] = b"%d" % n
         r.hset(k.proc, pid, rec_pack(f))
-        r.hset(k.hist, mapping={f"{pid}:{i}": rec_pack([b"1", tag, b"call", b"%d" % i]) for i in range(1, n + 1)})
+        r.hset(k.hist, mapping={f"{pid}:{i}": rec_pack([b"1", tag, b"call", bytes([i])]) for i in range(1, n + 1)})
 
     sent: list[tuple[Any, ...]] = []
 
@@ -687,17 +689,25 @@ def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backen
             return await ex.run(call)
 
         reads = _Reads(SimpleNamespace(exec=SimpleNamespace(run_many=run_many, run=run), broker=b))  # type: ignore
+
+        async def whole(pid: str, count: int) -> Any:  # the page a whole read gives
+            return P.parse_read(pid, await ex.run(b.proc_read(Q, pid, 0, count)), Q)
+
+        def view(got: Any) -> Any:
+            rec, history = got
+            return rec.view(history, Q)
+
         write("h1", 6, b"a")
-        first = await reads.process(Q, "h1", 4)
-        assert first[1] == 3 and [rec_unpack(e)[3] for e in first[2:]] == [b"3", b"4", b"5", b"6"]
+        first = view(await reads.process(Q, "h1", 4))
+        assert [(e.id, e.data) for e in first.history] == [(3, 3), (4, 4), (5, 5), (6, 6)]
         write("h1", 8, b"a")
-        again = await reads.process(Q, "h1", 4)
+        again = view(await reads.process(Q, "h1", 4))
         assert sent[-1][2:] == (b"h1", 6)  # asked from the newest event held on
-        assert again == await ex.run(b.proc_read(Q, "h1", 0, 4))  # the page a whole read gives
+        assert again == await whole("h1", 4) and [e.id for e in again.history] == [5, 6, 7, 8]
         r.delete(k.hist)
         write("h1", 9, b"b")  # removed and started again: the event held (8) is not the one stored
-        whole = await reads.process(Q, "h1", 4)
-        assert whole == await ex.run(b.proc_read(Q, "h1", 0, 4))
-        assert [rec_unpack(e)[1] for e in whole[2:]] == [b"b"] * 4
+        restarted = view(await reads.process(Q, "h1", 4))
+        assert restarted == await whole("h1", 4) and {e.input for e in restarted.history} == {"b"}
+        assert await reads.process(Q, "nope", 4) is None
 
     asyncio.run(main())

@@ -409,6 +409,11 @@ def _item(v: bytes) -> bytes:
     return b"%d:%s" % (len(v), v)
 
 
+def _pack(items: list[bytes]) -> bytes:
+    """:func:`~asynqpy.core.workflow.rec_pack` (a list comprehension: cheaper on this hot path)."""
+    return b"".join([b"%d:%s" % (len(v), v) for v in items])
+
+
 def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes, bytes, bytes, bytes, bytes, int, int,
                                                                      bytes]:
     """What ``proc_commit`` writes for ``plan`` (lua/proc_commit-22.lua): (op, rec_a, rec_due,
@@ -444,8 +449,8 @@ def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes,
     due = _item(f[R_DUE])
     if timer_id:
         f[R_TIMER], due = timer_id, b""
-    return ("w", rec_pack(f[:R_DUE]), due, _item(f[R_CREATED]), rec_pack(f[R_UPDATED + 1:]),
-            rec_pack(events) if events else b"", drop_from, drop_to, cancel)
+    return ("w", _pack(f[:R_DUE]), due, _item(f[R_CREATED]), _pack(f[R_UPDATED + 1:]),
+            _pack(events) if events else b"", drop_from, drop_to, cancel)
 
 
 def error_of(exc: BaseException) -> str:

@@ -26,7 +26,6 @@ from ..core.broker import Call
 from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.sandbox import Sandboxed, import_path
 from ..core.task import Task
-from ..core.workflow import rec_unpack
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Holder
 from .sandbox import SandboxPool
@@ -71,34 +70,34 @@ class _Reads:
         got = self._held.get((queue, pid))
         return got[0] + len(got[1]) - 1 if got is not None and got[1] else 0
 
-    def _page(self, queue: str, pid: str, count: int, known: int, reply: Any) -> Any:
-        """The whole reply of a process's read from the events held and those read (None: the
-        event held is not the one stored: read the page whole); the events kept for the next."""
+    def _page(self, queue: str, pid: str, count: int, known: int,
+              reply: Any) -> tuple[process.Record, process.History] | None | bool:
+        """The process (its record, its page of history) from the reply of its read and the events
+        held (None: no such process; False: the event held is not the one stored, read the page
+        whole); the events kept for the next read."""
         key = (queue, pid)
         if not reply:
             self._held.pop(key, None)
-            return reply
-        if known and int(reply[1]) == known:  # read from the newest event held on
+            return None
+        rec = process.parse_record(pid, reply[0])
+        start, events = int(reply[1]), reply[2:]
+        if known and start == known:  # read from the newest event held on
             got = self._held.get(key)
-            if got is None or len(reply) < 3 or reply[2] != got[1][-1]:
-                return None
+            if got is None or not events or events[0] != got[1][-1]:
+                return False
             first_held, held = got
-            fields = rec_unpack(reply[0])
-            n = int(fields[process.R_N] or b"0")
-            first = int(fields[process.R_FIRST]) if len(fields) > process.R_FIRST and fields[process.R_FIRST] else 1
-            start = max(n - count + 1, first, 1)
+            start = max(rec.count - count + 1, rec.first, 1)
             if start < first_held:
-                return None
-            reply = [reply[0], start, *held[start - first_held:known - first_held], *reply[2:]]
-        events = list(reply[2:])
+                return False
+            events = [*held[start - first_held:known - first_held], *events]
         if count and events and all(events):
-            self._held[key] = (int(reply[1]), events)
+            self._held[key] = (start, events)
             self._held.move_to_end(key)
             while len(self._held) > HISTORY_CACHE:
                 self._held.popitem(last=False)
         else:
             self._held.pop(key, None)
-        return reply
+        return rec, process.History(start, events)
 
     def _future(self) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -113,11 +112,12 @@ class _Reads:
         self._pending.append((call, fut))
         return await fut
 
-    async def process(self, queue: str, pid: str, count: int) -> Any:
-        """The raw ``proc_read`` reply of process ``pid`` with its last ``count`` events."""
+    async def process(self, queue: str, pid: str, count: int) -> tuple[process.Record, process.History] | None:
+        """Process ``pid`` (its record and its last ``count`` events), None if there is none."""
         fut = self._future()
         self._procs.setdefault((queue, count), []).append((pid, fut))
-        return await fut
+        got: tuple[process.Record, process.History] | None = await fut
+        return got
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
@@ -150,7 +150,7 @@ class _Reads:
                     f.set_exception(r)
                     continue
                 page = self._page(queue, pid, count, known, r[i])
-                if page is None:
+                if page is False:
                     self._held.pop((queue, pid), None)
                     again.append((queue, count, pid, f))
                 else:
@@ -238,9 +238,7 @@ class Runner:
             started = loop.time()
             if parsed is not None:
                 pid = parsed[0]
-                reply = await self.read_held(task.queue, task.id, (pid, h.history), f"reading process {pid}")
-                if reply:
-                    task._proc = (process.parse_record(pid, reply[0]), process.History(int(reply[1]), list(reply[2:])))
+                task._proc = await self.read_held(task.queue, task.id, (pid, h.history), f"reading process {pid}")
             plan, proc, inp = h.prepare(task, parsed)
             if plan is not None:
                 task._proc = plan
