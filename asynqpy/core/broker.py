@@ -565,17 +565,12 @@ class Broker:
         iid = id_arg(id)
         sets = tmsg is not None and plan.timer == "s" and not plan.skipped and not plan.remove  # a new timer
         tid_arg = id_arg(tid) if sets else b""
-        if plan.skipped:
-            op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = \
-                "w", b"", b"", b"", b"", b"", 1, 0, b""
-        else:
-            op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = process.step_args(plan, iid, tid_arg)
+        op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = process.step_args(plan, iid, tid_arg)
         args = [iid, token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms, 0,
                 outcome, msg.retried + 1, id_arg(plan.pid), plan.kind, b"" if plan.skipped else plan.expect, op,
                 rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel, plan.timer_ms, tid_arg,
                 self.seal(queue, tid, tmsg) if sets and tmsg is not None else b"", msg.key, 0,
-                plan.result if plan.result is not None else b"" if plan.response is None else
-                codec.encode_payload(plan.response, "response"), 1 if progressed else 0]
+                process.response_of(plan), 1 if progressed else 0]
         return Commit(id, plan.pid, args, q.inbox(msg.reply_to) if outcome and msg.reply_to else "",
                       q.key_list(msg.key) if msg.key else "")
 

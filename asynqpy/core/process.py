@@ -414,32 +414,48 @@ def _pack(items: list[bytes]) -> bytes:
     return b"".join([b"%d:%s" % (len(v), v) for v in items])
 
 
-def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes, bytes, bytes, bytes, bytes, int, int,
-                                                                     bytes]:
-    """What ``proc_commit`` writes for ``plan`` (lua/proc_commit-22.lua): (op, rec_a, rec_due,
-    rec_b, rec_c, new_events, drop_from, drop_to, cancel). The worker builds the new record from
-    the one it read (the script checks the record is still those bytes) and the step; the script
-    only puts in the times it takes from Redis's clock (the record's 'updated', the events' 'at',
-    the due time of a timer the step sets: ``timer_id``, b'' = none)."""
-    f = list(plan.fields if plan.fields is not None else rec_unpack(plan.expect))
-    first = int(f[R_FIRST]) if len(f) > R_FIRST and f[R_FIRST] else 1
-    n = int(f[R_N] or b"0")
-    spent = f[R_TIMER] if f[R_TIMER] != input_id else b""  # (the running input is not cancelled)
-    if plan.remove:
-        return "r", b"", b"", b"", b"", b"", first, n, spent
+def _entries(plan: Plan, input_id: bytes, n: int) -> tuple[list[bytes], int]:
+    """The hist fields and entries (but their time) of the events a plan appends after event
+    ``n``, and the new count."""
     events: list[bytes] = []
     if plan.events:
         pid, tail = plan.pid.encode(errors="surrogateescape"), _item(input_id) + _item(plan.kind.encode())
         for data in plan.events:
             n += 1
             events += [b"%s:%d" % (pid, n), tail + _item(data)]
+    return events, n
+
+
+def _trim(plan: Plan, f: list[bytes], n: int, first: int) -> tuple[int, int]:
+    """The events the type's max_events drops once the plan's are appended (drop_from, drop_to;
+    none: to < from), the record's first moved on."""
+    if plan.keep <= 0 or n - plan.keep < first:
+        return 1, 0
+    if len(f) <= R_FIRST:
+        f += [b""] * (R_FIRST + 1 - len(f))
+    f[R_FIRST] = b"%d" % (n - plan.keep + 1)
+    return first, n - plan.keep
+
+
+def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes, bytes, bytes, bytes, bytes, int, int,
+                                                                     bytes]:
+    """What ``proc_commit`` writes for ``plan`` (lua/proc_commit-22.lua): (op, rec_a, rec_due,
+    rec_b, rec_c, new_events, drop_from, drop_to, cancel). The worker builds the new record from
+    the one it read (the script checks the record is still those bytes) and the step; the script
+    only puts in the times it takes from Redis's clock (the record's 'updated', the events' 'at',
+    the due time of a timer the step sets: ``timer_id``, b'' = none). A skipped plan writes
+    nothing of the process."""
+    if plan.skipped:
+        return "w", b"", b"", b"", b"", b"", 1, 0, b""
+    f = list(plan.fields if plan.fields is not None else rec_unpack(plan.expect))
+    first = int(f[R_FIRST]) if len(f) > R_FIRST and f[R_FIRST] else 1
+    n = int(f[R_N] or b"0")
+    spent = f[R_TIMER] if f[R_TIMER] != input_id else b""  # (the running input is not cancelled)
+    if plan.remove:
+        return "r", b"", b"", b"", b"", b"", first, n, spent
+    events, n = _entries(plan, input_id, n)
     f[R_N] = b"%d" % n
-    drop_from, drop_to = 1, 0
-    if plan.keep > 0 and n - plan.keep >= first:
-        drop_from, drop_to = first, n - plan.keep
-        if len(f) <= R_FIRST:
-            f += [b""] * (R_FIRST + 1 - len(f))
-        f[R_FIRST] = b"%d" % (n - plan.keep + 1)
+    drop_from, drop_to = _trim(plan, f, n, first)
     f[R_STATUS], f[R_BROKEN], f[R_ERROR] = RUNNING.encode(), b"", b""
     if plan.state is not None:
         f[R_STATE] = plan.state
@@ -451,6 +467,13 @@ def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes,
         f[R_TIMER], due = timer_id, b""
     return ("w", _pack(f[:R_DUE]), due, _item(f[R_CREATED]), _pack(f[R_UPDATED + 1:]),
             _pack(events) if events else b"", drop_from, drop_to, cancel)
+
+
+def response_of(plan: Plan) -> bytes:
+    """The plan's response encoded (msgpack; b'' = None)."""
+    if plan.result is not None:
+        return plan.result
+    return b"" if plan.response is None else codec.encode_payload(plan.response, "response")
 
 
 def error_of(exc: BaseException) -> str:
