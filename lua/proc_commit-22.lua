@@ -113,7 +113,9 @@ for i = 1, n do
         for j = 2, #fv, 2 do
           fv[j] = at .. fv[j]
         end
-        redis.call('HSET', KEYS[17], unpack(fv))
+        for j = 1, #fv, 1000 do  -- (in chunks: Lua's unpack has a stack limit)
+          redis.call('HSET', KEYS[17], unpack(fv, j, math.min(#fv, j + 999)))
+        end
       end
       local from, to = tonumber(ARGV[b + 16]), tonumber(ARGV[b + 17])
       if to >= from then

@@ -711,3 +711,25 @@ def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backen
         assert await reads.process(Q, "nope", 4) is None
 
     asyncio.run(main())
+
+
+def test_a_step_with_thousands_of_events_is_written_whole(backend: Any) -> None:
+    """The commit writes a step's events in chunks (Lua's unpack has a stack limit): 5 000 events
+    of one step are all in the history, numbered in order."""
+    mux = ServeMux()
+
+    @mux.process("bulk")
+    async def bulk(p: Process, i: Input) -> Step:
+        return Step(events=list(range(5000)) if i.kind == "call" else [], state=1)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            await ac.start_process("bulk", "k1", queue=Q)
+            await ac.call_process("k1", None, queue=Q, timeout=20)
+        with Inspector(backend.sync) as insp:
+            p = insp.process(Q, "k1", first=4990, count=20)
+            assert p.events == 5000 and [(e.id, e.data) for e in p.history] == [(i, i - 1) for i in range(4990, 5001)]
+        await ac.close()
+
+    asyncio.run(main())
