@@ -19,7 +19,13 @@ for i = 3, #ARGV, 2 do
   pids[#pids + 1] = ARGV[i]
   known[#known + 1] = tonumber(ARGV[i + 1])
 end
-local raws = redis.call('HMGET', KEYS[1], unpack(pids))
+local raws = {}
+for i = 1, #pids, 1000 do  -- (in chunks: Lua's unpack has a stack limit)
+  local got = redis.call('HMGET', KEYS[1], unpack(pids, i, math.min(#pids, i + 999)))
+  for j = 1, #got do
+    raws[i + j - 1] = got[j]
+  end
+end
 local out = {}
 for k, pid in ipairs(pids) do
   local raw = raws[k]

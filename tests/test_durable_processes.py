@@ -733,3 +733,17 @@ def test_a_step_with_thousands_of_events_is_written_whole(backend: Any) -> None:
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_a_read_of_thousands_of_processes_reads_each(backend: Any) -> None:
+    """One proc_read call of 2 500 processes (a worker's large batch; chunked: Lua's unpack has a
+    stack limit) answers for each, in order, a missing one included."""
+    from asynqpy.core import process as P
+    from asynqpy.core.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor
+
+    k = queue_keys(Q)
+    backend.sync.hset(k.proc, mapping={f"m{i}": P.new_record(f"t{i}") for i in range(2500) if i != 1234})
+    got = SyncExecutor(backend.sync).run(Broker().proc_read_many(Q, [f"m{i}" for i in range(2500)], 0, 0))
+    assert len(got) == 2500 and not got[1234]
+    assert all(P.parse_record(f"m{i}", r[0]).fields[P.R_TYPE] == b"t%d" % i for i, r in enumerate(got) if i != 1234)
