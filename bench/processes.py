@@ -6,9 +6,11 @@ latency of a call_process round trip.
 Starts its own redis-server on a free loopback port. For each process count P it starts P
 processes (their init inputs run first), then queues n call inputs round-robin over them (with
 enqueue_many), and one in-process worker drains them: each input is a dequeue, a read of the
-process (proc_read) and a commit (proc_commit: the state, one event, the key's release). Prints
+process (proc_read, one call per dequeued batch) and a commit (proc_commit, one call per written
+batch: the state, one event, the key's release). Prints
 inputs/s from the first call to the last, and beside it the plain keyed tasks of bench/keyed.py's
-kind over the same keys (a dequeue and a done), so the process's own cost shows. Then 500
+kind over the same keys (a dequeue and a done) and the ratio, so the process's own cost shows
+(bench/scale_procs.py gives the cost per input in commands and CPU). Then 500
 sequential call_process round trips (enqueue, run, commit, reply) on one process: p50 and p99.
 """
 
@@ -107,7 +109,7 @@ def main() -> None:
             rate = asyncio.run(drain(server.url, n, procs, args.concurrency, False))
             plain = asyncio.run(drain(server.url, n, procs, args.concurrency, True))
             print(f"{procs:>6,} process(es): {n:,} call inputs, {rate:,.0f} inputs/s "
-                  f"(plain keyed tasks over as many keys: {plain:,.0f}/s)")
+                  f"(plain keyed tasks over as many keys: {plain:,.0f}/s; ratio {rate / plain:.2f})")
         took = asyncio.run(calls(server.url, 500))
         q = statistics.quantiles(took, n=100)
         print(f"call_process round trip (500 sequential calls, one process): p50 {q[49]:.2f} ms, p99 {q[98]:.2f} ms")

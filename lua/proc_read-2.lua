@@ -1,36 +1,61 @@
---[[ proc_read: (read only) a process's record and a page of its history
+--[[ proc_read: (read only) processes' records and a page of each one's history: one process (the
+Inspector's page) or the processes of the inputs a worker dequeued together (one call per queue
+per batch)
 KEYS[1] proc       proc hash: process id -> record (includes/process)
 KEYS[2] hist       hist hash: '<process id>:<n>' -> event
-ARGV[1] pid        the process id
-ARGV[2] first      the first event id to return (1-based; an event older than the oldest kept
+ARGV[1] first      the first event id to return (1-based; an event older than the oldest kept
                    reads from that one); 0 = the last ``count`` events
-ARGV[3] count      how many events at most (0 = none)
-Returns {} = no such process; else {record, the first event id returned, event, event, ...} (an
-event deleted meanwhile is false).
+ARGV[2] count      how many events at most (0 = none)
+ARGV[3..] items    per process: its id, and the newest event the caller holds (0 = none): when it
+                   is within the page, the events are returned from that one on (the caller holds
+                   those before it; it checks that one is the event it holds)
+Returns one reply per process, in order: {} = no such process; else {record, the first event id
+returned, event, event, ...} (an event deleted meanwhile is false).
 ]]
 --- @include "process"
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then
-  return {}
+local count, from0 = tonumber(ARGV[2]), tonumber(ARGV[1])
+local pids, known = {}, {}
+for i = 3, #ARGV, 2 do
+  pids[#pids + 1] = ARGV[i]
+  known[#known + 1] = tonumber(ARGV[i + 1])
 end
-local r = rec_unpack(raw)
-local n, first = tonumber(r[R_N]), proc_first(r)
-local count = tonumber(ARGV[3])
-local from = tonumber(ARGV[2])
-if from <= 0 then
-  from = n - count + 1
-end
-from = math.max(from, first)
-local out = {raw, from}
-local last = math.min(n, from + count - 1)
-if last >= from then
-  local f = {}
-  for i = from, last do
-    f[#f + 1] = ARGV[1] .. ':' .. i
+local raws = {}
+for i = 1, #pids, 1000 do  -- (in chunks: Lua's unpack has a stack limit)
+  local got = redis.call('HMGET', KEYS[1], unpack(pids, i, math.min(#pids, i + 999)))
+  for j = 1, #got do
+    raws[i + j - 1] = got[j]
   end
-  local got = redis.call('HMGET', KEYS[2], unpack(f))
-  for _, v in ipairs(got) do
-    out[#out + 1] = v
+end
+local out = {}
+for k, pid in ipairs(pids) do
+  local raw = raws[k]
+  if not raw then
+    out[k] = {}
+  else
+    local r = rec_unpack(raw)
+    local n, first = tonumber(r[R_N]), proc_first(r)
+    local from = from0
+    if from <= 0 then
+      from = n - count + 1
+    end
+    from = math.max(from, first)
+    local held = known[k]
+    if held > from and held <= n then
+      from = held
+    end
+    local one = {raw, from}
+    local last = math.min(n, from + count - 1)
+    if last >= from then
+      local f = {}
+      for i = from, last do
+        f[#f + 1] = pid .. ':' .. i
+      end
+      local got = redis.call('HMGET', KEYS[2], unpack(f))
+      for i = 1, #got do
+        one[i + 2] = got[i]
+      end
+    end
+    out[k] = one
   end
 end
 return out

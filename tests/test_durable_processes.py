@@ -150,16 +150,16 @@ def test_an_outage_while_reading_the_process_is_waited_out_not_a_failure(
 
     from asynqpy.worker.runner import _Reads
 
-    read = _Reads.run
+    read = _Reads.process
 
-    async def flaky_read(self: Any, call: Any) -> Any:  # (the worker pipelines its reads)
-        if failing.is_set() and call.script == "proc_read":
+    async def flaky_read(self: Any, queue: str, pid: str, count: int) -> Any:  # (the worker batches its reads)
+        if failing.is_set():
             failed[0] += 1
             raise RedisUnavailableError("cannot reach Redis: injected")
-        return await read(self, call)
+        return await read(self, queue, pid, count)
 
     monkeypatch.setattr(AsyncExecutor, "run", flaky_run)
-    monkeypatch.setattr(_Reads, "run", flaky_read)
+    monkeypatch.setattr(_Reads, "process", flaky_read)
 
     async def main() -> None:
         ac = AsyncClient(backend.new_async())
@@ -575,25 +575,175 @@ def test_an_init_that_keeps_failing_is_shown_failing_and_rm_now_does_not_wait_fo
 
 def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     """The worker reads a process before its input runs: the reads asked for in one turn of the
-    event loop (a dequeued batch's inputs) go in one pipeline, each reply (or error) to its caller."""
+    event loop (a dequeued batch's inputs) go in one pipeline, the processes of one queue (and
+    history window) in one proc_read call, each reply (or error) to its caller."""
     from types import SimpleNamespace
 
+    from asynqpy.core import process as P
     from asynqpy.core.broker import Broker
     from asynqpy.worker.runner import _Reads
 
-    sent: list[list[str]] = []
+    sent: list[list[tuple[str, tuple[Any, ...]]]] = []
 
     async def run_many(calls: Any) -> list[Any]:
-        sent.append([c.args[0] for c in calls])
-        return [ValueError("no") if c.args[0] == b"p2" else c.args[0] for c in calls]
+        sent.append([(c.script, c.args) for c in calls])
+        return [ValueError("no") if c.script != "proc_read" else
+                ValueError("q2 down") if c.keys[0].endswith("{q2}:proc") else [[P.new_record(p.decode()), 1]
+                                                                               for p in c.args[2::2]]
+                for c in calls]
 
     b = Broker()
-    reads = _Reads(SimpleNamespace(exec=SimpleNamespace(run_many=run_many)))  # type: ignore[arg-type]
+    reads = _Reads(SimpleNamespace(exec=SimpleNamespace(run_many=run_many), broker=b))  # type: ignore[arg-type]
 
     async def main() -> list[Any]:
-        return await asyncio.gather(*(reads.run(b.proc_read(Q, f"p{i}", 0, 5)) for i in range(4)),
-                                    return_exceptions=True)
+        return await asyncio.gather(*(reads.process(Q, f"p{i}", 5) for i in range(3)), reads.run(b.deps(Q, "kid")),
+                                    reads.process("q2", "p9", 5), reads.process(Q, "p7", 0), return_exceptions=True)
 
     got = asyncio.run(main())
-    assert sent == [[b"p0", b"p1", b"p2", b"p3"]]
-    assert got[:2] == [b"p0", b"p1"] and isinstance(got[2], ValueError) and got[3] == b"p3"
+    assert [[(script, args[:2]) for script, args in calls] for calls in sent] == [
+        [("flow_read", (b"kid",)), ("proc_read", (0, 5)), ("proc_read", (0, 5)), ("proc_read", (0, 0))]]
+    assert [args[2:] for _, args in sent[0][1:]] == [(b"p0", 0, b"p1", 0, b"p2", 0), (b"p9", 0), (b"p7", 0)]
+    assert [g[0].fields[P.R_TYPE] for g in got[:3]] == [b"p0", b"p1", b"p2"] and isinstance(got[3], ValueError)
+    assert isinstance(got[4], ValueError) and got[5][0].fields[P.R_TYPE] == b"p7"
+
+
+def test_the_commits_of_a_batch_go_in_one_call_and_each_is_checked_on_its_own(backend: Any) -> None:
+    """A worker commits the inputs that finished together in one proc_commit call: each input is
+    checked and written on its own (one whose process changed since it was read, one whose lease
+    was lost, are refused and write nothing), the others are written whole, and their 'completed'
+    events go as one entry for the batch."""
+    from asynqpy.core import process as P
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.codec import decode
+    from asynqpy.core.workflow import rec_pack, rec_unpack
+    from asynqpy.redisio.executor import SyncExecutor
+
+    r, b = backend.sync, Broker()
+    x = SyncExecutor(r)
+    k = queue_keys(Q)
+    with Client(r) as c:
+        for i in range(4):
+            c.start_process("payment", f"b{i}", {"amount": i}, queue=Q)
+        d = x.run(b.dequeue(Q, 4, 60_000, "tok00001"))
+        inits = [(id, decode(v)) for id, v in d.tasks]
+        commits = []
+        for id, msg in inits:
+            pid = msg.payload["p"]
+            rec = P.parse_record(pid, r.hget(k.proc, pid))
+            plan = P.plan_step(pid, "init", rec, P.Step(events=[pid], state={"s": pid}), 0)
+            token = "tok00002" if pid == "b2" else "tok00001"  # b2's lease is lost (another worker holds it)
+            commits.append(b.commit(Q, id, token, msg, plan))
+        f = rec_unpack(r.hget(k.proc, "b1"))
+        f[P.R_N] = b"1"
+        r.hset(k.proc, "b1", rec_pack(f))  # b1 changed since it was read (another input appended an event)
+        before = r.xlen(k.events)
+        got = dict(zip((msg.payload["p"] for _, msg in inits), x.run(b.proc_commit_many(Q, commits))))
+        assert {pid: type(g).__name__ for pid, g in got.items()} == {"b0": "int", "b1": "LeaseLostError",
+                                                                     "b2": "LeaseLostError", "b3": "int"}
+        assert "changed since" in str(got["b1"]) and "no longer held" in str(got["b2"])
+        ids = {msg.payload["p"]: id for id, msg in inits}
+        with Inspector(r) as insp:
+            for pid in ("b0", "b3"):
+                p = insp.process(Q, pid)
+                assert p.status == "running" and p.state == {"s": pid} and [e.data for e in p.history] == [pid]
+            assert insp.process(Q, "b2").status == "starting"
+        assert r.hget(k.tasks, ids["b1"]) is not None and r.hget(k.tasks, ids["b2"]) is not None
+        if r.hget(k.conf, "events") != b"0":
+            added = r.xrange(k.events)[before:]
+            assert [e[1][b"e"] for e in added] == [b"completed"]
+            assert set(added[0][1][b"ids"].split()) == {ids["b0"].encode(), ids["b3"].encode()}
+
+
+def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backend: Any) -> None:
+    """The worker keeps the events of a process's last read: the next read asks for the events
+    from the newest one held on (the rest of the page comes from what it holds), and the page is
+    the same as a whole read's. A process removed and started again under the same id (the event
+    held is not the one stored) is read whole."""
+    from types import SimpleNamespace
+
+    from asynqpy.core import process as P
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.workflow import rec_pack, rec_unpack
+    from asynqpy.redisio.executor import AsyncExecutor
+    from asynqpy.worker.runner import _Reads
+
+    k, r, b = queue_keys(Q), backend.sync, Broker()
+
+    def write(pid: str, n: int, tag: bytes) -> None:  # a record of n events, each tagged
+        f = rec_unpack(P.new_record("t"))
+        f[P.R_N] = b"%d" % n
+        r.hset(k.proc, pid, rec_pack(f))
+        r.hset(k.hist, mapping={f"{pid}:{i}": rec_pack([b"1", tag, b"call", bytes([i])]) for i in range(1, n + 1)})
+
+    sent: list[tuple[Any, ...]] = []
+
+    async def main() -> None:
+        ex = AsyncExecutor(backend.new_async())
+
+        async def run_many(calls: Any) -> Any:
+            sent.extend(c.args for c in calls)
+            return await ex.run_many(calls)
+
+        async def run(call: Any) -> Any:
+            sent.append(call.args)
+            return await ex.run(call)
+
+        reads = _Reads(SimpleNamespace(exec=SimpleNamespace(run_many=run_many, run=run), broker=b))  # type: ignore
+
+        async def whole(pid: str, count: int) -> Any:  # the page a whole read gives
+            return P.parse_read(pid, await ex.run(b.proc_read(Q, pid, 0, count)), Q)
+
+        def view(got: Any) -> Any:
+            rec, history = got
+            return rec.view(history, Q)
+
+        write("h1", 6, b"a")
+        first = view(await reads.process(Q, "h1", 4))
+        assert [(e.id, e.data) for e in first.history] == [(3, 3), (4, 4), (5, 5), (6, 6)]
+        write("h1", 8, b"a")
+        again = view(await reads.process(Q, "h1", 4))
+        assert sent[-1][2:] == (b"h1", 6)  # asked from the newest event held on
+        assert again == await whole("h1", 4) and [e.id for e in again.history] == [5, 6, 7, 8]
+        r.delete(k.hist)
+        write("h1", 9, b"b")  # removed and started again: the event held (8) is not the one stored
+        restarted = view(await reads.process(Q, "h1", 4))
+        assert restarted == await whole("h1", 4) and {e.input for e in restarted.history} == {"b"}
+        assert await reads.process(Q, "nope", 4) is None
+
+    asyncio.run(main())
+
+
+def test_a_step_with_thousands_of_events_is_written_whole(backend: Any) -> None:
+    """The commit writes a step's events in chunks (Lua's unpack has a stack limit): 5 000 events
+    of one step are all in the history, numbered in order."""
+    mux = ServeMux()
+
+    @mux.process("bulk")
+    async def bulk(p: Process, i: Input) -> Step:
+        return Step(events=list(range(5000)) if i.kind == "call" else [], state=1)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            await ac.start_process("bulk", "k1", queue=Q)
+            await ac.call_process("k1", None, queue=Q, timeout=20)
+        with Inspector(backend.sync) as insp:
+            p = insp.process(Q, "k1", first=4990, count=20)
+            assert p.events == 5000 and [(e.id, e.data) for e in p.history] == [(i, i - 1) for i in range(4990, 5001)]
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_read_of_thousands_of_processes_reads_each(backend: Any) -> None:
+    """One proc_read call of 2 500 processes (a worker's large batch; chunked: Lua's unpack has a
+    stack limit) answers for each, in order, a missing one included."""
+    from asynqpy.core import process as P
+    from asynqpy.core.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor
+
+    k = queue_keys(Q)
+    backend.sync.hset(k.proc, mapping={f"m{i}": P.new_record(f"t{i}") for i in range(2500) if i != 1234})
+    got = SyncExecutor(backend.sync).run(Broker().proc_read_many(Q, [f"m{i}" for i in range(2500)], 0, 0))
+    assert len(got) == 2500 and not got[1234]
+    assert all(P.parse_record(f"m{i}", r[0]).fields[P.R_TYPE] == b"t%d" % i for i, r in enumerate(got) if i != 1234)

@@ -133,7 +133,7 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     # removals come first), and the read of a process
     "proc_commit": (lambda h: (_active(h), h.r.hset(K.proc, "p", new_record("t"))),
                     lambda h: h.b.proc_commit(Q, "a", "tok00001", h.active_msg("a").with_(key="proc:p"),
-                                              Plan("p", "init", expect=b"starting:0", state=b"\x01",
+                                              Plan("p", "init", expect=new_record("t"), state=b"\x01",
                                                    events=[b"\x02"]))),
     "proc_read": (lambda h: h.r.hset(K.proc, "p", new_record("t")), lambda h: h.b.proc_read(Q, "p")),
     # the read of a workflow child's record (its parents and how each ended)

@@ -317,6 +317,33 @@ class Done:
     result: bytes = b""  # the result (msgpack), b'' = None: for the task's children, if it has any
 
 
+@dataclass(frozen=True)
+class Commit:
+    """One process input of a batched commit (:meth:`Broker.proc_commit_many`), built by
+    :meth:`Broker.commit`: its id and process id, its script arguments (those naming keys filled
+    in by the batch), the inbox of its waiting caller and its key's list ('' = none)."""
+
+    id: str
+    pid: str
+    args: list[Any]
+    inbox: str = ""
+    keylist: str = ""
+
+
+def _commit_code(id: str, pid: str) -> Callable[[Any], int]:
+    """Parser of one input's code in proc_commit's reply: :data:`CHANGED` (its process changed since
+    it was read) raises LeaseLostError, the rest as :func:`_finish_code`."""
+    parse = _finish_code("proc_commit", id)
+
+    def parse_commit(reply: Any) -> int:
+        if reply == CHANGED:
+            raise LeaseLostError(f"proc_commit: process {pid} changed since input {id} read it; "
+                                 "nothing written (the input runs again after its lease)")
+        return parse(reply)
+
+    return parse_commit
+
+
 class Forwarded(tuple):  # type: ignore[type-arg]
     """What forward returns: (moved, ms until the next due task or -1), and ``keyed``: the due
     keyed tasks it left in place, for :meth:`Broker.key_gate`."""
@@ -498,40 +525,88 @@ class Broker:
         """A process's record and ``count`` events from event ``first`` (0: its last ``count``):
         the raw reply (:func:`asynqpy.core.process.parse_read` reads it)."""
         q = queue_keys(queue)
-        return script_call("proc_read", lambda r: r, **_q(q, "proc hist"), pid=id_arg(pid), first=first, count=count)
+        return script_call("proc_read", lambda r: r[0], **_q(q, "proc hist"), first=first, count=count,
+                           items=[id_arg(pid), 0])
+
+    def proc_read_many(self, queue: str, pids: Sequence[str], first: int = 0, count: int = process.HISTORY_WINDOW,
+                       known: Sequence[int] = ()) -> Call[list[Any]]:
+        """:meth:`proc_read` of several processes of one queue in one script call: the raw reply of
+        each, in order. ``known``: per process, the newest event the caller holds (0 = none): the
+        reply's events start there when it is within the page (see lua/proc_read-2.lua)."""
+        q = queue_keys(queue)
+        items: list[Any] = []
+        for i, p in enumerate(pids):
+            items += [id_arg(p), known[i] if i < len(known) else 0]
+        return script_call("proc_read", list, **_q(q, "proc hist"), first=first, count=count, items=items)
 
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
-        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-23.lua``).
-        ``timer``: the (id, message) of the timeout input a plan that sets a timer schedules.
-        ``msg``: the input's message (with its completion written in, when it has a retention).
-        Raises LeaseLostError (also when the process changed since it was read: the input then
-        runs again after its lease) / TaskNotFoundError."""
+        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-22.lua``): a
+        :meth:`proc_commit_many` of one. ``timer``: the (id, message) of the timeout input a plan
+        that sets a timer schedules. ``msg``: the input's message (with its completion written in,
+        when it has a retention). Raises LeaseLostError (also when the process changed since it was
+        read: the input then runs again after its lease) / TaskNotFoundError."""
+        batch = self.proc_commit_many(queue, [self.commit(queue, id, token, msg, plan, timer, outcome)])
+
+        def parse(reply: Any) -> int:
+            res = batch.parse(reply)[0]
+            if isinstance(res, Exception):
+                raise res
+            return res
+
+        return Call(parse, batch.script, batch.keys, batch.args)
+
+    def commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
+               timer: tuple[str, Message] | None = None, outcome: bytes = b"", progressed: bool = True) -> Commit:
+        """One input of a :meth:`proc_commit_many` (as :meth:`proc_commit` takes it; ``progressed``:
+        whether its run wrote progress). Raises what encoding it raises (nothing is sent)."""
+        q = queue_keys(queue)
+        tid, tmsg = timer if timer is not None else ("", None)
+        iid = id_arg(id)
+        sets = tmsg is not None and plan.timer == "s" and not plan.skipped and not plan.remove  # a new timer
+        tid_arg = id_arg(tid) if sets else b""
+        op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = process.step_args(plan, iid, tid_arg)
+        args = [iid, token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms, 0,
+                outcome, msg.retried + 1, id_arg(plan.pid), plan.kind, b"" if plan.skipped else plan.expect, op,
+                rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel, plan.timer_ms, tid_arg,
+                self.seal(queue, tid, tmsg) if sets and tmsg is not None else b"", msg.key, 0,
+                process.response_of(plan), 1 if progressed else 0]
+        return Commit(id, plan.pid, args, q.inbox(msg.reply_to) if outcome and msg.reply_to else "",
+                      q.key_list(msg.key) if msg.key else "")
+
+    def proc_commit_many(self, queue: str, items: Sequence[Commit]) -> Call[list[int | Exception]]:
+        """Commit a batch of process inputs of one queue (each built by :meth:`commit`) in one script
+        call (the worker's batched commit, as :meth:`done_many` acknowledges tasks). The reply holds,
+        per item in order, its :class:`Finished` (or 1) or the exception its write met
+        (LeaseLostError, also when its process changed since it was read; TaskNotFoundError); one
+        refused item does not stop the others."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
-        parse = _finish_code("proc_commit", id)
+        extra: dict[str, int] = {}  # the batch's own keys, KEYS[22 + j]: key -> j
+        args: list[Any] = []
+        for c in items:
+            a = list(c.args)
+            if c.inbox:
+                a[4] = extra.setdefault(c.inbox, len(extra) + 1)
+            if c.keylist:
+                a[23] = extra.setdefault(c.keylist, len(extra) + 1)
+            args += a
+        parsers = [_commit_code(c.id, c.pid) for c in items]
 
-        def parse_commit(reply: Any) -> int:
-            if reply == CHANGED:
-                raise LeaseLostError(f"proc_commit: process {plan.pid} changed since input {id} read it; "
-                                     "nothing written (the input runs again after its lease)")
-            return parse(reply)
+        def parse(reply: list[Any]) -> list[int | Exception]:
+            out: list[int | Exception] = []
+            for p, r in zip(parsers, reply):
+                try:
+                    out.append(p(r))
+                except AsynqpyError as exc:
+                    out.append(exc)
+            return out
 
-        tid, tmsg = timer if timer is not None else ("", None)
-        return script_call(
-            "proc_commit", parse_commit,
-            **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
-            **end_keys(q), processed_day=processed_day, reply=q.inbox(msg.reply_to), keylist=q.key_list(msg.key),
-            id=id_arg(id), token=token, msg=self.seal(queue, id, msg) if msg.retention_ms > 0 else b"",
-            retention=msg.retention_ms, day_ttl=DAY_TTL_S, now=self.clock.script_now(), payload=outcome,
-            attempt=msg.retried + 1, pid=id_arg(plan.pid), kind=plan.kind,
-            expect=b"" if plan.skipped else plan.expect, state_mode="k" if plan.state is None else "s",
-            state=plan.state or b"", new_events=workflow.rec_pack(plan.events),
-            timer_mode=plan.timer if tmsg is not None or plan.timer != "s" else "k", timer_ms=plan.timer_ms,
-            timer_id=id_arg(tid), timer_msg=self.seal(queue, tid, tmsg) if tmsg is not None else b"",
-            remove="1" if plan.remove else "0", key=msg.key,
-            result=b"" if plan.response is None else codec.encode_payload(plan.response, "response"),
-            keep=plan.keep)
+        return script_call("proc_commit", parse,
+                           **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
+                           deps=q.deps,
+                           **end_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
+                           now=self.clock.script_now(), items=args)
 
     def procs(self, queue: str, start: int, stop: int) -> Call[list[tuple[str, int]]]:
         """Process ids of ``queue`` by last change, newest first, with the change's time (ms)."""

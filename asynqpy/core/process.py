@@ -232,10 +232,12 @@ def _unpack(v: bytes) -> Any:
 
 @dataclass(frozen=True)
 class Record:
-    """A process's record as read (``raw``: the fields, for the commit's check)."""
+    """A process's record as read: its ``fields`` and its stored bytes (``raw``, which the commit
+    checks it still is)."""
 
     id: str
     fields: list[bytes]
+    raw: bytes = b""
 
     @property
     def status(self) -> str:
@@ -256,8 +258,8 @@ class Record:
 
     @property
     def expect(self) -> bytes:
-        """What ``proc_commit`` checks the record still is: its status and event count."""
-        return self.fields[R_STATUS] + b":" + self.fields[R_N]
+        """What ``proc_commit`` checks the record still is: the bytes read."""
+        return self.raw or rec_pack(self.fields)
 
     def view(self, history: Sequence[Event], queue: str) -> Process:
         f = self.fields
@@ -269,7 +271,7 @@ class Record:
 
 
 def parse_record(pid: str, raw: bytes) -> Record:
-    return Record(pid, rec_unpack(raw))
+    return Record(pid, rec_unpack(raw), raw)
 
 
 def parse_event(eid: int, raw: bytes) -> Event:
@@ -332,7 +334,7 @@ class Plan:
 
     pid: str
     kind: str
-    expect: bytes = b""  # the record's status:count as read (b'' = skip: complete the input only)
+    expect: bytes = b""  # the record as read (its stored bytes; b'' = skip: complete the input only)
     status: str = RUNNING
     state: bytes | None = None  # None = keep
     events: list[bytes] = field(default_factory=list)
@@ -342,6 +344,8 @@ class Plan:
     response: Any = None
     skipped: bool = False
     keep: int = 0  # the type's max_events (0 = all)
+    result: bytes | None = None  # the response encoded (msgpack), once plan_step checked it (None: not yet)
+    fields: list[bytes] | None = None  # the record's fields as read (None: parsed from expect when needed)
 
 
 def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None:
@@ -358,7 +362,7 @@ def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None
     if kind == "remove":
         if rec is None:
             return Plan(pid, kind, skipped=True)
-        return Plan(pid, kind, expect=rec.expect, remove=True)
+        return Plan(pid, kind, expect=rec.expect, remove=True, fields=rec.fields)
     if rec is None:
         raise Refused(f"no process {pid!r} (never started, or removed)")
     if kind == "call" and rec.status == ERROR:
@@ -387,7 +391,7 @@ def plan_step(pid: str, kind: str, rec: Record | None, step: Any, now_ms: int) -
     if not isinstance(step, Step):
         raise InvalidArgumentError(f"a processor returns a Step or None, got {type(step).__name__}")
     plan = Plan(pid, kind, expect=rec.expect if rec is not None else b"", remove=bool(step.remove),
-                response=step.response)
+                response=step.response, fields=rec.fields if rec is not None else None)
     if step.state is not KEEP:
         plan.state = codec.encode_payload(step.state, "process state") if step.state is not None else b""
     if isinstance(step.events, (str, bytes)) or not isinstance(step.events, Sequence):
@@ -397,8 +401,79 @@ def plan_step(pid: str, kind: str, rec: Record | None, step: Any, now_ms: int) -
         plan.timer = "x"
     elif step.timer is not KEEP:
         plan.timer, plan.timer_ms = "s", _delay_ms(step.timer, now_ms)
-    codec.encode_payload(step.response, "response")
+    plan.result = codec.encode_payload(step.response, "response") if step.response is not None else b""
     return plan
+
+
+def _item(v: bytes) -> bytes:
+    return b"%d:%s" % (len(v), v)
+
+
+def _pack(items: list[bytes]) -> bytes:
+    """:func:`~asynqpy.core.workflow.rec_pack` (a list comprehension: cheaper on this hot path)."""
+    return b"".join([b"%d:%s" % (len(v), v) for v in items])
+
+
+def _entries(plan: Plan, input_id: bytes, n: int) -> tuple[list[bytes], int]:
+    """The hist fields and entries (but their time) of the events a plan appends after event
+    ``n``, and the new count."""
+    events: list[bytes] = []
+    if plan.events:
+        pid, tail = plan.pid.encode(errors="surrogateescape"), _item(input_id) + _item(plan.kind.encode())
+        for data in plan.events:
+            n += 1
+            events += [b"%s:%d" % (pid, n), tail + _item(data)]
+    return events, n
+
+
+def _trim(plan: Plan, f: list[bytes], n: int, first: int) -> tuple[int, int]:
+    """The events the type's max_events drops once the plan's are appended (drop_from, drop_to;
+    none: to < from), the record's first moved on."""
+    if plan.keep <= 0 or n - plan.keep < first:
+        return 1, 0
+    if len(f) <= R_FIRST:
+        f += [b""] * (R_FIRST + 1 - len(f))
+    f[R_FIRST] = b"%d" % (n - plan.keep + 1)
+    return first, n - plan.keep
+
+
+def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes, bytes, bytes, bytes, bytes, int, int,
+                                                                     bytes]:
+    """What ``proc_commit`` writes for ``plan`` (lua/proc_commit-22.lua): (op, rec_a, rec_due,
+    rec_b, rec_c, new_events, drop_from, drop_to, cancel). The worker builds the new record from
+    the one it read (the script checks the record is still those bytes) and the step; the script
+    only puts in the times it takes from Redis's clock (the record's 'updated', the events' 'at',
+    the due time of a timer the step sets: ``timer_id``, b'' = none). A skipped plan writes
+    nothing of the process."""
+    if plan.skipped:
+        return "w", b"", b"", b"", b"", b"", 1, 0, b""
+    f = list(plan.fields if plan.fields is not None else rec_unpack(plan.expect))
+    first = int(f[R_FIRST]) if len(f) > R_FIRST and f[R_FIRST] else 1
+    n = int(f[R_N] or b"0")
+    spent = f[R_TIMER] if f[R_TIMER] != input_id else b""  # (the running input is not cancelled)
+    if plan.remove:
+        return "r", b"", b"", b"", b"", b"", first, n, spent
+    events, n = _entries(plan, input_id, n)
+    f[R_N] = b"%d" % n
+    drop_from, drop_to = _trim(plan, f, n, first)
+    f[R_STATUS], f[R_BROKEN], f[R_ERROR] = RUNNING.encode(), b"", b""
+    if plan.state is not None:
+        f[R_STATE] = plan.state
+    cancel = b""
+    if plan.timer != "k" or f[R_TIMER] == input_id:  # a timer that fired is spent
+        cancel, f[R_TIMER], f[R_DUE] = spent, b"", b""
+    due = _item(f[R_DUE])
+    if timer_id:
+        f[R_TIMER], due = timer_id, b""
+    return ("w", _pack(f[:R_DUE]), due, _item(f[R_CREATED]), _pack(f[R_UPDATED + 1:]),
+            _pack(events) if events else b"", drop_from, drop_to, cancel)
+
+
+def response_of(plan: Plan) -> bytes:
+    """The plan's response encoded (msgpack; b'' = None)."""
+    if plan.result is not None:
+        return plan.result
+    return b"" if plan.response is None else codec.encode_payload(plan.response, "response")
 
 
 def error_of(exc: BaseException) -> str:
@@ -428,9 +503,12 @@ class ProcessHandler:
     def __repr__(self) -> str:
         return f"<process {self.type} {getattr(self.fn, '__qualname__', self.fn)!r}>"
 
-    def prepare(self, task: Task) -> tuple[Plan | None, Process | None, Input]:
-        """(a plan that ends the input without the processor, or None; the process; the input)."""
-        parsed = parse_input(task.type, task.message.key, task.payload)
+    def prepare(self, task: Task, parsed: tuple[str, str, Any] | None = None) -> tuple[Plan | None, Process | None,
+                                                                                       Input]:
+        """(a plan that ends the input without the processor, or None; the process; the input).
+        ``parsed``: the input's :func:`parse_input`, if the caller has it."""
+        if parsed is None:
+            parsed = parse_input(task.type, task.message.key, task.payload)
         if parsed is None:
             raise Refused(f"task {task.id} is not a well-formed input of process type {self.type!r}")
         pid, kind, args = parsed
@@ -439,8 +517,8 @@ class ProcessHandler:
         plan = decide(pid, kind, rec, task.id)
         return plan, (rec.view(history, task.queue) if rec is not None and plan is None else None), inp
 
-    def finish(self, task: Task, step: Any, now_ms: int) -> None:
-        pid, kind, _ = parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
+    def finish(self, task: Task, step: Any, now_ms: int, parsed: tuple[str, str, Any] | None = None) -> None:
+        pid, kind, _ = parsed or parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
         rec = task._proc[0] if task._proc is not None else None
         task._proc = plan_step(pid, kind, rec, step, now_ms)
         task._proc.keep = self.max_events

@@ -93,7 +93,7 @@ def listing(b: Broker, queue: str, start: int = 0, count: int = 100,
     total, ids = _ok(res[0]), _ok(res[1])
     if not ids:
         return total, []
-    reads = yield [b.proc_read(queue, pid, 0, 0) for pid, _ in ids]
+    reads = _ok((yield [b.proc_read_many(queue, [pid for pid, _ in ids], 0, 0)])[0])
     out = []
     for (pid, _), r in zip(ids, reads):
         proc = parse_read(pid, _ok(r), queue)

@@ -17,6 +17,7 @@ import contextvars
 import functools
 import inspect
 import logging
+from collections import OrderedDict
 from concurrent.futures import Executor
 from typing import Any
 
@@ -38,42 +39,132 @@ def is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
 
 
+HISTORY_CACHE = 2000
+"""Processes whose latest events a worker keeps (their last read's page of history): a process's
+next read returns only the events it lacks."""
+
+
 class _Reads:
     """The reads tasks need before their handler runs (a process input's process, a workflow
     child's parents' results), sent together: those asked for in one turn of the event loop (the
     tasks of one dequeued batch start in the same turn) go in one pipeline, one round trip for
-    the batch rather than one per task. Each read's reply, or the error it met, goes to its own
-    caller (a connection error to every caller of the pipeline)."""
+    the batch rather than one per task, and the processes of one queue (with one history window)
+    in one ``proc_read`` call. Each read's reply, or the error it met, goes to its own caller (a
+    connection error to every caller of the pipeline).
+
+    A process's events never change once written (they are only deleted, from the oldest on, or
+    with the process), so the events of a process's last read are kept (:data:`HISTORY_CACHE`
+    processes, the least recently read dropped): its next read asks only for the events from the
+    newest one held on, and that one, read again, must be the event held (else, a process removed
+    and started again under the same id, the page is read whole)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._pending: list[tuple[Call[Any], asyncio.Future[Any]]] = []
+        self._procs: dict[tuple[str, int], list[tuple[str, asyncio.Future[Any]]]] = {}
         self._flushes: set[asyncio.Task[None]] = set()
+        self._held: OrderedDict[tuple[str, str], tuple[int, list[bytes]]] = OrderedDict()
+        # (queue, process id) -> (id of the first event held, the events held from it on)
 
-    async def run(self, call: Call[Any]) -> Any:
+    def _known(self, queue: str, pid: str) -> int:
+        got = self._held.get((queue, pid))
+        return got[0] + len(got[1]) - 1 if got is not None and got[1] else 0
+
+    def _page(self, queue: str, pid: str, count: int, known: int,
+              reply: Any) -> tuple[process.Record, process.History] | None | bool:
+        """The process (its record, its page of history) from the reply of its read and the events
+        held (None: no such process; False: the event held is not the one stored, read the page
+        whole); the events kept for the next read."""
+        key = (queue, pid)
+        if not reply:
+            self._held.pop(key, None)
+            return None
+        rec = process.parse_record(pid, reply[0])
+        start, events = int(reply[1]), reply[2:]
+        if known and start == known:  # read from the newest event held on
+            got = self._held.get(key)
+            if got is None or not events or events[0] != got[1][-1]:
+                return False
+            first_held, held = got
+            start = max(rec.count - count + 1, rec.first, 1)
+            if start < first_held:
+                return False
+            events = [*held[start - first_held:known - first_held], *events]
+        if count and events and all(events):
+            self._held[key] = (start, events)
+            self._held.move_to_end(key)
+            while len(self._held) > HISTORY_CACHE:
+                self._held.popitem(last=False)
+        else:
+            self._held.pop(key, None)
+        return rec, process.History(start, events)
+
+    def _future(self) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        self._pending.append((call, fut))
-        if len(self._pending) == 1:  # the first of this turn: sent once the turn's tasks asked theirs
+        if not self._pending and not self._procs:  # the first of this turn: sent once the turn's tasks asked theirs
             t = loop.create_task(self._flush())
             self._flushes.add(t)
             t.add_done_callback(self._flushes.discard)
+        return loop.create_future()
+
+    async def run(self, call: Call[Any]) -> Any:
+        fut = self._future()
+        self._pending.append((call, fut))
         return await fut
+
+    async def process(self, queue: str, pid: str, count: int) -> tuple[process.Record, process.History] | None:
+        """Process ``pid`` (its record and its last ``count`` events), None if there is none."""
+        fut = self._future()
+        self._procs.setdefault((queue, count), []).append((pid, fut))
+        got: tuple[process.Record, process.History] | None = await fut
+        return got
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
+        procs, self._procs = self._procs, {}
+        calls = [c for c, _ in batch]
+        futs: list[asyncio.Future[Any] | list[tuple[str, int, str, int, asyncio.Future[Any]]]] = [f for _, f in batch]
+        for (queue, count), reads in procs.items():
+            knowns = [self._known(queue, pid) if count else 0 for pid, _ in reads]
+            calls.append(self.ctx.broker.proc_read_many(queue, [pid for pid, _ in reads], 0, count, knowns))
+            futs.append([(queue, count, pid, k, f) for (pid, f), k in zip(reads, knowns)])
         try:
-            replies = await self.ctx.exec.run_many([c for c, _ in batch])
+            replies = await self.ctx.exec.run_many(calls)
         except BaseException as exc:
-            for _, f in batch:  # every caller of the pipeline meets its error (a cancellation: cancelled)
-                if not f.done():
+            for f in (f for g in futs for f in ([e[4] for e in g] if isinstance(g, list) else [g])):
+                if not f.done():  # every caller of the pipeline meets its error (a cancellation: cancelled)
                     f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
-        for (_, f), r in zip(batch, replies):
+        again: list[tuple[str, int, str, asyncio.Future[Any]]] = []
+        for g, r in zip(futs, replies):
+            if not isinstance(g, list):
+                if not g.done():
+                    g.set_exception(r) if isinstance(r, Exception) else g.set_result(r)
+                continue
+            for i, (queue, count, pid, known, f) in enumerate(g):
+                if f.done():
+                    continue
+                if isinstance(r, Exception):
+                    f.set_exception(r)
+                    continue
+                page = self._page(queue, pid, count, known, r[i])
+                if page is False:
+                    self._held.pop((queue, pid), None)
+                    again.append((queue, count, pid, f))
+                else:
+                    f.set_result(page)
+        for queue, count, pid, f in again:  # (a process started again under the same id: rare)
+            try:
+                page = self._page(queue, pid, count, 0, await self.ctx.exec.run(self.ctx.broker.proc_read(queue, pid, 0,
+                                                                                                         count)))
+            except Exception as exc:  # noqa: BLE001 - its caller meets it
+                if not f.done():
+                    f.set_exception(exc)
+                continue
             if not f.done():
-                f.set_exception(r) if isinstance(r, Exception) else f.set_result(r)
+                f.set_result(page)
 
 
 class Runner:
@@ -147,11 +238,8 @@ class Runner:
             started = loop.time()
             if parsed is not None:
                 pid = parsed[0]
-                read = self.ctx.broker.proc_read(task.queue, pid, 0, h.history)
-                reply = await self.read_held(task.queue, task.id, read, f"reading process {pid}")
-                if reply:
-                    task._proc = (process.parse_record(pid, reply[0]), process.History(int(reply[1]), list(reply[2:])))
-            plan, proc, inp = h.prepare(task)
+                task._proc = await self.read_held(task.queue, task.id, (pid, h.history), f"reading process {pid}")
+            plan, proc, inp = h.prepare(task, parsed)
             if plan is not None:
                 task._proc = plan
                 return
@@ -166,20 +254,23 @@ class Runner:
                 step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
-            h.finish(task, step, self.ctx.clock.now_ms())
+            h.finish(task, step, self.ctx.clock.now_ms(), parsed)
 
         return run
 
-    async def read_held(self, queue: str, id: str, call: Call[Any], what: str) -> Any:
+    async def read_held(self, queue: str, id: str, call: Call[Any] | tuple[str, int], what: str) -> Any:
         """A read a task needs before its handler runs (its process, its parents' results): a
         Redis outage is not the task's failure, so it is waited out (with backoff) while the
         task's lease lasts; once the lease could not be renewed in time, this server lets go of
         the task (``holder.lose``: it is cancelled and nothing is written) and the recoverer runs
-        it again when the lease expires in Redis, as for any task held through an outage."""
+        it again when the lease expires in Redis, as for any task held through an outage. ``call``:
+        the read, or (process id, events) for the task's process (read with the batch's others)."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         while True:
             try:
+                if isinstance(call, tuple):
+                    return await self._reads.process(queue, *call)
                 return await self._reads.run(call)
             except REDIS_ERRORS as exc:
                 r = self.holder.held.get((queue, id))

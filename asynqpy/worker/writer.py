@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import codec, process
-from ..core.broker import Call, Done, Finished
+from ..core.broker import Call, Commit, Done, Finished
 from ..core.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
 from ..core.limits import SIGNALS_FREED_SLOT
 from ..core.options import new_task_id
@@ -38,6 +38,9 @@ log = logging.getLogger("asynqpy.processor")  # the processor's log: its writes 
 
 MAX_ACK = 256
 """Most tasks one batched acknowledgement (the done script) carries."""
+MAX_COMMIT = 64
+"""Most process inputs one batched commit (the proc_commit script) carries (each writes its
+process's record and events: a batch's script time stays well under a millisecond)."""
 PROGRESS_EVERY = 0.2
 """Seconds between two progress writes of one task (task.progress in a tight loop writes at
 most this often; the latest value wins)."""
@@ -46,7 +49,7 @@ most this often; the latest value wins)."""
 @dataclass
 class _Write:
     running: Running
-    call: Call[Any] | Done  # a Done is acknowledged with the other Dones of its queue, in one call
+    call: Call[Any] | Done | Commit  # a Done (a Commit) is written with the others of its queue, in one call
     what: str
     since: float = 0.0  # (a process input's commit) when its outcome was decided, for its metric
     attempts: int = 0
@@ -89,7 +92,7 @@ class Writer:
         self.idle.clear()
         self._ready.set()
 
-    def _call(self, r: Running, o: Outcome, ended: tuple[bool, Any] | None) -> Call[Any] | Done:
+    def _call(self, r: Running, o: Outcome, ended: tuple[bool, Any] | None) -> Call[Any] | Done | Commit:
         b, a = self.ctx.broker, o.action
         reply = pack_outcome(r.id, *ended) if o.msg.reply_to and ended is not None else b""
         if a is Action.DONE:
@@ -99,7 +102,8 @@ class Writer:
             return b.complete(r.queue, r.id, r.token, o.msg, reply)
         if a is Action.COMMIT:
             assert r.task is not None and isinstance(r.task._proc, process.Plan)
-            return b.proc_commit(r.queue, r.id, r.token, o.msg, r.task._proc, self._timer(r, r.task._proc), reply)
+            plan = r.task._proc
+            return b.commit(r.queue, r.id, r.token, o.msg, plan, self._timer(r, plan), reply, r.progress_sent)
         if a is Action.SNOOZE:
             return b.snooze(r.queue, r.id, r.token, o.delay * 1000)
         if a is Action.RETRY:
@@ -213,10 +217,13 @@ class Writer:
         groups: list[list[_Write] | None] = []  # per call: the writes of a batched done, else None
         single: list[_Write] = []
         acks: dict[str, list[tuple[_Write, Done]]] = {}
+        commits: dict[str, list[tuple[_Write, Commit]]] = {}
         unsignalled: dict[str, None] = {}  # queues of outcomes whose script wakes no worker for the slot
         for w in batch:
             if isinstance(w.call, Done):
                 acks.setdefault(w.running.queue, []).append((w, w.call))
+            elif isinstance(w.call, Commit):
+                commits.setdefault(w.running.queue, []).append((w, w.call))
             else:
                 calls.append(w.call)
                 single.append(w)
@@ -228,6 +235,11 @@ class Writer:
                 chunk = done[i:i + MAX_ACK]
                 calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
                 groups.append([w for w, _ in chunk])
+        for queue, commit in commits.items():
+            for i in range(0, len(commit), MAX_COMMIT):
+                part = commit[i:i + MAX_COMMIT]
+                calls.append(self.ctx.broker.proc_commit_many(queue, [c for _, c in part]))
+                groups.append([w for w, _ in part])
         # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
         # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
         # workers a concurrency limit holds back do not sleep through it (its reply is not used)
