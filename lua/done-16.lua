@@ -51,56 +51,63 @@ for i = 1, n do
   ids[i] = ARGV[2 + (i - 1) * 10]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
-local out, ok, okpos, seen = {}, {}, {}, {}
+local out, ok, okpos, seen, m = {}, {}, {}, {}, 0
 for i = 1, n do
-  local v, base = vals[i], 2 + (i - 1) * 10
-  if not v or seen[ids[i]] then
+  local v, id = vals[i], ids[i]
+  if not v or seen[id] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
-  elseif not stored_holds(v, ARGV[base + 1]) then
+  elseif not stored_holds(v, ARGV[3 + (i - 1) * 10]) then
     out[i] = -3
   else
-    seen[ids[i]] = true
+    seen[id] = true
     out[i] = 1
-    ok[#ok + 1] = ids[i]
-    okpos[#okpos + 1] = i
-    vals[i] = stored_msg(v)  -- the message, for the event's type
+    m = m + 1
+    ok[m] = id
+    okpos[m] = i
   end
 end
-if #ok == 0 then
+if m == 0 then
   return out
 end
 -- removals first: a Redis at maxmemory still lets a script that has written go on
 redis.call('HDEL', KEYS[1], unpack(ok))
 redis.call('ZREM', KEYS[2], unpack(ok))
+local conf = redis.call('HMGET', KEYS[8], 'events', 'concurrency')  -- (the cap and the limit: one read)
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
            outbox = KEYS[10], deps = KEYS[11], keyheld = KEYS[12], blocked = KEYS[13], pending = KEYS[14],
            prio = KEYS[15], wake = KEYS[16], batch = {},  -- (the events: one entry per batch, exit_flush)
-           flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0}  -- a queue with workflows? (one command per batch)
-local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progressed = false, lock = false, key = '',
-           keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
-for k, i in ipairs(okpos) do
+           flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0,  -- a queue with workflows? (one command per batch)
+           cap = tonumber(conf[1]) or EVENTS_CAP, unlimited = not conf[2]}
+local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result = '', progressed = false, lock = false,
+           key = '', keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
+for k = 1, m do
+  local i = okpos[k]
   local base = 2 + (i - 1) * 10
-  local lock, reply, keylist = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 8])
-  if reply > 0 then
-    redis.call('RPUSH', KEYS[16 + reply], ARGV[base + 5])
-    redis.call('PEXPIRE', KEYS[16 + reply], INBOX_TTL_MS)
+  local lock, reply, keylist = ARGV[base + 3], ARGV[base + 4], ARGV[base + 8]  -- (indexes; '0' = none)
+  if reply ~= '0' then
+    local inbox = KEYS[16 + tonumber(reply)]
+    redis.call('RPUSH', inbox, ARGV[base + 5])
+    redis.call('PEXPIRE', inbox, INBOX_TTL_MS)
   end
-  e.id, e.msg, e.attempt, e.result, e.progressed = ok[k], vals[i], ARGV[base + 2], ARGV[base + 7], ARGV[base + 6] == '1'
-  e.lock = lock > 0 and KEYS[16 + lock] or false
-  e.key, e.keylist = ARGV[base + 9], keylist > 0 and KEYS[16 + keylist] or false
+  local v = vals[i]
+  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, stored_msg_at(v)), ARGV[base + 2],
+    ARGV[base + 7], ARGV[base + 6] == '1'
+  e.lock = lock ~= '0' and KEYS[16 + tonumber(lock)]
+  e.key, e.keylist = ARGV[base + 9], keylist ~= '0' and KEYS[16 + tonumber(keylist)]
   if task_exit(x, e) then
     out[i] = '!'
   end
 end
 exit_flush(x)
-redis.call('INCRBY', KEYS[3], #ok)
-if redis.call('INCRBY', KEYS[4], #ok) == #ok then
+redis.call('INCRBY', KEYS[3], m)
+if redis.call('INCRBY', KEYS[4], m) == m then
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[1]))
 end
 local late = redis.call('HMGET', KEYS[6], unpack(ok))
 local gone = {}
-for k, i in ipairs(okpos) do
+for k = 1, m do
   if late[k] then
+    local i = okpos[k]
     out[i] = out[i] == '!' and late[k] .. ' !' or late[k]
     gone[#gone + 1] = ok[k]
   end

@@ -24,7 +24,8 @@
 --- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
 --- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
 --- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
---- children duty is skipped. batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
+--- children duty is skipped. cap (the events cap) and unlimited = true (no 'concurrency' in conf:
+--- the wake duty has nothing to do) when the caller read its conf itself (one HMGET, done). batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
 --- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are
 --- gathered and written as one entry per group (includes/events emit_ids: one XADD per batch
 --- instead of one per task), the 'enqueued' of a key's next task too (after its holder's end);
@@ -36,7 +37,8 @@
 --- the run wrote no progress: nothing to clear), result (msgpack, for its children: completed),
 --- key and keylist (its key, '' = none, and the key's list), pid and kind (a process input), mark
 --- (the process's error; default error), attempt, error, due, recovered (the event's fields), more
---- (further field/value pairs for the event). Returns true when children were told (the caller
+--- (further field/value pairs for the event), mtype (the message's type, when the caller read it in
+--- place: msg is then not needed). Returns true when children were told (the caller
 --- marks its reply: includes/flow ``told``).
 --- @include "events"
 --- @include "unique"
@@ -78,22 +80,27 @@ local function exit_flush(x)
     end
     groups[i] = nil
   end
-  x.groups = {}
+  x.groups, x.last = {}, nil
 end
 local function exit_gather(x, event, mtype, attempt, id)
-  local groups = x.groups
-  if not groups then
-    groups = {}
-    x.groups = groups
+  local g = x.last  -- (a batch's tasks mostly share their group: no key built for them)
+  if not (g and g.event == event and g.mtype == mtype and g.attempt == attempt) then
+    local groups = x.groups
+    if not groups then
+      groups = {}
+      x.groups = groups
+    end
+    local k = event .. '\n' .. mtype .. '\n' .. (attempt or '')
+    g = groups[k]
+    if not g then
+      g = {event = event, mtype = mtype, attempt = attempt, ids = {}, n = 0}
+      groups[k] = g
+      x.batch[#x.batch + 1] = g
+    end
+    x.last = g
   end
-  local k = event .. '\n' .. mtype .. '\n' .. (attempt or '')
-  local g = groups[k]
-  if not g then
-    g = {event = event, mtype = mtype, attempt = attempt, ids = {}}
-    groups[k] = g
-    x.batch[#x.batch + 1] = g
-  end
-  g.ids[#g.ids + 1] = id
+  g.n = g.n + 1
+  g.ids[g.n] = id
 end
 local function task_exit(x, e)
   local final, tell, forget, event, process = exit_row(e.how)
@@ -104,7 +111,7 @@ local function task_exit(x, e)
   if x.progress and e.progressed ~= false then
     redis.call('HDEL', x.progress, id)
   end
-  local mtype = event and exit_cap(x) > 0 and msg_type(e.msg or '')
+  local mtype = event and exit_cap(x) > 0 and (e.mtype or msg_type(e.msg or ''))
   if mtype and x.batch then
     if not (e.recovered or e.error or e.due or e.more) and ids_ok(id) then
       exit_gather(x, event, mtype, e.attempt, id)
@@ -169,7 +176,7 @@ local function task_exit(x, e)
     end
     x.mark_process(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
   end
-  if x.lease and not x.woke and x.conf and x.pending and x.wake then
+  if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
     x.woke = true
     slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
   end

@@ -8,6 +8,8 @@
 ---                           of an active task
 ---   stored_token(v)         an active task's lease token (as stored)
 ---   stored_holds(v, token)  is ``v`` an active task leased with ``token``? (false for nil)
+---   stored_msg_at(v)        where the message starts in ``v`` (its byte index): to read its type
+---                           in place (includes/events msg_type(v, at)), with no copy of it
 local TOKEN_LEN = 8
 local function stored_state(v)
   return v and string.sub(v, 1, 1)
@@ -21,6 +23,13 @@ end
 local function stored_token(v)
   return string.sub(v, 2, 1 + TOKEN_LEN)
 end
-local function stored_holds(v, token)
-  return v ~= nil and v ~= false and string.sub(v, 1, 1 + TOKEN_LEN) == 'a' .. token
+local function stored_holds(v, token)  -- (the token compared in place: no string built for it)
+  return v ~= nil and v ~= false and string.byte(v, 1) == 97 and #token == TOKEN_LEN
+    and string.sub(v, 2, 1 + TOKEN_LEN) == token  -- (97: 'a')
+end
+local function stored_msg_at(v)
+  if string.byte(v, 1) == 97 then  -- 'a'
+    return 2 + TOKEN_LEN
+  end
+  return 2
 end
