@@ -26,7 +26,10 @@ KEYS[16] wake          wake-up list idle workers block on
 KEYS[17..] extra       the uniqueness locks, waiting clients' inboxes and keys' lists of the batch,
                        named by index j from ARGV: KEYS[16+j] (only tasks that have one)
 ARGV[1] day_ttl        seconds to keep a daily counter
-ARGV[2..] items  one group of 10 per task:
+ARGV[2] plain          how many of the items come first, in the short form: tasks with no lock, no
+                       waiting client, no progress written, no result and no key (the usual
+                       no-op success: 3 arguments instead of 10, and includes/exit exit_plain)
+ARGV[3..] items  ``plain`` groups of 3 (id, token, attempt), then one group of 10 per other task:
         id
         token          the lease token the task was dequeued with
         attempt        the attempt's number (for the event)
@@ -38,25 +41,32 @@ ARGV[2..] items  one group of 10 per task:
         result         the handler's result (msgpack; '' = None), for the task's children
         keylist        index j of the task's key's list in KEYS[16+j], 0 = no key
         key            the task's key ('' = none): released to the next task of the key
-Returns one code per task, in order: 1 = done (or a string: done, and the inbox ids of late
+Returns one code per task, in the items' order: 1 = done (or a string: done, and the inbox ids of late
 waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow),
 0 = no such task, -3 = the caller no longer holds the lease (write refused).
 ]]
 --- @include "stored"
 --- @include "exit"
 local INBOX_TTL_MS = 600000
-local n = (#ARGV - 1) / 10
-local ids = {}
+local plain = tonumber(ARGV[2])
+local n = plain + (#ARGV - 2 - 3 * plain) / 10
+local ids, at = {}, {}  -- at[i]: the index in ARGV of item i's id
+for i = 1, plain do
+  at[i] = 3 * i
+end
+for i = plain + 1, n do
+  at[i] = 3 + 3 * plain + (i - plain - 1) * 10
+end
 for i = 1, n do
-  ids[i] = ARGV[2 + (i - 1) * 10]
+  ids[i] = ARGV[at[i]]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
-local out, ok, okpos, seen, m = {}, {}, {}, {}, 0
+local out, ok, okpos, seen, m, mp = {}, {}, {}, {}, 0, 0  -- (mp: how many of ok are plain items)
 for i = 1, n do
   local v, id = vals[i], ids[i]
   if not v or seen[id] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
-  elseif not stored_holds(v, ARGV[3 + (i - 1) * 10]) then
+  elseif not stored_holds(v, ARGV[at[i] + 1]) then
     out[i] = -3
   else
     seen[id] = true
@@ -64,6 +74,9 @@ for i = 1, n do
     m = m + 1
     ok[m] = id
     okpos[m] = i
+    if i <= plain then
+      mp = m
+    end
   end
 end
 if m == 0 then
@@ -78,22 +91,36 @@ local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], c
            prio = KEYS[15], wake = KEYS[16], batch = {},  -- (the events: one entry per batch, exit_flush)
            flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0,  -- a queue with workflows? (one command per batch)
            cap = tonumber(conf[1]) or EVENTS_CAP, unlimited = not conf[2]}
+if mp > 0 then  -- the plain items: their types read in place only when the events are on
+  local mtypes, attempts = {}, {}
+  for k = 1, mp do
+    local i = okpos[k]
+    if x.cap > 0 then
+      local v = vals[i]
+      mtypes[k] = msg_type(v, stored_msg_at(v))
+    end
+    attempts[k] = ARGV[at[i] + 2]
+  end
+  for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp) or {}) do
+    out[okpos[k]] = '!'
+  end
+end
 local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result = '', progressed = false, lock = false,
            key = '', keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
-for k = 1, m do
+for k = mp + 1, m do
   local i = okpos[k]
-  local base = 2 + (i - 1) * 10
-  local lock, reply, keylist = ARGV[base + 3], ARGV[base + 4], ARGV[base + 8]  -- (indexes; '0' = none)
+  local base = at[i] - 1  -- (ARGV[base + 1] = its id)
+  local lock, reply, keylist = ARGV[base + 4], ARGV[base + 5], ARGV[base + 9]  -- (indexes; '0' = none)
   if reply ~= '0' then
     local inbox = KEYS[16 + tonumber(reply)]
-    redis.call('RPUSH', inbox, ARGV[base + 5])
+    redis.call('RPUSH', inbox, ARGV[base + 6])
     redis.call('PEXPIRE', inbox, INBOX_TTL_MS)
   end
   local v = vals[i]
-  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, stored_msg_at(v)), ARGV[base + 2],
-    ARGV[base + 7], ARGV[base + 6] == '1'
+  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, stored_msg_at(v)), ARGV[base + 3],
+    ARGV[base + 8], ARGV[base + 7] == '1'
   e.lock = lock ~= '0' and KEYS[16 + tonumber(lock)]
-  e.key, e.keylist = ARGV[base + 9], keylist ~= '0' and KEYS[16 + tonumber(keylist)]
+  e.key, e.keylist = ARGV[base + 10], keylist ~= '0' and KEYS[16 + tonumber(keylist)]
   if task_exit(x, e) then
     out[i] = '!'
   end

@@ -814,27 +814,39 @@ class Broker:
         def index(key: str) -> int:
             return extra.setdefault(key, len(extra) + 1)
 
+        # the plain items first, in the short form (id, token, attempt: lua/done-16.lua 'plain'),
+        # then the others (10 arguments each); the replies come back in the items' order
+        plain: list[int] = []
+        full: list[int] = []
+        for n, d in enumerate(items):
+            simple = not d.outcome and not d.progressed and not d.result and not d.msg.key
+            (plain if simple and not d.msg.lock_digest() else full).append(n)
         args: list[Any] = []
-
-        for d in items:
+        for n in plain:
+            d = items[n]
+            args += [id_arg(d.id), d.token, d.msg.retried + 1]
+        for n in full:
+            d = items[n]
             digest = d.msg.lock_digest()
             args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
                      index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome,
                      1 if d.progressed else 0, d.result, index(q.key_list(d.msg.key)) if d.msg.key else 0,
                      d.msg.key]
+        order = plain + full  # reply k is the item order[k]'s
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any]) -> list[int | Exception]:
-            out: list[int | Exception] = []
-            for p, r in zip(parsers, reply):
+            out: list[int | Exception] = [0] * len(order)
+            for n, r in zip(order, reply):
                 try:
-                    out.append(p(r))
+                    out[n] = parsers[n](r)
                 except AsynqpyError as exc:
-                    out.append(exc)
+                    out[n] = exc
             return out
 
         return script_call("done", parse, **_q(q, "tasks lease processed progress watch deps"), **end_keys(q),
-                           processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, items=args)
+                           processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, plain=len(plain),
+                           items=args)
 
     def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> completed, kept ``msg.retention_ms`` with ``msg.result``; ``outcome`` as for

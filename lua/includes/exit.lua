@@ -40,6 +40,14 @@
 --- (further field/value pairs for the event), mtype (the message's type, when the caller read it in
 --- place: msg is then not needed). Returns true when children were told (the caller
 --- marks its reply: includes/flow ``told``).
+---
+--- exit_plain(x, how, ids, mtypes, attempts, n): task_exit for n tasks leaving the same way that
+--- hold no lock, wrote no progress, hold no key and are no process input (their event has a type,
+--- an attempt and nothing more): the same duties in the same order, without a table and calls
+--- per task (each joins the last event group inline; a task that starts a group, or whose id
+--- cannot go in an id list, goes through task_exit). Where the tasks may have children to tell
+--- (x.flows not false) each goes through task_exit; returns the indexes k of the tasks whose
+--- children were told (nil = none).
 --- @include "events"
 --- @include "unique"
 --- @include "flow"
@@ -101,6 +109,12 @@ local function exit_gather(x, event, mtype, attempt, id)
   end
   g.n = g.n + 1
   g.ids[g.n] = id
+end
+local function exit_wake(x)
+  if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
+    x.woke = true
+    slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
+  end
 end
 local function task_exit(x, e)
   local final, tell, forget, event, process = exit_row(e.how)
@@ -176,9 +190,34 @@ local function task_exit(x, e)
     end
     x.mark_process(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
   end
-  if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
-    x.woke = true
-    slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
-  end
+  exit_wake(x)
   return told_children
+end
+local function exit_plain(x, how, ids, mtypes, attempts, n)
+  local _, tell, _, event = exit_row(how)
+  local told = nil
+  if (tell and x.children and x.flows ~= false) or not x.batch then  -- (children to tell: the general path)
+    for k = 1, n do
+      if task_exit(x, {how = how, id = ids[k], mtype = mtypes[k], attempt = attempts[k], progressed = false}) then
+        told = told or {}
+        told[#told + 1] = k
+      end
+    end
+    return told
+  end
+  if event and exit_cap(x) > 0 then
+    local g = x.last
+    for k = 1, n do
+      local id, mtype, attempt = ids[k], mtypes[k], attempts[k]
+      if g and g.mtype == mtype and g.attempt == attempt and g.event == event and ids_ok(id) then
+        g.n = g.n + 1  -- (exit_gather's work, inline: the task joins the last group)
+        g.ids[g.n] = id
+      else
+        task_exit(x, {how = how, id = id, mtype = mtype, attempt = attempt, progressed = false})
+        g = x.last
+      end
+    end
+  end
+  exit_wake(x)
+  return told
 end
