@@ -158,7 +158,7 @@ end
 if ids or #runs > 0 then
   local expiry = string.format('%.0f', now + tonumber(ARGV[2]))  -- (a string once: not one number per task)
   local prefix = 'a' .. ARGV[3]
-  local hset, zadd, seen, h, o = {}, {}, {}, 0, 3  -- (h, o: the lengths of hset/zadd and out)
+  local hset, zadd, h, o = {}, {}, 0, 3  -- (h, o: the lengths of hset/zadd and out)
   for i = 1, #runs, 2 do
     hset[h + 1], hset[h + 2] = runs[i], prefix .. runs[i + 1]
     zadd[h + 1], zadd[h + 2] = expiry, runs[i]
@@ -167,11 +167,10 @@ if ids or #runs > 0 then
   end
   ids = ids or {}
   local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
-  for i, id in ipairs(ids) do
-    local v = vals[i]
-    if v and not seen[id] and stored_state(v) == 'p' then
-      seen[id] = true
-      local msg = stored_msg(v)
+  for i = 1, #ids do
+    local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
+    if msg then
+      local id = ids[i]
       hset[h + 1], hset[h + 2] = id, prefix .. msg
       zadd[h + 1], zadd[h + 2] = expiry, id
       out[o + 1], out[o + 2] = id, msg
@@ -180,7 +179,17 @@ if ids or #runs > 0 then
   end
   if h > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
-    redis.call('ZADD', KEYS[3], unpack(zadd))
+    if redis.call('ZADD', KEYS[3], unpack(zadd)) < h / 2 then  -- (an id popped twice: leased once)
+      local seen, kept = {}, {now, 0, 0}
+      for i = 4, o, 2 do
+        if not seen[out[i]] then
+          seen[out[i]] = true
+          local k = #kept
+          kept[k + 1], kept[k + 2] = out[i], out[i + 1]
+        end
+      end
+      out = kept
+    end
     local cap = tonumber(conf[1]) or EVENTS_CAP
     if cap > 0 and active_wanted(conf[10], conf[11], now) then  -- (one entry per type: includes/events)
       local groups, order = {}, {}

@@ -8,6 +8,8 @@
 ---                           of an active task
 ---   stored_token(v)         an active task's lease token (as stored)
 ---   stored_holds(v, token)  is ``v`` an active task leased with ``token``? (false for nil)
+---   stored_msg_if(v, state)  the message of ``v`` if its state byte is ``state``, else nil (nil
+---                           for nil): a state check and the message in one call
 ---   stored_msg_at(v)        where the message starts in ``v`` (its byte index): to read its type
 ---                           in place (includes/events msg_type(v, at)), with no copy of it
 local TOKEN_LEN = 8
@@ -26,6 +28,12 @@ end
 local function stored_holds(v, token)  -- (the token compared in place: no string built for it)
   return v ~= nil and v ~= false and string.byte(v, 1) == 97 and #token == TOKEN_LEN
     and string.sub(v, 2, 1 + TOKEN_LEN) == token  -- (97: 'a')
+end
+local function stored_msg_if(v, state)
+  if v and string.sub(v, 1, 1) == state then
+    return string.sub(v, state == 'a' and 2 + TOKEN_LEN or 2)
+  end
+  return nil
 end
 local function stored_msg_at(v)
   if string.byte(v, 1) == 97 then  -- 'a'
