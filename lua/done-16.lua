@@ -50,15 +50,18 @@ waiters to notify, with the token '!' if tasks waiting on it were told: includes
 local INBOX_TTL_MS = 600000
 local plain = tonumber(ARGV[2])
 local n = plain + (#ARGV - 2 - 3 * plain) / 10
-local ids, at = {}, {}  -- at[i]: the index in ARGV of item i's id
+local function at(i)  -- the index in ARGV of item i's id
+  if i <= plain then
+    return 3 * i
+  end
+  return 3 + 3 * plain + (i - plain - 1) * 10
+end
+local ids = {}
 for i = 1, plain do
-  at[i] = 3 * i
+  ids[i] = ARGV[3 * i]
 end
 for i = plain + 1, n do
-  at[i] = 3 + 3 * plain + (i - plain - 1) * 10
-end
-for i = 1, n do
-  ids[i] = ARGV[at[i]]
+  ids[i] = ARGV[at(i)]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
 local out, ok, okpos, seen, m, mp = {}, {}, {}, {}, 0, 0  -- (mp: how many of ok are plain items)
@@ -66,7 +69,7 @@ for i = 1, n do
   local v, id = vals[i], ids[i]
   if not v or seen[id] then
     out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
-  elseif not stored_holds(v, ARGV[at[i] + 1]) then
+  elseif not stored_holds(v, ARGV[(i <= plain and 3 * i or at(i)) + 1]) then
     out[i] = -3
   else
     seen[id] = true
@@ -96,10 +99,9 @@ if mp > 0 then  -- the plain items: their types read in place only when the even
   for k = 1, mp do
     local i = okpos[k]
     if x.cap > 0 then
-      local v = vals[i]
-      mtypes[k] = msg_type(v, stored_msg_at(v))
+      mtypes[k] = msg_type(vals[i], STORED_ACTIVE_AT)  -- (an active task's: stored_holds said so)
     end
-    attempts[k] = ARGV[at[i] + 2]
+    attempts[k] = ARGV[3 * i + 2]
   end
   for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp) or {}) do
     out[okpos[k]] = '!'
@@ -109,7 +111,7 @@ local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result 
            key = '', keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
 for k = mp + 1, m do
   local i = okpos[k]
-  local base = at[i] - 1  -- (ARGV[base + 1] = its id)
+  local base = at(i) - 1  -- (ARGV[base + 1] = its id)
   local lock, reply, keylist = ARGV[base + 4], ARGV[base + 5], ARGV[base + 9]  -- (indexes; '0' = none)
   if reply ~= '0' then
     local inbox = KEYS[16 + tonumber(reply)]
@@ -117,7 +119,7 @@ for k = mp + 1, m do
     redis.call('PEXPIRE', inbox, INBOX_TTL_MS)
   end
   local v = vals[i]
-  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, stored_msg_at(v)), ARGV[base + 3],
+  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, STORED_ACTIVE_AT), ARGV[base + 3],
     ARGV[base + 8], ARGV[base + 7] == '1'
   e.lock = lock ~= '0' and KEYS[16 + tonumber(lock)]
   e.key, e.keylist = ARGV[base + 10], keylist ~= '0' and KEYS[16 + tonumber(keylist)]

@@ -10,7 +10,7 @@
 --- (docs/events.md: about 0.5 MB at the default cap).
 --- ids_ok(id): an id that may go in an 'ids' list (no space in it).
 --- msg_type(m, at): the task type of the encoded message at byte ``at`` (default 1) of ``m`` ('' =
---- none): read in place, so a stored value's type needs no copy of its message (stored_msg_at).
+--- none): read in place, so a stored value's type needs no copy of its message (STORED_ACTIVE_AT).
 --- active_wanted(always, followed, now): whether a dequeue writes 'active' events, from the conf
 --- fields 'active' ('1' = always: Inspector.set_events(active=True)) and 'followed' (ms: until
 --- when a reader following the stream asked for them; core/events.py Reader refreshes it): by

@@ -25,7 +25,8 @@
 --- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
 --- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
 --- children duty is skipped. cap (the events cap) and unlimited = true (no 'concurrency' in conf:
---- the wake duty has nothing to do) when the caller read its conf itself (one HMGET, done). batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
+--- the wake duty has nothing to do) when the caller read its conf itself (one HMGET, done).
+--- batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
 --- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are
 --- gathered and written as one entry per group (includes/events emit_ids: one XADD per batch
 --- instead of one per task), the 'enqueued' of a key's next task too (after its holder's end);
@@ -207,9 +208,10 @@ local function exit_plain(x, how, ids, mtypes, attempts, n)
   end
   if event and exit_cap(x) > 0 then
     local g = x.last
+    local spaced = not ids_ok(table.concat(ids, '', 1, n))  -- (ids_ok for all at once: some id has a space?)
     for k = 1, n do
       local id, mtype, attempt = ids[k], mtypes[k], attempts[k]
-      if g and g.mtype == mtype and g.attempt == attempt and g.event == event and ids_ok(id) then
+      if g and g.mtype == mtype and g.attempt == attempt and g.event == event and (not spaced or ids_ok(id)) then
         g.n = g.n + 1  -- (exit_gather's work, inline: the task joins the last group)
         g.ids[g.n] = id
       else

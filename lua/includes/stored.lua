@@ -10,9 +10,10 @@
 ---   stored_holds(v, token)  is ``v`` an active task leased with ``token``? (false for nil)
 ---   stored_msg_if(v, state)  the message of ``v`` if its state byte is ``state``, else nil (nil
 ---                           for nil): a state check and the message in one call
----   stored_msg_at(v)        where the message starts in ``v`` (its byte index): to read its type
----                           in place (includes/events msg_type(v, at)), with no copy of it
+---   STORED_ACTIVE_AT        where the message starts in an active task's value (its byte index):
+---                           to read its type in place (includes/events msg_type(v, at)), no copy
 local TOKEN_LEN = 8
+local STORED_ACTIVE_AT = 2 + TOKEN_LEN
 local function stored_state(v)
   return v and string.sub(v, 1, 1)
 end
@@ -34,10 +35,4 @@ local function stored_msg_if(v, state)
     return string.sub(v, state == 'a' and 2 + TOKEN_LEN or 2)
   end
   return nil
-end
-local function stored_msg_at(v)
-  if string.byte(v, 1) == 97 then  -- 'a'
-    return 2 + TOKEN_LEN
-  end
-  return 2
 end
