@@ -64,29 +64,56 @@ for i = plain + 1, n do
   ids[i] = ARGV[at(i)]
 end
 local vals = redis.call('HMGET', KEYS[1], unpack(ids))
-local out, ok, okpos, seen, m, mp = {}, {}, {}, {}, 0, 0  -- (mp: how many of ok are plain items)
-for i = 1, n do
-  local v, id = vals[i], ids[i]
-  if not v or seen[id] then
-    out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
-  elseif not stored_holds(v, ARGV[(i <= plain and 3 * i or at(i)) + 1]) then
-    out[i] = -3
-  else
-    seen[id] = true
-    out[i] = 1
-    m = m + 1
-    ok[m] = id
-    okpos[m] = i
-    if i <= plain then
-      mp = m
+local function sort_out()  -- each item's code; the tasks held (ok) and their items' positions (okpos)
+  local out, ok, okpos, seen, m = {}, {}, {}, {}, 0
+  for i = 1, n do
+    local v, id = vals[i], ids[i]
+    if not v or seen[id] then
+      out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
+    elseif not stored_holds(v, ARGV[(i <= plain and 3 * i or at(i)) + 1]) then
+      out[i] = -3
+    else
+      seen[id] = true
+      out[i] = 1
+      m = m + 1
+      ok[m] = id
+      okpos[m] = i
     end
   end
+  return out, ok, okpos, m
 end
-if m == 0 then
-  return out
+local all = true  -- every item held by the caller, the usual case: ok is ids, no tables built
+for i = 1, n do
+  if not stored_holds(vals[i], ARGV[(i <= plain and 3 * i or at(i)) + 1]) then
+    all = false
+    break
+  end
+end
+local out, ok, okpos, m = false, ids, false, n
+if not all then
+  out, ok, okpos, m = sort_out()
+  if m == 0 then
+    return out
+  end
 end
 -- removals first: a Redis at maxmemory still lets a script that has written go on
-redis.call('HDEL', KEYS[1], unpack(ok))
+if redis.call('HDEL', KEYS[1], unpack(ok)) < m then  -- (an id named twice: sorted out as above)
+  out, ok, okpos, m = sort_out()
+end
+if not out then
+  out = {}
+  for i = 1, n do
+    out[i] = 1
+  end
+end
+local mp = 0  -- how many of ok are plain items (they come first)
+if not okpos then
+  mp = plain
+else
+  while mp < m and okpos[mp + 1] <= plain do
+    mp = mp + 1
+  end
+end
 redis.call('ZREM', KEYS[2], unpack(ok))
 local conf = redis.call('HMGET', KEYS[8], 'events', 'concurrency')  -- (the cap and the limit: one read)
 local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], conf = KEYS[8], children = KEYS[9],
@@ -97,20 +124,20 @@ local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], c
 if mp > 0 then  -- the plain items: their types read in place only when the events are on
   local mtypes, attempts = {}, {}
   for k = 1, mp do
-    local i = okpos[k]
+    local i = okpos and okpos[k] or k
     if x.cap > 0 then
       mtypes[k] = msg_type(vals[i], STORED_ACTIVE_AT)  -- (an active task's: stored_holds said so)
     end
     attempts[k] = ARGV[3 * i + 2]
   end
   for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp) or {}) do
-    out[okpos[k]] = '!'
+    out[okpos and okpos[k] or k] = '!'
   end
 end
 local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result = '', progressed = false, lock = false,
            key = '', keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
 for k = mp + 1, m do
-  local i = okpos[k]
+  local i = okpos and okpos[k] or k
   local base = at(i) - 1  -- (ARGV[base + 1] = its id)
   local lock, reply, keylist = ARGV[base + 4], ARGV[base + 5], ARGV[base + 9]  -- (indexes; '0' = none)
   if reply ~= '0' then
@@ -136,7 +163,7 @@ local late = redis.call('HMGET', KEYS[6], unpack(ok))
 local gone = {}
 for k = 1, m do
   if late[k] then
-    local i = okpos[k]
+    local i = okpos and okpos[k] or k
     out[i] = out[i] == '!' and late[k] .. ' !' or late[k]
     gone[#gone + 1] = ok[k]
   end

@@ -815,11 +815,13 @@ class Broker:
             return extra.setdefault(key, len(extra) + 1)
 
         # the plain items first, in the short form (id, token, attempt: lua/done-16.lua 'plain'),
-        # then the others (10 arguments each); the replies come back in the items' order
+        # then the others (10 arguments each); the replies come back in the items' order. An id
+        # named twice keeps the items' order (its first entry is the one that ends the task)
         plain: list[int] = []
         full: list[int] = []
+        twice = len({d.id for d in items}) < len(items)
         for n, d in enumerate(items):
-            simple = not d.outcome and not d.progressed and not d.result and not d.msg.key
+            simple = not twice and not d.outcome and not d.progressed and not d.result and not d.msg.key
             (plain if simple and not d.msg.lock_digest() else full).append(n)
         args: list[Any] = []
         for n in plain:
