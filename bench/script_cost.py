@@ -77,7 +77,7 @@ class Phase:
         script = sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
         calls = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
         inner = {k[len("cmdstat_"):]: v for k, v in stats.items()
-                 if k not in SKIP and k not in ("cmdstat_evalsha", "cmdstat_eval")}
+                 if not k.startswith(SKIP) and k not in ("cmdstat_evalsha", "cmdstat_eval")}
         inner_us = sum(v["usec"] for v in inner.values())
         out = {"script": script / n, "inner": inner_us / n, "lua": (script - inner_us) / n, "cpu": cpu / n,
                "rest": (cpu - script) / n, "calls": calls / n}
