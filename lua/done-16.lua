@@ -41,7 +41,8 @@ ARGV[3..] items  ``plain`` groups of 3 (id, token, attempt), then one group of 1
         result         the handler's result (msgpack; '' = None), for the task's children
         keylist        index j of the task's key's list in KEYS[16+j], 0 = no key
         key            the task's key ('' = none): released to the next task of the key
-Returns one code per task, in the items' order: 1 = done (or a string: done, and the inbox ids of late
+Returns the number of items when every one's code is 1 (the usual batch: no list built), else
+one code per task, in the items' order: 1 = done (or a string: done, and the inbox ids of late
 waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow),
 0 = no such task, -3 = the caller no longer holds the lease (write refused).
 ]]
@@ -100,11 +101,14 @@ end
 if redis.call('HDEL', KEYS[1], unpack(ok)) < m then  -- (an id named twice: sorted out as above)
   out, ok, okpos, m = sort_out()
 end
-if not out then
-  out = {}
-  for i = 1, n do
-    out[i] = 1
+local function mark(i, code)  -- an item's code other than 1: the list of codes built at the first
+  if not out then
+    out = {}
+    for j = 1, n do
+      out[j] = 1
+    end
   end
+  out[i] = code
 end
 local mp = 0  -- how many of ok are plain items (they come first)
 if not okpos then
@@ -131,7 +135,7 @@ if mp > 0 then  -- the plain items: their types read in place only when the even
     attempts[k] = ARGV[3 * i + 2]
   end
   for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp) or {}) do
-    out[okpos and okpos[k] or k] = '!'
+    mark(okpos and okpos[k] or k, '!')
   end
 end
 local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result = '', progressed = false, lock = false,
@@ -151,7 +155,7 @@ for k = mp + 1, m do
   e.lock = lock ~= '0' and KEYS[16 + tonumber(lock)]
   e.key, e.keylist = ARGV[base + 10], keylist ~= '0' and KEYS[16 + tonumber(keylist)]
   if task_exit(x, e) then
-    out[i] = '!'
+    mark(i, '!')
   end
 end
 exit_flush(x)
@@ -164,11 +168,11 @@ local gone = {}
 for k = 1, m do
   if late[k] then
     local i = okpos and okpos[k] or k
-    out[i] = out[i] == '!' and late[k] .. ' !' or late[k]
+    mark(i, out and out[i] == '!' and late[k] .. ' !' or late[k])
     gone[#gone + 1] = ok[k]
   end
 end
 if #gone > 0 then
   redis.call('HDEL', KEYS[6], unpack(gone))
 end
-return out
+return out or n  -- (n: every item's code is 1, no list built)

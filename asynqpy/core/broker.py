@@ -837,7 +837,9 @@ class Broker:
         order = plain + full  # reply k is the item order[k]'s
         parsers = [_finish_code("done", d.id) for d in items]
 
-        def parse(reply: list[Any]) -> list[int | Exception]:
+        def parse(reply: list[Any] | int) -> list[int | Exception]:
+            if isinstance(reply, int):  # every item done (lua/done-16.lua: the count, not a list of 1s)
+                reply = [1] * reply
             out: list[int | Exception] = [0] * len(order)
             for n, r in zip(order, reply):
                 try:
