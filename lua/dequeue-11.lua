@@ -46,7 +46,8 @@ worker only when no other waiter is expected (it comes, is held back and becomes
 Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
 hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
 HMGET, one HSET and one ZADD however many tasks it takes (plus, when 'active' events are wanted, one
-XADD per task type taken).
+XADD per task type taken); the prio zset is read only when ZCARD finds it non-empty (its size gives
+'remaining'), and an id popped twice is found by ZADD's count of new members (leased once).
 ]]
 --- @include "now"
 --- @include "signal"
