@@ -46,7 +46,8 @@ worker only when no other waiter is expected (it comes, is held back and becomes
 Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
 hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
 HMGET, one HSET and one ZADD however many tasks it takes (plus, when 'active' events are wanted, one
-XADD per task type taken).
+XADD per task type taken); the prio zset is read only when ZCARD finds it non-empty (its size gives
+'remaining'), and an id popped twice is found by ZADD's count of new members (leased once).
 ]]
 --- @include "now"
 --- @include "signal"
@@ -119,19 +120,32 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
   end
 end
 local ids = false
+local prios = redis.call('ZCARD', KEYS[8])  -- (none, the usual case: the zset is not read)
 if count > 0 then
-  ids = redis.call('ZRANGE', KEYS[8], '-inf', '(' .. string.format('%.0f', HIGH_END), 'BYSCORE', 'LIMIT', 0, count)
-  if #ids > 0 then
-    redis.call('ZREM', KEYS[8], unpack(ids))
+  ids = {}
+  if prios > 0 then
+    ids = redis.call('ZRANGE', KEYS[8], '-inf', '(' .. string.format('%.0f', HIGH_END), 'BYSCORE', 'LIMIT', 0, count)
+    if #ids > 0 then
+      redis.call('ZREM', KEYS[8], unpack(ids))
+      prios = prios - #ids
+    end
   end
   if #ids < count then
-    for _, id in ipairs(redis.call('RPOP', KEYS[2], count - #ids) or {}) do
-      ids[#ids + 1] = id
+    local popped = redis.call('RPOP', KEYS[2], count - #ids)
+    if popped then
+      if #ids == 0 then
+        ids = popped
+      else
+        for _, id in ipairs(popped) do
+          ids[#ids + 1] = id
+        end
+      end
     end
-    if #ids < count then  -- (the higher priorities are all taken)
+    if #ids < count and prios > 0 then  -- (the higher priorities are all taken)
       local low = redis.call('ZRANGE', KEYS[8], 0, count - #ids - 1)
       if #low > 0 then
         redis.call('ZREM', KEYS[8], unpack(low))
+        prios = prios - #low
         for _, id in ipairs(low) do
           ids[#ids + 1] = id
         end
@@ -143,35 +157,40 @@ if count > 0 then
   end
 end
 if ids or #runs > 0 then
-  local expiry = now + tonumber(ARGV[2])
+  local expiry = string.format('%.0f', now + tonumber(ARGV[2]))  -- (a string once: not one number per task)
   local prefix = 'a' .. ARGV[3]
-  local hset, zadd, seen = {}, {}, {}
+  local hset, zadd, h, o = {}, {}, 0, 3  -- (h, o: the lengths of hset/zadd and out)
   for i = 1, #runs, 2 do
-    hset[#hset + 1] = runs[i]
-    hset[#hset + 1] = prefix .. runs[i + 1]
-    zadd[#zadd + 1] = expiry
-    zadd[#zadd + 1] = runs[i]
-    out[#out + 1] = runs[i]
-    out[#out + 1] = runs[i + 1]
+    hset[h + 1], hset[h + 2] = runs[i], prefix .. runs[i + 1]
+    zadd[h + 1], zadd[h + 2] = expiry, runs[i]
+    out[o + 1], out[o + 2] = runs[i], runs[i + 1]
+    h, o = h + 2, o + 2
   end
   ids = ids or {}
   local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
-  for i, id in ipairs(ids) do
-    local v = vals[i]
-    if v and not seen[id] and stored_state(v) == 'p' then
-      seen[id] = true
-      local msg = stored_msg(v)
-      hset[#hset + 1] = id
-      hset[#hset + 1] = prefix .. msg
-      zadd[#zadd + 1] = expiry
-      zadd[#zadd + 1] = id
-      out[#out + 1] = id
-      out[#out + 1] = msg
+  for i = 1, #ids do
+    local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
+    if msg then
+      local id = ids[i]
+      hset[h + 1], hset[h + 2] = id, prefix .. msg
+      zadd[h + 1], zadd[h + 2] = expiry, id
+      out[o + 1], out[o + 2] = id, msg
+      h, o = h + 2, o + 2
     end
   end
-  if #hset > 0 then
+  if h > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
-    redis.call('ZADD', KEYS[3], unpack(zadd))
+    if redis.call('ZADD', KEYS[3], unpack(zadd)) < h / 2 then  -- (an id popped twice: leased once)
+      local seen, kept = {}, {now, 0, 0}
+      for i = 4, o, 2 do
+        if not seen[out[i]] then
+          seen[out[i]] = true
+          local k = #kept
+          kept[k + 1], kept[k + 2] = out[i], out[i + 1]
+        end
+      end
+      out = kept
+    end
     local cap = tonumber(conf[1]) or EVENTS_CAP
     if cap > 0 and active_wanted(conf[10], conf[11], now) then  -- (one entry per type: includes/events)
       local groups, order = {}, {}
@@ -195,7 +214,7 @@ if ids or #runs > 0 then
     end
   end
 end
-local remaining = pending_count(KEYS[2], KEYS[8])
+local remaining = redis.call('LLEN', KEYS[2]) + prios  -- (includes/priority pending_count, the zset's size known)
 out[2] = remaining
 local expected = false  -- another worker is the rate's waiter, expected for the next token
 if bucket then  -- the bucket refilled up to now, less a token per task taken

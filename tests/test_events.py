@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -221,3 +222,32 @@ def test_the_cap_counts_events_so_a_batch_fed_stream_stays_small(backend: Any) -
     assert 200 <= kept <= 600, kept  # MAXLEN ~ cap/n: whole nodes trimmed
     if backend.kind != "fake":
         assert backend.sync.memory_usage(k.events, samples=0) < 48_000  # (200 entries of 100 ids: ~500 KB)
+
+
+def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:
+    """done sends plain successes (no lock, waiter, progress, result or key) in a short form ahead
+    of the others (lua/done-16.lua 'plain', includes/exit exit_plain): each item's reply is still
+    its own, in the items' order, and every task's 'completed' event is written once, an id with a
+    space in it (it cannot go in an id list) included; an id named twice among the short items is
+    ended once (its second entry: 0, no such task)."""
+    b, x, ins = Broker(), SyncExecutor(backend.sync), Inspector(backend.sync)
+    ids = ["p1", "full", "p 2", "p3", "lost", "d1", "d2"]
+    with Client(backend.sync) as c:
+        c.enqueue_many([("t", i, {"task_id": id}) for i, id in enumerate(ids)], queue=Q)
+    taken = dict(x.run(b.dequeue(Q, 7, 60_000, "tok00001")).tasks)
+    assert sorted(taken) == sorted(ids)
+    items = [Done(id, "tok00001", decode(taken[id]), progressed=id == "full") for id in ids[:4]]
+    items.append(Done("lost", "tok0000X", decode(taken["lost"]), progressed=False))  # not its lease
+    got = x.run(b.done_many(Q, items))
+    assert [r == 1 for r in got[:4]] == [True] * 4 and type(got[4]).__name__ == "LeaseLostError"
+    done = sorted(e.task_id for e in ins.events(Q) if e.event == "completed")
+    assert done == sorted(["p1", "full", "p 2", "p3"])
+    assert ins.queue_info(Q).active == 3  # 'lost' is still held by its lease, d1 and d2 too
+    call = b.done_many(Q, [Done(id, "tok00001", decode(taken[id]), progressed=False) for id in ("d1", "d2")])
+    args = list(call.args)
+    assert args[1] == 2 and args[2:] == [b"d1", "tok00001", 1, b"d2", "tok00001", 1]  # (plain = 2, short items)
+    args[5] = b"d1"  # d1 named twice
+    got = x.run(replace(call, args=tuple(args)))
+    assert got[0] == 1 and type(got[1]).__name__ == "TaskNotFoundError"
+    assert backend.sync.hexists(queue_keys(Q).tasks, "d2") and not backend.sync.hexists(queue_keys(Q).tasks, "d1")
+    assert [e.task_id for e in ins.events(Q) if e.event == "completed"].count("d1") == 1

@@ -379,6 +379,35 @@ def _event_text(text: str) -> str:
     return line if len(line) <= 200 else line[:199] + "…"
 
 
+def _is_plain(d: Done) -> bool:
+    """A success that needs nothing but its end: no lock, waiter, progress, result or key."""
+    return not d.outcome and not d.progressed and not d.result and not d.msg.key and not d.msg.lock_digest()
+
+
+def _done_args(q: QueueKeys, items: Sequence[Done], index: Callable[[str], int]) -> tuple[list[Any], list[int], int]:
+    """The done script's items (lua/done-16.lua): the plain ones first in the short form (id, token,
+    attempt), then the others (10 arguments each); with the order they go in (reply k is the
+    item order[k]'s) and how many are plain. An id named twice keeps the items' order (its first
+    entry is the one that ends the task): every item then goes in the long form."""
+    twice = len({d.id for d in items}) < len(items)
+    plain: list[int] = []
+    full: list[int] = []
+    for n, d in enumerate(items):
+        (plain if not twice and _is_plain(d) else full).append(n)
+    args: list[Any] = []
+    for n in plain:
+        d = items[n]
+        args += [id_arg(d.id), d.token, d.msg.retried + 1]
+    for n in full:
+        d = items[n]
+        digest = d.msg.lock_digest()
+        args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
+                 index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome,
+                 1 if d.progressed else 0, d.result, index(q.key_list(d.msg.key)) if d.msg.key else 0,
+                 d.msg.key]
+    return args, plain + full, len(plain)
+
+
 def _finish_code(op: str, id: str) -> Callable[[Any], int]:
     """Parser for the finishing scripts: >= 1 ok; 0 / -3 / -4 raise. The done, complete and
     archive scripts answer a string (the late waiters' inboxes) for success: a :class:`Finished`."""
@@ -889,27 +918,23 @@ class Broker:
         def index(key: str) -> int:
             return extra.setdefault(key, len(extra) + 1)
 
-        args: list[Any] = []
-
-        for d in items:
-            digest = d.msg.lock_digest()
-            args += [id_arg(d.id), d.token, d.msg.retried + 1, index(q.lock(digest)) if digest else 0,
-                     index(q.inbox(d.msg.reply_to)) if d.outcome and d.msg.reply_to else 0, d.outcome,
-                     1 if d.progressed else 0, d.result, index(q.key_list(d.msg.key)) if d.msg.key else 0,
-                     d.msg.key]
+        args, order, plain = _done_args(q, items, index)
         parsers = [_finish_code("done", d.id) for d in items]
 
-        def parse(reply: list[Any]) -> list[int | Exception]:
-            out: list[int | Exception] = []
-            for p, r in zip(parsers, reply):
+        def parse(reply: list[Any] | int) -> list[int | Exception]:
+            if isinstance(reply, int):  # every item done (lua/done-16.lua: the count, not a list of 1s)
+                reply = [1] * reply
+            out: list[int | Exception] = [0] * len(order)
+            for n, r in zip(order, reply):
                 try:
-                    out.append(p(r))
+                    out[n] = parsers[n](r)
                 except AsynqpyError as exc:
-                    out.append(exc)
+                    out[n] = exc
             return out
 
         return script_call("done", parse, **_q(q, "tasks lease processed progress watch deps"), **end_keys(q),
-                           processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, items=args)
+                           processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, plain=plain,
+                           items=args)
 
     def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> completed, kept ``msg.retention_ms`` with ``msg.result``; ``outcome`` as for

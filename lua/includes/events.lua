@@ -9,6 +9,8 @@
 --- cap, bench/scale_events.py), and its memory is bounded per queue whatever the batches
 --- (docs/events.md: about 0.5 MB at the default cap).
 --- ids_ok(id): an id that may go in an 'ids' list (no space in it).
+--- msg_type(m, at): the task type of the encoded message at byte ``at`` (default 1) of ``m`` ('' =
+--- none): read in place, so a stored value's type needs no copy of its message (STORED_ACTIVE_AT).
 --- active_wanted(always, followed, now): whether a dequeue writes 'active' events, from the conf
 --- fields 'active' ('1' = always: Inspector.set_events(active=True)) and 'followed' (ms: until
 --- when a reader following the stream asked for them; core/events.py Reader refreshes it): by
@@ -47,15 +49,16 @@ end
 local function ids_ok(id)
   return not string.find(id, ' ', 1, true)
 end
-local function msg_type(m)
-  local b = string.byte(m, 1)
+local function msg_type(m, at)  -- (at: where the message starts in m, default 1: no copy of it)
+  at = at or 1
+  local b = string.byte(m, at)
   local i
   if b and b >= 0x90 and b <= 0x9f then
-    i = 2
+    i = at + 1
   elseif b == 0xdc then
-    i = 4
+    i = at + 3
   elseif b == 0xdd then
-    i = 6
+    i = at + 5
   else
     return ''
   end

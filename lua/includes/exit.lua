@@ -24,7 +24,9 @@
 --- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
 --- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
 --- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
---- children duty is skipped. batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
+--- children duty is skipped. cap (the events cap) and unlimited = true (no 'concurrency' in conf:
+--- the wake duty has nothing to do) when the caller read its conf itself (one HMGET, done).
+--- batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
 --- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are
 --- gathered and written as one entry per group (includes/events emit_ids: one XADD per batch
 --- instead of one per task), the 'enqueued' of a key's next task too (after its holder's end);
@@ -36,8 +38,17 @@
 --- the run wrote no progress: nothing to clear), result (msgpack, for its children: completed),
 --- key and keylist (its key, '' = none, and the key's list), pid and kind (a process input), mark
 --- (the process's error; default error), attempt, error, due, recovered (the event's fields), more
---- (further field/value pairs for the event). Returns true when children were told (the caller
+--- (further field/value pairs for the event), mtype (the message's type, when the caller read it in
+--- place: msg is then not needed). Returns true when children were told (the caller
 --- marks its reply: includes/flow ``told``).
+---
+--- exit_plain(x, how, ids, mtypes, attempts, n): task_exit for n tasks leaving the same way that
+--- hold no lock, wrote no progress, hold no key and are no process input (their event has a type,
+--- an attempt and nothing more): the same duties in the same order, without a table and calls
+--- per task (each joins the last event group inline; a task that starts a group, or whose id
+--- cannot go in an id list, goes through task_exit). Where the tasks may have children to tell
+--- (x.flows not false) each goes through task_exit; returns the indexes k of the tasks whose
+--- children were told (nil = none).
 --- @include "events"
 --- @include "unique"
 --- @include "flow"
@@ -78,22 +89,33 @@ local function exit_flush(x)
     end
     groups[i] = nil
   end
-  x.groups = {}
+  x.groups, x.last = {}, nil
 end
 local function exit_gather(x, event, mtype, attempt, id)
-  local groups = x.groups
-  if not groups then
-    groups = {}
-    x.groups = groups
+  local g = x.last  -- (a batch's tasks mostly share their group: no key built for them)
+  if not (g and g.event == event and g.mtype == mtype and g.attempt == attempt) then
+    local groups = x.groups
+    if not groups then
+      groups = {}
+      x.groups = groups
+    end
+    local k = event .. '\n' .. mtype .. '\n' .. (attempt or '')
+    g = groups[k]
+    if not g then
+      g = {event = event, mtype = mtype, attempt = attempt, ids = {}, n = 0}
+      groups[k] = g
+      x.batch[#x.batch + 1] = g
+    end
+    x.last = g
   end
-  local k = event .. '\n' .. mtype .. '\n' .. (attempt or '')
-  local g = groups[k]
-  if not g then
-    g = {event = event, mtype = mtype, attempt = attempt, ids = {}}
-    groups[k] = g
-    x.batch[#x.batch + 1] = g
+  g.n = g.n + 1
+  g.ids[g.n] = id
+end
+local function exit_wake(x)
+  if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
+    x.woke = true
+    slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
   end
-  g.ids[#g.ids + 1] = id
 end
 local function task_exit(x, e)
   local final, tell, forget, event, process = exit_row(e.how)
@@ -104,7 +126,7 @@ local function task_exit(x, e)
   if x.progress and e.progressed ~= false then
     redis.call('HDEL', x.progress, id)
   end
-  local mtype = event and exit_cap(x) > 0 and msg_type(e.msg or '')
+  local mtype = event and exit_cap(x) > 0 and (e.mtype or msg_type(e.msg or ''))
   if mtype and x.batch then
     if not (e.recovered or e.error or e.due or e.more) and ids_ok(id) then
       exit_gather(x, event, mtype, e.attempt, id)
@@ -169,9 +191,35 @@ local function task_exit(x, e)
     end
     x.mark_process(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
   end
-  if x.lease and not x.woke and x.conf and x.pending and x.wake then
-    x.woke = true
-    slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
-  end
+  exit_wake(x)
   return told_children
+end
+local function exit_plain(x, how, ids, mtypes, attempts, n)
+  local _, tell, _, event = exit_row(how)
+  local told = nil
+  if (tell and x.children and x.flows ~= false) or not x.batch then  -- (children to tell: the general path)
+    for k = 1, n do
+      if task_exit(x, {how = how, id = ids[k], mtype = mtypes[k], attempt = attempts[k], progressed = false}) then
+        told = told or {}
+        told[#told + 1] = k
+      end
+    end
+    return told
+  end
+  if event and exit_cap(x) > 0 then
+    local g = x.last
+    local spaced = not ids_ok(table.concat(ids, '', 1, n))  -- (ids_ok for all at once: some id has a space?)
+    for k = 1, n do
+      local id, mtype, attempt = ids[k], mtypes[k], attempts[k]
+      if g and g.mtype == mtype and g.attempt == attempt and g.event == event and (not spaced or ids_ok(id)) then
+        g.n = g.n + 1  -- (exit_gather's work, inline: the task joins the last group)
+        g.ids[g.n] = id
+      else
+        task_exit(x, {how = how, id = id, mtype = mtype, attempt = attempt, progressed = false})
+        g = x.last
+      end
+    end
+  end
+  exit_wake(x)
+  return told
 end

@@ -8,7 +8,12 @@
 ---                           of an active task
 ---   stored_token(v)         an active task's lease token (as stored)
 ---   stored_holds(v, token)  is ``v`` an active task leased with ``token``? (false for nil)
+---   stored_msg_if(v, state)  the message of ``v`` if its state byte is ``state``, else nil (nil
+---                           for nil): a state check and the message in one call
+---   STORED_ACTIVE_AT        where the message starts in an active task's value (its byte index):
+---                           to read its type in place (includes/events msg_type(v, at)), no copy
 local TOKEN_LEN = 8
+local STORED_ACTIVE_AT = 2 + TOKEN_LEN
 local function stored_state(v)
   return v and string.sub(v, 1, 1)
 end
@@ -21,6 +26,13 @@ end
 local function stored_token(v)
   return string.sub(v, 2, 1 + TOKEN_LEN)
 end
-local function stored_holds(v, token)
-  return v ~= nil and v ~= false and string.sub(v, 1, 1 + TOKEN_LEN) == 'a' .. token
+local function stored_holds(v, token)  -- (the token compared in place: no string built for it)
+  return v ~= nil and v ~= false and string.byte(v, 1) == 97 and #token == TOKEN_LEN
+    and string.sub(v, 2, 1 + TOKEN_LEN) == token  -- (97: 'a')
+end
+local function stored_msg_if(v, state)
+  if v and string.sub(v, 1, 1) == state then
+    return string.sub(v, state == 'a' and 2 + TOKEN_LEN or 2)
+  end
+  return nil
 end
