@@ -53,8 +53,9 @@ if redis.call('HGET', deps, ef) == '' then  -- this parent's end, not counted ye
   end
   redis.call('HSET', deps, rec_field(child), rec_pack(h))
 end
-local v = redis.call('HGET', KEYS[1], child)
-if not v or stored_state(v) ~= 'w' then
+-- (waiting: its entry in the waiting zset, O(1); the stored value, which holds every parent's ref,
+-- is read only for the release: reading it at each edge made a fan-in O(parents^2))
+if not redis.call('ZSCORE', KEYS[2], child) then
   return 0
 end
 if h[1] == 'c' and (tonumber(h[5]) or 0) > 0 then
@@ -62,6 +63,10 @@ if h[1] == 'c' and (tonumber(h[5]) or 0) > 0 then
 end
 if h[2] ~= '0' then
   return 2
+end
+local v = redis.call('HGET', KEYS[1], child)
+if not v or stored_state(v) ~= 'w' then
+  return 0
 end
 redis.call('ZREM', KEYS[2], child)
 return release(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[9], KEYS[10], KEYS[7], events_cap(KEYS[8]), child,
