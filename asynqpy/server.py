@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 import logging
 import os
 import secrets
@@ -238,14 +239,15 @@ class Server:
             if bg:  # bounded: a loop stuck in a client library's teardown must not keep the server up
                 _, stuck = await asyncio.wait(bg, timeout=STOP_LOOPS_TIMEOUT)
                 for t in stuck:
-                    log.error("%s did not stop within %gs of being cancelled; leaving it", t.get_name(),
-                              STOP_LOOPS_TIMEOUT)
+                    log.error("%s did not stop within %gs of being cancelled; leaving it, at:\n%s", t.get_name(),
+                              STOP_LOOPS_TIMEOUT, _where(t))
             if hb_task is not None:  # bounded like the loops above: a heartbeat stuck in the client library's
-                hb_task.cancel()  # reconnection (seen once, just after a Redis restart) must not keep the server up
+                heartbeat.stop()  # reconnection (seen once, just after a Redis restart) must not keep the server up;
+                hb_task.cancel()  # and should the library lose the cancellation, the loop ends at its next turn
                 _, stuck_hb = await asyncio.wait([hb_task], timeout=STOP_LOOPS_TIMEOUT)
                 if stuck_hb:
-                    log.error("the heartbeat did not stop within %gs of being cancelled; leaving it",
-                              STOP_LOOPS_TIMEOUT)
+                    log.error("the heartbeat did not stop within %gs of being cancelled; leaving it, at:\n%s",
+                              STOP_LOOPS_TIMEOUT, _where(hb_task))
                 try:
                     await asyncio.wait_for(heartbeat.clear(), STOP_LOOPS_TIMEOUT)
                 except asyncio.TimeoutError:
@@ -266,6 +268,13 @@ class Server:
                 await redis.aclose()
             if started:
                 log.info("server %s stopped", self.server_id)
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """Where ``task`` waits (its coroutine's stack): for the log of a loop that would not stop."""
+    out = io.StringIO()
+    task.print_stack(file=out)
+    return out.getvalue()
 
 
 async def _run_hooks(kind: str, hooks: Sequence[Callable[[], Any]], pool: Any) -> None:

@@ -164,3 +164,69 @@ def test_janitor_forgets_the_waiters_of_deleted_tasks(backend: Any) -> None:
     h.clock.advance(h.options.reconcile_interval)
     h.run(lambda ctx: Janitor(ctx, JanitorParams.of(h.options)).sweep_once())
     assert h.r.hkeys(K.watch) == [b"kept"]
+
+
+def test_a_cancel_during_a_redis_call_is_not_lost() -> None:
+    """Python < 3.12's asyncio.wait_for, which redis-py's send_packed_command uses when the client
+    has a socket_timeout (fakeredis's: 5 s), returns the result instead of raising CancelledError
+    when the cancel arrives in the turn of the loop where the send completed: the heartbeat of a
+    stopping server once went on beating, and asyncio.run waited for it forever. The async
+    executor raises the lost cancellation; here the cancel arrives at each step of a call."""
+    import fakeredis
+
+    from asynqpy.core.broker import Call
+    from asynqpy.redisio.executor import AsyncExecutor
+
+    async def main() -> None:
+        x = AsyncExecutor(fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer()))
+        call: Call[Any] = Call(lambda r: r, command=("SET", "k", "v"))
+        await x.run_many([call])  # connected
+        ops: list[Callable[[], Awaitable[Any]]] = [lambda: x.run_many([call]), lambda: x.run(call),
+                                                  lambda: x.run_many_replicated([call], 0, 0)]
+        cancelled = 0
+        for op in ops:
+            for steps in range(8):
+                task = asyncio.ensure_future(op())
+                for _ in range(steps):
+                    await asyncio.sleep(0)
+                if task.done():  # finished before the cancel: nothing to lose
+                    continue
+                task.cancel()
+                await asyncio.wait([task])
+                assert task.cancelled(), f"a cancel after {steps} steps was lost: {task.result()!r}"
+                cancelled += 1
+        assert cancelled >= 6
+
+    asyncio.run(main())
+
+
+def test_a_stopped_heartbeat_ends_even_if_its_cancellation_is_lost() -> None:
+    """Should a client library still lose a cancellation, the heartbeat's loop ends at its next
+    turn once the server stopped it: a stopped server leaves no task running (asyncio.run waits,
+    before it returns, for every task left)."""
+    from types import SimpleNamespace
+
+    async def main() -> None:
+        hb = Heartbeat(None, SimpleNamespace(held={}),  # type: ignore[arg-type]
+                       HeartbeatParams("srv-1", 0.0, 0.001, 1.0, {Q: 1}, 1, False))
+        beating = asyncio.Event()
+        lost: list[bool] = []
+
+        async def beat() -> None:  # a call that loses the first cancellation
+            beating.set()
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if lost:
+                    raise
+                lost.append(True)
+
+        hb.beat = beat  # type: ignore[method-assign]
+        task = asyncio.create_task(hb.run())
+        await beating.wait()
+        hb.stop()
+        task.cancel()
+        await asyncio.wait([task], timeout=2)  # (bounds a hang; ends at once)
+        assert lost and task.done()
+
+    asyncio.run(main())

@@ -14,6 +14,13 @@ an unreachable node also reloads it, so calls follow a replica promoted in a fai
 ``run_many_replicated`` is the write path of a client with ``wait_replicas``: each node's calls
 are pipelined on one connection of that node, followed by ``WAIT n timeout`` on that same
 connection (WAIT counts the replicas that have every write *of its connection* so far).
+
+The async executor does not lose a cancellation: on Python < 3.12, ``asyncio.wait_for`` (which
+redis-py's ``send_packed_command`` uses when the client has a ``socket_timeout``) returns the
+result, not CancelledError, when the cancel arrives just as the send it waits for completes; the
+cancelled task went on as if nothing had happened (a heartbeat went on beating after its server
+stopped, and ``asyncio.run`` waited for it forever). A call during which the task was asked to
+cancel raises CancelledError (see :func:`_kept`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Generator, Sequence
 from typing import Any, TypeVar
 
 from hiredis import pack_command
@@ -367,8 +374,36 @@ class SyncExecutor:
         return self._per_node(calls, (replicas, timeout_ms)) if calls else []
 
 
+def _cancel_requests() -> int:
+    """How many times the current task was asked to cancel (``Task.cancelling``: 0 outside a
+    task, and on Python 3.10, which does not count them)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() if cancelling is not None else 0
+
+
+async def _kept(aw: Awaitable[T]) -> T:
+    """Await a call into redis-py; if the task was asked to cancel meanwhile and the library
+    returned (or raised another error) instead of raising CancelledError, raise it now. (Python <
+    3.12's ``asyncio.wait_for``, used by redis-py's ``send_packed_command`` with a
+    ``socket_timeout``, drops a cancel that arrives in the same turn of the loop as the completion
+    of the send it waits for.)"""
+    asked = _cancel_requests()
+    try:
+        result = await aw
+    except Exception as exc:
+        if _cancel_requests() > asked:
+            raise asyncio.CancelledError() from exc
+        raise
+    if _cancel_requests() > asked:
+        raise asyncio.CancelledError()
+    return result
+
+
 class AsyncExecutor:
-    """Runs calls on an asyncio redis-py client (``redis.asyncio.Redis`` or ``RedisCluster``)."""
+    """Runs calls on an asyncio redis-py client (``redis.asyncio.Redis`` or ``RedisCluster``).
+    A call during which its task was asked to cancel raises CancelledError, even where redis-py
+    lost the cancellation (:func:`_kept`)."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
@@ -399,7 +434,7 @@ class AsyncExecutor:
     async def run(self, call: Call[T]) -> T:
         """Async twin of :meth:`SyncExecutor.run`."""
         try:
-            reply = await self._send(call)
+            reply = await _kept(self._send(call))
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
@@ -412,7 +447,7 @@ class AsyncExecutor:
     async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many`."""
         try:
-            return await self._run_many(calls)
+            return await _kept(self._run_many(calls))
         except Exception as exc:
             err = unavailable(exc)
             if err is None:
@@ -483,9 +518,11 @@ class AsyncExecutor:
 
     async def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
         """Async twin of :meth:`SyncExecutor.run_many_replicated`."""
-        if calls and not self._ready:
-            await self._initialized()
-        return await self._per_node(calls, (replicas, timeout_ms)) if calls else []
+        if not calls:
+            return []
+        if not self._ready:
+            await _kept(self._initialized())
+        return await _kept(self._per_node(calls, (replicas, timeout_ms)))
 
 
 def run_plan(executor: SyncExecutor, plan: Generator[list[Call[Any]], list[Any], T]) -> T:

@@ -58,6 +58,7 @@ class Heartbeat:
         self.p = params
         self._beats = 0
         self._described: frozenset[tuple[str, str]] | None = None
+        self._stopped = False
 
     def _info(self, running: list[Running]) -> bytes:
         """The server's description (msgpack): identity, settings, and each task it runs as
@@ -147,8 +148,13 @@ class Heartbeat:
             if now >= r.lease_until:
                 self.processor.lose(r, "its lease could not be renewed in time")
 
+    def stop(self) -> None:
+        """End :meth:`run` at its next turn (the server stops; it also cancels the loop's task:
+        should a cancellation be lost in a client library, the loop still ends)."""
+        self._stopped = True
+
     async def run(self) -> None:
-        while True:
+        while not self._stopped:
             await asyncio.sleep(self.p.interval)
             try:
                 await self.beat()
