@@ -575,15 +575,7 @@ class Broker:
         that sets a timer schedules. ``msg``: the input's message (with its completion written in,
         when it has a retention). Raises LeaseLostError (also when the process changed since it was
         read: the input then runs again after its lease) / TaskNotFoundError."""
-        batch = self.proc_commit_many(queue, [self.commit(queue, id, token, msg, plan, timer, outcome)])
-
-        def parse(reply: Any) -> int:
-            res = batch.parse(reply)[0]
-            if isinstance(res, Exception):
-                raise res
-            return res
-
-        return Call(parse, batch.script, batch.keys, batch.args)
+        return _one(self.proc_commit_many(queue, [self.commit(queue, id, token, msg, plan, timer, outcome)]))
 
     def commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                timer: tuple[str, Message] | None = None, outcome: bytes = b"", progressed: bool = True) -> Commit:
@@ -896,15 +888,7 @@ class Broker:
         """active -> deleted (success, no retention). ``outcome``: what to push to the inbox of
         ``msg.reply_to`` (:func:`~asynqpy.core.results.pack_outcome`), b'' when nobody waits. The
         call's reply is a :class:`Finished` (1, with the late waiters to notify)."""
-        batch = self.done_many(queue, [Done(id, token, msg, outcome)])
-
-        def parse(reply: Any) -> int:
-            res = batch.parse(reply)[0]
-            if isinstance(res, Exception):
-                raise res
-            return res
-
-        return Call(parse, batch.script, batch.keys, batch.args)
+        return _one(self.done_many(queue, [Done(id, token, msg, outcome)]))
 
     def done_many(self, queue: str, items: Sequence[Done]) -> Call[list[int | Exception]]:
         """:meth:`done` for a batch of tasks of one queue, in one script call (the worker's
@@ -1321,3 +1305,15 @@ class Broker:
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""
         return Call(lambda r: [_s(x) for x in r], command=("LRANGE", queue_keys(queue).pending, start, stop))
+
+
+def _one(batch: Call[list[Any]]) -> Call[Any]:
+    """A batch call of one item as the call of that item: its reply, or its error raised."""
+
+    def parse(reply: Any) -> Any:
+        res = batch.parse(reply)[0]
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    return Call(parse, batch.script, batch.keys, batch.args)
