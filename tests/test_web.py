@@ -471,6 +471,14 @@ def test_servers_quieted_resumed_and_stopped_from_the_console(web: TestClient, s
         _until(lambda: [s["status"] for s in web.get("/api/servers").json()] == ["quiet"])
         assert f'data-post="/api/servers/{quote(server.server_id)}/resume"' in web.get("/servers").text
         assert web.post(f"/api/servers/{server.server_id}/resume", headers=_csrf(web)).json() == {"ack": "running"}
+        assert f'data-post="/api/servers/{quote(server.server_id)}/scale"' in web.get("/servers").text
+        assert web.post(f"/api/servers/{server.server_id}/scale?concurrency=3").status_code == 403  # no CSRF token
+        r = web.post(f"/api/servers/{server.server_id}/scale?concurrency=3", headers=_csrf(web))
+        assert r.json() == {"ack": "concurrency 3"}, r.text
+        _until(lambda: [s["concurrency"] for s in web.get("/api/servers").json()] == [3])
+        for bad in ("0", "x", "", "100001"):
+            r = web.post(f"/api/servers/{server.server_id}/scale?concurrency={bad}", headers=_csrf(web))
+            assert r.status_code == 400 and "concurrency must be an integer" in r.json()["error"], (bad, r.text)
         r = web.post(f"/api/servers/{server.server_id}/explode", headers=_csrf(web))
         assert r.status_code == 400 and "action must be one of" in r.json()["error"]
         r = web.post("/api/servers/no-such-server/stop", headers=_csrf(web))

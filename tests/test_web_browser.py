@@ -284,7 +284,7 @@ def test_a_rebound_name_is_refused_in_a_browser(redis_url: str, rebound_browser:
 
 def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) -> None:
     """A process in error is found in its queue's list, repaired from its page (the page follows
-    its status and history live), then removed; a server is quieted and resumed from the
+    its status and history live), then removed; a server is quieted, resumed and resized from the
     servers page."""
     import asyncio
 
@@ -356,6 +356,13 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         wait_for(lambda: "quiet" in browser.find_element(By.CSS_SELECTOR, row).text)
         click(browser, f"{row} button")
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} button").text == "quiet")
+        # resize it: the scale button asks for the number (a prompt) and the row shows it
+        click(browser, f'{row} button[data-post$="/scale"]')
+        prompt = browser.switch_to.alert
+        prompt.send_keys("7")
+        prompt.accept()
+        wait_for(lambda: browser.find_element(By.ID, "message").text == "server: concurrency 7")
+        wait_for(lambda: "/7" in browser.find_element(By.CSS_SELECTOR, row).text)
     finally:
         console.stop()
         server.stop()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from ..core import humanize
+from ..core.control import concurrency_action as control_action
 from ..core.errors import (
     AsynqpyError,
     InvalidArgumentError,
@@ -48,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 CSRF_COOKIE = "asynqpy_csrf"
 CSRF_HEADER = "x-csrf-token"
 ACTIONS = ("run", "archive", "delete", "cancel")
-SERVER_ACTIONS = ("stop", "quiet", "resume")
+SERVER_ACTIONS = ("stop", "quiet", "resume", "scale")
 REPAIR_WAIT = 5.0
 """Seconds a repair from the console waits for the processor's response (then: 202, still queued)."""
 MEMORY_EVERY = 30.0
@@ -367,12 +368,19 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         return jsonable(await inspector.servers())
 
     @app.post("/api/servers/{server_id}/{action}", tags=["servers"])
-    async def control(server_id: str, action: str) -> Any:
-        """Stop a server gracefully, quiet it (it takes no new task; the running ones finish) or
-        resume it, by id (or by name, if one live server has it); returns its acknowledgement
-        (404: no such live server; 504: no acknowledgement within 10 s)."""
+    async def control(server_id: str, action: str, concurrency: str = "") -> Any:
+        """Stop a server gracefully, quiet it (it takes no new task; the running ones finish),
+        resume it, or resize it (``scale?concurrency=N``: N handlers at once from now on), by id
+        (or by name, if one live server has it); returns its acknowledgement (400: a bad action or
+        number; 404: no such live server; 504: no acknowledgement within 10 s)."""
         if action not in SERVER_ACTIONS:
             raise InvalidArgumentError(f"action must be one of {', '.join(SERVER_ACTIONS)}, got {action!r}")
+        n = 0
+        if action == "scale":
+            if not concurrency.strip().isdigit():
+                raise InvalidArgumentError(f"concurrency must be an integer from 1 to 100000, got {concurrency!r}")
+            n = int(concurrency)
+            control_action(n)  # (refused here, before any server is looked for)
         live = await inspector.servers()
         if not any(s.id == server_id for s in live):
             named = [s.id for s in live if s.name == server_id]
@@ -380,6 +388,8 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                 raise InvalidArgumentError(f"{len(named)} live servers are named {server_id!r}: give an id")
             server_id = named[0] if named else server_id
         try:
+            if action == "scale":
+                return {"ack": await inspector.scale_server(server_id, n)}
             return {"ack": await getattr(inspector, f"{action}_server")(server_id)}
         except TimeoutError:
             return JSONResponse({"error": f"server {server_id} did not acknowledge within 10 s"}, 504)

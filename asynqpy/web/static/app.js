@@ -93,9 +93,15 @@ document.addEventListener("click", async (ev) => {
   const b = ev.target.closest("button.act");
   if (!b || readOnly) return;
   if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+  let url = b.dataset.post;
+  if (b.dataset.prompt) {  // an action that takes a number (a server's concurrency)
+    const value = window.prompt(b.dataset.prompt, b.dataset.value || "");
+    if (value === null) return;
+    url += `?concurrency=${encodeURIComponent(value.trim())}`;
+  }
   try {
     if (b.dataset.post) {
-      const res = await post(b.dataset.post);
+      const res = await post(url);
       if (res.response !== undefined) { say(`done: ${short(res.response, 100)}`); tick(); return; }
       if (res.ack !== undefined) { say(`server: ${res.ack}`); tick(); return; }
       if (res.queued) { say("queued"); tick(); return; }
@@ -247,6 +253,8 @@ async function serversPage() {
         if (a === "stop") attrs["data-confirm"] = `Stop server ${s.name || s.id} gracefully?`;
         cell.appendChild(el("button", a, attrs));
       }
+      cell.appendChild(el("button", "scale", { class: "act", "data-post": `/api/servers/${encodeURIComponent(s.id)}/scale`,
+        "data-prompt": `Handlers server ${s.name || s.id} runs at once (1-100000):`, "data-value": String(s.concurrency) }));
       row.appendChild(cell);
     }
     rows.push(row);
