@@ -180,6 +180,21 @@ class Server:
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
+        probes = None
+        if o.health_port is not None:
+            from .worker.probes import Probes
+
+            def probe_state() -> dict[str, Any]:
+                status = ("stopping" if ctx.stopping.is_set() else "quiet" if processor.quiet
+                          else "running" if heartbeat.registered else "starting")
+                return {"redis": ctx.health.down_since is None, "registered": heartbeat.registered, "status": status}
+
+            probes = Probes(o.health_host, o.health_port, o.health_max_lag, probe_state)
+            try:
+                probes.start(self._loop)
+            except OSError as exc:
+                raise InvalidArgumentError(f"health_port: cannot serve the probes on {o.health_host}:{o.health_port}: "
+                                           f"{exc.strerror or exc}") from None
         # a worker's first fetch goes out right after the first heartbeat: the loops below start
         # LOOPS_DELAY after it (their first commands and connections would queue before it), the
         # canceller's modules (the controller, the inspector's plans) are imported then, and the
@@ -234,6 +249,8 @@ class Server:
             await processor.run()  # returns after the graceful shutdown of the handlers
         finally:
             watchdog.stop()
+            if probes is not None:
+                probes.stop()
             for t in bg:  # the heartbeat goes last: it keeps leases alive until every write is done
                 t.cancel()
             if bg:  # bounded: a loop stuck in a client library's teardown must not keep the server up

@@ -342,6 +342,11 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
                    "asynqpy's repository) on this port; with --processes N, the sum of the processes'.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="The address --metrics-port binds (0.0.0.0: every interface).")
+@click.option("--health-port", "health_port", default=None, metavar="PORT",
+              help="Serve health probes, GET /livez (the event loop answers) and /readyz (connected, "
+                   "registered, taking tasks), on this port (one worker process: not with --processes N).")
+@click.option("--health-host", default="127.0.0.1", show_default=True,
+              help="The address --health-port binds (0.0.0.0: every interface, e.g. in a container).")
 @click.option("--name", "name", default=None,
               help="This worker's name, for tasks enqueued with workers=[...] or runs=N (default: host:pid; "
                    "the processes of --processes N share it).")
@@ -368,7 +373,8 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
-           metrics_port: int | None, metrics_host: str, name: str | None, sandbox: bool, sandbox_processes: int,
+           metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
+           name: str | None, sandbox: bool, sandbox_processes: int,
            sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, supervised: bool,
            signing_key_file: str | None,
            redis_url: str) -> None:
@@ -376,6 +382,14 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
     keys = signing_keys(signing_key_file)  # checked before any child process starts
+    probes_port = None
+    if health_port is not None:
+        if not health_port.isdigit() or not 0 <= int(health_port) <= 65535:
+            raise UserError(f"--health-port must be a port number (0-65535), got {health_port!r}")
+        if processes > 1:
+            raise UserError("--health-port serves one worker process's probes: run one process per container "
+                            "(or per probe port) rather than --processes N")
+        probes_port = int(health_port)
     if loop == "uvloop":
         try:
             import uvloop  # noqa: F401 - checked before any child process starts
@@ -427,6 +441,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["name"] = name
     if metrics_port is not None:
         extra["metrics_port"], extra["metrics_host"] = metrics_port, metrics_host
+    if probes_port is not None:
+        extra["health_port"], extra["health_host"] = probes_port, health_host
     if sandbox:
         extra["sandbox"] = True
     extra.update(sandbox_processes=sandbox_processes, sandbox_max_tasks=sandbox_max_tasks,

@@ -57,6 +57,7 @@ class Heartbeat:
         self.processor = processor
         self.p = params
         self._beats = 0
+        self.registered = False  # a heartbeat was written: the server is listed (the health probes)
         self._described: frozenset[tuple[str, str]] | None = None
         self._stopped = False
 
@@ -103,6 +104,7 @@ class Heartbeat:
             ctx.health.failed("the heartbeat", results[0])
         else:
             ctx.health.ok()
+            self.registered = True
             if results[0] == 1 and self._beats > 1 and len(calls) - len(queues) == 1:
                 # the server was missing from the registry (Redis restarted without persistence,
                 # or flushed): its description is gone too; write it now, not at the 6th beat

@@ -77,6 +77,9 @@ class ServerOptions:
     name: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    health_port: int | None = None  # /livez and /readyz over HTTP (worker/probes.py); 0: a free port
+    health_host: str = "127.0.0.1"
+    health_max_lag: float = 10.0  # /livez fails once the event loop has not answered for this long
     sandbox: bool = False  # every plain (def) handler runs in a child process (docs/workers.md)
     sandbox_processes: int = 2
     sandbox_max_tasks: int = 0  # per child, then it is replaced (0: no limit)
@@ -102,6 +105,11 @@ class ServerOptions:
             _integer("metrics_port", self.metrics_port, 0, 65535)
         if not isinstance(self.metrics_host, str) or not self.metrics_host:
             raise InvalidArgumentError(f"metrics_host must be a host name or address, got {self.metrics_host!r}")
+        if self.health_port is not None:
+            _integer("health_port", self.health_port, 0, 65535)
+        if not isinstance(self.health_host, str) or not self.health_host:
+            raise InvalidArgumentError(f"health_host must be a host name or address, got {self.health_host!r}")
+        _seconds("health_max_lag", self.health_max_lag)
         _integer("fetch_batch", self.fetch_batch, 1, MAX_FETCH_BATCH)
         _integer("archive_max_size", self.archive_max_size, 0)
         if self.sync_threads is not None:

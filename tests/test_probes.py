@@ -1,0 +1,124 @@
+"""Health probes (``Server(health_port=P)``, ``asynqpy worker --health-port P``, worker/probes.py):
+/livez follows the event loop, /readyz the server's connection, registration and status, on a
+real redis-server that the tests stop and start again; bad settings refused (typed error, CLI
+exit 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from redisproc import RedisProcess, free_port
+
+from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Server, Task
+from asynqpy.cli.main import main
+
+pytestmark = pytest.mark.real
+
+
+def probe(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as res:
+            return res.status, json.loads(res.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        return exc.code, json.loads(body) if body.startswith(b"{") else {}
+    except urllib.error.URLError:  # not listening (yet)
+        return 0, {}
+
+
+def until(cond: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def serve(url: str, mux: ServeMux, **options: Any) -> tuple[Server, threading.Thread]:
+    server = Server(url, queues=["hq"], heartbeat_interval=0.2, shutdown_timeout=2, **options)
+    t = threading.Thread(target=lambda: asyncio.run(server.arun(mux)), daemon=True)
+    t.start()
+    return server, t
+
+
+def test_ready_while_serving_not_when_quiet_or_redis_is_gone() -> None:
+    redis = RedisProcess()
+    port = free_port()
+    server, t = serve(redis.url, ServeMux(), health_port=port)
+    try:
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        code, body = probe(port, "/livez")
+        assert code == 200 and body["live"] and body["ready"] and body["status"] == "running", body
+        assert probe(port, "/nope")[0] == 404
+        with Inspector(redis.url) as insp:
+            assert insp.quiet_server(server.server_id) == "quiet"
+            code, body = probe(port, "/readyz")
+            assert code == 503 and body["status"] == "quiet" and body["live"], body
+            assert insp.resume_server(server.server_id) == "running"
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        redis.crash()  # Redis gone: not ready, still live (a restart would not help)
+        until(lambda: probe(port, "/readyz")[1].get("redis") is False)
+        assert probe(port, "/readyz")[0] == 503 and probe(port, "/livez")[0] == 200
+        redis = redis.restart()
+        until(lambda: probe(port, "/readyz")[0] == 200, 30)
+    finally:
+        server.stop()
+        t.join(15)
+        redis.stop()
+    with pytest.raises(OSError):  # the probes' port is closed with the server
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_live_follows_the_event_loop() -> None:
+    """A handler that blocks the loop (time.sleep in an async def) fails /livez after
+    health_max_lag, and /livez answers 200 again once the loop runs."""
+    redis = RedisProcess()
+    port = free_port()
+    release = threading.Event()
+    mux = ServeMux()
+
+    @mux.handle("block")
+    async def block(task: Task) -> None:
+        release.wait(10)  # blocks the event loop on purpose
+
+    server, t = serve(redis.url, mux, health_port=port, health_max_lag=0.5, block_warning=None)
+    try:
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        with Client(redis.url) as c:
+            c.enqueue("block", None, queue="hq")
+        until(lambda: probe(port, "/livez")[0] == 503)
+        code, body = probe(port, "/readyz")
+        assert code == 503 and not body["live"] and body["loop_lag_s"] > 0.5, body
+        release.set()
+        until(lambda: probe(port, "/livez")[0] == 200)
+    finally:
+        release.set()
+        server.stop()
+        t.join(15)
+        redis.stop()
+
+
+def test_bad_probe_settings_are_refused(redis_url: str) -> None:
+    for bad in ({"health_port": -1}, {"health_port": 70000}, {"health_port": "80"}, {"health_host": ""},
+                {"health_max_lag": 0}):
+        with pytest.raises(InvalidArgumentError, match="health_"):
+            Server(redis_url, **bad)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(InvalidArgumentError, match=f"cannot serve the probes on 127.0.0.1:{port}"):
+            asyncio.run(Server(redis_url, health_port=port).arun(ServeMux()))
+    res = CliRunner().invoke(main, ["worker", "x:y", "--health-port", "8080", "--processes", "2",
+                                    "--redis-url", redis_url])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
+    res = CliRunner().invoke(main, ["worker", "x:y", "--health-port", "abc", "--redis-url", redis_url])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
