@@ -1,6 +1,7 @@
 --[[ forward: scheduled -> pending, retry -> pending (when due)
-Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pending, and tells
-the caller how long it may sleep before the next one is due.
+Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pending (a retry of a
+task enqueued with retry_front=True to the front of its priority, the others to the back), and
+tells the caller how long it may sleep before the next one is due.
 KEYS[1] scheduled  scheduled zset
 KEYS[2] retry      retry zset
 KEYS[3] tasks      tasks hash
@@ -38,7 +39,7 @@ for z = 1, 2 do
     end
     if v then
       redis.call('HSET', KEYS[3], id, 'p' .. stored_msg(v))
-      push_pending(KEYS[4], KEYS[6], id, msg_priority(v, 2), false)
+      push_pending(KEYS[4], KEYS[6], id, msg_priority(v, 2), z == 2 and msg_retry_front(v, 2))
       moved = moved + 1
     end
   end

@@ -133,3 +133,31 @@ def test_lua_reads_the_priority_past_any_payload_and_a_signing_tag(backend: Any)
     assert ex.run(Broker().forward(Q, 10))[0] == 1
     assert backend.sync.llen(q.pending) == 2 and backend.sync.zcard(q.prio) == 0
     c2.close()
+
+
+def test_retry_front_puts_a_retry_ahead_of_the_backlog(backend: Any) -> None:
+    """retry_front=True (hibiken/asynq#1079): a failed attempt's retry goes to the front of its
+    priority when the forwarder moves it, not behind the tasks that waited meanwhile; a task
+    without it goes to the back, as ever (the recoverer's retry of an expired lease goes the same
+    way: one forward path). Bad values and tasks it does not apply to are refused."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        front = c.enqueue("t", "front", queue=Q, retry_front=True, retry_delay=0)
+        c.enqueue("t", "back", queue=Q, retry_delay=0)
+        for i in range(3):
+            c.enqueue("t", f"w{i}", queue=Q)
+        assert decode(backend.sync.hget(queue_keys(Q).tasks, front.id)[1:]).retry_front
+        got = ex.run(b.dequeue(Q, 2, 30_000, "tok00001"))
+        assert [decode(m).payload for _, m in got.tasks] == ["front", "back"]
+        for id, m in got.tasks:  # both fail: a retry due at once
+            msg = decode(m)
+            assert ex.run(b.retry(Q, id, "tok00001", msg.with_(retried=1, last_error="boom"), 0)) > 0
+        assert ex.run(b.forward(Q, 100))[0] == 2
+        assert [t.payload for t in insp.list_tasks(Q, TaskState.PENDING)] == ["front", "w0", "w1", "w2", "back"]
+        assert _take_all(backend) == ["front", "w0", "w1", "w2", "back"]
+        for bad, match in (({"retry_front": 1}, "retry_front must be True or False"),
+                           ({"retry_front": True, "group": "g"}, "retry_front applies to a task that runs"),
+                           ({"retry_front": True, "workers": ["w1"]}, "retry_front applies to a task that runs")):
+            with pytest.raises(InvalidArgumentError, match=match):
+                c.enqueue("t", "x", queue=Q, **bad)
+        assert insp.queue_info(Q).pending == 0  # nothing queued by the refused calls

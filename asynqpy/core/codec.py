@@ -50,7 +50,8 @@ class Message:
 how many distinct workers must run it successfully. A task with either is a targeted task.
     ``after``: the parents a workflow task waited on, as ``[queue, id]`` pairs (None = none;
     the handler reads their results as ``task.parent_results``). ``key``: tasks of a queue with
-    the same key run one at a time, in enqueue order ('' = none).
+    the same key run one at a time, in enqueue order ('' = none). ``retry_front``: a retry of the
+    task goes to the front of its queue's pending tasks, not the back.
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -78,6 +79,7 @@ how many distinct workers must run it successfully. A task with either is a targ
     runs: int = 1
     after: list[list[str]] | None = None
     key: str = ""
+    retry_front: bool = False
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -99,7 +101,7 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,), (list, type(None)), (str,),
+    (int,), (list, type(None)), (str,), (bool,),
 ]
 
 
@@ -160,6 +162,8 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
 
 assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 assert _FIELDS.index("priority") == PRIORITY_INDEX
+RETRY_FRONT_INDEX = _FIELDS.index("retry_front")
+assert RETRY_FRONT_INDEX == 24, "lua/includes/priority.lua reads the retry_front field at this index"
 KEY_INDEX = _FIELDS.index("key")
 assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this index"
 _UNIQUE_INDEX = _FIELDS.index("unique")

@@ -351,6 +351,14 @@ def _named(name: str, max_len: int) -> Check:
     return _optional(lambda v: validate_name(name, v, max_len))
 
 
+def _bool(name: str) -> Check:
+    def check(v: Any, got: dict[str, Any]) -> bool:
+        if not isinstance(v, bool):
+            raise InvalidArgumentError(f"{name} must be True or False, got {v!r}")
+        return v
+    return check
+
+
 def _task_id(v: Any, got: dict[str, Any]) -> str | None:
     return None if v is None else validate_name("task_id", v, MAX_ID_LEN)
 
@@ -422,6 +430,12 @@ SPEC: tuple[Option, ...] = (
     Option("key", "str", "none", "tasks of the queue with this key run one at a time, in enqueue order",
            "--key", _named("key", MAX_KEY_LEN),
            conflicts=dict.fromkeys(("group", "workers", "runs", "after", "throttle", "debounce"), _KEY), example="k"),
+    Option("retry_front", "bool", "False", "a retry goes to the front of the queue's pending tasks (of its "
+           "priority), not the back: a failed task runs again before the backlog", None, _bool("retry_front"),
+           False, neutral=(False,), example=True,
+           conflicts=dict.fromkeys(("group", "workers", "runs"), "retry_front applies to a task that runs and is "
+                                   "retried itself: not to a grouped task (its aggregate runs) or a targeted "
+                                   "one (its runs are retried on their workers)")),
     Option("retention", "seconds", "0", "seconds to keep the task as completed, with its result, after success",
            "--retention", lambda v, got: int(_seconds("retention", v) * 1000), 0, example=60),
     Option("headers", "dict[str, str]", "none", "handed to the handler as `task.headers` (at most 64 entries, "
@@ -523,6 +537,7 @@ def prepare(task_type: str, payload: Any = None, *, reply_to: str = "", max_payl
         unique=unique_ttl > 0 and mode != "t", retry_delay_ms=got["retry_delay"], headers=got["headers"],
         reply_to=reply_to, group=got["group"] or "", unique_key=got["unique_key"] or "", priority=got["priority"],
         workers=got["workers"], runs=got["runs"] or 1, after=got["after"], key=got["key"] or "",
+        retry_front=got["retry_front"],
     )
     kind = decide(task_type, waiting=msg.after is not None, delay_ms=delay_ms, debounced=mode == "d",
                   grouped=bool(msg.group), key=msg.key, targeted=msg.workers is not None or msg.runs > 1)

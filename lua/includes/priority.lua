@@ -84,6 +84,23 @@ local function msg_priority(m, i)
   end
   return DEFAULT_PRIORITY
 end
+local RETRY_FRONT_INDEX = 24  -- core/codec.py RETRY_FRONT_INDEX
+local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
+  local b, n = string.byte(m, i), 0
+  if b and b >= 0x90 and b <= 0x9f then
+    n, i = b - 0x90, i + 1
+  elseif b == 0xdc then
+    n, i = mp_uint(m, i + 1, 2) or 0, i + 3
+  end
+  if n <= RETRY_FRONT_INDEX then  -- (trailing defaults are left out: most messages stop before it)
+    return false
+  end
+  for _ = 1, RETRY_FRONT_INDEX do
+    i = mp_skip(m, i)
+    if not i then return false end
+  end
+  return string.byte(m, i) == 0xc3  -- msgpack true
+end
 local function push_pending(list, pq, id, p, front)
   if p == DEFAULT_PRIORITY then
     if front then
