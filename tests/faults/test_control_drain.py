@@ -1,8 +1,8 @@
-"""Scenario: a deploy done with remote control: two workers serve a stream of tasks; one is made
-quiet (it finishes what it runs and takes nothing new), then stopped through Redis (it exits by
-itself, code 0), and a new one takes its place; the other keeps working throughout. Audit: the
-common audit (nothing lost, every task completed or archived as planned, no re-run but those
-planned), and the quiet worker started no task after its acknowledgement."""
+"""Scenario: a rolling restart done with remote control (docs/deploy.md): two workers serve a
+stream of tasks; each in turn is made quiet (it finishes what it runs and takes nothing new), then
+stopped through Redis (it exits by itself, code 0), and a new one takes its place, while the other
+keeps working. Audit: the common audit (nothing lost, every task completed or archived as planned,
+no re-run but those planned), and no quiet worker started a task after its acknowledgement."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.real, pytest.mark.slow]
 WORKER_ARGS = ("--concurrency", "10", "--lease", "5", "--heartbeat-interval", "0.3", "--shutdown-timeout", "10")
 
 
-def test_quiet_then_stop_drains_a_worker_and_loses_nothing(
+def test_a_rolling_restart_by_quiet_then_stop_loses_nothing(
     redis_url: str, recorder: redis.Redis, recorder_server: RedisProcess, tmp_path: Path
 ) -> None:
     tasks = mixed_tasks(1500, prefix="deploy-")
@@ -32,18 +32,20 @@ def test_quiet_then_stop_drains_a_worker_and_loses_nothing(
         with Client(redis_url) as client, Inspector(redis_url) as insp:
             producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
             producer.start()
-            pid = workers.procs[0].pid
-            deadline = time.monotonic() + 20
-            while not [s for s in insp.servers() if s.pid == pid and s.active]:
-                assert time.monotonic() < deadline, "worker 0 never ran a task"
-                time.sleep(0.05)
-            [sid] = [s.id for s in insp.servers() if s.pid == pid]
-            assert insp.quiet_server(sid) == "quiet"
-            quiet_at = time.time()
-            time.sleep(1.0)  # the other worker takes everything meanwhile
-            assert insp.stop_server(sid) == "stopping"
-            assert workers.procs[0].wait(30) == 0  # it exits by itself, gracefully
-            workers.procs[0] = workers._start(0)  # the new version
+            quiet: list[tuple[int, float]] = []  # (pid, when it acknowledged quiet)
+            for n in range(2):  # each worker in turn, the other serving meanwhile
+                pid = workers.procs[n].pid
+                deadline = time.monotonic() + 20
+                while not [s for s in insp.servers() if s.pid == pid and s.active]:
+                    assert time.monotonic() < deadline, f"worker {n} never ran a task"
+                    time.sleep(0.05)
+                [sid] = [s.id for s in insp.servers() if s.pid == pid]
+                assert insp.quiet_server(sid) == "quiet"
+                quiet.append((pid, time.time()))
+                time.sleep(1.0)  # the other worker takes everything meanwhile
+                assert insp.stop_server(sid) == "stopping"
+                assert workers.procs[n].wait(30) == 0  # it exits by itself, gracefully
+                workers.procs[n] = workers._start(n)  # the new version
             producer.join(90)
         wait_finished(redis_url, len(tasks), timeout=90)
         rep = audit(redis_url, recorder, acked)
@@ -51,6 +53,6 @@ def test_quiet_then_stop_drains_a_worker_and_loses_nothing(
         workers.stop()
     assert rep.errors == [], rep.errors[:20]
     late = [(id, t) for id, runs in _records(recorder, "starts").items() for _, t, p in runs
-            if p == pid and t > quiet_at]
+            for pid, quiet_at in quiet if p == pid and t > quiet_at]
     assert late == [], late[:5]
-    print(f"\ncontrol scenario (quiet, then stop, a new worker): {rep.line()}")
+    print(f"\nrolling restart (each worker quiet, then stopped, then a new one): {rep.line()}")
