@@ -502,3 +502,25 @@ def test_a_keyed_console_shows_entries_a_keyed_scheduler_does_not_fire(redis_url
         assert page.count("not fired: bad signature: the entry is not signed") == 1
         api = {e["entry"]["name"]: e["signature"] for e in tc.get("/api/scheduler").json()}
         assert api == {"ours": "verified", "planted": "bad signature: the entry is not signed"}
+
+
+def test_health_probes_answer_any_host_without_credentials_and_tell_nothing_else(seeded: str) -> None:
+    """GET /livez and /readyz for an orchestrator (docs/web.md): answered whatever the Host (a
+    probe sends the pod's address) and without auth; every other route stays guarded."""
+    from redisproc import free_port
+
+    app = create_app(seeded, auth=Auth.parse("bearer:tok-123"))
+    with TestClient(app, base_url=f"http://{REBOUND}:8080") as tc:
+        assert tc.get("/livez").json() == {"live": True}
+        r = tc.get("/readyz")
+        assert r.status_code == 200 and r.json() == {"ready": True, "redis": True}
+        assert r.headers["x-frame-options"] == "DENY"
+        assert tc.get("/api/queues").status_code == 400  # any other route: the Host check
+    with TestClient(app, base_url="http://localhost") as tc:
+        assert tc.get("/api/queues").status_code == 401  # and the credentials
+        assert tc.get("/readyz").status_code == 200
+    with TestClient(create_app(f"redis://127.0.0.1:{free_port()}/0?socket_connect_timeout=0.5"),
+                    base_url="http://10.0.0.7:8080") as tc:  # Redis unreachable
+        assert tc.get("/livez").status_code == 200
+        r = tc.get("/readyz")
+        assert r.status_code == 503 and r.json() == {"ready": False, "redis": False}

@@ -44,6 +44,7 @@ from ..core.keys import queue_keys
 from ..core.process import ProcessError, ProcessNotFoundError
 from ..core.task import TaskState
 from ..inspector import AsyncInspector
+from ..redisio.connection import REDIS_ERRORS
 
 HERE = Path(__file__).resolve().parent
 CSRF_COOKIE = "asynqpy_csrf"
@@ -93,6 +94,12 @@ def host_patterns(names: Sequence[str]) -> list[str]:
     return out
 
 
+PROBES = ("/livez", "/readyz")
+"""Health probes for an orchestrator: answered whatever the ``Host`` and without ``auth`` (an
+orchestrator's probe sends the pod's address and no credentials); they tell only whether the
+console answers and reaches Redis."""
+
+
 class AllowedHosts:
     """ASGI middleware: Starlette's TrustedHostMiddleware (which parses the ``Host`` header and
     matches it, any port), with a refusal that says what to do. The refusal is JSON, as every
@@ -110,8 +117,8 @@ class AllowedHosts:
         await self.app(scope, receive, send)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
+        if scope["type"] not in ("http", "websocket") or (scope["type"] == "http" and scope["path"] in PROBES):
+            await self.app(scope, receive, send)  # (the probes tell nothing: any Host, as an orchestrator sends)
             return
 
         async def passed_only(message: Any) -> None:  # (TrustedHostMiddleware's own refusal is replaced)
@@ -230,7 +237,8 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
-        if auth is not None and not auth.allows(request.headers.get("authorization")):
+        probe = request.url.path in PROBES
+        if auth is not None and not probe and not auth.allows(request.headers.get("authorization")):
             return PlainTextResponse("authentication required", 401, headers={"www-authenticate": auth.challenge})
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             if read_only:
@@ -361,6 +369,20 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         if action not in ("run", "archive", "delete"):
             raise InvalidArgumentError(f"action must be run, archive or delete, got {action!r}")
         return {"count": await getattr(inspector, f"{action}_all")(queue, parse_state(state))}
+
+    @app.get("/livez", include_in_schema=False)
+    async def livez() -> Any:
+        """The console answers (its event loop runs)."""
+        return {"live": True}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> Any:
+        """The console reaches Redis (one PING): 200, else 503."""
+        try:
+            await inspector.redis.ping()
+        except REDIS_ERRORS:
+            return JSONResponse({"ready": False, "redis": False}, 503)
+        return {"ready": True, "redis": True}
 
     @app.get("/api/servers", tags=["servers"])
     async def servers() -> Any:
