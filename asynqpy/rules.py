@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from .client import AsyncClient
+from .core.errors import InvalidArgumentError
 from .core.rules import Config, ConfigError, RuleError, load_config, parse_config, parse_text
-from .redisio.connection import async_client
+from .redisio.connection import REDIS_ERRORS, async_client
+from .worker.probes import Probes
 from .worker.rules import Engine, PrometheusRulesMetrics, RulesMetrics
 
 __all__ = ["Config", "ConfigError", "RuleError", "Rules", "check", "load_config", "parse_config", "parse_text",
@@ -64,11 +66,13 @@ class Rules:
     when several run one configuration (each then has taken lists of its own, ``<taken>/<name>``;
     keep the name across restarts so a restarted process handles what it left). ``batch``: most
     events taken per round trip. ``metrics_port``: serve Prometheus metrics there (the
-    ``metrics`` extra)."""
+    ``metrics`` extra). ``health_port``: serve ``GET /livez`` and ``/readyz`` there (as a
+    worker's, worker/probes.py: ready while a PING every 2 s reaches Redis)."""
 
     def __init__(self, config: Config | str | Path, redis: Any = None, *, instance: str | None = None,
                  batch: int = 100, fetch_concurrency: int = 32, metrics_port: int | None = None,
-                 metrics_host: str = "127.0.0.1") -> None:
+                 metrics_host: str = "127.0.0.1", health_port: int | None = None,
+                 health_host: str = "127.0.0.1") -> None:
         self.config = config if isinstance(config, Config) else load_config(config)
         if instance is not None and (not isinstance(instance, str) or not instance or "/" in instance
                                      or not instance.isprintable()):
@@ -82,6 +86,10 @@ class Rules:
         self.fetch_concurrency = fetch_concurrency
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
+        if health_port is not None and (isinstance(health_port, bool) or not isinstance(health_port, int)
+                                        or not 0 <= health_port <= 65535):
+            raise InvalidArgumentError(f"health_port must be a port number (0-65535), got {health_port!r}")
+        self.health_port, self.health_host = health_port, health_host
         self._engine: Engine | None = None
         self._stopping = False
 
@@ -110,15 +118,43 @@ class Rules:
                               fetch_concurrency=self.fetch_concurrency, metrics=metrics, client=client)
         if self._stopping:
             self._engine.stop()
+        probes, pinger = None, None
+        if self.health_port is not None:
+            probes, pinger = self._probes(redis)
         try:
             await self._engine.run()
         finally:
+            if probes is not None and pinger is not None:
+                pinger.cancel()
+                probes.stop()
             if client is not None:
                 await client.close()
             if isinstance(metrics, PrometheusRulesMetrics):
                 metrics.close()
             if own:
                 await redis.aclose()
+
+    def _probes(self, redis: Any) -> tuple[Probes, asyncio.Task[None]]:
+        """The health probes (``health_port``) and the task that PINGs Redis for them."""
+        reached = [False]
+
+        async def ping() -> None:
+            while True:
+                try:
+                    await redis.ping()
+                    reached[0] = True
+                except REDIS_ERRORS:
+                    reached[0] = False
+                await asyncio.sleep(2.0)
+
+        probes = Probes(self.health_host, self.health_port or 0, 10.0, lambda: {
+            "redis": reached[0], "registered": True, "status": "stopping" if self._stopping else "running"})
+        try:
+            probes.start(asyncio.get_running_loop())
+        except OSError as exc:
+            raise InvalidArgumentError(f"health_port: cannot serve the probes on {self.health_host}:"
+                                       f"{self.health_port}: {exc.strerror or exc}") from None
+        return probes, asyncio.create_task(ping())
 
     def run(self) -> None:
         """Run until SIGTERM or SIGINT (each stops after the current batch)."""

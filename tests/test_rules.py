@@ -20,7 +20,7 @@ import redis
 from click.testing import CliRunner
 from helpers import until
 
-from asynqpy import Inspector, TaskState
+from asynqpy import Inspector, InvalidArgumentError, TaskState
 from asynqpy.cli.main import main
 from asynqpy.rules import ConfigError, Rules, load_config, parse_config, parse_text
 
@@ -648,3 +648,35 @@ def test_fetch_url_variables_cannot_leave_the_path(redis_url: str, web: tuple[st
     assert "HTTP 404" in dead["p/../../products/1111111111111111"]
     assert "a move up the path" in dead["p/.."]
     assert "in a URL's host" in dead[f"region/x@{url.split('//')[1]}/hijacked?"]
+
+
+def test_the_engine_serves_health_probes(redis_url: str) -> None:
+    """``asynqpy rules --health-port P`` (Rules(health_port=)): /livez while its loop runs,
+    /readyz once a PING reached Redis (docs/deploy.md); bad ports refused."""
+    import urllib.request
+
+    from redisproc import free_port
+
+    port = free_port()
+    rules = Rules(EXAMPLES / "simple.hjson", redis_url, health_port=port)
+    seen: dict[str, Any] = {}
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as res:
+                seen.update(json.loads(res.read()), code=res.status)
+        except OSError:
+            return False  # not serving yet, or not ready (503)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=5) as res:
+            seen["live_code"] = res.status
+        return True
+
+    _run(rules, ready)
+    assert seen["code"] == 200 and seen["live_code"] == 200 and seen["redis"] is True, seen
+    with pytest.raises(OSError):  # closed with the engine
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=2)
+    with pytest.raises(InvalidArgumentError, match="health_port must be a port number"):
+        Rules(EXAMPLES / "simple.hjson", redis_url, health_port=70000)
+    res = CliRunner().invoke(main, ["rules", str(EXAMPLES / "simple.hjson"), "--health-port", "x",
+                                    "--redis-url", redis_url])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
