@@ -5,6 +5,7 @@
 --- its first for a task put back at the front). Workers take bands 9..6, then the list, then
 --- bands 4..0: strict order, O(log N) per task however many wait (scores stay exact doubles:
 --- 9 * 2^45 + 2^45 < 2^53).
+--- msg_field(m, i, index): where field ``index`` of the message starting at byte i of m starts.
 --- msg_priority(m, i): the priority of the message starting at byte i of m. Only a message whose
 --- array reaches the priority field (PRIORITY_INDEX, codec.PRIORITY_INDEX: trailing defaults
 --- are left out of the encoding) is read past its first bytes, skipping the fields before it
@@ -64,21 +65,25 @@ local function mp_skip(m, i)  -- the index after the object starting at i (nil: 
   end
   return i
 end
-local function msg_priority(m, i)
+local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the message at i starts, or nil
   local b, n = string.byte(m, i), 0
   if b and b >= 0x90 and b <= 0x9f then
     n, i = b - 0x90, i + 1
   elseif b == 0xdc then
     n, i = mp_uint(m, i + 1, 2) or 0, i + 3
   end
-  if n <= PRIORITY_INDEX then
-    return DEFAULT_PRIORITY
+  if n <= index then  -- (trailing defaults are left out: the array stops before the field)
+    return nil
   end
-  for _ = 1, PRIORITY_INDEX do
+  for _ = 1, index do
     i = mp_skip(m, i)
-    if not i then return DEFAULT_PRIORITY end
+    if not i then return nil end
   end
-  local p = string.byte(m, i)
+  return i
+end
+local function msg_priority(m, i)
+  local at = msg_field(m, i, PRIORITY_INDEX)
+  local p = at and string.byte(m, at)
   if p and p <= 9 then  -- a positive fixint
     return p
   end
@@ -86,20 +91,8 @@ local function msg_priority(m, i)
 end
 local RETRY_FRONT_INDEX = 24  -- core/codec.py RETRY_FRONT_INDEX
 local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
-  local b, n = string.byte(m, i), 0
-  if b and b >= 0x90 and b <= 0x9f then
-    n, i = b - 0x90, i + 1
-  elseif b == 0xdc then
-    n, i = mp_uint(m, i + 1, 2) or 0, i + 3
-  end
-  if n <= RETRY_FRONT_INDEX then  -- (trailing defaults are left out: most messages stop before it)
-    return false
-  end
-  for _ = 1, RETRY_FRONT_INDEX do
-    i = mp_skip(m, i)
-    if not i then return false end
-  end
-  return string.byte(m, i) == 0xc3  -- msgpack true
+  local at = msg_field(m, i, RETRY_FRONT_INDEX)
+  return at ~= nil and string.byte(m, at) == 0xc3  -- msgpack true
 end
 local function push_pending(list, pq, id, p, front)
   if p == DEFAULT_PRIORITY then
