@@ -519,6 +519,8 @@ def _child_argv(argv: list[str]) -> list[str]:
 @click.option("--on-parent-failure", default=None, type=click.Choice(["cancel", "run", "ignore"]),
               help="With --after: what a failed parent does to this task (default: cancel).")
 @click.option("--key", default=None, help="Serial key: tasks of the queue with this key run one at a time, in order.")
+@click.option("--tenant", default=None,
+              help="The task's tenant: the queue hands pending tasks out in turns across tenants (docs/tenants.md).")
 @json_option
 @signing_key_option
 @redis_url_option

@@ -73,11 +73,12 @@ Q = "xm"
 K = queue_keys(Q)
 START_MS = 1_740_866_400_000
 LEASE_MS = 30_000
-LIMIT_WAIT_MS = 1_000  # a worker held back by the concurrency limit polls again after this (dequeue-11)
+LIMIT_WAIT_MS = 1_000  # a worker held back by the concurrency limit polls again after this (dequeue-14)
 KEYS = ("k1", "k2")
 LIVE = "pasrwbgm"  # a task not ended: pending active scheduled retry waiting blocked aggregating targeted
 ENDED = "cx-"  # completed, archived, gone
 POLICIES = ("cancel", "cancel", "run", "ignore")
+TENANTS = ("", "", "a", "b")
 ACTIONS = ["produce"] * 4 + ["work"] * 4 + ["contend"] + ["finish"] * 2 + ["operator"] * 3 + ["background"] * 3
 PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "keyed_resent", "child_resent",
            "targeted", "targeted", "grouped"]
@@ -93,6 +94,7 @@ class Known:
     """What the producer knows of a task it enqueued."""
 
     key: str = ""
+    tenant: str = ""
     parents: list[str] = field(default_factory=list)
     policy: str = "cancel"
     incarnations: dict[str, int] = field(default_factory=dict)  # a targeted parent: its incarnation then
@@ -210,7 +212,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.operator(data, data.draw(st.sampled_from(OPERATOR)))
         elif action == "background":
             self.background(data.draw(st.sampled_from(["time", "time", "recover", "forward", "propagate",
-                                                       "propagate", "aggregate", "limit"])), data)
+                                                       "propagate", "aggregate", "limit", "crash"])), data)
 
     def produce(self, data: st.DataObject, kind: str) -> None:
         """A producer's enqueue, of one kind."""
@@ -245,10 +247,13 @@ class CrossMachine(RuleBasedStateMachine):
         delay = 0 if group else data.draw(st.sampled_from([0, 0, 0, 1.5]))
         unique = data.draw(st.booleans())
         retention = data.draw(st.sampled_from([0, 600]))
+        tenant = "" if group else data.draw(st.sampled_from(TENANTS))
         id = self.new_id()
         opts: dict[str, Any] = {"queue": Q, "task_id": id, "retention": retention, "max_retry": 1}
         if key:
             opts["key"] = key
+        if tenant:
+            opts["tenant"] = tenant
         if delay:
             opts["process_in"] = delay
         if group:
@@ -260,8 +265,8 @@ class CrossMachine(RuleBasedStateMachine):
             info = self.client.enqueue("t", self.n, **opts)
         except DuplicateTaskError:
             return
-        self.known[id] = Known(key=key)
-        self.trace.append(f"enqueue {id} key={key} delay={delay} unique={unique} -> {info.state.value}")
+        self.known[id] = Known(key=key, tenant=tenant)
+        self.trace.append(f"enqueue {id} key={key} tenant={tenant} delay={delay} unique={unique} -> {info.state.value}")
         if key and not delay:
             assert info.state in (TaskState.PENDING, TaskState.BLOCKED)
             self.admit(id)
@@ -302,13 +307,15 @@ class CrossMachine(RuleBasedStateMachine):
         policy = data.draw(st.sampled_from(POLICIES))
         two = data.draw(st.booleans())
         parents = sorted({parent or self.pick_parent(data)} | ({self.pick_parent(data)} if two else set()))
+        tenant = data.draw(st.sampled_from(TENANTS))
         id = self.new_id()
         try:
             info = self.client.enqueue("child", self.n, queue=Q, task_id=id, after=[(Q, p) for p in parents],
-                                       on_parent_failure=policy, max_retry=1)
+                                       on_parent_failure=policy, max_retry=1, **({"tenant": tenant} if tenant else {}))
         except (TaskNotFoundError, InvalidArgumentError):
             return  # a parent gone (ended without retention), grouped or targeted: nothing stored
-        self.known[id] = Known(parents=parents, policy=policy, incarnations=self.incarnations(parents))
+        self.known[id] = Known(parents=parents, policy=policy, incarnations=self.incarnations(parents),
+                               tenant=tenant)
         self.trace.append(f"child {id} after={parents} {policy} -> {info.state.value}")
 
     def enqueue_debounced(self, payload: int) -> None:
@@ -381,7 +388,7 @@ class CrossMachine(RuleBasedStateMachine):
         if not self.limit:
             self.set_limit(data.draw(st.sampled_from([1, 2])))
         for _ in range(3):  # a burst of tasks comes in
-            if self.r.llen(K.pending) + self.r.zcard(K.prio) > self.limit:
+            if self.r.llen(K.pending) + self.r.zcard(K.prio) + self.r.zcard(K.tq) > self.limit:
                 break
             self.enqueue(data, "")
         first = self.dequeue(self.limit, data.draw(st.sampled_from(["", "w1"])))
@@ -465,6 +472,9 @@ class CrossMachine(RuleBasedStateMachine):
             self.time_passes(data.draw(st.sampled_from([300, 1_100, 31_000])))
         elif what == "recover":
             self.recover()
+        elif what == "crash":  # the workers holding leases die: the leases expire, the recoverer runs
+            self.time_passes(LEASE_MS + 1_000)
+            self.recover()
         elif what == "forward":
             self.forward(data.draw(st.sampled_from([True, True, False])))
         elif what == "aggregate":
@@ -517,9 +527,10 @@ class CrossMachine(RuleBasedStateMachine):
 
     def time_passes(self, ms: int) -> None:
         self.clock.advance(ms / 1000)
-        if ms >= LIMIT_WAIT_MS:
-            self.held_back = False  # the held-back worker's poll came
         self.trace.append(f"time +{ms}")
+        if ms >= LIMIT_WAIT_MS and self.held_back:  # the held-back worker's poll came: it looks again
+            self.held_back = False
+            self.dequeue(1)  # (held back again while the queue is still at its limit)
 
     def recover(self) -> None:
         """The recoverer's pass (worker/recoverer.py): expired leases retried now, or archived
@@ -612,7 +623,8 @@ class CrossMachine(RuleBasedStateMachine):
             if verb == "cancel":
                 self.cancel(id)
             elif verb == "edit":
-                self.insp.edit_task(Q, id, process_in=data.draw(st.sampled_from([0, 2])))
+                change = data.draw(st.sampled_from([{"process_in": 0}, {"process_in": 2}, {"priority": 9}]))
+                self.insp.edit_task(Q, id, **change)
             else:
                 getattr(self.insp, f"{verb}_task")(Q, id)
         except (TaskStateError, TaskNotFoundError, InvalidArgumentError) as exc:
@@ -626,7 +638,7 @@ class CrossMachine(RuleBasedStateMachine):
         self.trace.append(f"{verb} {id} ({before} -> {after})")
 
     def cancel(self, id: str) -> None:
-        """An operator cancels a running task (cancel-17): it is archived and its lease ends now
+        """An operator cancels a running task (cancel-20): it is archived and its lease ends now
         (the lease entry and the token in its record are gone), so an operator's ``run_task`` may
         hand it to a worker again at once. The cancelled run stays in ``running``: its worker still
         writes its outcome, which the token check must refuse."""
@@ -663,6 +675,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.locks_held_by_live_tasks()
             self.slots_held_by_running_tasks()
             self.a_held_back_worker_is_woken()
+            self.pending_tasks_in_one_place()
         finally:
             self._snapshot = None
 
@@ -689,6 +702,33 @@ class CrossMachine(RuleBasedStateMachine):
             if rec.outstanding == 0 or (failed and rec.policy == "cancel"):
                 assert outbox & set(k.parents), (f"child {id} still waits, though its record says it can go",
                                                  rec, self.trace[-12:])
+
+    def pending_tasks_in_one_place(self) -> None:
+        """Every pending task is in exactly one container: the list or the prio zset without a
+        tenant, its own tenant's range of the tenant zset with one; the tenant zset holds pending
+        tasks only; the ring holds exactly the tenants with pending tasks (and maybe '', the
+        tenant of the tasks without one: it leaves at its next turn); nothing is kept (``tn``)
+        when no tenant has work."""
+        states = self.states()
+        plain = {x.decode() for x in self.r.lrange(K.pending, 0, -1)} | {x.decode() for x in self.r.zrange(K.prio, 0, -1)}
+        of_tenant: dict[str, str] = {}
+        for m in self.r.zrange(K.tq, 0, -1):
+            t, _, rest = m.partition(b"\0")
+            of_tenant[rest[17:].decode()] = t.decode()
+        for id, s in states.items():
+            if s == "p":
+                where = (id in plain) + (id in of_tenant)
+                assert where == 1, (f"pending {id} is in {where} containers", self.trace[-12:])
+                assert of_tenant.get(id, "") == self.known[id].tenant, (
+                    f"pending {id} of tenant {self.known[id].tenant!r} is in {of_tenant.get(id, '')!r}'s range",
+                    self.trace[-12:])
+        for id in of_tenant:
+            assert states.get(id, self.state(id)) == "p", (f"{id} in the tenant zset, but {self.state(id)}",
+                                                           self.trace[-12:])
+        ring = {x.decode() for x in self.r.zrange(K.tr, 0, -1)}
+        assert ring - {""} == set(of_tenant.values()), (f"ring {sorted(ring)}, tenants with work "
+                                                         f"{sorted(set(of_tenant.values()))}", self.trace[-12:])
+        assert ring or of_tenant or not self.r.exists(K.tn), ("tenant hash kept with no tenant", self.trace[-12:])
 
     def keys_held_by_live_tasks(self) -> None:
         if not self.known:
@@ -726,7 +766,7 @@ class CrossMachine(RuleBasedStateMachine):
             return
         if self.r.exists(K.paused) or self.r.zcard(K.lease) >= self.limit:
             return
-        pending = self.r.llen(K.pending) + self.r.zcard(K.prio)
+        pending = self.r.llen(K.pending) + self.r.zcard(K.prio) + self.r.zcard(K.tq)
         if pending:
             assert self.r.llen(K.wake) > 0, ("a slot is free and tasks are pending, but no worker is woken",
                                              self.trace[-12:])

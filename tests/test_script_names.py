@@ -21,7 +21,7 @@ import pytest
 
 from asynqpy.core import limits
 from asynqpy.core import process as P
-from asynqpy.core.broker import Broker, Done, end_keys, script_call, serial_keys
+from asynqpy.core.broker import Broker, Done, end_keys, pending_keys, script_call, serial_keys
 from asynqpy.core.clock import Clock
 from asynqpy.core.codec import Message, encode
 from asynqpy.core.keys import queue_keys
@@ -29,7 +29,7 @@ from asynqpy.core.scripts import ScriptHeaderError, load_dir, load_scripts
 from asynqpy.core.task import TaskState
 
 ROOT = Path(__file__).resolve().parent.parent
-HELPERS = {"end_keys": end_keys, "serial_keys": serial_keys}
+HELPERS = {"end_keys": end_keys, "serial_keys": serial_keys, "pending_keys": pending_keys}
 """The broker's shared key dicts, expanded with ``**`` into script calls."""
 
 
@@ -196,7 +196,8 @@ def test_names_bind_in_header_order_and_tails_follow() -> None:
     assert call.args == (100, "", "a", "t", "", "b", "u", "r")
     call = Broker(Clock()).archive("q", "i", "tok", Message("t"), 10, 20)
     assert call.keys[:4] == (q.tasks, q.lease, q.archived, q.lock(""))
-    assert call.keys[-2:] == (q.proc, q.procs) and len(call.keys) == load_scripts()["archive"].numkeys
+    assert call.keys[-5:] == (q.proc, q.procs, q.tq, q.tr, q.tn)
+    assert len(call.keys) == load_scripts()["archive"].numkeys
 
 
 def test_a_missing_or_extra_name_fails_when_the_call_is_built() -> None:
@@ -208,8 +209,8 @@ def test_a_missing_or_extra_name_fails_when_the_call_is_built() -> None:
     with pytest.raises(TypeError, match=r"'watch'.*unexpected \['token'\]"):
         script_call("watch", int, **good, token="t")
     with pytest.raises(TypeError, match="variadic tail"):
-        script_call("run_tasks", int, tasks=q.tasks, container=q.archived, pending=q.pending, wake=q.wake,
-                    prio=q.prio, state="x", ids="abc")
+        script_call("run_tasks", int, tasks=q.tasks, container=q.archived, wake=q.wake, **pending_keys(q),
+                    state="x", ids="abc")
 
 
 GOOD = """--[[ probe: a test script
@@ -253,3 +254,23 @@ def test_the_shipped_headers_load() -> None:
     scripts = load_dir(ROOT / "lua")
     assert scripts["done"].keys_tail == "extra" and scripts["done"].args_tail == "items"
     assert all(s.numkeys == len(s.keys) for s in scripts.values())
+
+
+PENDING_KEYS = ("pending", "prio", "tq", "tr", "tn")
+NOT_ALL_PENDING_KEYS = {
+    "aggregate": "pushes the aggregate it builds: a task of the default priority with no tenant (group= refuses "
+                 "priority= and tenant=)",
+    "page": "reads one container, the caller's (the pending list as its 'container')",
+}
+
+
+def test_a_script_that_names_one_pending_key_names_them_all() -> None:
+    """The tenants' rule (docs/architecture.md "Tenants"): a script that makes tasks pending, takes
+    them out of pending or counts them names the five keys holding pending tasks, so a tenant's
+    task is never pushed to, or looked for in, the plain list alone (lua/includes/priority raises
+    when it meets one without them)."""
+    for name, script in sorted(load_scripts().items()):
+        keys = set(script.keys)
+        named = keys & set(PENDING_KEYS)
+        if named and name not in NOT_ALL_PENDING_KEYS:
+            assert named == set(PENDING_KEYS), f"{name} names {sorted(named)} of the pending keys, not all of them"

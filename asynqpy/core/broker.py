@@ -113,9 +113,9 @@ class Resolved(enum.IntEnum):
 
 
 _AFTER_STATES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
-"""enqueue_after-12's codes: the state the new task is in."""
+"""enqueue_after-15's codes: the state the new task is in."""
 _KEYED_STATES = {1: TaskState.PENDING, 2: TaskState.BLOCKED}
-"""enqueue_keyed-11's and key_gate-10's codes: the state the task is in (key_gate's 0: none, it changed)."""
+"""enqueue_keyed-14's and key_gate-13's codes: the state the task is in (key_gate's 0: none, it changed)."""
 """The longest delay any script is given (100 years, the longest duration an option takes): a
 retry policy returning more is capped to it, so a due time stays an exact integer in Lua and in
 the script's reply (1e19 ms overflowed Redis's integer reply)."""
@@ -167,7 +167,16 @@ def _keylist(q: QueueKeys, key: str) -> str:
 @lru_cache(maxsize=1024)
 def serial_keys(q: QueueKeys) -> Mapping[str, str]:
     """The keys that release a keyed task's key to its next task (lua/includes/serial)."""
-    return {"keyheld": q.keyheld, "blocked": q.blocked, "pending": q.pending, "prio": q.prio, "wake": q.wake}
+    return {"keyheld": q.keyheld, "blocked": q.blocked, "wake": q.wake, **pending_keys(q)}
+
+
+@lru_cache(maxsize=1024)
+def pending_keys(q: QueueKeys) -> Mapping[str, str]:
+    """The keys that hold a queue's pending tasks, which every script that makes a task pending,
+    takes one out of pending or counts them names together (lua/includes/priority ``pk``): the
+    list and the prio zset of the tasks without a tenant, the tenants' zset, ring and hash
+    (tests/test_script_names.py checks that a script naming one names all)."""
+    return {"pending": q.pending, "prio": q.prio, "tq": q.tq, "tr": q.tr, "tn": q.tn}
 
 
 @lru_cache(maxsize=1024)
@@ -234,6 +243,7 @@ class QueueStats:
     targeted: int = 0
     waiting: int = 0
     blocked: int = 0
+    tenants: int = 0  # tenants with pending tasks (enqueue(..., tenant=))
 
     @property
     def size(self) -> int:
@@ -256,11 +266,11 @@ class Snapshot:
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
     v = [int(x) for x in r[:11]]
     return QueueStats(queue, v[0], v[1], v[2], v[3], v[4], v[5], bool(v[6]), v[7], v[8], v[9], v[10], int(r[14]),
-                      int(r[15]), int(r[16]), int(r[17]), int(r[18]))
+                      int(r[15]), int(r[16]), int(r[17]), int(r[18]), int(r[20]))
 
 
-STATS_WIDTH = 20
-"""Values per queue in the stats script's reply (lua/stats-19.lua)."""
+STATS_WIDTH = 21
+"""Values per queue in the stats script's reply (lua/stats-22.lua)."""
 
 
 def _snapshot(queue: str, r: list[Any]) -> Snapshot:
@@ -268,10 +278,10 @@ def _snapshot(queue: str, r: list[Any]) -> Snapshot:
 
 
 def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
-    """The 19 keys of a queue the stats script reads, in the script's order (``day``: today)."""
+    """The 22 keys of a queue the stats script reads, in the script's order (``day``: today)."""
     return (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed, q.failed,
             q.processed_on(day), q.failed_on(day), q.tasks, q.trimmed, q.aggregating, q.groups, q.prio, q.targeted,
-            q.waiting, q.blocked)
+            q.waiting, q.blocked, q.tq, q.tr, q.tn)
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -385,7 +395,7 @@ def _is_plain(d: Done) -> bool:
 
 
 def _done_args(q: QueueKeys, items: Sequence[Done], index: Callable[[str], int]) -> tuple[list[Any], list[int], int]:
-    """The done script's items (lua/done-16.lua): the plain ones first in the short form (id, token,
+    """The done script's items (lua/done-19.lua): the plain ones first in the short form (id, token,
     attempt), then the others (10 arguments each); with the order they go in (reply k is the
     item order[k]'s) and how many are plain. An id named twice keeps the items' order (its first
     entry is the one that ends the task): every item then goes in the long form."""
@@ -496,7 +506,7 @@ class Broker:
         q = queue_keys(queue)
         code = _new_task_code(id, queue)
         return script_call("enqueue_keyed", lambda r: _KEYED_STATES[code(r)],
-                           **_q(q, "tasks pending prio wake events conf blocked keyheld archived completed"),
+                           **_q(q, "tasks wake events conf blocked keyheld archived completed"), **pending_keys(q),
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
                            check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
 
@@ -518,7 +528,7 @@ class Broker:
                     for c, (id, _, _) in zip((int(x) for x in reply), entries)]
 
         return script_call("enqueue_keyed_many", parse,
-                           **_q(q, "tasks pending prio wake events conf blocked keyheld archived completed"),
+                           **_q(q, "tasks wake events conf blocked keyheld archived completed"), **pending_keys(q),
                            keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
                            items=items)
 
@@ -570,7 +580,7 @@ class Broker:
 
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
-        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-22.lua``): a
+        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-25.lua``): a
         :meth:`proc_commit_many` of one. ``timer``: the (id, message) of the timeout input a plan
         that sets a timer schedules. ``msg``: the input's message (with its completion written in,
         when it has a retention). Raises LeaseLostError (also when the process changed since it was
@@ -678,7 +688,7 @@ class Broker:
         q = queue_keys(queue)
         return script_call(
             "enqueue", _new_task_code(id, queue, mode),
-            **_q(q, "tasks pending wake archived completed events conf prio"),
+            **_q(q, "tasks wake archived completed events conf"), **pending_keys(q),
             lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
             id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0")
 
@@ -696,7 +706,7 @@ class Broker:
             seal = self.signer.seal
             flat[1::2] = [b"p" + seal(queue, id, data) for id, data in entries]
         return script_call("enqueue_many", lambda r: [int(x) - 1 for x in r],
-                           **_q(q, "tasks pending wake archived completed events conf prio"), marker=marker,
+                           **_q(q, "tasks wake archived completed events conf"), **pending_keys(q), marker=marker,
                            check="1" if check_ids else "0", entries=flat)
 
     # -- workflows (lua/includes/flow.lua; core/workflow.py) -------------------------------------
@@ -730,7 +740,7 @@ class Broker:
 
         return script_call(
             "enqueue_after", parse,
-            **_q(q, "tasks waiting deps pending prio wake events conf archived completed scheduled tick"),
+            **_q(q, "tasks waiting deps wake events conf archived completed scheduled tick"), **pending_keys(q),
             id=id_arg(id), msg=self.seal(queue, id, msg, data), check="1" if check_id else "0", policy=policy,
             now=self.clock.script_now(), delay=delay_arg(delay_ms),
             cancelled=self.seal(queue, id, cancelled) if cancelled is not None else "", ends=pairs)
@@ -739,7 +749,7 @@ class Broker:
         """Deliver one parent's end to ``child`` (idempotent): what it did."""
         q = queue_keys(queue)
         return script_call("resolve", lambda r: Resolved(int(r)),
-                           **_q(q, "tasks waiting deps pending prio wake events conf scheduled tick"),
+                           **_q(q, "tasks waiting deps wake events conf scheduled tick"), **pending_keys(q),
                            child=id_arg(child), ref=parent_ref, state=state, now=self.clock.script_now())
 
     def fail_waiting(self, queue: str, id: str, read: bytes, new: bytes, error: str) -> Call[int]:
@@ -815,7 +825,7 @@ class Broker:
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
                 result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-18.lua),
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-21.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
         ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
@@ -839,8 +849,8 @@ class Broker:
 
         return script_call(
             "run_end", parse,
-            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake pending"
-                    " prio"),
+            **_q(q, "tasks lease targeted runs archived completed events conf progress processed failed wake"),
+            **pending_keys(q),
             processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
             kept=q.ran(task_id), targets=[*index, *wakes],
             run=id_arg(run) if run else "", token=token, outcome=outcome, task=id_arg(task_id),
@@ -880,7 +890,7 @@ class Broker:
             return Dequeued(int(reply[0]), int(reply[1]), items, abs(wait), wait < 0)
 
         return script_call(
-            "dequeue", parse, **_q(q, "tasks pending lease paused wake events conf prio runs targeted_any"),
+            "dequeue", parse, **_q(q, "tasks lease paused wake events conf runs targeted_any"), **pending_keys(q),
             mine=q.targeted_for(worker) if worker else q.targeted_any,
             count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker)
 
@@ -906,7 +916,7 @@ class Broker:
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any] | int) -> list[int | Exception]:
-            if isinstance(reply, int):  # every item done (lua/done-16.lua: the count, not a list of 1s)
+            if isinstance(reply, int):  # every item done (lua/done-19.lua: the count, not a list of 1s)
                 reply = [1] * reply
             out: list[int | Exception] = [0] * len(order)
             for n, r in zip(order, reply):
@@ -941,7 +951,8 @@ class Broker:
         q = queue_keys(queue)
         processed_day, failed_day = self._day_keys(q)
         return script_call(
-            "retry", _finish_code("retry", id), **_q(q, "tasks lease retry tick processed failed progress events conf"),
+            "retry", _finish_code("retry", id),
+            **_q(q, "tasks lease retry tick processed failed progress events conf wake"), **pending_keys(q),
             processed_day=processed_day, failed_day=failed_day, id=id_arg(id), token=token_arg(token),
             msg=self.seal(queue, id, msg), delay=delay_arg(delay_ms), day_ttl=DAY_TTL_S, now=self.clock.script_now(),
             recover="1" if recover else "0", attempt=msg.retried, error=_event_text(msg.last_error))
@@ -993,21 +1004,21 @@ class Broker:
     def rewake(self, queue: str) -> Call[int]:
         """Put back a wake token taken for ``queue`` and not acted on (1 = a token waits)."""
         q = queue_keys(queue)
-        return script_call("rewake", int, **_q(q, "pending wake prio"))
+        return script_call("rewake", int, **_q(q, "wake"), **pending_keys(q))
 
     def snooze(self, queue: str, id: str, token: str, delay_ms: float) -> Call[int]:
         """active -> scheduled in ``delay_ms`` (capped to 0..:data:`MAX_DELAY_MS`), nothing counted
         (RateLimited). Returns the due time."""
         q = queue_keys(queue)
         return script_call("snooze", _finish_code("snooze", id),
-                           **_q(q, "tasks lease scheduled tick progress events conf"),
+                           **_q(q, "tasks lease scheduled tick progress events conf wake"), **pending_keys(q),
                            id=id_arg(id), token=token, delay=delay_arg(delay_ms), now=self.clock.script_now())
 
     def requeue(self, queue: str, id: str, token: str) -> Call[int]:
         """active -> front of pending (shutdown); nothing counted."""
         q = queue_keys(queue)
-        return script_call("requeue", _finish_code("requeue", id), **_q(q, "tasks lease pending wake progress prio"),
-                           id=id_arg(id), token=token)
+        return script_call("requeue", _finish_code("requeue", id), **_q(q, "tasks lease wake progress"),
+                           **pending_keys(q), id=id_arg(id), token=token)
 
     def extend(self, queue: str, lease_ms: int,
                held: Sequence[tuple[str, str] | tuple[str, str, str]]) -> Call[tuple[int, list[str]]]:
@@ -1029,7 +1040,8 @@ class Broker:
         :class:`Forwarded` whose ``keyed`` names the due keyed tasks left for :meth:`key_gate`."""
         q = queue_keys(queue)
         return script_call("forward", lambda r: Forwarded.of(int(r[0]), int(r[1]), [_s(x) for x in r[2:]]),
-                           **_q(q, "scheduled retry tasks pending wake prio"), batch=batch, now=self.clock.script_now())
+                           **_q(q, "scheduled retry tasks wake"), **pending_keys(q), batch=batch,
+                           now=self.clock.script_now())
 
     def expired(self, queue: str, limit: int = 100) -> Call[Expired]:
         """List active tasks whose lease expired."""
@@ -1111,7 +1123,7 @@ class Broker:
 
     def unpause(self, queue: str) -> Call[bool]:
         q = queue_keys(queue)
-        return script_call("unpause", lambda r: bool(int(r)), **_q(q, "paused pending wake prio"))
+        return script_call("unpause", lambda r: bool(int(r)), **_q(q, "paused wake"), **pending_keys(q))
 
     def stats(self, queue: str) -> Call[QueueStats]:
         """Counts per state and counters of a queue (one atomic read)."""
@@ -1144,7 +1156,7 @@ class Broker:
         more = [k for name in queues[1:] for k in _stats_keys(queue_keys(name), day)]
         return script_call(
             "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
-                                    "trimmed aggregating groups prio targeted waiting blocked"),
+                                    "trimmed aggregating groups prio tq tr tn targeted waiting blocked"),
             processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
             samples=samples)
 
@@ -1160,7 +1172,7 @@ class Broker:
         def parse(r: list[Any]) -> list[tuple[str, float | None, bytes | None]]:
             return [(_s(r[i]), float(r[i + 1]) if r[i + 1] else None, r[i + 2] or None) for i in range(0, len(r), 3)]
 
-        return script_call("page", parse, container=container_of(q, state, group), **_q(q, "tasks prio"),
+        return script_call("page", parse, container=container_of(q, state, group), **_q(q, "tasks prio tq tr tn"),
                            kind=kind, order=order, start=start, stop=stop, values="1" if values else "0")
 
     def queues(self) -> Call[list[str]]:
@@ -1178,13 +1190,13 @@ class Broker:
     def cron_fire(self, queue: str, name: str, definition: bytes, tick_ms: int, id: str, msg: Message,
                   keep: int) -> Call[tuple[int, int]]:
         """Enqueue the task of entry ``name`` for ``tick_ms`` (0 = run now), exactly once across
-        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-9.lua."""
+        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-13.lua."""
         q = queue_keys(queue)
         return script_call(
             "cron_fire", lambda r: (int(r[0]), int(r[1])),
-            **_q(q, "cron cron_last cron_paused tasks pending wake events conf"), history=q.cron_history(name),
-            name=name, definition=definition, tick=tick_ms, id=id, msg=self.seal(queue, id, msg),
-            now=self.clock.script_now(), keep=keep)
+            **_q(q, "cron cron_last cron_paused tasks wake events conf"), **pending_keys(q),
+            history=q.cron_history(name), name=name, definition=definition, tick=tick_ms, id=id,
+            msg=self.seal(queue, id, msg), now=self.clock.script_now(), keep=keep)
 
     def cron_remove(self, queue: str, name: str) -> Call[int]:
         """Forget entry ``name``: its definition, last tick, pause and history. 1 = removed, 0 = none."""
@@ -1204,7 +1216,7 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[Acted]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-12.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-15.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         locks, args = self._per_task(q, items)
@@ -1237,9 +1249,9 @@ class Broker:
         :func:`~asynqpy.core.signing.trust_gate`, never here: it rewrites a message read from Redis)
         and, if ``at_ms`` or ``in_ms`` is given, a new due time. ``read``: the stored value the caller
         read (the task must still hold it). ``keyed``: a scheduled task due now stays scheduled (due
-        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-9.lua."""
+        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-12.lua."""
         q = queue_keys(queue)
-        return script_call("edit_task", Acted, **_q(q, "tasks scheduled pending wake tick events conf prio"),
+        return script_call("edit_task", Acted, **_q(q, "tasks scheduled wake tick events conf"), **pending_keys(q),
                            container=container_of(q, state), id=id_arg(id), state=state.code, read=read, msg=new,
                            at_ms="" if at_ms is None else at_ms, in_ms="" if in_ms is None else in_ms, window=window,
                            hint=hint, now=self.clock.script_now(), keyed="1" if keyed else "0")
@@ -1275,8 +1287,8 @@ class Broker:
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[Acted]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)
-        return script_call("run_tasks", _acted, **_q(q, "tasks pending wake prio"), container=container_of(q, state),
-                           state=state.code, ids=[id_arg(id) for id in ids])
+        return script_call("run_tasks", _acted, **_q(q, "tasks wake"), **pending_keys(q),
+                           container=container_of(q, state), state=state.code, ids=[id_arg(id) for id in ids])
 
     def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes,
                original: Message | None = None) -> Call[Acted]:
@@ -1298,13 +1310,21 @@ class Broker:
         ``force``, a durable process)."""
         q = queue_keys(queue)
         return script_call("drop_queue", Acted, **_q(
-            q, "pending lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch "
-               "progress events conf aggregating groups groups_first groups_size prio targeted runs targeted_any "
-               "waiting deps children outbox blocked keyheld proc procs hist"), force="1" if force else "0")
+            q, "lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch "
+               "progress events conf aggregating groups groups_first groups_size targeted runs targeted_any "
+               "waiting deps children outbox blocked keyheld proc procs hist"), **pending_keys(q),
+            force="1" if force else "0")
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:
         """LRANGE of the pending list (from its left end: newest first)."""
         return Call(lambda r: [_s(x) for x in r], command=("LRANGE", queue_keys(queue).pending, start, stop))
+
+    def tenant_band(self, queue: str, tenant: str, priority: int, start: int, count: int) -> Call[list[bytes]]:
+        """Members ``start``.. (``count`` of them) of one tenant's tasks of one priority in the
+        queue's tenant zset (lua/includes/priority.lua: ``tenant \\0 band seq id``, oldest first)."""
+        t = tenant.encode()
+        return Call(list, command=("ZRANGE", queue_keys(queue).tq, b"[" + t + b"\0" + bytes([57 - priority]),
+                                   b"(" + t + b"\0" + bytes([58 - priority]), "BYLEX", "LIMIT", start, count))
 
 
 def _one(batch: Call[list[Any]]) -> Call[Any]:

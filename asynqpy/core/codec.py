@@ -51,7 +51,9 @@ how many distinct workers must run it successfully. A task with either is a targ
     ``after``: the parents a workflow task waited on, as ``[queue, id]`` pairs (None = none;
     the handler reads their results as ``task.parent_results``). ``key``: tasks of a queue with
     the same key run one at a time, in enqueue order ('' = none). ``retry_front``: a retry of the
-    task goes to the front of its queue's pending tasks, not the back.
+    task goes to the front of its queue's pending tasks, not the back. ``tenant``: the tenant the
+    task belongs to: a queue hands its pending tasks out round-robin across tenants ('' = none:
+    the tasks without a tenant take their turns as one tenant).
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -80,6 +82,7 @@ how many distinct workers must run it successfully. A task with either is a targ
     after: list[list[str]] | None = None
     key: str = ""
     retry_front: bool = False
+    tenant: str = ""
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -88,12 +91,15 @@ how many distinct workers must run it successfully. A task with either is a targ
     def lock_digest(self, force: bool = False) -> str:
         """The uniqueness digest ('' when the task is not unique, unless ``force``: a throttled
         task's lock): of the caller's ``unique_key`` if it gave one, else of the type and payload
-        (the lock key adds the queue)."""
+        (the lock key adds the queue), and of the tenant when the task has one."""
         if not (self.unique or force):
             return ""
         if self.unique_key:
             return hashlib.sha1(b"key\0" + self.unique_key.encode(), usedforsecurity=False).hexdigest()
-        return unique_digest(self.type, self.payload)
+        digest = unique_digest(self.type, self.payload)
+        if self.tenant:  # one tenant's task never suppresses another's
+            return hashlib.sha1(f"tenant\0{self.tenant}\0{digest}".encode(), usedforsecurity=False).hexdigest()
+        return digest
 
 
 _FIELDS = [f.name for f in fields(Message)]
@@ -101,7 +107,7 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,), (list, type(None)), (str,), (bool,),
+    (int,), (list, type(None)), (str,), (bool,), (str,),
 ]
 
 
@@ -164,6 +170,8 @@ assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 assert _FIELDS.index("priority") == PRIORITY_INDEX
 RETRY_FRONT_INDEX = _FIELDS.index("retry_front")
 assert RETRY_FRONT_INDEX == 24, "lua/includes/priority.lua reads the retry_front field at this index"
+TENANT_INDEX = _FIELDS.index("tenant")
+assert TENANT_INDEX == 25, "lua/includes/priority.lua reads the tenant field at this index"
 KEY_INDEX = _FIELDS.index("key")
 assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this index"
 _UNIQUE_INDEX = _FIELDS.index("unique")

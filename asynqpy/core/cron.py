@@ -12,7 +12,7 @@ fired tick and after its creation, oldest first. A tick is late, not missed, whi
 ``grace`` old: it is still enqueued. An older one was missed (every scheduler was down) and the
 entry's ``missed`` policy decides: ``"skip"`` (the default) leaves it, ``"last"`` runs the latest
 missed tick once.
-Every scheduler computes the same answer; the fire script (lua/cron_fire-9.lua) lets exactly one
+Every scheduler computes the same answer; the fire script (lua/cron_fire-13.lua) lets exactly one
 of them enqueue it.
 """
 
@@ -43,7 +43,7 @@ GRACE_MS = 60_000
 """A tick at most this old (ms) is late, not missed: it is still enqueued."""
 HISTORY = 20
 """Enqueues remembered per entry (newest first)."""
-ENTRY_OPTIONS = frozenset({"max_retry", "timeout", "retention", "retry_delay", "headers"})
+ENTRY_OPTIONS = frozenset({"max_retry", "timeout", "retention", "retry_delay", "headers", "priority", "tenant"})
 """The enqueue options an entry may carry (its queue is the entry's own; the id comes from the tick)."""
 if TYPE_CHECKING:
     from .inspection import Plan
@@ -542,7 +542,7 @@ def fire_call(broker: Broker, e: Entry, definition: bytes, tick_ms: int, now_ms:
 
 
 FIRED, ALREADY, GONE, CHANGED, PAUSED, EARLY = 1, 0, -1, -2, -3, -4
-"""cron_fire's codes (lua/cron_fire-9.lua)."""
+"""cron_fire's codes (lua/cron_fire-13.lua)."""
 
 
 def _entry_code(queue: str, name: str) -> Callable[[Any], int]:

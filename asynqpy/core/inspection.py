@@ -105,7 +105,8 @@ class QueueInfo:
     (``archive_max_size`` / ``archive_max_age``): failures that can no longer be listed.
     ``aggregating``: tasks waiting in aggregation groups; ``groups``: how many groups hold them.
     ``waiting``: tasks waiting on their parents (``after=``); ``blocked``: tasks waiting behind
-    an earlier task of their ``key=``.
+    an earlier task of their ``key=``; ``tenants``: how many tenants (``tenant=``) have pending
+    tasks.
     ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
     running count as active)."""
 
@@ -131,6 +132,7 @@ class QueueInfo:
     targeted: int = 0
     waiting: int = 0
     blocked: int = 0
+    tenants: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,7 +451,7 @@ class Plans:
             s.queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted, s.waiting, s.blocked,
+            s.targeted, s.waiting, s.blocked, s.tenants,
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
@@ -574,7 +576,7 @@ class Plans:
                 code = value(res[0])[0]
                 if code != Acted.NOT_LOCATED or hint != -1:
                     break
-                hint = yield from self._locate(queue, id)
+                hint = yield from self._locate(queue, id, stored)
             if code == Acted.OK:
                 return
             if code == Acted.NOT_FOUND:
@@ -634,11 +636,28 @@ class Plans:
             code = value(res[0])
             if code != Acted.NOT_LOCATED or hint != -1:
                 return code
-            hint = yield from self._locate(queue, id)
+            hint = yield from self._locate(queue, id, stored)
 
-    def _locate(self, queue: str, id: str) -> Plan[int]:
+    def _locate(self, queue: str, id: str, stored: bytes) -> Plan[int]:
         """The index of a pending id deep in a long list, read page by page (each LRANGE small, so
-        Redis serves others in between); -2 if it is nowhere in the list."""
+        Redis serves others in between); -2 if it is nowhere in the list. A task with a tenant:
+        its seq, read from its tenant's band of the tenant zset the same way."""
+        try:
+            msg: Message | None = decode(message_of(stored))
+        except MalformedMessageError:
+            msg = None
+        if msg is not None and msg.tenant:
+            tail = id.encode()
+            start = 0
+            while True:
+                res = yield [self.b.tenant_band(queue, msg.tenant, msg.priority, start, LOCATE_PAGE)]
+                members: list[bytes] = value(res[0])
+                for m in members:
+                    if m.endswith(tail) and len(m) == len(msg.tenant.encode()) + 18 + len(tail):
+                        return int(m[-len(tail) - 16:-len(tail)])
+                if len(members) < LOCATE_PAGE:
+                    return -2
+                start += LOCATE_PAGE
         start = 0
         while True:
             res = yield [self.b.pending_ids(queue, start, start + LOCATE_PAGE - 1)]
@@ -669,7 +688,9 @@ class Plans:
             page = value(res[0])
             if not page:
                 break
-            items = [(id, lock_digest(stored), -1, stored or b"") for id, _, stored in page]
+            # (a pending task with a tenant comes with its seq: the hint that finds it in the tenant zset)
+            items = [(id, lock_digest(stored), int(score) if st is P and score is not None else -1, stored or b"")
+                     for id, score, stored in page]
             codes: list[Acted] = value((yield [self._action(verb, queue, st, items, self.batch)])[0])
             moved = codes.count(Acted.OK)
             done += moved

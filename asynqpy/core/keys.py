@@ -207,14 +207,18 @@ class QueueKeys:
     key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`);
     durable processes (lua/includes/process.lua): proc (HASH process id -> record), procs (ZSET
     process id -> last change), hist (HASH '<process id>:<n>' -> event); sweep (HASH: the lease and
-    cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep-1.lua).
+    cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep-1.lua);
+    tenants (``enqueue(..., tenant=)``, lua/includes/priority.lua): tq (ZSET, scores 0, of the
+    pending tasks with a tenant, member 'tenant \\0 band seq id'), tr (ZSET, the ready ring: tenant
+    -> pass), tn (HASH: 'v' the virtual time, 'q' the seq counter). Every script that names prio
+    names these three (:func:`pending_keys`).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -258,6 +262,9 @@ class QueueKeys:
         self.procs = base + "procs"
         self.hist = base + "hist"
         self.sweep = base + "sweep"
+        self.tq = base + "tq"
+        self.tr = base + "tr"
+        self.tn = base + "tn"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""
@@ -270,7 +277,7 @@ class QueueKeys:
     def ran(self, id: str) -> str:
         """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
         result (tasks with retention), and '' -> the final record once it completed with
-        retention (kept as long) or was archived (lua/run_end-18.lua). An id that is not text (read
+        retention (kept as long) or was archived (lua/run_end-21.lua). An id that is not text (read
         back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
         try:
             id.encode()

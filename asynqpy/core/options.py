@@ -268,6 +268,10 @@ _TARGETED_PRIORITY = ("a targeted task (workers=, runs=) cannot have a priority:
 _THROTTLE = "throttle drops duplicates for a window: give throttle, unique or debounce, not several"
 _DEBOUNCE = "debounce delays the task itself: give debounce, or process_at/process_in/group, not both"
 _AFTER = "after= cannot be combined with group, unique/unique_key/throttle/debounce or workers/runs"
+_TENANT = ("tenant= cannot be combined with group (an aggregate mixes members) or workers/runs (runs are joined, "
+           "not taken in turns)")
+MAX_TENANT_BYTES = 64
+"""The longest tenant name, in bytes of UTF-8."""
 _KEY = "key= (serial execution) cannot be combined with group, workers/runs, after or throttle/debounce yet"
 
 
@@ -359,6 +363,22 @@ def _bool(name: str) -> Check:
     return check
 
 
+def validate_tenant(v: Any) -> str:
+    """A tenant name: 1 to :data:`MAX_TENANT_BYTES` bytes of UTF-8 with no control character below
+    0x20 (the bytes 0 and 1 delimit a tenant's range in the queue's tenant zset). Raises
+    InvalidArgumentError otherwise."""
+    if not isinstance(v, str):
+        raise InvalidArgumentError(f"tenant must be a string, got {type(v).__name__}")
+    try:
+        raw = v.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("tenant must be valid UTF-8 text (no lone surrogates)") from None
+    if not 1 <= len(raw) <= MAX_TENANT_BYTES or min(raw) < 0x20:
+        raise InvalidArgumentError(f"tenant must be 1 to {MAX_TENANT_BYTES} bytes of UTF-8 with no control "
+                                   f"character, got {v!r}")
+    return v
+
+
 def _task_id(v: Any, got: dict[str, Any]) -> str | None:
     return None if v is None else validate_name("task_id", v, MAX_ID_LEN)
 
@@ -436,6 +456,10 @@ SPEC: tuple[Option, ...] = (
            conflicts=dict.fromkeys(("group", "workers", "runs"), "retry_front applies to a task that runs and is "
                                    "retried itself: not to a grouped task (its aggregate runs) or a targeted "
                                    "one (its runs are retried on their workers)")),
+    Option("tenant", "str", "none", "the tenant the task belongs to: the queue hands its pending tasks out "
+           "round-robin across tenants with work (FIFO and priority within each; tasks without a tenant take "
+           "turns as one tenant). See docs/tenants.md", "--tenant", _optional(validate_tenant),
+           example="acme", conflicts=dict.fromkeys(("group", "workers", "runs"), _TENANT)),
     Option("retention", "seconds", "0", "seconds to keep the task as completed, with its result, after success",
            "--retention", lambda v, got: int(_seconds("retention", v) * 1000), 0, example=60),
     Option("headers", "dict[str, str]", "none", "handed to the handler as `task.headers` (at most 64 entries, "
@@ -537,7 +561,7 @@ def prepare(task_type: str, payload: Any = None, *, reply_to: str = "", max_payl
         unique=unique_ttl > 0 and mode != "t", retry_delay_ms=got["retry_delay"], headers=got["headers"],
         reply_to=reply_to, group=got["group"] or "", unique_key=got["unique_key"] or "", priority=got["priority"],
         workers=got["workers"], runs=got["runs"] or 1, after=got["after"], key=got["key"] or "",
-        retry_front=got["retry_front"],
+        retry_front=got["retry_front"], tenant=got["tenant"] or "",
     )
     kind = decide(task_type, waiting=msg.after is not None, delay_ms=delay_ms, debounced=mode == "d",
                   grouped=bool(msg.group), key=msg.key, targeted=msg.workers is not None or msg.runs > 1)

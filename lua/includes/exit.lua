@@ -111,10 +111,18 @@ local function exit_gather(x, event, mtype, attempt, id)
   g.n = g.n + 1
   g.ids[g.n] = id
 end
+local function exit_pk(x)  -- the script's pending keys (includes/priority), from x's names
+  local pk = x.pk
+  if not pk then
+    pk = {x.pending, x.prio, x.tq, x.tr, x.tn}
+    x.pk = pk
+  end
+  return pk
+end
 local function exit_wake(x)
   if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
     x.woke = true
-    slot_freed(x.conf, x.lease, x.pending, x.prio, x.wake)  -- (once per script: one token wakes the next)
+    slot_freed(x.conf, x.lease, exit_pk(x), x.wake)  -- (once per script: one token wakes the next)
   end
 end
 local function task_exit(x, e)
@@ -174,7 +182,7 @@ local function task_exit(x, e)
   end
   if final and e.key and e.key ~= '' and e.keylist then
     local gather = x.batch and exit_cap(x) > 0  -- (the key's next task's 'enqueued' gathered too)
-    local nxt, nmsg = key_release(x.t, x.keyheld, x.blocked, x.pending, x.prio, x.wake, x.events,
+    local nxt, nmsg = key_release(x.t, x.keyheld, x.blocked, exit_pk(x), x.wake, x.events,
       gather and 0 or exit_cap(x), e.keylist, e.key, id)
     if gather and nxt then
       if ids_ok(nxt) then

@@ -10,8 +10,19 @@
 --- array reaches the priority field (PRIORITY_INDEX, codec.PRIORITY_INDEX: trailing defaults
 --- are left out of the encoding) is read past its first bytes, skipping the fields before it
 --- (mp_skip: msgpack objects, nesting counted, not recursed); anything unreadable is the default.
---- push_pending(list, pq, id, p, front): make id pending at the back (or ``front``) of its
---- priority. pending_count(list, pq): how many pending ids (placeholders included).
+--- Tenants (enqueue(..., tenant=); docs/architecture.md "Tenants"): a pending task with a tenant
+--- (msg_tenant) is not in the list or the prio zset but in the queue's tenant zset ``tq`` (scores
+--- all 0, ordered by member: ``T \0 band seq id``, band = '0' + (9 - priority) so the highest
+--- priority comes first, seq 16 decimal digits from the counter 'q' of the tenant hash ``tn``,
+--- starting at 2^52; a push to the front takes the head's seq - 1): a tenant's tasks are one
+--- contiguous range, read in O(log N). A tenant with pending tasks is in the ready ring ``tr``
+--- (zset: tenant -> pass, includes/tenant); it enters at the queue's virtual time (``tn`` field
+--- 'v', the last pick's pass). The tasks without a tenant are the tenant '' (in the ring while
+--- any wait, put there by the dequeue: their push sites need no ring logic).
+--- pk: a script's pending keys, {pending list, prio zset, tq, tr, tn} (names: pending_keys).
+--- push_pending(pk, id, m, i, front): make id, whose message starts at byte i of m, pending at
+--- the back (or ``front``) of its priority, within its tenant if it has one.
+--- pending_count(pk): how many pending ids (placeholders included), every tenant's counted.
 local PRIORITY_INDEX, DEFAULT_PRIORITY = 19, 5
 local BAND = 35184372088832  -- 2^45
 local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities above the default
@@ -94,7 +105,51 @@ local function msg_retry_front(m, i)  -- the message (at i) asks its retries to 
   local at = msg_field(m, i, RETRY_FRONT_INDEX)
   return at ~= nil and string.byte(m, at) == 0xc3  -- msgpack true
 end
-local function push_pending(list, pq, id, p, front)
+local TENANT_INDEX = 25  -- core/codec.py TENANT_INDEX
+local SEQ0 = 4503599627370496  -- 2^52: the first seq (front pushes count down from a head)
+local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
+  local at = msg_field(m, i, TENANT_INDEX)
+  local b = at and string.byte(m, at)
+  if not b then return nil end
+  if b >= 0xa1 and b <= 0xbf then  -- fixstr (a name is 1 to 64 bytes)
+    return string.sub(m, at + 1, at + b - 0xa0)
+  elseif b == 0xd9 then  -- str8
+    local n = string.byte(m, at + 1)
+    return n and n > 0 and string.sub(m, at + 2, at + 1 + n) or nil
+  end
+  return nil
+end
+local function tenant_band(p)  -- the band byte of priority p: the highest priority sorts first
+  return string.char(57 - p)
+end
+local function tenant_member(tenant, p, seq, id)
+  return tenant .. '\0' .. tenant_band(p) .. string.format('%016.0f', seq) .. id
+end
+local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not)
+  if not redis.call('ZSCORE', pk[4], tenant) then
+    redis.call('ZADD', pk[4], redis.call('HGET', pk[5], 'v') or 0, tenant)
+  end
+end
+local function tenant_push(pk, tenant, id, p, front)
+  if not pk[5] then
+    return error('asynqpy: a tenant task made pending by a script that does not name the tenant keys')
+  end
+  local seq
+  if front then  -- before the head of its band
+    local head = redis.call('ZRANGE', pk[3], '[' .. tenant .. '\0' .. tenant_band(p),
+      '(' .. tenant .. '\0' .. string.char(58 - p), 'BYLEX', 'LIMIT', 0, 1)[1]
+    seq = head and tonumber(string.sub(head, #tenant + 3, #tenant + 18)) - 1
+  end
+  seq = seq or SEQ0 + redis.call('HINCRBY', pk[5], 'q', 1)
+  redis.call('ZADD', pk[3], 0, tenant_member(tenant, p, seq, id))
+  tenant_ready(pk, tenant)
+end
+local function push_pending(pk, id, m, i, front)
+  local list, pq, p = pk[1], pk[2], msg_priority(m, i)
+  local tenant = msg_tenant(m, i)
+  if tenant then
+    return tenant_push(pk, tenant, id, p, front)
+  end
   if p == DEFAULT_PRIORITY then
     if front then
       redis.call('RPUSH', list, id)
@@ -117,16 +172,21 @@ local function push_pending(list, pq, id, p, front)
   end
   redis.call('ZADD', pq, string.format('%.0f', score), id)
 end
-local function pending_count(list, pq)
-  return redis.call('LLEN', list) + redis.call('ZCARD', pq)
+local function pending_count(pk)
+  return redis.call('LLEN', pk[1]) + redis.call('ZCARD', pk[2]) + (pk[3] and redis.call('ZCARD', pk[3]) or 0)
 end
---- push_many(list, pq, ids, prios): push_pending for a batch, in order (one LPUSH for the default
---- priority, one ZADD per other priority present).
-local function push_many(list, pq, ids, prios)
+--- push_many(pk, ids, vals): push_pending for a batch of stored values (state byte first), in
+--- order (one LPUSH for the default priority, one ZADD per other priority present; a tenant's
+--- tasks one by one).
+local function push_many(pk, ids, vals)
+  local list, pq = pk[1], pk[2]
   local plain, by = {}, {}
   for n, id in ipairs(ids) do
-    local p = prios[n]
-    if p == DEFAULT_PRIORITY then
+    local p = msg_priority(vals[n], 2)
+    local tenant = msg_tenant(vals[n], 2)
+    if tenant then
+      tenant_push(pk, tenant, id, p, false)
+    elseif p == DEFAULT_PRIORITY then
       plain[#plain + 1] = id
     else
       by[p] = by[p] or {}

@@ -1,11 +1,11 @@
---- release(t, pending, prio, wake, scheduled, tick, events, cap, id, msg, due, now): a workflow
+--- release(t, pk, wake, scheduled, tick, events, cap, id, msg, due, now): a workflow
 --- child whose parents have all ended (or that had none left to wait for) is stored pending, or
 --- scheduled when its due time (ms, Redis clock; 0 = none) is still ahead. Returns 1 pending, 4
 --- scheduled.
 --- @include "signal"
 --- @include "priority"
 --- @include "events"
-local function release(t, pending, prio, wake, scheduled, tick, events, cap, id, msg, due, now)
+local function release(t, pk, wake, scheduled, tick, events, cap, id, msg, due, now)
   if due > now then
     redis.call('HSET', t, id, 's' .. msg)
     signal_if_first(scheduled, due, tick)
@@ -14,7 +14,7 @@ local function release(t, pending, prio, wake, scheduled, tick, events, cap, id,
     return 4
   end
   redis.call('HSET', t, id, 'p' .. msg)
-  push_pending(pending, prio, id, msg_priority(msg, 1))
+  push_pending(pk, id, msg, 1)
   signal(wake)
   emit(events, cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
   return 1

@@ -2,30 +2,29 @@
 --- tasks sharing a key within a queue run one at a time, in enqueue order. The key's holder (the
 --- one task of the key that may be pending, active or waiting for a retry) is in the queue's
 --- keyheld hash; the tasks behind it wait in state 'b' in the key's list (and the blocked zset).
---- key_release(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id): the task
+--- key_release(t, keyheld, blocked, pk, wake, events, cap, list, key, id): the task
 --- ``id`` ended: if it holds ``key``, the next live task of the key's list becomes pending and the
 --- holder (ids whose task is gone or no longer blocked are skipped), or the key is freed.
 --- Returns the new holder's id and its message, or false.
---- key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now): a task
+--- key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now): a task
 --- of ``key`` comes in (enqueued, or due): it takes the key if it is free (a stale holder, one that
 --- ended or is gone, is released first; a scheduled one, snoozed or postponed, keeps it) and is pending, else it waits at the back of the key's
 --- list, blocked. Returns 1 pending, 2 blocked.
---- is_keyed(m, i): whether the message starting at byte i of m has a key (its array reaches the
---- key field, codec's KEY_INDEX = 23: trailing defaults are left out of the encoding).
+--- is_keyed(m, i): whether the message starting at byte i of m has a key: its array reaches the
+--- key field (codec's KEY_INDEX = 23: trailing defaults are left out of the encoding) and the key is
+--- not '' (a message with a later field set, retry_front or a tenant, has the key field even
+--- without a key).
+--- pk: the script's pending keys (includes/priority).
 --- @include "signal"
 --- @include "priority"
 --- @include "events"
 --- @include "stored"
 local KEY_INDEX = 23
 local function is_keyed(m, i)
-  local b = string.byte(m, i)
-  if b == 0xdc then
-    local n = string.byte(m, i + 1) * 256 + string.byte(m, i + 2)
-    return n > KEY_INDEX
-  end
-  return b == 0xdd
+  local at = msg_field(m, i, KEY_INDEX)
+  return at ~= nil and string.byte(m, at) ~= 0xa0  -- (0xa0: the empty string)
 end
-local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id)
+local function key_release(t, keyheld, blocked, pk, wake, events, cap, list, key, id)
   if redis.call('HGET', keyheld, key) ~= id then
     return false
   end
@@ -40,7 +39,7 @@ local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap
       local msg = stored_msg(v)
       redis.call('HSET', t, nxt, 'p' .. msg)
       redis.call('ZREM', blocked, nxt)
-      push_pending(pending, prio, nxt, msg_priority(msg, 1))
+      push_pending(pk, nxt, msg, 1)
       signal(wake)
       emit(events, cap, 'e', 'enqueued', 'id', nxt, 'type', msg_type(msg))
       redis.call('HSET', keyheld, key, nxt)
@@ -48,7 +47,7 @@ local function key_release(t, keyheld, blocked, pending, prio, wake, events, cap
     end
   end
 end
-local function key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, id, msg, now)
+local function key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now)
   local holder = redis.call('HGET', keyheld, key)
   if holder == id then  -- its own key (a holder snoozed by RateLimited or postponed by an operator, due again)
     holder = nil
@@ -58,7 +57,7 @@ local function key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, 
     -- stale (ended, or never held it): free the key first. A scheduled holder still holds it: it was
     -- snoozed (RateLimited) or postponed, and takes its turn back when due (key_gate)
     if not hv or st == 'c' or st == 'x' or st == 'b' then
-      holder = key_release(t, keyheld, blocked, pending, prio, wake, events, cap, list, key, holder)
+      holder = key_release(t, keyheld, blocked, pk, wake, events, cap, list, key, holder)
     end
   end
   if holder then
@@ -70,7 +69,7 @@ local function key_admit(t, keyheld, blocked, pending, prio, wake, events, cap, 
   end
   redis.call('HSET', keyheld, key, id)
   redis.call('HSET', t, id, 'p' .. msg)
-  push_pending(pending, prio, id, msg_priority(msg, 1))
+  push_pending(pk, id, msg, 1)
   signal(wake)
   emit(events, cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
   return 1

@@ -1,14 +1,14 @@
---- slot_freed(conf, lease, pending, prio, wake): call after a task left active (its entry removed
+--- slot_freed(conf, lease, pk, wake): call after a task left active (its entry removed
 --- from the lease zset). In a queue with a concurrency limit (conf field 'concurrency'), a dequeue
---- held back by the limit leaves no wake-up token (lua/dequeue-11.lua), so the workers it held
+--- held back by the limit leaves no wake-up token (lua/dequeue-14.lua), so the workers it held
 --- back sleep until a slot frees: the script that frees one leaves one token if the queue is now
 --- below its limit and has pending tasks (the worker it wakes takes a task and, if tasks and slots
 --- remain, wakes the next). A queue with no concurrency limit pays one HGET.
 --- @include "signal"
 --- @include "priority"
-local function slot_freed(conf, lease, pending, prio, wake)
+local function slot_freed(conf, lease, pk, wake)
   local limit = tonumber(redis.call('HGET', conf, 'concurrency'))
-  if limit and redis.call('ZCARD', lease) < limit and pending_count(pending, prio) > 0 then
+  if limit and redis.call('ZCARD', lease) < limit and pending_count(pk) > 0 then
     signal(wake)
   end
 end

@@ -1,4 +1,5 @@
 --- @include "state"
+--- @include "priority"
 --- take(container, state, id, window, hint): remove a task's id from the list or zset of its state
 --- (the caller has checked the task's state char). A zset member goes with ZREM. A pending id is
 --- looked for at most ``window`` places from each end of the list (LPOS ... MAXLEN, then LREM from
@@ -7,14 +8,56 @@
 --- id has moved right by as many tasks as were enqueued since it was located) are read instead, and
 --- the id is overwritten in place with the placeholder '' (LSET: one hop per list node), which
 --- workers (no task data under '') and listings skip.
---- A pending id of a priority other than the default is in the queue's prio zset (``prio``,
---- includes/priority), looked for there first (ZREM) when the caller passes it.
+--- pk: the pending keys (includes/priority). A pending id of a priority other than the default is
+--- in the queue's prio zset (pk[2]), looked for there first (ZREM). A pending task with a tenant
+--- (its stored value ``v`` says) is in the tenant zset pk[3], under the member its tenant,
+--- priority and seq make: with a hint (its seq, located by the caller) that member is removed;
+--- without, the ``window`` first and last members of its tenant's band are looked at. A tenant
+--- left with no pending task leaves the ring (pk[4]).
 --- Returns true if the id was removed, false if it was not found.
 local HINT_SPAN = 2000
-local function take(container, state, id, window, hint, prio)
+local function take_tenant(pk, tenant, id, window, hint, v)
+  local p = msg_priority(v, 2)
+  local lo, hi = '[' .. tenant .. '\0' .. tenant_band(p), '(' .. tenant .. '\0' .. string.char(58 - p)
+  local member = nil
+  if hint >= 0 then
+    member = tenant_member(tenant, p, hint, id)
+  else
+    for _, rev in ipairs({false, true}) do
+      local got = rev and redis.call('ZRANGE', pk[3], hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, window)
+        or redis.call('ZRANGE', pk[3], lo, hi, 'BYLEX', 'LIMIT', 0, window)
+      for _, m in ipairs(got) do
+        if string.sub(m, -#id) == id and #m == #tenant + 18 + #id then
+          member = m
+          break
+        end
+      end
+      if member then break end
+    end
+  end
+  if not member or redis.call('ZREM', pk[3], member) == 0 then
+    return false
+  end
+  if #redis.call('ZRANGE', pk[3], '[' .. tenant .. '\0', '(' .. tenant .. '\1', 'BYLEX', 'LIMIT', 0, 1) == 0 then
+    redis.call('ZREM', pk[4], tenant)  -- no pending task left: out of the ring
+    if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then
+      redis.call('DEL', pk[5])  -- no tenant has work: nothing kept
+    end
+  end
+  return true
+end
+local function take(container, state, id, window, hint, pk, v)
   if state ~= 'p' then
     return redis.call('ZREM', container, id) == 1
   end
+  local tenant = v and msg_tenant(v, 2)
+  if tenant then
+    if not pk[5] then
+      return error('asynqpy: a tenant task taken by a script that does not name the tenant keys')
+    end
+    return take_tenant(pk, tenant, id, window, hint, v)
+  end
+  local prio = pk and pk[2]
   if prio and redis.call('ZREM', prio, id) == 1 then
     return true
   end
@@ -39,15 +82,15 @@ local function take(container, state, id, window, hint, prio)
   return false
 end
 
---- take_each(tkey, container, state, window, first, act, prio): the loop of the operator scripts
+--- take_each(tkey, container, state, window, first, act, pk): the loop of the operator scripts
 --- over ARGV's per-task quadruples (id, hint, read, key) from index ``first``: for each task still
 --- in ``state`` and still the one the caller read (``read``: the stored value the caller read, byte
 --- for byte; the id may have been reused for another task since, whose keys the caller does not
 --- know), take it out of ``container`` and call act(id, stored value, n), n being the task's
---- number (1, 2, ...: its per-task KEYS and its ``key`` are found with it); ``prio``: as in take.
+--- number (1, 2, ...: its per-task KEYS and its ``key`` are found with it); ``pk``: as in take.
 --- Returns one code per task: 1 = done, 0 = no such task, -5 = in another state, -6 = a pending id
 --- not found (no usable hint), -8 = the task changed since the caller read it (read it again).
-local function take_each(tkey, container, state, window, first, act, prio)
+local function take_each(tkey, container, state, window, first, act, pk)
   local out = {}
   for i = first, #ARGV, 4 do
     local id, hint = ARGV[i], tonumber(ARGV[i + 1])
@@ -56,7 +99,7 @@ local function take_each(tkey, container, state, window, first, act, prio)
       v, code = nil, -8
     end
     if v then
-      if take(container, state, id, window, hint, prio) or hint == -2 then
+      if take(container, state, id, window, hint, pk, v) or hint == -2 then
         act(id, v, (i - first) / 4 + 1)
       else
         code = -6

@@ -1,0 +1,231 @@
+"""Tenants on one queue (``enqueue(..., tenant=)``, issue 32 stage 1; docs/tenants.md): pending
+tasks are handed out in turns across the tenants that have work, FIFO and priority within each,
+the tasks without a tenant taking turns as one tenant; a quiet tenant's task is the next pick;
+nothing is kept once the work is done. Every way a task becomes pending (enqueue, batches, due
+scheduled and retry tasks, the shutdown requeue, keys, workflow children, run now, edits) and every
+way one leaves pending (dequeue, delete, archive, edit) meets the tenant zset; listings and counts
+see tenant tasks. On fakeredis, redis-server and the Cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import serve_until
+
+from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState
+from asynqpy.core.broker import Broker
+from asynqpy.core.codec import decode
+from asynqpy.core.keys import queue_keys
+from asynqpy.redisio.executor import SyncExecutor
+
+Q = "tq"
+
+
+def _take(backend: Any, batch: int = 1, limit: int = 1000) -> list[list[Any]]:
+    """Dequeue until nothing is pending, ``batch`` at a time: the payloads of each call."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    calls: list[list[Any]] = []
+    for _ in range(limit):
+        got = ex.run(b.dequeue(Q, batch, 30_000, "tok00001"))
+        if not got.tasks:
+            return calls
+        calls.append([decode(m).payload for _, m in got.tasks])
+    raise AssertionError("the queue never emptied")
+
+
+def _tenant_keys_left(backend: Any) -> list[str]:
+    q = queue_keys(Q)
+    return [k for k in (q.tq, q.tr, q.tn) if backend.sync.exists(k)]
+
+
+def _fill(c: Client) -> None:
+    for i in range(6):
+        c.enqueue("t", f"a{i}", queue=Q, tenant="a")
+    for i in range(3):
+        c.enqueue("t", f"b{i}", queue=Q, tenant="b")
+    c.enqueue("t", "c0", queue=Q, tenant="c")
+    c.enqueue_many([("t", "p0"), ("t", "p1")], queue=Q)  # no tenant: the tenant ''
+
+
+TURNS = ["p0", "a0", "b0", "c0", "p1", "a1", "b1", "a2", "b2", "a3", "a4", "a5"]
+"""The order of _fill's tasks: one turn each for every tenant with work ('' first on a tie)."""
+
+
+def test_turns_across_tenants_one_task_a_call(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        _fill(c)
+        info = insp.queue_info(Q)
+        assert info.pending == 12
+        listed = [t.payload for t in insp.list_tasks(Q, TaskState.PENDING, page_size=100)]
+        assert sorted(listed) == sorted(TURNS) and listed[:2] == ["p0", "p1"]  # plain first, then by tenant
+        assert [x for (x,) in _take(backend)] == TURNS
+        assert _tenant_keys_left(backend) == []  # nothing kept once the work is done
+
+
+def test_a_batch_takes_the_same_turns(backend: Any) -> None:
+    with Client(backend.sync) as c:
+        _fill(c)
+        calls = _take(backend, batch=4)
+        assert [sorted(x) for x in calls] == [sorted(TURNS[i:i + 4]) for i in range(0, 12, 4)]
+        assert _tenant_keys_left(backend) == []
+
+
+def test_fifo_and_priority_within_a_tenant_and_a_unique_key_per_tenant(backend: Any) -> None:
+    with Client(backend.sync) as c:
+        c.enqueue("t", "x1", queue=Q, tenant="a")
+        c.enqueue("t", "x2", queue=Q, tenant="a", priority=9)
+        c.enqueue("t", "x3", queue=Q, tenant="a")
+        c.enqueue("t", "x4", queue=Q, tenant="a", priority=0)
+        c.enqueue_many([("t", "x5"), ("t", "x6", {"priority": 9})], queue=Q, tenant="a")
+        # unique: one tenant's task never suppresses another's (the digest adds the tenant)
+        c.enqueue("u", "same", queue=Q, tenant="a", unique=60)
+        c.enqueue("u", "same", queue=Q, tenant="b", unique=60)
+        assert [x for (x,) in _take(backend)] == ["x2", "same", "x6", "x1", "x3", "x5", "same", "x4"]
+
+
+def test_a_quiet_tenant_is_the_next_pick(backend: Any) -> None:
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c:
+        c.enqueue_many([("t", f"n{i}") for i in range(50)], queue=Q, tenant="noisy")
+        c.enqueue_many([("t", f"w{i}") for i in range(20)], queue=Q)
+        assert len(ex.run(b.dequeue(Q, 8, 30_000, "tok00001")).tasks) == 8
+        c.enqueue("t", "quiet", queue=Q, tenant="quiet")
+        got = ex.run(b.dequeue(Q, 1, 30_000, "tok00001"))
+        assert [decode(m).payload for _, m in got.tasks] == ["quiet"]
+        assert got.remaining == 62
+
+
+def test_paths_into_pending_keep_the_tenant(backend: Any) -> None:
+    """A due scheduled task, a retry (to the back, or with retry_front to the front of its tenant),
+    the shutdown requeue (front), run-now of an archived task, a key's next task and a workflow
+    child all land in their tenant's range."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        first = c.enqueue("t", "first", queue=Q, tenant="a", retry_front=True, retry_delay=0)
+        c.enqueue("t", "second", queue=Q, tenant="a")
+        (id1, m1), = ex.run(b.dequeue(Q, 1, 30_000, "tok00001")).tasks
+        assert id1 == first.id
+        c.enqueue("t", "third", queue=Q, tenant="a")
+        assert ex.run(b.retry(Q, id1, "tok00001", decode(m1).with_(retried=1), 0)) > 0
+        assert ex.run(b.forward(Q, 100))[0] == 1
+        assert [t.payload for t in insp.list_tasks(Q, TaskState.PENDING)] == ["first", "second", "third"]
+        (id2, _), = ex.run(b.dequeue(Q, 1, 30_000, "tok00001")).tasks
+        assert ex.run(b.requeue(Q, id2, "tok00001")) == 1  # shutdown: back to the front of its tenant
+        later = c.enqueue("t", "later", queue=Q, tenant="a", process_in=3600)
+        backend.sync.zadd(q.scheduled, {later.id: 1})
+        assert ex.run(b.forward(Q, 100))[0] == 1
+        gone = c.enqueue("t", "archived", queue=Q, tenant="a")
+        insp.archive_task(Q, gone.id)
+        insp.run_task(Q, gone.id)  # run now: back of its tenant
+        parent = c.enqueue("t", "parent", queue=Q)
+        c.enqueue("t", "child", queue=Q, tenant="a", after=[parent.id])
+        k1 = c.enqueue("t", "k1", queue=Q, tenant="a", key="k")
+        c.enqueue("t", "k2", queue=Q, tenant="a", key="k")
+        assert insp.task_info(Q, k1.id).state is TaskState.PENDING
+        order = [x for (x,) in _take(backend)]
+        # the tenant '' has "parent" only; the child follows when its parent is done (not here)
+        assert order == ["parent", "first", "second", "third", "later", "archived", "k1"]
+        assert insp.queue_info(Q).blocked == 1 and insp.queue_info(Q).waiting == 1
+
+
+def test_keys_and_workflow_children_end_to_end_through_a_server(backend: Any) -> None:
+    seen: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def handle(task: Task) -> None:
+        seen.append(task.payload)
+
+    with Client(backend.sync) as c:
+        parent = c.enqueue("t", "parent", queue=Q, tenant="b")
+        c.enqueue("t", "child", queue=Q, tenant="a", after=[parent.id])
+        for i in range(3):
+            c.enqueue("t", f"k{i}", queue=Q, tenant="a", key="k")
+        serve_until(backend, mux, lambda: len(seen) == 5, queues={Q: 1}, concurrency=1)
+        assert [x for x in seen if x.startswith("k")] == ["k0", "k1", "k2"]
+        assert seen.index("child") > seen.index("parent")
+    assert _tenant_keys_left(backend) == []
+
+
+def test_operator_delete_archive_edit_and_drop_find_tenant_tasks(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp._plans.window = 2  # deeper tasks are located from Python
+        ids = [c.enqueue("t", f"a{i}", queue=Q, tenant="a").id for i in range(8)]
+        other = c.enqueue("t", "b0", queue=Q, tenant="b")
+        insp.delete_task(Q, ids[0])  # near an end of its tenant's range
+        insp.delete_task(Q, ids[4])  # deeper than the window: located by its seq
+        insp.archive_task(Q, ids[5])
+        info = insp.edit_task(Q, ids[6], priority=9, payload="a6!")
+        assert info.priority == 9 and info.state is TaskState.PENDING
+        assert insp.queue_info(Q).pending == 6
+        insp.delete_task(Q, other.id)  # b's last task: b leaves the ring
+        assert backend.sync.zscore(queue_keys(Q).tr, "b") is None
+        assert [x for (x,) in _take(backend)] == ["a6!", "a1", "a2", "a3", "a7"]
+        assert _tenant_keys_left(backend) == []
+        for i in range(5):
+            c.enqueue("t", i, queue=Q, tenant=f"t{i}")
+        assert insp.queue_info(Q).tenants == 5
+        assert insp.delete_all(Q, TaskState.PENDING) == 5
+        assert insp.queue_info(Q).pending == 0 and _tenant_keys_left(backend) == []
+
+
+def test_a_resent_enqueue_pushes_nothing_more(backend: Any) -> None:
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c:
+        info = c.enqueue("t", "once", queue=Q, tenant="a", task_id="fixed")
+        msg = decode(backend.sync.hget(queue_keys(Q).tasks, "fixed")[1:])
+        assert msg.tenant == "a" and info.id == "fixed"
+        ex.run(b.enqueue(Q, "fixed", msg, check_id=True))  # the same call sent again after a lost reply
+        assert backend.sync.zcard(queue_keys(Q).tq) == 1
+        assert [x for (x,) in _take(backend)] == ["once"]
+
+
+def test_bad_tenants_are_refused_and_nothing_queued_is_lost(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("t", "kept", queue=Q, tenant="a")
+        for bad, match in ((dict(tenant=""), "tenant must be 1 to 64 bytes"),
+                           (dict(tenant="x" * 65), "tenant must be 1 to 64 bytes"),
+                           (dict(tenant="a\x00b"), "no control character"),
+                           (dict(tenant=3), "tenant must be a string"),
+                           (dict(tenant="a", group="g"), "tenant= cannot be combined with group"),
+                           (dict(tenant="a", workers=["w"]), "tenant= cannot be combined")):
+            with pytest.raises(InvalidArgumentError, match=match):
+                c.enqueue("t", "x", queue=Q, **bad)
+        assert insp.queue_info(Q).pending == 1
+        assert [x for (x,) in _take(backend)] == ["kept"]
+
+
+def test_a_retry_front_task_is_not_taken_for_a_keyed_one(backend: Any) -> None:
+    """A message with a field after the key set (retry_front, tenant) has the key field, empty:
+    not a keyed task (lua/includes/serial is_keyed), so run-now of it archived is not refused and
+    a scheduled one is forwarded as any other."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        t = c.enqueue("t", "rf", queue=Q, retry_front=True)
+        insp.archive_task(Q, t.id)
+        insp.run_task(Q, t.id)
+        s = c.enqueue("t", "later", queue=Q, tenant="a", process_in=3600)
+        backend.sync.zadd(queue_keys(Q).scheduled, {s.id: 1})
+        assert ex.run(b.forward(Q, 100)) [0] == 1
+        assert sorted(x for (x,) in _take(backend)) == ["later", "rf"]
+
+
+def test_a_periodic_task_takes_its_priority_and_tenant_and_a_queue_with_tenant_tasks_is_not_removed(
+        backend: Any) -> None:
+    """cron_fire makes its task pending as every other path does (before, it pushed to the list:
+    an entry's priority= was ignored)."""
+    from asynqpy import QueueNotEmptyError
+
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("t", "plain", queue=Q)
+        insp.cron_add("hi", "t", "cron-high", every=60, queue=Q, priority=9)
+        insp.cron_add("ten", "t", "cron-tenant", every=60, queue=Q, tenant="a")
+        insp.cron_run_now("hi", Q)
+        insp.cron_run_now("ten", Q)
+        assert [x for (x,) in _take(backend)] == ["cron-high", "cron-tenant", "plain"]  # turns: "", a, ""
+        c.enqueue("t", "left", queue="tq2", tenant="a")
+        with pytest.raises(QueueNotEmptyError):
+            insp.remove_queue("tq2")
+        assert insp.queue_info("tq2").pending == 1
