@@ -277,6 +277,29 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
+def _check_search(id_prefix: object, task_type: object, cursor: object, limit: object) -> None:
+    """InvalidArgumentError for a search's bad argument."""
+    if not isinstance(id_prefix, str) or not isinstance(task_type, str):
+        raise InvalidArgumentError("id_prefix and task_type must be strings")
+    for name, n, low, high in (("cursor", cursor, 0, None), ("limit", limit, 1, MAX_PAGE_SIZE)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < low or (high is not None and n > high):
+            raise InvalidArgumentError(f"{name} must be an int from {low}{f' to {high}' if high else ''}, got {n!r}")
+
+
+def _scanned(queue: str, reply: Any, now_ms: int) -> tuple[int, list[TaskInfo]]:
+    """An HSCAN reply of a queue's task hash: the next cursor and the tasks (malformed ones left out)."""
+    fields = reply[1]
+    pairs = list(fields.items()) if isinstance(fields, dict) else list(zip(fields[0::2], fields[1::2]))
+    out = []
+    for raw_id, stored in pairs:
+        id = raw_id.decode(errors="surrogateescape") if isinstance(raw_id, bytes) else str(raw_id)
+        try:
+            out.append(task_from_stored(id, queue, stored, None, now_ms))
+        except MalformedMessageError:
+            continue
+    return int(reply[0]), out
+
+
 def _scores(reply: list[Any]) -> dict[str, float]:
     """A ZRANGE ... WITHSCORES reply (flat, or as pairs) as member -> score."""
     if reply and isinstance(reply[0], (list, tuple)):
@@ -549,41 +572,22 @@ class Plans:
         ``limit`` + :data:`SEARCH_BATCH` once enough match (a cursor cannot resume inside a batch;
         a task may be found twice across calls if the hash is resized meanwhile, as SCAN allows).
         Bounded work per call, whatever the queue's size."""
-        if not isinstance(id_prefix, str) or not isinstance(task_type, str):
-            raise InvalidArgumentError("id_prefix and task_type must be strings")
-        for name, n, low, high in (("cursor", cursor, 0, None), ("limit", limit, 1, MAX_PAGE_SIZE)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < low or (high is not None and n > high):
-                raise InvalidArgumentError(f"{name} must be an int from {low}{f' to {high}' if high else ''}, "
-                                           f"got {n!r}")
+        _check_search(id_prefix, task_type, cursor, limit)
         q = queue_keys(queue)
         pattern = _glob_escape(id_prefix) + "*"
         found: list[TaskInfo] = []
         looked = 0
-        first = True
-        while len(found) < limit and looked < scan and (first or cursor != 0):
+        while True:
             calls: list[Call[Any]] = [Call(lambda r: r, command=("HSCAN", q.tasks, cursor, "MATCH", pattern,
                                                                  "COUNT", SEARCH_BATCH)), self._now()]
-            if first:
-                calls.append(self._member(queue))
-            res = yield calls
-            if first:
+            res = yield calls + [self._member(queue)] if not looked else calls
+            if not looked:
                 self._check(queue, res[2])
-                first = False
-            reply = value(res[0])
-            now = value(res[1])
-            cursor = int(reply[0])
-            fields = reply[1]
-            pairs = list(fields.items()) if isinstance(fields, dict) else list(zip(fields[0::2], fields[1::2]))
-            looked += SEARCH_BATCH
-            for raw_id, stored in pairs:
-                id = raw_id.decode(errors="surrogateescape") if isinstance(raw_id, bytes) else str(raw_id)
-                try:
-                    info = task_from_stored(id, queue, stored, None, now)
-                except MalformedMessageError:
-                    continue
-                if not task_type or info.type == task_type:
-                    found.append(info)  # (the whole batch: the cursor cannot resume inside it)
-        return cursor, found
+            cursor, batch = _scanned(queue, value(res[0]), value(res[1]))
+            found += [t for t in batch if not task_type or t.type == task_type]  # (the whole batch: the cursor
+            looked += SEARCH_BATCH                                               # cannot resume inside it)
+            if len(found) >= limit or looked >= scan or cursor == 0:
+                return cursor, found
 
     def all_history(self, days: int = 7) -> Plan[dict[str, list[DailyStats]]]:
         """:meth:`history` of every queue: the queue list, then one pipelined round trip (one MGET
