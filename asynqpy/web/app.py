@@ -736,7 +736,7 @@ def _history(by_queue: dict[str, list[Any]], days: int) -> dict[str, Any]:
             "queues": queues}
 
 
-CHART_W, CHART_H = 600, 120
+CHART_W, CHART_H = 1000, 120
 
 
 def _day_chart(days: list[dict[str, Any]]) -> dict[str, Any]:
