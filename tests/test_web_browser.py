@@ -203,12 +203,18 @@ def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
         status = browser.execute_async_script("""
             const done = arguments[arguments.length - 1];
             document.cookie = "asynqpy_csrf=forged; path=/";
-            fetch("/api/queues/ro/actions", {method: "POST", headers: {"Content-Type": "application/json",
-                  "X-CSRF-Token": "forged"}, body: JSON.stringify({action: "delete", ids: ["keep"]})})
-              .then(r => done(r.status), e => done(String(e)));""")
-        assert status == 403
+            const send = (url, body) => fetch(url, {method: "POST", headers: {"Content-Type": "application/json",
+                  "X-CSRF-Token": "forged"}, body: JSON.stringify(body)}).then(r => r.status);
+            Promise.all([send("/api/queues/ro/actions", {action: "delete", ids: ["keep"]}),
+                         send("/api/tasks", {type: "x", queue: "ro"}),
+                         send("/api/queues/ro/tasks/keep/edit", {max_retry: 1}),
+                         send("/api/queues/ro/scheduler/e/pause", {})]).then(done, e => done(String(e)));""")
+        assert status == [403, 403, 403, 403]
+        browser.get(console.url + "/enqueue")
+        assert browser.find_elements(By.ID, "enqueue") == [] and browser.find_elements(By.ID, "nav-enqueue") == []
         with Inspector(redis_url) as insp:
-            assert insp.task_info("ro", "keep").state.value == "pending"
+            assert insp.task_info("ro", "keep").state.value == "pending" and insp.queue_info("ro").size == 1
+            assert insp.task_info("ro", "keep").max_retry == 25
     finally:
         console.stop()
 
@@ -278,15 +284,17 @@ def test_a_rebound_name_is_refused_in_a_browser(redis_url: str, rebound_browser:
               const token = (document.cookie.match(/asynqpy_csrf=([^;]+)/) || [])[1] || 'none';
               const del = await fetch('/api/queues/victim/states/pending/delete', {method: 'POST',
                   headers: {'X-CSRF-Token': token, 'Content-Type': 'application/json'}, body: '{}'});
-              return [location.host, read.status, body.includes('4111'), del.status];
+              const put = await fetch('/api/tasks', {method: 'POST', headers: {'X-CSRF-Token': token,
+                  'Content-Type': 'application/json'}, body: JSON.stringify({type: 'evil', queue: 'victim'})});
+              return [location.host, read.status, body.includes('4111'), del.status, put.status];
             })().then(done, e => done(String(e)));""")
-        assert got == [f"{REBOUND}:{console.port}", 400, False, 400]
+        assert got == [f"{REBOUND}:{console.port}", 400, False, 400, 400]
         for name in ("127.0.0.1", "localhost"):
             browser.get(f"http://{name}:{console.port}/")
             wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="victim"] td[data-k="pending"]')
                      .text == "1")
         with Inspector(redis_url) as insp:
-            assert insp.task_info("victim", "v1").state.value == "pending"
+            assert insp.task_info("victim", "v1").state.value == "pending" and insp.queue_info("victim").size == 1
     finally:
         console.stop()
 
