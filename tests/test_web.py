@@ -93,17 +93,27 @@ def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
     with TestClient(create_app(seeded, read_only=True), base_url="http://localhost") as tc:
         page = tc.get(f"/queues/{Q}?state=pending").text
         assert "read-only" in page and "button class=\"act\"" not in page and "data-action" not in page
-        for path in (f"/queues/{PQ}/processes/ro1", "/servers"):
-            assert "class=\"act\"" not in tc.get(path).text, path
+        assert 'class="pick"' not in page and 'id="nav-enqueue"' not in page
+        with Inspector(seeded) as insp:
+            insp.cron_add("ro-entry", "t", every=60, queue=Q)
+        for path in (f"/queues/{PQ}/processes/ro1", "/servers", "/scheduler", f"/queues/{Q}/tasks/p00", "/enqueue"):
+            text = tc.get(path).text
+            assert "class=\"act" not in text and "<form id=" not in text and 'id="duplicate"' not in text, path
         assert "asynqpy_csrf" not in tc.cookies
         for path, body in [(f"/api/queues/{Q}/pause", None),
                            (f"/api/queues/{Q}/actions", {"action": "delete", "ids": ["p00"]}),
-                           (f"/api/queues/{PQ}/processes/ro1/remove", None), ("/api/servers/any/stop", None)]:
+                           (f"/api/queues/{PQ}/processes/ro1/remove", None), ("/api/servers/any/stop", None),
+                           ("/api/tasks", {"type": "x", "queue": Q}), (f"/api/queues/{Q}/tasks/p00/duplicate", None),
+                           (f"/api/queues/{Q}/tasks/p00/edit", {"max_retry": 1}),
+                           (f"/api/queues/{Q}/scheduler/ro-entry/pause", None),
+                           (f"/api/queues/{Q}/scheduler/ro-entry/remove", None)]:
             r = tc.post(path, json=body, headers={"X-CSRF-Token": "x"}, cookies={"asynqpy_csrf": "x"})
             assert r.status_code == 403 and r.json() == {"error": "this console is read-only"}
     with Inspector(seeded) as insp:
         assert insp.queue_info(Q).pending == 45 and not insp.queue_info(Q).paused
         assert insp.queue_info(PQ).pending == 1  # the process's init input, and no remove input
+        assert insp.task_info(Q, "p00").max_retry == 25
+        assert [(e.name, e.paused) for e in insp.scheduler_entries(Q)] == [("ro-entry", False)]
 
 
 def test_authentication_basic_and_bearer(seeded: str) -> None:
@@ -292,18 +302,22 @@ def test_overview_latency_as_the_cli_waiting_blocked_columns_and_memory_in_the_a
 
 
 def test_times_are_shown_for_people(web: TestClient, seeded: str) -> None:
-    """Timestamps as the CLI shows them: lists say how long ago or in how long (the exact time in
-    the title), a task's page the UTC time and how long from now; not raw ISO 8601."""
+    """Timestamps as the CLI shows them: lists say how long ago or in how long (the exact time and
+    the raw value in the title), a task's page the UTC time and how long from now (the raw value
+    in the title); the raw ISO 8601 value is never the text shown."""
     import re
 
     page = web.get(f"/queues/{Q}", params={"state": "scheduled"}).text
-    assert re.search(r'<td><time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">in (9m5\ds|10m00s)'
+    assert re.search(r'<td><time datetime="([^"]+)" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC · \1">in (9m5\ds|10m00s)'
                      r"</time></td>", page), page
     task = web.get(f"/queues/{Q}/tasks/xss").text
-    assert re.search(r'<td data-k="next_process_at">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9m5\ds|10m00s)\)</td>',
-                     task), task
-    assert re.search(r"<tr><th>enqueued</th><td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d\.\ds ago\)</td>", task)
-    assert "+00:00" not in task.split('id="payload"')[0]
+    raw = r'<time datetime="(\d{4}-[^"]+\+00:00)" title="\1">'
+    assert re.search(rf'<td data-k="next_process_at">{raw}\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9m5\ds|10m00s)\)'
+                     r"</time></td>", task), task
+    assert re.search(rf"<tr><th>enqueued</th><td>{raw}\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d\.\ds ago\)</time></td>",
+                     task)
+    shown = re.sub(r"<[^>]*>", "", task.split('id="payload"')[0])  # (the text, without the tags' attributes)
+    assert "+00:00" not in shown
 
 
 def test_pages_escape_every_value(web: TestClient) -> None:
@@ -524,3 +538,190 @@ def test_health_probes_answer_any_host_without_credentials_and_tell_nothing_else
         assert tc.get("/livez").status_code == 200
         r = tc.get("/readyz")
         assert r.status_code == 503 and r.json() == {"ready": False, "redis": False}
+
+
+def test_enqueue_duplicate_and_edit_with_bad_input_refused_and_nothing_lost(web: TestClient, seeded: str) -> None:
+    """The console enqueues (JSON values, or a form's JSON text), duplicates and edits; every bad
+    input is a 400 saying what is wrong (a conflict 409), writes nothing and loses nothing queued;
+    every new action needs the CSRF token and answers only to the console's names."""
+    post = lambda path, body=None: web.post(path, json=body, headers=_csrf(web))  # noqa: E731
+    r = post("/api/tasks", {"type": "report", "queue": Q, "payload": {"day": 1},
+                            "options": {"task_id": "r1", "max_retry": 3, "priority": 8, "headers": {"by": "ops"},
+                                        "process_at": "2099-01-01T00:00:00+00:00"}})
+    assert r.status_code == 201 and r.json()["task"]["state"] == "scheduled", r.text
+    r = post("/api/tasks", {"type": "report", "queue": "fresh", "payload_json": '{"day": 2}',
+                            "options_json": '{"task_id": "r2", "timeout": 30}'})
+    assert r.status_code == 201 and r.json()["task"]["payload"] == {"day": 2}
+    for body, status, message in [
+        ({"type": "x", "queue": Q, "payload_json": '{"a": '}, 400, "payload is not valid JSON: Expecting value (line 1"),
+        ({"type": "x", "queue": Q, "options_json": "{bad"}, 400, "options is not valid JSON"),
+        ({"type": "x", "queue": "no spaces please"}, 400, "invalid queue name 'no spaces please'"),
+        ({"type": "x", "queue": Q, "options": {"max_retry": "many"}}, 400, "max_retry must be an int >= 0"),
+        ({"type": "x", "queue": Q, "options": {"colour": "red"}}, 400, "unknown enqueue option: 'colour'"),
+        ({"type": "x", "queue": Q, "options": {"process_at": "tomorrow"}}, 400, "process_at must be Unix seconds or"),
+        ({"type": "x", "queue": Q, "options": [1]}, 400, "options must be a JSON object"),
+        ({"type": "x", "queue": Q, "options": {"queue": "other"}}, 400, "give the queue as the queue field"),
+        ({"type": "", "queue": Q}, 400, "type must be a non-empty string"),
+        ({"type": "x", "queue": Q, "payload": 1, "payload_json": "1"}, 400, "give payload or payload_json"),
+        ({"type": "x", "queue": Q, "options": {"task_id": "p00"}}, 409, "'p00'"),
+    ]:
+        r = post("/api/tasks", body)
+        assert r.status_code == status and message in r.json()["error"], (body, r.status_code, r.text)
+    r = web.post("/api/tasks", content=b'{"type": "x", "queue": ', headers={**_csrf(web), "content-type": "application/json"})
+    assert r.status_code == 400 and "error" in r.json()
+    assert web.post("/api/tasks", json={"type": "x", "queue": Q}).status_code == 403  # no CSRF token
+    with TestClient(create_app(seeded), base_url=f"http://{REBOUND}") as foreign:
+        foreign.cookies.set("asynqpy_csrf", "t")
+        assert foreign.post("/api/tasks", json={"type": "x", "queue": Q}, headers={"X-CSRF-Token": "t"}).status_code == 400
+
+    # duplicate: a new id, the same type, payload and options; the form is filled with them
+    r = post(f"/api/queues/{Q}/tasks/r1/duplicate")
+    copy = r.json()["task"]
+    assert r.status_code == 201 and copy["id"] != "r1" and copy["type"] == "report" and copy["payload"] == {"day": 1}
+    assert (copy["max_retry"], copy["priority"], copy["headers"], copy["state"]) == (3, 8, {"by": "ops"}, "pending")
+    form = web.get("/enqueue", params={"queue": Q, "from": "r1"}).text
+    assert 'id="copy-of"' in form and 'value="report"' in form and "&#34;priority&#34;: 8" in form
+    assert post(f"/api/queues/{Q}/tasks/nope/duplicate").status_code == 404
+
+    # edit: payload (as a form's JSON text), priority and due time; bad values change nothing
+    page = web.get(f"/queues/{Q}/tasks/r1").text
+    assert 'id="edit"' in page and 'id="duplicate"' in page
+    r = post(f"/api/queues/{Q}/tasks/r1/edit", {"payload_json": '{"day": 9}', "priority": 2, "process_in": 0})
+    assert r.status_code == 200 and (r.json()["task"]["payload"], r.json()["task"]["priority"],
+                                     r.json()["task"]["state"]) == ({"day": 9}, 2, "pending"), r.text
+    for body, status, message in [({"payload_json": "{oops"}, 400, "payload is not valid JSON"),
+                                  ({"max_retry": -1}, 400, "max_retry must be an int >= 0"),
+                                  ({"colour": 1}, 400, "colour"), ({}, 400, "nothing to change")]:
+        r = post(f"/api/queues/{Q}/tasks/r1/edit", body)
+        assert r.status_code == status and message in r.json()["error"], (body, r.text)
+    post(f"/api/queues/{Q}/actions", {"action": "archive", "ids": ["p01"]})
+    r = post(f"/api/queues/{Q}/tasks/p01/edit", {"max_retry": 1})
+    assert r.status_code == 409 and "edit applies to pending, scheduled and retry tasks" in r.json()["error"]
+    assert 'id="edit"' not in web.get(f"/queues/{Q}/tasks/p01").text
+    with Inspector(seeded) as insp:
+        t = insp.task_info(Q, "r1")
+        assert (t.payload, t.priority, t.max_retry) == ({"day": 9}, 2, 3)  # (the refused edits wrote nothing)
+        info = insp.queue_info(Q)
+        assert (info.pending, info.scheduled, info.archived) == (44 + 2, 1, 1)  # 45 - p01 + r1 + its copy
+        assert insp.queue_info("fresh").pending == 1
+
+
+def test_bulk_actions_on_selected_tasks_report_each_one(web: TestClient, seeded: str) -> None:
+    """The queue page's checkboxes send one batch (the actions API); each id gets its result."""
+    page = web.get(f"/queues/{Q}", params={"state": "pending", "size": 5}).text
+    assert page.count('class="pick"') == 5 and 'id="select-all"' in page and 'data-action="archive" disabled' in page
+    r = web.post(f"/api/queues/{Q}/actions", json={"action": "archive", "ids": ["p03", "p04", "xss"]},
+                 headers=_csrf(web)).json()["results"]
+    assert r["p03"] == r["p04"] == "ok" and r["xss"] == "ok"  # (a scheduled task may be archived too)
+    r = web.post(f"/api/queues/{Q}/actions", json={"action": "run", "ids": ["p03", "p05"]}, headers=_csrf(web)).json()
+    assert r["results"]["p03"] == "ok" and "already pending" in r["results"]["p05"]
+    with Inspector(seeded) as insp:
+        assert (insp.queue_info(Q).pending, insp.queue_info(Q).archived) == (44, 2)
+
+
+def test_search_by_id_prefix_and_type_is_bounded_and_resumable(web: TestClient, seeded: str) -> None:
+    with Client(seeded) as c:
+        c.enqueue("sms", {"to": 1}, queue=Q, task_id="a*[b]?")  # glob characters, matched as themselves
+        c.enqueue("sms", {"to": 2}, queue=Q, task_id="p99", process_in=60)
+    got = web.get(f"/api/queues/{Q}/search", params={"id": "p4"}).json()
+    assert got["cursor"] == 0 and sorted(t["id"] for t in got["tasks"]) == [f"p4{i}" for i in range(5)]
+    got = web.get(f"/api/queues/{Q}/search", params={"type": "sms"}).json()
+    assert sorted((t["id"], t["state"]) for t in got["tasks"]) == [("a*[b]?", "pending"), ("p99", "scheduled")]
+    got = web.get(f"/api/queues/{Q}/search", params={"id": "p9", "type": "sms"}).json()
+    assert [t["id"] for t in got["tasks"]] == ["p99"]
+    assert [t["id"] for t in web.get(f"/api/queues/{Q}/search", params={"id": "a*"}).json()["tasks"]] == ["a*[b]?"]
+    assert web.get(f"/api/queues/{Q}/search", params={"id": "zzz"}).json() == {"cursor": 0, "tasks": []}
+    r = web.get(f"/api/queues/{Q}/search")
+    assert r.status_code == 400 and "give an id prefix" in r.json()["error"]
+    assert web.get("/api/queues/nope/search", params={"id": "p"}).status_code == 404
+    page = web.get(f"/queues/{Q}/search", params={"type": "sms"}).text
+    assert 'data-id="p99"' in page and 'data-id="p00"' not in page and "the whole queue was searched" in page
+    assert 'id="find"' in web.get(f"/queues/{Q}").text
+    # bounded: a big queue is searched a batch at a time, each call going on from the last one's cursor
+    with Client(seeded) as c:
+        c.enqueue_many([("bulk", i) for i in range(1500)], queue="big")
+    seen: set[str] = set()
+    cursor, calls = 0, 0
+    while True:
+        got = web.get("/api/queues/big/search", params={"type": "bulk", "limit": 1, "cursor": cursor}).json()
+        calls += 1
+        assert len(got["tasks"]) <= 700  # (a batch of HSCAN, not the queue)
+        seen |= {t["id"] for t in got["tasks"]}
+        cursor = got["cursor"]
+        if not cursor:
+            break
+    assert len(seen) == 1500 and calls >= 2
+
+
+def test_periodic_entries_paused_resumed_run_now_and_removed(web: TestClient, seeded: str) -> None:
+    with Inspector(seeded) as insp:
+        insp.cron_add("nightly", "report", {"n": 1}, cron="0 3 * * *", queue=Q)
+        insp.cron_add("other/one", "ping", every=60, queue="other")
+    page = web.get("/scheduler").text
+    assert f'data-post="/api/queues/{Q}/scheduler/nightly/pause"' in page
+    assert 'data-post="/api/queues/other/scheduler/other/one/run"' in page
+    post = lambda path: web.post(path, headers=_csrf(web))  # noqa: E731
+    assert post(f"/api/queues/{Q}/scheduler/nightly/pause").json() == {"done": "pause"}
+    assert f'data-post="/api/queues/{Q}/scheduler/nightly/resume"' in web.get("/scheduler").text
+    paused = {e["entry"]["name"]: e["paused"] for e in web.get("/api/scheduler").json()}
+    assert paused == {"nightly": True, "other/one": False}
+    assert post(f"/api/queues/{Q}/scheduler/nightly/resume").json() == {"done": "resume"}
+    task_id = post("/api/queues/other/scheduler/other/one/run").json()["task_id"]
+    assert web.get(f"/api/queues/other/tasks/{task_id}").json()["task"]["type"] == "ping"
+    assert post(f"/api/queues/{Q}/scheduler/nightly/remove").json() == {"done": "remove"}
+    r = post(f"/api/queues/{Q}/scheduler/nightly/pause")
+    assert r.status_code == 404
+    r = post("/api/queues/other/scheduler/other/one/explode")
+    assert r.status_code == 400 and "action must be one of" in r.json()["error"]
+    assert web.post("/api/queues/other/scheduler/other/one/remove").status_code == 403  # no CSRF token
+    assert [e["entry"]["name"] for e in web.get("/api/scheduler").json()] == ["other/one"]
+
+
+def test_per_day_charts_come_from_the_stored_daily_counters(web: TestClient, seeded: str) -> None:
+    """The charts read the daily processed/failed counters Redis keeps (not what a page saw):
+    every queue together on the overview, one queue on its page, oldest day first."""
+    import re
+    from datetime import timedelta
+
+    import redis
+
+    from asynqpy.core.clock import Clock
+    from asynqpy.core.keys import queue_keys
+
+    today = Clock().today()
+    r = redis.Redis.from_url(seeded)
+    r.set(queue_keys(Q).processed_on(today - timedelta(days=2)), 40)
+    r.set(queue_keys(Q).failed_on(today - timedelta(days=2)), 3)
+    r.set(queue_keys("other").processed_on(today - timedelta(days=2)), 2)
+    r.set(queue_keys("other").processed_on(today), 7)
+    got = web.get("/api/history", params={"days": 3}).json()
+    assert got["days"] == [{"date": (today - timedelta(days=2)).isoformat(), "processed": 42, "failed": 3},
+                           {"date": (today - timedelta(days=1)).isoformat(), "processed": 0, "failed": 0},
+                           {"date": today.isoformat(), "processed": 7, "failed": 0}]
+    assert got["queues"]["other"][-1] == {"date": today.isoformat(), "processed": 7, "failed": 0}
+    day = (today - timedelta(days=2)).isoformat()
+    overview = web.get("/").text
+    assert f'<g class="day" data-date="{day}" data-processed="42" data-failed="3">' in overview
+    assert re.search(r'<b id="day-processed">49</b>', overview) and "<svg" in overview and "<script>" not in overview
+    queue_page = web.get(f"/queues/{Q}").text
+    assert f'data-date="{day}" data-processed="40" data-failed="3"' in queue_page
+    assert web.get("/api/history", params={"days": 91}).status_code == 400
+
+
+def test_the_redis_page_shows_version_memory_clients_and_the_slowlog(web: TestClient, seeded: str) -> None:
+    import redis
+
+    r = redis.Redis.from_url(seeded)
+    before = r.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    r.slowlog_reset()
+    r.config_set("slowlog-log-slower-than", 0)  # every command is logged
+    try:
+        r.execute_command("ECHO", "find-me-in-the-slowlog")
+        api = web.get("/api/redis").json()
+    finally:
+        r.config_set("slowlog-log-slower-than", before)
+    assert api["redis_version"] and api["connected_clients"] >= 1 and api["used_memory"] > 0
+    assert 1 <= len(api["slowlog"]) <= 10
+    assert api["slowlog"] == sorted(api["slowlog"], key=lambda e: -e["duration_us"])
+    page = web.get("/redis").text
+    assert api["redis_version"] in page and 'id="slowlog"' in page and "connected" in page

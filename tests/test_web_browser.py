@@ -2,8 +2,10 @@
 driven by Selenium with the system's driver: nothing is downloaded) against a real redis-server
 and a running worker. The overview's counts change as tasks run, without a reload; a queue page
 pages; an action works; a read-only console shows no action and refuses a forged one; payloads
-are shown as text, never run. The session takes screenshots: into $ASYNQPY_SCREENSHOTS if set
-(``ASYNQPY_SCREENSHOTS=docs/screenshots`` made the README's), else a temporary directory."""
+are shown as text, never run; a task is enqueued (bad input refused on the page), edited,
+duplicated, archived with others by checkboxes, found by search; a periodic entry paused and run;
+the per-day chart and the Redis page shown. The sessions take screenshots: ``ASYNQPY_SCREENSHOTS=1``
+saves docs/web.md's into docs/screenshots (another value: that directory); unset, none."""
 
 from __future__ import annotations
 
@@ -121,10 +123,21 @@ def _worker(redis_url: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) -> None:
+def shoot(browser: Any, name: str) -> None:
+    """Save a screenshot of the page as ``name``.png, only when asked (CI stays fast):
+    ``ASYNQPY_SCREENSHOTS=1`` into docs/screenshots (the ones docs/web.md shows), another value
+    into that directory."""
+    where = os.environ.get("ASYNQPY_SCREENSHOTS") or ""
+    if not where:
+        return
+    shots = ROOT / "docs" / "screenshots" if where == "1" else Path(where)
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(shots / f"{name}.png"))
+
+
+def test_the_console_in_a_browser(redis_url: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    shots = Path(os.environ.get("ASYNQPY_SCREENSHOTS") or tmp_path)
 
     with Client(redis_url) as c:
         c.enqueue_many([("job", {"ms": 150}) for _ in range(24)], queue="live")
@@ -138,13 +151,11 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) 
         browser.get(console.url + "/")
         cell = 'tr[data-queue="live"] td[data-k="pending"]'
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, cell).text == "24")  # (rows refresh live)
-        shots.mkdir(parents=True, exist_ok=True)
         worker = _worker(redis_url)
         # live counts: the worker drains the queue, the page follows without a reload
         wait_for(lambda: int(browser.find_element(By.CSS_SELECTOR, cell).text) < 24)
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="live"] td[data-k="processed_total"]')
                  .text not in ("", "0"))
-        browser.save_screenshot(str(shots / "overview.png"))
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, cell).text == "0", timeout=30)
         assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
 
@@ -152,7 +163,6 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) 
         browser.get(console.url + "/queues/paged?state=pending&size=20")
         wait_for(lambda: [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
                  == [f"p{i:02d}" for i in range(20)])  # (a live update may replace the rows as they are read)
-        browser.save_screenshot(str(shots / "queue.png"))
         browser.find_element(By.ID, "next").click()
         wait_for(lambda: browser.find_element(By.ID, "page-no").text == "2")
         wait_for(lambda: [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
@@ -170,7 +180,6 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) 
         updates = int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0)
         wait_for(lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0) > updates)
         assert browser.execute_script("return window.pwned") is None  # (after a live update too)
-        browser.save_screenshot(str(shots / "task.png"))
         browser.get(console.url + "/queues/paged?state=scheduled")
         wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'tr[data-id="xss"]'))
         assert browser.execute_script("return window.pwned") is None
@@ -194,12 +203,18 @@ def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
         status = browser.execute_async_script("""
             const done = arguments[arguments.length - 1];
             document.cookie = "asynqpy_csrf=forged; path=/";
-            fetch("/api/queues/ro/actions", {method: "POST", headers: {"Content-Type": "application/json",
-                  "X-CSRF-Token": "forged"}, body: JSON.stringify({action: "delete", ids: ["keep"]})})
-              .then(r => done(r.status), e => done(String(e)));""")
-        assert status == 403
+            const send = (url, body) => fetch(url, {method: "POST", headers: {"Content-Type": "application/json",
+                  "X-CSRF-Token": "forged"}, body: JSON.stringify(body)}).then(r => r.status);
+            Promise.all([send("/api/queues/ro/actions", {action: "delete", ids: ["keep"]}),
+                         send("/api/tasks", {type: "x", queue: "ro"}),
+                         send("/api/queues/ro/tasks/keep/edit", {max_retry: 1}),
+                         send("/api/queues/ro/scheduler/e/pause", {})]).then(done, e => done(String(e)));""")
+        assert status == [403, 403, 403, 403]
+        browser.get(console.url + "/enqueue")
+        assert browser.find_elements(By.ID, "enqueue") == [] and browser.find_elements(By.ID, "nav-enqueue") == []
         with Inspector(redis_url) as insp:
-            assert insp.task_info("ro", "keep").state.value == "pending"
+            assert insp.task_info("ro", "keep").state.value == "pending" and insp.queue_info("ro").size == 1
+            assert insp.task_info("ro", "keep").max_retry == 25
     finally:
         console.stop()
 
@@ -269,20 +284,22 @@ def test_a_rebound_name_is_refused_in_a_browser(redis_url: str, rebound_browser:
               const token = (document.cookie.match(/asynqpy_csrf=([^;]+)/) || [])[1] || 'none';
               const del = await fetch('/api/queues/victim/states/pending/delete', {method: 'POST',
                   headers: {'X-CSRF-Token': token, 'Content-Type': 'application/json'}, body: '{}'});
-              return [location.host, read.status, body.includes('4111'), del.status];
+              const put = await fetch('/api/tasks', {method: 'POST', headers: {'X-CSRF-Token': token,
+                  'Content-Type': 'application/json'}, body: JSON.stringify({type: 'evil', queue: 'victim'})});
+              return [location.host, read.status, body.includes('4111'), del.status, put.status];
             })().then(done, e => done(String(e)));""")
-        assert got == [f"{REBOUND}:{console.port}", 400, False, 400]
+        assert got == [f"{REBOUND}:{console.port}", 400, False, 400, 400]
         for name in ("127.0.0.1", "localhost"):
             browser.get(f"http://{name}:{console.port}/")
             wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="victim"] td[data-k="pending"]')
                      .text == "1")
         with Inspector(redis_url) as insp:
-            assert insp.task_info("victim", "v1").state.value == "pending"
+            assert insp.task_info("victim", "v1").state.value == "pending" and insp.queue_info("victim").size == 1
     finally:
         console.stop()
 
 
-def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_path: Path) -> None:
+def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any) -> None:
     """A process in error is found in its queue's list, repaired from its page (the page follows
     its status and history live), then removed; a server is quieted, resumed and resized from the
     servers page."""
@@ -292,8 +309,6 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
 
     from asynqpy import Input, Process, ServeMux, Server, Step
 
-    shots = Path(os.environ.get("ASYNQPY_SCREENSHOTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
     mux = ServeMux()
 
     @mux.process("payment")
@@ -319,7 +334,7 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         browser.get(console.url + "/queues/pay")
         browser.find_element(By.ID, "processes-link").click()
         wait_for(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-id="pay-1"] td.status-error'))
-        browser.save_screenshot(str(shots / "processes.png"))
+        shoot(browser, "processes")
         browser.find_element(By.LINK_TEXT, "error").click()  # only the broken ones
         wait_for(lambda: [r.get_attribute("data-id") for r in
                           browser.find_elements(By.CSS_SELECTOR, "#processes tbody tr")] == ["pay-1"])
@@ -337,7 +352,7 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
             assert c.call_process("pay-1", "capture", queue="pay", timeout=10) == "ok"
         wait_for(lambda: '"capture"' in browser.find_element(By.ID, "history").text)  # live, no reload
         wait_for(lambda: '"captured"' in browser.find_element(By.ID, "state").text)
-        browser.save_screenshot(str(shots / "process.png"))
+        shoot(browser, "process")
         browser.find_element(By.ID, "remove").click()
         browser.switch_to.alert.accept()
         wait_for(lambda: cell("status") == "removed")
@@ -367,3 +382,135 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any, tmp_pa
         console.stop()
         server.stop()
         thread.join(15)
+
+
+def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> None:
+    """One Chromium session acts from the console: enqueue (a bad JSON payload and a bad queue
+    name are refused with the server's error on the page, nothing queued is lost), edit, duplicate,
+    select tasks and archive them in one batch, search by type, pause and run a periodic entry; the
+    overview's per-day chart is drawn from the stored counters; times show their raw value on
+    hover; the Redis page lists the slowlog."""
+    from datetime import timedelta
+
+    import redis
+    from selenium.webdriver.common.by import By
+
+    from asynqpy.core.clock import Clock
+    from asynqpy.core.keys import queue_keys
+
+    r = redis.Redis.from_url(redis_url)
+    today = Clock().today()
+    for back, done, failed in [(6, 120, 4), (5, 340, 12), (4, 280, 2), (3, 410, 30), (2, 390, 8), (1, 460, 5)]:
+        r.set(queue_keys("ops").processed_on(today - timedelta(days=back)), done)
+        r.set(queue_keys("ops").failed_on(today - timedelta(days=back)), failed)
+    r.set(queue_keys("ops").processed, 2000)  # (the lifetime totals, to match)
+    r.set(queue_keys("ops").failed, 61)
+    with Client(redis_url) as c:
+        for i in range(6):
+            c.enqueue("email", {"to": f"user{i}@example.com"}, queue="ops", task_id=f"e{i}")
+    with Inspector(redis_url) as insp:
+        insp.cron_add("nightly-report", "report", {"kind": "daily"}, cron="0 3 * * *", queue="ops")
+    console = Console(redis_url)
+    by = lambda css: browser.find_element(By.CSS_SELECTOR, css)  # noqa: E731
+    slower_than = r.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    r.slowlog_reset()
+    r.config_set("slowlog-log-slower-than", 0)  # (every command is logged: the Redis page has a slowlog to show)
+    try:
+        # the overview: the per-day chart from the stored counters (not what the page saw)
+        browser.get(console.url + "/")
+        day = (today - timedelta(days=3)).isoformat()
+        assert by(f'#daily-chart g.day[data-date="{day}"]').get_attribute("data-processed") == "410"
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#daily-chart g.day")) == 14
+        wait_for(lambda: by('tr[data-queue="ops"] td[data-k="pending"]').text == "6")
+        shoot(browser, "overview")
+
+        # enqueue: bad input is refused with the server's message on the page; nothing is written
+        browser.get(console.url + "/enqueue?queue=ops")
+        by("#f-type").send_keys("invoice")
+        payload = by("#f-payload")
+        payload.clear()
+        payload.send_keys('{"amount": 12,')
+        by("#f-submit").click()
+        wait_for(lambda: "not enqueued: payload is not valid JSON" in by("#form-error").text)
+        shoot(browser, "enqueue")
+        payload.clear()
+        payload.send_keys('{"amount": 12}')
+        queue = by("#f-queue")
+        queue.clear()
+        queue.send_keys("no spaces")
+        by("#f-submit").click()
+        wait_for(lambda: "invalid queue name 'no spaces'" in by("#form-error").text)
+        with Inspector(redis_url) as insp:
+            assert insp.queue_info("ops").size == 6 and insp.queues() == ["ops"]
+        queue.clear()
+        queue.send_keys("ops")
+        options = by("#f-options")
+        options.clear()
+        options.send_keys('{"task_id": "inv-1", "max_retry": 2, "process_in": 3600}')
+        by("#f-submit").click()
+        wait_for(lambda: by("#task-id").text == "inv-1")
+        assert by('#detail td[data-k="state"]').text == "scheduled"
+        raw = by('#detail td[data-k="next_process_at"] time')  # (the raw value on hover)
+        assert raw.get_attribute("title") == raw.get_attribute("datetime") and "T" in raw.get_attribute("title")
+
+        # edit it: a new payload, due now
+        by("#edit-box summary").click()
+        edit = by("#e-payload")
+        edit.clear()
+        edit.send_keys('{"amount": 15}')
+        by("#e-process_in").send_keys("0")
+        by("#e-submit").click()
+        wait_for(lambda: '"amount": 15' in by("#payload").text and by('#detail td[data-k="state"]').text == "pending")
+        shoot(browser, "task")
+
+        # duplicate it: the form comes filled; enqueue the copy
+        by("#duplicate").click()
+        wait_for(lambda: by("#f-type").get_attribute("value") == "invoice")
+        assert '"max_retry": 2' in by("#f-options").get_attribute("value")
+        by("#f-submit").click()
+        wait_for(lambda: by("#task-id").text not in ("", "inv-1"))
+        copy_id = by("#task-id").text
+        assert '"amount": 15' in by("#payload").text
+
+        # select three tasks (one by the header's box after a live update) and archive them in one batch
+        browser.get(console.url + "/queues/ops?state=pending")
+        click(browser, 'tr[data-id="e1"] input.pick')
+        click(browser, 'tr[data-id="e2"] input.pick')
+        updates = int(by("body").get_attribute("data-updates") or 0)
+        wait_for(lambda: int(by("body").get_attribute("data-updates") or 0) > updates)  # (rows replaced)
+        assert by('tr[data-id="e1"] input.pick').is_selected() and by("#selected-count").text == "2"
+        click(browser, 'tr[data-id="e3"] input.pick')
+        shoot(browser, "queue")
+        click(browser, 'button.bulk-act[data-action="archive"]')
+        wait_for(lambda: by("#message").text == "archive: 3 done")
+        wait_for(lambda: not browser.find_elements(By.CSS_SELECTOR, 'tr[data-id="e2"]'))
+        with Inspector(redis_url) as insp:
+            assert {t.id for t in insp.list_tasks("ops", "archived")} == {"e1", "e2", "e3"}
+            assert insp.queue_info("ops").pending == 5  # e0, e4, e5, inv-1 and its copy
+
+        # search by type
+        by("#find-type").send_keys("invoice")
+        by("#find button").click()
+        wait_for(lambda: {r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#found tbody tr")}
+                 == {"inv-1", copy_id})
+
+        # a periodic entry: pause it, then run it now
+        browser.get(console.url + "/scheduler")
+        click(browser, 'tr[data-entry="ops/nightly-report"] button[data-post$="/pause"]')
+        wait_for(lambda: by('tr[data-entry="ops/nightly-report"] td[data-k="paused"]').text == "yes")
+        click(browser, 'tr[data-entry="ops/nightly-report"] button[data-post$="/run"]')
+        wait_for(lambda: by("#message").text.startswith("enqueued task "))
+        shoot(browser, "scheduler")
+        with Inspector(redis_url) as insp:
+            assert [e.paused for e in insp.scheduler_entries("ops")] == [True]
+            assert insp.find_tasks("ops", task_type="report")[1]
+
+        # the Redis page
+        browser.get(console.url + "/redis")
+        assert by('#redis td[data-k="redis_version"]').text
+        assert browser.find_elements(By.CSS_SELECTOR, "#slowlog tbody tr")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#slowlog tbody tr")) == 10
+        shoot(browser, "redis")
+    finally:
+        r.config_set("slowlog-log-slower-than", slower_than)
+        console.stop()

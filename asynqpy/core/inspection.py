@@ -83,6 +83,10 @@ WINDOW = 10_000
 ~0.1 ms for 10 000 ids); a task deeper in the list is located page by page from Python."""
 LOCATE_PAGE = 5_000
 """Ids per LRANGE when locating a pending task deep in a long list."""
+SEARCH_BATCH = 500
+"""Fields of a queue's task hash one HSCAN call of :meth:`Plans.find_tasks` asks for."""
+SEARCH_SCAN = 10_000
+"""About how many fields one :meth:`Plans.find_tasks` looks at before it returns (with its cursor)."""
 CANCELLED = "cancelled by an operator"
 """The last_error of a cancelled task."""
 
@@ -268,6 +272,34 @@ def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, no
     elif state is TaskState.ARCHIVED and ms:
         info.archived_at = ms_to_datetime(ms)
     return info
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with the glob characters of a SCAN MATCH pattern escaped (matched as themselves)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _check_search(id_prefix: object, task_type: object, cursor: object, limit: object) -> None:
+    """InvalidArgumentError for a search's bad argument."""
+    if not isinstance(id_prefix, str) or not isinstance(task_type, str):
+        raise InvalidArgumentError("id_prefix and task_type must be strings")
+    for name, n, low, high in (("cursor", cursor, 0, None), ("limit", limit, 1, MAX_PAGE_SIZE)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < low or (high is not None and n > high):
+            raise InvalidArgumentError(f"{name} must be an int from {low}{f' to {high}' if high else ''}, got {n!r}")
+
+
+def _scanned(queue: str, reply: Any, now_ms: int) -> tuple[int, list[TaskInfo]]:
+    """An HSCAN reply of a queue's task hash: the next cursor and the tasks (malformed ones left out)."""
+    fields = reply[1]
+    pairs = list(fields.items()) if isinstance(fields, dict) else list(zip(fields[0::2], fields[1::2]))
+    out = []
+    for raw_id, stored in pairs:
+        id = raw_id.decode(errors="surrogateescape") if isinstance(raw_id, bytes) else str(raw_id)
+        try:
+            out.append(task_from_stored(id, queue, stored, None, now_ms))
+        except MalformedMessageError:
+            continue
+    return int(reply[0]), out
 
 
 def _scores(reply: list[Any]) -> dict[str, float]:
@@ -531,6 +563,52 @@ class Plans:
         newest, first, size = (_scores(value(r)) for r in res[1:])
         return [GroupInfo(name, int(size.get(name, 0)), ms_to_datetime(int(first.get(name, 0))),
                           ms_to_datetime(int(t))) for name, t in sorted(newest.items())]
+
+    def find_tasks(self, queue: str, id_prefix: str = "", task_type: str = "", cursor: int = 0,
+                   limit: int = 30, scan: int = SEARCH_SCAN) -> Plan[tuple[int, list[TaskInfo]]]:
+        """Tasks of any state whose id starts with ``id_prefix`` and (if given) whose type is
+        ``task_type``: HSCAN of the queue's task hash from ``cursor`` (MATCH on the prefix,
+        :data:`SEARCH_BATCH` fields a call), until ``limit`` tasks are found or about ``scan``
+        fields were looked at. Returns the cursor to go on from (0: the hash was scanned to its
+        end) and the tasks found: every match of the batches read, so from ``limit`` to about
+        ``limit`` + :data:`SEARCH_BATCH` once enough match (a cursor cannot resume inside a batch;
+        a task may be found twice across calls if the hash is resized meanwhile, as SCAN allows).
+        Bounded work per call, whatever the queue's size."""
+        _check_search(id_prefix, task_type, cursor, limit)
+        q = queue_keys(queue)
+        pattern = _glob_escape(id_prefix) + "*"
+        found: list[TaskInfo] = []
+        looked = 0
+        while True:
+            calls: list[Call[Any]] = [Call(lambda r: r, command=("HSCAN", q.tasks, cursor, "MATCH", pattern,
+                                                                 "COUNT", SEARCH_BATCH)), self._now()]
+            res = yield calls + [self._member(queue)] if not looked else calls
+            if not looked:
+                self._check(queue, res[2])
+            cursor, batch = _scanned(queue, value(res[0]), value(res[1]))
+            found += [t for t in batch if not task_type or t.type == task_type]  # (the whole batch: the cursor
+            looked += SEARCH_BATCH                                               # cannot resume inside it)
+            if len(found) >= limit or looked >= scan or cursor == 0:
+                return cursor, found
+
+    def all_history(self, days: int = 7) -> Plan[dict[str, list[DailyStats]]]:
+        """:meth:`history` of every queue: the queue list, then one pipelined round trip (one MGET
+        per queue: a queue's day counters share its slot)."""
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_HISTORY_DAYS:
+            raise InvalidArgumentError(f"days must be an int from 1 to {MAX_HISTORY_DAYS}, got {days!r}")
+        names = yield from self.queues()
+        if not names:
+            return {}
+        today = self.b.clock.today()
+        dates = [today - timedelta(days=i) for i in range(days)]
+        res = yield [Call(lambda r: r, command=("MGET", *(k for d in dates for k in (queue_keys(n).processed_on(d),
+                                                                                   queue_keys(n).failed_on(d)))))
+                     for n in names]
+        out: dict[str, list[DailyStats]] = {}
+        for name, reply in zip(names, res):
+            counts = [int(x or 0) for x in value(reply)]
+            out[name] = [DailyStats(name, d, counts[2 * i], counts[2 * i + 1]) for i, d in enumerate(dates)]
+        return out
 
     def _read(self, queue: str, id: str) -> Plan[bytes]:
         """A task's stored value; QueueNotFoundError / TaskNotFoundError."""

@@ -70,6 +70,22 @@ class InspectorPlans:
         return self._plans.list_tasks(queue, state, page, page_size, group)
 
     @planned
+    def all_history(self, days: int = 7) -> Steps[dict[str, list[DailyStats]]]:
+        """:meth:`history` of every queue, by queue name (two round trips whatever the number of
+        queues)."""
+        return self._plans.all_history(days)
+
+    @planned
+    def find_tasks(self, queue: str, *, id_prefix: str = "", task_type: str = "", cursor: int = 0,
+                   limit: int = 30) -> Steps[tuple[int, list[TaskInfo]]]:
+        """Search a queue's tasks, of every state, by id prefix and/or exact type. Bounded work
+        per call (about 10 000 tasks looked at): returns ``(cursor, tasks)``; it stops once
+        ``limit`` tasks (1 to 1000) matched, returning every match of the last batch it read (up
+        to about 500 more); call again with the cursor to go on, until it is 0. The tasks come in
+        the hash's order, without their due or archive time (:meth:`task_info` has them)."""
+        return self._plans.find_tasks(queue, id_prefix, task_type, cursor, limit)
+
+    @planned
     def groups(self, queue: str) -> Steps[list[GroupInfo]]:
         """The queue's aggregation groups: name, size, when the oldest and newest task joined."""
         return self._plans.groups(queue)

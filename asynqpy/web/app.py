@@ -21,7 +21,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,18 +29,21 @@ from ..core import humanize
 from ..core.control import concurrency_action as control_action
 from ..core.errors import (
     AsynqpyError,
+    DuplicateTaskError,
+    EntryNotFoundError,
     InvalidArgumentError,
     QueueNotEmptyError,
     QueueNotFoundError,
     RedisUnavailableError,
     ServerNotFoundError,
+    TaskIdConflictError,
     TaskNotFoundError,
     TaskStateError,
 )
 from ..core.events import parse_entries
 from ..core.inspection import page_start, parse_state
 from ..core.jsontext import jsonable
-from ..core.keys import queue_keys
+from ..core.keys import queue_keys, validate_queue
 from ..core.process import ProcessError, ProcessNotFoundError
 from ..core.task import TaskState
 from ..inspector import AsyncInspector
@@ -50,6 +53,12 @@ HERE = Path(__file__).resolve().parent
 CSRF_COOKIE = "asynqpy_csrf"
 CSRF_HEADER = "x-csrf-token"
 ACTIONS = ("run", "archive", "delete", "cancel")
+ENTRY_ACTIONS = ("pause", "resume", "run", "remove")
+"""What the console does to a periodic task entry (the Inspector's cron_pause, cron_resume,
+cron_run_now, cron_remove)."""
+CHART_DAYS = 14
+"""Days of stored history (the daily processed/failed counters) the charts show."""
+SLOWLOG_TOP = 10
 SERVER_ACTIONS = ("stop", "quiet", "resume", "scale")
 REPAIR_WAIT = 5.0
 """Seconds a repair from the console waits for the processor's response (then: 202, still queued)."""
@@ -188,9 +197,10 @@ def _web() -> tuple[Any, Any]:
 
 
 def _status(exc: Exception) -> int:
-    if isinstance(exc, (TaskNotFoundError, QueueNotFoundError, ProcessNotFoundError, ServerNotFoundError)):
+    if isinstance(exc, (TaskNotFoundError, QueueNotFoundError, ProcessNotFoundError, ServerNotFoundError,
+                        EntryNotFoundError)):
         return 404
-    if isinstance(exc, (TaskStateError, QueueNotEmptyError, ProcessError)):
+    if isinstance(exc, (TaskStateError, QueueNotEmptyError, ProcessError, DuplicateTaskError, TaskIdConflictError)):
         return 409
     if isinstance(exc, RedisUnavailableError):
         return 503
@@ -233,6 +243,9 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     templates.env.filters["ago"] = lambda v: humanize.ago(_when(v)) if v else ""
     templates.env.filters["utc"] = lambda v: humanize.utc(_when(v)) if v else ""
     templates.env.filters["when"] = lambda v: f"{humanize.utc(_when(v))} ({humanize.ago(_when(v))})" if v else ""
+    templates.env.filters["ago_tag"] = _ago_tag
+    templates.env.filters["when_tag"] = _when_tag
+    templates.env.filters["utc_tag"] = _utc_tag
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     @app.middleware("http")
@@ -370,6 +383,62 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
             raise InvalidArgumentError(f"action must be run, archive or delete, got {action!r}")
         return {"count": await getattr(inspector, f"{action}_all")(queue, parse_state(state))}
 
+    @app.post("/api/tasks", tags=["tasks"], status_code=201)
+    async def enqueue(spec: Annotated[dict[str, Any], Body()]) -> Any:
+        """Enqueue a task: ``{"type": ..., "queue": "default", "payload": <any JSON>, "options":
+        {...}}`` (the options of ``Client.enqueue``: task_id, process_in, process_at (Unix seconds
+        or ISO 8601), max_retry, timeout, priority, unique, key, headers...). A form may give
+        ``payload_json`` and ``options_json`` (JSON text) instead. 400: bad JSON, a bad queue name,
+        a bad or unknown option (nothing is written); 409: a live task has that id or unique key."""
+        task_type, queue, payload, options = _enqueue_request(spec)
+        info = await client.enqueue(task_type, payload, queue=queue, **options)
+        return {"task": jsonable(info)}
+
+    @app.post("/api/queues/{queue}/tasks/{task_id:path}/duplicate", tags=["tasks"], status_code=201)
+    async def duplicate(queue: str, task_id: str) -> Any:
+        """Enqueue a copy of a task (any state) under a new id: its type, payload and options
+        (max_retry, timeout, retention, priority, headers, group, key, workers and runs, a
+        deadline still ahead); not its parents or uniqueness. Returns the new task."""
+        info = await inspector.task_info(queue, task_id)
+        return {"task": jsonable(await client.enqueue(info.type, info.payload, queue=queue,
+                                                      **_duplicate_options(info)))}
+
+    @app.post("/api/queues/{queue}/tasks/{task_id:path}/edit", tags=["tasks"])
+    async def edit(queue: str, task_id: str, changes: Annotated[dict[str, Any], Body()]) -> Any:
+        """Change a pending, scheduled or retry task (``Inspector.edit_task``): any of
+        ``payload`` (or ``payload_json``: JSON text), ``max_retry``, ``priority``, ``process_in``
+        (seconds; 0: now), ``process_at`` (Unix seconds or ISO 8601). Returns the task as it now
+        is. 400: a bad value (nothing changes); 409: the task is not editable (active, archived...)."""
+        return {"task": jsonable(await inspector.edit_task(queue, task_id, **_edit_request(changes)))}
+
+    @app.get("/api/queues/{queue}/search", tags=["tasks"])
+    async def search(queue: str, id: str = "", type: str = "", cursor: int = Query(0, ge=0, le=2**63),
+                     limit: int = Query(30, ge=1, le=1000)) -> Any:
+        """Tasks of any state whose id starts with ``id`` and whose type is ``type`` (either may
+        be empty). Bounded work per request (about 10 000 tasks looked at): ``cursor`` is where
+        to go on from, 0 when the whole queue was searched."""
+        if not id and not type:
+            raise InvalidArgumentError("give an id prefix (id=), a task type (type=) or both")
+        cursor, found = await inspector.find_tasks(queue, id_prefix=id, task_type=type, cursor=cursor, limit=limit)
+        return {"cursor": cursor, "tasks": jsonable(found)}
+
+    @app.get("/api/history", tags=["queues"])
+    async def history(days: int = Query(CHART_DAYS, ge=1, le=90)) -> Any:
+        """Processed and failed per UTC day, every queue together and by queue, oldest day first
+        (the stored daily counters)."""
+        return _history(await inspector.all_history(days), days)
+
+    @app.post("/api/queues/{queue}/scheduler/{name:path}/{action}", tags=["scheduler"])
+    async def entry_action(queue: str, name: str, action: str) -> Any:
+        """Pause, resume, run now (enqueue its task at once, outside its schedule; returns the
+        task's id) or remove a periodic task entry. 404: no such entry."""
+        if action not in ENTRY_ACTIONS:
+            raise InvalidArgumentError(f"action must be one of {', '.join(ENTRY_ACTIONS)}, got {action!r}")
+        if action == "run":
+            return {"task_id": await inspector.cron_run_now(name, queue)}
+        await getattr(inspector, f"cron_{action}")(name, queue)
+        return {"done": action}
+
     @app.get("/livez", include_in_schema=False)
     async def livez() -> Any:
         """The console answers (its event loop runs)."""
@@ -458,11 +527,9 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/api/redis", tags=["redis"])
     async def redis_info() -> Any:
-        """The Redis server: version, uptime, memory, clients."""
-        info = await inspector.redis.info()
-        keys = ("redis_version", "uptime_in_seconds", "used_memory_human", "maxmemory_human", "connected_clients",
-                "maxmemory_policy", "role")
-        return {k: info.get(k) for k in keys}
+        """The Redis server: version, uptime, memory, clients, and the slowest recent commands
+        (``slowlog``: the top 10 of SLOWLOG GET, slowest first; null where Redis refuses it)."""
+        return await _redis_summary(inspector.redis)
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Any:
@@ -488,7 +555,9 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def overview(request: Request) -> Any:
-        return page(request, "overview.html", queues=await queue_infos())
+        infos = await queue_infos()
+        return page(request, "overview.html", queues=infos,
+                    chart=_day_chart(_history(await inspector.all_history(CHART_DAYS), CHART_DAYS)["days"]))
 
     @app.get("/queues/{queue}", response_class=HTMLResponse, include_in_schema=False)
     async def queue_page(request: Request, queue: str, state: str = "pending", page_no: int = Query(1, alias="page"),
@@ -498,7 +567,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         got = await inspector.list_tasks(queue, st, max(1, page_no), size) if st is not TaskState.AGGREGATING else []
         total = getattr(info, st.value)
         n_procs = (await inspector.processes(queue, 0, 1))[0]
+        days = [{"date": d.date.isoformat(), "processed": d.processed, "failed": d.failed}
+                for d in reversed(await inspector.history(queue, CHART_DAYS))]
         return page(request, "queue.html", info=info, state=st.value, states=[s.value for s in TaskState],
+                    chart=_day_chart(days),
                     tasks=jsonable(got), page=max(1, page_no), size=size, total=total,
                     pages=max(1, -(-total // size)), processes=n_procs)
 
@@ -522,7 +594,32 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     @app.get("/queues/{queue}/tasks/{task_id:path}", response_class=HTMLResponse, include_in_schema=False)
     async def task_page(request: Request, queue: str, task_id: str) -> Any:
         data = await task(queue, task_id, 50)
-        return page(request, "task.html", queue=queue, t=data["task"], events=data["events"])
+        return page(request, "task.html", queue=queue, t=data["task"], events=data["events"],
+                    editable=data["task"]["state"] in ("pending", "scheduled", "retry"),
+                    payload_json=_pretty(data["task"]["payload"], 2))
+
+    @app.get("/enqueue", response_class=HTMLResponse, include_in_schema=False)
+    async def enqueue_page(request: Request, queue: str = "", task_id: str = Query("", alias="from")) -> Any:
+        """The enqueue form; ``?queue=Q&from=ID`` fills it with a copy of task ID (duplicate)."""
+        form = {"queue": queue or "default", "type": "", "payload": "null", "options": "{}"}
+        if queue and task_id:
+            info = await inspector.task_info(queue, task_id)
+            form.update(type=info.type, payload=_pretty(jsonable(info.payload), 2),
+                        options=_pretty(jsonable(_duplicate_options(info)), 2))
+        return page(request, "enqueue.html", form=form, source=task_id,
+                    queues=await inspector.queues())
+
+    @app.get("/queues/{queue}/search", response_class=HTMLResponse, include_in_schema=False)
+    async def search_page(request: Request, queue: str, id: str = "", type: str = "",
+                          cursor: int = Query(0, ge=0, le=2**63)) -> Any:
+        data = await search(queue, id, type, cursor, 100)
+        return page(request, "search.html", queue=queue, id=id, type=type, start=cursor, **data)
+
+    @app.get("/redis", response_class=HTMLResponse, include_in_schema=False)
+    async def redis_page(request: Request) -> Any:
+        r = await _redis_summary(inspector.redis)
+        up = r.get("uptime_in_seconds")
+        return page(request, "redis.html", r={**r, "uptime": humanize.duration(float(up)) if up is not None else ""})
 
     @app.get("/servers", response_class=HTMLResponse, include_in_schema=False)
     async def servers_page(request: Request) -> Any:
@@ -535,6 +632,172 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     return app
 
 
+ENQUEUE_FIELDS = ("type", "queue", "payload", "payload_json", "options", "options_json")
+
+
+def _json_text(name: str, text: Any) -> Any:
+    """The value of a form's JSON text field; InvalidArgumentError saying where it is wrong."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"{name} must be JSON text, got {type(text).__name__}")
+    try:
+        return json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"{name.removesuffix('_json')} is not valid JSON: {exc.msg} (line {exc.lineno}, "
+                                   f"column {exc.colno})") from None
+
+
+def _one_of(spec: dict[str, Any], name: str) -> Any:
+    """``spec[name]``, or the value of the JSON text ``spec[name + '_json']`` (not both)."""
+    if name in spec and f"{name}_json" in spec:
+        raise InvalidArgumentError(f"give {name} or {name}_json, not both")
+    return _json_text(f"{name}_json", spec[f"{name}_json"]) if f"{name}_json" in spec else spec.get(name)
+
+
+def _times(options: dict[str, Any]) -> dict[str, Any]:
+    """``process_at`` and ``deadline`` given as ISO 8601 text (as JSON has no datetime) read as
+    datetimes; the rest as it is (the client checks every option)."""
+    out = dict(options)
+    for k in ("process_at", "deadline"):
+        if isinstance(out.get(k), str):
+            try:
+                out[k] = datetime.fromisoformat(out[k])
+            except ValueError:
+                raise InvalidArgumentError(f"{k} must be Unix seconds or an ISO 8601 time, got {out[k]!r}") from None
+    return out
+
+
+def _enqueue_request(spec: dict[str, Any]) -> tuple[str, str, Any, dict[str, Any]]:
+    """(type, queue, payload, options) of an enqueue request, checked as far as the console can
+    (the client checks the rest before writing anything)."""
+    unknown = sorted(set(spec) - set(ENQUEUE_FIELDS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown field {', '.join(map(repr, unknown))}: give {', '.join(ENQUEUE_FIELDS)}")
+    task_type, queue = spec.get("type"), spec.get("queue", "default")
+    if not isinstance(task_type, str) or not task_type.strip():
+        raise InvalidArgumentError("type must be a non-empty string (the task type a handler is registered for)")
+    if not isinstance(queue, str):
+        raise InvalidArgumentError(f"queue must be a string, got {queue!r}")
+    validate_queue(queue.strip())
+    payload = _one_of(spec, "payload")
+    options = _one_of(spec, "options")
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise InvalidArgumentError(f"options must be a JSON object of enqueue options, got {_pretty(options)[:100]}")
+    if "queue" in options:
+        raise InvalidArgumentError("give the queue as the queue field, not as an option")
+    return task_type.strip(), queue.strip(), payload, _times(options)
+
+
+def _edit_request(changes: dict[str, Any]) -> dict[str, Any]:
+    """The changes of an edit request (``payload_json`` read; times as for an enqueue)."""
+    out = {k: v for k, v in changes.items() if k not in ("payload", "payload_json")}
+    if "payload" in changes or "payload_json" in changes:
+        out["payload"] = _one_of(changes, "payload")
+    return _times(out)
+
+
+def _duplicate_options(info: Any) -> dict[str, Any]:
+    """The enqueue options that make a copy of task ``info`` (a TaskInfo): what it was enqueued
+    with, but not its id, parents or uniqueness; a deadline only while it is ahead."""
+    out: dict[str, Any] = {"max_retry": info.max_retry}
+    if info.timeout is not None:
+        out["timeout"] = info.timeout or None  # (0: no limit)
+    if info.retention:
+        out["retention"] = info.retention
+    if info.deadline is not None and info.deadline.timestamp() > time.time():
+        out["deadline"] = info.deadline.timestamp()
+    if info.priority != 5 and info.workers is None:
+        out["priority"] = info.priority
+    for k in ("headers", "group", "key", "workers"):
+        if getattr(info, k):
+            out[k] = getattr(info, k)
+    if info.workers is not None and info.runs_wanted != 1:
+        out["runs"] = info.runs_wanted
+    return out
+
+
+def _history(by_queue: dict[str, list[Any]], days: int) -> dict[str, Any]:
+    """The daily counters of every queue (DailyStats, newest first) as the API gives them: every
+    queue together and by queue, oldest day first."""
+    total: dict[str, list[int]] = {}
+    queues: dict[str, list[dict[str, Any]]] = {}
+    for name, stats in by_queue.items():
+        queues[name] = [{"date": d.date.isoformat(), "processed": d.processed, "failed": d.failed}
+                        for d in reversed(stats)]
+        for d in stats:
+            row = total.setdefault(d.date.isoformat(), [0, 0])
+            row[0] += d.processed
+            row[1] += d.failed
+    if not total:  # (no queue yet: the days, at zero)
+        today = datetime.now(timezone.utc).date()
+        total = {(today - timedelta(days=i)).isoformat(): [0, 0] for i in range(days)}
+    return {"days": [{"date": k, "processed": v[0], "failed": v[1]} for k, v in sorted(total.items())],
+            "queues": queues}
+
+
+CHART_W, CHART_H = 1000, 120
+
+
+def _day_chart(days: list[dict[str, Any]]) -> dict[str, Any]:
+    """A bar chart (plain SVG, drawn by the template) of processed and failed per day: for each
+    day its two bars' geometry and its label, and the scale's top."""
+    top = max([1, *(max(d["processed"], d["failed"]) for d in days)])
+    slot = CHART_W / max(1, len(days))
+    bar = max(1.0, slot * 0.4)
+    bars = []
+    for i, d in enumerate(days):
+        ok_h = round((CHART_H - 4) * d["processed"] / top, 1)
+        bad_h = round((CHART_H - 4) * d["failed"] / top, 1)
+        x = round(i * slot + slot * 0.1, 1)
+        bars.append({"date": d["date"], "processed": d["processed"], "failed": d["failed"],
+                     "ok": {"x": x, "y": round(CHART_H - ok_h, 1), "h": ok_h},
+                     "bad": {"x": round(x + bar, 1), "y": round(CHART_H - bad_h, 1), "h": bad_h},
+                     "label_x": round(i * slot + slot / 2, 1)})
+    return {"bars": bars, "top": top, "bar": round(bar, 1), "w": CHART_W, "h": CHART_H,
+            "processed": sum(d["processed"] for d in days), "failed": sum(d["failed"] for d in days)}
+
+
+REDIS_FIELDS = ("redis_version", "redis_mode", "role", "uptime_in_seconds", "used_memory", "used_memory_human",
+                "used_memory_peak_human", "maxmemory", "maxmemory_human", "maxmemory_policy", "mem_fragmentation_ratio",
+                "connected_clients", "blocked_clients", "maxclients", "total_commands_processed",
+                "instantaneous_ops_per_sec", "keyspace_hits", "keyspace_misses", "evicted_keys", "expired_keys")
+
+
+async def _redis_summary(redis: Any) -> dict[str, Any]:
+    """What the Redis page shows: INFO's main fields (of the first node, on a Cluster) and the
+    slowest recent commands (SLOWLOG GET: the top 10, slowest first; arguments cut to 200
+    characters; null where Redis refuses SLOWLOG)."""
+    from redis.exceptions import ResponseError
+
+    try:
+        info = await redis.info()
+    except ResponseError:  # (a server that refuses INFO, renamed on a managed Redis: the page shows blanks)
+        info = {}
+    if info and "redis_version" not in info:  # a Cluster client: node -> its INFO
+        info = next((v for v in info.values() if isinstance(v, dict)), {})
+    out: dict[str, Any] = {k: info.get(k) for k in REDIS_FIELDS}
+    try:
+        raw = await redis.slowlog_get(128)
+    except ResponseError:
+        out["slowlog"] = None
+        return out
+    if isinstance(raw, dict):  # (a Cluster client: node -> its log)
+        raw = [e for entries in raw.values() for e in entries]
+    entries = []
+    for e in raw:
+        command = e.get("command", b"")
+        text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
+        client = e.get("client_address") or ""
+        entries.append({"id": e.get("id"), "at": datetime.fromtimestamp(int(e.get("start_time", 0)), timezone.utc),
+                        "duration_us": int(e.get("duration", 0)),
+                        "command": text[:200] + ("…" if len(text) > 200 else ""),
+                        "client": client.decode(errors="replace") if isinstance(client, bytes) else str(client)})
+    entries.sort(key=lambda e: -e["duration_us"])
+    out["slowlog"] = jsonable(entries[:SLOWLOG_TOP])
+    return out
+
+
 def _problem(error: dict[str, Any]) -> str:
     """One of FastAPI's validation errors as text: 'page: Input should be ...'."""
     where = [str(x) for x in error.get("loc", ()) if x not in ("query", "path", "body")]
@@ -544,6 +807,44 @@ def _problem(error: dict[str, Any]) -> str:
 def _when(value: Any) -> datetime:
     """A time as the templates get it (a datetime, or its ISO 8601 text from jsonable)."""
     return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+def _raw(value: Any) -> str:
+    """A time's raw value, as the API gives it (ISO 8601, UTC, to the microsecond)."""
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _ago_tag(value: Any) -> Any:
+    """A list's time for people: how long ago or in how long, with the exact UTC time and the raw
+    value on hover (the title) and in ``datetime``. Escaped (Markup of escaped parts)."""
+    from markupsafe import Markup, escape
+
+    if not value:
+        return ""
+    at = _when(value)
+    return Markup('<time datetime="{}" title="{} · {}">{}</time>').format(
+        escape(_raw(value)), humanize.utc(at), escape(_raw(value)), humanize.ago(at))
+
+
+def _when_tag(value: Any) -> Any:
+    """A detail page's time for people (the UTC time and how far it is), the raw value on hover."""
+    from markupsafe import Markup, escape
+
+    if not value:
+        return ""
+    at = _when(value)
+    return Markup('<time datetime="{}" title="{}">{} ({})</time>').format(
+        escape(_raw(value)), escape(_raw(value)), humanize.utc(at), humanize.ago(at))
+
+
+def _utc_tag(value: Any) -> Any:
+    """An event's time (the UTC time), the raw value on hover."""
+    from markupsafe import Markup, escape
+
+    if not value:
+        return ""
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        escape(_raw(value)), escape(_raw(value)), humanize.utc(_when(value)))
 
 
 def _pretty(value: Any, indent: int | None = None) -> str:

@@ -78,10 +78,15 @@ function when(iso, now) {
   return iso ? `${utc(iso)} (${ago(iso, now)})` : "";
 }
 
-function timeCell(iso) {  // a list's time: how long ago / in how long, the exact time in its title
+function timeCell(iso) {  // a list's time: how long ago / in how long, the exact time and raw value in its title
   const cell = el("td");
-  if (iso) cell.appendChild(el("time", ago(iso), { datetime: iso, title: utc(iso) }));
+  if (iso) cell.appendChild(el("time", ago(iso), { datetime: iso, title: `${utc(iso)} · ${iso}` }));
   return cell;
+}
+
+function setWhen(cell, iso) {  // a detail page's time: the UTC time and how far it is, the raw value in its title
+  cell.replaceChildren();
+  if (iso) cell.appendChild(el("time", when(iso), { datetime: iso, title: iso }));
 }
 
 function short(value, n) {
@@ -105,6 +110,8 @@ document.addEventListener("click", async (ev) => {
       if (res.response !== undefined) { say(`done: ${short(res.response, 100)}`); tick(); return; }
       if (res.ack !== undefined) { say(`server: ${res.ack}`); tick(); return; }
       if (res.queued) { say("queued"); tick(); return; }
+      if (res.task_id !== undefined) { say(`enqueued task ${res.task_id}`); return; }
+      if (b.classList.contains("reload")) { say("done"); setTimeout(() => location.reload(), 300); return; }
     } else {
       const res = await post(`/api/queues/${encodeURIComponent(body.dataset.queue)}/actions`,
         { action: b.dataset.action, ids: [b.dataset.id] });
@@ -124,6 +131,95 @@ if (search) {
     ev.preventDefault();
     const id = document.getElementById("search-id").value.trim();
     if (id) location.href = `/queues/${encodeURIComponent(body.dataset.queue)}/tasks/${encodeURIComponent(id)}`;
+  });
+}
+
+// -- selected tasks (a queue's page): checkboxes kept across live updates, then one batch action ---------
+const selected = new Set();
+
+function showSelection() {
+  const n = document.getElementById("selected-count");
+  if (!n) return;
+  n.textContent = String(selected.size);
+  for (const b of document.querySelectorAll("button.bulk-act")) b.disabled = selected.size === 0;
+  const all = document.getElementById("select-all");
+  const picks = document.querySelectorAll("input.pick");
+  if (all) all.checked = picks.length > 0 && [...picks].every((p) => p.checked);
+}
+
+document.addEventListener("change", (ev) => {
+  const t = ev.target;
+  if (t.classList && t.classList.contains("pick")) {
+    if (t.checked) selected.add(t.value); else selected.delete(t.value);
+  } else if (t.id === "select-all") {
+    for (const p of document.querySelectorAll("input.pick")) {
+      p.checked = t.checked;
+      if (t.checked) selected.add(p.value); else selected.delete(p.value);
+    }
+  } else return;
+  showSelection();
+});
+
+document.addEventListener("click", async (ev) => {
+  const b = ev.target.closest("button.bulk-act");
+  if (!b || readOnly || !selected.size) return;
+  const ids = [...selected];
+  if (b.dataset.action === "delete" && !window.confirm(`Delete ${ids.length} selected task(s)?`)) return;
+  try {
+    const res = await post(`/api/queues/${encodeURIComponent(body.dataset.queue)}/actions`, { action: b.dataset.action, ids });
+    const refused = Object.entries(res.results).filter(([, r]) => r !== "ok");
+    say(refused.length ? `${ids.length - refused.length} done, ${refused.length} refused: ${refused.map(([id, r]) => `${id}: ${r}`).join("; ")}`
+      : `${b.dataset.action}: ${ids.length} done`);
+    selected.clear();
+    showSelection();
+    tick();
+  } catch (e) {
+    say(`refused: ${e.message}`);
+  }
+});
+
+// -- forms: enqueue a task, edit one (the server checks every field; its error is shown on the page) -------
+function formError(text) {
+  const e = document.getElementById("form-error");
+  e.textContent = text;
+}
+
+const enqueueForm = document.getElementById("enqueue");
+if (enqueueForm) {
+  enqueueForm.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    formError("");
+    const v = (id) => document.getElementById(id).value;
+    try {
+      const res = await post("/api/tasks", { queue: v("f-queue").trim(), type: v("f-type").trim(),
+        payload_json: v("f-payload"), options_json: v("f-options") });
+      location.href = `/queues/${encodeURIComponent(res.task.queue)}/tasks/${encodeURIComponent(res.task.id)}`;
+    } catch (e) {
+      formError(`not enqueued: ${e.message}`);
+    }
+  });
+}
+
+const editForm = document.getElementById("edit");
+if (editForm) {
+  editForm.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    formError("");
+    const changes = {};
+    const payload = document.getElementById("e-payload");
+    if (payload.value !== payload.defaultValue) changes.payload_json = payload.value;
+    for (const k of ["max_retry", "priority"]) {
+      const input = document.getElementById(`e-${k}`);
+      if (input.value !== input.defaultValue) changes[k] = input.value.trim() === "" ? null : Number(input.value);
+    }
+    const when = document.getElementById("e-process_in").value.trim();
+    if (when !== "") changes.process_in = Number(when);
+    try {
+      await post(editForm.dataset.post, changes);
+      location.reload();
+    } catch (e) {
+      formError(`not changed: ${e.message}`);
+    }
   });
 }
 
@@ -202,6 +298,13 @@ async function queuePage() {
   const rows = [];
   for (const t of page.tasks) {
     const row = el("tr", null, { "data-id": t.id });
+    if (!readOnly) {
+      const pick = el("td");
+      const box = el("input", null, { type: "checkbox", class: "pick", value: t.id });
+      box.checked = selected.has(t.id);
+      pick.appendChild(box);
+      row.appendChild(pick);
+    }
     const idCell = el("td");
     idCell.appendChild(el("a", t.id, { href: `/queues/${encodeURIComponent(q)}/tasks/${encodeURIComponent(t.id)}` }));
     row.appendChild(idCell);
@@ -219,10 +322,13 @@ async function queuePage() {
   }
   if (!rows.length) {
     const row = el("tr", null, { class: "empty" });
-    row.appendChild(el("td", `no ${state} task`, { colspan: "7" }));
+    row.appendChild(el("td", `no ${state} task`, { colspan: "8" }));
     rows.push(row);
   }
   tbody.replaceChildren(...rows);
+  const shown = new Set(page.tasks.map((t) => t.id));
+  for (const id of [...selected]) if (!shown.has(id)) selected.delete(id);  // (gone from the page: not acted on)
+  showSelection();
   const pages = Math.max(1, Math.ceil(page.total / page.size));
   document.getElementById("pages").textContent = String(pages);
 }
@@ -233,7 +339,8 @@ async function taskPage() {
   const t = data.task;
   for (const cell of document.querySelectorAll("#detail td[data-k]")) {
     const k = cell.dataset.k;
-    cell.textContent = k === "retried" ? `${t.retried} of ${t.max_retry}` : k === "progress" ? (t.progress === null ? "" : JSON.stringify(t.progress)) : k === "next_process_at" ? when(t[k]) : (t[k] || "");
+    if (k === "next_process_at") setWhen(cell, t[k]);
+    else cell.textContent = k === "retried" ? `${t.retried} of ${t.max_retry}` : k === "progress" ? (t.progress === null ? "" : JSON.stringify(t.progress)) : (t[k] || "");
   }
 }
 
@@ -324,7 +431,8 @@ async function processPage() {
   if (!r.ok) throw new Error(`${r.status} ${url}`);
   const p = (await r.json()).process;
   for (const k of ["status", "events", "first_event", "timer", "updated", "error"]) {
-    cell(k).textContent = p[k] === null ? "" : k === "timer" || k === "updated" ? when(p[k]) : String(p[k]);
+    if (k === "timer" || k === "updated") setWhen(cell(k), p[k]);
+    else cell(k).textContent = p[k] === null ? "" : String(p[k]);
   }
   const by = cell("broken_by");
   by.replaceChildren();
