@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from . import codec, server_record
+from . import codec, server_record, tasklogs
 from .broker import (
     Acted,
     Broker,
@@ -44,6 +44,7 @@ from .server_record import ServerInfo
 from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
+from .tasklogs import LogLine
 from .workflow import Record
 
 T = TypeVar("T")
@@ -843,6 +844,18 @@ class Plans:
         _add_runs(info, res[4], res[12])
         _add_links(info, res[10], res[11])
         return info
+
+    def task_logs(self, queue: str, id: str) -> Plan[list[LogLine]]:
+        res = yield [self._member(queue), self.b.get_task(queue, id)]
+        stored = value(res[1])
+        if stored is None:
+            self._check(queue, res[0])
+            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        try:
+            msg = decode(message_of(stored))
+        except MalformedMessageError:  # (task_info shows it as malformed; it logged nothing readable)
+            return []
+        return tasklogs.lines(msg.logs)
 
     # -- servers -------------------------------------------------------------------------------
 
