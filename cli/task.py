@@ -215,6 +215,28 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     return t
 
 
+LOG_LINES_SHOWN = 20
+"""Lines of a task's logs ``task inspect`` shows without --full (the newest)."""
+
+
+def show_logs(out: Any, logs: list[Any], full: bool) -> None:
+    """The task's logs after its fields: one line each, ``#attempt time text`` (a line's own
+    line breaks indented under it), as written: no folding; the newest LOG_LINES_SHOWN unless
+    ``full``."""
+    if not logs:
+        return
+    shown = logs if full else logs[-LOG_LINES_SHOWN:]
+    out.print()
+    more = f", the newest {len(shown)} of {len(logs)} (--full: all)" if len(shown) < len(logs) else ""
+    out.print(f"[bold]logs[/bold] (#attempt){more}")
+    text = []
+    for ln in shown:
+        body = str(ln.text).rstrip().replace("\n", "\n    ")
+        text.append(f"#{ln.attempt} {utc(ln.at)} {body}".rstrip() + "\n")
+    out.file.write("".join(text))
+    out.file.flush()
+
+
 @task.command()
 @task_ref
 @json_option
@@ -230,6 +252,7 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
         return
     out = console()
     show(out, detail_table(info, full))
+    show_logs(out, getattr(info, "logs", []), full)
     trace = getattr(info, "traceback", "")  # the last failed attempt's traceback (bounded by the library)
     if trace:
         out.print()

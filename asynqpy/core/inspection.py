@@ -269,6 +269,14 @@ def task_from_stored(id: str, queue: str, stored: bytes, score: float | None, no
     return info
 
 
+def _logs_of(stored: bytes) -> list[LogLine]:
+    """A stored task's logs (none for a message that does not decode: task_info shows it malformed)."""
+    try:
+        return tasklogs.lines(decode(message_of(stored)).logs)
+    except MalformedMessageError:
+        return []
+
+
 def _scores(reply: list[Any]) -> dict[str, float]:
     """A ZRANGE ... WITHSCORES reply (flat, or as pairs) as member -> score."""
     if reply and isinstance(reply[0], (list, tuple)):
@@ -841,6 +849,7 @@ class Plans:
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         info = task_from_stored(id, queue, stored, _first_score(res[5:10]), value(res[2]))
         info.progress = _progress_value(res[3])
+        info.logs = _logs_of(stored)
         _add_runs(info, res[4], res[12])
         _add_links(info, res[10], res[11])
         return info
@@ -851,11 +860,7 @@ class Plans:
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
-        try:
-            msg = decode(message_of(stored))
-        except MalformedMessageError:  # (task_info shows it as malformed; it logged nothing readable)
-            return []
-        return tasklogs.lines(msg.logs)
+        return _logs_of(stored)
 
     # -- servers -------------------------------------------------------------------------------
 

@@ -277,7 +277,9 @@ class TaskInfo:
     (``queue``, ``id``, ``state``: "waiting" until it ends, then "completed", "archived" or
     "deleted"; "unknown" where only the message was read) and ``on_parent_failure``; filled by the
     Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one. ``key``:
-    its ``key=`` (tasks sharing it run one at a time; '' = none)."""
+    its ``key=`` (tasks sharing it run one at a time; '' = none). ``logs``: filled by
+    ``Inspector.task_info`` (not by listings), the task's logs (:meth:`Task.log`,
+    ``capture_logs``; as ``Inspector.task_logs``)."""
 
     id: str
     queue: str
@@ -312,6 +314,7 @@ class TaskInfo:
     children: list[tuple[str, str]] = field(default_factory=list)
     on_parent_failure: str = ""
     key: str = ""
+    logs: list[tasklogs.LogLine] = field(default_factory=list)
 
     @classmethod
     def from_message(
