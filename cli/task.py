@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import textwrap
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -220,20 +221,23 @@ LOG_LINES_SHOWN = 20
 
 
 def show_logs(out: Any, logs: list[Any], full: bool) -> None:
-    """The task's logs after its fields: one line each, ``#attempt time text`` (a line's own
-    line breaks indented under it), as written: no folding; the newest LOG_LINES_SHOWN unless
-    ``full``."""
+    """The task's logs after its fields: ``#attempt time text`` per line, folded to the
+    terminal's width (continuations and a line's own line breaks indented); the newest
+    LOG_LINES_SHOWN unless ``full``."""
     if not logs:
         return
     shown = logs if full else logs[-LOG_LINES_SHOWN:]
     out.print()
     more = f", the newest {len(shown)} of {len(logs)} (--full: all)" if len(shown) < len(logs) else ""
     out.print(f"[bold]logs[/bold] (#attempt){more}")
+    width = max(40, out.width)
     text = []
     for ln in shown:
-        body = str(ln.text).rstrip().replace("\n", "\n    ")
-        text.append(f"#{ln.attempt} {utc(ln.at)} {body}".rstrip() + "\n")
-    out.file.write("".join(text))
+        head = f"#{ln.attempt} {utc(ln.at)} "
+        for i, part in enumerate(str(ln.text).rstrip().splitlines() or [""]):
+            text += textwrap.wrap(part, width, initial_indent=head if i == 0 else "    ", subsequent_indent="    ",
+                                  break_on_hyphens=False, drop_whitespace=True) or [head.rstrip()]
+    out.file.write("".join(line.rstrip() + "\n" for line in text))
     out.file.flush()
 
 

@@ -18,6 +18,7 @@ from asynqpy.core import tasklogs
 from asynqpy.core.broker import Broker
 from asynqpy.core.clock import FakeClock
 from asynqpy.core.codec import Message, decode, encode
+from asynqpy.core.keys import queue_keys
 from asynqpy.redisio.executor import AsyncExecutor, SyncExecutor
 
 applog = logging.getLogger("tests.tasklogs.app")
@@ -288,3 +289,37 @@ def test_a_malformed_logs_field_is_a_malformed_message(bad: Any) -> None:
     assert decode(data).logs == [[1, 0, "ok"]]
     with pytest.raises(MalformedMessageError, match="logs"):
         decode(encode(Message("t", logs=bad)))
+
+
+@pytest.mark.real
+def test_task_inspect_and_the_web_task_page_show_the_logs(redis_url: str) -> None:
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from asynqpy.cli.main import main
+    from asynqpy.web import create_app
+
+    import redis
+
+    real = redis.Redis.from_url(redis_url)
+    with Client(real) as c:
+        c.enqueue("t", task_id="w", queue="wq", process_in=3600)
+    lines = [[1, 1_700_000_000_000, "first <b>attempt</b>"], [2, 1_700_000_001_000, "x" * 150],
+             [2, 1_700_000_002_000, "two\nlines"]]
+    key = queue_keys("wq").tasks
+    stored = real.hget(key, "w")
+    assert stored is not None and stored[:1] == b"s"
+    real.hset(key, "w", b"s" + encode(decode(stored[1:]).with_(logs=lines)))  # a scheduled task that logged
+    res = CliRunner().invoke(main, ["task", "inspect", "-q", "wq", "--id", "w", "--redis-url", redis_url])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "\nlogs (#attempt)\n#1 2023-11-14 22:13:20 UTC first <b>attempt</b>\n#2 2023-11-14 22:13:21 UTC xxx" in out
+    assert "#2 2023-11-14 22:13:22 UTC two\n    lines\n" in out  # a line break in a line: indented
+    assert all(len(line) <= 80 and line == line.rstrip() for line in out.splitlines()), out
+    assert out.count("x") >= 150  # folded, not cut
+    with TestClient(create_app(redis_url), base_url="http://localhost") as tc:
+        page = tc.get("/queues/wq/tasks/w")
+        api = tc.get("/api/queues/wq/tasks/w").json()
+    assert page.status_code == 200
+    assert "<h2>Logs</h2>" in page.text and "#1 2023-11-14 22:13:20 UTC first &lt;b&gt;attempt&lt;/b&gt;" in page.text
+    assert [(ln["attempt"], ln["text"]) for ln in api["task"]["logs"]] == [(a, t) for a, _, t in lines]
