@@ -293,13 +293,12 @@ def test_a_malformed_logs_field_is_a_malformed_message(bad: Any) -> None:
 
 @pytest.mark.real
 def test_task_inspect_and_the_web_task_page_show_the_logs(redis_url: str) -> None:
+    import redis
     from click.testing import CliRunner
     from fastapi.testclient import TestClient
 
     from asynqpy.cli.main import main
     from asynqpy.web import create_app
-
-    import redis
 
     real = redis.Redis.from_url(redis_url)
     with Client(real) as c:
