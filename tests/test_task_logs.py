@@ -322,3 +322,27 @@ def test_task_inspect_and_the_web_task_page_show_the_logs(redis_url: str) -> Non
     assert page.status_code == 200
     assert "<h2>Logs</h2>" in page.text and "#1 2023-11-14 22:13:20 UTC first &lt;b&gt;attempt&lt;/b&gt;" in page.text
     assert [(ln["attempt"], ln["text"]) for ln in api["task"]["logs"]] == [(a, t) for a, _, t in lines]
+
+
+def test_capture_keeps_pythons_last_resort_output(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With no logging configured, Python prints warnings to stderr (its last-resort handler): the
+    capture handler on the root logger must not silence them, and prints nothing more when the
+    application has handlers of its own."""
+    from asynqpy.worker.logs import capture_start, capture_stop
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    quiet = logging.getLogger("tests.tasklogs.unconfigured")
+    capture_start()
+    try:
+        quiet.warning("still printed")
+        quiet.info("below the last resort's level")
+        assert capsys.readouterr().err == "still printed\n"
+        mine = logging.StreamHandler()
+        root.addHandler(mine)  # (a handler of the application's: it prints, the capture does not again)
+        quiet.warning("printed once")
+        assert capsys.readouterr().err == "printed once\n"
+    finally:
+        capture_stop()
+    assert root.handlers == [mine]

@@ -81,6 +81,9 @@ class TaskLogCapture(logging.Handler):
         self.users = 0
 
     def emit(self, record: logging.LogRecord) -> None:
+        last = logging.lastResort
+        if last is not None and record.levelno >= last.level and self._alone(record.name):
+            last.handle(record)  # (as if this handler were not there: Python prints to stderr)
         task = running_task()
         if task is None or not task._capture:
             return
@@ -93,6 +96,20 @@ class TaskLogCapture(logging.Handler):
             self.handleError(record)
             return
         task.log_at(text, int(record.created * 1000))
+
+
+    def _alone(self, name: str) -> bool:
+        """Whether this is the only handler a record of logger ``name`` reaches: Python would then
+        print it with its last-resort handler (warnings and errors to stderr), which a handler on
+        the root logger turns off; an application that configured no logging keeps seeing them."""
+        logger: logging.Logger | None = logging.getLogger(name)
+        while logger is not None:
+            if any(h is not self for h in logger.handlers):
+                return False
+            if not logger.propagate:
+                return True
+            logger = logger.parent
+        return True
 
 
 _capture = TaskLogCapture()
