@@ -346,3 +346,40 @@ def test_capture_keeps_pythons_last_resort_output(monkeypatch: pytest.MonkeyPatc
     finally:
         capture_stop()
     assert root.handlers == [mine]
+
+
+def test_logs_of_a_signed_task_are_signed_with_it() -> None:
+    """The lines are part of the message the worker signs: the retried task verifies at its next
+    dequeue (else it would be archived "bad signature"), and a line changed by hand does not."""
+    server = fakeredis.FakeServer()
+    r = fakeredis.FakeRedis(server=server)
+    key = b"k" * 32
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        task.log(f"attempt {task.retry_count + 1}")
+        if task.retry_count == 0:
+            raise ValueError("again")
+        if task.payload == "tamper":
+            raise ValueError("fails to be archived")
+
+    with Client(r, signing_key=key) as c:
+        c.enqueue("t", task_id="s", retention=60, retry_delay=0, queue="sq")
+        c.enqueue("t", "tamper", task_id="x", retry_delay=3600, queue="sq")
+    ins = Inspector(r)
+
+    async def main() -> None:
+        async with serving(fakeredis.FakeAsyncRedis(server=server), mux, queues=["sq"], signing_key=key):
+            await until(lambda: ins.queue_info("sq").completed == 1 and ins.queue_info("sq").retry == 1)
+            tasks = queue_keys("sq").tasks
+            v = r.hget(tasks, "x")
+            assert v is not None and b"attempt 1" in v
+            r.hset(tasks, "x", v.replace(b"attempt 1", b"attempt 9"))  # a line changed by hand
+            ins.run_task("sq", "x")
+            await until(lambda: ins.queue_info("sq").archived == 1)
+
+    asyncio.run(main())
+    assert _texts(ins.task_logs("sq", "s")) == [(1, "attempt 1"), (2, "attempt 2")]
+    archived = ins.task_info("sq", "x")
+    assert archived.last_error.startswith("bad signature") and archived.retried == 1
