@@ -236,7 +236,8 @@ def succeeded_today(q: QueueInfo) -> int:
     return max(0, q.processed_today - q.failed_today)
 
 
-def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool, with_held: bool) -> list[str | Text]:
+def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool,
+               with_held: bool = False) -> list[str | Text]:
     ok, failed = rates.rates(q.queue) or (None, None)
     name = Text(("› " if selected else "  ") + q.queue, style="reverse" if selected else "")
     row: list[str | Text] = [
