@@ -383,3 +383,29 @@ def test_logs_of_a_signed_task_are_signed_with_it() -> None:
     assert _texts(ins.task_logs("sq", "s")) == [(1, "attempt 1"), (2, "attempt 2")]
     archived = ins.task_info("sq", "x")
     assert archived.last_error.startswith("bad signature") and archived.retried == 1
+
+
+@pytest.mark.real
+def test_a_sandboxed_handlers_logs_cross_the_boundary(redis_url: str) -> None:
+    import os
+
+    import sandboxed
+
+    mux = ServeMux()
+    mux.handle("logs", sandboxed.logs, sandbox=True)
+
+    async def main() -> None:
+        async with serving(redis_url, mux, queues=["sbq"], capture_logs=True, sandbox_processes=1):
+            with Client(redis_url) as c:
+                c.enqueue("logs", task_id="s1", queue="sbq", retention=60, retry_delay=0)
+            with Inspector(redis_url) as ins:
+                await until(lambda: ins.queue_info("sbq").completed == 1, timeout=20)
+                lines = _texts(ins.task_logs("sbq", "s1"))
+        pids = {t.split()[1] for _, t in lines if t.startswith("child ")}
+        assert len(pids) == 1 and pids != {str(os.getpid())}
+        assert [(a, t) for a, t in lines if not t.startswith("child ")] == [
+            (n, t) for n in (1, 2) for t in ("WARNING tests.sandboxed: a record in the child",
+                                             "WARNING tests.sandboxed: from a thread")]
+        assert [a for a, _ in lines] == [1, 1, 1, 2, 2, 2]
+
+    asyncio.run(main())

@@ -41,7 +41,7 @@ class LogLine:
     text: str
 
 
-def _text(value: object) -> str:
+def text(value: object) -> str:
     """A line's text from whatever the handler passed (never an error): str as it is, bytes
     decoded (UTF-8, bad bytes replaced), anything else its ``str()``; characters UTF-8 cannot
     carry (lone surrogates) are replaced."""
@@ -61,11 +61,11 @@ def _text(value: object) -> str:
     return text
 
 
-def _cut(text: str) -> tuple[str, int]:
-    """(the text within MAX_LINE_BYTES, its size in bytes)."""
-    data = text.encode("utf-8")
+def cut(line: str) -> tuple[str, int]:
+    """(the line within MAX_LINE_BYTES, its size in bytes)."""
+    data = line.encode("utf-8")
     if len(data) <= MAX_LINE_BYTES:
-        return text, len(data)
+        return line, len(data)
     note = f" ... [{len(data) - MAX_LINE_BYTES} bytes cut]"
     kept = data[:MAX_LINE_BYTES - len(note)].decode("utf-8", "ignore") + note
     return kept, len(kept.encode("utf-8"))
@@ -86,12 +86,12 @@ class Buffer:
 
     def add(self, value: object, at_ms: int) -> None:
         """Keep a line (or count it, past the bounds)."""
-        text, size = _cut(_text(value))
+        line, size = cut(text(value))
         with self._lock:
             if len(self.lines) >= MAX_LINES or self.size + size > MAX_BYTES:
                 self.dropped += 1
                 return
-            self.lines.append([self.attempt, at_ms, text])
+            self.lines.append([self.attempt, at_ms, line])
             self.size += size
 
     def entries(self, now_ms: int) -> list[list[Any]]:
