@@ -409,3 +409,12 @@ def test_a_sandboxed_handlers_logs_cross_the_boundary(redis_url: str) -> None:
         assert [a for a, _ in lines] == [1, 1, 1, 2, 2, 2]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", ["email", [1], [""], {"a": 1}, 3])
+def test_capture_logs_takes_a_bool_or_task_types(bad: Any) -> None:
+    from asynqpy import InvalidArgumentError, Server
+
+    with pytest.raises(InvalidArgumentError, match="capture_logs must be a bool or a list of task types"):
+        Server("redis://localhost:1/0", capture_logs=bad)
+    assert Server("redis://localhost:1/0", capture_logs=["a", "b"]).options.capture_logs == frozenset({"a", "b"})
