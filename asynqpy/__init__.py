@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.process import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
+    from .core.tasklogs import LogLine
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
     from .limiter import Limiter
     from .scheduler import Scheduler
@@ -60,7 +61,7 @@ __all__ = [
     "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
     "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "EntryInfo",
     "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
-    "LeaseLostError", "Limiter", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
+    "LeaseLostError", "Limiter", "LogLine", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
     "QueueLimits", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
@@ -76,6 +77,7 @@ _WHERE = {
     "QueueStats": "core.broker", "Clock": "core.clock", "FakeClock": "core.clock",
     "TaskEvent": "core.events", "ServeMux": "core.mux", "default_retry_delay": "core.retry",
     "Task": "core.task", "TaskInfo": "core.task", "TaskState": "core.task", "current_task": "core.task",
+    "LogLine": "core.tasklogs",
     "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",

@@ -34,6 +34,7 @@ from .worker.discovery import Discovery
 from .worker.forwarder import Forwarder, ForwarderParams
 from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
+from .worker.logs import capture_start, capture_stop
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
 from .worker.propagator import Propagator
@@ -222,6 +223,8 @@ class Server:
         hb_task: asyncio.Task[None] | None = None
         started = hooked = False
         watchdog = LoopWatchdog(self._loop, processor.held, self.options.block_warning)
+        if o.capture_logs:  # the handlers' logging records go to their tasks' logs (worker/logs.py)
+            capture_start()
         try:
             if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
@@ -248,6 +251,8 @@ class Server:
                    for lp in loops]
             await processor.run()  # returns after the graceful shutdown of the handlers
         finally:
+            if o.capture_logs:
+                capture_stop()
             watchdog.stop()
             if probes is not None:
                 probes.stop()

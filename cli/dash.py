@@ -1,11 +1,11 @@
 """``asynqpy dash``: a live terminal dashboard (rich Live on the alternate screen).
 
 One loop: read Redis every ``--refresh`` seconds (one pipelined ``all_queue_info``, ``servers``,
-and in the queue view one ``list_tasks`` page: O(queues + page size) per refresh, whatever the
-queues' depth; the queues' memory only every ``MEMORY_EVERY`` seconds), render, and wait for
-keys with ``select`` until the next read. A key that changes the task page wanted reads that page
-at once. Redis lost while running: the footer shows the
-error, the last data stays on screen, and the next refresh tries again.
+and in the queue view one ``list_tasks`` page and the queue's count of durable processes:
+O(queues + page size) per refresh, whatever the queues' depth; the queues' memory only every
+``MEMORY_EVERY`` seconds), render, and wait for keys with ``select`` until the next read. A key
+that changes the task page wanted reads that page at once. Redis lost while running: the footer
+shows the error, the last data stays on screen, and the next refresh tries again.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .dash_state import DashState, Throughput
 from .terminal import RawKeys
 
 if TYPE_CHECKING:
-    from asynqpy import QueueInfo, ServerInfo
+    from asynqpy import Process, QueueInfo, ServerInfo
 
 KEY_POLL = 0.25
 """Longest wait for keys between two checks of the terminal's size."""
@@ -54,6 +54,8 @@ class Source(Protocol):
 
     def list_tasks(self, queue: str, state: TaskState | str, page: int = 1,
                    page_size: int = 30) -> list[TaskInfo]: ...
+    def processes(self, queue: str, start: int = 0, count: int = 100,
+                  status: str | None = None) -> tuple[int, list[Process]]: ...
 
 
 class Keys(Protocol):
@@ -100,6 +102,7 @@ class Dash:
             self.state.sync(queues)
             self.snap.servers = self.source.servers()
             self._read_tasks()
+            self._read_processes()
         except RECOVERABLE as exc:
             self.snap.error = describe(exc)
         else:
@@ -121,6 +124,8 @@ class Dash:
         """Read the task page the user just asked for (after a key)."""
         try:
             self._read_tasks()
+            if self.snap.processes is None or self.snap.processes[0] != self.state.queue:
+                self._read_processes()  # a queue just opened: its processes now, not at the next refresh
         except RECOVERABLE as exc:
             self.snap.error = describe(exc)
 
@@ -132,6 +137,15 @@ class Dash:
         queue, state, page, size = want
         self.snap.tasks = self.source.list_tasks(queue, state, page=page, page_size=size)
         self.snap.tasks_for = want
+
+    def _read_processes(self) -> None:
+        """In the queue view, how many durable processes the open queue has (O(1): the count of
+        its index and the newest one)."""
+        queue = self.state.queue if self.state.want() is not None else None
+        if queue is None:
+            self.snap.processes = None
+            return
+        self.snap.processes = (queue, self.source.processes(queue, 0, 1)[0])
 
     def screen(self, width: int, height: int) -> RenderableType:
         now = self.snap.updated or self.wallclock()

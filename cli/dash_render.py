@@ -36,12 +36,14 @@ def page_size_for(height: int) -> int:
 @dataclass
 class Snapshot:
     """What the dashboard last read from Redis. ``tasks`` belong to ``tasks_for`` (queue, state,
-    page, page size); ``error`` is the last read's failure (None once a read succeeds again)."""
+    page, page size); ``processes``: (the open queue, how many durable processes it has);
+    ``error`` is the last read's failure (None once a read succeeds again)."""
 
     queues: list[QueueInfo] = field(default_factory=list)
     servers: list[ServerInfo] = field(default_factory=list)
     tasks: list[TaskInfo] = field(default_factory=list)
     tasks_for: tuple[str, TaskState, int, int] | None = None
+    processes: tuple[str, int] | None = None
     error: str | None = None
     updated: datetime | None = None
 
@@ -187,18 +189,34 @@ QUEUE_COLS = [
     Col("mem", 4, right=True),
 ]
 """ok/s and fail/s: attempts that succeeded and that failed, per second over the last minute."""
+HELD_COL = Col("wait", 4, right=True)
+"""Tasks not runnable yet: waiting on their parents (``after=``) or behind their key (``key=``);
+a column only while some queue has such tasks (the queue view's tabs tell them apart)."""
+HELD_AT = 9
+"""Where the wait column goes: after "done"."""
 WIDE_QUEUE_COLS = [Col("today ok", 8, right=True), Col("today fail", 10, right=True)]
 WIDE = 110
 """From this width on, the queue table also shows today's succeeded and failed counts."""
-NARROW_DROP = ["mem", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
+NARROW_DROP = ["mem", "wait", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
 """Below 80 columns, queue table columns are left out in this order until the name has room."""
 QUEUE_NAME_ROOM = 12
 
 
-def _queue_columns(width: int) -> list[int]:
+def held(q: QueueInfo) -> int:
+    """The queue's tasks not runnable yet: waiting on their parents or behind their key."""
+    return q.waiting + q.blocked
+
+
+def _all_queue_cols(width: int, with_held: bool) -> list[Col]:
+    """The queue table's columns before any is left out for want of room."""
+    cols = QUEUE_COLS[:HELD_AT] + ([HELD_COL] if with_held else []) + QUEUE_COLS[HELD_AT:]
+    return cols + (WIDE_QUEUE_COLS if width >= WIDE else [])
+
+
+def _queue_columns(width: int, with_held: bool = False) -> list[int]:
     """Indexes of the queue table's columns that fit ``width``, the queue name getting at least
     :data:`QUEUE_NAME_ROOM` characters when it can."""
-    cols = QUEUE_COLS + (WIDE_QUEUE_COLS if width >= WIDE else [])
+    cols = _all_queue_cols(width, with_held)
     keep = list(range(len(cols)))
     drop = iter(NARROW_DROP)
 
@@ -218,7 +236,8 @@ def succeeded_today(q: QueueInfo) -> int:
     return max(0, q.processed_today - q.failed_today)
 
 
-def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool) -> list[str | Text]:
+def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool,
+               with_held: bool = False) -> list[str | Text]:
     ok, failed = rates.rates(q.queue) or (None, None)
     name = Text(("› " if selected else "  ") + q.queue, style="reverse" if selected else "")
     row: list[str | Text] = [
@@ -227,6 +246,8 @@ def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool) -> l
         latency(q.pending, q.latency), per_second(ok),
         Text(per_second(failed), style="red" if failed else ""), size_bytes(q.memory_bytes),
     ]
+    if with_held:
+        row.insert(HELD_AT, Text(count(held(q)), style="yellow" if held(q) else ""))
     if wide:
         row += [count(succeeded_today(q)), count(q.failed_today)]
     return row
@@ -266,8 +287,9 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
                   now: datetime) -> list[RenderableType]:
     """Body of the queues view: the queue table, live servers and what they run."""
     wide = width >= WIDE
-    all_cols = QUEUE_COLS + (WIDE_QUEUE_COLS if wide else [])
-    keep = _queue_columns(width)
+    with_held = any(held(q) for q in snap.queues)
+    all_cols = _all_queue_cols(width, with_held)
+    keep = _queue_columns(width, with_held)
     cols = [all_cols[i] for i in keep]
     servers = snap.servers
     workers = _worker_rows(servers, now, wide)
@@ -287,7 +309,7 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
         cursor = names.index(state.cursor) if state.cursor in names else 0
         start, end = _window(len(names), rows_q, cursor)
         rows = [[row[i] for i in keep] for row in
-                (_queue_row(q, q.queue == state.cursor, rates, wide) for q in snap.queues[start:end])]
+                (_queue_row(q, q.queue == state.cursor, rates, wide, with_held) for q in snap.queues[start:end])]
         out.append(_table(cols, rows, width))
     else:
         out.append(_text("no queues yet (a queue appears when a task is first enqueued to it)", "dim"))
@@ -433,6 +455,7 @@ HELP_NOTES = [
     "  over the last minute, from counters sampled at each refresh (- until two).",
     "retried: retries so far / most allowed.",
     "mem: the queue's approximate Redis memory, read every 30 s (- if unknown).",
+    "wait: tasks waiting on their parents (after=) or behind their key (key=).",
 ]
 
 
@@ -455,8 +478,10 @@ def render(state: DashState, snap: Snapshot, rates: Throughput, *, width: int, h
     """The whole screen: a title line, the current view, and a footer (keys, or the last error)."""
     if state.view is View.QUEUE and not state.help:
         q = next((x for x in snap.queues if x.queue == state.queue), None)
+        procs = snap.processes[1] if snap.processes and snap.processes[0] == state.queue else 0
         title = Text.assemble(("asynqpy dash", "bold cyan"), " › ", (state.queue or "", "bold"),
-                              (" (paused)", "yellow") if q is not None and q.paused else "")
+                              (" (paused)", "yellow") if q is not None and q.paused else "",
+                              f" · {count(procs)} process{'' if procs == 1 else 'es'}" if procs else "")
         body = queue_screen(state, snap, rates, width, height, now)
         n = pages(q, state.tab, state.page_size)
         right = f"page {min(state.page, n)}/{n}"

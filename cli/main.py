@@ -364,6 +364,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @click.option("--log-success", is_flag=True,
               help="Log a line per task that succeeds, at INFO (by default only at DEBUG, which also turns on "
                    "every library's debug lines).")
+@click.option("--capture-logs", is_flag=True,
+              help="Keep the logging records each handler emits while its task runs in the task's logs "
+                   "(asynqpy task inspect; ServerOptions.capture_logs).")
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
@@ -375,7 +378,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
            metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
            name: str | None, sandbox: bool, sandbox_processes: int,
-           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, supervised: bool,
+           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool, supervised: bool,
            signing_key_file: str | None,
            redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
@@ -433,6 +436,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["fail_fast"] = True
     if log_success:
         extra["log_success"] = True
+    if capture_logs:
+        extra["capture_logs"] = True
     if fair:
         extra["fair_dispatch"] = True
     if run_scheduler:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import textwrap
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -215,6 +216,31 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     return t
 
 
+LOG_LINES_SHOWN = 20
+"""Lines of a task's logs ``task inspect`` shows without --full (the newest)."""
+
+
+def show_logs(out: Any, logs: list[Any], full: bool) -> None:
+    """The task's logs after its fields: ``#attempt time text`` per line, folded to the
+    terminal's width (continuations and a line's own line breaks indented); the newest
+    LOG_LINES_SHOWN unless ``full``."""
+    if not logs:
+        return
+    shown = logs if full else logs[-LOG_LINES_SHOWN:]
+    out.print()
+    more = f", the newest {len(shown)} of {len(logs)} (--full: all)" if len(shown) < len(logs) else ""
+    out.print(f"[bold]logs[/bold] (#attempt){more}")
+    width = max(40, out.width)
+    text = []
+    for ln in shown:
+        head = f"#{ln.attempt} {utc(ln.at)} "
+        for i, part in enumerate(str(ln.text).rstrip().splitlines() or [""]):
+            text += textwrap.wrap(part, width, initial_indent=head if i == 0 else "    ", subsequent_indent="    ",
+                                  break_on_hyphens=False, drop_whitespace=True) or [head.rstrip()]
+    out.file.write("".join(line.rstrip() + "\n" for line in text))
+    out.file.flush()
+
+
 @task.command()
 @task_ref
 @json_option
@@ -230,6 +256,7 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
         return
     out = console()
     show(out, detail_table(info, full))
+    show_logs(out, getattr(info, "logs", []), full)
     trace = getattr(info, "traceback", "")  # the last failed attempt's traceback (bounded by the library)
     if trace:
         out.print()

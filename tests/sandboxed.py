@@ -103,3 +103,21 @@ def add(a: int, b: int = 0) -> dict[str, int]:
 @app.task(sandbox=True, queue="sbx")
 async def shout(text: str) -> str:
     return text.upper()
+
+
+def logs(task: Task) -> str:
+    """Writes task logs in its child: a line, a logging record (captured when the worker
+    captures), and one from a thread it starts with asyncio.to_thread."""
+    import asyncio
+    import logging
+
+    task.log(f"child {os.getpid()}")
+    logging.getLogger("tests.sandboxed").warning("a record in the child")
+
+    async def in_thread() -> None:
+        await asyncio.to_thread(logging.getLogger("tests.sandboxed").warning, "from a thread")
+
+    asyncio.run(in_thread())
+    if task.retry_count == 0:
+        raise ValueError("once")
+    return "ok"

@@ -498,6 +498,7 @@ class FakeSource:
         self.tasks = tasks
         self.calls: list[str] = []
         self.memory_asked: list[bool] = []
+        self.procs: dict[str, int] = {}
         self.down = False
 
     def _call(self, name: str) -> None:
@@ -517,6 +518,10 @@ class FakeSource:
     def list_tasks(self, queue: str, state: TaskState | str, page: int = 1, page_size: int = 30) -> list[TaskInfo]:
         self._call(f"list_tasks {queue} {TaskState(state).value} {page} {page_size}")
         return self.tasks.get((queue, TaskState(state)), [])[(page - 1) * page_size: page * page_size]
+
+    def processes(self, queue: str, start: int = 0, count: int = 100, status: str | None = None) -> tuple[int, list[Any]]:
+        self._call(f"processes {queue}")
+        return self.procs.get(queue, 0), []
 
 
 class Script:
@@ -568,11 +573,11 @@ def test_loop_reads_refreshes_pages_and_survives_redis_loss() -> None:
     ]
     board.run(script, script.show, lambda: (80, 24))
     calls = source.calls
-    assert calls[:3] == ["all_queue_info", "servers", "list_tasks default pending 1 19"]
-    assert calls[3] == "list_tasks default pending 2 19"
-    refresh = ["all_queue_info", "servers", "list_tasks default pending 2 19"]
-    assert calls[4:7] == refresh                              # one refresh = three calls, whatever the depth
-    assert calls[7:] == ["all_queue_info", "all_queue_info", *refresh]  # retried every 2 s while down
+    assert calls[:4] == ["all_queue_info", "servers", "list_tasks default pending 1 19", "processes default"]
+    assert calls[4] == "list_tasks default pending 2 19"
+    refresh = ["all_queue_info", "servers", "list_tasks default pending 2 19", "processes default"]
+    assert calls[5:9] == refresh                              # one refresh = four calls, whatever the depth
+    assert calls[9:] == ["all_queue_info", "all_queue_info", *refresh]  # retried every 2 s while down
     first = script.frames[0]
     assert "› critical" in "\n".join(first)
     opened = next(f for f in script.frames if f[0].startswith("asynqpy dash › default") and "t0" in f[4])
@@ -672,3 +677,37 @@ def test_waiting_and_blocked_tabs_list_their_tasks() -> None:
     quiet = qi("default", 5, 0, 0, 0, 0, 0)  # none of either: no such tabs in the way
     assert "waiting" not in screen(state.__class__(cursor="default", view=View.QUEUE, queue="default"),
                                    Snapshot(queues=[quiet], updated=NOW))[2]
+
+
+def test_held_tasks_and_processes_at_80x24() -> None:
+    """Tasks waiting on their parents or behind their key: a "wait" column while some queue has
+    any (the least useful column, mem, makes room at 80 columns); the open queue's durable
+    processes in the queue view's title, read with the page (one call a refresh)."""
+    queues = [replace(qi("flows", 3, 1, completed=40), waiting=5, blocked=2),
+              qi("a-rather-long-queue-name-for-80-columns", 1), qi("plain", 7)]
+    lines = screen(DashState(cursor="flows"), Snapshot(queues=queues, servers=SERVERS, updated=NOW))
+    assert "wait" in lines[1] and "mem" not in lines[1] and "done" in lines[1]
+    flows = next(line for line in lines if "flows" in line)
+    assert flows.split()[2:10] == ["run", "44", "3", "1", "0", "0", "0", "40"] and flows.split()[10] == "7"
+    assert "a-rather-lo" in "\n".join(lines)  # the name keeps its room
+    plain = screen(DashState(cursor="plain"), Snapshot(queues=queues[1:], servers=SERVERS, updated=NOW))
+    assert "wait" not in plain[1] and "mem" in plain[1]  # no such tasks: the table as before
+    state = DashState(cursor="flows")
+    source = FakeSource(queues, {("flows", TaskState.PENDING): [task(1, "flows")]})
+    source.procs = {"flows": 12}
+    board = Dash(source, refresh=2.0, label="x", clock=lambda: 0.0, wallclock=lambda: NOW)
+    board.state = state
+    board.read_all()
+    state.handle("enter", queues)
+    board.read_page()
+    top = show(board.screen(80, 24))[0]
+    assert top.startswith("asynqpy dash › flows · 12 processes") and top.endswith("14:03:12 UTC")
+    source.procs = {"flows": 1}
+    board.read_all()
+    assert show(board.screen(80, 24))[0].startswith("asynqpy dash › flows · 1 process ")
+    source.procs = {}
+    board.read_all()
+    assert "process" not in show(board.screen(80, 24))[0]
+    state.handle("esc", queues)
+    board.read_all()
+    assert board.snap.processes is None and source.calls[-2:] == ["all_queue_info", "servers"]

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import msgpack
 
+from . import tasklogs
 from .errors import MalformedMessageError, PayloadError
 
 TAG_PREFIX = b"\xc4\x20"
@@ -53,7 +54,8 @@ how many distinct workers must run it successfully. A task with either is a targ
     the same key run one at a time, in enqueue order ('' = none). ``retry_front``: a retry of the
     task goes to the front of its queue's pending tasks, not the back. ``tenant``: the tenant the
     task belongs to: a queue hands its pending tasks out round-robin across tenants ('' = none:
-    the tasks without a tenant take their turns as one tenant).
+    the tasks without a tenant take their turns as one tenant). ``logs``: the lines its
+    attempts logged (``asynqpy.core.tasklogs``: ``[attempt, unix ms, text]`` each; None = none).
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -83,6 +85,7 @@ how many distinct workers must run it successfully. A task with either is a targ
     key: str = ""
     retry_front: bool = False
     tenant: str = ""
+    logs: list[list[Any]] | None = None
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -107,7 +110,7 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,), (list, type(None)), (str,), (bool,), (str,),
+    (int,), (list, type(None)), (str,), (bool,), (str,), (list, type(None)),
 ]
 
 
@@ -190,7 +193,7 @@ def _refs(v: list[Any]) -> bool:
 
 
 _ITEMS: dict[int, Any] = {_FIELDS.index("headers"): _str_map, _FIELDS.index("workers"): _str_list,
-                          _FIELDS.index("after"): _refs}
+                          _FIELDS.index("after"): _refs, _FIELDS.index("logs"): tasklogs.valid}
 """Per field holding a container (when not None): the check of its items."""
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from . import codec, server_record
+from . import codec, server_record, tasklogs
 from .broker import (
     Acted,
     Broker,
@@ -44,6 +44,7 @@ from .server_record import ServerInfo
 from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
 from .task import TaskInfo, TaskState, ms_to_datetime
+from .tasklogs import LogLine
 from .workflow import Record
 
 T = TypeVar("T")
@@ -300,6 +301,14 @@ def _scanned(queue: str, reply: Any, now_ms: int) -> tuple[int, list[TaskInfo]]:
         except MalformedMessageError:
             continue
     return int(reply[0]), out
+
+
+def _logs_of(stored: bytes) -> list[LogLine]:
+    """A stored task's logs (none for a message that does not decode: task_info shows it malformed)."""
+    try:
+        return tasklogs.lines(decode(message_of(stored)).logs)
+    except MalformedMessageError:
+        return []
 
 
 def _scores(reply: list[Any]) -> dict[str, float]:
@@ -939,9 +948,18 @@ class Plans:
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         info = task_from_stored(id, queue, stored, _first_score(res[5:10]), value(res[2]))
         info.progress = _progress_value(res[3])
+        info.logs = _logs_of(stored)
         _add_runs(info, res[4], res[12])
         _add_links(info, res[10], res[11])
         return info
+
+    def task_logs(self, queue: str, id: str) -> Plan[list[LogLine]]:
+        res = yield [self._member(queue), self.b.get_task(queue, id)]
+        stored = value(res[1])
+        if stored is None:
+            self._check(queue, res[0])
+            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        return _logs_of(stored)
 
     # -- servers -------------------------------------------------------------------------------
 

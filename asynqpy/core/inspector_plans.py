@@ -27,6 +27,7 @@ from .process import Process
 from .server_record import ServerInfo
 from .signing import SigningKeys, make_signer
 from .task import TaskInfo, TaskState
+from .tasklogs import LogLine
 from .twin import Steps, planned
 
 
@@ -141,6 +142,15 @@ class InspectorPlans:
     def task_info(self, queue: str, id: str) -> Steps[TaskInfo]:
         """One task's info."""
         return self._plans.task_info(queue, id)
+
+    @planned
+    def task_logs(self, queue: str, id: str) -> Steps[list[LogLine]]:
+        """The logs of task ``id`` (``task.log``, and the logging records a server with
+        ``capture_logs`` kept), oldest first, each a :class:`~asynqpy.core.tasklogs.LogLine`
+        (``attempt``, ``at``, ``text``): the lines of the attempts that ended by storing the task
+        again (retried, archived, completed with a retention); docs/tasks.md "Task logs".
+        TaskNotFoundError for a task that is not there (its logs went with it)."""
+        return self._plans.task_logs(queue, id)
 
     @planned
     def workflow(self, queue: str, id: str, limit: int = 1000) -> Steps[list[WorkflowNode]]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from . import tasklogs
 from .codec import Message, encode_payload
 from .errors import InvalidArgumentError, PayloadError, ResultError
 from .workflow import ParentEnd
@@ -27,11 +30,17 @@ def current_task() -> Task:
         raise InvalidArgumentError("current_task(): no task is running here (call it inside a handler)") from None
 
 
+def running_task() -> Task | None:
+    """The task whose handler is running here, or None (the task-log capture asks, per record)."""
+    return _current.get(None)
+
+
 def set_current(task: Task) -> None:
     """Mark ``task`` as the one running in the current context (the worker does it)."""
     _current.set(task)
 
 
+_logs_lock = threading.Lock()
 MAX_RESULT_BYTES = 1 << 20
 """The default largest encoded result (the server's ``max_result_bytes``)."""
 MAX_PROGRESS_BYTES = 8192
@@ -101,7 +110,7 @@ class Task:
     """
 
     __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result", "_record",
-                 "_proc")
+                 "_proc", "_logs", "_capture")
 
     def __init__(
         self,
@@ -125,6 +134,8 @@ class Task:
         self._max_result = MAX_RESULT_BYTES  # the server's max_result_bytes, set by the worker
         self._record: Any = None  # a workflow task's record (core.workflow.Record), set by the worker
         self._proc: Any = None  # a process input: the process as read, then the commit's plan (core.process)
+        self._logs: tasklogs.Buffer | None = None  # this attempt's lines (task.log, captured records)
+        self._capture = False  # the server captures this task's logging records (capture_logs)
 
     @property
     def type(self) -> str:
@@ -198,6 +209,44 @@ class Task:
         if self._report is not None:
             self._report(data, value)
 
+    def log(self, line: object) -> None:
+        """Add a line to this attempt's logs (BullMQ's ``job.log``), kept with the task and shown
+        by ``Inspector.task_logs``, ``asynqpy task inspect`` and the web console's task page.
+        Anything is accepted: a str as it is, bytes decoded, any other value its ``str()``; never
+        an error. An attempt keeps 100 lines and 16 KiB (a line over 4 KiB is cut; the lines past
+        the bounds are counted in a last line). The lines are stored with the attempt's end when
+        the task is kept: a task that succeeds without a ``retention`` is deleted, and its logs
+        with it (docs/tasks.md "Task logs"). Works in sync and async handlers."""
+        self.log_at(line, int(time.time() * 1000))
+
+    def log_at(self, line: object, at_ms: int) -> None:
+        """:meth:`log` with the line's time (Unix ms): a captured logging record's own."""
+        buf = self._logs
+        if buf is None:
+            with _logs_lock:  # (a handler's threads may write its first line together)
+                buf = self._logs
+                if buf is None:
+                    buf = self._logs = tasklogs.Buffer(self._msg.retried + 1)
+        buf.add(line, at_ms)
+
+    def logged(self, now_ms: int) -> Message:
+        """The message with this attempt's lines added to the task's logs (itself when none)."""
+        buf = self._logs
+        if buf is None:
+            return self._msg
+        entries = buf.entries(now_ms)
+        if not entries:
+            return self._msg
+        return self._msg.with_(logs=tasklogs.merged(self._msg.logs, entries))
+
+    @property
+    def logs(self) -> list[tasklogs.LogLine]:
+        """The task's logs: its earlier attempts' lines (as stored) and this attempt's so far."""
+        entries = list(self._msg.logs or ())
+        if self._logs is not None:
+            entries += self._logs.entries(int(time.time() * 1000))
+        return tasklogs.lines(entries)
+
     @property
     def has_result(self) -> bool:
         """Whether :meth:`write_result` was called (it then wins over the handler's return value)."""
@@ -228,7 +277,9 @@ class TaskInfo:
     (``queue``, ``id``, ``state``: "waiting" until it ends, then "completed", "archived" or
     "deleted"; "unknown" where only the message was read) and ``on_parent_failure``; filled by the
     Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one. ``key``:
-    its ``key=`` (tasks sharing it run one at a time; '' = none)."""
+    its ``key=`` (tasks sharing it run one at a time; '' = none). ``logs``: filled by
+    ``Inspector.task_info`` (not by listings), the task's logs (:meth:`Task.log`,
+    ``capture_logs``; as ``Inspector.task_logs``)."""
 
     id: str
     queue: str
@@ -263,6 +314,7 @@ class TaskInfo:
     children: list[tuple[str, str]] = field(default_factory=list)
     on_parent_failure: str = ""
     key: str = ""
+    logs: list[tasklogs.LogLine] = field(default_factory=list)
 
     @classmethod
     def from_message(

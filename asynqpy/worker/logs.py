@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import datetime, timezone
 from typing import Any
+
+from ..core.task import running_task
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TASK_FIELDS = ("task_id", "task_type", "queue", "process_id", "process_input", "attempt", "duration", "error",
@@ -60,3 +63,70 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level.upper())
+
+
+class TaskLogCapture(logging.Handler):
+    """Keeps the :mod:`logging` records a handler emits while its task runs in the task's logs
+    (``ServerOptions.capture_logs``; ``asynqpy.core.tasklogs``). Installed on the root logger while
+    a server that captures runs (one instance per process, counted: :func:`capture_start` /
+    :func:`capture_stop`); a record goes to the task of the context it is emitted in (the
+    handler's own asyncio task, its thread, what it starts with ``asyncio.to_thread``), so
+    concurrent tasks keep their lines apart; records of asynqpy's own loggers and records emitted
+    outside a capturing task are left alone. A record reaches it only if its logger's level lets
+    it through (as for any handler on the root logger)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.users = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        last = logging.lastResort
+        if last is not None and record.levelno >= last.level and self._alone(record.name):
+            last.handle(record)  # (as if this handler were not there: Python prints to stderr)
+        task = running_task()
+        if task is None or not task._capture:
+            return
+        name = record.name
+        if name == "asynqpy" or name.startswith("asynqpy."):
+            return
+        try:
+            text = self.format(record)
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted: logging's own report
+            self.handleError(record)
+            return
+        task.log_at(text, int(record.created * 1000))
+
+
+    def _alone(self, name: str) -> bool:
+        """Whether this is the only handler a record of logger ``name`` reaches: Python would then
+        print it with its last-resort handler (warnings and errors to stderr), which a handler on
+        the root logger turns off; an application that configured no logging keeps seeing them."""
+        logger: logging.Logger | None = logging.getLogger(name)
+        while logger is not None:
+            if any(h is not self for h in logger.handlers):
+                return False
+            if not logger.propagate:
+                return True
+            logger = logger.parent
+        return True
+
+
+_capture = TaskLogCapture()
+_capture_lock = threading.Lock()
+
+
+def capture_start() -> None:
+    """A server that captures task logs starts: the capture handler is on the root logger."""
+    with _capture_lock:
+        _capture.users += 1
+        if _capture.users == 1:
+            logging.getLogger().addHandler(_capture)
+
+
+def capture_stop() -> None:
+    """A server that captured task logs stopped: the last one takes the handler off."""
+    with _capture_lock:
+        _capture.users = max(0, _capture.users - 1)
+        if _capture.users == 0:
+            logging.getLogger().removeHandler(_capture)

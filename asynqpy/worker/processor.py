@@ -373,6 +373,9 @@ class Processor:
 
         task._report = report
         task._max_result = self.opts.max_result_bytes
+        capture = self.opts.capture_logs
+        if capture:
+            task._capture = capture is True or msg.type in capture
         remaining = (deadline_ms - now_ms) / 1000 if deadline_ms else None
         r.aio = asyncio.create_task(self._run(r, remaining), name=f"asynqpy-task-{id}")
 
@@ -449,7 +452,9 @@ class Processor:
             plan = r.task._proc
             kind = Kind.RUN if r.run_of else Kind.PROCESS if isinstance(plan, process.Plan) else Kind.PLAIN
             result = plan.response if isinstance(plan, process.Plan) else r.task.result
-            o = decide(r.msg, kind, error, self.ctx.clock.now_ms(), self.policy, result=result, task=r.task)
+            now_ms = self.ctx.clock.now_ms()
+            msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
+            o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)
             self._log(r, o, error)
             if error is not None and o.will_retry is not None:
                 self.runner.on_failure(r.task, error, o.will_retry)

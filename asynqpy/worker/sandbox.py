@@ -3,10 +3,11 @@
 Each child is ``python -m asynqpy.worker.sandbox_child``, started with asyncio's subprocess
 support (no fork of the worker, no pickle: frames of msgpack over its stdin and stdout, see
 :mod:`asynqpy.core.sandbox`). A task takes an idle child, sends its fields, forwards its progress
-reports, and reads its outcome. A timeout or an operator's cancel cancels the waiting coroutine:
-the child is killed at once (SIGKILL), so the run stops for real and writes nothing afterwards. A
-child that dies fails only its task (``SandboxCrashError``, "handler process died: SIGSEGV").
-A killed, dead, worn (``max_tasks``) or bloated (``max_memory_mb``) child is replaced.
+reports and the lines of its logs, and reads its outcome. A timeout or an operator's cancel
+cancels the waiting coroutine: the child is killed at once (SIGKILL), so the run stops for real
+and writes nothing afterwards. A child that dies fails only its task (``SandboxCrashError``,
+"handler process died: SIGSEGV"). A killed, dead, worn (``max_tasks``) or bloated
+(``max_memory_mb``) child is replaced.
 
 Each child is the leader of a session (and process group) of its own: a kill (timeout, cancel,
 shutdown, replacement, close) is a SIGKILL to the whole group, so what its handler started (a
@@ -142,7 +143,7 @@ class SandboxPool:
             child.proc.stdin.write(frame(["run", path, {
                 "type": msg.type, "payload": msg.payload, "id": task.id, "queue": task.queue,
                 "retried": msg.retried, "max_retry": msg.max_retry, "headers": msg.headers, "deadline": deadline_ms,
-                "max_result": self.max_result}]))
+                "max_result": self.max_result, "capture": task._capture}]))
             await child.proc.stdin.drain()
             while True:
                 (size,) = HEADER.unpack(await child.proc.stdout.readexactly(HEADER.size))
@@ -155,6 +156,9 @@ class SandboxPool:
                 if got[0] == "progress":
                     if task._report is not None:
                         task._report(got[1], msgpack.unpackb(got[1], raw=False, strict_map_key=False))
+                    continue
+                if got[0] == "log":  # a line of the task's logs (task.log, a captured record)
+                    task.log_at(got[2], int(got[1]))
                     continue
                 child.done += 1
                 rss = int(got[-1] or 0)

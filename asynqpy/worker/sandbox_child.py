@@ -15,15 +15,17 @@ import inspect
 import os
 import resource
 import sys
+import threading
 import traceback
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
-from ..core import codec
+from ..core import codec, tasklogs
 from ..core.codec import Message
 from ..core.errors import PayloadError, RateLimited, ResultError, SkipRetry
 from ..core.sandbox import ERROR_TEXT_CHARS, HEADER, TRACEBACK_CHARS, frame, resolve, unframe
-from ..core.task import MAX_RESULT_BYTES, Task
+from ..core.task import MAX_RESULT_BYTES, Task, set_current
+from .logs import capture_start
 
 
 def _read(inp: BinaryIO, n: int) -> bytes:
@@ -79,6 +81,21 @@ def _run(fn: Any, task: Task) -> bytes | None:
     return _encoded_result(task.result if task.has_result else returned, task._max_result)
 
 
+class _Forwarded(tasklogs.Buffer):
+    """A sandboxed task's logs: each line goes to the worker as it is written (a ``log`` frame,
+    cut to ``MAX_LINE_BYTES``: under the frame limit), whose buffer keeps the task's bounds."""
+
+    __slots__ = ("send",)
+
+    def __init__(self, attempt: int, send: Any) -> None:
+        super().__init__(attempt)
+        self.send = send
+
+    def add(self, value: object, at_ms: int) -> None:
+        text, _ = tasklogs.cut(tasklogs.text(value))
+        self.send(["log", at_ms, text])
+
+
 def _cut(text: str, chars: int, keep_end: bool = False) -> str:
     if len(text) <= chars:
         return text
@@ -93,9 +110,14 @@ def main() -> None:
     os.dup2(devnull, 0)
     sys.stdout = sys.stderr
     cache: dict[str, Any] = {}
+    capturing = False
+
+    sending = threading.Lock()  # (a handler's threads send log lines and progress too: whole frames)
 
     def send(items: list[Any]) -> None:
-        out.write(frame(items))
+        data = frame(items)
+        with sending:
+            out.write(data)
 
     while True:
         try:
@@ -114,6 +136,13 @@ def main() -> None:
             task = Task(t["type"], _msg=msg, id=t["id"], queue=t["queue"], deadline=deadline)
             task._report = lambda data, value: send(["progress", data])
             task._max_result = int(t.get("max_result") or MAX_RESULT_BYTES)
+            task._logs = _Forwarded(msg.retried + 1, send)
+            if t.get("capture"):  # the handler's logging records too (the worker's capture_logs)
+                task._capture = True
+                if not capturing:
+                    capture_start()
+                    capturing = True
+            set_current(task)  # current_task() in the handler; the capture's record -> task
             send(["ok", _run(fn, task), _rss_kb() if MEASURE else 0])
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - every failure goes back to the worker
             kind = ("skip" if isinstance(exc, SkipRetry) else "rate" if isinstance(exc, RateLimited)

@@ -69,6 +69,7 @@ class ServerOptions:
     scheduler: bool = False
     scheduler_entries: Sequence[Entry] = ()
     log_success: bool = False  # a line per task that succeeds at INFO (else at DEBUG)
+    capture_logs: bool | frozenset[str] | Sequence[str] = False  # the handlers' logging records kept in task logs
     scheduler_owner: str | None = None  # who declares scheduler_entries (an App): removes its stale ones at start
     group_aggregator: Callable[[str, list[Task]], Any] | None = None
     group_grace_period: float = 60.0
@@ -135,6 +136,13 @@ class ServerOptions:
         if self.on_failure is not None and not callable(self.on_failure):
             raise InvalidArgumentError("on_failure must be a function (task, error, will_retry) -> None")
         _integer("max_result_bytes", self.max_result_bytes, 1)
+        if not isinstance(self.capture_logs, bool):
+            types = self.capture_logs
+            if isinstance(types, (str, bytes)) or not isinstance(types, (Sequence, frozenset, set)) \
+                    or not all(isinstance(t, str) and t for t in types):
+                raise InvalidArgumentError("capture_logs must be a bool or a list of task types, got "
+                                           f"{self.capture_logs!r}")
+            object.__setattr__(self, "capture_logs", frozenset(types))
         if not isinstance(self.sandbox, bool):
             raise InvalidArgumentError(f"sandbox must be a bool, got {self.sandbox!r}")
         _integer("sandbox_processes", self.sandbox_processes, 1, 1024)
