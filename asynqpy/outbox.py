@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,10 @@ TABLE = "asynqpy_outbox"
 MARKER_TTL = 7 * 86400
 """Seconds a sent task's marker lives if the relay dies before its row's delete commits: a relay
 started within this long after such a crash sends nothing twice."""
+
+
+STOP_CHECK = 0.2
+"""Seconds between two looks at the stop signal while the relay waits for a notification."""
 
 
 def _sa() -> Any:
@@ -357,6 +362,7 @@ class Relay:
         retried: tuple[type[BaseException], ...] = (AsynqpyError, *REDIS_ERRORS, *_db_errors())
         while not stop.is_set():
             try:
+                listening = self._listen() is not None  # LISTEN before the look: no commit is missed
                 sent = self.relay_once()
             except retried as exc:
                 log.warning("outbox relay: %s (trying again in %.2fs)", exc, idle)
@@ -370,7 +376,7 @@ class Relay:
             if sent.rows:
                 idle = self.poll_min
                 continue  # one more look: rows committed meanwhile were not notified to a waiter
-            if self._wait(min(self.poll, idle) if self._listen() is None else self.poll):
+            if self._wait(self.poll if listening else min(self.poll, idle)):
                 idle = self.poll_min
             else:
                 idle = min(self.poll, idle * 2)
@@ -397,11 +403,15 @@ class Relay:
         if conn is None:
             self.stop_event.wait(timeout)
             return False
+        deadline = time.monotonic() + timeout
         try:
-            got = False
-            for _ in conn.notifies(timeout=timeout, stop_after=1):
-                got = True
-            return got
+            while not self.stop_event.is_set():  # in slices: stop() is seen within STOP_CHECK
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                for _ in conn.notifies(timeout=min(left, STOP_CHECK), stop_after=1):
+                    return True
+            return False
         except Exception as exc:  # noqa: BLE001 - the listener broke (a restart): polled until it is back
             log.warning("outbox relay: the LISTEN connection broke: %s", exc)
             self._close_listener()
@@ -444,5 +454,10 @@ def _outcome(call: Call[Any], reply: Any) -> BaseException | None:
 
 def _db_errors() -> tuple[type[BaseException], ...]:
     sa = _sa()
-    return (sa.exc.DBAPIError, sa.exc.OperationalError, sa.exc.InterfaceError, OSError)
+    errors: tuple[type[BaseException], ...] = (sa.exc.DBAPIError, sa.exc.InterfaceError, OSError)
+    try:
+        import psycopg
+    except ImportError:
+        return errors
+    return (*errors, psycopg.Error)  # (the LISTEN connection is psycopg's own)
 
