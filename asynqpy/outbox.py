@@ -60,7 +60,7 @@ def _sa() -> Any:
     try:
         import sqlalchemy
     except ImportError as exc:  # pragma: no cover - the extra is missing
-        raise ImportError("the outbox needs SQLAlchemy: pip install 'asynqpy[sqlalchemy]'") from exc
+        raise ImportError("the outbox needs SQLAlchemy: pip install '.[sqlalchemy]' in asynqpy's repository") from exc
     return sqlalchemy
 
 

@@ -19,7 +19,8 @@ def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, **o
     try:
         import sqlalchemy as sa
     except ImportError:
-        raise UserError("the outbox needs SQLAlchemy: pip install 'asynqpy[sqlalchemy]' and a driver") from None
+        raise UserError("the outbox needs SQLAlchemy and a driver: pip install '.[postgres]' in asynqpy's "
+                        "repository") from None
     from asynqpy.outbox import Relay
 
     try:

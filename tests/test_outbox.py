@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -328,3 +329,15 @@ def test_cli_relay_runs_until_sigterm(sqlite_url: str, tmp_path: Path, redis_url
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
+
+
+# -- the docs -----------------------------------------------------------------------------------------
+
+
+def test_docs_outbox_section_runs_as_written(mem_url: str) -> None:
+    """docs/integrations.md's outbox section: its python blocks, in order, on the in-process Redis."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "integrations.md").read_text()
+    section = page.split("## The transactional outbox", 1)[1].split("\n## ", 1)[0]
+    source = "\n".join(re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL))
+    assert "outbox.enqueue(session" in source and "relay_once()" in source
+    exec(compile(source, "docs/integrations.md (outbox)", "exec", dont_inherit=True), {"URL": mem_url, "__name__": "docs_example"})
