@@ -417,7 +417,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
 
-        relay = make_relay(outbox_db, redis_url, keys)
+        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox")
         relay.start()
     if processes > 1:
         from asynqpy.worker.supervisor import supervise

@@ -13,9 +13,11 @@ import click
 from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
 
 
-def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, **options: Any) -> Any:
+def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, flag: str = "--db",
+               **options: Any) -> Any:
     """A :class:`asynqpy.outbox.Relay` on ``db_url``, its database reached and its table found
-    (else UserError: one line, exit code 2). Shared by ``outbox relay`` and ``worker --outbox``."""
+    (else UserError: one line naming ``flag``, exit code 2). Shared by ``outbox relay`` and
+    ``worker --outbox``."""
     try:
         import sqlalchemy as sa
     except ImportError:
@@ -26,7 +28,7 @@ def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, **o
     try:
         engine = sa.create_engine(db_url, pool_pre_ping=True)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise UserError(f"--db: {_first_line(exc)}") from None
+        raise UserError(f"{flag}: {_first_line(exc)}") from None
     try:
         relay = Relay(engine, redis_url, signing_key=keys, **options)
     except ValueError as exc:  # a malformed Redis URL
@@ -34,10 +36,10 @@ def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, **o
     try:
         found = sa.inspect(engine).has_table(relay.table.name, schema=relay.table.schema)
     except sa.exc.DBAPIError as exc:
-        raise UserError(f"--db: cannot reach the database: {_first_line(exc)}") from None
+        raise UserError(f"{flag}: cannot reach the database: {_first_line(exc)}") from None
     if not found:
-        raise UserError(f"--db: no table {relay.table.name!r}: create it with `asynqpy outbox create-table --db URL` "
-                        "or Outbox.create_table() (or Outbox.ddl() in a migration)")
+        raise UserError(f"{flag}: no table {relay.table.name!r}: create it with `asynqpy outbox create-table --db "
+                        "URL` or Outbox.create_table() (or Outbox.ddl() in a migration)")
     relay.redis.ping()  # unreachable: one line (user_errors)
     return relay
 

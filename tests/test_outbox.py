@@ -317,20 +317,6 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, mem_url: str) -> N
         assert says in r.output, r.output
 
 
-@pytest.mark.real
-def test_cli_relay_runs_until_sigterm(sqlite_url: str, tmp_path: Path, redis_url: str) -> None:
-    ob = _outbox(sqlite_url)
-    with Session(ob.engine) as s, s.begin():
-        id = ob.enqueue(s, "t")
-    proc = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "outbox", "relay", "--db", sqlite_url,
-                             "--redis-url", redis_url, "--poll", "0.05"], stderr=subprocess.PIPE)
-    try:
-        until(lambda: _ids(redis_url) == [id], timeout=20)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0
-
-
 # -- the docs -----------------------------------------------------------------------------------------
 
 
@@ -341,3 +327,34 @@ def test_docs_outbox_section_runs_as_written(mem_url: str) -> None:
     source = "\n".join(re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL))
     assert "outbox.enqueue(session" in source and "relay_once()" in source
     exec(compile(source, "docs/integrations.md (outbox)", "exec", dont_inherit=True), {"URL": mem_url, "__name__": "docs_example"})
+
+
+@pytest.mark.real
+def test_worker_outbox_flag_relays_and_runs(sqlite_url: str, redis_url: str, tmp_path: Path) -> None:
+    """``asynqpy worker ... --outbox DB``: the worker relays the outbox itself (and runs the task);
+    a bad --outbox is one line, exit 2, before the worker starts."""
+    root = Path(__file__).resolve().parent
+    sys.path.insert(0, str(root))
+    r = CliRunner().invoke(main, ["worker", "workers:mux", "--outbox", "nope://", "--redis-url", redis_url])
+    assert r.exit_code == 2 and "--outbox: Can't load plugin" in r.output, r.output
+    ob = _outbox(sqlite_url)
+    with Session(ob.engine) as s, s.begin():
+        id = ob.enqueue(s, "noop", retention=60)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    with open(tmp_path / "worker.log", "wb") as log:
+        w = subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "worker", "workers:mux", "--redis-url",
+                              redis_url, "--outbox", sqlite_url], env=env, stdout=log, stderr=subprocess.STDOUT,
+                             cwd=str(root))
+    try:
+        until(lambda: _state(redis_url, id) is TaskState.COMPLETED, timeout=30)
+    finally:
+        w.terminate()
+        w.wait(20)
+    assert _count(ob) == 0
+
+
+def _state(redis_url: str, id: str) -> TaskState | None:
+    try:
+        return _info(redis_url, "default", id).state  # type: ignore[no-any-return]
+    except (TaskNotFoundError, QueueNotFoundError):
+        return None

@@ -73,14 +73,17 @@ class _Relay:
         self.proc.wait(10)
         self.proc = self._start()
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """SIGTERM; the relay's exit code (None if it had to be killed)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(20)
+                return self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                return None
+        return self.proc.returncode
 
 
 def _produce(ob: Outbox, n_tx: int, out: Outcome, seed: int) -> None:
@@ -158,6 +161,9 @@ def run(n_tx: int, kills: int, recorder: RedisProcess, log_dir: Path, seed: int 
         wait_finished(server.url, len(out.committed) + _stored(server.url, maybe), timeout=120)
         out.report = audit(server.url, rec, out.committed)
         out.problems = _check_rest(server.url, rec, out.rolled_back, maybe)
+        code = relay.stop()
+        if code != 0:
+            out.problems.append(f"the relay did not stop on SIGTERM with exit code 0 (got {code})")
     finally:
         out.seconds = time.monotonic() - t0
         relay.stop()
