@@ -271,7 +271,7 @@ class Relay:
                 raise InvalidArgumentError(f"{name} must be seconds > 0, got {v!r}")
         if isinstance(marker_ttl, bool) or not isinstance(marker_ttl, int) or marker_ttl < 60:
             raise InvalidArgumentError(f"marker_ttl must be an int >= 60 (seconds), got {marker_ttl!r}")
-        self.engine = sa.create_engine(db, pool_pre_ping=True) if isinstance(db, str) else db
+        self.engine = sa.create_engine(db) if isinstance(db, str) else db
         self.redis = sync_client(redis)
         if is_cluster(self.redis):
             raise InvalidArgumentError("the outbox relay does not run on a Redis Cluster yet (its MULTI spans "

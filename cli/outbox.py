@@ -26,7 +26,7 @@ def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, fla
     from asynqpy.outbox import Relay
 
     try:
-        engine = sa.create_engine(db_url, pool_pre_ping=True)
+        engine = sa.create_engine(db_url)  # (a dropped connection fails one batch, retried: no ping per batch)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
         raise UserError(f"{flag}: {_first_line(exc)}") from None
     try:
