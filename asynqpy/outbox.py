@@ -365,7 +365,7 @@ class Relay:
                 listening = self._listen() is not None  # LISTEN before the look: no commit is missed
                 sent = self.relay_once()
             except retried as exc:
-                log.warning("outbox relay: %s (trying again in %.2fs)", exc, idle)
+                log.warning("outbox relay: %s (trying again in %.2fs)", _short(exc), idle)
                 self._close_listener()
                 stop.wait(idle)
                 idle = min(self.poll, idle * 2)
@@ -413,7 +413,7 @@ class Relay:
                     return True
             return False
         except Exception as exc:  # noqa: BLE001 - the listener broke (a restart): polled until it is back
-            log.warning("outbox relay: the LISTEN connection broke: %s", exc)
+            log.warning("outbox relay: the LISTEN connection broke: %s", _short(exc))
             self._close_listener()
             return True
 
@@ -450,6 +450,12 @@ def _outcome(call: Call[Any], reply: Any) -> BaseException | None:
     except Exception as exc:  # noqa: BLE001 - a typed refusal (DuplicateTaskError, ...)
         return exc
     return None
+
+
+def _short(exc: BaseException) -> str:
+    """An error's first line (a database error's own, without SQLAlchemy's statement dump)."""
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
 
 
 def _db_errors() -> tuple[type[BaseException], ...]:

@@ -68,7 +68,20 @@ class _Relay:
                                  "--redis-url", self.redis_url, "--poll", "0.2"], cwd=str(ROOT), stdout=log,
                                 stderr=subprocess.STDOUT)
 
-    def kill_and_restart(self) -> None:
+    def running(self) -> bool:
+        """Has the current relay process started relaying (its first line written)?"""
+        return b"relaying" in (self.log_dir / f"relay-{self.started}.log").read_bytes()
+
+    def wait_running(self, rnd: random.Random) -> None:
+        """Until the relay relays, then a random moment of its work (a backlog waits for it)."""
+        deadline = time.monotonic() + 30
+        while not self.running() and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rnd.uniform(0.0, 0.3))
+
+    def kill_and_restart(self, rnd: random.Random) -> None:
+        """SIGKILL the relay at a random moment of its work, start another."""
+        self.wait_running(rnd)
         self.proc.kill()
         self.proc.wait(10)
         self.proc = self._start()
@@ -140,18 +153,20 @@ def run(n_tx: int, kills: int, recorder: RedisProcess, log_dir: Path, seed: int 
         faults = ["kill"] * kills + ["pg", "redis"]
         rnd.shuffle(faults)
         while producer.is_alive() or faults:
-            time.sleep(rnd.uniform(0.05, 0.4))
+            time.sleep(rnd.uniform(0.0, 0.2))
             if not faults:
                 producer.join(0.5)
                 continue
             fault = faults.pop()
             if fault == "kill":
-                relay.kill_and_restart()
+                relay.kill_and_restart(rnd)
             elif fault == "pg":
+                relay.wait_running(rnd)  # (each fault meets a relay at work)
                 pg.stop(keep_dir=True)
                 time.sleep(0.3)
                 pg.restart()
             else:
+                relay.wait_running(rnd)
                 server.stop(keep_dir=True)
                 time.sleep(0.3)
                 server = server.restart()
