@@ -145,7 +145,9 @@ class _OutboxPlans:
 
     def row(self, task_type: str, payload: Any = None, **options: Any) -> dict[str, Any]:
         """The outbox row of a task: the options checked as :meth:`asynqpy.Client.enqueue` checks
-        them (the same errors), the task encoded, its id generated (or ``task_id``)."""
+        them (the same errors), the task encoded, its id generated (or ``task_id``). For a
+        connection that is not SQLAlchemy's (Django's): insert these columns with its cursor in
+        the transaction (``Outbox(None)`` needs no engine for :meth:`row` and :meth:`ddl`)."""
         p = opts.prepare(task_type, payload, max_payload_bytes=self.max_payload_bytes, **options)
         if p.kind is kinds.TaskKind.WAITING:
             raise InvalidArgumentError("the outbox does not take after= (a task waiting on parents): enqueue it "
