@@ -256,11 +256,12 @@ class Sent:
 class Relay:
     """Moves committed outbox rows to Redis (see the module's docstring for the guarantees).
 
-    ``db``: a SQLAlchemy URL or sync ``Engine``; ``redis``: a Redis URL or client (not a Cluster
-    yet). ``batch``: rows per transaction. ``poll``: the longest wait between two looks when
-    nothing is notified (PostgreSQL with psycopg is woken by NOTIFY; elsewhere the wait starts at
-    ``poll_min`` and doubles while idle). ``marker_ttl``: see :data:`MARKER_TTL`. ``signing_key``:
-    as the Client's (tasks are sealed when stored)."""
+    ``db``: a SQLAlchemy URL or sync ``Engine``; ``redis``: a Redis URL or client (a single
+    server, Sentinel or a Cluster: one MULTI per queue there). ``batch``: rows per transaction.
+    ``poll``: the longest wait between two looks when nothing is notified (PostgreSQL with
+    psycopg is woken by NOTIFY; elsewhere the wait starts at ``poll_min`` and doubles while idle).
+    ``marker_ttl``: see :data:`MARKER_TTL`. ``signing_key``: as the Client's (tasks are sealed
+    when stored)."""
 
     def __init__(self, db: Any, redis: Any = None, *, table: str = TABLE, schema: str | None = None,
                  batch: int = 500, poll: float = 1.0, poll_min: float = 0.005, marker_ttl: int = MARKER_TTL,
@@ -275,9 +276,6 @@ class Relay:
             raise InvalidArgumentError(f"marker_ttl must be an int >= 60 (seconds), got {marker_ttl!r}")
         self.engine = sa.create_engine(db) if isinstance(db, str) else db
         self.redis = sync_client(redis)
-        if is_cluster(self.redis):
-            raise InvalidArgumentError("the outbox relay does not run on a Redis Cluster yet (its MULTI spans "
-                                       "the batch): give a single server or a sentinel URL")
         self.table = outbox_table(table, None, schema)
         self.batch, self.poll, self.poll_min = batch, float(poll), float(poll_min)
         self.marker_ttl_ms = marker_ttl * 1000
@@ -321,26 +319,19 @@ class Relay:
             self._exec.run(self.broker.register_queues(new))
             self._registered.update(new)
         markers = [queue_keys(t.queue).batch("o." + t.id) for t in tasks]
-        scripts = load_scripts()
+        todo: list[tuple[_Task, str, Call[Any]]] = []
+        replies: list[Any] = []
         try:
-            with self.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(*markers)
-                present = pipe.mget(markers)
-                todo = [(t, m, kinds.store_call(self.broker, t)) for t, m, p in zip(tasks, markers, present)
-                        if p is None]
-                pipe.multi()
-                for name in sorted({c.script for _, _, c in todo}):  # loaded within the MULTI: no NOSCRIPT
-                    pipe.execute_command("SCRIPT", "LOAD", scripts[name].source)
-                for _, m, call in todo:
-                    pipe.execute_command(*evalsha_args(call))
-                    pipe.set(m, b"1", px=self.marker_ttl_ms)
-                replies = pipe.execute(raise_on_error=False)[-2 * len(todo):] if todo else []
-        except REDIS_ERRORS as exc:
+            for client, idx in self._groups(tasks, markers):
+                calls, got = self._store(client, [tasks[i] for i in idx], [markers[i] for i in idx])
+                todo += calls
+                replies += got
+        except REDIS_ERRORS as exc:  # (the groups stored before this one keep their markers)
             raise unavailable(exc) or exc from exc
         stored = refused = 0
         failed: list[tuple[str, BaseException]] = []
-        for i, (t, m, call) in enumerate(todo):
-            outcome = _outcome(call, replies[2 * i])
+        for (t, m, call), reply in zip(todo, replies):
+            outcome = _outcome(call, reply)
             if outcome is None:
                 stored += 1
             elif isinstance(outcome, AsynqpyError) and not isinstance(outcome, RedisUnavailableError):
@@ -352,6 +343,38 @@ class Relay:
             self.redis.delete(*[m for m, _ in failed])
             raise failed[0][1]
         return Sent(stored, len(tasks) - len(todo), refused), markers
+
+    def _groups(self, tasks: Sequence[_Task], markers: Sequence[str]) -> list[tuple[Any, list[int]]]:
+        """The batch's tasks by the client that stores them in one MULTI: the whole batch on a
+        single server; on a Redis Cluster, one queue at a time (its keys share one slot), on the
+        client of the node serving it."""
+        if not is_cluster(self.redis):
+            return [(self.redis, list(range(len(tasks))))]
+        by_queue: dict[str, list[int]] = {}
+        for i, t in enumerate(tasks):
+            by_queue.setdefault(t.queue, []).append(i)
+        rc = self.redis
+        return [(rc.get_redis_connection(rc.get_node_from_key(markers[idx[0]])), idx) for idx in by_queue.values()]
+
+    def _store(self, client: Any, tasks: Sequence[_Task],
+               markers: Sequence[str]) -> tuple[list[tuple[_Task, str, Call[Any]]], list[Any]]:
+        """One MULTI on ``client`` under WATCH of the markers: each task not marked yet stored with
+        its kind's script and marked. The tasks sent, and their scripts' replies."""
+        scripts = load_scripts()
+        with client.pipeline(transaction=True) as pipe:
+            pipe.watch(*markers)
+            present = pipe.mget(markers)
+            todo = [(t, m, kinds.store_call(self.broker, t)) for t, m, p in zip(tasks, markers, present) if p is None]
+            if not todo:
+                return [], []
+            pipe.multi()
+            for name in sorted({c.script for _, _, c in todo}):  # loaded within the MULTI: no NOSCRIPT
+                pipe.execute_command("SCRIPT", "LOAD", scripts[name].source)
+            for _, m, call in todo:
+                pipe.execute_command(*evalsha_args(call))
+                pipe.set(m, b"1", px=self.marker_ttl_ms)
+            replies = pipe.execute(raise_on_error=False)[-2 * len(todo):]
+        return todo, replies[0::2]
 
     # -- the loop ------------------------------------------------------------------------------
 
