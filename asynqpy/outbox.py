@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .core import codec, kinds
+from .core import codec, flows, kinds
 from .core import options as opts
 from .core.broker import Broker, Call
 from .core.codec import Message
@@ -69,7 +69,8 @@ def outbox_table(name: str = TABLE, metadata: Any = None, schema: str | None = N
     models' metadata for Alembic's autogenerate (on PostgreSQL, add the NOTIFY trigger too:
     :meth:`Outbox.ddl`). Columns: ``seq`` (insertion order), ``id`` (the task id), ``queue``,
     ``kind``, ``data`` (the encoded task), ``due_ms`` (a delayed task's due time, Unix ms; 0 = now),
-    ``unique_ttl``, ``mode`` and ``generated`` (the store call's arguments)."""
+    ``unique_ttl``, ``mode`` and ``generated`` (the store call's arguments; a task with ``after=``
+    has no lock: its ``mode`` is its ``on_parent_failure`` code)."""
     sa = _sa()
     md = metadata if metadata is not None else sa.MetaData()
     big = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite's autoincrement needs INTEGER
@@ -149,13 +150,11 @@ class _OutboxPlans:
         connection that is not SQLAlchemy's (Django's): insert these columns with its cursor in
         the transaction (``Outbox(None)`` needs no engine for :meth:`row` and :meth:`ddl`)."""
         p = opts.prepare(task_type, payload, max_payload_bytes=self.max_payload_bytes, **options)
-        if p.kind is kinds.TaskKind.WAITING:
-            raise InvalidArgumentError("the outbox does not take after= (a task waiting on parents): enqueue it "
-                                       "with the Client once its parents exist")
         now_ms = p.msg.enqueued_at_ms
+        waiting = p.kind is kinds.TaskKind.WAITING  # (no lock: its mode column holds on_parent_failure)
         return {"id": p.id, "queue": p.queue, "kind": p.kind.value, "data": p.data,
                 "due_ms": now_ms + p.delay_ms if p.delay_ms > 0 else 0, "unique_ttl": p.unique_ttl,
-                "mode": p.mode, "generated": p.generated_id}
+                "mode": p.policy if waiting else p.mode, "generated": p.generated_id}
 
     @planned
     def enqueue(self, /, session: Any, task_type: str, payload: Any = None, **options: Any) -> Steps[str]:
@@ -164,7 +163,7 @@ class _OutboxPlans:
         ``AsyncConnection``) and return its task id. Nothing is sent until the transaction commits
         (a relay sends it then); a rollback leaves nothing. ``options``: those of
         :meth:`asynqpy.Client.enqueue` (checked the same way, the same errors raised here, before
-        the row is written), but ``after`` and ``on_conflict``."""
+        the row is written), but ``on_conflict``."""
         row = self.row(task_type, payload, **options)
         yield _Insert(session, self._insert, row)
         return str(row["id"])
@@ -228,6 +227,7 @@ class _Task:
     unique_ttl: int
     mode: str
     generated_id: bool
+    policy: str = "c"  # a task with after=: its on_parent_failure code (the row's mode column)
     _msg: Message | None = None
 
     @property
@@ -309,8 +309,11 @@ class Relay:
 
     def _task(self, r: Any) -> _Task:
         delay = max(1, r.due_ms - self.broker.clock.local_ms()) if r.due_ms else 0
-        return _Task(r.seq, r.id, r.queue, kinds.TaskKind(r.kind), bytes(r.data), delay, r.unique_ttl, r.mode,
-                     bool(r.generated))
+        kind = kinds.TaskKind(r.kind)
+        if kind is kinds.TaskKind.WAITING:
+            return _Task(r.seq, r.id, r.queue, kind, bytes(r.data), delay, r.unique_ttl, "", bool(r.generated),
+                         r.mode or "c")
+        return _Task(r.seq, r.id, r.queue, kind, bytes(r.data), delay, r.unique_ttl, r.mode, bool(r.generated))
 
     def _send(self, tasks: Sequence[_Task]) -> tuple[Sent, list[str]]:
         """Store ``tasks`` in Redis, each once (see the module's docstring); the markers set."""
@@ -319,13 +322,15 @@ class Relay:
             self._exec.run(self.broker.register_queues(new))
             self._registered.update(new)
         markers = [queue_keys(t.queue).batch("o." + t.id) for t in tasks]
-        todo: list[tuple[_Task, str, Call[Any]]] = []
+        todo: list[tuple[_Task, str, Call[Any] | BaseException]] = []
         replies: list[Any] = []
         try:
-            for client, idx in self._groups(tasks, markers):
-                calls, got = self._store(client, [tasks[i] for i in idx], [markers[i] for i in idx])
-                todo += calls
-                replies += got
+            for segment in _segments(tasks):
+                for client, idx in self._groups([tasks[i] for i in segment], [markers[i] for i in segment]):
+                    calls, got = self._store(client, [tasks[segment[i]] for i in idx],
+                                             [markers[segment[i]] for i in idx])
+                    todo += calls
+                    replies += got
         except REDIS_ERRORS as exc:  # (the groups stored before this one keep their markers)
             raise unavailable(exc) or exc from exc
         stored = refused = 0
@@ -357,24 +362,48 @@ class Relay:
         return [(rc.get_redis_connection(rc.get_node_from_key(markers[idx[0]])), idx) for idx in by_queue.values()]
 
     def _store(self, client: Any, tasks: Sequence[_Task],
-               markers: Sequence[str]) -> tuple[list[tuple[_Task, str, Call[Any]]], list[Any]]:
+               markers: Sequence[str]) -> tuple[list[tuple[_Task, str, Call[Any] | BaseException]], list[Any]]:
         """One MULTI on ``client`` under WATCH of the markers: each task not marked yet stored with
-        its kind's script and marked. The tasks sent, and their scripts' replies."""
+        its kind's script and marked. The tasks sent (with their call, or the error that refused
+        them before it), and each one's reply (or that error)."""
         scripts = load_scripts()
         with client.pipeline(transaction=True) as pipe:
             pipe.watch(*markers)
             present = pipe.mget(markers)
-            todo = [(t, m, kinds.store_call(self.broker, t)) for t, m, p in zip(tasks, markers, present) if p is None]
-            if not todo:
-                return [], []
+            todo = [(t, m, self._call(t)) for t, m, p in zip(tasks, markers, present) if p is None]
+            sent = [(m, c) for _, m, c in todo if isinstance(c, Call)]
+            if not sent:
+                return todo, [c for _, _, c in todo]
             pipe.multi()
-            for name in sorted({c.script for _, _, c in todo}):  # loaded within the MULTI: no NOSCRIPT
+            for name in sorted({c.script for _, c in sent}):  # loaded within the MULTI: no NOSCRIPT
                 pipe.execute_command("SCRIPT", "LOAD", scripts[name].source)
-            for _, m, call in todo:
+            for m, call in sent:
                 pipe.execute_command(*evalsha_args(call))
                 pipe.set(m, b"1", px=self.marker_ttl_ms)
-            replies = pipe.execute(raise_on_error=False)[-2 * len(todo):]
-        return todo, replies[0::2]
+            got = iter(pipe.execute(raise_on_error=False)[-2 * len(sent):][0::2])
+        return todo, [next(got) if isinstance(c, Call) else c for _, _, c in todo]
+
+    def _call(self, t: _Task) -> Call[Any] | BaseException:
+        """The call storing ``t`` by its kind; a task with ``after=`` is first registered with its
+        parents (each in its own slot, as ``Client.enqueue`` does), and a refusal there (a parent
+        missing) is returned. Redis unreachable raises."""
+        if t.kind is not kinds.TaskKind.WAITING:
+            return kinds.store_call(self.broker, t)
+        p = opts.Prepared(t.queue, t.id, list(t.msg.__dict__.values()), t.delay_ms, 0, t.data, t.generated_id, t.msg,
+                          "", t.kind)
+        p.policy = t.policy
+        plan = flows.enqueue_after(self.broker, p)
+        try:
+            registers = next(plan)
+            final = plan.send(self._exec.run_many(registers))
+        except RedisUnavailableError:
+            raise
+        except AsynqpyError as exc:
+            return exc
+        finally:
+            plan.close()
+        call: Call[Any] = final[0]
+        return call
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -466,8 +495,22 @@ class Relay:
             return int(conn.execute(sa.select(sa.func.count()).select_from(self.table)).scalar_one())
 
 
-def _outcome(call: Call[Any], reply: Any) -> BaseException | None:
+def _segments(tasks: Sequence[_Task]) -> list[list[int]]:
+    """The batch in order, cut around each task with ``after=``: its parents (maybe in the same
+    batch, earlier) are stored before it registers with them."""
+    out: list[list[int]] = [[]]
+    for i, t in enumerate(tasks):
+        if t.kind is kinds.TaskKind.WAITING:
+            out += [[i], []]
+        else:
+            out[-1].append(i)
+    return [seg for seg in out if seg]
+
+
+def _outcome(call: Call[Any] | BaseException, reply: Any) -> BaseException | None:
     """None if the store call succeeded, else the error its reply means."""
+    if isinstance(call, BaseException):
+        return call
     if isinstance(reply, BaseException):
         return unavailable(reply) or reply
     try:

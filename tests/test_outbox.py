@@ -122,12 +122,41 @@ def test_options_pass_through(sqlite_url: str, mem_url: str) -> None:
     assert mine == "my-id" and _info(mem_url, "default", "my-id").payload == 5
 
 
+def test_after_parents_in_the_same_transaction_and_a_missing_one(sqlite_url: str, mem_url: str) -> None:
+    """A task with after= is registered with its parents when relayed, after the parents written
+    before it in the same batch are stored; a missing parent refuses it (logged, row deleted), as
+    Client.enqueue would raise TaskNotFoundError."""
+    ob = _outbox(sqlite_url)
+    with Session(ob.engine) as s, s.begin():
+        parent = ob.enqueue(s, "p", 1, queue="a")
+        child = ob.enqueue(s, "c", 2, after=[("a", parent)], on_parent_failure="run")
+        orphan = ob.enqueue(s, "c", 3, after=["nobody"])
+    relay = Relay(ob.engine, mem_url)
+    dying_send = relay._send
+    calls: list[Any] = []
+
+    def send_then_die(tasks: Any) -> Any:
+        calls.append(dying_send(tasks))
+        raise _Died
+
+    relay._send = send_then_die  # type: ignore[method-assign]
+    with pytest.raises(_Died):
+        relay.relay_once()
+    assert (calls[0][0].stored, calls[0][0].refused) == (2, 1)
+    sent = Relay(ob.engine, mem_url).relay_once()  # again after the crash: nothing twice
+    assert (sent.stored, sent.already, sent.refused) == (0, 2, 1) and _count(ob) == 0
+    info = _info(mem_url, "default", child)
+    assert info.state is TaskState.WAITING and [p.id for p in info.parents] == [parent]
+    with pytest.raises(TaskNotFoundError):
+        _info(mem_url, "default", orphan)
+
+
 @pytest.mark.parametrize("options, error", [
     ({"priorty": 9}, InvalidArgumentError),  # unknown (with a suggestion)
     ({"priority": 10}, InvalidArgumentError),
     ({"process_in": -1}, InvalidArgumentError),
     ({"unique": 60, "throttle": 10}, InvalidArgumentError),  # a conflict
-    ({"after": ["p"]}, InvalidArgumentError),  # not through the outbox
+    ({"after": ["p"], "group": "g"}, InvalidArgumentError),  # a conflict of after=
     ({"on_conflict": "return", "task_id": "x"}, InvalidArgumentError),  # the Client's alone
 ])
 def test_bad_options_raise_before_the_row_is_written(sqlite_url: str, options: dict[str, Any],
