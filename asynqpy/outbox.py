@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -261,11 +262,15 @@ class Relay:
     ``poll``: the longest wait between two looks when nothing is notified (PostgreSQL with
     psycopg is woken by NOTIFY; elsewhere the wait starts at ``poll_min`` and doubles while idle).
     ``marker_ttl``: see :data:`MARKER_TTL`. ``signing_key``: as the Client's (tasks are sealed
-    when stored)."""
+    when stored). ``ordered`` (PostgreSQL): relays of the table take turns (a transaction-level
+    advisory lock per batch), so one producer's tasks reach Redis in its commit order even with
+    several relays (the others are standbys); False: they work at once, each on rows the others
+    have not locked (``SKIP LOCKED``), and their batches may interleave. (SQLite serializes
+    writers: its relays always take turns.)"""
 
     def __init__(self, db: Any, redis: Any = None, *, table: str = TABLE, schema: str | None = None,
                  batch: int = 500, poll: float = 1.0, poll_min: float = 0.005, marker_ttl: int = MARKER_TTL,
-                 signing_key: SigningKeys | None = None) -> None:
+                 signing_key: SigningKeys | None = None, ordered: bool = True) -> None:
         sa = _sa()
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
             raise InvalidArgumentError(f"batch must be an int from 1 to 10000, got {batch!r}")
@@ -287,6 +292,9 @@ class Relay:
         chosen = sa.select(t.c.seq).order_by(t.c.seq).limit(batch).with_for_update(skip_locked=True)
         self._take = t.delete().where(t.c.seq.in_(chosen.scalar_subquery())).returning(*t.c)
         self.stop_event = threading.Event()
+        self.ordered = ordered
+        # PostgreSQL: the transaction-level advisory lock ordered relays take turns with
+        self._turn = sa.select(sa.func.pg_try_advisory_xact_lock(zlib.crc32(t.fullname.encode()) & 0x7FFFFFFF))
 
     # -- one batch -----------------------------------------------------------------------------
 
@@ -295,6 +303,8 @@ class Relay:
         or Redis's error (nothing is then deleted: the rows are sent again, at most once)."""
         with self.engine.connect() as conn:
             with conn.begin():
+                if self.ordered and conn.dialect.name == "postgresql" and not conn.execute(self._turn).scalar():
+                    return Sent()  # another relay's turn: it sends (this one waits, a standby)
                 rows = sorted(conn.execute(self._take).all(), key=lambda r: r.seq)
                 if not rows:
                     return Sent()

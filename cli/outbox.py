@@ -66,13 +66,16 @@ db_option = click.option("--db", "db_url", required=True, metavar="URL",
               help="Rows per transaction.")
 @click.option("--poll", default=1.0, show_default=True, type=click.FloatRange(min=0.001, max=3600),
               help="Longest wait in seconds between two looks (PostgreSQL with psycopg is also woken by NOTIFY).")
+@click.option("--ordered/--unordered", default=True, show_default=True,
+              help="PostgreSQL: relays take turns, keeping each producer's commit order (--unordered: they work "
+                   "at once on rows the others have not locked, SKIP LOCKED, batches interleaved).")
 @signing_key_option
 @redis_url_option
 @user_errors
-def relay(db_url: str, batch: int, poll: float, signing_key_file: str | None, redis_url: str) -> None:
+def relay(db_url: str, batch: int, poll: float, ordered: bool, signing_key_file: str | None, redis_url: str) -> None:
     """Send committed outbox rows to Redis, each task once, until SIGTERM or Ctrl-C. Several
-    relays may run at once (each takes other rows: SKIP LOCKED)."""
-    r = make_relay(db_url, redis_url, signing_keys(signing_key_file), batch=batch, poll=poll)
+    relays may run at once (standbys taking turns, or sharing the rows with --unordered)."""
+    r = make_relay(db_url, redis_url, signing_keys(signing_key_file), batch=batch, poll=poll, ordered=ordered)
     click.echo(f"relaying the outbox of {r.engine.url.render_as_string(hide_password=True)} (Ctrl-C stops)",
                err=True)
 
