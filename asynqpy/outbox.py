@@ -9,15 +9,18 @@ a commit leaves a row the relay sends. The row's id is the task id.
 
 :class:`Relay` sends committed rows in batches, in their insertion order (``seq``): it deletes a
 batch (``DELETE ... RETURNING``, the rows chosen with ``FOR UPDATE SKIP LOCKED``, so several relays
-never take the same row), stores its tasks in Redis by their kind's script
+never take the same row; by default they also take turns, one batch each, so a producer's commit
+order holds: ``ordered``), stores its tasks in Redis by their kind's script
 (:func:`asynqpy.core.kinds.store_call`, as the client does) and commits the delete. Exactly once
 across a crash at any point: each task's store goes in one ``MULTI`` with a marker key in its
 queue's slot (``asynqpy:{Q}:b:o.<id>``, kept ``marker_ttl``); the relay WATCHes the batch's
 markers and skips the tasks whose marker exists. A relay killed after Redis stored a batch and
 before its delete committed leaves the rows (the transaction rolled back) and the markers: the
 next relay finds the markers and only deletes the rows. The markers are deleted once the delete
-committed. On PostgreSQL an ``AFTER INSERT`` trigger NOTIFYs the relay at commit (it LISTENs: no
-polling delay); elsewhere the relay polls, backing off while idle. See docs/integrations.md.
+committed. A task with ``after=`` is registered with its parents first (the parents written
+before it in the batch stored before that). On PostgreSQL an ``AFTER INSERT`` trigger NOTIFYs the
+relay at commit (it LISTENs: no polling delay); elsewhere the relay polls, backing off while idle.
+See docs/integrations.md.
 """
 
 from __future__ import annotations
