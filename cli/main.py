@@ -286,7 +286,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
     "metrics": ".metrics:metrics", "web": ".web:web", "process": ".process:process",
-    "rules": ".rules:rules",
+    "rules": ".rules:rules", "outbox": ".outbox:outbox",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and exit.")
@@ -367,6 +367,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @click.option("--capture-logs", is_flag=True,
               help="Keep the logging records each handler emits while its task runs in the task's logs "
                    "(asynqpy task inspect; ServerOptions.capture_logs).")
+@click.option("--outbox", "outbox_db", default=None, metavar="DB_URL",
+              help="Also relay the transactional outbox of this database (SQLAlchemy URL) to Redis, in a thread "
+                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`.")
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
@@ -378,8 +381,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
            metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
            name: str | None, sandbox: bool, sandbox_processes: int,
-           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool, supervised: bool,
-           signing_key_file: str | None,
+           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool,
+           outbox_db: str | None, supervised: bool, signing_key_file: str | None,
            redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -413,6 +416,12 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     if app is not None and given("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
         redis_url = app.redis
     queues: Any = spec or (app.server().options.queues if app else {"default": 1})
+    relay = None
+    if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
+        from .outbox import make_relay
+
+        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox")
+        relay.start()
     if processes > 1:
         from asynqpy.worker.supervisor import supervise
 
@@ -468,7 +477,11 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     from asynqpy.server import Server
 
     server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
-    server.run(mux, loop=loop, supervised=supervised)
+    try:
+        server.run(mux, loop=loop, supervised=supervised)
+    finally:
+        if relay is not None:
+            relay.stop()
 
 
 def _child_argv(argv: list[str]) -> list[str]:

@@ -108,7 +108,8 @@ def test_the_layers_hold_what_their_docstrings_say() -> None:
     # the facades are few: everything else lives in a layer
     assert sorted(m for m in mods if m.count(".") == 1 and _layer(m) == 3) == [
         "asynqpy.app", "asynqpy.client", "asynqpy.inspector", "asynqpy.limiter", "asynqpy.metrics",
-        "asynqpy.otel", "asynqpy.rules", "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing", "asynqpy.web",
+        "asynqpy.otel", "asynqpy.outbox", "asynqpy.rules", "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing",
+        "asynqpy.web",
         "asynqpy.workflows"]
 
 
