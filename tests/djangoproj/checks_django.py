@@ -1,0 +1,76 @@
+"""Run by tests/test_django.py under pytest-django (``--ds djangoproj.settings``) with asynqpy's
+pytest plugin: the fixtures ``asynqpy_url`` and ``asynqpy_drain`` in a Django project's tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
+from shop import tasks
+from shop.models import Order
+
+from asynqpy import App, Client, Inspector
+from asynqpy.contrib.django import DjangoApp, enqueue_on_commit, project_app, worker_app
+
+
+@pytest.fixture
+def app(asynqpy_url: str) -> Any:
+    tasks.app.redis = asynqpy_url
+    tasks.SEEN.clear()
+    return tasks.app
+
+
+def test_the_settings_are_the_apps_arguments(settings: Any) -> None:
+    assert project_app() is tasks.app  # found by autodiscovery: shop/tasks.py
+    assert tasks.app.default_queue == "shop" and tasks.app.name == "shop.tasks"
+    assert tasks.app.server().options.concurrency == 2
+    assert tasks.app.server().options.queues == {"shop": 1}
+    settings.ASYNQPY = {"redis": "memory://x", "concurency": 3}
+    with pytest.raises(ImproperlyConfigured, match="concurency.*concurrency"):
+        DjangoApp()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueued_when_the_transaction_commits_never_after_a_rollback(app: Any, asynqpy_url: str) -> None:
+    insp = Inspector(asynqpy_url)
+    with transaction.atomic():
+        order = Order.objects.create()
+        id = enqueue_on_commit(tasks.mark_paid, order.id)
+        assert "shop" not in insp.queues()  # not before the commit
+    assert id is not None and insp.task_info("shop", id).payload == {"order_id": order.id}
+    with pytest.raises(RuntimeError), transaction.atomic():
+        enqueue_on_commit("shop.tasks.mark_paid", {"order_id": 0}, queue="shop")
+        raise RuntimeError("rolled back")
+    with pytest.raises(Exception, match="extra"):  # checked at the call, in the transaction
+        enqueue_on_commit(tasks.mark_paid, order_id="1", extra=2)  # type: ignore[call-arg]
+    assert insp.queue_info("shop").size == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drain_runs_orm_tasks_with_fresh_connections(app: Any, asynqpy_drain: Any) -> None:
+    order = Order.objects.create()
+    with transaction.atomic():
+        enqueue_on_commit(tasks.mark_paid, order.id)
+        enqueue_on_commit(tasks.mark_paid, order.id)
+        enqueue_on_commit(tasks.note, order.id, "async ORM")
+    asynqpy_drain(app, concurrency=1)  # one thread: the second task meets what the first left
+    order.refresh_from_db()
+    assert order.paid and order.note == "async ORM"
+    assert tasks.SEEN == [False, False]  # CONN_MAX_AGE=0: each task's connection closed after it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plain_app_leaves_the_threads_connection_open(asynqpy_url: str, asynqpy_drain: Any) -> None:
+    plain = App(asynqpy_url, default_queue="shop")
+    paid = plain.task(tasks.mark_paid.fn)  # the same function, without the connection handling
+    order = Order.objects.create()
+    with Client(asynqpy_url) as c:
+        for _ in range(2):
+            c.enqueue(paid.name, {"order_id": order.id}, queue="shop")
+    tasks.SEEN.clear()
+    asynqpy_drain(plain, concurrency=1)
+    assert tasks.SEEN == [False, True]  # what DjangoApp prevents (the check above can fail)
+    assert worker_app(plain).mux is not plain.mux and worker_app(tasks.app) is tasks.app
+    connection.close()
