@@ -228,6 +228,7 @@ def enqueue_on_commit(task: TaskFunction[Any, Any] | str, *args: Any, using: str
     enqueue, the task is lost (the error is raised to the code that committed, unless ``robust``:
     then Django logs it). The transactional outbox is the way that loses nothing."""
     options: dict[str, Any]
+    payload: Any
     if isinstance(task, TaskFunction):
         task_type, payload, options = task.name, task._payload(args, kwargs), dict(task.options)
     elif isinstance(task, str):
