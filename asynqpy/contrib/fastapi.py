@@ -100,6 +100,7 @@ async def call_events(task: TaskFunction[Any, Any] | str, *args: Any, client: As
     arguments; ``client`` default its App's) or a task type (``payload`` then the options of
     :meth:`~asynqpy.AsyncClient.call`; ``client`` needed). Leaving the loop early (the browser went
     away) stops the wait; the task itself still runs."""
+    payload: Any
     if isinstance(task, TaskFunction):
         sender = client or task.app.aclient()
         task_type, payload, options = task.name, task._payload(args, kwargs), dict(task.options)
