@@ -18,6 +18,8 @@ from hypothesis import settings
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
+from pgserver import PostgresProcess
+from pgserver import available as postgres_available
 from redisproc import RedisCluster, RedisProcess
 
 from asynqpy.redisio.connection import async_client, sync_client
@@ -158,6 +160,37 @@ def _collect_garbage() -> None:
 
     gc.collect()
     gc.freeze()
+
+
+def _need_postgres() -> None:
+    """Skip a test that needs PostgreSQL where it is not installed, except where the suite must
+    run every test (CI=true, or ASYNQPY_REQUIRE_REAL=1 as scripts/test sets): there it fails."""
+    if FAST:
+        pytest.skip("the fast tier starts no real server (bash scripts/test runs every tier)")
+    if not postgres_available():
+        if REQUIRE_REAL or os.environ.get("CI") == "true":
+            pytest.fail("PostgreSQL (initdb, postgres) is required but not installed: apt-get install postgresql")
+        pytest.skip("PostgreSQL not installed (apt-get install postgresql: initdb and postgres)")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresProcess]:
+    """A throw-away PostgreSQL (tests/pgserver.py) for the session (one per xdist worker, on the
+    worker's own ports), stopped and removed at its end."""
+    _need_postgres()
+    proc = PostgresProcess()
+    yield proc
+    proc.stop()
+
+
+_pg_databases = iter(range(1 << 30))
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresProcess) -> str:
+    """The SQLAlchemy URL (psycopg 3) of a database of its own for this test, on the session's
+    PostgreSQL (created from template0: ~0.1 s)."""
+    return postgres_server.create_database(f"t{next(_pg_databases)}")
 
 
 @pytest.fixture
