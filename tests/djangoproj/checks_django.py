@@ -65,12 +65,17 @@ def test_drain_runs_orm_tasks_with_fresh_connections(app: Any, asynqpy_drain: An
 def test_a_plain_app_leaves_the_threads_connection_open(asynqpy_url: str, asynqpy_drain: Any) -> None:
     plain = App(asynqpy_url, default_queue="shop")
     paid = plain.task(tasks.mark_paid.fn)  # the same function, without the connection handling
+
+    @plain.task
+    def close() -> None:  # else the thread's connection outlives the test: the test database cannot be dropped
+        connection.close()
+
     order = Order.objects.create()
     with Client(asynqpy_url) as c:
         for _ in range(2):
             c.enqueue(paid.name, {"order_id": order.id}, queue="shop")
+        c.enqueue(close.name, {}, queue="shop")
     tasks.SEEN.clear()
     asynqpy_drain(plain, concurrency=1)
     assert tasks.SEEN == [False, True]  # what DjangoApp prevents (the check above can fail)
     assert worker_app(plain).mux is not plain.mux and worker_app(tasks.app) is tasks.app
-    connection.close()
