@@ -1,7 +1,7 @@
 """A FastAPI app on asynqpy: enqueue a task, await its result (``call``), and stream its progress
 to the browser as server-sent events.
 
-    pip install 'asynqpy[fastapi,web]'          # FastAPI, and uvicorn to serve it
+    pip install '.[fastapi,web]'                # (in asynqpy's repository) FastAPI, and uvicorn to serve it
     asynqpy worker examples.fastapi_app:tasks   # a worker for the tasks (another terminal)
     uvicorn examples.fastapi_app:web            # then open http://127.0.0.1:8000/
 

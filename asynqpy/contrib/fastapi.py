@@ -1,4 +1,4 @@
-"""asynqpy in a FastAPI or Starlette app (``pip install 'asynqpy[fastapi]'``; docs/integrations-frameworks.md).
+"""asynqpy in a FastAPI or Starlette app (``pip install '.[fastapi]'``; docs/integrations-frameworks.md).
 
     from asynqpy.contrib.fastapi import AsynqpyClient, lifespan
 

@@ -1,4 +1,4 @@
-"""asynqpy in a Django project (``pip install 'asynqpy[django]'``; docs/integrations-frameworks.md).
+"""asynqpy in a Django project (``pip install '.[django]'` from a clone`; docs/integrations-frameworks.md).
 
 - ``settings.ASYNQPY = {...}``: the keyword arguments of :class:`asynqpy.App` (``redis``,
   ``default_queue``, ``signing_key``, ``name``) and of the server (the fields of
