@@ -79,3 +79,35 @@ def test_a_plain_app_leaves_the_threads_connection_open(asynqpy_url: str, asynqp
     asynqpy_drain(plain, concurrency=1)
     assert tasks.SEEN == [False, True]  # what DjangoApp prevents (the check above can fail)
     assert worker_app(plain).mux is not plain.mux and worker_app(tasks.app) is tasks.app
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outbox_on_djangos_connection(app: Any, asynqpy_url: str, asynqpy_drain: Any) -> None:
+    outbox_module = pytest.importorskip("asynqpy.outbox")  # (the sqlalchemy extra)
+    from asynqpy.contrib.django.outbox import DjangoOutbox
+
+    outbox = DjangoOutbox()
+    outbox.create_table()
+    outbox.create_table()  # (once)
+    kept = Order.objects.create()
+    with transaction.atomic():
+        lost = Order.objects.create()
+        id = outbox.enqueue(tasks.mark_paid, kept.id)
+        with pytest.raises(Exception, match="extra"):  # checked before anything is written
+            outbox.enqueue(tasks.mark_paid, kept.id, extra=1)  # type: ignore[call-arg]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        outbox.enqueue("shop.tasks.mark_paid", {"order_id": lost.id}, queue="shop")
+        raise RuntimeError("rolled back: no row")
+    db = connection.settings_dict
+    url = (f"postgresql+psycopg://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+           if connection.vendor == "postgresql" else f"sqlite:///{db['NAME']}")
+    relay = outbox_module.Relay(url, asynqpy_url)
+    try:
+        sent = relay.relay_once()
+    finally:
+        relay.engine.dispose()  # its pooled connection: else the test database cannot be dropped
+    assert sent.stored == 1 and Inspector(asynqpy_url).task_info("shop", id).payload == {"order_id": kept.id}
+    asynqpy_drain(app)
+    kept.refresh_from_db()
+    lost.refresh_from_db()
+    assert kept.paid and not lost.paid
