@@ -46,6 +46,8 @@ def test_enqueued_when_the_transaction_commits_never_after_a_rollback(app: Any, 
     with pytest.raises(Exception, match="extra"):  # checked at the call, in the transaction
         enqueue_on_commit(tasks.mark_paid, order_id="1", extra=2)  # type: ignore[call-arg]
     assert insp.queue_info("shop").size == 1
+    now = enqueue_on_commit("shop.tasks.mark_paid", {"order_id": order.id}, queue="shop")  # no transaction: at once
+    assert now is not None and insp.task_info("shop", now).state.value == "pending"
 
 
 @pytest.mark.django_db(transaction=True)
