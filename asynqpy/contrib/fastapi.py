@@ -127,7 +127,9 @@ async def call_events(task: TaskFunction[Any, Any] | str, *args: Any, client: As
         else:
             yield "result", result
     finally:
-        call.cancel()
+        call.cancel()  # (a wait still going: stopped; a finished one: its error marked as seen)
+        if call.done() and not call.cancelled():
+            call.exception()
 
 
 def event_stream(events: AsyncIterable[tuple[str, Any]]) -> StreamingResponse:
