@@ -86,7 +86,7 @@ def test_a_plain_app_leaves_the_threads_connection_open(asynqpy_url: str, asynqp
 @pytest.mark.django_db(transaction=True)
 def test_the_outbox_on_djangos_connection(app: Any, asynqpy_url: str, asynqpy_drain: Any) -> None:
     outbox_module = pytest.importorskip("asynqpy.outbox")  # (the sqlalchemy extra)
-    from asynqpy.contrib.django.outbox import DjangoOutbox
+    from asynqpy.contrib.django.outbox import DjangoOutbox, sqlalchemy_url
 
     outbox = DjangoOutbox()
     outbox.create_table()
@@ -100,10 +100,7 @@ def test_the_outbox_on_djangos_connection(app: Any, asynqpy_url: str, asynqpy_dr
     with pytest.raises(RuntimeError), transaction.atomic():
         outbox.enqueue("shop.tasks.mark_paid", {"order_id": lost.id}, queue="shop")
         raise RuntimeError("rolled back: no row")
-    db = connection.settings_dict
-    url = (f"postgresql+psycopg://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-           if connection.vendor == "postgresql" else f"sqlite:///{db['NAME']}")
-    relay = outbox_module.Relay(url, asynqpy_url)
+    relay = outbox_module.Relay(sqlalchemy_url(), asynqpy_url)  # the test database's URL
     try:
         sent = relay.relay_once()
     finally:

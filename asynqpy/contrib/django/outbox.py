@@ -21,13 +21,31 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+from urllib.parse import quote
 
 from django.db import connections
 
 from ...app import TaskFunction
 from ...core.errors import InvalidArgumentError
 
-__all__ = ["DjangoOutbox"]
+__all__ = ["DjangoOutbox", "sqlalchemy_url"]
+
+
+def sqlalchemy_url(using: str = "default") -> str:
+    """The SQLAlchemy URL of a database of ``settings.DATABASES`` (PostgreSQL with psycopg 3, or
+    SQLite), for the relay: ``asynqpy outbox relay --db URL`` or ``asynqpy_worker --outbox URL``."""
+    conn = connections[using]
+    db = conn.settings_dict
+    if conn.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    if conn.vendor != "postgresql":
+        raise InvalidArgumentError(f"the outbox runs on PostgreSQL or SQLite, not {conn.vendor}")
+    user = quote(db.get("USER") or "", safe="")
+    password = quote(db.get("PASSWORD") or "", safe="")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = db.get("HOST") or ""
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql+psycopg://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
 
 
 class DjangoOutbox:
