@@ -110,3 +110,41 @@ def test_the_outbox_on_djangos_connection(app: Any, asynqpy_url: str, asynqpy_dr
     kept.refresh_from_db()
     lost.refresh_from_db()
     assert kept.paid and not lost.paid
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", ["DjangoApp", "plain App"])
+def test_a_connection_the_database_ended_is_replaced_before_the_next_task(kind: str, app: Any, asynqpy_url: str,
+                                                                            asynqpy_drain: Any) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL ends a backend here")
+    db = connection.settings_dict  # (the dict every thread's connection reads)
+    saved = db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"]
+    db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"] = None, True  # persistent connections, checked when reused
+    target = app if kind == "DjangoApp" else App(asynqpy_url, default_queue="shop")
+    if kind == "plain App":
+        target.task(tasks.kill_my_connection)
+
+        @target.task(max_retry=0)
+        def close() -> None:
+            connection.close()
+
+        paid = target.task(max_retry=0)(tasks.mark_paid.fn)
+    else:
+        paid = tasks.mark_paid.using(max_retry=0)
+    order = Order.objects.create()
+    try:
+        with Client(asynqpy_url) as c:  # one thread (concurrency=1), in this order
+            c.enqueue("shop.tasks.kill_my_connection", {}, queue="shop")
+            c.enqueue(paid.name, {"order_id": order.id}, queue="shop", max_retry=0)
+            if kind == "plain App":
+                c.enqueue(close.name, {}, queue="shop")
+        report = asynqpy_drain(target, concurrency=1, raise_on_failure=False)
+    finally:
+        db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"] = saved
+    order.refresh_from_db()
+    if kind == "DjangoApp":
+        assert report.failed == [] and order.paid  # the dead connection was found and replaced
+    else:  # what happens without it: the next task meets the dead connection
+        assert [t.type for t in report.failed] == ["shop.tasks.mark_paid"] and not order.paid
+        assert "connection" in report.failed[0].last_error.lower()

@@ -27,3 +27,19 @@ async def note(order_id: int, text: str) -> None:
     order = await Order.objects.aget(pk=order_id)
     order.note = text
     await order.asave()
+
+
+def kill_my_connection() -> None:
+    """Opens this thread's connection, then has PostgreSQL end it (as a database restart or an idle
+    timeout would) behind Django's back: Django still holds it as open and healthy."""
+    import psycopg
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    db = connection.settings_dict
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True) as c:
+        c.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+app.task(kill_my_connection)
