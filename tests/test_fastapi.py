@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from asynqpy import AsyncClient
-from asynqpy.contrib.fastapi import AsynqpyClient, call_events, lifespan
+from asynqpy.contrib.fastapi import AsynqpyClient, call_events, lifespan, open_client
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fastapi_app.py"
 
@@ -41,6 +41,37 @@ def test_the_lifespan_opens_the_client_the_routes_get_and_closes_it() -> None:
                 await http.post("/hello")
         with pytest.raises(Exception, match="client=client"):
             [e async for e in call_events("hello")]  # a task type needs its client
+
+    asyncio.run(main())
+
+
+def test_open_client_in_a_lifespan_of_ones_own_with_an_apps_client() -> None:
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+
+    from asynqpy import App
+
+    tasks = App("memory://fastapi-own-lifespan")
+    opened: list[str] = []
+
+    @asynccontextmanager
+    async def own(web: FastAPI) -> AsyncIterator[None]:
+        opened.append("db")
+        async with open_client(web, app=tasks):
+            yield
+        opened.append("closed")
+
+    web = FastAPI(lifespan=own)
+
+    @web.get("/same")
+    async def same(client: AsynqpyClient) -> bool:
+        return client is tasks.aclient()  # the App's own client: its task functions share it
+
+    async def main() -> None:
+        async with web.router.lifespan_context(web):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=web), base_url="http://t") as http:
+                assert (await http.get("/same")).json() is True
+        assert tasks._aclient is None and opened == ["db", "closed"]  # closed with the app
 
     asyncio.run(main())
 

@@ -148,3 +148,29 @@ def test_a_connection_the_database_ended_is_replaced_before_the_next_task(kind: 
     else:  # what happens without it: the next task meets the dead connection
         assert [t.type for t in report.failed] == ["shop.tasks.mark_paid"] and not order.paid
         assert "connection" in report.failed[0].last_error.lower()
+
+
+def test_every_way_of_registering_a_handler_gets_the_connection_handling() -> None:
+    from asynqpy.contrib.django import DjangoServeMux, django_mux
+    from asynqpy.core.process import ProcessHandler
+    from asynqpy.core.sandbox import Sandboxed
+
+    mux = DjangoServeMux()
+
+    @mux.handle("plain")
+    def plain(task: Any) -> int:
+        return 1
+
+    async def coro(task: Any) -> int:
+        return 2
+
+    mux.handle("coro", coro)
+    mux.process("proc")(coro)
+    mux.handle("boxed", tasks.kill_my_connection, sandbox=True)  # runs in a child process: left alone
+    wrapped = {p: mux.match(p) for p in mux.patterns}
+    assert getattr(wrapped["plain"], "__asynqpy_django__", False) and wrapped["plain"].__wrapped__ is plain
+    assert getattr(wrapped["coro"], "__asynqpy_django__", False) and wrapped["coro"].__wrapped__ is coro
+    proc = wrapped["process:proc"]
+    assert isinstance(proc, ProcessHandler) and proc.is_async and proc.fn.__wrapped__ is coro
+    assert isinstance(wrapped["boxed"], Sandboxed)
+    assert django_mux(mux) is mux and isinstance(django_mux(App().mux), DjangoServeMux)
