@@ -145,6 +145,10 @@ def test_a_connection_the_database_ended_is_replaced_before_the_next_task(kind: 
     order.refresh_from_db()
     if kind == "DjangoApp":
         assert report.failed == [] and order.paid  # the dead connection was found and replaced
+        with connection.cursor() as cursor:  # and the one kept between tasks was closed when the server stopped
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            assert cursor.fetchone()[0] == 0
     else:  # what happens without it: the next task meets the dead connection
         assert [t.type for t in report.failed] == ["shop.tasks.mark_paid"] and not order.paid
         assert "connection" in report.failed[0].last_error.lower()

@@ -30,12 +30,13 @@ import dataclasses
 import functools
 import importlib
 import sys
+import threading
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 
 from ...app import App, TaskFunction
 from ...client import Client
@@ -47,8 +48,8 @@ from ...core.sandbox import Sandboxed
 from ...worker.runner import is_async
 from ...worker.settings import ServerOptions
 
-__all__ = ["DjangoApp", "DjangoServeMux", "app_options", "enqueue_on_commit", "project_app", "with_connections",
-           "worker_app"]
+__all__ = ["DjangoApp", "DjangoServeMux", "app_options", "close_idle_connections", "enqueue_on_commit",
+           "project_app", "with_connections", "worker_app"]
 
 APP_KEYS = frozenset({"redis", "default_queue", "signing_key", "name"})
 """The keys of ``settings.ASYNQPY`` that are :class:`~asynqpy.App`'s own arguments."""
@@ -82,7 +83,44 @@ def app_options() -> dict[str, Any]:
 
 # -- the connections around each task ---------------------------------------------------------------
 
-_aclose_old_connections = sync_to_async(close_old_connections)  # thread_sensitive: the ORM's sync thread
+_idle: dict[int, list[Any]] = {}
+"""Thread id -> the connections its last task left open, while the thread waits for its next task
+(a task's start takes its thread out): what :func:`close_idle_connections` closes."""
+_idle_lock = threading.Lock()
+
+
+def _before_task() -> None:
+    with _idle_lock:
+        _idle.pop(threading.get_ident(), None)
+    close_old_connections()
+
+
+def _after_task() -> None:
+    close_old_connections()
+    still = [c for c in connections.all(initialized_only=True) if c.connection is not None]
+    if still:
+        with _idle_lock:
+            _idle[threading.get_ident()] = still
+
+
+def close_idle_connections(*_: Any) -> None:
+    """Close the connections the worker's threads keep between tasks (``CONN_MAX_AGE`` > 0), from
+    this thread: run when a server stops (a :class:`DjangoApp`'s ``on_shutdown``), so a worker
+    run in a test (``drain``) leaves no session open, which would keep the test database from
+    being dropped. Only threads waiting for a task are touched."""
+    with _idle_lock:
+        held = [c for conns in _idle.values() for c in conns]
+        _idle.clear()
+    for conn in held:
+        conn.inc_thread_sharing()  # (Django refuses to close another thread's connection otherwise)
+        try:
+            conn.close()
+        finally:
+            conn.dec_thread_sharing()
+
+
+_abefore_task = sync_to_async(_before_task)  # thread_sensitive: the ORM's sync thread, where its connections are
+_aafter_task = sync_to_async(_after_task)
 
 
 def with_connections(handler: Any) -> Any:
@@ -99,20 +137,20 @@ def with_connections(handler: Any) -> Any:
                                       handler.max_events)
     if is_async(handler):
         async def run_async(*args: Any) -> Any:
-            await _aclose_old_connections()
+            await _abefore_task()
             try:
                 return await handler(*args)
             finally:
-                await _aclose_old_connections()
+                await _aafter_task()
 
         wrapped: Any = run_async
     else:
         def run(*args: Any) -> Any:
-            close_old_connections()
+            _before_task()
             try:
                 return handler(*args)
             finally:
-                close_old_connections()
+                _after_task()
 
         wrapped = run
     functools.update_wrapper(wrapped, handler, updated=())  # its name (logs; a sandbox's import path)
@@ -154,7 +192,8 @@ class DjangoApp(App):
     """An :class:`~asynqpy.App` configured from ``settings.ASYNQPY`` (the arguments given here
     win), whose task functions and handlers close stale database connections around each task
     (:func:`with_connections`): served by ``manage.py asynqpy_worker``, ``asynqpy worker``,
-    ``app.run()`` or :func:`asynqpy.testing.drain` alike."""
+    ``app.run()`` or :func:`asynqpy.testing.drain` alike. When a server of the app stops, the
+    connections its threads kept between tasks are closed (:func:`close_idle_connections`)."""
 
     def __init__(self, redis: Any = None, **options: Any) -> None:
         merged = app_options()
@@ -165,6 +204,7 @@ class DjangoApp(App):
             merged["name"] = str(sys._getframe(1).f_globals.get("__name__") or "app")
         super().__init__(merged.pop("redis", None), **merged)
         self.mux = DjangoServeMux()
+        self.shutdown.append(close_idle_connections)
         _apps.append(self)
 
 
@@ -176,6 +216,7 @@ def worker_app(app: App) -> App:
         return app
     clone = copy.copy(app)
     clone.mux = mux
+    clone.shutdown = [*app.shutdown, close_idle_connections]
     return clone
 
 
