@@ -30,7 +30,7 @@ def _env(db: str, redis_url: str | None = None) -> dict[str, str]:
 
 
 @pytest.fixture
-def django_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def project_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The project's database: a PostgreSQL database of its own (tests/pgserver.py), or in the
     fast tier (nothing real started) a SQLite file."""
     if os.environ.get("ASYNQPY_FAST") == "1":
@@ -39,25 +39,25 @@ def django_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://")
 
 
-def test_the_project_passes_its_tests_under_pytest_django(django_db: str, tmp_path: Path) -> None:
+def test_the_project_passes_its_tests_under_pytest_django(project_db: str, tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_django.plugin",
                           "-p", "asynqpy.testing", "--confcutdir", str(PROJECT), "--rootdir", str(PROJECT),
                           str(PROJECT / "checks_django.py")],
-                         cwd=PROJECT, env={**_env(django_db), "ASYNQPY_TEST_MEMORY": "1"},
+                         cwd=PROJECT, env={**_env(project_db), "ASYNQPY_TEST_MEMORY": "1"},
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     passed = re.search(r"^(\d+) passed", res.stdout, re.M)
     # on PostgreSQL the connection checks run too (the outbox's: once asynqpy.outbox is there)
-    assert passed and int(passed[1]) >= (6 if django_db.startswith("postgres") else 4), res.stdout
+    assert passed and int(passed[1]) >= (6 if project_db.startswith("postgres") else 4), res.stdout
     assert "warning" not in res.stdout, res.stdout  # (a connection left open by a worker thread: "Error when
     # trying to teardown test databases ... being accessed by other users")
 
 
 @pytest.mark.real
-def test_manage_py_asynqpy_worker_serves_a_task_enqueued_on_commit(django_db: str, redis_url: str) -> None:
+def test_manage_py_asynqpy_worker_serves_a_task_enqueued_on_commit(project_db: str, redis_url: str) -> None:
     from asynqpy import Client
 
-    env = _env(django_db, redis_url)
+    env = _env(project_db, redis_url)
     manage = [sys.executable, str(PROJECT / "manage.py")]
     made = subprocess.run([*manage, "shell", "-c", (  # one Django process: migrate, then a transaction
         "from django.core.management import call_command\n"
