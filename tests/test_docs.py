@@ -17,7 +17,7 @@ DOCS = ROOT / "docs"
 RUNNABLE = ["results.md", "events.md", "tasks.md", "periodic.md", "groups.md", "flow.md", "workflows.md", "processes.md", "rules.md",
             "tenants.md",
             "metrics.md",
-            "tracing.md", "web.md"]
+            "tracing.md", "web.md", "migrating.md", "integrations-frameworks.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

@@ -1,11 +1,12 @@
 """The package's layers and their one-way dependency rule, read from the source (no import runs):
 
-    asynqpy.core  <-  asynqpy.redisio  <-  asynqpy.worker  <-  facades  <-  asynqpy.cli
+    asynqpy.core  <-  asynqpy.redisio  <-  asynqpy.worker  <-  facades  <-  asynqpy.cli  <-  asynqpy.contrib
 
 (facades: ``asynqpy`` itself, ``asynqpy.client``, ``asynqpy.inspector``, ``asynqpy.server``,
 ``asynqpy.scheduler``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.otel``, ``asynqpy.workflows``, ``asynqpy.app``,
 ``asynqpy.rules``,
-``asynqpy.testing``, the ``asynqpy.web`` package). A
+``asynqpy.testing``, the ``asynqpy.web`` package; ``asynqpy.contrib``: the framework integrations, on
+top, importing what they need, imported by nothing). A
 module may import modules of its own layer and of the layers to its left, never to its right, and
 no two modules may import each other, directly or through others (imports inside functions
 count too). Each subpackage's ``__init__`` says what belongs in it.
@@ -17,8 +18,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = {"core": 0, "redisio": 1, "worker": 2, "": 3, "cli": 4}
-NAMES = ["core", "redisio", "worker", "facades", "cli"]
+LAYERS = {"core": 0, "redisio": 1, "worker": 2, "": 3, "cli": 4, "contrib": 5}
+NAMES = ["core", "redisio", "worker", "facades", "cli", "contrib"]
 
 
 def _modules() -> dict[str, Path]:
@@ -102,7 +103,7 @@ def test_no_import_cycles() -> None:
 
 def test_the_layers_hold_what_their_docstrings_say() -> None:
     mods = _modules()
-    for sub in ("core", "redisio", "worker"):
+    for sub in ("core", "redisio", "worker", "contrib"):
         doc = ast.get_docstring(ast.parse(mods[f"asynqpy.{sub}"].read_text()))
         assert doc and "May import" in doc, sub
     # the facades are few: everything else lives in a layer

@@ -91,7 +91,8 @@ def test_wheel_contents_install_cli_and_round_trip(tmp_path: Path, redis_url: st
         assert f"asynqpy/lua/{name}" in names
     for name in include_src:
         assert f"asynqpy/lua/includes/{name}" in names
-    for name in ("asynqpy/cli/main.py", "asynqpy/cli/__init__.py", "asynqpy/py.typed", "asynqpy/__init__.py"):
+    for name in ("asynqpy/cli/main.py", "asynqpy/cli/__init__.py", "asynqpy/py.typed", "asynqpy/__init__.py",
+                 "asynqpy/contrib/fastapi.py", "asynqpy/contrib/django/management/commands/asynqpy_worker.py"):
         assert name in names, name
     tops = {n.split("/", 1)[0] for n in names}
     assert not any(n.startswith("cli/") for n in names), "a top-level cli package leaked into the wheel"
