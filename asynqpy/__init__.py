@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
     from .core.tasklogs import LogLine
+    from .core.tenants import TenantInfo
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
     from .limiter import Limiter
     from .scheduler import Scheduler
@@ -65,8 +66,8 @@ __all__ = [
     "QueueLimits", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
-    "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "ThrottledError",
-    "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
+    "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "TenantInfo",
+    "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
     "ProcessNotFoundError", "Step", "RedisAuthError",
 ]
 
@@ -77,7 +78,7 @@ _WHERE = {
     "QueueStats": "core.broker", "Clock": "core.clock", "FakeClock": "core.clock",
     "TaskEvent": "core.events", "ServeMux": "core.mux", "default_retry_delay": "core.retry",
     "Task": "core.task", "TaskInfo": "core.task", "TaskState": "core.task", "current_task": "core.task",
-    "LogLine": "core.tasklogs",
+    "LogLine": "core.tasklogs", "TenantInfo": "core.tenants",
     "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",

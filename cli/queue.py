@@ -1,4 +1,4 @@
-"""``asynqpy queue ls|inspect|history|groups|limit|pause|unpause|rm``."""
+"""``asynqpy queue ls|inspect|history|groups|limit|tenants|tenant|pause|unpause|rm``."""
 
 from __future__ import annotations
 
@@ -172,6 +172,60 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
     if got.rate is not None:
         parts.append(f"rate {got.rate:g}/s (burst {got.burst})")
     click.echo(f"queue {queue_name}: " + ", ".join(parts))
+
+
+@queue.command("tenants")
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--after", default="", help="Start after this tenant (the last of the page before).")
+@click.option("--count", type=click.IntRange(1, 1000), default=100, show_default=True, help="Tenants at most.")
+@json_option
+@redis_url_option
+@user_errors
+def tenants(queue_name: str, after: str, count: int, as_json: bool, redis_url: str) -> None:
+    """List QUEUE's tenants that have pending tasks, in name order: pending, weight, paused."""
+    with inspector(redis_url) as insp:
+        got = insp.tenants(queue_name, after=after, count=count)
+    if as_json:
+        emit_json(got)
+        return
+    t = Table("tenant", "pending", "weight", "state")
+    for ti in got:
+        t.add_row(ti.tenant, str(ti.pending), str(ti.weight),
+                  "paused" if ti.paused else ("taking turns" if ti.ready else "waiting"))
+    show(console(), t)
+    if len(got) == count:
+        click.echo(f"(more: --after {got[-1].tenant})")
+
+
+@queue.command("tenant")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("tenant_name", metavar="TENANT")
+@click.option("--weight", type=int, default=None,
+              help="1..100: a tenant of weight 3 gets three turns to one of weight 1 while both have work.")
+@click.option("--pause", "pause_", is_flag=True, help="Hold the tenant's pending tasks back (the others go on).")
+@click.option("--resume", is_flag=True, help="Let a paused tenant's tasks be taken again.")
+@click.option("--clear", is_flag=True, help="Back to the defaults (weight 1, running).")
+@json_option
+@redis_url_option
+@user_errors
+def tenant(queue_name: str, tenant_name: str, weight: int | None, pause_: bool, resume: bool, clear: bool,
+           as_json: bool, redis_url: str) -> None:
+    """Show or change one TENANT's settings in QUEUE (docs/tenants.md)."""
+    if pause_ and resume:
+        raise UserError("give --pause or --resume, not both")
+    if clear and (weight is not None or pause_ or resume):
+        raise UserError("--clear takes no other setting with it")
+    with inspector(redis_url) as insp:
+        if clear:
+            got = insp.clear_tenant(queue_name, tenant_name)
+        else:
+            got = insp.set_tenant(queue_name, tenant_name, weight=weight,
+                                  paused=True if pause_ else (False if resume else None))
+    if as_json:
+        emit_json(got)
+        return
+    state = "paused" if got.paused else ("taking turns" if got.ready else "no pending task")
+    click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}, {state}, {got.pending} pending")
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:

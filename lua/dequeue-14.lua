@@ -169,7 +169,8 @@ local function take_plain(n)  -- up to n pending ids without a tenant, in priori
 end
 local function take_fair(n)  -- up to n pending ids, in turns across the tenants (includes/priority)
   local tq, ring, tn = KEYS[12], KEYS[13], KEYS[14]
-  local vt = tonumber(redis.call('HGET', tn, 'v') or '0')
+  local head = redis.call('HMGET', tn, 'v', 'o')
+  local vt, settings = tonumber(head[1] or '0'), tonumber(head[2] or '0') > 0  -- (o: tenants with settings)
   if redis.call('LLEN', KEYS[2]) + prios > 0 and not redis.call('ZSCORE', ring, '') then
     redis.call('ZADD', ring, vt, '')  -- the tasks without a tenant take their turns as the tenant ''
   end
@@ -180,9 +181,27 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
     if #heads == 0 then
       break
     end
-    local names, pass, turns, m = {}, {}, {}, #heads / 2
+    local names, pass, turns, stride, m = {}, {}, {}, {}, #heads / 2
     for j = 1, m do
-      names[j], pass[j], turns[j] = heads[2 * j - 1], tonumber(heads[2 * j]), 0
+      names[j], pass[j], turns[j], stride[j] = heads[2 * j - 1], tonumber(heads[2 * j]), 0, TENANT_STRIDE
+    end
+    if settings then  -- weights (a tenant of weight w takes w turns to one of weight 1), pauses
+      local fields, paused = {}, {}
+      for j = 1, m do
+        fields[j] = 'l:' .. names[j]
+      end
+      local ls = redis.call('HMGET', tn, unpack(fields))
+      for j = 1, m do
+        local w, p = tenant_settings(ls[j])
+        stride[j] = math.floor(TENANT_STRIDE / w + 0.5)
+        if p and names[j] ~= '' then  -- (paused since it entered: set_tenant takes it out; not here)
+          paused[#paused + 1] = names[j]
+          pass[j] = math.huge
+        end
+      end
+      if #paused > 0 then
+        redis.call('ZREM', ring, unpack(paused))
+      end
     end
     -- the (want+1)-th tenant read bounds the turns: tenants not read may come before its next one
     local bound = m == want + 1 and m or nil
@@ -193,12 +212,12 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
           b = j
         end
       end
-      if b == bound then
+      if b == bound or pass[b] == math.huge then
         break
       end
       turns[b] = turns[b] + 1
       vt = pass[b]
-      pass[b] = pass[b] + TENANT_STRIDE
+      pass[b] = pass[b] + stride[b]
     end
     local moved, left, members = {}, {}, {}
     for j = 1, m do
@@ -247,7 +266,7 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
     end
   end
   if redis.call('EXISTS', ring) == 0 and redis.call('EXISTS', tq) == 0 then
-    redis.call('DEL', tn)  -- no tenant has work: nothing kept (the virtual time and seq start again)
+    redis.call('HDEL', tn, 'v', 'q')  -- no tenant has work: the virtual time and seq start again
   else
     redis.call('HSET', tn, 'v', string.format('%.0f', vt))
   end
@@ -324,8 +343,11 @@ if ids or #runs > 0 then
   end
 end
 local remaining = redis.call('LLEN', KEYS[2]) + prios  -- (includes/priority pending_count, prio's size known)
-if fair or count == 0 then  -- (no tenant in the ring: none has a pending task)
-  remaining = remaining + redis.call('ZCARD', KEYS[12])
+if fair or count == 0 then  -- tenants' tasks count while a tenant is in the ring (not all paused)
+  local ready = redis.call('ZRANGE', KEYS[13], 0, 1)
+  if #ready == 2 or (#ready == 1 and ready[1] ~= '') then
+    remaining = remaining + redis.call('ZCARD', KEYS[12])
+  end
 end
 out[2] = remaining
 local expected = false  -- another worker is the rate's waiter, expected for the next token

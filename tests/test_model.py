@@ -84,7 +84,8 @@ PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "
            "targeted", "targeted", "grouped"]
 WORKERS = ("w1", "w2")
 THEN = ["", "", "", "done", "complete", "retry", "archive", "snooze"]
-OPERATOR = ["delete", "delete", "archive", "archive", "run", "cancel", "cancel", "cancel", "edit", "resubmit"]
+OPERATOR = ["delete", "delete", "archive", "archive", "run", "cancel", "cancel", "cancel", "edit", "resubmit",
+            "tenant", "tenant"]
 VERB_STATES = {"resubmit": "m", "delete": "psrxcbwgm", "archive": "psrbwgm", "run": "srxg", "cancel": "a", "edit": "psr"}
 POLICIES_CODE = {"cancel": "c", "run": "r", "ignore": "i"}
 
@@ -212,7 +213,7 @@ class CrossMachine(RuleBasedStateMachine):
             self.operator(data, data.draw(st.sampled_from(OPERATOR)))
         elif action == "background":
             self.background(data.draw(st.sampled_from(["time", "time", "recover", "forward", "propagate",
-                                                       "propagate", "aggregate", "limit", "crash"])), data)
+                                                       "propagate", "aggregate", "limit", "crash", "crash"])), data)
 
     def produce(self, data: st.DataObject, kind: str) -> None:
         """A producer's enqueue, of one kind."""
@@ -604,6 +605,15 @@ class CrossMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from(data.draw(st.sampled_from(pools))))
 
     def operator(self, data: st.DataObject, verb: str) -> None:
+        if verb == "tenant":  # one tenant's settings: paused, resumed, a weight, back to the defaults
+            tenant = data.draw(st.sampled_from(["a", "b"]))
+            if self.r.hget(K.tn, f"l:{tenant}") in (b"1 1", b"3 1"):  # paused: resumed (or cleared)
+                change = data.draw(st.sampled_from([{"paused": False}, {"paused": False}, {}]))
+            else:
+                change = data.draw(st.sampled_from([{"paused": True}, {"paused": True}, {"weight": 3}, {}]))
+            info = self.insp.set_tenant(Q, tenant, **change) if change else self.insp.clear_tenant(Q, tenant)
+            self.trace.append(f"tenant {tenant} {change or 'cleared'} -> paused={info.paused} ready={info.ready}")
+            return
         id = self.pick_target(data, verb)
         before = self.state(id)
         try:
@@ -706,9 +716,9 @@ class CrossMachine(RuleBasedStateMachine):
     def pending_tasks_in_one_place(self) -> None:
         """Every pending task is in exactly one container: the list or the prio zset without a
         tenant, its own tenant's range of the tenant zset with one; the tenant zset holds pending
-        tasks only; the ring holds exactly the tenants with pending tasks (and maybe '', the
-        tenant of the tasks without one: it leaves at its next turn); nothing is kept (``tn``)
-        when no tenant has work."""
+        tasks only; the ring holds exactly the tenants with pending tasks that are not paused (and
+        maybe '', the tenant of the tasks without one: it leaves at its next turn); no virtual
+        time is kept when no tenant has work (a tenant's settings are)."""
         states = self.states()
         plain = {x.decode() for x in self.r.lrange(K.pending, 0, -1)} | {x.decode() for x in self.r.zrange(K.prio, 0, -1)}
         of_tenant: dict[str, str] = {}
@@ -726,9 +736,12 @@ class CrossMachine(RuleBasedStateMachine):
             assert states.get(id, self.state(id)) == "p", (f"{id} in the tenant zset, but {self.state(id)}",
                                                            self.trace[-12:])
         ring = {x.decode() for x in self.r.zrange(K.tr, 0, -1)}
-        assert ring - {""} == set(of_tenant.values()), (f"ring {sorted(ring)}, tenants with work "
-                                                         f"{sorted(set(of_tenant.values()))}", self.trace[-12:])
-        assert ring or of_tenant or not self.r.exists(K.tn), ("tenant hash kept with no tenant", self.trace[-12:])
+        paused = {f.decode()[2:] for f, v in self.r.hgetall(K.tn).items() if f.startswith(b"l:") and v.endswith(b" 1")}
+        ready = set(of_tenant.values()) - paused
+        assert ring - {""} == ready, (f"ring {sorted(ring)}, tenants with work and not paused {sorted(ready)}",
+                                      self.trace[-12:])
+        assert ring or of_tenant or not self.r.hexists(K.tn, "v"), ("tenant state kept with no tenant",
+                                                                     self.trace[-12:])
 
     def keys_held_by_live_tasks(self) -> None:
         if not self.known:
@@ -766,7 +779,9 @@ class CrossMachine(RuleBasedStateMachine):
             return
         if self.r.exists(K.paused) or self.r.zcard(K.lease) >= self.limit:
             return
-        pending = self.r.llen(K.pending) + self.r.zcard(K.prio) + self.r.zcard(K.tq)
+        pending = self.r.llen(K.pending) + self.r.zcard(K.prio)  # and the tasks of tenants taking turns (not paused)
+        pending += sum(self.r.zlexcount(K.tq, b"[" + t + b"\0", b"(" + t + b"\1")
+                       for t in self.r.zrange(K.tr, 0, -1) if t)
         if pending:
             assert self.r.llen(K.wake) > 0, ("a slot is free and tasks are pending, but no worker is woken",
                                              self.trace[-12:])

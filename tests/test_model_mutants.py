@@ -38,7 +38,7 @@ from asynqpy.core.scripts import load_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = int(os.environ.get("ASYNQPY_MUTANT_EXAMPLES", "100"))
-"""Examples per run at most (the fast tier's run of the model has 40; a run stops at its first
+"""Examples per run at most (ASYNQPY_MUTANT_EXAMPLES; the fast tier's run of the model has 40; a run stops at its first
 failure). The run is
 derandomized from the model's source, so any edit to CrossMachine draws other examples: at 60 a
 mutant was missed now and then after such an edit (each is caught in most 60-example runs, not

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from asynqpy.core import limits
+from asynqpy.core import limits, tenants
 from asynqpy.core import process as P
 from asynqpy.core.broker import Broker, Done, end_keys, pending_keys, script_call, serial_keys
 from asynqpy.core.clock import Clock
@@ -172,6 +172,8 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("cancel", lambda b: b.cancel("q", "i", "tok", b"new", "dg", b"notice", Message(P.TYPE_PREFIX + "x", key="kk"))),
     ("drop_queue", lambda b: b.drop_queue("q", True)),
     ("limit_acquire", lambda b: limits.acquire_call("lim", 2.5, 3, 4, "h", 100)),
+    ("set_tenant", lambda b: tenants.set_call("q", "acme", weight=3, paused=False)),
+    ("tenants", lambda b: tenants.page_call("q", "acme", 10)),
 ]
 
 
@@ -261,6 +263,8 @@ NOT_ALL_PENDING_KEYS = {
     "aggregate": "pushes the aggregate it builds: a task of the default priority with no tenant (group= refuses "
                  "priority= and tenant=)",
     "page": "reads one container, the caller's (the pending list as its 'container')",
+    "set_tenant": "moves one tenant in or out of the ready ring: no task moves",
+    "tenants": "reads the tenant zset alone (a page of tenants)",
 }
 
 

@@ -22,8 +22,9 @@ from asynqpy.redisio.executor import SyncExecutor
 Q = "tq"
 
 
-def _take(backend: Any, batch: int = 1, limit: int = 1000) -> list[list[Any]]:
-    """Dequeue until nothing is pending, ``batch`` at a time: the payloads of each call."""
+def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True) -> list[list[Any]]:
+    """Dequeue until nothing is pending (or ``limit`` calls, without ``drain``), ``batch`` at a
+    time: the payloads of each call."""
     ex, b = SyncExecutor(backend.sync), Broker()
     calls: list[list[Any]] = []
     for _ in range(limit):
@@ -31,6 +32,8 @@ def _take(backend: Any, batch: int = 1, limit: int = 1000) -> list[list[Any]]:
         if not got.tasks:
             return calls
         calls.append([decode(m).payload for _, m in got.tasks])
+    if not drain:
+        return calls
     raise AssertionError("the queue never emptied")
 
 
@@ -229,3 +232,81 @@ def test_a_periodic_task_takes_its_priority_and_tenant_and_a_queue_with_tenant_t
         with pytest.raises(QueueNotEmptyError):
             insp.remove_queue("tq2")
         assert insp.queue_info("tq2").pending == 1
+
+
+def test_weights_give_turns_in_proportion(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        assert insp.set_tenant(Q, "heavy", weight=3).weight == 3
+        c.enqueue_many([("t", "h") for _ in range(60)], queue=Q, tenant="heavy")
+        c.enqueue_many([("t", "l") for _ in range(60)], queue=Q, tenant="light")
+        first = [x for (x,) in _take(backend, limit=40, drain=False)]
+        assert abs(first.count("h") - 30) <= 1 and abs(first.count("l") - 10) <= 1, first
+        got = [x for xs in _take(backend, batch=8, limit=4, drain=False) for x in xs]  # a batch merges the same turns
+        assert abs(got.count("h") - 24) <= 2, got
+
+
+def test_a_paused_tenant_waits_and_comes_back_first(backend: Any) -> None:
+    ex, b = SyncExecutor(backend.sync), Broker()
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        info = insp.pause_tenant(Q, "a")  # before it has work: kept as its setting
+        assert info.paused and info.pending == 0 and not info.ready
+        c.enqueue_many([("t", f"a{i}") for i in range(3)], queue=Q, tenant="a")
+        c.enqueue_many([("t", f"b{i}") for i in range(3)], queue=Q, tenant="b")
+        backend.sync.delete(q.wake)  # (the enqueues' wake-up, taken by the worker that dequeues)
+        got = ex.run(b.dequeue(Q, 10, 30_000, "tok00001"))
+        assert sorted(decode(m).payload for _, m in got.tasks) == ["b0", "b1", "b2"]
+        assert got.remaining == 0 and backend.sync.llen(q.wake) == 0  # no wake-ups for a paused tenant's tasks
+        assert insp.queue_info(Q).pending == 3
+        (t,) = insp.tenants(Q)
+        assert (t.tenant, t.pending, t.paused, t.ready) == ("a", 3, True, False)
+        c.enqueue("t", "b3", queue=Q, tenant="b")
+        info = insp.resume_tenant(Q, "a")
+        assert not info.paused and info.ready and info.pending == 3
+        assert backend.sync.llen(q.wake) >= 1  # a worker is told
+        assert [x for (x,) in _take(backend)] == ["a0", "b3", "a1", "a2"]  # it comes back at the current turn
+        assert insp.clear_tenant(Q, "a").weight == 1
+        assert not backend.sync.exists(q.tn)  # nothing kept for a tenant with the defaults and no work
+
+
+def test_tenant_pages_and_bad_settings(backend: Any) -> None:
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        for name in ("c", "a", "b"):
+            c.enqueue_many([("t", 1)] * 2, queue=Q, tenant=name)
+        insp.set_tenant(Q, "b", weight=5)
+        page = insp.tenants(Q, count=2)
+        assert [(t.tenant, t.pending, t.weight, t.ready) for t in page] == [("a", 2, 1, True), ("b", 2, 5, True)]
+        assert [t.tenant for t in insp.tenants(Q, after="b")] == ["c"]
+        for call, match in ((lambda: insp.set_tenant(Q, "a", weight=0), "weight must be an int from 1 to 100"),
+                            (lambda: insp.set_tenant(Q, "a", weight=101), "weight must be"),
+                            (lambda: insp.set_tenant(Q, "", weight=2), "tenant must be 1 to 64 bytes"),
+                            (lambda: insp.set_tenant(Q, "a", paused=1), "paused must be True or False"),
+                            (lambda: insp.tenants(Q, count=0), "count must be")):
+            with pytest.raises(InvalidArgumentError, match=match):
+                call()
+        assert insp.queue_info(Q).pending == 6 and insp.tenants(Q)[1].weight == 5  # nothing changed
+
+
+def test_tenant_commands(redis_url: str) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    url = redis_url.rsplit("/", 1)[0] + "/13"
+    with Client(url) as c:
+        c.enqueue_many([("t", i) for i in range(3)], queue="cq", tenant="acme")
+    run = CliRunner().invoke
+    out = run(main, ["queue", "tenant", "cq", "acme", "--weight", "4", "--pause", "--redis-url", url])
+    assert out.exit_code == 0 and "weight 4, paused, 3 pending" in out.output, out.output
+    out = run(main, ["queue", "tenants", "cq", "--redis-url", url])
+    assert out.exit_code == 0 and "acme" in out.output and "paused" in out.output, out.output
+    out = run(main, ["queue", "tenant", "cq", "acme", "--clear", "--redis-url", url])
+    assert out.exit_code == 0 and "weight 1, taking turns, 3 pending" in out.output, out.output
+    for args in (["--weight", "0"], ["--pause", "--resume"], ["--clear", "--weight", "2"]):
+        out = run(main, ["queue", "tenant", "cq", "acme", *args, "--redis-url", url])
+        assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1, out.output
+    out = run(main, ["enqueue", "t", "--queue", "cq", "--tenant", "", "--redis-url", url])
+    assert out.exit_code == 2 and "tenant must be" in out.output, out.output
+    with Inspector(url) as insp:
+        assert insp.queue_info("cq").pending == 3  # nothing queued or lost by the refused commands
+        insp.delete_all("cq", TaskState.PENDING)

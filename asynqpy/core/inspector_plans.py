@@ -17,6 +17,7 @@ from . import control, cron, flows, processes
 from . import cron as _cron
 from . import events as ev
 from . import limits as _limits
+from . import tenants as _tenants
 from .broker import Broker, Call, QueueStats
 from .clock import Clock
 from .flows import WorkflowNode
@@ -28,6 +29,7 @@ from .server_record import ServerInfo
 from .signing import SigningKeys, make_signer
 from .task import TaskInfo, TaskState
 from .tasklogs import LogLine
+from .tenants import TenantInfo
 from .twin import Steps, planned
 
 
@@ -114,6 +116,37 @@ class InspectorPlans:
     def limits(self, queue: str) -> Steps[QueueLimits]:
         """The queue's limits (None where there is none)."""
         return (yield _limits.get_call(queue))  # type: ignore[no-any-return]
+
+    @planned
+    def tenants(self, queue: str, *, after: str = "", count: int = 100) -> Steps[list[TenantInfo]]:
+        """A page of the queue's tenants that have pending tasks, in name order (``count`` at
+        most; the next page: ``after=`` the last one's name): each with its pending tasks, its
+        weight, whether it is paused, and whether it is taking turns now (docs/tenants.md)."""
+        return (yield _tenants.page_call(queue, after, count))  # type: ignore[no-any-return]
+
+    @planned
+    def set_tenant(self, queue: str, tenant: str, *, weight: int | None = None,
+                   paused: bool | None = None) -> Steps[TenantInfo]:
+        """Change one tenant's settings in a queue (None: unchanged), from its next turn on:
+        ``weight`` 1..100 (a tenant of weight 3 gets three turns to one of weight 1 while both
+        have work), ``paused`` (its pending tasks wait, in order, until it is resumed; the
+        others go on). Kept in Redis while they differ from the defaults. Returns the tenant."""
+        return (yield _tenants.set_call(queue, tenant, weight, paused))  # type: ignore[no-any-return]
+
+    @planned
+    def pause_tenant(self, queue: str, tenant: str) -> Steps[TenantInfo]:
+        """Hold one tenant's pending tasks back (the queue's other tenants go on)."""
+        return (yield _tenants.set_call(queue, tenant, paused=True))  # type: ignore[no-any-return]
+
+    @planned
+    def resume_tenant(self, queue: str, tenant: str) -> Steps[TenantInfo]:
+        """Let a paused tenant's tasks be taken again (it takes turns from the next dequeue)."""
+        return (yield _tenants.set_call(queue, tenant, paused=False))  # type: ignore[no-any-return]
+
+    @planned
+    def clear_tenant(self, queue: str, tenant: str) -> Steps[TenantInfo]:
+        """Put a tenant back to the defaults (weight 1, running): nothing is kept for it."""
+        return (yield _tenants.set_call(queue, tenant, clear=True))  # type: ignore[no-any-return]
 
     @planned
     def set_events(self, queue: str, max_len: int, active: bool | None = None) -> Steps[None]:

@@ -16,8 +16,9 @@
 --- priority comes first, seq 16 decimal digits from the counter 'q' of the tenant hash ``tn``,
 --- starting at 2^52; a push to the front takes the head's seq - 1): a tenant's tasks are one
 --- contiguous range, read in O(log N). A tenant with pending tasks is in the ready ring ``tr``
---- (zset: tenant -> pass, includes/tenant); it enters at the queue's virtual time (``tn`` field
---- 'v', the last pick's pass). The tasks without a tenant are the tenant '' (in the ring while
+--- (zset: tenant -> pass); it enters at the queue's virtual time (``tn`` field 'v', the last
+--- pick's pass), unless paused. A tenant's settings are ``tn`` field 'l:<tenant>', 'weight paused'
+--- (absent: weight 1, running; 'o' counts the tenants that have settings). The tasks without a tenant are the tenant '' (in the ring while
 --- any wait, put there by the dequeue: their push sites need no ring logic).
 --- pk: a script's pending keys, {pending list, prio zset, tq, tr, tn} (names: pending_keys).
 --- push_pending(pk, id, m, i, front): make id, whose message starts at byte i of m, pending at
@@ -125,9 +126,25 @@ end
 local function tenant_member(tenant, p, seq, id)
   return tenant .. '\0' .. tenant_band(p) .. string.format('%016.0f', seq) .. id
 end
-local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not)
+local function tenant_settings(l)  -- a tenant's settings ('l:<tenant>' in tn: 'weight paused'): weight, paused
+  if not l then
+    return 1, false
+  end
+  local w, p = string.match(l, '^(%d+) (%d)$')
+  return tonumber(w) or 1, p == '1'
+end
+local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless paused
   if not redis.call('ZSCORE', pk[4], tenant) then
-    redis.call('ZADD', pk[4], redis.call('HGET', pk[5], 'v') or 0, tenant)
+    local t = redis.call('HMGET', pk[5], 'v', 'l:' .. tenant)
+    local _, paused = tenant_settings(t[2])
+    if not paused then
+      redis.call('ZADD', pk[4], t[1] or 0, tenant)
+    end
+  end
+end
+local function tenant_idle(pk)  -- no tenant has pending tasks: the virtual time and seq start again
+  if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then
+    redis.call('HDEL', pk[5], 'v', 'q')  -- (a tenant's settings stay)
   end
 end
 local function tenant_push(pk, tenant, id, p, front)

@@ -40,9 +40,7 @@ local function take_tenant(pk, tenant, id, window, hint, v)
   end
   if #redis.call('ZRANGE', pk[3], '[' .. tenant .. '\0', '(' .. tenant .. '\1', 'BYLEX', 'LIMIT', 0, 1) == 0 then
     redis.call('ZREM', pk[4], tenant)  -- no pending task left: out of the ring
-    if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then
-      redis.call('DEL', pk[5])  -- no tenant has work: nothing kept
-    end
+    tenant_idle(pk)
   end
   return true
 end

@@ -1,0 +1,87 @@
+"""Tenants of a queue (``enqueue(..., tenant=)``; docs/tenants.md): a tenant's settings (weight,
+paused) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant-4.lua,
+lua/tenants-3.lua). Sans-I/O: the Inspector's plans run these calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .broker import Call, script_call
+from .errors import InvalidArgumentError
+from .keys import queue_keys, validate_queue
+from .options import validate_tenant
+
+MAX_WEIGHT = 100
+"""The largest weight: a tenant of weight w gets w turns to one of weight 1 (1000 / w a turn,
+rounded: within 0.5 % up to 100)."""
+MAX_PAGE = 1000
+"""Tenants per page at most."""
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    """One tenant of a queue: its pending tasks, its settings, and whether it is in the queue's
+    ready ring (it has pending tasks and is not paused: it gets turns)."""
+
+    tenant: str
+    pending: int
+    weight: int = 1
+    paused: bool = False
+    ready: bool = False
+
+
+def _settings(raw: Any) -> tuple[int, bool]:
+    text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
+    if not text:
+        return 1, False
+    weight, _, paused = text.partition(" ")
+    return int(weight), paused == "1"
+
+
+def check_weight(weight: object) -> int:
+    """A weight: an int from 1 to :data:`MAX_WEIGHT`; InvalidArgumentError otherwise."""
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT:
+        raise InvalidArgumentError(f"weight must be an int from 1 to {MAX_WEIGHT}, got {weight!r}")
+    return weight
+
+
+def set_call(queue: str, tenant: str, weight: int | None = None, paused: bool | None = None,
+             clear: bool = False) -> Call[TenantInfo]:
+    """The call that changes a tenant's settings (None: unchanged; ``clear``: back to weight 1,
+    running) and puts it in or out of the ready ring accordingly."""
+    validate_queue(queue)
+    validate_tenant(tenant)
+    if weight is not None:
+        check_weight(weight)
+    if paused is not None and not isinstance(paused, bool):
+        raise InvalidArgumentError(f"paused must be True or False, got {paused!r}")
+    q = queue_keys(queue)
+
+    def parse(r: list[Any]) -> TenantInfo:
+        return TenantInfo(tenant, int(r[2]), int(r[0]), bool(int(r[1])), bool(int(r[3])))
+
+    return script_call("set_tenant", parse, tq=q.tq, tr=q.tr, tn=q.tn, wake=q.wake, tenant=tenant,
+                       weight="" if weight is None else weight, paused="" if paused is None else int(paused),
+                       clear="1" if clear else "0")
+
+
+def page_call(queue: str, after: str = "", count: int = 100) -> Call[list[TenantInfo]]:
+    """The call that reads up to ``count`` tenants with pending tasks, in name order, after the
+    tenant ``after`` ('' = from the first)."""
+    validate_queue(queue)
+    if after:
+        validate_tenant(after)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PAGE:
+        raise InvalidArgumentError(f"count must be an int from 1 to {MAX_PAGE}, got {count!r}")
+    q = queue_keys(queue)
+
+    def parse(r: list[Any]) -> list[TenantInfo]:
+        out = []
+        for i in range(0, len(r), 4):
+            name = r[i].decode() if isinstance(r[i], bytes) else str(r[i])
+            weight, paused = _settings(r[i + 3])
+            out.append(TenantInfo(name, int(r[i + 1]), weight, paused, r[i + 2] not in (b"", "", None)))
+        return out
+
+    return script_call("tenants", parse, tq=q.tq, tr=q.tr, tn=q.tn, after=after, count=count)
