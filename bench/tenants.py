@@ -16,6 +16,10 @@ Starts its own redis-server on a free loopback port; one in-process server (conc
   enqueues one task: B's wait until its handler starts, in task durations (the target is ≤ 2).
 - ``throughput``: tasks/s of a drain of plain no-op tasks, with the tenant option and without
   (the target is ≥ 0.9×).
+- ``weights``: two backlogged tenants of weights 3 and 1: the ratio of tasks done (target 3 ± 5 %).
+- ``dispatch``: the dequeue script alone at 10, 1 000 and 10⁵ tenants: Redis commands and µs per
+  task, dequeues per second (the target: flat in tenants, within 10 %).
+- ``memory``: bytes per tenant with work, and the tenant keys left once drained (target: none).
 
 ``rows(url, quick)`` is what ``bench/scale.py`` could call; ``main()`` prints a table.
 """
@@ -102,6 +106,40 @@ def fairness(url: str, tenants: int, per_tenant: int, window: float, with_tenant
             "tenants_served": sum(1 for x in xs if x), "jain": round(jain, 3)}
 
 
+def weights(url: str, per_tenant: int, window: float) -> dict[str, object]:
+    """Two backlogged tenants of weights 3 and 1: the ratio of their tasks done over the window
+    (the target: 3 within 5 %)."""
+    import redis
+
+    from asynqpy import Inspector
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        for t in ("w3", "w1"):
+            _enqueue(c, t, list(range(per_tenant)), True)
+    with Inspector(url) as insp:
+        insp.set_tenant(Q, "w3", weight=3)
+    counts: dict[str, int] = {}
+    mux = ServeMux()
+    done = asyncio.Event()
+    start: list[float] = []
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        if not start:
+            start.append(time.monotonic())
+        if time.monotonic() - start[0] <= window:
+            counts[task.payload["tenant"]] = counts.get(task.payload["tenant"], 0) + 1
+        else:
+            done.set()
+        await asyncio.sleep(0.001)
+
+    asyncio.run(_drain(url, mux, done))
+    ratio = counts.get("w3", 0) / max(counts.get("w1", 0), 1)
+    return {"figure": "weights", "weights": "3:1", "window_s": window, "done": sum(counts.values()),
+            "ratio": round(ratio, 3), "off_by_pct": round(abs(ratio - 3) / 3 * 100, 2)}
+
+
 def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> float:
     """One trial: B's wait (s) behind A's ``noisy`` queued tasks."""
     import redis
@@ -124,8 +162,9 @@ def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> fl
     async def main() -> None:
         server = Server(url, queues=[Q], concurrency=CONCURRENCY)
         running = asyncio.create_task(server.arun(mux))
-        await asyncio.sleep(0.5)  # every slot busy with A's tasks
         with Client(url) as c:
+            c.enqueue("warm", None, queue="tn-warm")  # (connected, scripts loaded: not part of B's wait)
+            await asyncio.sleep(0.5)  # every slot busy with A's tasks
             sent.append(time.monotonic())
             _enqueue(c, "B", [0], with_tenant)
         try:
@@ -237,6 +276,7 @@ def rows(url: str, quick: bool) -> list[dict[str, object]]:
            throughput(url, 5_000 if quick else 20_000, False)]
     if with_tenant:
         out.append(throughput(url, 5_000 if quick else 20_000, True))
+        out.append(weights(url, 2_000 if quick else 20_000, 2.0 if quick else 10.0))
         n = 20_000 if quick else 200_000
         out += [dispatch(url, t, n) for t in (10, 1_000, n // 2)]
         out.append(memory(url, 10_000 if quick else 100_000))
