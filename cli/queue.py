@@ -188,10 +188,10 @@ def tenants(queue_name: str, after: str, count: int, as_json: bool, redis_url: s
     if as_json:
         emit_json(got)
         return
-    t = Table("tenant", "pending", "weight", "state")
+    t = Table("tenant", "pending", "active", "weight", "concurrency", "state")
     for ti in got:
-        t.add_row(ti.tenant, str(ti.pending), str(ti.weight),
-                  "paused" if ti.paused else ("taking turns" if ti.ready else "waiting"))
+        t.add_row(ti.tenant, str(ti.pending), str(ti.active), str(ti.weight), str(ti.concurrency or "-"),
+                  "paused" if ti.paused else ("taking turns" if ti.ready else "held"))
     show(console(), t)
     if len(got) == count:
         click.echo(f"(more: --after {got[-1].tenant})")
@@ -202,30 +202,35 @@ def tenants(queue_name: str, after: str, count: int, as_json: bool, redis_url: s
 @click.argument("tenant_name", metavar="TENANT")
 @click.option("--weight", type=int, default=None,
               help="1..100: a tenant of weight 3 gets three turns to one of weight 1 while both have work.")
+@click.option("--concurrency", type=int, default=None,
+              help="At most this many of the tenant's tasks active at once, across all workers (0: no limit).")
 @click.option("--pause", "pause_", is_flag=True, help="Hold the tenant's pending tasks back (the others go on).")
 @click.option("--resume", is_flag=True, help="Let a paused tenant's tasks be taken again.")
 @click.option("--clear", is_flag=True, help="Back to the defaults (weight 1, running).")
 @json_option
 @redis_url_option
 @user_errors
-def tenant(queue_name: str, tenant_name: str, weight: int | None, pause_: bool, resume: bool, clear: bool,
-           as_json: bool, redis_url: str) -> None:
+def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: int | None, pause_: bool,
+           resume: bool, clear: bool, as_json: bool, redis_url: str) -> None:
     """Show or change one TENANT's settings in QUEUE (docs/tenants.md)."""
     if pause_ and resume:
         raise UserError("give --pause or --resume, not both")
-    if clear and (weight is not None or pause_ or resume):
+    if clear and (weight is not None or concurrency is not None or pause_ or resume):
         raise UserError("--clear takes no other setting with it")
     with inspector(redis_url) as insp:
         if clear:
             got = insp.clear_tenant(queue_name, tenant_name)
         else:
-            got = insp.set_tenant(queue_name, tenant_name, weight=weight,
+            got = insp.set_tenant(queue_name, tenant_name, weight=weight, concurrency=concurrency,
                                   paused=True if pause_ else (False if resume else None))
     if as_json:
         emit_json(got)
         return
-    state = "paused" if got.paused else ("taking turns" if got.ready else "no pending task")
-    click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}, {state}, {got.pending} pending")
+    held = got.concurrency and got.active >= got.concurrency
+    state = "paused" if got.paused else ("taking turns" if got.ready else ("held" if held else "no pending task"))
+    limit = f", concurrency {got.concurrency} ({got.active} active)" if got.concurrency else ""
+    click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}, {state}, "
+               f"{got.pending} pending")
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:

@@ -1,7 +1,7 @@
 --[[ enqueue_target: (new) -> targeted
 Stores a targeted task (``workers=`` and/or ``runs=``; includes/runs): it waits in the targeted
 zset and in its index zsets, with a fresh record, and wakes the workers that may run it (their
-own wake lists; the queue's wake list when any worker may). Id and uniqueness rules as enqueue-12.
+own wake lists; the queue's wake list when any worker may). Id and uniqueness rules as enqueue-13.
 KEYS[1] tasks      tasks hash
 KEYS[2] targeted   targeted tasks zset: id -> when enqueued (ms; tasks enqueued in the same ms
                    1/1024 ms apart, so the order is kept)

@@ -1,6 +1,6 @@
 --[[ group_add: (new) -> aggregating
 Stores a task and adds it to its aggregation group, where it waits until a server's aggregator
-turns the group's tasks into one task (see aggregate-10). Id rules as enqueue-12 (includes/newtask).
+turns the group's tasks into one task (see aggregate-10). Id rules as enqueue-13 (includes/newtask).
 KEYS[1] tasks         tasks hash
 KEYS[2] group         the group's zset: id -> when it joined (ms, Redis clock; tasks that join in
                       the same millisecond 1/1024 ms apart, so the zset keeps their order)

@@ -226,7 +226,7 @@ def test_the_cap_counts_events_so_a_batch_fed_stream_stays_small(backend: Any) -
 
 def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:
     """done sends plain successes (no lock, waiter, progress, result or key) in a short form ahead
-    of the others (lua/done-19.lua 'plain', includes/exit exit_plain): each item's reply is still
+    of the others (lua/done-20.lua 'plain', includes/exit exit_plain): each item's reply is still
     its own, in the items' order, and every task's 'completed' event is written once, an id with a
     space in it (it cannot go in an id list) included; an id named twice among the short items is
     ended once (its second entry: 0, no such task)."""

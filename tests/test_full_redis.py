@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from asynqpy import FakeClock, RedisFullError
+from asynqpy.core import tenants
 from asynqpy.core.broker import Broker, Call
 from asynqpy.core.codec import Message, decode, encode
 from asynqpy.core.cron import Entry, encode_entry, fire_call, make_entry
@@ -95,6 +96,7 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "trim": (lambda h: (_active(h), h.x.run(h.b.archive(Q, "a", "tok00001", h.active_msg("a"), 10, MAX_AGE))),
              lambda h: h.b.trim(Q, 0, MAX_AGE)),
     "pause": (lambda h: None, lambda h: h.b.pause(Q)),
+    "tenants": (lambda h: None, lambda h: tenants.page_call(Q)),  # a read
     "unpause": (lambda h: (h.enqueue("a"), h.x.run(h.b.pause(Q))), lambda h: h.b.unpause(Q)),
     "rewake": (lambda h: (h.enqueue("a"), h.r.delete(K.wake)), lambda h: h.b.rewake(Q)),
     "stats": (lambda h: h.enqueue("a"), lambda h: h.b.stats(Q)),
@@ -171,6 +173,8 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "register_child": lambda h: h.b.register_child(Q, "old", Q, "kid"),
     "enqueue_after": lambda h: h.b.enqueue_after(Q, "new", Message("t", after=[[Q, "old"]]), "c",
                                                  [(b"1:q3:old", b"")]),
+    # an operator's change of a tenant's settings (kept in Redis: refused whole)
+    "set_tenant": lambda h: tenants.set_call(Q, "acme", weight=3),
     # a keyed task (nothing stored: the producer gets RedisFullError)
     "enqueue_keyed": lambda h: h.b.enqueue_keyed(Q, "new", Message("t", key="k")),
     # a batch of keyed tasks (nothing stored: the producer gets RedisFullError for the batch)

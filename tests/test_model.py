@@ -73,7 +73,7 @@ Q = "xm"
 K = queue_keys(Q)
 START_MS = 1_740_866_400_000
 LEASE_MS = 30_000
-LIMIT_WAIT_MS = 1_000  # a worker held back by the concurrency limit polls again after this (dequeue-14)
+LIMIT_WAIT_MS = 1_000  # a worker held back by the concurrency limit polls again after this (dequeue-15)
 KEYS = ("k1", "k2")
 LIVE = "pasrwbgm"  # a task not ended: pending active scheduled retry waiting blocked aggregating targeted
 ENDED = "cx-"  # completed, archived, gone
@@ -85,7 +85,7 @@ PRODUCE = ["plain", "keyed", "keyed", "child", "family", "family", "debounce", "
 WORKERS = ("w1", "w2")
 THEN = ["", "", "", "done", "complete", "retry", "archive", "snooze"]
 OPERATOR = ["delete", "delete", "archive", "archive", "run", "cancel", "cancel", "cancel", "edit", "resubmit",
-            "tenant", "tenant"]
+            "tenant"]
 VERB_STATES = {"resubmit": "m", "delete": "psrxcbwgm", "archive": "psrbwgm", "run": "srxg", "cancel": "a", "edit": "psr"}
 POLICIES_CODE = {"cancel": "c", "run": "r", "ignore": "i"}
 
@@ -189,11 +189,14 @@ class CrossMachine(RuleBasedStateMachine):
 
     # -- producers -----------------------------------------------------------------------------
 
-    @initialize(concurrency=st.sampled_from([0, 1, 1, 2]))
-    def start(self, concurrency: int) -> None:
-        """The queue's concurrency limit to begin with (0 = none; the background rule changes it)."""
+    @initialize(concurrency=st.sampled_from([0, 1, 1, 2]), tenant_cap=st.sampled_from([0, 1]))
+    def start(self, concurrency: int, tenant_cap: int) -> None:
+        """The queue's concurrency limit to begin with (0 = none; the background rule changes it),
+        and tenant a's (its operator changes it)."""
         if concurrency:
             self.set_limit(concurrency)
+        if tenant_cap:
+            self.insp.set_tenant(Q, "a", concurrency=tenant_cap)
 
     @rule(data=st.data(), action=st.sampled_from(ACTIONS))
     def step(self, data: st.DataObject, action: str) -> None:
@@ -203,7 +206,7 @@ class CrossMachine(RuleBasedStateMachine):
         if action == "produce":
             self.produce(data, data.draw(st.sampled_from(PRODUCE)))
         elif action == "work":
-            self.work(data.draw(st.integers(1, 2)), data, data.draw(st.sampled_from(THEN)))
+            self.work(data.draw(st.integers(1, 3)), data, data.draw(st.sampled_from(THEN)))
         elif action == "contend":
             self.contend(data)
         elif action == "finish" and self.running:
@@ -407,7 +410,15 @@ class CrossMachine(RuleBasedStateMachine):
     def dequeue(self, count: int, worker: str = "") -> list[str]:
         self.r.lpop(K.wake)  # an idle worker takes the wake token (BLPOP), if there is one, then dequeues
         token = self.new_token()
+        before = {f.decode()[2:]: int(v) for f, v in self.r.hgetall(K.tn).items() if f.startswith(b"a:")}
         got = self.x.run(self.b.dequeue(Q, count, LEASE_MS, token, worker))
+        for f, v in self.r.hgetall(K.tn).items():  # a tenant's concurrency is never exceeded by a dequeue
+            parts = v.decode().split(" ")
+            if f.startswith(b"l:") and len(parts) > 2 and int(parts[2]) > 0:
+                tenant = f.decode()[2:]
+                now_active = int(self.r.hget(K.tn, f"a:{tenant}") or 0)
+                assert now_active <= max(int(parts[2]), before.get(tenant, 0)), (
+                    f"tenant {tenant} has {now_active} active, over its concurrency {parts[2]}", self.trace[-12:])
         if got.slot_bound:
             self.held_back = True
         now = self.clock.now_ms()
@@ -607,10 +618,11 @@ class CrossMachine(RuleBasedStateMachine):
     def operator(self, data: st.DataObject, verb: str) -> None:
         if verb == "tenant":  # one tenant's settings: paused, resumed, a weight, back to the defaults
             tenant = data.draw(st.sampled_from(["a", "b"]))
-            if self.r.hget(K.tn, f"l:{tenant}") in (b"1 1", b"3 1"):  # paused: resumed (or cleared)
+            if (self.r.hget(K.tn, f"l:{tenant}") or b"").startswith((b"1 1", b"3 1")):  # paused: resumed (or cleared)
                 change = data.draw(st.sampled_from([{"paused": False}, {"paused": False}, {}]))
             else:
-                change = data.draw(st.sampled_from([{"paused": True}, {"paused": True}, {"weight": 3}, {}]))
+                change = data.draw(st.sampled_from([{"paused": True}, {"paused": True}, {"weight": 3}, {},
+                                                    {"concurrency": 1}, {"concurrency": 0}]))
             info = self.insp.set_tenant(Q, tenant, **change) if change else self.insp.clear_tenant(Q, tenant)
             self.trace.append(f"tenant {tenant} {change or 'cleared'} -> paused={info.paused} ready={info.ready}")
             return
@@ -648,7 +660,7 @@ class CrossMachine(RuleBasedStateMachine):
         self.trace.append(f"{verb} {id} ({before} -> {after})")
 
     def cancel(self, id: str) -> None:
-        """An operator cancels a running task (cancel-20): it is archived and its lease ends now
+        """An operator cancels a running task (cancel-21): it is archived and its lease ends now
         (the lease entry and the token in its record are gone), so an operator's ``run_task`` may
         hand it to a worker again at once. The cancelled run stays in ``running``: its worker still
         writes its outcome, which the token check must refuse."""
@@ -716,9 +728,11 @@ class CrossMachine(RuleBasedStateMachine):
     def pending_tasks_in_one_place(self) -> None:
         """Every pending task is in exactly one container: the list or the prio zset without a
         tenant, its own tenant's range of the tenant zset with one; the tenant zset holds pending
-        tasks only; the ring holds exactly the tenants with pending tasks that are not paused (and
-        maybe '', the tenant of the tasks without one: it leaves at its next turn); no virtual
-        time is kept when no tenant has work (a tenant's settings are)."""
+        tasks only; the ring holds exactly the tenants with pending tasks that are not paused and
+        are under their concurrency (and maybe '', the tenant of the tasks without one: it leaves
+        at its next turn); no virtual time is kept when no tenant has work (a tenant's settings
+        are); the active tenant tasks (``ta``) are exactly the tenant tasks in state active, and
+        each tenant's slot count is its entries there (every way out of active frees its slot)."""
         states = self.states()
         plain = {x.decode() for x in self.r.lrange(K.pending, 0, -1)} | {x.decode() for x in self.r.zrange(K.prio, 0, -1)}
         of_tenant: dict[str, str] = {}
@@ -736,10 +750,19 @@ class CrossMachine(RuleBasedStateMachine):
             assert states.get(id, self.state(id)) == "p", (f"{id} in the tenant zset, but {self.state(id)}",
                                                            self.trace[-12:])
         ring = {x.decode() for x in self.r.zrange(K.tr, 0, -1)}
-        paused = {f.decode()[2:] for f, v in self.r.hgetall(K.tn).items() if f.startswith(b"l:") and v.endswith(b" 1")}
-        ready = set(of_tenant.values()) - paused
-        assert ring - {""} == ready, (f"ring {sorted(ring)}, tenants with work and not paused {sorted(ready)}",
-                                      self.trace[-12:])
+        tn = {f.decode(): v.decode() for f, v in self.r.hgetall(K.tn).items()}
+        settings = {f[2:]: v.split(" ") for f, v in tn.items() if f.startswith("l:")}
+        ta = {i.decode(): t.decode() for i, t in self.r.hgetall(K.ta).items()}
+        running = {id: self.known[id].tenant for id, st_ in states.items() if st_ == "a" and self.known[id].tenant}
+        assert ta == running, (f"active tenant tasks {ta}, but {running} are active", self.trace[-12:])
+        counts = {f[2:]: int(v) for f, v in tn.items() if f.startswith("a:")}
+        assert counts == {t: list(ta.values()).count(t) for t in set(ta.values())}, (
+            f"tenant slots counted {counts}, held by {ta}", self.trace[-12:])
+        ready = {t for t in set(of_tenant.values())
+                 if not (t in settings and (settings[t][1] == "1"
+                                            or (len(settings[t]) > 2 and 0 < int(settings[t][2]) <= counts.get(t, 0))))}
+        assert ring - {""} == ready, (f"ring {sorted(ring)}, tenants with work, not paused, under their limit "
+                                      f"{sorted(ready)}", self.trace[-12:])
         assert ring or of_tenant or not self.r.hexists(K.tn, "v"), ("tenant state kept with no tenant",
                                                                      self.trace[-12:])
 

@@ -198,7 +198,7 @@ def test_names_bind_in_header_order_and_tails_follow() -> None:
     assert call.args == (100, "", "a", "t", "", "b", "u", "r")
     call = Broker(Clock()).archive("q", "i", "tok", Message("t"), 10, 20)
     assert call.keys[:4] == (q.tasks, q.lease, q.archived, q.lock(""))
-    assert call.keys[-5:] == (q.proc, q.procs, q.tq, q.tr, q.tn)
+    assert call.keys[-6:] == (q.proc, q.procs, q.tq, q.tr, q.tn, q.ta)
     assert len(call.keys) == load_scripts()["archive"].numkeys
 
 

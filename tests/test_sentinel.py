@@ -56,8 +56,14 @@ class Producer(threading.Thread):
         super().__init__(daemon=True)
         self.client, self.prefix = client, prefix
         self.acked: dict[str, float] = {}
+        self.lock = threading.Lock()  # (the test reads acked while this thread adds to it)
         self.stopping = threading.Event()
         self.refused = 0
+
+    def snapshot(self) -> dict[str, float]:
+        """The tasks acked so far (a copy taken under the lock)."""
+        with self.lock:
+            return dict(self.acked)
 
     def run(self) -> None:
         i = 0
@@ -72,7 +78,8 @@ class Producer(threading.Thread):
                     self.refused += 1
                     time.sleep(0.05)
                     continue
-                self.acked[id] = time.time()
+                with self.lock:
+                    self.acked[id] = time.time()
                 break
             i += 1
             time.sleep(0.005)
@@ -107,7 +114,7 @@ def test_worker_keeps_processing_through_two_failovers() -> None:
         windows.append((start - WINDOW_BEFORE, time.time()))
 
     def acked_after(t: float) -> list[str]:
-        return [id for p in producers for id, at in list(p.acked.items()) if at > t]
+        return [id for p in producers for id, at in p.snapshot().items() if at > t]
 
     async def main() -> None:
         mux = ServeMux()
@@ -139,9 +146,9 @@ def test_worker_keeps_processing_through_two_failovers() -> None:
             for p in producers:
                 p.stopping.set()
                 await asyncio.to_thread(p.join, 10)
-            outside = [id for p in producers for id, at in p.acked.items()
+            outside = [id for p in producers for id, at in p.snapshot().items()
                        if not any(a <= at <= b for a, b in windows)]
-            await until_ran(lambda: all(id in ran for id in outside + list(waited.acked)),
+            await until_ran(lambda: all(id in ran for id in outside + list(waited.snapshot())),
                             "every task acknowledged outside a failover, or with wait_replicas")
             # an acknowledgement the old master took while being demoted is lost with it: that task
             # is active again on the new master until its lease (5 s) expires and the recoverer

@@ -900,7 +900,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(took=st.booleans())
     def rewake(self, took: bool) -> None:
         """An idle worker that ``took`` the queue's wake token filled its slots from another queue
-        and hands it back (rewake-6; else a late or repeated hand-back): afterwards a token waits
+        and hands it back (rewake-7; else a late or repeated hand-back): afterwards a token waits
         iff tasks are pending (at most one)."""
         if took:
             assert (self.r.lpop(K.wake) is not None) == self.m.wake

@@ -8,6 +8,7 @@ see tenant tasks. On fakeredis, redis-server and the Cluster."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from asynqpy.redisio.executor import SyncExecutor
 Q = "tq"
 
 
-def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True) -> list[list[Any]]:
+def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True, done: bool = True) -> list[list[Any]]:
     """Dequeue until nothing is pending (or ``limit`` calls, without ``drain``), ``batch`` at a
     time: the payloads of each call."""
     ex, b = SyncExecutor(backend.sync), Broker()
@@ -32,6 +33,8 @@ def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True) -
         if not got.tasks:
             return calls
         calls.append([decode(m).payload for _, m in got.tasks])
+        if done:  # each ends (its tenant slot freed: the exit path's tenant duty)
+            ex.run_many([b.done(Q, id, "tok00001", decode(m)) for id, m in got.tasks])
     if not drain:
         return calls
     raise AssertionError("the queue never emptied")
@@ -39,7 +42,7 @@ def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True) -
 
 def _tenant_keys_left(backend: Any) -> list[str]:
     q = queue_keys(Q)
-    return [k for k in (q.tq, q.tr, q.tn) if backend.sync.exists(k)]
+    return [k for k in (q.tq, q.tr, q.tn, q.ta) if backend.sync.exists(k)]
 
 
 def _fill(c: Client) -> None:
@@ -127,7 +130,7 @@ def test_paths_into_pending_keep_the_tenant(backend: Any) -> None:
         k1 = c.enqueue("t", "k1", queue=Q, tenant="a", key="k")
         c.enqueue("t", "k2", queue=Q, tenant="a", key="k")
         assert insp.task_info(Q, k1.id).state is TaskState.PENDING
-        order = [x for (x,) in _take(backend)]
+        order = [x for (x,) in _take(backend, done=False)]
         # the tenant '' has "parent" only; the child follows when its parent is done (not here)
         assert order == ["parent", "first", "second", "third", "later", "archived", "k1"]
         assert insp.queue_info(Q).blocked == 1 and insp.queue_info(Q).waiting == 1
@@ -257,6 +260,7 @@ def test_a_paused_tenant_waits_and_comes_back_first(backend: Any) -> None:
         got = ex.run(b.dequeue(Q, 10, 30_000, "tok00001"))
         assert sorted(decode(m).payload for _, m in got.tasks) == ["b0", "b1", "b2"]
         assert got.remaining == 0 and backend.sync.llen(q.wake) == 0  # no wake-ups for a paused tenant's tasks
+        ex.run_many([b.done(Q, id, "tok00001", decode(m)) for id, m in got.tasks])
         assert insp.queue_info(Q).pending == 3
         (t,) = insp.tenants(Q)
         assert (t.tenant, t.pending, t.paused, t.ready) == ("a", 3, True, False)
@@ -310,3 +314,82 @@ def test_tenant_commands(redis_url: str) -> None:
     with Inspector(url) as insp:
         assert insp.queue_info("cq").pending == 3  # nothing queued or lost by the refused commands
         insp.delete_all("cq", TaskState.PENDING)
+
+
+def _active(backend: Any, tenant: str) -> int:
+    q = queue_keys(Q)
+    n = int(backend.sync.hget(q.tn, f"a:{tenant}") or 0)
+    assert n == sum(1 for v in backend.sync.hvals(q.ta) if v.decode() == tenant)  # the count and the entries agree
+    return n
+
+
+def test_a_tenants_concurrency_holds_across_workers_and_every_way_out_frees_its_slot(backend: Any) -> None:
+    import random
+
+    ex, b = SyncExecutor(backend.sync), Broker()
+    q = queue_keys(Q)
+    rnd = random.Random(7)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        assert insp.set_tenant(Q, "capped", concurrency=2).concurrency == 2
+        c.enqueue_many([("t", f"c{i}") for i in range(12)], queue=Q, tenant="capped", max_retry=5)
+        c.enqueue_many([("t", f"f{i}") for i in range(12)], queue=Q, tenant="free")
+        running: dict[str, tuple[str, Any]] = {}
+        for step in range(60):  # four workers take batches and end tasks in every way, interleaved
+            token = f"tok{step % 4:05d}"
+            for id, m in ex.run(b.dequeue(Q, rnd.randint(1, 5), 30_000, token)).tasks:
+                running[id] = (token, decode(m))
+            assert _active(backend, "capped") <= 2
+            if running and rnd.random() < 0.7:
+                id = rnd.choice(sorted(running))
+                token, msg = running.pop(id)
+                how = rnd.choice(["done", "retry", "archive", "snooze", "requeue"])
+                if how == "done":
+                    ex.run(b.done(Q, id, token, msg))
+                elif how == "retry":
+                    ex.run(b.retry(Q, id, token, msg.with_(retried=msg.retried + 1), 0))
+                    ex.run(b.forward(Q, 100))
+                elif how == "archive":
+                    ex.run(b.archive(Q, id, token, msg, 100, 3_600_000))
+                elif how == "snooze":
+                    ex.run(b.snooze(Q, id, token, 0))
+                    ex.run(b.forward(Q, 100))
+                else:
+                    ex.run(b.requeue(Q, id, token))
+            assert _active(backend, "capped") <= 2
+        for id, (token, msg) in running.items():
+            ex.run(b.done(Q, id, token, msg))
+        assert _active(backend, "capped") == 0 and _active(backend, "free") == 0
+        # held at its limit, a tenant is out of the ring; the end of one of its tasks puts it back
+        # and wakes a worker
+        c.enqueue_many([("t", f"more{i}") for i in range(4)], queue=Q, tenant="capped")
+        got = ex.run(b.dequeue(Q, 10, 30_000, "tok00009")).tasks
+        capped = [(id, decode(m)) for id, m in got if decode(m).tenant == "capped"]
+        assert len(capped) == 2 and backend.sync.zscore(q.tr, "capped") is None
+        backend.sync.delete(q.wake)
+        ex.run(b.done(Q, capped[0][0], "tok00009", capped[0][1]))
+        assert backend.sync.zscore(q.tr, "capped") is not None and backend.sync.llen(q.wake) == 1
+        # the recoverer's retry of an expired lease frees it too
+        (rid, rm), = [(id, decode(m)) for id, m in ex.run(b.dequeue(Q, 1, 1, "tok00010")).tasks]  # 1 ms lease
+        before = _active(backend, "capped")
+        time.sleep(0.01)
+        assert ex.run(b.retry(Q, rid, "tok00010", rm.with_(retried=1), 0, recover=True)) > 0
+        assert _active(backend, "capped") == before - 1
+        info = insp.set_tenant(Q, "capped", concurrency=1)  # lowered below its active tasks: held
+        assert not info.ready and info.active == _active(backend, "capped")
+        insp.set_tenant(Q, "capped", concurrency=0)  # no limit: back at once
+        assert backend.sync.zscore(q.tr, "capped") is not None
+
+
+def test_an_orphaned_lease_dropped_by_the_recoverer_frees_its_tenant_slot(backend: Any) -> None:
+    ex, b = SyncExecutor(backend.sync), Broker()
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_tenant(Q, "a", concurrency=1)
+        c.enqueue_many([("t", i) for i in range(2)], queue=Q, tenant="a")
+        (id, _), = ex.run(b.dequeue(Q, 5, 1, "tok00001")).tasks  # a lease of 1 ms; held at 1
+        assert backend.sync.zscore(q.tr, "a") is None
+        backend.sync.hdel(q.tasks, id)  # its data deleted by hand while it ran
+        time_now = ex.run(b.expired(Q, 10))
+        assert [i for i, _ in time_now.tasks] == [id]
+        assert ex.run(b.drop(Q, id)) == 1
+        assert _active(backend, "a") == 0 and backend.sync.zscore(q.tr, "a") is not None

@@ -113,9 +113,9 @@ class Resolved(enum.IntEnum):
 
 
 _AFTER_STATES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
-"""enqueue_after-15's codes: the state the new task is in."""
+"""enqueue_after-16's codes: the state the new task is in."""
 _KEYED_STATES = {1: TaskState.PENDING, 2: TaskState.BLOCKED}
-"""enqueue_keyed-14's and key_gate-13's codes: the state the task is in (key_gate's 0: none, it changed)."""
+"""enqueue_keyed-15's and key_gate-14's codes: the state the task is in (key_gate's 0: none, it changed)."""
 """The longest delay any script is given (100 years, the longest duration an option takes): a
 retry policy returning more is capped to it, so a due time stays an exact integer in Lua and in
 the script's reply (1e19 ms overflowed Redis's integer reply)."""
@@ -174,9 +174,10 @@ def serial_keys(q: QueueKeys) -> Mapping[str, str]:
 def pending_keys(q: QueueKeys) -> Mapping[str, str]:
     """The keys that hold a queue's pending tasks, which every script that makes a task pending,
     takes one out of pending or counts them names together (lua/includes/priority ``pk``): the
-    list and the prio zset of the tasks without a tenant, the tenants' zset, ring and hash
-    (tests/test_script_names.py checks that a script naming one names all)."""
-    return {"pending": q.pending, "prio": q.prio, "tq": q.tq, "tr": q.tr, "tn": q.tn}
+    list and the prio zset of the tasks without a tenant, the tenants' zset, ring and hash, and
+    the active tenant tasks (a tenant's concurrency) (tests/test_script_names.py checks that a
+    script naming one names all)."""
+    return {"pending": q.pending, "prio": q.prio, "tq": q.tq, "tr": q.tr, "tn": q.tn, "ta": q.ta}
 
 
 @lru_cache(maxsize=1024)
@@ -270,7 +271,7 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
 
 
 STATS_WIDTH = 21
-"""Values per queue in the stats script's reply (lua/stats-22.lua)."""
+"""Values per queue in the stats script's reply (lua/stats-23.lua)."""
 
 
 def _snapshot(queue: str, r: list[Any]) -> Snapshot:
@@ -278,10 +279,10 @@ def _snapshot(queue: str, r: list[Any]) -> Snapshot:
 
 
 def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
-    """The 22 keys of a queue the stats script reads, in the script's order (``day``: today)."""
+    """The 23 keys of a queue the stats script reads, in the script's order (``day``: today)."""
     return (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed, q.failed,
             q.processed_on(day), q.failed_on(day), q.tasks, q.trimmed, q.aggregating, q.groups, q.prio, q.targeted,
-            q.waiting, q.blocked, q.tq, q.tr, q.tn)
+            q.waiting, q.blocked, q.tq, q.tr, q.tn, q.ta)
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -395,7 +396,7 @@ def _is_plain(d: Done) -> bool:
 
 
 def _done_args(q: QueueKeys, items: Sequence[Done], index: Callable[[str], int]) -> tuple[list[Any], list[int], int]:
-    """The done script's items (lua/done-19.lua): the plain ones first in the short form (id, token,
+    """The done script's items (lua/done-20.lua): the plain ones first in the short form (id, token,
     attempt), then the others (10 arguments each); with the order they go in (reply k is the
     item order[k]'s) and how many are plain. An id named twice keeps the items' order (its first
     entry is the one that ends the task): every item then goes in the long form."""
@@ -580,7 +581,7 @@ class Broker:
 
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
-        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-25.lua``): a
+        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-26.lua``): a
         :meth:`proc_commit_many` of one. ``timer``: the (id, message) of the timeout input a plan
         that sets a timer schedules. ``msg``: the input's message (with its completion written in,
         when it has a retention). Raises LeaseLostError (also when the process changed since it was
@@ -825,7 +826,7 @@ class Broker:
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
                 result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-21.lua),
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-22.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
         ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
@@ -916,7 +917,7 @@ class Broker:
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any] | int) -> list[int | Exception]:
-            if isinstance(reply, int):  # every item done (lua/done-19.lua: the count, not a list of 1s)
+            if isinstance(reply, int):  # every item done (lua/done-20.lua: the count, not a list of 1s)
                 reply = [1] * reply
             out: list[int | Exception] = [0] * len(order)
             for n, r in zip(order, reply):
@@ -1056,7 +1057,8 @@ class Broker:
     def drop(self, queue: str, id: str) -> Call[Acted]:
         """Remove an expired lease whose task data is gone: OK (done), NOT_FOUND, LEASE_ALIVE."""
         q = queue_keys(queue)
-        return script_call("drop", Acted, **_q(q, "lease tasks"), id=id_arg(id), now=self.clock.script_now())
+        return script_call("drop", Acted, **_q(q, "lease tasks wake"), **pending_keys(q), id=id_arg(id),
+                           now=self.clock.script_now())
 
     def reconcile(self, queue: str, cursor: str, count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
         """One step of the consistency sweep: puts tasks back into the container their state
@@ -1156,7 +1158,7 @@ class Broker:
         more = [k for name in queues[1:] for k in _stats_keys(queue_keys(name), day)]
         return script_call(
             "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
-                                    "trimmed aggregating groups prio tq tr tn targeted waiting blocked"),
+                                    "trimmed aggregating groups prio tq tr tn ta targeted waiting blocked"),
             processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
             samples=samples)
 
@@ -1190,7 +1192,7 @@ class Broker:
     def cron_fire(self, queue: str, name: str, definition: bytes, tick_ms: int, id: str, msg: Message,
                   keep: int) -> Call[tuple[int, int]]:
         """Enqueue the task of entry ``name`` for ``tick_ms`` (0 = run now), exactly once across
-        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-13.lua."""
+        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-14.lua."""
         q = queue_keys(queue)
         return script_call(
             "cron_fire", lambda r: (int(r[0]), int(r[1])),
@@ -1216,7 +1218,7 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[Acted]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-15.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-16.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         locks, args = self._per_task(q, items)
@@ -1249,7 +1251,7 @@ class Broker:
         :func:`~asynqpy.core.signing.trust_gate`, never here: it rewrites a message read from Redis)
         and, if ``at_ms`` or ``in_ms`` is given, a new due time. ``read``: the stored value the caller
         read (the task must still hold it). ``keyed``: a scheduled task due now stays scheduled (due
-        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-12.lua."""
+        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-13.lua."""
         q = queue_keys(queue)
         return script_call("edit_task", Acted, **_q(q, "tasks scheduled wake tick events conf"), **pending_keys(q),
                            container=container_of(q, state), id=id_arg(id), state=state.code, read=read, msg=new,

@@ -125,13 +125,16 @@ class InspectorPlans:
         return (yield _tenants.page_call(queue, after, count))  # type: ignore[no-any-return]
 
     @planned
-    def set_tenant(self, queue: str, tenant: str, *, weight: int | None = None,
-                   paused: bool | None = None) -> Steps[TenantInfo]:
+    def set_tenant(self, queue: str, tenant: str, *, weight: int | None = None, paused: bool | None = None,
+                   concurrency: int | None = None) -> Steps[TenantInfo]:
         """Change one tenant's settings in a queue (None: unchanged), from its next turn on:
         ``weight`` 1..100 (a tenant of weight 3 gets three turns to one of weight 1 while both
         have work), ``paused`` (its pending tasks wait, in order, until it is resumed; the
-        others go on). Kept in Redis while they differ from the defaults. Returns the tenant."""
-        return (yield _tenants.set_call(queue, tenant, weight, paused))  # type: ignore[no-any-return]
+        others go on), ``concurrency`` (at most this many of its tasks active at once across
+        every worker; 0 = no limit; a worker killed while running one holds its slot until its
+        lease expires). Kept in Redis while they differ from the defaults. Returns the tenant."""
+        return (yield _tenants.set_call(queue, tenant, weight, paused,  # type: ignore[no-any-return]
+                                        concurrency=concurrency))
 
     @planned
     def pause_tenant(self, queue: str, tenant: str) -> Steps[TenantInfo]:
@@ -145,7 +148,7 @@ class InspectorPlans:
 
     @planned
     def clear_tenant(self, queue: str, tenant: str) -> Steps[TenantInfo]:
-        """Put a tenant back to the defaults (weight 1, running): nothing is kept for it."""
+        """Put a tenant back to the defaults (weight 1, running, no limit): nothing is kept for it."""
         return (yield _tenants.set_call(queue, tenant, clear=True))  # type: ignore[no-any-return]
 
     @planned

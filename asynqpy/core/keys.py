@@ -210,15 +210,16 @@ class QueueKeys:
     cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep-1.lua);
     tenants (``enqueue(..., tenant=)``, lua/includes/priority.lua): tq (ZSET, scores 0, of the
     pending tasks with a tenant, member 'tenant \\0 band seq id'), tr (ZSET, the ready ring: tenant
-    -> pass), tn (HASH: 'v' the virtual time, 'q' the seq counter). Every script that names prio
-    names these three (:func:`pending_keys`).
+    -> pass), tn (HASH: 'v' the virtual time, 'q' the seq counter, 'l:<tenant>' its settings), ta
+    (ZSET, scores 0, of the active tasks of tenants, member 'tenant \\0 id'). Every script that
+    names prio names these four (``core.broker.pending_keys``).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -265,6 +266,7 @@ class QueueKeys:
         self.tq = base + "tq"
         self.tr = base + "tr"
         self.tn = base + "tn"
+        self.ta = base + "ta"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""
@@ -277,7 +279,7 @@ class QueueKeys:
     def ran(self, id: str) -> str:
         """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
         result (tasks with retention), and '' -> the final record once it completed with
-        retention (kept as long) or was archived (lua/run_end-21.lua). An id that is not text (read
+        retention (kept as long) or was archived (lua/run_end-22.lua). An id that is not text (read
         back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
         try:
             id.encode()

@@ -10,6 +10,8 @@
 ---             deleted takes its own entries (children, and deps: its record as a child) with it
 ---   key       its key (key=) handed to the key's next task, if it holds it (final ends)
 ---   process   a process input's process marked in error                   (failures)
+---   tenant    a tenant task's slot (its tenant's concurrency) freed, a held tenant back in the
+---             ring and a worker woken (left active; includes/priority tenant_left)
 ---   wake      a slot freed under a concurrency limit wakes a held-back worker (left active)
 ---
 --- exit_row(how): what each way of leaving owes, the table of duties (final = it ends for good: its
@@ -20,7 +22,8 @@
 ---
 --- x: the keys and values a script's exits share, built once per script (a field left nil skips
 --- the duties that need it): t, events, conf (or cap), progress, lease (set when the tasks leave
---- active: the wake duty), children, outbox, deps, keyheld, blocked, pending, prio, wake, and for
+--- active: the wake and tenant duties; ta is then required), children, outbox, deps, keyheld,
+--- blocked, pending, prio, tq, tr, tn, ta (the pending keys, includes/priority), wake, and for
 --- the scripts that end process inputs proc, procs, now and mark_process = proc_mark_error
 --- (includes/process: passed in, so the scripts whose tasks are never inputs do not define it).
 --- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
@@ -114,10 +117,18 @@ end
 local function exit_pk(x)  -- the script's pending keys (includes/priority), from x's names
   local pk = x.pk
   if not pk then
-    pk = {x.pending, x.prio, x.tq, x.tr, x.tn}
+    pk = {x.pending, x.prio, x.tq, x.tr, x.tn, x.ta}
     x.pk = pk
   end
   return pk
+end
+local function exit_tenant(x, ids)  -- tasks left active: their tenants' slots (includes/priority tenant_left)
+  if not x.ta then
+    return error('task_exit: tasks leave active and x has no ta (the tenant duty: a tenant slot would leak)')
+  end
+  if tenant_left(exit_pk(x), ids) and x.wake then  -- (one HMGET of ta; no EXISTS: a producer may not run it)
+    signal(x.wake)
+  end
 end
 local function exit_wake(x)
   if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
@@ -199,6 +210,9 @@ local function task_exit(x, e)
     end
     x.mark_process(x.proc, x.procs, e.pid, id, e.mark or e.error, x.now, e.kind)
   end
+  if x.lease then
+    exit_tenant(x, {id})
+  end
   exit_wake(x)
   return told_children
 end
@@ -227,6 +241,9 @@ local function exit_plain(x, how, ids, mtypes, attempts, n)
         g = x.last
       end
     end
+  end
+  if x.lease and n > 0 then
+    exit_tenant(x, n == #ids and ids or {unpack(ids, 1, n)})
   end
   exit_wake(x)
   return told

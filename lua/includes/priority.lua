@@ -126,26 +126,56 @@ end
 local function tenant_member(tenant, p, seq, id)
   return tenant .. '\0' .. tenant_band(p) .. string.format('%016.0f', seq) .. id
 end
-local function tenant_settings(l)  -- a tenant's settings ('l:<tenant>' in tn: 'weight paused'): weight, paused
+local function tenant_settings(l)  -- 'l:<tenant>' in tn, 'weight paused concurrency': weight, paused, concurrency
   if not l then
-    return 1, false
+    return 1, false, 0
   end
-  local w, p = string.match(l, '^(%d+) (%d)$')
-  return tonumber(w) or 1, p == '1'
+  local w, p, c = string.match(l, '^(%d+) (%d) ?(%d*)$')
+  return tonumber(w) or 1, p == '1', tonumber(c) or 0
 end
-local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless paused
-  if not redis.call('ZSCORE', pk[4], tenant) then
-    local t = redis.call('HMGET', pk[5], 'v', 'l:' .. tenant)
-    local _, paused = tenant_settings(t[2])
-    if not paused then
-      redis.call('ZADD', pk[4], t[1] or 0, tenant)
+local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless
+  if redis.call('ZSCORE', pk[4], tenant) then  -- paused or at its concurrency (held). Returns true if it entered
+    return false
+  end
+  local t = redis.call('HMGET', pk[5], 'v', 'l:' .. tenant, 'a:' .. tenant)
+  local _, paused, limit = tenant_settings(t[2])
+  if paused or (limit > 0 and (tonumber(t[3]) or 0) >= limit) then
+    return false
+  end
+  redis.call('ZADD', pk[4], t[1] or 0, tenant)
+  return true
+end
+--- Active tenant tasks (a tenant's concurrency): pk[6] ``ta`` (hash id -> tenant) holds each
+--- active task of a tenant, and ``tn`` field 'a:<tenant>' counts them; both change in the script
+--- that moves the task (the dequeue in, every way out of active through includes/exit), so an
+--- entry can be checked on its own. tenant_left(pk, ids): the exit duty for tasks leaving active
+--- (idempotent: an id not in ta is nothing): their entries go, their tenants' counts drop, and a
+--- tenant held at its concurrency with pending tasks is back in the ring. Returns true when a
+--- tenant came back (the caller wakes a worker).
+local function tenant_left(pk, ids)
+  local tenants = redis.call('HMGET', pk[6], unpack(ids))
+  local per, gone = {}, {}
+  for i, tenant in ipairs(tenants) do
+    if tenant then
+      per[tenant] = (per[tenant] or 0) + 1
+      gone[#gone + 1] = ids[i]
     end
   end
-end
-local function tenant_idle(pk)  -- no tenant has pending tasks: the virtual time and seq start again
-  if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then
-    redis.call('HDEL', pk[5], 'v', 'q')  -- (a tenant's settings stay)
+  if #gone == 0 then
+    return false
   end
+  redis.call('HDEL', pk[6], unpack(gone))
+  local back = false
+  for tenant, n in pairs(per) do
+    if redis.call('HINCRBY', pk[5], 'a:' .. tenant, -n) <= 0 then
+      redis.call('HDEL', pk[5], 'a:' .. tenant)
+    end
+    if redis.call('ZRANGE', pk[3], '[' .. tenant .. '\0', '(' .. tenant .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
+        and tenant_ready(pk, tenant) then
+      back = true
+    end
+  end
+  return back
 end
 local function tenant_push(pk, tenant, id, p, front)
   if not pk[5] then

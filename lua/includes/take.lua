@@ -16,6 +16,11 @@
 --- left with no pending task leaves the ring (pk[4]).
 --- Returns true if the id was removed, false if it was not found.
 local HINT_SPAN = 2000
+local function tenant_idle(pk)  -- no tenant has pending tasks: the virtual time and seq start again
+  if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then  -- (EXISTS: operators only)
+    redis.call('HDEL', pk[5], 'v', 'q')  -- (a tenant's settings stay)
+  end
+end
 local function take_tenant(pk, tenant, id, window, hint, v)
   local p = msg_priority(v, 2)
   local lo, hi = '[' .. tenant .. '\0' .. tenant_band(p), '(' .. tenant .. '\0' .. string.char(58 - p)

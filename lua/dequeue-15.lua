@@ -1,0 +1,397 @@
+--[[ dequeue: pending -> active (with a lease)
+Takes up to ARGV[1] tasks and leases them to the caller until now + lease: first runs of
+targeted tasks the caller (worker ARGV[5]) may take (includes/runs: those naming it, then those
+any worker may run; a task it runs, has succeeded or failed on, or whose runs are all taken, is
+passed over; one whose run on it expired may be taken again), then pending
+tasks, the highest priority first (includes/priority: priorities 9..6 from the prio zset, then the
+default priority from the right of the pending list, oldest first, then priorities 4..0). A paused queue yields nothing. If tasks remain, one wake-up token is left
+so another idle worker comes to help.
+Tenants (includes/priority; docs/architecture.md "Tenants"): while any tenant has pending tasks
+(the ring ``tr`` exists), the tasks are handed out in turns: each turn goes to the tenant of the
+least pass in the ring (ties by name), which then grows by its stride; the tasks without a tenant
+are the tenant '' (put in the ring at the virtual time when they wait and it is not there). One
+call reads at most count+1 ring entries and merges the turns in Lua (the (count+1)-th entry read
+bounds them: a tenant not read may come before its next turn), then takes each tenant's tasks
+with one ZRANGE BYLEX of its range (k+1 members: the extra one says whether it stays in the
+ring); a tenant left with none leaves the ring. With no tenant the path is the plain one, plus
+one EXISTS. The queue's virtual time (``tn`` 'v') is the last turn's pass; when no tenant has
+work, ``tn`` is deleted.
+KEYS[1] tasks    tasks hash
+KEYS[2] pending  pending list
+KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
+KEYS[4] paused   paused flag (exists = paused)
+KEYS[5] wake     wake-up list
+KEYS[6] events   the queue's event stream
+KEYS[7] conf     the queue's settings hash (field 'events': the stream's cap, 0 = off; 'active' and
+                 'followed': whether 'active' events are written, includes/events active_wanted)
+KEYS[8] prio     pending ids of priorities other than the default (zset, includes/priority)
+KEYS[9] runs     runs hash: targeted task id -> record (includes/runs)
+KEYS[10] mine    index of the targeted tasks naming the caller ('m:w:<name>')
+KEYS[11] targeted_any  index of the targeted tasks any worker may run ('m:*')
+KEYS[12] tq  the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEYS[13] tr  the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEYS[14] tn  the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
+KEYS[15] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARGV[1] count    how many tasks at most
+ARGV[2] lease_ms  lease duration in ms
+ARGV[3] token    8-character lease token; the worker proves ownership with it later
+ARGV[4] now      '' = Redis time; else a simulated time in ms
+ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)
+The queue's limits (conf fields, set by Inspector.set_limits): 'concurrency' = at most this many
+of its tasks active across all workers (the lease zset's size); 'rate' (tasks per second) and
+'burst' = a token bucket ('tokens', 'ts' its state) that each task taken uses one token of.
+Returns {now, remaining, wait, id1, msg1, id2, msg2, ...} (a run's id is '<task id>|<name>', its
+message the task's); remaining (pending tasks left; runs of targeted tasks are not counted) = -1
+when the queue is paused;
+wait = 0, or, when a limit held tasks back, ms before a dequeue may get one: the next token of the
+rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot frees sooner). A limited dequeue leaves no
+wake-up token (the workers it would wake could take nothing either).
+The rate's waiter (conf fields 'waiter', 'waiter_until'): of the workers the rate holds back, ONE
+(ARGV[5], the first held back while no other waits) is told when the next token is due (wait > 0)
+and is expected until then + RATE_GRACE; every other one sleeps on the wake list (a wake-up
+token, or its wait, ends it): the next token draws one worker, not all of them. Their waits
+(negative) end at least LIMIT_WAIT from now, not before the waiter's turn lapses, and POLL_STEP
+apart (conf field 'polls': when the last of them is told to look again), at most POLL_MAX from
+now: up to 40 of them look at most 4 times a second in all (the fallback, should the waiter not
+come); more, each every POLL_MAX (which a worker's idle wait caps anyway: no schedule runs away).
+The waiter that comes and is held back again stays the waiter; one that takes its tokens and
+wants no more (or a waiter gone past its turn) leaves the turn to the next held back. A dequeue that uses up the bucket while tasks remain wakes one
+worker only when no other waiter is expected (it comes, is held back and becomes the waiter).
+Ids whose data is missing, or whose task is not pending (a stray copy of an id: corruption by
+hand), are dropped from the list; only pending tasks are leased, each once. The batch costs one
+HMGET, one HSET and one ZADD however many tasks it takes (plus, when 'active' events are wanted, one
+XADD per task type taken); the prio zset is read only when ZCARD finds it non-empty (its size gives
+'remaining'), and an id popped twice is found by ZADD's count of new members (leased once).
+]]
+--- @include "now"
+--- @include "signal"
+--- @include "events"
+--- @include "priority"
+--- @include "runs"
+--- @include "stored"
+local LIMIT_WAIT = 1000
+local RATE_GRACE = 500  -- ms the rate's waiter may be late for its token before another takes its turn
+local POLL_STEP = 250  -- ms between two looks of the workers the rate's waiter stands for (at most 4 a second)
+local TENANT_STRIDE = 1000  -- a turn's growth of a tenant's pass (weight 1)
+local POLL_MAX = 10000  -- ms: the longest they are told to sleep (a worker's idle wait, 10 s by default)
+local now = now_ms(ARGV[4])
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {now, -1, 0}
+end
+local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts', 'waiter',
+  'waiter_until', 'polls', 'active', 'followed')
+local count, wait = tonumber(ARGV[1]), 0
+local limit = tonumber(conf[2])
+if limit then
+  local free = limit - redis.call('ZCARD', KEYS[3])
+  if free < count then
+    count = math.max(free, 0)
+    wait = -LIMIT_WAIT  -- negative: held back by the concurrency limit (a freed slot ends it sooner)
+  end
+end
+local rate, tokens, bucket, rate_held = tonumber(conf[3]), 0, false, false
+if rate and count > 0 then
+  bucket = true
+  local burst = tonumber(conf[4]) or 1
+  tokens = tonumber(conf[5]) or burst
+  local ts = tonumber(conf[6]) or now
+  tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+  if tokens < count then
+    count = math.floor(tokens)
+    wait = math.max(1, math.ceil((1 - (tokens - count)) * 1000 / rate))
+    rate_held = true
+  end
+end
+local out = {now, 0, 0}
+local runs = {}  -- id, message pairs of the runs taken
+if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (no targeted task: no scan)
+  local name, seen, open = ARGV[5], {}, false
+  for k = 10, 11 do
+    for _, tid in ipairs(count > 0 and redis.call('ZRANGE', KEYS[k], 0, RUN_SCAN - 1) or {}) do
+      if count > 0 and not seen[tid] then
+        seen[tid] = true
+        local v = redis.call('HGET', KEYS[1], tid)
+        local rec = redis.call('HGET', KEYS[9], tid)
+        if not v or stored_state(v) ~= 'm' or not rec then
+          redis.call('ZREM', KEYS[k], tid)  -- the task is gone (deleted by hand): a stale entry
+        else
+          local r = rec_parse(rec)
+          local mine = r.states[name]
+          if (not mine or mine[1] == 'e') and rec_allows(r, name) and rec_count(r, 'r') + rec_count(r, 's') < r.n then
+            r.order[#r.order + 1] = name
+            r.states[name] = {'r', tostring(now)}
+            redis.call('HSET', KEYS[9], tid, rec_build(r))
+            runs[#runs + 1] = tid .. '|' .. name
+            runs[#runs + 1] = stored_msg(v)
+            count = count - 1
+            open = open or (r.allowed == '*' and rec_count(r, 'r') + rec_count(r, 's') < r.n)
+          end
+        end
+      end
+    end
+  end
+  if open then  -- runs are left for other workers: wake one (it takes one and wakes the next)
+    signal(KEYS[5])
+  end
+end
+local prios = redis.call('ZCARD', KEYS[8])  -- (none, the usual case: the zset is not read)
+local function take_plain(n)  -- up to n pending ids without a tenant, in priority order
+  local ids = {}
+  if prios > 0 then
+    ids = redis.call('ZRANGE', KEYS[8], '-inf', '(' .. string.format('%.0f', HIGH_END), 'BYSCORE', 'LIMIT', 0, n)
+    if #ids > 0 then
+      redis.call('ZREM', KEYS[8], unpack(ids))
+      prios = prios - #ids
+    end
+  end
+  if #ids < n then
+    local popped = redis.call('RPOP', KEYS[2], n - #ids)
+    if popped then
+      if #ids == 0 then
+        ids = popped
+      else
+        for _, id in ipairs(popped) do
+          ids[#ids + 1] = id
+        end
+      end
+    end
+    if #ids < n and prios > 0 then  -- (the higher priorities are all taken)
+      local low = redis.call('ZRANGE', KEYS[8], 0, n - #ids - 1)
+      if #low > 0 then
+        redis.call('ZREM', KEYS[8], unpack(low))
+        prios = prios - #low
+        for _, id in ipairs(low) do
+          ids[#ids + 1] = id
+        end
+      end
+    end
+  end
+  return ids
+end
+local function take_fair(n)  -- up to n pending ids, in turns across the tenants (includes/priority)
+  local tq, ring, tn = KEYS[12], KEYS[13], KEYS[14]
+  local head = redis.call('HMGET', tn, 'v', 'o')
+  local vt, settings = tonumber(head[1] or '0'), tonumber(head[2] or '0') > 0  -- (o: tenants with settings)
+  if redis.call('LLEN', KEYS[2]) + prios > 0 and not redis.call('ZSCORE', ring, '') then
+    redis.call('ZADD', ring, vt, '')  -- the tasks without a tenant take their turns as the tenant ''
+  end
+  local ids, active = {}, {}
+  for _ = 1, 8 do  -- (rounds: another only when a tenant had fewer tasks than its turns)
+    local want = n - #ids
+    local heads = want > 0 and redis.call('ZRANGE', ring, 0, want, 'WITHSCORES') or {}
+    if #heads == 0 then
+      break
+    end
+    local names, pass, turns, stride, free, m = {}, {}, {}, {}, {}, #heads / 2
+    for j = 1, m do
+      names[j], pass[j], turns[j], stride[j] = heads[2 * j - 1], tonumber(heads[2 * j]), 0, TENANT_STRIDE
+      free[j] = math.huge
+    end
+    if settings then  -- weights (a tenant of weight w takes w turns to one of weight 1), pauses, concurrency
+      local fields, out = {}, {}
+      for j = 1, m do
+        fields[2 * j - 1], fields[2 * j] = 'l:' .. names[j], 'a:' .. names[j]
+      end
+      local ls = redis.call('HMGET', tn, unpack(fields))
+      for j = 1, m do
+        local w, p, c = tenant_settings(ls[2 * j - 1])
+        stride[j] = math.floor(TENANT_STRIDE / w + 0.5)
+        if c > 0 and names[j] ~= '' then
+          free[j] = c - (tonumber(ls[2 * j]) or 0)
+        end
+        if (p or free[j] <= 0) and names[j] ~= '' then  -- (paused, or at its concurrency: out of the ring)
+          out[#out + 1] = names[j]
+          pass[j] = math.huge
+        end
+      end
+      if #out > 0 then
+        redis.call('ZREM', ring, unpack(out))
+      end
+    end
+    -- the (want+1)-th tenant read bounds the turns: tenants not read may come before its next one
+    local bound = m == want + 1 and m or nil
+    for _ = 1, want do
+      local b = 1
+      for j = 2, m do
+        if pass[j] < pass[b] or (pass[j] == pass[b] and names[j] < names[b]) then
+          b = j
+        end
+      end
+      if b == bound or pass[b] == math.huge then
+        break
+      end
+      turns[b] = turns[b] + 1
+      vt = pass[b]
+      pass[b] = turns[b] < free[b] and pass[b] + stride[b] or math.huge  -- (at its concurrency: no more)
+    end
+    local moved, left, members = {}, {}, {}
+    for j = 1, m do
+      local k, name = turns[j], names[j]
+      if k > 0 then
+        local got
+        if name == '' then
+          got = take_plain(k)
+          for _, id in ipairs(got) do
+            ids[#ids + 1] = id
+          end
+          got = #got
+          if redis.call('LLEN', KEYS[2]) + prios == 0 then
+            got = -1
+          end
+        else
+          local range = redis.call('ZRANGE', tq, '[' .. name .. '\0', '(' .. name .. '\1', 'BYLEX', 'LIMIT', 0, k + 1)
+          got = math.min(k, #range)
+          for i = 1, got do
+            local id = string.sub(range[i], #name + 19)
+            members[#members + 1] = range[i]
+            ids[#ids + 1] = id
+            active[#active + 1] = id  -- (its tenant slot: includes/priority tenant_left frees it)
+            active[#active + 1] = name
+          end
+          if got > 0 then
+            redis.call('HINCRBY', tn, 'a:' .. name, got)
+          end
+          if #range <= k or pass[j] == math.huge then  -- no pending task left, or held at its concurrency
+            got = -1
+          end
+        end
+        if got < 0 then  -- out of the ring (a held tenant is put back by the exit of one of its tasks)
+          left[#left + 1] = name
+        else
+          moved[#moved + 1] = pass[j]
+          moved[#moved + 1] = name
+        end
+      end
+    end
+    if #left > 0 then
+      redis.call('ZREM', ring, unpack(left))
+    end
+    if #moved > 0 then
+      redis.call('ZADD', ring, unpack(moved))
+    end
+    if #members > 0 then
+      redis.call('ZREM', tq, unpack(members))
+    end
+    if #ids >= n or (#left == 0 and not bound) then
+      break
+    end
+  end
+  if #active > 0 then
+    redis.call('HSET', KEYS[15], unpack(active))
+  end
+  if redis.call('EXISTS', ring) == 0 and redis.call('EXISTS', tq) == 0 then
+    redis.call('HDEL', tn, 'v', 'q')  -- no tenant has work: the virtual time and seq start again
+  else
+    redis.call('HSET', tn, 'v', string.format('%.0f', vt))
+  end
+  return ids
+end
+local ids, fair = false, false
+if count > 0 then
+  fair = redis.call('EXISTS', KEYS[13]) == 1  -- tenants have pending tasks
+  if fair then
+    ids = take_fair(count)
+  else
+    ids = take_plain(count)
+  end
+  if #ids == 0 then
+    ids = false
+  end
+end
+if ids or #runs > 0 then
+  local expiry = string.format('%.0f', now + tonumber(ARGV[2]))  -- (a string once: not one number per task)
+  local prefix = 'a' .. ARGV[3]
+  local hset, zadd, h, o = {}, {}, 0, 3  -- (h, o: the lengths of hset/zadd and out)
+  for i = 1, #runs, 2 do
+    hset[h + 1], hset[h + 2] = runs[i], prefix .. runs[i + 1]
+    zadd[h + 1], zadd[h + 2] = expiry, runs[i]
+    out[o + 1], out[o + 2] = runs[i], runs[i + 1]
+    h, o = h + 2, o + 2
+  end
+  ids = ids or {}
+  local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
+  for i = 1, #ids do
+    local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
+    if msg then
+      local id = ids[i]
+      hset[h + 1], hset[h + 2] = id, prefix .. msg
+      zadd[h + 1], zadd[h + 2] = expiry, id
+      out[o + 1], out[o + 2] = id, msg
+      h, o = h + 2, o + 2
+    end
+  end
+  if h > 0 then
+    redis.call('HSET', KEYS[1], unpack(hset))
+    if redis.call('ZADD', KEYS[3], unpack(zadd)) < h / 2 then  -- (an id popped twice: leased once)
+      local seen, kept = {}, {now, 0, 0}
+      for i = 4, o, 2 do
+        if not seen[out[i]] then
+          seen[out[i]] = true
+          local k = #kept
+          kept[k + 1], kept[k + 2] = out[i], out[i + 1]
+        end
+      end
+      out = kept
+    end
+    local cap = tonumber(conf[1]) or EVENTS_CAP
+    if cap > 0 and active_wanted(conf[10], conf[11], now) then  -- (one entry per type: includes/events)
+      local groups, order = {}, {}
+      for i = 4, #out, 2 do
+        local mtype, id = msg_type(out[i + 1]), out[i]
+        if ids_ok(id) then
+          local g = groups[mtype]
+          if not g then
+            g = {}
+            groups[mtype] = g
+            order[#order + 1] = mtype
+          end
+          g[#g + 1] = id
+        else
+          emit(KEYS[6], cap, 'e', 'active', 'id', id, 'type', mtype)
+        end
+      end
+      for _, mtype in ipairs(order) do
+        emit_ids(KEYS[6], cap, groups[mtype], 'active', 'type', mtype)
+      end
+    end
+  end
+end
+local remaining = redis.call('LLEN', KEYS[2]) + prios  -- (includes/priority pending_count, prio's size known)
+if fair or count == 0 then  -- tenants' tasks count while a tenant is in the ring (not all paused)
+  local ready = redis.call('ZRANGE', KEYS[13], 0, 1)
+  if #ready == 2 or (#ready == 1 and ready[1] ~= '') then
+    remaining = remaining + redis.call('ZCARD', KEYS[12])
+  end
+end
+out[2] = remaining
+local expected = false  -- another worker is the rate's waiter, expected for the next token
+if bucket then  -- the bucket refilled up to now, less a token per task taken
+  local left = tokens - (#out - 3) / 2
+  local until_ms = tonumber(conf[8])
+  local mine = conf[7] == ARGV[5]
+  expected = until_ms ~= nil and until_ms > now and not mine
+  if rate_held and remaining > 0 then
+    if expected then  -- sleep on the wake list: the waiter comes for the next token
+      local at = math.min(now + POLL_MAX,
+        math.max(now + LIMIT_WAIT, until_ms, (tonumber(conf[9]) or 0) + POLL_STEP))
+      wait = -(at - now)
+      redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'polls', at)
+    else  -- this worker is the waiter
+      redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'waiter', ARGV[5],
+        'waiter_until', now + wait + RATE_GRACE)
+    end
+  elseif mine and until_ms ~= nil and until_ms > now then  -- the waiter took its tokens: its turn ends
+    redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now, 'waiter_until', 0)
+  else
+    redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now)
+  end
+  expected = expected and left < 1  -- (a token left over: a woken worker may take it now)
+end
+if remaining > 0 then
+  if wait ~= 0 then
+    out[3] = wait
+  elseif not expected then
+    signal(KEYS[5])
+  end
+end
+return out

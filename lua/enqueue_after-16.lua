@@ -1,0 +1,110 @@
+--[[ enqueue_after: (new) -> waiting (or pending / scheduled, when every parent has already ended)
+The second step of enqueue(after=): the child is stored in its own slot, after the client
+registered it with each parent (register_child, in each parent's slot) and learnt which parents
+had already ended. Its record (includes/flow) lists every parent; one that ended between its
+registration and now may already have been resolved (resolve wrote a record with no policy):
+those ends are kept.
+KEYS[1] tasks      tasks hash
+KEYS[2] waiting    waiting zset: id -> when it began to wait (ms)
+KEYS[3] deps       deps hash: child id -> its record (includes/flow)
+KEYS[4] pending    pending list
+KEYS[5] prio       pending ids of priorities other than the default (includes/priority)
+KEYS[6] wake       wake-up list idle workers block on
+KEYS[7] events     the queue's event stream
+KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] archived   archived zset (a replaced archived task leaves it)
+KEYS[10] completed  completed zset (a replaced completed task leaves it)
+KEYS[11] scheduled  scheduled zset (a child released before its due time waits there)
+KEYS[12] tick      wake-up list forwarders block on
+KEYS[13] tq  the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEYS[14] tr  the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEYS[15] tn  the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
+KEYS[16] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARGV[1] id
+ARGV[2] msg        the encoded message
+ARGV[3] check      '1' = a caller-chosen id (checked for conflicts), '0' = generated
+ARGV[4] policy     'c' cancel / 'r' run / 'i' ignore, when a parent fails
+ARGV[5] now        '' = Redis time; else a simulated time in ms
+ARGV[6] delay      ms from now before it may run once released (0 = at once; process_in/process_at)
+ARGV[7] cancelled  policy 'c': the message rewritten as cancelled by a failed parent, stored archived
+                   at once (in this script: no second step a lost reply or a crash could skip) when a
+                   parent has already failed; '' otherwise
+ARGV[8..] ends  ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
+          caller knows ('' = not ended; 'c' .. result = completed; 'x' archived; 'd' deleted)
+Returns 1 = pending (no parent left to wait for), 4 = scheduled (the same, its due time ahead),
+2 = waiting, 3 = archived (a parent had already failed and the policy is cancel), -2 = a live task
+has this id.
+Sent again after a lost reply: its own stored task is found (new_id 'own', or its archived
+cancelled message): nothing written, the code of the state it is in now.
+]]
+--- @include "now"
+--- @include "newtask"
+--- @include "flow"
+--- @include "release"
+--- @include "stored"
+--- @include "exit"
+local id, msg, policy, cancelled = ARGV[1], ARGV[2], ARGV[4], ARGV[7]
+local STATE_CODE = {w = 2, x = 3, s = 4}
+local prior = redis.call('HGET', KEYS[1], id)
+if prior and cancelled ~= '' and prior == 'x' .. cancelled then  -- its own archived write, sent again
+  return 3
+end
+-- stored waiting first (the first write: a full Redis refuses the call here, whole)
+local refused = store_new(KEYS[1], id, 'w', msg, ARGV[3] == '1', KEYS[2], 0, KEYS[9], KEYS[10])
+if refused == 1 then  -- sent again: its own write, in whatever state it has reached since
+  local now_v = redis.call('HGET', KEYS[1], id)
+  return STATE_CODE[stored_state(now_v) or ''] or 1
+elseif refused then
+  return refused
+end
+local now = now_ms(ARGV[5])
+local deps = KEYS[3]
+local h = rec_header(deps, id)
+local early = h and h[1] == ''  -- ends resolved before this child was stored (its edge fields)
+if h and not early then  -- the record of a finished task this one replaces
+  rec_forget(deps, id)
+end
+local due = tonumber(ARGV[6]) > 0 and now + tonumber(ARGV[6]) or 0
+local refs, seen, left, failed = {}, {}, 0, 0
+local fields = {}  -- field, value pairs: one HSET per 500 edges
+for i = 8, #ARGV, 2 do
+  local ref, st = ARGV[i], ARGV[i + 1]
+  refs[#refs + 1] = ref
+  if not seen[ref] then  -- a parent named twice is one edge
+    seen[ref] = true
+    local ef = edge_field(id, ref)
+    if st == '' and early then
+      st = redis.call('HGET', deps, ef) or ''
+    end
+    if st == '' then
+      left = left + 1
+    elseif st == 'x' or st == 'd' then
+      failed = failed + 1
+    end
+    fields[#fields + 1] = ef
+    fields[#fields + 1] = st
+  end
+end
+fields[#fields + 1] = order_field(id)
+fields[#fields + 1] = rec_pack(refs)
+fields[#fields + 1] = rec_field(id)
+fields[#fields + 1] = rec_pack({policy, tostring(left), tostring(now), tostring(due), tostring(failed)})
+for i = 1, #fields, 1000 do
+  redis.call('HSET', deps, unpack(fields, i, math.min(#fields, i + 999)))
+end
+failed = failed > 0
+local cap = events_cap(KEYS[8])
+if left == 0 and not (failed and policy == 'c') then
+  return release(KEYS[1], {KEYS[4], KEYS[5], KEYS[13], KEYS[14], KEYS[15], KEYS[16]}, KEYS[6], KEYS[11], KEYS[12], KEYS[7], cap, id, msg, due, now)
+end
+if failed and policy == 'c' then  -- a parent failed already: archived at once, in this step
+  redis.call('HSET', KEYS[1], id, 'x' .. cancelled)
+  redis.call('ZADD', KEYS[9], now, id)
+  -- just stored: no lock (after= refuses unique=), no key, no progress, no children yet: the event
+  task_exit({t = KEYS[1], events = KEYS[7], cap = cap},
+            {id = id, how = 'archived', msg = msg, error = 'cancelled: a parent failed'})
+  return 3
+end
+redis.call('ZADD', KEYS[2], now, id)
+emit(KEYS[7], cap, 'e', 'waiting', 'id', id, 'type', msg_type(msg))
+return 2

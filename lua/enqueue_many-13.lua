@@ -1,0 +1,91 @@
+--[[ enqueue_many: (new) x N -> pending, in one call (the batch path of Client.enqueue_many)
+Stores N tasks and appends them to pending in order, each at the back of its priority
+(includes/priority). Unique tasks never come this way (they take enqueue-13 one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
+id check; a batch with caller-chosen ids is checked like enqueue-13: a live task with the same id
+is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
+replaced.
+KEYS[1] tasks      tasks hash
+KEYS[2] pending    pending list
+KEYS[3] wake       wake-up list idle workers block on
+KEYS[4] archived   archived zset (a replaced archived task leaves it)
+KEYS[5] completed  completed zset (a replaced completed task leaves it)
+KEYS[6] marker     generated ids: this call's batch marker (a random token per call; set for a
+                   minute); caller-chosen ids: a never-set placeholder
+KEYS[7] events     the queue's event stream
+KEYS[8] conf       the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEYS[9] prio       pending ids of priorities other than the default (includes/priority)
+KEYS[10] tq  the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEYS[11] tr  the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEYS[12] tn  the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
+KEYS[13] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARGV[1] check      '1' = check ids for conflicts, '0' = generated ids
+ARGV[2..] entries  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
+one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
+(core/events.py expands it into one event per task).
+Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
+Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
+generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
+have finished in any order since: no id of the batch is looked at); with caller-chosen ids, each
+id holding its own unchanged message counts as enqueued. The marker's SET is the first write, so
+a full Redis (maxmemory) refuses the whole call.
+]]
+--- @include "signal"
+--- @include "newtask"
+--- @include "events"
+--- @include "priority"
+--- @include "stored"
+local ids, vals, refused = {}, {}, {}
+if ARGV[1] ~= '1' then  -- generated ids: ARGV[2..] is already the HSET field/value list
+  if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 60000) then
+    return refused  -- sent again: this call stored its batch already
+  end
+  for i = 2, #ARGV, 2 do
+    ids[#ids + 1] = ARGV[i]
+    vals[#vals + 1] = ARGV[i + 1]
+  end
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+else
+  local fields, seen = {}, {}
+  for i = 2, #ARGV, 2 do
+    local id = ARGV[i]
+    local status = seen[id] and 'taken' or new_id(KEYS[1], id, stored_msg(ARGV[i + 1]), true)
+    if status == 'taken' then
+      refused[#refused + 1] = i / 2
+    else
+      seen[id] = true
+    end
+    if status == 'new' or status == 'replace' then
+      fields[#fields + 1] = id
+      fields[#fields + 1] = ARGV[i + 1]
+      ids[#ids + 1] = id
+      vals[#vals + 1] = ARGV[i + 1]
+    end
+  end
+  if #ids > 0 then
+    redis.call('HSET', KEYS[1], unpack(fields))  -- first write: a full Redis refuses the call here
+    for _, id in ipairs(ids) do
+      forget_finished(KEYS[4], KEYS[5], id)
+    end
+  end
+end
+if #ids > 0 then
+  push_many({KEYS[2], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}, ids, vals)
+  signal(KEYS[3])
+  local cap = events_cap(KEYS[8])
+  if cap > 0 then
+    local types, same = {}, ARGV[1] ~= '1' and #ids > 1
+    for n = 1, #ids do
+      types[n] = msg_type(stored_msg(vals[n]))
+      same = same and types[n] == types[1]
+    end
+    if same then  -- generated ids of one type: one entry for the batch (ids: space-separated)
+      emit_ids(KEYS[7], cap, ids, 'enqueued', 'type', types[1])  -- (its cap counts every task: includes/events)
+    else
+      for n, id in ipairs(ids) do
+        emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', types[n])
+      end
+    end
+  end
+end
+return refused

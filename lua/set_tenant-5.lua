@@ -1,0 +1,67 @@
+--[[ set_tenant: change one tenant's settings in a queue (weight, paused, concurrency), by an operator
+A tenant's settings are the queue's tenant hash field 'l:<tenant>' = 'weight paused concurrency'
+(absent = weight 1, running, no concurrency limit: nothing is kept for a tenant with the
+defaults; field 'o' counts the tenants that have settings, so a dequeue reads settings only when
+some tenant has them). Then the tenant's place in the ready ring is made to agree with them: a
+paused tenant, or one with as many active tasks as its concurrency, is out of the ring (its
+pending tasks stay, in order, and wait: the exit of one of its tasks puts it back); a running
+tenant under its limit with pending tasks is in the ring (one that comes back enters at the
+queue's virtual time, as a tenant that gets work does, and one worker is woken). A weight acts from
+the tenant's next turn: its pass grows by 1000 / weight a turn. A lowered concurrency lets the
+tasks running finish (none is stopped).
+KEYS[1] tq    the queue's tenant zset (includes/priority)
+KEYS[2] tr    the queue's ready ring of tenants
+KEYS[3] tn    the queue's tenant hash
+KEYS[4] wake  wake-up list idle workers block on
+KEYS[5] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARGV[1] tenant  the tenant's name
+ARGV[2] weight  1..100, '' = unchanged
+ARGV[3] paused  '1' pause, '0' resume, '' = unchanged
+ARGV[4] clear   '1' = back to the defaults (weight 1, running, no limit; the others ignored)
+ARGV[5] concurrency  at most this many of the tenant's tasks active at once (0 = no limit), '' = unchanged
+Returns {weight, paused (0/1), pending tasks of the tenant, in the ring (0/1), concurrency, active}.
+]]
+--- @include "signal"
+--- @include "priority"
+--- @include "operator"
+operator_only(KEYS[3])  -- a producer is refused here, before any write
+local tenant = ARGV[1]
+local field = 'l:' .. tenant
+local cur = redis.call('HGET', KEYS[3], field)
+local weight, paused, limit = tenant_settings(cur)
+if ARGV[4] == '1' then
+  weight, paused, limit = 1, false, 0
+else
+  if ARGV[5] ~= '' then
+    limit = tonumber(ARGV[5])
+  end
+  if ARGV[2] ~= '' then
+    weight = tonumber(ARGV[2])
+  end
+  if ARGV[3] ~= '' then
+    paused = ARGV[3] == '1'
+  end
+end
+if weight == 1 and not paused and limit == 0 then
+  if cur then
+    redis.call('HDEL', KEYS[3], field)
+    if redis.call('HINCRBY', KEYS[3], 'o', -1) <= 0 then
+      redis.call('HDEL', KEYS[3], 'o')
+    end
+  end
+else
+  if not cur then
+    redis.call('HINCRBY', KEYS[3], 'o', 1)
+  end
+  redis.call('HSET', KEYS[3], field, weight .. ' ' .. (paused and '1' or '0') .. ' ' .. limit)
+end
+local lo, hi = '[' .. tenant .. '\0', '(' .. tenant .. '\1'
+local pending = redis.call('ZLEXCOUNT', KEYS[1], lo, hi)
+local pk = {false, false, KEYS[1], KEYS[2], KEYS[3], KEYS[5]}
+local active = tonumber(redis.call('HGET', KEYS[3], 'a:' .. tenant) or '0')
+if paused or (limit > 0 and active >= limit) then
+  redis.call('ZREM', KEYS[2], tenant)
+elseif pending > 0 and tenant_ready(pk, tenant) then
+  signal(KEYS[4])
+end
+return {weight, paused and 1 or 0, pending, redis.call('ZSCORE', KEYS[2], tenant) and 1 or 0, limit, active}
