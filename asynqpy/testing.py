@@ -111,7 +111,11 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
             # (just after the clock jumped) made it look as if nothing was left, and drain returned early
             due = await _next_due(redis, names)
             infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
-            if all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
+            # parents' ends on their way to their children (the queue's outbox): the propagator
+            # releases those children next, so the work is not done (drain returned with a
+            # chain's or a fan-in's children still waiting)
+            ends = sum([int(await redis.xlen(queue_keys(q).outbox)) for q in names])
+            if ends == 0 and all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
                 if due is None:
                     due = await _next_due(redis, names)
                 if due is None:

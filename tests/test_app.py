@@ -317,3 +317,29 @@ def test_memory_urls_everywhere_in_one_process() -> None:
         assert other.enqueue("t", queue="mem").queue == "mem"
     with Inspector(url) as insp:
         assert insp.queue_info("mem").pending == 2  # another name, another store
+
+
+def test_drain_runs_a_workflows_children_too(backend: Any) -> None:
+    """drain waits for the ends of parents on their way to their children (the outbox), not only
+    for pending and active tasks: a chain's and a fan-in's children run before it returns (it
+    returned with them waiting)."""
+    from asynqpy import chain, group
+    from asynqpy.testing import drain
+
+    app = App(backend.sync)
+    seen: list[int] = []
+
+    @app.task
+    def add(a: int, b: int) -> int:
+        seen.append(a + b)
+        return a + b
+
+    @app.task
+    def total() -> int:
+        results = current_task().parent_results
+        seen.append(sum(results))
+        return sum(results)
+
+    chain(add.s(1, 2), group(add.s(3, 4), add.s(5, 6)).then(total.s())).enqueue(app.client())
+    report = drain(app, backend.new_async())
+    assert sorted(seen) == [3, 7, 11, 18] and report.processed == 4
