@@ -76,13 +76,8 @@ async def _drain(url: str, mux: ServeMux, done: asyncio.Event, timeout: float = 
         await running
 
 
-def fairness(url: str, tenants: int, per_tenant: int, window: float, with_tenant: bool) -> dict[str, object]:
-    import redis
-
-    redis.Redis.from_url(url).flushall()
-    with Client(url) as c:
-        for t in range(tenants):
-            _enqueue(c, f"t{t}", list(range(per_tenant)), with_tenant)
+def _done_per_tenant(url: str, window: float) -> dict[str, int]:
+    """Drain the queue (handlers sleep 1 ms): the tasks done per tenant over the first ``window`` s."""
     counts: dict[str, int] = {}
     mux = ServeMux()
     done = asyncio.Event()
@@ -99,6 +94,17 @@ def fairness(url: str, tenants: int, per_tenant: int, window: float, with_tenant
         await asyncio.sleep(0.001)
 
     asyncio.run(_drain(url, mux, done))
+    return counts
+
+
+def fairness(url: str, tenants: int, per_tenant: int, window: float, with_tenant: bool) -> dict[str, object]:
+    import redis
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        for t in range(tenants):
+            _enqueue(c, f"t{t}", list(range(per_tenant)), with_tenant)
+    counts = _done_per_tenant(url, window)
     xs = [counts.get(f"t{i}", 0) for i in range(tenants)]
     total = sum(xs)
     jain = total * total / (tenants * sum(x * x for x in xs)) if total else 0.0
@@ -119,22 +125,7 @@ def weights(url: str, per_tenant: int, window: float) -> dict[str, object]:
             _enqueue(c, t, list(range(per_tenant)), True)
     with Inspector(url) as insp:
         insp.set_tenant(Q, "w3", weight=3)
-    counts: dict[str, int] = {}
-    mux = ServeMux()
-    done = asyncio.Event()
-    start: list[float] = []
-
-    @mux.handle("t")
-    async def t(task: Task) -> None:
-        if not start:
-            start.append(time.monotonic())
-        if time.monotonic() - start[0] <= window:
-            counts[task.payload["tenant"]] = counts.get(task.payload["tenant"], 0) + 1
-        else:
-            done.set()
-        await asyncio.sleep(0.001)
-
-    asyncio.run(_drain(url, mux, done))
+    counts = _done_per_tenant(url, window)
     ratio = counts.get("w3", 0) / max(counts.get("w1", 0), 1)
     return {"figure": "weights", "weights": "3:1", "window_s": window, "done": sum(counts.values()),
             "ratio": round(ratio, 3), "off_by_pct": round(abs(ratio - 3) / 3 * 100, 2)}
