@@ -178,12 +178,25 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
 @click.argument("queue_name", metavar="QUEUE")
 @click.option("--after", default="", help="Start after this tenant (the last of the page before).")
 @click.option("--count", type=click.IntRange(1, 1000), default=100, show_default=True, help="Tenants at most.")
+@click.option("--weight", type=int, default=None, help="Set the default weight of every tenant without its own.")
+@click.option("--concurrency", type=int, default=None,
+              help="Set the default concurrency of every tenant without its own (0: no limit).")
+@click.option("--clear", is_flag=True, help="Remove the queue's defaults for its tenants.")
 @json_option
 @redis_url_option
 @user_errors
-def tenants(queue_name: str, after: str, count: int, as_json: bool, redis_url: str) -> None:
-    """List QUEUE's tenants that have pending tasks, in name order: pending, weight, paused."""
+def tenants(queue_name: str, after: str, count: int, weight: int | None, concurrency: int | None, clear: bool,
+            as_json: bool, redis_url: str) -> None:
+    """List QUEUE's tenants that have pending tasks, in name order (pending, active, weight,
+    concurrency, state); with --weight/--concurrency/--clear, set the defaults of its tenants."""
+    if clear and (weight is not None or concurrency is not None):
+        raise UserError("--clear takes no other setting with it")
     with inspector(redis_url) as insp:
+        if clear or weight is not None or concurrency is not None:
+            d = (insp.clear_tenant_defaults(queue_name) if clear
+                 else insp.set_tenant_defaults(queue_name, weight=weight, concurrency=concurrency))
+            click.echo(f"queue {queue_name}: tenants' defaults weight {d.weight}, concurrency "
+                       f"{d.concurrency or 'none'}")
         got = insp.tenants(queue_name, after=after, count=count)
     if as_json:
         emit_json(got)

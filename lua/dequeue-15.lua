@@ -170,8 +170,9 @@ local function take_plain(n)  -- up to n pending ids without a tenant, in priori
 end
 local function take_fair(n)  -- up to n pending ids, in turns across the tenants (includes/priority)
   local tq, ring, tn = KEYS[12], KEYS[13], KEYS[14]
-  local head = redis.call('HMGET', tn, 'v', 'o')
-  local vt, settings = tonumber(head[1] or '0'), tonumber(head[2] or '0') > 0  -- (o: tenants with settings)
+  local head = redis.call('HMGET', tn, 'v', 'o', 'd')
+  local defaults = head[3]  -- (o: tenants with settings of their own; d: the queue's defaults for the others)
+  local vt, settings = tonumber(head[1] or '0'), tonumber(head[2] or '0') > 0 or defaults ~= false
   if redis.call('LLEN', KEYS[2]) + prios > 0 and not redis.call('ZSCORE', ring, '') then
     redis.call('ZADD', ring, vt, '')  -- the tasks without a tenant take their turns as the tenant ''
   end
@@ -194,7 +195,7 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
       end
       local ls = redis.call('HMGET', tn, unpack(fields))
       for j = 1, m do
-        local w, p, c = tenant_settings(ls[2 * j - 1])
+        local w, p, c = tenant_settings(ls[2 * j - 1], defaults)
         stride[j] = math.floor(TENANT_STRIDE / w + 0.5)
         if c > 0 and names[j] ~= '' then
           free[j] = c - (tonumber(ls[2 * j]) or 0)
@@ -245,8 +246,8 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
             local id = string.sub(range[i], #name + 19)
             members[#members + 1] = range[i]
             ids[#ids + 1] = id
-            active[#active + 1] = id  -- (its tenant slot: includes/priority tenant_left frees it)
-            active[#active + 1] = name
+            active[#active + 1] = id  -- (its tenant slot, counted for every tenant so that a limit set
+            active[#active + 1] = name  -- while its tasks run counts them: includes/priority tenant_left)
           end
           if got > 0 then
             redis.call('HINCRBY', tn, 'a:' .. name, got)

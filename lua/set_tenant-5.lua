@@ -1,4 +1,5 @@
---[[ set_tenant: change one tenant's settings in a queue (weight, paused, concurrency), by an operator
+--[[ set_tenant: change one tenant's settings in a queue (weight, paused, concurrency), or the
+queue's defaults for its tenants (weight, concurrency), by an operator
 A tenant's settings are the queue's tenant hash field 'l:<tenant>' = 'weight paused concurrency'
 (absent = weight 1, running, no concurrency limit: nothing is kept for a tenant with the
 defaults; field 'o' counts the tenants that have settings, so a dequeue reads settings only when
@@ -8,13 +9,15 @@ pending tasks stay, in order, and wait: the exit of one of its tasks puts it bac
 tenant under its limit with pending tasks is in the ring (one that comes back enters at the
 queue's virtual time, as a tenant that gets work does, and one worker is woken). A weight acts from
 the tenant's next turn: its pass grows by 1000 / weight a turn. A lowered concurrency lets the
-tasks running finish (none is stopped).
+tasks running finish (none is stopped). The defaults (tenant '', field 'd') apply to every tenant
+without settings of its own, lazily: at its next turn, push or exit (never a scan of tenants; a
+raised default puts a tenant it held back in the ring at the end of one of its tasks).
 KEYS[1] tq    the queue's tenant zset (includes/priority)
 KEYS[2] tr    the queue's ready ring of tenants
 KEYS[3] tn    the queue's tenant hash
 KEYS[4] wake  wake-up list idle workers block on
 KEYS[5] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-ARGV[1] tenant  the tenant's name
+ARGV[1] tenant  the tenant's name ('' = the queue's defaults: no pause, the ring untouched)
 ARGV[2] weight  1..100, '' = unchanged
 ARGV[3] paused  '1' pause, '0' resume, '' = unchanged
 ARGV[4] clear   '1' = back to the defaults (weight 1, running, no limit; the others ignored)
@@ -26,9 +29,26 @@ Returns {weight, paused (0/1), pending tasks of the tenant, in the ring (0/1), c
 --- @include "operator"
 operator_only(KEYS[3])  -- a producer is refused here, before any write
 local tenant = ARGV[1]
+if tenant == '' then  -- the queue's defaults ('d'): every tenant without settings of its own
+  local weight, _, limit = tenant_settings(redis.call('HGET', KEYS[3], 'd'))
+  if ARGV[4] == '1' then
+    weight, limit = 1, 0
+  else
+    weight = ARGV[2] ~= '' and tonumber(ARGV[2]) or weight
+    limit = ARGV[5] ~= '' and tonumber(ARGV[5]) or limit
+  end
+  if weight == 1 and limit == 0 then
+    redis.call('HDEL', KEYS[3], 'd')
+  else
+    redis.call('HSET', KEYS[3], 'd', weight .. ' 0 ' .. limit)
+  end
+  return {weight, 0, 0, 0, limit, 0}
+end
 local field = 'l:' .. tenant
 local cur = redis.call('HGET', KEYS[3], field)
-local weight, paused, limit = tenant_settings(cur)
+local defaults = redis.call('HGET', KEYS[3], 'd')
+-- (a tenant's own settings replace the defaults whole: a change starts from what is in force)
+local weight, paused, limit = tenant_settings(cur, defaults)
 if ARGV[4] == '1' then
   weight, paused, limit = 1, false, 0
 else
@@ -42,7 +62,7 @@ else
     paused = ARGV[3] == '1'
   end
 end
-if weight == 1 and not paused and limit == 0 then
+if ARGV[4] == '1' or (weight == 1 and not paused and limit == 0 and not defaults) then
   if cur then
     redis.call('HDEL', KEYS[3], field)
     if redis.call('HINCRBY', KEYS[3], 'o', -1) <= 0 then
@@ -54,6 +74,9 @@ else
     redis.call('HINCRBY', KEYS[3], 'o', 1)
   end
   redis.call('HSET', KEYS[3], field, weight .. ' ' .. (paused and '1' or '0') .. ' ' .. limit)
+end
+if ARGV[4] == '1' then  -- (cleared: the defaults are in force again)
+  weight, paused, limit = tenant_settings(nil, defaults)
 end
 local lo, hi = '[' .. tenant .. '\0', '(' .. tenant .. '\1'
 local pending = redis.call('ZLEXCOUNT', KEYS[1], lo, hi)

@@ -9,10 +9,11 @@ KEYS[4] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concu
 ARGV[1] after   the page starts after this tenant ('' = at the first)
 ARGV[2] count   tenants per page at most
 Returns {tenant, pending, pass ('' = not in the ring: paused or held at its concurrency), settings
-('weight paused concurrency' or ''), active, ...}:
+('weight paused concurrency': its own, else the queue's defaults, else ''), active, ...}:
 the page is full when it has ``count`` tenants (then call again after its last).
 ]]
 local out = {}
+local defaults = redis.call('HGET', KEYS[3], 'd')
 local from = ARGV[1] == '' and '-' or '(' .. ARGV[1] .. '\1'
 for _ = 1, tonumber(ARGV[2]) do
   local m = redis.call('ZRANGE', KEYS[1], from, '+', 'BYLEX', 'LIMIT', 0, 1)[1]
@@ -24,7 +25,7 @@ for _ = 1, tonumber(ARGV[2]) do
   out[#out + 1] = redis.call('ZLEXCOUNT', KEYS[1], '[' .. tenant .. '\0', '(' .. tenant .. '\1')
   out[#out + 1] = redis.call('ZSCORE', KEYS[2], tenant) or ''
   local t = redis.call('HMGET', KEYS[3], 'l:' .. tenant, 'a:' .. tenant)
-  out[#out + 1] = t[1] or ''
+  out[#out + 1] = t[1] or defaults or ''
   out[#out + 1] = tonumber(t[2] or '0')
   from = '(' .. tenant .. '\1'
 end

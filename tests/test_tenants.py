@@ -304,6 +304,12 @@ def test_tenant_commands(redis_url: str) -> None:
     assert out.exit_code == 0 and "weight 4, paused, 3 pending" in out.output, out.output
     out = run(main, ["queue", "tenants", "cq", "--redis-url", url])
     assert out.exit_code == 0 and "acme" in out.output and "paused" in out.output, out.output
+    out = run(main, ["queue", "tenants", "cq", "--concurrency", "3", "--redis-url", url])
+    assert out.exit_code == 0 and "tenants' defaults weight 1, concurrency 3" in out.output, out.output
+    out = run(main, ["queue", "tenants", "cq", "--clear", "--weight", "2", "--redis-url", url])
+    assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1, out.output
+    out = run(main, ["queue", "tenants", "cq", "--clear", "--redis-url", url])
+    assert out.exit_code == 0 and "concurrency none" in out.output, out.output
     out = run(main, ["queue", "tenant", "cq", "acme", "--clear", "--redis-url", url])
     assert out.exit_code == 0 and "weight 1, taking turns, 3 pending" in out.output, out.output
     for args in (["--weight", "0"], ["--pause", "--resume"], ["--clear", "--weight", "2"]):
@@ -393,3 +399,28 @@ def test_an_orphaned_lease_dropped_by_the_recoverer_frees_its_tenant_slot(backen
         assert [i for i, _ in time_now.tasks] == [id]
         assert ex.run(b.drop(Q, id)) == 1
         assert _active(backend, "a") == 0 and backend.sync.zscore(q.tr, "a") is not None
+
+
+def test_the_queues_defaults_apply_to_every_tenant_without_its_own(backend: Any) -> None:
+    ex, b = SyncExecutor(backend.sync), Broker()
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        d = insp.set_tenant_defaults(Q, concurrency=1, weight=2)
+        assert (d.tenant, d.weight, d.concurrency) == ("", 2, 1)
+        # its own settings replace the defaults whole (a change starts from those in force)
+        assert insp.set_tenant(Q, "vip", concurrency=3).weight == 2
+        for t in ("a", "b", "vip"):
+            c.enqueue_many([("t", f"{t}{i}") for i in range(4)], queue=Q, tenant=t)
+        got = ex.run(b.dequeue(Q, 20, 30_000, "tok00001")).tasks
+        per = {t: sum(1 for _, m in got if decode(m).tenant == t) for t in ("a", "b", "vip")}
+        assert per == {"a": 1, "b": 1, "vip": 3}, per
+        page = {t.tenant: (t.concurrency, t.weight, t.active, t.ready) for t in insp.tenants(Q)}
+        assert page == {"a": (1, 2, 1, False), "b": (1, 2, 1, False), "vip": (3, 2, 3, False)}
+        assert insp.clear_tenant_defaults(Q).concurrency == 0 and not backend.sync.hexists(q.tn, "d")
+        for bad, match in ((dict(weight=0), "weight must be"), (dict(concurrency=-1), "concurrency must be")):
+            with pytest.raises(InvalidArgumentError, match=match):
+                insp.set_tenant_defaults(Q, **bad)
+        # lazily: a held tenant comes back at the end of one of its tasks (no scan of the tenants)
+        ex.run_many([b.done(Q, id, "tok00001", decode(m)) for id, m in got])
+        assert {t.tenant for t in insp.tenants(Q) if t.ready} == {"a", "b", "vip"}
+        assert len([x for (x,) in _take(backend)]) == 3 + 3 + 1

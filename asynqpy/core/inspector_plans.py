@@ -137,6 +137,19 @@ class InspectorPlans:
                                         concurrency=concurrency))
 
     @planned
+    def set_tenant_defaults(self, queue: str, *, weight: int | None = None,
+                            concurrency: int | None = None) -> Steps[TenantInfo]:
+        """The queue's defaults for every tenant without settings of its own (None: unchanged):
+        ``weight`` 1..100 and ``concurrency`` (0 = no limit). They act at each tenant's next turn
+        or task end, never by a scan of the tenants. Returns them (as a ``TenantInfo`` named '')."""
+        return (yield _tenants.defaults_call(queue, weight, concurrency))  # type: ignore[no-any-return]
+
+    @planned
+    def clear_tenant_defaults(self, queue: str) -> Steps[TenantInfo]:
+        """Remove the queue's defaults for its tenants (weight 1, no limit)."""
+        return (yield _tenants.defaults_call(queue, clear=True))  # type: ignore[no-any-return]
+
+    @planned
     def pause_tenant(self, queue: str, tenant: str) -> Steps[TenantInfo]:
         """Hold one tenant's pending tasks back (the queue's other tenants go on)."""
         return (yield _tenants.set_call(queue, tenant, paused=True))  # type: ignore[no-any-return]

@@ -56,8 +56,14 @@ def set_call(queue: str, tenant: str, weight: int | None = None, paused: bool | 
     """The call that changes a tenant's settings (None: unchanged; ``concurrency`` 0: no limit;
     ``clear``: back to weight 1, running, no limit) and puts it in or out of the ready ring
     accordingly."""
-    validate_queue(queue)
     validate_tenant(tenant)
+    return _set_call(queue, tenant, weight, paused, clear, concurrency)
+
+
+def _set_call(queue: str, tenant: str, weight: int | None, paused: bool | None, clear: bool,
+              concurrency: int | None) -> Call[TenantInfo]:
+    """set_call's script call; tenant '' = the queue's defaults."""
+    validate_queue(queue)
     if weight is not None:
         check_weight(weight)
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
@@ -74,6 +80,14 @@ def set_call(queue: str, tenant: str, weight: int | None = None, paused: bool | 
     return script_call("set_tenant", parse, tq=q.tq, tr=q.tr, tn=q.tn, wake=q.wake, ta=q.ta, tenant=tenant,
                        weight="" if weight is None else weight, paused="" if paused is None else int(paused),
                        clear="1" if clear else "0", concurrency="" if concurrency is None else concurrency)
+
+
+def defaults_call(queue: str, weight: int | None = None, concurrency: int | None = None,
+                  clear: bool = False) -> Call[TenantInfo]:
+    """The call that changes the queue's defaults for its tenants (every tenant without settings
+    of its own): weight and concurrency (None: unchanged; ``clear``: none). Returned as a
+    :class:`TenantInfo` named ''."""
+    return _set_call(queue, "", weight, None, clear, concurrency)
 
 
 def page_call(queue: str, after: str = "", count: int = 100) -> Call[list[TenantInfo]]:

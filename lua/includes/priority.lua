@@ -17,8 +17,9 @@
 --- starting at 2^52; a push to the front takes the head's seq - 1): a tenant's tasks are one
 --- contiguous range, read in O(log N). A tenant with pending tasks is in the ready ring ``tr``
 --- (zset: tenant -> pass); it enters at the queue's virtual time (``tn`` field 'v', the last
---- pick's pass), unless paused. A tenant's settings are ``tn`` field 'l:<tenant>', 'weight paused'
---- (absent: weight 1, running; 'o' counts the tenants that have settings). The tasks without a tenant are the tenant '' (in the ring while
+--- pick's pass), unless paused. A tenant's settings are ``tn`` field 'l:<tenant>', 'weight paused
+--- concurrency' (absent: the queue's defaults 'd', else weight 1, running, no limit; 'o' counts the
+--- tenants that have settings). The tasks without a tenant are the tenant '' (in the ring while
 --- any wait, put there by the dequeue: their push sites need no ring logic).
 --- pk: a script's pending keys, {pending list, prio zset, tq, tr, tn} (names: pending_keys).
 --- push_pending(pk, id, m, i, front): make id, whose message starts at byte i of m, pending at
@@ -126,7 +127,8 @@ end
 local function tenant_member(tenant, p, seq, id)
   return tenant .. '\0' .. tenant_band(p) .. string.format('%016.0f', seq) .. id
 end
-local function tenant_settings(l)  -- 'l:<tenant>' in tn, 'weight paused concurrency': weight, paused, concurrency
+local function tenant_settings(l, d)  -- 'l:<tenant>' in tn, 'weight paused concurrency' (else the queue's
+  l = l or d                          -- defaults, tn 'd'): weight, paused, concurrency
   if not l then
     return 1, false, 0
   end
@@ -137,8 +139,8 @@ local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the rin
   if redis.call('ZSCORE', pk[4], tenant) then  -- paused or at its concurrency (held). Returns true if it entered
     return false
   end
-  local t = redis.call('HMGET', pk[5], 'v', 'l:' .. tenant, 'a:' .. tenant)
-  local _, paused, limit = tenant_settings(t[2])
+  local t = redis.call('HMGET', pk[5], 'v', 'l:' .. tenant, 'a:' .. tenant, 'd')
+  local _, paused, limit = tenant_settings(t[2], t[4])
   if paused or (limit > 0 and (tonumber(t[3]) or 0) >= limit) then
     return false
   end
