@@ -395,6 +395,7 @@ def test_an_orphaned_lease_dropped_by_the_recoverer_frees_its_tenant_slot(backen
         (id, _), = ex.run(b.dequeue(Q, 5, 1, "tok00001")).tasks  # a lease of 1 ms; held at 1
         assert backend.sync.zscore(q.tr, "a") is None
         backend.sync.hdel(q.tasks, id)  # its data deleted by hand while it ran
+        time.sleep(0.01)  # (its 1 ms lease has expired)
         time_now = ex.run(b.expired(Q, 10))
         assert [i for i, _ in time_now.tasks] == [id]
         assert ex.run(b.drop(Q, id)) == 1
