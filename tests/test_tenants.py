@@ -8,11 +8,10 @@ see tenant tasks. On fakeredis, redis-server and the Cluster."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from helpers import serve_until
+from helpers import serve_until, wait_sync
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState
 from asynqpy.core.broker import Broker
@@ -377,7 +376,7 @@ def test_a_tenants_concurrency_holds_across_workers_and_every_way_out_frees_its_
         # the recoverer's retry of an expired lease frees it too
         (rid, rm), = [(id, decode(m)) for id, m in ex.run(b.dequeue(Q, 1, 1, "tok00010")).tasks]  # 1 ms lease
         before = _active(backend, "capped")
-        time.sleep(0.01)
+        wait_sync(lambda: rid in [i for i, _ in ex.run(b.expired(Q, 10)).tasks], timeout=5)  # its lease expired
         assert ex.run(b.retry(Q, rid, "tok00010", rm.with_(retried=1), 0, recover=True)) > 0
         assert _active(backend, "capped") == before - 1
         info = insp.set_tenant(Q, "capped", concurrency=1)  # lowered below its active tasks: held
@@ -395,9 +394,7 @@ def test_an_orphaned_lease_dropped_by_the_recoverer_frees_its_tenant_slot(backen
         (id, _), = ex.run(b.dequeue(Q, 5, 1, "tok00001")).tasks  # a lease of 1 ms; held at 1
         assert backend.sync.zscore(q.tr, "a") is None
         backend.sync.hdel(q.tasks, id)  # its data deleted by hand while it ran
-        time.sleep(0.01)  # (its 1 ms lease has expired)
-        time_now = ex.run(b.expired(Q, 10))
-        assert [i for i, _ in time_now.tasks] == [id]
+        wait_sync(lambda: [i for i, _ in ex.run(b.expired(Q, 10)).tasks] == [id], timeout=5)  # its lease expired
         assert ex.run(b.drop(Q, id)) == 1
         assert _active(backend, "a") == 0 and backend.sync.zscore(q.tr, "a") is not None
 

@@ -83,6 +83,21 @@ def _records(rec: redis.Redis, key: str) -> dict[str, list[tuple[int, float, int
     return out
 
 
+def most_at_once(starts: dict[str, list[tuple[int, float, int]]], ends: dict[str, list[tuple[int, float, int]]],
+                 ids: set[str] | None = None) -> tuple[int, int]:
+    """The most runs (of ``ids``, None = all) overlapping at any moment, and how many runs never
+    ended (killed: counted as running to the end, which over-counts, safely)."""
+    def mine(d: dict[str, list[tuple[int, float, int]]]) -> list[float]:
+        return [t for id, runs in d.items() if ids is None or id in ids for _, t, _ in runs]
+
+    begun, ended = mine(starts), mine(ends)
+    running = most = 0
+    for _, step in sorted([(t, 1) for t in begun] + [(t, -1) for t in ended]):
+        running += step
+        most = max(most, running)
+    return most, len(begun) - len(ended)
+
+
 def _rerun_before(runs: list[tuple[int, float, int]], extra: int, before: float) -> bool:
     """Are ``extra`` surplus starts explained by attempts started twice, first before ``before``?"""
     by_attempt: dict[int, list[float]] = defaultdict(list)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Workers, _records, audit, mixed_tasks, produce, wait_finished
+from audit import Workers, _records, audit, mixed_tasks, most_at_once, produce, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
@@ -46,12 +46,7 @@ def test_sigkilled_workers_give_their_slots_back(redis_url: str, recorder: redis
     finally:
         workers.stop()
     starts, ends = _records(recorder, "starts"), _records(recorder, "ends")
-    edges = sorted([(t, 1) for runs in starts.values() for _, t, _ in runs] +
-                   [(t, -1) for runs in ends.values() for _, t, _ in runs])
-    running = most = 0
-    for _, step in edges:  # killed runs never end: counting them as running forever over-counts, safely
-        running += step
-        most = max(most, running)
+    most, _ = most_at_once(starts, ends)  # (killed runs never end: counted as running to the end)
     ended = sum(len(r) for r in ends.values())
     print(f"\nconcurrency-limit SIGKILL scenario: {kills} kills; {rep.line()}; at most {most} runs at once "
           f"(killed runs counted to the end)")

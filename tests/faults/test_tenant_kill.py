@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Workers, _records, audit, mixed_tasks, produce, wait_finished
+from audit import Workers, _records, audit, mixed_tasks, most_at_once, produce, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
@@ -53,14 +53,7 @@ def test_sigkilled_workers_lose_no_tenant_task_and_leak_no_tenant_slot(
     finally:
         workers.stop()
     starts, ends = _records(recorder, "starts"), _records(recorder, "ends")
-    edges = sorted([(t, 1) for id, runs in starts.items() if id in capped for _, t, _ in runs] +
-                   [(t, -1) for id, runs in ends.items() if id in capped for _, t, _ in runs])
-    running = most = 0
-    for _, step in edges:  # killed runs never end: counting them as running forever over-counts, safely
-        running += step
-        most = max(most, running)
-    killed = sum(len(r) for id, r in starts.items() if id in capped) - sum(len(r) for id, r in ends.items()
-                                                                            if id in capped)
+    most, killed = most_at_once(starts, ends, capped)
     r = redis.Redis.from_url(redis_url)
     q = queue_keys("default")
     left = {"ta": r.hlen(q.ta), "tq": r.zcard(q.tq), "tr": r.zcard(q.tr),
