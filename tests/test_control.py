@@ -61,6 +61,32 @@ def test_quiet_resume_and_stop_a_server_from_another_client(kind: str, request: 
     asyncio.run(main_())
 
 
+def test_a_stop_is_acknowledged_before_the_server_starts_stopping(redis_url: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopping cancels the control loop: a stop applied before its acknowledgement was written
+    lost the acknowledgement now and then (stop_server timed out; seen on the cluster in CI)."""
+    from asynqpy.core import control
+
+    real = control.ack_calls
+    stopping_when_acked: list[bool] = []
+
+    async def main_() -> None:
+        async with serving(redis_url, _mux([]), queues=[Q], heartbeat_interval=0.2) as server:
+
+            def ack_calls(cid: str, outcome: str) -> object:
+                stopping_when_acked.append(server._stop.is_set())
+                return real(cid, outcome)
+
+            monkeypatch.setattr(control, "ack_calls", ack_calls)
+            with Inspector(redis_url) as insp:
+                await until(lambda: any(s.id == server.server_id for s in insp.servers()), 10)
+                assert await asyncio.to_thread(insp.stop_server, server.server_id) == "stopping"
+            await until(server._stop.is_set, 5)  # and then it stops
+
+    asyncio.run(main_())
+    assert stopping_when_acked == [False]
+
+
 def test_unknown_servers_and_bad_actions_are_refused(redis_url: str) -> None:
     with Inspector(redis_url) as insp:
         with pytest.raises(ServerNotFoundError, match="no live server 'nope'"):

@@ -88,3 +88,44 @@ def test_a_late_read_of_the_idle_waits_dequeue_does_not_set_the_clock(redis_url:
 
     completed = asyncio.run(main())
     assert completed >= started[0] - 0.05, (completed, started[0])
+
+
+def test_a_fake_clock_moved_during_the_idle_wait_is_the_time_the_lease_is_taken_at(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dequeue that rides with the idle wait is sent before the wait: with a FakeClock its
+    "now" was the clock's before the wait, so a clock moved during it (drain jumps to the next
+    scheduled task) gave the task a lease already expired at the new time; the recoverer then
+    retried it while it ran (the pytest plugin's drain counted a task twice in CI). A fake-clocked
+    server does not ride a dequeue with its wait."""
+    from asynqpy.core.clock import FakeClock
+    from asynqpy.worker.wake import PipelinedWait
+
+    real_wait = PipelinedWait.wait
+    waits: list[int] = []
+
+    async def counted(self: PipelinedWait, *args: object, **kwargs: object) -> object:
+        waits.append(1)
+        return await real_wait(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PipelinedWait, "wait", counted)
+    import redis
+
+    clock = FakeClock()
+    r = redis.Redis.from_url(redis_url)
+    leases: list[float] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        leases.append(float(r.zscore(queue_keys("default").lease, task.id) or 0))
+
+    async def main() -> None:
+        async with serving(redis_url, mux, clock=clock, lease=30):
+            await until(lambda: waits)  # idle, in the wait
+            clock.advance(3600)  # as drain jumps to a task due in an hour
+            with Client(redis_url) as c:
+                c.enqueue("t")
+            await until(lambda: leases)
+
+    asyncio.run(main())
+    assert leases[0] >= clock.t + 29_000, (leases[0], clock.t)

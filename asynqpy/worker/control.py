@@ -52,9 +52,16 @@ class Controller:
             except ValueError as exc:
                 log.warning("%s", exc)
                 continue
-            outcome = await self.apply(action)
-            described = [self.describe()] if self.describe is not None else []
-            replies = await self.ctx.exec.run_many([*described, *control.ack_calls(cid, outcome)])
+            # a stop is acknowledged before it is applied: stopping cancels this loop, which lost
+            # an acknowledgement still on its way (the operator's stop_server timed out)
+            stop = action == "stop" and not self.ctx.stopping.is_set()
+            outcome = "stopping" if stop else await self.apply(action)
+            described = [self.describe()] if self.describe is not None and not stop else []
+            try:
+                replies = await self.ctx.exec.run_many([*described, *control.ack_calls(cid, outcome)])
+            finally:
+                if stop:
+                    await self.apply(action)
             if described and isinstance(replies[0], REDIS_ERRORS):  # the next heartbeat writes it
                 log.warning("could not write the server's new status (%s): the next heartbeat will", replies[0])
 
