@@ -39,6 +39,7 @@ from redis.asyncio import RedisCluster as AsyncRedisCluster
 from .app import App
 from .client import Client
 from .core.clock import FakeClock
+from .core.deploy import HOLD_FLOOR
 from .core.errors import InvalidArgumentError
 from .core.keys import queue_keys
 from .core.mux import ServeMux
@@ -89,7 +90,9 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
         mux, redis = target.mux, redis if redis is not None else target.redis
         names = queues or sorted(target.server().options.queues)
         server_options = {"on_startup": [target._hook(h) for h in target.startup],
-                          "on_shutdown": [target._hook(h) for h in target.shutdown], **server_options}
+                          "on_shutdown": [target._hook(h) for h in target.shutdown],
+                          **{k: v for k, v in target.server_options.items() if k == "version"},  # (its gated tasks)
+                          **server_options}
     else:
         mux, names = target, queues or ["default"]
     redis = _async_twin(redis)
@@ -179,7 +182,7 @@ async def _next_due(redis: Any, queues: list[str]) -> int | None:
         k = queue_keys(q)
         for zset in (k.scheduled, k.retry):
             first = await redis.zrange(zset, 0, 0, withscores=True)
-            if first:
+            if first and first[0][1] < HOLD_FLOOR:  # (a task held by a deploy hold is never due)
                 due.append(int(first[0][1]))
     return min(due) if due else None
 

@@ -350,6 +350,9 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @click.option("--name", "name", default=None,
               help="This worker's name, for tasks enqueued with workers=[...] or runs=N (default: host:pid; "
                    "the processes of --processes N share it).")
+@click.option("--worker-version", "worker_version", default=None, metavar="VERSION",
+              help="This worker's version (MAJOR[.MINOR[.PATCH]]): it runs tasks enqueued with "
+                   "min_worker_version up to it and sets newer ones aside for newer workers (docs/deploy.md).")
 @click.option("--sandbox", is_flag=True,
               help="Run every plain (def) handler in a child process (a timeout kills it, a crash fails only its "
                    "task); handlers registered with sandbox=True always are.")
@@ -380,7 +383,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
            unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
            metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
-           name: str | None, sandbox: bool, sandbox_processes: int,
+           name: str | None, worker_version: str | None, sandbox: bool, sandbox_processes: int,
            sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool,
            outbox_db: str | None, supervised: bool, signing_key_file: str | None,
            redis_url: str) -> None:
@@ -408,6 +411,13 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
             validate_worker_name(name)
         except InvalidArgumentError as exc:
             raise UserError(f"--name: {exc}") from None
+    if worker_version is not None:
+        from asynqpy.core.deploy import encode_version
+
+        try:
+            encode_version(worker_version)
+        except InvalidArgumentError as exc:
+            raise UserError(f"--worker-version: {exc}") from None
     spec = parse_queues(queues_spec) if queues_spec else None
     found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     app = None if isinstance(found, ServeMux) else found
@@ -453,6 +463,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         extra["scheduler"] = True
     if name is not None:
         extra["name"] = name
+    if worker_version is not None:
+        extra["version"] = worker_version
     if metrics_port is not None:
         extra["metrics_port"], extra["metrics_host"] = metrics_port, metrics_host
     if probes_port is not None:
@@ -539,6 +551,8 @@ def _child_argv(argv: list[str]) -> list[str]:
 @click.option("--key", default=None, help="Serial key: tasks of the queue with this key run one at a time, in order.")
 @click.option("--tenant", default=None,
               help="The task's tenant: the queue hands pending tasks out in turns across tenants (docs/tenants.md).")
+@click.option("--min-worker-version", default=None, metavar="VERSION",
+              help="Only workers of this version or newer run it (--worker-version; docs/deploy.md).")
 @json_option
 @signing_key_option
 @redis_url_option

@@ -1,4 +1,4 @@
-"""``asynqpy queue ls|inspect|history|groups|limit|tenants|tenant|pause|unpause|rm``."""
+"""``asynqpy queue ls|inspect|history|groups|limit|tenants|tenant|block|unblock|blocked|pause|unpause|rm``."""
 
 from __future__ import annotations
 
@@ -244,6 +244,49 @@ def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: i
     limit = f", concurrency {got.concurrency} ({got.active} active)" if got.concurrency else ""
     click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}, {state}, "
                f"{got.pending} pending")
+
+
+@queue.command("block")
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--type", "task_type", required=True, metavar="TYPE", help="The task type to block.")
+@redis_url_option
+@user_errors
+def block(queue_name: str, task_type: str, redis_url: str) -> None:
+    """Block a task TYPE in QUEUE while old and new workers overlap in a deploy: no worker runs its
+    tasks (they are held; running ones finish) until `queue unblock`. A whole queue: `queue pause`.
+    See docs/deploy.md."""
+    with inspector(redis_url) as insp:
+        blocked = insp.block_type(queue_name, task_type)
+    click.echo(f"blocked type {task_type} in queue {queue_name} (blocked: {', '.join(blocked)})")
+
+
+@queue.command("unblock")
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--type", "task_type", required=True, metavar="TYPE", help="The task type to unblock.")
+@redis_url_option
+@user_errors
+def unblock(queue_name: str, task_type: str, redis_url: str) -> None:
+    """Unblock a task TYPE in QUEUE: its held tasks go back to the front of the queue, oldest first."""
+    with inspector(redis_url) as insp:
+        moved = insp.unblock_type(queue_name, task_type)
+        left = insp.blocked_types(queue_name)
+    click.echo(f"unblocked type {task_type} in queue {queue_name}: {moved} held task(s) back in the queue"
+               + (f" (still blocked: {', '.join(left)})" if left else ""))
+
+
+@queue.command("blocked")
+@click.argument("queue_name", metavar="QUEUE")
+@json_option
+@redis_url_option
+@user_errors
+def blocked(queue_name: str, as_json: bool, redis_url: str) -> None:
+    """The task types blocked in QUEUE."""
+    with inspector(redis_url) as insp:
+        types = insp.blocked_types(queue_name)
+    if as_json:
+        emit_json(types)
+        return
+    click.echo("\n".join(types) if types else f"no type is blocked in queue {queue_name}")
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:

@@ -45,6 +45,9 @@ def ls(as_json: bool, redis_url: str) -> None:
     t = Table(box=None, pad_edge=False, header_style="bold")
     t.add_column("id", no_wrap=True)
     t.add_column("name", no_wrap=True, max_width=16, overflow="ellipsis")
+    versions = any(s.version for s in servers)  # (a column only while a deploy uses them: docs/deploy.md)
+    if versions:
+        t.add_column("version", no_wrap=True)
     t.add_column("status", no_wrap=True)
     t.add_column("busy", justify="right", no_wrap=True)
     t.add_column("queues")
@@ -52,7 +55,8 @@ def ls(as_json: bool, redis_url: str) -> None:
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
         status = {"quiet": "[yellow]quiet[/yellow]", "stopping": "[red]stopping[/red]"}.get(s.status, s.status)
-        t.add_row(s.id, s.name or "-", status, f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
+        t.add_row(s.id, s.name or "-", *([s.version or "-"] if versions else []), status,
+                  f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
     show(out, t)
     running = [(s, w) for s in servers for w in s.active]
     if running:

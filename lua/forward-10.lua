@@ -15,7 +15,7 @@ KEYS[10] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's conc
 ARGV[1] batch      most tasks to move from each zset
 ARGV[2] now        '' = Redis time; else a simulated time in ms
 Returns {moved, next, id1, id2, ...}: next = ms until the next due task (0 = more are due now; at
-most a day), -1 = none; the ids are due *keyed* tasks of the scheduled zset (key=, includes/serial),
+most a day), -1 = none (held tasks, includes/hold, are never due); the ids are due *keyed* tasks of the scheduled zset (key=, includes/serial),
 left in place: they must take their key or queue behind it, which the caller does with key_gate
 (their key's list is not among these KEYS). A keyed task due for a retry holds its key already and
 is moved like any other.
@@ -26,6 +26,7 @@ is moved like any other.
 --- @include "priority"
 --- @include "serial"
 --- @include "stored"
+local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR: scores from here are held tasks (includes/hold)
 local now = now_ms(ARGV[2])
 local batch = tonumber(ARGV[1])
 local moved = 0
@@ -49,7 +50,7 @@ for z = 1, 2 do
     end
   end
   local head = redis.call('ZRANGE', KEYS[z], 0, 0, 'WITHSCORES')
-  if head[2] ~= nil then
+  if head[2] ~= nil and (z == 2 or tonumber(head[2]) < HOLD_FLOOR) then  -- (a held task is never due: includes/hold)
     local wait = wait_ms(head[2], now)
     if next_due < 0 or wait < next_due then next_due = wait end
   end

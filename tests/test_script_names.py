@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from asynqpy.core import limits, tenants
+from asynqpy.core import holds, limits, tenants
 from asynqpy.core import process as P
 from asynqpy.core.broker import Broker, Done, end_keys, pending_keys, script_call, serial_keys
 from asynqpy.core.clock import Clock
@@ -174,6 +174,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("limit_acquire", lambda b: limits.acquire_call("lim", 2.5, 3, 4, "h", 100)),
     ("set_tenant", lambda b: tenants.set_call("q", "acme", weight=3, paused=False)),
     ("tenants", lambda b: tenants.page_call("q", "acme", 10)),
+    ("hold", lambda b: holds.hold_call("q", "unblock", "t", 3)),
 ]
 
 

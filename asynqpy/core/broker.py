@@ -880,9 +880,12 @@ class Broker:
 
     # -- the worker's transitions ------------------------------------------------------------
 
-    def dequeue(self, queue: str, count: int, lease_ms: int, token: str, worker: str = "") -> Call[Dequeued]:
+    def dequeue(self, queue: str, count: int, lease_ms: int, token: str, worker: str = "",
+                version: int = 0) -> Call[Dequeued]:
         """pending -> active for up to ``count`` tasks, leased until now + ``lease_ms``; first,
-        runs of targeted tasks ``worker`` may take ('' = none: its run ids are '<id>|<worker>')."""
+        runs of targeted tasks ``worker`` may take ('' = none: its run ids are '<id>|<worker>').
+        ``version``: the worker's (core/deploy.py encode_version, 0 = none): a task that needs a
+        newer one, or whose type is blocked, is held instead (lua/includes/hold.lua)."""
         q = queue_keys(queue)
 
         def parse(reply: list[Any]) -> Dequeued:
@@ -891,9 +894,9 @@ class Broker:
             return Dequeued(int(reply[0]), int(reply[1]), items, abs(wait), wait < 0)
 
         return script_call(
-            "dequeue", parse, **_q(q, "tasks lease paused wake events conf runs targeted_any"), **pending_keys(q),
-            mine=q.targeted_for(worker) if worker else q.targeted_any,
-            count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker)
+            "dequeue", parse, **_q(q, "tasks lease paused wake events conf runs targeted_any scheduled"),
+            **pending_keys(q), mine=q.targeted_for(worker) if worker else q.targeted_any,
+            count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker, version=version)
 
     def done(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> deleted (success, no retention). ``outcome``: what to push to the inbox of

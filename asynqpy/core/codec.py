@@ -56,6 +56,8 @@ how many distinct workers must run it successfully. A task with either is a targ
     task belongs to: a queue hands its pending tasks out round-robin across tenants ('' = none:
     the tasks without a tenant take their turns as one tenant). ``logs``: the lines its
     attempts logged (``asynqpy.core.tasklogs``: ``[attempt, unix ms, text]`` each; None = none).
+    ``min_version``: the least worker version that may run it (``asynqpy.core.deploy``
+    encode_version; 0 = any worker).
     New fields only ever go at the end: an older message (shorter array) still decodes.
     """
 
@@ -86,6 +88,7 @@ how many distinct workers must run it successfully. A task with either is a targ
     retry_front: bool = False
     tenant: str = ""
     logs: list[list[Any]] | None = None
+    min_version: int = 0
 
     def with_(self, **changes: Any) -> Message:
         """A copy with some fields changed."""
@@ -110,7 +113,7 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,), (list, type(None)), (str,), (bool,), (str,), (list, type(None)),
+    (int,), (list, type(None)), (str,), (bool,), (str,), (list, type(None)), (int,),
 ]
 
 
@@ -175,6 +178,8 @@ RETRY_FRONT_INDEX = _FIELDS.index("retry_front")
 assert RETRY_FRONT_INDEX == 24, "lua/includes/priority.lua reads the retry_front field at this index"
 TENANT_INDEX = _FIELDS.index("tenant")
 assert TENANT_INDEX == 25, "lua/includes/priority.lua reads the tenant field at this index"
+MIN_VERSION_INDEX = _FIELDS.index("min_version")
+assert MIN_VERSION_INDEX == 27, "lua/includes/hold.lua reads the min_version field at this index"
 KEY_INDEX = _FIELDS.index("key")
 assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this index"
 _UNIQUE_INDEX = _FIELDS.index("unique")

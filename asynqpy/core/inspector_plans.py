@@ -16,13 +16,14 @@ from typing import Any
 from . import control, cron, flows, processes
 from . import cron as _cron
 from . import events as ev
+from . import holds as _holds
 from . import limits as _limits
 from . import tenants as _tenants
 from .broker import Broker, Call, QueueStats
 from .clock import Clock
 from .flows import WorkflowNode
 from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
-from .keys import control_ack, queue_keys
+from .keys import control_ack, queue_keys, validate_queue
 from .limits import QueueLimits
 from .process import Process
 from .server_record import ServerInfo
@@ -274,6 +275,41 @@ class InspectorPlans:
     def unpause(self, queue: str) -> Steps[bool]:
         """Unpause a queue; False if it was not paused."""
         return self._plans.unpause(queue)
+
+    @planned
+    def block_type(self, queue: str, task_type: str) -> Steps[list[str]]:
+        """Block a task type in a queue while old and new workers overlap in a deploy: from the
+        next dequeue, no worker runs its tasks; they are held (listed as scheduled, with
+        ``TaskInfo.held`` "type") until :meth:`unblock_type`. Tasks of the type already running
+        go on. Returns the queue's blocked types (docs/deploy.md)."""
+        validate_queue(queue)
+        t = _holds.check_type_name(task_type)
+        return (yield _holds.hold_call(queue, "block", t)).blocked  # type: ignore[no-any-return]
+
+    @planned
+    def unblock_type(self, queue: str, task_type: str) -> Steps[int]:
+        """Unblock a task type: its held tasks go back to the front of the queue's pending tasks,
+        the oldest held first (any task held for a type no longer blocked, left by an unblock
+        that was cut short, goes back too). Returns how many went back."""
+        validate_queue(queue)
+        t = _holds.check_type_name(task_type)
+        moved = offset = in_pass = 0
+        for call in range(10_000):
+            r = yield _holds.hold_call(queue, "unblock", t if call == 0 else "", offset)
+            moved, in_pass, offset = moved + r.moved, in_pass + r.moved, r.offset
+            if not r.more:
+                if offset == 0 or in_pass == 0:
+                    break
+                # tasks were skipped (still blocked) while others went: a task removed meanwhile
+                # shifts the offset, so the band is read once more from its top
+                offset = in_pass = 0
+        return moved
+
+    @planned
+    def blocked_types(self, queue: str) -> Steps[list[str]]:
+        """The task types blocked in a queue (:meth:`block_type`)."""
+        validate_queue(queue)
+        return (yield _holds.hold_call(queue, "list")).blocked  # type: ignore[no-any-return]
 
     @planned
     def servers(self) -> Steps[list[ServerInfo]]:

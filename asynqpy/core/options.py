@@ -22,6 +22,7 @@ from typing import Any
 
 from . import codec
 from .codec import Message
+from .deploy import encode_version
 from .errors import InvalidArgumentError, PayloadError
 from .keys import validate_group, validate_name, validate_queue, validate_worker_name
 from .kinds import ROUTES, TaskKind, decide
@@ -460,6 +461,13 @@ SPEC: tuple[Option, ...] = (
            "round-robin across tenants with work (FIFO and priority within each; tasks without a tenant take "
            "turns as one tenant). See docs/tenants.md", "--tenant", _optional(validate_tenant),
            example="acme", conflicts=dict.fromkeys(("group", "workers", "runs"), _TENANT)),
+    Option("min_worker_version", "str", "none", "only workers of this version or newer (`Server(version=)`, "
+           "`--worker-version`) run it: `\"MAJOR[.MINOR[.PATCH]]\"`; an older worker sets it aside for them. "
+           "See docs/deploy.md", "--min-worker-version", lambda v, got: 0 if v is None else encode_version(v), 0,
+           neutral=(0,), example="2.1",
+           conflicts=dict.fromkeys(("group", "workers", "runs"), "min_worker_version applies to a task that runs "
+                                   "as it is: not to a grouped task (its aggregate runs) or a targeted one (its "
+                                   "runs are chosen by worker name)")),
     Option("retention", "seconds", "0", "seconds to keep the task as completed, with its result, after success",
            "--retention", lambda v, got: int(_seconds("retention", v) * 1000), 0, example=60),
     Option("headers", "dict[str, str]", "none", "handed to the handler as `task.headers` (at most 64 entries, "
@@ -561,7 +569,7 @@ def prepare(task_type: str, payload: Any = None, *, reply_to: str = "", max_payl
         unique=unique_ttl > 0 and mode != "t", retry_delay_ms=got["retry_delay"], headers=got["headers"],
         reply_to=reply_to, group=got["group"] or "", unique_key=got["unique_key"] or "", priority=got["priority"],
         workers=got["workers"], runs=got["runs"] or 1, after=got["after"], key=got["key"] or "",
-        retry_front=got["retry_front"], tenant=got["tenant"] or "",
+        retry_front=got["retry_front"], tenant=got["tenant"] or "", min_version=got["min_worker_version"],
     )
     kind = decide(task_type, waiting=msg.after is not None, delay_ms=delay_ms, debounced=mode == "d",
                   grouped=bool(msg.group), key=msg.key, targeted=msg.workers is not None or msg.runs > 1)

@@ -46,16 +46,17 @@ class ServerInfo:
     active: list[WorkerInfo]
     name: str = ""
     status: str = "running"  # running, quiet (takes no new task: asynqpy server quiet), stopping
+    version: str = ""  # Server(version=): it runs tasks of min_worker_version up to it ('' = none)
 
 
 def pack(id: str, host: str, pid: int, queues: Mapping[str, int], concurrency: int, strict: bool,
          started: float, active: Iterable[tuple[str, str, str, int, int]], name: str = "",
-         status: str = "running") -> bytes:
+         status: str = "running", version: str = "") -> bytes:
     """The record of a server; ``active``: (task id, queue, type, started ms, deadline ms)."""
     return cast(bytes, msgpack.packb({
         "id": id, "host": host, "pid": pid, "queues": dict(queues), "concurrency": concurrency,
         "strict": strict, "started": started, "active": [list(a) for a in active], "name": name,
-        "status": status,
+        "status": status, "version": version,
     }, unicode_errors="surrogateescape"))
 
 
@@ -69,4 +70,4 @@ def unpack(raw: bytes) -> ServerInfo:
     return ServerInfo(str(d["id"]), str(d["host"]), int(d["pid"]), {str(k): int(v) for k, v in d["queues"].items()},
                       int(d["concurrency"]), bool(d["strict"]),
                       datetime.fromtimestamp(float(d["started"]), tz=timezone.utc), active, str(d.get("name", "")),
-                      str(d.get("status", "running")))
+                      str(d.get("status", "running")), str(d.get("version", "")))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from . import tasklogs
+from . import deploy, tasklogs
 from .codec import Message, encode_payload
 from .errors import InvalidArgumentError, PayloadError, ResultError
 from .workflow import ParentEnd
@@ -279,7 +279,10 @@ class TaskInfo:
     Inspector, ``children``: (queue, id) of the tasks registered as waiting on this one. ``key``:
     its ``key=`` (tasks sharing it run one at a time; '' = none). ``logs``: filled by
     ``Inspector.task_info`` (not by listings), the task's logs (:meth:`Task.log`,
-    ``capture_logs``; as ``Inspector.task_logs``)."""
+    ``capture_logs``; as ``Inspector.task_logs``). ``held``: a scheduled task held by a deploy
+    hold (docs/deploy.md): "type" (its type is blocked in the queue) or "version" (it waits for a
+    worker of ``min_worker_version`` or newer); '' otherwise. ``min_worker_version``: its
+    ``min_worker_version=`` ('' = any worker)."""
 
     id: str
     queue: str
@@ -315,6 +318,8 @@ class TaskInfo:
     on_parent_failure: str = ""
     key: str = ""
     logs: list[tasklogs.LogLine] = field(default_factory=list)
+    held: str = ""
+    min_worker_version: str = ""
 
     @classmethod
     def from_message(
@@ -323,10 +328,14 @@ class TaskInfo:
         t = msg.timeout_ms
         timeout = None if t < 0 else t / 1000
         when = ms_to_datetime
+        held = deploy.held_kind(next_process_at_ms) if state is TaskState.SCHEDULED else ""
+        if held:
+            next_process_at_ms = 0  # (a band score, not a time)
         return cls(id, queue, msg.type, msg.payload, state, msg.max_retry, msg.retried, msg.last_error,
                    when(msg.last_failed_at_ms), when(next_process_at_ms), when(msg.completed_at_ms), msg.result,
                    timeout, when(msg.deadline_ms), msg.retention_ms / 1000, when(msg.enqueued_at_ms),
                    traceback=msg.traceback, headers=dict(msg.headers or {}), group=msg.group,
                    priority=msg.priority, workers=list(msg.workers) if msg.workers is not None else None,
                    runs_wanted=msg.runs, key=msg.key,
-                   parents=[ParentEnd(q, i, "unknown") for q, i in msg.after or ()])
+                   parents=[ParentEnd(q, i, "unknown") for q, i in msg.after or ()], held=held,
+                   min_worker_version=deploy.format_version(msg.min_version))

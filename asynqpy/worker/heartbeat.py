@@ -40,6 +40,7 @@ class HeartbeatParams:
     concurrency: int
     strict_priority: bool
     name: str = ""
+    version: str = ""
 
     @property
     def lease_ms(self) -> int:
@@ -48,7 +49,7 @@ class HeartbeatParams:
     @classmethod
     def of(cls, o: ServerOptions, server_id: str, started_at: float) -> HeartbeatParams:
         return cls(server_id, started_at, o.heartbeat_interval, o.lease, dict(o.queues), o.concurrency,
-                   o.strict_priority, o.worker_name)
+                   o.strict_priority, o.worker_name, o.version or "")
 
 
 class Heartbeat:
@@ -70,7 +71,7 @@ class Heartbeat:
             self.ctx.served.current if self.ctx.served is not None else p.queues,
             getattr(self.processor, "concurrency", p.concurrency), p.strict_priority,
             p.started_at, [(r.id, r.queue, r.msg.type, r.started_ms, r.deadline_ms) for r in running], p.name,
-            self._status())
+            self._status(), p.version)
 
     def _status(self) -> str:
         if self.ctx.stopping.is_set():

@@ -218,7 +218,8 @@ class Processor:
             lease_from, sent_ms = loop.time(), self.ctx.clock.local_ms()
             self._in_dequeue = True
             try:
-                res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token, self.name))
+                res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token, self.name,
+                                                                          self.opts.version_code))
                 self.ctx.metrics.loop("dequeue", loop.time() - lease_from)
             except REDIS_ERRORS as exc:
                 if not self.ctx.cluster:
@@ -293,7 +294,7 @@ class Processor:
             try:
                 fired, res, lease_from = await self._waiter.wait(
                     self._wait_keys(now), timeout,
-                    self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name)
+                    self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name, self.opts.version_code)
                     if tried is not None else None)
             finally:
                 self._in_wait = False

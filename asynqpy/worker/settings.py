@@ -6,9 +6,11 @@ import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from ..core.cron import Entry
+from ..core.deploy import encode_version
 from ..core.errors import InvalidArgumentError
 from ..core.keys import validate_queue_or_pattern, validate_worker_name
 from ..core.options import MAX_SECONDS
@@ -76,6 +78,7 @@ class ServerOptions:
     group_max_delay: float | None = None
     group_max_size: int = 1000
     name: str | None = None
+    version: str | None = None  # this worker's version: it runs tasks of min_worker_version up to it (core/deploy.py)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     health_port: int | None = None  # /livez and /readyz over HTTP (worker/probes.py); 0: a free port
@@ -102,6 +105,8 @@ class ServerOptions:
         _integer("concurrency", self.concurrency, 1)
         if self.name is not None:
             validate_worker_name(self.name)
+        if self.version is not None:
+            encode_version(self.version)
         if self.metrics_port is not None:
             _integer("metrics_port", self.metrics_port, 0, 65535)
         if not isinstance(self.metrics_host, str) or not self.metrics_host:
@@ -166,6 +171,11 @@ class ServerOptions:
         if not callable(self.retry_delay):
             raise InvalidArgumentError("retry_delay must be a function (retried, error, task) -> seconds")
         return self
+
+    @cached_property
+    def version_code(self) -> int:
+        """``version`` encoded (core/deploy.py encode_version; 0 = none)."""
+        return 0 if self.version is None else encode_version(self.version)
 
     @property
     def lease_ms(self) -> int:

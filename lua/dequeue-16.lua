@@ -32,11 +32,17 @@ KEYS[12] tq  the queue's tenant zset: pending tasks that have a tenant (includes
 KEYS[13] tr  the queue's ready ring of tenants: tenant -> pass (includes/priority)
 KEYS[14] tn  the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEYS[15] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEYS[16] scheduled  scheduled zset (held tasks wait there: includes/hold)
 ARGV[1] count    how many tasks at most
 ARGV[2] lease_ms  lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
 ARGV[4] now      '' = Redis time; else a simulated time in ms
 ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)
+ARGV[6] version  the caller's version (core/deploy.py encode_version; 0 = none)
+Deploy holds (includes/hold): a pending task of a blocked type (conf field 'holds'), or one that
+needs a newer worker than the caller, is not leased but held in the scheduled zset (state 's';
+the tenant slot it took is freed); it uses one of the ``count``. A caller with a version first
+takes back to the front of the pending tasks up to ``count`` tasks held for versions up to its own.
 The queue's limits (conf fields, set by Inspector.set_limits): 'concurrency' = at most this many
 of its tasks active across all workers (the lease zset's size); 'rate' (tasks per second) and
 'burst' = a token bucket ('tokens', 'ts' its state) that each task taken uses one token of.
@@ -69,6 +75,7 @@ XADD per task type taken); the prio zset is read only when ZCARD finds it non-em
 --- @include "priority"
 --- @include "runs"
 --- @include "stored"
+--- @include "hold"
 local LIMIT_WAIT = 1000
 local RATE_GRACE = 500  -- ms the rate's waiter may be late for its token before another takes its turn
 local POLL_STEP = 250  -- ms between two looks of the workers the rate's waiter stands for (at most 4 a second)
@@ -79,7 +86,7 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
   return {now, -1, 0}
 end
 local conf = redis.call('HMGET', KEYS[7], 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts', 'waiter',
-  'waiter_until', 'polls', 'active', 'followed')
+  'waiter_until', 'polls', 'active', 'followed', 'holds')
 local count, wait = tonumber(ARGV[1]), 0
 local limit = tonumber(conf[2])
 if limit then
@@ -132,6 +139,20 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
   end
   if open then  -- runs are left for other workers: wake one (it takes one and wakes the next)
     signal(KEYS[5])
+  end
+end
+local pk = {KEYS[2], KEYS[8], KEYS[12], KEYS[13], KEYS[14], KEYS[15]}
+local version, holds = tonumber(ARGV[6]) or 0, conf[12]
+if version > 0 and count > 0 then  -- tasks held for a version up to the caller's: back to the front
+  local back = redis.call('ZRANGE', KEYS[16], VERSION_BAND, VERSION_BAND + version, 'BYSCORE', 'LIMIT', 0, count)
+  for j = #back, 1, -1 do  -- (each to the front: the last first, so they keep their order)
+    local id = back[j]
+    local v = redis.call('HGET', KEYS[1], id)
+    redis.call('ZREM', KEYS[16], id)
+    if stored_state(v) == 's' then
+      redis.call('HSET', KEYS[1], id, 'p' .. stored_msg(v))
+      push_pending(pk, id, v, 2, true)
+    end
   end
 end
 local prios = redis.call('ZCARD', KEYS[8])  -- (none, the usual case: the zset is not read)
@@ -311,8 +332,16 @@ if ids or #runs > 0 then
   end
   ids = ids or {}
   local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
+  local held = {}
   for i = 1, #ids do
     local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
+    local score = msg and hold_score(holds, vals[i], version, KEYS[7])
+    if score then  -- not for this worker: held (includes/hold)
+      redis.call('HSET', KEYS[1], ids[i], 's' .. msg)
+      redis.call('ZADD', KEYS[16], string.format('%.0f', score), ids[i])
+      held[#held + 1] = ids[i]
+      msg = nil
+    end
     if msg then
       local id = ids[i]
       hset[h + 1], hset[h + 2] = id, prefix .. msg
@@ -320,6 +349,9 @@ if ids or #runs > 0 then
       out[o + 1], out[o + 2] = id, msg
       h, o = h + 2, o + 2
     end
+  end
+  if #held > 0 and fair then
+    tenant_left(pk, held)  -- (the slots their tenants took in take_fair)
   end
   if h > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
