@@ -1,7 +1,8 @@
 """``asynqpy dash``: a live terminal dashboard (rich Live on the alternate screen).
 
 One loop: read Redis every ``--refresh`` seconds (one pipelined ``all_queue_info``, ``servers``,
-and in the queue view one ``list_tasks`` page and the queue's count of durable processes:
+and in the queue view one ``list_tasks`` page, the queue's count of durable processes and, when
+it has tenants, the first page of them (TENANTS_NAMED):
 O(queues + page size) per refresh, whatever the queues' depth; the queues' memory only every
 ``MEMORY_EVERY`` seconds), render, and wait for keys with ``select`` until the next read. A key
 that changes the task page wanted reads that page at once. Redis lost while running: the footer
@@ -29,9 +30,10 @@ from rich.live import Live
 from asynqpy import Inspector
 from asynqpy.core.errors import AsynqpyError
 from asynqpy.core.task import TaskInfo, TaskState
+from asynqpy.core.tenants import TenantInfo
 
 from .common import UserError, redis_url_option, user_errors
-from .dash_render import Snapshot, page_size_for, render
+from .dash_render import TENANTS_NAMED, Snapshot, page_size_for, render
 from .dash_state import DashState, Throughput
 from .terminal import RawKeys
 
@@ -56,6 +58,8 @@ class Source(Protocol):
                    page_size: int = 30) -> list[TaskInfo]: ...
     def processes(self, queue: str, start: int = 0, count: int = 100,
                   status: str | None = None) -> tuple[int, list[Process]]: ...
+
+    def tenants(self, queue: str, *, after: str = "", count: int = 100) -> list[TenantInfo]: ...
 
 
 class Keys(Protocol):
@@ -143,9 +147,12 @@ class Dash:
         its index and the newest one)."""
         queue = self.state.queue if self.state.want() is not None else None
         if queue is None:
-            self.snap.processes = None
+            self.snap.processes = self.snap.tenants = None
             return
         self.snap.processes = (queue, self.source.processes(queue, 0, 1)[0])
+        info = next((q for q in self.snap.queues if q.queue == queue), None)
+        # its first tenants by name, when it has any (one page of TENANTS_NAMED: O(log n))
+        self.snap.tenants = (queue, self.source.tenants(queue, count=TENANTS_NAMED)) if info and info.tenants else None
 
     def screen(self, width: int, height: int) -> RenderableType:
         now = self.snap.updated or self.wallclock()

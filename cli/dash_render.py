@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from asynqpy.core.task import TaskInfo, TaskState
+from asynqpy.core.tenants import TenantInfo
 
 from .common import clip, latency, payload_text, retried
 from .dash_state import STATES, TABS, DashState, Throughput, View, pages
@@ -37,6 +38,7 @@ def page_size_for(height: int) -> int:
 class Snapshot:
     """What the dashboard last read from Redis. ``tasks`` belong to ``tasks_for`` (queue, state,
     page, page size); ``processes``: (the open queue, how many durable processes it has);
+    ``tenants``: (the open queue, the first page of its tenants with pending tasks);
     ``error`` is the last read's failure (None once a read succeeds again)."""
 
     queues: list[QueueInfo] = field(default_factory=list)
@@ -44,6 +46,7 @@ class Snapshot:
     tasks: list[TaskInfo] = field(default_factory=list)
     tasks_for: tuple[str, TaskState, int, int] | None = None
     processes: tuple[str, int] | None = None
+    tenants: tuple[str, list[TenantInfo]] | None = None
     error: str | None = None
     updated: datetime | None = None
 
@@ -194,10 +197,13 @@ HELD_COL = Col("wait", 4, right=True)
 a column only while some queue has such tasks (the queue view's tabs tell them apart)."""
 HELD_AT = 9
 """Where the wait column goes: after "done"."""
+TENANTS_COL = Col("tnts", 4, right=True)
+"""Tenants with pending tasks (docs/tenants.md); a column only while some queue has them (the
+queue view's summary names the first ones)."""
 WIDE_QUEUE_COLS = [Col("today ok", 8, right=True), Col("today fail", 10, right=True)]
 WIDE = 110
 """From this width on, the queue table also shows today's succeeded and failed counts."""
-NARROW_DROP = ["mem", "wait", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
+NARROW_DROP = ["mem", "tnts", "wait", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
 """Below 80 columns, queue table columns are left out in this order until the name has room."""
 QUEUE_NAME_ROOM = 12
 
@@ -207,16 +213,17 @@ def held(q: QueueInfo) -> int:
     return q.waiting + q.blocked
 
 
-def _all_queue_cols(width: int, with_held: bool) -> list[Col]:
+def _all_queue_cols(width: int, with_held: bool, with_tenants: bool = False) -> list[Col]:
     """The queue table's columns before any is left out for want of room."""
-    cols = QUEUE_COLS[:HELD_AT] + ([HELD_COL] if with_held else []) + QUEUE_COLS[HELD_AT:]
+    cols = (QUEUE_COLS[:HELD_AT] + ([HELD_COL] if with_held else []) + ([TENANTS_COL] if with_tenants else [])
+            + QUEUE_COLS[HELD_AT:])
     return cols + (WIDE_QUEUE_COLS if width >= WIDE else [])
 
 
-def _queue_columns(width: int, with_held: bool = False) -> list[int]:
+def _queue_columns(width: int, with_held: bool = False, with_tenants: bool = False) -> list[int]:
     """Indexes of the queue table's columns that fit ``width``, the queue name getting at least
     :data:`QUEUE_NAME_ROOM` characters when it can."""
-    cols = _all_queue_cols(width, with_held)
+    cols = _all_queue_cols(width, with_held, with_tenants)
     keep = list(range(len(cols)))
     drop = iter(NARROW_DROP)
 
@@ -237,7 +244,7 @@ def succeeded_today(q: QueueInfo) -> int:
 
 
 def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool,
-               with_held: bool = False) -> list[str | Text]:
+               with_held: bool = False, with_tenants: bool = False) -> list[str | Text]:
     ok, failed = rates.rates(q.queue) or (None, None)
     name = Text(("› " if selected else "  ") + q.queue, style="reverse" if selected else "")
     row: list[str | Text] = [
@@ -246,6 +253,8 @@ def _queue_row(q: QueueInfo, selected: bool, rates: Throughput, wide: bool,
         latency(q.pending, q.latency), per_second(ok),
         Text(per_second(failed), style="red" if failed else ""), size_bytes(q.memory_bytes),
     ]
+    if with_tenants:
+        row.insert(HELD_AT, count(q.tenants))
     if with_held:
         row.insert(HELD_AT, Text(count(held(q)), style="yellow" if held(q) else ""))
     if wide:
@@ -288,8 +297,9 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
     """Body of the queues view: the queue table, live servers and what they run."""
     wide = width >= WIDE
     with_held = any(held(q) for q in snap.queues)
-    all_cols = _all_queue_cols(width, with_held)
-    keep = _queue_columns(width, with_held)
+    with_tenants = any(q.tenants for q in snap.queues)
+    all_cols = _all_queue_cols(width, with_held, with_tenants)
+    keep = _queue_columns(width, with_held, with_tenants)
     cols = [all_cols[i] for i in keep]
     servers = snap.servers
     workers = _worker_rows(servers, now, wide)
@@ -309,7 +319,8 @@ def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: in
         cursor = names.index(state.cursor) if state.cursor in names else 0
         start, end = _window(len(names), rows_q, cursor)
         rows = [[row[i] for i in keep] for row in
-                (_queue_row(q, q.queue == state.cursor, rates, wide, with_held) for q in snap.queues[start:end])]
+                (_queue_row(q, q.queue == state.cursor, rates, wide, with_held, with_tenants)
+                 for q in snap.queues[start:end])]
         out.append(_table(cols, rows, width))
     else:
         out.append(_text("no queues yet (a queue appears when a task is first enqueued to it)", "dim"))
@@ -402,11 +413,26 @@ _SHORT = {TaskState.PENDING: "pend", TaskState.ACTIVE: "actv", TaskState.SCHEDUL
           TaskState.WAITING: "wait", TaskState.BLOCKED: "blkd"}
 
 
-def queue_summary(q: QueueInfo, rates: Throughput) -> Text:
+TENANTS_NAMED = 5
+"""Tenants the queue view's summary names (the first ones by name, each with its pending tasks)."""
+
+
+def _tenants_part(q: QueueInfo, tenants: Sequence[TenantInfo]) -> str:
+    if not q.tenants:
+        return ""
+    named = ", ".join(f"{t.tenant} {count(t.pending)}" + (" paused" if t.paused else "")
+                      + (f" w{t.weight}" if t.weight != 1 else "") for t in tenants[:TENANTS_NAMED])
+    more = q.tenants - min(len(tenants), TENANTS_NAMED)
+    return (f"  tenants {count(q.tenants)}" + (f": {named}" if named else "")
+            + (f" +{count(more)}" if named and more > 0 else ""))
+
+
+def queue_summary(q: QueueInfo, rates: Throughput, tenants: Sequence[TenantInfo] = ()) -> Text:
     ok, failed = rates.rates(q.queue) or (None, None)
     return Text.assemble(
         f"size {count(q.size)}  latency {latency(q.pending, q.latency)}  {per_second(ok)} ok/s  ",
         (f"{per_second(failed)} fail/s", "red" if failed else ""),
+        _tenants_part(q, tenants),  # (before the day's counts: at 80 columns the end is cut)
         f"  today {count(succeeded_today(q))} ok {count(q.failed_today)} failed  mem {size_bytes(q.memory_bytes)}",
         (f"  trimmed {count(q.trimmed)}", "yellow") if q.trimmed else "",
         f"  aggregating {count(q.aggregating)} in {count(q.groups)} group(s)" if q.aggregating else "",
@@ -421,7 +447,7 @@ def queue_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int
     q = next((x for x in snap.queues if x.queue == state.queue), None)
     if q is None:
         return [_text(f"queue {state.queue!r} not found", "red")]
-    summary = queue_summary(q, rates)
+    summary = queue_summary(q, rates, snap.tenants[1] if snap.tenants and snap.tenants[0] == q.queue else ())
     summary.truncate(width, overflow="ellipsis")
     extra = TASK_COLS[state.tab]
     cols = [Col("id", 16), Col("type", ratio=1, min_width=8), *(c for c, _ in extra)]
@@ -456,6 +482,7 @@ HELP_NOTES = [
     "retried: retries so far / most allowed.",
     "mem: the queue's approximate Redis memory, read every 30 s (- if unknown).",
     "wait: tasks waiting on their parents (after=) or behind their key (key=).",
+    "tnts: tenants with pending tasks (tenant=).",
 ]
 
 

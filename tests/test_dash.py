@@ -499,6 +499,7 @@ class FakeSource:
         self.calls: list[str] = []
         self.memory_asked: list[bool] = []
         self.procs: dict[str, int] = {}
+        self.tenants_of: dict[str, list[Any]] = {}
         self.down = False
 
     def _call(self, name: str) -> None:
@@ -522,6 +523,10 @@ class FakeSource:
     def processes(self, queue: str, start: int = 0, count: int = 100, status: str | None = None) -> tuple[int, list[Any]]:
         self._call(f"processes {queue}")
         return self.procs.get(queue, 0), []
+
+    def tenants(self, queue: str, *, after: str = "", count: int = 100) -> list[Any]:
+        self._call(f"tenants {queue} {count}")
+        return self.tenants_of.get(queue, [])[:count]
 
 
 class Script:
@@ -711,3 +716,35 @@ def test_held_tasks_and_processes_at_80x24() -> None:
     state.handle("esc", queues)
     board.read_all()
     assert board.snap.processes is None and source.calls[-2:] == ["all_queue_info", "servers"]
+
+
+def test_tenants_column_and_the_open_queues_first_tenants_at_80x24() -> None:
+    """Tenants (docs/tenants.md): a "tnts" column while some queue has tenants with pending tasks
+    (mem makes room at 80 columns); the queue view's summary names the first ones, with their
+    pending tasks, a pause and a weight, read with the page only while the queue has tenants."""
+    from asynqpy.core.tenants import TenantInfo
+
+    queues = [replace(qi("reports", 130, 2), tenants=7), qi("plain", 3)]
+    lines = screen(DashState(cursor="reports"), Snapshot(queues=queues, servers=SERVERS, updated=NOW))
+    assert "tnts" in lines[1] and "mem" not in lines[1]
+    row = next(line for line in lines if "reports" in line).split()
+    assert row[2:10] == ["run", "132", "130", "2", "0", "0", "0", "0"] and row[10] == "7"
+    assert "tnts" not in screen(DashState(cursor="plain"), Snapshot(queues=queues[1:], servers=SERVERS,
+                                                                    updated=NOW))[1]
+    source = FakeSource(queues, {})
+    source.tenants_of = {"reports": [TenantInfo("acme", 120, weight=3), TenantInfo("globex", 10, paused=True)]}
+    state = DashState(cursor="reports")
+    board = Dash(source, refresh=2.0, label="x", clock=lambda: 0.0, wallclock=lambda: NOW)
+    board.state = state
+    board.read_all()
+    state.handle("enter", queues)
+    board.read_page()
+    assert "  tenants 7: acme 120 w3, globex 10" in show(board.screen(80, 24))[1]  # (the end is cut)
+    assert "  tenants 7: acme 120 w3, globex 10 paused +5  today" in show(board.screen(200, 24), 200, 24)[1]
+    assert "tenants reports 5" in source.calls
+    state.handle("esc", queues)
+    state.cursor = "plain"
+    state.handle("enter", queues)
+    source.calls.clear()
+    board.read_all()
+    assert not [c for c in source.calls if c.startswith("tenants")]  # no tenants: not read
