@@ -203,7 +203,7 @@ queue view's summary names the first ones)."""
 WIDE_QUEUE_COLS = [Col("today ok", 8, right=True), Col("today fail", 10, right=True)]
 WIDE = 110
 """From this width on, the queue table also shows today's succeeded and failed counts."""
-NARROW_DROP = ["mem", "tnts", "wait", "done", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
+NARROW_DROP = ["mem", "done", "tnts", "wait", "arch", "size", "lat", "fail/s", "rtry", "schd", "ok/s", "actv"]
 """Below 80 columns, queue table columns are left out in this order until the name has room."""
 QUEUE_NAME_ROOM = 12
 

@@ -41,7 +41,8 @@ ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)
 ARGV[6] version  the caller's version (core/deploy.py encode_version; 0 = none)
 Deploy holds (includes/hold): a pending task of a blocked type (conf field 'holds'), or one that
 needs a newer worker than the caller, is not leased but held in the scheduled zset (state 's';
-the tenant slot it took is freed); it uses one of the ``count``. A caller with a version first
+the tenant slot it took is freed); it uses one of the ``count``. A targeted task of a blocked type
+gives no run (it stays targeted; min_worker_version is refused for targeted tasks). A caller with a version first
 takes back to the front of the pending tasks up to ``count`` tasks held for versions up to its own.
 The queue's limits (conf fields, set by Inspector.set_limits): 'concurrency' = at most this many
 of its tasks active across all workers (the lease zset's size); 'rate' (tasks per second) and
@@ -110,6 +111,7 @@ if rate and count > 0 then
   end
 end
 local out = {now, 0, 0}
+local version, holds = tonumber(ARGV[6]) or 0, conf[12]
 local runs = {}  -- id, message pairs of the runs taken
 if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (no targeted task: no scan)
   local name, seen, open = ARGV[5], {}, false
@@ -124,7 +126,8 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
         else
           local r = rec_parse(rec)
           local mine = r.states[name]
-          if (not mine or mine[1] == 'e') and rec_allows(r, name) and rec_count(r, 'r') + rec_count(r, 's') < r.n then
+          if (not mine or mine[1] == 'e') and rec_allows(r, name) and rec_count(r, 'r') + rec_count(r, 's') < r.n
+              and not type_held(holds, v) then  -- (a blocked type's runs wait in place: includes/hold)
             r.order[#r.order + 1] = name
             r.states[name] = {'r', tostring(now)}
             redis.call('HSET', KEYS[9], tid, rec_build(r))
@@ -142,7 +145,6 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
   end
 end
 local pk = {KEYS[2], KEYS[8], KEYS[12], KEYS[13], KEYS[14], KEYS[15]}
-local version, holds = tonumber(ARGV[6]) or 0, conf[12]
 if version > 0 and count > 0 then  -- tasks held for a version up to the caller's: back to the front
   local back = redis.call('ZRANGE', KEYS[16], VERSION_BAND, VERSION_BAND + version, 'BYSCORE', 'LIMIT', 0, count)
   for j = #back, 1, -1 do  -- (each to the front: the last first, so they keep their order)
@@ -350,8 +352,13 @@ if ids or #runs > 0 then
       h, o = h + 2, o + 2
     end
   end
-  if #held > 0 and fair then
-    tenant_left(pk, held)  -- (the slots their tenants took in take_fair)
+  if #held > 0 then
+    if fair then
+      tenant_left(pk, held)  -- (the slots their tenants took in take_fair)
+    end
+    if wait < 0 then  -- the concurrency limit's slots they took are free again: not held back by it
+      wait = 0
+    end
   end
   if h > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))

@@ -117,6 +117,7 @@ def test_dash_in_a_real_terminal(redis_url: str, pane: Pane, tmp_path: Path) -> 
         c.enqueue("step", None, queue="flows", after=[parent])
         c.enqueue("step", None, queue="flows", key="order:1")
         c.enqueue("step", None, queue="flows", key="order:1")
+        c.enqueue("step", None, queue="flows", tenant="acme")  # a tenant: the tnts column, named in the view
         c.start_process("payment", "pay-1", None, queue="flows")  # a durable process (its init input)
     insp = Inspector(redis_url)
     try:
@@ -132,8 +133,10 @@ def test_dash_in_a_real_terminal(redis_url: str, pane: Pane, tmp_path: Path) -> 
     check_frame(screen)
     assert row(screen, "› critical")[2:5] == ["run", "2", "2"]
     assert row(screen, "  default")[1:7] == ["run", "48", "45", "0", "3", "0"]
-    assert "wait" in screen.splitlines()[1] and row(screen, "  flows")[1:3] + row(screen, "  flows")[8:10] == [
-        "run", "5", "0", "2"]                                # done 0, wait 2 (1 waiting, 1 blocked)
+    header = screen.splitlines()[1].split()
+    assert header[8:10] == ["wait", "tnts"] and "done" not in header  # (80 columns: mem and done make room)
+    assert row(screen, "  flows")[1:3] + row(screen, "  flows")[8:10] == [
+        "run", "6", "2", "1"]                                # wait 2 (1 waiting, 1 blocked), 1 tenant
     assert row(screen, "  low")[1] == "paused"
     assert "Servers none live" in screen
 
@@ -160,7 +163,8 @@ def test_dash_in_a_real_terminal(redis_url: str, pane: Pane, tmp_path: Path) -> 
     pane.keys("Escape")                                      # back to the queue table
     pane.wait_text("› default", "↑↓ select")
     pane.keys("j", "Enter")                                  # flows: its processes, its held tasks' tabs
-    screen = pane.wait_text("asynqpy dash › flows · 1 process", " wait 1 ", " blkd 1")  # (80 columns: short tabs)
+    screen = pane.wait_text("asynqpy dash › flows · 1 process", " wait 1 ", " blkd 1",  # (80 columns: short tabs)
+                            "tenants 1: acme 1")
     check_frame(screen)
     pane.keys("Escape")
     pane.wait_text("› flows", "↑↓ select")

@@ -114,6 +114,36 @@ def test_a_tenant_task_held_frees_its_slot_and_a_keyed_one_keeps_its_key(backend
         assert sorted(_take(backend)) == ["held", "k1", "k2"]
 
 
+def test_a_targeted_task_of_a_blocked_type_gives_no_run_until_unblocked(backend: Any) -> None:
+    """A targeted task (workers=, runs=) is not pending: it stays targeted, its runs not handed
+    out while its type is blocked (min_worker_version is refused for it: test below)."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.block_type(Q, "b")
+        t = c.enqueue("b", "x", queue=Q, workers=["w"])
+        assert ex.run(b.dequeue(Q, 1, 30_000, "tok00001", "w")).tasks == []
+        assert insp.task_info(Q, t.id).state is TaskState.TARGETED
+        insp.unblock_type(Q, "b")
+        assert [i for i, _ in ex.run(b.dequeue(Q, 1, 30_000, "tok00001", "w")).tasks] == [f"{t.id}|w"]
+
+
+def test_a_held_task_does_not_leave_a_worker_held_back_by_the_concurrency_limit(backend: Any) -> None:
+    """Found by the cross-feature model: with a queue limit of 1, a dequeue whose one slot went to a
+    task it then held told the worker it was held back by the limit (a wait of up to 1 s, no
+    wake token) though the slot was free and tasks were pending."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_limits(Q, concurrency=1)
+        insp.block_type(Q, "b")
+        c.enqueue("b", "held", queue=Q)
+        c.enqueue("t", "next", queue=Q)
+        backend.sync.delete(queue_keys(Q).wake)
+        got = ex.run(b.dequeue(Q, 2, 30_000, "tok00001"))
+        assert got.tasks == [] and not got.slot_bound and got.remaining == 1
+        assert backend.sync.llen(queue_keys(Q).wake) == 1  # a worker is woken for "next"
+        assert _take(backend) == ["next"]
+
+
 def test_the_forwarder_and_drain_never_take_a_held_task_for_due(backend: Any) -> None:
     ex, b = SyncExecutor(backend.sync), Broker()
     with Client(backend.sync) as c, Inspector(backend.sync) as insp:

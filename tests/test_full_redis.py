@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from asynqpy import FakeClock, RedisFullError
-from asynqpy.core import tenants
+from asynqpy.core import holds, tenants
 from asynqpy.core.broker import Broker, Call
 from asynqpy.core.codec import Message, decode, encode
 from asynqpy.core.cron import Entry, encode_entry, fire_call, make_entry
@@ -175,6 +175,9 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
                                                  [(b"1:q3:old", b"")]),
     # an operator's change of a tenant's settings (kept in Redis: refused whole)
     "set_tenant": lambda h: tenants.set_call(Q, "acme", weight=3),
+    # an operator's block or unblock of a task type (deploy holds: refused whole, done again once
+    # Redis has room; an unblock cut short is finished by any later one)
+    "hold": lambda h: holds.hold_call(Q, "block", "t"),
     # a keyed task (nothing stored: the producer gets RedisFullError)
     "enqueue_keyed": lambda h: h.b.enqueue_keyed(Q, "new", Message("t", key="k")),
     # a batch of keyed tasks (nothing stored: the producer gets RedisFullError for the batch)

@@ -15,6 +15,8 @@ Python); and in the test process, not a fresh interpreter each (~1 s of CPU each
 A mutated script has its own SHA, so it never stands in for the script as it is on that server.
 
 Slow (one model run per mutant, without shrinking): ``python -m pytest -m slow tests/test_model_mutants.py``.
+The mutants under ``tests/mutants/holds/`` revert fixes of the deploy holds: they run on the
+model with holds (tests/test_model_holds.py, the same machine plus blocks and version gates).
 To add a mutant: a unified diff of one file under ``lua/`` (paths ``a/<file>``, ``b/<file>``, the
 first line says which fix it reverts, the second ``expect:`` what the model's failure says),
 small enough to still apply as the scripts change around it.
@@ -32,6 +34,7 @@ from pathlib import Path
 import pytest
 import redis
 from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from asynqpy.core.errors import AsynqpyError
 from asynqpy.core.scripts import load_scripts
@@ -44,13 +47,17 @@ derandomized from the model's source, so any edit to CrossMachine draws other ex
 mutant was missed now and then after such an edit (each is caught in most 60-example runs, not
 all); 100 catches each of them."""
 MUTANTS = sorted((ROOT / "tests" / "mutants").glob("*.patch"))
+HOLDS_MUTANTS = sorted((ROOT / "tests" / "mutants" / "holds").glob("*.patch"))
+"""Mutants of the deploy holds, run on the model with holds (tests/test_model_holds.py)."""
 
 
-def run_model_on(lua: Path, url: str) -> tuple[str, str, float]:
-    """Run the model with the scripts of ``lua`` on the Redis at ``url``, without shrinking (a
-    mutant run only needs a failure); returns (result, output, seconds). Any other error (a script
-    that does not load, a defect of the model itself) is raised: the test fails with it."""
+def run_model_on(lua: Path, url: str, holds: bool = False) -> tuple[str, str, float]:
+    """Run the model (``holds``: the model with deploy holds) with the scripts of ``lua`` on the
+    Redis at ``url``, without shrinking (a mutant run only needs a failure); returns (result,
+    output, seconds). Any other error (a script that does not load, a defect of the model itself)
+    is raised: the test fails with it."""
     import test_model  # (tests/ is on sys.path: tests/conftest.py)
+    import test_model_holds
 
     run_settings = settings(test_model.SETTINGS, max_examples=EXAMPLES,
                             phases=[Phase.explicit, Phase.reuse, Phase.generate])
@@ -59,7 +66,11 @@ def run_model_on(lua: Path, url: str) -> tuple[str, str, float]:
     load_scripts.cache_clear()  # (scripts are loaded once per process: now from the mutant's copy)
     t0 = time.monotonic()
     try:
-        test_model.run_model(lambda: redis.Redis.from_url(url), run_settings)
+        if holds:
+            test_model_holds.HoldsMachine.redis_factory = staticmethod(lambda: redis.Redis.from_url(url))
+            run_state_machine_as_test(test_model_holds.HoldsMachine, settings=run_settings)
+        else:
+            test_model.run_model(lambda: redis.Redis.from_url(url), run_settings)
         result, out = "passed", ""
     except (AssertionError, AsynqpyError) as exc:
         result, out = "caught", "".join(traceback.format_exception(exc))
@@ -85,9 +96,9 @@ def lua_copy(tmp_path: Path, patch: Path | None) -> Path:
 @pytest.mark.slow
 @pytest.mark.one_process
 @pytest.mark.real
-@pytest.mark.parametrize("patch", MUTANTS, ids=[p.stem for p in MUTANTS])
+@pytest.mark.parametrize("patch", MUTANTS + HOLDS_MUTANTS, ids=[p.stem for p in MUTANTS + HOLDS_MUTANTS])
 def test_the_model_catches_a_reverted_fix(tmp_path: Path, patch: Path, redis_url: str) -> None:
-    result, out, took = run_model_on(lua_copy(tmp_path, patch), redis_url)
+    result, out, took = run_model_on(lua_copy(tmp_path, patch), redis_url, holds=patch in HOLDS_MUTANTS)
     why, expect = header(patch)
     print(f"{patch.stem}: {result} in {took:.1f} s ({why})")
     assert result == "caught", f"{patch.stem} ({why}) was not caught ({result}):\n{out[-4000:]}"
@@ -103,7 +114,7 @@ def header(patch: Path) -> tuple[str, list[str]]:
 
 
 def test_every_mutant_says_what_it_reverts() -> None:
-    assert MUTANTS
-    for p in MUTANTS:
+    assert MUTANTS and HOLDS_MUTANTS
+    for p in MUTANTS + HOLDS_MUTANTS:
         why, expect = header(p)
-        assert why.startswith(("issue 29", "issue 30", "issue 32")) and expect and all(expect), p.name
+        assert why.startswith(("issue 29", "issue 30", "issue 32", "issue 34")) and expect and all(expect), p.name

@@ -10,6 +10,7 @@
 --- hold_score(holds, v, version, conf): the score at which the pending task of stored value ``v``
 --- is held from a worker of ``version`` (0: none given), or nil when it may run it. O(1) unless
 --- ``holds`` is set (the type is read) or the message reaches the min_version field.
+--- type_held(holds, v): whether the type of the task of stored value ``v`` is blocked.
 --- hold_types_add(holds, t) / hold_types_del(holds, t): the 'holds' field with type t added or
 --- removed ('' or nil: none blocked).
 --- @include "priority"
@@ -28,8 +29,11 @@ local function msg_min_version(m, i)
   end
   return 0
 end
+local function type_held(holds, v)  -- the type of the task of stored value v is blocked
+  return holds and holds ~= '' and string.find(holds, '\0' .. msg_type(v, 2) .. '\0', 1, true) ~= nil
+end
 local function hold_score(holds, v, version, conf)
-  if holds and holds ~= '' and string.find(holds, '\0' .. msg_type(v, 2) .. '\0', 1, true) then
+  if type_held(holds, v) then
     return TYPE_BAND + redis.call('HINCRBY', conf, 'hseq', 1)
   end
   local need = msg_min_version(v, 2)

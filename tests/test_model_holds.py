@@ -1,0 +1,127 @@
+"""The cross-feature model (tests/test_model.py) with deploy holds meeting everything it drives:
+the same machine, plus an operator who blocks and later unblocks a task type (every sixth
+operator step: a deploy), tasks gated by ``min_worker_version`` (one producer task in seven), and
+workers of two versions (w2 is version 2; the others have none). After every step, beside the
+model's own checks: a task is held (the scheduled zset, from HOLD_FLOOR) only while its type is
+blocked (the type band) or when it needs a newer worker (the version band), and the queue's
+blocked types are the operator's; at every dequeue, no task of a blocked type and no task gated
+above the worker's version is handed out.
+
+A subclass, so that the model's own examples (and the mutants it is checked against,
+tests/test_model_mutants.py) stay as they are: hypothesis derives a machine's examples from its
+source."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, run_state_machine_as_test
+from test_model import SETTINGS, CrossMachine, K, Q
+
+from asynqpy.core import codec
+from asynqpy.core.broker import Broker, Call, Dequeued
+from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, encode_version
+from asynqpy.core.stored import message_of
+
+VERSIONS = {"w2": encode_version("2")}
+"""The workers' versions (the others have none)."""
+BLOCKABLE = ("t", "child", "tg")
+"""The task types the operator blocks in turn."""
+GATE_EVERY = 7
+"""One plain task in this many needs version 2."""
+
+
+class VersionedBroker(Broker):
+    """The model's broker, whose dequeue tells each worker's version."""
+
+    def dequeue(self, queue: str, count: int, lease_ms: int, token: str, worker: str = "",
+                version: int = 0) -> Call[Dequeued]:
+        return super().dequeue(queue, count, lease_ms, token, worker, version or VERSIONS.get(worker, 0))
+
+
+class GatingClient:
+    """The model's client: one plain task in GATE_EVERY is enqueued with min_worker_version="2"."""
+
+    def __init__(self, client: Any, machine: HoldsMachine) -> None:
+        self._client, self._machine = client, machine
+
+    def enqueue(self, task_type: str, payload: Any = None, **opts: Any) -> Any:
+        if task_type == "t" and "group" not in opts and self._machine.n % GATE_EVERY == 3:
+            opts["min_worker_version"] = "2"
+            self._machine.gated.add(opts["task_id"])
+        return self._client.enqueue(task_type, payload, **opts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class HoldsMachine(CrossMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.b = VersionedBroker(self.clock)
+        self.client = GatingClient(self.client, self)  # type: ignore[assignment]
+        self.blocked: set[str] = set()
+        self.gated: set[str] = set()
+        self.operator_steps = 0
+
+    def operator(self, data: st.DataObject, verb: str) -> None:
+        self.operator_steps += 1
+        if self.operator_steps % 6 == 0:  # a deploy: block a type; the next one unblocks it
+            if self.blocked:
+                mtype = self.blocked.pop()
+                moved = self.insp.unblock_type(Q, mtype)
+            else:
+                mtype = BLOCKABLE[self.operator_steps // 6 % len(BLOCKABLE)]
+                moved = len(self.insp.block_type(Q, mtype))
+                self.blocked.add(mtype)
+            self.trace.append(f"block {mtype}: blocked now {sorted(self.blocked)} ({moved})")
+        super().operator(data, verb)
+
+    def dequeue(self, count: int, worker: str = "") -> list[str]:
+        blocked = set(self.blocked)
+        got = super().dequeue(count, worker)
+        for id in got:
+            stored = self.r.hget(K.tasks, id.rpartition("|")[0] or id)
+            mtype = codec.decode(message_of(stored)).type if stored else "?"
+            assert mtype not in blocked, (f"{id} of type {mtype} runs while its type is blocked", self.trace[-12:])
+            assert id not in self.gated or VERSIONS.get(worker, 0) >= VERSIONS["w2"], (
+                f"{id} runs on {worker or 'a worker'}, older than it needs", self.trace[-12:])
+        return got
+
+    @invariant()
+    def held_tasks_in_their_band(self) -> None:
+        assert set(self.insp.blocked_types(Q)) == self.blocked, (self.insp.blocked_types(Q), self.trace[-12:])
+        for member, score in self.r.zrange(K.scheduled, HOLD_FLOOR, "+inf", byscore=True, withscores=True):
+            id = member.decode()
+            raw = self.r.hget(K.tasks, id)
+            assert raw is not None and raw[:1] == b"s", (f"held {id} is {raw[:1] if raw else 'gone'}", self.trace[-12:])
+            if score >= TYPE_BAND:
+                mtype = codec.decode(message_of(raw)).type
+                assert mtype in self.blocked, (f"{id} held for its type {mtype}, not blocked", self.trace[-12:])
+            else:
+                assert id in self.gated, (f"{id} held for a version it does not need", self.trace[-12:])
+
+
+EXAMPLES = int(os.environ.get("ASYNQPY_HOLDS_MODEL_EXAMPLES", "25"))
+
+
+def run_holds_model(factory: Any, examples: int = EXAMPLES) -> None:
+    HoldsMachine.redis_factory = staticmethod(factory)
+    run_state_machine_as_test(HoldsMachine, settings=settings(SETTINGS, max_examples=examples))
+
+
+def test_model_with_deploy_holds_on_fakeredis() -> None:
+    run_holds_model(lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+
+
+@pytest.mark.slow
+@pytest.mark.one_process
+@pytest.mark.real
+def test_model_with_deploy_holds_on_redis_server(redis_url: str) -> None:
+    run_holds_model(lambda: redis.Redis.from_url(redis_url))
