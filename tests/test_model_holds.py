@@ -17,8 +17,6 @@ import os
 from typing import Any
 
 import fakeredis
-import pytest
-import redis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, run_state_machine_as_test
@@ -117,11 +115,7 @@ def run_holds_model(factory: Any, examples: int = EXAMPLES) -> None:
 
 
 def test_model_with_deploy_holds_on_fakeredis() -> None:
+    """(On redis-server it runs as the holds mutants' model: tests/test_model_mutants.py.)"""
     run_holds_model(lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
 
 
-@pytest.mark.slow
-@pytest.mark.one_process
-@pytest.mark.real
-def test_model_with_deploy_holds_on_redis_server(redis_url: str) -> None:
-    run_holds_model(lambda: redis.Redis.from_url(redis_url))
