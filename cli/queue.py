@@ -181,29 +181,36 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
 @click.option("--weight", type=int, default=None, help="Set the default weight of every tenant without its own.")
 @click.option("--concurrency", type=int, default=None,
               help="Set the default concurrency of every tenant without its own (0: no limit).")
+@click.option("--rate", default=None, metavar="RATE",
+              help="Set the default rate of every tenant without its own, each its own bucket: 50/s, 300/m (0: none).")
+@click.option("--burst", type=int, default=None, help="With --rate: tasks it lets start at once (default 1).")
 @click.option("--clear", is_flag=True, help="Remove the queue's defaults for its tenants.")
 @json_option
 @redis_url_option
 @user_errors
-def tenants(queue_name: str, after: str, count: int, weight: int | None, concurrency: int | None, clear: bool,
-            as_json: bool, redis_url: str) -> None:
+def tenants(queue_name: str, after: str, count: int, weight: int | None, concurrency: int | None, rate: str | None,
+            burst: int | None, clear: bool, as_json: bool, redis_url: str) -> None:
     """List QUEUE's tenants that have pending tasks, in name order (pending, active, weight,
-    concurrency, state); with --weight/--concurrency/--clear, set the defaults of its tenants."""
-    if clear and (weight is not None or concurrency is not None):
+    concurrency, rate, state); with --weight/--concurrency/--rate/--clear, set the defaults of its
+    tenants."""
+    settings = weight is not None or concurrency is not None or rate is not None or burst is not None
+    if clear and settings:
         raise UserError("--clear takes no other setting with it")
     with inspector(redis_url) as insp:
-        if clear or weight is not None or concurrency is not None:
+        if clear or settings:
             d = (insp.clear_tenant_defaults(queue_name) if clear
-                 else insp.set_tenant_defaults(queue_name, weight=weight, concurrency=concurrency))
+                 else insp.set_tenant_defaults(queue_name, weight=weight, concurrency=concurrency,
+                                               rate=_rate_arg(rate), burst=burst))
             click.echo(f"queue {queue_name}: tenants' defaults weight {d.weight}, concurrency "
-                       f"{d.concurrency or 'none'}")
+                       f"{d.concurrency or 'none'}, rate {_rate_text(d.rate, d.burst)}")
         got = insp.tenants(queue_name, after=after, count=count)
     if as_json:
         emit_json(got)
         return
-    t = Table("tenant", "pending", "active", "weight", "concurrency", "state")
+    t = Table("tenant", "pending", "active", "weight", "concurrency", "rate", "state")
     for ti in got:
         t.add_row(ti.tenant, str(ti.pending), str(ti.active), str(ti.weight), str(ti.concurrency or "-"),
+                  _rate_text(ti.rate, ti.burst) if ti.rate else "-",
                   "paused" if ti.paused else ("taking turns" if ti.ready else "held"))
     show(console(), t)
     if len(got) == count:
@@ -217,33 +224,55 @@ def tenants(queue_name: str, after: str, count: int, weight: int | None, concurr
               help="1..100: a tenant of weight 3 gets three turns to one of weight 1 while both have work.")
 @click.option("--concurrency", type=int, default=None,
               help="At most this many of the tenant's tasks active at once, across all workers (0: no limit).")
+@click.option("--rate", default=None, metavar="RATE",
+              help="At most this many of the tenant's tasks start, across all workers: 50/s, 300/m (0: no limit).")
+@click.option("--burst", type=int, default=None, help="With --rate: tasks it lets start at once (default 1).")
 @click.option("--pause", "pause_", is_flag=True, help="Hold the tenant's pending tasks back (the others go on).")
 @click.option("--resume", is_flag=True, help="Let a paused tenant's tasks be taken again.")
 @click.option("--clear", is_flag=True, help="Back to the defaults (weight 1, running).")
 @json_option
 @redis_url_option
 @user_errors
-def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: int | None, pause_: bool,
-           resume: bool, clear: bool, as_json: bool, redis_url: str) -> None:
+def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: int | None, rate: str | None,
+           burst: int | None, pause_: bool, resume: bool, clear: bool, as_json: bool, redis_url: str) -> None:
     """Show or change one TENANT's settings in QUEUE (docs/tenants.md)."""
     if pause_ and resume:
         raise UserError("give --pause or --resume, not both")
-    if clear and (weight is not None or concurrency is not None or pause_ or resume):
+    if clear and (weight is not None or concurrency is not None or rate is not None or burst is not None
+                  or pause_ or resume):
         raise UserError("--clear takes no other setting with it")
     with inspector(redis_url) as insp:
         if clear:
             got = insp.clear_tenant(queue_name, tenant_name)
         else:
             got = insp.set_tenant(queue_name, tenant_name, weight=weight, concurrency=concurrency,
-                                  paused=True if pause_ else (False if resume else None))
+                                  paused=True if pause_ else (False if resume else None), rate=_rate_arg(rate),
+                                  burst=burst)
     if as_json:
         emit_json(got)
         return
     held = got.concurrency and got.active >= got.concurrency
     state = "paused" if got.paused else ("taking turns" if got.ready else ("held" if held else "no pending task"))
     limit = f", concurrency {got.concurrency} ({got.active} active)" if got.concurrency else ""
-    click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}, {state}, "
+    per = f", rate {_rate_text(got.rate, got.burst)}" if got.rate else ""
+    click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}{per}, {state}, "
                f"{got.pending} pending")
+
+
+def _rate_arg(rate: str | None) -> float | str | None:
+    """--rate as given: "0" is no limit, anything else the Inspector reads ("50/s", "300/m", "12.5")."""
+    if rate is None:
+        return None
+    try:
+        return float(rate)
+    except ValueError:
+        return rate
+
+
+def _rate_text(rate: float, burst: int) -> str:
+    if not rate:
+        return "none"
+    return f"{rate:g}/s" + (f" (burst {burst})" if burst > 1 else "")
 
 
 @queue.command("block")

@@ -146,7 +146,8 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
 end
 local pk = {KEYS[2], KEYS[8], KEYS[12], KEYS[13], KEYS[14], KEYS[15]}
 if version > 0 and count > 0 then  -- tasks held for a version up to the caller's: back to the front
-  local back = redis.call('ZRANGE', KEYS[16], VERSION_BAND, VERSION_BAND + version, 'BYSCORE', 'LIMIT', 0, count)
+  local back = redis.call('ZRANGE', KEYS[16], string.format('%.0f', VERSION_BAND),
+    string.format('%.0f', VERSION_BAND + version), 'BYSCORE', 'LIMIT', 0, count)  -- (16 digits: '%.0f')
   for j = #back, 1, -1 do  -- (each to the front: the last first, so they keep their order)
     local id = back[j]
     local v = redis.call('HGET', KEYS[1], id)
@@ -199,7 +200,18 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
   if redis.call('LLEN', KEYS[2]) + prios > 0 and not redis.call('ZSCORE', ring, '') then
     redis.call('ZADD', ring, vt, '')  -- the tasks without a tenant take their turns as the tenant ''
   end
-  local ids, active = {}, {}
+  if settings then  -- tenants held by their rate whose next token is due: back in the round, at V
+    local due = redis.call('ZRANGE', ring, string.format('%.0f', RATE_BAND), string.format('%.0f', RATE_BAND + now),
+      'BYSCORE', 'LIMIT', 0, n + 1)  -- (scores over 2^49 as '%.0f': a number argument keeps 14 digits)
+    if #due > 0 then
+      local back = {}
+      for _, name in ipairs(due) do
+        back[#back + 1], back[#back + 2] = vt, name
+      end
+      redis.call('ZADD', ring, unpack(back))
+    end
+  end
+  local ids, active, bucket = {}, {}, {}
   for _ = 1, 8 do  -- (rounds: another only when a tenant had fewer tasks than its turns)
     local want = n - #ids
     local heads = want > 0 and redis.call('ZRANGE', ring, 0, want, 'WITHSCORES') or {}
@@ -207,29 +219,45 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
       break
     end
     local names, pass, turns, stride, free, m = {}, {}, {}, {}, {}, #heads / 2
+    local cfree = {}  -- free slots of each tenant's concurrency (free: of its tokens too)
     for j = 1, m do
       names[j], pass[j], turns[j], stride[j] = heads[2 * j - 1], tonumber(heads[2 * j]), 0, TENANT_STRIDE
-      free[j] = math.huge
+      free[j], cfree[j] = math.huge, math.huge
+      if pass[j] >= RATE_BAND then  -- held by its rate until its next token (it stays so)
+        pass[j] = math.huge
+      end
     end
     if settings then  -- weights (a tenant of weight w takes w turns to one of weight 1), pauses, concurrency
-      local fields, out = {}, {}
+      local fields, out, held = {}, {}, {}
       for j = 1, m do
-        fields[2 * j - 1], fields[2 * j] = 'l:' .. names[j], 'a:' .. names[j]
+        fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = 'l:' .. names[j], 'a:' .. names[j], 'k:' .. names[j]
       end
       local ls = redis.call('HMGET', tn, unpack(fields))
       for j = 1, m do
-        local w, p, c = tenant_settings(ls[2 * j - 1], defaults)
+        local w, p, c, r, b = tenant_settings(ls[3 * j - 2], defaults)
         stride[j] = math.floor(TENANT_STRIDE / w + 0.5)
         if c > 0 and names[j] ~= '' then
-          free[j] = c - (tonumber(ls[2 * j]) or 0)
+          free[j] = c - (tonumber(ls[3 * j - 1]) or 0)
+          cfree[j] = free[j]
         end
         if (p or free[j] <= 0) and names[j] ~= '' then  -- (paused, or at its concurrency: out of the ring)
           out[#out + 1] = names[j]
           pass[j] = math.huge
+        elseif r > 0 and names[j] ~= '' and pass[j] ~= math.huge then  -- its rate: a token bucket
+          local tokens = tenant_tokens(ls[3 * j], r, b, now)
+          bucket[names[j]] = {tokens, r, b}
+          free[j] = math.min(free[j], math.floor(tokens))
+          if free[j] <= 0 then  -- no token: held by its rate until the next one (in the ring's rate band)
+            held[#held + 1], held[#held + 2] = string.format('%.0f', tenant_rate_due(tokens, r, now)), names[j]
+            pass[j] = math.huge
+          end
         end
       end
       if #out > 0 then
         redis.call('ZREM', ring, unpack(out))
+      end
+      if #held > 0 then
+        redis.call('ZADD', ring, unpack(held))
       end
     end
     -- the (want+1)-th tenant read bounds the turns: tenants not read may come before its next one
@@ -252,7 +280,7 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
     for j = 1, m do
       local k, name = turns[j], names[j]
       if k > 0 then
-        local got
+        local got, taken, more = nil, 0, false
         if name == '' then
           got = take_plain(k)
           for _, id in ipairs(got) do
@@ -275,12 +303,22 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
           if got > 0 then
             redis.call('HINCRBY', tn, 'a:' .. name, got)
           end
+          taken, more = got, #range > k
           if #range <= k or pass[j] == math.huge then  -- no pending task left, or held at its concurrency
             got = -1
           end
         end
-        if got < 0 then  -- out of the ring (a held tenant is put back by the exit of one of its tasks)
+        local bk = bucket[name]
+        if bk and taken > 0 then  -- its tokens used (kept until no tenant has work: tenant_rest)
+          bk[1] = bk[1] - taken
+          tenant_bucket_set(tn, name, bk[1], now)
+        end
+        local by_rate = bk and more and bk[1] < 1 and cfree[j] > taken  -- (its concurrency not the reason)
+        if got < 0 and not by_rate then  -- out of the ring (a held tenant is put back by the exit of one of its tasks)
           left[#left + 1] = name
+        elseif by_rate then  -- no token left: held by its rate until the next one
+          moved[#moved + 1] = string.format('%.0f', tenant_rate_due(bk[1], bk[2], now))
+          moved[#moved + 1] = name
         else
           moved[#moved + 1] = pass[j]
           moved[#moved + 1] = name
@@ -304,7 +342,7 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
     redis.call('HSET', KEYS[15], unpack(active))
   end
   if redis.call('EXISTS', ring) == 0 and redis.call('EXISTS', tq) == 0 then
-    redis.call('HDEL', tn, 'v', 'q')  -- no tenant has work: the virtual time and seq start again
+    tenant_rest(tn, now)  -- no tenant has work: the virtual time and seq start again (full buckets go)
   else
     redis.call('HSET', tn, 'v', string.format('%.0f', vt))
   end
@@ -397,9 +435,20 @@ if ids or #runs > 0 then
   end
 end
 local remaining = redis.call('LLEN', KEYS[2]) + prios  -- (includes/priority pending_count, prio's size known)
+local rate_wait = false  -- every tenant with work is held by its rate: ms until the first next token
 if fair or count == 0 then  -- tenants' tasks count while a tenant is in the ring (not all paused)
-  local ready = redis.call('ZRANGE', KEYS[13], 0, 1)
-  if #ready == 2 or (#ready == 1 and ready[1] ~= '') then
+  local ready = redis.call('ZRANGE', KEYS[13], 0, 2, 'WITHSCORES')  -- ('' at most once: 3 tell)
+  local live = false
+  for i = 1, #ready, 2 do
+    local score = tonumber(ready[i + 1])
+    if score >= RATE_BAND then
+      rate_wait = rate_wait or math.max(1, score - RATE_BAND - now)
+    elseif ready[i] ~= '' then
+      live = true
+    end
+  end
+  if live or rate_wait then
+    rate_wait = not live and remaining == 0 and rate_wait
     remaining = remaining + redis.call('ZCARD', KEYS[12])
   end
 end
@@ -426,6 +475,9 @@ if bucket then  -- the bucket refilled up to now, less a token per task taken
     redis.call('HSET', KEYS[7], 'tokens', tostring(left), 'ts', now)
   end
   expected = expected and left < 1  -- (a token left over: a woken worker may take it now)
+end
+if rate_wait and wait == 0 then  -- tenants' rates hold every task left: look again at the next token
+  wait = rate_wait
 end
 if remaining > 0 then
   if wait ~= 0 then

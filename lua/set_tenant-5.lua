@@ -1,7 +1,7 @@
---[[ set_tenant: change one tenant's settings in a queue (weight, paused, concurrency), or the
-queue's defaults for its tenants (weight, concurrency), by an operator
+--[[ set_tenant: change one tenant's settings in a queue (weight, paused, concurrency, rate), or
+the queue's defaults for its tenants (weight, concurrency, rate), by an operator
 A tenant's settings are the queue's tenant hash field 'l:<tenant>' = 'weight paused concurrency'
-(absent = weight 1, running, no concurrency limit: nothing is kept for a tenant with the
+and, with a rate, ' rate burst' (absent = weight 1, running, no concurrency limit: nothing is kept for a tenant with the
 defaults; field 'o' counts the tenants that have settings, so a dequeue reads settings only when
 some tenant has them). Then the tenant's place in the ready ring is made to agree with them: a
 paused tenant, or one with as many active tasks as its concurrency, is out of the ring (its
@@ -22,36 +22,54 @@ ARGV[2] weight  1..100, '' = unchanged
 ARGV[3] paused  '1' pause, '0' resume, '' = unchanged
 ARGV[4] clear   '1' = back to the defaults (weight 1, running, no limit; the others ignored)
 ARGV[5] concurrency  at most this many of the tenant's tasks active at once (0 = no limit), '' = unchanged
-Returns {weight, paused (0/1), pending tasks of the tenant, in the ring (0/1), concurrency, active}.
+ARGV[6] rate     tasks a second the tenant's tasks start at most (0 = no limit), '' = unchanged; a
+                 changed rate starts with a full bucket; a tenant held by its rate (the ring's rate
+                 band, includes/priority) whose rate goes is back in the round at once
+ARGV[7] burst    tasks the rate lets start at once (>= 1), '' = unchanged
+Returns {weight, paused (0/1), pending tasks of the tenant, in the ring and taking turns (0/1),
+concurrency, active, rate, burst}.
 ]]
 --- @include "signal"
 --- @include "priority"
 --- @include "operator"
 operator_only(KEYS[3])  -- a producer is refused here, before any write
 local tenant = ARGV[1]
+local function encode(weight, paused, limit, rate, burst)
+  local l = weight .. ' ' .. (paused and '1' or '0') .. ' ' .. limit
+  if rate > 0 then
+    l = l .. ' ' .. tostring(rate) .. ' ' .. burst
+  end
+  return l
+end
+local function rate_of(rate, burst)  -- the rate and burst asked, over those in force
+  return ARGV[6] ~= '' and tonumber(ARGV[6]) or rate, ARGV[7] ~= '' and tonumber(ARGV[7]) or burst
+end
 if tenant == '' then  -- the queue's defaults ('d'): every tenant without settings of its own
-  local weight, _, limit = tenant_settings(redis.call('HGET', KEYS[3], 'd'))
+  local weight, _, limit, rate, burst = tenant_settings(redis.call('HGET', KEYS[3], 'd'))
   if ARGV[4] == '1' then
-    weight, limit = 1, 0
+    weight, limit, rate, burst = 1, 0, 0, 1
   else
     weight = ARGV[2] ~= '' and tonumber(ARGV[2]) or weight
     limit = ARGV[5] ~= '' and tonumber(ARGV[5]) or limit
+    rate, burst = rate_of(rate, burst)
   end
-  if weight == 1 and limit == 0 then
+  if weight == 1 and limit == 0 and rate == 0 then
     redis.call('HDEL', KEYS[3], 'd')
   else
-    redis.call('HSET', KEYS[3], 'd', weight .. ' 0 ' .. limit)
+    redis.call('HSET', KEYS[3], 'd', encode(weight, false, limit, rate, burst))
   end
-  return {weight, 0, 0, 0, limit, 0}
+  return {weight, 0, 0, 0, limit, 0, tostring(rate), burst}
 end
 local field = 'l:' .. tenant
 local cur = redis.call('HGET', KEYS[3], field)
 local defaults = redis.call('HGET', KEYS[3], 'd')
 -- (a tenant's own settings replace the defaults whole: a change starts from what is in force)
-local weight, paused, limit = tenant_settings(cur, defaults)
+local weight, paused, limit, rate, burst = tenant_settings(cur, defaults)
+local old_rate, old_burst = rate, burst
 if ARGV[4] == '1' then
-  weight, paused, limit = 1, false, 0
+  weight, paused, limit, rate, burst = 1, false, 0, 0, 1
 else
+  rate, burst = rate_of(rate, burst)
   if ARGV[5] ~= '' then
     limit = tonumber(ARGV[5])
   end
@@ -62,7 +80,7 @@ else
     paused = ARGV[3] == '1'
   end
 end
-if ARGV[4] == '1' or (weight == 1 and not paused and limit == 0 and not defaults) then
+if ARGV[4] == '1' or (weight == 1 and not paused and limit == 0 and rate == 0 and not defaults) then
   if cur then
     redis.call('HDEL', KEYS[3], field)
     if redis.call('HINCRBY', KEYS[3], 'o', -1) <= 0 then
@@ -73,10 +91,17 @@ else
   if not cur then
     redis.call('HINCRBY', KEYS[3], 'o', 1)
   end
-  redis.call('HSET', KEYS[3], field, weight .. ' ' .. (paused and '1' or '0') .. ' ' .. limit)
+  redis.call('HSET', KEYS[3], field, encode(weight, paused, limit, rate, burst))
 end
 if ARGV[4] == '1' then  -- (cleared: the defaults are in force again)
-  weight, paused, limit = tenant_settings(nil, defaults)
+  weight, paused, limit, rate, burst = tenant_settings(nil, defaults)
+end
+if rate ~= old_rate or burst ~= old_burst then  -- a new rate: a full bucket, and no hold by the old one
+  redis.call('HDEL', KEYS[3], 'k:' .. tenant)
+  local score = redis.call('ZSCORE', KEYS[2], tenant)
+  if score and tonumber(score) >= RATE_BAND then
+    redis.call('ZREM', KEYS[2], tenant)
+  end
 end
 local lo, hi = '[' .. tenant .. '\0', '(' .. tenant .. '\1'
 local pending = redis.call('ZLEXCOUNT', KEYS[1], lo, hi)
@@ -87,4 +112,6 @@ if paused or (limit > 0 and active >= limit) then
 elseif pending > 0 and tenant_ready(pk, tenant) then
   signal(KEYS[4])
 end
-return {weight, paused and 1 or 0, pending, redis.call('ZSCORE', KEYS[2], tenant) and 1 or 0, limit, active}
+local score = redis.call('ZSCORE', KEYS[2], tenant)
+return {weight, paused and 1 or 0, pending, score and tonumber(score) < RATE_BAND and 1 or 0, limit, active,
+        tostring(rate), burst}

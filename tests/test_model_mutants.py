@@ -15,8 +15,8 @@ Python); and in the test process, not a fresh interpreter each (~1 s of CPU each
 A mutated script has its own SHA, so it never stands in for the script as it is on that server.
 
 Slow (one model run per mutant, without shrinking): ``python -m pytest -m slow tests/test_model_mutants.py``.
-The mutants under ``tests/mutants/holds/`` revert fixes of the deploy holds: they run on the
-model with holds (tests/test_model_holds.py, the same machine plus blocks and version gates).
+The mutants under ``tests/mutants/plus/`` revert fixes of what came since (deploy holds, tenant
+rates): they run on the model plus (tests/test_model_plus.py: the same machine plus those).
 To add a mutant: a unified diff of one file under ``lua/`` (paths ``a/<file>``, ``b/<file>``, the
 first line says which fix it reverts, the second ``expect:`` what the model's failure says),
 small enough to still apply as the scripts change around it.
@@ -47,17 +47,17 @@ derandomized from the model's source, so any edit to CrossMachine draws other ex
 mutant was missed now and then after such an edit (each is caught in most 60-example runs, not
 all); 100 catches each of them."""
 MUTANTS = sorted((ROOT / "tests" / "mutants").glob("*.patch"))
-HOLDS_MUTANTS = sorted((ROOT / "tests" / "mutants" / "holds").glob("*.patch"))
-"""Mutants of the deploy holds, run on the model with holds (tests/test_model_holds.py)."""
+PLUS_MUTANTS = sorted((ROOT / "tests" / "mutants" / "plus").glob("*.patch"))
+"""Mutants of what the model plus drives (deploy holds, tenant rates: tests/test_model_plus.py)."""
 
 
-def run_model_on(lua: Path, url: str, holds: bool = False) -> tuple[str, str, float]:
-    """Run the model (``holds``: the model with deploy holds) with the scripts of ``lua`` on the
+def run_model_on(lua: Path, url: str, plus: bool = False) -> tuple[str, str, float]:
+    """Run the model (``plus``: the model plus deploy holds and tenant rates) with the scripts of ``lua`` on the
     Redis at ``url``, without shrinking (a mutant run only needs a failure); returns (result,
     output, seconds). Any other error (a script that does not load, a defect of the model itself)
     is raised: the test fails with it."""
     import test_model  # (tests/ is on sys.path: tests/conftest.py)
-    import test_model_holds
+    import test_model_plus
 
     run_settings = settings(test_model.SETTINGS, max_examples=EXAMPLES,
                             phases=[Phase.explicit, Phase.reuse, Phase.generate])
@@ -66,9 +66,9 @@ def run_model_on(lua: Path, url: str, holds: bool = False) -> tuple[str, str, fl
     load_scripts.cache_clear()  # (scripts are loaded once per process: now from the mutant's copy)
     t0 = time.monotonic()
     try:
-        if holds:
-            test_model_holds.HoldsMachine.redis_factory = staticmethod(lambda: redis.Redis.from_url(url))
-            run_state_machine_as_test(test_model_holds.HoldsMachine, settings=run_settings)
+        if plus:
+            test_model_plus.PlusMachine.redis_factory = staticmethod(lambda: redis.Redis.from_url(url))
+            run_state_machine_as_test(test_model_plus.PlusMachine, settings=run_settings)
         else:
             test_model.run_model(lambda: redis.Redis.from_url(url), run_settings)
         result, out = "passed", ""
@@ -96,9 +96,9 @@ def lua_copy(tmp_path: Path, patch: Path | None) -> Path:
 @pytest.mark.slow
 @pytest.mark.one_process
 @pytest.mark.real
-@pytest.mark.parametrize("patch", MUTANTS + HOLDS_MUTANTS, ids=[p.stem for p in MUTANTS + HOLDS_MUTANTS])
+@pytest.mark.parametrize("patch", MUTANTS + PLUS_MUTANTS, ids=[p.stem for p in MUTANTS + PLUS_MUTANTS])
 def test_the_model_catches_a_reverted_fix(tmp_path: Path, patch: Path, redis_url: str) -> None:
-    result, out, took = run_model_on(lua_copy(tmp_path, patch), redis_url, holds=patch in HOLDS_MUTANTS)
+    result, out, took = run_model_on(lua_copy(tmp_path, patch), redis_url, plus=patch in PLUS_MUTANTS)
     why, expect = header(patch)
     print(f"{patch.stem}: {result} in {took:.1f} s ({why})")
     assert result == "caught", f"{patch.stem} ({why}) was not caught ({result}):\n{out[-4000:]}"
@@ -114,7 +114,7 @@ def header(patch: Path) -> tuple[str, list[str]]:
 
 
 def test_every_mutant_says_what_it_reverts() -> None:
-    assert MUTANTS and HOLDS_MUTANTS
-    for p in MUTANTS + HOLDS_MUTANTS:
+    assert MUTANTS and PLUS_MUTANTS
+    for p in MUTANTS + PLUS_MUTANTS:
         why, expect = header(p)
         assert why.startswith(("issue 29", "issue 30", "issue 32", "issue 34")) and expect and all(expect), p.name

@@ -422,3 +422,107 @@ def test_the_queues_defaults_apply_to_every_tenant_without_its_own(backend: Any)
         ex.run_many([b.done(Q, id, "tok00001", decode(m)) for id, m in got])
         assert {t.tenant for t in insp.tenants(Q) if t.ready} == {"a", "b", "vip"}
         assert len([x for (x,) in _take(backend)]) == 3 + 3 + 1
+
+
+# -- per-tenant rates (stage 3) -------------------------------------------------------------------
+
+
+def _rated(backend: Any, clock: Any, steps: int, step_s: float, batch: int = 4,
+           woken: list[bool] | None = None) -> list[tuple[int, list[str], int]]:
+    """Dequeue (and finish) ``batch`` at a time every ``step_s`` of a fake clock, as an idle
+    worker that took the wake token: (ms, payloads, the reply's wait in ms) per call; ``woken``
+    gets whether each call left a wake token."""
+    ex, b = SyncExecutor(backend.sync), Broker(clock)
+    out = []
+    t0 = clock.t
+    for _ in range(steps):
+        backend.sync.delete(queue_keys(Q).wake)
+        got = ex.run(b.dequeue(Q, batch, 30_000, "tok00001"))
+        if woken is not None:
+            woken.append(bool(backend.sync.llen(queue_keys(Q).wake)))
+        out.append((clock.t - t0, [decode(m).payload for _, m in got.tasks], got.wait_ms))
+        ex.run_many([b.done(Q, id, "tok00001", decode(m)) for id, m in got.tasks])
+        clock.advance(step_s)
+    return out
+
+
+def test_a_tenants_rate_spaces_its_tasks_while_the_others_go_on(backend: Any) -> None:
+    """A rate of 10/s with bursts of 2: two at once, then one every 100 ms, whatever the workers
+    ask; the other tenants take the turns it cannot; a worker left with only rate-held tasks is
+    told when the next token is due (the reply's wait), not woken in a loop."""
+    from asynqpy.core.clock import FakeClock
+
+    clock = FakeClock(1_700_000_000_000)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        got = insp.set_tenant(Q, "a", rate="10/s", burst=2)
+        assert (got.rate, got.burst) == (10.0, 2)
+        c.enqueue_many([("t", f"a{i}") for i in range(6)], queue=Q, tenant="a")
+        c.enqueue_many([("t", f"b{i}") for i in range(3)], queue=Q, tenant="b")
+        woken: list[bool] = []
+        calls = _rated(backend, clock, 9, 0.05, woken=woken)
+        assert calls[0][1] == ["a0", "a1", "b0", "b1"]  # the burst
+        assert calls[1] == (50, ["b2"], 50)  # a's next token is due at 100 ms
+        assert [(ms, x) for ms, x, _ in calls[2:]] == [(100, ["a2"]), (150, []), (200, ["a3"]), (250, []),
+                                                      (300, ["a4"]), (350, []), (400, ["a5"])]
+        assert woken == [True] + [False] * 8  # b2 is there to take; then nobody woken for the rate's tasks
+        assert insp.tenants(Q) == []  # all done
+        tn = queue_keys(Q).tn
+        assert backend.sync.hexists(tn, "k:a")  # its bucket, not full yet: kept (work coming back now waits)
+        clock.advance(1)
+        c.enqueue("t", "b3", queue=Q, tenant="b")
+        assert [x for _, x, _ in _rated(backend, clock, 1, 0.01)] == [["b3"]]
+        assert sorted(backend.sync.hkeys(tn)) == [b"l:a", b"o"]  # full again at the next rest: only settings
+
+
+def test_a_rate_held_tenant_is_listed_as_held_and_a_removed_rate_lets_it_go_at_once(backend: Any) -> None:
+    from asynqpy.core.clock import FakeClock
+
+    clock = FakeClock(1_700_000_000_000)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_tenant(Q, "a", rate=1)
+        c.enqueue_many([("t", f"a{i}") for i in range(3)], queue=Q, tenant="a")
+        assert [x for _, x, _ in _rated(backend, clock, 2, 0.01)] == [["a0"], []]
+        (a,) = insp.tenants(Q)
+        assert (a.pending, a.ready, a.rate) == (2, False, 1.0)  # held by its rate
+        assert insp.set_tenant(Q, "a", rate=0).ready  # the rate goes: it takes turns at once
+        assert [x for _, x, _ in _rated(backend, clock, 1, 0.01)] == [["a1", "a2"]]
+
+
+def test_the_queues_default_rate_gives_each_tenant_its_own_bucket(backend: Any) -> None:
+    from asynqpy.core.clock import FakeClock
+
+    clock = FakeClock(1_700_000_000_000)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        d = insp.set_tenant_defaults(Q, rate="120/m")  # 2/s
+        assert d.rate == 2.0
+        for t in "ab":
+            c.enqueue_many([("t", f"{t}{i}") for i in range(3)], queue=Q, tenant=t)
+        calls = _rated(backend, clock, 3, 0.5, batch=10)
+        assert [sorted(x) for _, x, _ in calls] == [["a0", "b0"], ["a1", "b1"], ["a2", "b2"]]
+        insp.clear_tenant_defaults(Q)
+
+
+def test_bad_rates_are_refused_and_nothing_changes(backend: Any) -> None:
+    with Inspector(backend.sync) as insp:
+        insp.set_tenant(Q, "a", weight=2)
+        for bad in ({"rate": "fast"}, {"rate": -1}, {"rate": "5/s", "burst": 0}, {"burst": 1.5}):
+            with pytest.raises(InvalidArgumentError):
+                insp.set_tenant(Q, "a", **bad)  # type: ignore[arg-type]
+        assert backend.sync.hget(queue_keys(Q).tn, "l:a") == b"2 0 0"
+
+
+def test_cli_sets_and_shows_a_tenants_rate(redis_url: str) -> None:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(main, [*args, "--redis-url", redis_url])
+
+    res = run("queue", "tenant", Q, "acme", "--rate", "50/s", "--burst", "5")
+    assert res.exit_code == 0 and "rate 50/s (burst 5)" in res.stdout, res.output
+    res = run("queue", "tenants", Q, "--rate", "10/s")
+    assert res.exit_code == 0 and "tenants' defaults weight 1, concurrency none, rate 10/s" in res.stdout, res.output
+    res = run("queue", "tenant", Q, "acme", "--rate", "soon")
+    assert res.exit_code == 2 and res.stderr.startswith("asynqpy: error: ") and len(res.stderr.splitlines()) == 1
+    assert run("queue", "tenant", Q, "acme", "--rate", "0").stdout.count("rate") == 0

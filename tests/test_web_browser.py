@@ -96,6 +96,14 @@ def rebound_browser() -> Iterator[Any]:
     yield from _chromium(f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1")
 
 
+def _ids(browser: Any, rows: str) -> list[str]:
+    """The data-id of each row, read in one script call: read one by one (a round trip to the
+    driver each), a loaded machine straddled the page's live refresh on every try (the rows read
+    were replaced: stale), and the wait ran out (seen in CI)."""
+    return list(browser.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(r => r.getAttribute('data-id'))", rows))
+
+
 def wait_for(pred: Callable[[], Any], timeout: float = 20.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -161,11 +169,11 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any) -> None:
 
         # a queue page pages
         browser.get(console.url + "/queues/paged?state=pending&size=20")
-        wait_for(lambda: [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
+        wait_for(lambda: _ids(browser, "#tasks tbody tr")
                  == [f"p{i:02d}" for i in range(20)])  # (a live update may replace the rows as they are read)
         browser.find_element(By.ID, "next").click()
         wait_for(lambda: browser.find_element(By.ID, "page-no").text == "2")
-        wait_for(lambda: [r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")]
+        wait_for(lambda: _ids(browser, "#tasks tbody tr")
                  == [f"p{i:02d}" for i in range(20, 40)])  # (a live update may replace the rows as they are read)
 
         # an action: archive a task from its row; the row leaves the pending list
@@ -491,7 +499,7 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         # search by type
         by("#find-type").send_keys("invoice")
         by("#find button").click()
-        wait_for(lambda: {r.get_attribute("data-id") for r in browser.find_elements(By.CSS_SELECTOR, "#found tbody tr")}
+        wait_for(lambda: set(_ids(browser, "#found tbody tr"))
                  == {"inv-1", copy_id})
 
         # a periodic entry: pause it, then run it now

@@ -127,23 +127,29 @@ class InspectorPlans:
 
     @planned
     def set_tenant(self, queue: str, tenant: str, *, weight: int | None = None, paused: bool | None = None,
-                   concurrency: int | None = None) -> Steps[TenantInfo]:
+                   concurrency: int | None = None, rate: float | str | None = None,
+                   burst: int | None = None) -> Steps[TenantInfo]:
         """Change one tenant's settings in a queue (None: unchanged), from its next turn on:
         ``weight`` 1..100 (a tenant of weight 3 gets three turns to one of weight 1 while both
         have work), ``paused`` (its pending tasks wait, in order, until it is resumed; the
         others go on), ``concurrency`` (at most this many of its tasks active at once across
         every worker; 0 = no limit; a worker killed while running one holds its slot until its
-        lease expires). Kept in Redis while they differ from the defaults. Returns the tenant."""
+        lease expires), ``rate`` (at most this many of its tasks start a second, across every
+        worker: a number or text such as "50/s", "300/m"; 0 = no limit) with bursts of up to
+        ``burst`` (default 1: evenly spaced). Kept in Redis while they differ from the defaults.
+        Returns the tenant."""
         return (yield _tenants.set_call(queue, tenant, weight, paused,  # type: ignore[no-any-return]
-                                        concurrency=concurrency))
+                                        concurrency=concurrency, rate=rate, burst=burst))
 
     @planned
-    def set_tenant_defaults(self, queue: str, *, weight: int | None = None,
-                            concurrency: int | None = None) -> Steps[TenantInfo]:
+    def set_tenant_defaults(self, queue: str, *, weight: int | None = None, concurrency: int | None = None,
+                            rate: float | str | None = None, burst: int | None = None) -> Steps[TenantInfo]:
         """The queue's defaults for every tenant without settings of its own (None: unchanged):
-        ``weight`` 1..100 and ``concurrency`` (0 = no limit). They act at each tenant's next turn
+        ``weight`` 1..100, ``concurrency`` (0 = no limit) and ``rate``/``burst`` (as
+        :meth:`set_tenant`; each tenant has its own bucket). They act at each tenant's next turn
         or task end, never by a scan of the tenants. Returns them (as a ``TenantInfo`` named '')."""
-        return (yield _tenants.defaults_call(queue, weight, concurrency))  # type: ignore[no-any-return]
+        return (yield _tenants.defaults_call(queue, weight, concurrency,  # type: ignore[no-any-return]
+                                             rate=rate, burst=burst))
 
     @planned
     def clear_tenant_defaults(self, queue: str) -> Steps[TenantInfo]:

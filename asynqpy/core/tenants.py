@@ -1,5 +1,5 @@
 """Tenants of a queue (``enqueue(..., tenant=)``; docs/tenants.md): a tenant's settings (weight,
-paused) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant-5.lua,
+paused, concurrency, rate) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant-5.lua,
 lua/tenants-4.lua). Sans-I/O: the Inspector's plans run these calls."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 from .broker import Call, script_call
 from .errors import InvalidArgumentError
 from .keys import queue_keys, validate_queue
+from .limits import parse_rate
 from .options import validate_tenant
 
 MAX_WEIGHT = 100
@@ -19,13 +20,19 @@ MAX_CONCURRENCY = 1_000_000
 """The largest per-tenant concurrency."""
 MAX_PAGE = 1000
 """Tenants per page at most."""
+MAX_BURST = 1_000_000
+"""The largest burst of a tenant's rate."""
+RATE_BAND = 10**15
+"""A tenant held by its rate waits in the ready ring at this + the ms its next token is due
+(lua/includes/priority.lua)."""
 
 
 @dataclass(frozen=True)
 class TenantInfo:
-    """One tenant of a queue: its pending tasks, its settings (``concurrency`` 0 = no limit), its
-    active tasks, and whether it is in the queue's ready ring (it has pending tasks, is not paused
-    and is under its concurrency: it gets turns)."""
+    """One tenant of a queue: its pending tasks, its settings (``concurrency`` 0 = no limit;
+    ``rate`` tasks a second, 0 = no limit, with bursts of up to ``burst``), its active tasks, and
+    whether it takes turns now (``ready``: it has pending tasks, is not paused, is under its
+    concurrency and has a token of its rate)."""
 
     tenant: str
     pending: int
@@ -34,14 +41,48 @@ class TenantInfo:
     ready: bool = False
     concurrency: int = 0
     active: int = 0
+    rate: float = 0.0
+    burst: int = 1
 
 
-def _settings(raw: Any) -> tuple[int, bool, int]:
+def _settings(raw: Any) -> tuple[int, bool, int, float, int]:
+    """'weight paused concurrency [rate burst]' (lua/set_tenant-5.lua)."""
     text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
     if not text:
-        return 1, False, 0
+        return 1, False, 0, 0.0, 1
     parts = text.split(" ")
-    return int(parts[0]), parts[1] == "1", int(parts[2]) if len(parts) > 2 and parts[2] else 0
+    limit = int(parts[2]) if len(parts) > 2 and parts[2] else 0
+    rate, burst = (float(parts[3]), int(parts[4])) if len(parts) > 4 else (0.0, 1)
+    return int(parts[0]), parts[1] == "1", limit, rate, burst
+
+
+def _rate(rate: Any) -> float:
+    """A tenant's rate: tasks a second (a number, or text such as "50/s", "300/m"); 0 = none."""
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate == 0:
+        return 0.0
+    return parse_rate(rate)
+
+
+def _burst(burst: Any) -> int:
+    if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= MAX_BURST:
+        raise InvalidArgumentError(f"burst must be an int from 1 to {MAX_BURST}, got {burst!r}")
+    return burst
+
+
+def _check_settings(weight: int | None, paused: bool | None, concurrency: int | None, rate: float | str | None,
+                    burst: int | None) -> float | None:
+    """Each setting given checked (InvalidArgumentError); the rate in tasks a second (None: not given)."""
+    if weight is not None:
+        check_weight(weight)
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or not 0 <= concurrency <= MAX_CONCURRENCY):
+        raise InvalidArgumentError(f"concurrency must be an int from 0 (no limit) to {MAX_CONCURRENCY}, "
+                                   f"got {concurrency!r}")
+    if paused is not None and not isinstance(paused, bool):
+        raise InvalidArgumentError(f"paused must be True or False, got {paused!r}")
+    if burst is not None:
+        _burst(burst)
+    return None if rate is None else _rate(rate)
 
 
 def check_weight(weight: object) -> int:
@@ -52,42 +93,39 @@ def check_weight(weight: object) -> int:
 
 
 def set_call(queue: str, tenant: str, weight: int | None = None, paused: bool | None = None,
-             clear: bool = False, concurrency: int | None = None) -> Call[TenantInfo]:
-    """The call that changes a tenant's settings (None: unchanged; ``concurrency`` 0: no limit;
-    ``clear``: back to weight 1, running, no limit) and puts it in or out of the ready ring
-    accordingly."""
+             clear: bool = False, concurrency: int | None = None, rate: float | str | None = None,
+             burst: int | None = None) -> Call[TenantInfo]:
+    """The call that changes a tenant's settings (None: unchanged; ``concurrency`` and ``rate`` 0:
+    no limit; ``clear``: back to weight 1, running, no limit) and puts it in or out of the ready
+    ring accordingly."""
     validate_tenant(tenant)
-    return _set_call(queue, tenant, weight, paused, clear, concurrency)
+    return _set_call(queue, tenant, weight, paused, clear, concurrency, rate, burst)
 
 
 def _set_call(queue: str, tenant: str, weight: int | None, paused: bool | None, clear: bool,
-              concurrency: int | None) -> Call[TenantInfo]:
+              concurrency: int | None, rate: float | str | None = None,
+              burst: int | None = None) -> Call[TenantInfo]:
     """set_call's script call; tenant '' = the queue's defaults."""
     validate_queue(queue)
-    if weight is not None:
-        check_weight(weight)
-    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
-                                    or not 0 <= concurrency <= MAX_CONCURRENCY):
-        raise InvalidArgumentError(f"concurrency must be an int from 0 (no limit) to {MAX_CONCURRENCY}, "
-                                   f"got {concurrency!r}")
-    if paused is not None and not isinstance(paused, bool):
-        raise InvalidArgumentError(f"paused must be True or False, got {paused!r}")
+    per_s = _check_settings(weight, paused, concurrency, rate, burst)
     q = queue_keys(queue)
 
     def parse(r: list[Any]) -> TenantInfo:
-        return TenantInfo(tenant, int(r[2]), int(r[0]), bool(int(r[1])), bool(int(r[3])), int(r[4]), int(r[5]))
+        return TenantInfo(tenant, int(r[2]), int(r[0]), bool(int(r[1])), bool(int(r[3])), int(r[4]), int(r[5]),
+                          float(r[6]), int(r[7]))
 
     return script_call("set_tenant", parse, tq=q.tq, tr=q.tr, tn=q.tn, wake=q.wake, ta=q.ta, tenant=tenant,
                        weight="" if weight is None else weight, paused="" if paused is None else int(paused),
-                       clear="1" if clear else "0", concurrency="" if concurrency is None else concurrency)
+                       clear="1" if clear else "0", concurrency="" if concurrency is None else concurrency,
+                       rate="" if per_s is None else repr(per_s), burst="" if burst is None else burst)
 
 
 def defaults_call(queue: str, weight: int | None = None, concurrency: int | None = None,
-                  clear: bool = False) -> Call[TenantInfo]:
+                  clear: bool = False, rate: float | str | None = None, burst: int | None = None) -> Call[TenantInfo]:
     """The call that changes the queue's defaults for its tenants (every tenant without settings
-    of its own): weight and concurrency (None: unchanged; ``clear``: none). Returned as a
+    of its own): weight, concurrency and rate (None: unchanged; ``clear``: none). Returned as a
     :class:`TenantInfo` named ''."""
-    return _set_call(queue, "", weight, None, clear, concurrency)
+    return _set_call(queue, "", weight, None, clear, concurrency, rate, burst)
 
 
 def page_call(queue: str, after: str = "", count: int = 100) -> Call[list[TenantInfo]]:
@@ -104,9 +142,9 @@ def page_call(queue: str, after: str = "", count: int = 100) -> Call[list[Tenant
         out = []
         for i in range(0, len(r), 5):
             name = r[i].decode() if isinstance(r[i], bytes) else str(r[i])
-            weight, paused, limit = _settings(r[i + 3])
-            out.append(TenantInfo(name, int(r[i + 1]), weight, paused, r[i + 2] not in (b"", "", None), limit,
-                                  int(r[i + 4])))
+            weight, paused, limit, rate, burst = _settings(r[i + 3])
+            ready = r[i + 2] not in (b"", "", None) and float(r[i + 2]) < RATE_BAND
+            out.append(TenantInfo(name, int(r[i + 1]), weight, paused, ready, limit, int(r[i + 4]), rate, burst))
         return out
 
     return script_call("tenants", parse, tq=q.tq, tr=q.tr, tn=q.tn, ta=q.ta, after=after, count=count)

@@ -127,13 +127,67 @@ end
 local function tenant_member(tenant, p, seq, id)
   return tenant .. '\0' .. tenant_band(p) .. string.format('%016.0f', seq) .. id
 end
-local function tenant_settings(l, d)  -- 'l:<tenant>' in tn, 'weight paused concurrency' (else the queue's
-  l = l or d                          -- defaults, tn 'd'): weight, paused, concurrency
+local function tenant_settings(l, d)  -- 'l:<tenant>' in tn, 'weight paused concurrency [rate burst]' (else
+  l = l or d                          -- the queue's defaults, tn 'd'): weight, paused, concurrency, rate, burst
   if not l then
-    return 1, false, 0
+    return 1, false, 0, 0, 1
   end
-  local w, p, c = string.match(l, '^(%d+) (%d) ?(%d*)$')
-  return tonumber(w) or 1, p == '1', tonumber(c) or 0
+  local w, p, c, r, b = string.match(l, '^(%d+) (%d) ?(%d*) ?([%d%.]*) ?(%d*)$')
+  return tonumber(w) or 1, p == '1', tonumber(c) or 0, tonumber(r) or 0, tonumber(b) or 1
+end
+--- A tenant's rate (tasks a second, with bursts of up to ``burst``): a token bucket, tn field
+--- 'k:<tenant>' = 'tokens ms' (absent: full; 'kb': the names of the tenants with one, each between
+--- NUL bytes), used by the dequeue
+--- and dropped once full again (when the queue has no tenant work: tenant_rest); a tenant without a token waits
+--- in the ring's rate band (score RATE_BAND + the ms its next token is due: after every tenant
+--- taking turns), and the dequeue puts it back at V once that time came.
+local RATE_BAND = 1e15
+local function tenant_tokens(k, r, b, now)  -- the bucket 'k:<tenant>' (or nil) refilled up to now
+  local tokens, ts = string.match(k or '', '^(%S+) (%S+)$')
+  if not tokens then
+    return b
+  end
+  return math.min(b, tonumber(tokens) + math.max(0, now - tonumber(ts)) * r / 1000)
+end
+local function tenant_rate_due(tokens, r, now)  -- its ring score while held by its rate
+  return RATE_BAND + now + math.max(1, math.ceil((1 - tokens) * 1000 / r))
+end
+local function tenant_rest(tn, now)  -- no tenant has work: the virtual time, seq and the rate buckets that
+  redis.call('HDEL', tn, 'v', 'q')     -- are full again by now go (a tenant's settings stay; a bucket not
+  if not now or redis.call('HEXISTS', tn, 'kb') == 0 then  -- full yet stays, so a tenant that gets work
+    return                                                 -- again at once does not start with a full
+  end                                                      -- one; now nil: an operator's, kept)
+  local names, fields = {}, {}
+  for name in string.gmatch(redis.call('HGET', tn, 'kb') or '', '[^%z]+') do
+    names[#names + 1] = name
+    fields[#fields + 1], fields[#fields + 2] = 'k:' .. name, 'l:' .. name
+  end
+  fields[#fields + 1] = 'd'
+  local got = redis.call('HMGET', tn, unpack(fields))
+  local gone, kept = {}, '\0'
+  for i = 1, #names do
+    local _, _, _, r, b = tenant_settings(got[2 * i], got[#got])
+    if r <= 0 or tenant_tokens(got[2 * i - 1], r, b, now) >= b then
+      gone[#gone + 1] = fields[2 * i - 1]
+    else
+      kept = kept .. names[i] .. '\0'
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', tn, unpack(gone))
+  end
+  if kept == '\0' then
+    redis.call('HDEL', tn, 'kb')
+  else
+    redis.call('HSET', tn, 'kb', kept)
+  end
+end
+local function tenant_bucket_set(tn, name, tokens, now)  -- keep a tenant's bucket (and its name in 'kb')
+  local kb = redis.call('HGET', tn, 'kb') or '\0'
+  if not string.find(kb, '\0' .. name .. '\0', 1, true) then
+    kb = kb .. name .. '\0'
+  end
+  redis.call('HSET', tn, 'k:' .. name, string.format('%.6f', tokens) .. ' ' .. string.format('%.0f', now), 'kb', kb)
 end
 local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless
   if redis.call('ZSCORE', pk[4], tenant) then  -- paused or at its concurrency (held). Returns true if it entered

@@ -18,7 +18,7 @@
 local HINT_SPAN = 2000
 local function tenant_idle(pk)  -- no tenant has pending tasks: the virtual time and seq start again
   if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then  -- (EXISTS: operators only)
-    redis.call('HDEL', pk[5], 'v', 'q')  -- (a tenant's settings stay)
+    tenant_rest(pk[5])  -- (a tenant's settings stay)
   end
 end
 local function take_tenant(pk, tenant, id, window, hint, v)
