@@ -4,7 +4,7 @@ behind a noisy one, and the queue's throughput. Stage 0 of the design (docs/arch
 FIFO order whoever sent them; once ``enqueue(..., tenant=)`` exists it passes it, and the same
 figures show the fair dispatch.
 
-    python bench/tenants.py [--quick]
+    python bench/tenants.py [--quick] [--rate]
 
 Starts its own redis-server on a free loopback port; one in-process server (concurrency 10).
 
@@ -17,6 +17,9 @@ Starts its own redis-server on a free loopback port; one in-process server (conc
 - ``throughput``: tasks/s of a drain of plain no-op tasks, with the tenant option and without
   (the target is ≥ 0.9×).
 - ``weights``: two backlogged tenants of weights 3 and 1: the ratio of tasks done (target 3 ± 5 %).
+- ``tenant rate``: a backlogged tenant with a rate of 50/s beside one without, two servers: its
+  tasks started a second (target 50 ± 2) and the other's. ``python bench/tenants.py --rate``
+  runs this row alone.
 - ``dispatch``: the dequeue script alone at 10, 1 000 and 10⁵ tenants: Redis commands and µs per
   task, dequeues per second (the target: flat in tenants, within 10 %).
 - ``memory``: bytes per tenant with work, and the tenant keys left once drained (target: none).
@@ -130,6 +133,50 @@ def weights(url: str, per_tenant: int, window: float) -> dict[str, object]:
     ratio = counts.get("w3", 0) / max(counts.get("w1", 0), 1)
     return {"figure": "weights", "weights": "3:1", "window_s": window, "done": sum(counts.values()),
             "ratio": round(ratio, 3), "off_by_pct": round(abs(ratio - 3) / 3 * 100, 2)}
+
+
+def rate(url: str, per_s: float, window: float) -> dict[str, object]:
+    """A tenant of rate ``per_s`` (burst 1) backlogged beside one without a rate, served by two
+    servers (20 slots): its tasks started a second over ``window`` (target: 50 +- 2 at 50/s), and
+    the other tenant's, which takes the turns the rate leaves."""
+    import redis
+
+    from asynqpy import Inspector
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        _enqueue(c, "rated", list(range(int(per_s * window * 3))), True)
+        _enqueue(c, "free", list(range(20_000)), True)
+    with Inspector(url) as insp:
+        insp.set_tenant(Q, "rated", rate=per_s)
+    starts: dict[str, list[float]] = {"rated": [], "free": []}
+    mux = ServeMux()
+    done = asyncio.Event()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        now = time.monotonic()
+        starts[task.payload["tenant"]].append(now)
+        if now - starts["rated"][0] > window if starts["rated"] else False:
+            done.set()
+        await asyncio.sleep(0.005)
+
+    async def main() -> None:
+        servers = [Server(url, queues=[Q], concurrency=CONCURRENCY) for _ in range(2)]
+        running = [asyncio.create_task(s.arun(mux)) for s in servers]
+        try:
+            await asyncio.wait_for(done.wait(), window + 30)
+        finally:
+            for s in servers:
+                s.stop()
+            await asyncio.gather(*running)
+
+    asyncio.run(main())
+    t0 = starts["rated"][0]
+    rated = [x for x in starts["rated"] if x - t0 <= window]
+    free = [x for x in starts["free"] if t0 <= x <= t0 + window]
+    return {"figure": "tenant rate", "rate_set": f"{per_s:g}/s", "window_s": window,
+            "rated_per_s": round((len(rated) - 1) / window, 2), "other_per_s": round(len(free) / window, 1)}
 
 
 def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> float:
@@ -279,6 +326,7 @@ def rows(url: str, quick: bool) -> list[dict[str, object]]:
     if with_tenant:
         out.append(throughput(url, 5_000 if quick else 20_000, True))
         out.append(weights(url, 10_000 if quick else 60_000, 2.0 if quick else 10.0))
+        out.append(rate(url, 50.0, 3.0 if quick else 10.0))
         n = 20_000 if quick else 200_000
         out += [dispatch(url, t, n) for t in (10, 1_000, n // 2)]
         out.append(memory(url, 10_000 if quick else 100_000))
@@ -290,11 +338,12 @@ def rows(url: str, quick: bool) -> list[dict[str, object]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rate", action="store_true", help="only the tenant rate row")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rp = RedisProcess()
     try:
-        for row in rows(rp.url, args.quick):
+        for row in ([rate(rp.url, 50.0, 10.0)] if args.rate else rows(rp.url, args.quick)):
             print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     finally:
         rp.stop()

@@ -243,12 +243,12 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
         if (p or free[j] <= 0) and names[j] ~= '' then  -- (paused, or at its concurrency: out of the ring)
           out[#out + 1] = names[j]
           pass[j] = math.huge
-        elseif r > 0 and names[j] ~= '' and pass[j] ~= math.huge then  -- its rate: a token bucket
-          local tokens = tenant_tokens(ls[3 * j], r, b, now)
-          bucket[names[j]] = {tokens, r, b}
-          free[j] = math.min(free[j], math.floor(tokens))
-          if free[j] <= 0 then  -- no token: held by its rate until the next one (in the ring's rate band)
-            held[#held + 1], held[#held + 2] = string.format('%.0f', tenant_rate_due(tokens, r, now)), names[j]
+        elseif r > 0 and names[j] ~= '' and pass[j] ~= math.huge then  -- its rate (includes/priority)
+          local allow, eff = tenant_rate(ls[3 * j], r, b, now)
+          bucket[names[j]] = {eff, r, b}
+          free[j] = math.min(free[j], allow)
+          if free[j] <= 0 then  -- none allowed now: held by its rate (in the ring's rate band)
+            held[#held + 1], held[#held + 2] = string.format('%.0f', tenant_rate_due(eff, r, b)), names[j]
             pass[j] = math.huge
           end
         end
@@ -309,15 +309,17 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
           end
         end
         local bk = bucket[name]
-        if bk and taken > 0 then  -- its tokens used (kept until no tenant has work: tenant_rest)
-          bk[1] = bk[1] - taken
-          tenant_bucket_set(tn, name, bk[1], now)
+        local due = false  -- (with a rate: when its next task conforms)
+        if bk and taken > 0 then  -- its schedule moves on (kept until it says nothing more: tenant_rest)
+          bk[1] = bk[1] + taken * 1000 / bk[2]
+          tenant_rate_set(tn, name, bk[1])
+          due = tenant_rate_due(bk[1], bk[2], bk[3])
         end
-        local by_rate = bk and more and bk[1] < 1 and cfree[j] > taken  -- (its concurrency not the reason)
+        local by_rate = due and more and due - RATE_BAND > now and cfree[j] > taken  -- (not its concurrency)
         if got < 0 and not by_rate then  -- out of the ring (a held tenant is put back by the exit of one of its tasks)
           left[#left + 1] = name
         elseif by_rate then  -- no token left: held by its rate until the next one
-          moved[#moved + 1] = string.format('%.0f', tenant_rate_due(bk[1], bk[2], now))
+          moved[#moved + 1] = string.format('%.0f', due)
           moved[#moved + 1] = name
         else
           moved[#moved + 1] = pass[j]

@@ -135,28 +135,32 @@ local function tenant_settings(l, d)  -- 'l:<tenant>' in tn, 'weight paused conc
   local w, p, c, r, b = string.match(l, '^(%d+) (%d) ?(%d*) ?([%d%.]*) ?(%d*)$')
   return tonumber(w) or 1, p == '1', tonumber(c) or 0, tonumber(r) or 0, tonumber(b) or 1
 end
---- A tenant's rate (tasks a second, with bursts of up to ``burst``): a token bucket, tn field
---- 'k:<tenant>' = 'tokens ms' (absent: full; 'kb': the names of the tenants with one, each between
---- NUL bytes), used by the dequeue
---- and dropped once full again (when the queue has no tenant work: tenant_rest); a tenant without a token waits
---- in the ring's rate band (score RATE_BAND + the ms its next token is due: after every tenant
---- taking turns), and the dequeue puts it back at V once that time came.
+--- A tenant's rate (``r`` tasks a second, with bursts of up to ``b``): a virtual schedule (GCRA),
+--- tn field 'k:<tenant>' = TAT, the ms from which its next task conforms once its burst is used
+--- ('kb': the names of the tenants that have one, each between NUL bytes). n tasks may start at
+--- ``now`` while now >= TAT + (n - b) * T (T = 1000 / r ms); taking them moves TAT to
+--- max(TAT, now - L) + n * T. L (half an interval, at most 100 ms) keeps the time a worker came
+--- late for a task, so the rate is kept though dequeues come between due times (a tenant with
+--- no schedule yet starts from now, without it): the n-th start after the rate was set is never
+--- before (n - b) * T. A tenant with no task allowed now waits in
+--- the ring's rate band (score RATE_BAND + when its next task conforms: after every tenant taking
+--- turns), and the dequeue puts it back at V once that time came. A 'k:' field whose TAT is
+--- behind now - L says nothing more than none: dropped when the queue has no tenant work
+--- (tenant_rest).
 local RATE_BAND = 1e15
-local function tenant_tokens(k, r, b, now)  -- the bucket 'k:<tenant>' (or nil) refilled up to now
-  local tokens, ts = string.match(k or '', '^(%S+) (%S+)$')
-  if not tokens then
-    return b
-  end
-  return math.min(b, tonumber(tokens) + math.max(0, now - tonumber(ts)) * r / 1000)
+local function tenant_rate(k, r, b, now)  -- tasks allowed now, and the schedule they start from
+  local t, tat = 1000 / r, tonumber(k or '')
+  local eff = tat and math.max(tat, now - math.min(t / 2, 100)) or now  -- (none yet: from now, no credit)
+  return b + math.floor((now - eff) / t), eff
 end
-local function tenant_rate_due(tokens, r, now)  -- its ring score while held by its rate
-  return RATE_BAND + now + math.max(1, math.ceil((1 - tokens) * 1000 / r))
+local function tenant_rate_due(tat, r, b)  -- its ring score while held by its rate
+  return RATE_BAND + tat - (b - 1) * 1000 / r
 end
-local function tenant_rest(tn, now)  -- no tenant has work: the virtual time, seq and the rate buckets that
-  redis.call('HDEL', tn, 'v', 'q')     -- are full again by now go (a tenant's settings stay; a bucket not
-  if not now or redis.call('HEXISTS', tn, 'kb') == 0 then  -- full yet stays, so a tenant that gets work
-    return                                                 -- again at once does not start with a full
-  end                                                      -- one; now nil: an operator's, kept)
+local function tenant_rest(tn, now)  -- no tenant has work: the virtual time, seq and the rate schedules
+  redis.call('HDEL', tn, 'v', 'q')     -- that say nothing more go (a tenant's settings stay; a schedule
+  if not now or redis.call('HEXISTS', tn, 'kb') == 0 then  -- still ahead stays, so a tenant that gets work
+    return                                                 -- again at once does not start afresh; now
+  end                                                      -- nil: an operator's, kept)
   local names, fields = {}, {}
   for name in string.gmatch(redis.call('HGET', tn, 'kb') or '', '[^%z]+') do
     names[#names + 1] = name
@@ -167,7 +171,7 @@ local function tenant_rest(tn, now)  -- no tenant has work: the virtual time, se
   local gone, kept = {}, '\0'
   for i = 1, #names do
     local _, _, _, r, b = tenant_settings(got[2 * i], got[#got])
-    if r <= 0 or tenant_tokens(got[2 * i - 1], r, b, now) >= b then
+    if r <= 0 or tonumber(got[2 * i - 1] or '0') <= now - math.min(500 / r, 100) then
       gone[#gone + 1] = fields[2 * i - 1]
     else
       kept = kept .. names[i] .. '\0'
@@ -182,12 +186,12 @@ local function tenant_rest(tn, now)  -- no tenant has work: the virtual time, se
     redis.call('HSET', tn, 'kb', kept)
   end
 end
-local function tenant_bucket_set(tn, name, tokens, now)  -- keep a tenant's bucket (and its name in 'kb')
+local function tenant_rate_set(tn, name, tat)  -- keep a tenant's schedule (and its name in 'kb')
   local kb = redis.call('HGET', tn, 'kb') or '\0'
   if not string.find(kb, '\0' .. name .. '\0', 1, true) then
     kb = kb .. name .. '\0'
   end
-  redis.call('HSET', tn, 'k:' .. name, string.format('%.6f', tokens) .. ' ' .. string.format('%.0f', now), 'kb', kb)
+  redis.call('HSET', tn, 'k:' .. name, string.format('%.3f', tat), 'kb', kb)
 end
 local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless
   if redis.call('ZSCORE', pk[4], tenant) then  -- paused or at its concurrency (held). Returns true if it entered
