@@ -96,7 +96,10 @@ def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
         assert 'class="pick"' not in page and 'id="nav-enqueue"' not in page
         with Inspector(seeded) as insp:
             insp.cron_add("ro-entry", "t", every=60, queue=Q)
-        for path in (f"/queues/{PQ}/processes/ro1", "/servers", "/scheduler", f"/queues/{Q}/tasks/p00", "/enqueue"):
+        with Client(seeded) as c:
+            c.enqueue("t", None, queue=Q, tenant="ro-t")
+        for path in (f"/queues/{PQ}/processes/ro1", "/servers", "/scheduler", f"/queues/{Q}/tasks/p00", "/enqueue",
+                     f"/queues/{Q}/tenants"):
             text = tc.get(path).text
             assert "class=\"act" not in text and "<form id=" not in text and 'id="duplicate"' not in text, path
         assert "asynqpy_csrf" not in tc.cookies
@@ -106,14 +109,16 @@ def test_read_only_refuses_every_action_and_shows_none(seeded: str) -> None:
                            ("/api/tasks", {"type": "x", "queue": Q}), (f"/api/queues/{Q}/tasks/p00/duplicate", None),
                            (f"/api/queues/{Q}/tasks/p00/edit", {"max_retry": 1}),
                            (f"/api/queues/{Q}/scheduler/ro-entry/pause", None),
-                           (f"/api/queues/{Q}/scheduler/ro-entry/remove", None)]:
+                           (f"/api/queues/{Q}/scheduler/ro-entry/remove", None),
+                           (f"/api/queues/{Q}/tenants/ro-t/pause", None)]:
             r = tc.post(path, json=body, headers={"X-CSRF-Token": "x"}, cookies={"asynqpy_csrf": "x"})
             assert r.status_code == 403 and r.json() == {"error": "this console is read-only"}
     with Inspector(seeded) as insp:
-        assert insp.queue_info(Q).pending == 45 and not insp.queue_info(Q).paused
+        assert insp.queue_info(Q).pending == 46 and not insp.queue_info(Q).paused  # (45 and the tenant's)
         assert insp.queue_info(PQ).pending == 1  # the process's init input, and no remove input
         assert insp.task_info(Q, "p00").max_retry == 25
         assert [(e.name, e.paused) for e in insp.scheduler_entries(Q)] == [("ro-entry", False)]
+        assert [t.paused for t in insp.tenants(Q)] == [False]
 
 
 def test_authentication_basic_and_bearer(seeded: str) -> None:
@@ -725,3 +730,28 @@ def test_the_redis_page_shows_version_memory_clients_and_the_slowlog(web: TestCl
     assert api["slowlog"] == sorted(api["slowlog"], key=lambda e: -e["duration_us"])
     page = web.get("/redis").text
     assert api["redis_version"] in page and 'id="slowlog"' in page and "connected" in page
+
+
+def test_tenants_api_and_page(web: TestClient, seeded: str) -> None:
+    """The queue's tenants (docs/tenants.md): listed, paged, and changed one at a time; bad actions
+    and values are refused (400, nothing changed)."""
+    with Client(seeded) as c:
+        for t in ("acme", "globex", "initech"):
+            c.enqueue_many([("t", i) for i in range(3)], queue=Q, tenant=t)
+    got = web.get(f"/api/queues/{Q}/tenants?count=2").json()
+    assert [t["tenant"] for t in got["tenants"]] == ["acme", "globex"] and got["next"] == "globex"
+    assert [t["tenant"] for t in web.get(f"/api/queues/{Q}/tenants?after=globex").json()["tenants"]] == ["initech"]
+    base = f"/api/queues/{Q}/tenants/acme"
+    assert web.post(f"{base}/pause", headers=_csrf(web)).json()["tenant"]["paused"] is True
+    assert web.post(f"{base}/weight?value=3", headers=_csrf(web)).json()["tenant"]["weight"] == 3
+    assert web.post(f"{base}/rate?value=50/s", headers=_csrf(web)).json()["tenant"]["rate"] == 50.0
+    assert web.post(f"{base}/concurrency?value=2", headers=_csrf(web)).json()["tenant"]["concurrency"] == 2
+    for bad in ("weight?value=lots", "rate?value=fast", "weight?value=0", "explode"):
+        r = web.post(f"{base}/{bad}", headers=_csrf(web))
+        assert r.status_code == 400 and "error" in r.json(), bad
+    page = web.get(f"/queues/{Q}/tenants").text
+    assert 'data-id="acme"' in page and "paused" in page and "50/s" in page and 'data-param="value"' in page
+    assert 'id="tenants-link"' in web.get(f"/queues/{Q}").text
+    assert web.post(f"{base}/clear", headers=_csrf(web)).json()["tenant"]["weight"] == 1
+    with Inspector(seeded) as insp:
+        assert {t.tenant: t.pending for t in insp.tenants(Q)} == {"acme": 3, "globex": 3, "initech": 3}

@@ -513,6 +513,26 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
             assert [e.paused for e in insp.scheduler_entries("ops")] == [True]
             assert insp.find_tasks("ops", task_type="report")[1]
 
+        # a queue's tenants: pause one, give another a weight and a rate (prompts), from the page
+        with Client(redis_url) as c:
+            for t in ("acme", "globex"):
+                c.enqueue_many([("report", i) for i in range(3)], queue="ops", tenant=t)
+        browser.get(console.url + "/queues/ops")
+        click(browser, "#tenants-link")
+        wait_for(lambda: _ids(browser, "#tenants tbody tr") == ["acme", "globex"])
+        click(browser, 'tr[data-id="acme"] button[data-post$="/pause"]')
+        wait_for(lambda: by('tr[data-id="acme"] td.state').text == "paused")
+        for action, value in (("weight", "3"), ("rate", "50/s")):
+            click(browser, f'tr[data-id="globex"] button[data-post$="/{action}"]')
+            prompt = browser.switch_to.alert
+            prompt.send_keys(value)
+            prompt.accept()
+            wait_for(lambda: value.split("/")[0] in by('tr[data-id="globex"]').text)
+        shoot(browser, "tenants")
+        with Inspector(redis_url) as insp:
+            got = {t.tenant: t for t in insp.tenants("ops")}
+            assert got["acme"].paused and (got["globex"].weight, got["globex"].rate) == (3, 50.0)
+
         # the Redis page
         browser.get(console.url + "/redis")
         assert by('#redis td[data-k="redis_version"]').text

@@ -60,6 +60,8 @@ CHART_DAYS = 14
 """Days of stored history (the daily processed/failed counters) the charts show."""
 SLOWLOG_TOP = 10
 SERVER_ACTIONS = ("stop", "quiet", "resume", "scale")
+TENANT_ACTIONS = ("pause", "resume", "clear", "weight", "concurrency", "rate")
+"""What the console does to one tenant (docs/tenants.md); the last three take ``?value=``."""
 REPAIR_WAIT = 5.0
 """Seconds a repair from the console waits for the processor's response (then: 202, still queued)."""
 MEMORY_EVERY = 30.0
@@ -520,6 +522,34 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
             raise ProcessNotFoundError(f"no process {process_id!r} in queue {queue!r}")
         return {"queued": True}
 
+    @app.get("/api/queues/{queue}/tenants", tags=["tenants"])
+    async def tenants(queue: str, after: str = "", count: int = Query(100, ge=1, le=1000)) -> Any:
+        """A page of the queue's tenants that have pending tasks, in name order (``after``: the
+        last tenant of the page before; ``next``: the one to give for the next page, '' when this
+        was the last): pending and active tasks, weight, concurrency, rate, paused, ready."""
+        got = await inspector.tenants(queue, after=after, count=count)
+        return {"tenants": jsonable(got), "next": got[-1].tenant if len(got) == count else ""}
+
+    @app.post("/api/queues/{queue}/tenants/{tenant:path}/{action}", tags=["tenants"])
+    async def tenant_action(queue: str, tenant: str, action: str, value: str = "") -> Any:
+        """Pause, resume or clear one tenant, or set its ``weight``, ``concurrency`` or ``rate``
+        (``?value=``: 3, 5, "50/s"; 0 = no limit); returns the tenant (400: a bad action or value)."""
+        if action not in TENANT_ACTIONS:
+            raise InvalidArgumentError(f"action must be one of {', '.join(TENANT_ACTIONS)}, got {action!r}")
+        if action in ("pause", "resume"):
+            got = await inspector.set_tenant(queue, tenant, paused=action == "pause")
+        elif action == "clear":
+            got = await inspector.clear_tenant(queue, tenant)
+        elif action == "rate":
+            got = await inspector.set_tenant(queue, tenant, rate=_number_or_text(value))
+        else:
+            if not value.strip().isdigit():
+                raise InvalidArgumentError(f"{action} must be a whole number, got {value!r}")
+            n = int(value)
+            got = await (inspector.set_tenant(queue, tenant, weight=n) if action == "weight"
+                         else inspector.set_tenant(queue, tenant, concurrency=n))
+        return {"tenant": jsonable(got)}
+
     @app.get("/api/scheduler", tags=["scheduler"])
     async def scheduler() -> Any:
         """Every periodic task entry: schedule, next and last tick, history."""
@@ -590,6 +620,13 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
         return page(request, "process.html", queue=queue, p=p, count=count, first=first,
                     older=max(p["first_event"], start - count) if start > p["first_event"] else 0,
                     newer=start + count if p["history"] and p["history"][-1]["id"] < p["events"] else 0)
+
+    @app.get("/queues/{queue}/tenants", response_class=HTMLResponse, include_in_schema=False)
+    async def tenants_page(request: Request, queue: str, after: str = "",
+                           count: int = Query(100, ge=1, le=1000)) -> Any:
+        data = await tenants(queue, after, count)
+        return page(request, "tenants.html", queue=queue, tenants=data["tenants"], after=after, next=data["next"],
+                    count=count)
 
     @app.get("/queues/{queue}/tasks/{task_id:path}", response_class=HTMLResponse, include_in_schema=False)
     async def task_page(request: Request, queue: str, task_id: str) -> Any:
@@ -856,3 +893,11 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
+
+
+def _number_or_text(value: str) -> float | str:
+    """A rate as the console sends it: a number of tasks a second, or text such as "50/s"."""
+    try:
+        return float(value)
+    except ValueError:
+        return value

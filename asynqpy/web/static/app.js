@@ -99,10 +99,10 @@ document.addEventListener("click", async (ev) => {
   if (!b || readOnly) return;
   if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
   let url = b.dataset.post;
-  if (b.dataset.prompt) {  // an action that takes a number (a server's concurrency)
+  if (b.dataset.prompt) {  // an action that takes a value (a server's concurrency, a tenant's weight...)
     const value = window.prompt(b.dataset.prompt, b.dataset.value || "");
     if (value === null) return;
-    url += `?concurrency=${encodeURIComponent(value.trim())}`;
+    url += `?${b.dataset.param || "concurrency"}=${encodeURIComponent(value.trim())}`;
   }
   try {
     if (b.dataset.post) {
