@@ -11,7 +11,12 @@ dashboard made for asynq ports by renaming ``asynq_`` to ``asynqpy_``:
   pending task), ``asynqpy_queue_memory_usage_approx_bytes{queue}``,
   ``asynqpy_queue_paused_total{queue}`` (1 when paused): gauges;
 - ``asynqpy_tasks_processed_total{queue}``, ``asynqpy_tasks_failed_total{queue}``: counters;
-- ``asynqpy_redis_up`` (1, or 0 when the last scrape could not read Redis).
+- ``asynqpy_redis_up`` (1, or 0 when the last scrape could not read Redis);
+- tenants (docs/tenants.md): ``asynqpy_queue_tenants{queue}`` (tenants with pending tasks), and
+  for the ``top_tenants`` (default 10) with the most pending tasks of each queue,
+  ``asynqpy_tenant_pending_tasks{queue,tenant}`` and ``asynqpy_tenant_active_tasks{queue,tenant}``:
+  the label values stay bounded however many tenants there are (the top is taken among the first
+  ``tenant_scan`` tenants by name, 2 000 by default: a scrape's cost stays bounded too).
 
 A worker's own metrics (durations, outcomes, in flight) are served by the worker:
 :mod:`asynqpy.worker.metrics`.
@@ -40,13 +45,20 @@ MEMORY_EVERY = 30.0
 scrape costs, and it is an approximation anyway."""
 
 
+TOP_TENANTS = 10
+"""Tenants per queue whose own series are exported (those with the most pending tasks)."""
+TENANT_SCAN = 2000
+"""Tenants per queue a scrape reads at most to find them (pages of 1 000, in name order)."""
+
+
 class QueueCollector:
     """A prometheus-client collector: every queue's :class:`~asynqpy.QueueInfo`, read with one
     pipelined round trip per scrape (the memory readings at most every :data:`MEMORY_EVERY`
-    seconds)."""
+    seconds), and the top tenants of the queues that have tenants."""
 
-    def __init__(self, inspector: Inspector) -> None:
+    def __init__(self, inspector: Inspector, top_tenants: int = TOP_TENANTS, tenant_scan: int = TENANT_SCAN) -> None:
         self.inspector = inspector
+        self.top_tenants, self.tenant_scan = top_tenants, tenant_scan
         self._memory: dict[str, int | None] = {}
         self._memory_at = -MEMORY_EVERY
         _prometheus()  # (the extra is installed)
@@ -74,6 +86,31 @@ class QueueCollector:
         up.add_metric([], 1)
         yield up
         yield from families(core, infos)
+        yield from self._tenants(core, infos)
+
+    def _tenants(self, core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
+        gauge = core.GaugeMetricFamily
+        count = gauge("asynqpy_queue_tenants", "Tenants with pending tasks in a queue.", labels=["queue"])
+        pending = gauge("asynqpy_tenant_pending_tasks", "Pending tasks of a tenant (the queue's top tenants).",
+                        labels=["queue", "tenant"])
+        active = gauge("asynqpy_tenant_active_tasks", "Active tasks of a tenant (the queue's top tenants).",
+                       labels=["queue", "tenant"])
+        for q in infos:
+            count.add_metric([q.queue], q.tenants)
+            if not q.tenants or self.top_tenants <= 0:
+                continue
+            seen: list[Any] = []
+            after = ""
+            while len(seen) < self.tenant_scan:
+                page = self.inspector.tenants(q.queue, after=after, count=min(1000, self.tenant_scan - len(seen)))
+                seen += page
+                if len(page) < 1000:
+                    break
+                after = page[-1].tenant
+            for t in sorted(seen, key=lambda t: (-t.pending, t.tenant))[:self.top_tenants]:
+                pending.add_metric([q.queue, t.tenant], t.pending)
+                active.add_metric([q.queue, t.tenant], t.active)
+        yield from (count, pending, active)
 
     def describe(self) -> list[Any]:
         return []  # (no scrape at registration)
@@ -104,18 +141,19 @@ def families(core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
     yield from (states, size, latency, memory, paused, processed, failed)
 
 
-def queue_registry(redis: Any = None) -> Any:
+def queue_registry(redis: Any = None, top_tenants: int = TOP_TENANTS) -> Any:
     """A prometheus-client ``CollectorRegistry`` holding the queue metrics of ``redis`` (a URL or
-    a client, as for :class:`~asynqpy.Inspector`)."""
+    a client, as for :class:`~asynqpy.Inspector`); ``top_tenants``: tenants per queue with series
+    of their own (0: none)."""
     pc = _prometheus()
     registry = pc.CollectorRegistry()
-    registry.register(QueueCollector(Inspector(redis)))
+    registry.register(QueueCollector(Inspector(redis), top_tenants))
     return registry
 
 
-def serve_queue_metrics(redis: Any, port: int, host: str = "127.0.0.1") -> Any:
+def serve_queue_metrics(redis: Any, port: int, host: str = "127.0.0.1", top_tenants: int = TOP_TENANTS) -> Any:
     """Serve the queue metrics on ``http://host:port/metrics`` in a thread; returns the HTTP server
     (``.shutdown()`` stops it)."""
     pc = _prometheus()
-    httpd, _ = pc.start_http_server(port, host, registry=queue_registry(redis))
+    httpd, _ = pc.start_http_server(port, host, registry=queue_registry(redis, top_tenants))
     return httpd

@@ -16,16 +16,18 @@ from .common import UserError, redis_url_option, user_errors
               help="The port to serve /metrics on.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="The address to bind (0.0.0.0: every interface, for a Prometheus on another host).")
+@click.option("--top-tenants", type=click.IntRange(0, 1000), default=10, show_default=True,
+              help="Tenants per queue with series of their own (those with the most pending tasks; 0: none).")
 @redis_url_option
 @user_errors
-def metrics(port: int, host: str, redis_url: str) -> None:
+def metrics(port: int, host: str, top_tenants: int, redis_url: str) -> None:
     """Serve every queue's metrics (tasks by state, size, latency, memory, processed, failed,
     paused; named after asynq's exporter with the asynqpy_ prefix) on http://HOST:PORT/metrics,
     read from Redis at each scrape, until SIGTERM or Ctrl-C."""
     from asynqpy.metrics import serve_queue_metrics
 
     try:
-        httpd = serve_queue_metrics(redis_url, port, host)
+        httpd = serve_queue_metrics(redis_url, port, host, top_tenants)
     except OSError as exc:
         raise UserError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
     click.echo(f"serving queue metrics on http://{host}:{httpd.server_port}/metrics (Ctrl-C stops)")

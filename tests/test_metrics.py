@@ -70,6 +70,24 @@ def test_queue_metrics_match_the_queues(redis_url: str) -> None:
     assert 0 <= (value(m, "asynqpy_queue_latency_seconds", queue=Q) or -1) < 60
 
 
+@pytest.mark.real
+def test_tenant_metrics_only_for_the_top_tenants_by_backlog(redis_url: str) -> None:
+    """Bounded label values: of 30 tenants, only the top 3 by pending tasks get series of their
+    own (``top_tenants``); the queue's tenant count is exact."""
+    with Client(redis_url) as c:
+        for t in range(30):
+            c.enqueue_many([("t", i) for i in range(t % 7 + 1)], queue=Q, tenant=f"t{t:02d}")
+    httpd = serve_queue_metrics(redis_url, 0, top_tenants=3)
+    try:
+        m = scrape(httpd.server_port)
+    finally:
+        httpd.shutdown()
+    assert value(m, "asynqpy_queue_tenants", queue=Q) == 30
+    tenants = {dict(labels)["tenant"]: v for (name, labels), v in m.items() if name == "asynqpy_tenant_pending_tasks"}
+    assert tenants == {"t06": 7, "t13": 7, "t20": 7}  # the most pending (ties by name)
+    assert value(m, "asynqpy_tenant_active_tasks", queue=Q, tenant="t06") == 0
+
+
 def test_queue_metrics_report_redis_down_instead_of_failing() -> None:
     httpd = serve_queue_metrics(f"redis://127.0.0.1:{free_port()}/0?socket_connect_timeout=0.2", 0)
     try:
