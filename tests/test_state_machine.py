@@ -1086,7 +1086,7 @@ class QueueMachine(RuleBasedStateMachine):
 
 
 SETTINGS = settings(max_examples=150, stateful_step_count=50, suppress_health_check=[HealthCheck.too_slow])
-FAKE_EXAMPLES = 40
+FAKE_EXAMPLES = 20
 REAL_EXAMPLES = 100
 """On fakeredis the machine runs fewer examples: the same scripts run on redis-server (the
 authority) with REAL_EXAMPLES in the test below it, as the keyed and process machines do; here it shows
@@ -1098,7 +1098,7 @@ def run_machine(client: Any, examples: int = 150) -> None:
     run_state_machine_as_test(machine, settings=settings(SETTINGS, max_examples=examples))
 
 
-@pytest.mark.slow  # 40 examples of 50 steps: about 10 s of CPU
+@pytest.mark.slow  # 20 examples of 50 steps: about 5 s of CPU
 @pytest.mark.one_process
 def test_state_machine_fakeredis() -> None:
     run_machine(fakeredis.FakeRedis(), FAKE_EXAMPLES)
