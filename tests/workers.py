@@ -17,11 +17,14 @@ mux = ServeMux()
 _r: aredis.Redis | None = None
 
 
+def _url1() -> str:
+    return os.environ["ASYNQPY_TEST_URL"].rsplit("/", 1)[0] + "/1"
+
+
 def _db1() -> aredis.Redis:
     global _r
     if _r is None:
-        url = os.environ["ASYNQPY_TEST_URL"].rsplit("/", 1)[0] + "/1"
-        _r = aredis.Redis.from_url(url)
+        _r = aredis.Redis.from_url(_url1())
     return _r
 
 
@@ -39,8 +42,13 @@ async def block(task: Task) -> None:
     await r.hincrby("runs", task.id, 1)
     await r.sadd("started", task.id)
     if task.retry_count == 0:
+        # its own client for the wait: cancelled (the shutdown requeue) while the three handlers'
+        # polls shared the module's pool, two of them hung in redis-py past the server's 3 s
+        # (test_graceful_shutdown_requeues_running_tasks[block] took 5.2 s to stop in CI)
+        own = aredis.Redis.from_url(_url1(), single_connection_client=True)
         for _ in range(6000):
-            if await r.exists("release"):
+            if await own.exists("release"):
+                await own.aclose()
                 return
             await asyncio.sleep(0.01)
 
