@@ -91,6 +91,9 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "expired": (_expired, lambda h: h.b.expired(Q)),
     "drop": (lambda h: h.r.zadd(K.lease, {"gone": 1}), lambda h: h.b.drop(Q, "gone")),
     "reconcile": (lambda h: (h.enqueue("a"), h.take(), h.r.zrem(K.lease, "a")), lambda h: h.b.reconcile(Q, "0")),
+    # a tenant task removed by hand while it ran: the sweep frees its slot
+    "tenant_fix": (lambda h: (h.enqueue("a", Message("t", "a", tenant="x")), h.take(), h.r.hdel(K.tasks, "a")),
+                   lambda h: h.b.tenant_fix(Q, "active", "0")),
     "expire": (lambda h: (_active(h), h.x.run(h.b.complete(Q, "a", "tok00001", h.active_msg("a").with_(retention_ms=1))),
                           h.clock.advance(1)), lambda h: h.b.expire(Q)),
     "trim": (lambda h: (_active(h), h.x.run(h.b.archive(Q, "a", "tok00001", h.active_msg("a"), 10, MAX_AGE))),

@@ -153,6 +153,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("drop", lambda b: b.drop("q", "i")),
     ("reconcile", lambda b: b.reconcile("q", "0", 5)),
     ("forget_gone", lambda b: b.forget_gone("q", "children", "0", 5)),
+    ("tenant_fix", lambda b: b.tenant_fix("q", "ring", "0", 5)),
     ("sweep", lambda b: b.sweep_save("q", "own", 1000, 5000, {"tasks": "7"})),
     ("expire", lambda b: b.expire("q", 7)),
     ("trim", lambda b: b.trim("q", 5, 6)),

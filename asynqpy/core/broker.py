@@ -1072,8 +1072,23 @@ class Broker:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
         return script_call("reconcile", parse,
-                           **_q(q, "tasks lease scheduled retry archived completed targeted waiting blocked"),
+                           **_q(q, "tasks lease scheduled retry archived completed targeted waiting blocked ta"),
                            cursor=cursor, count=count, now=self.clock.script_now())
+
+    def tenant_fix(self, queue: str, mode: str, cursor: str,
+                   count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
+        """One step of a tenant part of the consistency sweep (lua/tenant_fix-8.lua): ``mode``
+        "active" frees the slots counted for tasks no longer active; "ring" puts tenants with
+        pending tasks that no dequeue would pick back in the ready ring (and corrects the count of
+        one held at its concurrency). Returns (next cursor, '0' = pass done; [(id or tenant, what
+        was repaired)])."""
+        q = queue_keys(queue)
+
+        def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
+            return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
+
+        return script_call("tenant_fix", parse, tasks=q.tasks, **pending_keys(q), wake=q.wake, mode=mode,
+                           cursor=cursor, count=count)
 
     def sweep_claim(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
                     parts: Sequence[str]) -> Call[SweepLease]:

@@ -32,9 +32,11 @@ from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.janitor")
 
-PARTS = ("tasks", "watch", "children", "deps", "keys")
-"""The parts of a queue's sweep, each an HSCAN with its own cursor: its tasks (``reconcile``), its
-watch, children and deps hashes (``forget_gone``) and its held keys (``sweep_keys``)."""
+PARTS = ("tasks", "watch", "children", "deps", "keys", "tenant_active", "tenant_ring")
+"""The parts of a queue's sweep, each with its own cursor: its tasks (``reconcile``), its watch,
+children and deps hashes (``forget_gone``), its held keys (``sweep_keys``), and its tenants'
+active entries and ready ring (``tenant_fix``)."""
+_TENANT_PARTS = {"tenant_active": "active", "tenant_ring": "ring"}
 STEP_PAUSE = 0.01
 """Seconds between two steps of a sweep."""
 
@@ -135,6 +137,7 @@ class Janitor:
         steps = [(q, kind) for q, cursors in held.items() for kind in cursors if kind != "keys"]
         results = await ctx.exec.run_many([
             ctx.broker.reconcile(q, held[q][kind], p.sweep_step) if kind == "tasks"
+            else ctx.broker.tenant_fix(q, _TENANT_PARTS[kind], held[q][kind], p.sweep_step) if kind in _TENANT_PARTS
             else ctx.broker.forget_gone(q, kind, held[q][kind], p.sweep_step) for q, kind in steps])
         for (q, kind), res in zip(steps, results):
             if isinstance(res, Exception):
@@ -145,6 +148,10 @@ class Janitor:
                 cursor, repaired = res
                 for id, what in repaired:
                     log.warning("repaired task %s (queue %s): %s", id, q, what)
+            elif kind in _TENANT_PARTS:
+                cursor, repaired = res
+                for name, what in repaired:
+                    log.warning("repaired the tenants of queue %s: %s %s", q, name, what)
             else:
                 cursor, removed = res
                 if removed:

@@ -7,6 +7,9 @@ removed or corrupted by hand:
   'm' not in the targeted zset -> put back (a worker finds it again through its index zsets)
   'w' not in the waiting zset -> put back (a parent's end still releases it: includes/flow)
   'b' not in the blocked zset -> put back (its key's list still releases it: includes/serial)
+  'a' of a tenant, not in ta -> its entry restored (its tenant's count is left as it is: an entry
+                              removed by hand leaves the count counting it; lua/tenant_fix-8.lua
+                              corrects a count that holds a tenant back)
   any other first byte     -> archived as is (state 'x' + the bytes found), for inspection
 A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))
 and is not checked; nor is an aggregating task ('g': its group's zset is named in its message,
@@ -20,6 +23,7 @@ KEYS[6] completed  completed zset
 KEYS[7] targeted   targeted tasks zset (includes/runs)
 KEYS[8] waiting    waiting zset (includes/flow)
 KEYS[9] blocked    blocked zset (includes/serial)
+KEYS[10] ta        the queue's active tenant tasks: hash id -> tenant (includes/priority)
 ARGV[1] cursor     HSCAN cursor ('0' starts a sweep)
 ARGV[2] count      HSCAN COUNT hint
 ARGV[3] now        '' = Redis time; else a simulated time in ms
@@ -29,6 +33,7 @@ Works when Redis is full (maxmemory): it starts with a no-op removal (includes/w
 --- @include "now"
 --- @include "whenfull"
 --- @include "stored"
+--- @include "priority"
 writable_when_full(KEYS[1])
 local now = nil  -- read when a first repair needs it (most steps repair nothing: no TIME call)
 local zsets = {a = KEYS[2], s = KEYS[3], r = KEYS[4], x = KEYS[5], c = KEYS[6], m = KEYS[7], w = KEYS[8], b = KEYS[9]}
@@ -46,7 +51,15 @@ for i = 1, #entries, 2 do
       redis.call('ZADD', KEYS[5], now, id)
       out[#out + 1] = id
       out[#out + 1] = 'unknown state, archived'
-    elseif not redis.call('ZSCORE', zset, id) then
+    elseif st == 'a' and redis.call('HEXISTS', KEYS[10], id) == 0 then
+      local tenant = msg_tenant(v, STORED_ACTIVE_AT)
+      if tenant then
+        redis.call('HSET', KEYS[10], id, tenant)
+        out[#out + 1] = id
+        out[#out + 1] = 'active task of tenant ' .. tenant .. ' not counted: entry restored'
+      end
+    end
+    if zset ~= nil and not redis.call('ZSCORE', zset, id) then
       now = now or now_ms(ARGV[3])
       redis.call('ZADD', zset, now, id)
       out[#out + 1] = id

@@ -1,0 +1,122 @@
+--[[ tenant_fix: one step of the tenant parts of the consistency sweep (the janitor) — puts a
+queue's tenant bookkeeping back in line with its tasks after keys were removed or edited by hand
+(the scripts that move tasks keep it so; nothing here runs on the task paths):
+  mode 'active'  one HSCAN step of ``ta``: an entry whose task is no longer active (gone, or in
+                 another state) is removed and its tenant's count lowered (includes/priority
+                 tenant_left: a tenant held at its concurrency with pending tasks is back in the
+                 ring), so no slot stays taken by a task that left
+  mode 'ring'    the next ~count tenants with pending tasks (walking ``tq`` by name, one range
+                 read per tenant): a tenant missing from the ready ring that is neither paused
+                 nor at its concurrency is put back at the virtual time (it would never be picked
+                 again); one at its concurrency has its count checked against its ``ta`` entries
+                 (when ``ta`` holds at most 10 000: a count raised by hand would hold it for good)
+                 and corrected, and is put back if that frees a slot
+A tenant put back wakes a worker. An active tenant task missing from ``ta`` is restored by the
+``tasks`` part (lua/reconcile-10.lua). A ring entry of a tenant without pending tasks needs no
+repair: the dequeue drops it when it meets it.
+KEYS[1] tasks    tasks hash
+KEYS[2] pending  pending list (includes/priority pk)
+KEYS[3] prio     pending ids of priorities other than the default (includes/priority pk)
+KEYS[4] tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEYS[5] tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEYS[6] tn       the queue's tenant hash: 'v' the virtual time, 'l:<T>' settings, 'a:<T>' counts
+KEYS[7] ta       the queue's active tenant tasks: hash id -> tenant
+KEYS[8] wake     wake-up list idle workers block on
+ARGV[1] mode     'active' or 'ring'
+ARGV[2] cursor   'active': the HSCAN cursor ('0' starts a pass); 'ring': '0' starts a pass, else
+                 'n' followed by the last tenant name walked
+ARGV[3] count    entries ('active', an HSCAN COUNT hint) or tenants ('ring') per step
+Returns {next cursor ('0' = pass done), name1, what1, name2, what2, ...} for each repair (an id
+for 'active', a tenant name for 'ring').
+Works when Redis is full (maxmemory): it starts with a no-op removal (includes/whenfull).
+]]
+--- @include "whenfull"
+--- @include "signal"
+--- @include "stored"
+--- @include "priority"
+writable_when_full(KEYS[1])
+local pk = {KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
+local count = tonumber(ARGV[3])
+local out = {'0'}
+if ARGV[1] == 'active' then
+  local page = redis.call('HSCAN', KEYS[7], ARGV[2], 'COUNT', count)
+  out[1] = page[1]
+  local entries = page[2]
+  if #entries == 0 then
+    return out
+  end
+  local ids = {}
+  for i = 1, #entries, 2 do
+    ids[#ids + 1] = entries[i]
+  end
+  local vals = redis.call('HMGET', KEYS[1], unpack(ids))
+  local gone = {}
+  for i, id in ipairs(ids) do
+    if stored_state(vals[i]) ~= 'a' then
+      gone[#gone + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = 'counted active for tenant ' .. entries[2 * i] .. ' but ' ..
+        (vals[i] and ('in state ' .. stored_state(vals[i])) or 'gone') .. ': slot freed'
+    end
+  end
+  if #gone > 0 and tenant_left(pk, gone) then
+    signal(KEYS[8])
+  end
+  return out
+end
+-- 'ring': walk the tenants of tq by name
+local from = ARGV[2] == '0' and '-' or ('[' .. string.match(ARGV[2], '^n(.*)$') .. '\1')
+local held, back = {}, false
+local last = nil
+for _ = 1, count do
+  local head = redis.call('ZRANGE', KEYS[4], from, '+', 'BYLEX', 'LIMIT', 0, 1)[1]
+  if not head then
+    last = nil
+    break
+  end
+  local tenant = string.sub(head, 1, string.find(head, '\0', 1, true) - 1)
+  last, from = tenant, '[' .. tenant .. '\1'
+  if not redis.call('ZSCORE', KEYS[5], tenant) then
+    local t = redis.call('HMGET', KEYS[6], 'v', 'l:' .. tenant, 'a:' .. tenant, 'd')
+    local _, paused, limit = tenant_settings(t[2], t[4])
+    if not paused then
+      if limit > 0 and (tonumber(t[3]) or 0) >= limit then
+        held[#held + 1] = {tenant, limit, tonumber(t[3]) or 0}
+      else
+        redis.call('ZADD', KEYS[5], t[1] or 0, tenant)
+        back = true
+        out[#out + 1] = tenant
+        out[#out + 1] = 'had pending tasks but was not in the ready ring: put back'
+      end
+    end
+  end
+end
+if #held > 0 and redis.call('HLEN', KEYS[7]) <= 10000 then
+  local real = {}
+  for _, tenant in ipairs(redis.call('HVALS', KEYS[7])) do
+    real[tenant] = (real[tenant] or 0) + 1
+  end
+  for _, h in ipairs(held) do
+    local tenant, limit, counted = h[1], h[2], h[3]
+    local n = real[tenant] or 0
+    if n ~= counted then
+      if n > 0 then
+        redis.call('HSET', KEYS[6], 'a:' .. tenant, n)
+      else
+        redis.call('HDEL', KEYS[6], 'a:' .. tenant)
+      end
+      out[#out + 1] = tenant
+      out[#out + 1] = 'counted ' .. counted .. ' active task(s) but ' .. n .. ' run: count corrected'
+      if n < limit and tenant_ready(pk, tenant) then
+        back = true
+      end
+    end
+  end
+end
+if back then
+  signal(KEYS[8])
+end
+if last then
+  out[1] = 'n' .. last
+end
+return out
