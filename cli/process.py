@@ -106,6 +106,8 @@ def inspect(process_id: str, queue: str, first: int, count: int, as_json: bool, 
     kept = f" (the oldest kept: #{p.first_event})" if p.first_event > 1 else ""
     out.print(f"process [bold]{p.id}[/bold] ({p.type}, queue {p.queue}): {_status(p)}, {p.events} event(s){kept}")
     out.print(f"  created {ago(p.created, now)}, updated {ago(p.updated, now)}")
+    if p.tenant:
+        out.print(f"  tenant: {escape(p.tenant)}")
     if p.timer:
         out.print(f"  timer: {ago(p.timer, now)} (input {p.timer_id})")
     if p.failing:
@@ -130,14 +132,18 @@ def inspect(process_id: str, queue: str, first: int, count: int, as_json: bool, 
 @click.argument("process_id")
 @queue_option
 @args_option
+@click.option("--tenant", default=None, help="The tenant the process belongs to: its inputs and timers take turns "
+              "as that tenant's tasks (docs/tenants.md).")
 @redis_url_option
 @user_errors
-def start(process_type: str, process_id: str, queue: str, args: str | None, redis_url: str) -> None:
+def start(process_type: str, process_id: str, queue: str, args: str | None, tenant: str | None,
+          redis_url: str) -> None:
     """Start process PROCESS_ID of PROCESS_TYPE (idempotent: nothing happens if it exists)."""
     from asynqpy import Client
 
     with Client(redis_url) as c:
-        started = c.start_process(process_type, process_id, _args(args), queue=queue)
+        started = c.start_process(process_type, process_id, _args(args), queue=queue,
+                                  **({"tenant": tenant} if tenant is not None else {}))
     click.echo(f"started process {process_id}" if started else f"process {process_id} exists: nothing done")
 
 

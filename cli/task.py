@@ -188,6 +188,8 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("priority", f"{x.priority} (0 lowest, 9 highest, 5 the default)"))
     if x.group:
         rows.append(("group", x.group))
+    if x.tenant:
+        rows.append(("tenant", x.tenant))
     if x.workers is not None or x.runs_wanted > 1:
         rows.append(("workers", ", ".join(x.workers) if x.workers is not None else "any"))
         rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))

@@ -26,6 +26,7 @@ from asynqpy import (
     ServeMux,
     Step,
     TaskFailedError,
+    TaskState,
 )
 from asynqpy.core.keys import queue_keys
 
@@ -406,10 +407,13 @@ def test_cli_process_commands(redis_url: str) -> None:
         assert code == 0 and "running" in out and "authorized" in out
         code, out = run("process", "ls", "-q", Q)
         assert code == 0 and "c1" in out and "payment" in out
+        assert run("process", "start", "payment", "t1", "-q", Q, "--args", '{"amount": 1}', "--tenant", "acme")[0] == 0
+        code, out = run("process", "inspect", "t1", "-q", Q)
+        assert code == 0 and "tenant: acme" in out
         code, out = run("process", "ls", "-q", Q, "--status", "error")
         assert code == 0 and "0 process(es) in error" in out and "c1" not in out
         code, out = run("process", "ls", "-q", Q, "-s", "running", "--json")
-        assert code == 0 and [p["id"] for p in json.loads(out)["processes"]] == ["c1"]
+        assert code == 0 and sorted(p["id"] for p in json.loads(out)["processes"]) == ["c1", "t1"]
         code, out = run("process", "ls", "-q", Q, "--status", "broken")
         assert code == 2 and "broken" in out
         for args, message in [
@@ -419,6 +423,7 @@ def test_cli_process_commands(redis_url: str) -> None:
             (("process", "rm", "nope", "-q", Q), "no process 'nope'"),
             (("process", "ls", "-q", Q, "--start", str(10**20)), "start must be an int from 0 to"),
             (("process", "inspect", "c1", "-q", Q, "--first", str(10**20)), "first must be an int from 0 to"),
+            (("process", "start", "payment", "t2", "-q", Q, "--tenant", "a\x01"), "tenant must be 1 to 64 bytes"),
         ]:
             code, out = run(*args)
             assert code == 2 and message in out and len(out.strip().splitlines()) == 1, (args, out)
@@ -747,3 +752,38 @@ def test_a_read_of_thousands_of_processes_reads_each(backend: Any) -> None:
     got = SyncExecutor(backend.sync).run(Broker().proc_read_many(Q, [f"m{i}" for i in range(2500)], 0, 0))
     assert len(got) == 2500 and not got[1234]
     assert all(P.parse_record(f"m{i}", r[0]).fields[P.R_TYPE] == b"t%d" % i for i, r in enumerate(got) if i != 1234)
+
+
+def test_a_process_of_a_tenant_sends_every_input_as_that_tenant_s_task(backend: Any) -> None:
+    """``start_process(..., tenant=)``: the process belongs to the tenant; its init, its calls and
+    its timers are that tenant's tasks (turns, pause, limits); a call naming another tenant is
+    refused and nothing queued is lost (issue 32 stage 6)."""
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "a1", {"amount": 1, "expire_in": 3600}, queue=Q, tenant="acme")
+            c.start_process("payment", "g1", {"amount": 2}, queue=Q)
+            assert insp.process(Q, "a1").tenant == "acme" and insp.process(Q, "g1").tenant == ""
+            assert [(t.tenant, t.pending) for t in insp.tenants(Q)] == [("acme", 1)]
+            insp.set_tenant(Q, "acme", paused=True)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                await until(lambda: insp.process(Q, "g1").status == "running", 10)
+                await asyncio.sleep(0.2)
+                assert insp.process(Q, "a1").status == "starting"  # its tenant is paused: its init waits
+                insp.set_tenant(Q, "acme", paused=False)
+                await until(lambda: insp.process(Q, "a1").status == "running", 10)
+                timers = {t.key: t.tenant for t in insp.list_tasks(Q, TaskState.SCHEDULED)}
+                assert timers == {"proc:a1": "acme", "proc:g1": ""}  # the timer it set is the tenant's too
+                with pytest.raises(InvalidArgumentError, match="belongs to tenant 'acme'"):
+                    await ac.call_process("a1", {"op": "authorize"}, queue=Q, timeout=10, tenant="globex")
+                assert await ac.call_process("a1", {"op": "authorize"}, queue=Q, timeout=10,
+                                             tenant="acme") == "authorized"
+                assert await ac.call_process("a1", {"op": "capture"}, queue=Q, timeout=10) == "captured"
+                assert await ac.call_process("g1", {"op": "authorize"}, queue=Q, timeout=10) == "authorized"
+                assert await ac.remove_process("a1", queue=Q, timeout=10)
+            assert [e.data for e in insp.process(Q, "g1").history] == [{"created": 2}, "authorized"]
+            assert insp.tenants(Q) == [] and not backend.sync.exists(queue_keys(Q).ta)
+        await ac.close()
+
+    asyncio.run(main())

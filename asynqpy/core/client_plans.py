@@ -151,12 +151,19 @@ class ClientPlans:
         self._derivers: dict[str, opts.Deriver] = {}
 
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
-                       reply_to: str = "") -> opts.Prepared:
-        """A process input task, validated (docs/processes.md)."""
+                       reply_to: str = "", found: proc.Process | None = None) -> opts.Prepared:
+        """A process input task, validated (docs/processes.md). ``found``: the process it is sent
+        to (its inputs belong to its tenant: a ``tenant=`` naming another is refused)."""
         proc.validate_id(pid)
         unknown = options.keys() - PROCESS_OPTIONS
         if unknown:
             raise InvalidArgumentError(opts.unknown_options("process input option", unknown, sorted(PROCESS_OPTIONS)))
+        if found is not None:
+            given = options.get("tenant")
+            if given is not None and given != found.tenant:
+                raise InvalidArgumentError(f"process {pid!r} belongs to tenant {found.tenant!r}, not {given!r}: its "
+                                           "inputs take the tenant it was started with")
+            options = {**options, "tenant": found.tenant or None}
         return self._prepare(proc.task_type(proc.validate_type(ptype)), proc.input_payload(pid, kind, args),
                              {**options, "key": proc.key_of(pid)}, reply_to)
 
@@ -424,7 +431,9 @@ class ClientPlans:
         """Start process ``process_id`` of ``process_type``: its ``init`` input is queued (its
         processor runs with ``args``). Idempotent: False (nothing queued) if a process with this
         id exists in the queue. ``options``: queue, max_retry, timeout, retention, retry_delay,
-        headers, priority (they apply to this input; its timers inherit them)."""
+        headers, priority (they apply to this input; its timers inherit them), tenant (the tenant
+        the process belongs to: every input it gets, its timers too, takes turns as that tenant's
+        task under its limits; docs/tenants.md)."""
         p = self._process_input(process_type, process_id, "init", args, options)
         calls = Writes()
         if p.queue not in self._registered:  # the queue's registration first, if new
@@ -466,10 +475,11 @@ class ClientPlans:
                 send = proc.idempotent_options(options, id)
         found = yield from processes.read(self.broker, queue, proc.validate_id(pid), 0, 0)
         self._check_status(found, kind)
-        p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue})
+        p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue}, found=found)
         try:
             return (yield from ClientPlans.call.plan(self, p.msg.type, p.msg.payload, timeout=timeout,
-                                                     **{**send, "queue": queue, "key": p.msg.key}))
+                                                     **{**send, "queue": queue, "key": p.msg.key,
+                                                        "tenant": p.msg.tenant or None}))
         except TaskIdConflictError:  # a concurrent repeat sent it first
             return (yield from ClientPlans.result.plan(self, send["task_id"], queue=queue, timeout=timeout))
 
@@ -487,12 +497,12 @@ class ClientPlans:
             return False
         if now:
             yield from processes.drop_failing(self.broker, queue, process_id)
-        p = self._process_input(found.type, process_id, "remove", None, {"queue": queue})
+        p = self._process_input(found.type, process_id, "remove", None, {"queue": queue}, found=found)
         if timeout == 0:
             yield from self._send([p])
         else:
             yield from ClientPlans.call.plan(self, p.msg.type, p.msg.payload, timeout=timeout, queue=queue,
-                                             key=p.msg.key)
+                                             key=p.msg.key, tenant=p.msg.tenant or None)
         return True
 
     @planned

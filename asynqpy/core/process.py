@@ -92,7 +92,9 @@ class Process:
     ``failing``: the last error of the input whose turn it is, while that input waits for a retry
     (an init that keeps failing leaves the process ``starting``; the inputs sent after it, a
     removal too, wait behind it): ``failing_input`` names it, ``failing_attempts`` counts its
-    failed attempts; '' and 0 otherwise (the Inspector reads them; a processor sees them empty)."""
+    failed attempts; '' and 0 otherwise (the Inspector reads them; a processor sees them empty).
+    ``tenant``: the tenant it was started for (``start_process(..., tenant=)``; '' = none): every
+    input it gets, its timers too, belongs to that tenant (docs/tenants.md)."""
 
     id: str
     type: str
@@ -111,6 +113,7 @@ class Process:
     failing: str = ""
     failing_input: str = ""
     failing_attempts: int = 0
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -214,12 +217,14 @@ def process_of(msg: codec.Message) -> tuple[str, str]:
 
 # -- the record (lua/includes/process.lua keeps the same layout) --------------------------------
 
-R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST = range(11)
+R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST, R_TENANT = range(12)
 
 
-def new_record(ptype: str) -> bytes:
-    """A started process's record before its init commits (times are set by the script)."""
-    return rec_pack([ptype.encode(), STARTING.encode(), b"", b"0", b"", b"", b"", b"", b"", b""])
+def new_record(ptype: str, tenant: str = "") -> bytes:
+    """A started process's record before its init commits (times are set by the script); the
+    tenant its inputs belong to (``start_process(..., tenant=)``), kept as its last item."""
+    fields = [ptype.encode(), STARTING.encode(), b"", b"0", b"", b"", b"", b"", b"", b""]
+    return rec_pack(fields + [b"", tenant.encode()] if tenant else fields)
 
 
 def _ms(v: bytes) -> datetime | None:
@@ -267,7 +272,7 @@ class Record:
                        events=self.count, history=history, timer=_ms(f[R_DUE]) if f[R_TIMER] else None,
                        timer_id=self.timer_id, created=_ms(f[R_CREATED]), updated=_ms(f[R_UPDATED]),
                        broken_by=f[R_BROKEN].decode(), error=f[R_ERROR].decode(errors="replace"), queue=queue,
-                       first_event=self.first)
+                       first_event=self.first, tenant=f[R_TENANT].decode() if len(f) > R_TENANT else "")
 
 
 def parse_record(pid: str, raw: bytes) -> Record:

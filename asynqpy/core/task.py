@@ -282,7 +282,8 @@ class TaskInfo:
     ``capture_logs``; as ``Inspector.task_logs``). ``held``: a scheduled task held by a deploy
     hold (docs/deploy.md): "type" (its type is blocked in the queue) or "version" (it waits for a
     worker of ``min_worker_version`` or newer); '' otherwise. ``min_worker_version``: its
-    ``min_worker_version=`` ('' = any worker)."""
+    ``min_worker_version=`` ('' = any worker). ``tenant``: the tenant it belongs to (``tenant=``,
+    docs/tenants.md; '' = none)."""
 
     id: str
     queue: str
@@ -320,6 +321,7 @@ class TaskInfo:
     logs: list[tasklogs.LogLine] = field(default_factory=list)
     held: str = ""
     min_worker_version: str = ""
+    tenant: str = ""
 
     @classmethod
     def from_message(
@@ -338,4 +340,4 @@ class TaskInfo:
                    priority=msg.priority, workers=list(msg.workers) if msg.workers is not None else None,
                    runs_wanted=msg.runs, key=msg.key,
                    parents=[ParentEnd(q, i, "unknown") for q, i in msg.after or ()], held=held,
-                   min_worker_version=deploy.format_version(msg.min_version))
+                   min_worker_version=deploy.format_version(msg.min_version), tenant=msg.tenant)

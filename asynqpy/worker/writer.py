@@ -129,7 +129,7 @@ class Writer:
         tmsg = codec.Message(type=m.type, payload=process.input_payload(plan.pid, "timeout", None),
                              enqueued_at_ms=self.ctx.clock.now_ms(), max_retry=m.max_retry, timeout_ms=m.timeout_ms,
                              retention_ms=m.retention_ms, retry_delay_ms=m.retry_delay_ms, headers=m.headers,
-                             priority=m.priority, key=m.key)
+                             priority=m.priority, key=m.key, tenant=m.tenant)
         return new_task_id(), tmsg
 
     def _count(self, r: Running, o: Outcome) -> None:
