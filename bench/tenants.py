@@ -4,7 +4,7 @@ behind a noisy one, and the queue's throughput. Stage 0 of the design (docs/arch
 FIFO order whoever sent them; once ``enqueue(..., tenant=)`` exists it passes it, and the same
 figures show the fair dispatch.
 
-    python bench/tenants.py [--quick] [--rate]
+    python bench/tenants.py [--quick] [--rate | --quiet | --dispatch | --limit]
 
 Starts its own redis-server on a free loopback port; one in-process server (concurrency 10).
 
@@ -24,7 +24,12 @@ Starts its own redis-server on a free loopback port; one in-process server (conc
   tasks started a second (target 50 ± 2) and the other's. ``python bench/tenants.py --rate``
   runs this row alone.
 - ``dispatch``: the dequeue script alone at 10, 1 000 and 10⁵ tenants: Redis commands and µs per
-  task, dequeues per second (the target: flat in tenants, within 10 %).
+  task, dequeues per second (the target: flat in tenants, within 10 %). ``--dispatch``: 10 and
+  10⁵ tenants call by call in turns in one Redis (the machine's drift cancels), then three rounds
+  of separate runs (each tenant count with Redis's caches to itself), the best and the median.
+- ``tenant limit`` (``--limit``): a tenant limited to 3 tasks at once beside an unlimited one, 4
+  worker processes of concurrency 10, 20 ms tasks: the most of its tasks ever running at once, as
+  its handlers count them (the target: never above 3), and both tenants' tasks a second.
 - ``memory``: bytes per tenant with work, and the tenant keys left once drained (target: none).
 
 ``rows(url, quick)`` is what ``bench/scale.py`` could call; ``main()`` prints a table.
@@ -254,10 +259,14 @@ def throughput(url: str, n: int, with_tenant: bool) -> dict[str, object]:
             "tasks_per_s": round((n - 1) / (stamps[-1] - stamps[0]))}
 
 
-def dispatch(url: str, tenants: int, tasks: int, batch: int = 10) -> dict[str, object]:
+def dispatch(url: str, tenants: int, tasks: int, batch: int = 10, finish: bool = False) -> dict[str, object]:
     """The dequeue script alone at ``tenants`` tenants (``tasks`` spread evenly): Redis commands
     and µs of Redis per task taken (INFO commandstats, script-internal commands included), and
-    the raw dequeue rate of one client taking ``batch`` at a time. The claim: flat in tenants."""
+    the raw dequeue rate of one client taking ``batch`` at a time. The claim: flat in tenants.
+    ``finish``: each batch is acknowledged (one ``done`` call) before the next dequeue, as a
+    worker does, so the running tasks stay ``batch`` (not every task taken so far: held, ``ta``
+    and the tenants' counts grow to the whole backlog, which no deployment runs at once); the
+    figures are then per task of the whole cycle, dequeue and done."""
     import redis
 
     from asynqpy.core.broker import Broker
@@ -277,16 +286,164 @@ def dispatch(url: str, tenants: int, tasks: int, batch: int = 10) -> dict[str, o
         if not got:
             break
         taken += len(got)
-        held += got
+        if finish:
+            _finish(ex, b, got)
+        else:
+            held += got
     took = time.perf_counter() - t0
     stats = r.info("commandstats")
     _finish(ex, b, held)
     calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info"))
     usec = stats.get("cmdstat_evalsha", {}).get("usec", 0)
     q = f"asynqpy:{{{Q}}}:"
-    return {"figure": "dispatch", "tenants": tenants, "tasks": taken, "batch": batch,
+    return {"figure": "dispatch+done" if finish else "dispatch", "tenants": tenants, "tasks": taken, "batch": batch,
             "cmds_per_task": round(calls / max(taken, 1), 2), "redis_us_per_task": round(usec / max(taken, 1), 2),
             "dequeued_per_s": round(taken / took), "tenant_keys_left": sum(r.exists(q + k) for k in ("tq", "tr", "tn"))}
+
+
+def dispatch_ab(url: str, tasks: int = 200_000, batch: int = 10, finish: bool = False) -> dict[str, object]:
+    """The dequeue at 10 and at ``tasks // 2`` tenants in one Redis, call by call in turns (each
+    pair in the other order the next time), each call timed by the client: what the machine's
+    neighbours do meanwhile falls on both alike, so the ratio is the code's. Both queues' data
+    share Redis's caches (the 10 tenants' queue pays for the other's misses too: separate runs,
+    :func:`dispatch_rounds`, show that part). ``finish``: each batch is acknowledged before the
+    queue's next dequeue (untimed), as a worker does."""
+    import redis
+
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.codec import decode
+    from asynqpy.redisio.executor import SyncExecutor
+
+    r = redis.Redis.from_url(url)
+    r.flushall()
+    queues = {"tn-few": 10, "tn-many": tasks // 2}
+    with Client(url) as c:
+        for q, n in queues.items():
+            items = [("t", i, {"tenant": f"t{i % n}"}) for i in range(tasks)]
+            for start in range(0, tasks, 1000):
+                c.enqueue_many(items[start:start + 1000], queue=q)
+    ex, b = SyncExecutor(r), Broker()
+    spent = dict.fromkeys(queues, 0.0)
+    taken = dict.fromkeys(queues, 0)
+    order, turn = list(queues), 0
+    while any(taken[q] < tasks for q in queues):
+        turn += 1
+        for q in order if turn % 2 else order[::-1]:
+            if taken[q] >= tasks:
+                continue
+            t0 = time.perf_counter()
+            got = ex.run(b.dequeue(q, batch, 600_000, "bench001")).tasks
+            spent[q] += time.perf_counter() - t0
+            taken[q] = taken[q] + len(got) if got else tasks
+            if finish and got:
+                ex.run_many([b.done(q, id, "bench001", decode(m)) for id, m in got])
+    r.flushall()
+    few, many = spent["tn-few"], spent["tn-many"]
+    return {"figure": "dispatch_ab+done" if finish else "dispatch_ab", "tasks": tasks, "batch": batch,
+            "us_per_task_10": round(few / tasks * 1e6, 2), "us_per_task_100000": round(many / tasks * 1e6, 2),
+            "throughput_ratio": round(few / many, 3)}
+
+
+def dispatch_rounds(url: str, rounds: int, tasks: int = 200_000) -> list[dict[str, object]]:
+    """:func:`dispatch` at 10 and ``tasks // 2`` tenants, ``rounds`` times each, interleaved (a
+    run on a shared machine swings with its neighbours: the best of several says what the code
+    costs, the median what a run may see), every task held (the worst case for the tenant
+    bookkeeping: every task taken stays counted); then, per tenant count, the best and the median
+    Redis µs per task and dequeues a second, and the ratios of 10^5 tenants to 10."""
+    runs: dict[int, list[dict[str, object]]] = {10: [], tasks // 2: []}
+    out: list[dict[str, object]] = []
+    for _ in range(rounds):
+        for t in runs:
+            row = dispatch(url, t, tasks)
+            runs[t].append(row)
+            out.append(row)
+    few, many = (runs[t] for t in runs)
+
+    def best(rows: list[dict[str, object]], key: str, low: bool) -> float:
+        vals = [float(str(r[key])) for r in rows]
+        return min(vals) if low else max(vals)
+
+    def med(rows: list[dict[str, object]], key: str) -> float:
+        return float(statistics.median(float(str(r[key])) for r in rows))
+
+    for label, pick in (("best", lambda rows, k, low: best(rows, k, low)), ("median", lambda rows, k, low: med(rows, k))):
+        us = (pick(few, "redis_us_per_task", True), pick(many, "redis_us_per_task", True))
+        rate = (pick(few, "dequeued_per_s", False), pick(many, "dequeued_per_s", False))
+        out.append({"figure": f"dispatch_{label}", "rounds": rounds, "us_10": round(us[0], 2),
+                    "us_100000": round(us[1], 2), "us_ratio": round(us[1] / us[0], 3),
+                    "per_s_10": round(rate[0]), "per_s_100000": round(rate[1]),
+                    "throughput_ratio": round(rate[1] / rate[0], 3)})
+    return out
+
+
+def _limit_process(url: str, seconds: float) -> None:
+    """One worker process of :func:`tenant_limit`: a Server of concurrency 10; each handler counts
+    the tasks of its tenant running (INCR at its start, DECR at its end) and records the count it
+    saw at its start."""
+    import redis.asyncio as aredis
+
+    logging.getLogger("asynqpy").setLevel(logging.ERROR)
+    mux = ServeMux()
+
+    async def main() -> None:
+        r = aredis.Redis.from_url(url)
+
+        @mux.handle("t")
+        async def t(task: Task) -> None:
+            tenant = task.payload["tenant"]
+            seen = await r.incr(f"bench:running:{tenant}")
+            await r.rpush(f"bench:seen:{tenant}", seen)
+            try:
+                await asyncio.sleep(0.02)
+            finally:
+                await r.decr(f"bench:running:{tenant}")
+
+        server = Server(url, queues=[Q], concurrency=CONCURRENCY, shutdown_timeout=1)
+        run = asyncio.create_task(server.arun(mux))
+        await asyncio.sleep(seconds)
+        server.stop()
+        await run
+        await r.aclose()
+
+    asyncio.run(main())
+
+
+def tenant_limit(url: str, limit: int = 3, procs: int = 4, seconds: float = 6.0) -> dict[str, object]:
+    """A tenant limited to ``limit`` tasks at once beside an unlimited one, served by ``procs``
+    worker processes: the most of the limited tenant's tasks its handlers saw running at once,
+    and the tasks a second of each tenant over the window."""
+    import multiprocessing
+
+    import redis
+
+    from asynqpy import Inspector
+
+    r = redis.Redis.from_url(url)
+    r.flushall()
+    with Inspector(url) as insp, Client(url) as c:
+        insp.set_tenant(Q, "capped", concurrency=limit)
+        for tenant in ("capped", "free"):
+            c.enqueue_many([("t", {"tenant": tenant, "n": i}) for i in range(3000)], queue=Q, tenant=tenant)
+    spawn = multiprocessing.get_context("spawn")
+    workers = [spawn.Process(target=_limit_process, args=(url, seconds + 4)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    with Inspector(url) as insp:
+        deadline = time.monotonic() + 30
+        while len(insp.servers()) < procs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)
+        first = {t: r.llen(f"bench:seen:{t}") for t in ("capped", "free")}
+        time.sleep(seconds)
+        last = {t: r.llen(f"bench:seen:{t}") for t in ("capped", "free")}
+    for w in workers:
+        w.join(60)
+    seen = [int(x) for x in r.lrange("bench:seen:capped", 0, -1)]
+    return {"figure": "tenant limit", "limit": limit, "worker_processes": procs, "task_ms": 20,
+            "capped_started": len(seen), "most_at_once": max(seen, default=0),
+            "capped_per_s": round((last["capped"] - first["capped"]) / seconds, 1),
+            "free_per_s": round((last["free"] - first["free"]) / seconds, 1),
+            "ceiling_capped_per_s": round(limit / 0.02)}
 
 
 def _finish(ex: Any, b: Any, held: list[tuple[str, bytes]]) -> None:
@@ -345,6 +502,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rate", action="store_true", help="only the tenant rate row")
     ap.add_argument("--quiet", action="store_true", help="only the quiet tenant rows (5 and 20 ms tasks)")
+    ap.add_argument("--limit", action="store_true",
+                    help="only the tenant concurrency row: a limit of 3 across 4 worker processes")
+    ap.add_argument("--dispatch", action="store_true",
+                    help="only dispatch at 10 and 10^5 tenants: call by call in turns in one Redis (held, and "
+                         "with each batch done), then three rounds of separate runs, the best and the median of "
+                         "each and their ratios (one run swings by up to 30 %% on a shared VM)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rp = RedisProcess()
@@ -353,7 +516,11 @@ def main() -> None:
             only = [rate(rp.url, 50.0, 10.0)]
         elif args.quiet:
             only = [quiet(rp.url, 10_000, 100, True, d) for d in (0.005, 0.02)]
-        for row in (only if args.rate or args.quiet else rows(rp.url, args.quick)):
+        elif args.dispatch:
+            only = [dispatch_ab(rp.url), dispatch_ab(rp.url, finish=True), *dispatch_rounds(rp.url, 3)]
+        elif args.limit:
+            only = [tenant_limit(rp.url)]
+        for row in (only if args.rate or args.quiet or args.dispatch or args.limit else rows(rp.url, args.quick)):
             print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     finally:
         rp.stop()

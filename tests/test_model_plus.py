@@ -99,9 +99,31 @@ class PlusMachine(CrossMachine):
                 moved = len(self.insp.block_type(Q, mtype))
                 self.blocked.add(mtype)
             self.trace.append(f"block {mtype}: blocked now {sorted(self.blocked)} ({moved})")
+        if self.operator_steps % 4 == 0:  # keys edited by hand, then the sweep's tenant parts
+            self.hand_edit_then_sweep()
         super().operator(data, verb)
         if self.rate_since is not None and len((self.r.hget(K.tn, "l:a") or b"").split(b" ")) < 5:
             self.rate_since = None  # the model's own operator cleared tenant a: no rate any more
+
+    def hand_edit_then_sweep(self) -> None:
+        """A tenant taking turns is removed from the ring and an active tenant task's entry from
+        ``ta`` by hand; one pass of each tenant part of the sweep and of its tasks part follows
+        (lua/tenant_fix-9.lua, lua/reconcile-10.lua): the model's checks after the step say
+        whether it put everything back."""
+        ring = [t for t, score in self.r.zrange(K.tr, 0, -1, withscores=True) if t and score < RATE_BAND]
+        active = sorted(self.r.hkeys(K.ta))
+        if ring:
+            self.r.zrem(K.tr, ring[self.operator_steps // 4 % len(ring)])
+        if active:
+            self.r.hdel(K.ta, active[0])
+        for mode in ("active", "ring", "tasks"):
+            cursor = "0"
+            for _ in range(1000):
+                call = self.b.reconcile(Q, cursor, 3) if mode == "tasks" else self.b.tenant_fix(Q, mode, cursor, 2)
+                cursor, _ = self.x.run(call)
+                if cursor == "0":
+                    break
+        self.trace.append(f"hand edit: {ring[:1]} out of the ring, {active[:1]} out of ta; swept")
 
     def burst_of_a(self) -> None:
         """Tenant a sends two tasks at once (no draw): its rate meets a backlog."""

@@ -1077,7 +1077,7 @@ class Broker:
 
     def tenant_fix(self, queue: str, mode: str, cursor: str,
                    count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
-        """One step of a tenant part of the consistency sweep (lua/tenant_fix-8.lua): ``mode``
+        """One step of a tenant part of the consistency sweep (lua/tenant_fix-9.lua): ``mode``
         "active" frees the slots counted for tasks no longer active; "ring" puts tenants with
         pending tasks that no dequeue would pick back in the ready ring (and corrects the count of
         one held at its concurrency). Returns (next cursor, '0' = pass done; [(id or tenant, what
@@ -1087,7 +1087,7 @@ class Broker:
         def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
-        return script_call("tenant_fix", parse, tasks=q.tasks, **pending_keys(q), wake=q.wake, mode=mode,
+        return script_call("tenant_fix", parse, tasks=q.tasks, **pending_keys(q), wake=q.wake, lease=q.lease, mode=mode,
                            cursor=cursor, count=count)
 
     def sweep_claim(self, queue: str, owner: str, lease_ms: int, interval_ms: int,

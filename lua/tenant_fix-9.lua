@@ -8,11 +8,13 @@ queue's tenant bookkeeping back in line with its tasks after keys were removed o
   mode 'ring'    the next ~count tenants with pending tasks (walking ``tq`` by name, one range
                  read per tenant): a tenant missing from the ready ring that is neither paused
                  nor at its concurrency is put back at the virtual time (it would never be picked
-                 again); one at its concurrency has its count checked against its ``ta`` entries
-                 (when ``ta`` holds at most 10 000: a count raised by hand would hold it for good)
-                 and corrected, and is put back if that frees a slot
+                 again); one at its concurrency has its count checked against its active tasks
+                 (the lease zset's tasks and their messages, when it holds at most 10 000: a count
+                 raised by hand would hold it for good), its count and ``ta`` entries corrected,
+                 and is put back if that frees a slot
 A tenant put back wakes a worker. An active tenant task missing from ``ta`` is restored by the
-``tasks`` part (lua/reconcile-10.lua). A ring entry of a tenant without pending tasks needs no
+``tasks`` part (lua/reconcile-10.lua) too, without changing the count (an entry removed by hand
+leaves the count counting it). A ring entry of a tenant without pending tasks needs no
 repair: the dequeue drops it when it meets it.
 KEYS[1] tasks    tasks hash
 KEYS[2] pending  pending list (includes/priority pk)
@@ -22,6 +24,7 @@ KEYS[5] tr       the queue's ready ring of tenants: tenant -> pass (includes/pri
 KEYS[6] tn       the queue's tenant hash: 'v' the virtual time, 'l:<T>' settings, 'a:<T>' counts
 KEYS[7] ta       the queue's active tenant tasks: hash id -> tenant
 KEYS[8] wake     wake-up list idle workers block on
+KEYS[9] lease    lease zset: the active tasks
 ARGV[1] mode     'active' or 'ring'
 ARGV[2] cursor   'active': the HSCAN cursor ('0' starts a pass); 'ring': '0' starts a pass, else
                  'n' followed by the last tenant name walked
@@ -91,14 +94,29 @@ for _ = 1, count do
     end
   end
 end
-if #held > 0 and redis.call('HLEN', KEYS[7]) <= 10000 then
-  local real = {}
-  for _, tenant in ipairs(redis.call('HVALS', KEYS[7])) do
-    real[tenant] = (real[tenant] or 0) + 1
+if #held > 0 and redis.call('ZCARD', KEYS[9]) <= 10000 then
+  local real, of = {}, {}  -- the held tenants' active tasks: count, and their ids
+  for _, h in ipairs(held) do
+    real[h[1]], of[h[1]] = 0, {}
+  end
+  local ids = redis.call('ZRANGE', KEYS[9], 0, -1)
+  local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
+  for i, id in ipairs(ids) do
+    local tenant = stored_state(vals[i]) == 'a' and msg_tenant(vals[i], STORED_ACTIVE_AT)
+    if tenant and real[tenant] then
+      real[tenant] = real[tenant] + 1
+      table.insert(of[tenant], id)
+    end
   end
   for _, h in ipairs(held) do
     local tenant, limit, counted = h[1], h[2], h[3]
-    local n = real[tenant] or 0
+    local n = real[tenant]
+    local entries = redis.call('HMGET', KEYS[7], unpack(of[tenant][1] and of[tenant] or {'-'}))
+    for i, id in ipairs(of[tenant]) do
+      if not entries[i] then  -- (one removed by hand: the count below counts it)
+        redis.call('HSET', KEYS[7], id, tenant)
+      end
+    end
     if n ~= counted then
       if n > 0 then
         redis.call('HSET', KEYS[6], 'a:' .. tenant, n)
