@@ -13,7 +13,9 @@ Starts its own redis-server on a free loopback port; one in-process server (conc
   tasks done per tenant; Jain's index (Σx)² / (T·Σx²) (1.0 = equal shares; the target is ≥ 0.98)
   and how many tenants got any task at all.
 - ``quiet``: tenant A has N tasks queued (handlers sleep 5 ms, every slot busy); tenant B
-  enqueues one task: B's wait until its handler starts, in task durations (the target is ≤ 2).
+  enqueues one task: B's wait until its handler starts, in task durations (the target is ≤ 2),
+  and how many of A's tasks started between B's enqueue and B's start (the dispatch's part: B is
+  the next pick, so at most the batch of a dequeue already under way, 10).
   ``--quiet`` runs it alone at 5 ms and at 20 ms: the worker's fixed cost per cycle (the done
   write, the next dequeue's round trip, the loop's turns: a few ms on a 2-core VM) weighs four
   times more against 5 ms tasks.
@@ -187,8 +189,10 @@ def rate(url: str, per_s: float, window: float) -> dict[str, object]:
             "rated_per_s": round((len(rated) - 1) / window, 2), "other_per_s": round(len(free) / window, 1)}
 
 
-def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> float:
-    """One trial: B's wait (s) behind A's ``noisy`` queued tasks."""
+def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> tuple[float, int]:
+    """One trial: B's wait (s) behind A's ``noisy`` queued tasks, and how many of A's tasks
+    started between B's enqueue and B's start (B is the next pick: at most the batch of a dequeue
+    already under way when B's enqueue landed)."""
     import redis
 
     redis.Redis.from_url(url).flushall()
@@ -199,11 +203,15 @@ def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> fl
     sent: list[float] = []
     waits: list[float] = []
 
+    ahead = [0]
+
     @mux.handle("t")
     async def t(task: Task) -> None:
         if task.payload["tenant"] == "B":
             waits.append(time.monotonic() - sent[0])
             done.set()
+        elif sent and not done.is_set():
+            ahead[0] += 1
         await asyncio.sleep(duration)
 
     async def main() -> None:
@@ -223,16 +231,20 @@ def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> fl
             await running
 
     asyncio.run(main())
-    return waits[0]
+    return waits[0], ahead[0]
 
 
 def quiet(url: str, noisy: int, trials: int, with_tenant: bool, duration: float = 0.005) -> dict[str, object]:
-    waits = sorted(_quiet_trial(url, noisy, duration, with_tenant) for _ in range(trials))
-    p99 = waits[min(len(waits) - 1, int(round(0.99 * (len(waits) - 1))))]
+    got = [_quiet_trial(url, noisy, duration, with_tenant) for _ in range(trials)]
+    waits = sorted(w for w, _ in got)
+    ahead = sorted(a for _, a in got)
+    at = min(len(waits) - 1, int(round(0.99 * (len(waits) - 1))))
+    p99 = waits[at]
     return {"figure": "quiet", "noisy_backlog": noisy, "trials": trials,
             "wait_p50_s": round(statistics.median(waits), 4), "wait_p99_s": round(p99, 4),
             "wait_max_s": round(max(waits), 4), "task_ms": duration * 1000,
-            "p99_in_durations": round(p99 / duration, 2)}
+            "p99_in_durations": round(p99 / duration, 2), "a_started_ahead_p99": ahead[at],
+            "a_started_ahead_max": ahead[-1]}
 
 
 def throughput(url: str, n: int, with_tenant: bool) -> dict[str, object]:

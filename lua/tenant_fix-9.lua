@@ -9,7 +9,7 @@ queue's tenant bookkeeping back in line with its tasks after keys were removed o
                  read per tenant): a tenant missing from the ready ring that is neither paused
                  nor at its concurrency is put back at the virtual time (it would never be picked
                  again); one at its concurrency has its count checked against its active tasks
-                 (the lease zset's tasks and their messages, when it holds at most 10 000: a count
+                 (the lease zset's tasks and their messages, when it holds at most 2 000: a count
                  raised by hand would hold it for good), its count and ``ta`` entries corrected,
                  and is put back if that frees a slot
 A tenant put back wakes a worker. An active tenant task missing from ``ta`` is restored by the
@@ -94,7 +94,7 @@ for _ = 1, count do
     end
   end
 end
-if #held > 0 and redis.call('ZCARD', KEYS[9]) <= 10000 then
+if #held > 0 and redis.call('ZCARD', KEYS[9]) <= 2000 then
   local real, of = {}, {}  -- the held tenants' active tasks: count, and their ids
   for _, h in ipairs(held) do
     real[h[1]], of[h[1]] = 0, {}
