@@ -11,7 +11,10 @@ applies each commit the scripts accepted; after every step it checks, from Redis
 - an input commits at most once, whatever crashed or came late;
 - a removed process leaves no record, no history field, no listing entry;
 - a process's pending timer is a stored input of that process that has not ended;
-- at most one input of a process is pending, active or waiting for a retry (serial).
+- at most one input of a process is pending, active or waiting for a retry (serial);
+- p2 belongs to tenant t2 (``start_process(..., tenant=)``): its record says so, every input of it
+  alive (its timers too) is t2's, its pending ones wait in the tenant zset, and the active tenant
+  entries and count are exactly its active inputs (none outlives its input, whatever ended it).
 And when a failure marks a process ``error``, the failed input is one the worker would have run the
 processor for (not a stale timer, a second init, a refused call or repair, a removal)."""
 
@@ -45,6 +48,7 @@ LEASE_MS = 30_000
 TYPE = proc.task_type("acct")
 PIDS = ("p1", "p2")
 MAX_EVENTS = {"p2": 3}  # p2's type keeps its last 3 events (max_events); p1's keeps them all
+TENANT = {"p2": "t2"}  # p2's process belongs to tenant t2: its inputs take turns as t2's tasks
 LIVE = "pbars"  # stored states of an input that has not ended (pending, blocked, active, retry, scheduled)
 
 
@@ -77,7 +81,7 @@ class ProcessMachine(RuleBasedStateMachine):
 
     def _msg(self, pid: str, kind: str, args: Any = None, max_retry: int = 1) -> Message:
         return Message(TYPE, proc.input_payload(pid, kind, args), enqueued_at_ms=self.clock.now_ms(),
-                       max_retry=max_retry, key=proc.key_of(pid))
+                       max_retry=max_retry, key=proc.key_of(pid), tenant=TENANT.get(pid, ""))
 
     def _states(self) -> dict[str, str]:
         ids = list(self.pid_of)
@@ -286,6 +290,24 @@ class ProcessMachine(RuleBasedStateMachine):
             if rec.timer_id:
                 assert self.pid_of.get(rec.timer_id) == pid and states[rec.timer_id] in LIVE, \
                     (pid, rec.timer_id, states.get(rec.timer_id))
+
+    @invariant()
+    def tenants_follow_the_process(self) -> None:
+        states = self._states()
+        for pid in PIDS:
+            rec = self._record(pid)
+            if rec is not None:
+                assert rec.view([], Q).tenant == TENANT.get(pid, ""), (pid, rec.fields)
+        live = [i for i, st_ in states.items() if st_ in LIVE]
+        vals = self.r.hmget(K.tasks, live) if live else []
+        for id, v in zip(live, vals):
+            assert v is not None and decode(message_of(v)).tenant == TENANT.get(self.pid_of[id], ""), id
+        pending_t2 = {i for i, st_ in states.items() if st_ == "p" and self.pid_of[i] == "p2"}
+        assert len(pending_t2) == self.r.zcard(K.tq), (pending_t2, self.r.zrange(K.tq, 0, -1))
+        active_t2 = {i for i, st_ in states.items() if st_ == "a" and self.pid_of[i] == "p2"}
+        ta = {k.decode(): v.decode() for k, v in self.r.hgetall(K.ta).items()}
+        assert ta == dict.fromkeys(active_t2, "t2"), (ta, active_t2)
+        assert int(self.r.hget(K.tn, "a:t2") or 0) == len(active_t2), (self.r.hget(K.tn, "a:t2"), active_t2)
 
     @invariant()
     def serial(self) -> None:
