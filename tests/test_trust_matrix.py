@@ -26,8 +26,12 @@ from asynqpy.redisio.executor import SyncExecutor
 KEY = b"k" * 32
 K = queue_keys("default")
 
-STATES = ("pending", "scheduled", "retry", "archived", "waiting", "blocked", "grouped", "active", "targeted")
-"""Every state an operator can find a task in (completed tasks keep no message anyone rewrites)."""
+STATES = ("pending", "scheduled", "retry", "archived", "waiting", "blocked", "grouped", "active", "targeted",
+          "tenant", "tenant_active")
+"""Every state an operator can find a task in (completed tasks keep no message anyone rewrites), and
+a tenant's task pending (in the tenant zset) and active (counted in its tenant's slots)."""
+_FIRST = ("active", "retry", "tenant_active")
+"""Planted first, each dequeued by hand while nothing else is pending."""
 
 
 def _edit(insp: Inspector, id: str) -> None:
@@ -59,8 +63,8 @@ ACTIONS: dict[str, Callable[[Inspector, str], None]] = {
 def _plant(backend: Any, producer: Client, insp: Inspector, state: str, id: str) -> None:
     """Put a task of ``producer`` (keyless: unsigned; keyed: signed) in ``state``. Active and retry
     tasks are planted first, while nothing else is pending (each is dequeued by hand)."""
-    if state in ("active", "retry"):
-        producer.enqueue("t", id, task_id=id)
+    if state in _FIRST:
+        producer.enqueue("t", id, task_id=id, **({"tenant": "acme"} if state == "tenant_active" else {}))
         ex = SyncExecutor(backend.sync)
         taken = ex.run(producer.broker.dequeue("default", 1, 1, "deadbeef"))  # a 1 ms lease: expired at once
         ((tid, data),) = taken.tasks
@@ -85,6 +89,8 @@ def _plant(backend: Any, producer: Client, insp: Inspector, state: str, id: str)
         producer.enqueue("t", id, task_id=id, group=f"g.{id}")
     elif state == "targeted":
         producer.enqueue("t", id, task_id=id, workers=["w1"])
+    elif state == "tenant":
+        producer.enqueue("t", id, task_id=id, tenant="acme")
     else:  # pragma: no cover
         raise AssertionError(state)
 
@@ -105,8 +111,7 @@ def _drive(backend: Any, signed: bool) -> tuple[dict[str, bool | None], list[Any
     producer = Client(backend.sync, signing_key=KEY) if signed else Client(backend.sync)
     insp = Inspector(backend.sync, signing_key=KEY)
     outcome: dict[str, str] = {}
-    ids = [f"{state}.{action}" for state in sorted(STATES, key=lambda s: s not in ("active", "retry"))
-           for action in ACTIONS]
+    ids = [f"{state}.{action}" for state in sorted(STATES, key=lambda s: s not in _FIRST) for action in ACTIONS]
     for id in ids:
         if id == "pending.edit":  # after the active and retry ones: the parent of the waiting ones
             producer.enqueue("t", "parent", task_id="P", max_retry=0, process_in=1)
@@ -141,7 +146,8 @@ def _drive(backend: Any, signed: bool) -> tuple[dict[str, bool | None], list[Any
             await until(lambda: all(Inspector(backend.sync).task_info("default", f"waiting.{a}").state
                                     is not TaskState.WAITING for a in ACTIONS if _verifies(backend, f"waiting.{a}")
                                     is not None), timeout=20)
-            await until(lambda: backend.sync.zcard(K.lease) == 0 and backend.sync.llen(K.pending) == 0, timeout=20)
+            await until(lambda: backend.sync.zcard(K.lease) == 0 and backend.sync.llen(K.pending) == 0
+                        and backend.sync.zcard(K.tq) == 0, timeout=20)
 
     asyncio.run(main())
     return {id: _verifies(backend, id) for id in ids}, ran, outcome
@@ -155,6 +161,8 @@ def test_no_path_re_signs_an_unverified_message_in_any_state(backend: Any) -> No
     # each action met every state: either refused for its signature, not allowed there, or done unsigned
     assert {outcome[f"pending.{a}"] for a in ("edit",)} == {"refused"}
     assert outcome["active.cancel"] == "ok"
+    assert outcome["tenant.edit"] == "refused" and outcome["tenant_active.cancel"] == "ok"
+    assert not backend.sync.exists(K.ta)  # no slot kept by an unverified tenant task, whatever ended it
 
 
 def test_the_control_signed_messages_stay_signed(backend: Any) -> None:
@@ -162,6 +170,7 @@ def test_the_control_signed_messages_stay_signed(backend: Any) -> None:
     the test above is not vacuous."""
     verified, ran, outcome = _drive(backend, signed=True)
     assert outcome["pending.edit"] == "ok" and "pending.edit" in ran  # edited, re-signed, and run
+    assert outcome["tenant.edit"] == "ok" and "tenant.edit" in ran and "tenant.none" in ran
     assert outcome["scheduled.edit"] == "ok" and verified["scheduled.edit"] is True
     unsigned_now = sorted(id for id, v in verified.items() if v is False)
     assert not unsigned_now, f"signed tasks stored unsigned: {unsigned_now}"
