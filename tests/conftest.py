@@ -47,18 +47,6 @@ def _weight(item: pytest.Item) -> int:
     return 1 if item.get_closest_marker("real") or param in ("real", "cluster") else 2
 
 
-SLOW_SECONDS = {"test_bench_smoke": 77, "test_random_sigkills_lose_nothing": 34, "test_full_redis_refuses": 29,
-                "test_outbox_relay_killed": 25, "test_wheel_contents": 25, "test_sigkilled_schedulers": 22,
-                "test_master_killed_mid_load": 18, "test_worker_keeps_processing_through_two_failovers": 18}
-"""Seconds a slow test took in a full run on the 2-core CI machine (the longest, by name prefix;
-the others count as 10): the lanes are balanced on them. From the run's ``--durations``."""
-
-
-def _seconds(item: pytest.Item) -> float:
-    name = item.name
-    return next((v for k, v in SLOW_SECONDS.items() if name.startswith(k)), 10.0)
-
-
 HEAVY_LANES = 2
 """Under pytest-xdist, the tests marked slow (worker processes killed and restarted, a cluster
 failing over, a browser, benchmarks: each loads the machine and some wait on leases and
@@ -80,13 +68,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput"):
         items.sort(key=_weight)
         heavy = [item for item in items if item.get_closest_marker("slow") and not item.get_closest_marker("one_process")]
-        # the longest first, each to the lane with the least so far (a lane is the suite's longest
-        # path: dealt in turns, one lane got the long ones and ran a minute after the other)
-        lanes = [0.0] * HEAVY_LANES
-        for item in sorted(heavy, key=lambda it: -_seconds(it)):
-            lane = lanes.index(min(lanes))
-            lanes[lane] += _seconds(item)
-            item.add_marker(pytest.mark.xdist_group(f"heavy-{lane}"))
+        for i, item in enumerate(heavy):
+            item.add_marker(pytest.mark.xdist_group(f"heavy-{i % HEAVY_LANES}"))
     if not FAST:
         return
     keep, drop = [], []
