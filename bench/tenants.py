@@ -15,7 +15,8 @@ Starts its own redis-server on a free loopback port; one in-process server (conc
 - ``quiet``: tenant A has N tasks queued (handlers sleep 5 ms, every slot busy); tenant B
   enqueues one task: B's wait until its handler starts, in task durations (the target is ≤ 2),
   and how many of A's tasks started between B's enqueue and B's start (the dispatch's part: B is
-  the next pick, so at most the batch of a dequeue already under way, 10).
+  the next pick, so at most the batch of a dequeue already under way, 10). ``--quiet`` adds the
+  worker's cycle with 5 ms tasks: the time between two batches of starts, with and without tenants.
   ``--quiet`` runs it alone at 5 ms and at 20 ms: the worker's fixed cost per cycle (the done
   write, the next dequeue's round trip, the loop's turns: a few ms on a 2-core VM) weighs four
   times more against 5 ms tasks.
@@ -232,6 +233,34 @@ def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> tu
 
     asyncio.run(main())
     return waits[0], ahead[0]
+
+
+def cycle(url: str, with_tenant: bool, n: int = 3000, duration: float = 0.005) -> dict[str, object]:
+    """The worker's own cycle, which sets the quiet tenant's wait with short tasks: one server of
+    concurrency 10 running ``n`` tasks of ``duration`` (one tenant, or none): tasks a second and
+    the time between two batches of starts (the slots free together, one dequeue refills them)."""
+    import redis
+
+    redis.Redis.from_url(url).flushall()
+    with Client(url) as c:
+        _enqueue(c, "A", list(range(n)), with_tenant)
+    mux = ServeMux()
+    starts: list[float] = []
+    done = asyncio.Event()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        starts.append(time.monotonic())
+        await asyncio.sleep(duration)
+        if len(starts) >= n:
+            done.set()
+
+    asyncio.run(_drain(url, mux, done))
+    span = starts[-1] - starts[100]
+    gaps = sorted(b - a for a, b in zip(starts[100:], starts[101:]))
+    return {"figure": "worker cycle", "tenant_option": with_tenant, "task_ms": duration * 1000,
+            "tasks_per_s": round((n - 101) / span), "ms_per_10_tasks": round(span / (n - 101) * 10_000, 2),
+            "batch_gap_p99_ms": round(gaps[int(0.99 * (len(gaps) - 1))] * 1000, 2)}
 
 
 def quiet(url: str, noisy: int, trials: int, with_tenant: bool, duration: float = 0.005) -> dict[str, object]:
@@ -513,7 +542,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rate", action="store_true", help="only the tenant rate row")
-    ap.add_argument("--quiet", action="store_true", help="only the quiet tenant rows (5 and 20 ms tasks)")
+    ap.add_argument("--quiet", action="store_true",
+                    help="only the quiet tenant rows (5 and 20 ms tasks), and the worker's cycle with 5 ms tasks")
     ap.add_argument("--limit", action="store_true",
                     help="only the tenant concurrency row: a limit of 3 across 4 worker processes")
     ap.add_argument("--dispatch", action="store_true",
@@ -528,6 +558,7 @@ def main() -> None:
             only = [rate(rp.url, 50.0, 10.0)]
         elif args.quiet:
             only = [quiet(rp.url, 10_000, 100, True, d) for d in (0.005, 0.02)]
+            only += [cycle(rp.url, t) for t in (True, False)]
         elif args.dispatch:
             only = [dispatch_ab(rp.url), dispatch_ab(rp.url, finish=True), *dispatch_rounds(rp.url, 3)]
         elif args.limit:
