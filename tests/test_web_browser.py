@@ -104,6 +104,17 @@ def _ids(browser: Any, rows: str) -> list[str]:
         "return Array.from(document.querySelectorAll(arguments[0])).map(r => r.getAttribute('data-id'))", rows))
 
 
+def _read(browser: Any, css: str, what: str = "text") -> Any:
+    """What ``css`` selects holds, read in one script call (None if nothing matches): its text,
+    whether it is checked ("checked"), or an attribute. Found, then read (two round trips to the
+    driver), an element of a page that refreshes itself could be replaced in between: stale (seen
+    in CI on the task page)."""
+    return browser.execute_script(
+        "const e = document.querySelector(arguments[0]); if (!e) return null;"
+        " return arguments[1] === 'text' ? e.textContent.trim() : arguments[1] === 'checked' ? e.checked"
+        " : e.getAttribute(arguments[1]);", css, what)
+
+
 def wait_for(pred: Callable[[], Any], timeout: float = 20.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -184,7 +195,7 @@ def test_the_console_in_a_browser(redis_url: str, browser: Any) -> None:
 
         # a payload is text, never markup that runs
         browser.get(console.url + "/queues/paged/tasks/xss")
-        assert "<script>window.pwned=1</script>" in browser.find_element(By.ID, "payload").text
+        assert "<script>window.pwned=1</script>" in _read(browser, "#payload")
         updates = int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0)
         wait_for(lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0) > updates)
         assert browser.execute_script("return window.pwned") is None  # (after a live update too)
@@ -346,7 +357,7 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any) -> Non
         browser.find_element(By.LINK_TEXT, "error").click()  # only the broken ones
         wait_for(lambda: [r.get_attribute("data-id") for r in
                           browser.find_elements(By.CSS_SELECTOR, "#processes tbody tr")] == ["pay-1"])
-        assert browser.find_element(By.ID, "total").text == "1"
+        assert _read(browser, "#total") == "1"
         click(browser, 'tr[data-id="pay-1"] a')
         cell = lambda k: browser.find_element(By.CSS_SELECTOR, f'#detail td[data-k="{k}"]').text  # noqa: E731
         wait_for(lambda: cell("status") == "error")
@@ -427,7 +438,7 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         # the overview: the per-day chart from the stored counters (not what the page saw)
         browser.get(console.url + "/")
         day = (today - timedelta(days=3)).isoformat()
-        assert by(f'#daily-chart g.day[data-date="{day}"]').get_attribute("data-processed") == "410"
+        assert _read(browser, f'#daily-chart g.day[data-date="{day}"]', "data-processed") == "410"
         assert len(browser.find_elements(By.CSS_SELECTOR, "#daily-chart g.day")) == 14
         wait_for(lambda: by('tr[data-queue="ops"] td[data-k="pending"]').text == "6")
         shoot(browser, "overview")
@@ -457,9 +468,10 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         options.send_keys('{"task_id": "inv-1", "max_retry": 2, "process_in": 3600}')
         by("#f-submit").click()
         wait_for(lambda: by("#task-id").text == "inv-1")
-        assert by('#detail td[data-k="state"]').text == "scheduled"
-        raw = by('#detail td[data-k="next_process_at"] time')  # (the raw value on hover)
-        assert raw.get_attribute("title") == raw.get_attribute("datetime") and "T" in raw.get_attribute("title")
+        assert _read(browser, '#detail td[data-k="state"]') == "scheduled"
+        raw = '#detail td[data-k="next_process_at"] time'  # (the raw value on hover)
+        title = _read(browser, raw, "title")
+        assert title == _read(browser, raw, "datetime") and "T" in title
 
         # edit it: a new payload, due now
         by("#edit-box summary").click()
@@ -477,8 +489,8 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         assert '"max_retry": 2' in by("#f-options").get_attribute("value")
         by("#f-submit").click()
         wait_for(lambda: by("#task-id").text not in ("", "inv-1"))
-        copy_id = by("#task-id").text
-        assert '"amount": 15' in by("#payload").text
+        copy_id = _read(browser, "#task-id")
+        assert '"amount": 15' in _read(browser, "#payload")
 
         # select three tasks (one by the header's box after a live update) and archive them in one batch
         browser.get(console.url + "/queues/ops?state=pending")
@@ -486,7 +498,7 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         click(browser, 'tr[data-id="e2"] input.pick')
         updates = int(by("body").get_attribute("data-updates") or 0)
         wait_for(lambda: int(by("body").get_attribute("data-updates") or 0) > updates)  # (rows replaced)
-        assert by('tr[data-id="e1"] input.pick').is_selected() and by("#selected-count").text == "2"
+        assert _read(browser, 'tr[data-id="e1"] input.pick', "checked") and _read(browser, "#selected-count") == "2"
         click(browser, 'tr[data-id="e3"] input.pick')
         shoot(browser, "queue")
         click(browser, 'button.bulk-act[data-action="archive"]')
@@ -535,7 +547,7 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
 
         # the Redis page
         browser.get(console.url + "/redis")
-        assert by('#redis td[data-k="redis_version"]').text
+        assert _read(browser, '#redis td[data-k="redis_version"]')
         assert browser.find_elements(By.CSS_SELECTOR, "#slowlog tbody tr")
         assert len(browser.find_elements(By.CSS_SELECTOR, "#slowlog tbody tr")) == 10
         shoot(browser, "redis")
