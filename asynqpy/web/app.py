@@ -400,8 +400,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def duplicate(queue: str, task_id: str) -> Any:
         """Enqueue a copy of a task (any state) under a new id: its type, payload and options
         (max_retry, timeout, retention, priority, headers, group, key, workers and runs, a
-        deadline still ahead); not its parents or uniqueness. Returns the new task."""
-        info = await inspector.task_info(queue, task_id)
+        deadline still ahead); not its parents or uniqueness. Returns the new task. Only a task
+        whose message verifies (the trust gate, with the console's signing key) is copied: 400
+        (SignatureError) for a forged or tampered one, whose copy would be signed anew."""
+        info = await inspector.task_info(queue, task_id, verified=True)
         return {"task": jsonable(await client.enqueue(info.type, info.payload, queue=queue,
                                                       **_duplicate_options(info)))}
 
@@ -639,8 +641,8 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def enqueue_page(request: Request, queue: str = "", task_id: str = Query("", alias="from")) -> Any:
         """The enqueue form; ``?queue=Q&from=ID`` fills it with a copy of task ID (duplicate)."""
         form = {"queue": queue or "default", "type": "", "payload": "null", "options": "{}"}
-        if queue and task_id:
-            info = await inspector.task_info(queue, task_id)
+        if queue and task_id:  # (through the trust gate: the form would enqueue a signed copy)
+            info = await inspector.task_info(queue, task_id, verified=True)
             form.update(type=info.type, payload=_pretty(jsonable(info.payload), 2),
                         options=_pretty(jsonable(_duplicate_options(info)), 2))
         return page(request, "enqueue.html", form=form, source=task_id,
@@ -736,7 +738,7 @@ def _edit_request(changes: dict[str, Any]) -> dict[str, Any]:
 
 def _duplicate_options(info: Any) -> dict[str, Any]:
     """The enqueue options that make a copy of task ``info`` (a TaskInfo): what it was enqueued
-    with, but not its id, parents or uniqueness; a deadline only while it is ahead."""
+    with (its tenant too), but not its id, parents or uniqueness; a deadline only while it is ahead."""
     out: dict[str, Any] = {"max_retry": info.max_retry}
     if info.timeout is not None:
         out["timeout"] = info.timeout or None  # (0: no limit)
@@ -746,7 +748,7 @@ def _duplicate_options(info: Any) -> dict[str, Any]:
         out["deadline"] = info.deadline.timestamp()
     if info.priority != 5 and info.workers is None:
         out["priority"] = info.priority
-    for k in ("headers", "group", "key", "workers"):
+    for k in ("headers", "group", "key", "workers", "tenant"):
         if getattr(info, k):
             out[k] = getattr(info, k)
     if info.workers is not None and info.runs_wanted != 1:
