@@ -664,14 +664,14 @@ def test_periodic_entries_paused_resumed_run_now_and_removed(web: TestClient, se
         insp.cron_add("other/one", "ping", every=60, queue="other")
     page = web.get("/scheduler").text
     assert f'data-post="/api/queues/{Q}/scheduler/nightly/pause"' in page
-    assert 'data-post="/api/queues/other/scheduler/other/one/run"' in page
+    assert 'data-post="/api/queues/other/scheduler/other%2Fone/run"' in page  # one segment: "/" encoded
     post = lambda path: web.post(path, headers=_csrf(web))  # noqa: E731
     assert post(f"/api/queues/{Q}/scheduler/nightly/pause").json() == {"done": "pause"}
     assert f'data-post="/api/queues/{Q}/scheduler/nightly/resume"' in web.get("/scheduler").text
     paused = {e["entry"]["name"]: e["paused"] for e in web.get("/api/scheduler").json()}
     assert paused == {"nightly": True, "other/one": False}
     assert post(f"/api/queues/{Q}/scheduler/nightly/resume").json() == {"done": "resume"}
-    task_id = post("/api/queues/other/scheduler/other/one/run").json()["task_id"]
+    task_id = post("/api/queues/other/scheduler/other%2Fone/run").json()["task_id"]  # (as the page sends it)
     assert web.get(f"/api/queues/other/tasks/{task_id}").json()["task"]["type"] == "ping"
     assert post(f"/api/queues/{Q}/scheduler/nightly/remove").json() == {"done": "remove"}
     r = post(f"/api/queues/{Q}/scheduler/nightly/pause")
@@ -755,3 +755,30 @@ def test_tenants_api_and_page(web: TestClient, seeded: str) -> None:
     assert web.post(f"{base}/clear", headers=_csrf(web)).json()["tenant"]["weight"] == 1
     with Inspector(seeded) as insp:
         assert {t.tenant: t.pending for t in insp.tenants(Q)} == {"acme": 3, "globex": 3, "initech": 3}
+
+
+def test_names_in_urls_are_one_encoded_segment_and_dot_names_are_refused(web: TestClient, seeded: str) -> None:
+    """Issue 42 #16: every name a page puts in a URL's path is one segment with '/' encoded (a
+    browser resolves '..' segments before sending: a tenant named '../../billing' turned "pause"
+    into "pause queue billing"); '.' and '..', which no encoding keeps, are refused as tenant and
+    periodic entry names where they are made (a typed error; nothing queued is lost)."""
+    evil = "../../billing"
+    with Client(seeded) as c:
+        c.enqueue("report", 1, queue="shared", tenant=evil)
+        c.enqueue("report", 2, queue="shared", tenant="a/b", task_id="x/../y")
+        for name in (".", ".."):
+            with pytest.raises(InvalidArgumentError, match="path segments"):
+                c.enqueue("report", 3, queue="shared", tenant=name)
+    page = web.get("/queues/shared/tenants").text
+    assert 'data-post="/api/queues/shared/tenants/..%2F..%2Fbilling/pause"' in page
+    assert 'data-post="/api/queues/shared/tenants/a%2Fb/pause"' in page
+    assert 'href="/queues/shared/tasks/x%2F..%2Fy"' in web.get("/queues/shared").text
+    r = web.post("/api/queues/shared/tenants/..%2F..%2Fbilling/pause", headers=_csrf(web))
+    assert r.status_code == 200 and r.json()["tenant"]["paused"] is True, r.text
+    r = web.post("/api/tasks", json={"type": "x", "queue": "shared", "options": {"tenant": ".."}}, headers=_csrf(web))
+    assert r.status_code == 400 and "path segments" in r.json()["error"]
+    with Inspector(seeded) as insp:
+        with pytest.raises(InvalidArgumentError, match="path segments"):
+            insp.cron_add("..", "report", None, cron="0 3 * * *", queue="shared")
+        assert insp.queue_info("shared").pending == 2 and insp.queue_info(Q).pending == 45
+        assert {t.tenant: t.paused for t in insp.tenants("shared")} == {evil: True, "a/b": False}

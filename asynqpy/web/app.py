@@ -241,6 +241,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                   description="The asynqpy web console's REST API: queues, tasks, servers, scheduler entries.")
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescape on for .html
     templates.env.filters["pretty"] = _pretty
+    templates.env.filters["seg"] = path_segment
     templates.env.filters["latency"] = lambda pending, secs: humanize.latency(pending, secs)
     templates.env.filters["ago"] = lambda v: humanize.ago(_when(v)) if v else ""
     templates.env.filters["utc"] = lambda v: humanize.utc(_when(v)) if v else ""
@@ -889,6 +890,18 @@ def _utc_tag(value: Any) -> Any:
 def _pretty(value: Any, indent: int | None = None) -> str:
     """A value as JSON text for a page (its characters as they are: the template escapes them)."""
     return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+def path_segment(value: Any) -> str:
+    """A name as one segment of a URL's path, every reserved character encoded (``/`` too, which
+    Jinja's ``urlencode`` leaves): ``../../billing`` stays one segment, never a way up the path that
+    the browser resolves before sending (a tenant's "pause" turned into another queue's). A segment
+    that is exactly ``.`` or ``..`` cannot be encoded so (browsers resolve ``%2e`` too): names made
+    by asynqpy refuse them (tenants, scheduler entries); the pages' scripts encode the same way
+    (``encodeURIComponent``)."""
+    from urllib.parse import quote
+
+    return quote(str(value), safe="", errors="surrogateescape")
 
 
 def _version() -> str:
