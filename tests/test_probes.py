@@ -122,3 +122,46 @@ def test_bad_probe_settings_are_refused(redis_url: str) -> None:
     assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
     res = CliRunner().invoke(main, ["worker", "x:y", "--health-port", "abc", "--redis-url", redis_url])
     assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
+
+
+def test_idle_connections_are_closed_and_capped_while_probes_answer(redis_url: str, monkeypatch: Any) -> None:
+    """Issue 42 #14: connections that send part of a request (or nothing) were each held open
+    forever by a thread of the worker, until its descriptors ran out. Now each is closed
+    READ_TIMEOUT after it was accepted, at most MAX_CONNECTIONS are open (one more closes the
+    oldest), and /livez answers throughout."""
+    from asynqpy.worker import probes
+
+    monkeypatch.setattr(probes, "READ_TIMEOUT", 1.0)
+    monkeypatch.setattr(probes, "MAX_CONNECTIONS", 8)
+    port = free_port()
+    server, t = serve(redis_url, ServeMux(), health_port=port)
+    conns: list[socket.socket] = []
+    try:
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        threads = threading.active_count()
+        for i in range(60):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /livez HTTP/1.1\r\n" if i % 2 else b"G")  # never the end of the headers
+            conns.append(c)
+        assert probe(port, "/livez")[0] == 200  # a probe gets in, whatever is held
+        assert threading.active_count() <= threads + 8 + 2
+        started = time.monotonic()
+
+        def closed(c: socket.socket) -> bool:
+            c.settimeout(0.01)
+            try:
+                return c.recv(1) == b""
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+
+        until(lambda: all(closed(c) for c in conns), 10)
+        assert time.monotonic() - started < 5  # closed by the deadline, not by the test's end
+        until(lambda: threading.active_count() <= threads)
+        assert probe(port, "/livez")[0] == 200
+    finally:
+        for c in conns:
+            c.close()
+        server.stop()
+        t.join(15)

@@ -782,3 +782,59 @@ def test_names_in_urls_are_one_encoded_segment_and_dot_names_are_refused(web: Te
             insp.cron_add("..", "report", None, cron="0 3 * * *", queue="shared")
         assert insp.queue_info("shared").pending == 2 and insp.queue_info(Q).pending == 45
         assert {t.tenant: t.paused for t in insp.tenants("shared")} == {evil: True, "a/b": False}
+
+
+def test_the_served_console_closes_idle_connections_and_caps_them(redis_url: str, monkeypatch: Any) -> None:
+    """Issue 42 #14, the console's side: as ``asynqpy web`` serves it (asynqpy/web/serving.py), a
+    connection that never completes its request's headers is closed after REQUEST_TIMEOUT, at most
+    MAX_CONNECTIONS are open (one more closes the oldest idle one), and /livez answers meanwhile."""
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    import uvicorn
+    from redisproc import free_port
+
+    from asynqpy.web import serving
+
+    monkeypatch.setattr(serving, "REQUEST_TIMEOUT", 1.0)
+    monkeypatch.setattr(serving, "MAX_CONNECTIONS", 16)
+    port = free_port()
+    server = uvicorn.Server(serving.config(create_app(redis_url), "127.0.0.1", port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "the console did not start"
+        time.sleep(0.02)
+    conns = []
+    try:
+        for i in range(80):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"")  # never the end of the headers
+            conns.append(c)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=5) as r:
+            assert r.status == 200
+        assert len(server.server_state.connections) <= 16 + 1
+
+        def closed(c: socket.socket) -> bool:
+            c.settimeout(0.01)
+            try:
+                return c.recv(1) == b""
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+
+        deadline = time.monotonic() + 10
+        while not all(closed(c) for c in conns):
+            assert time.monotonic() < deadline, "idle connections are still open"
+            time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            assert r.status == 200
+    finally:
+        for c in conns:
+            c.close()
+        server.should_exit = True
+        thread.join(10)
