@@ -165,3 +165,48 @@ def test_idle_connections_are_closed_and_capped_while_probes_answer(redis_url: s
             c.close()
         server.stop()
         t.join(15)
+
+
+def test_ready_follows_redis_back_without_flapping() -> None:
+    """Issue 42 #24: after Redis came back, /readyz went 200, 503, 200 over ~10 s (once 503 for 6 s
+    while tasks already ran): one failed call on a connection opened before the restart marked the
+    server down again, for as long as the outage log's grace. Readiness now follows a PING of its
+    own (tried again at once on a new connection): ready soon after Redis answers, and it stays
+    ready while tasks run, on a redis-server stopped and started again."""
+    redis = RedisProcess()
+    port = free_port()
+    ran: list[int] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    server, th = serve(redis.url, mux, health_port=port, concurrency=8)
+    try:
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        with Client(redis.url) as c:  # connections in the worker's pool, opened before the restart
+            for i in range(20):
+                c.enqueue("t", i, queue="hq")
+        until(lambda: len(ran) == 20)
+        for _ in range(2):
+            redis.crash()
+            until(lambda: probe(port, "/readyz")[1].get("redis") is False)
+            assert probe(port, "/livez")[0] == 200
+            redis = redis.restart()
+            came = time.monotonic()
+            until(lambda: probe(port, "/readyz")[0] == 200, 10)
+            assert time.monotonic() - came < 5  # ready within seconds of Redis answering
+            with Client(redis.url) as c:
+                for i in range(20):
+                    c.enqueue("t", i, queue="hq")
+            seen = []
+            end = time.monotonic() + 8  # longer than the outage log's grace and a heartbeat
+            while time.monotonic() < end:
+                seen.append(probe(port, "/readyz")[0])
+                time.sleep(0.05)
+            assert set(seen) == {200}, f"/readyz flapped after Redis came back: {seen}"
+    finally:
+        server.stop()
+        th.join(15)
+        redis.stop()

@@ -4,9 +4,9 @@
 - ``/livez``: 200 while the server's event loop answers: it ticks every second, and the probe
   fails (503) once the last tick is older than ``health_max_lag`` seconds (a handler blocking the
   loop, a deadlock). Redis being down does not fail it: restarting the process would not help.
-- ``/readyz``: 200 when the server is connected to Redis (no outage under way: the same
-  bookkeeping that logs outages), registered (its first heartbeat written), taking tasks (not
-  quiet) and not stopping; else 503. The body is JSON either way: ``{"live": ..., "ready": ...,
+- ``/readyz``: 200 when the server reaches Redis (a PING every second answered, tried twice:
+  :class:`RedisReach`), registered (its first heartbeat written), taking tasks (not quiet) and not
+  stopping; else 503. The body is JSON either way: ``{"live": ..., "ready": ...,
   "redis": ..., "registered": ..., "status": "running|quiet|stopping|starting", "loop_lag_s": ...}``.
 
 The probes are served by the standard library's ``ThreadingHTTPServer`` on a daemon thread: they
@@ -89,6 +89,47 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     def open_connections(self) -> int:
         with self._lock:
             return len(self._open)
+
+
+READY_PING = 1.0
+"""Seconds between two PINGs of :class:`RedisReach` (what ``/readyz`` reports as ``redis``)."""
+PING_TIMEOUT = 2.0
+"""Seconds a PING of :class:`RedisReach` may take before it counts as failed."""
+
+
+class RedisReach:
+    """Whether Redis answers now, for ``/readyz``: a PING every :data:`READY_PING` seconds, through
+    the process's own client and pool. A PING that fails is tried again at once (on a new
+    connection: the pool drops the broken one) before Redis counts as unreachable, so a connection
+    opened before a Redis restart, which fails once, does not make the server unready; and the first
+    PING that succeeds makes it ready again. What the loops' calls failed meanwhile (the outage log)
+    does not decide it: that bookkeeping only keeps the log to one line an outage."""
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self.reached = False
+
+    async def _ping(self) -> bool:
+        from ..redisio.connection import REDIS_ERRORS
+
+        try:
+            await asyncio.wait_for(self.redis.ping(), PING_TIMEOUT)
+            return True
+        except REDIS_ERRORS:
+            return False
+        except asyncio.TimeoutError:
+            return False
+
+    async def check(self) -> bool:
+        """PING (again at once if it fails); record and return whether Redis answered."""
+        self.reached = await self._ping() or await self._ping()
+        return self.reached
+
+    async def run(self) -> None:
+        """Check every READY_PING seconds until cancelled."""
+        while True:
+            await self.check()
+            await asyncio.sleep(READY_PING)
 
 
 class Probes:
