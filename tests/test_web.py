@@ -838,3 +838,34 @@ def test_the_served_console_closes_idle_connections_and_caps_them(redis_url: str
             c.close()
         server.should_exit = True
         thread.join(10)
+
+
+def test_scripted_clients_csrf_with_no_auth_basic_and_bearer(seeded: str) -> None:
+    """Issue 42 #25 (docs/web.md "Scripted clients"): without auth, or with basic auth (which a
+    browser remembers and sends by itself), an action needs X-CSRF-Token equal to the asynqpy_csrf
+    cookie, whose value a script may choose itself (no page fetched first); with bearer auth the
+    token is enough (a browser never sends it by itself). A foreign Origin is refused either way."""
+    import httpx
+
+    both = {"Cookie": "asynqpy_csrf=chosen-by-script", "X-CSRF-Token": "chosen-by-script"}
+    for auth, creds in ((None, {}), ("basic:ops:s3cret", {"Authorization": "Basic " + base64.b64encode(
+            b"ops:s3cret").decode()})):
+        app = create_app(seeded, auth=Auth.parse(auth) if auth else None)
+        with TestClient(app, base_url="http://localhost", cookies=httpx.Cookies()) as tc:
+            r = tc.post(f"/api/queues/{Q}/pause", headers=creds)
+            assert r.status_code == 403 and "X-CSRF-Token" in r.json()["error"], (auth, r.text)
+            tc.cookies.clear()
+            r = tc.post(f"/api/queues/{Q}/pause", headers={**creds, **both})
+            assert r.status_code == 200, (auth, r.text)
+            tc.cookies.clear()
+            assert tc.post(f"/api/queues/{Q}/resume", headers={**creds, **both}).status_code == 200
+    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123")), base_url="http://localhost") as tc:
+        bearer = {"Authorization": "Bearer tok-123"}
+        assert tc.post(f"/api/queues/{Q}/pause", headers={"Authorization": "Bearer nope"}).status_code == 401
+        r = tc.post(f"/api/queues/{Q}/pause", headers=bearer)  # no cookie, no CSRF header: the token is enough
+        assert r.status_code == 200 and r.json() == {"changed": True}, r.text
+        r = tc.post(f"/api/queues/{Q}/resume", headers={**bearer, "Origin": "http://evil.example"})
+        assert r.status_code == 403 and "cross-origin" in r.json()["error"]
+    with TestClient(create_app(seeded, read_only=True, auth=Auth.parse("bearer:tok-123")),
+                    base_url="http://localhost") as tc:
+        assert tc.post(f"/api/queues/{Q}/resume", headers={"Authorization": "Bearer tok-123"}).status_code == 403

@@ -3,7 +3,8 @@
 Safety: a request whose ``Host`` is not one of ``allowed_hosts`` (the loopback names by
 default) is refused (400): a page of another site whose name was rebound to this address (DNS
 rebinding) reaches nothing. Every action is a POST that needs the ``X-CSRF-Token`` header to equal
-the ``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and,
+the ``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``), unless
+it carries the console's bearer token (``auth`` bearer: a browser never sends one by itself), and,
 when the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
 ``auth`` (basic or bearer) guards every route. Pages render every value escaped (Jinja2
 autoescape; the scripts only ever set ``textContent``) under a Content-Security-Policy that allows
@@ -262,8 +263,12 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
             cookie = request.cookies.get(CSRF_COOKIE, "")
             header = request.headers.get(CSRF_HEADER, "")
             origin = request.headers.get("origin")
-            if not cookie or not hmac.compare_digest(cookie.encode(), header.encode()):
-                return JSONResponse({"error": "missing or wrong CSRF token"}, 403)
+            # a bearer token (checked above) is never sent by a browser on its own, unlike a cookie
+            # or basic credentials it remembers: a request carrying it is not a forgery
+            bearer = auth is not None and bool(auth.token)
+            if not bearer and (not cookie or not hmac.compare_digest(cookie.encode(), header.encode())):
+                return JSONResponse({"error": "missing or wrong CSRF token: send the X-CSRF-Token header equal "
+                                             "to the asynqpy_csrf cookie (docs/web.md, scripted clients)"}, 403)
             if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host", ""):
                 return JSONResponse({"error": "cross-origin request refused"}, 403)
         return await call_next(request)
