@@ -19,8 +19,8 @@ from typing import Any
 from .client import AsyncClient
 from .core.errors import InvalidArgumentError
 from .core.rules import Config, ConfigError, RuleError, load_config, parse_config, parse_text
-from .redisio.connection import REDIS_ERRORS, async_client
-from .worker.probes import Probes
+from .redisio.connection import async_client
+from .worker.probes import Probes, RedisReach
 from .worker.rules import Engine, PrometheusRulesMetrics, RulesMetrics
 
 __all__ = ["Config", "ConfigError", "RuleError", "Rules", "check", "load_config", "parse_config", "parse_text",
@@ -67,7 +67,7 @@ class Rules:
     keep the name across restarts so a restarted process handles what it left). ``batch``: most
     events taken per round trip. ``metrics_port``: serve Prometheus metrics there (the
     ``metrics`` extra). ``health_port``: serve ``GET /livez`` and ``/readyz`` there (as a
-    worker's, worker/probes.py: ready while a PING every 2 s reaches Redis)."""
+    worker's, worker/probes.py: ready while a PING every second reaches Redis)."""
 
     def __init__(self, config: Config | str | Path, redis: Any = None, *, instance: str | None = None,
                  batch: int = 100, fetch_concurrency: int = 32, metrics_port: int | None = None,
@@ -136,25 +136,16 @@ class Rules:
 
     def _probes(self, redis: Any) -> tuple[Probes, asyncio.Task[None]]:
         """The health probes (``health_port``) and the task that PINGs Redis for them."""
-        reached = [False]
-
-        async def ping() -> None:
-            while True:
-                try:
-                    await redis.ping()
-                    reached[0] = True
-                except REDIS_ERRORS:
-                    reached[0] = False
-                await asyncio.sleep(2.0)
+        reach = RedisReach(redis)
 
         probes = Probes(self.health_host, self.health_port or 0, 10.0, lambda: {
-            "redis": reached[0], "registered": True, "status": "stopping" if self._stopping else "running"})
+            "redis": reach.reached, "registered": True, "status": "stopping" if self._stopping else "running"})
         try:
             probes.start(asyncio.get_running_loop())
         except OSError as exc:
             raise InvalidArgumentError(f"health_port: cannot serve the probes on {self.health_host}:"
                                        f"{self.health_port}: {exc.strerror or exc}") from None
-        return probes, asyncio.create_task(ping())
+        return probes, asyncio.create_task(reach.run())
 
     def run(self) -> None:
         """Run until SIGTERM or SIGINT (each stops after the current batch)."""

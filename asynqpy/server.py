@@ -182,13 +182,16 @@ class Server:
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
         probes = None
+        reach = None
         if o.health_port is not None:
-            from .worker.probes import Probes
+            from .worker.probes import Probes, RedisReach
+
+            reach = RedisReach(ctx.redis)  # (the connection's real state: not the outage log's bookkeeping)
 
             def probe_state() -> dict[str, Any]:
                 status = ("stopping" if ctx.stopping.is_set() else "quiet" if processor.quiet
                           else "running" if heartbeat.registered else "starting")
-                return {"redis": ctx.health.down_since is None, "registered": heartbeat.registered, "status": status}
+                return {"redis": reach.reached, "registered": heartbeat.registered, "status": status}
 
             probes = Probes(o.health_host, o.health_port, o.health_max_lag, probe_state)
             try:
@@ -226,6 +229,8 @@ class Server:
         if o.capture_logs:  # the handlers' logging records go to their tasks' logs (worker/logs.py)
             capture_start()
         try:
+            if reach is not None:
+                bg.append(asyncio.create_task(reach.run(), name="asynqpy-ready-ping"))
             if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
             bg.append(asyncio.create_task(_later(ctx, lambda: _check_queues(ctx, list(o.queues))),

@@ -72,4 +72,6 @@ def web(port: int, host: str, read_only: bool, auth_file: str | None, auth_env: 
 
     click.echo(f"asynqpy web console on http://{host}:{port}/{' (read-only)' if read_only else ''}; "
                f"it answers to Host {', '.join(hosts)} (more with --allowed-host)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    from asynqpy.web.serving import config
+
+    uvicorn.Server(config(app, host, port, log_level="warning")).run()  # (idle connections bounded)

@@ -122,3 +122,91 @@ def test_bad_probe_settings_are_refused(redis_url: str) -> None:
     assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
     res = CliRunner().invoke(main, ["worker", "x:y", "--health-port", "abc", "--redis-url", redis_url])
     assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--health-port" in res.stderr, res.output
+
+
+def test_idle_connections_are_closed_and_capped_while_probes_answer(redis_url: str, monkeypatch: Any) -> None:
+    """Issue 42 #14: connections that send part of a request (or nothing) were each held open
+    forever by a thread of the worker, until its descriptors ran out. Now each is closed
+    READ_TIMEOUT after it was accepted, at most MAX_CONNECTIONS are open (one more closes the
+    oldest), and /livez answers throughout."""
+    from asynqpy.worker import probes
+
+    monkeypatch.setattr(probes, "READ_TIMEOUT", 1.0)
+    monkeypatch.setattr(probes, "MAX_CONNECTIONS", 8)
+    port = free_port()
+    server, t = serve(redis_url, ServeMux(), health_port=port)
+    conns: list[socket.socket] = []
+    try:
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        threads = threading.active_count()
+        for i in range(60):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /livez HTTP/1.1\r\n" if i % 2 else b"G")  # never the end of the headers
+            conns.append(c)
+        assert probe(port, "/livez")[0] == 200  # a probe gets in, whatever is held
+        assert threading.active_count() <= threads + 8 + 2
+        started = time.monotonic()
+
+        def closed(c: socket.socket) -> bool:
+            c.settimeout(0.01)
+            try:
+                return c.recv(1) == b""
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+
+        until(lambda: all(closed(c) for c in conns), 10)
+        assert time.monotonic() - started < 5  # closed by the deadline, not by the test's end
+        until(lambda: threading.active_count() <= threads)
+        assert probe(port, "/livez")[0] == 200
+    finally:
+        for c in conns:
+            c.close()
+        server.stop()
+        t.join(15)
+
+
+def test_ready_follows_redis_back_without_flapping() -> None:
+    """Issue 42 #24: after Redis came back, /readyz went 200, 503, 200 over ~10 s (once 503 for 6 s
+    while tasks already ran): one failed call on a connection opened before the restart marked the
+    server down again, for as long as the outage log's grace. Readiness now follows a PING of its
+    own (tried again at once on a new connection): ready soon after Redis answers, and it stays
+    ready while tasks run, on a redis-server stopped and started again."""
+    redis = RedisProcess()
+    port = free_port()
+    ran: list[int] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    server, th = serve(redis.url, mux, health_port=port, concurrency=8)
+    try:
+        until(lambda: probe(port, "/readyz")[0] == 200)
+        with Client(redis.url) as c:  # connections in the worker's pool, opened before the restart
+            for i in range(20):
+                c.enqueue("t", i, queue="hq")
+        until(lambda: len(ran) == 20)
+        for _ in range(2):
+            redis.crash()
+            until(lambda: probe(port, "/readyz")[1].get("redis") is False)
+            assert probe(port, "/livez")[0] == 200
+            redis = redis.restart()
+            came = time.monotonic()
+            until(lambda: probe(port, "/readyz")[0] == 200, 10)
+            assert time.monotonic() - came < 5  # ready within seconds of Redis answering
+            with Client(redis.url) as c:
+                for i in range(20):
+                    c.enqueue("t", i, queue="hq")
+            seen = []
+            end = time.monotonic() + 8  # longer than the outage log's grace and a heartbeat
+            while time.monotonic() < end:
+                seen.append(probe(port, "/readyz")[0])
+                time.sleep(0.05)
+            assert set(seen) == {200}, f"/readyz flapped after Redis came back: {seen}"
+    finally:
+        server.stop()
+        th.join(15)
+        redis.stop()

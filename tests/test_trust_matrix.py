@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from fastapi.testclient import TestClient
 from helpers import serving, until
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
@@ -22,6 +23,7 @@ from asynqpy.core.keys import queue_keys
 from asynqpy.core.signing import Signer, open_message
 from asynqpy.core.stored import message_of
 from asynqpy.redisio.executor import SyncExecutor
+from asynqpy.web import create_app
 
 KEY = b"k" * 32
 K = queue_keys("default")
@@ -54,10 +56,32 @@ def _set_workers(insp: Inspector, id: str) -> None:
     insp.set_workers("default", id, ["w2"])
 
 
+def _duplicate(insp: Inspector, id: str) -> None:
+    """The web console's duplicate (the API; the prefilled enqueue form reads the task the same
+    way), on a console holding the key: it enqueues a copy that it signs."""
+    assert _console is not None
+    form = _console.get("/enqueue", params={"queue": "default", "from": id})
+    r = _console.post(f"/api/queues/default/tasks/{id}/duplicate",
+                      headers={"X-CSRF-Token": _console.cookies.get("asynqpy_csrf") or ""})
+    if r.status_code != 201:
+        assert form.status_code == r.status_code, (form.status_code, r.text)  # the form refuses as the API
+        error = r.json()["error"]
+        raise SignatureError(error) if "bad signature" in error else AsynqpyError(error)
+    assert form.status_code == 200
+    _copies.append(r.json()["task"]["id"])
+
+
+_console: Any = None
+"""The console (FastAPI's TestClient) that :func:`_duplicate` drives, during :func:`_drive`."""
+_copies: list[str] = []
+"""The ids of the copies the console enqueued (the signed control)."""
+
 ACTIONS: dict[str, Callable[[Inspector, str], None]] = {
-    "edit": _edit, "cancel": _cancel, "run": _run, "archive": _archive, "set_workers": _set_workers, "none": lambda i, t: None,
+    "edit": _edit, "cancel": _cancel, "run": _run, "archive": _archive, "set_workers": _set_workers,
+    "duplicate": _duplicate, "none": lambda i, t: None,
 }
-"""Every Inspector action that writes a task's message again (delete removes it: nothing to sign)."""
+"""Every Inspector action that writes a task's message again (delete removes it: nothing to sign),
+and the console's duplicate, which signs a copy of it."""
 
 
 def _plant(backend: Any, producer: Client, insp: Inspector, state: str, id: str) -> None:
@@ -118,14 +142,19 @@ def _drive(backend: Any, signed: bool) -> tuple[dict[str, bool | None], list[Any
         _plant(backend, producer, insp, id.split(".")[0], id)
     assert Inspector(backend.sync).task_info("default", "active.none").state is TaskState.ACTIVE
     assert Inspector(backend.sync).task_info("default", "retry.none").state is TaskState.RETRY
-    for id in ids:
-        try:
-            ACTIONS[id.split(".")[1]](insp, id)
-            outcome[id] = "ok"
-        except SignatureError:
-            outcome[id] = "refused"
-        except AsynqpyError as exc:  # not allowed in that state (e.g. edit an active task)
-            outcome[id] = type(exc).__name__
+    global _console
+    _copies.clear()
+    with TestClient(create_app(backend.new_async(), signing_key=KEY), base_url="http://localhost") as _console:
+        _console.get("/livez")  # (the CSRF cookie)
+        for id in ids:
+            try:
+                ACTIONS[id.split(".")[1]](insp, id)
+                outcome[id] = "ok"
+            except SignatureError:
+                outcome[id] = "refused"
+            except AsynqpyError as exc:  # not allowed in that state (e.g. edit an active task)
+                outcome[id] = type(exc).__name__
+    _console = None
     ran: list[Any] = []
     mux = ServeMux()
 
@@ -162,6 +191,7 @@ def test_no_path_re_signs_an_unverified_message_in_any_state(backend: Any) -> No
     assert {outcome[f"pending.{a}"] for a in ("edit",)} == {"refused"}
     assert outcome["active.cancel"] == "ok"
     assert outcome["tenant.edit"] == "refused" and outcome["tenant_active.cancel"] == "ok"
+    assert {outcome[f"{state}.duplicate"] for state in STATES} == {"refused"} and not _copies  # the console too
     assert not backend.sync.exists(K.ta)  # no slot kept by an unverified tenant task, whatever ended it
 
 
@@ -172,5 +202,8 @@ def test_the_control_signed_messages_stay_signed(backend: Any) -> None:
     assert outcome["pending.edit"] == "ok" and "pending.edit" in ran  # edited, re-signed, and run
     assert outcome["tenant.edit"] == "ok" and "tenant.edit" in ran and "tenant.none" in ran
     assert outcome["scheduled.edit"] == "ok" and verified["scheduled.edit"] is True
+    assert {outcome[f"{state}.duplicate"] for state in STATES} == {"ok"} and len(_copies) == len(STATES)
+    assert all(_verifies(backend, id) is not False for id in _copies)  # each copy signed (or run and gone)
+    assert len(set(_copies) & set(ran)) >= len(STATES) - 3  # and run (not those behind a key, a group)
     unsigned_now = sorted(id for id, v in verified.items() if v is False)
     assert not unsigned_now, f"signed tasks stored unsigned: {unsigned_now}"

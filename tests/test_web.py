@@ -664,14 +664,14 @@ def test_periodic_entries_paused_resumed_run_now_and_removed(web: TestClient, se
         insp.cron_add("other/one", "ping", every=60, queue="other")
     page = web.get("/scheduler").text
     assert f'data-post="/api/queues/{Q}/scheduler/nightly/pause"' in page
-    assert 'data-post="/api/queues/other/scheduler/other/one/run"' in page
+    assert 'data-post="/api/queues/other/scheduler/other%2Fone/run"' in page  # one segment: "/" encoded
     post = lambda path: web.post(path, headers=_csrf(web))  # noqa: E731
     assert post(f"/api/queues/{Q}/scheduler/nightly/pause").json() == {"done": "pause"}
     assert f'data-post="/api/queues/{Q}/scheduler/nightly/resume"' in web.get("/scheduler").text
     paused = {e["entry"]["name"]: e["paused"] for e in web.get("/api/scheduler").json()}
     assert paused == {"nightly": True, "other/one": False}
     assert post(f"/api/queues/{Q}/scheduler/nightly/resume").json() == {"done": "resume"}
-    task_id = post("/api/queues/other/scheduler/other/one/run").json()["task_id"]
+    task_id = post("/api/queues/other/scheduler/other%2Fone/run").json()["task_id"]  # (as the page sends it)
     assert web.get(f"/api/queues/other/tasks/{task_id}").json()["task"]["type"] == "ping"
     assert post(f"/api/queues/{Q}/scheduler/nightly/remove").json() == {"done": "remove"}
     r = post(f"/api/queues/{Q}/scheduler/nightly/pause")
@@ -755,3 +755,117 @@ def test_tenants_api_and_page(web: TestClient, seeded: str) -> None:
     assert web.post(f"{base}/clear", headers=_csrf(web)).json()["tenant"]["weight"] == 1
     with Inspector(seeded) as insp:
         assert {t.tenant: t.pending for t in insp.tenants(Q)} == {"acme": 3, "globex": 3, "initech": 3}
+
+
+def test_names_in_urls_are_one_encoded_segment_and_dot_names_are_refused(web: TestClient, seeded: str) -> None:
+    """Issue 42 #16: every name a page puts in a URL's path is one segment with '/' encoded (a
+    browser resolves '..' segments before sending: a tenant named '../../billing' turned "pause"
+    into "pause queue billing"); '.' and '..', which no encoding keeps, are refused as tenant and
+    periodic entry names where they are made (a typed error; nothing queued is lost)."""
+    evil = "../../billing"
+    with Client(seeded) as c:
+        c.enqueue("report", 1, queue="shared", tenant=evil)
+        c.enqueue("report", 2, queue="shared", tenant="a/b", task_id="x/../y")
+        for name in (".", ".."):
+            with pytest.raises(InvalidArgumentError, match="path segments"):
+                c.enqueue("report", 3, queue="shared", tenant=name)
+    page = web.get("/queues/shared/tenants").text
+    assert 'data-post="/api/queues/shared/tenants/..%2F..%2Fbilling/pause"' in page
+    assert 'data-post="/api/queues/shared/tenants/a%2Fb/pause"' in page
+    assert 'href="/queues/shared/tasks/x%2F..%2Fy"' in web.get("/queues/shared").text
+    r = web.post("/api/queues/shared/tenants/..%2F..%2Fbilling/pause", headers=_csrf(web))
+    assert r.status_code == 200 and r.json()["tenant"]["paused"] is True, r.text
+    r = web.post("/api/tasks", json={"type": "x", "queue": "shared", "options": {"tenant": ".."}}, headers=_csrf(web))
+    assert r.status_code == 400 and "path segments" in r.json()["error"]
+    with Inspector(seeded) as insp:
+        with pytest.raises(InvalidArgumentError, match="path segments"):
+            insp.cron_add("..", "report", None, cron="0 3 * * *", queue="shared")
+        assert insp.queue_info("shared").pending == 2 and insp.queue_info(Q).pending == 45
+        assert {t.tenant: t.paused for t in insp.tenants("shared")} == {evil: True, "a/b": False}
+
+
+def test_the_served_console_closes_idle_connections_and_caps_them(redis_url: str, monkeypatch: Any) -> None:
+    """Issue 42 #14, the console's side: as ``asynqpy web`` serves it (asynqpy/web/serving.py), a
+    connection that never completes its request's headers is closed after REQUEST_TIMEOUT, at most
+    MAX_CONNECTIONS are open (one more closes the oldest idle one), and /livez answers meanwhile."""
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    import uvicorn
+    from redisproc import free_port
+
+    from asynqpy.web import serving
+
+    monkeypatch.setattr(serving, "REQUEST_TIMEOUT", 1.0)
+    monkeypatch.setattr(serving, "MAX_CONNECTIONS", 16)
+    port = free_port()
+    server = uvicorn.Server(serving.config(create_app(redis_url), "127.0.0.1", port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "the console did not start"
+        time.sleep(0.02)
+    conns = []
+    try:
+        for i in range(80):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"")  # never the end of the headers
+            conns.append(c)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=5) as r:
+            assert r.status == 200
+        assert len(server.server_state.connections) <= 16 + 1
+
+        def closed(c: socket.socket) -> bool:
+            c.settimeout(0.01)
+            try:
+                return c.recv(1) == b""
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+
+        deadline = time.monotonic() + 10
+        while not all(closed(c) for c in conns):
+            assert time.monotonic() < deadline, "idle connections are still open"
+            time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            assert r.status == 200
+    finally:
+        for c in conns:
+            c.close()
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_scripted_clients_csrf_with_no_auth_basic_and_bearer(seeded: str) -> None:
+    """Issue 42 #25 (docs/web.md "Scripted clients"): without auth, or with basic auth (which a
+    browser remembers and sends by itself), an action needs X-CSRF-Token equal to the asynqpy_csrf
+    cookie, whose value a script may choose itself (no page fetched first); with bearer auth the
+    token is enough (a browser never sends it by itself). A foreign Origin is refused either way."""
+    import httpx
+
+    both = {"Cookie": "asynqpy_csrf=chosen-by-script", "X-CSRF-Token": "chosen-by-script"}
+    for auth, creds in ((None, {}), ("basic:ops:s3cret", {"Authorization": "Basic " + base64.b64encode(
+            b"ops:s3cret").decode()})):
+        app = create_app(seeded, auth=Auth.parse(auth) if auth else None)
+        with TestClient(app, base_url="http://localhost", cookies=httpx.Cookies()) as tc:
+            r = tc.post(f"/api/queues/{Q}/pause", headers=creds)
+            assert r.status_code == 403 and "X-CSRF-Token" in r.json()["error"], (auth, r.text)
+            tc.cookies.clear()
+            r = tc.post(f"/api/queues/{Q}/pause", headers={**creds, **both})
+            assert r.status_code == 200, (auth, r.text)
+            tc.cookies.clear()
+            assert tc.post(f"/api/queues/{Q}/resume", headers={**creds, **both}).status_code == 200
+    with TestClient(create_app(seeded, auth=Auth.parse("bearer:tok-123")), base_url="http://localhost") as tc:
+        bearer = {"Authorization": "Bearer tok-123"}
+        assert tc.post(f"/api/queues/{Q}/pause", headers={"Authorization": "Bearer nope"}).status_code == 401
+        r = tc.post(f"/api/queues/{Q}/pause", headers=bearer)  # no cookie, no CSRF header: the token is enough
+        assert r.status_code == 200 and r.json() == {"changed": True}, r.text
+        r = tc.post(f"/api/queues/{Q}/resume", headers={**bearer, "Origin": "http://evil.example"})
+        assert r.status_code == 403 and "cross-origin" in r.json()["error"]
+    with TestClient(create_app(seeded, read_only=True, auth=Auth.parse("bearer:tok-123")),
+                    base_url="http://localhost") as tc:
+        assert tc.post(f"/api/queues/{Q}/resume", headers={"Authorization": "Bearer tok-123"}).status_code == 403

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from redisproc import free_port
 
-from asynqpy import Client, Inspector
+from asynqpy import Client, Inspector, InvalidArgumentError
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
@@ -554,3 +554,54 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
     finally:
         r.config_set("slowlog-log-slower-than", slower_than)
         console.stop()
+
+
+def test_names_with_slashes_and_dots_act_on_themselves_in_a_browser(redis_url: str, browser: Any) -> None:
+    """Issue 42 #16: a tenant named ``../../billing`` and a periodic entry named
+    ``../../billing/states/archived``: their buttons' URLs carry each name as one path segment
+    (``/`` encoded), so the browser resolves no dot segment and the action lands on the tenant
+    and the entry, never on the queue ``billing``. Names that are only ``.`` or ``..`` are refused
+    where they are made."""
+    from selenium.webdriver.common.by import By
+
+    evil = "../../billing"
+    with Client(redis_url) as c:
+        c.enqueue("invoice", 1, queue="billing")
+        c.enqueue("invoice", 2, queue="billing", process_in=600)
+        c.enqueue("report", 1, queue="shared", tenant=evil)
+        c.enqueue("report", 2, queue="shared", tenant="acme")
+    with Inspector(redis_url) as insp:
+        insp.archive_task("billing", insp.list_tasks("billing", "scheduled")[0].id)
+        insp.cron_add(evil + "/states/archived", "report", None, cron="0 3 * * *", queue="shared")
+    console = Console(redis_url)
+    try:
+        browser.get(console.url + "/queues/shared/tenants")
+        wait_for(lambda: _ids(browser, "#tenants tbody tr") == [evil, "acme"])
+        post = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#tenants tbody tr')).find(r => r.getAttribute('data-id')"
+            " === arguments[0]).querySelector('button[data-post$=\"/pause\"]').getAttribute('data-post')", evil)
+        assert post == "/api/queues/shared/tenants/..%2F..%2Fbilling/pause"
+        browser.execute_script(
+            "Array.from(document.querySelectorAll('#tenants tbody tr')).find(r => r.getAttribute('data-id')"
+            " === arguments[0]).querySelector('button[data-post$=\"/pause\"]').click()", evil)
+        with Inspector(redis_url) as insp:
+            wait_for(lambda: {t.tenant: t.paused for t in insp.tenants("shared")}.get(evil))
+            assert not insp.queue_info("billing").paused
+
+        browser.get(console.url + "/scheduler")
+        run_now = browser.find_element(By.CSS_SELECTOR, 'button[data-post$="/run"]')
+        assert "%2F" in (run_now.get_attribute("data-post") or "")
+        run_now.click()
+        wait_for(lambda: browser.find_element(By.ID, "message").text.startswith("enqueued task "))
+        with Inspector(redis_url) as insp:
+            assert insp.queue_info("billing").archived == 1  # the archived task was not run
+            assert insp.find_tasks("shared", task_type="report")[1]
+    finally:
+        console.stop()
+    with Client(redis_url) as c, Inspector(redis_url) as insp:
+        for name in (".", ".."):
+            with pytest.raises(InvalidArgumentError, match="path segments"):
+                c.enqueue("report", 3, queue="shared", tenant=name)
+            with pytest.raises(InvalidArgumentError, match="path segments"):
+                insp.cron_add(name, "report", None, cron="0 3 * * *", queue="shared")
+        assert insp.queue_info("shared").pending == 3  # nothing queued was lost (two tasks, one run now)

@@ -32,7 +32,7 @@ from . import codec
 from .broker import Broker, Call
 from .codec import TAG_LEN, Message
 from .errors import EntryNotFoundError, InvalidArgumentError, SignatureError
-from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, validate_name, validate_queue
+from .keys import ALL_QUEUES, CRON_QUEUES, queue_keys, refuse_dot_segment, validate_name, validate_queue
 from .options import MAX_SECONDS, _is_text
 from .signing import Signer, has_tag
 from .task import ms_to_datetime
@@ -147,20 +147,22 @@ class Entry:
             return None
 
 
-def check_name(name: object) -> str:
-    """``name`` if it is a valid entry name, else InvalidArgumentError."""
+def check_name(name: object, new: bool = False) -> str:
+    """``name`` if it is a valid entry name, else InvalidArgumentError. ``new``: a name being given
+    to an entry, which is also not ``.`` or ``..`` (the web console names an entry in a URL's path;
+    an entry stored so before stays reachable by the other calls)."""
     if isinstance(name, str) and name:
         validate_name("entry name", name, 200)
     if not isinstance(name, str) or not _NAME.match(name) or not _is_text(name):
         raise InvalidArgumentError(f"an entry name is 1 to 200 characters without spaces or braces, got {name!r}")
-    return name
+    return refuse_dot_segment("entry name", name) if new else name
 
 
 def make_entry(name: str, task_type: str, payload: Any = None, *, queue: str = "default", cron: str | None = None,
                every: float | None = None, tz: str = "UTC", missed: str = "skip", created_ms: int = 0,
                max_payload_bytes: int = 1 << 20, **options: Any) -> Entry:
     """A validated :class:`Entry` (InvalidArgumentError naming the bad argument otherwise)."""
-    check_name(name)
+    check_name(name, new=True)
     validate_queue(queue)
     if (cron is None) == (every is None):
         raise InvalidArgumentError("give an entry either cron='...' or every=seconds (one of them)")

@@ -931,7 +931,12 @@ class Plans:
             if cursor == "0":
                 break
 
-    def task_info(self, queue: str, id: str) -> Plan[TaskInfo]:
+    def task_info(self, queue: str, id: str, verified: bool = False) -> Plan[TaskInfo]:
+        """One task's info. ``verified``: read its message through the trust gate first (for a copy
+        that is going to be signed: the console's duplicate): SignatureError (or
+        MalformedMessageError) for a message that does not verify with this reader's keys, never
+        a copy of it; InvalidArgumentError for a signed task read without a key (its copy would be
+        unsigned, refused by every keyed worker)."""
         q = queue_keys(queue)
         zsets = (q.lease, q.archived, q.scheduled, q.retry, q.completed)
         res = yield [
@@ -946,12 +951,26 @@ class Plans:
         if stored is None:
             self._check(queue, res[0])
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
+        if verified:
+            self._copyable(queue, id, message_of(stored))
         info = task_from_stored(id, queue, stored, _first_score(res[5:10]), value(res[2]))
         info.progress = _progress_value(res[3])
         info.logs = _logs_of(stored)
         _add_runs(info, res[4], res[12])
         _add_links(info, res[10], res[11])
         return info
+
+    def _copyable(self, queue: str, id: str, body: bytes) -> Verified:
+        """A task's message read for a copy that is enqueued (and signed) anew, through the trust
+        gate: a message that does not verify is never copied (its copy would be signed)."""
+        if self.b.signer is None and len(body) > codec.TAG_LEN and body[-codec.TAG_LEN:-32] == codec.TAG_PREFIX:
+            raise InvalidArgumentError(f"task {id!r} is signed: give the signing_key (asynqpy web "
+                                       "--signing-key-file), so that its copy is signed too")
+        gate = trust_gate(self.b.signer, queue, id, body)
+        if isinstance(gate, Refused):  # never sign a copy of what did not verify
+            raise type(gate.error)(f"task {id!r} in queue {queue!r} is not copied: {gate.reason} (a message "
+                                   "that fails verification is never signed again; delete or archive it)")
+        return gate
 
     def task_logs(self, queue: str, id: str) -> Plan[list[LogLine]]:
         res = yield [self._member(queue), self.b.get_task(queue, id)]

@@ -195,9 +195,12 @@ class InspectorPlans:
         return (yield ev.get_active(queue))  # type: ignore[no-any-return]
 
     @planned
-    def task_info(self, queue: str, id: str) -> Steps[TaskInfo]:
-        """One task's info."""
-        return self._plans.task_info(queue, id)
+    def task_info(self, queue: str, id: str, *, verified: bool = False) -> Steps[TaskInfo]:
+        """One task's info. ``verified=True``: only if its message verifies with this Inspector's
+        keys (the trust gate; what a copy of it that is signed anew needs, as the web console's
+        duplicate): SignatureError for one that does not (a forged or tampered task),
+        InvalidArgumentError for a signed task when this Inspector has no key."""
+        return self._plans.task_info(queue, id, verified)
 
     @planned
     def task_logs(self, queue: str, id: str) -> Steps[list[LogLine]]:

@@ -72,6 +72,21 @@ def validate_name(kind: str, value: object, max_len: int) -> str:
     return value
 
 
+DOT_SEGMENTS = (".", "..")
+"""Names that a URL's path cannot carry as a segment: browsers resolve them (and their ``%2e``
+forms) before sending, so a console URL naming one acts on what is above it."""
+
+
+def refuse_dot_segment(kind: str, value: str) -> str:
+    """``value``, unless it is ``.`` or ``..`` (:data:`DOT_SEGMENTS`): InvalidArgumentError. Checked
+    where such names are made (a task's tenant, a scheduler entry), so that the web console's URLs
+    (one path segment per name, fully encoded) always name what they say."""
+    if value in DOT_SEGMENTS:
+        raise InvalidArgumentError(f"{kind} {value!r} is refused: '.' and '..' are path segments a browser "
+                                   "resolves (a console URL naming it would act on something else)")
+    return value
+
+
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _GROUP_RE = re.compile(r"^[^\s{}]{1,200}$")
 _LIMIT_RE = _QUEUE_RE

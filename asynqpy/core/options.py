@@ -24,7 +24,7 @@ from . import codec
 from .codec import Message
 from .deploy import encode_version
 from .errors import InvalidArgumentError, PayloadError
-from .keys import validate_group, validate_name, validate_queue, validate_worker_name
+from .keys import refuse_dot_segment, validate_group, validate_name, validate_queue, validate_worker_name
 from .kinds import ROUTES, TaskKind, decide
 from .workflow import MAX_PARENTS, policy_code
 
@@ -380,6 +380,12 @@ def validate_tenant(v: Any) -> str:
     return v
 
 
+def validate_new_tenant(v: Any) -> str:
+    """A tenant name given to a task (``tenant=``): :func:`validate_tenant`, and not ``.`` or ``..``
+    (:func:`~asynqpy.core.keys.refuse_dot_segment`: the web console names a tenant in a URL's path)."""
+    return refuse_dot_segment("tenant", validate_tenant(v))
+
+
 def _task_id(v: Any, got: dict[str, Any]) -> str | None:
     return None if v is None else validate_name("task_id", v, MAX_ID_LEN)
 
@@ -459,7 +465,7 @@ SPEC: tuple[Option, ...] = (
                                    "one (its runs are retried on their workers)")),
     Option("tenant", "str", "none", "the tenant the task belongs to: the queue hands its pending tasks out "
            "round-robin across tenants with work (FIFO and priority within each; tasks without a tenant take "
-           "turns as one tenant). See docs/tenants.md", "--tenant", _optional(validate_tenant),
+           "turns as one tenant). See docs/tenants.md", "--tenant", _optional(validate_new_tenant),
            example="acme", conflicts=dict.fromkeys(("group", "workers", "runs"), _TENANT)),
     Option("min_worker_version", "str", "none", "only workers of this version or newer (`Server(version=)`, "
            "`--worker-version`) run it: `\"MAJOR[.MINOR[.PATCH]]\"`; an older worker sets it aside for them. "

@@ -3,7 +3,8 @@
 Safety: a request whose ``Host`` is not one of ``allowed_hosts`` (the loopback names by
 default) is refused (400): a page of another site whose name was rebound to this address (DNS
 rebinding) reaches nothing. Every action is a POST that needs the ``X-CSRF-Token`` header to equal
-the ``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``) and,
+the ``asynqpy_csrf`` cookie the pages set (double submit; the cookie is ``SameSite=Strict``), unless
+it carries the console's bearer token (``auth`` bearer: a browser never sends one by itself), and,
 when the browser sends an ``Origin``, the same origin; ``read_only`` refuses every action (403);
 ``auth`` (basic or bearer) guards every route. Pages render every value escaped (Jinja2
 autoescape; the scripts only ever set ``textContent``) under a Content-Security-Policy that allows
@@ -241,6 +242,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
                   description="The asynqpy web console's REST API: queues, tasks, servers, scheduler entries.")
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescape on for .html
     templates.env.filters["pretty"] = _pretty
+    templates.env.filters["seg"] = path_segment
     templates.env.filters["latency"] = lambda pending, secs: humanize.latency(pending, secs)
     templates.env.filters["ago"] = lambda v: humanize.ago(_when(v)) if v else ""
     templates.env.filters["utc"] = lambda v: humanize.utc(_when(v)) if v else ""
@@ -261,8 +263,12 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
             cookie = request.cookies.get(CSRF_COOKIE, "")
             header = request.headers.get(CSRF_HEADER, "")
             origin = request.headers.get("origin")
-            if not cookie or not hmac.compare_digest(cookie.encode(), header.encode()):
-                return JSONResponse({"error": "missing or wrong CSRF token"}, 403)
+            # a bearer token (checked above) is never sent by a browser on its own, unlike a cookie
+            # or basic credentials it remembers: a request carrying it is not a forgery
+            bearer = auth is not None and bool(auth.token)
+            if not bearer and (not cookie or not hmac.compare_digest(cookie.encode(), header.encode())):
+                return JSONResponse({"error": "missing or wrong CSRF token: send the X-CSRF-Token header equal "
+                                             "to the asynqpy_csrf cookie (docs/web.md, scripted clients)"}, 403)
             if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host", ""):
                 return JSONResponse({"error": "cross-origin request refused"}, 403)
         return await call_next(request)
@@ -400,8 +406,10 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def duplicate(queue: str, task_id: str) -> Any:
         """Enqueue a copy of a task (any state) under a new id: its type, payload and options
         (max_retry, timeout, retention, priority, headers, group, key, workers and runs, a
-        deadline still ahead); not its parents or uniqueness. Returns the new task."""
-        info = await inspector.task_info(queue, task_id)
+        deadline still ahead); not its parents or uniqueness. Returns the new task. Only a task
+        whose message verifies (the trust gate, with the console's signing key) is copied: 400
+        (SignatureError) for a forged or tampered one, whose copy would be signed anew."""
+        info = await inspector.task_info(queue, task_id, verified=True)
         return {"task": jsonable(await client.enqueue(info.type, info.payload, queue=queue,
                                                       **_duplicate_options(info)))}
 
@@ -639,8 +647,8 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def enqueue_page(request: Request, queue: str = "", task_id: str = Query("", alias="from")) -> Any:
         """The enqueue form; ``?queue=Q&from=ID`` fills it with a copy of task ID (duplicate)."""
         form = {"queue": queue or "default", "type": "", "payload": "null", "options": "{}"}
-        if queue and task_id:
-            info = await inspector.task_info(queue, task_id)
+        if queue and task_id:  # (through the trust gate: the form would enqueue a signed copy)
+            info = await inspector.task_info(queue, task_id, verified=True)
             form.update(type=info.type, payload=_pretty(jsonable(info.payload), 2),
                         options=_pretty(jsonable(_duplicate_options(info)), 2))
         return page(request, "enqueue.html", form=form, source=task_id,
@@ -736,7 +744,7 @@ def _edit_request(changes: dict[str, Any]) -> dict[str, Any]:
 
 def _duplicate_options(info: Any) -> dict[str, Any]:
     """The enqueue options that make a copy of task ``info`` (a TaskInfo): what it was enqueued
-    with, but not its id, parents or uniqueness; a deadline only while it is ahead."""
+    with (its tenant too), but not its id, parents or uniqueness; a deadline only while it is ahead."""
     out: dict[str, Any] = {"max_retry": info.max_retry}
     if info.timeout is not None:
         out["timeout"] = info.timeout or None  # (0: no limit)
@@ -746,7 +754,7 @@ def _duplicate_options(info: Any) -> dict[str, Any]:
         out["deadline"] = info.deadline.timestamp()
     if info.priority != 5 and info.workers is None:
         out["priority"] = info.priority
-    for k in ("headers", "group", "key", "workers"):
+    for k in ("headers", "group", "key", "workers", "tenant"):
         if getattr(info, k):
             out[k] = getattr(info, k)
     if info.workers is not None and info.runs_wanted != 1:
@@ -887,6 +895,18 @@ def _utc_tag(value: Any) -> Any:
 def _pretty(value: Any, indent: int | None = None) -> str:
     """A value as JSON text for a page (its characters as they are: the template escapes them)."""
     return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+def path_segment(value: Any) -> str:
+    """A name as one segment of a URL's path, every reserved character encoded (``/`` too, which
+    Jinja's ``urlencode`` leaves): ``../../billing`` stays one segment, never a way up the path that
+    the browser resolves before sending (a tenant's "pause" turned into another queue's). A segment
+    that is exactly ``.`` or ``..`` cannot be encoded so (browsers resolve ``%2e`` too): names made
+    by asynqpy refuse them (tenants, scheduler entries); the pages' scripts encode the same way
+    (``encodeURIComponent``)."""
+    from urllib.parse import quote
+
+    return quote(str(value), safe="", errors="surrogateescape")
 
 
 def _version() -> str:
