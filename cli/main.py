@@ -426,6 +426,8 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     if app is not None and given("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
         redis_url = app.redis
     queues: Any = spec or (app.server().options.queues if app else {"default": 1})
+    if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
+        keys = app.signing_key
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
@@ -479,7 +481,6 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         if app.periodic_entries:
             extra["scheduler_entries"] = tuple(app.periodic_entries)
         extra["scheduler_owner"] = app.owner
-        keys = keys if keys is not None else app.signing_key
     flags = {"concurrency": concurrency, "strict_priority": strict_priority, "lease": lease,
              "heartbeat_interval": heartbeat_interval, "shutdown_timeout": shutdown_timeout,
              "unknown_type": unknown_type}
