@@ -29,6 +29,7 @@ import inspect
 import os
 import sys
 import types
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -271,6 +272,7 @@ class App:
         self._task_queues: set[str] = set()
         self.functions: dict[str, TaskFunction[Any, Any]] = {}
         """The task functions declared with :meth:`task`, by task type (:func:`task_call`)."""
+        _APPS.add(self)
         self.periodic_entries: list[Entry] = []
         self._client: Client | None = None
         self._aclient: AsyncClient | None = None
@@ -493,16 +495,35 @@ def task_call(task: Any, args: tuple[Any, ...], options: dict[str, Any], app: Ap
       its name, the arguments checked against its signature and annotations, its declared
       options;
     - a task type with at most one payload (``args``) and the options of ``Client.enqueue``: if
-      ``app`` declared a task function of that name, its declared options (``options`` win, as
-      ``using()`` does) and the payload checked as the function's arguments; else as given.
+      ``app`` (None: the one App of this process that declares it) declared a task function of
+      that name, its declared options (``options`` win, as ``using()`` does) and the payload
+      checked as the function's arguments; else as given. Apps of this process declaring the name
+      with different options: InvalidArgumentError (say which with ``app=``).
 
-    InvalidArgumentError (naming ``what``) for anything else."""
+    InvalidArgumentError (naming ``what``) for anything else. ``Client.enqueue`` itself sends
+    what it is given: it is the layer under every producer."""
     if isinstance(task, TaskFunction):
         return task.name, task._payload(args, options), dict(task.options)
     if not isinstance(task, str) or len(args) > 1:
         raise InvalidArgumentError(f"{what}(task_function, *args) or {what}(task_type, payload, **options)")
     payload = args[0] if args else None
-    declared = app.functions.get(task) if app is not None else None
+    declared = app.functions.get(task) if app is not None else declared_function(task)
     if declared is None:
         return task, payload, dict(options)
     return task, declared._check_payload(payload), {**declared.options, **options}
+
+
+_APPS: weakref.WeakSet[App] = weakref.WeakSet()
+"""Every App of this process (for a task type enqueued by name without an App: :func:`task_call`)."""
+
+
+def declared_function(task_type: str) -> TaskFunction[Any, Any] | None:
+    """The task function the Apps of this process declare as ``task_type``; None if none does.
+    InvalidArgumentError if several declare it with different options."""
+    found = [f for a in list(_APPS) if (f := a.functions.get(task_type)) is not None]
+    if not found:
+        return None
+    if any(f.options != found[0].options for f in found[1:]):
+        raise InvalidArgumentError(f"task type {task_type!r} is declared with different options by the apps "
+                                   f"{sorted({f.app.name for f in found})}: say which (app=)")
+    return found[0]

@@ -180,9 +180,10 @@ class _OutboxPlans:
 
     def row(self, task: Any, *args: Any, **options: Any) -> dict[str, Any]:
         """The outbox row of a task, SIGNED with the outbox's key (``signing_key``, else its App's;
-        a task function passed without either: its App's): the tag a worker checks, over the
-        queue, the id and the encoded task (:mod:`asynqpy.core.signing`), made here, by the
-        application; the relay only verifies it. ``task``: a task function and its arguments, or
+        a task function, or its name, passed without either: the key of the App declaring it):
+        the tag a worker checks, over the queue, the id and the encoded task
+        (:mod:`asynqpy.core.signing`), made here, by the application; the relay only verifies it.
+        ``task``: a task function and its arguments, or
         a task type, its payload and the options of :meth:`asynqpy.Client.enqueue` (a name the
         outbox's App declared brings its declared options and argument checks, as a task function
         does: :func:`asynqpy.app.task_call`, the one rule of every producer). The options are
@@ -190,13 +191,15 @@ class _OutboxPlans:
         generated (or ``task_id``). For a connection that is not SQLAlchemy's (Django's): insert
         these columns with its cursor in the transaction (``Outbox(None)`` needs no engine for
         :meth:`row` and :meth:`ddl`)."""
-        from .app import TaskFunction, task_call
+        from .app import TaskFunction, declared_function, task_call
 
         task_type, payload, options = task_call(task, args, options, self.app, "outbox.enqueue")
         p = opts.prepare(task_type, payload, max_payload_bytes=self.max_payload_bytes, **options)
         signer = self.signer
-        if signer is None and isinstance(task, TaskFunction) and task.app.signing_key is not None:
-            signer = make_signer(task.app.signing_key)
+        if signer is None and self.app is None:  # a task function (or its name) brings its App's key
+            fn = task if isinstance(task, TaskFunction) else declared_function(task_type)
+            if fn is not None and fn.app.signing_key is not None:
+                signer = make_signer(fn.app.signing_key)
         data = p.data if signer is None else signer.seal(p.queue, p.id, p.data)
         now_ms = p.msg.enqueued_at_ms
         waiting = p.kind is kinds.TaskKind.WAITING  # (no lock: its mode column holds on_parent_failure)

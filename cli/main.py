@@ -372,7 +372,12 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
                    "(asynqpy task inspect; ServerOptions.capture_logs).")
 @click.option("--outbox", "outbox_db", default=None, metavar="DB_URL",
               help="Also relay the transactional outbox of this database (SQLAlchemy URL) to Redis, in a thread "
-                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`.")
+                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`; its "
+                   "password from --db-password-file or $ASYNQPY_DB_PASSWORD, not the URL (the relay verifies the "
+                   "rows' signatures with the App's or --signing-key-file's keys).")
+@click.option("--db-password-file", type=click.Path(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
+              help="A file whose first line is the --outbox database's password (default $ASYNQPY_DB_PASSWORD_FILE, "
+                   "else $ASYNQPY_DB_PASSWORD holds it).")
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
@@ -385,7 +390,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
            name: str | None, worker_version: str | None, sandbox: bool, sandbox_processes: int,
            sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool,
-           outbox_db: str | None, supervised: bool, signing_key_file: str | None,
+           outbox_db: str | None, db_password_file: str | None, supervised: bool, signing_key_file: str | None,
            redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -432,7 +437,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
 
-        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox")
+        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox", password_file=db_password_file)
         relay.start()
     if processes > 1:
         from asynqpy.worker.supervisor import supervise
