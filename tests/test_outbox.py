@@ -745,3 +745,42 @@ def _state_in(redis_url: str, queue: str, id: str) -> TaskState | None:
         return _info(redis_url, queue, id).state  # type: ignore[no-any-return]
     except (TaskNotFoundError, QueueNotFoundError):
         return None
+
+
+def test_async_outbox_brings_declared_options_and_signs(tmp_path: Path, mem_url: str) -> None:
+    """AsyncOutbox: the same rule (a task function or its App's name) and the same signing."""
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    from asynqpy import App
+    from asynqpy.core.signing import Signer
+
+    app = App(mem_url, signing_key=K_NEW)
+    name = f"ship-{next(_names)}"
+
+    @app.task(name=name, queue="shipping", max_retry=2, retention=30)
+    def ship(parcel: str) -> str:
+        return parcel
+
+    async def produce() -> list[str]:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+        ob = AsyncOutbox(engine, app=app)
+        await ob.create_table()
+        async with AsyncSession(engine) as s, s.begin():
+            ids = [await ob.enqueue(s, name, {"parcel": "p1"}), await ob.enqueue(s, ship, "p2")]
+            with pytest.raises(InvalidArgumentError):
+                await ob.enqueue(s, name, {"parcel": 3})
+        await engine.dispose()
+        return ids
+
+    ids = asyncio.run(produce())
+    relay = Relay(f"sqlite:///{tmp_path / 'a.db'}", mem_url, signing_key=K_NEW)
+    assert relay.relay_once().stored == 2
+    for id in ids:
+        info = _info(mem_url, "shipping", id)
+        assert (info.max_retry, info.retention) == (2, 30)
+    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.stored import message_of
+
+    stored = relay.redis.hget(queue_keys("shipping").tasks, ids[0])
+    assert Signer(K_NEW).open("shipping", ids[0], message_of(stored))
+    relay.engine.dispose()
