@@ -504,17 +504,19 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
 
 def _child_argv(argv: list[str]) -> list[str]:
     """The worker command line for one child: the same, without --processes, with --supervised
-    (worker/supervisor.py: how one signal gives one graceful shutdown)."""
+    (worker/supervisor.py: how one signal gives one graceful shutdown), and without the outbox's
+    flags (the supervisor alone relays: its database URL is not passed again to each child)."""
     out: list[str] = []
     skip = False
+    dropped = ("--processes", "--outbox", "--db-password-file")
     for a in argv:
         if skip:
             skip = False
             continue
-        if a == "--processes":
+        if a in dropped:
             skip = True
             continue
-        if a.startswith("--processes="):
+        if a.startswith(tuple(f"{d}=" for d in dropped)):
             continue
         out.append(a)
     return [sys.executable, "-m", "asynqpy.cli.main", *out, "--supervised"]

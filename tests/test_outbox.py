@@ -660,6 +660,11 @@ def test_the_database_password_comes_from_a_file_or_the_environment(tmp_path: Pa
     r = CliRunner().invoke(main, ["outbox", "failed", "--db", "sqlite:///" + str(tmp_path / "x.db"),
                                   "--db-password-file", str(tmp_path / "missing")])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    from asynqpy.cli.main import _child_argv
+
+    child = _child_argv(["worker", "t:app", "--processes", "2", "--outbox", "postgresql+psycopg://a:pw@h/d",
+                         "--db-password-file=/run/pw", "-c", "4"])
+    assert child[3:] == ["worker", "t:app", "-c", "4", "--supervised"]  # the supervisor alone relays
 
 
 # -- one rule for every producer (issue 42: 22) --------------------------------------------------------
