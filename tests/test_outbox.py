@@ -789,3 +789,18 @@ def test_async_outbox_brings_declared_options_and_signs(tmp_path: Path, mem_url:
     stored = relay.redis.hget(queue_keys("shipping").tasks, ids[0])
     assert Signer(K_NEW).open("shipping", ids[0], message_of(stored))
     relay.engine.dispose()
+
+
+def test_outbox_relay_exits_1_when_the_relay_stops_on_an_error(sqlite_url: str, mem_url: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``asynqpy outbox relay`` never exits 0 on a crash (a supervisor's Restart=on-failure)."""
+    from asynqpy.outbox import OutboxTableError
+
+    _outbox(sqlite_url)
+
+    def broken(self: Relay) -> Any:
+        raise OutboxTableError("the outbox table asynqpy_outbox lacks the column(s) error")
+
+    monkeypatch.setattr(Relay, "relay_once", broken)
+    r = CliRunner().invoke(main, ["outbox", "relay", "--db", sqlite_url, "--redis-url", mem_url])
+    assert r.exit_code == 1 and "the outbox relay stopped: the outbox table" in r.output, r.output
