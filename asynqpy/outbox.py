@@ -38,9 +38,10 @@ from .core import options as opts
 from .core.broker import Broker, Call
 from .core.codec import Message
 from .core.errors import AsynqpyError, InvalidArgumentError, RedisUnavailableError
-from .core.keys import queue_keys, validate_queue
+from .core.keys import queue_keys, validate_name, validate_queue
 from .core.signing import Refused, SigningKeys, make_signer, trust_gate
 from .core.twin import Async, Steps, Sync, planned
+from .core.workflow import POLICIES
 from .redisio.connection import REDIS_ERRORS, is_cluster, sync_client
 from .redisio.executor import SyncExecutor, evalsha_args, unavailable
 from .redisio.scripts import load_scripts
@@ -56,6 +57,9 @@ MARKER_TTL = 7 * 86400
 """Seconds a sent task's marker lives if the relay dies before its row's delete commits: a relay
 started within this long after such a crash sends nothing twice."""
 
+
+_POLICY_CODES = tuple(POLICIES.values())
+"""The ``mode`` column of a task with ``after=``: its ``on_parent_failure`` code."""
 
 STOP_CHECK = 0.2
 """Seconds between two looks at the stop signal while the relay waits for a notification."""
@@ -454,8 +458,12 @@ class Relay:
             raise BadRow("a task id and a queue name are required")
         try:
             validate_queue(r.queue)
+            validate_name("task id", r.id, opts.MAX_ID_LEN)
         except InvalidArgumentError as exc:
             raise BadRow(str(exc)) from None
+        modes = _POLICY_CODES if kind is kinds.TaskKind.WAITING else ("", "t", "d")
+        if (r.mode or "") not in modes and not (kind is kinds.TaskKind.WAITING and not r.mode):
+            raise BadRow(f"mode must be one of {modes!r} for a {kind.value} task, got {r.mode!r}")
         for name in ("due_ms", "unique_ttl"):
             v = getattr(r, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -543,7 +543,7 @@ def test_a_bad_row_is_set_aside_and_the_rows_behind_it_relayed(db_url: str, redi
     ob = _outbox(db_url)
     base = Outbox(None).row("order:confirm", {"order": 0}, queue="orders")
     bad = {"kind": {"kind": "plain2"}, "queue": {"queue": "bad queue"}, "data": {"data": b"\xc1garbage"},
-           "ttl": {"unique_ttl": -5}}
+           "ttl": {"unique_ttl": -5}, "mode": {"mode": "z"}}
     for name, poison in bad.items():
         _insert(ob, {**base, "id": f"bad-{name}", **poison})
     with Session(ob.engine) as s, s.begin():
@@ -552,7 +552,7 @@ def test_a_bad_row_is_set_aside_and_the_rows_behind_it_relayed(db_url: str, redi
     thread = relay.start()
     try:
         until(lambda: all(_stored(redis_url, "orders", id) is not None for id in good), timeout=20)
-        until(lambda: len(relay.set_aside()) == 4, timeout=20)
+        until(lambda: len(relay.set_aside()) == 5, timeout=20)
         assert thread.is_alive()
     finally:
         relay.stop()
@@ -562,17 +562,18 @@ def test_a_bad_row_is_set_aside_and_the_rows_behind_it_relayed(db_url: str, redi
     assert errors["bad-queue"].startswith("invalid queue name 'bad queue'")
     assert "undecodable" in errors["bad-data"] or "malformed" in errors["bad-data"].lower(), errors
     assert errors["bad-ttl"] == "unique_ttl must be an int >= 0, got -5"
+    assert errors["bad-mode"].startswith("mode must be one of")
     assert relay.pending() == 0
     runner = CliRunner()
     r = runner.invoke(main, ["outbox", "failed", "--db", db_url])
-    assert r.exit_code == 0 and r.output.count("bad-") == 4 and "unknown kind 'plain2'" in r.output, r.output
+    assert r.exit_code == 0 and r.output.count("bad-") == 5 and "unknown kind 'plain2'" in r.output, r.output
     r = runner.invoke(main, ["outbox", "retry", "--db", db_url, "bad-kind"])
     assert r.exit_code == 0 and "1 row(s)" in r.output and relay.pending() == 1
     assert relay.relay_once().set_aside == 1  # still bad: set aside again
     r = runner.invoke(main, ["outbox", "retry", "--db", db_url])
     assert r.exit_code == 2 and "give task ids or --all" in r.output
     r = runner.invoke(main, ["outbox", "discard", "--db", db_url, "--all"])
-    assert r.exit_code == 0 and "4 row(s) deleted" in r.output and _count(ob) == 0
+    assert r.exit_code == 0 and "5 row(s) deleted" in r.output and _count(ob) == 0
     relay.engine.dispose()
     ob.engine.dispose()
 
