@@ -640,8 +640,8 @@ class Relay:
         self._failures += 1
         if self._down is None:
             self._down, self._down_since = why, time.monotonic()
-            log.warning("outbox relay: cannot relay: %s (trying again every %.2fs up to %gs; one line when it is "
-                        "back)", why, idle, self.poll, exc_info=not expected)
+            log.warning("outbox relay: cannot relay: %s (retrying, at most %gs apart; one line when it is back)",
+                        why, self.poll, exc_info=not expected)
         else:
             log.debug("outbox relay: still failing: %s", why)
 
