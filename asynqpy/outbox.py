@@ -609,13 +609,13 @@ class Relay:
                 self._close_listener()
                 raise
             except retried as exc:
-                self._failed(exc, idle, expected=True)
+                self._failed(exc, expected=True)
                 self._close_listener()
                 stop.wait(idle)
                 idle = min(self.poll, idle * 2)
                 continue
             except Exception as exc:  # noqa: BLE001 - a bug must not end the relay silently: logged, retried
-                self._failed(exc, idle, expected=False)
+                self._failed(exc, expected=False)
                 self._close_listener()
                 stop.wait(idle)
                 idle = min(self.poll, idle * 2)
@@ -633,7 +633,7 @@ class Relay:
                 idle = min(self.poll, idle * 2)
         self._close_listener()
 
-    def _failed(self, exc: BaseException, idle: float, expected: bool) -> None:
+    def _failed(self, exc: BaseException, expected: bool) -> None:
         """A look failed: the first failure of an outage is logged (WARNING; an unexpected error
         with its traceback), the next ones at DEBUG, until :meth:`_back`."""
         why = _short(exc)
