@@ -372,7 +372,12 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
                    "(asynqpy task inspect; ServerOptions.capture_logs).")
 @click.option("--outbox", "outbox_db", default=None, metavar="DB_URL",
               help="Also relay the transactional outbox of this database (SQLAlchemy URL) to Redis, in a thread "
-                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`.")
+                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`; its "
+                   "password from --db-password-file or $ASYNQPY_DB_PASSWORD, not the URL (the relay verifies the "
+                   "rows' signatures with the App's or --signing-key-file's keys).")
+@click.option("--db-password-file", type=click.Path(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
+              help="A file whose first line is the --outbox database's password (default $ASYNQPY_DB_PASSWORD_FILE, "
+                   "else $ASYNQPY_DB_PASSWORD holds it).")
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
@@ -385,7 +390,7 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
            metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
            name: str | None, worker_version: str | None, sandbox: bool, sandbox_processes: int,
            sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool,
-           outbox_db: str | None, supervised: bool, signing_key_file: str | None,
+           outbox_db: str | None, db_password_file: str | None, supervised: bool, signing_key_file: str | None,
            redis_url: str) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -426,11 +431,13 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
     if app is not None and given("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
         redis_url = app.redis
     queues: Any = spec or (app.server().options.queues if app else {"default": 1})
+    if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
+        keys = app.signing_key
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
 
-        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox")
+        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox", password_file=db_password_file)
         relay.start()
     if processes > 1:
         from asynqpy.worker.supervisor import supervise
@@ -479,7 +486,6 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         if app.periodic_entries:
             extra["scheduler_entries"] = tuple(app.periodic_entries)
         extra["scheduler_owner"] = app.owner
-        keys = keys if keys is not None else app.signing_key
     flags = {"concurrency": concurrency, "strict_priority": strict_priority, "lease": lease,
              "heartbeat_interval": heartbeat_interval, "shutdown_timeout": shutdown_timeout,
              "unknown_type": unknown_type}
@@ -498,17 +504,19 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
 
 def _child_argv(argv: list[str]) -> list[str]:
     """The worker command line for one child: the same, without --processes, with --supervised
-    (worker/supervisor.py: how one signal gives one graceful shutdown)."""
+    (worker/supervisor.py: how one signal gives one graceful shutdown), and without the outbox's
+    flags (the supervisor alone relays: its database URL is not passed again to each child)."""
     out: list[str] = []
     skip = False
+    dropped = ("--processes", "--outbox", "--db-password-file")
     for a in argv:
         if skip:
             skip = False
             continue
-        if a == "--processes":
+        if a in dropped:
             skip = True
             continue
-        if a.startswith("--processes="):
+        if a.startswith(tuple(f"{d}=" for d in dropped)):
             continue
         out.append(a)
     return [sys.executable, "-m", "asynqpy.cli.main", *out, "--supervised"]
