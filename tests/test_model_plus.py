@@ -215,12 +215,13 @@ class PlusMachine(CrossMachine):
             self.trace.append(f"tenant defaults rate {DEFAULT_RATE}")
             self.burst_of("b")
             self.dequeue(2)
-        elif self.operator_steps % 2:
-            self.insp.clear_tenant_defaults(Q)
-            self.trace.append("tenant defaults cleared")
         else:
-            self.insp.set_tenant_defaults(Q, rate=0)
-            self.trace.append("tenant defaults rate 0")
+            if self.operator_steps % 2:
+                self.insp.clear_tenant_defaults(Q)
+            else:
+                self.insp.set_tenant_defaults(Q, rate=0)
+            self.trace.append(f"tenant defaults {'cleared' if self.operator_steps % 2 else 'rate 0'}")
+            self.dequeue(1)  # the worker it woke
 
     def passes_grow_large(self) -> None:
         """The state ~10^12 turns of weight 1 leave on a queue whose tenant work never ran dry: the
@@ -240,17 +241,15 @@ class PlusMachine(CrossMachine):
         """What a dequeue is held to, read before it: tw's head (a tenant held by its rate) when its
         next task is due or its rate is gone, and tenant a's rate schedule (its TAT)."""
         tn = {f.decode(): v.decode() for f, v in self.r.hgetall(K.tn).items()}
-        head = self.r.zrange(K.tw, 0, 0, withscores=True)
-        free = (not self.r.exists(K.paused) and (not self.limit or self.r.zcard(K.lease) < self.limit)
-                and self.r.exists(K.tr, K.tw) > 0)  # (tenants take turns: the dequeue runs take_fair)
-        stuck, gone = None, False
-        if head and free:
-            name, due = head[0][0].decode(), head[0][1]
-            own = tn.get(f"l:{name}", tn.get("d", "")).split(" ")
+        n = count if not self.limit else min(count, self.limit - self.r.zcard(K.lease))  # (the dequeue's count)
+        free = not self.r.exists(K.paused) and n > 0 and self.r.exists(K.tr, K.tw) > 0  # (it runs take_fair)
+        stuck: dict[str, bool] = {}  # tw's first n+1 (what the dequeue reads): due, or with no rate in force
+        for name, due in self.r.zrange(K.tw, 0, n, withscores=True) if free else []:
+            own = tn.get(f"l:{name.decode()}", tn.get("d", "")).split(" ")
             gone = len(own) < 5 or float(own[3]) <= 0  # no rate in force for it any more
             if due <= self.clock.now_ms() or gone:
-                stuck = name
-        return {"stuck": stuck, "gone": gone, "free": free, "tat": tn.get("k:a"), "now": self.clock.now_ms()}
+                stuck[name.decode()] = gone
+        return {"stuck": stuck, "n": n, "free": free, "tat": tn.get("k:a"), "now": self.clock.now_ms()}
 
     def rate_state_after(self, before: dict[str, Any], count: int, got: list[str]) -> None:
         """After a dequeue that took tenants' turns (not paused, a slot free, not every one of
@@ -259,11 +258,12 @@ class PlusMachine(CrossMachine):
         PASS_REBASE; and tenant a's schedule moved by its rate's interval for each task of it
         started, and by nothing for its tasks held (issue 42 defects 1, 6, 5)."""
         now = before["now"]
-        fair = before["free"] and sum("|" in i for i in got) < count  # (the dequeue took tenants' turns)
-        if fair and before["stuck"] is not None:
-            due = self.r.zscore(K.tw, before["stuck"])
-            assert due is None or (due > now and not before["gone"]), (f"tenant {before['stuck']} still held by its rate after a dequeue "
-                                              "(its next task was due, or its rate was gone)", self.trace[-12:])
+        fair = before["free"] and sum("|" in i for i in got) < before["n"]  # (the dequeue took tenants' turns)
+        for name, gone in before["stuck"].items() if fair else ():
+            due = self.r.zscore(K.tw, name)
+            assert due is None or (due > now and not gone), (f"tenant {name} still held by its rate after a dequeue "
+                                                             "(its next task was due, or its rate was gone)",
+                                                             self.trace[-12:])
         v = self.r.hget(K.tn, "v")
         assert not fair or v is None or float(v) < PASS_REBASE, (f"the virtual time {v!r} is past PASS_REBASE", self.trace[-12:])
         started = sum(1 for i in got if i in self.known and self.known[i].tenant == "a")

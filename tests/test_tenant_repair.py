@@ -160,3 +160,22 @@ def test_a_server_s_sweep_runs_the_tenant_parts(backend: Any) -> None:
         serve_until(backend, mux, lambda: len(ran) == 2, queues=[Q], reconcile_interval=0.2)
         assert sorted(ran) == ["after-gone", "lost-turn"]
         assert not r.exists(q.ta)
+
+
+def test_a_tenant_held_by_a_rate_it_no_longer_has_is_put_back(backend: Any) -> None:
+    """Issue 42 defect 1: a tenant waiting on the queue's default rate (``tw``) when the defaults
+    are cleared is put back in the ring by the sweep's ring part too (as by the next dequeue); one
+    held by a rate still in force is left alone."""
+    ex, b, q = SyncExecutor(backend.sync), Broker(), queue_keys(Q)
+    r = backend.sync
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_tenant_defaults(Q, rate="1/m")
+        insp.set_tenant(Q, "own", rate="1/m")
+        ids = {t: [c.enqueue("t", t, queue=Q, tenant=t).id for _ in range(2)] for t in ("a", "own")}
+        assert sorted(_drain(ex, b)) == sorted([ids["a"][0], ids["own"][0]])
+        assert sorted(r.zrange(q.tw, 0, -1)) == [b"a", b"own"]  # held by their rates
+        assert _sweep(ex, b, "ring") == []  # both rates in force: nothing to repair
+        insp.clear_tenant_defaults(Q)
+        assert _sweep(ex, b, "ring") == [("a", "held by a rate it no longer has: put back in the ready ring")]
+        assert r.zscore(q.tr, "a") is not None and r.zrange(q.tw, 0, -1) == [b"own"]
+        assert _drain(ex, b) == ids["a"][1:]
