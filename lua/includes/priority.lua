@@ -196,6 +196,8 @@ local function tenant_rate_set(tn, name, tat)  -- keep a tenant's schedule (and 
   end
   redis.call('HSET', tn, 'k:' .. name, string.format('%.3f', tat), 'kb', kb)
 end
+-- (A tenant held by its rate is in tw, which pk does not name: tenant_ready may put it back at V; the
+-- dequeue that meets it finds no task allowed and holds it again.)
 local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless
   if redis.call('ZSCORE', pk[4], tenant) then  -- paused or at its concurrency (held). Returns true if it entered
     return false
