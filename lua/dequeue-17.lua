@@ -167,6 +167,7 @@ if version > 0 and count > 0 then  -- tasks held for a version up to the caller'
 end
 local prios = redis.call('ZCARD', KEYS[8])  -- (none, the usual case: the zset is not read)
 local held_any = false  -- a task taken was held (includes/hold): it used one of count, not a slot
+local fair_vals = {}  -- id -> stored value of the tenant tasks take_fair hands out (read once)
 local function take_plain(n)  -- up to n pending ids without a tenant, in priority order
   local ids = {}
   if prios > 0 then
@@ -204,6 +205,9 @@ local function rate_held_back(tw, ring, tn, n, vt, settings, defaults)
   -- tenants held by their rate (tw) whose next task conforms now, or whose rate is gone (the queue's
   -- defaults or its own settings changed): back in the round at V (NX: one a push put back keeps its pass)
   local heads = redis.call('ZRANGE', tw, 0, n, 'WITHSCORES')
+  if #heads == 0 then
+    return false
+  end
   local back, names, check = {}, {}, {}
   for j = 1, #heads, 2 do
     if tonumber(heads[j + 1]) <= now or not settings then
@@ -232,6 +236,7 @@ local function rate_held_back(tw, ring, tn, n, vt, settings, defaults)
     redis.call('ZREM', tw, unpack(names))
     redis.call('ZADD', ring, 'NX', unpack(back))
   end
+  return true  -- (tw existed: a tenant the dequeue serves may be in it too)
 end
 local function rebase(ring, vt)  -- passes back near 0 (each less V): they stay exact, and V with them
   local all = redis.call('ZRANGE', ring, 0, -1, 'WITHSCORES')
@@ -252,10 +257,7 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
   if redis.call('LLEN', KEYS[2]) + prios > 0 and not redis.call('ZSCORE', ring, '') then
     redis.call('ZADD', ring, string.format('%.0f', vt), '')  -- the tasks without a tenant take their turns as the tenant ''
   end
-  local waiting = redis.call('EXISTS', tw) == 1  -- (tenants held by their rate)
-  if waiting then
-    rate_held_back(tw, ring, tn, n, vt, settings, defaults)
-  end
+  local waiting = rate_held_back(tw, ring, tn, n, vt, settings, defaults)  -- (tenants held by their rate)
   local ids, active, bucket = {}, {}, {}
   for _ = 1, 8 do  -- (rounds: another only when a tenant had fewer tasks than its turns)
     local want = n - #ids
@@ -360,7 +362,7 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
               redis.call('ZADD', KEYS[16], string.format('%.0f', score), id)
               held_n, short, held_any = held_n + 1, true, true
             elseif msg then
-              ids[#ids + 1] = id
+              ids[#ids + 1], fair_vals[id] = id, vals[at]
               active[#active + 1] = id  -- (its tenant slot, counted for every tenant so that a limit set
               active[#active + 1] = name  -- while its tasks run counts them: includes/priority tenant_left)
               given = given + 1
@@ -453,7 +455,22 @@ if ids or #runs > 0 then
     h, o = h + 2, o + 2
   end
   ids = ids or {}
-  local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
+  local vals, need = {}, {}  -- (the values take_fair did not read: one HMGET)
+  for i = 1, #ids do
+    vals[i] = fair_vals[ids[i]]
+    if not vals[i] then
+      need[#need + 1] = ids[i]
+    end
+  end
+  if #need > 0 then
+    local got, j = redis.call('HMGET', KEYS[1], unpack(need)), 0
+    for i = 1, #ids do
+      if not fair_vals[ids[i]] then
+        j = j + 1
+        vals[i] = got[j]
+      end
+    end
+  end
   local held = {}
   for i = 1, #ids do
     local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
@@ -517,7 +534,7 @@ local rate_wait = false  -- every tenant with work is held by its rate: ms until
 if fair or count == 0 then  -- tenants' tasks count while a tenant is in the ring or held by its rate (not all paused)
   local ready = redis.call('ZRANGE', KEYS[13], 0, 1)  -- ('' at most once: 2 tell)
   local live = ready[1] ~= nil and (ready[1] ~= '' or ready[2] ~= nil)
-  local first = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')[2]
+  local first = not live and redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')[2]  -- (the first due of tw)
   if first then
     rate_wait = math.max(1, tonumber(first) - now)
   end
