@@ -46,7 +46,7 @@ ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)
 ARGV[6] version  the caller's version (core/deploy.py encode_version; 0 = none)
 Deploy holds (includes/hold): a pending task of a blocked type (conf field 'holds'), or one that
 needs a newer worker than the caller, is not leased but held in the scheduled zset (state 's');
-it uses one of the ``count``. A tenant's task is checked as its tenant's turn takes it, before
+one without a tenant uses one of the ``count``. A tenant's task is checked as its tenant's turn takes it, before
 anything is counted: a held one takes no tenant slot, no token of its tenant's rate and no turn
 (the tenant takes its next task instead). A targeted task of a blocked type
 gives no run (it stays targeted; min_worker_version is refused for targeted tasks). A caller with a version first
