@@ -41,7 +41,7 @@ def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True, d
 
 def _tenant_keys_left(backend: Any) -> list[str]:
     q = queue_keys(Q)
-    return [k for k in (q.tq, q.tr, q.tn, q.ta) if backend.sync.exists(k)]
+    return [k for k in (q.tq, q.tr, q.tn, q.ta, q.tw) if backend.sync.exists(k)]
 
 
 def _fill(c: Client) -> None:
