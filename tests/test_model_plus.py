@@ -4,7 +4,10 @@ everything it drives: the same machine, and
   a deploy), tasks gated by ``min_worker_version`` (one producer task in seven), and workers of
   two versions (w2 is version 2; the others have none);
 - tenant rates: tenant "a" has a rate of 2/s, which every fifth operator step turns off or on
-  again (the model's clock moves by its "time" steps).
+  again (the model's clock moves by its "time" steps);
+- issue 42: the queue's default rate for its tenants, turned on (tenant b sends a burst and waits
+  on it) and off while b waits (every third operator step), and the virtual time and passes moved
+  up near 10^15 by hand (every seventh).
 After every step, beside the model's own checks: a task is held (the scheduled zset, from
 HOLD_FLOOR) only while its type is blocked (the type band) or when it needs a newer worker (the
 version band), and the queue's blocked types are the operator's; a worker the concurrency limit
@@ -12,6 +15,10 @@ held back is woken once a slot is free and tasks it may take are pending (those 
 by its rate are not: the dequeue's reply says when to look again). At every dequeue, no task of a
 blocked type and no task gated above the worker's version is handed out, and tenant "a" has
 started no more tasks since its rate was set than the rate allows (its burst, then one a token).
+After a dequeue that takes tenants' turns: the tenants held by their rate (``tw``) among the first
+count+1 it reads that were due, or whose rate is gone, are back in the round; the virtual time is
+below PASS_REBASE; tenant a's rate schedule moved by one interval a task of it started (none for its
+held tasks).
 
 A subclass, so that the model's own examples (and the mutants it is checked against,
 tests/test_model_mutants.py) stay as they are: hypothesis derives a machine's examples from its
