@@ -12,7 +12,9 @@ queue's tenant bookkeeping back in line with its tasks after keys were removed o
                  longer has leaves tw); one at its concurrency has its count checked against its active tasks
                  (the lease zset's tasks and their messages, when it holds at most 2 000: a count
                  raised by hand would hold it for good), its count and ``ta`` entries corrected,
-                 and is put back if that frees a slot
+                 and is put back if that frees a slot; a tenant whose pass is PASS_REBASE or more
+                 past the virtual time (no turn leaves it there: the rate band of versions before
+                 issue 42, 10^15 + a due time) is put back at the virtual time
 A tenant put back wakes a worker. An active tenant task missing from ``ta`` is restored by the
 ``tasks`` part (lua/reconcile-10.lua) too, without changing the count (an entry removed by hand
 leaves the count counting it). A ring entry of a tenant without pending tasks needs no
@@ -73,6 +75,7 @@ end
 local from = ARGV[2] == '0' and '-' or ('[' .. string.match(ARGV[2], '^n(.*)$') .. '\1')
 local held, back = {}, false
 local last = nil
+local v = tonumber(redis.call('HGET', KEYS[6], 'v') or '0')  -- the virtual time
 for _ = 1, count do
   local head = redis.call('ZRANGE', KEYS[4], from, '+', 'BYLEX', 'LIMIT', 0, 1)[1]
   if not head then
@@ -81,7 +84,13 @@ for _ = 1, count do
   end
   local tenant = string.sub(head, 1, string.find(head, '\0', 1, true) - 1)
   last, from = tenant, '[' .. tenant .. '\1'
-  if not redis.call('ZSCORE', KEYS[5], tenant) then
+  local pass = redis.call('ZSCORE', KEYS[5], tenant)
+  if pass and tonumber(pass) - v >= PASS_REBASE then  -- (no turn leaves a pass that far ahead of V)
+    redis.call('ZADD', KEYS[5], string.format('%.0f', v), tenant)
+    back = true
+    out[#out + 1] = tenant
+    out[#out + 1] = 'its pass was far past the virtual time (an older version\'s rate hold): put back at it'
+  elseif not pass then
     local t = redis.call('HMGET', KEYS[6], 'v', 'l:' .. tenant, 'a:' .. tenant, 'd')
     local _, paused, limit, rate = tenant_settings(t[2], t[4])
     local by_rate = redis.call('ZSCORE', KEYS[10], tenant)

@@ -179,3 +179,21 @@ def test_a_tenant_held_by_a_rate_it_no_longer_has_is_put_back(backend: Any) -> N
         assert _sweep(ex, b, "ring") == [("a", "held by a rate it no longer has: put back in the ready ring")]
         assert r.zscore(q.tr, "a") is not None and r.zrange(q.tw, 0, -1) == [b"own"]
         assert _drain(ex, b) == ids["a"][1:]
+
+
+def test_a_pass_far_past_the_virtual_time_is_put_back_at_it(backend: Any) -> None:
+    """Issue 42 defect 6, on an upgrade: the rate band of older versions left a rate-held tenant in
+    the ring at 10^15 + its due time; no turn leaves a pass PASS_REBASE past the virtual time, so
+    the ring part puts such a tenant back at V (otherwise it would wait until every other tenant's
+    pass reached it)."""
+    ex, b, q = SyncExecutor(backend.sync), Broker(), queue_keys(Q)
+    r = backend.sync
+    with Client(backend.sync) as c:
+        ids = {t: [c.enqueue("t", t, queue=Q, tenant=t).id for _ in range(2)] for t in ("a", "b")}
+        r.zadd(q.tr, {"a": 10**15 + 1_700_000_000_000})  # as an older version left it
+        assert _sweep(ex, b, "ring") == [
+            ("a", "its pass was far past the virtual time (an older version's rate hold): put back at it")]
+        assert r.zscore(q.tr, "a") == float(r.hget(q.tn, "v") or 0)
+        assert _sweep(ex, b, "ring") == []
+        got = ex.run(b.dequeue(Q, 2, 30_000, "tok00002")).tasks
+        assert sorted(id for id, _ in got) == sorted([ids["a"][0], ids["b"][0]])  # turns again
