@@ -278,6 +278,31 @@ def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
     assert " ".join(CLUSTER_EXTRA) in readme
 
 
+WRITES = {"hset", "hdel", "hincrby", "set", "del", "unlink", "lpush", "rpush", "lpop", "rpop", "lset", "lrem",
+          "ltrim", "zadd", "zrem", "zincrby", "zremrangebyrank", "zremrangebyscore", "sadd", "srem", "xadd", "xdel",
+          "incr", "incrby", "decrby", "expire", "pexpire", "persist", "publish", "rpoplpush", "blmove"}
+
+
+def test_every_operator_script_is_refused_to_a_producer_before_its_first_write() -> None:
+    """A script only operators (and workers) run, that writes, starts with a command the README's
+    producer role does not hold (PERSIST, or EXISTS through includes/operator.lua): Redis refuses
+    the whole script to a producer before anything changes (issue 42: hold-10 had no such guard,
+    and a producer could block and unblock task types)."""
+    allowed = {c[1:] for r in documented_acl()["producer"] for c in r.strip("()").split() if c.startswith("+")}
+    unguarded = []
+    for script in sorted(ROLE_SCRIPTS["inspector"] - ROLE_SCRIPTS["producer"] - ROLE_SCRIPTS["worker"]):
+        path = next((ROOT / "lua").glob(f"{script}-*.lua"))
+        body = path.read_text().split("]]", 1)[1]  # the script's own body, after its header
+        if not {c.lower() for c in re.findall(r"redis\.p?call\('(\w+)'", body)} & WRITES:
+            continue  # reads only (page, stats, tenants: its includes' writes are not called)
+        first = re.search(r"redis\.p?call\('(\w+)'|(operator_only|writable_when_full)\(", body)
+        command = first and ({"operator_only": "exists", "writable_when_full": "persist"}.get(first[2] or "")
+                             or first[1].lower())
+        if command is None or command in allowed:
+            unguarded.append(f"{script} (first command: {command})")
+    assert not unguarded, f"operator scripts a producer could run: {unguarded}"
+
+
 def _lifecycle_mux(ran: list[Any], started: asyncio.Event) -> ServeMux:
     mux = ServeMux()
     tries: dict[str, int] = {}
@@ -478,6 +503,8 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
                             lambda: pinsp.delete_task("default", "g1"),
                             lambda: pinsp.set_workers("default", "m1", ["w2"]),
                             lambda: pinsp.delete_task("default", "m1"),  # a targeted task: run_end's D
+                            lambda: pinsp.block_type("default", "ok"),  # deploy holds (hold-10)
+                            lambda: pinsp.unblock_type("default", "ok"),
                             lambda: SyncExecutor(raw_producer).run(Broker().cancel(  # cancel, sent raw
                                 "default", victim, "12345678", b"x", "", b"n")),
                             lambda: pinsp.stop_server(sid, timeout=1),
