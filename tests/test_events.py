@@ -224,6 +224,43 @@ def test_the_cap_counts_events_so_a_batch_fed_stream_stays_small(backend: Any) -
         assert backend.sync.memory_usage(k.events, samples=0) < 48_000  # (200 entries of 100 ids: ~500 KB)
 
 
+def test_a_stream_mixing_single_and_batch_entries_keeps_its_cap_of_events(backend: Any) -> None:
+    """Issue 42: the cap counts events whatever the mix of entries. Before, an entry of n events
+    was added with MAXLEN ~ cap / n, so a batch's entry trimmed a mixed stream to cap / n entries:
+    a queue fed single tasks and batches kept a sixth of its cap (the oldest event first gone).
+    Now every event is kept up to the cap, then the newest cap events (at most cap / 100 and
+    one entry more)."""
+    ins = Inspector(backend.sync)
+    ins.set_events(Q, 1000)
+    singles = [("t" if i % 2 else "u", i) for i in range(150)]  # (types alternate: an entry each)
+    with Client(backend.sync) as c:
+        c.enqueue("first", queue=Q, task_id="first")
+        for _ in range(4):
+            c.enqueue_many([("b", i) for i in range(50)], queue=Q)  # one entry of 50 events
+            c.enqueue_many(singles, queue=Q)
+    events = list(ins.events(Q))
+    assert len(events) == 801 and events[0].task_id == "first"  # under the cap: every event kept
+    with Client(backend.sync) as c:
+        for i in range(5):
+            c.enqueue_many(singles, queue=Q)
+            c.enqueue_many([("b", j) for j in range(50)], queue=Q)
+            c.enqueue("s", queue=Q, task_id=f"last{i}")
+    events = list(ins.events(Q))
+    assert 1000 <= len(events) <= 1000 + 10 + 50, len(events)  # the cap, and no more than a trim's slack
+    assert events[-1].task_id == "last4" and "first" not in {e.task_id for e in events}
+    assert int(backend.sync.hget(queue_keys(Q).conf, "kept")) == len(events)  # the count is the stream's
+    ins.set_events(Q, 100)  # a lowered cap is reached within a few writes
+    with Client(backend.sync) as c:
+        for i in range(3):
+            c.enqueue("s", queue=Q)
+    assert 100 <= len(list(ins.events(Q))) <= 160
+    backend.sync.delete(queue_keys(Q).events)  # deleted by hand: the count finds its way back
+    with Client(backend.sync) as c:
+        for i in range(120):
+            c.enqueue_many(singles[:2], queue=Q)
+    assert 100 <= len(list(ins.events(Q))) <= 160
+
+
 def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:
     """done sends plain successes (no lock, waiter, progress, result or key) in a short form ahead
     of the others (lua/done-20.lua 'plain', includes/exit exit_plain): each item's reply is still

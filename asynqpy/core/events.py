@@ -8,9 +8,9 @@ whose fields are ``e`` (the event), ``id``, ``type`` and, depending on the event
 A batch of tasks enqueued together (generated ids, one type), a batch of tasks that finished
 together (one type and attempt), and the tasks of one type one dequeue took are each one entry
 (at most 50 ids an entry) whose ``ids`` field holds their ids, space-separated: it is read as one
-event per task, all sharing the entry's ``stream_id``. The cap counts events: an entry of n events
-is added with ``MAXLEN ~ cap / n``, so a batch-fed stream's memory is bounded like a single-fed
-one's.
+event per task, all sharing the entry's ``stream_id``. The cap counts events, whatever the mix of
+entries: the conf field ``kept`` counts the stream's events, and the oldest entries are trimmed
+once it passes the cap by a hundredth (lua/includes/events.lua ``ev_trim``).
 
 ``active`` events (a worker took the task) are written only when someone reads them: while a
 reader follows the stream (:class:`Reader` with ``follow``: it sets the conf field ``followed``
@@ -38,7 +38,7 @@ EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "
           "process_removed")
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
-"""Events kept per queue unless set otherwise (about: trimming is by whole stream nodes)."""
+"""Events kept per queue unless set otherwise (the newest; up to a hundredth more between trims)."""
 FOLLOW_MS = 60_000
 """How long (ms) a following reader's ask for ``active`` events lasts; it renews it every third."""
 
