@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers import serving, stats, until
 
-from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, Task
+from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, SkipRetry, Task
 from asynqpy.core import events as ev
 from asynqpy.core.broker import Broker, Done
 from asynqpy.core.codec import Message, decode
@@ -259,6 +259,52 @@ def test_a_stream_mixing_single_and_batch_entries_keeps_its_cap_of_events(backen
         for i in range(120):
             c.enqueue_many(singles[:2], queue=Q)
     assert 100 <= len(list(ins.events(Q))) <= 160
+
+
+def test_a_handler_sees_its_tenant_and_the_tenant_is_on_its_events(backend: Any) -> None:
+    """Issue 42 #23: ``Task.tenant`` (and ``current_task().tenant``) is the task's tenant, and the
+    events of its enqueue and of its end carry it (``TaskEvent.tenant``), in single entries and in
+    batched ones (a batch's entry is one tenant's: tasks of two tenants never share one)."""
+    from asynqpy import current_task
+
+    seen: dict[str, tuple[str, str]] = {}
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        cur = current_task()
+        seen[task.id] = (task.tenant, cur.tenant if cur else "?")
+
+    @mux.handle("bad")
+    async def bad(task: Task) -> None:
+        raise SkipRetry("no")
+
+    with Client(backend.sync) as c:
+        c.enqueue("t", 1, queue=Q, task_id="a1", tenant="acme")
+        c.enqueue("t", 2, queue=Q, task_id="n1")
+        c.enqueue_many([("t", i) for i in range(5)], queue=Q, tenant="acme")  # one entry: acme's
+        c.enqueue_many([("t", i) for i in range(5)], queue=Q, tenant="globex")
+        c.enqueue("bad", queue=Q, task_id="b1", tenant="globex")
+        c.enqueue("t", queue=Q, task_id="k1", tenant="acme", key="k")
+        c.enqueue("t", queue=Q, task_id="k2", tenant="acme", key="k")  # blocked behind k1
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, queues=[Q], concurrency=20):
+            await until(lambda: len(seen) == 14 and stats(backend, Q).archived == 1 and stats(backend, Q).active == 0)
+
+    asyncio.run(main())
+    assert seen["a1"] == ("acme", "acme") and seen["n1"] == ("", "") and seen["k2"] == ("acme", "acme")
+    assert sorted({v for v in seen.values()}) == [("", ""), ("acme", "acme"), ("globex", "globex")]
+    tenant_of = {"a1": "acme", "n1": "", "b1": "globex", "k1": "acme", "k2": "acme"}
+    events = list(Inspector(backend.sync).events(Q))
+    for e in events:
+        want = tenant_of.get(e.task_id)
+        if want is None:  # an enqueue_many task: its tenant from its handler's view
+            want = seen[e.task_id][0]
+        assert e.tenant == want, e
+    kinds = {(e.task_id, e.event) for e in events}
+    assert {("a1", "enqueued"), ("a1", "completed"), ("b1", "archived"), ("k2", "blocked"),
+            ("k2", "enqueued"), ("k2", "completed")} <= kinds
 
 
 def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:

@@ -50,7 +50,10 @@ class TaskEvent:
     retried task becomes pending; ``value``: a progress value. ``stream_id`` resumes a read after
     this event (``since=``). A ``run`` event (a run of a targeted task ended) names the
     ``worker`` and its ``outcome``: "succeeded", "failed", "lease expired" or "given back"; a
-    ``debounced`` event's ``by`` is the task that replaced it."""
+    ``debounced`` event's ``by`` is the task that replaced it. ``tenant``: the task's tenant
+    (``enqueue(tenant=)``; '' = none) on the events of its enqueue (``enqueued``, ``blocked``) and
+    of its every end (``completed``, ``retry``, ``archived``, ``cancelled``, ``deleted``,
+    ``scheduled`` by a snooze, ...): what the exit path writes (lua/includes/exit.lua)."""
 
     stream_id: str
     time: datetime
@@ -65,6 +68,7 @@ class TaskEvent:
     worker: str = ""
     outcome: str = ""
     by: str = ""
+    tenant: str = ""
 
 
 _OUTCOMES = {"s": "succeeded", "f": "failed", "e": "lease expired", "g": "given back"}
@@ -96,7 +100,7 @@ def parse_entry(queue: str, entry_id: Any, fields: dict[Any, Any]) -> TaskEvent:
         int(attempt) if attempt is not None and _text(attempt).isdigit() else None, _text(f.get("error", "")),
         ms_to_datetime(int(due)) if due is not None and _text(due).isdigit() else None, value,
         _text(f.get("worker", "")), _OUTCOMES.get(_text(f.get("outcome", "")), _text(f.get("outcome", ""))),
-        _text(f.get("by", "")),
+        _text(f.get("by", "")), _text(f.get("tenant", "")),
     )
 
 

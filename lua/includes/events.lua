@@ -15,6 +15,8 @@
 --- stream deleted or trimmed by hand), the trim finds the stream's end first and sets it to what
 --- it found. ev_trim reads at most 500 entries a call: a lowered cap is reached over a few writes.
 --- events_cap(conf) remembers the conf it read (each script touches one queue): emit needs it.
+--- emit_task(stream, cap, tenant, ...): emit, and the field 'tenant' when ``tenant`` (the task's
+--- tenant: includes/priority msg_tenant; nil = none) is given.
 --- ids_ok(id): an id that may go in an 'ids' list (no space in it).
 --- msg_type(m, at): the task type of the encoded message at byte ``at`` (default 1) of ``m`` ('' =
 --- none): read in place, so a stored value's type needs no copy of its message (STORED_ACTIVE_AT).
@@ -90,6 +92,17 @@ end
 local function emit(stream, cap, ...)
   if cap > 0 then
     ev_xadd(stream, cap, 1, ...)
+  end
+end
+local function emit_task(stream, cap, tenant, ...)  -- emit, with the task's tenant last when it has one
+  if cap > 0 then
+    if tenant then
+      local f = {...}
+      f[#f + 1], f[#f + 2] = 'tenant', tenant
+      ev_xadd(stream, cap, 1, unpack(f))
+    else
+      ev_xadd(stream, cap, 1, ...)
+    end
   end
 end
 local IDS_PER_ENTRY = 50
