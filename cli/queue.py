@@ -6,6 +6,7 @@ import click
 from rich.table import Table
 
 from asynqpy import QueueInfo
+from asynqpy.core.tenants import state_text as tenant_state
 
 from .common import (
     UserError,
@@ -207,11 +208,14 @@ def tenants(queue_name: str, after: str, count: int, weight: int | None, concurr
     if as_json:
         emit_json(got)
         return
+    if not got:
+        click.echo(f"no tenants in queue {queue_name}" + (f" after {after}" if after else "")
+                   + " (a tenant is listed while it has pending tasks)")
+        return
     t = Table("tenant", "pending", "active", "weight", "concurrency", "rate", "state")
     for ti in got:
         t.add_row(ti.tenant, str(ti.pending), str(ti.active), str(ti.weight), str(ti.concurrency or "-"),
-                  _rate_text(ti.rate, ti.burst) if ti.rate else "-",
-                  "paused" if ti.paused else ("taking turns" if ti.ready else "held"))
+                  _rate_text(ti.rate, ti.burst) if ti.rate else "-", tenant_state(ti, short=True))
     show(console(), t)
     if len(got) == count:
         click.echo(f"(more: --after {got[-1].tenant})")
@@ -251,8 +255,7 @@ def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: i
     if as_json:
         emit_json(got)
         return
-    held = got.concurrency and got.active >= got.concurrency
-    state = "paused" if got.paused else ("taking turns" if got.ready else ("held" if held else "no pending task"))
+    state = tenant_state(got)
     limit = f", concurrency {got.concurrency} ({got.active} active)" if got.concurrency else ""
     per = f", rate {_rate_text(got.rate, got.burst)}" if got.rate else ""
     click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}{per}, {state}, "
