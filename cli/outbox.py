@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
+from .common import UserError, echo, redis_url_option, signing_key_option, signing_keys, user_errors
 
 
 def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, flag: str = "--db",
@@ -76,7 +76,7 @@ def relay(db_url: str, batch: int, poll: float, ordered: bool, signing_key_file:
     """Send committed outbox rows to Redis, each task once, until SIGTERM or Ctrl-C. Several
     relays may run at once (standbys taking turns, or sharing the rows with --unordered)."""
     r = make_relay(db_url, redis_url, signing_keys(signing_key_file), batch=batch, poll=poll, ordered=ordered)
-    click.echo(f"relaying the outbox of {r.engine.url.render_as_string(hide_password=True)} (Ctrl-C stops)",
+    echo(f"relaying the outbox of {r.engine.url.render_as_string(hide_password=True)} (Ctrl-C stops)",
                err=True)
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -105,4 +105,4 @@ def create_table(db_url: str) -> None:
         raise UserError(f"--db: {_first_line(exc)}") from None
     except sa.exc.OperationalError as exc:
         raise UserError(f"--db: cannot reach the database: {_first_line(exc)}") from None
-    click.echo("outbox table ready")
+    echo("outbox table ready")

@@ -17,9 +17,11 @@ from .common import (
     ago,
     clip,
     console,
+    echo,
     emit_json,
     inspector,
     json_option,
+    json_text,
     payload_text,
     redis_url_option,
     user_errors,
@@ -144,7 +146,7 @@ def start(process_type: str, process_id: str, queue: str, args: str | None, tena
     with Client(redis_url) as c:
         started = c.start_process(process_type, process_id, _args(args), queue=queue,
                                   **({"tenant": tenant} if tenant is not None else {}))
-    click.echo(f"started process {process_id}" if started else f"process {process_id} exists: nothing done")
+    echo(f"started process {process_id}" if started else f"process {process_id} exists: nothing done")
 
 
 def _send(kind: str, process_id: str, queue: str, args: str | None, timeout: float, redis_url: str) -> None:
@@ -156,7 +158,7 @@ def _send(kind: str, process_id: str, queue: str, args: str | None, timeout: flo
             got = fn(process_id, _args(args), timeout=timeout, queue=queue)
         except TimeoutError:
             raise UserError(f"no response within {timeout:g}s (the input is queued and will still run)") from None
-    click.echo(json.dumps(got, default=str, ensure_ascii=False))
+    click.echo(json_text(got))
 
 
 @process.command()
@@ -199,4 +201,4 @@ def rm(process_id: str, queue: str, now: bool, redis_url: str) -> None:
     with Client(redis_url) as c:
         if not c.remove_process(process_id, queue=queue, timeout=0, now=now):
             raise UserError(f"no process {process_id!r} in queue {queue!r}")
-    click.echo(f"removal of process {process_id} queued")
+    echo(f"removal of process {process_id} queued")

@@ -11,6 +11,7 @@ from .common import (
     UserError,
     ago,
     console,
+    echo,
     emit_json,
     inspector,
     json_option,
@@ -87,7 +88,7 @@ def _control(action: str, server: str, timeout: float, redis_url: str, concurren
             raise UserError(f"no live server {server!r} (see asynqpy server ls)") from None
         except TimeoutError as exc:
             raise UserError(str(exc)) from None
-    click.echo(f"server {ids[0] if ids else server}: {got}")
+    echo(f"server {ids[0] if ids else server}: {got}")
 
 
 timeout_option = click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1),

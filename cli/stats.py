@@ -25,6 +25,7 @@ from .common import (
     size,
     user_errors,
     utc,
+    visible,
 )
 
 COLUMNS = ("pending", "active", "scheduled", "retry", "archived", "completed", "latency")
@@ -84,6 +85,7 @@ def show_queue_table(out: Console, rows: list[QueueInfo], memory: bool = False) 
     show(out, _table(columns, [], [], widths, queue_width))  # the header, as rich styles it
     lines = []
     for name, row in zip(names, cells):
+        name = visible(name)  # (a name written by hand into the queue set: cli/common visible)
         line = name + " " * (queue_width - cell_len(name) + GAP) + " ".join(c.rjust(w) for c, w in zip(row, widths))
         lines.append(line.rstrip() + "\n")
     out.file.write("".join(lines))

@@ -21,6 +21,7 @@ from .common import (
     ago,
     clip,
     console,
+    echo,
     emit_json,
     full_option,
     inspector,
@@ -32,6 +33,7 @@ from .common import (
     timeout_text,
     user_errors,
     utc,
+    visible,
 )
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
@@ -236,7 +238,7 @@ def show_logs(out: Any, logs: list[Any], full: bool) -> None:
     text = []
     for ln in shown:
         head = f"#{ln.attempt} {utc(ln.at)} "
-        for i, part in enumerate(str(ln.text).rstrip().splitlines() or [""]):
+        for i, part in enumerate(visible(str(ln.text)).rstrip().splitlines() or [""]):
             text += textwrap.wrap(part, width, initial_indent=head if i == 0 else "    ", subsequent_indent="    ",
                                   break_on_hyphens=False, drop_whitespace=True) or [head.rstrip()]
     out.file.write("".join(line.rstrip() + "\n" for line in text))
@@ -263,7 +265,8 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
     if trace:
         out.print()
         out.print("[bold]traceback[/bold] (last failed attempt)")
-        out.file.write("".join(line.rstrip() + "\n" for line in str(trace).rstrip().splitlines()))  # as is: no folding
+        lines = visible(str(trace)).rstrip().splitlines()  # as is: no folding (escaped: cli/common visible)
+        out.file.write("".join(line.rstrip() + "\n" for line in lines))
         out.file.flush()
 
 
@@ -315,7 +318,7 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         for id in ids:
             info = insp.cancel(id, queue)
-            click.echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
+            echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
 
 
 @task.command()
@@ -367,7 +370,7 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
         emit_json(info)
         return
     due = f" (due {utc(info.next_process_at)})" if info.next_process_at else ""
-    click.echo(f"edited task {task_id} (queue {queue}): {info.state.value}{due}")
+    echo(f"edited task {task_id} (queue {queue}): {info.state.value}{due}")
 
 
 def _one(verb: str, done: str, help: str) -> None:
@@ -380,7 +383,7 @@ def _one(verb: str, done: str, help: str) -> None:
     def command(queue: str, task_id: str, redis_url: str) -> None:
         with inspector(redis_url) as insp:
             getattr(insp, f"{verb}_task")(queue, task_id)
-        click.echo(f"{done} task {task_id} (queue {queue})")
+        echo(f"{done} task {task_id} (queue {queue})")
 
 
 def _all(verb: str, done: str, help: str) -> None:
@@ -395,7 +398,7 @@ def _all(verb: str, done: str, help: str) -> None:
         st = parse_state(state)
         with inspector(redis_url) as insp:
             n = getattr(insp, f"{verb}_all")(queue, st)
-        click.echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
+        echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
 
 
 _one("delete", "deleted", "Delete a task (any state but active: cancel a running task instead).")
