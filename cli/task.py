@@ -192,6 +192,16 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("group", x.group))
     if x.tenant:
         rows.append(("tenant", x.tenant))
+    if x.key:
+        rows.append(("key", f"{x.key} (its tasks run one at a time, in order)"))
+    if x.held:
+        why = {"type": "its type is blocked in the queue: `asynqpy queue unblock`",
+               "version": f"it waits for a worker of version {x.min_worker_version or '?'} or newer"}.get(x.held, "")
+        rows.append(("held", f"{x.held} ({why})" if why else x.held))
+    if x.min_worker_version:
+        rows.append(("min worker version", x.min_worker_version))
+    if x.replaced:
+        rows.append(("replaced", f"{x.replaced} (a debounced enqueue replaced that task)"))
     if x.workers is not None or x.runs_wanted > 1:
         rows.append(("workers", ", ".join(x.workers) if x.workers is not None else "any"))
         rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))

@@ -136,3 +136,49 @@ def test_the_dashboard_screens_escape_stored_text() -> None:
     text = buf.getvalue()
     assert "\x1b]" not in text and "\x1b[2J" not in text and not [c for c in text if c in "\x07\x9b\u202e"]
     assert "ACME\\x1b" in text or "ACME\\x1b" in text.replace("\n", "")  # the payload, shown escaped
+
+
+LABELS = {  # TaskInfo field -> the label `task inspect` shows it under (README: "every field")
+    "id": "id", "queue": "queue", "type": "type", "payload": "payload", "state": "state", "max_retry": "retried",
+    "retried": "retried", "last_error": "last error", "last_failed_at": "last failed", "next_process_at": "next run",
+    "completed_at": "completed", "result": "result", "timeout": "timeout", "deadline": "deadline",
+    "retention": "retention", "enqueued_at": "enqueued", "lease_until": "lease until", "orphaned": "ORPHANED",
+    "archived_at": "archived", "headers": "headers", "progress": "progress", "group": "group",
+    "priority": "priority", "replaced": "replaced", "workers": "workers", "runs_wanted": "runs", "runs": "run on",
+    "run_results": "run on", "parents": "parents", "children": "children", "on_parent_failure": "on parent failure",
+    "key": "key", "held": "held", "min_worker_version": "min worker version", "tenant": "tenant",
+    "logs": None, "traceback": None,  # (after the fields: show_logs, and the traceback's own block)
+}
+
+
+def test_task_inspect_shows_every_field() -> None:
+    """Issue 42: `task inspect` hid ``held`` and ``min_worker_version`` (and ``key``, ``replaced``);
+    a field added to TaskInfo must be given a label here, and shown."""
+    import dataclasses
+    from datetime import datetime, timedelta, timezone
+
+    from rich.console import Console
+
+    from asynqpy.cli.task import detail_table
+    from asynqpy.core.task import TaskInfo, TaskState
+    from asynqpy.core.workflow import ParentEnd
+
+    assert set(LABELS) == {f.name for f in dataclasses.fields(TaskInfo)}, "label the new TaskInfo field"
+    now = datetime.now(timezone.utc)
+    info = TaskInfo(
+        "t1", Q, "order", {"a": 1}, TaskState.COMPLETED, 3, 1, last_error="boom", last_failed_at=now,
+        next_process_at=now + timedelta(hours=1), completed_at=now, result={"ok": 1}, timeout=5.0,
+        deadline=now, retention=60.0, enqueued_at=now, lease_until=now, orphaned=True, archived_at=now,
+        headers={"h": "v"}, progress=0.5, group="g", priority=7, replaced="t0", workers=["w1"], runs_wanted=2,
+        runs={"w1": "succeeded"}, run_results={"w1": 1}, parents=[ParentEnd(Q, "p1", "completed")],
+        children=[(Q, "c1")], on_parent_failure="cancel", key="acct-1", held="version",
+        min_worker_version="2.0.0", tenant="acme")
+    out = Console(width=200, file=io.StringIO(), record=True)
+    out.print(detail_table(info, full=True))
+    text = out.export_text()
+    shown = {line.split("  ")[0].strip() for line in text.splitlines()}
+    for field_name, label in LABELS.items():
+        if label is not None:
+            assert label in text, (field_name, label, text)
+    assert {"held", "min worker version", "key", "replaced"} <= shown, shown
+    assert "2.0.0 or newer" in text
