@@ -307,6 +307,24 @@ def test_a_handler_sees_its_tenant_and_the_tenant_is_on_its_events(backend: Any)
             ("k2", "enqueued"), ("k2", "completed")} <= kinds
 
 
+def test_an_operators_run_now_writes_an_event(backend: Any) -> None:
+    """Issue 42: running a task from the archive (or a scheduled or retry task) now wrote no event:
+    the stream showed it archived, then running with nothing between. Now an ``enqueued`` event
+    with ``from_state`` (and its tenant)."""
+    b, x, ins = Broker(), SyncExecutor(backend.sync), Inspector(backend.sync)
+    with Client(backend.sync) as c:
+        c.enqueue("t", 1, queue=Q, task_id="x1", tenant="acme")
+        c.enqueue("t", 2, queue=Q, task_id="s1", process_in=3600)
+    taken = x.run(b.dequeue(Q, 1, 60_000, "tok00001")).tasks
+    assert [id for id, _ in taken] == ["x1"]
+    x.run(b.archive(Q, "x1", "tok00001", Message("t", 1, last_error="no", tenant="acme"), 10_000, 86_400_000))
+    before = list(ins.events(Q))[-1].stream_id
+    ins.run_task(Q, "x1")
+    ins.run_task(Q, "s1")
+    got = [(e.event, e.task_id, e.from_state, e.tenant, e.type) for e in ins.events(Q, since=before)]
+    assert got == [("enqueued", "x1", "archived", "acme", "t"), ("enqueued", "s1", "scheduled", "", "t")]
+
+
 def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:
     """done sends plain successes (no lock, waiter, progress, result or key) in a short form ahead
     of the others (lua/done-20.lua 'plain', includes/exit exit_plain): each item's reply is still

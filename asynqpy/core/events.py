@@ -53,7 +53,9 @@ class TaskEvent:
     ``debounced`` event's ``by`` is the task that replaced it. ``tenant``: the task's tenant
     (``enqueue(tenant=)``; '' = none) on the events of its enqueue (``enqueued``, ``blocked``) and
     of its every end (``completed``, ``retry``, ``archived``, ``cancelled``, ``deleted``,
-    ``scheduled`` by a snooze, ...): what the exit path writes (lua/includes/exit.lua)."""
+    ``scheduled`` by a snooze, ...): what the exit path writes (lua/includes/exit.lua).
+    ``from_state``: an ``enqueued`` event of an operator's "run now" (``Inspector.run_task``,
+    ``asynqpy task run``): the state the task was run from ("archived", "scheduled", "retry")."""
 
     stream_id: str
     time: datetime
@@ -69,9 +71,11 @@ class TaskEvent:
     outcome: str = ""
     by: str = ""
     tenant: str = ""
+    from_state: str = ""
 
 
 _OUTCOMES = {"s": "succeeded", "f": "failed", "e": "lease expired", "g": "given back"}
+_FROM = {"s": "scheduled", "r": "retry", "x": "archived"}
 
 
 def _text(v: Any) -> str:
@@ -101,6 +105,7 @@ def parse_entry(queue: str, entry_id: Any, fields: dict[Any, Any]) -> TaskEvent:
         ms_to_datetime(int(due)) if due is not None and _text(due).isdigit() else None, value,
         _text(f.get("worker", "")), _OUTCOMES.get(_text(f.get("outcome", "")), _text(f.get("outcome", ""))),
         _text(f.get("by", "")), _text(f.get("tenant", "")),
+        _FROM.get(_text(f.get("from", "")), _text(f.get("from", ""))),
     )
 
 
