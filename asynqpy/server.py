@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields, replace
@@ -123,10 +124,18 @@ class Server:
         many arrive: one signal to the process group (Ctrl-C, systemd, dumb-init) reaches this
         process directly *and* through the supervisor, which forwards it. "Stop now" comes from
         the supervisor alone (:data:`~asynqpy.worker.supervisor.HURRY_SIGNAL`, sent when it is
-        signalled a second time)."""
+        signalled a second time).
+
+        From a thread other than the main one (Python delivers signals to the main thread only, and
+        asyncio refuses to install handlers elsewhere: "set_wakeup_fd only works in main thread"), it
+        runs without signal handlers, and says so in a log line: stop it with :meth:`stop`."""
+        main = threading.current_thread() is threading.main_thread()
+        if not main:
+            log.info("Server.run in thread %r, not the main thread: no SIGTERM/SIGINT handlers (signals reach "
+                     "the main thread only); stop it with Server.stop()", threading.current_thread().name)
         event_loop = new_event_loop(loop)
         try:
-            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=True, supervised=supervised))
+            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=main, supervised=supervised))
         finally:
             _close_loop(event_loop)
 
