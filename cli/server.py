@@ -31,8 +31,9 @@ def server() -> None:
 @redis_url_option
 @user_errors
 def ls(as_json: bool, redis_url: str) -> None:
-    """List live servers: name, host, pid, busy/concurrency, queues (weights), when started. Running
-    tasks are as of each server's last heartbeat."""
+    """List live servers: name, host, pid, busy/concurrency, queues (weights), when started. Busy is
+    as of each server's last heartbeat (up to heartbeat_interval, 5 s by default, behind:
+    docs/workers.md); a queue's active tasks now: `asynqpy stats`."""
     with inspector(redis_url) as insp:
         servers = insp.servers()
     if as_json:
