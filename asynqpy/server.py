@@ -111,6 +111,7 @@ class Server:
         self.started_at = time.time()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._discovery: Discovery | None = None  # (a pattern server's: its failures make /readyz say not ready)
 
     def run(self, mux: ServeMux, *, loop: str = "asyncio", supervised: bool = False) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
@@ -195,9 +196,11 @@ class Server:
             from .worker.probes import Probes
 
             def probe_state() -> dict[str, Any]:
+                finding = self._discovery.error if self._discovery is not None else None  # (not ready: issue 42)
                 status = ("stopping" if ctx.stopping.is_set() else "quiet" if processor.quiet
-                          else "running" if heartbeat.registered else "starting")
-                return {"redis": ctx.health.down_since is None, "registered": heartbeat.registered, "status": status}
+                          else "discovering" if finding else "running" if heartbeat.registered else "starting")
+                state = {"redis": ctx.health.down_since is None, "registered": heartbeat.registered, "status": status}
+                return {**state, "discovery_error": finding} if finding else state
 
             probes = Probes(o.health_host, o.health_port, o.health_max_lag, probe_state)
             try:
@@ -213,6 +216,7 @@ class Server:
         processor.dequeued = recoverer.touch  # a queue this server takes tasks of: its leases looked at
         forwarder = Forwarder(ctx, ForwarderParams.of(o))
         discovery = Discovery(ctx, served, processor.serve, [forwarder.wake]) if served.patterns else None
+        self._discovery = discovery
         loops: list[Any] = [
             forwarder, recoverer,
             Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
@@ -243,6 +247,7 @@ class Server:
                 try:
                     await discovery.scan()
                 except REDIS_ERRORS as exc:  # the discovery loop tries again
+                    discovery.error = f"{type(exc).__name__}: {exc}"
                     ctx.health.failed("reading the queues the server's patterns match", exc)
                 loops.append(discovery)
             await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails
