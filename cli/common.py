@@ -18,10 +18,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.core.humanize import BIDI
 from asynqpy.core.humanize import ago as ago  # (re-exported: the formats of every command)
 from asynqpy.core.humanize import duration as duration
 from asynqpy.core.humanize import latency as latency
 from asynqpy.core.humanize import utc as utc
+from asynqpy.core.humanize import visible as visible  # (the one place: stored text on a terminal)
 from asynqpy.core.jsontext import jsonable
 from asynqpy.core.signing import load_keys
 from asynqpy.redisio.connection import default_url
@@ -110,23 +112,15 @@ def inspector(redis_url: str, signing_key: list[bytes] | None = None) -> Iterato
 # Every piece of text the CLI prints may hold stored text (a payload, a type, an error, a task's logs,
 # a tenant, a result, a queue or server name) that a producer or a handler wrote, and an escape
 # sequence in it would drive the operator's terminal (retitle it, clear it, rewrite lines above,
-# write the clipboard with OSC 52). ``visible`` is the one place that makes such text harmless: each
+# write the clipboard with OSC 52). ``visible`` (core/humanize.py: the worker's text log lines use it
+# too) is the one place that makes such text harmless: each
 # control character (C0 but newline and tab, DEL, C1) and each bidirectional override is shown as
 # an escape (\x1b, \u202e). Everything the CLI prints goes through it: the rich consoles of
 # ``console()`` (every segment they render, tables and the dashboard included, but the console's
 # own control codes), ``echo`` (the plain lines), the JSON of ``json_text`` (as \u escapes, still
 # JSON), and the writes that bypass rich (logs, tracebacks, the plain queue table).
 
-_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029)
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
-_CONTROLS.update({c: f"\\u{c:04x}" for c in _BIDI})
-_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), *_BIDI)}  # (json.dumps escapes C0)
-
-
-def visible(text: str) -> str:
-    """``text`` with every control character and bidirectional override shown as an escape
-    (``\\x1b``, ``\\u202e``); newlines and tabs stay. Idempotent."""
-    return text.translate(_CONTROLS)
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), *BIDI)}  # (json.dumps escapes C0)
 
 
 def echo(message: str = "", err: bool = False) -> None:

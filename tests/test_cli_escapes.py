@@ -182,3 +182,24 @@ def test_task_inspect_shows_every_field() -> None:
             assert label in text, (field_name, label, text)
     assert {"held", "min worker version", "key", "replaced"} <= shown, shown
     assert "2.0.0 or newer" in text
+
+
+def test_the_workers_text_log_lines_escape_stored_text() -> None:
+    """`asynqpy worker` logs a failed task's error (the handler's text, often the payload's) to the
+    terminal: its text format escapes control characters the same way (core/humanize visible);
+    a traceback keeps its line breaks."""
+    import logging
+
+    from asynqpy.worker.logs import TEXT_FORMAT, TextFormatter
+
+    try:
+        raise ValueError(EVIL)
+    except ValueError:
+        import sys
+
+        exc_info = sys.exc_info()
+    record = logging.LogRecord("asynqpy.processor", logging.WARNING, __file__, 1,
+                               "task failed: id=%s error=%s", ("o1", EVIL), exc_info)
+    line = TextFormatter(TEXT_FORMAT).format(record)
+    assert not raw_controls(line), raw_controls(line)
+    assert "error=ACME\\x1b]0;owned" in line and "\nTraceback" in line
