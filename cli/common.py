@@ -140,7 +140,9 @@ _SAFE_CONSOLE: Any = None
 def console(**options: Any) -> Console:
     """A rich console on stdout (80 columns unless the terminal says otherwise) that renders
     stored text through :func:`visible`: every string it lays out, and every segment it
-    renders but its own control codes (the dashboard's Live screen included)."""
+    renders but its own control codes (the dashboard's Live screen included). Markup is off
+    (a stored "[link=...]" stays text): a line of the CLI's own markup is printed with
+    ``markup=True`` and its stored parts ``rich.markup.escape``d."""
     global _SAFE_CONSOLE
     if _SAFE_CONSOLE is None:
         from rich.console import Console
@@ -159,7 +161,7 @@ def console(**options: Any) -> Console:
                     yield seg
 
         _SAFE_CONSOLE = SafeConsole
-    opts: dict[str, Any] = {"highlight": False, "soft_wrap": False, **options}
+    opts: dict[str, Any] = {"highlight": False, "soft_wrap": False, "markup": False, **options}
     return _SAFE_CONSOLE(**opts)  # type: ignore[no-any-return]
 
 

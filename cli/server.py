@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from .common import (
     UserError,
@@ -56,7 +57,8 @@ def ls(as_json: bool, redis_url: str) -> None:
     t.add_column("started", no_wrap=True)
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
-        status = {"quiet": "[yellow]quiet[/yellow]", "stopping": "[red]stopping[/red]"}.get(s.status, s.status)
+        status = {"quiet": Text("quiet", style="yellow"), "stopping": Text("stopping", style="red")}.get(
+            s.status, Text(s.status))
         t.add_row(s.id, s.name or "-", *([s.version or "-"] if versions else []), status,
                   f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
     show(out, t)

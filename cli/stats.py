@@ -123,7 +123,7 @@ def stats(memory: bool, as_json: bool, redis_url: str) -> None:
     if not rows:
         out.print("no queues yet")
         return
-    out.print(f"[bold]Queues[/bold] ({utc(rows[0].timestamp)})")
+    out.print(f"[bold]Queues[/bold] ({utc(rows[0].timestamp)})", markup=True)
     show_queue_table(out, rows, memory)
     processed, failed = sum(q.processed_today for q in rows), sum(q.failed_today for q in rows)
     split = ""

@@ -243,7 +243,7 @@ def show_logs(out: Any, logs: list[Any], full: bool) -> None:
     shown = logs if full else logs[-LOG_LINES_SHOWN:]
     out.print()
     more = f", the newest {len(shown)} of {len(logs)} (--full: all)" if len(shown) < len(logs) else ""
-    out.print(f"[bold]logs[/bold] (#attempt){more}")
+    out.print(f"[bold]logs[/bold] (#attempt){more}", markup=True)
     width = max(40, out.width)
     text = []
     for ln in shown:
@@ -274,7 +274,7 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
     trace = getattr(info, "traceback", "")  # the last failed attempt's traceback (bounded by the library)
     if trace:
         out.print()
-        out.print("[bold]traceback[/bold] (last failed attempt)")
+        out.print("[bold]traceback[/bold] (last failed attempt)", markup=True)
         lines = visible(str(trace)).rstrip().splitlines()  # as is: no folding (escaped: cli/common visible)
         out.file.write("".join(line.rstrip() + "\n" for line in lines))
         out.file.flush()
@@ -295,6 +295,8 @@ def tree(queue: str, task_id: str, limit: int, as_json: bool, redis_url: str) ->
     if as_json:
         emit_json(roots)
         return
+    from rich.markup import escape
+    from rich.text import Text
     from rich.tree import Tree
 
     out = console()
@@ -305,14 +307,14 @@ def tree(queue: str, task_id: str, limit: int, as_json: bool, redis_url: str) ->
             again = " (again: see above)" if n.repeated else ""
             c = colors.get(n.state, "")
             state = f"[{c}]{n.state}[/{c}]" if c else n.state
-            return f"{n.queue}/{n.id} {n.type} {state}{again}{mark}"
+            return f"{escape(n.queue)}/{escape(n.id)} {escape(n.type)} {state}{again}{mark}"
 
-        top = Tree(label(root))
+        top = Tree(Text.from_markup(label(root)))
         stack = [(root, top)]
         while stack:
             node, branch = stack.pop()
             for child in node.children:
-                sub = branch.add(label(child))
+                sub = branch.add(Text.from_markup(label(child)))
                 stack.append((child, sub))
         out.print(top)
 

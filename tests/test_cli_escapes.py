@@ -58,6 +58,7 @@ def evil(redis_url: str) -> str:
     drain(mux, redis_url, queues=[Q], raise_on_failure=False, timeout=20, capture_logs=True)
     with Client(redis_url) as c:
         c.enqueue("order", EVIL, queue=Q, task_id="o3", tenant="acme")  # pending
+        c.enqueue("order", "[link=https://evil.example]click[/link] [red]R[/red]", queue=Q, task_id="o4")
     return redis_url
 
 
@@ -76,6 +77,9 @@ def test_every_command_escapes_stored_text(evil: str) -> None:
     }
     for name, out in outputs.items():
         assert not raw_controls(out), (name, raw_controls(out), out)
+    for name in ("task ls pending", "task inspect o4"):  # rich markup in stored text stays text
+        out = outputs.get(name) or run(u, "task", "inspect", "o4", "-q", Q)
+        assert "[link=https://evil.example]click[/link] [red]R[/red]" in out, out
     assert "\\x1b]52;c;" in outputs["task inspect o1"]  # shown, escaped: the logs, the error, the payload
     assert "processing order for ACME\\x1b]0;owned" in outputs["task inspect o1"]
     for args in (("task", "inspect", "o1", "-q", Q), ("task", "ls", "-q", Q, "-s", "pending"), ("events", "-q", Q)):
@@ -103,7 +107,7 @@ def test_the_console_escapes_what_it_renders_but_its_own_styles() -> None:
     t.add_row(EVIL)
     out.print(t)
     out.print(Text(EVIL, style="red"))
-    out.print("[bold]ok[/bold]")
+    out.print("[bold]ok[/bold]", markup=True)  # (the CLI's own markup: asked for)
     text = buf.getvalue()
     assert "\x1b]" not in text and "\x1b[2J" not in text and "\x9b" not in text and "\u202e" not in text
     assert "\x1b[1mok" in text and "\\x1b]52;c;" in text  # bold still bold; the payload's escapes shown
