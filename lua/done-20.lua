@@ -130,6 +130,7 @@ local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], c
            batch = {},  -- (the events: one entry per batch, exit_flush)
            flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0,  -- a queue with workflows? (one command per batch)
            cap = tonumber(conf[1]) or EVENTS_CAP, unlimited = not conf[2]}
+events_conf(KEYS[8])  -- (the stream's count of events: includes/events)
 if mp > 0 then  -- the plain items: their types read in place only when the events are on
   local mtypes, attempts, tenants = {}, {}, {}
   for k = 1, mp do

@@ -249,7 +249,15 @@ def test_a_stream_mixing_single_and_batch_entries_keeps_its_cap_of_events(backen
     assert 1000 <= len(events) <= 1000 + 10 + 50, len(events)  # the cap, and no more than a trim's slack
     assert events[-1].task_id == "last4" and "first" not in {e.task_id for e in events}
     assert int(backend.sync.hget(queue_keys(Q).conf, "kept")) == len(events)  # the count is the stream's
-    ins.set_events(Q, 100)  # a lowered cap is reached within a few writes
+    b, x = Broker(), SyncExecutor(backend.sync)  # a worker's batched ends (done-20) and dequeues count too
+    ins.set_events(Q, 1000, active=True)
+    for _ in range(4):
+        taken = x.run(b.dequeue(Q, 100, 60_000, "tok00001")).tasks
+        x.run(b.done_many(Q, [Done(id, "tok00001", decode(m)) for id, m in taken]))
+    events = list(ins.events(Q))
+    assert 1000 <= len(events) <= 1060 and events[-1].event == "completed", (len(events), events[-1])
+    assert int(backend.sync.hget(queue_keys(Q).conf, "kept")) == len(events)
+    ins.set_events(Q, 100, active=False)  # a lowered cap is reached within a few writes
     with Client(backend.sync) as c:
         for i in range(3):
             c.enqueue("s", queue=Q)

@@ -14,7 +14,9 @@
 --- (a stream written before it, or emptied), it starts from XLEN; above what the stream holds (a
 --- stream deleted or trimmed by hand), the trim finds the stream's end first and sets it to what
 --- it found. ev_trim reads at most 500 entries a call: a lowered cap is reached over a few writes.
---- events_cap(conf) remembers the conf it read (each script touches one queue): emit needs it.
+--- events_cap(conf) remembers the conf it read (each script touches one queue): emit needs it; a
+--- script that reads the cap itself (done-20, dequeue-16: one HMGET with other fields) calls
+--- events_conf(conf). Without either, an entry is added with MAXLEN ~ cap (entries) instead.
 --- emit_task(stream, cap, tenant, ...): emit, and the field 'tenant' when ``tenant`` (the task's
 --- tenant: includes/priority msg_tenant; nil = none) is given.
 --- ids_ok(id): an id that may go in an 'ids' list (no space in it).
@@ -26,6 +28,9 @@
 --- default no one reads them, and they were half the stream's cost per task.
 local EVENTS_CAP = 10000
 local EV_CONF = false  -- the conf hash events_cap read (the stream's count 'kept' lives there)
+local function events_conf(conf)  -- a script that read the cap itself (one HMGET) names its conf
+  EV_CONF = conf
+end
 local function events_cap(conf)
   EV_CONF = conf
   local cap = tonumber(redis.call('HGET', conf, 'events'))
