@@ -295,15 +295,18 @@ def test_a_handler_sees_its_tenant_and_the_tenant_is_on_its_events(backend: Any)
         c.enqueue("bad", queue=Q, task_id="b1", tenant="globex")
         c.enqueue("t", queue=Q, task_id="k1", tenant="acme", key="k")
         c.enqueue("t", queue=Q, task_id="k2", tenant="acme", key="k")  # blocked behind k1
+        c.enqueue("t", queue=Q, task_id="s1", tenant="globex", process_in=0.05)  # scheduled, then due
+        c.enqueue("t", queue=Q, task_id="w1", tenant="acme", after=["a1"])  # a workflow child
 
     async def main() -> None:
         async with serving(backend.new_async(), mux, queues=[Q], concurrency=20):
-            await until(lambda: len(seen) == 14 and stats(backend, Q).archived == 1 and stats(backend, Q).active == 0)
+            await until(lambda: len(seen) == 16 and stats(backend, Q).archived == 1 and stats(backend, Q).active == 0)
 
     asyncio.run(main())
     assert seen["a1"] == ("acme", "acme") and seen["n1"] == ("", "") and seen["k2"] == ("acme", "acme")
     assert sorted({v for v in seen.values()}) == [("", ""), ("acme", "acme"), ("globex", "globex")]
-    tenant_of = {"a1": "acme", "n1": "", "b1": "globex", "k1": "acme", "k2": "acme"}
+    assert seen["s1"] == ("globex", "globex") and seen["w1"] == ("acme", "acme")
+    tenant_of = {"a1": "acme", "n1": "", "b1": "globex", "k1": "acme", "k2": "acme", "s1": "globex", "w1": "acme"}
     events = list(Inspector(backend.sync).events(Q))
     for e in events:
         want = tenant_of.get(e.task_id)
@@ -312,7 +315,7 @@ def test_a_handler_sees_its_tenant_and_the_tenant_is_on_its_events(backend: Any)
         assert e.tenant == want, e
     kinds = {(e.task_id, e.event) for e in events}
     assert {("a1", "enqueued"), ("a1", "completed"), ("b1", "archived"), ("k2", "blocked"),
-            ("k2", "enqueued"), ("k2", "completed")} <= kinds
+            ("k2", "enqueued"), ("k2", "completed"), ("s1", "scheduled"), ("w1", "enqueued")} <= kinds
 
 
 def test_an_operators_run_now_writes_an_event(backend: Any) -> None:

@@ -51,8 +51,8 @@ class TaskEvent:
     this event (``since=``). A ``run`` event (a run of a targeted task ended) names the
     ``worker`` and its ``outcome``: "succeeded", "failed", "lease expired" or "given back"; a
     ``debounced`` event's ``by`` is the task that replaced it. ``tenant``: the task's tenant
-    (``enqueue(tenant=)``; '' = none) on the events of its enqueue (``enqueued``, ``blocked``) and
-    of its every end (``completed``, ``retry``, ``archived``, ``cancelled``, ``deleted``,
+    (``enqueue(tenant=)``; '' = none) on the events of its enqueue (``enqueued``, ``scheduled``,
+    ``blocked``, ``waiting``) and of its every end (``completed``, ``retry``, ``archived``, ``cancelled``, ``deleted``,
     ``scheduled`` by a snooze, ...): what the exit path writes (lua/includes/exit.lua).
     ``from_state``: an ``enqueued`` event of an operator's "run now" (``Inspector.run_task``,
     ``asynqpy task run``): the state the task was run from ("archived", "scheduled", "retry")."""
