@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields, replace
@@ -110,6 +111,7 @@ class Server:
         self.started_at = time.time()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._discovery: Discovery | None = None  # (a pattern server's: its failures make /readyz say not ready)
 
     def run(self, mux: ServeMux, *, loop: str = "asyncio", supervised: bool = False) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
@@ -123,10 +125,18 @@ class Server:
         many arrive: one signal to the process group (Ctrl-C, systemd, dumb-init) reaches this
         process directly *and* through the supervisor, which forwards it. "Stop now" comes from
         the supervisor alone (:data:`~asynqpy.worker.supervisor.HURRY_SIGNAL`, sent when it is
-        signalled a second time)."""
+        signalled a second time).
+
+        From a thread other than the main one (Python delivers signals to the main thread only, and
+        asyncio refuses to install handlers elsewhere: "set_wakeup_fd only works in main thread"), it
+        runs without signal handlers, and says so in a log line: stop it with :meth:`stop`."""
+        main = threading.current_thread() is threading.main_thread()
+        if not main:
+            log.info("Server.run in thread %r, not the main thread: no SIGTERM/SIGINT handlers (signals reach "
+                     "the main thread only); stop it with Server.stop()", threading.current_thread().name)
         event_loop = new_event_loop(loop)
         try:
-            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=True, supervised=supervised))
+            event_loop.run_until_complete(self.arun(mux, install_signal_handlers=main, supervised=supervised))
         finally:
             _close_loop(event_loop)
 
@@ -189,9 +199,11 @@ class Server:
             reach = RedisReach(ctx.redis)  # (the connection's real state: not the outage log's bookkeeping)
 
             def probe_state() -> dict[str, Any]:
+                finding = self._discovery.error if self._discovery is not None else None  # (not ready: issue 42)
                 status = ("stopping" if ctx.stopping.is_set() else "quiet" if processor.quiet
-                          else "running" if heartbeat.registered else "starting")
-                return {"redis": reach.reached, "registered": heartbeat.registered, "status": status}
+                          else "discovering" if finding else "running" if heartbeat.registered else "starting")
+                state = {"redis": reach.reached, "registered": heartbeat.registered, "status": status}
+                return {**state, "discovery_error": finding} if finding else state
 
             probes = Probes(o.health_host, o.health_port, o.health_max_lag, probe_state)
             try:
@@ -207,6 +219,7 @@ class Server:
         processor.dequeued = recoverer.touch  # a queue this server takes tasks of: its leases looked at
         forwarder = Forwarder(ctx, ForwarderParams.of(o))
         discovery = Discovery(ctx, served, processor.serve, [forwarder.wake]) if served.patterns else None
+        self._discovery = discovery
         loops: list[Any] = [
             forwarder, recoverer,
             Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
@@ -239,6 +252,7 @@ class Server:
                 try:
                     await discovery.scan()
                 except REDIS_ERRORS as exc:  # the discovery loop tries again
+                    discovery.error = f"{type(exc).__name__}: {exc}"
                     ctx.health.failed("reading the queues the server's patterns match", exc)
                 loops.append(discovery)
             await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails

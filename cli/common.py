@@ -18,10 +18,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.core.humanize import BIDI
 from asynqpy.core.humanize import ago as ago  # (re-exported: the formats of every command)
 from asynqpy.core.humanize import duration as duration
 from asynqpy.core.humanize import latency as latency
 from asynqpy.core.humanize import utc as utc
+from asynqpy.core.humanize import visible as visible  # (the one place: stored text on a terminal)
 from asynqpy.core.jsontext import jsonable
 from asynqpy.core.signing import load_keys
 from asynqpy.redisio.connection import default_url
@@ -43,7 +45,7 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"asynqpy: error: {self.message}", err=True)
+        echo(f"asynqpy: error: {self.message}", err=True)
 
 
 def user_errors(fn: F) -> F:
@@ -105,11 +107,62 @@ def inspector(redis_url: str, signing_key: list[bytes] | None = None) -> Iterato
         insp.close()
 
 
-def console() -> Console:
-    """A rich console on stdout; 80 columns unless the terminal says otherwise."""
-    from rich.console import Console
+# -- stored text on a terminal ---------------------------------------------------------------------
+#
+# Every piece of text the CLI prints may hold stored text (a payload, a type, an error, a task's logs,
+# a tenant, a result, a queue or server name) that a producer or a handler wrote, and an escape
+# sequence in it would drive the operator's terminal (retitle it, clear it, rewrite lines above,
+# write the clipboard with OSC 52). ``visible`` (core/humanize.py: the worker's text log lines use it
+# too) is the one place that makes such text harmless: each
+# control character (C0 but newline and tab, DEL, C1) and each bidirectional override is shown as
+# an escape (\x1b, \u202e). Everything the CLI prints goes through it: the rich consoles of
+# ``console()`` (every segment they render, tables and the dashboard included, but the console's
+# own control codes), ``echo`` (the plain lines), the JSON of ``json_text`` (as \u escapes, still
+# JSON), and the writes that bypass rich (logs, tracebacks, the plain queue table).
 
-    return Console(highlight=False, soft_wrap=False)
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), *BIDI)}  # (json.dumps escapes C0)
+
+
+def echo(message: str = "", err: bool = False) -> None:
+    """click.echo of a line that may hold stored text (:func:`visible`)."""
+    click.echo(visible(message), err=err)
+
+
+def json_text(value: Any, indent: int | None = None) -> str:
+    """``value`` as JSON for a terminal: DEL, C1 controls and bidirectional overrides as \\u
+    escapes too (json.dumps escapes only C0 ones), so the text is the same JSON."""
+    return json.dumps(jsonable(value), indent=indent, ensure_ascii=False, default=str).translate(_JSON_CONTROLS)
+
+
+_SAFE_CONSOLE: Any = None
+
+
+def console(**options: Any) -> Console:
+    """A rich console on stdout (80 columns unless the terminal says otherwise) that renders
+    stored text through :func:`visible`: every string it lays out, and every segment it
+    renders but its own control codes (the dashboard's Live screen included). Markup is off
+    (a stored "[link=...]" stays text): a line of the CLI's own markup is printed with
+    ``markup=True`` and its stored parts ``rich.markup.escape``d."""
+    global _SAFE_CONSOLE
+    if _SAFE_CONSOLE is None:
+        from rich.console import Console
+        from rich.segment import Segment
+
+        class SafeConsole(Console):
+            def render_str(self, text: str, **kwargs: Any) -> Any:  # (laid out escaped: widths hold)
+                return super().render_str(visible(text), **kwargs)
+
+            def render(self, renderable: Any, options: Any = None) -> Any:  # (a Text built by hand too)
+                for seg in super().render(renderable, options):
+                    if seg.control is None and seg.text:
+                        text = visible(seg.text)
+                        if text != seg.text:
+                            seg = Segment(text, seg.style)
+                    yield seg
+
+        _SAFE_CONSOLE = SafeConsole
+    opts: dict[str, Any] = {"highlight": False, "soft_wrap": False, "markup": False, **options}
+    return _SAFE_CONSOLE(**opts)  # type: ignore[no-any-return]
 
 
 _TRAILING_SPACE = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
@@ -130,7 +183,7 @@ def show(out: Console, renderable: RenderableType) -> None:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
+    click.echo(json_text(value, indent=2))
 
 
 # -- display -------------------------------------------------------------------------------------
@@ -149,7 +202,7 @@ def payload_text(value: Any, full: bool = False, width: int = PAYLOAD_WIDTH) -> 
 
 
 def clip(text: str, full: bool, width: int) -> str:
-    text = " ".join(text.split())
+    text = " ".join(visible(text).split())
     return text if full or len(text) <= width else text[: width - 1] + "…"
 
 

@@ -13,6 +13,7 @@ from .common import (
     UserError,
     ago,
     console,
+    echo,
     emit_json,
     full_option,
     inspector,
@@ -71,15 +72,13 @@ def ls(queue: str | None, as_json: bool, full: bool, signing_key_file: str | Non
         emit_json([_entry_json(i) for i in infos])
         return
     if not infos:
-        click.echo("no scheduler entries")
+        echo("no scheduler entries")
         return
     out = console()
     now = datetime.now(timezone.utc)
     mixed = any(i.signature == "signed" for i in infos)
     if full:  # each cell whole, on one line however long (the terminal wraps it)
-        from rich.console import Console
-
-        out = Console(highlight=False, soft_wrap=False, width=max(out.width, 1000))
+        out = console(width=max(out.width, 1000))
         t = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last tick", "last task"):
             t.add_column(col, no_wrap=True)
@@ -148,7 +147,7 @@ def add(name: str, task_type: str, cron_expr: str | None, every: float | None, t
         e = insp.cron_add(name, task_type, data, cron=cron_expr, every=every, tz=tz, queue=queue, missed=missed,
                           **options)
         (info,) = [i for i in insp.scheduler_entries(queue) if i.name == name]
-    click.echo(f"entry {e.name} ({e.spec()}) enqueues {e.task_type} to {e.queue}; next tick {utc(info.next_tick)}")
+    echo(f"entry {e.name} ({e.spec()}) enqueues {e.task_type} to {e.queue}; next tick {utc(info.next_tick)}")
 
 
 def _named(verb: str, help: str) -> Callable[[Callable[..., None]], click.Command]:
@@ -176,7 +175,7 @@ def rm(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         for n, q in _queues(insp, names, queue):
             insp.cron_remove(n, q)
-            click.echo(f"removed entry {n}" + ("" if queue else f" of queue {q}"))
+            echo(f"removed entry {n}" + ("" if queue else f" of queue {q}"))
 
 
 @_named("pause", "Pause entries NAMES: no tick fires until resumed.")
@@ -184,7 +183,7 @@ def pause(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         for n, q in _queues(insp, names, queue):
             insp.cron_pause(n, q)
-            click.echo(f"paused entry {n}" + ("" if queue else f" of queue {q}"))
+            echo(f"paused entry {n}" + ("" if queue else f" of queue {q}"))
 
 
 @_named("resume", "Resume entries NAMES from their next tick.")
@@ -192,7 +191,7 @@ def resume(names: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         for n, q in _queues(insp, names, queue):
             insp.cron_resume(n, q)
-            click.echo(f"resumed entry {n}" + ("" if queue else f" of queue {q}"))
+            echo(f"resumed entry {n}" + ("" if queue else f" of queue {q}"))
 
 
 @cron.command("run-now")
@@ -206,7 +205,7 @@ def run_now(names: tuple[str, ...], queue: str | None, signing_key_file: str | N
     task is signed, and an entry whose signature does not verify is refused)."""
     with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         for n, q in _queues(insp, names, queue):
-            click.echo(f"entry {n}: enqueued {insp.cron_run_now(n, q)} to {q}")
+            echo(f"entry {n}: enqueued {insp.cron_run_now(n, q)} to {q}")
 
 
 @cron.command()

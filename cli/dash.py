@@ -24,7 +24,7 @@ import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 from rich.live import Live
 
 from asynqpy import Inspector
@@ -33,6 +33,7 @@ from asynqpy.core.task import TaskInfo, TaskState
 from asynqpy.core.tenants import TenantInfo
 
 from .common import UserError, redis_url_option, user_errors
+from .common import console as safe_console
 from .dash_render import TENANTS_NAMED, Snapshot, page_size_for, render
 from .dash_state import DashState, Throughput
 from .terminal import RawKeys
@@ -200,7 +201,7 @@ def safe_url(url: str) -> str:
 def run_in_terminal(source: Source, refresh: float, label: str) -> None:
     """The dashboard on this process's terminal: raw keys on stdin, rich Live on stdout. The
     terminal's settings and screen are restored however this returns (q, Ctrl-C, an exception)."""
-    console = Console()
+    console = safe_console(highlight=True)  # (stored text escaped: cli/common visible)
     board = Dash(source, refresh=refresh, label=label)
     old_term = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:

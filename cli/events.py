@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterator
@@ -13,9 +12,18 @@ import click
 
 from asynqpy import Inspector, TaskEvent
 from asynqpy.core.events import EVENTS, last_id
-from asynqpy.core.jsontext import jsonable
 
-from .common import UserError, When, inspector, json_option, payload_text, redis_url_option, user_errors
+from .common import (
+    UserError,
+    When,
+    echo,
+    inspector,
+    json_option,
+    json_text,
+    payload_text,
+    redis_url_option,
+    user_errors,
+)
 
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -114,6 +122,6 @@ def events(queues: tuple[str, ...], types: tuple[str, ...], kinds: tuple[str, ..
             for e in stream:
                 if (types and e.type not in types) or (kinds and e.event not in kinds):
                     continue
-                click.echo(json.dumps(jsonable(e), ensure_ascii=False) if as_json else _line(e))
+                click.echo(json_text(e)) if as_json else echo(_line(e))
         except KeyboardInterrupt:
             pass

@@ -30,6 +30,7 @@ from asynqpy.worker.logs import configure_logging
 from .common import (
     UserError,
     When,
+    echo,
     emit_json,
     json_option,
     redis_url_option,
@@ -278,7 +279,7 @@ class LazyGroup(click.Group):
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(f"asynqpy {version()}")
+        echo(f"asynqpy {version()}")
         ctx.exit()
 
 
@@ -586,7 +587,7 @@ def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file
         return
     when = f" (due {info.next_process_at:%Y-%m-%d %H:%M:%S} UTC)" if info.next_process_at else ""
     replaced = f", replacing {info.replaced}" if info.replaced else ""
-    click.echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}{replaced}")
+    echo(f"enqueued {info.id} to {info.queue}: {info.state.value}{when}{replaced}")
 
 
 _FLAG_VALUES: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
@@ -633,7 +634,7 @@ def _warn_unserved(redis_url: str, queue: str) -> None:
     if servers and queue not in served:
         meant = similar_queue(queue, served)
         hint = f"; did you mean {meant!r}?" if meant else f" (they serve {', '.join(sorted(served))})"
-        click.echo(f"asynqpy: warning: no running worker serves queue {queue!r}{hint}", err=True)
+        echo(f"asynqpy: warning: no running worker serves queue {queue!r}{hint}", err=True)
 
 
 def _every_command(cmd: click.Command) -> list[click.Command]:

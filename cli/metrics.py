@@ -8,7 +8,7 @@ from types import FrameType
 
 import click
 
-from .common import UserError, redis_url_option, user_errors
+from .common import UserError, echo, redis_url_option, user_errors
 
 
 @click.command()
@@ -30,7 +30,7 @@ def metrics(port: int, host: str, top_tenants: int, redis_url: str) -> None:
         httpd = serve_queue_metrics(redis_url, port, host, top_tenants)
     except OSError as exc:
         raise UserError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
-    click.echo(f"serving queue metrics on http://{host}:{httpd.server_port}/metrics (Ctrl-C stops)")
+    echo(f"serving queue metrics on http://{host}:{httpd.server_port}/metrics (Ctrl-C stops)")
     done = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:

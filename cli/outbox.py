@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
+from .common import UserError, echo, json_text, redis_url_option, signing_key_option, signing_keys, user_errors
 
 log = logging.getLogger("asynqpy.cli")
 
@@ -134,7 +134,7 @@ def relay(db_url: str, db_password_file: str | None, batch: int, poll: float, or
     Exits 1 if the relay stops on an error (logged), 0 when stopped."""
     r = make_relay(db_url, redis_url, signing_keys(signing_key_file), password_file=db_password_file, batch=batch,
                    poll=poll, ordered=ordered)
-    click.echo(f"relaying the outbox of {r.engine.url.render_as_string(hide_password=True)} (Ctrl-C stops)",
+    echo(f"relaying the outbox of {r.engine.url.render_as_string(hide_password=True)} (Ctrl-C stops)",
                err=True)
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -155,14 +155,8 @@ def relay(db_url: str, db_password_file: str | None, batch: int, poll: float, or
     while thread.is_alive():  # (the main thread stays free for the signal handlers)
         thread.join(0.5)
     if crashed:
-        click.echo(f"error: the outbox relay stopped: {_first_line(crashed[0])}", err=True)
+        echo(f"error: the outbox relay stopped: {_first_line(crashed[0])}", err=True)
         sys.exit(1)
-
-
-def _printable(text: str) -> str:
-    """``text`` with its control characters escaped (a row's columns are any database writer's)."""
-    return "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
-                   for c in text)
 
 
 def _relay_for_rows(db_url: str, password_file: str | None) -> Any:
@@ -190,17 +184,14 @@ def _relay_for_rows(db_url: str, password_file: str | None) -> Any:
 def failed(db_url: str, db_password_file: str | None, as_json: bool) -> None:
     """List the rows the relay set aside (never sent: an unsigned or forged row, a malformed
     column), with why. `asynqpy outbox retry` sends them again, `asynqpy outbox discard` deletes them."""
-    import json
-
-    safe = _printable
     rows = _relay_for_rows(db_url, db_password_file).set_aside()
     for row in rows:
         if as_json:
-            click.echo(json.dumps(row.__dict__))
+            echo(json_text(row.__dict__))
         else:
-            click.echo(f"{row.seq}\t{safe(row.id)}\t{safe(row.queue)}\t{safe(row.kind)}\t{safe(row.error)}")
+            echo(f"{row.seq}\t{row.id}\t{row.queue}\t{row.kind}\t{row.error}")
     if not rows and not as_json:
-        click.echo("no row set aside", err=True)
+        echo("no row set aside", err=True)
 
 
 @outbox.command()
@@ -215,7 +206,7 @@ def retry(db_url: str, db_password_file: str | None, ids: tuple[str, ...], every
     if bool(ids) == every:
         raise UserError("give task ids or --all")
     n = _relay_for_rows(db_url, db_password_file).retry(None if every else list(ids))
-    click.echo(f"{n} row(s) will be tried again")
+    echo(f"{n} row(s) will be tried again")
 
 
 @outbox.command()
@@ -229,7 +220,7 @@ def discard(db_url: str, db_password_file: str | None, ids: tuple[str, ...], eve
     if bool(ids) == every:
         raise UserError("give task ids or --all")
     n = _relay_for_rows(db_url, db_password_file).discard(None if every else list(ids))
-    click.echo(f"{n} row(s) deleted")
+    echo(f"{n} row(s) deleted")
 
 
 @outbox.command("create-table")
@@ -247,4 +238,4 @@ def create_table(db_url: str, db_password_file: str | None) -> None:
         Outbox(engine_of(db_url, "--db", db_password_file)).create_table()
     except sa.exc.OperationalError as exc:
         raise UserError(f"--db: cannot reach the database: {_first_line(exc)}") from None
-    click.echo("outbox table ready")
+    echo("outbox table ready")

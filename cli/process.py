@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from asynqpy.core.process import Process
 
@@ -17,9 +18,11 @@ from .common import (
     ago,
     clip,
     console,
+    echo,
     emit_json,
     inspector,
     json_option,
+    json_text,
     payload_text,
     redis_url_option,
     user_errors,
@@ -45,7 +48,7 @@ def _args(text: str | None) -> Any:
 
 def _status(p: Process) -> str:
     c = {"running": "green", "error": "red", "starting": "yellow"}.get(p.status, "")
-    text = f"[{c}]{p.status}[/{c}]" if c else p.status
+    text = f"[{c}]{escape(p.status)}[/{c}]" if c else escape(p.status)
     if p.failing:
         text += f" [red](failing: {escape(clip(p.failing, False, 60))}, {p.failing_attempts} attempt(s))[/red]"
     return text
@@ -80,7 +83,8 @@ def ls(queue: str | None, start: int, count: int, status: str | None, as_json: b
     for col in ("id", *([] if queue else ["queue"]), "type", "status", "events", "updated", "timer", "state"):
         table.add_column(col)
     for p in procs:
-        table.add_row(clip(p.id, False, 40), *([] if queue else [p.queue]), p.type, _status(p), str(p.events),
+        table.add_row(clip(p.id, False, 40), *([] if queue else [p.queue]), p.type, Text.from_markup(_status(p)),
+                      str(p.events),
                       ago(p.updated, now), ago(p.timer, now) if p.timer else "-", payload_text(p.state))
     console().print(table)
 
@@ -104,15 +108,16 @@ def inspect(process_id: str, queue: str, first: int, count: int, as_json: bool, 
     now = datetime.now(timezone.utc)
     out = console()
     kept = f" (the oldest kept: #{p.first_event})" if p.first_event > 1 else ""
-    out.print(f"process [bold]{p.id}[/bold] ({p.type}, queue {p.queue}): {_status(p)}, {p.events} event(s){kept}")
+    out.print(f"process [bold]{escape(p.id)}[/bold] ({escape(p.type)}, queue {escape(p.queue)}): {_status(p)}, "
+              f"{p.events} event(s){kept}", markup=True)
     out.print(f"  created {ago(p.created, now)}, updated {ago(p.updated, now)}")
     if p.tenant:
-        out.print(f"  tenant: {escape(p.tenant)}")
+        out.print(f"  tenant: {escape(p.tenant)}", markup=True)
     if p.timer:
         out.print(f"  timer: {ago(p.timer, now)} (input {p.timer_id})")
     if p.failing:
         out.print(f"  input {escape(p.failing_input)} failed {p.failing_attempts} time(s) and waits for a retry: "
-                  f"{escape(p.failing)}")
+                  f"{escape(p.failing)}", markup=True)
         out.print("  the inputs sent after it wait behind it; remove it now: asynqpy process rm --now "
                   + process_id + (f" -q {queue}" if queue != "default" else ""))
     if p.status == "error":
@@ -144,7 +149,7 @@ def start(process_type: str, process_id: str, queue: str, args: str | None, tena
     with Client(redis_url) as c:
         started = c.start_process(process_type, process_id, _args(args), queue=queue,
                                   **({"tenant": tenant} if tenant is not None else {}))
-    click.echo(f"started process {process_id}" if started else f"process {process_id} exists: nothing done")
+    echo(f"started process {process_id}" if started else f"process {process_id} exists: nothing done")
 
 
 def _send(kind: str, process_id: str, queue: str, args: str | None, timeout: float, redis_url: str) -> None:
@@ -156,7 +161,7 @@ def _send(kind: str, process_id: str, queue: str, args: str | None, timeout: flo
             got = fn(process_id, _args(args), timeout=timeout, queue=queue)
         except TimeoutError:
             raise UserError(f"no response within {timeout:g}s (the input is queued and will still run)") from None
-    click.echo(json.dumps(got, default=str, ensure_ascii=False))
+    click.echo(json_text(got))
 
 
 @process.command()
@@ -199,4 +204,4 @@ def rm(process_id: str, queue: str, now: bool, redis_url: str) -> None:
     with Client(redis_url) as c:
         if not c.remove_process(process_id, queue=queue, timeout=0, now=now):
             raise UserError(f"no process {process_id!r} in queue {queue!r}")
-    click.echo(f"removal of process {process_id} queued")
+    echo(f"removal of process {process_id} queued")

@@ -6,10 +6,12 @@ import click
 from rich.table import Table
 
 from asynqpy import QueueInfo
+from asynqpy.core.tenants import state_text as tenant_state
 
 from .common import (
     UserError,
     console,
+    echo,
     emit_json,
     inspector,
     json_option,
@@ -38,9 +40,9 @@ def ls(as_json: bool, redis_url: str) -> None:
     if as_json:
         emit_json(names)
     elif not names:
-        click.echo("no queues yet")
+        echo("no queues yet")
     else:
-        click.echo("\n".join(names))
+        echo("\n".join(names))
 
 
 def info_table(q: QueueInfo) -> Table:
@@ -128,7 +130,7 @@ def groups(queue_name: str, as_json: bool, redis_url: str) -> None:
         emit_json(found)
         return
     if not found:
-        click.echo(f"no aggregation groups in queue {queue_name}")
+        echo(f"no aggregation groups in queue {queue_name}")
         return
     t = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("group", "size", "oldest joined", "newest joined"):
@@ -164,14 +166,14 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
         emit_json(got)
         return
     if got.concurrency is None and got.rate is None:
-        click.echo(f"queue {queue_name}: no limits")
+        echo(f"queue {queue_name}: no limits")
         return
     parts = []
     if got.concurrency is not None:
         parts.append(f"concurrency {got.concurrency}")
     if got.rate is not None:
         parts.append(f"rate {got.rate:g}/s (burst {got.burst})")
-    click.echo(f"queue {queue_name}: " + ", ".join(parts))
+    echo(f"queue {queue_name}: " + ", ".join(parts))
 
 
 @queue.command("tenants")
@@ -201,20 +203,23 @@ def tenants(queue_name: str, after: str, count: int, weight: int | None, concurr
             d = (insp.clear_tenant_defaults(queue_name) if clear
                  else insp.set_tenant_defaults(queue_name, weight=weight, concurrency=concurrency,
                                                rate=_rate_arg(rate), burst=burst))
-            click.echo(f"queue {queue_name}: tenants' defaults weight {d.weight}, concurrency "
+            echo(f"queue {queue_name}: tenants' defaults weight {d.weight}, concurrency "
                        f"{d.concurrency or 'none'}, rate {_rate_text(d.rate, d.burst)}")
         got = insp.tenants(queue_name, after=after, count=count)
     if as_json:
         emit_json(got)
         return
+    if not got:
+        echo(f"no tenants in queue {queue_name}" + (f" after {after}" if after else "")
+                   + " (a tenant is listed while it has pending tasks)")
+        return
     t = Table("tenant", "pending", "active", "weight", "concurrency", "rate", "state")
     for ti in got:
         t.add_row(ti.tenant, str(ti.pending), str(ti.active), str(ti.weight), str(ti.concurrency or "-"),
-                  _rate_text(ti.rate, ti.burst) if ti.rate else "-",
-                  "paused" if ti.paused else ("taking turns" if ti.ready else "held"))
+                  _rate_text(ti.rate, ti.burst) if ti.rate else "-", tenant_state(ti, short=True))
     show(console(), t)
     if len(got) == count:
-        click.echo(f"(more: --after {got[-1].tenant})")
+        echo(f"(more: --after {got[-1].tenant})")
 
 
 @queue.command("tenant")
@@ -251,11 +256,10 @@ def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: i
     if as_json:
         emit_json(got)
         return
-    held = got.concurrency and got.active >= got.concurrency
-    state = "paused" if got.paused else ("taking turns" if got.ready else ("held" if held else "no pending task"))
+    state = tenant_state(got)
     limit = f", concurrency {got.concurrency} ({got.active} active)" if got.concurrency else ""
     per = f", rate {_rate_text(got.rate, got.burst)}" if got.rate else ""
-    click.echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}{per}, {state}, "
+    echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}{per}, {state}, "
                f"{got.pending} pending")
 
 
@@ -286,7 +290,7 @@ def block(queue_name: str, task_type: str, redis_url: str) -> None:
     See docs/deploy.md."""
     with inspector(redis_url) as insp:
         blocked = insp.block_type(queue_name, task_type)
-    click.echo(f"blocked type {task_type} in queue {queue_name} (blocked: {', '.join(blocked)})")
+    echo(f"blocked type {task_type} in queue {queue_name} (blocked: {', '.join(blocked)})")
 
 
 @queue.command("unblock")
@@ -299,7 +303,7 @@ def unblock(queue_name: str, task_type: str, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         moved = insp.unblock_type(queue_name, task_type)
         left = insp.blocked_types(queue_name)
-    click.echo(f"unblocked type {task_type} in queue {queue_name}: {moved} held task(s) back in the queue"
+    echo(f"unblocked type {task_type} in queue {queue_name}: {moved} held task(s) back in the queue"
                + (f" (still blocked: {', '.join(left)})" if left else ""))
 
 
@@ -315,7 +319,7 @@ def blocked(queue_name: str, as_json: bool, redis_url: str) -> None:
     if as_json:
         emit_json(types)
         return
-    click.echo("\n".join(types) if types else f"no type is blocked in queue {queue_name}")
+    echo("\n".join(types) if types else f"no type is blocked in queue {queue_name}")
 
 
 def _switch(verb: str, yes: str, no: str, help: str) -> None:
@@ -328,7 +332,7 @@ def _switch(verb: str, yes: str, no: str, help: str) -> None:
     def command(queues: tuple[str, ...], redis_url: str) -> None:
         with inspector(redis_url) as insp:
             for q in queues:
-                click.echo((yes if getattr(insp, verb)(q) else no).format(q=q))
+                echo((yes if getattr(insp, verb)(q) else no).format(q=q))
 
 
 _switch("pause", "paused queue {q}", "queue {q} was already paused",
@@ -358,7 +362,7 @@ def events_setting(queues: tuple[str, ...], max_len: int | None, off: bool, on: 
                 insp.set_events(q, insp.events_max_len(q) if value is None else value, active)
             n = insp.events_max_len(q)
             when = "always" if insp.events_active(q) else "while followed"
-            click.echo(f"queue {q}: events {'off' if n == 0 else f'on, about {n:,} kept (active events {when})'}")
+            echo(f"queue {q}: events {'off' if n == 0 else f'on, about {n:,} kept (active events {when})'}")
 
 
 @queue.command()
@@ -372,4 +376,4 @@ def rm(queues: tuple[str, ...], force: bool, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         for q in queues:
             insp.remove_queue(q, force=force)
-            click.echo(f"removed queue {q}")
+            echo(f"removed queue {q}")

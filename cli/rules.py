@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import UserError, user_errors
+from .common import UserError, echo, user_errors
 
 
 @click.command()
@@ -37,11 +37,11 @@ def rules(config: str, check: bool, redrive: bool, instance: str | None, batch: 
     conf = load_config(config)
     if redrive:
         for name, n in redrive_dead(conf, redis_url).items():
-            click.echo(f"{name}: {n} dead event(s) moved back to the input list")
+            echo(f"{name}: {n} dead event(s) moved back to the input list")
         return
     if check:
         n = sum(len(w.rules) for w in conf.watchers)
-        click.echo(f"{config}: ok ({len(conf.watchers)} watcher(s), {n} rule(s))")
+        echo(f"{config}: ok ({len(conf.watchers)} watcher(s), {n} rule(s))")
         return
     if instance is not None and (not instance or "/" in instance or not instance.isprintable()):
         raise UserError(f"--instance must be a non-empty printable name without '/', got {instance!r}")

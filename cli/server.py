@@ -6,11 +6,13 @@ from datetime import datetime, timezone
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from .common import (
     UserError,
     ago,
     console,
+    echo,
     emit_json,
     inspector,
     json_option,
@@ -30,8 +32,9 @@ def server() -> None:
 @redis_url_option
 @user_errors
 def ls(as_json: bool, redis_url: str) -> None:
-    """List live servers: name, host, pid, busy/concurrency, queues (weights), when started. Running
-    tasks are as of each server's last heartbeat."""
+    """List live servers: name, host, pid, busy/concurrency, queues (weights), when started. Busy is
+    as of each server's last heartbeat (up to heartbeat_interval, 5 s by default, behind:
+    docs/workers.md); a queue's active tasks now: `asynqpy stats`."""
     with inspector(redis_url) as insp:
         servers = insp.servers()
     if as_json:
@@ -54,7 +57,8 @@ def ls(as_json: bool, redis_url: str) -> None:
     t.add_column("started", no_wrap=True)
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
-        status = {"quiet": "[yellow]quiet[/yellow]", "stopping": "[red]stopping[/red]"}.get(s.status, s.status)
+        status = {"quiet": Text("quiet", style="yellow"), "stopping": Text("stopping", style="red")}.get(
+            s.status, Text(s.status))
         t.add_row(s.id, s.name or "-", *([s.version or "-"] if versions else []), status,
                   f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
     show(out, t)
@@ -87,7 +91,7 @@ def _control(action: str, server: str, timeout: float, redis_url: str, concurren
             raise UserError(f"no live server {server!r} (see asynqpy server ls)") from None
         except TimeoutError as exc:
             raise UserError(str(exc)) from None
-    click.echo(f"server {ids[0] if ids else server}: {got}")
+    echo(f"server {ids[0] if ids else server}: {got}")
 
 
 timeout_option = click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1),

@@ -25,6 +25,7 @@ from .common import (
     size,
     user_errors,
     utc,
+    visible,
 )
 
 COLUMNS = ("pending", "active", "scheduled", "retry", "archived", "completed", "latency")
@@ -84,6 +85,7 @@ def show_queue_table(out: Console, rows: list[QueueInfo], memory: bool = False) 
     show(out, _table(columns, [], [], widths, queue_width))  # the header, as rich styles it
     lines = []
     for name, row in zip(names, cells):
+        name = visible(name)  # (a name written by hand into the queue set: cli/common visible)
         line = name + " " * (queue_width - cell_len(name) + GAP) + " ".join(c.rjust(w) for c, w in zip(row, widths))
         lines.append(line.rstrip() + "\n")
     out.file.write("".join(lines))
@@ -121,7 +123,7 @@ def stats(memory: bool, as_json: bool, redis_url: str) -> None:
     if not rows:
         out.print("no queues yet")
         return
-    out.print(f"[bold]Queues[/bold] ({utc(rows[0].timestamp)})")
+    out.print(f"[bold]Queues[/bold] ({utc(rows[0].timestamp)})", markup=True)
     show_queue_table(out, rows, memory)
     processed, failed = sum(q.processed_today for q in rows), sum(q.failed_today for q in rows)
     split = ""

@@ -21,6 +21,7 @@ from .common import (
     ago,
     clip,
     console,
+    echo,
     emit_json,
     full_option,
     inspector,
@@ -32,6 +33,7 @@ from .common import (
     timeout_text,
     user_errors,
     utc,
+    visible,
 )
 
 queue_option = click.option("--queue", "-q", required=True, help="The task's queue.")
@@ -190,6 +192,16 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
         rows.append(("group", x.group))
     if x.tenant:
         rows.append(("tenant", x.tenant))
+    if x.key:
+        rows.append(("key", f"{x.key} (its tasks run one at a time, in order)"))
+    if x.held:
+        why = {"type": "its type is blocked in the queue: `asynqpy queue unblock`",
+               "version": f"it waits for a worker of version {x.min_worker_version or '?'} or newer"}.get(x.held, "")
+        rows.append(("held", f"{x.held} ({why})" if why else x.held))
+    if x.min_worker_version:
+        rows.append(("min worker version", x.min_worker_version))
+    if x.replaced:
+        rows.append(("replaced", f"{x.replaced} (a debounced enqueue replaced that task)"))
     if x.workers is not None or x.runs_wanted > 1:
         rows.append(("workers", ", ".join(x.workers) if x.workers is not None else "any"))
         rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))
@@ -231,12 +243,12 @@ def show_logs(out: Any, logs: list[Any], full: bool) -> None:
     shown = logs if full else logs[-LOG_LINES_SHOWN:]
     out.print()
     more = f", the newest {len(shown)} of {len(logs)} (--full: all)" if len(shown) < len(logs) else ""
-    out.print(f"[bold]logs[/bold] (#attempt){more}")
+    out.print(f"[bold]logs[/bold] (#attempt){more}", markup=True)
     width = max(40, out.width)
     text = []
     for ln in shown:
         head = f"#{ln.attempt} {utc(ln.at)} "
-        for i, part in enumerate(str(ln.text).rstrip().splitlines() or [""]):
+        for i, part in enumerate(visible(str(ln.text)).rstrip().splitlines() or [""]):
             text += textwrap.wrap(part, width, initial_indent=head if i == 0 else "    ", subsequent_indent="    ",
                                   break_on_hyphens=False, drop_whitespace=True) or [head.rstrip()]
     out.file.write("".join(line.rstrip() + "\n" for line in text))
@@ -262,8 +274,9 @@ def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str)
     trace = getattr(info, "traceback", "")  # the last failed attempt's traceback (bounded by the library)
     if trace:
         out.print()
-        out.print("[bold]traceback[/bold] (last failed attempt)")
-        out.file.write("".join(line.rstrip() + "\n" for line in str(trace).rstrip().splitlines()))  # as is: no folding
+        out.print("[bold]traceback[/bold] (last failed attempt)", markup=True)
+        lines = visible(str(trace)).rstrip().splitlines()  # as is: no folding (escaped: cli/common visible)
+        out.file.write("".join(line.rstrip() + "\n" for line in lines))
         out.file.flush()
 
 
@@ -282,6 +295,8 @@ def tree(queue: str, task_id: str, limit: int, as_json: bool, redis_url: str) ->
     if as_json:
         emit_json(roots)
         return
+    from rich.markup import escape
+    from rich.text import Text
     from rich.tree import Tree
 
     out = console()
@@ -292,14 +307,14 @@ def tree(queue: str, task_id: str, limit: int, as_json: bool, redis_url: str) ->
             again = " (again: see above)" if n.repeated else ""
             c = colors.get(n.state, "")
             state = f"[{c}]{n.state}[/{c}]" if c else n.state
-            return f"{n.queue}/{n.id} {n.type} {state}{again}{mark}"
+            return f"{escape(n.queue)}/{escape(n.id)} {escape(n.type)} {state}{again}{mark}"
 
-        top = Tree(label(root))
+        top = Tree(Text.from_markup(label(root)))
         stack = [(root, top)]
         while stack:
             node, branch = stack.pop()
             for child in node.children:
-                sub = branch.add(label(child))
+                sub = branch.add(Text.from_markup(label(child)))
                 stack.append((child, sub))
         out.print(top)
 
@@ -315,7 +330,7 @@ def cancel(ids: tuple[str, ...], queue: str | None, redis_url: str) -> None:
     with inspector(redis_url) as insp:
         for id in ids:
             info = insp.cancel(id, queue)
-            click.echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
+            echo(f"cancelled task {id} in queue {info.queue} (archived; `task run` reruns it)")
 
 
 @task.command()
@@ -367,7 +382,7 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
         emit_json(info)
         return
     due = f" (due {utc(info.next_process_at)})" if info.next_process_at else ""
-    click.echo(f"edited task {task_id} (queue {queue}): {info.state.value}{due}")
+    echo(f"edited task {task_id} (queue {queue}): {info.state.value}{due}")
 
 
 def _one(verb: str, done: str, help: str) -> None:
@@ -380,7 +395,7 @@ def _one(verb: str, done: str, help: str) -> None:
     def command(queue: str, task_id: str, redis_url: str) -> None:
         with inspector(redis_url) as insp:
             getattr(insp, f"{verb}_task")(queue, task_id)
-        click.echo(f"{done} task {task_id} (queue {queue})")
+        echo(f"{done} task {task_id} (queue {queue})")
 
 
 def _all(verb: str, done: str, help: str) -> None:
@@ -395,7 +410,7 @@ def _all(verb: str, done: str, help: str) -> None:
         st = parse_state(state)
         with inspector(redis_url) as insp:
             n = getattr(insp, f"{verb}_all")(queue, st)
-        click.echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
+        echo(f"{done} {n:,} {st.value} task(s) in queue {queue}")
 
 
 _one("delete", "deleted", "Delete a task (any state but active: cancel a running task instead).")

@@ -9,7 +9,7 @@ import click
 
 from asynqpy.core.errors import InvalidArgumentError
 
-from .common import UserError, redis_url_option, signing_key_option, signing_keys, user_errors
+from .common import UserError, echo, redis_url_option, signing_key_option, signing_keys, user_errors
 
 
 def _loopback(host: str) -> bool:
@@ -70,7 +70,7 @@ def web(port: int, host: str, read_only: bool, auth_file: str | None, auth_env: 
         raise UserError(str(exc)) from None
     import uvicorn
 
-    click.echo(f"asynqpy web console on http://{host}:{port}/{' (read-only)' if read_only else ''}; "
+    echo(f"asynqpy web console on http://{host}:{port}/{' (read-only)' if read_only else ''}; "
                f"it answers to Host {', '.join(hosts)} (more with --allowed-host)")
     from asynqpy.web.serving import config
 

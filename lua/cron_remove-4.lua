@@ -7,6 +7,8 @@ ARGV[1] name      the entry's name
 Returns 1 = removed, 0 = no such entry (its leftovers, if any, are removed too). Tasks it already
 enqueued stay.
 ]]
+--- @include "operator"
+operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local existed = redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])

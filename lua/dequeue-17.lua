@@ -504,6 +504,7 @@ if ids or #runs > 0 then
       out = kept
     end
     local cap = tonumber(conf[1]) or EVENTS_CAP
+    events_conf(KEYS[7])  -- (the stream's count of events: includes/events)
     if cap > 0 and active_wanted(conf[10], conf[11], now) then  -- (one entry per type: includes/events)
       local groups, order = {}, {}
       for i = 4, #out, 2 do

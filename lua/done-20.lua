@@ -130,21 +130,23 @@ local x = {t = KEYS[1], lease = KEYS[2], progress = KEYS[5], events = KEYS[7], c
            batch = {},  -- (the events: one entry per batch, exit_flush)
            flows = redis.call('EXISTS', KEYS[9], KEYS[11]) > 0,  -- a queue with workflows? (one command per batch)
            cap = tonumber(conf[1]) or EVENTS_CAP, unlimited = not conf[2]}
+events_conf(KEYS[8])  -- (the stream's count of events: includes/events)
 if mp > 0 then  -- the plain items: their types read in place only when the events are on
-  local mtypes, attempts = {}, {}
+  local mtypes, attempts, tenants = {}, {}, {}
   for k = 1, mp do
     local i = okpos and okpos[k] or k
     if x.cap > 0 then
       mtypes[k] = msg_type(vals[i], STORED_ACTIVE_AT)  -- (an active task's: stored_holds said so)
+      tenants[k] = msg_tenant(vals[i], STORED_ACTIVE_AT) or false  -- (false: none; a short message: one byte read)
     end
     attempts[k] = ARGV[3 * i + 2]
   end
-  for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp) or {}) do
+  for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp, tenants) or {}) do
     mark(okpos and okpos[k] or k, '!')
   end
 end
 local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result = '', progressed = false, lock = false,
-           key = '', keylist = false}  -- (one per batch, refilled for each task; every field present: no rehash)
+           key = '', keylist = false, tenant = false}  -- (one per batch, refilled for each task; every field present: no rehash)
 for k = mp + 1, m do
   local i = okpos and okpos[k] or k
   local base = at(i) - 1  -- (ARGV[base + 1] = its id)
@@ -157,6 +159,7 @@ for k = mp + 1, m do
   local v = vals[i]
   e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, STORED_ACTIVE_AT), ARGV[base + 3],
     ARGV[base + 8], ARGV[base + 7] == '1'
+  e.tenant = msg_tenant(v, STORED_ACTIVE_AT) or false
   e.lock = lock ~= '0' and KEYS[20 + tonumber(lock)]
   e.key, e.keylist = ARGV[base + 10], keylist ~= '0' and KEYS[20 + tonumber(keylist)]
   if task_exit(x, e) then

@@ -45,6 +45,8 @@ ARGV[1] force  '1' = the queue's processes are deleted with it; else a process l
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
 of removed tasks ('') counts as empty (up to 1000 of them are looked at).
 ]]
+--- @include "operator"
+operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local left = redis.call('LLEN', KEYS[1])
 if left > 0 and left <= 1000 then
   for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do

@@ -37,5 +37,5 @@ if done then
 end
 push_pending({KEYS[2], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}, id, ARGV[2], 1, false)
 signal(KEYS[3])
-emit(KEYS[7], events_cap(KEYS[8]), 'e', 'enqueued', 'id', id, 'type', msg_type(ARGV[2]))
+emit_task(KEYS[7], events_cap(KEYS[8]), msg_tenant(ARGV[2], 1), 'e', 'enqueued', 'id', id, 'type', msg_type(ARGV[2]))
 return 1

@@ -106,5 +106,5 @@ if failed and policy == 'c' then  -- a parent failed already: archived at once, 
   return 3
 end
 redis.call('ZADD', KEYS[2], now, id)
-emit(KEYS[7], cap, 'e', 'waiting', 'id', id, 'type', msg_type(msg))
+emit_task(KEYS[7], cap, msg_tenant(msg, 1), 'e', 'waiting', 'id', id, 'type', msg_type(msg))
 return 2

@@ -74,16 +74,19 @@ if #ids > 0 then
   signal(KEYS[3])
   local cap = events_cap(KEYS[8])
   if cap > 0 then
-    local types, same = {}, ARGV[1] ~= '1' and #ids > 1
+    local types, tenants, same = {}, {}, ARGV[1] ~= '1' and #ids > 1
     for n = 1, #ids do
-      types[n] = msg_type(stored_msg(vals[n]))
-      same = same and types[n] == types[1]
+      local m = stored_msg(vals[n])
+      types[n], tenants[n] = msg_type(m), msg_tenant(m, 1) or false
+      same = same and types[n] == types[1] and tenants[n] == tenants[1]
     end
-    if same then  -- generated ids of one type: one entry for the batch (ids: space-separated)
-      emit_ids(KEYS[7], cap, ids, 'enqueued', 'type', types[1])  -- (its cap counts every task: includes/events)
+    if same and tenants[1] then  -- generated ids of one type and tenant: one entry for the batch
+      emit_ids(KEYS[7], cap, ids, 'enqueued', 'type', types[1], 'tenant', tenants[1])
+    elseif same then  -- (ids: space-separated; its cap counts every task: includes/events)
+      emit_ids(KEYS[7], cap, ids, 'enqueued', 'type', types[1])
     else
       for n, id in ipairs(ids) do
-        emit(KEYS[7], cap, 'e', 'enqueued', 'id', id, 'type', types[n])
+        emit_task(KEYS[7], cap, tenants[n] or nil, 'e', 'enqueued', 'id', id, 'type', types[n])
       end
     end
   end

@@ -25,8 +25,10 @@ Returns {moved, offset, more, blocked types...}: moved = tasks put back by this 
 pass to the next call; more = 1 when the band may hold more to read.
 ]]
 --- @include "hold"
+--- @include "operator"
 --- @include "signal"
 --- @include "stored"
+operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 local action, t = ARGV[1], ARGV[2]
 local holds = redis.call('HGET', KEYS[1], 'holds')
 if action == 'block' then

@@ -76,7 +76,7 @@ if seen == 'replace' then
 end
 signal_if_first(KEYS[2], due, KEYS[3])
 redis.call('ZADD', KEYS[2], due, id)
-emit(KEYS[7], cap, 'e', 'scheduled', 'id', id, 'type', msg_type(ARGV[2]), 'due', due)
+emit_task(KEYS[7], cap, msg_tenant(ARGV[2], 1), 'e', 'scheduled', 'id', id, 'type', msg_type(ARGV[2]), 'due', due)
 if debounce then
   return {due, replaced}
 end

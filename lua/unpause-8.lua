@@ -11,6 +11,8 @@ Returns 1 = unpaused, 0 = it was not paused.
 ]]
 --- @include "signal"
 --- @include "priority"
+--- @include "operator"
+operator_only(KEYS[1])  -- an operator's: a producer is refused here, before any write
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers import serving, stats, until
 
-from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, Task
+from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, SkipRetry, Task
 from asynqpy.core import events as ev
 from asynqpy.core.broker import Broker, Done
 from asynqpy.core.codec import Message, decode
@@ -222,6 +222,118 @@ def test_the_cap_counts_events_so_a_batch_fed_stream_stays_small(backend: Any) -
     assert 200 <= kept <= 600, kept  # MAXLEN ~ cap/n: whole nodes trimmed
     if backend.kind != "fake":
         assert backend.sync.memory_usage(k.events, samples=0) < 48_000  # (200 entries of 100 ids: ~500 KB)
+
+
+def test_a_stream_mixing_single_and_batch_entries_keeps_its_cap_of_events(backend: Any) -> None:
+    """Issue 42: the cap counts events whatever the mix of entries. Before, an entry of n events
+    was added with MAXLEN ~ cap / n, so a batch's entry trimmed a mixed stream to cap / n entries:
+    a queue fed single tasks and batches kept a sixth of its cap (the oldest event first gone).
+    Now every event is kept up to the cap, then the newest cap events (at most cap / 100 and
+    one entry more)."""
+    ins = Inspector(backend.sync)
+    ins.set_events(Q, 1000)
+    singles = [("t" if i % 2 else "u", i) for i in range(150)]  # (types alternate: an entry each)
+    with Client(backend.sync) as c:
+        c.enqueue("first", queue=Q, task_id="first")
+        for _ in range(4):
+            c.enqueue_many([("b", i) for i in range(50)], queue=Q)  # one entry of 50 events
+            c.enqueue_many(singles, queue=Q)
+    events = list(ins.events(Q))
+    assert len(events) == 801 and events[0].task_id == "first"  # under the cap: every event kept
+    with Client(backend.sync) as c:
+        for i in range(5):
+            c.enqueue_many(singles, queue=Q)
+            c.enqueue_many([("b", j) for j in range(50)], queue=Q)
+            c.enqueue("s", queue=Q, task_id=f"last{i}")
+    events = list(ins.events(Q))
+    assert 1000 <= len(events) <= 1000 + 10 + 50, len(events)  # the cap, and no more than a trim's slack
+    assert events[-1].task_id == "last4" and "first" not in {e.task_id for e in events}
+    assert int(backend.sync.hget(queue_keys(Q).conf, "kept")) == len(events)  # the count is the stream's
+    b, x = Broker(), SyncExecutor(backend.sync)  # a worker's batched ends (done-20) and dequeues count too
+    ins.set_events(Q, 1000, active=True)
+    for _ in range(4):
+        taken = x.run(b.dequeue(Q, 100, 60_000, "tok00001")).tasks
+        x.run(b.done_many(Q, [Done(id, "tok00001", decode(m)) for id, m in taken]))
+    events = list(ins.events(Q))
+    assert 1000 <= len(events) <= 1060 and events[-1].event == "completed", (len(events), events[-1])
+    assert int(backend.sync.hget(queue_keys(Q).conf, "kept")) == len(events)
+    ins.set_events(Q, 100, active=False)  # a lowered cap is reached within a few writes
+    with Client(backend.sync) as c:
+        for i in range(3):
+            c.enqueue("s", queue=Q)
+    assert 100 <= len(list(ins.events(Q))) <= 160
+    backend.sync.delete(queue_keys(Q).events)  # deleted by hand: the count finds its way back
+    with Client(backend.sync) as c:
+        for i in range(120):
+            c.enqueue_many(singles[:2], queue=Q)
+    assert 100 <= len(list(ins.events(Q))) <= 160
+
+
+def test_a_handler_sees_its_tenant_and_the_tenant_is_on_its_events(backend: Any) -> None:
+    """Issue 42 #23: ``Task.tenant`` (and ``current_task().tenant``) is the task's tenant, and the
+    events of its enqueue and of its end carry it (``TaskEvent.tenant``), in single entries and in
+    batched ones (a batch's entry is one tenant's: tasks of two tenants never share one)."""
+    from asynqpy import current_task
+
+    seen: dict[str, tuple[str, str]] = {}
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        cur = current_task()
+        seen[task.id] = (task.tenant, cur.tenant if cur else "?")
+
+    @mux.handle("bad")
+    async def bad(task: Task) -> None:
+        raise SkipRetry("no")
+
+    with Client(backend.sync) as c:
+        c.enqueue("t", 1, queue=Q, task_id="a1", tenant="acme")
+        c.enqueue("t", 2, queue=Q, task_id="n1")
+        c.enqueue_many([("t", i) for i in range(5)], queue=Q, tenant="acme")  # one entry: acme's
+        c.enqueue_many([("t", i) for i in range(5)], queue=Q, tenant="globex")
+        c.enqueue("bad", queue=Q, task_id="b1", tenant="globex")
+        c.enqueue("t", queue=Q, task_id="k1", tenant="acme", key="k")
+        c.enqueue("t", queue=Q, task_id="k2", tenant="acme", key="k")  # blocked behind k1
+        c.enqueue("t", queue=Q, task_id="s1", tenant="globex", process_in=0.05)  # scheduled, then due
+        c.enqueue("t", queue=Q, task_id="w1", tenant="acme", after=["a1"])  # a workflow child
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, queues=[Q], concurrency=20):
+            await until(lambda: len(seen) == 16 and stats(backend, Q).archived == 1 and stats(backend, Q).active == 0)
+
+    asyncio.run(main())
+    assert seen["a1"] == ("acme", "acme") and seen["n1"] == ("", "") and seen["k2"] == ("acme", "acme")
+    assert sorted({v for v in seen.values()}) == [("", ""), ("acme", "acme"), ("globex", "globex")]
+    assert seen["s1"] == ("globex", "globex") and seen["w1"] == ("acme", "acme")
+    tenant_of = {"a1": "acme", "n1": "", "b1": "globex", "k1": "acme", "k2": "acme", "s1": "globex", "w1": "acme"}
+    events = list(Inspector(backend.sync).events(Q))
+    for e in events:
+        want = tenant_of.get(e.task_id)
+        if want is None:  # an enqueue_many task: its tenant from its handler's view
+            want = seen[e.task_id][0]
+        assert e.tenant == want, e
+    kinds = {(e.task_id, e.event) for e in events}
+    assert {("a1", "enqueued"), ("a1", "completed"), ("b1", "archived"), ("k2", "blocked"),
+            ("k2", "enqueued"), ("k2", "completed"), ("s1", "scheduled"), ("w1", "enqueued")} <= kinds
+
+
+def test_an_operators_run_now_writes_an_event(backend: Any) -> None:
+    """Issue 42: running a task from the archive (or a scheduled or retry task) now wrote no event:
+    the stream showed it archived, then running with nothing between. Now an ``enqueued`` event
+    with ``from_state`` (and its tenant)."""
+    b, x, ins = Broker(), SyncExecutor(backend.sync), Inspector(backend.sync)
+    with Client(backend.sync) as c:
+        c.enqueue("t", 1, queue=Q, task_id="x1", tenant="acme")
+        c.enqueue("t", 2, queue=Q, task_id="s1", process_in=3600)
+    taken = x.run(b.dequeue(Q, 1, 60_000, "tok00001")).tasks
+    assert [id for id, _ in taken] == ["x1"]
+    x.run(b.archive(Q, "x1", "tok00001", Message("t", 1, last_error="no", tenant="acme"), 10_000, 86_400_000))
+    before = list(ins.events(Q))[-1].stream_id
+    ins.run_task(Q, "x1")
+    ins.run_task(Q, "s1")
+    got = [(e.event, e.task_id, e.from_state, e.tenant, e.type) for e in ins.events(Q, since=before)]
+    assert got == [("enqueued", "x1", "archived", "acme", "t"), ("enqueued", "s1", "scheduled", "", "t")]
 
 
 def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:

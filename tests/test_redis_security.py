@@ -9,6 +9,7 @@ import gc
 import re
 import shutil
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,31 @@ def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
     assert " ".join(CLUSTER_EXTRA) in readme
 
 
+WRITES = {"hset", "hdel", "hincrby", "set", "del", "unlink", "lpush", "rpush", "lpop", "rpop", "lset", "lrem",
+          "ltrim", "zadd", "zrem", "zincrby", "zremrangebyrank", "zremrangebyscore", "sadd", "srem", "xadd", "xdel",
+          "incr", "incrby", "decrby", "expire", "pexpire", "persist", "publish", "rpoplpush", "blmove"}
+
+
+def test_every_operator_script_is_refused_to_a_producer_before_its_first_write() -> None:
+    """A script only operators (and workers) run, that writes, starts with a command the README's
+    producer role does not hold (PERSIST, or EXISTS through includes/operator.lua): Redis refuses
+    the whole script to a producer before anything changes (issue 42: hold-10 had no such guard,
+    and a producer could block and unblock task types)."""
+    allowed = {c[1:] for r in documented_acl()["producer"] for c in r.strip("()").split() if c.startswith("+")}
+    unguarded = []
+    for script in sorted(ROLE_SCRIPTS["inspector"] - ROLE_SCRIPTS["producer"] - ROLE_SCRIPTS["worker"]):
+        path = next((ROOT / "lua").glob(f"{script}-*.lua"))
+        body = path.read_text().split("]]", 1)[1]  # the script's own body, after its header
+        if not {c.lower() for c in re.findall(r"redis\.p?call\('(\w+)'", body)} & WRITES:
+            continue  # reads only (page, stats, tenants: its includes' writes are not called)
+        first = re.search(r"redis\.p?call\('(\w+)'|(operator_only|writable_when_full)\(", body)
+        command = first and ({"operator_only": "exists", "writable_when_full": "persist"}.get(first[2] or "")
+                             or first[1].lower())
+        if command is None or command in allowed:
+            unguarded.append(f"{script} (first command: {command})")
+    assert not unguarded, f"operator scripts a producer could run: {unguarded}"
+
+
 def _lifecycle_mux(ran: list[Any], started: asyncio.Event) -> ServeMux:
     mux = ServeMux()
     tries: dict[str, int] = {}
@@ -308,6 +334,148 @@ def _lifecycle_mux(ran: list[Any], started: asyncio.Event) -> ServeMux:
         await asyncio.sleep(60)
 
     return mux
+
+
+HARNESS = {"info", "config|resetstat", "flushall", "ping", "hello", "client|setinfo", "select"}
+"""Commands the test itself (INFO, CONFIG RESETSTAT, FLUSHALL) or every connection's handshake
+sends: not the role's."""
+
+
+def _ran(admin: redis.Redis) -> set[str]:
+    """The commands Redis ran since the last CONFIG RESETSTAT, those inside scripts included (INFO
+    commandstats counts each command a script calls), as the ACL names them (client|id)."""
+    return {k.removeprefix("cmdstat_") for k in admin.info("commandstats")} - HARNESS
+
+
+def _allowed(role: str) -> set[str]:
+    return {c[1:] for r in documented_acl()[role] for c in r.strip("()").split() if c.startswith("+")}
+
+
+@pytest.mark.real
+def test_each_roles_commands_derived_from_what_it_runs_are_in_the_readme(redis_url: str) -> None:
+    """Issue 42 #19: the README's worker role lacked SCARD, which discovery by pattern runs, and
+    no test saw it (the lifecycle test served fixed queues). Here each role's code paths run on
+    their own against a redis-server, one role at a time, and the commands Redis ran for them
+    (INFO commandstats: the ones inside scripts included) must all be in the role's README ACL:
+    a new code path with a new command fails here, whichever script or plain command it is."""
+    admin = redis.Redis.from_url(redis_url)
+    admin.flushall()
+    derived: dict[str, set[str]] = {}
+
+    admin.config_resetstat()  # -- producer: Client (enqueue in every form, results)
+    with Client(redis_url) as p:
+        p.enqueue("ok", 1)
+        p.enqueue_many([("ok", i) for i in range(5)], queue="tenant-a", tenant="acme")
+        p.enqueue("ok", "u", unique=60)
+        p.enqueue("ok", "later", process_in=0.2)
+        p.enqueue("bad", "bad", max_retry=0)
+        p.enqueue("flaky", "f", retry_delay=0.05)
+        kept = p.enqueue("keep", "k", retention=60, queue="tenant-b").id
+        p.enqueue("ok", "g", group="g1")
+        parent = p.enqueue("ok", "parent", task_id="parent").id
+        p.enqueue("ok", "child", after=[parent])
+        p.enqueue("ok", "keyed", key="acct")
+        p.enqueue("ok", "keyed2", key="acct")
+    derived["producer"] = _ran(admin)
+
+    admin.config_resetstat()  # -- worker: a Server finding its queues by pattern, and fixed ones
+    ran: list[Any] = []
+    mux = _lifecycle_mux(ran, asyncio.Event())
+
+    async def main() -> None:
+        async with serving(redis_url, mux, queues={"tenant-*": 1, "default": 1}, idle_timeout=1,
+                           shutdown_timeout=0.2, group_grace_period=0.1, group_max_delay=0.2):
+            t0 = time.monotonic()
+            while len(ran) < 13 and time.monotonic() - t0 < 15:  # (its handlers' own count: no command)
+                await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    derived["worker"] = _ran(admin) - {"config|get"}  # (refused on purpose by the README's ACL)
+
+    admin.config_resetstat()  # -- inspector: the operator's reads and actions
+    with Inspector(redis_url) as insp:
+        for q in insp.queues():
+            insp.queue_info(q)
+            for st in ("pending", "scheduled", "retry", "archived", "completed"):
+                insp.list_tasks(q, st)
+        insp.task_info("tenant-b", kept)
+        insp.tenants("tenant-a")
+        list(insp.events("default"))
+        insp.block_type("default", "ok")
+        insp.unblock_type("default", "ok")
+        insp.pause("default")
+        insp.unpause("default")
+        insp.set_events("default", 5_000)
+        insp.servers()
+        for t in insp.list_tasks("default", "archived"):
+            insp.run_task("default", t.id)
+        insp.delete_all("default", "pending")
+    derived["inspector"] = _ran(admin)
+
+    assert "scard" in derived["worker"] and "evalsha" in derived["producer"]  # (the paths ran)
+    for role, commands in derived.items():
+        missing = commands - _allowed(role)
+        assert not missing, f"the README's {role} role lacks {sorted(missing)}, which its code paths run"
+
+
+def _readyz(port: int) -> tuple[int, dict[str, Any]]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as res:
+            return res.status, json.loads(res.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+    except urllib.error.URLError:
+        return 0, {}
+
+
+@pytest.mark.real
+def test_a_pattern_worker_serves_under_the_readme_acl_and_is_not_ready_when_discovery_is_refused(
+        acl: RedisProcess) -> None:
+    """Issue 42 #19: under the README's worker role (which lacked SCARD) a worker finding its
+    queues by pattern never served them, and /readyz said ready. Under the README's role it serves
+    a matching queue; under a role without SCARD its /readyz says 503, status "discovering"."""
+    from redisproc import free_port
+
+    admin = acl.admin()
+    rules = [r for r in documented_acl()["worker"] if r != "+scard"]
+    admin.execute_command("ACL", "SETUSER", "asynqpy-oldworker", *[">old-pw" if r.startswith(">") else r
+                                                                   for r in rules])
+    ran: list[str] = []
+    mux = ServeMux()
+    mux.handle("report", lambda task: ran.append(task.queue))
+    Client(role_url(acl, "producer")).enqueue("report", None, queue="tenant-acme")
+
+    def serve(url: str) -> tuple[Server, Any, int]:
+        import threading
+
+        port = free_port()
+        server = Server(url, queues={"tenant-*": 1}, heartbeat_interval=0.2, shutdown_timeout=1, health_port=port)
+        th = threading.Thread(target=lambda: asyncio.run(server.arun(mux)), daemon=True)
+        th.start()
+        return server, th, port
+
+    server, th, port = serve(acl.url_for("asynqpy-oldworker", "old-pw"))
+    try:
+        wait_sync(lambda: _readyz(port)[1].get("status") == "discovering", 15)
+        code, body = _readyz(port)
+        assert code == 503 and not body["ready"] and "scard" in body["discovery_error"].lower(), body
+    finally:
+        server.stop()
+        th.join(15)
+    server, th, port = serve(role_url(acl, "worker"))
+    try:
+        wait_sync(lambda: _readyz(port)[0] == 200, 15)
+        Client(role_url(acl, "producer")).enqueue("report", None, queue="tenant-new")  # found by SCARD's look
+        wait_sync(lambda: "tenant-new" in ran, 15)
+        assert _readyz(port)[0] == 200
+    finally:
+        server.stop()
+        th.join(15)
+    admin.execute_command("ACL", "DELUSER", "asynqpy-oldworker")
 
 
 @pytest.mark.real
@@ -478,6 +646,8 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
                             lambda: pinsp.delete_task("default", "g1"),
                             lambda: pinsp.set_workers("default", "m1", ["w2"]),
                             lambda: pinsp.delete_task("default", "m1"),  # a targeted task: run_end's D
+                            lambda: pinsp.block_type("default", "ok"),  # deploy holds (hold-10)
+                            lambda: pinsp.unblock_type("default", "ok"),
                             lambda: SyncExecutor(raw_producer).run(Broker().cancel(  # cancel, sent raw
                                 "default", victim, "12345678", b"x", "", b"n")),
                             lambda: pinsp.stop_server(sid, timeout=1),

@@ -213,7 +213,8 @@ def test_a_missing_or_extra_name_fails_when_the_call_is_built() -> None:
     with pytest.raises(TypeError, match=r"'watch'.*unexpected \['token'\]"):
         script_call("watch", int, **good, token="t")
     with pytest.raises(TypeError, match="variadic tail"):
-        script_call("run_tasks", int, tasks=q.tasks, container=q.archived, wake=q.wake, **pending_keys(q),
+        script_call("run_tasks", int, tasks=q.tasks, container=q.archived, wake=q.wake, events=q.events, conf=q.conf,
+                    **pending_keys(q),
                     state="x", ids="abc")
 
 

@@ -374,6 +374,36 @@ def test_idle_server_stops_at_once_and_keeps_what_it_dequeued(backend: Any) -> N
     assert s.active == 0 and s.pending + len(ran) == 1 and s.retry == 0
 
 
+def test_server_run_from_a_thread_serves_without_signal_handlers(redis_url: str,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 42: ``Server.run()`` from a thread other than the main one died at once with
+    "set_wakeup_fd only works in main thread". It now serves there without signal handlers,
+    says so in one log line, and stops with ``Server.stop()``."""
+    mux = ServeMux()
+    ran: list[Any] = []
+    mux.handle("t", lambda task: ran.append(task.payload))
+    server = Server(redis_url, idle_timeout=1, shutdown_timeout=1)
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            server.run(mux)
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            failed.append(exc)
+
+    caplog.set_level("INFO", logger="asynqpy.server")
+    th = threading.Thread(target=body, name="serving-thread", daemon=True)
+    th.start()
+    Client(redis_url).enqueue("t", 7)
+    t0 = time.monotonic()
+    while not ran and not failed and time.monotonic() - t0 < 15:
+        time.sleep(0.02)
+    server.stop()
+    th.join(15)
+    assert not failed and ran == [7] and not th.is_alive()
+    assert any("not the main thread" in r.getMessage() and "serving-thread" in r.getMessage() for r in caplog.records)
+
+
 def test_a_heartbeat_that_ignores_cancellation_does_not_keep_the_server_up(
     backend: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

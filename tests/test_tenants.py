@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 from helpers import serve_until, wait_sync
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState
@@ -318,7 +319,28 @@ def test_tenant_commands(redis_url: str) -> None:
     assert out.exit_code == 2 and "tenant must be" in out.output, out.output
     with Inspector(url) as insp:
         assert insp.queue_info("cq").pending == 3  # nothing queued or lost by the refused commands
-        insp.delete_all("cq", TaskState.PENDING)
+    # issue 42: a held tenant says what holds it (it said "no pending task, 2 pending")
+    out = run(main, ["queue", "tenants", "cq", "--concurrency", "1", "--redis-url", url])  # the defaults
+    SyncExecutor(redis.Redis.from_url(url)).run(Broker().dequeue("cq", 1, 60_000, "tok00001"))
+    out = run(main, ["queue", "tenant", "cq", "acme", "--redis-url", url])
+    assert out.exit_code == 0 and "held by its concurrency (1 of 1 active), 2 pending" in out.output, out.output
+    out = run(main, ["queue", "tenants", "cq", "--redis-url", url])
+    assert "held: concurrency" in out.output, out.output
+    out = run(main, ["queue", "tenants", "nobody-here", "--redis-url", url])  # no bare frame
+    assert out.exit_code == 0 and out.output == "no tenants in queue nobody-here (a tenant is listed while it has " \
+        "pending tasks)\n", out.output
+    redis.Redis.from_url(url).flushdb()  # (the task still leased with it)
+
+
+def test_a_tenants_state_says_what_holds_it() -> None:
+    from asynqpy.core.tenants import TenantInfo, state_text
+
+    assert state_text(TenantInfo("a", 5, paused=True)) == "paused"
+    assert state_text(TenantInfo("a", 5, ready=True)) == "taking turns"
+    assert state_text(TenantInfo("a", 0)) == "no pending task"
+    assert state_text(TenantInfo("a", 2185, rate=2.0)) == "held by its rate (2/s) until its next task is due"
+    assert state_text(TenantInfo("a", 3, concurrency=2, active=2)) == "held by its concurrency (2 of 2 active)"
+    assert state_text(TenantInfo("a", 3)).startswith("held back")
 
 
 def _active(backend: Any, tenant: str) -> int:

@@ -1307,7 +1307,7 @@ class Broker:
     def run_tasks(self, queue: str, state: TaskState, ids: Sequence[str]) -> Call[list[Acted]]:
         """scheduled/retry/archived -> pending now. Returns a code per task (1 = moved)."""
         q = queue_keys(queue)
-        return script_call("run_tasks", _acted, **_q(q, "tasks wake"), **pending_keys(q),
+        return script_call("run_tasks", _acted, **_q(q, "tasks wake events conf"), **pending_keys(q),
                            container=container_of(q, state), state=state.code, ids=[id_arg(id) for id in ids])
 
     def cancel(self, queue: str, id: str, token: str, msg: bytes, digest: str, notice: bytes,

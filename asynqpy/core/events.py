@@ -8,9 +8,9 @@ whose fields are ``e`` (the event), ``id``, ``type`` and, depending on the event
 A batch of tasks enqueued together (generated ids, one type), a batch of tasks that finished
 together (one type and attempt), and the tasks of one type one dequeue took are each one entry
 (at most 50 ids an entry) whose ``ids`` field holds their ids, space-separated: it is read as one
-event per task, all sharing the entry's ``stream_id``. The cap counts events: an entry of n events
-is added with ``MAXLEN ~ cap / n``, so a batch-fed stream's memory is bounded like a single-fed
-one's.
+event per task, all sharing the entry's ``stream_id``. The cap counts events, whatever the mix of
+entries: the conf field ``kept`` counts the stream's events, and the oldest entries are trimmed
+once it passes the cap by a hundredth (lua/includes/events.lua ``ev_trim``).
 
 ``active`` events (a worker took the task) are written only when someone reads them: while a
 reader follows the stream (:class:`Reader` with ``follow``: it sets the conf field ``followed``
@@ -38,7 +38,7 @@ EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "
           "process_removed")
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
-"""Events kept per queue unless set otherwise (about: trimming is by whole stream nodes)."""
+"""Events kept per queue unless set otherwise (the newest; up to a hundredth more between trims)."""
 FOLLOW_MS = 60_000
 """How long (ms) a following reader's ask for ``active`` events lasts; it renews it every third."""
 
@@ -50,7 +50,12 @@ class TaskEvent:
     retried task becomes pending; ``value``: a progress value. ``stream_id`` resumes a read after
     this event (``since=``). A ``run`` event (a run of a targeted task ended) names the
     ``worker`` and its ``outcome``: "succeeded", "failed", "lease expired" or "given back"; a
-    ``debounced`` event's ``by`` is the task that replaced it."""
+    ``debounced`` event's ``by`` is the task that replaced it. ``tenant``: the task's tenant
+    (``enqueue(tenant=)``; '' = none) on the events of its enqueue (``enqueued``, ``scheduled``,
+    ``blocked``, ``waiting``) and of its every end (``completed``, ``retry``, ``archived``, ``cancelled``, ``deleted``,
+    ``scheduled`` by a snooze, ...): what the exit path writes (lua/includes/exit.lua).
+    ``from_state``: an ``enqueued`` event of an operator's "run now" (``Inspector.run_task``,
+    ``asynqpy task run``): the state the task was run from ("archived", "scheduled", "retry")."""
 
     stream_id: str
     time: datetime
@@ -65,9 +70,12 @@ class TaskEvent:
     worker: str = ""
     outcome: str = ""
     by: str = ""
+    tenant: str = ""
+    from_state: str = ""
 
 
 _OUTCOMES = {"s": "succeeded", "f": "failed", "e": "lease expired", "g": "given back"}
+_FROM = {"s": "scheduled", "r": "retry", "x": "archived"}
 
 
 def _text(v: Any) -> str:
@@ -96,7 +104,8 @@ def parse_entry(queue: str, entry_id: Any, fields: dict[Any, Any]) -> TaskEvent:
         int(attempt) if attempt is not None and _text(attempt).isdigit() else None, _text(f.get("error", "")),
         ms_to_datetime(int(due)) if due is not None and _text(due).isdigit() else None, value,
         _text(f.get("worker", "")), _OUTCOMES.get(_text(f.get("outcome", "")), _text(f.get("outcome", ""))),
-        _text(f.get("by", "")),
+        _text(f.get("by", "")), _text(f.get("tenant", "")),
+        _FROM.get(_text(f.get("from", "")), _text(f.get("from", ""))),
     )
 
 

@@ -54,3 +54,18 @@ def ago(when: datetime | None, now: datetime | None = None) -> str:
 def utc(when: datetime | None) -> str:
     """'2026-11-23 10:00:00 UTC', '-' for None."""
     return "-" if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029)
+"""The bidirectional overrides and line separators :func:`visible` escapes (text reordered or
+broken on a terminal)."""
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in BIDI})
+
+
+def visible(text: str) -> str:
+    """Stored text as it may reach a terminal (the CLI's output, the worker's text logs): every
+    control character (C0 but newline and tab, DEL, C1) and bidirectional override shown as an
+    escape (``\\x1b``, ``\\u202e``), so an escape sequence in a payload, an error or a log line
+    cannot drive the terminal (issue 42). Idempotent."""
+    return text.translate(_CONTROLS)

@@ -181,7 +181,8 @@ class InspectorPlans:
         if active is not None:
             yield ev.set_active(queue, active)
         if max_len == 0:
-            yield Call(lambda r: r, command=("DEL", queue_keys(queue).events))
+            yield [Call(lambda r: r, command=("DEL", queue_keys(queue).events)),
+                   Call(lambda r: r, command=("HDEL", queue_keys(queue).conf, "kept"))]  # (its count of events)
 
     @planned
     def events_max_len(self, queue: str) -> Steps[int]:

@@ -105,8 +105,9 @@ class Task:
     """A task as a handler receives it.
 
     Attributes: ``type``, ``payload`` (decoded: bytes or the msgpack value enqueued), ``id``,
-    ``queue``, ``retry_count`` (failures so far), ``max_retry``, ``deadline`` (absolute UTC
-    datetime this attempt must finish by, or None) and ``result`` (what :meth:`write_result` set).
+    ``queue``, ``tenant`` (``enqueue(tenant=)``; '' = none), ``retry_count`` (failures so far),
+    ``max_retry``, ``deadline`` (absolute UTC datetime this attempt must finish by, or None) and
+    ``result`` (what :meth:`write_result` set).
     """
 
     __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result", "_record",
@@ -152,6 +153,11 @@ class Task:
     @property
     def max_retry(self) -> int:
         return self._msg.max_retry
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the task was enqueued for (``enqueue(..., tenant=)``); '' = none."""
+        return self._msg.tenant
 
     @property
     def headers(self) -> dict[str, str]:

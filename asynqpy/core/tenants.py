@@ -45,6 +45,24 @@ class TenantInfo:
     burst: int = 1
 
 
+def state_text(ti: TenantInfo, short: bool = False) -> str:
+    """What a tenant is doing now, in words, and what holds it back when something does (the CLI's
+    "state"): paused, taking turns, no pending task, or held by its concurrency or its rate (its
+    own, or the queue's defaults for its tenants: ``TenantInfo`` holds the settings in force).
+    ``short``: a table cell's few words ("held: rate")."""
+    if ti.paused:
+        return "paused"
+    if ti.ready:
+        return "taking turns"
+    if not ti.pending:
+        return "no pending task"
+    if ti.concurrency and ti.active >= ti.concurrency:
+        return "held: concurrency" if short else f"held by its concurrency ({ti.active} of {ti.concurrency} active)"
+    if ti.rate:
+        return "held: rate" if short else f"held by its rate ({ti.rate:g}/s) until its next task is due"
+    return "held" if short else "held back (out of the ready ring: the consistency sweep puts it back)"
+
+
 def _settings(raw: Any) -> tuple[int, bool, int, float, int]:
     """'weight paused concurrency [rate burst]' (lua/set_tenant-6.lua)."""
     text = raw.decode() if isinstance(raw, bytes) else str(raw or "")

@@ -45,6 +45,10 @@ class Discovery:
         self.wake = wake
         self._size: int | None = None
         self._scanned = float("-inf")
+        self.error: str | None = None
+        """Why the last look failed (None: it succeeded). Until a look succeeds the server may
+        serve none of its queues (an ACL without SCARD or SMEMBERS: issue 42): its /readyz says
+        not ready while this is set (server.py, status "discovering")."""
 
     async def scan(self) -> None:
         """Read every known queue; serve the matches (the processor is told if they changed)."""
@@ -70,7 +74,9 @@ class Discovery:
         while not self.ctx.stopping.is_set():
             try:
                 await self.look()
+                self.error = None
             except REDIS_ERRORS as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
                 self.ctx.health.failed("looking for queues matching the server's patterns", exc)
             if await self.ctx.sleep(DISCOVERY_POLL):
                 break

@@ -86,9 +86,7 @@ class Heartbeat:
             Call(lambda r: r, command=("ZADD", SERVERS, ctx.clock.now_ms() + int(3 * interval * 1000), p.server_id))
         ]
         running = list(self.processor.held.values())
-        served = ctx.served.version if ctx.served is not None else 0  # (queues a pattern found)
-        concurrency = getattr(self.processor, "concurrency", p.concurrency)  # (asynqpy server scale)
-        described = frozenset([*self.processor.held, ("", self._status()), ("", str(served)), ("c", str(concurrency))])
+        described = self._described_now()
         if self._beats % INFO_EVERY == 0 or described != self._described:
             ttl = max(1, int(interval * (INFO_EVERY + 3)))
             calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "EX", ttl)))
@@ -123,13 +121,20 @@ class Heartbeat:
                 else:
                     r.lease_until = sent + p.lease
 
+    def _described_now(self) -> frozenset[tuple[str, str]]:
+        """What the description says that may change between beats: the tasks held, the status,
+        the served queues' version (a pattern's matches) and the concurrency (server scale)."""
+        served = self.ctx.served.version if self.ctx.served is not None else 0
+        concurrency = getattr(self.processor, "concurrency", self.p.concurrency)
+        return frozenset([*self.processor.held, ("", self._status()), ("", str(served)), ("c", str(concurrency))])
+
     def describe_call(self) -> Call[Any]:
         """The call that writes the server's description as it is now (a control command changed
         its status: sent with the command's acknowledgement, ``server ls`` shows it at once, not
         at the next heartbeat)."""
         running = list(self.processor.held.values())
         ttl = max(1, int(self.p.interval * (INFO_EVERY + 3)))
-        self._described = frozenset([*self.processor.held, ("", self._status())])
+        self._described = self._described_now()  # (the next beat does not write it again)
         return Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "EX", ttl))
 
     async def _describe(self, running: list[Running]) -> None:

@@ -24,6 +24,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Any
 
+from ..core.humanize import visible
 from ..core.task import running_task
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -51,13 +52,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT, with control characters shown escaped (core/humanize ``visible``): a task's
+    error or a handler's log line holding terminal escape sequences reaches the terminal (or a
+    log file read with ``less -R``) harmless. JSON lines need nothing: json.dumps escapes them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     """Log to stderr at ``level`` (DEBUG, INFO, WARNING, ERROR) in ``fmt``: ``text`` (one line per
     record, with the task's ``key=value`` fields) or ``json`` (one JSON object per line)."""
     if fmt not in ("text", "json"):
         raise ValueError(f"log format must be 'text' or 'json', got {fmt!r}")
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -112,8 +112,12 @@ class RedisReach:
     async def _ping(self) -> bool:
         from ..redisio.connection import REDIS_ERRORS
 
+        from redis.exceptions import ResponseError
+
         try:
             await asyncio.wait_for(self.redis.ping(), PING_TIMEOUT)
+            return True
+        except ResponseError:  # Redis answered (e.g. NOPERM for PING under a role without it): reached
             return True
         except REDIS_ERRORS:
             return False

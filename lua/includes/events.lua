@@ -4,10 +4,21 @@
 --- if the stream is on. emit_ids(stream, cap, ids, ...): the events of several tasks in one entry:
 --- one task = an entry with 'id', more = entries of up to IDS_PER_ENTRY tasks with 'ids'
 --- (space-separated; core/events.py expands it into one event per task), the other fields shared.
---- The cap counts events, not entries: an entry of n events is added with MAXLEN ~ cap / n, so a
---- stream of entries of n events holds about cap events (a mix of sizes: from a third to twice
---- cap, bench/scale_events.py), and its memory is bounded per queue whatever the batches
---- (docs/events.md: about 0.5 MB at the default cap).
+--- The cap counts events, not entries, whatever the mix of entry sizes: the conf hash's field
+--- 'kept' counts the events in the stream (HINCRBY with each entry added); once it passes the cap
+--- by a hundredth (at least 1), ev_trim drops the oldest entries down to the cap (never below it:
+--- an entry stays whole) with an exact XTRIM, and lowers 'kept' by what they held. So the stream
+--- keeps the newest cap events, at most cap/100 + IDS_PER_ENTRY more. (Before, an entry of n
+--- events was added with MAXLEN ~ cap / n: a mixed stream was trimmed to cap / n entries by its
+--- last batch, and kept a sixth of the cap.) The count is repaired where it can be wrong: absent
+--- (a stream written before it, or emptied), it starts from XLEN; above what the stream holds (a
+--- stream deleted or trimmed by hand), the trim finds the stream's end first and sets it to what
+--- it found. ev_trim reads at most 500 entries a call: a lowered cap is reached over a few writes.
+--- events_cap(conf) remembers the conf it read (each script touches one queue): emit needs it; a
+--- script that reads the cap itself (done-20, dequeue-17: one HMGET with other fields) calls
+--- events_conf(conf). Without either, an entry is added with MAXLEN ~ cap (entries) instead.
+--- emit_task(stream, cap, tenant, ...): emit, and the field 'tenant' when ``tenant`` (the task's
+--- tenant: includes/priority msg_tenant; nil = none) is given.
 --- ids_ok(id): an id that may go in an 'ids' list (no space in it).
 --- msg_type(m, at): the task type of the encoded message at byte ``at`` (default 1) of ``m`` ('' =
 --- none): read in place, so a stored value's type needs no copy of its message (STORED_ACTIVE_AT).
@@ -16,16 +27,87 @@
 --- when a reader following the stream asked for them; core/events.py Reader refreshes it): by
 --- default no one reads them, and they were half the stream's cost per task.
 local EVENTS_CAP = 10000
+local EV_CONF = false  -- the conf hash events_cap read (the stream's count 'kept' lives there)
+local function events_conf(conf)  -- a script that read the cap itself (one HMGET) names its conf
+  EV_CONF = conf
+end
 local function events_cap(conf)
+  EV_CONF = conf
   local cap = tonumber(redis.call('HGET', conf, 'events'))
   if cap == nil then
     return EVENTS_CAP
   end
   return cap
 end
+local function ev_size(fields)  -- the events an entry holds: 1, or the ids of its 'ids' field
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'ids' then
+      local _, spaces = string.gsub(fields[i + 1], ' ', ' ')
+      return spaces + 1
+    end
+  end
+  return 1
+end
+local function ev_trim(stream, conf, cap, kept)
+  local excess = kept - cap
+  local want = math.min(excess, 500)  -- (each entry holds at least one event)
+  local rows = redis.call('XRANGE', stream, '-', '+', 'COUNT', want)
+  local removed, entries, stopped = 0, 0, false
+  for _, row in ipairs(rows) do
+    local n = ev_size(row[2])
+    if removed + n > excess then
+      stopped = true  -- (the cap stays whole: this entry is kept)
+      break
+    end
+    removed, entries = removed + n, entries + 1
+  end
+  if not stopped and #rows < want then  -- the stream ended first: it held fewer than counted
+    redis.call('HSET', conf, 'kept', removed)
+    return
+  end
+  if entries > 0 then
+    redis.call('XTRIM', stream, 'MAXLEN', redis.call('XLEN', stream) - entries)
+    redis.call('HINCRBY', conf, 'kept', -removed)
+  end
+end
+local function ev_added(stream, cap, n)  -- n events were just added in one entry
+  local conf = EV_CONF
+  if not conf then
+    return
+  end
+  local kept = redis.call('HINCRBY', conf, 'kept', n)
+  if kept == n then  -- no count yet: the stream's other entries count one event at least
+    local more = redis.call('XLEN', stream) - 1
+    if more > 0 then
+      kept = redis.call('HINCRBY', conf, 'kept', more)
+    end
+  end
+  if kept > cap + math.max(1, math.floor(cap / 100)) then
+    ev_trim(stream, conf, cap, kept)
+  end
+end
+local function ev_xadd(stream, cap, n, ...)
+  if EV_CONF then
+    redis.call('XADD', stream, '*', ...)
+    ev_added(stream, cap, n)
+  else  -- (a cap that came from no conf: trimmed by entries)
+    redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', ...)
+  end
+end
 local function emit(stream, cap, ...)
   if cap > 0 then
-    redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', ...)
+    ev_xadd(stream, cap, 1, ...)
+  end
+end
+local function emit_task(stream, cap, tenant, ...)  -- emit, with the task's tenant last when it has one
+  if cap > 0 then
+    if tenant then
+      local f = {...}
+      f[#f + 1], f[#f + 2] = 'tenant', tenant
+      ev_xadd(stream, cap, 1, unpack(f))
+    else
+      ev_xadd(stream, cap, 1, ...)
+    end
   end
 end
 local IDS_PER_ENTRY = 50
@@ -34,13 +116,12 @@ local function emit_ids(stream, cap, ids, event, ...)
   if cap <= 0 or n == 0 then
     return
   elseif n == 1 then
-    redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'e', event, 'id', ids[1], ...)
+    ev_xadd(stream, cap, 1, 'e', event, 'id', ids[1], ...)
     return
   end
   for i = 1, n, IDS_PER_ENTRY do  -- (entries of at most IDS_PER_ENTRY events: one never wipes the stream)
     local j = math.min(n, i + IDS_PER_ENTRY - 1)
-    redis.call('XADD', stream, 'MAXLEN', '~', math.max(1, math.floor(cap / (j - i + 1))), '*', 'e', event,
-      'ids', table.concat(ids, ' ', i, j), ...)
+    ev_xadd(stream, cap, j - i + 1, 'e', event, 'ids', table.concat(ids, ' ', i, j), ...)
   end
 end
 local function active_wanted(always, followed, now)

@@ -42,10 +42,11 @@
 --- key and keylist (its key, '' = none, and the key's list), pid and kind (a process input), mark
 --- (the process's error; default error), attempt, error, due, recovered (the event's fields), more
 --- (further field/value pairs for the event), mtype (the message's type, when the caller read it in
---- place: msg is then not needed). Returns true when children were told (the caller
+--- place: msg is then not needed), tenant (the task's tenant, for the event, when msg is not given; else
+--- read from msg: the event's 'tenant' field). Returns true when children were told (the caller
 --- marks its reply: includes/flow ``told``).
 ---
---- exit_plain(x, how, ids, mtypes, attempts, n): task_exit for n tasks leaving the same way that
+--- exit_plain(x, how, ids, mtypes, attempts, n, tenants): task_exit for n tasks leaving the same way that
 --- hold no lock, wrote no progress, hold no key and are no process input (their event has a type,
 --- an attempt and nothing more): the same duties in the same order, without a table and calls
 --- per task (each joins the last event group inline; a task that starts a group, or whose id
@@ -85,8 +86,13 @@ local function exit_flush(x)
     return
   end
   for i, g in ipairs(groups) do
-    if g.attempt then
+    local tenant = g.tenant
+    if g.attempt and tenant then
+      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'attempt', g.attempt, 'tenant', tenant)
+    elseif g.attempt then
       emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'attempt', g.attempt)
+    elseif tenant then
+      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'tenant', tenant)
     else
       emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype)
     end
@@ -94,18 +100,18 @@ local function exit_flush(x)
   end
   x.groups, x.last = {}, nil
 end
-local function exit_gather(x, event, mtype, attempt, id)
+local function exit_gather(x, event, mtype, attempt, id, tenant)
   local g = x.last  -- (a batch's tasks mostly share their group: no key built for them)
-  if not (g and g.event == event and g.mtype == mtype and g.attempt == attempt) then
+  if not (g and g.event == event and g.mtype == mtype and g.attempt == attempt and g.tenant == tenant) then
     local groups = x.groups
     if not groups then
       groups = {}
       x.groups = groups
     end
-    local k = event .. '\n' .. mtype .. '\n' .. (attempt or '')
+    local k = event .. '\n' .. mtype .. '\n' .. (attempt or '') .. '\n' .. (tenant or '')
     g = groups[k]
     if not g then
-      g = {event = event, mtype = mtype, attempt = attempt, ids = {}, n = 0}
+      g = {event = event, mtype = mtype, attempt = attempt, tenant = tenant, ids = {}, n = 0}
       groups[k] = g
       x.batch[#x.batch + 1] = g
     end
@@ -146,9 +152,10 @@ local function task_exit(x, e)
     redis.call('HDEL', x.progress, id)
   end
   local mtype = event and exit_cap(x) > 0 and (e.mtype or msg_type(e.msg or ''))
+  local tenant = mtype and (e.tenant or (e.msg and msg_tenant(e.msg, 1))) or nil  -- (nil: none)
   if mtype and x.batch then
     if not (e.recovered or e.error or e.due or e.more) and ids_ok(id) then
-      exit_gather(x, event, mtype, e.attempt, id)
+      exit_gather(x, event, mtype, e.attempt, id, tenant)
       mtype = false  -- (gathered: written by exit_flush)
     else
       exit_flush(x)  -- (the gathered events happened first)
@@ -174,6 +181,9 @@ local function task_exit(x, e)
     if e.due then
       f[n + 1], f[n + 2], n = 'due', e.due, n + 2
     end
+    if tenant then
+      f[n + 1], f[n + 2], n = 'tenant', tenant, n + 2
+    end
     if e.more then
       for _, v in ipairs(e.more) do
         f[n + 1], n = v, n + 1
@@ -196,11 +206,12 @@ local function task_exit(x, e)
     local nxt, nmsg = key_release(x.t, x.keyheld, x.blocked, exit_pk(x), x.wake, x.events,
       gather and 0 or exit_cap(x), e.keylist, e.key, id)
     if gather and nxt then
+      local ntenant = msg_tenant(nmsg, 1)
       if ids_ok(nxt) then
-        exit_gather(x, 'enqueued', msg_type(nmsg), nil, nxt)
+        exit_gather(x, 'enqueued', msg_type(nmsg), nil, nxt, ntenant)
       else
         exit_flush(x)
-        emit(x.events, x.cap, 'e', 'enqueued', 'id', nxt, 'type', msg_type(nmsg))
+        emit_task(x.events, x.cap, ntenant, 'e', 'enqueued', 'id', nxt, 'type', msg_type(nmsg))
       end
     end
   end
@@ -216,12 +227,13 @@ local function task_exit(x, e)
   exit_wake(x)
   return told_children
 end
-local function exit_plain(x, how, ids, mtypes, attempts, n)
+local function exit_plain(x, how, ids, mtypes, attempts, n, tenants)
   local _, tell, _, event = exit_row(how)
   local told = nil
   if (tell and x.children and x.flows ~= false) or not x.batch then  -- (children to tell: the general path)
     for k = 1, n do
-      if task_exit(x, {how = how, id = ids[k], mtype = mtypes[k], attempt = attempts[k], progressed = false}) then
+      if task_exit(x, {how = how, id = ids[k], mtype = mtypes[k], attempt = attempts[k], progressed = false,
+                       tenant = tenants and tenants[k] or nil}) then
         told = told or {}
         told[#told + 1] = k
       end
@@ -232,12 +244,13 @@ local function exit_plain(x, how, ids, mtypes, attempts, n)
     local g = x.last
     local spaced = not ids_ok(table.concat(ids, '', 1, n))  -- (ids_ok for all at once: some id has a space?)
     for k = 1, n do
-      local id, mtype, attempt = ids[k], mtypes[k], attempts[k]
-      if g and g.mtype == mtype and g.attempt == attempt and g.event == event and (not spaced or ids_ok(id)) then
+      local id, mtype, attempt, tenant = ids[k], mtypes[k], attempts[k], tenants and tenants[k] or nil
+      if g and g.mtype == mtype and g.attempt == attempt and g.event == event and g.tenant == tenant
+          and (not spaced or ids_ok(id)) then
         g.n = g.n + 1  -- (exit_gather's work, inline: the task joins the last group)
         g.ids[g.n] = id
       else
-        task_exit(x, {how = how, id = id, mtype = mtype, attempt = attempt, progressed = false})
+        task_exit(x, {how = how, id = id, mtype = mtype, attempt = attempt, progressed = false, tenant = tenant})
         g = x.last
       end
     end

@@ -10,12 +10,12 @@ local function release(t, pk, wake, scheduled, tick, events, cap, id, msg, due, 
     redis.call('HSET', t, id, 's' .. msg)
     signal_if_first(scheduled, due, tick)
     redis.call('ZADD', scheduled, due, id)
-    emit(events, cap, 'e', 'scheduled', 'id', id, 'type', msg_type(msg), 'due', due)
+    emit_task(events, cap, msg_tenant(msg, 1), 'e', 'scheduled', 'id', id, 'type', msg_type(msg), 'due', due)
     return 4
   end
   redis.call('HSET', t, id, 'p' .. msg)
   push_pending(pk, id, msg, 1)
   signal(wake)
-  emit(events, cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
+  emit_task(events, cap, msg_tenant(msg, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
   return 1
 end

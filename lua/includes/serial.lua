@@ -41,7 +41,7 @@ local function key_release(t, keyheld, blocked, pk, wake, events, cap, list, key
       redis.call('ZREM', blocked, nxt)
       push_pending(pk, nxt, msg, 1)
       signal(wake)
-      emit(events, cap, 'e', 'enqueued', 'id', nxt, 'type', msg_type(msg))
+      emit_task(events, cap, msg_tenant(msg, 1), 'e', 'enqueued', 'id', nxt, 'type', msg_type(msg))
       redis.call('HSET', keyheld, key, nxt)
       return nxt, msg
     end
@@ -64,13 +64,13 @@ local function key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, 
     redis.call('HSET', t, id, 'b' .. msg)
     redis.call('RPUSH', list, id)
     redis.call('ZADD', blocked, now, id)
-    emit(events, cap, 'e', 'blocked', 'id', id, 'type', msg_type(msg))
+    emit_task(events, cap, msg_tenant(msg, 1), 'e', 'blocked', 'id', id, 'type', msg_type(msg))
     return 2
   end
   redis.call('HSET', keyheld, key, id)
   redis.call('HSET', t, id, 'p' .. msg)
   push_pending(pk, id, msg, 1)
   signal(wake)
-  emit(events, cap, 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
+  emit_task(events, cap, msg_tenant(msg, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
   return 1
 end
