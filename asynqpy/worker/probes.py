@@ -110,9 +110,9 @@ class RedisReach:
         self.reached = False
 
     async def _ping(self) -> bool:
-        from ..redisio.connection import REDIS_ERRORS
-
         from redis.exceptions import ResponseError
+
+        from ..redisio.connection import REDIS_ERRORS
 
         try:
             await asyncio.wait_for(self.redis.ping(), PING_TIMEOUT)
