@@ -38,8 +38,8 @@ from redis.asyncio import RedisCluster as AsyncRedisCluster
 
 from .app import App
 from .client import Client
-from .core.clock import FakeClock
 from .core.broker import Broker, Call
+from .core.clock import FakeClock
 from .core.deploy import HOLD_FLOOR, encode_version
 from .core.errors import InvalidArgumentError
 from .core.keys import queue_keys
