@@ -289,7 +289,6 @@ class Relay:
         self.marker_ttl_ms = marker_ttl * 1000
         self.broker = Broker(None, make_signer(signing_key))
         self._exec = SyncExecutor(self.redis)
-        self._registered: set[str] = set()
         self._listener: Any = None
         t = self.table
         chosen = sa.select(t.c.seq).order_by(t.c.seq).limit(batch).with_for_update(skip_locked=True)
@@ -330,10 +329,9 @@ class Relay:
 
     def _send(self, tasks: Sequence[_Task]) -> tuple[Sent, list[str]]:
         """Store ``tasks`` in Redis, each once (see the module's docstring); the markers set."""
-        new = sorted({t.queue for t in tasks} - self._registered)
-        if new:
-            self._exec.run(self.broker.register_queues(new))
-            self._registered.update(new)
+        # the queues' registration, every batch (a queue an operator removed since the last is
+        # known again: a cache of the queues registered left it unknown for good; core/client_plans)
+        self._exec.run(self.broker.register_queues(sorted({t.queue for t in tasks})))
         markers = [queue_keys(t.queue).batch("o." + t.id) for t in tasks]
         todo: list[tuple[_Task, str, Call[Any] | BaseException]] = []
         replies: list[Any] = []
