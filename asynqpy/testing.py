@@ -124,7 +124,7 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
             ends = sum([int(await redis.xlen(queue_keys(q).outbox)) for q in names])
             # and tasks an older worker set aside for this version: the server's next dequeue of
             # their queue takes them back (no wake token announces them; drain returned at once)
-            ends += sum([await _count(redis, call) for call in held])
+            ends += sum([await _read(redis, call) for call in held])
             if ends == 0 and all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
                 if due is None:
                     due = await _next_due(redis, names)
@@ -183,7 +183,7 @@ async def _archived(insp: AsyncInspector, queue: str) -> list[str]:
     return [t.id for t in await insp.list_tasks(queue, TaskState.ARCHIVED, page_size=1000)]
 
 
-async def _count(redis: Any, call: Call[int]) -> int:
+async def _read(redis: Any, call: Call[bool]) -> bool:
     return call.parse(await redis.execute_command(*call.command))
 
 

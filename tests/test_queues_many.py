@@ -231,7 +231,7 @@ def test_a_worker_of_many_queues_takes_back_what_was_held_for_its_version(backen
                                                                          monkeypatch: Any) -> None:
     """Issue 42 (defect 2): a task an older worker set aside for version 2.0 is taken back by a
     2.0 server of more than 4 queues: held before it started (it looks at the queues new to it
-    once: one ZCOUNT each), and held while it runs (the scan). No wake token announces either.
+    once: one ZRANGEBYSCORE each), and held while it runs (the scan). No wake token announces either.
     Before, only a dequeue of that queue for another reason took it back: never, here."""
     from asynqpy import Client, Inspector
     from asynqpy.core.broker import Broker

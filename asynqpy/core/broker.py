@@ -879,11 +879,12 @@ class Broker:
         """Add queue names to the global queue set (plain SADD; a separate slot from the queues)."""
         return Call(lambda r: r, command=("SADD", ALL_QUEUES, *queues))
 
-    def version_held(self, queue: str, version: int) -> Call[int]:
-        """How many tasks of ``queue`` are held for a version up to ``version`` (set aside by a
-        worker of an older one: core/deploy.py): what a dequeue by a worker of ``version`` takes
-        back."""
-        return Call(int, command=("ZCOUNT", queue_keys(queue).scheduled, VERSION_BAND, VERSION_BAND + version))
+    def version_held(self, queue: str, version: int) -> Call[bool]:
+        """Whether ``queue`` holds a task set aside for a version up to ``version`` (by a worker of
+        an older one: core/deploy.py), which a dequeue by a worker of ``version`` takes back (a
+        command the worker's ACL has: the README's "Minimal ACL")."""
+        return Call(bool, command=("ZRANGEBYSCORE", queue_keys(queue).scheduled, VERSION_BAND, VERSION_BAND + version,
+                                   "LIMIT", 0, 1))
 
     # -- the worker's transitions ------------------------------------------------------------
 

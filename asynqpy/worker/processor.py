@@ -251,15 +251,15 @@ class Processor:
         """The queues new to this server (all of them at its start, then each a pattern brings
         in): with a version, those holding tasks set aside for a version up to this server's
         (by a worker of an older one; no wake token announces them) go into the backlog, so its
-        dequeue takes them back (one pipelined ``ZCOUNT`` per queue, once)."""
+        dequeue takes them back (one pipelined ``ZRANGEBYSCORE ... LIMIT 0 1`` per queue, once)."""
         fresh = sorted(self._queues.fresh)
         self._queues.fresh.clear()
         version = self.opts.version_code
         if not version:
             return
-        counts = await self.ctx.exec.run_many([self.ctx.broker.version_held(q, version) for q in fresh])
-        for q, n in zip(fresh, counts):
-            if not isinstance(n, int) or n > 0:  # (a failed read: look at the queue)
+        held = await self.ctx.exec.run_many([self.ctx.broker.version_held(q, version) for q in fresh])
+        for q, any_held in zip(fresh, held):
+            if any_held is not False:  # (a failed read too: look at the queue)
                 self._queues.backlog.add(q)
 
     async def _poll(self, now: float) -> None:
