@@ -316,8 +316,10 @@ class Processor:
             # (a few queues); with many, the token says which queue to dequeue next. Not with a
             # clock that tells scripts its time (a FakeClock): the call is built before the wait,
             # so a clock moved during it would lease the task at the time before the move
+            # (the free slots again: a resize down while this fetch's dequeue was in flight)
+            count = min(count, self.concurrency - len(self.executing))
             tried = self._queues.first() \
-                if len(self._queues.queues) <= FEW_QUEUES and not self.ctx.clock.script_now() else None
+                if count > 0 and len(self._queues.queues) <= FEW_QUEUES and not self.ctx.clock.script_now() else None
             token = secrets.token_hex(4)
             self._in_wait = True
             self._riding = count if tried is not None else 0
