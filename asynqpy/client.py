@@ -292,8 +292,10 @@ def _quick_enqueue(planned: Callable[..., Any]) -> Callable[..., Any]:
         lone = self._lone(task_type, payload, options)
         if lone is None:
             return planned(self, task_type, payload, **options)  # type: ignore[no-any-return]
-        p, call = lone
-        reply = self._pipeline.run([call])[0]
+        p, calls = lone
+        registered, reply = self._pipeline.run(calls)
+        if isinstance(registered, Exception):
+            raise registered
         if isinstance(reply, Exception):
             raise reply
         return TaskInfo.from_message(p.id, p.queue, first_state(p.kind, reply), p.msg, 0)
@@ -308,8 +310,10 @@ def _aquick_enqueue(planned: Callable[..., Any]) -> Callable[..., Any]:
         lone = self._lone(task_type, payload, options)
         if lone is None:
             return await planned(self, task_type, payload, **options)  # type: ignore[no-any-return]
-        p, call = lone
-        reply = (await self._pipeline.run([call]))[0]
+        p, calls = lone
+        registered, reply = await self._pipeline.run(calls)
+        if isinstance(registered, Exception):
+            raise registered
         if isinstance(reply, Exception):
             raise reply
         return TaskInfo.from_message(p.id, p.queue, first_state(p.kind, reply), p.msg, 0)

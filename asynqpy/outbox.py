@@ -383,7 +383,6 @@ class Relay:
         self.signer = make_signer(signing_key)
         self.broker = _RelayBroker(None, self.signer)
         self._exec = SyncExecutor(self.redis)
-        self._registered: set[str] = set()
         self._listener: Any = None
         t = self.table
         chosen = (sa.select(t.c.seq).where(t.c.error.is_(None)).order_by(t.c.seq).limit(batch)
@@ -490,7 +489,6 @@ class Relay:
     def _send(self, tasks: Sequence[_Task]) -> tuple[Sent, list[str], list[tuple[_Task, str]]]:
         """Store ``tasks`` in Redis, each once (see the module's docstring); the markers set, and
         the tasks that could not even be made into a store call (set aside, with why)."""
-        self._register([t.queue for t in tasks])
         markers = [queue_keys(t.queue).batch("o." + t.id) for t in tasks]
         todo: list[tuple[_Task, str, Call[Any] | BaseException]] = []
         replies: list[Any] = []
@@ -523,10 +521,10 @@ class Relay:
         return Sent(stored, len(tasks) - len(todo), refused), markers, unsent
 
     def _register(self, queues: Sequence[str]) -> None:
-        new = sorted(set(queues) - self._registered)
-        if new:
-            self._exec.run(self.broker.register_queues(new))
-            self._registered.update(new)
+        """Register the batch's queues, every batch: a queue an operator removed since the last
+        batch is known again (a cache of the queues registered left it unknown for good)."""
+        if queues:
+            self._exec.run(self.broker.register_queues(sorted(set(queues))))
 
     def _groups(self, tasks: Sequence[_Task], markers: Sequence[str]) -> list[tuple[Any, list[int]]]:
         """The batch's tasks by the client that stores them in one MULTI: the whole batch on a

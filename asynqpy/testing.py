@@ -38,8 +38,9 @@ from redis.asyncio import RedisCluster as AsyncRedisCluster
 
 from .app import App
 from .client import Client
+from .core.broker import Broker, Call
 from .core.clock import FakeClock
-from .core.deploy import HOLD_FLOOR
+from .core.deploy import HOLD_FLOOR, encode_version
 from .core.errors import InvalidArgumentError
 from .core.keys import queue_keys
 from .core.mux import ServeMux
@@ -95,6 +96,9 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
                           **server_options}
     else:
         mux, names = target, queues or ["default"]
+    version = server_options.get("version")
+    code = encode_version(version) if isinstance(version, str) and version else 0
+    held = [Broker().version_held(q, code) for q in names] if code else []
     redis = _async_twin(redis)
     insp = AsyncInspector(redis)
     before = {q: set(await _archived(insp, q)) for q in names}
@@ -118,6 +122,9 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
             # releases those children next, so the work is not done (drain returned with a
             # chain's or a fan-in's children still waiting)
             ends = sum([int(await redis.xlen(queue_keys(q).outbox)) for q in names])
+            # and tasks an older worker set aside for this version: the server's next dequeue of
+            # their queue takes them back (no wake token announces them; drain returned at once)
+            ends += sum([await _read(redis, call) for call in held])
             if ends == 0 and all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
                 if due is None:
                     due = await _next_due(redis, names)
@@ -174,6 +181,10 @@ async def _archived(insp: AsyncInspector, queue: str) -> list[str]:
     if queue not in await insp.queues():
         return []
     return [t.id for t in await insp.list_tasks(queue, TaskState.ARCHIVED, page_size=1000)]
+
+
+async def _read(redis: Any, call: Call[bool]) -> bool:
+    return call.parse(await redis.execute_command(*call.command))
 
 
 async def _next_due(redis: Any, queues: list[str]) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -172,5 +173,40 @@ def test_scale_a_running_server(kind: str, request: pytest.FixtureRequest) -> No
                                               ["server", "scale", sid, "--concurrency", "2", "--redis-url", url])
                 assert res.exit_code == 0 and res.stdout == f"server {sid}: concurrency 2\n", res.output
                 assert insp.queue_info(Q).processed_total == 6
+
+    asyncio.run(main_())
+
+
+def test_a_scale_down_holds_for_the_dequeue_riding_with_the_idle_wait(backend: Any) -> None:
+    """Issue 42 (defect 4): an idle server scaled from 10 down to 2 runs at most 2 tasks at once
+    when 10 arrive after the acknowledgement. Before, the dequeue sent with its idle wait
+    (worker/wake.py, plain Redis) had been built for the 10 free slots before the scale, and took
+    9-10 tasks at once; now the scale ends that wait (its dequeue completes first) and the fetcher
+    waits again with the new number. (fakeredis and the Cluster have no such wait: the same
+    promise is checked.)"""
+    running: set[str] = set()
+    peak = [0]
+    done: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("job")
+    async def job(task: Task) -> None:
+        running.add(task.id)
+        peak[0] = max(peak[0], len(running))
+        await asyncio.sleep(0.05)
+        running.discard(task.id)
+        done.append(task.id)
+
+    async def main_() -> None:
+        async with serving(backend.new_async(), mux, queues=[Q], concurrency=10, idle_timeout=30,
+                           heartbeat_interval=0.2) as server:
+            with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+                c.enqueue("job", None, queue=Q)
+                await until(lambda: len(done) == 1 and [s.id for s in insp.servers()] == [server.server_id])
+                assert await asyncio.to_thread(insp.scale_server, server.server_id, 2) == "concurrency 2"
+                peak[0] = 0
+                c.enqueue_many([("job", i) for i in range(10)], queue=Q)
+                await until(lambda: len(done) == 11)
+        assert peak[0] == 2, peak
 
     asyncio.run(main_())

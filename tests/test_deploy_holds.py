@@ -249,3 +249,26 @@ def test_an_apps_version_is_its_workers(backend: Any) -> None:
     add.enqueue(1, 2)
     drain(app, backend.new_async())
     assert seen == [3]
+
+
+def test_drain_runs_what_an_older_worker_held_for_the_apps_version(backend: Any) -> None:
+    """Issue 42 (defect 2): ``testing.drain(App(version="2.0"))`` runs a task an older worker set
+    aside for 2.0 (before, it saw nothing pending and returned at once, the task still held), and
+    leaves one held for a newer version held (drain returns; it never waits for it)."""
+    from asynqpy.testing import drain
+
+    app = App(backend.sync, version="2.0")
+    seen: list[str] = []
+
+    @app.task(queue=Q)
+    def job(n: str) -> None:
+        seen.append(n)
+
+    job.using(min_worker_version="2.0").enqueue("v2")
+    job.using(min_worker_version="3.0").enqueue("v3")
+    assert _take(backend, "1.4") == []  # an old worker sets both aside
+    assert {t.held for t in Inspector(backend.sync).list_tasks(Q, TaskState.SCHEDULED)} == {"version"}
+    report = drain(app, backend.new_async())
+    assert seen == ["v2"] and report.processed == 1
+    held = Inspector(backend.sync).list_tasks(Q, TaskState.SCHEDULED)
+    assert [t.min_worker_version for t in held] == ["3.0.0"]

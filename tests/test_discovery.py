@@ -119,3 +119,49 @@ def test_the_docs_example_runs(redis_url: str) -> None:
     res = subprocess.run([sys.executable, "-c", f"URL = {url!r}\n{code[0]}"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_removed_queue_used_again_by_long_lived_producers_is_known_and_served(backend: Any) -> None:
+    """Issue 42 (defect 3): a Client (and an AsyncClient) used for the application's lifetime
+    enqueues, by each of its paths (the lone enqueue, one with options, enqueue_many, a task
+    waiting on a parent), into a queue an operator removed since it last used it: the queue is
+    known again (``Inspector.queues()``) and a server finding queues by pattern runs the task.
+    Before, the client remembered the queues it had registered and never added the name again:
+    the task stayed pending for good."""
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    def listed(insp: Inspector) -> set[str]:
+        return {q for s in insp.servers() for q in s.queues}
+
+    async def produce(c: Client, ac: AsyncClient, round: str) -> None:
+        c.enqueue("t", f"lone {round}", queue="r-lone")
+        c.enqueue("t", f"options {round}", queue="r-options", max_retry=1)
+        c.enqueue_many([("t", f"many {round}")], queue="r-many")
+        await ac.enqueue("t", f"async {round}", queue="r-async")
+        await ac.enqueue_many([("t", f"async many {round}")], queue="r-amany")
+        parent = c.enqueue("t", f"parent {round}", queue="r-parent")
+        c.enqueue("t", f"after {round}", queue="r-after", after=[parent])
+
+    names = ["r-lone", "r-options", "r-many", "r-async", "r-amany", "r-parent", "r-after"]
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            ac = AsyncClient(backend.new_async())
+            async with serving(backend.new_async(), mux, queues={"r-*": 1}, heartbeat_interval=0.2):
+                await produce(c, ac, "first")
+                await until(lambda: len(ran) == 7 and set(names) <= listed(insp), 10)
+                await until(lambda: all(insp.queue_info(q).processed_total == 1 for q in names))
+                for q in names:
+                    insp.remove_queue(q)
+                await until(lambda: not set(names) & listed(insp), 10)  # no longer served
+                await produce(c, ac, "again")
+                await until(lambda: len(ran) == 14, 10)
+                assert set(names) <= set(insp.queues())
+            await ac.close()
+
+    asyncio.run(main())

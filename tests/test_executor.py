@@ -128,3 +128,44 @@ def test_clients_give_their_connection_back_to_a_shared_pool(redis_url: str) -> 
         insp.stats("default")
         insp.close()
     assert Inspector(r).stats("default").pending == 40
+
+
+def test_a_registration_and_its_store_call_go_in_one_write_each_reply_in_place(redis_url: str) -> None:
+    """Issue 42 (defect 3): a lone enqueue and its queue's registration (SADD) go in one write on
+    the connection, not a redis-py pipeline (sync and async): each reply in place, an error
+    reply (WRONGTYPE) for its own call only, a script Redis forgot (SCRIPT FLUSH) sent again as
+    EVAL, and the connection clean for the next call."""
+    import asyncio
+
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.keys import ALL_QUEUES, queue_keys
+    from asynqpy.redisio.executor import AsyncExecutor, SyncExecutor
+
+    r = redis.Redis.from_url(redis_url)
+    b = Broker()
+
+    def calls(queue: str, id: str) -> list[Any]:
+        from asynqpy.core.codec import Message
+
+        return [b.register_queues([queue]), b.enqueue(queue, id, Message("t", b""))]
+
+    ex = SyncExecutor(r)
+    assert ex.run_many(calls("d1", "a")) == [1, 1]
+    r.script_flush()
+    assert ex.run_many(calls("d1", "b")) == [0, 1]  # (NOSCRIPT: the store sent again as EVAL)
+    r.delete(ALL_QUEUES)
+    r.set(ALL_QUEUES, "not a set")
+    got = ex.run_many(calls("d1", "c"))
+    assert isinstance(got[0], redis.ResponseError) and got[1] == 1  # the store went on
+    r.delete(ALL_QUEUES)
+
+    async def main() -> list[Any]:
+        aex = AsyncExecutor(redis.asyncio.Redis.from_url(redis_url))
+        first = await aex.run_many(calls("d2", "a"))
+        r.script_flush()
+        return [first, await aex.run_many(calls("d2", "b"))]
+
+    assert asyncio.run(main()) == [[1, 1], [0, 1]]
+    assert r.llen(queue_keys("d1").pending) == 3 and r.llen(queue_keys("d2").pending) == 2
+    assert sorted(r.smembers(ALL_QUEUES)) == [b"d2"]
+    assert ex.run(b.register_queues(["d3"])) == 1  # (the connection read every reply)

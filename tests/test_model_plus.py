@@ -38,6 +38,7 @@ from test_model import SETTINGS, CrossMachine, K, Known, Q
 from asynqpy.core import codec
 from asynqpy.core.broker import Broker, Call, Dequeued
 from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, encode_version
+from asynqpy.core.keys import ALL_QUEUES, queue_keys
 from asynqpy.core.stored import message_of
 from asynqpy.core.tenants import PASS_REBASE
 
@@ -47,6 +48,8 @@ BLOCKABLE = ("t", "child", "tg")
 """The task types the operator blocks in turn."""
 GATE_EVERY = 7
 """One plain task in this many needs version 2."""
+REUSED = "xr2"
+"""Issue 42: the side queue an operator removes and the model's client uses again."""
 
 
 class VersionedBroker(Broker):
@@ -133,6 +136,8 @@ class PlusMachine(CrossMachine):
             self.default_rate_toggle()
         if self.operator_steps % 7 == 0:  # issue 42: passes near 10^15
             self.passes_grow_large()
+        if self.operator_steps % 3 == 0:  # issue 42: a removed queue used again (reuse_removed_queue)
+            self.reuse_removed_queue()
         super().operator(data, verb)
         if self.rate_since is not None and len((self.r.hget(K.tn, "l:a") or b"").split(b" ")) < 5:
             self.rate_since = None  # the model's own operator cleared tenant a: no rate any more
@@ -305,6 +310,49 @@ class PlusMachine(CrossMachine):
                 assert mtype in self.blocked, (f"{id} held for its type {mtype}, not blocked", self.trace[-12:])
             else:
                 assert id in self.gated, (f"{id} held for a version it does not need", self.trace[-12:])
+
+    # -- issue 42 defects 2, 3, 4, 10 ---------------------------------------------------------------
+    # 3: every third operator step, a worker runs what a side queue (REUSED) holds, the operator
+    # removes it, empty (Inspector.remove_queue), and the model's long-lived client uses it again,
+    # by its lone enqueue, a batch, and an enqueue with options in turn; after every step a queue
+    # holding tasks is a known queue (asynqpy:queues, Inspector.queues()), the set the servers that
+    # find their queues by pattern serve. The client once cached the queues it had registered: the
+    # task then waited in a queue nothing served, for good.
+    # 2, 10 and 4 are the worker's own Python mechanisms (which queues a server of more than four
+    # dequeues when a wake token is lost or none announces a task held for its version; the count
+    # of the dequeue riding with its idle wait after a live resize); the model's workers are broker
+    # calls and its checks take wake tokens for reliable (a held-back worker is woken by one), so
+    # they are driven by scenario tests instead: tests/test_queues_many.py
+    # (test_a_queue_whose_wake_token_was_lost_is_still_served,
+    # test_a_worker_of_many_queues_takes_back_what_was_held_for_its_version), tests/test_deploy_holds.py
+    # (test_drain_runs_what_an_older_worker_held_for_the_apps_version) and tests/test_control.py
+    # (test_a_scale_down_holds_for_the_dequeue_riding_with_the_idle_wait).
+
+    def reuse_removed_queue(self) -> None:
+        token = self.new_token()
+        for _ in range(100):  # a worker runs what the queue holds
+            got = self.x.run(self.b.dequeue(REUSED, 10, 30_000, token))
+            if not got.tasks:
+                break
+            self.x.run_many([self.b.done(REUSED, id, token, codec.decode(m)) for id, m in got.tasks])
+        removed = REUSED in self.insp.queues()
+        if removed:
+            self.insp.remove_queue(REUSED)
+        self.reuses = getattr(self, "reuses", 0) + 1
+        way = ("lone", "batch", "options")[self.reuses % 3]
+        if way == "lone":
+            self.client.enqueue("xr", None, queue=REUSED)
+        elif way == "batch":
+            self.client.enqueue_many([("xr", 1), ("xr", 2)], queue=REUSED)
+        else:
+            self.client.enqueue("xr", None, queue=REUSED, max_retry=1)
+        self.trace.append(f"queue {REUSED}: {'removed, then ' if removed else ''}used again ({way})")
+
+    @invariant()
+    def queues_holding_tasks_are_known(self) -> None:
+        if self.r.hlen(queue_keys(REUSED).tasks):
+            assert self.r.sismember(ALL_QUEUES, REUSED) and REUSED in self.insp.queues(), (
+                f"queue {REUSED} holds tasks and is not a known queue", self.trace[-12:])
 
 
 EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", "25"))

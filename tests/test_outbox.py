@@ -805,3 +805,23 @@ def test_outbox_relay_exits_1_when_the_relay_stops_on_an_error(sqlite_url: str, 
     monkeypatch.setattr(Relay, "relay_once", broken)
     r = CliRunner().invoke(main, ["outbox", "relay", "--db", sqlite_url, "--redis-url", mem_url])
     assert r.exit_code == 1 and "the outbox relay stopped: the outbox table" in r.output, r.output
+
+
+def test_a_long_lived_relay_registers_a_queue_removed_since_its_last_batch(sqlite_url: str, mem_url: str) -> None:
+    """Issue 42 (defect 3): the relay registers each batch's queues (it kept a cache of those it
+    had registered: a queue an operator removed meanwhile stayed unknown to the servers that find
+    queues by pattern, and to the Inspector, with the task in it pending for good)."""
+    ob = _outbox(sqlite_url)
+    relay = Relay(ob.engine, mem_url)
+    for n in ("first", "again"):
+        with Session(ob.engine) as s, s.begin():
+            ob.enqueue(s, "email:send", {"n": n}, queue="tenant-r")
+        assert relay.relay_once().stored == 1
+        with Inspector(mem_url) as insp:
+            assert "tenant-r" in insp.queues()
+            if n == "first":
+                insp.delete_all("tenant-r", "pending")
+                insp.remove_queue("tenant-r")
+                assert "tenant-r" not in insp.queues()
+            else:
+                assert insp.queue_info("tenant-r").pending == 1

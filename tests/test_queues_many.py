@@ -16,7 +16,7 @@ import redis
 from helpers import serving, until
 from redisproc import RedisProcess
 
-from asynqpy import AsyncClient, ServeMux, Task
+from asynqpy import AsyncClient, ServeMux, Task, TaskState
 from asynqpy.worker.queues import Cadence, QueueOrder
 
 
@@ -160,3 +160,113 @@ def test_starting_over_one_task_queues_takes_one_dequeue_a_task(redis_server: Re
     # a dequeue and a done a task, a few chores (69 counted); before, each fetch tried every queue
     # not found empty in the last 100 ms: O(K^2) dequeues (189 counted)
     assert got["evalsha"] <= 3 * 30 + 10, got
+
+
+def test_the_scan_puts_each_queue_in_the_backlog_in_turn() -> None:
+    """Issue 42 (defects 2, 10): a server fetching by token dequeues each queue at least every
+    max(base, K / SCAN_PER_S) s whatever the tokens say: one queue after the other, each once a
+    round, a queue found empty a moment ago included; never a burst after a long busy spell."""
+    from asynqpy.worker.queues import SCAN_PER_S
+
+    names = [f"q{i}" for i in range(8)]
+    order = QueueOrder(dict.fromkeys(names, 1), False)
+    assert order.fresh == set(names) and order.scan_in(0.0) == float("inf")  # not scanning yet
+    order.scan_from(1.0, 0.0)
+    every = max(1.0, 8 / SCAN_PER_S) / 8
+    assert order.candidates(every / 2) == []  # nothing due yet
+    seen = []
+    for i in range(1, 17):
+        now = i * every + i * 1e-3
+        order.empty["q3"] = now  # (found empty a moment ago: the scan looks all the same)
+        got = order.candidates(now)
+        assert len(got) == 1 and abs(order.scan_in(now) - every) < 1e-5
+        seen += got
+        order.backlog.clear()
+    assert sorted(seen) == sorted(names * 2)
+    assert len(order.candidates(1000.0)) == 1  # long busy: one queue, not all those it missed
+
+
+def _token_lost(backend: Any, queue: str) -> None:
+    """The wake token of ``queue`` is gone (popped by a read whose reply was lost)."""
+    from asynqpy.core.keys import queue_keys
+
+    backend.sync.delete(queue_keys(queue).wake)
+
+
+def test_a_queue_whose_wake_token_was_lost_is_still_served(backend: Any, monkeypatch: Any) -> None:
+    """Issue 42 (defect 10): a server of more than 4 queues fetching by wake token runs the tasks of
+    a queue whose token was lost (the BLPOP/LMPOP that popped it lost its reply, or the server
+    died before its dequeue): the scan dequeues it. Before, it never did (nothing recreated the
+    token). (On the Cluster a server tries every queue: no token is needed.)"""
+    from asynqpy import Client, Inspector
+
+    monkeypatch.setattr("asynqpy.worker.queues.SCAN_PER_S", 30.0, raising=False)  # (the test's bound: a round in 0.3 s)
+    names = [f"lt{i}" for i in range(6)]
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.enqueue("t", "before start", queue=names[5])
+            _token_lost(backend, names[5])  # (a server killed between its pop and its dequeue)
+            async with serving(backend.new_async(), mux, queues=dict.fromkeys(names, 1), idle_timeout=0.3,
+                               heartbeat_interval=0.2) as server:
+                await until(lambda: ran == ["before start"])
+                await until(lambda: [s.id for s in insp.servers()] == [server.server_id])
+                assert await asyncio.to_thread(insp.quiet_server, server.server_id) == "quiet"
+                c.enqueue("t", "while serving", queue=names[2])
+                _token_lost(backend, names[2])
+                assert await asyncio.to_thread(insp.resume_server, server.server_id) == "running"
+                await until(lambda: "while serving" in ran)
+            assert insp.queue_info(names[2]).pending == insp.queue_info(names[5]).pending == 0
+
+    asyncio.run(main())
+
+
+def test_a_worker_of_many_queues_takes_back_what_was_held_for_its_version(backend: Any,
+                                                                         monkeypatch: Any) -> None:
+    """Issue 42 (defect 2): a task an older worker set aside for version 2.0 is taken back by a
+    2.0 server of more than 4 queues: held before it started (it looks at the queues new to it
+    once: one ZRANGEBYSCORE each), and held while it runs (the scan). No wake token announces either.
+    Before, only a dequeue of that queue for another reason took it back: never, here."""
+    from asynqpy import Client, Inspector
+    from asynqpy.core.broker import Broker
+    from asynqpy.core.deploy import encode_version
+    from asynqpy.redisio.executor import SyncExecutor
+
+    monkeypatch.setattr("asynqpy.worker.queues.SCAN_PER_S", 30.0, raising=False)
+    names = [f"vh{i}" for i in range(6)]
+    ex, b = SyncExecutor(backend.sync), Broker()
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    def set_aside(c: Client, insp: Inspector, payload: str, queue: str) -> None:
+        c.enqueue("t", payload, queue=queue, min_worker_version="2.0")
+        got = ex.run(b.dequeue(queue, 1, 30_000, "tok00001", "old", encode_version("1.4")))
+        assert got.tasks == [] and [t.held for t in insp.list_tasks(queue, TaskState.SCHEDULED)] == ["version"]
+        _token_lost(backend, queue)  # (the enqueue's token, which the old worker's own wait popped)
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            set_aside(c, insp, "held before", names[0])
+            for q in names[1:]:  # the other queues exist
+                c.enqueue("t", f"first in {q}", queue=q)
+            async with serving(backend.new_async(), mux, queues=dict.fromkeys(names, 1), idle_timeout=5,
+                               heartbeat_interval=0.2, version="2.0") as server:
+                await until(lambda: "held before" in ran and len(ran) == 6)
+                await until(lambda: [s.id for s in insp.servers()] == [server.server_id])
+                assert await asyncio.to_thread(insp.quiet_server, server.server_id) == "quiet"
+                set_aside(c, insp, "held while serving", names[4])
+                assert await asyncio.to_thread(insp.resume_server, server.server_id) == "running"
+                await until(lambda: "held while serving" in ran)
+            assert all(insp.queue_info(q).scheduled == 0 for q in names)
+
+    asyncio.run(main())

@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 from . import codec, process, workflow
 from .clock import Clock
 from .codec import Message
+from .deploy import VERSION_BAND
 from .errors import (
     AsynqpyError,
     DuplicateTaskError,
@@ -877,6 +878,13 @@ class Broker:
     def register_queues(self, queues: Sequence[str]) -> Call[Any]:
         """Add queue names to the global queue set (plain SADD; a separate slot from the queues)."""
         return Call(lambda r: r, command=("SADD", ALL_QUEUES, *queues))
+
+    def version_held(self, queue: str, version: int) -> Call[bool]:
+        """Whether ``queue`` holds a task set aside for a version up to ``version`` (by a worker of
+        an older one: core/deploy.py), which a dequeue by a worker of ``version`` takes back (a
+        command the worker's ACL has: the README's "Minimal ACL")."""
+        return Call(bool, command=("ZRANGEBYSCORE", queue_keys(queue).scheduled, VERSION_BAND, VERSION_BAND + version,
+                                   "LIMIT", 0, 1))
 
     # -- the worker's transitions ------------------------------------------------------------
 

@@ -79,11 +79,11 @@ class _Inbox(Protocol):
 @dataclass(frozen=True)
 class _Plan:
     calls: list[Call[Any]]
-    registers: bool  # calls[0] registers new queue names
+    registers: bool  # calls[0] registers the queue names (every time: _plan)
     where: list[tuple[int, int]]  # per task: (index of its call, position in a batch call or -1)
 
 
-_LONE = [(0, -1)]
+_LONE = [(1, -1)]
 _SAME_ID = (-1, -3)
 """Where a batch's task whose id an earlier task of the batch has (same queue) goes: nowhere; it is
 refused with TaskIdConflictError."""
@@ -147,7 +147,6 @@ class ClientPlans:
         self.max_payload_bytes = max_payload_bytes
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
-        self._registered: set[str] = set()
         self._derivers: dict[str, opts.Deriver] = {}
 
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
@@ -196,14 +195,16 @@ class ClientPlans:
         return opts.prepare(task_type, payload, reply_to=reply_to, **kwargs)
 
     def _plan(self, prepared: Sequence[opts.Prepared]) -> _Plan:
-        """The broker calls for prepared tasks: a queue registration first if a queue is new; one
-        enqueue_many call per queue per BATCH tasks for plain immediate tasks of a batch; one
-        enqueue/schedule call per other task (unique, scheduled, or a lone task)."""
-        if len(prepared) == 1 and prepared[0].queue in self._registered:  # the common case, quickly
+        """The broker calls for prepared tasks: the queues' registration first (every time, in the
+        same round trip: a queue an operator removed since this client last used it is known
+        again; a cache of the queues registered left such a queue unknown to the servers that
+        find queues by pattern, and to the Inspector, for good); one enqueue_many call per queue
+        per BATCH tasks for plain immediate tasks of a batch; one enqueue/schedule call per other
+        task (unique, scheduled, or a lone task)."""
+        if len(prepared) == 1:  # the common case, quickly
             p = prepared[0]
-            return _Plan([self._one_call(p)], False, _LONE)
-        new = sorted({p.queue for p in prepared} - self._registered)
-        calls: list[Call[Any]] = [self.broker.register_queues(new)] if new else []
+            return _Plan([self.broker.register_queues([p.queue]), self._one_call(p)], True, _LONE)
+        calls: list[Call[Any]] = [self.broker.register_queues(sorted({p.queue for p in prepared}))]
         where: list[tuple[int, int]] = [(-1, -1)] * len(prepared)
         batches: dict[str, list[int]] = {}
         keyed: dict[str, list[int]] = {}
@@ -226,7 +227,7 @@ class ClientPlans:
             where[i] = (len(calls) - 1, -1)
         self._batch_calls(prepared, batches, calls, where)
         self._keyed_calls(prepared, keyed, calls, where)
-        return _Plan(calls, bool(new), where)
+        return _Plan(calls, True, where)
 
     def _batch_calls(self, prepared: Sequence[opts.Prepared], batches: dict[str, list[int]],
                      calls: list[Call[Any]], where: list[tuple[int, int]]) -> None:
@@ -287,15 +288,13 @@ class ClientPlans:
     def _results(
         self, prepared: list[opts.Prepared], plan: _Plan, replies: list[Any], return_exceptions: bool
     ) -> TaskInfoList:
-        if plan.where is _LONE:  # one task, one call, queue known
-            if isinstance(replies[0], Exception) and not return_exceptions:
-                raise replies[0]
-            return TaskInfoList(prepared, replies)
         if plan.registers and isinstance(replies[0], Exception):
             if not isinstance(replies[0], NotReplicatedError):  # (registered on the master: the tasks tell)
                 raise replies[0]
-        else:
-            self._registered.update(p.queue for p in prepared)
+        if plan.where is _LONE:  # one task, one call (after the registration)
+            if isinstance(replies[1], Exception) and not return_exceptions:
+                raise replies[1]
+            return TaskInfoList(prepared, replies[1:])
         # a batch call's result lists the positions it refused (also when it was not replicated)
         refused = {ci: set(getattr(r, "result", r)) for ci, r in enumerate(replies)
                    if isinstance(getattr(r, "result", r), list)}
@@ -324,11 +323,13 @@ class ClientPlans:
 
     enqueue.__doc__ = _ENQUEUE_DOC
 
-    def _lone(self, task_type: str, payload: Any, options: dict[str, Any]) -> tuple[opts.Prepared, Call[Any]] | None:
+    def _lone(self, task_type: str, payload: Any,
+              options: dict[str, Any]) -> tuple[opts.Prepared, list[Call[Any]]] | None:
         """The common enqueue, ready to send without the plan: a task with default options (or
-        ``queue=`` alone) to a queue this client has enqueued to before (registered, its options
-        validated: :meth:`_prepare` keeps a Deriver per such queue), no tracing, no replicas to
-        wait for. Its prepared task and the one call storing it; None for any other enqueue (the
+        ``queue=`` alone) to a queue this client has enqueued to before (its options validated:
+        :meth:`_prepare` keeps a Deriver per such queue), no tracing, no replicas to wait for. Its
+        prepared task and the calls to send in one round trip: the queue's registration (every
+        time: see :meth:`_plan`) and the one call storing it; None for any other enqueue (the
         plan then runs). What the call does and answers is the plan's lone-task path, unchanged."""
         if tracing.current is not None or self.wait_replicas:
             return None
@@ -339,18 +340,16 @@ class ClientPlans:
         else:
             queue = "default"
         derive = self._derivers.get(queue)
-        if derive is None or queue not in self._registered or derive.template.kind is not kinds.TaskKind.PLAIN:
+        if derive is None or derive.template.kind is not kinds.TaskKind.PLAIN:
             return None
         p = derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
-        return p, kinds.store_call(self.broker, p)
+        return p, [self.broker.register_queues([queue]), kinds.store_call(self.broker, p)]
 
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)
         p = self._prepare(task_type, payload, options)
         if p.kind is kinds.TaskKind.WAITING:
-            if p.queue not in self._registered:
-                _raise_any((yield Writes([self.broker.register_queues([p.queue])])))
-                self._registered.add(p.queue)
+            _raise_any((yield Writes([self.broker.register_queues([p.queue])])))
             state = yield from flows.enqueue_after(self.broker, p)
             return TaskInfo.from_message(p.id, p.queue, state, p.msg, 0)
         plan = self._plan([p])
@@ -436,12 +435,10 @@ class ClientPlans:
         task under its limits; docs/tenants.md)."""
         p = self._process_input(process_type, process_id, "init", args, options)
         calls = Writes()
-        if p.queue not in self._registered:  # the queue's registration first, if new
-            calls.append(self.broker.register_queues([p.queue]))
+        calls.append(self.broker.register_queues([p.queue]))  # the queue's registration first (see _plan)
         calls.append(self.broker.proc_start(p.queue, process_id, p.id, p.msg, p.data))
         replies = yield calls
         _raise_any(replies)
-        self._registered.add(p.queue)
         return bool(replies[-1])
 
     @planned

@@ -23,7 +23,7 @@ class Quietable(Protocol):
 
     async def set_quiet(self, quiet: bool) -> None: ...
 
-    def set_concurrency(self, concurrency: int) -> None: ...
+    async def set_concurrency(self, concurrency: int) -> None: ...
 
 
 class Controller:
@@ -84,7 +84,7 @@ class Controller:
         n = control.concurrency_of(action)
         if n is not None:
             log.warning("concurrency %d (asked by an operator)", n)
-            self.processor.set_concurrency(n)
+            await self.processor.set_concurrency(n)
             return f"concurrency {n}"
         log.warning("ignored an unknown control action %r", action)
         return f"unknown action {action!r}"

@@ -1,8 +1,9 @@
 """Discovery: a server given queue patterns (``queues={"critical": 5, "tenant-*": 1}``) serves
 every known queue that matches, present and future, without a restart.
 
-The known queues are the set ``asynqpy:queues``, to which a client adds a queue at its first
-enqueue there. A discovering server reads its size (``SCARD``, O(1)) every
+The known queues are the set ``asynqpy:queues``, to which a producer adds a queue with each
+enqueue there (so a queue removed and used again is known again). A discovering server reads
+its size (``SCARD``, O(1)) every
 :data:`DISCOVERY_POLL` s and the whole set only when the size changed, and at least every
 :data:`RESCAN_EVERY` s (an add and a drop between two looks leave the size as it was). When the
 matches change (:class:`~asynqpy.worker.queues.ServedQueues`), the processor fetches over the new

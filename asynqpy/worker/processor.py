@@ -81,6 +81,7 @@ class Processor:
         self._running = False  # run() started the fetcher (serve() restarts it)
         self._restart = False  # serve(): the fetcher ends its loop (handing back its wake tokens)
         self._in_dequeue = self._in_wait = False  # a dequeue, or an idle wait, in flight (_stop_fetcher)
+        self._riding = 0  # the count of the dequeue riding with the idle wait in flight (0: none)
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
         self._set_queues(options.queues)
@@ -90,7 +91,10 @@ class Processor:
 
     def _set_queues(self, queues: Mapping[str, int]) -> None:
         """Fetch from ``queues`` (name -> weight) from now on."""
+        before = getattr(self, "_queues", None)
         self._queues = QueueOrder(queues, self.opts.strict_priority)
+        if before is not None:  # (the queues it served already are not fresh: only the new ones are looked at)
+            self._queues.fresh.difference_update(before.queues)
         self._wake_keys = {queue_keys(q).wake: q for q in queues}
         self._wake_keys.update({queue_keys(q).wake_for(self.name): q for q in queues})  # targeted tasks
         self._keys_of = {q: (queue_keys(q).wake, queue_keys(q).wake_for(self.name)) for q in queues}
@@ -143,8 +147,14 @@ class Processor:
 
     # -- 1. fetching: run() -> _fetch_loop -> _fetch_once / _wait_for_work (one dequeue script call) -> _took ---
 
+    def _by_token(self) -> bool:
+        """Whether this server fetches by wake token (more than :data:`FEW_QUEUES` queues on a
+        single Redis with LMPOP) rather than trying every queue."""
+        return not self.ctx.cluster and self._lmpop and len(self._queues.queues) > FEW_QUEUES
+
     async def _fetch_loop(self) -> None:
         backoff = 0.05
+        self._queues.scan_from(self.opts.idle_timeout, asyncio.get_running_loop().time())
         while not self.ctx.stopping.is_set() and not self.quiet and not self._restart:
             if len(self.executing) >= self.concurrency:
                 self._slot_freed.clear()
@@ -188,7 +198,7 @@ class Processor:
         if self._queues.owed is not None:  # stopping with a wake token not acted on
             owed, self._queues.owed = self._queues.owed, None
             await self._hand_back(owed)
-        if not self.ctx.cluster and self._lmpop and len(self._queues.queues) > FEW_QUEUES:
+        if self._by_token():
             # and the tokens of queues it took, polling, and left
             for q in list(self._queues.backlog):
                 await self._hand_back(q)
@@ -202,9 +212,11 @@ class Processor:
         s after it was found empty, which also finds what no token announced (the runs of a
         targeted task that a worker which could not take them woke for)."""
         loop = asyncio.get_running_loop()
-        if self.ctx.cluster or not self._lmpop or len(self._queues.queues) <= FEW_QUEUES:
+        if not self._by_token():
             order = self._queues.order()
         else:
+            if self._queues.fresh:
+                await self._look_fresh()
             now = loop.time()
             if self._queues.backlog and len(self._queues.backlog) < len(self._queues.queues) and (
                     len(self._queues.queues) <= POLL_EVERY_FETCH or now - self._polled >= EMPTY_RECHECK):
@@ -234,6 +246,21 @@ class Processor:
             if self._took(q, res, token, lease_from, sent_ms):
                 return True
         return False
+
+    async def _look_fresh(self) -> None:
+        """The queues new to this server (all of them at its start, then each a pattern brings
+        in): with a version, those holding tasks set aside for a version up to this server's
+        (by a worker of an older one; no wake token announces them) go into the backlog, so its
+        dequeue takes them back (one pipelined ``ZRANGEBYSCORE ... LIMIT 0 1`` per queue, once)."""
+        fresh = sorted(self._queues.fresh)
+        self._queues.fresh.clear()
+        version = self.opts.version_code
+        if not version:
+            return
+        held = await self.ctx.exec.run_many([self.ctx.broker.version_held(q, version) for q in fresh])
+        for q, any_held in zip(fresh, held):
+            if any_held is not False:  # (a failed read too: look at the queue)
+                self._queues.backlog.add(q)
 
     async def _poll(self, now: float) -> None:
         """While busy with the queues known to have tasks: pop, without blocking, the wake token
@@ -267,6 +294,8 @@ class Processor:
         same round trip (see :mod:`asynqpy.wake`)."""
         now = asyncio.get_running_loop().time()
         timeout = self.opts.idle_timeout
+        if self._by_token():  # or when the scan's next queue is due (a token may have been lost)
+            timeout = min(timeout, max(0.01, self._queues.scan_in(now)))
         if self._queues.limited:  # wake up when a queue's limits let a task through again
             timeout = self._queues.wait_timeout(timeout, now)
             if timeout < SHORT_WAIT:  # Redis times a blocked BLPOP out only every ~100 ms: sleep here
@@ -287,10 +316,13 @@ class Processor:
             # (a few queues); with many, the token says which queue to dequeue next. Not with a
             # clock that tells scripts its time (a FakeClock): the call is built before the wait,
             # so a clock moved during it would lease the task at the time before the move
+            # (the free slots again: a resize down while this fetch's dequeue was in flight)
+            count = min(count, self.concurrency - len(self.executing))
             tried = self._queues.first() \
-                if len(self._queues.queues) <= FEW_QUEUES and not self.ctx.clock.script_now() else None
+                if count > 0 and len(self._queues.queues) <= FEW_QUEUES and not self.ctx.clock.script_now() else None
             token = secrets.token_hex(4)
             self._in_wait = True
+            self._riding = count if tried is not None else 0
             try:
                 fired, res, lease_from = await self._waiter.wait(
                     self._wait_keys(now), timeout,
@@ -298,6 +330,7 @@ class Processor:
                     if tried is not None else None)
             finally:
                 self._in_wait = False
+                self._riding = 0
             if tried is not None and res is not None:
                 self._took(tried, res, token, lease_from)
                 acted = tried if res.tasks else None
@@ -527,15 +560,30 @@ class Processor:
         finally:
             hurry.cancel()
 
-    def set_concurrency(self, concurrency: int) -> None:
+    async def set_concurrency(self, concurrency: int) -> None:
         """Run up to ``concurrency`` handlers at once from now on (``asynqpy server scale``): a
         larger number is fetched for at once; a smaller one takes effect as running tasks finish
-        (none is stopped). The threads for plain ``def`` handlers follow (twice the number),
-        unless ``sync_threads`` was set."""
-        self.concurrency = concurrency
-        if self.opts.sync_threads is None and isinstance(self._pool, DaemonThreadPool):
-            self._pool.resize(2 * concurrency)
-        self._slot_freed.set()  # a fetcher waiting for a free slot looks again
+        (none is stopped). Returns once it holds: an idle wait whose dequeue was sent for more
+        tasks than the new number leaves free (``worker/wake.py``: the dequeue rides with the
+        wait, built before it) is ended as for ``quiet`` (its dequeue completes now, before this
+        returns) and the fetcher starts again with the new number. The threads for plain ``def``
+        handlers follow (twice the number), unless ``sync_threads`` was set."""
+        async with self._fetch_lock:
+            self.concurrency = concurrency
+            if self.opts.sync_threads is None and isinstance(self._pool, DaemonThreadPool):
+                self._pool.resize(2 * concurrency)
+            self._slot_freed.set()  # a fetcher waiting for a free slot looks again
+            fetcher = self._fetcher
+            if fetcher is None or not self._in_wait or self._riding <= concurrency - len(self.executing):
+                return
+            self._fetcher = None
+            self._restart = True
+            try:
+                await self._stop_fetcher(fetcher, close=False)
+            finally:
+                self._restart = False
+            if self._running and not self.quiet and not self.ctx.stopping.is_set():
+                self._fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
 
     async def set_quiet(self, quiet: bool) -> None:
         """Stop taking new tasks (``quiet``: the running ones go on and are written) or take

@@ -12,6 +12,13 @@ busy, pops.
 :meth:`QueueOrder.skip` passes over, for a while, a queue found empty (:data:`EMPTY_RECHECK`,
 while other queues keep the server busy), one whose limits hold its tasks back (until the dequeue
 said), and, on a cluster, one whose master could not be reached (with a backoff of its own).
+
+A wake token is a hint a server can lose (the reply of the BLPOP or LMPOP that popped it lost, the
+server killed between the pop and the dequeue), and some work announces none (a task set aside
+for a newer worker). So a server fetching by token also scans its queues (:meth:`QueueOrder.scan`):
+one queue after the other, each at least every ``max(base, K / SCAN_PER_S)`` s, goes into the
+backlog whatever the tokens say, and the queues new to it (all of them at its start) are looked
+at once for tasks held for its version (:attr:`QueueOrder.fresh`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,12 @@ each chore looks at every queue at its own interval (as before issue 31)."""
 COLD_CHECKS_PER_S = 0.5
 """Cold checks (one ``EXISTS`` each) a chore of a server (forwarding, recovering, expiring) makes
 per second at most, all its queues together (:class:`Cadence`)."""
+
+
+SCAN_PER_S = COLD_CHECKS_PER_S
+"""Queues a server fetching by wake token dequeues per second at most whatever the tokens say
+(:meth:`QueueOrder.scan`): a queue whose token was lost, or whose work no token announced, is
+dequeued within ``max(idle_timeout, K / SCAN_PER_S)`` s by each server of it."""
 
 
 class ServedQueues:
@@ -89,6 +102,33 @@ class QueueOrder:
         self.down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (time to try again, backoff)
         self.limited: dict[str, tuple[float, bool]] = {}  # queue -> (time its limits hold until, by concurrency)
         self.backlog: set[str] = set()  # queues known to have tasks: the last dequeue left some, or a token said
+        self.fresh: set[str] = set(self.queues)  # queues new to this server, not looked at yet (scan)
+        self._scan_every = float("inf")  # seconds between two queues of the scan (scan_from)
+        self._scan_at = float("inf")  # loop time the scan's next queue is due
+        self._scan_i = 0
+
+    def scan_from(self, base: float, now: float) -> None:
+        """Scan the queues from ``now`` on (:meth:`scan`): each every ``max(base, K /
+        SCAN_PER_S)`` s, the first due one such interval divided by K from now."""
+        k = len(self.queues)
+        if k:
+            self._scan_every = max(base, k / SCAN_PER_S) / k
+            self._scan_at = now + self._scan_every
+            self._scan_i = random.randrange(k)
+
+    def scan(self, now: float) -> None:
+        """Put the scan's due queue, if any, in the backlog: the next fetch dequeues it whether a
+        token named it or not (one at most: a server busy for long does not catch up in a burst)."""
+        if now >= self._scan_at:
+            self._scan_at = now + self._scan_every
+            self._scan_i = (self._scan_i + 1) % len(self.queues)
+            q = self.queues[self._scan_i]
+            self.empty.pop(q, None)
+            self.backlog.add(q)
+
+    def scan_in(self, now: float) -> float:
+        """Seconds until the scan's next queue is due."""
+        return max(0.0, self._scan_at - now)
 
     def order(self) -> list[str]:
         """Queues in the order to try (takes the owed queue: it goes first this once)."""
@@ -126,6 +166,7 @@ class QueueOrder:
         owed, self.owed = self.owed, None
         if owed is not None:
             self.backlog.add(owed)
+        self.scan(now)
         return self.ranked(q for q in self.backlog if not self.skip(q, now))
 
     def skip(self, q: str, now: float) -> bool:
