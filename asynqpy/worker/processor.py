@@ -95,6 +95,10 @@ class Processor:
         self._queues = QueueOrder(queues, self.opts.strict_priority)
         if before is not None:  # (the queues it served already are not fresh: only the new ones are looked at)
             self._queues.fresh.difference_update(before.queues)
+            # what the stopped fetcher knew goes on: a wake token it took and had not acted on yet
+            # (owed: it was stopped between the pop and the dequeue) and the queues it knew to have work
+            known = before.backlog | ({before.owed} if before.owed is not None else set())
+            self._queues.backlog.update(known & set(self._queues.queues))
         self._wake_keys = {queue_keys(q).wake: q for q in queues}
         self._wake_keys.update({queue_keys(q).wake_for(self.name): q for q in queues})  # targeted tasks
         self._keys_of = {q: (queue_keys(q).wake, queue_keys(q).wake_for(self.name)) for q in queues}
