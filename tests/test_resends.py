@@ -28,6 +28,7 @@ from helpers import serving, until
 from asynqpy import (
     AsyncClient,
     Client,
+    DuplicateTaskError,
     FakeClock,
     Input,
     Inspector,
@@ -244,6 +245,32 @@ def test_on_conflict_return_when_the_holder_finishes_before_the_read(backend: An
         assert finished  # (the refusal came)
         assert (info.id, info.payload, info.state) == ("job", {"n": 2}, TaskState.PENDING)
         assert codec.decode(message_of(backend.sync.hget(K.tasks, "job"))).payload == {"n": 2}
+
+
+def test_on_conflict_return_when_the_unique_key_holder_finishes_before_the_read(backend: Any) -> None:
+    b = Broker()
+    ex = SyncExecutor(backend.sync)
+    with Client(backend.sync) as c:
+        c.enqueue("t", {"n": 1}, queue=Q, task_id="first", unique_key="u1")
+        run, finished = c._exec.run, []
+
+        def holder_finishes(call: Any) -> Any:
+            try:
+                return run(call)
+            except DuplicateTaskError:
+                if not finished:  # the key's holder ends now, between the refusal and the read
+                    finished.append(True)
+                    [(id, raw)] = ex.run(b.dequeue(Q, 1, 30_000, "tokhold2")).tasks
+                    ex.run(b.done(Q, id, "tokhold2", codec.decode(raw)))
+                raise
+
+        c._exec.run = holder_finishes  # type: ignore[method-assign]
+        try:
+            info = c.enqueue("t", {"n": 2}, queue=Q, task_id="second", unique_key="u1", on_conflict="return")
+        finally:
+            c._exec.run = run  # type: ignore[method-assign]
+        assert finished
+        assert (info.id, info.payload, info.state) == ("second", {"n": 2}, TaskState.PENDING)
 
 
 def test_an_enqueue_many_batch_sent_again_by_the_application(backend: Any) -> None:
