@@ -190,8 +190,8 @@ class PlusMachine(CrossMachine):
 
     RESEND_EVERY = 3
     """One producer step in this many is followed by a resend (issue 42 #7, #11)."""
-    RESTART_EVERY = 4
-    """One dequeue by w1 in this many that got a run is followed by w1's restart (issue 42 #9)."""
+    RESTART_EVERY = 1
+    """Every dequeue by w1 that got a run is followed by w1's restart (issue 42 #9): a rare enough meeting."""
 
     def init_resends(self) -> None:
         self.stores: dict[str, tuple[Call[Any], codec.Message]] = {}  # id -> its store call and message
@@ -296,8 +296,15 @@ class PlusMachine(CrossMachine):
             taken = [id for id in again if id in runs]
             assert not taken, (f"a new w1 took {taken} while the killed w1's lease lived", self.trace[-12:])
             self.time_passes(LEASE_MS + 1_000)  # the killed w1's leases expire; the recoverer marks them
+            self.r.delete(K.wake_for("w1"))
             self.recover()
+            open_ = [id for id in runs if self.state(id.rpartition("|")[0]) == "m"
+                     and codec.decode(self.stale[id].raw).workers is None]
+            assert not open_ or self.r.llen(K.wake_for("w1")) > 0, (
+                f"the new w1 is not woken for {open_} (the queue's token may go to a worker that cannot "
+                "take them)", self.trace[-12:])
             self.dequeue(3, "w1")  # the new w1 takes them again (the killed one's late success: above)
+            self.runs_records_sound()
         finally:
             self.restarting = False
 

@@ -338,10 +338,14 @@ def test_a_worker_restarted_under_the_same_name_neither_counts_twice_nor_strands
 
 
 def test_a_restarted_worker_of_the_same_name_runs_the_task_to_completion(backend: Any) -> None:
-    """The same with servers: a "w1" holding a run dies (its run is left leased), a new "w1" and a
-    "w2" serve the queue: the run expires, the new w1 takes it again, the task completes."""
+    """The same with servers of more than four queues (the fetch then dequeues a queue only on its
+    wake token): a "w1" holding a run dies (its run is left leased); "w2" takes the other run and
+    succeeds; a new "w1" starts. The recoverer marks w1's run expired: the queue's wake token went
+    to w2, which cannot take the run, and the new w1 never looked at the queue again (the task
+    stayed targeted for good). The expired run's worker is now woken on its own wake list."""
     ran: list[str] = []
     mux = ServeMux()
+    queues = [Q, *(f"{Q}-{i}" for i in range(5))]
 
     @mux.handle("warm")
     async def warm(task: Any) -> None:
@@ -349,12 +353,13 @@ def test_a_restarted_worker_of_the_same_name_runs_the_task_to_completion(backend
 
     async def main() -> None:
         with Client(backend.sync) as c, Inspector(backend.sync) as insp:
-            t = c.enqueue("warm", None, queue=Q, runs=2, workers=["w1", "w2"], retention=600)
-            got = SyncExecutor(backend.sync).run(Broker().dequeue(Q, 5, 300, "dead0001", "w1"))
+            t = c.enqueue("warm", None, queue=Q, runs=2, retention=600)
+            got = SyncExecutor(backend.sync).run(Broker().dequeue(Q, 5, 1_000, "dead0001", "w1"))
             assert [id for id, _ in got.tasks] == [f"{t.id}|w1"]  # the killed process's run
-            async with serving(backend.new_async(), mux, queues=[Q], name="w1", recover_interval=0.1), \
-                    serving(backend.new_async(), mux, queues=[Q], name="w2", recover_interval=0.1):
-                await until(lambda: insp.task_info(Q, t.id).state is TaskState.COMPLETED, timeout=20)
+            async with serving(backend.new_async(), mux, queues=queues, name="w2", recover_interval=0.1):
+                await until(lambda: insp.task_info(Q, t.id).runs.get("w2") == "succeeded")
+                async with serving(backend.new_async(), mux, queues=queues, name="w1", recover_interval=0.1):
+                    await until(lambda: insp.task_info(Q, t.id).state is TaskState.COMPLETED, timeout=20)
             assert sorted(ran) == ["w1", "w2"]
             assert insp.task_info(Q, t.id).runs == {"w1": "succeeded", "w2": "succeeded"}
 
