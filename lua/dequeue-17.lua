@@ -135,7 +135,9 @@ if count > 0 and ARGV[5] ~= '' and redis.call('EXISTS', KEYS[9]) == 1 then  -- (
           local mine = r.states[name]
           if (not mine or mine[1] == 'e') and rec_allows(r, name) and rec_count(r, 'r') + rec_count(r, 's') < r.n
               and not type_held(holds, v) then  -- (a blocked type's runs wait in place: includes/hold)
-            r.order[#r.order + 1] = name
+            if not mine then  -- (taken again after its lease expired: its entry is reused, not doubled)
+              r.order[#r.order + 1] = name
+            end
             r.states[name] = {'r', tostring(now)}
             redis.call('HSET', KEYS[9], tid, rec_build(r))
             runs[#runs + 1] = tid .. '|' .. name

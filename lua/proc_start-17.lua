@@ -24,12 +24,19 @@ ARGV[4] now        '' = Redis time; else a simulated time in ms
 ARGV[5] pid        the process id
 ARGV[6] record     the new record (status 'starting'; its times are set here)
 Returns 1 = started (init pending), 2 = started (init blocked), 0 = a process with this id exists
-(nothing written: start is idempotent; a call sent again after a lost reply also answers 0).
+(nothing written: start is idempotent). The call sent again after a lost reply finds its own init
+input (its generated id) and answers as the first did, 2 while it is blocked, else 1, writing
+nothing; once that input has ended and is gone (an init kept with retention is still found), it
+answers 0 (issue 42 #7).
 ]]
 --- @include "now"
 --- @include "newtask"
 --- @include "serial"
 --- @include "process"
+local mine = redis.call('HGET', KEYS[1], ARGV[1])
+if mine then  -- this very call, sent again: its init input is stored (a generated id: none other has it)
+  return stored_state(mine) == 'b' and 2 or 1
+end
 if redis.call('HEXISTS', KEYS[12], ARGV[5]) == 1 then
   return 0
 end

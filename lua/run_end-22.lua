@@ -39,7 +39,9 @@ KEYS[21] tn  the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEYS[22] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 KEYS[23..] targets     KEYS[23..22+k]: the task's index zsets ('m:*', or 'm:w:<name>' per allowed
                        worker); then KEYS[23+k..]: the allowed workers' own wake lists (a freed
-                       run wakes one of them)
+                       run wakes one of them); for a task any worker may run, the own wake list
+                       of the worker whose run's lease expired (outcome e: that worker, a process
+                       restarted under its name, may take the run again), or none
 ARGV[1] run            the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
 ARGV[2] token          the run's lease token (the worker's, or the one read with the expired lease)
 ARGV[3] outcome        s f e g (a run), D X (the operator)
@@ -184,10 +186,9 @@ end
 if outcome ~= 's' then  -- a run is free again: wake a worker that may take it
   if r.allowed == '*' then
     signal(KEYS[15])
-  else
-    for i = 23 + k, #KEYS do
-      signal(KEYS[i])
-    end
+  end
+  for i = 23 + k, #KEYS do  -- (the allowed workers'; or the expired run's worker's: issue 42 #9)
+    signal(KEYS[i])
   end
 end
 return {1, 'm'}

@@ -33,8 +33,9 @@ import fakeredis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, run_state_machine_as_test
-from test_model import SETTINGS, CrossMachine, K, Known, Q
+from test_model import LEASE_MS, LIVE, SETTINGS, CrossMachine, K, Known, Q, Run
 
+from asynqpy import DuplicateTaskError, LeaseLostError, TaskIdConflictError, TaskNotFoundError
 from asynqpy.core import codec
 from asynqpy.core.broker import Broker, Call, Dequeued
 from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, encode_version
@@ -70,6 +71,8 @@ class GatingClient:
         if task_type == "t" and "group" not in opts and self._machine.n % GATE_EVERY == 3:
             opts["min_worker_version"] = "2"
             self._machine.gated.add(opts["task_id"])
+        if "task_id" in opts:  # (issue 42: what the application sends again)
+            self._machine.sent.setdefault(opts["task_id"], (task_type, payload, dict(opts)))
         return self._client.enqueue(task_type, payload, **opts)
 
     def __getattr__(self, name: str) -> Any:
@@ -112,6 +115,7 @@ class PlusMachine(CrossMachine):
         self.insp.set_tenant(Q, "a", rate=RATE, burst=BURST)  # on from the start; every 5th operator step toggles it
         self.rate_since: int | None = self.clock.now_ms()  # when tenant a's rate was set (ms), None: no rate
         self.rate_started = 0  # a's tasks started since
+        self.init_resends()
 
     def operator(self, data: st.DataObject, verb: str) -> None:
         self.operator_steps += 1
@@ -175,6 +179,7 @@ class PlusMachine(CrossMachine):
         before = self.rate_state_before(count)
         got = super().dequeue(count, worker)
         self.rate_state_after(before, count, got)
+        self.restarted_worker_meets(got, worker)
         for id in got:
             stored = self.r.hget(K.tasks, id.rpartition("|")[0] or id)
             mtype = codec.decode(message_of(stored)).type if stored else "?"
@@ -353,6 +358,151 @@ class PlusMachine(CrossMachine):
         if self.r.hlen(queue_keys(REUSED).tasks):
             assert self.r.sismember(ALL_QUEUES, REUSED) and REUSED in self.insp.queues(), (
                 f"queue {REUSED} holds tasks and is not a known queue", self.trace[-12:])
+    # -- issue 42 defects 7, 9, 11: resends whatever the timing; a worker restarted under its name ---
+    # A store call sent again by the connection after its task completed, was archived, went to
+    # retry, or is gone (its retention ended); the application sending the same task again (a new
+    # call) while it is live; a worker killed while it holds a run, restarted at once under the same
+    # name. Deterministic hooks (no draws of their own), so the model's examples stay put.
+
+    RESEND_EVERY = 3
+    """One producer step in this many is followed by a resend (issue 42 #7, #11)."""
+    RESTART_EVERY = 1
+    """Every dequeue by w1 that got a run is followed by w1's restart (issue 42 #9): a rare enough meeting."""
+
+    def init_resends(self) -> None:
+        self.stores: dict[str, tuple[Call[Any], codec.Message]] = {}  # id -> its store call and message
+        self.sent: dict[str, tuple[str, Any, dict[str, Any]]] = {}  # id -> the application's enqueue
+        self.produced = 0
+        self.resent = 0
+        self.w1_dequeues = 0
+        self.stale: dict[str, Run] = {}  # run id -> the run a killed w1 held (its late success to come)
+        self.restarting = False
+        inner = self.client._client  # (GatingClient's)
+        one = inner._one_call
+
+        def record(p: Any) -> Call[Any]:
+            call = one(p)
+            if call.script in ("enqueue", "enqueue_keyed", "schedule", "enqueue_target", "group_add"):
+                self.stores.setdefault(p.id, (call, p.msg))
+            return call
+
+        inner._one_call = record
+
+    def produce(self, data: st.DataObject, kind: str) -> None:
+        super().produce(data, kind)
+        self.produced += 1
+        if self.produced % self.RESEND_EVERY == 0:
+            self.resend_meets()
+
+    def resend_meets(self) -> None:
+        """A store call the connection sends again, and the same task the application sends again:
+        the id's task, whatever became of it, is recognised as the caller's own (nothing written,
+        no conflict), but for another task under the id (an operator's edit) and a task that is gone
+        (stored again: at-least-once)."""
+        ids = sorted(self.stores)
+        if not ids:
+            return
+        id = ids[self.resent % len(ids)]
+        self.resent += 1
+        call, msg = self.stores[id]
+        before = self.r.hget(K.tasks, id)
+        st_ = before[:1].decode() if before else "-"
+        if st_ == "-":
+            k = self.known.get(id)
+            if call.script != "enqueue" or not k or k.key or k.parents or msg.unique or msg.group:
+                return
+            assert self.x.run(call) == 1  # gone: stored again (what no store can see)
+            self.trace.append(f"resend {id} (gone) -> stored again")
+            return
+        stored = codec.decode(message_of(before))
+        own = codec.same_task(stored, msg, True) if st_ in "cx" else codec.same_task(stored, msg, False)
+        if st_ in "cx" and not own:
+            return  # another task's end (an edited one): a new copy would replace it (documented)
+        try:
+            reply: Any = self.x.run(call)
+        except TaskIdConflictError:
+            reply = "conflict"
+        assert (reply != "conflict") == own, (f"resend of {id} ({st_}) -> {reply!r}, own={own}", self.trace[-12:])
+        assert self.r.hget(K.tasks, id) == before, (f"resend of {id} ({st_}) wrote", self.trace[-12:])
+        self.trace.append(f"resend {id} ({st_}) -> {reply!r}")
+        sent = self.sent.get(id)
+        if sent and st_ in LIVE and call.script in ("enqueue", "enqueue_keyed") and not msg.group:
+            task_type, payload, opts = sent
+            try:
+                self.client._client.enqueue(task_type, payload, **opts)  # (no gate: the same options)
+                again = "ok"
+            except TaskIdConflictError:
+                again = "conflict"
+            except DuplicateTaskError:
+                again = "duplicate"
+            assert again != "duplicate" and (again == "ok") == own, (
+                f"the application sent {id} ({st_}) again -> {again}, own={own}", self.trace[-12:])
+            assert self.r.hget(K.tasks, id) == before, (f"sending {id} ({st_}) again wrote", self.trace[-12:])
+            self.trace.append(f"application sent {id} ({st_}) again -> {again}")
+
+    def restarted_worker_meets(self, got: list[str], worker: str) -> None:
+        """w1 holding a run is killed and a new w1 starts at once: the new one is not handed the run
+        while the old lease lives; once the recoverer marked it expired, the new one takes it again,
+        and the old run's late success is refused and changes nothing."""
+        for id in got:
+            old = self.stale.pop(id, None)
+            if old is not None:  # taken again: the killed process's success arrives now
+                task = id.rpartition("|")[0]
+                before = (self.r.hget(K.tasks, task), self.r.hget(K.runs, task))
+                try:
+                    self.x.run(self.b.run_end(Q, task, codec.decode(old.raw), "s", run=id, token=old.token))
+                    late = "accepted"
+                except (LeaseLostError, TaskNotFoundError):
+                    late = "refused"
+                assert late == "refused" and (self.r.hget(K.tasks, task), self.r.hget(K.runs, task)) == before, (
+                    f"a killed w1's late success of {id} was {late}", self.trace[-12:])
+                self.trace.append(f"killed w1's late success of {id}: {late}")
+        runs = [id for id in got if id.endswith("|w1")]
+        if worker != "w1" or not runs or self.restarting:
+            return
+        self.w1_dequeues += 1
+        if self.w1_dequeues % self.RESTART_EVERY:
+            return
+        for id in runs:  # w1 is killed: its runs are left leased
+            self.stale[id] = self.running.pop(id)
+        self.trace.append(f"w1 killed holding {runs}; a new w1 starts")
+        self.restarting = True
+        try:
+            again = self.dequeue(3, "w1")
+            taken = [id for id in again if id in runs]
+            assert not taken, (f"a new w1 took {taken} while the killed w1's lease lived", self.trace[-12:])
+            self.time_passes(LEASE_MS + 1_000)  # the killed w1's leases expire; the recoverer marks them
+            self.r.delete(K.wake_for("w1"))
+            self.recover()
+            open_ = [id for id in runs if self.state(id.rpartition("|")[0]) == "m"
+                     and codec.decode(self.stale[id].raw).workers is None]
+            assert not open_ or self.r.llen(K.wake_for("w1")) > 0, (
+                f"the new w1 is not woken for {open_} (the queue's token may go to a worker that cannot "
+                "take them)", self.trace[-12:])
+            self.dequeue(3, "w1")  # the new w1 takes them again (the killed one's late success: above)
+            self.runs_records_sound()
+        finally:
+            self.restarting = False
+
+    def finish_one(self, id: str, how: str, data: st.DataObject) -> None:
+        if id in self.running:  # (a run of a killed w1 writes nothing)
+            super().finish_one(id, how, data)
+
+    @invariant()
+    def runs_records_sound(self) -> None:
+        """A targeted task's runs record names each worker once, and each run it says is running is
+        a live run task with a lease (else no worker could take its place: the task strands)."""
+        for task, rec in self.r.hgetall(K.runs).items():
+            names = [e.split(b"=")[0] for e in rec.split(b" ")[3:]]
+            assert len(names) == len(set(names)), (f"runs record of {task!r} names a worker twice: {rec!r}",
+                                                   self.trace[-12:])
+            for e in rec.split(b" ")[3:]:
+                name, _, st_ = e.partition(b"=")
+                if st_[:1] == b"r":
+                    run = task + b"|" + name
+                    v = self.r.hget(K.tasks, run)
+                    assert v and v[:1] == b"a" and self.r.zscore(K.lease, run) is not None, (
+                        f"{run!r} is running in its record but is {v[:1] if v else 'gone'}", self.trace[-12:])
 
 
 EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", "25"))

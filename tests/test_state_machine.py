@@ -38,7 +38,7 @@ from asynqpy import (
     TaskState,
 )
 from asynqpy.core.broker import Broker, Call, Done, delay_arg
-from asynqpy.core.codec import Message, decode, encode, unique_digest
+from asynqpy.core.codec import Message, decode, encode, same_task, unique_digest
 from asynqpy.core.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.recoverer import LEASE_EXPIRED
@@ -209,10 +209,16 @@ class QueueMachine(RuleBasedStateMachine):
         return f"g{self.n_ids:05d}"
 
     def own_write(self, id: str, msg: Message) -> bool:
-        """Is ``msg`` stored under ``id``, unchanged (pending, scheduled or active)? Then a new
-        task call with it is taken as the same call sent again (lua/includes/newtask.lua)."""
+        """Is the task stored under ``id`` the caller's own (lua/includes/newtask.lua own_write)?
+        ``msg`` unchanged; or a live task that is the same task but for what its end rewrote and
+        its enqueue time; or a finished one that is the same task, its enqueue time included (this
+        very call sent again after its task finished: issue 42 #7)."""
         old = self.m.tasks.get(id)
-        return old is not None and old.state in "psa" and encode(old.msg) == encode(msg)
+        if old is None:
+            return False
+        if old.state in "xc":
+            return same_task(old.msg, msg, True)
+        return old.state in LIVE and (encode(old.msg) == encode(msg) or same_task(old.msg, msg, False))
 
     def new_task_error(self, id: str, check: bool, digest: str) -> type[Exception] | None:
         """What enqueue/schedule must refuse with (None = accepted)."""

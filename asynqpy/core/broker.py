@@ -837,6 +837,12 @@ class Broker:
         (code, the task's state after)."""
         q = queue_keys(queue)
         index, wakes = _targets(q, msg.workers)
+        if outcome == "e" and run and msg.workers is None:
+            # a run whose lease expired frees its worker's turn: that worker (a process restarted
+            # under its name) may take it again, so its own wake list is told too; the queue's token
+            # alone may go to a worker that cannot take the run, and a worker of many queues
+            # dequeues only a queue it holds a token for (issue 42 #9)
+            wakes = [q.wake_for(run.rpartition("|")[2])]
         done = b""
         if run and msg.retention_ms > 0:  # a run's success (an operator's D/X never stores it: unverified)
             done = self.seal(queue, task_id, msg.with_(completed_at_ms=self.clock.now_ms(), result=result))

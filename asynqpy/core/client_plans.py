@@ -28,6 +28,7 @@ from . import process as proc
 from .broker import Broker, Call, Watched
 from .clock import Clock
 from .errors import (
+    AsynqpyError,
     DuplicateTaskError,
     InvalidArgumentError,
     NotReplicatedError,
@@ -352,20 +353,27 @@ class ClientPlans:
             _raise_any((yield Writes([self.broker.register_queues([p.queue])])))
             state = yield from flows.enqueue_after(self.broker, p)
             return TaskInfo.from_message(p.id, p.queue, state, p.msg, 0)
-        plan = self._plan([p])
-        try:
-            return self._results([p], plan, (yield Writes(plan.calls)), False)[0]  # type: ignore[no-any-return]
-        except TaskIdConflictError:
-            if not existing:
-                raise
-            return (yield from Plans(self.broker).task_info(p.queue, p.id))
-        except DuplicateTaskError as dup:
-            if not existing or isinstance(dup, ThrottledError) or not dup.holder:
-                raise
+        refusal: AsynqpyError
+        for attempt in range(_CONFLICT_TRIES):
+            plan = self._plan([p])
             try:
-                return (yield from Plans(self.broker).task_info(p.queue, dup.holder))
-            except TaskNotFoundError:  # the holder just finished
-                raise dup from None
+                return self._results([p], plan, (yield Writes(plan.calls)), False)[0]  # type: ignore[no-any-return]
+            except TaskIdConflictError as conflict:
+                if not existing:
+                    raise
+                holder, refusal = p.id, conflict
+            except DuplicateTaskError as dup:
+                if not existing or isinstance(dup, ThrottledError) or not dup.holder:
+                    raise
+                holder, refusal = dup.holder, dup
+            try:
+                return (yield from Plans(self.broker).task_info(p.queue, holder))
+            except TaskNotFoundError:
+                # the task holding the id (or the key) finished between the refusal and the read
+                # (issue 42 #11): the id is free now, so the same call is sent again
+                if attempt == _CONFLICT_TRIES - 1:
+                    raise refusal from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @planned
     def enqueue_many(
@@ -621,6 +629,11 @@ def _raise_any(replies: list[Any]) -> None:
     for r in replies:
         if isinstance(r, Exception):
             raise r
+
+
+_CONFLICT_TRIES = 5
+"""How many times ``enqueue(..., on_conflict="return")`` sends its task again when the task that
+refused it finished before it could be read (each time the id, or the key, was free a moment later)."""
 
 
 def _on_conflict(options: dict[str, Any]) -> bool:

@@ -185,6 +185,28 @@ assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this ind
 _UNIQUE_INDEX = _FIELDS.index("unique")
 
 
+REWRITTEN_FIELDS = frozenset(_FIELDS.index(n) for n in (
+    "retried", "last_error", "last_failed_at_ms", "completed_at_ms", "result", "traceback", "logs"))
+"""The fields a task's own end rewrites in its stored message (a retry, an archive, a completion):
+the rest is what the caller stored. lua/includes/newtask.lua (REWRITTEN_FIELD, 1-based) reads the
+same list to recognise a task its caller sends again (:func:`same_task`)."""
+ENQUEUED_AT_INDEX = _FIELDS.index("enqueued_at_ms")
+
+
+def same_task(a: Message, b: Message, same_time: bool) -> bool:
+    """Are ``a`` and ``b`` the same task, the fields its end rewrites (:data:`REWRITTEN_FIELDS`)
+    aside, and its enqueue time unless ``same_time`` (then it must be equal and not 0)? The Python
+    twin of lua/includes/newtask.lua ``same_task`` (which compares the fields' encodings): how a
+    call that stores a new task recognises the caller's own task under its id (docs/architecture.md
+    "Calls sent again")."""
+    skip = REWRITTEN_FIELDS if same_time else REWRITTEN_FIELDS | {ENQUEUED_AT_INDEX}
+    va, vb = list(a.__dict__.values()), list(b.__dict__.values())
+    for i in range(len(_FIELDS)):
+        if i not in skip and encode_payload(va[i]) != encode_payload(vb[i]):
+            return False
+    return not same_time or a.enqueued_at_ms != 0
+
+
 def _str_map(v: dict[Any, Any]) -> bool:
     return all(type(k) is str and type(x) is str for k, x in v.items())
 

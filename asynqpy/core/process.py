@@ -186,10 +186,20 @@ def call_id(pid: str, kind: str, idempotency_key: object) -> str:
     return f"pcall-{digest}"
 
 
+MIN_CALL_RETENTION_S = 300
+"""The least an idempotent call's input is kept after it committed, whatever ``retention=`` says:
+the connection's own resend of its store call (redis-py's retries, the sync executor's reconnect:
+seconds after) must find the committed input, or it would store and run the call again (issue 42
+#7)."""
+
+
 def idempotent_options(options: dict[str, Any], id: str) -> dict[str, Any]:
-    """A repeatable call's enqueue options: its fixed id and, unless given, a retention that keeps
-    its response for repeats (:data:`CALL_RETENTION_S`)."""
-    return {"retention": CALL_RETENTION_S, **options, "task_id": id}
+    """A repeatable call's enqueue options: its fixed id and a retention that keeps its response
+    for repeats (:data:`CALL_RETENTION_S` unless given, at least :data:`MIN_CALL_RETENTION_S`)."""
+    retention = options.get("retention", CALL_RETENTION_S)
+    if isinstance(retention, (int, float)) and not isinstance(retention, bool):
+        retention = max(retention, MIN_CALL_RETENTION_S)
+    return {**options, "retention": retention, "task_id": id}
 
 
 def input_payload(pid: str, kind: str, args: Any) -> dict[str, Any]:
