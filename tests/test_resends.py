@@ -19,7 +19,9 @@ old run's late success is refused, the new one counts once, and the task complet
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -220,28 +222,48 @@ def test_keyed_and_scheduled_stores_sent_again_after_their_task_ended(backend: A
 
 # -- #11: the caller's own resends ------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _after_refusal(c: Client, error: type[Exception], then: Any) -> Iterator[None]:
+    """Run ``then`` as soon as one of the client's calls is refused with ``error`` (whether the
+    executor raised it, or returned it among a pipeline's replies: a queue's registration and the
+    store call go in one write), before the client sees the refusal."""
+    run, run_many = c._exec.run, c._exec.run_many
+
+    def one(call: Any) -> Any:
+        try:
+            return run(call)
+        except error:
+            then()
+            raise
+
+    def many(calls: Any) -> Any:
+        replies = run_many(calls)
+        if any(isinstance(r, error) for r in replies):
+            then()
+        return replies
+
+    c._exec.run, c._exec.run_many = one, many  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        c._exec.run, c._exec.run_many = run, run_many  # type: ignore[method-assign]
+
+
 def test_on_conflict_return_when_the_holder_finishes_before_the_read(backend: Any) -> None:
     b = Broker()
     ex = SyncExecutor(backend.sync)
     with Client(backend.sync) as c:
         c.enqueue("t", {"n": 1}, queue=Q, task_id="job")
-        run, finished = c._exec.run, []
+        finished: list[bool] = []
 
-        def holder_finishes(call: Any) -> Any:
-            try:
-                return run(call)
-            except TaskIdConflictError:
-                if not finished:  # the task holding the id ends now, between the refusal and the read
-                    finished.append(True)
-                    [(id, raw)] = ex.run(b.dequeue(Q, 1, 30_000, "tokhold1")).tasks
-                    ex.run(b.done(Q, id, "tokhold1", codec.decode(raw)))
-                raise
+        def finish_holder() -> None:
+            if not finished:  # the task holding the id ends now, between the refusal and the read
+                finished.append(True)
+                [(id, raw)] = ex.run(b.dequeue(Q, 1, 30_000, "tokhold1")).tasks
+                ex.run(b.done(Q, id, "tokhold1", codec.decode(raw)))
 
-        c._exec.run = holder_finishes  # type: ignore[method-assign]
-        try:
+        with _after_refusal(c, TaskIdConflictError, finish_holder):
             info = c.enqueue("t", {"n": 2}, queue=Q, task_id="job", on_conflict="return")
-        finally:
-            c._exec.run = run  # type: ignore[method-assign]
         assert finished  # (the refusal came)
         assert (info.id, info.payload, info.state) == ("job", {"n": 2}, TaskState.PENDING)
         assert codec.decode(message_of(backend.sync.hget(K.tasks, "job"))).payload == {"n": 2}
@@ -252,23 +274,16 @@ def test_on_conflict_return_when_the_unique_key_holder_finishes_before_the_read(
     ex = SyncExecutor(backend.sync)
     with Client(backend.sync) as c:
         c.enqueue("t", {"n": 1}, queue=Q, task_id="first", unique_key="u1")
-        run, finished = c._exec.run, []
+        finished: list[bool] = []
 
-        def holder_finishes(call: Any) -> Any:
-            try:
-                return run(call)
-            except DuplicateTaskError:
-                if not finished:  # the key's holder ends now, between the refusal and the read
-                    finished.append(True)
-                    [(id, raw)] = ex.run(b.dequeue(Q, 1, 30_000, "tokhold2")).tasks
-                    ex.run(b.done(Q, id, "tokhold2", codec.decode(raw)))
-                raise
+        def finish_holder() -> None:
+            if not finished:  # the key's holder ends now, between the refusal and the read
+                finished.append(True)
+                [(id, raw)] = ex.run(b.dequeue(Q, 1, 30_000, "tokhold2")).tasks
+                ex.run(b.done(Q, id, "tokhold2", codec.decode(raw)))
 
-        c._exec.run = holder_finishes  # type: ignore[method-assign]
-        try:
+        with _after_refusal(c, DuplicateTaskError, finish_holder):
             info = c.enqueue("t", {"n": 2}, queue=Q, task_id="second", unique_key="u1", on_conflict="return")
-        finally:
-            c._exec.run = run  # type: ignore[method-assign]
         assert finished
         assert (info.id, info.payload, info.state) == ("second", {"n": 2}, TaskState.PENDING)
 
