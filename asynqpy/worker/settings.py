@@ -351,7 +351,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shutdown_timeout", _SECONDS_OR_ZERO, "On SIGTERM/Ctrl-C, seconds running handlers may finish before "
             "their tasks are requeued (a second signal requeues them at once)", Flag("--shutdown-timeout")),
     Setting("default_timeout", OrNone(_SECONDS), "Seconds per attempt for tasks enqueued without a timeout "
-            "(None: no limit; `worker`: 0 or `none`)", Flag("--default-timeout")),
+            "(None: no limit)", Flag("--default-timeout", help="Seconds per attempt for tasks enqueued without a "
+                                     "timeout; 0 or 'none': no limit")),
     Setting("retry_delay", _function("retry_delay must be a function (retried, error, task) -> seconds"),
             "`f(retries_so_far, error, task) -> seconds`: how long a failed task waits in retry",
             shown="`min(15·2ⁿ, 86400)·uniform(0.5, 1)`"),
