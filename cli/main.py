@@ -323,27 +323,31 @@ def _setting_option(s: Setting) -> Callable[[FC], FC]:
     name is the parameter's, its environment variable is read when the flag is not given, and a
     flag not given leaves the setting to the App or to ServerOptions' default."""
     flag = cast(Flag, s.flag)
-    check = s.check.inner if isinstance(s.check, OrNone) else s.check
     names = [flag.name if flag.off is None else f"{flag.name}/{flag.off}", *([flag.short] if flag.short else [])]
     kw: dict[str, Any] = {"envvar": flag.env, "show_envvar": True, "metavar": flag.metavar,
-                          "help": flag.help or s.doc.replace("`", "") + "."}
+                          "help": flag.help or s.doc.replace("`", "") + ".", **_flag_kind(s, flag)}
+    return click.option(*names, s.name, **kw)
+
+
+def _flag_kind(s: Setting, flag: Flag) -> dict[str, Any]:
+    """The click type, default and shown default of setting ``s``'s flag, from its check."""
+    check = s.check.inner if isinstance(s.check, OrNone) else s.check
     shown: str | bool = s.shown.replace("`", "") if s.shown else s.default is not None
     default = None if s.shown else s.default  # a flag left at its default is not passed on (given_settings)
     if isinstance(check, Bool) or check.type.startswith("bool"):
-        kw.update(is_flag=True, default=None if flag.off else False)
-    elif isinstance(check, Int):
-        kw.update(type=click.IntRange(check.low, check.high), show_default=shown, default=default)
-    elif isinstance(check, Seconds) and s.check is check:
+        return {"is_flag": True, "default": None if flag.off else False}
+    if isinstance(check, Seconds) and s.check is not check:  # a duration with a "none": 0 or 'none'
+        return {"type": TimeoutSeconds(), "default": None,
+                "help": (flag.help or s.doc) + f" [default: {default:g}]."}
+    kind: Any = None
+    if isinstance(check, Int):
+        kind = click.IntRange(check.low, check.high)
+    elif isinstance(check, Seconds):
         low = 0.0 if flag.least is None else flag.least
-        kw.update(type=click.FloatRange(min=low, min_open=flag.least is None and not check.zero_ok),
-                  show_default=shown, default=default)
-    elif isinstance(check, Seconds):  # a duration with a "none": 0 or 'none' on the command line
-        kw.update(type=TimeoutSeconds(), default=None, help=kw["help"] + f" [default: {default:g}]")
+        kind = click.FloatRange(min=low, min_open=flag.least is None and not check.zero_ok)
     elif isinstance(check, Choice):
-        kw.update(type=click.Choice(check.choices), show_default=shown, default=default)
-    else:
-        kw.update(show_default=shown, default=default)
-    return click.option(*names, s.name, **kw)
+        kind = click.Choice(check.choices)
+    return {"type": kind, "show_default": shown, "default": default}
 
 
 def settings_flags(command: FC) -> FC:
@@ -404,17 +408,11 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, superv
     if "health_port" in given and processes > 1:
         raise UserError("--health-port serves one worker process's probes: run one process per container "
                         "(or per probe port) rather than --processes N")
-    if loop == "uvloop":
-        try:
-            import uvloop  # noqa: F401 - checked before any child process starts
-        except ImportError:
-            raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
+    _check_loop(loop)
     found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     app = None if isinstance(found, ServeMux) else found
     mux = found if isinstance(found, ServeMux) else found.mux
-    source = click.get_current_context().get_parameter_source
-    if app is not None and source("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
-        redis_url = app.redis
+    redis_url = _redis_url(app, redis_url)
     queues: Any = given.pop("queues", None) or (app.server().options.queues if app else {"default": 1})
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
@@ -426,11 +424,7 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, superv
         _supervise(processes, given)
     extra: dict[str, Any] = {}
     if app is not None:  # the App's own options, unless a flag was given
-        extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
-                 "on_shutdown": [app._hook(h) for h in app.shutdown]}
-        if app.periodic_entries:
-            extra["scheduler_entries"] = tuple(app.periodic_entries)
-        extra["scheduler_owner"] = app.owner
+        extra = _app_options(app)
         keys = keys if keys is not None else app.signing_key
     from asynqpy.server import Server
 
@@ -440,6 +434,33 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, superv
     finally:
         if relay is not None:
             relay.stop()
+
+
+def _check_loop(loop: str) -> None:
+    """``--loop uvloop`` needs uvloop (checked before any child process starts)."""
+    if loop == "uvloop":
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
+
+
+def _redis_url(app: App | None, redis_url: str) -> str:
+    """The App's Redis URL when it has one and --redis-url was not given, else ``redis_url``."""
+    source = click.get_current_context().get_parameter_source
+    if app is not None and source("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
+        return app.redis
+    return redis_url
+
+
+def _app_options(app: App) -> dict[str, Any]:
+    """The server options an App brings: its own, its hooks, its periodic entries and owner."""
+    extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
+             "on_shutdown": [app._hook(h) for h in app.shutdown]}
+    if app.periodic_entries:
+        extra["scheduler_entries"] = tuple(app.periodic_entries)
+    extra["scheduler_owner"] = app.owner
+    return extra
 
 
 def _supervise(processes: int, given: dict[str, Any]) -> None:
