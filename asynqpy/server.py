@@ -2,8 +2,10 @@
 
 A server is one asyncio event loop with these cooperating loops (one module each):
 processor (fetch, run, finish), heartbeat (leases, liveness), forwarder (scheduled/retry ->
-pending), recoverer (expired leases), janitor (expired completed tasks). ``run()`` blocks until
-SIGTERM/SIGINT, then shuts down gracefully; ``arun()`` is the same inside a running loop.
+pending), recoverer (expired leases), janitor (expired completed tasks), and those the options
+call for; :data:`SERVER_LOOPS` is their registry (when each runs, how it starts and stops, in
+what order). ``run()`` blocks until SIGTERM/SIGINT, then shuts down gracefully; ``arun()`` is the
+same inside a running loop.
 """
 
 from __future__ import annotations
