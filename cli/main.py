@@ -309,13 +309,18 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 
 class _OneLineErrors(click.Command):
     """A command whose bad flag values (out of range, not a number, not a choice) are one line on
-    stderr and exit code 2, as its other user errors."""
+    stderr and exit code 2, as its other user errors; the environment variable is named when the
+    value came from it."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.BadParameter as exc:
-            raise UserError(exc.format_message()) from None
+            message, param = exc.format_message(), exc.param
+            if param is not None and param.name and \
+                    ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+                message = message.replace(f" (env var: '{getattr(param, 'envvar', '')}')", "")
+            raise UserError(message) from None
 
 
 def _setting_option(s: Setting) -> Callable[[FC], FC]:
