@@ -29,6 +29,7 @@ import inspect
 import os
 import sys
 import types
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -50,7 +51,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 Hook = Callable[[types.SimpleNamespace], Any]
 
-__all__ = ["App", "AsyncTaskFunction", "TaskFunction", "current_task"]
+__all__ = ["App", "AsyncTaskFunction", "TaskFunction", "current_task", "task_call"]
 
 _TASK_OPTIONS = OPTIONS - {"task_id", "process_at", "process_in"}
 
@@ -134,6 +135,21 @@ class TaskFunction(Generic[P, R]):
             checks = self.__dict__["_checks"] = ArgumentChecks(self.fn, self.signature)
         checks.check(self.name, payload)
         return payload
+
+    def _check_payload(self, payload: Any) -> dict[str, Any]:
+        """A payload given with the function's name (not its arguments): the map of arguments a
+        call would make, checked as :meth:`_payload` checks a call (InvalidArgumentError naming
+        what does not fit)."""
+        if payload is None:
+            payload = {}
+        if not isinstance(payload, dict):
+            raise InvalidArgumentError(f"task {self.name}: the payload of a task function is a map of its arguments "
+                                       f"by name, got {type(payload).__name__}")
+        try:
+            args, kwargs = _call_args(self.signature, payload)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"task {self.name}: {exc}") from None
+        return self._payload(tuple(args), kwargs)
 
     def using(self, **options: Any) -> TaskFunction[P, R]:
         """The same task function with other enqueue options (``queue``, ``max_retry``,
@@ -254,6 +270,9 @@ class App:
         self.startup: list[Hook] = []
         self.shutdown: list[Hook] = []
         self._task_queues: set[str] = set()
+        self.functions: dict[str, TaskFunction[Any, Any]] = {}
+        """The task functions declared with :meth:`task`, by task type (:func:`task_call`)."""
+        _APPS.add(self)
         self.periodic_entries: list[Entry] = []
         self._client: Client | None = None
         self._aclient: AsyncClient | None = None
@@ -311,6 +330,7 @@ class App:
             type_name = name or f"{f.__module__}.{f.__qualname__}"
             cls = AsyncTaskFunction if inspect.iscoroutinefunction(f) else TaskFunction
             tf = cls(self, f, type_name, dict(options))
+            self.functions[type_name] = tf
             if sandbox:  # the child imports the module, where the name is this TaskFunction
                 self.mux.handle(type_name, Sandboxed(f, local=self._handler(tf)))
             else:
@@ -463,3 +483,47 @@ class _Decorator:
 
     def __call__(self, fn: Callable[..., Any], /) -> Any:
         return self._make(fn)
+
+
+def task_call(task: Any, args: tuple[Any, ...], options: dict[str, Any], app: App | None = None,
+              what: str = "enqueue") -> tuple[str, Any, dict[str, Any]]:
+    """The one rule every producer applies to what it is asked to enqueue (the App's task
+    functions, the outbox, :class:`~asynqpy.contrib.django.outbox.DjangoOutbox`,
+    ``enqueue_on_commit``, FastAPI's ``call_events``): the task type, payload and options to send.
+
+    - a task function (``task``) with its arguments (``args``, ``options`` as keyword arguments):
+      its name, the arguments checked against its signature and annotations, its declared
+      options;
+    - a task type with at most one payload (``args``) and the options of ``Client.enqueue``: if
+      ``app`` (None: the one App of this process that declares it) declared a task function of
+      that name, its declared options (``options`` win, as ``using()`` does) and the payload
+      checked as the function's arguments; else as given. Apps of this process declaring the name
+      with different options: InvalidArgumentError (say which with ``app=``).
+
+    InvalidArgumentError (naming ``what``) for anything else. ``Client.enqueue`` itself sends
+    what it is given: it is the layer under every producer."""
+    if isinstance(task, TaskFunction):
+        return task.name, task._payload(args, options), dict(task.options)
+    if not isinstance(task, str) or len(args) > 1:
+        raise InvalidArgumentError(f"{what}(task_function, *args) or {what}(task_type, payload, **options)")
+    payload = args[0] if args else None
+    declared = app.functions.get(task) if app is not None else declared_function(task)
+    if declared is None:
+        return task, payload, dict(options)
+    return task, declared._check_payload(payload), {**declared.options, **options}
+
+
+_APPS: weakref.WeakSet[App] = weakref.WeakSet()
+"""Every App of this process (for a task type enqueued by name without an App: :func:`task_call`)."""
+
+
+def declared_function(task_type: str) -> TaskFunction[Any, Any] | None:
+    """The task function the Apps of this process declare as ``task_type``; None if none does.
+    InvalidArgumentError if several declare it with different options."""
+    found = [f for a in list(_APPS) if (f := a.functions.get(task_type)) is not None]
+    if not found:
+        return None
+    if any(f.options != found[0].options for f in found[1:]):
+        raise InvalidArgumentError(f"task type {task_type!r} is declared with different options by the apps "
+                                   f"{sorted({f.app.name for f in found})}: say which (app=)")
+    return found[0]

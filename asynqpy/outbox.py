@@ -38,14 +38,16 @@ from .core import options as opts
 from .core.broker import Broker, Call
 from .core.codec import Message
 from .core.errors import AsynqpyError, InvalidArgumentError, RedisUnavailableError
-from .core.keys import queue_keys
-from .core.signing import SigningKeys, make_signer
+from .core.keys import queue_keys, validate_name, validate_queue
+from .core.signing import Refused, SigningKeys, make_signer, trust_gate
 from .core.twin import Async, Steps, Sync, planned
+from .core.workflow import POLICIES
 from .redisio.connection import REDIS_ERRORS, is_cluster, sync_client
 from .redisio.executor import SyncExecutor, evalsha_args, unavailable
 from .redisio.scripts import load_scripts
 
-__all__ = ["AsyncOutbox", "Outbox", "Relay", "outbox_table"]
+__all__ = ["AsyncOutbox", "BadRow", "Outbox", "OutboxTableError", "Relay", "SetAside", "Sent", "outbox_table",
+           "upgrade_table"]
 
 log = logging.getLogger("asynqpy.outbox")
 
@@ -55,6 +57,9 @@ MARKER_TTL = 7 * 86400
 """Seconds a sent task's marker lives if the relay dies before its row's delete commits: a relay
 started within this long after such a crash sends nothing twice."""
 
+
+_POLICY_CODES = tuple(POLICIES.values())
+"""The ``mode`` column of a task with ``after=``: its ``on_parent_failure`` code."""
 
 STOP_CHECK = 0.2
 """Seconds between two looks at the stop signal while the relay waits for a notification."""
@@ -74,7 +79,8 @@ def outbox_table(name: str = TABLE, metadata: Any = None, schema: str | None = N
     :meth:`Outbox.ddl`). Columns: ``seq`` (insertion order), ``id`` (the task id), ``queue``,
     ``kind``, ``data`` (the encoded task), ``due_ms`` (a delayed task's due time, Unix ms; 0 = now),
     ``unique_ttl``, ``mode`` and ``generated`` (the store call's arguments; a task with ``after=``
-    has no lock: its ``mode`` is its ``on_parent_failure`` code)."""
+    has no lock: its ``mode`` is its ``on_parent_failure`` code), ``error`` (NULL; a row the relay
+    set aside: why, e.g. a bad signature or a malformed column; the relay skips it)."""
     sa = _sa()
     md = metadata if metadata is not None else sa.MetaData()
     big = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite's autoincrement needs INTEGER
@@ -89,8 +95,30 @@ def outbox_table(name: str = TABLE, metadata: Any = None, schema: str | None = N
         sa.Column("unique_ttl", sa.Integer(), nullable=False),
         sa.Column("mode", sa.String(1), nullable=False),
         sa.Column("generated", sa.Boolean(), nullable=False),
+        sa.Column("error", sa.Text(), nullable=True),
         schema=schema,
     )
+
+
+def missing_columns(conn: Any, table: Any) -> list[str]:
+    """The columns of ``table`` that the database's table lacks (a table made by an earlier
+    version: ``error``)."""
+    sa = _sa()
+    have = {c["name"] for c in sa.inspect(conn).get_columns(table.name, schema=table.schema)}
+    return [c.name for c in table.columns if c.name not in have]
+
+
+def upgrade_table(conn: Any, table: Any) -> None:
+    """Add the columns an outbox table of an earlier version lacks (``error TEXT NULL``: its rows
+    stay as they are)."""
+    sa = _sa()
+    for name in missing_columns(conn, table):
+        col = table.c[name]
+        if not col.nullable:  # pragma: no cover - only nullable columns were ever added
+            raise InvalidArgumentError(f"the outbox table {table.fullname} lacks column {name!r}")
+        kind = col.type.compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE {table.fullname} ADD COLUMN {name} {kind}"))
+        log.warning("outbox table %s: added the column %s (%s NULL)", table.fullname, name, kind)
 
 
 def _notify_ddl(table: Any) -> list[str]:
@@ -127,12 +155,18 @@ class _OutboxPlans:
     row, written once (:mod:`asynqpy.core.twin`)."""
 
     def __init__(self, engine: Any, *, table: str = TABLE, schema: str | None = None, metadata: Any = None,
-                 max_payload_bytes: int = 1 << 20) -> None:
+                 max_payload_bytes: int = 1 << 20, signing_key: SigningKeys | None = None, app: Any = None) -> None:
         if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
             raise InvalidArgumentError(f"max_payload_bytes must be an int >= 1, got {max_payload_bytes!r}")
+        from .app import App
+
+        if app is not None and not isinstance(app, App):
+            raise InvalidArgumentError(f"app must be an asynqpy App, got {type(app).__name__}")
         self.engine = engine
         self.table = outbox_table(table, metadata, schema)
         self.max_payload_bytes = max_payload_bytes
+        self.app = app
+        self.signer = make_signer(signing_key if signing_key is not None or app is None else app.signing_key)
         self._insert = self.table.insert()
 
     def ddl(self, dialect: str = "postgresql") -> list[str]:
@@ -148,33 +182,52 @@ class _OutboxPlans:
         out += [str(sa.schema.CreateIndex(i).compile(dialect=d)).strip() for i in self.table.indexes]
         return out + (_notify_ddl(self.table) if dialect == "postgresql" else [])
 
-    def row(self, task_type: str, payload: Any = None, **options: Any) -> dict[str, Any]:
-        """The outbox row of a task: the options checked as :meth:`asynqpy.Client.enqueue` checks
-        them (the same errors), the task encoded, its id generated (or ``task_id``). For a
-        connection that is not SQLAlchemy's (Django's): insert these columns with its cursor in
-        the transaction (``Outbox(None)`` needs no engine for :meth:`row` and :meth:`ddl`)."""
+    def row(self, task: Any, *args: Any, **options: Any) -> dict[str, Any]:
+        """The outbox row of a task, SIGNED with the outbox's key (``signing_key``, else its App's;
+        a task function, or its name, passed without either: the key of the App declaring it):
+        the tag a worker checks, over the queue, the id and the encoded task
+        (:mod:`asynqpy.core.signing`), made here, by the application; the relay only verifies it.
+        ``task``: a task function and its arguments, or
+        a task type, its payload and the options of :meth:`asynqpy.Client.enqueue` (a name the
+        outbox's App declared brings its declared options and argument checks, as a task function
+        does: :func:`asynqpy.app.task_call`, the one rule of every producer). The options are
+        checked as ``Client.enqueue`` checks them (the same errors), the task encoded, its id
+        generated (or ``task_id``). For a connection that is not SQLAlchemy's (Django's): insert
+        these columns with its cursor in the transaction (``Outbox(None)`` needs no engine for
+        :meth:`row` and :meth:`ddl`)."""
+        from .app import TaskFunction, declared_function, task_call
+
+        task_type, payload, options = task_call(task, args, options, self.app, "outbox.enqueue")
         p = opts.prepare(task_type, payload, max_payload_bytes=self.max_payload_bytes, **options)
+        signer = self.signer
+        if signer is None and self.app is None:  # a task function (or its name) brings its App's key
+            fn = task if isinstance(task, TaskFunction) else declared_function(task_type)
+            if fn is not None and fn.app.signing_key is not None:
+                signer = make_signer(fn.app.signing_key)
+        data = p.data if signer is None else signer.seal(p.queue, p.id, p.data)
         now_ms = p.msg.enqueued_at_ms
         waiting = p.kind is kinds.TaskKind.WAITING  # (no lock: its mode column holds on_parent_failure)
-        return {"id": p.id, "queue": p.queue, "kind": p.kind.value, "data": p.data,
+        return {"id": p.id, "queue": p.queue, "kind": p.kind.value, "data": data,
                 "due_ms": now_ms + p.delay_ms if p.delay_ms > 0 else 0, "unique_ttl": p.unique_ttl,
                 "mode": p.policy if waiting else p.mode, "generated": p.generated_id}
 
     @planned
-    def enqueue(self, /, session: Any, task_type: str, payload: Any = None, **options: Any) -> Steps[str]:
-        """Write task ``task_type`` with ``payload`` into the outbox in the transaction of ``session``
-        (a SQLAlchemy ``Session`` or ``Connection``; :class:`AsyncOutbox`: ``AsyncSession`` or
-        ``AsyncConnection``) and return its task id. Nothing is sent until the transaction commits
-        (a relay sends it then); a rollback leaves nothing. ``options``: those of
-        :meth:`asynqpy.Client.enqueue` (checked the same way, the same errors raised here, before
-        the row is written), but ``on_conflict``."""
-        row = self.row(task_type, payload, **options)
+    def enqueue(self, /, session: Any, task: Any, *args: Any, **options: Any) -> Steps[str]:
+        """Write a task into the outbox in the transaction of ``session`` (a SQLAlchemy ``Session``
+        or ``Connection``; :class:`AsyncOutbox`: ``AsyncSession`` or ``AsyncConnection``) and
+        return its task id. ``task``: a task function with its arguments (its declared options),
+        or a task type with its payload and options (see :meth:`row`). Nothing is sent until the
+        transaction commits (a relay sends it then); a rollback leaves nothing. ``options``: those
+        of :meth:`asynqpy.Client.enqueue` (checked the same way, the same errors raised here,
+        before the row is written), but ``on_conflict``."""
+        row = self.row(task, *args, **options)
         yield _Insert(session, self._insert, row)
         return str(row["id"])
 
     @planned
     def create_table(self) -> Steps[None]:
-        """Create the table (if missing) and, on PostgreSQL, its NOTIFY trigger, on the engine."""
+        """Create the table (if missing) and, on PostgreSQL, its NOTIFY trigger, on the engine; a
+        table of an earlier version gets its missing ``error`` column (:func:`upgrade_table`)."""
         yield _Ddl(False)
 
     @planned
@@ -187,6 +240,7 @@ class _OutboxPlans:
             self.table.drop(conn, checkfirst=True)
             return
         self.table.create(conn, checkfirst=True)
+        upgrade_table(conn, self.table)
         if conn.dialect.name == "postgresql":
             sa = _sa()
             for stmt in _notify_ddl(self.table):
@@ -246,15 +300,50 @@ class Sent:
     """What one :meth:`Relay.relay_once` did: ``stored`` tasks stored now, ``already`` found
     stored by an earlier relay that died before its delete committed, ``refused`` refused by Redis
     for good (a unique task's duplicate, a throttle, a live task holding a ``task_id``: logged,
-    its row deleted, as ``Client.enqueue`` would have raised)."""
+    its row deleted, as ``Client.enqueue`` would have raised), ``set_aside``: rows the relay will
+    not send (a bad signature, an unsigned row where the relay has a key, a malformed column):
+    kept in the table with their ``error`` (:meth:`Relay.set_aside`), logged, skipped from then on."""
 
     stored: int = 0
     already: int = 0
     refused: int = 0
+    set_aside: int = 0
 
     @property
     def rows(self) -> int:
-        return self.stored + self.already + self.refused
+        return self.stored + self.already + self.refused + self.set_aside
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A row the relay set aside (:meth:`Relay.set_aside`): its ``seq``, task ``id``, ``queue``,
+    ``kind`` and ``error``."""
+
+    seq: int
+    id: str
+    queue: str
+    kind: str
+    error: str
+
+
+class OutboxTableError(InvalidArgumentError):
+    """The outbox table lacks a column this version reads (made by an earlier version)."""
+
+
+class BadRow(AsynqpyError):
+    """An outbox row the relay cannot send as it is (set aside with this error)."""
+
+
+class _RelayBroker(Broker):
+    """The relay's broker: it stores a row's bytes as the producer wrote (and signed) them; it
+    never signs them. The one message it seals is a rewrite of a row that passed the trust gate
+    (a child with ``after=`` whose parent already failed, stored cancelled), with the relay's key
+    (none: unsigned)."""
+
+    def seal(self, queue: str, id: str, msg: Message, data: bytes | None = None, sign: bool = True) -> bytes:
+        if data is not None:
+            return data
+        return super().seal(queue, id, msg, None, sign)
 
 
 class Relay:
@@ -264,12 +353,16 @@ class Relay:
     server, Sentinel or a Cluster: one MULTI per queue there). ``batch``: rows per transaction.
     ``poll``: the longest wait between two looks when nothing is notified (PostgreSQL with
     psycopg is woken by NOTIFY; elsewhere the wait starts at ``poll_min`` and doubles while idle).
-    ``marker_ttl``: see :data:`MARKER_TTL`. ``signing_key``: as the Client's (tasks are sealed
-    when stored). ``ordered`` (PostgreSQL): relays of the table take turns (a transaction-level
-    advisory lock per batch), so one producer's tasks reach Redis in its commit order even with
-    several relays (the others are standbys); False: they work at once, each on rows the others
-    have not locked (``SKIP LOCKED``), and their batches may interleave. (SQLite serializes
-    writers: its relays always take turns.)"""
+    ``marker_ttl``: see :data:`MARKER_TTL`. ``signing_key``: the workers' key(s) (a list: every
+    one verifies, as :class:`~asynqpy.core.signing.Signer` does). The relay never signs: the
+    application signs each row when it writes it (``Outbox(signing_key=)``); with a key the relay
+    verifies each row through :func:`~asynqpy.core.signing.trust_gate` and sets aside (never
+    sends) one that is unsigned or whose tag matches no key; without a key it sends the rows'
+    bytes as written (a keyed worker verifies them). ``ordered`` (PostgreSQL): relays of the table
+    take turns (a transaction-level advisory lock per batch), so one producer's tasks reach Redis
+    in its commit order even with several relays (the others are standbys); False: they work at
+    once, each on rows the others have not locked (``SKIP LOCKED``), and their batches may
+    interleave. (SQLite serializes writers: its relays always take turns.)"""
 
     def __init__(self, db: Any, redis: Any = None, *, table: str = TABLE, schema: str | None = None,
                  batch: int = 500, poll: float = 1.0, poll_min: float = 0.005, marker_ttl: int = MARKER_TTL,
@@ -287,15 +380,21 @@ class Relay:
         self.table = outbox_table(table, None, schema)
         self.batch, self.poll, self.poll_min = batch, float(poll), float(poll_min)
         self.marker_ttl_ms = marker_ttl * 1000
-        self.broker = Broker(None, make_signer(signing_key))
+        self.signer = make_signer(signing_key)
+        self.broker = _RelayBroker(None, self.signer)
         self._exec = SyncExecutor(self.redis)
         self._registered: set[str] = set()
         self._listener: Any = None
         t = self.table
-        chosen = sa.select(t.c.seq).order_by(t.c.seq).limit(batch).with_for_update(skip_locked=True)
+        chosen = (sa.select(t.c.seq).where(t.c.error.is_(None)).order_by(t.c.seq).limit(batch)
+                  .with_for_update(skip_locked=True))
         self._take = t.delete().where(t.c.seq.in_(chosen.scalar_subquery())).returning(*t.c)
         self.stop_event = threading.Event()
         self.ordered = ordered
+        self._checked = False
+        self._down: str | None = None  # why the looks fail (an outage going on), else None
+        self._down_since = 0.0
+        self._failures = 0
         # PostgreSQL: the transaction-level advisory lock ordered relays take turns with
         self._turn = sa.select(sa.func.pg_try_advisory_xact_lock(zlib.crc32(t.fullname.encode()) & 0x7FFFFFFF))
 
@@ -304,6 +403,9 @@ class Relay:
     def relay_once(self) -> Sent:
         """Send one batch of committed rows (at most ``batch``); what it did. Raises the database's
         or Redis's error (nothing is then deleted: the rows are sent again, at most once)."""
+        if not self._checked:
+            with self.engine.connect() as conn:
+                self._check_table(conn)
         with self.engine.connect() as conn:
             with conn.begin():
                 if self.ordered and conn.dialect.name == "postgresql" and not conn.execute(self._turn).scalar():
@@ -311,29 +413,84 @@ class Relay:
                 rows = sorted(conn.execute(self._take).all(), key=lambda r: r.seq)
                 if not rows:
                     return Sent()
-                tasks = [self._task(r) for r in rows]
-                sent, markers = self._send(tasks)
+                tasks: list[_Task] = []
+                bad: list[tuple[Any, str]] = []
+                for r in rows:
+                    try:
+                        tasks.append(self._task(r))
+                    except Exception as exc:  # noqa: BLE001 - any malformed column: this row only
+                        bad.append((r, _short(exc)))
+                # every valid queue named is registered (a set-aside row's too: where an operator looks for it)
+                self._register([r.queue for r, _ in bad if _valid_queue(r.queue)] + [t.queue for t in tasks])
+                sent, markers, unsent = self._send(tasks) if tasks else (Sent(), [], [])
+                by_seq = {r.seq: r for r in rows}
+                bad += [(by_seq[t.seq], why) for t, why in unsent]
+                if bad:
+                    self._set_aside(conn, bad)
+                    sent = Sent(sent.stored, sent.already, sent.refused, len(bad))
             # committed: the rows are gone, their markers may go too
         try:
-            self.redis.delete(*markers)
+            if markers:
+                self.redis.delete(*markers)
         except REDIS_ERRORS as exc:  # they expire (marker_ttl)
             log.warning("could not delete %d outbox markers (they expire): %s", len(markers), exc)
         return sent
 
-    def _task(self, r: Any) -> _Task:
-        delay = max(1, r.due_ms - self.broker.clock.local_ms()) if r.due_ms else 0
-        kind = kinds.TaskKind(r.kind)
-        if kind is kinds.TaskKind.WAITING:
-            return _Task(r.seq, r.id, r.queue, kind, bytes(r.data), delay, r.unique_ttl, "", bool(r.generated),
-                         r.mode or "c")
-        return _Task(r.seq, r.id, r.queue, kind, bytes(r.data), delay, r.unique_ttl, r.mode, bool(r.generated))
+    def _check_table(self, conn: Any) -> None:
+        """The table has every column this version reads (else InvalidArgumentError saying how to
+        add them: a table made by an earlier version lacks ``error``)."""
+        missing = missing_columns(conn, self.table)
+        if missing:
+            raise OutboxTableError(
+                f"the outbox table {self.table.fullname} lacks the column(s) {', '.join(missing)} (made by an earlier "
+                f"version): run `asynqpy outbox create-table --db URL` or Outbox.create_table() once, or in a "
+                f"migration: ALTER TABLE {self.table.fullname} ADD COLUMN error TEXT")
+        self._checked = True
 
-    def _send(self, tasks: Sequence[_Task]) -> tuple[Sent, list[str]]:
-        """Store ``tasks`` in Redis, each once (see the module's docstring); the markers set."""
-        new = sorted({t.queue for t in tasks} - self._registered)
-        if new:
-            self._exec.run(self.broker.register_queues(new))
-            self._registered.update(new)
+    def _task(self, r: Any) -> _Task:
+        """A row as the task it stores, checked: its columns (BadRow), and its message through the
+        trust gate (the relay's key: the producer's tag; no key: its encoding)."""
+        try:
+            kind = kinds.TaskKind(r.kind)
+        except ValueError:
+            raise BadRow(f"unknown kind {r.kind!r}") from None
+        if not isinstance(r.id, str) or not r.id or not isinstance(r.queue, str):
+            raise BadRow("a task id and a queue name are required")
+        try:
+            validate_queue(r.queue)
+            validate_name("task id", r.id, opts.MAX_ID_LEN)
+        except InvalidArgumentError as exc:
+            raise BadRow(str(exc)) from None
+        modes = _POLICY_CODES if kind is kinds.TaskKind.WAITING else ("", "t", "d")
+        if (r.mode or "") not in modes and not (kind is kinds.TaskKind.WAITING and not r.mode):
+            raise BadRow(f"mode must be one of {modes!r} for a {kind.value} task, got {r.mode!r}")
+        for name in ("due_ms", "unique_ttl"):
+            v = getattr(r, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise BadRow(f"{name} must be an int >= 0, got {v!r}")
+        data = bytes(r.data)
+        gate = trust_gate(self.signer, r.queue, r.id, data)
+        if isinstance(gate, Refused):
+            raise BadRow(gate.reason)
+        delay = max(1, r.due_ms - self.broker.clock.local_ms()) if r.due_ms else 0
+        if kind is kinds.TaskKind.WAITING:
+            return _Task(r.seq, r.id, r.queue, kind, data, delay, r.unique_ttl, "", bool(r.generated),
+                         r.mode or "c", gate.msg)
+        return _Task(r.seq, r.id, r.queue, kind, data, delay, r.unique_ttl, r.mode or "", bool(r.generated),
+                     "c", gate.msg)
+
+    def _set_aside(self, conn: Any, bad: Sequence[tuple[Any, str]]) -> None:
+        """Put the rows ``bad`` (taken by this batch's delete) back, each with its error: the
+        relay skips them from then on (:meth:`set_aside` lists them, :meth:`retry` and
+        :meth:`discard` act on them)."""
+        for r, why in bad:
+            log.error("outbox row %s (task %r, queue %r) set aside, not sent: %s", r.seq, r.id, r.queue, why)
+        conn.execute(self.table.insert(), [{**r._asdict(), "error": why[:2000]} for r, why in bad])
+
+    def _send(self, tasks: Sequence[_Task]) -> tuple[Sent, list[str], list[tuple[_Task, str]]]:
+        """Store ``tasks`` in Redis, each once (see the module's docstring); the markers set, and
+        the tasks that could not even be made into a store call (set aside, with why)."""
+        self._register([t.queue for t in tasks])
         markers = [queue_keys(t.queue).batch("o." + t.id) for t in tasks]
         todo: list[tuple[_Task, str, Call[Any] | BaseException]] = []
         replies: list[Any] = []
@@ -348,10 +505,13 @@ class Relay:
             raise unavailable(exc) or exc from exc
         stored = refused = 0
         failed: list[tuple[str, BaseException]] = []
+        unsent: list[tuple[_Task, str]] = []
         for (t, m, call), reply in zip(todo, replies):
             outcome = _outcome(call, reply)
             if outcome is None:
                 stored += 1
+            elif isinstance(outcome, BadRow):
+                unsent.append((t, str(outcome)))
             elif isinstance(outcome, AsynqpyError) and not isinstance(outcome, RedisUnavailableError):
                 refused += 1
                 log.warning("outbox task %s (queue %s) refused by Redis, its row deleted: %s", t.id, t.queue, outcome)
@@ -360,7 +520,13 @@ class Relay:
         if failed:  # not stored (Redis full, ...): their markers go, the batch is rolled back
             self.redis.delete(*[m for m, _ in failed])
             raise failed[0][1]
-        return Sent(stored, len(tasks) - len(todo), refused), markers
+        return Sent(stored, len(tasks) - len(todo), refused), markers, unsent
+
+    def _register(self, queues: Sequence[str]) -> None:
+        new = sorted(set(queues) - self._registered)
+        if new:
+            self._exec.run(self.broker.register_queues(new))
+            self._registered.update(new)
 
     def _groups(self, tasks: Sequence[_Task], markers: Sequence[str]) -> list[tuple[Any, list[int]]]:
         """The batch's tasks by the client that stores them in one MULTI: the whole batch on a
@@ -401,7 +567,10 @@ class Relay:
         parents (each in its own slot, as ``Client.enqueue`` does), and a refusal there (a parent
         missing) is returned. Redis unreachable raises."""
         if t.kind is not kinds.TaskKind.WAITING:
-            return kinds.store_call(self.broker, t)
+            try:
+                return kinds.store_call(self.broker, t)
+            except (AsynqpyError, ValueError, TypeError) as exc:  # the row's columns do not make a call
+                return BadRow(f"{type(exc).__name__}: {exc}")
         p = opts.Prepared(t.queue, t.id, list(t.msg.__dict__.values()), t.delay_ms, 0, t.data, t.generated_id, t.msg,
                           "", t.kind)
         p.policy = t.policy
@@ -423,7 +592,11 @@ class Relay:
     def run(self, stop: threading.Event | None = None) -> None:
         """Relay until ``stop`` (or :attr:`stop_event`) is set: batch after batch while rows
         are there, then wait for a notification (PostgreSQL) or the next poll. Database and Redis
-        outages are logged and waited out (backing off to ``poll``)."""
+        outages are waited out (backing off to ``poll``), logged once when they start and once
+        when they end; a bad row is set aside (:meth:`set_aside`), never stops the relay; an
+        unexpected error is logged with its traceback and retried the same way. Only a table
+        lacking a column this version needs (:class:`OutboxTableError`) ends it: it raises (the
+        CLI exits non-zero)."""
         stop = stop or self.stop_event
         idle = self.poll_min
         retried: tuple[type[BaseException], ...] = (AsynqpyError, *REDIS_ERRORS, *_db_errors())
@@ -431,12 +604,23 @@ class Relay:
             try:
                 listening = self._listen() is not None  # LISTEN before the look: no commit is missed
                 sent = self.relay_once()
+            except OutboxTableError:
+                log.error("outbox relay stopped", exc_info=True)
+                self._close_listener()
+                raise
             except retried as exc:
-                log.warning("outbox relay: %s (trying again in %.2fs)", _short(exc), idle)
+                self._failed(exc, expected=True)
                 self._close_listener()
                 stop.wait(idle)
                 idle = min(self.poll, idle * 2)
                 continue
+            except Exception as exc:  # noqa: BLE001 - a bug must not end the relay silently: logged, retried
+                self._failed(exc, expected=False)
+                self._close_listener()
+                stop.wait(idle)
+                idle = min(self.poll, idle * 2)
+                continue
+            self._back()
             if sent.rows >= self.batch:
                 idle = self.poll_min
                 continue
@@ -448,6 +632,26 @@ class Relay:
             else:
                 idle = min(self.poll, idle * 2)
         self._close_listener()
+
+    def _failed(self, exc: BaseException, expected: bool) -> None:
+        """A look failed: the first failure of an outage is logged (WARNING; an unexpected error
+        with its traceback), the next ones at DEBUG, until :meth:`_back`."""
+        why = _short(exc)
+        self._failures += 1
+        if self._down is None:
+            self._down, self._down_since = why, time.monotonic()
+            log.warning("outbox relay: cannot relay: %s (retrying, at most %gs apart; one line when it is back)",
+                        why, self.poll, exc_info=not expected)
+        else:
+            log.debug("outbox relay: still failing: %s", why)
+
+    def _back(self) -> None:
+        """A look succeeded: the end of an outage is logged once."""
+        if self._down is not None:
+            log.warning("outbox relay: relaying again after %.1fs (%d failed look(s); it was: %s)",
+                        time.monotonic() - self._down_since, self._failures, self._down)
+            self._down = None
+        self._failures = 0
 
     def _listen(self) -> Any:
         """The LISTENing psycopg connection (PostgreSQL with psycopg 3), opened on first use; None
@@ -502,10 +706,39 @@ class Relay:
         self.stop_event.set()
 
     def pending(self) -> int:
-        """How many rows wait to be sent (committed, not yet relayed)."""
+        """How many rows wait to be sent (committed, not yet relayed, not set aside)."""
         sa = _sa()
+        t = self.table
         with self.engine.connect() as conn:
-            return int(conn.execute(sa.select(sa.func.count()).select_from(self.table)).scalar_one())
+            return int(conn.execute(sa.select(sa.func.count()).select_from(t).where(t.c.error.is_(None))).scalar_one())
+
+    def set_aside(self, limit: int = 1000) -> list[SetAside]:
+        """The rows set aside (never sent: a bad signature, an unsigned row where the relay has a
+        key, a malformed column), oldest first, with their error (``asynqpy outbox failed``)."""
+        sa = _sa()
+        t = self.table
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.c.seq, t.c.id, t.c.queue, t.c.kind, t.c.error)
+                                .where(t.c.error.is_not(None)).order_by(t.c.seq).limit(limit)).all()
+        return [SetAside(int(r.seq), str(r.id), str(r.queue), str(r.kind), str(r.error)) for r in rows]
+
+    def retry(self, ids: Sequence[str] | None = None) -> int:
+        """Clear the error of the set-aside rows of task ``ids`` (None: all): the relay tries them
+        again (after the cause was fixed, e.g. the relay's key list). How many."""
+        return self._act(ids, delete=False)
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        """Delete the set-aside rows of task ``ids`` (None: all); how many."""
+        return self._act(ids, delete=True)
+
+    def _act(self, ids: Sequence[str] | None, delete: bool) -> int:
+        t = self.table
+        cond = t.c.error.is_not(None)
+        if ids is not None:
+            cond = cond & t.c.id.in_(list(ids))
+        stmt = t.delete().where(cond) if delete else t.update().where(cond).values(error=None)
+        with self.engine.begin() as conn:
+            return int(conn.execute(stmt).rowcount or 0)
 
 
 def _segments(tasks: Sequence[_Task]) -> list[list[int]]:
@@ -518,6 +751,14 @@ def _segments(tasks: Sequence[_Task]) -> list[list[int]]:
         else:
             out[-1].append(i)
     return [seg for seg in out if seg]
+
+
+def _valid_queue(queue: Any) -> bool:
+    try:
+        validate_queue(queue)
+    except (InvalidArgumentError, TypeError):
+        return False
+    return True
 
 
 def _outcome(call: Call[Any] | BaseException, reply: Any) -> BaseException | None:

@@ -395,15 +395,20 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
 @click.option("--outbox", "outbox_db", default=None, metavar="DB_URL",
               help="Also relay the transactional outbox of this database (SQLAlchemy URL) to Redis, in a thread "
-                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`.")
+                   "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`; its "
+                   "password from --db-password-file or $ASYNQPY_DB_PASSWORD, not the URL (the relay verifies the "
+                   "rows' signatures with the App's or --signing-key-file's keys).")
+@click.option("--db-password-file", type=click.Path(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
+              help="A file whose first line is the --outbox database's password (default $ASYNQPY_DB_PASSWORD_FILE, "
+                   "else $ASYNQPY_DB_PASSWORD holds it).")
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
 @signing_key_option
 @redis_url_option
 @user_errors
-def worker(target: str, processes: int, loop: str, outbox_db: str | None, supervised: bool,
-           signing_key_file: str | None, redis_url: str, **settings: Any) -> None:
+def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_password_file: str | None,
+           supervised: bool, signing_key_file: str | None, redis_url: str, **settings: Any) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win).
@@ -419,18 +424,17 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, superv
     mux = found if isinstance(found, ServeMux) else found.mux
     redis_url = _redis_url(app, redis_url)
     queues: Any = given.pop("queues", None) or (app.server().options.queues if app else {"default": 1})
+    if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
+        keys = app.signing_key
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
 
-        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox")
+        relay = make_relay(outbox_db, redis_url, keys, flag="--outbox", password_file=db_password_file)
         relay.start()
     if processes > 1:
         _supervise(processes, given)
-    extra: dict[str, Any] = {}
-    if app is not None:  # the App's own options, unless a flag was given
-        extra = _app_options(app)
-        keys = keys if keys is not None else app.signing_key
+    extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
 
     server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **given})
@@ -489,17 +493,19 @@ def _supervise(processes: int, given: dict[str, Any]) -> None:
 
 def _child_argv(argv: list[str]) -> list[str]:
     """The worker command line for one child: the same, without --processes, with --supervised
-    (worker/supervisor.py: how one signal gives one graceful shutdown)."""
+    (worker/supervisor.py: how one signal gives one graceful shutdown), and without the outbox's
+    flags (the supervisor alone relays: its database URL is not passed again to each child)."""
     out: list[str] = []
     skip = False
+    dropped = ("--processes", "--outbox", "--db-password-file")
     for a in argv:
         if skip:
             skip = False
             continue
-        if a == "--processes":
+        if a in dropped:
             skip = True
             continue
-        if a.startswith("--processes="):
+        if a.startswith(tuple(f"{d}=" for d in dropped)):
             continue
         out.append(a)
     return [sys.executable, "-m", "asynqpy.cli.main", *out, "--supervised"]

@@ -8,7 +8,7 @@ removed or corrupted by hand:
   'w' not in the waiting zset -> put back (a parent's end still releases it: includes/flow)
   'b' not in the blocked zset -> put back (its key's list still releases it: includes/serial)
   'a' of a tenant, not in ta -> its entry restored (its tenant's count is left as it is: an entry
-                              removed by hand leaves the count counting it; lua/tenant_fix-9.lua
+                              removed by hand leaves the count counting it; lua/tenant_fix-10.lua
                               corrects a count that holds a tenant back)
   any other first byte     -> archived as is (state 'x' + the bytes found), for inspection
 A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))

@@ -8,7 +8,7 @@ KEYS[3] tn    the queue's tenant hash (the tenants' settings)
 KEYS[4] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARGV[1] after   the page starts after this tenant ('' = at the first)
 ARGV[2] count   tenants per page at most
-Returns {tenant, pending, pass ('' = not in the ring: paused or held at its concurrency), settings
+Returns {tenant, pending, pass ('' = not in the ring: paused, held at its concurrency or by its rate), settings
 ('weight paused concurrency': its own, else the queue's defaults, else ''), active, ...}:
 the page is full when it has ``count`` tenants (then call again after its last).
 ]]

@@ -107,3 +107,28 @@ def test_the_example_enqueues_awaits_and_streams_progress(redis_url: str) -> Non
             await asyncio.wait_for(worker, 10)
 
     asyncio.run(main())
+
+
+def test_call_events_by_name_brings_the_apps_declared_options() -> None:
+    """Issue 42 (one rule for every producer): ``call_events("type", payload, client=, app=)``
+    checks the payload as the App's task function's arguments and sends its declared options."""
+    from asynqpy import App, Inspector, InvalidArgumentError
+
+    url = "memory://fastapi-declared"
+    tasks = App(url)
+
+    @tasks.task(name="report:build", queue="reports", max_retry=4)
+    def build(rows: int) -> int:
+        return rows
+
+    async def main() -> list[tuple[str, Any]]:
+        async with AsyncClient(url) as client:
+            with pytest.raises(InvalidArgumentError, match="rows"):
+                [e async for e in call_events("report:build", {"rows": "many"}, client=client, app=tasks)]
+            return [e async for e in call_events("report:build", {"rows": 3}, client=client, app=tasks, timeout=0.2)]
+
+    events = asyncio.run(main())
+    assert events and events[-1][0] == "error"  # no worker here: the wait ends, the task stays
+    with Inspector(url) as insp:
+        [task] = insp.list_tasks("reports", "pending")
+    assert (task.payload, task.max_retry) == ({"rows": 3}, 4)

@@ -4,7 +4,10 @@ everything it drives: the same machine, and
   a deploy), tasks gated by ``min_worker_version`` (one producer task in seven), and workers of
   two versions (w2 is version 2; the others have none);
 - tenant rates: tenant "a" has a rate of 2/s, which every fifth operator step turns off or on
-  again (the model's clock moves by its "time" steps).
+  again (the model's clock moves by its "time" steps);
+- issue 42: the queue's default rate for its tenants, turned on (tenant b sends a burst and waits
+  on it) and off while b waits (every third operator step), and the virtual time and passes moved
+  up near 10^15 by hand (every seventh).
 After every step, beside the model's own checks: a task is held (the scheduled zset, from
 HOLD_FLOOR) only while its type is blocked (the type band) or when it needs a newer worker (the
 version band), and the queue's blocked types are the operator's; a worker the concurrency limit
@@ -12,6 +15,10 @@ held back is woken once a slot is free and tasks it may take are pending (those 
 by its rate are not: the dequeue's reply says when to look again). At every dequeue, no task of a
 blocked type and no task gated above the worker's version is handed out, and tenant "a" has
 started no more tasks since its rate was set than the rate allows (its burst, then one a token).
+After a dequeue that takes tenants' turns: the tenants held by their rate (``tw``) among the first
+count+1 it reads that were due, or whose rate is gone, are back in the round; the virtual time is
+below PASS_REBASE; tenant a's rate schedule moved by one interval a task of it started (none for its
+held tasks).
 
 A subclass, so that the model's own examples (and the mutants it is checked against,
 tests/test_model_mutants.py) stay as they are: hypothesis derives a machine's examples from its
@@ -32,7 +39,7 @@ from asynqpy.core import codec
 from asynqpy.core.broker import Broker, Call, Dequeued
 from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, encode_version
 from asynqpy.core.stored import message_of
-from asynqpy.core.tenants import RATE_BAND
+from asynqpy.core.tenants import PASS_REBASE
 
 VERSIONS = {"w2": encode_version("2")}
 """The workers' versions (the others have none)."""
@@ -68,6 +75,27 @@ class GatingClient:
 
 RATE, BURST = 2.0, 1
 """Tenant a's rate when on (tasks a second) and its burst."""
+DEFAULT_RATE = 4.0
+"""The queue's default rate for its tenants when on (issue 42)."""
+
+
+class RingWithHeld:
+    """The model's Redis, whose ready ring (read whole, without scores) also lists the tenants held
+    by their rate (``tw``) that have pending tasks: for the model's own check of where tenants are."""
+
+    def __init__(self, r: Any) -> None:
+        self._r = r
+
+    def zrange(self, key: str, start: int, end: int, **kw: Any) -> Any:
+        got = self._r.zrange(key, start, end, **kw)
+        if key != K.tr or kw or (start, end) != (0, -1):
+            return got
+        held = [t for t in self._r.zrange(K.tw, 0, -1)
+                if t not in got and self._r.zlexcount(K.tq, b"[" + t + b"\0", b"(" + t + b"\1")]
+        return got + held
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._r, name)
 
 
 class PlusMachine(CrossMachine):
@@ -101,6 +129,10 @@ class PlusMachine(CrossMachine):
             self.trace.append(f"block {mtype}: blocked now {sorted(self.blocked)} ({moved})")
         if self.operator_steps % 4 == 0:  # keys edited by hand, then the sweep's tenant parts
             self.hand_edit_then_sweep()
+        if self.operator_steps % 3 == 0:  # issue 42: the queue's default rate on, or off while b waits on it
+            self.default_rate_toggle()
+        if self.operator_steps % 7 == 0:  # issue 42: passes near 10^15
+            self.passes_grow_large()
         super().operator(data, verb)
         if self.rate_since is not None and len((self.r.hget(K.tn, "l:a") or b"").split(b" ")) < 5:
             self.rate_since = None  # the model's own operator cleared tenant a: no rate any more
@@ -108,9 +140,9 @@ class PlusMachine(CrossMachine):
     def hand_edit_then_sweep(self) -> None:
         """A tenant taking turns is removed from the ring and an active tenant task's entry from
         ``ta`` by hand; one pass of each tenant part of the sweep and of its tasks part follows
-        (lua/tenant_fix-9.lua, lua/reconcile-10.lua): the model's checks after the step say
+        (lua/tenant_fix-10.lua, lua/reconcile-10.lua): the model's checks after the step say
         whether it put everything back."""
-        ring = [t for t, score in self.r.zrange(K.tr, 0, -1, withscores=True) if t and score < RATE_BAND]
+        ring = [t for t in self.r.zrange(K.tr, 0, -1) if t]
         active = sorted(self.r.hkeys(K.ta))
         if ring:
             self.r.zrem(K.tr, ring[self.operator_steps // 4 % len(ring)])
@@ -135,7 +167,9 @@ class PlusMachine(CrossMachine):
 
     def dequeue(self, count: int, worker: str = "") -> list[str]:
         blocked = set(self.blocked)
+        before = self.rate_state_before(count)
         got = super().dequeue(count, worker)
+        self.rate_state_after(before, count, got)
         for id in got:
             stored = self.r.hget(K.tasks, id.rpartition("|")[0] or id)
             mtype = codec.decode(message_of(stored)).type if stored else "?"
@@ -151,7 +185,7 @@ class PlusMachine(CrossMachine):
         return got
 
     def a_held_back_worker_is_woken(self) -> None:
-        """The model's check, less the tasks of tenants held by their rate (the ring's rate band:
+        """The model's check, less the tasks of tenants held by their rate (``tw``, out of the ring:
         their dequeue's reply tells when to look again; no worker is woken for them)."""
         if not (self.held_back and self.limit):
             return
@@ -159,10 +193,105 @@ class PlusMachine(CrossMachine):
             return
         pending = self.r.llen(K.pending) + self.r.zcard(K.prio)
         pending += sum(self.r.zlexcount(K.tq, b"[" + t + b"\0", b"(" + t + b"\1")
-                       for t, score in self.r.zrange(K.tr, 0, -1, withscores=True) if t and score < RATE_BAND)
+                       for t in self.r.zrange(K.tr, 0, -1) if t)
         if pending:
             assert self.r.llen(K.wake) > 0, ("a slot is free and tasks are pending, but no worker is woken",
                                              self.trace[-12:])
+
+    def pending_tasks_in_one_place(self) -> None:
+        """The model's check, where a tenant held by its rate (``tw``, out of the ring) that has
+        pending tasks counts as in the ring (a tw entry of a tenant with none is dropped by the
+        dequeue that meets it)."""
+        real = self.r
+        self.r = RingWithHeld(real)  # type: ignore[assignment]
+        try:
+            super().pending_tasks_in_one_place()
+        finally:
+            self.r = real
+
+    # -- issue 42 defects 1, 5, 6: the queue's default rate cleared while a tenant waits on it, held
+    # tasks of a rated tenant, passes that grow large
+
+    def default_rate_toggle(self) -> None:
+        """The queue's default rate for its tenants, on: tenant b sends a burst and a worker takes
+        what the rate allows (b waits on the default rate); off (clear_tenant_defaults or
+        set_tenant_defaults(rate=0), in turn) while it waits: the dequeue checks say b is back in
+        the round at once."""
+        if not self.r.hexists(K.tn, "d"):
+            self.insp.set_tenant_defaults(Q, rate=DEFAULT_RATE)
+            self.trace.append(f"tenant defaults rate {DEFAULT_RATE}")
+            self.burst_of("b")
+            self.dequeue(2)
+        else:
+            if self.operator_steps % 2:
+                self.insp.clear_tenant_defaults(Q)
+            else:
+                self.insp.set_tenant_defaults(Q, rate=0)
+            self.trace.append(f"tenant defaults {'cleared' if self.operator_steps % 2 else 'rate 0'}")
+            self.dequeue(1)  # the worker it woke
+
+    def passes_grow_large(self) -> None:
+        """The state ~10^12 turns of weight 1 leave on a queue whose tenant work never ran dry: the
+        virtual time and every pass moved up to near 10^15 (by hand, as the repro does); the next
+        dequeue must rebase them (rate_state_after) and serve every tenant as before."""
+        v = self.r.hget(K.tn, "v")
+        if v is None:
+            return
+        shift = 10**15 - 2_000 - int(float(v))
+        ring = self.r.zrange(K.tr, 0, -1, withscores=True)
+        if ring:
+            self.r.zadd(K.tr, {t: score + shift for t, score in ring})
+        self.r.hset(K.tn, "v", str(int(float(v)) + shift))
+        self.trace.append(f"passes moved up by {shift}")
+
+    def rate_state_before(self, count: int) -> dict[str, Any]:
+        """What a dequeue is held to, read before it: tw's head (a tenant held by its rate) when its
+        next task is due or its rate is gone, and tenant a's rate schedule (its TAT)."""
+        tn = {f.decode(): v.decode() for f, v in self.r.hgetall(K.tn).items()}
+        n = count if not self.limit else min(count, self.limit - self.r.zcard(K.lease))  # (the dequeue's count)
+        free = not self.r.exists(K.paused) and n > 0 and self.r.exists(K.tr, K.tw) > 0  # (it runs take_fair)
+        stuck: dict[str, bool] = {}  # tw's first n+1 (what the dequeue reads): due, or with no rate in force
+        for name, due in self.r.zrange(K.tw, 0, n, withscores=True) if free else []:
+            own = tn.get(f"l:{name.decode()}", tn.get("d", "")).split(" ")
+            gone = len(own) < 5 or float(own[3]) <= 0  # no rate in force for it any more
+            if due <= self.clock.now_ms() or gone:
+                stuck[name.decode()] = gone
+        return {"stuck": stuck, "n": n, "free": free, "tat": tn.get("k:a"), "now": self.clock.now_ms()}
+
+    def rate_state_after(self, before: dict[str, Any], count: int, got: list[str]) -> None:
+        """After a dequeue that took tenants' turns (not paused, a slot free, not every one of
+        ``count`` a targeted run): tw's head, due or with no rate in force, is back in the round
+        (or held again, until a time to come); the passes and the virtual time are below
+        PASS_REBASE; and tenant a's schedule moved by its rate's interval for each task of it
+        started, and by nothing for its tasks held (issue 42 defects 1, 6, 5)."""
+        now = before["now"]
+        fair = before["free"] and sum("|" in i for i in got) < before["n"]  # (the dequeue took tenants' turns)
+        for name, gone in before["stuck"].items() if fair else ():
+            due = self.r.zscore(K.tw, name)
+            assert due is None or (due > now and not gone), (f"tenant {name} still held by its rate after a dequeue "
+                                                             "(its next task was due, or its rate was gone)",
+                                                             self.trace[-12:])
+        v = self.r.hget(K.tn, "v")
+        assert not fair or v is None or float(v) < PASS_REBASE, (f"the virtual time {v!r} is past PASS_REBASE", self.trace[-12:])
+        started = sum(1 for i in got if i in self.known and self.known[i].tenant == "a")
+        after = self.r.hget(K.tn, "k:a")
+        if self.rate_since is None or after is None:
+            return
+        t = 1000 / RATE
+        tat = float(before["tat"]) if before["tat"] is not None else None
+        want = (max(tat, now - min(t / 2, 100)) + started * t) if tat is not None else now + started * t
+        if started == 0:
+            want = tat if tat is not None else float(after)
+        assert abs(float(after) - want) < 1, (f"tenant a's rate schedule moved to {float(after)}, not {want}: "
+                                               f"{started} task(s) of it started", self.trace[-12:])
+
+    def burst_of(self, tenant: str) -> None:
+        """Tenant ``tenant`` sends two tasks at once (no draw)."""
+        for _ in range(2):
+            id = self.new_id()
+            self.client.enqueue("t", self.n, queue=Q, task_id=id, tenant=tenant, max_retry=1)
+            self.known[id] = Known(tenant=tenant)
+            self.trace.append(f"enqueue {id} tenant={tenant} (a burst)")
 
     @invariant()
     def held_tasks_in_their_band(self) -> None:

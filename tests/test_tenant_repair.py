@@ -1,5 +1,5 @@
 """The consistency sweep repairs a queue's tenant bookkeeping after its keys were removed or edited
-by hand (issue 32 stage 4; lua/tenant_fix-9.lua, the ``tasks`` part's lua/reconcile-10.lua): a
+by hand (issue 32 stage 4; lua/tenant_fix-10.lua, the ``tasks`` part's lua/reconcile-10.lua): a
 slot counted for a task that is no longer active is freed, a tenant with pending tasks that no
 dequeue would pick is put back in the ready ring, a count raised by hand that holds a tenant at its
 concurrency is corrected, an active tenant task missing from ``ta`` is counted again. Nothing
@@ -160,3 +160,40 @@ def test_a_server_s_sweep_runs_the_tenant_parts(backend: Any) -> None:
         serve_until(backend, mux, lambda: len(ran) == 2, queues=[Q], reconcile_interval=0.2)
         assert sorted(ran) == ["after-gone", "lost-turn"]
         assert not r.exists(q.ta)
+
+
+def test_a_tenant_held_by_a_rate_it_no_longer_has_is_put_back(backend: Any) -> None:
+    """Issue 42 defect 1: a tenant waiting on the queue's default rate (``tw``) when the defaults
+    are cleared is put back in the ring by the sweep's ring part too (as by the next dequeue); one
+    held by a rate still in force is left alone."""
+    ex, b, q = SyncExecutor(backend.sync), Broker(), queue_keys(Q)
+    r = backend.sync
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_tenant_defaults(Q, rate="1/m")
+        insp.set_tenant(Q, "own", rate="1/m")
+        ids = {t: [c.enqueue("t", t, queue=Q, tenant=t).id for _ in range(2)] for t in ("a", "own")}
+        assert sorted(_drain(ex, b)) == sorted([ids["a"][0], ids["own"][0]])
+        assert sorted(r.zrange(q.tw, 0, -1)) == [b"a", b"own"]  # held by their rates
+        assert _sweep(ex, b, "ring") == []  # both rates in force: nothing to repair
+        insp.clear_tenant_defaults(Q)
+        assert _sweep(ex, b, "ring") == [("a", "held by a rate it no longer has: put back in the ready ring")]
+        assert r.zscore(q.tr, "a") is not None and r.zrange(q.tw, 0, -1) == [b"own"]
+        assert _drain(ex, b) == ids["a"][1:]
+
+
+def test_a_pass_far_past_the_virtual_time_is_put_back_at_it(backend: Any) -> None:
+    """Issue 42 defect 6, on an upgrade: the rate band of older versions left a rate-held tenant in
+    the ring at 10^15 + its due time; no turn leaves a pass PASS_REBASE past the virtual time, so
+    the ring part puts such a tenant back at V (otherwise it would wait until every other tenant's
+    pass reached it)."""
+    ex, b, q = SyncExecutor(backend.sync), Broker(), queue_keys(Q)
+    r = backend.sync
+    with Client(backend.sync) as c:
+        ids = {t: [c.enqueue("t", t, queue=Q, tenant=t).id for _ in range(2)] for t in ("a", "b")}
+        r.zadd(q.tr, {"a": 10**15 + 1_700_000_000_000})  # as an older version left it
+        assert _sweep(ex, b, "ring") == [
+            ("a", "its pass was far past the virtual time (an older version's rate hold): put back at it")]
+        assert r.zscore(q.tr, "a") == float(r.hget(q.tn, "v") or 0)
+        assert _sweep(ex, b, "ring") == []
+        got = ex.run(b.dequeue(Q, 2, 30_000, "tok00002")).tasks
+        assert sorted(id for id, _ in got) == sorted([ids["a"][0], ids["b"][0]])  # turns again

@@ -41,7 +41,7 @@ def _take(backend: Any, batch: int = 1, limit: int = 1000, drain: bool = True, d
 
 def _tenant_keys_left(backend: Any) -> list[str]:
     q = queue_keys(Q)
-    return [k for k in (q.tq, q.tr, q.tn, q.ta) if backend.sync.exists(k)]
+    return [k for k in (q.tq, q.tr, q.tn, q.ta, q.tw) if backend.sync.exists(k)]
 
 
 def _fill(c: Client) -> None:
@@ -546,3 +546,80 @@ def test_a_worker_that_comes_late_for_a_tenants_task_does_not_slow_its_rate(back
             got = ex.run(b.dequeue(Q, 1, 30_000, "tok00001"))
             started += [at for _ in got.tasks]
         assert started == [0, 130, 200]  # 130: 30 ms late for its due time 100; the next at 200
+
+
+# -- issue 42: a rate hold has its own key; held tasks spend nothing of their tenant; passes rebased --
+
+
+def test_a_tenant_held_by_the_default_rate_goes_at_once_when_the_defaults_are_cleared(backend: Any) -> None:
+    """Issue 42 defect 1: a tenant waiting on the queue's default rate (held in ``tw``, out of the
+    ring) takes its turns again at the next dequeue once the defaults are cleared, or their rate set
+    to 0: a worker is woken, and no worker is ever told to look again in 1 ms."""
+    from asynqpy.core.clock import FakeClock
+
+    clock = FakeClock(1_700_000_000_000)
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        for n, clear in enumerate((lambda: insp.clear_tenant_defaults(Q), lambda: insp.set_tenant_defaults(Q, rate=0))):
+            insp.set_tenant_defaults(Q, rate=1)
+            c.enqueue_many([("t", f"a{n}{i}") for i in range(3)], queue=Q, tenant="a")
+            calls = _rated(backend, clock, 2, 0.01)
+            assert [x for _, x, _ in calls] == [[f"a{n}0"], []]
+            assert calls[1][2] >= 900  # told when its next task is due, not 1 ms
+            assert backend.sync.zscore(q.tw, "a") is not None and backend.sync.zscore(q.tr, "a") is None
+            assert not insp.tenants(Q)[0].ready
+            backend.sync.delete(q.wake)
+            clear()
+            assert backend.sync.llen(q.wake) == 1  # a worker comes for it
+            assert [x for _, x, _ in _rated(backend, clock, 1, 0.01)] == [[f"a{n}1", f"a{n}2"]]
+            assert _tenant_keys_left(backend) == [] and not backend.sync.exists(q.tw)
+            clock.advance(2)
+
+
+def test_held_tasks_spend_no_token_slot_or_turn_of_their_tenant(backend: Any) -> None:
+    """Issue 42 defect 5: tasks the dequeue holds (a blocked type, a version gate) never start, so
+    they take nothing of their tenant: with tenant a at 1/s and concurrency 1, three held tasks
+    ahead of its invoice, the invoice starts at the first dequeue (one call, count 1), and its next
+    task is due one interval later, not four."""
+    from asynqpy.core.clock import FakeClock
+
+    clock = FakeClock(1_700_000_000_000)
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_tenant(Q, "a", rate=1, concurrency=1)
+        insp.block_type(Q, "report")
+        c.enqueue_many([("report", i) for i in range(2)], queue=Q, tenant="a")
+        c.enqueue("t", "gated", queue=Q, tenant="a", min_worker_version="2")
+        c.enqueue("t", "inv", queue=Q, tenant="a")
+        c.enqueue("t", "b0", queue=Q, tenant="b")
+        ex, b = SyncExecutor(backend.sync), Broker(clock)
+        got = ex.run(b.dequeue(Q, 1, 30_000, "tok00001"))
+        assert [decode(m).payload for _, m in got.tasks] == ["inv"]
+        assert len(insp.list_tasks(Q, TaskState.SCHEDULED)) == 3  # held
+        assert backend.sync.hgetall(q.ta) == {got.tasks[0][0].encode(): b"a"}  # one slot: the invoice's
+        assert backend.sync.hget(q.tn, "a:a") == b"1"
+        c.enqueue("t", "inv2", queue=Q, tenant="a")
+        ex.run(b.done(Q, got.tasks[0][0], "tok00001", decode(got.tasks[0][1])))
+        calls = _rated(backend, clock, 3, 0.5)
+        assert calls[0][1] == ["b0"] and calls[0][2] >= 900  # a's next task: one interval after the invoice
+        assert [x for _, x, _ in calls[1:]] == [[], ["inv2"]]
+
+
+def test_passes_that_grow_large_are_rebased_and_every_tenant_is_served(backend: Any) -> None:
+    """Issue 42 defect 6: the ready ring holds passes only (a rate hold is ``tw``), and the dequeue
+    rebases them (each, and V, less V) once V reaches PASS_REBASE: a queue whose tenant work never
+    ran dry for ~10^12 turns (written here as it would be) serves every tenant as before, and the
+    passes and V are small again (the guard)."""
+    from asynqpy.core.tenants import PASS_REBASE
+
+    q = queue_keys(Q)
+    with Client(backend.sync) as c:
+        c.enqueue_many([("t", f"a{i}") for i in range(4)], queue=Q, tenant="a")
+        backend.sync.hset(q.tn, "v", "999999999998000")
+        backend.sync.zadd(q.tr, {"a": 999999999998000})
+        assert _take(backend, drain=False, limit=2) == [["a0"], ["a1"]]
+        assert float(backend.sync.hget(q.tn, "v") or 0) < PASS_REBASE
+        assert all(score < PASS_REBASE for _, score in backend.sync.zrange(q.tr, 0, -1, withscores=True))
+        c.enqueue_many([("t", f"g{i}") for i in range(2)], queue=Q, tenant="g")  # enters at V
+        assert _take(backend) == [["g0"], ["a2"], ["g1"], ["a3"]]
+        assert _tenant_keys_left(backend) == []

@@ -29,7 +29,7 @@ from fastapi import Depends
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from ..app import App, TaskFunction
+from ..app import App, TaskFunction, task_call
 from ..client import AsyncClient
 from ..core.errors import InvalidArgumentError
 
@@ -93,23 +93,23 @@ AsynqpyClient = Annotated[AsyncClient, Depends(get_client)]
 
 
 async def call_events(task: TaskFunction[Any, Any] | str, *args: Any, client: AsyncClient | None = None,
-                      timeout: float | None = None, **kwargs: Any) -> AsyncIterator[tuple[str, Any]]:
+                      timeout: float | None = None, app: App | None = None,
+                      **kwargs: Any) -> AsyncIterator[tuple[str, Any]]:
     """Enqueue a task and follow it: ``("progress", value)`` for each progress report of its
     handler (``task.progress(value)``), then ``("result", value)``, or ``("error", "Type:
     message")`` if it failed for good or ``timeout`` passed. ``task``: a task function (with its
     arguments; ``client`` default its App's) or a task type (``payload`` then the options of
-    :meth:`~asynqpy.AsyncClient.call`; ``client`` needed). Leaving the loop early (the browser went
-    away) stops the wait; the task itself still runs."""
-    payload: Any
+    :meth:`~asynqpy.AsyncClient.call`; ``client`` needed; ``app``: the App whose task function
+    of that name brings its declared options and argument checks, :func:`asynqpy.app.task_call`).
+    Leaving the loop early (the browser went away) stops the wait; the task itself still runs."""
     if isinstance(task, TaskFunction):
         sender = client or task.app.aclient()
-        task_type, payload, options = task.name, task._payload(args, kwargs), dict(task.options)
-    elif isinstance(task, str) and client is not None and len(args) <= 1:
-        sender, task_type, options = client, task, kwargs
-        payload = args[0] if args else None
+    elif isinstance(task, str) and client is not None:
+        sender = client
     else:
         raise InvalidArgumentError("call_events(task_function, *args) or call_events(task_type, payload, "
                                    "client=client, **options)")
+    task_type, payload, options = task_call(task, args, kwargs, app, "call_events")
     updates: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     call = asyncio.ensure_future(sender.call(task_type, payload, timeout=timeout,
                                              on_progress=lambda v: updates.put_nowait(("progress", v)), **options))

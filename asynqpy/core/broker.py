@@ -895,7 +895,7 @@ class Broker:
 
         return script_call(
             "dequeue", parse, **_q(q, "tasks lease paused wake events conf runs targeted_any scheduled"),
-            **pending_keys(q), mine=q.targeted_for(worker) if worker else q.targeted_any,
+            **pending_keys(q), tw=q.tw, mine=q.targeted_for(worker) if worker else q.targeted_any,
             count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker, version=version)
 
     def done(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
@@ -1077,7 +1077,7 @@ class Broker:
 
     def tenant_fix(self, queue: str, mode: str, cursor: str,
                    count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
-        """One step of a tenant part of the consistency sweep (lua/tenant_fix-9.lua): ``mode``
+        """One step of a tenant part of the consistency sweep (lua/tenant_fix-10.lua): ``mode``
         "active" frees the slots counted for tasks no longer active; "ring" puts tenants with
         pending tasks that no dequeue would pick back in the ready ring (and corrects the count of
         one held at its concurrency). Returns (next cursor, '0' = pass done; [(id or tenant, what
@@ -1087,8 +1087,8 @@ class Broker:
         def parse(r: list[Any]) -> tuple[str, list[tuple[str, str]]]:
             return _s(r[0]), [(_s(r[i]), _s(r[i + 1])) for i in range(1, len(r), 2)]
 
-        return script_call("tenant_fix", parse, tasks=q.tasks, **pending_keys(q), wake=q.wake, lease=q.lease, mode=mode,
-                           cursor=cursor, count=count)
+        return script_call("tenant_fix", parse, tasks=q.tasks, **pending_keys(q), wake=q.wake, lease=q.lease, tw=q.tw,
+                           mode=mode, cursor=cursor, count=count)
 
     def sweep_claim(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
                     parts: Sequence[str]) -> Call[SweepLease]:

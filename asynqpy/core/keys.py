@@ -227,14 +227,15 @@ class QueueKeys:
     pending tasks with a tenant, member 'tenant \\0 band seq id'), tr (ZSET, the ready ring: tenant
     -> pass), tn (HASH: 'v' the virtual time, 'q' the seq counter, 'l:<tenant>' its settings), ta
     (ZSET, scores 0, of the active tasks of tenants, member 'tenant \\0 id'). Every script that
-    names prio names these four (``core.broker.pending_keys``).
+    names prio names these four (``core.broker.pending_keys``); tw (ZSET: the tenants held by their
+    rate -> the ms their next task conforms; named only by the dequeue, set_tenant and tenant_fix).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta", "tw")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -282,6 +283,7 @@ class QueueKeys:
         self.tr = base + "tr"
         self.tn = base + "tn"
         self.ta = base + "ta"
+        self.tw = base + "tw"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""

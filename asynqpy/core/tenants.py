@@ -1,5 +1,5 @@
 """Tenants of a queue (``enqueue(..., tenant=)``; docs/tenants.md): a tenant's settings (weight,
-paused, concurrency, rate) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant-5.lua,
+paused, concurrency, rate) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant-6.lua,
 lua/tenants-4.lua). Sans-I/O: the Inspector's plans run these calls."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ MAX_PAGE = 1000
 """Tenants per page at most."""
 MAX_BURST = 1_000_000
 """The largest burst of a tenant's rate."""
-RATE_BAND = 10**15
-"""A tenant held by its rate waits in the ready ring at this + the ms its next token is due
-(lua/includes/priority.lua)."""
+PASS_REBASE = 2**48
+"""The dequeue rebases the ready ring's passes (each, and the virtual time V, less V) when V reaches
+this (lua/includes/priority.lua): they stay exact, and far from any other number's space."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class TenantInfo:
 
 
 def _settings(raw: Any) -> tuple[int, bool, int, float, int]:
-    """'weight paused concurrency [rate burst]' (lua/set_tenant-5.lua)."""
+    """'weight paused concurrency [rate burst]' (lua/set_tenant-6.lua)."""
     text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
     if not text:
         return 1, False, 0, 0.0, 1
@@ -114,7 +114,7 @@ def _set_call(queue: str, tenant: str, weight: int | None, paused: bool | None, 
         return TenantInfo(tenant, int(r[2]), int(r[0]), bool(int(r[1])), bool(int(r[3])), int(r[4]), int(r[5]),
                           float(r[6]), int(r[7]))
 
-    return script_call("set_tenant", parse, tq=q.tq, tr=q.tr, tn=q.tn, wake=q.wake, ta=q.ta, tenant=tenant,
+    return script_call("set_tenant", parse, tq=q.tq, tr=q.tr, tn=q.tn, wake=q.wake, ta=q.ta, tw=q.tw, tenant=tenant,
                        weight="" if weight is None else weight, paused="" if paused is None else int(paused),
                        clear="1" if clear else "0", concurrency="" if concurrency is None else concurrency,
                        rate="" if per_s is None else repr(per_s), burst="" if burst is None else burst)
@@ -143,7 +143,7 @@ def page_call(queue: str, after: str = "", count: int = 100) -> Call[list[Tenant
         for i in range(0, len(r), 5):
             name = r[i].decode() if isinstance(r[i], bytes) else str(r[i])
             weight, paused, limit, rate, burst = _settings(r[i + 3])
-            ready = r[i + 2] not in (b"", "", None) and float(r[i + 2]) < RATE_BAND
+            ready = r[i + 2] not in (b"", "", None)
             out.append(TenantInfo(name, int(r[i + 1]), weight, paused, ready, limit, int(r[i + 4]), rate, burst))
         return out
 

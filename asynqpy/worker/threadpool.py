@@ -15,7 +15,9 @@ from typing import Any
 
 
 class DaemonThreadPool(Executor):
-    """Runs callables on at most ``max_workers`` daemon threads, started as needed."""
+    """Runs callables on at most ``max_workers`` daemon threads, started as needed: a job runs on
+    an idle thread when there is one (a thread counts as idle once its job's outcome is known,
+    before its submitter hears it), so jobs submitted one after another run on one thread."""
 
     def __init__(self, max_workers: int, name: str = "asynqpy-handler") -> None:
         self._max = max_workers
@@ -52,13 +54,24 @@ class DaemonThreadPool(Executor):
             if job is None:
                 return
             future, fn, args, kwargs = job
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args, **kwargs))
-                except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting handler
-                    future.set_exception(exc)
+            if not future.set_running_or_notify_cancel():
+                with self._lock:
+                    self._idle += 1
+                continue
+            try:
+                result, error = fn(*args, **kwargs), None
+            except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting handler
+                result, error = None, exc
+            # idle BEFORE the outcome is delivered: the job its waiter submits next (the next task of
+            # a one-thread worker) finds this thread idle and runs on it; counted after, a new
+            # thread was started whenever the waiter was quicker (a loaded machine)
             with self._lock:
                 self._idle += 1
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+            del result, error
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

@@ -142,19 +142,22 @@ end
 --- max(TAT, now - L) + n * T. L (half an interval, at most 100 ms) keeps the time a worker came
 --- late for a task, so the rate is kept though dequeues come between due times (a tenant with
 --- no schedule yet starts from now, without it): the n-th start after the rate was set is never
---- before (n - b) * T. A tenant with no task allowed now waits in
---- the ring's rate band (score RATE_BAND + when its next task conforms: after every tenant taking
---- turns), and the dequeue puts it back at V once that time came. A 'k:' field whose TAT is
+--- before (n - b) * T. A tenant with no task allowed now is out of the ring, in the queue's
+--- zset of tenants held by their rate ``tw`` (tenant -> the ms its next task conforms: a key of its
+--- own, never a band of the ring's passes), and the dequeue puts it back at V once that time came
+--- or its rate went. A 'k:' field whose TAT is
 --- behind now - L says nothing more than none: dropped when the queue has no tenant work
 --- (tenant_rest).
-local RATE_BAND = 1e15
+--- Passes (the ring's scores) are only ever passes: the dequeue rebases them (every pass and V
+--- less V) when V reaches PASS_REBASE, so they stay exact doubles however long tenant work lasts.
+local PASS_REBASE = 281474976710656  -- 2^48: ~2.8 * 10^11 turns of weight 1 (65 days at 50 000 a second)
 local function tenant_rate(k, r, b, now)  -- tasks allowed now, and the schedule they start from
   local t, tat = 1000 / r, tonumber(k or '')
   local eff = tat and math.max(tat, now - math.min(t / 2, 100)) or now  -- (none yet: from now, no credit)
   return b + math.floor((now - eff) / t), eff
 end
-local function tenant_rate_due(tat, r, b)  -- its ring score while held by its rate
-  return RATE_BAND + tat - (b - 1) * 1000 / r
+local function tenant_rate_due(tat, r, b)  -- when its next task conforms (its score in tw while held by its rate)
+  return tat - (b - 1) * 1000 / r
 end
 local function tenant_rest(tn, now)  -- no tenant has work: the virtual time, seq and the rate schedules
   redis.call('HDEL', tn, 'v', 'q')     -- that say nothing more go (a tenant's settings stay; a schedule
@@ -193,6 +196,8 @@ local function tenant_rate_set(tn, name, tat)  -- keep a tenant's schedule (and 
   end
   redis.call('HSET', tn, 'k:' .. name, string.format('%.3f', tat), 'kb', kb)
 end
+-- (A tenant held by its rate is in tw, which pk does not name: tenant_ready may put it back at V; the
+-- dequeue that meets it finds no task allowed and holds it again.)
 local function tenant_ready(pk, tenant)  -- tenant has pending tasks: in the ring (at V when it was not), unless
   if redis.call('ZSCORE', pk[4], tenant) then  -- paused or at its concurrency (held). Returns true if it entered
     return false

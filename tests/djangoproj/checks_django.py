@@ -113,6 +113,40 @@ def test_the_outbox_on_djangos_connection(app: Any, asynqpy_url: str, asynqpy_dr
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_django_outbox_signs_its_rows_and_names_bring_declared_options(app: Any, asynqpy_url: str) -> None:
+    """Issue 42: DjangoOutbox signs each row (its key, else the project App's); the relay verifies
+    and sets aside a row written by plain SQL; a task type given by name brings the options its
+    task function declares in the project's App (mark_paid: retention=60), as enqueue_on_commit does."""
+    outbox_module = pytest.importorskip("asynqpy.outbox")
+    from asynqpy.contrib.django.outbox import DjangoOutbox, sqlalchemy_url
+
+    key = b"d" * 32
+    outbox = DjangoOutbox(signing_key=key)
+    outbox.create_table()
+    order = Order.objects.create()
+    with transaction.atomic():
+        by_name = outbox.enqueue("shop.tasks.mark_paid", {"order_id": order.id})
+        with pytest.raises(Exception, match="extra"):  # the function's argument checks, by name too
+            outbox.enqueue("shop.tasks.mark_paid", {"order_id": order.id, "extra": 2})
+        row = outbox_module.Outbox(None, app=tasks.app).row("shop.tasks.mark_paid", {"order_id": order.id},
+                                                              task_id="forged")
+        with connection.cursor() as cursor:  # any database writer, without the key
+            cursor.execute(outbox._insert_sql(list(row)), list(row.values()))
+    on_commit = enqueue_on_commit("shop.tasks.mark_paid", {"order_id": order.id})
+    relay = outbox_module.Relay(sqlalchemy_url(), asynqpy_url, signing_key=key)
+    try:
+        sent = relay.relay_once()
+        aside = relay.set_aside()
+    finally:
+        relay.engine.dispose()
+    assert (sent.stored, sent.set_aside) == (1, 1), sent
+    assert [(r.id, r.error) for r in aside] == [("forged", "bad signature: the message is not signed")]
+    insp = Inspector(asynqpy_url)
+    assert insp.task_info("shop", by_name).retention == 60
+    assert on_commit is not None and insp.task_info("shop", on_commit).retention == 60
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", ["DjangoApp", "plain App"])
 def test_a_connection_the_database_ended_is_replaced_before_the_next_task(kind: str, app: Any, asynqpy_url: str,
                                                                             asynqpy_drain: Any) -> None:

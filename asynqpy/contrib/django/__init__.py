@@ -38,7 +38,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections, transaction
 
-from ...app import App, TaskFunction
+from ...app import App, TaskFunction, task_call
 from ...client import Client
 from ...core import process
 from ...core.errors import InvalidArgumentError
@@ -268,17 +268,8 @@ def enqueue_on_commit(task: TaskFunction[Any, Any] | str, *args: Any, using: str
     Not durable: if the process dies, or Redis cannot be reached, between the commit and the
     enqueue, the task is lost (the error is raised to the code that committed, unless ``robust``:
     then Django logs it). The transactional outbox is the way that loses nothing."""
-    options: dict[str, Any]
-    payload: Any
-    if isinstance(task, TaskFunction):
-        task_type, payload, options = task.name, task._payload(args, kwargs), dict(task.options)
-    elif isinstance(task, str):
-        if len(args) > 1:
-            raise InvalidArgumentError("enqueue_on_commit(task_type, payload, **options): one payload")
-        task_type, options = task, kwargs
-        payload = args[0] if args else None
-    else:
-        raise InvalidArgumentError(f"enqueue_on_commit takes a task function or a task type, got {task!r}")
+    task_type, payload, options = task_call(task, args, kwargs, None if isinstance(task, TaskFunction) else
+                                            declaring_app(), "enqueue_on_commit")
     task_id: str | None = options.get("task_id")
     if task_id is None:
         own = new_task_id()
@@ -299,6 +290,15 @@ def enqueue_on_commit(task: TaskFunction[Any, Any] | str, *args: Any, using: str
 
 
 _settings_client: Client | None = None
+
+
+def declaring_app() -> App | None:
+    """The project's App when there is one (named in the settings, or the one made), whose task
+    functions a task type enqueued by name brings (:func:`asynqpy.app.task_call`); else None."""
+    cfg = conf()
+    if cfg.get("app") or len(_apps) == 1:
+        return project_app(discover=False)
+    return None
 
 
 def _client() -> Client:

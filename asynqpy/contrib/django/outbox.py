@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from django.db import connections
 
-from ...app import TaskFunction
+from ...app import App, TaskFunction
 from ...core.errors import InvalidArgumentError
 
 __all__ = ["DjangoOutbox", "sqlalchemy_url"]
@@ -51,13 +51,32 @@ def sqlalchemy_url(using: str = "default") -> str:
 class DjangoOutbox:
     """The outbox in database ``using`` (an alias of ``settings.DATABASES``). ``table``,
     ``schema`` and ``max_payload_bytes``: as for :class:`asynqpy.outbox.Outbox` (the relay must be
-    given the same table)."""
+    given the same table). Rows are signed as :class:`asynqpy.outbox.Outbox` signs them, with
+    ``signing_key``, else the key of ``app``, else of the project's App (the one the settings name
+    or the one made), else ``settings.ASYNQPY["signing_key"]``; a task type enqueued by name
+    brings the options its task function declared in that App (:func:`asynqpy.app.task_call`).
+    The App is looked up at the first enqueue (it may be made after the outbox)."""
 
-    def __init__(self, using: str = "default", **outbox_options: Any) -> None:
-        outbox = importlib.import_module("asynqpy.outbox")
+    def __init__(self, using: str = "default", *, app: App | None = None, signing_key: Any = None,
+                 **outbox_options: Any) -> None:
+        self._outbox_module = importlib.import_module("asynqpy.outbox")
         self.using = using
-        self._rows: Any = outbox.Outbox(None, **outbox_options)  # its row() and ddl(); no engine used
-        self._table = self._rows.table
+        self._app, self._signing_key, self._outbox_options = app, signing_key, outbox_options
+        self._ddl: Any = self._outbox_module.Outbox(None, **outbox_options)  # its ddl() and table; no engine
+        self._table = self._ddl.table
+        self._writer: Any = None
+
+    def _rows(self) -> Any:
+        """The Outbox whose row() this one inserts (its App and key found on first use)."""
+        if self._writer is None:
+            from . import conf, declaring_app
+
+            app = self._app if self._app is not None else declaring_app()
+            key = self._signing_key
+            if key is None:
+                key = app.signing_key if app is not None else conf().get("signing_key")
+            self._writer = self._outbox_module.Outbox(None, app=app, signing_key=key, **self._outbox_options)
+        return self._writer
 
     def _insert_sql(self, columns: list[str]) -> str:
         qn = connections[self.using].ops.quote_name
@@ -69,13 +88,7 @@ class DjangoOutbox:
         ``task``: a task function with its arguments (its options, as it would enqueue), or a task
         type with its payload and the options of ``Client.enqueue`` (but ``after`` and
         ``on_conflict``). The options are checked here, before anything is written."""
-        if isinstance(task, TaskFunction):
-            row = self._rows.row(task.name, task._payload(args, kwargs), **task.options)
-        elif isinstance(task, str) and len(args) <= 1:
-            row = self._rows.row(task, args[0] if args else None, **kwargs)
-        else:
-            raise InvalidArgumentError("outbox.enqueue(task_function, *args) or outbox.enqueue(task_type, payload, "
-                                       "**options)")
+        row = self._rows().row(task, *args, **kwargs)
         columns = list(row)
         with connections[self.using].cursor() as cursor:
             cursor.execute(self._insert_sql(columns), [row[c] for c in columns])
@@ -87,7 +100,7 @@ class DjangoOutbox:
         vendor = connections[self.using].vendor
         if vendor not in ("postgresql", "sqlite"):
             raise InvalidArgumentError(f"the outbox runs on PostgreSQL or SQLite, not {vendor}")
-        return list(self._rows.ddl(vendor))
+        return list(self._ddl.ddl(vendor))
 
     def create_table(self) -> None:
         """Create the table (and its trigger) unless it exists."""

@@ -16,6 +16,10 @@ with one ZRANGE BYLEX of its range (k+1 members: the extra one says whether it s
 ring); a tenant left with none leaves the ring. With no tenant the path is the plain one, plus
 one EXISTS. The queue's virtual time (``tn`` 'v') is the last turn's pass; when no tenant has
 work, ``tn`` is deleted.
+A tenant whose rate allows no task now leaves the ring for ``tw`` (tenant -> when its next task
+conforms); each dequeue first puts those due, or whose rate is gone, back in the ring at V (one
+ZRANGE of tw's first count+1, and one HMGET of their settings while some are not due). The passes
+are rebased (each pass and V less V) when V reaches PASS_REBASE (includes/priority).
 KEYS[1] tasks    tasks hash
 KEYS[2] pending  pending list
 KEYS[3] lease    lease zset: id -> lease expiry (ms, Redis clock)
@@ -33,6 +37,7 @@ KEYS[13] tr  the queue's ready ring of tenants: tenant -> pass (includes/priorit
 KEYS[14] tn  the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEYS[15] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 KEYS[16] scheduled  scheduled zset (held tasks wait there: includes/hold)
+KEYS[17] tw  the queue's tenants held by their rate: tenant -> ms its next task conforms (includes/priority)
 ARGV[1] count    how many tasks at most
 ARGV[2] lease_ms  lease duration in ms
 ARGV[3] token    8-character lease token; the worker proves ownership with it later
@@ -40,8 +45,10 @@ ARGV[4] now      '' = Redis time; else a simulated time in ms
 ARGV[5] name     the caller's worker name ('' = take no runs of targeted tasks)
 ARGV[6] version  the caller's version (core/deploy.py encode_version; 0 = none)
 Deploy holds (includes/hold): a pending task of a blocked type (conf field 'holds'), or one that
-needs a newer worker than the caller, is not leased but held in the scheduled zset (state 's';
-the tenant slot it took is freed); it uses one of the ``count``. A targeted task of a blocked type
+needs a newer worker than the caller, is not leased but held in the scheduled zset (state 's');
+one without a tenant uses one of the ``count``. A tenant's task is checked as its tenant's turn takes it, before
+anything is counted: a held one takes no tenant slot, no token of its tenant's rate and no turn
+(the tenant takes its next task instead). A targeted task of a blocked type
 gives no run (it stays targeted; min_worker_version is refused for targeted tasks). A caller with a version first
 takes back to the front of the pending tasks up to ``count`` tasks held for versions up to its own.
 The queue's limits (conf fields, set by Inspector.set_limits): 'concurrency' = at most this many
@@ -159,6 +166,8 @@ if version > 0 and count > 0 then  -- tasks held for a version up to the caller'
   end
 end
 local prios = redis.call('ZCARD', KEYS[8])  -- (none, the usual case: the zset is not read)
+local held_any = false  -- a task taken was held (includes/hold): it used one of count, not a slot
+local fair_vals = {}  -- id -> stored value of the tenant tasks take_fair hands out (read once)
 local function take_plain(n)  -- up to n pending ids without a tenant, in priority order
   local ids = {}
   if prios > 0 then
@@ -192,25 +201,63 @@ local function take_plain(n)  -- up to n pending ids without a tenant, in priori
   end
   return ids
 end
+local function rate_held_back(tw, ring, tn, n, vt, settings, defaults)
+  -- tenants held by their rate (tw) whose next task conforms now, or whose rate is gone (the queue's
+  -- defaults or its own settings changed): back in the round at V (NX: one a push put back keeps its pass)
+  local heads = redis.call('ZRANGE', tw, 0, n, 'WITHSCORES')
+  if #heads == 0 then
+    return false
+  end
+  local back, names, check = {}, {}, {}
+  for j = 1, #heads, 2 do
+    if tonumber(heads[j + 1]) <= now or not settings then
+      names[#names + 1] = heads[j]
+    else
+      check[#check + 1] = heads[j]
+    end
+  end
+  if #check > 0 then
+    local fields = {}
+    for j, name in ipairs(check) do
+      fields[j] = 'l:' .. name
+    end
+    local ls = redis.call('HMGET', tn, unpack(fields))
+    for j, name in ipairs(check) do
+      local _, _, _, r = tenant_settings(ls[j], defaults)
+      if r <= 0 then
+        names[#names + 1] = name
+      end
+    end
+  end
+  if #names > 0 then
+    for _, name in ipairs(names) do
+      back[#back + 1], back[#back + 2] = string.format('%.0f', vt), name
+    end
+    redis.call('ZREM', tw, unpack(names))
+    redis.call('ZADD', ring, 'NX', unpack(back))
+  end
+  return true  -- (tw existed: a tenant the dequeue serves may be in it too)
+end
+local function rebase(ring, vt)  -- passes back near 0 (each less V): they stay exact, and V with them
+  local all = redis.call('ZRANGE', ring, 0, -1, 'WITHSCORES')
+  local args = {}
+  for j = 1, #all, 2 do
+    args[#args + 1], args[#args + 2] = string.format('%.0f', tonumber(all[j + 1]) - vt), all[j]
+  end
+  if #args > 0 then
+    redis.call('ZADD', ring, unpack(args))
+  end
+  return 0
+end
 local function take_fair(n)  -- up to n pending ids, in turns across the tenants (includes/priority)
-  local tq, ring, tn = KEYS[12], KEYS[13], KEYS[14]
+  local tq, ring, tn, tw = KEYS[12], KEYS[13], KEYS[14], KEYS[17]
   local head = redis.call('HMGET', tn, 'v', 'o', 'd')
   local defaults = head[3]  -- (o: tenants with settings of their own; d: the queue's defaults for the others)
   local vt, settings = tonumber(head[1] or '0'), tonumber(head[2] or '0') > 0 or defaults ~= false
   if redis.call('LLEN', KEYS[2]) + prios > 0 and not redis.call('ZSCORE', ring, '') then
-    redis.call('ZADD', ring, vt, '')  -- the tasks without a tenant take their turns as the tenant ''
+    redis.call('ZADD', ring, string.format('%.0f', vt), '')  -- the tasks without a tenant take their turns as the tenant ''
   end
-  if settings then  -- tenants held by their rate whose next token is due: back in the round, at V
-    local due = redis.call('ZRANGE', ring, string.format('%.0f', RATE_BAND), string.format('%.0f', RATE_BAND + now),
-      'BYSCORE', 'LIMIT', 0, n + 1)  -- (scores over 2^49 as '%.0f': a number argument keeps 14 digits)
-    if #due > 0 then
-      local back = {}
-      for _, name in ipairs(due) do
-        back[#back + 1], back[#back + 2] = vt, name
-      end
-      redis.call('ZADD', ring, unpack(back))
-    end
-  end
+  local waiting = rate_held_back(tw, ring, tn, n, vt, settings, defaults)  -- (tenants held by their rate)
   local ids, active, bucket = {}, {}, {}
   for _ = 1, 8 do  -- (rounds: another only when a tenant had fewer tasks than its turns)
     local want = n - #ids
@@ -223,9 +270,6 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
     for j = 1, m do
       names[j], pass[j], turns[j], stride[j] = heads[2 * j - 1], tonumber(heads[2 * j]), 0, TENANT_STRIDE
       free[j], cfree[j] = math.huge, math.huge
-      if pass[j] >= RATE_BAND then  -- held by its rate until its next token (it stays so)
-        pass[j] = math.huge
-      end
     end
     if settings then  -- weights (a tenant of weight w takes w turns to one of weight 1), pauses, concurrency
       local fields, out, held = {}, {}, {}
@@ -247,8 +291,9 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
           local allow, eff = tenant_rate(ls[3 * j], r, b, now)
           bucket[names[j]] = {eff, r, b}
           free[j] = math.min(free[j], allow)
-          if free[j] <= 0 then  -- none allowed now: held by its rate (in the ring's rate band)
+          if free[j] <= 0 then  -- none allowed now: held by its rate (out of the ring, in tw)
             held[#held + 1], held[#held + 2] = string.format('%.0f', tenant_rate_due(eff, r, b)), names[j]
+            out[#out + 1] = names[j]
             pass[j] = math.huge
           end
         end
@@ -257,8 +302,13 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
         redis.call('ZREM', ring, unpack(out))
       end
       if #held > 0 then
-        redis.call('ZADD', ring, unpack(held))
+        redis.call('ZADD', tw, unpack(held))
+        waiting = true
       end
+    end
+    local pass0 = {}  -- (each tenant's pass before this round's turns)
+    for j = 1, m do
+      pass0[j] = pass[j]
     end
     -- the (want+1)-th tenant read bounds the turns: tenants not read may come before its next one
     local bound = m == want + 1 and m or nil
@@ -276,54 +326,73 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
       vt = pass[b]
       pass[b] = turns[b] < free[b] and pass[b] + stride[b] or math.huge  -- (at its concurrency: no more)
     end
-    local moved, left, members = {}, {}, {}
+    local moved, left, members, parked, unpark = {}, {}, {}, {}, {}
+    local ranges, tids = {}, {}  -- each tenant's range read, and the ids in them (one HMGET for the round)
+    for j = 1, m do
+      if turns[j] > 0 and names[j] ~= '' then
+        local name = names[j]
+        ranges[j] = redis.call('ZRANGE', tq, '[' .. name .. '\0', '(' .. name .. '\1', 'BYLEX', 'LIMIT', 0, turns[j] + 1)
+        for i = 1, math.min(turns[j], #ranges[j]) do
+          tids[#tids + 1] = string.sub(ranges[j][i], #name + 19)
+        end
+      end
+    end
+    local vals = #tids > 0 and redis.call('HMGET', KEYS[1], unpack(tids)) or {}
+    local at, short = 0, false  -- (short: a tenant's turn met a held task: another round)
     for j = 1, m do
       local k, name = turns[j], names[j]
       if k > 0 then
-        local got, taken, more = nil, 0, false
+        local given, held_n, more = 0, 0, false  -- (held_n: its tasks held, which count for nothing)
         if name == '' then
-          got = take_plain(k)
+          local got = take_plain(k)
           for _, id in ipairs(got) do
             ids[#ids + 1] = id
           end
-          got = #got
-          if redis.call('LLEN', KEYS[2]) + prios == 0 then
-            got = -1
-          end
+          given, more = #got, redis.call('LLEN', KEYS[2]) + prios > 0
         else
-          local range = redis.call('ZRANGE', tq, '[' .. name .. '\0', '(' .. name .. '\1', 'BYLEX', 'LIMIT', 0, k + 1)
-          got = math.min(k, #range)
-          for i = 1, got do
+          local range = ranges[j]
+          for i = 1, math.min(k, #range) do
             local id = string.sub(range[i], #name + 19)
+            at = at + 1
             members[#members + 1] = range[i]
-            ids[#ids + 1] = id
-            active[#active + 1] = id  -- (its tenant slot, counted for every tenant so that a limit set
-            active[#active + 1] = name  -- while its tasks run counts them: includes/priority tenant_left)
+            local msg = stored_msg_if(vals[at], 'p')  -- (a stray copy of an id, not pending: dropped)
+            local score = msg and hold_score(holds, vals[at], version, KEYS[7])
+            if score then  -- not for this worker: held before it counts (no slot, no token, no turn)
+              redis.call('HSET', KEYS[1], id, 's' .. msg)
+              redis.call('ZADD', KEYS[16], string.format('%.0f', score), id)
+              held_n, short, held_any = held_n + 1, true, true
+            elseif msg then
+              ids[#ids + 1], fair_vals[id] = id, vals[at]
+              active[#active + 1] = id  -- (its tenant slot, counted for every tenant so that a limit set
+              active[#active + 1] = name  -- while its tasks run counts them: includes/priority tenant_left)
+              given = given + 1
+            end
           end
-          if got > 0 then
-            redis.call('HINCRBY', tn, 'a:' .. name, got)
+          if given > 0 then
+            redis.call('HINCRBY', tn, 'a:' .. name, given)
           end
-          taken, more = got, #range > k
-          if #range <= k or pass[j] == math.huge then  -- no pending task left, or held at its concurrency
-            got = -1
-          end
+          more = #range > k
         end
         local bk = bucket[name]
         local due = false  -- (with a rate: when its next task conforms)
-        if bk and taken > 0 then  -- its schedule moves on (kept until it says nothing more: tenant_rest)
-          bk[1] = bk[1] + taken * 1000 / bk[2]
+        if bk and given > 0 then  -- its schedule moves on by the tasks started (kept until it says nothing more: tenant_rest)
+          bk[1] = bk[1] + given * 1000 / bk[2]
           tenant_rate_set(tn, name, bk[1])
           due = tenant_rate_due(bk[1], bk[2], bk[3])
         end
-        local by_rate = due and more and due - RATE_BAND > now and cfree[j] > taken  -- (not its concurrency)
-        if got < 0 and not by_rate then  -- out of the ring (a held tenant is put back by the exit of one of its tasks)
+        local capped = given >= free[j]  -- (its concurrency, or its rate: no more now)
+        local by_rate = due and more and due > now and cfree[j] > given  -- (not its concurrency)
+        if by_rate then  -- no task allowed now: held by its rate until the next one conforms
           left[#left + 1] = name
-        elseif by_rate then  -- no token left: held by its rate until the next one
-          moved[#moved + 1] = string.format('%.0f', due)
-          moved[#moved + 1] = name
+          parked[#parked + 1] = string.format('%.0f', due)
+          parked[#parked + 1] = name
+        elseif not more or capped then  -- out of the ring (a held tenant is put back by the exit of one of its tasks)
+          left[#left + 1] = name
+          unpark[#unpark + 1] = name
         else
-          moved[#moved + 1] = pass[j]
+          moved[#moved + 1] = string.format('%.0f', pass0[j] + given * stride[j])
           moved[#moved + 1] = name
+          unpark[#unpark + 1] = name
         end
       end
     end
@@ -336,7 +405,14 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
     if #members > 0 then
       redis.call('ZREM', tq, unpack(members))
     end
-    if #ids >= n or (#left == 0 and not bound) then
+    if waiting and #unpark > 0 then  -- (a tenant a push put back in the ring while held: not held now)
+      redis.call('ZREM', tw, unpack(unpark))
+    end
+    if #parked > 0 then
+      redis.call('ZADD', tw, unpack(parked))
+      waiting = true
+    end
+    if #ids >= n or (#left == 0 and not bound and not short) then
       break
     end
   end
@@ -345,14 +421,20 @@ local function take_fair(n)  -- up to n pending ids, in turns across the tenants
   end
   if redis.call('EXISTS', ring) == 0 and redis.call('EXISTS', tq) == 0 then
     tenant_rest(tn, now)  -- no tenant has work: the virtual time and seq start again (full buckets go)
+    if waiting then
+      redis.call('DEL', tw)
+    end
   else
+    if vt >= PASS_REBASE then
+      vt = rebase(ring, vt)
+    end
     redis.call('HSET', tn, 'v', string.format('%.0f', vt))
   end
   return ids
 end
 local ids, fair = false, false
 if count > 0 then
-  fair = redis.call('EXISTS', KEYS[13]) == 1  -- tenants have pending tasks
+  fair = redis.call('EXISTS', KEYS[13], KEYS[17]) > 0  -- tenants have pending tasks (taking turns or held by their rate)
   if fair then
     ids = take_fair(count)
   else
@@ -373,7 +455,22 @@ if ids or #runs > 0 then
     h, o = h + 2, o + 2
   end
   ids = ids or {}
-  local vals = #ids > 0 and redis.call('HMGET', KEYS[1], unpack(ids)) or {}
+  local vals, need = {}, {}  -- (the values take_fair did not read: one HMGET)
+  for i = 1, #ids do
+    vals[i] = fair_vals[ids[i]]
+    if not vals[i] then
+      need[#need + 1] = ids[i]
+    end
+  end
+  if #need > 0 then
+    local got, j = redis.call('HMGET', KEYS[1], unpack(need)), 0
+    for i = 1, #ids do
+      if not fair_vals[ids[i]] then
+        j = j + 1
+        vals[i] = got[j]
+      end
+    end
+  end
   local held = {}
   for i = 1, #ids do
     local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
@@ -392,14 +489,7 @@ if ids or #runs > 0 then
       h, o = h + 2, o + 2
     end
   end
-  if #held > 0 then
-    if fair then
-      tenant_left(pk, held)  -- (the slots their tenants took in take_fair)
-    end
-    if wait < 0 then  -- the concurrency limit's slots they took are free again: not held back by it
-      wait = 0
-    end
-  end
+  held_any = held_any or #held > 0  -- (tasks without a tenant: a tenant's were held in take_fair, before they took a slot)
   if h > 0 then
     redis.call('HSET', KEYS[1], unpack(hset))
     if redis.call('ZADD', KEYS[3], unpack(zadd)) < h / 2 then  -- (an id popped twice: leased once)
@@ -436,18 +526,17 @@ if ids or #runs > 0 then
     end
   end
 end
+if held_any and wait < 0 then  -- the concurrency limit's slots held tasks took are free again: not held back by it
+  wait = 0
+end
 local remaining = redis.call('LLEN', KEYS[2]) + prios  -- (includes/priority pending_count, prio's size known)
 local rate_wait = false  -- every tenant with work is held by its rate: ms until the first next token
-if fair or count == 0 then  -- tenants' tasks count while a tenant is in the ring (not all paused)
-  local ready = redis.call('ZRANGE', KEYS[13], 0, 2, 'WITHSCORES')  -- ('' at most once: 3 tell)
-  local live = false
-  for i = 1, #ready, 2 do
-    local score = tonumber(ready[i + 1])
-    if score >= RATE_BAND then
-      rate_wait = rate_wait or math.max(1, score - RATE_BAND - now)
-    elseif ready[i] ~= '' then
-      live = true
-    end
+if fair or count == 0 then  -- tenants' tasks count while a tenant is in the ring or held by its rate (not all paused)
+  local ready = redis.call('ZRANGE', KEYS[13], 0, 1)  -- ('' at most once: 2 tell)
+  local live = ready[1] ~= nil and (ready[1] ~= '' or ready[2] ~= nil)
+  local first = not live and redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')[2]  -- (the first due of tw)
+  if first then
+    rate_wait = math.max(1, tonumber(first) - now)
   end
   if live or rate_wait then
     rate_wait = not live and remaining == 0 and rate_wait

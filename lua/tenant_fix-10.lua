@@ -7,11 +7,14 @@ queue's tenant bookkeeping back in line with its tasks after keys were removed o
                  ring), so no slot stays taken by a task that left
   mode 'ring'    the next ~count tenants with pending tasks (walking ``tq`` by name, one range
                  read per tenant): a tenant missing from the ready ring that is neither paused
-                 nor at its concurrency is put back at the virtual time (it would never be picked
-                 again); one at its concurrency has its count checked against its active tasks
+                 nor at its concurrency, nor held by a rate still in force (``tw``), is put back
+                 at the virtual time (it would never be picked again; one held by a rate it no
+                 longer has leaves tw); one at its concurrency has its count checked against its active tasks
                  (the lease zset's tasks and their messages, when it holds at most 2 000: a count
                  raised by hand would hold it for good), its count and ``ta`` entries corrected,
-                 and is put back if that frees a slot
+                 and is put back if that frees a slot; a tenant whose pass is PASS_REBASE or more
+                 past the virtual time (no turn leaves it there: the rate band of versions before
+                 issue 42, 10^15 + a due time) is put back at the virtual time
 A tenant put back wakes a worker. An active tenant task missing from ``ta`` is restored by the
 ``tasks`` part (lua/reconcile-10.lua) too, without changing the count (an entry removed by hand
 leaves the count counting it). A ring entry of a tenant without pending tasks needs no
@@ -25,6 +28,7 @@ KEYS[6] tn       the queue's tenant hash: 'v' the virtual time, 'l:<T>' settings
 KEYS[7] ta       the queue's active tenant tasks: hash id -> tenant
 KEYS[8] wake     wake-up list idle workers block on
 KEYS[9] lease    lease zset: the active tasks
+KEYS[10] tw      the queue's tenants held by their rate: tenant -> ms its next task conforms
 ARGV[1] mode     'active' or 'ring'
 ARGV[2] cursor   'active': the HSCAN cursor ('0' starts a pass); 'ring': '0' starts a pass, else
                  'n' followed by the last tenant name walked
@@ -71,6 +75,7 @@ end
 local from = ARGV[2] == '0' and '-' or ('[' .. string.match(ARGV[2], '^n(.*)$') .. '\1')
 local held, back = {}, false
 local last = nil
+local v = tonumber(redis.call('HGET', KEYS[6], 'v') or '0')  -- the virtual time
 for _ = 1, count do
   local head = redis.call('ZRANGE', KEYS[4], from, '+', 'BYLEX', 'LIMIT', 0, 1)[1]
   if not head then
@@ -79,17 +84,29 @@ for _ = 1, count do
   end
   local tenant = string.sub(head, 1, string.find(head, '\0', 1, true) - 1)
   last, from = tenant, '[' .. tenant .. '\1'
-  if not redis.call('ZSCORE', KEYS[5], tenant) then
+  local pass = redis.call('ZSCORE', KEYS[5], tenant)
+  if pass and tonumber(pass) - v >= PASS_REBASE then  -- (no turn leaves a pass that far ahead of V)
+    redis.call('ZADD', KEYS[5], string.format('%.0f', v), tenant)
+    back = true
+    out[#out + 1] = tenant
+    out[#out + 1] = 'its pass was far past the virtual time (an older version\'s rate hold): put back at it'
+  elseif not pass then
     local t = redis.call('HMGET', KEYS[6], 'v', 'l:' .. tenant, 'a:' .. tenant, 'd')
-    local _, paused, limit = tenant_settings(t[2], t[4])
+    local _, paused, limit, rate = tenant_settings(t[2], t[4])
+    local by_rate = redis.call('ZSCORE', KEYS[10], tenant)
     if not paused then
       if limit > 0 and (tonumber(t[3]) or 0) >= limit then
         held[#held + 1] = {tenant, limit, tonumber(t[3]) or 0}
-      else
+      elseif not (by_rate and rate > 0) then
         redis.call('ZADD', KEYS[5], t[1] or 0, tenant)
         back = true
         out[#out + 1] = tenant
-        out[#out + 1] = 'had pending tasks but was not in the ready ring: put back'
+        if by_rate then
+          redis.call('ZREM', KEYS[10], tenant)
+          out[#out + 1] = 'held by a rate it no longer has: put back in the ready ring'
+        else
+          out[#out + 1] = 'had pending tasks but was not in the ready ring: put back'
+        end
       end
     end
   end

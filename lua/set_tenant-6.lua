@@ -17,14 +17,17 @@ KEYS[2] tr    the queue's ready ring of tenants
 KEYS[3] tn    the queue's tenant hash
 KEYS[4] wake  wake-up list idle workers block on
 KEYS[5] ta  the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEYS[6] tw  the queue's tenants held by their rate: tenant -> ms its next task conforms (includes/priority)
 ARGV[1] tenant  the tenant's name ('' = the queue's defaults: no pause, the ring untouched)
 ARGV[2] weight  1..100, '' = unchanged
 ARGV[3] paused  '1' pause, '0' resume, '' = unchanged
 ARGV[4] clear   '1' = back to the defaults (weight 1, running, no limit; the others ignored)
 ARGV[5] concurrency  at most this many of the tenant's tasks active at once (0 = no limit), '' = unchanged
 ARGV[6] rate     tasks a second the tenant's tasks start at most (0 = no limit), '' = unchanged; a
-                 changed rate starts with a full bucket; a tenant held by its rate (the ring's rate
-                 band, includes/priority) whose rate goes is back in the round at once
+                 changed rate starts with a full bucket; a tenant held by its rate (``tw``,
+                 includes/priority) whose rate changes is back in the round at once; a changed
+                 default rate wakes a worker, whose dequeue puts back the tenants held by a rate
+                 they no longer have (those of tw's head at once, the others by their due time)
 ARGV[7] burst    tasks the rate lets start at once (>= 1), '' = unchanged
 Returns {weight, paused (0/1), pending tasks of the tenant, in the ring and taking turns (0/1),
 concurrency, active, rate, burst}.
@@ -53,10 +56,14 @@ if tenant == '' then  -- the queue's defaults ('d'): every tenant without settin
     limit = ARGV[5] ~= '' and tonumber(ARGV[5]) or limit
     rate, burst = rate_of(rate, burst)
   end
+  local _, _, _, old_rate, old_burst = tenant_settings(redis.call('HGET', KEYS[3], 'd'))
   if weight == 1 and limit == 0 and rate == 0 then
     redis.call('HDEL', KEYS[3], 'd')
   else
     redis.call('HSET', KEYS[3], 'd', encode(weight, false, limit, rate, burst))
+  end
+  if (rate ~= old_rate or burst ~= old_burst) and redis.call('EXISTS', KEYS[6]) == 1 then
+    signal(KEYS[4])  -- tenants held by the old default rate: a worker's dequeue looks at them again
   end
   return {weight, 0, 0, 0, limit, 0, tostring(rate), burst}
 end
@@ -98,10 +105,7 @@ if ARGV[4] == '1' then  -- (cleared: the defaults are in force again)
 end
 if rate ~= old_rate or burst ~= old_burst then  -- a new rate: a full bucket, and no hold by the old one
   redis.call('HDEL', KEYS[3], 'k:' .. tenant)
-  local score = redis.call('ZSCORE', KEYS[2], tenant)
-  if score and tonumber(score) >= RATE_BAND then
-    redis.call('ZREM', KEYS[2], tenant)
-  end
+  redis.call('ZREM', KEYS[6], tenant)
 end
 local lo, hi = '[' .. tenant .. '\0', '(' .. tenant .. '\1'
 local pending = redis.call('ZLEXCOUNT', KEYS[1], lo, hi)
@@ -109,9 +113,10 @@ local pk = {false, false, KEYS[1], KEYS[2], KEYS[3], KEYS[5]}
 local active = tonumber(redis.call('HGET', KEYS[3], 'a:' .. tenant) or '0')
 if paused or (limit > 0 and active >= limit) then
   redis.call('ZREM', KEYS[2], tenant)
+  redis.call('ZREM', KEYS[6], tenant)  -- (not held by its rate either: the exit of a task or a resume puts it back)
 elseif pending > 0 and tenant_ready(pk, tenant) then
   signal(KEYS[4])
 end
-local score = redis.call('ZSCORE', KEYS[2], tenant)
-return {weight, paused and 1 or 0, pending, score and tonumber(score) < RATE_BAND and 1 or 0, limit, active,
+local ready = redis.call('ZSCORE', KEYS[2], tenant) and not redis.call('ZSCORE', KEYS[6], tenant)
+return {weight, paused and 1 or 0, pending, ready and 1 or 0, limit, active,
         tostring(rate), burst}
