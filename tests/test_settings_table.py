@@ -117,12 +117,14 @@ def _worker(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
 
 def test_environment_variables_set_what_a_flag_does_and_a_flag_wins(servers: list[Server]) -> None:
     env = {"ASYNQPY_CONCURRENCY": "3", "ASYNQPY_QUEUES": "a=2,b", "ASYNQPY_FAIR": "1", "ASYNQPY_LEASE": "12",
-           "ASYNQPY_WORKER_VERSION": "2.1", "ASYNQPY_SANDBOX_MAX_MEMORY": "64"}
+           "ASYNQPY_WORKER_VERSION": "2.1", "ASYNQPY_SANDBOX_MAX_MEMORY": "64", "ASYNQPY_LOG_SUCCESS": "yes",
+           "ASYNQPY_FAIL_FAST": "0"}
     code, err = _worker(env=env)
     assert code == 0, err
     o = servers.pop().options
     assert (o.concurrency, dict(o.queues), o.fair_dispatch, o.lease, o.version, o.sandbox_max_memory_mb) == \
         (3, {"a": 2, "b": 1}, True, 12.0, "2.1", 64)
+    assert o.log_success is True and o.fail_fast is False
     code, err = _worker("--concurrency", "5", "--greedy", env=env)
     assert code == 0, err
     o = servers.pop().options
