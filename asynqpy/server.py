@@ -2,8 +2,10 @@
 
 A server is one asyncio event loop with these cooperating loops (one module each):
 processor (fetch, run, finish), heartbeat (leases, liveness), forwarder (scheduled/retry ->
-pending), recoverer (expired leases), janitor (expired completed tasks). ``run()`` blocks until
-SIGTERM/SIGINT, then shuts down gracefully; ``arun()`` is the same inside a running loop.
+pending), recoverer (expired leases), janitor (expired completed tasks), and those the options
+call for; :data:`SERVER_LOOPS` is their registry (when each runs, how it starts and stops, in
+what order). ``run()`` blocks until SIGTERM/SIGINT, then shuts down gracefully; ``arun()`` is the
+same inside a running loop.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import fields, replace
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, Protocol
 
 from .core.broker import Call
 from .core.clock import Clock
 from .core.errors import AsynqpyError, InvalidArgumentError
-from .core.keys import ALL_QUEUES, similar_queue, validate_queue_or_pattern
+from .core.keys import ALL_QUEUES, is_queue_pattern, similar_queue, validate_queue_or_pattern
 from .core.mux import ServeMux
 from .core.options import unknown_options
 from .core.signing import SigningKeys, make_signer
@@ -171,90 +173,44 @@ class Server:
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False, supervised: bool = False) -> None:
         """Run inside the current event loop until :meth:`stop` (or a signal, if installed;
-        ``supervised``: see :meth:`run`)."""
+        ``supervised``: see :meth:`run`). The loops of :data:`SERVER_LOOPS` that the options
+        call for start and stop around the processor, in the table's order."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.clock, self._signer)
         served = ctx.served = ServedQueues(self.options.queues)
         # the loops start with the queues named; those patterns match join through ctx.served
         o = replace(self.options, queues=dict(served.current))
-        if o.metrics_port is not None or os.environ.get(MULTIPROC_ENV):
-            ctx.metrics = prometheus_metrics()
-            if not ctx.metrics.multiprocess and o.metrics_port is not None:
-                ctx.metrics.serve(o.metrics_port, o.metrics_host)
-                log.info("serving metrics on http://%s:%d/metrics", o.metrics_host, o.metrics_port)
+        _serve_metrics(ctx, o)
         self._loop = asyncio.get_running_loop()
         self._stop = ctx.stopping
-        signals = (signal.SIGTERM, signal.SIGINT, *((HURRY_SIGNAL,) if supervised else ()))
+        signals = self._signals(supervised)
         if install_signal_handlers:
-            for sig in signals:
-                self._loop.add_signal_handler(sig, self._on_signal, ctx, sig, supervised)
+            self._add_signal_handlers(ctx, signals, supervised)
         pool = DaemonThreadPool(2 * (self.options.sync_threads or self.options.concurrency))
         processor = Processor(ctx, o, mux, pool)
         heartbeat = Heartbeat(ctx, processor, HeartbeatParams.of(o, self.server_id, self.started_at))
-        probes = None
-        reach = None
-        if o.health_port is not None:
-            from .worker.probes import Probes, RedisReach
-
-            reach = RedisReach(ctx.redis)  # (the connection's real state: not the outage log's bookkeeping)
-
-            def probe_state() -> dict[str, Any]:
-                finding = self._discovery.error if self._discovery is not None else None  # (not ready: issue 42)
-                status = ("stopping" if ctx.stopping.is_set() else "quiet" if processor.quiet
-                          else "discovering" if finding else "running" if heartbeat.registered else "starting")
-                state = {"redis": reach.reached, "registered": heartbeat.registered, "status": status}
-                return {**state, "discovery_error": finding} if finding else state
-
-            probes = Probes(o.health_host, o.health_port, o.health_max_lag, probe_state)
-            try:
-                probes.start(self._loop)
-            except OSError as exc:
-                raise InvalidArgumentError(f"health_port: cannot serve the probes on {o.health_host}:{o.health_port}: "
-                                           f"{exc.strerror or exc}") from None
+        probes, reach = self._start_probes(ctx, o, processor, heartbeat)
         # a worker's first fetch goes out right after the first heartbeat: the loops below start
         # LOOPS_DELAY after it (their first commands and connections would queue before it), the
         # canceller's modules (the controller, the inspector's plans) are imported then, and the
         # aggregator's and the scheduler's only when configured
         recoverer = Recoverer(ctx, RecovererParams.of(o))
         processor.dequeued = recoverer.touch  # a queue this server takes tasks of: its leases looked at
-        forwarder = Forwarder(ctx, ForwarderParams.of(o))
-        discovery = Discovery(ctx, served, processor.serve, [forwarder.wake]) if served.patterns else None
-        self._discovery = discovery
-        loops: list[Any] = [
-            forwarder, recoverer,
-            Janitor(ctx, JanitorParams.of(o)), _ControlLoop(ctx, processor, self.server_id, heartbeat),
-            Propagator(ctx)]
-        if o.group_aggregator is not None:
-            from .worker.aggregator import Aggregation, AggregatorParams
-
-            loops.append(Aggregation(ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
-                                                           o.group_max_delay, o.group_max_size), pool))
-        if o.scheduler or o.scheduler_entries or o.scheduler_owner:  # an owner without entries only prunes at start
-            from .worker.scheduler import SchedulerParams, Scheduling, entries_of
-
-            params = SchedulerParams(entries_of(o.scheduler_entries), owner=o.scheduler_owner or "",
-                                     fire=bool(o.scheduler or o.scheduler_entries))
-            loops.append(Scheduling(ctx.exec, ctx.broker, ctx.clock, params, ctx.stopping, ctx.health.failed))
-        bg: list[asyncio.Task[None]] = []
-        hb_task: asyncio.Task[None] | None = None
+        parts = LoopParts(ctx, o, self.server_id, processor, heartbeat, pool, served, recoverer,
+                          Forwarder(ctx, ForwarderParams.of(o)), reach)
+        loops = _make_loops(parts, self.options)
+        self._discovery = next((loop for spec, loop in loops if isinstance(loop, Discovery)), None)
+        running: list[_Running] = []
         started = hooked = False
         watchdog = LoopWatchdog(self._loop, processor.held, self.options.block_warning)
         if o.capture_logs:  # the handlers' logging records go to their tasks' logs (worker/logs.py)
             capture_start()
         try:
-            if reach is not None:
-                bg.append(asyncio.create_task(reach.run(), name="asynqpy-ready-ping"))
+            running += _start_loops(ctx, loops, "at_once")
             if not await _wait_for_redis(ctx, o.fail_fast):
                 return  # stopped while waiting
-            bg.append(asyncio.create_task(_later(ctx, lambda: _check_queues(ctx, list(o.queues))),
-                                          name="asynqpy-check-queues"))
-            if discovery is not None:  # the queues its patterns match, before the first fetch
-                try:
-                    await discovery.scan()
-                except REDIS_ERRORS as exc:  # the discovery loop tries again
-                    discovery.error = f"{type(exc).__name__}: {exc}"
-                    ctx.health.failed("reading the queues the server's patterns match", exc)
-                loops.append(discovery)
+            running += _start_loops(ctx, loops, "connected")
+            await _prepare_loops(ctx, loops)  # (the discovery: the queues its patterns match, before the first fetch)
             await _run_hooks("on_startup", o.on_startup, pool)  # before any task is taken; raises if one fails
             hooked = True
             started = True
@@ -265,9 +221,7 @@ class Server:
             except REDIS_ERRORS as exc:  # lost again already: the heartbeat loop keeps trying
                 ctx.health.failed("the first heartbeat", exc)
             watchdog.start()
-            hb_task = asyncio.create_task(heartbeat.run(), name="asynqpy-heartbeat")
-            bg += [asyncio.create_task(_later(ctx, lp.run), name=f"asynqpy-{type(lp).__name__.lower()}")
-                   for lp in loops]
+            running += _start_loops(ctx, loops, "serving")
             await processor.run()  # returns after the graceful shutdown of the handlers
         finally:
             if o.capture_logs:
@@ -275,40 +229,76 @@ class Server:
             watchdog.stop()
             if probes is not None:
                 probes.stop()
-            for t in bg:  # the heartbeat goes last: it keeps leases alive until every write is done
-                t.cancel()
-            if bg:  # bounded: a loop stuck in a client library's teardown must not keep the server up
-                _, stuck = await asyncio.wait(bg, timeout=STOP_LOOPS_TIMEOUT)
-                for t in stuck:
-                    log.error("%s did not stop within %gs of being cancelled; leaving it, at:\n%s", t.get_name(),
-                              STOP_LOOPS_TIMEOUT, _where(t))
-            if hb_task is not None:  # bounded like the loops above: a heartbeat stuck in the client library's
-                heartbeat.stop()  # reconnection (seen once, just after a Redis restart) must not keep the server up;
-                hb_task.cancel()  # and should the library lose the cancellation, the loop ends at its next turn
-                _, stuck_hb = await asyncio.wait([hb_task], timeout=STOP_LOOPS_TIMEOUT)
-                if stuck_hb:
-                    log.error("the heartbeat did not stop within %gs of being cancelled; leaving it, at:\n%s",
-                              STOP_LOOPS_TIMEOUT, _where(hb_task))
-                try:
-                    await asyncio.wait_for(heartbeat.clear(), STOP_LOOPS_TIMEOUT)
-                except asyncio.TimeoutError:
-                    log.warning("could not unregister server within %gs", STOP_LOOPS_TIMEOUT)
+            await _stop_loops(running)
             if install_signal_handlers:
-                for sig in signals:
-                    self._loop.remove_signal_handler(sig)
-                if supervised:  # a late "stop now" from the supervisor must not kill the exiting process
-                    signal.signal(HURRY_SIGNAL, signal.SIG_IGN)
+                self._remove_signal_handlers(signals, supervised)
             if hooked:
-                try:
-                    await _run_hooks("on_shutdown", o.on_shutdown, pool)
-                except AsynqpyError as exc:
-                    log.error("%s", exc)
+                await _shutdown_hooks(o.on_shutdown, pool)
             pool.shutdown(wait=False)
             ctx.metrics.close()
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             if started:
                 log.info("server %s stopped", self.server_id)
+
+    @staticmethod
+    def _signals(supervised: bool) -> tuple[signal.Signals, ...]:
+        """The signals the server handles (when it installs handlers)."""
+        return (signal.SIGTERM, signal.SIGINT, *((HURRY_SIGNAL,) if supervised else ()))
+
+    def _add_signal_handlers(self, ctx: Context, signals: tuple[signal.Signals, ...], supervised: bool) -> None:
+        assert self._loop is not None
+        for sig in signals:
+            self._loop.add_signal_handler(sig, self._on_signal, ctx, sig, supervised)
+
+    def _remove_signal_handlers(self, signals: tuple[signal.Signals, ...], supervised: bool) -> None:
+        assert self._loop is not None
+        for sig in signals:
+            self._loop.remove_signal_handler(sig)
+        if supervised:  # a late "stop now" from the supervisor must not kill the exiting process
+            signal.signal(HURRY_SIGNAL, signal.SIG_IGN)
+
+    def _start_probes(self, ctx: Context, o: ServerOptions, processor: Processor,
+                      heartbeat: Heartbeat) -> tuple[Any, Any]:
+        """The health probes' server, started, and their Redis reach (None, None: no ``health_port``)."""
+        if o.health_port is None:
+            return None, None
+        from .worker.probes import Probes, RedisReach
+
+        reach = RedisReach(ctx.redis)  # (the connection's real state: not the outage log's bookkeeping)
+
+        def probe_state() -> dict[str, Any]:
+            finding = self._discovery.error if self._discovery is not None else None  # (not ready: issue 42)
+            status = ("stopping" if ctx.stopping.is_set() else "quiet" if processor.quiet
+                      else "discovering" if finding else "running" if heartbeat.registered else "starting")
+            state = {"redis": reach.reached, "registered": heartbeat.registered, "status": status}
+            return {**state, "discovery_error": finding} if finding else state
+
+        probes = Probes(o.health_host, o.health_port, o.health_max_lag, probe_state)
+        try:
+            probes.start(asyncio.get_running_loop())
+        except OSError as exc:
+            raise InvalidArgumentError(f"health_port: cannot serve the probes on {o.health_host}:{o.health_port}: "
+                                       f"{exc.strerror or exc}") from None
+        return probes, reach
+
+
+def _serve_metrics(ctx: Context, o: ServerOptions) -> None:
+    """The worker's metrics: with ``metrics_port``, or in a process of ``--processes N`` (whose
+    supervisor serves the sum); served here unless shared between processes."""
+    if o.metrics_port is not None or os.environ.get(MULTIPROC_ENV):
+        ctx.metrics = prometheus_metrics()
+        if not ctx.metrics.multiprocess and o.metrics_port is not None:
+            ctx.metrics.serve(o.metrics_port, o.metrics_host)
+            log.info("serving metrics on http://%s:%d/metrics", o.metrics_host, o.metrics_port)
+
+
+async def _shutdown_hooks(hooks: Sequence[Callable[[], Any]], pool: Any) -> None:
+    """The on_shutdown hooks; one that raises is logged (the server stops regardless)."""
+    try:
+        await _run_hooks("on_shutdown", hooks, pool)
+    except AsynqpyError as exc:
+        log.error("%s", exc)
 
 
 def _where(task: asyncio.Task[Any]) -> str:
@@ -373,6 +363,177 @@ class _ControlLoop:
 
         control = Controller(self.ctx, self.server_id, self.processor, self.heartbeat.describe_call)
         await Canceller(self.ctx, self.processor, control).run()
+
+
+# -- the loop registry ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """What the loops of :data:`SERVER_LOOPS` are made from: the server's context and options
+    (``queues``: those named), its processor, heartbeat, thread pool, recoverer and forwarder (the
+    processor and the discovery call on them), the served queues, and the probes' Redis reach
+    (None: no probes)."""
+
+    ctx: Context
+    options: ServerOptions
+    server_id: str
+    processor: Processor
+    heartbeat: Heartbeat
+    pool: DaemonThreadPool
+    served: ServedQueues
+    recoverer: Recoverer
+    forwarder: Forwarder
+    reach: Any = None
+
+
+class Loop(Protocol):
+    """A loop: ``run()`` until cancelled (or until the server stops)."""
+
+    def run(self) -> Awaitable[None]: ...
+
+
+Phase = Literal["at_once", "connected", "serving"]
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """One loop of a server, a row of :data:`SERVER_LOOPS`. ``name``: its asyncio task is
+    ``asynqpy-<name>``. ``when``: whether a server with these options runs it. ``make``: the loop,
+    from the server's parts (made before the server connects). ``start``: when its task starts:
+    ``at_once`` (before Redis answers), ``connected`` (once it does, before the startup hooks)
+    or ``serving`` (after the first heartbeat, as the processor starts); ``delayed``: LOOPS_DELAY
+    later (the processor's first fetch goes first). ``prepare``: awaited once Redis answers,
+    before the startup hooks. ``stop``: None: cancelled with the others, all waited for at most
+    STOP_LOOPS_TIMEOUT together; else awaited after them, on its own."""
+
+    name: str
+    when: Callable[[ServerOptions], bool]
+    make: Callable[[LoopParts], Loop]
+    start: Phase = "serving"
+    delayed: bool = True
+    prepare: Callable[[Context, Any], Awaitable[None]] | None = None
+    stop: Callable[[Any, asyncio.Task[None]], Awaitable[None]] | None = None
+
+
+class _QueueCheck:
+    """Warns once about a served queue whose name looks like a typo (:func:`_check_queues`)."""
+
+    def __init__(self, ctx: Context, queues: list[str]) -> None:
+        self.ctx, self.queues = ctx, queues
+
+    async def run(self) -> None:
+        await _check_queues(self.ctx, self.queues)
+
+
+async def _first_scan(ctx: Context, discovery: Discovery) -> None:
+    """The queues the server's patterns match, before the first fetch."""
+    try:
+        await discovery.scan()
+    except REDIS_ERRORS as exc:  # the discovery loop tries again
+        discovery.error = f"{type(exc).__name__}: {exc}"  # (/readyz: not ready while it fails)
+        ctx.health.failed("reading the queues the server's patterns match", exc)
+
+
+async def _stop_heartbeat(heartbeat: Heartbeat, task: asyncio.Task[None]) -> None:
+    """Stop the heartbeat (last: it keeps leases alive until every write is done) and unregister
+    the server. Bounded like the loops: a heartbeat stuck in the client library's reconnection
+    (seen once, just after a Redis restart) must not keep the server up; and should the library
+    lose the cancellation, the loop ends at its next turn."""
+    heartbeat.stop()
+    task.cancel()
+    _, stuck = await asyncio.wait([task], timeout=STOP_LOOPS_TIMEOUT)
+    if stuck:
+        log.error("the heartbeat did not stop within %gs of being cancelled; leaving it, at:\n%s",
+                  STOP_LOOPS_TIMEOUT, _where(task))
+    try:
+        await asyncio.wait_for(heartbeat.clear(), STOP_LOOPS_TIMEOUT)
+    except asyncio.TimeoutError:
+        log.warning("could not unregister server within %gs", STOP_LOOPS_TIMEOUT)
+
+
+def _aggregation(p: LoopParts) -> Loop:
+    from .worker.aggregator import Aggregation, AggregatorParams
+
+    o = p.options
+    assert o.group_aggregator is not None  # (its row's when)
+    return Aggregation(p.ctx, AggregatorParams(tuple(o.queues), o.group_aggregator, o.group_grace_period,
+                                               o.group_max_delay, o.group_max_size), p.pool)
+
+
+def _scheduling(p: LoopParts) -> Loop:
+    from .worker.scheduler import SchedulerParams, Scheduling, entries_of
+
+    o, ctx = p.options, p.ctx
+    params = SchedulerParams(entries_of(o.scheduler_entries), owner=o.scheduler_owner or "",
+                             fire=bool(o.scheduler or o.scheduler_entries))
+    return Scheduling(ctx.exec, ctx.broker, ctx.clock, params, ctx.stopping, ctx.health.failed)
+
+
+def _always(o: ServerOptions) -> bool:
+    return True
+
+
+SERVER_LOOPS: tuple[LoopSpec, ...] = (
+    LoopSpec("ready-ping", lambda o: o.health_port is not None, lambda p: p.reach, start="at_once", delayed=False),
+    LoopSpec("check-queues", _always, lambda p: _QueueCheck(p.ctx, list(p.options.queues)), start="connected"),
+    LoopSpec("heartbeat", _always, lambda p: p.heartbeat, delayed=False, stop=_stop_heartbeat),
+    LoopSpec("forwarder", _always, lambda p: p.forwarder),
+    LoopSpec("recoverer", _always, lambda p: p.recoverer),
+    LoopSpec("janitor", _always, lambda p: Janitor(p.ctx, JanitorParams.of(p.options))),
+    LoopSpec("control", _always, lambda p: _ControlLoop(p.ctx, p.processor, p.server_id, p.heartbeat)),
+    LoopSpec("propagator", _always, lambda p: Propagator(p.ctx)),
+    LoopSpec("aggregation", lambda o: o.group_aggregator is not None, _aggregation),
+    # an owner without entries only prunes its stale entries at start
+    LoopSpec("scheduling", lambda o: bool(o.scheduler or o.scheduler_entries or o.scheduler_owner), _scheduling),
+    LoopSpec("discovery", lambda o: any(map(is_queue_pattern, o.queues)),
+             lambda p: Discovery(p.ctx, p.served, p.processor.serve, [p.forwarder.wake]), prepare=_first_scan),
+)
+"""The server's loops besides the processor, in start order (each phase starts its loops in
+this order; they stop in it too, the heartbeat last). ``Server.arun`` makes those whose ``when``
+holds for its options, starts each in its phase and stops them all when the processor returns."""
+
+_Running = tuple[LoopSpec, Any, "asyncio.Task[None]"]
+
+
+def _make_loops(parts: LoopParts, options: ServerOptions) -> list[tuple[LoopSpec, Loop]]:
+    """The loops of :data:`SERVER_LOOPS` whose ``when`` holds for ``options``, made, in order."""
+    return [(spec, spec.make(parts)) for spec in SERVER_LOOPS if spec.when(options)]
+
+
+async def _prepare_loops(ctx: Context, loops: list[tuple[LoopSpec, Loop]]) -> None:
+    """Await each loop's ``prepare`` (once Redis answers, before the startup hooks), in order."""
+    for spec, loop in loops:
+        if spec.prepare is not None:
+            await spec.prepare(ctx, loop)
+
+
+def _start_loops(ctx: Context, loops: list[tuple[LoopSpec, Loop]], phase: Phase) -> list[_Running]:
+    """Start the tasks of the loops of ``phase`` (in table order)."""
+    return [(spec, loop, asyncio.create_task(_later(ctx, loop.run) if spec.delayed else _run(loop),
+                                             name=f"asynqpy-{spec.name}"))
+            for spec, loop in loops if spec.start == phase]
+
+
+async def _run(loop: Loop) -> None:
+    await loop.run()
+
+
+async def _stop_loops(running: list[_Running]) -> None:
+    """Cancel the running loops, wait for them at most STOP_LOOPS_TIMEOUT together (a loop
+    stuck in a client library's teardown must not keep the server up), then stop those with a
+    stop of their own (the heartbeat), in order."""
+    together = [task for spec, _, task in running if spec.stop is None]
+    for t in together:
+        t.cancel()
+    if together:
+        _, stuck = await asyncio.wait(together, timeout=STOP_LOOPS_TIMEOUT)
+        for t in stuck:
+            log.error("%s did not stop within %gs of being cancelled; leaving it, at:\n%s", t.get_name(),
+                      STOP_LOOPS_TIMEOUT, _where(t))
+    for spec, loop, task in running:
+        if spec.stop is not None:
+            await spec.stop(loop, task)
 
 
 async def _wait_for_redis(ctx: Context, fail_fast: bool) -> bool:

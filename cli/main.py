@@ -18,7 +18,7 @@ import sysconfig
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -26,6 +26,7 @@ from asynqpy.core.errors import InvalidArgumentError
 from asynqpy.core.keys import validate_queue_or_pattern
 from asynqpy.core.mux import ServeMux
 from asynqpy.worker.logs import configure_logging
+from asynqpy.worker.settings import SETTING, SETTINGS, Bool, Choice, Flag, Int, OrNone, Seconds, Setting
 
 from .common import (
     UserError,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["UserError", "main", "redis_url_option", "user_errors"]
 
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+FC = TypeVar("FC", bound=Callable[..., Any])
 
 
 def version() -> str:
@@ -306,71 +308,92 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
         configure_logging(logging.getLevelName(logging.getLogger().level), value)
 
 
-@main.command()
+class _OneLineErrors(click.Command):
+    """A command whose bad flag values (out of range, not a number, not a choice) are one line on
+    stderr and exit code 2, as its other user errors; the environment variable is named when the
+    value came from it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.BadParameter as exc:
+            message, param = exc.format_message(), exc.param
+            if param is not None and param.name and \
+                    ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+                message = message.replace(f" (env var: '{getattr(param, 'envvar', '')}')", "")
+            raise UserError(message) from None
+
+
+def _setting_option(s: Setting) -> Callable[[FC], FC]:
+    """The ``asynqpy worker`` flag of setting ``s`` (its row of the settings table): the setting's
+    name is the parameter's, its environment variable is read when the flag is not given, and a
+    flag not given leaves the setting to the App or to ServerOptions' default."""
+    flag = cast(Flag, s.flag)
+    names = [flag.name if flag.off is None else f"{flag.name}/{flag.off}", *([flag.short] if flag.short else [])]
+    kw: dict[str, Any] = {"envvar": flag.env, "show_envvar": True, "metavar": flag.metavar,
+                          "help": flag.help or s.doc.replace("`", "") + ".", **_flag_kind(s, flag)}
+    return click.option(*names, s.name, **kw)
+
+
+def _flag_kind(s: Setting, flag: Flag) -> dict[str, Any]:
+    """The click type, default and shown default of setting ``s``'s flag, from its check."""
+    check = s.check.inner if isinstance(s.check, OrNone) else s.check
+    shown: str | bool = s.shown.replace("`", "") if s.shown else s.default is not None
+    default = None if s.shown else s.default  # a flag left at its default is not passed on (given_settings)
+    if isinstance(check, Bool) or check.type.startswith("bool"):
+        return {"is_flag": True, "default": None if flag.off else False}
+    if isinstance(check, Seconds) and s.check is not check:  # a duration with a "none": 0 or 'none'
+        return {"type": TimeoutSeconds(), "default": None,
+                "help": (flag.help or s.doc) + f" [default: {default:g}]."}
+    kind: Any = None
+    if isinstance(check, Int):
+        kind = click.IntRange(check.low, check.high)
+    elif isinstance(check, Seconds):
+        low = 0.0 if flag.least is None else flag.least
+        kind = click.FloatRange(min=low, min_open=flag.least is None and not check.zero_ok)
+    elif isinstance(check, Choice):
+        kind = click.Choice(check.choices)
+    return {"type": kind, "show_default": shown, "default": default}
+
+
+def settings_flags(command: FC) -> FC:
+    """Add the worker's flags: one per setting of the settings table that has one, in table order."""
+    for s in reversed([s for s in SETTINGS if s.flag is not None]):
+        command = _setting_option(s)(command)
+    return command
+
+
+def given_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """The settings whose flag was given (on the command line, or its environment variable),
+    checked by their rows; a bad value is a UserError naming the flag. A flag left out is not
+    in it: the App's setting, else ServerOptions' default, holds."""
+    source = click.get_current_context().get_parameter_source
+    out: dict[str, Any] = {}
+    for s in SETTINGS:
+        if s.flag is None or source(s.name) in (None, click.core.ParameterSource.DEFAULT):
+            continue
+        value = values[s.name]
+        if s.name == "queues":
+            value = parse_queues(value)
+        elif isinstance(s.check, OrNone) and isinstance(s.check.inner, Seconds):
+            value = value or None  # 0: none
+        try:
+            out[s.name] = s.check(s.name, value)
+        except InvalidArgumentError as exc:
+            raise UserError(f"{s.flag.name}: {exc}") from None
+    return out
+
+
+@main.command(cls=_OneLineErrors)
 @click.argument("target")
-@click.option("--queues", "-q", "queues_spec", default=None, show_default="default=1, or an App's task queues",
-              help="Queues to serve and their weights: critical=6,default=3,low (no weight: 1).")
-@click.option("--concurrency", default=10, show_default=True, type=click.IntRange(min=1),
-              help="Handlers running at once, per worker process.")
+@settings_flags
 @click.option("--processes", default=1, show_default=True, type=click.IntRange(min=1),
               help="Run N worker processes under a supervisor that restarts crashed ones.")
-@click.option("--strict-priority", is_flag=True, help="Always serve higher-weight queues first.")
-@click.option("--lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
-              help="Seconds a dequeued task is reserved for this worker; renewed by the heartbeat.")
-@click.option("--heartbeat-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.01),
-              help="Seconds between lease renewals (less than --lease).")
-@click.option("--shutdown-timeout", default=8.0, show_default=True, type=click.FloatRange(min=0),
-              help="On SIGTERM/Ctrl-C, seconds running handlers may finish before their tasks are requeued.")
-@click.option("--default-timeout", default=None, type=TimeoutSeconds(),
-              help="Seconds per attempt for tasks enqueued without a timeout; 0 or 'none': no limit "
-                   "[default: 1800].")
-@click.option("--unknown-type", default="retry", show_default=True, type=click.Choice(["retry", "archive"]),
-              help="What a task with no handler does: retry (rolling deploys) or archive at once.")
-@click.option("--fail-fast", is_flag=True,
-              help="Exit at once if Redis cannot be reached at start (default: wait for it, retrying).")
-@click.option("--fair/--greedy", "fair", default=None,
-              help="--fair: take one task per fetch and queue up behind idle workers, so a burst is spread "
-                   "across workers and processes; --greedy: fill every free slot at once (fastest drain). "
-                   "Default: fair with --processes N, else greedy.")
-@click.option("--scheduler", "run_scheduler", is_flag=True,
-              help="Also run a scheduler: enqueue the scheduler entries' tasks on their ticks (any number of "
-                   "workers may: each tick is enqueued once).")
 @click.option("--loop", "loop", default="asyncio", show_default=True, type=click.Choice(["asyncio", "uvloop"]),
               help="The event loop: asyncio, or uvloop (pip install '.[uvloop]' in asynqpy's "
                    "repository).")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Serve this worker's metrics (durations, outcomes, in flight; pip install '.[metrics]' in "
-                   "asynqpy's repository) on this port; with --processes N, the sum of the processes'.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True,
-              help="The address --metrics-port binds (0.0.0.0: every interface).")
-@click.option("--health-port", "health_port", default=None, metavar="PORT",
-              help="Serve health probes, GET /livez (the event loop answers) and /readyz (connected, "
-                   "registered, taking tasks), on this port (one worker process: not with --processes N).")
-@click.option("--health-host", default="127.0.0.1", show_default=True,
-              help="The address --health-port binds (0.0.0.0: every interface, e.g. in a container).")
-@click.option("--name", "name", default=None,
-              help="This worker's name, for tasks enqueued with workers=[...] or runs=N (default: host:pid; "
-                   "the processes of --processes N share it).")
-@click.option("--worker-version", "worker_version", default=None, metavar="VERSION",
-              help="This worker's version (MAJOR[.MINOR[.PATCH]]): it runs tasks enqueued with "
-                   "min_worker_version up to it and sets newer ones aside for newer workers (docs/deploy.md).")
-@click.option("--sandbox", is_flag=True,
-              help="Run every plain (def) handler in a child process (a timeout kills it, a crash fails only its "
-                   "task); handlers registered with sandbox=True always are.")
-@click.option("--sandbox-processes", default=2, show_default=True, type=click.IntRange(1, 1024),
-              help="Child processes for sandboxed handlers, per worker process.")
-@click.option("--sandbox-max-tasks", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Tasks a child runs before it is replaced (0: no limit).")
-@click.option("--sandbox-max-memory", default=0, show_default=True, type=click.IntRange(min=0), metavar="MB",
-              help="A child whose peak memory passed this many MB after a task is replaced (0: no limit).")
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]), expose_value=False,
               callback=_set_log_format, help="Log lines as text or JSON (also accepted before the command).")
-@click.option("--log-success", is_flag=True,
-              help="Log a line per task that succeeds, at INFO (by default only at DEBUG, which also turns on "
-                   "every library's debug lines).")
-@click.option("--capture-logs", is_flag=True,
-              help="Keep the logging records each handler emits while its task runs in the task's logs "
-                   "(asynqpy task inspect; ServerOptions.capture_logs).")
 @click.option("--outbox", "outbox_db", default=None, metavar="DB_URL",
               help="Also relay the transactional outbox of this database (SQLAlchemy URL) to Redis, in a thread "
                    "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`; its "
@@ -385,53 +408,23 @@ def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | Non
 @signing_key_option
 @redis_url_option
 @user_errors
-def worker(target: str, queues_spec: str | None, concurrency: int, processes: int, strict_priority: bool,
-           lease: float, heartbeat_interval: float, shutdown_timeout: float, default_timeout: float | None,
-           unknown_type: str, fail_fast: bool, fair: bool | None, run_scheduler: bool, loop: str,
-           metrics_port: int | None, metrics_host: str, health_port: str | None, health_host: str,
-           name: str | None, worker_version: str | None, sandbox: bool, sandbox_processes: int,
-           sandbox_max_tasks: int, sandbox_max_memory: int, log_success: bool, capture_logs: bool,
-           outbox_db: str | None, db_password_file: str | None, supervised: bool, signing_key_file: str | None,
-           redis_url: str) -> None:
+def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_password_file: str | None,
+           supervised: bool, signing_key_file: str | None, redis_url: str, **settings: Any) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
-    functions' queues, its hooks, its server options and its Redis URL (the flags given win)."""
+    functions' queues, its hooks, its server options and its Redis URL (the flags given win).
+    Every setting's flag is also read from its environment variable (ASYNQPY_CONCURRENCY...)."""
     keys = signing_keys(signing_key_file)  # checked before any child process starts
-    probes_port = None
-    if health_port is not None:
-        if not health_port.isdigit() or not 0 <= int(health_port) <= 65535:
-            raise UserError(f"--health-port must be a port number (0-65535), got {health_port!r}")
-        if processes > 1:
-            raise UserError("--health-port serves one worker process's probes: run one process per container "
-                            "(or per probe port) rather than --processes N")
-        probes_port = int(health_port)
-    if loop == "uvloop":
-        try:
-            import uvloop  # noqa: F401 - checked before any child process starts
-        except ImportError:
-            raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
-    if name is not None:
-        from asynqpy.core.keys import validate_worker_name
-
-        try:
-            validate_worker_name(name)
-        except InvalidArgumentError as exc:
-            raise UserError(f"--name: {exc}") from None
-    if worker_version is not None:
-        from asynqpy.core.deploy import encode_version
-
-        try:
-            encode_version(worker_version)
-        except InvalidArgumentError as exc:
-            raise UserError(f"--worker-version: {exc}") from None
-    spec = parse_queues(queues_spec) if queues_spec else None
+    given = given_settings(settings)  # the flags given, checked: before any child process starts
+    if "health_port" in given and processes > 1:
+        raise UserError("--health-port serves one worker process's probes: run one process per container "
+                        "(or per probe port) rather than --processes N")
+    _check_loop(loop)
     found = load_mux(target)  # with --processes too: a broken TARGET fails here, not in every child
     app = None if isinstance(found, ServeMux) else found
     mux = found if isinstance(found, ServeMux) else found.mux
-    given = click.get_current_context().get_parameter_source
-    if app is not None and given("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
-        redis_url = app.redis
-    queues: Any = spec or (app.server().options.queues if app else {"default": 1})
+    redis_url = _redis_url(app, redis_url)
+    queues: Any = given.pop("queues", None) or (app.server().options.queues if app else {"default": 1})
     if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
         keys = app.signing_key
     relay = None
@@ -441,66 +434,62 @@ def worker(target: str, queues_spec: str | None, concurrency: int, processes: in
         relay = make_relay(outbox_db, redis_url, keys, flag="--outbox", password_file=db_password_file)
         relay.start()
     if processes > 1:
-        from asynqpy.worker.supervisor import supervise
-
-        argv = [a for a in sys.argv[1:]]
-        if fair is None:
-            argv.append("--fair")  # spread bursts over the processes
-        metrics = None
-        if metrics_port is not None:
-            from asynqpy.worker.metrics import prometheus
-
-            try:
-                prometheus()
-            except InvalidArgumentError as exc:
-                raise UserError(f"--metrics-port: {exc}") from None
-            metrics = (metrics_host, metrics_port)
-        sys.exit(supervise(processes, _child_argv(argv), metrics=metrics))
-    extra: dict[str, Any] = {}
-    if default_timeout is not None:
-        extra["default_timeout"] = default_timeout or None  # 0: no limit
-    if fail_fast:
-        extra["fail_fast"] = True
-    if log_success:
-        extra["log_success"] = True
-    if capture_logs:
-        extra["capture_logs"] = True
-    if fair:
-        extra["fair_dispatch"] = True
-    if run_scheduler:
-        extra["scheduler"] = True
-    if name is not None:
-        extra["name"] = name
-    if worker_version is not None:
-        extra["version"] = worker_version
-    if metrics_port is not None:
-        extra["metrics_port"], extra["metrics_host"] = metrics_port, metrics_host
-    if probes_port is not None:
-        extra["health_port"], extra["health_host"] = probes_port, health_host
-    if sandbox:
-        extra["sandbox"] = True
-    extra.update(sandbox_processes=sandbox_processes, sandbox_max_tasks=sandbox_max_tasks,
-                 sandbox_max_memory_mb=sandbox_max_memory)
-    if app is not None:
-        extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
-                 "on_shutdown": [app._hook(h) for h in app.shutdown], **extra}
-        if app.periodic_entries:
-            extra["scheduler_entries"] = tuple(app.periodic_entries)
-        extra["scheduler_owner"] = app.owner
-    flags = {"concurrency": concurrency, "strict_priority": strict_priority, "lease": lease,
-             "heartbeat_interval": heartbeat_interval, "shutdown_timeout": shutdown_timeout,
-             "unknown_type": unknown_type}
-    if app is not None:  # the App's own options, unless a flag was given
-        flags = {k: v for k, v in flags.items() if given(k) is not click.core.ParameterSource.DEFAULT
-                 or k not in app.server_options}
+        _supervise(processes, given)
+    extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
 
-    server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **flags})
+    server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **given})
     try:
         server.run(mux, loop=loop, supervised=supervised)
     finally:
         if relay is not None:
             relay.stop()
+
+
+def _check_loop(loop: str) -> None:
+    """``--loop uvloop`` needs uvloop (checked before any child process starts)."""
+    if loop == "uvloop":
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
+
+
+def _redis_url(app: App | None, redis_url: str) -> str:
+    """The App's Redis URL when it has one and --redis-url was not given, else ``redis_url``."""
+    source = click.get_current_context().get_parameter_source
+    if app is not None and source("redis_url") is click.core.ParameterSource.DEFAULT and isinstance(app.redis, str):
+        return app.redis
+    return redis_url
+
+
+def _app_options(app: App) -> dict[str, Any]:
+    """The server options an App brings: its own, its hooks, its periodic entries and owner."""
+    extra = {**app.server_options, "on_startup": [app._hook(h) for h in app.startup],
+             "on_shutdown": [app._hook(h) for h in app.shutdown]}
+    if app.periodic_entries:
+        extra["scheduler_entries"] = tuple(app.periodic_entries)
+    extra["scheduler_owner"] = app.owner
+    return extra
+
+
+def _supervise(processes: int, given: dict[str, Any]) -> None:
+    """Run ``processes`` copies of this worker command under a supervisor; exits with its code."""
+    from asynqpy.worker.supervisor import supervise
+
+    argv = [a for a in sys.argv[1:]]
+    if "fair_dispatch" not in given:
+        argv.append("--fair")  # spread bursts over the processes
+    metrics = None
+    if given.get("metrics_port") is not None:
+        from asynqpy.worker.metrics import prometheus
+
+        try:
+            prometheus()
+        except InvalidArgumentError as exc:
+            raise UserError(f"--metrics-port: {exc}") from None
+        metrics = (given.get("metrics_host", SETTING["metrics_host"].default), given["metrics_port"])
+    sys.exit(supervise(processes, _child_argv(argv), metrics=metrics))
 
 
 def _child_argv(argv: list[str]) -> list[str]:
