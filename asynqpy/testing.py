@@ -117,11 +117,15 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
             # moved a task from retry to pending between the counts and one read of the zsets
             # (just after the clock jumped) made it look as if nothing was left, and drain returned early
             due = await _next_due(redis, names)
-            infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
             # parents' ends on their way to their children (the queue's outbox): the propagator
             # releases those children next, so the work is not done (drain returned with a
-            # chain's or a fan-in's children still waiting)
-            ends = sum([int(await redis.xlen(queue_keys(q).outbox)) for q in names])
+            # chain's or a fan-in's children still waiting). Read before the counts and again
+            # after them: an end the propagator turned into a pending child between the two reads
+            # is in one of them or in the counts (read only after the counts, a child released
+            # between them was in neither, and drain returned with it pending: seen under load)
+            ends = await _ends(redis, names)
+            infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
+            ends += await _ends(redis, names)
             # and tasks an older worker set aside for this version: the server's next dequeue of
             # their queue takes them back (no wake token announces them; drain returned at once)
             ends += sum([await _read(redis, call) for call in held])
@@ -181,6 +185,11 @@ async def _archived(insp: AsyncInspector, queue: str) -> list[str]:
     if queue not in await insp.queues():
         return []
     return [t.id for t in await insp.list_tasks(queue, TaskState.ARCHIVED, page_size=1000)]
+
+
+async def _ends(redis: Any, queues: list[str]) -> int:
+    """Parents' ends not yet delivered to their children (the queues' outboxes)."""
+    return sum([int(await redis.xlen(queue_keys(q).outbox)) for q in queues])
 
 
 async def _read(redis: Any, call: Call[bool]) -> bool:
