@@ -165,3 +165,83 @@ def test_a_removed_queue_used_again_by_long_lived_producers_is_known_and_served(
             await ac.close()
 
     asyncio.run(main())
+
+
+def test_a_fetcher_restarted_while_idle_loses_no_wake_token(backend: Any, monkeypatch: Any) -> None:
+    """A queue dropped from the served set restarts the fetcher (Processor.serve) while it is
+    blocked in its idle wait; a task enqueued just after into that queue (which brings it back)
+    runs at once, not at the scan. Before, the restart cancelled the wait where it could not be
+    unblocked (fakeredis, a client other than redis-py's Redis): its BLPOP went on in the server
+    (fakeredis: until its timeout), the one blocked on that queue's wake list, popped the task's
+    token and lost it with the cancelled reply, and the worker, of more than 4 queues and so
+    fetching by token, left the task to the scan (here, minutes away). (The flaky case of
+    ``test_a_removed_queue_used_again_by_long_lived_producers_is_known_and_served``.)"""
+    monkeypatch.setattr("asynqpy.worker.queues.SCAN_PER_S", 0.01)  # a queue scanned every 100 s
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    names = [f"w-{i}" for i in range(6)]  # more than FEW_QUEUES: the worker fetches by wake token
+
+    def listed(insp: Inspector) -> set[str]:
+        return {q for s in insp.servers() for q in s.queues}
+
+    async def main() -> None:
+        with Inspector(backend.sync) as insp:
+            client = AsyncClient(backend.new_async())
+            for q in names:
+                await client.enqueue("t", q, queue=q)
+            async with serving(backend.new_async(), mux, queues={"w-*": 1}, idle_timeout=8, heartbeat_interval=0.2):
+                await until(lambda: sorted(ran) == names and set(names) <= listed(insp), 5)
+                await until(lambda: insp.queue_info("w-5").processed_total == 1)
+                insp.remove_queue("w-5")  # the fetcher, blocked in its wait (up to 8 s), is restarted
+                await until(lambda: "w-5" not in listed(insp), 5)
+                await client.enqueue("t", "again", queue="w-5")  # only the old wait blocked on its wake list
+                await until(lambda: "again" in ran, 3)
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_discovery_compares_the_next_size_with_what_its_own_read_saw() -> None:
+    """A queue removed between a look's SCARD and the SMEMBERS it asked for, then used again: the
+    next look sees the size change and serves it again. Before, the size kept was the SCARD's
+    (the set's size before the removal), the same as after the queue came back: no look read the
+    set again until the rescan (30 s), and the queue's tasks waited for it."""
+    import fakeredis
+
+    from asynqpy import FakeClock
+    from asynqpy.core.keys import ALL_QUEUES
+    from asynqpy.worker.context import Context
+    from asynqpy.worker.discovery import Discovery
+
+    async def main() -> None:
+        r = fakeredis.FakeAsyncRedis()
+        await r.sadd(ALL_QUEUES, "d-a", "d-b")
+        ctx = Context(r, FakeClock())
+        served: list[list[str]] = []
+
+        async def serve(queues: Any) -> None:
+            served.append(sorted(queues))
+
+        discovery = Discovery(ctx, ServedQueues({"d-*": 1}), serve)
+        run = ctx.exec.run
+
+        async def removed_in_between(call: Any) -> Any:
+            if call.command[:1] == ("SMEMBERS",):
+                await r.srem(ALL_QUEUES, "d-b")  # (Inspector.remove_queue)
+            return await run(call)
+
+        ctx.exec.run = removed_in_between  # type: ignore[method-assign]
+        await discovery.look()
+        ctx.exec.run = run  # type: ignore[method-assign]
+        assert served == [["d-a"]]
+        await r.sadd(ALL_QUEUES, "d-b")  # used again: the set has the size the SCARD said
+        await discovery.look()
+        assert served == [["d-a"], ["d-a", "d-b"]]
+        await r.aclose()
+
+    asyncio.run(main())

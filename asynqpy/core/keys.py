@@ -193,6 +193,13 @@ def limit_keys(name: str) -> tuple[str, str]:
     return f"{PREFIX}:limit:{{{name}}}", f"{PREFIX}:limit:{{{name}}}:held"
 
 
+def wait_stop(tag: str) -> str:
+    """LIST a processor's idle wait blocks on besides its queues' wake lists (when it cannot be
+    ended with ``CLIENT UNBLOCK``): a push to it ends the wait, so a fetcher is stopped without
+    cancelling a BLPOP in flight (whose reply, a wake token it popped, would be lost)."""
+    return f"{PREFIX}:waitstop:{tag}"
+
+
 def server_info(server_id: str) -> str:
     """STRING holding a live server's description (msgpack), with a TTL refreshed by heartbeats."""
     return f"{PREFIX}:server:{server_id}"

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 from ..core.broker import Call
-from ..core.keys import ALL_QUEUES
+from ..core.keys import ALL_QUEUES, known_queues
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
 from .queues import ServedQueues
@@ -55,7 +55,10 @@ class Discovery:
         """Read every known queue; serve the matches (the processor is told if they changed)."""
         ctx = self.ctx
         self._scanned = asyncio.get_running_loop().time()
-        known = await ctx.exec.run(ctx.broker.queues())
+        # the size the next looks compare with is this read's own (not the SCARD that asked for
+        # it: a queue removed in between, then used again, would leave the set that size and
+        # keep this server from serving it until the next rescan)
+        self._size, known = await ctx.exec.run(Call(_sized, command=("SMEMBERS", ALL_QUEUES)))
         added, dropped = self.served.replace(known)
         if added or dropped:
             log.info("queues matching %s:%s%s", ", ".join(p for p, _ in self.served.patterns),
@@ -69,7 +72,6 @@ class Discovery:
         size = await self.ctx.exec.run(Call(int, command=("SCARD", ALL_QUEUES)))
         if size != self._size or asyncio.get_running_loop().time() - self._scanned >= RESCAN_EVERY:
             await self.scan()
-            self._size = size
 
     async def run(self) -> None:
         while not self.ctx.stopping.is_set():
@@ -81,6 +83,11 @@ class Discovery:
                 self.ctx.health.failed("looking for queues matching the server's patterns", exc)
             if await self.ctx.sleep(DISCOVERY_POLL):
                 break
+
+
+def _sized(members: Collection[bytes | str]) -> tuple[int, list[str]]:
+    """The set's size and its valid queue names (:meth:`Broker.queues`), from one SMEMBERS."""
+    return len(members), known_queues(members)
 
 
 def _listed(what: str, queues: list[str]) -> str:

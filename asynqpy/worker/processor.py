@@ -31,7 +31,7 @@ from redis.exceptions import ResponseError
 from ..core import process, tracing
 from ..core.broker import Dequeued
 from ..core.errors import MalformedMessageError, SignatureError, TaskTimeoutError
-from ..core.keys import queue_keys
+from ..core.keys import queue_keys, wait_stop
 from ..core.mux import ServeMux
 from ..core.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
 from ..core.signing import run_message
@@ -81,8 +81,13 @@ class Processor:
         self._running = False  # run() started the fetcher (serve() restarts it)
         self._restart = False  # serve(): the fetcher ends its loop (handing back its wake tokens)
         self._in_dequeue = self._in_wait = False  # a dequeue, or an idle wait, in flight (_stop_fetcher)
+        self._in_call = False  # a call that pops or puts back a wake token in flight (_poll, _hand_back)
         self._riding = 0  # the count of the dequeue riding with the idle wait in flight (0: none)
         self._waiter = PipelinedWait(ctx) if PipelinedWait.supported(ctx.redis) else None
+        # without the pipelined wait (fakeredis, a client of another type), the idle BLPOP also
+        # blocks on a list of this processor's own, which _stop_fetcher pushes to to end it (a
+        # cluster's per-key BLPOPs are still cancelled)
+        self._stop_key = wait_stop(secrets.token_hex(8)) if self._waiter is None and not ctx.cluster else None
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
         self._set_queues(options.queues)
         self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
@@ -272,12 +277,15 @@ class Processor:
         them (single server: one LMPOP)."""
         backlog = self._queues.backlog
         keys = [k for k in self._wait_keys(now) if self._wake_keys[k] not in backlog]
+        self._in_call = True  # (not cancelled in flight: its reply is a token)
         try:
             popped = await self.ctx.redis.execute_command("LMPOP", len(keys), *keys, "LEFT")
         except ResponseError as exc:  # a server older than Redis 7.0: try every queue, as on a cluster
             log.warning("the server has no LMPOP (%s): each fetch tries every queue", exc)
             self._lmpop = False
             return
+        finally:
+            self._in_call = False
         if popped:
             key = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
             q = self._wake_keys[key]
@@ -310,7 +318,15 @@ class Processor:
             keys = [k for k in self._wait_keys(now) if not self._queues.is_down(self._wake_keys[k], now)]
             timeout = self._queues.next_up(timeout, now)  # or when an unreachable queue is due again
             got = None
-            if keys:
+            if keys and self._stop_key is not None:
+                self._in_wait = True  # (_stop_fetcher ends it with a push to the stop list, never a cancel)
+                try:
+                    got = await self.ctx.blpop_any([*keys, self._stop_key], timeout)
+                finally:
+                    self._in_wait = False
+                if got is not None and got[0] == self._stop_key:
+                    got = None
+            elif keys:
                 got = await self.ctx.blpop_any(keys, timeout)
             else:  # every queue's master is unreachable
                 await self.ctx.sleep(timeout)
@@ -354,10 +370,13 @@ class Processor:
         """Put back the wake token of ``queue``, which this server took but will not act on (its
         slots are full, or it is stopping): other servers of that queue must not sleep through
         its tasks until their idle timeout."""
+        self._in_call = True
         try:
             await self.ctx.exec.run(self.ctx.broker.rewake(queue))
         except REDIS_ERRORS as exc:
             self.ctx.health.failed(f"handing back the wake token of queue {queue}", exc)
+        finally:
+            self._in_call = False
 
     def _took(self, q: str, res: Dequeued, token: str, lease_from: float, sent_ms: int | None = None) -> bool:
         """Record a dequeue's result and start its tasks; True if there were any. ``sent_ms``: this
@@ -602,8 +621,15 @@ class Processor:
                 self._fetcher = asyncio.create_task(self._fetch_loop(), name="asynqpy-fetcher")
 
     async def _stop_fetcher(self, fetcher: asyncio.Task[None], close: bool = True) -> None:
-        """Stop fetching without losing a dequeue in flight: a dequeue is let finish, a pipelined
-        wait is unblocked (its dequeue then completes), anything else is cancelled."""
+        """Stop fetching without losing a wake token or a dequeue in flight: a dequeue, a poll of
+        the wake lists and a token's hand back are let finish, an idle wait is ended from outside
+        (``CLIENT UNBLOCK``, or a push to its stop list), anything else is cancelled.
+
+        An idle wait is never cancelled where it can be ended: a BLPOP whose read is cancelled
+        goes on in the server until it sees the connection closed (fakeredis: until its timeout),
+        and a token it pops meanwhile (a task enqueued just after) is lost with its reply: the
+        queue then waits for the scan (:meth:`QueueOrder.scan`), seconds to minutes."""
+        pushed = False
         while not fetcher.done():
             if self._in_wait and self._waiter is not None:
                 try:
@@ -611,8 +637,22 @@ class Processor:
                 except REDIS_ERRORS as exc:
                     log.warning("could not unblock the idle wait: %s", exc)
                     fetcher.cancel()
-            elif not self._in_dequeue:
+            elif self._in_wait and self._stop_key is not None:
+                if not pushed:
+                    pushed = True
+                    try:
+                        await self.ctx.redis.execute_command("LPUSH", self._stop_key, "1")
+                        await self.ctx.redis.execute_command("EXPIRE", self._stop_key, 60)
+                    except REDIS_ERRORS as exc:
+                        log.warning("could not end the idle wait: %s", exc)
+                        fetcher.cancel()
+            elif not self._in_dequeue and not self._in_call:
                 fetcher.cancel()
             await asyncio.wait([fetcher], timeout=0.05)
+        if pushed and self._stop_key is not None:  # (left if the wait ended otherwise first)
+            try:
+                await self.ctx.redis.execute_command("DEL", self._stop_key)
+            except REDIS_ERRORS as exc:
+                log.warning("could not clear the idle wait's stop list: %s", exc)
         if close and self._waiter is not None:
             await self._waiter.close()
