@@ -596,6 +596,8 @@ class Processor:
             if self.opts.sync_threads is None and isinstance(self._pool, DaemonThreadPool):
                 self._pool.resize(2 * concurrency)
             self._slot_freed.set()  # a fetcher waiting for a free slot looks again
+            while self._in_dequeue:  # a dequeue in flight was sent for the old number: it ends before this returns
+                await asyncio.sleep(0.001)  # (its write may reach Redis after the acknowledgement's next enqueue)
             fetcher = self._fetcher
             if fetcher is None or not self._in_wait or self._riding <= concurrency - len(self.executing):
                 return
