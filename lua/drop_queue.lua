@@ -41,6 +41,7 @@ KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes
 KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
 KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY tw       the queue's tenants held by their rate: tenant -> ms its next task conforms (includes/priority)
 ARG force      '1' = the queue's processes are deleted with it; else a process left counts as a task
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders
 of removed tasks ('') counts as empty (up to 1000 of them are looked at).
