@@ -45,7 +45,7 @@ def engine_of(db_url: str, flag: str = "--db", password_file: str | None = None)
     if password_file is not None:
         try:
             lines = Path(password_file).read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeError) as exc:  # (UnicodeEncodeError: a path no file system can name)
             raise UserError(f"--db-password-file: cannot read {password_file!r}: {exc}") from None
         if not lines or not lines[0].strip():
             raise UserError(f"--db-password-file: {password_file!r} holds no password on its first line")

@@ -497,6 +497,8 @@ CLI_VALUES = {  # parameter name -> its value on the command line: mostly a plau
     "page": mostly(st.sampled_from(["1", "2"]), numbers), "page_size": mostly(st.sampled_from(["1", "30"]), numbers),
     "days": mostly(st.sampled_from(["1", "7"]), numbers), "max_len": mostly(st.sampled_from(["0", "100"]), numbers),
     "since": mostly(st.sampled_from(["10m", "2026-01-01T00:00:00"]), texts), "signing_key_file": st.sampled_from(["/nonexistent/k"]),
+    # (a file path: click's Path stats it, and a lone surrogate, which no argv can hold, cannot be encoded)
+    "db_password_file": st.sampled_from(["/nonexistent/p"]),
     **{k.lstrip("-").replace("-", "_"): v for k, v in ENQUEUE_FLAGS.items()}, "process_in": ENQUEUE_FLAGS["--in"],
 }
 

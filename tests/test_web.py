@@ -749,8 +749,11 @@ def test_tenants_api_and_page(web: TestClient, seeded: str) -> None:
     for bad in ("weight?value=lots", "rate?value=fast", "weight?value=0", "explode"):
         r = web.post(f"{base}/{bad}", headers=_csrf(web))
         assert r.status_code == 400 and "error" in r.json(), bad
+    states = {t["tenant"]: t["state"] for t in web.get(f"/api/queues/{Q}/tenants").json()["tenants"]}
+    assert states == {"acme": "paused", "globex": "taking turns", "initech": "taking turns"}  # (the CLI's words)
     page = web.get(f"/queues/{Q}/tenants").text
     assert 'data-id="acme"' in page and "paused" in page and "50/s" in page and 'data-param="value"' in page
+    assert page.count("taking turns") == 2
     assert 'id="tenants-link"' in web.get(f"/queues/{Q}").text
     assert web.post(f"{base}/clear", headers=_csrf(web)).json()["tenant"]["weight"] == 1
     with Inspector(seeded) as insp:

@@ -47,6 +47,7 @@ from ..core.jsontext import jsonable
 from ..core.keys import queue_keys, validate_queue
 from ..core.process import ProcessError, ProcessNotFoundError
 from ..core.task import TaskState
+from ..core.tenants import state_text
 from ..inspector import AsyncInspector
 from ..redisio.connection import REDIS_ERRORS
 
@@ -534,9 +535,11 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     async def tenants(queue: str, after: str = "", count: int = Query(100, ge=1, le=1000)) -> Any:
         """A page of the queue's tenants that have pending tasks, in name order (``after``: the
         last tenant of the page before; ``next``: the one to give for the next page, '' when this
-        was the last): pending and active tasks, weight, concurrency, rate, paused, ready."""
+        was the last): pending and active tasks, weight, concurrency, rate, paused, ready, and
+        ``state``: what it is doing in a few words (the CLI's: "held: rate", "held: concurrency")."""
         got = await inspector.tenants(queue, after=after, count=count)
-        return {"tenants": jsonable(got), "next": got[-1].tenant if len(got) == count else ""}
+        rows = [{**jsonable(t), "state": state_text(t, short=True)} for t in got]
+        return {"tenants": rows, "next": got[-1].tenant if len(got) == count else ""}
 
     @app.post("/api/queues/{queue}/tenants/{tenant:path}/{action}", tags=["tenants"])
     async def tenant_action(queue: str, tenant: str, action: str, value: str = "") -> Any:
