@@ -247,6 +247,8 @@ return {{K.tasks, K.lease, A.id, A.now{body}}}
     ("probe.lua", "", "", ", KV[3]", "uses KV, but its header names no variadic tail"),
     ("probe.lua", "KEY more...  a tail\n", "", ", KV[2]", r"uses KV\[2\], a named input"),
     ("probe.lua", "", "ARG items...  a tail\nARG late  after the tail\n", "", "follows the variadic tail"),
+    ("probe.lua", "", "", ", F.tenant", None),
+    ("probe.lua", "", "", ", F.tenants", "uses F.tenants, which is no message field"),
 ])
 def test_a_header_that_does_not_match_fails_at_load_time(tmp_path: Path, filename: str, extra_keys: str,
                                                          extra_args: str, body: str, error: str | None) -> None:
@@ -319,3 +321,19 @@ def test_a_script_that_names_one_pending_key_names_them_all() -> None:
         named = keys & set(PENDING_KEYS)
         if named and name not in NOT_ALL_PENDING_KEYS:
             assert named == set(PENDING_KEYS), f"{name} names {sorted(named)} of the pending keys, not all of them"
+
+
+def test_no_field_number_is_written_twice() -> None:
+    """Message field numbers come from core/codec.py's field table (FIELD_INDEX), emitted into each
+    script's prologue as ``F``: no Lua file gives a field's index a number of its own."""
+    import re
+
+    from asynqpy.core.codec import FIELD_INDEX
+
+    for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:
+        code = "\n".join(line.split("--", 1)[0] for line in path.read_text().split("]]", 1)[-1].splitlines())
+        assert not re.search(r"_INDEX\b[^=\n]*=\s*[\d,\s]+$|msg_field\([^)]*,\s*\d+\)", code, re.MULTILINE), path.name
+        assert not re.search(r"\[\d+\]\s*=\s*true", code), f"{path.name}: a table of field numbers (use F.<field>)"
+    dq = load_scripts()["dequeue"].source
+    line = next(x for x in dq.splitlines() if x.startswith("local F = {"))
+    assert f"priority = {FIELD_INDEX['priority']}" in line and f"tenant = {FIELD_INDEX['tenant']}" in line

@@ -17,7 +17,9 @@ reads its inputs by name (``K.tasks``, ``A.now``); a script with a variadic tail
 stride of keys) reaches the positional arrays as ``KV`` / ``AV``. Every name must be distinct
 (keys and arguments share one namespace), a Python identifier and not a Lua or Python keyword. The
 body may not index ``KEYS`` / ``ARGV`` itself, may not read a ``K.x`` / ``A.x`` its header does not
-name, and may not read a literal ``KV[n]`` / ``AV[n]`` that is not in its tail. A header or body
+name, and may not read a literal ``KV[n]`` / ``AV[n]`` that is not in its tail. Message field
+numbers come from the codec's field table: the prologue defines ``F`` with the fields the
+flattened script reads (``F.priority``), and an unknown field fails at load. A header or body
 that fails is a load-time error.
 
 :func:`bind` turns named inputs into the positional KEYS and ARGV a script is run with; the broker
@@ -37,6 +39,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .codec import FIELD_INDEX
+
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
 _DOC_LINE = re.compile(r"^\s*--(?!- @include ).*\n", re.MULTILINE)
 _NAME = re.compile(r"^([a-z_]+)\.lua$")
@@ -45,6 +49,7 @@ _DECL_START = re.compile(r"^(KEYS?|ARGV?)\b")
 _DECL = re.compile(r"^(KEY|ARG) ([A-Za-z_]\w*)(\.\.\.)?(?:\s{2,}\S.*)?\s*$")
 _RAW = re.compile(r"\b(KEYS|ARGV)\b")
 _NAMED = re.compile(r"(?<![\w.])([KA])\.([A-Za-z_]\w*)")
+_FIELD = re.compile(r"(?<![\w.])F\.([A-Za-z_]\w*)")
 _POS = re.compile(r"\b(KV|AV)\[(\d+)\]")
 _LUA_KEYWORDS = frozenset("and break do else elseif end false for function goto if in local nil not or repeat return "
                           "then true until while".split())
@@ -164,6 +169,9 @@ def check_body(filename: str, body: str, keys: Sequence[str], args: Sequence[str
     for kind, nm in _NAMED.findall(code):
         if nm not in named[kind]:
             raise ScriptHeaderError(f"{filename}: uses {kind}.{nm}, which its header does not name")
+    for nm in _FIELD.findall(code):
+        if nm not in FIELD_INDEX:
+            raise ScriptHeaderError(f"{filename}: uses F.{nm}, which is no message field (core/codec.py FIELD_INDEX)")
     count = {"KV": (len(keys), keys_tail), "AV": (len(args), args_tail)}
     for kind in ("KV", "AV"):
         n, tail = count[kind]
@@ -176,10 +184,14 @@ def check_body(filename: str, body: str, keys: Sequence[str], args: Sequence[str
 
 def prologue(keys: Sequence[str], args: Sequence[str], code: str) -> str:
     """The opening lines the loader puts after a script's header: its named inputs as ``K`` and
-    ``A``, and the positional arrays as ``KV`` / ``AV`` where the code uses them (a tail)."""
+    ``A``, the message fields it reads as ``F`` (``F.tenant``: the field's 0-based index, from
+    core/codec.py FIELD_INDEX), and the positional arrays as ``KV`` / ``AV`` where the code uses them (a tail)."""
     k = ", ".join(f"{nm} = KEYS[{i}]" for i, nm in enumerate(keys, 1))
     a = ", ".join(f"{nm} = ARGV[{i}]" for i, nm in enumerate(args, 1))
     out = f"local K = {{{k}}}\nlocal A = {{{a}}}\n"
+    fields = sorted(set(_FIELD.findall(code)), key=FIELD_INDEX.__getitem__)
+    if fields:
+        out += "local F = {" + ", ".join(f"{nm} = {FIELD_INDEX[nm]}" for nm in fields) + "}\n"
     for kind, raw in (("KV", "KEYS"), ("AV", "ARGV")):
         if re.search(rf"\b{kind}\b", code):
             out += f"local {kind} = {raw}\n"
