@@ -323,7 +323,7 @@ class CrossMachine(RuleBasedStateMachine):
         self.trace.append(f"child {id} after={parents} {policy} -> {info.state.value}")
 
     def enqueue_debounced(self, payload: int) -> None:
-        """A debounced enqueue: it replaces the scheduled task of its unique key (schedule.lua)."""
+        """A debounced enqueue: it replaces the scheduled task of its unique key (schedule-10)."""
         id = self.new_id()
         info = self.client.enqueue("refresh", payload, queue=Q, task_id=id, debounce=2, unique_key="refresh",
                                    max_retry=1)
@@ -660,7 +660,7 @@ class CrossMachine(RuleBasedStateMachine):
         self.trace.append(f"{verb} {id} ({before} -> {after})")
 
     def cancel(self, id: str) -> None:
-        """An operator cancels a running task (cancel.lua): it is archived and its lease ends now
+        """An operator cancels a running task (cancel-21): it is archived and its lease ends now
         (the lease entry and the token in its record are gone), so an operator's ``run_task`` may
         hand it to a worker again at once. The cancelled run stays in ``running``: its worker still
         writes its outcome, which the token check must refuse."""

@@ -149,7 +149,7 @@ class PlusMachine(CrossMachine):
     def hand_edit_then_sweep(self) -> None:
         """A tenant taking turns is removed from the ring and an active tenant task's entry from
         ``ta`` by hand; one pass of each tenant part of the sweep and of its tasks part follows
-        (lua/tenant_fix.lua, lua/reconcile.lua): the model's checks after the step say
+        (lua/tenant_fix-10.lua, lua/reconcile-10.lua): the model's checks after the step say
         whether it put everything back."""
         ring = [t for t in self.r.zrange(K.tr, 0, -1) if t]
         active = sorted(self.r.hkeys(K.ta))
