@@ -169,7 +169,7 @@ def test_cancel_in_a_worker_process(redis_url: str) -> None:
 
 
 def test_a_cancelled_run_ends_its_lease_so_run_task_may_hand_it_out_again(backend: Any) -> None:
-    """An operator's cancel ends the run's lease at once (cancel-21 removes the lease entry and
+    """An operator's cancel ends the run's lease at once (cancel.lua removes the lease entry and
     the token from the record, freeing its concurrency slot), so ``run_task`` makes the task
     pending and a worker may take it again while the cancelled handler's 30 s lease has not
     run out: that is two hand-outs by design, not a task run twice under a live lease. The

@@ -249,7 +249,7 @@ def test_a_stream_mixing_single_and_batch_entries_keeps_its_cap_of_events(backen
     assert 1000 <= len(events) <= 1000 + 10 + 50, len(events)  # the cap, and no more than a trim's slack
     assert events[-1].task_id == "last4" and "first" not in {e.task_id for e in events}
     assert int(backend.sync.hget(queue_keys(Q).conf, "kept")) == len(events)  # the count is the stream's
-    b, x = Broker(), SyncExecutor(backend.sync)  # a worker's batched ends (done-20) and dequeues count too
+    b, x = Broker(), SyncExecutor(backend.sync)  # a worker's batched ends (done.lua) and dequeues count too
     ins.set_events(Q, 1000, active=True)
     for _ in range(4):
         taken = x.run(b.dequeue(Q, 100, 60_000, "tok00001")).tasks
@@ -338,7 +338,7 @@ def test_an_operators_run_now_writes_an_event(backend: Any) -> None:
 
 def test_a_done_batch_mixing_plain_and_other_tasks_answers_in_order(backend: Any) -> None:
     """done sends plain successes (no lock, waiter, progress, result or key) in a short form ahead
-    of the others (lua/done-20.lua 'plain', includes/exit exit_plain): each item's reply is still
+    of the others (lua/done.lua 'plain', includes/exit exit_plain): each item's reply is still
     its own, in the items' order, and every task's 'completed' event is written once, an id with a
     space in it (it cannot go in an id list) included; an id named twice among the short items is
     ended once (its second entry: 0, no such task)."""

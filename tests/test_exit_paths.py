@@ -60,7 +60,7 @@ SHAPES = {"done", "complete", "archive", "cancel", "delete_tasks", "archive_task
 
 @cache
 def _scripts() -> dict[str, str]:
-    return {p.name.rsplit("-", 1)[0]: p.read_text() for p in sorted(LUA.glob("*.lua"))}
+    return {p.stem: p.read_text() for p in sorted(LUA.glob("*.lua"))}
 
 
 @cache
@@ -73,9 +73,10 @@ def _body(text: str) -> str:
     return text.split("]]", 1)[1] if text.startswith("--[[") else text
 
 
-def _tasks_key(text: str) -> int | None:
-    m = re.search(r"^\s*(?:--+\s*)?KEYS\[(\d+)\]\s+(?:t|tasks)\b", text, re.MULTILINE)
-    return int(m.group(1)) if m else None
+def _tasks_key(text: str) -> str | None:
+    """The name the script's header gives the tasks hash (its body reads it as ``K.<name>``)."""
+    m = re.search(r"^KEY (t|tasks)\b", text, re.MULTILINE)
+    return m.group(1) if m else None
 
 
 def _code(text: str) -> str:
@@ -115,7 +116,7 @@ def _task_writers() -> frozenset[str]:
 def _changes_tasks(text: str) -> bool:
     body = _code(_body(text))
     n = _tasks_key(text)
-    if n is not None and re.search(rf"'H(?:SET|DEL)',\s*KEYS\[{n}\]", body):
+    if n is not None and re.search(rf"'H(?:SET|DEL)',\s*K\.{n}\b", body):
         return True
     return any(re.search(rf"\b{w}\(", body) for w in _task_writers() if w != "task_exit")
 
@@ -136,7 +137,7 @@ def test_every_script_that_changes_a_task_calls_the_exit_include_or_says_why() -
     for name in sorted(changing):
         uses_exit = _calls_exit(_scripts()[name])
         assert uses_exit or name in NO_EXIT, (
-            f"lua/{name}-*.lua changes tasks without lua/includes/exit.lua: call task_exit with the way its tasks "
+            f"lua/{name}.lua changes tasks without lua/includes/exit.lua: call task_exit with the way its tasks "
             "leave (a row of exit_row), or list it in NO_EXIT with the reason no duty applies")
         assert not (uses_exit and name in NO_EXIT), f"{name} calls task_exit: take it out of NO_EXIT"
     assert not set(NO_EXIT) - changing, f"NO_EXIT lists scripts that no longer change tasks: {set(NO_EXIT) - changing}"
@@ -193,11 +194,11 @@ def test_the_architecture_lists_every_exit_path() -> None:
     files = {p.name[:-4] for p in LUA.glob("*.lua")}
     for name, text in _scripts().items():
         n = _tasks_key(text)
-        ends = n is not None and bool(re.search(rf"'HDEL',\s*KEYS\[{n}\]", _body(text))
-                                      or re.search(rf"'HSET',\s*KEYS\[{n}\],[^\n]*'[xc]' \.\.", _body(text)))
+        ends = n is not None and bool(re.search(rf"'HDEL',\s*K\.{n}\b", _body(text))
+                                      or re.search(rf"'HSET',\s*K\.{n},[^\n]*'[xc]' \.\.", _body(text)))
         if ends and name not in ("extend", "reconcile"):
-            full = next(f for f in files if f.rsplit("-", 1)[0] == name)
-            assert f"`{full}`" in table, f"docs/architecture.md 'Exit paths' does not name {full}"
+            full = f"{name}.lua"
+            assert name in files and f"`{full}`" in table, f"docs/architecture.md 'Exit paths' does not name {full}"
 
 
 _LUA_GLOBALS = {"redis", "tonumber", "tostring", "unpack", "ipairs", "pairs", "error", "type", "math", "string",

@@ -187,6 +187,9 @@ def test_remove_queue(h: H) -> None:
 
     h.x.run(h.b.done(Q, "busy", "tok00000", Message("t")))
     h.insp.pause(Q)
+    q = queue_keys(Q)
+    h.r.zadd(q.tw, {"acme": 1})  # a tenant held by its rate, a stale tenant slot: they go with the queue
+    h.r.hset(q.ta, "gone", "acme")
     h.insp.remove_queue(Q, force=True)
     assert Q not in h.insp.queues()
     assert [k for k in h.r.keys(f"asynqpy:{{{Q}}}:*") if b":processed:" not in k and b":failed:" not in k] == []

@@ -287,12 +287,12 @@ WRITES = {"hset", "hdel", "hincrby", "set", "del", "unlink", "lpush", "rpush", "
 def test_every_operator_script_is_refused_to_a_producer_before_its_first_write() -> None:
     """A script only operators (and workers) run, that writes, starts with a command the README's
     producer role does not hold (PERSIST, or EXISTS through includes/operator.lua): Redis refuses
-    the whole script to a producer before anything changes (issue 42: hold-10 had no such guard,
+    the whole script to a producer before anything changes (issue 42: hold.lua had no such guard,
     and a producer could block and unblock task types)."""
     allowed = {c[1:] for r in documented_acl()["producer"] for c in r.strip("()").split() if c.startswith("+")}
     unguarded = []
     for script in sorted(ROLE_SCRIPTS["inspector"] - ROLE_SCRIPTS["producer"] - ROLE_SCRIPTS["worker"]):
-        path = next((ROOT / "lua").glob(f"{script}-*.lua"))
+        path = ROOT / "lua" / f"{script}.lua"
         body = path.read_text().split("]]", 1)[1]  # the script's own body, after its header
         if not {c.lower() for c in re.findall(r"redis\.p?call\('(\w+)'", body)} & WRITES:
             continue  # reads only (page, stats, tenants: its includes' writes are not called)
@@ -646,7 +646,7 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
                             lambda: pinsp.delete_task("default", "g1"),
                             lambda: pinsp.set_workers("default", "m1", ["w2"]),
                             lambda: pinsp.delete_task("default", "m1"),  # a targeted task: run_end's D
-                            lambda: pinsp.block_type("default", "ok"),  # deploy holds (hold-10)
+                            lambda: pinsp.block_type("default", "ok"),  # deploy holds (hold.lua)
                             lambda: pinsp.unblock_type("default", "ok"),
                             lambda: SyncExecutor(raw_producer).run(Broker().cancel(  # cancel, sent raw
                                 "default", victim, "12345678", b"x", "", b"n")),

@@ -219,29 +219,36 @@ def test_a_missing_or_extra_name_fails_when_the_call_is_built() -> None:
 
 
 GOOD = """--[[ probe: a test script
-KEYS[1] tasks      tasks hash
-KEYS[2] lease      lease zset
-{extra_keys}ARGV[1] id
-ARGV[2] now        '' = Redis time
+KEY tasks          tasks hash
+KEY lease          lease zset
+{extra_keys}ARG id
+ARG now            '' = Redis time
 {extra_args}Returns 1.
 ]]
-return {{KEYS[1], KEYS[2], ARGV[1], ARGV[2]{body}}}
+return {{K.tasks, K.lease, A.id, A.now{body}}}
 """
 
 
 @pytest.mark.parametrize("filename, extra_keys, extra_args, body, error", [
-    ("probe-2.lua", "", "", "", None),
-    ("probe-2.lua", "KEYS[3..] more  a tail\n", "ARGV[3..] items  a tail\n", ", KEYS[5], ARGV[9]", None),
-    ("probe-3.lua", "", "", "", "names 2 keys, its file name says 3"),
-    ("probe-2.lua", "KEYS[2+j]          unnamed tail\n", "", "", "not a declaration"),
-    ("probe-2.lua", "KEYS[4] gap  after a gap\n", "", "", "out of order"),
-    ("probe-2.lua", "", "ARGV[3] lease  a key's name again\n", "", "unique across KEYS and ARGV"),
-    ("probe-2.lua", "", "ARGV[3] from  a Python keyword\n", "", "not a Python keyword"),
-    ("probe-2.lua", "", "ARGV[3] in one space before its description\n", "", "not a declaration"),
-    ("probe-2.lua", "", "", ", KEYS[3]", r"uses KEYS\[3\], which its header does not name"),
-    ("probe-2.lua", "", "", ", ARGV[3]", r"uses ARGV\[3\], which its header does not name"),
-    ("probe-2.lua", "", "ARGV[3..] items  a tail\nARGV[4] late  after the tail\n", "", "follows the variadic tail"),
-    ("probe.lua", "", "", "", "is not named <verb>-<numkeys>.lua"),
+    ("probe.lua", "", "", "", None),
+    ("probe.lua", "KEY more...  a tail\n", "ARG items...  a tail\n", ", KV[5], AV[9], #KV, #AV", None),
+    ("probe-2.lua", "", "", "", "is not named <verb>.lua"),
+    ("probe.lua", "KEYS[3] more      the old grammar\n", "", "", "not a declaration"),
+    ("probe.lua", "KEY 2j          not a name\n", "", "", "not a declaration"),
+    ("probe.lua", "", "ARG lease  a key's name again\n", "", "unique across keys and arguments"),
+    ("probe.lua", "", "ARG from  a Python keyword\n", "", "not a Python or Lua keyword"),
+    ("probe.lua", "", "ARG repeat  a Lua keyword\n", "", "not a Python or Lua keyword"),
+    ("probe.lua", "", "ARG in one space before its description\n", "", "not a declaration"),
+    ("probe.lua", "", "", ", KEYS[3]", "uses KEYS itself"),
+    ("probe.lua", "", "", ", ARGV[1]", "uses ARGV itself"),
+    ("probe.lua", "", "", ", #ARGV", "uses ARGV itself"),
+    ("probe.lua", "", "", ", K.tsks", "uses K.tsks, which its header does not name"),
+    ("probe.lua", "", "", ", A.tasks", "uses A.tasks, which its header does not name"),
+    ("probe.lua", "", "", ", KV[3]", "uses KV, but its header names no variadic tail"),
+    ("probe.lua", "KEY more...  a tail\n", "", ", KV[2]", r"uses KV\[2\], a named input"),
+    ("probe.lua", "", "ARG items...  a tail\nARG late  after the tail\n", "", "follows the variadic tail"),
+    ("probe.lua", "", "", ", F.tenant", None),
+    ("probe.lua", "", "", ", F.tenants", "uses F.tenants, which is no message field"),
 ])
 def test_a_header_that_does_not_match_fails_at_load_time(tmp_path: Path, filename: str, extra_keys: str,
                                                          extra_args: str, body: str, error: str | None) -> None:
@@ -253,6 +260,39 @@ def test_a_header_that_does_not_match_fails_at_load_time(tmp_path: Path, filenam
         return
     with pytest.raises(ScriptHeaderError, match=error):
         load_dir(tmp_path)
+
+
+def test_the_prologue_binds_each_name_to_its_position(tmp_path: Path) -> None:
+    """The loader's prologue gives the body K.<key> and A.<arg> in the header's order, and KV / AV
+    (the positional arrays) for a tail: run on a server, the probe returns its inputs by name."""
+    import fakeredis
+
+    (tmp_path / "includes").mkdir()
+    (tmp_path / "probe.lua").write_text(GOOD.format(extra_keys="KEY more...  a tail\n",
+                                                    extra_args="ARG items...  a tail\n", body=", KV[3], AV[4]"))
+    s = load_dir(tmp_path)["probe"]
+    keys, args = bind_named(s.name, tmp_path, tasks="t", lease="l", more=["m"], id="i", now="n", items=["x", "y"])
+    r = fakeredis.FakeStrictRedis()
+    assert r.eval(s.source, len(keys), *keys, *args) == [b"t", b"l", b"i", b"n", b"m", b"y"]
+
+
+def bind_named(name: str, root: Path, **named: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """KEYS, ARGV of a call of a script of ``root`` (bind's work, for a directory of one's own)."""
+    s = load_dir(root)[name]
+    keys = tuple(named[k] for k in s.keys) + tuple(named[s.keys_tail] if s.keys_tail else ())
+    args = tuple(named[a] for a in s.args) + tuple(named[s.args_tail] if s.args_tail else ())
+    return keys, args
+
+
+def test_no_script_body_indexes_keys_or_argv() -> None:
+    """Script bodies and includes read their inputs by name (the loader's prologue, core/scripts.py):
+    no ``KEYS[`` / ``ARGV[`` after a script's header (comments included), and no file name carries
+    a key count."""
+    for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:
+        text = path.read_text()
+        body = text.split("]]", 1)[1] if text.startswith("--[[") else text
+        assert "KEYS[" not in body and "ARGV[" not in body, f"{path.name} indexes KEYS/ARGV: use K.x / A.x"
+        assert "-" not in path.stem, f"{path.name}: a script's file name is its verb alone"
 
 
 def test_the_shipped_headers_load() -> None:
@@ -281,3 +321,19 @@ def test_a_script_that_names_one_pending_key_names_them_all() -> None:
         named = keys & set(PENDING_KEYS)
         if named and name not in NOT_ALL_PENDING_KEYS:
             assert named == set(PENDING_KEYS), f"{name} names {sorted(named)} of the pending keys, not all of them"
+
+
+def test_no_field_number_is_written_twice() -> None:
+    """Message field numbers come from core/codec.py's field table (FIELD_INDEX), emitted into each
+    script's prologue as ``F``: no Lua file gives a field's index a number of its own."""
+    import re
+
+    from asynqpy.core.codec import FIELD_INDEX
+
+    for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:
+        code = "\n".join(line.split("--", 1)[0] for line in path.read_text().split("]]", 1)[-1].splitlines())
+        assert not re.search(r"_INDEX\b[^=\n]*=\s*[\d,\s]+$|msg_field\([^)]*,\s*\d+\)", code, re.MULTILINE), path.name
+        assert not re.search(r"\[\d+\]\s*=\s*true", code), f"{path.name}: a table of field numbers (use F.<field>)"
+    dq = load_scripts()["dequeue"].source
+    line = next(x for x in dq.splitlines() if x.startswith("local F = {"))
+    assert f"priority = {FIELD_INDEX['priority']}" in line and f"tenant = {FIELD_INDEX['tenant']}" in line

@@ -101,7 +101,7 @@ class Model:
     forwarder_plan: float = math.inf  # when the (modelled) forwarder next wakes by itself, ms
     leases: list[tuple[str, str]] = field(default_factory=list)  # every (id, token) ever handed out
     trimmed: int = 0  # archived tasks the archive limits deleted
-    watch: dict[str, list[str]] = field(default_factory=dict)  # id -> inbox ids of late waiters (watch-2)
+    watch: dict[str, list[str]] = field(default_factory=dict)  # id -> inbox ids of late waiters (watch.lua)
     progress: dict[str, bytes] = field(default_factory=dict)  # id -> latest progress of an active task
 
     def push(self, id: str, front: bool = False) -> None:
@@ -801,7 +801,7 @@ class QueueMachine(RuleBasedStateMachine):
         self._recover(id, value, max_size, max_age)
 
     def _expired(self, limit: int, wait: bool = False) -> list[tuple[str, bytes]]:
-        """The recoverer's read (expired-3), checked; the reads are remembered for late_recover.
+        """The recoverer's read (expired.lua), checked; the reads are remembered for late_recover.
         ``wait``: none expired yet: the clock moves on to the next expiry and it reads again."""
         res = self.run(self.b.expired(Q, limit))
         if wait and not res.tasks and res.next_ms > 0:
@@ -906,7 +906,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(took=st.booleans())
     def rewake(self, took: bool) -> None:
         """An idle worker that ``took`` the queue's wake token filled its slots from another queue
-        and hands it back (rewake-7; else a late or repeated hand-back): afterwards a token waits
+        and hands it back (rewake.lua; else a late or repeated hand-back): afterwards a token waits
         iff tasks are pending (at most one)."""
         if took:
             assert (self.r.lpop(K.wake) is not None) == self.m.wake
@@ -1053,7 +1053,7 @@ class QueueMachine(RuleBasedStateMachine):
         owners = self.r.mget([K.lock(d) for d in m.locks]) if m.locks else []
         assert [o.decode() if o else None for o in owners] == list(m.locks.values()), "lock owners"
         keys |= {f"{K.base}processed:{d}" for d in m.processed} | {f"{K.base}failed:{d}" for d in m.failed}
-        markers = {k for k in s["keys"] if k.startswith(K.batch(""))}  # enqueue_many-8's, 60 s each
+        markers = {k for k in s["keys"] if k.startswith(K.batch(""))}  # enqueue_many.lua's, 60 s each
         assert all(0 < self.r.pttl(k) <= 60_000 for k in markers), "a batch marker without its TTL"
         assert self.r.xlen(K.events) <= 10_000 + 200  # the event stream (tests/test_events.py): capped
         # (the settings hash holds the event stream's count of events, 'kept': issue 42, events.lua)
@@ -1125,7 +1125,7 @@ def test_enqueue_many_sent_again_leaves_a_middle_task_alone() -> None:
     """A batch with generated ids is sent again (its reply was lost) after its first and last tasks
     finished (done: deleted) while the middle one still runs. Looking at the first and last ids
     (the first fix) found neither stored and HSET every id again: the running task was written back
-    as pending (its lease stolen). The call's batch marker (enqueue_many-8) recognises it."""
+    as pending (its lease stolen). The call's batch marker (enqueue_many.lua) recognises it."""
     r = fakeredis.FakeRedis()
     b, x = Broker(FakeClock(START_MS)), SyncExecutor(r)
     msgs = {id: Message("a", id) for id in ("g1", "g2", "g3")}

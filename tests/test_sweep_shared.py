@@ -1,4 +1,4 @@
-"""The consistency sweep is shared by the workers of a queue (lua/sweep-1.lua): its lease and
+"""The consistency sweep is shared by the workers of a queue (lua/sweep.lua): its lease and
 cursors live in the queue's slot, so three janitors on one queue make one sweep per interval, not
 three; a sweep whose holder stops is continued by another from its last step once the lease has
 expired; no sweep at a worker's start. On fakeredis, the real redis-server and the cluster, with a

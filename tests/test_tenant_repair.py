@@ -1,5 +1,5 @@
 """The consistency sweep repairs a queue's tenant bookkeeping after its keys were removed or edited
-by hand (issue 32 stage 4; lua/tenant_fix-10.lua, the ``tasks`` part's lua/reconcile-10.lua): a
+by hand (issue 32 stage 4; lua/tenant_fix.lua, the ``tasks`` part's lua/reconcile.lua): a
 slot counted for a task that is no longer active is freed, a tenant with pending tasks that no
 dequeue would pick is put back in the ready ring, a count raised by hand that holds a tenant at its
 concurrency is corrected, an active tenant task missing from ``ta`` is counted again. Nothing

@@ -415,7 +415,7 @@ def test_client_batch_mixes_paths_and_reports_per_item(backend: Any) -> None:
 
 
 def test_rewake_hands_a_token_back_only_when_tasks_wait(h: H) -> None:
-    """rewake-7: a worker that took a queue's wake token and will not act on it puts it back, if
+    """rewake.lua: a worker that took a queue's wake token and will not act on it puts it back, if
     the queue has pending tasks; at most one token waits, as always."""
     assert h.run(h.b.rewake(Q)) == 0 and h.r.llen(K.wake) == 0  # nothing pending: nothing to wake for
     h.enqueue("a")

@@ -114,9 +114,9 @@ class Resolved(enum.IntEnum):
 
 
 _AFTER_STATES = {1: TaskState.PENDING, 2: TaskState.WAITING, 3: TaskState.ARCHIVED, 4: TaskState.SCHEDULED}
-"""enqueue_after-16's codes: the state the new task is in."""
+"""enqueue_after.lua's codes: the state the new task is in."""
 _KEYED_STATES = {1: TaskState.PENDING, 2: TaskState.BLOCKED}
-"""enqueue_keyed-15's and key_gate-14's codes: the state the task is in (key_gate's 0: none, it changed)."""
+"""enqueue_keyed.lua's and key_gate.lua's codes: the state the task is in (key_gate's 0: none, it changed)."""
 """The longest delay any script is given (100 years, the longest duration an option takes): a
 retry policy returning more is capped to it, so a due time stays an exact integer in Lua and in
 the script's reply (1e19 ms overflowed Redis's integer reply)."""
@@ -211,7 +211,7 @@ class Expired:
 
 @dataclass(frozen=True)
 class SweepLease:
-    """A reply of lua/sweep-1.lua: ``code`` 1 = the caller holds the sweep's lease (``cursors``:
+    """A reply of lua/sweep.lua: ``code`` 1 = the caller holds the sweep's lease (``cursors``:
     where to go on, after a claim), 0 = it does not (ask again in ``ms``), 2 = the sweep ended
     (the next is due in ``ms``)."""
 
@@ -272,7 +272,7 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
 
 
 STATS_WIDTH = 21
-"""Values per queue in the stats script's reply (lua/stats-23.lua)."""
+"""Values per queue in the stats script's reply (lua/stats.lua)."""
 
 
 def _snapshot(queue: str, r: list[Any]) -> Snapshot:
@@ -397,7 +397,7 @@ def _is_plain(d: Done) -> bool:
 
 
 def _done_args(q: QueueKeys, items: Sequence[Done], index: Callable[[str], int]) -> tuple[list[Any], list[int], int]:
-    """The done script's items (lua/done-20.lua): the plain ones first in the short form (id, token,
+    """The done script's items (lua/done.lua): the plain ones first in the short form (id, token,
     attempt), then the others (10 arguments each); with the order they go in (reply k is the
     item order[k]'s) and how many are plain. An id named twice keeps the items' order (its first
     entry is the one that ends the task): every item then goes in the long form."""
@@ -573,7 +573,7 @@ class Broker:
                        known: Sequence[int] = ()) -> Call[list[Any]]:
         """:meth:`proc_read` of several processes of one queue in one script call: the raw reply of
         each, in order. ``known``: per process, the newest event the caller holds (0 = none): the
-        reply's events start there when it is within the page (see lua/proc_read-2.lua)."""
+        reply's events start there when it is within the page (see lua/proc_read.lua)."""
         q = queue_keys(queue)
         items: list[Any] = []
         for i, p in enumerate(pids):
@@ -582,7 +582,7 @@ class Broker:
 
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
-        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit-26.lua``): a
+        """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit.lua``): a
         :meth:`proc_commit_many` of one. ``timer``: the (id, message) of the timeout input a plan
         that sets a timer schedules. ``msg``: the input's message (with its completion written in,
         when it has a retention). Raises LeaseLostError (also when the process changed since it was
@@ -827,7 +827,7 @@ class Broker:
     def run_end(self, queue: str, task_id: str, msg: Message, outcome: str, *, run: str = "", token: str | bytes = "",
                 recover: bool = False, failed: Message | None = None, max_retry: int | None = None,
                 result: Any = None, sign: bool = True) -> Call[tuple[int, str]]:
-        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end-22.lua),
+        """A run of targeted task ``task_id`` ended (``outcome`` s, f, e, g: see lua/run_end.lua),
         or (``run`` '') an operator deletes (D) or archives (X) the task. ``msg``: the task's
         message (its workers name the keys, its retention decides what completing keeps);
         ``failed``: the message with the run's error (``sign`` False: stored unsigned, for a message
@@ -871,7 +871,7 @@ class Broker:
     def set_workers(self, queue: str, id: str, read: bytes, old: Message, new: Message, stored: bytes) -> Call[Acted]:
         """A targeted task's allowed workers: ``old`` (the message read, as ``read``) -> ``new``,
         stored as ``stored`` (sealed by :func:`~asynqpy.core.signing.trust_gate`). Codes in
-        lua/set_workers-4.lua."""
+        lua/set_workers.lua."""
         q = queue_keys(queue)
         old_index, _ = _targets(q, old.workers)
         new_index, wakes = _targets(q, new.workers)
@@ -934,7 +934,7 @@ class Broker:
         parsers = [_finish_code("done", d.id) for d in items]
 
         def parse(reply: list[Any] | int) -> list[int | Exception]:
-            if isinstance(reply, int):  # every item done (lua/done-20.lua: the count, not a list of 1s)
+            if isinstance(reply, int):  # every item done (lua/done.lua: the count, not a list of 1s)
                 reply = [1] * reply
             out: list[int | Exception] = [0] * len(order)
             for n, r in zip(order, reply):
@@ -1091,7 +1091,7 @@ class Broker:
 
     def tenant_fix(self, queue: str, mode: str, cursor: str,
                    count: int = 200) -> Call[tuple[str, list[tuple[str, str]]]]:
-        """One step of a tenant part of the consistency sweep (lua/tenant_fix-10.lua): ``mode``
+        """One step of a tenant part of the consistency sweep (lua/tenant_fix.lua): ``mode``
         "active" frees the slots counted for tasks no longer active; "ring" puts tenants with
         pending tasks that no dequeue would pick back in the ready ring (and corrects the count of
         one held at its concurrency). Returns (next cursor, '0' = pass done; [(id or tenant, what
@@ -1106,7 +1106,7 @@ class Broker:
 
     def sweep_claim(self, queue: str, owner: str, lease_ms: int, interval_ms: int,
                     parts: Sequence[str]) -> Call[SweepLease]:
-        """Ask for the lease of the queue's consistency sweep (lua/sweep-1.lua): granted when a
+        """Ask for the lease of the queue's consistency sweep (lua/sweep.lua): granted when a
         sweep is due (one ``interval_ms`` after the last ended; a queue never swept is recorded
         now, its first sweep due an interval later) or under way with no live holder. The reply's
         ``cursors`` (granted) say where to go on: the parts not done yet, each at its cursor."""
@@ -1224,7 +1224,7 @@ class Broker:
     def cron_fire(self, queue: str, name: str, definition: bytes, tick_ms: int, id: str, msg: Message,
                   keep: int) -> Call[tuple[int, int]]:
         """Enqueue the task of entry ``name`` for ``tick_ms`` (0 = run now), exactly once across
-        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire-14.lua."""
+        schedulers. Returns (code, Redis now in ms); codes in lua/cron_fire.lua."""
         q = queue_keys(queue)
         return script_call(
             "cron_fire", lambda r: (int(r[0]), int(r[1])),
@@ -1250,7 +1250,7 @@ class Broker:
     def delete_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
                      window: int) -> Call[list[Acted]]:
         """Delete tasks still in ``state`` (not active) and unchanged since read. ``items``: (id, lock
-        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks-16.lua).
+        digest or '', index hint or -1 / -2, the stored value read; see delete_tasks.lua).
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         locks, args = self._per_task(q, items)
@@ -1283,7 +1283,7 @@ class Broker:
         :func:`~asynqpy.core.signing.trust_gate`, never here: it rewrites a message read from Redis)
         and, if ``at_ms`` or ``in_ms`` is given, a new due time. ``read``: the stored value the caller
         read (the task must still hold it). ``keyed``: a scheduled task due now stays scheduled (due
-        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task-13.lua."""
+        now by the Redis clock) for the forwarder's key gate. Codes in lua/edit_task.lua."""
         q = queue_keys(queue)
         return script_call("edit_task", Acted, **_q(q, "tasks scheduled wake tick events conf"), **pending_keys(q),
                            container=container_of(q, state), id=id_arg(id), state=state.code, read=read, msg=new,
@@ -1294,7 +1294,7 @@ class Broker:
                   msg: Message) -> Call[Acted]:
         """A group's ``members`` ((id, stored value read), oldest first) -> deleted, and the
         aggregate ``msg`` -> pending under ``id``, in one step, only if every member is still in
-        the group unchanged. Codes in lua/aggregate-10.lua."""
+        the group unchanged. Codes in lua/aggregate.lua."""
         q = queue_keys(queue)
         locks: list[str] = []  # KEYS[10 + j]
         triples: list[Any] = []
@@ -1310,7 +1310,7 @@ class Broker:
 
     def ungroup(self, queue: str, id: str, read: bytes, verb: str, group: str) -> Call[Acted]:
         """aggregating -> deleted (``verb`` 'delete'), archived ('archive') or pending ('run'), if
-        the task still holds the value ``read``. Codes in lua/ungroup-11.lua."""
+        the task still holds the value ``read``. Codes in lua/ungroup.lua."""
         q = queue_keys(queue)
         target = {"archive": q.archived, "run": q.pending}.get(verb, q.group(group))
         return script_call("ungroup", Acted,
@@ -1346,7 +1346,7 @@ class Broker:
         return script_call("drop_queue", Acted, **_q(
             q, "lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch "
                "progress events conf aggregating groups groups_first groups_size targeted runs targeted_any "
-               "waiting deps children outbox blocked keyheld proc procs hist"), **pending_keys(q),
+               "waiting deps children outbox blocked keyheld proc procs hist tw"), **pending_keys(q),
             force="1" if force else "0")
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:

@@ -175,13 +175,13 @@ def encode_values(values: list[Any], end: int | None = None) -> bytes:
 assert len(_TYPES) == len(_FIELDS), "one type per Message field"
 assert _FIELDS.index("priority") == PRIORITY_INDEX
 RETRY_FRONT_INDEX = _FIELDS.index("retry_front")
-assert RETRY_FRONT_INDEX == 24, "lua/includes/priority.lua reads the retry_front field at this index"
 TENANT_INDEX = _FIELDS.index("tenant")
-assert TENANT_INDEX == 25, "lua/includes/priority.lua reads the tenant field at this index"
 MIN_VERSION_INDEX = _FIELDS.index("min_version")
-assert MIN_VERSION_INDEX == 27, "lua/includes/hold.lua reads the min_version field at this index"
 KEY_INDEX = _FIELDS.index("key")
-assert KEY_INDEX == 23, "lua/includes/serial.lua reads the key field at this index"
+FIELD_INDEX: dict[str, int] = {name: i for i, name in enumerate(_FIELDS)}
+"""Each message field's index in the encoded array (0-based): the table a Lua script reads as
+``F.<field>`` (core/scripts.py emits the fields a script uses into its prologue), so no field
+number is written in Lua."""
 _UNIQUE_INDEX = _FIELDS.index("unique")
 
 

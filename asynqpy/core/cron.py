@@ -12,7 +12,7 @@ fired tick and after its creation, oldest first. A tick is late, not missed, whi
 ``grace`` old: it is still enqueued. An older one was missed (every scheduler was down) and the
 entry's ``missed`` policy decides: ``"skip"`` (the default) leaves it, ``"last"`` runs the latest
 missed tick once.
-Every scheduler computes the same answer; the fire script (lua/cron_fire-14.lua) lets exactly one
+Every scheduler computes the same answer; the fire script (lua/cron_fire.lua) lets exactly one
 of them enqueue it.
 """
 
@@ -544,7 +544,7 @@ def fire_call(broker: Broker, e: Entry, definition: bytes, tick_ms: int, now_ms:
 
 
 FIRED, ALREADY, GONE, CHANGED, PAUSED, EARLY = 1, 0, -1, -2, -3, -4
-"""cron_fire's codes (lua/cron_fire-14.lua)."""
+"""cron_fire's codes (lua/cron_fire.lua)."""
 
 
 def _entry_code(queue: str, name: str) -> Callable[[Any], int]:

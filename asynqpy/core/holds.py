@@ -1,5 +1,5 @@
 """Deploy holds, the calls (docs/deploy.md "Holding tasks during a deploy"; the design in
-:mod:`asynqpy.core.deploy`): block and unblock a task type in a queue (lua/hold-10.lua)."""
+:mod:`asynqpy.core.deploy`): block and unblock a task type in a queue (lua/hold.lua)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def check_type_name(task_type: str) -> str:
 
 @dataclass(frozen=True)
 class HoldReply:
-    """One call of lua/hold-10.lua: ``moved`` tasks put back, the ``offset`` for the next call,
+    """One call of lua/hold.lua: ``moved`` tasks put back, the ``offset`` for the next call,
     ``more`` when the band may hold more to read, and the queue's ``blocked`` types."""
 
     moved: int
@@ -37,7 +37,7 @@ class HoldReply:
 
 def hold_call(queue: str, action: str, task_type: str = "", offset: int = 0,
               batch: int = UNBLOCK_BATCH) -> Call[HoldReply]:
-    """The call of lua/hold-10.lua: ``action`` 'block', 'unblock' or 'list'."""
+    """The call of lua/hold.lua: ``action`` 'block', 'unblock' or 'list'."""
     q = queue_keys(queue)
 
     def parse(r: list[Any]) -> HoldReply:

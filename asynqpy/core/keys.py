@@ -229,7 +229,7 @@ class QueueKeys:
     key), keyheld (HASH key -> the id holding it), and per key its list (:meth:`key_list`);
     durable processes (lua/includes/process.lua): proc (HASH process id -> record), procs (ZSET
     process id -> last change), hist (HASH '<process id>:<n>' -> event); sweep (HASH: the lease and
-    cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep-1.lua);
+    cursors of the janitor's consistency sweep, shared by the queue's workers, lua/sweep.lua);
     tenants (``enqueue(..., tenant=)``, lua/includes/priority.lua): tq (ZSET, scores 0, of the
     pending tasks with a tenant, member 'tenant \\0 band seq id'), tr (ZSET, the ready ring: tenant
     -> pass), tn (HASH: 'v' the virtual time, 'q' the seq counter, 'l:<tenant>' its settings), ta
@@ -303,7 +303,7 @@ class QueueKeys:
     def ran(self, id: str) -> str:
         """HASH: what is kept of targeted task ``id``'s runs: 'r:<worker>' -> that worker's run
         result (tasks with retention), and '' -> the final record once it completed with
-        retention (kept as long) or was archived (lua/run_end-22.lua). An id that is not text (read
+        retention (kept as long) or was archived (lua/run_end.lua). An id that is not text (read
         back from bytes that are not UTF-8) is named by its hex bytes: 'ran~<hex>'."""
         try:
             id.encode()
@@ -330,7 +330,7 @@ class QueueKeys:
         return f"{self.base}failed:{day.isoformat()}"
 
     def batch(self, token: str) -> str:
-        """The marker a batch of generated ids leaves for a minute (``enqueue_many-8``): the same
+        """The marker a batch of generated ids leaves for a minute (``enqueue_many.lua``): the same
         call sent again finds it and writes nothing. ``token`` '' gives a never-set placeholder."""
         return f"{self.base}b:{token}"
 

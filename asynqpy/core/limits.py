@@ -1,4 +1,4 @@
-"""A queue's limits, enforced where tasks are handed out (lua/dequeue-17.lua): at most
+"""A queue's limits, enforced where tasks are handed out (lua/dequeue.lua): at most
 ``concurrency`` of its tasks active across all workers, and at most ``rate`` task starts per
 second (a token bucket holding up to ``burst`` tokens, refilled continuously: a smooth rate with
 bursts allowed up to ``burst``; one token per task taken). Stored in the queue's conf hash, so
@@ -7,7 +7,7 @@ they change at run time and hold for every worker at once.
 Workers held back wait without a stampede. By the concurrency limit: each sleeps on the queue's
 wake list (polling every second) and a freed slot leaves one wake-up token (lua/includes/slots.lua),
 which draws one worker. By the rate: ONE of them, the rate's waiter, is told when the next token is
-due and comes for it; the others sleep on the wake list like the former (lua/dequeue-17.lua). The
+due and comes for it; the others sleep on the wake list like the former (lua/dequeue.lua). The
 commands per task started stay flat as workers are added (bench/scale_ratelimit.py): the other
 workers held back by the rate look again (the fallback, should the waiter not come) at most 4 times
 a second in all, each at most once a second.
@@ -33,7 +33,7 @@ one wake-up token when the queue has a concurrency limit, is below it and has pe
 any other outcome (retry, snooze, a run's end) the worker pipelines a ``rewake`` of the queue: a
 dequeue held back by the limit leaves no token, so the workers it held back wait for that one."""
 BUCKET_FIELDS = ("tokens", "ts", "waiter", "waiter_until", "polls")
-"""The conf fields of the rate's state (lua/dequeue-17.lua): its bucket, the worker it told when
+"""The conf fields of the rate's state (lua/dequeue.lua): its bucket, the worker it told when
 the next token is due (its waiter) with the time its turn lapses, and when the last of the other
 held-back workers looks again."""
 

@@ -454,7 +454,7 @@ def _trim(plan: Plan, f: list[bytes], n: int, first: int) -> tuple[int, int]:
 
 def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes, bytes, bytes, bytes, bytes, int, int,
                                                                      bytes]:
-    """What ``proc_commit`` writes for ``plan`` (lua/proc_commit-26.lua): (op, rec_a, rec_due,
+    """What ``proc_commit`` writes for ``plan`` (lua/proc_commit.lua): (op, rec_a, rec_due,
     rec_b, rec_c, new_events, drop_from, drop_to, cancel). The worker builds the new record from
     the one it read (the script checks the record is still those bytes) and the step; the script
     only puts in the times it takes from Redis's clock (the record's 'updated', the events' 'at',

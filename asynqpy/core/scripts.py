@@ -1,20 +1,26 @@
 """The Lua scripts in ``lua/`` and their named inputs.
 
-Each script ``lua/<verb>-<numkeys>.lua`` opens with a ``--[[ ... ]]`` header that names its inputs,
-one declaration a line, in order::
+Each script ``lua/<verb>.lua`` opens with a ``--[[ ... ]]`` header that names its inputs, one
+declaration a line; their order in the header is their order in KEYS and ARGV::
 
-    KEYS[1] tasks        tasks hash              (a key: its name, two or more spaces, what it is)
-    KEYS[2] lease        lease zset
-                         (an indented line goes on describing the one above)
-    KEYS[3..] extra      a sequence: every key from KEYS[3] on (a variadic tail, optional, last)
-    ARGV[1] id           (an argument; its description may be left out)
-    ARGV[2..] items      a sequence: every argument from ARGV[2] on
+    KEY tasks          tasks hash              (a key: its name, two or more spaces, what it is)
+    KEY lease          lease zset
+                       (an indented line goes on describing the one above)
+    KEY extra...       a sequence: every key after the named ones (a variadic tail, optional, last)
+    ARG id             (an argument; its description may be left out)
+    ARG items...       a sequence: every argument after the named ones
 
 The loader resolves ``--- @include "name"`` lines from ``lua/includes``, reads each header into a
-:class:`Script` (its key names, argument names and tails) and checks it against the file name and
-the body: fixed keys numbered 1..N with N the file name's count, no gaps, every name a distinct
-Python identifier (keys and arguments share one namespace), and no literal ``KEYS[n]`` /
-``ARGV[n]`` in the code that the header does not name. A header that fails is a load-time error.
+:class:`Script` (its key names, argument names and tails) and emits the script's prologue after the
+header: ``local K = {tasks = KEYS[1], ...}`` and ``local A = {id = ARGV[1], ...}``, so the body
+reads its inputs by name (``K.tasks``, ``A.now``); a script with a variadic tail (or a loop over a
+stride of keys) reaches the positional arrays as ``KV`` / ``AV``. Every name must be distinct
+(keys and arguments share one namespace), a Python identifier and not a Lua or Python keyword. The
+body may not index ``KEYS`` / ``ARGV`` itself, may not read a ``K.x`` / ``A.x`` its header does not
+name, and may not read a literal ``KV[n]`` / ``AV[n]`` that is not in its tail. Message field
+numbers come from the codec's field table: the prologue defines ``F`` with the fields the
+flattened script reads (``F.priority``), and an unknown field fails at load. A header or body
+that fails is a load-time error.
 
 :func:`bind` turns named inputs into the positional KEYS and ARGV a script is run with; the broker
 builds every script call through it, so a missing or unexpected name fails when the call is built.
@@ -30,17 +36,23 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
+from .codec import FIELD_INDEX
+
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
 _DOC_LINE = re.compile(r"^\s*--(?!- @include ).*\n", re.MULTILINE)
-_NAME = re.compile(r"^([a-z_]+)-(\d+)\.lua$")
+_NAME = re.compile(r"^([a-z_]+)\.lua$")
 _HEADER = re.compile(r"\A--\[\[(.*?)\]\]", re.DOTALL)
-_DECL_START = re.compile(r"^(KEYS|ARGV)\[")
-_DECL = re.compile(r"^(KEYS|ARGV)\[(\d+)(\.\.)?\] ([A-Za-z_]\w*)(?:\s{2,}\S.*)?\s*$")
-_REF = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+_DECL_START = re.compile(r"^(KEYS?|ARGV?)\b")
+_DECL = re.compile(r"^(KEY|ARG) ([A-Za-z_]\w*)(\.\.\.)?(?:\s{2,}\S.*)?\s*$")
+_RAW = re.compile(r"\b(KEYS|ARGV)\b")
+_NAMED = re.compile(r"(?<![\w.])([KA])\.([A-Za-z_]\w*)")
+_FIELD = re.compile(r"(?<![\w.])F\.([A-Za-z_]\w*)")
+_POS = re.compile(r"\b(KV|AV)\[(\d+)\]")
+_LUA_KEYWORDS = frozenset("and break do else elseif end false for function goto if in local nil not or repeat return "
+                          "then true until while".split())
 _COMMENT = re.compile(r"--\[(=*)\[.*?\]\1\]|--[^\n]*", re.DOTALL)
 
 
@@ -50,8 +62,8 @@ class ScriptHeaderError(RuntimeError):
 
 @dataclass(frozen=True)
 class Script:
-    """One loaded script: its name, KEYS count (the fixed keys, as in its file name), flattened
-    source and SHA-1, and its inputs by name (``keys_tail`` / ``args_tail``: the name of the
+    """One loaded script: its name, KEYS count (the fixed keys its header names), source (flattened,
+    its prologue emitted) and SHA-1, and its inputs by name (``keys_tail`` / ``args_tail``: the name of the
     variadic tail taking a sequence, '' = none)."""
 
     name: str
@@ -108,66 +120,82 @@ def _seq(script: str, name: str, v: Any) -> Sequence[Any]:
     return v
 
 
-def parse_header(filename: str, text: str) -> tuple[str, int, tuple[str, ...], tuple[str, ...], str, str]:
-    """(name, numkeys, key names, arg names, keys tail, args tail) of the script ``filename``
-    whose text is ``text``; raises :class:`ScriptHeaderError` when its header breaks the grammar
-    or disagrees with the file name or the body (includes not resolved: pass the flattened body
-    to :func:`check_body`)."""
+def parse_header(filename: str, text: str) -> tuple[str, tuple[str, ...], tuple[str, ...], str, str]:
+    """(name, key names, arg names, keys tail, args tail) of the script ``filename`` whose text is
+    ``text``; raises :class:`ScriptHeaderError` when its header breaks the grammar (includes not
+    resolved: pass the flattened body to :func:`check_body`)."""
     m = _NAME.match(filename)
     if not m:
-        raise ScriptHeaderError(f"Lua file {filename} is not named <verb>-<numkeys>.lua")
-    name, numkeys = m.group(1), int(m.group(2))
+        raise ScriptHeaderError(f"Lua file {filename} is not named <verb>.lua (lowercase letters and _)")
+    name = m.group(1)
     h = _HEADER.match(text)
     if not h:
         raise ScriptHeaderError(f"{filename}: no --[[ ... ]] header at the top")
-    decls: dict[str, list[tuple[int, bool, str]]] = {"KEYS": [], "ARGV": []}
+    fixed: dict[str, list[str]] = {"KEY": [], "ARG": []}
+    tails: dict[str, str] = {"KEY": "", "ARG": ""}
+    seen: set[str] = set()
     for line in h.group(1).splitlines():
         if not _DECL_START.match(line):
             continue
         d = _DECL.match(line)
         if not d:
-            raise ScriptHeaderError(f"{filename}: not a declaration ('KEYS[n] name  description', "
-                                    f"'ARGV[n..] name  description'): {line.strip()!r}")
-        decls[d.group(1)].append((int(d.group(2)), bool(d.group(3)), d.group(4)))
-    fixed: dict[str, tuple[str, ...]] = {}
-    tails: dict[str, str] = {}
-    seen: set[str] = set()
-    for kind, items in decls.items():
-        names: list[str] = []
-        tail = ""
-        for n, variadic, nm in items:
-            if tail:
-                raise ScriptHeaderError(f"{filename}: {kind}[{n}] {nm} follows the variadic tail {tail}")
-            if n != len(names) + 1:
-                raise ScriptHeaderError(f"{filename}: {kind}[{n}] {nm} is out of order (expected {kind}"
-                                        f"[{len(names) + 1}]): a gap or a repeat")
-            if keyword.iskeyword(nm) or nm in seen:
-                raise ScriptHeaderError(f"{filename}: {kind}[{n}] {nm}: a name must be unique across KEYS and "
-                                        "ARGV and not a Python keyword")
-            seen.add(nm)
-            if variadic:
-                tail = nm
-            else:
-                names.append(nm)
-        fixed[kind], tails[kind] = tuple(names), tail
-    if len(fixed["KEYS"]) != numkeys:
-        raise ScriptHeaderError(f"{filename}: its header names {len(fixed['KEYS'])} keys, its file name says "
-                                f"{numkeys}")
-    return name, numkeys, fixed["KEYS"], fixed["ARGV"], tails["KEYS"], tails["ARGV"]
+            raise ScriptHeaderError(f"{filename}: not a declaration ('KEY name  description', "
+                                    f"'ARG name...  description'): {line.strip()!r}")
+        kind, nm, variadic = d.group(1), d.group(2), bool(d.group(3))
+        if tails[kind]:
+            raise ScriptHeaderError(f"{filename}: {kind} {nm} follows the variadic tail {tails[kind]}")
+        if keyword.iskeyword(nm) or nm in _LUA_KEYWORDS or nm in seen:
+            raise ScriptHeaderError(f"{filename}: {kind} {nm}: a name must be unique across keys and arguments "
+                                    "and not a Python or Lua keyword")
+        seen.add(nm)
+        if variadic:
+            tails[kind] = nm
+        else:
+            fixed[kind].append(nm)
+    return name, tuple(fixed["KEY"]), tuple(fixed["ARG"]), tails["KEY"], tails["ARG"]
 
 
-def check_body(filename: str, body: str, keys: int, args: int, keys_tail: bool, args_tail: bool) -> None:
-    """Every literal ``KEYS[n]`` / ``ARGV[n]`` in the code (comments skipped) is one the header
-    names (or falls in its tail). Keys read through a loop (``KEYS[i]``) are not seen here."""
+def check_body(filename: str, body: str, keys: Sequence[str], args: Sequence[str], keys_tail: bool,
+               args_tail: bool) -> None:
+    """The code (comments skipped) reads its inputs by name: no ``KEYS`` / ``ARGV`` of its own, every
+    ``K.x`` / ``A.x`` one its header names, and the positional ``KV`` / ``AV`` only for a tail
+    (never a literal index of a named input)."""
     code = _COMMENT.sub("", body)
-    used: dict[str, set[int]] = {"KEYS": set(), "ARGV": set()}
-    for kind, n in _REF.findall(code):
-        used[kind].add(int(n))
-    for kind, count, tail in (("KEYS", keys, keys_tail), ("ARGV", args, args_tail)):
-        beyond = sorted(n for n in used[kind] if n > count or n < 1)
-        if beyond and not (tail and min(beyond) > count):
-            raise ScriptHeaderError(f"{filename}: uses {kind}[{beyond[0]}], which its header does not name "
-                                    f"({count} {kind.lower()}{', and a tail' if tail else ''})")
+    raw = _RAW.search(code)
+    if raw:
+        raise ScriptHeaderError(f"{filename}: uses {raw.group(1)} itself: read inputs by name (K.x, A.x; KV / AV "
+                                "for a variadic tail)")
+    named = {"K": set(keys), "A": set(args)}
+    for kind, nm in _NAMED.findall(code):
+        if nm not in named[kind]:
+            raise ScriptHeaderError(f"{filename}: uses {kind}.{nm}, which its header does not name")
+    for nm in _FIELD.findall(code):
+        if nm not in FIELD_INDEX:
+            raise ScriptHeaderError(f"{filename}: uses F.{nm}, which is no message field (core/codec.py FIELD_INDEX)")
+    count = {"KV": (len(keys), keys_tail), "AV": (len(args), args_tail)}
+    for kind in ("KV", "AV"):
+        n, tail = count[kind]
+        if re.search(rf"\b{kind}\b", code) and not tail:
+            raise ScriptHeaderError(f"{filename}: uses {kind}, but its header names no variadic tail")
+    for kind, i in _POS.findall(code):
+        if int(i) <= count[kind][0]:
+            raise ScriptHeaderError(f"{filename}: uses {kind}[{i}], a named input: use its name")
+
+
+def prologue(keys: Sequence[str], args: Sequence[str], code: str) -> str:
+    """The opening lines the loader puts after a script's header: its named inputs as ``K`` and
+    ``A``, the message fields it reads as ``F`` (``F.tenant``: the field's 0-based index, from
+    core/codec.py FIELD_INDEX), and the positional arrays as ``KV`` / ``AV`` where the code uses them (a tail)."""
+    k = ", ".join(f"{nm} = KEYS[{i}]" for i, nm in enumerate(keys, 1))
+    a = ", ".join(f"{nm} = ARGV[{i}]" for i, nm in enumerate(args, 1))
+    out = f"local K = {{{k}}}\nlocal A = {{{a}}}\n"
+    fields = sorted(set(_FIELD.findall(code)), key=FIELD_INDEX.__getitem__)
+    if fields:
+        out += "local F = {" + ", ".join(f"{nm} = {FIELD_INDEX[nm]}" for nm in fields) + "}\n"
+    for kind, raw in (("KV", "KEYS"), ("AV", "ARGV")):
+        if re.search(rf"\b{kind}\b", code):
+            out += f"local {kind} = {raw}\n"
+    return out
 
 
 def _lua_dir() -> Path:
@@ -194,15 +222,18 @@ def _flatten(text: str, includes: Path, seen: set[str]) -> str:
 
 
 def _load_one(path: Path, root: Path) -> Script:
-    """The script in file ``path`` (includes in ``root/includes``), its header checked."""
+    """The script in file ``path`` (includes in ``root/includes``), its header checked and its
+    prologue emitted."""
     text = path.read_text()
-    name, numkeys, keys, args, keys_tail, args_tail = parse_header(path.name, text)
-    source = _flatten(text, root / "includes", set())
-    check_body(path.name, source[_HEADER.match(source).end():],  # type: ignore[union-attr]
-               numkeys, len(args), bool(keys_tail), bool(args_tail))
+    name, keys, args, keys_tail, args_tail = parse_header(path.name, text)
+    flat = _flatten(text, root / "includes", set())
+    end = _HEADER.match(flat).end()  # type: ignore[union-attr]
+    body = flat[end:]
+    check_body(path.name, body, keys, args, bool(keys_tail), bool(args_tail))
+    source = flat[:end] + "\n" + prologue(keys, args, _COMMENT.sub("", body)) + body.lstrip("\n")
     sha = hashlib.sha1(source.encode()).hexdigest()
     names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
-    return Script(name, numkeys, source, sha, keys, args, keys_tail, args_tail, names, _picker(keys),
+    return Script(name, len(keys), source, sha, keys, args, keys_tail, args_tail, names, _picker(keys),
                   _picker(args))
 
 
@@ -233,11 +264,10 @@ class _Scripts(Mapping[str, Script]):
         if script is None:
             if self._all or not isinstance(name, str) or not name:
                 raise KeyError(name)
-            paths = [p for p in self.root.glob(f"{glob_escape(name)}-*.lua")
-                     if (m := _NAME.match(p.name)) is not None and m.group(1) == name]
-            if len(paths) != 1:
+            path = self.root / f"{name}.lua"
+            if _NAME.match(path.name) is None or not path.is_file():
                 raise KeyError(name)
-            script = self._loaded.setdefault(name, _load_one(paths[0], self.root))
+            script = self._loaded.setdefault(name, _load_one(path, self.root))
         return script
 
     def _every(self) -> dict[str, Script]:

@@ -1,6 +1,6 @@
 """Tenants of a queue (``enqueue(..., tenant=)``; docs/tenants.md): a tenant's settings (weight,
-paused, concurrency, rate) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant-6.lua,
-lua/tenants-4.lua). Sans-I/O: the Inspector's plans run these calls."""
+paused, concurrency, rate) and the page of the tenants that have pending tasks, as script calls (lua/set_tenant.lua,
+lua/tenants.lua). Sans-I/O: the Inspector's plans run these calls."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def state_text(ti: TenantInfo, short: bool = False) -> str:
 
 
 def _settings(raw: Any) -> tuple[int, bool, int, float, int]:
-    """'weight paused concurrency [rate burst]' (lua/set_tenant-6.lua)."""
+    """'weight paused concurrency [rate burst]' (lua/set_tenant.lua)."""
     text = raw.decode() if isinstance(raw, bytes) else str(raw or "")
     if not text:
         return 1, False, 0, 0.0, 1

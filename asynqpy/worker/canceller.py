@@ -1,6 +1,6 @@
 """Canceller: cancels a running handler the moment an operator cancels its task.
 
-``Inspector.cancel`` archives the active task in one script (cancel-21.lua) and, in the same
+``Inspector.cancel`` archives the active task in one script (cancel.lua) and, in the same
 script, PUBLISHes ``[queue, id, lease token]`` on the cancel channel. The token names the run
 cancelled: a later run of the same id (run again from the archive, or the id reused) holds another
 token and is left alone. Every server keeps one subscribed

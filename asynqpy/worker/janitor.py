@@ -5,7 +5,7 @@ It also runs each queue's consistency sweep: its tasks (``reconcile`` script, on
 200 tasks per call, 10 ms apart) put back where their state says when state and container
 disagree (keys removed or corrupted by hand), and the entries of tasks that are gone forgotten
 (``forget_gone``, :func:`~asynqpy.core.serial.sweep_keys`), so nothing stays stuck. The sweep is
-shared by every worker serving the queue (lua/sweep-1.lua): whoever holds the queue's sweep lease
+shared by every worker serving the queue (lua/sweep.lua): whoever holds the queue's sweep lease
 takes the next step from the cursors stored in the queue's slot and stores the next ones, so one
 sweep runs per queue every ``reconcile_interval`` (counted from the end of the last, as recorded
 in Redis: a worker's start does not start one), whatever the number of workers; a holder that

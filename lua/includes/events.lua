@@ -15,7 +15,7 @@
 --- stream deleted or trimmed by hand), the trim finds the stream's end first and sets it to what
 --- it found. ev_trim reads at most 500 entries a call: a lowered cap is reached over a few writes.
 --- events_cap(conf) remembers the conf it read (each script touches one queue): emit needs it; a
---- script that reads the cap itself (done-20, dequeue-17: one HMGET with other fields) calls
+--- script that reads the cap itself (done.lua, dequeue.lua: one HMGET with other fields) calls
 --- events_conf(conf). Without either, an entry is added with MAXLEN ~ cap (entries) instead.
 --- emit_task(stream, cap, tenant, ...): emit, and the field 'tenant' when ``tenant`` (the task's
 --- tenant: includes/priority msg_tenant; nil = none) is given.

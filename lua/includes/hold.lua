@@ -18,7 +18,7 @@
 local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR
 local VERSION_BAND = 1e15  -- core/deploy.py VERSION_BAND
 local TYPE_BAND = 2e15  -- core/deploy.py TYPE_BAND
-local MIN_VERSION_INDEX = 27  -- core/codec.py MIN_VERSION_INDEX
+local MIN_VERSION_INDEX = F.min_version
 local function msg_min_version(m, i)
   local at = msg_field(m, i, MIN_VERSION_INDEX)
   local b = at and string.byte(m, at)

@@ -22,10 +22,12 @@
 ---   not 0): this very call, sent again after its task finished (issue 42 #7). A new call of the
 ---   same task (a later enqueue time) replaces a finished one (runs it again), as documented.
 local LIVE_STATES = {p = true, a = true, s = true, r = true, g = true, m = true, w = true, b = true}
-local ENQUEUED_AT = 3  -- the 1-based field of enqueued_at_ms (core/codec.py: index 2)
+local ENQUEUED_AT = F.enqueued_at_ms + 1  -- (1-based)
 -- (1-based) the fields a task's own end rewrites: retried, last_error, last_failed_at_ms,
 -- completed_at_ms, result, traceback, logs (core/codec.py REWRITTEN_FIELDS)
-local REWRITTEN_FIELD = {[9] = true, [10] = true, [11] = true, [13] = true, [14] = true, [15] = true, [27] = true}
+local REWRITTEN_FIELD = {[F.retried + 1] = true, [F.last_error + 1] = true, [F.last_failed_at_ms + 1] = true,
+                         [F.completed_at_ms + 1] = true, [F.result + 1] = true, [F.traceback + 1] = true,
+                         [F.logs + 1] = true}
 -- (1-based) each field's default, encoded: a field the encoding leaves out (trailing defaults) reads
 -- as it (core/codec.py: Message's defaults, in order)
 local FIELD_DEFAULT = {'', '\192', '\0', '\25', '\255', '\0', '\0', '\194', '\0', '\160', '\0', '\255', '\0',

@@ -25,7 +25,7 @@
 --- push_pending(pk, id, m, i, front): make id, whose message starts at byte i of m, pending at
 --- the back (or ``front``) of its priority, within its tenant if it has one.
 --- pending_count(pk): how many pending ids (placeholders included), every tenant's counted.
-local PRIORITY_INDEX, DEFAULT_PRIORITY = 19, 5
+local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/codec.py)
 local BAND = 35184372088832  -- 2^45
 local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities above the default
 -- msgpack type bytes 0xc0..0xdb, one byte each (at b - 0xbf) of a string: a constant, not tables
@@ -102,12 +102,12 @@ local function msg_priority(m, i)
   end
   return DEFAULT_PRIORITY
 end
-local RETRY_FRONT_INDEX = 24  -- core/codec.py RETRY_FRONT_INDEX
+local RETRY_FRONT_INDEX = F.retry_front
 local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
   local at = msg_field(m, i, RETRY_FRONT_INDEX)
   return at ~= nil and string.byte(m, at) == 0xc3  -- msgpack true
 end
-local TENANT_INDEX = 25  -- core/codec.py TENANT_INDEX
+local TENANT_INDEX = F.tenant
 local SEQ0 = 4503599627370496  -- 2^52: the first seq (front pushes count down from a head)
 local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
   local at = msg_field(m, i, TENANT_INDEX)

@@ -11,7 +11,7 @@
 --- ended or is gone, is released first; a scheduled one, snoozed or postponed, keeps it) and is pending, else it waits at the back of the key's
 --- list, blocked. Returns 1 pending, 2 blocked.
 --- is_keyed(m, i): whether the message starting at byte i of m has a key: its array reaches the
---- key field (codec's KEY_INDEX = 23: trailing defaults are left out of the encoding) and the key is
+--- key field (F.key, codec's KEY_INDEX: trailing defaults are left out of the encoding) and the key is
 --- not '' (a message with a later field set, retry_front or a tenant, has the key field even
 --- without a key).
 --- pk: the script's pending keys (includes/priority).
@@ -19,7 +19,7 @@
 --- @include "priority"
 --- @include "events"
 --- @include "stored"
-local KEY_INDEX = 23
+local KEY_INDEX = F.key
 local function is_keyed(m, i)
   local at = msg_field(m, i, KEY_INDEX)
   return at ~= nil and string.byte(m, at) ~= 0xa0  -- (0xa0: the empty string)

@@ -1,6 +1,6 @@
 --- slot_freed(conf, lease, pk, wake): call after a task left active (its entry removed
 --- from the lease zset). In a queue with a concurrency limit (conf field 'concurrency'), a dequeue
---- held back by the limit leaves no wake-up token (lua/dequeue-17.lua), so the workers it held
+--- held back by the limit leaves no wake-up token (lua/dequeue.lua), so the workers it held
 --- back sleep until a slot frees: the script that frees one leaves one token if the queue is now
 --- below its limit and has pending tasks (the worker it wakes takes a task and, if tasks and slots
 --- remain, wakes the next). A queue with no concurrency limit pays one HGET.

@@ -1,0 +1,94 @@
+--[[ enqueue_many: (new) x N -> pending, in one call (the batch path of Client.enqueue_many)
+Stores N tasks and appends them to pending in order, each at the back of its priority
+(includes/priority). Unique tasks never come this way (they take enqueue.lua one by one). Ids the client generated (random, 96 bits) cannot collide and skip the
+id check; a batch with caller-chosen ids is checked like enqueue.lua: a live task with the same id
+is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
+replaced.
+KEY tasks          tasks hash
+KEY pending        pending list
+KEY wake           wake-up list idle workers block on
+KEY archived       archived zset (a replaced archived task leaves it)
+KEY completed      completed zset (a replaced completed task leaves it)
+KEY marker         generated ids: this call's batch marker (a random token per call; set for a
+                   minute); caller-chosen ids: a never-set placeholder
+KEY events         the queue's event stream
+KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY prio           pending ids of priorities other than the default (includes/priority)
+KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
+KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARG check          '1' = check ids for conflicts, '0' = generated ids
+ARG entries...     id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
+one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
+(core/events.py expands it into one event per task).
+Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
+Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
+generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
+have finished in any order since: no id of the batch is looked at); with caller-chosen ids, each
+id holding its own unchanged message counts as enqueued. The marker's SET is the first write, so
+a full Redis (maxmemory) refuses the whole call.
+]]
+--- @include "signal"
+--- @include "newtask"
+--- @include "events"
+--- @include "priority"
+--- @include "stored"
+local ids, vals, refused = {}, {}, {}
+if A.check ~= '1' then  -- generated ids: AV[2..] is already the HSET field/value list
+  if not redis.call('SET', K.marker, '1', 'NX', 'PX', 60000) then
+    return refused  -- sent again: this call stored its batch already
+  end
+  for i = 2, #AV, 2 do
+    ids[#ids + 1] = AV[i]
+    vals[#vals + 1] = AV[i + 1]
+  end
+  redis.call('HSET', K.tasks, unpack(AV, 2))
+else
+  local fields, seen = {}, {}
+  for i = 2, #AV, 2 do
+    local id = AV[i]
+    local status = seen[id] and 'taken' or new_id(K.tasks, id, stored_msg(AV[i + 1]), true)
+    if status == 'taken' then
+      refused[#refused + 1] = i / 2
+    else
+      seen[id] = true
+    end
+    if status == 'new' or status == 'replace' then
+      fields[#fields + 1] = id
+      fields[#fields + 1] = AV[i + 1]
+      ids[#ids + 1] = id
+      vals[#vals + 1] = AV[i + 1]
+    end
+  end
+  if #ids > 0 then
+    redis.call('HSET', K.tasks, unpack(fields))  -- first write: a full Redis refuses the call here
+    for _, id in ipairs(ids) do
+      forget_finished(K.archived, K.completed, id)
+    end
+  end
+end
+if #ids > 0 then
+  push_many({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, ids, vals)
+  signal(K.wake)
+  local cap = events_cap(K.conf)
+  if cap > 0 then
+    local types, tenants, same = {}, {}, A.check ~= '1' and #ids > 1
+    for n = 1, #ids do
+      local m = stored_msg(vals[n])
+      types[n], tenants[n] = msg_type(m), msg_tenant(m, 1) or false
+      same = same and types[n] == types[1] and tenants[n] == tenants[1]
+    end
+    if same and tenants[1] then  -- generated ids of one type and tenant: one entry for the batch
+      emit_ids(K.events, cap, ids, 'enqueued', 'type', types[1], 'tenant', tenants[1])
+    elseif same then  -- (ids: space-separated; its cap counts every task: includes/events)
+      emit_ids(K.events, cap, ids, 'enqueued', 'type', types[1])
+    else
+      for n, id in ipairs(ids) do
+        emit_task(K.events, cap, tenants[n] or nil, 'e', 'enqueued', 'id', id, 'type', types[n])
+      end
+    end
+  end
+end
+return refused

@@ -1,0 +1,65 @@
+--[[ forward: scheduled -> pending, retry -> pending (when due)
+Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pending (a retry of a
+task enqueued with retry_front=True to the front of its priority, the others to the back), and
+tells the caller how long it may sleep before the next one is due.
+KEY scheduled      scheduled zset
+KEY retry          retry zset
+KEY tasks          tasks hash
+KEY pending        pending list
+KEY wake           wake-up list
+KEY prio           pending ids of priorities other than the default (includes/priority)
+KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
+KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARG batch          most tasks to move from each zset
+ARG now            '' = Redis time; else a simulated time in ms
+Returns {moved, next, id1, id2, ...}: next = ms until the next due task (0 = more are due now; at
+most a day), -1 = none (held tasks, includes/hold, are never due); the ids are due *keyed* tasks of the scheduled zset (key=, includes/serial),
+left in place: they must take their key or queue behind it, which the caller does with key_gate
+(their key's list is not among these KEYS). A keyed task due for a retry holds its key already and
+is moved like any other.
+]]
+--- @include "now"
+--- @include "signal"
+--- @include "wait"
+--- @include "priority"
+--- @include "serial"
+--- @include "stored"
+local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR: scores from here are held tasks (includes/hold)
+local now = now_ms(A.now)
+local batch = tonumber(A.batch)
+local moved = 0
+local next_due = -1
+local keyed = {}
+local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+for z, zset in ipairs({K.scheduled, K.retry}) do
+  local ids = redis.call('ZRANGE', zset, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+  for _, id in ipairs(ids) do
+    local v = redis.call('HGET', K.tasks, id)
+    if z == 1 and v and is_keyed(v, 2) then
+      keyed[#keyed + 1] = id
+      v = nil
+    else
+      redis.call('ZREM', zset, id)
+    end
+    if v then
+      redis.call('HSET', K.tasks, id, 'p' .. stored_msg(v))
+      push_pending(pk, id, v, 2, z == 2 and msg_retry_front(v, 2))
+      moved = moved + 1
+    end
+  end
+  local head = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
+  if head[2] ~= nil and (z == 2 or tonumber(head[2]) < HOLD_FLOOR) then  -- (a held task is never due: includes/hold)
+    local wait = wait_ms(head[2], now)
+    if next_due < 0 or wait < next_due then next_due = wait end
+  end
+end
+if moved > 0 then
+  signal(K.wake)
+end
+local out = {moved, next_due}
+for _, id in ipairs(keyed) do
+  out[#out + 1] = id
+end
+return out

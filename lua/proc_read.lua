@@ -1,0 +1,61 @@
+--[[ proc_read: (read only) processes' records and a page of each one's history: one process (the
+Inspector's page) or the processes of the inputs a worker dequeued together (one call per queue
+per batch)
+KEY proc           proc hash: process id -> record (includes/process)
+KEY hist           hist hash: '<process id>:<n>' -> event
+ARG first          the first event id to return (1-based; an event older than the oldest kept
+                   reads from that one); 0 = the last ``count`` events
+ARG count          how many events at most (0 = none)
+ARG items...       per process: its id, and the newest event the caller holds (0 = none): when it
+                   is within the page, the events are returned from that one on (the caller holds
+                   those before it; it checks that one is the event it holds)
+Returns one reply per process, in order: {} = no such process; else {record, the first event id
+returned, event, event, ...} (an event deleted meanwhile is false).
+]]
+--- @include "process"
+local count, from0 = tonumber(A.count), tonumber(A.first)
+local pids, known = {}, {}
+for i = 3, #AV, 2 do
+  pids[#pids + 1] = AV[i]
+  known[#known + 1] = tonumber(AV[i + 1])
+end
+local raws = {}
+for i = 1, #pids, 1000 do  -- (in chunks: Lua's unpack has a stack limit)
+  local got = redis.call('HMGET', K.proc, unpack(pids, i, math.min(#pids, i + 999)))
+  for j = 1, #got do
+    raws[i + j - 1] = got[j]
+  end
+end
+local out = {}
+for k, pid in ipairs(pids) do
+  local raw = raws[k]
+  if not raw then
+    out[k] = {}
+  else
+    local r = rec_unpack(raw)
+    local n, first = tonumber(r[R_N]), proc_first(r)
+    local from = from0
+    if from <= 0 then
+      from = n - count + 1
+    end
+    from = math.max(from, first)
+    local held = known[k]
+    if held > from and held <= n then
+      from = held
+    end
+    local one = {raw, from}
+    local last = math.min(n, from + count - 1)
+    if last >= from then
+      local f = {}
+      for i = from, last do
+        f[#f + 1] = pid .. ':' .. i
+      end
+      local got = redis.call('HMGET', K.hist, unpack(f))
+      for i = 1, #got do
+        one[i + 2] = got[i]
+      end
+    end
+    out[k] = one
+  end
+end
+return out

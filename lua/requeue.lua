@@ -1,0 +1,37 @@
+--[[ requeue: active -> pending (front)
+Graceful shutdown ran out of time for a handler: the task goes back to the front of pending, its
+retry count untouched and nothing counted, so it runs next and nothing is counted twice.
+KEY tasks        tasks hash
+KEY lease        lease zset
+KEY pending      pending list (RPUSH = the end workers pop from = the front)
+KEY wake         wake-up list
+KEY progress      progress hash (the attempt's progress is cleared)
+KEY prio         pending ids of priorities other than the default (includes/priority): the
+                 front of the task's own priority
+KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
+KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
+KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
+KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+ARG id
+ARG token        the lease token
+Returns 1 = requeued, 0 = no such task, -3 = lease not held.
+]]
+--- @include "active"
+--- @include "signal"
+--- @include "priority"
+--- @include "exit"
+local id = A.id
+local msg, code = claim_active(K.tasks, K.lease, id, A.token, 0, false)
+if code ~= 1 then
+  return code
+end
+redis.call('ZREM', K.lease, id)
+redis.call('HSET', K.tasks, id, 'p' .. msg)
+local x = {t = K.tasks, lease = K.lease, progress = K.progress, pending = K.pending, prio = K.prio, tq = K.tq,
+           tr = K.tr, tn = K.tn, ta = K.ta}
+push_pending(exit_pk(x), id, msg, 1, true)
+signal(K.wake)
+-- not an end: its lock, key and children stay with it; it wakes a worker itself (above); its
+-- tenant's slot is freed (the tenant duty)
+task_exit(x, {id = id, how = 'requeued', msg = msg})
+return 1
