@@ -153,8 +153,8 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
                 rep.errors.append(f"{id}: started after it completed ({len(late)} times, "
                                   f"{max(late) * 1000 - msg.completed_at_ms:.0f} ms after)")
         if len(runs) > 1 + msg.retried:
-            if failover_at is not None and (_rerun_before(runs, len(runs) - 1 - msg.retried, failover_at)
-                                            or id in (unconfirmed or ())):
+            if id in (unconfirmed or ()) or (
+                    failover_at is not None and _rerun_before(runs, len(runs) - 1 - msg.retried, failover_at)):
                 rep.failover_reruns += 1  # a dequeue, or an unconfirmed enqueue, the failover erased
             else:
                 rep.errors.append(f"{id}: {len(runs)} starts but only {msg.retried} retries recorded")
@@ -218,8 +218,11 @@ def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any
     """Enqueue (id, payload, options) one by one with caller ids, retrying each until Redis
     acknowledges it (a TaskIdConflictError on a retry means an earlier attempt was stored; a
     NotReplicatedError means it was stored on the master but not confirmed by its replicas).
-    ``unconfirmed`` collects the ids sent again after a NotReplicatedError: the unconfirmed copy
-    may have run on a master that a failover then erased, before the copy sent again ran."""
+    ``unconfirmed`` collects the ids sent again after an error: the unconfirmed copy may have run
+    on a master that a failover then erased, before the copy sent again ran; or it was stored (the
+    error came after the write), ran and completed within the pause, and the copy sent again, a new
+    enqueue of a finished id, replaced it and ran again (documented: an application's own resend of
+    a finished task is a new run)."""
     for id, payload, options in tasks:
         deadline = time.monotonic() + patience
         while True:
@@ -228,10 +231,10 @@ def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any
                 break
             except TaskIdConflictError:
                 break
-            except (redis.RedisError, OSError, NotReplicatedError) as exc:
+            except (redis.RedisError, OSError, NotReplicatedError):
                 if time.monotonic() > deadline:
                     raise
-                if unconfirmed is not None and isinstance(exc, NotReplicatedError):
+                if unconfirmed is not None:
                     unconfirmed.add(id)
                 time.sleep(0.05)
         acked[id] = payload.get("fail", 0)
