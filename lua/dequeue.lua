@@ -1,6 +1,6 @@
 --[[ dequeue: pending -> active (with a lease)
-Takes up to ARGV[1] tasks and leases them to the caller until now + lease: first runs of
-targeted tasks the caller (worker ARGV[5]) may take (includes/runs: those naming it, then those
+Takes up to `count` tasks and leases them to the caller until now + lease: first runs of
+targeted tasks the caller (worker `name`) may take (includes/runs: those naming it, then those
 any worker may run; a task it runs, has succeeded or failed on, or whose runs are all taken, is
 passed over; one whose run on it expired may be taken again), then pending
 tasks, the highest priority first (includes/priority: priorities 9..6 from the prio zset, then the
@@ -61,7 +61,7 @@ wait = 0, or, when a limit held tasks back, ms before a dequeue may get one: the
 rate limit, or -LIMIT_WAIT for a full concurrency limit (negative: unless a slot frees sooner). A limited dequeue leaves no
 wake-up token (the workers it would wake could take nothing either).
 The rate's waiter (conf fields 'waiter', 'waiter_until'): of the workers the rate holds back, ONE
-(ARGV[5], the first held back while no other waits) is told when the next token is due (wait > 0)
+(`name`, the first held back while no other waits) is told when the next token is due (wait > 0)
 and is expected until then + RATE_GRACE; every other one sleeps on the wake list (a wake-up
 token, or its wait, ends it): the next token draws one worker, not all of them. Their waits
 (negative) end at least LIMIT_WAIT from now, not before the waiter's turn lapses, and POLL_STEP

@@ -2,8 +2,8 @@
 Ranks count from the end tasks leave first: pending tasks in the order workers take them
 (includes/priority: priorities 9..6 from the prio zset, then the default priority from the pending
 list's right end, oldest first, then priorities 4..0; then the tasks with a tenant, by tenant
-name, priority and age, each with its seq as its score), zsets by ascending score (ARGV[2] 'asc': next due, next lease expiry)
-or descending (ARGV[2] 'desc': newest archived or completed first).
+name, priority and age, each with its seq as its score), zsets by ascending score (`order` 'asc': next due, next lease expiry)
+or descending (`order` 'desc': newest archived or completed first).
 KEY container      the state's list (pending) or zset (lease, scheduled, retry, archived, completed)
 KEY tasks          tasks hash
 KEY prio           pending ids of priorities other than the default (read with kind 'list')

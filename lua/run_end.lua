@@ -30,7 +30,7 @@ KEY wake               the queue's wake-up list (a freed run of a task any worke
 KEY kept               what is kept of the task's runs ('ran:<task id>', a hash): field 'r:<name>'
                        = the result of worker <name>'s succeeded run (tasks with retention only),
                        and, once the task completes with retention (kept that long) or is
-                       archived (ARGV[13] ms), field '' = its final record; deleted otherwise
+                       archived (`archived_ttl` ms), field '' = its final record; deleted otherwise
 KEY pending            pending list (with prio: whether tasks wait for a freed concurrency slot)
 KEY prio               priority zset
 KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
@@ -42,7 +42,7 @@ KEY targets...         KEYS[23..22+k]: the task's index zsets ('m:*', or 'm:w:<n
                        run wakes one of them); for a task any worker may run, the own wake list
                        of the worker whose run's lease expired (outcome e: that worker, a process
                        restarted under its name, may take the run again), or none
-ARG run                the run task's id; '' = the operator acts on the task (ARGV[3] D or X)
+ARG run                the run task's id; '' = the operator acts on the task (`outcome`: D or X)
 ARG token              the run's lease token (the worker's, or the one read with the expired lease)
 ARG outcome            s f e g (a run), D X (the operator)
 ARG task               the targeted task's id

@@ -18,7 +18,7 @@ ARG unique         uniqueness TTL in seconds, counted from the due time; 0 = not
 ARG delay          milliseconds from now until due (> 0)
 ARG now            '' = Redis time; else a simulated time in ms (tests)
 ARG check          '1' = the caller chose the id: check it; '0' = a generated (random) id
-ARG mode           '' = unique or throttled (ARGV[3] > 0) or neither; 'd' = debounce: if the task
+ARG mode           '' = unique or throttled (`unique` > 0) or neither; 'd' = debounce: if the task
                    holding the lock is still scheduled, it is deleted and this one takes its
                    place (and the lock); if it has started (or is waiting to), this one is
                    scheduled beside it and takes the lock over
