@@ -154,3 +154,17 @@ def test_the_inspector_reference_is_current_and_names_every_method() -> None:
     page = (DOCS / "inspector-reference.md").read_text()
     headings = set(re.findall(r"^## (\w+)$", page, re.MULTILINE))
     assert len(public) > 40 and headings == public, sorted(headings ^ public)
+
+
+def test_the_readme_links_only_pages_that_exist() -> None:
+    """The README is the front door: each of its links into docs/ (and to its sections) leads somewhere."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([\w-]+))?\)", readme)
+    assert len(links) > 20, links
+    for path, anchor in links:
+        target = ROOT / path
+        assert target.exists(), path
+        if anchor and target.suffix == ".md":
+            slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-")
+                     for h in re.findall(r"^#+ (.+)$", target.read_text(), re.MULTILINE)}
+            assert anchor in slugs, f"{path}#{anchor}"
