@@ -19,6 +19,7 @@ RUNNABLE = ["results.md", "events.md", "tasks.md", "periodic.md", "groups.md", "
             "metrics.md",
             "tracing.md", "web.md", "migrating.md", "integrations-frameworks.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+EXCERPT = re.compile(r"^```py\n(.*?)^```", re.MULTILINE | re.DOTALL)  # shown, compiled, not run
 
 
 def blocks(page: Path) -> list[str]:
@@ -34,8 +35,14 @@ def test_the_site_builds_offline(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")))
 def test_python_blocks_compile(page: str) -> None:
+    """Every ```python block compiles; so does every ```py block, the excerpts a runnable page shows
+    without running them (an overview's fragments: top-level ``await`` allowed)."""
+    import ast
+
     for i, code in enumerate(blocks(DOCS / page)):
         compile(code, f"{page} block {i + 1}", "exec")
+    for i, code in enumerate(EXCERPT.findall((DOCS / page).read_text())):
+        compile(code, f"{page} py block {i + 1}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
 @pytest.mark.real
