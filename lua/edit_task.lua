@@ -7,17 +7,10 @@ is still the one the caller read (byte for byte): else -8, read it again. Refuse
 KEY tasks          tasks hash
 KEY container      the list (pending) or zset (scheduled, retry) of the task's state
 KEY scheduled      scheduled zset (where a task due later goes, unless it is a retry)
-KEY pending        pending list (where a task due now goes)
+KEY @pending
 KEY wake           wake-up list idle workers block on
 KEY tick           forwarders' tick list (signalled when the new due time is the earliest)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority): a
-                   pending task whose priority changes moves to the back of its new priority
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @events
 ARG id
 ARG state          the state the caller read: p s r
 ARG read           the stored value the caller read

@@ -2,19 +2,12 @@
 Stores a task and appends it to its queue's pending list. A finished task (archived or completed)
 with the same id is replaced; a live one (pending, active, scheduled, retry) is a conflict.
 KEY tasks          tasks hash: id -> state char .. message
-KEY pending        pending list (new ids LPUSHed; workers pop from the right: FIFO) of the
-                   default priority
+KEY @pending
 KEY wake           wake-up list idle workers block on
 KEY lock           uniqueness lock key (the queue's never-set placeholder when not unique)
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @events
 ARG id             task id
 ARG msg            encoded message (msgpack)
 ARG unique         uniqueness TTL in seconds; 0 = not unique

@@ -5,13 +5,8 @@ tells the caller how long it may sleep before the next one is due.
 KEY scheduled      scheduled zset
 KEY retry          retry zset
 KEY tasks          tasks hash
-KEY pending        pending list
+KEY @pending
 KEY wake           wake-up list
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG batch          most tasks to move from each zset
 ARG now            '' = Redis time; else a simulated time in ms
 Returns {moved, next, id1, id2, ...}: next = ms until the next due task (0 = more are due now; at

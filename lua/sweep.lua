@@ -54,15 +54,15 @@ if A.mode == 'save' then
   if #parts > 0 then
     redis.call('HDEL', K.sweep, unpack(parts))
   end
-  if #AV < 6 then
+  if A.parts.n == 0 then
     redis.call('HDEL', K.sweep, 'owner', 'until')
     redis.call('HSET', K.sweep, 'last', now)
     return keep({2, interval})
   end
   local fields = {'owner', A.owner, 'until', now + lease}
-  for i = 6, #AV, 2 do
-    fields[#fields + 1] = 'c:' .. AV[i]
-    fields[#fields + 1] = AV[i + 1]
+  for i = 1, A.parts.n, 2 do  -- (part, cursor pairs)
+    fields[#fields + 1] = 'c:' .. A.parts[i]
+    fields[#fields + 1] = A.parts[i + 1]
   end
   redis.call('HSET', K.sweep, unpack(fields))
   return keep({1, lease})
@@ -77,9 +77,9 @@ if #parts == 0 then
   if now < last + interval then
     return keep({0, last + interval - now})
   end
-  for i = 6, #AV do
-    redis.call('HSET', K.sweep, 'c:' .. AV[i], '0')
-    out[#out + 1] = AV[i]
+  for i = 1, A.parts.n do
+    redis.call('HSET', K.sweep, 'c:' .. A.parts[i], '0')
+    out[#out + 1] = A.parts[i]
     out[#out + 1] = '0'
   end
 else
