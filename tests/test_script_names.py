@@ -2,12 +2,15 @@
 those names (issue 30 item 1).
 
 - Statically: every ``script_call("<script>", parse, ...)`` in the package gives exactly the names
-  the script's header declares (``**_q(q, "a b")``, ``**exit_keys(q)`` and ``**serial_keys(q)``
-  expanded), and every script in lua/ is called so; no ``Call`` names a script with positional keys.
+  the script's header declares (``**_q(q, "a b")`` and the key groups' ``**pending_keys(q)`` ...
+  ``**exit_keys(q)`` expanded), and every script in lua/ is called so; no ``Call`` names a script
+  with positional keys. Each key group (core/scripts.py KEY_GROUPS) is declared once, filled by
+  one broker function, and named by every header that uses all its keys.
 - Dynamically: each broker method that runs a script is built with dummy inputs (a wrong name
   would raise TypeError there), covering every script.
-- A header that breaks the grammar, or disagrees with its file name or body, fails at load time;
-  a missing or extra name fails when the call is built.
+- A header that breaks the grammar (a group spelled out key by key included), or disagrees with
+  its file name or body (KEYS / ARGV / KV / AV read in it), fails at load time; a missing or extra
+  name, or a stride tail that is not whole items, fails when the call is built.
 """
 
 from __future__ import annotations

@@ -6,24 +6,33 @@ declaration a line; their order in the header is their order in KEYS and ARGV::
     KEY tasks          tasks hash              (a key: its name, two or more spaces, what it is)
     KEY lease          lease zset
                        (an indented line goes on describing the one above)
+    KEY @exit          a key group of KEY_GROUPS, expanded in place into its keys
     KEY extra...       a sequence: every key after the named ones (a variadic tail, optional, last)
     ARG id             (an argument; its description may be left out)
-    ARG items...       a sequence: every argument after the named ones
+    ARG items... {id token}   a stride tail: items of two values, read by member
+
+Key groups (:data:`KEY_GROUPS`: ``@pending``, ``@events``, ``@serial``, ``@exit``) are declared
+once, here; a header names one and the loader expands it into its keys (``K.pending``,
+``K.prio`` ...), and the broker fills it from a QueueKeys with one function per group
+(``core.broker.GROUP_KEYS``). A header that spells out every key of a group one by one fails.
 
 The loader resolves ``--- @include "name"`` lines from ``lua/includes``, reads each header into a
 :class:`Script` (its key names, argument names and tails) and emits the script's prologue after the
 header: ``local K = {tasks = KEYS[1], ...}`` and ``local A = {id = ARGV[1], ...}``, so the body
-reads its inputs by name (``K.tasks``, ``A.now``); a script with a variadic tail (or a loop over a
-stride of keys) reaches the positional arrays as ``KV`` / ``AV``. Every name must be distinct
-(keys and arguments share one namespace), a Python identifier and not a Lua or Python keyword. The
-body may not index ``KEYS`` / ``ARGV`` itself, may not read a ``K.x`` / ``A.x`` its header does not
-name, and may not read a literal ``KV[n]`` / ``AV[n]`` that is not in its tail. Message field
-numbers come from the codec's field table: the prologue defines ``F`` with the fields the
-flattened script reads (``F.priority``), and an unknown field fails at load. A header or body
-that fails is a load-time error.
+reads its inputs by name (``K.tasks``, ``A.now``). A tail is a view on KEYS / ARGV (nothing
+copied): ``K.extra[i]`` its i-th value, ``K.extra.n`` their count; a stride tail's
+``A.items[i].token`` reads a member of its i-th item (``{*}``: the fixed names again, item 0
+being the fixed inputs themselves); ``.all()`` unpacks a tail where the body calls it. Every name
+must be distinct (keys and arguments share one namespace), a Python identifier and not a Lua or
+Python keyword. The body may not use ``KEYS`` / ``ARGV`` (nor the old positional ``KV`` / ``AV``)
+itself and may not read a ``K.x`` / ``A.x`` its header does not name. Message field numbers come
+from the codec's field table: the prologue defines ``F`` with the fields the flattened script
+reads (``F.priority``), and an unknown field fails at load. A header or body that fails is a
+load-time error.
 
-:func:`bind` turns named inputs into the positional KEYS and ARGV a script is run with; the broker
-builds every script call through it, so a missing or unexpected name fails when the call is built.
+:func:`bind` turns named inputs into the positional KEYS and ARGV a script is run with (a stride
+tail must be whole items); the broker builds every script call through it, so a missing or
+unexpected name fails when the call is built.
 """
 
 from __future__ import annotations
