@@ -24,9 +24,9 @@ KEY groups_size
 KEY targeted
 KEY runs
 KEY targeted_any       the index of targeted tasks any worker may run ('m:*')
-KEY waiting            (KEYS[26..29]: workflows, includes/flow: the children of this queue's tasks
+KEY waiting            (waiting, deps, and @exit's children, outbox: workflows, includes/flow: the children of this queue's tasks
 KEY deps                in other queues are not told; drop a workflow's queues leaves first)
-KEY proc               (KEYS[32..34]: durable processes, includes/process)
+KEY proc               (proc, procs, hist: durable processes, includes/process)
 KEY procs
 KEY hist
 KEY tw       the queue's tenants held by their rate: tenant -> ms its next task conforms (includes/priority)

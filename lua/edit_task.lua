@@ -2,7 +2,7 @@
 Rewrites a waiting task's message (its payload or max_retry, by the caller) and, if asked, its due
 time: due now or earlier -> pending (at the head: it runs after the tasks already waiting); due
 later -> a pending or scheduled task becomes (stays) scheduled, a retry task stays a retry, at the
-new time (a scheduled keyed task due now stays scheduled, due now: ARGV[10]). Only if the task
+new time (a scheduled keyed task due now stays scheduled, due now: ``keyed``). Only if the task
 is still the one the caller read (byte for byte): else -8, read it again. Refused whole when Redis is full (an edit adds no way to free memory).
 KEY tasks          tasks hash
 KEY container      the list (pending) or zset (scheduled, retry) of the task's state

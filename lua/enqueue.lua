@@ -12,7 +12,7 @@ ARG id             task id
 ARG msg            encoded message (msgpack)
 ARG unique         uniqueness TTL in seconds; 0 = not unique
 ARG check          '1' = the caller chose the id: check it; '0' = a generated (random) id
-Note: ARGV[3] is also a throttle window's TTL (the caller's task is then not unique: its lock is not
+Note: ``unique`` is also a throttle window's TTL (the caller's task is then not unique: its lock is not
 released when it finishes, only by the TTL).
 Returns 1 = enqueued (or already enqueued by this same call, sent again after a lost reply: see
 includes/newtask), {-1, holder id, ms left} = duplicate (lock held by another task), -2 = a live

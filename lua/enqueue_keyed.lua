@@ -7,7 +7,7 @@ KEY keylist        the key's list of waiting ids
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
 ARG id
-ARG msg            the encoded message (its key field is ARGV[4])
+ARG msg            the encoded message (its key field holds the ``key`` argument)
 ARG check          '1' = a caller-chosen id (checked for conflicts), '0' = generated
 ARG key            the task's key
 ARG now            '' = Redis time; else a simulated time in ms

@@ -1,5 +1,5 @@
 --[[ forward: scheduled -> pending, retry -> pending (when due)
-Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pending (a retry of a
+Moves up to ``batch`` due tasks from each of the scheduled and retry zsets to pending (a retry of a
 task enqueued with retry_front=True to the front of its priority, the others to the back), and
 tells the caller how long it may sleep before the next one is due.
 KEY scheduled      scheduled zset

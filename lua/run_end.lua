@@ -7,7 +7,7 @@ is dropped, so the worker may take a run of the task again later. Failed and exp
 as the task's failures. When `runs` workers have succeeded the task completes; when its failures
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
 leaves the targeted zset, its index zsets and the runs hash, and its lock is released; a task
-kept (completed with retention, archived) keeps its final runs record in KEYS[16], with the
+kept (completed with retention, archived) keeps its final runs record in ``kept``, with the
 results of its succeeded runs (retention only). A run task ending after its task is gone
 (deleted, archived, completed) is just deleted, and so is one whose worker's entry in the record
 is not 'running' (a new task stored under the same id since: the run belongs to the task that was
@@ -51,7 +51,7 @@ ARG k                  how many index zsets follow the fixed keys
 ARG day_ttl            seconds to keep a daily counter
 ARG archived_ttl       ms to keep an archived task's runs record (and the longest its run results
                        wait for the task to finish)
-ARG result             a succeeded run's encoded result, kept in KEYS[16] ('' = none: no retention)
+ARG result             a succeeded run's encoded result, kept in ``kept`` ('' = none: no retention)
 Returns {code, state}: code 1 = done, 0 = no such run (or task, for the operator), -3 = the
 run's lease is not held, -4 = (recoverer) lease still alive; state = the task's state after
 ('m', 'c', 'x', 'd' deleted, or '' when the task was already gone).
