@@ -54,7 +54,7 @@ if redis.call('HEXISTS', K.tasks, id) == 1 then
   return {0, now}
 end
 redis.call('HSET', K.tasks, id, 'p' .. A.msg)
-push_pending({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, id, A.msg, 1, false)
+push_pending(G.pending, id, A.msg, 1, false)
 signal(K.wake)
 emit(K.events, events_cap(K.conf), 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
 redis.call('LPUSH', K.history, A.tick .. ' ' .. id .. ' ' .. now)

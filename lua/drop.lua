@@ -27,7 +27,7 @@ if tonumber(exp) > now_ms(A.now) or stored_state(v) == 'a' then
 end
 redis.call('ZREM', K.lease, id)
 if redis.call('EXISTS', K.ta) == 1
-    and tenant_left({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, {id}) then
+    and tenant_left(G.pending, {id}) then
   signal(K.wake)
 end
 return 1

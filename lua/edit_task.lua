@@ -35,7 +35,7 @@ not found near either end of the list: locate it and call again, -8 = changed si
 --- @include "priority"
 --- @include "operator"
 operator_only(K.tasks)  -- a producer is refused here, before any write
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 local id, state, msg = A.id, A.state, A.msg
 local v, code = check_state(K.tasks, K.container, state, id)
 if not v then

@@ -28,7 +28,7 @@ local done = store_new(K.tasks, id, 'p', A.msg, A.check == '1', K.lock, tonumber
 if done then
   return done
 end
-push_pending({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, id, A.msg, 1, false)
+push_pending(G.pending, id, A.msg, 1, false)
 signal(K.wake)
 emit_task(K.events, events_cap(K.conf), msg_tenant(A.msg, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
 return 1

@@ -90,7 +90,7 @@ end
 failed = failed > 0
 local cap = events_cap(K.conf)
 if left == 0 and not (failed and policy == 'c') then
-  return release(K.tasks, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.scheduled, K.tick, K.events, cap, id, msg, due, now)
+  return release(K.tasks, G.pending, K.wake, K.scheduled, K.tick, K.events, cap, id, msg, due, now)
 end
 if failed and policy == 'c' then  -- a parent failed already: archived at once, in this step
   redis.call('HSET', K.tasks, id, 'x' .. cancelled)

@@ -29,5 +29,5 @@ if refused == 1 then  -- sent again: its own write, still blocked (2) or admitte
 elseif refused then
   return refused
 end
-return key_admit(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
+return key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
                  msg, now_ms(A.now))

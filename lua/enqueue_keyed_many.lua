@@ -24,7 +24,7 @@ the call's first write: a full Redis refuses the call there, whole.
 --- @include "stored"
 local check, now, cap = A.check == '1', now_ms(A.now), nil
 local out = {}
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 for n = 1, A.items.n do
   local it = A.items[n]
   local id, msg, key, list = it.id, it.msg, it.key, K.keylists[n]

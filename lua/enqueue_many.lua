@@ -65,7 +65,7 @@ else
   end
 end
 if #ids > 0 then
-  push_many({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, ids, vals)
+  push_many(G.pending, ids, vals)
   signal(K.wake)
   local cap = events_cap(K.conf)
   if cap > 0 then

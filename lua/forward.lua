@@ -27,7 +27,7 @@ local batch = tonumber(A.batch)
 local moved = 0
 local next_due = -1
 local keyed = {}
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 for z, zset in ipairs({K.scheduled, K.retry}) do
   local ids = redis.call('ZRANGE', zset, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   for _, id in ipairs(ids) do

@@ -39,7 +39,7 @@ elseif action == 'unblock' then
 end
 local moved, offset, more = 0, tonumber(A.offset) or 0, 0
 if action == 'unblock' then
-  local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+  local pk = G.pending
   local batch = tonumber(A.batch)
   local got = redis.call('ZRANGE', K.scheduled, '+inf', string.format('%.0f', TYPE_BAND), 'BYSCORE', 'REV',
     'LIMIT', offset, batch)

@@ -21,6 +21,6 @@ local st = stored_state(v)
 if v and st ~= 'c' and st ~= 'x' and st ~= 'b' then
   return 0
 end
-key_release(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, A.key,
+key_release(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, A.key,
             holder)
 return 1

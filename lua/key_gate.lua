@@ -29,5 +29,5 @@ if not due or due > now then
   return 0
 end
 redis.call('ZREM', K.scheduled, id)
-return key_admit(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, A.key,
+return key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, A.key,
                  id, stored_msg(v), now)

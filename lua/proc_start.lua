@@ -41,5 +41,5 @@ local r = rec_unpack(A.record)
 r[R_CREATED], r[R_UPDATED] = tostring(now), tostring(now)
 redis.call('HSET', K.proc, A.pid, rec_pack(r))
 redis.call('ZADD', K.procs, now, A.pid)
-return key_admit(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
+return key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
                  msg, now)

@@ -67,5 +67,5 @@ if not v or stored_state(v) ~= 'w' then
   return 0
 end
 redis.call('ZREM', K.waiting, child)
-return release(K.tasks, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.scheduled, K.tick, K.events, events_cap(K.conf), child,
+return release(K.tasks, G.pending, K.wake, K.scheduled, K.tick, K.events, events_cap(K.conf), child,
                stored_msg(v), tonumber(h[4]) or 0, now_ms(A.now))

@@ -12,7 +12,7 @@ Works when Redis is full (includes/whenfull): a worker that drains queues hands 
 --- @include "whenfull"
 --- @include "priority"
 writable_when_full(K.wake)
-if pending_count({K.pending, K.prio, K.tq}) == 0 then
+if pending_count(G.pending) == 0 then
   return 0
 end
 signal(K.wake)

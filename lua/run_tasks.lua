@@ -38,7 +38,7 @@ for i = 1, A.ids.n do
   if v then
     redis.call('ZREM', K.container, id)
     redis.call('HSET', K.tasks, id, 'p' .. stored_msg(v))
-    push_pending({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, id, v, 2, false)
+    push_pending(G.pending, id, v, 2, false)
     local m = stored_msg(v)
     emit_task(K.events, cap, msg_tenant(m, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(m), 'from', state)
     moved = moved + 1

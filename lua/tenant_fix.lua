@@ -37,7 +37,7 @@ Works when Redis is full (maxmemory): it starts with a no-op removal (includes/w
 --- @include "stored"
 --- @include "priority"
 writable_when_full(K.tasks)
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 local count = tonumber(A.count)
 local out = {'0'}
 if A.mode == 'active' then

@@ -11,7 +11,7 @@ operator_only(K.paused)  -- an operator's: a producer is refused here, before an
 if redis.call('DEL', K.paused) == 0 then
   return 0
 end
-if pending_count({K.pending, K.prio, K.tq}) > 0 then
+if pending_count(G.pending) > 0 then
   signal(K.wake)
 end
 return 1

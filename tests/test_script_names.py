@@ -251,6 +251,9 @@ return {{K.tasks, K.lease, A.id, A.now{body}}}
      "every key of the group @pending one by one"),
     ("probe.lua", "KEY @events\nKEY children  c\nKEY outbox  o\nKEY @serial\n", "", "", "the group @exit one by one"),
     ("probe.lua", "KEY @exit\n", "", ", K.ta, K.conf", None),
+    ("probe.lua", "KEY @exit\n", "", ", G.pending[3], G.exit[1]", None),
+    ("probe.lua", "", "", ", G.pending", "uses G.pending, which is no key group its header declares"),
+    ("probe.lua", "KEY @pending\n", "", ", G.pendings", "uses G.pendings, which is no key group"),
     ("probe-2.lua", "", "", "", "is not named <verb>.lua"),
     ("probe.lua", "KEYS[3] more      the old grammar\n", "", "", "not a declaration"),
     ("probe.lua", "KEY 2j          not a name\n", "", "", "not a declaration"),
@@ -289,7 +292,7 @@ def test_the_prologue_binds_each_name_to_its_position(tmp_path: Path) -> None:
     import fakeredis
 
     (tmp_path / "includes").mkdir()
-    body = (", K.prio, K.ta, K.more[1], K.more.n, A.items[2].b, A.items[1].a, A.items.n, "
+    body = (", K.prio, G.pending[6], K.more[1], K.more.n, A.items[2].b, A.items[1].a, A.items.n, "
             "#{A.items.all()}")
     (tmp_path / "probe.lua").write_text(GOOD.format(extra_keys="KEY @pending\nKEY more...  a tail\n",
                                                     extra_args="ARG items... {a b}  a stride\n", body=body))
@@ -308,6 +311,18 @@ def test_the_prologue_binds_each_name_to_its_position(tmp_path: Path) -> None:
     a = scripts["again"]
     keys, args = bind_named(a.name, tmp_path, tasks="t", lease="l", more=["t1", "l1", "t2", "l2"], id="i", now="n")
     assert r.eval(a.source, len(keys), *keys, *args) == [b"t", b"l", b"i", b"n", b"l", b"t1", b"l2", 2]
+
+
+GROUP_BY_HAND = {"dequeue.lua": "its body is being split into stages (issue 43 item 2): G.pending comes with it"}
+
+
+def test_no_body_spells_out_the_pending_group() -> None:
+    """A script passes its pending keys to includes/priority as ``G.pending`` (the prologue builds
+    it from KEY_GROUPS), so a key added to the group reaches every such call."""
+    by_hand = re.compile(r"\{\s*K\.pending\s*,\s*K\.prio\b")
+    found = [p.name for p in sorted((ROOT / "lua").glob("*.lua"))
+             if by_hand.search(p.read_text().split("]]", 1)[1]) and p.name not in GROUP_BY_HAND]
+    assert found == [], f"use G.pending: {found}"
 
 
 def test_a_stride_tail_takes_whole_items() -> None:

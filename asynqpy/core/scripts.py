@@ -22,7 +22,9 @@ header: ``local K = {tasks = KEYS[1], ...}`` and ``local A = {id = ARGV[1], ...}
 reads its inputs by name (``K.tasks``, ``A.now``). A tail is a view on KEYS / ARGV (nothing
 copied): ``K.extra[i]`` its i-th value, ``K.extra.n`` their count; a stride tail's
 ``A.items[i].token`` reads a member of its i-th item (``{*}``: the fixed names again, item 0
-being the fixed inputs themselves); ``.all()`` unpacks a tail where the body calls it. Every name
+being the fixed inputs themselves); ``.all()`` unpacks a tail where the body calls it;
+``G.pending`` is a declared group's keys as an array in the group's order (includes/priority's
+``pk``: a key added to the group reaches it). Every name
 must be distinct (keys and arguments share one namespace), a Python identifier and not a Lua or
 Python keyword. The body may not use ``KEYS`` / ``ARGV`` (nor the old positional ``KV`` / ``AV``)
 itself and may not read a ``K.x`` / ``A.x`` its header does not name. Message field numbers come
@@ -59,6 +61,7 @@ _DECL = re.compile(r"^(KEY|ARG) (@?[A-Za-z_]\w*)(\.\.\.)?(?: \{([^}]*)\})?(?:\s{
 _RAW = re.compile(r"\b(KEYS|ARGV)\b")
 _NAMED = re.compile(r"(?<![\w.])([KA])\.([A-Za-z_]\w*)")
 _FIELD = re.compile(r"(?<![\w.])F\.([A-Za-z_]\w*)")
+_GROUP = re.compile(r"(?<![\w.])G\.([A-Za-z_]\w*)")
 _POSITIONAL = re.compile(r"\b(KV|AV)\b")
 _LUA_KEYWORDS = frozenset("and break do else elseif end false for function goto if in local nil not or repeat return "
                           "then true until while".split())
@@ -272,6 +275,9 @@ def check_body(filename: str, body: str, keys: Sequence[str], args: Sequence[str
     for nm in _FIELD.findall(code):
         if nm not in FIELD_INDEX:
             raise ScriptHeaderError(f"{filename}: uses F.{nm}, which is no message field (core/codec.py FIELD_INDEX)")
+    for nm in _GROUP.findall(code):
+        if nm not in KEY_GROUPS or not set(group_keys(nm)) <= named["K"]:
+            raise ScriptHeaderError(f"{filename}: uses G.{nm}, which is no key group its header declares")
 
 
 def prologue(h: Header, code: str) -> str:
@@ -279,8 +285,9 @@ def prologue(h: Header, code: str) -> str:
     ``A``, a variadic tail as a view on KEYS / ARGV (nothing copied: ``K.extra[i]`` is the tail's
     i-th value, ``K.extra.n`` their count; a stride tail's ``A.items[i]`` is its i-th item, read by
     member, ``A.items[i].id``, ``A.items.n`` the number of items; ``.all()``, where the code calls
-    it, every value unpacked), and the message fields the code reads as ``F`` (``F.tenant``: the
-    field's 0-based index, from core/codec.py FIELD_INDEX)."""
+    it, every value unpacked), a key group the code reads as ``G.<group>`` as an array of its keys
+    in the group's order (``G.pending``: includes/priority's ``pk``), and the message fields the
+    code reads as ``F`` (``F.tenant``: the field's 0-based index, from core/codec.py FIELD_INDEX)."""
     k = ", ".join(f"{nm} = KEYS[{i}]" for i, nm in enumerate(h.keys, 1))
     a = ", ".join(f"{nm} = ARGV[{i}]" for i, nm in enumerate(h.args, 1))
     out = f"local K = {{{k}}}\nlocal A = {{{a}}}\n"
@@ -290,6 +297,10 @@ def prologue(h: Header, code: str) -> str:
             target = f"{table}.{tail}"
             out += _tail_view(target, raw, len(fixed), members, table if members == fixed else "",
                               re.search(rf"(?<![\w.]){re.escape(target)}\.all\b", code) is not None)
+    groups = sorted(set(_GROUP.findall(code)))
+    if groups:  # a group's keys as a Lua array, in the group's order (includes/priority's pk: G.pending)
+        out += "local G = {" + ", ".join(
+            f"{g} = {{" + ", ".join(f"K.{k}" for k in group_keys(g)) + "}" for g in groups) + "}\n"
     fields = sorted(set(_FIELD.findall(code)), key=FIELD_INDEX.__getitem__)
     if fields:
         out += "local F = {" + ", ".join(f"{nm} = {FIELD_INDEX[nm]}" for nm in fields) + "}\n"
