@@ -196,28 +196,12 @@ def parse_header(filename: str, text: str) -> Header:
     strides: dict[str, tuple[str, ...]] = {"KEY": (), "ARG": ()}
     seen: set[str] = set()
     items: list[set[str]] = []  # the keys each KEY line gives (a group: all its keys)
-    lines = iter(h.group(1).splitlines())
-    for line in lines:
-        if not _DECL_START.match(line):
-            continue
-        while "{" in line and "}" not in line:  # a stride's members may go on over indented lines
-            line = line.rstrip() + " " + next(lines, "}").strip()
-        d = _DECL.match(line)
-        if not d:
-            raise ScriptHeaderError(f"{filename}: not a declaration ('KEY name  description', "
-                                    f"'ARG name...  description'): {line.strip()!r}")
+    for d in _declarations(filename, h.group(1)):
         kind, nm, variadic = d.group(1), d.group(2), bool(d.group(3))
         if tails[kind]:
             raise ScriptHeaderError(f"{filename}: {kind} {nm} follows the variadic tail {tails[kind]}")
-        if nm.startswith("@"):
-            if kind != "KEY" or variadic or nm[1:] not in KEY_GROUPS:
-                raise ScriptHeaderError(f"{filename}: {kind} {nm}: a group is a KEY among "
-                                        f"{sorted('@' + g for g in KEY_GROUPS)} (core/scripts.py KEY_GROUPS)")
-            items.append(set(group_keys(nm[1:])))
-            members: tuple[str, ...] = group_keys(nm[1:])
-        else:
-            items.append({nm})
-            members = (nm,)
+        members = _members(filename, kind, nm, variadic)
+        items.append(set(members))
         for member in members:
             if keyword.iskeyword(member) or member in _LUA_KEYWORDS or member in seen:
                 raise ScriptHeaderError(f"{filename}: {kind} {member}: a name must be unique across keys and "
@@ -232,6 +216,32 @@ def parse_header(filename: str, text: str) -> Header:
             fixed[kind].extend(members)
     _check_groups(filename, items)
     return Header(name, tuple(fixed["KEY"]), tuple(fixed["ARG"]), tails, strides)
+
+
+def _declarations(filename: str, header: str) -> Iterator[re.Match[str]]:
+    """The KEY / ARG declarations of a header's text, each matched by the grammar (a stride's
+    ``{members}`` may go on over indented lines); raises at a line that starts as one and is not."""
+    lines = iter(header.splitlines())
+    for line in lines:
+        if not _DECL_START.match(line):
+            continue
+        while "{" in line and "}" not in line:
+            line = line.rstrip() + " " + next(lines, "}").strip()
+        d = _DECL.match(line)
+        if not d:
+            raise ScriptHeaderError(f"{filename}: not a declaration ('KEY name  description', "
+                                    f"'ARG name...  description'): {line.strip()!r}")
+        yield d
+
+
+def _members(filename: str, kind: str, nm: str, variadic: bool) -> tuple[str, ...]:
+    """The names a declaration gives: its own, or a group's keys (``KEY @pending``)."""
+    if not nm.startswith("@"):
+        return (nm,)
+    if kind != "KEY" or variadic or nm[1:] not in KEY_GROUPS:
+        raise ScriptHeaderError(f"{filename}: {kind} {nm}: a group is a KEY among "
+                                f"{sorted('@' + g for g in KEY_GROUPS)} (core/scripts.py KEY_GROUPS)")
+    return group_keys(nm[1:])
 
 
 def _stride(filename: str, kind: str, tail: str, spec: str | None, fixed: Sequence[str]) -> tuple[str, ...]:
