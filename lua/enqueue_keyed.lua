@@ -1,22 +1,13 @@
 --[[ enqueue_keyed: (new) -> pending (its key was free: it holds it now) or blocked (behind the
 key's holder and the tasks queued before it)
 KEY tasks          tasks hash
-KEY pending        pending list
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY wake           wake-up list idle workers block on
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY blocked        blocked zset: ids waiting behind their key -> when enqueued (ms)
-KEY keyheld        keyheld hash: key -> the id holding it (includes/serial)
+KEY @serial
+KEY @events
 KEY keylist        the key's list of waiting ids
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG id
-ARG msg            the encoded message (its key field is ARGV[4])
+ARG msg            the encoded message (its key field holds the ``key`` argument)
 ARG check          '1' = a caller-chosen id (checked for conflicts), '0' = generated
 ARG key            the task's key
 ARG now            '' = Redis time; else a simulated time in ms
@@ -38,5 +29,5 @@ if refused == 1 then  -- sent again: its own write, still blocked (2) or admitte
 elseif refused then
   return refused
 end
-return key_admit(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
+return key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
                  msg, now_ms(A.now))

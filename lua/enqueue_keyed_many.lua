@@ -4,23 +4,14 @@ Each task is stored as enqueue_keyed.lua stores one, in the order given: tasks o
 order (the first takes a free key, the next ones queue behind it), and each task's reply is the one
 enqueue_keyed would give it.
 KEY tasks          tasks hash
-KEY pending        pending list
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY wake           wake-up list idle workers block on
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY blocked        blocked zset: ids waiting behind their key -> when enqueued (ms)
-KEY keyheld        keyheld hash: key -> the id holding it (includes/serial)
+KEY @serial
+KEY @events
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY keylists...      each task's key's list of waiting ids, the i-th task's at KEYS[14+i]
+KEY keylists...      each task's key's list of waiting ids, the i-th task's at K.keylists[i]
 ARG check          '1' = caller-chosen ids (checked for conflicts), '0' = generated
 ARG now            '' = Redis time; else a simulated time in ms
-ARG items...       id, msg (the encoded message), key triples, one per task
+ARG items... {id msg key}  one item per task: id, msg (the encoded message), key
 Returns one code per task, in order: 1 = pending (it holds the key), 2 = blocked, -2 = a live task
 has this id (an id given twice in the batch: the second is refused).
 Sent again after a lost reply: each task finds its own stored write (new_id 'own'): nothing
@@ -33,10 +24,10 @@ the call's first write: a full Redis refuses the call there, whole.
 --- @include "stored"
 local check, now, cap = A.check == '1', now_ms(A.now), nil
 local out = {}
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
-for i = 3, #AV, 3 do
-  local n = (i - 3) / 3 + 1
-  local id, msg, key, list = AV[i], AV[i + 1], AV[i + 2], KV[14 + n]
+local pk = G.pending
+for n = 1, A.items.n do
+  local it = A.items[n]
+  local id, msg, key, list = it.id, it.msg, it.key, K.keylists[n]
   local refused = store_new(K.tasks, id, 'b', msg, check, list, 0, K.archived, K.completed)
   if refused == 1 then  -- sent again: its own write, still blocked (2) or admitted since (1)
     local v = redis.call('HGET', K.tasks, id)

@@ -5,21 +5,15 @@ id check; a batch with caller-chosen ids is checked like enqueue.lua: a live tas
 is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
 replaced.
 KEY tasks          tasks hash
-KEY pending        pending list
+KEY @pending
 KEY wake           wake-up list idle workers block on
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
 KEY marker         generated ids: this call's batch marker (a random token per call; set for a
                    minute); caller-chosen ids: a never-set placeholder
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @events
 ARG check          '1' = check ids for conflicts, '0' = generated ids
-ARG entries...     id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+ARG entries... {id value}  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
 (core/events.py expands it into one event per task).
@@ -36,30 +30,31 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "priority"
 --- @include "stored"
 local ids, vals, refused = {}, {}, {}
-if A.check ~= '1' then  -- generated ids: AV[2..] is already the HSET field/value list
+if A.check ~= '1' then  -- generated ids: the entries are already the HSET field/value list
   if not redis.call('SET', K.marker, '1', 'NX', 'PX', 60000) then
     return refused  -- sent again: this call stored its batch already
   end
-  for i = 2, #AV, 2 do
-    ids[#ids + 1] = AV[i]
-    vals[#vals + 1] = AV[i + 1]
+  for i = 1, A.entries.n do
+    local e = A.entries[i]
+    ids[i], vals[i] = e.id, e.value
   end
-  redis.call('HSET', K.tasks, unpack(AV, 2))
+  redis.call('HSET', K.tasks, A.entries.all())
 else
   local fields, seen = {}, {}
-  for i = 2, #AV, 2 do
-    local id = AV[i]
-    local status = seen[id] and 'taken' or new_id(K.tasks, id, stored_msg(AV[i + 1]), true)
+  for i = 1, A.entries.n do
+    local e = A.entries[i]
+    local id, value = e.id, e.value
+    local status = seen[id] and 'taken' or new_id(K.tasks, id, stored_msg(value), true)
     if status == 'taken' then
-      refused[#refused + 1] = i / 2
+      refused[#refused + 1] = i
     else
       seen[id] = true
     end
     if status == 'new' or status == 'replace' then
       fields[#fields + 1] = id
-      fields[#fields + 1] = AV[i + 1]
+      fields[#fields + 1] = value
       ids[#ids + 1] = id
-      vals[#vals + 1] = AV[i + 1]
+      vals[#vals + 1] = value
     end
   end
   if #ids > 0 then
@@ -70,7 +65,7 @@ else
   end
 end
 if #ids > 0 then
-  push_many({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, ids, vals)
+  push_many(G.pending, ids, vals)
   signal(K.wake)
   local cap = events_cap(K.conf)
   if cap > 0 then
