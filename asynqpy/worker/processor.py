@@ -51,6 +51,7 @@ def _overran(r: Running) -> TaskTimeoutError:
         return TaskTimeoutError(f"the handler ran past the task's deadline ({_when(r.msg.deadline_ms)})")
     return TaskTimeoutError(f"the handler ran past the task's timeout ({r.timeout_ms / 1000:g}s)")
 
+
 class Processor:
     """The fetch/run/finish engine of a server."""
 
