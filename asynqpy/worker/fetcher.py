@@ -33,7 +33,7 @@ from .wake import PipelinedWait
 if TYPE_CHECKING:
     from .processor import Processor
 
-log = logging.getLogger("asynqpy.processor")
+log = logging.getLogger("asynqpy.processor")  # the processor's log: fetching is part of its work
 
 POLL_EVERY_FETCH = 100
 """Serving at most this many queues, a busy fetch polls the other queues' wake lists every time
