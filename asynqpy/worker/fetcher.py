@@ -183,6 +183,8 @@ class Fetcher:
         return self.ctx.stopping.is_set() or self.p.quiet or self._restart
 
     async def _loop(self) -> None:
+        """Fetch while a slot is free, until stopped (or halted); a failed round backs off (50 ms
+        doubling to 5 s); at its end, the wake tokens it took and did not act on are handed back."""
         backoff = 0.05
         self._queues.scan_from(self.opts.idle_timeout, asyncio.get_running_loop().time())
         while not self._stopped():
