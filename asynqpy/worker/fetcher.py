@@ -17,21 +17,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from redis.exceptions import ResponseError
 
 from ..core.broker import Dequeued
 from ..core.keys import queue_keys, wait_stop
 from ..redisio.connection import REDIS_ERRORS
-from .context import Context
+from .context import Context, Running
 from .queues import EMPTY_RECHECK, FEW_QUEUES, QueueOrder
 from .settings import ServerOptions
 from .wake import PipelinedWait
-
-if TYPE_CHECKING:
-    from .processor import Processor
 
 log = logging.getLogger("asynqpy.processor")  # the processor's log: fetching is part of its work
 
@@ -44,11 +41,23 @@ SHORT_WAIT = 0.25
 than in BLPOP (Redis times blocked clients out at its cron's pace, ~100 ms)."""
 
 
+class Taker(Protocol):
+    """What the fetcher needs of the processor: the tasks it runs (``executing``), how many it may
+    run at once, whether it is quiet, who is told of a queue's tasks taken, and where a task goes."""
+
+    executing: set[Running]
+    concurrency: int
+    quiet: bool
+    dequeued: Callable[[str], None] | None
+
+    def start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None: ...
+
+
 class Fetcher:
     """Takes tasks for a :class:`~asynqpy.worker.processor.Processor` (see the module docstring);
     reads its concurrency, its ``quiet`` and the tasks it runs (``executing``)."""
 
-    def __init__(self, ctx: Context, options: ServerOptions, processor: Processor) -> None:
+    def __init__(self, ctx: Context, options: ServerOptions, processor: Taker) -> None:
         self.ctx = ctx
         self.opts = options
         self.name = options.worker_name
