@@ -27,7 +27,8 @@ local function dq_gate(now)
     'waiter_until', 'polls', 'active', 'followed', 'holds')
   return {
     now = now, count = tonumber(A.count), wait = 0, out = {now, 0, 0}, runs = {}, ids = false, vals = {},
-    prios = 0, fair = false, held_any = false, version = tonumber(A.version) or 0,
+    prios = 0, fair = false, held_any = false, version = tonumber(A.version) or 0, bucket = false,
+    rate_held = false, remaining = 0, rate_wait = false, expected = false,  -- (set by later stages: sized here)
     cap = conf[1], limit = tonumber(conf[2]), rate = tonumber(conf[3]), burst = conf[4], tokens = conf[5],
     ts = conf[6], waiter = conf[7], waiter_until = tonumber(conf[8]), polls = conf[9], active_f = conf[10],
     followed = conf[11], holds = conf[12],

@@ -15,9 +15,7 @@
 --- removed ('' or nil: none blocked).
 --- @include "priority"
 --- @include "events"
-local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR
-local VERSION_BAND = 1e15  -- core/deploy.py VERSION_BAND
-local TYPE_BAND = 2e15  -- core/deploy.py TYPE_BAND
+--- @include "bands"
 local MIN_VERSION_INDEX = F.min_version
 local function msg_min_version(m, i)
   local at = msg_field(m, i, MIN_VERSION_INDEX)

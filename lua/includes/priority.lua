@@ -14,6 +14,22 @@
 --- @include "tenant"
 local BAND = 35184372088832  -- 2^45
 local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities above the default
+--- prio_respace(pq, lo): the guard of a band's edge (docs/architecture.md "Bands and sentinels"): a
+--- score one step past the end of its band would sort with the next priority, so a push that
+--- would cross (2^44 pushes at one end while the band never empties) first spreads the band's
+--- members again around its middle, in order; returns the band's first and last scores then.
+local function prio_respace(pq, lo)
+  local ids = redis.call('ZRANGE', pq, string.format('%.0f', lo), '(' .. string.format('%.0f', lo + BAND), 'BYSCORE')
+  local first = lo + BAND / 2 - math.floor(#ids / 2)
+  for i = 1, #ids, 1000 do  -- (chunks: unpack's limit)
+    local args = {}
+    for k = i, math.min(i + 999, #ids) do
+      args[#args + 1], args[#args + 2] = string.format('%.0f', first + k - 1), ids[k]
+    end
+    redis.call('ZADD', pq, unpack(args))
+  end
+  return first, first + #ids - 1
+end
 local function push_pending(pk, id, m, i, front)
   local list, pq, p = pk[1], pk[2], msg_priority(m, i)
   local tenant = msg_tenant(m, i)
@@ -39,6 +55,10 @@ local function push_pending(pk, id, m, i, front)
   local score = lo + BAND / 2
   if edge then
     score = tonumber(edge) + (front and -1 or 1)
+    if score < lo or score >= lo + BAND then  -- (past its band's end: spread the band first)
+      local first, last = prio_respace(pq, lo)
+      score = front and first - 1 or last + 1
+    end
   end
   redis.call('ZADD', pq, string.format('%.0f', score), id)
 end
@@ -71,6 +91,10 @@ local function push_many(pk, ids, vals)
     local edge = redis.call('ZRANGE', pq, '(' .. string.format('%.0f', lo + BAND), string.format('%.0f', lo),
       'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')[2]
     local score = edge and tonumber(edge) or lo + BAND / 2 - 1
+    if score + #members >= lo + BAND then  -- (past its band's end: spread the band first)
+      local _, last = prio_respace(pq, lo)
+      score = last
+    end
     local args = {}
     for _, id in ipairs(members) do
       score = score + 1

@@ -1,0 +1,18 @@
+--- The score bands of a queue's scheduled zset (core/deploy.py, the same numbers: a test compares;
+--- docs/architecture.md "Bands and sentinels"): a due time (ms) is below HOLD_FLOOR (year 33658;
+--- an option's time stops at year 9999, a delay at 100 years: core/options.py, core/broker.py
+--- MAX_DELAY_MS); a task held by a deploy hold (includes/hold) is at VERSION_BAND + the version it
+--- needs, or TYPE_BAND + its count among the held of a blocked type.
+--- due_guard(due): the due time a script is about to write, refused at or past HOLD_FLOOR (it
+--- would read as a held task, never due): an error the caller raises as InvalidArgumentError
+--- (core/errors.py SCRIPT_REFUSED); call it before the script's first write (nothing is changed).
+local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR
+local VERSION_BAND = 1e15  -- core/deploy.py VERSION_BAND
+local TYPE_BAND = 2e15  -- core/deploy.py TYPE_BAND
+local function due_guard(due)
+  if due >= HOLD_FLOOR then
+    return error('asynqpy-refused: a due time of ' .. string.format('%.0f', due)
+      .. ' ms is at or past HOLD_FLOOR (1e15 ms: the held tasks\' band of the scheduled zset)')
+  end
+  return due
+end
