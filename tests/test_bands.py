@@ -20,7 +20,8 @@ from asynqpy.core.broker import MAX_DELAY_MS, Broker
 from asynqpy.core.clock import FakeClock
 from asynqpy.core.codec import Message, decode
 from asynqpy.core.keys import queue_keys
-from asynqpy.core.options import MAX_EPOCH
+from asynqpy.core.options import MAX_EPOCH, MAX_SECONDS
+from asynqpy.core.process import TIMER_MAX_S, Step, plan_step
 from asynqpy.redisio.executor import SyncExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,7 @@ def test_the_lua_bands_are_the_python_ones_and_every_time_stays_below_the_floor(
     assert _lua_number("includes/bands.lua", "TYPE_BAND") == deploy.TYPE_BAND
     assert _lua_number("includes/priority.lua", "BAND") == BAND
     assert deploy.VERSION_BAND + deploy.encode_version("9999.9999.9999") < deploy.TYPE_BAND
+    assert _lua_number("includes/bands.lua", "VERSION_MAX") == deploy.encode_version("9999.9999.9999")
     # the latest time an option takes, and the longest delay from any time before year 9999
     assert MAX_EPOCH * 1000 + MAX_DELAY_MS < deploy.HOLD_FLOOR
     assert 10 * BAND + BAND < 2**53  # (every prio score an exact double)
@@ -138,3 +140,26 @@ def test_a_tenant_seq_keeps_its_16_digits(backend: Any) -> None:
     assert len(acme) == 4 and len(members) == 6  # nothing lost
     got = [p for p in _take(backend) if p.startswith(("x", "a", "b", "c"))]
     assert got == ["x", "a", "b", "c"]  # each tenant's order kept (the front push first)
+
+
+def test_a_min_version_past_the_band_is_held_in_the_version_band(backend: Any) -> None:
+    """A message whose min_version was never encoded (past 9999.9999.9999: the API refuses it) is
+    held at the top of VERSION_BAND, never in TYPE_BAND (it would read as a blocked type)."""
+    q, ex, b = queue_keys(Q), SyncExecutor(backend.sync), Broker()
+    with pytest.raises(InvalidArgumentError):
+        deploy.encode_version("10000.0.0")
+    ex.run(b.enqueue(Q, "big", Message(type="t", min_version=10**15)))
+    ex.run(b.enqueue(Q, "ok", Message(type="t", min_version=deploy.encode_version("2.0"))))
+    assert not ex.run(b.dequeue(Q, 5, 30_000, "tok00001", version=deploy.encode_version("1.0"))).tasks
+    big, ok = backend.sync.zscore(q.scheduled, "big"), backend.sync.zscore(q.scheduled, "ok")
+    assert deploy.held_kind(big) == "version" and big == deploy.VERSION_BAND + deploy.encode_version("9999.9999.9999")
+    assert ok == deploy.VERSION_BAND + deploy.encode_version("2.0")
+
+
+def test_a_process_timer_past_100_years_is_refused() -> None:
+    """A durable process's timer (a scheduled keyed input, proc_commit.lua) is bounded like every
+    duration: its due time stays below HOLD_FLOOR."""
+    assert TIMER_MAX_S == MAX_SECONDS
+    with pytest.raises(InvalidArgumentError, match="100 years"):
+        plan_step("p", "k", None, Step(timer=TIMER_MAX_S + 1), 0)
+    assert plan_step("p", "k", None, Step(timer=TIMER_MAX_S), 0).timer_ms == TIMER_MAX_S * 1000

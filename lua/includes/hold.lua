@@ -35,8 +35,8 @@ local function hold_score(holds, v, version, conf)
     return TYPE_BAND + redis.call('HINCRBY', conf, 'hseq', 1)
   end
   local need = msg_min_version(v, 2)
-  if need > version then
-    return VERSION_BAND + need
+  if need > version then  -- (a need past VERSION_MAX, never encoded: at its band's top, not in TYPE_BAND)
+    return VERSION_BAND + math.min(need, VERSION_MAX)
   end
   return nil
 end
