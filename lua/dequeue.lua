@@ -1,6 +1,7 @@
 --[[ dequeue: pending -> active (with a lease)
 Takes up to `count` tasks and leases them to the caller until now + lease, in five stages, each an
-include that reads and writes one state table (docs/architecture.md "The dequeue, in stages"):
+include (a block of this body, in order) that reads and writes one state table ``s``
+(docs/architecture.md "The dequeue, in stages"):
   gate     includes/dq_gate     a paused queue yields nothing; the settings read once (type blocks,
                                 limits, events), the caller's version
   take     includes/dq_take     first runs of targeted tasks, take-backs of tasks held for the
@@ -8,9 +9,9 @@ include that reads and writes one state table (docs/architecture.md "The dequeue
                                 (includes/dq_fair) or the plain priority order (includes/dq_plain)
   lease    includes/dq_lease    the tasks taken become active under the caller's token (a task the
                                 gate holds goes to the scheduled zset instead: includes/hold)
-  account  includes/dq_account  the queue's limits (concurrency, rate and its waiter:
-                                includes/dq_limits, admitted before the take) and the tenants'
-                                slots and rates (includes/dq_tenant), and what is left
+  account  includes/dq_limits   the queue's limits (concurrency, rate) admitted before the take,
+           includes/dq_account  and settled after the lease (the rate's waiter), with what is left;
+                                the tenants' slots and rates: in the fair take (includes/dq_tenant)
   reply    includes/dq_reply    the reply, and a wake-up token when tasks remain
 KEY tasks        tasks hash
 KEY pending      pending list
@@ -49,17 +50,8 @@ includes/dq_tenant; negative: sleep on the wake list unless woken sooner).
 --- @include "stored"
 --- @include "hold"
 --- @include "dq_gate"
---- @include "dq_account"
+--- @include "dq_limits"
 --- @include "dq_take"
 --- @include "dq_lease"
+--- @include "dq_account"
 --- @include "dq_reply"
-local now = now_ms(A.now)
-local s = dq_gate(now)
-if not s then
-  return {now, -1, 0}
-end
-limits_admit(s)  -- (the account's first half: the queue's limits bound what the take may take)
-dq_take(s)
-dq_lease(s)
-dq_account(s)
-return dq_reply(s)

@@ -45,7 +45,10 @@ elseif seen == 'taken' then
   return -2
 end
 local delay = tonumber(A.delay)
-local due = due_guard(now_ms(A.now) + delay)  -- (before any write, the debounce SET too: includes/bands)
+local due = now_ms(A.now) + delay
+if due >= HOLD_FLOOR then  -- (before any write, the debounce SET too: includes/bands)
+  return error(DUE_REFUSED)
+end
 local ttl = tonumber(A.unique)
 local replaced, replaced_msg = '', ''
 if debounce then

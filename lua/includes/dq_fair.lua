@@ -15,7 +15,11 @@
 --- before anything is counted: a held one takes no tenant slot, no token of its tenant's rate and
 --- no turn (the tenant takes its next task instead). Slots and rates: includes/dq_tenant.
 --- take_fair(s, n): up to n pending ids (a tenant's also in s.vals: id -> stored value, read once).
+--- Its helpers (includes/dq_tenant, includes/dq_give and the fair_* below) are defined inside it:
+--- a dequeue that meets no tenant makes no closure for them (every top-level function of a script
+--- is made again on each call of it: ~0.3 µs each, measured).
 --- @include "dq_plain"
+local function take_fair(s, n)
 --- @include "dq_tenant"
 --- @include "dq_give"
 local function fair_rebase(vt)  -- passes back near 0 (each less V): they stay exact, and V with them
@@ -70,7 +74,7 @@ local function fair_round(s, n)  -- one round of turns; returns true when anothe
   local left, short = fair_give(s, r)
   return not (#s.ids >= n or (left == 0 and not bound and not short))
 end
-local function take_fair(s, n)
+  -- (take_fair's body: the functions above are its own)
   local head = redis.call('HMGET', K.tn, 'v', 'o', 'd')
   s.defaults = head[3]  -- (o: tenants with settings of their own; d: the queue's defaults for the others)
   s.vt, s.settings = tonumber(head[1] or '0'), tonumber(head[2] or '0') > 0 or s.defaults ~= false

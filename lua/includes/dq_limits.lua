@@ -2,11 +2,11 @@
 --- conf fields read by includes/dq_gate): 'concurrency' = at most this many of the queue's tasks
 --- active across all workers (the lease zset's size); 'rate' (tasks per second) and 'burst' = a
 --- token bucket ('tokens', 'ts' its state) that each task taken uses one token of.
---- limits_admit(s), before the take: s.count lowered to what the limits allow now; s.wait = the ms
+--- Admitted before the take (this include, a block of the dequeue's body): s.count lowered to what the limits allow now; s.wait = the ms
 --- before a dequeue may get a task: the next token of the rate (> 0), or -LIMIT_WAIT for a full
 --- concurrency limit (negative: unless a slot frees sooner). A limited dequeue leaves no wake-up
 --- token (the workers it would wake could take nothing either).
---- limits_settle(s), after the lease: the bucket refilled up to now, less a token per task taken,
+--- Settled after the lease (includes/dq_account): the bucket refilled up to now, less a token per task taken,
 --- and the rate's waiter (conf fields 'waiter', 'waiter_until'): of the workers the rate holds
 --- back, ONE (A.name, the first held back while no other waits) is told when the next token is
 --- due (wait > 0) and is expected until then + RATE_GRACE; every other one sleeps on the wake list
@@ -24,7 +24,7 @@ local LIMIT_WAIT = 1000
 local RATE_GRACE = 500  -- ms the rate's waiter may be late for its token before another takes its turn
 local POLL_STEP = 250  -- ms between two looks of the workers the rate's waiter stands for (at most 4 a second)
 local POLL_MAX = 10000  -- ms: the longest they are told to sleep (a worker's idle wait, 10 s by default)
-local function limits_admit(s)
+do
   local count, now = s.count, s.now
   if s.limit then
     local free = s.limit - redis.call('ZCARD', K.lease)
@@ -48,31 +48,4 @@ local function limits_admit(s)
     end
   end
   s.count, s.tokens = count, tokens
-end
-local function limits_settle(s)
-  local expected = false  -- another worker is the rate's waiter, expected for the next token
-  if s.bucket then  -- the bucket refilled up to now, less a token per task taken
-    local now = s.now
-    local left = s.tokens - (#s.out - 3) / 2
-    local until_ms = s.waiter_until
-    local mine = s.waiter == A.name
-    expected = until_ms ~= nil and until_ms > now and not mine
-    if s.rate_held and s.remaining > 0 then
-      if expected then  -- sleep on the wake list: the waiter comes for the next token
-        local at = math.min(now + POLL_MAX,
-          math.max(now + LIMIT_WAIT, until_ms, (tonumber(s.polls) or 0) + POLL_STEP))
-        s.wait = -(at - now)
-        redis.call('HSET', K.conf, 'tokens', tostring(left), 'ts', now, 'polls', at)
-      else  -- this worker is the waiter
-        redis.call('HSET', K.conf, 'tokens', tostring(left), 'ts', now, 'waiter', A.name,
-          'waiter_until', now + s.wait + RATE_GRACE)
-      end
-    elseif mine and until_ms ~= nil and until_ms > now then  -- the waiter took its tokens: its turn ends
-      redis.call('HSET', K.conf, 'tokens', tostring(left), 'ts', now, 'waiter_until', 0)
-    else
-      redis.call('HSET', K.conf, 'tokens', tostring(left), 'ts', now)
-    end
-    expected = expected and left < 1  -- (a token left over: a woken worker may take it now)
-  end
-  s.expected = expected
 end

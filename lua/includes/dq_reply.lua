@@ -4,7 +4,7 @@
 --- tenants' rates hold every task left, the ms until the first of them conforms (includes/dq_tenant).
 --- If tasks remain and nothing holds them back, one wake-up token is left so another idle worker
 --- comes to help (none while the rate's waiter is expected: it comes for the next token).
-local function dq_reply(s)
+do
   local out = s.out
   out[2] = s.remaining
   if s.rate_wait and s.wait == 0 then  -- tenants' rates hold every task left: look again at the next token

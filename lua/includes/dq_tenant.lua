@@ -1,6 +1,6 @@
 --- Tenant slots and tenant rates, the dequeue's account of them (lua/dequeue.lua; includes/tenant
---- holds the settings, the rate's schedule and the slots' bookkeeping). The fair take
---- (includes/dq_fair) calls these; the state is the dequeue's table ``s`` (s.vt the virtual time,
+--- holds the settings, the rate's schedule and the slots' bookkeeping). Included inside the fair
+--- take's take_fair (includes/dq_fair), which calls these; the state is the dequeue's table ``s`` (s.vt the virtual time,
 --- s.settings: some tenant has settings or the queue has defaults, s.defaults the queue's, s.tbk
 --- each tenant's rate as read this call, s.waiting: tw may hold a tenant) and a round's table
 --- ``r`` (names, pass, turns, stride, free, cfree of the m tenants read from the ring).
@@ -16,9 +16,6 @@
 --- tenant_charge(s, name, given): a tenant's rate schedule moves on by the tasks it started
 --- (kept until it says nothing more: includes/tenant tenant_rest); returns when its next task
 --- conforms (false: no rate). A task held by the take (includes/hold) is not charged.
---- tenant_pending(s): after the lease, the tenants' pending tasks counted into s.remaining while
---- a tenant is in the ring or held by its rate (not all paused); s.rate_wait = the ms until the
---- first next token when every tenant with work is held by its rate and nothing else is left.
 local TENANT_STRIDE = 1000  -- a turn's growth of a tenant's pass (weight 1)
 local function tenant_back(s, n)
   local tw, now, settings = K.tw, s.now, s.settings
@@ -100,20 +97,4 @@ local function tenant_charge(s, name, given)
     return tenant_rate_due(bk[1], bk[2], bk[3])
   end
   return false
-end
-local function tenant_pending(s)
-  s.rate_wait = false  -- every tenant with work is held by its rate: ms until the first next token
-  if s.fair or s.count == 0 then  -- tenants' tasks count while a tenant is in the ring or held by its rate (not all paused)
-    local ready = redis.call('ZRANGE', K.tr, 0, 1)  -- ('' at most once: 2 tell)
-    local live = ready[1] ~= nil and (ready[1] ~= '' or ready[2] ~= nil)
-    local first = not live and redis.call('ZRANGE', K.tw, 0, 0, 'WITHSCORES')[2]  -- (the first due of tw)
-    local rate_wait = false
-    if first then
-      rate_wait = math.max(1, tonumber(first) - s.now)
-    end
-    if live or rate_wait then
-      s.rate_wait = not live and s.remaining == 0 and rate_wait
-      s.remaining = s.remaining + redis.call('ZCARD', K.tq)
-    end
-  end
 end

@@ -14,22 +14,10 @@
 --- @include "tenant"
 local BAND = 35184372088832  -- 2^45
 local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities above the default
---- prio_respace(pq, lo): the guard of a band's edge (docs/architecture.md "Bands and sentinels"): a
---- score one step past the end of its band would sort with the next priority, so a push that
---- would cross (2^44 pushes at one end while the band never empties) first spreads the band's
---- members again around its middle, in order; returns the band's first and last scores then.
-local function prio_respace(pq, lo)
-  local ids = redis.call('ZRANGE', pq, string.format('%.0f', lo), '(' .. string.format('%.0f', lo + BAND), 'BYSCORE')
-  local first = lo + BAND / 2 - math.floor(#ids / 2)
-  for i = 1, #ids, 1000 do  -- (chunks: unpack's limit)
-    local args = {}
-    for k = i, math.min(i + 999, #ids) do
-      args[#args + 1], args[#args + 2] = string.format('%.0f', first + k - 1), ids[k]
-    end
-    redis.call('ZADD', pq, unpack(args))
-  end
-  return first, first + #ids - 1
-end
+--- The guard of a band's edge (docs/architecture.md "Bands and sentinels"): a score one step past
+--- the end of its band would sort with the next priority, so a push that would cross (2^44 pushes
+--- at one end while the band never empties) first spreads the band's members again around its
+--- middle, in order (push_pending; push_many pushes such a batch one by one through it).
 local function push_pending(pk, id, m, i, front)
   local list, pq, p = pk[1], pk[2], msg_priority(m, i)
   local tenant = msg_tenant(m, i)
@@ -55,9 +43,17 @@ local function push_pending(pk, id, m, i, front)
   local score = lo + BAND / 2
   if edge then
     score = tonumber(edge) + (front and -1 or 1)
-    if score < lo or score >= lo + BAND then  -- (past its band's end: spread the band first)
-      local first, last = prio_respace(pq, lo)
-      score = front and first - 1 or last + 1
+    if score < lo or score >= lo + BAND then  -- past its band's end: the band spread again first, in order
+      local all = redis.call('ZRANGE', pq, lo_s, hi_s, 'BYSCORE')
+      local first = lo + BAND / 2 - math.floor(#all / 2)
+      for c = 1, #all, 1000 do  -- (chunks: unpack's limit)
+        local args = {}
+        for k = c, math.min(c + 999, #all) do
+          args[#args + 1], args[#args + 2] = string.format('%.0f', first + k - 1), all[k]
+        end
+        redis.call('ZADD', pq, unpack(args))
+      end
+      score = front and first - 1 or first + #all
     end
   end
   redis.call('ZADD', pq, string.format('%.0f', score), id)
@@ -80,7 +76,7 @@ local function push_many(pk, ids, vals)
       plain[#plain + 1] = id
     else
       by[p] = by[p] or {}
-      table.insert(by[p], id)
+      table.insert(by[p], n)
     end
   end
   if #plain > 0 then
@@ -91,16 +87,18 @@ local function push_many(pk, ids, vals)
     local edge = redis.call('ZRANGE', pq, '(' .. string.format('%.0f', lo + BAND), string.format('%.0f', lo),
       'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')[2]
     local score = edge and tonumber(edge) or lo + BAND / 2 - 1
-    if score + #members >= lo + BAND then  -- (past its band's end: spread the band first)
-      local _, last = prio_respace(pq, lo)
-      score = last
+    if score + #members >= lo + BAND then  -- past its band's end: one by one (push_pending spreads the band)
+      for _, n in ipairs(members) do
+        push_pending(pk, ids[n], vals[n], 2, false)
+      end
+    else
+      local args = {}
+      for _, n in ipairs(members) do
+        score = score + 1
+        args[#args + 1] = string.format('%.0f', score)
+        args[#args + 1] = ids[n]
+      end
+      redis.call('ZADD', pq, unpack(args))
     end
-    local args = {}
-    for _, id in ipairs(members) do
-      score = score + 1
-      args[#args + 1] = string.format('%.0f', score)
-      args[#args + 1] = id
-    end
-    redis.call('ZADD', pq, unpack(args))
   end
 end

@@ -11,7 +11,7 @@
 --- any wait, put there by the dequeue: their push sites need no ring logic).
 --- tenant_settings(l, d), tenant_ready(pk, tenant), tenant_push(pk, tenant, id, p, front): below.
 local SEQ0 = 4503599627370496  -- 2^52: the first seq (front pushes count down from a head)
-local SEQ_MIN, SEQ_END = 1e15, 1e16  -- a seq has 16 digits (the members sort by it): tenant_renumber
+local SEQ_MIN, SEQ_END = 1e15, 1e16  -- a seq has 16 digits (the members sort by it): tenant_push renumbers
 local function tenant_band(p)  -- the band byte of priority p: the highest priority sorts first
   return string.char(57 - p)
 end
@@ -133,26 +133,11 @@ local function tenant_left(pk, ids)
   end
   return back
 end
---- tenant_renumber(pk): the guard of the seq's 16 digits (docs/architecture.md "Bands and
---- sentinels"): a push whose seq would leave them (~10^15 pushes with tenant work all along: 'q'
---- starts again when none is left) first gives every pending tenant task a new seq, SEQ0 + its
---- place, in order ('q' = their count). An operator's hint (a seq it located) may then be stale: not
---- found, it looks again.
-local function tenant_renumber(pk)
-  local all = redis.call('ZRANGE', pk[3], 0, -1)
-  for i = 1, #all, 1000 do  -- (chunks: unpack's limit)
-    local add = {}
-    for k = i, math.min(i + 999, #all) do
-      local m = all[k]
-      local nul = string.find(m, '\0', 1, true)
-      add[#add + 1], add[#add + 2] = 0, string.sub(m, 1, nul + 1) .. string.format('%016.0f', SEQ0 + k)
-        .. string.sub(m, nul + 18)
-    end
-    redis.call('ZREM', pk[3], unpack(all, i, math.min(i + 999, #all)))
-    redis.call('ZADD', pk[3], unpack(add))
-  end
-  redis.call('HSET', pk[5], 'q', #all)
-end
+--- The guard of the seq's 16 digits (docs/architecture.md "Bands and sentinels"): a push whose
+--- seq would leave them (~10^15 pushes with tenant work all along: 'q' starts again when none is
+--- left) first gives every pending tenant task a new seq, SEQ0 + its place, in order ('q' = their
+--- count; tenant_push). An operator's hint (a seq it located) may then be stale: not found, it
+--- looks again.
 local function tenant_push(pk, tenant, id, p, front)
   if not pk[5] then
     return error('asynqpy: a tenant task made pending by a script that does not name the tenant keys')
@@ -164,8 +149,20 @@ local function tenant_push(pk, tenant, id, p, front)
     seq = head and tonumber(string.sub(head, #tenant + 3, #tenant + 18)) - 1
   end
   seq = seq or SEQ0 + redis.call('HINCRBY', pk[5], 'q', 1)
-  if seq < SEQ_MIN or seq >= SEQ_END then  -- (its 16 digits would not hold: renumber first)
-    tenant_renumber(pk)
+  if seq < SEQ_MIN or seq >= SEQ_END then  -- its 16 digits would not hold: every seq anew first, in order
+    local all = redis.call('ZRANGE', pk[3], 0, -1)
+    for c = 1, #all, 1000 do  -- (chunks: unpack's limit)
+      local add = {}
+      for k = c, math.min(c + 999, #all) do
+        local m = all[k]
+        local nul = string.find(m, '\0', 1, true)
+        add[#add + 1], add[#add + 2] = 0, string.sub(m, 1, nul + 1) .. string.format('%016.0f', SEQ0 + k)
+          .. string.sub(m, nul + 18)
+      end
+      redis.call('ZREM', pk[3], unpack(all, c, math.min(c + 999, #all)))
+      redis.call('ZADD', pk[3], unpack(add))
+    end
+    redis.call('HSET', pk[5], 'q', #all)
     return tenant_push(pk, tenant, id, p, front)
   end
   redis.call('ZADD', pk[3], 0, tenant_member(tenant, p, seq, id))
