@@ -371,6 +371,18 @@ def test_no_script_body_indexes_keys_or_argv() -> None:
         assert "-" not in path.stem, f"{path.name}: a script's file name is its verb alone"
 
 
+LUA_MAX_LINES = 200
+"""Most lines a Lua file (a script or an include) may have (issue 43: one concern a file, each stage of
+the dequeue readable in a screen; a longer file is split by concern into includes)."""
+
+
+def test_no_lua_file_is_over_the_line_limit() -> None:
+    files = [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]
+    assert len(files) > 60  # (the glob found the scripts: an empty list would pass)
+    long = {p.relative_to(ROOT).as_posix(): n for p in files if (n := len(p.read_text().splitlines())) > LUA_MAX_LINES}
+    assert not long, f"Lua files over {LUA_MAX_LINES} lines (split them by concern into includes): {long}"
+
+
 def test_the_shipped_headers_load() -> None:
     scripts = load_dir(ROOT / "lua")
     assert scripts["done"].keys_tail == "extra" and scripts["done"].args_tail == "items"

@@ -49,7 +49,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.broker import Call
-from ..core.errors import NotReplicatedError, RedisAuthError, RedisFullError, RedisUnavailableError
+from ..core.errors import (
+    InvalidArgumentError,
+    NotReplicatedError,
+    RedisAuthError,
+    RedisFullError,
+    RedisUnavailableError,
+    script_refusal,
+)
 from .connection import REDIS_ERRORS, is_cluster
 from .scripts import load_scripts
 
@@ -208,6 +215,12 @@ def unavailable(exc: BaseException) -> RedisUnavailableError | RedisAuthError | 
     return None
 
 
+def _typed(exc: BaseException) -> RedisUnavailableError | RedisAuthError | InvalidArgumentError | None:
+    """``exc`` as asynqpy's typed error: Redis unreachable or the credentials refused
+    (:func:`unavailable`), or a script's refusal of an input (core/errors.py script_refusal); else None."""
+    return unavailable(exc) or script_refusal(exc)
+
+
 DIRECT_MAX = 2
 """At most this many calls go by :meth:`SyncExecutor._direct_many` (a lone enqueue and its
 queue's registration); more go in a redis-py pipeline."""
@@ -226,7 +239,7 @@ def _parse(call: Call[Any], reply: Any) -> Any:
     if isinstance(reply, OutOfMemoryError):
         return _full(reply)
     if isinstance(reply, Exception):
-        return unavailable(reply) or reply
+        return _typed(reply) or reply
     try:
         return call.parse(reply)
     except Exception as exc:  # noqa: BLE001 - a typed error for this call alone
@@ -341,7 +354,7 @@ class SyncExecutor:
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
@@ -353,7 +366,7 @@ class SyncExecutor:
         try:
             return self._run_many(calls)
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
@@ -488,7 +501,7 @@ class AsyncExecutor:
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
@@ -499,7 +512,7 @@ class AsyncExecutor:
         try:
             return await _kept(self._run_many(calls))
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
