@@ -48,7 +48,7 @@ do
     end
   end
   if s.version > 0 and s.count > 0 then  -- tasks held for a version up to the caller's: back to the front
-    local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+    local pk = G.pending
     local back = redis.call('ZRANGE', K.scheduled, string.format('%.0f', VERSION_BAND),
       string.format('%.0f', VERSION_BAND + s.version), 'BYSCORE', 'LIMIT', 0, s.count)  -- (16 digits: '%.0f')
     for j = #back, 1, -1 do  -- (each to the front: the last first, so they keep their order)
