@@ -148,6 +148,7 @@ def test_every_mutant_says_what_it_reverts() -> None:
     for p in MUTANTS + PLUS_MUTANTS:
         why, expect = header(p)
         assert why.startswith(("issue 29", "issue 30", "issue 32", "issue 34", "issue 42")) and expect and all(expect), p.name
+    assert set(CATCHES) <= {p.stem for p in MUTANTS + PLUS_MUTANTS}, "a seed for a mutant that is gone (CATCHES)"
 
 
 def find_seeds(names: list[str], tries: int = 300) -> None:
