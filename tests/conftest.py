@@ -104,7 +104,7 @@ _cpu_by_test: dict[str, float] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for name, value in report.user_properties:
-        if name == "cpu_s" and report.when == "teardown":
+        if name == "cpu_s" and report.when == "call":
             _cpu_by_test[report.nodeid] = float(value)
 
 
@@ -115,7 +115,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not n or not _cpu_by_test:
         return
     tr = terminalreporter
-    tr.write_sep("=", f"most CPU (this process and the children it waited for; {len(_cpu_by_test)} tests)")
+    tr.write_sep("=", f"most CPU (setup and call: this process and the children it waited for; {len(_cpu_by_test)} tests)")
     for nodeid, cpu in sorted(_cpu_by_test.items(), key=lambda kv: -kv[1])[:n]:
         tr.write_line(f"{cpu:8.1f}s cpu {nodeid}")
     files: dict[str, float] = {}
@@ -137,7 +137,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     carries, crashed the worker. Such characters are written as escapes (\\udcff) instead."""
     outcome: Any = yield
     report = outcome.get_result()
-    if call.when == "teardown" and _cpu_start in item.stash:  # the test's CPU (pytest_terminal_summary)
+    # the test's CPU, setup and call (pytest_terminal_summary); not its teardown: the last test of a
+    # process tears the session's servers down, and their whole CPU would count as that test's
+    if call.when == "call" and _cpu_start in item.stash:
         report.user_properties.append(("cpu_s", round(_cpu_seconds() - item.stash[_cpu_start], 2)))
     if not hasattr(item.config, "workerinput"):
         return
