@@ -82,6 +82,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of its children it has waited for (the worker
+    processes, relays and interpreters a test starts and stops; not the session's servers)."""
+    import resource
+
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+_cpu_start = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_cpu_start] = _cpu_seconds()
+
+
+_cpu_by_test: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == "cpu_s" and report.when == "call":
+            _cpu_by_test[report.nodeid] = float(value)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """With ``--durations``: also the tests that cost the most CPU (``--durations`` of them), and
+    the CPU of all, per file and in total (the suite's budget on a 2-core machine is CPU)."""
+    n = config.getoption("durations", None)
+    if not n or not _cpu_by_test:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", f"most CPU (setup and call: this process and the children it waited for; {len(_cpu_by_test)} tests)")
+    for nodeid, cpu in sorted(_cpu_by_test.items(), key=lambda kv: -kv[1])[:n]:
+        tr.write_line(f"{cpu:8.1f}s cpu {nodeid}")
+    files: dict[str, float] = {}
+    for nodeid, cpu in _cpu_by_test.items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + cpu
+    tr.write_line("per file: " + ", ".join(f"{f.removeprefix('tests/')} {c:.0f}s"
+                                           for f, c in sorted(files.items(), key=lambda kv: -kv[1])[:n]))
+    tr.write_line(f"total: {sum(_cpu_by_test.values()):.0f}s cpu")
+
+
 def _utf8(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -92,9 +136,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     string that is not UTF-8: a lone surrogate, as a log line of a test on non-UTF-8 task ids
     carries, crashed the worker. Such characters are written as escapes (\\udcff) instead."""
     outcome: Any = yield
+    report = outcome.get_result()
+    # the test's CPU, setup and call (pytest_terminal_summary); not its teardown: the last test of a
+    # process tears the session's servers down, and their whole CPU would count as that test's
+    if call.when == "call" and _cpu_start in item.stash:
+        report.user_properties.append(("cpu_s", round(_cpu_seconds() - item.stash[_cpu_start], 2)))
     if not hasattr(item.config, "workerinput"):
         return
-    report = outcome.get_result()
     report.sections = [(name, _utf8(text)) for name, text in report.sections]
     if report.longrepr is not None:
         try:
