@@ -15,6 +15,8 @@ KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes
 KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
 KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY children       children hash (includes/flow): the workflow children of a task dropped by a cap are told
+KEY outbox         the queue's outbox stream (includes/flow)
 ARG id             task id
 ARG msg            encoded message (msgpack)
 ARG unique         uniqueness TTL in seconds; 0 = not unique
@@ -23,19 +25,32 @@ Note: ARGV[3] is also a throttle window's TTL (the caller's task is then not uni
 released when it finishes, only by the TTL).
 Returns 1 = enqueued (or already enqueued by this same call, sent again after a lost reply: see
 includes/newtask), {-1, holder id, ms left} = duplicate (lock held by another task), -2 = a live
-task has this id.
+task has this id, -10 = the queue (or the task's tenant) is at its cap with overflow 'reject'
+(includes/cap: nothing written but the count of refusals; with 'drop_oldest' the oldest pending
+tasks are archived instead).
 ]]
 --- @include "signal"
 --- @include "newtask"
 --- @include "events"
 --- @include "unique"
 --- @include "priority"
+--- @include "cap"
 local id = A.id
+local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local tenant = msg_tenant(A.msg, 1)
+local victims = cap_gate(K.conf, pk, K.tasks, {n = 1, tenants = tenant and {[tenant] = 1} or {}})
+if victims == false and new_id(K.tasks, id, A.msg, A.check == '1') ~= 'own' then
+  return cap_refuse(K.conf, 1)
+end
 local done = store_new(K.tasks, id, 'p', A.msg, A.check == '1', K.lock, tonumber(A.unique), K.archived, K.completed)
 if done then
   return done
 end
-push_pending({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, id, A.msg, 1, false)
+if victims then
+  cap_drop({t = K.tasks, events = K.events, conf = K.conf, children = K.children, outbox = K.outbox,
+            pending = K.pending, prio = K.prio, tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta}, K.archived, victims)
+end
+push_pending(pk, id, A.msg, 1, false)
 signal(K.wake)
-emit_task(K.events, events_cap(K.conf), msg_tenant(A.msg, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
+emit_task(K.events, events_cap(K.conf), tenant, 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
 return 1

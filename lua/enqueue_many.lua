@@ -18,12 +18,16 @@ KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes
 KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
 KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY children       children hash (includes/flow): the workflow children of a task dropped by a cap are told
+KEY outbox         the queue's outbox stream (includes/flow)
 ARG check          '1' = check ids for conflicts, '0' = generated ids
 ARG entries...     id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
 (core/events.py expands it into one event per task).
-Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
+Returns the 1-based positions of the tasks refused because a live task has their id ({} = none),
+or -10 when the queue (or a tenant of the batch) is at its cap with overflow 'reject', or when
+drop_oldest cannot make room for the whole batch (includes/cap): nothing of the batch is stored.
 Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
 generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
 have finished in any order since: no id of the batch is looked at); with caller-chosen ids, each
@@ -35,15 +39,33 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "events"
 --- @include "priority"
 --- @include "stored"
+--- @include "cap"
 local ids, vals, refused = {}, {}, {}
+local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local function gate(vs)  -- the batch's cap check (includes/cap): nil, false (refuse) or the victims
+  local tenants = {}
+  for _, v in ipairs(vs) do
+    local tenant = msg_tenant(v, 2)
+    if tenant then
+      tenants[tenant] = (tenants[tenant] or 0) + 1
+    end
+  end
+  return cap_gate(K.conf, pk, K.tasks, {n = #vs, tenants = tenants})
+end
+local victims = nil
 if A.check ~= '1' then  -- generated ids: AV[2..] is already the HSET field/value list
-  if not redis.call('SET', K.marker, '1', 'NX', 'PX', 60000) then
+  if redis.call('EXISTS', K.marker) == 1 then
     return refused  -- sent again: this call stored its batch already
   end
   for i = 2, #AV, 2 do
     ids[#ids + 1] = AV[i]
     vals[#vals + 1] = AV[i + 1]
   end
+  victims = gate(vals)
+  if victims == false then
+    return cap_refuse(K.conf, #ids)
+  end
+  redis.call('SET', K.marker, '1', 'NX', 'PX', 60000)
   redis.call('HSET', K.tasks, unpack(AV, 2))
 else
   local fields, seen = {}, {}
@@ -63,14 +85,24 @@ else
     end
   end
   if #ids > 0 then
+    victims = gate(vals)
+  end
+  if victims == false then
+    return cap_refuse(K.conf, #ids)
+  end
+  if #ids > 0 then
     redis.call('HSET', K.tasks, unpack(fields))  -- first write: a full Redis refuses the call here
     for _, id in ipairs(ids) do
       forget_finished(K.archived, K.completed, id)
     end
   end
 end
+if victims then
+  cap_drop({t = K.tasks, events = K.events, conf = K.conf, children = K.children, outbox = K.outbox,
+            pending = K.pending, prio = K.prio, tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta}, K.archived, victims)
+end
 if #ids > 0 then
-  push_many({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, ids, vals)
+  push_many(pk, ids, vals)
   signal(K.wake)
   local cap = events_cap(K.conf)
   if cap > 0 then

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from .errors import (
     TaskStateError,
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
+from .limits import QueueCap, cap_get_call
 from .server_record import ServerInfo
 from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
@@ -113,7 +114,9 @@ class QueueInfo:
     an earlier task of their ``key=``; ``tenants``: how many tenants (``tenant=``) have pending
     tasks.
     ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
-    running count as active)."""
+    running count as active). ``max_pending`` / ``overflow``: the queue's cap (None = none;
+    docs/bounded-queues.md), ``rejected`` / ``dropped``: the tasks its caps (the queue's and its
+    tenants') refused and archived so far."""
 
     queue: str
     size: int
@@ -138,6 +141,10 @@ class QueueInfo:
     waiting: int = 0
     blocked: int = 0
     tenants: int = 0
+    max_pending: int | None = None
+    overflow: str = "reject"
+    rejected: int = 0
+    dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,7 +489,7 @@ class Plans:
         return [g[i:i + STATS_BATCH] for g in groups for i in range(0, len(g), STATS_BATCH)]
 
     @staticmethod
-    def _info(snap: Snapshot, memory: int | None) -> QueueInfo:
+    def _info(snap: Snapshot, memory: int | None, cap: QueueCap | None = None) -> QueueInfo:
         s = snap.stats
         latency = 0.0
         if snap.oldest is not None:
@@ -492,21 +499,24 @@ class Plans:
             s.queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted, s.waiting, s.blocked, s.tenants,
+            s.targeted, s.waiting, s.blocked, s.tenants, *astuple(cap or QueueCap())[:4],
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
-        res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES)]
+        res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES), cap_get_call(queue)]
         self._check(queue, res[0])
-        return self._info(*value(res[1])[0])
+        return self._info(*value(res[1])[0], value(res[2]))
 
     def all_queue_info(self, memory: bool = True) -> Plan[list[QueueInfo]]:
         """Every queue's info: the queue list, then one pipelined round trip of stats script calls,
         :data:`STATS_BATCH` queues each (on a Cluster, one slot's queues each)."""
         names = yield from self.queues()
         batches = self._batches(names)
-        res = yield [self.b.snapshots(batch, MEMORY_SAMPLES if memory else 0) for batch in batches]
-        infos = {snap.stats.queue: self._info(snap, mem) for r in res for snap, mem in value(r)}
+        res = yield [*(self.b.snapshots(batch, MEMORY_SAMPLES if memory else 0) for batch in batches),
+                     *(cap_get_call(name) for name in names)]
+        caps = dict(zip(names, res[len(batches):], strict=True))
+        infos = {snap.stats.queue: self._info(snap, mem, value(caps[snap.stats.queue]))
+                 for r in res[:len(batches)] for snap, mem in value(r)}
         return [infos[name] for name in names]
 
     def history(self, queue: str, days: int = 7) -> Plan[list[DailyStats]]:
