@@ -505,7 +505,8 @@ class Plans:
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
         res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES), cap_get_call(queue)]
         self._check(queue, res[0])
-        return self._info(*value(res[1])[0], value(res[2]))
+        snap, memory = value(res[1])[0]
+        return self._info(snap, memory, value(res[2]))
 
     def all_queue_info(self, memory: bool = True) -> Plan[list[QueueInfo]]:
         """Every queue's info: the queue list, then one pipelined round trip of stats script calls,

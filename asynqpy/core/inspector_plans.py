@@ -10,8 +10,8 @@ synchronously, :class:`~asynqpy.inspector.AsyncInspector` awaits them. A step is
 from __future__ import annotations
 
 import time
-from types import EllipsisType
 from collections.abc import Sequence
+from types import EllipsisType
 from typing import Any
 
 from . import control, cron, flows, processes

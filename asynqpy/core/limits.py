@@ -83,7 +83,8 @@ def cap_set_call(queue: str, max_pending: int | None, overflow: str = "reject", 
     if max_pending is None:
         return Call(lambda r: r, command=("HDEL", k.conf, field))
     if isinstance(max_pending, bool) or not isinstance(max_pending, int) or not 1 <= max_pending <= MAX_CAP:
-        raise InvalidArgumentError(f"max_pending must be an int from 1 to {MAX_CAP} (None: no cap), got {max_pending!r}")
+        raise InvalidArgumentError(f"max_pending must be an int from 1 to {MAX_CAP} (None: no cap), "
+                                   f"got {max_pending!r}")
     return Call(lambda r: r, command=("HSET", k.conf, field, f"{max_pending} {OVERFLOWS[overflow]}"))
 
 
