@@ -208,3 +208,51 @@ def test_metrics_and_console(backend: Any) -> None:
     assert 'asynqpy_queue_max_pending{overflow="drop_oldest",queue="bq"} 1.0' in text
     assert 'asynqpy_tasks_dropped_total{queue="bq"} 1.0' in text
     assert 'asynqpy_tasks_rejected_total{queue="bq"} 0.0' in text
+
+
+@pytest.mark.real
+def test_queue_cap_command_and_enqueue_refusal(redis_url: str) -> None:
+    """``asynqpy queue cap``: set, show, per tenant, clear; bad input is one line on stderr and
+    exit code 2, and changes nothing; ``asynqpy enqueue`` at a full queue exits 2 with one line."""
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        res = CliRunner().invoke(main, [*args, "--redis-url", redis_url])
+        return res.exit_code, res.stdout, res.stderr
+
+    Client(redis_url).enqueue("t", 1, queue=Q)
+    assert cli("queue", "cap", Q) == (0, "queue bq: no cap (queue's caps: rejected 0, dropped 0)\n", "")
+    assert cli("queue", "cap", Q, "1")[:2] == (0, "queue bq: at most 1 pending, reject (queue's caps: rejected 0, "
+                                                  "dropped 0)\n")
+    code, out, err = cli("enqueue", "t", "--queue", Q)
+    assert (code, out) == (2, "") and err.startswith("asynqpy: error: queue 'bq' is full") and err.count("\n") == 1
+    for bad in (["-1"], ["0"], ["x"], ["2", "--overflow", "drop_newest"], ["--clear", "3"]):
+        code, out, err = cli("queue", "cap", Q, *bad)
+        assert (code, out) == (2, "") and err.startswith("asynqpy: error: ") and err.count("\n") == 1, (bad, err)
+    code, out, _ = cli("queue", "cap", Q, "--json")
+    assert code == 0 and '"max_pending": 1' in out and '"rejected": 1' in out
+    assert cli("queue", "cap", Q, "2", "--tenant", "a", "--overflow", "drop_oldest")[:2] == (
+        0, "tenant a of queue bq: at most 2 pending, drop_oldest (queue's caps: rejected 1, dropped 0)\n")
+    code, out, _ = cli("queue", "inspect", Q)
+    assert code == 0 and "1 pending, reject · rejected 1 · dropped 0" in out
+    assert cli("queue", "cap", Q, "--clear")[:2] == (0, "queue bq: no cap (queue's caps: rejected 1, dropped 0)\n")
+    assert Inspector(redis_url).queue_info(Q).pending == 1  # nothing queued was lost along the way
+
+
+@pytest.mark.real
+def test_console_queue_page_shows_the_cap(redis_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from asynqpy.web import create_app
+
+    c, insp = Client(redis_url), Inspector(redis_url)
+    c.enqueue("t", 1, queue=Q)
+    with TestClient(create_app(redis_url), base_url="http://localhost") as tc:
+        assert 'id="queue-cap"' not in tc.get(f"/queues/{Q}").text
+        insp.set_queue_cap(Q, 1, "drop_oldest")
+        c.enqueue("t", 2, queue=Q)
+        page = tc.get(f"/queues/{Q}").text
+    assert '<span id="cap-max">1</span>' in page and '<span id="cap-overflow">drop_oldest</span>' in page
+    assert '<span id="cap-dropped">1</span>' in page and '<span id="cap-rejected">0</span>' in page
