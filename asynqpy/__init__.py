@@ -1,6 +1,6 @@
 """asynqpy: a Python task queue on Redis, modeled on Go's asynq.
 
-Every state change of a task is one atomic Lua script. See README.md and docs/architecture.md.
+Every state change of a task is one atomic Lua script. See README.md, docs/index.md and docs/architecture.md.
 """
 
 from __future__ import annotations

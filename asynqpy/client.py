@@ -219,7 +219,7 @@ class Client(_Facade, Sync):
     is acknowledged only once that many replicas have it; else it raises (or, in a batch with
     ``return_exceptions``, returns) :class:`NotReplicatedError`: the write is on the master then,
     but a failover may lose it. With ``wait_replicas`` equal to each master's number of replicas,
-    an acknowledged write survives the failover of its master (README: Redis Cluster and Sentinel).
+    an acknowledged write survives the failover of its master (docs/cluster.md).
     """
 
     _connect = staticmethod(sync_client)

@@ -81,7 +81,7 @@ class Server:
     mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
     key rotation: the first signs, all verify); the server then runs only tasks signed with one of
     them, archives the others unrun ("bad signature"), and signs every message it rewrites. Other
-    keyword options: see :class:`ServerOptions` (and the README for what each does).
+    keyword options: see :class:`ServerOptions` (and docs/server.md for what each does).
     """
 
     def __init__(

@@ -286,9 +286,10 @@ def test_client_fixture(asynqpy_client):
 
 
 def test_the_readmes_testing_example_passes_as_written(pytester: pytest.Pytester) -> None:
-    """The README's quickstart tasks.py and its tests/test_tasks.py, pasted into a project."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = dict(re.findall(r"```python\n# ([\w/]+\.py)\n(.*?)```", readme, re.DOTALL))
+    """The README's quickstart tasks.py and docs/testing.md's tests/test_tasks.py, pasted into a project."""
+    blocks: dict[str, str] = {}
+    for page in (ROOT / "README.md", ROOT / "docs" / "testing.md"):
+        blocks.update(re.findall(r"```python\n# ([\w/]+\.py)\n(.*?)```", page.read_text(), re.DOTALL))
     pytester.makepyfile(tasks=blocks["tasks.py"])
     pytester.mkdir("tests")
     (pytester.path / "tests" / "test_tasks.py").write_text(blocks["tests/test_tasks.py"])

@@ -283,8 +283,8 @@ def test_the_names_of_processes_workers_are_as_documented(redis_url: str) -> Non
             else:
                 assert names == sorted(f"{socket.gethostname()}:{s.pid}" for s in servers) and len(set(names)) == 2
             wait_sync(lambda: insp.servers() == [], 30)
-    readme = (ROOT / "README.md").read_text()
-    assert "without one each is `host:<its own pid>`" in readme
+    server_page = (ROOT / "docs" / "server.md").read_text()
+    assert "without one each is `host:<its own pid>`" in server_page
 
 
 def test_queue_typos_are_warned_about_with_did_you_mean(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:

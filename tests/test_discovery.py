@@ -109,9 +109,9 @@ def test_a_server_whose_patterns_match_nothing_yet_waits_idle(backend: Any) -> N
 
 @pytest.mark.real
 def test_the_docs_example_runs(redis_url: str) -> None:
-    """docs/workers.md, "Queues by pattern": its example, as written (a subprocess, a scratch db)."""
-    text = (ROOT / "docs" / "workers.md").read_text()
-    section = text[text.index("### Queues by pattern"):text.index("### Weights, and serving many queues")]
+    """docs/queues.md, "Queues by pattern": its example, as written (a subprocess, a scratch db)."""
+    text = (ROOT / "docs" / "queues.md").read_text()
+    section = text[text.index("## Queues by pattern"):text.index("## Weights, and serving many queues")]
     code = re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
     assert len(code) == 1
     url = redis_url.rsplit("/", 1)[0] + "/13"

@@ -1,5 +1,5 @@
-"""TLS, AUTH and the minimal ACL documented in the README, against redis-servers started here (TLS
-with a CA and certificates made with openssl at test time; ACL users made from the README's own
+"""TLS, AUTH and the minimal ACL documented in docs/security.md, against redis-servers started here (TLS
+with a CA and certificates made with openssl at test time; ACL users made from its own
 ACL SETUSER lines), and stopped at the end of the module."""
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "control": set(),  # remote control: plain commands on its own key space (asynqpy-control:*)
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]
+SECURITY = ROOT / "docs" / "security.md"  # the minimal ACL (the README's until issue 44 moved it)
 
 
 def documented_acl() -> dict[str, list[str]]:
-    """role -> the ACL SETUSER rules the README documents for it."""
-    text = (ROOT / "README.md").read_text()
+    """role -> the ACL SETUSER rules docs/security.md documents for it."""
+    text = SECURITY.read_text()
     return {m[1]: [r.strip('"') for r in re.findall(r'"[^"]*"|\S+', m[2])]
             for m in re.finditer(r"^ACL SETUSER asynqpy-(\w+) (.+)$", text, re.MULTILINE)}
 
@@ -84,7 +85,7 @@ def tls_server(tls_files: TlsFiles) -> Iterator[RedisProcess]:
 
 @pytest.fixture(scope="module")
 def acl_server() -> Iterator[RedisProcess]:
-    """A password for the default user, and the README's three users (password '<role>-pw')."""
+    """A password for the default user, and the three users of docs/security.md (password '<role>-pw')."""
     _need("redis-server")
     proc = RedisProcess(password=ADMIN_PW)
     create_users(proc.admin())
@@ -275,8 +276,7 @@ def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
         for script in scripts:
             missing = _script_commands(script) - allowed
             assert not missing, f"{role} runs script {script} which calls {missing}"
-    readme = (ROOT / "README.md").read_text()
-    assert " ".join(CLUSTER_EXTRA) in readme
+    assert " ".join(CLUSTER_EXTRA) in SECURITY.read_text()
 
 
 WRITES = {"hset", "hdel", "hincrby", "set", "del", "unlink", "lpush", "rpush", "lpop", "rpop", "lset", "lrem",
@@ -285,7 +285,7 @@ WRITES = {"hset", "hdel", "hincrby", "set", "del", "unlink", "lpush", "rpush", "
 
 
 def test_every_operator_script_is_refused_to_a_producer_before_its_first_write() -> None:
-    """A script only operators (and workers) run, that writes, starts with a command the README's
+    """A script only operators (and workers) run, that writes, starts with a command the documented
     producer role does not hold (PERSIST, or EXISTS through includes/operator.lua): Redis refuses
     the whole script to a producer before anything changes (issue 42: hold.lua had no such guard,
     and a producer could block and unblock task types)."""
@@ -356,7 +356,7 @@ def test_each_roles_commands_derived_from_what_it_runs_are_in_the_readme(redis_u
     """Issue 42 #19: the README's worker role lacked SCARD, which discovery by pattern runs, and
     no test saw it (the lifecycle test served fixed queues). Here each role's code paths run on
     their own against a redis-server, one role at a time, and the commands Redis ran for them
-    (INFO commandstats: the ones inside scripts included) must all be in the role's README ACL:
+    (INFO commandstats: the ones inside scripts included) must all be in the role's documented ACL:
     a new code path with a new command fails here, whichever script or plain command it is."""
     admin = redis.Redis.from_url(redis_url)
     admin.flushall()
@@ -390,7 +390,7 @@ def test_each_roles_commands_derived_from_what_it_runs_are_in_the_readme(redis_u
                 await asyncio.sleep(0.05)
 
     asyncio.run(main())
-    derived["worker"] = _ran(admin) - {"config|get"}  # (refused on purpose by the README's ACL)
+    derived["worker"] = _ran(admin) - {"config|get"}  # (refused on purpose by the documented ACL)
 
     admin.config_resetstat()  # -- inspector: the operator's reads and actions
     with Inspector(redis_url) as insp:
@@ -415,7 +415,7 @@ def test_each_roles_commands_derived_from_what_it_runs_are_in_the_readme(redis_u
     assert "scard" in derived["worker"] and "evalsha" in derived["producer"]  # (the paths ran)
     for role, commands in derived.items():
         missing = commands - _allowed(role)
-        assert not missing, f"the README's {role} role lacks {sorted(missing)}, which its code paths run"
+        assert not missing, f"docs/security.md's {role} role lacks {sorted(missing)}, which its code paths run"
 
 
 def _readyz(port: int) -> tuple[int, dict[str, Any]]:
@@ -436,7 +436,7 @@ def _readyz(port: int) -> tuple[int, dict[str, Any]]:
 def test_a_pattern_worker_serves_under_the_readme_acl_and_is_not_ready_when_discovery_is_refused(
         acl: RedisProcess) -> None:
     """Issue 42 #19: under the README's worker role (which lacked SCARD) a worker finding its
-    queues by pattern never served them, and /readyz said ready. Under the README's role it serves
+    queues by pattern never served them, and /readyz said ready. Under the documented role it serves
     a matching queue; under a role without SCARD its /readyz says 503, status "discovering"."""
     from redisproc import free_port
 
@@ -616,12 +616,12 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
     """The producer cannot stop, quiet or resume a server (remote control lives in its own key
     space, outside ~asynqpy:*), nor delete, archive, pause, edit, run or retarget tasks (those
     scripts start with a command it does not hold); the inspector cannot control servers
-    either; the control role controls servers and touches no task; an operator given the README's
+    either; the control role controls servers and touches no task; an operator given the documented
     control selector does both. Refused writes change nothing."""
     admin = acl.admin()
-    readme = (ROOT / "README.md").read_text()
-    selector = re.search(r'ACL SETUSER asynqpy-inspector "(\([^)]*\))"', readme.replace("\n  ", " "))
-    assert selector, "the README shows how to give an operator the control role's rights"
+    page = SECURITY.read_text()
+    selector = re.search(r'ACL SETUSER asynqpy-inspector "(\([^)]*\))"', page.replace("\n  ", " "))
+    assert selector, "docs/security.md shows how to give an operator the control role's rights"
     admin.execute_command("ACL", "SETUSER", "asynqpy-operator", *[">op-pw" if r.startswith(">") else r
                                                                  for r in documented_acl()["inspector"]],
                           selector[1])

@@ -26,7 +26,7 @@ CANCEL_CHANNEL = f"{PREFIX}:cancel"
 CONTROL_PREFIX = f"{PREFIX}-control"
 """Remote control's own key space (and channel), outside ``asynqpy:*``: a Redis ACL key pattern
 ``~asynqpy:*`` (the producer's, the inspector's) does not reach it; only the roles that control
-servers or obey them are granted ``~asynqpy-control:*`` (README, "Minimal ACL")."""
+servers or obey them are granted ``~asynqpy-control:*`` (docs/security.md, "Minimal ACL")."""
 CONTROL_CHANNEL = CONTROL_PREFIX
 """Pub/sub channel on which an operator's command names the server it is for (its id): the server
 then reads its control list (:func:`control_list`)."""

@@ -7,7 +7,7 @@ durable process's input); with the JSON format they are also separate keys (``ta
 ``task_type``, ``queue``, ``process_id``, ``process_input``, ``attempt``, and ``duration``, ``error``,
 ``retry_in`` where they apply), plus ``exc_info`` as text when there is a traceback.
 
-What is logged, and at which level (the README's "Logging" section says the same):
+What is logged, and at which level (docs/workers.md, "Logs", says the same):
 
 - DEBUG: every task's start, and its success with its duration;
 - WARNING: every failed attempt (with its traceback, except for timeouts, SkipRetry and unknown

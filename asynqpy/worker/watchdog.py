@@ -72,7 +72,7 @@ class LoopWatchdog:
                 log.warning("the event loop was blocked for %.2fs by %s: every other task of this server "
                             "waited. A blocking call in an `async def` handler stalls the whole worker: make it a "
                             "plain `def` handler (run in a thread) or await asyncio.to_thread(...) "
-                            "(README, \"Handlers\")", last - blocked_since, culprit)
+                            "(docs/workers.md, \"Handlers that block the event loop\")", last - blocked_since, culprit)
                 blocked_since = None
             elif lag > HANG and not reported:
                 reported = True
