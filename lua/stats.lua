@@ -25,13 +25,15 @@ KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes
 KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
 KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
 KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY more...        the keys of further queues, 23 per queue in the order above
+KEY conf     the queue's settings hash (its cap and the cap's counters: includes/cap)
+KEY more...        the keys of further queues, 24 per queue in the order above
 ARG now          '' = Redis time; else a simulated time in ms
 ARG samples      0 = no memory reading; n > 0: each queue's memory, the sum of MEMORY USAGE ... SAMPLES n
                  of its tasks hash, pending list, state zsets and tenant zset (keys 12, 1, 2, 3, 4, 5, 6, 20)
-Returns 21 values per queue, in KEYS order: {pending, active, scheduled, retry, archived, completed,
+Returns 24 values per queue, in KEYS order: {pending, active, scheduled, retry, archived, completed,
 paused (0/1), processed, failed, processed_today, failed_today, trimmed, now, oldest, aggregating,
-groups, targeted, waiting, blocked, memory, tenants}: pending counts every tenant's tasks;
+groups, targeted, waiting, blocked, memory, tenants, cap, rejected, dropped}: cap = the queue's
+cap ('N r' or 'N d', includes/cap; false when none), rejected and dropped its caps' counters; pending counts every tenant's tasks;
 tenants = how many tenants have pending tasks (the ready ring, less the tenant '' of the tasks
 without one);
 oldest = the stored value of the oldest pending task of the default priority (the right end of the
@@ -90,7 +92,7 @@ local function int(v)
 end
 
 local out = {}
-for o = 0, #KV - 23, 23 do
+for o = 0, #KV - 24, 24 do
   local llen, nprio = redis.call('LLEN', KV[o + 1]), redis.call('ZCARD', KV[o + 16])
   local c = redis.call('MGET', KV[o + 7], KV[o + 8], KV[o + 9], KV[o + 10], KV[o + 11], KV[o + 13],
                        KV[o + 14])
@@ -117,5 +119,7 @@ for o = 0, #KV - 23, 23 do
   out[n + 20] = memory_of(o)
   local ring = redis.call('ZCARD', KV[o + 21])
   out[n + 21] = ring > 0 and ring - (redis.call('ZSCORE', KV[o + 21], '') and 1 or 0) or 0
+  local cap = redis.call('HMGET', KV[o + 24], 'cap', 'cap_rejected', 'cap_dropped')
+  out[n + 22], out[n + 23], out[n + 24] = cap[1] or false, int(cap[2]), int(cap[3])
 end
 return out

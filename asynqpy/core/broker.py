@@ -265,6 +265,9 @@ class Snapshot:
     trimmed: int
     now_ms: int
     oldest: bytes | None
+    cap: tuple[bytes | None, int, int] = (None, 0, 0)
+    """The queue's cap as stored ('N r|d', lua/includes/cap.lua; None: none) and its counters of
+    refused and dropped tasks."""
 
 
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
@@ -273,19 +276,20 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
                       int(r[15]), int(r[16]), int(r[17]), int(r[18]), int(r[20]))
 
 
-STATS_WIDTH = 21
+STATS_WIDTH = 24
 """Values per queue in the stats script's reply (lua/stats.lua)."""
 
 
 def _snapshot(queue: str, r: list[Any]) -> Snapshot:
-    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None)
+    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None, (r[21] or None, int(r[22]),
+                                                                                    int(r[23])))
 
 
 def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
-    """The 23 keys of a queue the stats script reads, in the script's order (``day``: today)."""
+    """The 24 keys of a queue the stats script reads, in the script's order (``day``: today)."""
     return (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed, q.failed,
             q.processed_on(day), q.failed_on(day), q.tasks, q.trimmed, q.aggregating, q.groups, q.prio, q.targeted,
-            q.waiting, q.blocked, q.tq, q.tr, q.tn, q.ta)
+            q.waiting, q.blocked, q.tq, q.tr, q.tn, q.ta, q.conf)
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -1212,7 +1216,7 @@ class Broker:
         more = [k for name in queues[1:] for k in _stats_keys(queue_keys(name), day)]
         return script_call(
             "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
-                                    "trimmed aggregating groups prio tq tr tn ta targeted waiting blocked"),
+                                    "trimmed aggregating groups prio tq tr tn ta targeted waiting blocked conf"),
             processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
             samples=samples)
 

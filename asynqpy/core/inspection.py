@@ -40,7 +40,7 @@ from .errors import (
     TaskStateError,
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
-from .limits import QueueCap, cap_get_call
+from .limits import parse_cap
 from .server_record import ServerInfo
 from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
@@ -489,7 +489,7 @@ class Plans:
         return [g[i:i + STATS_BATCH] for g in groups for i in range(0, len(g), STATS_BATCH)]
 
     @staticmethod
-    def _info(snap: Snapshot, memory: int | None, cap: QueueCap | None = None) -> QueueInfo:
+    def _info(snap: Snapshot, memory: int | None) -> QueueInfo:
         s = snap.stats
         latency = 0.0
         if snap.oldest is not None:
@@ -499,25 +499,21 @@ class Plans:
             s.queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted, s.waiting, s.blocked, s.tenants, *astuple(cap or QueueCap())[:4],
+            s.targeted, s.waiting, s.blocked, s.tenants, *astuple(parse_cap(*snap.cap))[:4],
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
-        res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES), cap_get_call(queue)]
+        res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES)]
         self._check(queue, res[0])
-        snap, memory = value(res[1])[0]
-        return self._info(snap, memory, value(res[2]))
+        return self._info(*value(res[1])[0])
 
     def all_queue_info(self, memory: bool = True) -> Plan[list[QueueInfo]]:
         """Every queue's info: the queue list, then one pipelined round trip of stats script calls,
         :data:`STATS_BATCH` queues each (on a Cluster, one slot's queues each)."""
         names = yield from self.queues()
         batches = self._batches(names)
-        res = yield [*(self.b.snapshots(batch, MEMORY_SAMPLES if memory else 0) for batch in batches),
-                     *(cap_get_call(name) for name in names)]
-        caps = dict(zip(names, res[len(batches):], strict=True))
-        infos = {snap.stats.queue: self._info(snap, mem, value(caps[snap.stats.queue]))
-                 for r in res[:len(batches)] for snap, mem in value(r)}
+        res = yield [self.b.snapshots(batch, MEMORY_SAMPLES if memory else 0) for batch in batches]
+        infos = {snap.stats.queue: self._info(snap, mem) for r in res for snap, mem in value(r)}
         return [infos[name] for name in names]
 
     def history(self, queue: str, days: int = 7) -> Plan[list[DailyStats]]:

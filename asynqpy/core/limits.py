@@ -88,15 +88,17 @@ def cap_set_call(queue: str, max_pending: int | None, overflow: str = "reject", 
     return Call(lambda r: r, command=("HSET", k.conf, field, f"{max_pending} {OVERFLOWS[overflow]}"))
 
 
+def parse_cap(cap: bytes | str | None, rejected: Any, dropped: Any, tenant: str = "") -> QueueCap:
+    """A cap as stored ('N r|d'; None: none) with the queue's counters."""
+    n, _, mode = (cap.decode() if isinstance(cap, bytes) else cap or "").partition(" ")
+    return QueueCap(int(n) if n.isdigit() else None, "drop_oldest" if mode == "d" else "reject",
+                    int(rejected or 0), int(dropped or 0), tenant)
+
+
 def cap_get_call(queue: str, tenant: str = "") -> Call[QueueCap]:
     """The command reading a cap (the queue's, or ``tenant``'s) and the queue's counters."""
-    def parse(r: list[Any]) -> QueueCap:
-        cap, rejected, dropped = (x.decode() if isinstance(x, bytes) else x for x in r)
-        n, _, mode = (cap or "").partition(" ")
-        return QueueCap(int(n) if n.isdigit() else None, "drop_oldest" if mode == "d" else "reject",
-                        int(rejected or 0), int(dropped or 0), tenant)
-
-    return Call(parse, command=("HMGET", queue_keys(queue).conf, _cap_field(tenant), "cap_rejected", "cap_dropped"))
+    return Call(lambda r: parse_cap(r[0], r[1], r[2], tenant),
+                command=("HMGET", queue_keys(queue).conf, _cap_field(tenant), "cap_rejected", "cap_dropped"))
 
 
 def parse_rate(value: Any) -> float:
