@@ -130,7 +130,7 @@ def families(core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
                         labels=["queue"])
     failed = counter("asynqpy_tasks_failed", "Failed attempts.", labels=["queue"])
     cap = gauge("asynqpy_queue_max_pending", "The queue's cap on pending tasks (absent: none; "
-                "docs/bounded-queues.md).", labels=["queue", "overflow"])
+                "docs/queues.md, Bounded queues).", labels=["queue", "overflow"])
     rejected = counter("asynqpy_tasks_rejected", "Tasks refused by the queue's caps (QueueFullError).",
                        labels=["queue"])
     dropped = counter("asynqpy_tasks_dropped", "Pending tasks archived by the queue's caps (drop_oldest).",

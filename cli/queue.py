@@ -192,7 +192,7 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
 @user_errors
 def cap(queue_name: str, max_pending: str | None, overflow: str, tenant_name: str, clear: bool, as_json: bool,
         redis_url: str) -> None:
-    """Show or set QUEUE's cap: at most N pending tasks (docs/bounded-queues.md)."""
+    """Show or set QUEUE's cap: at most N pending tasks (docs/queues.md "Bounded queues")."""
     if clear and max_pending is not None:
         raise UserError("--clear takes no N with it")
     if overflow not in ("reject", "drop_oldest"):

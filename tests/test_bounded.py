@@ -1,4 +1,4 @@
-"""Bounded queues (issue 43 item 5; docs/bounded-queues.md): ``Inspector.set_queue_cap`` and
+"""Bounded queues (issue 43 item 5; docs/queues.md "Bounded queues"): ``Inspector.set_queue_cap`` and
 ``set_tenant(..., max_pending=)``, enforced by lua/includes/cap.lua in the producer entry scripts
 (enqueue, enqueue_many, keyed). ``reject``: a call past the cap raises QueueFullError and stores
 nothing (a batch is refused whole) while nothing already queued is touched; ``drop_oldest``: it is

@@ -506,7 +506,7 @@ class PlusMachine(CrossMachine):
                     assert v and v[:1] == b"a" and self.r.zscore(K.lease, run) is not None, (
                         f"{run!r} is running in its record but is {v[:1] if v else 'gone'}", self.trace[-12:])
 
-    # -- bounded queues (issue 43 item 5; docs/bounded-queues.md): a self-contained block ----
+    # -- bounded queues (issue 43 item 5; docs/queues.md "Bounded queues"): a self-contained block ----
 
     cap_rejected_seen = 0
     cap_dropped_seen = 0

@@ -50,7 +50,7 @@ class TaskIdConflictError(AsynqpyError):
 
 class QueueFullError(AsynqpyError):
     """The queue (or the task's tenant) holds as many pending tasks as its cap allows and its
-    overflow is "reject" (:meth:`~asynqpy.Inspector.set_queue_cap`, docs/bounded-queues.md):
+    overflow is "reject" (:meth:`~asynqpy.Inspector.set_queue_cap`, docs/queues.md "Bounded queues"):
     nothing of the call was stored (a batch is refused whole) and nothing already queued was
     touched. ``queue``: the queue; ``count``: how many tasks were refused."""
 

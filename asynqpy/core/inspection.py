@@ -115,7 +115,7 @@ class QueueInfo:
     tasks.
     ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
     running count as active). ``max_pending`` / ``overflow``: the queue's cap (None = none;
-    docs/bounded-queues.md), ``rejected`` / ``dropped``: the tasks its caps (the queue's and its
+    docs/queues.md "Bounded queues"), ``rejected`` / ``dropped``: the tasks its caps (the queue's and its
     tenants') refused and archived so far."""
 
     queue: str

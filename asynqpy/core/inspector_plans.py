@@ -121,7 +121,7 @@ class InspectorPlans:
 
     @planned
     def set_queue_cap(self, queue: str, max_pending: int | None, overflow: str = "reject") -> Steps[QueueCap]:
-        """Bound the queue's pending tasks (docs/bounded-queues.md): a producer's enqueue (single,
+        """Bound the queue's pending tasks (docs/queues.md "Bounded queues"): a producer's enqueue (single,
         batch, keyed) that would take them past ``max_pending`` (1 or more; None removes the cap)
         raises QueueFullError, storing nothing (``overflow="reject"``), or is accepted while the
         oldest pending tasks are archived with the reason "dropped: queue full" and an event

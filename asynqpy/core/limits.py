@@ -60,7 +60,7 @@ class QueueCap:
     ``max_pending`` (None = no cap) and ``overflow`` ("reject": a producer call beyond it raises
     QueueFullError; "drop_oldest": it is accepted and the oldest pending tasks are archived), with
     the queue's lifetime counts of the tasks ``rejected`` and ``dropped`` (every tenant's
-    included). docs/bounded-queues.md."""
+    included). docs/queues.md "Bounded queues"."""
 
     max_pending: int | None = None
     overflow: str = "reject"

@@ -1,4 +1,4 @@
---- Bounded queues (Inspector.set_queue_cap, set_tenant(max_pending=); docs/bounded-queues.md).
+--- Bounded queues (Inspector.set_queue_cap, set_tenant(max_pending=); docs/queues.md "Bounded queues").
 --- The caps are fields of the queue's conf hash: 'cap' = 'N r' (at most N pending tasks; a new
 --- task beyond them is refused) or 'N d' (drop_oldest: the new task is accepted and the oldest
 --- pending tasks are archived to make room), 'cap:<tenant>' the same for the pending tasks of one

@@ -1,4 +1,4 @@
-"""Scenarios: bounded queues (issue 43 item 5; docs/bounded-queues.md) under faults.
+"""Scenarios: bounded queues (issue 43 item 5; docs/queues.md "Bounded queues") under faults.
 
 1. An enqueue storm at a ``drop_oldest`` cap by a producer process that is SIGKILLed mid-storm,
    while redis-server (append-only file, fsync always) is crashed and restarted under it: every
