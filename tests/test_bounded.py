@@ -9,6 +9,7 @@ fakeredis, redis-server and the Cluster."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -81,7 +82,10 @@ def test_a_call_sent_again_is_its_own_not_a_refusal(backend: Any) -> None:
 def test_drop_oldest_archives_the_oldest_with_its_reason(backend: Any) -> None:
     c, insp = Client(backend.sync), Inspector(backend.sync)
     insp.set_queue_cap(Q, 3, "drop_oldest")
-    ids = [c.enqueue("t", i, queue=Q, priority=(5, 8, 1, 5, 5)[i]).id for i in range(5)]
+    ids = []
+    for i in range(5):  # (a ms apart at least: the oldest is the first enqueued, whatever the lane)
+        ids.append(c.enqueue("t", i, queue=Q, priority=(5, 8, 1, 5, 5)[i]).id)
+        time.sleep(0.002)
     # the oldest by enqueue time go, whatever their priority
     assert sorted(_pending(insp)) == [2, 3, 4]
     archived = {t.id: t for t in insp.list_tasks(Q, "archived")}
@@ -151,8 +155,6 @@ def test_tasks_already_accepted_are_counted_never_refused(backend: Any) -> None:
     c.enqueue("t", "p", queue=Q)
     insp.archive_task(Q, done.id)
     insp.set_queue_cap(Q, 1)
-    import time
-
     time.sleep(0.01)
     x, b = SyncExecutor(backend.sync), Broker()
     x.run(b.forward(Q))

@@ -70,8 +70,9 @@ local function cap_lanes(pk, tenants, want)  -- the ids at the heads of the lane
       add(string.sub(m, string.find(m, '\0', 1, true) + 18))
     end
   end
-  for _, id in ipairs(redis.call('LRANGE', pk[1], -n, -1)) do
-    add(id)
+  local tail = redis.call('LRANGE', pk[1], -n, -1)
+  for k = #tail, 1, -1 do  -- (oldest first: a tie of enqueue times goes by the order gathered)
+    add(tail[k])
   end
   for p = 9, 0, -1 do
     if p ~= DEFAULT_PRIORITY then
@@ -99,14 +100,14 @@ local function cap_pick(t, ids, want, tenant, picked)  -- the ``want`` oldest dr
     if not picked[id] then
       local v = redis.call('HGET', t, id)
       if v and cap_droppable(v) and (tenant == nil or msg_tenant(v, 2) == tenant) then
-        found[#found + 1] = {cap_enqueued(v), id, v}
+        found[#found + 1] = {cap_enqueued(v), id, v, #found}
       end
     end
   end
   if #found < want then
     return false
   end
-  table.sort(found, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+  table.sort(found, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[4] < b[4]) end)
   local out = {}
   for k = 1, want do
     out[k] = found[k]
