@@ -14,13 +14,12 @@ KEY groups_size       name -> its size
 KEY aggregating       the queue's counter of tasks in groups
 KEY pending           pending list
 KEY wake              wake-up list idle workers block on
-KEY events            the queue's event stream
-KEY conf              the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY locks...          the uniqueness locks of the members, named by index j from ARGV (KEYS[10+j])
+KEY @events
+KEY locks...          the uniqueness locks of the members, named by index j from ARGV (K.locks[j])
 ARG name         the group's name
 ARG id           the new task's id (generated)
 ARG msg          the new task's encoded (and, with signing, sealed) message
-ARG members...     one triple per member: id, the stored value read, lock index j (0 = not unique)
+ARG members... {id read lock}  one item per member: id, the stored value read, lock index j (0 = not unique)
 Returns 1 = aggregated; -8 = a member left the group or changed since read (nothing written);
 -2 = a task with the new id exists (nothing written).
 ]]
@@ -29,9 +28,10 @@ Returns 1 = aggregated; -8 = a member left the group or changed since read (noth
 --- @include "stored"
 --- @include "exit"
 local ids = {}
-for i = 4, #AV, 3 do
-  local id = AV[i]
-  if not redis.call('ZSCORE', K.group, id) or redis.call('HGET', K.tasks, id) ~= AV[i + 1] then
+for i = 1, A.members.n do
+  local m = A.members[i]
+  local id = m.id
+  if not redis.call('ZSCORE', K.group, id) or redis.call('HGET', K.tasks, id) ~= m.read then
     return -8
   end
   ids[#ids + 1] = id
@@ -43,10 +43,11 @@ leave_group(K.group, K.groups, K.groups_first, K.groups_size, K.aggregating, A.n
 redis.call('HDEL', K.tasks, unpack(ids))
 local cap = events_cap(K.conf)
 local x = {t = K.tasks, events = K.events, cap = cap}  -- grouped tasks have no key and are never parents
-for i = 4, #AV, 3 do
-  local lock = tonumber(AV[i + 2])
-  task_exit(x, {id = AV[i], how = 'aggregated', msg = stored_msg(AV[i + 1]),
-                lock = lock > 0 and KV[10 + lock] or nil, more = {'group', A.name, 'into', A.id}})
+for i = 1, A.members.n do
+  local m = A.members[i]
+  local lock = tonumber(m.lock)
+  task_exit(x, {id = m.id, how = 'aggregated', msg = stored_msg(m.read),
+                lock = lock > 0 and K.locks[lock] or nil, more = {'group', A.name, 'into', A.id}})
 end
 redis.call('HSET', K.tasks, A.id, 'p' .. A.msg)
 redis.call('LPUSH', K.pending, A.id)

@@ -9,20 +9,8 @@ KEY processed_day      today's processed counter
 KEY progress           progress hash (the task's entry is cleared)
 KEY watch              watch hash: id -> inbox ids of late waiters
 KEY reply              the inbox of the client waiting through Client.call (the watch hash when none)
-KEY events              the queue's event stream
-KEY conf                the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY children            children hash (includes/flow): the tasks waiting on this one are told
-KEY outbox              the queue's outbox stream (includes/flow)
-KEY keyheld            keyheld hash: key -> the id holding it (includes/serial)
-KEY blocked            blocked zset (tasks waiting behind their key)
-KEY pending            pending list (the key's next task is made pending)
-KEY prio               pending ids of priorities other than the default (includes/priority)
-KEY wake               wake-up list idle workers block on
+KEY @exit
 KEY keylist            the task's key's list (a placeholder when it has no key)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG id
 ARG token              the lease token
 ARG msg                the message rewritten with completed_at and result

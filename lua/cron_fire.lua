@@ -9,16 +9,9 @@ KEY cron_last      the queue's last fired tick per entry (HASH name -> ms)
 KEY cron_paused      the queue's paused entries (SET)
 KEY history       this entry's enqueue history (LIST, newest first: 'tick id enqueued_ms')
 KEY tasks         tasks hash
-KEY pending       pending list
+KEY @pending
 KEY wake          wake-up list
-KEY events        the queue's event stream
-KEY conf          the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY prio       pending ids of priorities other than the default (includes/priority): the task
-               goes where its priority and tenant say, as an enqueue's does
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @events
 ARG name          the entry's name
 ARG definition      the definition the caller planned from (must equal the stored one)
 ARG tick          the tick (Unix ms); 0 = run now
@@ -61,7 +54,7 @@ if redis.call('HEXISTS', K.tasks, id) == 1 then
   return {0, now}
 end
 redis.call('HSET', K.tasks, id, 'p' .. A.msg)
-push_pending({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, id, A.msg, 1, false)
+push_pending(G.pending, id, A.msg, 1, false)
 signal(K.wake)
 emit(K.events, events_cap(K.conf), 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
 redis.call('LPUSH', K.history, A.tick .. ' ' .. id .. ' ' .. now)

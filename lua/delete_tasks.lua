@@ -5,27 +5,14 @@ uniqueness lock if it owns it. One task (Inspector.delete_task) or a batch of at
 (delete_all, which loops in Python so Redis is never blocked for long).
 KEY tasks          tasks hash
 KEY container      the state's list (pending) or zset
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY children       children hash (includes/flow): the tasks waiting on a deleted one are told;
-                   its entry goes with it
-KEY outbox         the queue's outbox stream (includes/flow)
+KEY @exit
 KEY deps           deps hash: a deleted task's record as a child goes too
-KEY keyheld        keyheld hash (includes/serial): a deleted holder's key goes to its next task
-KEY blocked        blocked zset (tasks waiting behind their key)
-KEY pending        pending list (the key's next task is made pending)
-KEY wake           wake-up list idle workers block on
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY locks...       two per task, for the i-th (i = 1, 2, ...):
-                   KEYS[15+2i] its uniqueness lock key (the queue's placeholder when not unique)
-                   KEYS[16+2i] its key's list (the placeholder when it has no key)
+KEY locks... {lock keylist}  one item per task, for the i-th (i = 1, 2, ...):
+                   lock: its uniqueness lock key (the queue's placeholder when not unique)
+                   keylist: its key's list (the placeholder when it has no key)
 ARG state          state char the tasks must be in: p s r x c w b (never a = active)
 ARG window         pending only: how far from each end of the list an id is looked for
-ARG items...       id, hint, read, key quadruples (key: the task's key= , '' = none)
+ARG items... {id hint read key}  one item per task (key: the task's key= , '' = none)
                    hint (pending only): the id's index located by the caller, -1 = none, -2 = the
                    caller found it nowhere in the list (its data is deleted anyway); read: the
                    stored value the caller read, which the task must still have (the lock key
@@ -43,8 +30,8 @@ writable_when_full(K.tasks)  -- works at maxmemory: LSET (a placeholder) may com
 local x = {t = K.tasks, events = K.events, conf = K.conf, prio = K.prio, children = K.children, outbox = K.outbox,
            deps = K.deps, keyheld = K.keyheld, blocked = K.blocked, pending = K.pending, wake = K.wake,
            tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta}
-return take_each(K.tasks, K.container, A.state, tonumber(A.window), AV, 3, function(id, v, n)
+return take_each(K.tasks, K.container, A.state, tonumber(A.window), A.items, function(id, v, n, it)
   redis.call('HDEL', K.tasks, id)
-  task_exit(x, {id = id, how = 'deleted', msg = stored_msg(v), lock = KV[15 + 2 * n], key = AV[2 + 4 * n],
-                keylist = KV[16 + 2 * n]})
+  task_exit(x, {id = id, how = 'deleted', msg = stored_msg(v), lock = K.locks[n].lock, key = it.key,
+                keylist = K.locks[n].keylist})
 end, exit_pk(x))

@@ -21,21 +21,15 @@ conforms); each dequeue first puts those due, or whose rate is gone, back in the
 ZRANGE of tw's first count+1, and one HMGET of their settings while some are not due). The passes
 are rebased (each pass and V less V) when V reaches PASS_REBASE (includes/priority).
 KEY tasks        tasks hash
-KEY pending      pending list
+KEY @pending
 KEY lease        lease zset: id -> lease expiry (ms, Redis clock)
 KEY paused       paused flag (exists = paused)
 KEY wake         wake-up list
-KEY events       the queue's event stream
-KEY conf         the queue's settings hash (field 'events': the stream's cap, 0 = off; 'active' and
-                 'followed': whether 'active' events are written, includes/events active_wanted)
-KEY prio         pending ids of priorities other than the default (zset, includes/priority)
+KEY @events      (conf's fields 'active' and 'followed': whether 'active' events are written,
+                 includes/events active_wanted)
 KEY runs         runs hash: targeted task id -> record (includes/runs)
 KEY mine         index of the targeted tasks naming the caller ('m:w:<name>')
 KEY targeted_any       index of the targeted tasks any worker may run ('m:*')
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 KEY scheduled       scheduled zset (held tasks wait there: includes/hold)
 KEY tw       the queue's tenants held by their rate: tenant -> ms its next task conforms (includes/priority)
 ARG count        how many tasks at most

@@ -12,23 +12,10 @@ KEY processed          lifetime processed counter
 KEY processed_day      today's processed counter
 KEY progress           progress hash (the tasks' entries are cleared)
 KEY watch              watch hash: id -> inbox ids of late waiters
-KEY events             the queue's event stream
-KEY conf               the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY children           children hash: parent id -> the refs of tasks waiting on it (includes/flow);
-                       deleted with the task
-KEY outbox             the queue's outbox stream: ends of parents, for the propagators
+KEY @exit
 KEY deps               deps hash: a child's record (its parents' results), deleted with the task
-KEY keyheld            keyheld hash: key -> the id holding it (includes/serial)
-KEY blocked            blocked zset (tasks waiting behind their key)
-KEY pending            pending list (a key's next task is made pending)
-KEY prio               pending ids of priorities other than the default (includes/priority)
-KEY wake               wake-up list idle workers block on
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 KEY extra...           the uniqueness locks, waiting clients' inboxes and keys' lists of the batch,
-                       named by index j from ARGV: KEYS[20+j] (only tasks that have one)
+                       named by index j from ARGV: K.extra[j] (only tasks that have one)
 ARG day_ttl            seconds to keep a daily counter
 ARG plain              how many of the items come first, in the short form: tasks with no lock, no
                        waiting client, no progress written, no result and no key (the usual
@@ -37,13 +24,13 @@ ARG items...     ``plain`` groups of 3 (id, token, attempt), then one group of 1
         id
         token          the lease token the task was dequeued with
         attempt        the attempt's number (for the event)
-        lock           index j of the task's uniqueness lock in KEYS[20+j], 0 = not unique
-        reply          index j of the waiting client's inbox in KEYS[20+j], 0 = nobody waits
+        lock           index j of the task's uniqueness lock in K.extra[j], 0 = not unique
+        reply          index j of the waiting client's inbox in K.extra[j], 0 = nobody waits
         payload        the outcome for that client (msgpack [id, 'c', result]), '' = none
         progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not (an
                        attempt starts with no entry: every script that ends one clears it)
         result         the handler's result (msgpack; '' = None), for the task's children
-        keylist        index j of the task's key's list in KEYS[20+j], 0 = no key
+        keylist        index j of the task's key's list in K.extra[j], 0 = no key
         key            the task's key ('' = none): released to the next task of the key
 Returns the number of items when every one's code is 1 (the usual batch: no list built), else
 one code per task, in the items' order: 1 = done (or a string: done, and the inbox ids of late
@@ -54,19 +41,20 @@ waiters to notify, with the token '!' if tasks waiting on it were told: includes
 --- @include "exit"
 local INBOX_TTL_MS = 600000
 local plain = tonumber(A.plain)
-local n = plain + (#AV - 2 - 3 * plain) / 10
-local function at(i)  -- the index in AV of item i's id
+local items = A.items  -- (two layouts in one tail: not a stride; items[at(i) + d] is field d of task i)
+local n = plain + (items.n - 3 * plain) / 10
+local function at(i)  -- the index in items of task i's id
   if i <= plain then
-    return 3 * i
+    return 3 * i - 2
   end
-  return 3 + 3 * plain + (i - plain - 1) * 10
+  return 3 * plain + (i - plain - 1) * 10 + 1
 end
 local ids = {}
 for i = 1, plain do
-  ids[i] = AV[3 * i]
+  ids[i] = items[3 * i - 2]
 end
 for i = plain + 1, n do
-  ids[i] = AV[at(i)]
+  ids[i] = items[at(i)]
 end
 local vals = redis.call('HMGET', K.tasks, unpack(ids))
 local function sort_out()  -- each item's code; the tasks held (ok) and their items' positions (okpos)
@@ -75,7 +63,7 @@ local function sort_out()  -- each item's code; the tasks held (ok) and their it
     local v, id = vals[i], ids[i]
     if not v or seen[id] then
       out[i] = 0  -- (an id named twice: its first entry deleted it, as calls one after the other would)
-    elseif not stored_holds(v, AV[(i <= plain and 3 * i or at(i)) + 1]) then
+    elseif not stored_holds(v, items[at(i) + 1]) then
       out[i] = -3
     else
       seen[id] = true
@@ -89,7 +77,7 @@ local function sort_out()  -- each item's code; the tasks held (ok) and their it
 end
 local all = true  -- every item held by the caller, the usual case: ok is ids, no tables built
 for i = 1, n do
-  if not stored_holds(vals[i], AV[(i <= plain and 3 * i or at(i)) + 1]) then
+  if not stored_holds(vals[i], items[at(i) + 1]) then
     all = false
     break
   end
@@ -139,7 +127,7 @@ if mp > 0 then  -- the plain items: their types read in place only when the even
       mtypes[k] = msg_type(vals[i], STORED_ACTIVE_AT)  -- (an active task's: stored_holds said so)
       tenants[k] = msg_tenant(vals[i], STORED_ACTIVE_AT) or false  -- (false: none; a short message: one byte read)
     end
-    attempts[k] = AV[3 * i + 2]
+    attempts[k] = items[3 * i]
   end
   for _, k in ipairs(exit_plain(x, 'done', ok, mtypes, attempts, mp, tenants) or {}) do
     mark(okpos and okpos[k] or k, '!')
@@ -149,19 +137,19 @@ local e = {how = 'done', id = '', msg = false, mtype = '', attempt = '', result 
            key = '', keylist = false, tenant = false}  -- (one per batch, refilled for each task; every field present: no rehash)
 for k = mp + 1, m do
   local i = okpos and okpos[k] or k
-  local base = at(i) - 1  -- (AV[base + 1] = its id)
-  local lock, reply, keylist = AV[base + 4], AV[base + 5], AV[base + 9]  -- (indexes; '0' = none)
+  local base = at(i) - 1  -- (items[base + 1] = its id; the fields in the header's order)
+  local lock, reply, keylist = items[base + 4], items[base + 5], items[base + 9]  -- (indexes; '0' = none)
   if reply ~= '0' then
-    local inbox = KV[20 + tonumber(reply)]
-    redis.call('RPUSH', inbox, AV[base + 6])
+    local inbox = K.extra[tonumber(reply)]
+    redis.call('RPUSH', inbox, items[base + 6])
     redis.call('PEXPIRE', inbox, INBOX_TTL_MS)
   end
   local v = vals[i]
-  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, STORED_ACTIVE_AT), AV[base + 3],
-    AV[base + 8], AV[base + 7] == '1'
+  e.id, e.mtype, e.attempt, e.result, e.progressed = ok[k], msg_type(v, STORED_ACTIVE_AT), items[base + 3],
+    items[base + 8], items[base + 7] == '1'
   e.tenant = msg_tenant(v, STORED_ACTIVE_AT) or false
-  e.lock = lock ~= '0' and KV[20 + tonumber(lock)]
-  e.key, e.keylist = AV[base + 10], keylist ~= '0' and KV[20 + tonumber(keylist)]
+  e.lock = lock ~= '0' and K.extra[tonumber(lock)]
+  e.key, e.keylist = items[base + 10], keylist ~= '0' and K.extra[tonumber(keylist)]
   if task_exit(x, e) then
     mark(i, '!')
   end

@@ -5,12 +5,7 @@ the task's tenant slot with it (includes/priority tenant_left: a tenant's concur
 a slot past a lease; a tenant held at it is back in the ring, and a worker is woken).
 KEY lease        lease zset
 KEY tasks        tasks hash
-KEY pending      pending list (the pending keys, includes/priority: a held tenant goes back)
-KEY prio         pending ids of priorities other than the default
-KEY tq           the queue's tenant zset
-KEY tr           the queue's ready ring of tenants
-KEY tn           the queue's tenant hash
-KEY ta           the queue's active tenant tasks (hash id -> tenant)
+KEY @pending
 KEY wake         wake-up list idle workers block on
 ARG id
 ARG now          '' = Redis time; else a simulated time in ms
@@ -32,7 +27,7 @@ if tonumber(exp) > now_ms(A.now) or stored_state(v) == 'a' then
 end
 redis.call('ZREM', K.lease, id)
 if redis.call('EXISTS', K.ta) == 1
-    and tenant_left({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, {id}) then
+    and tenant_left(G.pending, {id}) then
   signal(K.wake)
 end
 return 1

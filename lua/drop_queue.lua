@@ -3,7 +3,7 @@ The caller emptied the queue first (in bounded batches) or found it empty; this 
 task is left (one may have arrived meanwhile). UNLINK frees memory off the main thread. The queue's
 name leaves the global queue set in a separate command (another cluster slot); its daily counters
 expire on their own.
-KEY pending
+KEY @exit
 KEY lease
 KEY scheduled
 KEY retry
@@ -11,36 +11,24 @@ KEY archived
 KEY completed
 KEY tasks
 KEY paused
-KEY wake
 KEY tick
 KEY processed
 KEY failed
 KEY trimmed
 KEY watch
 KEY progress
-KEY events
-KEY conf
 KEY aggregating        the counter of tasks in groups
 KEY groups
 KEY groups_first
 KEY groups_size
-KEY prio               pending ids of priorities other than the default
 KEY targeted
 KEY runs
 KEY targeted_any       the index of targeted tasks any worker may run ('m:*')
-KEY waiting            (KEYS[26..29]: workflows, includes/flow: the children of this queue's tasks
+KEY waiting            (waiting, deps, and @exit's children, outbox: workflows, includes/flow: the children of this queue's tasks
 KEY deps                in other queues are not told; drop a workflow's queues leaves first)
-KEY children
-KEY outbox
-KEY blocked            (KEYS[30..31]: keyed tasks, includes/serial; the caller deletes the lists of
-KEY keyheld             the keys held first)
-KEY proc               (KEYS[32..34]: durable processes, includes/process)
+KEY proc               (proc, procs, hist: durable processes, includes/process)
 KEY procs
 KEY hist
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 KEY tw       the queue's tenants held by their rate: tenant -> ms its next task conforms (includes/priority)
 ARG force      '1' = the queue's processes are deleted with it; else a process left counts as a task
 Returns 1 = removed, -7 = not empty (nothing deleted). A pending list holding only placeholders

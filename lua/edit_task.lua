@@ -2,22 +2,15 @@
 Rewrites a waiting task's message (its payload or max_retry, by the caller) and, if asked, its due
 time: due now or earlier -> pending (at the head: it runs after the tasks already waiting); due
 later -> a pending or scheduled task becomes (stays) scheduled, a retry task stays a retry, at the
-new time (a scheduled keyed task due now stays scheduled, due now: ARGV[10]). Only if the task
+new time (a scheduled keyed task due now stays scheduled, due now: ``keyed``). Only if the task
 is still the one the caller read (byte for byte): else -8, read it again. Refused whole when Redis is full (an edit adds no way to free memory).
 KEY tasks          tasks hash
 KEY container      the list (pending) or zset (scheduled, retry) of the task's state
 KEY scheduled      scheduled zset (where a task due later goes, unless it is a retry)
-KEY pending        pending list (where a task due now goes)
+KEY @pending
 KEY wake           wake-up list idle workers block on
 KEY tick           forwarders' tick list (signalled when the new due time is the earliest)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority): a
-                   pending task whose priority changes moves to the back of its new priority
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @events
 ARG id
 ARG state          the state the caller read: p s r
 ARG read           the stored value the caller read
@@ -42,7 +35,7 @@ not found near either end of the list: locate it and call again, -8 = changed si
 --- @include "priority"
 --- @include "operator"
 operator_only(K.tasks)  -- a producer is refused here, before any write
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 local id, state, msg = A.id, A.state, A.msg
 local v, code = check_state(K.tasks, K.container, state, id)
 if not v then

@@ -2,26 +2,15 @@
 Stores a task and appends it to its queue's pending list. A finished task (archived or completed)
 with the same id is replaced; a live one (pending, active, scheduled, retry) is a conflict.
 KEY tasks          tasks hash: id -> state char .. message
-KEY pending        pending list (new ids LPUSHed; workers pop from the right: FIFO) of the
-                   default priority
-KEY wake           wake-up list idle workers block on
 KEY lock           uniqueness lock key (the queue's never-set placeholder when not unique)
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY children       children hash (includes/flow): the workflow children of a task dropped by a cap are told
-KEY outbox         the queue's outbox stream (includes/flow)
+KEY @exit           the keys a task's end shares (includes/exit): a task a cap drops ends
 ARG id             task id
 ARG msg            encoded message (msgpack)
 ARG unique         uniqueness TTL in seconds; 0 = not unique
 ARG check          '1' = the caller chose the id: check it; '0' = a generated (random) id
-Note: ARGV[3] is also a throttle window's TTL (the caller's task is then not unique: its lock is not
+Note: ``unique`` is also a throttle window's TTL (the caller's task is then not unique: its lock is not
 released when it finishes, only by the TTL).
 Returns 1 = enqueued (or already enqueued by this same call, sent again after a lost reply: see
 includes/newtask), {-1, holder id, ms left} = duplicate (lock held by another task), -2 = a live
@@ -36,9 +25,8 @@ tasks are archived instead).
 --- @include "priority"
 --- @include "cap"
 local id = A.id
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
 local tenant = msg_tenant(A.msg, 1)
-local victims = cap_gate(K.conf, pk, K.tasks, {n = 1, tenants = tenant and {[tenant] = 1} or {}})
+local victims = cap_gate(K.conf, G.pending, K.tasks, {n = 1, tenants = tenant and {[tenant] = 1} or {}})
 if victims == false and new_id(K.tasks, id, A.msg, A.check == '1') ~= 'own' then
   return cap_refuse(K.conf, 1)
 end
@@ -47,10 +35,9 @@ if done then
   return done
 end
 if victims then
-  cap_drop({t = K.tasks, events = K.events, conf = K.conf, children = K.children, outbox = K.outbox,
-            pending = K.pending, prio = K.prio, tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta}, K.archived, victims)
+  cap_drop(K, victims)
 end
-push_pending(pk, id, A.msg, 1, false)
+push_pending(G.pending, id, A.msg, 1, false)
 signal(K.wake)
 emit_task(K.events, events_cap(K.conf), tenant, 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
 return 1

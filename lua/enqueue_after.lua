@@ -7,19 +7,13 @@ those ends are kept.
 KEY tasks          tasks hash
 KEY waiting        waiting zset: id -> when it began to wait (ms)
 KEY deps           deps hash: child id -> its record (includes/flow)
-KEY pending        pending list
-KEY prio           pending ids of priorities other than the default (includes/priority)
+KEY @pending
 KEY wake           wake-up list idle workers block on
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
 KEY scheduled       scheduled zset (a child released before its due time waits there)
 KEY tick           wake-up list forwarders block on
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG id
 ARG msg            the encoded message
 ARG check          '1' = a caller-chosen id (checked for conflicts), '0' = generated
@@ -29,7 +23,7 @@ ARG delay          ms from now before it may run once released (0 = at once; pro
 ARG cancelled      policy 'c': the message rewritten as cancelled by a failed parent, stored archived
                    at once (in this script: no second step a lost reply or a crash could skip) when a
                    parent has already failed; '' otherwise
-ARG ends...     ref, state pairs: each parent's ref (rec_pack{queue, id}) and how it ended as far as the
+ARG ends... {ref state}  one item per parent: its ref (rec_pack{queue, id}) and how it ended as far as the
           caller knows ('' = not ended; 'c' .. result = completed; 'x' archived; 'd' deleted)
 Returns 1 = pending (no parent left to wait for), 4 = scheduled (the same, its due time ahead),
 2 = waiting, 3 = archived (a parent had already failed and the policy is cancel), -2 = a live task
@@ -67,8 +61,9 @@ end
 local due = tonumber(A.delay) > 0 and now + tonumber(A.delay) or 0
 local refs, seen, left, failed = {}, {}, 0, 0
 local fields = {}  -- field, value pairs: one HSET per 500 edges
-for i = 8, #AV, 2 do
-  local ref, st = AV[i], AV[i + 1]
+for i = 1, A.ends.n do
+  local e = A.ends[i]
+  local ref, st = e.ref, e.state
   refs[#refs + 1] = ref
   if not seen[ref] then  -- a parent named twice is one edge
     seen[ref] = true
@@ -95,7 +90,7 @@ end
 failed = failed > 0
 local cap = events_cap(K.conf)
 if left == 0 and not (failed and policy == 'c') then
-  return release(K.tasks, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.scheduled, K.tick, K.events, cap, id, msg, due, now)
+  return release(K.tasks, G.pending, K.wake, K.scheduled, K.tick, K.events, cap, id, msg, due, now)
 end
 if failed and policy == 'c' then  -- a parent failed already: archived at once, in this step
   redis.call('HSET', K.tasks, id, 'x' .. cancelled)

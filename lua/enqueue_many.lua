@@ -5,23 +5,13 @@ id check; a batch with caller-chosen ids is checked like enqueue.lua: a live tas
 is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
 replaced.
 KEY tasks          tasks hash
-KEY pending        pending list
-KEY wake           wake-up list idle workers block on
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
 KEY marker         generated ids: this call's batch marker (a random token per call; set for a
                    minute); caller-chosen ids: a never-set placeholder
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY children       children hash (includes/flow): the workflow children of a task dropped by a cap are told
-KEY outbox         the queue's outbox stream (includes/flow)
+KEY @exit           the keys a task's end shares (includes/exit): a task a cap drops ends
 ARG check          '1' = check ids for conflicts, '0' = generated ids
-ARG entries...     id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
+ARG entries... {id value}  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
 (core/events.py expands it into one event per task).
@@ -41,7 +31,6 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "stored"
 --- @include "cap"
 local ids, vals, refused = {}, {}, {}
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
 local function gate(vs)  -- the batch's cap check (includes/cap): nil, false (refuse) or the victims
   local tenants = {}
   for _, v in ipairs(vs) do
@@ -50,38 +39,39 @@ local function gate(vs)  -- the batch's cap check (includes/cap): nil, false (re
       tenants[tenant] = (tenants[tenant] or 0) + 1
     end
   end
-  return cap_gate(K.conf, pk, K.tasks, {n = #vs, tenants = tenants})
+  return cap_gate(K.conf, G.pending, K.tasks, {n = #vs, tenants = tenants})
 end
 local victims = nil
-if A.check ~= '1' then  -- generated ids: AV[2..] is already the HSET field/value list
+if A.check ~= '1' then  -- generated ids: the entries are already the HSET field/value list
   if redis.call('EXISTS', K.marker) == 1 then
     return refused  -- sent again: this call stored its batch already
   end
-  for i = 2, #AV, 2 do
-    ids[#ids + 1] = AV[i]
-    vals[#vals + 1] = AV[i + 1]
+  for i = 1, A.entries.n do
+    local e = A.entries[i]
+    ids[i], vals[i] = e.id, e.value
   end
   victims = gate(vals)
   if victims == false then
     return cap_refuse(K.conf, #ids)
   end
-  redis.call('SET', K.marker, '1', 'NX', 'PX', 60000)
-  redis.call('HSET', K.tasks, unpack(AV, 2))
+  redis.call('SET', K.marker, '1', 'NX', 'PX', 60000)  -- first write: a full Redis refuses the call here
+  redis.call('HSET', K.tasks, A.entries.all())
 else
   local fields, seen = {}, {}
-  for i = 2, #AV, 2 do
-    local id = AV[i]
-    local status = seen[id] and 'taken' or new_id(K.tasks, id, stored_msg(AV[i + 1]), true)
+  for i = 1, A.entries.n do
+    local e = A.entries[i]
+    local id, value = e.id, e.value
+    local status = seen[id] and 'taken' or new_id(K.tasks, id, stored_msg(value), true)
     if status == 'taken' then
-      refused[#refused + 1] = i / 2
+      refused[#refused + 1] = i
     else
       seen[id] = true
     end
     if status == 'new' or status == 'replace' then
       fields[#fields + 1] = id
-      fields[#fields + 1] = AV[i + 1]
+      fields[#fields + 1] = value
       ids[#ids + 1] = id
-      vals[#vals + 1] = AV[i + 1]
+      vals[#vals + 1] = value
     end
   end
   if #ids > 0 then
@@ -98,11 +88,10 @@ else
   end
 end
 if victims then
-  cap_drop({t = K.tasks, events = K.events, conf = K.conf, children = K.children, outbox = K.outbox,
-            pending = K.pending, prio = K.prio, tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta}, K.archived, victims)
+  cap_drop(K, victims)
 end
 if #ids > 0 then
-  push_many(pk, ids, vals)
+  push_many(G.pending, ids, vals)
   signal(K.wake)
   local cap = events_cap(K.conf)
   if cap > 0 then

@@ -10,10 +10,9 @@ KEY wake           the queue's wake-up list
 KEY lock           uniqueness lock key (the queue's never-set placeholder when not unique)
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY targets...      KEYS[10..9+k]: the index zsets: 'm:*' when any worker may run it, else 'm:w:<name>'
-                   per name; then KEYS[10+k..]: the allowed workers' own wake lists ('wake:w:<name>';
+KEY @events
+KEY targets...      targets[1..k]: the index zsets: 'm:*' when any worker may run it, else 'm:w:<name>'
+                   per name; then targets[k+1..]: the allowed workers' own wake lists ('wake:w:<name>';
                    none for any worker)
 ARG id             task id
 ARG msg            encoded message
@@ -45,14 +44,14 @@ end
 redis.call('ZADD', K.targeted, score, id)
 redis.call('HSET', K.runs, id, A.runs_needed .. ' ' .. A.allowed .. ' 0')
 local k = tonumber(A.k)
-for i = 10, 9 + k do
-  redis.call('ZADD', KV[i], score, id)
+for i = 1, k do
+  redis.call('ZADD', K.targets[i], score, id)
 end
-if 9 + k == #KV then
+if k == K.targets.n then
   signal(K.wake)
 else
-  for i = 10 + k, #KV do
-    signal(KV[i])
+  for i = k + 1, K.targets.n do
+    signal(K.targets[i])
   end
 end
 emit(K.events, events_cap(K.conf), 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg), 'runs', A.runs_needed,

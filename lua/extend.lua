@@ -11,7 +11,7 @@ KEY progress      progress hash (a run given back loses its progress)
 KEY wake         the queue's wake-up list (a run given back wakes a worker, for any-worker tasks)
 ARG lease_ms      lease duration in ms
 ARG now          '' = Redis time; else a simulated time in ms
-ARG held...     id, token, run_of, id, token, run_of, ... (run_of '' = not a run of a targeted task)
+ARG held... {id token run_of}  one item per task (run_of '' = not a run of a targeted task)
 Returns {now, lost_id1, lost_id2, ...}: the ids whose lease the caller no longer holds (its
 handler must stop and must not write a result). Works when Redis is full (maxmemory): running
 tasks keep their leases.
@@ -26,11 +26,12 @@ writable_when_full(K.tasks)
 local now = now_ms(A.now)
 local expiry = now + tonumber(A.lease_ms)
 local out = {now}
-for i = 3, #AV, 3 do
-  local id = AV[i]
+for i = 1, A.held.n do
+  local h = A.held[i]
+  local id = h.id
   local v = redis.call('HGET', K.tasks, id)
-  if stored_holds(v, AV[i + 1]) and redis.call('ZSCORE', K.lease, id) then
-    local tid, name = AV[i + 2], nil
+  if stored_holds(v, h.token) and redis.call('ZSCORE', K.lease, id) then
+    local tid, name = h.run_of, nil
     if tid ~= '' and string.sub(id, 1, #tid + 1) == tid .. '|' then
       name = string.sub(id, #tid + 2)
     else

@@ -7,8 +7,7 @@ KEY waiting        waiting zset
 KEY archived       archived zset: id -> time archived (ms)
 KEY children       children hash (includes/flow)
 KEY outbox         the queue's outbox stream (includes/flow)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 ARG id
 ARG read           the stored value the caller read ('w' .. message): it must be unchanged
 ARG msg            the message rewritten with the error

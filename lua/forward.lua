@@ -1,17 +1,12 @@
 --[[ forward: scheduled -> pending, retry -> pending (when due)
-Moves up to ARGV[1] due tasks from each of the scheduled and retry zsets to pending (a retry of a
+Moves up to ``batch`` due tasks from each of the scheduled and retry zsets to pending (a retry of a
 task enqueued with retry_front=True to the front of its priority, the others to the back), and
 tells the caller how long it may sleep before the next one is due.
 KEY scheduled      scheduled zset
 KEY retry          retry zset
 KEY tasks          tasks hash
-KEY pending        pending list
+KEY @pending
 KEY wake           wake-up list
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG batch          most tasks to move from each zset
 ARG now            '' = Redis time; else a simulated time in ms
 Returns {moved, next, id1, id2, ...}: next = ms until the next due task (0 = more are due now; at
@@ -32,7 +27,7 @@ local batch = tonumber(A.batch)
 local moved = 0
 local next_due = -1
 local keyed = {}
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 for z, zset in ipairs({K.scheduled, K.retry}) do
   local ids = redis.call('ZRANGE', zset, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   for _, id in ipairs(ids) do

@@ -11,8 +11,7 @@ KEY aggregating       counter of the queue's tasks in groups
 KEY lock              uniqueness lock key (the queue's never-set placeholder when not unique)
 KEY archived          archived zset (a replaced archived task leaves it)
 KEY completed         completed zset (a replaced completed task leaves it)
-KEY events            the queue's event stream
-KEY conf              the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 ARG id            task id
 ARG msg           encoded message (its group field names the group)
 ARG unique        uniqueness TTL in seconds; 0 = not unique

@@ -9,12 +9,7 @@ caller calls again while ``more``). 'list' changes nothing.
 KEY conf           the queue's settings hash (fields 'holds', 'hseq': includes/hold)
 KEY scheduled      scheduled zset (held tasks wait there)
 KEY tasks          tasks hash
-KEY pending      pending list
-KEY prio         pending ids of priorities other than the default (includes/priority)
-KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta      the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @pending
 KEY wake           wake-up list (a worker is woken when tasks were put back)
 ARG action         'block', 'unblock' or 'list'
 ARG type           the task type ('' with 'list', or with 'unblock' to only put back what no
@@ -44,7 +39,7 @@ elseif action == 'unblock' then
 end
 local moved, offset, more = 0, tonumber(A.offset) or 0, 0
 if action == 'unblock' then
-  local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+  local pk = G.pending
   local batch = tonumber(A.batch)
   local got = redis.call('ZRANGE', K.scheduled, '+inf', string.format('%.0f', TYPE_BAND), 'BYSCORE', 'REV',
     'LIMIT', offset, batch)

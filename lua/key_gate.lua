@@ -5,18 +5,9 @@ scheduled zset and names them; the caller reads each one's key from its message 
 it again.
 KEY tasks          tasks hash
 KEY scheduled      scheduled zset
-KEY pending        pending list
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY wake           wake-up list idle workers block on
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY blocked        blocked zset
-KEY keyheld        keyheld hash: key -> the id holding it (includes/serial)
+KEY @serial
+KEY @events
 KEY keylist        the key's list of waiting ids
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG id
 ARG key            the task's key (read from its message by the caller)
 ARG read           the stored value the caller read: the task must still have it
@@ -38,5 +29,5 @@ if not due or due > now then
   return 0
 end
 redis.call('ZREM', K.scheduled, id)
-return key_admit(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, A.key,
+return key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, A.key,
                  id, stored_msg(v), now)

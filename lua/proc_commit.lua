@@ -15,35 +15,25 @@ KEY processed          lifetime processed counter
 KEY processed_day      today's processed counter
 KEY progress           progress hash (the inputs' entries are cleared)
 KEY watch              watch hash: id -> inbox ids of late waiters
-KEY events             the queue's event stream
-KEY conf               the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY keyheld            keyheld hash: key -> the id holding it (includes/serial)
-KEY blocked            blocked zset (tasks waiting behind their key)
-KEY pending            pending list (a key's next input is made pending)
-KEY prio               pending ids of priorities other than the default (includes/priority)
-KEY wake               wake-up list idle workers block on
+KEY @exit
 KEY proc               proc hash: process id -> record (includes/process)
 KEY procs              procs zset: process id -> last change (ms)
 KEY hist               hist hash: '<process id>:<n>' -> event
 KEY scheduled          scheduled zset (the timer inputs wait there)
 KEY tick               wake-up list forwarders block on (a timer due before the others)
-KEY children           children hash (includes/flow): tasks waiting on an input are told
-KEY outbox             the queue's outbox stream (includes/flow)
 KEY deps               deps hash: an input's record as a workflow child, deleted with it
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 KEY extra...           the inboxes of waiting callers and the processes' keys' lists, named by
-                       index j from ARGV: KEYS[26+j]
+                       index j from ARGV: K.extra[j]
 ARG day_ttl            seconds to keep a daily counter
 ARG now                '' = Redis time; else a simulated time in ms
-ARG items...     one group of 26 per input:
+ARG items... {id token msg retention reply payload attempt pid kind expect op rec_a rec_due rec_b rec_c
+               new_events drop_from drop_to cancel timer_ms timer_id timer_msg key keylist result
+               progressed}  one item per input:
         id             the input's task id
         token          the lease token
         msg            the message rewritten with completed_at and result ('' = not kept: deleted)
         retention      ms to keep it (with msg)
-        reply          index j of the waiting caller's inbox in KEYS[26+j], 0 = nobody waits
+        reply          index j of the waiting caller's inbox in K.extra[j], 0 = nobody waits
         payload        the outcome for the waiting caller (msgpack [id, 'c', response]), '' = none
         attempt        the attempt's number (for the event)
         pid            the process id
@@ -68,7 +58,7 @@ ARG items...     one group of 26 per input:
         timer_id       timer_ms ms, with message timer_msg
         timer_msg
         key            the input's key ('proc:<process id>'), released to the next input
-        keylist        index j of the key's list in KEYS[26+j]
+        keylist        index j of the key's list in K.extra[j]
         result         the response alone (msgpack, '' = None), for tasks waiting on this input
         progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not
 Returns one code per input, in order: 1 = written (or a string: written, and the inbox ids of late
@@ -80,9 +70,8 @@ written: the lease expires and the input runs again from the process as it is).
 --- @include "active"
 --- @include "process"
 --- @include "exit"
-local W = 26
 local INBOX_TTL_MS = 600000
-local n = (#AV - 2) / W
+local n = A.items.n
 local now = now_ms(A.now)
 local nows = tostring(now)
 local at = #nows .. ':' .. nows  -- (the item of 'now' in a record or an entry)
@@ -95,9 +84,9 @@ local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progresse
   -- (one per batch, refilled for each input)
 local out, ok, okpos = {}, {}, {}
 for i = 1, n do
-  local b = 3 + (i - 1) * W
-  local id, pid, expect = AV[b], AV[b + 7], AV[b + 9]
-  local m, code = claim_active(K.tasks, K.lease, id, AV[b + 1], 0, false)
+  local it = A.items[i]
+  local id, pid, expect = it.id, it.pid, it.expect
+  local m, code = claim_active(K.tasks, K.lease, id, it.token, 0, false)
   if code == 1 and expect ~= '' and redis.call('HGET', K.proc, pid) ~= expect then
     code = -8
   end
@@ -106,15 +95,15 @@ for i = 1, n do
     ok[#ok + 1], okpos[#okpos + 1] = id, i
     -- the input ends (first: the removals, so a full Redis cannot stop the commit half-way)
     redis.call('ZREM', K.lease, id)
-    if AV[b + 2] ~= '' then
-      redis.call('ZADD', K.completed, now + tonumber(AV[b + 3]), id)
-      redis.call('HSET', K.tasks, id, 'c' .. AV[b + 2])
+    if it.msg ~= '' then
+      redis.call('ZADD', K.completed, now + tonumber(it.retention), id)
+      redis.call('HSET', K.tasks, id, 'c' .. it.msg)
     else
       redis.call('HDEL', K.tasks, id)
     end
     if expect ~= '' then
-      if AV[b + 10] == 'w' and AV[b + 15] ~= '' then
-        local fv = rec_unpack(AV[b + 15])
+      if it.op == 'w' and it.new_events ~= '' then
+        local fv = rec_unpack(it.new_events)
         for j = 2, #fv, 2 do
           fv[j] = at .. fv[j]
         end
@@ -122,21 +111,21 @@ for i = 1, n do
           redis.call('HSET', K.hist, unpack(fv, j, math.min(#fv, j + 999)))
         end
       end
-      local from, to = tonumber(AV[b + 16]), tonumber(AV[b + 17])
+      local from, to = tonumber(it.drop_from), tonumber(it.drop_to)
       if to >= from then
         proc_drop_history(K.hist, pid, from, to)
       end
-      proc_cancel_timer(K.tasks, K.scheduled, K.blocked, AV[b + 18], id)
-      if AV[b + 10] == 'r' then
+      proc_cancel_timer(K.tasks, K.scheduled, K.blocked, it.cancel, id)
+      if it.op == 'r' then
         redis.call('HDEL', K.proc, pid)
         redis.call('ZREM', K.procs, pid)
         exit_flush(x)  -- (the earlier inputs' events first)
         emit(K.events, exit_cap(x), 'e', 'process_removed', 'process', pid, 'id', id)
       else
-        local due, tid = AV[b + 12], AV[b + 20]
+        local due, tid = it.rec_due, it.timer_id
         if tid ~= '' then
-          local tmsg = AV[b + 21]
-          local when = now + tonumber(AV[b + 19])
+          local tmsg = it.timer_msg
+          local when = now + tonumber(it.timer_ms)
           redis.call('HSET', K.tasks, tid, 's' .. tmsg)
           signal_if_first(K.scheduled, when, K.tick)
           redis.call('ZADD', K.scheduled, when, tid)
@@ -145,10 +134,10 @@ for i = 1, n do
           due = tostring(when)
           due = #due .. ':' .. due
         end
-        redis.call('HSET', K.proc, pid, AV[b + 11] .. due .. AV[b + 13] .. at .. AV[b + 14])
+        redis.call('HSET', K.proc, pid, it.rec_a .. due .. it.rec_b .. at .. it.rec_c)
         redis.call('ZADD', K.procs, now, pid)
       end
-    elseif AV[b + 8] == 'timeout' then
+    elseif it.kind == 'timeout' then
       -- a skipped input that is the process's timer (it fell due while the process was in error): the
       -- timer is spent, so the record no longer names it (the repair's processor may set a new one)
       local raw = redis.call('HGET', K.proc, pid)
@@ -158,18 +147,18 @@ for i = 1, n do
         redis.call('HSET', K.proc, pid, rec_pack(r))
       end
     end
-    local reply = tonumber(AV[b + 4])
-    if reply > 0 and AV[b + 5] ~= '' then
-      redis.call('RPUSH', KV[26 + reply], AV[b + 5])
-      redis.call('PEXPIRE', KV[26 + reply], INBOX_TTL_MS)
+    local reply = tonumber(it.reply)
+    if reply > 0 and it.payload ~= '' then
+      redis.call('RPUSH', K.extra[reply], it.payload)
+      redis.call('PEXPIRE', K.extra[reply], INBOX_TTL_MS)
     end
     -- what every end owes (includes/exit): progress, the event, the tasks waiting on it told, its key
     -- (the process's, released once the record is written); an input is never unique
-    local keylist = tonumber(AV[b + 23])
-    e.how, e.id, e.msg, e.attempt, e.result = AV[b + 2] ~= '' and 'completed' or 'done', id, m, AV[b + 6],
-      AV[b + 24]
-    e.key, e.keylist = AV[b + 22], keylist > 0 and KV[26 + keylist] or false
-    e.progressed = AV[b + 25] == '1'
+    local keylist = tonumber(it.keylist)
+    e.how, e.id, e.msg, e.attempt, e.result = it.msg ~= '' and 'completed' or 'done', id, m, it.attempt,
+      it.result
+    e.key, e.keylist = it.key, keylist > 0 and K.extra[keylist] or false
+    e.progressed = it.progressed == '1'
     if task_exit(x, e) then
       out[i] = '!'
     end

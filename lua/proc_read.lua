@@ -6,7 +6,7 @@ KEY hist           hist hash: '<process id>:<n>' -> event
 ARG first          the first event id to return (1-based; an event older than the oldest kept
                    reads from that one); 0 = the last ``count`` events
 ARG count          how many events at most (0 = none)
-ARG items...       per process: its id, and the newest event the caller holds (0 = none): when it
+ARG items... {pid known}  per process: its id, and the newest event the caller holds (0 = none): when it
                    is within the page, the events are returned from that one on (the caller holds
                    those before it; it checks that one is the event it holds)
 Returns one reply per process, in order: {} = no such process; else {record, the first event id
@@ -15,9 +15,9 @@ returned, event, event, ...} (an event deleted meanwhile is false).
 --- @include "process"
 local count, from0 = tonumber(A.count), tonumber(A.first)
 local pids, known = {}, {}
-for i = 3, #AV, 2 do
-  pids[#pids + 1] = AV[i]
-  known[#known + 1] = tonumber(AV[i + 1])
+for i = 1, A.items.n do
+  local it = A.items[i]
+  pids[i], known[i] = it.pid, tonumber(it.known)
 end
 local raws = {}
 for i = 1, #pids, 1000 do  -- (in chunks: Lua's unpack has a stack limit)

@@ -1,22 +1,13 @@
 --[[ proc_start: (no process) -> process 'starting', its init input pending (its key was free) or
 blocked (behind inputs left from an earlier process of the same id)
 KEY tasks          tasks hash
-KEY pending        pending list
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY wake           wake-up list idle workers block on
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
-KEY blocked        blocked zset: ids waiting behind their key -> when enqueued (ms)
-KEY keyheld        keyheld hash: key -> the id holding it (includes/serial)
+KEY @serial
+KEY @events
 KEY keylist        the process's key's list of waiting ids
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
 KEY proc           proc hash: process id -> record (includes/process)
 KEY procs          procs zset: process id -> last change (ms)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG id             the init input's task id (generated)
 ARG msg            the init input's encoded message (key 'proc:<process id>')
 ARG key            'proc:<process id>'
@@ -50,5 +41,5 @@ local r = rec_unpack(A.record)
 r[R_CREATED], r[R_UPDATED] = tostring(now), tostring(now)
 redis.call('HSET', K.proc, A.pid, rec_pack(r))
 redis.call('ZADD', K.procs, now, A.pid)
-return key_admit(K.tasks, K.keyheld, K.blocked, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
+return key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, events_cap(K.conf), K.keylist, key, id,
                  msg, now)

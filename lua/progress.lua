@@ -4,8 +4,7 @@ latest progress, and pushed to the inbox of the client waiting through Client.ca
 KEY tasks              tasks hash
 KEY progress           progress hash: id -> latest value (msgpack)
 KEY reply              the waiting client's inbox (the progress hash when nobody waits)
-KEY events             the queue's event stream
-KEY conf               the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 ARG id
 ARG token              the lease token of the run reporting
 ARG value              the progress value (msgpack)

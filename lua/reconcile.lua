@@ -13,7 +13,7 @@ removed or corrupted by hand:
   any other first byte     -> archived as is (state 'x' + the bytes found), for inspection
 A pending task missing from the pending list cannot be found in O(1) (list membership is O(n))
 and is not checked; nor is an aggregating task ('g': its group's zset is named in its message,
-which a script cannot turn into a key it was not given). Cost: one HSCAN step of ~ARGV[2] entries.
+which a script cannot turn into a key it was not given). Cost: one HSCAN step of ~``count`` entries.
 KEY tasks          tasks hash
 KEY lease          lease zset
 KEY scheduled      scheduled zset

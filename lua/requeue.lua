@@ -3,15 +3,9 @@ Graceful shutdown ran out of time for a handler: the task goes back to the front
 retry count untouched and nothing counted, so it runs next and nothing is counted twice.
 KEY tasks        tasks hash
 KEY lease        lease zset
-KEY pending      pending list (RPUSH = the end workers pop from = the front)
+KEY @pending
 KEY wake         wake-up list
 KEY progress      progress hash (the attempt's progress is cleared)
-KEY prio         pending ids of priorities other than the default (includes/priority): the
-                 front of the task's own priority
-KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG id
 ARG token        the lease token
 Returns 1 = requeued, 0 = no such task, -3 = lease not held.

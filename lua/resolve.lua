@@ -10,17 +10,11 @@ deleted with a finished task, writes nothing).
 KEY tasks          tasks hash
 KEY waiting        waiting zset
 KEY deps           deps hash: child id -> its record (includes/flow)
-KEY pending        pending list
-KEY prio           pending ids of priorities other than the default (includes/priority)
+KEY @pending
 KEY wake           wake-up list idle workers block on
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 KEY scheduled      scheduled zset (a child released before its due time waits there)
 KEY tick           wake-up list forwarders block on
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 ARG child          the child's id
 ARG ref            the parent's ref: rec_pack{queue, id}
 ARG state          how the parent ended: 'c' .. result (msgpack, may be empty) / 'x' / 'd'
@@ -73,5 +67,5 @@ if not v or stored_state(v) ~= 'w' then
   return 0
 end
 redis.call('ZREM', K.waiting, child)
-return release(K.tasks, {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, K.wake, K.scheduled, K.tick, K.events, events_cap(K.conf), child,
+return release(K.tasks, G.pending, K.wake, K.scheduled, K.tick, K.events, events_cap(K.conf), child,
                stored_msg(v), tonumber(h[4]) or 0, now_ms(A.now))

@@ -3,13 +3,8 @@ An idle worker blocks on the wake lists of all its queues at once and takes the 
 queue fires first; if it then fills its free slots from another queue (or stops), the token's
 queue would wait, unseen, for another worker's idle timeout. It calls this to put the token back:
 one is left if the queue has pending tasks (at most one token waits, as always).
-KEY pending      pending list
+KEY @pending
 KEY wake         wake-up list idle workers block on
-KEY prio         pending ids of priorities other than the default
-KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta      the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
 Returns 1 = a token is waiting now, 0 = the queue has no pending task (nothing to wake for).
 Works when Redis is full (includes/whenfull): a worker that drains queues hands tokens back then too.
 ]]
@@ -17,7 +12,7 @@ Works when Redis is full (includes/whenfull): a worker that drains queues hands 
 --- @include "whenfull"
 --- @include "priority"
 writable_when_full(K.wake)
-if pending_count({K.pending, K.prio, K.tq}) == 0 then
+if pending_count(G.pending) == 0 then
   return 0
 end
 signal(K.wake)

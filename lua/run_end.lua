@@ -7,7 +7,7 @@ is dropped, so the worker may take a run of the task again later. Failed and exp
 as the task's failures. When `runs` workers have succeeded the task completes; when its failures
 exceed max_retry it is archived. Either way (and for the operator's D delete and X archive) it
 leaves the targeted zset, its index zsets and the runs hash, and its lock is released; a task
-kept (completed with retention, archived) keeps its final runs record in KEYS[16], with the
+kept (completed with retention, archived) keeps its final runs record in ``kept``, with the
 results of its succeeded runs (retention only). A run task ending after its task is gone
 (deleted, archived, completed) is just deleted, and so is one whose worker's entry in the record
 is not 'running' (a new task stored under the same id since: the run belongs to the task that was
@@ -18,8 +18,7 @@ KEY targeted           targeted tasks zset (id -> when enqueued)
 KEY runs               runs hash: task id -> record (includes/runs)
 KEY archived           archived zset
 KEY completed          completed zset
-KEY events             the queue's event stream
-KEY conf               the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 KEY progress           progress hash (the run's progress is cleared)
 KEY processed          lifetime processed counter
 KEY processed_day       today's processed counter
@@ -31,14 +30,9 @@ KEY kept               what is kept of the task's runs ('ran:<task id>', a hash)
                        = the result of worker <name>'s succeeded run (tasks with retention only),
                        and, once the task completes with retention (kept that long) or is
                        archived (`archived_ttl` ms), field '' = its final record; deleted otherwise
-KEY pending            pending list (with prio: whether tasks wait for a freed concurrency slot)
-KEY prio               priority zset
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY targets...         KEYS[23..22+k]: the task's index zsets ('m:*', or 'm:w:<name>' per allowed
-                       worker); then KEYS[23+k..]: the allowed workers' own wake lists (a freed
+KEY @pending
+KEY targets...         targets[1..k]: the task's index zsets ('m:*', or 'm:w:<name>' per allowed
+                       worker); then targets[k+1..]: the allowed workers' own wake lists (a freed
                        run wakes one of them); for a task any worker may run, the own wake list
                        of the worker whose run's lease expired (outcome e: that worker, a process
                        restarted under its name, may take the run again), or none
@@ -57,7 +51,7 @@ ARG k                  how many index zsets follow the fixed keys
 ARG day_ttl            seconds to keep a daily counter
 ARG archived_ttl       ms to keep an archived task's runs record (and the longest its run results
                        wait for the task to finish)
-ARG result             a succeeded run's encoded result, kept in KEYS[16] ('' = none: no retention)
+ARG result             a succeeded run's encoded result, kept in ``kept`` ('' = none: no retention)
 Returns {code, state}: code 1 = done, 0 = no such run (or task, for the operator), -3 = the
 run's lease is not held, -4 = (recoverer) lease still alive; state = the task's state after
 ('m', 'c', 'x', 'd' deleted, or '' when the task was already gone).
@@ -138,8 +132,8 @@ elseif (outcome == 'f' or outcome == 'e') and r.failures > tonumber(A.max_retry)
 end
 if finish then
   redis.call('ZREM', K.targeted, tid)
-  for i = 23, 22 + k do
-    redis.call('ZREM', KV[i], tid)
+  for i = 1, k do
+    redis.call('ZREM', K.targets[i], tid)
   end
   redis.call('HDEL', K.runs, tid)
   -- the final runs record (who ran it, how, the failures) stays with a kept task, as long as it
@@ -187,8 +181,8 @@ if outcome ~= 's' then  -- a run is free again: wake a worker that may take it
   if r.allowed == '*' then
     signal(K.wake)
   end
-  for i = 23 + k, #KV do  -- (the allowed workers'; or the expired run's worker's: issue 42 #9)
-    signal(KV[i])
+  for i = k + 1, K.targets.n do  -- (the allowed workers'; or the expired run's worker's: issue 42 #9)
+    signal(K.targets[i])
   end
 end
 return {1, 'm'}

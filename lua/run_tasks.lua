@@ -7,15 +7,9 @@ it at once. One task or a batch of at most ~1000 (run_all loops in Python).
 An archived task's uniqueness lock was released when it was archived and is not taken again.
 KEY tasks          tasks hash
 KEY container      the state's zset (scheduled, retry, archived)
-KEY pending        pending list
+KEY @pending
 KEY wake           wake-up list idle workers block on
-KEY prio           pending ids of priorities other than the default (includes/priority)
-KEY tq      the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr      the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn      the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta      the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY events         the queue's event stream: an 'enqueued' event per task moved, with 'from' (s r x)
-KEY conf           the queue's settings hash (the events' cap)
+KEY @events
 ARG state          state char the tasks must be in: s r x
 ARG ids...
 An archived or scheduled keyed task (key=, includes/serial: its message's array reaches the key
@@ -35,8 +29,8 @@ operator_only(K.tasks)  -- a producer is refused here, before any write
 local state = A.state
 local out, moved = {}, 0
 local cap = events_cap(K.conf)
-for i = 2, #AV do
-  local id = AV[i]
+for i = 1, A.ids.n do
+  local id = A.ids[i]
   local v, code = check_state(K.tasks, K.container, state, id)
   if v and (state == 'x' or state == 's') and is_keyed(v, 2) then
     v, code = nil, -9
@@ -44,7 +38,7 @@ for i = 2, #AV do
   if v then
     redis.call('ZREM', K.container, id)
     redis.call('HSET', K.tasks, id, 'p' .. stored_msg(v))
-    push_pending({K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}, id, v, 2, false)
+    push_pending(G.pending, id, v, 2, false)
     local m = stored_msg(v)
     emit_task(K.events, cap, msg_tenant(m, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(m), 'from', state)
     moved = moved + 1

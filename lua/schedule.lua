@@ -7,8 +7,7 @@ KEY tick           wake-up list forwarders block on (signalled when the earliest
 KEY lock           uniqueness lock key (placeholder when not unique)
 KEY archived       archived zset
 KEY completed      completed zset
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 KEY children       children hash (includes/flow): the tasks waiting on a replaced task are told
                    it was deleted (includes/exit), as when an operator deletes it
 KEY outbox         the queue's outbox stream (includes/flow)

@@ -7,9 +7,9 @@ KEY tasks          tasks hash
 KEY runs           runs hash: task id -> record
 KEY targeted       targeted tasks zset (the task's score there is its index score)
 KEY wake           the queue's wake-up list (woken when any worker may now run it)
-KEY targets...     KEYS[5..4+a]: the index zsets the task leaves (its old ones); then
-                   KEYS[5+a..4+a+b]: the index zsets it joins ('m:*', or 'm:w:<name>' per allowed
-                   name); then KEYS[5+a+b..]: the newly allowed workers' own wake lists
+KEY targets...     targets[1..a]: the index zsets the task leaves (its old ones); then
+                   targets[a+1..a+b]: the index zsets it joins ('m:*', or 'm:w:<name>' per allowed
+                   name); then targets[a+b+1..]: the newly allowed workers' own wake lists
 ARG id
 ARG read           the stored value the caller read
 ARG msg            the new encoded (and, with signing, sealed) message
@@ -41,16 +41,16 @@ r.allowed = A.allowed
 redis.call('HSET', K.runs, id, rec_build(r))
 local a, b = tonumber(A.a), tonumber(A.b)
 local score = redis.call('ZSCORE', K.targeted, id) or '0'
-for i = 5, 4 + a do
-  redis.call('ZREM', KV[i], id)
+for i = 1, a do
+  redis.call('ZREM', K.targets[i], id)
 end
-for i = 5 + a, 4 + a + b do
-  redis.call('ZADD', KV[i], score, id)
+for i = a + 1, a + b do
+  redis.call('ZADD', K.targets[i], score, id)
 end
 if A.allowed == '*' then
   signal(K.wake)
 end
-for i = 5 + a + b, #KV do
-  signal(KV[i])
+for i = a + b + 1, K.targets.n do
+  signal(K.targets[i])
 end
 return 1

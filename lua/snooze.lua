@@ -7,15 +7,9 @@ KEY lease          lease zset
 KEY scheduled      scheduled zset
 KEY tick           forwarders' tick list (signalled when the task is the earliest due)
 KEY progress       progress hash (the attempt's progress is cleared)
-KEY events         the queue's event stream
-KEY conf           the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 KEY wake      wake-up list idle workers block on (a slot freed in a limited queue wakes one: includes/exit)
-KEY pending      pending list (counted for that wake)
-KEY prio       pending ids of priorities other than the default (counted too)
-KEY tq       the queue's tenant zset (counted too; includes/priority)
-KEY tr       the queue's ready ring of tenants
-KEY tn       the queue's tenant hash
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
+KEY @pending
 ARG id
 ARG token          the lease token the task was dequeued with
 ARG delay          ms to wait (capped by the caller)

@@ -2,7 +2,7 @@
 in one atomic snapshot (read-only; O(1) per queue: LLEN/ZCARD/MGET, a look at the last few pending
 ids, and when asked a sampled MEMORY USAGE of seven keys). The Inspector reads up to 50 queues per
 call (on a Cluster, queues of one slot: every key of a call in one slot).
-KEY pending       pending list
+KEY @pending
 KEY lease         lease zset
 KEY scheduled      scheduled zset
 KEY retry         retry zset
@@ -17,19 +17,14 @@ KEY tasks          tasks hash (to read the oldest pending task)
 KEY trimmed        lifetime count of archived tasks deleted by the archive limits
 KEY aggregating       counter of the tasks in aggregation groups
 KEY groups         the queue's aggregation groups (zset)
-KEY prio           pending ids of priorities other than the default (zset, counted as pending)
 KEY targeted       targeted tasks (zset, includes/runs)
 KEY waiting        tasks waiting on parents (zset, includes/flow)
 KEY blocked        tasks waiting behind their key (zset, includes/serial)
-KEY tq       the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr       the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn       the queue's tenant hash: 'v' the virtual time, 'q' the seq counter
-KEY ta       the queue's active tenant tasks: hash id -> tenant (a tenant's concurrency; includes/priority)
-KEY conf     the queue's settings hash (its cap and the cap's counters: includes/cap)
-KEY more...        the keys of further queues, 24 per queue in the order above
+KEY conf           the queue's settings hash (its cap and the cap's counters: includes/cap)
+KEY more... {*}    the keys of further queues, 24 per queue in the order above (groups expanded)
 ARG now          '' = Redis time; else a simulated time in ms
 ARG samples      0 = no memory reading; n > 0: each queue's memory, the sum of MEMORY USAGE ... SAMPLES n
-                 of its tasks hash, pending list, state zsets and tenant zset (keys 12, 1, 2, 3, 4, 5, 6, 20)
+                 of its tasks hash, pending list, state zsets and tenant zset (MEMORY_KEYS)
 Returns 24 values per queue, in KEYS order: {pending, active, scheduled, retry, archived, completed,
 paused (0/1), processed, failed, processed_today, failed_today, trimmed, now, oldest, aggregating,
 groups, targeted, waiting, blocked, memory, tenants, cap, rejected, dropped}: cap = the queue's
@@ -44,14 +39,14 @@ Redis refuses MEMORY (an ACL, a managed Redis).
 --- @include "now"
 local now = now_ms(A.now)
 local samples = tonumber(A.samples) or 0
-local MEMORY_KEYS = {12, 1, 2, 3, 4, 5, 6, 20}
+local MEMORY_KEYS = {'tasks', 'pending', 'lease', 'scheduled', 'retry', 'archived', 'completed', 'tq'}
 
-local function oldest_of(o, llen, nprio)
+local function oldest_of(q, llen, nprio)
   if llen > 0 then
-    local tail = redis.call('LRANGE', KV[o + 1], -10, -1)
+    local tail = redis.call('LRANGE', q.pending, -10, -1)
     for i = #tail, 1, -1 do
       if tail[i] ~= '' then
-        local stored = redis.call('HGET', KV[o + 12], tail[i])
+        local stored = redis.call('HGET', q.tasks, tail[i])
         if stored then
           return stored
         end
@@ -59,26 +54,26 @@ local function oldest_of(o, llen, nprio)
     end
   end
   if nprio > 0 then
-    local next_id = redis.call('ZRANGE', KV[o + 16], 0, 0)[1]
+    local next_id = redis.call('ZRANGE', q.prio, 0, 0)[1]
     if next_id then
-      return redis.call('HGET', KV[o + 12], next_id)
+      return redis.call('HGET', q.tasks, next_id)
     end
   end
-  local member = redis.call('ZRANGE', KV[o + 20], 0, 0)[1]  -- (T \0 band seq id: the id after 18 bytes)
+  local member = redis.call('ZRANGE', q.tq, 0, 0)[1]  -- (T \0 band seq id: the id after 18 bytes)
   if member then
     local at = string.find(member, '\0', 1, true)
-    return redis.call('HGET', KV[o + 12], string.sub(member, at + 18))
+    return redis.call('HGET', q.tasks, string.sub(member, at + 18))
   end
   return false
 end
 
-local function memory_of(o)
+local function memory_of(q)
   if samples <= 0 then
     return false
   end
   local total = 0
   for _, k in ipairs(MEMORY_KEYS) do
-    local used = redis.pcall('MEMORY', 'USAGE', KV[o + k], 'SAMPLES', samples)
+    local used = redis.pcall('MEMORY', 'USAGE', q[k], 'SAMPLES', samples)
     if type(used) == 'table' and used.err then
       return false
     end
@@ -92,17 +87,18 @@ local function int(v)
 end
 
 local out = {}
-for o = 0, #KV - 24, 24 do
-  local llen, nprio = redis.call('LLEN', KV[o + 1]), redis.call('ZCARD', KV[o + 16])
-  local c = redis.call('MGET', KV[o + 7], KV[o + 8], KV[o + 9], KV[o + 10], KV[o + 11], KV[o + 13],
-                       KV[o + 14])
+for i = 0, K.more.n do
+  local q = K.more[i]  -- (item 0: this call's first queue, K)
+  local llen, nprio = redis.call('LLEN', q.pending), redis.call('ZCARD', q.prio)
+  local c = redis.call('MGET', q.paused, q.processed, q.failed, q.processed_day, q.failed_day, q.trimmed,
+                       q.aggregating)
   local n = #out
-  out[n + 1] = llen + nprio + redis.call('ZCARD', KV[o + 20])
-  out[n + 2] = redis.call('ZCARD', KV[o + 2])
-  out[n + 3] = redis.call('ZCARD', KV[o + 3])
-  out[n + 4] = redis.call('ZCARD', KV[o + 4])
-  out[n + 5] = redis.call('ZCARD', KV[o + 5])
-  out[n + 6] = redis.call('ZCARD', KV[o + 6])
+  out[n + 1] = llen + nprio + redis.call('ZCARD', q.tq)
+  out[n + 2] = redis.call('ZCARD', q.lease)
+  out[n + 3] = redis.call('ZCARD', q.scheduled)
+  out[n + 4] = redis.call('ZCARD', q.retry)
+  out[n + 5] = redis.call('ZCARD', q.archived)
+  out[n + 6] = redis.call('ZCARD', q.completed)
   out[n + 7] = c[1] and 1 or 0
   out[n + 8] = int(c[2])
   out[n + 9] = int(c[3])
@@ -110,16 +106,16 @@ for o = 0, #KV - 24, 24 do
   out[n + 11] = int(c[5])
   out[n + 12] = int(c[6])
   out[n + 13] = now
-  out[n + 14] = oldest_of(o, llen, nprio)
+  out[n + 14] = oldest_of(q, llen, nprio)
   out[n + 15] = int(c[7])
-  out[n + 16] = redis.call('ZCARD', KV[o + 15])
-  out[n + 17] = redis.call('ZCARD', KV[o + 17])
-  out[n + 18] = redis.call('ZCARD', KV[o + 18])
-  out[n + 19] = redis.call('ZCARD', KV[o + 19])
-  out[n + 20] = memory_of(o)
-  local ring = redis.call('ZCARD', KV[o + 21])
-  out[n + 21] = ring > 0 and ring - (redis.call('ZSCORE', KV[o + 21], '') and 1 or 0) or 0
-  local cap = redis.call('HMGET', KV[o + 24], 'cap', 'cap_rejected', 'cap_dropped')
+  out[n + 16] = redis.call('ZCARD', q.groups)
+  out[n + 17] = redis.call('ZCARD', q.targeted)
+  out[n + 18] = redis.call('ZCARD', q.waiting)
+  out[n + 19] = redis.call('ZCARD', q.blocked)
+  out[n + 20] = memory_of(q)
+  local ring = redis.call('ZCARD', q.tr)
+  out[n + 21] = ring > 0 and ring - (redis.call('ZSCORE', q.tr, '') and 1 or 0) or 0
+  local cap = redis.call('HMGET', q.conf, 'cap', 'cap_rejected', 'cap_dropped')
   out[n + 22], out[n + 23], out[n + 24] = cap[1] or false, int(cap[2]), int(cap[3])
 end
 return out

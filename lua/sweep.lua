@@ -2,14 +2,14 @@
 queue's slot and shared by every worker serving the queue, so that one sweep runs per queue per
 interval whatever the number of workers, and a sweep left by a worker that died is continued from
 its last step by another once the lease has expired.
-  claim  (ARGV[5] 'claim'): the lease is another's and alive -> {0, ms until it ends}; no sweep
+  claim  (``mode`` 'claim'): the lease is another's and alive -> {0, ms until it ends}; no sweep
          under way and none recorded -> the queue's first sight is recorded ('last' = now: the
          first sweep is due an interval later, not at a worker's start) -> {0, interval}; no
          sweep under way and the last ended less than an interval ago -> {0, ms until due};
          else (due, or under way with no live holder) the caller takes the lease, a due sweep
          starts with every part at cursor '0' -> {1, lease, part1, cursor1, ...}
-  save   (ARGV[5] 'save'): the caller's steps are done (it saves about once a second, and when
-         its sweep ends) and ARGV[6..] names the parts left with their next cursors. The lease is no longer the caller's -> {0, ms until it ends};
+  save   (``mode`` 'save'): the caller's steps are done (it saves about once a second, and when
+         its sweep ends) and ``parts`` names the parts left with their next cursors. The lease is no longer the caller's -> {0, ms until it ends};
          parts left -> stored, lease renewed -> {1, lease}; none left -> the sweep ends ('last'
          = now, lease released) -> {2, interval}
 The hash expires 3 intervals (plus a lease) after the last call: a queue nobody serves leaves
@@ -54,15 +54,15 @@ if A.mode == 'save' then
   if #parts > 0 then
     redis.call('HDEL', K.sweep, unpack(parts))
   end
-  if #AV < 6 then
+  if A.parts.n == 0 then
     redis.call('HDEL', K.sweep, 'owner', 'until')
     redis.call('HSET', K.sweep, 'last', now)
     return keep({2, interval})
   end
   local fields = {'owner', A.owner, 'until', now + lease}
-  for i = 6, #AV, 2 do
-    fields[#fields + 1] = 'c:' .. AV[i]
-    fields[#fields + 1] = AV[i + 1]
+  for i = 1, A.parts.n, 2 do  -- (part, cursor pairs)
+    fields[#fields + 1] = 'c:' .. A.parts[i]
+    fields[#fields + 1] = A.parts[i + 1]
   end
   redis.call('HSET', K.sweep, unpack(fields))
   return keep({1, lease})
@@ -77,9 +77,9 @@ if #parts == 0 then
   if now < last + interval then
     return keep({0, last + interval - now})
   end
-  for i = 6, #AV do
-    redis.call('HSET', K.sweep, 'c:' .. AV[i], '0')
-    out[#out + 1] = AV[i]
+  for i = 1, A.parts.n do
+    redis.call('HSET', K.sweep, 'c:' .. A.parts[i], '0')
+    out[#out + 1] = A.parts[i]
     out[#out + 1] = '0'
   end
 else

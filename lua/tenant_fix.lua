@@ -20,12 +20,7 @@ A tenant put back wakes a worker. An active tenant task missing from ``ta`` is r
 leaves the count counting it). A ring entry of a tenant without pending tasks needs no
 repair: the dequeue drops it when it meets it.
 KEY tasks        tasks hash
-KEY pending      pending list (includes/priority pk)
-KEY prio         pending ids of priorities other than the default (includes/priority pk)
-KEY tq           the queue's tenant zset: pending tasks that have a tenant (includes/priority)
-KEY tr           the queue's ready ring of tenants: tenant -> pass (includes/priority)
-KEY tn           the queue's tenant hash: 'v' the virtual time, 'l:<T>' settings, 'a:<T>' counts
-KEY ta           the queue's active tenant tasks: hash id -> tenant
+KEY @pending
 KEY wake         wake-up list idle workers block on
 KEY lease        lease zset: the active tasks
 KEY tw           the queue's tenants held by their rate: tenant -> ms its next task conforms
@@ -42,7 +37,7 @@ Works when Redis is full (maxmemory): it starts with a no-op removal (includes/w
 --- @include "stored"
 --- @include "priority"
 writable_when_full(K.tasks)
-local pk = {K.pending, K.prio, K.tq, K.tr, K.tn, K.ta}
+local pk = G.pending
 local count = tonumber(A.count)
 local out = {'0'}
 if A.mode == 'active' then

@@ -11,8 +11,7 @@ KEY aggregating       the queue's counter of tasks in groups
 KEY target            archived zset (archive), pending list (run); the group zset otherwise (unused)
 KEY wake              wake-up list idle workers block on
 KEY lock              the task's uniqueness lock (the queue's placeholder when not unique)
-KEY events            the queue's event stream
-KEY conf              the queue's settings hash (field 'events': the stream's cap, 0 = off)
+KEY @events
 ARG id
 ARG read         the stored value the caller read
 ARG verb         delete | archive | run

@@ -8,7 +8,7 @@ KEY watch              watch hash: id -> space-separated inbox ids
 ARG id
 ARG inbox              the waiter's inbox id; '' = only read (the waiter is known to the task already)
 Returns 0 = no such task; the stored value ('c' or 'x' + message) = finished (completed with its
-result, or archived with its error); 1 = not finished (registered when ARGV[2] is not '').
+result, or archived with its error); 1 = not finished (registered when ``inbox`` is not '').
 ]]
 --- @include "stored"
 local id = A.id

@@ -68,3 +68,24 @@ def test_no_function_of_the_settings_and_loops_over_max_complexity() -> None:
             for name, line, cc in _scores((ROOT / rel).read_text(encoding="utf-8")) if cc > MAX_COMPLEXITY]
     assert not over, (f"{len(over)} function(s) over cyclomatic complexity {MAX_COMPLEXITY} (radon): split each "
                       "into well-named steps\n" + "\n".join(over))
+
+
+WORKER = ROOT / "asynqpy" / "worker"
+PROCESSOR_MAX_LINES = 450
+"""``worker/processor.py`` keeps fetch → run → finish readable top-down; the fetch half (batched
+dequeues, wake tokens, the idle wait) lives in ``worker/fetcher.py`` (issue 43: perf work had grown
+it to 660 lines)."""
+
+
+def test_no_worker_function_over_max_complexity() -> None:
+    over = [f"{path.relative_to(ROOT)}:{line} {name} ({cc})"
+            for path in sorted(WORKER.rglob("*.py"))
+            for name, line, cc in _scores(path.read_text(encoding="utf-8")) if cc > MAX_COMPLEXITY]
+    assert not over, (f"{len(over)} function(s) in asynqpy/worker over cyclomatic complexity {MAX_COMPLEXITY} "
+                      "(radon): split each into well-named steps\n" + "\n".join(over))
+
+
+def test_the_processor_stays_short() -> None:
+    lines = len((WORKER / "processor.py").read_text(encoding="utf-8").splitlines())
+    assert lines <= PROCESSOR_MAX_LINES, (f"asynqpy/worker/processor.py has {lines} lines (at most "
+                                          f"{PROCESSOR_MAX_LINES}): keep the fetching in worker/fetcher.py")

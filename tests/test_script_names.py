@@ -2,17 +2,21 @@
 those names (issue 30 item 1).
 
 - Statically: every ``script_call("<script>", parse, ...)`` in the package gives exactly the names
-  the script's header declares (``**_q(q, "a b")``, ``**end_keys(q)`` and ``**serial_keys(q)``
-  expanded), and every script in lua/ is called so; no ``Call`` names a script with positional keys.
+  the script's header declares (``**_q(q, "a b")`` and the key groups' ``**pending_keys(q)`` ...
+  ``**exit_keys(q)`` expanded), and every script in lua/ is called so; no ``Call`` names a script
+  with positional keys. Each key group (core/scripts.py KEY_GROUPS) is declared once, filled by
+  one broker function, and named by every header that uses all its keys.
 - Dynamically: each broker method that runs a script is built with dummy inputs (a wrong name
   would raise TypeError there), covering every script.
-- A header that breaks the grammar, or disagrees with its file name or body, fails at load time;
-  a missing or extra name fails when the call is built.
+- A header that breaks the grammar (a group spelled out key by key included), or disagrees with
+  its file name or body (KEYS / ARGV / KV / AV read in it), fails at load time; a missing or extra
+  name, or a stride tail that is not whole items, fails when the call is built.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,15 +25,15 @@ import pytest
 
 from asynqpy.core import holds, limits, tenants
 from asynqpy.core import process as P
-from asynqpy.core.broker import Broker, Done, end_keys, pending_keys, script_call, serial_keys
+from asynqpy.core.broker import GROUP_KEYS, Broker, Done, event_keys, exit_keys, pending_keys, script_call, serial_keys
 from asynqpy.core.clock import Clock
 from asynqpy.core.codec import Message, encode
 from asynqpy.core.keys import queue_keys
-from asynqpy.core.scripts import ScriptHeaderError, load_dir, load_scripts
+from asynqpy.core.scripts import KEY_GROUPS, ScriptHeaderError, group_keys, load_dir, load_scripts
 from asynqpy.core.task import TaskState
 
 ROOT = Path(__file__).resolve().parent.parent
-HELPERS = {"end_keys": end_keys, "serial_keys": serial_keys, "pending_keys": pending_keys}
+HELPERS = {"exit_keys": exit_keys, "serial_keys": serial_keys, "pending_keys": pending_keys, "event_keys": event_keys}
 """The broker's shared key dicts, expanded with ``**`` into script calls."""
 
 
@@ -200,7 +204,9 @@ def test_names_bind_in_header_order_and_tails_follow() -> None:
     assert call.args == (100, "", "a", "t", "", "b", "u", "r")
     call = Broker(Clock()).archive("q", "i", "tok", Message("t"), 10, 20)
     assert call.keys[:4] == (q.tasks, q.lease, q.archived, q.lock(""))
-    assert call.keys[-6:] == (q.proc, q.procs, q.tq, q.tr, q.tn, q.ta)
+    assert call.keys[-2:] == (q.proc, q.procs)
+    exit_at = call.keys.index(q.events)  # KEY @exit: its keys in place, in the group's order
+    assert call.keys[exit_at:exit_at + len(group_keys("exit"))] == tuple(exit_keys(q).values())
     assert len(call.keys) == load_scripts()["archive"].numkeys
 
 
@@ -231,7 +237,23 @@ return {{K.tasks, K.lease, A.id, A.now{body}}}
 
 @pytest.mark.parametrize("filename, extra_keys, extra_args, body, error", [
     ("probe.lua", "", "", "", None),
-    ("probe.lua", "KEY more...  a tail\n", "ARG items...  a tail\n", ", KV[5], AV[9], #KV, #AV", None),
+    ("probe.lua", "KEY more...  a tail\n", "ARG items...  a tail\n", ", K.more[2], A.items[9], K.more.n, A.items.n", None),
+    ("probe.lua", "", "ARG items... {id token}  a stride\n", ", A.items[1].token, A.items.n", None),
+    ("probe.lua", "KEY more... {*}  the fixed keys again\n", "", ", K.more[1].lease", None),
+    ("probe.lua", "", "ARG items... {id id}  a member twice\n", "", "the members of a stride are distinct"),
+    ("probe.lua", "", "ARG items... {id n}  n is the count\n", "", "the members of a stride are distinct"),
+    ("probe.lua", "", "ARG item {id token}  no tail\n", "", "only a variadic tail has members"),
+    ("probe.lua", "KEY @pending\n", "", ", K.prio, K.ta", None),
+    ("probe.lua", "KEY @nosuch\n", "", "", "a group is a KEY among"),
+    ("probe.lua", "", "ARG @pending\n", "", "a group is a KEY among"),
+    ("probe.lua", "KEY @pending\nKEY prio  again\n", "", "", "unique across keys and arguments"),
+    ("probe.lua", "KEY pending  p\nKEY prio  p\nKEY tq  t\nKEY tr  t\nKEY tn  t\nKEY ta  t\n", "", "",
+     "every key of the group @pending one by one"),
+    ("probe.lua", "KEY @events\nKEY children  c\nKEY outbox  o\nKEY @serial\n", "", "", "the group @exit one by one"),
+    ("probe.lua", "KEY @exit\n", "", ", K.ta, K.conf", None),
+    ("probe.lua", "KEY @exit\n", "", ", G.pending[3], G.exit[1]", None),
+    ("probe.lua", "", "", ", G.pending", "uses G.pending, which is no key group its header declares"),
+    ("probe.lua", "KEY @pending\n", "", ", G.pendings", "uses G.pendings, which is no key group"),
     ("probe-2.lua", "", "", "", "is not named <verb>.lua"),
     ("probe.lua", "KEYS[3] more      the old grammar\n", "", "", "not a declaration"),
     ("probe.lua", "KEY 2j          not a name\n", "", "", "not a declaration"),
@@ -244,8 +266,9 @@ return {{K.tasks, K.lease, A.id, A.now{body}}}
     ("probe.lua", "", "", ", #ARGV", "uses ARGV itself"),
     ("probe.lua", "", "", ", K.tsks", "uses K.tsks, which its header does not name"),
     ("probe.lua", "", "", ", A.tasks", "uses A.tasks, which its header does not name"),
-    ("probe.lua", "", "", ", KV[3]", "uses KV, but its header names no variadic tail"),
-    ("probe.lua", "KEY more...  a tail\n", "", ", KV[2]", r"uses KV\[2\], a named input"),
+    ("probe.lua", "KEY more...  a tail\n", "", ", KV[3]", "uses KV itself"),
+    ("probe.lua", "", "ARG items...  a tail\n", ", #AV", "uses AV itself"),
+    ("probe.lua", "", "", ", K.more[1]", "uses K.more, which its header does not name"),
     ("probe.lua", "", "ARG items...  a tail\nARG late  after the tail\n", "", "follows the variadic tail"),
     ("probe.lua", "", "", ", F.tenant", None),
     ("probe.lua", "", "", ", F.tenants", "uses F.tenants, which is no message field"),
@@ -256,24 +279,75 @@ def test_a_header_that_does_not_match_fails_at_load_time(tmp_path: Path, filenam
     (tmp_path / filename).write_text(GOOD.format(extra_keys=extra_keys, extra_args=extra_args, body=body))
     if error is None:
         s = load_dir(tmp_path)["probe"]
-        assert s.keys == ("tasks", "lease") and s.args == ("id", "now")
+        assert s.keys[:2] == ("tasks", "lease") and s.args[:2] == ("id", "now")
         return
     with pytest.raises(ScriptHeaderError, match=error):
         load_dir(tmp_path)
 
 
 def test_the_prologue_binds_each_name_to_its_position(tmp_path: Path) -> None:
-    """The loader's prologue gives the body K.<key> and A.<arg> in the header's order, and KV / AV
-    (the positional arrays) for a tail: run on a server, the probe returns its inputs by name."""
+    """The loader's prologue gives the body K.<key> and A.<arg> in the header's order, a group's
+    keys in place, and a tail as a view (``K.more[i]``, ``.n``; a stride's ``A.items[i].member``;
+    ``{*}``: item 0 is K itself): run on a server, the probe returns its inputs by name."""
     import fakeredis
 
     (tmp_path / "includes").mkdir()
-    (tmp_path / "probe.lua").write_text(GOOD.format(extra_keys="KEY more...  a tail\n",
-                                                    extra_args="ARG items...  a tail\n", body=", KV[3], AV[4]"))
-    s = load_dir(tmp_path)["probe"]
-    keys, args = bind_named(s.name, tmp_path, tasks="t", lease="l", more=["m"], id="i", now="n", items=["x", "y"])
+    body = (", K.prio, G.pending[6], K.more[1], K.more.n, A.items[2].b, A.items[1].a, A.items.n, "
+            "#{A.items.all()}")
+    (tmp_path / "probe.lua").write_text(GOOD.format(extra_keys="KEY @pending\nKEY more...  a tail\n",
+                                                    extra_args="ARG items... {a b}  a stride\n", body=body))
+    (tmp_path / "again.lua").write_text(GOOD.replace("probe:", "again:").format(
+        extra_keys="KEY more... {*}  the keys of more queues\n", extra_args="",
+        body=", K.more[0].lease, K.more[1].tasks, K.more[2].lease, K.more.n"))
+    scripts = load_dir(tmp_path)
+    s = scripts["probe"]
+    assert s.keys == ("tasks", "lease", *group_keys("pending")) and s.args_stride == ("a", "b")
+    pk = {k: k[:2] for k in group_keys("pending")}
+    keys, args = bind_named(s.name, tmp_path, tasks="t", lease="l", **pk, more=["m"], id="i", now="n",
+                            items=["x", "y", "z", "w"])
     r = fakeredis.FakeStrictRedis()
-    assert r.eval(s.source, len(keys), *keys, *args) == [b"t", b"l", b"i", b"n", b"m", b"y"]
+    assert r.eval(s.source, len(keys), *keys, *args) == [b"t", b"l", b"i", b"n", b"pr", b"ta", b"m", 1, b"w", b"x",
+                                                         2, 4]
+    a = scripts["again"]
+    keys, args = bind_named(a.name, tmp_path, tasks="t", lease="l", more=["t1", "l1", "t2", "l2"], id="i", now="n")
+    assert r.eval(a.source, len(keys), *keys, *args) == [b"t", b"l", b"i", b"n", b"l", b"t1", b"l2", 2]
+
+
+GROUP_BY_HAND = {"dequeue.lua": "its body is being split into stages (issue 43 item 2): G.pending comes with it"}
+
+
+def test_no_body_spells_out_the_pending_group() -> None:
+    """A script passes its pending keys to includes/priority as ``G.pending`` (the prologue builds
+    it from KEY_GROUPS), so a key added to the group reaches every such call."""
+    by_hand = re.compile(r"\{\s*K\.pending\s*,\s*K\.prio\b")
+    found = [p.name for p in sorted((ROOT / "lua").glob("*.lua"))
+             if by_hand.search(p.read_text().split("]]", 1)[1]) and p.name not in GROUP_BY_HAND]
+    assert found == [], f"use G.pending: {found}"
+
+
+def test_a_stride_tail_takes_whole_items() -> None:
+    q = queue_keys("q")
+    with pytest.raises(TypeError, match="a tail of items of 3, got 4 values"):
+        script_call("extend", lambda r: r, tasks=q.tasks, lease=q.lease, runs=q.runs, progress=q.progress,
+                    wake=q.wake, lease_ms=100, now="", held=["a", "t", "", "b"])
+
+
+def test_each_key_group_is_declared_once_and_filled_by_one_broker_function() -> None:
+    """core/scripts.py KEY_GROUPS is the one declaration of a group; the broker fills each with one
+    function (GROUP_KEYS), giving exactly the group's keys; a script whose header names a group's
+    keys names the group (the loader refuses a header spelling every key of one out)."""
+    q = queue_keys("q")
+    assert set(GROUP_KEYS) == set(KEY_GROUPS)
+    for g, fill in GROUP_KEYS.items():
+        assert tuple(fill(q)) == group_keys(g)
+        assert all(isinstance(v, str) and v.startswith(q.base) for v in fill(q).values())
+    text = {p.stem: p.read_text().split("]]", 1)[0] for p in (ROOT / "lua").glob("*.lua")}
+    using = {g: sorted(n for n, h in text.items() if f"KEY @{g}" in h) for g in KEY_GROUPS}
+    assert len(using["pending"]) >= 10 and len(using["exit"]) >= 5, using  # (the groups are in use)
+    for name, script in load_scripts().items():
+        for g in KEY_GROUPS:
+            assert not set(group_keys(g)) <= set(script.keys) or any(
+                f"KEY @{h}" in text[name] for h in KEY_GROUPS if set(group_keys(g)) <= set(group_keys(h))), name
 
 
 def bind_named(name: str, root: Path, **named: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -291,7 +365,9 @@ def test_no_script_body_indexes_keys_or_argv() -> None:
     for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:
         text = path.read_text()
         body = text.split("]]", 1)[1] if text.startswith("--[[") else text
+        code = "\n".join(line.split("--", 1)[0] for line in body.splitlines())
         assert "KEYS[" not in body and "ARGV[" not in body, f"{path.name} indexes KEYS/ARGV: use K.x / A.x"
+        assert not re.search(r"\b(KV|AV)\b", code), f"{path.name} reads KV/AV: a tail is read by name (K.extra[i])"
         assert "-" not in path.stem, f"{path.name}: a script's file name is its verb alone"
 
 
@@ -301,10 +377,11 @@ def test_the_shipped_headers_load() -> None:
     assert all(s.numkeys == len(s.keys) for s in scripts.values())
 
 
-PENDING_KEYS = ("pending", "prio", "tq", "tr", "tn")
+PENDING_KEYS = group_keys("pending")
 NOT_ALL_PENDING_KEYS = {
     "aggregate": "pushes the aggregate it builds: a task of the default priority with no tenant (group= refuses "
                  "priority= and tenant=)",
+    "reconcile": "frees the active tenant tasks' slots (ta) alone",
     "page": "reads one container, the caller's (the pending list as its 'container')",
     "set_tenant": "moves one tenant in or out of the ready ring: no task moves",
     "tenants": "reads the tenant zset alone (a page of tenants)",
@@ -326,8 +403,6 @@ def test_a_script_that_names_one_pending_key_names_them_all() -> None:
 def test_no_field_number_is_written_twice() -> None:
     """Message field numbers come from core/codec.py's field table (FIELD_INDEX), emitted into each
     script's prologue as ``F``: no Lua file gives a field's index a number of its own."""
-    import re
-
     from asynqpy.core.codec import FIELD_INDEX
 
     for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:

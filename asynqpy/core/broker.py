@@ -4,7 +4,7 @@ replies (small integer codes) into results, enums (:class:`Acted`, ...) or typed
 Each call names its keys and arguments as the script's header declares them
 (:func:`script_call`; :mod:`asynqpy.core.scripts` binds the names to positional KEYS and ARGV and
 refuses a missing or extra one). Queue keys are picked by their :class:`QueueKeys` names
-(``_q``); the keys every end path shares come from :func:`end_keys`, built here once.
+(``_q``); the keys every end path shares come from :func:`exit_keys`, built here once.
 
 The broker does no I/O. Each method returns a :class:`Call`, a description of one script call and
 of how to read its reply; :mod:`asynqpy.executor` runs calls on a sync or an async Redis client
@@ -37,7 +37,7 @@ from .errors import (
     ThrottledError,
 )
 from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, known_queues, queue_keys
-from .scripts import bind
+from .scripts import bind, group_keys, load_scripts
 from .signing import Signer
 from .stored import key_of, lock_digest
 from .task import TaskState
@@ -167,27 +167,42 @@ def _keylist(q: QueueKeys, key: str) -> str:
     return q.key_list(key) if key else q.placeholder
 
 
-@lru_cache(maxsize=1024)
-def serial_keys(q: QueueKeys) -> Mapping[str, str]:
-    """The keys that release a keyed task's key to its next task (lua/includes/serial)."""
-    return {"keyheld": q.keyheld, "blocked": q.blocked, "wake": q.wake, **pending_keys(q)}
+def _group(q: QueueKeys, name: str) -> Mapping[str, str]:
+    return {n: getattr(q, n) for n in group_keys(name)}
 
 
 @lru_cache(maxsize=1024)
 def pending_keys(q: QueueKeys) -> Mapping[str, str]:
-    """The keys that hold a queue's pending tasks, which every script that makes a task pending,
-    takes one out of pending or counts them names together (lua/includes/priority ``pk``): the
-    list and the prio zset of the tasks without a tenant, the tenants' zset, ring and hash, and
-    the active tenant tasks (a tenant's concurrency) (tests/test_script_names.py checks that a
-    script naming one names all)."""
-    return {"pending": q.pending, "prio": q.prio, "tq": q.tq, "tr": q.tr, "tn": q.tn, "ta": q.ta}
+    """The pending group (core/scripts.py KEY_GROUPS, a header's ``KEY @pending``): the keys that
+    hold a queue's pending tasks, which every script that makes a task pending, takes one out of
+    pending or counts them names together (lua/includes/priority ``pk``)."""
+    return _group(q, "pending")
 
 
 @lru_cache(maxsize=1024)
-def end_keys(q: QueueKeys) -> Mapping[str, str]:
-    """The keys every script through which a task ends shares (lua/includes/exit.lua): its event,
-    its workflow children told (includes/flow) and its key released (:func:`serial_keys`)."""
-    return {"events": q.events, "conf": q.conf, "children": q.children, "outbox": q.outbox, **serial_keys(q)}
+def event_keys(q: QueueKeys) -> Mapping[str, str]:
+    """The events group (``KEY @events``): the queue's event stream and its settings hash (the cap)."""
+    return _group(q, "events")
+
+
+@lru_cache(maxsize=1024)
+def serial_keys(q: QueueKeys) -> Mapping[str, str]:
+    """The serial group (``KEY @serial``): the keys that release a keyed task's key to its next task
+    (lua/includes/serial)."""
+    return _group(q, "serial")
+
+
+@lru_cache(maxsize=1024)
+def exit_keys(q: QueueKeys) -> Mapping[str, str]:
+    """The exit group (``KEY @exit``): the keys every script through which a task ends shares
+    (lua/includes/exit.lua): its event, its workflow children told (includes/flow) and its key
+    released (the serial group)."""
+    return _group(q, "exit")
+
+
+GROUP_KEYS: Mapping[str, Callable[[QueueKeys], Mapping[str, str]]] = {
+    "pending": pending_keys, "events": event_keys, "serial": serial_keys, "exit": exit_keys}
+"""The broker's function for each key group of core/scripts.py KEY_GROUPS (a test checks both agree)."""
 
 
 @dataclass(frozen=True)
@@ -286,10 +301,10 @@ def _snapshot(queue: str, r: list[Any]) -> Snapshot:
 
 
 def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
-    """The 24 keys of a queue the stats script reads, in the script's order (``day``: today)."""
-    return (q.pending, q.lease, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.processed, q.failed,
-            q.processed_on(day), q.failed_on(day), q.tasks, q.trimmed, q.aggregating, q.groups, q.prio, q.targeted,
-            q.waiting, q.blocked, q.tq, q.tr, q.tn, q.ta, q.conf)
+    """The keys of a queue the stats script reads, in its header's order (``day``: today): an item of
+    its ``more... {*}`` tail."""
+    days = {"processed_day": q.processed_on(day), "failed_day": q.failed_on(day)}
+    return tuple(days[n] if n in days else getattr(q, n) for n in load_scripts()["stats"].keys)
 
 
 def container_of(q: QueueKeys, state: TaskState, group: str = "") -> str:
@@ -531,8 +546,7 @@ class Broker:
         q = queue_keys(queue)
         code = _new_task_code(id, queue)
         return script_call("enqueue_keyed", lambda r: _KEYED_STATES[code(r)],
-                           **_q(q, "tasks wake events conf blocked keyheld archived completed children outbox"),
-                           **pending_keys(q),
+                           **_q(q, "tasks archived completed"), **exit_keys(q),
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
                            check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
 
@@ -554,8 +568,7 @@ class Broker:
                     for c, (id, _, _) in zip(_batch_codes(queue, len(entries), reply), entries)]
 
         return script_call("enqueue_keyed_many", parse,
-                           **_q(q, "tasks wake events conf blocked keyheld archived completed children outbox"),
-                           **pending_keys(q),
+                           **_q(q, "tasks archived completed"), **exit_keys(q),
                            keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
                            items=items)
 
@@ -663,7 +676,7 @@ class Broker:
         return script_call("proc_commit", parse,
                            **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
                            deps=q.deps,
-                           **end_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
+                           **exit_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
                            now=self.clock.script_now(), items=args)
 
     def procs(self, queue: str, start: int, stop: int) -> Call[list[tuple[str, int]]]:
@@ -715,7 +728,7 @@ class Broker:
         q = queue_keys(queue)
         return script_call(
             "enqueue", _new_task_code(id, queue, mode),
-            **_q(q, "tasks wake archived completed events conf children outbox"), **pending_keys(q),
+            **_q(q, "tasks archived completed"), **exit_keys(q),
             lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
             id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0")
 
@@ -733,8 +746,7 @@ class Broker:
             seal = self.signer.seal
             flat[1::2] = [b"p" + seal(queue, id, data) for id, data in entries]
         return script_call("enqueue_many", lambda r: [x - 1 for x in _batch_codes(queue, len(entries), r)],
-                           **_q(q, "tasks wake archived completed events conf children outbox"), **pending_keys(q),
-                           marker=marker,
+                           **_q(q, "tasks archived completed"), **exit_keys(q), marker=marker,
                            check="1" if check_ids else "0", entries=flat)
 
     # -- workflows (lua/includes/flow.lua; core/workflow.py) -------------------------------------
@@ -970,7 +982,7 @@ class Broker:
                     out[n] = exc
             return out
 
-        return script_call("done", parse, **_q(q, "tasks lease processed progress watch deps"), **end_keys(q),
+        return script_call("done", parse, **_q(q, "tasks lease processed progress watch deps"), **exit_keys(q),
                            processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, plain=plain,
                            items=args)
 
@@ -981,7 +993,7 @@ class Broker:
         processed_day, _ = self._day_keys(q)
         return script_call(
             "complete", _finish_code("complete", id), **_q(q, "tasks lease completed processed progress watch"),
-            **end_keys(q), processed_day=processed_day, lock=q.lock(msg.lock_digest()), reply=q.inbox(msg.reply_to),
+            **exit_keys(q), processed_day=processed_day, lock=q.lock(msg.lock_digest()), reply=q.inbox(msg.reply_to),
             keylist=_keylist(q, msg.key), id=id_arg(id), token=token, msg=self.seal(queue, id, msg),
             retention=msg.retention_ms, day_ttl=DAY_TTL_S, now=self.clock.script_now(), payload=outcome,
             attempt=msg.retried + 1, result=b"" if msg.result is None else codec.encode_payload(msg.result, "result"),
@@ -1016,7 +1028,7 @@ class Broker:
         pid, kind = process.process_of(msg) if mark_process else ("", "")
         return script_call(
             "archive", _finish_code("archive", id),
-            **_q(q, "tasks lease archived processed failed trimmed progress watch proc procs"), **end_keys(q),
+            **_q(q, "tasks lease archived processed failed trimmed progress watch proc procs"), **exit_keys(q),
             processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
             reply=q.inbox(msg.reply_to), keylist=_keylist(q, msg.key),
             id=id_arg(id), token=token_arg(token), msg=self.seal(queue, id, msg, sign=sign), max_size=max_size,
@@ -1215,8 +1227,9 @@ class Broker:
         day = self.clock.today()
         more = [k for name in queues[1:] for k in _stats_keys(queue_keys(name), day)]
         return script_call(
-            "stats", parse, **_q(q, "pending lease scheduled retry archived completed paused processed failed tasks "
-                                    "trimmed aggregating groups prio tq tr tn ta targeted waiting blocked conf"),
+            "stats", parse, **pending_keys(q),
+            **_q(q, "lease scheduled retry archived completed paused processed failed tasks trimmed aggregating groups "
+                    "targeted waiting blocked conf"),
             processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
             samples=samples)
 
@@ -1280,7 +1293,7 @@ class Broker:
         Returns a code per task (1 = deleted, :data:`CHANGED` = read it again)."""
         q = queue_keys(queue)
         locks, args = self._per_task(q, items)
-        return script_call("delete_tasks", _acted, **_q(q, "tasks deps"), **end_keys(q),
+        return script_call("delete_tasks", _acted, **_q(q, "tasks deps"), **exit_keys(q),
                            container=container_of(q, state), locks=locks, state=state.code, window=window, items=args)
 
     def archive_tasks(self, queue: str, state: TaskState, items: Sequence[tuple[str, str, int, bytes]],
@@ -1288,7 +1301,7 @@ class Broker:
         """pending/scheduled/retry -> archived; ``items`` as for :meth:`delete_tasks`."""
         q = queue_keys(queue)
         locks, args = self._per_task(q, items)
-        return script_call("archive_tasks", _acted, **_q(q, "tasks archived"), **end_keys(q),
+        return script_call("archive_tasks", _acted, **_q(q, "tasks archived"), **exit_keys(q),
                            container=container_of(q, state), locks=locks, state=state.code, window=window,
                            now=self.clock.script_now(), items=args)
 
@@ -1360,7 +1373,7 @@ class Broker:
         key = original.key if original is not None else ""
         pid, kind = process.process_of(original) if original is not None else ("", "")
         return script_call("cancel", lambda r: Acted.OK if r == b"!" else Acted(int(r)),
-                           **_q(q, "tasks lease archived progress proc procs"), **end_keys(q), lock=q.lock(digest),
+                           **_q(q, "tasks lease archived progress proc procs"), **exit_keys(q), lock=q.lock(digest),
                            keylist=_keylist(q, key), id=id_arg(id), token=id_arg(token), msg=msg,
                            now=self.clock.script_now(), channel=CANCEL_CHANNEL, notice=notice, key=key, pid=pid,
                            kind=kind)

@@ -138,6 +138,12 @@ class Context:
             except RedisTimeoutError:  # the client gave up first: the same as "no token"
                 return None
             return (reply[0].decode(), reply[1]) if reply else None
+        await self._blpop_each(keys, timeout)
+        return self._popped(keys)
+
+    async def _blpop_each(self, keys: Sequence[str], timeout: float) -> None:
+        """A cluster: one BLPOP per key (those still in flight from the last call kept), until one
+        answers or ``timeout``; all cancelled if the caller is."""
         waits = self._blpop_waits
         for k in keys:
             if k not in waits:
@@ -152,6 +158,11 @@ class Context:
                 if w is not None:
                     w.cancel()
             raise
+
+    def _popped(self, keys: Sequence[str]) -> tuple[str, bytes] | None:
+        """The first of the per-key BLPOPs that answered with a token (those that answered after
+        it are left for the next call); the error of an unreachable key's master if none did."""
+        waits = self._blpop_waits
         error: BaseException | None = None
         for k in keys:
             w = waits[k]

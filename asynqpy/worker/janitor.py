@@ -41,6 +41,30 @@ STEP_PAUSE = 0.01
 """Seconds between two steps of a sweep."""
 
 
+def _advance(cursors: dict[str, str], kind: str, cursor: str) -> None:
+    """A part of a sweep moves on to ``cursor``; at "0" it is over."""
+    if cursor == "0":
+        del cursors[kind]
+    else:
+        cursors[kind] = cursor
+
+
+def _report(q: str, kind: str, res: Any) -> str:
+    """Log what a sweep step of part ``kind`` repaired or forgot; returns its next cursor."""
+    cursor: str = res[0]
+    found = res[1]
+    if kind == "tasks":
+        for id, what in found:
+            log.warning("repaired task %s (queue %s): %s", id, q, what)
+    elif kind in _TENANT_PARTS:
+        for name, what in found:
+            log.warning("repaired the tenants of queue %s: %s %s", q, name, what)
+    elif found:
+        what = {"watch": "the waiters", "children": "the children", "deps": "the parents"}[kind]
+        log.info("forgot %s of %d task(s) that are gone (queue %s)", what, found, q)
+    return cursor
+
+
 @dataclass(frozen=True)
 class JanitorParams:
     """What the janitor reads: the queues, its longest sleep, the archive's limits, how often the
@@ -117,9 +141,14 @@ class Janitor:
     async def _step(self) -> None:
         """One step of each held sweep; its cursors stored (and its lease renewed) when it ended or
         ``sweep_save`` seconds after the last store."""
+        await self._step_keys()
+        await self._step_parts()
+        await self._save()
+
+    async def _step_keys(self) -> None:
+        """The sweep's step over the keys held by tasks that ended (a plan of its own, per queue)."""
         ctx, p = self.ctx, self.p
-        held = self._held
-        for q, cursors in held.items():  # keys held by tasks that ended
+        for q, cursors in self._held.items():
             if "keys" not in cursors:
                 continue
             try:
@@ -130,10 +159,12 @@ class Janitor:
                 continue
             if freed:
                 log.warning("released %d key(s) of queue %s whose task ended without releasing them", freed, q)
-            if cursor == "0":
-                del cursors["keys"]
-            else:
-                cursors["keys"] = cursor
+            _advance(cursors, "keys", cursor)
+
+    async def _step_parts(self) -> None:
+        """The sweep's step over its other parts (tasks, tenants, the watch, children and deps
+        hashes), one script call each, in one pipeline."""
+        ctx, p, held = self.ctx, self.p, self._held
         steps = [(q, kind) for q, cursors in held.items() for kind in cursors if kind != "keys"]
         results = await ctx.exec.run_many([
             ctx.broker.reconcile(q, held[q][kind], p.sweep_step) if kind == "tasks"
@@ -144,23 +175,12 @@ class Janitor:
                 ctx.health.failed(f"consistency sweep of queue {q}", res)
                 del held[q][kind]
                 continue
-            if kind == "tasks":
-                cursor, repaired = res
-                for id, what in repaired:
-                    log.warning("repaired task %s (queue %s): %s", id, q, what)
-            elif kind in _TENANT_PARTS:
-                cursor, repaired = res
-                for name, what in repaired:
-                    log.warning("repaired the tenants of queue %s: %s %s", q, name, what)
-            else:
-                cursor, removed = res
-                if removed:
-                    what = {"watch": "the waiters", "children": "the children", "deps": "the parents"}[kind]
-                    log.info("forgot %s of %d task(s) that are gone (queue %s)", what, removed, q)
-            if cursor == "0":
-                del held[q][kind]
-            else:
-                held[q][kind] = cursor
+            _advance(held[q], kind, _report(q, kind, res))
+
+    async def _save(self) -> None:
+        """Store the cursors of the sweeps that ended or are due a store (renewing their lease);
+        a sweep whose lease is lost, or that ended, is let go of until it is due again."""
+        ctx, p, held = self.ctx, self.p, self._held
         lease_ms, interval_ms = self._lease_ms()
         now = asyncio.get_running_loop().time()
         every = min(p.sweep_save, lease_ms / 3000)

@@ -367,6 +367,34 @@ class Engine:
         """The tasks first (a round trip for the pushes, one for the enqueues), then each event
         leaves the taken list (one more round trip): an event is removed only once its tasks are
         written."""
+        todo = await self._push(w, events)
+        if todo:
+            await self._enqueue(w, todo)
+        await self._end(w, taken, events)
+
+    async def _push(self, w: Watcher, events: list[_Event]) -> list[tuple[_Event, NewTask]]:
+        """Write the events' pushes and read the guards of their new tasks, in one round trip; a
+        push that fails marks its event. Returns the new tasks to enqueue: those of events not
+        failed whose guard is not set yet (the others are duplicates)."""
+        calls, owners, news = self._acts(events)
+        guarded = [(ev, t) for ev, t in news if t.set]
+        checks = [Call(lambda r: r is not None, command=("ZSCORE", t.set, t.guard)) for _, t in guarded]
+        results = await self.exec.run_many(calls + checks)
+        self._pushed(w, owners, results)
+        seen = set()
+        for (_, t), res in zip(guarded, results[len(calls):]):
+            if isinstance(res, Exception):
+                self._transient(res)
+            elif res:
+                seen.add(id(t))
+        for _, t in news:
+            if id(t) in seen:
+                self.metrics.made(w.name, t.rule, "duplicate")
+        return [(ev, t) for ev, t in news if id(t) not in seen and not ev.error]
+
+    def _acts(self, events: list[_Event]) -> tuple[list[Call[Any]], list[tuple[_Event, Push]],
+                                                   list[tuple[_Event, NewTask]]]:
+        """The acts of the events not failed: the push calls (and the act of each), the new tasks."""
         calls: list[Call[Any]] = []
         owners: list[tuple[_Event, Push]] = []
         news: list[tuple[_Event, NewTask]] = []
@@ -379,9 +407,10 @@ class Engine:
                     owners.append((ev, a))
                 else:
                     news.append((ev, a))
-        guarded = [(ev, t) for ev, t in news if t.set]
-        checks = [Call(lambda r: r is not None, command=("ZSCORE", t.set, t.guard)) for _, t in guarded]
-        results = await self.exec.run_many(calls + checks)
+        return calls, owners, news
+
+    def _pushed(self, w: Watcher, owners: list[tuple[_Event, Push]], results: list[Any]) -> None:
+        """Each push's result: counted (pushed, or a duplicate), or its event marked failed."""
         for (ev, a), res in zip(owners, results):
             if isinstance(res, Exception):
                 self._transient(res)
@@ -390,59 +419,49 @@ class Engine:
                 self.metrics.made(w.name, a.rule, "pushed" if res else "duplicate")
                 log.debug("   -> %r pushed to %s" if res else "   -> %r already in %s", a.task,
                           a.queue if res else a.set)
-        seen = set()
-        for (_, t), res in zip(guarded, results[len(calls):]):
-            if isinstance(res, Exception):
-                self._transient(res)
-            elif res:
-                seen.add(id(t))
-        todo = [(ev, t) for ev, t in news if id(t) not in seen and not ev.error]
-        for _, t in news:
-            if id(t) in seen:
+
+    async def _enqueue(self, w: Watcher, todo: list[tuple[_Event, NewTask]]) -> None:
+        """Enqueue the new tasks (one call; one by one if asynqpy refuses one of them), then set the
+        guards of those enqueued; one that fails marks its event."""
+        infos = await self._enqueue_many([(t.type, t.payload, t.options) for _, t in todo])
+        adds: list[Call[Any]] = []
+        for (ev, t), info in zip(todo, infos):
+            if isinstance(info, DuplicateTaskError):
                 self.metrics.made(w.name, t.rule, "duplicate")
-        if todo:
-            items = [(t.type, t.payload, t.options) for _, t in todo]
-            try:
-                infos = await self._client.enqueue_many(items, return_exceptions=True)
-            except InvalidArgumentError:  # an item asynqpy refuses (checked before any is sent): one by one
-                infos = []
-                for item in items:
-                    try:
-                        infos += await self._client.enqueue_many([item], return_exceptions=True)
-                    except InvalidArgumentError as exc:
-                        infos.append(exc)
-            adds: list[Call[Any]] = []
-            for (ev, t), info in zip(todo, infos):
-                if isinstance(info, DuplicateTaskError):
-                    self.metrics.made(w.name, t.rule, "duplicate")
-                elif isinstance(info, Exception):
-                    self._transient(info)
-                    ev.error, ev.rule = f"enqueueing a {t.type!r} task: {info}", t.rule
-                else:
-                    self.metrics.made(w.name, t.rule, "enqueued")
-                    log.debug("   -> task %s (%s) enqueued in %s", info.id, t.type, info.queue)
-                    if t.set:
-                        adds.append(Call(int, command=("ZADD", t.set, int(time.time()), t.guard)))
-            if adds:
-                for res in await self.exec.run_many(adds):
-                    if isinstance(res, Exception):
-                        self._transient(res)
+            elif isinstance(info, Exception):
+                self._transient(info)
+                ev.error, ev.rule = f"enqueueing a {t.type!r} task: {info}", t.rule
+            else:
+                self.metrics.made(w.name, t.rule, "enqueued")
+                log.debug("   -> task %s (%s) enqueued in %s", info.id, t.type, info.queue)
+                if t.set:
+                    adds.append(Call(int, command=("ZADD", t.set, int(time.time()), t.guard)))
+        if adds:
+            for res in await self.exec.run_many(adds):
+                if isinstance(res, Exception):
+                    self._transient(res)
+
+    async def _enqueue_many(self, items: list[tuple[str, Any, dict[str, Any]]]) -> list[Any]:
+        """Each item's TaskInfo or exception."""
+        try:
+            return list(await self._client.enqueue_many(items, return_exceptions=True))
+        except InvalidArgumentError:  # an item asynqpy refuses (checked before any is sent): one by one
+            infos: list[Any] = []
+            for item in items:
+                try:
+                    infos += await self._client.enqueue_many([item], return_exceptions=True)
+                except InvalidArgumentError as exc:
+                    infos.append(exc)
+            return infos
+
+    async def _end(self, w: Watcher, taken: str, events: list[_Event]) -> None:
+        """Each event leaves the taken list: removed, or moved to the dead list with why (a
+        failed one); the listener channel, if any, is told (one round trip)."""
         ends: list[Call[Any]] = []
         channel = self.config.listener_channel
         for ev in events:
             if ev.error:
-                rec = {"event": ev.text or _shown(ev.raw), "error": _clean(ev.error), "rule": _clean(ev.rule),
-                       "watcher": w.name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-                if not ev.text:  # unmatched: kept as bytes when not UTF-8 (rules_redrive puts them back)
-                    try:
-                        ev.raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        rec["event_hex"] = ev.raw.hex()
-                record = json.dumps(rec, ensure_ascii=False)
-                log.warning("watcher %s: event %r goes to %s: rule %r: %s", w.name, _shown(ev.raw, 200), w.dead_queue,
-                            ev.rule, ev.error)
-                ends.append(self.broker.rules_dead(taken, w.dead_queue, ev.raw, record))
-                self.metrics.dead(w.name)
+                ends.append(self._dead(w, taken, ev))
             else:
                 ends.append(Call(int, command=("LREM", taken, 1, ev.raw)))
             if channel:
@@ -452,6 +471,21 @@ class Engine:
         for res in await self.exec.run_many(ends):
             if isinstance(res, Exception):
                 self._transient(res)
+
+    def _dead(self, w: Watcher, taken: str, ev: _Event) -> Call[Any]:
+        """The move of a failed event to the watcher's dead list, with its record (logged)."""
+        rec = {"event": ev.text or _shown(ev.raw), "error": _clean(ev.error), "rule": _clean(ev.rule),
+               "watcher": w.name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if not ev.text:  # unmatched: kept as bytes when not UTF-8 (rules_redrive puts them back)
+            try:
+                ev.raw.decode("utf-8")
+            except UnicodeDecodeError:
+                rec["event_hex"] = ev.raw.hex()
+        record = json.dumps(rec, ensure_ascii=False)
+        log.warning("watcher %s: event %r goes to %s: rule %r: %s", w.name, _shown(ev.raw, 200), w.dead_queue,
+                    ev.rule, ev.error)
+        self.metrics.dead(w.name)
+        return self.broker.rules_dead(taken, w.dead_queue, ev.raw, record)
 
     @staticmethod
     def _transient(exc: Exception) -> None:

@@ -44,6 +44,10 @@ HISTORY_CACHE = 2000
 next read returns only the events it lacks."""
 
 
+_ProcRead = tuple[str, int, str, int, asyncio.Future[Any]]
+"""A process read of a pipeline: its queue, history window, process id, newest event held, caller."""
+
+
 class _Reads:
     """The reads tasks need before their handler runs (a process input's process, a workflow
     child's parents' results), sent together: those asked for in one turn of the event loop (the
@@ -120,10 +124,11 @@ class _Reads:
         return got
 
     async def _flush(self) -> None:
+        """Send the reads asked for in this turn in one pipeline; each reply to its caller."""
         batch, self._pending = self._pending, []
         procs, self._procs = self._procs, {}
         calls = [c for c, _ in batch]
-        futs: list[asyncio.Future[Any] | list[tuple[str, int, str, int, asyncio.Future[Any]]]] = [f for _, f in batch]
+        futs: list[asyncio.Future[Any] | list[_ProcRead]] = [f for _, f in batch]
         for (queue, count), reads in procs.items():
             knowns = [self._known(queue, pid) if count else 0 for pid, _ in reads]
             calls.append(self.ctx.broker.proc_read_many(queue, [pid for pid, _ in reads], 0, count, knowns))
@@ -131,9 +136,7 @@ class _Reads:
         try:
             replies = await self.ctx.exec.run_many(calls)
         except BaseException as exc:
-            for f in (f for g in futs for f in ([e[4] for e in g] if isinstance(g, list) else [g])):
-                if not f.done():  # every caller of the pipeline meets its error (a cancellation: cancelled)
-                    f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
+            _fail(futs, exc)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -142,29 +145,47 @@ class _Reads:
             if not isinstance(g, list):
                 if not g.done():
                     g.set_exception(r) if isinstance(r, Exception) else g.set_result(r)
-                continue
-            for i, (queue, count, pid, known, f) in enumerate(g):
-                if f.done():
-                    continue
-                if isinstance(r, Exception):
-                    f.set_exception(r)
-                    continue
-                page = self._page(queue, pid, count, known, r[i])
-                if page is False:
-                    self._held.pop((queue, pid), None)
-                    again.append((queue, count, pid, f))
-                else:
-                    f.set_result(page)
+            else:
+                again += self._pages(g, r)
         for queue, count, pid, f in again:  # (a process started again under the same id: rare)
-            try:
-                page = self._page(queue, pid, count, 0, await self.ctx.exec.run(self.ctx.broker.proc_read(queue, pid, 0,
-                                                                                                         count)))
-            except Exception as exc:  # noqa: BLE001 - its caller meets it
-                if not f.done():
-                    f.set_exception(exc)
+            await self._read_whole(queue, count, pid, f)
+
+    def _pages(self, reads: list[_ProcRead], reply: Any) -> list[tuple[str, int, str, asyncio.Future[Any]]]:
+        """The processes of one ``proc_read`` call to their callers; returns those whose page is
+        to be read whole (the event held is not the one stored)."""
+        again: list[tuple[str, int, str, asyncio.Future[Any]]] = []
+        for i, (queue, count, pid, known, f) in enumerate(reads):
+            if f.done():
                 continue
-            if not f.done():
+            if isinstance(reply, Exception):
+                f.set_exception(reply)
+                continue
+            page = self._page(queue, pid, count, known, reply[i])
+            if page is False:
+                self._held.pop((queue, pid), None)
+                again.append((queue, count, pid, f))
+            else:
                 f.set_result(page)
+        return again
+
+    async def _read_whole(self, queue: str, count: int, pid: str, f: asyncio.Future[Any]) -> None:
+        """Read a process's page whole (nothing held), for its caller."""
+        try:
+            page = self._page(queue, pid, count, 0, await self.ctx.exec.run(self.ctx.broker.proc_read(queue, pid, 0,
+                                                                                                     count)))
+        except Exception as exc:  # noqa: BLE001 - its caller meets it
+            if not f.done():
+                f.set_exception(exc)
+            return
+        if not f.done():
+            f.set_result(page)
+
+
+def _fail(futs: list[asyncio.Future[Any] | list[_ProcRead]], exc: BaseException) -> None:
+    """Every caller of a pipeline that failed meets its error (a cancellation: cancelled)."""
+    for f in (f for g in futs for f in ([e[4] for e in g] if isinstance(g, list) else [g])):
+        if not f.done():
+            f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
 
 
 class Runner:

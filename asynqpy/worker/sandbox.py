@@ -79,6 +79,33 @@ def _signal_name(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def _relayed(got: list[Any], task: Task) -> bool:
+    """A frame the child sends while the handler runs, passed on: a progress report, a line of
+    the task's logs (task.log, a captured record); False for the answer."""
+    if got[0] == "progress":
+        if task._report is not None:
+            task._report(got[1], msgpack.unpackb(got[1], raw=False, strict_map_key=False))
+        return True
+    if got[0] == "log":
+        task.log_at(got[2], int(got[1]))
+        return True
+    return False
+
+
+def _answer(got: list[Any]) -> Any:
+    """The handler's return value from the child's answer, or what it raised."""
+    if got[0] == "ok":
+        return None if got[1] is None else msgpack.unpackb(got[1], raw=False, strict_map_key=False)
+    _, kind, text, tb, retry_in = got[:5]
+    if kind == "skip":
+        raise SkipRetry(text)
+    if kind == "rate":
+        raise RateLimited(float(retry_in), text)
+    if kind == "result":
+        raise ResultError(text)
+    raise SandboxedError(text, tb)
+
+
 class SandboxPool:
     """``size`` child processes; ``max_tasks`` per child before it is replaced (0 = no limit);
     ``max_memory_mb``: a child whose peak RSS passed it after a task is replaced (0 = no limit);
@@ -153,30 +180,12 @@ class SandboxPool:
                         f"handler process sent a {size}-byte answer, over the {self.frame_limit}-byte limit "
                         f"(max_result_bytes {self.max_result} + {FRAME_SLACK}); it was killed and replaced")
                 got = unframe(await child.proc.stdout.readexactly(size))
-                if got[0] == "progress":
-                    if task._report is not None:
-                        task._report(got[1], msgpack.unpackb(got[1], raw=False, strict_map_key=False))
-                    continue
-                if got[0] == "log":  # a line of the task's logs (task.log, a captured record)
-                    task.log_at(got[2], int(got[1]))
-                    continue
-                child.done += 1
-                rss = int(got[-1] or 0)
-                healthy = True
-                if self.max_tasks and child.done >= self.max_tasks:
-                    healthy, why = False, f"recycled after {child.done} task(s)"
-                elif self.max_kb and rss > self.max_kb:
-                    healthy, why = False, f"recycled: {rss // 1024} MB over max_memory_mb"
-                if got[0] == "ok":
-                    return None if got[1] is None else msgpack.unpackb(got[1], raw=False, strict_map_key=False)
-                _, kind, text, tb, retry_in = got[:5]
-                if kind == "skip":
-                    raise SkipRetry(text)
-                if kind == "rate":
-                    raise RateLimited(float(retry_in), text)
-                if kind == "result":
-                    raise ResultError(text)
-                raise SandboxedError(text, tb)
+                if not _relayed(got, task):
+                    break
+            child.done += 1
+            recycled = self._worn(child, int(got[-1] or 0))
+            healthy, why = recycled is None, recycled or why
+            return _answer(got)
         except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
             code = await child.proc.wait()
             why = f"died ({_signal_name(code)})"
@@ -190,6 +199,14 @@ class SandboxPool:
                 t = asyncio.get_running_loop().create_task(self._replace(child, why))
                 self._replacing.add(t)
                 t.add_done_callback(self._replacing.discard)
+
+    def _worn(self, child: _Child, rss: int) -> str | None:
+        """Why a child that answered is to be replaced (``max_tasks`` run, or over ``max_memory_mb``)."""
+        if self.max_tasks and child.done >= self.max_tasks:
+            return f"recycled after {child.done} task(s)"
+        if self.max_kb and rss > self.max_kb:
+            return f"recycled: {rss // 1024} MB over max_memory_mb"
+        return None
 
     async def close(self) -> None:
         """Stop every child (killed: whatever still runs in one was requeued or written)."""

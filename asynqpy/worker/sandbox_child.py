@@ -17,6 +17,7 @@ import resource
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
@@ -130,13 +131,7 @@ def main() -> None:
             fn = cache.get(path)
             if fn is None:
                 fn = cache[path] = resolve(path)
-            msg = Message(type=t["type"], payload=t["payload"], max_retry=t["max_retry"], retried=t["retried"],
-                          headers=t.get("headers") or None)
-            deadline = datetime.fromtimestamp(t["deadline"] / 1000, timezone.utc) if t.get("deadline") else None
-            task = Task(t["type"], _msg=msg, id=t["id"], queue=t["queue"], deadline=deadline)
-            task._report = lambda data, value: send(["progress", data])
-            task._max_result = int(t.get("max_result") or MAX_RESULT_BYTES)
-            task._logs = _Forwarded(msg.retried + 1, send)
+            task = _task(t, send)
             if t.get("capture"):  # the handler's logging records too (the worker's capture_logs)
                 task._capture = True
                 if not capturing:
@@ -145,13 +140,30 @@ def main() -> None:
             set_current(task)  # current_task() in the handler; the capture's record -> task
             send(["ok", _run(fn, task), _rss_kb() if MEASURE else 0])
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - every failure goes back to the worker
-            kind = ("skip" if isinstance(exc, SkipRetry) else "rate" if isinstance(exc, RateLimited)
-                    else "result" if isinstance(exc, ResultError) else "error")
-            retry_in = float(getattr(exc, "retry_in", 0) or 0)
-            text = str(exc) if kind == "result" else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            send(["err", kind, _cut(text, ERROR_TEXT_CHARS), _cut(traceback.format_exc(), TRACEBACK_CHARS, True),
-                  retry_in, _rss_kb() if MEASURE else 0])
+            send(_failed(exc))
 
+
+def _task(t: dict[str, Any], send: Callable[[list[Any]], None]) -> Task:
+    """The task of a run request, its progress and log lines sent back to the worker."""
+    msg = Message(type=t["type"], payload=t["payload"], max_retry=t["max_retry"], retried=t["retried"],
+                  headers=t.get("headers") or None)
+    deadline = datetime.fromtimestamp(t["deadline"] / 1000, timezone.utc) if t.get("deadline") else None
+    task = Task(t["type"], _msg=msg, id=t["id"], queue=t["queue"], deadline=deadline)
+    task._report = lambda data, value: send(["progress", data])
+    task._max_result = int(t.get("max_result") or MAX_RESULT_BYTES)
+    task._logs = _Forwarded(msg.retried + 1, send)
+    return task
+
+
+def _failed(exc: BaseException) -> list[Any]:
+    """The answer for a handler that raised: its kind (skip, rate, result, error), its text and
+    traceback (cut), the retry delay it asked for."""
+    kind = ("skip" if isinstance(exc, SkipRetry) else "rate" if isinstance(exc, RateLimited)
+            else "result" if isinstance(exc, ResultError) else "error")
+    retry_in = float(getattr(exc, "retry_in", 0) or 0)
+    text = str(exc) if kind == "result" else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return ["err", kind, _cut(text, ERROR_TEXT_CHARS), _cut(traceback.format_exc(), TRACEBACK_CHARS, True),
+            retry_in, _rss_kb() if MEASURE else 0]
 
 if __name__ == "__main__":
     main()

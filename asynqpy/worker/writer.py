@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core import codec, process
 from ..core.broker import Call, Commit, Done, Finished
@@ -53,6 +54,36 @@ class _Write:
     what: str
     since: float = 0.0  # (a process input's commit) when its outcome was decided, for its metric
     attempts: int = 0
+
+
+_Item = TypeVar("_Item")
+
+
+def _batched(by_queue: dict[str, list[tuple[_Write, _Item]]], size: int,
+             call: Callable[[str, list[_Item]], Call[Any]], calls: list[Call[Any]],
+             groups: list[list[_Write] | None]) -> None:
+    """One batched call (``call``) per queue and ``size`` items, appended to ``calls``; the writes
+    it carries to ``groups``."""
+    for queue, items in by_queue.items():
+        for i in range(0, len(items), size):
+            chunk = items[i:i + size]
+            calls.append(call(queue, [x for _, x in chunk]))
+            groups.append([w for w, _ in chunk])
+
+
+def _log_failed(w: _Write, res: Exception) -> None:
+    """A write that failed for good: its task is let go of (the recoverer finishes it if its
+    lease runs out; a refused write means another worker holds it, or it is gone)."""
+    r = w.running
+    if isinstance(res, RETRYABLE) and not r.lost:
+        log.error("could not write %s of task %s before its lease ran out (%s); "
+                  "the recoverer will retry it", w.what, r.id, res)
+    elif isinstance(res, LeaseLostError):
+        log.warning("late %s of task %s refused: %s", w.what, r.id, res)
+    elif isinstance(res, TaskNotFoundError):
+        log.warning("task %s vanished before its %s was written", r.id, w.what)
+    else:
+        log.error("writing %s of task %s failed: %r", w.what, r.id, res)
 
 
 class Writer:
@@ -153,7 +184,6 @@ class Writer:
 
     async def run(self) -> None:
         """Write what is queued, one pipeline per turn, until cancelled."""
-        loop = asyncio.get_running_loop()
         while True:
             if not self._queued:
                 self.idle.set()
@@ -162,90 +192,73 @@ class Writer:
                 continue
             batch, self._queued = self._queued, []
             self._writing = len(batch)
-            # a progress write still in flight goes first: pushed after the outcome, a waiting
-            # caller (Client.call's on_progress) would never see it
-            writing = [w.running.progress_write for w in batch
-                       if w.running.progress_write is not None and not w.running.progress_write.done()]
-            if writing:
-                await asyncio.wait(writing, timeout=1.0)
+            await self._progress_first(batch)
             batch, results = await self._send(batch)
-            again: list[_Write] = []
-            replies: list[Call[Any]] = []
-            for w, res in zip(batch, results):
-                r = w.running
-                if w.since and self.ctx.metrics.enabled and not isinstance(res, Exception):
-                    self.ctx.metrics.process_phase(r.msg.type[len(process.TYPE_PREFIX):], "commit",
-                                                   loop.time() - w.since)
-                if isinstance(res, Finished) and res.told:
-                    self.ctx.kick_outbox(r.queue)
-                if isinstance(res, Finished) and res.late and r.ended is not None:
-                    outcome = pack_outcome(r.id, *r.ended)
-                    replies += [self.ctx.broker.reply(r.queue, inbox, outcome) for inbox in res.late]
-                if isinstance(res, RETRYABLE) and not r.lost:
-                    if loop.time() < r.lease_until:
-                        w.attempts += 1
-                        again.append(w)
-                        continue
-                    log.error("could not write %s of task %s before its lease ran out (%s); "
-                              "the recoverer will retry it", w.what, r.id, res)
-                elif isinstance(res, LeaseLostError):
-                    log.warning("late %s of task %s refused: %s", w.what, r.id, res)
-                elif isinstance(res, TaskNotFoundError):
-                    log.warning("task %s vanished before its %s was written", r.id, w.what)
-                elif isinstance(res, Exception):
-                    log.error("writing %s of task %s failed: %r", w.what, r.id, res)
-                if self.held.get((r.queue, r.id)) is r:
-                    del self.held[(r.queue, r.id)]
-            if again:
-                delay = min(0.05 * 2 ** max(w.attempts for w in again), 2.0)
-                self.ctx.health.failed(f"writing {len(again)} outcome(s) (retried in {delay:.2f}s)",
-                                       next(r for r in results if isinstance(r, Exception)))
-                await asyncio.sleep(delay)
-                self._queued[:0] = again
-            elif not any(isinstance(r, RETRYABLE) for r in results):
-                self.ctx.health.ok()
+            again, replies = self._settle(batch, results)
+            await self._retry(again, results)
             if replies:
                 await self._reply(replies)
             self._writing = 0
 
+    @staticmethod
+    async def _progress_first(batch: list[_Write]) -> None:
+        """A progress write still in flight goes first: pushed after the outcome, a waiting caller
+        (Client.call's on_progress) would never see it."""
+        writing = [w.running.progress_write for w in batch
+                   if w.running.progress_write is not None and not w.running.progress_write.done()]
+        if writing:
+            await asyncio.wait(writing, timeout=1.0)
+
+    def _settle(self, batch: list[_Write], results: list[Any]) -> tuple[list[_Write], list[Call[Any]]]:
+        """Each write's result: a write that met an outage is to be sent again while the task's
+        lease lasts; any other lets go of its task (``held``), a failure logged. Returns the writes
+        to send again and the replies owed to late waiters."""
+        loop = asyncio.get_running_loop()
+        again: list[_Write] = []
+        replies: list[Call[Any]] = []
+        for w, res in zip(batch, results):
+            r = w.running
+            self._follow_up(w, res, replies)
+            if isinstance(res, RETRYABLE) and not r.lost and loop.time() < r.lease_until:
+                w.attempts += 1
+                again.append(w)
+                continue
+            if isinstance(res, Exception):
+                _log_failed(w, res)
+            if self.held.get((r.queue, r.id)) is r:
+                del self.held[(r.queue, r.id)]
+        return again, replies
+
+    def _follow_up(self, w: _Write, res: Any, replies: list[Call[Any]]) -> None:
+        """What a written outcome sets off beside its task: a commit's metric, the outbox kicked
+        for the children it told, the replies to waiters that came after the enqueue."""
+        r = w.running
+        if w.since and self.ctx.metrics.enabled and not isinstance(res, Exception):
+            self.ctx.metrics.process_phase(r.msg.type[len(process.TYPE_PREFIX):], "commit",
+                                           asyncio.get_running_loop().time() - w.since)
+        if isinstance(res, Finished):
+            if res.told:
+                self.ctx.kick_outbox(r.queue)
+            if res.late and r.ended is not None:
+                outcome = pack_outcome(r.id, *r.ended)
+                replies += [self.ctx.broker.reply(r.queue, inbox, outcome) for inbox in res.late]
+
+    async def _retry(self, again: list[_Write], results: list[Any]) -> None:
+        """Queue again, after a backoff, the writes that met an outage (the server's health says
+        so); all written, the health is good."""
+        if again:
+            delay = min(0.05 * 2 ** max(w.attempts for w in again), 2.0)
+            self.ctx.health.failed(f"writing {len(again)} outcome(s) (retried in {delay:.2f}s)",
+                                   next(r for r in results if isinstance(r, Exception)))
+            await asyncio.sleep(delay)
+            self._queued[:0] = again
+        elif not any(isinstance(r, RETRYABLE) for r in results):
+            self.ctx.health.ok()
+
     async def _send(self, batch: list[_Write]) -> tuple[list[_Write], list[Any]]:
-        """Write ``batch`` in one pipeline: each retry, archive or complete as its own script call,
-        the successes of each queue (``Done``) as one batched done call per queue (at most
-        :data:`MAX_ACK` tasks each). Returns the writes and, in the same order, each one's
-        result: the parsed reply or the exception its write met."""
-        calls: list[Call[Any]] = []
-        groups: list[list[_Write] | None] = []  # per call: the writes of a batched done, else None
-        single: list[_Write] = []
-        acks: dict[str, list[tuple[_Write, Done]]] = {}
-        commits: dict[str, list[tuple[_Write, Commit]]] = {}
-        unsignalled: dict[str, None] = {}  # queues of outcomes whose script wakes no worker for the slot
-        for w in batch:
-            if isinstance(w.call, Done):
-                acks.setdefault(w.running.queue, []).append((w, w.call))
-            elif isinstance(w.call, Commit):
-                commits.setdefault(w.running.queue, []).append((w, w.call))
-            else:
-                calls.append(w.call)
-                single.append(w)
-                groups.append(None)
-                if w.call.script not in SIGNALS_FREED_SLOT:
-                    unsignalled[w.running.queue] = None
-        for queue, done in acks.items():
-            for i in range(0, len(done), MAX_ACK):
-                chunk = done[i:i + MAX_ACK]
-                calls.append(self.ctx.broker.done_many(queue, [d for _, d in chunk]))
-                groups.append([w for w, _ in chunk])
-        for queue, commit in commits.items():
-            for i in range(0, len(commit), MAX_COMMIT):
-                part = commit[i:i + MAX_COMMIT]
-                calls.append(self.ctx.broker.proc_commit_many(queue, [c for _, c in part]))
-                groups.append([w for w, _ in part])
-        # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
-        # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
-        # workers a concurrency limit holds back do not sleep through it (its reply is not used)
-        for queue in unsignalled:
-            calls.append(self.ctx.broker.rewake(queue))
-            groups.append([])
+        """Write ``batch`` in one pipeline (see ``_calls``). Returns the writes and, in the same
+        order, each one's result: the parsed reply or the exception its write met."""
+        calls, groups, single = self._calls(batch)
         started = asyncio.get_running_loop().time()
         try:
             replies = await self.ctx.exec.run_many(calls)
@@ -263,6 +276,38 @@ class Writer:
                 order += group
                 results += reply if isinstance(reply, list) else [reply] * len(group)
         return order, results
+
+    def _calls(self, batch: list[_Write]) -> tuple[list[Call[Any]], list[list[_Write] | None], list[_Write]]:
+        """The calls that write ``batch``: each retry, archive or complete as its own script call,
+        the successes of each queue (``Done``) as one batched done call per queue (at most
+        :data:`MAX_ACK` tasks each), the process inputs' commits likewise (:data:`MAX_COMMIT`).
+        Returns the calls, per call the writes of a batched one (else None), and the single writes."""
+        calls: list[Call[Any]] = []
+        groups: list[list[_Write] | None] = []  # per call: the writes of a batched done, else None
+        single: list[_Write] = []
+        acks: dict[str, list[tuple[_Write, Done]]] = {}
+        commits: dict[str, list[tuple[_Write, Commit]]] = {}
+        unsignalled: dict[str, None] = {}  # queues of outcomes whose script wakes no worker for the slot
+        for w in batch:
+            if isinstance(w.call, Done):
+                acks.setdefault(w.running.queue, []).append((w, w.call))
+            elif isinstance(w.call, Commit):
+                commits.setdefault(w.running.queue, []).append((w, w.call))
+            else:
+                calls.append(w.call)
+                single.append(w)
+                groups.append(None)
+                if w.call.script not in SIGNALS_FREED_SLOT:
+                    unsignalled[w.running.queue] = None
+        _batched(acks, MAX_ACK, self.ctx.broker.done_many, calls, groups)
+        _batched(commits, MAX_COMMIT, self.ctx.broker.proc_commit_many, calls, groups)
+        # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
+        # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
+        # workers a concurrency limit holds back do not sleep through it (its reply is not used)
+        for queue in unsignalled:
+            calls.append(self.ctx.broker.rewake(queue))
+            groups.append([])
+        return calls, groups, single
 
     async def _reply(self, calls: list[Call[Any]]) -> None:
         """Notify the waiters that started waiting after their task's enqueue (the finishing script

@@ -19,8 +19,9 @@
 --- first members of the tenant zset). A call drops at most as many as it adds: a count already
 --- past the cap (a lowered cap, forwarded tasks) comes down as the queue drains. Too few victims found: refused (a batch larger than the cap is refused too).
 --- cap_refuse(conf, n): count n refused tasks; returns QUEUE_FULL (the scripts' reply code -10).
---- cap_drop(x, victims): archive the victims (reason DROPPED, event 'archived' through
---- includes/exit task_exit: their workflow children are told) and count them.
+--- cap_drop(k, victims): archive the victims (reason DROPPED, event 'archived' through
+--- includes/exit task_exit: their workflow children are told) and count them. ``k``: the script's K,
+--- which names the exit group (core/scripts.py KEY_GROUPS ``@exit``), tasks and archived.
 --- @include "priority"
 --- @include "take"
 --- @include "stored"
@@ -169,8 +170,11 @@ local function cap_refuse(conf, n)
   redis.call('HINCRBY', conf, 'cap_rejected', n)
   return QUEUE_FULL
 end
-local function cap_drop(x, archived, victims)
-  local pk, now = exit_pk(x), now_ms('')
+local function cap_drop(k, victims)
+  local x = {t = k.tasks, events = k.events, conf = k.conf, children = k.children, outbox = k.outbox,
+             keyheld = k.keyheld, blocked = k.blocked, wake = k.wake,
+             pending = k.pending, prio = k.prio, tq = k.tq, tr = k.tr, tn = k.tn, ta = k.ta}
+  local archived, pk, now = k.archived, exit_pk(x), now_ms('')
   for _, vic in ipairs(victims) do
     local id, v = vic[2], vic[3]
     if take(pk[1], 'p', id, LOOK + victims.n, -1, pk, v) then

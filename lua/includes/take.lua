@@ -85,25 +85,26 @@ local function take(container, state, id, window, hint, pk, v)
   return false
 end
 
---- take_each(tkey, container, state, window, argv, first, act, pk): the loop of the operator scripts
---- over the per-task quadruples (id, hint, read, key) of ``argv`` (the script's AV) from index ``first``: for each task still
+--- take_each(tkey, container, state, window, items, act, pk): the loop of the operator scripts
+--- over the per-task items {id hint read key} of ``items`` (the script's stride tail A.items): for each task still
 --- in ``state`` and still the one the caller read (``read``: the stored value the caller read, byte
 --- for byte; the id may have been reused for another task since, whose keys the caller does not
 --- know), take it out of ``container`` and call act(id, stored value, n), n being the task's
 --- number (1, 2, ...: its per-task keys and its ``key`` are found with it); ``pk``: as in take.
 --- Returns one code per task: 1 = done, 0 = no such task, -5 = in another state, -6 = a pending id
 --- not found (no usable hint), -8 = the task changed since the caller read it (read it again).
-local function take_each(tkey, container, state, window, argv, first, act, pk)
+local function take_each(tkey, container, state, window, items, act, pk)
   local out = {}
-  for i = first, #argv, 4 do
-    local id, hint = argv[i], tonumber(argv[i + 1])
+  for n = 1, items.n do
+    local it = items[n]
+    local id, hint = it.id, tonumber(it.hint)
     local v, code = check_state(tkey, container, state, id)
-    if v and v ~= argv[i + 2] then
+    if v and v ~= it.read then
       v, code = nil, -8
     end
     if v then
       if take(container, state, id, window, hint, pk, v) or hint == -2 then
-        act(id, v, (i - first) / 4 + 1)
+        act(id, v, n, it)
       else
         code = -6
       end
