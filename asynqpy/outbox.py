@@ -407,33 +407,49 @@ class Relay:
                 self._check_table(conn)
         with self.engine.connect() as conn:
             with conn.begin():
-                if self.ordered and conn.dialect.name == "postgresql" and not conn.execute(self._turn).scalar():
-                    return Sent()  # another relay's turn: it sends (this one waits, a standby)
-                rows = sorted(conn.execute(self._take).all(), key=lambda r: r.seq)
+                rows = self._take_rows(conn)
                 if not rows:
                     return Sent()
-                tasks: list[_Task] = []
-                bad: list[tuple[Any, str]] = []
-                for r in rows:
-                    try:
-                        tasks.append(self._task(r))
-                    except Exception as exc:  # noqa: BLE001 - any malformed column: this row only
-                        bad.append((r, _short(exc)))
-                # every valid queue named is registered (a set-aside row's too: where an operator looks for it)
-                self._register([r.queue for r, _ in bad if _valid_queue(r.queue)] + [t.queue for t in tasks])
-                sent, markers, unsent = self._send(tasks) if tasks else (Sent(), [], [])
-                by_seq = {r.seq: r for r in rows}
-                bad += [(by_seq[t.seq], why) for t, why in unsent]
-                if bad:
-                    self._set_aside(conn, bad)
-                    sent = Sent(sent.stored, sent.already, sent.refused, len(bad))
+                sent, markers = self._relay(conn, rows)
             # committed: the rows are gone, their markers may go too
+        self._drop_markers(markers)
+        return sent
+
+    def _take_rows(self, conn: Any) -> list[Any]:
+        """This batch's rows, oldest first, deleted in the transaction; none while it is another
+        ordered relay's turn (PostgreSQL: it sends, this one waits, a standby)."""
+        if self.ordered and conn.dialect.name == "postgresql" and not conn.execute(self._turn).scalar():
+            return []
+        return sorted(conn.execute(self._take).all(), key=lambda r: r.seq)
+
+    def _relay(self, conn: Any, rows: Sequence[Any]) -> tuple[Sent, list[str]]:
+        """Send the batch's valid rows and set the others aside (put back with their error); what
+        was done and the markers set."""
+        tasks: list[_Task] = []
+        bad: list[tuple[Any, str]] = []
+        for r in rows:
+            try:
+                tasks.append(self._task(r))
+            except Exception as exc:  # noqa: BLE001 - any malformed column: this row only
+                bad.append((r, _short(exc)))
+        # every valid queue named is registered (a set-aside row's too: where an operator looks for it)
+        self._register([r.queue for r, _ in bad if _valid_queue(r.queue)] + [t.queue for t in tasks])
+        sent, markers, unsent = self._send(tasks) if tasks else (Sent(), [], [])
+        by_seq = {r.seq: r for r in rows}
+        bad += [(by_seq[t.seq], why) for t, why in unsent]
+        if bad:
+            self._set_aside(conn, bad)
+            sent = Sent(sent.stored, sent.already, sent.refused, len(bad))
+        return sent, markers
+
+    def _drop_markers(self, markers: Sequence[str]) -> None:
+        """Delete the markers of a committed batch (its rows are gone); if Redis fails, they expire
+        (``marker_ttl``)."""
         try:
             if markers:
                 self.redis.delete(*markers)
-        except REDIS_ERRORS as exc:  # they expire (marker_ttl)
+        except REDIS_ERRORS as exc:
             log.warning("could not delete %d outbox markers (they expire): %s", len(markers), exc)
-        return sent
 
     def _check_table(self, conn: Any) -> None:
         """The table has every column this version reads (else InvalidArgumentError saying how to
@@ -449,24 +465,7 @@ class Relay:
     def _task(self, r: Any) -> _Task:
         """A row as the task it stores, checked: its columns (BadRow), and its message through the
         trust gate (the relay's key: the producer's tag; no key: its encoding)."""
-        try:
-            kind = kinds.TaskKind(r.kind)
-        except ValueError:
-            raise BadRow(f"unknown kind {r.kind!r}") from None
-        if not isinstance(r.id, str) or not r.id or not isinstance(r.queue, str):
-            raise BadRow("a task id and a queue name are required")
-        try:
-            validate_queue(r.queue)
-            validate_name("task id", r.id, opts.MAX_ID_LEN)
-        except InvalidArgumentError as exc:
-            raise BadRow(str(exc)) from None
-        modes = _POLICY_CODES if kind is kinds.TaskKind.WAITING else ("", "t", "d")
-        if (r.mode or "") not in modes and not (kind is kinds.TaskKind.WAITING and not r.mode):
-            raise BadRow(f"mode must be one of {modes!r} for a {kind.value} task, got {r.mode!r}")
-        for name in ("due_ms", "unique_ttl"):
-            v = getattr(r, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise BadRow(f"{name} must be an int >= 0, got {v!r}")
+        kind = _row_kind(r)
         data = bytes(r.data)
         gate = trust_gate(self.signer, r.queue, r.id, data)
         if isinstance(gate, Refused):
@@ -490,17 +489,7 @@ class Relay:
         """Store ``tasks`` in Redis, each once (see the module's docstring); the markers set, and
         the tasks that could not even be made into a store call (set aside, with why)."""
         markers = [queue_keys(t.queue).batch("o." + t.id) for t in tasks]
-        todo: list[tuple[_Task, str, Call[Any] | BaseException]] = []
-        replies: list[Any] = []
-        try:
-            for segment in _segments(tasks):
-                for client, idx in self._groups([tasks[i] for i in segment], [markers[i] for i in segment]):
-                    calls, got = self._store(client, [tasks[segment[i]] for i in idx],
-                                             [markers[segment[i]] for i in idx])
-                    todo += calls
-                    replies += got
-        except REDIS_ERRORS as exc:  # (the groups stored before this one keep their markers)
-            raise unavailable(exc) or exc from exc
+        todo, replies = self._store_all(tasks, markers)
         stored = refused = 0
         failed: list[tuple[str, BaseException]] = []
         unsent: list[tuple[_Task, str]] = []
@@ -520,6 +509,24 @@ class Relay:
             self.redis.delete(*[m for m, _ in failed])
             raise failed[0][1]
         return Sent(stored, len(tasks) - len(todo), refused), markers, unsent
+
+    def _store_all(self, tasks: Sequence[_Task], markers: Sequence[str]
+                   ) -> tuple[list[tuple[_Task, str, Call[Any] | BaseException]], list[Any]]:
+        """Store the batch segment by segment, each segment in one MULTI per client
+        (:meth:`_groups`): the tasks sent with their call (or the error refusing them) and each
+        one's reply. Redis unreachable raises (the groups stored before keep their markers)."""
+        todo: list[tuple[_Task, str, Call[Any] | BaseException]] = []
+        replies: list[Any] = []
+        try:
+            for segment in _segments(tasks):
+                for client, idx in self._groups([tasks[i] for i in segment], [markers[i] for i in segment]):
+                    calls, got = self._store(client, [tasks[segment[i]] for i in idx],
+                                             [markers[segment[i]] for i in idx])
+                    todo += calls
+                    replies += got
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) or exc from exc
+        return todo, replies
 
     def _register(self, queues: Sequence[str]) -> None:
         """Register the batch's queues, every batch: a queue an operator removed since the last
@@ -750,6 +757,41 @@ def _segments(tasks: Sequence[_Task]) -> list[list[int]]:
         else:
             out[-1].append(i)
     return [seg for seg in out if seg]
+
+
+def _row_kind(r: Any) -> kinds.TaskKind:
+    """A row's kind, its columns checked (BadRow says which is wrong): the kind, the task id and
+    queue name, the mode the kind allows, and the two counts."""
+    try:
+        kind = kinds.TaskKind(r.kind)
+    except ValueError:
+        raise BadRow(f"unknown kind {r.kind!r}") from None
+    _check_names(r)
+    _check_mode(r, kind)
+    for name in ("due_ms", "unique_ttl"):
+        v = getattr(r, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise BadRow(f"{name} must be an int >= 0, got {v!r}")
+    return kind
+
+
+def _check_names(r: Any) -> None:
+    """A row's task id and queue name are given and valid (else BadRow)."""
+    if not isinstance(r.id, str) or not r.id or not isinstance(r.queue, str):
+        raise BadRow("a task id and a queue name are required")
+    try:
+        validate_queue(r.queue)
+        validate_name("task id", r.id, opts.MAX_ID_LEN)
+    except InvalidArgumentError as exc:
+        raise BadRow(str(exc)) from None
+
+
+def _check_mode(r: Any, kind: kinds.TaskKind) -> None:
+    """A row's mode is one its kind allows: a waiting task's policy (none: the default), else
+    "", "t" or "d" (else BadRow)."""
+    modes = _POLICY_CODES if kind is kinds.TaskKind.WAITING else ("", "t", "d")
+    if (r.mode or "") not in modes and not (kind is kinds.TaskKind.WAITING and not r.mode):
+        raise BadRow(f"mode must be one of {modes!r} for a {kind.value} task, got {r.mode!r}")
 
 
 def _valid_queue(queue: Any) -> bool:

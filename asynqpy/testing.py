@@ -42,6 +42,7 @@ from .core.broker import Broker, Call
 from .core.clock import FakeClock
 from .core.deploy import HOLD_FLOOR, encode_version
 from .core.errors import InvalidArgumentError
+from .core.inspection import QueueInfo
 from .core.keys import queue_keys
 from .core.mux import ServeMux
 from .core.task import TaskInfo, TaskState
@@ -87,63 +88,108 @@ def drain(target: App | ServeMux, redis: Any = None, *, queues: list[str] | None
 async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str] | None = None,
                  timeout: float = 30.0, raise_on_failure: bool = True, **server_options: Any) -> DrainReport:
     """:func:`drain`, awaited (inside a running event loop)."""
-    if isinstance(target, App):
-        mux, redis = target.mux, redis if redis is not None else target.redis
-        names = queues or sorted(target.server().options.queues)
-        server_options = {"on_startup": [target._hook(h) for h in target.startup],
-                          "on_shutdown": [target._hook(h) for h in target.shutdown],
-                          **{k: v for k, v in target.server_options.items() if k == "version"},  # (its gated tasks)
-                          **server_options}
-    else:
-        mux, names = target, queues or ["default"]
-    version = server_options.get("version")
-    code = encode_version(version) if isinstance(version, str) and version else 0
-    held = [Broker().version_held(q, code) for q in names] if code else []
+    mux, redis, names, server_options = _target(target, redis, queues, server_options)
+    held = _held(names, server_options.get("version"))
     redis = _async_twin(redis)
     insp = AsyncInspector(redis)
     before = {q: set(await _archived(insp, q)) for q in names}
-    processed0 = {q: (await insp.queue_info(q)).processed_total if q in await insp.queues() else 0 for q in names}
+    processed0 = {q: await _processed(insp, q) for q in names}
     clock = FakeClock(int(time.time() * 1000))
     options = {"shutdown_timeout": 1.0, "heartbeat_interval": 1.0, "idle_timeout": 1.0, **server_options}
     server = Server(redis, queues=names, clock=clock, **options)
     running = asyncio.create_task(server.arun(mux))
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            if running.done():
-                running.result()  # a startup hook that failed: its error
-                raise RuntimeError("the server stopped while draining")
-            # the next due task is read before the counts and again after them: a forwarder that
-            # moved a task from retry to pending between the counts and one read of the zsets
-            # (just after the clock jumped) made it look as if nothing was left, and drain returned early
-            due = await _next_due(redis, names)
-            # parents' ends on their way to their children (the queue's outbox): the propagator
-            # releases those children next, so the work is not done (drain returned with a
-            # chain's or a fan-in's children still waiting). Read before the counts and again
-            # after them: an end the propagator turned into a pending child between the two reads
-            # is in one of them or in the counts (read only after the counts, a child released
-            # between them was in neither, and drain returned with it pending: seen under load)
-            ends = await _ends(redis, names)
-            infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
-            ends += await _ends(redis, names)
-            # and tasks an older worker set aside for this version: the server's next dequeue of
-            # their queue takes them back (no wake token announces them; drain returned at once)
-            ends += sum([await _read(redis, call) for call in held])
-            if ends == 0 and all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos):
-                if due is None:
-                    due = await _next_due(redis, names)
-                if due is None:
-                    break
-                clock.t = max(clock.t, due + 1)  # the fake clock jumps to the next due task
-                for q in names:  # wake the forwarder: it was sleeping until a later (fake) time
-                    await redis.lpush(queue_keys(q).tick, "1")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"drain: tasks left after {timeout}s: "
-                                   + ", ".join(f"{i.queue} pending={i.pending} active={i.active}" for i in infos))
-            await asyncio.sleep(0.005)
+        await _run_until_empty(running, redis, insp, names, held, clock, timeout)
     finally:
         server.stop()
         await asyncio.wait_for(running, 10)
+    report = await _report(insp, names, before, processed0)
+    if raise_on_failure and report.failed:
+        raise DrainError(str(report))
+    return report
+
+
+def _target(target: App | ServeMux, redis: Any, queues: list[str] | None,
+            server_options: dict[str, Any]) -> tuple[ServeMux, Any, list[str], dict[str, Any]]:
+    """What to drain: the handlers, the Redis, the queue names and the server's options. An App
+    gives its own (its Redis, its task queues, its startup and shutdown hooks and its version);
+    a ServeMux drains "default" unless told."""
+    if not isinstance(target, App):
+        return target, redis, queues or ["default"], server_options
+    options = {"on_startup": [target._hook(h) for h in target.startup],
+               "on_shutdown": [target._hook(h) for h in target.shutdown],
+               **{k: v for k, v in target.server_options.items() if k == "version"},  # (its gated tasks)
+               **server_options}
+    return (target.mux, redis if redis is not None else target.redis,
+            queues or sorted(target.server().options.queues), options)
+
+
+def _held(names: list[str], version: Any) -> list[Call[bool]]:
+    """The reads of whether an older worker set tasks aside for this version in each queue."""
+    code = encode_version(version) if isinstance(version, str) and version else 0
+    return [Broker().version_held(q, code) for q in names] if code else []
+
+
+async def _processed(insp: AsyncInspector, queue: str) -> int:
+    return (await insp.queue_info(queue)).processed_total if queue in await insp.queues() else 0
+
+
+async def _run_until_empty(running: asyncio.Task[None], redis: Any, insp: AsyncInspector, names: list[str],
+                           held: list[Call[bool]], clock: FakeClock, timeout: float) -> None:
+    """Poll the queues until nothing is pending, active, targeted, on its way to a child or
+    held for this version, and nothing is scheduled: the fake clock jumps to each next due task."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if running.done():
+            running.result()  # a startup hook that failed: its error
+            raise RuntimeError("the server stopped while draining")
+        due, infos, busy = await _look(redis, insp, names, held)
+        if not busy:
+            if due is None:
+                due = await _next_due(redis, names)
+            if due is None:
+                return
+            await _jump(clock, redis, names, due)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"drain: tasks left after {timeout}s: "
+                               + ", ".join(f"{i.queue} pending={i.pending} active={i.active}" for i in infos))
+        await asyncio.sleep(0.005)
+
+
+async def _look(redis: Any, insp: AsyncInspector, names: list[str],
+                held: list[Call[bool]]) -> tuple[int | None, list[QueueInfo], bool]:
+    """One look at the queues: the next due task, each queue's counts, and whether work is left."""
+    # the next due task is read before the counts and again after them: a forwarder that
+    # moved a task from retry to pending between the counts and one read of the zsets
+    # (just after the clock jumped) made it look as if nothing was left, and drain returned early
+    due = await _next_due(redis, names)
+    # parents' ends on their way to their children (the queue's outbox): the propagator
+    # releases those children next, so the work is not done (drain returned with a
+    # chain's or a fan-in's children still waiting). Read before the counts and again
+    # after them: an end the propagator turned into a pending child between the two reads
+    # is in one of them or in the counts (read only after the counts, a child released
+    # between them was in neither, and drain returned with it pending: seen under load)
+    ends = await _ends(redis, names)
+    infos = [await insp.queue_info(q) for q in names if q in await insp.queues()]
+    ends += await _ends(redis, names)
+    # and tasks an older worker set aside for this version: the server's next dequeue of
+    # their queue takes them back (no wake token announces them; drain returned at once)
+    ends += sum([await _read(redis, call) for call in held])
+    idle = ends == 0 and all(i.pending == 0 and i.active == 0 and i.targeted == 0 for i in infos)
+    return due, infos, not idle
+
+
+async def _jump(clock: FakeClock, redis: Any, names: list[str], due: int) -> None:
+    """The fake clock jumps to the next due task, and each queue's forwarder is woken: it was
+    sleeping until a later (fake) time."""
+    clock.t = max(clock.t, due + 1)
+    for q in names:
+        await redis.lpush(queue_keys(q).tick, "1")
+
+
+async def _report(insp: AsyncInspector, names: list[str], before: dict[str, set[str]],
+                  processed0: dict[str, int]) -> DrainReport:
+    """What the drain did: attempts run since the start, tasks newly archived, tasks kept completed."""
     report = DrainReport()
     for q in names:
         if q not in await insp.queues():
@@ -153,8 +199,6 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
             if id not in before[q]:
                 report.failed.append(await insp.task_info(q, id))
         report.completed += await insp.list_tasks(q, TaskState.COMPLETED, page_size=1000)
-    if raise_on_failure and report.failed:
-        raise DrainError(str(report))
     return report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,6 +25,11 @@ from .common import (
     user_errors,
     utc,
 )
+
+if TYPE_CHECKING:  # rich loads with the commands that use it
+    from rich.table import Table
+
+    from asynqpy.core.cron import EntryInfo
 
 
 @click.group()
@@ -64,8 +69,6 @@ def ls(queue: str | None, as_json: bool, full: bool, signing_key_file: str | Non
     and recent history). With --signing-key-file, an entry whose signature does not verify shows
     "not fired: ..." (a keyed scheduler skips it); without, an unsigned entry among signed ones
     shows "unsigned"."""
-    from rich.table import Table
-
     with inspector(redis_url, signing_keys(signing_key_file)) as insp:
         infos = insp.scheduler_entries(queue)
     if as_json:
@@ -75,39 +78,64 @@ def ls(queue: str | None, as_json: bool, full: bool, signing_key_file: str | Non
         echo("no scheduler entries")
         return
     out = console()
-    now = datetime.now(timezone.utc)
     mixed = any(i.signature == "signed" for i in infos)
     if full:  # each cell whole, on one line however long (the terminal wraps it)
-        out = console(width=max(out.width, 1000))
-        t = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last tick", "last task"):
-            t.add_column(col, no_wrap=True)
-        for i in infos:
-            e = i.entry
-            nxt = _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC"))
-            t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, ago(i.last_tick, now), i.last_task_id or "-")
-        show(out, t)
+        show(console(width=max(out.width, 1000)), _full_table(infos, mixed))
         return
-    # one line per entry in the terminal's width (80 columns if not a terminal): long cells cut with …
+    show(out, _lines_table(infos, mixed, out.width))
+
+
+def _full_table(infos: list[EntryInfo], mixed: bool) -> Table:
+    """``cron ls --full``: every cell whole, with the last tick and the last task."""
+    from rich.table import Table
+
+    now = datetime.now(timezone.utc)
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("name", "queue", "schedule", "task type", "next tick (UTC)", "last tick", "last task"):
+        t.add_column(col, no_wrap=True)
+    for i in infos:
+        e = i.entry
+        nxt = _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick).removesuffix(" UTC"))
+        t.add_row(e.name, e.queue, e.spec(), e.task_type, nxt, ago(i.last_tick, now), i.last_task_id or "-")
+    return t
+
+
+LINE_HEADS = ("name", "queue", "schedule", "task type", "next (UTC)")
+LINE_CAPS = (22, 14, 18, 10**6, 24)
+"""The most each column of ``cron ls`` takes before the task type has its share."""
+LINE_CUTS = (0, 2, 1, 3)
+"""Still too wide: the columns cut, in this order (name, schedule, queue, then the type), down to
+10 characters."""
+
+
+def _lines_table(infos: list[EntryInfo], mixed: bool, width: int) -> Table:
+    """``cron ls``: one line per entry in the terminal's ``width`` (80 columns if not a
+    terminal): long cells cut with …"""
+    from rich.table import Table
+
     rows = [[i.entry.name, i.entry.queue, i.entry.spec(), i.entry.task_type,
              _next_tick(i, mixed, "paused" if i.paused else utc(i.next_tick)[5:16], short=True)]  # month-day h:m
             for i in infos]
-    heads = ["name", "queue", "schedule", "task type", "next (UTC)"]
-    natural = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(heads)]
-    caps = [22, 14, 18, 10**6, 24]  # the most each column takes before the task type has its share
-    widths = [min(n, cap) for n, cap in zip(natural, caps)]
-    room = out.width - 2 * (len(heads) - 1)
-    widths[3] = max(min(16, natural[3]), room - sum(widths) + widths[3])
-    for c in (0, 2, 1, 3):  # still too wide: cut name, schedule, queue, then the type, down to 10 characters
-        over = sum(widths) - room
-        if over > 0:
-            widths[c] = max(min(10, natural[c]), widths[c] - over)
     t = Table(box=None, pad_edge=False, header_style="bold")
-    for h, w in zip(heads, widths):
+    for h, w in zip(LINE_HEADS, _widths(rows, width)):
         t.add_column(h, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
     for r in rows:
         t.add_row(*r)
-    show(out, t)
+    return t
+
+
+def _widths(rows: list[list[str]], width: int) -> list[int]:
+    """Each column's width: its natural width up to its cap, the task type the room left (at
+    least 16), then the columns of :data:`LINE_CUTS` cut while the line is too wide."""
+    natural = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(LINE_HEADS)]
+    widths = [min(n, cap) for n, cap in zip(natural, LINE_CAPS)]
+    room = width - 2 * (len(LINE_HEADS) - 1)
+    widths[3] = max(min(16, natural[3]), room - sum(widths) + widths[3])
+    for c in LINE_CUTS:
+        over = sum(widths) - room
+        if over > 0:
+            widths[c] = max(min(10, natural[c]), widths[c] - over)
+    return widths
 
 
 @cron.command()

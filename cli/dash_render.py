@@ -293,49 +293,67 @@ WORKER_SERVER = {False: Col("pid", 7, right=True), True: Col("server", ratio=1, 
 
 
 def queues_screen(state: DashState, snap: Snapshot, rates: Throughput, width: int, height: int,
-                  now: datetime) -> list[RenderableType]:
+                 now: datetime) -> list[RenderableType]:
     """Body of the queues view: the queue table, live servers and what they run."""
     wide = width >= WIDE
-    with_held = any(held(q) for q in snap.queues)
-    with_tenants = any(q.tenants for q in snap.queues)
-    all_cols = _all_queue_cols(width, with_held, with_tenants)
-    keep = _queue_columns(width, with_held, with_tenants)
-    cols = [all_cols[i] for i in keep]
     servers = snap.servers
     workers = _worker_rows(servers, now, wide)
-    body = height - 2
+    show_servers, show_running, (rows_q, rows_s, rows_w) = _sections(height - 2, len(snap.queues), len(servers),
+                                                                     len(workers))
+    out = [_queue_table(state, snap, rates, width, rows_q, now)]
+    if show_servers:
+        out += _servers_part(servers, rows_s, width, now)
+    if show_running:
+        out += [Text(""), _line(Text.assemble(("Running ", "bold"), str(len(workers))), "", width),
+                _table([*WORKER_COLS, WORKER_SERVER[wide]], _clip(workers, rows_w, len(WORKER_COLS) + 1), width)]
+    return out
+
+
+def _sections(body: int, queues: int, servers: int, workers: int) -> tuple[bool, bool, list[int]]:
+    """Which sections of the queues view fit in ``body`` lines (the servers, then what they run:
+    each only if it has room for its least), and the data rows each gets (queues, servers,
+    running tasks)."""
     # lines that are not data rows, and the least each section needs to be worth showing
     queues_min = 1 + 1                                   # header, one row
     servers_min = 2 + (2 if servers else 0)              # blank, title (+ header, one row)
     running_min = 4 if workers else 0                    # blank, title, header, one row
     show_servers = body >= queues_min + servers_min
-    show_running = show_servers and workers and body >= queues_min + servers_min + running_min
+    show_running = show_servers and workers > 0 and body >= queues_min + servers_min + running_min
     chrome = 1 + (servers_min - (1 if servers else 0) if show_servers else 0) + (3 if show_running else 0)
-    rows_q, rows_s, rows_w = _fit([max(1, len(snap.queues)), len(servers) if show_servers else 0,
-                                   len(workers) if show_running else 0], body - chrome)
-    out: list[RenderableType] = []
-    if snap.queues:
-        names = [q.queue for q in snap.queues]
-        cursor = names.index(state.cursor) if state.cursor in names else 0
-        start, end = _window(len(names), rows_q, cursor)
-        rows = [[row[i] for i in keep] for row in
-                (_queue_row(q, q.queue == state.cursor, rates, wide, with_held, with_tenants)
-                 for q in snap.queues[start:end])]
-        out.append(_table(cols, rows, width))
-    else:
-        out.append(_text("no queues yet (a queue appears when a task is first enqueued to it)", "dim"))
-    if show_servers:
-        busy = sum(len(s.active) for s in servers)
-        slots = sum(s.concurrency for s in servers)
-        quiet = sum(s.status == "quiet" for s in servers)
-        title = Text.assemble(("Servers ", "bold"), f"{len(servers)} live · busy {busy}/{slots}"
-                              if servers else "none live", (f" · {quiet} quiet" if quiet else "", "yellow"))
-        out += [Text(""), _line(title, "", width)]
-        if servers:
-            out.append(_table(SERVER_COLS, _clip(_servers_rows(servers, now), rows_s, 4), width))
-    if show_running:
-        out += [Text(""), _line(Text.assemble(("Running ", "bold"), str(len(workers))), "", width),
-                _table([*WORKER_COLS, WORKER_SERVER[wide]], _clip(workers, rows_w, len(WORKER_COLS) + 1), width)]
+    rows = _fit([max(1, queues), servers if show_servers else 0, workers if show_running else 0], body - chrome)
+    return show_servers, show_running, rows
+
+
+def _queue_table(state: DashState, snap: Snapshot, rates: Throughput, width: int, rows_q: int,
+                 now: datetime) -> RenderableType:
+    """The queue table: the columns that fit ``width``, the window of ``rows_q`` queues around the
+    cursor (or a line saying there are none yet)."""
+    if not snap.queues:
+        return _text("no queues yet (a queue appears when a task is first enqueued to it)", "dim")
+    wide = width >= WIDE
+    with_held = any(held(q) for q in snap.queues)
+    with_tenants = any(q.tenants for q in snap.queues)
+    all_cols = _all_queue_cols(width, with_held, with_tenants)
+    keep = _queue_columns(width, with_held, with_tenants)
+    names = [q.queue for q in snap.queues]
+    cursor = names.index(state.cursor) if state.cursor in names else 0
+    start, end = _window(len(names), rows_q, cursor)
+    rows = [[row[i] for i in keep] for row in
+            (_queue_row(q, q.queue == state.cursor, rates, wide, with_held, with_tenants)
+             for q in snap.queues[start:end])]
+    return _table([all_cols[i] for i in keep], rows, width)
+
+
+def _servers_part(servers: Sequence[ServerInfo], rows_s: int, width: int, now: datetime) -> list[RenderableType]:
+    """The live servers' title (how many, busy/slots, how many quiet) and their table."""
+    busy = sum(len(s.active) for s in servers)
+    slots = sum(s.concurrency for s in servers)
+    quiet = sum(s.status == "quiet" for s in servers)
+    title = Text.assemble(("Servers ", "bold"), f"{len(servers)} live · busy {busy}/{slots}"
+                          if servers else "none live", (f" · {quiet} quiet" if quiet else "", "yellow"))
+    out: list[RenderableType] = [Text(""), _line(title, "", width)]
+    if servers:
+        out.append(_table(SERVER_COLS, _clip(_servers_rows(servers, now), rows_s, 4), width))
     return out
 
 
@@ -504,21 +522,9 @@ def render(state: DashState, snap: Snapshot, rates: Throughput, *, width: int, h
            now: datetime, source: str) -> RenderableType:
     """The whole screen: a title line, the current view, and a footer (keys, or the last error)."""
     if state.view is View.QUEUE and not state.help:
-        q = next((x for x in snap.queues if x.queue == state.queue), None)
-        procs = snap.processes[1] if snap.processes and snap.processes[0] == state.queue else 0
-        title = Text.assemble(("asynqpy dash", "bold cyan"), " › ", (state.queue or "", "bold"),
-                              (" (paused)", "yellow") if q is not None and q.paused else "",
-                              f" · {count(procs)} process{'' if procs == 1 else 'es'}" if procs else "")
-        body = queue_screen(state, snap, rates, width, height, now)
-        n = pages(q, state.tab, state.page_size)
-        right = f"page {min(state.page, n)}/{n}"
-        keys = QUEUE_KEYS
+        title, body, keys, right = _queue_frame(state, snap, rates, width, height, now)
     else:
-        title = Text.assemble(("asynqpy dash", "bold cyan"), f" {source}")
-        body = help_screen(width, height - 2) if state.help else queues_screen(state, snap, rates, width, height, now)
-        n = len(snap.queues)
-        right = f"{n} queue{'' if n == 1 else 's'}" if n else ""
-        keys = "any key: close help" if state.help else QUEUES_KEYS
+        title, body, keys, right = _queues_frame(state, snap, rates, width, height, now, source)
     header = _line(title, now.strftime("%H:%M:%S UTC"), width)
     if snap.error:
         footer = _line(Text(f"! {snap.error}", style="bold red"), "retrying", width)
@@ -528,6 +534,32 @@ def render(state: DashState, snap: Snapshot, rates: Throughput, *, width: int, h
     used = sum(_height(r) for r in lines)
     filler = [Text("")] * max(0, height - 1 - used)
     return Group(*lines, *filler, footer)
+
+
+Frame = tuple[Text, list[RenderableType], str, str]
+"""A view's part of the screen: its title, its body, its footer's keys and its footer's right side."""
+
+
+def _queue_frame(state: DashState, snap: Snapshot, rates: Throughput, width: int, height: int,
+                 now: datetime) -> Frame:
+    """The queue view: the queue's name (paused, its processes), its body, the page it is on."""
+    q = next((x for x in snap.queues if x.queue == state.queue), None)
+    procs = snap.processes[1] if snap.processes and snap.processes[0] == state.queue else 0
+    title = Text.assemble(("asynqpy dash", "bold cyan"), " › ", (state.queue or "", "bold"),
+                          (" (paused)", "yellow") if q is not None and q.paused else "",
+                          f" · {count(procs)} process{'' if procs == 1 else 'es'}" if procs else "")
+    n = pages(q, state.tab, state.page_size)
+    return title, queue_screen(state, snap, rates, width, height, now), QUEUE_KEYS, f"page {min(state.page, n)}/{n}"
+
+
+def _queues_frame(state: DashState, snap: Snapshot, rates: Throughput, width: int, height: int, now: datetime,
+                  source: str) -> Frame:
+    """The queues view (or the help over it): the Redis it shows, its body, how many queues."""
+    title = Text.assemble(("asynqpy dash", "bold cyan"), f" {source}")
+    body = help_screen(width, height - 2) if state.help else queues_screen(state, snap, rates, width, height, now)
+    n = len(snap.queues)
+    right = f"{n} queue{'' if n == 1 else 's'}" if n else ""
+    return title, body, "any key: close help" if state.help else QUEUES_KEYS, right
 
 
 def _height(r: RenderableType) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -27,6 +27,9 @@ from .common import (
     redis_url_option,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from asynqpy.inspector import Inspector
 
 queue_option = click.option("--queue", "-q", default="default", show_default=True, help="The process's queue.")
 args_option = click.option("--args", "args", default=None, help="The input's arguments, as JSON.")
@@ -66,17 +69,28 @@ def _status(p: Process) -> str:
 def ls(queue: str | None, start: int, count: int, status: str | None, as_json: bool, redis_url: str) -> None:
     """List processes (of every queue unless -q), the most recently changed first."""
     with inspector(redis_url) as insp:
-        if queue is not None:
-            total, procs = insp.processes(queue, start, count, status)
-        else:  # each queue's first start+count, merged: the page of them all
-            listed = [insp.processes(q, 0, start + count, status) for q in insp.queues()]
-            total = sum(n for n, _ in listed)
-            procs = sorted((p for _, ps in listed for p in ps),
-                           key=lambda p: p.updated.timestamp() if p.updated else 0.0, reverse=True)
-            procs = procs[start:start + count]
+        total, procs = _page(insp, queue, start, count, status)
     if as_json:
         emit_json({"total": total, "processes": procs})
         return
+    console().print(_processes_table(total, procs, queue, status))
+
+
+def _page(insp: Inspector, queue: str | None, start: int, count: int,
+          status: str | None) -> tuple[int, list[Process]]:
+    """How many processes there are and the page asked for: a queue's, or each queue's first
+    start+count merged, the most recently changed first (the page of them all)."""
+    if queue is not None:
+        return insp.processes(queue, start, count, status)
+    listed = [insp.processes(q, 0, start + count, status) for q in insp.queues()]
+    total = sum(n for n, _ in listed)
+    procs = sorted((p for _, ps in listed for p in ps),
+                   key=lambda p: p.updated.timestamp() if p.updated else 0.0, reverse=True)
+    return total, procs[start:start + count]
+
+
+def _processes_table(total: int, procs: list[Process], queue: str | None, status: str | None) -> Table:
+    """The page as a table titled with the count; a queue column when every queue is listed."""
     now = datetime.now(timezone.utc)
     what = f"process(es) in {status}" if status == "error" else f"{status} process(es)" if status else "process(es)"
     table = Table(title=f"{total} {what} in " + (f"queue {queue}" if queue else "every queue"), title_justify="left")
@@ -86,7 +100,7 @@ def ls(queue: str | None, start: int, count: int, status: str | None, as_json: b
         table.add_row(clip(p.id, False, 40), *([] if queue else [p.queue]), p.type, Text.from_markup(_status(p)),
                       str(p.events),
                       ago(p.updated, now), ago(p.timer, now) if p.timer else "-", payload_text(p.state))
-    console().print(table)
+    return table
 
 
 @process.command()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 from rich.table import Table
 
 from asynqpy import QueueInfo
+from asynqpy.core.tenants import TenantInfo
 from asynqpy.core.tenants import state_text as tenant_state
 
 from .common import (
@@ -22,6 +25,9 @@ from .common import (
     user_errors,
     utc,
 )
+
+if TYPE_CHECKING:
+    from asynqpy import Inspector
 
 
 @click.group()
@@ -236,31 +242,47 @@ def tenants(queue_name: str, after: str, count: int, weight: int | None, concurr
     """List QUEUE's tenants that have pending tasks, in name order (pending, active, weight,
     concurrency, rate, state); with --weight/--concurrency/--rate/--clear, set the defaults of its
     tenants."""
-    settings = weight is not None or concurrency is not None or rate is not None or burst is not None
+    settings = _given(weight, concurrency, rate, burst)
     if clear and settings:
         raise UserError("--clear takes no other setting with it")
     with inspector(redis_url) as insp:
         if clear or settings:
-            d = (insp.clear_tenant_defaults(queue_name) if clear
-                 else insp.set_tenant_defaults(queue_name, weight=weight, concurrency=concurrency,
-                                               rate=_rate_arg(rate), burst=burst))
-            echo(f"queue {queue_name}: tenants' defaults weight {d.weight}, concurrency "
-                       f"{d.concurrency or 'none'}, rate {_rate_text(d.rate, d.burst)}")
+            _set_defaults(insp, queue_name, clear, weight, concurrency, rate, burst)
         got = insp.tenants(queue_name, after=after, count=count)
     if as_json:
         emit_json(got)
         return
     if not got:
         echo(f"no tenants in queue {queue_name}" + (f" after {after}" if after else "")
-                   + " (a tenant is listed while it has pending tasks)")
+             + " (a tenant is listed while it has pending tasks)")
         return
+    show(console(), _tenants_table(got))
+    if len(got) == count:
+        echo(f"(more: --after {got[-1].tenant})")
+
+
+def _given(*settings: Any) -> bool:
+    """Whether any of the options ``settings`` was given (None: left out)."""
+    return any(v is not None for v in settings)
+
+
+def _set_defaults(insp: Inspector, queue_name: str, clear: bool, weight: int | None, concurrency: int | None,
+                  rate: str | None, burst: int | None) -> None:
+    """``queue tenants --clear`` or ``--weight/--concurrency/--rate/--burst``: the queue's
+    defaults for its tenants set (or removed), and the defaults now said."""
+    d = (insp.clear_tenant_defaults(queue_name) if clear
+         else insp.set_tenant_defaults(queue_name, weight=weight, concurrency=concurrency,
+                                       rate=_rate_arg(rate), burst=burst))
+    echo(f"queue {queue_name}: tenants' defaults weight {d.weight}, concurrency "
+         f"{d.concurrency or 'none'}, rate {_rate_text(d.rate, d.burst)}")
+
+
+def _tenants_table(got: list[TenantInfo]) -> Table:
     t = Table("tenant", "pending", "active", "weight", "concurrency", "rate", "state")
     for ti in got:
         t.add_row(ti.tenant, str(ti.pending), str(ti.active), str(ti.weight), str(ti.concurrency or "-"),
                   _rate_text(ti.rate, ti.burst) if ti.rate else "-", tenant_state(ti, short=True))
-    show(console(), t)
-    if len(got) == count:
-        echo(f"(more: --after {got[-1].tenant})")
+    return t
 
 
 @queue.command("tenant")
@@ -284,8 +306,7 @@ def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: i
     """Show or change one TENANT's settings in QUEUE (docs/tenants.md)."""
     if pause_ and resume:
         raise UserError("give --pause or --resume, not both")
-    if clear and (weight is not None or concurrency is not None or rate is not None or burst is not None
-                  or pause_ or resume):
+    if clear and (_given(weight, concurrency, rate, burst) or pause_ or resume):
         raise UserError("--clear takes no other setting with it")
     with inspector(redis_url) as insp:
         if clear:
@@ -297,11 +318,16 @@ def tenant(queue_name: str, tenant_name: str, weight: int | None, concurrency: i
     if as_json:
         emit_json(got)
         return
+    echo(_tenant_line(queue_name, got))
+
+
+def _tenant_line(queue_name: str, got: TenantInfo) -> str:
+    """``queue tenant``'s answer: the tenant's weight, limits, state and pending tasks."""
     state = tenant_state(got)
     limit = f", concurrency {got.concurrency} ({got.active} active)" if got.concurrency else ""
     per = f", rate {_rate_text(got.rate, got.burst)}" if got.rate else ""
-    echo(f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}{per}, {state}, "
-               f"{got.pending} pending")
+    return (f"tenant {got.tenant} of queue {queue_name}: weight {got.weight}{limit}{per}, {state}, "
+            f"{got.pending} pending")
 
 
 def _rate_arg(rate: str | None) -> float | str | None:

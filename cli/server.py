@@ -8,6 +8,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from asynqpy.core.server_record import ServerInfo, WorkerInfo
+
 from .common import (
     UserError,
     ago,
@@ -45,10 +47,24 @@ def ls(as_json: bool, redis_url: str) -> None:
         out.print("no live servers")
         return
     now = datetime.now(timezone.utc)
+    show(out, _servers_table(servers, now))
+    running = [(s, w) for s in servers for w in s.active]
+    if running:
+        out.print()
+        show(out, _running_table([w for _, w in running], now))
+
+
+STATUS_STYLES = {"quiet": "yellow", "stopping": "red"}
+"""How ``server ls`` colours a server's status (running: plain)."""
+
+
+def _servers_table(servers: list[ServerInfo], now: datetime) -> Table:
+    """One row a server: id, name, version (a column only while a deploy uses them:
+    docs/deploy.md), status, busy/concurrency, queues (weights) and when it started."""
     t = Table(box=None, pad_edge=False, header_style="bold")
     t.add_column("id", no_wrap=True)
     t.add_column("name", no_wrap=True, max_width=16, overflow="ellipsis")
-    versions = any(s.version for s in servers)  # (a column only while a deploy uses them: docs/deploy.md)
+    versions = any(s.version for s in servers)
     if versions:
         t.add_column("version", no_wrap=True)
     t.add_column("status", no_wrap=True)
@@ -57,20 +73,20 @@ def ls(as_json: bool, redis_url: str) -> None:
     t.add_column("started", no_wrap=True)
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
-        status = {"quiet": Text("quiet", style="yellow"), "stopping": Text("stopping", style="red")}.get(
-            s.status, Text(s.status))
+        status = Text(s.status, style=STATUS_STYLES[s.status]) if s.status in STATUS_STYLES else Text(s.status)
         t.add_row(s.id, s.name or "-", *([s.version or "-"] if versions else []), status,
                   f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
-    show(out, t)
-    running = [(s, w) for s in servers for w in s.active]
-    if running:
-        out.print()
-        r = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("task", "queue", "type", "started", "deadline"):
-            r.add_column(col, no_wrap=True, overflow="ellipsis", max_width=20 if col in ("queue", "type") else None)
-        for _, w in running:
-            r.add_row(w.task_id, w.queue, w.type, ago(w.started, now), ago(w.deadline, now))
-        show(out, r)
+    return t
+
+
+def _running_table(running: list[WorkerInfo], now: datetime) -> Table:
+    """The tasks the servers run now: id, queue, type, when started, deadline."""
+    r = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("task", "queue", "type", "started", "deadline"):
+        r.add_column(col, no_wrap=True, overflow="ellipsis", max_width=20 if col in ("queue", "type") else None)
+    for w in running:
+        r.add_row(w.task_id, w.queue, w.type, ago(w.started, now), ago(w.deadline, now))
+    return r
 
 
 def _control(action: str, server: str, timeout: float, redis_url: str, concurrency: int = 0) -> None:

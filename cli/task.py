@@ -170,11 +170,24 @@ def ls(queue: str, state: str, group: str | None, page: int, page_size: int, as_
               + ("" if full else " · --full shows all"))
 
 
+Rows = list[tuple[str, str]]
+
+
 def detail_table(x: TaskInfo, full: bool) -> Table:
+    """``task inspect``'s fields, one row each: the sections of :data:`DETAIL_SECTIONS` in order,
+    each giving the rows that apply to the task."""
     t = Table(box=None, show_header=False, pad_edge=False)
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     now = datetime.now(timezone.utc)
+    for section in DETAIL_SECTIONS:
+        for k, v in section(x, full, now):
+            t.add_row(k, v)
+    return t
+
+
+def _identity_rows(x: TaskInfo, full: bool, now: datetime) -> Rows:
+    """What the task is: id, queue, type, state, payload, retries; and its times (those set)."""
     state = x.state.value + (" (ORPHANED: its lease expired; the recoverer retries it)" if x.orphaned else "")
     rows = [("id", x.id), ("queue", x.queue), ("type", x.type), ("state", state),
             ("payload", payload_text(x.payload, full, 200)),
@@ -182,32 +195,54 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     times = [("enqueued", x.enqueued_at), ("lease until", x.lease_until), ("next run", x.next_process_at),
              ("last failed", x.last_failed_at), ("archived", x.archived_at), ("completed", x.completed_at),
              ("deadline", x.deadline)]
-    rows += [(k, f"{utc(v)} ({ago(v, now)})") for k, v in times if v is not None]
-    if x.last_error:
-        rows.append(("last error", clip(x.last_error, full, 200)))
+    return rows + [(k, f"{utc(v)} ({ago(v, now)})") for k, v in times if v is not None]
+
+
+def _settings_rows(x: TaskInfo, full: bool, now: datetime) -> Rows:
+    """Its last error, timeout, and the options it was given (priority, group, tenant, key)."""
+    rows = [("last error", clip(x.last_error, full, 200))] if x.last_error else []
     rows.append(("timeout", timeout_text(x.timeout)))
     if x.priority != 5:
         rows.append(("priority", f"{x.priority} (0 lowest, 9 highest, 5 the default)"))
-    if x.group:
-        rows.append(("group", x.group))
-    if x.tenant:
-        rows.append(("tenant", x.tenant))
-    if x.key:
-        rows.append(("key", f"{x.key} (its tasks run one at a time, in order)"))
+    optional = (("group", x.group), ("tenant", x.tenant),
+                ("key", x.key and f"{x.key} (its tasks run one at a time, in order)"))
+    return rows + [(k, v) for k, v in optional if v]
+
+
+HELD_WHY = {"type": "its type is blocked in the queue: `asynqpy queue unblock`",
+            "version": "it waits for a worker of version {} or newer"}
+"""Why a held task waits, by what holds it (``version``: the worker version it needs)."""
+
+
+def _held_rows(x: TaskInfo, full: bool, now: datetime) -> Rows:
+    """What holds it back (a blocked type, a worker version), and the task it replaced."""
+    rows: Rows = []
     if x.held:
-        why = {"type": "its type is blocked in the queue: `asynqpy queue unblock`",
-               "version": f"it waits for a worker of version {x.min_worker_version or '?'} or newer"}.get(x.held, "")
+        why = HELD_WHY.get(x.held, "").format(x.min_worker_version or "?")
         rows.append(("held", f"{x.held} ({why})" if why else x.held))
     if x.min_worker_version:
         rows.append(("min worker version", x.min_worker_version))
     if x.replaced:
         rows.append(("replaced", f"{x.replaced} (a debounced enqueue replaced that task)"))
-    if x.workers is not None or x.runs_wanted > 1:
-        rows.append(("workers", ", ".join(x.workers) if x.workers is not None else "any"))
-        rows.append(("runs", f"{x.runs_wanted} distinct worker(s) must succeed"))
-        for name, state in sorted(x.runs.items()):
-            got = f" → {payload_text(x.run_results[name], full, 80)}" if name in x.run_results else ""
-            rows.append((f"  run on {name}", state + got))
+    return rows
+
+
+def _runs_rows(x: TaskInfo, full: bool, now: datetime) -> Rows:
+    """A targeted task's workers and each one's run (with its result)."""
+    if x.workers is None and x.runs_wanted <= 1:
+        return []
+    rows = [("workers", ", ".join(x.workers) if x.workers is not None else "any"),
+            ("runs", f"{x.runs_wanted} distinct worker(s) must succeed")]
+    for name, state in sorted(x.runs.items()):
+        got = f" → {payload_text(x.run_results[name], full, 80)}" if name in x.run_results else ""
+        rows.append((f"  run on {name}", state + got))
+    return rows
+
+
+def _workflow_rows(x: TaskInfo, full: bool, now: datetime) -> Rows:
+    """Its parents (each one's state, a completed one's result), what it does if one fails, and
+    its children (the first with how to see the tree)."""
+    rows: Rows = []
     for i, p in enumerate(x.parents):
         end = p.state + (f" → {payload_text(p.result, full, 80)}" if p.state == "completed" else "")
         rows.append(("parents" if i == 0 else "", f"{p.queue}/{p.id}: {end}"))
@@ -216,6 +251,12 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     for i, (cq, cid) in enumerate(x.children):
         rows.append(("children" if i == 0 else "", f"{cq}/{cid} (`asynqpy task tree -q {x.queue} --id {x.id}`)"
                      if i == 0 else f"{cq}/{cid}"))
+    return rows
+
+
+def _outcome_rows(x: TaskInfo, full: bool, now: datetime) -> Rows:
+    """How long it is kept, its result, its progress and its headers."""
+    rows: Rows = []
     if x.retention:
         rows.append(("retention", f"{x.retention:g}s"))
     if x.state is TaskState.COMPLETED:
@@ -225,9 +266,12 @@ def detail_table(x: TaskInfo, full: bool) -> Table:
     headers = getattr(x, "headers", None)
     if headers:
         rows.append(("headers", clip(", ".join(f"{k}={v}" for k, v in headers.items()), full, 400)))
-    for k, v in rows:
-        t.add_row(k, v)
-    return t
+    return rows
+
+
+DETAIL_SECTIONS: tuple[Callable[[TaskInfo, bool, datetime], Rows], ...] = (
+    _identity_rows, _settings_rows, _held_rows, _runs_rows, _workflow_rows, _outcome_rows)
+"""The sections of ``task inspect``, in the order they are shown."""
 
 
 LOG_LINES_SHOWN = 20
@@ -352,30 +396,14 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
          process_in: float | None, priority: int | None, workers: str | None, as_json: bool, redis_url: str) -> None:
     """Change a pending, scheduled or retry task: its payload, max_retry, priority or due time (due
     later, a pending task becomes scheduled; due now, it becomes pending)."""
-    changes: dict[str, Any] = {}
-    if payload is not None:
-        try:
-            changes["payload"] = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"--payload is not JSON: {exc}") from None
-    if max_retry is not None:
-        changes["max_retry"] = max_retry
-    if priority is not None:
-        changes["priority"] = priority
-    if process_at is not None and process_in is not None:
-        raise UserError("give --at or --in, not both")
-    if process_at is not None:
-        changes["process_at"] = process_at
-    if process_in is not None:
-        changes["process_in"] = process_in
+    changes = _changes(payload, max_retry, priority, process_at, process_in)
     if workers is not None and changes:
         raise UserError("--workers changes a targeted task's workers: give it alone")
     if workers is None and not changes:
         raise UserError("nothing to change: give --payload, --max-retry, --priority, --at or --in")
     with inspector(redis_url) as insp:
         if workers is not None:
-            names = None if workers.strip() == "*" else [w.strip() for w in workers.split(",") if w.strip()]
-            info = insp.set_workers(queue, task_id, names)
+            info = insp.set_workers(queue, task_id, _worker_names(workers))
         else:
             info = insp.edit_task(queue, task_id, **changes)
     if as_json:
@@ -383,6 +411,28 @@ def edit(queue: str, task_id: str, payload: str | None, max_retry: int | None, p
         return
     due = f" (due {utc(info.next_process_at)})" if info.next_process_at else ""
     echo(f"edited task {task_id} (queue {queue}): {info.state.value}{due}")
+
+
+def _changes(payload: str | None, max_retry: int | None, priority: int | None, process_at: float | datetime | None,
+             process_in: float | None) -> dict[str, Any]:
+    """``task edit``'s changes, as ``Inspector.edit_task`` takes them: the options given (the
+    payload parsed from JSON; --at and --in not both)."""
+    changes: dict[str, Any] = {}
+    if payload is not None:
+        try:
+            changes["payload"] = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--payload is not JSON: {exc}") from None
+    if process_at is not None and process_in is not None:
+        raise UserError("give --at or --in, not both")
+    given = {"max_retry": max_retry, "priority": priority, "process_at": process_at, "process_in": process_in}
+    return {**changes, **{k: v for k, v in given.items() if v is not None}}
+
+
+def _worker_names(workers: str) -> list[str] | None:
+    """--workers as ``Inspector.set_workers`` takes it: '*' is any worker (None), else the
+    comma-separated names."""
+    return None if workers.strip() == "*" else [w.strip() for w in workers.split(",") if w.strip()]
 
 
 def _one(verb: str, done: str, help: str) -> None:

@@ -21,7 +21,7 @@ is moved like any other.
 --- @include "priority"
 --- @include "serial"
 --- @include "stored"
-local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR: scores from here are held tasks (includes/hold)
+--- @include "bands"
 local now = now_ms(A.now)
 local batch = tonumber(A.batch)
 local moved = 0

@@ -31,6 +31,7 @@ task has this id; in debounce mode {due, id of the task replaced or ''}.
 --- @include "unique"
 --- @include "stored"
 --- @include "exit"
+--- @include "bands"
 local id, debounce = A.id, A.mode == 'd'
 local seen = new_id(K.tasks, id, A.msg, A.check == '1')
 if seen == 'own' then
@@ -43,6 +44,10 @@ elseif seen == 'taken' then
   return -2
 end
 local delay = tonumber(A.delay)
+local due = now_ms(A.now) + delay
+if due >= HOLD_FLOOR then  -- (before any write, the debounce SET too: includes/bands)
+  return error(DUE_REFUSED)
+end
 local ttl = tonumber(A.unique)
 local replaced, replaced_msg = '', ''
 if debounce then
@@ -60,7 +65,6 @@ elseif ttl > 0 then
     return refused
   end
 end
-local due = now_ms(A.now) + delay
 redis.call('HSET', K.tasks, id, 's' .. A.msg)  -- the first write (but the debounce SET): a full Redis refuses here
 local cap = events_cap(K.conf)
 if replaced ~= '' then  -- deleted only once the new task is stored

@@ -20,12 +20,16 @@ Returns the due time (ms) = snoozed, 0 = no such task, -3 = the caller no longer
 --- @include "active"
 --- @include "signal"
 --- @include "exit"
+--- @include "bands"
 local id = A.id
 local msg, code = claim_active(K.tasks, K.lease, id, A.token, 0, false)
 if code ~= 1 then
   return code
 end
 local due = now_ms(A.now) + tonumber(A.delay)
+if due >= HOLD_FLOOR then  -- (before the first write: includes/bands)
+  return error(DUE_REFUSED)
+end
 redis.call('ZREM', K.lease, id)  -- first write, a removal: works on a full Redis
 redis.call('HSET', K.tasks, id, 's' .. msg)
 signal_if_first(K.scheduled, due, K.tick)

@@ -60,7 +60,17 @@ SHAPES = {"done", "complete", "archive", "cancel", "delete_tasks", "archive_task
 
 @cache
 def _scripts() -> dict[str, str]:
-    return {p.stem: p.read_text() for p in sorted(LUA.glob("*.lua"))}
+    """Each script's text, with the includes that are parts of its body put in place (as the loader
+    flattens them): those whose code reads the script's inputs (``K.x``: the dequeue's stages)."""
+    return {p.stem: _with_body_parts(p.read_text()) for p in sorted(LUA.glob("*.lua"))}
+
+
+def _with_body_parts(text: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        part = (INCLUDES / f"{m.group(1)}.lua").read_text()
+        return _with_body_parts(part) if re.search(r"(?<![\w.])K\.\w", _code(part)) else m.group(0)
+
+    return re.sub(r'^--- @include "(\w+)"[ \t]*$', sub, text, flags=re.MULTILINE)
 
 
 @cache

@@ -20,6 +20,24 @@ class InvalidArgumentError(AsynqpyError, ValueError):
     """An argument is invalid (empty task type, bad queue name, negative delay, ...)."""
 
 
+SCRIPT_REFUSED = "asynqpy-refused:"
+"""The mark of a script's refusal of an input it was given (lua/includes/bands.lua due_guard): the
+script raises it before its first write, so nothing changed; the executor raises it to the caller as
+:class:`InvalidArgumentError` (:func:`script_refusal`)."""
+
+
+def script_refusal(exc: BaseException) -> InvalidArgumentError | None:
+    """A script's refusal (an error reply holding :data:`SCRIPT_REFUSED`) as an
+    :class:`InvalidArgumentError` (cause kept), else None."""
+    text = str(exc)
+    at = text.find(SCRIPT_REFUSED)
+    if at < 0 or isinstance(exc, AsynqpyError):
+        return None
+    err = InvalidArgumentError(text[at + len(SCRIPT_REFUSED):].strip())
+    err.__cause__ = exc
+    return err
+
+
 class PayloadError(InvalidArgumentError):
     """A payload cannot be encoded (not msgpack-serializable) or is larger than the limit."""
 

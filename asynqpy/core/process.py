@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -388,13 +387,19 @@ def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None
     return None
 
 
+TIMER_MAX_S = 100 * 365 * 24 * 3600
+"""The longest timer a step sets, in seconds (100 years, as every duration an option takes: its due
+time stays below the held tasks' band of the scheduled zset, docs/architecture.md "Bands and sentinels")."""
+
+
 def _delay_ms(timer: Any, now_ms: int) -> int:
     if isinstance(timer, datetime):
         if timer.tzinfo is None:
             raise InvalidArgumentError("a timer datetime must be timezone-aware")
         return max(0, int(timer.timestamp() * 1000) - now_ms)
-    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not 0 <= timer < math.inf:
-        raise InvalidArgumentError(f"Step.timer must be seconds >= 0, a datetime, None or KEEP, got {timer!r}")
+    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not 0 <= timer <= TIMER_MAX_S:
+        raise InvalidArgumentError(f"Step.timer must be seconds from 0 to 100 years, a datetime, None or KEEP, "
+                                   f"got {timer!r}")
     return int(timer * 1000)
 
 

@@ -91,8 +91,17 @@ def _multi_host(url: str, kind: str) -> tuple[list[tuple[str, int]], dict[str, A
     if len(netloc) == 2:
         user, _, password = netloc[0].partition(":")
         kwargs.update(username=unquote(user) or None, password=unquote(password) or None)
+    nodes = _host_ports(netloc[-1], kind)
+    if scheme.startswith("rediss"):
+        kwargs["ssl"] = True
+    return nodes, kwargs, parts.path
+
+
+def _host_ports(hosts: str, kind: str) -> list[tuple[str, int]]:
+    """The (host, port) list of a multi-host URL's ``h1:p1,h2,...``: a host left out is
+    localhost, a port left out the kind's default (26379 for Sentinel, else 6379)."""
     nodes = []
-    for hp in netloc[-1].split(","):
+    for hp in hosts.split(","):
         host, _, port = hp.rpartition(":")
         if not host:  # "h" without a port, or ":p"
             host, port = (hp, "") if ":" not in hp else ("", port)
@@ -100,9 +109,7 @@ def _multi_host(url: str, kind: str) -> tuple[list[tuple[str, int]], dict[str, A
             nodes.append((host or "localhost", int(port or (26379 if kind == "sentinel" else 6379))))
         except ValueError:
             raise InvalidArgumentError(f"bad port in {kind} URL host {hp!r}") from None
-    if scheme.startswith("rediss"):
-        kwargs["ssl"] = True
-    return nodes, kwargs, parts.path
+    return nodes
 
 
 def _sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str, dict[str, Any]] | None:
@@ -200,27 +207,42 @@ def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
     try:
         cluster = _multi_host(url, "cluster")
         if cluster:
-            nodes, kwargs, _ = cluster
-            node: Any = AsyncClusterNode if aio else ClusterNode
-            cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
-            try:
-                return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
-            except RedisClusterException as exc:  # the sync client connects here: no node answered
-                raise RedisConnectionError(f"cannot connect to the Redis Cluster: {exc}") from None
+            return _cluster_client(cluster[0], cluster[1], aio, opts)
         sentinel = _sentinel_parts(url)
         if sentinel:
-            nodes, master, kwargs = sentinel
-            to_sentinels = {**opts, **{k: v for k, v in kwargs.items() if k.startswith("ssl")}}
-            manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=to_sentinels,
-                                                                **{**opts, **kwargs})
-            return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
-        single: Any = aredis.Redis if aio else redis.Redis
-        client = single.from_url(url, **opts)
-        if aio:
-            _pack_with_hiredis(client.connection_pool)
-        return client
+            return _sentinel_client(*sentinel, aio, opts)
+        return _single_client(url, aio, opts)
     except ValueError as exc:  # not the URL itself: it may hold a password
         raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
+
+
+def _cluster_client(nodes: list[tuple[str, int]], kwargs: dict[str, Any], aio: bool, opts: dict[str, Any]) -> Any:
+    """A Redis Cluster client starting from ``nodes`` (the sync client connects at once: no node
+    answering raises RedisConnectionError)."""
+    node: Any = AsyncClusterNode if aio else ClusterNode
+    cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
+    try:
+        return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+    except RedisClusterException as exc:
+        raise RedisConnectionError(f"cannot connect to the Redis Cluster: {exc}") from None
+
+
+def _sentinel_client(nodes: list[tuple[str, int]], master: str, kwargs: dict[str, Any], aio: bool,
+                     opts: dict[str, Any]) -> Any:
+    """A client of the master ``master`` as the Sentinels ``nodes`` name it (they are reached with
+    the socket and TLS options, the master with every option)."""
+    to_sentinels = {**opts, **{k: v for k, v in kwargs.items() if k.startswith("ssl")}}
+    manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=to_sentinels, **{**opts, **kwargs})
+    return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
+
+
+def _single_client(url: str, aio: bool, opts: dict[str, Any]) -> Any:
+    """A client of one Redis server (an asyncio one packs its commands with hiredis)."""
+    single: Any = aredis.Redis if aio else redis.Redis
+    client = single.from_url(url, **opts)
+    if aio:
+        _pack_with_hiredis(client.connection_pool)
+    return client
 
 
 def sync_client(url_or_client: Any = None, *, socket_timeout: float | None = REDIS_PY_SOCKET_TIMEOUT) -> Any:

@@ -49,7 +49,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.broker import Call
-from ..core.errors import NotReplicatedError, RedisAuthError, RedisFullError, RedisUnavailableError
+from ..core.errors import (
+    InvalidArgumentError,
+    NotReplicatedError,
+    RedisAuthError,
+    RedisFullError,
+    RedisUnavailableError,
+    script_refusal,
+)
 from .connection import REDIS_ERRORS, is_cluster
 from .scripts import load_scripts
 
@@ -208,6 +215,12 @@ def unavailable(exc: BaseException) -> RedisUnavailableError | RedisAuthError | 
     return None
 
 
+def _typed(exc: BaseException) -> RedisUnavailableError | RedisAuthError | InvalidArgumentError | None:
+    """``exc`` as asynqpy's typed error: Redis unreachable or the credentials refused
+    (:func:`unavailable`), or a script's refusal of an input (core/errors.py script_refusal); else None."""
+    return unavailable(exc) or script_refusal(exc)
+
+
 DIRECT_MAX = 2
 """At most this many calls go by :meth:`SyncExecutor._direct_many` (a lone enqueue and its
 queue's registration); more go in a redis-py pipeline."""
@@ -226,7 +239,7 @@ def _parse(call: Call[Any], reply: Any) -> Any:
     if isinstance(reply, OutOfMemoryError):
         return _full(reply)
     if isinstance(reply, Exception):
-        return unavailable(reply) or reply
+        return _typed(reply) or reply
     try:
         return call.parse(reply)
     except Exception as exc:  # noqa: BLE001 - a typed error for this call alone
@@ -308,13 +321,7 @@ class SyncExecutor:
             conn.disconnect()
             self._release(conn)
             return None
-        for i, reply in enumerate(replies):
-            if isinstance(reply, NoScriptError):
-                try:
-                    replies[i] = self._send(calls[i])
-                except Exception as exc:  # noqa: BLE001 - reported per call
-                    replies[i] = exc
-        return [_parse(c, r) for c, r in zip(calls, replies)]
+        return self._parsed(calls, replies)
 
     def _send(self, call: Call[Any]) -> Any:
         # script replies need no response callbacks; plain commands keep redis-py's parsing
@@ -341,7 +348,7 @@ class SyncExecutor:
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
@@ -353,26 +360,14 @@ class SyncExecutor:
         try:
             return self._run_many(calls)
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
 
-    def _run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        if not calls:
-            return []
-        if self._cluster:
-            return self._per_node(calls, None)
-        if len(calls) == 1 and self._fast and calls[0].script:  # the direct path, no pipeline
-            try:
-                return [_parse(calls[0], self._send(calls[0]))]
-            except Exception as exc:  # noqa: BLE001 - reported per call
-                return [_parse(calls[0], exc)]
-        if self._fast and len(calls) <= DIRECT_MAX and all(_bare(c) for c in calls):
-            direct = self._direct_many(calls)
-            if direct is not None:
-                return direct
-        replies = _pipeline(self.redis, calls).execute(raise_on_error=False)
+    def _parsed(self, calls: Sequence[Call[Any]], replies: list[Any]) -> list[Any]:
+        """Each call's parsed reply (or error); a script Redis did not know (NOSCRIPT) is sent
+        again on its own (:meth:`_send` loads it)."""
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
                 try:
@@ -380,6 +375,27 @@ class SyncExecutor:
                 except Exception as exc:  # noqa: BLE001 - reported per call
                     replies[i] = exc
         return [_parse(c, r) for c, r in zip(calls, replies)]
+
+    def _run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if not calls:
+            return []
+        if self._cluster:
+            return self._per_node(calls, None)
+        if len(calls) == 1 and self._fast and calls[0].script:  # the direct path, no pipeline
+            return [self._run_one(calls[0])]
+        if self._fast and len(calls) <= DIRECT_MAX and all(_bare(c) for c in calls):
+            direct = self._direct_many(calls)
+            if direct is not None:
+                return direct
+        replies = _pipeline(self.redis, calls).execute(raise_on_error=False)
+        return self._parsed(calls, replies)
+
+    def _run_one(self, call: Call[Any]) -> Any:
+        """One script call on the direct path: its parsed reply, or the error it raised."""
+        try:
+            return _parse(call, self._send(call))
+        except Exception as exc:  # noqa: BLE001 - reported per call
+            return _parse(call, exc)
 
     def _node_send(self, node: Any, calls: list[Call[Any]], wait: Wait) -> list[Any]:
         """One pipeline (one connection) on ``node`` (None: the single-node client) for ``calls``
@@ -488,7 +504,7 @@ class AsyncExecutor:
         except OutOfMemoryError as exc:
             raise _full(exc) from exc
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc
@@ -499,7 +515,7 @@ class AsyncExecutor:
         try:
             return await _kept(self._run_many(calls))
         except Exception as exc:
-            err = unavailable(exc)
+            err = _typed(exc)
             if err is None:
                 raise
             raise err from exc

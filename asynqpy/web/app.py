@@ -818,13 +818,7 @@ async def _redis_summary(redis: Any) -> dict[str, Any]:
     characters; null where Redis refuses SLOWLOG)."""
     from redis.exceptions import ResponseError
 
-    try:
-        info = await redis.info()
-    except ResponseError:  # (a server that refuses INFO, renamed on a managed Redis: the page shows blanks)
-        info = {}
-    if info and "redis_version" not in info:  # a Cluster client: node -> its INFO
-        info = next((v for v in info.values() if isinstance(v, dict)), {})
-    out: dict[str, Any] = {k: info.get(k) for k in REDIS_FIELDS}
+    out = await _redis_info(redis)
     try:
         raw = await redis.slowlog_get(128)
     except ResponseError:
@@ -832,18 +826,35 @@ async def _redis_summary(redis: Any) -> dict[str, Any]:
         return out
     if isinstance(raw, dict):  # (a Cluster client: node -> its log)
         raw = [e for entries in raw.values() for e in entries]
-    entries = []
-    for e in raw:
-        command = e.get("command", b"")
-        text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
-        client = e.get("client_address") or ""
-        entries.append({"id": e.get("id"), "at": datetime.fromtimestamp(int(e.get("start_time", 0)), timezone.utc),
-                        "duration_us": int(e.get("duration", 0)),
-                        "command": text[:200] + ("…" if len(text) > 200 else ""),
-                        "client": client.decode(errors="replace") if isinstance(client, bytes) else str(client)})
-    entries.sort(key=lambda e: -e["duration_us"])
+    entries = sorted((_slowlog_entry(e) for e in raw), key=lambda e: -e["duration_us"])
     out["slowlog"] = jsonable(entries[:SLOWLOG_TOP])
     return out
+
+
+async def _redis_info(redis: Any) -> dict[str, Any]:
+    """INFO's fields of :data:`REDIS_FIELDS` (of the first node, on a Cluster); None for each
+    where the server refuses INFO (renamed on a managed Redis: the page shows blanks)."""
+    from redis.exceptions import ResponseError
+
+    try:
+        info = await redis.info()
+    except ResponseError:
+        info = {}
+    if info and "redis_version" not in info:  # a Cluster client: node -> its INFO
+        info = next((v for v in info.values() if isinstance(v, dict)), {})
+    return {k: info.get(k) for k in REDIS_FIELDS}
+
+
+def _slowlog_entry(e: dict[str, Any]) -> dict[str, Any]:
+    """One SLOWLOG entry as the page shows it: when, how long, the command cut to 200
+    characters, and the client's address."""
+    command = e.get("command", b"")
+    text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
+    client = e.get("client_address") or ""
+    return {"id": e.get("id"), "at": datetime.fromtimestamp(int(e.get("start_time", 0)), timezone.utc),
+            "duration_us": int(e.get("duration", 0)),
+            "command": text[:200] + ("…" if len(text) > 200 else ""),
+            "client": client.decode(errors="replace") if isinstance(client, bytes) else str(client)}
 
 
 def _problem(error: dict[str, Any]) -> str:

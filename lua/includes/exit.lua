@@ -29,12 +29,7 @@
 --- flows = false: the caller knows the queue has no workflows (done checks once per batch): the
 --- children duty is skipped. cap (the events cap) and unlimited = true (no 'concurrency' in conf:
 --- the wake duty has nothing to do) when the caller read its conf itself (one HMGET, done).
---- batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
---- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are
---- gathered and written as one entry per group (includes/events emit_ids: one XADD per batch
---- instead of one per task), the 'enqueued' of a key's next task too (after its holder's end);
---- flushed early before an event not gathered, so each task's events keep their order. task_exit caches
---- in it the events cap, the event's field list and whether the wake was done (once per script).
+--- batch = {}: the caller ends a batch of tasks and calls exit_flush(x) at its end (includes/exit_batch).
 ---
 --- task_exit(x, e): one task leaves, ``e`` says which and how: id, how (a row of exit_row), msg (the
 --- message, for the event's type), and where they apply: lock (its lock key), progressed (false =
@@ -58,6 +53,8 @@
 --- @include "flow"
 --- @include "serial"
 --- @include "slots"
+--- @include "exit_batch"
+--- @include "exit_slots"
 local function exit_row(how)
   --                                       final  tell  forget  event          process
   if how == 'done' then        return true,  'c',  true,   'completed',   false  -- succeeded, not kept
@@ -73,74 +70,6 @@ local function exit_row(how)
   elseif how == 'run_ended' then return false, nil,  false,  nil,           false  -- a targeted task's run (runs)
   end
   error('task_exit: no such way of leaving: ' .. tostring(how))
-end
-local function exit_cap(x)
-  if not x.cap then
-    x.cap = events_cap(x.conf)
-  end
-  return x.cap
-end
-local function exit_flush(x)
-  local groups = x.batch
-  if not groups or #groups == 0 then
-    return
-  end
-  for i, g in ipairs(groups) do
-    local tenant = g.tenant
-    if g.attempt and tenant then
-      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'attempt', g.attempt, 'tenant', tenant)
-    elseif g.attempt then
-      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'attempt', g.attempt)
-    elseif tenant then
-      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype, 'tenant', tenant)
-    else
-      emit_ids(x.events, x.cap, g.ids, g.event, 'type', g.mtype)
-    end
-    groups[i] = nil
-  end
-  x.groups, x.last = {}, nil
-end
-local function exit_gather(x, event, mtype, attempt, id, tenant)
-  local g = x.last  -- (a batch's tasks mostly share their group: no key built for them)
-  if not (g and g.event == event and g.mtype == mtype and g.attempt == attempt and g.tenant == tenant) then
-    local groups = x.groups
-    if not groups then
-      groups = {}
-      x.groups = groups
-    end
-    local k = event .. '\n' .. mtype .. '\n' .. (attempt or '') .. '\n' .. (tenant or '')
-    g = groups[k]
-    if not g then
-      g = {event = event, mtype = mtype, attempt = attempt, tenant = tenant, ids = {}, n = 0}
-      groups[k] = g
-      x.batch[#x.batch + 1] = g
-    end
-    x.last = g
-  end
-  g.n = g.n + 1
-  g.ids[g.n] = id
-end
-local function exit_pk(x)  -- the script's pending keys (includes/priority), from x's names
-  local pk = x.pk
-  if not pk then
-    pk = {x.pending, x.prio, x.tq, x.tr, x.tn, x.ta}
-    x.pk = pk
-  end
-  return pk
-end
-local function exit_tenant(x, ids)  -- tasks left active: their tenants' slots (includes/priority tenant_left)
-  if not x.ta then
-    return error('task_exit: tasks leave active and x has no ta (the tenant duty: a tenant slot would leak)')
-  end
-  if tenant_left(exit_pk(x), ids) and x.wake then  -- (one HMGET of ta; no EXISTS: a producer may not run it)
-    signal(x.wake)
-  end
-end
-local function exit_wake(x)
-  if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
-    x.woke = true
-    slot_freed(x.conf, x.lease, exit_pk(x), x.wake)  -- (once per script: one token wakes the next)
-  end
 end
 local function task_exit(x, e)
   local final, tell, forget, event, process = exit_row(e.how)

@@ -15,9 +15,7 @@
 --- removed ('' or nil: none blocked).
 --- @include "priority"
 --- @include "events"
-local HOLD_FLOOR = 1e15  -- core/deploy.py HOLD_FLOOR
-local VERSION_BAND = 1e15  -- core/deploy.py VERSION_BAND
-local TYPE_BAND = 2e15  -- core/deploy.py TYPE_BAND
+--- @include "bands"
 local MIN_VERSION_INDEX = F.min_version
 local function msg_min_version(m, i)
   local at = msg_field(m, i, MIN_VERSION_INDEX)
@@ -37,8 +35,8 @@ local function hold_score(holds, v, version, conf)
     return TYPE_BAND + redis.call('HINCRBY', conf, 'hseq', 1)
   end
   local need = msg_min_version(v, 2)
-  if need > version then
-    return VERSION_BAND + need
+  if need > version then  -- (a need past VERSION_MAX, never encoded: at its band's top, not in TYPE_BAND)
+    return VERSION_BAND + math.min(need, VERSION_MAX)
   end
   return nil
 end

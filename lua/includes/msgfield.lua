@@ -1,0 +1,102 @@
+--- Message fields read in place (the msgpack array core/codec.py encodes; field numbers from the
+--- loader's table F, core/codec.py FIELD_INDEX), without decoding the message.
+--- msg_field(m, i, index): where field ``index`` of the message starting at byte i of m starts.
+--- msg_priority(m, i): the priority of the message starting at byte i of m. Only a message whose
+--- array reaches the priority field (PRIORITY_INDEX, codec.PRIORITY_INDEX: trailing defaults
+--- are left out of the encoding) is read past its first bytes, skipping the fields before it
+--- (mp_skip: msgpack objects, nesting counted, not recursed); anything unreadable is the default.
+--- msg_retry_front(m, i): whether the message asks its retries to go to the front.
+--- msg_tenant(m, i): the tenant of the message at i, or nil (none: the tenant '').
+local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/codec.py)
+-- msgpack type bytes 0xc0..0xdb, one byte each (at b - 0xbf) of a string: a constant, not tables
+-- built again on every call of every script that includes this (~17 000 instructions a call).
+-- FIXED: the object's size in bytes (0 = not of fixed size); a sized object (str, bin, ext): HEAD
+-- its header's bytes, LENB how many of them give its length (0 = not sized)
+local FIXED = '\1\0\1\1\0\0\0\0\0\0\5\9\2\3\5\9\2\3\5\9\3\4\6\10\18\0\0\0'
+local HEAD = '\0\0\0\0\2\3\5\3\4\6\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\2\3\5'
+local LENB = '\0\0\0\0\1\2\4\1\2\4\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1\2\4'
+local function mp_uint(m, i, n)
+  local v = 0
+  for k = i, i + n - 1 do
+    local b = string.byte(m, k)
+    if not b then return nil end
+    v = v * 256 + b
+  end
+  return v
+end
+local function mp_skip(m, i)  -- the index after the object starting at i (nil: not msgpack)
+  local todo = 1
+  while todo > 0 do
+    todo = todo - 1
+    local b = string.byte(m, i)
+    if not b then return nil end
+    if b <= 0x7f or b >= 0xe0 then
+      i = i + 1
+    elseif b <= 0x8f then
+      i, todo = i + 1, todo + 2 * (b - 0x80)
+    elseif b <= 0x9f then
+      i, todo = i + 1, todo + (b - 0x90)
+    elseif b <= 0xbf then
+      i = i + 1 + (b - 0xa0)
+    elseif b <= 0xdb and string.byte(FIXED, b - 0xbf) > 0 then
+      i = i + string.byte(FIXED, b - 0xbf)
+    elseif b <= 0xdb and string.byte(LENB, b - 0xbf) > 0 then
+      local n = mp_uint(m, i + 1, string.byte(LENB, b - 0xbf))
+      if not n then return nil end
+      i = i + string.byte(HEAD, b - 0xbf) + n
+    elseif b == 0xdc or b == 0xde then
+      local n = mp_uint(m, i + 1, 2)
+      if not n then return nil end
+      i, todo = i + 3, todo + n * (b == 0xde and 2 or 1)
+    elseif b == 0xdd or b == 0xdf then
+      local n = mp_uint(m, i + 1, 4)
+      if not n then return nil end
+      i, todo = i + 5, todo + n * (b == 0xdf and 2 or 1)
+    else
+      return nil  -- 0xc1: never used
+    end
+  end
+  return i
+end
+local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the message at i starts, or nil
+  local b, n = string.byte(m, i), 0
+  if b and b >= 0x90 and b <= 0x9f then
+    n, i = b - 0x90, i + 1
+  elseif b == 0xdc then
+    n, i = mp_uint(m, i + 1, 2) or 0, i + 3
+  end
+  if n <= index then  -- (trailing defaults are left out: the array stops before the field)
+    return nil
+  end
+  for _ = 1, index do
+    i = mp_skip(m, i)
+    if not i then return nil end
+  end
+  return i
+end
+local function msg_priority(m, i)
+  local at = msg_field(m, i, PRIORITY_INDEX)
+  local p = at and string.byte(m, at)
+  if p and p <= 9 then  -- a positive fixint
+    return p
+  end
+  return DEFAULT_PRIORITY
+end
+local RETRY_FRONT_INDEX = F.retry_front
+local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
+  local at = msg_field(m, i, RETRY_FRONT_INDEX)
+  return at ~= nil and string.byte(m, at) == 0xc3  -- msgpack true
+end
+local TENANT_INDEX = F.tenant
+local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
+  local at = msg_field(m, i, TENANT_INDEX)
+  local b = at and string.byte(m, at)
+  if not b then return nil end
+  if b >= 0xa1 and b <= 0xbf then  -- fixstr (a name is 1 to 64 bytes)
+    return string.sub(m, at + 1, at + b - 0xa0)
+  elseif b == 0xd9 then  -- str8
+    local n = string.byte(m, at + 1)
+    return n and n > 0 and string.sub(m, at + 2, at + 1 + n) or nil
+  end
+  return nil
+end
