@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         MalformedMessageError,
         NotReplicatedError,
         PayloadError,
+        QueueFullError,
         QueueNotEmptyError,
         QueueNotFoundError,
         RateLimited,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         ThrottledError,
     )
     from .core.events import TaskEvent
-    from .core.limits import QueueLimits
+    from .core.limits import QueueCap, QueueLimits
     from .core.mux import ServeMux
     from .core.process import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
     from .core.retry import default_retry_delay
@@ -63,7 +64,8 @@ __all__ = [
     "configure_logging", "current_task", "DailyStats", "default_retry_delay", "DuplicateTaskError", "EntryInfo",
     "EntryNotFoundError", "FakeClock", "HandlerNotFoundError", "Inspector", "InvalidArgumentError",
     "LeaseLostError", "Limiter", "LogLine", "MalformedMessageError", "NotReplicatedError", "PayloadError", "QueueInfo",
-    "QueueLimits", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats", "RateLimited", "RedisFullError",
+    "QueueCap", "QueueFullError", "QueueLimits", "QueueNotEmptyError", "QueueNotFoundError", "QueueStats",
+    "RateLimited", "RedisFullError",
     "RedisUnavailableError", "ResultError", "Scheduler", "ServeMux", "Server", "ServerInfo", "ServerOptions",
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "TenantInfo",
@@ -83,6 +85,7 @@ _WHERE = {
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
     "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter", "QueueLimits": "core.limits",
+    "QueueCap": "core.limits",
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
     "KEEP": "core.process", "Event": "core.process", "Input": "core.process", "Process": "core.process",
     "ProcessError": "core.process", "ProcessNotFoundError": "core.process", "Step": "core.process",

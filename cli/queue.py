@@ -1,4 +1,4 @@
-"""``asynqpy queue ls|inspect|history|groups|limit|tenants|tenant|block|unblock|blocked|pause|unpause|rm``."""
+"""``asynqpy queue ls|inspect|history|groups|limit|cap|tenants|tenant|block|unblock|blocked|pause|unpause|rm``."""
 
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ def info_table(q: QueueInfo) -> Table:
     t.add_row("processed", f"today {q.processed_today:,} · total {q.processed_total:,}")
     t.add_row("failed", f"today {q.failed_today:,} · total {q.failed_total:,}")
     t.add_row("trimmed", f"{q.trimmed:,} archived task(s) deleted by the archive limits")
+    if q.max_pending is not None or q.rejected or q.dropped:
+        cap = f"{q.max_pending:,} pending, {q.overflow}" if q.max_pending is not None else "none"
+        t.add_row("cap", f"{cap} · rejected {q.rejected:,} · dropped {q.dropped:,}")
     t.add_row("as of", utc(q.timestamp))
     return t
 
@@ -180,6 +183,44 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
     if got.rate is not None:
         parts.append(f"rate {got.rate:g}/s (burst {got.burst})")
     echo(f"queue {queue_name}: " + ", ".join(parts))
+
+
+@queue.command(context_settings={"ignore_unknown_options": True})  # (N "-1": a bad N, not an option)
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("max_pending", metavar="[N]", required=False)
+@click.option("--overflow", default="reject", show_default=True,
+              help="reject: an enqueue past N fails (QueueFullError); drop_oldest: it is accepted and the oldest "
+                   "pending task is archived.")
+@click.option("--tenant", "tenant_name", default="", help="The cap of this tenant's pending tasks, not the queue's.")
+@click.option("--clear", is_flag=True, help="Remove the cap.")
+@json_option
+@redis_url_option
+@user_errors
+def cap(queue_name: str, max_pending: str | None, overflow: str, tenant_name: str, clear: bool, as_json: bool,
+        redis_url: str) -> None:
+    """Show or set QUEUE's cap: at most N pending tasks (docs/queues.md "Bounded queues")."""
+    if clear and max_pending is not None:
+        raise UserError("--clear takes no N with it")
+    if overflow not in ("reject", "drop_oldest"):
+        raise UserError(f"--overflow must be reject or drop_oldest, got {overflow!r}")
+    n: int | None = None
+    if max_pending is not None:
+        if not max_pending.strip().isdigit() or int(max_pending) < 1:
+            raise UserError(f"N must be an integer of 1 or more (--clear removes the cap), got {max_pending!r}")
+        n = int(max_pending)
+    with inspector(redis_url) as insp:
+        if n is not None or clear:
+            if tenant_name:
+                insp.set_tenant(queue_name, tenant_name, max_pending=n, overflow=overflow)
+            else:
+                insp.set_queue_cap(queue_name, n, overflow)
+        got = insp.queue_cap(queue_name, tenant_name)
+    if as_json:
+        emit_json(got)
+        return
+    who = f"tenant {tenant_name} of queue {queue_name}" if tenant_name else f"queue {queue_name}"
+    cap_text = f"at most {got.max_pending:,} pending, {got.overflow}" if got.max_pending is not None else "no cap"
+    echo(f"{who}: {cap_text} (queue's caps: rejected {got.rejected:,}, dropped {got.dropped:,})")
 
 
 @queue.command("tenants")

@@ -5,19 +5,19 @@ id check; a batch with caller-chosen ids is checked like enqueue.lua: a live tas
 is a conflict (as is an id given twice in one batch), a finished (archived/completed) one is
 replaced.
 KEY tasks          tasks hash
-KEY @pending
-KEY wake           wake-up list idle workers block on
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
 KEY marker         generated ids: this call's batch marker (a random token per call; set for a
                    minute); caller-chosen ids: a never-set placeholder
-KEY @events
+KEY @exit           the keys a task's end shares (includes/exit): a task a cap drops ends
 ARG check          '1' = check ids for conflicts, '0' = generated ids
 ARG entries... {id value}  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
 (core/events.py expands it into one event per task).
-Returns the 1-based positions of the tasks refused because a live task has their id ({} = none).
+Returns the 1-based positions of the tasks refused because a live task has their id ({} = none),
+or -10 when the queue (or a tenant of the batch) is at its cap with overflow 'reject', or when
+drop_oldest cannot make room for the whole batch (includes/cap): nothing of the batch is stored.
 Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
 generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
 have finished in any order since: no id of the batch is looked at); with caller-chosen ids, each
@@ -29,15 +29,32 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "events"
 --- @include "priority"
 --- @include "stored"
+--- @include "cap"
 local ids, vals, refused = {}, {}, {}
+local function gate(vs)  -- the batch's cap check (includes/cap): nil, false (refuse) or the victims
+  local tenants = {}
+  for _, v in ipairs(vs) do
+    local tenant = msg_tenant(v, 2)
+    if tenant then
+      tenants[tenant] = (tenants[tenant] or 0) + 1
+    end
+  end
+  return cap_gate(K.conf, G.pending, K.tasks, {n = #vs, tenants = tenants})
+end
+local victims = nil
 if A.check ~= '1' then  -- generated ids: the entries are already the HSET field/value list
-  if not redis.call('SET', K.marker, '1', 'NX', 'PX', 60000) then
+  if redis.call('EXISTS', K.marker) == 1 then
     return refused  -- sent again: this call stored its batch already
   end
   for i = 1, A.entries.n do
     local e = A.entries[i]
     ids[i], vals[i] = e.id, e.value
   end
+  victims = gate(vals)
+  if victims == false then
+    return cap_refuse(K.conf, #ids)
+  end
+  redis.call('SET', K.marker, '1', 'NX', 'PX', 60000)  -- first write: a full Redis refuses the call here
   redis.call('HSET', K.tasks, A.entries.all())
 else
   local fields, seen = {}, {}
@@ -58,11 +75,20 @@ else
     end
   end
   if #ids > 0 then
+    victims = gate(vals)
+  end
+  if victims == false then
+    return cap_refuse(K.conf, #ids)
+  end
+  if #ids > 0 then
     redis.call('HSET', K.tasks, unpack(fields))  -- first write: a full Redis refuses the call here
     for _, id in ipairs(ids) do
       forget_finished(K.archived, K.completed, id)
     end
   end
+end
+if victims then
+  cap_drop(K, victims)
 end
 if #ids > 0 then
   push_many(G.pending, ids, vals)

@@ -153,8 +153,9 @@ def test_all_queue_info_is_two_round_trips_and_a_few_commands_a_queue(backend: A
             if backend.kind == "real":
                 cmds = sum(int(v["calls"]) for k, v in r.info("commandstats").items()
                            if k not in ("cmdstat_config|resetstat", "cmdstat_info"))
-                # LLEN, MGET, 12 ZCARD (the tenant zset and ring too), LRANGE + HGET if pending
-                per_queue = 16 + (8 if memory else 0)
+                # LLEN, MGET, 12 ZCARD (the tenant zset and ring too), HMGET of conf (the cap and its
+                # counters: bounded queues), LRANGE + HGET if pending
+                per_queue = 17 + (8 if memory else 0)
                 assert cmds <= 1 + 2 * calls + per_queue * len(names), (n, memory, cmds)
     steps.clear()
     assert insp.queue_info("many-0").pending == 1

@@ -33,9 +33,9 @@ import fakeredis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, run_state_machine_as_test
-from test_model import LEASE_MS, LIVE, SETTINGS, CrossMachine, K, Known, Q, Run
+from test_model import LEASE_MS, LIVE, SETTINGS, TENANTS, CrossMachine, K, Known, Q, Run
 
-from asynqpy import DuplicateTaskError, LeaseLostError, TaskIdConflictError, TaskNotFoundError
+from asynqpy import DuplicateTaskError, LeaseLostError, QueueFullError, TaskIdConflictError, TaskNotFoundError
 from asynqpy.core import codec
 from asynqpy.core.broker import Broker, Call, Dequeued
 from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, encode_version
@@ -142,6 +142,8 @@ class PlusMachine(CrossMachine):
             self.passes_grow_large()
         if self.operator_steps % 3 == 0:  # issue 42: a removed queue used again (reuse_removed_queue)
             self.reuse_removed_queue()
+        if self.operator_steps % 2 == 0:  # issue 43 item 5: producers meet a cap (cap_storm, at the end)
+            self.cap_storm()
         super().operator(data, verb)
         if self.rate_since is not None and len((self.r.hget(K.tn, "l:a") or b"").split(b" ")) < 5:
             self.rate_since = None  # the model's own operator cleared tenant a: no rate any more
@@ -503,6 +505,93 @@ class PlusMachine(CrossMachine):
                     v = self.r.hget(K.tasks, run)
                     assert v and v[:1] == b"a" and self.r.zscore(K.lease, run) is not None, (
                         f"{run!r} is running in its record but is {v[:1] if v else 'gone'}", self.trace[-12:])
+
+    # -- bounded queues (issue 43 item 5; docs/queues.md "Bounded queues"): a self-contained block ----
+
+    cap_rejected_seen = 0
+    cap_dropped_seen = 0
+    """The tasks the model saw its caps refuse and drop (the conf counters must say the same)."""
+    cap_storms = 0
+
+    def cap_storm(self) -> None:
+        """(Every second operator step; no draw of its own, so the model's examples, and the plus
+        mutants they catch, stay as they were: its choices cycle with the storms.) An operator caps the queue or tenant "a" at its pending count plus 0 to 2 (reject or
+        drop_oldest), producers send 1 to 4 plain tasks (a tenant, a priority; one in three a
+        batch of two), then the cap goes. At each call: a refused call stored nothing and changed
+        no task; an accepted one brought the capped count to at most the cap (it was at most the
+        cap before); every task that changed is a new one or a drop: pending before, archived now,
+        with no key and not unique, its 'archived' event saying 'dropped: queue full', and of the
+        capped tenant for a tenant's cap. Everything else the model checks after the step (children
+        of a dropped parent told, pending tasks in one place, the ring) holds as well."""
+        self.cap_storms += 1
+        k = self.cap_storms + self.n  # (varies with the example: how many tasks came before)
+        tenant_cap, overflow = k % 3 == 2, ("reject", "drop_oldest")[k // 2 % 2]
+
+        def count() -> int:
+            if tenant_cap:
+                return int(self.r.zlexcount(K.tq, b"[a\0", b"(a\1"))
+            return int(self.r.llen(K.pending) + self.r.zcard(K.prio) + self.r.zcard(K.tq))
+
+        cap = count() + k % 3 or 1
+        if tenant_cap:
+            self.insp.set_tenant(Q, "a", max_pending=cap, overflow=overflow)
+        else:
+            self.insp.set_queue_cap(Q, cap, overflow)
+        self.trace.append(f"cap {'tenant a' if tenant_cap else 'queue'} {cap} {overflow}")
+        client = self.client._client  # (not the gating client: a refused id is not sent again later)
+        for j in range(1 + k % 4):
+            n = 2 if (k + j) % 3 == 0 else 1
+            tenant = "a" if tenant_cap else TENANTS[(k + j) % len(TENANTS)]
+            ids = [self.new_id() for _ in range(n)]
+            before, start = dict(self.r.hgetall(K.tasks)), count()
+            opts: dict[str, Any] = {"queue": Q, "max_retry": 1, "priority": (5, 5, 2, 8)[(k * 3 + j) % 4]}
+            if tenant:
+                opts["tenant"] = tenant
+            try:
+                if n == 1:
+                    client.enqueue("t", self.n, task_id=ids[0], **opts)
+                else:
+                    client.enqueue_many([("t", i, {"task_id": i}) for i in ids], **opts)
+            except QueueFullError as exc:
+                self.cap_rejected_seen += exc.count
+                self.trace.append(f"cap refused {ids}")
+                assert dict(self.r.hgetall(K.tasks)) == before, ("a refused call changed tasks", self.trace[-12:])
+                continue
+            for id in ids:
+                self.known[id] = Known(tenant=tenant)
+            after = dict(self.r.hgetall(K.tasks))
+            changed = [i for i in set(before) | set(after) if before.get(i) != after.get(i)]
+            dropped = sorted(i.decode() for i in changed if i.decode() not in ids)
+            self.trace.append(f"cap accepted {ids}, dropped {dropped}")
+            assert count() <= max(cap, start), (f"{count()} pending over the cap {cap}", self.trace[-12:])
+            events: dict[str, Any] = {}
+            for _, f in self.r.xrevrange(K.events, count=50):  # (newest first: each id's last event)
+                if b"id" in f:
+                    events.setdefault(f[b"id"].decode(), f)
+            for id in dropped:
+                was, now = before[id.encode()], after[id.encode()]
+                m = codec.decode(message_of(was))
+                assert was[:1] == b"p" and now[:1] == b"x" and not m.key and not m.unique, (
+                    f"{id} changed by an enqueue: {was[:1]!r} -> {now[:1]!r}, key {m.key!r}, unique {m.unique}",
+                    self.trace[-12:])
+                assert not tenant_cap or m.tenant == "a", (f"{id} of {m.tenant!r} dropped for a's cap", self.trace[-12:])
+                ev = events.get(id, {})
+                assert ev.get(b"e") == b"archived" and ev.get(b"error") == b"dropped: queue full", (
+                    f"dropped {id} has no event with its reason: {ev}", self.trace[-12:])
+            self.cap_dropped_seen += len(dropped)
+        if tenant_cap:
+            self.insp.set_tenant(Q, "a", max_pending=None)
+        else:
+            self.insp.set_queue_cap(Q, None)
+
+    @invariant()
+    def cap_counters_match(self) -> None:
+        """The queue's counters are the refusals and drops the model saw, and no cap outlives its storm."""
+        conf = self.r.hmget(K.conf, "cap_rejected", "cap_dropped", "cap", "cap:a")
+        assert (int(conf[0] or 0), int(conf[1] or 0)) == (self.cap_rejected_seen, self.cap_dropped_seen), (
+            f"counters {conf[:2]}, the model saw {self.cap_rejected_seen} refused, {self.cap_dropped_seen} dropped",
+            self.trace[-12:])
+        assert conf[2] is None and conf[3] is None, (f"a cap left: {conf[2:]}", self.trace[-12:])
 
 
 EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", "25"))

@@ -31,6 +31,7 @@ from .errors import (
     DuplicateTaskError,
     InvalidArgumentError,
     LeaseLostError,
+    QueueFullError,
     TaskIdConflictError,
     TaskNotFoundError,
     ThrottledError,
@@ -58,6 +59,7 @@ NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; (
 NOT_EMPTY = -7
 CHANGED = -8  # (operator scripts) the task's stored value changed since the caller read it
 KEYED = -9  # (run_tasks) a keyed task: running it now would run it beside its key's current task
+QUEUE_FULL = -10  # (the producer entry scripts) the queue or the task's tenant is at its cap (lua/includes/cap)
 
 MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 
@@ -278,6 +280,9 @@ class Snapshot:
     trimmed: int
     now_ms: int
     oldest: bytes | None
+    cap: tuple[bytes | None, int, int] = (None, 0, 0)
+    """The queue's cap as stored ('N r|d', lua/includes/cap.lua; None: none) and its counters of
+    refused and dropped tasks."""
 
 
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
@@ -286,12 +291,13 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
                       int(r[15]), int(r[16]), int(r[17]), int(r[18]), int(r[20]))
 
 
-STATS_WIDTH = 21
+STATS_WIDTH = 24
 """Values per queue in the stats script's reply (lua/stats.lua)."""
 
 
 def _snapshot(queue: str, r: list[Any]) -> Snapshot:
-    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None)
+    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None, (r[21] or None, int(r[22]),
+                                                                                    int(r[23])))
 
 
 def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
@@ -472,9 +478,26 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
         code = int(reply)
         if code == ID_CONFLICT:
             raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
+        if code == QUEUE_FULL:
+            raise queue_full(queue, 1)
         return code
 
     return parse
+
+
+def queue_full(queue: str, count: int) -> QueueFullError:
+    """The refusal of a producer call at the cap of ``queue`` or of a tenant (lua/includes/cap)."""
+    return QueueFullError(f"queue {queue!r} is full: its cap (or its tenant's) refused {count} task(s) "
+                          f"(overflow 'reject'; nothing was stored)", queue, count)
+
+
+def _batch_codes(queue: str, count: int, reply: Any) -> list[int]:
+    """A batch script's codes, or its refusal at a cap (the code QUEUE_FULL instead of a list)."""
+    if not isinstance(reply, list):
+        if int(reply) == QUEUE_FULL:
+            raise queue_full(queue, count)
+        raise AsynqpyError(f"unexpected reply {reply!r}")
+    return [int(x) for x in reply]
 
 
 TRIM_PER_CALL = 100
@@ -523,7 +546,7 @@ class Broker:
         q = queue_keys(queue)
         code = _new_task_code(id, queue)
         return script_call("enqueue_keyed", lambda r: _KEYED_STATES[code(r)],
-                           **_q(q, "tasks wake events conf blocked keyheld archived completed"), **pending_keys(q),
+                           **_q(q, "tasks archived completed"), **exit_keys(q),
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
                            check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
 
@@ -542,10 +565,10 @@ class Broker:
         def parse(reply: Any) -> list[TaskState | TaskIdConflictError]:
             return [_KEYED_STATES[c] if c != ID_CONFLICT else
                     TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
-                    for c, (id, _, _) in zip((int(x) for x in reply), entries)]
+                    for c, (id, _, _) in zip(_batch_codes(queue, len(entries), reply), entries)]
 
         return script_call("enqueue_keyed_many", parse,
-                           **_q(q, "tasks wake events conf blocked keyheld archived completed"), **pending_keys(q),
+                           **_q(q, "tasks archived completed"), **exit_keys(q),
                            keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
                            items=items)
 
@@ -705,7 +728,7 @@ class Broker:
         q = queue_keys(queue)
         return script_call(
             "enqueue", _new_task_code(id, queue, mode),
-            **_q(q, "tasks wake archived completed events conf"), **pending_keys(q),
+            **_q(q, "tasks archived completed"), **exit_keys(q),
             lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
             id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0")
 
@@ -722,8 +745,8 @@ class Broker:
         else:
             seal = self.signer.seal
             flat[1::2] = [b"p" + seal(queue, id, data) for id, data in entries]
-        return script_call("enqueue_many", lambda r: [int(x) - 1 for x in r],
-                           **_q(q, "tasks wake archived completed events conf"), **pending_keys(q), marker=marker,
+        return script_call("enqueue_many", lambda r: [x - 1 for x in _batch_codes(queue, len(entries), r)],
+                           **_q(q, "tasks archived completed"), **exit_keys(q), marker=marker,
                            check="1" if check_ids else "0", entries=flat)
 
     # -- workflows (lua/includes/flow.lua; core/workflow.py) -------------------------------------
@@ -1206,7 +1229,7 @@ class Broker:
         return script_call(
             "stats", parse, **pending_keys(q),
             **_q(q, "lease scheduled retry archived completed paused processed failed tasks trimmed aggregating groups "
-                    "targeted waiting blocked"),
+                    "targeted waiting blocked conf"),
             processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
             samples=samples)
 

@@ -66,6 +66,21 @@ class TaskIdConflictError(AsynqpyError):
     """A live task (pending, active, scheduled or retry) already has this task id."""
 
 
+class QueueFullError(AsynqpyError):
+    """The queue (or the task's tenant) holds as many pending tasks as its cap allows and its
+    overflow is "reject" (:meth:`~asynqpy.Inspector.set_queue_cap`, docs/queues.md "Bounded queues"):
+    nothing of the call was stored (a batch is refused whole) and nothing already queued was
+    touched. ``queue``: the queue; ``count``: how many tasks were refused."""
+
+    def __init__(self, message: str, queue: str = "", count: int = 1) -> None:
+        super().__init__(message)
+        self.queue = queue
+        self.count = count
+
+    def __reduce__(self) -> Any:
+        return type(self), (str(self), self.queue, self.count)
+
+
 class TaskNotFoundError(AsynqpyError):
     """No task with this id in this queue."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from .errors import (
     TaskStateError,
 )
 from .keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
+from .limits import parse_cap
 from .server_record import ServerInfo
 from .signing import Refused, Verified, trust_gate
 from .stored import is_active, lock_digest, message_of, state_char, token_of
@@ -113,7 +114,9 @@ class QueueInfo:
     an earlier task of their ``key=``; ``tenants``: how many tenants (``tenant=``) have pending
     tasks.
     ``targeted``: targeted tasks (``workers=``, ``runs=``) not finished yet (their runs that are
-    running count as active)."""
+    running count as active). ``max_pending`` / ``overflow``: the queue's cap (None = none;
+    docs/queues.md "Bounded queues"), ``rejected`` / ``dropped``: the tasks its caps (the queue's and its
+    tenants') refused and archived so far."""
 
     queue: str
     size: int
@@ -138,6 +141,10 @@ class QueueInfo:
     waiting: int = 0
     blocked: int = 0
     tenants: int = 0
+    max_pending: int | None = None
+    overflow: str = "reject"
+    rejected: int = 0
+    dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,7 +499,7 @@ class Plans:
             s.queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted, s.waiting, s.blocked, s.tenants,
+            s.targeted, s.waiting, s.blocked, s.tenants, *astuple(parse_cap(*snap.cap))[:4],
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
