@@ -32,18 +32,20 @@ from typing import Any
 import fakeredis
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, run_state_machine_as_test
+from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 from test_model import LEASE_MS, LIVE, SETTINGS, CrossMachine, K, Known, Q, Run
 
 from asynqpy import DuplicateTaskError, LeaseLostError, TaskIdConflictError, TaskNotFoundError
 from asynqpy.core import codec
 from asynqpy.core.broker import Broker, Call, Dequeued
-from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, encode_version
+from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version
+from asynqpy.core.errors import QueueNotEmptyError, QueueNotFoundError, TaskStateError
 from asynqpy.core.keys import ALL_QUEUES, queue_keys
 from asynqpy.core.stored import message_of
 from asynqpy.core.tenants import PASS_REBASE
+from asynqpy.worker.queues import SCAN_PER_S, QueueOrder, ServedQueues
 
-VERSIONS = {"w2": encode_version("2")}
+VERSIONS = {"w2": encode_version("2"), "mq": encode_version("2")}
 """The workers' versions (the others have none)."""
 BLOCKABLE = ("t", "child", "tg")
 """The task types the operator blocks in turn."""
@@ -104,6 +106,173 @@ class RingWithHeld:
         return getattr(self._r, name)
 
 
+EVENTS_CAP = 40
+"""The model queue's event cap (Inspector.set_events): small, so the stream is trimmed within an example."""
+ARCHIVE_MAX_AGE_MS = 3_600_000
+"""The archive's age limit the model's archive calls give (an hour)."""
+IDS_PER_ENTRY = 50
+"""Most tasks one event entry names (lua/includes/events.lua)."""
+SIDE = tuple(f"xs{i}" for i in range(6))
+"""The side queues: more than FEW_QUEUES, so the worker serving them fetches by wake token."""
+SIDE_PATTERN = "xs*"
+SIDE_RATED = ("xs0", "xs3")
+"""Side queues whose tenants have a default rate (set again when a removed one is used again)."""
+SIDE_IDLE_S = 5.0
+"""The side worker's idle timeout (its scan's base)."""
+MECHANISMS = ["expire", "side", "side", "side", "side", "side", "side_remove", "side_settle", "resize"]
+STATE_CODES = {"pending": "p", "active": "a", "scheduled": "s", "retry": "r", "archived": "x", "completed": "c",
+               "waiting": "w", "blocked": "b", "aggregating": "g", "targeted": "m"}
+
+
+class SideWorker:
+    """A server of the pattern ``xs*`` (version 2, named "mq") over the six side queues, with the
+    worker's own queue choice (worker/queues.py: ServedQueues, QueueOrder: wake tokens, the scan,
+    the queues new to it looked at for tasks held for its version), fetching as
+    Processor._fetch_once does when it fetches by token; and an older server (version none, named
+    "old") that sets aside what needs version 2. Faults: a wake token popped and lost (issue 42
+    #10), a queue removed and used again by the long-lived client (#3), tasks held for a version
+    by the old server after the new one looked at the queue (#2)."""
+
+    def __init__(self, m: PlusMachine) -> None:
+        self.m = m
+        self.served = ServedQueues({SIDE_PATTERN: 1})
+        self.order = QueueOrder({}, strict=False)
+        self.removed: set[str] = set()
+        self.sent = 0
+
+    def now(self) -> float:
+        return self.m.clock.now_ms() / 1000
+
+    def discover(self) -> None:
+        """The discovery loop's pass: the known queues the pattern matches are served (as
+        Processor._set_queues: only the new ones are fresh; the backlog it knew goes on)."""
+        added, dropped = self.served.replace(self.m.insp.queues())
+        if added or dropped:
+            before = self.order
+            self.order = QueueOrder(dict(self.served.current), strict=False)
+            self.order.fresh.difference_update(before.queues)
+            self.order.backlog.update(before.backlog & set(self.order.queues))
+            self.order.scan_from(SIDE_IDLE_S, self.now())
+            self.m.trace.append(f"side worker serves {sorted(self.served.current)}")
+
+    def wake_keys(self) -> dict[str, str]:
+        keys = {queue_keys(q).wake: q for q in self.order.queues}
+        keys.update({queue_keys(q).wake_for("mq"): q for q in self.order.queues})
+        return keys
+
+    def pop_token(self, skip: set[str], lose: bool) -> str | None:
+        """Pop the first wake token of the served queues not in ``skip`` (as LMPOP/BLPOP do);
+        ``lose``: its reply is lost (the token is gone, nobody acts on it)."""
+        for key, q in self.wake_keys().items():
+            if q not in skip and self.m.r.lpop(key) is not None:
+                if lose:
+                    self.m.trace.append(f"side worker: the wake token of {q} lost")
+                    return None
+                self.order.woken(q, by_dequeue=False)
+                return q
+        return None
+
+    def fetch(self, lose: bool = False) -> int:
+        """One fetch (Processor._fetch_once by token), then an idle wait's pop if it took nothing."""
+        self.discover()
+        o = self.order
+        if o.fresh:  # _look_fresh
+            fresh = sorted(o.fresh)
+            o.fresh.clear()
+            held = self.m.x.run_many([self.m.b.version_held(q, VERSIONS["mq"]) for q in fresh])
+            o.backlog.update(q for q, h in zip(fresh, held) if h is not False)
+        if o.backlog and len(o.backlog) < len(o.queues):  # _poll
+            q = self.pop_token(set(o.backlog), lose)
+            if q is not None:
+                o.backlog.add(q)
+        taken = 0
+        for q in o.candidates(self.now()):
+            if o.skip(q, self.now()):
+                continue
+            token = self.m.new_token()
+            res = self.m.x.run(self.m.b.dequeue(q, 4, LEASE_MS, token, "mq"))
+            if res.tasks:
+                self.m.x.run_many([self.m.b.done(q, id, token, codec.decode(msg)) for id, msg in res.tasks])
+            o.took(q, res, self.now())
+            taken += len(res.tasks)
+        if not taken:  # the idle wait: a token makes its queue owed
+            o.owed = self.pop_token(set(), lose)
+        return taken
+
+    def enqueue(self, q: str, way: str, tenant: str, gated: bool) -> None:
+        """The long-lived client enqueues into side queue ``q`` (used again if it was removed)."""
+        opts: dict[str, Any] = {"queue": q, "max_retry": 1}
+        if tenant:
+            opts["tenant"] = tenant
+        if gated:
+            opts["min_worker_version"] = "2"
+        client = self.m.client._client  # (GatingClient's: no gate, no resend records)
+        if way == "batch":
+            client.enqueue_many([("xs", 1), ("xs", 2)], **opts)
+        else:
+            client.enqueue("xs", None, **opts)
+        if q in SIDE_RATED and not self.m.r.hexists(queue_keys(q).tn, "d"):
+            self.m.insp.set_tenant_defaults(q, rate=DEFAULT_RATE)
+        self.removed.discard(q)
+        self.m.trace.append(f"side enqueue {q} {way} tenant={tenant!r} gated={gated}")
+
+    def old_worker(self, q: str) -> None:
+        """The older server (no version) dequeues ``q``: it runs what it may, sets aside what needs 2."""
+        token = self.m.new_token()
+        res = self.m.x.run(self.m.b.dequeue(q, 3, LEASE_MS, token, "old"))
+        if res.tasks:
+            self.m.x.run_many([self.m.b.done(q, id, token, codec.decode(msg)) for id, msg in res.tasks])
+        self.m.trace.append(f"old worker on {q}: ran {len(res.tasks)}")
+
+    def step(self, data: st.DataObject) -> None:
+        what = data.draw(st.sampled_from(["enqueue", "enqueue", "old", "fetch", "fetch", "time"]))
+        if what == "enqueue":
+            self.enqueue(data.draw(st.sampled_from(SIDE)), data.draw(st.sampled_from(["lone", "batch"])),
+                         data.draw(st.sampled_from(["", "a", "b"])), data.draw(st.booleans()))
+        elif what == "old":
+            self.old_worker(data.draw(st.sampled_from(SIDE)))
+        elif what == "fetch":
+            self.fetch(lose=data.draw(st.booleans()))
+        else:
+            self.m.time_passes(1_100)
+
+    def remove(self, q: str, force: bool) -> None:
+        """An operator removes side queue ``q`` (``queue rm``, ``--force`` deletes its tasks
+        first): nothing of it is left in Redis, and it is no longer a known queue."""
+        try:
+            self.m.insp.remove_queue(q, force=force)
+        except (QueueNotEmptyError, QueueNotFoundError, TaskStateError) as exc:
+            self.m.trace.append(f"remove {q} force={force}: {type(exc).__name__}")
+            return
+        self.removed.add(q)
+        left = sorted(k.decode() for k in self.m.r.scan_iter(match=f"{queue_keys(q).base}*", count=1000))
+        assert not left, (f"queue {q} removed, but its keys {left} are left", self.m.trace[-12:])
+        self.m.trace.append(f"remove {q} force={force}")
+
+    def settle(self) -> None:
+        """The side worker fetches for twice its scan's period (without faults, as when nothing
+        goes wrong any more): by then every task of the queues it serves that it may run has run,
+        whatever tokens were lost before and whatever the old server set aside for version 2."""
+        period = max(SIDE_IDLE_S, len(SIDE) / SCAN_PER_S)
+        for _ in range(int(2 * period) + 2):
+            self.fetch()
+            self.m.clock.advance(1)
+        self.m.trace.append(f"side worker settled ({int(2 * period) + 2} s)")
+        for q in self.order.queues:
+            k = queue_keys(q)
+            pending = self.m.r.llen(k.pending) + self.m.r.zcard(k.prio) + self.m.r.zcard(k.tq)
+            held = self.m.r.zcount(k.scheduled, VERSION_BAND, VERSION_BAND + VERSIONS["mq"])
+            assert not pending and not held, (f"side queue {q}: {pending} pending, {held} held for a version up to "
+                                              "the side worker's, after it served it for twice its scan period",
+                                              self.m.trace[-12:])
+
+    def check(self) -> None:
+        for q in SIDE:
+            if self.m.r.hlen(queue_keys(q).tasks):
+                assert self.m.r.sismember(ALL_QUEUES, q), (f"side queue {q} holds tasks and is not a known queue",
+                                                           self.m.trace[-12:])
+
+
 class PlusMachine(CrossMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -116,6 +285,7 @@ class PlusMachine(CrossMachine):
         self.rate_since: int | None = self.clock.now_ms()  # when tenant a's rate was set (ms), None: no rate
         self.rate_started = 0  # a's tasks started since
         self.init_resends()
+        self.init_mechanisms()
 
     def operator(self, data: st.DataObject, verb: str) -> None:
         self.operator_steps += 1
@@ -177,7 +347,12 @@ class PlusMachine(CrossMachine):
     def dequeue(self, count: int, worker: str = "") -> list[str]:
         blocked = set(self.blocked)
         before = self.rate_state_before(count)
+        leases = self.r.zcard(K.lease)
         got = super().dequeue(count, worker)
+        if self.limit:  # (a live resize: never more leased than the limit, but those leased before it)
+            now = self.r.zcard(K.lease)
+            assert now <= max(self.limit, leases), (f"{now} leased after a dequeue, over the limit {self.limit}",
+                                                    self.trace[-12:])
         self.rate_state_after(before, count, got)
         self.restarted_worker_meets(got, worker)
         for id in got:
@@ -233,12 +408,34 @@ class PlusMachine(CrossMachine):
             self.burst_of("b")
             self.dequeue(2)
         else:
+            held = self.r.zcard(K.tw)
             if self.operator_steps % 2:
                 self.insp.clear_tenant_defaults(Q)
             else:
                 self.insp.set_tenant_defaults(Q, rate=0)
             self.trace.append(f"tenant defaults {'cleared' if self.operator_steps % 2 else 'rate 0'}")
+            assert not held or self.r.llen(K.wake) > 0, (
+                "the default rate changed while tenants were held by a rate, and no worker is woken", self.trace[-12:])
+            self.sweeps += 1
+            if self.sweeps % 2 == 0:  # the sweep's ring part comes first (issue 42 #1: it covers them too)
+                self.ring_sweep_puts_back()
             self.dequeue(1)  # the worker it woke
+
+    def ring_sweep_puts_back(self) -> None:
+        """One pass of the sweep's ring part (tenant_fix): after it, no tenant is held by a rate it
+        no longer has (its own settings' or the queue's defaults')."""
+        cursor = "0"
+        for _ in range(1000):
+            cursor, _ = self.x.run(self.b.tenant_fix(Q, "ring", cursor, 2))
+            if cursor == "0":
+                break
+        tn = {f.decode(): v.decode() for f, v in self.r.hgetall(K.tn).items()}
+        for name in self.r.zrange(K.tw, 0, -1):
+            own = tn.get(f"l:{name.decode()}", tn.get("d", "")).split(" ")
+            pending = self.r.zlexcount(K.tq, b"[" + name + b"\0", b"(" + name + b"\1")
+            assert not pending or (len(own) >= 5 and float(own[3]) > 0), (
+                f"tenant {name.decode()} is still held by a rate it no longer has after the sweep", self.trace[-12:])
+        self.trace.append("sweep: ring part")
 
     def passes_grow_large(self) -> None:
         """The state ~10^12 turns of weight 1 leave on a queue whose tenant work never ran dry: the
@@ -485,6 +682,7 @@ class PlusMachine(CrossMachine):
             self.restarting = False
 
     def finish_one(self, id: str, how: str, data: st.DataObject) -> None:
+        self.touched.add(id.rpartition("|")[0] or id)
         if id in self.running:  # (a run of a killed w1 writes nothing)
             super().finish_one(id, how, data)
 
@@ -503,6 +701,146 @@ class PlusMachine(CrossMachine):
                     v = self.r.hget(K.tasks, run)
                     assert v and v[:1] == b"a" and self.r.zscore(K.lease, run) is not None, (
                         f"{run!r} is running in its record but is {v[:1] if v else 'gone'}", self.trace[-12:])
+
+
+    # -- issue 43 item 4: the mechanisms the model did not meet yet --------------------------------
+    # One rule of its own (``mechanism``), so the ``step`` rule's draws stay as they were.
+
+    def init_mechanisms(self) -> None:
+        self.insp.set_events(Q, EVENTS_CAP)  # a small cap: the stream is trimmed within an example
+        self.events_full = False  # the stream held its cap of events once (it keeps holding it)
+        self.touched: set[str] = set()  # ids this step may have removed (an end, an operator, ...)
+        self.refresh: set[str] = set()  # the debounced tasks (a debounce may replace any of them)
+        self.last_seen: dict[str, str] = {}  # the known tasks' states after the last step
+        self.last_kept: dict[str, tuple[str, float]] = {}  # completed/archived -> (c|x, expiry|archived at)
+        self.sweeps = 0
+        self.side = SideWorker(self)
+
+    @rule(data=st.data(), what=st.sampled_from(MECHANISMS))
+    def mechanism(self, data: st.DataObject, what: str) -> None:
+        """One meeting the ``step`` rule does not draw: retention expiry (the janitor's pass after
+        the retention of completed tasks, or the archive's age, ran out), the side queues (more
+        than four, served by a worker of a pattern that fetches by wake token; enqueued into,
+        removed and used again, with lost wake tokens and version holds taken back), and live
+        resizes (the queue's or a tenant's concurrency lowered and raised while tasks are leased)."""
+        if what == "expire":
+            self.retention_passes(data.draw(st.sampled_from([601_000, 3_601_000])))
+        elif what == "side":
+            self.side.step(data)
+        elif what == "side_remove":
+            self.side.remove(data.draw(st.sampled_from(SIDE)), data.draw(st.booleans()))
+        elif what == "side_settle":
+            self.side.settle()
+        else:
+            self.live_resize(data.draw(st.sampled_from(["queue", "tenant"])))
+
+    def retention_passes(self, ms: int) -> None:
+        """Time passes beyond the retention of completed tasks (600 s; or the archive's age limit,
+        an hour, as the model's archive calls give it), and the janitor's pass runs: every
+        completed task whose retention ended is gone after it, archived ones past the age limit
+        too; the others stay (nothing_lost)."""
+        self.time_passes(ms)
+        deleted, nxt = self.x.run(self.b.expire(Q, 100))
+        trimmed = self.x.run(self.b.trim(Q, 10_000, ARCHIVE_MAX_AGE_MS))
+        now = self.clock.now_ms()
+        left = self.r.zrange(K.completed, "-inf", now, byscore=True)
+        assert not left, (f"completed tasks past their retention are kept after the janitor's pass: {left}",
+                          self.trace[-12:])
+        self.trace.append(f"retention: +{ms} ms, expired {deleted}, trimmed {trimmed} (next {nxt})")
+
+    def live_resize(self, what: str) -> None:
+        """The operator resizes while tasks are leased: the queue's concurrency limit (or tenant
+        a's) set below what runs now, a dequeue (held back: nothing more is handed out, the
+        dequeue checks say), then raised again (a worker held back is woken: the model's check)."""
+        if not self.running:
+            self.dequeue(2, "w1")
+        leased = self.r.zcard(K.lease)
+        if what == "queue":
+            self.set_limit(max(1, leased - 1))
+            before = self.r.zcard(K.lease)
+            got = self.dequeue(2)
+            assert not got or before < self.limit, (f"a dequeue got {got} with {before} leased at a limit of "
+                                                    f"{self.limit}", self.trace[-12:])
+            self.set_limit(self.limit + 2)
+        else:
+            active = int(self.r.hget(K.tn, "a:a") or 0)
+            self.insp.set_tenant(Q, "a", concurrency=max(1, active - 1))
+            self.trace.append(f"tenant a concurrency {max(1, active - 1)} with {active} active")
+            self.dequeue(2)  # (the dequeue's check: no tenant over its concurrency by a dequeue)
+            self.insp.set_tenant(Q, "a", concurrency=0)
+            self.trace.append("tenant a concurrency 0")
+
+    def pick_target(self, data: st.DataObject, verb: str) -> str:
+        id = super().pick_target(data, verb)
+        self.touched.add(id)
+        return id
+
+    def aggregate(self, group: str, stale: bool) -> None:
+        self.touched.update(i.decode() for i in self.r.zrange(K.group(group), 0, -1))
+        super().aggregate(group, stale)
+
+    def enqueue_debounced(self, payload: int) -> None:
+        self.touched.update(self.refresh)
+        super().enqueue_debounced(payload)
+        self.refresh.add(f"t{self.n}")
+
+    # -- the checks of issue 43 item 4 ---------------------------------------------------------
+
+    @invariant()
+    def nothing_lost(self) -> None:
+        """A known task leaves Redis only by a way that removes it: its own end (success without
+        retention), an operator's delete, an aggregation of its group, a debounce replacing it, the
+        end of its retention (completed) or of the archive's age limit (archived); never by a step
+        that did not touch it."""
+        states = self.states()
+        now = self.clock.now_ms()
+        for id, st_ in states.items():
+            was = self.last_seen.get(id)
+            if st_ != "-" or was is None or was == "-" or id in self.touched:
+                continue
+            kept = self.last_kept.get(id)
+            assert kept is not None and kept[1] <= now, (
+                f"{id} is gone (it was {was}), though no step removed it", self.trace[-12:])
+        self.last_seen = states
+        self.last_kept = {m.decode(): ("c", s) for m, s in self.r.zrange(K.completed, 0, -1, withscores=True)}
+        self.last_kept.update({m.decode(): ("x", s + ARCHIVE_MAX_AGE_MS)
+                               for m, s in self.r.zrange(K.archived, 0, -1, withscores=True)})
+        self.touched = set()
+
+    @invariant()
+    def counts_agree(self) -> None:
+        """The queue's counts (Inspector.queue_info) are the tasks' states as stored."""
+        by_state: dict[str, int] = {}
+        for v in self.r.hvals(K.tasks):
+            by_state[v[:1].decode()] = by_state.get(v[:1].decode(), 0) + 1
+        info = self.insp.queue_info(Q)
+        seen = {"pending": info.pending, "active": info.active, "scheduled": info.scheduled, "retry": info.retry,
+                "archived": info.archived, "completed": info.completed, "waiting": info.waiting,
+                "blocked": info.blocked, "aggregating": info.aggregating, "targeted": info.targeted}
+        stored = {name: by_state.get(code, 0) for name, code in STATE_CODES.items()}
+        assert seen == stored, (f"the queue's counts {seen}, its tasks {stored}", self.trace[-12:])
+
+    @invariant()
+    def events_within_cap(self) -> None:
+        """The event stream's count of its events (conf 'kept') is what it holds, at most the cap
+        and a hundredth (and one entry) more, and once it held the cap it keeps holding it: the
+        oldest events go, never more (issue 42 #8)."""
+        held = 0
+        for _, fields in self.r.xrange(K.events):
+            ids = fields.get(b"ids")
+            held += len(ids.split(b" ")) if ids else 1
+        kept = self.r.hget(K.conf, "kept")
+        assert kept is None or int(kept) == held, (f"the stream counts {kept} events, holds {held}", self.trace[-12:])
+        assert held <= EVENTS_CAP + max(1, EVENTS_CAP // 100) + IDS_PER_ENTRY, (
+            f"the stream holds {held} events, its cap is {EVENTS_CAP}", self.trace[-12:])
+        if held >= EVENTS_CAP:
+            self.events_full = True
+        assert not self.events_full or held >= EVENTS_CAP, (
+            f"the stream holds {held} events, below its cap {EVENTS_CAP} it held before", self.trace[-12:])
+
+    @invariant()
+    def side_queues_sound(self) -> None:
+        self.side.check()
 
 
 EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", "25"))
