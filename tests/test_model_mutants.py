@@ -18,8 +18,10 @@ Slow (one model run per mutant, without shrinking): ``python -m pytest -m slow t
 The mutants under ``tests/mutants/plus/`` revert fixes of what came since (deploy holds, tenant
 rates): they run on the model plus (tests/test_model_plus.py: the same machine plus those).
 To add a mutant: a unified diff of one file under ``lua/`` (paths ``a/<file>``, ``b/<file>``, the
-first line says which fix it reverts, the second ``expect:`` what the model's failure says),
-small enough to still apply as the scripts change around it.
+first line says which fix it reverts, the second ``expect:`` what the model's failure says, an
+optional third ``scenario: NAME`` a scenario of the model plus that meets it: run first, so the
+catch does not depend on what the derandomized examples draw, and is fast), small enough to
+still apply as the scripts change around it.
 """
 
 from __future__ import annotations
@@ -51,11 +53,13 @@ PLUS_MUTANTS = sorted((ROOT / "tests" / "mutants" / "plus").glob("*.patch"))
 """Mutants of what the model plus drives (deploy holds, tenant rates: tests/test_model_plus.py)."""
 
 
-def run_model_on(lua: Path, url: str, plus: bool = False) -> tuple[str, str, float]:
+def run_model_on(lua: Path, url: str, plus: bool = False, scenario: str = "") -> tuple[str, str, float]:
     """Run the model (``plus``: the model plus deploy holds and tenant rates) with the scripts of ``lua`` on the
     Redis at ``url``, without shrinking (a mutant run only needs a failure); returns (result,
-    output, seconds). Any other error (a script that does not load, a defect of the model itself)
-    is raised: the test fails with it."""
+    output, seconds). ``scenario``: first run that scenario of the model plus
+    (test_model_plus.SCENARIOS: a meeting driven step by step, every check after each), then,
+    if it caught nothing, the model's drawn examples. Any other error (a script that does not
+    load, a defect of the model itself) is raised: the test fails with it."""
     import test_model  # (tests/ is on sys.path: tests/conftest.py)
     import test_model_plus
 
@@ -66,6 +70,8 @@ def run_model_on(lua: Path, url: str, plus: bool = False) -> tuple[str, str, flo
     load_scripts.cache_clear()  # (scripts are loaded once per process: now from the mutant's copy)
     t0 = time.monotonic()
     try:
+        if scenario:
+            test_model_plus.run_scenario(scenario, lambda: redis.Redis.from_url(url))
         if plus:
             test_model_plus.PlusMachine.redis_factory = staticmethod(lambda: redis.Redis.from_url(url))
             run_state_machine_as_test(test_model_plus.PlusMachine, settings=run_settings)
@@ -98,23 +104,30 @@ def lua_copy(tmp_path: Path, patch: Path | None) -> Path:
 @pytest.mark.real
 @pytest.mark.parametrize("patch", MUTANTS + PLUS_MUTANTS, ids=[p.stem for p in MUTANTS + PLUS_MUTANTS])
 def test_the_model_catches_a_reverted_fix(tmp_path: Path, patch: Path, redis_url: str) -> None:
-    result, out, took = run_model_on(lua_copy(tmp_path, patch), redis_url, plus=patch in PLUS_MUTANTS)
-    why, expect = header(patch)
+    why, expect, scenario = header(patch)
+    result, out, took = run_model_on(lua_copy(tmp_path, patch), redis_url, plus=patch in PLUS_MUTANTS,
+                                     scenario=scenario)
     print(f"{patch.stem}: {result} in {took:.1f} s ({why})")
     assert result == "caught", f"{patch.stem} ({why}) was not caught ({result}):\n{out[-4000:]}"
     assert any(e in out for e in expect), f"{patch.stem} was caught, but not by what it breaks ({expect}):\n{out[-4000:]}"
 
 
-def header(patch: Path) -> tuple[str, list[str]]:
+def header(patch: Path) -> tuple[str, list[str], str]:
     """A mutant's first two lines: which fix it reverts, and ``expect: a | b``: what the model's
-    failure says (one of them), so that it is caught by the check it breaks."""
+    failure says (one of them), so that it is caught by the check it breaks; and an optional
+    third, ``scenario: NAME``: the scenario of the model plus that meets what it breaks
+    (test_model_plus.SCENARIOS), run before the drawn examples ('' = none)."""
     lines = patch.read_text().splitlines()
     assert lines[1].startswith("expect: "), patch.name
-    return lines[0], [e.strip() for e in lines[1][len("expect: "):].split("|")]
+    scenario = lines[2][len("scenario: "):].strip() if lines[2].startswith("scenario: ") else ""
+    return lines[0], [e.strip() for e in lines[1][len("expect: "):].split("|")], scenario
 
 
 def test_every_mutant_says_what_it_reverts() -> None:
     assert MUTANTS and PLUS_MUTANTS
+    import test_model_plus
+
     for p in MUTANTS + PLUS_MUTANTS:
-        why, expect = header(p)
+        why, expect, scenario = header(p)
         assert why.startswith(("issue 29", "issue 30", "issue 32", "issue 34", "issue 42")) and expect and all(expect), p.name
+        assert not scenario or scenario in test_model_plus.SCENARIOS, (p.name, scenario)
