@@ -844,6 +844,16 @@ class PlusMachine(CrossMachine):
     def side_queues_sound(self) -> None:
         self.side.check()
 
+    @invariant()
+    def targeted_runs_kept(self) -> None:
+        """A targeted task kept after its end (completed with retention, archived) keeps its final
+        runs record (issue 29 #8)."""
+        states = self.states()
+        for id in self.targeted:
+            if states.get(id) in ("c", "x"):
+                assert self.r.hexists(K.ran(id), ""), (f"targeted {id} is kept ({states[id]}) without its runs "
+                                                       "record", self.trace[-12:])
+
 
 # -- scenarios: a meeting driven step by step, with every check after each -----------------------
 # A mutant whose header names one (``scenario: NAME``, tests/test_model_mutants.py) runs it before
@@ -869,7 +879,7 @@ class Draws:
 
 
 CHECKS = ("checks", "held_tasks_in_their_band", "queues_holding_tasks_are_known", "runs_records_sound",
-          "nothing_lost", "counts_agree", "events_within_cap", "side_queues_sound")
+          "nothing_lost", "counts_agree", "events_within_cap", "side_queues_sound", "targeted_runs_kept")
 """Every check the model plus makes after a step (its invariants)."""
 
 
@@ -881,7 +891,9 @@ def check_all(m: PlusMachine) -> None:
 def enqueue_plain(m: PlusMachine, **opts: Any) -> str:
     id = m.new_id()
     m.client.enqueue("t", m.n, queue=Q, task_id=id, max_retry=1, **opts)
-    m.known[id] = Known(tenant=opts.get("tenant", ""))
+    m.known[id] = Known(tenant=opts.get("tenant", ""), key=opts.get("key", ""))
+    if opts.get("key") and not opts.get("process_in"):
+        m.admit(id)
     m.trace.append(f"enqueue {id} {opts}")
     check_all(m)
     return id
@@ -996,6 +1008,31 @@ def live_resize(m: PlusMachine) -> None:
     check_all(m)
 
 
+def targeted_kept(m: PlusMachine) -> None:
+    """A targeted task (w1 or w2, one run) kept 600 s: its run succeeds; its runs record is kept."""
+    id = m.new_id()
+    m.client.enqueue("tg", m.n, queue=Q, task_id=id, workers=["w1", "w2"], runs=1, max_retry=1, retention=600)
+    m.known[id] = Known()
+    m.targeted[id] = 0
+    check_all(m)
+    assert m.dequeue(1, "w2") == [f"{id}|w2"]
+    m.finish_one(f"{id}|w2", "done", Draws())
+    check_all(m)
+    assert m.state(id) == "c"
+
+
+def keyed_edit_due_now(m: PlusMachine) -> None:
+    """A keyed task scheduled behind its key's holder is edited to run now: it stays scheduled,
+    due, for the forwarder's key gate (issue 29 #9), never pending beside the holder."""
+    enqueue_plain(m, key="k1")
+    later = enqueue_plain(m, key="k1", process_in=1.5)
+    m.insp.edit_task(Q, later, process_in=0)
+    m.trace.append(f"edit {later} process_in=0 -> {m.state(later)}")
+    check_all(m)
+    m.forward(True)
+    check_all(m)
+
+
 SCENARIOS: dict[str, Any] = {
     "resend_after_commit": resend_after_commit,
     "restarted_worker": restarted_worker,
@@ -1006,6 +1043,8 @@ SCENARIOS: dict[str, Any] = {
     "side_tokens_lost_versions_held": side_tokens_lost_versions_held,
     "retention_expiry": retention_expiry,
     "live_resize": live_resize,
+    "targeted_kept": targeted_kept,
+    "keyed_edit_due_now": keyed_edit_due_now,
 }
 
 
@@ -1023,6 +1062,15 @@ def run_scenario(name: str, factory: Any) -> None:
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario_on_fakeredis(name: str) -> None:
     run_scenario(name, lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+
+
+def test_the_side_scenario_catches_a_worker_without_its_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python half of issue 42 #2 and #10 (the Lua mutants cannot revert it): a server of
+    more than four queues whose scan never comes (QueueOrder.scan a no-op) leaves a lost token's
+    task, and a task held for its version, unserved; the side worker's settle says so."""
+    monkeypatch.setattr(QueueOrder, "scan", lambda self, now: None)
+    with pytest.raises(AssertionError, match="held for a version up to the side worker"):
+        run_scenario("side_tokens_lost_versions_held", lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
 
 
 EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", "25"))
