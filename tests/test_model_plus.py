@@ -33,14 +33,14 @@ import fakeredis
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
 from test_model import LEASE_MS, LIVE, SETTINGS, CrossMachine, K, Known, Q, Run
 
 from asynqpy import DuplicateTaskError, LeaseLostError, TaskIdConflictError, TaskNotFoundError
 from asynqpy.core import codec
 from asynqpy.core.broker import Broker, Call, Dequeued
 from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version
-from asynqpy.core.errors import QueueNotEmptyError, QueueNotFoundError, TaskStateError
+from asynqpy.core.errors import InvalidArgumentError, QueueNotEmptyError, QueueNotFoundError, TaskStateError
 from asynqpy.core.keys import ALL_QUEUES, queue_keys
 from asynqpy.core.stored import message_of
 from asynqpy.core.tenants import PASS_REBASE
@@ -120,9 +120,37 @@ SIDE_RATED = ("xs0", "xs3")
 """Side queues whose tenants have a default rate (set again when a removed one is used again)."""
 SIDE_IDLE_S = 5.0
 """The side worker's idle timeout (its scan's base)."""
-MECHANISMS = ["expire", "side", "side", "side", "side", "side", "side_remove", "side_settle", "resize"]
+MECHANISMS = ["side", "bulk", "side", "pause", "side", "resize", "side", "lost_dequeue", "side_remove", "retarget",
+              "expire", "side_settle"]
+"""The mechanisms in the order the ``mechanism`` rule takes them (from an offset drawn once: a draw
+of one of them would favour the first)."""
+MECHANISM_EVERY = 3
+"""The ``mechanism`` rule may be drawn at one step in this many (the ``step`` rule at every one)."""
+FINISH_RESEND_EVERY = 3
+"""One worker outcome (done, complete, retry, archive, snooze, requeue) in this many is sent again
+after it committed (its reply lost): the resend must change nothing."""
 STATE_CODES = {"pending": "p", "active": "a", "scheduled": "s", "retry": "r", "archived": "x", "completed": "c",
                "waiting": "w", "blocked": "b", "aggregating": "g", "targeted": "m"}
+
+
+BULK_STATES = {"delete": ["pending", "scheduled", "retry", "archived", "completed"],
+               "run": ["scheduled", "retry", "archived"], "archive": ["pending", "scheduled", "retry"]}
+
+
+class RecordingExecutor:
+    """The model's executor, which keeps the calls of its last ``run_many`` (a worker's outcome:
+    what PlusMachine.outcome_resent sends again)."""
+
+    def __init__(self, x: Any) -> None:
+        self._x = x
+        self.last: list[Call[Any]] = []
+
+    def run_many(self, calls: Any) -> Any:
+        self.last = list(calls)
+        return self._x.run_many(self.last)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._x, name)
 
 
 class SideWorker:
@@ -349,8 +377,9 @@ class PlusMachine(CrossMachine):
     def dequeue(self, count: int, worker: str = "") -> list[str]:
         blocked = set(self.blocked)
         before = self.rate_state_before(count)
-        leases = self.r.zcard(K.lease)
+        leases, paused = self.r.zcard(K.lease), self.r.exists(K.paused)
         got = super().dequeue(count, worker)
+        assert not (paused and got), (f"the queue is paused, and a dequeue handed out {got}", self.trace[-12:])
         if self.limit:  # (a live resize: never more leased than the limit, but those leased before it)
             now = self.r.zcard(K.lease)
             assert now <= max(self.limit, leases), (f"{now} leased after a dequeue, over the limit {self.limit}",
@@ -686,7 +715,24 @@ class PlusMachine(CrossMachine):
     def finish_one(self, id: str, how: str, data: st.DataObject) -> None:
         self.touched.add(id.rpartition("|")[0] or id)
         if id in self.running:  # (a run of a killed w1 writes nothing)
+            self.x.last = []
             super().finish_one(id, how, data)
+            self.finishes += 1
+            if self.x.last and self.finishes % FINISH_RESEND_EVERY == 0:
+                self.outcome_resent(id, self.x.last[0])
+
+    def outcome_resent(self, id: str, call: Call[Any]) -> None:
+        """The worker's outcome call, sent again after it committed (its reply lost): refused or
+        answered as done, it changes nothing."""
+        task = id.rpartition("|")[0] or id
+        before = (self.r.hget(K.tasks, task), self.r.hget(K.runs, task), self.r.zcard(K.lease), self.r.llen(K.pending))
+        out = self.x.run_many([call])[0]
+        assert not isinstance(out, Exception) or isinstance(out, (LeaseLostError, TaskNotFoundError)), (
+            f"{call.script} of {id} sent again -> {out!r}", self.trace[-12:])
+        after = (self.r.hget(K.tasks, task), self.r.hget(K.runs, task), self.r.zcard(K.lease), self.r.llen(K.pending))
+        assert after == before, (f"{call.script} of {id} sent again after it committed changed {before} -> {after}",
+                                 self.trace[-12:])
+        self.trace.append(f"{call.script} of {id} sent again -> {type(out).__name__}")
 
     @invariant()
     def runs_records_sound(self) -> None:
@@ -716,15 +762,25 @@ class PlusMachine(CrossMachine):
         self.last_seen: dict[str, str] = {}  # the known tasks' states after the last step
         self.last_kept: dict[str, tuple[str, float]] = {}  # completed/archived -> (c|x, expiry|archived at)
         self.sweeps = 0
+        self.finishes = 0
+        self.steps_done = 0
+        self.mechanisms, self.mech_offset = 0, -1
         self.side = SideWorker(self)
+        self.x = RecordingExecutor(self.x)  # type: ignore[assignment]
 
-    @rule(data=st.data(), what=st.sampled_from(MECHANISMS))
-    def mechanism(self, data: st.DataObject, what: str) -> None:
+    @precondition(lambda self: self.steps_done % MECHANISM_EVERY == MECHANISM_EVERY - 1)
+    @rule(data=st.data())
+    def mechanism(self, data: st.DataObject) -> None:
         """One meeting the ``step`` rule does not draw: retention expiry (the janitor's pass after
         the retention of completed tasks, or the archive's age, ran out), the side queues (more
         than four, served by a worker of a pattern that fetches by wake token; enqueued into,
         removed and used again, with lost wake tokens and version holds taken back), and live
-        resizes (the queue's or a tenant's concurrency lowered and raised while tasks are leased)."""
+        resizes (the queue's or a tenant's concurrency lowered and raised while tasks are leased),
+        the queue paused, the bulk actions, a targeted task's workers changed, a dequeue's reply lost."""
+        if self.mech_offset < 0:
+            self.mech_offset = data.draw(st.integers(0, len(MECHANISMS) - 1))
+        what = MECHANISMS[(self.mech_offset + self.mechanisms) % len(MECHANISMS)]
+        self.mechanisms += 1
         if what == "expire":
             self.retention_passes(data.draw(st.sampled_from([601_000, 3_601_000])))
         elif what == "side":
@@ -733,8 +789,66 @@ class PlusMachine(CrossMachine):
             self.side.remove(data.draw(st.sampled_from(SIDE)), data.draw(st.booleans()))
         elif what == "side_settle":
             self.side.settle()
-        else:
+        elif what == "resize":
             self.live_resize(data.draw(st.sampled_from(["queue", "tenant"])))
+        elif what == "pause":
+            self.pause_toggle()
+        elif what == "bulk":
+            verb = data.draw(st.sampled_from(["delete", "run", "archive"]))
+            self.bulk(verb, data.draw(st.sampled_from(BULK_STATES[verb])))
+        elif what == "retarget":
+            self.retarget(data.draw(st.sampled_from([["w1"], None, ["w1", "w2"]])))
+        else:
+            self.lost_dequeue(data.draw(st.integers(1, 2)))
+
+    def pause_toggle(self) -> None:
+        """The operator pauses the queue (``queue pause``), or unpauses it: while paused a dequeue
+        hands out nothing (PlusMachine.dequeue checks it); unpaused with tasks pending, a worker is
+        woken."""
+        if self.r.exists(K.paused):
+            self.insp.unpause(Q)
+            pending = self.r.llen(K.pending) + self.r.zcard(K.prio) + self.r.zcard(K.tq)
+            assert not pending or self.r.llen(K.wake) > 0, ("unpaused with tasks pending, but no worker is woken",
+                                                            self.trace[-12:])
+            self.trace.append("unpause")
+        else:
+            self.insp.pause(Q)
+            self.trace.append("pause")
+
+    def bulk(self, verb: str, state: str) -> None:
+        """``task deleteall|runall|archiveall``: every task of one state at once."""
+        code = STATE_CODES[state]
+        ids = [i for i, s_ in self.states().items() if s_ == code]
+        self.touched.update(ids)
+        n = getattr(self.insp, f"{verb}_all")(Q, state)
+        after = self.states()
+        for id in ids:
+            if verb == "run":
+                self.forced.add(id)
+                if self.known[id].key and after[id] in "pb":
+                    self.admit(id)
+        self.trace.append(f"{verb}_all {state}: {n} ({ids})")
+
+    def retarget(self, workers: list[str] | None) -> None:
+        """``Inspector.set_workers``: a targeted task's allowed workers change while it may have
+        runs going on."""
+        ids = [i for i in self.targeted if self.state(i) == "m"]
+        if not ids:
+            return
+        id = ids[self.n % len(ids)]
+        try:
+            self.insp.set_workers(Q, id, workers)
+        except (TaskStateError, TaskNotFoundError, InvalidArgumentError) as exc:
+            self.trace.append(f"set_workers {id} {workers}: {type(exc).__name__}")
+            return
+        self.trace.append(f"set_workers {id} {workers}")
+
+    def lost_dequeue(self, count: int) -> None:
+        """A dequeue whose reply is lost: its tasks are leased to no one that knows it, until the
+        lease expires and the recoverer hands them on (the model's checks: nothing lost, no slot
+        without an active task)."""
+        got = self.x.run(self.b.dequeue(Q, count, LEASE_MS, self.new_token(), ""))
+        self.trace.append(f"dequeue {count}: reply lost ({[i for i, _ in got.tasks]})")
 
     def retention_passes(self, ms: int) -> None:
         """Time passes beyond the retention of completed tasks (600 s; or the archive's age limit,
@@ -808,6 +922,7 @@ class PlusMachine(CrossMachine):
         self.last_kept.update({m.decode(): ("x", s + ARCHIVE_MAX_AGE_MS)
                                for m, s in self.r.zrange(K.archived, 0, -1, withscores=True)})
         self.touched = set()
+        self.steps_done += 1
 
     @invariant()
     def counts_agree(self) -> None:
