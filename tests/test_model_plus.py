@@ -20,6 +20,90 @@ count+1 it reads that were due, or whose rate is gone, are back in the round; th
 below PASS_REBASE; tenant a's rate schedule moved by one interval a task of it started (none for its
 held tasks).
 
+Issue 43 item 4, the model meets every mechanism. What an operator can do (the Inspector's methods
+that change state, and the CLI commands over them) and every fault, and where the model drives it
+(``step`` is tests/test_model.py's rule; ``mechanism`` this module's, taken one step in three):
+
+=================================================  =================================================
+action or fault                                    rule (where), or "not modelled: why"
+=================================================  =================================================
+Client.enqueue / enqueue_many, ``enqueue``          step: produce (every kind); mechanism ``side``
+                                                   (lone and batch, tenants, version-gated)
+delete_task / archive_task / run_task,              step: operator delete / archive / run
+``task delete|archive|run``
+cancel, ``task cancel``                             step: operator cancel, contend
+edit_task, ``task edit``                            step: operator edit; scenario keyed_edit_due_now
+delete_all / run_all / archive_all,                 mechanism ``bulk`` (every state each takes)
+``task deleteall|runall|archiveall``
+delete, then enqueue under the same id (targeted)   step: operator resubmit
+set_workers (API only)                              mechanism ``retarget``
+set_limits / clear_limits, ``queue limit``          step: background limit, contend; mechanism
+                                                   ``resize`` (set below what is leased, then raised)
+set_tenant (pause, weight, concurrency, clear),     step: operator tenant; tenant a's rate every 5th
+pause/resume/clear_tenant, ``queue tenant``         operator step; its concurrency lowered while its
+                                                   tasks run: mechanism ``resize``
+set_tenant_defaults / clear_tenant_defaults,        every 3rd operator step: on, then cleared or
+``queue tenants --rate``                            rate 0 while a tenant waits on it (a worker is
+                                                   woken; every other time the sweep runs first)
+block_type / unblock_type, ``queue block|unblock``  every 6th operator step (a deploy)
+pause / unpause, ``queue pause|unpause``            mechanism ``pause`` (nothing handed out while
+                                                   paused; unpaused, a worker is woken)
+remove_queue, ``queue rm [--force]``, then the      every 3rd operator step (xr2, emptied first);
+same name used again                                mechanism ``side_remove`` (a side queue, forced
+                                                   or empty: no key of it left), then ``side``
+set_events, ``queue events``                        the model's cap is 40 (events_within_cap);
+                                                   ``active=True`` not modelled: one more kind of
+                                                   entry, counted the same way (test_events.py)
+the sweep (janitor: tenant_fix, reconcile)          every 4th operator step, after keys edited by
+                                                   hand; the ring part after the defaults change
+retention expiry, the archive's age limit           mechanism ``expire`` (600 s, 1 h: the janitor's
+(janitor: expire, trim)                            expire and trim)
+more than four queues, a pattern, discovery         mechanism ``side``: six side queues served by a
+                                                   pattern worker (worker/queues.py's ServedQueues
+                                                   and QueueOrder, fetching by wake token, its scan)
+version gates and take-backs                        step: w2 (version 2) beside older workers;
+                                                   ``side``: an older server sets tasks aside, the
+                                                   side worker (version 2) takes them back (its look
+                                                   at queues new to it, its scan)
+stop/quiet/resume/scale_server, ``server ...``      not modelled: messages to a running Server's
+                                                   Python loops, no script (test_control.py: the
+                                                   scale-down and the idle wait's dequeue); the Lua
+                                                   half of a resize is the limits (``resize``)
+cron_add/remove/pause/resume/run_now, ``cron ...``  not modelled: entries are keys of their own; a
+                                                   firing is an enqueue (test_cron.py)
+durable processes, ``process ...``                  not here: tests/test_process_machine.py
+``outbox relay|retry|discard``                      not modelled: the database's side; the relay's
+                                                   store is an enqueue_many (test_outbox.py)
+fault: a store call's reply lost, sent again        step: keyed_resent, child_resent; every 3rd
+                                                   produce step: resend_meets (after the task's
+                                                   end too: completed, archived, retried, gone)
+fault: the application sends the same task again    resend_meets
+fault: a worker's outcome reply lost, sent again    every 3rd outcome: outcome_resent (changes
+                                                   nothing)
+fault: a dequeue's reply lost                       mechanism ``lost_dequeue`` (the lease expires)
+fault: a worker dies holding leases                 step: background crash, recover
+fault: a worker restarted under the same name       every w1 dequeue that got a run
+fault: a cancelled run's late outcome               step: cancel, then the worker's outcome
+fault: producer / propagator / forwarder dies       step: child_resent after_register, propagate
+between two calls of one plan                       crash_at, forward gate=False
+fault: an aggregation whose read went stale         step: aggregate stale
+fault: keys edited or removed by hand               every 4th operator step (then the sweep)
+fault: a wake token lost                            mechanism ``side`` (fetch with its token lost)
+fault: passes near 10^15                            every 7th operator step
+fault: Redis restarts, failovers, the Cluster       not modelled: one Redis here (tests/faults/,
+                                                   test_cluster.py, test_replication.py)
+fault: clocks apart (a client's, Redis's)           not modelled: one FakeClock (test_skew.py)
+=================================================  =================================================
+
+Checks after every step added for item 4: nothing lost (a known task leaves Redis only by a way
+that removes it: its end without retention, an operator's delete, an aggregation, a debounce, the
+end of its retention or of the archive's age limit), the queue's counts (queue_info) are its tasks'
+states, the event stream's count is what it holds and within its cap, a side queue holding tasks
+is a known queue, a kept targeted task keeps its runs record; at each dequeue nothing is handed out
+while the queue is paused and no more is leased than the limit (but what was leased before a
+resize). Scenarios (SCENARIOS, at the end) drive each meeting step by step; the mutants of
+tests/mutants/plus/ name the one that catches them.
+
 A subclass, so that the model's own examples (and the mutants it is checked against,
 tests/test_model_mutants.py) stay as they are: hypothesis derives a machine's examples from its
 source."""
@@ -31,6 +115,7 @@ from typing import Any
 
 import fakeredis
 import pytest
+import redis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
@@ -121,7 +206,7 @@ SIDE_RATED = ("xs0", "xs3")
 SIDE_IDLE_S = 5.0
 """The side worker's idle timeout (its scan's base)."""
 MECHANISMS = ["side", "bulk", "side", "pause", "side", "resize", "side", "lost_dequeue", "side_remove", "retarget",
-              "expire", "side_settle"]
+              "extend", "expire", "side_settle"]
 """The mechanisms in the order the ``mechanism`` rule takes them (from an offset drawn once: a draw
 of one of them would favour the first)."""
 MECHANISM_EVERY = 3
@@ -798,6 +883,8 @@ class PlusMachine(CrossMachine):
             self.bulk(verb, data.draw(st.sampled_from(BULK_STATES[verb])))
         elif what == "retarget":
             self.retarget(data.draw(st.sampled_from([["w1"], None, ["w1", "w2"]])))
+        elif what == "extend":
+            self.extend()
         else:
             self.lost_dequeue(data.draw(st.integers(1, 2)))
 
@@ -842,6 +929,27 @@ class PlusMachine(CrossMachine):
             self.trace.append(f"set_workers {id} {workers}: {type(exc).__name__}")
             return
         self.trace.append(f"set_workers {id} {workers}")
+
+    def extend(self) -> None:
+        """The workers renew the leases of what they run (their heartbeat: ``extend``): a lease
+        renewed ends a lease period from now; one refused is one the worker no longer holds (its
+        lease expired and was recovered, an operator cancelled it, or a run's worker is no longer
+        allowed: it is given back), and the worker drops it."""
+        if not self.running:
+            return
+        held = [(id, run.token, id.rpartition("|")[0]) for id, run in sorted(self.running.items())]
+        now, lost = self.x.run(self.b.extend(Q, LEASE_MS, held))
+        for id, token, task in held:
+            v = self.r.hget(K.tasks, id)
+            mine = v is not None and v[:1] == b"a" and v[1:9] == token.encode()
+            if id in lost:
+                assert not mine or task, (f"the lease of {id}, held, was refused", self.trace[-12:])
+                del self.running[id]
+            else:
+                assert mine and self.r.zscore(K.lease, id) == now + LEASE_MS, (
+                    f"the lease of {id} was renewed, but it is not held till {now + LEASE_MS}", self.trace[-12:])
+                self.running[id].deadline = now + LEASE_MS
+        self.trace.append(f"extend {[id for id, _, _ in held]}: lost {lost}")
 
     def lost_dequeue(self, count: int) -> None:
         """A dequeue whose reply is lost: its tasks are leased to no one that knows it, until the
@@ -1148,6 +1256,181 @@ def keyed_edit_due_now(m: PlusMachine) -> None:
     check_all(m)
 
 
+def tenant_paused_resumed(m: PlusMachine) -> None:
+    """Tenant b with pending tasks is paused, then resumed: it is back in the ready ring."""
+    for _ in range(2):
+        enqueue_plain(m, tenant="b")
+    for paused in (True, False):
+        m.insp.set_tenant(Q, "b", paused=paused)
+        m.trace.append(f"tenant b paused={paused}")
+        check_all(m)
+
+
+def held_frees_its_slot(m: PlusMachine) -> None:
+    """A limit of one; the first pending task is of a blocked type: the dequeue holds it, its slot
+    is free again, and the worker is not told it was held back by the limit."""
+    m.set_limit(1)
+    m.insp.block_type(Q, "t")
+    m.blocked.add("t")
+    enqueue_plain(m)
+    id = m.new_id()
+    m.client.enqueue("x", m.n, queue=Q, task_id=id, max_retry=1)
+    m.known[id] = Known()
+    check_all(m)
+    m.dequeue(2)  # (two asked, one slot free: the limit bounds the dequeue, and the held task took the slot)
+    check_all(m)
+
+
+def passes_near_the_band(m: PlusMachine) -> None:
+    """Tenant b takes turns with passes moved up near 10^15: the next dequeue rebases them."""
+    for _ in range(3):
+        enqueue_plain(m, tenant="b")
+    m.dequeue(1)
+    m.passes_grow_large()
+    check_all(m)
+    m.dequeue(1)
+    check_all(m)
+
+
+def cancel_parent(m: PlusMachine) -> None:
+    """A running workflow parent, a child waiting on it, and the operator's cancel of the parent."""
+    parent = enqueue_plain(m)
+    child = m.new_id()
+    m.client.enqueue("child", m.n, queue=Q, task_id=child, after=[(Q, parent)], max_retry=1)
+    m.known[child] = Known(parents=[parent])
+    check_all(m)
+    assert m.dequeue(1) == [parent]
+    m.cancel(parent)
+    m.trace.append(f"cancel {parent}")
+    check_all(m)
+
+
+def cancel_keyed_holder(m: PlusMachine) -> None:
+    """The running holder of key k1 is cancelled by the operator: the key is released."""
+    holder = enqueue_plain(m, key="k1")
+    assert m.dequeue(1) == [holder]
+    m.cancel(holder)
+    m.trace.append(f"cancel {holder}")
+    check_all(m)
+
+
+def snoozed_holder(m: PlusMachine) -> None:
+    """The holder of key k1 snoozes (RateLimited: scheduled); a later task of k1 waits behind it."""
+    holder = enqueue_plain(m, key="k1")
+    assert m.dequeue(1) == [holder]
+    m.finish_one(holder, "snooze", Draws(1000))
+    check_all(m)
+    enqueue_plain(m, key="k1")
+    m.dequeue(1)
+    check_all(m)
+
+
+def application_resends(m: PlusMachine) -> None:
+    """A pending task's store call sent again (its reply lost), and the application sending the
+    same task again (a new call, a moment later): both find the caller's own task (issue 42 #11)."""
+    enqueue_plain(m)
+    m.time_passes(300)
+    m.resend_meets()
+    check_all(m)
+
+
+def leases_renewed(m: PlusMachine) -> None:
+    """A worker renews the leases of a task and of a targeted run while the operator changes the
+    run's allowed workers: a run no longer allowed is given back."""
+    enqueue_plain(m)
+    tg = m.new_id()
+    m.client.enqueue("tg", m.n, queue=Q, task_id=tg, workers=["w1", "w2"], runs=1, max_retry=1)
+    m.known[tg] = Known()
+    m.targeted[tg] = 0
+    assert len(m.dequeue(2, "w2")) == 2
+    check_all(m)
+    m.extend()
+    check_all(m)
+    m.insp.set_workers(Q, tg, ["w1"])
+    m.trace.append(f"set_workers {tg} ['w1']")
+    m.extend()
+    check_all(m)
+    assert f"{tg}|w2" not in m.running, "(the run no longer allowed is given back)"
+
+
+def enqueue_typed(m: PlusMachine, task_type: str, **opts: Any) -> str:
+    id = m.new_id()
+    m.client.enqueue(task_type, m.n, queue=Q, task_id=id, max_retry=1, **opts)
+    m.known[id] = Known(tenant=opts.get("tenant", ""))
+    m.trace.append(f"enqueue {id} {task_type} {opts}")
+    check_all(m)
+    return id
+
+
+def rated_tenant_backlog(m: PlusMachine) -> None:
+    """Tenant a (2/s, a burst of 1) has a backlog: a dequeue of three starts one."""
+    for _ in range(3):
+        enqueue_plain(m, tenant="a")
+    m.dequeue(3)
+    check_all(m)
+
+
+def held_tasks_of_a_rated_tenant(m: PlusMachine) -> None:
+    """Tenant a (2/s) ran a task; a while later it has a task of a blocked type ahead of one it
+    may run: the held one spends no token of its rate (its schedule moves by one interval), and
+    the other starts."""
+    enqueue_typed(m, "x", tenant="a")
+    m.dequeue(1)
+    m.time_passes(1_100)
+    m.insp.block_type(Q, "t")
+    m.blocked.add("t")
+    enqueue_plain(m, tenant="a")
+    enqueue_typed(m, "x", tenant="a")
+    m.dequeue(2)
+    check_all(m)
+
+
+def held_tenant_task(m: PlusMachine) -> None:
+    """Tenant b's task of a blocked type: the dequeue holds it, and b's slot is free again."""
+    m.insp.block_type(Q, "t")
+    m.blocked.add("t")
+    enqueue_plain(m, tenant="b")
+    m.dequeue(1)
+    check_all(m)
+
+
+def tenant_at_its_concurrency(m: PlusMachine) -> None:
+    """Tenant b at a concurrency of 1 with three tasks: a dequeue of three starts one of them."""
+    m.insp.set_tenant(Q, "b", concurrency=1)
+    for _ in range(3):
+        enqueue_plain(m, tenant="b")
+    m.dequeue(3)
+    check_all(m)
+
+
+def ring_edited_then_swept(m: PlusMachine) -> None:
+    """Tenant b is removed from the ready ring by hand; the sweep's ring part puts it back."""
+    for _ in range(2):
+        enqueue_plain(m, tenant="b")
+    m.hand_edit_then_sweep()
+    check_all(m)
+
+
+def debounced_parent(m: PlusMachine) -> None:
+    """A child waits on a debounced task, which the next debounced enqueue replaces."""
+    m.enqueue_debounced(0)
+    parent = f"t{m.n}"
+    check_all(m)
+    child = m.new_id()
+    m.client.enqueue("child", m.n, queue=Q, task_id=child, after=[(Q, parent)], max_retry=1)
+    m.known[child] = Known(parents=[parent])
+    check_all(m)
+    m.enqueue_debounced(1)
+    check_all(m)
+
+
+def keyed_resent_blocked(m: PlusMachine) -> None:
+    """A keyed enqueue whose task waits behind its key's holder, sent again (its reply lost)."""
+    enqueue_plain(m, key="k1")
+    m.enqueue_keyed_resent("k1")
+    check_all(m)
+
+
 SCENARIOS: dict[str, Any] = {
     "resend_after_commit": resend_after_commit,
     "restarted_worker": restarted_worker,
@@ -1160,6 +1443,21 @@ SCENARIOS: dict[str, Any] = {
     "live_resize": live_resize,
     "targeted_kept": targeted_kept,
     "keyed_edit_due_now": keyed_edit_due_now,
+    "tenant_paused_resumed": tenant_paused_resumed,
+    "held_frees_its_slot": held_frees_its_slot,
+    "passes_near_the_band": passes_near_the_band,
+    "cancel_parent": cancel_parent,
+    "cancel_keyed_holder": cancel_keyed_holder,
+    "snoozed_holder": snoozed_holder,
+    "application_resends": application_resends,
+    "leases_renewed": leases_renewed,
+    "rated_tenant_backlog": rated_tenant_backlog,
+    "held_tasks_of_a_rated_tenant": held_tasks_of_a_rated_tenant,
+    "held_tenant_task": held_tenant_task,
+    "tenant_at_its_concurrency": tenant_at_its_concurrency,
+    "ring_edited_then_swept": ring_edited_then_swept,
+    "debounced_parent": debounced_parent,
+    "keyed_resent_blocked": keyed_resent_blocked,
 }
 
 
@@ -1177,6 +1475,15 @@ def run_scenario(name: str, factory: Any) -> None:
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario_on_fakeredis(name: str) -> None:
     run_scenario(name, lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+
+
+@pytest.mark.slow
+@pytest.mark.one_process
+@pytest.mark.real
+def test_scenarios_on_redis_server(redis_url: str) -> None:
+    """(The mutants run them on redis-server too, each on its mutant's scripts.)"""
+    for name in sorted(SCENARIOS):
+        run_scenario(name, lambda: redis.Redis.from_url(redis_url))
 
 
 def test_the_side_scenario_catches_a_worker_without_its_scan(monkeypatch: pytest.MonkeyPatch) -> None:
