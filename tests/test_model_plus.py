@@ -74,6 +74,8 @@ cron_add/remove/pause/resume/run_now, ``cron ...``  not modelled: entries are ke
 durable processes, ``process ...``                  not here: tests/test_process_machine.py
 ``outbox relay|retry|discard``                      not modelled: the database's side; the relay's
                                                    store is an enqueue_many (test_outbox.py)
+a worker's lease renewal (its heartbeat: extend)    mechanism ``extend`` (a run no longer allowed
+                                                   after ``retarget`` is given back)
 fault: a store call's reply lost, sent again        step: keyed_resent, child_resent; every 3rd
                                                    produce step: resend_meets (after the task's
                                                    end too: completed, archived, retried, gone)
@@ -1431,6 +1433,103 @@ def keyed_resent_blocked(m: PlusMachine) -> None:
     check_all(m)
 
 
+def slot_freed(m: PlusMachine, how: str) -> None:
+    """A limit of one: a worker runs a task, a second worker is held back by the limit, and the
+    run ends (``how``: done, complete, archive; cancel: the operator's; run: a targeted run's lease
+    expired, ended by the recoverer): the freed slot wakes the held-back worker."""
+    m.set_limit(1)
+    if how == "run":
+        id = m.new_id()
+        m.client.enqueue("tg", m.n, queue=Q, task_id=id, workers=["w1", "w2"], runs=1, max_retry=1)
+        m.known[id] = Known()
+        m.targeted[id] = 0
+        first = m.dequeue(1, "w2")
+    else:
+        first = [enqueue_plain(m)]
+        assert m.dequeue(1) == first
+    enqueue_plain(m)
+    m.dequeue(1)
+    assert m.held_back, "(premise: the second worker is held back by the limit)"
+    m.r.delete(K.wake)  # (the token the enqueue left: taken by a worker that found the limit)
+    if how == "cancel":
+        m.cancel(first[0])
+        m.trace.append(f"cancel {first[0]}")
+    elif how == "run":  # (the worker's own end of a run is followed by a rewake: the recoverer's is not)
+        m.time_passes(LEASE_MS + 1_000)  # (the held-back worker polls: held back again)
+        m.r.delete(K.wake)
+        m.recover()
+    else:
+        m.finish_one(first[0], "done" if how == "run" else how, Draws())
+    check_all(m)
+
+
+def operator_on_parent(m: PlusMachine, verb: str) -> None:
+    """A child waits on a pending parent; the operator deletes or archives the parent."""
+    parent = enqueue_plain(m)
+    child = m.new_id()
+    m.client.enqueue("child", m.n, queue=Q, task_id=child, after=[(Q, parent)], max_retry=1)
+    m.known[child] = Known(parents=[parent])
+    check_all(m)
+    m.touched.add(parent)
+    getattr(m.insp, f"{verb}_task")(Q, parent)
+    m.trace.append(f"{verb} {parent}")
+    check_all(m)
+
+
+def operator_on_holder(m: PlusMachine, verb: str) -> None:
+    """Key k1's pending holder and a task blocked behind it; the operator deletes or archives the holder."""
+    holder = enqueue_plain(m, key="k1")
+    enqueue_plain(m, key="k1")
+    m.touched.add(holder)
+    getattr(m.insp, f"{verb}_task")(Q, holder)
+    m.trace.append(f"{verb} {holder}")
+    check_all(m)
+
+
+def child_of_a_failed_parent(m: PlusMachine) -> None:
+    """A child enqueued after a parent that already failed (archived), under ``cancel``."""
+    parent = enqueue_plain(m)
+    m.insp.archive_task(Q, parent)
+    child = m.new_id()
+    m.client.enqueue("child", m.n, queue=Q, task_id=child, after=[(Q, parent)], max_retry=1)
+    m.known[child] = Known(parents=[parent])
+    m.trace.append(f"child {child} after {parent} -> {m.state(child)}")
+    check_all(m)
+
+
+def tenant_task_retried(m: PlusMachine) -> None:
+    """Tenant b's running task fails and goes to retry: its tenant slot is free again."""
+    id = enqueue_plain(m, tenant="b")
+    assert m.dequeue(1) == [id]
+    m.finish_one(id, "retry", Draws())
+    check_all(m)
+
+
+def tenant_last_task_deleted(m: PlusMachine) -> None:
+    """The operator deletes tenant b's only pending task: b leaves the ready ring."""
+    id = enqueue_plain(m, tenant="b")
+    m.touched.add(id)
+    m.insp.delete_task(Q, id)
+    m.trace.append(f"delete {id}")
+    check_all(m)
+
+
+def targeted_resubmitted(m: PlusMachine) -> None:
+    """A targeted task whose run is going on is deleted and enqueued again under its id; the old
+    run then ends: it changes nothing of the new task."""
+    id = m.new_id()
+    m.client.enqueue("tg", m.n, queue=Q, task_id=id, workers=["w1", "w2"], runs=1, max_retry=1)
+    m.known[id] = Known()
+    m.targeted[id] = 0
+    assert m.dequeue(1, "w2") == [f"{id}|w2"]
+    m.touched.add(id)
+    m.insp.delete_task(Q, id)
+    m.enqueue_targeted(Draws(None, 1, 0), id)
+    check_all(m)
+    m.finish_one(f"{id}|w2", "done", Draws())
+    check_all(m)
+
+
 SCENARIOS: dict[str, Any] = {
     "resend_after_commit": resend_after_commit,
     "restarted_worker": restarted_worker,
@@ -1458,6 +1557,16 @@ SCENARIOS: dict[str, Any] = {
     "ring_edited_then_swept": ring_edited_then_swept,
     "debounced_parent": debounced_parent,
     "keyed_resent_blocked": keyed_resent_blocked,
+    **{f"slot_freed_{how}": (lambda how: lambda m: slot_freed(m, how))(how)
+       for how in ("done", "complete", "archive", "cancel", "run")},
+    "delete_parent": lambda m: operator_on_parent(m, "delete"),
+    "archive_parent": lambda m: operator_on_parent(m, "archive"),
+    "delete_holder": lambda m: operator_on_holder(m, "delete"),
+    "archive_holder": lambda m: operator_on_holder(m, "archive"),
+    "child_of_a_failed_parent": child_of_a_failed_parent,
+    "tenant_task_retried": tenant_task_retried,
+    "tenant_last_task_deleted": tenant_last_task_deleted,
+    "targeted_resubmitted": targeted_resubmitted,
 }
 
 
