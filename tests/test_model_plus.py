@@ -27,74 +27,74 @@ that change state, and the CLI commands over them) and every fault, and where th
 =================================================  =================================================
 action or fault                                    rule (where), or "not modelled: why"
 =================================================  =================================================
-Client.enqueue / enqueue_many, ``enqueue``          step: produce (every kind); mechanism ``side``
+Client.enqueue / enqueue_many, ``enqueue``         step: produce (every kind); mechanism ``side``
                                                    (lone and batch, tenants, version-gated)
-delete_task / archive_task / run_task,              step: operator delete / archive / run
+delete_task / archive_task / run_task,             step: operator delete / archive / run
 ``task delete|archive|run``
-cancel, ``task cancel``                             step: operator cancel, contend
-edit_task, ``task edit``                            step: operator edit; scenario keyed_edit_due_now
-delete_all / run_all / archive_all,                 mechanism ``bulk`` (every state each takes)
+cancel, ``task cancel``                            step: operator cancel, contend
+edit_task, ``task edit``                           step: operator edit; scenario keyed_edit_due_now
+delete_all / run_all / archive_all,                mechanism ``bulk`` (every state each takes)
 ``task deleteall|runall|archiveall``
-delete, then enqueue under the same id (targeted)   step: operator resubmit
-set_workers (API only)                              mechanism ``retarget``
-set_limits / clear_limits, ``queue limit``          step: background limit, contend; mechanism
+delete, then enqueue under the same id (targeted)  step: operator resubmit
+set_workers (API only)                             mechanism ``retarget``
+set_limits / clear_limits, ``queue limit``         step: background limit, contend; mechanism
                                                    ``resize`` (set below what is leased, then raised)
-set_tenant (pause, weight, concurrency, clear),     step: operator tenant; tenant a's rate every 5th
-pause/resume/clear_tenant, ``queue tenant``         operator step; its concurrency lowered while its
+set_tenant (pause, weight, concurrency, clear),    step: operator tenant; tenant a's rate every 5th
+pause/resume/clear_tenant, ``queue tenant``        operator step; its concurrency lowered while its
                                                    tasks run: mechanism ``resize``
-set_tenant_defaults / clear_tenant_defaults,        every 3rd operator step: on, then cleared or
-``queue tenants --rate``                            rate 0 while a tenant waits on it (a worker is
+set_tenant_defaults / clear_tenant_defaults,       every 3rd operator step: on, then cleared or
+``queue tenants --rate``                           rate 0 while a tenant waits on it (a worker is
                                                    woken; every other time the sweep runs first)
-block_type / unblock_type, ``queue block|unblock``  every 6th operator step (a deploy)
-pause / unpause, ``queue pause|unpause``            mechanism ``pause`` (nothing handed out while
+block_type / unblock_type, ``queue block|unblock`` every 6th operator step (a deploy)
+pause / unpause, ``queue pause|unpause``           mechanism ``pause`` (nothing handed out while
                                                    paused; unpaused, a worker is woken)
-remove_queue, ``queue rm [--force]``, then the      every 3rd operator step (xr2, emptied first);
-same name used again                                mechanism ``side_remove`` (a side queue, forced
+remove_queue, ``queue rm [--force]``, then the     every 3rd operator step (xr2, emptied first);
+same name used again                               mechanism ``side_remove`` (a side queue, forced
                                                    or empty: no key of it left), then ``side``
-set_events, ``queue events``                        the model's cap is 40 (events_within_cap);
+set_events, ``queue events``                       the model's cap is 40 (events_within_cap);
                                                    ``active=True`` not modelled: one more kind of
                                                    entry, counted the same way (test_events.py)
-the sweep (janitor: tenant_fix, reconcile)          every 4th operator step, after keys edited by
+the sweep (janitor: tenant_fix, reconcile)         every 4th operator step, after keys edited by
                                                    hand; the ring part after the defaults change
-retention expiry, the archive's age limit           mechanism ``expire`` (600 s, 1 h: the janitor's
+retention expiry, the archive's age limit          mechanism ``expire`` (600 s, 1 h: the janitor's
 (janitor: expire, trim)                            expire and trim)
-more than four queues, a pattern, discovery         mechanism ``side``: six side queues served by a
+more than four queues, a pattern, discovery        mechanism ``side``: six side queues served by a
                                                    pattern worker (worker/queues.py's ServedQueues
                                                    and QueueOrder, fetching by wake token, its scan)
-version gates and take-backs                        step: w2 (version 2) beside older workers;
+version gates and take-backs                       step: w2 (version 2) beside older workers;
                                                    ``side``: an older server sets tasks aside, the
                                                    side worker (version 2) takes them back (its look
                                                    at queues new to it, its scan)
-stop/quiet/resume/scale_server, ``server ...``      not modelled: messages to a running Server's
+stop/quiet/resume/scale_server, ``server ...``     not modelled: messages to a running Server's
                                                    Python loops, no script (test_control.py: the
                                                    scale-down and the idle wait's dequeue); the Lua
                                                    half of a resize is the limits (``resize``)
-cron_add/remove/pause/resume/run_now, ``cron ...``  not modelled: entries are keys of their own; a
+cron_add/remove/pause/resume/run_now, ``cron ...`` not modelled: entries are keys of their own; a
                                                    firing is an enqueue (test_cron.py)
-durable processes, ``process ...``                  not here: tests/test_process_machine.py
-``outbox relay|retry|discard``                      not modelled: the database's side; the relay's
+durable processes, ``process ...``                 not here: tests/test_process_machine.py
+``outbox relay|retry|discard``                     not modelled: the database's side; the relay's
                                                    store is an enqueue_many (test_outbox.py)
-a worker's lease renewal (its heartbeat: extend)    mechanism ``extend`` (a run no longer allowed
+a worker's lease renewal (its heartbeat: extend)   mechanism ``extend`` (a run no longer allowed
                                                    after ``retarget`` is given back)
-fault: a store call's reply lost, sent again        step: keyed_resent, child_resent; every 3rd
+fault: a store call's reply lost, sent again       step: keyed_resent, child_resent; every 3rd
                                                    produce step: resend_meets (after the task's
                                                    end too: completed, archived, retried, gone)
-fault: the application sends the same task again    resend_meets
-fault: a worker's outcome reply lost, sent again    every 3rd outcome: outcome_resent (changes
+fault: the application sends the same task again   resend_meets
+fault: a worker's outcome reply lost, sent again   every 3rd outcome: outcome_resent (changes
                                                    nothing)
-fault: a dequeue's reply lost                       mechanism ``lost_dequeue`` (the lease expires)
-fault: a worker dies holding leases                 step: background crash, recover
-fault: a worker restarted under the same name       every w1 dequeue that got a run
-fault: a cancelled run's late outcome               step: cancel, then the worker's outcome
-fault: producer / propagator / forwarder dies       step: child_resent after_register, propagate
-between two calls of one plan                       crash_at, forward gate=False
-fault: an aggregation whose read went stale         step: aggregate stale
-fault: keys edited or removed by hand               every 4th operator step (then the sweep)
-fault: a wake token lost                            mechanism ``side`` (fetch with its token lost)
-fault: passes near 10^15                            every 7th operator step
-fault: Redis restarts, failovers, the Cluster       not modelled: one Redis here (tests/faults/,
+fault: a dequeue's reply lost                      mechanism ``lost_dequeue`` (the lease expires)
+fault: a worker dies holding leases                step: background crash, recover
+fault: a worker restarted under the same name      every w1 dequeue that got a run
+fault: a cancelled run's late outcome              step: cancel, then the worker's outcome
+fault: producer / propagator / forwarder dies      step: child_resent after_register, propagate
+between two calls of one plan                      crash_at, forward gate=False
+fault: an aggregation whose read went stale        step: aggregate stale
+fault: keys edited or removed by hand              every 4th operator step (then the sweep)
+fault: a wake token lost                           mechanism ``side`` (fetch with its token lost)
+fault: passes near 10^15                           every 7th operator step
+fault: Redis restarts, failovers, the Cluster      not modelled: one Redis here (tests/faults/,
                                                    test_cluster.py, test_replication.py)
-fault: clocks apart (a client's, Redis's)           not modelled: one FakeClock (test_skew.py)
+fault: clocks apart (a client's, Redis's)          not modelled: one FakeClock (test_skew.py)
 =================================================  =================================================
 
 Checks after every step added for item 4: nothing lost (a known task leaves Redis only by a way
