@@ -43,7 +43,7 @@ local function gate(vs)  -- the batch's cap check (includes/cap): nil, false (re
 end
 local victims = nil
 if A.check ~= '1' then  -- generated ids: the entries are already the HSET field/value list
-  if redis.call('EXISTS', K.marker) == 1 then
+  if redis.call('PTTL', K.marker) ~= -2 then  -- (PTTL, not EXISTS: EXISTS is the operator scripts' guard, refused to producers)
     return refused  -- sent again: this call stored its batch already
   end
   for i = 1, A.entries.n do

@@ -17,7 +17,7 @@
 --- Returns true if the id was removed, false if it was not found.
 local HINT_SPAN = 2000
 local function tenant_idle(pk)  -- no tenant has pending tasks: the virtual time and seq start again
-  if redis.call('EXISTS', pk[4]) == 0 and redis.call('EXISTS', pk[3]) == 0 then  -- (EXISTS: operators only)
+  if redis.call('ZCARD', pk[4]) == 0 and redis.call('ZCARD', pk[3]) == 0 then  -- (ZCARD, not EXISTS: a producer's drop_oldest takes too)
     tenant_rest(pk[5])  -- (a tenant's settings stay)
   end
 end

@@ -56,6 +56,21 @@ while n < 3000:
 """
 
 
+def _acked(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _wait_acked(path: Path, n: int, producer: subprocess.Popen[bytes], limit: float = 60.0) -> None:
+    """Wait until the producer has acknowledged ``n`` ids (bounded; it must still be running)."""
+    deadline = time.monotonic() + limit
+    while len(_acked(path)) < n:
+        if producer.poll() is not None:  # (the storm is over: every id sent; anything else is a failure)
+            assert producer.returncode == 0, producer.stderr.read().decode()[-2000:] if producer.stderr else ""
+            return
+        assert time.monotonic() < deadline, f"the producer acknowledged {len(_acked(path))} of {n} in {limit} s"
+        time.sleep(0.05)
+
+
 def test_a_drop_oldest_storm_with_the_producer_and_redis_killed_loses_nothing_accepted(tmp_path: Path) -> None:
     server = RedisProcess("--appendonly", "yes", "--appendfsync", "always")
     acked_file = tmp_path / "acked.txt"
@@ -64,14 +79,14 @@ def test_a_drop_oldest_storm_with_the_producer_and_redis_killed_loses_nothing_ac
             insp.set_queue_cap("capped", CAP, "drop_oldest")
         producer = subprocess.Popen([sys.executable, "-c", STORM, server.url, str(acked_file)],
                                     env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)
+        _wait_acked(acked_file, 2 * CAP, producer)  # (not a fixed sleep: a loaded machine starts it late)
         server.crash()
         time.sleep(0.3)
         server = server.restart()
-        time.sleep(1.0)
+        _wait_acked(acked_file, len(_acked(acked_file)) + CAP, producer)  # the storm goes on after the restart
         producer.send_signal(signal.SIGKILL)
         producer.wait(10)
-        acked = acked_file.read_text().split()
+        acked = _acked(acked_file)
         r = redis.Redis.from_url(server.url)
         q = queue_keys("capped")
         stored = {k.decode(): v for k, v in r.hgetall(q.tasks).items()}
