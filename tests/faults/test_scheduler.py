@@ -26,6 +26,12 @@ WORKER_ARGS = ("--scheduler", "--concurrency", "10", "--lease", "1.5", "--heartb
 ENTRIES = {"every-second": {"every": 1}, "cron-second": {"cron": "* * * * * *"}}
 
 
+def _ticks(r: redis.Redis) -> int:
+    """The fewest ticks enqueued so far of any entry."""
+    ids = [k.decode() for k in r.hkeys(queue_keys("default").tasks)]
+    return min(sum(1 for i in ids if i.startswith(f"cron:{name}:")) for name in ENTRIES)
+
+
 def test_sigkilled_schedulers_enqueue_each_tick_once(redis_url: str, recorder: redis.Redis,
                                                      recorder_server: RedisProcess, tmp_path: Path) -> None:
     with Inspector(redis_url) as insp:
@@ -35,8 +41,11 @@ def test_sigkilled_schedulers_enqueue_each_tick_once(redis_url: str, recorder: r
     kills = 0
     try:
         rnd = random.Random(5)
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
+        r = redis.Redis.from_url(redis_url)
+        start = time.monotonic()
+        # at least 20 s of kills, and on until each entry has 15 ticks (a loaded machine restarts
+        # the schedulers slowly: a fixed 20 s gave 12), at most 90 s
+        while time.monotonic() < start + 20 or (_ticks(r) < 15 and time.monotonic() < start + 90):
             time.sleep(rnd.uniform(0.2, 1.0))
             workers.replace(rnd.randrange(3), rnd.choice(["kill", "kill", "term-kill"]))
             kills += 1
@@ -44,7 +53,6 @@ def test_sigkilled_schedulers_enqueue_each_tick_once(redis_url: str, recorder: r
             for name in ENTRIES:
                 insp.cron_pause(name)
         time.sleep(0.5)  # a call in flight lands
-        r = redis.Redis.from_url(redis_url)
         ids = [k.decode() for k in r.hkeys(queue_keys("default").tasks)]
         wait_finished(redis_url, len(ids), timeout=60)
     finally:
