@@ -4,7 +4,7 @@ Every method but :meth:`Inspector.events` is written once, as a plan of
 :class:`~asynqpy.core.inspector_plans.InspectorPlans` (:mod:`asynqpy.core.twin`): the sync class
 runs each round trip with a blocking pipeline, the async one awaits it. Every call is O(1) or
 O(page size) in Redis work whatever the queue depth; bulk operations go in bounded batches (see
-docs/architecture.md).
+docs/internals-scripts.md, "Operator actions").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Costs as a deployment grows: every row of docs/architecture.md "Costs as a deployment grows".
+"""Costs as a deployment grows: every row of docs/internals-costs.md "Costs as a deployment grows".
 
     python bench/scale.py [--quick] [--only janitor,stats] [--json PATH]
 

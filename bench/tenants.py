@@ -1,5 +1,5 @@
 """Many tenants on one queue (issue 32): fairness across backlogged tenants, a quiet tenant's wait
-behind a noisy one, and the queue's throughput. Stage 0 of the design (docs/architecture.md,
+behind a noisy one, and the queue's throughput. Stage 0 of the design (docs/internals-tenants.md,
 "Tenants and queues by pattern"): it measures the queue as it is, where tasks are handed out in
 FIFO order whoever sent them; once ``enqueue(..., tenant=)`` exists it passes it, and the same
 figures show the fair dispatch.

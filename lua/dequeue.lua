@@ -1,7 +1,7 @@
 --[[ dequeue: pending -> active (with a lease)
 Takes up to `count` tasks and leases them to the caller until now + lease, in five stages, each an
 include (a block of this body, in order) that reads and writes one state table ``s``
-(docs/architecture.md "The dequeue, in stages"):
+(docs/internals-scripts.md "The dequeue, in stages"):
   gate     includes/dq_gate     a paused queue yields nothing; the settings read once (type blocks,
                                 limits, events), the caller's version
   take     includes/dq_take     first runs of targeted tasks, take-backs of tasks held for the

@@ -1,4 +1,4 @@
-"""Bands and sentinels in one number space (issue 43 item 2; docs/architecture.md "Bands and
+"""Bands and sentinels in one number space (issue 43 item 2; docs/internals-scripts.md "Bands and
 sentinels"): each has a guard, and each guard is checked here. The scheduled zset's due times stay
 below HOLD_FLOOR (the held tasks' bands): refused at the API (a time past year 9999, a delay past
 100 years) and in the Lua (a due time at or past the floor: a typed error, nothing written); a

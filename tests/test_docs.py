@@ -85,9 +85,6 @@ def test_every_page_is_linked_from_the_index_and_the_nav() -> None:
 
 READING_ORDER = ["Getting started", "Tasks and workers", "Features", "Operations", "Security", "Internals"]
 GENERATED = {"cli-reference.md", "inspector-reference.md"}  # made by scripts/: as long as they need
-# docs/architecture.md is being split by subsystem in another change (issue 44 item 2): until then it
-# is the one hand-written page allowed over the limit.
-TOO_LONG_FOR_NOW = {"architecture.md"}
 MAX_LINES = 400
 
 
@@ -112,9 +109,9 @@ def test_the_index_links_every_page_in_reading_order_and_the_nav_follows_it() ->
 @pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")))
 def test_no_page_is_over_400_lines_but_generated_reference(page: str) -> None:
     """Issue 44: a reader finds things by page, not by scrolling; generated reference (the CLI's)
-    is exempt, and docs/architecture.md until its split lands."""
+    is exempt."""
     lines = len((DOCS / page).read_text().splitlines())
-    if page in GENERATED | TOO_LONG_FOR_NOW:
+    if page in GENERATED:
         return
     assert lines <= MAX_LINES, f"docs/{page} has {lines} lines (at most {MAX_LINES}): split it by subject"
 

@@ -199,7 +199,7 @@ def test_the_stored_include_and_core_stored_agree_on_the_layout() -> None:
 
 
 def test_the_architecture_lists_every_exit_path() -> None:
-    doc = (ROOT / "docs" / "architecture.md").read_text()
+    doc = (ROOT / "docs" / "internals-scripts.md").read_text()
     table = doc.split("### Exit paths", 1)[1].split("\n### ", 1)[0]
     files = {p.name[:-4] for p in LUA.glob("*.lua")}
     for name, text in _scripts().items():
@@ -208,7 +208,7 @@ def test_the_architecture_lists_every_exit_path() -> None:
                                       or re.search(rf"'HSET',\s*K\.{n},[^\n]*'[xc]' \.\.", _body(text)))
         if ends and name not in ("extend", "reconcile"):
             full = f"{name}.lua"
-            assert name in files and f"`{full}`" in table, f"docs/architecture.md 'Exit paths' does not name {full}"
+            assert name in files and f"`{full}`" in table, f"docs/internals-scripts.md 'Exit paths' does not name {full}"
 
 
 _LUA_GLOBALS = {"redis", "tonumber", "tostring", "unpack", "ipairs", "pairs", "error", "type", "math", "string",

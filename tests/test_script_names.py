@@ -398,7 +398,7 @@ NOT_ALL_PENDING_KEYS = {
 
 
 def test_a_script_that_names_one_pending_key_names_them_all() -> None:
-    """The tenants' rule (docs/architecture.md "Tenants"): a script that makes tasks pending, takes
+    """The tenants' rule (docs/internals-tenants.md "Tenants"): a script that makes tasks pending, takes
     them out of pending or counts them names the five keys holding pending tasks, so a tenant's
     task is never pushed to, or looked for in, the plain list alone (lua/includes/priority raises
     when it meets one without them)."""

@@ -9,7 +9,7 @@ trim, the consistency sweep), pause/unpause, a wake token handed back, the opera
 before), a new-task call sent again (a lost reply), Redis at maxmemory (redis-server only) and time
 jumps run against the real scripts (Broker + SyncExecutor, a FakeClock), on fakeredis and on the
 real redis-server. After every step the test reads Redis directly and checks the invariants listed
-in docs/architecture.md ("Invariants"), then compares everything with a Python model of the
+in docs/internals-tasks.md ("Invariants"), then compares everything with a Python model of the
 expected state.
 """
 
@@ -975,7 +975,7 @@ class QueueMachine(RuleBasedStateMachine):
                 self.old_reads[id] = [*seen[-3:], value]
 
     def structure(self, s: dict[str, Any]) -> None:
-        """The model-free invariants of docs/architecture.md, read from Redis."""
+        """The model-free invariants of docs/internals-tasks.md, read from Redis."""
         tasks, lease, zsets = s["tasks"], s["lease"], s["zsets"]
         pending = [id for id in s["pending"] if id] + [id for id, _ in s["prio"]]  # '': the placeholder of a
         # task removed from deep in the list; prio: pending tasks of another priority, each in its band

@@ -197,7 +197,7 @@ def same_task(a: Message, b: Message, same_time: bool) -> bool:
     """Are ``a`` and ``b`` the same task, the fields its end rewrites (:data:`REWRITTEN_FIELDS`)
     aside, and its enqueue time unless ``same_time`` (then it must be equal and not 0)? The Python
     twin of lua/includes/newtask.lua ``same_task`` (which compares the fields' encodings): how a
-    call that stores a new task recognises the caller's own task under its id (docs/architecture.md
+    call that stores a new task recognises the caller's own task under its id (docs/internals-scripts.md
     "Calls sent again")."""
     skip = REWRITTEN_FIELDS if same_time else REWRITTEN_FIELDS | {ENQUEUED_AT_INDEX}
     va, vb = list(a.__dict__.values()), list(b.__dict__.values())

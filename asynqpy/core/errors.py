@@ -155,7 +155,7 @@ class TaskFailedError(AsynqpyError):
 
 class RedisUnavailableError(AsynqpyError, RedisConnectionError):
     """Redis could not be reached, or the connection broke before the reply came (then the call may
-    or may not have run: see "Calls sent again" in docs/architecture.md). The redis-py error is the
+    or may not have run: see "Calls sent again" in docs/internals-scripts.md). The redis-py error is the
     ``__cause__``. It is also a ``redis.exceptions.ConnectionError``, so code written against
     redis-py's errors keeps working."""
 

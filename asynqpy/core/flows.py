@@ -2,7 +2,7 @@
 parents' ends to their children (the propagator). Each plan is a generator that yields the calls
 of one round trip (run pipelined) and receives their replies, driven by the sync and async
 executors (:func:`asynqpy.redisio.executor.run_plan` / ``arun_plan``). Every step is one script in
-one slot and may be repeated after a crash (docs/architecture.md, "Workflows across slots")."""
+one slot and may be repeated after a crash (docs/internals-features.md, "Workflows across slots")."""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ def server_info(server_id: str) -> str:
 
 
 class QueueKeys:
-    """The keys of one queue (computed once). See docs/architecture.md for what each holds:
+    """The keys of one queue (computed once). See docs/internals-tasks.md for what each holds:
 
     tasks (HASH id -> state char [+ lease token] + message), pending (LIST), lease (ZSET of active
     ids -> lease expiry), scheduled, retry, archived, completed (ZSETs), paused (STRING), wake

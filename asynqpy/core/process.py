@@ -1,4 +1,4 @@
-"""Durable processes, sans I/O (docs/processes.md; docs/architecture.md "Durable processes").
+"""Durable processes, sans I/O (docs/processes.md; docs/internals-features.md "Durable processes").
 
 A process (a payment, an order) is an instance of a process *type* with an id, a status, a state
 and an append-only history of events. Everything that happens to it is an *input*, a task of type
@@ -389,7 +389,7 @@ def decide(pid: str, kind: str, rec: Record | None, task_id: str) -> Plan | None
 
 TIMER_MAX_S = 100 * 365 * 24 * 3600
 """The longest timer a step sets, in seconds (100 years, as every duration an option takes: its due
-time stays below the held tasks' band of the scheduled zset, docs/architecture.md "Bands and sentinels")."""
+time stays below the held tasks' band of the scheduled zset, docs/internals-scripts.md "Bands and sentinels")."""
 
 
 def _delay_ms(timer: Any, now_ms: int) -> int:

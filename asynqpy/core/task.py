@@ -48,7 +48,7 @@ MAX_PROGRESS_BYTES = 8192
 
 
 class TaskState(str, enum.Enum):
-    """Where a task is in its lifecycle (see the state diagram in docs/architecture.md)."""
+    """Where a task is in its lifecycle (see the state diagram in docs/internals-tasks.md)."""
 
     PENDING = "pending"
     ACTIVE = "active"

@@ -2,7 +2,7 @@
 references, and the policies for a failed parent.
 
 A child task names its parents with ``after=``; each edge travels through idempotent steps, each
-one script in one slot (docs/architecture.md, "Workflows across slots"): register with the parent
+one script in one slot (docs/internals-features.md, "Workflows across slots"): register with the parent
 (``register_child``), store the child (``enqueue_after``), the parent's end written to its queue's
 outbox by its finishing script, delivered to the child by a propagator (``resolve``).
 """

@@ -306,7 +306,7 @@ class SyncExecutor:
         each reply read back: what a redis-py pipeline does, without its bookkeeping (about 100 µs
         of CPU for two commands, as much as the rest of an enqueue). None when the connection
         failed: the caller sends them again through the pipeline, with the client's retry policy
-        (a resent store call recognises its own write: docs/architecture.md "Calls sent again")."""
+        (a resent store call recognises its own write: docs/internals-scripts.md "Calls sent again")."""
         conn = self._conn()
         replies: list[Any] = []
         try:

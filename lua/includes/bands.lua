@@ -1,5 +1,5 @@
 --- The score bands of a queue's scheduled zset (core/deploy.py, the same numbers: a test compares;
---- docs/architecture.md "Bands and sentinels"): a due time (ms) is below HOLD_FLOOR (year 33658;
+--- docs/internals-scripts.md "Bands and sentinels"): a due time (ms) is below HOLD_FLOOR (year 33658;
 --- an option's time stops at year 9999, a delay at 100 years: core/options.py, core/broker.py
 --- MAX_DELAY_MS); a task held by a deploy hold (includes/hold) is at VERSION_BAND + the version it
 --- needs (at most VERSION_MAX: a message's larger need, never encoded, is held at the top of the

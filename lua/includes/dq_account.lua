@@ -1,4 +1,4 @@
---- The dequeue's account (lua/dequeue.lua; docs/architecture.md "The dequeue, in stages"): the
+--- The dequeue's account (lua/dequeue.lua; docs/internals-scripts.md "The dequeue, in stages"): the
 --- limits a dequeue is held to, and what it leaves of them. The queue's limits (includes/dq_limits:
 --- concurrency, and the rate's token bucket and waiter) are admitted before the take
 --- (includes/dq_limits lowers s.count) and settled here, after the lease; the tenants' slots and rates

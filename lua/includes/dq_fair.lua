@@ -1,4 +1,4 @@
---- The fair take (lua/dequeue.lua's take stage, includes/dq_take; docs/architecture.md
+--- The fair take (lua/dequeue.lua's take stage, includes/dq_take; docs/internals-tenants.md
 --- "Tenants"): while any tenant has pending tasks (the ring ``tr`` exists, or ``tw`` holds a
 --- tenant by its rate), the tasks are handed out in turns: each turn goes to the tenant of the
 --- least pass in the ring (ties by name), which then grows by its stride; the tasks without a

@@ -1,4 +1,4 @@
---- The dequeue's gate (lua/dequeue.lua; docs/architecture.md "The dequeue, in stages"): the first
+--- The dequeue's gate (lua/dequeue.lua; docs/internals-scripts.md "The dequeue, in stages"): the first
 --- stage, which decides whether the dequeue takes anything at all and builds the state table ``s``
 --- the other stages pass along. A paused queue (K.paused exists) yields nothing: the dequeue
 --- replies {now, -1, 0} (remaining -1: paused). Otherwise one HMGET of the

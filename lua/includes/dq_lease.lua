@@ -1,4 +1,4 @@
---- The dequeue's lease (lua/dequeue.lua; docs/architecture.md "The dequeue, in stages"): the runs
+--- The dequeue's lease (lua/dequeue.lua; docs/internals-scripts.md "The dequeue, in stages"): the runs
 --- and the pending ids the take stage took become active, leased to the caller until now +
 --- A.lease_ms under its token (A.token: the worker proves ownership with it later), and go into
 --- the reply (s.out: id, message pairs; a run's id is '<task id>|<name>').

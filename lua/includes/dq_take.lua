@@ -1,4 +1,4 @@
---- The dequeue's take (lua/dequeue.lua; docs/architecture.md "The dequeue, in stages"): what the
+--- The dequeue's take (lua/dequeue.lua; docs/internals-scripts.md "The dequeue, in stages"): what the
 --- gate and the limits let through (s.count), taken in this order:
 --- 1. first runs of targeted tasks the caller (worker A.name) may take (includes/runs:
 ---    those naming it, then those any worker may run; a task it runs, has succeeded or failed on,

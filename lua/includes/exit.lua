@@ -1,4 +1,4 @@
---- Leaving a state (docs/architecture.md "Exit paths"): the bookkeeping every script does when a task
+--- Leaving a state (docs/internals-scripts.md "Exit paths"): the bookkeeping every script does when a task
 --- leaves active or ends for good, in one place, so no path can skip a duty another path does. The
 --- script moves the task itself (its stored value, its list or zset: the first write of a script must
 --- be a removal on a full Redis, so only the script knows the order); then it calls task_exit, which

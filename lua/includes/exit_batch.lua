@@ -1,4 +1,4 @@
---- The exit events of a batch (includes/exit; docs/architecture.md "Exit paths"), x being the
+--- The exit events of a batch (includes/exit; docs/internals-scripts.md "Exit paths"), x being the
 --- keys and values a script's exits share (includes/exit):
 --- batch = {}: the caller ends a batch of tasks and calls exit_flush(x)
 --- at its end: events that differ only by id (same event, type, attempt; no error, due or more) are

@@ -1,4 +1,4 @@
---- Workflows (docs/workflows.md, docs/architecture.md "Workflows across slots"): records, and
+--- Workflows (docs/workflows.md, docs/internals-features.md "Workflows across slots"): records, and
 --- the parent's side of an edge.
 ---
 --- rec_pack(list) / rec_unpack(s): a list of byte strings as one string, each item written as

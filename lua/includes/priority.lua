@@ -14,7 +14,7 @@
 --- @include "tenant"
 local BAND = 35184372088832  -- 2^45
 local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities above the default
---- The guard of a band's edge (docs/architecture.md "Bands and sentinels"): a score one step past
+--- The guard of a band's edge (docs/internals-scripts.md "Bands and sentinels"): a score one step past
 --- the end of its band would sort with the next priority, so a push that would cross (2^44 pushes
 --- at one end while the band never empties) first spreads the band's members again around its
 --- middle, in order (push_pending; push_many pushes such a batch one by one through it).

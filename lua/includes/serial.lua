@@ -1,4 +1,4 @@
---- Keyed serial execution (enqueue(..., key=...); docs/architecture.md "Keyed serial execution"):
+--- Keyed serial execution (enqueue(..., key=...); docs/internals-features.md "Keyed serial execution"):
 --- tasks sharing a key within a queue run one at a time, in enqueue order. The key's holder (the
 --- one task of the key that may be pending, active or waiting for a retry) is in the queue's
 --- keyheld hash; the tasks behind it wait in state 'b' in the key's list (and the blocked zset).

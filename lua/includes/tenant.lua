@@ -1,4 +1,4 @@
---- Tenants (enqueue(..., tenant=); docs/architecture.md "Tenants"): a pending task with a tenant
+--- Tenants (enqueue(..., tenant=); docs/internals-tenants.md "Tenants"): a pending task with a tenant
 --- (msg_tenant) is not in the list or the prio zset but in the queue's tenant zset ``tq`` (scores
 --- all 0, ordered by member: ``T \0 band seq id``, band = '0' + (9 - priority) so the highest
 --- priority comes first, seq 16 decimal digits from the counter 'q' of the tenant hash ``tn``,
@@ -133,7 +133,7 @@ local function tenant_left(pk, ids)
   end
   return back
 end
---- The guard of the seq's 16 digits (docs/architecture.md "Bands and sentinels"): a push whose
+--- The guard of the seq's 16 digits (docs/internals-scripts.md "Bands and sentinels"): a push whose
 --- seq would leave them (~10^15 pushes with tenant work all along: 'q' starts again when none is
 --- left) first gives every pending tenant task a new seq, SEQ0 + its place, in order ('q' = their
 --- count; tenant_push). An operator's hint (a seq it located) may then be stale: not found, it

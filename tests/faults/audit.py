@@ -2,7 +2,7 @@
 processes that can be killed and replaced, and a producer that retries until each enqueue is
 acknowledged.
 
-The audit reads the Redis under test directly (the key schema of docs/architecture.md) and the
+The audit reads the Redis under test directly (the key schema of docs/internals-tasks.md) and the
 recorder's start/end records, and checks, for every task id a producer saw acknowledged:
 - it is still in Redis (nothing lost): completed, archived with a reason, or still queued;
 - its stored state agrees with exactly one state container (the hash's state char and
