@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import humanize
 from ..core.errors import (
-    AsynqpyError,
     DuplicateTaskError,
     EntryNotFoundError,
     InvalidArgumentError,
@@ -240,8 +239,8 @@ def error_status(exc: Exception) -> int:
     return 400
 
 
-async def asynqpy_error(request: Any, exc: AsynqpyError) -> Any:
-    """An asynqpy error raised by a route: JSON ``{"error": ...}`` with :func:`error_status`."""
+async def asynqpy_error(request: Any, exc: Exception) -> Any:
+    """An asynqpy error (AsynqpyError) raised by a route: JSON ``{"error": ...}`` with :func:`error_status`."""
     from fastapi.responses import JSONResponse
 
     return JSONResponse({"error": str(exc)}, error_status(exc))
