@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import click
+from generated_page import write_or_check  # (scripts/ is on sys.path: run as python scripts/...)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "cli-reference.md"
@@ -60,13 +61,7 @@ def page() -> str:
 def main(argv: list[str]) -> int:
     os.environ.pop("ASYNQPY_REDIS_URL", None)  # (no environment in the help's defaults)
     text = page()
-    if "--check" in argv:
-        if not PAGE.exists() or PAGE.read_text(encoding="utf-8") != text:
-            sys.stderr.write(f"{PAGE.relative_to(ROOT)} is stale: run python scripts/cli_reference.py\n")
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(PAGE, text, argv, "scripts/cli_reference.py")
 
 
 if __name__ == "__main__":
