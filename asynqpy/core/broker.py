@@ -926,7 +926,7 @@ class Broker:
     def version_held(self, queue: str, version: int) -> Call[bool]:
         """Whether ``queue`` holds a task set aside for a version up to ``version`` (by a worker of
         an older one: core/deploy.py), which a dequeue by a worker of ``version`` takes back (a
-        command the worker's ACL has: the README's "Minimal ACL")."""
+        command the worker's ACL has: docs/security.md, "Minimal ACL")."""
         return Call(bool, command=("ZRANGEBYSCORE", queue_keys(queue).scheduled, VERSION_BAND, VERSION_BAND + version,
                                    "LIMIT", 0, 1))
 
