@@ -139,6 +139,7 @@ async def _run_until_empty(running: asyncio.Task[None], redis: Any, insp: AsyncI
     """Poll the queues until nothing is pending, active, targeted, on its way to a child or
     held for this version, and nothing is scheduled: the fake clock jumps to each next due task."""
     deadline = time.monotonic() + timeout
+    quiet = 0  # consecutive looks that found nothing left
     while True:
         if running.done():
             running.result()  # a startup hook that failed: its error
@@ -148,8 +149,17 @@ async def _run_until_empty(running: asyncio.Task[None], redis: Any, insp: AsyncI
             if due is None:
                 due = await _next_due(redis, names)
             if due is None:
-                return
+                # a look is several reads, not one snapshot: a task that failed (active ->
+                # retry) between its first read and the counts, then was forwarded (retry ->
+                # pending) before its last read, was in none of them (seen under load: a
+                # retried task's second attempt never ran). Two looks in a row must agree;
+                # hiding in both takes two whole attempts failing inside the two looks
+                quiet += 1
+                if quiet == 2:
+                    return
+                continue
             await _jump(clock, redis, names, due)
+        quiet = 0
         if time.monotonic() > deadline:
             raise TimeoutError(f"drain: tasks left after {timeout}s: "
                                + ", ".join(f"{i.queue} pending={i.pending} active={i.active}" for i in infos))
