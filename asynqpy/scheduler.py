@@ -19,11 +19,11 @@ import asyncio
 import signal
 from typing import Any
 
-from .core.clock import Clock
-from .core.cron import GRACE_MS, Entry, make_entry
-from .core.errors import InvalidArgumentError
-from .core.options import MAX_SECONDS
-from .core.signing import SigningKeys, make_signer
+from .core.cron.entries import GRACE_MS, Entry, make_entry
+from .core.model.clock import Clock
+from .core.model.errors import InvalidArgumentError
+from .core.model.options import MAX_SECONDS
+from .core.security.signing import SigningKeys, make_signer
 from .redisio.connection import async_client, check_url
 from .redisio.executor import AsyncExecutor
 from .server import _close_loop, new_event_loop
@@ -81,7 +81,7 @@ class Scheduler:
 
     async def arun(self) -> None:
         """Run in the current event loop until :meth:`stop`."""
-        from .core.broker import Broker
+        from .core.spine.broker import Broker
 
         redis = async_client(self._redis_arg)
         self._loop = asyncio.get_running_loop()

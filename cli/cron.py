@@ -29,7 +29,7 @@ from .common import (
 if TYPE_CHECKING:  # rich loads with the commands that use it
     from rich.table import Table
 
-    from asynqpy.core.cron import EntryInfo
+    from asynqpy.core.cron.entries import EntryInfo
 
 
 @click.group()

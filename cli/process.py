@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from asynqpy.core.process import Process
+from asynqpy.core.processes.model import Process
 
 from .common import (
     UserError,

@@ -4,7 +4,7 @@ A parent's finishing script writes its end to its queue's outbox stream (when ch
 it) and says so in its reply; the worker that wrote it kicks this loop at once. The recoverer
 kicks it too whenever it finds an outbox non-empty (an entry left by a propagator that died, or
 written by an operator's archive or delete), so nothing waits longer than a recoverer pass. A pass
-runs :func:`asynqpy.core.flows.propagate` until the outbox is empty: every step is idempotent,
+runs :func:`asynqpy.core.workflows.plans.propagate` until the outbox is empty: every step is idempotent,
 so several propagators (one per server) may deliver the same entry; the second changes nothing."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..core import flows
+from ..core.workflows import plans as flows
 from ..redisio.executor import arun_plan
 from .context import Context
 

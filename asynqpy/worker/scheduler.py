@@ -1,7 +1,7 @@
 """The scheduling loop: enqueues the tasks of scheduler entries (periodic tasks) on their ticks.
 
 Any number of these loops may run at once (in workers started with ``--scheduler``, and in
-``asynqpy scheduler`` processes): each computes every entry's due tick (:func:`~asynqpy.core.cron.
+``asynqpy scheduler`` processes): each computes every entry's due tick (:func:`~asynqpy.core.cron.entries.
 due_tick`) by its estimate of the Redis clock and calls the cron_fire script, which lets exactly
 one call per tick enqueue the task. The loop reloads the entries from Redis every ``refresh``
 seconds (so entries added, removed, paused or changed by an operator take effect within it), and
@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from ..core import cron
-from ..core.broker import Broker, Call
-from ..core.clock import Clock
-from ..core.cron import Entry, QueueEntries
-from ..core.errors import AsynqpyError
-from ..core.inspection import Plan
+from ..core.cron import entries as cron
+from ..core.cron.entries import Entry, QueueEntries
+from ..core.inspector.inspection import Plan
+from ..core.model.clock import Clock
+from ..core.model.errors import AsynqpyError
+from ..core.spine.broker import Broker, Call
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import AsyncExecutor, arun_plan
 
@@ -37,7 +37,7 @@ class SchedulerParams:
     to reload the stored entries (s), how old a tick may be and still count as late rather than
     missed (ms), and the largest payload a task may carry. ``owner``: who declares ``entries``
     (an App's ``"app:<name>"``): they are stored as its, and at start its stored entries it no
-    longer declares are removed (:func:`~asynqpy.core.cron.prune_plan`). ``fire``: False for a
+    longer declares are removed (:func:`~asynqpy.core.cron.entries.prune_plan`). ``fire``: False for a
     loop that only does that at start, then ends (an App's worker without a scheduler)."""
 
     entries: tuple[Entry, ...] = ()
