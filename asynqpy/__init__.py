@@ -50,9 +50,9 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.results.tasklogs import LogLine
     from .core.spine.broker import QueueStats
     from .core.tenants.plans import TenantInfo
+    from .cron import Scheduler
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
     from .limiter import Limiter
-    from .scheduler import Scheduler
     from .server import Server, ServerOptions
     from .worker.logs import configure_logging
     from .workflows import Sig, chain, group
@@ -90,7 +90,7 @@ _WHERE = {
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server",
     "configure_logging": "worker.logs",
-    "Scheduler": "scheduler",
+    "Scheduler": "cron",
     "EntryInfo": "core.cron.entries",
     "Limiter": "limiter",
     "QueueLimits": "core.limits.plans", "QueueCap": "core.limits.plans",

@@ -43,7 +43,7 @@ from .core.model.options import OPTIONS, Seconds, When, unknown_options
 from .core.model.task import Task, TaskInfo, current_task
 from .core.spine.keys import validate_name, validate_queue
 from .server import Server
-from .worker.scheduler import entries_of
+from .worker.cron import entries_of
 from .workflows import Sig
 
 P = ParamSpec("P")
@@ -256,7 +256,7 @@ class App:
     pool, an HTTP client), filled by ``on_startup`` hooks and emptied by ``on_shutdown`` hooks.
     ``name``: the app's name, owner of its periodic entries (default: the module that makes the App,
     the script's name when run as ``__main__``): a starting worker of the app removes the entries
-    the app declared earlier and no longer declares (docs/periodic.md)."""
+    the app declared earlier and no longer declares (docs/cron.md)."""
 
     def __init__(self, redis: Any = None, *, default_queue: str = "default", signing_key: Any = None,
                  name: str | None = None, **server_options: Any) -> None:

@@ -40,13 +40,13 @@ from .worker.janitor import Janitor, JanitorParams
 from .worker.logs import capture_start, capture_stop
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
-from .worker.propagator import Propagator
 from .worker.queues import ServedQueues
 from .worker.recoverer import Recoverer, RecovererParams
 from .worker.settings import ServerOptions
 from .worker.supervisor import HURRY_SIGNAL
 from .worker.threadpool import DaemonThreadPool
 from .worker.watchdog import LoopWatchdog
+from .worker.workflows import Propagator
 
 __all__ = ["Server", "ServerOptions"]
 
@@ -462,7 +462,7 @@ def _aggregation(p: LoopParts) -> Loop:
 
 
 def _scheduling(p: LoopParts) -> Loop:
-    from .worker.scheduler import SchedulerParams, Scheduling, entries_of
+    from .worker.cron import SchedulerParams, Scheduling, entries_of
 
     o, ctx = p.options, p.ctx
     params = SchedulerParams(entries_of(o.scheduler_entries), owner=o.scheduler_owner or "",

@@ -288,7 +288,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.group(cls=LazyGroup, lazy={
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
-    "metrics": ".metrics:metrics", "web": ".web:web", "process": ".process:process",
+    "metrics": ".metrics:metrics", "web": ".web:web", "process": ".processes:process",
     "rules": ".rules:rules", "outbox": ".outbox:outbox",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,

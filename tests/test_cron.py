@@ -19,7 +19,7 @@ from asynqpy.core.cron.entries import Entry, decode_entry, due_tick, due_ticks, 
 from asynqpy.core.model.clock import Clock
 from asynqpy.core.spine.broker import Broker
 from asynqpy.redisio.executor import AsyncExecutor
-from asynqpy.worker.scheduler import SchedulerParams, Scheduling
+from asynqpy.worker.cron import SchedulerParams, Scheduling
 
 
 def ms(*args: int, tz: str = "UTC") -> int:

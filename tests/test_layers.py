@@ -3,7 +3,7 @@
     asynqpy.core  <-  asynqpy.redisio  <-  asynqpy.worker  <-  facades  <-  asynqpy.cli  <-  asynqpy.contrib
 
 (facades: ``asynqpy`` itself, ``asynqpy.client``, ``asynqpy.inspector``, ``asynqpy.server``,
-``asynqpy.scheduler``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.otel``, ``asynqpy.workflows``, ``asynqpy.app``,
+``asynqpy.cron``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.otel``, ``asynqpy.workflows``, ``asynqpy.app``,
 ``asynqpy.rules``,
 ``asynqpy.testing``, the ``asynqpy.web`` package; ``asynqpy.contrib``: the framework integrations, on
 top, importing what they need, imported by nothing). A
@@ -108,8 +108,8 @@ def test_the_layers_hold_what_their_docstrings_say() -> None:
         assert doc and "May import" in doc, sub
     # the facades are few: everything else lives in a layer
     assert sorted(m for m in mods if m.count(".") == 1 and _layer(m) == 3) == [
-        "asynqpy.app", "asynqpy.client", "asynqpy.inspector", "asynqpy.limiter", "asynqpy.metrics",
-        "asynqpy.otel", "asynqpy.outbox", "asynqpy.rules", "asynqpy.scheduler", "asynqpy.server", "asynqpy.testing",
+        "asynqpy.app", "asynqpy.client", "asynqpy.cron", "asynqpy.inspector", "asynqpy.limiter", "asynqpy.metrics",
+        "asynqpy.otel", "asynqpy.outbox", "asynqpy.rules", "asynqpy.server", "asynqpy.testing",
         "asynqpy.web",
         "asynqpy.workflows"]
 

@@ -410,7 +410,7 @@ class InspectorPlans:
         """:meth:`stats` of every queue (kept for compatibility; see :meth:`all_queue_info`)."""
         return self._plans.all_stats()
 
-    # -- scheduler entries (periodic tasks; docs/periodic.md) ----------------------------------
+    # -- scheduler entries (periodic tasks; docs/cron.md) ----------------------------------
 
     @planned
     def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Steps[TaskInfo]:

@@ -25,7 +25,7 @@ from ..core.spine.broker import Broker, Call
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import AsyncExecutor, arun_plan
 
-log = logging.getLogger("asynqpy.scheduler")
+log = logging.getLogger("asynqpy.cron")
 T = TypeVar("T")
 
 MAX_BACKOFF = 5.0

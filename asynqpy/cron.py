@@ -10,7 +10,7 @@
 
 Entries are stored in Redis (next to their queue's tasks), so ``asynqpy cron ls`` and the
 Inspector show them, and operators can pause, resume, run, add and remove entries while schedulers
-run. Each tick is enqueued exactly once however many schedulers run (see docs/periodic.md).
+run. Each tick is enqueued exactly once however many schedulers run (see docs/cron.md).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .core.security.signing import SigningKeys, make_signer
 from .redisio.connection import async_client, check_url
 from .redisio.executor import AsyncExecutor
 from .server import _close_loop, new_event_loop
-from .worker.scheduler import SchedulerParams, Scheduling, entries_of
+from .worker.cron import SchedulerParams, Scheduling, entries_of
 
 __all__ = ["Entry", "Scheduler"]
 
@@ -40,7 +40,7 @@ class Scheduler:
     seconds between two reloads of the stored entries. ``grace``: seconds a tick may be late and
     still be enqueued (older ticks were missed: each entry's ``missed`` policy decides).
     ``signing_key``: as the clients', when tasks are signed: the entries it stores are signed, and
-    it fires only stored entries whose signature verifies (docs/periodic.md, "Signed entries")."""
+    it fires only stored entries whose signature verifies (docs/cron.md, "Signed entries")."""
 
     def __init__(self, redis: Any = None, *, refresh: float = 5.0, grace: float = GRACE_MS / 1000,
                  clock: Clock | None = None, signing_key: SigningKeys | None = None,
