@@ -12,10 +12,12 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     # command loads only the modules it needs, so it starts sooner
     from .app import App, AsyncTaskFunction, TaskFunction
     from .client import AsyncClient, Client
-    from .core.broker import QueueStats
-    from .core.clock import Clock, FakeClock
-    from .core.cron import EntryInfo
-    from .core.errors import (
+    from .core.cron.entries import EntryInfo
+    from .core.handlers.mux import ServeMux
+    from .core.handlers.retry import default_retry_delay
+    from .core.limits.plans import QueueCap, QueueLimits
+    from .core.model.clock import Clock, FakeClock
+    from .core.model.errors import (
         AsynqpyError,
         DuplicateTaskError,
         EntryNotFoundError,
@@ -42,17 +44,15 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         TaskTimeoutError,
         ThrottledError,
     )
-    from .core.events import TaskEvent
-    from .core.limits import QueueCap, QueueLimits
-    from .core.mux import ServeMux
-    from .core.process import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
-    from .core.retry import default_retry_delay
-    from .core.task import Task, TaskInfo, TaskState, current_task
-    from .core.tasklogs import LogLine
-    from .core.tenants import TenantInfo
+    from .core.model.task import Task, TaskInfo, TaskState, current_task
+    from .core.processes.model import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
+    from .core.results.events import TaskEvent
+    from .core.results.tasklogs import LogLine
+    from .core.spine.broker import QueueStats
+    from .core.tenants.plans import TenantInfo
+    from .cron import Scheduler
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
     from .limiter import Limiter
-    from .scheduler import Scheduler
     from .server import Server, ServerOptions
     from .worker.logs import configure_logging
     from .workflows import Sig, chain, group
@@ -77,24 +77,33 @@ __all__ = [
 _WHERE = {
     "App": "app", "AsyncTaskFunction": "app", "TaskFunction": "app",
     "AsyncClient": "client", "Client": "client",
-    "QueueStats": "core.broker", "Clock": "core.clock", "FakeClock": "core.clock",
-    "TaskEvent": "core.events", "ServeMux": "core.mux", "default_retry_delay": "core.retry",
-    "Task": "core.task", "TaskInfo": "core.task", "TaskState": "core.task", "current_task": "core.task",
-    "LogLine": "core.tasklogs", "TenantInfo": "core.tenants",
+    "QueueStats": "core.spine.broker",
+    "Clock": "core.model.clock", "FakeClock": "core.model.clock",
+    "TaskEvent": "core.results.events",
+    "ServeMux": "core.handlers.mux",
+    "default_retry_delay": "core.handlers.retry",
+    "Task": "core.model.task", "TaskInfo": "core.model.task", "TaskState": "core.model.task",
+    "current_task": "core.model.task",
+    "LogLine": "core.results.tasklogs",
+    "TenantInfo": "core.tenants.plans",
     "AsyncInspector": "inspector", "DailyStats": "inspector", "Inspector": "inspector", "QueueInfo": "inspector",
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
-    "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
-    "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter", "QueueLimits": "core.limits",
-    "QueueCap": "core.limits",
+    "Server": "server", "ServerOptions": "server",
+    "configure_logging": "worker.logs",
+    "Scheduler": "cron",
+    "EntryInfo": "core.cron.entries",
+    "Limiter": "limiter",
+    "QueueLimits": "core.limits.plans", "QueueCap": "core.limits.plans",
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
-    "KEEP": "core.process", "Event": "core.process", "Input": "core.process", "Process": "core.process",
-    "ProcessError": "core.process", "ProcessNotFoundError": "core.process", "Step": "core.process",
+    "KEEP": "core.processes.model", "Event": "core.processes.model", "Input": "core.processes.model",
+    "Process": "core.processes.model", "ProcessError": "core.processes.model",
+    "ProcessNotFoundError": "core.processes.model", "Step": "core.processes.model",
 }
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first use (``from asynqpy import Client`` as usual)."""
-    where = _WHERE.get(name) or ("core.errors" if name in __all__ else None)
+    where = _WHERE.get(name) or ("core.model.errors" if name in __all__ else None)
     if where is None:
         raise AttributeError(f"module 'asynqpy' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{where}", __name__), name)

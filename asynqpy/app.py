@@ -34,16 +34,16 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from .client import AsyncClient, Client
-from .core.argtypes import ArgumentChecks
-from .core.cron import ENTRY_OPTIONS, Entry, make_entry
-from .core.errors import InvalidArgumentError
-from .core.keys import validate_name, validate_queue
-from .core.mux import ServeMux
-from .core.options import OPTIONS, Seconds, When, unknown_options
-from .core.sandbox import Sandboxed
-from .core.task import Task, TaskInfo, current_task
+from .core.cron.entries import ENTRY_OPTIONS, Entry, make_entry
+from .core.handlers.mux import ServeMux
+from .core.handlers.sandbox import Sandboxed
+from .core.model.argtypes import ArgumentChecks
+from .core.model.errors import InvalidArgumentError
+from .core.model.options import OPTIONS, Seconds, When, unknown_options
+from .core.model.task import Task, TaskInfo, current_task
+from .core.spine.keys import validate_name, validate_queue
 from .server import Server
-from .worker.scheduler import entries_of
+from .worker.cron import entries_of
 from .workflows import Sig
 
 P = ParamSpec("P")
@@ -128,7 +128,7 @@ class TaskFunction(Generic[P, R]):
 
     def _payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's payload, checked against the signature and the annotations it can check
-        (:mod:`asynqpy.core.argtypes`): InvalidArgumentError naming the argument otherwise."""
+        (:mod:`asynqpy.core.model.argtypes`): InvalidArgumentError naming the argument otherwise."""
         payload = _bind(self.fn, self.signature, self.name, args, kwargs)
         checks = self.__dict__.get("_checks")
         if checks is None:  # made at the first call: annotations may name what is defined after the function
@@ -256,7 +256,7 @@ class App:
     pool, an HTTP client), filled by ``on_startup`` hooks and emptied by ``on_shutdown`` hooks.
     ``name``: the app's name, owner of its periodic entries (default: the module that makes the App,
     the script's name when run as ``__main__``): a starting worker of the app removes the entries
-    the app declared earlier and no longer declares (docs/periodic.md)."""
+    the app declared earlier and no longer declares (docs/cron.md)."""
 
     def __init__(self, redis: Any = None, *, default_queue: str = "default", signing_key: Any = None,
                  name: str | None = None, **server_options: Any) -> None:

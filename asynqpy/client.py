@@ -1,7 +1,7 @@
 """Client and AsyncClient: put tasks on queues (now, later, uniquely, in batches).
 
-Every public method is written once, as a plan of :class:`~asynqpy.core.client_plans.ClientPlans`
-(:mod:`asynqpy.core.twin`); the two classes only run its steps, :class:`Client` synchronously and
+Every public method is written once, as a plan of :class:`~asynqpy.core.client.plans.ClientPlans`
+(:mod:`asynqpy.core.spine.twin`); the two classes only run its steps, :class:`Client` synchronously and
 :class:`AsyncClient` with ``await``: each has its connection, write path (an auto-pipeline shared by
 concurrent callers) and inbox.
 """
@@ -13,14 +13,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .core.broker import Call
-from .core.client_plans import BATCH, PROCESS_OPTIONS, BatchItem, ClientPlans, TaskInfoList, Wait, Writes, _settle
-from .core.clock import Clock
-from .core.kinds import first_state
-from .core.results import RECHECK
-from .core.signing import SigningKeys
-from .core.task import TaskInfo
-from .core.twin import Async, Sync
+from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, ClientPlans, TaskInfoList, Wait, Writes, _settle
+from .core.model.clock import Clock
+from .core.model.kinds import first_state
+from .core.model.task import TaskInfo
+from .core.results.plans import RECHECK
+from .core.security.signing import SigningKeys
+from .core.spine.broker import Call
+from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 from .redisio.inbox import AsyncInbox, SyncInbox

@@ -1,7 +1,7 @@
 """Inspector and AsyncInspector: read queues, tasks and servers, and control them.
 
 Every method but :meth:`Inspector.events` is written once, as a plan of
-:class:`~asynqpy.core.inspector_plans.InspectorPlans` (:mod:`asynqpy.core.twin`): the sync class
+:class:`~asynqpy.core.inspector.plans.InspectorPlans` (:mod:`asynqpy.core.spine.twin`): the sync class
 runs each round trip with a blocking pipeline, the async one awaits it. Every call is O(1) or
 O(page size) in Redis work whatever the queue depth; bulk operations go in bounded batches (see
 docs/internals-scripts.md, "Operator actions").
@@ -14,16 +14,16 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from .core import events as ev
-from .core.broker import Call
-from .core.clock import Clock
-from .core.events import TaskEvent
-from .core.inspection import DailyStats, GroupInfo, QueueInfo
-from .core.inspector_plans import InspectorPlans
-from .core.limits import QueueLimits
-from .core.server_record import ServerInfo, WorkerInfo
-from .core.signing import SigningKeys
-from .core.twin import Async, Sync
+from .core.inspector.inspection import DailyStats, GroupInfo, QueueInfo
+from .core.inspector.plans import InspectorPlans
+from .core.limits.plans import QueueLimits
+from .core.model.clock import Clock
+from .core.results import events as ev
+from .core.results.events import TaskEvent
+from .core.security.signing import SigningKeys
+from .core.server.record import ServerInfo, WorkerInfo
+from .core.spine.broker import Call
+from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, is_cluster, read_timeout, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 

@@ -31,9 +31,9 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
-from .core.errors import InvalidArgumentError, RateLimited
-from .core.keys import limit_keys
-from .core.limits import acquire_call, parse_rate, release_call
+from .core.limits.plans import acquire_call, parse_rate, release_call
+from .core.model.errors import InvalidArgumentError, RateLimited
+from .core.spine.keys import limit_keys
 from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from .core.inspection import QueueInfo
+from .core.inspector.inspection import QueueInfo
 from .inspector import Inspector
 from .worker.metrics import prometheus as _prometheus
 

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import tracing
-from .core.codec import Message
-from .core.errors import InvalidArgumentError
+from .core.model.codec import Message
+from .core.model.errors import InvalidArgumentError
+from .core.spine import tracing
 
 SYSTEM = "asynqpy"
 
 
 class OpenTelemetryTracing:
-    """:class:`asynqpy.core.tracing.Tracing` on the OpenTelemetry API."""
+    """:class:`asynqpy.core.spine.tracing.Tracing` on the OpenTelemetry API."""
 
     def __init__(self, tracer_provider: Any = None) -> None:
         try:

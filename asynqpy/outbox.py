@@ -2,7 +2,7 @@
 asyncio; PostgreSQL, or SQLite for tests), and a relay that moves committed rows to Redis.
 
 ``outbox.enqueue(session, "report:build", payload, **options)`` validates the options as
-:meth:`asynqpy.Client.enqueue` does (the same option table, :func:`asynqpy.core.options.prepare`:
+:meth:`asynqpy.Client.enqueue` does (the same option table, :func:`asynqpy.core.model.options.prepare`:
 a bad option raises the same typed error, before anything is written), generates the task id and
 inserts one row holding the encoded task in the caller's transaction: a rollback leaves nothing,
 a commit leaves a row the relay sends. The row's id is the task id.
@@ -11,7 +11,7 @@ a commit leaves a row the relay sends. The row's id is the task id.
 batch (``DELETE ... RETURNING``, the rows chosen with ``FOR UPDATE SKIP LOCKED``, so several relays
 never take the same row; by default they also take turns, one batch each, so a producer's commit
 order holds: ``ordered``), stores its tasks in Redis by their kind's script
-(:func:`asynqpy.core.kinds.store_call`, as the client does) and commits the delete. Exactly once
+(:func:`asynqpy.core.model.kinds.store_call`, as the client does) and commits the delete. Exactly once
 across a crash at any point: each task's store goes in one ``MULTI`` with a marker key in its
 queue's slot (``asynqpy:{Q}:b:o.<id>``, kept ``marker_ttl``); the relay WATCHes the batch's
 markers and skips the tasks whose marker exists. A relay killed after Redis stored a batch and
@@ -33,15 +33,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .core import codec, flows, kinds
-from .core import options as opts
-from .core.broker import Broker, Call
-from .core.codec import Message
-from .core.errors import AsynqpyError, InvalidArgumentError, QueueFullError, RedisUnavailableError
-from .core.keys import queue_keys, validate_name, validate_queue
-from .core.signing import Refused, SigningKeys, make_signer, trust_gate
-from .core.twin import Async, Steps, Sync, planned
-from .core.workflow import POLICIES
+from .core.model import codec, kinds
+from .core.model import options as opts
+from .core.model.codec import Message
+from .core.model.errors import AsynqpyError, InvalidArgumentError, QueueFullError, RedisUnavailableError
+from .core.security.signing import Refused, SigningKeys, make_signer, trust_gate
+from .core.spine.broker import Broker, Call
+from .core.spine.keys import queue_keys, validate_name, validate_queue
+from .core.spine.twin import Async, Steps, Sync, planned
+from .core.workflows import plans as flows
+from .core.workflows.records import POLICIES
 from .redisio.connection import REDIS_ERRORS, is_cluster, sync_client
 from .redisio.executor import SyncExecutor, evalsha_args, unavailable
 from .redisio.scripts import load_scripts
@@ -152,7 +153,7 @@ class _Ddl:
 
 class _OutboxPlans:
     """What :class:`Outbox` and :class:`AsyncOutbox` share: the table, the option checks and the
-    row, written once (:mod:`asynqpy.core.twin`)."""
+    row, written once (:mod:`asynqpy.core.spine.twin`)."""
 
     def __init__(self, engine: Any, *, table: str = TABLE, schema: str | None = None, metadata: Any = None,
                  max_payload_bytes: int = 1 << 20, signing_key: SigningKeys | None = None, app: Any = None) -> None:
@@ -186,7 +187,7 @@ class _OutboxPlans:
         """The outbox row of a task, SIGNED with the outbox's key (``signing_key``, else its App's;
         a task function, or its name, passed without either: the key of the App declaring it):
         the tag a worker checks, over the queue, the id and the encoded task
-        (:mod:`asynqpy.core.signing`), made here, by the application; the relay only verifies it.
+        (:mod:`asynqpy.core.security.signing`), made here, by the application; the relay only verifies it.
         ``task``: a task function and its arguments, or
         a task type, its payload and the options of :meth:`asynqpy.Client.enqueue` (a name the
         outbox's App declared brings its declared options and argument checks, as a task function
@@ -274,7 +275,7 @@ class AsyncOutbox(_OutboxPlans, Async):
 
 @dataclass
 class _Task:
-    """A row read back as what :func:`asynqpy.core.kinds.store_call` stores (``Storable``)."""
+    """A row read back as what :func:`asynqpy.core.model.kinds.store_call` stores (``Storable``)."""
 
     seq: int
     id: str
@@ -354,9 +355,9 @@ class Relay:
     ``poll``: the longest wait between two looks when nothing is notified (PostgreSQL with
     psycopg is woken by NOTIFY; elsewhere the wait starts at ``poll_min`` and doubles while idle).
     ``marker_ttl``: see :data:`MARKER_TTL`. ``signing_key``: the workers' key(s) (a list: every
-    one verifies, as :class:`~asynqpy.core.signing.Signer` does). The relay never signs: the
+    one verifies, as :class:`~asynqpy.core.security.signing.Signer` does). The relay never signs: the
     application signs each row when it writes it (``Outbox(signing_key=)``); with a key the relay
-    verifies each row through :func:`~asynqpy.core.signing.trust_gate` and sets aside (never
+    verifies each row through :func:`~asynqpy.core.security.signing.trust_gate` and sets aside (never
     sends) one that is unsigned or whose tag matches no key; without a key it sends the rows'
     bytes as written (a keyed worker verifies them). ``ordered`` (PostgreSQL): relays of the table
     take turns (a transaction-level advisory lock per batch), so one producer's tasks reach Redis

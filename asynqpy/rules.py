@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .client import AsyncClient
-from .core.errors import InvalidArgumentError
-from .core.rules import Config, ConfigError, RuleError, load_config, parse_config, parse_text
+from .core.model.errors import InvalidArgumentError
+from .core.rules.config import Config, ConfigError, RuleError, load_config, parse_config, parse_text
 from .redisio.connection import async_client
 from .worker.probes import Probes, RedisReach
 from .worker.rules import Engine, PrometheusRulesMetrics, RulesMetrics
@@ -36,7 +36,7 @@ def redrive(config: Config | str | Path, redis: Any = None, batch: int = 1000) -
     """Move every watcher's dead events back to its input list (oldest first), to go through the
     rules again (after the fetched service is back, a rule fixed). Returns the count per watcher.
     A record of the dead list that is not the engine's JSON stops its watcher's move there."""
-    from .core.broker import Broker
+    from .core.spine.broker import Broker
     from .redisio.connection import sync_client
     from .redisio.executor import SyncExecutor
 

@@ -24,13 +24,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, Protocol
 
-from .core.broker import Call
-from .core.clock import Clock
-from .core.errors import AsynqpyError, InvalidArgumentError
-from .core.keys import ALL_QUEUES, is_queue_pattern, similar_queue, validate_queue_or_pattern
-from .core.mux import ServeMux
-from .core.options import unknown_options
-from .core.signing import SigningKeys, make_signer
+from .core.handlers.mux import ServeMux
+from .core.model.clock import Clock
+from .core.model.errors import AsynqpyError, InvalidArgumentError
+from .core.model.options import unknown_options
+from .core.security.signing import SigningKeys, make_signer
+from .core.spine.broker import Call
+from .core.spine.keys import ALL_QUEUES, is_queue_pattern, similar_queue, validate_queue_or_pattern
 from .redisio.connection import REDIS_ERRORS, async_client, check_url
 from .worker.context import MAX_BACKOFF, Context, is_outage
 from .worker.discovery import Discovery
@@ -40,13 +40,13 @@ from .worker.janitor import Janitor, JanitorParams
 from .worker.logs import capture_start, capture_stop
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
 from .worker.processor import Processor
-from .worker.propagator import Propagator
 from .worker.queues import ServedQueues
 from .worker.recoverer import Recoverer, RecovererParams
 from .worker.settings import ServerOptions
 from .worker.supervisor import HURRY_SIGNAL
 from .worker.threadpool import DaemonThreadPool
 from .worker.watchdog import LoopWatchdog
+from .worker.workflows import Propagator
 
 __all__ = ["Server", "ServerOptions"]
 
@@ -462,7 +462,7 @@ def _aggregation(p: LoopParts) -> Loop:
 
 
 def _scheduling(p: LoopParts) -> Loop:
-    from .worker.scheduler import SchedulerParams, Scheduling, entries_of
+    from .worker.cron import SchedulerParams, Scheduling, entries_of
 
     o, ctx = p.options, p.ctx
     params = SchedulerParams(entries_of(o.scheduler_entries), owner=o.scheduler_owner or "",

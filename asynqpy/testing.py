@@ -38,14 +38,14 @@ from redis.asyncio import RedisCluster as AsyncRedisCluster
 
 from .app import App
 from .client import Client
-from .core.broker import Broker, Call
-from .core.clock import FakeClock
-from .core.deploy import HOLD_FLOOR, encode_version
-from .core.errors import InvalidArgumentError
-from .core.inspection import QueueInfo
-from .core.keys import queue_keys
-from .core.mux import ServeMux
-from .core.task import TaskInfo, TaskState
+from .core.deploy.versions import HOLD_FLOOR, encode_version
+from .core.handlers.mux import ServeMux
+from .core.inspector.inspection import QueueInfo
+from .core.model.clock import FakeClock
+from .core.model.errors import InvalidArgumentError
+from .core.model.task import TaskInfo, TaskState
+from .core.spine.broker import Broker, Call
+from .core.spine.keys import queue_keys
 from .inspector import AsyncInspector
 from .redisio.connection import async_client
 from .server import Server

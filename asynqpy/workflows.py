@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
-from .core.errors import InvalidArgumentError
-from .core.task import TaskInfo
+from .core.model.errors import InvalidArgumentError
+from .core.model.task import TaskInfo
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client

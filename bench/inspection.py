@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, Inspector  # noqa: E402
-from asynqpy.core.broker import Broker  # noqa: E402
-from asynqpy.core.codec import Message  # noqa: E402
+from asynqpy.core.model.codec import Message  # noqa: E402
+from asynqpy.core.spine.broker import Broker  # noqa: E402
 from asynqpy.redisio.executor import SyncExecutor  # noqa: E402
 from asynqpy.redisio.scripts import load_scripts  # noqa: E402
 

@@ -39,7 +39,7 @@ from pgserver import PostgresProcess  # noqa: E402
 from redisproc import RedisProcess  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from asynqpy.core.keys import queue_keys  # noqa: E402
+from asynqpy.core.spine.keys import queue_keys  # noqa: E402
 from asynqpy.outbox import Outbox, Relay  # noqa: E402
 
 

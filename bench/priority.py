@@ -25,8 +25,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client  # noqa: E402
-from asynqpy.core.broker import Broker  # noqa: E402
-from asynqpy.core.codec import decode  # noqa: E402
+from asynqpy.core.model.codec import decode  # noqa: E402
+from asynqpy.core.spine.broker import Broker  # noqa: E402
 from asynqpy.redisio.executor import SyncExecutor  # noqa: E402
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, Input, Inspector, Process, ServeMux, Server, Step, Task  # noqa: E402
-from asynqpy.core.process import input_payload, key_of  # noqa: E402
+from asynqpy.core.processes.model import input_payload, key_of  # noqa: E402
 
 log = logging.getLogger("bench.redis_cost")
 Q = "rc"

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
-from asynqpy.core.rules import parse_config  # noqa: E402
+from asynqpy.core.rules.config import parse_config  # noqa: E402
 from asynqpy.rules import Rules  # noqa: E402
 
 RULES = {

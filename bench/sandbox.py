@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sandbox_handlers
 
-from asynqpy.core.codec import Message
-from asynqpy.core.task import Task
+from asynqpy.core.model.codec import Message
+from asynqpy.core.model.task import Task
 from asynqpy.worker.sandbox import SandboxPool
 
 

@@ -32,9 +32,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, Inspector  # noqa: E402
-from asynqpy.core.broker import Broker, Done  # noqa: E402
-from asynqpy.core.codec import decode  # noqa: E402
-from asynqpy.core.keys import queue_keys  # noqa: E402
+from asynqpy.core.model.codec import decode  # noqa: E402
+from asynqpy.core.spine.broker import Broker, Done  # noqa: E402
+from asynqpy.core.spine.keys import queue_keys  # noqa: E402
 from asynqpy.redisio.executor import SyncExecutor  # noqa: E402
 
 log = logging.getLogger("bench.scale_events")

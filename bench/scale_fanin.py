@@ -37,8 +37,8 @@ from typing import Any
 import redis
 
 from asynqpy import Client
-from asynqpy.core import workflow
-from asynqpy.core.broker import Broker
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.workflows import records as workflow
 from asynqpy.redisio.executor import SyncExecutor
 
 log = logging.getLogger("bench.scale_fanin")

@@ -35,9 +35,9 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
-from asynqpy.core.clock import Clock
-from asynqpy.core.codec import Message, encode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.clock import Clock
+from asynqpy.core.model.codec import Message, encode
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.worker.context import Context
 from asynqpy.worker.janitor import Janitor, JanitorParams
 from asynqpy.worker.settings import ServerOptions

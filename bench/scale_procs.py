@@ -31,7 +31,7 @@ from redis_cost import Meter, _mux, _settle  # noqa: E402
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, Server  # noqa: E402
-from asynqpy.core.process import input_payload, key_of  # noqa: E402
+from asynqpy.core.processes.model import input_payload, key_of  # noqa: E402
 
 log = logging.getLogger("bench.scale_procs")
 Q = "rc"  # (the queue bench/redis_cost.py's helpers serve)

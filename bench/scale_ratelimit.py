@@ -69,7 +69,7 @@ def _stats(r: redis.Redis) -> tuple[int, int]:
 def measure(url: str, processes: int, rate: float, burst: int, seconds: float, fair: bool = True) -> dict[str, object]:
     """One size: see the module docstring."""
     from asynqpy import Client, Inspector
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.spine.keys import queue_keys
 
     r = redis.Redis.from_url(url)
     r.flushall()

@@ -45,7 +45,7 @@ from redisproc import RedisProcess  # noqa: E402
 from asynqpy import Client, Inspector, ServeMux, Server, Task  # noqa: E402
 from asynqpy.core import broker as broker_mod  # noqa: E402
 from asynqpy.core import codec  # noqa: E402
-from asynqpy.core.broker import Broker, Call, Done  # noqa: E402
+from asynqpy.core.spine.broker import Broker, Call, Done  # noqa: E402
 from asynqpy.redisio.executor import SyncExecutor  # noqa: E402
 
 log = logging.getLogger("bench.script_cost")

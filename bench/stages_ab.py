@@ -30,8 +30,8 @@ from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, Inspector  # noqa: E402
 from asynqpy.core import codec  # noqa: E402
-from asynqpy.core.broker import Broker, Call, Done  # noqa: E402
-from asynqpy.core.scripts import load_dir  # noqa: E402
+from asynqpy.core.spine.broker import Broker, Call, Done  # noqa: E402
+from asynqpy.core.spine.scripts import load_dir  # noqa: E402
 
 Q = "ab"
 LEASE_MS = 60000

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
-from asynqpy.core.keys import queue_keys  # noqa: E402
+from asynqpy.core.spine.keys import queue_keys  # noqa: E402
 
 log = logging.getLogger("bench.app")
 log.setLevel(logging.INFO)

@@ -55,7 +55,7 @@ sys.path.insert(0, str(HERE.parent))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
-from asynqpy.core.errors import InvalidArgumentError  # noqa: E402
+from asynqpy.core.model.errors import InvalidArgumentError  # noqa: E402
 
 Q = "tn"
 CONCURRENCY = 10
@@ -310,7 +310,7 @@ def dispatch(url: str, tenants: int, tasks: int, batch: int = 10, finish: bool =
     figures are then per task of the whole cycle, dequeue and done."""
     import redis
 
-    from asynqpy.core.broker import Broker
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     r = redis.Redis.from_url(url)
@@ -351,8 +351,8 @@ def dispatch_ab(url: str, tasks: int = 200_000, batch: int = 10, finish: bool = 
     queue's next dequeue (untimed), as a worker does."""
     import redis
 
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.codec import decode
+    from asynqpy.core.model.codec import decode
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     r = redis.Redis.from_url(url)
@@ -489,7 +489,7 @@ def tenant_limit(url: str, limit: int = 3, procs: int = 4, seconds: float = 6.0)
 
 def _finish(ex: Any, b: Any, held: list[tuple[str, bytes]]) -> None:
     """End the dequeued tasks (done): their tenant slots are freed, so nothing is left."""
-    from asynqpy.core.codec import decode
+    from asynqpy.core.model.codec import decode
 
     for start in range(0, len(held), 500):
         ex.run_many([b.done(Q, id, "bench001", decode(m)) for id, m in held[start:start + 500]])
@@ -500,7 +500,7 @@ def memory(url: str, tenants: int) -> dict[str, object]:
     tenant) and what is left once the work is done (the target: nothing)."""
     import redis
 
-    from asynqpy.core.broker import Broker
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     r = redis.Redis.from_url(url)

@@ -17,15 +17,15 @@ from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from asynqpy.core.errors import AsynqpyError, QueueNotEmptyError
-from asynqpy.core.humanize import BIDI
-from asynqpy.core.humanize import ago as ago  # (re-exported: the formats of every command)
-from asynqpy.core.humanize import duration as duration
-from asynqpy.core.humanize import latency as latency
-from asynqpy.core.humanize import utc as utc
-from asynqpy.core.humanize import visible as visible  # (the one place: stored text on a terminal)
-from asynqpy.core.jsontext import jsonable
-from asynqpy.core.signing import load_keys
+from asynqpy.core.model.errors import AsynqpyError, QueueNotEmptyError
+from asynqpy.core.security.signing import load_keys
+from asynqpy.core.text.humanize import BIDI
+from asynqpy.core.text.humanize import ago as ago  # (re-exported: the formats of every command)
+from asynqpy.core.text.humanize import duration as duration
+from asynqpy.core.text.humanize import latency as latency
+from asynqpy.core.text.humanize import utc as utc
+from asynqpy.core.text.humanize import visible as visible  # (the one place: stored text on a terminal)
+from asynqpy.core.text.jsontext import jsonable
 from asynqpy.redisio.connection import default_url
 
 if TYPE_CHECKING:  # rich and the Inspector load with the commands that use them
@@ -112,7 +112,7 @@ def inspector(redis_url: str, signing_key: list[bytes] | None = None) -> Iterato
 # Every piece of text the CLI prints may hold stored text (a payload, a type, an error, a task's logs,
 # a tenant, a result, a queue or server name) that a producer or a handler wrote, and an escape
 # sequence in it would drive the operator's terminal (retitle it, clear it, rewrite lines above,
-# write the clipboard with OSC 52). ``visible`` (core/humanize.py: the worker's text log lines use it
+# write the clipboard with OSC 52). ``visible`` (core/text/humanize.py: the worker's text log lines use it
 # too) is the one place that makes such text harmless: each
 # control character (C0 but newline and tab, DEL, C1) and each bidirectional override is shown as
 # an escape (\x1b, \u202e). Everything the CLI prints goes through it: the rich consoles of

@@ -29,7 +29,7 @@ from .common import (
 if TYPE_CHECKING:  # rich loads with the commands that use it
     from rich.table import Table
 
-    from asynqpy.core.cron import EntryInfo
+    from asynqpy.core.cron.entries import EntryInfo
 
 
 @click.group()
@@ -284,6 +284,6 @@ def _find(insp: Any, name: str, queue: str | None) -> Any:
 def scheduler(refresh: float, signing_key_file: str | None, redis_url: str) -> None:
     """Run a scheduler: enqueue every stored entry's task on its ticks, until SIGTERM or Ctrl-C.
     Run as many as you like: each tick is enqueued once."""
-    from asynqpy.scheduler import Scheduler
+    from asynqpy.cron import Scheduler
 
     Scheduler(redis_url, refresh=refresh, signing_key=signing_keys(signing_key_file)).run()

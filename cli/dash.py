@@ -28,9 +28,9 @@ from rich.console import RenderableType
 from rich.live import Live
 
 from asynqpy import Inspector
-from asynqpy.core.errors import AsynqpyError
-from asynqpy.core.task import TaskInfo, TaskState
-from asynqpy.core.tenants import TenantInfo
+from asynqpy.core.model.errors import AsynqpyError
+from asynqpy.core.model.task import TaskInfo, TaskState
+from asynqpy.core.tenants.plans import TenantInfo
 
 from .common import UserError, redis_url_option, user_errors
 from .common import console as safe_console

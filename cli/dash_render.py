@@ -14,8 +14,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from asynqpy.core.task import TaskInfo, TaskState
-from asynqpy.core.tenants import TenantInfo
+from asynqpy.core.model.task import TaskInfo, TaskState
+from asynqpy.core.tenants.plans import TenantInfo
 
 from .common import clip, latency, payload_text, retried
 from .dash_state import STATES, TABS, DashState, Throughput, View, pages

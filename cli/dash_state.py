@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from asynqpy.core.task import TaskState
+from asynqpy.core.model.task import TaskState
 
 if TYPE_CHECKING:
     from asynqpy import QueueInfo

@@ -11,7 +11,7 @@ from queue import Queue
 import click
 
 from asynqpy import Inspector, TaskEvent
-from asynqpy.core.events import EVENTS, last_id
+from asynqpy.core.results.events import EVENTS, last_id
 
 from .common import (
     UserError,

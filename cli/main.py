@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from asynqpy.core.errors import InvalidArgumentError
-from asynqpy.core.keys import validate_queue_or_pattern
-from asynqpy.core.mux import ServeMux
+from asynqpy.core.handlers.mux import ServeMux
+from asynqpy.core.model.errors import InvalidArgumentError
+from asynqpy.core.spine.keys import validate_queue_or_pattern
 from asynqpy.worker.logs import configure_logging
 from asynqpy.worker.settings import SETTING, SETTINGS, Bool, Choice, Flag, Int, OrNone, Seconds, Setting
 
@@ -227,8 +227,8 @@ class TimeoutSeconds(click.ParamType):  # type: ignore[type-arg]
 
 def enqueue_flags() -> dict[str, str]:
     """The library's option names and the enqueue command's flags for them (from the option
-    table, asynqpy/core/options.py; ``queue`` is left out: messages name queues as a word)."""
-    from asynqpy.core.options import SPEC
+    table, asynqpy/core/model/options.py; ``queue`` is left out: messages name queues as a word)."""
+    from asynqpy.core.model.options import SPEC
 
     return {**{o.name: o.flag for o in SPEC if o.flag and o.name != "queue"}, "payload": "--payload"}
 
@@ -288,7 +288,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 @click.group(cls=LazyGroup, lazy={
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
-    "metrics": ".metrics:metrics", "web": ".web:web", "process": ".process:process",
+    "metrics": ".metrics:metrics", "web": ".web:web", "process": ".processes:process",
     "rules": ".rules:rules", "outbox": ".outbox:outbox",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
@@ -604,9 +604,9 @@ def _warn_unserved(redis_url: str, queue: str) -> None:
     queue nobody deployed a worker for), naming the closest queue they serve."""
     import time
 
-    from asynqpy.core import server_record
-    from asynqpy.core.errors import AsynqpyError
-    from asynqpy.core.keys import SERVERS, server_info, similar_queue
+    from asynqpy.core.model.errors import AsynqpyError
+    from asynqpy.core.server import record as server_record
+    from asynqpy.core.spine.keys import SERVERS, server_info, similar_queue
     from asynqpy.inspector import Inspector
     from asynqpy.redisio.connection import REDIS_ERRORS
 

@@ -8,8 +8,8 @@ import click
 from rich.table import Table
 
 from asynqpy import QueueInfo
-from asynqpy.core.tenants import TenantInfo
-from asynqpy.core.tenants import state_text as tenant_state
+from asynqpy.core.tenants.plans import TenantInfo
+from asynqpy.core.tenants.plans import state_text as tenant_state
 
 from .common import (
     UserError,

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from asynqpy.core.server_record import ServerInfo, WorkerInfo
+from asynqpy.core.server.record import ServerInfo, WorkerInfo
 
 from .common import (
     UserError,
@@ -90,7 +90,7 @@ def _running_table(running: list[WorkerInfo], now: datetime) -> Table:
 
 
 def _control(action: str, server: str, timeout: float, redis_url: str, concurrency: int = 0) -> None:
-    from asynqpy.core.errors import ServerNotFoundError
+    from asynqpy.core.model.errors import ServerNotFoundError
 
     with inspector(redis_url) as insp:
         ids = [s.id for s in insp.servers() if server in (s.id, s.name)]

@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 
 from asynqpy import TaskInfo, TaskState
-from asynqpy.core.inspection import parse_state
+from asynqpy.core.inspector.inspection import parse_state
 
 from .common import (
     UserError,
@@ -65,7 +65,7 @@ def task_ref(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _queue_of(redis_url: str, task_id: str) -> str:
     """The queue that holds task ``task_id`` (UserError if none or several do)."""
-    from asynqpy.core.broker import Broker, id_arg
+    from asynqpy.core.spine.broker import Broker, id_arg
 
     id_arg(task_id)  # a task id is text (InvalidArgumentError otherwise)
     with inspector(redis_url) as insp:

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from asynqpy.core.errors import InvalidArgumentError
+from asynqpy.core.model.errors import InvalidArgumentError
 
 from .common import UserError, echo, redis_url_option, signing_key_option, signing_keys, user_errors
 

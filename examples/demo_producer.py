@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from asynqpy import Client, DuplicateTaskError, Inspector, TaskInfo
-from asynqpy.core.keys import SERVERS
+from asynqpy.core.spine.keys import SERVERS
 
 QUEUES = ("critical", "default", "low")
 

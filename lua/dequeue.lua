@@ -30,7 +30,7 @@ ARG lease_ms      lease duration in ms
 ARG token        8-character lease token; the worker proves ownership with it later
 ARG now          '' = Redis time; else a simulated time in ms
 ARG name         the caller's worker name ('' = take no runs of targeted tasks)
-ARG version      the caller's version (core/deploy.py encode_version; 0 = none)
+ARG version      the caller's version (core/deploy/versions.py encode_version; 0 = none)
 Returns {now, remaining, wait, id1, msg1, id2, msg2, ...} (a run's id is '<task id>|<name>', its
 message the task's); remaining (pending tasks left; runs of targeted tasks are not counted) = -1
 when the queue is paused; wait = 0, or ms before a dequeue may get a task (includes/dq_limits,

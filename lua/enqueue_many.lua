@@ -14,7 +14,7 @@ ARG check          '1' = check ids for conflicts, '0' = generated ids
 ARG entries... {id value}  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
-(core/events.py expands it into one event per task).
+(core/results/events.py expands it into one event per task).
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none),
 or -10 when the queue (or a tenant of the batch) is at its cap with overflow 'reject', or when
 drop_oldest cannot make room for the whole batch (includes/cap): nothing of the batch is stored.

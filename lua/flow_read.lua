@@ -1,4 +1,4 @@
---[[ flow_read: (read only) a child's record, in one string as core/workflow.py parses it
+--[[ flow_read: (read only) a child's record, in one string as core/workflows/records.py parses it
 KEY deps           deps hash: a child's record as fields (includes/flow)
 ARG child          the child's id
 Returns nil = no record; else rec_pack{policy, outstanding, since, due, ref1, state1, ref2, state2,

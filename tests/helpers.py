@@ -35,7 +35,7 @@ async def serving(redis: Any, mux: ServeMux, **options: Any) -> AsyncIterator[Se
 
 def stats(backend: Any, queue: str = "default") -> Any:
     """The queue's counts and counters (QueueStats), read directly on the backend."""
-    from asynqpy.core.broker import Broker
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     return SyncExecutor(backend.sync).run(Broker().stats(queue))

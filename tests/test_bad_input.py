@@ -20,9 +20,9 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import decode
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 
@@ -174,7 +174,7 @@ def test_malformed_message_in_redis_is_archived_and_worker_keeps_running(backend
 def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None:
     """Ids written by hand may be any bytes. Reading one as UTF-8 made every dequeue that met it and
     every recoverer pass fail "unexpectedly", for good (found by fuzzing the data in Redis)."""
-    from asynqpy.core.codec import Message, encode
+    from asynqpy.core.model.codec import Message, encode
 
     k = queue_keys("default")
     r = backend.sync
@@ -205,7 +205,7 @@ def test_task_ids_that_are_not_utf8_do_not_stop_the_worker(backend: Any) -> None
 def test_task_ids_that_are_not_utf8_with_signing(backend: Any) -> None:
     """The signature covers the id: encoding a non-UTF-8 id for it raised UnicodeEncodeError, so
     fetching and recovery failed "unexpectedly" again, for good."""
-    from asynqpy.core.codec import Message, encode
+    from asynqpy.core.model.codec import Message, encode
 
     key = b"k" * 32
     k = queue_keys("default")
@@ -268,7 +268,7 @@ def test_cancel_of_a_hand_written_active_task(backend: Any) -> None:
     """Cancelling an active task whose id is not UTF-8, or whose lease token is not text: the cancel
     notice could not be packed (UnicodeEncodeError), the token not read (UnicodeDecodeError); found by
     the inspector fuzz test."""
-    from asynqpy.core.codec import Message, encode
+    from asynqpy.core.model.codec import Message, encode
 
     k = queue_keys("default")
     r = backend.sync
@@ -348,7 +348,7 @@ def test_printable_unicode_names_are_still_accepted(backend: Any) -> None:
 def test_a_generated_task_id_never_starts_with_a_dash() -> None:
     """The README's quickstart failed in CI now and then: `asynqpy task inspect ID` took a
     generated id starting with '-' (1 in 64) for an option."""
-    from asynqpy.core.options import new_task_id, new_task_ids
+    from asynqpy.core.model.options import new_task_id, new_task_ids
 
     ids = [new_task_id() for _ in range(2000)] + new_task_ids(2000)
     assert not [i for i in ids if i.startswith("-")]

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from asynqpy import Client, InvalidArgumentError
-from asynqpy.core import deploy
-from asynqpy.core.broker import MAX_DELAY_MS, Broker
-from asynqpy.core.clock import FakeClock
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.options import MAX_EPOCH, MAX_SECONDS
-from asynqpy.core.process import TIMER_MAX_S, Step, plan_step
+from asynqpy.core.deploy import versions as deploy
+from asynqpy.core.model.clock import FakeClock
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.model.options import MAX_EPOCH, MAX_SECONDS
+from asynqpy.core.processes.model import TIMER_MAX_S, Step, plan_step
+from asynqpy.core.spine.broker import MAX_DELAY_MS, Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 ROOT = Path(__file__).resolve().parent.parent

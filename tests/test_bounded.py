@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from asynqpy import Client, Inspector, InvalidArgumentError, QueueFullError, TaskState
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.limits import QueueCap
+from asynqpy.core.limits.plans import QueueCap
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "bq"

@@ -18,10 +18,10 @@ import redis
 from helpers import serving, start_worker, until, wait_sync
 
 from asynqpy import Client, FakeClock, Inspector, ServeMux, Task, TaskState
-from asynqpy.core import codec
-from asynqpy.core.broker import Broker
-from asynqpy.core.errors import LeaseLostError
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model import codec
+from asynqpy.core.model.errors import LeaseLostError
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.canceller import Canceller
 

@@ -23,8 +23,8 @@ from redisproc import free_port
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Server, ServerOptions
 from asynqpy.cli.main import main, parse_queues
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = pytest.mark.real
 

@@ -123,9 +123,9 @@ def test_the_dashboard_screens_escape_stored_text() -> None:
     from asynqpy.cli.common import console
     from asynqpy.cli.dash_render import Snapshot, page_size_for, render
     from asynqpy.cli.dash_state import DashState, Throughput, View
-    from asynqpy.core.codec import Message
-    from asynqpy.core.task import TaskInfo, TaskState
-    from asynqpy.core.tenants import TenantInfo
+    from asynqpy.core.model.codec import Message
+    from asynqpy.core.model.task import TaskInfo, TaskState
+    from asynqpy.core.tenants.plans import TenantInfo
 
     now = datetime.now(timezone.utc)
     queue = replace(QueueInfo(Q, 1, 1, 0, 0, 0, 0, 0, False, 0.0, 0, 0, 0, 0, None, now), tenants=1)
@@ -164,8 +164,8 @@ def test_task_inspect_shows_every_field() -> None:
     from rich.console import Console
 
     from asynqpy.cli.task import detail_table
-    from asynqpy.core.task import TaskInfo, TaskState
-    from asynqpy.core.workflow import ParentEnd
+    from asynqpy.core.model.task import TaskInfo, TaskState
+    from asynqpy.core.workflows.records import ParentEnd
 
     assert set(LABELS) == {f.name for f in dataclasses.fields(TaskInfo)}, "label the new TaskInfo field"
     now = datetime.now(timezone.utc)

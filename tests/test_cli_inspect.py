@@ -22,7 +22,7 @@ from redisproc import RedisProcess, free_port
 
 from asynqpy import Client, Inspector, ServeMux, Server, Task
 from asynqpy.cli.main import main
-from asynqpy.core.broker import Broker
+from asynqpy.core.spine.broker import Broker
 from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = pytest.mark.real
@@ -68,7 +68,7 @@ def seeded(redis_url: str) -> Iterator[dict[str, str]]:
         ids["retry"] = c.enqueue("flaky", {"n": 2}, task_id="ret-1").id
         ids["archived"] = c.enqueue("doomed", {"n": 3}, task_id="arc-1").id
         ids["completed"] = c.enqueue("ok", None, task_id="done-1", retention=3600).id
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
 
     x.run(b.dequeue("default", 3, 60_000, "tok11111"))
     x.run(b.retry("default", "ret-1", "tok11111", Message("flaky", {"n": 2}, retried=1, last_error="Boom: x"), 60_000))
@@ -319,8 +319,8 @@ def test_timeout_shows_server_default_and_none() -> None:
 
     from asynqpy.cli.common import show, timeout_text
     from asynqpy.cli.task import detail_table
-    from asynqpy.core.codec import Message
-    from asynqpy.core.task import TaskInfo, TaskState
+    from asynqpy.core.model.codec import Message
+    from asynqpy.core.model.task import TaskInfo, TaskState
 
     assert [timeout_text(t) for t in (None, -1.0, 0, 0.0, 30.0, 2.5)] == \
         ["server default", "server default", "none", "none", "30s", "2.5s"]
@@ -337,8 +337,8 @@ def test_task_inspect_shows_the_last_traceback(monkeypatch: pytest.MonkeyPatch) 
     line for line, not folded."""
     import dataclasses
 
-    from asynqpy.core.codec import Message
-    from asynqpy.core.task import TaskInfo, TaskState
+    from asynqpy.core.model.codec import Message
+    from asynqpy.core.model.task import TaskInfo, TaskState
 
     if "traceback" not in {f.name for f in dataclasses.fields(TaskInfo)}:
         pytest.skip("this asynqpy keeps no traceback with a task yet")

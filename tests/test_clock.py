@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from asynqpy.core.clock import STALE_S, Clock
+from asynqpy.core.model.clock import STALE_S, Clock
 
 
 class Manual(Clock):
@@ -31,7 +31,7 @@ def test_offset_from_the_middle_of_the_round_trip_and_slow_replies_ignored(monke
     c.observe(c.t + 520, sent_ms=c.t - 5)  # a fast one is taken
     assert c.offset_ms == 520 + 2
     now = [0.0]
-    monkeypatch.setattr("asynqpy.core.clock.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("asynqpy.core.model.clock.time.monotonic", lambda: now[0])
     c.observe(c.t + 520, sent_ms=c.t - 4)
     now[0] = STALE_S + 1  # nothing fast for a long time: a slow sample beats none
     c.t += 2000

@@ -30,8 +30,8 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = pytest.mark.cluster
@@ -404,7 +404,7 @@ def test_recoverer_retries_a_crashed_workers_task(cluster_url: str) -> None:
 
 
 def _message_of(info: Any) -> Any:
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
 
     return Message(info.type, info.payload)
 
@@ -483,7 +483,7 @@ def test_many_first_commands_at_once_on_a_fresh_cluster_client(cluster_url: str)
     """redis-py's asyncio RedisCluster, sent its first commands by many coroutines at once, lets
     each load the topology and disconnect connections others write on ('NoneType' object has no
     attribute 'writelines'): the executor initializes it once, the others waiting."""
-    from asynqpy.core.limits import acquire_call
+    from asynqpy.core.limits.plans import acquire_call
     from asynqpy.redisio.connection import async_client
     from asynqpy.redisio.executor import AsyncExecutor
 

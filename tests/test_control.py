@@ -15,7 +15,7 @@ from helpers import serving, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Server, Task
 from asynqpy.cli.main import main
-from asynqpy.core.errors import ServerNotFoundError
+from asynqpy.core.model.errors import ServerNotFoundError
 
 Q = "ctl"
 
@@ -66,7 +66,7 @@ def test_a_stop_is_acknowledged_before_the_server_starts_stopping(redis_url: str
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Stopping cancels the control loop: a stop applied before its acknowledgement was written
     lost the acknowledgement now and then (stop_server timed out; seen on the cluster in CI)."""
-    from asynqpy.core import control
+    from asynqpy.core.server import control
 
     real = control.ack_calls
     stopping_when_acked: list[bool] = []

@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from asynqpy import EntryNotFoundError, Inspector, InvalidArgumentError, TaskState
-from asynqpy.core.broker import Broker
-from asynqpy.core.clock import Clock
-from asynqpy.core.cron import Entry, decode_entry, due_tick, due_ticks, encode_entry, make_entry, tick_task_id
+from asynqpy.core.cron.entries import Entry, decode_entry, due_tick, due_ticks, encode_entry, make_entry, tick_task_id
+from asynqpy.core.model.clock import Clock
+from asynqpy.core.spine.broker import Broker
 from asynqpy.redisio.executor import AsyncExecutor
-from asynqpy.worker.scheduler import SchedulerParams, Scheduling
+from asynqpy.worker.cron import SchedulerParams, Scheduling
 
 
 def ms(*args: int, tz: str = "UTC") -> int:
@@ -184,7 +184,7 @@ def test_an_every_beyond_100_years_is_refused_and_a_stored_one_is_listed(backend
     """every= had no upper bound: cron_add stored every=1e20 and every listing of the entries then
     raised OverflowError (cron ls, the console's /scheduler). It is refused, nothing stored; one
     stored before (or by hand) is listed, with its next tick as the latest datetime, and never fires."""
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.spine.keys import queue_keys
 
     with Inspector(backend.sync) as insp:
         insp.cron_add("fine", "t", every=60, queue="cq")
@@ -207,7 +207,7 @@ def test_an_every_beyond_100_years_is_refused_and_a_stored_one_is_listed(backend
 def test_a_changed_or_removed_entry_stops_firing_its_old_definition(backend: Any) -> None:
     """A scheduler planned from a definition an operator changed since writes nothing for it
     (it reloads); one removed fires no more."""
-    from asynqpy.core import cron
+    from asynqpy.core.cron import entries as cron
 
     with Inspector(backend.sync) as insp:
         old = insp.cron_add("e", "t", every=1, queue="xq")
@@ -275,7 +275,7 @@ def test_cron_commands(redis_url: str) -> None:
         assert [i.name for i in insp.scheduler_entries()] == ["nightly"]
     import redis
 
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.spine.keys import queue_keys
 
     far = Entry("far", "t", None, "default", every=1e20, created_ms=1)  # stored before every= was bounded
     redis.Redis.from_url(redis_url).hset(queue_keys("default").cron, "far", encode_entry(far))
@@ -366,7 +366,7 @@ def test_removing_a_queue_with_entries(backend: Any) -> None:
 def test_a_restarted_scheduler_keeps_its_unchanged_entries(backend: Any) -> None:
     """Registering the same entry again (a restart) keeps its creation time and state; a changed
     one starts afresh. A payload with tuples (stored as lists) counts as unchanged."""
-    from asynqpy.core import cron
+    from asynqpy.core.cron import entries as cron
 
     async def register(entry: Entry, now: int) -> list[Entry]:
         ex = AsyncExecutor(backend.new_async())
@@ -540,10 +540,10 @@ def test_a_keyed_scheduler_fires_only_entries_signed_with_its_keys(backend: Any,
     """Entries written by a keyless party (or signed with another key) are not fired by a keyed
     scheduler: logged once, shown as such by a keyed Inspector; a signed entry's ticks arrive
     signed. A keyed run-now refuses an entry that does not verify (it would sign its task)."""
-    from asynqpy.core.codec import decode
-    from asynqpy.core.errors import SignatureError
-    from asynqpy.core.keys import queue_keys
-    from asynqpy.core.signing import Signer
+    from asynqpy.core.model.codec import decode
+    from asynqpy.core.model.errors import SignatureError
+    from asynqpy.core.security.signing import Signer
+    from asynqpy.core.spine.keys import queue_keys
 
     keyless, keyed, other = Inspector(backend.sync), Inspector(backend.sync, signing_key=KEY), \
         Inspector(backend.sync, signing_key=OTHER_KEY)
@@ -586,9 +586,9 @@ def test_a_keyed_scheduler_fires_only_entries_signed_with_its_keys(backend: Any,
 def test_a_keyed_scheduler_signs_its_own_unchanged_entries_again(backend: Any) -> None:
     """An entry declared in code and stored unsigned (before signing was turned on, or planted
     under its name) is written again, signed, by a scheduler with keys; a signed one is left."""
-    from asynqpy.core.cron import entry_signature, register_plan
-    from asynqpy.core.keys import queue_keys
-    from asynqpy.core.signing import Signer
+    from asynqpy.core.cron.entries import entry_signature, register_plan
+    from asynqpy.core.security.signing import Signer
+    from asynqpy.core.spine.keys import queue_keys
     from asynqpy.redisio.executor import SyncExecutor, run_plan
 
     entry = make_entry("beat", "ping", every=60, queue="rq")

@@ -36,8 +36,8 @@ from asynqpy.cli.dash_render import (
 from asynqpy.cli.dash_state import DashState, Throughput, View
 from asynqpy.cli.main import main
 from asynqpy.cli.terminal import ESC_WAIT, KeyDecoder, RawKeys, read_keys
-from asynqpy.core.codec import Message
-from asynqpy.core.task import TaskInfo, TaskState
+from asynqpy.core.model.codec import Message
+from asynqpy.core.model.task import TaskInfo, TaskState
 
 NOW = datetime(2026, 11, 23, 14, 3, 12, tzinfo=timezone.utc)
 
@@ -659,7 +659,7 @@ def test_dash_needs_a_terminal(redis_url: str) -> None:
 
 
 def test_waiting_and_blocked_tabs_list_their_tasks() -> None:
-    from asynqpy.core.workflow import ParentEnd
+    from asynqpy.core.workflows.records import ParentEnd
 
     q = replace(qi("default", 5, 0, 0, 0, 0, 0), waiting=2, blocked=1)
     state = DashState(cursor="default")
@@ -722,7 +722,7 @@ def test_tenants_column_and_the_open_queues_first_tenants_at_80x24() -> None:
     """Tenants (docs/tenants.md): a "tnts" column while some queue has tenants with pending tasks
     (mem makes room at 80 columns); the queue view's summary names the first ones, with their
     pending tasks, a pause and a weight, read with the page only while the queue has tenants."""
-    from asynqpy.core.tenants import TenantInfo
+    from asynqpy.core.tenants.plans import TenantInfo
 
     queues = [replace(qi("reports", 130, 2), tenants=7), qi("plain", 3)]
     lines = screen(DashState(cursor="reports"), Snapshot(queues=queues, servers=SERVERS, updated=NOW))

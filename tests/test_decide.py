@@ -1,4 +1,4 @@
-"""The outcome of an attempt (asynqpy/core/outcome.py ``decide``), as plain function calls: no
+"""The outcome of an attempt (asynqpy/core/handlers/outcome.py ``decide``), as plain function calls: no
 asyncio, no Redis. One test per branch of the decision, and the helpers it leans on (the error's
 text, the traceback kept, a result's check, the archives of a refused message and of an outcome
 that could not be recorded)."""
@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from asynqpy.core import codec
-from asynqpy.core.codec import Message
-from asynqpy.core.errors import HandlerNotFoundError, RateLimited, ResultError, SkipRetry, TaskTimeoutError
-from asynqpy.core.outcome import (
+from asynqpy.core.handlers.outcome import (
     MAX_ERROR_TEXT,
     MAX_TRACEBACK,
     Action,
@@ -29,9 +26,12 @@ from asynqpy.core.outcome import (
     refused,
     unrecorded,
 )
-from asynqpy.core.process import Refused
-from asynqpy.core.sandbox import SandboxedError
-from asynqpy.core.task import Task
+from asynqpy.core.handlers.sandbox import SandboxedError
+from asynqpy.core.model import codec
+from asynqpy.core.model.codec import Message
+from asynqpy.core.model.errors import HandlerNotFoundError, RateLimited, ResultError, SkipRetry, TaskTimeoutError
+from asynqpy.core.model.task import Task
+from asynqpy.core.processes.model import Refused
 
 NOW = 1_700_000_000_000
 MSG = Message(type="email", payload=b"x", max_retry=3, retried=0, reply_to="inbox1")
@@ -284,7 +284,7 @@ def test_check_result_refuses_what_cannot_be_stored() -> None:
 
 def test_decide_needs_no_event_loop_nor_redis() -> None:
     """The module imports neither asyncio nor any I/O layer."""
-    source = Path(__file__).resolve().parent.parent / "asynqpy" / "core" / "outcome.py"
+    source = Path(__file__).resolve().parent.parent / "asynqpy" / "core" / "handlers" / "outcome.py"
     imported = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Import):

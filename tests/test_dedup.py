@@ -43,7 +43,7 @@ def test_unique_by_a_key_of_the_callers_choosing(backend: Any) -> None:
 
 
 def _digest(key: str) -> str:
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
 
     return Message("t", unique=True, unique_key=key).lock_digest()
 

@@ -16,10 +16,10 @@ from helpers import serving, until
 
 from asynqpy import App, Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState
 from asynqpy.cli.main import main
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import decode
-from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version, format_version
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.deploy.versions import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version, format_version
+from asynqpy.core.model.codec import decode
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "dq"

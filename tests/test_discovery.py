@@ -16,7 +16,7 @@ import redis
 from helpers import serving, until
 
 from asynqpy import AsyncClient, Client, Inspector, ServeMux, Server, Task
-from asynqpy.core.errors import InvalidArgumentError
+from asynqpy.core.model.errors import InvalidArgumentError
 from asynqpy.worker.queues import Cadence, ServedQueues
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,7 +214,7 @@ def test_discovery_compares_the_next_size_with_what_its_own_read_saw() -> None:
     import fakeredis
 
     from asynqpy import FakeClock
-    from asynqpy.core.keys import ALL_QUEUES
+    from asynqpy.core.spine.keys import ALL_QUEUES
     from asynqpy.worker.context import Context
     from asynqpy.worker.discovery import Discovery
 

@@ -28,7 +28,7 @@ from asynqpy import (
     TaskFailedError,
     TaskState,
 )
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 Q = "pq"
 
@@ -136,7 +136,7 @@ def test_an_outage_while_reading_the_process_is_waited_out_not_a_failure(
     (a retry the input had not earned; with max_retry=0 the process would have gone in error).
     Here only the reads of processes fail, for three leases: the heartbeat keeps the lease, the
     read is retried until it works, and the input completes on its first attempt."""
-    from asynqpy.core.errors import RedisUnavailableError
+    from asynqpy.core.model.errors import RedisUnavailableError
     from asynqpy.redisio.executor import AsyncExecutor
 
     failing = threading.Event()
@@ -528,7 +528,7 @@ def test_the_log_lines_of_a_process_input_name_its_process() -> None:
     import json
     import logging
 
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
     from asynqpy.worker.context import Running
     from asynqpy.worker.logs import JsonFormatter
 
@@ -584,8 +584,8 @@ def test_the_reads_of_inputs_started_together_go_in_one_round_trip() -> None:
     history window) in one proc_read call, each reply (or error) to its caller."""
     from types import SimpleNamespace
 
-    from asynqpy.core import process as P
-    from asynqpy.core.broker import Broker
+    from asynqpy.core.processes import model as P
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.worker.runner import _Reads
 
     sent: list[list[tuple[str, tuple[Any, ...]]]] = []
@@ -617,10 +617,10 @@ def test_the_commits_of_a_batch_go_in_one_call_and_each_is_checked_on_its_own(ba
     checked and written on its own (one whose process changed since it was read, one whose lease
     was lost, are refused and write nothing), the others are written whole, and their 'completed'
     events go as one entry for the batch."""
-    from asynqpy.core import process as P
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.codec import decode
-    from asynqpy.core.workflow import rec_pack, rec_unpack
+    from asynqpy.core.model.codec import decode
+    from asynqpy.core.processes import model as P
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.core.workflows.records import rec_pack, rec_unpack
     from asynqpy.redisio.executor import SyncExecutor
 
     r, b = backend.sync, Broker()
@@ -666,9 +666,9 @@ def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backen
     held is not the one stored) is read whole."""
     from types import SimpleNamespace
 
-    from asynqpy.core import process as P
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.workflow import rec_pack, rec_unpack
+    from asynqpy.core.processes import model as P
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.core.workflows.records import rec_pack, rec_unpack
     from asynqpy.redisio.executor import AsyncExecutor
     from asynqpy.worker.runner import _Reads
 
@@ -743,8 +743,8 @@ def test_a_step_with_thousands_of_events_is_written_whole(backend: Any) -> None:
 def test_a_read_of_thousands_of_processes_reads_each(backend: Any) -> None:
     """One proc_read call of 2 500 processes (a worker's large batch; chunked: Lua's unpack has a
     stack limit) answers for each, in order, a missing one included."""
-    from asynqpy.core import process as P
-    from asynqpy.core.broker import Broker
+    from asynqpy.core.processes import model as P
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     k = queue_keys(Q)

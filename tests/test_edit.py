@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from asynqpy import Client, Inspector, InvalidArgumentError, TaskNotFoundError, TaskState, TaskStateError
-from asynqpy.core.codec import decode
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.signing import make_signer, open_message
+from asynqpy.core.model.codec import decode
+from asynqpy.core.security.signing import make_signer, open_message
+from asynqpy.core.spine.keys import queue_keys
 
 Q = "eq"
 

@@ -11,7 +11,7 @@ import fakeredis
 import pytest
 
 from asynqpy import AsyncClient, Client, Inspector, TaskState
-from asynqpy.core import tracing
+from asynqpy.core.spine import tracing
 
 
 def _comparable(info: Any) -> dict[str, Any]:

@@ -14,10 +14,10 @@ import pytest
 from helpers import serving, stats, until
 
 from asynqpy import AsyncClient, AsyncInspector, Client, Inspector, InvalidArgumentError, ServeMux, SkipRetry, Task
-from asynqpy.core import events as ev
-from asynqpy.core.broker import Broker, Done
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.results import events as ev
+from asynqpy.core.spine.broker import Broker, Done
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "ev"

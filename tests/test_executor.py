@@ -137,15 +137,15 @@ def test_a_registration_and_its_store_call_go_in_one_write_each_reply_in_place(r
     EVAL, and the connection clean for the next call."""
     import asyncio
 
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.keys import ALL_QUEUES, queue_keys
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.core.spine.keys import ALL_QUEUES, queue_keys
     from asynqpy.redisio.executor import AsyncExecutor, SyncExecutor
 
     r = redis.Redis.from_url(redis_url)
     b = Broker()
 
     def calls(queue: str, id: str) -> list[Any]:
-        from asynqpy.core.codec import Message
+        from asynqpy.core.model.codec import Message
 
         return [b.register_queues([queue]), b.enqueue(queue, id, Message("t", b""))]
 

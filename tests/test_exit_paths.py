@@ -17,7 +17,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from asynqpy.core import stored
+from asynqpy.core.spine import stored
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "lua"
@@ -234,7 +234,7 @@ def test_every_function_a_script_calls_comes_with_its_includes() -> None:
     """A script reaches the shared functions through its includes (exit.lua brings events, unique, flow,
     serial and slots; not process): one it uses but does not include would be a global, nil in Redis,
     an error only on the path that calls it."""
-    from asynqpy.core.scripts import _flatten
+    from asynqpy.core.spine.scripts import _flatten
 
     for path in sorted(LUA.glob("*.lua")):
         missing = _undefined(_body(_flatten(path.read_text(), INCLUDES, set())))

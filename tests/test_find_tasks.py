@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from asynqpy import AsyncInspector, Client, Inspector, InvalidArgumentError, QueueNotFoundError
-from asynqpy.core.clock import Clock
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.clock import Clock
+from asynqpy.core.spine.keys import queue_keys
 
 
 def _seed(backend: Any) -> None:
@@ -72,8 +72,8 @@ def test_find_tasks_goes_on_from_its_cursor_and_bounds_its_work() -> None:
     a cursor; going on from the cursors finds every match once the scan ends (cursor 0)."""
     import fakeredis
 
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.inspection import Plans
+    from asynqpy.core.inspector.inspection import Plans
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     r = fakeredis.FakeRedis()

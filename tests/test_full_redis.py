@@ -19,13 +19,14 @@ import pytest
 import redis
 
 from asynqpy import FakeClock, RedisFullError
-from asynqpy.core import holds, tenants
-from asynqpy.core.broker import Broker, Call
-from asynqpy.core.codec import Message, decode, encode
-from asynqpy.core.cron import Entry, encode_entry, fire_call, make_entry
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.process import Plan, new_record
-from asynqpy.core.task import TaskState
+from asynqpy.core.cron.entries import Entry, encode_entry, fire_call, make_entry
+from asynqpy.core.deploy import holds
+from asynqpy.core.model.codec import Message, decode, encode
+from asynqpy.core.model.task import TaskState
+from asynqpy.core.processes.model import Plan, new_record
+from asynqpy.core.spine.broker import Broker, Call
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.tenants import plans as tenants
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.redisio.scripts import load_scripts
 

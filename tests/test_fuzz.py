@@ -41,8 +41,8 @@ from asynqpy import (
     TaskState,
 )
 from asynqpy.cli.main import main as cli
-from asynqpy.core.codec import Message, decode, encode
-from asynqpy.core.keys import SERVERS, queue_keys
+from asynqpy.core.model.codec import Message, decode, encode
+from asynqpy.core.spine.keys import SERVERS, queue_keys
 
 SLOW = [HealthCheck.too_slow]
 TWO_BACKENDS = pytest.mark.parametrize("backend", ["fake", "real"], indirect=True)  # not the cluster: time

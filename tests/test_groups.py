@@ -13,7 +13,7 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState, TaskStateError
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.worker.aggregator import Aggregation, AggregatorParams
 from asynqpy.worker.context import Context
 

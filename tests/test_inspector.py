@@ -23,9 +23,9 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import Message
-from asynqpy.core.keys import ALL_QUEUES, queue_keys
+from asynqpy.core.model.codec import Message
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import ALL_QUEUES, queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 T0 = 1_700_000_000_000
@@ -121,7 +121,7 @@ def test_all_queue_info_is_two_round_trips_and_a_few_commands_a_queue(backend: A
     dozen commands, script-internal ones included (29 when every queue was its own script call
     and seven MEMORY USAGE round-trip commands); with the memory reading, seven more inside the
     script. The same counts and counters as queue_info, queue by queue."""
-    from asynqpy.core.inspection import STATS_BATCH
+    from asynqpy.core.inspector.inspection import STATS_BATCH
 
     r, client, insp = backend.sync, Client(backend.sync), Inspector(backend.sync)
     steps: list[int] = []
@@ -167,7 +167,7 @@ def test_queues_read_together_share_a_slot_on_a_cluster() -> None:
     slot is Redis's (CRC16 of the hash tag); on one server, STATS_BATCH queues a call."""
     from redis.crc import key_slot as redis_slot
 
-    from asynqpy.core.inspection import STATS_BATCH, Plans, key_slot
+    from asynqpy.core.inspector.inspection import STATS_BATCH, Plans, key_slot
 
     names = [f"q{i}" for i in range(250)] + ["a.b:c-d_E"]
     tags = ["a{b}c", "{x}", "x}{y", "{}a", "a{}{b}", "é{ü}"]

@@ -20,8 +20,8 @@ from asynqpy import (
     TaskState,
     TaskStateError,
 )
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import CANCEL_CHANNEL, queue_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import CANCEL_CHANNEL, queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 T0 = 1_700_000_000_000
@@ -49,7 +49,7 @@ class H:
     def retry(self, id: str) -> None:
         assert self.take() == [id]
         info = self.insp.task_info(Q, id)
-        from asynqpy.core.codec import Message
+        from asynqpy.core.model.codec import Message
 
         self.x.run(self.b.retry(Q, id, "tok00000", Message(info.type, info.payload, retried=1), 60_000))
 
@@ -183,7 +183,7 @@ def test_remove_queue(h: H) -> None:
         h.insp.remove_queue(Q)
     with pytest.raises(TaskStateError, match="1 active"):
         h.insp.remove_queue(Q, force=True)
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
 
     h.x.run(h.b.done(Q, "busy", "tok00000", Message("t")))
     h.insp.pause(Q)
@@ -242,8 +242,8 @@ def test_operator_action_on_an_id_reused_since_read_releases_the_right_lock(h: H
     archived) while its lock stayed, and the next enqueue of its payload was a DuplicateTaskError
     with no task behind it."""
     from asynqpy import DuplicateTaskError
-    from asynqpy.core.codec import unique_digest
-    from asynqpy.core.inspection import Plans
+    from asynqpy.core.inspector.inspection import Plans
+    from asynqpy.core.model.codec import unique_digest
 
     delay = {"process_in": 600} if state == "scheduled" else {}
     h.c.enqueue("t", "first", queue=Q, task_id="u", unique=600, **delay)

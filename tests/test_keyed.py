@@ -14,7 +14,7 @@ import pytest
 from helpers import serving, stats, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState, TaskStateError
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 Q = "kq"
 
@@ -188,7 +188,7 @@ def test_an_edit_to_due_now_goes_through_the_key_whatever_the_editors_clock(back
     editor whose clock is behind Redis's sent a due time that was past for Redis but future for
     itself, and the script moved the task straight to pending, past its key's holder. The script
     decides it now, on the Redis clock: the task stays scheduled, due, and waits for its key."""
-    from asynqpy.core.clock import Clock
+    from asynqpy.core.model.clock import Clock
 
     class Behind(Clock):
         def local_ms(self) -> int:

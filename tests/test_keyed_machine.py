@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from asynqpy import FakeClock
-from asynqpy.core.broker import Broker, Done
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.inspection import Plans
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.serial import gate_due, sweep_keys
-from asynqpy.core.stored import message_of
-from asynqpy.core.task import TaskState
+from asynqpy.core.inspector.inspection import Plans
+from asynqpy.core.limits.serial import gate_due, sweep_keys
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.model.task import TaskState
+from asynqpy.core.spine.broker import Broker, Done
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.spine.stored import message_of
 from asynqpy.redisio.executor import SyncExecutor, run_plan
 
 Q = "ksm"

@@ -15,9 +15,9 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.limits import QueueLimits, parse_rate, set_calls
+from asynqpy.core.limits.plans import QueueLimits, parse_rate, set_calls
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "lq"
@@ -227,7 +227,7 @@ def test_a_named_limiter_inside_handlers(backend: Any) -> None:
 
 
 def _holders(backend: Any, name: str) -> set[bytes]:
-    from asynqpy.core.keys import limit_keys
+    from asynqpy.core.spine.keys import limit_keys
 
     return set(backend.sync.zrange(limit_keys(name)[1], 0, -1))
 
@@ -312,9 +312,9 @@ def test_a_freed_slot_leaves_a_wake_token(backend: Any, outcome: str) -> None:
     """A dequeue held back by the concurrency limit leaves no wake-up token (the workers it would
     wake could take nothing), so the script that frees a slot must leave one: before, nothing did,
     and the held-back workers slept until their 1 s poll (issue 29 item 27)."""
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.codec import Message, decode
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.model.codec import Message, decode
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.core.spine.keys import queue_keys
     from asynqpy.redisio.executor import SyncExecutor
 
     b, x, r, k = Broker(), SyncExecutor(backend.sync), backend.sync, queue_keys(Q)
@@ -424,7 +424,7 @@ def _held_back_workers(workers: int, rate: int | None = 50, concurrency: int | N
     import fakeredis
 
     from asynqpy import FakeClock
-    from asynqpy.core.codec import Message, decode
+    from asynqpy.core.model.codec import Message, decode
 
     t0 = 1_740_866_400_000
     clock = FakeClock(t0)
@@ -501,7 +501,7 @@ def test_a_waiter_that_does_not_come_loses_its_turn() -> None:
     import fakeredis
 
     from asynqpy import FakeClock
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
 
     clock = FakeClock(1_740_866_400_000)
     b, r = Broker(clock), fakeredis.FakeRedis()

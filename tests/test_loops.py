@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import msgpack
 
 from asynqpy import FakeClock
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.keys import SERVERS, queue_keys, server_info
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import SERVERS, queue_keys, server_info
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.context import Context
 from asynqpy.worker.forwarder import Forwarder, ForwarderParams
@@ -174,7 +174,7 @@ def test_a_cancel_during_a_redis_call_is_not_lost() -> None:
     executor raises the lost cancellation; here the cancel arrives at each step of a call."""
     import fakeredis
 
-    from asynqpy.core.broker import Call
+    from asynqpy.core.spine.broker import Call
     from asynqpy.redisio.executor import AsyncExecutor
 
     async def main() -> None:

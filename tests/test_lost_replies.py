@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from asynqpy import AsyncClient, Client
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = pytest.mark.real
 
@@ -178,8 +178,8 @@ def test_async_enqueue_sent_again(proxy: ReplyDropper) -> None:
 def test_a_late_copy_leaves_a_worker_holding_the_task_alone(redis_url: str) -> None:
     """The copy that runs last may find the task already active (a worker took it meanwhile): it
     must not write it back to pending, which would steal the worker's lease."""
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.codec import Message
+    from asynqpy.core.model.codec import Message
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     r = redis.Redis.from_url(redis_url)

@@ -10,7 +10,7 @@ processes have their own machine, tests/test_process_machine.py.)
 Producers and operators go through the public :class:`~asynqpy.Client` and
 :class:`~asynqpy.Inspector`; the worker's side (dequeue, done, complete, retry, archive, snooze,
 requeue, rewake, run_end), the recoverer, the forwarder with its key gate, the propagator and the
-aggregator go through :class:`~asynqpy.core.broker.Broker` calls and the core plans run by
+aggregator go through :class:`~asynqpy.core.spine.broker.Broker` calls and the core plans run by
 :mod:`asynqpy.redisio.executor`, as the worker runs them. All share one :class:`FakeClock`, so
 time (lease expiry, due times) moves only when the model says so. One rule (``step``) picks an
 actor by weight, so every actor gets steps in every example.
@@ -53,9 +53,9 @@ from hypothesis.stateful import (
 )
 
 from asynqpy import Client, FakeClock, Inspector, TaskState
-from asynqpy.core import codec, flows
-from asynqpy.core.broker import Broker, Call
-from asynqpy.core.errors import (
+from asynqpy.core.limits.serial import gate_due
+from asynqpy.core.model import codec
+from asynqpy.core.model.errors import (
     DuplicateTaskError,
     InvalidArgumentError,
     LeaseLostError,
@@ -63,10 +63,11 @@ from asynqpy.core.errors import (
     TaskNotFoundError,
     TaskStateError,
 )
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.options import Prepared
-from asynqpy.core.serial import gate_due
-from asynqpy.core.stored import message_of
+from asynqpy.core.model.options import Prepared
+from asynqpy.core.spine.broker import Broker, Call
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.spine.stored import message_of
+from asynqpy.core.workflows import plans as flows
 from asynqpy.redisio.executor import SyncExecutor, run_plan
 
 Q = "xm"

@@ -38,8 +38,8 @@ import redis
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from asynqpy.core.errors import AsynqpyError
-from asynqpy.core.scripts import load_scripts
+from asynqpy.core.model.errors import AsynqpyError
+from asynqpy.core.spine.scripts import load_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = int(os.environ.get("ASYNQPY_MUTANT_EXAMPLES", "100"))

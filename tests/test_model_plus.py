@@ -124,13 +124,13 @@ from hypothesis.stateful import invariant, precondition, rule, run_state_machine
 from test_model import LEASE_MS, LIVE, SETTINGS, TENANTS, CrossMachine, K, Known, Q, Run
 
 from asynqpy import DuplicateTaskError, LeaseLostError, QueueFullError, TaskIdConflictError, TaskNotFoundError
-from asynqpy.core import codec
-from asynqpy.core.broker import Broker, Call, Dequeued
-from asynqpy.core.deploy import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version
-from asynqpy.core.errors import InvalidArgumentError, QueueNotEmptyError, QueueNotFoundError, TaskStateError
-from asynqpy.core.keys import ALL_QUEUES, queue_keys
-from asynqpy.core.stored import message_of
-from asynqpy.core.tenants import PASS_REBASE
+from asynqpy.core.deploy.versions import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version
+from asynqpy.core.model import codec
+from asynqpy.core.model.errors import InvalidArgumentError, QueueNotEmptyError, QueueNotFoundError, TaskStateError
+from asynqpy.core.spine.broker import Broker, Call, Dequeued
+from asynqpy.core.spine.keys import ALL_QUEUES, queue_keys
+from asynqpy.core.spine.stored import message_of
+from asynqpy.core.tenants.plans import PASS_REBASE
 from asynqpy.worker.queues import SCAN_PER_S, QueueOrder, ServedQueues
 
 VERSIONS = {"w2": encode_version("2"), "mq": encode_version("2")}

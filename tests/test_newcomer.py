@@ -37,7 +37,7 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.core.options import prepare
+from asynqpy.core.model.options import prepare
 
 
 def _lookup(d: dict[str, Any]) -> Any:

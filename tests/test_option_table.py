@@ -1,4 +1,4 @@
-"""The option table (asynqpy/core/options.py SPEC) is the one list of enqueue options: prepare's
+"""The option table (asynqpy/core/model/options.py SPEC) is the one list of enqueue options: prepare's
 checks and conflicts, the task kinds, Client.enqueue's docstring, docs/options.md and the
 ``asynqpy enqueue`` flags all agree with it, and each of its conflicts is refused."""
 
@@ -13,11 +13,11 @@ import click
 import pytest
 
 from asynqpy import AsyncClient, Client, InvalidArgumentError
-from asynqpy.core import kinds
-from asynqpy.core import options as opts
-from asynqpy.core.broker import Broker
-from asynqpy.core.kinds import ROUTES, TaskKind
-from asynqpy.core.options import CALLED, OPTION, OPTIONS, SPEC
+from asynqpy.core.model import kinds
+from asynqpy.core.model import options as opts
+from asynqpy.core.model.kinds import ROUTES, TaskKind
+from asynqpy.core.model.options import CALLED, OPTION, OPTIONS, SPEC
+from asynqpy.core.spine.broker import Broker
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = 1_700_000_000.0
@@ -130,9 +130,9 @@ def test_enqueue_docstrings_are_made_from_the_table() -> None:
 def test_docs_tables_are_the_tables_the_option_table_makes() -> None:
     text = (ROOT / "docs" / "options.md").read_text()
     assert _between(text, "<!-- options:", "<!-- end options -->") == opts.options_table(), (
-        "docs/options.md is stale: paste asynqpy.core.options.options_table() between its markers")
+        "docs/options.md is stale: paste asynqpy.core.model.options.options_table() between its markers")
     assert _between(text, "<!-- kinds:", "<!-- end kinds -->") == opts.kinds_table(), (
-        "docs/options.md is stale: paste asynqpy.core.options.kinds_table() between its markers")
+        "docs/options.md is stale: paste asynqpy.core.model.options.kinds_table() between its markers")
 
 
 def test_the_client_page_table_names_only_options_of_the_table() -> None:
@@ -158,7 +158,7 @@ def test_the_enqueue_command_has_a_flag_for_each_option_that_has_one() -> None:
 
 def test_the_other_option_lists_are_subsets_of_the_table() -> None:
     from asynqpy.app import _TASK_OPTIONS
-    from asynqpy.core.cron import ENTRY_OPTIONS
+    from asynqpy.core.cron.entries import ENTRY_OPTIONS
     from asynqpy.worker.aggregator import AGGREGATE_OPTIONS
 
     for subset in (_TASK_OPTIONS, ENTRY_OPTIONS, AGGREGATE_OPTIONS):

@@ -100,7 +100,7 @@ def test_batches_and_refused_enqueues_are_traced(backend: Any, spans: InMemorySp
 
 def test_without_instrument_nothing_is_traced_or_imported(redis_url: str) -> None:
     # (redis-py imports OpenTelemetry itself when it is installed: what matters is that asynqpy does not)
-    code = ("import sys; import asynqpy.server, asynqpy.client, asynqpy.worker.processor, asynqpy.core.tracing as t; "
+    code = ("import sys; import asynqpy.server, asynqpy.client, asynqpy.worker.processor, asynqpy.core.spine.tracing as t; "
             "assert 'asynqpy.otel' not in sys.modules and t.current is None")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     root = Path(__file__).resolve().parent.parent

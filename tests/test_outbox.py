@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 
 from asynqpy import Inspector
 from asynqpy.cli.main import main
-from asynqpy.core.errors import InvalidArgumentError, PayloadError, QueueNotFoundError, TaskNotFoundError
-from asynqpy.core.task import TaskState
+from asynqpy.core.model.errors import InvalidArgumentError, PayloadError, QueueNotFoundError, TaskNotFoundError
+from asynqpy.core.model.task import TaskState
 from asynqpy.outbox import AsyncOutbox, Outbox, Relay
 
 _names = itertools.count()
@@ -457,8 +457,8 @@ def _insert(ob: Outbox, row: dict[str, Any]) -> None:
 def _stored(redis_url: str, queue: str, id: str) -> bytes | None:
     import redis
 
-    from asynqpy.core.keys import queue_keys
-    from asynqpy.core.stored import message_of
+    from asynqpy.core.spine.keys import queue_keys
+    from asynqpy.core.spine.stored import message_of
 
     r = redis.Redis.from_url(redis_url)
     try:
@@ -475,7 +475,7 @@ def test_rows_are_signed_by_the_application_and_the_relay_never_signs(db_url: st
     through the trust gate, stores the row's bytes as written, and sets aside a row that is
     unsigned (a plain SQL INSERT), signed with another key, or moved to another queue."""
     from asynqpy import ServeMux
-    from asynqpy.core.signing import Signer
+    from asynqpy.core.security.signing import Signer
     from asynqpy.testing import drain
 
     ob_old = Outbox(sa.create_engine(db_url), signing_key=K_OLD)  # a producer not rotated yet
@@ -584,7 +584,7 @@ def test_an_outage_is_logged_once_and_its_end_once(sqlite_url: str, mem_url: str
     again; an unexpected error does not end it (logged with its traceback, retried)."""
     import logging
 
-    from asynqpy.core.errors import RedisUnavailableError
+    from asynqpy.core.model.errors import RedisUnavailableError
     from asynqpy.outbox import Sent
 
     _outbox(sqlite_url)
@@ -758,7 +758,7 @@ def test_async_outbox_brings_declared_options_and_signs(tmp_path: Path, mem_url:
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
     from asynqpy import App
-    from asynqpy.core.signing import Signer
+    from asynqpy.core.security.signing import Signer
 
     app = App(mem_url, signing_key=K_NEW)
     name = f"ship-{next(_names)}"
@@ -784,8 +784,8 @@ def test_async_outbox_brings_declared_options_and_signs(tmp_path: Path, mem_url:
     for id in ids:
         info = _info(mem_url, "shipping", id)
         assert (info.max_retry, info.retention) == (2, 30)
-    from asynqpy.core.keys import queue_keys
-    from asynqpy.core.stored import message_of
+    from asynqpy.core.spine.keys import queue_keys
+    from asynqpy.core.spine.stored import message_of
 
     stored = relay.redis.hget(queue_keys("shipping").tasks, ids[0])
     assert Signer(K_NEW).open("shipping", ids[0], message_of(stored))

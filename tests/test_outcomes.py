@@ -14,9 +14,9 @@ import pytest
 from helpers import serve_until, serving, stats, until
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
-from asynqpy.core.broker import MAX_DELAY_MS, Broker
-from asynqpy.core.codec import Message
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message
+from asynqpy.core.spine.broker import MAX_DELAY_MS, Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 

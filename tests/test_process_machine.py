@@ -30,15 +30,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from asynqpy import FakeClock
-from asynqpy.core import process as proc
-from asynqpy.core.broker import Broker, Call
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.errors import LeaseLostError, TaskNotFoundError
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.serial import gate_due
-from asynqpy.core.stored import is_active, message_of, token_of
-from asynqpy.core.task import TaskState
-from asynqpy.core.workflow import rec_unpack
+from asynqpy.core.limits.serial import gate_due
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.model.errors import LeaseLostError, TaskNotFoundError
+from asynqpy.core.model.task import TaskState
+from asynqpy.core.processes import model as proc
+from asynqpy.core.spine.broker import Broker, Call
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.spine.stored import is_active, message_of, token_of
+from asynqpy.core.workflows.records import rec_unpack
 from asynqpy.redisio.executor import SyncExecutor, run_plan
 
 Q = "psm"

@@ -13,7 +13,7 @@ import redis
 from helpers import start_worker, wait_sync
 
 from asynqpy import Client, Inspector
-from asynqpy.core.broker import Broker
+from asynqpy.core.spine.broker import Broker
 from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]

@@ -36,7 +36,7 @@ def test_weighted_order_is_a_weighted_sample_and_strict_is_by_weight() -> None:
 
 
 def test_candidates_are_the_queues_known_to_have_tasks() -> None:
-    from asynqpy.core.broker import Dequeued
+    from asynqpy.core.spine.broker import Dequeued
 
     order = QueueOrder({"a": 1, "b": 5, "c": 2}, True)
     assert order.candidates(0.0) == []  # nothing known: the idle wait's token says which
@@ -188,7 +188,7 @@ def test_the_scan_puts_each_queue_in_the_backlog_in_turn() -> None:
 
 def _token_lost(backend: Any, queue: str) -> None:
     """The wake token of ``queue`` is gone (popped by a read whose reply was lost)."""
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.spine.keys import queue_keys
 
     backend.sync.delete(queue_keys(queue).wake)
 
@@ -234,8 +234,8 @@ def test_a_worker_of_many_queues_takes_back_what_was_held_for_its_version(backen
     once: one ZRANGEBYSCORE each), and held while it runs (the scan). No wake token announces either.
     Before, only a dequeue of that queue for another reason took it back: never, here."""
     from asynqpy import Client, Inspector
-    from asynqpy.core.broker import Broker
-    from asynqpy.core.deploy import encode_version
+    from asynqpy.core.deploy.versions import encode_version
+    from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor
 
     monkeypatch.setattr("asynqpy.worker.queues.SCAN_PER_S", 30.0, raising=False)

@@ -103,7 +103,7 @@ def test_readme_quickstart_as_written(redis_url: str, tmp_path: Path) -> None:
         for wrong in ("'42'", "'42', 1", "user=42"):  # the README's wrong call (was accepted), too many, unknown
             res = subprocess.run([sys.executable, "-c", f"from tasks import deliver_email; deliver_email.enqueue({wrong})"],
                                  cwd=app, env=env, capture_output=True, text=True, timeout=30, check=False)
-            assert res.returncode == 1 and "asynqpy.core.errors.InvalidArgumentError: task tasks.deliver_email:" \
+            assert res.returncode == 1 and "asynqpy.core.model.errors.InvalidArgumentError: task tasks.deliver_email:" \
                 in res.stderr, (wrong, res.stderr)
         assert "argument 'user_id' must be int, got str '42'" in subprocess.run(
             [sys.executable, "-c", "from tasks import deliver_email; deliver_email.enqueue('42')"],

@@ -23,7 +23,7 @@ from redisproc import RedisCluster, RedisProcess, TlsFiles, make_tls_files
 
 from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, SkipRetry, Task, TaskState
 from asynqpy.cli.main import main as cli
-from asynqpy.core.broker import Broker
+from asynqpy.core.spine.broker import Broker
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.redisio.scripts import load_scripts
 

@@ -11,7 +11,7 @@ import redis
 from redisproc import RedisCluster
 
 from asynqpy import AsyncClient, Client, InvalidArgumentError, NotReplicatedError, TaskState
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 QUEUES = ["reports", "critical", "low"]  # one per master of the test cluster
 

@@ -1,10 +1,10 @@
 """Reply codes stay in the broker (issue 30 item 7, the part done): a script's raw reply is turned
 into a value with a name (an enum, a TaskState, a bool, a typed error) by its parser in
-``core/broker.py``; no other module compares a reply with a bare number. Read as text (AST), nothing
+``core/spine/broker.py``; no other module compares a reply with a bare number. Read as text (AST), nothing
 runs: a comparison of a reply-like name, or of an awaited/called ``run``, with an int literal fails, and
 so does a comparison with one of the broker's integer reply codes (``OK``, ``CHANGED``, ...) imported
-outside it: other modules compare :class:`~asynqpy.core.broker.Acted` members (or another enum).
-Keys are the key schema's too: no module but ``core/keys.py`` formats an ``asynqpy:`` key by hand."""
+outside it: other modules compare :class:`~asynqpy.core.spine.broker.Acted` members (or another enum).
+Keys are the key schema's too: no module but ``core/spine/keys.py`` formats an ``asynqpy:`` key by hand."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import ast
 import re
 from pathlib import Path
 
-from asynqpy.core import broker
+from asynqpy.core.spine import broker
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLY_NAMES = {"code", "codes", "reply", "replies", "r", "res", "rc", "got", "out", "done", "freed"}
@@ -43,7 +43,7 @@ def test_no_module_but_the_broker_compares_a_script_reply_with_a_number() -> Non
     found = []
     for path in sorted((ROOT / "asynqpy").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "asynqpy/core/broker.py" or rel in NOT_REPLIES:
+        if rel == "asynqpy/core/spine/broker.py" or rel in NOT_REPLIES:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
@@ -90,7 +90,7 @@ def test_no_module_but_the_broker_compares_with_its_integer_reply_codes() -> Non
     found = []
     for path in sorted((ROOT / "asynqpy").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel != "asynqpy/core/broker.py":
+        if rel != "asynqpy/core/spine/broker.py":
             found += _code_comparisons(path, rel)
     assert not found, "compare broker.Acted members, not the broker's integer codes:\n" + "\n".join(found)
 
@@ -128,9 +128,9 @@ def test_no_module_but_the_key_schema_formats_a_key() -> None:
     found = []
     for path in sorted([*(ROOT / "asynqpy").rglob("*.py"), *(ROOT / "cli").glob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
-        if rel != "asynqpy/core/keys.py":
+        if rel != "asynqpy/core/spine/keys.py":
             found += _hand_made_keys(path, rel)
-    assert not found, "build keys with asynqpy.core.keys (queue_keys, ...):\n" + "\n".join(found)
+    assert not found, "build keys with asynqpy.core.spine.keys (queue_keys, ...):\n" + "\n".join(found)
 
 
 def test_the_key_check_finds_what_it_looks_for(tmp_path: Path) -> None:

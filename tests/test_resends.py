@@ -40,12 +40,12 @@ from asynqpy import (
     TaskIdConflictError,
     TaskState,
 )
-from asynqpy.core import codec
-from asynqpy.core.broker import Broker, Call
-from asynqpy.core.errors import LeaseLostError
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.process import MIN_CALL_RETENTION_S
-from asynqpy.core.stored import message_of, token_of
+from asynqpy.core.model import codec
+from asynqpy.core.model.errors import LeaseLostError
+from asynqpy.core.processes.model import MIN_CALL_RETENTION_S
+from asynqpy.core.spine.broker import Broker, Call
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.spine.stored import message_of, token_of
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "rs"

@@ -26,7 +26,7 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 K = queue_keys("default")
 

@@ -524,7 +524,7 @@ def test_a_slow_event_holds_up_only_its_own_watcher(redis_url: str) -> None:
 
 
 def test_fetch_url_templates_encode_variables() -> None:
-    from asynqpy.core.rules import RuleError, UrlTemplate
+    from asynqpy.core.rules.config import RuleError, UrlTemplate
 
     u = UrlTemplate.of("http://h:8080/a/${x}/b?q=${x}&n=${n}#${x}")
     assert u.render({"x": "1/../../admin?all=1#", "n": 5}) == (

@@ -19,7 +19,7 @@ import sandboxed
 from helpers import serving, until
 
 from asynqpy import AsyncClient, Inspector, InvalidArgumentError, ServeMux, TaskFailedError, TaskState
-from asynqpy.core.sandbox import frame_limit
+from asynqpy.core.handlers.sandbox import frame_limit
 
 pytestmark = pytest.mark.real
 Q = "sbx"

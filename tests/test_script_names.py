@@ -4,7 +4,7 @@ those names (issue 30 item 1).
 - Statically: every ``script_call("<script>", parse, ...)`` in the package gives exactly the names
   the script's header declares (``**_q(q, "a b")`` and the key groups' ``**pending_keys(q)`` ...
   ``**exit_keys(q)`` expanded), and every script in lua/ is called so; no ``Call`` names a script
-  with positional keys. Each key group (core/scripts.py KEY_GROUPS) is declared once, filled by
+  with positional keys. Each key group (core/spine/scripts.py KEY_GROUPS) is declared once, filled by
   one broker function, and named by every header that uses all its keys.
 - Dynamically: each broker method that runs a script is built with dummy inputs (a wrong name
   would raise TypeError there), covering every script.
@@ -23,14 +23,25 @@ from typing import Any
 
 import pytest
 
-from asynqpy.core import holds, limits, tenants
-from asynqpy.core import process as P
-from asynqpy.core.broker import GROUP_KEYS, Broker, Done, event_keys, exit_keys, pending_keys, script_call, serial_keys
-from asynqpy.core.clock import Clock
-from asynqpy.core.codec import Message, encode
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.scripts import KEY_GROUPS, ScriptHeaderError, group_keys, load_dir, load_scripts
-from asynqpy.core.task import TaskState
+from asynqpy.core.deploy import holds
+from asynqpy.core.limits import plans as limits
+from asynqpy.core.model.clock import Clock
+from asynqpy.core.model.codec import Message, encode
+from asynqpy.core.model.task import TaskState
+from asynqpy.core.processes import model as P
+from asynqpy.core.spine.broker import (
+    GROUP_KEYS,
+    Broker,
+    Done,
+    event_keys,
+    exit_keys,
+    pending_keys,
+    script_call,
+    serial_keys,
+)
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.spine.scripts import KEY_GROUPS, ScriptHeaderError, group_keys, load_dir, load_scripts
+from asynqpy.core.tenants import plans as tenants
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = {"exit_keys": exit_keys, "serial_keys": serial_keys, "pending_keys": pending_keys, "event_keys": event_keys}
@@ -330,7 +341,7 @@ def test_a_stride_tail_takes_whole_items() -> None:
 
 
 def test_each_key_group_is_declared_once_and_filled_by_one_broker_function() -> None:
-    """core/scripts.py KEY_GROUPS is the one declaration of a group; the broker fills each with one
+    """core/spine/scripts.py KEY_GROUPS is the one declaration of a group; the broker fills each with one
     function (GROUP_KEYS), giving exactly the group's keys; a script whose header names a group's
     keys names the group (the loader refuses a header spelling every key of one out)."""
     q = queue_keys("q")
@@ -356,7 +367,7 @@ def bind_named(name: str, root: Path, **named: Any) -> tuple[tuple[Any, ...], tu
 
 
 def test_no_script_body_indexes_keys_or_argv() -> None:
-    """Script bodies and includes read their inputs by name (the loader's prologue, core/scripts.py):
+    """Script bodies and includes read their inputs by name (the loader's prologue, core/spine/scripts.py):
     no ``KEYS[`` / ``ARGV[`` after a script's header (comments included), and no file name carries
     a key count."""
     for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:
@@ -410,9 +421,9 @@ def test_a_script_that_names_one_pending_key_names_them_all() -> None:
 
 
 def test_no_field_number_is_written_twice() -> None:
-    """Message field numbers come from core/codec.py's field table (FIELD_INDEX), emitted into each
+    """Message field numbers come from core/model/codec.py's field table (FIELD_INDEX), emitted into each
     script's prologue as ``F``: no Lua file gives a field's index a number of its own."""
-    from asynqpy.core.codec import FIELD_INDEX
+    from asynqpy.core.model.codec import FIELD_INDEX
 
     for path in [*sorted((ROOT / "lua").glob("*.lua")), *sorted((ROOT / "lua" / "includes").glob("*.lua"))]:
         code = "\n".join(line.split("--", 1)[0] for line in path.read_text().split("]]", 1)[-1].splitlines())

@@ -20,8 +20,8 @@ from typing import Any
 from helpers import serving, until
 
 from asynqpy import Client, Inspector, RateLimited, ServeMux, Task, TaskState
-from asynqpy.core import flows
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.workflows import plans as flows
 from asynqpy.redisio.executor import run_plan
 
 Q = "seam"

@@ -22,8 +22,8 @@ from asynqpy import (
     Task,
     TaskState,
 )
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 
@@ -322,7 +322,7 @@ def test_async_client_and_batch_errors(backend: Any) -> None:
 
 
 def test_handler_not_found_error_is_typed() -> None:
-    from asynqpy.core.mux import not_found
+    from asynqpy.core.handlers.mux import not_found
 
     with pytest.raises(HandlerNotFoundError):
         asyncio.run(not_found(Task("x")))

@@ -14,11 +14,11 @@ import redis
 from helpers import serving, until
 
 from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeMux, Server, Task, TaskState
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import Message, decode, encode
-from asynqpy.core.errors import MalformedMessageError, SignatureError
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.signing import Signer, load_keys
+from asynqpy.core.model.codec import Message, decode, encode
+from asynqpy.core.model.errors import MalformedMessageError, SignatureError
+from asynqpy.core.security.signing import Signer, load_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 OLD, NEW, OTHER = b"o" * 32, b"n" * 32, b"x" * 32
@@ -326,7 +326,7 @@ def test_tag_is_standard_hmac_sha256(key: bytes) -> None:
 
 
 def test_trust_gate_verifies_before_it_reseals() -> None:
-    from asynqpy.core.signing import Refused, Verified, trust_gate
+    from asynqpy.core.security.signing import Refused, Verified, trust_gate
 
     s = Signer(NEW)
     data = encode(Message(type="t", payload=1))

@@ -10,8 +10,8 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import Client, ServeMux, Task
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 pytestmark = pytest.mark.real
@@ -97,7 +97,7 @@ def test_a_fake_clock_moved_during_the_idle_wait_is_the_time_the_lease_is_taken_
     scheduled task) gave the task a lease already expired at the new time; the recoverer then
     retried it while it ran (the pytest plugin's drain counted a task twice in CI). A fake-clocked
     server does not ride a dequeue with its wait."""
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
     from asynqpy.worker.wake import PipelinedWait
 
     real_wait = PipelinedWait.wait

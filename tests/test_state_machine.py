@@ -37,9 +37,9 @@ from asynqpy import (
     TaskNotFoundError,
     TaskState,
 )
-from asynqpy.core.broker import Broker, Call, Done, delay_arg
-from asynqpy.core.codec import Message, decode, encode, same_task, unique_digest
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, decode, encode, same_task, unique_digest
+from asynqpy.core.spine.broker import Broker, Call, Done, delay_arg
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.recoverer import LEASE_EXPIRED
 

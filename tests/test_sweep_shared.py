@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from asynqpy import FakeClock
-from asynqpy.core.codec import Message, encode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, encode
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.worker.context import Context
 from asynqpy.worker.janitor import Janitor, JanitorParams
 from asynqpy.worker.settings import ServerOptions

@@ -23,8 +23,8 @@ from asynqpy import (
     TaskState,
     TaskStateError,
 )
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "tq"
@@ -271,7 +271,7 @@ def test_a_run_of_a_deleted_task_is_not_credited_to_a_new_task_under_its_id(back
         c.enqueue("warm", 2, queue=Q, workers=["w1"], task_id="job", retention=600)
         msg = insp.task_info(Q, "job")
         assert msg.state is TaskState.TARGETED
-        from asynqpy.core import codec
+        from asynqpy.core.model import codec
         code, state = ex.run(b.run_end(Q, "job", codec.decode(raw), "s", run=run, token="tok00001"))
         assert (code, state) == (1, "")
         info = insp.task_info(Q, "job")
@@ -330,7 +330,7 @@ def test_run_results_of_an_earlier_task_under_the_same_id_are_not_shown(backend:
     """What an archived targeted task kept (its record, its runs' results) is not shown for a new
     targeted task stored under its id: only runs the new task's record says succeeded."""
     ex, b = SyncExecutor(backend.sync), Broker()
-    from asynqpy.core import codec
+    from asynqpy.core.model import codec
 
     with Client(backend.sync) as c, Inspector(backend.sync) as insp:
         c.enqueue("warm", 1, queue=Q, runs=2, task_id="again", retention=600)
@@ -350,7 +350,7 @@ def test_a_run_that_ends_frees_its_concurrency_slot_and_wakes_a_held_back_worker
     or the recoverer's lease expiry) left no wake token, so a worker the limit held back slept
     until its next poll though a slot was free and tasks were pending. The exit include's slot
     duty now runs for runs too (tests/mutants/targeted_slot.patch reverts it)."""
-    from asynqpy.core import codec
+    from asynqpy.core.model import codec
 
     ex, b, k = SyncExecutor(backend.sync), Broker(), queue_keys(Q)
     with Client(backend.sync) as c, Inspector(backend.sync) as insp:

@@ -14,11 +14,11 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import AsyncInspector, Client, Inspector, ServeMux, Task, TaskNotFoundError, TaskState
-from asynqpy.core import tasklogs
-from asynqpy.core.broker import Broker
-from asynqpy.core.clock import FakeClock
-from asynqpy.core.codec import Message, decode, encode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.clock import FakeClock
+from asynqpy.core.model.codec import Message, decode, encode
+from asynqpy.core.results import tasklogs
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import AsyncExecutor, SyncExecutor
 
 applog = logging.getLogger("tests.tasklogs.app")

@@ -13,9 +13,9 @@ from typing import Any
 from helpers import serve_until
 
 from asynqpy import Client, Inspector, ServeMux, Task
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import decode
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "tfix"

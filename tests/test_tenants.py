@@ -15,9 +15,9 @@ import redis
 from helpers import serve_until, wait_sync
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import decode
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "tq"
@@ -333,7 +333,7 @@ def test_tenant_commands(redis_url: str) -> None:
 
 
 def test_a_tenants_state_says_what_holds_it() -> None:
-    from asynqpy.core.tenants import TenantInfo, state_text
+    from asynqpy.core.tenants.plans import TenantInfo, state_text
 
     assert state_text(TenantInfo("a", 5, paused=True)) == "paused"
     assert state_text(TenantInfo("a", 5, ready=True)) == "taking turns"
@@ -472,7 +472,7 @@ def test_a_tenants_rate_spaces_its_tasks_while_the_others_go_on(backend: Any) ->
     """A rate of 10/s with bursts of 2: two at once, then one every 100 ms, whatever the workers
     ask; the other tenants take the turns it cannot; a worker left with only rate-held tasks is
     told when the next token is due (the reply's wait), not woken in a loop."""
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
 
     clock = FakeClock(1_700_000_000_000)
     with Client(backend.sync) as c, Inspector(backend.sync) as insp:
@@ -497,7 +497,7 @@ def test_a_tenants_rate_spaces_its_tasks_while_the_others_go_on(backend: Any) ->
 
 
 def test_a_rate_held_tenant_is_listed_as_held_and_a_removed_rate_lets_it_go_at_once(backend: Any) -> None:
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
 
     clock = FakeClock(1_700_000_000_000)
     with Client(backend.sync) as c, Inspector(backend.sync) as insp:
@@ -511,7 +511,7 @@ def test_a_rate_held_tenant_is_listed_as_held_and_a_removed_rate_lets_it_go_at_o
 
 
 def test_the_queues_default_rate_gives_each_tenant_its_own_bucket(backend: Any) -> None:
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
 
     clock = FakeClock(1_700_000_000_000)
     with Client(backend.sync) as c, Inspector(backend.sync) as insp:
@@ -555,7 +555,7 @@ def test_a_worker_that_comes_late_for_a_tenants_task_does_not_slow_its_rate(back
     a task taken 30 ms late leaves the next one due 100 ms after the first's due time, not after
     the late take (otherwise dequeues that fall between due times cost the rate: 43/s for 50/s in
     bench/tenants.py --rate); a tenant starting afresh gets no such credit."""
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
 
     clock = FakeClock(1_700_000_000_000)
     ex, b = SyncExecutor(backend.sync), Broker(clock)
@@ -577,7 +577,7 @@ def test_a_tenant_held_by_the_default_rate_goes_at_once_when_the_defaults_are_cl
     """Issue 42 defect 1: a tenant waiting on the queue's default rate (held in ``tw``, out of the
     ring) takes its turns again at the next dequeue once the defaults are cleared, or their rate set
     to 0: a worker is woken, and no worker is ever told to look again in 1 ms."""
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
 
     clock = FakeClock(1_700_000_000_000)
     q = queue_keys(Q)
@@ -603,7 +603,7 @@ def test_held_tasks_spend_no_token_slot_or_turn_of_their_tenant(backend: Any) ->
     they take nothing of their tenant: with tenant a at 1/s and concurrency 1, three held tasks
     ahead of its invoice, the invoice starts at the first dequeue (one call, count 1), and its next
     task is due one interval later, not four."""
-    from asynqpy.core.clock import FakeClock
+    from asynqpy.core.model.clock import FakeClock
 
     clock = FakeClock(1_700_000_000_000)
     q = queue_keys(Q)
@@ -632,7 +632,7 @@ def test_passes_that_grow_large_are_rebased_and_every_tenant_is_served(backend: 
     rebases them (each, and V, less V) once V reaches PASS_REBASE: a queue whose tenant work never
     ran dry for ~10^12 turns (written here as it would be) serves every tenant as before, and the
     passes and V are small again (the guard)."""
-    from asynqpy.core.tenants import PASS_REBASE
+    from asynqpy.core.tenants.plans import PASS_REBASE
 
     q = queue_keys(Q)
     with Client(backend.sync) as c:

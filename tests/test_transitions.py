@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from asynqpy import DuplicateTaskError, FakeClock, LeaseLostError, TaskIdConflictError, TaskNotFoundError
-from asynqpy.core.broker import Broker
-from asynqpy.core.codec import Message, decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, decode
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "q1"

@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 from helpers import serving, until
 
 from asynqpy import Client, Inspector, ServeMux, Task, TaskState
-from asynqpy.core.errors import AsynqpyError, SignatureError
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.signing import Signer, open_message
-from asynqpy.core.stored import message_of
+from asynqpy.core.model.errors import AsynqpyError, SignatureError
+from asynqpy.core.security.signing import Signer, open_message
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.spine.stored import message_of
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.web import create_app
 

@@ -1,4 +1,4 @@
-"""Client/AsyncClient and Inspector/AsyncInspector are twins written once (asynqpy.core.twin): the
+"""Client/AsyncClient and Inspector/AsyncInspector are twins written once (asynqpy.core.spine.twin): the
 same public methods with the same signatures and docstrings, the async ones coroutine functions
 (async generator functions where the sync one is a generator); and a plan runs the same way under
 both drivers, an exception a step raised thrown into the plan at its ``yield``."""
@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from asynqpy import AsyncClient, AsyncInspector, Client, Inspector
-from asynqpy.core.twin import Async, Steps, Sync, planned
+from asynqpy.core.spine.twin import Async, Steps, Sync, planned
 
 TWINS = [(Client, AsyncClient), (Inspector, AsyncInspector)]
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = [("asynqpy/client.py", "Client", "AsyncClient"), ("asynqpy/inspector.py", "Inspector", "AsyncInspector"),
-         ("asynqpy/core/twin.py", "Sync", "Async")]
+         ("asynqpy/core/spine/twin.py", "Sync", "Async")]
 MAX_MIRRORED = 60
 """Issue 30 item 6: at most this many lines written twice, once per twin."""
 

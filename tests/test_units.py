@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from asynqpy import InvalidArgumentError, ServeMux, Task, default_retry_delay
-from asynqpy.core.codec import Message, decode, encode, unique_digest
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, decode, encode, unique_digest
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.scripts import load_scripts
 
 

@@ -156,8 +156,8 @@ def test_a_stored_entry_with_a_huge_every_is_listed_not_a_500(web: TestClient, s
     /api/scheduler answer 500 (OverflowError): it is listed."""
     import redis
 
-    from asynqpy.core.cron import Entry, encode_entry
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.cron.entries import Entry, encode_entry
+    from asynqpy.core.spine.keys import queue_keys
 
     with Inspector(seeded) as insp:
         insp.cron_add("fine", "t", every=60, queue=Q)
@@ -690,8 +690,8 @@ def test_per_day_charts_come_from_the_stored_daily_counters(web: TestClient, see
 
     import redis
 
-    from asynqpy.core.clock import Clock
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.model.clock import Clock
+    from asynqpy.core.spine.keys import queue_keys
 
     today = Clock().today()
     r = redis.Redis.from_url(seeded)

@@ -240,13 +240,13 @@ def test_a_read_only_console_in_a_browser(redis_url: str, browser: Any) -> None:
 
 def test_the_pages_write_times_and_latency_as_the_cli(redis_url: str, browser: Any) -> None:
     """The page's script (live updates) formats durations, latency and times with the same
-    functions as asynqpy/core/humanize.py (the CLI's): compared on the same inputs in Chromium;
+    functions as asynqpy/core/text/humanize.py (the CLI's): compared on the same inputs in Chromium;
     the overview's waiting and blocked cells follow live."""
     from datetime import datetime, timedelta, timezone
 
     from selenium.webdriver.common.by import By
 
-    from asynqpy.core import humanize
+    from asynqpy.core.text import humanize
 
     with Client(redis_url) as c:
         c.enqueue("x", None, queue="idle", process_in=600)
@@ -414,8 +414,8 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
     import redis
     from selenium.webdriver.common.by import By
 
-    from asynqpy.core.clock import Clock
-    from asynqpy.core.keys import queue_keys
+    from asynqpy.core.model.clock import Clock
+    from asynqpy.core.spine.keys import queue_keys
 
     r = redis.Redis.from_url(redis_url)
     today = Clock().today()

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asynqpy.core import options as opts
-from asynqpy.core import workflow
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.task import TaskState
+from asynqpy.core.model import options as opts
+from asynqpy.core.model.task import TaskState
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.workflows import records as workflow
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "edges"

@@ -12,9 +12,10 @@ import pytest
 from helpers import serving, stats, until
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskNotFoundError, TaskState
-from asynqpy.core import flows, workflow
-from asynqpy.core.broker import Broker
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.broker import Broker
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.workflows import plans as flows
+from asynqpy.core.workflows import records as workflow
 from asynqpy.redisio.executor import SyncExecutor, run_plan
 
 Q, R = "wfa", "wfb"  # two queues: two hash tags, two slots on a cluster
@@ -146,7 +147,7 @@ def test_resolving_twice_and_an_end_before_the_child_is_stored(backend: Any) -> 
     assert stats(backend, R).pending == 1 and stats(backend, R).waiting == 0
     # an end delivered before the child exists is kept, and the child then needs no wait for it
     assert x.run(b.resolve(R, "early", p1, done)) == 0
-    from asynqpy.core import options as opts
+    from asynqpy.core.model import options as opts
 
     p = opts.prepare("add", 1, queue=R, task_id="early", after=[(Q, "p1")])
     ends = [(p1, b"")]
@@ -333,8 +334,8 @@ def test_a_propagator_killed_before_forgetting_an_end_releases_nothing_twice(bac
         c.enqueue("add", 1, queue=Q, task_id="par")
         c.enqueue("add", 1, queue=R, task_id="kid", after=[(Q, "par")])
     # the parent completes (as a worker would): lease it, then complete it
-    from asynqpy.core.codec import decode
-    from asynqpy.core.stored import message_of
+    from asynqpy.core.model.codec import decode
+    from asynqpy.core.spine.stored import message_of
 
     x.run(b.dequeue(Q, 1, 30_000, "tok00001"))
     stored = backend.sync.hget(queue_keys(Q).tasks, "par")

@@ -31,7 +31,7 @@ from starlette.responses import StreamingResponse
 
 from ..app import App, TaskFunction, task_call
 from ..client import AsyncClient
-from ..core.errors import InvalidArgumentError
+from ..core.model.errors import InvalidArgumentError
 
 __all__ = ["AsynqpyClient", "call_events", "event_stream", "get_client", "lifespan", "open_client"]
 

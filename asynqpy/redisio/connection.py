@@ -41,7 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import Sentinel
 
-from ..core.errors import InvalidArgumentError
+from ..core.model.errors import InvalidArgumentError
 
 DEFAULT_URL = "redis://localhost:6379/0"
 

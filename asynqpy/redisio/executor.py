@@ -48,8 +48,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..core.broker import Call
-from ..core.errors import (
+from ..core.model.errors import (
     InvalidArgumentError,
     NotReplicatedError,
     RedisAuthError,
@@ -57,6 +56,7 @@ from ..core.errors import (
     RedisUnavailableError,
     script_refusal,
 )
+from ..core.spine.broker import Call
 from .connection import REDIS_ERRORS, is_cluster
 from .scripts import load_scripts
 
@@ -217,7 +217,7 @@ def unavailable(exc: BaseException) -> RedisUnavailableError | RedisAuthError | 
 
 def _typed(exc: BaseException) -> RedisUnavailableError | RedisAuthError | InvalidArgumentError | None:
     """``exc`` as asynqpy's typed error: Redis unreachable or the credentials refused
-    (:func:`unavailable`), or a script's refusal of an input (core/errors.py script_refusal); else None."""
+    (:func:`unavailable`), or a script's refusal of an input (core/model/errors.py script_refusal); else None."""
     return unavailable(exc) or script_refusal(exc)
 
 
@@ -626,7 +626,7 @@ class AsyncExecutor:
 
 
 def run_plan(executor: SyncExecutor, plan: Generator[list[Call[Any]], list[Any], T]) -> T:
-    """Drive a plan (:mod:`asynqpy.core.inspection`): each round trip it yields, run in one
+    """Drive a plan (:mod:`asynqpy.core.inspector.inspection`): each round trip it yields, run in one
     pipeline; returns its answer."""
     try:
         calls = next(plan)

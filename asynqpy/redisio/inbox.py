@@ -1,12 +1,12 @@
 """Inboxes: how a client waits for task outcomes without polling (``Client.result``, ``call``).
 
 A client has one inbox per queue it waits on: a Redis list in the queue's slot that the scripts
-finishing its tasks push outcomes to (see :mod:`asynqpy.core.results`). One blocking pop serves
+finishing its tasks push outcomes to (see :mod:`asynqpy.core.results.plans`). One blocking pop serves
 every waiter of the inbox, so a thousand concurrent calls on one queue hold one connection for the
 wait. The pop goes out pipelined with an ``LPOP key 1000`` behind it: Redis runs the LPOP the
 moment the BLPOP returns, so one round trip takes every outcome waiting.
 
-Every :data:`~asynqpy.core.results.RECHECK` seconds of silence (and after a lost connection) the
+Every :data:`~asynqpy.core.results.plans.RECHECK` seconds of silence (and after a lost connection) the
 inbox looks at the tasks it waits for in one pipelined round trip, which catches a deleted
 task, an outcome lost to a crash between a finishing script and a late waiter's notification, or
 data lost by a Redis restart: a waiter gets its outcome, an error, or its timeout, never a hang.
@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..core.broker import Broker
-from ..core.errors import AsynqpyError
-from ..core.keys import queue_keys
-from ..core.results import RECHECK, Outcome, Progress, Waiting, new_inbox_id
+from ..core.model.errors import AsynqpyError
+from ..core.results.plans import RECHECK, Outcome, Progress, Waiting, new_inbox_id
+from ..core.spine.broker import Broker
+from ..core.spine.keys import queue_keys
 from .connection import REDIS_ERRORS, read_timeout
 from .executor import AsyncExecutor, SyncExecutor
 

@@ -8,7 +8,7 @@ they give is told there) and one router per resource from :mod:`asynqpy.web.rout
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.errors import AsynqpyError, InvalidArgumentError
+from ..core.model.errors import AsynqpyError, InvalidArgumentError
 from ..inspector import AsyncInspector
 from .shared import (
     HERE,

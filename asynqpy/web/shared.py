@@ -35,8 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import humanize
-from ..core.errors import (
+from ..core.model.errors import (
     DuplicateTaskError,
     EntryNotFoundError,
     InvalidArgumentError,
@@ -48,7 +47,8 @@ from ..core.errors import (
     TaskNotFoundError,
     TaskStateError,
 )
-from ..core.process import ProcessError, ProcessNotFoundError
+from ..core.processes.model import ProcessError, ProcessNotFoundError
+from ..core.text import humanize
 
 if TYPE_CHECKING:
     from ..client import AsyncClient

@@ -22,12 +22,12 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import options as opts
-from ..core.broker import Acted, Call
-from ..core.errors import AsynqpyError, InvalidArgumentError
-from ..core.keys import queue_keys
-from ..core.signing import open_message
-from ..core.task import Task
+from ..core.model import options as opts
+from ..core.model.errors import AsynqpyError, InvalidArgumentError
+from ..core.model.task import Task
+from ..core.security.signing import open_message
+from ..core.spine.broker import Acted, Call
+from ..core.spine.keys import queue_keys
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
 

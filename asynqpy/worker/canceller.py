@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 from redis.exceptions import RedisError
 
-from ..core.keys import CANCEL_CHANNEL, CONTROL_CHANNEL
+from ..core.spine.keys import CANCEL_CHANNEL, CONTROL_CHANNEL
 from .context import Context, Holder
 from .control import Controller
 

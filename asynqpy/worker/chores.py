@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..core.broker import Call
+from ..core.spine.broker import Call
 from .queues import Cadence, ServedQueues
 
 RETRY_AFTER = 1.0

@@ -17,13 +17,13 @@ from typing import Any, Protocol
 from redis.exceptions import AuthenticationError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..core.broker import Broker
-from ..core.clock import Clock
-from ..core.codec import Message
-from ..core.process import TYPE_PREFIX as PROCESS_PREFIX
-from ..core.process import process_of
-from ..core.signing import Signer
-from ..core.task import Task
+from ..core.model.clock import Clock
+from ..core.model.codec import Message
+from ..core.model.task import Task
+from ..core.processes.model import TYPE_PREFIX as PROCESS_PREFIX
+from ..core.processes.model import process_of
+from ..core.security.signing import Signer
+from ..core.spine.broker import Broker
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE, is_cluster, read_timeout
 from ..redisio.executor import AsyncExecutor
 from .metrics import WorkerMetrics

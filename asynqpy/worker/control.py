@@ -1,4 +1,4 @@
-"""A server's side of remote control (see :mod:`asynqpy.core.control`): pops the commands of
+"""A server's side of remote control (see :mod:`asynqpy.core.server.control`): pops the commands of
 its control list, applies them (quiet, resume, stop, concurrency=N) and acknowledges each. Woken by the cancel
 loop's subscription (the control channel names this server), and looked at on every idle tick
 of that subscription, so a message missed while reconnecting delays a command, never loses it."""
@@ -9,9 +9,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..core import control
-from ..core.broker import Call
-from ..core.keys import control_list
+from ..core.server import control
+from ..core.spine.broker import Call
+from ..core.spine.keys import control_list
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
 

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
-from ..core.broker import Call
-from ..core.keys import ALL_QUEUES, known_queues
+from ..core.spine.broker import Call
+from ..core.spine.keys import ALL_QUEUES, known_queues
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context
 from .queues import ServedQueues

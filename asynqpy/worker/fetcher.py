@@ -22,8 +22,8 @@ from typing import Protocol
 
 from redis.exceptions import ResponseError
 
-from ..core.broker import Dequeued
-from ..core.keys import queue_keys, wait_stop
+from ..core.spine.broker import Dequeued
+from ..core.spine.keys import queue_keys, wait_stop
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Running
 from .queues import EMPTY_RECHECK, FEW_QUEUES, QueueOrder

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ..core.keys import queue_keys
-from ..core.serial import gate_due
+from ..core.limits.serial import gate_due
+from ..core.spine.keys import queue_keys
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
 from .chores import chore_pass

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import server_record
-from ..core.broker import Call
-from ..core.keys import SERVERS, server_info
+from ..core.server import record as server_record
+from ..core.spine.broker import Call
+from ..core.spine.keys import SERVERS, server_info
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Holder, Running
 from .settings import ServerOptions

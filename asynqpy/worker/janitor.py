@@ -4,7 +4,7 @@ in bounded batches, sleeping until the next retention expiry (at most ``janitor_
 It also runs each queue's consistency sweep: its tasks (``reconcile`` script, one HSCAN step of
 200 tasks per call, 10 ms apart) put back where their state says when state and container
 disagree (keys removed or corrupted by hand), and the entries of tasks that are gone forgotten
-(``forget_gone``, :func:`~asynqpy.core.serial.sweep_keys`), so nothing stays stuck. The sweep is
+(``forget_gone``, :func:`~asynqpy.core.limits.serial.sweep_keys`), so nothing stays stuck. The sweep is
 shared by every worker serving the queue (lua/sweep.lua): whoever holds the queue's sweep lease
 takes the next step from the cursors stored in the queue's slot and stores the next ones, so one
 sweep runs per queue every ``reconcile_interval`` (counted from the end of the last, as recorded
@@ -20,9 +20,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.broker import TRIM_PER_CALL, Call
-from ..core.keys import queue_keys
-from ..core.serial import sweep_keys
+from ..core.limits.serial import sweep_keys
+from ..core.spine.broker import TRIM_PER_CALL, Call
+from ..core.spine.keys import queue_keys
 from ..redisio.connection import REDIS_ERRORS
 from ..redisio.executor import arun_plan
 from .chores import chore_pass

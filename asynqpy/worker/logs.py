@@ -24,8 +24,8 @@ import threading
 from datetime import datetime, timezone
 from typing import Any
 
-from ..core.humanize import visible
-from ..core.task import running_task
+from ..core.model.task import running_task
+from ..core.text.humanize import visible
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TASK_FIELDS = ("task_id", "task_type", "queue", "process_id", "process_input", "attempt", "duration", "error",
@@ -77,7 +77,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
 
 class TaskLogCapture(logging.Handler):
     """Keeps the :mod:`logging` records a handler emits while its task runs in the task's logs
-    (``ServerOptions.capture_logs``; ``asynqpy.core.tasklogs``). Installed on the root logger while
+    (``ServerOptions.capture_logs``; ``asynqpy.core.results.tasklogs``). Installed on the root logger while
     a server that captures runs (one instance per process, counted: :func:`capture_start` /
     :func:`capture_stop`); a record goes to the task of the context it is emitted in (the
     handler's own asyncio task, its thread, what it starts with ``asyncio.to_thread``), so

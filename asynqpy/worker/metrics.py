@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..core.errors import InvalidArgumentError
+from ..core.model.errors import InvalidArgumentError
 
 OUTCOMES = ("succeeded", "failed", "retried", "archived", "snoozed", "lease_lost", "requeued")
 """The ``outcome`` label values of ``asynqpy_tasks_total``."""

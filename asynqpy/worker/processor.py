@@ -9,7 +9,7 @@ handlers, then requeues what is left. A task's path from dequeue to done reads t
    ``_run``, an asyncio task that awaits the handler chain (``_call_handler``; ``worker/runner.py``:
    middleware, then the handler, in the thread pool, a sandbox process, or as a durable process's
    input);
-3. finishing: ``_finish`` decides the outcome with :func:`asynqpy.core.outcome.decide` (done,
+3. finishing: ``_finish`` decides the outcome with :func:`asynqpy.core.handlers.outcome.decide` (done,
    complete, commit, snooze, retry with its delay, archive, or a targeted run's end), logs it,
    starts the ``on_failure`` hook and hands it to the writer (``worker/writer.py``), which writes
    the outcomes of tasks that finish together in one pipeline and lets go of each task (``held``).
@@ -25,12 +25,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
-from ..core import process, tracing
-from ..core.errors import MalformedMessageError, SignatureError, TaskTimeoutError
-from ..core.mux import ServeMux
-from ..core.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
-from ..core.signing import run_message
-from ..core.task import Task, ms_to_datetime, set_current
+from ..core.handlers.mux import ServeMux
+from ..core.handlers.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
+from ..core.model.errors import MalformedMessageError, SignatureError, TaskTimeoutError
+from ..core.model.task import Task, ms_to_datetime, set_current
+from ..core.processes import model as process
+from ..core.security.signing import run_message
+from ..core.spine import tracing
 from .context import Context, Running
 from .fetcher import Fetcher
 from .runner import Runner

@@ -28,8 +28,8 @@ import random
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 
-from ..core.broker import Dequeued
-from ..core.keys import is_queue_pattern
+from ..core.spine.broker import Dequeued
+from ..core.spine.keys import is_queue_pattern
 
 EMPTY_RECHECK = 0.1
 """Seconds a queue found empty is skipped while other queues keep the server busy."""

@@ -17,13 +17,13 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ..core import codec
-from ..core.broker import Acted, Finished
-from ..core.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
-from ..core.keys import queue_keys
-from ..core.results import pack_outcome
-from ..core.signing import run_message
-from ..core.stored import is_active, message_of, token_of
+from ..core.model import codec
+from ..core.model.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
+from ..core.results.plans import pack_outcome
+from ..core.security.signing import run_message
+from ..core.spine.broker import Acted, Finished
+from ..core.spine.keys import queue_keys
+from ..core.spine.stored import is_active, message_of, token_of
 from ..redisio.connection import REDIS_ERRORS
 from .chores import chore_pass
 from .context import Context

@@ -29,9 +29,8 @@ from redis.exceptions import ClusterDownError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..core.broker import Broker, Call
-from ..core.errors import AsynqpyError, DuplicateTaskError, InvalidArgumentError, RedisFullError
-from ..core.rules import (
+from ..core.model.errors import AsynqpyError, DuplicateTaskError, InvalidArgumentError, RedisFullError
+from ..core.rules.config import (
     MATCH_TIME_BOUNDED,
     MAX_REDIRECTS,
     Config,
@@ -47,6 +46,7 @@ from ..core.rules import (
     match,
     redirect_allowed,
 )
+from ..core.spine.broker import Broker, Call
 from ..redisio.executor import AsyncExecutor
 
 log = logging.getLogger("asynqpy.rules")

@@ -21,11 +21,11 @@ from collections import OrderedDict
 from concurrent.futures import Executor
 from typing import Any
 
-from ..core import process
-from ..core.broker import Call
-from ..core.mux import AsyncHandler, Handler, ServeMux, not_found
-from ..core.sandbox import Sandboxed, import_path
-from ..core.task import Task
+from ..core.handlers.mux import AsyncHandler, Handler, ServeMux, not_found
+from ..core.handlers.sandbox import Sandboxed, import_path
+from ..core.model.task import Task
+from ..core.processes import model as process
+from ..core.spine.broker import Call
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Holder
 from .sandbox import SandboxPool

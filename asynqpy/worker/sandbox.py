@@ -2,7 +2,7 @@
 
 Each child is ``python -m asynqpy.worker.sandbox_child``, started with asyncio's subprocess
 support (no fork of the worker, no pickle: frames of msgpack over its stdin and stdout, see
-:mod:`asynqpy.core.sandbox`). A task takes an idle child, sends its fields, forwards its progress
+:mod:`asynqpy.core.handlers.sandbox`). A task takes an idle child, sends its fields, forwards its progress
 reports and the lines of its logs, and reads its outcome. A timeout or an operator's cancel
 cancels the waiting coroutine: the child is killed at once (SIGKILL), so the run stops for real
 and writes nothing afterwards. A child that dies fails only its task (``SandboxCrashError``,
@@ -13,7 +13,7 @@ Each child is the leader of a session (and process group) of its own: a kill (ti
 shutdown, replacement, close) is a SIGKILL to the whole group, so what its handler started (a
 converter, ``sleep 300``) dies with it; and a Ctrl-C at the worker's terminal does not reach the
 children (the worker's graceful shutdown decides what happens to their runs). A frame's length is
-checked against :func:`~asynqpy.core.sandbox.frame_limit` (``max_result_bytes`` plus a little)
+checked against :func:`~asynqpy.core.handlers.sandbox.frame_limit` (``max_result_bytes`` plus a little)
 before its body is read: a larger one fails the task (``SandboxFrameError``) and replaces the
 child, so a child cannot make the worker buffer a huge answer.
 """
@@ -30,8 +30,7 @@ from typing import Any
 
 import msgpack
 
-from ..core.errors import RateLimited, ResultError, SkipRetry
-from ..core.sandbox import (
+from ..core.handlers.sandbox import (
     FRAME_SLACK,
     HEADER,
     READ_LIMIT,
@@ -42,7 +41,8 @@ from ..core.sandbox import (
     frame_limit,
     unframe,
 )
-from ..core.task import MAX_RESULT_BYTES, Task
+from ..core.model.errors import RateLimited, ResultError, SkipRetry
+from ..core.model.task import MAX_RESULT_BYTES, Task
 
 log = logging.getLogger("asynqpy.sandbox")
 

@@ -1,11 +1,11 @@
 """The child process of a sandboxed-handler pool (``python -m asynqpy.worker.sandbox_child``): reads
-run requests on fd 0, answers on fd 1 (see :mod:`asynqpy.core.sandbox`); what handlers print goes
+run requests on fd 0, answers on fd 1 (see :mod:`asynqpy.core.handlers.sandbox`); what handlers print goes
 to stderr (the protocol owns stdout).
 
 The pool starts each child in a session of its own (``start_new_session``): what a handler starts
 (a converter, a renderer) is in the child's process group, which the pool kills with the child. A
 result over the worker's ``max_result_bytes`` fails here (``ResultError``) and is never sent; an
-error's text and traceback are cut; so every frame stays under :func:`~asynqpy.core.sandbox.frame_limit`.
+error's text and traceback are cut; so every frame stays under :func:`~asynqpy.core.handlers.sandbox.frame_limit`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
-from ..core import codec, tasklogs
-from ..core.codec import Message
-from ..core.errors import PayloadError, RateLimited, ResultError, SkipRetry
-from ..core.sandbox import ERROR_TEXT_CHARS, HEADER, TRACEBACK_CHARS, frame, resolve, unframe
-from ..core.task import MAX_RESULT_BYTES, Task, set_current
+from ..core.handlers.sandbox import ERROR_TEXT_CHARS, HEADER, TRACEBACK_CHARS, frame, resolve, unframe
+from ..core.model import codec
+from ..core.model.codec import Message
+from ..core.model.errors import PayloadError, RateLimited, ResultError, SkipRetry
+from ..core.model.task import MAX_RESULT_BYTES, Task, set_current
+from ..core.results import tasklogs
 from .logs import capture_start
 
 

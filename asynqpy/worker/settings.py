@@ -2,7 +2,7 @@
 
 :data:`SETTINGS` is the settings table, one :class:`Setting` row per field (its check, its doc
 line, its ``asynqpy worker`` flag and that flag's environment variable), like the enqueue option
-table (core/options.py SPEC): :meth:`ServerOptions.validate` walks it, the worker command's flags
+table (core/model/options.py SPEC): :meth:`ServerOptions.validate` walks it, the worker command's flags
 (cli/main.py) and docs/workers.md's settings table (:func:`settings_table`) are made from it."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
 from typing import Any, Literal, cast
 
-from ..core.cron import Entry
-from ..core.deploy import encode_version
-from ..core.errors import InvalidArgumentError
-from ..core.keys import validate_name, validate_queue_or_pattern, validate_worker_name
-from ..core.options import MAX_SECONDS
-from ..core.retry import RetryDelayFunc, default_retry_delay
-from ..core.task import Task
+from ..core.cron.entries import Entry
+from ..core.deploy.versions import encode_version
+from ..core.handlers.retry import RetryDelayFunc, default_retry_delay
+from ..core.model.errors import InvalidArgumentError
+from ..core.model.options import MAX_SECONDS
+from ..core.model.task import Task
+from ..core.spine.keys import validate_name, validate_queue_or_pattern, validate_worker_name
 
 FailureHook = Callable[[Task, BaseException, bool], Any]
 """``on_failure(task, error, will_retry)``: called after every failed attempt (a plain function
@@ -173,7 +173,7 @@ def _entries(entries: Any) -> Any:
     if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence) \
             or not all(isinstance(e, Entry) for e in entries):
         raise InvalidArgumentError("scheduler_entries must be a list of entries (Scheduler.register / "
-                                   f"asynqpy.core.cron.make_entry), got {entries!r}")
+                                   f"asynqpy.core.cron.entries.make_entry), got {entries!r}")
     return entries
 
 
@@ -231,7 +231,7 @@ class ServerOptions:
     group_max_delay: float | None = None
     group_max_size: int = 1000
     name: str | None = None
-    version: str | None = None  # this worker's version: it runs tasks of min_worker_version up to it (core/deploy.py)
+    version: str | None = None  # this worker's version: it runs tasks of min_worker_version up to it (core/deploy)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     health_port: int | None = None  # /livez and /readyz over HTTP (worker/probes.py); 0: a free port
@@ -263,7 +263,7 @@ class ServerOptions:
 
     @cached_property
     def version_code(self) -> int:
-        """``version`` encoded (core/deploy.py encode_version; 0 = none)."""
+        """``version`` encoded (core/deploy/versions.py encode_version; 0 = none)."""
         return 0 if self.version is None else encode_version(self.version)
 
     @property

@@ -23,7 +23,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from ..core.broker import Call, Dequeued
+from ..core.spine.broker import Call, Dequeued
 from ..redisio.executor import evalsha_args
 from .context import Context
 

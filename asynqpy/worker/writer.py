@@ -1,7 +1,7 @@
 """Writer: the server's writes of attempts' outcomes and progress, in their own loop (as asynq's
 syncer).
 
-The processor hands each decided :class:`~asynqpy.core.outcome.Outcome` to :meth:`Writer.put`,
+The processor hands each decided :class:`~asynqpy.core.handlers.outcome.Outcome` to :meth:`Writer.put`,
 which turns it into its script call (done, complete, proc_commit, snooze, retry, archive or
 run_end) and queues it. :meth:`Writer.run` sends the calls queued meanwhile in one pipeline
 (:meth:`_send`: the plain successes of a queue go as one batched ``done`` call, at most
@@ -24,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..core import codec, process
-from ..core.broker import Call, Commit, Done, Finished
-from ..core.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
-from ..core.limits import SIGNALS_FREED_SLOT
-from ..core.options import new_task_id
-from ..core.outcome import Action, Outcome
-from ..core.results import pack_outcome, pack_progress
+from ..core.handlers.outcome import Action, Outcome
+from ..core.limits.plans import SIGNALS_FREED_SLOT
+from ..core.model import codec
+from ..core.model.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
+from ..core.model.options import new_task_id
+from ..core.processes import model as process
+from ..core.results.plans import pack_outcome, pack_progress
+from ..core.spine.broker import Call, Commit, Done, Finished
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
 from .settings import ServerOptions

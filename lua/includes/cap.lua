@@ -21,7 +21,7 @@
 --- cap_refuse(conf, n): count n refused tasks; returns QUEUE_FULL (the scripts' reply code -10).
 --- cap_drop(k, victims): archive the victims (reason DROPPED, event 'archived' through
 --- includes/exit task_exit: their workflow children are told) and count them. ``k``: the script's K,
---- which names the exit group (core/scripts.py KEY_GROUPS ``@exit``), tasks and archived.
+--- which names the exit group (core/spine/scripts.py KEY_GROUPS ``@exit``), tasks and archived.
 --- @include "priority"
 --- @include "take"
 --- @include "stored"

@@ -12,7 +12,7 @@
 ---                workers it stands for (dq_limits)
 ---   active_f     'active', 'followed': whether 'active' events are written (events active_wanted)
 ---   holds        'holds': the blocked task types (includes/hold; a type block)
---- and the caller's version (A.version; core/deploy.py encode_version, 0 = none), which the take
+--- and the caller's version (A.version; core/deploy/versions.py encode_version, 0 = none), which the take
 --- and the lease hold tasks against (the version gate: includes/hold hold_score).
 --- The state table s (one per dequeue): now, count (how many tasks may still be taken; the
 --- limits lower it), wait (the reply's wait; 0 = none), out (the reply being built), runs (the

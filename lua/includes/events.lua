@@ -3,7 +3,7 @@
 --- 10000, 0 = the stream is off). emit(stream, cap, ...): XADD the field/value pairs (one event)
 --- if the stream is on. emit_ids(stream, cap, ids, ...): the events of several tasks in one entry:
 --- one task = an entry with 'id', more = entries of up to IDS_PER_ENTRY tasks with 'ids'
---- (space-separated; core/events.py expands it into one event per task), the other fields shared.
+--- (space-separated; core/results/events.py expands it into one event per task), the other fields shared.
 --- The cap counts events, not entries, whatever the mix of entry sizes: the conf hash's field
 --- 'kept' counts the events in the stream (HINCRBY with each entry added); once it passes the cap
 --- by a hundredth (at least 1), ev_trim drops the oldest entries down to the cap (never below it:
@@ -24,7 +24,7 @@
 --- none): read in place, so a stored value's type needs no copy of its message (STORED_ACTIVE_AT).
 --- active_wanted(always, followed, now): whether a dequeue writes 'active' events, from the conf
 --- fields 'active' ('1' = always: Inspector.set_events(active=True)) and 'followed' (ms: until
---- when a reader following the stream asked for them; core/events.py Reader refreshes it): by
+--- when a reader following the stream asked for them; core/results/events.py Reader refreshes it): by
 --- default no one reads them, and they were half the stream's cost per task.
 local EVENTS_CAP = 10000
 local EV_CONF = false  -- the conf hash events_cap read (the stream's count 'kept' lives there)

@@ -2,7 +2,7 @@
 --- the parent's side of an edge.
 ---
 --- rec_pack(list) / rec_unpack(s): a list of byte strings as one string, each item written as
---- '<length>:<bytes>' (any bytes: results are msgpack). core/workflow.py reads and writes the same.
+--- '<length>:<bytes>' (any bytes: results are msgpack). core/workflows/records.py reads and writes the same.
 ---
 --- A child's record, in its queue's deps hash, as fields of their own so that an edge touches
 --- O(1) bytes (a parent's end is one field; a fan-in of P parents costs O(P), not O(P^2)):

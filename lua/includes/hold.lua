@@ -1,4 +1,4 @@
---- Deploy holds (asynqpy/core/deploy.py; docs/deploy.md "Holding tasks during a deploy"): a task
+--- Deploy holds (asynqpy/core/deploy/versions.py; docs/deploy.md "Holding tasks during a deploy"): a task
 --- the dequeuing worker must not run waits in its queue's scheduled zset, in state 's', at a
 --- score no due time reaches (HOLD_FLOOR, year 33658; task times stop at year 9999), so the
 --- forwarder never moves it and every operator action on a scheduled task applies to it:

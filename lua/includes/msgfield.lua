@@ -1,5 +1,5 @@
---- Message fields read in place (the msgpack array core/codec.py encodes; field numbers from the
---- loader's table F, core/codec.py FIELD_INDEX), without decoding the message.
+--- Message fields read in place (the msgpack array core/model/codec.py encodes; field numbers from the
+--- loader's table F, core/model/codec.py FIELD_INDEX), without decoding the message.
 --- msg_field(m, i, index): where field ``index`` of the message starting at byte i of m starts.
 --- msg_priority(m, i): the priority of the message starting at byte i of m. Only a message whose
 --- array reaches the priority field (PRIORITY_INDEX, codec.PRIORITY_INDEX: trailing defaults
@@ -7,7 +7,7 @@
 --- (mp_skip: msgpack objects, nesting counted, not recursed); anything unreadable is the default.
 --- msg_retry_front(m, i): whether the message asks its retries to go to the front.
 --- msg_tenant(m, i): the tenant of the message at i, or nil (none: the tenant '').
-local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/codec.py)
+local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/model/codec.py)
 -- msgpack type bytes 0xc0..0xdb, one byte each (at b - 0xbf) of a string: a constant, not tables
 -- built again on every call of every script that includes this (~17 000 instructions a call).
 -- FIXED: the object's size in bytes (0 = not of fixed size); a sized object (str, bin, ext): HEAD

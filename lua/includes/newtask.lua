@@ -24,12 +24,12 @@
 local LIVE_STATES = {p = true, a = true, s = true, r = true, g = true, m = true, w = true, b = true}
 local ENQUEUED_AT = F.enqueued_at_ms + 1  -- (1-based)
 -- (1-based) the fields a task's own end rewrites: retried, last_error, last_failed_at_ms,
--- completed_at_ms, result, traceback, logs (core/codec.py REWRITTEN_FIELDS)
+-- completed_at_ms, result, traceback, logs (core/model/codec.py REWRITTEN_FIELDS)
 local REWRITTEN_FIELD = {[F.retried + 1] = true, [F.last_error + 1] = true, [F.last_failed_at_ms + 1] = true,
                          [F.completed_at_ms + 1] = true, [F.result + 1] = true, [F.traceback + 1] = true,
                          [F.logs + 1] = true}
 -- (1-based) each field's default, encoded: a field the encoding leaves out (trailing defaults) reads
--- as it (core/codec.py: Message's defaults, in order)
+-- as it (core/model/codec.py: Message's defaults, in order)
 local FIELD_DEFAULT = {'', '\192', '\0', '\25', '\255', '\0', '\0', '\194', '\0', '\160', '\0', '\255', '\0',
                        '\192', '\160', '\192', '\160', '\160', '\160', '\5', '\192', '\1', '\192', '\160', '\194',
                        '\160', '\192', '\0'}

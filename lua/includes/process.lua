@@ -1,4 +1,4 @@
---- Durable processes (docs/processes.md; asynqpy/core/process.py keeps the same layout).
+--- Durable processes (docs/processes.md; asynqpy/core/processes/model.py keeps the same layout).
 --- A process's record, in its queue's proc hash (process id -> record), is a rec_pack (includes/
 --- flow) of: {type, status ('starting' / 'running' / 'error'), state (msgpack, '' = none), count
 --- (events appended so far), timer id (the scheduled timeout input, '' = none), timer due (ms),
@@ -19,7 +19,7 @@ end
 --- proc_mark_error(proc, procs, pid, input, err, now, kind): an input (of ``kind``) of process
 --- ``pid`` failed for good: the process is in error (broken by ``input``, with ``err``). No record:
 --- nothing to do. Nor for an input the worker would have ended without running the processor
---- (core/process.py decide: a second init, a stale timer, a call to a process in error, a repair
+--- (core/processes/model.py decide: a second init, a stale timer, a call to a process in error, a repair
 --- of one that is not, a removal): its failure (a lease that expired on its last try) says nothing
 --- of the process, and must not replace the input that broke it. The process's timer, if it was
 --- this input, is spent (cleared) in every case.

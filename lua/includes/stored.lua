@@ -1,4 +1,4 @@
---- The stored value of a task, the one place in lua/ that knows its layout (asynqpy/core/stored.py
+--- The stored value of a task, the one place in lua/ that knows its layout (asynqpy/core/spine/stored.py
 --- is the Python side): one field of its queue's tasks hash, ``state byte .. message``, or for an
 --- active task ``'a' .. lease token (TOKEN_LEN bytes) .. message``. No script slices it by hand
 --- (tests/test_exit_paths.py checks).

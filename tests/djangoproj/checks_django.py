@@ -190,8 +190,8 @@ def test_a_connection_the_database_ended_is_replaced_before_the_next_task(kind: 
 
 def test_every_way_of_registering_a_handler_gets_the_connection_handling() -> None:
     from asynqpy.contrib.django import DjangoServeMux, django_mux
-    from asynqpy.core.process import ProcessHandler
-    from asynqpy.core.sandbox import Sandboxed
+    from asynqpy.core.handlers.sandbox import Sandboxed
+    from asynqpy.core.processes.model import ProcessHandler
 
     mux = DjangoServeMux()
 

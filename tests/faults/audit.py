@@ -36,9 +36,9 @@ from typing import Any
 import redis
 
 from asynqpy import Client
-from asynqpy.core.codec import decode
-from asynqpy.core.errors import NotReplicatedError, TaskIdConflictError
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import decode
+from asynqpy.core.model.errors import NotReplicatedError, TaskIdConflictError
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.connection import sync_client
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -33,7 +33,7 @@ from pgserver import PostgresProcess
 from redisproc import RedisProcess
 from sqlalchemy.orm import Session
 
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 from asynqpy.outbox import Outbox
 
 WORKER_ARGS = ("--concurrency", "50", "--lease", "5", "--heartbeat-interval", "0.5", "--shutdown-timeout", "0.5")

@@ -16,8 +16,8 @@ from audit import Workers, audit, produce
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
-from asynqpy.core.codec import decode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import decode
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from audit import Workers, audit, mixed_tasks, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector, QueueFullError, TaskIdConflictError
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

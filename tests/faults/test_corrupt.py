@@ -12,8 +12,8 @@ import pytest
 from helpers import serving, until
 
 from asynqpy import Client, ServeMux, Task
-from asynqpy.core.codec import Message, decode, encode
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.model.codec import Message, decode, encode
+from asynqpy.core.spine.keys import queue_keys
 
 Q = queue_keys("default")
 

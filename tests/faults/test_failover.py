@@ -30,7 +30,7 @@ from audit import Report, Workers, audit, mixed_tasks, produce, wait_finished
 from redisproc import RedisCluster, RedisProcess
 
 from asynqpy import Client, Inspector
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

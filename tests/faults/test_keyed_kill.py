@@ -17,7 +17,7 @@ from audit import Workers, _records, audit, produce, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

@@ -19,9 +19,9 @@ from audit import Workers, audit
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
-from asynqpy.core.errors import TaskIdConflictError
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.process import input_payload, key_of
+from asynqpy.core.model.errors import TaskIdConflictError
+from asynqpy.core.processes.model import input_payload, key_of
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

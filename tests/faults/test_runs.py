@@ -18,7 +18,7 @@ from audit import Workers, _records, produce, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ from audit import Workers, audit, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Inspector
-from asynqpy.core.cron import tick_task_id
-from asynqpy.core.keys import queue_keys
+from asynqpy.core.cron.entries import tick_task_id
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

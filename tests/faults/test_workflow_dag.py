@@ -21,8 +21,8 @@ from audit import Workers, _records, audit, produce, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client
-from asynqpy.core.keys import queue_keys
-from asynqpy.core.workflow import record_child, record_headers
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.core.workflows.records import record_child, record_headers
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

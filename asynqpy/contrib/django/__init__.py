@@ -40,11 +40,11 @@ from django.db import close_old_connections, connections, transaction
 
 from ...app import App, TaskFunction, task_call
 from ...client import Client
-from ...core import process
-from ...core.errors import InvalidArgumentError
-from ...core.mux import Handler, ServeMux
-from ...core.options import new_task_id, prepare, unknown_options
-from ...core.sandbox import Sandboxed
+from ...core.handlers.mux import Handler, ServeMux
+from ...core.handlers.sandbox import Sandboxed
+from ...core.model.errors import InvalidArgumentError
+from ...core.model.options import new_task_id, prepare, unknown_options
+from ...core.processes import model as process
 from ...worker.runner import is_async
 from ...worker.settings import ServerOptions
 

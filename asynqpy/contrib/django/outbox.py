@@ -26,7 +26,7 @@ from urllib.parse import quote
 from django.db import connections
 
 from ...app import App, TaskFunction
-from ...core.errors import InvalidArgumentError
+from ...core.model.errors import InvalidArgumentError
 
 __all__ = ["DjangoOutbox", "sqlalchemy_url"]
 

@@ -6,8 +6,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from ...core.errors import InvalidArgumentError
-from ...core.jsontext import jsonable
+from ...core.model.errors import InvalidArgumentError
+from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
 router = APIRouter()

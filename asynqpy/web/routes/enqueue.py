@@ -10,9 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import HTMLResponse
 
-from ...core.errors import InvalidArgumentError
-from ...core.jsontext import jsonable
-from ...core.keys import validate_queue
+from ...core.model.errors import InvalidArgumentError
+from ...core.spine.keys import validate_queue
+from ...core.text.jsontext import jsonable
 from ..shared import pretty
 from . import ConsoleDep
 

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ...core.inspection import page_start
-from ...core.jsontext import jsonable
-from ...core.process import ProcessNotFoundError
+from ...core.inspector.inspection import page_start
+from ...core.processes.model import ProcessNotFoundError
+from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
 router = APIRouter()

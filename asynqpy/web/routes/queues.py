@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from ...core.inspection import parse_state
-from ...core.jsontext import jsonable
-from ...core.task import TaskState
+from ...core.inspector.inspection import parse_state
+from ...core.model.task import TaskState
+from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
 router = APIRouter()

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from ...core import humanize
-from ...core.jsontext import jsonable
+from ...core.text import humanize
+from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
 router = APIRouter()

@@ -6,9 +6,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ...core.control import concurrency_action as control_action
-from ...core.errors import InvalidArgumentError
-from ...core.jsontext import jsonable
+from ...core.model.errors import InvalidArgumentError
+from ...core.server.control import concurrency_action as control_action
+from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
 router = APIRouter()

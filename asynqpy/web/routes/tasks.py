@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import HTMLResponse
 
-from ...core.errors import AsynqpyError, InvalidArgumentError
-from ...core.events import parse_entries
-from ...core.inspection import parse_state
-from ...core.jsontext import jsonable
-from ...core.keys import queue_keys
+from ...core.inspector.inspection import parse_state
+from ...core.model.errors import AsynqpyError, InvalidArgumentError
+from ...core.results.events import parse_entries
+from ...core.spine.keys import queue_keys
+from ...core.text.jsontext import jsonable
 from ..shared import pretty
 from . import ConsoleDep
 

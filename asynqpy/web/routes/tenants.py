@@ -6,9 +6,9 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from ...core.errors import InvalidArgumentError
-from ...core.jsontext import jsonable
-from ...core.tenants import state_text
+from ...core.model.errors import InvalidArgumentError
+from ...core.tenants.plans import state_text
+from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
 router = APIRouter()

@@ -1,0 +1,425 @@
+"""The Lua scripts in ``lua/`` and their named inputs.
+
+Each script ``lua/<verb>.lua`` opens with a ``--[[ ... ]]`` header that names its inputs, one
+declaration a line; their order in the header is their order in KEYS and ARGV::
+
+    KEY tasks          tasks hash              (a key: its name, two or more spaces, what it is)
+    KEY lease          lease zset
+                       (an indented line goes on describing the one above)
+    KEY @exit          a key group of KEY_GROUPS, expanded in place into its keys
+    KEY extra...       a sequence: every key after the named ones (a variadic tail, optional, last)
+    ARG id             (an argument; its description may be left out)
+    ARG items... {id token}   a stride tail: items of two values, read by member
+
+Key groups (:data:`KEY_GROUPS`: ``@pending``, ``@events``, ``@serial``, ``@exit``) are declared
+once, here; a header names one and the loader expands it into its keys (``K.pending``,
+``K.prio`` ...), and the broker fills it from a QueueKeys with one function per group
+(``core.spine.broker.GROUP_KEYS``). A header that spells out every key of a group one by one fails.
+
+The loader resolves ``--- @include "name"`` lines from ``lua/includes``, reads each header into a
+:class:`Script` (its key names, argument names and tails) and emits the script's prologue after the
+header: ``local K = {tasks = KEYS[1], ...}`` and ``local A = {id = ARGV[1], ...}``, so the body
+reads its inputs by name (``K.tasks``, ``A.now``). A tail is a view on KEYS / ARGV (nothing
+copied): ``K.extra[i]`` its i-th value, ``K.extra.n`` their count; a stride tail's
+``A.items[i].token`` reads a member of its i-th item (``{*}``: the fixed names again, item 0
+being the fixed inputs themselves); ``.all()`` unpacks a tail where the body calls it;
+``G.pending`` is a declared group's keys as an array in the group's order (includes/priority's
+``pk``: a key added to the group reaches it). Every name
+must be distinct (keys and arguments share one namespace), a Python identifier and not a Lua or
+Python keyword. The body may not use ``KEYS`` / ``ARGV`` (nor the old positional ``KV`` / ``AV``)
+itself and may not read a ``K.x`` / ``A.x`` its header does not name. Message field numbers come
+from the codec's field table: the prologue defines ``F`` with the fields the flattened script
+reads (``F.priority``), and an unknown field fails at load. A header or body that fails is a
+load-time error.
+
+:func:`bind` turns named inputs into the positional KEYS and ARGV a script is run with (a stride
+tail must be whole items); the broker builds every script call through it, so a missing or
+unexpected name fails when the call is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import operator
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..model.codec import FIELD_INDEX
+
+_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
+_DOC_LINE = re.compile(r"^\s*--(?!- @include ).*\n", re.MULTILINE)
+_NAME = re.compile(r"^([a-z_]+)\.lua$")
+_HEADER = re.compile(r"\A--\[\[(.*?)\]\]", re.DOTALL)
+_DECL_START = re.compile(r"^(KEYS?|ARGV?)\b")
+_DECL = re.compile(r"^(KEY|ARG) (@?[A-Za-z_]\w*)(\.\.\.)?(?: \{([^}]*)\})?(?:\s{2,}\S.*)?\s*$")
+_RAW = re.compile(r"\b(KEYS|ARGV)\b")
+_NAMED = re.compile(r"(?<![\w.])([KA])\.([A-Za-z_]\w*)")
+_FIELD = re.compile(r"(?<![\w.])F\.([A-Za-z_]\w*)")
+_GROUP = re.compile(r"(?<![\w.])G\.([A-Za-z_]\w*)")
+_POSITIONAL = re.compile(r"\b(KV|AV)\b")
+_LUA_KEYWORDS = frozenset("and break do else elseif end false for function goto if in local nil not or repeat return "
+                          "then true until while".split())
+_COMMENT = re.compile(r"--\[(=*)\[.*?\]\1\]|--[^\n]*", re.DOTALL)
+
+
+KEY_GROUPS: Mapping[str, tuple[str, ...]] = {
+    # the keys holding a queue's pending tasks: the plain list, the prio zset (priorities other than
+    # the default), the tenants' zset, ready ring and hash, and the active tenant tasks (a tenant's
+    # concurrency); lua/includes/priority ``pk``. Every script that makes a task pending, takes one
+    # out of pending or counts them names them all.
+    "pending": ("pending", "prio", "tq", "tr", "tn", "ta"),
+    # the queue's event stream and its settings hash (field 'events': the stream's cap, 0 = off;
+    # includes/events)
+    "events": ("events", "conf"),
+    # what releases a keyed task's key to its next task (includes/serial): the keyheld hash, the
+    # blocked zset, the wake list, and the pending keys the next task is made pending in
+    "serial": ("keyheld", "blocked", "wake", "@pending"),
+    # what every way a task ends or leaves active shares (includes/exit task_exit): its event, its
+    # workflow children told through the outbox (includes/flow), its key released
+    "exit": ("@events", "children", "outbox", "@serial"),
+}
+"""Shared key groups, each declared here once: a header names one as ``KEY @pending`` and the
+loader expands it, in place, into its keys (a ``@name`` member expands that group); the broker
+fills a group's names from a QueueKeys with one function per group (``core.spine.broker.pending_keys``
+...). A header may not spell out every key of a group one by one (the load fails)."""
+
+
+@cache
+def group_keys(name: str) -> tuple[str, ...]:
+    """The key names of the group ``name`` (nested groups expanded, in order); KeyError if none."""
+    out: list[str] = []
+    for m in KEY_GROUPS[name]:
+        out.extend(group_keys(m[1:]) if m.startswith("@") else (m,))
+    return tuple(out)
+
+
+class ScriptHeaderError(RuntimeError):
+    """A script's header does not follow the grammar or does not match its file name or body."""
+
+
+@dataclass(frozen=True)
+class Script:
+    """One loaded script: its name, KEYS count (the fixed keys its header names), source (flattened,
+    its prologue emitted) and SHA-1, and its inputs by name (``keys_tail`` / ``args_tail``: the name of the
+    variadic tail taking a sequence, '' = none)."""
+
+    name: str
+    numkeys: int
+    source: str
+    sha: str
+    keys: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    keys_tail: str = ""
+    args_tail: str = ""
+    keys_stride: tuple[str, ...] = ()
+    """The member names of each item of a stride tail (``KEY queues... {tasks lease}``), () = a plain tail."""
+    args_stride: tuple[str, ...] = ()
+    names: frozenset[str] = field(default=frozenset(), compare=False)
+    """Every name a call of this script must give."""
+    pick_keys: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(default=lambda d: (), compare=False,
+                                                                       repr=False)
+    pick_args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(default=lambda d: (), compare=False,
+                                                                       repr=False)
+
+
+def bind(name: str, named: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The positional (KEYS, ARGV) of a call of script ``name`` given its inputs by name (a tail
+    as a sequence). Raises TypeError naming the script and the names when one is missing or
+    unexpected."""
+    s = load_scripts()[name]
+    try:  # as many names as the header's, each of them found: exactly its names
+        if len(named) != len(s.names):
+            raise KeyError
+        keys, args = s.pick_keys(named), s.pick_args(named)
+    except KeyError:
+        missing = sorted(s.names - named.keys())
+        extra = sorted(named.keys() - s.names)
+        raise TypeError(f"script {name!r}: missing {missing}, unexpected {extra} (its header names "
+                        f"keys {list(s.keys)}{' + ' + s.keys_tail + '...' if s.keys_tail else ''}, "
+                        f"args {list(s.args)}{' + ' + s.args_tail + '...' if s.args_tail else ''})") from None
+    if s.keys_tail:
+        keys += tuple(_seq(name, s.keys_tail, named[s.keys_tail], len(s.keys_stride)))
+    if s.args_tail:
+        args += tuple(_seq(name, s.args_tail, named[s.args_tail], len(s.args_stride)))
+    return keys, args
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function returning the values of ``names`` of a mapping, as a tuple, in order."""
+    if not names:
+        return lambda d: ()
+    if len(names) == 1:
+        only = names[0]
+        return lambda d: (d[only],)
+    return operator.itemgetter(*names)
+
+
+def _seq(script: str, name: str, v: Any, width: int) -> Sequence[Any]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise TypeError(f"script {script!r}: {name} is a variadic tail, give a sequence, got {type(v).__name__}")
+    if width and len(v) % width:
+        raise TypeError(f"script {script!r}: {name} is a tail of items of {width}, got {len(v)} values")
+    return v
+
+
+@dataclass(frozen=True)
+class Header:
+    """A script's header read: its name, fixed key and argument names, and per kind ('KEY',
+    'ARG') its tail's name ('' = none) and stride members (() = a plain tail)."""
+
+    name: str
+    keys: tuple[str, ...]
+    args: tuple[str, ...]
+    tails: Mapping[str, str]
+    strides: Mapping[str, tuple[str, ...]]
+
+
+def parse_header(filename: str, text: str) -> Header:
+    """The :class:`Header` (name, key names, arg names, tails) of the script ``filename`` whose text is
+    ``text``; raises :class:`ScriptHeaderError` when its header breaks the grammar (includes not
+    resolved: pass the flattened body to :func:`check_body`)."""
+    m = _NAME.match(filename)
+    if not m:
+        raise ScriptHeaderError(f"Lua file {filename} is not named <verb>.lua (lowercase letters and _)")
+    name = m.group(1)
+    h = _HEADER.match(text)
+    if not h:
+        raise ScriptHeaderError(f"{filename}: no --[[ ... ]] header at the top")
+    fixed: dict[str, list[str]] = {"KEY": [], "ARG": []}
+    tails: dict[str, str] = {"KEY": "", "ARG": ""}
+    strides: dict[str, tuple[str, ...]] = {"KEY": (), "ARG": ()}
+    seen: set[str] = set()
+    items: list[set[str]] = []  # the keys each KEY line gives (a group: all its keys)
+    for d in _declarations(filename, h.group(1)):
+        kind, nm, variadic = d.group(1), d.group(2), bool(d.group(3))
+        if tails[kind]:
+            raise ScriptHeaderError(f"{filename}: {kind} {nm} follows the variadic tail {tails[kind]}")
+        members = _members(filename, kind, nm, variadic)
+        items.append(set(members))
+        for member in members:
+            if keyword.iskeyword(member) or member in _LUA_KEYWORDS or member in seen:
+                raise ScriptHeaderError(f"{filename}: {kind} {member}: a name must be unique across keys and "
+                                        "arguments (groups expanded) and not a Python or Lua keyword")
+            seen.add(member)
+        if variadic:
+            tails[kind] = nm
+            strides[kind] = _stride(filename, kind, nm, d.group(4), fixed[kind])
+        elif d.group(4) is not None:
+            raise ScriptHeaderError(f"{filename}: {kind} {nm}: only a variadic tail has members ({{a b}})")
+        else:
+            fixed[kind].extend(members)
+    _check_groups(filename, items)
+    return Header(name, tuple(fixed["KEY"]), tuple(fixed["ARG"]), tails, strides)
+
+
+def _declarations(filename: str, header: str) -> Iterator[re.Match[str]]:
+    """The KEY / ARG declarations of a header's text, each matched by the grammar (a stride's
+    ``{members}`` may go on over indented lines); raises at a line that starts as one and is not."""
+    lines = iter(header.splitlines())
+    for line in lines:
+        if not _DECL_START.match(line):
+            continue
+        while "{" in line and "}" not in line:
+            line = line.rstrip() + " " + next(lines, "}").strip()
+        d = _DECL.match(line)
+        if not d:
+            raise ScriptHeaderError(f"{filename}: not a declaration ('KEY name  description', "
+                                    f"'ARG name...  description'): {line.strip()!r}")
+        yield d
+
+
+def _members(filename: str, kind: str, nm: str, variadic: bool) -> tuple[str, ...]:
+    """The names a declaration gives: its own, or a group's keys (``KEY @pending``)."""
+    if not nm.startswith("@"):
+        return (nm,)
+    if kind != "KEY" or variadic or nm[1:] not in KEY_GROUPS:
+        raise ScriptHeaderError(f"{filename}: {kind} {nm}: a group is a KEY among "
+                                f"{sorted('@' + g for g in KEY_GROUPS)} (core/spine/scripts.py KEY_GROUPS)")
+    return group_keys(nm[1:])
+
+
+def _stride(filename: str, kind: str, tail: str, spec: str | None, fixed: Sequence[str]) -> tuple[str, ...]:
+    """The member names of a stride tail's items: ``{a b c}`` names them, ``{*}`` repeats the fixed
+    names before it (item 0 is then the fixed inputs themselves); None = a plain tail."""
+    if spec is None:
+        return ()
+    members = tuple(fixed) if spec.strip() == "*" else tuple(spec.split())
+    if not members or len(set(members)) != len(members) or not all(re.fullmatch(r"[A-Za-z_]\w*", m) and
+                                                                    m not in _LUA_KEYWORDS and m not in ("n", "all")
+                                                                    for m in members):
+        raise ScriptHeaderError(f"{filename}: {kind} {tail}... {{{spec}}}: the members of a stride are distinct "
+                                "names (not a Lua keyword, n or all), or * (the fixed names again)")
+    return members
+
+
+def _check_groups(filename: str, items: Sequence[set[str]]) -> None:
+    """A group is declared once (KEY_GROUPS) and named: a header whose declarations give every key
+    of a group, none of them giving all, spells the group out by hand."""
+    every = set().union(*items) if items else set()
+    for g in KEY_GROUPS:
+        keys = set(group_keys(g))
+        if keys <= every and not any(keys <= item for item in items):
+            raise ScriptHeaderError(f"{filename}: declares every key of the group @{g} one by one "
+                                    f"({' '.join(group_keys(g))}): write KEY @{g}")
+
+
+def check_body(filename: str, body: str, keys: Sequence[str], args: Sequence[str]) -> None:
+    """The code (comments skipped) reads its inputs by name: no ``KEYS`` / ``ARGV`` (nor the old
+    positional ``KV`` / ``AV``) of its own, and every ``K.x`` / ``A.x`` one its header names (a
+    tail's name included)."""
+    code = _COMMENT.sub("", body)
+    raw = _RAW.search(code) or _POSITIONAL.search(code)
+    if raw:
+        raise ScriptHeaderError(f"{filename}: uses {raw.group(1)} itself: read inputs by name (K.x, A.x; a variadic "
+                                "tail K.extra[i], A.items[i].id)")
+    named = {"K": set(keys), "A": set(args)}
+    for kind, nm in _NAMED.findall(code):
+        if nm not in named[kind]:
+            raise ScriptHeaderError(f"{filename}: uses {kind}.{nm}, which its header does not name")
+    for nm in _FIELD.findall(code):
+        if nm not in FIELD_INDEX:
+            raise ScriptHeaderError(f"{filename}: uses F.{nm}, which is no message field (model/codec.py FIELD_INDEX)")
+    for nm in _GROUP.findall(code):
+        if nm not in KEY_GROUPS or not set(group_keys(nm)) <= named["K"]:
+            raise ScriptHeaderError(f"{filename}: uses G.{nm}, which is no key group its header declares")
+
+
+def prologue(h: Header, code: str) -> str:
+    """The opening lines the loader puts after a script's header: its named inputs as ``K`` and
+    ``A``, a variadic tail as a view on KEYS / ARGV (nothing copied: ``K.extra[i]`` is the tail's
+    i-th value, ``K.extra.n`` their count; a stride tail's ``A.items[i]`` is its i-th item, read by
+    member, ``A.items[i].id``, ``A.items.n`` the number of items; ``.all()``, where the code calls
+    it, every value unpacked), a key group the code reads as ``G.<group>`` as an array of its keys
+    in the group's order (``G.pending``: includes/priority's ``pk``), and the message fields the
+    code reads as ``F`` (``F.tenant``: the field's 0-based index, from core/model/codec.py FIELD_INDEX)."""
+    k = ", ".join(f"{nm} = KEYS[{i}]" for i, nm in enumerate(h.keys, 1))
+    a = ", ".join(f"{nm} = ARGV[{i}]" for i, nm in enumerate(h.args, 1))
+    out = f"local K = {{{k}}}\nlocal A = {{{a}}}\n"
+    for kind, table, raw, fixed in (("KEY", "K", "KEYS", h.keys), ("ARG", "A", "ARGV", h.args)):
+        tail, members = h.tails[kind], h.strides[kind]
+        if tail:
+            target = f"{table}.{tail}"
+            out += _tail_view(target, raw, len(fixed), members, table if members == fixed else "",
+                              re.search(rf"(?<![\w.]){re.escape(target)}\.all\b", code) is not None)
+    groups = sorted(set(_GROUP.findall(code)))
+    if groups:  # a group's keys as a Lua array, in the group's order (includes/priority's pk: G.pending)
+        out += "local G = {" + ", ".join(
+            f"{g} = {{" + ", ".join(f"K.{k}" for k in group_keys(g)) + "}" for g in groups) + "}\n"
+    fields = sorted(set(_FIELD.findall(code)), key=FIELD_INDEX.__getitem__)
+    if fields:
+        out += "local F = {" + ", ".join(f"{nm} = {FIELD_INDEX[nm]}" for nm in fields) + "}\n"
+    return out
+
+
+def _tail_view(target: str, raw: str, o: int, members: tuple[str, ...], first: str, unpack: bool) -> str:
+    """Lua setting ``target`` to a view of ``raw`` past its ``o`` named values (see :func:`prologue`):
+    a metatable reads through, so a call pays per value read, not per value sent (no copy)."""
+    n = f"#{raw} - {o}" if not members else f"(#{raw} - {o}) / {len(members)}"
+    fields = f"n = {n}" + (f", all = function() return unpack({raw}, {o + 1}) end" if unpack else "")
+    if not members:
+        return f"{target} = setmetatable({{{fields}}}, {{__index = function(_, i) return {raw}[{o} + i] end}})\n"
+    w = len(members)
+    off = ", ".join(f"{m} = {i}" for i, m in enumerate(members, 1))
+    zero = f"if i == 0 then return {first} end " if first else ""
+    return (f"do\n  local off = {{{off}}}\n"
+            f"  local item = {{__index = function(t, f) return {raw}[t[0] + off[f]] end}}\n"
+            f"  {target} = setmetatable({{{fields}}}, {{__index = function(_, i) {zero}"
+            f"return setmetatable({{[0] = {o} + (i - 1) * {w}}}, item) end}})\nend\n")
+
+
+def _lua_dir() -> Path:
+    if os.environ.get("ASYNQPY_LUA_DIR"):  # a copy of lua/ (tests/test_model_mutants.py loads mutants so)
+        return Path(os.environ["ASYNQPY_LUA_DIR"])
+    here = Path(__file__).resolve().parents[2]  # the asynqpy package (this is asynqpy/core/spine/)
+    for d in (here / "lua", here.parent / "lua"):  # the installed package, then a source checkout
+        if d.is_dir():
+            return d
+    raise RuntimeError(f"asynqpy's Lua scripts are missing (looked in {here / 'lua'} and {here.parent / 'lua'})")
+
+
+def _flatten(text: str, includes: Path, seen: set[str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        # an include's comment lines stay in its file: Redis keeps (and fakeredis compiles, on every
+        # call) the flattened text, and an include's doc block can outweigh its code
+        return _flatten(_DOC_LINE.sub("", (includes / f"{name}.lua").read_text()), includes, seen)
+
+    return _INCLUDE.sub(sub, text)
+
+
+def _load_one(path: Path, root: Path) -> Script:
+    """The script in file ``path`` (includes in ``root/includes``), its header checked and its
+    prologue emitted."""
+    text = path.read_text()
+    h = parse_header(path.name, text)
+    keys, args, keys_tail, args_tail = h.keys, h.args, h.tails["KEY"], h.tails["ARG"]
+    flat = _flatten(text, root / "includes", set())
+    end = _HEADER.match(flat).end()  # type: ignore[union-attr]
+    body = flat[end:]
+    check_body(path.name, body, (*keys, *(keys_tail and (keys_tail,))), (*args, *(args_tail and (args_tail,))))
+    source = flat[:end] + "\n" + prologue(h, _COMMENT.sub("", body)) + body.lstrip("\n")
+    sha = hashlib.sha1(source.encode()).hexdigest()
+    names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
+    return Script(h.name, len(keys), source, sha, keys, args, keys_tail, args_tail, h.strides["KEY"],
+                  h.strides["ARG"], names, _picker(keys), _picker(args))
+
+
+def load_dir(root: Path) -> dict[str, Script]:
+    """Every script in the directory ``root`` (includes in ``root/includes``), by name; raises
+    :class:`ScriptHeaderError` for a header that does not hold (see the module's docstring)."""
+    out: dict[str, Script] = {}
+    for path in sorted(root.glob("*.lua")):
+        script = _load_one(path, root)
+        out[script.name] = script
+    if not out:
+        raise RuntimeError(f"no Lua scripts found in {root}")
+    return out
+
+
+class _Scripts(Mapping[str, Script]):
+    """The scripts of ``lua/`` by name, each read (and its header checked) when first asked for: a
+    process loads the few it uses (a worker's first task waits on a handful of scripts, not on
+    reading and checking all of them). Listing them (iteration, ``len``) loads them all."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._loaded: dict[str, Script] = {}
+        self._all = False
+
+    def __getitem__(self, name: str) -> Script:
+        script = self._loaded.get(name)
+        if script is None:
+            if self._all or not isinstance(name, str) or not name:
+                raise KeyError(name)
+            path = self.root / f"{name}.lua"
+            if _NAME.match(path.name) is None or not path.is_file():
+                raise KeyError(name)
+            script = self._loaded.setdefault(name, _load_one(path, self.root))
+        return script
+
+    def _every(self) -> dict[str, Script]:
+        if not self._all:
+            self._loaded = {**load_dir(self.root), **self._loaded}
+            self._all = True
+        return self._loaded
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return len(self._every())
+
+
+@lru_cache(maxsize=1)
+def load_scripts() -> Mapping[str, Script]:
+    """Every script in ``lua/``, by name (``enqueue``, ``dequeue``, ...), each loaded on first use."""
+    return _Scripts(_lua_dir())
