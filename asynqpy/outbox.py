@@ -288,6 +288,7 @@ class _Task:
     generated_id: bool
     policy: str = "c"  # a task with after=: its on_parent_failure code (the row's mode column)
     _msg: Message | None = None
+    keep_finished: bool = False  # (set only for an idempotent process call, which no outbox row is)
 
     @property
     def msg(self) -> Message:

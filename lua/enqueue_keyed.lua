@@ -7,7 +7,9 @@ KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
 ARG id
 ARG msg            the encoded message (its key field holds the ``key`` argument)
-ARG check          '1' = a caller-chosen id (checked for conflicts), '0' = generated
+ARG check          '1' = a caller-chosen id (checked for conflicts; a finished task holding it is
+                   replaced), '2' = the same, but a finished holder is a conflict too (an idempotent
+                   call's repeat: it answers the finished call), '0' = generated
 ARG key            the task's key
 ARG now            '' = Redis time; else a simulated time in ms
 Returns 1 = pending (it holds the key), 2 = blocked, -2 = a live task has this id, -10 = the queue
@@ -25,11 +27,12 @@ it is still blocked, else 1.
 local id, msg, key = A.id, A.msg, A.key
 local tenant = msg_tenant(msg, 1)
 local victims = cap_gate(K.conf, G.pending, K.tasks, {n = 1, tenants = tenant and {[tenant] = 1} or {}})
-if victims == false and new_id(K.tasks, id, msg, A.check == '1') ~= 'own' then
+local check, keep = A.check ~= '0', A.check == '2'
+if victims == false and new_id(K.tasks, id, msg, check, keep) ~= 'own' then
   return cap_refuse(K.conf, 1)  -- (a keyed task counts as pending for its cap, blocked or not)
 end
 -- stored blocked first (the first write: a full Redis refuses the call here, whole), then admitted
-local refused = store_new(K.tasks, id, 'b', msg, A.check == '1', K.keylist, 0, K.archived, K.completed)
+local refused = store_new(K.tasks, id, 'b', msg, check, K.keylist, 0, K.archived, K.completed, keep)
 if refused == 1 then  -- sent again: its own write, still blocked (2) or admitted since (1)
   local v = redis.call('HGET', K.tasks, id)
   return stored_state(v) == 'b' and 2 or 1

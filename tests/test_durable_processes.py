@@ -524,6 +524,43 @@ def test_a_call_repeated_with_its_idempotency_key_runs_once_and_answers_the_firs
     asyncio.run(main())
 
 
+def test_a_repeat_that_missed_the_first_calls_outcome_answers_it_and_does_not_run_again(
+        backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A concurrent repeat looks for the first call's outcome before the first call is stored,
+    then is slowed down (load) until that call has run and finished: its store must meet the
+    finished input as a conflict and answer its response, not replace it and run the refund a
+    second time (seen under load in CI: refunded 37 after five repeats of a 1 refund)."""
+    from asynqpy.core.client.plans import ClientPlans
+    from asynqpy.core.model.errors import TaskNotFoundError
+
+    looked = ClientPlans.result.plan
+    missed: list[str] = []
+
+    def first_look_misses(self: Any, id: str, **kw: Any) -> Any:
+        if not missed:  # the repeat's first look, before the first call was stored
+            missed.append(id)
+            raise TaskNotFoundError(id)
+        return (yield from looked(self, id, **kw))
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            c.start_process("payment", "i2", {"amount": 100}, queue=Q)
+            async with serving(backend.new_async(), payment_mux(), queues=[Q]):
+                first = await ac.call_process("i2", {"op": "refund", "amount": 1}, queue=Q, timeout=10,
+                                              idempotency_key="late")
+                monkeypatch.setattr(ClientPlans.result, "plan", first_look_misses)
+                again = await ac.call_process("i2", {"op": "refund", "amount": 1}, queue=Q, timeout=10,
+                                              idempotency_key="late")
+                monkeypatch.undo()
+                assert missed and (first, again) == (1, 1)
+            p = insp.process(Q, "i2")
+            assert p.state["refunded"] == 1 and [e.data for e in p.history].count({"refund": 1}) == 1
+        await ac.close()
+
+    asyncio.run(main())
+
+
 def test_the_log_lines_of_a_process_input_name_its_process() -> None:
     import json
     import logging

@@ -78,13 +78,15 @@ end
 
 --- new_id(tkey, id, msg, check): may a new task be stored under ``id``? Returns
 ---   'new'  : no task has this id;
----   'replace': another finished task (archived, completed) has it: the new task replaces it;
+---   'replace': another finished task (archived, completed) has it: the new task replaces it
+---            (unless ``keep``: then it is 'taken', a conflict: an idempotent call's repeat, which
+---            must answer the finished call, not run it again);
 ---   'own'  : this call's own earlier write (sent again), or the caller's own task (own_write):
 ---            report success, write nothing;
 ---   'taken': another live task (pending, active, scheduled, retry, ...) has the id: a conflict.
 --- ``check`` false: the id was generated (96 random bits): any task stored under it is the
 --- call's own, whatever became of it since.
-local function new_id(tkey, id, msg, check)
+local function new_id(tkey, id, msg, check, keep)
   local old = redis.call('HGET', tkey, id)
   if not old then
     return 'new'
@@ -93,7 +95,7 @@ local function new_id(tkey, id, msg, check)
     return 'own'
   end
   local st = stored_state(old)
-  if st == 'x' or st == 'c' then
+  if (st == 'x' or st == 'c') and not keep then
     return 'replace'
   end
   return 'taken'
@@ -105,13 +107,13 @@ local function forget_finished(archived, completed, id)
   redis.call('ZREM', completed, id)
 end
 
---- store_new(tkey, id, state, msg, check, lock, ttl, archived, completed): the start shared by the
+--- store_new(tkey, id, state, msg, check, lock, ttl, archived, completed, keep): the start shared by the
 --- scripts storing one new task in ``state``: the id rules (new_id), the lock (take_lock, ``ttl``
 --- seconds, 0 = none), the task's first write (a full Redis refuses the call there, whole) and a
 --- replaced finished task leaving its zset. Returns nil when stored; else what the script returns:
 --- 1 (this call's own earlier write), -2 (a live task has the id) or the lock's refusal.
-local function store_new(tkey, id, state, msg, check, lock, ttl, archived, completed)
-  local seen = new_id(tkey, id, msg, check)
+local function store_new(tkey, id, state, msg, check, lock, ttl, archived, completed, keep)
+  local seen = new_id(tkey, id, msg, check, keep)
   if seen == 'own' then
     return 1
   elseif seen == 'taken' then

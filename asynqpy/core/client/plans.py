@@ -425,9 +425,17 @@ class ClientPlans:
         loop, and it may be a coroutine function). AsyncClient's calls made concurrently share
         one pipelined round trip for their enqueues and one connection for their wait (per
         queue)."""
+        return (yield from self._call(task_type, payload, timeout, on_progress, options))
+
+    def _call(self, task_type: str, payload: Any, timeout: float | None,
+              on_progress: Callable[[Any], Any] | None, options: dict[str, Any],
+              keep_finished: bool = False) -> Steps[Any]:
+        """:meth:`call`; ``keep_finished``: a finished task holding the id is a conflict (raised),
+        not replaced (an idempotent process call's repeat: :meth:`_process_call`)."""
         limit = _timeout(timeout)
         queue = validate_queue(options.get("queue", "default"))
         p = self._prepare(task_type, payload, options, reply_to=self._inbox(queue).id)
+        p.keep_finished = keep_finished
         return (yield Wait(queue, p.id, limit, False, self._send([p]), on_progress))
 
     def _send(self, prepared: list[opts.Prepared]) -> Steps[None]:
@@ -486,9 +494,12 @@ class ClientPlans:
         self._check_status(found, kind)
         p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue}, found=found)
         try:
-            return (yield from ClientPlans.call.plan(self, p.msg.type, p.msg.payload, timeout=timeout,
-                                                     **{**send, "queue": queue, "key": p.msg.key,
-                                                        "tenant": p.msg.tenant or None}))
+            # a repeat that looked for the first call's outcome before that call was stored (a
+            # concurrent repeat, slowed down) finds it finished here: a conflict, never a second
+            # run (a finished task holding a caller's id is otherwise replaced: run again)
+            return (yield from self._call(p.msg.type, p.msg.payload, timeout, None,
+                                          {**send, "queue": queue, "key": p.msg.key, "tenant": p.msg.tenant or None},
+                                          keep_finished=idempotency_key is not None))
         except TaskIdConflictError:  # a concurrent repeat sent it first
             return (yield from ClientPlans.result.plan(self, send["task_id"], queue=queue, timeout=timeout))
 

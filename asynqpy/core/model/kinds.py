@@ -52,6 +52,7 @@ class Storable(Protocol):
     unique_ttl: int
     data: bytes
     generated_id: bool
+    keep_finished: bool
     mode: str
 
     @property
@@ -71,7 +72,7 @@ def _group_add(b: Broker, p: Storable) -> Call[Any]:
 
 
 def _enqueue_keyed(b: Broker, p: Storable) -> Call[Any]:
-    return b.enqueue_keyed(p.queue, p.id, p.msg, p.data, not p.generated_id)
+    return b.enqueue_keyed(p.queue, p.id, p.msg, p.data, not p.generated_id, p.keep_finished)
 
 
 def _enqueue_target(b: Broker, p: Storable) -> Call[Any]:

@@ -85,10 +85,12 @@ class Prepared:
     whether the id was generated here (random: it cannot collide). ``mode``: how the lock is used:
     '' (unique, or no lock), 't' (throttle: ``unique_ttl`` is the window, the task is not unique)
     or 'd' (debounce: the lock's holder, if still scheduled, is replaced). ``kind``: what kind of
-    task it is (:mod:`asynqpy.core.model.kinds`: the broker call that stores it)."""
+    task it is (:mod:`asynqpy.core.model.kinds`: the broker call that stores it).
+    ``keep_finished``: a finished task holding the (caller-chosen) id is a conflict, not replaced:
+    set for an idempotent process call (keyed tasks only: ``enqueue_keyed`` reads it)."""
 
     __slots__ = ("queue", "id", "values", "_msg", "delay_ms", "unique_ttl", "data", "generated_id", "_end",
-                 "mode", "policy", "kind")
+                 "mode", "policy", "kind", "keep_finished")
 
     def __init__(self, queue: str, id: str, values: list[Any], delay_ms: int, unique_ttl: int, data: bytes,
                  generated_id: bool, msg: Message | None = None, mode: str = "",
@@ -99,6 +101,7 @@ class Prepared:
         self.mode = mode
         self.kind = kind
         self.policy = "c"  # on_parent_failure's code, for a task with after=
+        self.keep_finished = False
 
     @property
     def lock_digest(self) -> str:

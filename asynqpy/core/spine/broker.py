@@ -542,15 +542,17 @@ class Broker:
         return data if self.signer is None or not sign else self.signer.seal(queue, id, data)
 
     def enqueue_keyed(self, queue: str, id: str, msg: Message, data: bytes | None = None,
-                      check_id: bool = True) -> Call[TaskState]:
+                      check_id: bool = True, keep_finished: bool = False) -> Call[TaskState]:
         """(new) -> pending holding ``msg.key``, or blocked behind it: the state. Raises
-        TaskIdConflictError."""
+        TaskIdConflictError. ``keep_finished``: a finished task (completed, archived) holding the
+        id is a conflict too, instead of being replaced (an idempotent call's repeat)."""
         q = queue_keys(queue)
         code = _new_task_code(id, queue)
         return script_call("enqueue_keyed", lambda r: _KEYED_STATES[code(r)],
                            **_q(q, "tasks archived completed"), **exit_keys(q),
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
-                           check="1" if check_id else "0", key=msg.key, now=self.clock.script_now())
+                           check=("2" if keep_finished else "1") if check_id else "0", key=msg.key,
+                           now=self.clock.script_now())
 
     def enqueue_keyed_many(self, queue: str, entries: Sequence[tuple[str, Message, bytes | None]],
                            check_ids: bool) -> Call[list[TaskState | TaskIdConflictError]]:
