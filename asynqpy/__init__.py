@@ -15,6 +15,16 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.broker import QueueStats
     from .core.clock import Clock, FakeClock
     from .core.cron import EntryInfo
+    from .core.durable import (
+        DeterminismError,
+        Durable,
+        DurableError,
+        DurableFunction,
+        DurableRun,
+        Retry,
+        RunFailedError,
+        StepFailedError,
+    )
     from .core.errors import (
         AsynqpyError,
         DuplicateTaskError,
@@ -70,7 +80,8 @@ __all__ = [
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "TenantInfo",
     "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
-    "ProcessNotFoundError", "Step", "RedisAuthError",
+    "ProcessNotFoundError", "Step", "RedisAuthError", "DeterminismError", "Durable", "DurableError",
+    "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError",
 ]
 
 
@@ -89,6 +100,8 @@ _WHERE = {
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
     "KEEP": "core.process", "Event": "core.process", "Input": "core.process", "Process": "core.process",
     "ProcessError": "core.process", "ProcessNotFoundError": "core.process", "Step": "core.process",
+    **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableFunction", "DurableRun", "Retry",
+                     "RunFailedError", "StepFailedError"), "core.durable"),
 }
 
 

@@ -82,6 +82,21 @@ class ServeMux:
 
         return register
 
+    def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default") -> Any:
+        """Register a durable function (docs/durable.md): ``async def f(ctx: Durable, *args)``;
+        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.DurableFunction`
+        that ``client.start`` takes. ``name``: its name (default: module.qualname); its runs are
+        processes of type ``durable.<name>``."""
+        from .durable import MAX_HISTORY, DurableFunction
+        from .process import ProcessHandler, task_type
+
+        def register(f: Any) -> DurableFunction:
+            d = DurableFunction(f, name, queue)
+            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY))
+            return d
+
+        return register(fn) if fn is not None else register
+
     def use(self, *middleware: Middleware) -> None:
         """Add middleware: ``mw(next_handler) -> handler``, both async callables taking a Task."""
         for mw in middleware:
