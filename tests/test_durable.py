@@ -332,3 +332,79 @@ def test_a_function_that_raises_fails_the_run_and_bad_inputs_are_typed_errors(ba
         ServeMux().durable(lambda ctx: None)  # not an async def
     with pytest.raises(InvalidArgumentError):
         Retry(attempts=0)
+
+
+def test_gather_runs_new_steps_together_in_one_input_and_waits_for_signals_too(backend: Any) -> None:
+    mux = ServeMux()
+    calls = Calls()
+    ids: list[str] = []
+
+    def sync_part(x: int) -> int:
+        calls.log.append("sync")
+        ids.append(mux_ctx[0].step_id)
+        return x * 2
+
+    async def async_part(x: int) -> int:
+        calls.log.append("async")
+        ids.append(mux_ctx[0].step_id)
+        await asyncio.sleep(0.01)
+        return x + 1
+
+    mux_ctx: list[Durable] = []
+
+    @mux.durable(name="fan", queue=Q)
+    async def fan(ctx: Durable, x: int) -> list[Any]:
+        mux_ctx[:] = [ctx]
+        a, b = await ctx.gather(ctx.step("double", sync_part, x), ctx.step("inc", async_part, x))
+        ev, c = await ctx.gather(ctx.wait_for("go"), ctx.step("again", sync_part, a))
+        try:
+            await ctx.gather(ctx.step("ok", sync_part, 1), ctx.step("bad", _fail, retry=Retry(attempts=1)))
+        except StepFailedError as exc:
+            return [a, b, ev, c, exc.step]
+        return []
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(fan, 5, id="g1")
+            with Inspector(backend.sync) as insp:
+                await until(lambda: (insp.process(Q, run.id).state or {}).get("status") == "waiting")
+            await ac.signal(run, "go", "now")
+            assert await ac.result(run, timeout=20) == [10, 6, "now", 20, "bad"]
+            with pytest.raises(InvalidArgumentError):
+                await Durable("x", [], 0).gather(asyncio.get_running_loop().create_future())  # not a ctx operation
+        with Inspector(backend.sync) as insp:
+            hist = insp.process(Q, run.id, first=1, count=100).history
+        steps = {e.data["n"]: e.input for e in hist if e.data["k"] == "step"}
+        assert steps["double"] == steps["inc"] and steps["ok"] == steps["bad"]  # recorded by one input each
+        assert sorted(calls.log) == ["async", "sync", "sync", "sync"]  # each step once
+        assert sorted(ids) == ["g1:1:double", "g1:2:inc", "g1:4:again", "g1:5:ok"]
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def _fail() -> None:
+    raise KeyError("nope")
+
+
+def test_two_ctx_operations_at_once_without_gather_fail_the_run(backend: Any) -> None:
+    mux = ServeMux()
+
+    async def slow() -> int:
+        await asyncio.sleep(0.05)
+        return 1
+
+    @mux.durable(name="racy", queue=Q)
+    async def racy(ctx: Durable) -> Any:
+        return await asyncio.gather(ctx.step("a", slow), ctx.step("b", slow))
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(racy, id="r1")
+            with pytest.raises(RunFailedError, match="one ctx operation at a time"):
+                await ac.result(run, timeout=20)
+        await ac.close()
+
+    asyncio.run(main())

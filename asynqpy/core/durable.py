@@ -29,10 +29,10 @@ import functools
 import inspect
 import random as _random
 import uuid as _uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgpack
 
@@ -153,7 +153,6 @@ class Durable:
         self._new: list[dict[str, Any]] = []
         self._seq = 0
         self._busy = False
-        self._step_id = ""
         self._ops: dict[int, dict[str, Any]] = {}
         self._tries: dict[int, list[dict[str, Any]]] = {}
         self._fired: dict[int, int] = {}
@@ -186,8 +185,7 @@ class Durable:
         """The next position and what the history holds there (None: new); a different operation
         recorded there raises DeterminismError."""
         if self._busy:
-            raise DurableError("one ctx operation at a time: await each before the next (ctx.gather is not "
-                               "there yet)")
+            raise DurableError("one ctx operation at a time: await each before the next, or ctx.gather them")
         self._seq += 1
         seq = self._seq
         rec = self._ops.get(seq)
@@ -226,12 +224,12 @@ class Durable:
         """Inside a step: ``<run id>:<position>:<step name>``, the same on each of its attempts
         (a retry, a re-run after a crash): an idempotency key for the step's external calls.
         Outside a step: ''."""
-        return self._step_id
+        return _STEP_ID.get()
 
     # -- steps ------------------------------------------------------------------------------------
 
-    async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
-                   retry: Retry | None = None) -> T:
+    def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
+             retry: Retry | None = None) -> Awaitable[T]:
         """Run ``fn(*args)`` (a plain function runs in a thread; a coroutine function on the
         worker's loop) once for the run: its result (msgpack-able) is recorded with the input that
         ran it and returned as recorded on every replay. A failure is retried per ``retry``
@@ -243,48 +241,120 @@ class Durable:
         if not callable(fn):
             raise InvalidArgumentError(f"step {name!r}: {fn!r} is not callable")
         policy = retry or DEFAULT_RETRY
+        if not isinstance(policy, Retry):
+            raise InvalidArgumentError(f"step {name!r}: retry= takes a Retry, got {retry!r}")
+        return _Op(self, lambda: self._step(name, fn, args, policy))
+
+    def _step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], policy: Retry) -> Any:
+        """What the history says of the step (its value; raises StepFailedError, or _Suspend while
+        its retry is not due), or a :class:`_Pending` step to run now."""
         seq, rec = self._op("step", name)
         if rec is not None and rec["k"] == "step":
             if "e" in rec:
                 raise StepFailedError(name, rec["e"], rec.get("t", ""))
-            return rec.get("v")  # type: ignore[return-value]
+            return rec.get("v")
         tries = self._tries.get(seq, [])
         if tries and tries[-1]["at"] > self._now_ms:
             raise _Suspend(RETRYING, tries[-1]["at"])  # its retry timer is pending
-        attempt = len(tries) + 1
-        self._busy, self._step_id = True, f"{self.run_id}:{seq}:{name}"
+        return _Pending(seq, name, fn, args, policy, len(tries) + 1)
+
+    async def _run(self, p: _Pending) -> int:
+        """Run a new step's body and record what came of it; the due time of the run's next input
+        (now: go on; a retry's time)."""
+        token = _STEP_ID.set(f"{self.run_id}:{p.seq}:{p.name}")
         try:
-            value = _wire(await _call(fn, args))
+            value = _wire(await _call(p.fn, p.args))
         except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
             error = f"{type(exc).__name__}: {exc}"
-            if attempt < policy.attempts:
-                at = self._now_ms + policy.delay_ms(attempt)
-                self._record({"k": "try", "i": seq, "n": name, "a": attempt, "e": error, "at": at})
-                raise _Suspend(RETRYING, at) from None
-            self._record({"k": "step", "i": seq, "n": name, "e": error, "t": type(exc).__name__, "a": attempt})
-            raise _Suspend(RUNNING, self._now_ms) from None
+            if p.attempt < p.policy.attempts:
+                at = self._now_ms + p.policy.delay_ms(p.attempt)
+                self._record({"k": "try", "i": p.seq, "n": p.name, "a": p.attempt, "e": error, "at": at})
+                return at
+            self._record({"k": "step", "i": p.seq, "n": p.name, "e": error, "t": type(exc).__name__, "a": p.attempt})
+            return self._now_ms
         finally:
-            self._busy, self._step_id = False, ""
-        self._record({"k": "step", "i": seq, "n": name, "v": value, "a": attempt})
-        raise _Suspend(RUNNING, self._now_ms)  # committed with this input; the next input goes on
+            _STEP_ID.reset(token)
+        self._record({"k": "step", "i": p.seq, "n": p.name, "v": value, "a": p.attempt})
+        return self._now_ms
+
+    async def _await(self, op: _Op[T]) -> T:
+        got = op.resolve()
+        if not isinstance(got, _Pending):
+            return got  # type: ignore[no-any-return]
+        self._busy = True
+        try:
+            due = await self._run(got)
+        finally:
+            self._busy = False
+        # the record is committed with this input; the next input goes on (or retries)
+        raise _Suspend(RUNNING if due == self._now_ms else RETRYING, due)
+
+    async def gather(self, *ops: Awaitable[Any]) -> list[Any]:
+        """Await several ctx operations (steps, sleeps, waits) together: the new steps among them
+        run concurrently in one input and are recorded together (a crash runs again those of them
+        that ran); the results in order, once all are there. A step that failed for good raises its
+        StepFailedError (the first in order), as ``asyncio.gather``."""
+        mine = [o for o in ops if isinstance(o, _Op) and o.ctx is self]
+        if len(mine) != len(ops):
+            raise InvalidArgumentError("ctx.gather takes operations of this run's ctx (ctx.step(...), ctx.sleep(...), "
+                                       "ctx.wait_for(...)), not awaited")
+        results, pending, suspends = self._resolve_all(mine)
+        if pending:
+            suspends += await self._run_all(pending)
+        if suspends:
+            due = [s.due_ms for s in suspends if s.due_ms is not None]
+            raise _Suspend(RUNNING if pending else suspends[0].status, min(due) if due else None)
+        for r in results:
+            if isinstance(r, StepFailedError):
+                raise r
+        return results
+
+    async def _run_all(self, pending: list[_Pending]) -> list[_Suspend]:
+        """Run new steps concurrently (each recorded as it ends); where each leaves the run."""
+        self._busy = True
+        try:
+            dues = await asyncio.gather(*(self._run(p) for p in pending))
+        finally:
+            self._busy = False
+        return [_Suspend(RUNNING if d == self._now_ms else RETRYING, d) for d in dues]
+
+    @staticmethod
+    def _resolve_all(ops: list[_Op[Any]]) -> tuple[list[Any], list[_Pending], list[_Suspend]]:
+        """Each operation resolved in order (a DeterminismError stops all: nothing ran): the
+        results (a StepFailedError in place), the new steps to run, the operations not done yet."""
+        results: list[Any] = []
+        pending: list[_Pending] = []
+        suspends: list[_Suspend] = []
+        for o in ops:
+            try:
+                got = o.resolve()
+            except _Suspend as s:
+                suspends.append(s)
+                got = None
+            except StepFailedError as exc:
+                got = exc
+            if isinstance(got, _Pending):
+                pending.append(got)
+            results.append(got)
+        return results, pending, suspends
 
     # -- sleeps and signals -----------------------------------------------------------------------
 
-    async def sleep(self, delay: timedelta | float) -> None:
+    def sleep(self, delay: timedelta | float) -> Awaitable[None]:
         """Sleep ``delay`` (a timedelta, or seconds) durably: the run holds no worker; a timer
         resumes it (after a crash too)."""
         seconds = _seconds(delay, "ctx.sleep")
         if seconds is None:
             raise InvalidArgumentError("ctx.sleep takes a timedelta or seconds >= 0, got None")
-        await self._sleep(lambda: self._now_ms + int(seconds * 1000))
+        return _Op(self, lambda: self._sleep(lambda: self._now_ms + int(seconds * 1000)))
 
-    async def sleep_until(self, when: datetime) -> None:
+    def sleep_until(self, when: datetime) -> Awaitable[None]:
         """Sleep until ``when`` (an aware datetime) durably."""
         if not isinstance(when, datetime) or when.tzinfo is None:
             raise InvalidArgumentError(f"ctx.sleep_until takes a timezone-aware datetime, got {when!r}")
-        await self._sleep(lambda: int(when.timestamp() * 1000))
+        return _Op(self, lambda: self._sleep(lambda: int(when.timestamp() * 1000)))
 
-    async def _sleep(self, until: Callable[[], int]) -> None:
+    def _sleep(self, until: Callable[[], int]) -> None:
         seq, rec = self._op("sleep", None)
         if rec is None:
             rec = {"k": "sleep", "i": seq, "u": until()}
@@ -296,13 +366,16 @@ class Durable:
             return
         raise _Suspend(SLEEPING, rec["u"])
 
-    async def wait_for(self, signal: str, timeout: timedelta | float | None = None) -> Any:
+    def wait_for(self, signal: str, timeout: timedelta | float | None = None) -> Awaitable[Any]:
         """The payload of the next signal ``signal`` sent to the run (``client.signal``), waiting
         for it durably (holding no worker); signals sent before the wait are kept, in order, each
         taken by one wait. None once ``timeout`` (a timedelta or seconds; None = no limit) passes."""
         if not isinstance(signal, str) or not signal:
             raise InvalidArgumentError(f"a signal name is a non-empty string, got {signal!r}")
         limit = _seconds(timeout, "wait_for timeout")
+        return _Op(self, lambda: self._wait(signal, limit))
+
+    def _wait(self, signal: str, limit: float | None) -> Any:
         seq, rec = self._op("wait", signal)
         if rec is None:
             rec = {"k": "wait", "i": seq, "n": signal, "u": None if limit is None else self._now_ms + int(limit * 1000)}
@@ -318,6 +391,34 @@ class Durable:
             self._record({"k": "fired", "i": seq})
             return None
         raise _Suspend(WAITING, rec["u"])
+
+
+_STEP_ID: contextvars.ContextVar[str] = contextvars.ContextVar("asynqpy_durable_step_id", default="")
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A new step to run in this input."""
+
+    seq: int
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    policy: Retry
+    attempt: int
+
+
+class _Op(Generic[T]):
+    """What a ctx operation returns: awaiting it resolves it against the history (and runs a new
+    step); ``ctx.gather`` resolves several together."""
+
+    __slots__ = ("ctx", "resolve")
+
+    def __init__(self, ctx: Durable, resolve: Callable[[], Any]) -> None:
+        self.ctx, self.resolve = ctx, resolve
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self.ctx._await(self).__await__()
 
 
 def _seconds(v: timedelta | float | None, what: str) -> float | None:
