@@ -408,3 +408,33 @@ def test_two_ctx_operations_at_once_without_gather_fail_the_run(backend: Any) ->
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_a_run_of_a_tenant_takes_its_turns_under_the_tenants_pause(backend: Any) -> None:
+    mux = ServeMux()
+    calls = Calls()
+
+    @mux.durable(name="tenanted", queue=Q)
+    async def tenanted(ctx: Durable) -> str:
+        await ctx.step("one", lambda: calls.log.append("one"))
+        await ctx.sleep(0.3)  # its timer input is the tenant's too
+        await ctx.step("two", lambda: calls.log.append("two"))
+        return "ok"
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        with Inspector(backend.sync) as insp:
+            async with serving(backend.new_async(), mux, queues=[Q]):
+                run = await ac.start(tenanted, id="t1", tenant="acme")
+                await until(lambda: (insp.process(Q, run.id).state or {}).get("status") == "sleeping")
+                insp.pause_tenant(Q, "acme")
+                await asyncio.sleep(0.8)  # the timer falls due while its tenant is paused
+                assert calls.log == ["one"] and insp.process(Q, run.id).state["status"] == "sleeping"
+                insp.resume_tenant(Q, "acme")
+                assert await ac.result(run, timeout=20) == "ok"
+            p = insp.process(Q, run.id, first=1, count=100)
+        assert p.tenant == "acme" and calls.log == ["one", "two"]
+        assert {e.kind for e in p.history} == {"init", "timeout"}  # its start, then its timers: none other
+        await ac.close()
+
+    asyncio.run(main())
