@@ -231,7 +231,7 @@ def test_now_uuid_random_and_step_id_are_the_same_on_every_replay(backend: Any) 
     asyncio.run(main())
 
 
-def test_code_that_no_longer_matches_the_history_stops_in_error_before_running(backend: Any) -> None:
+def test_code_that_no_longer_matches_the_history_stops_in_error_before_running_and_a_repair_resumes_it(backend: Any) -> None:
     calls = Calls()
     old, new = ServeMux(), ServeMux()
 
@@ -249,6 +249,15 @@ def test_code_that_no_longer_matches_the_history_stops_in_error_before_running(b
         await ctx.step("ship", lambda: calls.log.append("ship"))
         return "v2"
 
+    fixed = ServeMux()
+
+    @fixed.durable(name="flow", queue=Q)
+    async def flow_v3(ctx: Durable) -> str:
+        await ctx.step("load", lambda: calls.log.append("load"))  # as recorded
+        await ctx.wait_for("go")
+        await ctx.step("ship", lambda: calls.log.append("ship"))
+        return "v3"
+
     async def main() -> None:
         ac = AsyncClient(backend.new_async())
         async with serving(backend.new_async(), old, queues=[Q]):
@@ -265,6 +274,11 @@ def test_code_that_no_longer_matches_the_history_stops_in_error_before_running(b
         assert calls.log == ["load"]  # neither fetch nor ship ran
         with Inspector(backend.sync) as insp:
             assert insp.process(Q, run.id).status == "error"
+        async with serving(backend.new_async(), fixed, queues=[Q]):  # fix and resume: a repair replays on new code
+            assert await ac.repair_process(run.id, queue=Q, timeout=20) is None
+            assert await ac.signal(run, "go", timeout=20) is True  # (the one that met the bad code failed)
+            assert await ac.result(run, timeout=20) == "v3"
+        assert calls.log == ["load", "ship"]
         await ac.close()
 
     asyncio.run(main())
