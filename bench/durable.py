@@ -20,6 +20,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import msgpack
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
@@ -65,11 +67,12 @@ async def replay_cpu(n: int) -> None:
     fn: DurableFunction = steps
     events = [{"k": "start", "a": [n + 1]}] + [{"k": "step", "i": k + 1, "n": f"s{k}", "v": k, "a": 1} for k in range(n)]
     at = datetime.now(timezone.utc)
-    history = [Event(i + 1, at, "x", "call", e) for i, e in enumerate(events)]
-    p = Process("r", fn.type, "running", {"status": "running"}, len(history), history)
+    packed = [msgpack.packb(e) for e in events]
     best = float("inf")
     for _ in range(5):
-        t0 = time.process_time()
+        t0 = time.process_time()  # (the events decoded as an input's read does, then the replay)
+        history = [Event(i + 1, at, "x", "call", msgpack.unpackb(b)) for i, b in enumerate(packed)]
+        p = Process("r", fn.type, "running", {"status": "running"}, len(history), history)
         step = await fn.process(p, Input("timeout", None, "t", 1))
         best = min(best, time.process_time() - t0)
     assert step.events and step.events[-1]["k"] == "step"  # it replayed n steps, then ran the next one
