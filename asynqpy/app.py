@@ -361,7 +361,7 @@ class App:
 
         def register(f: Any) -> Any:
             self._task_queues.add(q)
-            return self.mux.durable(f, name=name, queue=q)
+            return self.mux.durable(f, name=name, queue=q, client=self.aclient)
 
         return register(fn) if fn is not None else register
 

@@ -148,7 +148,7 @@ def test_a_sleep_holds_no_worker_and_resumes_on_its_timer(backend: Any) -> None:
     async def nap(ctx: Durable) -> float:
         before = ctx.now()
         await ctx.step("a", mark, "a")
-        await ctx.sleep(timedelta(seconds=0.6))
+        await ctx.sleep(timedelta(seconds=1))
         await ctx.step("b", mark, "b")
         return (ctx.now() - before).total_seconds()
 
@@ -161,7 +161,7 @@ def test_a_sleep_holds_no_worker_and_resumes_on_its_timer(backend: Any) -> None:
                 p = insp.process(Q, run.id)
                 assert p.timer is not None and stats(backend, Q).active == 0 and stats(backend, Q).scheduled == 1
             waited = await ac.result(run, timeout=20)
-        assert waited >= 0.6 and calls.log == ["a", "b"]
+        assert waited >= 1 and calls.log == ["a", "b"]
         await ac.close()
 
     asyncio.run(main())
@@ -431,7 +431,7 @@ def test_a_run_of_a_tenant_takes_its_turns_under_the_tenants_pause(backend: Any)
     @mux.durable(name="tenanted", queue=Q)
     async def tenanted(ctx: Durable) -> str:
         await ctx.step("one", lambda: calls.log.append("one"))
-        await ctx.sleep(0.3)  # its timer input is the tenant's too
+        await ctx.sleep(1)  # its timer input is the tenant's too
         await ctx.step("two", lambda: calls.log.append("two"))
         return "ok"
 
@@ -442,13 +442,73 @@ def test_a_run_of_a_tenant_takes_its_turns_under_the_tenants_pause(backend: Any)
                 run = await ac.start(tenanted, id="t1", tenant="acme")
                 await until(lambda: (insp.process(Q, run.id).state or {}).get("status") == "sleeping")
                 insp.pause_tenant(Q, "acme")
-                await asyncio.sleep(0.8)  # the timer falls due while its tenant is paused
+                await asyncio.sleep(1.5)  # the timer falls due while its tenant is paused
                 assert calls.log == ["one"] and insp.process(Q, run.id).state["status"] == "sleeping"
                 insp.resume_tenant(Q, "acme")
                 assert await ac.result(run, timeout=20) == "ok"
             p = insp.process(Q, run.id, first=1, count=100)
         assert p.tenant == "acme" and calls.log == ["one", "two"]
         assert {e.kind for e in p.history} == {"init", "timeout"}  # its start, then its timers: none other
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_ctx_task_enqueues_a_normal_task_once_and_awaits_its_result_holding_no_worker(backend: Any) -> None:
+    from asynqpy import Task
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        mux = ServeMux()
+        ran: list[Any] = []
+
+        @mux.handle("score")
+        async def score(task: Task) -> int:
+            ran.append(task.payload)
+            await asyncio.sleep(0.3)
+            return len(task.payload)
+
+        @mux.handle("broken")
+        async def broken(task: Task) -> None:
+            raise ValueError("no")
+
+        @mux.durable(name="tasks", queue=Q, client=ac)
+        async def tasks(ctx: Durable, word: str) -> list[Any]:
+            n = await ctx.task("score", word, queue="other")
+            m, k = await ctx.gather(ctx.task("score", word * 2, queue=Q), ctx.step("local", lambda: 7))
+            try:
+                await ctx.task("broken", None, max_retry=0)
+            except StepFailedError as exc:
+                return [n, m, k, exc.error]
+            return []
+
+        async with serving(backend.new_async(), mux, queues=[Q, "other", "default"]):
+            run = await ac.start(tasks, "abc", id="t1")
+            with Inspector(backend.sync) as insp:
+                await until(lambda: (insp.process(Q, run.id).state or {}).get("status") == "waiting")
+                active = [t.type for t in insp.list_tasks(Q, "active")]
+                assert "process:durable.tasks" not in active  # the run waits for its task holding no worker
+            got = await ac.result(run, timeout=20)
+        assert got == [3, 6, 7, "task t1:4:task ended archived"]
+        assert ran == ["abc", "abcabc"]  # each task once
+        with pytest.raises(Exception, match="needs a client"):
+            await Durable("x", [], 0).task("score", 1)
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_the_enqueue_of_a_ctx_task_run_again_after_a_crash_enqueues_nothing_new(backend: Any) -> None:
+    from asynqpy.core.durable_tasks import NOTIFY, enqueue
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        for _ in range(2):  # the step's body run again (its worker died before the record)
+            assert await enqueue(ac, "r9", Q, 3, "score", "x", {"queue": "other"}) == "r9:3:task"
+        with Inspector(backend.sync) as insp:
+            assert [t.id for t in insp.list_tasks("other", "pending")] == ["r9:3:task"]
+            waiting = insp.list_tasks(Q, "waiting")
+            assert [(t.id, t.type) for t in waiting] == [("r9:3:task:notify", NOTIFY)]
         await ac.close()
 
     asyncio.run(main())

@@ -52,7 +52,7 @@ COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
 FINISHED = (COMPLETED, FAILED, CANCELLED)
 
 # kinds of the history's events (each a dict; "k" the kind, "i" the operation's position)
-_OPS = ("step", "try", "sleep", "wait", "now", "uuid", "random")
+_OPS = ("step", "task", "try", "sleep", "wait", "now", "uuid", "random")
 
 
 class DurableError(AsynqpyError):
@@ -146,8 +146,9 @@ class Durable:
     """The context of a durable function's run (its first argument). Every effect that must not
     be repeated on replay goes through it; the function's own code runs again on every input."""
 
-    def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int) -> None:
-        self.run_id = run_id
+    def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int, client: Callable[[], Any] | None = None,
+                 queue: str = "default") -> None:
+        self.run_id, self._client, self._queue = run_id, client, queue
         self._now_ms = now_ms
         self._events = events  # the history as recorded, then what this input appends
         self._new: list[dict[str, Any]] = []
@@ -169,7 +170,7 @@ class Durable:
             self._tries.setdefault(e["i"], []).append(e)
             self._ops.setdefault(e["i"], e)
         elif k in _OPS:
-            if k == "step" or e["i"] not in self._ops:
+            if k in ("step", "task") or e["i"] not in self._ops:
                 self._ops[e["i"]] = e
         elif k == "fired":
             self._fired.setdefault(e["i"], n)
@@ -190,7 +191,7 @@ class Durable:
         seq = self._seq
         rec = self._ops.get(seq)
         if rec is not None:
-            was = "step" if rec["k"] == "try" else rec["k"]
+            was = rec.get("o", "step") if rec["k"] == "try" else rec["k"]
             if was != kind or rec.get("n") != name:
                 raise DeterminismError(
                     f"durable run {self.run_id!r}: at position {seq} the history holds {_name(was, rec.get('n'))} but "
@@ -245,36 +246,65 @@ class Durable:
             raise InvalidArgumentError(f"step {name!r}: retry= takes a Retry, got {retry!r}")
         return _Op(self, lambda: self._step(name, fn, args, policy))
 
-    def _step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], policy: Retry) -> Any:
+    def _step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], policy: Retry, kind: str = "step") -> Any:
         """What the history says of the step (its value; raises StepFailedError, or _Suspend while
         its retry is not due), or a :class:`_Pending` step to run now."""
-        seq, rec = self._op("step", name)
-        if rec is not None and rec["k"] == "step":
+        seq, rec = self._op(kind, name)
+        if rec is not None and rec["k"] == kind:
             if "e" in rec:
                 raise StepFailedError(name, rec["e"], rec.get("t", ""))
-            return rec.get("v")
+            return rec.get("v") if kind == "step" else self._task_end(seq, name)
         tries = self._tries.get(seq, [])
         if tries and tries[-1]["at"] > self._now_ms:
             raise _Suspend(RETRYING, tries[-1]["at"])  # its retry timer is pending
-        return _Pending(seq, name, fn, args, policy, len(tries) + 1)
+        return _Pending(seq, name, fn, args, policy, len(tries) + 1, kind)
+
+    def task(self, task: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Enqueue a normal task (a task function of an App with its arguments, or a task type, its
+        payload and enqueue options) once for the run, and its result once it completed, waiting
+        durably (no worker held); StepFailedError if it ended otherwise (archived, deleted). Needs
+        the client the run enqueues with (``@app.durable``, or ``mux.durable(client=...)``)."""
+        from .durable_tasks import enqueue, target
+
+        if self._client is None:
+            raise DurableError("ctx.task needs a client: register with @app.durable or mux.durable(client=...)")
+        type_, payload, options = target(task, args, kwargs)
+        client, run, queue = self._client, self.run_id, self._queue
+
+        async def send(seq: int) -> str:
+            return await enqueue(client(), run, queue, seq, type_, payload, options)
+
+        return _Op(self, lambda: self._step(type_, send, (), DEFAULT_RETRY, "task"))
+
+    def _task_end(self, seq: int, name: str) -> Any:
+        from .durable_tasks import signal_name
+
+        wanted = signal_name(seq)
+        for n, sig, payload in self._signals:
+            if sig == wanted and n not in self._consumed:
+                self._consumed.add(n)
+                if payload.get("s") != "completed":
+                    raise StepFailedError(name, f"task {self.run_id}:{seq}:task ended {payload.get('s')}", "TaskFailed")
+                return payload.get("v")
+        raise _Suspend(WAITING, None)
 
     async def _run(self, p: _Pending) -> int:
         """Run a new step's body and record what came of it; the due time of the run's next input
         (now: go on; a retry's time)."""
         token = _STEP_ID.set(f"{self.run_id}:{p.seq}:{p.name}")
         try:
-            value = _wire(await _call(p.fn, p.args))
+            value = _wire(await (p.fn(p.seq) if p.kind == "task" else _call(p.fn, p.args)))
         except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
             error = f"{type(exc).__name__}: {exc}"
             if p.attempt < p.policy.attempts:
                 at = self._now_ms + p.policy.delay_ms(p.attempt)
-                self._record({"k": "try", "i": p.seq, "n": p.name, "a": p.attempt, "e": error, "at": at})
+                self._record({"k": "try", "i": p.seq, "n": p.name, "a": p.attempt, "e": error, "at": at, "o": p.kind})
                 return at
-            self._record({"k": "step", "i": p.seq, "n": p.name, "e": error, "t": type(exc).__name__, "a": p.attempt})
+            self._record({"k": p.kind, "i": p.seq, "n": p.name, "e": error, "t": type(exc).__name__, "a": p.attempt})
             return self._now_ms
         finally:
             _STEP_ID.reset(token)
-        self._record({"k": "step", "i": p.seq, "n": p.name, "v": value, "a": p.attempt})
+        self._record({"k": p.kind, "i": p.seq, "n": p.name, "v": value, "a": p.attempt})
         return self._now_ms
 
     async def _await(self, op: _Op[T]) -> T:
@@ -406,6 +436,7 @@ class _Pending:
     args: tuple[Any, ...]
     policy: Retry
     attempt: int
+    kind: str = "step"
 
 
 class _Op(Generic[T]):
@@ -461,13 +492,14 @@ class DurableFunction:
     process type is ``durable.<name>``), ``queue`` (where its runs live), ``fn``. Start a run
     with ``client.start(f, *args, id=...)``."""
 
-    def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default") -> None:
+    def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default",
+                 client: Callable[[], Any] | None = None) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise InvalidArgumentError(f"a durable function is an async def taking (ctx: Durable, ...), got {fn!r}")
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
         self.type = process_type(self.name)
-        self.queue = queue
+        self.queue, self.client = queue, client
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
@@ -494,7 +526,7 @@ class DurableFunction:
                      state: dict[str, Any], i: Input) -> Step:
         if not events or events[0].get("k") != "start":
             raise DurableError(f"durable run {run_id!r}: its history does not begin with its start")
-        ctx = Durable(run_id, events, _now_ms())
+        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue)
         response = True if i.kind == "call" else None
         try:
             value = await self.fn(ctx, *events[0]["a"])

@@ -82,17 +82,24 @@ class ServeMux:
 
         return register
 
-    def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default") -> Any:
+    def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default",
+                client: Any = None) -> Any:
         """Register a durable function (docs/durable.md): ``async def f(ctx: Durable, *args)``;
         a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.DurableFunction`
         that ``client.start`` takes. ``name``: its name (default: module.qualname); its runs are
-        processes of type ``durable.<name>``."""
+        processes of type ``durable.<name>``. ``client``: the AsyncClient its ``ctx.task`` enqueues
+        with (or a function returning it)."""
         from .durable import MAX_HISTORY, DurableFunction
+        from .durable_tasks import NOTIFY, notify_handler
         from .process import ProcessHandler, task_type
 
+        get = client if client is None or callable(client) and not hasattr(client, "enqueue") else (lambda: client)
+
         def register(f: Any) -> DurableFunction:
-            d = DurableFunction(f, name, queue)
+            d = DurableFunction(f, name, queue, get)
             self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY))
+            if get is not None and NOTIFY not in self._exact:
+                self.handle(NOTIFY, notify_handler(get))
             return d
 
         return register(fn) if fn is not None else register
