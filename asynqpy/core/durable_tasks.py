@@ -59,13 +59,10 @@ async def enqueue(client: Any, run_id: str, run_queue: str, seq: int, type: str,
 
 def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
     """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal."""
-    from .durable import DurableRun
-
     async def notify(task: Any) -> None:
         p = task.payload
         end = task.parents[0] if task.parents else None
         ended = {"s": end.state if end is not None else "deleted", "v": end.result if end is not None else None}
-        await client().signal(DurableRun(p["run"], p["queue"]), signal_name(int(p["i"])), ended,
-                              idempotency_key=task.id)
+        await client().signal(p["run"], signal_name(int(p["i"])), ended, queue=p["queue"], idempotency_key=task.id)
 
     return notify
