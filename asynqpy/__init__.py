@@ -13,6 +13,16 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .app import App, AsyncTaskFunction, TaskFunction
     from .client import AsyncClient, Client
     from .core.cron.entries import EntryInfo
+    from .core.durable.replay import (
+        DeterminismError,
+        Durable,
+        DurableError,
+        DurableFunction,
+        DurableRun,
+        Retry,
+        RunFailedError,
+        StepFailedError,
+    )
     from .core.handlers.mux import ServeMux
     from .core.handlers.retry import default_retry_delay
     from .core.limits.plans import QueueCap, QueueLimits
@@ -70,7 +80,8 @@ __all__ = [
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "TenantInfo",
     "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
-    "ProcessNotFoundError", "Step", "RedisAuthError",
+    "ProcessNotFoundError", "Step", "RedisAuthError", "DeterminismError", "Durable", "DurableError",
+    "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError",
 ]
 
 
@@ -98,6 +109,8 @@ _WHERE = {
     "KEEP": "core.processes.model", "Event": "core.processes.model", "Input": "core.processes.model",
     "Process": "core.processes.model", "ProcessError": "core.processes.model",
     "ProcessNotFoundError": "core.processes.model", "Step": "core.processes.model",
+    **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableFunction", "DurableRun", "Retry",
+                     "RunFailedError", "StepFailedError"), "core.durable.replay"),
 }
 
 

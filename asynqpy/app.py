@@ -354,6 +354,17 @@ class App:
 
         return register
 
+    def durable(self, fn: Any = None, *, name: str | None = None, queue: str | None = None) -> Any:
+        """Register a durable function (a decorator, as :meth:`ServeMux.durable`; docs/durable.md):
+        its runs live in ``queue`` (the app's default queue if None), served by ``app.run()``."""
+        q = validate_queue(queue if queue is not None else self.default_queue)
+
+        def register(f: Any) -> Any:
+            self._task_queues.add(q)
+            return self.mux.durable(f, name=name, queue=q, client=self.aclient)
+
+        return register(fn) if fn is not None else register
+
     def periodic(self, task: TaskFunction[Any, Any], *, cron: str | None = None, every: float | None = None,
                  tz: str = "UTC", missed: str = "skip", name: str | None = None, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None) -> Entry:

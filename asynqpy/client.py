@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, ClientPlans, TaskInfoList, Wait, Writes, _settle
+from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, TaskInfoList, Wait, Writes, _settle
+from .core.durable.plans import DurablePlans, Pause
 from .core.model.clock import Clock
 from .core.model.kinds import first_state
 from .core.model.task import TaskInfo
@@ -160,7 +162,7 @@ class _SyncAutoPipeline:
             self._hand_over()
 
 
-class _Facade(ClientPlans):
+class _Facade(DurablePlans):
     """What the two clients share: the connection, its executor, the write path, an inbox per
     queue. A step's reply is a value (Client) or an awaitable of it (AsyncClient)."""
 
@@ -168,6 +170,7 @@ class _Facade(ClientPlans):
     _executor: Callable[[Any], Any]
     _autopipeline: Callable[[Any], Any]
     _new_inbox: Callable[..., Any]
+    _pause: Callable[[float], Any]  # a Pause step: time.sleep, or asyncio.sleep
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
                  signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
@@ -199,6 +202,8 @@ class _Facade(ClientPlans):
             return self._exec.run(step)
         if isinstance(step, Wait):
             return self._wait(step)
+        if isinstance(step, Pause):
+            return self._pause(step.seconds)
         return self._exec.run_many(step)
 
     def _wait(self, w: Wait) -> Any:
@@ -225,6 +230,7 @@ class Client(_Facade, Sync):
     _connect = staticmethod(sync_client)
     _executor, _autopipeline, _new_inbox = SyncExecutor, _SyncAutoPipeline, SyncInbox
     _exec: SyncExecutor
+    _pause = staticmethod(time.sleep)
 
     def _wait(self, w: Wait) -> Any:
         inbox = self._inbox(w.queue)
@@ -255,6 +261,7 @@ class AsyncClient(_Facade, Async):
     _connect = staticmethod(async_client)
     _executor, _autopipeline, _new_inbox = AsyncExecutor, _AutoPipeline, AsyncInbox
     _exec: AsyncExecutor
+    _pause = staticmethod(asyncio.sleep)
 
     async def _wait(self, w: Wait) -> Any:
         inbox = self._inbox(w.queue)

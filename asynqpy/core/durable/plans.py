@@ -1,0 +1,134 @@
+"""What Client and AsyncClient do with durable runs, written once (sans-I/O plans,
+:mod:`asynqpy.core.spine.twin`): start, signal, cancel, and a run's result (docs/durable.md).
+
+A run is a durable process (see :mod:`asynqpy.core.durable.replay`): ``start`` is ``start_process``,
+``signal`` and ``cancel`` are ``call_process`` inputs answered as they commit. ``result`` reads
+the run's record until the run is finished (stage 1: it polls the record, 10 ms apart at first,
+then up to 0.5 s apart; the push the task results have is a follow-up).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..client.plans import ClientPlans
+from ..model.errors import InvalidArgumentError
+from ..model.task import TaskInfo
+from ..processes import model as proc
+from ..processes import plans as processes
+from ..spine.twin import Steps, planned
+from .replay import (
+    COMPLETED,
+    FINISHED,
+    DurableFunction,
+    DurableRun,
+    RunFailedError,
+    process_type,
+    run_id,
+    signal_args,
+    start_args,
+)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A step: sleep ``seconds`` (the facade's sleep, sync or async)."""
+
+    seconds: float
+
+
+def _run_of(run: DurableRun | str, queue: str | None) -> DurableRun:
+    if isinstance(run, DurableRun):
+        if queue is not None and queue != run.queue:
+            raise InvalidArgumentError(f"run {run.id!r} lives in queue {run.queue!r}, not {queue!r}")
+        return run
+    if isinstance(run, str):
+        return DurableRun(proc.validate_id(run), queue or "default")
+    raise InvalidArgumentError(f"a durable run is a DurableRun (from client.start) or a run id, got {run!r}")
+
+
+def _finished(run: DurableRun, p: proc.Process) -> tuple[bool, Any]:
+    """Whether the run is over, and its result (raises RunFailedError for a run that did not
+    complete)."""
+    state = p.state if isinstance(p.state, dict) else {}
+    status = state.get("status")
+    if p.status == proc.ERROR:
+        raise RunFailedError(run.id, "stopped in error", p.error)
+    if status == COMPLETED:
+        return True, state.get("result")
+    if status in FINISHED:
+        raise RunFailedError(run.id, str(status), str(state.get("error", "")))
+    return False, None
+
+
+class DurablePlans(ClientPlans):
+    """The durable-run methods of the clients (mixed in before :class:`ClientPlans`)."""
+
+    @planned
+    def start(self, /, fn: DurableFunction | str, *args: Any, id: str | None = None, queue: str | None = None,
+              **options: Any) -> Steps[DurableRun]:
+        """Start a run of durable function ``fn`` (made by ``@app.durable``, or its name) with
+        ``args`` (msgpack-able). ``id``: the run's id (a new UUID if None); idempotent by id: a
+        second start with an id that exists starts nothing and returns a handle with
+        ``created=False``. ``queue``: the function's (or "default"). ``options``: those of
+        ``start_process`` (max_retry, timeout, retention, retry_delay, headers, priority, tenant)."""
+        if isinstance(fn, DurableFunction):
+            name, q = fn.name, queue or fn.queue
+        elif isinstance(fn, str):
+            name, q = fn, queue or "default"
+        else:
+            raise InvalidArgumentError(f"client.start takes a durable function (@app.durable) or its name, got {fn!r}")
+        rid = run_id(id)
+        created = yield from ClientPlans.start_process.plan(self, process_type(name), rid, start_args(args),
+                                                            queue=q, **options)
+        return DurableRun(rid, q, name, bool(created))
+
+    @planned
+    def signal(self, /, run: DurableRun | str, name: str, payload: Any = None, *, queue: str | None = None,
+               timeout: float | None = 30.0, idempotency_key: str | None = None) -> Steps[bool]:
+        """Send signal ``name`` with ``payload`` to a run; returns once the run has it (True), or
+        False if the run had finished. A signal sent before the run waits for it is kept.
+        ``idempotency_key``: a repeat with the same key is delivered once."""
+        r = _run_of(run, queue)
+        got = yield from ClientPlans.call_process.plan(self, r.id, signal_args(name, payload), timeout=timeout,
+                                                       queue=r.queue, idempotency_key=idempotency_key)
+        return bool(got)
+
+    @planned
+    def cancel(self, /, run: DurableRun | str, *, queue: str | None = None, reason: str = "",
+               timeout: float | None = 30.0) -> Steps[bool]:
+        """Cancel a run: it ends ``cancelled`` once the inputs sent before this one ran (a step
+        running now finishes; its result is not used). False if it had finished."""
+        r = _run_of(run, queue)
+        got = yield from ClientPlans.call_process.plan(self, r.id, {"op": "cancel", "reason": reason},
+                                                       timeout=timeout, queue=r.queue)
+        return bool(got)
+
+    @planned
+    def result(self, task: TaskInfo | str | DurableRun, *, queue: str | None = None,
+               timeout: float | None = None) -> Steps[Any]:
+        """A task's result (see the task form below), or a durable run's: given a
+        :class:`DurableRun`, what the function returned, once it has; raises RunFailedError if it
+        failed, was cancelled or stopped in error, TimeoutError after ``timeout`` seconds.
+
+        """
+        if not isinstance(task, DurableRun):
+            return (yield from ClientPlans.result.plan(self, task, queue=queue, timeout=timeout))
+        run = _run_of(task, queue)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while True:
+            p = yield from processes.read(self.broker, run.queue, run.id, 0, 0)
+            done, value = _finished(run, p)
+            if done:
+                return value
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"durable run {run.id!r} did not finish within {timeout} s")
+            left = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            yield Pause(left)
+            delay = min(delay * 1.5, 0.5)
+
+
+DurablePlans.result.__doc__ = (DurablePlans.result.__doc__ or "") + (ClientPlans.result.__doc__ or "")

@@ -1,0 +1,580 @@
+"""Durable functions, sans I/O (docs/durable.md; docs/internals-features.md "Durable functions").
+
+A durable function is ordinary async code (``@app.durable``) whose effects go through a
+:class:`Durable` context: steps (``ctx.step``), sleeps, signal waits, and deterministic values
+(``ctx.now``, ``ctx.uuid``, ``ctx.random``). A *run* of it is a durable process
+(:mod:`asynqpy.core.processes.model`) of type ``durable.<name>``: its inputs are its start (``init``),
+its timers (``timeout``: a continuation, a sleep's or a wait's deadline, a step's retry) and its
+signals and cancellation (``call``). Each input *replays* the function from the top against the
+run's history:
+
+- an operation already in the history returns what it recorded (a step's result or error, a
+  sleep that fired, the signal a wait got), without running anything;
+- the first operation not in the history is *new*: a step runs (at most one step per input), and
+  its result is appended in the script that completes the input (``proc_commit``), then a timer
+  of 0 s continues the run in a fresh input; a sleep or a wait records itself and sets the
+  process's timer to its deadline; the run then holds no worker until an input comes;
+- an operation whose kind or name differs from the one recorded at its position stops the run in
+  ``error`` (:class:`DeterminismError`) before anything runs.
+
+So a completed step never runs again (its record is committed with the input that ran it), and a
+step interrupted by a crash runs again (at least once: ``ctx.step_id`` keys external calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import random as _random
+import uuid as _uuid
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Generic, TypeVar
+
+import msgpack
+
+from ..model import codec
+from ..model.errors import AsynqpyError, InvalidArgumentError, SkipRetry
+from ..processes.model import HISTORY_WINDOW, Input, Process, Step, validate_id, validate_type
+
+T = TypeVar("T")
+
+TYPE_PREFIX = "durable."
+"""Process type of a durable function's runs: ``durable.<name>``."""
+MAX_HISTORY = 1000
+"""The most events a run's history may hold in this stage (a processor reads at most 1000)."""
+
+RUNNING, SLEEPING, WAITING, RETRYING = "running", "sleeping", "waiting", "retrying"
+COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
+FINISHED = (COMPLETED, FAILED, CANCELLED)
+
+# kinds of the history's events (each a dict; "k" the kind, "i" the operation's position)
+_OPS = ("step", "task", "try", "sleep", "wait", "now", "uuid", "random")
+
+
+class DurableError(AsynqpyError):
+    """A durable run cannot go on: its code no longer matches its history, or it is misused."""
+
+
+class DeterminismError(DurableError, SkipRetry):
+    """The function, replayed, asked for another operation than the one its history holds at
+    that position (new code deployed under a running run, or code that is not deterministic). The
+    input is archived at once and the run's process is marked ``error``; nothing ran."""
+
+
+class StepFailedError(DurableError):
+    """Raised inside a durable function by ``await ctx.step(...)`` whose step failed for good
+    (its retries spent): ``step`` (its name), ``error`` (the last attempt's error, as text),
+    ``error_type`` (its exception's class name). The function may catch it."""
+
+    def __init__(self, step: str, error: str, error_type: str) -> None:
+        super().__init__(f"step {step!r} failed: {error}")
+        self.step, self.error, self.error_type = step, error, error_type
+
+
+class RunFailedError(DurableError):
+    """``client.result(run)`` of a run that failed (the function raised), was cancelled, or
+    stopped in ``error`` (see :class:`DeterminismError`): ``status`` says which."""
+
+    def __init__(self, run: str, status: str, error: str) -> None:
+        super().__init__(f"durable run {run!r} {status}: {error}")
+        self.run, self.status, self.error = run, status, error
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A step's retry policy: ``attempts`` in all (1 = no retry), the first retry ``delay``
+    seconds after the failure, each next one ``backoff`` times longer, at most ``max_delay``. A
+    retry waits on the run's timer: it holds no worker."""
+
+    attempts: int = 3
+    delay: float = 1.0
+    backoff: float = 2.0
+    max_delay: float = 300.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise InvalidArgumentError(f"Retry.attempts must be an int >= 1, got {self.attempts!r}")
+        for name in ("delay", "backoff", "max_delay"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise InvalidArgumentError(f"Retry.{name} must be a number >= 0, got {v!r}")
+
+    def delay_ms(self, failed: int) -> int:
+        """The wait after the ``failed``-th failed attempt, in milliseconds."""
+        return int(min(self.max_delay, self.delay * self.backoff ** (failed - 1)) * 1000)
+
+
+DEFAULT_RETRY = Retry()
+
+
+@dataclass(frozen=True)
+class DurableRun:
+    """A handle on a run (what ``client.start`` returns): its ``id``, ``queue`` and function
+    ``name``; ``created`` is False when a run with this id existed (nothing was started)."""
+
+    id: str
+    queue: str = "default"
+    name: str = ""
+    created: bool = True
+
+
+class _Suspend(BaseException):
+    """The run stops here for this input (a BaseException, so that ``except Exception`` in the
+    function does not swallow it). ``due_ms``: the run's next timer (ms), or None."""
+
+    def __init__(self, status: str, due_ms: int | None) -> None:
+        super().__init__(status)
+        self.status, self.due_ms = status, due_ms
+
+    @property
+    def timer(self) -> datetime | None:
+        """The Step's timer: the due time (set again on every input that stops here, so a timer
+        that fired a little early by this worker's clock is not lost), or None (no timer)."""
+        return None if self.due_ms is None else datetime.fromtimestamp(self.due_ms / 1000, timezone.utc)
+
+
+def _wire(v: Any, what: str = "step result") -> Any:
+    """A recorded value as replay returns it (msgpack round trip: a tuple reads back as a list)."""
+    return msgpack.unpackb(codec.encode_payload(v, what), raw=False, strict_map_key=False)
+
+
+class Durable:
+    """The context of a durable function's run (its first argument). Every effect that must not
+    be repeated on replay goes through it; the function's own code runs again on every input."""
+
+    def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int, client: Callable[[], Any] | None = None,
+                 queue: str = "default") -> None:
+        self.run_id, self._client, self._queue = run_id, client, queue
+        self._now_ms = now_ms
+        self._events = events  # the history as recorded, then what this input appends
+        self._new: list[dict[str, Any]] = []
+        self._seq = 0
+        self._busy = False
+        self._ops: dict[int, dict[str, Any]] = {}
+        self._tries: dict[int, list[dict[str, Any]]] = {}
+        self._fired: dict[int, int] = {}
+        self._signals: list[tuple[int, str, Any]] = []
+        self._consumed: set[int] = set()
+        for n, e in enumerate(events):
+            self._index(n, e)
+
+    # -- the history ------------------------------------------------------------------------------
+
+    def _index(self, n: int, e: dict[str, Any]) -> None:
+        k = e.get("k")
+        if k == "try":
+            self._tries.setdefault(e["i"], []).append(e)
+            self._ops.setdefault(e["i"], e)
+        elif k in _OPS:
+            if k in ("step", "task") or e["i"] not in self._ops:
+                self._ops[e["i"]] = e
+        elif k == "fired":
+            self._fired.setdefault(e["i"], n)
+        elif k == "signal":
+            self._signals.append((n, e["n"], e.get("p")))
+
+    def _record(self, e: dict[str, Any]) -> None:
+        self._index(len(self._events), e)
+        self._events.append(e)
+        self._new.append(e)
+
+    def _op(self, kind: str, name: str | None) -> tuple[int, dict[str, Any] | None]:
+        """The next position and what the history holds there (None: new); a different operation
+        recorded there raises DeterminismError."""
+        if self._busy:
+            raise DurableError("one ctx operation at a time: await each before the next, or ctx.gather them")
+        self._seq += 1
+        seq = self._seq
+        rec = self._ops.get(seq)
+        if rec is not None:
+            was = rec.get("o", "step") if rec["k"] == "try" else rec["k"]
+            if was != kind or rec.get("n") != name:
+                raise DeterminismError(
+                    f"durable run {self.run_id!r}: at position {seq} the history holds {_name(was, rec.get('n'))} but "
+                    f"the code now asks for {_name(kind, name)}; the code no longer matches the run's history")
+        return seq, rec
+
+    # -- deterministic values ---------------------------------------------------------------------
+
+    def _value(self, kind: str, make: Callable[[], Any]) -> Any:
+        seq, rec = self._op(kind, None)
+        if rec is None:
+            rec = {"k": kind, "i": seq, "v": make()}
+            self._record(rec)
+        return rec["v"]
+
+    def now(self) -> datetime:
+        """The current time (UTC), recorded on first use: a replay gets the same time."""
+        ms = self._value("now", lambda: self._now_ms)
+        return datetime.fromtimestamp(ms / 1000, timezone.utc)
+
+    def uuid(self) -> str:
+        """A random UUID (text), recorded on first use: a replay gets the same one."""
+        return str(self._value("uuid", lambda: str(_uuid.uuid4())))
+
+    def random(self) -> float:
+        """A random float in [0, 1), recorded on first use: a replay gets the same one."""
+        return float(self._value("random", _random.random))
+
+    @property
+    def step_id(self) -> str:
+        """Inside a step: ``<run id>:<position>:<step name>``, the same on each of its attempts
+        (a retry, a re-run after a crash): an idempotency key for the step's external calls.
+        Outside a step: ''."""
+        return _STEP_ID.get()
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
+             retry: Retry | None = None) -> Awaitable[T]:
+        """Run ``fn(*args)`` (a plain function runs in a thread; a coroutine function on the
+        worker's loop) once for the run: its result (msgpack-able) is recorded with the input that
+        ran it and returned as recorded on every replay. A failure is retried per ``retry``
+        (default: 3 attempts, 1 s then 2 s apart), each retry waiting on the run's timer; the last
+        failure raises :class:`StepFailedError` here (and on replay), which the function may catch.
+        A step interrupted by a crash runs again: use ``ctx.step_id`` as its idempotency key."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"a step name is a non-empty string, got {name!r}")
+        if not callable(fn):
+            raise InvalidArgumentError(f"step {name!r}: {fn!r} is not callable")
+        policy = retry or DEFAULT_RETRY
+        if not isinstance(policy, Retry):
+            raise InvalidArgumentError(f"step {name!r}: retry= takes a Retry, got {retry!r}")
+        return _Op(self, lambda: self._step(name, fn, args, policy))
+
+    def _step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], policy: Retry, kind: str = "step") -> Any:
+        """What the history says of the step (its value; raises StepFailedError, or _Suspend while
+        its retry is not due), or a :class:`_Pending` step to run now."""
+        seq, rec = self._op(kind, name)
+        if rec is not None and rec["k"] == kind:
+            if "e" in rec:
+                raise StepFailedError(name, rec["e"], rec.get("t", ""))
+            return rec.get("v") if kind == "step" else self._task_end(seq, name)
+        tries = self._tries.get(seq, [])
+        if tries and tries[-1]["at"] > self._now_ms:
+            raise _Suspend(RETRYING, tries[-1]["at"])  # its retry timer is pending
+        return _Pending(seq, name, fn, args, policy, len(tries) + 1, kind)
+
+    def task(self, task: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Enqueue a normal task (a task function of an App with its arguments, or a task type, its
+        payload and enqueue options) once for the run, and its result once it completed, waiting
+        durably (no worker held); StepFailedError if it ended otherwise (archived, deleted). Needs
+        the client the run enqueues with (``@app.durable``, or ``mux.durable(client=...)``)."""
+        from .tasks import enqueue, target
+
+        if self._client is None:
+            raise DurableError("ctx.task needs a client: register with @app.durable or mux.durable(client=...)")
+        type_, payload, options = target(task, args, kwargs)
+        client, run, queue = self._client, self.run_id, self._queue
+
+        async def send(seq: int) -> str:
+            return await enqueue(client(), run, queue, seq, type_, payload, options)
+
+        return _Op(self, lambda: self._step(type_, send, (), DEFAULT_RETRY, "task"))
+
+    def _task_end(self, seq: int, name: str) -> Any:
+        from .tasks import signal_name
+
+        wanted = signal_name(seq)
+        for n, sig, payload in self._signals:
+            if sig == wanted and n not in self._consumed:
+                self._consumed.add(n)
+                if payload.get("s") != "completed":
+                    raise StepFailedError(name, f"task {self.run_id}:{seq}:task ended {payload.get('s')}", "TaskFailed")
+                return payload.get("v")
+        raise _Suspend(WAITING, None)
+
+    async def _run(self, p: _Pending) -> int:
+        """Run a new step's body and record what came of it; the due time of the run's next input
+        (now: go on; a retry's time)."""
+        token = _STEP_ID.set(f"{self.run_id}:{p.seq}:{p.name}")
+        try:
+            value = _wire(await (p.fn(p.seq) if p.kind == "task" else _call(p.fn, p.args)))
+        except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
+            error = f"{type(exc).__name__}: {exc}"
+            if p.attempt < p.policy.attempts:
+                at = self._now_ms + p.policy.delay_ms(p.attempt)
+                self._record({"k": "try", "i": p.seq, "n": p.name, "a": p.attempt, "e": error, "at": at, "o": p.kind})
+                return at
+            self._record({"k": p.kind, "i": p.seq, "n": p.name, "e": error, "t": type(exc).__name__, "a": p.attempt})
+            return self._now_ms
+        finally:
+            _STEP_ID.reset(token)
+        self._record({"k": p.kind, "i": p.seq, "n": p.name, "v": value, "a": p.attempt})
+        return self._now_ms
+
+    async def _await(self, op: _Op[T]) -> T:
+        got = op.resolve()
+        if not isinstance(got, _Pending):
+            return got  # type: ignore[no-any-return]
+        self._busy = True
+        try:
+            due = await self._run(got)
+        finally:
+            self._busy = False
+        # the record is committed with this input; the next input goes on (or retries)
+        raise _Suspend(RUNNING if due == self._now_ms else RETRYING, due)
+
+    async def gather(self, *ops: Awaitable[Any]) -> list[Any]:
+        """Await several ctx operations (steps, sleeps, waits) together: the new steps among them
+        run concurrently in one input and are recorded together (a crash runs again those of them
+        that ran); the results in order, once all are there. A step that failed for good raises its
+        StepFailedError (the first in order), as ``asyncio.gather``."""
+        mine = [o for o in ops if isinstance(o, _Op) and o.ctx is self]
+        if len(mine) != len(ops):
+            raise InvalidArgumentError("ctx.gather takes operations of this run's ctx (ctx.step(...), ctx.sleep(...), "
+                                       "ctx.wait_for(...)), not awaited")
+        results, pending, suspends = self._resolve_all(mine)
+        if pending:
+            suspends += await self._run_all(pending)
+        if suspends:
+            due = [s.due_ms for s in suspends if s.due_ms is not None]
+            raise _Suspend(RUNNING if pending else suspends[0].status, min(due) if due else None)
+        for r in results:
+            if isinstance(r, StepFailedError):
+                raise r
+        return results
+
+    async def _run_all(self, pending: list[_Pending]) -> list[_Suspend]:
+        """Run new steps concurrently (each recorded as it ends); where each leaves the run."""
+        self._busy = True
+        try:
+            dues = await asyncio.gather(*(self._run(p) for p in pending))
+        finally:
+            self._busy = False
+        return [_Suspend(RUNNING if d == self._now_ms else RETRYING, d) for d in dues]
+
+    @staticmethod
+    def _resolve_all(ops: list[_Op[Any]]) -> tuple[list[Any], list[_Pending], list[_Suspend]]:
+        """Each operation resolved in order (a DeterminismError stops all: nothing ran): the
+        results (a StepFailedError in place), the new steps to run, the operations not done yet."""
+        results: list[Any] = []
+        pending: list[_Pending] = []
+        suspends: list[_Suspend] = []
+        for o in ops:
+            try:
+                got = o.resolve()
+            except _Suspend as s:
+                suspends.append(s)
+                got = None
+            except StepFailedError as exc:
+                got = exc
+            if isinstance(got, _Pending):
+                pending.append(got)
+            results.append(got)
+        return results, pending, suspends
+
+    # -- sleeps and signals -----------------------------------------------------------------------
+
+    def sleep(self, delay: timedelta | float) -> Awaitable[None]:
+        """Sleep ``delay`` (a timedelta, or seconds) durably: the run holds no worker; a timer
+        resumes it (after a crash too)."""
+        seconds = _seconds(delay, "ctx.sleep")
+        if seconds is None:
+            raise InvalidArgumentError("ctx.sleep takes a timedelta or seconds >= 0, got None")
+        return _Op(self, lambda: self._sleep(lambda: self._now_ms + int(seconds * 1000)))
+
+    def sleep_until(self, when: datetime) -> Awaitable[None]:
+        """Sleep until ``when`` (an aware datetime) durably."""
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise InvalidArgumentError(f"ctx.sleep_until takes a timezone-aware datetime, got {when!r}")
+        return _Op(self, lambda: self._sleep(lambda: int(when.timestamp() * 1000)))
+
+    def _sleep(self, until: Callable[[], int]) -> None:
+        seq, rec = self._op("sleep", None)
+        if rec is None:
+            rec = {"k": "sleep", "i": seq, "u": until()}
+            self._record(rec)
+        if seq in self._fired:
+            return
+        if rec["u"] <= self._now_ms:
+            self._record({"k": "fired", "i": seq})
+            return
+        raise _Suspend(SLEEPING, rec["u"])
+
+    def wait_for(self, signal: str, timeout: timedelta | float | None = None) -> Awaitable[Any]:
+        """The payload of the next signal ``signal`` sent to the run (``client.signal``), waiting
+        for it durably (holding no worker); signals sent before the wait are kept, in order, each
+        taken by one wait. None once ``timeout`` (a timedelta or seconds; None = no limit) passes."""
+        if not isinstance(signal, str) or not signal:
+            raise InvalidArgumentError(f"a signal name is a non-empty string, got {signal!r}")
+        limit = _seconds(timeout, "wait_for timeout")
+        return _Op(self, lambda: self._wait(signal, limit))
+
+    def _wait(self, signal: str, limit: float | None) -> Any:
+        seq, rec = self._op("wait", signal)
+        if rec is None:
+            rec = {"k": "wait", "i": seq, "n": signal, "u": None if limit is None else self._now_ms + int(limit * 1000)}
+            self._record(rec)
+        fired = self._fired.get(seq)
+        for n, name, payload in self._signals:
+            if name == signal and n not in self._consumed and (fired is None or n < fired):
+                self._consumed.add(n)
+                return payload
+        if fired is not None:
+            return None
+        if rec["u"] is not None and rec["u"] <= self._now_ms:
+            self._record({"k": "fired", "i": seq})
+            return None
+        raise _Suspend(WAITING, rec["u"])
+
+
+_STEP_ID: contextvars.ContextVar[str] = contextvars.ContextVar("asynqpy_durable_step_id", default="")
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A new step to run in this input."""
+
+    seq: int
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    policy: Retry
+    attempt: int
+    kind: str = "step"
+
+
+class _Op(Generic[T]):
+    """What a ctx operation returns: awaiting it resolves it against the history (and runs a new
+    step); ``ctx.gather`` resolves several together."""
+
+    __slots__ = ("ctx", "resolve")
+
+    def __init__(self, ctx: Durable, resolve: Callable[[], Any]) -> None:
+        self.ctx, self.resolve = ctx, resolve
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self.ctx._await(self).__await__()
+
+
+def _seconds(v: timedelta | float | None, what: str) -> float | None:
+    """A duration given as a timedelta or seconds (None stays None), checked >= 0."""
+    seconds = v.total_seconds() if isinstance(v, timedelta) else v
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise InvalidArgumentError(f"{what} takes a timedelta or seconds >= 0, got {v!r}")
+    return seconds
+
+
+def _name(kind: str, name: Any) -> str:
+    return f"{kind} {name!r}" if name is not None else kind
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    ctx = contextvars.copy_context()
+    got = await asyncio.get_running_loop().run_in_executor(None, functools.partial(ctx.run, fn, *args))
+    if inspect.isawaitable(got):
+        got = await got
+    return got
+
+
+# -- the processor of a durable function's runs ----------------------------------------------------
+
+
+def process_type(name: str) -> str:
+    return validate_type(TYPE_PREFIX + name)
+
+
+def _signal_op(args: Any) -> tuple[str, Any]:
+    if not isinstance(args, dict) or args.get("op") not in ("signal", "cancel"):
+        raise InvalidArgumentError(f"not an input of a durable run: {args!r}")
+    return args["op"], args
+
+
+class DurableFunction:
+    """A durable function registered with ``@app.durable`` / ``mux.durable``: ``name`` (its runs'
+    process type is ``durable.<name>``), ``queue`` (where its runs live), ``fn``. Start a run
+    with ``client.start(f, *args, id=...)``."""
+
+    def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default",
+                 client: Callable[[], Any] | None = None) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise InvalidArgumentError(f"a durable function is an async def taking (ctx: Durable, ...), got {fn!r}")
+        self.fn = fn
+        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        self.type = process_type(self.name)
+        self.queue, self.client = queue, client
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"<durable {self.name}>"
+
+    async def process(self, p: Process, i: Input) -> Step:
+        """The processor of the runs (one input): replay, then what to commit."""
+        state = dict(p.state or {})
+        if state.get("status") in FINISHED:
+            return Step(response=False)  # a finished run takes nothing more (a late signal, a stale timer)
+        events = _history(p)
+        appended: list[dict[str, Any]] = []
+        if i.kind == "init":
+            appended.append({"k": "start", "a": list(i.args or [])})
+        elif i.kind == "call":
+            op, args = _signal_op(i.args)
+            if op == "cancel":
+                done = {**state, "status": CANCELLED, "error": str(args.get("reason") or "cancelled")}
+                return Step(events=[{"k": "cancelled"}], state=done, timer=None, response=True)
+            appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
+        return await self.replay(p.id, events + appended, appended, state, i)
+
+    async def replay(self, run_id: str, events: list[dict[str, Any]], appended: list[dict[str, Any]],
+                     state: dict[str, Any], i: Input) -> Step:
+        if not events or events[0].get("k") != "start":
+            raise DurableError(f"durable run {run_id!r}: its history does not begin with its start")
+        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue)
+        response = True if i.kind == "call" else None
+        try:
+            value = await self.fn(ctx, *events[0]["a"])
+        except _Suspend as s:
+            return Step(events=appended + ctx._new, state={**state, "status": s.status}, timer=s.timer,
+                        response=response)
+        except DeterminismError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the function's own failure is its outcome
+            error = f"{type(exc).__name__}: {exc}"
+            return Step(events=[*appended, *ctx._new, {"k": "failed", "e": error}],
+                        state={**state, "status": FAILED, "error": error}, timer=None, response=response)
+        try:
+            value = _wire(value, "the run's result")
+        except InvalidArgumentError as exc:
+            raise DurableError(f"durable run {run_id!r}: its result cannot be stored: {exc}") from None
+        return Step(events=[*appended, *ctx._new, {"k": "done", "v": value}],
+                    state={**state, "status": COMPLETED, "result": value}, timer=None, response=response)
+
+
+def _now_ms() -> int:
+    return int(datetime.now(timezone.utc).timestamp() * 1000)
+
+
+def _history(p: Process) -> list[dict[str, Any]]:
+    """The run's whole history (stage 1 reads it whole on each input: at most MAX_HISTORY events)."""
+    if p.events > MAX_HISTORY or p.first_event != 1 or len(p.history) != p.events:
+        raise DeterminismError(f"durable run {p.id!r} has {p.events} events: more than this stage replays "
+                               f"({MAX_HISTORY})")
+    return [e.data for e in p.history]
+
+
+def start_args(args: tuple[Any, ...]) -> list[Any]:
+    """A run's start arguments as recorded (checked msgpack-able)."""
+    out = _wire(list(args), "durable run arguments")
+    assert isinstance(out, list)
+    return out
+
+
+def signal_args(name: str, payload: Any) -> dict[str, Any]:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"a signal name is a non-empty string, got {name!r}")
+    return {"op": "signal", "name": name, "payload": payload}
+
+
+def run_id(id: str | None) -> str:
+    return validate_id(id) if id is not None else str(_uuid.uuid4())
+
+
+__all__ = ["HISTORY_WINDOW", "Durable", "DurableFunction", "DurableRun", "DeterminismError", "Retry",
+           "RunFailedError", "StepFailedError"]

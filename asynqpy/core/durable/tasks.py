@@ -1,0 +1,68 @@
+"""``ctx.task``: a normal task enqueued by a durable run and awaited durably (docs/durable.md).
+
+The enqueue is a step of the run (recorded ``task`` event; at least once, with fixed ids, so a
+re-run enqueues nothing new): the task ``<run>:<position>:task`` and, ``after=`` it, a small
+*notify* task (type :data:`NOTIFY`, in the run's queue, ``on_parent_failure="run"``) whose
+handler sends the run the task's end as an internal signal (``\\x00task:<position>``, its
+idempotency key the notify task's id). The run waits for that signal holding no worker, as
+``wait_for``; replay returns the task's result, or raises StepFailedError if it did not complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..model.errors import DuplicateTaskError, InvalidArgumentError, TaskIdConflictError
+
+NOTIFY = "durable:notify"
+"""Task type of the notify tasks (their handler is registered by ``mux.durable(client=...)``)."""
+RETENTION_S = 86400
+"""A ctx.task's retention when it names none: its result is kept while its notify task runs."""
+
+
+def signal_name(seq: int) -> str:
+    return f"\x00task:{seq}"
+
+
+def target(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
+    """(type, payload, options) of ``ctx.task(task, *args, **kwargs)``: a task function of an
+    App (its options apply), or a task type with its payload as the one argument and enqueue
+    options as keywords."""
+    if isinstance(task, str):
+        if len(args) > 1:
+            raise InvalidArgumentError("ctx.task(type, payload, **options): one payload")
+        return task, args[0] if args else None, dict(kwargs)
+    make = getattr(task, "s", None)
+    if not callable(make):
+        raise InvalidArgumentError(f"ctx.task takes a task function (@app.task) or a task type, got {task!r}")
+    sig = make(*args, **kwargs)
+    return str(sig.type), sig.payload, dict(sig.options)
+
+
+async def enqueue(client: Any, run_id: str, run_queue: str, seq: int, type: str, payload: Any,
+                  options: dict[str, Any]) -> str:
+    """Enqueue the task and its notify task (each once, whatever the attempts): the task's id."""
+    tid = f"{run_id}:{seq}:task"
+    options = {"retention": RETENTION_S, **options, "task_id": tid}
+    queue = options.get("queue") or "default"
+    for task_type, body, opts in ((type, payload, options),
+                                  (NOTIFY, {"run": run_id, "queue": run_queue, "i": seq},
+                                   {"task_id": f"{tid}:notify", "queue": run_queue, "after": [(queue, tid)],
+                                    "on_parent_failure": "run"})):
+        try:
+            await client.enqueue(task_type, body, **opts)
+        except (TaskIdConflictError, DuplicateTaskError):
+            pass  # enqueued by an earlier attempt of this step
+    return tid
+
+
+def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
+    """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal."""
+    async def notify(task: Any) -> None:
+        p = task.payload
+        end = task.parents[0] if task.parents else None
+        ended = {"s": end.state if end is not None else "deleted", "v": end.result if end is not None else None}
+        await client().signal(p["run"], signal_name(int(p["i"])), ended, queue=p["queue"], idempotency_key=task.id)
+
+    return notify
