@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.limits import QueueCap, QueueLimits
     from .core.mux import ServeMux
     from .core.process import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
+    from .core.protocol import ProtocolVersionError
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
     from .core.tasklogs import LogLine
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .worker.logs import configure_logging
     from .workflows import Sig, chain, group
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # = core/protocol.py LIBRARY_VERSION and pyproject.toml (tests/test_protocol.py)
 
 __all__ = [
     "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
@@ -70,7 +71,7 @@ __all__ = [
     "SignatureError", "SkipRetry", "Task", "TaskEvent", "TaskFailedError", "TaskFunction", "TaskIdConflictError",
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "TenantInfo",
     "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
-    "ProcessNotFoundError", "Step", "RedisAuthError",
+    "ProcessNotFoundError", "Step", "RedisAuthError", "ProtocolVersionError",
 ]
 
 
@@ -89,6 +90,7 @@ _WHERE = {
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
     "KEEP": "core.process", "Event": "core.process", "Input": "core.process", "Process": "core.process",
     "ProcessError": "core.process", "ProcessNotFoundError": "core.process", "Step": "core.process",
+    "ProtocolVersionError": "core.protocol",
 }
 
 
