@@ -327,9 +327,11 @@ class QueueKeys:
         return f"{self.base}cron:h:{entry}"
 
     def processed_on(self, day: date) -> str:
+        """STRING: the count of tasks processed on ``day`` (UTC; expires after a while)."""
         return f"{self.base}processed:{day.isoformat()}"
 
     def failed_on(self, day: date) -> str:
+        """STRING: the count of tasks failed on ``day`` (UTC; expires after a while)."""
         return f"{self.base}failed:{day.isoformat()}"
 
     def batch(self, token: str) -> str:

@@ -67,3 +67,42 @@ def read_version(raw: object) -> int:
             f"{OLDEST_READ} to {PROTOCOL_VERSION}): run asynqpy upgrade first (docs/releases.md); nothing was "
             "written", stored)
     return stored
+
+
+FIELD_SINCE: dict[str, int] = {}
+"""The protocol version that added a message field, for the fields added after version 1 (a new
+field goes at the end of the message, docs/releases.md): every other field is of version 1."""
+
+FIELD_MEANINGS: dict[str, str] = {
+    "type": "the task type, non-empty: what a worker's mux routes on",
+    "payload": "the task's arguments: any msgpack value (bin stays bytes)",
+    "enqueued_at_ms": "when it was enqueued (Unix ms)",
+    "max_retry": "how many retries after a failed attempt before it is archived",
+    "timeout_ms": "an attempt's time limit: -1 = the server's default, 0 = none",
+    "deadline_ms": "when an attempt must end at the latest (Unix ms), 0 = none",
+    "retention_ms": "how long a completed task is kept (with its result), 0 = deleted at once",
+    "unique": "whether it holds a uniqueness lock (the lock key: lock())",
+    "retried": "how many times it was retried so far",
+    "last_error": "the last failed attempt's error ('' = none)",
+    "last_failed_at_ms": "when the last attempt failed (Unix ms), 0 = never",
+    "retry_delay_ms": "the delay before a retry: -1 = the server's policy",
+    "completed_at_ms": "when it completed (Unix ms), 0 = not completed",
+    "result": "its handler's result, once completed (any msgpack value)",
+    "traceback": "the last failed attempt's traceback, innermost frames kept ('' = none)",
+    "headers": "a map of str to str the producer attached, or nil",
+    "reply_to": "the inbox id of the client waiting for its outcome (reply()), '' = none",
+    "group": "the aggregation group it waits in, '' = none",
+    "unique_key": "the caller's uniqueness key ('' = the type and payload's digest)",
+    "priority": "0 (lowest) to 9 (highest), 5 by default",
+    "workers": "the names of the workers allowed to run it (a targeted task), nil = any",
+    "runs": "how many distinct workers must run it successfully (a targeted task)",
+    "after": "the parents it waited on, as [queue, id] pairs (a workflow), nil = none",
+    "key": "tasks of a queue with the same key run one at a time, in enqueue order ('' = none)",
+    "retry_front": "a retry goes to the front of the pending tasks, not the back",
+    "tenant": "the tenant it belongs to: a queue takes turns across tenants ('' = none)",
+    "logs": "the lines its attempts logged: [attempt, Unix ms, text] each, nil = none",
+    "min_version": "the least worker version that may run it (major*10^8 + minor*10^4 + patch), 0 = any",
+}
+"""What each message field means (core/codec.py ``Message`` says more): the protocol reference's
+field table (scripts/protocol_reference.py) joins it to the codec's field table; a field without
+a meaning here fails there and in tests/test_protocol_docs.py."""
