@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
 import subprocess
 import sys
@@ -204,3 +205,46 @@ def test_the_versions_agree() -> None:
     releases = (ROOT / "docs" / "releases.md").read_text()
     assert f"| {project} | {protocol.PROTOCOL_VERSION} | {protocol.OLDEST_READ} to {protocol.PROTOCOL_VERSION} |" \
         in releases
+
+
+def _register(r: Any, server_id: str, record: bytes) -> None:
+    """A live server's record and heartbeat, as a heartbeat writes them (worker/heartbeat.py)."""
+    import time
+
+    from asynqpy.core.keys import SERVERS, server_info
+
+    r.set(server_info(server_id), record, px=60_000)
+    r.zadd(SERVERS, {server_id: int(time.time() * 1000) + 60_000})
+
+
+@pytest.mark.real
+def test_server_ls_and_the_console_show_the_release_each_server_runs(redis_url: str) -> None:
+    """A server's record carries its asynqpy release and protocol (core/server_record.py); one
+    written by a release older than the fields shows '?'."""
+    import msgpack
+    from fastapi.testclient import TestClient
+
+    from asynqpy.core import server_record
+    from asynqpy.web import create_app
+
+    r = sync_client(redis_url)
+    r.flushall()
+    _register(r, "h:1:new", server_record.pack("h:1:new", "h", 1, {"default": 1}, 4, False, 1.7e9, [], "fresh"))
+    old = msgpack.unpackb(server_record.pack("h:2:old", "h", 2, {"default": 1}, 4, False, 1.7e9, [], "legacy"))
+    del old["asynqpy"], old["protocol"]
+    _register(r, "h:2:old", msgpack.packb(old))
+    code, out, err = cli_run("server", "ls", "--redis-url", redis_url)
+    assert code == 0, err
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("h:")}
+    assert "asynqpy" in out.splitlines()[0].split()
+    assert rows["fresh"][2] == protocol.LIBRARY_VERSION and rows["legacy"][2] == "?", out
+    code, out, err = cli_run("server", "ls", "--json", "--redis-url", redis_url)
+    listed = {s["name"]: s for s in json.loads(out)}
+    assert (listed["fresh"]["asynqpy_version"], listed["fresh"]["protocol"]) == (protocol.LIBRARY_VERSION, 1)
+    assert (listed["legacy"]["asynqpy_version"], listed["legacy"]["protocol"]) == ("", 0)
+    with TestClient(create_app(redis_url), base_url="http://localhost") as web:
+        page = web.get("/servers").text
+        assert "<th>asynqpy</th>" in page and f"<td>{protocol.LIBRARY_VERSION}</td>" in page and "<td>?</td>" in page
+        assert f"this console runs asynqpy {protocol.LIBRARY_VERSION}" in page
+        api = {s["name"]: s for s in web.get("/api/servers").json()}
+        assert api["fresh"]["asynqpy_version"] == protocol.LIBRARY_VERSION
