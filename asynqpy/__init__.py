@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.results.events import TaskEvent
     from .core.results.tasklogs import LogLine
     from .core.spine.broker import QueueStats
+    from .core.spine.protocol import ProtocolVersionError
     from .core.tenants.plans import TenantInfo
     from .cron import Scheduler
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .worker.logs import configure_logging
     from .workflows import Sig, chain, group
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # = core/spine/protocol.py LIBRARY_VERSION and pyproject.toml (tests/test_protocol.py)
 
 __all__ = [
     "App", "AsyncClient", "AsyncInspector", "AsyncTaskFunction", "AsynqpyError", "Client", "Clock",
@@ -81,7 +82,7 @@ __all__ = [
     "TaskInfo", "TaskNotFoundError", "TaskState", "TaskStateError", "TaskTimeoutError", "TenantInfo",
     "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
     "ProcessNotFoundError", "Step", "RedisAuthError", "DeterminismError", "Durable", "DurableError",
-    "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError",
+    "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError", "ProtocolVersionError",
 ]
 
 
@@ -111,6 +112,7 @@ _WHERE = {
     "ProcessNotFoundError": "core.processes.model", "Step": "core.processes.model",
     **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableFunction", "DurableRun", "Retry",
                      "RunFailedError", "StepFailedError"), "core.durable.replay"),
+    "ProtocolVersionError": "core.spine.protocol",
 }
 
 

@@ -26,6 +26,7 @@ from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 from .redisio.inbox import AsyncInbox, SyncInbox
+from .redisio.protocol import GuardedAsyncExecutor, GuardedSyncExecutor
 
 __all__ = ["BATCH", "PROCESS_OPTIONS", "AsyncClient", "BatchItem", "Client", "TaskInfoList"]
 
@@ -228,7 +229,7 @@ class Client(_Facade, Sync):
     """
 
     _connect = staticmethod(sync_client)
-    _executor, _autopipeline, _new_inbox = SyncExecutor, _SyncAutoPipeline, SyncInbox
+    _executor, _autopipeline, _new_inbox = GuardedSyncExecutor, _SyncAutoPipeline, SyncInbox  # checks the protocol
     _exec: SyncExecutor
     _pause = staticmethod(time.sleep)
 
@@ -259,7 +260,7 @@ class AsyncClient(_Facade, Async):
     """The asyncio twin of :class:`Client`: same arguments, same methods, awaitable."""
 
     _connect = staticmethod(async_client)
-    _executor, _autopipeline, _new_inbox = AsyncExecutor, _AutoPipeline, AsyncInbox
+    _executor, _autopipeline, _new_inbox = GuardedAsyncExecutor, _AutoPipeline, AsyncInbox
     _exec: AsyncExecutor
     _pause = staticmethod(asyncio.sleep)
 

@@ -25,7 +25,7 @@ from .core.model.errors import InvalidArgumentError
 from .core.model.options import MAX_SECONDS
 from .core.security.signing import SigningKeys, make_signer
 from .redisio.connection import async_client, check_url
-from .redisio.executor import AsyncExecutor
+from .redisio.protocol import GuardedAsyncExecutor
 from .server import _close_loop, new_event_loop
 from .worker.cron import SchedulerParams, Scheduling, entries_of
 
@@ -86,7 +86,7 @@ class Scheduler:
         redis = async_client(self._redis_arg)
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        loop = Scheduling(AsyncExecutor(redis), Broker(self.clock, make_signer(self._signing_key)), self.clock,
+        loop = Scheduling(GuardedAsyncExecutor(redis), Broker(self.clock, make_signer(self._signing_key)), self.clock,
                           self._params(), self._stop)
         try:
             await loop.run()

@@ -26,6 +26,7 @@ from .core.spine.broker import Call
 from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, is_cluster, read_timeout, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
+from .redisio.protocol import ReaderAsyncExecutor, ReaderSyncExecutor
 
 __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "QueueLimits", "ServerInfo",
            "WorkerInfo"]
@@ -57,7 +58,7 @@ class Inspector(_Facade, Sync):
     manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
     client's) so the message it rewrites when cancelling a task stays signed."""
 
-    _connect, _executor = staticmethod(sync_client), SyncExecutor
+    _connect, _executor = staticmethod(sync_client), ReaderSyncExecutor  # checks the protocol
     _exec: SyncExecutor
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
@@ -86,7 +87,7 @@ class Inspector(_Facade, Sync):
 class AsyncInspector(_Facade, Async):
     """The asyncio twin of :class:`Inspector`: the same methods, awaited."""
 
-    _connect, _executor = staticmethod(async_client), AsyncExecutor
+    _connect, _executor = staticmethod(async_client), ReaderAsyncExecutor
     _exec: AsyncExecutor
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,

@@ -32,6 +32,7 @@ from .core.security.signing import SigningKeys, make_signer
 from .core.spine.broker import Call
 from .core.spine.keys import ALL_QUEUES, is_queue_pattern, similar_queue, validate_queue_or_pattern
 from .redisio.connection import REDIS_ERRORS, async_client, check_url
+from .redisio.protocol import acheck
 from .worker.context import MAX_BACKOFF, Context, is_outage
 from .worker.discovery import Discovery
 from .worker.forwarder import Forwarder, ForwarderParams
@@ -581,6 +582,7 @@ async def _check_redis(ctx: Context) -> None:
     when a task is first enqueued to it. A full Redis (maxmemory) does not stop a worker from
     starting: draining queues is how memory comes back."""
     await ctx.exec.run(Call(lambda r: r, command=("TIME",)))  # a command every role may run
+    await acheck(ctx.exec, stamp=True)  # a newer store's protocol: ProtocolVersionError, before any write
     try:
         policy = await ctx.redis.config_get("maxmemory-policy")
     except REDIS_ERRORS:  # CONFIG is often forbidden (managed Redis, ACL): nothing to say

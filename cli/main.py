@@ -281,7 +281,10 @@ class LazyGroup(click.Group):
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        echo(f"asynqpy {version()}")
+        from asynqpy.core.spine.protocol import OLDEST_READ, PROTOCOL_VERSION
+
+        reads = f"{OLDEST_READ} to {PROTOCOL_VERSION}" if OLDEST_READ < PROTOCOL_VERSION else f"{PROTOCOL_VERSION}"
+        echo(f"asynqpy {version()} (wire protocol {PROTOCOL_VERSION}; reads {reads}: docs/releases.md)")
         ctx.exit()
 
 
@@ -292,7 +295,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "rules": ".rules:rules", "outbox": ".outbox:outbox",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Print asynqpy's version and exit.")
+              help="Print asynqpy's version and the wire protocol it speaks, and exit.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(LOG_LEVELS, case_sensitive=False),
               help="Log level: DEBUG, INFO, WARNING or ERROR (also accepted after the command).")

@@ -34,7 +34,8 @@ def server() -> None:
 @redis_url_option
 @user_errors
 def ls(as_json: bool, redis_url: str) -> None:
-    """List live servers: name, host, pid, busy/concurrency, queues (weights), when started. Busy is
+    """List live servers: name, the asynqpy release each runs, busy/concurrency, queues (weights), when
+    started. Busy is
     as of each server's last heartbeat (up to heartbeat_interval, 5 s by default, behind:
     docs/workers.md); a queue's active tasks now: `asynqpy stats`."""
     with inspector(redis_url) as insp:
@@ -60,13 +61,14 @@ STATUS_STYLES = {"quiet": "yellow", "stopping": "red"}
 
 def _servers_table(servers: list[ServerInfo], now: datetime) -> Table:
     """One row a server: id, name, version (a column only while a deploy uses them:
-    docs/deploy.md), status, busy/concurrency, queues (weights) and when it started."""
+    docs/deploy.md), the asynqpy release it runs, status, busy/concurrency, queues (weights) and when it started."""
     t = Table(box=None, pad_edge=False, header_style="bold")
     t.add_column("id", no_wrap=True)
     t.add_column("name", no_wrap=True, max_width=16, overflow="ellipsis")
     versions = any(s.version for s in servers)
     if versions:
         t.add_column("version", no_wrap=True)
+    t.add_column("asynqpy", no_wrap=True)  # the release it runs ('?': one older than the server record's field)
     t.add_column("status", no_wrap=True)
     t.add_column("busy", justify="right", no_wrap=True)
     t.add_column("queues")
@@ -74,7 +76,7 @@ def _servers_table(servers: list[ServerInfo], now: datetime) -> Table:
     for s in servers:
         queues = ", ".join(f"{q}={w}" for q, w in s.queues.items()) + (" (strict)" if s.strict else "")
         status = Text(s.status, style=STATUS_STYLES[s.status]) if s.status in STATUS_STYLES else Text(s.status)
-        t.add_row(s.id, s.name or "-", *([s.version or "-"] if versions else []), status,
+        t.add_row(s.id, s.name or "-", *([s.version or "-"] if versions else []), s.asynqpy_version or "?", status,
                   f"{len(s.active)}/{s.concurrency}", queues, ago(s.started, now))
     return t
 

@@ -273,7 +273,7 @@ def test_enqueue_at_refuses_what_is_not_a_time(redis_url: str, text: str) -> Non
 
 def test_version() -> None:
     code, out, _ = run("--version")
-    assert code == 0 and out == f"asynqpy {importlib.metadata.version('asynqpy')}\n"
+    assert code == 0 and out == f"asynqpy {importlib.metadata.version('asynqpy')} (wire protocol 1; reads 1: docs/releases.md)\n"
 
 
 def every_command(cmd: click.Command = main, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:

@@ -4,7 +4,8 @@ place that knows its schema: the heartbeat writes it (:func:`pack`), the Inspect
 
 Fields: ``id``, ``host``, ``pid``, ``queues`` (name -> weight), ``concurrency``, ``strict``,
 ``started`` (Unix seconds), ``name`` (the worker name targeted tasks use), ``active``: one
-``[id, queue, type, started ms, deadline ms (0 = none)]`` per task the server runs. Ids written by
+``[id, queue, type, started ms, deadline ms (0 = none)]`` per task the server runs, ``asynqpy`` (the
+library's version the server runs) and ``protocol`` (the wire protocol it speaks). Ids written by
 hand may be any bytes: strings are packed and read with ``surrogateescape``, as the broker reads
 ids.
 """
@@ -19,6 +20,7 @@ from typing import Any, cast
 import msgpack
 
 from ..model.task import ms_to_datetime
+from ..spine.protocol import LIBRARY_VERSION, PROTOCOL_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,8 @@ class ServerInfo:
     name: str = ""
     status: str = "running"  # running, quiet (takes no new task: asynqpy server quiet), stopping
     version: str = ""  # Server(version=): it runs tasks of min_worker_version up to it ('' = none)
+    asynqpy_version: str = ""  # the asynqpy release it runs ('' = one older than the field)
+    protocol: int = 0  # the wire protocol it speaks (0 = a release older than the field)
 
 
 def pack(id: str, host: str, pid: int, queues: Mapping[str, int], concurrency: int, strict: bool,
@@ -56,7 +60,7 @@ def pack(id: str, host: str, pid: int, queues: Mapping[str, int], concurrency: i
     return cast(bytes, msgpack.packb({
         "id": id, "host": host, "pid": pid, "queues": dict(queues), "concurrency": concurrency,
         "strict": strict, "started": started, "active": [list(a) for a in active], "name": name,
-        "status": status, "version": version,
+        "status": status, "version": version, "asynqpy": LIBRARY_VERSION, "protocol": PROTOCOL_VERSION,
     }, unicode_errors="surrogateescape"))
 
 
@@ -70,4 +74,5 @@ def unpack(raw: bytes) -> ServerInfo:
     return ServerInfo(str(d["id"]), str(d["host"]), int(d["pid"]), {str(k): int(v) for k, v in d["queues"].items()},
                       int(d["concurrency"]), bool(d["strict"]),
                       datetime.fromtimestamp(float(d["started"]), tz=timezone.utc), active, str(d.get("name", "")),
-                      str(d.get("status", "running")), str(d.get("version", "")))
+                      str(d.get("status", "running")), str(d.get("version", "")), str(d.get("asynqpy", "")),
+                      int(d.get("protocol", 0)))

@@ -19,6 +19,9 @@ ALL_QUEUES = f"{PREFIX}:queues"
 """SET of every queue name ever written to (clients and servers register their queues)."""
 SERVERS = f"{PREFIX}:servers"
 """ZSET server id -> expiry (ms) of its heartbeat; readers skip expired members."""
+PROTOCOL = f"{PREFIX}:protocol"
+"""STRING: the store's wire protocol version (an integer; absent = 1), read once per client and
+per worker start (core/spine/protocol.py); in its own cluster slot, so never named by a script."""
 CRON_QUEUES = f"{PREFIX}:cron:queues"
 """SET of the queues that have (or had) scheduler entries: where schedulers look for them."""
 CANCEL_CHANNEL = f"{PREFIX}:cancel"
@@ -324,9 +327,11 @@ class QueueKeys:
         return f"{self.base}cron:h:{entry}"
 
     def processed_on(self, day: date) -> str:
+        """STRING: the count of tasks processed on ``day`` (UTC; expires after a while)."""
         return f"{self.base}processed:{day.isoformat()}"
 
     def failed_on(self, day: date) -> str:
+        """STRING: the count of tasks failed on ``day`` (UTC; expires after a while)."""
         return f"{self.base}failed:{day.isoformat()}"
 
     def batch(self, token: str) -> str:

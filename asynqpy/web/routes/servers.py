@@ -52,4 +52,7 @@ async def control(console: ConsoleDep, server_id: str, action: str, concurrency:
 
 @router.get("/servers", response_class=HTMLResponse, include_in_schema=False)
 async def servers_page(console: ConsoleDep, request: Request) -> Any:
-    return console.page(request, "servers.html", servers=jsonable(await console.inspector.servers()))
+    from ... import __version__
+
+    return console.page(request, "servers.html", servers=jsonable(await console.inspector.servers()),
+                        console_version=__version__)

@@ -349,7 +349,7 @@ async function serversPage() {
   const rows = [];
   for (const s of servers) {
     const row = el("tr", null, { "data-id": s.id });
-    for (const v of [s.name, s.host, s.pid, `${s.active.length}/${s.concurrency}`,
+    for (const v of [s.name, s.host, s.pid, s.asynqpy_version || "?", `${s.active.length}/${s.concurrency}`,
       Object.entries(s.queues).map(([k, w]) => `${k}=${w}`).join(" ")]) row.appendChild(el("td", v));
     row.appendChild(timeCell(s.started));
     row.appendChild(el("td", s.status));
@@ -368,13 +368,13 @@ async function serversPage() {
     for (const w of s.active) {
       const sub = el("tr", null, { class: "sub" });
       sub.appendChild(el("td"));
-      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${utc(w.started)}`, { colspan: "7" }));
+      sub.appendChild(el("td", `running ${w.type} ${w.task_id} (${w.queue}) since ${utc(w.started)}`, { colspan: "8" }));
       rows.push(sub);
     }
   }
   if (!rows.length) {
     const row = el("tr", null, { class: "empty" });
-    row.appendChild(el("td", "no live server", { colspan: "8" }));
+    row.appendChild(el("td", "no live server", { colspan: "9" }));
     rows.push(row);
   }
   document.querySelector("#servers tbody").replaceChildren(...rows);
