@@ -136,8 +136,8 @@ MSGPACK = {str: "str", int: "int", bool: "bool", object: "any", dict: "map", lis
 
 def fields() -> Iterator[tuple[int, str, str, str, int, str]]:
     """(number, name, msgpack type, default, since, meaning) of each message field."""
-    from asynqpy.core.spine import protocol
     from asynqpy.core.model import codec
+    from asynqpy.core.spine import protocol
 
     for i, (name, types, default) in enumerate(zip(codec._FIELDS, codec._TYPES, codec._DEFAULTS)):
         kind = " or ".join(MSGPACK[t] for t in types)
@@ -236,10 +236,10 @@ def table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
 
 
 def page() -> str:
-    from asynqpy.core.spine import protocol
     from asynqpy.core.model import codec
     from asynqpy.core.results import events
     from asynqpy.core.server import control
+    from asynqpy.core.spine import protocol
 
     parts = [HEADER, f"Protocol version **{protocol.PROTOCOL_VERSION}** (asynqpy {protocol.LIBRARY_VERSION} "
                      f"reads {protocol.OLDEST_READ} to {protocol.PROTOCOL_VERSION}).\n\n"]

@@ -10,9 +10,8 @@ import sys
 
 from helpers import ROOT
 
-from asynqpy.core.spine import protocol
 from asynqpy.core.model import codec
-from asynqpy.core.spine import keys
+from asynqpy.core.spine import keys, protocol
 from asynqpy.core.spine.scripts import load_scripts
 
 PAGE = ROOT / "docs" / "protocol-reference.md"
