@@ -31,10 +31,10 @@ from .errors import (
     DuplicateTaskError,
     InvalidArgumentError,
     LeaseLostError,
-    QueueFullError,
     TaskIdConflictError,
     TaskNotFoundError,
     ThrottledError,
+    reply_error,
 )
 from .keys import ALL_QUEUES, CANCEL_CHANNEL, QueueKeys, known_queues, queue_keys
 from .scripts import bind, group_keys, load_scripts
@@ -59,7 +59,6 @@ NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; (
 NOT_EMPTY = -7
 CHANGED = -8  # (operator scripts) the task's stored value changed since the caller read it
 KEYED = -9  # (run_tasks) a keyed task: running it now would run it beside its key's current task
-QUEUE_FULL = -10  # (the producer entry scripts) the queue or the task's tenant is at its cap (lua/includes/cap)
 
 MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 
@@ -476,27 +475,18 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
             raise DuplicateTaskError(f"a unique task with this key is live in queue {queue!r}: {holder!r}",
                                      holder, left)
         code = int(reply)
-        if code == ID_CONFLICT:
-            raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
-        if code == QUEUE_FULL:
-            raise queue_full(queue, 1)
+        if code < 0 and (refusal := reply_error(code, queue, id)):
+            raise refusal
         return code
 
     return parse
 
 
-def queue_full(queue: str, count: int) -> QueueFullError:
-    """The refusal of a producer call at the cap of ``queue`` or of a tenant (lua/includes/cap)."""
-    return QueueFullError(f"queue {queue!r} is full: its cap (or its tenant's) refused {count} task(s) "
-                          f"(overflow 'reject'; nothing was stored)", queue, count)
-
-
 def _batch_codes(queue: str, count: int, reply: Any) -> list[int]:
-    """A batch script's codes, or its refusal at a cap (the code QUEUE_FULL instead of a list)."""
+    """A batch script's codes, or its refusal of the whole batch (a code of the reply-code table,
+    core/errors.py REPLY_ERRORS, instead of a list: the producer entry's admission, lua/includes/admit)."""
     if not isinstance(reply, list):
-        if int(reply) == QUEUE_FULL:
-            raise queue_full(queue, count)
-        raise AsynqpyError(f"unexpected reply {reply!r}")
+        raise reply_error(int(reply), queue, "", count) or AsynqpyError(f"unexpected reply {reply!r}")
     return [int(x) for x in reply]
 
 
