@@ -43,9 +43,10 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         ThrottledError,
     )
     from .core.events import TaskEvent
-    from .core.limits import QueueCap, QueueLimits
+    from .core.limits import QueueLimits
     from .core.mux import ServeMux
     from .core.process import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
+    from .core.queue_settings import QueueCap
     from .core.retry import default_retry_delay
     from .core.task import Task, TaskInfo, TaskState, current_task
     from .core.tasklogs import LogLine
@@ -85,7 +86,7 @@ _WHERE = {
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server", "configure_logging": "worker.logs",
     "Scheduler": "scheduler", "EntryInfo": "core.cron", "Limiter": "limiter", "QueueLimits": "core.limits",
-    "QueueCap": "core.limits",
+    "QueueCap": "core.queue_settings",
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
     "KEEP": "core.process", "Event": "core.process", "Input": "core.process", "Process": "core.process",
     "ProcessError": "core.process", "ProcessNotFoundError": "core.process", "Step": "core.process",

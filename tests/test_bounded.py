@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from asynqpy import Client, Inspector, InvalidArgumentError, QueueFullError, TaskState
+from asynqpy import Client, Inspector, InvalidArgumentError, QueueCap, QueueFullError, TaskState
 from asynqpy.core.broker import Broker
 from asynqpy.core.keys import queue_keys
-from asynqpy.core.limits import QueueCap
 from asynqpy.redisio.executor import SyncExecutor
 
 Q = "bq"
