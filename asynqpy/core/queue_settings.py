@@ -16,6 +16,13 @@ its metric name and console label). Derived from it, with no hand edit per setti
 - the metric families (asynqpy/metrics.py ``families``) and the console queue page's line
   (:func:`console_rows`, web/templates/queue.html).
 
+What stays off the table, and why: a row is a setting stored in one conf field (per queue, and
+per tenant where it has one) with a setter and a getter of its own. The limits (``set_limits``:
+three fields set together, a fresh bucket and a worker woken; no QueueInfo values), pause (a key of
+its own, set by pause.lua/unpause.lua, which wake the workers) and the event stream's cap
+(``set_events``: set across queues with on/off/active switches; its field shares the hash with the
+stream's count) keep their own shapes: moving them would change their methods and commands.
+
 A new queue setting is a row here, its QueueInfo fields (core/inspection.py) and its Lua (the rule
 that reads the conf field; a producer admission rule is one step of lua/includes/admit.lua):
 docs/internals-scripts.md "Queue settings and the producer entry".
