@@ -187,6 +187,20 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
     echo(f"queue {queue_name}: " + ", ".join(parts))
 
 
+def _setting_value(s: QueueSetting, value: str) -> Any:
+    """The command's argument as its setting's first input takes it (an int within its bounds)."""
+    first = s.params[0]
+    if not first.annotation.startswith("int"):
+        return value
+    low, high = first.low, first.high
+    if not value.strip().lstrip("-").isdigit() or (low is not None and int(value) < low) or (
+            high is not None and int(value) > high):
+        bounds = "".join(f" {w} {n}" for w, n in (("from", low), ("to", high)) if n is not None)
+        raise UserError(f"{first.metavar.strip('[]')} must be an integer{bounds} (--clear removes the {s.name}), "
+                        f"got {value!r}")
+    return int(value)
+
+
 def _setting_command(s: QueueSetting) -> click.Command:
     """The ``asynqpy queue <command>`` of a queue setting (core/queue_settings.py QUEUE_SETTINGS):
     show it, set it (its first input the argument, the others flags; per tenant with --tenant when
@@ -201,11 +215,7 @@ def _setting_command(s: QueueSetting) -> click.Command:
         for p in rest:
             if p.choices and flags[p.name] not in p.choices:
                 raise UserError(f"--{p.name} must be {' or '.join(p.choices)}, got {flags[p.name]!r}")
-        given: Any = value
-        if value is not None and first.annotation.startswith("int"):
-            if not value.strip().lstrip("-").isdigit():
-                raise UserError(f"{name} must be an integer, got {value!r}")
-            given = int(value)
+        given = None if value is None else _setting_value(s, value)
         with inspector(redis_url) as insp:
             if value is not None or clear:
                 if tenant_name:

@@ -49,7 +49,8 @@ class Param:
     """One input of a setting: a keyword of its Inspector setter (and of ``set_tenant`` for a
     per-tenant setting) and of its command: the first one is the command's optional positional
     argument (``metavar``; left out: the setting is shown; ``--clear``: removed), the others flags
-    ``--name`` (``choices``: the texts it takes)."""
+    ``--name`` (``choices``: the texts it takes). ``low``/``high``: an int's bounds (the command
+    checks its argument with them; ``encode`` checks every value)."""
 
     name: str
     annotation: str
@@ -57,6 +58,8 @@ class Param:
     metavar: str = ""
     choices: tuple[str, ...] = ()
     help: str = ""
+    low: int | None = None
+    high: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def _cap_summary(q: Any) -> str | None:
 
 CAP = QueueSetting(
     name="cap", conf="cap", counters=("cap_rejected", "cap_dropped"),
-    params=(Param("max_pending", "int | None", metavar="[N]"),
+    params=(Param("max_pending", "int | None", metavar="[N]", low=1, high=MAX_CAP),
             Param("overflow", "str", "reject", choices=tuple(OVERFLOWS),
                   help="reject: an enqueue past N fails (QueueFullError); drop_oldest: it is accepted and the oldest "
                        "pending task is archived.")),
@@ -220,12 +223,13 @@ def get_call(s: QueueSetting, queue: str, tenant: str = "") -> Call[Any]:
 
 def tenant_calls(queue: str, tenant: str, values: Mapping[str, Any]) -> list[Call[Any]]:
     """The commands of ``Inspector.set_tenant``'s ``settings`` keywords: each per-tenant setting
-    whose first param is given (its other params default), validated before anything is sent;
+    whose first param is given (its other params default; given alone, they change nothing),
+    validated before anything is sent;
     InvalidArgumentError for a keyword no per-tenant setting takes."""
     calls, left = [], dict(values)
     for s in QUEUE_SETTINGS:
-        if s.tenant and s.params[0].name in left:
-            mine = {p.name: left.pop(p.name) for p in s.params if p.name in left}
+        mine = {p.name: left.pop(p.name) for p in s.params if s.tenant and p.name in left}
+        if s.params[0].name in mine:  # (its other params alone change nothing)
             calls.append(set_call(s, queue, {p.name: p.default for p in s.params[1:]} | mine, tenant))
     if left:
         raise InvalidArgumentError(f"set_tenant takes no {', '.join(sorted(left))}")
