@@ -27,13 +27,16 @@ NAMES = ("max_pending", "drop_oldest", "QueueFullError", "QueueCap", "set_queue_
          "cap_drop", "cap_refuse", "cap_rejected", "cap_dropped", '@include "cap"', "includes/cap")
 """The bounded-queue feature's own names (docs/queues.md "Bounded queues")."""
 BOUND = 10
+SELF = "scripts/feature_files.py"
+"""This script, which names the feature to look for it: not counted."""
 """Issue 43: "Bounded queues shipped with <= 10 files touched outside tests and docs"."""
 
 
 def feature_files(names: tuple[str, ...] = NAMES) -> list[str]:
-    """The tracked files outside tests/ and docs/ naming one of ``names`` (``git grep -l``)."""
+    """The tracked files outside tests/ and docs/ naming one of ``names`` (``git grep -l``; this
+    script left out)."""
     pattern = "|".join(re.escape(n) for n in names)
-    out = subprocess.run(["git", "grep", "-l", "-E", pattern, "--", ".", ":!tests", ":!docs"], cwd=ROOT,
+    out = subprocess.run(["git", "grep", "-l", "-E", pattern, "--", ".", ":!tests", ":!docs", f":!{SELF}"], cwd=ROOT,
                          capture_output=True, text=True, check=False)
     if out.returncode not in (0, 1):  # (1: nothing found)
         raise RuntimeError(f"git grep failed: {out.stderr.strip()}")
