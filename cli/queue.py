@@ -208,7 +208,7 @@ def _setting_command(s: QueueSetting) -> click.Command:
     first, rest = s.params[0], s.params[1:]
     name = first.metavar.strip("[]")
 
-    def run(queue_name: str, value: str | None, tenant_name: str, clear: bool, as_json: bool, redis_url: str,
+    def run(queue_name: str, value: str | None, clear: bool, as_json: bool, redis_url: str, tenant_name: str = "",
             **flags: Any) -> None:
         if clear and value is not None:
             raise UserError(f"--clear takes no {name} with it")
@@ -237,8 +237,6 @@ def _setting_command(s: QueueSetting) -> click.Command:
     if s.tenant:
         command = click.option("--tenant", "tenant_name", default="",
                                help=f"The {s.name} of this tenant's tasks, not the queue's.")(command)
-    else:
-        command = click.option("--tenant", "tenant_name", default="", hidden=True)(command)
     for p in reversed(rest):
         command = click.option(f"--{p.name}", default=p.default, show_default=True, help=p.help)(command)
     command = click.argument("value", metavar=first.metavar, required=False)(command)
