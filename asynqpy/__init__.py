@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     )
     from .core.handlers.mux import ServeMux
     from .core.handlers.retry import default_retry_delay
-    from .core.limits.plans import QueueCap, QueueLimits
+    from .core.limits.plans import QueueLimits
     from .core.model.clock import Clock, FakeClock
     from .core.model.errors import (
         AsynqpyError,
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.results.tasklogs import LogLine
     from .core.spine.broker import QueueStats
     from .core.spine.protocol import ProtocolVersionError
+    from .core.spine.queue_settings import QueueCap
     from .core.tenants.plans import TenantInfo
     from .cron import Scheduler
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
@@ -105,7 +106,7 @@ _WHERE = {
     "Scheduler": "cron",
     "EntryInfo": "core.cron.entries",
     "Limiter": "limiter",
-    "QueueLimits": "core.limits.plans", "QueueCap": "core.limits.plans",
+    "QueueLimits": "core.limits.plans", "QueueCap": "core.spine.queue_settings",
     "Sig": "workflows", "chain": "workflows", "group": "workflows",
     "KEEP": "core.processes.model", "Event": "core.processes.model", "Input": "core.processes.model",
     "Process": "core.processes.model", "ProcessError": "core.processes.model",

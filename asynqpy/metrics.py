@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from .core.inspector.inspection import QueueInfo
+from .core.spine.queue_settings import metric_families
 from .inspector import Inspector
 from .worker.metrics import prometheus as _prometheus
 
@@ -129,12 +130,6 @@ def families(core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
     processed = counter("asynqpy_tasks_processed", "Tasks processed (succeeded and failed attempts).",
                         labels=["queue"])
     failed = counter("asynqpy_tasks_failed", "Failed attempts.", labels=["queue"])
-    cap = gauge("asynqpy_queue_max_pending", "The queue's cap on pending tasks (absent: none; "
-                "docs/queues.md, Bounded queues).", labels=["queue", "overflow"])
-    rejected = counter("asynqpy_tasks_rejected", "Tasks refused by the queue's caps (QueueFullError).",
-                       labels=["queue"])
-    dropped = counter("asynqpy_tasks_dropped", "Pending tasks archived by the queue's caps (drop_oldest).",
-                      labels=["queue"])
     for q in infos:
         for state in STATES:
             states.add_metric([q.queue, state], getattr(q, state))
@@ -144,11 +139,8 @@ def families(core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
         paused.add_metric([q.queue], 1 if q.paused else 0)
         processed.add_metric([q.queue], q.processed_total)
         failed.add_metric([q.queue], q.failed_total)
-        if q.max_pending is not None:
-            cap.add_metric([q.queue, q.overflow], q.max_pending)
-        rejected.add_metric([q.queue], q.rejected)
-        dropped.add_metric([q.queue], q.dropped)
-    yield from (states, size, latency, memory, paused, processed, failed, cap, rejected, dropped)
+    yield from (states, size, latency, memory, paused, processed, failed)
+    yield from metric_families(gauge, counter, infos)  # (the queue settings' stats: core/spine/queue_settings.py)
 
 
 def queue_registry(redis: Any = None, top_tenants: int = TOP_TENANTS) -> Any:

@@ -36,7 +36,7 @@ from typing import Any
 from .core.model import codec, kinds
 from .core.model import options as opts
 from .core.model.codec import Message
-from .core.model.errors import AsynqpyError, InvalidArgumentError, QueueFullError, RedisUnavailableError
+from .core.model.errors import AsynqpyError, InvalidArgumentError, RedisUnavailableError
 from .core.security.signing import Refused, SigningKeys, make_signer, trust_gate
 from .core.spine.broker import Broker, Call
 from .core.spine.keys import queue_keys, validate_name, validate_queue
@@ -501,13 +501,12 @@ class Relay:
                 stored += 1
             elif isinstance(outcome, BadRow):
                 unsent.append((t, str(outcome)))
-            elif isinstance(outcome, AsynqpyError) and not isinstance(outcome, (RedisUnavailableError,
-                                                                                QueueFullError)):
+            elif isinstance(outcome, AsynqpyError) and not outcome.transient:  # (core/model/errors.py)
                 refused += 1
                 log.warning("outbox task %s (queue %s) refused by Redis, its row deleted: %s", t.id, t.queue, outcome)
             else:
                 failed.append((m, outcome))
-        if failed:  # not stored (Redis full, a queue at its cap, ...): their markers go, the batch is rolled back
+        if failed:  # not stored (Redis full, a transient refusal, ...): their markers go, the batch is rolled back
             self.redis.delete(*[m for m, _ in failed])
             raise failed[0][1]
         return Sent(stored, len(tasks) - len(todo), refused), markers, unsent

@@ -1,4 +1,5 @@
-"""``asynqpy queue ls|inspect|history|groups|limit|cap|tenants|tenant|block|unblock|blocked|pause|unpause|rm``."""
+"""``asynqpy queue ls|inspect|history|groups|limit|tenants|tenant|block|unblock|blocked|pause|unpause|rm``, and
+one command per queue setting of core/spine/queue_settings.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import click
 from rich.table import Table
 
 from asynqpy import QueueInfo
+from asynqpy.core.spine.queue_settings import QUEUE_SETTINGS, QueueSetting
 from asynqpy.core.tenants.plans import TenantInfo
 from asynqpy.core.tenants.plans import state_text as tenant_state
 
@@ -73,9 +75,9 @@ def info_table(q: QueueInfo) -> Table:
     t.add_row("processed", f"today {q.processed_today:,} · total {q.processed_total:,}")
     t.add_row("failed", f"today {q.failed_today:,} · total {q.failed_total:,}")
     t.add_row("trimmed", f"{q.trimmed:,} archived task(s) deleted by the archive limits")
-    if q.max_pending is not None or q.rejected or q.dropped:
-        cap = f"{q.max_pending:,} pending, {q.overflow}" if q.max_pending is not None else "none"
-        t.add_row("cap", f"{cap} · rejected {q.rejected:,} · dropped {q.dropped:,}")
+    for setting in QUEUE_SETTINGS:  # (core/spine/queue_settings.py)
+        if (text := setting.summary(q)) is not None:
+            t.add_row(setting.name, text)
     t.add_row("as of", utc(q.timestamp))
     return t
 
@@ -185,42 +187,66 @@ def limit(queue_name: str, concurrency: int | None, rate: str | None, burst: int
     echo(f"queue {queue_name}: " + ", ".join(parts))
 
 
-@queue.command(context_settings={"ignore_unknown_options": True})  # (N "-1": a bad N, not an option)
-@click.argument("queue_name", metavar="QUEUE")
-@click.argument("max_pending", metavar="[N]", required=False)
-@click.option("--overflow", default="reject", show_default=True,
-              help="reject: an enqueue past N fails (QueueFullError); drop_oldest: it is accepted and the oldest "
-                   "pending task is archived.")
-@click.option("--tenant", "tenant_name", default="", help="The cap of this tenant's pending tasks, not the queue's.")
-@click.option("--clear", is_flag=True, help="Remove the cap.")
-@json_option
-@redis_url_option
-@user_errors
-def cap(queue_name: str, max_pending: str | None, overflow: str, tenant_name: str, clear: bool, as_json: bool,
-        redis_url: str) -> None:
-    """Show or set QUEUE's cap: at most N pending tasks (docs/queues.md "Bounded queues")."""
-    if clear and max_pending is not None:
-        raise UserError("--clear takes no N with it")
-    if overflow not in ("reject", "drop_oldest"):
-        raise UserError(f"--overflow must be reject or drop_oldest, got {overflow!r}")
-    n: int | None = None
-    if max_pending is not None:
-        if not max_pending.strip().isdigit() or int(max_pending) < 1:
-            raise UserError(f"N must be an integer of 1 or more (--clear removes the cap), got {max_pending!r}")
-        n = int(max_pending)
-    with inspector(redis_url) as insp:
-        if n is not None or clear:
-            if tenant_name:
-                insp.set_tenant(queue_name, tenant_name, max_pending=n, overflow=overflow)
-            else:
-                insp.set_queue_cap(queue_name, n, overflow)
-        got = insp.queue_cap(queue_name, tenant_name)
-    if as_json:
-        emit_json(got)
-        return
-    who = f"tenant {tenant_name} of queue {queue_name}" if tenant_name else f"queue {queue_name}"
-    cap_text = f"at most {got.max_pending:,} pending, {got.overflow}" if got.max_pending is not None else "no cap"
-    echo(f"{who}: {cap_text} (queue's caps: rejected {got.rejected:,}, dropped {got.dropped:,})")
+def _setting_value(s: QueueSetting, value: str) -> Any:
+    """The command's argument as its setting's first input takes it (an int within its bounds)."""
+    first = s.params[0]
+    if not first.annotation.startswith("int"):
+        return value
+    low, high = first.low, first.high
+    if not value.strip().lstrip("-").isdigit() or (low is not None and int(value) < low) or (
+            high is not None and int(value) > high):
+        bounds = "".join(f" {w} {n}" for w, n in (("from", low), ("to", high)) if n is not None)
+        raise UserError(f"{first.metavar.strip('[]')} must be an integer{bounds} (--clear removes the {s.name}), "
+                        f"got {value!r}")
+    return int(value)
+
+
+def _setting_command(s: QueueSetting) -> click.Command:
+    """The ``asynqpy queue <command>`` of a queue setting (core/spine/queue_settings.py QUEUE_SETTINGS):
+    show it, set it (its first input the argument, the others flags; per tenant with --tenant when
+    it has one) or --clear it; bad input is one line on stderr and exit code 2, nothing written."""
+    first, rest = s.params[0], s.params[1:]
+    name = first.metavar.strip("[]")
+
+    def run(queue_name: str, value: str | None, clear: bool, as_json: bool, redis_url: str, tenant_name: str = "",
+            **flags: Any) -> None:
+        if clear and value is not None:
+            raise UserError(f"--clear takes no {name} with it")
+        for p in rest:
+            if p.choices and flags[p.name] not in p.choices:
+                raise UserError(f"--{p.name} must be {' or '.join(p.choices)}, got {flags[p.name]!r}")
+        given = None if value is None else _setting_value(s, value)
+        with inspector(redis_url) as insp:
+            if value is not None or clear:
+                if tenant_name:
+                    insp.set_tenant(queue_name, tenant_name, **{first.name: given}, **flags)
+                else:
+                    getattr(insp, s.setter)(queue_name, given, **flags)
+            got = getattr(insp, s.getter)(queue_name, *([tenant_name] if s.tenant else []))
+        if as_json:
+            emit_json(got)
+            return
+        who = f"tenant {tenant_name} of queue {queue_name}" if tenant_name else f"queue {queue_name}"
+        echo(f"{who}: {s.describe(got)}")
+
+    run.__doc__ = s.command_help
+    command: Any = user_errors(run)
+    for option in (redis_url_option, json_option,
+                   click.option("--clear", is_flag=True, help=f"Remove the {s.name}.")):
+        command = option(command)
+    if s.tenant:
+        command = click.option("--tenant", "tenant_name", default="",
+                               help=f"The {s.name} of this tenant's tasks, not the queue's.")(command)
+    for p in reversed(rest):
+        command = click.option(f"--{p.name}", default=p.default, show_default=True, help=p.help)(command)
+    command = click.argument("value", metavar=first.metavar, required=False)(command)
+    command = click.argument("queue_name", metavar="QUEUE")(command)
+    # (ignore_unknown_options: a value such as "-1" is a bad value, not an option)
+    return click.command(s.command, context_settings={"ignore_unknown_options": True})(command)
+
+
+for _setting in QUEUE_SETTINGS:
+    queue.add_command(_setting_command(_setting))
 
 
 @queue.command("tenants")

@@ -5,7 +5,7 @@ KEY tasks          tasks hash: id -> state char .. message
 KEY lock           uniqueness lock key (the queue's never-set placeholder when not unique)
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
-KEY @exit           the keys a task's end shares (includes/exit): a task a cap drops ends
+KEY @exit           the keys a task's end shares (includes/exit): a task the admission drops ends
 ARG id             task id
 ARG msg            encoded message (msgpack)
 ARG unique         uniqueness TTL in seconds; 0 = not unique
@@ -14,30 +14,26 @@ Note: ``unique`` is also a throttle window's TTL (the caller's task is then not 
 released when it finishes, only by the TTL).
 Returns 1 = enqueued (or already enqueued by this same call, sent again after a lost reply: see
 includes/newtask), {-1, holder id, ms left} = duplicate (lock held by another task), -2 = a live
-task has this id, -10 = the queue (or the task's tenant) is at its cap with overflow 'reject'
-(includes/cap: nothing written but the count of refusals; with 'drop_oldest' the oldest pending
-tasks are archived instead).
+task has this id, or the refusal of the producer entry (includes/admit: nothing written but its
+counters; the code's exception: core/model/errors.py REPLY_ERRORS).
 ]]
 --- @include "signal"
 --- @include "newtask"
 --- @include "events"
 --- @include "unique"
 --- @include "priority"
---- @include "cap"
+--- @include "admit"
 local id = A.id
-local tenant = msg_tenant(A.msg, 1)
-local victims = cap_gate(K.conf, G.pending, K.tasks, {n = 1, tenants = tenant and {[tenant] = 1} or {}})
-if victims == false and new_id(K.tasks, id, A.msg, A.check == '1') ~= 'own' then
-  return cap_refuse(K.conf, 1)
+local refusal, ticket = admit_one(K, G.pending, id, A.msg, A.check == '1')
+if refusal then
+  return refusal
 end
 local done = store_new(K.tasks, id, 'p', A.msg, A.check == '1', K.lock, tonumber(A.unique), K.archived, K.completed)
 if done then
   return done
 end
-if victims then
-  cap_drop(K, victims)
-end
+admit_done(K, ticket)
 push_pending(G.pending, id, A.msg, 1, false)
 signal(K.wake)
-emit_task(K.events, events_cap(K.conf), tenant, 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
+emit_task(K.events, events_cap(K.conf), msg_tenant(A.msg, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(A.msg))
 return 1

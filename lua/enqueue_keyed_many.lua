@@ -4,15 +4,14 @@ Each task is stored as enqueue_keyed.lua stores one, in the order given: tasks o
 order (the first takes a free key, the next ones queue behind it), and each task's reply is the one
 enqueue_keyed would give it.
 KEY tasks          tasks hash
-KEY @exit           the keys a task's end shares (includes/exit): a task a cap drops ends
+KEY @exit           the keys a task's end shares (includes/exit): a task the admission drops ends
 KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed       completed zset (a replaced completed task leaves it)
 KEY keylists...      each task's key's list of waiting ids, the i-th task's at K.keylists[i]
 ARG check          '1' = caller-chosen ids (checked for conflicts), '0' = generated
 ARG now            '' = Redis time; else a simulated time in ms
 ARG items... {id msg key}  one item per task: id, msg (the encoded message), key
-Returns -10 (instead of a list) when the queue or a tenant of the batch is at its cap with overflow
-'reject' (includes/cap: nothing stored); with 'drop_oldest' the oldest pending tasks are archived.
+Returns the refusal of the producer entry (includes/admit) instead of a list: nothing stored.
 Returns one code per task, in order: 1 = pending (it holds the key), 2 = blocked, -2 = a live task
 has this id (an id given twice in the batch: the second is refused).
 Sent again after a lost reply: each task finds its own stored write (new_id 'own'): nothing
@@ -23,24 +22,20 @@ the call's first write: a full Redis refuses the call there, whole.
 --- @include "newtask"
 --- @include "serial"
 --- @include "stored"
---- @include "cap"
+--- @include "admit"
 local check, now, cap = A.check == '1', now_ms(A.now), nil
 local out = {}
 local pk = G.pending
-local news = {n = 0, tenants = {}}  -- the tasks this call adds, for the cap (includes/cap): not those sent again
+local news = admit_news()  -- the tasks this call adds (includes/admit): not those sent again
 for n = 1, A.items.n do
   local it = A.items[n]
   if new_id(K.tasks, it.id, it.msg, check) ~= 'own' then
-    local tenant = msg_tenant(it.msg, 1)
-    news.n = news.n + 1
-    if tenant then
-      news.tenants[tenant] = (news.tenants[tenant] or 0) + 1
-    end
+    admit_count(news, it.msg, 1)
   end
 end
-local victims = news.n > 0 and cap_gate(K.conf, pk, K.tasks, news)
-if victims == false and news.n > 0 then
-  return cap_refuse(K.conf, news.n)
+local refusal, ticket = admit(K, pk, news)
+if refusal then
+  return refusal
 end
 for n = 1, A.items.n do
   local it = A.items[n]
@@ -56,7 +51,5 @@ for n = 1, A.items.n do
     out[n] = key_admit(K.tasks, K.keyheld, K.blocked, pk, K.wake, K.events, cap, list, key, id, msg, now)
   end
 end
-if victims then
-  cap_drop(K, victims)
-end
+admit_done(K, ticket)
 return out

@@ -9,15 +9,15 @@ KEY archived       archived zset (a replaced archived task leaves it)
 KEY completed      completed zset (a replaced completed task leaves it)
 KEY marker         generated ids: this call's batch marker (a random token per call; set for a
                    minute); caller-chosen ids: a never-set placeholder
-KEY @exit           the keys a task's end shares (includes/exit): a task a cap drops ends
+KEY @exit           the keys a task's end shares (includes/exit): a task the admission drops ends
 ARG check          '1' = check ids for conflicts, '0' = generated ids
 ARG entries... {id value}  id1, value1, id2, value2, ...   value = 'p' .. encoded message (the stored value)
 Events: one 'enqueued' entry per task; a batch of generated ids (URL-safe base64, no space) of
 one type writes a single entry for the whole batch, its field 'ids' holding them space-separated
 (core/results/events.py expands it into one event per task).
 Returns the 1-based positions of the tasks refused because a live task has their id ({} = none),
-or -10 when the queue (or a tenant of the batch) is at its cap with overflow 'reject', or when
-drop_oldest cannot make room for the whole batch (includes/cap): nothing of the batch is stored.
+or the refusal of the producer entry (includes/admit) instead of a list: nothing of the batch is
+stored.
 Sent again after a lost reply (includes/newtask), the call writes nothing it wrote before: with
 generated ids, the batch's marker (SET NX, 60 s) says this very call ran already (its tasks may
 have finished in any order since: no id of the batch is looked at); with caller-chosen ids, each
@@ -29,19 +29,16 @@ a full Redis (maxmemory) refuses the whole call.
 --- @include "events"
 --- @include "priority"
 --- @include "stored"
---- @include "cap"
+--- @include "admit"
 local ids, vals, refused = {}, {}, {}
-local function gate(vs)  -- the batch's cap check (includes/cap): nil, false (refuse) or the victims
-  local tenants = {}
+local function gate(vs)  -- the batch's admission (includes/admit): refusal, ticket
+  local news = admit_news()
   for _, v in ipairs(vs) do
-    local tenant = msg_tenant(v, 2)
-    if tenant then
-      tenants[tenant] = (tenants[tenant] or 0) + 1
-    end
+    admit_count(news, v, 2)
   end
-  return cap_gate(K.conf, G.pending, K.tasks, {n = #vs, tenants = tenants})
+  return admit(K, G.pending, news)
 end
-local victims = nil
+local refusal, ticket = nil, nil
 if A.check ~= '1' then  -- generated ids: the entries are already the HSET field/value list
   if redis.call('PTTL', K.marker) ~= -2 then  -- (PTTL, not EXISTS: EXISTS is the operator scripts' guard, refused to producers)
     return refused  -- sent again: this call stored its batch already
@@ -50,9 +47,9 @@ if A.check ~= '1' then  -- generated ids: the entries are already the HSET field
     local e = A.entries[i]
     ids[i], vals[i] = e.id, e.value
   end
-  victims = gate(vals)
-  if victims == false then
-    return cap_refuse(K.conf, #ids)
+  refusal, ticket = gate(vals)
+  if refusal then
+    return refusal
   end
   redis.call('SET', K.marker, '1', 'NX', 'PX', 60000)  -- first write: a full Redis refuses the call here
   redis.call('HSET', K.tasks, A.entries.all())
@@ -74,11 +71,9 @@ else
       vals[#vals + 1] = value
     end
   end
-  if #ids > 0 then
-    victims = gate(vals)
-  end
-  if victims == false then
-    return cap_refuse(K.conf, #ids)
+  refusal, ticket = gate(vals)
+  if refusal then
+    return refusal
   end
   if #ids > 0 then
     redis.call('HSET', K.tasks, unpack(fields))  -- first write: a full Redis refuses the call here
@@ -87,9 +82,7 @@ else
     end
   end
 end
-if victims then
-  cap_drop(K, victims)
-end
+admit_done(K, ticket)
 if #ids > 0 then
   push_many(G.pending, ids, vals)
   signal(K.wake)

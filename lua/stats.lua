@@ -20,15 +20,16 @@ KEY groups         the queue's aggregation groups (zset)
 KEY targeted       targeted tasks (zset, includes/runs)
 KEY waiting        tasks waiting on parents (zset, includes/flow)
 KEY blocked        tasks waiting behind their key (zset, includes/serial)
-KEY conf           the queue's settings hash (its cap and the cap's counters: includes/cap)
+KEY conf           the queue's settings hash (the ``fields`` read from it)
 KEY more... {*}    the keys of further queues, 24 per queue in the order above (groups expanded)
 ARG now          '' = Redis time; else a simulated time in ms
 ARG samples      0 = no memory reading; n > 0: each queue's memory, the sum of MEMORY USAGE ... SAMPLES n
                  of its tasks hash, pending list, state zsets and tenant zset (MEMORY_KEYS)
-Returns 24 values per queue, in KEYS order: {pending, active, scheduled, retry, archived, completed,
+ARG fields...    the conf fields to read per queue: the queue settings' (core/spine/queue_settings.py STATS_FIELDS)
+Returns 21 + #fields values per queue, in KEYS order: {pending, active, scheduled, retry, archived, completed,
 paused (0/1), processed, failed, processed_today, failed_today, trimmed, now, oldest, aggregating,
-groups, targeted, waiting, blocked, memory, tenants, cap, rejected, dropped}: cap = the queue's
-cap ('N r' or 'N d', includes/cap; false when none), rejected and dropped its caps' counters; pending counts every tenant's tasks;
+groups, targeted, waiting, blocked, memory, tenants, fields...}: each field's stored value (false when
+absent), decoded by the table's row; pending counts every tenant's tasks;
 tenants = how many tenants have pending tasks (the ready ring, less the tenant '' of the tasks
 without one);
 oldest = the stored value of the oldest pending task of the default priority (the right end of the
@@ -115,7 +116,11 @@ for i = 0, K.more.n do
   out[n + 20] = memory_of(q)
   local ring = redis.call('ZCARD', q.tr)
   out[n + 21] = ring > 0 and ring - (redis.call('ZSCORE', q.tr, '') and 1 or 0) or 0
-  local cap = redis.call('HMGET', q.conf, 'cap', 'cap_rejected', 'cap_dropped')
-  out[n + 22], out[n + 23], out[n + 24] = cap[1] or false, int(cap[2]), int(cap[3])
+  if A.fields.n > 0 then
+    local got = redis.call('HMGET', q.conf, A.fields.all())
+    for f = 1, A.fields.n do
+      out[n + 21 + f] = got[f] or false
+    end
+  end
 end
 return out

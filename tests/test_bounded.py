@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from asynqpy import Client, Inspector, InvalidArgumentError, QueueFullError, TaskState
-from asynqpy.core.limits.plans import QueueCap
+from asynqpy import Client, Inspector, InvalidArgumentError, QueueCap, QueueFullError, TaskState
 from asynqpy.core.spine.broker import Broker
 from asynqpy.core.spine.keys import queue_keys
 from asynqpy.redisio.executor import SyncExecutor

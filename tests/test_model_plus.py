@@ -1245,6 +1245,17 @@ def events_counted(m: PlusMachine) -> None:
         check_all(m)
 
 
+def cap_storms(m: PlusMachine) -> None:
+    """Producers meet caps (PlusMachine.cap_storm) six times in a row: the queue's and tenant a's,
+    reject and drop_oldest, single calls and batches of two, each through the producer entry
+    (lua/includes/admit.lua)."""
+    for _ in range(3):
+        enqueue_plain(m)
+    for _ in range(6):
+        m.cap_storm()
+        check_all(m)
+
+
 def removed_queue_rated(m: PlusMachine) -> None:
     """A side queue whose tenants have a default rate: tenant a waits on it (tw) when the
     operator removes the queue (--force); the client uses it again and the side worker serves it."""
@@ -1624,6 +1635,7 @@ SCENARIOS: dict[str, Any] = {
     "restarted_worker": restarted_worker,
     "events_counted": events_counted,
     "removed_queue_rated": removed_queue_rated,
+    "cap_storms": cap_storms,
     "defaults_changed": defaults_changed,
     "defaults_cleared_swept": lambda m: defaults_changed(m, sweep=True),
     "side_tokens_lost_versions_held": side_tokens_lost_versions_held,

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Generator, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 import msgpack
 
-from ..limits.plans import parse_cap
 from ..model import codec
 from ..model.codec import Message, decode
 from ..model.errors import (
@@ -47,6 +46,7 @@ from ..spine.broker import (
     id_arg,
 )
 from ..spine.keys import ALL_QUEUES, CRON_QUEUES, SERVERS, queue_keys, server_info, validate_group
+from ..spine.queue_settings import STATS_FIELDS, stats_values
 from ..spine.stored import is_active, lock_digest, message_of, state_char, token_of
 from ..workflows.records import Record
 
@@ -475,7 +475,7 @@ class Plans:
 
     def all_stats(self) -> Plan[list[QueueStats]]:
         names = yield from self.queues()
-        res = yield [self.b.snapshots(batch) for batch in self._batches(names)]
+        res = yield [self.b.snapshots(batch, fields=STATS_FIELDS) for batch in self._batches(names)]
         return [snap.stats for r in res if not isinstance(r, Exception) for snap, _ in r]
 
     def _batches(self, names: Sequence[str]) -> list[list[str]]:
@@ -501,11 +501,11 @@ class Plans:
             s.queue, s.size, s.pending, s.active, s.scheduled, s.retry, s.archived, s.completed, s.paused,
             latency, s.processed_today, s.failed_today, s.processed, s.failed, memory,
             ms_to_datetime(snap.now_ms) or datetime.now(timezone.utc), snap.trimmed, s.aggregating, s.groups,
-            s.targeted, s.waiting, s.blocked, s.tenants, *astuple(parse_cap(*snap.cap))[:4],
+            s.targeted, s.waiting, s.blocked, s.tenants, **stats_values(snap.settings),
         )
 
     def queue_info(self, queue: str) -> Plan[QueueInfo]:
-        res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES)]
+        res = yield [self._member(queue), self.b.snapshots([queue], MEMORY_SAMPLES, STATS_FIELDS)]
         self._check(queue, res[0])
         return self._info(*value(res[1])[0])
 
@@ -514,7 +514,7 @@ class Plans:
         :data:`STATS_BATCH` queues each (on a Cluster, one slot's queues each)."""
         names = yield from self.queues()
         batches = self._batches(names)
-        res = yield [self.b.snapshots(batch, MEMORY_SAMPLES if memory else 0) for batch in batches]
+        res = yield [self.b.snapshots(batch, MEMORY_SAMPLES if memory else 0, STATS_FIELDS) for batch in batches]
         infos = {snap.stats.queue: self._info(snap, mem) for r in res for snap, mem in value(r)}
         return [infos[name] for name in names]
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from types import EllipsisType
 from typing import Any
 
 from ..cron import entries as _cron
 from ..cron import entries as cron
 from ..deploy import holds as _holds
 from ..limits import plans as _limits
-from ..limits.plans import QueueCap, QueueLimits
+from ..limits.plans import QueueLimits
 from ..model.clock import Clock
 from ..model.task import TaskInfo, TaskState
 from ..processes import plans as processes
@@ -28,8 +27,10 @@ from ..results.tasklogs import LogLine
 from ..security.signing import SigningKeys, make_signer
 from ..server import control
 from ..server.record import ServerInfo
+from ..spine import queue_settings as _settings
 from ..spine.broker import Broker, Call, QueueStats
 from ..spine.keys import control_ack, queue_keys, validate_queue
+from ..spine.queue_settings import QueueSettingPlans
 from ..spine.twin import Steps, planned
 from ..tenants import plans as _tenants
 from ..tenants.plans import TenantInfo
@@ -38,7 +39,7 @@ from ..workflows.plans import WorkflowNode
 from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
 
 
-class InspectorPlans:
+class InspectorPlans(QueueSettingPlans):
     """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
     :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
 
@@ -123,24 +124,6 @@ class InspectorPlans:
         return (yield _limits.get_call(queue))  # type: ignore[no-any-return]
 
     @planned
-    def set_queue_cap(self, queue: str, max_pending: int | None, overflow: str = "reject") -> Steps[QueueCap]:
-        """Bound the queue's pending tasks (docs/queues.md "Bounded queues"): a producer's enqueue (single,
-        batch, keyed) that would take them past ``max_pending`` (1 or more; None removes the cap)
-        raises QueueFullError, storing nothing (``overflow="reject"``), or is accepted while the
-        oldest pending tasks are archived with the reason "dropped: queue full" and an event
-        (``overflow="drop_oldest"``). Tasks accepted earlier that become pending later (due,
-        retried, aggregated, released workflow children, run now) are counted, never refused: the
-        count may pass the cap. Returns the cap and the queue's counters."""
-        yield _limits.cap_set_call(queue, max_pending, overflow)
-        return (yield _limits.cap_get_call(queue))  # type: ignore[no-any-return]
-
-    @planned
-    def queue_cap(self, queue: str, tenant: str = "") -> Steps[QueueCap]:
-        """The queue's cap (or ``tenant``'s: set with ``set_tenant(..., max_pending=)``) and the
-        queue's counts of the tasks rejected and dropped by its caps."""
-        return (yield _limits.cap_get_call(queue, tenant))  # type: ignore[no-any-return]
-
-    @planned
     def tenants(self, queue: str, *, after: str = "", count: int = 100) -> Steps[list[TenantInfo]]:
         """A page of the queue's tenants that have pending tasks, in name order (``count`` at
         most; the next page: ``after=`` the last one's name): each with its pending tasks, its
@@ -148,10 +131,9 @@ class InspectorPlans:
         return (yield _tenants.page_call(queue, after, count))  # type: ignore[no-any-return]
 
     @planned
-    def set_tenant(self, queue: str, tenant: str, *, weight: int | None = None, paused: bool | None = None,
+    def set_tenant(self, /, queue: str, tenant: str, *, weight: int | None = None, paused: bool | None = None,
                    concurrency: int | None = None, rate: float | str | None = None,
-                   burst: int | None = None, max_pending: int | None | EllipsisType = ...,
-                   overflow: str = "reject") -> Steps[TenantInfo]:
+                   burst: int | None = None, **settings: Any) -> Steps[TenantInfo]:
         """Change one tenant's settings in a queue (None: unchanged), from its next turn on:
         ``weight`` 1..100 (a tenant of weight 3 gets three turns to one of weight 1 while both
         have work), ``paused`` (its pending tasks wait, in order, until it is resumed; the
@@ -160,12 +142,11 @@ class InspectorPlans:
         lease expires), ``rate`` (at most this many of its tasks start a second, across every
         worker: a number or text such as "50/s", "300/m"; 0 = no limit) with bursts of up to
         ``burst`` (default 1: evenly spaced). Kept in Redis while they differ from the defaults.
-        ``max_pending`` (with ``overflow``): the tenant's cap, as :meth:`set_queue_cap` for its
-        pending tasks alone (None removes it; left out: unchanged; :meth:`queue_cap` reads it).
-        Returns the tenant."""
+        Returns the tenant. ``settings``: the tenant's own value of the per-tenant queue settings
+        (core/spine/queue_settings.py), by their setters' keywords (left out: unchanged):"""
         call = _tenants.set_call(queue, tenant, weight, paused, concurrency=concurrency, rate=rate, burst=burst)
-        if not isinstance(max_pending, EllipsisType):  # (validated before anything is written)
-            yield _limits.cap_set_call(queue, max_pending, overflow, tenant)
+        for step in _settings.tenant_calls(queue, tenant, settings):  # noqa: UP028 (validated before any is sent)
+            yield step
         return (yield call)  # type: ignore[no-any-return]
 
     @planned
@@ -471,3 +452,6 @@ class InspectorPlans:
         """Enqueue an entry's task now, outside its schedule; returns the task's id. With a signing
         key, an entry that does not verify is refused (SignatureError): its task would be signed."""
         return _cron.run_now_plan(self.broker, queue, name, self.broker.clock.now_ms())
+
+
+InspectorPlans.set_tenant.__doc__ = (InspectorPlans.set_tenant.__doc__ or "") + _settings.tenant_doc(" " * 8)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.errors import InvalidArgumentError
-from ..model.options import validate_tenant
 from ..spine.broker import Call, pending_keys, script_call
 from ..spine.keys import limit_keys, queue_keys
 
@@ -47,58 +46,6 @@ class QueueLimits:
     concurrency: int | None = None
     rate: float | None = None
     burst: int | None = None
-
-
-OVERFLOWS = {"reject": "r", "drop_oldest": "d"}
-"""A cap's overflow policies and their code in the conf field (lua/includes/cap.lua)."""
-MAX_CAP = 1_000_000_000_000
-
-
-@dataclass(frozen=True)
-class QueueCap:
-    """A bound on the pending tasks of a queue, or of one of its ``tenant``'s ('' = the queue's):
-    ``max_pending`` (None = no cap) and ``overflow`` ("reject": a producer call beyond it raises
-    QueueFullError; "drop_oldest": it is accepted and the oldest pending tasks are archived), with
-    the queue's lifetime counts of the tasks ``rejected`` and ``dropped`` (every tenant's
-    included). docs/queues.md "Bounded queues"."""
-
-    max_pending: int | None = None
-    overflow: str = "reject"
-    rejected: int = 0
-    dropped: int = 0
-    tenant: str = ""
-
-
-def _cap_field(tenant: str) -> str:
-    return f"cap:{validate_tenant(tenant)}" if tenant else "cap"
-
-
-def cap_set_call(queue: str, max_pending: int | None, overflow: str = "reject", tenant: str = "") -> Call[Any]:
-    """The command setting (``max_pending`` >= 1) or removing (None) a cap; InvalidArgumentError
-    for anything else (0 or less: a cap that refuses everything is a paused queue; use pause)."""
-    field = _cap_field(tenant)
-    if overflow not in OVERFLOWS:
-        raise InvalidArgumentError(f"overflow must be 'reject' or 'drop_oldest', got {overflow!r}")
-    k = queue_keys(queue)
-    if max_pending is None:
-        return Call(lambda r: r, command=("HDEL", k.conf, field))
-    if isinstance(max_pending, bool) or not isinstance(max_pending, int) or not 1 <= max_pending <= MAX_CAP:
-        raise InvalidArgumentError(f"max_pending must be an int from 1 to {MAX_CAP} (None: no cap), "
-                                   f"got {max_pending!r}")
-    return Call(lambda r: r, command=("HSET", k.conf, field, f"{max_pending} {OVERFLOWS[overflow]}"))
-
-
-def parse_cap(cap: bytes | str | None, rejected: Any, dropped: Any, tenant: str = "") -> QueueCap:
-    """A cap as stored ('N r|d'; None: none) with the queue's counters."""
-    n, _, mode = (cap.decode() if isinstance(cap, bytes) else cap or "").partition(" ")
-    return QueueCap(int(n) if n.isdigit() else None, "drop_oldest" if mode == "d" else "reject",
-                    int(rejected or 0), int(dropped or 0), tenant)
-
-
-def cap_get_call(queue: str, tenant: str = "") -> Call[QueueCap]:
-    """The command reading a cap (the queue's, or ``tenant``'s) and the queue's counters."""
-    return Call(lambda r: parse_cap(r[0], r[1], r[2], tenant),
-                command=("HMGET", queue_keys(queue).conf, _cap_field(tenant), "cap_rejected", "cap_dropped"))
 
 
 def parse_rate(value: Any) -> float:

@@ -6,7 +6,7 @@ raised *by handlers* to steer what happens to a failed task; they are not librar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -14,6 +14,20 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 class AsynqpyError(Exception):
     """Base class of every error asynqpy raises."""
+
+    reply_code: ClassVar[int | None] = None
+    """The code a producer script replies with to refuse a call with this error (the reply-code
+    table :data:`REPLY_ERRORS` is made from it: a new typed refusal is one class here and its
+    Lua ``return``); None: no script replies with it."""
+    transient: ClassVar[bool] = False
+    """True: the refusal may pass by itself (Redis back, room in a queue): the same call may be
+    sent again later (the outbox keeps its rows for the next pass instead of dropping them)."""
+
+    @classmethod
+    def from_reply(cls, queue: str, id: str, count: int) -> AsynqpyError:
+        """The error for a script's reply :attr:`reply_code` to a call storing ``count`` task(s)
+        (``id``: the task's id, '' for a batch) in ``queue``."""
+        return cls(f"queue {queue!r} refused {count} task(s) (reply {cls.reply_code})")
 
 
 class InvalidArgumentError(AsynqpyError, ValueError):
@@ -65,12 +79,26 @@ class ThrottledError(DuplicateTaskError):
 class TaskIdConflictError(AsynqpyError):
     """A live task (pending, active, scheduled or retry) already has this task id."""
 
+    reply_code = -2
+
+    @classmethod
+    def from_reply(cls, queue: str, id: str, count: int) -> AsynqpyError:
+        return cls(f"a live task with id {id!r} exists in queue {queue!r}")
+
 
 class QueueFullError(AsynqpyError):
     """The queue (or the task's tenant) holds as many pending tasks as its cap allows and its
     overflow is "reject" (:meth:`~asynqpy.Inspector.set_queue_cap`, docs/queues.md "Bounded queues"):
     nothing of the call was stored (a batch is refused whole) and nothing already queued was
     touched. ``queue``: the queue; ``count``: how many tasks were refused."""
+
+    reply_code = -10  # (lua/includes/cap.lua QUEUE_FULL)
+    transient = True
+
+    @classmethod
+    def from_reply(cls, queue: str, id: str, count: int) -> AsynqpyError:
+        return cls(f"queue {queue!r} is full: its cap (or its tenant's) refused {count} task(s) "
+                   f"(overflow 'reject'; nothing was stored)", queue, count)
 
     def __init__(self, message: str, queue: str = "", count: int = 1) -> None:
         super().__init__(message)
@@ -159,6 +187,8 @@ class RedisUnavailableError(AsynqpyError, RedisConnectionError):
     ``__cause__``. It is also a ``redis.exceptions.ConnectionError``, so code written against
     redis-py's errors keeps working."""
 
+    transient = True
+
 
 class RedisAuthError(AsynqpyError, RedisAuthenticationError):
     """Redis refused the credentials (a wrong password or ACL user, or none where one is needed):
@@ -210,3 +240,24 @@ __all__ = [
     "RateLimited",
     "SkipRetry",
 ]
+
+
+def _with_codes(cls: type[AsynqpyError]) -> list[type[AsynqpyError]]:
+    found = [cls] if cls.reply_code is not None else []
+    for sub in cls.__subclasses__():
+        found += _with_codes(sub)
+    return found
+
+
+REPLY_ERRORS: dict[int, type[AsynqpyError]] = {c.reply_code: c for c in _with_codes(AsynqpyError)
+                                              if c.reply_code is not None}
+"""The reply-code -> exception table of the producer scripts (enqueue, enqueue_many, keyed ...),
+made from each error class's :attr:`~AsynqpyError.reply_code`: the broker raises what it maps a
+code to (:func:`reply_error`)."""
+
+
+def reply_error(code: int, queue: str, id: str = "", count: int = 1) -> AsynqpyError | None:
+    """The typed error of a script's refusal ``code`` (:data:`REPLY_ERRORS`), None for a code no
+    error claims (a success, or a code the caller reads itself)."""
+    cls = REPLY_ERRORS.get(code)
+    return None if cls is None else cls.from_reply(queue, id, count)

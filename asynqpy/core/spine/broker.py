@@ -31,10 +31,10 @@ from ..model.errors import (
     DuplicateTaskError,
     InvalidArgumentError,
     LeaseLostError,
-    QueueFullError,
     TaskIdConflictError,
     TaskNotFoundError,
     ThrottledError,
+    reply_error,
 )
 from ..model.task import TaskState
 from ..processes import model as process
@@ -61,7 +61,6 @@ NOT_LOCATED = -6  # (operator scripts) a pending id not found near either end; (
 NOT_EMPTY = -7
 CHANGED = -8  # (operator scripts) the task's stored value changed since the caller read it
 KEYED = -9  # (run_tasks) a keyed task: running it now would run it beside its key's current task
-QUEUE_FULL = -10  # (the producer entry scripts) the queue or the task's tenant is at its cap (lua/includes/cap)
 
 MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 
@@ -282,9 +281,9 @@ class Snapshot:
     trimmed: int
     now_ms: int
     oldest: bytes | None
-    cap: tuple[bytes | None, int, int] = (None, 0, 0)
-    """The queue's cap as stored ('N r|d', lua/includes/cap.lua; None: none) and its counters of
-    refused and dropped tasks."""
+    settings: tuple[Any, ...] = ()
+    """The conf fields the caller asked for (``fields``: the queue settings'), as stored (None:
+    absent); core/spine/queue_settings.py decodes them."""
 
 
 def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
@@ -293,13 +292,13 @@ def _queue_stats(queue: str, r: list[Any]) -> QueueStats:
                       int(r[15]), int(r[16]), int(r[17]), int(r[18]), int(r[20]))
 
 
-STATS_WIDTH = 24
-"""Values per queue in the stats script's reply (lua/stats.lua)."""
+STATS_WIDTH = 21
+"""Values per queue in the stats script's reply (lua/stats.lua), before the conf fields asked for."""
 
 
 def _snapshot(queue: str, r: list[Any]) -> Snapshot:
-    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None, (r[21] or None, int(r[22]),
-                                                                                    int(r[23])))
+    return Snapshot(_queue_stats(queue, r), int(r[11]), int(r[12]), r[13] or None,
+                    tuple(v or None for v in r[STATS_WIDTH:]))
 
 
 def _stats_keys(q: QueueKeys, day: date) -> tuple[str, ...]:
@@ -478,27 +477,18 @@ def _new_task_code(id: str, queue: str, mode: str = "") -> Callable[[Any], Any]:
             raise DuplicateTaskError(f"a unique task with this key is live in queue {queue!r}: {holder!r}",
                                      holder, left)
         code = int(reply)
-        if code == ID_CONFLICT:
-            raise TaskIdConflictError(f"a live task with id {id!r} exists in queue {queue!r}")
-        if code == QUEUE_FULL:
-            raise queue_full(queue, 1)
+        if code < 0 and (refusal := reply_error(code, queue, id)):
+            raise refusal
         return code
 
     return parse
 
 
-def queue_full(queue: str, count: int) -> QueueFullError:
-    """The refusal of a producer call at the cap of ``queue`` or of a tenant (lua/includes/cap)."""
-    return QueueFullError(f"queue {queue!r} is full: its cap (or its tenant's) refused {count} task(s) "
-                          f"(overflow 'reject'; nothing was stored)", queue, count)
-
-
 def _batch_codes(queue: str, count: int, reply: Any) -> list[int]:
-    """A batch script's codes, or its refusal at a cap (the code QUEUE_FULL instead of a list)."""
+    """A batch script's codes, or its refusal of the whole batch (a code of the reply-code table,
+    core/model/errors.py REPLY_ERRORS, instead of a list: the producer entry's admission, lua/includes/admit)."""
     if not isinstance(reply, list):
-        if int(reply) == QUEUE_FULL:
-            raise queue_full(queue, count)
-        raise AsynqpyError(f"unexpected reply {reply!r}")
+        raise reply_error(int(reply), queue, "", count) or AsynqpyError(f"unexpected reply {reply!r}")
     return [int(x) for x in reply]
 
 
@@ -1209,23 +1199,25 @@ class Broker:
         """:meth:`stats` plus the trimmed counter, Redis's time and the oldest pending task."""
         return self._stats_call([queue], lambda r: _snapshot(queue, r))
 
-    def snapshots(self, queues: Sequence[str], samples: int = 0) -> Call[list[tuple[Snapshot, int | None]]]:
+    def snapshots(self, queues: Sequence[str], samples: int = 0,
+                  fields: Sequence[str] = ()) -> Call[list[tuple[Snapshot, int | None]]]:
         """:meth:`snapshot` of each of ``queues`` (at least one; one script call: on a Cluster they
         must share a slot) with, for ``samples`` > 0, its memory (MEMORY USAGE ... SAMPLES
         ``samples`` of its tasks hash, pending list and state zsets; None when not asked or when
-        Redis refuses MEMORY)."""
-        names = list(queues)
+        Redis refuses MEMORY), and the values of its conf ``fields`` (``Snapshot.settings``)."""
+        names, width = list(queues), STATS_WIDTH + len(fields)
 
         def parse(r: list[Any]) -> list[tuple[Snapshot, int | None]]:
             out = []
             for i, name in enumerate(names):
-                row = r[i * STATS_WIDTH:(i + 1) * STATS_WIDTH]
+                row = r[i * width:(i + 1) * width]
                 out.append((_snapshot(name, row), None if row[19] is None else int(row[19])))
             return out
 
-        return self._stats_call(names, parse, samples)
+        return self._stats_call(names, parse, samples, fields)
 
-    def _stats_call(self, queues: Sequence[str], parse: Callable[[Any], T], samples: int = 0) -> Call[T]:
+    def _stats_call(self, queues: Sequence[str], parse: Callable[[Any], T], samples: int = 0,
+                    fields: Sequence[str] = ()) -> Call[T]:
         q = queue_keys(queues[0])
         processed_day, failed_day = self._day_keys(q)
         day = self.clock.today()
@@ -1235,7 +1227,7 @@ class Broker:
             **_q(q, "lease scheduled retry archived completed paused processed failed tasks trimmed aggregating groups "
                     "targeted waiting blocked conf"),
             processed_day=processed_day, failed_day=failed_day, more=more, now=self.clock.script_now(),
-            samples=samples)
+            samples=samples, fields=list(fields))
 
     def page(self, queue: str, state: TaskState, start: int, stop: int,
              values: bool = True, group: str = "") -> Call[list[tuple[str, float | None, bytes | None]]]:

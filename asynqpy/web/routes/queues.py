@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from ...core.inspector.inspection import parse_state
 from ...core.model.task import TaskState
+from ...core.spine.queue_settings import console_rows
 from ...core.text.jsontext import jsonable
 from . import ConsoleDep
 
@@ -79,7 +80,7 @@ async def queue_page(console: ConsoleDep, request: Request, queue: str, state: s
     return console.page(request, "queue.html", info=info, state=st.value, states=[s.value for s in TaskState],
                         chart=_day_chart(days),
                         tasks=jsonable(got), page=max(1, page_no), size=size, total=total,
-                        pages=max(1, -(-total // size)), processes=n_procs)
+                        pages=max(1, -(-total // size)), processes=n_procs, settings=console_rows(info))
 
 
 def _history(by_queue: dict[str, list[Any]], days: int) -> dict[str, Any]:
