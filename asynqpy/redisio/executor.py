@@ -37,202 +37,40 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from hiredis import pack_command
-from redis.exceptions import (
-    AskError,
-    AuthenticationError,
-    ClusterDownError,
-    NoScriptError,
-    OutOfMemoryError,
-    RedisClusterException,
-    ResponseError,
-    SlotNotCoveredError,
-    TryAgainError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..core.broker import Call
-from ..core.errors import (
-    InvalidArgumentError,
-    NotReplicatedError,
-    RedisAuthError,
-    RedisFullError,
-    RedisUnavailableError,
-    script_refusal,
-)
 from ..core.twin import Async, Steps, Sync, planned
 from .connection import REDIS_ERRORS, is_cluster
-from .scripts import load_scripts
+from .replies import (
+    REDIRECTS,
+    Wait,
+    bare,
+    by_node,
+    commands_of,
+    eval_args,
+    evalsha_args,
+    full_error,
+    merge,
+    no_script,
+    parse_reply,
+    settle,
+    stale,
+    typed_error,
+    unavailable,
+)
+
+__all__ = ["DIRECT_MAX", "AsyncExecutor", "SyncExecutor", "arun_plan", "evalsha_args", "run_plan", "unavailable"]
 
 T = TypeVar("T")
 log = logging.getLogger("asynqpy.executor")
 
 
-def evalsha_args(call: Call[Any]) -> tuple[Any, ...]:
-    """The command (EVALSHA for a script call) that runs ``call``."""
-    if not call.script:
-        return call.command
-    script = load_scripts()[call.script]
-    return ("EVALSHA", script.sha, len(call.keys), *call.keys, *call.args)
-
-
-def _eval(call: Call[Any]) -> tuple[Any, ...]:
-    script = load_scripts()[call.script]
-    return ("EVAL", script.source, len(call.keys), *call.keys, *call.args)
-
-
-REDIRECTS = 3
-"""Attempts of a call that a cluster node refused without running it (MOVED, ASK, TRYAGAIN,
-CLUSTERDOWN: its slot moved or is moving), each after refreshing the slot map."""
-
-_NOT_RUN = (AskError, ClusterDownError, TryAgainError, SlotNotCoveredError)
-_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-
-Wait = tuple[int, int] | None
-"""(replicas, timeout ms) of a ``WAIT`` to send after a node's calls, or None."""
-
-
-_KEYLESS = frozenset({"TIME", "ECHO", "PING", "INFO", "CONFIG", "DBSIZE"})
-
-
-def _key(call: Call[Any]) -> Any:
-    """The key that routes ``call`` to its cluster node; None for a command without keys."""
-    if call.script:
-        return call.keys[0]
-    name = str(call.command[0]).upper()
-    if name == "MEMORY":  # MEMORY USAGE <key>
-        return call.command[2]
-    return None if name in _KEYLESS or len(call.command) < 2 else call.command[1]
-
-
-def _by_node(redis: Any, calls: Sequence[Call[Any]], todo: Sequence[int],
-             results: list[Any]) -> tuple[list[tuple[Any, list[int]]], list[int]]:
-    """Group the calls ``todo`` (indices) by the cluster node serving their keys: [(node,
-    indices)] (one group, node None, for a single-node client), and the indices whose slot no
-    node serves right now (their error goes to ``results``)."""
-    if not is_cluster(redis):
-        return [(None, list(todo))], []
-    groups: dict[str, tuple[Any, list[int]]] = {}
-    homeless = []
-    for i in todo:
-        key = _key(calls[i])
-        try:
-            node = redis.get_default_node() if key is None else redis.get_node_from_key(key)
-        except SlotNotCoveredError as exc:
-            results[i] = exc
-            homeless.append(i)
-            continue
-        groups.setdefault(node.name, (node, []))[1].append(i)
-    return list(groups.values()), homeless
-
-
-def _commands(calls: Sequence[Call[Any]], eval_: bool, wait: Wait) -> list[tuple[Any, ...]]:
-    """The commands of one node's pipeline: each call (EVAL instead of EVALSHA if ``eval_``),
-    then WAIT if asked."""
-    out = [_eval(c) if eval_ and c.script else evalsha_args(c) for c in calls]
-    return out + [("WAIT", *wait)] if wait else out
-
-
-def _no_script(out: list[Any], n: int) -> list[int]:
-    return [i for i, r in enumerate(out[:n]) if isinstance(r, NoScriptError)]
-
-
-def _merge(out: list[Any], missing: list[int], again: list[Any], wait: Wait) -> list[Any]:
-    """One node's replies after its NOSCRIPT calls were sent again with EVAL. With WAIT, the second
-    one may have run on another connection: the smaller count holds for all the writes."""
-    for i, r in zip(missing, again):
-        out[i] = r
-    if wait:
-        first, second = out[-1], again[-1]
-        out[-1] = first if isinstance(first, Exception) else second if isinstance(second, Exception) \
-            else min(int(first), int(second))
-    return out
-
-
-def _settle(calls: Sequence[Call[Any]], idx: list[int], out: list[Any], wait: Wait, results: list[Any]) -> list[int]:
-    """Parse one node's replies ``out`` into ``results``. With ``wait`` (``out``'s last reply is
-    WAIT's), a success confirmed by fewer replicas than asked becomes a NotReplicatedError.
-    Returns the indices the node refused without running them."""
-    refused = []
-    short: NotReplicatedError | None = None
-    if wait:
-        acked = out[-1]
-        if isinstance(acked, Exception):
-            short = NotReplicatedError(f"written on the master, but WAIT failed: {acked}", 0)
-        elif int(acked) < wait[0]:
-            short = NotReplicatedError(f"written on the master, but {acked} of {wait[0]} replicas confirmed it",
-                                       int(acked))
-    for i, reply in zip(idx, out):
-        if isinstance(reply, _NOT_RUN):
-            refused.append(i)
-            results[i] = reply
-            continue
-        result = _parse(calls[i], reply)
-        if short is not None and not isinstance(result, Exception):
-            result = NotReplicatedError(str(short), short.acked, result)
-        results[i] = result
-    return refused
-
-
-def _stale(redis: Any, refused: list[int], results: list[Any]) -> bool:
-    """Must the cluster slot map be reloaded (a refusal, or a node unreachable: a replica may be
-    taking over)?"""
-    return is_cluster(redis) and (bool(refused) or any(isinstance(r, _UNREACHABLE) for r in results))
-
-
-def _full(exc: OutOfMemoryError) -> RedisFullError:
-    err = RedisFullError(f"Redis is full (maxmemory reached), nothing was stored: {exc}")
-    err.__cause__ = exc
-    return err
-
-
-def unavailable(exc: BaseException) -> RedisUnavailableError | RedisAuthError | None:
-    """``exc`` as a :class:`RedisUnavailableError` (cause kept) if it means Redis could not be
-    reached or the connection broke; wrong credentials (the caller's to fix, not an outage) as a
-    :class:`RedisAuthError`; else None."""
-    if isinstance(exc, (RedisUnavailableError, RedisAuthError)):
-        return None
-    if isinstance(exc, AuthenticationError):
-        auth = RedisAuthError(f"Redis refused the credentials: {exc}")
-        auth.__cause__ = exc
-        return auth
-    if isinstance(exc, (*_UNREACHABLE, RedisClusterException)):
-        err = RedisUnavailableError(f"cannot reach Redis: {exc}")
-        err.__cause__ = exc
-        return err
-    return None
-
-
-def _typed(exc: BaseException) -> RedisUnavailableError | RedisAuthError | InvalidArgumentError | None:
-    """``exc`` as asynqpy's typed error: Redis unreachable or the credentials refused
-    (:func:`unavailable`), or a script's refusal of an input (core/errors.py script_refusal); else None."""
-    return unavailable(exc) or script_refusal(exc)
-
-
 DIRECT_MAX = 2
 """At most this many calls go by the direct path (:class:`_Direct`: a lone enqueue and its
 queue's registration); more go in a redis-py pipeline."""
-
-_BARE_COMMANDS = frozenset({"SADD"})
-"""Plain commands whose reply redis-py returns as Redis sent it (no response callback)."""
-
-
-def _bare(call: Call[Any]) -> bool:
-    """Whether ``call``'s reply needs no redis-py response callback: a script's, or a command of
-    :data:`_BARE_COMMANDS`."""
-    return bool(call.script) or (bool(call.command) and call.command[0] in _BARE_COMMANDS)
-
-
-def _parse(call: Call[Any], reply: Any) -> Any:
-    if isinstance(reply, OutOfMemoryError):
-        return _full(reply)
-    if isinstance(reply, Exception):
-        return _typed(reply) or reply
-    try:
-        return call.parse(reply)
-    except Exception as exc:  # noqa: BLE001 - a typed error for this call alone
-        return exc
-
 
 def _give_back(pool: Any, taken: list[Any], pid: int) -> None:
     """Return the connections a dropped SyncExecutor's threads held (not in a forked child)."""
@@ -279,7 +117,7 @@ class _One:
 
 
 class _Direct:
-    """A step: a few calls whose replies need no redis-py callback (:func:`_bare`), in one write on
+    """A step: a few calls whose replies need no redis-py callback (:func:`bare`), in one write on
     one connection, each reply read back (a call's error in its place); None when the connection
     failed (the caller sends them again through a pipeline, with the client's retry policy: a resent
     store call recognises its own write, docs/internals-scripts.md "Calls sent again")."""
@@ -336,10 +174,17 @@ class _ExecutorPlans:
     :class:`_Direct`, :class:`_Pipe`, :class:`_Each`, :class:`_Many` and the cluster's
     ``_READY``, ``_TOPOLOGY``, ``_REFRESH``); the two classes only perform them."""
 
-    redis: Any
-    _cluster: bool
-    _ready: bool
-    _fast: bool  # a redis-py client of one server (not a cluster, not fakeredis): the direct paths
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self._cluster = is_cluster(redis)
+        self._ready = not self._cluster or not self._lazy  # a cluster client initialized (its slot map loaded)
+        # a redis-py client of one server (not a cluster, not fakeredis): the direct paths talk to its connections
+        kind = type(redis)
+        self._fast = (kind.__name__ == "Redis" and kind.__module__.startswith("redis.")
+                      and hasattr(redis, "connection_pool"))
+
+    _lazy = False
+    """Whether a cluster client of this kind loads its slot map at its first command (asyncio's)."""
 
     @planned
     def run(self, call: Call[T]) -> Steps[T]:
@@ -353,11 +198,11 @@ class _ExecutorPlans:
             try:
                 reply = yield _One(evalsha_args(call), bool(call.script))
             except NoScriptError:  # a fresh or restarted server: EVAL, which also caches the script
-                reply = yield _One(_eval(call), True)
+                reply = yield _One(eval_args(call), True)
         except OutOfMemoryError as exc:
-            raise _full(exc) from exc
+            raise full_error(exc) from exc
         except Exception as exc:
-            err = _typed(exc)
+            err = typed_error(exc)
             if err is None:
                 raise
             raise err from exc
@@ -371,7 +216,7 @@ class _ExecutorPlans:
         try:
             return (yield from self._many(calls))
         except Exception as exc:
-            err = _typed(exc)
+            err = typed_error(exc)
             if err is None:
                 raise
             raise err from exc
@@ -405,13 +250,13 @@ class _ExecutorPlans:
                 yield _READY
             return (yield from self._per_node(calls, None))
         replies = None
-        if self._fast and len(calls) <= DIRECT_MAX and all(_bare(c) for c in calls):  # no pipeline
+        if self._fast and len(calls) <= DIRECT_MAX and all(bare(c) for c in calls):  # no pipeline
             replies = yield _Direct(calls)
         if replies is None:
             replies = list((yield _Pipe(None, [evalsha_args(c) for c in calls])))
         if any(isinstance(r, NoScriptError) for r in replies):
             yield from self._resend(calls, replies)
-        return [_parse(c, r) for c, r in zip(calls, replies)]
+        return [parse_reply(c, r) for c, r in zip(calls, replies)]
 
     def _resend(self, calls: Sequence[Call[Any]], replies: list[Any]) -> Steps[None]:
         """A script Redis did not know (NOSCRIPT) sent again on its own, with EVAL; its reply (or
@@ -419,13 +264,13 @@ class _ExecutorPlans:
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
                 try:
-                    replies[i] = yield _One(_eval(calls[i]), True)
+                    replies[i] = yield _One(eval_args(calls[i]), True)
                 except Exception as exc:  # noqa: BLE001 - reported per call
                     replies[i] = exc
 
     def _per_node(self, calls: Sequence[Call[Any]], wait: Wait) -> Steps[list[Any]]:
         """Run ``calls`` as one pipeline per node (the nodes at once in the async executor); see
-        :func:`_settle` for what each result is."""
+        :func:`settle` for what each result is."""
         if self._cluster:
             try:
                 yield _TOPOLOGY
@@ -434,11 +279,11 @@ class _ExecutorPlans:
         results: list[Any] = [None] * len(calls)
         todo: list[int] = list(range(len(calls)))
         for _ in range(REDIRECTS):
-            groups, refused = _by_node(self.redis, calls, todo, results)
+            groups, refused = by_node(self.redis, calls, todo, results)
             outs = yield _Each([self._node_send(node, [calls[i] for i in idx], wait) for node, idx in groups])
             for (_, idx), out in zip(groups, outs):
-                refused += _settle(calls, idx, out, wait, results)
-            if _stale(self.redis, refused, results):
+                refused += settle(calls, idx, out, wait, results)
+            if stale(self.redis, refused, results):
                 try:
                     yield _REFRESH
                 except REDIS_ERRORS as exc:  # the next call retries
@@ -452,12 +297,12 @@ class _ExecutorPlans:
         """One pipeline (one connection) on ``node`` (None: the single-node client) for ``calls``
         and the WAIT; NOSCRIPT replies are sent again with EVAL. Never raises: a failure is
         every reply."""
-        out = yield from self._node_pipe(node, _commands(calls, False, wait))
-        missing = _no_script(out, len(calls))
+        out = yield from self._node_pipe(node, commands_of(calls, False, wait))
+        missing = no_script(out, len(calls))
         if not missing:
             return out
-        again = yield from self._node_pipe(node, _commands([calls[i] for i in missing], True, wait))
-        return _merge(out, missing, again, wait)
+        again = yield from self._node_pipe(node, commands_of([calls[i] for i in missing], True, wait))
+        return merge(out, missing, again, wait)
 
     def _node_pipe(self, node: Any, commands: list[tuple[Any, ...]]) -> Steps[list[Any]]:
         try:
@@ -480,10 +325,7 @@ class SyncExecutor(_ExecutorPlans, Sync):
     calls of its slots, and the slot map is reloaded, not every connection of the client closed."""
 
     def __init__(self, redis: Any) -> None:
-        self.redis = redis
-        self._fast = type(redis).__name__ == "Redis" and hasattr(redis, "connection_pool")
-        self._cluster = is_cluster(redis)
-        self._ready = True  # (a sync cluster client loads its slot map when made)
+        super().__init__(redis)
         self._local = threading.local()
         self._taken: list[Any] = []  # the connections threads hold: back to the pool when this is dropped
         if self._fast:
@@ -499,10 +341,7 @@ class SyncExecutor(_ExecutorPlans, Sync):
             return self._direct_many(step.calls)
         if kind is _Pipe:
             client = self.redis if step.node is None else self.redis.get_redis_connection(step.node)
-            pipe = client.pipeline(transaction=False)
-            for args in step.commands:
-                pipe.execute_command(*args)
-            return pipe.execute(raise_on_error=False)
+            return _pipeline(client, step.commands).execute(raise_on_error=False)
         if kind is _Each:
             return [self._drive(plan) for plan in step.plans]  # one node after the other
         if kind is _Many:
@@ -561,12 +400,8 @@ class AsyncExecutor(_ExecutorPlans, Async):
     A call during which its task was asked to cancel raises CancelledError, even where redis-py
     lost the cancellation (:func:`_kept`)."""
 
-    def __init__(self, redis: Any) -> None:
-        self.redis = redis
-        self._cluster = is_cluster(redis)
-        self._ready = not self._cluster
-        self._init_lock: asyncio.Lock | None = None
-        self._fast = type(redis).__name__ == "Redis" and type(redis).__module__.startswith("redis.")
+    _lazy = True
+    _init_lock: asyncio.Lock | None = None
 
     async def _drive(self, plan: Steps[T]) -> T:
         return await _kept(super()._drive(plan))
@@ -603,10 +438,7 @@ class AsyncExecutor(_ExecutorPlans, Async):
 
     async def _pipe(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         if node is None:
-            pipe = self.redis.pipeline(transaction=False)  # one connection
-            for args in commands:
-                pipe.execute_command(*args)
-            return list(await pipe.execute(raise_on_error=False))
+            return list(await _pipeline(self.redis, commands).execute(raise_on_error=False))
         from redis.asyncio.cluster import PipelineCommand
 
         cmds = [PipelineCommand(i, *args) for i, args in enumerate(commands)]
@@ -635,6 +467,14 @@ class AsyncExecutor(_ExecutorPlans, Async):
         finally:
             await asyncio.shield(pool.release(conn))
         return replies
+
+
+def _pipeline(client: Any, commands: list[tuple[Any, ...]]) -> Any:
+    """A pipeline (no MULTI: one connection) of ``commands`` on a client of one server, to execute."""
+    pipe = client.pipeline(transaction=False)
+    for args in commands:
+        pipe.execute_command(*args)
+    return pipe
 
 
 def _packed(calls: Sequence[Call[Any]]) -> bytes:
