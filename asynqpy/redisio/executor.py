@@ -106,14 +106,9 @@ async def _kept(aw: Awaitable[T]) -> T:
     return result
 
 
-class _One:
-    """A step: send one command (``args``) and read its reply; ``script``: a script call (the sync
-    executor's direct path may take it). Raises what the command raised."""
-
-    __slots__ = ("args", "script")
-
-    def __init__(self, args: tuple[Any, ...], script: bool) -> None:
-        self.args, self.script = args, script
+_SCRIPTS = ("EVALSHA", "EVAL")
+"""A step that is a tuple: send that one command and read its reply (the sync executor's direct
+path takes a script's, :data:`_SCRIPTS`). Raises what the command raised."""
 
 
 class _Direct:
@@ -170,7 +165,7 @@ cluster raised."""
 
 class _ExecutorPlans:
     """What :class:`SyncExecutor` and :class:`AsyncExecutor` do, written once as plans
-    (:mod:`asynqpy.core.twin`): each public method yields its I/O as steps (:class:`_One`,
+    (:mod:`asynqpy.core.twin`): each public method yields its I/O as steps (a command's tuple,
     :class:`_Direct`, :class:`_Pipe`, :class:`_Each`, :class:`_Many` and the cluster's
     ``_READY``, ``_TOPOLOGY``, ``_REFRESH``); the two classes only perform them."""
 
@@ -196,9 +191,9 @@ class _ExecutorPlans:
             yield _READY
         try:
             try:
-                reply = yield _One(evalsha_args(call), bool(call.script))
+                reply = yield evalsha_args(call)
             except NoScriptError:  # a fresh or restarted server: EVAL, which also caches the script
-                reply = yield _One(eval_args(call), True)
+                reply = yield eval_args(call)
         except OutOfMemoryError as exc:
             raise full_error(exc) from exc
         except Exception as exc:
@@ -213,13 +208,28 @@ class _ExecutorPlans:
         """Run calls in one pipeline (no MULTI); on a cluster, one pipeline per master. Each result
         is the parsed reply or the exception that call raised; one call failing does not stop the
         others."""
+        if not calls:
+            return []
         try:
-            return (yield from self._many(calls))
+            if self._cluster:
+                if not self._ready:
+                    yield _READY
+                return (yield from self._per_node(calls, None))
+            replies = None
+            if self._fast and len(calls) <= DIRECT_MAX and all(bare(c) for c in calls):  # no pipeline
+                replies = yield _Direct(calls)
+            if replies is None:
+                replies = list((yield _Pipe(None, [evalsha_args(c) for c in calls])))
         except Exception as exc:
             err = typed_error(exc)
             if err is None:
                 raise
             raise err from exc
+        for r in replies:
+            if isinstance(r, NoScriptError):
+                yield from self._resend(calls, replies)
+                break
+        return [parse_reply(c, r) for c, r in zip(calls, replies)]
 
     @planned
     def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> Steps[list[Any]]:
@@ -242,29 +252,13 @@ class _ExecutorPlans:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
-    def _many(self, calls: Sequence[Call[Any]]) -> Steps[list[Any]]:
-        if not calls:
-            return []
-        if self._cluster:
-            if not self._ready:
-                yield _READY
-            return (yield from self._per_node(calls, None))
-        replies = None
-        if self._fast and len(calls) <= DIRECT_MAX and all(bare(c) for c in calls):  # no pipeline
-            replies = yield _Direct(calls)
-        if replies is None:
-            replies = list((yield _Pipe(None, [evalsha_args(c) for c in calls])))
-        if any(isinstance(r, NoScriptError) for r in replies):
-            yield from self._resend(calls, replies)
-        return [parse_reply(c, r) for c, r in zip(calls, replies)]
-
     def _resend(self, calls: Sequence[Call[Any]], replies: list[Any]) -> Steps[None]:
         """A script Redis did not know (NOSCRIPT) sent again on its own, with EVAL; its reply (or
         error) in place in ``replies``."""
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
                 try:
-                    replies[i] = yield _One(eval_args(calls[i]), True)
+                    replies[i] = yield eval_args(calls[i])
                 except Exception as exc:  # noqa: BLE001 - reported per call
                     replies[i] = exc
 
@@ -333,10 +327,10 @@ class SyncExecutor(_ExecutorPlans, Sync):
 
     def _step(self, step: Any) -> Any:
         kind = type(step)
-        if kind is _One:
-            if step.script and self._fast:
-                return self._direct(step.args)
-            return self.redis.execute_command(*step.args)
+        if kind is tuple:
+            if self._fast and step[0] in _SCRIPTS:
+                return self._direct(step)
+            return self.redis.execute_command(*step)
         if kind is _Direct:
             return self._direct_many(step.calls)
         if kind is _Pipe:
@@ -408,8 +402,8 @@ class AsyncExecutor(_ExecutorPlans, Async):
 
     async def _step(self, step: Any) -> Any:
         kind = type(step)
-        if kind is _One:
-            return await self.redis.execute_command(*step.args)
+        if kind is tuple:
+            return await self.redis.execute_command(*step)
         if kind is _Direct:
             return await self._direct_many(step.calls)
         if kind is _Pipe:
