@@ -72,6 +72,7 @@ DIRECT_MAX = 2
 """At most this many calls go by the direct path (:class:`_Direct`: a lone enqueue and its
 queue's registration); more go in a redis-py pipeline."""
 
+
 def _give_back(pool: Any, taken: list[Any], pid: int) -> None:
     """Return the connections a dropped SyncExecutor's threads held (not in a forked child)."""
     if os.getpid() == pid:
