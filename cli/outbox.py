@@ -1,4 +1,4 @@
-"""``asynqpy outbox``: the transactional outbox's relay and table (:mod:`asynqpy.outbox`; the
+"""``asynqpy outbox``: the transactional outbox's relay and table (:mod:`asynqpy.contrib.outbox`; the
 ``sqlalchemy`` extra and a database driver, e.g. ``psycopg[binary]``)."""
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ def engine_of(db_url: str, flag: str = "--db", password_file: str | None = None)
 
 def make_relay(db_url: str, redis_url: str, keys: list[bytes] | None = None, flag: str = "--db",
                password_file: str | None = None, **options: Any) -> Any:
-    """A :class:`asynqpy.outbox.Relay` on ``db_url``, its database reached and its table found
+    """A :class:`asynqpy.contrib.outbox.Relay` on ``db_url``, its database reached and its table found
     (else UserError: one line naming ``flag``, exit code 2). Shared by ``outbox relay`` and
     ``worker --outbox``."""
     import sqlalchemy as sa
 
-    from asynqpy.outbox import Relay, missing_columns
+    from asynqpy.contrib.outbox import Relay, missing_columns
 
     engine = engine_of(db_url, flag, password_file)
     try:
@@ -163,7 +163,7 @@ def _relay_for_rows(db_url: str, password_file: str | None) -> Any:
     """A relay for looking at the table (Redis is not used)."""
     import sqlalchemy as sa
 
-    from asynqpy.outbox import Relay
+    from asynqpy.contrib.outbox import Relay
 
     engine = engine_of(db_url, "--db", password_file)
     relay = Relay(engine, "memory://asynqpy-cli-outbox")
@@ -232,7 +232,7 @@ def create_table(db_url: str, db_password_file: str | None) -> None:
     a table made by an earlier version lacks (``error``)."""
     import sqlalchemy as sa
 
-    from asynqpy.outbox import Outbox
+    from asynqpy.contrib.outbox import Outbox
 
     try:
         Outbox(engine_of(db_url, "--db", db_password_file)).create_table()

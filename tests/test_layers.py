@@ -6,7 +6,9 @@
 ``asynqpy.cron``, ``asynqpy.limiter``, ``asynqpy.metrics``, ``asynqpy.otel``, ``asynqpy.workflows``, ``asynqpy.app``,
 ``asynqpy.rules``,
 ``asynqpy.testing``, the ``asynqpy.web`` package; ``asynqpy.contrib``: the framework integrations, on
-top, importing what they need, imported by nothing). A
+top, importing what they need, imported by nothing, but for ``asynqpy.contrib.outbox``, the
+SQLAlchemy outbox, which sits with the facades (:data:`PLACED`: the CLI runs its relay, and
+``asynqpy.outbox``, its documented import, re-exports it)). A
 module may import modules of its own layer and of the layers to its left, never to its right, and
 no two modules may import each other, directly or through others (imports inside functions
 count too). Each subpackage's ``__init__`` says what belongs in it.
@@ -20,6 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"core": 0, "redisio": 1, "worker": 2, "": 3, "cli": 4, "contrib": 5}
 NAMES = ["core", "redisio", "worker", "facades", "cli", "contrib"]
+PLACED = {"asynqpy.contrib.outbox": 3}
+"""Packages in a folder whose layer they are not in: the outbox is an integration beside Django's
+and FastAPI's, but a facade by its imports (core, redisio, the App) and its users (the CLI)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -38,6 +43,9 @@ def _modules() -> dict[str, Path]:
 
 
 def _layer(module: str) -> int:
+    for package, layer in PLACED.items():
+        if module == package or module.startswith(package + "."):
+            return layer
     parts = module.split(".")
     sub = parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
     return LAYERS[sub]
@@ -132,3 +140,18 @@ def test_every_package_is_in_the_wheel() -> None:
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "asynqpy").rglob("__init__.py")}
     mapped = {"asynqpy.cli", "asynqpy.lua", "asynqpy.lua.includes"}  # from cli/ and lua/ (package-dir)
     assert (found - listed, listed - found - mapped) == (set(), set())
+
+
+def test_the_outbox_import_is_a_thin_re_export() -> None:
+    """``asynqpy.outbox`` (the documented import) defines nothing: it re-exports
+    ``asynqpy.contrib.outbox``'s names, every one of them."""
+    tree = ast.parse((ROOT / "asynqpy" / "outbox.py").read_text())
+    body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    imports = [n for n in body if isinstance(n, ast.ImportFrom)]
+    assert {n.module for n in imports} == {"__future__", "contrib.outbox"}
+    assert all(isinstance(n, ast.ImportFrom) or isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "__all__"
+               for n in body)
+    package = ast.parse((ROOT / "asynqpy" / "contrib" / "outbox" / "__init__.py").read_text())
+    exported = [ast.literal_eval(n.value) for n in package.body if isinstance(n, ast.Assign)
+                and ast.unparse(n.targets[0]) == "__all__"][0]
+    assert sorted(a.name for n in imports if n.module == "contrib.outbox" for a in n.names) == sorted(exported)

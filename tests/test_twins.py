@@ -159,11 +159,11 @@ def test_a_plan_runs_alike_in_both_drivers() -> None:
 
 
 def _code(source: str, cls: str) -> list[str]:
-    """The lines of code of class ``cls`` (no blank line, comment, docstring or lone bracket), with
+    """The lines of code of class (or function) ``cls`` (no blank line, comment, docstring or lone bracket), with
     ``async``/``await`` and the async names read as their sync twins'."""
     lines = source.split("\n")
     for node in ast.parse(source).body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == cls:
             docs = {i for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                     and ast.get_docstring(n) for i in range(n.body[0].lineno, (n.body[0].end_lineno or 0) + 1)}
             out = []
@@ -215,8 +215,63 @@ class AsyncA:
     assert [t for t in _code(source, "AsyncA") if t in twice] == ["def f(self) -> int:", "x = run_plan(self.e, p)"]
 
 
+REDISIO = ROOT / "asynqpy" / "redisio"
+REDISIO_MAX_MIRRORED = 30
+"""Issue 44 item 5: the Redis I/O layer's sync/async pairs are written once (the executors' plans,
+the inboxes' shared core): at most this many lines stand in both twins of a pair, all of them the
+drivers' own I/O (which step is which call, the ``try`` around a connection), none of them logic."""
+
+
+def twin_pairs(source: str) -> list[tuple[str, str]]:
+    """The sync/async pairs of a module, by name: classes ``SyncX``/``AsyncX`` or ``X``/``AsyncX``,
+    functions ``x``/``ax`` (the async one a coroutine function)."""
+    defs = {n.name: n for n in ast.parse(source).body if isinstance(n, (ast.ClassDef, ast.FunctionDef,
+                                                                       ast.AsyncFunctionDef))}
+    pairs = []
+    for name, node in defs.items():
+        if isinstance(node, ast.ClassDef) and name.startswith("Async"):
+            pairs += [(sync, name) for sync in (f"Sync{name[5:]}", name[5:]) if isinstance(defs.get(sync), ast.ClassDef)]
+        elif isinstance(node, ast.AsyncFunctionDef) and isinstance(defs.get(name[1:]), ast.FunctionDef):
+            pairs.append((name[1:], name))
+    return pairs
+
+
+def mirrored_in(folder: Path) -> dict[str, list[str]]:
+    """Per sync/async pair of the modules of ``folder``, the lines written in both."""
+    out = {}
+    for path in sorted(folder.glob("*.py")):
+        source = path.read_text()
+        for sync, aio in twin_pairs(source):
+            twice = set(_code(source, sync))
+            out[f"{path.name}:{sync}/{aio}"] = [t for t in _code(source, aio) if t in twice]
+    return out
+
+
+def test_redisio_has_no_hand_mirrored_twins() -> None:
+    found = mirrored_in(REDISIO)
+    assert {"executor.py:SyncExecutor/AsyncExecutor", "inbox.py:SyncInbox/AsyncInbox",
+            "executor.py:run_plan/arun_plan"} <= set(found)  # the pairs are seen
+    assert sum(len(v) for v in found.values()) <= REDISIO_MAX_MIRRORED, found
+
+
+def test_a_new_hand_mirror_in_redisio_is_caught(tmp_path: Path) -> None:
+    body = "".join(f"        x{i} = self.step({i}, x{i - 1} if {i} else None)\n" for i in range(REDISIO_MAX_MIRRORED))
+    (tmp_path / "probe.py").write_text(
+        f"class Probe:\n    def get(self):\n{body}\n\nclass AsyncProbe:\n    async def get(self):\n"
+        f"{body.replace('self.step', 'await self.step')}\n\n"
+        "def fetch(r):\n    return r.get('k') or r.get('j')\n\nasync def afetch(r):\n"
+        "    return await r.get('k') or await r.get('j')\n")
+    found = mirrored_in(tmp_path)
+    assert set(found) == {"probe.py:Probe/AsyncProbe", "probe.py:fetch/afetch"}
+    assert sum(len(v) for v in found.values()) > REDISIO_MAX_MIRRORED
+
+
 if __name__ == "__main__":  # python tests/test_twins.py [ROOT]: the mirrored lines of each twin pair
     counts = mirrored(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT)
     for pair, lines in counts.items():
         print(f"{pair}: {len(lines)} mirrored lines")
     print(f"total: {sum(len(v) for v in counts.values())} (at most {MAX_MIRRORED})")
+    redisio = mirrored_in(REDISIO)
+    for pair, lines in redisio.items():
+        print(f"redisio/{pair}: {len(lines)} mirrored lines")
+    print(f"redisio total: {sum(len(v) for v in redisio.values())} (at most {REDISIO_MAX_MIRRORED})")

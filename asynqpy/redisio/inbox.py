@@ -60,8 +60,11 @@ def _dispatch(reports: list[Progress], callbacks: dict[str, list[ProgressCallbac
 class _InboxCore:
     """What both drivers share: the inbox's names, its waiters, and turning replies into outcomes."""
 
-    def __init__(self, redis: Any, broker: Broker, queue: str, recheck: float) -> None:
+    def __init__(self, redis: Any, executor: SyncExecutor | AsyncExecutor, broker: Broker, queue: str,
+                 recheck: float = RECHECK) -> None:
         self.redis = redis
+        self.exec = executor
+        self.callbacks: dict[str, list[ProgressCallback]] = {}
         self.broker = broker
         self.queue = queue
         self.id = new_inbox_id()
@@ -71,6 +74,42 @@ class _InboxCore:
         # a blocking pop must end before the client's socket timeout would abort it
         self.block_limit = max(0.05, min(recheck, read_timeout(redis) - 0.5))
         self.next_check = time.monotonic() + recheck
+        self._own_state()
+
+    def _own_state(self) -> None:
+        """The driver's own attributes (its waiters' futures, or its lock)."""
+
+    def _add(self, id: str, late: bool, on_progress: ProgressCallback | None) -> None:
+        """Register a waiter of ``id`` (and its progress callback)."""
+        self.waiting.add(id, late)
+        if on_progress is not None:
+            self.callbacks.setdefault(id, []).append(on_progress)
+
+    def _drop(self, id: str, started: bool) -> None:
+        """A waiter of ``id`` is gone: its outcome too once it was the last."""
+        if self.waiting.remove(id, started):
+            self.waiting.outcomes.pop(id, None)
+
+    def _pop(self, deadline: float | None) -> Any:
+        """The pop's pipeline: a blocking pop of the inbox (until ``deadline``, the next recheck, or
+        the socket's limit) with an ``LPOP key DRAIN`` behind it; to execute."""
+        pipe = self.redis.pipeline(transaction=False)
+        return pipe.blpop([self.key], timeout=self._pop_timeout(deadline)).lpop(self.key, DRAIN)
+
+    def _popped(self, replies: list[Any]) -> bool:
+        """Record what the pop's pipeline took; whether it took anything."""
+        popped, more = replies
+        if popped:
+            self._take(popped[1])
+            self._take(more)
+        return bool(popped)
+
+    def _rechecked(self, ids: list[str], replies: list[Any], more: Any) -> None:
+        """Record a recheck's replies and the outcomes pushed before it; the next recheck's time."""
+        self._checked(ids, replies)
+        self._take(more)
+        self.waiting.settle()
+        self.next_check = time.monotonic() + self.recheck
 
     def _take(self, popped: Any) -> None:
         """Record outcomes popped from the inbox (one value, a list, or None)."""
@@ -108,12 +147,10 @@ class _InboxCore:
 class AsyncInbox(_InboxCore):
     """An asyncio client's inbox on one queue."""
 
-    def __init__(self, redis: Any, executor: AsyncExecutor, broker: Broker, queue: str,
-                 recheck: float = RECHECK) -> None:
-        super().__init__(redis, broker, queue, recheck)
-        self.exec = executor
+    exec: AsyncExecutor
+
+    def _own_state(self) -> None:
         self.futures: dict[str, list[asyncio.Future[Outcome | BaseException]]] = {}
-        self.callbacks: dict[str, list[ProgressCallback]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -122,10 +159,8 @@ class AsyncInbox(_InboxCore):
         """Register a waiter for ``id`` (before its task can finish: before the enqueue, or before
         the watch call) and start popping. ``on_progress`` gets each progress report pushed."""
         fut: asyncio.Future[Outcome | BaseException] = asyncio.get_running_loop().create_future()
-        self.waiting.add(id, late)
+        self._add(id, late, on_progress)
         self.futures.setdefault(id, []).append(fut)
-        if on_progress is not None:
-            self.callbacks.setdefault(id, []).append(on_progress)
         if self._task is None or self._task.done():
             self.next_check = time.monotonic() + self.recheck
             self._task = asyncio.create_task(self._run(), name=f"asynqpy-inbox-{self.queue}")
@@ -145,8 +180,7 @@ class AsyncInbox(_InboxCore):
             if not futs:
                 del self.futures[id]
                 self.callbacks.pop(id, None)
-            if self.waiting.remove(id, started):
-                self.waiting.outcomes.pop(id, None)
+            self._drop(id, started)
 
     async def wait(self, id: str, fut: asyncio.Future[Outcome | BaseException], timeout: float | None) -> Any:
         """The result of task ``id`` (see :meth:`Outcome.value`); TimeoutError after ``timeout``."""
@@ -169,12 +203,7 @@ class AsyncInbox(_InboxCore):
         backoff = 0.05
         while self.futures and not self._closing:
             try:
-                pipe = self.redis.pipeline(transaction=False)
-                popped, more = await pipe.blpop([self.key], timeout=self._pop_timeout(None)).lpop(
-                    self.key, DRAIN).execute()
-                if popped:
-                    self._take(popped[1])
-                    self._take(more)
+                if self._popped(await self._pop(None).execute()):
                     self._report(self.callbacks)
                     self._resolve()
                 if time.monotonic() >= self.next_check:
@@ -191,11 +220,9 @@ class AsyncInbox(_InboxCore):
 
     async def _recheck(self) -> None:
         ids, calls = self._check_calls()
-        if calls:
-            self._checked(ids, await self.exec.run_many(calls))
-            self._take(await self.redis.lpop(self.key, DRAIN))  # outcomes pushed before the look
-            self.waiting.settle()
-        self.next_check = time.monotonic() + self.recheck
+        replies = await self.exec.run_many(calls) if calls else []
+        more = await self.redis.lpop(self.key, DRAIN) if calls else None  # outcomes pushed before the look
+        self._rechecked(ids, replies, more)
 
     async def close(self) -> None:
         """Stop popping. The pop is ended by a push of an empty entry (ignored), not by cancelling
@@ -224,13 +251,11 @@ class SyncInbox(_InboxCore):
     every waiter, the others wait on a condition (one connection for the wait, not one per
     thread)."""
 
-    def __init__(self, redis: Any, executor: SyncExecutor, broker: Broker, queue: str,
-                 recheck: float = RECHECK) -> None:
-        super().__init__(redis, broker, queue, recheck)
-        self.exec = executor
+    exec: SyncExecutor
+
+    def _own_state(self) -> None:
         self._cond = threading.Condition()
         self._popping = False
-        self.callbacks: dict[str, list[ProgressCallback]] = {}
 
     def wait(self, id: str, timeout: float | None, late: bool, start: Callable[[], Any] | None = None,
              on_progress: ProgressCallback | None = None) -> Any:
@@ -241,9 +266,7 @@ class SyncInbox(_InboxCore):
         thread pops the inbox)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self.waiting.add(id, late)
-            if on_progress is not None:
-                self.callbacks.setdefault(id, []).append(on_progress)
+            self._add(id, late, on_progress)
         started = False
         try:
             if start is not None:
@@ -258,8 +281,7 @@ class SyncInbox(_InboxCore):
                     self.callbacks[id].remove(on_progress)
                     if not self.callbacks[id]:
                         del self.callbacks[id]
-                if self.waiting.remove(id, started):
-                    self.waiting.outcomes.pop(id, None)
+                self._drop(id, started)
 
     def offer(self, id: str, got: Outcome | BaseException) -> None:
         """Record an outcome found without the inbox (the watch call saw the task finished)."""
@@ -292,13 +314,9 @@ class SyncInbox(_InboxCore):
 
     def _pop_once(self, deadline: float | None) -> None:
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            popped, more = pipe.blpop([self.key], timeout=self._pop_timeout(deadline)).lpop(
-                self.key, DRAIN).execute()
+            replies = self._pop(deadline).execute()
             with self._cond:
-                if popped:
-                    self._take(popped[1])
-                    self._take(more)
+                self._popped(replies)
                 reports, self.waiting.progress = self.waiting.progress, []
                 callbacks = {rep.id: list(self.callbacks.get(rep.id, [])) for rep in reports}
                 check = time.monotonic() >= self.next_check
@@ -308,10 +326,7 @@ class SyncInbox(_InboxCore):
                 replies = self.exec.run_many(calls) if calls else []
                 more = self.redis.lpop(self.key, DRAIN) if calls else None
                 with self._cond:
-                    self._checked(ids, replies)
-                    self._take(more)
-                    self.waiting.settle()
-                    self.next_check = time.monotonic() + self.recheck
+                    self._rechecked(ids, replies, more)
         except REDIS_ERRORS as exc:
             log.debug("waiting on inbox %s failed: %s", self.key, exc)
             time.sleep(min(0.2, max(0.0, (deadline or float("inf")) - time.monotonic())))

@@ -23,7 +23,8 @@ from redis.exceptions import NoPermissionError
 from ..core.spine.broker import Call
 from ..core.spine.keys import PROTOCOL
 from ..core.spine.protocol import ABSENT_MEANS, read_version
-from .executor import AsyncExecutor, SyncExecutor
+from ..core.spine.twin import Steps, planned
+from .executor import AsyncExecutor, SyncExecutor, _ExecutorPlans
 
 T = TypeVar("T")
 
@@ -36,96 +37,76 @@ GET = Call(_same, command=("GET", PROTOCOL))
 STAMP = Call(_same, command=("SET", PROTOCOL, str(ABSENT_MEANS), "NX"))
 
 
-def check(executor: SyncExecutor, stamp: bool) -> int:
-    """The store's protocol version, read with ``executor`` (a plain SyncExecutor: unguarded);
-    ``stamp``: a writer stamps an absent key. Raises ProtocolVersionError, or the Redis error of
-    the GET."""
-    raw = SyncExecutor.run(executor, GET)
+def _check(executor: _ExecutorPlans, stamp: bool) -> Steps[int]:
+    """The plan of the check (run by the executor's own ``run`` plan, never a guarded
+    override's): the store's protocol version; ``stamp``: a writer stamps an absent key. Raises
+    ProtocolVersionError, or the Redis error of the GET."""
+    run = _ExecutorPlans.run.plan
+    raw = yield from run(executor, GET)
     if raw is None and stamp:
         try:
-            if not SyncExecutor.run(executor, STAMP):  # another writer stamped it meanwhile
-                raw = SyncExecutor.run(executor, GET)
+            if not (yield from run(executor, STAMP)):  # another writer stamped it meanwhile
+                raw = yield from run(executor, GET)
         except NoPermissionError:  # a role that may not write it: the next writer stamps it
             pass
     return read_version(raw)
 
 
+def check(executor: SyncExecutor, stamp: bool) -> int:
+    """The store's protocol version, read with ``executor`` (:func:`_check`)."""
+    return executor._drive(_check(executor, stamp))
+
+
 async def acheck(executor: AsyncExecutor, stamp: bool) -> int:
     """Async twin of :func:`check`."""
-    raw = await AsyncExecutor.run(executor, GET)
-    if raw is None and stamp:
-        try:
-            if not await AsyncExecutor.run(executor, STAMP):
-                raw = await AsyncExecutor.run(executor, GET)
-        except NoPermissionError:
-            pass
-    return read_version(raw)
+    return await executor._drive(_check(executor, stamp))
 
 
-class GuardedSyncExecutor(SyncExecutor):
-    """A SyncExecutor whose first call checks the store's protocol (:func:`check`); ``stamp``: a
+class _Guarded(_ExecutorPlans):
+    """An executor whose first call checks the store's protocol (:func:`_check`); ``stamp``: a
     writer (a client) stamps an absent key, a reader (an inspector) does not. Until a check
-    passes, every call checks first (a refused or failed check is raised, the call not sent)."""
+    passes, every call checks first (a refused or failed check is raised, the call not sent);
+    after it, a call costs one attribute test more. Written once: the sync and async executors
+    below drive these plans."""
 
-    def __init__(self, redis: Any, stamp: bool = True) -> None:
-        super().__init__(redis)
-        self.stamp = stamp
-        self.protocol = 0  # the store's version, once checked
+    stamp = True
+    protocol = 0  # the store's version, once checked
 
-    def _checked(self) -> None:
+    def _guard(self) -> Steps[None]:
         if not self.protocol:
-            self.protocol = check(self, self.stamp)
+            self.protocol = yield from _check(self, self.stamp)
 
-    def run(self, call: Call[T]) -> T:
-        self._checked()
-        return super().run(call)
+    @planned
+    def run(self, call: Call[T]) -> Steps[T]:
+        yield from self._guard()
+        return (yield from _ExecutorPlans.run.plan(self, call))
 
-    def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        self._checked()
-        return super().run_many(calls)
+    @planned
+    def run_many(self, calls: Sequence[Call[Any]]) -> Steps[list[Any]]:
+        yield from self._guard()
+        return (yield from _ExecutorPlans.run_many.plan(self, calls))
 
-    def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
-        self._checked()
-        return super().run_many_replicated(calls, replicas, timeout_ms)
+    @planned
+    def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> Steps[list[Any]]:
+        yield from self._guard()
+        return (yield from _ExecutorPlans.run_many_replicated.plan(self, calls, replicas, timeout_ms))
 
 
-class GuardedAsyncExecutor(AsyncExecutor):
+class GuardedSyncExecutor(_Guarded, SyncExecutor):
+    """A SyncExecutor checking the store's protocol first (:class:`_Guarded`)."""
+
+
+class GuardedAsyncExecutor(_Guarded, AsyncExecutor):
     """Async twin of :class:`GuardedSyncExecutor`."""
-
-    def __init__(self, redis: Any, stamp: bool = True) -> None:
-        super().__init__(redis)
-        self.stamp = stamp
-        self.protocol = 0
-
-    async def _checked(self) -> None:
-        if not self.protocol:
-            self.protocol = await acheck(self, self.stamp)
-
-    async def run(self, call: Call[T]) -> T:
-        if not self.protocol:
-            await self._checked()
-        return await super().run(call)
-
-    async def run_many(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        if not self.protocol:
-            await self._checked()
-        return await super().run_many(calls)
-
-    async def run_many_replicated(self, calls: Sequence[Call[Any]], replicas: int, timeout_ms: int) -> list[Any]:
-        if not self.protocol:
-            await self._checked()
-        return await super().run_many_replicated(calls, replicas, timeout_ms)
 
 
 class ReaderSyncExecutor(GuardedSyncExecutor):
     """A guarded executor that never stamps (the inspectors': operators' reads and actions)."""
 
-    def __init__(self, redis: Any) -> None:
-        super().__init__(redis, stamp=False)
+    stamp = False
 
 
 class ReaderAsyncExecutor(GuardedAsyncExecutor):
     """Async twin of :class:`ReaderSyncExecutor`."""
 
-    def __init__(self, redis: Any) -> None:
-        super().__init__(redis, stamp=False)
+    stamp = False

@@ -8,7 +8,7 @@
         order = Order.objects.create(...)
         outbox.enqueue(send_receipt, order.id)    # a row in this transaction: sent once it commits
 
-The row is the one :class:`asynqpy.outbox.Outbox` writes (its ``row``: the options checked as
+The row is the one :class:`asynqpy.contrib.outbox.Outbox` writes (its ``row``: the options checked as
 ``Client.enqueue`` checks them, the task encoded, its id chosen), inserted with Django's cursor in
 the caller's transaction: a rollback leaves nothing; a commit leaves a row that the relay
 (``asynqpy outbox relay --db URL``, or ``manage.py asynqpy_worker --outbox URL``, with the SQLAlchemy
@@ -50,8 +50,8 @@ def sqlalchemy_url(using: str = "default") -> str:
 
 class DjangoOutbox:
     """The outbox in database ``using`` (an alias of ``settings.DATABASES``). ``table``,
-    ``schema`` and ``max_payload_bytes``: as for :class:`asynqpy.outbox.Outbox` (the relay must be
-    given the same table). Rows are signed as :class:`asynqpy.outbox.Outbox` signs them, with
+    ``schema`` and ``max_payload_bytes``: as for :class:`asynqpy.contrib.outbox.Outbox` (the relay must be
+    given the same table). Rows are signed as :class:`asynqpy.contrib.outbox.Outbox` signs them, with
     ``signing_key``, else the key of ``app``, else of the project's App (the one the settings name
     or the one made), else ``settings.ASYNQPY["signing_key"]``; a task type enqueued by name
     brings the options its task function declared in that App (:func:`asynqpy.app.task_call`).
@@ -59,7 +59,7 @@ class DjangoOutbox:
 
     def __init__(self, using: str = "default", *, app: App | None = None, signing_key: Any = None,
                  **outbox_options: Any) -> None:
-        self._outbox_module = importlib.import_module("asynqpy.outbox")
+        self._outbox_module = importlib.import_module("asynqpy.contrib.outbox")
         self.using = using
         self._app, self._signing_key, self._outbox_options = app, signing_key, outbox_options
         self._ddl: Any = self._outbox_module.Outbox(None, **outbox_options)  # its ddl() and table; no engine
