@@ -109,11 +109,6 @@ MAX_MODULE_LINES = 600
 several concerns in one file; split it by concern (``core/`` shows how: docs/internals-layout.md)."""
 TOO_LONG_FOR_NOW = {
     "cli/main.py": "the root group and the worker and enqueue commands: to split by command",
-    "asynqpy/core/spine/broker.py": "to split by concern (issue 44 #3, next on this branch)",
-    "asynqpy/core/inspector/inspection.py": "to split by concern (issue 44 #3, next on this branch)",
-    "asynqpy/core/rules/config.py": "to split by concern (issue 44 #3, next on this branch)",
-    "asynqpy/core/client/plans.py": "to split by concern (issue 44 #3, next on this branch)",
-    "asynqpy/core/model/options.py": "to split by concern (issue 44 #3, next on this branch)",
 }
 """Modules still over :data:`MAX_MODULE_LINES`, each with the reason and the work that ends it."""
 

@@ -1,6 +1,6 @@
 """Reply codes stay in the broker (issue 30 item 7, the part done): a script's raw reply is turned
 into a value with a name (an enum, a TaskState, a bool, a typed error) by its parser in
-``core/spine/broker.py``; no other module compares a reply with a bare number. Read as text (AST), nothing
+the broker (``core/spine/broker.py`` and the modules it is split into, :data:`BROKER`); no other module compares a reply with a bare number. Read as text (AST), nothing
 runs: a comparison of a reply-like name, or of an awaited/called ``run``, with an int literal fails, and
 so does a comparison with one of the broker's integer reply codes (``OK``, ``CHANGED``, ...) imported
 outside it: other modules compare :class:`~asynqpy.core.spine.broker.Acted` members (or another enum).
@@ -17,6 +17,9 @@ from asynqpy.core.spine import broker
 ROOT = Path(__file__).resolve().parent.parent
 REPLY_NAMES = {"code", "codes", "reply", "replies", "r", "res", "rc", "got", "out", "done", "freed"}
 """Names the package gives to script replies."""
+BROKER = {f"asynqpy/core/spine/{m}.py" for m in ("broker", "calls", "feature_calls", "operator_calls")}
+"""The broker's modules: its vocabulary (calls.py: Call, the reply codes and parsers), the calls of a
+task's life (broker.py), of the features and of an operator."""
 NOT_REPLIES = {
     "asynqpy/worker/sandbox.py": "a child process's exit code (a signal when negative), not a script reply",
 }
@@ -43,7 +46,7 @@ def test_no_module_but_the_broker_compares_a_script_reply_with_a_number() -> Non
     found = []
     for path in sorted((ROOT / "asynqpy").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "asynqpy/core/spine/broker.py" or rel in NOT_REPLIES:
+        if rel in BROKER or rel in NOT_REPLIES:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
@@ -71,7 +74,7 @@ def _code_comparisons(path: Path, rel: str) -> list[str]:
     """Comparisons with a reply code imported from the broker (by name, or as ``broker.X``)."""
     tree = ast.parse(path.read_text())
     imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                and (n.module or "").endswith("broker") for a in n.names if a.name in CODES}
+                and (n.module or "").endswith(("broker", "spine.calls")) for a in n.names if a.name in CODES}
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
@@ -90,7 +93,7 @@ def test_no_module_but_the_broker_compares_with_its_integer_reply_codes() -> Non
     found = []
     for path in sorted((ROOT / "asynqpy").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel != "asynqpy/core/spine/broker.py":
+        if rel not in BROKER:
             found += _code_comparisons(path, rel)
     assert not found, "compare broker.Acted members, not the broker's integer codes:\n" + "\n".join(found)
 

@@ -1,4 +1,5 @@
-"""The rules engine: configuration, templates, actions (``config``).
+"""The rules engine: its configuration and what an event becomes (``config``), its templates
+(``templates``).
 
 Part of the sans-I/O core (:mod:`asynqpy.core`; the package map: docs/internals-layout.md).
 """
