@@ -29,9 +29,11 @@ compile_scripts_once()  # fakeredis compiles each script once, as Redis does (as
 
 # Every interpreter the tests start (workers, CLI runs, bench adapters) imports less: redis-py's own
 # import of the OpenTelemetry SDK's metrics, ~0.12 s of CPU per process, finds no SDK there
-# (tests/childsite/sitecustomize.py says why that changes nothing the tests check)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(Path(__file__).parent / "childsite"), os.environ.get("PYTHONPATH", "")) if p)
+# (tests/childsite/sitecustomize.py says why that changes nothing the tests check; ASYNQPY_CHILDSITE=0:
+# as before, to compare)
+if os.environ.get("ASYNQPY_CHILDSITE", "1") == "1":
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).parent / "childsite"), os.environ.get("PYTHONPATH", "")) if p)
 
 # Property tests (hypothesis): no example database written to the worktree; a failure prints the
 # @reproduce_failure blob to replay it. Shrinking a failure stops after 20 s (hypothesis allows
