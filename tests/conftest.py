@@ -27,6 +27,14 @@ from asynqpy.redisio.memory import install as compile_scripts_once
 
 compile_scripts_once()  # fakeredis compiles each script once, as Redis does (asynqpy/redisio/memory.py)
 
+# Every interpreter the tests start (workers, CLI runs, bench adapters) imports less: redis-py's own
+# import of the OpenTelemetry SDK's metrics, ~0.12 s of CPU per process, finds no SDK there
+# (tests/childsite/sitecustomize.py says why that changes nothing the tests check; ASYNQPY_CHILDSITE=0:
+# as before, to compare)
+if os.environ.get("ASYNQPY_CHILDSITE", "1") == "1":
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).parent / "childsite"), os.environ.get("PYTHONPATH", "")) if p)
+
 # Property tests (hypothesis): no example database written to the worktree; a failure prints the
 # @reproduce_failure blob to replay it. Shrinking a failure stops after 20 s (hypothesis allows
 # 300 s and has no public setting for it), so the shrunk example is reported within a test's bound.
