@@ -432,3 +432,23 @@ def test_no_field_number_is_written_twice() -> None:
     dq = load_scripts()["dequeue"].source
     line = next(x for x in dq.splitlines() if x.startswith("local F = {"))
     assert f"priority = {FIELD_INDEX['priority']}" in line and f"tenant = {FIELD_INDEX['tenant']}" in line
+
+
+def test_shake_drops_the_local_functions_nothing_reaches() -> None:
+    """The loader keeps a top-level ``local function`` only when the code outside every such
+    definition, or a kept one, names it (Lua makes a closure of each at every call)."""
+    from asynqpy.core.spine.scripts import shake
+
+    code = ("local function leaf(x)\n  return x\nend\n"
+            "local function used(x)  -- calls leaf\n  return leaf(x) + 1\nend\n"
+            "local function unused(x)\n  return used(x)\nend\n"
+            "local function self_only(n)\n  return self_only(n - 1)\nend\n"
+            "local T = {f = used}\nreturn used(1)\n")
+    kept = shake(code)
+    assert "local function leaf(" in kept and "local function used(" in kept
+    assert "unused" not in kept and "self_only" not in kept
+    assert kept.endswith("local T = {f = used}\nreturn used(1)\n")
+    assert shake("return 1\n") == "return 1\n"
+    enqueue = load_scripts()["enqueue"].source
+    assert "local function push_pending(" in enqueue and "local function cap_drop(" in enqueue  # (reached)
+    assert "signal_if_first" not in enqueue  # (includes/signal: enqueue signals a list, never a zset's head)

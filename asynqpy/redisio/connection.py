@@ -43,6 +43,13 @@ from redis.sentinel import Sentinel
 
 from ..core.model.errors import InvalidArgumentError
 
+try:  # redis-py 8: a connection reads its library's version from the package metadata when made
+    from redis.driver_info import DriverInfo
+except ImportError:  # pragma: no cover - older redis-py reads it once, at import
+    _DRIVER: dict[str, Any] = {}
+else:  # given once here (the same version): a worker makes ~10 connections as it starts, ~1 ms each
+    _DRIVER = {"driver_info": DriverInfo(lib_version=redis.__version__)}
+
 DEFAULT_URL = "redis://localhost:6379/0"
 
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException, OSError)
@@ -239,7 +246,7 @@ def _sentinel_client(nodes: list[tuple[str, int]], master: str, kwargs: dict[str
 def _single_client(url: str, aio: bool, opts: dict[str, Any]) -> Any:
     """A client of one Redis server (an asyncio one packs its commands with hiredis)."""
     single: Any = aredis.Redis if aio else redis.Redis
-    client = single.from_url(url, **opts)
+    client = single.from_url(url, **opts, **_DRIVER)
     if aio:
         _pack_with_hiredis(client.connection_pool)
     return client

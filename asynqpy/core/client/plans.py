@@ -160,6 +160,7 @@ class ClientPlans:
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._derivers: dict[str, opts.Deriver] = {}
+        self._registers: dict[str, Call[Any]] = {}  # a queue of _derivers -> its registration (a Call is immutable)
 
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
                        reply_to: str = "", found: proc.Process | None = None) -> opts.Prepared:
@@ -355,7 +356,10 @@ class ClientPlans:
         if derive is None or derive.template.kind is not kinds.TaskKind.PLAIN:
             return None
         p = derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
-        return p, [self.broker.register_queues([queue]), kinds.store_call(self.broker, p)]
+        register = self._registers.get(queue)
+        if register is None:  # (at most one per Deriver: 1 000)
+            register = self._registers[queue] = self.broker.register_queues([queue])
+        return p, [register, kinds.store_call(self.broker, p)]
 
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)

@@ -108,7 +108,7 @@ class Prepared:
     @property
     def msg(self) -> Message:
         if self._msg is None:
-            self._msg = Message(*self.values)
+            self._msg = codec.message_of(self.values)
         return self._msg
 
 

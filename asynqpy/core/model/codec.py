@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, cast
 
@@ -109,6 +110,22 @@ how many distinct workers must run it successfully. A task with either is a targ
 
 
 _FIELDS = [f.name for f in fields(Message)]
+_BY_NAME = {f.name: f.default for f in fields(Message)}
+del _BY_NAME["type"]  # (the one field without a default)
+
+
+def message_of(values: Sequence[Any]) -> Message:
+    """``Message(*values)`` for at most one value per field, in field order, made without the
+    frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field, 28 of them: ~6 µs, as
+    much as the rest of building a task's message): the defaults' dict updated with the values."""
+    d = {"type": values[0], **_BY_NAME}
+    d.update(zip(_FIELDS, values))
+    m = _new(Message)
+    _setattr(m, "__dict__", d)
+    return m
+
+
+_new, _setattr = object.__new__, object.__setattr__
 _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
@@ -289,7 +306,7 @@ def decode(data: bytes) -> Message:
     for i, items in _ITEMS.items():
         if n > i and values[i] is not None and not items(values[i]):
             raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
-    return Message(*values)
+    return message_of(values)
 
 
 def untrusted(data: bytes, reason: str, now_ms: int) -> Message:
