@@ -132,7 +132,7 @@ def main() -> None:
                              "--appendonly", "no", "--dir", str(tmp)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
-    r = redis.Redis.from_url(url)
+    r = redis.Redis.from_url(url, socket_timeout=300)  # (Redis under callgrind on a loaded machine: slow)
     try:
         for _ in range(600):
             try:
