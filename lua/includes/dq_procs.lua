@@ -14,7 +14,7 @@ do
     local ins, pids = {}, {}
     for i = 4, #out, 2 do
       local m = out[i + 1]
-      if string.sub(msg_type(m), 1, 8) == 'process:' then
+      if string.find(msg_type(m), 'process:', 1, true) == 1 then
         local at = msg_field(m, 1, F.key)
         local b = at and string.byte(m, at)
         local key = false
@@ -23,7 +23,7 @@ do
         elseif b == 0xd9 then  -- str8
           key = string.sub(m, at + 2, at + 1 + string.byte(m, at + 1))
         end
-        if key and string.sub(key, 1, 5) == 'proc:' and #key > 5 then
+        if key and #key > 5 and string.find(key, 'proc:', 1, true) == 1 then
           ins[#ins + 1], pids[#pids + 1] = out[i], string.sub(key, 6)
         end
       end
