@@ -8,13 +8,16 @@ the queue's lifecycle event stream on (the default) and off, for each kind of wo
                  dequeue, done
     keyed        tasks with key= (100 keys): enqueue_keyed, dequeue, done with the key's release
     workflow     a parent and a child waiting on it (after=): the parent's end tells the child
-    process      durable process inputs (100 processes): dequeue, proc_read, proc_commit
+    process      durable process inputs (100 processes): dequeue (with each input's process read,
+                 lua/includes/dq_procs), proc_commit
 
 and beside them a bare loop (a list of task ids: one LPUSH a task to enqueue, a worker loop of
-BRPOP to drain), measured the same way. Columns: cmds/task (every command Redis ran, script-internal ones
-included), script µs/task (commandstats usec of EVALSHA/EVAL: the scripts, their inner commands
-included), cpu µs/task (INFO cpu: user + system time of redis-server over the measured phase,
-networking included: what bounds one queue on one core) and the ceiling = 10^6 / cpu µs: the
+BRPOP to drain), measured the same way. Columns: trips/task (the round trips: Redis's read events,
+INFO stats total_reads_processed, one per request or pipeline a client sends), scripts (script
+calls a task), cmds/task (every command Redis ran, script-internal ones included), script µs/task
+(commandstats usec of EVALSHA/EVAL: the scripts, their inner commands included), cpu µs/task (INFO
+cpu: user + system time of redis-server over the measured phase, networking included: what bounds
+one queue on one core) and the ceiling = 10^6 / cpu µs: the
 tasks/s one Redis core could carry for this work alone (drain = the steady state of a queue).
 
     python bench/redis_cost.py [--quick] [--n N] [--reps R] [--only drain,keyed]
@@ -56,9 +59,13 @@ class Meter:
         c = self.r.info("cpu")
         return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
 
+    def _reads(self) -> int:
+        return int(self.r.info("stats").get("total_reads_processed", 0))
+
     def start(self) -> None:
         self.r.config_resetstat()
         self.cpu0 = self._cpu()
+        self.reads0 = self._reads()
 
     def stop(self, n: int) -> dict[str, float]:
         cpu = self._cpu() - self.cpu0
@@ -66,7 +73,10 @@ class Meter:
         calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_config"))
         script = sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
         xadd = stats.get("cmdstat_xadd", {}).get("calls", 0)
-        return {"cmds": calls / n, "script_us": script / n, "cpu_us": cpu * 1e6 / n, "xadd": xadd / n}
+        evals = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+        reads = self._reads() - self.reads0 - 2  # (the INFO calls of this meter)
+        return {"cmds": calls / n, "script_us": script / n, "cpu_us": cpu * 1e6 / n, "xadd": xadd / n,
+                "scripts": evals / n, "trips": reads / n}
 
 
 def _mux(target: int, done: asyncio.Event, fail_first: bool = False) -> ServeMux:
@@ -256,10 +266,12 @@ def main() -> None:
                      tuple(args.only.split(",")) if args.only else KINDS)
     finally:
         server.stop()
-    head = f"{'work':<16}{'events':>7}{'cmds/task':>11}{'xadd/task':>11}{'script µs':>11}{'cpu µs':>9}{'ceiling/s':>11}"
+    head = (f"{'work':<16}{'events':>7}{'trips/task':>11}{'scripts':>9}{'cmds/task':>11}{'xadd/task':>11}"
+            f"{'script µs':>11}{'cpu µs':>9}{'ceiling/s':>11}")
     sys.stdout.write(head + "\n")
     for row in table:
-        sys.stdout.write(f"{row['work']!s:<16}{row['events']!s:>7}{row['cmds']:>11.2f}{row['xadd']:>11.2f}"
+        sys.stdout.write(f"{row['work']!s:<16}{row['events']!s:>7}{row['trips']:>11.2f}{row['scripts']:>9.2f}"
+                         f"{row['cmds']:>11.2f}{row['xadd']:>11.2f}"
                          f"{row['script_us']:>11.1f}{row['cpu_us']:>9.1f}{row['ceiling']:>11,}\n")
 
 

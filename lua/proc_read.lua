@@ -12,7 +12,7 @@ ARG items... {pid known}  per process: its id, and the newest event the caller h
 Returns one reply per process, in order: {} = no such process; else {record, the first event id
 returned, event, event, ...} (an event deleted meanwhile is false).
 ]]
---- @include "process"
+--- @include "proc_page"
 local count, from0 = tonumber(A.count), tonumber(A.first)
 local pids, known = {}, {}
 for i = 1, A.items.n do
@@ -29,33 +29,6 @@ end
 local out = {}
 for k, pid in ipairs(pids) do
   local raw = raws[k]
-  if not raw then
-    out[k] = {}
-  else
-    local r = rec_unpack(raw)
-    local n, first = tonumber(r[R_N]), proc_first(r)
-    local from = from0
-    if from <= 0 then
-      from = n - count + 1
-    end
-    from = math.max(from, first)
-    local held = known[k]
-    if held > from and held <= n then
-      from = held
-    end
-    local one = {raw, from}
-    local last = math.min(n, from + count - 1)
-    if last >= from then
-      local f = {}
-      for i = from, last do
-        f[#f + 1] = pid .. ':' .. i
-      end
-      local got = redis.call('HMGET', K.hist, unpack(f))
-      for i = 1, #got do
-        one[i + 2] = got[i]
-      end
-    end
-    out[k] = one
-  end
+  out[k] = raw and proc_page(K.hist, pid, raw, from0, count, known[k]) or {}
 end
 return out

@@ -135,9 +135,20 @@ def test_an_outage_while_reading_the_process_is_waited_out_not_a_failure(
     process gave up one second before the local lease estimate ran out and the handler failed
     (a retry the input had not earned; with max_retry=0 the process would have gone in error).
     Here only the reads of processes fail, for three leases: the heartbeat keeps the lease, the
-    read is retried until it works, and the input completes on its first attempt."""
+    read is retried until it works, and the input completes on its first attempt. (A worker's
+    dequeue reads the process of each input it takes, lua/includes/dq_procs: the worker's own read
+    is the fallback, forced here with the dequeue's reads off.)"""
     from asynqpy.core.model.errors import RedisUnavailableError
     from asynqpy.redisio.executor import AsyncExecutor
+    from asynqpy.worker.runner import Runner
+
+    init = Runner.__init__
+
+    def no_pages(self: Any, *a: Any, **kw: Any) -> None:
+        init(self, *a, **kw)
+        self.pages = -1
+
+    monkeypatch.setattr(Runner, "__init__", no_pages)
 
     failing = threading.Event()
     failed = [0]

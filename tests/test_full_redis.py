@@ -24,7 +24,7 @@ from asynqpy.core.deploy import holds
 from asynqpy.core.model.codec import Message, decode, encode
 from asynqpy.core.model.task import TaskState
 from asynqpy.core.processes.model import Plan, new_record
-from asynqpy.core.spine.broker import Broker, Call
+from asynqpy.core.spine.broker import Broker, Call, Done
 from asynqpy.core.spine.keys import queue_keys
 from asynqpy.core.tenants import plans as tenants
 from asynqpy.redisio.executor import SyncExecutor
@@ -80,6 +80,9 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "dequeue": (lambda h: h.enqueue("a"), lambda h: h.b.dequeue(Q, 1, 30_000, "tok00002")),
     # with a caller waiting (Client.call): the outcome's push comes after the removals
     "done": (_active, lambda h: h.b.done(Q, "a", "tok00001", h.active_msg("a").with_(reply_to="in1"), b"outcome")),
+    # a busy worker's acknowledgement and next dequeue in one call: its first write is done's removal
+    "done_dequeue": (lambda h: (_active(h), h.enqueue("b")),
+                     lambda h: h.b.done_dequeue(Q, [Done("a", "tok00001", h.active_msg("a"))], 1, 30_000, "tok00002")),
     "complete": (_active, lambda h: h.b.complete(Q, "a", "tok00001", h.active_msg("a").with_(retention_ms=60_000))),
     # the worker's retry with an empty retry zset: its tick token used to be the first write
     "retry": (_active, lambda h: h.b.retry(Q, "a", "tok00001", h.active_msg("a").with_(retried=1), 1000)),

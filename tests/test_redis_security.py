@@ -32,7 +32,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "producer": {"enqueue", "enqueue_many", "schedule", "watch", "group_add", "enqueue_target",
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "enqueue_keyed_many", "proc_start",
                  "proc_read", "rules_take", "rules_push", "rules_dead", "rules_redrive"},
-    "worker": {"dequeue", "done", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
+    "worker": {"dequeue", "done", "done_dequeue", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "sweep", "rewake", "reply", "progress", "forget_gone", "cron_fire",
                "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",
                "proc_read", "proc_commit", "flow_read", "tenant_fix"},

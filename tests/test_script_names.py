@@ -152,6 +152,8 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("set_workers", lambda b: b.set_workers("q", "i", S, M, M.with_(workers=["w3"]), b"st")),
     ("dequeue", lambda b: b.dequeue("q", 4, 1000, "tok", "w1")),
     ("done", lambda b: b.done_many("q", [Done("a", "t1", M, b"o"), Done("b", "t2", M0), Done("c", "t3", M, b"o2")])),
+    ("done_dequeue", lambda b: b.done_dequeue("q", [Done("a", "t1", M, b"o"), Done("b", "t2", M0)], 4, 1000, "tok", "w1",
+                                              pages=20)),
     ("complete", lambda b: b.complete("q", "i", "tok", M, b"o")),
     ("retry", lambda b: b.retry("q", "i", b"tok", M, 12.5, recover=True)),
     ("archive", lambda b: b.archive("q", "i", "tok", Message(P.TYPE_PREFIX + "x", key="proc:p1", reply_to="r",

@@ -249,6 +249,7 @@ class Running:
     progress_sent: bool = False  # a progress write was sent: the outcome must clear its entry
     progress_write: Any = None  # the asyncio task writing its latest progress (the outcome waits for it)
     run_of: str = ""  # a run of a targeted task (id '<task id>|<worker>'): the task's id
+    page: tuple[str, list[Any]] | None = None  # a process input's process as its dequeue read it (runner.py)
 
     @property
     def fields(self) -> str:

@@ -10,25 +10,31 @@ up to ``fetch_batch`` (and the free slots) with one ``dequeue`` script call, and
    pipelined wait of ``worker/wake.py``, with the first queue's dequeue riding in the same round
    trip, or a BLPOP); a token taken and not acted on is handed back (``_hand_back``);
 3. start and stop (:meth:`start`, :meth:`stop`, :meth:`halt`): a stop never loses a wake token or
-   a dequeue in flight (``_stop``); a halted fetcher keeps what it knew for the next one."""
+   a dequeue in flight (``_stop``); a halted fetcher keeps what it knew for the next one;
+4. the writes ride with the dequeue (``_dequeue``): while the fetcher is about to dequeue
+   (:attr:`Fetcher.refill`, from a slot freed to the end of the fetch), the writer leaves the
+   outcomes it queued to it, and the dequeue carries them: one pipeline, the successes of the
+   dequeued queue acknowledged in the dequeue's own script call (``done_dequeue``). A busy worker
+   so makes one round trip per batch of tasks, not two (docs/internals-costs.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from redis.exceptions import ResponseError
 
-from ..core.spine.broker import Dequeued
+from ..core.spine.broker import Call, Dequeued, Done
 from ..core.spine.keys import queue_keys, wait_stop
 from ..redisio.connection import REDIS_ERRORS
 from .context import Context, Running
 from .queues import EMPTY_RECHECK, FEW_QUEUES, QueueOrder
 from .settings import ServerOptions
 from .wake import PipelinedWait
+from .writer import Writer
 
 log = logging.getLogger("asynqpy.processor")  # the processor's log: fetching is part of its work
 
@@ -49,8 +55,11 @@ class Taker(Protocol):
     concurrency: int
     quiet: bool
     dequeued: Callable[[str], None] | None
+    writer: Writer  # the outcomes it queued ride with the dequeues (_dequeue)
+    pages: int  # -1, or the events of a process the dequeue reads with each process input it takes
 
-    def start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None: ...
+    def start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float,
+              page: tuple[str, list[Any]] | None = None) -> None: ...
 
 
 class Fetcher:
@@ -78,6 +87,19 @@ class Fetcher:
         self.serve(options.queues)
         self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
         self._lmpop = True  # the server has LMPOP (Redis 7.0+)
+        self._refill = False  # about to dequeue: the writer leaves its writes to the dequeue (refill)
+
+    @property
+    def refill(self) -> bool:
+        """Whether the loop is about to dequeue (a slot is free, the fetch not over): the writes
+        queued meanwhile ride with that dequeue (``_dequeue``)."""
+        return self._refill
+
+    def _refilling(self, on: bool) -> None:
+        """Say whether the loop is about to dequeue; no longer, the writer sends what it holds."""
+        self._refill = on
+        if not on:
+            self.p.writer.kick()
 
     def serve(self, queues: Mapping[str, int]) -> None:
         """Fetch from ``queues`` (name -> weight) from now on (the loop halted, or not started)."""
@@ -196,13 +218,22 @@ class Fetcher:
         doubling to 5 s); at its end, the wake tokens it took and did not act on are handed back."""
         backoff = 0.05
         self._queues.scan_from(self.opts.idle_timeout, asyncio.get_running_loop().time())
+        try:
+            await self._fetch_loop(backoff)
+        finally:
+            self._refilling(False)
+        await self._hand_back_all()
+
+    async def _fetch_loop(self, backoff: float) -> None:
         while not self._stopped():
             if len(self.executing) >= self.p.concurrency:
                 await self._wait_for_slot()
                 continue
             if not self._queues.queues:  # patterns that match no queue yet: serve() restarts this loop
+                self._refilling(False)
                 await self.ctx.sleep(self.opts.idle_timeout)
                 continue
+            self._refilling(True)
             try:
                 if self.opts.fair_dispatch and self.executing and self._left_behind:
                     await self._queue_up_again()
@@ -218,12 +249,13 @@ class Fetcher:
             except Exception:  # a bug must not stop fetching for good
                 log.exception("fetching tasks failed unexpectedly; retrying in %.2fs", backoff)
                 backoff = await self._back_off(backoff)
-        await self._hand_back_all()
 
     async def _wait_for_slot(self) -> None:
         """Every slot taken: wait until a handler ends."""
+        self._refilling(False)
         self.slot_freed.clear()
         await self.slot_freed.wait()
+        self._refilling(True)  # (the outcome of the handler that ended rides with the next dequeue)
         # two turns of the loop (no timer): handlers finishing in the same moment free
         # their slots too, and one dequeue refills them all (fewer, larger dequeues)
         await asyncio.sleep(0)
@@ -231,6 +263,7 @@ class Fetcher:
 
     async def _back_off(self, backoff: float) -> float:
         """Sleep ``backoff`` s after a failed round; returns the next (doubled, at most 5 s)."""
+        self._refilling(False)
         await self.ctx.sleep(backoff)
         return min(backoff * 2, 5.0)
 
@@ -246,6 +279,7 @@ class Fetcher:
         again behind the idle servers (Redis wakes blocked clients in the order they blocked), so a
         burst is dealt round-robin across servers and processes."""
         self._left_behind = False
+        self._refilling(False)
         await self._wait_for_work(1)
         await asyncio.sleep(0)
 
@@ -253,6 +287,7 @@ class Fetcher:
         """One round: a fetch, or, finding nothing, the idle wait; False if the loop is to end."""
         if await self._fetch_once(count):
             return True
+        self._refilling(False)  # (the idle wait may last: the writer sends what it holds)
         if self._stopped():
             return False
         await self._wait_for_work(count)
@@ -286,8 +321,7 @@ class Fetcher:
             lease_from, sent_ms = loop.time(), self.ctx.clock.local_ms()
             self._in_dequeue = True
             try:
-                res = await self.ctx.exec.run(self.ctx.broker.dequeue(q, count, self.opts.lease_ms, token, self.name,
-                                                                          self.opts.version_code))
+                res = await self._dequeue(q, count, token)
                 self.ctx.metrics.loop("dequeue", loop.time() - lease_from)
             except REDIS_ERRORS as exc:
                 if not self.ctx.cluster:
@@ -302,6 +336,20 @@ class Fetcher:
             if self._took(q, res, token, lease_from, sent_ms):
                 return True
         return False
+
+    async def _dequeue(self, q: str, count: int, token: str) -> Dequeued:
+        """One dequeue of ``q``; the writes the writer queued ride with it (``Writer.write_with``):
+        one round trip, the successes of ``q`` acknowledged in the dequeue's own call."""
+        b, o, pages = self.ctx.broker, self.opts, self.p.pages
+        call = b.dequeue(q, count, o.lease_ms, token, self.name, o.version_code, pages)
+        batch = self.p.writer.take()
+        if not batch:
+            return await self.ctx.exec.run(call)
+
+        def merged(dones: Sequence[Done]) -> Call[tuple[list[Any], Dequeued]]:
+            return b.done_dequeue(q, dones, count, o.lease_ms, token, self.name, o.version_code, pages)
+
+        return await self.p.writer.write_with(batch, (q, merged, call))
 
     async def _token_order(self) -> list[str]:
         """Fetching by token: the queues to dequeue, after a look at the fresh ones and a poll of
@@ -426,8 +474,8 @@ class Fetcher:
         try:
             fired, res, lease_from = await waiter.wait(
                 self._wait_keys(now), timeout,
-                self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name, self.opts.version_code)
-                if tried is not None else None)
+                self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name, self.opts.version_code,
+                                        self.p.pages) if tried is not None else None)
         finally:
             self._in_wait = False
             self._riding = 0
@@ -476,6 +524,7 @@ class Fetcher:
         if res.tasks and self.p.dequeued is not None:
             self.p.dequeued(q)
         start, lease_until = self.p.start, lease_from + self.opts.lease
+        procs = res.procs
         for id, raw in res.tasks:
-            start(q, id, raw, token, res.now_ms, lease_until)
+            start(q, id, raw, token, res.now_ms, lease_until, procs.get(id) if procs else None)
         return bool(res.tasks)

@@ -69,7 +69,9 @@ class Processor:
         self.writer = Writer(ctx, options, self.held, self.executing)
         self.policy = Policy(options.retry_delay, options.unknown_type)
         self.dequeued: Callable[[str], None] | None = None  # told each queue this server took tasks of
+        self.pages = self.runner.pages  # the process reads each dequeue makes (-1: no process type)
         self.fetcher = Fetcher(ctx, options, self)
+        self.writer.hold = lambda: self.fetcher.refill  # the writes ride with the fetcher's next dequeue
         self._slot_freed = self.fetcher.slot_freed
         self._fetch_lock = asyncio.Lock()  # one start or stop of the fetcher at a time
         self._running = False  # run() started the fetcher (serve() restarts it)
@@ -114,9 +116,11 @@ class Processor:
 
     # -- 2. running: the fetcher -> start (one asyncio task per task) -> _run (the handler, under its deadline) ---
 
-    def start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float) -> None:
+    def start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float,
+              page: tuple[str, list[Any]] | None = None) -> None:
         """Start a task the fetcher took (leased until ``lease_until``, loop time): its handler runs
-        in an asyncio task of its own (``_run``); a message that cannot be read is archived unrun."""
+        in an asyncio task of its own (``_run``); a message that cannot be read is archived unrun.
+        ``page``: a process input's process, read by its dequeue (process id, proc_read's reply)."""
         run_of = ""
         try:
             msg, run_of = run_message(self.ctx.broker.signer, queue, id, raw)
@@ -138,7 +142,7 @@ class Processor:
         deadline_ms = min(limits) if limits else 0
         task = Task(msg.type, _msg=msg, id=id, queue=queue, deadline=ms_to_datetime(deadline_ms))
         r = Running(queue, id, token, msg, task, lease_until, started_ms=now_ms, deadline_ms=deadline_ms,
-                    timeout_ms=timeout_ms, started=asyncio.get_running_loop().time(), run_of=run_of)
+                    timeout_ms=timeout_ms, started=asyncio.get_running_loop().time(), run_of=run_of, page=page)
         self.held[(queue, id)] = r
         self.executing.add(r)
         metrics = self.ctx.metrics

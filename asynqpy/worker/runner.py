@@ -111,6 +111,18 @@ class _Reads:
             t.add_done_callback(self._flushes.discard)
         return loop.create_future()
 
+    def primed(self, queue: str, pid: str, count: int,
+               reply: list[Any]) -> tuple[process.Record, process.History] | None:
+        """Process ``pid`` from the page its input's dequeue read (lua/includes/dq_procs: the
+        record and at least its last ``count`` events), as :meth:`process` returns it."""
+        events = reply[2:]
+        if len(events) > count:  # (the dequeue read the most events of the worker's process types)
+            drop = len(events) - count
+            reply = [reply[0], int(reply[1]) + drop, *events[drop:]]
+        got = self._page(queue, pid, count, 0, reply)
+        assert got is not False and got is not True  # (only a read from an event held can find it changed)
+        return got
+
     async def run(self, call: Call[Any]) -> Any:
         fut = self._future()
         self._pending.append((call, fut))
@@ -202,6 +214,10 @@ class Runner:
         self._sandbox: SandboxPool | None = None  # the child processes of sandboxed handlers (made when used)
         self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks running
         self._reads = _Reads(ctx)  # the reads before handlers, one pipeline per turn of the loop
+        handlers = [mux.match(p) for p in mux.patterns]
+        # the events of a process each dequeue reads with a process input it takes (the most its
+        # process types read; -1: no process type, no reads): the input then needs no read of its own
+        self.pages = max((h.history for h in handlers if isinstance(h, process.ProcessHandler)), default=-1)
         if options.sandbox:  # every plain handler runs sandboxed: each must be importable by a child
             for pattern in mux.patterns:
                 fn = mux.match(pattern)
@@ -259,7 +275,15 @@ class Runner:
             started = loop.time()
             if parsed is not None:
                 pid = parsed[0]
-                task._proc = await self.read_held(task.queue, task.id, (pid, h.history), f"reading process {pid}")
+                r = self.holder.held.get((task.queue, task.id))
+                page = r.page if r is not None else None
+                if r is not None:
+                    r.page = None
+                if page is not None and page[0] == pid:  # read by its dequeue
+                    task._proc = self._reads.primed(task.queue, pid, h.history, page[1])
+                else:
+                    task._proc = await self.read_held(task.queue, task.id, (pid, h.history),
+                                                      f"reading process {pid}")
             plan, proc, inp = h.prepare(task, parsed)
             if plan is not None:
                 task._proc = plan

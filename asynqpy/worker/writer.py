@@ -6,7 +6,10 @@ which turns it into its script call (done, complete, proc_commit, snooze, retry,
 run_end) and queues it. :meth:`Writer.run` sends the calls queued meanwhile in one pipeline
 (:meth:`_send`: the plain successes of a queue go as one batched ``done`` call, at most
 :data:`MAX_ACK` tasks each) and lets go of each task (``held``) once its outcome is written.
-Batching adds no wait: what finishes while a write is in flight goes in the next one. A write
+Batching adds no wait: what finishes while a write is in flight goes in the next one. A busy
+worker's writes ride with its next dequeue (:meth:`take`, :meth:`write_with`: one pipeline, and the
+acknowledgement of the dequeued queue and the dequeue in one ``done_dequeue`` call): while the
+fetcher is about to dequeue (``hold``), the loop leaves the writes to it. A write
 that meets a Redis outage is retried, with backoff, while the task's lease lasts (then the
 recoverer finishes it); one refused because the lease was lost (another worker holds the task
 now) or because the task is gone is logged and dropped. Late waiters named by a finishing
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,7 +34,7 @@ from ..core.model.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
 from ..core.model.options import new_task_id
 from ..core.processes import model as process
 from ..core.results.plans import pack_outcome, pack_progress
-from ..core.spine.broker import Call, Commit, Done, Finished
+from ..core.spine.broker import Call, Commit, Dequeued, Done, Finished
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
 from .settings import ServerOptions
@@ -58,6 +61,11 @@ class _Write:
 
 
 _Item = TypeVar("_Item")
+
+Ride = tuple[str, Callable[[Sequence[Done]], Call[tuple[list[Any], Dequeued]]], Call[Dequeued]]
+"""A dequeue riding with writes (:meth:`Writer.write_with`): its queue, the call acknowledging
+that queue's successes with it (``Broker.done_dequeue``), and the dequeue alone (no success of
+that queue among the writes)."""
 
 
 def _batched(by_queue: dict[str, list[tuple[_Write, _Item]]], size: int,
@@ -104,11 +112,58 @@ class Writer:
         self.idle = asyncio.Event()
         self.idle.set()
         self._progress: set[asyncio.Task[None]] = set()  # progress writes in flight
+        self.hold: Callable[[], bool] = lambda: False  # the fetcher is about to dequeue: the writes ride with it
+        self._carried = 0  # writes taken by the fetcher (take) and not settled yet
+        self._late: list[Call[Any]] = []  # replies to late waiters owed by writes that rode with a dequeue
 
     @property
     def pending(self) -> int:
         """Outcomes queued or being written."""
-        return len(self._queued) + self._writing
+        return len(self._queued) + self._writing + self._carried
+
+    def _carriable(self) -> bool:
+        """Whether the queued writes can ride with a dequeue: none waits for a progress write in
+        flight (``_progress_first``: the loop sends those)."""
+        return not any(w.running.progress_write is not None and not w.running.progress_write.done()
+                       for w in self._queued)
+
+    def kick(self) -> None:
+        """The fetcher will not dequeue soon (it waits for a slot, for work, or backs off): the
+        loop sends what is queued."""
+        if self._queued or self._late:
+            self._ready.set()
+
+    def take(self) -> list[_Write]:
+        """The queued writes, for the fetcher's next dequeue to carry (:meth:`write_with`); [] if
+        none, or if one waits for a progress write."""
+        if not self._queued or not self._carriable():
+            return []
+        batch, self._queued = self._queued, []
+        self._carried += len(batch)
+        return batch
+
+    async def write_with(self, batch: list[_Write], ride: Ride) -> Dequeued:
+        """Write ``batch`` (from :meth:`take`) and dequeue in one pipeline, the successes of the
+        dequeued queue acknowledged in the dequeue's own call (``done_dequeue``). A write that met
+        an outage goes back to the loop (retried while its lease lasts, as the loop's own); the
+        dequeue's result is returned, or the error it met raised."""
+        n = len(batch)
+        try:
+            batch, results, got = await self._send(batch, ride)
+            again, replies = self._settle(batch, results)
+        finally:
+            self._carried -= n
+        if again:
+            self._queued[:0] = again
+        self._late += replies
+        if self._queued or self._late:
+            self._ready.set()
+        elif not self.pending:
+            self.idle.set()
+        if isinstance(got, BaseException):
+            raise got
+        assert isinstance(got, Dequeued)
+        return got
 
     def put(self, r: Running, o: Outcome) -> None:
         """Queue the write of ``o``, the outcome of ``r`` (raises if its call cannot be built:
@@ -186,15 +241,20 @@ class Writer:
     async def run(self) -> None:
         """Write what is queued, one pipeline per turn, until cancelled."""
         while True:
-            if not self._queued:
-                self.idle.set()
+            if self._late:
+                late, self._late = self._late, []
+                await self._reply(late)
+                continue
+            if not self._queued or (self.hold() and self._carriable()):
+                if not self.pending:
+                    self.idle.set()
                 self._ready.clear()
-                await self._ready.wait()
+                await self._ready.wait()  # (put, kick, or a ride's writes handed back)
                 continue
             batch, self._queued = self._queued, []
             self._writing = len(batch)
             await self._progress_first(batch)
-            batch, results = await self._send(batch)
+            batch, results, _ = await self._send(batch)
             again, replies = self._settle(batch, results)
             await self._retry(again, results)
             if replies:
@@ -256,16 +316,26 @@ class Writer:
         elif not any(isinstance(r, RETRYABLE) for r in results):
             self.ctx.health.ok()
 
-    async def _send(self, batch: list[_Write]) -> tuple[list[_Write], list[Any]]:
-        """Write ``batch`` in one pipeline (see ``_calls``). Returns the writes and, in the same
-        order, each one's result: the parsed reply or the exception its write met."""
-        calls, groups, single = self._calls(batch)
+    async def _send(self, batch: list[_Write], ride: Ride | None = None) -> tuple[list[_Write], list[Any], Any]:
+        """Write ``batch`` in one pipeline (see ``_calls``), with the dequeue of ``ride`` if any.
+        Returns the writes and, in the same order, each one's result (the parsed reply or the
+        exception its write met), and the dequeue's result (or its exception; None without one)."""
+        calls, groups, single, at = self._calls(batch, ride)
+        if ride is not None and at < 0:  # no success of the dequeued queue: the dequeue alone, last
+            calls.append(ride[2])
+            groups.append([])
+            at = len(calls) - 1
         started = asyncio.get_running_loop().time()
         try:
             replies = await self.ctx.exec.run_many(calls)
         except REDIS_ERRORS as exc:
             replies = [exc] * len(calls)
         self.ctx.metrics.loop("ack", asyncio.get_running_loop().time() - started)
+        got: Any = None
+        if at >= 0:
+            got = replies[at]
+            if isinstance(got, tuple):  # done_dequeue: (the acknowledgement's codes, the dequeue's)
+                replies[at], got = got
         order: list[_Write] = []
         results: list[Any] = []
         singles = iter(single)
@@ -276,13 +346,16 @@ class Writer:
             else:
                 order += group
                 results += reply if isinstance(reply, list) else [reply] * len(group)
-        return order, results
+        return order, results, got
 
-    def _calls(self, batch: list[_Write]) -> tuple[list[Call[Any]], list[list[_Write] | None], list[_Write]]:
+    def _calls(self, batch: list[_Write], ride: Ride | None = None
+               ) -> tuple[list[Call[Any]], list[list[_Write] | None], list[_Write], int]:
         """The calls that write ``batch``: each retry, archive or complete as its own script call,
         the successes of each queue (``Done``) as one batched done call per queue (at most
         :data:`MAX_ACK` tasks each), the process inputs' commits likewise (:data:`MAX_COMMIT`).
-        Returns the calls, per call the writes of a batched one (else None), and the single writes."""
+        With ``ride``, the first batch of its queue's successes goes in its ``done_dequeue`` call.
+        Returns the calls, per call the writes of a batched one (else None), the single writes and
+        the index of the ``done_dequeue`` call (-1: none)."""
         calls: list[Call[Any]] = []
         groups: list[list[_Write] | None] = []  # per call: the writes of a batched done, else None
         single: list[_Write] = []
@@ -300,6 +373,14 @@ class Writer:
                 groups.append(None)
                 if w.call.script not in SIGNALS_FREED_SLOT:
                     unsignalled[w.running.queue] = None
+        at = -1
+        if ride is not None and ride[0] in acks:
+            first, rest = acks[ride[0]][:MAX_ACK], acks.pop(ride[0])[MAX_ACK:]
+            if rest:
+                acks[ride[0]] = rest
+            at = len(calls)
+            calls.append(ride[1]([d for _, d in first]))
+            groups.append([w for w, _ in first])
         _batched(acks, MAX_ACK, self.ctx.broker.done_many, calls, groups)
         _batched(commits, MAX_COMMIT, self.ctx.broker.proc_commit_many, calls, groups)
         # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
@@ -308,7 +389,7 @@ class Writer:
         for queue in unsignalled:
             calls.append(self.ctx.broker.rewake(queue))
             groups.append([])
-        return calls, groups, single
+        return calls, groups, single, at
 
     async def _reply(self, calls: list[Call[Any]]) -> None:
         """Notify the waiters that started waiting after their task's enqueue (the finishing script

@@ -24,6 +24,9 @@
 --- run once a call; the state they share is ``s``, the locals of each stay in its block.
 local now = now_ms(A.now)
 if redis.call('EXISTS', K.paused) == 1 then
+  if acked then  -- (lua/done_dequeue.lua: its acknowledgement's reply first)
+    return {acked, {now, -1, 0}}
+  end
   return {now, -1, 0}
 end
 local s

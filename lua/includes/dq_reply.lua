@@ -17,5 +17,8 @@ do
       signal(K.wake)
     end
   end
+  if acked then  -- (lua/done_dequeue.lua: its acknowledgement's reply first)
+    return {acked, out}
+  end
   return out
 end

@@ -20,9 +20,6 @@ from typing import Any
 
 from ..model import codec
 from ..model.codec import Message
-from ..model.errors import (
-    AsynqpyError,
-)
 from ..processes import model as process
 from .calls import (
     ARCHIVED_RUNS_TTL_MS,
@@ -59,7 +56,7 @@ from .calls import (
     Watched,
     _allowed,
     _batch_codes,
-    _done_args,
+    _done_batch,
     _event_text,
     _finish_code,
     _keylist,
@@ -73,6 +70,7 @@ from .calls import (
     event_keys,
     exit_keys,
     id_arg,
+    parse_dequeued,
     pending_keys,
     script_call,
     serial_keys,
@@ -258,22 +256,20 @@ class Broker(FeatureCalls, OperatorCalls):
     # -- the worker's transitions ------------------------------------------------------------
 
     def dequeue(self, queue: str, count: int, lease_ms: int, token: str, worker: str = "",
-                version: int = 0) -> Call[Dequeued]:
+                version: int = 0, pages: int = -1) -> Call[Dequeued]:
         """pending -> active for up to ``count`` tasks, leased until now + ``lease_ms``; first,
         runs of targeted tasks ``worker`` may take ('' = none: its run ids are '<id>|<worker>').
         ``version``: the worker's (core/deploy/versions.py encode_version, 0 = none): a task that needs a
-        newer one, or whose type is blocked, is held instead (lua/includes/hold.lua)."""
+        newer one, or whose type is blocked, is held instead (lua/includes/hold.lua). ``pages``
+        >= 0: each process input taken comes with its process's record and last ``pages`` events
+        (:attr:`Dequeued.procs`)."""
         q = queue_keys(queue)
-
-        def parse(reply: list[Any]) -> Dequeued:
-            items = [(_s(reply[i]), reply[i + 1]) for i in range(3, len(reply), 2)]
-            wait = int(reply[2])
-            return Dequeued(int(reply[0]), int(reply[1]), items, abs(wait), wait < 0)
-
         return script_call(
-            "dequeue", parse, **_q(q, "tasks lease paused wake events conf runs targeted_any scheduled"),
-            **pending_keys(q), tw=q.tw, mine=q.targeted_for(worker) if worker else q.targeted_any,
-            count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker, version=version)
+            "dequeue", parse_dequeued,
+            **_q(q, "tasks lease paused wake events conf runs targeted_any scheduled tw proc hist"), **pending_keys(q),
+            mine=q.targeted_for(worker) if worker else q.targeted_any,
+            count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker, version=version,
+            pages=pages)
 
     def done(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> deleted (success, no retention). ``outcome``: what to push to the inbox of
@@ -288,28 +284,29 @@ class Broker(FeatureCalls, OperatorCalls):
         :class:`~asynqpy.errors.TaskNotFoundError`); one refused item does not stop the others."""
         q = queue_keys(queue)
         processed_day, _ = self._day_keys(q)
-        extra: dict[str, int] = {}  # the batch's own keys, KEYS[16 + j]: key -> j
-
-        def index(key: str) -> int:
-            return extra.setdefault(key, len(extra) + 1)
-
-        args, order, plain = _done_args(q, items, index)
-        parsers = [_finish_code("done", d.id) for d in items]
-
-        def parse(reply: list[Any] | int) -> list[int | Exception]:
-            if isinstance(reply, int):  # every item done (lua/done.lua: the count, not a list of 1s)
-                reply = [1] * reply
-            out: list[int | Exception] = [0] * len(order)
-            for n, r in zip(order, reply):
-                try:
-                    out[n] = parsers[n](r)
-                except AsynqpyError as exc:
-                    out[n] = exc
-            return out
-
+        args, extra, plain, parse = _done_batch(q, items)
         return script_call("done", parse, **_q(q, "tasks lease processed progress watch deps"), **exit_keys(q),
-                           processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S, plain=plain,
-                           items=args)
+                           processed_day=processed_day, extra=extra, day_ttl=DAY_TTL_S, plain=plain, items=args)
+
+    def done_dequeue(self, queue: str, items: Sequence[Done], count: int, lease_ms: int, token: str,
+                     worker: str = "", version: int = 0,
+                     pages: int = -1) -> Call[tuple[list[int | Exception], Dequeued]]:
+        """:meth:`done_many` of ``items``, then :meth:`dequeue` of the same queue, in one script call
+        (lua/done_dequeue.lua: a busy worker's acknowledgement and its next dequeue in one round
+        trip). The reply: the acknowledgement's (as :meth:`done_many`'s) and the dequeue's."""
+        q = queue_keys(queue)
+        processed_day, _ = self._day_keys(q)
+        args, extra, plain, parse_ack = _done_batch(q, items)
+
+        def parse(reply: list[Any]) -> tuple[list[int | Exception], Dequeued]:
+            return parse_ack(reply[0]), parse_dequeued(reply[1])
+
+        return script_call(
+            "done_dequeue", parse,
+            **_q(q, "tasks lease processed progress watch deps paused runs targeted_any scheduled tw proc hist"),
+            **exit_keys(q), processed_day=processed_day, mine=q.targeted_for(worker) if worker else q.targeted_any,
+            extra=extra, count=count, lease_ms=lease_ms, token=token, now=self.clock.script_now(), name=worker,
+            version=version, pages=pages, day_ttl=DAY_TTL_S, plain=plain, items=args)
 
     def complete(self, queue: str, id: str, token: str, msg: Message, outcome: bytes = b"") -> Call[int]:
         """active -> completed, kept ``msg.retention_ms`` with ``msg.result``; ``outcome`` as for

@@ -202,6 +202,23 @@ class Dequeued:
     tasks: list[tuple[str, bytes]] = field(default_factory=list)  # (id, encoded message)
     wait_ms: int = 0  # > 0: the queue's limits held tasks back; try again in this many ms
     slot_bound: bool = False  # held back by the concurrency limit: a slot freed sooner ends the wait
+    procs: Mapping[str, tuple[str, list[Any]]] = field(default_factory=dict)
+    """The process inputs taken, by id, with their process read in the same call (``pages`` >= 0:
+    lua/includes/dq_procs): (process id, [record, first event id, event, ...], or [] for none)."""
+
+
+def parse_dequeued(reply: list[Any]) -> Dequeued:
+    """A dequeue's reply (lua/dequeue.lua): {now, remaining, wait, id, msg, ...} and, when process
+    inputs came with their processes, one more element listing them (includes/dq_procs)."""
+    procs: dict[str, tuple[str, list[Any]]] = {}
+    end = len(reply)
+    if (end - 3) % 2:
+        end -= 1
+        for one in reply[end]:
+            procs[_s(one[0])] = (_s(one[1]), list(one[2:]))
+    items = [(_s(reply[i]), reply[i + 1]) for i in range(3, end, 2)]
+    wait = int(reply[2])
+    return Dequeued(int(reply[0]), int(reply[1]), items, abs(wait), wait < 0, procs)
 
 
 @dataclass(frozen=True)
@@ -403,6 +420,32 @@ def _event_text(text: str) -> str:
 def _is_plain(d: Done) -> bool:
     """A success that needs nothing but its end: no lock, waiter, progress, result or key."""
     return not d.outcome and not d.progressed and not d.result and not d.msg.key and not d.msg.lock_digest()
+
+
+def _done_batch(q: QueueKeys, items: Sequence[Done]
+                ) -> tuple[list[Any], list[str], int, Callable[[Any], list[int | Exception]]]:
+    """done.lua's batch inputs for ``items`` (lua/done_dequeue.lua's too): its items, its extra keys
+    (locks, inboxes, keys' lists, named by index), how many items are plain, and its reply's parser."""
+    extra: dict[str, int] = {}  # the batch's own keys, after the fixed ones: key -> j
+
+    def index(key: str) -> int:
+        return extra.setdefault(key, len(extra) + 1)
+
+    args, order, plain = _done_args(q, items, index)
+    parsers = [_finish_code("done", d.id) for d in items]
+
+    def parse(reply: list[Any] | int) -> list[int | Exception]:
+        if isinstance(reply, int):  # every item done (lua/done.lua: the count, not a list of 1s)
+            reply = [1] * reply
+        out: list[int | Exception] = [0] * len(order)
+        for n, r in zip(order, reply):
+            try:
+                out[n] = parsers[n](r)
+            except AsynqpyError as exc:
+                out[n] = exc
+        return out
+
+    return args, list(extra), plain, parse
 
 
 def _done_args(q: QueueKeys, items: Sequence[Done], index: Callable[[str], int]) -> tuple[list[Any], list[int], int]:
