@@ -141,7 +141,8 @@ def calls() -> list[dict[str, Any]]:
     call("enqueue", {"id": "v2", "msg": {"hex": m2.hex()}, "unique": "0", "check": "1"}, "a task of priority 9")
     call("enqueue", {"id": "v1", "msg": {"hex": m2.hex()}, "unique": "0", "check": "1"},
          "another task under a live task's id: -2")
-    call("dequeue", {"count": "10", "lease_ms": "30000", "token": TOKEN, "now": str(NOW), "name": "", "version": "0", "pages": "-1"},
+    call("dequeue", {"count": "10", "lease_ms": "30000", "token": TOKEN, "now": str(NOW), "name": "", "version": "0",
+                     "pages": "-1"},
          "lease both: {now, remaining, wait, id, stored message, ...}, priority 9 first")
     call("complete", {"id": "v2", "token": TOKEN, "msg": {"hex": done.hex()}, "retention": "0", "day_ttl": "86400",
                       "now": str(NOW + 10), "payload": "", "attempt": "1", "result": "", "key": ""}, "completed: 1")
