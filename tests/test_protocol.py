@@ -30,16 +30,23 @@ _names = itertools.count()
 
 
 @pytest.fixture(params=["fake", "real", pytest.param("cluster", marks=pytest.mark.cluster)])
-def url(request: pytest.FixtureRequest) -> str:
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A URL of an empty store: an in-process one (memory://, fakeredis), the real redis-server,
-    the real Redis Cluster."""
+    the real Redis Cluster. The protocol key a test stamped (a newer version, garbage) is deleted
+    after it: the servers are the session's, and a later test of this worker (one that does not
+    flush, on its own queues) met a damaged store and was refused."""
+    if request.param == "fake":
+        yield f"memory://protocol-{next(_names)}"
+        return
     if request.param == "real":
-        server = request.getfixturevalue("redis_server")
-        sync_client(server.url).flushall()
-        return str(server.url)
-    if request.param == "cluster":
-        return str(request.getfixturevalue("cluster_url"))
-    return f"memory://protocol-{next(_names)}"
+        url = str(request.getfixturevalue("redis_server").url)
+        sync_client(url).flushall()
+    else:
+        url = str(request.getfixturevalue("cluster_url"))
+    yield url
+    client = sync_client(url)
+    client.delete(PROTOCOL)
+    client.close()
 
 
 @pytest.fixture
@@ -160,6 +167,7 @@ def test_the_worker_command_refuses_a_newer_store_in_one_line_exit_2(redis_url: 
     lines = [ln for ln in res.stderr.splitlines() if "protocol" in ln]
     assert len(lines) == 1 and "newer than asynqpy" in lines[0] and "Traceback" not in res.stderr, res.stderr
     assert snapshot(r) == before
+    r.delete(PROTOCOL)  # (the session's server: see ``url``)
 
 
 @pytest.mark.parametrize("stored", [b"x", b"", b"-1", b"0", b"1.5", b"99999999999", "²".encode()])
