@@ -152,3 +152,27 @@ def test_the_check_catches_a_command_defined_elsewhere() -> None:
     broken["processes"] = replace(FEATURES["processes"], cli="cli/cron.py")
     assert divergences(broken) == ["processes: cli cli/cron.py is not named processes",
                                    "processes: the command 'process' is not defined in cli/cron.py"]
+
+
+def test_the_flat_layouts_module_paths_still_import() -> None:
+    """Code written against the flat ``core/`` (``from asynqpy.core.keys import queue_keys``, the
+    defect repros among it) keeps working through the deprecation period: every old path of
+    docs/internals-layout.md's table is the module holding its code now (asynqpy.core.MOVED, which
+    must be that table), and an old name that is a package now forwards its module's names."""
+    import importlib
+    import re
+
+    import asynqpy.core as core
+
+    text = (ROOT / "docs" / "internals-layout.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| asynqpy\.core\.(\w+) \| asynqpy\.core\.([\w.]+) \|$", text, re.M))
+    assert core.MOVED == table
+    for old, new in table.items():
+        now = importlib.import_module(f"asynqpy.core.{new}")
+        was = importlib.import_module(f"asynqpy.core.{old}")
+        if was is not now:  # a package now: the old module's names through it
+            public = [n for n in vars(now) if not n.startswith("_")]
+            assert public and all(getattr(was, n) is getattr(now, n) for n in public), old
+        assert getattr(core, old) is not None
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("asynqpy.core.no_such_module")
