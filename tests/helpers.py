@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -98,6 +99,28 @@ def start_worker(url: str, target: str = "workers:mux", *args: str, env: dict[st
     cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "WARNING", "worker", target,
            "--redis-url", url, *args]
     return subprocess.Popen(cmd, env=full_env, cwd=str(ROOT / "tests"), **popen)
+
+
+def run_group(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)`` in a process group of
+    its own, the whole group killed (SIGKILL) when it times out or the test is interrupted: a
+    benchmark's redis-server and worker processes, children of the command, would outlive a plain
+    run's timeout, which kills the command alone, and load every test after them."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    try:  # the command ended: anything of its group left behind goes too
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def loaded(group: Any) -> list[tuple[str, Any]]:

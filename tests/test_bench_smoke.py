@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from helpers import run_group
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -15,8 +17,7 @@ pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 
 def test_bench_smoke(tmp_path: Path, redis_server: object) -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--output", str(tmp_path)],
-                         capture_output=True, text=True, timeout=200)
+    out = run_group([sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--output", str(tmp_path)], 200)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     res = json.loads((tmp_path / "latest.json").read_text())
     a = res["peers"]["asynqpy"]
@@ -33,11 +34,24 @@ def test_bench_smoke(tmp_path: Path, redis_server: object) -> None:
 def test_saturation_smoke(tmp_path: Path) -> None:
     """bench/saturation.py at a tiny size: one worker process of each kind drains, the table and
     the JSON carry a rate and Redis's cost per task (the figures: a machine with more cores)."""
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "saturation.py"), "--n", "300", "--procs", "1",
-                          "--modes", "bare,on", "--json", str(tmp_path / "sat.json")],
-                         capture_output=True, text=True, timeout=120)
+    out = run_group([sys.executable, str(ROOT / "bench" / "saturation.py"), "--n", "300", "--procs", "1",
+                     "--modes", "bare,on", "--json", str(tmp_path / "sat.json")], 120)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     rows = json.loads((tmp_path / "sat.json").read_text())["single"]
     assert [(r["procs"], r["mode"]) for r in rows] == [(1, "bare"), (1, "on")]
     assert all(r["rate"] > 0 and r["cpu_us"] > 0 and r["cmds"] >= 1 for r in rows), rows
     assert "× bare" in out.stdout and "   on " in out.stdout
+
+
+def test_a_timed_out_benchmark_leaves_no_process_behind(tmp_path: Path) -> None:
+    """run_group's timeout kills the command's children too (a benchmark's redis-server and workers
+    outlived subprocess.run's timeout, which kills the command alone)."""
+    pidfile = tmp_path / "child.pid"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group(["bash", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], 1.0)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"

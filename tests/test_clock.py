@@ -37,3 +37,19 @@ def test_offset_from_the_middle_of_the_round_trip_and_slow_replies_ignored(monke
     c.t += 2000
     c.observe(c.t + 700, sent_ms=c.t - 2000)
     assert c.offset_ms == 700 + 1000
+
+
+def test_round_trips_that_grow_step_by_step_do_not_drag_the_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load that slows every reply a little more each time (Redis answers at once, the reply is
+    read late: the whole delay on the way back) must not walk the estimate off by half the last
+    round trip: the bar is the best round trip seen, not twice the last one (found by the fault
+    audit, tests/faults/audit.py, as runs "started after they completed" under a load of ~20)."""
+    monkeypatch.setattr("asynqpy.core.model.clock.time.monotonic", lambda: 0.0)
+    c = Manual()  # Redis's clock = this host's clock: the true offset is 0
+    c.t += 20
+    c.observe(c.t - 10, sent_ms=c.t - 20)  # a 20 ms round trip, symmetric: exact
+    assert c.offset_ms == 0
+    for rtt in (40, 80, 160, 320):
+        c.t += 1000
+        c.observe(c.t - rtt + 1, sent_ms=c.t - rtt)  # executed 1 ms after sending, read rtt - 1 ms later
+        assert abs(c.offset_ms) <= 10, (rtt, c.offset_ms)
