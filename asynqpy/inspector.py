@@ -14,10 +14,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from .core.inspector import search as _search
 from .core.inspector.inspection import DailyStats, GroupInfo, QueueInfo
 from .core.inspector.plans import InspectorPlans
 from .core.limits.plans import QueueLimits
 from .core.model.clock import Clock
+from .core.model.task import TaskInfo
 from .core.results import events as ev
 from .core.results.events import TaskEvent
 from .core.security.signing import SigningKeys
@@ -61,6 +63,20 @@ class Inspector(_Facade, Sync):
     _connect, _executor = staticmethod(sync_client), ReaderSyncExecutor  # checks the protocol
     _exec: SyncExecutor
 
+    def search(self, queue: str, *, limit: int | None = None, cursor: int = 0, budget: int = _search.BUDGET,
+               **conditions: Any) -> Iterator[TaskInfo]:
+        """The queue's tasks that match every condition given, as they are found: ``state`` (one
+        or several), ``type``, ``tenant``, ``payload`` (a dotted path -> its value, or ``...``
+        for any value: ``{"user.id": 42, "coupon": ...}``), ``text`` (a substring of the encoded
+        payload), ``error`` (of the last error), ``header`` (name -> value), ``since``/``until``
+        (enqueued, a datetime or Unix seconds). Read in bounded steps (lua/search.lua: each looks
+        at about ``budget`` tasks in Redis, a few ms), up to ``limit`` matches; stop early by
+        leaving the loop. :meth:`search_page` resumes from a cursor, :meth:`search_count`
+        counts, :meth:`search_act` acts on the matches. See docs/search.md."""
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget)
+        while not scan.done:
+            yield from scan.feed(self._exec.run_many(scan.call(self._plans._now())))
+
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
         """The queue's lifecycle events, oldest first: the ones kept since ``since`` (None = all
@@ -89,6 +105,14 @@ class AsyncInspector(_Facade, Async):
 
     _connect, _executor = staticmethod(async_client), ReaderAsyncExecutor
     _exec: AsyncExecutor
+
+    async def search(self, queue: str, *, limit: int | None = None, cursor: int = 0, budget: int = _search.BUDGET,
+                     **conditions: Any) -> AsyncIterator[TaskInfo]:
+        """See :meth:`Inspector.search` (``async for task in inspector.search(...)``)."""
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget)
+        while not scan.done:
+            for task in scan.feed(await self._exec.run_many(scan.call(self._plans._now()))):
+                yield task
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,
                      follow: bool = False) -> AsyncIterator[TaskEvent]:

@@ -1,4 +1,4 @@
-"""``asynqpy task ls|inspect|tree|edit|cancel|delete|run|archive|deleteall|runall|archiveall``."""
+"""``asynqpy task ls|inspect|tree|edit|search|cancel|delete|run|archive|deleteall|runall|archiveall``."""
 
 from __future__ import annotations
 
@@ -470,3 +470,13 @@ _all("delete", "deleted", "Delete every pending, scheduled, retry, archived or c
 _all("run", "moved to pending:", "Run every scheduled, retry or archived task of a queue now.")
 _all("archive", "archived", "Archive every pending, scheduled or retry task of a queue.")
 
+
+
+def _register_search() -> None:
+    """``task search`` (cli/task_search.py: a module of its own, by size)."""
+    from .task_search import search
+
+    task.add_command(search)
+
+
+_register_search()

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from asynqpy.core.deploy import holds
+from asynqpy.core.inspector import search
 from asynqpy.core.limits import plans as limits
 from asynqpy.core.model.clock import Clock
 from asynqpy.core.model.codec import Message, encode
@@ -192,6 +193,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("limit_acquire", lambda b: limits.acquire_call("lim", 2.5, 3, 4, "h", 100)),
     ("set_tenant", lambda b: tenants.set_call("q", "acme", weight=3, paused=False)),
     ("tenants", lambda b: tenants.page_call("q", "acme", 10)),
+    ("search", lambda b: search.search_call("q", search.make_search(payload={"a.b": 1}, header={"h": "v"}), 0, 100)),
     ("hold", lambda b: holds.hold_call("q", "unblock", "t", 3)),
 ]
 

@@ -19,6 +19,7 @@ from ..deploy import holds as _holds
 from ..limits import plans as _limits
 from ..limits.plans import QueueLimits
 from ..model.clock import Clock
+from ..model.errors import InvalidArgumentError
 from ..model.task import TaskInfo, TaskState
 from ..processes import plans as processes
 from ..processes.model import Process
@@ -36,6 +37,7 @@ from ..tenants import plans as _tenants
 from ..tenants.plans import TenantInfo
 from ..workflows import plans as flows
 from ..workflows.plans import WorkflowNode
+from . import search as _search
 from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
 
 
@@ -93,6 +95,43 @@ class InspectorPlans(QueueSettingPlans):
         to about 500 more); call again with the cursor to go on, until it is 0. The tasks come in
         the hash's order, without their due or archive time (:meth:`task_info` has them)."""
         return self._plans.find_tasks(queue, id_prefix, task_type, cursor, limit)
+
+    @planned
+    def search_page(self, /, queue: str, *, cursor: int = 0, limit: int = 50, budget: int = _search.BUDGET,
+                    pages: int = 10, **conditions: Any) -> Steps[_search.SearchPage]:
+        """One page of :meth:`~asynqpy.Inspector.search` (its ``conditions``): the matches of
+        bounded steps from ``cursor`` (each about ``budget`` tasks looked at in Redis), until one
+        ends with ``limit`` matches or after ``pages`` steps: every match of the steps read (so
+        possibly more than ``limit``: a cursor cannot resume inside a step), the cursor to go on
+        from (0: the end) and the progress. For a console or a job that resumes a search later."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
+        if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
+            raise InvalidArgumentError(f"pages must be an int >= 1, got {pages!r}")
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget)
+        tasks = yield from _search.scan_plan(scan, self._plans._now(), pages, limit)
+        return _search.SearchPage(tasks, scan.cursor, scan.looked, scan.total or 0)
+
+    @planned
+    def search_count(self, /, queue: str, *, budget: int = _search.BUDGET, **conditions: Any) -> Steps[int]:
+        """How many of the queue's tasks match :meth:`~asynqpy.Inspector.search`'s ``conditions``
+        (the whole queue read in bounded steps; only the count comes back)."""
+        scan = _search.Scan(queue, _search.make_search(**conditions), budget=budget, count_only=True)
+        yield from _search.scan_plan(scan, self._plans._now())
+        return scan.matched
+
+    @planned
+    def search_act(self, /, queue: str, action: str, **conditions: Any) -> Steps[_search.ActionReport]:
+        """Apply ``action`` (retry, run, archive, delete, cancel: :data:`~asynqpy.core.inspector.search.ACTIONS`)
+        to every task matching :meth:`~asynqpy.Inspector.search`'s ``conditions``: the matches
+        are found first, then each goes through the action of its own (:meth:`run_task`,
+        :meth:`archive_task`, :meth:`delete_task`, :meth:`cancel`), so a task that changed
+        meanwhile is refused, not acted on blindly. Tasks in a state the action does not apply to
+        are counted as skipped."""
+        _search.check_action(action)
+        scan = _search.Scan(queue, _search.make_search(**conditions))
+        tasks = yield from _search.scan_plan(scan, self._plans._now())
+        return (yield from _search.act_plan(self._plans, queue, action, tasks))
 
     @planned
     def groups(self, queue: str) -> Steps[list[GroupInfo]]:

@@ -1,0 +1,97 @@
+--[[ search: a bounded scan of a queue's tasks for the ones that match (read-only)
+One step of Inspector.search (core/inspector/search.py): HSCAN of the tasks hash from ``cursor``,
+in batches, until at least ``budget`` fields were looked at or the hash was scanned to its end, each
+task checked in place (msgfield, msgpath: nothing decoded, nothing copied but what is sent back):
+its state byte, type, tenant, enqueue time, a substring of its last error, and conditions on its
+payload or headers; a task that matches is sent back (or only counted). The caller sizes
+``budget`` so that a call stays within a few milliseconds and calls again with the cursor.
+KEY tasks        the queue's tasks hash (id -> stored value: includes/stored)
+ARG cursor       HSCAN cursor to go on from ('0' = from the start)
+ARG budget       fields to look at in this call, at least one batch, about this many at most
+ARG batch        HSCAN COUNT
+ARG reply        'values' (each match's id and stored value), 'ids', or 'count' (only how many)
+ARG states       the state bytes a match may have (includes/stored: p a s r x c g m w b; '' = any)
+ARG type         a match's task type ('' = any)
+ARG tenant       a match's tenant ('' = any)
+ARG since        enqueued at or after this Unix ms ('' = no bound)
+ARG before       enqueued before this Unix ms ('' = no bound)
+ARG error        a substring of its last error ('' = any)
+ARG text         a substring of its payload's encoded bytes ('' = any)
+ARG conds... {where path value hint}  conditions, all of which a match meets:
+                 where: 'p' its payload, 'h' its headers;
+                 path: where the value is in it (names separated by '\0': map keys, array indexes
+                 in digits; '' = the payload itself);
+                 value: the value's msgpack encoding (smallest form) it must equal; '' = present,
+                 whatever its value;
+                 hint: bytes any match's message holds (the last key's encoding and the value's, as
+                 a map stores them side by side; '' = none): looked for first (a plain find, in
+                 C), so most tasks that do not match are passed over without walking their payload
+Returns {next cursor ('0': the end), fields looked at, matches, then per match: id [, stored value]}.
+]]
+--- @include "stored"
+--- @include "events"
+--- @include "msgpath"
+local budget, batch = tonumber(A.budget), tonumber(A.batch)
+local states, mtype, tenant, err, text = A.states, A.type, A.tenant, A.error, A.text
+local since, before = tonumber(A.since), tonumber(A.before)
+local want = A.reply
+local conds = A.conds
+local nconds = conds.n
+local F_PAYLOAD, F_HEADERS, F_ERROR, F_ENQUEUED = F.payload, F.headers, F.last_error, F.enqueued_at_ms
+
+local function field_has(m, at, index, needle)  -- the field's encoded bytes hold ``needle``
+  local found = string.find(m, needle, at, true)  -- (anywhere first: most tasks have it nowhere)
+  if not found then return false end
+  local i = msg_field(m, at, index)
+  if not i then return false end
+  local j = mp_skip(m, i)
+  while found and found < i do
+    found = string.find(m, needle, found + 1, true)
+  end
+  return found ~= nil and j ~= nil and found + #needle <= j
+end
+
+local function matches(v)
+  local st = stored_state(v)
+  if states ~= '' and not string.find(states, st, 1, true) then return false end
+  local at = st == 'a' and STORED_ACTIVE_AT or 2
+  if mtype ~= '' and msg_type(v, at) ~= mtype then return false end
+  if tenant ~= '' and msg_tenant(v, at) ~= tenant then return false end
+  if since or before then
+    local i = msg_field(v, at, F_ENQUEUED)
+    local t = i and mp_int(v, i) or 0
+    if (since and t < since) or (before and t >= before) then return false end
+  end
+  if err ~= '' and not field_has(v, at, F_ERROR, err) then return false end
+  if text ~= '' and not field_has(v, at, F_PAYLOAD, text) then return false end
+  for k = 1, nconds do
+    local c = conds[k]
+    if c.hint ~= '' and not string.find(v, c.hint, at, true) then return false end
+    local i = msg_field(v, at, c.where == 'h' and F_HEADERS or F_PAYLOAD)
+    i = i and mp_at(v, i, c.path)
+    if not i or (c.value ~= '' and not mp_equals(v, i, c.value)) then return false end
+  end
+  return true
+end
+
+local cursor, looked, found, out = A.cursor, 0, 0, {'', 0, 0}
+repeat
+  local r = redis.call('HSCAN', K.tasks, cursor, 'COUNT', batch)
+  cursor = r[1]
+  local fv = r[2]
+  for j = 1, #fv, 2 do
+    local v = fv[j + 1]
+    if matches(v) then
+      found = found + 1
+      if want ~= 'count' then
+        out[#out + 1] = fv[j]
+        if want == 'values' then
+          out[#out + 1] = v
+        end
+      end
+    end
+  end
+  looked = looked + #fv / 2
+until cursor == '0' or looked >= budget
+out[1], out[2], out[3] = cursor, looked, found
+return out
