@@ -10,6 +10,7 @@ ARG cursor       HSCAN cursor to go on from ('0' = from the start)
 ARG budget       fields to look at in this call, at least one batch, about this many at most
 ARG batch        HSCAN COUNT
 ARG reply        'values' (each match's id and stored value), 'ids', or 'count' (only how many)
+ARG match        HSCAN MATCH pattern of the ids ('*' = any; an id prefix, its glob characters escaped)
 ARG states       the state bytes a match may have (includes/stored: p a s r x c g m w b; '' = any)
 ARG type         a match's task type ('' = any)
 ARG tenant       a match's tenant ('' = any)
@@ -76,7 +77,7 @@ end
 
 local cursor, looked, found, out = A.cursor, 0, 0, {'', 0, 0}
 repeat
-  local r = redis.call('HSCAN', K.tasks, cursor, 'COUNT', batch)
+  local r = redis.call('HSCAN', K.tasks, cursor, 'MATCH', A.match, 'COUNT', batch)
   cursor = r[1]
   local fv = r[2]
   for j = 1, #fv, 2 do
@@ -91,7 +92,8 @@ repeat
       end
     end
   end
-  looked = looked + #fv / 2
+  -- with MATCH a batch returns the ids that match alone: the fields it walked (about COUNT) count
+  looked = looked + (A.match == '*' and #fv / 2 or batch)
 until cursor == '0' or looked >= budget
 out[1], out[2], out[3] = cursor, looked, found
 return out

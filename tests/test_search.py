@@ -73,6 +73,8 @@ def test_each_condition_finds_its_tasks_sync_and_async(backend: Any) -> None:
         assert set(_ids(insp.search("sq", until=cut))) == set(ts) - set(_ids(insp.search("sq", since=cut)))
         assert len(list(insp.search("sq", limit=3))) == 3
         assert insp.search_count("sq", payload={"user.id": 1}) == 7
+        assert _ids(insp.search("sq", id_prefix="p1", payload={"user.id": 1})) == ["p13", "p17"]
+        assert _ids(insp.search("sq", id_prefix="*")) == []  # (a glob character matches itself)
 
     async def main() -> list[str]:
         async with AsyncInspector(backend.new_async()) as a:
@@ -195,6 +197,8 @@ def _conditions(rnd: random.Random, payloads: list[Any]) -> dict[str, Any]:
         out["text"] = rnd.choice(["a", "é", "✓", "b0"])
     if rnd.random() < 0.3:
         out["state"] = rnd.choice(["pending", "scheduled"])
+    if rnd.random() < 0.2:
+        out["id_prefix"] = rnd.choice(["x", "x1", "x[", "y"])
     return out
 
 
@@ -214,5 +218,5 @@ def test_the_script_agrees_with_the_python_test(payloads: list[Any], seed: int) 
             cond = _conditions(rnd, payloads)
             search = S.make_search(**cond)
             want = sorted(k.decode() for k, v in stored.items()
-                          if S.matches(search, TaskState.from_code(state_char(v).decode()), decode(message_of(v))))
+                          if S.matches(search, k.decode(), TaskState.from_code(state_char(v).decode()), decode(message_of(v))))
             assert _ids(insp.search("pq", **cond)) == want, cond

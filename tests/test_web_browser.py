@@ -96,6 +96,16 @@ def rebound_browser() -> Iterator[Any]:
     yield from _chromium(f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1")
 
 
+def _alert_text(browser: Any) -> str | None:
+    """The open alert's text, None while none is open."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        return str(browser.switch_to.alert.text)
+    except NoAlertPresentException:
+        return None
+
+
 def _ids(browser: Any, rows: str) -> list[str]:
     """The data-id of each row, read in one script call: read one by one (a round trip to the
     driver each), a loaded machine straddled the page's live refresh on every try (the rows read
@@ -406,13 +416,15 @@ def test_processes_and_servers_in_a_browser(redis_url: str, browser: Any) -> Non
 def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> None:
     """One Chromium session acts from the console: enqueue (a bad JSON payload and a bad queue
     name are refused with the server's error on the page, nothing queued is lost), edit, duplicate,
-    select tasks and archive them in one batch, search by type, pause and run a periodic entry; the
+    select tasks and archive them in one batch, search by type, search by payload and archive every
+    match (the count in a question; "no" changes nothing), pause and run a periodic entry; the
     overview's per-day chart is drawn from the stored counters; times show their raw value on
     hover; the Redis page lists the slowlog."""
     from datetime import timedelta
 
     import redis
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     from asynqpy.core.model.clock import Clock
     from asynqpy.core.spine.keys import queue_keys
@@ -513,6 +525,22 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         by("#find button").click()
         wait_for(lambda: set(_ids(browser, "#found tbody tr"))
                  == {"inv-1", copy_id})
+        # search by payload, then archive every match: the count in the question, "no" changes nothing
+        by("#find-type").clear()
+        by("#find-payload").send_keys("to=user4@example.com")
+        by("#find button").click()
+        wait_for(lambda: _ids(browser, "#found tbody tr") == ["e4"])
+        Select(by("#search-action")).select_by_visible_text("archive")
+        click(browser, "#search-act")
+        wait_for(lambda: _alert_text(browser) == "archive 1 matching task(s) in queue ops?")
+        browser.switch_to.alert.dismiss()
+        wait_for(lambda: by("#message").text == "nothing done")
+        click(browser, "#search-act")
+        wait_for(lambda: _alert_text(browser) is not None)
+        browser.switch_to.alert.accept()
+        wait_for(lambda: by("#message").text.startswith("archive: 1 done"))
+        with Inspector(redis_url) as insp:
+            assert insp.task_info("ops", "e4").state.value == "archived"
 
         # a periodic entry: pause it, then run it now
         browser.get(console.url + "/scheduler")

@@ -110,7 +110,7 @@ class InspectorPlans(QueueSettingPlans):
             raise InvalidArgumentError(f"pages must be an int >= 1, got {pages!r}")
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget)
         tasks = yield from _search.scan_plan(scan, self._plans._now(), pages, limit)
-        return _search.SearchPage(tasks, scan.cursor, scan.looked, scan.total or 0)
+        return _search.SearchPage(tasks, scan.cursor, min(scan.looked, scan.total or 0), scan.total or 0)
 
     @planned
     def search_count(self, /, queue: str, *, budget: int = _search.BUDGET, **conditions: Any) -> Steps[int]:

@@ -24,7 +24,7 @@ from ..model.task import TaskInfo, TaskState
 from ..spine.broker import Call
 from ..spine.calls import script_call
 from ..spine.keys import queue_keys, validate_queue
-from .values import Plan, PlansBase, task_from_stored, value
+from .values import Plan, PlansBase, _glob_escape, task_from_stored, value
 
 BATCH = 250
 """HSCAN COUNT of one batch inside the script."""
@@ -59,6 +59,7 @@ class Search:
     headers: tuple[tuple[str, str], ...] = ()
     since_ms: int | None = None
     before_ms: int | None = None
+    id_prefix: str = ""
 
     def conds(self) -> list[str | bytes]:
         """The script's conditions (its ``conds`` tail: where, path, value, hint for each)."""
@@ -128,13 +129,15 @@ def _headers(header: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
 def make_search(*, state: TaskState | str | Iterable[TaskState | str] | None = None, type: str | None = None,
                 tenant: str | None = None, payload: Mapping[str, Any] | None = None, text: str | None = None,
                 error: str | None = None, header: Mapping[str, str] | None = None,
-                since: datetime | float | None = None, until: datetime | float | None = None) -> Search:
+                since: datetime | float | None = None, until: datetime | float | None = None,
+                id_prefix: str | None = None) -> Search:
     """A :class:`Search` from the Inspector's arguments; InvalidArgumentError names what is wrong."""
     since_ms, before_ms = _ms("since", since), _ms("until", until)
     if since_ms is not None and before_ms is not None and before_ms <= since_ms:
         raise InvalidArgumentError("until must come after since")
     return Search(_states(state), _text("type", type), _text("tenant", tenant), _payload(payload),
-                  _text("text", text), _text("error", error), _headers(header), since_ms, before_ms)
+                  _text("text", text), _text("error", error), _headers(header), since_ms, before_ms,
+                  _text("id_prefix", id_prefix))
 
 
 def parse_payload_condition(text: str) -> tuple[str, Any]:
@@ -180,11 +183,11 @@ def _payload_matches(s: Search, payload: Any) -> bool:
     return True
 
 
-def matches(search: Search, state: TaskState, msg: Message) -> bool:
+def matches(search: Search, id: str, state: TaskState, msg: Message) -> bool:
     """Does a decoded task match (what the script decides in place; a reader that decrypts or
     decodes first uses this)."""
-    return _fields_match(search, state, msg) and _payload_matches(search, msg.payload) and \
-        all((msg.headers or {}).get(k) == v for k, v in search.headers)
+    return id.startswith(search.id_prefix) and _fields_match(search, state, msg) and \
+        _payload_matches(search, msg.payload) and all((msg.headers or {}).get(k) == v for k, v in search.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +215,8 @@ def search_call(queue: str, search: Search, cursor: int = 0, budget: int = BUDGE
 
     s = search
     return script_call("search", parse, tasks=q.tasks, cursor=cursor, budget=budget, batch=BATCH, reply=reply,
-                       states="".join(x.code for x in s.states), type=s.type, tenant=s.tenant,
+                       match=_glob_escape(s.id_prefix) + "*", states="".join(x.code for x in s.states),
+                       type=s.type, tenant=s.tenant,
                        since="" if s.since_ms is None else s.since_ms,
                        before="" if s.before_ms is None else s.before_ms, error=s.error, text=s.text, conds=s.conds())
 

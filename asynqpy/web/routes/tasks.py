@@ -3,11 +3,13 @@ actions on one task, a batch or every task of a state; the task and search pages
 duplicate and edit: :mod:`.enqueue`.)"""
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from ...core.inspector.inspection import parse_state
+from ...core.inspector.search import BUDGET, MAX_BUDGET, parse_payload_condition
 from ...core.model.errors import AsynqpyError, InvalidArgumentError
 from ...core.results.events import parse_entries
 from ...core.spine.keys import queue_keys
@@ -77,17 +79,51 @@ async def act_all(console: ConsoleDep, queue: str, state: str, action: str) -> A
     return {"count": await getattr(console.inspector, f"{action}_all")(queue, parse_state(state))}
 
 
+def _conditions(id: str, type: str, state: str, tenant: str, payload: list[str], text: str,
+                error: str) -> dict[str, Any]:
+    """A search's conditions from the query (payload: ``path=value`` each, as the CLI's -p)."""
+    conds = {"id_prefix": id, "type": type, "state": state or None, "tenant": tenant,
+             "payload": dict(parse_payload_condition(p) for p in payload if p.strip()) or None,
+             "text": text, "error": error}
+    if not any(v for v in conds.values()):
+        raise InvalidArgumentError("give at least one condition: an id prefix (id=), a type, a state, a tenant, "
+                                   "a payload path=value, a text or an error")
+    return conds
+
+
+def _query_conditions(id: str = "", type: str = "", state: str = "", tenant: str = "",
+                      payload: Annotated[list[str] | None, Query()] = None, text: str = "",
+                      error: str = "") -> dict[str, Any]:
+    return _conditions(id, type, state, tenant, payload or [], text, error)
+
+
+Conditions = Annotated[dict[str, Any], Depends(_query_conditions)]
+
+
 @router.get("/api/queues/{queue}/search", tags=["tasks"])
-async def search(console: ConsoleDep, queue: str, id: str = "", type: str = "",
-                 cursor: int = Query(0, ge=0, le=2**63), limit: int = Query(30, ge=1, le=1000)) -> Any:
-    """Tasks of any state whose id starts with ``id`` and whose type is ``type`` (either may
-    be empty). Bounded work per request (about 10 000 tasks looked at): ``cursor`` is where
-    to go on from, 0 when the whole queue was searched."""
-    if not id and not type:
-        raise InvalidArgumentError("give an id prefix (id=), a task type (type=) or both")
-    cursor, found = await console.inspector.find_tasks(queue, id_prefix=id, task_type=type, cursor=cursor,
-                                                       limit=limit)
-    return {"cursor": cursor, "tasks": jsonable(found)}
+async def search(console: ConsoleDep, queue: str, conds: Conditions, cursor: int = Query(0, ge=0, le=2**63),
+                 limit: int = Query(30, ge=1, le=1000), budget: int = Query(BUDGET, ge=1, le=MAX_BUDGET)) -> Any:
+    """The tasks matching every condition given (docs/search.md): ``id`` (a prefix), ``type``,
+    ``state``, ``tenant``, ``payload`` (``path=value``, repeatable), ``text``, ``error``.
+    Bounded work per request (a few bounded steps of lua/search.lua): ``cursor`` is where to go
+    on from, 0 when the whole queue was searched; ``looked`` of ``total`` is the progress. One
+    step of about ``budget`` tasks looked at per request."""
+    page = await console.inspector.search_page(queue, cursor=cursor, limit=limit, budget=budget, pages=1, **conds)
+    return {"cursor": page.cursor, "looked": page.looked, "total": page.total, "tasks": jsonable(page.tasks)}
+
+
+@router.get("/api/queues/{queue}/search/count", tags=["tasks"])
+async def search_count(console: ConsoleDep, queue: str, conds: Conditions) -> Any:
+    """How many tasks match (the whole queue, in bounded steps)."""
+    return {"matches": await console.inspector.search_count(queue, **conds)}
+
+
+@router.post("/api/queues/{queue}/search/{action}", tags=["tasks"])
+async def search_act(console: ConsoleDep, queue: str, action: str, conds: Conditions) -> Any:
+    """Apply ``action`` (retry, run, archive, delete, cancel) to every matching task, each through
+    its one-task action; the report counts what was done, skipped (by state), gone and refused."""
+    rep = await console.inspector.search_act(queue, action, **conds)
+    return {"action": rep.action, "done": rep.done, "skipped": rep.skipped, "gone": rep.gone, "refused": rep.refused}
 
 
 @router.get("/queues/{queue}/tasks/{task_id:path}", response_class=HTMLResponse, include_in_schema=False)
@@ -99,7 +135,12 @@ async def task_page(console: ConsoleDep, request: Request, queue: str, task_id: 
 
 
 @router.get("/queues/{queue}/search", response_class=HTMLResponse, include_in_schema=False)
-async def search_page(console: ConsoleDep, request: Request, queue: str, id: str = "", type: str = "",
+async def search_page(console: ConsoleDep, request: Request, queue: str, id: str = "", type: str = "", state: str = "",
+                      tenant: str = "", payload: str = "", text: str = "", error: str = "",
                       cursor: int = Query(0, ge=0, le=2**63)) -> Any:
-    data = await search(console, queue, id, type, cursor, 100)
-    return console.page(request, "search.html", queue=queue, id=id, type=type, start=cursor, **data)
+    conds = _conditions(id, type, state, tenant, [payload], text, error)
+    data = await search(console, queue, conds, cursor, 100, BUDGET)
+    query = urlencode({k: v for k, v in (("id", id), ("type", type), ("state", state), ("tenant", tenant),
+                                         ("payload", payload), ("text", text), ("error", error)) if v})
+    return console.page(request, "search.html", queue=queue, id=id, type=type, state=state, tenant=tenant,
+                        payload=payload, text=text, error=error, query=query, start=cursor, **data)

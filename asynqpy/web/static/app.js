@@ -178,6 +178,27 @@ document.addEventListener("click", async (ev) => {
   }
 });
 
+// -- the search page: act on every match (the count first, then the question) ------------------------------
+const searchAct = document.getElementById("search-act");
+if (searchAct) {
+  searchAct.addEventListener("click", async () => {
+    if (readOnly) return;
+    const action = document.getElementById("search-action").value;
+    const q = encodeURIComponent(body.dataset.queue), query = searchAct.dataset.query;
+    try {
+      const n = (await getJSON(`/api/queues/${q}/search/count?${query}`)).matches;
+      if (!n) { say("no task matches"); return; }
+      if (!window.confirm(`${action} ${n} matching task(s) in queue ${body.dataset.queue}?`)) { say("nothing done"); return; }
+      const r = await post(`/api/queues/${q}/search/${encodeURIComponent(action)}?${query}`);
+      const skipped = Object.entries(r.skipped).map(([s, k]) => `${s} ${k}`).join(", ") || "none";
+      say(`${r.action}: ${r.done} done; skipped (state) ${skipped}; gone ${r.gone}; refused ${Object.keys(r.refused).length}`);
+      setTimeout(() => location.reload(), 1500);
+    } catch (e) {
+      say(`refused: ${e.message}`);
+    }
+  });
+}
+
 // -- forms: enqueue a task, edit one (the server checks every field; its error is shown on the page) -------
 function formError(text) {
   const e = document.getElementById("form-error");
