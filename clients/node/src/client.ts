@@ -142,6 +142,11 @@ export function newTaskId(): string {
   return id[0] === "-" ? "_" + id.slice(1) : id;
 }
 
+/** A random inbox id: 12 URL-safe characters (72 bits). */
+export function newInboxId(): string {
+  return randomBytes(9).toString("base64url");
+}
+
 /** A workflow record's item list: each item '<length>:<bytes>' (rec_pack, docs/protocol.md). */
 export function recPack(items: Uint8Array[]): Buffer {
   return Buffer.concat(items.flatMap((b) => [Buffer.from(`${b.length}:`), Buffer.from(b)]));
@@ -293,10 +298,29 @@ export class Client {
    * TaskNotFoundError (a parent of `after` that does not exist), QueueRefusedError.
    */
   async enqueue(type: string, payload: unknown = null, options: EnqueueOptions = {}): Promise<TaskInfo> {
-    const p = prepare(type, payload, options);
+    return this.store(prepare(type, payload, options));
+  }
+
+  /**
+   * Enqueues a task and waits for its outcome (as the Python `Client.call`): the task names an
+   * inbox of this call (its `reply_to`), to which the script that finishes it pushes the outcome,
+   * so a task deleted when it completes (retention 0) is waited for too. Its result; raises as
+   * {@link enqueue} and {@link result} do.
+   */
+  async call(type: string, payload: unknown = null, options: EnqueueOptions & { timeout?: number } = {}): Promise<unknown> {
+    const { timeout, ...rest } = options;
+    const deadline = timeout === undefined ? Infinity : Date.now() + seconds("timeout", timeout) * 1000;
+    const inbox = newInboxId();
+    const info = await this.store(prepare(type, payload, rest, Date.now(), inbox));
+    const first = info.state === "archived" ? await this.run("watch", info.queue, { id: info.id, inbox: "" }) : 1;
+    return this.wait(info.id, info.queue, inbox, first, deadline, timeout);
+  }
+
+  private async store(p: Prepared): Promise<TaskInfo> {
+    const { type, payload } = p.msg;
     await this.checkProtocol();
     await this.redis.sadd(ALL_QUEUES, p.queue);
-    const info: TaskInfo = { id: p.id, queue: p.queue, state: "pending", type, payload };
+    const info: TaskInfo = { id: p.id, queue: p.queue, state: "pending", type, payload: payload ?? null };
     if (p.msg.after) {
       info.state = await this.enqueueAfter(p);
     } else if (p.delayMs > 0) {
@@ -394,10 +418,16 @@ export class Client {
   async result(id: string, options: { queue?: string; timeout?: number } = {}): Promise<unknown> {
     const queue = validateQueue(options.queue ?? "default");
     await this.checkProtocol();
-    const inbox = randomBytes(9).toString("base64url");
-    const inboxKey = queueKey(queue, `reply:${inbox}`);
+    const inbox = newInboxId();
     const deadline = options.timeout === undefined ? Infinity : Date.now() + seconds("timeout", options.timeout) * 1000;
-    let reply = await this.run("watch", queue, { id, inbox });
+    const reply = await this.run("watch", queue, { id, inbox });
+    return this.wait(id, queue, inbox, reply, deadline, options.timeout);
+  }
+
+  /** Waits on `inbox` for task `id`'s outcome, from a watch reply (`reply`), until `deadline`. */
+  private async wait(id: string, queue: string, inbox: string, first: Reply, deadline: number, timeout?: number): Promise<unknown> {
+    const inboxKey = queueKey(queue, `reply:${inbox}`);
+    let reply = first;
     let missing = 0;
     this.blocking = this.blocking ?? this.redis.duplicate();
     for (;;) {
@@ -414,7 +444,7 @@ export class Client {
       }
       const left = deadline - Date.now();
       if (left <= 0) {
-        throw new WaitTimeoutError(`no outcome of task ${id} in queue ${queue} within ${options.timeout} s`);
+        throw new WaitTimeoutError(`no outcome of task ${id} in queue ${queue} within ${timeout} s`);
       }
       const wait = reply === 0 ? 0.2 : Math.min(left / 1000, this.recheck);
       const got = await this.blocking.blpopBuffer(inboxKey, Math.max(0.01, wait));
@@ -500,7 +530,7 @@ const KNOWN = new Set(["queue", "taskId", "processAt", "processIn", "unique", "u
   "after", "onParentFailure", "maxRetry", "timeout", "retention", "retryDelay", "deadline", "headers", "retryFront"]);
 
 /** Validates a task's arguments and makes its message (as the Python client's options.prepare). */
-export function prepare(type: string, payload: unknown, o: EnqueueOptions, nowMs = Date.now()): Prepared {
+export function prepare(type: string, payload: unknown, o: EnqueueOptions, nowMs = Date.now(), replyTo = ""): Prepared {
   for (const k of Object.keys(o)) {
     if (!KNOWN.has(k)) {
       throw new InvalidArgumentError(`unknown enqueue option ${JSON.stringify(k)} (known: ${[...KNOWN].join(", ")})`);
@@ -567,7 +597,7 @@ export function prepare(type: string, payload: unknown, o: EnqueueOptions, nowMs
     retention_ms: given("retention") ? Math.floor(seconds("retention", o.retention) * 1000) : 0,
     unique: uniqueTtl > 0,
     retry_delay_ms: given("retryDelay") ? Math.floor(seconds("retryDelay", o.retryDelay) * 1000) : -1,
-    headers: o.headers ?? null, unique_key: o.uniqueKey ?? "", priority,
+    headers: o.headers ?? null, reply_to: replyTo, unique_key: o.uniqueKey ?? "", priority,
     after: given("after") ? parents(o.after as Parent | Parent[], queue) : null,
     key: o.key ?? "", retry_front: o.retryFront ?? false, tenant: given("tenant") ? validateTenant(o.tenant) : "",
   };
