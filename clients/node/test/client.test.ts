@@ -30,7 +30,7 @@ describe("the Node client against a real Redis and Python workers", { skip: URL 
 
   before(() => {
     redis = new Redis(URL as string);
-    client = new Client(redis);
+    client = new Client(redis, { recheck: 0.5 });
   });
   after(async () => {
     await client.close();
