@@ -51,7 +51,7 @@ def _build() -> None:
             pytest.fail("node and npm are required (ASYNQPY_REQUIRE_REAL=1): apt-get install nodejs npm")
         pytest.skip("node/npm not installed (scripts/test installs them: apt-get install nodejs npm)")
     if _newer([NODE / "package-lock.json"], NODE / "node_modules" / ".package-lock.json"):
-        _run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], 300)
+        _run(["npm", "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], 300)
     sources = [*NODE.glob("src/*.ts"), *NODE.glob("test/*.ts"), NODE / "tsconfig.json", NODE / "package-lock.json"]
     if _newer(sources, NODE / "dist" / ".built"):
         _run([str(NODE / "node_modules" / ".bin" / "tsc"), "-p", "."], 180)

@@ -199,7 +199,6 @@ const POLICIES: Record<string, string> = { cancel: "c", run: "r", ignore: "i" };
 export class Client {
   readonly redis: Redis;
   private readonly own: boolean;
-  private blocking: Redis | null = null;
   private readonly keys: Uint8Array[];
   private readonly root: string;
   private readonly scripts = new Map<string, Script>();
@@ -226,10 +225,6 @@ export class Client {
 
   /** Closes the connections this client opened. */
   async close(): Promise<void> {
-    if (this.blocking) {
-      this.blocking.disconnect();
-      this.blocking = null;
-    }
     if (this.own) {
       await this.redis.quit();
     }
@@ -427,9 +422,18 @@ export class Client {
   /** Waits on `inbox` for task `id`'s outcome, from a watch reply (`reply`), until `deadline`. */
   private async wait(id: string, queue: string, inbox: string, first: Reply, deadline: number, timeout?: number): Promise<unknown> {
     const inboxKey = queueKey(queue, `reply:${inbox}`);
+    const blocking = this.redis.duplicate();  // a wait's own connection: waits in parallel do not queue
+    try {
+      return await this.waitOn(blocking, inboxKey, id, queue, first, deadline, timeout);
+    } finally {
+      blocking.disconnect();
+    }
+  }
+
+  private async waitOn(blocking: Redis, inboxKey: string, id: string, queue: string, first: Reply, deadline: number,
+    timeout?: number): Promise<unknown> {
     let reply = first;
     let missing = 0;
-    this.blocking = this.blocking ?? this.redis.duplicate();
     for (;;) {
       if (Buffer.isBuffer(reply)) {
         return outcomeOfStored(id, queue, reply);
@@ -447,7 +451,7 @@ export class Client {
         throw new WaitTimeoutError(`no outcome of task ${id} in queue ${queue} within ${timeout} s`);
       }
       const wait = reply === 0 ? 0.2 : Math.min(left / 1000, this.recheck);
-      const got = await this.blocking.blpopBuffer(inboxKey, Math.max(0.01, wait));
+      const got = await blocking.blpopBuffer(inboxKey, Math.max(0.01, wait));
       if (got !== null) {
         const entry = codec.unpack(got[1]) as [Uint8Array, string, unknown];
         if (Array.isArray(entry) && entry.length === 3 && Buffer.from(entry[0]).toString("utf8") === id) {

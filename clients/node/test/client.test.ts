@@ -51,6 +51,13 @@ describe("the Node client against a real Redis and Python workers", { skip: URL 
     await assert.rejects(client.call("fail", "no", { ...WAIT, maxRetry: 0 }), TaskFailedError);
   });
 
+  test("waits in parallel do not queue behind each other", async () => {
+    const t0 = Date.now();
+    const got = await Promise.all([1, 2, 3, 4].map((n) => client.call("slow", n, WAIT)));
+    assert.deepEqual(got, [1, 2, 3, 4]);
+    assert.ok(Date.now() - t0 < 4000, `${Date.now() - t0} ms for four 0.3 s tasks on four workers`);
+  });
+
   test("payloads of every msgpack kind round-trip through a Python handler", async () => {
     const payload = { s: "héllo", n: -7, big: 1700000000000, f: 1.5, t: true, z: null, l: [1, "x"], b: Buffer.from([0, 255]) };
     const got = (await client.call("echo", payload, WAIT)) as Record<string, unknown>;
