@@ -22,7 +22,9 @@ import pytest
 from helpers import ROOT, serving
 
 from asynqpy import Client, ServeMux, Task
-from asynqpy.redisio.connection import async_client
+from asynqpy.core.model import codec
+from asynqpy.core.model import options as opts
+from asynqpy.redisio.connection import async_client, sync_client
 
 NODE = ROOT / "clients" / "node"
 KEY = b"node-client-test-signing-key-0123456789"
@@ -133,3 +135,19 @@ def test_the_node_client_against_python_workers(redis_url: str) -> None:
     sys.stdout.write(f"build {built:.1f} s, node --test with the workers {time.monotonic() - t1:.1f} s\n")
     assert rc == 0, text[-8000:]
     assert "# fail 0" in text and "# skipped 0" in text, text[-8000:]
+    _same_as_python(redis_url)
+
+
+def _same_as_python(url: str) -> None:
+    """The task with every option the Node tests left is the one the Python client would have stored
+    with the same options, byte for byte (its enqueue time aside), under the lock Python computes."""
+    r = sync_client(url)
+    stored = r.hget("asynqpy:{node-idle}:t", "node-every")
+    assert stored is not None and stored[:1] == b"s"
+    got = codec.decode(stored[1:])
+    want = opts.prepare("every", {"x": [1, "y"], "b": b"\x01"}, queue="node-idle", task_id="node-every", unique=30,
+                        priority=2, tenant="acme", max_retry=3, timeout=60, retention=120, retry_delay=5,
+                        deadline=2e9, headers={"h": "v"}, retry_front=True, process_in=3600,
+                        now=got.enqueued_at_ms / 1000)
+    assert stored[1:] == want.data, (got, want.msg)
+    assert 29 <= r.ttl(f"asynqpy:{{node-idle}}:u:{want.msg.lock_digest()}") <= 3630

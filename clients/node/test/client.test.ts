@@ -180,6 +180,14 @@ describe("the Node client against a real Redis and Python workers", { skip: URL 
     await assert.rejects(client.result(idle.id, { queue: IDLE, timeout: 0.3 }), WaitTimeoutError);
   });
 
+  test("a task with every option, left for the Python side to compare (tests/test_node_client.py)", async () => {
+    const info = await client.enqueue("every", { x: [1, "y"], b: Buffer.from([1]) }, {
+      queue: IDLE, taskId: "node-every", unique: 30, priority: 2, tenant: "acme", maxRetry: 3, timeout: 60,
+      retention: 120, retryDelay: 5, deadline: 2e12, headers: { h: "v" }, retryFront: true, processIn: 3600,
+    });
+    assert.equal(info.state, "scheduled");
+  });
+
   test("bad input is refused before anything is sent", async () => {
     await assert.rejects(client.enqueue("", null), InvalidArgumentError);
     await assert.rejects(client.enqueue("t", null, { queue: "bad{queue}" }), InvalidArgumentError);
