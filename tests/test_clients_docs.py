@@ -12,7 +12,7 @@ from helpers import ROOT
 
 from asynqpy.core.model import codec
 from asynqpy.core.model.checks import DEFAULT_UNIQUE_KEY_TTL
-from asynqpy.core.spine import scripts
+from asynqpy.core.spine import protocol, scripts
 
 PAGE = " ".join((ROOT / "docs" / "protocol.md").read_text().split())
 NODE = ROOT / "clients" / "node" / "src"
@@ -38,3 +38,10 @@ def test_the_node_client_has_the_field_table_and_the_key_groups() -> None:
     groups = (NODE / "scripts.ts").read_text()
     for group, members in scripts.KEY_GROUPS.items():
         assert f"{group}: {json.dumps(list(members))}," in groups, group
+
+
+def test_the_node_client_speaks_this_protocol_version() -> None:
+    """A new protocol version (docs/releases.md) is one the Node client must be brought to as well."""
+    source = (NODE / "client.ts").read_text()
+    assert f"export const PROTOCOL_VERSION = {protocol.PROTOCOL_VERSION};" in source
+    assert f"export const OLDEST_READ = {protocol.OLDEST_READ};" in source
