@@ -8,7 +8,7 @@ import Redis from "ioredis";
 
 import * as codec from "./codec";
 import {
-  AsynqpyError, DuplicateTaskError, InvalidArgumentError, ProtocolVersionError, QueueRefusedError,
+  DuplicateTaskError, InvalidArgumentError, ProtocolVersionError, QueueRefusedError,
   TaskFailedError, TaskIdConflictError, TaskNotFoundError, WaitTimeoutError,
 } from "./errors";
 import { bind, loadScript, luaDir, Script } from "./scripts";
@@ -617,4 +617,3 @@ export function prepare(type: string, payload: unknown, o: EnqueueOptions, nowMs
   return { queue, id: id || newTaskId(), generated: !id, msg, data, delayMs, uniqueTtl, policy };
 }
 
-export { AsynqpyError };
