@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 IGNORE = shutil.ignore_patterns(
     ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".venv", ".demo", ".mypy_cache",
+    "node_modules",  # clients/node/ (tests/test_node_client.py installs it): 28 MB the wheel never holds
 )
 
 ROUND_TRIP = textwrap.dedent('''
