@@ -47,6 +47,8 @@ def main(folder: str, top: int = 25) -> None:
         kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
         for line in children.read_text(encoding="utf-8", errors="replace").splitlines():
             _, what, argv = (line.split("\t", 2) + ["", ""])[:3]
+            if what != "start" and not what.replace(".", "", 1).isdigit():
+                continue  # (a line two processes wrote at once)
             words = argv.split()
             kind = " ".join(w for w in words[1:4] if not w.startswith("-") or w == "-m")[:60]
             k = kinds[kind]
