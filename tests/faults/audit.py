@@ -199,12 +199,14 @@ class Workers:
         p.wait(10)
         self.procs[i] = self._start(i)
 
-    def wait_serving(self, i: int, timeout: float = 5.0) -> bool:
+    def wait_serving(self, i: int, timeout: float = 2.0) -> bool:
         """Wait until worker ``i`` serves (its heartbeat lists it: the server id holds its pid);
-        False if it did not within ``timeout`` (a busy machine) or Redis does not answer (a
-        scenario that stops it). A storm kills a worker that serves: a kill of an interpreter still
-        importing tested nothing and cost the suite a start (~0.6 s of CPU) each (issue 43: a
-        loaded run of the SIGKILL storm made 80 kills, 28 of them before the worker ran at all)."""
+        False if it did not within ``timeout`` or Redis does not answer (a scenario that stops
+        it). A storm kills a worker that serves: a kill of an interpreter still importing tested
+        nothing and cost the suite a start (~0.6 s of CPU) each (issue 43: a loaded run of the
+        SIGKILL storm made 80 kills, 28 of them before the worker ran at all). Not longer than 2 s
+        (a worker serves within ~1 s on a quiet machine): on a machine under a load of 30 a storm
+        of 8 s otherwise made 2 kills."""
         r, mark = sync_client(self.url), f":{self.procs[i].pid}:"
         deadline = time.monotonic() + timeout
         try:
