@@ -213,8 +213,10 @@ def test_a_queue_whose_wake_token_was_lost_is_still_served(backend: Any, monkeyp
         with Client(backend.sync) as c, Inspector(backend.sync) as insp:
             c.enqueue("t", "before start", queue=names[5])
             _token_lost(backend, names[5])  # (a server killed between its pop and its dequeue)
+            # (a 1 s beat: live for 3 s after a beat; at 0.2 s the 0.6 s lapsed on a loaded machine and
+            # quiet_server found no live server)
             async with serving(backend.new_async(), mux, queues=dict.fromkeys(names, 1), idle_timeout=0.3,
-                               heartbeat_interval=0.2) as server:
+                               heartbeat_interval=1.0) as server:
                 await until(lambda: ran == ["before start"])
                 await until(lambda: [s.id for s in insp.servers()] == [server.server_id])
                 assert await asyncio.to_thread(insp.quiet_server, server.server_id) == "quiet"
@@ -260,7 +262,7 @@ def test_a_worker_of_many_queues_takes_back_what_was_held_for_its_version(backen
             for q in names[1:]:  # the other queues exist
                 c.enqueue("t", f"first in {q}", queue=q)
             async with serving(backend.new_async(), mux, queues=dict.fromkeys(names, 1), idle_timeout=5,
-                               heartbeat_interval=0.2, version="2.0") as server:
+                               heartbeat_interval=1.0, version="2.0") as server:  # (see above)
                 await until(lambda: "held before" in ran and len(ran) == 6)
                 await until(lambda: [s.id for s in insp.servers()] == [server.server_id])
                 assert await asyncio.to_thread(insp.quiet_server, server.server_id) == "quiet"

@@ -204,8 +204,12 @@ class Processor:
         if r.msg.after is not None:  # a workflow task: its parents' results, from its record
             r.task._record = await self.runner.read_held(r.queue, r.id, self.ctx.broker.deps(r.queue, r.id),
                                                          "reading the task's parents' results")
+        loop = asyncio.get_running_loop()
+        if loop.time() >= r.lease_until:  # a busy loop read the dequeue's reply late: another may run it now
+            self._let_go(r, "its lease ran out before its handler started (the event loop was busy)")
+            return
         set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
-        timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r) if remaining is not None else None
+        timer = loop.call_later(remaining, self._time_out, r) if remaining is not None else None
         try:
             returned = await handler(r.task)
         finally:
@@ -300,6 +304,14 @@ class Processor:
         if r.aio is not None and not r.aio.done():
             r.aio.cancel()
         log.warning("lost the lease on task %s (queue %s): %s; cancelled it", r.id, r.queue, why)
+
+    def _let_go(self, r: Running, why: str) -> None:
+        """Give up a task before its handler starts (from inside its own asyncio task: nothing to
+        cancel); nothing is written, the recoverer retries it when its lease has expired."""
+        if self.held.get((r.queue, r.id)) is r:
+            del self.held[(r.queue, r.id)]
+        r.lost = True
+        log.warning("let go of task %s (queue %s) unrun: %s", r.id, r.queue, why)
 
     async def _wait_running(self, running: set[asyncio.Task[None]]) -> None:
         """Wait for running handlers until they finish, ``shutdown_timeout`` passes, or a second
