@@ -131,9 +131,9 @@ class Fleet:
 
     def worker(self, tag: str, release: str, version: str) -> None:
         env = {**os.environ, "RU_URL": self.url, "RU_TAG": tag, "RU_VERSION": version}
-        log = open(self.tmp / f"{tag}.log", "wb")  # noqa: SIM115 - the process's, closed with it
-        self.workers[tag] = subprocess.Popen([self.python(release), str(self.tmp / "app.py")], cwd=self.tmp, env=env,
-                                             stdout=log, stderr=subprocess.STDOUT)
+        with open(self.tmp / f"{tag}.log", "wb") as log:  # (the child writes to its own copy)
+            self.workers[tag] = subprocess.Popen([self.python(release), str(self.tmp / "app.py")], cwd=self.tmp,
+                                                 env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def produce(self, tag: str, release: str, n: int) -> subprocess.Popen[bytes]:
         out = self.tmp / f"want-{tag}.json"
