@@ -95,7 +95,7 @@ PRODUCE = textwrap.dedent('''
             elif kind == 6:
                 o["group"] = f"g-{tag}-{i % 2}"
             elif kind == 7:
-                parent = c.enqueue("ru:work", {"parent": i}, queue="ru")
+                parent = c.enqueue("ru:work", {"parent": i}, queue="ru", retention=600)  # (done before its child)
                 want.append([parent.id, 0])
                 o["after"] = [parent]
             elif kind == 8:
@@ -156,6 +156,10 @@ class Fleet:
         assert proc.poll() is None, f"worker {tag} died before its stop:\n{self.log(tag)}"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, f"worker {tag} exited {proc.returncode}:\n{self.log(tag)}"
+        log = (self.tmp / f"{tag}.log").read_text(errors="replace")
+        assert log.count("Traceback (most recent call last)") == log.count("\nRuntimeError: this attempt fails (on "
+                                                                         "purpose)\n"), log[-5000:]
+        assert "malformed" not in log, log[-5000:]
 
     def log(self, tag: str) -> str:
         return (self.tmp / f"{tag}.log").read_text(errors="replace")[-3000:]
@@ -191,6 +195,8 @@ def _problems(r: Any, insp: Inspector, want: list[list[Any]]) -> list[str]:
     info = insp.queue_info("ru")
     left = {k: getattr(info, k) for k in ("pending", "active", "scheduled", "retry", "aggregating", "waiting",
                                            "blocked") if getattr(info, k)}
+    unexpected = archived - {task_id for task_id, kind in want if kind == 3}
+    out += [f"archived, though it should not be: {sorted(unexpected)[:5]}"] if unexpected else []
     return out + ([f"left in the queue: {left}"] if left else [])
 
 
@@ -240,6 +246,10 @@ def test_rolling_upgrade_from_the_previous_release_and_back(redis_url: str, tmp_
                        for line in r.lrange("ru:runs", 0, -1))  # the old release ran the new producer's
             fleet.stop("old-3")
             assert len(want) > 150
+            held = {w[0] for w in want if w[1] == 9}
+            assert not [line for line in r.lrange("ru:runs", 0, -1) if line.decode().split()[0] in held
+                        and line.decode().split()[2] in ("old-1", "old-2")], "a version-1.0 worker ran a held task"
+
         # 4. A store a later release migrated: the old release refuses it, touching nothing.
         r.set(PROTOCOL, str(previous.protocol + 1))
         before = r.dbsize()
