@@ -3,11 +3,13 @@ venv of its own: tests/release.py) to the current code, and the rollback, on a r
 
 Old and new producers enqueue tasks of every kind (pending, scheduled, retried, archived, keyed,
 tenants', grouped, waiting on a parent, unique with a priority, held for a newer worker version,
-durable processes) while old workers are replaced by new ones one at a time (SIGTERM: a graceful
-stop), under load; then the rollback: an old worker comes back, new producers go on, the new
-workers leave. Then nothing is lost (every task ran, or was archived, or went into exactly one
-aggregate), nothing ran twice (no worker was killed, so no lease expired: each attempt of each
-task ran once), and every worker exited 0. Last, a store stamped with a newer protocol (what a
+durable processes) while old workers are replaced by new ones one at a time, under load (the
+first stopped with SIGTERM, a graceful stop; the second killed, SIGKILL: its tasks run again after
+their lease); then the rollback: an old worker comes back, new producers go on, the new workers
+leave. Then nothing is lost (every task ran, or was archived, or went into exactly one aggregate),
+no attempt of a task ran twice (a lease expiry counts as a failed attempt: the killed worker's
+tasks run again as their next attempt, and end as they would have), and every worker stopped
+exited 0 with no traceback in its log but the deliberate failures'. Last, a store stamped with a newer protocol (what a
 future ``asynqpy upgrade`` leaves) is refused by the old release, clearly (exit 2).
 """
 
@@ -54,7 +56,7 @@ APP = textwrap.dedent('''
     @mux.handle("ru:digest")
     async def digest(task):
         r.rpush("ru:runs", f"{task.id} {task.retry_count} {TAG}")
-        r.rpush("ru:digested", *task.payload["ids"])
+        r.rpush("ru:digested", *[f"{i} {task.id}" for i in task.payload["ids"]])
 
     def aggregate(group, tasks):
         return "ru:digest", {"ids": [t.id for t in tasks]}
@@ -65,7 +67,8 @@ APP = textwrap.dedent('''
             return Step(state={"n": i.args["n"], "by": TAG})
         return Step(response=(p.state or {}).get("n"))
 
-    Server(URL, queues={"ru": 1}, concurrency=4, name=TAG, version=VERSION, shutdown_timeout=8,
+    Server(URL, queues={"ru": 1}, concurrency=4, name=TAG, version=VERSION, shutdown_timeout=8, lease=2,
+           heartbeat_interval=0.5,
            group_aggregator=aggregate, group_grace_period=0.3, group_max_delay=2).run(mux)
 ''')
 
@@ -80,9 +83,11 @@ PRODUCE = textwrap.dedent('''
     with Client(url) as c:
         for i in range(n):
             kind = i % 10
-            o = {"queue": "ru"}
+            o = {"queue": "ru", "retention": 600}  # (kept once completed: the test reads its end)
             payload = {"i": i}
-            if kind == 1:
+            if kind == 0:
+                payload["sleep"] = 0.3  # (likely running when a worker is stopped or killed)
+            elif kind == 1:
                 o["process_in"] = 1.5
             elif kind == 2:
                 payload["fail_first"], o["retry_delay"] = True, 0.3
@@ -125,6 +130,8 @@ class Fleet:
         (tmp / "produce.py").write_text(PRODUCE)
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.expected: list[Path] = []
+        self.killed: set[str] = set()
+        self.producers: list[subprocess.Popen[bytes]] = []
 
     def python(self, release: str) -> str:
         return str(self.old) if release == "old" else sys.executable
@@ -138,8 +145,10 @@ class Fleet:
     def produce(self, tag: str, release: str, n: int) -> subprocess.Popen[bytes]:
         out = self.tmp / f"want-{tag}.json"
         self.expected.append(out)
-        return subprocess.Popen([self.python(release), str(self.tmp / "produce.py"), self.url, tag, str(n), str(out)],
+        proc = subprocess.Popen([self.python(release), str(self.tmp / "produce.py"), self.url, tag, str(n), str(out)],
                                 cwd=self.tmp)
+        self.producers.append(proc)
+        return proc
 
     def up(self, insp: Inspector, *tags: str, timeout: float = 60) -> None:
         """Wait until the workers ``tags`` are registered (their heartbeat's record is in Redis)."""
@@ -161,31 +170,46 @@ class Fleet:
                                                                          "purpose)\n"), log[-5000:]
         assert "malformed" not in log, log[-5000:]
 
+    def kill(self, tag: str) -> None:
+        """A worker killed (SIGKILL): its tasks run again once their leases expire."""
+        assert self.workers[tag].poll() is None, f"worker {tag} died before its kill:\n{self.log(tag)}"
+        self.killed.add(tag)
+        self.workers[tag].kill()
+        self.workers[tag].wait()
+
     def log(self, tag: str) -> str:
         return (self.tmp / f"{tag}.log").read_text(errors="replace")[-3000:]
 
     def close(self) -> None:
-        for proc in self.workers.values():
+        for proc in [*self.workers.values(), *self.producers]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
 
 
-def _problems(r: Any, insp: Inspector, want: list[list[Any]]) -> list[str]:
-    """What is not as it must be yet: each task's attempts (each ran once), the archive, the
-    aggregates, the processes, and the queue drained."""
-    attempts = Counter(tuple(line.decode().split()[:2]) for line in r.lrange("ru:runs", 0, -1))
+def _problems(r: Any, insp: Inspector, want: list[list[Any]], killed: set[str]) -> list[str]:
+    """What is not as it must be yet: each task's attempts (each attempt ran once: a lease expiry
+    counts as a failed attempt, so what a killed worker ran runs again as the next attempt), how
+    each ended (the attempts it was meant to take; where a worker of ``killed`` ran one: completed,
+    or archived if meant to fail), the archive, the aggregates (each task in one), the processes,
+    and the queue drained."""
+    lines = [line.decode().split() for line in r.lrange("ru:runs", 0, -1)]
+    attempts = Counter((task_id, retry) for task_id, retry, _ in lines)
+    touched = {task_id for task_id, _, tag in lines if tag in killed}
     twice = [a for a, n in attempts.items() if n > 1]
     ran: dict[str, set[int]] = defaultdict(set)
     for task_id, retry in attempts:
         ran[task_id].add(int(retry))
-    digested = Counter(i.decode() for i in r.lrange("ru:digested", 0, -1))
+    digested = Counter(task_id for task_id, _ in {tuple(i.decode().split()) for i in r.lrange("ru:digested", 0, -1)})
     archived = {t.id for t in insp.list_tasks("ru", "archived", page_size=1000)}
+    completed = {t.id for page in range(1, 4) for t in insp.list_tasks("ru", "completed", page, page_size=1000)}
     out = [f"ran twice: {twice[:5]}"] if twice else []
     for task_id, kind in want:
         if kind == "process":
             p = insp.process("ru", task_id)
             ok = p.status not in ("starting", "error") and (p.state or {}).get("n") is not None
+        elif task_id in touched:
+            ok = task_id in (archived if kind == 3 else completed)
         else:
             tries = ran.get(task_id, set())
             ok = {2: tries == {0, 1}, 3: tries == {0} and task_id in archived,
@@ -203,7 +227,7 @@ def _problems(r: Any, insp: Inspector, want: list[list[Any]]) -> list[str]:
 def _settle(r: Any, insp: Inspector, fleet: Fleet, timeout: float = 60) -> list[list[Any]]:
     want = [w for path in fleet.expected for w in json.loads(path.read_text())]
     deadline = time.monotonic() + timeout
-    while (problems := _problems(r, insp, want)) and time.monotonic() < deadline:
+    while (problems := _problems(r, insp, want, fleet.killed)) and time.monotonic() < deadline:
         assert not any(p.startswith("ran twice") for p in problems), problems
         time.sleep(0.2)
     assert not problems, problems[:10]
@@ -224,11 +248,12 @@ def test_rolling_upgrade_from_the_previous_release_and_back(redis_url: str, tmp_
             fleet.worker("old-2", "old", "1.0")
             producers = [fleet.produce("p-old", "old", 60), fleet.produce("p-new", "new", 60)]
             fleet.up(insp, "old-1", "old-2")
-            # 2. The rolling upgrade, under load: each old worker replaced by a new one, one at a time.
+            # 2. The rolling upgrade, under load: each old worker replaced by a new one, one at a time;
+            # the second one killed (a deploy that does not wait): its tasks run again after its lease.
             for n in (1, 2):
                 fleet.worker(f"new-{n}", "new", "2.0")
                 fleet.up(insp, f"new-{n}")
-                fleet.stop(f"old-{n}")
+                fleet.stop(f"old-{n}") if n == 1 else fleet.kill(f"old-{n}")
             assert [p.wait(60) for p in producers] == [0, 0]
             want = _settle(r, insp, fleet)
             by = Counter(line.decode().split()[2] for line in r.lrange("ru:runs", 0, -1))
