@@ -186,3 +186,49 @@ def test_killed_midway_and_run_again_it_leaves_what_one_clean_run_leaves(redis_u
     assert killed.get(PROTOCOL) == b"2" and not killed.exists(UPGRADE)
     assert _state(killed) == _state(clean)
     assert sum(killed.hlen(f"asynqpy:{{up{n}}}:v2") for n in range(4)) == 600
+
+
+@pytest.mark.real
+def test_a_migration_beside_a_running_worker_and_producer(redis_url: str) -> None:
+    """A step's changes are atomic against the workers' scripts: a worker runs every task, and a
+    producer goes on enqueueing, while a migration goes over the tasks (forced past the worker,
+    which speaks the older protocol: what a live server of it makes a run do without --force)."""
+    import asyncio
+    import threading
+
+    import redis
+
+    from asynqpy import ServeMux, Server
+
+    r = redis.Redis.from_url(redis_url)
+    _fill(redis_url, 2, 200)  # 1 in 3 scheduled in an hour: left alone
+    done: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def handle(task: Any) -> None:
+        done.append(task.id)
+
+    server = Server(redis_url, queues={"up0": 1, "up1": 1}, concurrency=8, shutdown_timeout=2)
+    thread = threading.Thread(target=lambda: asyncio.run(server.arun(mux)))
+    thread.start()
+    now = 2 * sum(1 for i in range(200) if i % 3) + 200  # the tasks due now: _fill's and these
+    try:
+        while not r.zcard(SERVERS):  # (registered: its heartbeat's record is there)
+            time.sleep(0.05)
+        with Client(redis_url) as c:
+            more = [c.enqueue("t", i, queue="up0").id for i in range(100)]
+            with pytest.raises(MigrationError, match="live server"):
+                run_upgrade(redis_url, registry=TEST, target=2, count=10)
+            report = run_upgrade(redis_url, registry=TEST, target=2, count=10, force=True)
+            more += [c.enqueue("t", i, queue="up1").id for i in range(100)]
+        deadline = time.monotonic() + 60
+        while len(done) < now and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.stop()
+        thread.join(30)
+    assert report.now == 2 and r.get(PROTOCOL) == b"2" and not r.exists(UPGRADE)
+    assert len(done) == len(set(done)) == now, len(done)
+    assert set(more) <= set(done) and report.steps[0].seen >= 134
+    r.delete(PROTOCOL)

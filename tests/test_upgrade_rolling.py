@@ -28,9 +28,11 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from release import build, has_commit, releases
 
 from asynqpy import Inspector
+from asynqpy.cli.main import main as cli
 from asynqpy.core.spine.keys import PROTOCOL
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -258,6 +260,10 @@ def test_rolling_upgrade_from_the_previous_release_and_back(redis_url: str, tmp_
             want = _settle(r, insp, fleet)
             by = Counter(line.decode().split()[2] for line in r.lrange("ru:runs", 0, -1))
             assert by["old-1"] + by["old-2"] and by["new-1"] + by["new-2"], by  # both releases ran tasks
+            # the store needs no migration from the previous release: asynqpy upgrade says so
+            res = CliRunner().invoke(cli, ["upgrade", "--redis-url", redis_url])
+            assert res.exit_code == 0 and "nothing to migrate" in res.stdout, res.output
+            assert r.get(PROTOCOL) == str(previous.protocol).encode()
             # 3. The rollback: an old worker back, new producers on, the new workers gone.
             fleet.worker("old-3", "old", "2.0")
             fleet.up(insp, "old-3")
