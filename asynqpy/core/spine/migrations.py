@@ -181,54 +181,66 @@ def upgrade(registry: Registry, now_ms: int, target: int = PROTOCOL_VERSION, cou
             on_batch: Callable[[StepReport], None] | None = None) -> Rounds[UpgradeReport]:
     """The plan of ``asynqpy upgrade`` (see the module's docstring): migrate the store to protocol
     ``target`` with ``registry``'s steps, ``count`` items a batch; ``on_batch`` is told after each."""
+    report, steps, state = yield from _survey(registry, now_ms, target, dry_run or force)
+    report.dry_run = dry_run
+    for m in steps:
+        step = StepReport(m.name, m.from_version, m.to_version, m.summary)
+        report.steps.append(step)
+        yield from _step(m, step, state if state.get("step") == m.name else {}, count, dry_run, on_batch)
+        if not dry_run:
+            _check((yield [Call(_same, command=("SET", PROTOCOL, str(m.to_version)))]))
+            report.now = m.to_version
+            _check((yield [Call(_same, command=("DEL", UPGRADE))]))
+            state = {}
+    if state and not dry_run:  # a cursor left by a run killed after its last stamp
+        report.stale_cursor = state.get("step", "")
+        _check((yield [Call(_same, command=("DEL", UPGRADE))]))
+    if not (report.stamped or steps or dry_run):  # stamp what the store is (the first writer would)
+        _check((yield [Call(_same, command=("SET", PROTOCOL, str(report.found), "NX"))]))
+        report.stamped = True
+    return report
+
+
+def _survey(registry: Registry, now_ms: int, target: int,
+            anyway: bool) -> Rounds[tuple[UpgradeReport, list[Migration], dict[str, str]]]:
+    """The store's version, the steps to ``target``, the cursor a stopped run left, and the live
+    servers of an older protocol (MigrationError while there are any, unless ``anyway``)."""
     raw, cursor, live = _check((yield [Call(_same, command=("GET", PROTOCOL)),
                                        Call(_same, command=("HGETALL", UPGRADE)),
                                        Call(_same, command=("ZRANGEBYSCORE", SERVERS, now_ms, "+inf"))]))
     found = ABSENT_MEANS if raw is None else _found(raw, target)
-    report = UpgradeReport(found, raw is not None, target, dry_run, now=found)
+    report = UpgradeReport(found, raw is not None, target, False, now=found)
     steps = registry.path(found, target)
     if steps and live:
         records = yield [Call(_same, command=("GET", server_info(_text(sid)))) for sid in live]
         report.old_servers = _old_servers(list(live), records, target)
-    if steps and report.old_servers and not (dry_run or force):
+    if steps and report.old_servers and not anyway:
         raise MigrationError(f"{len(report.old_servers)} live server(s) speak a protocol older than {target} and would "
                              f"not read the migrated store: {', '.join(report.old_servers[:5])}; replace them with "
                              "this release first (docs/releases.md), or use --force; nothing was written")
-    state = {_text(k): _text(v) for k, v in (cursor or {}).items()}
-    for m in steps:
-        step = StepReport(m.name, m.from_version, m.to_version, m.summary)
-        report.steps.append(step)
-        at = ""
-        if state.get("step") == m.name:
-            at = step.resumed_from = state.get("cursor", "")
-            step.seen, step.changed = int(state.get("seen", 0)), int(state.get("changed", 0))
-        while True:
-            batch = yield from m.batch(at, count, dry_run)
-            step.batches += 1
-            step.seen += batch.seen
-            step.changed += batch.changed
-            if not dry_run and batch.cursor is not None:
-                _check((yield [Call(_same, command=("HSET", UPGRADE, "step", m.name, "cursor", batch.cursor,
-                                                    "seen", step.seen, "changed", step.changed))]))
-            if on_batch is not None:
-                on_batch(step)
-            if batch.cursor is None:
-                break
-            at = batch.cursor
-        step.done = True
-        if dry_run:
-            continue
-        _check((yield [Call(_same, command=("SET", PROTOCOL, str(m.to_version)))]))
-        report.now = m.to_version
-        _check((yield [Call(_same, command=("DEL", UPGRADE))]))
-        state = {}
-    if state and not dry_run:  # a cursor left by a run killed after its last stamp
-        report.stale_cursor = state.get("step", "")
-        _check((yield [Call(_same, command=("DEL", UPGRADE))]))
-    if raw is None and not steps and not dry_run:  # stamp what the store is (the first writer would)
-        _check((yield [Call(_same, command=("SET", PROTOCOL, str(found), "NX"))]))
-        report.stamped = True
-    return report
+    return report, steps, {_text(k): _text(v) for k, v in (cursor or {}).items()}
+
+
+def _step(m: Migration, step: StepReport, resumed: dict[str, str], count: int, dry_run: bool,
+          on_batch: Callable[[StepReport], None] | None) -> Rounds[None]:
+    """Run step ``m`` batch by batch from the start, or from where a stopped run left it
+    (``resumed``: its cursor and counts), storing the cursor after each batch (not in a dry run)."""
+    at = step.resumed_from = resumed.get("cursor", "")
+    step.seen, step.changed = int(resumed.get("seen", 0)), int(resumed.get("changed", 0))
+    while True:
+        batch = yield from m.batch(at, count, dry_run)
+        step.batches += 1
+        step.seen += batch.seen
+        step.changed += batch.changed
+        if not dry_run and batch.cursor is not None:
+            _check((yield [Call(_same, command=("HSET", UPGRADE, "step", m.name, "cursor", batch.cursor,
+                                                "seen", step.seen, "changed", step.changed))]))
+        if on_batch is not None:
+            on_batch(step)
+        if batch.cursor is None:
+            step.done = True
+            return
+        at = batch.cursor
 
 
 def _found(raw: Any, target: int) -> int:
@@ -263,14 +275,25 @@ def task_batches(change: Callable[[QueueKeys, str, bytes], Call[Any] | None]) ->
             queue, scan = queues[0], "0"
         q = queue_keys(queue)
         ((next_scan, items),) = _check((yield [Call(_same, command=("HSCAN", q.tasks, scan or "0", "COUNT", count))]))
-        pairs = list(items.items()) if isinstance(items, dict) else list(zip(items[::2], items[1::2]))
+        pairs = _pairs(items)
         calls = [c for c in (change(q, _text(k), v) for k, v in pairs) if c is not None]
         changed = len(calls)
         if calls and not dry_run:
             changed = sum(1 for reply in _check((yield calls)) if reply)
-        if int(next_scan) == 0:
-            later = [name for name in queues if name > queue]
-            return Batch(f"{later[0]} 0" if later else None, len(pairs), changed)
-        return Batch(f"{queue} {_text(next_scan)}", len(pairs), changed)
+        return Batch(_next(queues, queue, next_scan), len(pairs), changed)
 
     return batch
+
+
+def _pairs(items: Any) -> list[tuple[Any, Any]]:
+    """HSCAN's field-value pairs, as redis-py parsed them (a dict) or not (a flat list)."""
+    return list(items.items()) if isinstance(items, dict) else list(zip(items[::2], items[1::2]))
+
+
+def _next(queues: list[str], queue: str, scan: Any) -> str | None:
+    """Where :func:`task_batches`' next batch starts: the rest of ``queue``'s HSCAN, else the next
+    queue of ``queues`` from its start (None: every queue done)."""
+    if int(scan) != 0:
+        return f"{queue} {_text(scan)}"
+    later = [name for name in queues if name > queue]
+    return f"{later[0]} 0" if later else None
