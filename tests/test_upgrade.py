@@ -232,3 +232,26 @@ def test_a_migration_beside_a_running_worker_and_producer(redis_url: str) -> Non
     assert len(done) == len(set(done)) == now, len(done)
     assert set(more) <= set(done) and report.steps[0].seen >= 134
     r.delete(PROTOCOL)
+
+
+@pytest.mark.real
+def test_the_inspector_role_of_the_minimal_acl_runs_it(redis_url: str) -> None:
+    """docs/security.md: ``asynqpy upgrade`` runs as the inspector role (with the commands its
+    migration's steps add: HSETNX for the test step)."""
+    import redis
+    from test_redis_security import documented_acl
+
+    admin = redis.Redis.from_url(redis_url)
+    rules = [">upgrade-pw" if r.startswith(">") else r for r in documented_acl()["inspector"]]
+    admin.execute_command("ACL", "SETUSER", "asynqpy-upgrader", *rules, "+hsetnx")
+    try:
+        _fill(redis_url, 2, 5)
+        admin.execute_command("ACL", "LOG", "RESET")
+        url = redis_url.replace("redis://", "redis://asynqpy-upgrader:upgrade-pw@", 1)
+        assert run_upgrade(url, registry=TEST, target=2, dry_run=True).steps[0].changed == 10
+        assert run_upgrade(url, registry=TEST, target=2, count=3).now == 2
+        assert admin.execute_command("ACL", "LOG") == []
+        assert admin.hlen("asynqpy:{up0}:v2") == admin.hlen("asynqpy:{up1}:v2") == 5
+    finally:
+        admin.execute_command("ACL", "DELUSER", "asynqpy-upgrader")
+        admin.delete(PROTOCOL)

@@ -207,7 +207,7 @@ def _survey(registry: Registry, now_ms: int, target: int,
     servers of an older protocol (MigrationError while there are any, unless ``anyway``)."""
     raw, cursor, live = _check((yield [Call(_same, command=("GET", PROTOCOL)),
                                        Call(_same, command=("HGETALL", UPGRADE)),
-                                       Call(_same, command=("ZRANGEBYSCORE", SERVERS, now_ms, "+inf"))]))
+                                       Call(_same, command=("ZRANGE", SERVERS, now_ms, "+inf", "BYSCORE"))]))
     found = ABSENT_MEANS if raw is None else _found(raw, target)
     report = UpgradeReport(found, raw is not None, target, False, now=found)
     steps = registry.path(found, target)
