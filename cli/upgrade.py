@@ -13,15 +13,15 @@ from .common import echo, emit_json, json_option, redis_url_option, user_errors
 
 def _lines(report: UpgradeReport) -> list[str]:
     """What a run did (or, dry, would do), in words."""
-    would = "would " if report.dry_run else ""
     key = "" if report.stamped else " (no protocol key yet: protocol 1)"
     lines = [f"store: protocol {report.found}{key}; asynqpy {LIBRARY_VERSION} speaks protocol {report.target}"]
     if not report.steps:
         lines.append("nothing to migrate" + ("" if report.stamped or report.dry_run else "; stamped the protocol key"))
     for s in report.steps:
         resumed = f", resumed at {s.resumed_from!r}" if s.resumed_from else ""
+        verb = "would change" if report.dry_run else "changed"
         lines.append(f"{s.name} ({s.from_version} -> {s.to_version}): {s.summary}: {s.seen} seen, {s.changed} "
-                     f"{would}changed in {s.batches} batch(es){resumed}" + ("" if report.dry_run else ", done"))
+                     f"{verb} in {s.batches} batch(es){resumed}" + ("" if report.dry_run else ", done"))
     for server in report.old_servers:
         lines.append(f"{'would refuse: ' if report.dry_run else 'forced past: '}live server {server}")
     if report.stale_cursor:

@@ -255,3 +255,41 @@ def test_the_inspector_role_of_the_minimal_acl_runs_it(redis_url: str) -> None:
     finally:
         admin.execute_command("ACL", "DELUSER", "asynqpy-upgrader")
         admin.delete(PROTOCOL)
+
+
+def test_a_cursor_left_after_the_last_stamp_is_removed(backend: Any) -> None:
+    """A run killed between its stamp and the cursor's removal: the next one finds the store
+    migrated, and removes the cursor."""
+    r = _sync(backend)
+    r.set(PROTOCOL, "2")
+    r.hset(UPGRADE, mapping={"step": "test-index", "cursor": "up0 0", "seen": 3, "changed": 3})
+    report = run_upgrade(_url(backend), registry=TEST, target=2)
+    assert (report.steps, report.stale_cursor, r.exists(UPGRADE), r.get(PROTOCOL)) == ([], "test-index", 0, b"2")
+    r.delete(PROTOCOL)
+
+
+@pytest.mark.real
+def test_the_command_with_a_step(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``asynqpy upgrade`` says of a step (the test step in place of this release's none):
+    dry, refused by a live server of the older protocol, forced."""
+    import functools
+
+    import redis
+
+    from asynqpy.redisio import upgrade
+
+    monkeypatch.setattr(upgrade, "run_upgrade", functools.partial(run_upgrade, registry=TEST, target=2))
+    r = redis.Redis.from_url(redis_url)
+    _fill(redis_url, 2, 3)
+    r.set(server_info("h:1:w"), server_record.pack("h:1:w", "h", 1, {"up0": 1}, 4, False, 1.7e9, [], "w"), px=60_000)
+    r.zadd(SERVERS, {"h:1:w": int(time.time() * 1000) + 60_000})
+    res = CliRunner().invoke(cli, ["upgrade", "--dry-run", "--redis-url", redis_url])
+    assert res.exit_code == 0, res.output
+    assert "test-index (1 -> 2): index every task in its queue's v2 hash (test only): 6 seen, 6 would change in" \
+        in res.stdout and "would refuse: live server h:1:w" in res.stdout and r.get(PROTOCOL) == b"1", res.stdout
+    res = CliRunner().invoke(cli, ["upgrade", "--redis-url", redis_url])
+    assert res.exit_code == 2 and "1 live server(s) speak a protocol older than 2" in res.stderr, res.output
+    res = CliRunner().invoke(cli, ["upgrade", "--force", "--batch", "2", "--redis-url", redis_url])
+    assert res.exit_code == 0 and "6 changed" in res.stdout and "store: protocol 2" in res.stdout, res.output
+    assert r.get(PROTOCOL) == b"2"
+    r.delete(PROTOCOL)

@@ -15,7 +15,9 @@ it):
   speaks an older protocol than the target (it would meet data it does not read), unless forced;
 - each step runs batch after batch, and after each batch stores its cursor in Redis: a run killed
   at any point is resumed by the next one from its last stored cursor; the version is stamped
-  (``SET``) only once a step's last batch is done, then the cursor is deleted.
+  (``SET``) only once a step's last batch is done, then the cursor is deleted;
+- a dry run writes nothing: it reads what each step would change, every step on the store as it is
+  (a later step's count does not see what an earlier one would have changed).
 
 What a step may do, so that the run is safe while workers run, idempotent and resumable: each
 change is one atomic command or one script (never a read, then a write a worker could come between),
