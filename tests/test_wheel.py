@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 IGNORE = shutil.ignore_patterns(
     ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".venv", ".demo", ".mypy_cache",
+    "node_modules",
 )
 
 INSTALLED = textwrap.dedent('''
