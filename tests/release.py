@@ -7,7 +7,7 @@ asynqpy only; its dependencies (redis, msgpack, click, rich) are this test venv'
 a ``.pth`` line (read-only: a venv's site-packages named by a ``.pth`` line is on ``sys.path``, its
 own ``.pth`` files, like the editable install's, are not run), and so is the setuptools that builds
 it (``--no-build-isolation``: nothing downloaded, ~1 s of CPU). It is cached under this venv
-(``.venv/releases/<commit>-py<X.Y>``): a commit's source never changes, the dependencies are this
+(``.venv/asynqpy-releases/<commit>-py<X.Y>``): a commit's source never changes, the dependencies are this
 venv's own (a new ``.venv`` starts with no cache), and a build goes to a folder of its own, renamed
 into place once it works (two test processes building at once: one keeps its copy).
 """
@@ -64,7 +64,7 @@ def _uv() -> str | None:
 def build(release: Release) -> Path:
     """The python of a venv holding ``release`` (built, or taken from the cache)."""
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
-    cache = Path(sys.prefix) / "releases" if sys.prefix != sys.base_prefix else Path(tempfile.gettempdir())
+    cache = Path(sys.prefix if sys.prefix != sys.base_prefix else tempfile.gettempdir()) / "asynqpy-releases"
     final = cache / f"{release.commit}-{tag}"
     python = final / "bin" / "python"
     if (final / "ok").exists():
