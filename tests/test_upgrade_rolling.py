@@ -161,16 +161,19 @@ class Fleet:
             assert time.monotonic() < deadline, f"workers {tags} did not come up"
             time.sleep(0.1)
 
-    def stop(self, tag: str) -> None:
-        """A graceful stop (SIGTERM), as a deploy does; the worker must exit 0."""
-        proc = self.workers[tag]
-        assert proc.poll() is None, f"worker {tag} died before its stop:\n{self.log(tag)}"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, f"worker {tag} exited {proc.returncode}:\n{self.log(tag)}"
-        log = (self.tmp / f"{tag}.log").read_text(errors="replace")
-        assert log.count("Traceback (most recent call last)") == log.count("\nRuntimeError: this attempt fails (on "
-                                                                         "purpose)\n"), log[-5000:]
-        assert "malformed" not in log, log[-5000:]
+    def stop(self, *tags: str) -> None:
+        """A graceful stop (SIGTERM), as a deploy does, of the workers ``tags`` at once; each must
+        exit 0, with no traceback in its log but those of the deliberate failures."""
+        for tag in tags:
+            assert self.workers[tag].poll() is None, f"worker {tag} died before its stop:\n{self.log(tag)}"
+            self.workers[tag].send_signal(signal.SIGTERM)
+        for tag in tags:
+            proc = self.workers[tag]
+            assert proc.wait(30) == 0, f"worker {tag} exited {proc.returncode}:\n{self.log(tag)}"
+            log = (self.tmp / f"{tag}.log").read_text(errors="replace")
+            assert log.count("Traceback (most recent call last)") == log.count(
+                "\nRuntimeError: this attempt fails (on purpose)\n"), log[-5000:]
+            assert "malformed" not in log, log[-5000:]
 
     def kill(self, tag: str) -> None:
         """A worker killed (SIGKILL): its tasks run again once their leases expire."""
@@ -257,10 +260,14 @@ def test_rolling_upgrade_from_the_previous_release_and_back(redis_url: str, tmp_
             fleet.up(insp, "old-1", "old-2")
             # 2. The rolling upgrade, under load: each old worker replaced by a new one, one at a time;
             # the second one killed (a deploy that does not wait): its tasks run again after its lease.
-            for n in (1, 2):
-                fleet.worker(f"new-{n}", "new", "2.0")
-                fleet.up(insp, f"new-{n}")
-                fleet.stop(f"old-{n}") if n == 1 else fleet.kill(f"old-{n}")
+            # (the new ones start together, and each old one leaves once its replacement serves)
+            fleet.worker("new-1", "new", "2.0")
+            fleet.worker("new-2", "new", "2.0")
+            fleet.up(insp, "new-1")
+            fleet.stop("old-1")
+            fleet.up(insp, "new-2")
+            fleet.kill("old-2")
+            fleet.worker("old-3", "old", "2.0")  # the rollback's (step 3), starting meanwhile
             assert [p.wait(60) for p in producers] == [0, 0]
             want = _settle(r, insp, fleet)
             by = Counter(line.decode().split()[2] for line in r.lrange("ru:runs", 0, -1))
@@ -270,11 +277,9 @@ def test_rolling_upgrade_from_the_previous_release_and_back(redis_url: str, tmp_
             assert res.exit_code == 0 and "nothing to migrate" in res.stdout, res.output
             assert r.get(PROTOCOL) == str(previous.protocol).encode()
             # 3. The rollback: an old worker back, new producers on, the new workers gone.
-            fleet.worker("old-3", "old", "2.0")
             fleet.up(insp, "old-3")
             producers = [fleet.produce("p-new-2", "new", 40), fleet.produce("p-old-2", "old", 20)]
-            fleet.stop("new-1")
-            fleet.stop("new-2")
+            fleet.stop("new-1", "new-2")
             assert [p.wait(60) for p in producers] == [0, 0]
             want = _settle(r, insp, fleet)
             late = {w[0] for w in json.loads((tmp_path / "want-p-new-2.json").read_text())}
