@@ -22,6 +22,10 @@ SERVERS = f"{PREFIX}:servers"
 PROTOCOL = f"{PREFIX}:protocol"
 """STRING: the store's wire protocol version (an integer; absent = 1), read once per client and
 per worker start (core/spine/protocol.py); in its own cluster slot, so never named by a script."""
+UPGRADE = f"{PREFIX}:upgrade"
+"""HASH: the cursor of the migration ``asynqpy upgrade`` is running (``step``: its name, ``cursor``:
+where its next batch starts, ``seen`` / ``changed``: its counts so far); absent when none is under
+way. A rerun after a kill resumes there (core/spine/migrations.py); plain commands only."""
 CRON_QUEUES = f"{PREFIX}:cron:queues"
 """SET of the queues that have (or had) scheduler entries: where schedulers look for them."""
 CANCEL_CHANNEL = f"{PREFIX}:cancel"
