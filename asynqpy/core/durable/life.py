@@ -1,0 +1,109 @@
+"""A durable run's life around its replay (sans I/O; docs/durable.md "Operating runs"): what a
+finished run does with an input, **resume** (a run that failed or stopped in error goes on from
+its failed step on the code deployed now), **retention** (a finished run is removed once its
+retention passed: its last input sets the run's timer to it, and that timer removes it), and the
+start time of each step (``s`` in its record, for the timeline).
+
+Resume appends a ``resume`` event. The history stays append-only; :func:`resumed` is the history
+the replay sees: a ``failed`` end before a ``resume`` is left out, and so is the final failure
+(and the failed attempts) of the step whose uncaught ``StepFailedError`` failed the run, so that
+step runs again, with its full retries, on the new code. A run stopped in ``error`` (a
+determinism mismatch) is resumed by a repair input: the replay on the new code goes on from where
+it stopped.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from ..model.errors import InvalidArgumentError
+from ..processes.model import Input, Step
+from .replay import CANCELLED, FAILED, FINISHED
+
+DEFAULT_RETENTION_S = 7 * 86400.0
+"""How long a finished run (completed, failed, cancelled) is kept unless its function says."""
+RESUME = "resume"
+_STEPS = ("step", "task")
+
+
+def retention_seconds(retention: timedelta | float | None) -> float | None:
+    """A function's retention (a timedelta or seconds >= 0; None: kept until removed), in seconds."""
+    seconds = retention.total_seconds() if isinstance(retention, timedelta) else retention
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise InvalidArgumentError(f"a durable function's retention is a timedelta or seconds >= 0 (None: kept), "
+                                   f"got {retention!r}")
+    return None if seconds is None else float(seconds)
+
+
+def op_of(i: Input) -> str:
+    """The input's operation: its kind, or for a call the op it carries (signal, cancel, resume)."""
+    if i.kind == "call" and isinstance(i.args, dict):
+        return str(i.args.get("op", "call"))
+    return i.kind
+
+
+def finished_input(state: dict[str, Any], i: Input, retention: float | None) -> Step | None:
+    """What an input does to a finished run (None: the run is not finished, or the input resumes
+    it): its retention timer removes it; a cancel of a run its step's cancellation ended answers
+    True; anything else is refused (False)."""
+    status = state.get("status")
+    if status not in FINISHED:
+        return None
+    op = op_of(i)
+    if op == RESUME and status == FAILED:
+        return None
+    if i.kind == "timeout" and retention is not None:
+        return Step(remove=True)
+    if op == "cancel" and status == CANCELLED and state.get("cooperative"):
+        return Step(response=True)  # the cancel that interrupted its step: its own input, answered
+    return Step(response=False)
+
+
+def resume_events(state: dict[str, Any], i: Input) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(the events a resume appends, the state it goes on from) for a resume or a repair input;
+    ([], state) for any other."""
+    op = op_of(i)
+    if op != RESUME and i.kind != "repair":
+        return [], state
+    reason = i.args.get("reason", "") if isinstance(i.args, dict) else ""
+    return [{"k": RESUME, "from": str(state.get("status", "")), "reason": str(reason or "")}], \
+        {k: v for k, v in state.items() if k not in ("error", "result")}
+
+
+def resumed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history as the replay sees it: each ``failed`` end followed by a ``resume`` left out,
+    with the final failure and failed attempts of the step that failed the run."""
+    if not any(e.get("k") == RESUME for e in events):
+        return events
+    drop: set[int] = set()
+    for r, e in enumerate(events):
+        if e.get("k") != RESUME:
+            continue
+        f = next((n for n in range(r - 1, -1, -1) if events[n].get("k") == "failed" and n not in drop), None)
+        if f is None:
+            continue
+        drop.add(f)
+        if not str(events[f].get("e", "")).startswith("StepFailedError"):
+            continue
+        last = next((n for n in range(f - 1, -1, -1) if events[n].get("i") is not None and n not in drop), None)
+        if last is None or events[last].get("k") not in _STEPS or "e" not in events[last]:
+            continue
+        pos = events[last].get("i")
+        drop.add(last)
+        drop.update(n for n in range(last) if events[n].get("k") == "try" and events[n].get("i") == pos)
+    return [e for n, e in enumerate(events) if n not in drop]
+
+
+def stamp(events: Any, start_ms: int) -> None:
+    """Give each step attempt recorded by this input its start (``s``: when the input began)."""
+    for e in events:
+        if isinstance(e, dict) and e.get("k") in ("step", "task", "try") and "s" not in e:
+            e["s"] = start_ms
+
+
+def ended(step: Step, retention: float | None) -> Step:
+    """A step that finishes the run sets its retention timer (None: no timer)."""
+    if isinstance(step.state, dict) and step.state.get("status") in FINISHED:
+        step.timer = retention
+    return step
