@@ -13,8 +13,19 @@ from rich.text import Text
 
 from asynqpy.core.durable.timeline import STATES, RunInfo, TimelineEntry
 
-from .common import UserError, ago, clip, console, echo, emit_json, inspector, json_option, payload_text, \
-    redis_url_option, user_errors
+from .common import (
+    UserError,
+    ago,
+    clip,
+    console,
+    echo,
+    emit_json,
+    inspector,
+    json_option,
+    payload_text,
+    redis_url_option,
+    user_errors,
+)
 
 queue_option = click.option("--queue", "-q", default="default", show_default=True, help="The run's queue.")
 timeout_option = click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(min=0.001),
