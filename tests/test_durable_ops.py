@@ -6,6 +6,7 @@ redis-server and the cluster."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -222,6 +223,63 @@ def test_finished_runs_are_removed_after_their_retention(backend: Any) -> None:
             await until(lambda: _state(backend, "s1") == "gone")
             await asyncio.sleep(0.4)
             assert _state(backend, "k1") == "completed"
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_cancel_reaches_a_running_step_and_the_run_ends_cancelled(backend: Any) -> None:
+    mux = ServeMux()
+    log: list[str] = []
+
+    async def long_async() -> str:
+        log.append("async started")
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            log.append("async cancelled")  # the handler's cancellation reaches the step
+            raise
+        return "never"
+
+    def long_sync(ctx: Durable) -> str:
+        log.append("sync started")
+        deadline = time.monotonic() + 60
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        log.append(f"sync saw cancelled={ctx.cancelled}")
+        return "stopped early"
+
+    @mux.durable(name="slow_async", queue=Q)
+    async def slow_async(ctx: Durable) -> str:
+        await ctx.step("first", lambda: 1)
+        return await ctx.step("long", long_async, retry=ONCE)
+
+    @mux.durable(name="slow_sync", queue=Q)
+    async def slow_sync(ctx: Durable) -> str:
+        return await ctx.step("long", long_sync, ctx, retry=ONCE)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            for fn, started in ((slow_async, "async started"), (slow_sync, "sync started")):
+                run = await ac.start(fn, id=f"c-{fn.name}")
+                await until(lambda started=started: started in log)  # type: ignore[misc]
+                began = time.monotonic()
+                assert await ac.cancel(run, reason="operator said so", timeout=20) is True
+                with pytest.raises(RunFailedError) as err:
+                    await ac.result(run, timeout=20)
+                assert err.value.status == "cancelled" and "operator said so" in err.value.error
+                assert time.monotonic() - began < 20  # not the step's 60 s
+                assert await ac.cancel(run) is False  # finished
+                with Inspector(backend.sync) as insp:
+                    r = insp.durable_run(Q, run.id)
+                assert r.state == "cancelled" and r.timeline[-1].kind == "cancelled"
+                assert r.wake is not None  # its retention
+            await until(lambda: len(log) == 4)  # the thread of the plain step saw ctx.cancelled and returned
+            assert log == ["async started", "async cancelled", "sync started", "sync saw cancelled=True"]
+            # the run ended at once, or (its thread was quicker than the input's cancellation) with the
+            # step's result recorded: either way in the input that ran the step
+            assert [(e.name, e.value) for e in r.timeline if e.kind == "step"] in ([], [("long", "stopped early")])
         await ac.close()
 
     asyncio.run(main())

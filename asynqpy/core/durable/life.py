@@ -14,11 +14,13 @@ it stopped.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from ..model.errors import InvalidArgumentError
 from ..processes.model import Input, Step
+from . import cancelling
 from .replay import CANCELLED, FAILED, FINISHED
 
 DEFAULT_RETENTION_S = 7 * 86400.0
@@ -56,7 +58,7 @@ def finished_input(state: dict[str, Any], i: Input, retention: float | None) -> 
     if i.kind == "timeout" and retention is not None:
         return Step(remove=True)
     if op == "cancel" and status == CANCELLED and state.get("cooperative"):
-        return Step(response=True)  # the cancel that interrupted its step: its own input, answered
+        return Step(state={**state, "cooperative": False}, response=True)  # the cancel that interrupted its step
     return Step(response=False)
 
 
@@ -107,3 +109,25 @@ def ended(step: Step, retention: float | None) -> Step:
     if isinstance(step.state, dict) and step.state.get("status") in FINISHED:
         step.timer = retention
     return step
+
+
+def cancelled(run_id: str, state: dict[str, Any], appended: list[dict[str, Any]], step: Step | None) -> Step:
+    """The step of an input whose run was asked to cancel cooperatively while it ran
+    (core/durable/cancelling.py): the run ends cancelled in this commit (with what the input recorded,
+    a step that returned among it). ``step`` None: the input's handler was cancelled, which is
+    re-raised unless a request explains it (a server's shutdown). Without a request, ``step``."""
+    reason = cancelling.take(run_id)
+    if step is not None and isinstance(step.state, dict) and step.state.get("status") in FINISHED:
+        return step  # it ended meanwhile: the cancel input finds it finished
+    if reason is None:
+        if step is None:
+            raise asyncio.CancelledError
+        return step
+    if step is None:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # the cancellation was this request's, and is handled here
+    events = [e for e in (step.events if step is not None else appended) if isinstance(e, dict)]
+    done = {**state, "status": CANCELLED, "error": reason or "cancelled", "cooperative": True}
+    return Step(events=[*events, {"k": "cancelled", "reason": reason, "during": "step"}], state=done, timer=None,
+                response=step.response if step is not None else None)

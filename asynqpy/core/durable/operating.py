@@ -12,10 +12,12 @@ from ..client.plans import ClientPlans
 from ..inspector.inspection import MAX_OFFSET, Plan
 from ..model.errors import InvalidArgumentError
 from ..processes import plans as processes
-from ..processes.model import ERROR, parse_record, validate_id
+from ..processes.model import ERROR, key_of, parse_record, validate_id
 from ..spine.broker import Broker, Call
-from ..spine.keys import queue_keys
+from ..spine.keys import CANCEL_CHANNEL, queue_keys
+from ..spine.stored import is_active, token_of
 from ..spine.twin import Steps, planned
+from . import cancelling
 from .life import RESUME
 from .plans import DurablePlans, _run_of
 from .replay import FAILED, MAX_HISTORY, TYPE_PREFIX, DurableRun, process_type
@@ -71,6 +73,22 @@ def read(b: Broker, queue: str, run_id: str) -> Plan[RunInfo]:
     return info(p, with_timeline=True)
 
 
+def _interrupt(r: DurableRun, reason: str) -> Plan[None]:
+    """Publish a durable cancel notice to the server running the input that holds run ``r``'s
+    turn, if one does (best effort: without it, the cancel input ends the run after that input)."""
+    q = queue_keys(r.queue)
+    holder = (yield [Call(lambda v: v, command=("HGET", q.keyheld, key_of(r.id)))])[0]
+    if not isinstance(holder, bytes):
+        return
+    input_id = holder.decode(errors="surrogateescape")
+    stored = (yield [Call(lambda v: v, command=("HGET", q.tasks, holder))])[0]
+    if not isinstance(stored, bytes) or not is_active(stored):
+        return
+    token = token_of(stored).decode(errors="surrogateescape")
+    yield [Call(lambda v: v, command=("PUBLISH", CANCEL_CHANNEL,
+                                      cancelling.notice(r.queue, input_id, token, r.id, reason)))]
+
+
 class DurableInspectorPlans:
     """The Inspector's durable-run methods (mixed into :class:`~asynqpy.core.inspector.plans.InspectorPlans`'s
     facades)."""
@@ -98,7 +116,19 @@ class DurableInspectorPlans:
 
 
 class DurableOpsPlans(DurablePlans):
-    """The clients' operator methods on runs: :meth:`resume` and :meth:`resume_failed`."""
+    """The clients' operator methods on runs: :meth:`resume`, :meth:`resume_failed`, and
+    :meth:`cancel` reaching the running step."""
+
+    @planned
+    def cancel(self, /, run: DurableRun | str, *, queue: str | None = None, reason: str = "",
+               timeout: float | None = 30.0) -> Steps[bool]:
+        """Cancel a run: a step running now is cancelled cooperatively (an async step gets
+        ``asyncio.CancelledError``; a plain one sees ``ctx.cancelled``) and the run ends
+        ``cancelled``; a run between inputs (sleeping, waiting) ends ``cancelled`` at once. True,
+        or False if the run had finished (core/durable/cancelling.py)."""
+        r = _run_of(run, queue)
+        yield from _interrupt(r, reason)
+        return (yield from DurablePlans.cancel.plan(self, r, reason=reason, timeout=timeout))
 
     @planned
     def resume(self, /, run: DurableRun | str, *, queue: str | None = None, reason: str = "",

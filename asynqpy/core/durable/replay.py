@@ -227,6 +227,15 @@ class Durable:
         Outside a step: ''."""
         return _STEP_ID.get()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether the run is being cancelled (``client.cancel``) while this input runs: a plain
+        step (in a thread) looks at it and returns early; an async step is cancelled instead
+        (core/durable/cancelling.py)."""
+        from .cancelling import requested
+
+        return requested(self.run_id) is not None
+
     # -- steps ------------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
@@ -530,7 +539,12 @@ class DurableFunction:
             if op == "signal":
                 appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
         start = _now_ms()
-        step = await self.replay(p.id, life.resumed(events + appended), appended, state, i)
+        try:
+            step = await self.replay(p.id, life.resumed(events + appended), appended, state, i)
+        except asyncio.CancelledError:
+            step = life.cancelled(p.id, state, appended, None)  # its step was cancelled (or re-raised)
+        else:
+            step = life.cancelled(p.id, state, appended, step)
         life.stamp(step.events, start)
         return life.ended(step, self.retention)
 
