@@ -256,7 +256,8 @@ def test_cancel_reaches_a_running_step_and_the_run_ends_cancelled(backend: Any) 
 
     @mux.durable(name="slow_sync", queue=Q)
     async def slow_sync(ctx: Durable) -> str:
-        return await ctx.step("long", long_sync, ctx, retry=ONCE)
+        got = await ctx.step("long", long_sync, ctx, retry=ONCE)
+        return await ctx.step("after", lambda: got)  # (a run that ended before the cancel took would complete)
 
     async def main() -> None:
         ac = AsyncClient(backend.new_async())
@@ -280,6 +281,49 @@ def test_cancel_reaches_a_running_step_and_the_run_ends_cancelled(backend: Any) 
             # the run ended at once, or (its thread was quicker than the input's cancellation) with the
             # step's result recorded: either way in the input that ran the step
             assert [(e.name, e.value) for e in r.timeline if e.kind == "step"] in ([], [("long", "stopped early")])
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_each_step_sleep_signal_and_end_writes_to_the_event_stream_once(backend: Any) -> None:
+    from asynqpy.core.durable.events import EVENTS as DURABLE_EVENTS
+    from asynqpy.core.results.events import EVENTS
+
+    assert set(DURABLE_EVENTS) <= set(EVENTS)
+    mux = ServeMux()
+    tries: list[int] = []
+
+    def flaky() -> int:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConnectionError("down")
+        return 7
+
+    @mux.durable(name="ev", queue=Q)
+    async def ev(ctx: Durable) -> int:
+        v = await ctx.step("flaky", flaky, retry=Retry(attempts=2, delay=0.01))
+        await ctx.sleep(0.01)
+        got = await ctx.wait_for("go", timeout=30)
+        return v + got
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(ev, id="ev-1")
+            await until(lambda: _state(backend, run.id) == "waiting")
+            assert await ac.signal(run, "go", 1)
+            assert await ac.result(run, timeout=20) == 8
+        with Inspector(backend.sync) as insp:
+            seen = [e for e in insp.events(Q) if e.event.startswith("durable_")]
+        assert {e.task_id for e in seen} == {"ev-1"} and {e.type for e in seen} == {"durable.ev"}
+        assert [(e.event, e.outcome) for e in seen] == [
+            ("durable_step", "retrying"), ("durable_step", "completed"), ("durable_sleep", ""),
+            ("durable_wait", ""), ("durable_signal", ""), ("durable_end", "completed")]
+        step = seen[1]
+        assert step.attempt == 2 and step.value["step"] == "flaky" and step.value["ms"] >= 0
+        assert seen[0].error == "ConnectionError: down" and seen[0].due is not None
+        assert seen[3].value["signal"] == "go" and seen[3].due is not None
         await ac.close()
 
     asyncio.run(main())

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..core.durable import events as durable_events
 from ..core.handlers.outcome import Action, Outcome
 from ..core.limits.plans import SIGNALS_FREED_SLOT
 from ..core.model import codec
@@ -78,6 +79,16 @@ def _batched(by_queue: dict[str, list[tuple[_Write, _Item]]], size: int,
             chunk = items[i:i + size]
             calls.append(call(queue, [x for _, x in chunk]))
             groups.append([w for w, _ in chunk])
+
+
+def _durable_events(w: _Write) -> Call[int] | None:
+    """The stream entries of what a durable run's input recorded (core/durable/events.py), written
+    after its commit in the same pipeline, only if it committed; None for other inputs."""
+    r = w.running
+    plan = r.task._proc if r.task is not None else None
+    if not isinstance(plan, process.Plan) or not plan.events:
+        return None
+    return durable_events.emit_call(r.queue, r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, plan.events)
 
 
 def _log_failed(w: _Write, res: Exception) -> None:
@@ -383,6 +394,11 @@ class Writer:
             groups.append([w for w, _ in first])
         _batched(acks, MAX_ACK, self.ctx.broker.done_many, calls, groups)
         _batched(commits, MAX_COMMIT, self.ctx.broker.proc_commit_many, calls, groups)
+        for w, _ in (x for items in commits.values() for x in items):  # durable runs' events, if committed
+            emit = _durable_events(w)
+            if emit is not None:
+                calls.append(emit)
+                groups.append([])
         # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
         # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
         # workers a concurrency limit holds back do not sleep through it (its reply is not used)
