@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -81,6 +82,10 @@ def _batched(by_queue: dict[str, list[tuple[_Write, _Item]]], size: int,
             groups.append([w for w, _ in chunk])
 
 
+DURABLE_INPUTS = process.TYPE_PREFIX + durable_events.TYPE_PREFIX
+"""The task type prefix of durable runs' inputs."""
+
+
 def _durable_events(w: _Write) -> Call[int] | None:
     """The stream entries of what a durable run's input recorded (core/durable/events.py), written
     after its commit in the same pipeline, only if it committed; None for other inputs."""
@@ -89,6 +94,15 @@ def _durable_events(w: _Write) -> Call[int] | None:
     if not isinstance(plan, process.Plan) or not plan.events:
         return None
     return durable_events.emit_call(r.queue, r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, plan.events)
+
+
+def _durable_metrics(metrics: Any, r: Running) -> None:
+    """The durations of the step attempts a durable run's input ran (``asynqpy_durable_step_seconds``)."""
+    plan = r.task._proc if r.task is not None else None
+    function = r.msg.type[len(process.TYPE_PREFIX) + len(durable_events.TYPE_PREFIX):]
+    if isinstance(plan, process.Plan) and plan.events and r.msg.type.startswith(DURABLE_INPUTS):
+        for outcome, seconds in durable_events.step_times(plan.events, int(time.time() * 1000)):
+            metrics.durable_step(function, outcome, seconds)
 
 
 def _log_failed(w: _Write, res: Exception) -> None:
@@ -184,6 +198,7 @@ class Writer:
         r.ended = ended
         if self.ctx.metrics.enabled:
             self._count(r, o)
+            _durable_metrics(self.ctx.metrics, r)
         since = asyncio.get_running_loop().time() if r.task is not None and isinstance(r.task._proc, process.Plan) \
             else 0.0
         self._queued.append(_Write(r, call, o.what, since))

@@ -27,6 +27,8 @@ from ..spine.calls import script_call
 from ..spine.keys import queue_keys
 from .replay import TYPE_PREFIX
 
+__all__ = ["EVENTS", "TYPE_PREFIX", "emit_call", "entry", "step_times"]
+
 EVENTS = ("durable_step", "durable_sleep", "durable_wait", "durable_signal", "durable_end", "durable_resume")
 """The stream's durable events."""
 _ENDS = {"done": "completed", "failed": "failed", "cancelled": "cancelled"}
@@ -70,6 +72,29 @@ def entry(run_id: str, ptype: str, e: dict[str, Any], now_ms: int) -> list[Any] 
     return None
 
 
+def _decoded(events: list[bytes]) -> list[dict[str, Any]]:
+    out = []
+    for raw in events:
+        try:
+            e = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        except (ValueError, msgpack.UnpackException):
+            continue
+        if isinstance(e, dict):
+            out.append(e)
+    return out
+
+
+def step_times(events: list[bytes], now_ms: int) -> list[tuple[str, float]]:
+    """(outcome, seconds) of each step attempt the events (as encoded for ``proc_commit``) record:
+    the worker's ``asynqpy_durable_step_seconds``."""
+    out = []
+    for e in _decoded(events):
+        if e.get("k") in ("step", "task", "try") and isinstance(e.get("s"), int):
+            outcome = "retrying" if e["k"] == "try" else "failed" if "e" in e else "completed"
+            out.append((outcome, (now_ms - e["s"]) / 1000))
+    return out
+
+
 def emit_call(queue: str, input_id: str, ptype: str, run_id: str, events: list[bytes]) -> Call[int] | None:
     """The ``durable_emit`` call for the events (as encoded for ``proc_commit``) one input of run
     ``run_id`` recorded, or None when none is an operation."""
@@ -77,12 +102,8 @@ def emit_call(queue: str, input_id: str, ptype: str, run_id: str, events: list[b
         return None
     now_ms = int(time.time() * 1000)
     fields: list[Any] = []
-    for raw in events:
-        try:
-            e = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.UnpackException):
-            continue
-        got = entry(run_id, ptype, e, now_ms) if isinstance(e, dict) else None
+    for e in _decoded(events):
+        got = entry(run_id, ptype, e, now_ms)
         if got is not None:
             fields += [str(len(got)), *got]
     if not fields:

@@ -12,7 +12,7 @@ from ..client.plans import ClientPlans
 from ..inspector.inspection import MAX_OFFSET, Plan
 from ..model.errors import InvalidArgumentError
 from ..processes import plans as processes
-from ..processes.model import ERROR, key_of, parse_record, validate_id
+from ..processes.model import ERROR, Process, key_of, parse_record, validate_id
 from ..spine.broker import Broker, Call
 from ..spine.keys import CANCEL_CHANNEL, queue_keys
 from ..spine.stored import is_active, token_of
@@ -43,26 +43,46 @@ def listing(queue: str, state: str | None = None, function: str | None = None, s
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PAGE:
         raise InvalidArgumentError(f"count must be an int from 1 to {MAX_PAGE}, got {count!r}")
     want_type = process_type(function) if function is not None else None
-    key = queue_keys(queue).proc
-    cursor, found = "0", []
-    while True:
-        page = _ok((yield [Call(lambda r: r, command=("HSCAN", key, cursor, "COUNT", 1000))])[0])
-        flat = page[1]
-        pairs = list(flat.items()) if isinstance(flat, dict) else list(zip(flat[::2], flat[1::2]))
-        for pid, raw in pairs:
-            rec = parse_record(pid.decode(errors="surrogateescape"), raw)
-            ptype = rec.fields[0].decode(errors="replace")
-            if not is_run(ptype) or (want_type is not None and ptype != want_type):
-                continue
-            p = rec.view((), queue)
-            if state is None or state_of(p) == state:
-                found.append(p)
-        cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
-        if cursor == "0":
-            break
+    found = [p for p in (yield from _runs(queue, MAX_SCAN))
+             if (want_type is None or p.type == want_type) and (state is None or state_of(p) == state)]
     found.sort(key=lambda p: (p.updated is not None, p.updated), reverse=True)
     shown = yield from processes.failing(queue, found[start:start + count])
     return len(found), [info(p) for p in shown]
+
+
+MAX_SCAN = 10**9
+"""(A listing reads every record.)"""
+
+
+def _runs(queue: str, limit: int) -> Plan[list[Process]]:
+    """The runs among the first ``limit`` process records of ``queue`` (HSCAN, a thousand at a time)."""
+    key = queue_keys(queue).proc
+    cursor, found, seen = "0", [], 0
+    while seen < limit:
+        page = _ok((yield [Call(lambda r: r, command=("HSCAN", key, cursor, "COUNT", 1000))])[0])
+        flat = page[1]
+        pairs = list(flat.items()) if isinstance(flat, dict) else list(zip(flat[::2], flat[1::2]))
+        seen += len(pairs)
+        for pid, raw in pairs:
+            rec = parse_record(pid.decode(errors="surrogateescape"), raw)
+            if is_run(rec.fields[0].decode(errors="replace")):
+                found.append(rec.view((), queue))
+        cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
+        if cursor == "0":
+            break
+    return found
+
+
+def counts(queue: str, scan: int = 10_000) -> Plan[dict[str, dict[str, int]]]:
+    """How many runs of ``queue`` each function has in each state, among the first ``scan``
+    process records (a bounded read for a metrics scrape)."""
+    if isinstance(scan, bool) or not isinstance(scan, int) or scan < 1:
+        raise InvalidArgumentError(f"scan must be an int >= 1, got {scan!r}")
+    out: dict[str, dict[str, int]] = {}
+    for p in (yield from _runs(queue, scan)):
+        by_state = out.setdefault(p.type[len(TYPE_PREFIX):], {})
+        by_state[state_of(p)] = by_state.get(state_of(p), 0) + 1
+    return out
 
 
 def read(b: Broker, queue: str, run_id: str) -> Plan[RunInfo]:
@@ -105,6 +125,13 @@ class DurableInspectorPlans:
         ``failed``, ``cancelled``, ``error``); ``function``: only its runs. Reads every process
         record of the queue (O(processes))."""
         return listing(queue, state, function, start, count)
+
+    @planned
+    def durable_counts(self, queue: str = "default", *, scan: int = 10_000) -> Steps[dict[str, dict[str, int]]]:
+        """How many durable runs of ``queue`` each function has in each state (function -> state
+        -> count), among the first ``scan`` process records of the queue (the metrics' read:
+        bounded)."""
+        return counts(queue, scan)
 
     @planned
     def durable_run(self, queue: str, run_id: str) -> Steps[RunInfo]:
