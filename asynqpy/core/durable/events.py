@@ -42,34 +42,45 @@ def _value(v: Any) -> bytes:
     return msgpack.packb(v, use_bin_type=True)  # type: ignore[no-any-return]
 
 
+def _step(e: dict[str, Any], base: list[Any], now_ms: int) -> list[Any]:
+    k, start = e.get("k"), e.get("s")
+    ms = now_ms - start if isinstance(start, int) else None
+    outcome = "retrying" if k == "try" else "failed" if "e" in e else "completed"
+    out = ["e", "durable_step", *base, "outcome", outcome, "attempt", str(int(e.get("a", 1)))]
+    if "e" in e:
+        out += ["error", _first_line(e["e"])]
+    if k == "try" and isinstance(e.get("at"), int):
+        out += ["due", str(e["at"])]
+    return out + ["value", _value({"step": e.get("n"), "i": e.get("i"), "ms": ms})]
+
+
+def _wait(e: dict[str, Any], base: list[Any]) -> list[Any]:
+    due = ["due", str(e["u"])] if isinstance(e.get("u"), int) else []
+    return ["e", "durable_wait", *base, *due, "value", _value({"signal": e.get("n"), "i": e.get("i")})]
+
+
+def _end(e: dict[str, Any], base: list[Any]) -> list[Any]:
+    k = str(e.get("k"))
+    out = ["e", "durable_end", *base, "outcome", _ENDS[k]]
+    return out + (["error", _first_line(e.get("e") or e.get("reason"))] if k != "done" else [])
+
+
 def entry(run_id: str, ptype: str, e: dict[str, Any], now_ms: int) -> list[Any] | None:
     """The stream entry (field, value, ...) of one recorded event, or None (not an operation an
-    operator follows: a recorded value, a fired timer)."""
+    operator follows: a recorded value, a fired timer, a task's internal signal)."""
     k = e.get("k")
     base: list[Any] = ["id", run_id, "type", ptype]
     if k in ("step", "task", "try"):
-        start = e.get("s")
-        ms = now_ms - start if isinstance(start, int) else None
-        outcome = "retrying" if k == "try" else "failed" if "e" in e else "completed"
-        out = ["e", "durable_step", *base, "outcome", outcome, "attempt", str(int(e.get("a", 1)))]
-        if "e" in e:
-            out += ["error", _first_line(e["e"])]
-        if k == "try" and isinstance(e.get("at"), int):
-            out += ["due", str(e["at"])]
-        return out + ["value", _value({"step": e.get("n"), "i": e.get("i"), "ms": ms})]
+        return _step(e, base, now_ms)
     if k == "sleep":
         return ["e", "durable_sleep", *base, "due", str(e.get("u")), "value", _value({"i": e.get("i")})]
     if k == "wait":
-        due = ["due", str(e["u"])] if isinstance(e.get("u"), int) else []
-        return ["e", "durable_wait", *base, *due, "value", _value({"signal": e.get("n"), "i": e.get("i")})]
+        return _wait(e, base)
     if k == "signal" and not str(e.get("n", "")).startswith("\x00"):
         return ["e", "durable_signal", *base, "value", _value({"signal": e.get("n")})]
     if k in _ENDS:
-        out = ["e", "durable_end", *base, "outcome", _ENDS[str(k)]]
-        return out + (["error", _first_line(e.get("e") or e.get("reason"))] if k != "done" else [])
-    if k == "resume":
-        return ["e", "durable_resume", *base]
-    return None
+        return _end(e, base)
+    return ["e", "durable_resume", *base] if k == "resume" else None
 
 
 def _decoded(events: list[bytes]) -> list[dict[str, Any]]:

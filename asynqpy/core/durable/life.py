@@ -15,13 +15,15 @@ it stopped.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
 from ..model.errors import InvalidArgumentError
-from ..processes.model import Input, Step
+from ..processes.model import Input, Process, Step
 from . import cancelling
-from .replay import CANCELLED, FAILED, FINISHED
+from .replay import CANCELLED, FAILED, FINISHED, DurableFunction
+from .replay import _history as history_of
 
 DEFAULT_RETENTION_S = 7 * 86400.0
 """How long a finished run (completed, failed, cancelled) is kept unless its function says."""
@@ -80,21 +82,24 @@ def resumed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return events
     drop: set[int] = set()
     for r, e in enumerate(events):
-        if e.get("k") != RESUME:
-            continue
-        f = next((n for n in range(r - 1, -1, -1) if events[n].get("k") == "failed" and n not in drop), None)
-        if f is None:
-            continue
-        drop.add(f)
-        if not str(events[f].get("e", "")).startswith("StepFailedError"):
-            continue
-        last = next((n for n in range(f - 1, -1, -1) if events[n].get("i") is not None and n not in drop), None)
-        if last is None or events[last].get("k") not in _STEPS or "e" not in events[last]:
-            continue
-        pos = events[last].get("i")
-        drop.add(last)
-        drop.update(n for n in range(last) if events[n].get("k") == "try" and events[n].get("i") == pos)
+        if e.get("k") == RESUME:
+            drop |= _undone(events, r, drop)
     return [e for n, e in enumerate(events) if n not in drop]
+
+
+def _undone(events: list[dict[str, Any]], r: int, drop: set[int]) -> set[int]:
+    """What the resume at index ``r`` leaves out: the last ``failed`` end before it (not left out
+    already) and, if a step's StepFailedError failed the run, that step's final failure and attempts."""
+    f = next((n for n in range(r - 1, -1, -1) if events[n].get("k") == "failed" and n not in drop), None)
+    if f is None:
+        return set()
+    if not str(events[f].get("e", "")).startswith("StepFailedError"):
+        return {f}
+    last = next((n for n in range(f - 1, -1, -1) if events[n].get("i") is not None and n not in drop), None)
+    if last is None or events[last].get("k") not in _STEPS or "e" not in events[last]:
+        return {f}
+    pos = events[last].get("i")
+    return {f, last} | {n for n in range(last) if events[n].get("k") == "try" and events[n].get("i") == pos}
 
 
 def stamp(events: Any, start_ms: int) -> None:
@@ -131,3 +136,53 @@ def cancelled(run_id: str, state: dict[str, Any], appended: list[dict[str, Any]]
     done = {**state, "status": CANCELLED, "error": reason or "cancelled", "cooperative": True}
     return Step(events=[*events, {"k": "cancelled", "reason": reason, "during": "step"}], state=done, timer=None,
                 response=step.response if step is not None else None)
+
+
+class Managed(DurableFunction):
+    """A durable function as ``@app.durable`` / ``mux.durable`` register it: the replay of
+    :class:`~asynqpy.core.durable.replay.DurableFunction` and the run's life around it.
+    ``retention``: how long a finished run is kept (a timedelta or seconds; None: until removed;
+    default :data:`DEFAULT_RETENTION_S`)."""
+
+    def __init__(self, fn: Any, name: str | None = None, queue: str = "default", client: Any = None,
+                 retention: timedelta | float | None | str = "default") -> None:
+        super().__init__(fn, name, queue, client)
+        self.retention = DEFAULT_RETENTION_S if retention == "default" else retention_seconds(retention)  # type: ignore[arg-type]
+
+    async def process(self, p: Process, i: Input) -> Step:
+        """One input of a run. A finished run's input ends here (its retention's removal, a late
+        signal refused); a start, a signal or a resume is appended to the history; the function
+        is replayed (on the history a resume makes it see); a cancel ends the run, and so does a
+        cooperative cancel that reached this input's step; a step that finishes the run sets its
+        retention timer."""
+        state = dict(p.state or {})
+        late = finished_input(state, i, self.retention)
+        if late is not None:
+            return late
+        events = history_of(p)
+        appended, state = resume_events(state, i)
+        if i.kind == "init":
+            appended.append({"k": "start", "a": list(i.args or [])})
+        elif i.kind == "call":
+            op, args = _op(i.args)
+            if op == "cancel":
+                done = {**state, "status": CANCELLED, "error": str(args.get("reason") or "cancelled")}
+                return ended(Step(events=[{"k": "cancelled", "reason": done["error"]}], state=done, timer=None,
+                                  response=True), self.retention)
+            if op == "signal":
+                appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
+        start = int(time.time() * 1000)
+        try:
+            step = await self.replay(p.id, resumed(events + appended), appended, state, i)
+        except asyncio.CancelledError:
+            step = cancelled(p.id, state, appended, None)  # its step was cancelled (or re-raised)
+        else:
+            step = cancelled(p.id, state, appended, step)
+        stamp(step.events, start)
+        return ended(step, self.retention)
+
+
+def _op(args: Any) -> tuple[str, dict[str, Any]]:
+    if not isinstance(args, dict) or args.get("op") not in ("signal", "cancel", RESUME):
+        raise InvalidArgumentError(f"not an input of a durable run: {args!r}")
+    return str(args["op"]), args

@@ -229,9 +229,8 @@ class Durable:
 
     @property
     def cancelled(self) -> bool:
-        """Whether the run is being cancelled (``client.cancel``) while this input runs: a plain
-        step (in a thread) looks at it and returns early; an async step is cancelled instead
-        (core/durable/cancelling.py)."""
+        """Whether ``client.cancel`` is cancelling the run while this input runs: a plain step (in
+        a thread) looks and returns early; an async step is cancelled (core/durable/cancelling.py)."""
         from .cancelling import requested
 
         return requested(self.run_id) is not None
@@ -491,7 +490,7 @@ def process_type(name: str) -> str:
 
 
 def _signal_op(args: Any) -> tuple[str, Any]:
-    if not isinstance(args, dict) or args.get("op") not in ("signal", "cancel", "resume"):
+    if not isinstance(args, dict) or args.get("op") not in ("signal", "cancel"):
         raise InvalidArgumentError(f"not an input of a durable run: {args!r}")
     return args["op"], args
 
@@ -502,51 +501,34 @@ class DurableFunction:
     with ``client.start(f, *args, id=...)``."""
 
     def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default",
-                 client: Callable[[], Any] | None = None, retention: Any = "default") -> None:
-        from .life import DEFAULT_RETENTION_S, retention_seconds
-
+                 client: Callable[[], Any] | None = None) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise InvalidArgumentError(f"a durable function is an async def taking (ctx: Durable, ...), got {fn!r}")
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
         self.type = process_type(self.name)
         self.queue, self.client = queue, client
-        self.retention = DEFAULT_RETENTION_S if retention == "default" else retention_seconds(retention)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"<durable {self.name}>"
 
     async def process(self, p: Process, i: Input) -> Step:
-        """The processor of the runs (one input): replay, then what to commit (core/durable/life.py:
-        a finished run's inputs, resume, retention)."""
-        from . import life
-
+        """The processor of the runs (one input): replay, then what to commit."""
         state = dict(p.state or {})
-        late = life.finished_input(state, i, self.retention)
-        if late is not None:
-            return late  # a finished run takes nothing more (a late signal, a stale timer) but its removal
+        if state.get("status") in FINISHED:
+            return Step(response=False)  # a finished run takes nothing more (a late signal, a stale timer)
         events = _history(p)
-        appended, state = life.resume_events(state, i)
+        appended: list[dict[str, Any]] = []
         if i.kind == "init":
             appended.append({"k": "start", "a": list(i.args or [])})
         elif i.kind == "call":
             op, args = _signal_op(i.args)
             if op == "cancel":
                 done = {**state, "status": CANCELLED, "error": str(args.get("reason") or "cancelled")}
-                return life.ended(Step(events=[{"k": "cancelled"}], state=done, timer=None, response=True),
-                                  self.retention)
-            if op == "signal":
-                appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
-        start = _now_ms()
-        try:
-            step = await self.replay(p.id, life.resumed(events + appended), appended, state, i)
-        except asyncio.CancelledError:
-            step = life.cancelled(p.id, state, appended, None)  # its step was cancelled (or re-raised)
-        else:
-            step = life.cancelled(p.id, state, appended, step)
-        life.stamp(step.events, start)
-        return life.ended(step, self.retention)
+                return Step(events=[{"k": "cancelled"}], state=done, timer=None, response=True)
+            appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
+        return await self.replay(p.id, events + appended, appended, state, i)
 
     async def replay(self, run_id: str, events: list[dict[str, Any]], appended: list[dict[str, Any]],
                      state: dict[str, Any], i: Input) -> Step:

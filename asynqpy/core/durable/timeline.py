@@ -156,35 +156,47 @@ def timeline(history: list[Event]) -> list[TimelineEntry]:
     return [e for e in b.out if not (e.kind == "signal" and e.name.startswith(TASK_SIGNAL))]
 
 
+def _started(b: _Builder, pos: int, d: dict[str, Any], at: datetime) -> datetime:
+    """An attempt's start: its first attempt's (an entry already there), else its own ``s``."""
+    prev = b.get(pos)
+    return prev.started if prev is not None and prev.started else _ms(d.get("s")) or at
+
+
+def _attempt(b: _Builder, pos: int, d: dict[str, Any], at: datetime) -> None:
+    """A step's or task's record: a failed attempt (``try``), its end, or a task enqueued."""
+    k, name, started = str(d.get("k")), str(d.get("n", "")), _started(b, pos, d, at)
+    if k == "try":
+        b.put(pos, TimelineEntry(str(d.get("o", "step")), pos, name, RETRYING, started, None,
+                                 error=str(d.get("e", "")), attempts=int(d.get("a", 0)), wake=_ms(d.get("at"))))
+    elif k == "task" and "e" not in d:
+        b.put(pos, TimelineEntry("task", pos, name, WAITING, started, None, attempts=int(d.get("a", 1)),
+                                 task_id=str(d.get("v", ""))))
+    else:
+        b.put(pos, TimelineEntry(k, pos, name, FAILED if "e" in d else COMPLETED, started, at, value=d.get("v"),
+                                 error=str(d.get("e", "")), attempts=int(d.get("a", 1))))
+
+
+def _fired(b: _Builder, pos: int, n: int, at: datetime) -> None:
+    e = b.get(pos)
+    if e is not None:
+        b.replace(pos, status="done" if e.kind == "sleep" else "timed out", ended=at)
+        b.waits = [(p, s, n if p == pos else f) for p, s, f in b.waits]
+
+
 def _add(b: _Builder, n: int, at: datetime, d: dict[str, Any]) -> None:
     k, i = d.get("k"), d.get("i")
     pos: int = i if isinstance(i, int) else -1  # (an event without a position: -1, unused)
-    if k == "start":
+    if k in ("try", "step", "task"):
+        _attempt(b, pos, d, at)
+    elif k == "start":
         b.put(None, TimelineEntry("start", started=at, ended=at, value=d.get("a")))
-    elif k == "try":
-        prev = b.get(pos)
-        started = prev.started if prev is not None and prev.started else _ms(d.get("s")) or at
-        b.put(pos, TimelineEntry(str(d.get("o", "step")), pos, str(d.get("n", "")), RETRYING, started, None,
-                                 error=str(d.get("e", "")), attempts=int(d.get("a", 0)), wake=_ms(d.get("at"))))
-    elif k in ("step", "task"):
-        prev = b.get(pos)
-        started = prev.started if prev is not None and prev.started else _ms(d.get("s")) or at
-        if k == "task" and "e" not in d:
-            b.put(pos, TimelineEntry("task", pos, str(d.get("n", "")), WAITING, started, None,
-                                     attempts=int(d.get("a", 1)), task_id=str(d.get("v", ""))))
-            return
-        b.put(pos, TimelineEntry(k, pos, str(d.get("n", "")), FAILED if "e" in d else COMPLETED, started, at,
-                                 value=d.get("v"), error=str(d.get("e", "")), attempts=int(d.get("a", 1))))
     elif k == "sleep":
         b.put(pos, TimelineEntry("sleep", pos, "", SLEEPING, at, wake=_ms(d.get("u"))))
     elif k == "wait":
         b.put(pos, TimelineEntry("wait", pos, str(d.get("n", "")), WAITING, at, wake=_ms(d.get("u"))))
         b.waits.append((pos, str(d.get("n", "")), None))
     elif k == "fired":
-        e = b.get(pos)
-        if e is not None:
-            b.replace(pos, status="done" if e.kind == "sleep" else "timed out", ended=at)
-            b.waits = [(p, s, n if p == pos else f) for p, s, f in b.waits]
+        _fired(b, pos, n, at)
     elif k == "signal":
         b.signals.append((n, str(d.get("n", "")), len(b.out)))
         b.put(None, TimelineEntry("signal", None, str(d.get("n", "")), "pending", at, value=d.get("p")))
@@ -204,20 +216,24 @@ def _consume(b: _Builder, history: list[Event]) -> None:
         if e is not None and e.kind == "task":
             claims.append((pos, f"{TASK_SIGNAL}{pos}", None))
     for pos, name, fired in sorted(claims):
-        for n, sig, idx in b.signals:
-            if sig != name or n in taken or (fired is not None and n > fired):
-                continue
+        n = next((n for n, sig, _ in b.signals if sig == name and n not in taken and (fired is None or n < fired)),
+                 None)
+        if n is not None:
             taken.add(n)
-            b.out[idx] = _with(b.out[idx], status="consumed", by=pos)
-            e = b.get(pos)
-            if e is None:
-                break
-            at = history[n].at
-            if e.kind == "wait":
-                b.replace(pos, status="done", ended=at, value=b.out[idx].value)
-            elif e.kind == "task" and e.status == WAITING:
-                end = b.out[idx].value if isinstance(b.out[idx].value, dict) else {}
-                ok = end.get("s") == COMPLETED
-                b.replace(pos, status=COMPLETED if ok else FAILED, ended=at, value=end.get("v"),
-                          error="" if ok else f"task {e.task_id} ended {end.get('s')}")
-            break
+            _take(b, pos, n, history[n].at)
+
+
+def _take(b: _Builder, pos: int, n: int, at: datetime) -> None:
+    """The signal of history index ``n`` taken by the operation at ``pos``: both entries say so."""
+    idx = next(idx for m, _, idx in b.signals if m == n)
+    b.out[idx] = _with(b.out[idx], status="consumed", by=pos)
+    e = b.get(pos)
+    if e is None:
+        return
+    if e.kind == "wait":
+        b.replace(pos, status="done", ended=at, value=b.out[idx].value)
+    elif e.kind == "task" and e.status == WAITING:
+        end = b.out[idx].value if isinstance(b.out[idx].value, dict) else {}
+        ok = end.get("s") == COMPLETED
+        b.replace(pos, status=COMPLETED if ok else FAILED, ended=at, value=end.get("v"),
+                  error="" if ok else f"task {e.task_id} ended {end.get('s')}")

@@ -90,6 +90,7 @@ class ServeMux:
         processes of type ``durable.<name>``. ``client``: the AsyncClient its ``ctx.task`` enqueues
         with (or a function returning it). ``retention``: how long a finished run is kept (a
         timedelta or seconds; None: until removed; default 7 days)."""
+        from ..durable.life import Managed
         from ..durable.replay import MAX_HISTORY, DurableFunction
         from ..durable.tasks import NOTIFY, notify_handler
         from ..processes.model import ProcessHandler, task_type
@@ -97,7 +98,7 @@ class ServeMux:
         get = client if client is None or callable(client) and not hasattr(client, "enqueue") else (lambda: client)
 
         def register(f: Any) -> DurableFunction:
-            d = DurableFunction(f, name, queue, get, retention)
+            d = Managed(f, name, queue, get, retention)
             self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY))
             if get is not None and NOTIFY not in self._exact:
                 self.handle(NOTIFY, notify_handler(get))
