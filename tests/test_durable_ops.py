@@ -327,3 +327,42 @@ def test_each_step_sleep_signal_and_end_writes_to_the_event_stream_once(backend:
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_the_timeline_shows_the_tasks_a_run_awaited_and_how_each_ended(backend: Any) -> None:
+    from asynqpy import StepFailedError, Task
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        mux = ServeMux()
+
+        @mux.handle("score")
+        async def score(task: Task) -> int:
+            return len(task.payload)
+
+        @mux.handle("broken")
+        async def broken(task: Task) -> None:
+            raise ValueError("no")
+
+        @mux.durable(name="tasks", queue=Q, client=ac)
+        async def tasks(ctx: Durable, word: str) -> int:
+            n = await ctx.task("score", word, queue=Q)
+            try:
+                await ctx.task("broken", None, queue=Q, max_retry=0)
+            except StepFailedError:
+                pass
+            return int(n)
+
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(tasks, "abcd", id="tt1")
+            assert await ac.result(run, timeout=20) == 4
+        with Inspector(backend.sync) as insp:
+            r = insp.durable_run(Q, "tt1")
+        got = [(e.kind, e.name, e.status, e.task_id, e.value) for e in r.timeline if e.kind == "task"]
+        assert got == [("task", "score", "completed", "tt1:1:task", 4),
+                       ("task", "broken", "failed", "tt1:2:task", None)]
+        assert "ended archived" in r.timeline[2].error and r.timeline[1].ended is not None
+        assert [e.kind for e in r.timeline if e.kind == "signal"] == []  # the tasks' ends are not shown as signals
+        await ac.close()
+
+    asyncio.run(main())
