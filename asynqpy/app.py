@@ -354,14 +354,17 @@ class App:
 
         return register
 
-    def durable(self, fn: Any = None, *, name: str | None = None, queue: str | None = None) -> Any:
+    def durable(self, fn: Any = None, *, name: str | None = None, queue: str | None = None,
+                retention: Any = "default") -> Any:
         """Register a durable function (a decorator, as :meth:`ServeMux.durable`; docs/durable.md):
-        its runs live in ``queue`` (the app's default queue if None), served by ``app.run()``."""
+        its runs live in ``queue`` (the app's default queue if None), served by ``app.run()``;
+        a finished run is kept ``retention`` (a timedelta or seconds; None: until removed; default
+        7 days)."""
         q = validate_queue(queue if queue is not None else self.default_queue)
 
         def register(f: Any) -> Any:
             self._task_queues.add(q)
-            return self.mux.durable(f, name=name, queue=q, client=self.aclient)
+            return self.mux.durable(f, name=name, queue=q, client=self.aclient, retention=retention)
 
         return register(fn) if fn is not None else register
 

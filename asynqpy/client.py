@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, TaskInfoList, Wait, Writes, _settle
-from .core.durable.plans import DurablePlans, Pause
+from .core.durable.operating import DurableOpsPlans
+from .core.durable.plans import Pause
 from .core.model.clock import Clock
 from .core.model.kinds import first_state
 from .core.model.task import TaskInfo
@@ -163,7 +164,7 @@ class _SyncAutoPipeline:
             self._hand_over()
 
 
-class _Facade(DurablePlans):
+class _Facade(DurableOpsPlans):
     """What the two clients share: the connection, its executor, the write path, an inbox per
     queue. A step's reply is a value (Client) or an awaitable of it (AsyncClient)."""
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from .core.durable.operating import DurableInspectorPlans
 from .core.inspector import search as _search
 from .core.inspector.inspection import DailyStats, GroupInfo, QueueInfo
 from .core.inspector.plans import InspectorPlans
@@ -34,7 +35,7 @@ __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo"
            "WorkerInfo"]
 
 
-class _Facade(InspectorPlans):
+class _Facade(DurableInspectorPlans, InspectorPlans):
     """What the two inspectors share: the connection and its executor. A step's reply is a value
     (Inspector) or an awaitable of it (AsyncInspector)."""
 

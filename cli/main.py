@@ -172,6 +172,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
     "metrics": ".metrics:metrics", "web": ".web:web", "process": ".processes:process",
     "rules": ".rules:rules", "outbox": ".outbox:outbox", "upgrade": ".upgrade:upgrade",
+    "durable": ".durable:durable",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and the wire protocol it speaks, and exit.")

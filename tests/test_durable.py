@@ -84,7 +84,8 @@ def test_steps_run_once_and_the_run_resumes_on_a_signal_sent_after_the_wait(back
             p = insp.process(Q, run.id, first=1, count=100)
         kinds = [e.data["k"] for e in p.history]
         assert kinds == ["start", "step", "step", "wait", "signal", "sleep", "fired", "done"]
-        assert p.state["status"] == "completed" and p.timer is None
+        assert p.state["status"] == "completed" and p.timer is not None  # its retention's (7 days): it removes it
+        assert p.timer - p.updated == timedelta(days=7)
         await ac.close()
 
     asyncio.run(main())

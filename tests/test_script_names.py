@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from asynqpy.core.deploy import holds
+from asynqpy.core.durable import events as durable_events
 from asynqpy.core.inspector import search
 from asynqpy.core.limits import plans as limits
 from asynqpy.core.model.clock import Clock
@@ -163,6 +164,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("watch", lambda b: b.watch("q", "i", "inb")),
     ("reply", lambda b: b.reply("q", "inb", b"o")),
     ("rewake", lambda b: b.rewake("q")),
+    ("durable_emit", lambda b: durable_events.emit_call("q", "i", "durable.f", "r", [b"\x81\xa1k\xa4done"])),
     ("snooze", lambda b: b.snooze("q", "i", "tok", 50)),
     ("requeue", lambda b: b.requeue("q", "i", "tok")),
     ("extend", lambda b: b.extend("q", 100, [("a", "t"), ("b", "t2", "m")])),

@@ -43,7 +43,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     from fastapi.staticfiles import StaticFiles
 
     from ..client import AsyncClient
-    from .routes import cron, enqueue, metrics, probes, processes, queues, redis_info, servers, tasks, tenants
+    from .routes import cron, durable, enqueue, metrics, probes, processes, queues, redis_info, servers, tasks, tenants
 
     inspector = AsyncInspector(redis, signing_key=signing_key)
     client = AsyncClient(inspector.redis, signing_key=signing_key)  # process inputs (shares the connection)
@@ -58,7 +58,7 @@ def create_app(redis: Any = None, *, read_only: bool = False, auth: Auth | None 
     app.middleware("http")(headers(read_only))  # (added last: outermost, on every response)
     app.add_exception_handler(AsynqpyError, asynqpy_error)
     app.add_exception_handler(RequestValidationError, bad_parameter)
-    for resource in (queues, tasks, enqueue, cron, probes, servers, processes, tenants, redis_info, metrics):
+    for resource in (queues, tasks, enqueue, cron, probes, servers, processes, durable, tenants, redis_info, metrics):
         app.include_router(resource.router)
     return app
 

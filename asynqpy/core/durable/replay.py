@@ -227,6 +227,14 @@ class Durable:
         Outside a step: ''."""
         return _STEP_ID.get()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``client.cancel`` is cancelling the run while this input runs: a plain step (in
+        a thread) looks and returns early; an async step is cancelled (core/durable/cancelling.py)."""
+        from .cancelling import requested
+
+        return requested(self.run_id) is not None
+
     # -- steps ------------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
