@@ -21,6 +21,7 @@ import redis
 from asynqpy import FakeClock, RedisFullError
 from asynqpy.core.cron.entries import Entry, encode_entry, fire_call, make_entry
 from asynqpy.core.deploy import holds
+from asynqpy.core.inspector import search
 from asynqpy.core.model.codec import Message, decode, encode
 from asynqpy.core.model.task import TaskState
 from asynqpy.core.processes.model import Plan, new_record
@@ -104,6 +105,7 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
              lambda h: h.b.trim(Q, 0, MAX_AGE)),
     "pause": (lambda h: None, lambda h: h.b.pause(Q)),
     "tenants": (lambda h: None, lambda h: tenants.page_call(Q)),  # a read
+    "search": (lambda h: h.enqueue("a"), lambda h: search.search_call(Q, search.make_search(type="t"))),  # a read
     "unpause": (lambda h: (h.enqueue("a"), h.x.run(h.b.pause(Q))), lambda h: h.b.unpause(Q)),
     "rewake": (lambda h: (h.enqueue("a"), h.r.delete(K.wake)), lambda h: h.b.rewake(Q)),
     "stats": (lambda h: h.enqueue("a"), lambda h: h.b.stats(Q)),
