@@ -37,15 +37,26 @@ from typing import Any, Generic, TypeVar
 import msgpack
 
 from ..model import codec
-from ..model.errors import AsynqpyError, InvalidArgumentError, SkipRetry
-from ..processes.model import HISTORY_WINDOW, Input, Process, Step, validate_id, validate_type
+from ..model.errors import AsynqpyError, InvalidArgumentError, LeaseLostError, SkipRetry, TaskNotFoundError
+from ..processes.model import (
+    CHECKPOINT,
+    CHECKPOINTED_HISTORY,
+    HISTORY_WINDOW,
+    Checkpoint,
+    Input,
+    Process,
+    Step,
+    validate_id,
+    validate_type,
+)
 
 T = TypeVar("T")
 
 TYPE_PREFIX = "durable."
 """Process type of a durable function's runs: ``durable.<name>``."""
-MAX_HISTORY = 1000
-"""The most events a run's history may hold in this stage (a processor reads at most 1000)."""
+MAX_HISTORY = CHECKPOINTED_HISTORY
+"""The most events a run's history may hold (its input reads it whole); ``ctx.continue_as_new``
+starts a fresh one."""
 
 RUNNING, SLEEPING, WAITING, RETRYING = "running", "sleeping", "waiting", "retrying"
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
@@ -122,6 +133,12 @@ class DurableRun:
     created: bool = True
 
 
+class _Lost(BaseException):
+    """A checkpoint failed (the input's lease lost, Redis unreachable): the input ends without
+    writing anything more (a BaseException: the function's ``except Exception`` does not catch
+    it); it runs again from what the history holds."""
+
+
 class _Suspend(BaseException):
     """The run stops here for this input (a BaseException, so that ``except Exception`` in the
     function does not swallow it). ``due_ms``: the run's next timer (ms), or None."""
@@ -147,11 +164,13 @@ class Durable:
     be repeated on replay goes through it; the function's own code runs again on every input."""
 
     def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int, client: Callable[[], Any] | None = None,
-                 queue: str = "default") -> None:
+                 queue: str = "default", unsaved: int = 0, checkpoint: Checkpoint | None = None) -> None:
         self.run_id, self._client, self._queue = run_id, client, queue
         self._now_ms = now_ms
         self._events = events  # the history as recorded, then what this input appends
-        self._new: list[dict[str, Any]] = []
+        # what this input appended and has not written yet (its last ``unsaved`` events at first)
+        self._new: list[dict[str, Any]] = events[len(events) - unsaved:] if unsaved else []
+        self._checkpoint = checkpoint
         self._seq = 0
         self._busy = False
         self._ops: dict[int, dict[str, Any]] = {}
@@ -308,6 +327,7 @@ class Durable:
         return self._now_ms
 
     async def _await(self, op: _Op[T]) -> T:
+        start = self._seq
         got = op.resolve()
         if not isinstance(got, _Pending):
             return got  # type: ignore[no-any-return]
@@ -316,8 +336,29 @@ class Durable:
             due = await self._run(got)
         finally:
             self._busy = False
+        if due == self._now_ms and await self._go_on():
+            self._seq = start  # the step is in the history now: it resolves as a replay would
+            return op.resolve()  # type: ignore[no-any-return]
         # the record is committed with this input; the next input goes on (or retries)
         raise _Suspend(RUNNING if due == self._now_ms else RETRYING, due)
+
+    async def _go_on(self) -> bool:
+        """After a new step ended for good (its result or last error recorded): write what this
+        input recorded so far (its checkpoint) and say whether the run goes on in this input (no
+        other input waits for the run, its time is not spent); False without a checkpoint (the
+        input ends, a continuation goes on)."""
+        if self._checkpoint is None:
+            return False
+        events, self._new = self._new, []
+        try:
+            end = await self._checkpoint(events)
+        except (LeaseLostError, TaskNotFoundError) as exc:  # not the function's to catch: the input is let go
+            raise _Lost(f"durable run {self.run_id!r}: its checkpoint was refused: {exc}") from exc
+        except Exception:  # noqa: BLE001 - Redis full or unreachable: the input ends, its commit writes them
+            self._new = events + self._new
+            return False
+        self._now_ms = _now_ms()
+        return not end
 
     async def gather(self, *ops: Awaitable[Any]) -> list[Any]:
         """Await several ctx operations (steps, sleeps, waits) together: the new steps among them
@@ -328,9 +369,16 @@ class Durable:
         if len(mine) != len(ops):
             raise InvalidArgumentError("ctx.gather takes operations of this run's ctx (ctx.step(...), ctx.sleep(...), "
                                        "ctx.wait_for(...)), not awaited")
+        start = self._seq
         results, pending, suspends = self._resolve_all(mine)
         if pending:
-            suspends += await self._run_all(pending)
+            ran = await self._run_all(pending)
+            if all(s.status == RUNNING for s in ran) and await self._go_on():
+                self._seq = start  # the steps are in the history now: resolved again, as a replay would
+                results, pending, suspends = self._resolve_all(mine)
+                assert not pending
+            else:
+                suspends += ran
         if suspends:
             due = [s.due_ms for s in suspends if s.due_ms is not None]
             raise _Suspend(RUNNING if pending else suspends[0].status, min(due) if due else None)
@@ -526,24 +574,28 @@ class DurableFunction:
                      state: dict[str, Any], i: Input) -> Step:
         if not events or events[0].get("k") != "start":
             raise DurableError(f"durable run {run_id!r}: its history does not begin with its start")
-        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue)
+        # a signal's input ends after its first new step (its sender waits for the commit); the
+        # others go on step after step, each checkpointed (the worker's, None without one)
+        checkpoint = CHECKPOINT.get() if i.kind != "call" else None
+        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue, len(appended), checkpoint)
         response = True if i.kind == "call" else None
         try:
             value = await self.fn(ctx, *events[0]["a"])
         except _Suspend as s:
-            return Step(events=appended + ctx._new, state={**state, "status": s.status}, timer=s.timer,
-                        response=response)
+            return Step(events=ctx._new, state={**state, "status": s.status}, timer=s.timer, response=response)
+        except _Lost as exc:
+            raise LeaseLostError(str(exc)) from None
         except DeterminismError:
             raise
         except Exception as exc:  # noqa: BLE001 - the function's own failure is its outcome
             error = f"{type(exc).__name__}: {exc}"
-            return Step(events=[*appended, *ctx._new, {"k": "failed", "e": error}],
+            return Step(events=[*ctx._new, {"k": "failed", "e": error}],
                         state={**state, "status": FAILED, "error": error}, timer=None, response=response)
         try:
             value = _wire(value, "the run's result")
         except InvalidArgumentError as exc:
             raise DurableError(f"durable run {run_id!r}: its result cannot be stored: {exc}") from None
-        return Step(events=[*appended, *ctx._new, {"k": "done", "v": value}],
+        return Step(events=[*ctx._new, {"k": "done", "v": value}],
                     state={**state, "status": COMPLETED, "result": value}, timer=None, response=response)
 
 
@@ -552,9 +604,9 @@ def _now_ms() -> int:
 
 
 def _history(p: Process) -> list[dict[str, Any]]:
-    """The run's whole history (stage 1 reads it whole on each input: at most MAX_HISTORY events)."""
+    """The run's whole history (each input reads it whole: at most MAX_HISTORY events)."""
     if p.events > MAX_HISTORY or p.first_event != 1 or len(p.history) != p.events:
-        raise DeterminismError(f"durable run {p.id!r} has {p.events} events: more than this stage replays "
+        raise DeterminismError(f"durable run {p.id!r} has {p.events} events: more than a run replays "
                                f"({MAX_HISTORY})")
     return [e.data for e in p.history]
 

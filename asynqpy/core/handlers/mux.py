@@ -97,7 +97,7 @@ class ServeMux:
 
         def register(f: Any) -> DurableFunction:
             d = DurableFunction(f, name, queue, get)
-            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY))
+            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY, checkpoints=True))
             if get is not None and NOTIFY not in self._exact:
                 self.handle(NOTIFY, notify_handler(get))
             return d

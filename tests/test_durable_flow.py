@@ -1,0 +1,95 @@
+"""Durable functions, stage 2 (docs/durable.md, docs/internals-durable.md): a run goes on in the
+same input after each step (its checkpoint, lua/proc_step.lua) and yields to the inputs that wait
+for it; ``ctx.version``, ``ctx.continue_as_new`` and child runs (``ctx.child``), with the cancel
+of a parent reaching its children. On fakeredis, redis-server and the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from helpers import serving, until
+
+from asynqpy import AsyncClient, Durable, Inspector, RunFailedError, ServeMux
+
+Q = "dq"
+
+
+def _history(backend: Any, run: str) -> list[Any]:
+    with Inspector(backend.sync) as insp:
+        return list(insp.process(Q, run, first=1, count=1000).history)
+
+
+def test_steps_go_on_in_the_input_that_ran_the_first_one(backend: Any) -> None:
+    mux = ServeMux()
+
+    @mux.durable(name="many", queue=Q)
+    async def many(ctx: Durable, n: int) -> int:
+        total = 0
+        for k in range(n):
+            total += await ctx.step(f"s{k}", lambda k=k: k)
+        return total
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac, serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(many, 20, id="m1")
+            assert await ac.result(run, timeout=20) == sum(range(20))
+        history = _history(backend, "m1")
+        assert [e.data["k"] for e in history] == ["start"] + ["step"] * 20 + ["done"]
+        assert {e.input for e in history} == {history[0].input}  # one input: the init ran every step
+
+    asyncio.run(main())
+
+
+def test_an_input_waiting_for_the_run_ends_the_one_running_its_steps(backend: Any) -> None:
+    """A signal sent while a run goes step after step is taken between two steps (the running input
+    ends at its next checkpoint, the signal's input runs, a continuation goes on)."""
+    mux = ServeMux()
+    gate = asyncio.Event()
+
+    async def step(k: int) -> int:
+        if k == 2:
+            await gate.wait()
+        return k
+
+    @mux.durable(name="sig", queue=Q)
+    async def sig(ctx: Durable) -> Any:
+        for k in range(5):
+            await ctx.step(f"s{k}", step, k)
+        return await ctx.wait_for("go")
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac, serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(sig, id="g1")
+            await until(lambda: len(_history(backend, "g1")) == 3, 10)  # start, s0, s1: s2 runs
+            sent = asyncio.create_task(ac.signal(run, "go", 7))
+            await asyncio.sleep(0.2)  # the signal's input waits behind the running one
+            gate.set()
+            assert await sent
+            assert await ac.result(run, timeout=20) == 7
+        kinds = [(e.data["k"], e.data.get("n")) for e in _history(backend, "g1")]
+        assert kinds[:4] == [("start", None), ("step", "s0"), ("step", "s1"), ("step", "s2")]
+        assert kinds[4] == ("signal", "go")  # taken right after s2, before s3
+        assert kinds[-1] == ("done", None)
+
+    asyncio.run(main())
+
+
+def test_a_run_that_failed_reports_it(backend: Any) -> None:
+    mux = ServeMux()
+
+    @mux.durable(name="boom", queue=Q)
+    async def boom(ctx: Durable) -> None:
+        await ctx.step("a", lambda: 1)
+        raise ValueError("no")
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac, serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(boom, id="b1")
+            try:
+                await ac.result(run, timeout=20)
+                raise AssertionError("no failure")
+            except RunFailedError as exc:
+                assert exc.status == "failed" and "ValueError: no" in exc.error
+
+    asyncio.run(main())
