@@ -93,3 +93,74 @@ def test_a_run_that_failed_reports_it(backend: Any) -> None:
                 assert exc.status == "failed" and "ValueError: no" in exc.error
 
     asyncio.run(main())
+
+
+def test_version_takes_the_new_path_only_for_runs_that_had_not_passed_it(backend: Any) -> None:
+    old, new = ServeMux(), ServeMux()
+    ran: list[str] = []
+
+    @old.durable(name="v", queue=Q)
+    async def v_old(ctx: Durable) -> str:
+        await ctx.step("a", lambda: ran.append("a"))
+        await ctx.wait_for("go")
+        await ctx.step("b", lambda: ran.append("b"))
+        return "old"
+
+    @new.durable(name="v", queue=Q)
+    async def v_new(ctx: Durable) -> str:
+        await ctx.step("a", lambda: ran.append("a"))
+        if ctx.version("sms-first"):
+            await ctx.step("sms", lambda: ran.append("sms"))
+        await ctx.wait_for("go")
+        if ctx.version("b-twice"):
+            await ctx.step("b2", lambda: ran.append("b2"))
+            return "new"
+        await ctx.step("b", lambda: ran.append("b"))
+        return "old"
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac:
+            async with serving(backend.new_async(), old, queues=[Q]):
+                passed = await ac.start("v", id="v1", queue=Q)  # passes 'sms-first' on the old code
+                await until(lambda: ran == ["a"], 10)
+            async with serving(backend.new_async(), new, queues=[Q]):
+                fresh = await ac.start("v", id="v2", queue=Q)
+                await until(lambda: ran == ["a", "a", "sms"], 10)
+                for run in (passed, fresh):
+                    assert await ac.signal(run, "go")
+                # v1 had not reached 'b-twice': the new path there, the old one at 'sms-first'
+                assert await ac.result(passed, timeout=20) == "new"
+                assert await ac.result(fresh, timeout=20) == "new"
+        assert sorted(ran) == ["a", "a", "b2", "b2", "sms"]
+        kinds = [e.data["k"] for e in _history(backend, "v1")]
+        assert kinds.count("version") == 1  # b-twice only
+
+    asyncio.run(main())
+
+
+def test_continue_as_new_starts_a_fresh_history_in_the_same_run(backend: Any) -> None:
+    mux = ServeMux()
+    ids: list[str] = []
+
+    @mux.durable(name="loop", queue=Q)
+    async def loop(ctx: Durable, n: int, total: int) -> Any:
+        total += await ctx.step("add", lambda: (ids.append(ctx.step_id), n)[1])
+        if n == 0:
+            return [total, await ctx.wait_for("kept")]
+        if n == 2:
+            await ctx.wait_for("tick")
+        ctx.continue_as_new(n - 1, total)
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac, serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(loop, 3, 0, id="c1")
+            await until(lambda: len(ids) == 2, 10)
+            assert await ac.signal(run, "kept", "x")  # not taken in this generation: carried over
+            assert await ac.signal(run, "tick")
+            assert await ac.result(run, timeout=20) == [6, "x"]
+        assert ids == ["c1:1:add", "c1~1:1:add", "c1~2:1:add", "c1~3:1:add"]  # a step id per generation
+        with Inspector(backend.sync) as insp:
+            p = insp.process(Q, "c1", first=1, count=100)
+        assert p.first_event > 1 and [e.data["k"] for e in p.history] == ["start", "signal", "step", "wait", "done"]
+
+    asyncio.run(main())

@@ -32,7 +32,7 @@ import uuid as _uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import msgpack
 
@@ -63,7 +63,7 @@ COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
 FINISHED = (COMPLETED, FAILED, CANCELLED)
 
 # kinds of the history's events (each a dict; "k" the kind, "i" the operation's position)
-_OPS = ("step", "task", "try", "sleep", "wait", "now", "uuid", "random")
+_OPS = ("step", "task", "try", "sleep", "wait", "now", "uuid", "random", "version", "child")
 
 
 class DurableError(AsynqpyError):
@@ -139,6 +139,14 @@ class _Lost(BaseException):
     it); it runs again from what the history holds."""
 
 
+class _ContinueAsNew(BaseException):
+    """``ctx.continue_as_new``: the run starts again with ``args`` and the ``signals`` not taken."""
+
+    def __init__(self, args: list[Any], signals: list[tuple[str, Any]]) -> None:
+        super().__init__("continue as new")
+        self.args, self.signals = args, signals
+
+
 class _Suspend(BaseException):
     """The run stops here for this input (a BaseException, so that ``except Exception`` in the
     function does not swallow it). ``due_ms``: the run's next timer (ms), or None."""
@@ -166,6 +174,8 @@ class Durable:
     def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int, client: Callable[[], Any] | None = None,
                  queue: str = "default", unsaved: int = 0, checkpoint: Checkpoint | None = None) -> None:
         self.run_id, self._client, self._queue = run_id, client, queue
+        self._gen = int(events[0].get("g") or 0) if events else 0  # times the run continued as new
+        self._tag = run_id if not self._gen else f"{run_id}~{self._gen}"
         self._now_ms = now_ms
         self._events = events  # the history as recorded, then what this input appends
         # what this input appended and has not written yet (its last ``unsaved`` events at first)
@@ -246,6 +256,36 @@ class Durable:
         Outside a step: ''."""
         return _STEP_ID.get()
 
+    # -- versions and continuing as new ---------------------------------------------------------
+
+    def version(self, change: str) -> bool:
+        """Whether this run takes the new code path of ``change`` (a name for one change of the
+        code, e.g. ``"send-sms"``): True for a run that reaches this point on code that has the
+        call (recorded: every replay says True again); False for a run that passed this point on
+        code that did not (its history holds another operation here): it keeps the old path, as
+        recorded. Write ``if ctx.version("send-sms"): <new> else: <old>``; once no run is left on
+        the old path, keep the call and drop the else branch."""
+        if not isinstance(change, str) or not change:
+            raise InvalidArgumentError(f"ctx.version takes a change's name (a non-empty string), got {change!r}")
+        if self._busy:
+            raise DurableError("one ctx operation at a time: await each before the next, or ctx.gather them")
+        seq = self._seq + 1
+        rec = self._ops.get(seq)
+        if rec is not None and (rec["k"] != "version" or rec.get("n") != change):
+            return False  # the run passed here without the change: the old path, no position taken
+        self._seq = seq
+        if rec is None:
+            self._record({"k": "version", "i": seq, "n": change})
+        return True
+
+    def continue_as_new(self, *args: Any) -> NoReturn:
+        """End this run's history and start the function again from the top with ``args``, in the
+        same run (its id, its queue): a fresh history (the old one is deleted), so a run that loops
+        forever stays bounded. Signals sent and not taken yet are carried over. Never returns
+        (a BaseException unwinds the function, as a suspension)."""
+        raise _ContinueAsNew(start_args(args), [(n, p) for k, n, p in self._signals
+                                                if k not in self._consumed and not n.startswith("\x00")])
+
     # -- steps ------------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
@@ -290,27 +330,29 @@ class Durable:
         type_, payload, options = target(task, args, kwargs)
         client, run, queue = self._client, self.run_id, self._queue
 
+        gen = self._gen
+
         async def send(seq: int) -> str:
-            return await enqueue(client(), run, queue, seq, type_, payload, options)
+            return await enqueue(client(), run, queue, seq, type_, payload, options, gen)
 
         return _Op(self, lambda: self._step(type_, send, (), DEFAULT_RETRY, "task"))
 
     def _task_end(self, seq: int, name: str) -> Any:
         from .tasks import signal_name
 
-        wanted = signal_name(seq)
+        wanted = signal_name(seq, self._gen)
         for n, sig, payload in self._signals:
             if sig == wanted and n not in self._consumed:
                 self._consumed.add(n)
                 if payload.get("s") != "completed":
-                    raise StepFailedError(name, f"task {self.run_id}:{seq}:task ended {payload.get('s')}", "TaskFailed")
+                    raise StepFailedError(name, f"task {self._tag}:{seq}:task ended {payload.get('s')}", "TaskFailed")
                 return payload.get("v")
         raise _Suspend(WAITING, None)
 
     async def _run(self, p: _Pending) -> int:
         """Run a new step's body and record what came of it; the due time of the run's next input
         (now: go on; a retry's time)."""
-        token = _STEP_ID.set(f"{self.run_id}:{p.seq}:{p.name}")
+        token = _STEP_ID.set(f"{self._tag}:{p.seq}:{p.name}")
         try:
             value = _wire(await (p.fn(p.seq) if p.kind == "task" else _call(p.fn, p.args)))
         except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
@@ -585,6 +627,11 @@ class DurableFunction:
             return Step(events=ctx._new, state={**state, "status": s.status}, timer=s.timer, response=response)
         except _Lost as exc:
             raise LeaseLostError(str(exc)) from None
+        except _ContinueAsNew as c:
+            fresh = [{"k": "start", "a": c.args, "g": ctx._gen + 1},
+                     *({"k": "signal", "n": n, "p": p} for n, p in c.signals)]
+            return Step(events=fresh, state={**state, "status": RUNNING}, timer=0, response=response,
+                        keep=len(fresh))
         except DeterminismError:
             raise
         except Exception as exc:  # noqa: BLE001 - the function's own failure is its outcome
@@ -605,7 +652,7 @@ def _now_ms() -> int:
 
 def _history(p: Process) -> list[dict[str, Any]]:
     """The run's whole history (each input reads it whole: at most MAX_HISTORY events)."""
-    if p.events > MAX_HISTORY or p.first_event != 1 or len(p.history) != p.events:
+    if p.events - p.first_event + 1 > MAX_HISTORY or len(p.history) != p.events - p.first_event + 1:
         raise DeterminismError(f"durable run {p.id!r} has {p.events} events: more than a run replays "
                                f"({MAX_HISTORY})")
     return [e.data for e in p.history]

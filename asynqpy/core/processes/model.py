@@ -140,13 +140,15 @@ class Step:
     unchanged). ``timer``: run a ``timeout`` input in this many seconds, or at this datetime;
     None cancels the pending timer; :data:`KEEP` leaves it. ``response``: what a ``call_process``
     caller gets back. ``remove``: delete the process (record and history) once this step is
-    written."""
+    written. ``keep``: keep only the latest ``keep`` events once this step is written (0: as the
+    type's ``max_events`` says)."""
 
     events: Sequence[Any] = ()
     state: Any = KEEP
     timer: Any = KEEP
     response: Any = None
     remove: bool = False
+    keep: int = 0
 
 
 Processor = Callable[[Process, Input], Step | None | Awaitable[Step | None]]
@@ -566,4 +568,4 @@ class ProcessHandler:
         pid, kind, _ = parsed or parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
         rec = task._proc[0] if task._proc is not None else None
         task._proc = plan_step(pid, kind, rec, step, now_ms)
-        task._proc.keep = self.max_events
+        task._proc.keep = step.keep if isinstance(step, Step) and step.keep > 0 else self.max_events
