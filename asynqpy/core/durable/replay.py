@@ -140,11 +140,12 @@ class _Lost(BaseException):
 
 
 class _ContinueAsNew(BaseException):
-    """``ctx.continue_as_new``: the run starts again with ``args`` and the ``signals`` not taken."""
+    """``ctx.continue_as_new``: the run starts again with ``start`` (its arguments) and the
+    ``signals`` not taken."""
 
-    def __init__(self, args: list[Any], signals: list[tuple[str, Any]]) -> None:
+    def __init__(self, start: list[Any], signals: list[tuple[str, Any]]) -> None:
         super().__init__("continue as new")
-        self.args, self.signals = args, signals
+        self.start, self.signals = start, signals
 
 
 class _Suspend(BaseException):
@@ -628,7 +629,7 @@ class DurableFunction:
         except _Lost as exc:
             raise LeaseLostError(str(exc)) from None
         except _ContinueAsNew as c:
-            fresh = [{"k": "start", "a": c.args, "g": ctx._gen + 1},
+            fresh = [{"k": "start", "a": c.start, "g": ctx._gen + 1},
                      *({"k": "signal", "n": n, "p": p} for n, p in c.signals)]
             return Step(events=fresh, state={**state, "status": RUNNING}, timer=0, response=response,
                         keep=len(fresh))
