@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import AsyncClient, Client, Durable, Input, Process, ServeMux, Server, Task  # noqa: E402
-from asynqpy.core.durable.replay import DurableFunction  # noqa: E402
+from asynqpy.core.durable.function import DurableFunction  # noqa: E402
 from asynqpy.core.processes.model import Event  # noqa: E402
 from asynqpy.core.spine.keys import queue_keys  # noqa: E402
 

@@ -10,7 +10,16 @@ from typing import Any
 
 from helpers import serving, until
 
-from asynqpy import AsyncClient, Durable, Inspector, RunFailedError, ServeMux
+from asynqpy import (
+    AsyncClient,
+    Durable,
+    DurableRun,
+    Inspector,
+    ProcessNotFoundError,
+    RunFailedError,
+    ServeMux,
+    StepFailedError,
+)
 
 Q = "dq"
 
@@ -18,6 +27,14 @@ Q = "dq"
 def _history(backend: Any, run: str) -> list[Any]:
     with Inspector(backend.sync) as insp:
         return list(insp.process(Q, run, first=1, count=1000).history)
+
+
+def _status(backend: Any, run: str) -> Any:
+    with Inspector(backend.sync) as insp:
+        try:
+            return (insp.process(Q, run).state or {}).get("status")
+        except ProcessNotFoundError:
+            return None
 
 
 def test_steps_go_on_in_the_input_that_ran_the_first_one(backend: Any) -> None:
@@ -162,5 +179,41 @@ def test_continue_as_new_starts_a_fresh_history_in_the_same_run(backend: Any) ->
         with Inspector(backend.sync) as insp:
             p = insp.process(Q, "c1", first=1, count=100)
         assert p.first_event > 1 and [e.data["k"] for e in p.history] == ["start", "signal", "step", "wait", "done"]
+
+    asyncio.run(main())
+
+
+def test_a_child_run_is_awaited_and_a_cancelled_parent_cancels_it(backend: Any) -> None:
+    mux = ServeMux()
+    ac = AsyncClient(backend.new_async())
+
+    @mux.durable(name="kid", queue=Q, client=ac)
+    async def kid(ctx: Durable, n: int) -> int:
+        if n < 0:
+            await ctx.wait_for("never")
+        if n == 0:
+            raise ValueError("zero")
+        return int(await ctx.step("inc", lambda: n + 1))
+
+    @mux.durable(name="parent", queue=Q, client=ac)
+    async def parent(ctx: Durable, n: int) -> Any:
+        try:
+            got = await ctx.child(kid, n)
+        except StepFailedError as exc:
+            return f"kid failed: {exc.error}"
+        return got * 2
+
+    async def main() -> None:
+        async with ac, serving(backend.new_async(), mux, queues=[Q]):
+            assert await ac.result(await ac.start(parent, 3, id="p1"), timeout=20) == 8
+            assert "ValueError: zero" in await ac.result(await ac.start(parent, 0, id="p0"), timeout=20)
+            stuck = await ac.start(parent, -1, id="p2")
+            await until(lambda: _status(backend, "p2:1:child") == "waiting", 10)
+            assert await ac.cancel(stuck)
+            try:
+                await ac.result(DurableRun("p2:1:child", Q), timeout=20)
+                raise AssertionError("the child was not cancelled")
+            except RunFailedError as exc:
+                assert exc.status == "cancelled" and "parent" in exc.error
 
     asyncio.run(main())

@@ -39,15 +39,9 @@ import msgpack
 from ..model import codec
 from ..model.errors import AsynqpyError, InvalidArgumentError, LeaseLostError, SkipRetry, TaskNotFoundError
 from ..processes.model import (
-    CHECKPOINT,
     CHECKPOINTED_HISTORY,
     HISTORY_WINDOW,
     Checkpoint,
-    Input,
-    Process,
-    Step,
-    validate_id,
-    validate_type,
 )
 
 T = TypeVar("T")
@@ -200,7 +194,7 @@ class Durable:
             self._tries.setdefault(e["i"], []).append(e)
             self._ops.setdefault(e["i"], e)
         elif k in _OPS:
-            if k in ("step", "task") or e["i"] not in self._ops:
+            if k in ("step", "task", "child") or e["i"] not in self._ops:
                 self._ops[e["i"]] = e
         elif k == "fired":
             self._fired.setdefault(e["i"], n)
@@ -313,7 +307,7 @@ class Durable:
         if rec is not None and rec["k"] == kind:
             if "e" in rec:
                 raise StepFailedError(name, rec["e"], rec.get("t", ""))
-            return rec.get("v") if kind == "step" else self._task_end(seq, name)
+            return rec.get("v") if kind == "step" else self._task_end(seq, name, kind)
         tries = self._tries.get(seq, [])
         if tries and tries[-1]["at"] > self._now_ms:
             raise _Suspend(RETRYING, tries[-1]["at"])  # its retry timer is pending
@@ -338,7 +332,29 @@ class Durable:
 
         return _Op(self, lambda: self._step(type_, send, (), DEFAULT_RETRY, "task"))
 
-    def _task_end(self, seq: int, name: str) -> Any:
+    def child(self, fn: Any, *args: Any, id: str | None = None, queue: str | None = None) -> Awaitable[Any]:
+        """Start durable function ``fn`` (``@app.durable``, or its name) as a *child run* of this
+        one with ``args``, once for the run, and its result once it ended, waiting durably (no
+        worker held); StepFailedError if it failed or was cancelled. ``id``: the child run's id
+        (default ``<run id>:<position>:child``); ``queue``: its queue (default the function's). A
+        cancellation of this run cancels its children. Needs the client the run enqueues with."""
+        from .tasks import start_child
+
+        if self._client is None:
+            raise DurableError("ctx.child needs a client: register with @app.durable or mux.durable(client=...)")
+        name = fn if isinstance(fn, str) else getattr(fn, "name", None)
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"ctx.child takes a durable function (@app.durable) or its name, got {fn!r}")
+        client, parent = self._client, {"run": self.run_id, "q": self._queue, "g": self._gen}
+        child_args = start_args(args)
+
+        async def send(seq: int) -> dict[str, str]:
+            return await start_child(client(), fn, child_args, id or f"{self._tag}:{seq}:child", queue,
+                                     {**parent, "i": seq})
+
+        return _Op(self, lambda: self._step(name, send, (), DEFAULT_RETRY, "child"))
+
+    def _task_end(self, seq: int, name: str, kind: str = "task") -> Any:
         from .tasks import signal_name
 
         wanted = signal_name(seq, self._gen)
@@ -346,7 +362,10 @@ class Durable:
             if sig == wanted and n not in self._consumed:
                 self._consumed.add(n)
                 if payload.get("s") != "completed":
-                    raise StepFailedError(name, f"task {self._tag}:{seq}:task ended {payload.get('s')}", "TaskFailed")
+                    what = f"task {self._tag}:{seq}:task" if kind == "task" else f"child run {name!r}"
+                    error = f": {payload['e']}" if payload.get("e") else ""
+                    raise StepFailedError(name, f"{what} ended {payload.get('s')}{error}",
+                                          "TaskFailed" if kind == "task" else "ChildFailed")
                 return payload.get("v")
         raise _Suspend(WAITING, None)
 
@@ -355,7 +374,7 @@ class Durable:
         (now: go on; a retry's time)."""
         token = _STEP_ID.set(f"{self._tag}:{p.seq}:{p.name}")
         try:
-            value = _wire(await (p.fn(p.seq) if p.kind == "task" else _call(p.fn, p.args)))
+            value = _wire(await (p.fn(p.seq) if p.kind in ("task", "child") else _call(p.fn, p.args)))
         except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
             error = f"{type(exc).__name__}: {exc}"
             if p.attempt < p.policy.attempts:
@@ -565,98 +584,8 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return got
 
 
-# -- the processor of a durable function's runs ----------------------------------------------------
-
-
-def process_type(name: str) -> str:
-    return validate_type(TYPE_PREFIX + name)
-
-
-def _signal_op(args: Any) -> tuple[str, Any]:
-    if not isinstance(args, dict) or args.get("op") not in ("signal", "cancel"):
-        raise InvalidArgumentError(f"not an input of a durable run: {args!r}")
-    return args["op"], args
-
-
-class DurableFunction:
-    """A durable function registered with ``@app.durable`` / ``mux.durable``: ``name`` (its runs'
-    process type is ``durable.<name>``), ``queue`` (where its runs live), ``fn``. Start a run
-    with ``client.start(f, *args, id=...)``."""
-
-    def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default",
-                 client: Callable[[], Any] | None = None) -> None:
-        if not inspect.iscoroutinefunction(fn):
-            raise InvalidArgumentError(f"a durable function is an async def taking (ctx: Durable, ...), got {fn!r}")
-        self.fn = fn
-        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
-        self.type = process_type(self.name)
-        self.queue, self.client = queue, client
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
-
-    def __repr__(self) -> str:
-        return f"<durable {self.name}>"
-
-    async def process(self, p: Process, i: Input) -> Step:
-        """The processor of the runs (one input): replay, then what to commit."""
-        state = dict(p.state or {})
-        if state.get("status") in FINISHED:
-            return Step(response=False)  # a finished run takes nothing more (a late signal, a stale timer)
-        events = _history(p)
-        appended: list[dict[str, Any]] = []
-        if i.kind == "init":
-            appended.append({"k": "start", "a": list(i.args or [])})
-        elif i.kind == "call":
-            op, args = _signal_op(i.args)
-            if op == "cancel":
-                done = {**state, "status": CANCELLED, "error": str(args.get("reason") or "cancelled")}
-                return Step(events=[{"k": "cancelled"}], state=done, timer=None, response=True)
-            appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
-        return await self.replay(p.id, events + appended, appended, state, i)
-
-    async def replay(self, run_id: str, events: list[dict[str, Any]], appended: list[dict[str, Any]],
-                     state: dict[str, Any], i: Input) -> Step:
-        if not events or events[0].get("k") != "start":
-            raise DurableError(f"durable run {run_id!r}: its history does not begin with its start")
-        # a signal's input ends after its first new step (its sender waits for the commit); the
-        # others go on step after step, each checkpointed (the worker's, None without one)
-        checkpoint = CHECKPOINT.get() if i.kind != "call" else None
-        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue, len(appended), checkpoint)
-        response = True if i.kind == "call" else None
-        try:
-            value = await self.fn(ctx, *events[0]["a"])
-        except _Suspend as s:
-            return Step(events=ctx._new, state={**state, "status": s.status}, timer=s.timer, response=response)
-        except _Lost as exc:
-            raise LeaseLostError(str(exc)) from None
-        except _ContinueAsNew as c:
-            fresh = [{"k": "start", "a": c.start, "g": ctx._gen + 1},
-                     *({"k": "signal", "n": n, "p": p} for n, p in c.signals)]
-            return Step(events=fresh, state={**state, "status": RUNNING}, timer=0, response=response,
-                        keep=len(fresh))
-        except DeterminismError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the function's own failure is its outcome
-            error = f"{type(exc).__name__}: {exc}"
-            return Step(events=[*ctx._new, {"k": "failed", "e": error}],
-                        state={**state, "status": FAILED, "error": error}, timer=None, response=response)
-        try:
-            value = _wire(value, "the run's result")
-        except InvalidArgumentError as exc:
-            raise DurableError(f"durable run {run_id!r}: its result cannot be stored: {exc}") from None
-        return Step(events=[*ctx._new, {"k": "done", "v": value}],
-                    state={**state, "status": COMPLETED, "result": value}, timer=None, response=response)
-
-
 def _now_ms() -> int:
     return int(datetime.now(timezone.utc).timestamp() * 1000)
-
-
-def _history(p: Process) -> list[dict[str, Any]]:
-    """The run's whole history (each input reads it whole: at most MAX_HISTORY events)."""
-    if p.events - p.first_event + 1 > MAX_HISTORY or len(p.history) != p.events - p.first_event + 1:
-        raise DeterminismError(f"durable run {p.id!r} has {p.events} events: more than a run replays "
-                               f"({MAX_HISTORY})")
-    return [e.data for e in p.history]
 
 
 def start_args(args: tuple[Any, ...]) -> list[Any]:
@@ -666,15 +595,5 @@ def start_args(args: tuple[Any, ...]) -> list[Any]:
     return out
 
 
-def signal_args(name: str, payload: Any) -> dict[str, Any]:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"a signal name is a non-empty string, got {name!r}")
-    return {"op": "signal", "name": name, "payload": payload}
-
-
-def run_id(id: str | None) -> str:
-    return validate_id(id) if id is not None else str(_uuid.uuid4())
-
-
-__all__ = ["HISTORY_WINDOW", "Durable", "DurableFunction", "DurableRun", "DeterminismError", "Retry",
-           "RunFailedError", "StepFailedError"]
+__all__ = ["HISTORY_WINDOW", "Durable", "DurableRun", "DeterminismError", "Retry", "RunFailedError",
+           "StepFailedError"]

@@ -65,6 +65,13 @@ async def enqueue(client: Any, run_id: str, run_queue: str, seq: int, type: str,
     return tid
 
 
+async def start_child(client: Any, fn: Any, args: list[Any], child_id: str, queue: str | None,
+                      parent: dict[str, Any]) -> dict[str, str]:
+    """Start a child run (once: a second start of its id starts nothing): its id and queue."""
+    run = await client.start(fn, *args, id=child_id, queue=queue, _parent=parent)
+    return {"id": run.id, "q": run.queue}
+
+
 def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
     """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal."""
     async def notify(task: Any) -> None:

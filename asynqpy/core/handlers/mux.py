@@ -85,11 +85,12 @@ class ServeMux:
     def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default",
                 client: Any = None) -> Any:
         """Register a durable function (docs/durable.md): ``async def f(ctx: Durable, *args)``;
-        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.replay.DurableFunction`
+        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.function.DurableFunction`
         that ``client.start`` takes. ``name``: its name (default: module.qualname); its runs are
         processes of type ``durable.<name>``. ``client``: the AsyncClient its ``ctx.task`` enqueues
         with (or a function returning it)."""
-        from ..durable.replay import MAX_HISTORY, DurableFunction
+        from ..durable.function import DurableFunction
+        from ..durable.replay import MAX_HISTORY
         from ..durable.tasks import NOTIFY, notify_handler
         from ..processes.model import ProcessHandler, task_type
 
