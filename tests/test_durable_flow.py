@@ -217,3 +217,60 @@ def test_a_child_run_is_awaited_and_a_cancelled_parent_cancels_it(backend: Any) 
                 assert exc.status == "cancelled" and "parent" in exc.error
 
     asyncio.run(main())
+
+
+def test_a_signed_run_takes_no_unsigned_signal(backend: Any) -> None:
+    """Signing: a worker with keys verifies every input of a run (a signal is an input, its message
+    signed by its sender): a signal sent without the key never enters the run's history."""
+    key = b"k" * 32
+    mux = ServeMux()
+    signed = AsyncClient(backend.new_async(), signing_key=key)
+
+    @mux.durable(name="sig", queue=Q, client=signed)
+    async def sig(ctx: Durable) -> Any:
+        first = await ctx.wait_for("go")
+        return [first, await ctx.task("echo", first, queue=Q)]
+
+    @mux.handle("echo")
+    async def echo(task: Any) -> Any:
+        return task.payload
+
+    async def main() -> None:
+        async with signed, AsyncClient(backend.new_async()) as keyless, \
+                serving(backend.new_async(), mux, queues=[Q], signing_key=key):
+            run = await signed.start(sig, id="s1")
+            await until(lambda: _status(backend, "s1") == "waiting", 10)
+            try:
+                await keyless.signal(run, "go", "forged", timeout=5)
+            except Exception:  # noqa: BLE001 - refused (archived unrun: its signature)
+                pass
+            signals = [e.data for e in _history(backend, "s1") if e.data["k"] == "signal"]
+            assert signals == []  # never entered
+            with Inspector(backend.sync) as insp:
+                await until(lambda: len(insp.list_tasks(Q, "archived")) == 1, 10)  # refused: archived unrun
+                assert insp.process(Q, "s1").status == "running"  # the forged input did not break it
+            assert await signed.signal(run, "go", "real")
+            assert await signed.result(run, timeout=20) == ["real", "real"]
+
+    asyncio.run(main())
+
+
+def test_remove_process_deletes_a_run_and_its_checkpointed_history(backend: Any) -> None:
+    mux = ServeMux()
+
+    @mux.durable(name="rm", queue=Q)
+    async def rm(ctx: Durable) -> None:
+        for k in range(3):
+            await ctx.step(f"s{k}", lambda: 1)
+        await ctx.sleep(3600)
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac, serving(backend.new_async(), mux, queues=[Q]):
+            await ac.start(rm, id="r1")
+            await until(lambda: _status(backend, "r1") == "sleeping", 10)
+            assert await ac.remove_process("r1", queue=Q, timeout=10)
+        assert _status(backend, "r1") is None
+        from asynqpy.core.spine.keys import queue_keys
+        assert not [f for f in backend.sync.hkeys(queue_keys(Q).hist) if f.startswith(b"r1:")]
+
+    asyncio.run(main())
