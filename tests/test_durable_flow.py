@@ -274,3 +274,31 @@ def test_remove_process_deletes_a_run_and_its_checkpointed_history(backend: Any)
         assert not [f for f in backend.sync.hkeys(queue_keys(Q).hist) if f.startswith(b"r1:")]
 
     asyncio.run(main())
+
+
+def test_a_deploy_hold_on_a_functions_type_holds_its_runs_inputs(backend: Any) -> None:
+    """Deploy holds: blocking ``process:durable.<name>`` holds every input of its runs (a sleeping
+    run's timer too) until it is unblocked; nothing is lost."""
+    mux = ServeMux()
+    ran: list[str] = []
+
+    @mux.durable(name="held", queue=Q)
+    async def held(ctx: Durable) -> str:
+        await ctx.step("a", lambda: ran.append("a"))
+        await ctx.sleep(0.3)
+        await ctx.step("b", lambda: ran.append("b"))
+        return "ok"
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac, serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(held, id="h1")
+            await until(lambda: _status(backend, "h1") == "sleeping", 10)
+            with Inspector(backend.sync) as insp:
+                insp.block_type(Q, "process:durable.held")
+                await asyncio.sleep(0.8)  # the timer came due, held
+                assert ran == ["a"] and _status(backend, "h1") == "sleeping"
+                insp.unblock_type(Q, "process:durable.held")
+            assert await ac.result(run, timeout=20) == "ok"
+        assert ran == ["a", "b"]
+
+    asyncio.run(main())
