@@ -434,13 +434,7 @@ class Durable:
         start = self._seq
         results, pending, suspends = self._resolve_all(mine)
         if pending:
-            ran = await self._run_all(pending)
-            if all(s.status == RUNNING for s in ran) and await self._go_on():
-                self._seq = start  # the steps are in the history now: resolved again, as a replay would
-                results, pending, suspends = self._resolve_all(mine)
-                assert not pending
-            else:
-                suspends += ran
+            results, pending, suspends = await self._run_all(mine, start, pending, suspends)
         if suspends:
             due = [s.due_ms for s in suspends if s.due_ms is not None]
             raise _Suspend(RUNNING if pending else suspends[0].status, min(due) if due else None)
@@ -449,14 +443,20 @@ class Durable:
                 raise r
         return results
 
-    async def _run_all(self, pending: list[_Pending]) -> list[_Suspend]:
-        """Run new steps concurrently (each recorded as it ends); where each leaves the run."""
+    async def _run_all(self, ops: list[_Op[Any]], start: int, pending: list[_Pending], suspends: list[_Suspend]) \
+            -> tuple[list[Any], list[_Pending], list[_Suspend]]:
+        """Run a gather's new steps concurrently (each recorded as it ends); once all ended for good
+        and the checkpoint says go on, the operations resolved again (as a replay would), else
+        where the steps leave the run."""
         self._busy = True
         try:
             dues = await asyncio.gather(*(self._run(p) for p in pending))
         finally:
             self._busy = False
-        return [_Suspend(RUNNING if d == self._now_ms else RETRYING, d) for d in dues]
+        if all(d == self._now_ms for d in dues) and await self._go_on():
+            self._seq = start  # the steps are in the history now
+            return self._resolve_all(ops)
+        return [], pending, suspends + [_Suspend(RUNNING if d == self._now_ms else RETRYING, d) for d in dues]
 
     @staticmethod
     def _resolve_all(ops: list[_Op[Any]]) -> tuple[list[Any], list[_Pending], list[_Suspend]]:
