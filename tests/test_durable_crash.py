@@ -109,8 +109,10 @@ def _again(point: str) -> set[str]:
 
 
 def _matrix_worker(url: str) -> subprocess.Popen[bytes]:
-    return start_worker(url, "durable_matrix:mux", *ARGS[:-1], "30", env={"ASYNQPY_TEST_URL": url},
-                        start_new_session=True)
+    # (a lease of 5 s: a loaded machine's late heartbeat must not let a hanging run's lease expire
+    # before the kill, which would run its step again in the first worker)
+    return start_worker(url, "durable_matrix:mux", "--queues", Q, "--lease", "5", "--heartbeat-interval", "0.5",
+                        "--concurrency", "30", env={"ASYNQPY_TEST_URL": url}, start_new_session=True)
 
 
 @pytest.fixture(scope="module")
