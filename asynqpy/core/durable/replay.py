@@ -1,4 +1,4 @@
-"""Durable functions, sans I/O (docs/durable.md; docs/internals-features.md "Durable functions").
+"""Durable functions, sans I/O (docs/durable.md; docs/internals-durable.md).
 
 A durable function is ordinary async code (``@app.durable``) whose effects go through a
 :class:`Durable` context: steps (``ctx.step``), sleeps, signal waits, and deterministic values
@@ -10,10 +10,10 @@ run's history:
 
 - an operation already in the history returns what it recorded (a step's result or error, a
   sleep that fired, the signal a wait got), without running anything;
-- the first operation not in the history is *new*: a step runs (at most one step per input), and
-  its result is appended in the script that completes the input (``proc_commit``), then a timer
-  of 0 s continues the run in a fresh input; a sleep or a wait records itself and sets the
-  process's timer to its deadline; the run then holds no worker until an input comes;
+- the first operation not in the history is *new*: a step runs, its result is written at once
+  (the worker's checkpoint, ``proc_step``) and the function goes on in the same input (or, when
+  another input waits for the run, the input ends and a timer of 0 s continues it); a sleep or a
+  wait records itself and sets the process's timer to its deadline; the run then holds no worker;
 - an operation whose kind or name differs from the one recorded at its position stops the run in
   ``error`` (:class:`DeterminismError`) before anything runs.
 
