@@ -13,11 +13,11 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .app import App, AsyncTaskFunction, TaskFunction
     from .client import AsyncClient, Client
     from .core.cron.entries import EntryInfo
+    from .core.durable.function import DurableFunction
     from .core.durable.replay import (
         DeterminismError,
         Durable,
         DurableError,
-        DurableFunction,
         DurableRun,
         Retry,
         RunFailedError,
@@ -111,8 +111,9 @@ _WHERE = {
     "KEEP": "core.processes.model", "Event": "core.processes.model", "Input": "core.processes.model",
     "Process": "core.processes.model", "ProcessError": "core.processes.model",
     "ProcessNotFoundError": "core.processes.model", "Step": "core.processes.model",
-    **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableFunction", "DurableRun", "Retry",
+    **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableRun", "Retry",
                      "RunFailedError", "StepFailedError"), "core.durable.replay"),
+    "DurableFunction": "core.durable.function",
     "ProtocolVersionError": "core.spine.protocol",
 }
 

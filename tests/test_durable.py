@@ -225,7 +225,7 @@ def test_now_uuid_random_and_step_id_are_the_same_on_every_replay(backend: Any) 
         async with serving(backend.new_async(), mux, queues=[Q]):
             run = await ac.start(det, id="d1")
             got = await ac.result(run, timeout=20)
-        assert len(values) >= 4 and set(values) == {tuple(got)}  # every replay saw the recorded values
+        assert len(values) >= 2 and set(values) == {tuple(got)}  # every replay saw the recorded values
         assert ids == ["d1:4:one", "d1:6:two"]  # <run>:<position>:<name>
         await ac.close()
 

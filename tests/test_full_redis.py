@@ -204,8 +204,10 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
 # and the janitor's release of a key whose task ended without releasing it (retried next sweep)
 # and the rules engine's take of events (refused whole: they stay in the input list; it retries)
 # and a durable run's events after its input's commit (refused when full: the stream misses them)
+# and a durable run's checkpoint inside its input (refused whole: the input ends there, its commit,
+# a draining script, writes what the checkpoint would have)
 OPTIONAL = {"progress", "limit_acquire", "resolve", "fail_waiting", "key_free", "key_gate", "rules_take",
-            "durable_emit"}
+            "durable_emit", "proc_step"}
 
 
 def _cron_entry(h: H) -> Entry:

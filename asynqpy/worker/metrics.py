@@ -18,7 +18,8 @@ one, which records:
 - ``asynqpy_process_phase_seconds{type,phase}``: durable processes (docs/processes.md): ``read``
   (reading the process before its processor runs), ``processing`` (the processor ran) and
   ``commit`` (from the processor's return to its step written, atomically with the input's
-  completion) per process type (histogram). Timer scanning and zombie collection are the
+  completion), and ``checkpoint`` (a durable run's step written inside its input, proc_step) per
+  process type (histogram). Timer scanning and zombie collection are the
   ``forwarder`` and ``recoverer`` passes of ``asynqpy_loop_duration_seconds``;
 - ``asynqpy_durable_step_seconds{function,outcome}``: how long each attempt of a durable run's
   step ran (histogram; ``outcome``: completed, failed, retrying). The runs by state are queue

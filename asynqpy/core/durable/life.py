@@ -22,8 +22,9 @@ from typing import Any
 from ..model.errors import InvalidArgumentError
 from ..processes.model import Input, Process, Step
 from . import cancelling
-from .replay import CANCELLED, FAILED, FINISHED, DurableFunction
-from .replay import _history as history_of
+from .function import DurableFunction
+from .function import _history as history_of
+from .replay import CANCELLED, FAILED, FINISHED
 
 DEFAULT_RETENTION_S = 7 * 86400.0
 """How long a finished run (completed, failed, cancelled) is kept unless its function says."""
@@ -161,13 +162,17 @@ class Managed(DurableFunction):
             return late
         events = history_of(p)
         appended, state = resume_events(state, i)
-        if i.kind == "init":
-            appended.append({"k": "start", "a": list(i.args or [])})
+        if i.kind == "init":  # (a child run's start names its parent: {"a": args, "p": parent})
+            a = i.args if isinstance(i.args, dict) else {"a": i.args}
+            appended.append({"k": "start", "a": list(a.get("a") or []), **({"p": a["p"]} if a.get("p") else {})})
         elif i.kind == "call":
             op, args = _op(i.args)
             if op == "cancel":
-                done = {**state, "status": CANCELLED, "error": str(args.get("reason") or "cancelled")}
-                return ended(Step(events=[{"k": "cancelled", "reason": done["error"]}], state=done, timer=None,
+                error = str(args.get("reason") or "cancelled")
+                await self._cancel_children(events)
+                await self._tell_parent(p.id, events, CANCELLED, None, error)
+                done = {**state, "status": CANCELLED, "error": error}
+                return ended(Step(events=[{"k": "cancelled", "reason": error}], state=done, timer=None,
                                   response=True), self.retention)
             if op == "signal":
                 appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})

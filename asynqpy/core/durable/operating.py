@@ -18,9 +18,10 @@ from ..spine.keys import CANCEL_CHANNEL, queue_keys
 from ..spine.stored import is_active, token_of
 from ..spine.twin import Steps, planned
 from . import cancelling
+from .function import process_type
 from .life import RESUME
 from .plans import DurablePlans, _run_of
-from .replay import FAILED, MAX_HISTORY, TYPE_PREFIX, DurableRun, process_type
+from .replay import FAILED, MAX_HISTORY, TYPE_PREFIX, DurableRun
 from .timeline import RESUMABLE, RunInfo, info, is_run, state_of, validate_state
 
 MAX_PAGE = 1000

@@ -85,13 +85,14 @@ class ServeMux:
     def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default",
                 client: Any = None, retention: Any = "default") -> Any:
         """Register a durable function (docs/durable.md): ``async def f(ctx: Durable, *args)``;
-        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.replay.DurableFunction`
+        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.function.DurableFunction`
         that ``client.start`` takes. ``name``: its name (default: module.qualname); its runs are
         processes of type ``durable.<name>``. ``client``: the AsyncClient its ``ctx.task`` enqueues
         with (or a function returning it). ``retention``: how long a finished run is kept (a
         timedelta or seconds; None: until removed; default 7 days)."""
+        from ..durable.function import DurableFunction
         from ..durable.life import Managed
-        from ..durable.replay import MAX_HISTORY, DurableFunction
+        from ..durable.replay import MAX_HISTORY
         from ..durable.tasks import NOTIFY, notify_handler
         from ..processes.model import ProcessHandler, task_type
 
@@ -99,7 +100,7 @@ class ServeMux:
 
         def register(f: Any) -> DurableFunction:
             d = Managed(f, name, queue, get, retention)
-            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY))
+            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY, checkpoints=True))
             if get is not None and NOTIFY not in self._exact:
                 self.handle(NOTIFY, notify_handler(get))
             return d

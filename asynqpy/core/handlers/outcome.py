@@ -187,9 +187,10 @@ def unrecorded(msg: Message, exc: BaseException, now_ms: int) -> Outcome:
 
 def refused(raw: bytes, reason: str, now_ms: int) -> Outcome:
     """The archive, unrun and not re-signed, of stored data that failed its check (malformed, or
-    not signed with the server's key)."""
+    not signed with the server's key). A process input refused so came from no trusted sender: its
+    process is not marked in error (a forged signal cannot break a durable run)."""
     bad = codec.untrusted(raw, reason, now_ms)
-    return Outcome(Action.ARCHIVE, bad, error=reason, sign=False)
+    return Outcome(Action.ARCHIVE, bad, error=reason, sign=False, mark_process=False)
 
 
 def check_result(result: Any, max_bytes: int) -> None:
