@@ -43,7 +43,10 @@ from ..processes.model import (
     HISTORY_WINDOW,
     Checkpoint,
 )
-from .errors import DeterminismError, DurableError, RunFailedError, StepFailedError  # (re-exported)
+from .errors import DeterminismError as DeterminismError
+from .errors import DurableError as DurableError
+from .errors import RunFailedError as RunFailedError
+from .errors import StepFailedError as StepFailedError
 
 T = TypeVar("T")
 
