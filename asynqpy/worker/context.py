@@ -250,6 +250,7 @@ class Running:
     progress_write: Any = None  # the asyncio task writing its latest progress (the outcome waits for it)
     run_of: str = ""  # a run of a targeted task (id '<task id>|<worker>'): the task's id
     page: tuple[str, list[Any]] | None = None  # a process input's process as its dequeue read it (runner.py)
+    checkpointed: list[bytes] | None = None  # a durable run's events its checkpoints wrote: streamed at commit
 
     @property
     def fields(self) -> str:

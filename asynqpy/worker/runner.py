@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.handlers.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.handlers.sandbox import Sandboxed, import_path
+from ..core.model import codec
 from ..core.model.errors import LeaseLostError, TaskNotFoundError
 from ..core.model.task import Task
 from ..core.processes import model as process
@@ -382,6 +383,8 @@ class Runner:
                 await asyncio.sleep(0)  # the cancellation lose() requested lands here
                 raise
             task._proc = (process.parse_record(pid, raw), history)
+            # (their stream entries go with the input's commit: durable_emit writes only if it happened)
+            r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "checkpoint", loop.time() - t0)
             late = r.deadline_ms and self.ctx.clock.now_ms() > r.deadline_ms - 1000 * CONTINUE_S

@@ -91,17 +91,21 @@ def _durable_events(w: _Write) -> Call[int] | None:
     after its commit in the same pipeline, only if it committed; None for other inputs."""
     r = w.running
     plan = r.task._proc if r.task is not None else None
-    if not isinstance(plan, process.Plan) or not plan.events:
+    if not isinstance(plan, process.Plan):
         return None
-    return durable_events.emit_call(r.queue, r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, plan.events)
+    events = (r.checkpointed or []) + plan.events  # (what its checkpoints wrote first: lua/proc_step.lua)
+    if not events:
+        return None
+    return durable_events.emit_call(r.queue, r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, events)
 
 
 def _durable_metrics(metrics: Any, r: Running) -> None:
     """The durations of the step attempts a durable run's input ran (``asynqpy_durable_step_seconds``)."""
     plan = r.task._proc if r.task is not None else None
     function = r.msg.type[len(process.TYPE_PREFIX) + len(durable_events.TYPE_PREFIX):]
-    if isinstance(plan, process.Plan) and plan.events and r.msg.type.startswith(DURABLE_INPUTS):
-        for outcome, seconds in durable_events.step_times(plan.events, int(time.time() * 1000)):
+    events = (r.checkpointed or []) + (plan.events if isinstance(plan, process.Plan) else [])
+    if events and r.msg.type.startswith(DURABLE_INPUTS):
+        for outcome, seconds in durable_events.step_times(events, int(time.time() * 1000)):
             metrics.durable_step(function, outcome, seconds)
 
 

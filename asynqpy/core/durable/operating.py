@@ -6,6 +6,7 @@ the Inspector's listing of runs (by state and function, paged) and a run with it
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..client.plans import ClientPlans
@@ -90,8 +91,14 @@ def read(b: Broker, queue: str, run_id: str) -> Plan[RunInfo]:
     """Run ``run_id`` of ``queue`` with its timeline (its whole history: at most MAX_HISTORY
     events). ProcessNotFoundError if there is none; InvalidArgumentError for a process that is
     not a run."""
-    p = yield from processes.read(b, queue, validate_id(run_id), 1, MAX_HISTORY, True)
-    return info(p, with_timeline=True)
+    p = yield from processes.read(b, queue, validate_id(run_id), 1, processes.MAX_PAGE, True)
+    history = list(p.history)
+    while history and len(history) < min(MAX_HISTORY, p.events - p.first_event + 1):  # (a page a read)
+        more = yield from processes.read(b, queue, run_id, p.first_event + len(history), processes.MAX_PAGE)
+        if not more.history:
+            break
+        history += more.history
+    return info(dataclasses.replace(p, history=history), with_timeline=True)
 
 
 def _interrupt(r: DurableRun, reason: str) -> Plan[None]:

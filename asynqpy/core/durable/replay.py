@@ -395,6 +395,9 @@ class Durable:
         if self._checkpoint is None:
             return False
         events, self._new = self._new, []
+        for e in events:  # (each step attempt's start, as life.stamp gives those the input's commit writes)
+            if e.get("k") in ("step", "task", "try") and "s" not in e:
+                e["s"] = self._now_ms
         try:
             end = await self._checkpoint(events)
         except (LeaseLostError, TaskNotFoundError) as exc:  # not the function's to catch: the input is let go
