@@ -382,20 +382,24 @@ class Fetcher:
         """Whether this fetch polls the other queues' wake lists: while busy with the queues known
         to have tasks (at every fetch for a few queues, at most every :data:`EMPTY_RECHECK` s for
         more), after the idle wait took a token (others may be waiting: at most as often), and,
-        whenever the backlog is under the free slots, after a poll that took all it asked for."""
+        whenever the backlog is under the free slots, after a poll that took all it asked for
+        (which also spaces the polls for the others tenfold: tokens abound, the backlog it took
+        keeps the server busy, and the top-up poll comes as it runs low)."""
         backlog, served = self._queues.backlog, len(self._queues.queues)
         if len(backlog) >= served:
             return False
         if self._more and len(backlog) < self._batch():
-            return True
-        due = now - self._polled >= max(EMPTY_RECHECK, 2 * served / POLL_LISTS_PER_S)
+            return True  # (a top-up: _take_count takes a whole share)
+        every = max(EMPTY_RECHECK, 2 * served / POLL_LISTS_PER_S) * (10 if self._more else 1)
+        due = now - self._polled >= every
         return bool(backlog) and (served <= POLL_EVERY_FETCH or due) or self._woke and due
 
     def _take_count(self) -> int:
-        """How many tokens a poll takes at most: the backlog filled up to the free slots, or to K /
-        :data:`TAKE_SHARE` queues (one at least: a busy server still notices the other queues)."""
-        want = max(self._batch(), -(-len(self._queues.queues) // TAKE_SHARE))
-        return max(1, want - len(self._queues.backlog))
+        """How many tokens a poll takes at most: a share, the free slots or K / :data:`TAKE_SHARE`
+        queues, when the backlog runs under the free slots; else the backlog filled up to a share
+        (one at least: a busy server still notices the other queues)."""
+        share, backlog = max(self._batch(), -(-len(self._queues.queues) // TAKE_SHARE)), len(self._queues.backlog)
+        return share if backlog < self._batch() else max(1, share - backlog)
 
     async def _look_fresh(self) -> None:
         """The queues new to this server (all of them at its start, then each a pattern brings
