@@ -108,6 +108,8 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
     "search": (lambda h: h.enqueue("a"), lambda h: search.search_call(Q, search.make_search(type="t"))),  # a read
     "unpause": (lambda h: (h.enqueue("a"), h.x.run(h.b.pause(Q))), lambda h: h.b.unpause(Q)),
     "rewake": (lambda h: (h.enqueue("a"), h.r.delete(K.wake)), lambda h: h.b.rewake(Q)),
+    # a worker of many queues takes their tokens (a removal: LPOP) while Redis is full
+    "wake_take": (lambda h: h.enqueue("a"), lambda h: h.b.wake_take([K.wake, K.wake_for("w")], 2)),
     "stats": (lambda h: h.enqueue("a"), lambda h: h.b.stats(Q)),
     "page": (lambda h: h.enqueue("a"), lambda h: h.b.page(Q, TaskState.PENDING, 0, 10)),
     # operator actions: deleting is how an operator frees memory; a deep pending task is removed

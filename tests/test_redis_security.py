@@ -35,7 +35,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "worker": {"dequeue", "done", "done_dequeue", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "sweep", "rewake", "reply", "progress", "forget_gone", "cron_fire",
                "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",
-               "proc_read", "proc_commit", "proc_step", "flow_read", "tenant_fix", "durable_emit"},
+               "proc_read", "proc_commit", "proc_step", "flow_read", "tenant_fix", "durable_emit", "wake_take"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
                   "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold", "search"},
