@@ -27,11 +27,14 @@ from typing import Any
 
 from ..core.handlers.mux import ServeMux
 from ..core.handlers.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
-from ..core.model.errors import MalformedMessageError, SignatureError, TaskTimeoutError
+from ..core.model.errors import EncryptionError, MalformedMessageError, SignatureError, TaskTimeoutError
 from ..core.model.task import Task, ms_to_datetime, set_current
 from ..core.processes import model as process
+from ..core.security import encryption as enc
+from ..core.security.keyplans import load_plan
 from ..core.security.signing import run_message
 from ..core.spine import tracing
+from ..redisio.executor import arun_plan
 from .context import Context, Running
 from .fetcher import Fetcher
 from .runner import Runner
@@ -198,6 +201,8 @@ class Processor:
         no extra loop turn) under a timer that cancels it at the deadline; its return value is the
         result, unless the handler set one with ``write_result``."""
         assert r.task is not None
+        if self.ctx.broker.ring is not None or enc.sealed_message(r.msg):
+            await self._open(r)
         if remaining is not None and remaining <= 0:
             raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
         handler = self.runner.handler_for(r.msg.type)
@@ -217,6 +222,27 @@ class Processor:
             r.task.result = returned
         if r.task.result is not None:
             check_result(r.task.result, self.opts.max_result_bytes)
+
+    async def _open(self, r: Running) -> None:
+        """Decrypt the task's payload and logs for its handler (``r.msg`` stays as stored; the
+        outcome seals again what it rewrites: ``_finish``). A task this worker cannot open (no key
+        ring, a missing key, a tampered ciphertext) raises EncryptionError: archived at once with
+        the reason, never retried (core/handlers/outcome.py)."""
+        assert r.task is not None
+        ring, msg = self.ctx.broker.ring, r.msg
+        if ring is None:
+            raise EncryptionError("the task is encrypted and this worker has no key ring (encryption=KeyRing(...), "
+                                  "--encryption-keys)")
+        tenants = {(r.queue, t) for t in map(enc.tenant_of_kid, enc.message_kids(msg)) if t is not None}
+        if ring.needs_tenant_key(msg.tenant):
+            tenants.add((r.queue, msg.tenant))
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants, create=ring.needs_tenant_key(msg.tenant)))
+        try:
+            r.task._msg = enc.open_message(ring, r.queue, msg)
+        except MalformedMessageError as exc:
+            raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
+        r.opened = True
 
     def _ended(self, r: Running, error: BaseException | None, tracer: Any, span: Any) -> None:
         """A handler ended (or was stopped): its slot is free; its duration and trace recorded."""
@@ -249,6 +275,11 @@ class Processor:
             result = plan.response if isinstance(plan, process.Plan) else r.task.result
             now_ms = self.ctx.clock.now_ms()
             msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
+            if r.opened:  # sealed again as stored: the payload's ciphertext kept, logs and result sealed
+                ring = self.ctx.broker.ring
+                msg = enc.seal_rewrite(ring, r.queue, msg, r.msg)
+                if result is not None:
+                    result = ring.seal(result, enc.RESULT, r.queue, msg.tenant)
             o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)
             self._log(r, o, error)
             if error is not None and o.will_retry is not None:

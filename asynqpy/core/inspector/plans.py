@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..cron import entries as _cron
 from ..cron import entries as cron
@@ -24,6 +24,8 @@ from ..processes import plans as processes
 from ..processes.model import Process
 from ..results import events as ev
 from ..results.tasklogs import LogLine
+from ..security.encryption import check_ring
+from ..security.keyplans import reveal_logs_plan, reveal_plan
 from ..security.signing import SigningKeys, make_signer
 from ..server import control
 from ..server.record import ServerInfo
@@ -38,14 +40,22 @@ from ..workflows import plans as flows
 from ..workflows.plans import WorkflowNode
 from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
 
+_T = TypeVar("_T")
+
 
 class InspectorPlans(QueueSettingPlans):
     """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
     :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
 
-    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None) -> None:
-        self.broker = Broker(clock, make_signer(signing_key))
+    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, encryption: Any = None) -> None:
+        self.broker = Broker(clock, make_signer(signing_key), check_ring(encryption))
         self._plans = Plans(self.broker)
+
+    def _answer(self, plan: Steps[_T]) -> Steps[_T]:
+        """What a method answers, its encrypted values decrypted with the key ring, or shown as
+        :class:`~asynqpy.core.security.encryption.Encrypted` (no ring, no key: docs/encryption.md)."""
+        value = yield from plan
+        return (yield from reveal_plan(self.broker.ring, value))  # type: ignore[no-any-return]
 
     @planned
     def queues(self) -> Steps[list[str]]:
@@ -218,7 +228,8 @@ class InspectorPlans(QueueSettingPlans):
         (``attempt``, ``at``, ``text``): the lines of the attempts that ended by storing the task
         again (retried, archived, completed with a retention); docs/tasks.md "Task logs".
         TaskNotFoundError for a task that is not there (its logs went with it)."""
-        return self._plans.task_logs(queue, id)
+        lines = yield from self._plans.task_logs(queue, id)
+        return (yield from reveal_logs_plan(self.broker.ring, lines, queue))
 
     @planned
     def workflow(self, queue: str, id: str, limit: int = 1000) -> Steps[list[WorkflowNode]]:
