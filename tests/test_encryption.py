@@ -9,6 +9,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +260,164 @@ def test_unique_encrypted_tasks_lock_on_a_keyed_digest(backend: Any) -> None:
     client.enqueue("t", {"a": "other"}, unique=60)
     locks = [k for k in backend.sync.scan_iter("asynqpy:{default}:u:*")]
     assert len(locks) == 2
+
+
+# -- rotation ----------------------------------------------------------------------------------------
+
+
+def test_rotate_keys_re_encrypts_resumably_and_leaves_what_changed(backend: Any) -> None:
+    old = KeyRing({"k1": K1})
+    client = Client(backend.sync, encryption=old)
+    ids = [client.enqueue("t", {"i": i, "s": SECRET}, process_in=3600).id for i in range(30)]
+    ids.append(client.enqueue("t", {"u": SECRET}, unique=3600).id)
+    archived = client.enqueue("t", "to archive").id
+    Inspector(backend.sync).archive_task("default", archived)
+    other = Client(backend.sync, encryption=old).enqueue("t", "elsewhere", queue="other").id
+    new = KeyRing({"k1": K1, "k2": K2})
+    insp = Inspector(backend.sync, encryption=new)
+    first = insp.rotate_keys(max_pages=1, restart=True)
+    assert not first.done or first.rewritten == 33  # (a small hash may come in one page)
+    rest = insp.rotate_keys()  # goes on from the cursor kept in Redis
+    assert rest.done and first.rewritten + rest.rewritten == 33
+    assert not backend.sync.exists("asynqpy:keys:rotate")
+    for id in [*ids, archived]:
+        assert enc.key_id(decode(stored(backend, id)).payload) == "k2"
+    assert enc.key_id(decode(stored(backend, other, "other")).payload) == "k2"
+    only_new = Inspector(backend.sync, encryption=KeyRing({"k2": K2}))
+    assert only_new.task_info("default", ids[0]).payload == {"i": 0, "s": SECRET}
+    assert only_new.task_info("default", archived).payload == "to archive"
+    from asynqpy import DuplicateTaskError
+
+    with pytest.raises(DuplicateTaskError):  # the lock still matches the rewritten task's digest
+        Client(backend.sync, encryption=KeyRing({"k1": K1})).enqueue("t", {"u": SECRET}, unique=3600)
+    assert insp.rotate_keys().rewritten == 0  # nothing left under k1
+    with pytest.raises(InvalidArgumentError, match="needs the key ring"):
+        Inspector(backend.sync).rotate_keys()
+
+
+def test_rotation_leaves_a_task_that_changed_since_read(backend: Any) -> None:
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor
+
+    id = Client(backend.sync, encryption=KeyRing({"k1": K1})).enqueue("t", SECRET, process_in=3600).id
+    read = backend.sync.hget(K.tasks, id)
+    ex = SyncExecutor(backend.sync)
+    assert ex.run(Broker().rewrap("default", id, b"p-not-what-is-stored", b"pX")) == 0
+    assert ex.run(Broker().rewrap("default", id, read, b"x" + read[1:])) == -5  # never a change of state
+    assert backend.sync.hget(K.tasks, id) == read
+
+
+# -- per-tenant keys and erasure -------------------------------------------------------------------
+
+
+def test_tenant_keys_seal_each_tenant_under_its_own_key(backend: Any) -> None:
+    ring = KeyRing({"k1": K1}, tenant_keys=True)
+    client = Client(backend.sync, encryption=ring)
+    a = client.enqueue("t", {"who": "acme"}, tenant="acme", retention=60).id
+    b = client.enqueue("t", {"who": "globex"}, tenant="globex", retention=60).id
+    plain = client.enqueue("t", {"who": "none"}, retention=60).id
+    kid_a = enc.key_id(decode(stored(backend, a)).payload)
+    assert kid_a.startswith("~") and kid_a.endswith("acme") and enc.tenant_of_kid(kid_a) == "acme"
+    assert enc.key_id(decode(stored(backend, plain)).payload) == "k1"
+    assert backend.sync.hlen(K.tkeys) == 2
+    ran: list[Any] = []
+
+    async def main() -> None:
+        fresh = KeyRing({"k1": K1})  # a worker without tenant_keys still reads them (the ids say so)
+        async with serving(backend.new_async(), _mux(ran), encryption=fresh):
+            await until(lambda: len(ran) == 3)
+
+    asyncio.run(main())
+    insp = Inspector(backend.sync, encryption=KeyRing({"k1": K1}))
+    assert insp.task_info("default", a).result == {"echo": {"who": "acme"}}
+    assert enc.key_id(decode(stored(backend, a)).result) == kid_a  # the result: the tenant's key too
+    report = insp.forget_tenant("default", "acme")
+    assert report.key and report.removed == 1 and report.left == 0
+    with pytest.raises(Exception, match="not found"):
+        insp.task_info("default", a)
+    assert insp.task_info("default", b).payload == {"who": "globex"}
+    events = [e for e in insp.events("default") if e.event == "tenant_forgotten"]
+    assert len(events) == 1 and events[0].tenant == "acme"
+
+
+def test_a_forgotten_tenants_tasks_cannot_be_read_and_are_archived_when_met(backend: Any) -> None:
+    ring = KeyRing({"k1": K1}, tenant_keys=True)
+    id = Client(backend.sync, encryption=ring).enqueue("t", SECRET, tenant="acme").id
+    value = backend.sync.hget(K.tasks, id)
+    Inspector(backend.sync, encryption=ring).forget_tenant("default", "acme")
+    backend.sync.hset(K.tasks, id, value)  # (as if it had been active during the sweep: put back)
+    backend.sync.rpush(K.pending, id)
+    reader = KeyRing({"k1": K1}, tenant_keys=True)  # a fresh reader: nothing cached
+    shown = Inspector(backend.sync, encryption=reader).task_info("default", id)
+    assert isinstance(shown.payload, Encrypted) and "forgotten" in shown.payload.reason
+    ran: list[Any] = []
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(ran), encryption=reader):
+            await until(lambda: backend.sync.zcard(K.archived) == 1)
+
+    asyncio.run(main())
+    assert ran == [] and "forgotten" in Inspector(backend.sync).task_info("default", id).last_error
+    assert Inspector(backend.sync, encryption=reader).forget_tenant("default", "acme").removed == 1
+
+
+@pytest.mark.slow
+def test_after_forgetting_no_byte_of_the_tenants_plaintext_is_left_in_redis(tmp_path: Path) -> None:
+    """The whole keyspace (every key, every value, dumped) and the AOF, rewritten, hold neither the
+    tenant's plaintext nor its key, sealed or not."""
+    import redis
+    from redisproc import RedisProcess
+
+    server = RedisProcess("--appendonly", "yes", "--appendfsync", "always", dir=tmp_path)
+    try:
+        r = redis.Redis.from_url(server.url)
+        ring = KeyRing({"k1": K1}, tenant_keys=True)
+        client = Client(server.url, encryption=ring)
+        marker = "ACME-PLAINTEXT-7f3a9c"
+        client.enqueue("t", {"m": marker}, tenant="acme", retention=3600)
+        client.enqueue("t", {"m": marker}, tenant="acme", process_in=3600)
+        client.enqueue("t", {"m": marker + "-fails"}, tenant="acme", max_retry=0)
+        keep = client.enqueue("t", {"m": "globex"}, tenant="globex", retention=3600).id
+        ran: list[Any] = []
+
+        async def main() -> None:
+            async with serving(redis.asyncio.Redis.from_url(server.url), _fail_marked(ran), encryption=ring):
+                await until(lambda: len(ran) == 3 and r.zcard(K.archived) == 1 and r.zcard(K.completed) == 2)
+
+        asyncio.run(main())
+        stored_key = r.hget(K.tkeys, "acme")
+        kid, dek = ring.unwrap("default", "acme", stored_key)
+        report = Inspector(server.url, encryption=ring).forget_tenant("default", "acme")
+        assert report.key and report.removed == 3 and report.left == 0
+        needles = [marker.encode(), dek, dek.hex().encode(), stored_key, kid.encode()]
+        for key in r.scan_iter(count=1000):
+            dumped = r.dump(key) or b""
+            assert not any(n in dumped or n in key for n in needles), key
+        r.bgrewriteaof()
+        for _ in range(500):
+            info = r.info("persistence")
+            if info["aof_rewrite_in_progress"] == 0 and info["aof_rewrite_scheduled"] == 0:
+                break
+            time.sleep(0.02)
+        files = [p for p in tmp_path.rglob("*") if p.is_file() and "aof" in p.name]
+        assert files
+        aof = b"".join(p.read_bytes() for p in files)
+        assert b"globex" in aof  # (the AOF holds the data: the scan below reads the right files)
+        assert not any(n in aof for n in needles)
+        assert Inspector(server.url, encryption=ring).task_info("default", keep).payload == {"m": "globex"}
+    finally:
+        server.stop()
+
+
+def _fail_marked(ran: list[Any]) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> Any:
+        task.log(f"line {task.payload}")
+        ran.append(task.payload)
+        if str(task.payload["m"]).endswith("-fails"):
+            raise RuntimeError("it fails")
+        return {"echo": task.payload}
+
+    return mux

@@ -38,7 +38,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
                "proc_read", "proc_commit", "flow_read", "tenant_fix"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
-                  "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold"},
+                  "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold", "rewrap"},
     "control": set(),  # remote control: plain commands on its own key space (asynqpy-control:*)
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]

@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgpack
-
 from ..inspector.inspection import Plans
 from ..model import kinds
 from ..model import options as opts
@@ -43,7 +41,6 @@ from ..processes import model as proc
 from ..processes import plans as processes
 from ..results.plans import RECHECK, Outcome, not_found, outcome_of_stored
 from ..security import encryption as enc
-from ..security.keyplans import load_plan, reveal_plan
 from ..security.signing import SigningKeys, make_signer
 from ..spine import tracing
 from ..spine.broker import Broker, Call, Watched
@@ -60,6 +57,7 @@ from .replies import (
 from .replies import (
     TaskInfoList as TaskInfoList,
 )
+from .sealing import Sealing
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
@@ -144,7 +142,7 @@ _ENQUEUE_DOC = opts.enqueue_doc()
 """Client.enqueue's docstring, its options from the option table (core/model/options.py)."""
 
 
-class ClientPlans:
+class ClientPlans(Sealing):
     """The client's state and logic, shared by :class:`~asynqpy.Client` and
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
 
@@ -196,26 +194,6 @@ class ClientPlans:
 
     def _deriver(self, template: opts.Prepared) -> opts.Deriver:
         return opts.Deriver(template, self.max_payload_bytes)
-
-    def _seal(self, task_type: str, payload: Any, kwargs: dict[str, Any]) -> Any:
-        """The payload encrypted with the client's key ring (docs/encryption.md); a unique task's
-        envelope carries a keyed digest of the plain payload, its lock."""
-        ring = self.broker.ring
-        if enc.sealed_payload(payload):  # (a process input's, sealed already)
-            return payload
-        tenant = kwargs.get("tenant") or ""
-        lock = not kwargs.get("unique_key") and any(kwargs.get(k) is not None
-                                                    for k in ("unique", "throttle", "debounce"))
-        return ring.seal(payload, enc.PAYLOAD, kwargs.get("queue", "default"), tenant if type(tenant) is str else "",
-                         ring.digest(task_type, payload) if lock else b"")
-
-    def _keys(self, options: Iterable[Mapping[str, Any]]) -> Steps[None]:
-        """Load (or make) the tenant keys the tasks of ``options`` are sealed with (tenant keys only)."""
-        ring = self.broker.ring
-        if ring is not None and ring.tenant_keys:
-            pairs = [(o.get("queue", "default"), o.get("tenant")) for o in options]
-            yield from load_plan(ring, [(q, t) for q, t in pairs if type(q) is str and type(t) is str and t],
-                                 create=True)
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
         if self.broker.ring is not None:
@@ -459,12 +437,6 @@ class ClientPlans:
         limit = _timeout(timeout)
         got = yield Wait(queue, id, limit, True, self._watch(queue, id, self._inbox(queue).id))
         return (yield from self._reveal(got, queue))
-
-    def _reveal(self, value: Any, queue: str) -> Steps[Any]:
-        """A result as the handler returned it: decrypted (EncryptionError when it cannot be)."""
-        if type(value) is not msgpack.ExtType:
-            return value
-        return (yield from reveal_plan(self.broker.ring, value, queue, strict=True))
 
     def _watch(self, queue: str, id: str, inbox: str) -> Steps[Outcome | BaseException | None]:
         """The watch call: the task's outcome if it finished (or is unknown), else None (wait)."""

@@ -19,13 +19,15 @@ from ..deploy import holds as _holds
 from ..limits import plans as _limits
 from ..limits.plans import QueueLimits
 from ..model.clock import Clock
+from ..model.errors import InvalidArgumentError
 from ..model.task import TaskInfo, TaskState
 from ..processes import plans as processes
 from ..processes.model import Process
 from ..results import events as ev
 from ..results.tasklogs import LogLine
 from ..security.encryption import check_ring
-from ..security.keyplans import reveal_logs_plan, reveal_plan
+from ..security.keyplans import ForgetReport, forget_plan, reveal_logs_plan, reveal_plan, sweep_plan
+from ..security.rotation import RotationReport, rotate_plan
 from ..security.signing import SigningKeys, make_signer
 from ..server import control
 from ..server.record import ServerInfo
@@ -350,6 +352,31 @@ class InspectorPlans(QueueSettingPlans):
         """Delete a task that is not active (TaskStateError if it is: cancel it instead). Releases
         its uniqueness lock."""
         return self._plans.act("delete", queue, id)
+
+    @planned
+    def rotate_keys(self, *, restart: bool = False, max_pages: int | None = None) -> Steps[RotationReport]:
+        """Re-encrypt what was sealed with an older key of the key ring with its newest key: every
+        queue's tasks (payloads, results, logs) and tenant keys (docs/encryption.md "Rotation").
+        Safe while workers run; resumable (the cursor is kept in Redis: a run goes on from where
+        the last one stopped; ``restart``: from the start); ``max_pages``: stop after that many
+        pages of a queue's tasks (``done`` False then). Needs the Inspector's ``encryption``."""
+        if self.broker.ring is None:
+            raise InvalidArgumentError("rotate_keys needs the key ring: Inspector(..., encryption=KeyRing(...))")
+        queues = yield from self._plans.queues()
+        return (yield from rotate_plan(self.broker, queues, restart, max_pages))
+
+    @planned
+    def forget_tenant(self, queue: str, tenant: str) -> Steps[ForgetReport]:
+        """Erase a tenant: destroy its encryption key (``KeyRing(..., tenant_keys=True)``), so
+        nothing sealed with it can be read again, write the audit event ``tenant_forgotten`` to
+        the queue's event stream, and delete the tenant's tasks that are not active (queued,
+        scheduled, retried, archived, kept). Its active tasks cannot be read any more: a worker
+        archives them; forgetting again removes them."""
+        report = ForgetReport()
+        report.key = yield from forget_plan(self.broker.ring, validate_queue(queue), tenant,
+                                            self.broker.clock.now_ms())
+        yield from sweep_plan(self._plans, queue, tenant, report)
+        return report
 
     @planned
     def run_task(self, queue: str, id: str) -> Steps[None]:

@@ -32,6 +32,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ EXT_CODE = codec.ENCRYPTED_EXT
 VERSION = 1
 NONCE_LEN = 12
 KEY_LEN = 32
+TENANT_KEY_TTL = 60.0
+"""Seconds a process uses a tenant key it read before reading it again (``tenant forget``
+reaches every process within that time)."""
 ENV = "ASYNQPY_ENCRYPTION_KEYS"
 """The environment variable workers and the CLI read keys from: a JSON object (key id -> hex key),
 or the path of a file holding one."""
@@ -155,6 +159,7 @@ class KeyRing:
         self.tenant_keys = bool(tenant_keys)
         self._aeads: dict[str, Any] = {}
         self._tenants: dict[tuple[str, str], tuple[str, bytes]] = {}  # (queue, tenant) -> (key id, key)
+        self._loaded: dict[tuple[str, str], float] = {}  # (queue, tenant) -> when its key was read (monotonic)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the keys
@@ -206,8 +211,10 @@ class KeyRing:
         return aead
 
     def sealing_key(self, queue: str, tenant: str) -> tuple[str, bytes]:
-        """(key id, key) that seals a value of a task of ``tenant`` in ``queue``."""
-        if self.tenant_keys and tenant:
+        """(key id, key) that seals a value of a task of ``tenant`` in ``queue``: the tenant's own
+        key under ``tenant_keys``, and whenever it is loaded (a worker opened the task's payload
+        with it: its result and logs go under the same key, so forgetting the tenant covers them)."""
+        if tenant and (self.tenant_keys or (queue, tenant) in self._tenants):
             got = self._tenants.get((queue, tenant))
             if got is None:
                 raise KeyNotFoundError(f"tenant {tenant!r} of queue {queue!r} has no key loaded (or it was forgotten)")
@@ -278,17 +285,24 @@ class KeyRing:
     # -- tenant keys (loaded by .keyplans) ----------------------------------------------------
 
     def tenant_key(self, queue: str, tenant: str) -> tuple[str, bytes] | None:
+        """The tenant's key if it was read from Redis less than :data:`TENANT_KEY_TTL` ago (a
+        forgotten key is known so within that time by every process that had it)."""
+        if time.monotonic() - self._loaded.get((queue, tenant), -TENANT_KEY_TTL) >= TENANT_KEY_TTL:
+            return None
         return self._tenants.get((queue, tenant))
 
     def remember(self, queue: str, tenant: str, kid: str, key: bytes) -> None:
         with self._lock:
             if len(self._tenants) > 100_000:
                 self._tenants.clear()
+                self._loaded.clear()
             self._tenants[(queue, tenant)] = (kid, key)
+            self._loaded[(queue, tenant)] = time.monotonic()
 
     def forget(self, queue: str, tenant: str) -> None:
         with self._lock:
             self._tenants.pop((queue, tenant), None)
+            self._loaded.pop((queue, tenant), None)
 
     def wrap(self, queue: str, tenant: str, kid: str, key: bytes) -> bytes:
         """A tenant key as stored in Redis: its id and the key sealed with the ring's newest key."""

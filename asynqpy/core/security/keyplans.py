@@ -11,16 +11,18 @@ no script: the key schema's other keys are untouched.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgpack
 
-from ..model.errors import EncryptionError, MalformedMessageError
+from ..model.codec import decode
+from ..model.errors import EncryptionError, MalformedMessageError, TaskNotFoundError, TaskStateError
 from ..model.task import TaskInfo
 from ..results import tasklogs
 from ..spine.calls import Call
 from ..spine.keys import queue_keys
+from ..spine.stored import is_active, message_of
 from ..spine.twin import Steps
 from .encryption import LOGS, PAYLOAD, RESULT, Encrypted, KeyRing, is_sealed, key_id, tenant_kid, tenant_of_kid
 
@@ -50,6 +52,8 @@ def load_plan(ring: KeyRing, pairs: Iterable[tuple[str, str]], create: bool = Fa
         if stored:
             kid, key = ring.unwrap(q, t, stored)
             ring.remember(q, t, kid, key)
+        else:  # forgotten (or never made): what this process held of it goes too
+            ring.forget(q, t)
 
 
 def _sealed_in(info: TaskInfo) -> Iterable[Any]:
@@ -163,3 +167,44 @@ def reveal_logs_plan(ring: KeyRing | None, lines: list[tasklogs.LogLine], queue:
     info = TaskInfo("", queue, "", None, None, 0, 0, "", None, None, None, None, None, None, 0.0,  # type: ignore[arg-type]
                     logs=lines)
     return (yield from reveal_plan(ring, info)).logs  # type: ignore[no-any-return]
+
+
+@dataclass
+class ForgetReport:
+    """What ``tenant forget`` did: ``key`` (the tenant had a key, now destroyed), its tasks
+    ``removed`` (every state but active), ``left`` (active ones, or that changed meanwhile:
+    unreadable now; a worker archives them when it meets them, and forgetting again removes them)."""
+
+    key: bool = False
+    removed: int = 0
+    left: int = 0
+
+
+def sweep_plan(plans: Any, queue: str, tenant: str, report: ForgetReport, page: int = 200) -> Steps[None]:
+    """Delete ``tenant``'s tasks in ``queue`` that are not active (``plans``: the Inspector's
+    :class:`~asynqpy.core.inspector.inspection.Plans`), walking the tasks hash a page at a time."""
+    cursor = "0"
+    while True:
+        got = (yield [Call(_value, command=("HSCAN", queue_keys(queue).tasks, cursor, "COUNT", page))])[0]
+        if isinstance(got, BaseException):
+            raise got
+        cursor = got[0].decode() if isinstance(got[0], bytes) else str(got[0])
+        entries = got[1] if isinstance(got[1], dict) else dict(zip(got[1][0::2], got[1][1::2]))
+        for id_b, value in entries.items():
+            try:
+                msg = decode(message_of(value))
+            except MalformedMessageError:
+                continue
+            if msg.tenant != tenant:
+                continue
+            id = id_b.decode(errors="surrogateescape") if isinstance(id_b, bytes) else id_b
+            if is_active(value):
+                report.left += 1
+                continue
+            try:
+                yield from plans.act("delete", queue, id)
+                report.removed += 1
+            except (TaskNotFoundError, TaskStateError):
+                report.left += 1
+        if cursor == "0":
+            return
