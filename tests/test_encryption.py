@@ -161,7 +161,7 @@ def test_encrypted_tasks_run_and_what_they_leave_is_encrypted(backend: Any) -> N
     assert Inspector(backend.sync, encryption=ring).task_logs("default", ids[1])[1].attempt == 2
     assert client.result(ids[0]) == {"echo": {"card": SECRET, "i": 1}}
     keyless = Inspector(backend.sync).task_info("default", ids[0])
-    assert isinstance(keyless.payload, Encrypted) and str(keyless.payload) == "<encrypted: key k1>"
+    assert isinstance(keyless.payload, Encrypted) and str(keyless.payload) == "encrypted (key k1)"
     assert isinstance(keyless.result, Encrypted) and isinstance(keyless.logs[0].text, Encrypted)
     with pytest.raises(EncryptionError, match="is encrypted: give the key ring"):
         Client(backend.sync).result(ids[0])
@@ -421,3 +421,81 @@ def _fail_marked(ran: list[Any]) -> ServeMux:
         return {"echo": task.payload}
 
     return mux
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from asynqpy.cli.main import main
+
+    res = CliRunner(env=env).invoke(main, list(args), input=input)
+    return res.exit_code, res.stdout, res.stderr
+
+
+@pytest.mark.real
+def test_cli_encryption_keys(redis_url: str, tmp_path: Path) -> None:
+    import redis
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"k1": K1.hex()}))
+    code, out, err = _cli("enqueue", "t", "--payload", json.dumps({"s": SECRET}), "--in", "3600",
+                          "--encryption-keys", str(keys), "--json", "--redis-url", redis_url)
+    assert code == 0, err
+    id = json.loads(out)["id"]
+    r = redis.Redis.from_url(redis_url)
+    assert SECRET.encode() not in r.hget(K.tasks, id)
+    code, out, err = _cli("task", "inspect", id, "-q", "default", "--redis-url", redis_url)
+    assert code == 0 and "encrypted (key k1)" in out and SECRET not in out, (out, err)
+    code, out, err = _cli("task", "inspect", id, "-q", "default", "--json", "--redis-url", redis_url,
+                          env={enc.ENV: str(keys)})
+    assert code == 0 and json.loads(out)["payload"] == {"s": SECRET}, err
+    code, out, err = _cli("task", "ls", "-q", "default", "-s", "scheduled", "--full", "--encryption-keys", str(keys),
+                          "--redis-url", redis_url)
+    assert code == 0 and SECRET in out, err
+    code, out, _ = _cli("task", "inspect", id, "-q", "default", "--json", "--redis-url", redis_url)
+    assert json.loads(out)["payload"] == {"encrypted": "k1"}
+    # rotation
+    keys.write_text(json.dumps({"k1": K1.hex(), "k2": K2.hex()}))
+    code, out, err = _cli("keys", "rotate", "--encryption-keys", str(keys), "--redis-url", redis_url)
+    assert code == 0 and "1 task(s) re-encrypted" in out and "done" in out, (out, err)
+    assert enc.key_id(decode(r.hget(K.tasks, id)[1:]).payload) == "k2"
+    # bad input: one line, exit 2
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"k2": OTHER.hex()}))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    cases = [
+        (["task", "inspect", id, "-q", "default", "--encryption-keys", str(wrong)], "does not decrypt under key 'k2'"),
+        (["task", "inspect", id, "-q", "default", "--encryption-keys", str(tmp_path / "k1only")], "cannot read"),
+        (["enqueue", "t", "--encryption-keys", str(bad)], "not a JSON object"),
+        (["worker", "workers:mux", "--encryption-keys", str(bad)], "not a JSON object"),
+        (["keys", "rotate"], "needs the keys"),
+    ]
+    for args, message in cases:
+        code, _, err = _cli(*args, "--redis-url", redis_url)
+        assert code == 2 and err.startswith("asynqpy: error:") and message in err and err.count("\n") == 1, (args, err)
+    k1only = tmp_path / "k1only.json"
+    k1only.write_text(json.dumps({"k1": K1.hex()}))
+    code, _, err = _cli("task", "inspect", id, "-q", "default", "--encryption-keys", str(k1only),
+                        "--redis-url", redis_url)
+    assert code == 2 and "'k2' is not in the key ring" in err and err.count("\n") == 1
+
+
+@pytest.mark.real
+def test_cli_tenant_forget(redis_url: str, tmp_path: Path) -> None:
+    import redis
+
+    ring = KeyRing({"k1": K1}, tenant_keys=True)
+    Client(redis_url, encryption=ring).enqueue("t", SECRET, tenant="acme", process_in=3600)
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"k1": K1.hex()}))
+    code, out, err = _cli("tenant", "forget", "default", "acme", "--redis-url", redis_url, input="n\n")
+    assert code == 2 and "nothing done" in err
+    code, out, err = _cli("tenant", "forget", "default", "acme", "--yes", "--encryption-keys", str(keys),
+                          "--redis-url", redis_url)
+    assert code == 0 and "its key destroyed, 1 task(s) deleted" in out, (out, err)
+    r = redis.Redis.from_url(redis_url)
+    assert r.hlen(K.tasks) == 0 and r.hlen(K.tkeys) == 0

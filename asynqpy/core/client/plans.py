@@ -412,7 +412,7 @@ class ClientPlans(Sealing):
         conflict) does not stop the others: with ``return_exceptions`` its exception takes its
         place in the returned list, else the first one is raised after all were attempted."""
         with _Sending("(batch)", options) as sending:
-            if self.broker.ring is not None and self.broker.ring.tenant_keys:
+            if self.broker.ring is not None:
                 items = list(items)
                 yield from self._keys([options, *[{**options, **(i[2] or {})} for i in items
                                                    if isinstance(i, (tuple, list)) and len(i) == 3

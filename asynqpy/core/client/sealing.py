@@ -32,12 +32,14 @@ class Sealing:
                          ring.digest(task_type, payload) if lock else b"")
 
     def _keys(self, options: Iterable[Mapping[str, Any]]) -> Steps[None]:
-        """Load (or make) the tenant keys the tasks of ``options`` are sealed with (tenant keys only)."""
+        """Load the tenant keys the tasks of ``options`` are sealed with: a tenant that has a key
+        has its tasks sealed with it (a ring with ``tenant_keys`` makes the ones missing). One read
+        per tenant a minute at most (:data:`~asynqpy.core.security.encryption.TENANT_KEY_TTL`)."""
         ring = self.broker.ring
-        if ring is not None and ring.tenant_keys:
+        if ring is not None:
             pairs = [(o.get("queue", "default"), o.get("tenant")) for o in options]
             yield from load_plan(ring, [(q, t) for q, t in pairs if type(q) is str and type(t) is str and t],
-                                 create=True)
+                                 create=ring.tenant_keys)
 
     def _reveal(self, value: Any, queue: str) -> Steps[Any]:
         """A result as the handler returned it: decrypted (EncryptionError when it cannot be)."""

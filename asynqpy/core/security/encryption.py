@@ -73,7 +73,8 @@ class Encrypted:
     def __repr__(self) -> str:
         return f"<{_ENCRYPTED}: key {self.kid}>"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return f"{_ENCRYPTED} (key {self.kid})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Encrypted) and other.ext == self.ext
@@ -290,6 +291,19 @@ class KeyRing:
         if time.monotonic() - self._loaded.get((queue, tenant), -TENANT_KEY_TTL) >= TENANT_KEY_TTL:
             return None
         return self._tenants.get((queue, tenant))
+
+    def known(self, queue: str, tenant: str) -> bool:
+        """Was the tenant's key (or that it has none) read from Redis less than
+        :data:`TENANT_KEY_TTL` ago?"""
+        return time.monotonic() - self._loaded.get((queue, tenant), -TENANT_KEY_TTL) < TENANT_KEY_TTL
+
+    def remember_none(self, queue: str, tenant: str) -> None:
+        """The tenant has no key (as read now)."""
+        with self._lock:
+            self._tenants.pop((queue, tenant), None)
+            if len(self._loaded) > 100_000:
+                self._loaded.clear()
+            self._loaded[(queue, tenant)] = time.monotonic()
 
     def remember(self, queue: str, tenant: str, kid: str, key: bytes) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ def load_plan(ring: KeyRing, pairs: Iterable[tuple[str, str]], create: bool = Fa
     """Load the keys of (queue, tenant) ``pairs`` the ring has not loaded yet (one round trip);
     with ``create``, make the ones missing (the writer's side). A forgotten tenant's key stays
     missing for a reader: opening its values raises KeyNotFoundError."""
-    missing = sorted({p for p in pairs if p[1] and ring.tenant_key(*p) is None})
+    missing = sorted({p for p in pairs if p[1] and not (ring.known(*p) and (ring.tenant_key(*p) or not create))})
     if not missing:
         return
     calls: list[Call[Any]] = []
@@ -53,7 +53,7 @@ def load_plan(ring: KeyRing, pairs: Iterable[tuple[str, str]], create: bool = Fa
             kid, key = ring.unwrap(q, t, stored)
             ring.remember(q, t, kid, key)
         else:  # forgotten (or never made): what this process held of it goes too
-            ring.forget(q, t)
+            ring.remember_none(q, t)
 
 
 def _sealed_in(info: TaskInfo) -> Iterable[Any]:
