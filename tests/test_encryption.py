@@ -499,3 +499,23 @@ def test_cli_tenant_forget(redis_url: str, tmp_path: Path) -> None:
     assert code == 0 and "its key destroyed, 1 task(s) deleted" in out, (out, err)
     r = redis.Redis.from_url(redis_url)
     assert r.hlen(K.tasks) == 0 and r.hlen(K.tkeys) == 0
+
+
+def test_a_workflow_child_reads_its_encrypted_parents_results(backend: Any) -> None:
+    ring = KeyRing({"k1": K1})
+    client = Client(backend.sync, encryption=ring)
+    parent = client.enqueue("t", {"p": SECRET})
+    client.enqueue("child", None, after=[parent])
+    got: list[Any] = []
+    mux = _mux([])
+
+    @mux.handle("child")
+    async def child_handler(task: Task) -> None:
+        got.append(task.parent_results)
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, encryption=ring):
+            await until(lambda: got)
+
+    asyncio.run(main())
+    assert got == [[{"echo": {"p": SECRET}}]]

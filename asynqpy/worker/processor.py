@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
+from dataclasses import replace
 from typing import Any
 
 from ..core.handlers.mux import ServeMux
@@ -209,6 +210,8 @@ class Processor:
         if r.msg.after is not None:  # a workflow task: its parents' results, from its record
             r.task._record = await self.runner.read_held(r.queue, r.id, self.ctx.broker.deps(r.queue, r.id),
                                                          "reading the task's parents' results")
+            if self.ctx.broker.ring is not None:
+                r.task._record = await self._open_parents(r.task._record)
         set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
         timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r) if remaining is not None else None
         try:
@@ -243,6 +246,20 @@ class Processor:
         except MalformedMessageError as exc:
             raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
         r.opened = True
+
+    async def _open_parents(self, record: Any) -> Any:
+        """A workflow task's record with its parents' encrypted results decrypted (each with its
+        parent's queue's keys). A result that cannot be opened raises EncryptionError (archived)."""
+        ring = self.ctx.broker.ring
+        sealed = [p for p in record.parents if enc.is_sealed(p.result)]
+        if not sealed:
+            return record
+        tenants = {(p.queue, t) for p in sealed if (t := enc.tenant_of_kid(enc.key_id(p.result))) is not None}
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants))
+        parents = [replace(p, result=ring.open(p.result, enc.RESULT, p.queue)) if enc.is_sealed(p.result) else p
+                   for p in record.parents]
+        return replace(record, parents=parents)
 
     def _ended(self, r: Running, error: BaseException | None, tracer: Any, span: Any) -> None:
         """A handler ended (or was stopped): its slot is free; its duration and trace recorded."""
