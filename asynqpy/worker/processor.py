@@ -236,7 +236,7 @@ class Processor:
         if ring is None:
             raise EncryptionError("the task is encrypted and this worker has no key ring (encryption=KeyRing(...), "
                                   "--encryption-keys)")
-        tenants = {(r.queue, t) for t in map(enc.tenant_of_kid, enc.message_kids(msg)) if t is not None}
+        tenants = {(r.queue, t) for t in enc.message_tenants(msg)}
         if ring.needs_tenant_key(msg.tenant):
             tenants.add((r.queue, msg.tenant))
         if tenants:

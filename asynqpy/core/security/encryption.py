@@ -40,7 +40,7 @@ from typing import Any
 import msgpack
 
 from ..model import codec
-from ..model.errors import DecryptionError, InvalidArgumentError, KeyNotFoundError
+from ..model.errors import DecryptionError, InvalidArgumentError, KeyNotFoundError, PayloadError
 
 EXT_CODE = codec.ENCRYPTED_EXT
 """The msgpack extension type of an encrypted value ('E')."""
@@ -128,6 +128,12 @@ def _aead(key: bytes) -> Any:
         raise InvalidArgumentError("encryption needs the 'cryptography' package: pip install 'asynqpy[crypto]'") \
             from None
     return AESGCM(key)
+
+
+def _invalid_tag() -> type[Exception]:
+    from cryptography.exceptions import InvalidTag  # (loaded with the cipher: a lookup in sys.modules)
+
+    return InvalidTag
 
 
 def _check_key(kid: Any, key: Any) -> bytes:
@@ -229,7 +235,11 @@ class KeyRing:
         """``value`` (any msgpack value) encrypted, as stored. ``what``: :data:`PAYLOAD`, ...;
         ``digest``: a keyed digest kept readable in the envelope (a unique task's lock)."""
         kid, key = self.sealing_key(queue, tenant)
-        return self.seal_with(kid, key, codec.encode_payload(value, _WHAT.get(what, "value")), what, digest=digest)
+        try:
+            plain = codec.packer().pack(value)  # (this thread's packer: packb would build one per call)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise PayloadError(f"{_WHAT.get(what, 'value')} is not msgpack-serializable: {exc}") from None
+        return self.seal_with(kid, key, plain, what, digest=digest)
 
     def seal_with(self, kid: str, key: bytes, plain: bytes, what: bytes, bound: str = "",
                   digest: bytes = b"") -> msgpack.ExtType:
@@ -259,14 +269,12 @@ class KeyRing:
         kid, _, start = header(ext)
         key = self._opening_key(kid, queue)
         data = ext.data
+        aead = self._cipher(kid, key)
         try:
-            from cryptography.exceptions import InvalidTag
-        except ImportError:  # pragma: no cover
-            raise InvalidArgumentError("encryption needs the 'cryptography' package") from None
-        try:
-            return bytes(self._cipher(kid, key).decrypt(data[start:start + NONCE_LEN], data[start + NONCE_LEN:],
-                                                         _aad(data[:start], what, bound)))
-        except InvalidTag:
+            plain: bytes = aead.decrypt(data[start:start + NONCE_LEN], data[start + NONCE_LEN:],
+                                        _aad(data[:start], what, bound))
+            return plain
+        except _invalid_tag():
             raise DecryptionError(f"the {_WHAT.get(what, 'value')} does not decrypt under key {kid!r}: a wrong key, "
                                   "or the ciphertext was altered") from None
 
@@ -363,11 +371,18 @@ def sealed_message(msg: codec.Message) -> bool:
     return is_sealed(p) or is_sealed(msg.logs) or (type(p) is dict and is_sealed(p.get("a")))
 
 
-def message_kids(msg: codec.Message) -> list[str]:
-    """The key ids of ``msg``'s encrypted values."""
+def message_tenants(msg: codec.Message) -> list[str]:
+    """The tenants whose keys sealed values of ``msg`` (a tenant key's id starts with '~': the
+    envelope is parsed only then)."""
     p = msg.payload
-    values = [p, msg.logs, msg.result, p.get("a") if type(p) is dict else None]
-    return [key_id(v) for v in values if is_sealed(v)]
+    out = []
+    values: tuple[Any, ...] = (p, msg.logs, msg.result, p.get("a") if type(p) is dict else None)
+    for v in values:
+        if is_sealed(v) and v.data[2:3] == b"~":
+            tenant = tenant_of_kid(key_id(v))
+            if tenant is not None:
+                out.append(tenant)
+    return out
 
 
 def open_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message:
@@ -380,7 +395,7 @@ def open_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message
         p = {**p, "a": ring.open(p["a"], PAYLOAD, queue)}
     logs = ring.open(msg.logs, LOGS, queue) if is_sealed(msg.logs) else msg.logs
     result = ring.open(msg.result, RESULT, queue) if is_sealed(msg.result) else msg.result
-    return msg.with_(payload=p, logs=logs, result=result)
+    return _with(msg, p, result, logs)
 
 
 def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.Message) -> codec.Message:
@@ -392,7 +407,21 @@ def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.
         logs = stored.logs if logs == _opened_logs(stored) else ring.seal(logs, LOGS, queue, plain.tenant)
     if result is not None and not is_sealed(result):
         result = ring.seal(result, RESULT, queue, plain.tenant)
-    return plain.with_(payload=stored.payload, logs=logs, result=result)
+    return _with(plain, stored.payload, result, logs)
+
+
+_new, _setattr = object.__new__, object.__setattr__
+
+
+def _with(msg: codec.Message, payload: Any, result: Any, logs: Any) -> codec.Message:
+    """``msg.with_(payload=..., result=..., logs=...)`` without the frozen dataclass's ``replace``
+    (28 fields through ``__init__``: the largest cost of a worker's encrypted task), as
+    :func:`~asynqpy.core.model.codec.message_of` makes one: its fields' dict, copied."""
+    d = dict(msg.__dict__)
+    d["payload"], d["result"], d["logs"] = payload, result, logs
+    m = _new(codec.Message)
+    _setattr(m, "__dict__", d)
+    return m
 
 
 def _opened_logs(stored: codec.Message) -> Any:
