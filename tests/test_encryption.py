@@ -519,3 +519,34 @@ def test_a_workflow_child_reads_its_encrypted_parents_results(backend: Any) -> N
 
     asyncio.run(main())
     assert got == [[{"echo": {"p": SECRET}}]]
+
+
+def test_durable_process_inputs_carry_encrypted_arguments(backend: Any) -> None:
+    """A process input's arguments are sealed (its process id and kind stay readable: the worker
+    routes it by them); the processor gets them decrypted and its response comes back decrypted."""
+    from asynqpy import AsyncClient, Input, Process, Step
+
+    ring = KeyRing({"k1": K1})
+    mux = ServeMux()
+    seen: list[Any] = []
+
+    @mux.process("vault")
+    def vault(p: Process, i: Input) -> Step | None:
+        seen.append(i.args)
+        if i.kind == "init":
+            return Step(state={"n": 1})
+        return Step(response={"got": i.args})
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, encryption=ring, queues=["pq"]):
+            c = AsyncClient(backend.new_async(), encryption=ring)
+            assert await c.start_process("vault", "v1", {"secret": SECRET}, queue="pq") is True
+            assert await c.call_process("v1", {"q": SECRET}, queue="pq", timeout=10) == {"got": {"q": SECRET}}
+            await c.close()
+
+    asyncio.run(main())
+    assert seen == [{"secret": SECRET}, {"q": SECRET}]
+    for key in backend.sync.scan_iter("asynqpy:{pq}:*"):
+        if backend.sync.type(key) == b"hash":
+            for v in backend.sync.hvals(key):
+                assert SECRET.encode() not in v, key
