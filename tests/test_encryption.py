@@ -550,3 +550,28 @@ def test_durable_process_inputs_carry_encrypted_arguments(backend: Any) -> None:
         if backend.sync.type(key) == b"hash":
             for v in backend.sync.hvals(key):
                 assert SECRET.encode() not in v, key
+
+
+def test_grouped_encrypted_tasks_are_aggregated_plain_and_the_aggregate_sealed(backend: Any) -> None:
+    ring = KeyRing({"k1": K1})
+    got: list[Any] = []
+    mux = ServeMux()
+
+    @mux.handle("digest")
+    async def digest(task: Task) -> None:
+        got.append(task.payload)
+
+    def aggregate(group: str, tasks: list[Task]) -> tuple[str, Any]:
+        return "digest", [t.payload for t in tasks]
+
+    with Client(backend.sync, encryption=ring) as c:
+        for i in range(3):
+            c.enqueue("mail", {"to": SECRET, "i": i}, group="g1", queue="gq")
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, queues={"gq": 1}, group_aggregator=aggregate,
+                           group_grace_period=0.2, encryption=ring):
+            await until(lambda: got)
+
+    asyncio.run(main())
+    assert got == [[{"to": SECRET, "i": i} for i in range(3)]]
