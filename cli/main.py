@@ -301,7 +301,6 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     functions' queues, its hooks, its server options and its Redis URL (the flags given win).
     Every setting's flag is also read from its environment variable (ASYNQPY_CONCURRENCY...)."""
     keys = signing_keys(signing_key_file)  # checked before any child process starts
-    ring = encryption_ring(encryption_keys_file)
     given = given_settings(settings)  # the flags given, checked: before any child process starts
     if "health_port" in given and processes > 1:
         raise UserError("--health-port serves one worker process's probes: run one process per container "
@@ -314,8 +313,7 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     queues: Any = given.pop("queues", None) or (app.server().options.queues if app else {"default": 1})
     if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
         keys = app.signing_key
-    if app is not None and ring is None:
-        ring = app.encryption
+    ring = _ring_of(app, encryption_keys_file)  # (the App's when no file or environment gives one)
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
@@ -333,6 +331,12 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     finally:
         if relay is not None:
             relay.stop()
+
+
+def _ring_of(app: Any, path: str | None) -> Any:
+    """The worker's key ring: --encryption-keys's, $ASYNQPY_ENCRYPTION_KEYS's, else the App's."""
+    ring = encryption_ring(path)
+    return app.encryption if ring is None and app is not None else ring
 
 
 def _check_loop(loop: str) -> None:

@@ -521,9 +521,10 @@ def test_a_workflow_child_reads_its_encrypted_parents_results(backend: Any) -> N
     assert got == [[{"echo": {"p": SECRET}}]]
 
 
-def test_durable_process_inputs_carry_encrypted_arguments(backend: Any) -> None:
+def test_durable_process_inputs_state_and_history_are_encrypted(backend: Any) -> None:
     """A process input's arguments are sealed (its process id and kind stay readable: the worker
-    routes it by them); the processor gets them decrypted and its response comes back decrypted."""
+    routes it by them), and so are the state and history events it commits; the processor gets
+    them decrypted, its response comes back decrypted, the Inspector shows them with the ring."""
     from asynqpy import AsyncClient, Input, Process, Step
 
     ring = KeyRing({"k1": K1})
@@ -534,8 +535,9 @@ def test_durable_process_inputs_carry_encrypted_arguments(backend: Any) -> None:
     def vault(p: Process, i: Input) -> Step | None:
         seen.append(i.args)
         if i.kind == "init":
-            return Step(state={"n": 1})
-        return Step(response={"got": i.args})
+            return Step(state={"s": SECRET}, events=[{"e": SECRET}])
+        assert p.state == {"s": SECRET} and [e.data for e in p.history] == [{"e": SECRET}]  # decrypted
+        return Step(response={"got": i.args}, events=["called"])
 
     async def main() -> None:
         async with serving(backend.new_async(), mux, encryption=ring, queues=["pq"]):
@@ -546,10 +548,14 @@ def test_durable_process_inputs_carry_encrypted_arguments(backend: Any) -> None:
 
     asyncio.run(main())
     assert seen == [{"secret": SECRET}, {"q": SECRET}]
-    for key in backend.sync.scan_iter("asynqpy:{pq}:*"):
+    for key in backend.sync.scan_iter("asynqpy:{pq}:*"):  # state, history, inputs: none in clear
         if backend.sync.type(key) == b"hash":
             for v in backend.sync.hvals(key):
                 assert SECRET.encode() not in v, key
+    proc = Inspector(backend.sync, encryption=ring).process("pq", "v1")
+    assert proc.state == {"s": SECRET} and [e.data for e in proc.history] == [{"e": SECRET}, "called"]
+    keyless = Inspector(backend.sync).process("pq", "v1")
+    assert isinstance(keyless.state, Encrypted) and isinstance(keyless.history[0].data, Encrypted)
 
 
 def test_grouped_encrypted_tasks_are_aggregated_plain_and_the_aggregate_sealed(backend: Any) -> None:
@@ -575,3 +581,31 @@ def test_grouped_encrypted_tasks_are_aggregated_plain_and_the_aggregate_sealed(b
 
     asyncio.run(main())
     assert got == [[{"to": SECRET, "i": i} for i in range(3)]]
+
+
+def test_a_durable_functions_history_is_encrypted(backend: Any) -> None:
+    from asynqpy import AsyncClient, Durable
+
+    ring = KeyRing({"k1": K1})
+    mux = ServeMux()
+    client = AsyncClient(backend.new_async(), encryption=ring)
+
+    def load(user_id: str) -> dict[str, str]:
+        return {"card": SECRET, "id": user_id}
+
+    @mux.durable(name="vaultfn", queue="dq", client=client)
+    async def vaultfn(ctx: Durable, user_id: str) -> str:
+        user = await ctx.step("load", load, user_id)
+        return str(user["card"])
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, encryption=ring, queues=["dq"]):
+            run = await client.start(vaultfn, SECRET, id="run-1")
+            assert await client.result(run, timeout=20) == SECRET
+        await client.close()
+
+    asyncio.run(main())
+    for key in backend.sync.scan_iter("asynqpy:{dq}:*"):
+        if backend.sync.type(key) == b"hash":
+            for v in backend.sync.hvals(key):
+                assert SECRET.encode() not in v, key

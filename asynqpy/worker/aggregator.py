@@ -129,9 +129,7 @@ class Aggregation:
                 if stored is None or stored[:1] != b"g":
                     continue  # left the group meanwhile: the script checks the rest
                 try:
-                    msg = open_message(self.ctx.broker.signer, queue, id, stored[1:])
-                    if self.ctx.broker.ring is not None or enc.sealed_message(msg):
-                        msg = await self._opened(queue, msg)  # (encrypted: the aggregator sees it plain)
+                    msg = await self._member(queue, id, stored)
                 except AsynqpyError as exc:  # unsigned, forged or malformed: archived as it is, never signed
                     log.error("group %s of queue %s: task %s refused (%s); archiving it unrun", group, queue, id,
                               exc)
@@ -160,6 +158,14 @@ class Aggregation:
                 log.error("group %s of queue %s: aggregate refused (%s)", group, queue, code)
                 return 0
         return 0
+
+    async def _member(self, queue: str, id: str, stored: bytes) -> Any:
+        """A member's message, verified, and decrypted when it is encrypted (the aggregator sees
+        it plain). Raises what makes it archived unrun: a bad signature, a key it cannot open."""
+        msg = open_message(self.ctx.broker.signer, queue, id, stored[1:])
+        if self.ctx.broker.ring is not None or enc.sealed_message(msg):
+            msg = await self._opened(queue, msg)
+        return msg
 
     async def _opened(self, queue: str, msg: Any) -> Any:
         """A member's message with its encrypted values decrypted (EncryptionError: archived)."""

@@ -295,7 +295,7 @@ class Processor:
             if r.opened:  # sealed again as stored: the payload's ciphertext kept, logs and result sealed
                 ring = self.ctx.broker.ring
                 msg = enc.seal_rewrite(ring, r.queue, msg, r.msg)
-                if result is not None:
+                if result is not None and not enc.is_sealed(result):  # (a process's response is sealed)
                     result = ring.seal(result, enc.RESULT, r.queue, msg.tenant)
             o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)
             self._log(r, o, error)

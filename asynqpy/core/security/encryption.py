@@ -439,3 +439,41 @@ def check_ring(value: Any) -> KeyRing | None:
 def sealed_payload(payload: Any) -> bool:
     """Is ``payload`` encrypted already (itself, or a process input's arguments)?"""
     return is_sealed(payload) or (type(payload) is dict and is_sealed(payload.get("a")))
+
+
+# -- a durable process's state and history (the worker's runner seals and opens them) ------------
+
+
+def seal_step(ring: KeyRing, queue: str, tenant: str, step: Any) -> Any:
+    """A processor's ``Step`` with its state, events and response encrypted (what it keeps as
+    is: KEEP, None, the timer, remove)."""
+    from dataclasses import replace
+
+    from ..processes.model import KEEP, Step
+
+    if not isinstance(step, Step):
+        return step  # (None, or a mistake plan_step reports)
+    def seal(v: Any, what: bytes) -> Any:
+        return ring.seal(v, what, queue, tenant)
+
+    events = step.events
+    if not isinstance(events, (str, bytes)) and isinstance(events, (list, tuple)):
+        events = [seal(e, HISTORY) for e in events]
+    return replace(step, events=events,
+                   state=step.state if step.state is KEEP or step.state is None else seal(step.state, STATE),
+                   response=None if step.response is None else seal(step.response, RESULT))
+
+
+def open_process(ring: KeyRing, queue: str, proc: Any) -> Any:
+    """A process (``Process``) as its processor sees it: its state and history decrypted."""
+    from dataclasses import replace
+
+    state = ring.open(proc.state, STATE, queue)
+    history = [replace(e, data=ring.open(e.data, HISTORY, queue)) if is_sealed(e.data) else e for e in proc.history]
+    return replace(proc, state=state, history=history)
+
+
+def process_tenants(queue: str, proc: Any) -> set[tuple[str, str]]:
+    """The (queue, tenant) keys a process's encrypted state and history name."""
+    values = [proc.state, *(e.data for e in proc.history)]
+    return {(queue, t) for v in values if is_sealed(v) and (t := tenant_of_kid(key_id(v))) is not None}

@@ -19,12 +19,25 @@ import msgpack
 from ..model.codec import decode
 from ..model.errors import EncryptionError, MalformedMessageError, TaskNotFoundError, TaskStateError
 from ..model.task import TaskInfo
+from ..processes.model import Process
 from ..results import tasklogs
 from ..spine.calls import Call
 from ..spine.keys import queue_keys
 from ..spine.stored import is_active, message_of
 from ..spine.twin import Steps
-from .encryption import LOGS, PAYLOAD, RESULT, Encrypted, KeyRing, is_sealed, key_id, tenant_kid, tenant_of_kid
+from .encryption import (
+    HISTORY,
+    LOGS,
+    PAYLOAD,
+    RESULT,
+    STATE,
+    Encrypted,
+    KeyRing,
+    is_sealed,
+    key_id,
+    tenant_kid,
+    tenant_of_kid,
+)
 
 
 def _value(reply: Any) -> Any:
@@ -76,7 +89,11 @@ def _needed(value: Any, queue: str) -> set[tuple[str, str]]:
 
 
 def _values(value: Any, queue: str) -> Iterable[tuple[str, Any]]:
-    if isinstance(value, TaskInfo):
+    if isinstance(value, Process):
+        yield value.queue, value.state
+        for e in value.history:
+            yield value.queue, e.data
+    elif isinstance(value, TaskInfo):
         for v in _sealed_in(value):
             yield value.queue, v
     elif isinstance(value, (list, tuple)) or type(value).__name__ == "TaskInfoList":
@@ -131,7 +148,20 @@ def reveal(ring: KeyRing | None, value: Any, queue: str = "", strict: bool = Fal
         return [_info(ring, v) if isinstance(v, TaskInfo) else v for v in value]
     if type(value) is msgpack.ExtType:
         return _open(ring, value, RESULT, queue, strict)
+    if isinstance(value, Process):
+        return _process(ring, value)
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], list) \
+            and any(isinstance(p, Process) for p in value[1]):  # (Inspector.processes: total, page)
+        return value[0], [_process(ring, p) for p in value[1]]
     return value
+
+
+def _process(ring: KeyRing | None, p: Process) -> Process:
+    """A process with its encrypted state and history opened (or shown as Encrypted)."""
+    if not is_sealed(p.state) and not any(is_sealed(e.data) for e in p.history):
+        return p
+    return replace(p, state=_open(ring, p.state, STATE, p.queue, False),
+                   history=[replace(e, data=_open(ring, e.data, HISTORY, p.queue, False)) for e in p.history])
 
 
 def reveal_plan(ring: KeyRing | None, value: Any, queue: str = "", strict: bool = False) -> Steps[Any]:
