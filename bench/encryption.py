@@ -137,6 +137,9 @@ def instr(n: int) -> None:
     rows = []
     try:
         r = redis.Redis.from_url(srv.url)
+        for enc in ("0", "1"):  # natively first: the modules' bytecode is written before any count
+            subprocess.run([sys.executable, "-c", INSTR_CHILD, srv.url, "1", "enqueue", enc], check=True,
+                           capture_output=True, timeout=120)
         with tempfile.TemporaryDirectory() as tmp:
             for what in ("enqueue", "drain"):
                 per = {}
