@@ -29,10 +29,13 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.model.clock import Clock, FakeClock
     from .core.model.errors import (
         AsynqpyError,
+        DecryptionError,
         DuplicateTaskError,
+        EncryptionError,
         EntryNotFoundError,
         HandlerNotFoundError,
         InvalidArgumentError,
+        KeyNotFoundError,
         LeaseLostError,
         MalformedMessageError,
         NotReplicatedError,
@@ -58,6 +61,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.processes.model import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
     from .core.results.events import TaskEvent
     from .core.results.tasklogs import LogLine
+    from .core.security.encryption import KeyRing
     from .core.spine.broker import QueueStats
     from .core.spine.protocol import ProtocolVersionError
     from .core.spine.queue_settings import QueueCap
@@ -84,6 +88,7 @@ __all__ = [
     "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
     "ProcessNotFoundError", "Step", "RedisAuthError", "DeterminismError", "Durable", "DurableError",
     "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError", "ProtocolVersionError",
+    "KeyRing", "EncryptionError", "KeyNotFoundError", "DecryptionError",
 ]
 
 
@@ -115,6 +120,7 @@ _WHERE = {
                      "RunFailedError", "StepFailedError"), "core.durable.replay"),
     "DurableFunction": "core.durable.function",
     "ProtocolVersionError": "core.spine.protocol",
+    "KeyRing": "core.security.encryption",
 }
 
 

@@ -176,8 +176,8 @@ class _Facade(DurableOpsPlans):
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
                  signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
-                 recheck: float = RECHECK) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck)
+                 recheck: float = RECHECK, encryption: Any = None) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck, encryption)
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
@@ -220,6 +220,8 @@ class Client(_Facade, Sync):
     Sentinel; see :mod:`asynqpy.connection`) or a redis-py client. ``max_payload_bytes``: the
     largest encoded payload accepted. ``signing_key``: bytes (or a list, the first signs) to sign
     every task with HMAC-SHA256 for workers that require it (see :mod:`asynqpy.signing`).
+    ``encryption``: a :class:`~asynqpy.KeyRing`: payloads are encrypted with it, results read
+    with it decrypted (docs/encryption.md).
 
     ``wait_replicas`` (default 0: off): every write (enqueue, enqueue_many, pause, unpause) is
     followed by ``WAIT wait_replicas wait_timeout`` on the same connection of the same node, and

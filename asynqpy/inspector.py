@@ -43,8 +43,8 @@ class _Facade(DurableInspectorPlans, InspectorPlans):
     _executor: Callable[[Any], Any]
 
     def __init__(self, redis: Any = None, *, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None) -> None:
-        super().__init__(clock, signing_key)
+                 signing_key: SigningKeys | None = None, encryption: Any = None) -> None:
+        super().__init__(clock, signing_key, encryption)
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
@@ -59,7 +59,9 @@ class Inspector(_Facade, Sync):
     ``$ASYNQPY_REDIS_URL``). Unknown queues raise QueueNotFoundError, unknown task ids
     TaskNotFoundError, an action the task's state forbids TaskStateError. Usable as a context
     manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
-    client's) so the message it rewrites when cancelling a task stays signed."""
+    client's) so the message it rewrites when cancelling a task stays signed. With encrypted tasks,
+    give it the ``encryption`` key ring: payloads, results and logs are shown decrypted (without
+    it, as :class:`~asynqpy.core.security.encryption.Encrypted`: "encrypted")."""
 
     _connect, _executor = staticmethod(sync_client), ReaderSyncExecutor  # checks the protocol
     _exec: SyncExecutor

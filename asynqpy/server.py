@@ -28,6 +28,7 @@ from .core.handlers.mux import ServeMux
 from .core.model.clock import Clock
 from .core.model.errors import AsynqpyError, InvalidArgumentError
 from .core.model.options import unknown_options
+from .core.security.encryption import KeyRing, check_ring
 from .core.security.signing import SigningKeys, make_signer
 from .core.spine.broker import Call
 from .core.spine.keys import ALL_QUEUES, is_queue_pattern, similar_queue, validate_queue_or_pattern
@@ -81,7 +82,9 @@ class Server:
     ``redis``: URL or redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``queues``: a
     mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
     key rotation: the first signs, all verify); the server then runs only tasks signed with one of
-    them, archives the others unrun ("bad signature"), and signs every message it rewrites. Other
+    them, archives the others unrun ("bad signature"), and signs every message it rewrites.
+    ``encryption``: a :class:`~asynqpy.KeyRing` (docs/encryption.md) that opens encrypted tasks and
+    seals their results and logs; an encrypted task it cannot open is archived with why. Other
     keyword options: see :class:`ServerOptions` (and docs/server.md for what each does).
     """
 
@@ -92,6 +95,7 @@ class Server:
         queues: Mapping[str, int] | Sequence[str] | None = None,
         clock: Clock | None = None,
         signing_key: SigningKeys | None = None,
+        encryption: KeyRing | None = None,
         **options: Any,
     ) -> None:
         if isinstance(queues, Mapping):
@@ -105,7 +109,7 @@ class Server:
             names = [f.name for f in fields(ServerOptions)]
             raise InvalidArgumentError(unknown_options("server option", unknown, names))
         self.options = ServerOptions(**options).validate()
-        self._signer = make_signer(signing_key)
+        self._signer, self._ring = make_signer(signing_key), check_ring(encryption)
         if isinstance(redis, str):
             check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
@@ -177,7 +181,7 @@ class Server:
         ``supervised``: see :meth:`run`). The loops of :data:`SERVER_LOOPS` that the options
         call for start and stop around the processor, in the table's order."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.clock, self._signer)
+        ctx = Context(redis, self.clock, self._signer, self._ring)
         served = ctx.served = ServedQueues(self.options.queues)
         # the loops start with the queues named; those patterns match join through ctx.served
         o = replace(self.options, queues=dict(served.current))

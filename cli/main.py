@@ -29,6 +29,8 @@ from .common import (
     When,
     echo,
     emit_json,
+    encryption_keys_option,
+    encryption_ring,
     json_option,
     redis_url_option,
     signing_key_option,
@@ -172,7 +174,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
     "metrics": ".metrics:metrics", "web": ".web:web", "process": ".processes:process",
     "rules": ".rules:rules", "outbox": ".outbox:outbox", "upgrade": ".upgrade:upgrade",
-    "durable": ".durable:durable",
+    "durable": ".durable:durable", "keys": ".encryption:keys", "tenant": ".encryption:tenant",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and the wire protocol it speaks, and exit.")
@@ -289,10 +291,12 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
 @signing_key_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
 def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_password_file: str | None,
-           supervised: bool, signing_key_file: str | None, redis_url: str, **settings: Any) -> None:
+           supervised: bool, signing_key_file: str | None, encryption_keys_file: str | None, redis_url: str,
+           **settings: Any) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win).
@@ -310,6 +314,7 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     queues: Any = given.pop("queues", None) or (app.server().options.queues if app else {"default": 1})
     if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
         keys = app.signing_key
+    ring = _ring_of(app, encryption_keys_file)  # (the App's when no file or environment gives one)
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
@@ -321,12 +326,18 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
 
-    server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **given})
+    server = Server(redis_url, queues=queues, signing_key=keys, encryption=ring, **{**extra, **given})
     try:
         server.run(mux, loop=loop, supervised=supervised)
     finally:
         if relay is not None:
             relay.stop()
+
+
+def _ring_of(app: Any, path: str | None) -> Any:
+    """The worker's key ring: --encryption-keys's, $ASYNQPY_ENCRYPTION_KEYS's, else the App's."""
+    ring = encryption_ring(path)
+    return app.encryption if ring is None and app is not None else ring
 
 
 def _check_loop(loop: str) -> None:
@@ -436,10 +447,11 @@ def _child_argv(argv: list[str]) -> list[str]:
               help="Only workers of this version or newer run it (--worker-version; docs/deploy.md).")
 @json_option
 @signing_key_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
-def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file: str | None, redis_url: str,
-            **flags: Any) -> None:
+def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file: str | None,
+            encryption_keys_file: str | None, redis_url: str, **flags: Any) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
@@ -448,7 +460,8 @@ def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file
     options = _enqueue_options(flags)
     from asynqpy.client import Client
 
-    with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
+    ring = encryption_ring(encryption_keys_file)
+    with Client(redis_url, signing_key=signing_keys(signing_key_file), encryption=ring) as client:
         try:
             info = client.enqueue(task_type, value, **options)
         except InvalidArgumentError as exc:

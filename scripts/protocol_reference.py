@@ -26,6 +26,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import msgpack
 from generated_page import write_or_check  # (scripts/ is on sys.path: run as python scripts/...)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +132,8 @@ def queue_keys() -> list[tuple[str, str, str]]:
     return out
 
 
-MSGPACK = {str: "str", int: "int", bool: "bool", object: "any", dict: "map", list: "array", type(None): "nil"}
+MSGPACK = {str: "str", int: "int", bool: "bool", object: "any", dict: "map", list: "array", type(None): "nil",
+           msgpack.ExtType: "ext 69 (encrypted)"}
 
 
 def fields() -> Iterator[tuple[int, str, str, str, int, str]]:

@@ -38,7 +38,7 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
                "proc_read", "proc_commit", "proc_step", "flow_read", "tenant_fix", "durable_emit", "wake_take"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
-                  "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold", "search"},
+                  "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold", "search", "rewrap"},
     "control": set(),  # remote control: plain commands on its own key space (asynqpy-control:*)
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]

@@ -189,6 +189,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("delete_tasks", lambda b: b.delete_tasks("q", TaskState.PENDING, ITEMS, 100)),
     ("archive_tasks", lambda b: b.archive_tasks("q", TaskState.SCHEDULED, ITEMS, 100)),
     ("edit_task", lambda b: b.edit_task("q", TaskState.RETRY, "i", S, b"new", 5, None, 10, -1, keyed=True)),
+    ("rewrap", lambda b: b.rewrap("q", "i", S, b"new")),
     ("aggregate", lambda b: b.aggregate("q", "g1", [("a", S), ("b", b"g" + encode(M0))], "new", M0)),
     ("ungroup", lambda b: b.ungroup("q", "i", S, "archive", "g1")),
     ("run_tasks", lambda b: b.run_tasks("q", TaskState.ARCHIVED, ["a", "b"])),

@@ -23,15 +23,19 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
+from dataclasses import replace
 from typing import Any
 
 from ..core.handlers.mux import ServeMux
 from ..core.handlers.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
-from ..core.model.errors import MalformedMessageError, SignatureError, TaskTimeoutError
+from ..core.model.errors import EncryptionError, MalformedMessageError, SignatureError, TaskTimeoutError
 from ..core.model.task import Task, ms_to_datetime, set_current
 from ..core.processes import model as process
+from ..core.security import encryption as enc
+from ..core.security.keyplans import load_plan
 from ..core.security.signing import run_message
 from ..core.spine import tracing
+from ..redisio.executor import arun_plan
 from .context import Context, Running
 from .fetcher import Fetcher
 from .runner import Runner
@@ -198,12 +202,16 @@ class Processor:
         no extra loop turn) under a timer that cancels it at the deadline; its return value is the
         result, unless the handler set one with ``write_result``."""
         assert r.task is not None
+        if self.ctx.broker.ring is not None or enc.sealed_message(r.msg):
+            await self._open(r)
         if remaining is not None and remaining <= 0:
             raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
         handler = self.runner.handler_for(r.msg.type)
         if r.msg.after is not None:  # a workflow task: its parents' results, from its record
             r.task._record = await self.runner.read_held(r.queue, r.id, self.ctx.broker.deps(r.queue, r.id),
                                                          "reading the task's parents' results")
+            if self.ctx.broker.ring is not None:
+                r.task._record = await self._open_parents(r.task._record)
         loop = asyncio.get_running_loop()
         if loop.time() >= r.lease_until:  # a busy loop read the dequeue's reply late: another may run it now
             self._let_go(r, "its lease ran out before its handler started (the event loop was busy)")
@@ -221,6 +229,41 @@ class Processor:
             r.task.result = returned
         if r.task.result is not None:
             check_result(r.task.result, self.opts.max_result_bytes)
+
+    async def _open(self, r: Running) -> None:
+        """Decrypt the task's payload and logs for its handler (``r.msg`` stays as stored; the
+        outcome seals again what it rewrites: ``_finish``). A task this worker cannot open (no key
+        ring, a missing key, a tampered ciphertext) raises EncryptionError: archived at once with
+        the reason, never retried (core/handlers/outcome.py)."""
+        assert r.task is not None
+        ring, msg = self.ctx.broker.ring, r.msg
+        if ring is None:
+            raise EncryptionError("the task is encrypted and this worker has no key ring (encryption=KeyRing(...), "
+                                  "--encryption-keys)")
+        tenants = {(r.queue, t) for t in enc.message_tenants(msg)}
+        if ring.needs_tenant_key(msg.tenant):
+            tenants.add((r.queue, msg.tenant))
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants, create=ring.needs_tenant_key(msg.tenant)))
+        try:
+            r.task._msg = enc.open_message(ring, r.queue, msg)
+        except MalformedMessageError as exc:
+            raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
+        r.opened = True
+
+    async def _open_parents(self, record: Any) -> Any:
+        """A workflow task's record with its parents' encrypted results decrypted (each with its
+        parent's queue's keys). A result that cannot be opened raises EncryptionError (archived)."""
+        ring = self.ctx.broker.ring
+        sealed = [p for p in record.parents if enc.is_sealed(p.result)]
+        if not sealed:
+            return record
+        tenants = {(p.queue, t) for p in sealed if (t := enc.tenant_of_kid(enc.key_id(p.result))) is not None}
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants))
+        parents = [replace(p, result=ring.open(p.result, enc.RESULT, p.queue)) if enc.is_sealed(p.result) else p
+                   for p in record.parents]
+        return replace(record, parents=parents)
 
     def _ended(self, r: Running, error: BaseException | None, tracer: Any, span: Any) -> None:
         """A handler ended (or was stopped): its slot is free; its duration and trace recorded."""
@@ -253,6 +296,11 @@ class Processor:
             result = plan.response if isinstance(plan, process.Plan) else r.task.result
             now_ms = self.ctx.clock.now_ms()
             msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
+            if r.opened:  # sealed again as stored: the payload's ciphertext kept, logs and result sealed
+                ring = self.ctx.broker.ring
+                msg = enc.seal_rewrite(ring, r.queue, msg, r.msg)
+                if result is not None and not enc.is_sealed(result):  # (a process's response is sealed)
+                    result = ring.seal(result, enc.RESULT, r.queue, msg.tenant)
             o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)
             self._log(r, o, error)
             if error is not None and o.will_retry is not None:

@@ -27,8 +27,11 @@ from ..core.model import codec
 from ..core.model.errors import LeaseLostError, TaskNotFoundError
 from ..core.model.task import Task
 from ..core.processes import model as process
+from ..core.security import encryption as enc
+from ..core.security.keyplans import load_plan
 from ..core.spine.broker import Call
 from ..redisio.connection import REDIS_ERRORS
+from ..redisio.executor import arun_plan
 from .context import Context, Holder
 from .sandbox import SandboxPool
 from .settings import ServerOptions
@@ -337,6 +340,12 @@ class Runner:
                 task._proc = plan
                 return
             assert proc is not None
+            ring = self.ctx.broker.ring
+            if ring is not None:  # its state and history decrypted (docs/encryption.md)
+                tenants = enc.process_tenants(task.queue, proc)
+                if tenants:
+                    await arun_plan(self.ctx.exec, load_plan(ring, tenants))
+                proc = enc.open_process(ring, task.queue, proc)
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "read", loop.time() - started)
             started = loop.time()
@@ -351,6 +360,8 @@ class Runner:
                 step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
+            if ring is not None:
+                step = enc.seal_step(ring, task.queue, task.tenant, step)
             h.finish(task, step, self.ctx.clock.now_ms(), parsed)
 
         return run

@@ -18,6 +18,7 @@ from ..model.errors import InvalidArgumentError
 from ..model.task import TaskInfo
 from ..processes import model as proc
 from ..processes import plans as processes
+from ..security.keyplans import reveal_plan
 from ..spine.twin import Steps, planned
 from .function import DurableFunction, process_type, run_id, signal_args
 from .replay import COMPLETED, FINISHED, DurableRun, RunFailedError, start_args
@@ -112,6 +113,8 @@ class DurablePlans(ClientPlans):
         delay = 0.01
         while True:
             p = yield from processes.read(self.broker, run.queue, run.id, 0, 0)
+            if self.broker.ring is not None:  # its state encrypted (docs/encryption.md)
+                p = yield from reveal_plan(self.broker.ring, p)
             done, value = _finished(run, p)
             if done:
                 return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..cron import entries as _cron
 from ..cron import entries as cron
@@ -25,6 +25,9 @@ from ..processes import plans as processes
 from ..processes.model import Process
 from ..results import events as ev
 from ..results.tasklogs import LogLine
+from ..security.encryption import check_ring
+from ..security.keyplans import ForgetReport, forget_plan, reveal_logs_plan, reveal_plan, sweep_plan
+from ..security.rotation import RotationReport, rotate_plan
 from ..security.signing import SigningKeys, make_signer
 from ..server import control
 from ..server.record import ServerInfo
@@ -40,14 +43,22 @@ from ..workflows.plans import WorkflowNode
 from . import search as _search
 from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
 
+_T = TypeVar("_T")
+
 
 class InspectorPlans(QueueSettingPlans):
     """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
     :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
 
-    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None) -> None:
-        self.broker = Broker(clock, make_signer(signing_key))
+    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, encryption: Any = None) -> None:
+        self.broker = Broker(clock, make_signer(signing_key), check_ring(encryption))
         self._plans = Plans(self.broker)
+
+    def _answer(self, plan: Steps[_T]) -> Steps[_T]:
+        """What a method answers, its encrypted values decrypted with the key ring, or shown as
+        :class:`~asynqpy.core.security.encryption.Encrypted` (no ring, no key: docs/encryption.md)."""
+        value = yield from plan
+        return (yield from reveal_plan(self.broker.ring, value))  # type: ignore[no-any-return]
 
     @planned
     def queues(self) -> Steps[list[str]]:
@@ -257,7 +268,8 @@ class InspectorPlans(QueueSettingPlans):
         (``attempt``, ``at``, ``text``): the lines of the attempts that ended by storing the task
         again (retried, archived, completed with a retention); docs/tasks.md "Task logs".
         TaskNotFoundError for a task that is not there (its logs went with it)."""
-        return self._plans.task_logs(queue, id)
+        lines = yield from self._plans.task_logs(queue, id)
+        return (yield from reveal_logs_plan(self.broker.ring, lines, queue))
 
     @planned
     def workflow(self, queue: str, id: str, limit: int = 1000) -> Steps[list[WorkflowNode]]:
@@ -378,6 +390,31 @@ class InspectorPlans(QueueSettingPlans):
         """Delete a task that is not active (TaskStateError if it is: cancel it instead). Releases
         its uniqueness lock."""
         return self._plans.act("delete", queue, id)
+
+    @planned
+    def rotate_keys(self, *, restart: bool = False, max_pages: int | None = None) -> Steps[RotationReport]:
+        """Re-encrypt what was sealed with an older key of the key ring with its newest key: every
+        queue's tasks (payloads, results, logs) and tenant keys (docs/encryption.md "Rotation").
+        Safe while workers run; resumable (the cursor is kept in Redis: a run goes on from where
+        the last one stopped; ``restart``: from the start); ``max_pages``: stop after that many
+        pages of a queue's tasks (``done`` False then). Needs the Inspector's ``encryption``."""
+        if self.broker.ring is None:
+            raise InvalidArgumentError("rotate_keys needs the key ring: Inspector(..., encryption=KeyRing(...))")
+        queues = yield from self._plans.queues()
+        return (yield from rotate_plan(self.broker, queues, restart, max_pages))
+
+    @planned
+    def forget_tenant(self, queue: str, tenant: str) -> Steps[ForgetReport]:
+        """Erase a tenant: destroy its encryption key (``KeyRing(..., tenant_keys=True)``), so
+        nothing sealed with it can be read again, write the audit event ``tenant_forgotten`` to
+        the queue's event stream, and delete the tenant's tasks that are not active (queued,
+        scheduled, retried, archived, kept). Its active tasks cannot be read any more: a worker
+        archives them; forgetting again removes them."""
+        report = ForgetReport()
+        report.key = yield from forget_plan(self.broker.ring, validate_queue(queue), tenant,
+                                            self.broker.clock.now_ms())
+        yield from sweep_plan(self._plans, queue, tenant, report)
+        return report
 
     @planned
     def run_task(self, queue: str, id: str) -> Steps[None]:
