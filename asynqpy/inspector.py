@@ -76,9 +76,9 @@ class Inspector(_Facade, Sync):
         at about ``budget`` tasks in Redis, a few ms), up to ``limit`` matches; stop early by
         leaving the loop. :meth:`search_page` resumes from a cursor, :meth:`search_count`
         counts, :meth:`search_act` acts on the matches. See docs/search.md."""
-        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget)
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            yield from scan.feed(self._exec.run_many(scan.call(self._plans._now())))
+            yield from self._drive(_search.step_plan(scan, self._plans._now()))
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
@@ -112,9 +112,9 @@ class AsyncInspector(_Facade, Async):
     async def search(self, queue: str, *, limit: int | None = None, cursor: int = 0, budget: int = _search.BUDGET,
                      **conditions: Any) -> AsyncIterator[TaskInfo]:
         """See :meth:`Inspector.search` (``async for task in inspector.search(...)``)."""
-        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget)
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            for task in scan.feed(await self._exec.run_many(scan.call(self._plans._now()))):
+            for task in await self._drive(_search.step_plan(scan, self._plans._now())):
                 yield task
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,

@@ -119,7 +119,7 @@ class InspectorPlans(QueueSettingPlans):
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
         if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
             raise InvalidArgumentError(f"pages must be an int >= 1, got {pages!r}")
-        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget)
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget, ring=self.broker.ring)
         tasks = yield from _search.scan_plan(scan, self._plans._now(), pages, limit)
         return _search.SearchPage(tasks, scan.cursor, min(scan.looked, scan.total or 0), scan.total or 0)
 
@@ -127,7 +127,8 @@ class InspectorPlans(QueueSettingPlans):
     def search_count(self, /, queue: str, *, budget: int = _search.BUDGET, **conditions: Any) -> Steps[int]:
         """How many of the queue's tasks match :meth:`~asynqpy.Inspector.search`'s ``conditions``
         (the whole queue read in bounded steps; only the count comes back)."""
-        scan = _search.Scan(queue, _search.make_search(**conditions), budget=budget, count_only=True)
+        scan = _search.Scan(queue, _search.make_search(**conditions), budget=budget, count_only=True,
+                            ring=self.broker.ring)
         yield from _search.scan_plan(scan, self._plans._now())
         return scan.matched
 
@@ -140,7 +141,7 @@ class InspectorPlans(QueueSettingPlans):
         meanwhile is refused, not acted on blindly. Tasks in a state the action does not apply to
         are counted as skipped."""
         _search.check_action(action)
-        scan = _search.Scan(queue, _search.make_search(**conditions))
+        scan = _search.Scan(queue, _search.make_search(**conditions), ring=self.broker.ring)
         tasks = yield from _search.scan_plan(scan, self._plans._now())
         return (yield from _search.act_plan(self._plans, queue, action, tasks))
 
