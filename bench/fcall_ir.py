@@ -97,11 +97,11 @@ def measure(way: str, n: int, batches: list[int]) -> dict[str, float]:
             x.run_many([b.enqueue(Q, f"t{size}-{i}", Message("t")) for i in range(n)])
             taken: list[tuple[str, bytes]] = []
 
-            def take(size: int = size) -> None:
+            def take(size: int = size, taken: list[tuple[str, bytes]] = taken) -> None:
                 while len(taken) < n:
                     taken.extend(x.run(b.dequeue(Q, size, 600_000, "tok00001")).tasks)
 
-            def done(size: int = size) -> None:
+            def done(size: int = size, taken: list[tuple[str, bytes]] = taken) -> None:
                 for i in range(0, n, size):
                     x.run(b.done_many(Q, [Done(id, "tok00001", Message("t")) for id, _ in taken[i:i + size]]))
 
