@@ -82,6 +82,47 @@ def _resets(script: str, defs: str) -> list[str]:
     return out
 
 
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _reads(function: str) -> set[str]:
+    """The words of a function's text past its name, less its parameters (a parameter shadows a
+    body local of its name in the whole function)."""
+    params, _, rest = function.partition(")")
+    return set(_WORD.findall(rest)) - set(_WORD.findall(params))
+
+
+def hoist(defs: str, body: str) -> tuple[str, str]:
+    """``defs`` and ``body`` with the body's top-level ``local function`` definitions that read none
+    of the body's own locals (nor a body function left in place) moved to the end of ``defs``: made
+    once at load, not at every call (the dequeue's stages define the plain and the fair take's
+    helpers in the body). Any word of a definition but its parameters counts as a read, its
+    comments too: a definition kept in place is always safe."""
+    blocks = list(_LOCAL_FUNCTION.finditer(body))
+    outside = _LOCAL_FUNCTION.sub("", body)
+    own = {n.strip() for m in _TOP_LOCAL.finditer(outside) for n in m.group(1).split(",")}
+    words = [_reads(m.group(0)[len("local function " + m.group(1)):]) for m in blocks]
+    kept = {m.group(1) for m in blocks}
+    moved: set[str] = set()
+    changed = True
+    while changed:  # a definition moves once every body function it reads has moved
+        changed = False
+        for m, used in zip(blocks, words):
+            name = m.group(1)
+            if name not in moved and not used & (own | (kept - {name})):
+                moved.add(name)
+                kept.discard(name)
+                changed = True
+    out, pos, lifted = [], 0, []
+    for m in blocks:
+        if m.group(1) in moved:
+            out.append(body[pos:m.start()])
+            lifted.append(m.group(0))
+            pos = m.end()
+    out.append(body[pos:])
+    return defs.rstrip("\n") + "\n" + "".join(lifted), "".join(out)
+
+
 def library(script: str, header: str, prologue: str, defs: str, body: str) -> tuple[str, str]:
     """The library text and function name of ``script``, from its header comment, its prologue (as
     :func:`~asynqpy.core.spine.scripts.prologue` emits it), its definitions and its body (the
@@ -95,6 +136,7 @@ def library(script: str, header: str, prologue: str, defs: str, body: str) -> tu
             per_call.append(line[len("local "):])
         else:
             per_call.append(line)
+    defs, body = hoist(defs, body)
     flags = "{'allow-oom'}" if script in RUN_WHEN_FULL else "{}"
     text = "\n".join([
         "#!lua name=@NAME@", header, "local K, A, G", *lib_level, defs.strip("\n"),
