@@ -129,3 +129,18 @@ def test_the_functions_give_the_recorded_replies_of_the_vectors(store: Any) -> N
                                       *(protocol_vectors.arg_bytes(a) for a in c["args"]))
         got.append(protocol_vectors.reply_json(reply))
     assert got == [c["reply"] for c in calls]
+
+
+def test_the_body_helpers_that_read_none_of_its_locals_are_made_at_load() -> None:
+    body = ("local now = 5\n"
+            "local function pure(s, n)\n  return s + n\nend\n"  # (its parameter s: not the body's)
+            "local function reads_now(x)\n  return x + now\nend\n"
+            "local function calls_pure(x)\n  return pure(x, 1)\nend\n"
+            "local function calls_kept(x)\n  return reads_now(x)\nend\n"
+            "return calls_kept(pure(now, 1))\n")
+    defs, rest = library.hoist("local A0 = 1\n", body)
+    assert [n for n in ("pure", "reads_now", "calls_pure", "calls_kept") if f"function {n}(" in defs] == \
+        ["pure", "calls_pure"]
+    assert "function reads_now(" in rest and "function calls_kept(" in rest and "function pure(" not in rest
+    lib = load_scripts()["dequeue"].library
+    assert lib.index("local function take_plain(") < lib.index("register_function")
