@@ -146,16 +146,6 @@ class _Pipe:
         self.node, self.commands = node, commands
 
 
-class _Load:
-    """A step: load libraries (their FUNCTION LOAD commands), on every master of a cluster. Raises
-    what a load raised."""
-
-    __slots__ = ("commands",)
-
-    def __init__(self, commands: list[tuple[Any, ...]]) -> None:
-        self.commands = commands
-
-
 class _Each:
     """A step: run sub-plans (one per cluster node), concurrently in the async executor; their answers."""
 
@@ -250,11 +240,13 @@ class _ExecutorPlans:
         good; a load Redis refuses otherwise (full: FUNCTION LOAD may grow memory) leaves them on,
         and these calls go by EVALSHA (EVAL runs where Redis is full as before)."""
         if function_missing(reply):
-            try:
-                yield _Load(load_args(names))
-            except ResponseError as exc:
-                if functions_refused(exc):
-                    self._functions_off(exc)
+            commands = load_args(names)  # (on a cluster: on every master, one pipeline each)
+            nodes = self.redis.get_primaries() if self._cluster else [None]
+            outs = yield _Each([self._node_pipe(node, commands) for node in nodes])
+            failed = next((r for out in outs for r in out if isinstance(r, Exception)), None)
+            if failed is not None:
+                if functions_refused(failed):
+                    self._functions_off(failed)
                 return False
             return True
         if functions_refused(reply):
@@ -411,9 +403,6 @@ class SyncExecutor(_ExecutorPlans, Sync):
             return self.redis.execute_command(*step)
         if kind is _Direct:
             return self._direct_many(step.calls)
-        if kind is _Load:
-            where = {"target_nodes": self.redis.get_primaries()} if self._cluster else {}
-            return [self.redis.execute_command(*command, **where) for command in step.commands]
         if kind is _Pipe:
             client = self.redis if step.node is None else self.redis.get_redis_connection(step.node)
             return _pipeline(client, step.commands).execute(raise_on_error=False)
@@ -487,9 +476,6 @@ class AsyncExecutor(_ExecutorPlans, Async):
             return await self.redis.execute_command(*step)
         if kind is _Direct:
             return await self._direct_many(step.calls)
-        if kind is _Load:
-            where = {"target_nodes": self.redis.get_primaries()} if self._cluster else {}
-            return [await self.redis.execute_command(*command, **where) for command in step.commands]
         if kind is _Pipe:
             return await self._pipe(step.node, step.commands)
         if kind is _Each:  # the nodes at once
