@@ -384,6 +384,9 @@ class Runner:
             if r is None or r.lost or task._proc is None:
                 raise LeaseLostError(f"input {iid} of process {pid} is no longer held")
             rec, history = task._proc
+            ring = self.ctx.broker.ring
+            if ring is not None:  # (sealed as the input's commit seals its events: enc.seal_step)
+                events = [ring.seal(e, enc.HISTORY, queue, task.tenant) for e in events]
             count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
             try:
