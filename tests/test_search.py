@@ -91,7 +91,7 @@ def test_pages_resume_from_their_cursor_and_report_progress(backend: Any) -> Non
         cursor, pages, looked = 0, 0, 0
         while True:
             page = insp.search_page("big", cursor=cursor, budget=200, limit=10, payload={"odd": True})
-            assert page.total == 1500 and page.looked >= 1
+            assert page.total == 1500 and 0 <= page.looked <= 1500  # (a last HSCAN batch may hold none)
             seen += [t.id for t in page.tasks]
             looked += page.looked
             pages += 1
