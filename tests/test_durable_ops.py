@@ -228,10 +228,10 @@ def test_finished_runs_are_removed_after_their_retention(backend: Any) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.xfail(reason="open defect after merging durable/core (checkpointed steps) with durable/ops (cooperative "
-                          "cancel): in this test's timing the cancel input is not answered within 20 s; the same "
-                          "runs cancelled by hand in isolation end cancelled. Tracked in the closing note of "
-                          "2026-11-29 (issue 46)", strict=False)
+@pytest.mark.xfail(reason="open defect (issue 46) after merging durable/core (checkpointed steps) with durable/ops "
+                          "(cooperative cancel): a cancel that met a checkpoint in flight left the commit stale "
+                          "(fixed: worker/runner.py keeps the in-flight checkpoint's reply); this test still "
+                          "times out now and then (1 run in 3 on redis-server), cause not found yet", strict=False)
 def test_cancel_reaches_a_running_step_and_the_run_ends_cancelled(backend: Any) -> None:
     mux = ServeMux()
     log: list[str] = []

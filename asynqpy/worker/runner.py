@@ -389,9 +389,21 @@ class Runner:
                 events = [ring.seal(e, enc.HISTORY, queue, task.tenant) for e in events]
             count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
+            sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))
             try:
-                raw, waiting = await self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed,
-                                                              task.message.key))
+                raw, waiting = await asyncio.shield(sent)
+            except asyncio.CancelledError:
+                # cancelled (a durable cancel notice, a timeout) while the checkpoint was in flight: it
+                # may have been written, changing the record the input's commit is checked against,
+                # so its reply is awaited and kept (else that commit is refused as stale and the
+                # input waits for its lease to expire)
+                try:
+                    raw, _ = await sent
+                    task._proc = (process.parse_record(pid, raw), history)
+                    r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
+                except Exception:  # noqa: BLE001 - refused or failed: the record did not change
+                    pass
+                raise
             except (LeaseLostError, TaskNotFoundError) as exc:
                 self.holder.lose(r, f"its checkpoint was refused ({exc})")
                 await asyncio.sleep(0)  # the cancellation lose() requested lands here
