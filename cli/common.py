@@ -48,6 +48,17 @@ class UserError(click.ClickException):
         echo(f"asynqpy: error: {self.message}", err=True)
 
 
+def ask(question: str) -> None:
+    """Ask a yes/no question on stderr (default no); a "no", or no answer at all (no terminal, the
+    input closed), stops the command with exit 2 and nothing done (``--yes`` skips the question)."""
+    try:
+        if click.confirm(question, default=False, err=True):
+            return
+    except click.Abort:
+        raise UserError("nothing done (no answer; --yes skips the question)") from None
+    raise UserError("nothing done")
+
+
 def user_errors(fn: F) -> F:
     """Turn library and connection errors into one line on stderr and exit code 2."""
 

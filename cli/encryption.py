@@ -7,8 +7,12 @@ from dataclasses import asdict
 
 import click
 
+from asynqpy.core.model.options import validate_tenant
+from asynqpy.core.spine.keys import validate_queue
+
 from .common import (
     UserError,
+    ask,
     echo,
     emit_json,
     encryption_keys_option,
@@ -72,9 +76,10 @@ def forget(queue: str, tenant_name: str, yes: bool, as_json: bool, encryption_ke
            redis_url: str) -> None:
     """Erase TENANT of QUEUE: destroy its encryption key (what was sealed with it can never be read
     again), delete its tasks that are not running, and record the audit event tenant_forgotten."""
-    if not yes and not click.confirm(f"Destroy the key of tenant {tenant_name!r} in queue {queue!r} and delete "
-                                     "its tasks? This cannot be undone", default=False):
-        raise UserError("nothing done")
+    validate_queue(queue), validate_tenant(tenant_name)  # (a bad name: exit 2 before the question)
+    if not yes:
+        ask(f"Destroy the key of tenant {tenant_name!r} in queue {queue!r} and delete its tasks? This cannot "
+            "be undone")
     with inspector(redis_url, encryption=encryption_ring(encryption_keys_file)) as insp:
         report = insp.forget_tenant(queue, tenant_name)
     if as_json:

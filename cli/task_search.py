@@ -13,6 +13,7 @@ from asynqpy.core.inspector.search import ACTIONS, parse_payload_condition
 from .common import (
     UserError,
     When,
+    ask,
     clip,
     console,
     echo,
@@ -105,8 +106,8 @@ def _count_then_act(insp: Any, queue: str, conditions: dict[str, Any], action: s
     if dry_run or not n or not action:
         emit_json({"matches": n}) if as_json else echo(f"{n:,} task(s) match in queue {queue}")
         return
-    if not yes and not click.confirm(f"{action} {n:,} matching task(s) in queue {queue}?", err=True):
-        raise UserError("nothing done")
+    if not yes:
+        ask(f"{action} {n:,} matching task(s) in queue {queue}?")
     rep = insp.search_act(queue, action, **conditions)
     if as_json:
         emit_json({"action": rep.action, "done": rep.done, "skipped": rep.skipped, "gone": rep.gone,

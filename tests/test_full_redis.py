@@ -199,6 +199,9 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     "proc_start": lambda h: h.b.proc_start(Q, "p", "new", Message("process:t", key="proc:p")),
     # a rule's task string (Resc's make), guarded by its set (nothing written: the event stays taken)
     "rules_push": lambda h: h.b.rules_push("out", "task", "out/set"),
+    # key rotation's rewrite of a stored value (refused whole: the value stays as it was, sealed
+    # with its older key, and the resumable rotation rewrites it on its next pass)
+    "rewrap": lambda h: h.b.rewrap(Q, "old", h.stored("old"), h.stored("old")),
 }
 # a running task's progress report: refused when full (the task goes on without it), see below;
 # a named limit's grant (refused when full: the handler gets the error and its task is retried)

@@ -148,7 +148,7 @@ def test_the_enqueue_command_has_a_flag_for_each_option_that_has_one() -> None:
 
     assert isinstance(enqueue, click.Command)
     params = {p.name: p for p in enqueue.params if isinstance(p, click.Option)}
-    own = {"payload", "as_json", "signing_key_file", "redis_url", "log_level"}  # the command's, not options
+    own = {"payload", "as_json", "signing_key_file", "encryption_keys_file", "redis_url", "log_level"}  # the command's, not options
     assert set(params) - own == {o.name for o in SPEC if o.flag}
     for o in SPEC:
         if o.flag:

@@ -13,6 +13,7 @@ needs before its handler runs, waited out through a Redis outage while its lease
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -209,6 +210,13 @@ def _fail(futs: list[asyncio.Future[Any] | list[_ProcRead]], exc: BaseException)
             f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
 
 
+def _checkpointed(task: Task, r: Any, pid: str, raw: Any, history: Any, events: list[Any]) -> None:
+    """A written checkpoint: the input holds the process's new record, and the events it wrote go
+    to the stream with the input's commit (durable_emit writes them only if the commit happened)."""
+    task._proc = (process.parse_record(pid, raw), history)
+    r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
+
+
 class _Checkpoints:
     """The checkpoints of a worker's running durable inputs, sent together: those asked for in one
     turn of the event loop go in one ``proc_step`` call per queue (as the writer batches commits)."""
@@ -384,9 +392,7 @@ class Runner:
             if r is None or r.lost or task._proc is None:
                 raise LeaseLostError(f"input {iid} of process {pid} is no longer held")
             rec, history = task._proc
-            ring = self.ctx.broker.ring
-            if ring is not None:  # (sealed as the input's commit seals its events: enc.seal_step)
-                events = [ring.seal(e, enc.HISTORY, queue, task.tenant) for e in events]
+            events = self._sealed(events, queue, task.tenant)
             count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
             sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))
@@ -397,26 +403,28 @@ class Runner:
                 # may have been written, changing the record the input's commit is checked against,
                 # so its reply is awaited and kept (else that commit is refused as stale and the
                 # input waits for its lease to expire)
-                try:
-                    raw, _ = await sent
-                    task._proc = (process.parse_record(pid, raw), history)
-                    r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
-                except Exception:  # noqa: BLE001 - refused or failed: the record did not change
-                    pass
+                with contextlib.suppress(Exception):  # refused or failed: the record did not change
+                    _checkpointed(task, r, pid, (await sent)[0], history, events)
                 raise
             except (LeaseLostError, TaskNotFoundError) as exc:
                 self.holder.lose(r, f"its checkpoint was refused ({exc})")
                 await asyncio.sleep(0)  # the cancellation lose() requested lands here
                 raise
-            task._proc = (process.parse_record(pid, raw), history)
-            # (their stream entries go with the input's commit: durable_emit writes only if it happened)
-            r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
+            _checkpointed(task, r, pid, raw, history, events)
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "checkpoint", loop.time() - t0)
             late = r.deadline_ms and self.ctx.clock.now_ms() > r.deadline_ms - 1000 * CONTINUE_S
             return waiting > 0 or loop.time() >= ends or bool(late)
 
         return checkpoint
+
+    def _sealed(self, events: list[Any], queue: str, tenant: str | None) -> list[Any]:
+        """A checkpoint's events sealed with the key ring, as the input's commit seals its own
+        (enc.seal_step); as given without a ring."""
+        ring = self.ctx.broker.ring
+        if ring is None:
+            return events
+        return [ring.seal(e, enc.HISTORY, queue, tenant) for e in events]
 
     async def read_held(self, queue: str, id: str, call: Call[Any] | tuple[str, int], what: str) -> Any:
         """A read a task needs before its handler runs (its process, its parents' results): a

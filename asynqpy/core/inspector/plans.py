@@ -20,6 +20,7 @@ from ..limits import plans as _limits
 from ..limits.plans import QueueLimits
 from ..model.clock import Clock
 from ..model.errors import InvalidArgumentError
+from ..model.options import validate_tenant
 from ..model.task import TaskInfo, TaskState
 from ..processes import plans as processes
 from ..processes.model import Process
@@ -412,7 +413,7 @@ class InspectorPlans(QueueSettingPlans):
         scheduled, retried, archived, kept). Its active tasks cannot be read any more: a worker
         archives them; forgetting again removes them."""
         report = ForgetReport()
-        report.key = yield from forget_plan(self.broker.ring, validate_queue(queue), tenant,
+        report.key = yield from forget_plan(self.broker.ring, validate_queue(queue), validate_tenant(tenant),
                                             self.broker.clock.now_ms())
         yield from sweep_plan(self._plans, queue, tenant, report)
         return report

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..model import codec
 from ..model.errors import EncryptionError, MalformedMessageError
-from ..spine.calls import Call
+from ..spine.calls import Call, Rewrapped
 from ..spine.keys import PREFIX, queue_keys
 from ..spine.stored import ACTIVE, message_of, state_char
 from ..spine.twin import Steps
@@ -106,7 +106,7 @@ def _rewrap_tenant_keys(broker: Any, queue: str, report: RotationReport) -> Step
         calls.append(broker.rewrap(queue, tenant, stored, ring.wrap(queue, tenant, kid, key), tkeys=True))
     if calls:
         for r in (yield calls):
-            report.rewrapped += 1 if r == 1 else 0
+            report.rewrapped += 1 if r is Rewrapped.REWRITTEN else 0
 
 
 def _page(broker: Any, queue: str, entries: dict[Any, bytes], report: RotationReport) -> Steps[None]:
@@ -134,7 +134,7 @@ def _page(broker: Any, queue: str, entries: dict[Any, bytes], report: RotationRe
             calls.append(broker.rewrap(queue, id, value, state_char(value) + gate.store(new)))
     if calls:
         for r in (yield calls):
-            if r == 1:
+            if r is Rewrapped.REWRITTEN:
                 report.rewritten += 1
             else:
                 report.skipped += 1

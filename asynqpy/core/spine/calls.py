@@ -93,6 +93,14 @@ class Registered(enum.IntEnum):
     NOT_A_PARENT = 4  # in an aggregation group, or targeted: it ends through other tasks
 
 
+class Rewrapped(enum.IntEnum):
+    """``rewrap``'s answer (key rotation's rewrite of one stored value)."""
+
+    CHANGED = 0  # changed since read, or gone: left for the next pass
+    REWRITTEN = 1
+    ACTIVE = -5  # an active task (its worker rewrites it), or the value's state differs
+
+
 class Resolved(enum.IntEnum):
     """``resolve``'s answer: what one parent's end did to the child."""
 

@@ -36,8 +36,8 @@ RUN_WHEN_FULL = frozenset({
     "aggregate", "archive", "archive_tasks", "cancel", "complete", "cron_pause", "cron_remove", "delete_tasks",
     "dequeue", "done", "done_dequeue", "drop", "drop_queue", "expire", "expired", "extend", "flow_read",
     "forget_gone", "forward", "page", "pause", "proc_commit", "proc_read", "reconcile", "requeue", "retry", "rewake",
-    "rules_dead", "rules_redrive", "run_end", "run_tasks", "snooze", "stats", "sweep", "tenant_fix", "tenants",
-    "trim", "ungroup", "unpause"})
+    "rules_dead", "rules_redrive", "run_end", "run_tasks", "search", "snooze", "stats", "sweep", "tenant_fix",
+    "tenants", "trim", "ungroup", "unpause", "wake_take"})
 """Scripts whose function carries ``allow-oom``: what a worker or an operator needs while Redis is
 full (tests/test_full_redis.py DRAIN). Redis refuses a function without it whole when Redis is
 full, where it refuses an EVAL script at its first write that may grow memory

@@ -15,6 +15,7 @@ from .calls import (
     BrokerBase,
     Call,
     QueueStats,
+    Rewrapped,
     Snapshot,
     T,
     _acted,
@@ -157,12 +158,13 @@ class OperatorCalls(BrokerBase):
             args += [id_arg(id), hint, read, key]
         return keys, args
 
-    def rewrap(self, queue: str, id: str, read: bytes, value: bytes, tkeys: bool = False) -> Call[int]:
+    def rewrap(self, queue: str, id: str, read: bytes, value: bytes, tkeys: bool = False) -> Call[Rewrapped]:
         """A task's stored value ``read`` -> ``value`` (its encrypted values sealed again: key
         rotation), only if unchanged since read and not active (lua/rewrap.lua); ``tkeys``: a
-        tenant key's record instead. 1 = rewritten, 0 = changed or gone, -5 = active."""
+        tenant key's record instead: :class:`Rewrapped`."""
         q = queue_keys(queue)
-        return script_call("rewrap", int, tasks=q.tkeys if tkeys else q.tasks, id=id, read=read, value=value)
+        return script_call("rewrap", lambda r: Rewrapped(int(r)), tasks=q.tkeys if tkeys else q.tasks, id=id,
+                           read=read, value=value)
 
     def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, new: bytes, at_ms: int | None,
                   in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[Acted]:
