@@ -144,3 +144,30 @@ def test_the_body_helpers_that_read_none_of_its_locals_are_made_at_load() -> Non
     assert "function reads_now(" in rest and "function calls_kept(" in rest and "function pure(" not in rest
     lib = load_scripts()["dequeue"].library
     assert lib.index("local function take_plain(") < lib.index("register_function")
+
+
+@pytest.mark.parametrize("backend", ["real", pytest.param("cluster", marks=pytest.mark.cluster)], indirect=True)
+def test_a_call_that_stores_nothing_replies_as_ever_when_redis_is_full(backend: Any) -> None:
+    """A function without allow-oom is refused whole by a full Redis, even when it would store
+    nothing; such a call goes again as an EVALSHA script (refused only at its first write that may
+    grow memory): a new-task call sent again after its reply was lost reports its own write, alone
+    or in a pipeline, while a call that would store something still gets RedisFullError."""
+    from asynqpy.core.model.errors import RedisFullError
+
+    r, b = backend.sync, Broker()
+    x = SyncExecutor(r)
+    first = b.enqueue(Q, "a", Message("t"))
+    stored = x.run(first)
+    _on_masters(r, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+    _on_masters(r, "CONFIG", "SET", "maxmemory", "1")
+    try:
+        assert x.functions
+        assert x.run(first) == stored  # its own write, found
+        out = x.run_many([first, b.enqueue(Q, "b", Message("t"))])
+        assert out[0] == stored and isinstance(out[1], RedisFullError)
+        with pytest.raises(RedisFullError):
+            x.run(b.enqueue(Q, "c", Message("t")))
+        assert x.functions  # (still on: a full Redis is no refusal of functions)
+    finally:
+        _on_masters(r, "CONFIG", "SET", "maxmemory", "0")
+    assert [id for id, _ in x.run(b.dequeue(Q, 5, 30_000, "tok00001")).tasks] == ["a"]

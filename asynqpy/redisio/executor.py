@@ -66,6 +66,7 @@ from .replies import (
     missed,
     no_script,
     parse_reply,
+    refused_whole,
     script_args,
     settle,
     stale,
@@ -252,6 +253,8 @@ class _ExecutorPlans:
         if functions_refused(reply):
             self._functions_off(reply)
             return False
+        if refused_whole(reply):
+            return False  # (this call only: by EVALSHA, refused at its first write that may grow memory)
         return None
 
     def _functions_off(self, reply: Any) -> None:
@@ -271,19 +274,19 @@ class _ExecutorPlans:
                 if not self._ready:
                     yield _READY
                 return (yield from self._per_node(calls, None))
-            replies = None
+            replies, functions = None, self.functions
             if self._fast and len(calls) <= DIRECT_MAX and all(bare(c) for c in calls):  # no pipeline
                 replies = yield _Direct(calls)
             if replies is None:
-                replies = list((yield _Pipe(None, [script_args(c, self.functions) for c in calls])))
+                replies = list((yield _Pipe(None, [script_args(c, functions) for c in calls])))
         except Exception as exc:
             err = typed_error(exc)
             if err is None:
                 raise
             raise err from exc
         for r in replies:
-            if missed(r):
-                yield from self._resend(calls, replies)
+            if missed(r, functions):
+                yield from self._resend(calls, replies, functions)
                 break
         return [parse_reply(c, r) for c, r in zip(calls, replies)]
 
@@ -308,11 +311,11 @@ class _ExecutorPlans:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
-    def _resend(self, calls: Sequence[Call[Any]], replies: list[Any]) -> Steps[None]:
-        """The calls whose script Redis did not know (NOSCRIPT, a function not found or refused:
-        :func:`.replies.missed`) sent again on their own (:meth:`_one`, the missing libraries
-        loaded first); each reply (or error) in place in ``replies``."""
-        todo = [i for i, reply in enumerate(replies) if missed(reply)]
+    def _resend(self, calls: Sequence[Call[Any]], replies: list[Any], functions: bool) -> Steps[None]:
+        """The calls whose script did not run (NOSCRIPT, a function not found or refused, a
+        function refused whole by a full Redis: :func:`.replies.missed`) sent again on their own
+        (:meth:`_one`, the missing libraries loaded first); each reply (or error) in place in ``replies``."""
+        todo = [i for i, reply in enumerate(replies) if missed(reply, functions)]
         try:
             again = yield from self._functions_after(next((replies[i] for i in todo if function_missing(replies[i])),
                                                           replies[todo[0]]), [calls[i].script for i in todo])
@@ -354,8 +357,9 @@ class _ExecutorPlans:
         """One pipeline (one connection) on ``node`` (None: the single-node client) for ``calls``
         and the WAIT; NOSCRIPT replies are sent again with EVAL. Never raises: a failure is
         every reply."""
-        out = yield from self._node_pipe(node, commands_of(calls, False, wait, self.functions))
-        missing = no_script(out, len(calls))
+        functions = self.functions
+        out = yield from self._node_pipe(node, commands_of(calls, False, wait, functions))
+        missing = no_script(out, len(calls), functions)
         if not missing:
             return out
         # the libraries of the missing functions loaded on this node, then those calls sent with EVAL

@@ -84,9 +84,20 @@ def functions_refused(reply: Any) -> bool:
     return isinstance(reply, ResponseError) and "unknown command" in text and ("fcall" in text or "function" in text)
 
 
-def missed(reply: Any) -> bool:
-    """Whether a script call's ``reply`` says it did not run for want of the script or function."""
-    return isinstance(reply, NoScriptError) or function_missing(reply) or functions_refused(reply)
+def refused_whole(reply: Any) -> bool:
+    """Whether ``reply`` is Redis refusing an FCALL before it ran because Redis is full (a function
+    without ``allow-oom``: core/spine/library.py RUN_WHEN_FULL). Nothing ran, so the call goes
+    again as an EVALSHA script, which Redis refuses only at its first write that may grow memory:
+    a call that stores nothing (its own write sent again after a lost reply, an id conflict)
+    replies as it always did (tests/test_state_machine.py redis_full)."""
+    return isinstance(reply, OutOfMemoryError)
+
+
+def missed(reply: Any, functions: bool = False) -> bool:
+    """Whether a script call's ``reply`` says it did not run for want of the script or function, or
+    (``functions``: it went as FCALL) because Redis refused the function whole (:func:`refused_whole`)."""
+    return (isinstance(reply, NoScriptError) or function_missing(reply) or functions_refused(reply)
+            or (functions and refused_whole(reply)))
 
 
 def eval_args(call: Call[Any]) -> tuple[Any, ...]:
@@ -146,9 +157,9 @@ def commands_of(calls: Sequence[Call[Any]], eval_: bool, wait: Wait, functions: 
     return out + [("WAIT", *wait)] if wait else out
 
 
-def no_script(out: list[Any], n: int) -> list[int]:
-    """The indices of the first ``n`` replies whose script did not run for want of it (:func:`missed`)."""
-    return [i for i, r in enumerate(out[:n]) if missed(r)]
+def no_script(out: list[Any], n: int, functions: bool = False) -> list[int]:
+    """The indices of the first ``n`` replies whose script did not run (:func:`missed`)."""
+    return [i for i, r in enumerate(out[:n]) if missed(r, functions)]
 
 
 def merge(out: list[Any], missing: list[int], again: list[Any], wait: Wait) -> list[Any]:
