@@ -150,8 +150,11 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
                 rep.errors.append(f"{id}: completed but never started")
             late = [t for _, t, _ in runs if t * 1000 > msg.completed_at_ms + 50]
             if late:
+                who = ", ".join(f"attempt {a} by pid {pid} at {t * 1000 - msg.completed_at_ms:+.0f} ms"
+                                for a, t, pid in sorted(runs, key=lambda x: x[1]))
                 rep.errors.append(f"{id}: started after it completed ({len(late)} times, "
-                                  f"{max(late) * 1000 - msg.completed_at_ms:.0f} ms after)")
+                                  f"{max(late) * 1000 - msg.completed_at_ms:.0f} ms after; retried "
+                                  f"{msg.retried}, last error {msg.last_error!r}; starts: {who})")
         if len(runs) > 1 + msg.retried:
             if id in (unconfirmed or ()) or (
                     failover_at is not None and _rerun_before(runs, len(runs) - 1 - msg.retried, failover_at)):
