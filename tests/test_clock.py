@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from asynqpy.core.model.clock import STALE_S, Clock
+from asynqpy.core.model.clock import Clock
 
 
 class Manual(Clock):
@@ -17,26 +17,45 @@ class Manual(Clock):
         return self.t
 
 
-def test_offset_from_the_middle_of_the_round_trip_and_slow_replies_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_offset_is_what_every_sample_agrees_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr("asynqpy.core.model.clock.time.monotonic", lambda: now[0])
     c = Manual()
     c.observe(1_000_500)  # no send time: the reply came at once
     assert c.offset_ms == 500
     c.t += 10
-    c.observe(1_000_514, sent_ms=c.t - 10)  # 10 ms round trip: Redis's now was at its middle
+    c.observe(1_000_514, sent_ms=c.t - 10)  # 10 ms round trip: 504..514 (disagrees with 500: a new start)
     assert c.offset_ms == 509
     c.t += 3000
-    c.observe(1_001_010 + 509, sent_ms=c.t - 3000)  # held up 3 s (executed right after sending)
-    assert c.offset_ms == 509  # ignored: it would put every estimate ~1.5 s off
+    c.observe(1_001_010 + 509, sent_ms=c.t - 3000)  # held up 3 s on the way back: -2491..509
+    assert 504 <= c.offset_ms <= 509  # it narrows nothing the fast one did not: no 1.5 s error
     c.t += 10
-    c.observe(c.t + 520, sent_ms=c.t - 5)  # a fast one is taken
-    assert c.offset_ms == 520 + 2
+    c.observe(c.t + 520, sent_ms=c.t - 5)  # 520..525 agrees with nothing kept: Redis's clock stepped
+    assert c.offset_ms == 522
+    c.t += 10
+    c.observe(c.t + 523, sent_ms=c.t - 4)  # 522..528 (whole ms: +-1) agrees: 522..526
+    assert c.offset_ms == 524
+    now[0] = 3600.0  # an hour later the bounds have widened by 360 ms (drift), to about 163..885
+    c.t += 2000
+    c.observe(c.t + 300, sent_ms=c.t - 2000)  # a slow sample (299..2301) narrows them: 299..885
+    assert c.offset_ms == 592
+
+
+def test_a_reply_read_late_after_an_outage_does_not_move_the_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fault audit's "started after it completed" (tests/faults/test_restart.py, load ~24): after
+    a Redis restart (no sample for seconds), the first reply was read ~150 ms late by a busy event
+    loop; taken at the middle of its round trip, it put completed_at ~70 ms before the run's start."""
     now = [0.0]
     monkeypatch.setattr("asynqpy.core.model.clock.time.monotonic", lambda: now[0])
-    c.observe(c.t + 520, sent_ms=c.t - 4)
-    now[0] = STALE_S + 1  # nothing fast for a long time: a slow sample beats none
-    c.t += 2000
-    c.observe(c.t + 700, sent_ms=c.t - 2000)
-    assert c.offset_ms == 700 + 1000
+    c = Manual()  # Redis's clock = this host's clock: the true offset is 0
+    for _ in range(3):
+        c.t += 500
+        c.observe(c.t - 2, sent_ms=c.t - 4)
+    assert c.offset_ms == 0
+    now[0] += 30.0  # the outage
+    c.t += 30_000
+    c.observe(c.t - 150, sent_ms=c.t - 152)  # executed 2 ms after sending, read 150 ms later
+    assert abs(c.offset_ms) <= 3
 
 
 def test_round_trips_that_grow_step_by_step_do_not_drag_the_offset(monkeypatch: pytest.MonkeyPatch) -> None:
