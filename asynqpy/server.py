@@ -40,6 +40,7 @@ from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
 from .worker.logs import capture_start, capture_stop
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
+from .worker.offload import BlobJanitor, check_store
 from .worker.processor import Processor
 from .worker.queues import ServedQueues
 from .worker.recoverer import Recoverer, RecovererParams
@@ -81,7 +82,8 @@ class Server:
     ``redis``: URL or redis-py asyncio client (default ``$ASYNQPY_REDIS_URL``). ``queues``: a
     mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
     key rotation: the first signs, all verify); the server then runs only tasks signed with one of
-    them, archives the others unrun ("bad signature"), and signs every message it rewrites. Other
+    them, archives the others unrun ("bad signature"), and signs every message it rewrites.
+    ``offload``: the blob store of offloaded payloads (docs/offload.md). Other
     keyword options: see :class:`ServerOptions` (and docs/server.md for what each does).
     """
 
@@ -92,6 +94,7 @@ class Server:
         queues: Mapping[str, int] | Sequence[str] | None = None,
         clock: Clock | None = None,
         signing_key: SigningKeys | None = None,
+        offload: Any = None,
         **options: Any,
     ) -> None:
         if isinstance(queues, Mapping):
@@ -106,6 +109,7 @@ class Server:
             raise InvalidArgumentError(unknown_options("server option", unknown, names))
         self.options = ServerOptions(**options).validate()
         self._signer = make_signer(signing_key)
+        self._offload = check_store(offload)
         if isinstance(redis, str):
             check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
@@ -177,7 +181,7 @@ class Server:
         ``supervised``: see :meth:`run`). The loops of :data:`SERVER_LOOPS` that the options
         call for start and stop around the processor, in the table's order."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.clock, self._signer)
+        ctx = Context(redis, self.clock, self._signer, self._offload)
         served = ctx.served = ServedQueues(self.options.queues)
         # the loops start with the queues named; those patterns match join through ctx.served
         o = replace(self.options, queues=dict(served.current))
@@ -484,6 +488,7 @@ SERVER_LOOPS: tuple[LoopSpec, ...] = (
     LoopSpec("janitor", _always, lambda p: Janitor(p.ctx, JanitorParams.of(p.options))),
     LoopSpec("control", _always, lambda p: _ControlLoop(p.ctx, p.processor, p.server_id, p.heartbeat)),
     LoopSpec("propagator", _always, lambda p: Propagator(p.ctx)),
+    LoopSpec("offload", _always, lambda p: BlobJanitor(p.ctx, list(p.options.queues))),
     LoopSpec("aggregation", lambda o: o.group_aggregator is not None, _aggregation),
     # an owner without entries only prunes its stale entries at start
     LoopSpec("scheduling", lambda o: bool(o.scheduler or o.scheduler_entries or o.scheduler_owner), _scheduling),

@@ -27,8 +27,9 @@ from typing import Any
 
 from ..core.handlers.mux import ServeMux
 from ..core.handlers.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
-from ..core.model.errors import MalformedMessageError, SignatureError, TaskTimeoutError
+from ..core.model.errors import BlobNotFoundError, MalformedMessageError, SignatureError, TaskTimeoutError
 from ..core.model.task import Task, ms_to_datetime, set_current
+from ..core.offload import refs
 from ..core.processes import model as process
 from ..core.security.signing import run_message
 from ..core.spine import tracing
@@ -198,6 +199,8 @@ class Processor:
         no extra loop turn) under a timer that cancels it at the deadline; its return value is the
         result, unless the handler set one with ``write_result``."""
         assert r.task is not None
+        if refs.is_ref(r.msg.payload):
+            await self._fetch(r)
         if remaining is not None and remaining <= 0:
             raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
         handler = self.runner.handler_for(r.msg.type)
@@ -217,6 +220,25 @@ class Processor:
             r.task.result = returned
         if r.task.result is not None:
             check_result(r.task.result, self.opts.max_result_bytes)
+
+    async def _fetch(self, r: Running) -> None:
+        """Read an offloaded payload from its blob for the handler (docs/offload.md); ``r.msg``
+        keeps the reference, and so does every message the outcome stores (``_finish``). A blob
+        that is missing raises BlobNotFoundError: archived at once with the reason, never retried
+        (core/handlers/outcome.py); a store that fails otherwise is an attempt's failure (retried)."""
+        assert r.task is not None
+        store = self.ctx.offload
+        if store is None:
+            raise BlobNotFoundError("the task's payload is offloaded and this worker has no blob store "
+                                    "(Server(offload=...), docs/offload.md)")
+        name = refs.ref_of(r.msg.payload)
+        data = await asyncio.get_running_loop().run_in_executor(self._pool, store.get, name)
+        try:
+            value = refs.decode(data)
+        except MalformedMessageError as exc:
+            raise BlobNotFoundError(f"blob {name!r} does not hold a payload: {exc}") from None
+        r.task._msg = r.task._msg.with_(payload=value)
+        r.fetched = True
 
     def _ended(self, r: Running, error: BaseException | None, tracer: Any, span: Any) -> None:
         """A handler ended (or was stopped): its slot is free; its duration and trace recorded."""
@@ -249,6 +271,8 @@ class Processor:
             result = plan.response if isinstance(plan, process.Plan) else r.task.result
             now_ms = self.ctx.clock.now_ms()
             msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
+            if r.fetched:  # stored with its reference, never the payload read from the blob
+                msg = msg.with_(payload=r.msg.payload)
             o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)
             self._log(r, o, error)
             if error is not None and o.will_retry is not None:

@@ -37,6 +37,7 @@ from ..model.errors import (
     ThrottledError,
 )
 from ..model.task import TaskInfo
+from ..offload import refs
 from ..processes import model as proc
 from ..processes import plans as processes
 from ..results.plans import RECHECK, Outcome, not_found, outcome_of_stored
@@ -145,7 +146,7 @@ class ClientPlans:
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
 
     def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
-                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK) -> None:
+                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK, offload: Any = None) -> None:
         if not isinstance(recheck, (int, float)) or isinstance(recheck, bool) or not 0 < recheck < math.inf:
             raise InvalidArgumentError(f"recheck must be a number of seconds > 0, got {recheck!r}")
         self.recheck = float(recheck)
@@ -157,6 +158,7 @@ class ClientPlans:
             raise InvalidArgumentError(f"wait_timeout must be > 0 seconds, got {wait_timeout!r}")
         self.broker = Broker(clock, make_signer(signing_key))
         self.max_payload_bytes = max_payload_bytes
+        self.offload = offload  # a blob store (asynqpy.worker.blobs), or None: docs/offload.md
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._derivers: dict[str, opts.Deriver] = {}
@@ -190,8 +192,32 @@ class ClientPlans:
     def _deriver(self, template: opts.Prepared) -> opts.Deriver:
         return opts.Deriver(template, self.max_payload_bytes)
 
+    def _claim(self, queue: str, task_id: str, payload: Any) -> Any:
+        """The payload as the message carries it: itself, or when its encoding is over the blob
+        store's threshold, stored as a blob and a reference to it (docs/offload.md). The blob is
+        written before the task: a producer that dies in between leaves an orphan the sweep
+        removes, never a task without its payload. (The store is called in this thread.)"""
+        store = self.offload
+        if store is None or refs.is_ref(payload):
+            return payload
+        data = refs.encode(payload)
+        if len(data) <= store.threshold:
+            return payload
+        name = refs.blob_name(queue, task_id)
+        store.put(name, data)
+        return refs.make_ref(name)
+
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
         queue = kwargs.get("queue", "default")
+        generated = False
+        if self.offload is not None and type(queue) is str:  # (a bad queue name is refused below)
+            given = kwargs.get("task_id")
+            id = given if type(given) is str and given else opts.new_task_id()
+            claimed = self._claim(validate_queue(queue), id, payload)
+            if claimed is not payload:
+                payload = claimed
+                if given is None:  # the id it was stored under, random still
+                    kwargs, generated = {**kwargs, "task_id": id}, True
         # the common case, options validated once per queue
         if not reply_to and len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:
             derive = self._derivers.get(queue)
@@ -205,7 +231,10 @@ class ClientPlans:
             raise InvalidArgumentError(opts.unknown_options("enqueue option", unknown, sorted(opts.OPTIONS)))
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
-        return opts.prepare(task_type, payload, reply_to=reply_to, **kwargs)
+        p = opts.prepare(task_type, payload, reply_to=reply_to, **kwargs)
+        if generated:
+            p.generated_id = True
+        return p
 
     def _plan(self, prepared: Sequence[opts.Prepared]) -> _Plan:
         """The broker calls for prepared tasks: the queues' registration first (every time, in the
@@ -290,7 +319,10 @@ class ClientPlans:
             elif derive is not None:  # the common options are validated once
                 if not ids:
                     ids = opts.new_task_ids(BATCH)
-                out.append(derive(item[0], payload, ids.pop(), now_ms))
+                id = ids.pop()
+                if self.offload is not None:
+                    payload = self._claim(derive.template.queue, id, payload)
+                out.append(derive(item[0], payload, id, now_ms))
             else:
                 p = self._prepare(item[0], payload, dict(common))
                 if fast:
@@ -344,7 +376,7 @@ class ClientPlans:
         prepared task and the calls to send in one round trip: the queue's registration (every
         time: see :meth:`_plan`) and the one call storing it; None for any other enqueue (the
         plan then runs). What the call does and answers is the plan's lone-task path, unchanged."""
-        if tracing.current is not None or self.wait_replicas:
+        if tracing.current is not None or self.wait_replicas or self.offload is not None:
             return None
         if options:
             queue = options.get("queue")

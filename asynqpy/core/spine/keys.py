@@ -238,14 +238,17 @@ class QueueKeys:
     -> pass), tn (HASH: 'v' the virtual time, 'q' the seq counter, 'l:<tenant>' its settings), ta
     (ZSET, scores 0, of the active tasks of tenants, member 'tenant \\0 id'). Every script that
     names prio names these four (``core.spine.broker.pending_keys``); tw (ZSET: the tenants held by their
-    rate -> the ms their next task conforms; named only by the dequeue, set_tenant and tenant_fix).
+    rate -> the ms their next task conforms; named only by the dequeue, set_tenant and tenant_fix);
+    blobs (SET of the blob names of offloaded payloads whose tasks left for good, deleted from the
+    blob store by a worker: lua/includes/offload.lua, docs/offload.md).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
                  "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta", "tw")
+                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta", "tw",
+                 "blobs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -294,6 +297,7 @@ class QueueKeys:
         self.tn = base + "tn"
         self.ta = base + "ta"
         self.tw = base + "tw"
+        self.blobs = base + "blobs"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""

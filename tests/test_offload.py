@@ -1,0 +1,158 @@
+"""Offloaded payloads (claim check, docs/offload.md): large payloads go to a blob store and the
+message carries a reference; workers read them before the handler; blobs are deleted when their
+task leaves for good (the exit duty and the blob janitor's drain) and orphans are swept. On
+fakeredis, redis-server and the Cluster (the exit duty is in the scripts)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from helpers import serving, until
+
+from asynqpy import (
+    BlobNotFoundError,
+    Client,
+    FileBlobStore,
+    Inspector,
+    InvalidArgumentError,
+    PayloadError,
+    ServeMux,
+    Task,
+    TaskState,
+)
+from asynqpy.core.model.codec import decode
+from asynqpy.core.offload import refs
+from asynqpy.core.spine import stored
+from asynqpy.core.spine.keys import queue_keys
+from asynqpy.worker.offload import drain, sweep
+
+K = queue_keys("default")
+BIG = "x" * 5000
+
+
+def _msg(backend: Any, id: str) -> Any:
+    return decode(stored.message_of(backend.sync.hget(K.tasks, id)))
+
+
+def _blobs(store: FileBlobStore) -> list[str]:
+    return sorted(name for name, _ in store.list())
+
+
+def _mux(ran: list[Any], fail: set[int] | None = None) -> ServeMux:
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+        if fail and task.payload.get("n") in fail and task.retry_count == 0:
+            raise RuntimeError("once")
+
+    return mux
+
+
+def test_small_payloads_stay_in_the_message_large_ones_are_offloaded(backend: Any, tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path, threshold=1000)
+    client = Client(backend.sync, offload=store)
+    small = client.enqueue("t", {"n": 1}).id
+    big = client.enqueue("t", {"n": 2, "body": BIG}).id
+    assert _msg(backend, small).payload == {"n": 1}
+    ref = _msg(backend, big).payload
+    assert refs.is_ref(ref) and type(ref) is msgpack.ExtType and ref.code == refs.EXT_CODE
+    name = refs.ref_of(ref)
+    assert refs.parse_name(name) == (K.name, big) and _blobs(store) == [name]
+    assert refs.decode(store.get(name)) == {"n": 2, "body": BIG}  # the blob: what the message would hold
+    assert len(backend.sync.hget(K.tasks, big)) < 200
+    # batches too (the fast path of enqueue_many)
+    ids = client.enqueue_many([("t", {"n": 3, "body": BIG}), ("t", {"n": 4})]).ids
+    assert refs.is_ref(_msg(backend, ids[0]).payload) and _msg(backend, ids[1]).payload == {"n": 4}
+
+
+def test_workers_read_the_blob_and_delete_it_when_the_task_is_done(backend: Any, tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path, threshold=1000)
+    client = Client(backend.sync, offload=store)
+    done = client.enqueue("t", {"n": 1, "body": BIG}).id
+    retried = client.enqueue("t", {"n": 2, "body": BIG}, retry_delay=0.05).id
+    kept = client.enqueue("t", {"n": 3, "body": BIG}, retention=60).id
+    assert len(_blobs(store)) == 3
+    ran: list[Any] = []
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(ran, {2}), offload=store):
+            await until(lambda: len(ran) == 4)
+            await until(lambda: len(_blobs(store)) == 1)  # the done ones' blobs deleted by the drain
+
+    asyncio.run(main())
+    assert sorted(p["n"] for p in ran) == [1, 2, 2, 3] and all(p["body"] == BIG for p in ran)
+    assert not backend.sync.hexists(K.tasks, done) and not backend.sync.hexists(K.tasks, retried)
+    info = Inspector(backend.sync).task_info("default", kept)
+    assert info.state is TaskState.COMPLETED and refs.ref_of(_msg(backend, kept).payload) == _blobs(store)[0]
+    assert backend.sync.scard(K.blobs) == 0
+
+
+def test_a_missing_blob_archives_the_task_with_the_reason(backend: Any, tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path, threshold=1000)
+    id = Client(backend.sync, offload=store).enqueue("t", {"n": 1, "body": BIG}, max_retry=5).id
+    store.delete(_blobs(store)[0])
+    ran: list[Any] = []
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(ran), offload=store):
+            await until(lambda: backend.sync.zcard(K.archived) == 1)
+
+    asyncio.run(main())
+    info = Inspector(backend.sync).task_info("default", id)
+    assert ran == [] and info.state is TaskState.ARCHIVED and info.retried == 0
+    assert "BlobNotFoundError" in info.last_error and "is not in" in info.last_error
+
+
+def test_an_operator_delete_records_the_blob_and_the_drain_deletes_it(backend: Any, tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path, threshold=1000)
+    id = Client(backend.sync, offload=store).enqueue("t", {"n": 1, "body": BIG}).id
+    name = _blobs(store)[0]
+    Inspector(backend.sync).delete_task("default", id)
+    assert backend.sync.smembers(K.blobs) == {name.encode()}
+
+    async def main() -> None:
+        r = backend.new_async()
+        assert await drain(r, store, "default") == 1
+        assert await drain(r, store, "default") == 0  # idempotent
+
+    asyncio.run(main())
+    assert _blobs(store) == [] and backend.sync.scard(K.blobs) == 0
+
+
+def test_the_sweep_removes_orphans_older_than_the_grace_only(backend: Any, tmp_path: Path) -> None:
+    store = FileBlobStore(tmp_path, threshold=1000)
+    client = Client(backend.sync, offload=store)
+    live = client.enqueue("t", {"n": 1, "body": BIG}).id
+    # a producer killed between storing its blob and the enqueue: a blob, no task
+    orphan = refs.blob_name("default", "never-enqueued")
+    store.put(orphan, refs.encode({"n": 2}))
+
+    async def main() -> None:
+        r = backend.new_async()
+        assert await sweep(r, store, ["default"], grace=3600) == []  # too young: its task may be on its way
+        assert await sweep(r, store, ["default"], grace=0) == [orphan]
+
+    asyncio.run(main())
+    assert [refs.parse_name(n).task_id for n in _blobs(store)] == [live]  # type: ignore[union-attr]
+
+
+def test_the_message_cap_points_to_offloading(backend: Any) -> None:
+    with pytest.raises(PayloadError, match="offload"):
+        Client(backend.sync, max_payload_bytes=1000).enqueue("t", BIG)
+
+
+def test_bad_stores_and_thresholds_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError):
+        Client(offload="/tmp/x")
+    with pytest.raises(InvalidArgumentError):
+        FileBlobStore(tmp_path, threshold=-1)
+    with pytest.raises(BlobNotFoundError):
+        FileBlobStore(tmp_path).get("default/x/" + "0" * 24 + "p")
+    with pytest.raises(InvalidArgumentError):
+        FileBlobStore(tmp_path).put("../escape", b"")
