@@ -29,6 +29,7 @@ from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, is_cluster, read_timeout, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 from .redisio.protocol import ReaderAsyncExecutor, ReaderSyncExecutor
+from .worker.blobs import check_store
 
 __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "QueueLimits", "ServerInfo",
            "WorkerInfo"]
@@ -42,8 +43,8 @@ class _Facade(InspectorPlans):
     _executor: Callable[[Any], Any]
 
     def __init__(self, redis: Any = None, *, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None) -> None:
-        super().__init__(clock, signing_key)
+                 signing_key: SigningKeys | None = None, offload: Any = None) -> None:
+        super().__init__(clock, signing_key, check_store(offload))
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
@@ -58,7 +59,9 @@ class Inspector(_Facade, Sync):
     ``$ASYNQPY_REDIS_URL``). Unknown queues raise QueueNotFoundError, unknown task ids
     TaskNotFoundError, an action the task's state forbids TaskStateError. Usable as a context
     manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
-    client's) so the message it rewrites when cancelling a task stays signed."""
+    client's) so the message it rewrites when cancelling a task stays signed. With offloaded
+    payloads, give it the blob store (``offload=``): they are shown read from it (without it, as
+    :class:`~asynqpy.core.offload.refs.Offloaded`: docs/offload.md)."""
 
     _connect, _executor = staticmethod(sync_client), ReaderSyncExecutor  # checks the protocol
     _exec: SyncExecutor

@@ -83,13 +83,21 @@ def test_workers_read_the_blob_and_delete_it_when_the_task_is_done(backend: Any,
     async def main() -> None:
         async with serving(backend.new_async(), _mux(ran, {2}), offload=store):
             await until(lambda: len(ran) == 4)
-            await until(lambda: len(_blobs(store)) == 1)  # the done ones' blobs deleted by the drain
+            # the done ones' blobs deleted by the drain, then their names
+            await until(lambda: len(_blobs(store)) == 1 and backend.sync.scard(K.blobs) == 0)
 
     asyncio.run(main())
     assert sorted(p["n"] for p in ran) == [1, 2, 2, 3] and all(p["body"] == BIG for p in ran)
     assert not backend.sync.hexists(K.tasks, done) and not backend.sync.hexists(K.tasks, retried)
-    info = Inspector(backend.sync).task_info("default", kept)
-    assert info.state is TaskState.COMPLETED and refs.ref_of(_msg(backend, kept).payload) == _blobs(store)[0]
+    info = Inspector(backend.sync, offload=store).task_info("default", kept)
+    assert info.state is TaskState.COMPLETED and info.payload == {"n": 3, "body": BIG}
+    assert refs.ref_of(_msg(backend, kept).payload) == _blobs(store)[0]
+    # without the store, or with its blob gone, the Inspector shows what it can: the reference
+    name = _blobs(store)[0]
+    assert Inspector(backend.sync).task_info("default", kept).payload == refs.Offloaded(name)
+    store.delete(name)
+    listed = Inspector(backend.sync, offload=store).list_tasks("default", "completed")
+    assert [t.payload for t in listed] == [refs.Offloaded(name, missing=True)]
     assert backend.sync.scard(K.blobs) == 0
 
 
@@ -156,3 +164,148 @@ def test_bad_stores_and_thresholds_are_refused(tmp_path: Path) -> None:
         FileBlobStore(tmp_path).get("default/x/" + "0" * 24 + "p")
     with pytest.raises(InvalidArgumentError):
         FileBlobStore(tmp_path).put("../escape", b"")
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Any:
+    """A local S3-compatible server (moto's server mode) on a free port, no network."""
+    pytest.importorskip("boto3")
+    pytest.importorskip("moto")
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("moto's server did not start") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _s3(endpoint: str, bucket: str, threshold: int = 1000) -> Any:
+    import boto3
+
+    from asynqpy import S3BlobStore
+
+    options = {"region_name": "us-east-1", "aws_access_key_id": "test", "aws_secret_access_key": "test"}
+    boto3.client("s3", endpoint_url=endpoint, **options).create_bucket(Bucket=bucket)
+    return S3BlobStore(bucket, threshold=threshold, endpoint_url=endpoint, **options)
+
+
+def test_the_s3_store_round_trips_deletes_and_sweeps(backend: Any, s3_endpoint: str) -> None:
+    store = _s3(s3_endpoint, f"b-{backend.kind}")
+    with pytest.raises(BlobNotFoundError):
+        store.get("default/x/" + "0" * 24 + "p")
+    store.delete("default/x/" + "0" * 24 + "p")  # gone already: nothing
+    client = Client(backend.sync, offload=store)
+    id = client.enqueue("t", {"n": 1, "body": BIG}).id
+    orphan = refs.blob_name("default", "never-enqueued")
+    store.put(orphan, refs.encode({"n": 2}))
+    ran: list[Any] = []
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(ran), offload=store):
+            await until(lambda: len(ran) == 1)
+            await until(lambda: [n for n, _ in store.list()] == [orphan])  # the done task's blob drained
+        assert await sweep(backend.new_async(), store, ["default"], grace=0) == [orphan]
+
+    asyncio.run(main())
+    assert ran == [{"n": 1, "body": BIG}] and not backend.sync.hexists(K.tasks, id) and list(store.list()) == []
+
+
+_KILLING_STORE = """
+import os, signal, sys
+from asynqpy import FileBlobStore
+
+class Killing(FileBlobStore):
+    def {method}(self, *args):
+        super().{method}(*args) if {after} else None
+        os.kill(os.getpid(), signal.SIGKILL)  # killed right {where}
+store = Killing(sys.argv[2], threshold=1000)
+"""
+
+
+def _run_killed(code: str, url: str, root: Path) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", code, url, str(root)], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert res.returncode == -9, res.stdout + res.stderr  # SIGKILL, where the store said
+
+
+@pytest.mark.real
+def test_a_producer_killed_between_its_blob_and_the_enqueue_leaves_an_orphan_the_sweep_removes(
+        redis_url: str, tmp_path: Path) -> None:
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    r.flushall()
+    code = _KILLING_STORE.format(method="put", after=True, where="after storing the blob") + (
+        "from asynqpy import Client\nClient(sys.argv[1], offload=store).enqueue('t', {'body': 'x' * 5000})\n")
+    _run_killed(code, redis_url, tmp_path)
+    store = FileBlobStore(tmp_path, threshold=1000)
+    assert len(_blobs(store)) == 1 and r.hlen(K.tasks) == 0  # the blob, no task (the enqueue never returned)
+
+    async def main() -> None:
+        import redis.asyncio as aredis
+
+        a = aredis.Redis.from_url(redis_url)
+        assert await sweep(a, store, ["default"], grace=3600) == []
+        assert len(await sweep(a, store, ["default"], grace=0)) == 1
+        await a.aclose()
+
+    asyncio.run(main())
+    assert _blobs(store) == []
+
+
+@pytest.mark.real
+def test_a_worker_killed_between_the_end_and_the_deletion_leaves_the_name_the_next_drain_deletes(
+        redis_url: str, tmp_path: Path) -> None:
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    r.flushall()
+    store = FileBlobStore(tmp_path, threshold=1000)
+    client = Client(redis_url, offload=store)
+    done = client.enqueue("t", {"n": 1, "body": BIG}).id
+    kept = client.enqueue("t", {"n": 2, "body": BIG}, retention=600).id
+    code = _KILLING_STORE.format(method="delete", after=False, where="before deleting the blob") + """
+from asynqpy import ServeMux, Server
+mux = ServeMux()
+mux.handle("t")(lambda task: None)
+Server(sys.argv[1], offload=store, heartbeat_interval=0.5).run(mux)
+"""
+    _run_killed(code, redis_url, tmp_path)
+    # the task ended (done, not kept: gone), its blob's name recorded, the blob still there
+    assert not r.hexists(K.tasks, done) and r.hexists(K.tasks, kept) and r.scard(K.blobs) == 1
+    assert len(_blobs(store)) == 2
+
+    async def main() -> None:
+        import redis.asyncio as aredis
+
+        a = aredis.Redis.from_url(redis_url)
+        assert await drain(a, store, "default") == 1
+        assert await sweep(a, store, ["default"], grace=0) == []  # the kept task's blob is not an orphan
+        await a.aclose()
+
+    asyncio.run(main())
+    assert [refs.parse_name(n).task_id for n in _blobs(store)] == [kept]  # type: ignore[union-attr]
+    assert r.scard(K.blobs) == 0 and Inspector(r, offload=store).task_info("default", kept).payload["n"] == 2

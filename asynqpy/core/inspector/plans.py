@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..cron import entries as _cron
 from ..cron import entries as cron
@@ -21,6 +21,7 @@ from ..limits.plans import QueueLimits
 from ..model.clock import Clock
 from ..model.errors import InvalidArgumentError
 from ..model.task import TaskInfo, TaskState
+from ..offload import refs
 from ..processes import plans as processes
 from ..processes.model import Process
 from ..results import events as ev
@@ -40,14 +41,23 @@ from ..workflows.plans import WorkflowNode
 from . import search as _search
 from .inspection import DailyStats, GroupInfo, Plans, QueueInfo
 
+_T = TypeVar("_T")
+
 
 class InspectorPlans(QueueSettingPlans):
     """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
     :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
 
-    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None) -> None:
+    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, offload: Any = None) -> None:
         self.broker = Broker(clock, make_signer(signing_key))
         self._plans = Plans(self.broker)
+        self.offload = offload  # a blob store: offloaded payloads are shown read from it (docs/offload.md)
+
+    def _answer(self, plan: Steps[_T]) -> Steps[_T]:
+        """What a method answers, its tasks' offloaded payloads read from the blob store (shown as
+        :class:`~asynqpy.core.offload.refs.Offloaded` without one: docs/offload.md)."""
+        value = yield from plan
+        return refs.reveal(self.offload, value)  # type: ignore[no-any-return]
 
     @planned
     def queues(self) -> Steps[list[str]]:

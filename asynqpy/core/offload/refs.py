@@ -104,3 +104,41 @@ def is_orphan(name: str, age: float, grace: float, stored: Any) -> bool:
     if age < grace:
         return False
     return stored is None or name not in referenced(stored)
+
+
+class Offloaded(NamedTuple):
+    """An offloaded payload as a reader without its blob shows it (the Inspector with no blob
+    store, or a blob that is missing): the blob's name, and whether the store said it is gone."""
+
+    name: str
+    missing: bool = False
+
+
+def read_value(store: Any, value: Any) -> Any:
+    """A stored value as its reader shows it: a reference's blob read from ``store`` (an
+    :class:`Offloaded` when there is no store or no such blob), anything else itself."""
+    if not is_ref(value):
+        return value
+    name = ref_of(value)
+    if store is None:
+        return Offloaded(name)
+    from ..model.errors import BlobNotFoundError
+
+    try:
+        return decode(store.get(name))
+    except (BlobNotFoundError, MalformedMessageError):
+        return Offloaded(name, missing=True)
+
+
+def reveal(store: Any, answer: Any) -> Any:
+    """An Inspector's answer with the offloaded payloads of its TaskInfo (one, or a list) read
+    from ``store``. (The store is called in the caller's thread.)"""
+    from dataclasses import replace
+
+    from ..model.task import TaskInfo
+
+    if type(answer) is TaskInfo:
+        return replace(answer, payload=read_value(store, answer.payload)) if is_ref(answer.payload) else answer
+    if type(answer) is list and any(type(a) is TaskInfo and is_ref(a.payload) for a in answer):
+        return [reveal(store, a) for a in answer]
+    return answer

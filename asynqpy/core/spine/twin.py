@@ -62,10 +62,10 @@ def _method(cls: type, name: str, spec: planned[..., Any], is_async: bool) -> Ca
     method: Callable[..., Any]
     if is_async:
         async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return await self._drive(plan(self, *args, **kwargs))
+            return await self._drive(self._answer(plan(self, *args, **kwargs)))
     else:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return self._drive(plan(self, *args, **kwargs))
+            return self._drive(self._answer(plan(self, *args, **kwargs)))
     sig = inspect.signature(plan)
     params = list(sig.parameters.values())  # (``self, /`` where a plan takes **options: for mypy)
     params[0] = params[0].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -90,6 +90,11 @@ class _Twin:
         """The reply to one step of a plan, raising what the step raised; in an Async class, an
         awaitable of it."""
         raise NotImplementedError
+
+    def _answer(self, plan: Steps[T]) -> Steps[T]:
+        """The plan a public method runs: ``plan`` itself, or a class's wrapping of it (the
+        Inspector decrypts what it answers: core/security/keyplans.py)."""
+        return plan
 
 
 class Sync(_Twin):
