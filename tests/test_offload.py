@@ -309,3 +309,36 @@ Server(sys.argv[1], offload=store, heartbeat_interval=0.5).run(mux)
     asyncio.run(main())
     assert [refs.parse_name(n).task_id for n in _blobs(store)] == [kept]  # type: ignore[union-attr]
     assert r.scard(K.blobs) == 0 and Inspector(r, offload=store).task_info("default", kept).payload["n"] == 2
+
+
+def test_blobs_meet_retry_archive_operator_delete_retention_expiry_and_queue_removal(
+        backend: Any, tmp_path: Path) -> None:
+    """Where a task with an offloaded payload meets the other ways a task goes on or leaves: a
+    retry and an archive keep its blob (it is still readable); an operator's delete records it
+    (drained at once); a retention expiry and a queue removal record nothing (no exit): the sweep
+    removes those blobs, and nothing else."""
+    store = FileBlobStore(tmp_path, threshold=1000)
+    client, insp = Client(backend.sync, offload=store), Inspector(backend.sync, offload=store)
+    archived = client.enqueue("t", {"n": 1, "body": BIG}, process_in=3600).id
+    retried = client.enqueue("t", {"n": 2, "body": BIG}, retry_delay=0.05).id
+    expired = client.enqueue("t", {"n": 3, "body": BIG}, retention=1).id
+    removed = client.enqueue("t", {"n": 4, "body": BIG}, queue="gone").id
+    name = {refs.parse_name(n).task_id: n for n in _blobs(store)}  # type: ignore[union-attr]
+    insp.archive_task("default", archived)
+    assert insp.task_info("default", archived).payload == {"n": 1, "body": BIG}  # archived: kept, readable
+    insp.remove_queue("gone", force=True)
+    ran: list[Any] = []
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(ran, {2}), offload=store, janitor_interval=0.2):
+            await until(lambda: len(ran) == 3)  # 2 failed once: retried with its blob
+            await until(lambda: not backend.sync.hexists(K.tasks, expired))  # its retention expired
+            assert name[archived] in _blobs(store) and name[expired] in _blobs(store)
+            insp.delete_task("default", archived)  # an operator's delete: recorded, drained
+            await until(lambda: name[archived] not in _blobs(store) and backend.sync.scard(K.blobs) == 0)
+        assert name[retried] not in _blobs(store)  # done after its retry: drained
+        r = backend.new_async()
+        assert sorted(await sweep(r, store, ["default", "gone"], grace=0)) == sorted([name[expired], name[removed]])
+
+    asyncio.run(main())
+    assert sorted(p["n"] for p in ran) == [2, 2, 3] and _blobs(store) == []
