@@ -287,11 +287,15 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
+@click.option("--offload-dir", type=click.Path(file_okay=False), envvar="ASYNQPY_OFFLOAD_DIR", default=None,
+              help="Directory of offloaded payloads (a FileBlobStore shared with the producers; default: the "
+                   "App's offload=): read before the handler, deleted when the task leaves (docs/offload.md).")
 @signing_key_option
 @redis_url_option
 @user_errors
 def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_password_file: str | None,
-           supervised: bool, signing_key_file: str | None, redis_url: str, **settings: Any) -> None:
+           supervised: bool, offload_dir: str | None, signing_key_file: str | None, redis_url: str,
+           **settings: Any) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
     functions' queues, its hooks, its server options and its Redis URL (the flags given win).
@@ -319,8 +323,10 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
         _supervise(processes, given)
     extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
+    from asynqpy.worker.blobs import FileBlobStore
 
-    server = Server(redis_url, queues=queues, signing_key=keys, **{**extra, **given})
+    offload = FileBlobStore(offload_dir) if offload_dir else app.offload if app is not None else None
+    server = Server(redis_url, queues=queues, signing_key=keys, offload=offload, **{**extra, **given})
     try:
         server.run(mux, loop=loop, supervised=supervised)
     finally:

@@ -342,3 +342,22 @@ def test_blobs_meet_retry_archive_operator_delete_retention_expiry_and_queue_rem
 
     asyncio.run(main())
     assert sorted(p["n"] for p in ran) == [2, 2, 3] and _blobs(store) == []
+
+
+@pytest.mark.real
+def test_the_worker_command_reads_and_deletes_blobs_of_its_offload_dir(redis_url: str, tmp_path: Path) -> None:
+    import redis
+    from helpers import start_worker, wait_sync
+
+    r = redis.Redis.from_url(redis_url)
+    r.flushall()
+    store = FileBlobStore(tmp_path, threshold=1000)
+    id = Client(redis_url, offload=store).enqueue("noop", {"body": BIG}).id
+    assert len(_blobs(store)) == 1
+    proc = start_worker(redis_url, "workers:mux", "--offload-dir", str(tmp_path))
+    try:
+        wait_sync(lambda: not r.hexists(K.tasks, id) and _blobs(store) == [], 30)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert r.scard(K.blobs) == 0

@@ -210,7 +210,9 @@ class ClientPlans:
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
         queue = kwargs.get("queue", "default")
         generated = False
-        if self.offload is not None and type(queue) is str:  # (a bad queue name is refused below)
+        # (a bad queue name is refused below; a process input's payload stays in its message: the
+        # runner reads it before the handler)
+        if self.offload is not None and type(queue) is str and not str(task_type).startswith(proc.TYPE_PREFIX):
             given = kwargs.get("task_id")
             id = given if type(given) is str and given else opts.new_task_id()
             claimed = self._claim(validate_queue(queue), id, payload)
