@@ -361,3 +361,25 @@ def test_the_worker_command_reads_and_deletes_blobs_of_its_offload_dir(redis_url
         proc.terminate()
         proc.wait(20)
     assert r.scard(K.blobs) == 0
+
+
+@pytest.mark.parametrize("task_id", ["a", "id with spaces/and/slashes", "é" * 100, "x" * 256])
+def test_the_exit_duty_reads_every_length_of_reference(task_id: str, tmp_path: Path) -> None:
+    """lua/includes/offload.lua reads the reference in place: an ext 8 and an ext 16 value (a
+    long, percent-quoted id), whatever the type's string length."""
+    import fakeredis
+
+    r = fakeredis.FakeRedis()
+    store = FileBlobStore(tmp_path, threshold=1000)
+    for task_type in ("t", "T" * 40, "y" * 250):
+        Client(r, offload=store).enqueue(task_type, {"body": BIG}, task_id=task_id)
+        name = next(n for n, _ in store.list() if refs.parse_name(n).task_id == task_id)  # type: ignore[union-attr]
+        assert refs.ref_of(_msg_of(r, task_id).payload) == name
+        Inspector(r).delete_task("default", task_id)
+        assert r.smembers(K.blobs) == {name.encode()}
+        store.delete(name)
+        r.delete(K.blobs)
+
+
+def _msg_of(r: Any, id: str) -> Any:
+    return decode(stored.message_of(r.hget(K.tasks, id)))

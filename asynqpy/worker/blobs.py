@@ -57,6 +57,10 @@ def _threshold(value: Any) -> int:
     return value
 
 
+CHUNK = 200
+"""The longest folder name :class:`FileBlobStore` makes of a task id (file systems allow 255 bytes)."""
+
+
 class FileBlobStore:
     """Blobs as files under ``root`` (made if missing), one file a blob. A write goes to a
     temporary file in the same directory, is flushed to disk, then renamed into place (atomic on
@@ -72,10 +76,14 @@ class FileBlobStore:
         return f"FileBlobStore({str(self.root)!r}, threshold={self.threshold})"
 
     def _path(self, name: str) -> Path:
+        """``root/<queue>/<task id>/<nonce>``, a task id longer than a file name may be (a quoted
+        id reaches 768 characters) cut into folders of :data:`CHUNK` characters (``list`` joins
+        them again: a quoted id has no ``/``)."""
         parts = name.split("/")
-        if not name or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        if len(parts) != 3 or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
             raise InvalidArgumentError(f"not a blob name: {name!r}")
-        return self.root.joinpath(*parts)
+        queue, id, nonce = parts
+        return self.root.joinpath(queue, *[id[i:i + CHUNK] for i in range(0, len(id), CHUNK)], nonce)
 
     def put(self, name: str, data: bytes) -> None:
         path = self._path(name)
@@ -108,7 +116,7 @@ class FileBlobStore:
             path.unlink()
         except FileNotFoundError:
             return
-        for parent in (path.parent, path.parent.parent):  # (empty task and queue folders go too)
+        for parent in path.parents:  # (empty task and queue folders go too)
             if parent == self.root:
                 break
             try:
@@ -121,7 +129,8 @@ class FileBlobStore:
         for dirpath, _dirs, files in os.walk(self.root):
             for f in files:
                 path = Path(dirpath, f)
-                rel = path.relative_to(self.root).as_posix()
+                parts = path.relative_to(self.root).parts
+                rel = f"{parts[0]}/{''.join(parts[1:-1])}/{parts[-1]}" if len(parts) >= 3 else "/".join(parts)
                 try:
                     mtime = path.stat().st_mtime
                 except FileNotFoundError:
