@@ -323,10 +323,8 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
         _supervise(processes, given)
     extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
-    from asynqpy.worker.blobs import FileBlobStore
-
-    offload = FileBlobStore(offload_dir) if offload_dir else app.offload if app is not None else None
-    server = Server(redis_url, queues=queues, signing_key=keys, offload=offload, **{**extra, **given})
+    server = Server(redis_url, queues=queues, signing_key=keys, offload=_offload(offload_dir, app),
+                    **{**extra, **given})
     try:
         server.run(mux, loop=loop, supervised=supervised)
     finally:
@@ -341,6 +339,15 @@ def _check_loop(loop: str) -> None:
             import uvloop  # noqa: F401
         except ImportError:
             raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
+
+
+def _offload(offload_dir: str | None, app: App | None) -> Any:
+    """The worker's blob store: --offload-dir's, else the App's (docs/offload.md), else None."""
+    if offload_dir:
+        from asynqpy.worker.blobs import FileBlobStore
+
+        return FileBlobStore(offload_dir)
+    return app.offload if app is not None else None
 
 
 def _redis_url(app: App | None, redis_url: str) -> str:

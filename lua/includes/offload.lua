@@ -25,26 +25,26 @@ local function msg_blob(m, at)
   if s and s >= 0xa0 and s <= 0xbf then
     i = i + 1 + s - 0xa0
   elseif s == 0xd9 then
-    i = i + 2 + string.byte(m, i + 1)
+    i = i + 2 + (string.byte(m, i + 1) or 0)
   elseif s == 0xda then
     local hi, lo = string.byte(m, i + 1, i + 2)
-    i = i + 3 + hi * 256 + lo
+    i = i + 3 + (hi or 0) * 256 + (lo or 0)
   else
     return nil
   end
   local e = string.byte(m, i)  -- the payload: a reference is an ext value of type 70
   local n, t
   if e == 0xc7 then
-    n, t = string.byte(m, i + 1), i + 2
+    n, t = string.byte(m, i + 1) or 0, i + 2
   elseif e == 0xc8 then
     local hi, lo = string.byte(m, i + 1, i + 2)
-    n, t = hi * 256 + lo, i + 3
+    n, t = (hi or 0) * 256 + (lo or 0), i + 3
   elseif e and e >= 0xd4 and e <= 0xd8 then
     n, t = EXT_FIXED[e - 0xd3], i + 1
   else
     return nil
   end
-  if string.byte(m, t) ~= 70 then
+  if string.byte(m, t) ~= 70 or n == 0 then  -- (a message cut short, written by hand: nothing read)
     return nil
   end
   return string.sub(m, t + 1, t + n)

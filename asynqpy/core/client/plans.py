@@ -37,7 +37,6 @@ from ..model.errors import (
     ThrottledError,
 )
 from ..model.task import TaskInfo
-from ..offload import refs
 from ..processes import model as proc
 from ..processes import plans as processes
 from ..results.plans import RECHECK, Outcome, not_found, outcome_of_stored
@@ -47,6 +46,7 @@ from ..spine.broker import Broker, Call, Watched
 from ..spine.keys import validate_queue
 from ..spine.twin import Steps, planned
 from ..workflows import plans as flows
+from .claiming import Claiming
 from .replies import (
     _SAME_ID,
     _one,
@@ -141,7 +141,7 @@ _ENQUEUE_DOC = opts.enqueue_doc()
 """Client.enqueue's docstring, its options from the option table (core/model/options.py)."""
 
 
-class ClientPlans:
+class ClientPlans(Claiming):
     """The client's state and logic, shared by :class:`~asynqpy.Client` and
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
 
@@ -192,34 +192,11 @@ class ClientPlans:
     def _deriver(self, template: opts.Prepared) -> opts.Deriver:
         return opts.Deriver(template, self.max_payload_bytes)
 
-    def _claim(self, queue: str, task_id: str, payload: Any) -> Any:
-        """The payload as the message carries it: itself, or when its encoding is over the blob
-        store's threshold, stored as a blob and a reference to it (docs/offload.md). The blob is
-        written before the task: a producer that dies in between leaves an orphan the sweep
-        removes, never a task without its payload. (The store is called in this thread.)"""
-        store = self.offload
-        if store is None or refs.is_ref(payload):
-            return payload
-        data = refs.encode(payload)
-        if len(data) <= store.threshold:
-            return payload
-        name = refs.blob_name(queue, task_id)
-        store.put(name, data)
-        return refs.make_ref(name)
-
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
-        queue = kwargs.get("queue", "default")
         generated = False
-        # (a bad queue name is refused below; a process input's payload stays in its message: the
-        # runner reads it before the handler)
-        if self.offload is not None and type(queue) is str and not str(task_type).startswith(proc.TYPE_PREFIX):
-            given = kwargs.get("task_id")
-            id = given if type(given) is str and given else opts.new_task_id()
-            claimed = self._claim(validate_queue(queue), id, payload)
-            if claimed is not payload:
-                payload = claimed
-                if given is None:  # the id it was stored under, random still
-                    kwargs, generated = {**kwargs, "task_id": id}, True
+        if self.offload is not None:
+            payload, kwargs, generated = self._offloaded(task_type, payload, kwargs)
+        queue = kwargs.get("queue", "default")
         # the common case, options validated once per queue
         if not reply_to and len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:
             derive = self._derivers.get(queue)
