@@ -13,11 +13,11 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .app import App, AsyncTaskFunction, TaskFunction
     from .client import AsyncClient, Client
     from .core.cron.entries import EntryInfo
+    from .core.durable.function import DurableFunction
     from .core.durable.replay import (
         DeterminismError,
         Durable,
         DurableError,
-        DurableFunction,
         DurableRun,
         Retry,
         RunFailedError,
@@ -31,10 +31,13 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
         AsynqpyError,
         BlobError,
         BlobNotFoundError,
+        DecryptionError,
         DuplicateTaskError,
+        EncryptionError,
         EntryNotFoundError,
         HandlerNotFoundError,
         InvalidArgumentError,
+        KeyNotFoundError,
         LeaseLostError,
         MalformedMessageError,
         NotReplicatedError,
@@ -60,6 +63,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.processes.model import KEEP, Event, Input, Process, ProcessError, ProcessNotFoundError, Step
     from .core.results.events import TaskEvent
     from .core.results.tasklogs import LogLine
+    from .core.security.encryption import KeyRing
     from .core.spine.broker import QueueStats
     from .core.spine.protocol import ProtocolVersionError
     from .core.spine.queue_settings import QueueCap
@@ -87,6 +91,7 @@ __all__ = [
     "ThrottledError", "WorkerInfo", "Sig", "chain", "group", "KEEP", "Event", "Input", "Process", "ProcessError",
     "ProcessNotFoundError", "Step", "RedisAuthError", "DeterminismError", "Durable", "DurableError",
     "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError", "ProtocolVersionError",
+    "KeyRing", "EncryptionError", "KeyNotFoundError", "DecryptionError",
     "BlobError", "BlobNotFoundError", "BlobStore", "FileBlobStore", "S3BlobStore",
 ]
 
@@ -116,9 +121,11 @@ _WHERE = {
     "KEEP": "core.processes.model", "Event": "core.processes.model", "Input": "core.processes.model",
     "Process": "core.processes.model", "ProcessError": "core.processes.model",
     "ProcessNotFoundError": "core.processes.model", "Step": "core.processes.model",
-    **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableFunction", "DurableRun", "Retry",
+    **dict.fromkeys(("DeterminismError", "Durable", "DurableError", "DurableRun", "Retry",
                      "RunFailedError", "StepFailedError"), "core.durable.replay"),
+    "DurableFunction": "core.durable.function",
     "ProtocolVersionError": "core.spine.protocol",
+    "KeyRing": "core.security.encryption",
 }
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, TaskInfoList, Wait, Writes, _settle
-from .core.durable.plans import DurablePlans, Pause
+from .core.durable.operating import DurableOpsPlans
+from .core.durable.plans import Pause
 from .core.model.clock import Clock
 from .core.model.kinds import first_state
 from .core.model.task import TaskInfo
@@ -164,7 +165,7 @@ class _SyncAutoPipeline:
             self._hand_over()
 
 
-class _Facade(DurablePlans):
+class _Facade(DurableOpsPlans):
     """What the two clients share: the connection, its executor, the write path, an inbox per
     queue. A step's reply is a value (Client) or an awaitable of it (AsyncClient)."""
 
@@ -176,8 +177,8 @@ class _Facade(DurablePlans):
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
                  signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
-                 recheck: float = RECHECK, offload: Any = None) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck,
+                 recheck: float = RECHECK, encryption: Any = None, offload: Any = None) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck, encryption,
                          check_store(offload))
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
@@ -221,6 +222,8 @@ class Client(_Facade, Sync):
     Sentinel; see :mod:`asynqpy.connection`) or a redis-py client. ``max_payload_bytes``: the
     largest encoded payload accepted. ``signing_key``: bytes (or a list, the first signs) to sign
     every task with HMAC-SHA256 for workers that require it (see :mod:`asynqpy.signing`).
+    ``encryption``: a :class:`~asynqpy.KeyRing`: payloads are encrypted with it, results read
+    with it decrypted (docs/encryption.md).
 
     ``wait_replicas`` (default 0: off): every write (enqueue, enqueue_many, pause, unpause) is
     followed by ``WAIT wait_replicas wait_timeout`` on the same connection of the same node, and

@@ -14,6 +14,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from .core.durable.operating import DurableInspectorPlans
 from .core.inspector import search as _search
 from .core.inspector.inspection import DailyStats, GroupInfo, QueueInfo
 from .core.inspector.plans import InspectorPlans
@@ -35,7 +36,7 @@ __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo"
            "WorkerInfo"]
 
 
-class _Facade(InspectorPlans):
+class _Facade(DurableInspectorPlans, InspectorPlans):
     """What the two inspectors share: the connection and its executor. A step's reply is a value
     (Inspector) or an awaitable of it (AsyncInspector)."""
 
@@ -43,8 +44,8 @@ class _Facade(InspectorPlans):
     _executor: Callable[[Any], Any]
 
     def __init__(self, redis: Any = None, *, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None, offload: Any = None) -> None:
-        super().__init__(clock, signing_key, check_store(offload))
+                 signing_key: SigningKeys | None = None, encryption: Any = None, offload: Any = None) -> None:
+        super().__init__(clock, signing_key, encryption, check_store(offload))
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
@@ -59,9 +60,11 @@ class Inspector(_Facade, Sync):
     ``$ASYNQPY_REDIS_URL``). Unknown queues raise QueueNotFoundError, unknown task ids
     TaskNotFoundError, an action the task's state forbids TaskStateError. Usable as a context
     manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
-    client's) so the message it rewrites when cancelling a task stays signed. With offloaded
+    client's) so the message it rewrites when cancelling a task stays signed. With encrypted tasks,
+    give it the ``encryption`` key ring: payloads, results and logs are shown decrypted (without
+    it, as :class:`~asynqpy.core.security.encryption.Encrypted`: "encrypted"). With offloaded
     payloads, give it the blob store (``offload=``): they are shown read from it (without it, as
-    :class:`~asynqpy.core.offload.refs.Offloaded`: docs/offload.md)."""
+    :class:`~asynqpy.core.offload.refs.Offloaded`: docs/offload.md), then decrypted."""
 
     _connect, _executor = staticmethod(sync_client), ReaderSyncExecutor  # checks the protocol
     _exec: SyncExecutor
@@ -76,9 +79,9 @@ class Inspector(_Facade, Sync):
         at about ``budget`` tasks in Redis, a few ms), up to ``limit`` matches; stop early by
         leaving the loop. :meth:`search_page` resumes from a cursor, :meth:`search_count`
         counts, :meth:`search_act` acts on the matches. See docs/search.md."""
-        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget)
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            yield from scan.feed(self._exec.run_many(scan.call(self._plans._now())))
+            yield from self._drive(_search.step_plan(scan, self._plans._now()))
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
@@ -112,9 +115,9 @@ class AsyncInspector(_Facade, Async):
     async def search(self, queue: str, *, limit: int | None = None, cursor: int = 0, budget: int = _search.BUDGET,
                      **conditions: Any) -> AsyncIterator[TaskInfo]:
         """See :meth:`Inspector.search` (``async for task in inspector.search(...)``)."""
-        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget)
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            for task in scan.feed(await self._exec.run_many(scan.call(self._plans._now()))):
+            for task in await self._drive(_search.step_plan(scan, self._plans._now())):
                 yield task
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,

@@ -16,7 +16,11 @@ dashboard made for asynq ports by renaming ``asynq_`` to ``asynqpy_``:
   for the ``top_tenants`` (default 10) with the most pending tasks of each queue,
   ``asynqpy_tenant_pending_tasks{queue,tenant}`` and ``asynqpy_tenant_active_tasks{queue,tenant}``:
   the label values stay bounded however many tenants there are (the top is taken among the first
-  ``tenant_scan`` tenants by name, 2 000 by default: a scrape's cost stays bounded too).
+  ``tenant_scan`` tenants by name, 2 000 by default: a scrape's cost stays bounded too);
+- durable runs (docs/durable.md): ``asynqpy_durable_runs{queue,function,state}`` (gauge), the
+  runs of each function by state, among the first ``durable_scan`` process records of each queue
+  (10 000 by default; 0: not exported). A worker's step durations are its own metrics
+  (``asynqpy_durable_step_seconds``).
 
 A worker's own metrics (durations, outcomes, in flight) are served by the worker:
 :mod:`asynqpy.worker.metrics`.
@@ -50,6 +54,8 @@ TOP_TENANTS = 10
 """Tenants per queue whose own series are exported (those with the most pending tasks)."""
 TENANT_SCAN = 2000
 """Tenants per queue a scrape reads at most to find them (pages of 1 000, in name order)."""
+DURABLE_SCAN = 10_000
+"""Process records per queue a scrape reads at most to count durable runs by state."""
 
 
 class QueueCollector:
@@ -57,9 +63,10 @@ class QueueCollector:
     pipelined round trip per scrape (the memory readings at most every :data:`MEMORY_EVERY`
     seconds), and the top tenants of the queues that have tenants."""
 
-    def __init__(self, inspector: Inspector, top_tenants: int = TOP_TENANTS, tenant_scan: int = TENANT_SCAN) -> None:
+    def __init__(self, inspector: Inspector, top_tenants: int = TOP_TENANTS, tenant_scan: int = TENANT_SCAN,
+                 durable_scan: int = DURABLE_SCAN) -> None:
         self.inspector = inspector
-        self.top_tenants, self.tenant_scan = top_tenants, tenant_scan
+        self.top_tenants, self.tenant_scan, self.durable_scan = top_tenants, tenant_scan, durable_scan
         self._memory: dict[str, int | None] = {}
         self._memory_at = -MEMORY_EVERY
         _prometheus()  # (the extra is installed)
@@ -88,6 +95,17 @@ class QueueCollector:
         yield up
         yield from families(core, infos)
         yield from self._tenants(core, infos)
+        yield from self._durable(core, infos)
+
+    def _durable(self, core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
+        runs = core.GaugeMetricFamily("asynqpy_durable_runs", "Durable runs of a function, by state.",
+                                      labels=["queue", "function", "state"])
+        if self.durable_scan > 0:
+            for q in infos:
+                for function, states in sorted(self.inspector.durable_counts(q.queue, scan=self.durable_scan).items()):
+                    for state, n in sorted(states.items()):
+                        runs.add_metric([q.queue, function, state], n)
+        yield runs
 
     def _tenants(self, core: Any, infos: list[QueueInfo]) -> Iterator[Any]:
         gauge = core.GaugeMetricFamily

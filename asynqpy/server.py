@@ -28,6 +28,7 @@ from .core.handlers.mux import ServeMux
 from .core.model.clock import Clock
 from .core.model.errors import AsynqpyError, InvalidArgumentError
 from .core.model.options import unknown_options
+from .core.security.encryption import KeyRing, check_ring
 from .core.security.signing import SigningKeys, make_signer
 from .core.spine.broker import Call
 from .core.spine.keys import ALL_QUEUES, is_queue_pattern, similar_queue, validate_queue_or_pattern
@@ -83,6 +84,8 @@ class Server:
     mapping name -> weight (or a list of names, weight 1). ``signing_key``: bytes (or a list for
     key rotation: the first signs, all verify); the server then runs only tasks signed with one of
     them, archives the others unrun ("bad signature"), and signs every message it rewrites.
+    ``encryption``: a :class:`~asynqpy.KeyRing` (docs/encryption.md) that opens encrypted tasks and
+    seals their results and logs; an encrypted task it cannot open is archived with why.
     ``offload``: the blob store of offloaded payloads (docs/offload.md). Other
     keyword options: see :class:`ServerOptions` (and docs/server.md for what each does).
     """
@@ -94,6 +97,7 @@ class Server:
         queues: Mapping[str, int] | Sequence[str] | None = None,
         clock: Clock | None = None,
         signing_key: SigningKeys | None = None,
+        encryption: KeyRing | None = None,
         offload: Any = None,
         **options: Any,
     ) -> None:
@@ -108,7 +112,7 @@ class Server:
             names = [f.name for f in fields(ServerOptions)]
             raise InvalidArgumentError(unknown_options("server option", unknown, names))
         self.options = ServerOptions(**options).validate()
-        self._signer = make_signer(signing_key)
+        self._signer, self._ring = make_signer(signing_key), check_ring(encryption)
         self._offload = check_store(offload)
         if isinstance(redis, str):
             check_url(redis)  # a bad TLS option fails here, not when the server starts
@@ -181,7 +185,7 @@ class Server:
         ``supervised``: see :meth:`run`). The loops of :data:`SERVER_LOOPS` that the options
         call for start and stop around the processor, in the table's order."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.clock, self._signer, self._offload)
+        ctx = Context(redis, self.clock, self._signer, self._ring, self._offload)
         served = ctx.served = ServedQueues(self.options.queues)
         # the loops start with the queues named; those patterns match join through ctx.served
         o = replace(self.options, queues=dict(served.current))

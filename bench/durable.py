@@ -1,37 +1,49 @@
-"""Durable functions (docs/durable.md), stage 1 figures:
+"""Durable functions (docs/durable.md): the figures of issue 46.
 
-    python bench/durable.py [--steps 50] [--runs 20] [--replay 1000]
+    python bench/durable.py [--steps 200] [--short 10000] [--replay 1000] [--sleeping 1000]
 
 Starts its own redis-server on a free loopback port and one in-process worker. Prints:
-- the time a step costs in one run (a run of ``--steps`` steps, end to end: each step is an input,
-  a dequeue, the process's read, the step, the commit, and the forward of the 0 s continuation timer);
-- short runs (3 steps each) completed per second with ``--runs`` runs at once;
-- the worker CPU a replay of a run with ``--replay`` completed steps costs (the function run from the
-  top against its history, no I/O): what each input of such a run pays before its new step.
-Issue 46's targets: a step <= 2 round trips, a replay of 1 000 steps <= 20 ms of CPU.
+- a step's cost: the worker's round trips (its connections' sends, its idle loops included) for a
+  run of ``--steps`` steps and one of twice as many, the difference divided by ``--steps``; and the
+  wall time per step the same way (noisy on a loaded machine: say the load with it);
+- the worker CPU a replay of a run with ``--replay`` completed steps costs (the function run from
+  the top against its history, the events decoded as the input's read does, no I/O): what an input
+  of such a run pays before it goes on;
+- ``--short`` short runs (3 steps each) against as many plain tasks (one handler call each): the
+  rate of each, from the worker's start to the last completion, all of them queued first;
+- the bytes a sleeping run holds beyond its history (``--sleeping`` runs asleep: every hash field,
+  zset member and list item of the queue that names a run or its timer input, counted as the bytes
+  of its name and value, a zset's score as 8; Redis's own overhead per entry is not counted).
+Issue 46's targets: a step <= 2 round trips, a replay of 1 000 steps <= 20 ms of CPU, short runs at
+>= 1/3 the rate of plain tasks, <= 500 B a sleeping run beyond its history.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import msgpack
+import redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
-from asynqpy import AsyncClient, Durable, Input, Process, ServeMux, Server  # noqa: E402
-from asynqpy.core.durable.replay import DurableFunction  # noqa: E402
+from asynqpy import AsyncClient, Client, Durable, Input, Process, ServeMux, Server, Task  # noqa: E402
+from asynqpy.core.durable.function import DurableFunction  # noqa: E402
 from asynqpy.core.processes.model import Event  # noqa: E402
+from asynqpy.core.spine.keys import queue_keys  # noqa: E402
 
 Q = "db"
 mux = ServeMux()
+done = {"runs": 0, "tasks": 0}
 
 
 def one(k: int) -> int:
@@ -46,21 +58,64 @@ async def steps(ctx: Durable, n: int) -> int:
     return total
 
 
-async def end_to_end(url: str, n: int, runs: int) -> None:
-    server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=max(10, runs))
+async def add(k: int) -> int:
+    return k + 1
+
+
+@mux.durable(name="short", queue=Q)
+async def short(ctx: Durable) -> int:
+    a = await ctx.step("a", add, 0)
+    b = await ctx.step("b", add, a)
+    c = await ctx.step("c", add, b)
+    done["runs"] += 1
+    return c
+
+
+@mux.durable(name="sleeper", queue=Q)
+async def sleeper(ctx: Durable) -> None:
+    await ctx.sleep(3600)
+
+
+@mux.handle("plain")
+async def plain(task: Task) -> None:
+    done["tasks"] += 1
+
+
+SENT = [0]
+
+
+def _count_round_trips() -> None:
+    """Count the sends of every asyncio connection (the worker's: the bench's client is a sync
+    one): a send is a round trip (a pipeline or a script call is one send)."""
+    from redis.asyncio.connection import AbstractConnection
+
+    send = AbstractConnection.send_packed_command
+
+    async def counted(self: Any, command: Any, check_health: bool = True) -> None:
+        SENT[0] += 1
+        await send(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+
+
+async def step_cost(url: str, n: int) -> None:
+    _count_round_trips()
+    server = Server(url, queues=[Q], shutdown_timeout=1)
     worker = asyncio.create_task(server.arun(mux))
-    async with AsyncClient(url) as client:
-        t0 = time.perf_counter()
-        run = await client.start(steps, n)
-        assert await client.result(run, timeout=600) == sum(range(n))
-        per_step = (time.perf_counter() - t0) / n
-        print(f"one run of {n} steps: {per_step * 1000:.1f} ms a step")
-        t0 = time.perf_counter()
-        started = [await client.start(steps, 3) for _ in range(runs)]
-        await asyncio.gather(*(client.result(r, timeout=600) for r in started))
-        print(f"{runs} runs of 3 steps at once: {runs / (time.perf_counter() - t0):.1f} runs/s")
+    with Client(url) as client:
+        warm = client.start(steps, 1)  # (the worker's start-up out of the count)
+        await asyncio.to_thread(client.result, warm, timeout=60)
+        rt = {}
+        for k in (n, 2 * n):
+            before, t0 = SENT[0], time.perf_counter()
+            run = client.start(steps, k)
+            assert await asyncio.to_thread(client.result, run, timeout=600) == sum(range(k))
+            rt[k] = (SENT[0] - before, time.perf_counter() - t0)
     server.stop()
     await worker
+    (a, wa), (b, wb) = rt[n], rt[2 * n]
+    print(f"a step: {(b - a) / n:.2f} round trips of the worker (runs of {n} and {2 * n} steps: {a} and {b} in all), "
+          f"{(wb - wa) / n * 1000:.2f} ms (load {os.getloadavg()[0]:.1f})")
 
 
 async def replay_cpu(n: int) -> None:
@@ -76,19 +131,92 @@ async def replay_cpu(n: int) -> None:
         step = await fn.process(p, Input("timeout", None, "t", 1))
         best = min(best, time.process_time() - t0)
     assert step.events and step.events[-1]["k"] == "step"  # it replayed n steps, then ran the next one
-    print(f"replay of {n} completed steps: {best * 1000:.1f} ms of CPU")
+    print(f"replay of {n} completed steps: {best * 1000:.1f} ms of CPU (target <= 20 ms)")
+
+
+async def _drain(url: str, key: str, n: int) -> float:
+    """Seconds from a worker's start to ``n`` completions of ``key``."""
+    server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=50)
+    t0 = time.perf_counter()
+    worker = asyncio.create_task(server.arun(mux))
+    while done[key] < n:
+        await asyncio.sleep(0.01)
+    took = time.perf_counter() - t0
+    server.stop()
+    await worker
+    return took
+
+
+async def short_runs(url: str, n: int) -> None:
+    async with AsyncClient(url) as client:
+        for k in range(0, n, 500):
+            await asyncio.gather(*(client.start(short, id=f"short-{i}") for i in range(k, min(n, k + 500))))
+        runs = await _drain(url, "runs", n)
+        for k in range(0, n, 500):
+            await asyncio.gather(*(client.enqueue("plain", i, queue=Q) for i in range(k, min(n, k + 500))))
+        tasks = await _drain(url, "tasks", n)
+    print(f"{n} short runs (3 steps): {n / runs:.0f} runs/s; {n} plain tasks: {n / tasks:.0f} tasks/s; "
+          f"ratio {tasks / runs and (n / runs) / (n / tasks):.2f} (target >= 0.33; load {os.getloadavg()[0]:.1f})")
+
+
+def _bytes_naming(r: redis.Redis, base: str, names: set[bytes]) -> int:
+    """The bytes of every entry of the queue's keys that names one of ``names`` (hist excluded)."""
+    total = 0
+    for key in r.scan_iter(match=(base + "*").encode()):
+        if key.endswith(b":hist"):
+            continue
+        kind = r.type(key)
+        if kind == b"hash":
+            for f, v in r.hscan_iter(key):
+                if f in names or any(n in v for n in names if len(v) < 4096):
+                    total += len(f) + len(v)
+        elif kind == b"zset":
+            total += sum(len(m) + 8 for m, _ in r.zscan_iter(key) if any(n in m for n in names))
+        elif kind == b"list":
+            total += sum(len(m) for m in r.lrange(key, 0, -1) if m in names)
+    return total
+
+
+async def sleeping(url: str, r: redis.Redis, n: int) -> None:
+    q = queue_keys(Q)
+    server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=50)
+    worker = asyncio.create_task(server.arun(mux))
+    async with AsyncClient(url) as client:
+        ids = [f"sleep-{i}" for i in range(n)]
+        await asyncio.gather(*(client.start(sleeper, id=i) for i in ids))
+        while sum(1 for _, v in r.hscan_iter(q.proc) if b"sleeping" in v) < n:
+            await asyncio.sleep(0.05)
+    server.stop()
+    await worker
+    names = {i.encode() for i in ids}
+    timers = {v[5] for v in (_record(r.hget(q.proc, i)) for i in ids) if v}
+    hist = sum(len(f) + len(v) for f, v in r.hscan_iter(q.hist) if f.split(b":")[0] in names)
+    held = _bytes_naming(r, q.base, names | timers)
+    print(f"{n} sleeping runs: {held / n:.0f} B a run beyond its history ({hist / n:.0f} B of history; "
+          f"target <= 500 B)")
+
+
+def _record(raw: bytes | None) -> list[bytes]:
+    from asynqpy.core.workflows.records import rec_unpack
+    return rec_unpack(raw) if raw else []
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--short", type=int, default=10000)
     ap.add_argument("--replay", type=int, default=1000)
+    ap.add_argument("--sleeping", type=int, default=1000)
     a = ap.parse_args()
     asyncio.run(replay_cpu(a.replay))
     proc = RedisProcess()
+    r = redis.Redis.from_url(proc.url)
     try:
-        asyncio.run(end_to_end(proc.url, a.steps, a.runs))
+        asyncio.run(step_cost(proc.url, a.steps))
+        r.flushdb()
+        asyncio.run(short_runs(proc.url, a.short))
+        r.flushdb()
+        asyncio.run(sleeping(proc.url, r, a.sleeping))
     finally:
         proc.stop()
 

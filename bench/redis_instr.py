@@ -12,7 +12,8 @@ instruction redis-server ran: networking, scripts, commands), the round trips (I
 total_reads_processed) and script calls per task. Under callgrind Redis is ~50× slower, so the
 worker's batches fill its free slots: the regime of a queue at the limit of its Redis core
 (docs/internals-costs.md, "One queue at the limit of its Redis core"). To compare two source trees,
-run it with each (PYTHONPATH=<tree>) in turn.
+run it with each (PYTHONPATH=<tree>) in turn; to compare FCALL (the default, Redis Functions) with
+EVALSHA, run it with ``ASYNQPY_SCRIPT_CALLS=evalsha`` too (redisio/replies.py FUNCTIONS).
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ def main() -> None:
             _fill(url, args.kind, args.n)
         for script in load_scripts().values():  # (loaded before: compiling them is not a task's cost)
             r.script_load(script.source)
+            r.execute_command("FUNCTION", "LOAD", "REPLACE", script.library)  # (the libraries: FCALL)
         r.config_resetstat()
         subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
         if args.kind == "bare":
@@ -166,7 +168,7 @@ def main() -> None:
         stats = r.info("commandstats")
         reads = int(r.info("stats")["total_reads_processed"])
         subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
-        scripts = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+        scripts = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall"))
         ir = _instructions(out)
         print(f"{args.kind} events {args.events}: {ir / args.n / 1000:,.1f} k instructions per task, "
               f"{reads / args.n:.3f} round trips per task, {scripts / args.n:.3f} script calls per task "

@@ -1,7 +1,7 @@
 """Instructions redis-server runs per call of ``enqueue.lua``, counted by callgrind: load-independent,
 so two source trees compare on a loaded machine where µs do not (issue 45).
 
-    python bench/script_ir.py TREE [TREE ...] [--prologue] [--n1 200] [--n2 1200]
+    python bench/script_ir.py TREE [TREE ...] [--prologue] [--fcall] [--n1 200] [--n2 1200]
 
 For each tree (a directory holding ``asynqpy/`` and ``lua/``) a redis-server runs under
 ``valgrind --tool=callgrind`` twice, with N1 and N2 calls of the tree's flattened ``enqueue`` (a
@@ -9,7 +9,9 @@ real call's keys and arguments, a new id each time); (Ir(N2) - Ir(N1)) / (N2 - N
 one call, networking and the inner commands included (start-up and shutdown cancel out).
 ``--prologue`` also times the script cut before its body (``return 1`` after the prologue and the
 includes' definitions: what every call pays before doing anything), and ``return 1`` itself.
-Needs valgrind; each server run takes some seconds per 100 calls.
+``--fcall`` also times the call as a Redis Function (FCALL of the tree's ``enqueue`` library, loaded
+before: core/spine/library.py), where the tree has libraries. Needs valgrind; each server run takes
+some seconds per 100 calls.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def _port() -> int:
     return port
 
 
-def instructions(source: str, n: int) -> int:
-    """Ir of a callgrind'ed redis-server that ran ``source`` ``n`` times with an enqueue's inputs."""
+def instructions(source: str, n: int, function: str = "") -> int:
+    """Ir of a callgrind'ed redis-server that ran ``source`` ``n`` times with an enqueue's inputs (a
+    library's ``function`` with FCALL when named, else the script with EVALSHA)."""
     from asynqpy.core.model import options as opts
     from asynqpy.core.spine.broker import Broker
 
@@ -64,11 +67,16 @@ def instructions(source: str, n: int) -> int:
             break
         except redis.ConnectionError:
             time.sleep(0.1)
-    sha = r.script_load(source)
+    sha = "" if function else r.script_load(source)
+    if function:
+        r.execute_command("FUNCTION", "LOAD", "REPLACE", source)
     broker, p = Broker(), opts.prepare("noop", 1, queue="bench", now=time.time())
     for _ in range(n):
         c = broker.enqueue("bench", opts.new_task_id(), p.msg, data=p.data, check_id=False)
-        r.evalsha(sha, len(c.keys), *c.keys, *c.args)
+        if function:
+            r.execute_command("FCALL", function, len(c.keys), *c.keys, *c.args)
+        else:
+            r.evalsha(sha, len(c.keys), *c.keys, *c.args)
     try:
         r.shutdown(nosave=True)
     except redis.ConnectionError:
@@ -82,21 +90,26 @@ def instructions(source: str, n: int) -> int:
     return int(m.group(1))
 
 
-def per_call(source: str, n1: int, n2: int) -> int:
-    return (instructions(source, n2) - instructions(source, n1)) // (n2 - n1)
+def per_call(source: str, n1: int, n2: int, function: str = "") -> int:
+    return (instructions(source, n2, function) - instructions(source, n1, function)) // (n2 - n1)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trees", nargs="+")
     ap.add_argument("--prologue", action="store_true")
+    ap.add_argument("--fcall", action="store_true")
     ap.add_argument("--n1", type=int, default=200)
     ap.add_argument("--n2", type=int, default=1200)
     a = ap.parse_args()
     for tree in a.trees:
-        src = scripts_of(tree)["enqueue"].source
-        print(f"{tree}: enqueue {per_call(src, a.n1, a.n2):,} Ir/call, "
+        script = scripts_of(tree)["enqueue"]
+        src = script.source
+        print(f"{tree}: enqueue {per_call(src, a.n1, a.n2):,} Ir/call (EVALSHA), "
               f"{src.count('local function')} local functions, {len(src):,} bytes", flush=True)
+        if a.fcall and getattr(script, "function", ""):
+            print(f"{tree}: enqueue {per_call(script.library, a.n1, a.n2, script.function):,} Ir/call (FCALL)",
+                  flush=True)
         if a.prologue:
             cut = src[:src.index("local id = A.id")] + "\nreturn 1"
             print(f"{tree}: its prologue and definitions alone {per_call(cut, a.n1, a.n2):,} Ir/call", flush=True)

@@ -87,6 +87,21 @@ signing_key_option = click.option(
 )
 
 
+encryption_keys_option = click.option(
+    "--encryption-keys", "encryption_keys_file", type=click.Path(dir_okay=False), default=None,
+    help="JSON file of encryption keys: key id -> hex key, the newest last (it encrypts; all decrypt); "
+         "default $ASYNQPY_ENCRYPTION_KEYS (such a JSON object, or the path of such a file). docs/encryption.md.",
+)
+
+
+def encryption_ring(path: str | None) -> Any:
+    """The key ring of an --encryption-keys file, else of $ASYNQPY_ENCRYPTION_KEYS (None without
+    either). A bad file: InvalidArgumentError (one line, exit 2)."""
+    from asynqpy.core.security.encryption import KeyRing
+
+    return KeyRing.from_file(path) if path is not None else KeyRing.from_env()
+
+
 def signing_keys(path: str | None) -> list[bytes] | None:
     """The keys of a --signing-key-file (None without one)."""
     return None if path is None else load_keys(path)
@@ -96,11 +111,12 @@ full_option = click.option("--full", is_flag=True, help="Show payloads, results 
 
 
 @contextmanager
-def inspector(redis_url: str, signing_key: list[bytes] | None = None) -> Iterator[Inspector]:
-    """An Inspector on ``redis_url`` (with ``signing_key``, if given), closed after use."""
+def inspector(redis_url: str, signing_key: list[bytes] | None = None, encryption: Any = None) -> Iterator[Inspector]:
+    """An Inspector on ``redis_url`` (with ``signing_key``, if given; with ``encryption``, else the
+    key ring of $ASYNQPY_ENCRYPTION_KEYS if set: encrypted values shown decrypted), closed after use."""
     from asynqpy.inspector import Inspector
 
-    insp = Inspector(redis_url, signing_key=signing_key)
+    insp = Inspector(redis_url, signing_key=signing_key, encryption=encryption or encryption_ring(None))
     try:
         yield insp
     finally:
@@ -194,6 +210,10 @@ def payload_text(value: Any, full: bool = False, width: int = PAYLOAD_WIDTH) -> 
     ``full``: bytes show as their Python repr (nested bytes as a quoted repr), None as '-'."""
     if value is None:
         return "-"
+    from asynqpy.core.security.encryption import Encrypted
+
+    if isinstance(value, Encrypted):  # no key for it: said so (docs/encryption.md)
+        return f"encrypted (key {value.kid})"
     if isinstance(value, (bytes, bytearray)):
         text = repr(bytes(value))
     else:

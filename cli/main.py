@@ -29,6 +29,8 @@ from .common import (
     When,
     echo,
     emit_json,
+    encryption_keys_option,
+    encryption_ring,
     json_option,
     redis_url_option,
     signing_key_option,
@@ -171,7 +173,8 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "stats": ".stats:stats", "queue": ".queue:queue", "task": ".task:task", "server": ".server:server",
     "dash": ".dash:dash", "events": ".events:events", "cron": ".cron:cron", "scheduler": ".cron:scheduler",
     "metrics": ".metrics:metrics", "web": ".web:web", "process": ".processes:process",
-    "rules": ".rules:rules", "outbox": ".outbox:outbox",
+    "rules": ".rules:rules", "outbox": ".outbox:outbox", "upgrade": ".upgrade:upgrade",
+    "durable": ".durable:durable", "keys": ".encryption:keys", "tenant": ".encryption:tenant",
 })
 @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print asynqpy's version and the wire protocol it speaks, and exit.")
@@ -291,10 +294,12 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
               help="Directory of offloaded payloads (a FileBlobStore shared with the producers; default: the "
                    "App's offload=): read before the handler, deleted when the task leaves (docs/offload.md).")
 @signing_key_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
 def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_password_file: str | None,
-           supervised: bool, offload_dir: str | None, signing_key_file: str | None, redis_url: str,
+           supervised: bool, offload_dir: str | None, signing_key_file: str | None,
+           encryption_keys_file: str | None, redis_url: str,
            **settings: Any) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -313,6 +318,7 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     queues: Any = given.pop("queues", None) or (app.server().options.queues if app else {"default": 1})
     if app is not None and keys is None:  # the App's key: its server's and its relay's (before either is made)
         keys = app.signing_key
+    ring = _ring_of(app, encryption_keys_file)  # (the App's when no file or environment gives one)
     relay = None
     if outbox_db is not None and not supervised:  # one relay: here, or in the supervisor
         from .outbox import make_relay
@@ -323,13 +329,20 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
         _supervise(processes, given)
     extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
-    server = Server(redis_url, queues=queues, signing_key=keys, offload=_offload(offload_dir, app),
+
+    server = Server(redis_url, queues=queues, signing_key=keys, encryption=ring, offload=_offload(offload_dir, app),
                     **{**extra, **given})
     try:
         server.run(mux, loop=loop, supervised=supervised)
     finally:
         if relay is not None:
             relay.stop()
+
+
+def _ring_of(app: Any, path: str | None) -> Any:
+    """The worker's key ring: --encryption-keys's, $ASYNQPY_ENCRYPTION_KEYS's, else the App's."""
+    ring = encryption_ring(path)
+    return app.encryption if ring is None and app is not None else ring
 
 
 def _check_loop(loop: str) -> None:
@@ -448,10 +461,11 @@ def _child_argv(argv: list[str]) -> list[str]:
               help="Only workers of this version or newer run it (--worker-version; docs/deploy.md).")
 @json_option
 @signing_key_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
-def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file: str | None, redis_url: str,
-            **flags: Any) -> None:
+def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file: str | None,
+            encryption_keys_file: str | None, redis_url: str, **flags: Any) -> None:
     """Enqueue a task of TASK_TYPE."""
     try:
         value = json.loads(payload) if payload is not None else None
@@ -460,7 +474,8 @@ def enqueue(task_type: str, payload: str | None, as_json: bool, signing_key_file
     options = _enqueue_options(flags)
     from asynqpy.client import Client
 
-    with Client(redis_url, signing_key=signing_keys(signing_key_file)) as client:
+    ring = encryption_ring(encryption_keys_file)
+    with Client(redis_url, signing_key=signing_keys(signing_key_file), encryption=ring) as client:
         try:
             info = client.enqueue(task_type, value, **options)
         except InvalidArgumentError as exc:

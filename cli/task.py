@@ -23,6 +23,8 @@ from .common import (
     console,
     echo,
     emit_json,
+    encryption_keys_option,
+    encryption_ring,
     full_option,
     inspector,
     json_option,
@@ -139,17 +141,18 @@ def task_table(tasks: list[TaskInfo], state: TaskState, full: bool) -> Table:
               help="Tasks per page (at most 1000).")
 @json_option
 @full_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
 def ls(queue: str, state: str, group: str | None, page: int, page_size: int, as_json: bool, full: bool,
-       redis_url: str) -> None:
+       encryption_keys_file: str | None, redis_url: str) -> None:
     """List one page of the tasks in a state (default: pending). Order: pending oldest first (the
     order they run in), active/scheduled/retry soonest first, archived/completed newest first,
     aggregating (with --group) oldest first."""
     st = parse_state(state)
     if st is TaskState.AGGREGATING and not group:
         raise UserError("aggregating tasks are listed per group: give --group (`asynqpy queue groups Q` lists them)")
-    with inspector(redis_url) as insp:
+    with inspector(redis_url, encryption=encryption_ring(encryption_keys_file)) as insp:
         tasks = insp.list_tasks(queue, st, page, page_size, group or "")
         if as_json:
             total = 0
@@ -303,12 +306,20 @@ def show_logs(out: Any, logs: list[Any], full: bool) -> None:
 @task_ref
 @json_option
 @full_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
-def inspect(queue: str, task_id: str, as_json: bool, full: bool, redis_url: str) -> None:
-    """Show one task in full detail."""
-    with inspector(redis_url) as insp:
+def inspect(queue: str, task_id: str, as_json: bool, full: bool, encryption_keys_file: str | None,
+            redis_url: str) -> None:
+    """Show one task in full detail (an encrypted payload, result or logs decrypted with
+    --encryption-keys, else shown as "encrypted")."""
+    ring = encryption_ring(encryption_keys_file)
+    with inspector(redis_url, encryption=ring) as insp:
         info = insp.task_info(queue, task_id)
+    if ring is not None:  # keys given, and still a value they do not open: why, in one line (exit 2)
+        for value in (info.payload, info.result):
+            if getattr(value, "reason", ""):
+                raise UserError(f"task {task_id!r}: {value.reason}")
     if as_json:
         emit_json(info)
         return

@@ -9,7 +9,16 @@ import click
 
 from asynqpy.core.model.errors import InvalidArgumentError
 
-from .common import UserError, echo, redis_url_option, signing_key_option, signing_keys, user_errors
+from .common import (
+    UserError,
+    echo,
+    encryption_keys_option,
+    encryption_ring,
+    redis_url_option,
+    signing_key_option,
+    signing_keys,
+    user_errors,
+)
 
 
 def _loopback(host: str) -> bool:
@@ -37,10 +46,12 @@ def _loopback(host: str) -> bool:
                    "address and localhost: a request for any other Host is refused (DNS rebinding). "
                    "'*.example.com': its subdomains; '*': any name (only behind a proxy that checks Host).")
 @signing_key_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
 def web(port: int, host: str, read_only: bool, auth_file: str | None, auth_env: str | None, refresh: float,
-        allowed_hosts: tuple[str, ...], signing_key_file: str | None, redis_url: str) -> None:
+        allowed_hosts: tuple[str, ...], signing_key_file: str | None, encryption_keys_file: str | None,
+        redis_url: str) -> None:
     """Serve the web console (queues, tasks, servers, periodic tasks; a REST API under /api) on
     http://HOST:PORT until stopped."""
     if auth_file and auth_env:
@@ -65,7 +76,8 @@ def web(port: int, host: str, read_only: bool, auth_file: str | None, auth_env: 
             raise UserError(f"binding {host} (not loopback) needs --auth-file or --auth-env")
         hosts = host_patterns([host, "localhost", *allowed_hosts])
         app = create_app(redis_url, read_only=read_only, auth=auth, refresh=refresh,
-                         signing_key=signing_keys(signing_key_file), allowed_hosts=hosts)
+                         signing_key=signing_keys(signing_key_file), allowed_hosts=hosts,
+                         encryption=encryption_ring(encryption_keys_file))
     except InvalidArgumentError as exc:
         raise UserError(str(exc)) from None
     import uvicorn

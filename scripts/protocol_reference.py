@@ -26,6 +26,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import msgpack
 from generated_page import write_or_check  # (scripts/ is on sys.path: run as python scripts/...)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +132,8 @@ def queue_keys() -> list[tuple[str, str, str]]:
     return out
 
 
-MSGPACK = {str: "str", int: "int", bool: "bool", object: "any", dict: "map", list: "array", type(None): "nil"}
+MSGPACK = {str: "str", int: "int", bool: "bool", object: "any", dict: "map", list: "array", type(None): "nil",
+           msgpack.ExtType: "ext 69 (encrypted)"}
 
 
 def fields() -> Iterator[tuple[int, str, str, str, int, str]]:
@@ -268,7 +270,8 @@ def page() -> str:
     parts.append("## Control actions\n\nA control command (msgpack `[command id, action]`, pushed to "
                  "`control_list()`) carries one of: " + ", ".join(f"`{a}`" for a in control.ACTIONS)
                  + ", or `concurrency=N` (N from 1 to " + f"{control.MAX_CONCURRENCY}).\n\n")
-    parts.append("## Scripts\n\nEach script runs with EVALSHA (EVAL when the server does not have it) with its "
+    parts.append("## Scripts\n\nEach script runs as a Redis Function (FCALL of its library's function; on a "
+                 "Redis before 7.0 EVALSHA, then EVAL when the server does not have the script) with its "
                  "KEYS and ARGV in the order below (a tail `name...` takes the rest; a stride tail "
                  "`{a b}` takes items of that many values). Its text is its header, as written.\n\n")
     for name, script in scripts():

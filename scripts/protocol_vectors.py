@@ -6,7 +6,8 @@ own codec and scripts against the files.
 - messages.json: task messages as msgpack bytes (hex) with their fields decoded (JSON), plain and
   signed; stored values (state code, lease token, message); malformed messages a reader refuses;
 - replies.json: a sequence of script calls on an empty store (KEYS, ARGV, the reply);
-- scripts.json: each script's KEYS and ARGV names and the SHA-1 of its flattened source.
+- scripts.json: each script's KEYS and ARGV names, the SHA-1 of its flattened source (EVALSHA) and
+  the name of its Redis Functions library and function (FCALL; the name holds its version).
 
 JSON of a value: a str is a string, bytes are ``{"bin": hex}`` (in a message: msgpack bin) and a
 Redis reply's bytes are a string when UTF-8, else ``{"hex": hex}``. ``--check``: write nothing,
@@ -191,7 +192,7 @@ def scripts() -> dict[str, Any]:
     from asynqpy.core.spine.scripts import load_scripts
 
     return {name: {"keys": list(sc.keys), "keys_tail": sc.keys_tail, "args": list(sc.args), "args_tail": sc.args_tail,
-                   "sha1": sc.sha} for name, sc in sorted(load_scripts().items())}
+                   "sha1": sc.sha, "function": sc.function} for name, sc in sorted(load_scripts().items())}
 
 
 def files() -> dict[str, str]:

@@ -134,6 +134,25 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.write_line(f"total: {sum(_cpu_by_test.values()):.0f}s cpu")
 
 
+_CPU_LOG = os.environ.get("ASYNQPY_TEST_CPU_LOG")
+"""A folder: each test process appends a line per test phase (setup, call, teardown) to a file of
+its own there: the node id, the phase, its CPU seconds (this process and the children it waited
+for) and its wall seconds. How the budget's figures per block were measured
+(docs/internals-testing.md); ``python tests/cpulog.py FOLDER`` sums them."""
+_phase_cpu = pytest.StashKey[float]()
+
+
+def _log_phase(item: pytest.Item, when: str, wall: float) -> None:
+    if not _CPU_LOG:
+        return
+    now = _cpu_seconds()
+    start = item.stash.get(_phase_cpu, item.stash.get(_cpu_start, now))
+    item.stash[_phase_cpu] = now
+    worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
+    with open(os.path.join(_CPU_LOG, f"{worker}-{os.getpid()}.tsv"), "a", encoding="utf-8") as f:
+        f.write(f"{item.nodeid}\t{when}\t{now - start:.3f}\t{wall:.3f}\n")
+
+
 def _utf8(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -145,6 +164,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     carries, crashed the worker. Such characters are written as escapes (\\udcff) instead."""
     outcome: Any = yield
     report = outcome.get_result()
+    _log_phase(item, call.when, report.duration)
     # the test's CPU, setup and call (pytest_terminal_summary); not its teardown: the last test of a
     # process tears the session's servers down, and their whole CPU would count as that test's
     if call.when == "call" and _cpu_start in item.stash:

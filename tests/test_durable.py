@@ -84,7 +84,8 @@ def test_steps_run_once_and_the_run_resumes_on_a_signal_sent_after_the_wait(back
             p = insp.process(Q, run.id, first=1, count=100)
         kinds = [e.data["k"] for e in p.history]
         assert kinds == ["start", "step", "step", "wait", "signal", "sleep", "fired", "done"]
-        assert p.state["status"] == "completed" and p.timer is None
+        assert p.state["status"] == "completed" and p.timer is not None  # its retention's (7 days): it removes it
+        assert p.timer - p.updated == timedelta(days=7)
         await ac.close()
 
     asyncio.run(main())
@@ -224,7 +225,7 @@ def test_now_uuid_random_and_step_id_are_the_same_on_every_replay(backend: Any) 
         async with serving(backend.new_async(), mux, queues=[Q]):
             run = await ac.start(det, id="d1")
             got = await ac.result(run, timeout=20)
-        assert len(values) >= 4 and set(values) == {tuple(got)}  # every replay saw the recorded values
+        assert len(values) >= 2 and set(values) == {tuple(got)}  # every replay saw the recorded values
         assert ids == ["d1:4:one", "d1:6:two"]  # <run>:<position>:<name>
         await ac.close()
 

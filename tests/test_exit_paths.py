@@ -43,6 +43,7 @@ NO_EXIT = {
     "edit_task": "rewrites a live task's message in its state (or moves it between pending and scheduled): it stays "
                  "live",
     "set_workers": "rewrites a targeted task's message in its state",
+    "rewrap": "key rotation: the same message, its encrypted values sealed again, in the same state (never active)",
     "hold": "unblock: held tasks (scheduled, includes/hold) -> pending: they stay live with their lock, key, children",
     # repairs and sweeps of tasks whose duties were done when they ended
     "expire": "completed tasks past their retention: every duty was done when they completed",

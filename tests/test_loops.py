@@ -19,7 +19,7 @@ from asynqpy.core.spine.keys import SERVERS, queue_keys, server_info
 from asynqpy.redisio.executor import SyncExecutor
 from asynqpy.worker.context import Context
 from asynqpy.worker.forwarder import Forwarder, ForwarderParams
-from asynqpy.worker.heartbeat import Heartbeat, HeartbeatParams
+from asynqpy.worker.heartbeat import INFO_EVERY, Heartbeat, HeartbeatParams, info_ttl_ms
 from asynqpy.worker.janitor import Janitor, JanitorParams
 from asynqpy.worker.recoverer import LEASE_EXPIRED, Recoverer, RecovererParams
 from asynqpy.worker.settings import ServerOptions
@@ -134,6 +134,27 @@ def test_heartbeat_renews_leases_and_gives_up_lost_ones(backend: Any) -> None:
     assert h.r.zscore(SERVERS, "srv-1") is not None
     info = msgpack.unpackb(h.r.get(server_info("srv-1")))
     assert info["id"] == "srv-1" and [a[0] for a in info["active"]] == ["mine", "stolen"]
+
+
+def test_the_description_outlives_the_beats_until_its_next_rewrite(backend: Any) -> None:
+    """An idle server rewrites its description every INFO_EVERY beats: its TTL covers them and a
+    margin of three beats, also for a beat under a second (its TTL was in whole seconds, rounded
+    down: 1 s for a 0.2 s beat, rewritten every 1.2 s; the server was listed without a description,
+    so ``server ls`` and the console said no live server, a fifth of the time)."""
+    for interval in (0.2, 0.3, 1.0):
+        h = H(backend, heartbeat_interval=interval, lease=5)
+
+        class Idle:
+            held: dict[Any, Any] = {}
+
+        async def beat(ctx: Context) -> None:
+            await Heartbeat(ctx, Idle(), HeartbeatParams.of(h.options, "srv-1", 0.0)).beat()  # type: ignore[arg-type]
+
+        h.run(beat)
+        rewrite_ms = INFO_EVERY * interval * 1000
+        assert info_ttl_ms(interval) == round(rewrite_ms + 3 * interval * 1000)
+        ttl = h.r.pttl(server_info("srv-1"))  # (counts down in real time from the SET)
+        assert rewrite_ms < ttl <= info_ttl_ms(interval), (interval, ttl)
 
 
 def test_recoverer_retries_or_archives_expired_leases(backend: Any) -> None:

@@ -76,13 +76,20 @@ class ReplyDropper:
             s.close()
 
     def close(self) -> None:
+        """Stop the proxy and its threads: a shutdown wakes a pump blocked in recv (a close alone
+        left it blocked on the connection into the next tests of the process)."""
         self._stop = True
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # (wakes the accepting thread: Linux)
+        except OSError:
+            pass
         self.listener.close()
         for s in self._socks:
             try:
-                s.close()
+                s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
 
 
 @pytest.fixture

@@ -48,7 +48,8 @@ FEATURES: dict[str, Names] = {
     "events": Names(core="asynqpy/core/results/events.py", cli="cli/events.py", command="events",
                     docs="docs/events.md"),
     "results": Names(core="asynqpy/core/results", docs="docs/results.md"),
-    "durable": Names(core="asynqpy/core/durable", docs="docs/durable.md"),  # (CLI and console: issue 46's next stage)
+    "durable": Names(core="asynqpy/core/durable", cli="cli/durable.py", command="durable",
+                     web="asynqpy/web/routes/durable.py", docs="docs/durable.md"),
     "deploy": Names(core="asynqpy/core/deploy", docs="docs/deploy.md"),
     "client": Names(core="asynqpy/core/client", facade="asynqpy/client.py", docs="docs/client.md"),
     "inspector": Names(core="asynqpy/core/inspector", facade="asynqpy/inspector.py", docs="docs/inspector.md"),

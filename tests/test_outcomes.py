@@ -115,10 +115,10 @@ def test_wake_token_of_a_queue_not_served_is_handed_back(backend: Any) -> None:
     with pending tasks always has a wake token waiting."""
     if backend.kind == "cluster":
         pytest.skip("the two enqueues go in one MULTI, which a cluster refuses across slots")
-    from asynqpy.redisio.executor import evalsha_args
+    from asynqpy.redisio.replies import script_args
 
     client = Client(backend.sync)
-    client.enqueue("warm-up", queue="c")  # loads the script, so EVALSHA works inside MULTI
+    client.enqueue("warm-up", queue="c")  # loads the script's library, so FCALL works inside MULTI
     b = Broker()
     calls = [b.enqueue(q, f"task-{q}", Message("slow"), check_id=False) for q in "ab"]
     mux = ServeMux()
@@ -139,7 +139,7 @@ def test_wake_token_of_a_queue_not_served_is_handed_back(backend: Any) -> None:
             await asyncio.sleep(0.5)  # the server found nothing and blocks in its idle wait
             pipe = backend.sync.pipeline(transaction=True)  # both tokens appear at once
             for c in calls:
-                pipe.execute_command(*evalsha_args(c))
+                pipe.execute_command(*script_args(c, True))
             pipe.execute()
             await until(lambda: len(started) == 1)
             await asyncio.sleep(0.2)

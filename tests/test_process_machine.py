@@ -1,7 +1,7 @@
 """A stateful property test of durable processes (hypothesis ``RuleBasedStateMachine``), on
 fakeredis and the real redis-server: random sequences of process starts, inputs (calls, repairs,
 removals), dequeues, the worker's path for an input (read the process, decide, run a processor,
-commit with ``proc_commit``; or fail, retried or archived; or crash; or a commit sent late, after
+checkpoint with ``proc_step`` as a durable run does, commit with ``proc_commit``; or fail, retried or archived; or crash; or a commit sent late, after
 the input's lease may have expired and the input run again), the recoverer, timers falling due
 through the forwarder and its key gate, and time passing, against the real scripts. A model
 applies each commit the scripts accepted; after every step it checks, from Redis:
@@ -204,6 +204,9 @@ class ProcessMachine(RuleBasedStateMachine):
             return
         if plan is None:
             assert rec is not None
+            rec = self._checkpoints(id, token, pid, kind, msg.key, rec, data)
+            if rec is None:
+                return  # a checkpoint refused: the worker lets go of the input (its lease expires)
             if outcome == "fail":
                 failed = msg.with_(last_error="boom", last_failed_at_ms=self.clock.now_ms())
                 if msg.retried < msg.max_retry:
@@ -223,6 +226,25 @@ class ProcessMachine(RuleBasedStateMachine):
             self.late.append((id, call, plan, tid))
         else:
             self._commit(id, call, plan, tid)
+
+    def _checkpoints(self, id: str, token: str, pid: str, kind: str, key: str, rec: proc.Record,
+                     data: st.DataObject) -> proc.Record | None:
+        """A durable run's checkpoints inside its input (lua/proc_step.lua), 0 to 2 of them, each
+        appending one event (the record keeps its status, state and timer); the record as the
+        last one left it, or None if one was refused (the lease lost: another attempt holds it)."""
+        for _ in range(data.draw(st.sampled_from([0, 0, 1, 2]), label="checkpoints")):
+            count, events = proc.checkpoint_args(rec, kind, [f"step:{id}"], id.encode())
+            got = self.x.run(self.b.proc_step(Q, [(id, token, pid, rec.expect, count, events, key)]))[0]
+            if isinstance(got, Exception):
+                assert isinstance(got, (LeaseLostError, TaskNotFoundError)), got
+                event("checkpoint refused")
+                return None
+            event("checkpoint")
+            m = self.model[pid]
+            assert m is not None
+            m["events"].append(id)
+            rec = proc.parse_record(pid, got[0])
+        return rec
 
     @precondition(lambda self: bool(self.late))
     @rule(data=st.data())

@@ -34,8 +34,9 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> int:
         raise
 
 
-def test_4000_tasks_4_processes_each_runs_exactly_once(redis_url: str) -> None:
-    n = 4_000  # 80 handlers in 4 processes, each task dequeued in a race with 79 others (10 000 cost 17 s of CPU)
+def test_2000_tasks_4_processes_each_runs_exactly_once(redis_url: str) -> None:
+    n = 2_000  # 80 handlers in 4 processes, each task dequeued in a race with 79 others (10 000 cost 17 s of
+    # CPU, 4 000 7 to 11 s: the suite's budget, issue 43; 25 batches of 80 still race)
     db1 = _db1(redis_url)
     db1.flushdb()
     with Client(redis_url) as client:

@@ -25,7 +25,7 @@ from asynqpy import AsyncClient, Client, Inspector, InvalidArgumentError, ServeM
 from asynqpy.cli.main import main as cli
 from asynqpy.core.spine.broker import Broker
 from asynqpy.redisio.executor import SyncExecutor
-from asynqpy.redisio.scripts import load_scripts
+from asynqpy.redisio.scripts import load_functions, load_scripts
 
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
@@ -35,10 +35,10 @@ ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role
     "worker": {"dequeue", "done", "done_dequeue", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "sweep", "rewake", "reply", "progress", "forget_gone", "cron_fire",
                "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",
-               "proc_read", "proc_commit", "flow_read", "tenant_fix"},
+               "proc_read", "proc_commit", "proc_step", "flow_read", "tenant_fix", "durable_emit", "wake_take"},
     "inspector": {"stats", "pause", "unpause", "page", "delete_tasks", "archive_tasks", "run_tasks", "cancel",
                   "drop_queue", "cron_fire", "cron_remove", "cron_pause", "edit_task", "ungroup", "run_end",
-                  "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold", "search"},
+                  "set_workers", "proc_read", "flow_read", "set_tenant", "tenants", "hold", "search", "rewrap"},
     "control": set(),  # remote control: plain commands on its own key space (asynqpy-control:*)
 }
 CLUSTER_EXTRA = ["+cluster|slots", "+command"]
@@ -89,6 +89,7 @@ def acl_server() -> Iterator[RedisProcess]:
     _need("redis-server")
     proc = RedisProcess(password=ADMIN_PW)
     create_users(proc.admin())
+    load_functions(proc.admin())  # (the administrator's step of docs/security.md: no role may load them)
     yield proc
     proc.stop()
 
@@ -272,7 +273,8 @@ def test_documented_acl_covers_every_command_of_each_roles_scripts() -> None:
         assert rules[:3] == ["reset", "on", f">{role.upper()}_PASSWORD"]
         assert ("~asynqpy:*" in rules) == bool(scripts)  # control: no task key at all
         allowed = {c[1:] for r in rules for c in r.strip("()").split() if c.startswith("+")}
-        assert {"evalsha", "eval"} <= allowed or not scripts
+        assert {"fcall", "evalsha", "eval"} <= allowed or not scripts
+        assert "function|load" not in allowed  # (a role that may load libraries may replace another's)
         for script in scripts:
             missing = _script_commands(script) - allowed
             assert not missing, f"{role} runs script {script} which calls {missing}"
@@ -360,6 +362,7 @@ def test_each_roles_commands_derived_from_what_it_runs_are_in_the_readme(redis_u
     a new code path with a new command fails here, whichever script or plain command it is."""
     admin = redis.Redis.from_url(redis_url)
     admin.flushall()
+    load_functions(admin)  # (the administrator's step: the roles call them)
     derived: dict[str, set[str]] = {}
 
     admin.config_resetstat()  # -- producer: Client (enqueue in every form, results)
@@ -412,7 +415,7 @@ def test_each_roles_commands_derived_from_what_it_runs_are_in_the_readme(redis_u
         insp.delete_all("default", "pending")
     derived["inspector"] = _ran(admin)
 
-    assert "scard" in derived["worker"] and "evalsha" in derived["producer"]  # (the paths ran)
+    assert "scard" in derived["worker"] and "fcall" in derived["producer"]  # (the paths ran)
     for role, commands in derived.items():
         missing = commands - _allowed(role)
         assert not missing, f"docs/security.md's {role} role lacks {sorted(missing)}, which its code paths run"
@@ -702,12 +705,35 @@ def test_each_role_is_refused_what_it_does_not_need_and_control_has_its_own(acl:
     admin.execute_command("ACL", "DELUSER", "asynqpy-operator")
 
 
+@pytest.mark.real
+def test_a_role_that_finds_the_libraries_missing_runs_its_scripts_by_evalsha(acl: RedisProcess) -> None:
+    """The documented roles may call the scripts' functions, not load them: a producer that finds
+    them missing (a Redis restarted without persistence, a new version not loaded yet) is refused
+    their load once and goes on with EVALSHA (and EVAL); nothing else is refused."""
+    admin = acl.admin()
+    admin.execute_command("FUNCTION", "FLUSH")
+    try:
+        with Client(role_url(acl, "producer")) as producer:
+            producer.enqueue("ok", "one")
+            producer.enqueue("ok", "two")
+            producer.enqueue_many([("ok", "three"), ("ok", "four")])
+        assert Inspector(role_url(acl, "inspector")).queue_info("default").pending == 4
+        refused = {(e["username"], e["object"]): e["count"] for e in admin.acl_log()}
+        assert refused == {("asynqpy-producer", "function|load"): 1,  # once each: then EVALSHA
+                           ("asynqpy-inspector", "function|load"): 1}
+        assert admin.execute_command("FUNCTION", "LIST") == []
+    finally:
+        load_functions(admin)
+
+
 @pytest.mark.cluster
 def test_minimal_acl_on_redis_cluster(cluster_server: RedisCluster) -> None:
     cluster_server.flush()
     admins = [redis.Redis(port=n.port) for n in cluster_server.nodes]
     for a in admins:
         create_users(a, CLUSTER_EXTRA)
+        if a.info("replication")["role"] == "master":
+            load_functions(a)  # (the administrator's step: on every master)
         a.execute_command("ACL", "LOG", "RESET")
     nodes = cluster_server.url.split("://", 1)[1]
     url = {role: f"redis+cluster://asynqpy-{role}:{role}-pw@{nodes}" for role in ROLE_SCRIPTS}

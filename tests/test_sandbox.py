@@ -84,18 +84,19 @@ def test_a_dying_child_fails_only_its_task(redis_url: str, how: str, signal_name
     asyncio.run(main())
 
 
-def test_400_tasks_through_two_recycled_children(redis_url: str) -> None:
+def test_200_tasks_through_two_recycled_children(redis_url: str) -> None:
+    """(400 tasks, 10 to 12 children started, cost 7 s of CPU: 200 recycle each child as often.)"""
     async def main() -> None:
         c = AsyncClient(redis_url)
-        await c.enqueue_many([("work", i, {"retention": 600}) for i in range(400)], queue=Q)
+        await c.enqueue_many([("work", i, {"retention": 600}) for i in range(200)], queue=Q)
         async with serving(redis_url, _mux(), queues=[Q], sandbox_processes=2, sandbox_max_tasks=40,
                            concurrency=8) as server:
             with Inspector(redis_url) as insp:
-                await until(lambda: insp.queue_info(Q).completed == 400, 60)
-                done = insp.list_tasks(Q, TaskState.COMPLETED, 1, 400)
+                await until(lambda: insp.queue_info(Q).completed == 200, 60)
+                done = insp.list_tasks(Q, TaskState.COMPLETED, 1, 200)
         pids = {t.result["pid"] for t in done}
-        assert sorted(t.result["n"] for t in done) == list(range(400))  # nothing lost
-        assert 10 <= len(pids) <= 12, len(pids)  # 40 tasks per child, 2 at a time
+        assert sorted(t.result["n"] for t in done) == list(range(200))  # nothing lost
+        assert 5 <= len(pids) <= 7, len(pids)  # 40 tasks per child, 2 at a time
         assert server is not None
         await c.close()
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from asynqpy.core.deploy import holds
+from asynqpy.core.durable import events as durable_events
 from asynqpy.core.inspector import search
 from asynqpy.core.limits import plans as limits
 from asynqpy.core.model.clock import Clock
@@ -131,6 +132,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("key_free", lambda b: b.key_free("q", "k", "h")),
     ("proc_start", lambda b: b.proc_start("q", "p1", "i", Message(P.TYPE_PREFIX + "x", key="proc:p1"))),
     ("proc_read", lambda b: b.proc_read("q", "p1", 3, 7)),
+    ("proc_step", lambda b: b.proc_step("q", [("i", "tok", "p1", P.new_record("t"), 1, b"", "proc:p1")])),
     ("proc_commit", lambda b: b.proc_commit("q", "i", "tok", M, P.Plan("p1", "call", P.new_record("t"), state=b"s",
                                               events=[b"e"], timer="s", timer_ms=5, remove=True, response=4, keep=9),
                                               ("ti", M0), b"out")),
@@ -163,6 +165,8 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("watch", lambda b: b.watch("q", "i", "inb")),
     ("reply", lambda b: b.reply("q", "inb", b"o")),
     ("rewake", lambda b: b.rewake("q")),
+    ("durable_emit", lambda b: durable_events.emit_call("q", "i", "durable.f", "r", [b"\x81\xa1k\xa4done"])),
+    ("wake_take", lambda b: b.wake_take([queue_keys("q").wake, queue_keys("r").wake], 5)),
     ("snooze", lambda b: b.snooze("q", "i", "tok", 50)),
     ("requeue", lambda b: b.requeue("q", "i", "tok")),
     ("extend", lambda b: b.extend("q", 100, [("a", "t"), ("b", "t2", "m")])),
@@ -185,6 +189,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("delete_tasks", lambda b: b.delete_tasks("q", TaskState.PENDING, ITEMS, 100)),
     ("archive_tasks", lambda b: b.archive_tasks("q", TaskState.SCHEDULED, ITEMS, 100)),
     ("edit_task", lambda b: b.edit_task("q", TaskState.RETRY, "i", S, b"new", 5, None, 10, -1, keyed=True)),
+    ("rewrap", lambda b: b.rewrap("q", "i", S, b"new")),
     ("aggregate", lambda b: b.aggregate("q", "g1", [("a", S), ("b", b"g" + encode(M0))], "new", M0)),
     ("ungroup", lambda b: b.ungroup("q", "i", S, "archive", "g1")),
     ("run_tasks", lambda b: b.run_tasks("q", TaskState.ARCHIVED, ["a", "b"])),

@@ -91,7 +91,7 @@ def test_pages_resume_from_their_cursor_and_report_progress(backend: Any) -> Non
         cursor, pages, looked = 0, 0, 0
         while True:
             page = insp.search_page("big", cursor=cursor, budget=200, limit=10, payload={"odd": True})
-            assert page.total == 1500 and page.looked >= 1
+            assert page.total == 1500 and 0 <= page.looked <= 1500  # (a last HSCAN batch may hold none)
             seen += [t.id for t in page.tasks]
             looked += page.looked
             pages += 1
@@ -220,3 +220,28 @@ def test_the_script_agrees_with_the_python_test(payloads: list[Any], seed: int) 
             want = sorted(k.decode() for k, v in stored.items()
                           if S.matches(search, k.decode(), TaskState.from_code(state_char(v).decode()), decode(message_of(v))))
             assert _ids(insp.search("pq", **cond)) == want, cond
+
+
+def test_encrypted_payloads_are_searched_by_a_reader_with_the_keys(backend: Any) -> None:
+    """docs/search.md: payload conditions on encrypted payloads (docs/encryption.md) are checked by
+    a reader holding the key ring, on the decrypted payloads (the other conditions still in Redis);
+    a reader without keys finds none by payload (a ciphertext holds nothing to match)."""
+    import os
+
+    from asynqpy import KeyRing
+
+    ring = KeyRing({"k1": os.urandom(32)})
+    with Client(backend.sync, encryption=ring) as c:
+        for i in range(30):
+            c.enqueue("pay" if i % 2 else "mail", {"user": {"id": i % 3}, "note": f"secret {i}"}, queue="eq",
+                      task_id=f"e{i:02d}")
+    assert b"secret" not in b"".join(backend.sync.hvals(queue_keys("eq").tasks))
+    with Inspector(backend.sync, encryption=ring) as insp:
+        assert _ids(insp.search("eq", payload={"user.id": 2}, type="pay")) == ["e05", "e11", "e17", "e23", "e29"]
+        assert _ids(insp.search("eq", text="secret 1")) == ["e01"] + [f"e{i}" for i in range(10, 20)]
+        assert len(list(insp.search("eq", payload={"user.id": 0}, limit=4))) == 4
+        assert insp.search_count("eq", payload={"user.id": 1}) == 10
+        assert [t.payload["note"] for t in insp.search("eq", payload={"note": "secret 7"})] == ["secret 7"]
+        assert insp.search_act("eq", "archive", payload={"user.id": 2}).done == 10
+    with Inspector(backend.sync) as plain:
+        assert list(plain.search("eq", payload={"user.id": 2})) == [] and plain.search_count("eq", type="pay") == 15

@@ -429,3 +429,43 @@ def test_a_heartbeat_that_ignores_cancellation_does_not_keep_the_server_up(
 
     asyncio.run(main())
     assert any("heartbeat did not stop" in r.getMessage() for r in caplog.records)
+
+
+def test_a_task_whose_lease_ran_out_before_its_handler_started_is_not_run(
+        backend: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker whose event loop was busy reads a dequeue's reply late: the lease it took may have
+    run out before the handler starts, and another worker may run the task (or have run it) by
+    then. The handler is not started; nothing is written; the recoverer retries the task once its
+    lease expired. (A fault scenario on a loaded machine saw a task start 129 ms after another
+    worker had completed it.) Here every dequeue's lease is taken as already over."""
+    from asynqpy.worker.processor import Processor
+
+    start = Processor.start
+
+    def late(self: Any, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float,
+             page: Any = None) -> None:
+        start(self, queue, id, raw, token, now_ms, lease_until - 3600, page)
+
+    monkeypatch.setattr(Processor, "start", late)
+    ran: list[str] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.id)
+
+    client = Client(backend.sync)
+    info = client.enqueue("t", None, queue="late")
+
+    async def main() -> None:
+        async with serving(backend.new_async(), mux, queues=["late"], lease=30) as server:
+            await until(lambda: "unrun" in caplog.text)
+            assert server is not None
+            await asyncio.sleep(0.2)
+
+    with caplog.at_level("WARNING", logger="asynqpy"):
+        asyncio.run(main())
+    assert ran == []
+    assert f"let go of task {info.id} (queue late) unrun: its lease ran out" in caplog.text
+    s = stats(backend, "late")
+    assert (s.active, s.processed) == (1, 0)  # still leased in Redis: the recoverer's, at expiry

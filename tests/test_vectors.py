@@ -94,8 +94,8 @@ def test_the_scripts_inputs_and_sources() -> None:
     assert sorted(scripts) == sorted(loaded)
     for name, v in scripts.items():
         s = loaded[name]
-        assert (v["keys"], v["args"], v["keys_tail"], v["args_tail"], v["sha1"]) == \
-            (list(s.keys), list(s.args), s.keys_tail, s.args_tail, s.sha), name
+        assert (v["keys"], v["args"], v["keys_tail"], v["args_tail"], v["sha1"], v["function"]) == \
+            (list(s.keys), list(s.args), s.keys_tail, s.args_tail, s.sha, s.function), name
 
 
 @pytest.fixture(params=["fake", "real", pytest.param("cluster", marks=pytest.mark.cluster)])

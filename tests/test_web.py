@@ -383,13 +383,16 @@ def test_a_waiting_workflow_task_has_its_tab_its_parents_and_can_be_deleted(web:
 
 
 def _serve_in_thread(url: str, mux: Any, **options: Any) -> tuple[Any, Any]:
-    """A Server running in a thread of its own (the TestClient is synchronous)."""
+    """A Server running in a thread of its own (the TestClient is synchronous). Its beat is 1 s:
+    a server is live for 3 beats after its last, and at 0.2 s the 0.6 s lapsed on a loaded machine
+    (the console said "no live server" between two of a test's requests); a control command's
+    outcome and the new status are written at once, not at a beat."""
     import asyncio
     import threading
 
     from asynqpy import Server
 
-    server = Server(url, heartbeat_interval=0.2, shutdown_timeout=2, **options)
+    server = Server(url, **{"heartbeat_interval": 1.0, "shutdown_timeout": 2, **options})
     t = threading.Thread(target=lambda: asyncio.run(server.arun(mux)), daemon=True)
     t.start()
     return server, t

@@ -1,8 +1,13 @@
 """Runs broker :class:`~asynqpy.broker.Call` objects on a Redis client, sync or async.
 
-Scripts run with EVALSHA; a NOSCRIPT reply (a fresh or restarted server, a new cluster node) falls
-back to EVAL of the same source, which also caches it on that node. Pipelines do not ask
-SCRIPT EXISTS first (redis-py's Script objects would, costing a round trip per pipeline).
+Scripts run as Redis Functions (FCALL of the script's library, :mod:`asynqpy.core.spine.library`:
+its helpers made once per server, not at every call): a "function not found" reply (a fresh or
+restarted server, a new cluster node, a new version of asynqpy) loads the library (FUNCTION LOAD
+REPLACE) and the call goes again. A server without functions (Redis < 7.0) or an ACL role without
+``+fcall`` / ``+function|load`` turns the executor to EVALSHA for good (:func:`.replies.functions_refused`),
+as does ``ASYNQPY_SCRIPT_CALLS=evalsha``; there a NOSCRIPT reply falls back to EVAL of the same source,
+which also caches it on that node. Pipelines do not ask SCRIPT EXISTS first (redis-py's Script
+objects would, costing a round trip per pipeline).
 The two executors are written once (:mod:`asynqpy.core.spine.twin`, as the facades are): every public
 method is a plan of :class:`_ExecutorPlans` that yields its I/O as a few steps (one command, the
 direct path, one node's pipeline, the nodes' pipelines, the cluster's slot map);
@@ -45,6 +50,7 @@ from ..core.spine.broker import Call
 from ..core.spine.twin import Async, Steps, Sync, planned
 from .connection import REDIS_ERRORS, is_cluster
 from .replies import (
+    FUNCTIONS,
     REDIRECTS,
     Wait,
     bare,
@@ -53,9 +59,14 @@ from .replies import (
     eval_args,
     evalsha_args,
     full_error,
+    function_missing,
+    functions_refused,
+    load_args,
     merge,
+    missed,
     no_script,
     parse_reply,
+    script_args,
     settle,
     stale,
     typed_error,
@@ -107,7 +118,7 @@ async def _kept(aw: Awaitable[T]) -> T:
     return result
 
 
-_SCRIPTS = ("EVALSHA", "EVAL")
+_SCRIPTS = ("FCALL", "EVALSHA", "EVAL")
 """A step that is a tuple: send that one command and read its reply (the sync executor's direct
 path takes a script's, :data:`_SCRIPTS`). Raises what the command raised."""
 
@@ -174,6 +185,8 @@ class _ExecutorPlans:
         self.redis = redis
         self._cluster = is_cluster(redis)
         self._ready = not self._cluster or not self._lazy  # a cluster client initialized (its slot map loaded)
+        self.functions = FUNCTIONS
+        """Whether scripts go as FCALL (else EVALSHA): until the server or the ACL refuses functions."""
         # a redis-py client of one server (not a cluster, not fakeredis): the direct paths talk to its connections
         kind = type(redis)
         self._fast = (kind.__name__ == "Redis" and kind.__module__.startswith("redis.")
@@ -191,10 +204,7 @@ class _ExecutorPlans:
         if not self._ready:
             yield _READY
         try:
-            try:
-                reply = yield evalsha_args(call)
-            except NoScriptError:  # a fresh or restarted server: EVAL, which also caches the script
-                reply = yield eval_args(call)
+            reply = yield from self._one(call, self.functions)
         except OutOfMemoryError as exc:
             raise full_error(exc) from exc
         except Exception as exc:
@@ -203,6 +213,51 @@ class _ExecutorPlans:
                 raise
             raise err from exc
         return call.parse(reply)
+
+    def _one(self, call: Call[Any], functions: bool) -> Steps[Any]:
+        """The reply of one call, sent on its own (FCALL if ``functions``, loading its library when
+        the server lacks it; else, or if that fails, EVALSHA, then EVAL after a NOSCRIPT); raises what
+        Redis raised."""
+        if call.script and functions:
+            try:
+                return (yield script_args(call, True))
+            except ResponseError as exc:
+                error = exc
+            again = yield from self._functions_after(error, [call.script])
+            if again is None:
+                raise error
+            if again:
+                return (yield script_args(call, True))
+        try:
+            return (yield evalsha_args(call))
+        except NoScriptError:  # a fresh or restarted server: EVAL, which also caches the script
+            return (yield eval_args(call))
+
+    def _functions_after(self, reply: Any, names: Sequence[str]) -> Steps[bool | None]:
+        """After an FCALL's error ``reply``, how the calls of the scripts ``names`` go again: None =
+        they ran (``reply`` is theirs: the caller raises it), True = by FCALL (the missing libraries
+        loaded), False = by EVALSHA. A refusal of functions, or of their load, turns them off for
+        good; a load Redis refuses otherwise (full: FUNCTION LOAD may grow memory) leaves them on,
+        and these calls go by EVALSHA (EVAL runs where Redis is full as before)."""
+        if function_missing(reply):
+            commands = load_args(names)  # (on a cluster: on every master, one pipeline each)
+            nodes = self.redis.get_primaries() if self._cluster else [None]
+            outs = yield _Each([self._node_pipe(node, commands) for node in nodes])
+            failed = next((r for out in outs for r in out if isinstance(r, Exception)), None)
+            if failed is not None:
+                if functions_refused(failed):
+                    self._functions_off(failed)
+                return False
+            return True
+        if functions_refused(reply):
+            self._functions_off(reply)
+            return False
+        return None
+
+    def _functions_off(self, reply: Any) -> None:
+        if self.functions:
+            log.info("scripts go by EVALSHA: the server or this user's ACL refused Redis Functions (%s)", reply)
+        self.functions = False
 
     @planned
     def run_many(self, calls: Sequence[Call[Any]]) -> Steps[list[Any]]:
@@ -220,14 +275,14 @@ class _ExecutorPlans:
             if self._fast and len(calls) <= DIRECT_MAX and all(bare(c) for c in calls):  # no pipeline
                 replies = yield _Direct(calls)
             if replies is None:
-                replies = list((yield _Pipe(None, [evalsha_args(c) for c in calls])))
+                replies = list((yield _Pipe(None, [script_args(c, self.functions) for c in calls])))
         except Exception as exc:
             err = typed_error(exc)
             if err is None:
                 raise
             raise err from exc
         for r in replies:
-            if isinstance(r, NoScriptError):
+            if missed(r):
                 yield from self._resend(calls, replies)
                 break
         return [parse_reply(c, r) for c, r in zip(calls, replies)]
@@ -254,14 +309,21 @@ class _ExecutorPlans:
             return stop.value  # type: ignore[no-any-return]
 
     def _resend(self, calls: Sequence[Call[Any]], replies: list[Any]) -> Steps[None]:
-        """A script Redis did not know (NOSCRIPT) sent again on its own, with EVAL; its reply (or
-        error) in place in ``replies``."""
-        for i, reply in enumerate(replies):
-            if isinstance(reply, NoScriptError):
-                try:
-                    replies[i] = yield eval_args(calls[i])
-                except Exception as exc:  # noqa: BLE001 - reported per call
-                    replies[i] = exc
+        """The calls whose script Redis did not know (NOSCRIPT, a function not found or refused:
+        :func:`.replies.missed`) sent again on their own (:meth:`_one`, the missing libraries
+        loaded first); each reply (or error) in place in ``replies``."""
+        todo = [i for i, reply in enumerate(replies) if missed(reply)]
+        try:
+            again = yield from self._functions_after(next((replies[i] for i in todo if function_missing(replies[i])),
+                                                          replies[todo[0]]), [calls[i].script for i in todo])
+        except Exception as exc:  # noqa: BLE001 - the calls go again all the same (EVALSHA, then EVAL)
+            log.warning("could not load the scripts' libraries: %s", exc)
+            again = False
+        for i in todo:
+            try:
+                replies[i] = yield from self._one(calls[i], bool(again))
+            except Exception as exc:  # noqa: BLE001 - reported per call
+                replies[i] = exc
 
     def _per_node(self, calls: Sequence[Call[Any]], wait: Wait) -> Steps[list[Any]]:
         """Run ``calls`` as one pipeline per node (the nodes at once in the async executor); see
@@ -292,12 +354,19 @@ class _ExecutorPlans:
         """One pipeline (one connection) on ``node`` (None: the single-node client) for ``calls``
         and the WAIT; NOSCRIPT replies are sent again with EVAL. Never raises: a failure is
         every reply."""
-        out = yield from self._node_pipe(node, commands_of(calls, False, wait))
+        out = yield from self._node_pipe(node, commands_of(calls, False, wait, self.functions))
         missing = no_script(out, len(calls))
         if not missing:
             return out
-        again = yield from self._node_pipe(node, commands_of([calls[i] for i in missing], True, wait))
-        return merge(out, missing, again, wait)
+        # the libraries of the missing functions loaded on this node, then those calls sent with EVAL
+        loads = load_args([calls[i].script for i in missing]) if any(function_missing(out[i]) for i in missing) else []
+        if any(functions_refused(out[i]) for i in missing):
+            self._functions_off(next(out[i] for i in missing if functions_refused(out[i])))
+        again = yield from self._node_pipe(node, loads + commands_of([calls[i] for i in missing], True, wait))
+        for r in again[:len(loads)]:
+            if functions_refused(r):
+                self._functions_off(r)
+        return merge(out, missing, again[len(loads):], wait)
 
     def _node_pipe(self, node: Any, commands: list[tuple[Any, ...]]) -> Steps[list[Any]]:
         try:
@@ -374,7 +443,7 @@ class SyncExecutor(_ExecutorPlans, Sync):
         bookkeeping (about 100 µs of CPU for two commands, as much as the rest of an enqueue)."""
         conn = self._conn()
         try:
-            conn.send_packed_command([_packed(calls)])  # (one write: a list is sent an item at a time)
+            conn.send_packed_command([_packed(calls, self.functions)])  # (one write: a list is sent an item at a time)
             return [_read(conn.read_response) for _ in calls]
         except (RedisConnectionError, RedisTimeoutError, OSError):
             conn.disconnect()
@@ -447,7 +516,7 @@ class AsyncExecutor(_ExecutorPlans, Async):
         conn = await pool.get_connection()
         replies: list[Any] = []
         try:
-            await conn.send_packed_command(_packed(calls))
+            await conn.send_packed_command(_packed(calls, self.functions))
             for _ in calls:
                 try:
                     replies.append(await conn.read_response())
@@ -472,9 +541,9 @@ def _pipeline(client: Any, commands: list[tuple[Any, ...]]) -> Any:
     return pipe
 
 
-def _packed(calls: Sequence[Call[Any]]) -> bytes:
+def _packed(calls: Sequence[Call[Any]], functions: bool) -> bytes:
     """The commands of ``calls`` packed for one write."""
-    return b"".join([pack_command(evalsha_args(c) if c.script else c.command) for c in calls])
+    return b"".join([pack_command(script_args(c, functions)) for c in calls])
 
 
 def _read(read: Callable[[], Any]) -> Any:

@@ -8,6 +8,7 @@ script's refusal of an input). No I/O here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,9 +16,11 @@ from redis.exceptions import (
     AskError,
     AuthenticationError,
     ClusterDownError,
+    NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -36,13 +39,54 @@ from ..core.spine.broker import Call
 from .connection import is_cluster
 from .scripts import load_scripts
 
+FUNCTIONS = os.environ.get("ASYNQPY_SCRIPT_CALLS", "fcall").lower() != "evalsha"
+"""Whether executors call scripts as Redis Functions (FCALL of the script's library, loaded once
+per server: :mod:`asynqpy.core.spine.library`) before they find the server lacks them, else with
+EVALSHA. ``ASYNQPY_SCRIPT_CALLS=evalsha`` makes every executor use EVALSHA (an A/B of the two)."""
 
-def evalsha_args(call: Call[Any]) -> tuple[Any, ...]:
-    """The command (EVALSHA for a script call) that runs ``call``."""
+
+def script_args(call: Call[Any], functions: bool) -> tuple[Any, ...]:
+    """The command that runs ``call``: FCALL of its script's function if ``functions``, else
+    EVALSHA (a call that is no script: its command)."""
     if not call.script:
         return call.command
     script = load_scripts()[call.script]
+    if functions:
+        return ("FCALL", script.function, len(call.keys), *call.keys, *call.args)
     return ("EVALSHA", script.sha, len(call.keys), *call.keys, *call.args)
+
+
+def evalsha_args(call: Call[Any]) -> tuple[Any, ...]:
+    """The command (EVALSHA for a script call) that runs ``call``."""
+    return script_args(call, False)
+
+
+def load_args(names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The commands loading the libraries of the scripts ``names`` (REPLACE: a library's name holds
+    its version, so replacing it replaces it by itself; a loaded one is no error)."""
+    scripts = load_scripts()
+    return [("FUNCTION", "LOAD", "REPLACE", scripts[n].library) for n in sorted(set(names))]
+
+
+def function_missing(reply: Any) -> bool:
+    """Whether ``reply`` is the error of an FCALL whose function the server does not hold (a fresh
+    or restarted server, a new cluster node, a new version): load its library and call again."""
+    return isinstance(reply, ResponseError) and "function not found" in str(reply).lower()
+
+
+def functions_refused(reply: Any) -> bool:
+    """Whether ``reply`` says the server or the caller cannot use Redis Functions: a Redis before 7.0
+    (FCALL / FUNCTION unknown) or an ACL role without ``+fcall`` / ``+function|load``
+    (docs/security.md): scripts go by EVALSHA from then on."""
+    if isinstance(reply, NoPermissionError):
+        return True
+    text = str(reply).lower()
+    return isinstance(reply, ResponseError) and "unknown command" in text and ("fcall" in text or "function" in text)
+
+
+def missed(reply: Any) -> bool:
+    """Whether a script call's ``reply`` says it did not run for want of the script or function."""
+    return isinstance(reply, NoScriptError) or function_missing(reply) or functions_refused(reply)
 
 
 def eval_args(call: Call[Any]) -> tuple[Any, ...]:
@@ -95,15 +139,16 @@ def by_node(redis: Any, calls: Sequence[Call[Any]], todo: Sequence[int],
     return list(groups.values()), homeless
 
 
-def commands_of(calls: Sequence[Call[Any]], eval_: bool, wait: Wait) -> list[tuple[Any, ...]]:
-    """The commands of one node's pipeline: each call (EVAL instead of EVALSHA if ``eval_``),
-    then WAIT if asked."""
-    out = [eval_args(c) if eval_ and c.script else evalsha_args(c) for c in calls]
+def commands_of(calls: Sequence[Call[Any]], eval_: bool, wait: Wait, functions: bool = False) -> list[tuple[Any, ...]]:
+    """The commands of one node's pipeline: each call (EVAL if ``eval_``, else FCALL if
+    ``functions``, else EVALSHA), then WAIT if asked."""
+    out = [eval_args(c) if eval_ and c.script else script_args(c, functions) for c in calls]
     return out + [("WAIT", *wait)] if wait else out
 
 
 def no_script(out: list[Any], n: int) -> list[int]:
-    return [i for i, r in enumerate(out[:n]) if isinstance(r, NoScriptError)]
+    """The indices of the first ``n`` replies whose script did not run for want of it (:func:`missed`)."""
+    return [i for i, r in enumerate(out[:n]) if missed(r)]
 
 
 def merge(out: list[Any], missing: list[int], again: list[Any], wait: Wait) -> list[Any]:

@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import options as opts
-from ..core.model.errors import AsynqpyError, InvalidArgumentError
+from ..core.model.errors import AsynqpyError, EncryptionError, InvalidArgumentError
 from ..core.model.task import Task
+from ..core.security import encryption as enc
+from ..core.security.keyplans import load_plan
 from ..core.security.signing import open_message
 from ..core.spine.broker import Acted, Call
 from ..core.spine.keys import queue_keys
 from ..redisio.connection import REDIS_ERRORS
+from ..redisio.executor import arun_plan
 from .context import Context
 
 log = logging.getLogger("asynqpy.aggregator")
@@ -126,7 +129,7 @@ class Aggregation:
                 if stored is None or stored[:1] != b"g":
                     continue  # left the group meanwhile: the script checks the rest
                 try:
-                    msg = open_message(self.ctx.broker.signer, queue, id, stored[1:])
+                    msg = await self._member(queue, id, stored)
                 except AsynqpyError as exc:  # unsigned, forged or malformed: archived as it is, never signed
                     log.error("group %s of queue %s: task %s refused (%s); archiving it unrun", group, queue, id,
                               exc)
@@ -137,7 +140,7 @@ class Aggregation:
             if not tasks:
                 return 0
             try:
-                made = await self._call(group, tasks)
+                made = self._sealed(queue, await self._call(group, tasks))
                 p = _prepare(queue, made, self.p.max_payload_bytes, self.ctx.clock.local_ms())
             except Exception as exc:
                 log.error("the aggregator failed for group %s of queue %s (%d task(s)): %s; trying again in %gs",
@@ -155,6 +158,34 @@ class Aggregation:
                 log.error("group %s of queue %s: aggregate refused (%s)", group, queue, code)
                 return 0
         return 0
+
+    async def _member(self, queue: str, id: str, stored: bytes) -> Any:
+        """A member's message, verified, and decrypted when it is encrypted (the aggregator sees
+        it plain). Raises what makes it archived unrun: a bad signature, a key it cannot open."""
+        msg = open_message(self.ctx.broker.signer, queue, id, stored[1:])
+        if self.ctx.broker.ring is not None or enc.sealed_message(msg):
+            msg = await self._opened(queue, msg)
+        return msg
+
+    async def _opened(self, queue: str, msg: Any) -> Any:
+        """A member's message with its encrypted values decrypted (EncryptionError: archived)."""
+        ring = self.ctx.broker.ring
+        if ring is None:
+            raise EncryptionError("the task is encrypted and this worker has no key ring")
+        tenants = {(queue, t) for t in enc.message_tenants(msg)}
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants))
+        return enc.open_message(ring, queue, msg)
+
+    def _sealed(self, queue: str, made: Any) -> Any:
+        """What the aggregator returned, its payload encrypted when this worker has a key ring."""
+        ring = self.ctx.broker.ring
+        if ring is None or not isinstance(made, (tuple, list)) or len(made) < 2:
+            return made
+        options = made[2] if len(made) == 3 and isinstance(made[2], Mapping) else {}
+        tenant = options.get("tenant") or ""
+        return (made[0], ring.seal(made[1], enc.PAYLOAD, options.get("queue", queue),
+                                   tenant if isinstance(tenant, str) else ""), *made[2:])
 
     async def _call(self, group: str, tasks: list[Task]) -> Any:
         fn = self.p.aggregator

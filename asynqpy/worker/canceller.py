@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 from redis.exceptions import RedisError
 
+from ..core.durable import cancelling
 from ..core.spine.keys import CANCEL_CHANNEL, CONTROL_CHANNEL
 from .context import Context, Holder
 from .control import Controller
@@ -48,6 +49,14 @@ class Canceller:
             hash((queue, id))
         except (ValueError, TypeError, KeyError, msgpack.UnpackException):
             log.warning("ignored a malformed cancel notice: %r", data)
+            return
+        durable = cancelling.parse(notice)  # a durable run's step, cancelled cooperatively
+        if durable is not None:
+            queue, id, token, run, reason = durable
+            r = self.processor.held.get((queue, id))
+            if r is not None and token == r.token and r.aio is not None and not r.aio.done():
+                cancelling.request(run, reason)
+                r.aio.cancel()  # its processor ends the run cancelled, in its own commit
             return
         r = self.processor.held.get((queue, id))
         if r is not None and (token is None or token == r.token):

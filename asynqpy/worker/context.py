@@ -98,10 +98,11 @@ class Context:
     """What the server's loops share: the Redis client and executor, the broker, the clock, the stop
     signals and the Redis health. No settings: see the module's docstring."""
 
-    def __init__(self, redis: Any, clock: Clock, signer: Signer | None = None, offload: Any = None) -> None:
+    def __init__(self, redis: Any, clock: Clock, signer: Signer | None = None, ring: Any = None,
+                 offload: Any = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
-        self.broker = Broker(clock, signer)
+        self.broker = Broker(clock, signer, ring)
         self.clock = clock
         self.cluster = is_cluster(redis)
         # a blocking wait must end before the client's socket timeout would abort it
@@ -251,6 +252,8 @@ class Running:
     progress_write: Any = None  # the asyncio task writing its latest progress (the outcome waits for it)
     run_of: str = ""  # a run of a targeted task (id '<task id>|<worker>'): the task's id
     page: tuple[str, list[Any]] | None = None  # a process input's process as its dequeue read it (runner.py)
+    checkpointed: list[bytes] | None = None  # a durable run's events its checkpoints wrote: streamed at commit
+    opened: bool = False  # its encrypted values were decrypted for the handler (processor._open)
     fetched: bool = False  # its payload was read from its blob: the message stored keeps the reference
 
     @property

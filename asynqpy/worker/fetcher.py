@@ -5,8 +5,9 @@ up to ``fetch_batch`` (and the free slots) with one ``dequeue`` script call, and
 1. the loop (:meth:`Fetcher._loop`): wait for a free slot, then one fetch round: a dequeue of the
    queues in the order of ``worker/queues.py`` (``_fetch_once``) or, found nothing, the idle wait;
 2. the wake tokens: serving more than :data:`~asynqpy.worker.queues.FEW_QUEUES` queues on a single
-   Redis with LMPOP, a fetch dequeues the queue whose token it took or known to have a backlog
-   (``_poll``, one LMPOP); the idle wait blocks on the queues' wake lists (``_wait_for_work``: the
+   Redis, a fetch dequeues the queue whose token it took or known to have a backlog
+   (``_poll``: one ``wake_take`` takes the tokens of up to :meth:`Fetcher._take_count` other queues);
+   the idle wait blocks on the queues' wake lists (``_wait_for_work``: the
    pipelined wait of ``worker/wake.py``, with the first queue's dequeue riding in the same round
    trip, or a BLPOP); a token taken and not acted on is handed back (``_hand_back``);
 3. start and stop (:meth:`start`, :meth:`stop`, :meth:`halt`): a stop never loses a wake token or
@@ -25,8 +26,6 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from redis.exceptions import ResponseError
-
 from ..core.spine.broker import Call, Dequeued, Done
 from ..core.spine.keys import queue_keys, wait_stop
 from ..redisio.connection import REDIS_ERRORS
@@ -40,7 +39,24 @@ log = logging.getLogger("asynqpy.processor")  # the processor's log: fetching is
 
 POLL_EVERY_FETCH = 100
 """Serving at most this many queues, a busy fetch polls the other queues' wake lists every time
-(one LMPOP); with more, at most every :data:`EMPTY_RECHECK` s (the LMPOP reads every list)."""
+(one ``wake_take``); with more, at most every :data:`EMPTY_RECHECK` s or every
+:data:`POLL_LISTS_PER_S`-th of a second per wake list named, whichever is longer (the call names
+every list), unless the last poll took all the tokens it asked for (more are likely waiting)."""
+
+POLL_LISTS_PER_S = 20_000
+"""The wake lists (two a queue) a busy server's polls name per second at most, past 1 000 queues:
+10^4 queues are polled once a second. A poll's cost grows with K, so polls at a fixed pace would
+make a long drain over many queues O(K^2) again; so paced, they take a bounded share of the
+server's time whatever K (a queue whose task arrives while the server is busy with others, and
+no other server is idle, waits up to that second)."""
+
+TAKE_SHARE = 64
+"""A poll of the wake lists fills the backlog (the queues known to have tasks) up to ``max(free
+slots, K / TAKE_SHARE)`` queues of the K served (one token at least): a call names every list
+(O(K) bytes), so taking one token a call made starting over K one-task queues O(K^2); K /
+TAKE_SHARE a call makes it O(K) (``bench/scale_manyqueues.py --start-only``). The queues taken
+are this server's to dequeue (its backlog): other idle servers do not wake for them meanwhile,
+and stopping hands their tokens back."""
 
 SHORT_WAIT = 0.25
 """A queue's limits holding its tasks back for less than this (s): the worker sleeps locally rather
@@ -86,7 +102,8 @@ class Fetcher:
         self._left_behind = False  # the last dequeue left tasks in its queue (and a wake token for them)
         self.serve(options.queues)
         self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
-        self._lmpop = True  # the server has LMPOP (Redis 7.0+)
+        self._more = False  # the last poll took as many tokens as it asked for: more may wait
+        self._woke = False  # the idle wait took a token since the last poll: others may wait too
         self._refill = False  # about to dequeue: the writer leaves its writes to the dequeue (refill)
 
     @property
@@ -206,8 +223,8 @@ class Fetcher:
 
     def _by_token(self) -> bool:
         """Whether this server fetches by wake token (more than :data:`FEW_QUEUES` queues on a
-        single Redis with LMPOP) rather than trying every queue."""
-        return not self.ctx.cluster and self._lmpop and len(self._queues.queues) > FEW_QUEUES
+        single Redis) rather than trying every queue."""
+        return not self.ctx.cluster and len(self._queues.queues) > FEW_QUEUES
 
     def _stopped(self) -> bool:
         """Whether the loop is to end: the server stops, is quiet, or the loop is halted."""
@@ -300,15 +317,14 @@ class Fetcher:
         if self._queues.owed is not None:
             owed, self._queues.owed = self._queues.owed, None
             await self._hand_back(owed)
-        if self._by_token():
-            for q in list(self._queues.backlog):
-                await self._hand_back(q)
+        if self._by_token() and self._queues.backlog:
+            await self._hand_back_many(sorted(self._queues.backlog))
 
     async def _fetch_once(self, count: int) -> bool:
         """One fetch: on a single server, the queue whose wake token this server took, then the
         queues it knows have tasks left (a non-blocking poll of the wake lists, at most every
         :data:`EMPTY_RECHECK` s while busy, notices the others): O(1) round trips, never a dequeue
-        per queue served. On a cluster (or a server without LMPOP), and serving a few queues
+        per queue served. On a cluster, and serving a few queues
         (:data:`FEW_QUEUES`), every queue not skipped: a queue is tried again :data:`EMPTY_RECHECK`
         s after it was found empty, which also finds what no token announced (the runs of a
         targeted task that a worker which could not take them woke for)."""
@@ -357,11 +373,33 @@ class Fetcher:
         if self._queues.fresh:
             await self._look_fresh()
         now = asyncio.get_running_loop().time()
-        if self._queues.backlog and len(self._queues.backlog) < len(self._queues.queues) and (
-                len(self._queues.queues) <= POLL_EVERY_FETCH or now - self._polled >= EMPTY_RECHECK):
+        if self._poll_due(now):
             self._polled = now
             await self._poll(now)
         return self._queues.candidates(now)
+
+    def _poll_due(self, now: float) -> bool:
+        """Whether this fetch polls the other queues' wake lists: while busy with the queues known
+        to have tasks (at every fetch for a few queues, at most every :data:`EMPTY_RECHECK` s for
+        more), after the idle wait took a token (others may be waiting: at most as often), and,
+        whenever the backlog is under the free slots, after a poll that took all it asked for
+        (which also spaces the polls for the others tenfold: tokens abound, the backlog it took
+        keeps the server busy, and the top-up poll comes as it runs low)."""
+        backlog, served = self._queues.backlog, len(self._queues.queues)
+        if len(backlog) >= served:
+            return False
+        if self._more and len(backlog) < self._batch():
+            return True  # (a top-up: _take_count takes a whole share)
+        every = max(EMPTY_RECHECK, 2 * served / POLL_LISTS_PER_S) * (10 if self._more else 1)
+        due = now - self._polled >= every
+        return bool(backlog) and (served <= POLL_EVERY_FETCH or due) or self._woke and due
+
+    def _take_count(self) -> int:
+        """How many tokens a poll takes at most: a share, the free slots or K / :data:`TAKE_SHARE`
+        queues, when the backlog runs under the free slots; else the backlog filled up to a share
+        (one at least: a busy server still notices the other queues)."""
+        share, backlog = max(self._batch(), -(-len(self._queues.queues) // TAKE_SHARE)), len(self._queues.backlog)
+        return share if backlog < self._batch() else max(1, share - backlog)
 
     async def _look_fresh(self) -> None:
         """The queues new to this server (all of them at its start, then each a pattern brings
@@ -379,30 +417,28 @@ class Fetcher:
                 self._queues.backlog.add(q)
 
     async def _poll(self, now: float) -> None:
-        """While busy with the queues known to have tasks: pop, without blocking, the wake token
-        of the first other queue (in the order of the weights) that has one, and count it among
-        them (single server: one LMPOP)."""
+        """Take, without blocking, the wake tokens of up to :meth:`_take_count` other queues (in
+        the order of the weights) that have one, and count them among those known to have tasks
+        (single server: one ``wake_take`` script call, lua/wake_take.lua)."""
         backlog = self._queues.backlog
         keys = [k for k in self._wait_keys(now) if self._wake_keys[k] not in backlog]
-        self._in_call = True  # (not cancelled in flight: its reply is a token)
+        n = self._take_count()
+        self._woke = False
+        self._in_call = True  # (not cancelled in flight: its reply is tokens)
         try:
-            popped = await self.ctx.redis.execute_command("LMPOP", len(keys), *keys, "LEFT")
-        except ResponseError as exc:  # a server older than Redis 7.0: try every queue, as on a cluster
-            log.warning("the server has no LMPOP (%s): each fetch tries every queue", exc)
-            self._lmpop = False
-            return
+            taken = await self.ctx.exec.run(self.ctx.broker.wake_take(keys, n))
         finally:
             self._in_call = False
-        if popped:
-            key = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
-            q = self._wake_keys[key]
+        self._more = len(taken) >= n
+        for i in taken:
+            q = self._wake_keys[keys[i]]
             self._queues.woken(q, by_dequeue=False)
             backlog.add(q)
 
     def _wait_keys(self, now: float) -> list[str]:
-        """The wake lists in the order a token is taken from them (BLPOP and LMPOP pop the first
-        list, in argument order, that has one): by weight, or a weighted-random order drawn at most
-        every :data:`EMPTY_RECHECK` s (O(K log K) each)."""
+        """The wake lists in the order a token is taken from them (BLPOP pops the first list, in
+        argument order, that has one; wake_take takes them in that order): by weight, or a
+        weighted-random order drawn at most every :data:`EMPTY_RECHECK` s (O(K log K) each)."""
         if self._key_order is None or (not self._queues.strict and now - self._key_drawn >= EMPTY_RECHECK):
             self._key_drawn = now
             self._key_order = [k for q in self._queues.ranked(self._queues.queues) for k in self._keys_of[q]]
@@ -492,6 +528,7 @@ class Fetcher:
             self._queues.empty.clear()
             return
         owed = self._wake_keys[fired]
+        self._woke = True
         self._queues.woken(owed, by_dequeue=owed == tried)
         if owed == acted:
             return  # the dequeue that rode with the wait took tasks of the queue whose token it was
@@ -509,6 +546,19 @@ class Fetcher:
             await self.ctx.exec.run(self.ctx.broker.rewake(queue))
         except REDIS_ERRORS as exc:
             self.ctx.health.failed(f"handing back the wake token of queue {queue}", exc)
+        finally:
+            self._in_call = False
+
+    async def _hand_back_many(self, queues: Sequence[str]) -> None:
+        """Put back the wake tokens of ``queues`` (as :meth:`_hand_back`; one pipeline)."""
+        self._in_call = True
+        try:
+            results = await self.ctx.exec.run_many([self.ctx.broker.rewake(q) for q in queues])
+            failed = [r for r in results if isinstance(r, Exception)]
+            if failed:
+                raise failed[0]
+        except REDIS_ERRORS as exc:
+            self.ctx.health.failed(f"handing back the wake tokens of {len(queues)} queues", exc)
         finally:
             self._in_call = False
 

@@ -27,6 +27,14 @@ INFO_EVERY = 6
 at any beat where the set of tasks the server runs changed (an idle server adds no command)."""
 
 
+def info_ttl_ms(interval: float) -> int:
+    """The description's TTL: INFO_EVERY beats and three more, the margin of the server's liveness
+    (3 beats), in milliseconds. It was in whole seconds, rounded down: a 0.2 s beat gave a TTL of
+    1 s for a description rewritten every 1.2 s, so an idle server was listed with no description
+    (``server ls``: "no live servers", the console: "no live server") for a fifth of the time."""
+    return max(1, round(interval * (INFO_EVERY + 3) * 1000))
+
+
 @dataclass(frozen=True)
 class HeartbeatParams:
     """What the heartbeat reads: who the server is (for the live-server registry and its record),
@@ -88,8 +96,8 @@ class Heartbeat:
         running = list(self.processor.held.values())
         described = self._described_now()
         if self._beats % INFO_EVERY == 0 or described != self._described:
-            ttl = max(1, int(interval * (INFO_EVERY + 3)))
-            calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "EX", ttl)))
+            calls.append(Call(lambda r: r, command=("SET", server_info(p.server_id), self._info(running), "PX",
+                                                    info_ttl_ms(interval))))
             self._described = described
         self._beats += 1
         by_queue: dict[str, list[Running]] = defaultdict(list)
@@ -133,16 +141,14 @@ class Heartbeat:
         its status: sent with the command's acknowledgement, ``server ls`` shows it at once, not
         at the next heartbeat)."""
         running = list(self.processor.held.values())
-        ttl = max(1, int(self.p.interval * (INFO_EVERY + 3)))
         self._described = self._described_now()  # (the next beat does not write it again)
-        return Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "EX", ttl))
+        return Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "PX",
+                                          info_ttl_ms(self.p.interval)))
 
     async def _describe(self, running: list[Running]) -> None:
-        interval = self.p.interval
-        ttl = max(1, int(interval * (INFO_EVERY + 3)))
         try:
-            await self.ctx.exec.run(
-                Call(lambda r: r, command=("SET", server_info(self.p.server_id), self._info(running), "EX", ttl)))
+            await self.ctx.exec.run(Call(lambda r: r, command=(
+                "SET", server_info(self.p.server_id), self._info(running), "PX", info_ttl_ms(self.p.interval))))
         except REDIS_ERRORS as exc:
             self.ctx.health.failed("describing the server", exc)
             return

@@ -18,8 +18,12 @@ one, which records:
 - ``asynqpy_process_phase_seconds{type,phase}``: durable processes (docs/processes.md): ``read``
   (reading the process before its processor runs), ``processing`` (the processor ran) and
   ``commit`` (from the processor's return to its step written, atomically with the input's
-  completion) per process type (histogram). Timer scanning and zombie collection are the
-  ``forwarder`` and ``recoverer`` passes of ``asynqpy_loop_duration_seconds``.
+  completion), and ``checkpoint`` (a durable run's step written inside its input, proc_step) per
+  process type (histogram). Timer scanning and zombie collection are the
+  ``forwarder`` and ``recoverer`` passes of ``asynqpy_loop_duration_seconds``;
+- ``asynqpy_durable_step_seconds{function,outcome}``: how long each attempt of a durable run's
+  step ran (histogram; ``outcome``: completed, failed, retrying). The runs by state are queue
+  metrics (:mod:`asynqpy.metrics`).
 
 With ``asynqpy worker --processes N`` the supervisor serves the sum of its processes' metrics
 (prometheus-client's multiprocess mode: each process writes its values to files in a directory the
@@ -60,6 +64,10 @@ class WorkerMetrics:
 
     def process_phase(self, process_type: str, phase: str, seconds: float) -> None:
         """A phase of a process input (read, processing, commit) took ``seconds``."""
+
+    def durable_step(self, function: str, outcome: str, seconds: float) -> None:
+        """An attempt of a durable run's step ended (``outcome``: completed, failed, retrying)
+        after ``seconds``."""
 
     def serve(self, port: int, host: str) -> None:
         """Serve ``/metrics`` on ``host:port`` (in a thread)."""
@@ -109,6 +117,9 @@ class PrometheusMetrics(WorkerMetrics):
         self._process = pc.Histogram("asynqpy_process_phase_seconds",
                                      "Seconds a phase of a process input (read, processing, commit) took.",
                                      ["type", "phase"], buckets=DURATION_BUCKETS, **reg)
+        self._durable_step = pc.Histogram("asynqpy_durable_step_seconds",
+                                          "Seconds an attempt of a durable run's step ran, by its outcome.",
+                                          ["function", "outcome"], buckets=DURATION_BUCKETS, **reg)
 
     def started(self, queue: str, task_type: str, wait: float | None) -> None:
         self._in_flight.labels(queue).inc()
@@ -127,6 +138,9 @@ class PrometheusMetrics(WorkerMetrics):
 
     def process_phase(self, process_type: str, phase: str, seconds: float) -> None:
         self._process.labels(process_type, phase).observe(seconds)
+
+    def durable_step(self, function: str, outcome: str, seconds: float) -> None:
+        self._durable_step.labels(function, outcome).observe(max(0.0, seconds))
 
     def serve(self, port: int, host: str) -> None:
         try:

@@ -23,16 +23,26 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
+from dataclasses import replace
 from typing import Any
 
 from ..core.handlers.mux import ServeMux
 from ..core.handlers.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
-from ..core.model.errors import BlobNotFoundError, MalformedMessageError, SignatureError, TaskTimeoutError
+from ..core.model.errors import (
+    BlobNotFoundError,
+    EncryptionError,
+    MalformedMessageError,
+    SignatureError,
+    TaskTimeoutError,
+)
 from ..core.model.task import Task, ms_to_datetime, set_current
 from ..core.offload import refs
 from ..core.processes import model as process
+from ..core.security import encryption as enc
+from ..core.security.keyplans import load_plan
 from ..core.security.signing import run_message
 from ..core.spine import tracing
+from ..redisio.executor import arun_plan
 from .context import Context, Running
 from .fetcher import Fetcher
 from .runner import Runner
@@ -199,16 +209,24 @@ class Processor:
         no extra loop turn) under a timer that cancels it at the deadline; its return value is the
         result, unless the handler set one with ``write_result``."""
         assert r.task is not None
-        if refs.is_ref(r.msg.payload):
+        if refs.is_ref(r.msg.payload):  # fetch the blob first, then open what it holds (docs/offload.md)
             await self._fetch(r)
+        if self.ctx.broker.ring is not None or enc.sealed_message(r.task._msg):
+            await self._open(r)
         if remaining is not None and remaining <= 0:
             raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
         handler = self.runner.handler_for(r.msg.type)
         if r.msg.after is not None:  # a workflow task: its parents' results, from its record
             r.task._record = await self.runner.read_held(r.queue, r.id, self.ctx.broker.deps(r.queue, r.id),
                                                          "reading the task's parents' results")
+            if self.ctx.broker.ring is not None:
+                r.task._record = await self._open_parents(r.task._record)
+        loop = asyncio.get_running_loop()
+        if loop.time() >= r.lease_until:  # a busy loop read the dequeue's reply late: another may run it now
+            self._let_go(r, "its lease ran out before its handler started (the event loop was busy)")
+            return
         set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
-        timer = asyncio.get_running_loop().call_later(remaining, self._time_out, r) if remaining is not None else None
+        timer = loop.call_later(remaining, self._time_out, r) if remaining is not None else None
         try:
             returned = await handler(r.task)
         finally:
@@ -239,6 +257,42 @@ class Processor:
             raise BlobNotFoundError(f"blob {name!r} does not hold a payload: {exc}") from None
         r.task._msg = r.task._msg.with_(payload=value)
         r.fetched = True
+
+    async def _open(self, r: Running) -> None:
+        """Decrypt the task's payload (read from its blob first when offloaded: ``_fetch``) and
+        logs for its handler (``r.msg`` stays as stored; the
+        outcome seals again what it rewrites: ``_finish``). A task this worker cannot open (no key
+        ring, a missing key, a tampered ciphertext) raises EncryptionError: archived at once with
+        the reason, never retried (core/handlers/outcome.py)."""
+        assert r.task is not None
+        ring, msg = self.ctx.broker.ring, r.task._msg  # (r.msg, its payload read from its blob: _fetch)
+        if ring is None:
+            raise EncryptionError("the task is encrypted and this worker has no key ring (encryption=KeyRing(...), "
+                                  "--encryption-keys)")
+        tenants = {(r.queue, t) for t in enc.message_tenants(msg)}
+        if ring.needs_tenant_key(msg.tenant):
+            tenants.add((r.queue, msg.tenant))
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants, create=ring.needs_tenant_key(msg.tenant)))
+        try:
+            r.task._msg = enc.open_message(ring, r.queue, msg)
+        except MalformedMessageError as exc:
+            raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
+        r.opened = True
+
+    async def _open_parents(self, record: Any) -> Any:
+        """A workflow task's record with its parents' encrypted results decrypted (each with its
+        parent's queue's keys). A result that cannot be opened raises EncryptionError (archived)."""
+        ring = self.ctx.broker.ring
+        sealed = [p for p in record.parents if enc.is_sealed(p.result)]
+        if not sealed:
+            return record
+        tenants = {(p.queue, t) for p in sealed if (t := enc.tenant_of_kid(enc.key_id(p.result))) is not None}
+        if tenants:
+            await arun_plan(self.ctx.exec, load_plan(ring, tenants))
+        parents = [replace(p, result=ring.open(p.result, enc.RESULT, p.queue)) if enc.is_sealed(p.result) else p
+                   for p in record.parents]
+        return replace(record, parents=parents)
 
     def _ended(self, r: Running, error: BaseException | None, tracer: Any, span: Any) -> None:
         """A handler ended (or was stopped): its slot is free; its duration and trace recorded."""
@@ -273,6 +327,11 @@ class Processor:
             msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
             if r.fetched:  # stored with its reference, never the payload read from the blob
                 msg = msg.with_(payload=r.msg.payload)
+            if r.opened:  # sealed again as stored: the payload's ciphertext (or reference) kept, logs and result sealed
+                ring = self.ctx.broker.ring
+                msg = enc.seal_rewrite(ring, r.queue, msg, r.msg)
+                if result is not None and not enc.is_sealed(result):  # (a process's response is sealed)
+                    result = ring.seal(result, enc.RESULT, r.queue, msg.tenant)
             o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)
             self._log(r, o, error)
             if error is not None and o.will_retry is not None:
@@ -324,6 +383,14 @@ class Processor:
         if r.aio is not None and not r.aio.done():
             r.aio.cancel()
         log.warning("lost the lease on task %s (queue %s): %s; cancelled it", r.id, r.queue, why)
+
+    def _let_go(self, r: Running, why: str) -> None:
+        """Give up a task before its handler starts (from inside its own asyncio task: nothing to
+        cancel); nothing is written, the recoverer retries it when its lease has expired."""
+        if self.held.get((r.queue, r.id)) is r:
+            del self.held[(r.queue, r.id)]
+        r.lost = True
+        log.warning("let go of task %s (queue %s) unrun: %s", r.id, r.queue, why)
 
     async def _wait_running(self, running: set[asyncio.Task[None]]) -> None:
         """Wait for running handlers until they finish, ``shutdown_timeout`` passes, or a second

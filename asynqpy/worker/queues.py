@@ -103,6 +103,8 @@ class QueueOrder:
         self.limited: dict[str, tuple[float, bool]] = {}  # queue -> (time its limits hold until, by concurrency)
         self.backlog: set[str] = set()  # queues known to have tasks: the last dequeue left some, or a token said
         self.fresh: set[str] = set(self.queues)  # queues new to this server, not looked at yet (scan)
+        self._race: dict[str, float] = {}  # backlog queue -> its key in the weighted race (candidates)
+        self._race_at = 0.0  # the key of the queue the race picked last (took)
         self._scan_every = float("inf")  # seconds between two queues of the scan (scan_from)
         self._scan_at = float("inf")  # loop time the scan's next queue is due
         self._scan_i = 0
@@ -162,12 +164,25 @@ class QueueOrder:
 
     def candidates(self, now: float) -> list[str]:
         """The queues a fetch tries (single server), in order: those known to have tasks (the owed
-        one among them, taken) that are not skipped, by weight or weighted-random."""
+        one among them, taken) that are not skipped, by weight or weighted-random.
+
+        Weighted-random as a race (a backlog of many queues is ranked at each fetch): each queue
+        in the backlog keeps a key, the last picked one's plus an exponential draw of rate its
+        weight, drawn when it joins the backlog or after a dequeue of it (:meth:`took`); the
+        smallest key goes first. Exponential draws being memoryless, the next queue is each with
+        probability proportional to its weight, as a fresh weighted sample would give, for one
+        draw a dequeue rather than one per queue of the backlog."""
         owed, self.owed = self.owed, None
         if owed is not None:
             self.backlog.add(owed)
         self.scan(now)
-        return self.ranked(q for q in self.backlog if not self.skip(q, now))
+        live = [q for q in self.backlog if not self.skip(q, now)]
+        if self.strict:
+            return self.ranked(live)
+        w, draw, old, at = self.weights, random.expovariate, self._race, self._race_at
+        race = {q: old[q] if q in old else at + draw(w[q]) for q in self.backlog}
+        self._race = race
+        return sorted(live, key=race.__getitem__)
 
     def skip(self, q: str, now: float) -> bool:
         """Whether a dequeue from ``q`` is pointless now (empty a moment ago, held back by its
@@ -192,7 +207,11 @@ class QueueOrder:
         return backoff
 
     def took(self, q: str, res: Dequeued, now: float) -> None:
-        """Note what a dequeue from ``q`` found: its limits' hold, and whether it is empty."""
+        """Note what a dequeue from ``q`` found: its limits' hold, and whether it is empty (and
+        that it ran in the race of :meth:`candidates`: its key is drawn again)."""
+        picked = self._race.pop(q, None)
+        if picked is not None and picked > self._race_at:
+            self._race_at = picked
         if res.wait_ms:  # the queue's limits hold its tasks back: skip it until then
             self.limited[q] = (now + res.wait_ms / 1000, res.slot_bound)
         else:

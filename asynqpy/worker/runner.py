@@ -23,10 +23,15 @@ from typing import Any
 
 from ..core.handlers.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.handlers.sandbox import Sandboxed, import_path
+from ..core.model import codec
+from ..core.model.errors import LeaseLostError, TaskNotFoundError
 from ..core.model.task import Task
 from ..core.processes import model as process
+from ..core.security import encryption as enc
+from ..core.security.keyplans import load_plan
 from ..core.spine.broker import Call
 from ..redisio.connection import REDIS_ERRORS
+from ..redisio.executor import arun_plan
 from .context import Context, Holder
 from .sandbox import SandboxPool
 from .settings import ServerOptions
@@ -38,6 +43,10 @@ def is_async(fn: Any) -> bool:
     """Whether ``fn`` (a function, or an object whose ``__call__`` is) is a coroutine function."""
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - an object whose __call__ is a coroutine function
 
+
+CONTINUE_S = 5.0
+"""How long a durable run goes on in one input (step after step, each checkpointed) before its
+input ends and a continuation takes its turn in the queue (as its tenant's task, if it has one)."""
 
 HISTORY_CACHE = 2000
 """Processes whose latest events a worker keeps (their last read's page of history): a process's
@@ -200,6 +209,47 @@ def _fail(futs: list[asyncio.Future[Any] | list[_ProcRead]], exc: BaseException)
             f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
 
 
+class _Checkpoints:
+    """The checkpoints of a worker's running durable inputs, sent together: those asked for in one
+    turn of the event loop go in one ``proc_step`` call per queue (as the writer batches commits)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._queued: dict[str, list[tuple[Any, asyncio.Future[Any]]]] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def send(self, queue: str, item: Any) -> asyncio.Future[Any]:
+        """Queue one checkpoint (``Broker.proc_step``'s item); its future gets the item's reply."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush)
+        self._queued.setdefault(queue, []).append((item, fut))
+        return fut
+
+    def _flush(self) -> None:
+        queued, self._queued = self._queued, {}
+        for queue, items in queued.items():
+            t = asyncio.create_task(self._send(queue, items), name=f"asynqpy-checkpoints-{queue}")
+            self._sending.add(t)
+            t.add_done_callback(self._sending.discard)
+
+    async def _send(self, queue: str, items: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        try:
+            replies = await self.ctx.exec.run(self.ctx.broker.proc_step(queue, [i for i, _ in items]))
+        except BaseException as exc:  # noqa: BLE001 - each waiting checkpoint gets it
+            for _, f in items:
+                if not f.done():
+                    f.set_exception(exc if isinstance(exc, Exception) else ConnectionError(str(exc)))
+            return
+        for (_, f), reply in zip(items, replies):
+            if not f.done():
+                if isinstance(reply, Exception):
+                    f.set_exception(reply)
+                else:
+                    f.set_result(reply)
+
+
 class Runner:
     """The handler chains of a server's task types. ``holder``: the processor (its held tasks,
     and :meth:`~asynqpy.worker.context.Holder.lose` for a task whose read outlasts its lease)."""
@@ -214,6 +264,7 @@ class Runner:
         self._sandbox: SandboxPool | None = None  # the child processes of sandboxed handlers (made when used)
         self._hooks: set[asyncio.Task[None]] = set()  # on_failure hooks running
         self._reads = _Reads(ctx)  # the reads before handlers, one pipeline per turn of the loop
+        self._steps = _Checkpoints(ctx)  # the durable runs' checkpoints, one script call per queue per turn
         handlers = [mux.match(p) for p in mux.patterns]
         # the events of a process each dequeue reads with a process input it takes (the most its
         # process types read; -1: no process type, no reads): the input then needs no read of its own
@@ -289,19 +340,83 @@ class Runner:
                 task._proc = plan
                 return
             assert proc is not None
+            ring = self.ctx.broker.ring
+            if ring is not None:  # its state and history decrypted (docs/encryption.md)
+                tenants = enc.process_tenants(task.queue, proc)
+                if tenants:
+                    await arun_plan(self.ctx.exec, load_plan(ring, tenants))
+                proc = enc.open_process(ring, task.queue, proc)
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "read", loop.time() - started)
             started = loop.time()
             if h.is_async:
-                step = await h.fn(proc, inp)  # type: ignore[misc]
+                saved = process.CHECKPOINT.set(self._checkpoint(task, parsed, h) if h.checkpoints else None)
+                try:
+                    step = await h.fn(proc, inp)  # type: ignore[misc]
+                finally:
+                    process.CHECKPOINT.reset(saved)
             else:
                 ctx = contextvars.copy_context()
                 step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
+            if ring is not None:
+                step = enc.seal_step(ring, task.queue, task.tenant, step)
             h.finish(task, step, self.ctx.clock.now_ms(), parsed)
 
         return run
+
+    def _checkpoint(self, task: Task, parsed: tuple[str, str, Any] | None, h: process.ProcessHandler) \
+            -> process.Checkpoint:
+        """The :data:`~asynqpy.core.processes.model.CHECKPOINT` of an input of a processor that
+        writes part of its step early (a durable run, which goes on in the same input after each
+        step): each call appends the events given (lua/proc_step.lua, one round trip) and says
+        whether the input should end now, because other inputs of the process wait behind it or it
+        ran :data:`CONTINUE_S` seconds. A checkpoint refused (the lease lost, the process changed)
+        lets go of the input: nothing more is written, and it runs again after its lease."""
+        assert parsed is not None
+        pid, kind, _ = parsed
+        queue, iid, loop = task.queue, task.id, asyncio.get_running_loop()
+        ends = loop.time() + CONTINUE_S
+
+        async def checkpoint(events: Any) -> bool:
+            r = self.holder.held.get((queue, iid))
+            if r is None or r.lost or task._proc is None:
+                raise LeaseLostError(f"input {iid} of process {pid} is no longer held")
+            rec, history = task._proc
+            ring = self.ctx.broker.ring
+            if ring is not None:  # (sealed as the input's commit seals its events: enc.seal_step)
+                events = [ring.seal(e, enc.HISTORY, queue, task.tenant) for e in events]
+            count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
+            t0 = loop.time()
+            sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))
+            try:
+                raw, waiting = await asyncio.shield(sent)
+            except asyncio.CancelledError:
+                # cancelled (a durable cancel notice, a timeout) while the checkpoint was in flight: it
+                # may have been written, changing the record the input's commit is checked against,
+                # so its reply is awaited and kept (else that commit is refused as stale and the
+                # input waits for its lease to expire)
+                try:
+                    raw, _ = await sent
+                    task._proc = (process.parse_record(pid, raw), history)
+                    r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
+                except Exception:  # noqa: BLE001 - refused or failed: the record did not change
+                    pass
+                raise
+            except (LeaseLostError, TaskNotFoundError) as exc:
+                self.holder.lose(r, f"its checkpoint was refused ({exc})")
+                await asyncio.sleep(0)  # the cancellation lose() requested lands here
+                raise
+            task._proc = (process.parse_record(pid, raw), history)
+            # (their stream entries go with the input's commit: durable_emit writes only if it happened)
+            r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
+            if self.ctx.metrics.enabled:
+                self.ctx.metrics.process_phase(h.type, "checkpoint", loop.time() - t0)
+            late = r.deadline_ms and self.ctx.clock.now_ms() > r.deadline_ms - 1000 * CONTINUE_S
+            return waiting > 0 or loop.time() >= ends or bool(late)
+
+        return checkpoint
 
     async def read_held(self, queue: str, id: str, call: Call[Any] | tuple[str, int], what: str) -> Any:
         """A read a task needs before its handler runs (its process, its parents' results): a

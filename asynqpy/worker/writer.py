@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..core.durable import events as durable_events
 from ..core.handlers.outcome import Action, Outcome
 from ..core.limits.plans import SIGNALS_FREED_SLOT
 from ..core.model import codec
@@ -78,6 +80,33 @@ def _batched(by_queue: dict[str, list[tuple[_Write, _Item]]], size: int,
             chunk = items[i:i + size]
             calls.append(call(queue, [x for _, x in chunk]))
             groups.append([w for w, _ in chunk])
+
+
+DURABLE_INPUTS = process.TYPE_PREFIX + durable_events.TYPE_PREFIX
+"""The task type prefix of durable runs' inputs."""
+
+
+def _durable_events(w: _Write) -> Call[int] | None:
+    """The stream entries of what a durable run's input recorded (core/durable/events.py), written
+    after its commit in the same pipeline, only if it committed; None for other inputs."""
+    r = w.running
+    plan = r.task._proc if r.task is not None else None
+    if not isinstance(plan, process.Plan):
+        return None
+    events = (r.checkpointed or []) + plan.events  # (what its checkpoints wrote first: lua/proc_step.lua)
+    if not events:
+        return None
+    return durable_events.emit_call(r.queue, r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, events)
+
+
+def _durable_metrics(metrics: Any, r: Running) -> None:
+    """The durations of the step attempts a durable run's input ran (``asynqpy_durable_step_seconds``)."""
+    plan = r.task._proc if r.task is not None else None
+    function = r.msg.type[len(process.TYPE_PREFIX) + len(durable_events.TYPE_PREFIX):]
+    events = (r.checkpointed or []) + (plan.events if isinstance(plan, process.Plan) else [])
+    if events and r.msg.type.startswith(DURABLE_INPUTS):
+        for outcome, seconds in durable_events.step_times(events, int(time.time() * 1000)):
+            metrics.durable_step(function, outcome, seconds)
 
 
 def _log_failed(w: _Write, res: Exception) -> None:
@@ -173,6 +202,7 @@ class Writer:
         r.ended = ended
         if self.ctx.metrics.enabled:
             self._count(r, o)
+            _durable_metrics(self.ctx.metrics, r)
         since = asyncio.get_running_loop().time() if r.task is not None and isinstance(r.task._proc, process.Plan) \
             else 0.0
         self._queued.append(_Write(r, call, o.what, since))
@@ -383,6 +413,11 @@ class Writer:
             groups.append([w for w, _ in first])
         _batched(acks, MAX_ACK, self.ctx.broker.done_many, calls, groups)
         _batched(commits, MAX_COMMIT, self.ctx.broker.proc_commit_many, calls, groups)
+        for w, _ in (x for items in commits.values() for x in items):  # durable runs' events, if committed
+            emit = _durable_events(w)
+            if emit is not None:
+                calls.append(emit)
+                groups.append([])
         # a slot freed by a script that does not wake a worker for it (retry, snooze, a run's end:
         # includes/slots.lua) is announced by a rewake of its queue in the same pipeline, so the
         # workers a concurrency limit holds back do not sleep through it (its reply is not used)

@@ -6,12 +6,14 @@ redis-py (8.x) imports the OpenTelemetry SDK's metrics at its own import when th
 (``redis.observability.providers``, for its optional metrics, which asynqpy never turns on): ~0.12 s
 of CPU in each of the hundreds of interpreters the suite starts. Here that one import, and only when
 it comes from redis-py, finds no SDK, as on a machine without it (redis-py's own fallback); any
-other import of ``opentelemetry.sdk.metrics`` (a test's, asynqpy's) is untouched. Nothing else.
+other import of ``opentelemetry.sdk.metrics`` (a test's, asynqpy's) is untouched. Nothing else,
+but for a measure: with ASYNQPY_TEST_CPU_LOG set, each interpreter notes its start and its CPU.
 """
 
 from __future__ import annotations
 
 import importlib.abc
+import os
 import sys
 from typing import Any
 
@@ -35,3 +37,28 @@ class _NoSdkForRedis(importlib.abc.MetaPathFinder):
 
 if "redis" not in sys.modules:
     sys.meta_path.insert(0, _NoSdkForRedis())
+
+
+def _log_cpu(folder: str) -> None:
+    """With ASYNQPY_TEST_CPU_LOG (tests/conftest.py): a line in the folder's children.log as this
+    interpreter starts (its command line) and one as it exits (its CPU seconds; none when it was
+    killed), so ``python tests/cpulog.py FOLDER`` tells how much of the suite is interpreters started."""
+    import atexit
+    import resource
+
+    path, pid, argv = os.path.join(folder, "children.log"), os.getpid(), " ".join(sys.orig_argv)[:300]
+
+    def write(what: str) -> None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{pid}\t{what}\t{argv}\n")
+
+    def done() -> None:
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        write(f"{use.ru_utime + use.ru_stime:.3f}")
+
+    write("start")
+    atexit.register(done)
+
+
+if os.environ.get("ASYNQPY_TEST_CPU_LOG"):
+    _log_cpu(os.environ["ASYNQPY_TEST_CPU_LOG"])

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.real, pytest.mark.slow]
 def test_full_redis_refuses_enqueues_loses_nothing_and_drains(
     recorder: redis.Redis, recorder_server: RedisProcess, tmp_path: Path
 ) -> None:
-    server = RedisProcess("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    server = RedisProcess("--maxmemory", "2mb", "--maxmemory-policy", "noeviction")  # (4mb: 8 000 tasks)
     r = redis.Redis.from_url(server.url)
     acked: dict[str, int] = {}
     refused = 0

@@ -40,6 +40,7 @@ from ..model.task import TaskInfo
 from ..processes import model as proc
 from ..processes import plans as processes
 from ..results.plans import RECHECK, Outcome, not_found, outcome_of_stored
+from ..security import encryption as enc
 from ..security.signing import SigningKeys, make_signer
 from ..spine import tracing
 from ..spine.broker import Broker, Call, Watched
@@ -57,6 +58,7 @@ from .replies import (
 from .replies import (
     TaskInfoList as TaskInfoList,
 )
+from .sealing import Sealing
 
 BatchItem = Any  # (type, payload) or (type, payload, {option: value})
 BATCH = 1000
@@ -141,12 +143,13 @@ _ENQUEUE_DOC = opts.enqueue_doc()
 """Client.enqueue's docstring, its options from the option table (core/model/options.py)."""
 
 
-class ClientPlans(Claiming):
+class ClientPlans(Sealing, Claiming):
     """The client's state and logic, shared by :class:`~asynqpy.Client` and
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
 
     def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
-                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK, offload: Any = None) -> None:
+                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK, encryption: Any = None,
+                 offload: Any = None) -> None:
         if not isinstance(recheck, (int, float)) or isinstance(recheck, bool) or not 0 < recheck < math.inf:
             raise InvalidArgumentError(f"recheck must be a number of seconds > 0, got {recheck!r}")
         self.recheck = float(recheck)
@@ -156,7 +159,7 @@ class ClientPlans(Claiming):
             raise InvalidArgumentError(f"wait_replicas must be an int >= 0, got {wait_replicas!r}")
         if not isinstance(wait_timeout, (int, float)) or not 0 < wait_timeout < float("inf"):
             raise InvalidArgumentError(f"wait_timeout must be > 0 seconds, got {wait_timeout!r}")
-        self.broker = Broker(clock, make_signer(signing_key))
+        self.broker = Broker(clock, make_signer(signing_key), enc.check_ring(encryption))
         self.max_payload_bytes = max_payload_bytes
         self.offload = offload  # a blob store (asynqpy.worker.blobs), or None: docs/offload.md
         self.wait_replicas = wait_replicas
@@ -178,6 +181,9 @@ class ClientPlans(Claiming):
                 raise InvalidArgumentError(f"process {pid!r} belongs to tenant {found.tenant!r}, not {given!r}: its "
                                            "inputs take the tenant it was started with")
             options = {**options, "tenant": found.tenant or None}
+        ring = self.broker.ring
+        if ring is not None and not enc.is_sealed(args):  # its arguments alone: pid and kind stay readable
+            args = ring.seal(args, enc.PAYLOAD, options.get("queue", "default"), options.get("tenant") or "")
         return self._prepare(proc.task_type(proc.validate_type(ptype)), proc.input_payload(pid, kind, args),
                              {**options, "key": proc.key_of(pid)}, reply_to)
 
@@ -193,6 +199,8 @@ class ClientPlans(Claiming):
         return opts.Deriver(template, self.max_payload_bytes)
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
+        if self.broker.ring is not None:  # seal, then offload the sealed bytes (docs/offload.md)
+            payload = self._seal(task_type, payload, kwargs)
         generated = False
         if self.offload is not None:
             payload, kwargs, generated = self._offloaded(task_type, payload, kwargs)
@@ -299,7 +307,9 @@ class ClientPlans(Claiming):
                 if not ids:
                     ids = opts.new_task_ids(BATCH)
                 id = ids.pop()
-                if self.offload is not None:
+                if self.broker.ring is not None:
+                    payload = self._seal(item[0], payload, common)
+                if self.offload is not None:  # (the sealed bytes)
                     payload = self._claim(derive.template.queue, id, payload)
                 out.append(derive(item[0], payload, id, now_ms))
             else:
@@ -366,6 +376,8 @@ class ClientPlans(Claiming):
         derive = self._derivers.get(queue)
         if derive is None or derive.template.kind is not kinds.TaskKind.PLAIN:
             return None
+        if self.broker.ring is not None:
+            payload = self._seal(task_type, payload, options)
         p = derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
         register = self._registers.get(queue)
         if register is None:  # (at most one per Deriver: 1 000)
@@ -374,6 +386,7 @@ class ClientPlans(Claiming):
 
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)
+        yield from self._keys([options])
         p = self._prepare(task_type, payload, options)
         if p.kind is kinds.TaskKind.WAITING:
             _raise_any((yield Writes([self.broker.register_queues([p.queue])])))
@@ -411,6 +424,11 @@ class ClientPlans(Claiming):
         conflict) does not stop the others: with ``return_exceptions`` its exception takes its
         place in the returned list, else the first one is raised after all were attempted."""
         with _Sending("(batch)", options) as sending:
+            if self.broker.ring is not None:
+                items = list(items)
+                yield from self._keys([options, *[{**options, **(i[2] or {})} for i in items
+                                                   if isinstance(i, (tuple, list)) and len(i) == 3
+                                                   and isinstance(i[2], Mapping)]])
             prepared = self._split_batch(items, options)
             sending.count = len(prepared)
             plan = self._plan(prepared)
@@ -429,7 +447,8 @@ class ClientPlans(Claiming):
         no limit; the task is left alone)."""
         id, queue = _target(task, queue)
         limit = _timeout(timeout)
-        return (yield Wait(queue, id, limit, True, self._watch(queue, id, self._inbox(queue).id)))
+        got = yield Wait(queue, id, limit, True, self._watch(queue, id, self._inbox(queue).id))
+        return (yield from self._reveal(got, queue))
 
     def _watch(self, queue: str, id: str, inbox: str) -> Steps[Outcome | BaseException | None]:
         """The watch call: the task's outcome if it finished (or is unknown), else None (wait)."""
@@ -456,9 +475,11 @@ class ClientPlans(Claiming):
         not replaced (an idempotent process call's repeat: :meth:`_process_call`)."""
         limit = _timeout(timeout)
         queue = validate_queue(options.get("queue", "default"))
+        yield from self._keys([options])
         p = self._prepare(task_type, payload, options, reply_to=self._inbox(queue).id)
         p.keep_finished = keep_finished
-        return (yield Wait(queue, p.id, limit, False, self._send([p]), on_progress))
+        got = yield Wait(queue, p.id, limit, False, self._send([p]), on_progress)
+        return (yield from self._reveal(got, queue))
 
     def _send(self, prepared: list[opts.Prepared]) -> Steps[None]:
         """Enqueue prepared tasks, raising the first refusal."""
@@ -475,6 +496,7 @@ class ClientPlans(Claiming):
         headers, priority (they apply to this input; its timers inherit them), tenant (the tenant
         the process belongs to: every input it gets, its timers too, takes turns as that tenant's
         task under its limits; docs/tenants.md)."""
+        yield from self._keys([options])
         p = self._process_input(process_type, process_id, "init", args, options)
         calls = Writes()
         calls.append(self.broker.register_queues([p.queue]))  # the queue's registration first (see _plan)
@@ -514,6 +536,7 @@ class ClientPlans(Claiming):
                 send = proc.idempotent_options(options, id)
         found = yield from processes.read(self.broker, queue, proc.validate_id(pid), 0, 0)
         self._check_status(found, kind)
+        yield from self._keys([{"queue": queue, "tenant": found.tenant}])
         p = self._process_input(found.type, pid, kind, args, {**options, "queue": queue}, found=found)
         try:
             # a repeat that looked for the first call's outcome before that call was stored (a
@@ -539,6 +562,7 @@ class ClientPlans(Claiming):
             return False
         if now:
             yield from processes.drop_failing(self.broker, queue, process_id)
+        yield from self._keys([{"queue": queue, "tenant": found.tenant}])
         p = self._process_input(found.type, process_id, "remove", None, {"queue": queue}, found=found)
         if timeout == 0:
             yield from self._send([p])

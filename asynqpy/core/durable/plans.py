@@ -18,18 +18,10 @@ from ..model.errors import InvalidArgumentError
 from ..model.task import TaskInfo
 from ..processes import model as proc
 from ..processes import plans as processes
+from ..security.keyplans import reveal_plan
 from ..spine.twin import Steps, planned
-from .replay import (
-    COMPLETED,
-    FINISHED,
-    DurableFunction,
-    DurableRun,
-    RunFailedError,
-    process_type,
-    run_id,
-    signal_args,
-    start_args,
-)
+from .function import DurableFunction, process_type, run_id, signal_args
+from .replay import COMPLETED, FINISHED, DurableRun, RunFailedError, start_args
 
 
 @dataclass(frozen=True)
@@ -68,7 +60,7 @@ class DurablePlans(ClientPlans):
 
     @planned
     def start(self, /, fn: DurableFunction | str, *args: Any, id: str | None = None, queue: str | None = None,
-              **options: Any) -> Steps[DurableRun]:
+              _parent: dict[str, Any] | None = None, **options: Any) -> Steps[DurableRun]:
         """Start a run of durable function ``fn`` (made by ``@app.durable``, or its name) with
         ``args`` (msgpack-able). ``id``: the run's id (a new UUID if None); idempotent by id: a
         second start with an id that exists starts nothing and returns a handle with
@@ -81,8 +73,8 @@ class DurablePlans(ClientPlans):
         else:
             raise InvalidArgumentError(f"client.start takes a durable function (@app.durable) or its name, got {fn!r}")
         rid = run_id(id)
-        created = yield from ClientPlans.start_process.plan(self, process_type(name), rid, start_args(args),
-                                                            queue=q, **options)
+        init: Any = start_args(args) if _parent is None else {"a": start_args(args), "p": _parent}  # (ctx.child)
+        created = yield from ClientPlans.start_process.plan(self, process_type(name), rid, init, queue=q, **options)
         return DurableRun(rid, q, name, bool(created))
 
     @planned
@@ -121,6 +113,8 @@ class DurablePlans(ClientPlans):
         delay = 0.01
         while True:
             p = yield from processes.read(self.broker, run.queue, run.id, 0, 0)
+            if self.broker.ring is not None:  # its state encrypted (docs/encryption.md)
+                p = yield from reveal_plan(self.broker.ring, p)
             done, value = _finished(run, p)
             if done:
                 return value

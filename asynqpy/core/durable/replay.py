@@ -1,4 +1,4 @@
-"""Durable functions, sans I/O (docs/durable.md; docs/internals-features.md "Durable functions").
+"""Durable functions, sans I/O (docs/durable.md; docs/internals-durable.md).
 
 A durable function is ordinary async code (``@app.durable``) whose effects go through a
 :class:`Durable` context: steps (``ctx.step``), sleeps, signal waits, and deterministic values
@@ -10,10 +10,10 @@ run's history:
 
 - an operation already in the history returns what it recorded (a step's result or error, a
   sleep that fired, the signal a wait got), without running anything;
-- the first operation not in the history is *new*: a step runs (at most one step per input), and
-  its result is appended in the script that completes the input (``proc_commit``), then a timer
-  of 0 s continues the run in a fresh input; a sleep or a wait records itself and sets the
-  process's timer to its deadline; the run then holds no worker until an input comes;
+- the first operation not in the history is *new*: a step runs, its result is written at once
+  (the worker's checkpoint, ``proc_step``) and the function goes on in the same input (or, when
+  another input waits for the run, the input ends and a timer of 0 s continues it); a sleep or a
+  wait records itself and sets the process's timer to its deadline; the run then holds no worker;
 - an operation whose kind or name differs from the one recorded at its position stops the run in
   ``error`` (:class:`DeterminismError`) before anything runs.
 
@@ -32,56 +32,36 @@ import uuid as _uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import msgpack
 
 from ..model import codec
-from ..model.errors import AsynqpyError, InvalidArgumentError, SkipRetry
-from ..processes.model import HISTORY_WINDOW, Input, Process, Step, validate_id, validate_type
+from ..model.errors import InvalidArgumentError, LeaseLostError, TaskNotFoundError
+from ..processes.model import (
+    CHECKPOINTED_HISTORY,
+    HISTORY_WINDOW,
+    Checkpoint,
+)
+from .errors import DeterminismError as DeterminismError
+from .errors import DurableError as DurableError
+from .errors import RunFailedError as RunFailedError
+from .errors import StepFailedError as StepFailedError
 
 T = TypeVar("T")
 
 TYPE_PREFIX = "durable."
 """Process type of a durable function's runs: ``durable.<name>``."""
-MAX_HISTORY = 1000
-"""The most events a run's history may hold in this stage (a processor reads at most 1000)."""
+MAX_HISTORY = CHECKPOINTED_HISTORY
+"""The most events a run's history may hold (its input reads it whole); ``ctx.continue_as_new``
+starts a fresh one."""
 
 RUNNING, SLEEPING, WAITING, RETRYING = "running", "sleeping", "waiting", "retrying"
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
 FINISHED = (COMPLETED, FAILED, CANCELLED)
 
 # kinds of the history's events (each a dict; "k" the kind, "i" the operation's position)
-_OPS = ("step", "task", "try", "sleep", "wait", "now", "uuid", "random")
-
-
-class DurableError(AsynqpyError):
-    """A durable run cannot go on: its code no longer matches its history, or it is misused."""
-
-
-class DeterminismError(DurableError, SkipRetry):
-    """The function, replayed, asked for another operation than the one its history holds at
-    that position (new code deployed under a running run, or code that is not deterministic). The
-    input is archived at once and the run's process is marked ``error``; nothing ran."""
-
-
-class StepFailedError(DurableError):
-    """Raised inside a durable function by ``await ctx.step(...)`` whose step failed for good
-    (its retries spent): ``step`` (its name), ``error`` (the last attempt's error, as text),
-    ``error_type`` (its exception's class name). The function may catch it."""
-
-    def __init__(self, step: str, error: str, error_type: str) -> None:
-        super().__init__(f"step {step!r} failed: {error}")
-        self.step, self.error, self.error_type = step, error, error_type
-
-
-class RunFailedError(DurableError):
-    """``client.result(run)`` of a run that failed (the function raised), was cancelled, or
-    stopped in ``error`` (see :class:`DeterminismError`): ``status`` says which."""
-
-    def __init__(self, run: str, status: str, error: str) -> None:
-        super().__init__(f"durable run {run!r} {status}: {error}")
-        self.run, self.status, self.error = run, status, error
+_OPS = ("step", "task", "try", "sleep", "wait", "now", "uuid", "random", "version", "child")
 
 
 @dataclass(frozen=True)
@@ -122,6 +102,21 @@ class DurableRun:
     created: bool = True
 
 
+class _Lost(BaseException):
+    """A checkpoint failed (the input's lease lost, Redis unreachable): the input ends without
+    writing anything more (a BaseException: the function's ``except Exception`` does not catch
+    it); it runs again from what the history holds."""
+
+
+class _ContinueAsNew(BaseException):
+    """``ctx.continue_as_new``: the run starts again with ``start`` (its arguments) and the
+    ``signals`` not taken."""
+
+    def __init__(self, start: list[Any], signals: list[tuple[str, Any]]) -> None:
+        super().__init__("continue as new")
+        self.start, self.signals = start, signals
+
+
 class _Suspend(BaseException):
     """The run stops here for this input (a BaseException, so that ``except Exception`` in the
     function does not swallow it). ``due_ms``: the run's next timer (ms), or None."""
@@ -147,11 +142,15 @@ class Durable:
     be repeated on replay goes through it; the function's own code runs again on every input."""
 
     def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int, client: Callable[[], Any] | None = None,
-                 queue: str = "default") -> None:
+                 queue: str = "default", unsaved: int = 0, checkpoint: Checkpoint | None = None) -> None:
         self.run_id, self._client, self._queue = run_id, client, queue
+        self._gen = int(events[0].get("g") or 0) if events else 0  # times the run continued as new
+        self._tag = run_id if not self._gen else f"{run_id}~{self._gen}"
         self._now_ms = now_ms
         self._events = events  # the history as recorded, then what this input appends
-        self._new: list[dict[str, Any]] = []
+        # what this input appended and has not written yet (its last ``unsaved`` events at first)
+        self._new: list[dict[str, Any]] = events[len(events) - unsaved:] if unsaved else []
+        self._checkpoint = checkpoint
         self._seq = 0
         self._busy = False
         self._ops: dict[int, dict[str, Any]] = {}
@@ -170,7 +169,7 @@ class Durable:
             self._tries.setdefault(e["i"], []).append(e)
             self._ops.setdefault(e["i"], e)
         elif k in _OPS:
-            if k in ("step", "task") or e["i"] not in self._ops:
+            if k in ("step", "task", "child") or e["i"] not in self._ops:
                 self._ops[e["i"]] = e
         elif k == "fired":
             self._fired.setdefault(e["i"], n)
@@ -227,6 +226,44 @@ class Durable:
         Outside a step: ''."""
         return _STEP_ID.get()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``client.cancel`` is cancelling the run while this input runs: a plain step (in
+        a thread) looks and returns early; an async step is cancelled (core/durable/cancelling.py)."""
+        from .cancelling import requested
+
+        return requested(self.run_id) is not None
+
+    # -- versions and continuing as new ---------------------------------------------------------
+
+    def version(self, change: str) -> bool:
+        """Whether this run takes the new code path of ``change`` (a name for one change of the
+        code, e.g. ``"send-sms"``): True for a run that reaches this point on code that has the
+        call (recorded: every replay says True again); False for a run that passed this point on
+        code that did not (its history holds another operation here): it keeps the old path, as
+        recorded. Write ``if ctx.version("send-sms"): <new> else: <old>``; once no run is left on
+        the old path, keep the call and drop the else branch."""
+        if not isinstance(change, str) or not change:
+            raise InvalidArgumentError(f"ctx.version takes a change's name (a non-empty string), got {change!r}")
+        if self._busy:
+            raise DurableError("one ctx operation at a time: await each before the next, or ctx.gather them")
+        seq = self._seq + 1
+        rec = self._ops.get(seq)
+        if rec is not None and (rec["k"] != "version" or rec.get("n") != change):
+            return False  # the run passed here without the change: the old path, no position taken
+        self._seq = seq
+        if rec is None:
+            self._record({"k": "version", "i": seq, "n": change})
+        return True
+
+    def continue_as_new(self, *args: Any) -> NoReturn:
+        """End this run's history and start the function again from the top with ``args``, in the
+        same run (its id, its queue): a fresh history (the old one is deleted), so a run that loops
+        forever stays bounded. Signals sent and not taken yet are carried over. Never returns
+        (a BaseException unwinds the function, as a suspension)."""
+        raise _ContinueAsNew(start_args(args), [(n, p) for k, n, p in self._signals
+                                                if k not in self._consumed and not n.startswith("\x00")])
+
     # -- steps ------------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any,
@@ -253,7 +290,7 @@ class Durable:
         if rec is not None and rec["k"] == kind:
             if "e" in rec:
                 raise StepFailedError(name, rec["e"], rec.get("t", ""))
-            return rec.get("v") if kind == "step" else self._task_end(seq, name)
+            return rec.get("v") if kind == "step" else self._task_end(seq, name, kind)
         tries = self._tries.get(seq, [])
         if tries and tries[-1]["at"] > self._now_ms:
             raise _Suspend(RETRYING, tries[-1]["at"])  # its retry timer is pending
@@ -271,29 +308,56 @@ class Durable:
         type_, payload, options = target(task, args, kwargs)
         client, run, queue = self._client, self.run_id, self._queue
 
+        gen = self._gen
+
         async def send(seq: int) -> str:
-            return await enqueue(client(), run, queue, seq, type_, payload, options)
+            return await enqueue(client(), run, queue, seq, type_, payload, options, gen)
 
         return _Op(self, lambda: self._step(type_, send, (), DEFAULT_RETRY, "task"))
 
-    def _task_end(self, seq: int, name: str) -> Any:
+    def child(self, fn: Any, *args: Any, id: str | None = None, queue: str | None = None) -> Awaitable[Any]:
+        """Start durable function ``fn`` (``@app.durable``, or its name) as a *child run* of this
+        one with ``args``, once for the run, and its result once it ended, waiting durably (no
+        worker held); StepFailedError if it failed or was cancelled. ``id``: the child run's id
+        (default ``<run id>:<position>:child``); ``queue``: its queue (default the function's). A
+        cancellation of this run cancels its children. Needs the client the run enqueues with."""
+        from .tasks import start_child
+
+        if self._client is None:
+            raise DurableError("ctx.child needs a client: register with @app.durable or mux.durable(client=...)")
+        name = fn if isinstance(fn, str) else getattr(fn, "name", None)
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"ctx.child takes a durable function (@app.durable) or its name, got {fn!r}")
+        client, parent = self._client, {"run": self.run_id, "q": self._queue, "g": self._gen}
+        child_args = start_args(args)
+
+        async def send(seq: int) -> dict[str, str]:
+            return await start_child(client(), fn, child_args, id or f"{self._tag}:{seq}:child", queue,
+                                     {**parent, "i": seq})
+
+        return _Op(self, lambda: self._step(name, send, (), DEFAULT_RETRY, "child"))
+
+    def _task_end(self, seq: int, name: str, kind: str = "task") -> Any:
         from .tasks import signal_name
 
-        wanted = signal_name(seq)
+        wanted = signal_name(seq, self._gen)
         for n, sig, payload in self._signals:
             if sig == wanted and n not in self._consumed:
                 self._consumed.add(n)
                 if payload.get("s") != "completed":
-                    raise StepFailedError(name, f"task {self.run_id}:{seq}:task ended {payload.get('s')}", "TaskFailed")
+                    what = f"task {self._tag}:{seq}:task" if kind == "task" else f"child run {name!r}"
+                    error = f": {payload['e']}" if payload.get("e") else ""
+                    raise StepFailedError(name, f"{what} ended {payload.get('s')}{error}",
+                                          "TaskFailed" if kind == "task" else "ChildFailed")
                 return payload.get("v")
         raise _Suspend(WAITING, None)
 
     async def _run(self, p: _Pending) -> int:
         """Run a new step's body and record what came of it; the due time of the run's next input
         (now: go on; a retry's time)."""
-        token = _STEP_ID.set(f"{self.run_id}:{p.seq}:{p.name}")
+        token = _STEP_ID.set(f"{self._tag}:{p.seq}:{p.name}")
         try:
-            value = _wire(await (p.fn(p.seq) if p.kind == "task" else _call(p.fn, p.args)))
+            value = _wire(await (p.fn(p.seq) if p.kind in ("task", "child") else _call(p.fn, p.args)))
         except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
             error = f"{type(exc).__name__}: {exc}"
             if p.attempt < p.policy.attempts:
@@ -308,6 +372,7 @@ class Durable:
         return self._now_ms
 
     async def _await(self, op: _Op[T]) -> T:
+        start = self._seq
         got = op.resolve()
         if not isinstance(got, _Pending):
             return got  # type: ignore[no-any-return]
@@ -316,8 +381,32 @@ class Durable:
             due = await self._run(got)
         finally:
             self._busy = False
+        if due == self._now_ms and await self._go_on():
+            self._seq = start  # the step is in the history now: it resolves as a replay would
+            return op.resolve()  # type: ignore[no-any-return]
         # the record is committed with this input; the next input goes on (or retries)
         raise _Suspend(RUNNING if due == self._now_ms else RETRYING, due)
+
+    async def _go_on(self) -> bool:
+        """After a new step ended for good (its result or last error recorded): write what this
+        input recorded so far (its checkpoint) and say whether the run goes on in this input (no
+        other input waits for the run, its time is not spent); False without a checkpoint (the
+        input ends, a continuation goes on)."""
+        if self._checkpoint is None:
+            return False
+        events, self._new = self._new, []
+        for e in events:  # (each step attempt's start, as life.stamp gives those the input's commit writes)
+            if e.get("k") in ("step", "task", "try") and "s" not in e:
+                e["s"] = self._now_ms
+        try:
+            end = await self._checkpoint(events)
+        except (LeaseLostError, TaskNotFoundError) as exc:  # not the function's to catch: the input is let go
+            raise _Lost(f"durable run {self.run_id!r}: its checkpoint was refused: {exc}") from exc
+        except Exception:  # noqa: BLE001 - Redis full or unreachable: the input ends, its commit writes them
+            self._new = events + self._new
+            return False
+        self._now_ms = _now_ms()
+        return not end
 
     async def gather(self, *ops: Awaitable[Any]) -> list[Any]:
         """Await several ctx operations (steps, sleeps, waits) together: the new steps among them
@@ -328,9 +417,10 @@ class Durable:
         if len(mine) != len(ops):
             raise InvalidArgumentError("ctx.gather takes operations of this run's ctx (ctx.step(...), ctx.sleep(...), "
                                        "ctx.wait_for(...)), not awaited")
+        start = self._seq
         results, pending, suspends = self._resolve_all(mine)
         if pending:
-            suspends += await self._run_all(pending)
+            results, pending, suspends = await self._run_all(mine, start, pending, suspends)
         if suspends:
             due = [s.due_ms for s in suspends if s.due_ms is not None]
             raise _Suspend(RUNNING if pending else suspends[0].status, min(due) if due else None)
@@ -339,14 +429,20 @@ class Durable:
                 raise r
         return results
 
-    async def _run_all(self, pending: list[_Pending]) -> list[_Suspend]:
-        """Run new steps concurrently (each recorded as it ends); where each leaves the run."""
+    async def _run_all(self, ops: list[_Op[Any]], start: int, pending: list[_Pending], suspends: list[_Suspend]) \
+            -> tuple[list[Any], list[_Pending], list[_Suspend]]:
+        """Run a gather's new steps concurrently (each recorded as it ends); once all ended for good
+        and the checkpoint says go on, the operations resolved again (as a replay would), else
+        where the steps leave the run."""
         self._busy = True
         try:
             dues = await asyncio.gather(*(self._run(p) for p in pending))
         finally:
             self._busy = False
-        return [_Suspend(RUNNING if d == self._now_ms else RETRYING, d) for d in dues]
+        if all(d == self._now_ms for d in dues) and await self._go_on():
+            self._seq = start  # the steps are in the history now
+            return self._resolve_all(ops)
+        return [], pending, suspends + [_Suspend(RUNNING if d == self._now_ms else RETRYING, d) for d in dues]
 
     @staticmethod
     def _resolve_all(ops: list[_Op[Any]]) -> tuple[list[Any], list[_Pending], list[_Suspend]]:
@@ -474,89 +570,8 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return got
 
 
-# -- the processor of a durable function's runs ----------------------------------------------------
-
-
-def process_type(name: str) -> str:
-    return validate_type(TYPE_PREFIX + name)
-
-
-def _signal_op(args: Any) -> tuple[str, Any]:
-    if not isinstance(args, dict) or args.get("op") not in ("signal", "cancel"):
-        raise InvalidArgumentError(f"not an input of a durable run: {args!r}")
-    return args["op"], args
-
-
-class DurableFunction:
-    """A durable function registered with ``@app.durable`` / ``mux.durable``: ``name`` (its runs'
-    process type is ``durable.<name>``), ``queue`` (where its runs live), ``fn``. Start a run
-    with ``client.start(f, *args, id=...)``."""
-
-    def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default",
-                 client: Callable[[], Any] | None = None) -> None:
-        if not inspect.iscoroutinefunction(fn):
-            raise InvalidArgumentError(f"a durable function is an async def taking (ctx: Durable, ...), got {fn!r}")
-        self.fn = fn
-        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
-        self.type = process_type(self.name)
-        self.queue, self.client = queue, client
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
-
-    def __repr__(self) -> str:
-        return f"<durable {self.name}>"
-
-    async def process(self, p: Process, i: Input) -> Step:
-        """The processor of the runs (one input): replay, then what to commit."""
-        state = dict(p.state or {})
-        if state.get("status") in FINISHED:
-            return Step(response=False)  # a finished run takes nothing more (a late signal, a stale timer)
-        events = _history(p)
-        appended: list[dict[str, Any]] = []
-        if i.kind == "init":
-            appended.append({"k": "start", "a": list(i.args or [])})
-        elif i.kind == "call":
-            op, args = _signal_op(i.args)
-            if op == "cancel":
-                done = {**state, "status": CANCELLED, "error": str(args.get("reason") or "cancelled")}
-                return Step(events=[{"k": "cancelled"}], state=done, timer=None, response=True)
-            appended.append({"k": "signal", "n": args["name"], "p": args.get("payload")})
-        return await self.replay(p.id, events + appended, appended, state, i)
-
-    async def replay(self, run_id: str, events: list[dict[str, Any]], appended: list[dict[str, Any]],
-                     state: dict[str, Any], i: Input) -> Step:
-        if not events or events[0].get("k") != "start":
-            raise DurableError(f"durable run {run_id!r}: its history does not begin with its start")
-        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue)
-        response = True if i.kind == "call" else None
-        try:
-            value = await self.fn(ctx, *events[0]["a"])
-        except _Suspend as s:
-            return Step(events=appended + ctx._new, state={**state, "status": s.status}, timer=s.timer,
-                        response=response)
-        except DeterminismError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the function's own failure is its outcome
-            error = f"{type(exc).__name__}: {exc}"
-            return Step(events=[*appended, *ctx._new, {"k": "failed", "e": error}],
-                        state={**state, "status": FAILED, "error": error}, timer=None, response=response)
-        try:
-            value = _wire(value, "the run's result")
-        except InvalidArgumentError as exc:
-            raise DurableError(f"durable run {run_id!r}: its result cannot be stored: {exc}") from None
-        return Step(events=[*appended, *ctx._new, {"k": "done", "v": value}],
-                    state={**state, "status": COMPLETED, "result": value}, timer=None, response=response)
-
-
 def _now_ms() -> int:
     return int(datetime.now(timezone.utc).timestamp() * 1000)
-
-
-def _history(p: Process) -> list[dict[str, Any]]:
-    """The run's whole history (stage 1 reads it whole on each input: at most MAX_HISTORY events)."""
-    if p.events > MAX_HISTORY or p.first_event != 1 or len(p.history) != p.events:
-        raise DeterminismError(f"durable run {p.id!r} has {p.events} events: more than this stage replays "
-                               f"({MAX_HISTORY})")
-    return [e.data for e in p.history]
 
 
 def start_args(args: tuple[Any, ...]) -> list[Any]:
@@ -566,15 +581,5 @@ def start_args(args: tuple[Any, ...]) -> list[Any]:
     return out
 
 
-def signal_args(name: str, payload: Any) -> dict[str, Any]:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"a signal name is a non-empty string, got {name!r}")
-    return {"op": "signal", "name": name, "payload": payload}
-
-
-def run_id(id: str | None) -> str:
-    return validate_id(id) if id is not None else str(_uuid.uuid4())
-
-
-__all__ = ["HISTORY_WINDOW", "Durable", "DurableFunction", "DurableRun", "DeterminismError", "Retry",
-           "RunFailedError", "StepFailedError"]
+__all__ = ["HISTORY_WINDOW", "Durable", "DurableRun", "DeterminismError", "Retry", "RunFailedError",
+           "StepFailedError"]

@@ -21,8 +21,16 @@ RETENTION_S = 86400
 """A ctx.task's retention when it names none: its result is kept while its notify task runs."""
 
 
-def signal_name(seq: int) -> str:
-    return f"\x00task:{seq}"
+def signal_name(seq: int, gen: int = 0) -> str:
+    """The internal signal of the end of the task at position ``seq`` of generation ``gen`` (a
+    run continued as new ``gen`` times)."""
+    return f"\x00task:{seq}" if not gen else f"\x00task:{gen}:{seq}"
+
+
+def tag(run_id: str, gen: int) -> str:
+    """What names a run's generation in its step ids and task ids: the run id, then
+    ``<run id>~<gen>`` once it continued as new."""
+    return run_id if not gen else f"{run_id}~{gen}"
 
 
 def target(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
@@ -41,13 +49,13 @@ def target(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[st
 
 
 async def enqueue(client: Any, run_id: str, run_queue: str, seq: int, type: str, payload: Any,
-                  options: dict[str, Any]) -> str:
+                  options: dict[str, Any], gen: int = 0) -> str:
     """Enqueue the task and its notify task (each once, whatever the attempts): the task's id."""
-    tid = f"{run_id}:{seq}:task"
+    tid = f"{tag(run_id, gen)}:{seq}:task"
     options = {"retention": RETENTION_S, **options, "task_id": tid}
     queue = options.get("queue") or "default"
     for task_type, body, opts in ((type, payload, options),
-                                  (NOTIFY, {"run": run_id, "queue": run_queue, "i": seq},
+                                  (NOTIFY, {"run": run_id, "queue": run_queue, "i": seq, "g": gen},
                                    {"task_id": f"{tid}:notify", "queue": run_queue, "after": [(queue, tid)],
                                     "on_parent_failure": "run"})):
         try:
@@ -57,12 +65,20 @@ async def enqueue(client: Any, run_id: str, run_queue: str, seq: int, type: str,
     return tid
 
 
+async def start_child(client: Any, fn: Any, args: list[Any], child_id: str, queue: str | None,
+                      parent: dict[str, Any]) -> dict[str, str]:
+    """Start a child run (once: a second start of its id starts nothing): its id and queue."""
+    run = await client.start(fn, *args, id=child_id, queue=queue, _parent=parent)
+    return {"id": run.id, "q": run.queue}
+
+
 def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
     """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal."""
     async def notify(task: Any) -> None:
         p = task.payload
         end = task.parents[0] if task.parents else None
         ended = {"s": end.state if end is not None else "deleted", "v": end.result if end is not None else None}
-        await client().signal(p["run"], signal_name(int(p["i"])), ended, queue=p["queue"], idempotency_key=task.id)
+        name = signal_name(int(p["i"]), int(p.get("g") or 0))
+        await client().signal(p["run"], name, ended, queue=p["queue"], idempotency_key=task.id)
 
     return notify

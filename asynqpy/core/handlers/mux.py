@@ -83,21 +83,24 @@ class ServeMux:
         return register
 
     def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default",
-                client: Any = None) -> Any:
+                client: Any = None, retention: Any = "default") -> Any:
         """Register a durable function (docs/durable.md): ``async def f(ctx: Durable, *args)``;
-        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.replay.DurableFunction`
+        a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.function.DurableFunction`
         that ``client.start`` takes. ``name``: its name (default: module.qualname); its runs are
         processes of type ``durable.<name>``. ``client``: the AsyncClient its ``ctx.task`` enqueues
-        with (or a function returning it)."""
-        from ..durable.replay import MAX_HISTORY, DurableFunction
+        with (or a function returning it). ``retention``: how long a finished run is kept (a
+        timedelta or seconds; None: until removed; default 7 days)."""
+        from ..durable.function import DurableFunction
+        from ..durable.life import Managed
+        from ..durable.replay import MAX_HISTORY
         from ..durable.tasks import NOTIFY, notify_handler
         from ..processes.model import ProcessHandler, task_type
 
         get = client if client is None or callable(client) and not hasattr(client, "enqueue") else (lambda: client)
 
         def register(f: Any) -> DurableFunction:
-            d = DurableFunction(f, name, queue, get)
-            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY))
+            d = Managed(f, name, queue, get, retention)
+            self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY, checkpoints=True))
             if get is not None and NOTIFY not in self._exact:
                 self.handle(NOTIFY, notify_handler(get))
             return d

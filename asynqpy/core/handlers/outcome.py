@@ -34,6 +34,7 @@ from ..model import codec
 from ..model.codec import Message
 from ..model.errors import (
     BlobNotFoundError,
+    EncryptionError,
     HandlerNotFoundError,
     PayloadError,
     RateLimited,
@@ -146,7 +147,7 @@ def decide(msg: Message, kind: Kind, error: BaseException | None, now_ms: int, p
     text = describe(error)[:MAX_ERROR_TEXT]
     failed = msg.with_(last_error=text, last_failed_at_ms=now_ms, traceback=format_traceback(error))
     unknown = isinstance(error, HandlerNotFoundError)
-    now = isinstance(error, (SkipRetry, ResultError, BlobNotFoundError)) or (
+    now = isinstance(error, (SkipRetry, ResultError, EncryptionError, BlobNotFoundError)) or (
         unknown and policy.unknown_type == "archive")
     if kind is Kind.RUN:  # another worker may take its place; the task counts the failure
         return Outcome(Action.RUN_FAILED, failed, error=text, final=now)
@@ -196,9 +197,10 @@ def unrecorded(msg: Message, exc: BaseException, now_ms: int) -> Outcome:
 
 def refused(raw: bytes, reason: str, now_ms: int) -> Outcome:
     """The archive, unrun and not re-signed, of stored data that failed its check (malformed, or
-    not signed with the server's key)."""
+    not signed with the server's key). A process input refused so came from no trusted sender: its
+    process is not marked in error (a forged signal cannot break a durable run)."""
     bad = codec.untrusted(raw, reason, now_ms)
-    return Outcome(Action.ARCHIVE, bad, error=reason, sign=False)
+    return Outcome(Action.ARCHIVE, bad, error=reason, sign=False, mark_process=False)
 
 
 def check_result(result: Any, max_bytes: int) -> None:

@@ -17,6 +17,7 @@ building blocks of :mod:`.values`; every name of those stays importable from her
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgpack
@@ -24,6 +25,7 @@ import msgpack
 from ..model import codec
 from ..model.codec import Message, decode
 from ..model.errors import (
+    EncryptionError,
     InvalidArgumentError,
     MalformedMessageError,
     QueueNotEmptyError,
@@ -31,6 +33,8 @@ from ..model.errors import (
     TaskStateError,
 )
 from ..model.task import TaskInfo, TaskState
+from ..security import encryption as enc
+from ..security.keyplans import load_plan
 from ..security.signing import Refused, Verified, trust_gate
 from ..spine.broker import (
     Acted,
@@ -200,6 +204,8 @@ class Plans(ReadPlans):
             stored = yield from self._read(queue, id)
             state = state_of(stored)
             gate = self._editable(queue, id, stored, state)
+            if "payload" in edit.fields:
+                edit = yield from self._sealed_edit(queue, id, gate.msg, edit)
             msg = _edited(gate.msg, id, edit, max_payload_bytes)
             code = yield from self._write_edit(queue, id, state, stored, gate.store(msg), edit, keyed=bool(msg.key))
             if code == Acted.OK:
@@ -207,6 +213,23 @@ class Plans(ReadPlans):
             if code == Acted.NOT_FOUND:
                 raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}")
         raise TaskStateError(f"task {id!r} in queue {queue!r} keeps changing; try again")
+
+    def _sealed_edit(self, queue: str, id: str, msg: Message, edit: _EditChanges) -> Plan[_EditChanges]:
+        """The edit with its new payload encrypted with the Inspector's key ring (none: as given,
+        unless the task's payload is encrypted: then an Inspector without the ring cannot edit it)."""
+        ring = self.b.ring
+        if ring is None:
+            if enc.sealed_payload(msg.payload):
+                raise EncryptionError(f"task {id!r}'s payload is encrypted: give the Inspector the key ring "
+                                      "(encryption=KeyRing(...), --encryption-keys) to edit it")
+            return edit
+        if ring.needs_tenant_key(msg.tenant):
+            yield from load_plan(ring, [(queue, msg.tenant)], create=True)
+        payload = edit.fields["payload"]
+        proc_args = type(msg.payload) is dict and enc.is_sealed(msg.payload.get("a"))
+        if not proc_args:
+            payload = ring.seal(payload, enc.PAYLOAD, queue, msg.tenant)
+        return replace(edit, fields={**edit.fields, "payload": payload})
 
     def _editable(self, queue: str, id: str, stored: bytes, state: TaskState) -> Verified:
         """The message of a task read for an edit, through the trust gate; TaskStateError for a

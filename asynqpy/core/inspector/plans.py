@@ -26,6 +26,9 @@ from ..processes import plans as processes
 from ..processes.model import Process
 from ..results import events as ev
 from ..results.tasklogs import LogLine
+from ..security.encryption import check_ring
+from ..security.keyplans import ForgetReport, forget_plan, reveal_logs_plan, reveal_plan, sweep_plan
+from ..security.rotation import RotationReport, rotate_plan
 from ..security.signing import SigningKeys, make_signer
 from ..server import control
 from ..server.record import ServerInfo
@@ -48,16 +51,19 @@ class InspectorPlans(QueueSettingPlans):
     """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
     :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
 
-    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, offload: Any = None) -> None:
-        self.broker = Broker(clock, make_signer(signing_key))
+    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, encryption: Any = None,
+                 offload: Any = None) -> None:
+        self.broker = Broker(clock, make_signer(signing_key), check_ring(encryption))
         self._plans = Plans(self.broker)
         self.offload = offload  # a blob store: offloaded payloads are shown read from it (docs/offload.md)
 
     def _answer(self, plan: Steps[_T]) -> Steps[_T]:
-        """What a method answers, its tasks' offloaded payloads read from the blob store (shown as
-        :class:`~asynqpy.core.offload.refs.Offloaded` without one: docs/offload.md)."""
-        value = yield from plan
-        return refs.reveal(self.offload, value)  # type: ignore[no-any-return]
+        """What a method answers: its tasks' offloaded payloads read from the blob store first (shown
+        as :class:`~asynqpy.core.offload.refs.Offloaded` without one: docs/offload.md), then its
+        encrypted values decrypted with the key ring, or shown as
+        :class:`~asynqpy.core.security.encryption.Encrypted` (no ring, no key: docs/encryption.md)."""
+        value = refs.reveal(self.offload, (yield from plan))
+        return (yield from reveal_plan(self.broker.ring, value))  # type: ignore[no-any-return]
 
     @planned
     def queues(self) -> Steps[list[str]]:
@@ -118,7 +124,7 @@ class InspectorPlans(QueueSettingPlans):
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
         if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
             raise InvalidArgumentError(f"pages must be an int >= 1, got {pages!r}")
-        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget)
+        scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget, ring=self.broker.ring)
         tasks = yield from _search.scan_plan(scan, self._plans._now(), pages, limit)
         return _search.SearchPage(tasks, scan.cursor, min(scan.looked, scan.total or 0), scan.total or 0)
 
@@ -126,7 +132,8 @@ class InspectorPlans(QueueSettingPlans):
     def search_count(self, /, queue: str, *, budget: int = _search.BUDGET, **conditions: Any) -> Steps[int]:
         """How many of the queue's tasks match :meth:`~asynqpy.Inspector.search`'s ``conditions``
         (the whole queue read in bounded steps; only the count comes back)."""
-        scan = _search.Scan(queue, _search.make_search(**conditions), budget=budget, count_only=True)
+        scan = _search.Scan(queue, _search.make_search(**conditions), budget=budget, count_only=True,
+                            ring=self.broker.ring)
         yield from _search.scan_plan(scan, self._plans._now())
         return scan.matched
 
@@ -139,7 +146,7 @@ class InspectorPlans(QueueSettingPlans):
         meanwhile is refused, not acted on blindly. Tasks in a state the action does not apply to
         are counted as skipped."""
         _search.check_action(action)
-        scan = _search.Scan(queue, _search.make_search(**conditions))
+        scan = _search.Scan(queue, _search.make_search(**conditions), ring=self.broker.ring)
         tasks = yield from _search.scan_plan(scan, self._plans._now())
         return (yield from _search.act_plan(self._plans, queue, action, tasks))
 
@@ -267,7 +274,8 @@ class InspectorPlans(QueueSettingPlans):
         (``attempt``, ``at``, ``text``): the lines of the attempts that ended by storing the task
         again (retried, archived, completed with a retention); docs/tasks.md "Task logs".
         TaskNotFoundError for a task that is not there (its logs went with it)."""
-        return self._plans.task_logs(queue, id)
+        lines = yield from self._plans.task_logs(queue, id)
+        return (yield from reveal_logs_plan(self.broker.ring, lines, queue))
 
     @planned
     def workflow(self, queue: str, id: str, limit: int = 1000) -> Steps[list[WorkflowNode]]:
@@ -388,6 +396,31 @@ class InspectorPlans(QueueSettingPlans):
         """Delete a task that is not active (TaskStateError if it is: cancel it instead). Releases
         its uniqueness lock."""
         return self._plans.act("delete", queue, id)
+
+    @planned
+    def rotate_keys(self, *, restart: bool = False, max_pages: int | None = None) -> Steps[RotationReport]:
+        """Re-encrypt what was sealed with an older key of the key ring with its newest key: every
+        queue's tasks (payloads, results, logs) and tenant keys (docs/encryption.md "Rotation").
+        Safe while workers run; resumable (the cursor is kept in Redis: a run goes on from where
+        the last one stopped; ``restart``: from the start); ``max_pages``: stop after that many
+        pages of a queue's tasks (``done`` False then). Needs the Inspector's ``encryption``."""
+        if self.broker.ring is None:
+            raise InvalidArgumentError("rotate_keys needs the key ring: Inspector(..., encryption=KeyRing(...))")
+        queues = yield from self._plans.queues()
+        return (yield from rotate_plan(self.broker, queues, restart, max_pages))
+
+    @planned
+    def forget_tenant(self, queue: str, tenant: str) -> Steps[ForgetReport]:
+        """Erase a tenant: destroy its encryption key (``KeyRing(..., tenant_keys=True)``), so
+        nothing sealed with it can be read again, write the audit event ``tenant_forgotten`` to
+        the queue's event stream, and delete the tenant's tasks that are not active (queued,
+        scheduled, retried, archived, kept). Its active tasks cannot be read any more: a worker
+        archives them; forgetting again removes them."""
+        report = ForgetReport()
+        report.key = yield from forget_plan(self.broker.ring, validate_queue(queue), tenant,
+                                            self.broker.clock.now_ms())
+        yield from sweep_plan(self._plans, queue, tenant, report)
+        return report
 
     @planned
     def run_task(self, queue: str, id: str) -> Steps[None]:

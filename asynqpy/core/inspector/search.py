@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -237,6 +237,7 @@ class Scan:
     limit: int | None = None
     budget: int = BUDGET
     count_only: bool = False
+    ring: Any = None  # the reader's KeyRing: payload conditions are checked here, on decrypted payloads
     looked: int = 0
     matched: int = 0
     total: int | None = None
@@ -254,10 +255,17 @@ class Scan:
         if isinstance(self.budget, bool) or not isinstance(self.budget, int) or not 1 <= self.budget <= MAX_BUDGET:
             raise InvalidArgumentError(f"budget must be an int from 1 to {MAX_BUDGET}, got {self.budget!r}")
 
+    @property
+    def reader_side(self) -> bool:
+        """Whether the payload's conditions are checked by the reader (it holds a key ring: the
+        payloads may be encrypted, which Redis cannot look into), the others in Redis."""
+        return self.ring is not None and bool(self.search.payload or self.search.text)
+
     def call(self, now: Call[int]) -> list[Call[Any]]:
         """The next step's calls (``now``: the reader's call of Redis's time, PlansBase._now)."""
-        calls: list[Call[Any]] = [search_call(self.queue, self.search, self.cursor, self.budget,
-                                              "count" if self.count_only else "values")]
+        search = replace(self.search, payload=(), text="") if self.reader_side else self.search
+        reply = "count" if self.count_only and not self.reader_side else "values"
+        calls: list[Call[Any]] = [search_call(self.queue, search, self.cursor, self.budget, reply)]
         if not self._started:
             calls += [PlansBase._member(self.queue), Call(int, command=("HLEN", queue_keys(self.queue).tasks)), now]
         return calls
@@ -269,6 +277,10 @@ class Scan:
             self.total, self._now = value(replies[2]), value(replies[3])
             self._started = True
         step: Step = value(replies[0])
+        if self.reader_side:  # (the candidates: step_plan checks their payloads, counts and limits them)
+            self.cursor, self.looked = step.cursor, self.looked + step.looked
+            self.done = self.cursor == 0
+            return [task_from_stored(id, self.queue, v, None, self._now) for id, v in step.found]
         self.cursor, self.looked, self.matched = step.cursor, self.looked + step.looked, self.matched + step.matched
         out: list[TaskInfo] = []
         for id, stored in step.found:
@@ -291,13 +303,31 @@ class SearchPage:
     total: int
 
 
+def step_plan(scan: Scan, now: Call[int]) -> Plan[list[TaskInfo]]:
+    """One step of ``scan``: its matches. Reader-side (:attr:`Scan.reader_side`), the candidates
+    Redis sent are decrypted (core/security/keyplans.reveal_plan: the tenant keys loaded as
+    needed) and their payloads checked here; the count and the limit follow."""
+    found = scan.feed((yield scan.call(now)))
+    if not scan.reader_side:
+        return found
+    from ..security.keyplans import reveal_plan
+
+    found = yield from reveal_plan(scan.ring, found, scan.queue)
+    found = [t for t in found if _payload_matches(scan.search, t.payload)]
+    if scan.limit is not None:
+        found = found[:scan.limit - scan.matched]
+        scan.done = scan.done or scan.matched + len(found) >= scan.limit
+    scan.matched += len(found)
+    return found
+
+
 def scan_plan(scan: Scan, now: Call[int], pages: int | None = None, enough: int | None = None) -> Plan[list[TaskInfo]]:
     """Run ``scan`` until it is done, or for ``pages`` steps, or until a step ends with ``enough``
     matches: every match of the steps read (a cursor cannot resume inside a step)."""
     out: list[TaskInfo] = []
     steps = 0
     while not scan.done and (pages is None or steps < pages) and (enough is None or len(out) < enough):
-        out += scan.feed((yield scan.call(now)))
+        out += yield from step_plan(scan, now)
         steps += 1
     return out
 

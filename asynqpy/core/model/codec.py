@@ -103,10 +103,30 @@ how many distinct workers must run it successfully. A task with either is a targ
             return ""
         if self.unique_key:
             return hashlib.sha1(b"key\0" + self.unique_key.encode(), usedforsecurity=False).hexdigest()
-        digest = unique_digest(self.type, self.payload)
+        payload = self.payload
+        if type(payload) is msgpack.ExtType and payload.code == ENCRYPTED_EXT:  # its keyed digest, in clear
+            digest = _sealed_digest(payload.data)
+        else:
+            digest = unique_digest(self.type, payload)
         if self.tenant:  # one tenant's task never suppresses another's
             return hashlib.sha1(f"tenant\0{self.tenant}\0{digest}".encode(), usedforsecurity=False).hexdigest()
         return digest
+
+
+ENCRYPTED_EXT = 69
+"""The msgpack extension type of an encrypted value (core/security/encryption.py ``EXT_CODE``)."""
+
+
+def _sealed_digest(data: bytes) -> str:
+    """The digest an encrypted payload's envelope carries in clear (a unique task's lock: a keyed
+    digest of the plain payload), hex; of the envelope itself when it carries none."""
+    try:
+        n = data[1]
+        d = data[2 + n]
+        digest = data[3 + n:3 + n + d]
+    except IndexError:
+        digest = b""
+    return digest.hex() if digest else hashlib.sha1(data, usedforsecurity=False).hexdigest()
 
 
 _FIELDS = [f.name for f in fields(Message)]
@@ -130,8 +150,9 @@ _DEFAULTS = [f.default for f in fields(Message)]
 _TYPES: list[tuple[type, ...]] = [
     (str,), (object,), (int,), (int,), (int,), (int,), (int,), (bool,), (int,), (str,), (int,),
     (int,), (int,), (object,), (str,), (dict, type(None)), (str,), (str,), (str,), (int,), (list, type(None)),
-    (int,), (list, type(None)), (str,), (bool,), (str,), (list, type(None)), (int,),
+    (int,), (list, type(None)), (str,), (bool,), (str,), (list, msgpack.ExtType, type(None)), (int,),
 ]
+"""(``logs``: a list of lines, or the lines encrypted: an extension object, core/security/encryption.py)"""
 
 
 def _default_hook(obj: object) -> object:
@@ -304,9 +325,21 @@ def decode(data: bytes) -> Message:
         raise MalformedMessageError("message has an empty task type")
     n = len(values)
     for i, items in _ITEMS.items():
-        if n > i and values[i] is not None and not items(values[i]):
+        if n > i and values[i] is not None and type(values[i]) is not msgpack.ExtType and not items(values[i]):
             raise MalformedMessageError(f"message field {_FIELDS[i]!r} has a wrong type")
     return message_of(values)
+
+
+def decode_value(data: bytes) -> Any:
+    """A msgpack value as :func:`encode_payload` wrote it (a decrypted payload, result, ...);
+    MalformedMessageError for anything else."""
+    try:
+        try:
+            return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        except TypeError:
+            return msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=_dict_with_tuple_keys)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types on garbage
+        raise MalformedMessageError(f"undecodable value: {exc}") from None
 
 
 def untrusted(data: bytes, reason: str, now_ms: int) -> Message:

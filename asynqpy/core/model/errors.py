@@ -155,6 +155,22 @@ class BlobNotFoundError(BlobError):
     bucket): a worker archives the task at once with the reason, never retries it."""
 
 
+class EncryptionError(AsynqpyError):
+    """An encrypted stored value cannot be read: its key is not given (:class:`KeyNotFoundError`),
+    or it does not decrypt (a wrong key, a tampered ciphertext: :class:`DecryptionError`). A worker
+    archives the task with the reason; the CLI says it in one line (docs/encryption.md)."""
+
+
+class KeyNotFoundError(EncryptionError):
+    """The key id an encrypted value names is not in the reader's key ring (or is a tenant's key
+    that was forgotten: ``asynqpy tenant forget``)."""
+
+
+class DecryptionError(EncryptionError):
+    """An encrypted value does not authenticate under its key: a wrong key under its id, or a
+    ciphertext altered in Redis."""
+
+
 class HandlerNotFoundError(AsynqpyError):
     """No handler is registered for a task's type."""
 

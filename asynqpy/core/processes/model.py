@@ -21,6 +21,7 @@ types, and the decisions that need no I/O.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -45,6 +46,10 @@ HISTORY_WINDOW = 20
 """Events of its recent history a processor sees by default (``history=`` of ``mux.process``)."""
 
 RUNNING, STARTING, ERROR = "running", "starting", "error"
+CHECKPOINTED_HISTORY = 5000
+"""The most events a durable run's input reads (its whole history: the dequeue's page, one HMGET
+under Lua's stack limit): a run whose history grows past it ends in error unless it continues as
+new (``ctx.continue_as_new``)."""
 
 
 class ProcessError(AsynqpyError):
@@ -135,13 +140,15 @@ class Step:
     unchanged). ``timer``: run a ``timeout`` input in this many seconds, or at this datetime;
     None cancels the pending timer; :data:`KEEP` leaves it. ``response``: what a ``call_process``
     caller gets back. ``remove``: delete the process (record and history) once this step is
-    written."""
+    written. ``keep``: keep only the latest ``keep`` events once this step is written (0: as the
+    type's ``max_events`` says)."""
 
     events: Sequence[Any] = ()
     state: Any = KEEP
     timer: Any = KEEP
     response: Any = None
     remove: bool = False
+    keep: int = 0
 
 
 Processor = Callable[[Process, Input], Step | None | Awaitable[Step | None]]
@@ -489,6 +496,23 @@ def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes,
             _pack(events) if events else b"", drop_from, drop_to, cancel)
 
 
+def checkpoint_args(rec: Record, kind: str, events: Sequence[Any], input_id: bytes) -> tuple[int, bytes]:
+    """What ``proc_step`` writes (lua/proc_step.lua): (the count once ``events`` are appended, the
+    hist fields and entries but their time). The record keeps everything else."""
+    plan = Plan(rec.id, kind, events=[codec.encode_payload(e, "event") for e in events])
+    entries, n = _entries(plan, input_id, rec.count)
+    return n, _pack(entries) if entries else b""
+
+
+Checkpoint = Callable[[Sequence[Any]], Awaitable[bool]]
+"""What a processor that writes part of its step before returning (a durable function's run,
+``ProcessHandler(checkpoints=True)``) is given in :data:`CHECKPOINT`: ``await checkpoint(events)``
+appends ``events`` to the history now (the record keeps its status, state and timer) and returns
+whether the input should end (other inputs wait for the process, or its time is spent)."""
+CHECKPOINT: contextvars.ContextVar[Checkpoint | None] = contextvars.ContextVar("asynqpy_process_checkpoint",
+                                                                               default=None)
+
+
 def response_of(plan: Plan) -> bytes:
     """The plan's response encoded (msgpack; b'' = None)."""
     if plan.result is not None:
@@ -505,12 +529,15 @@ class ProcessHandler:
     process the worker read (``task._proc``: a (Record | None, history) pair) and leaves the
     :class:`Plan` in ``task._proc`` for the worker's commit."""
 
-    def __init__(self, ptype: str, fn: Processor, history: int = HISTORY_WINDOW, max_events: int = 0) -> None:
+    def __init__(self, ptype: str, fn: Processor, history: int = HISTORY_WINDOW, max_events: int = 0,
+                 checkpoints: bool = False) -> None:
         self.type = validate_type(ptype)
+        self.checkpoints = checkpoints  # the processor writes part of its step early (CHECKPOINT)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
-        if isinstance(history, bool) or not isinstance(history, int) or not 0 <= history <= 1000:
-            raise InvalidArgumentError(f"history must be an int from 0 to 1000, got {history!r}")
+        most = CHECKPOINTED_HISTORY if checkpoints else 1000  # (a durable run's replay reads its whole history)
+        if isinstance(history, bool) or not isinstance(history, int) or not 0 <= history <= most:
+            raise InvalidArgumentError(f"history must be an int from 0 to {most}, got {history!r}")
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0:
             raise InvalidArgumentError(f"max_events must be an int >= 0 (0 = keep every event), got {max_events!r}")
         self.history = history
@@ -541,4 +568,4 @@ class ProcessHandler:
         pid, kind, _ = parsed or parse_input(task.type, task.message.key, task.payload)  # type: ignore[misc]
         rec = task._proc[0] if task._proc is not None else None
         task._proc = plan_step(pid, kind, rec, step, now_ms)
-        task._proc.keep = self.max_events
+        task._proc.keep = step.keep if isinstance(step, Step) and step.keep > 0 else self.max_events

@@ -35,7 +35,8 @@ from ..spine.keys import queue_keys
 
 EVENTS = ("enqueued", "scheduled", "active", "progress", "completed", "retry", "archived", "deleted",
           "cancelled", "lease_expired", "edited", "aggregated", "debounced", "run", "waiting", "blocked",
-          "process_removed")
+          "process_removed", "durable_step", "durable_sleep", "durable_wait", "durable_signal", "durable_end",
+          "durable_resume", "tenant_forgotten")
 """Every event a stream holds."""
 DEFAULT_CAP = 10_000
 """Events kept per queue unless set otherwise (the newest; up to a hundredth more between trims)."""

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import msgpack
+
 MAX_LINES = 100
 """Lines kept per attempt."""
 MAX_BYTES = 16 * 1024
@@ -125,5 +127,8 @@ def valid(entries: list[Any]) -> bool:
 
 
 def lines(entries: list[list[Any]] | None) -> list[LogLine]:
-    """The stored ``logs`` field as :class:`LogLine` values."""
+    """The stored ``logs`` field as :class:`LogLine` values; encrypted lines (an extension object,
+    docs/encryption.md) as one line holding them, which the reader with the key replaces."""
+    if type(entries) is msgpack.ExtType:
+        return [LogLine(0, datetime.fromtimestamp(0, tz=timezone.utc), entries)]  # type: ignore[arg-type]
     return [LogLine(a, datetime.fromtimestamp(ms / 1000, tz=timezone.utc), t) for a, ms, t in entries or ()]

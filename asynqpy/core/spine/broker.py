@@ -384,6 +384,11 @@ class Broker(FeatureCalls, OperatorCalls):
         q = queue_keys(queue)
         return script_call("rewake", int, **_q(q, "wake"), **pending_keys(q))
 
+    def wake_take(self, lists: Sequence[str], n: int) -> Call[list[int]]:
+        """Take the wake tokens of up to ``n`` of ``lists`` (wake lists, in the order to take
+        them; one Redis: they span slots): the 0-based positions of those whose token was taken."""
+        return script_call("wake_take", lambda r: [int(i) - 1 for i in r or ()], lists=lists, n=n)
+
     def snooze(self, queue: str, id: str, token: str, delay_ms: float) -> Call[int]:
         """active -> scheduled in ``delay_ms`` (capped to 0..:data:`MAX_DELAY_MS`), nothing counted
         (RateLimited). Returns the due time."""

@@ -559,11 +559,14 @@ def _one(batch: Call[list[Any]]) -> Call[Any]:
 
 class BrokerBase:
     """What every part of the broker shares: ``clock`` decides the ``now`` scripts use; ``signer``
-    (optional) signs every message written (see :mod:`asynqpy.core.security.signing`)."""
+    (optional) signs every message written (see :mod:`asynqpy.core.security.signing`); ``ring``
+    (optional, a :class:`~asynqpy.core.security.encryption.KeyRing`) is what the callers of the
+    broker encrypt payloads, results and logs with, and decrypt them (docs/encryption.md)."""
 
-    def __init__(self, clock: Clock | None = None, signer: Signer | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, signer: Signer | None = None, ring: Any = None) -> None:
         self.clock = clock or Clock()
         self.signer = signer
+        self.ring = ring
 
     def seal(self, queue: str, id: str, msg: Message, data: bytes | None = None, sign: bool = True) -> bytes:
         """The message as stored: encoded (unless ``data`` already is), with its tag when signing.

@@ -10,6 +10,7 @@ from ..deploy.versions import VERSION_BAND
 from ..model.codec import Message
 from ..model.errors import (
     AsynqpyError,
+    LeaseLostError,
     TaskIdConflictError,
 )
 from ..model.task import TaskState
@@ -18,6 +19,7 @@ from ..workflows import records as workflow
 from .calls import (
     _AFTER_STATES,
     _KEYED_STATES,
+    CHANGED,
     DAY_TTL_S,
     ID_CONFLICT,
     OK,
@@ -31,6 +33,7 @@ from .calls import (
     _batch_codes,
     _commit_code,
     _event_text,
+    _finish_code,
     _new_task_code,
     _one,
     _q,
@@ -188,6 +191,38 @@ class FeatureCalls(BrokerBase):
                            **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
                            deps=q.deps,
                            **exit_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
+                           now=self.clock.script_now(), items=args)
+
+    def proc_step(self, queue: str, items: Sequence[tuple[str, str, str, bytes, int, bytes, str]]) \
+            -> Call[list[tuple[bytes, int] | Exception]]:
+        """Durable runs' checkpoints inside their running inputs (``lua/proc_step.lua``), one call
+        for those of one queue: per item (input id, lease token, process id, the record as held,
+        the count once the events are appended, the events as
+        :func:`asynqpy.core.processes.model.checkpoint_args` builds them, the process's key), its
+        events appended; the input goes on. The reply holds, per item, (the record as stored now,
+        how many inputs wait behind the process's key), or the exception its write met
+        (LeaseLostError, also when the process changed since it was read; TaskNotFoundError)."""
+        q = queue_keys(queue)
+        extra: dict[str, int] = {}
+        args: list[Any] = []
+        for id, token, pid, expect, count, events, key in items:
+            args += [id_arg(id), token, id_arg(pid), expect, count, events,
+                     extra.setdefault(q.key_list(key), len(extra) + 1)]
+
+        def one(id: str, pid: str, reply: list[Any]) -> tuple[bytes, int] | Exception:
+            code = int(reply[0])
+            if code == CHANGED:
+                return LeaseLostError(f"proc_step: process {pid} changed since input {id} read it; nothing written")
+            try:
+                _finish_code("proc_step", id)(code)
+            except AsynqpyError as exc:
+                return exc
+            return bytes(reply[1]), int(reply[2])
+
+        def parse(reply: list[Any]) -> list[tuple[bytes, int] | Exception]:
+            return [one(it[0], it[2], r) for it, r in zip(items, reply)]
+
+        return script_call("proc_step", parse, **_q(q, "tasks lease proc procs hist"), extra=list(extra),
                            now=self.clock.script_now(), items=args)
 
     def procs(self, queue: str, start: int, stop: int) -> Call[list[tuple[str, int]]]:

@@ -22,6 +22,10 @@ SERVERS = f"{PREFIX}:servers"
 PROTOCOL = f"{PREFIX}:protocol"
 """STRING: the store's wire protocol version (an integer; absent = 1), read once per client and
 per worker start (core/spine/protocol.py); in its own cluster slot, so never named by a script."""
+UPGRADE = f"{PREFIX}:upgrade"
+"""HASH: the cursor of the migration ``asynqpy upgrade`` is running (``step``: its name, ``cursor``:
+where its next batch starts, ``seen`` / ``changed``: its counts so far); absent when none is under
+way. A rerun after a kill resumes there (core/spine/migrations.py); plain commands only."""
 CRON_QUEUES = f"{PREFIX}:cron:queues"
 """SET of the queues that have (or had) scheduler entries: where schedulers look for them."""
 CANCEL_CHANNEL = f"{PREFIX}:cancel"
@@ -239,8 +243,10 @@ class QueueKeys:
     (ZSET, scores 0, of the active tasks of tenants, member 'tenant \\0 id'). Every script that
     names prio names these four (``core.spine.broker.pending_keys``); tw (ZSET: the tenants held by their
     rate -> the ms their next task conforms; named only by the dequeue, set_tenant and tenant_fix);
-    blobs (SET of the blob names of offloaded payloads whose tasks left for good, deleted from the
-    blob store by a worker: lua/includes/offload.lua, docs/offload.md).
+    tkeys (HASH tenant -> its data key, sealed with the key ring: encryption's per-tenant keys,
+    core/security/keyplans.py; no script names it); blobs (SET of the blob names of offloaded
+    payloads whose tasks left for good, deleted from the blob store by a worker:
+    lua/includes/offload.lua, docs/offload.md).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
@@ -248,7 +254,7 @@ class QueueKeys:
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
                  "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta", "tw",
-                 "blobs")
+                 "tkeys", "blobs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -297,6 +303,7 @@ class QueueKeys:
         self.tn = base + "tn"
         self.ta = base + "ta"
         self.tw = base + "tw"
+        self.tkeys = base + "tkeys"
         self.blobs = base + "blobs"
 
     def key_list(self, key: str) -> str:

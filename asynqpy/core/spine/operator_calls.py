@@ -157,6 +157,13 @@ class OperatorCalls(BrokerBase):
             args += [id_arg(id), hint, read, key]
         return keys, args
 
+    def rewrap(self, queue: str, id: str, read: bytes, value: bytes, tkeys: bool = False) -> Call[int]:
+        """A task's stored value ``read`` -> ``value`` (its encrypted values sealed again: key
+        rotation), only if unchanged since read and not active (lua/rewrap.lua); ``tkeys``: a
+        tenant key's record instead. 1 = rewritten, 0 = changed or gone, -5 = active."""
+        q = queue_keys(queue)
+        return script_call("rewrap", int, tasks=q.tkeys if tkeys else q.tasks, id=id, read=read, value=value)
+
     def edit_task(self, queue: str, state: TaskState, id: str, read: bytes, new: bytes, at_ms: int | None,
                   in_ms: int | None, window: int, hint: int, keyed: bool = False) -> Call[Acted]:
         """pending/scheduled/retry -> the same task with the message ``new`` (sealed by

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.codec import FIELD_INDEX
+from . import library as lib
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\s*$', re.MULTILINE)
 _DOC_LINE = re.compile(r"^\s*--(?!- @include ).*\n", re.MULTILINE)
@@ -129,6 +130,11 @@ class Script:
                                                                        repr=False)
     pick_args: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(default=lambda d: (), compare=False,
                                                                        repr=False)
+    library: str = field(default="", repr=False)
+    """The script as a Redis Functions library (:mod:`.library`: loaded once per server, its helpers
+    made once), '' = none."""
+    function: str = ""
+    """The library's function (``asynqpy_<name>_<version>``), called with FCALL."""
 
 
 def bind(name: str, named: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -399,16 +405,19 @@ def _load_one(path: Path, root: Path) -> Script:
     text = path.read_text()
     h = parse_header(path.name, text)
     keys, args, keys_tail, args_tail = h.keys, h.args, h.tails["KEY"], h.tails["ARG"]
-    flat = _flatten(text, root / "includes", set())
+    flat = _flatten(lib.split(text), root / "includes", set())  # (cut where the library's function starts)
     end = _HEADER.match(flat).end()  # type: ignore[union-attr]
     body = flat[end:]
     check_body(path.name, body, (*keys, *(keys_tail and (keys_tail,))), (*args, *(args_tail and (args_tail,))))
     body = shake(body)  # (checked whole: an include's unused function is held to the rules too)
-    source = flat[:end] + "\n" + prologue(h, _COMMENT.sub("", body)) + body.lstrip("\n")
+    pro = prologue(h, _COMMENT.sub("", body))
+    source = flat[:end] + "\n" + pro + body.replace(lib.BODY_MARK, "", 1).lstrip("\n")
     sha = hashlib.sha1(source.encode()).hexdigest()
+    defs, own = body.split(lib.BODY_MARK, 1)
+    library, function = lib.library(h.name, flat[:end], pro, defs, own)
     names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
     return Script(h.name, len(keys), source, sha, keys, args, keys_tail, args_tail, h.strides["KEY"],
-                  h.strides["ARG"], names, _picker(keys), _picker(args))
+                  h.strides["ARG"], names, _picker(keys), _picker(args), library, function)
 
 
 def load_dir(root: Path) -> dict[str, Script]:

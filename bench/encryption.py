@@ -1,0 +1,199 @@
+"""What encryption costs (docs/encryption.md "Cost"): single ``Client.enqueue`` and a drain of N
+no-op tasks by one worker process, each without and with a key ring, interleaved round by round,
+on a redis-server this starts. Prints per way the median wall rate and
+the median CPU per task of the process doing the work (user + sys: the figure a loaded machine
+blurs least), and the overhead of encryption on each (target: at most 15 %). One process runs
+every round, the plain and the encrypted way alternating (their order swapped each round), with
+imports, scripts and the cipher warmed up before any timing: the two ways meet the same load.
+
+    python bench/encryption.py [--n 3000] [--rounds 5] [--json FILE]
+    python bench/encryption.py --instr [--n 1000]   # instructions per task, counted with callgrind
+
+``--instr``: the load-independent figure (a loaded VM's CPU times vary by tens of percent between
+runs): each way runs in a process under ``valgrind --tool=callgrind`` twice, with 300 and 300 + N
+tasks (enqueued by it; or drained by it, enqueued beforehand by this process), and the difference
+of the two counts divided by N is the instructions per task (start-up, imports and warm-up cancel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+from redisproc import RedisProcess  # noqa: E402
+
+CHILD = r'''
+import asyncio, json, sys, time
+import redis
+from asynqpy import Client, KeyRing, ServeMux, Server
+url, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ring = KeyRing({"k1": b"\x11" * 32})
+payload = {"user_id": 42, "email": "ann@example.com", "items": [1, 2, 3], "note": "x" * 100}
+r = redis.Redis.from_url(url)
+clients = {False: Client(url), True: Client(url, encryption=ring)}
+for c in clients.values():
+    c.enqueue("warmup", payload, queue="warm")  # (imports, scripts, the cipher: before any timing)
+ring.open(ring.seal(1, b"p"), b"p")
+out = {"enqueue": {False: [], True: []}, "drain": {False: [], True: []}}
+
+
+def enqueue(enc, count):
+    c = clients[enc]
+    t, c0 = time.perf_counter(), time.process_time()
+    for i in range(count):
+        c.enqueue("noop", payload, queue="bench")
+    return count / (time.perf_counter() - t), (time.process_time() - c0) / count * 1e6
+
+
+async def drain(enc):
+    mux, done = ServeMux(), [0]
+
+    @mux.handle("noop")
+    async def noop(task):
+        done[0] += 1
+        return {"ok": task.payload["user_id"]}
+
+    s = Server(url, queues=["bench"], encryption=ring if enc else None, concurrency=50, shutdown_timeout=1)
+    t, c0 = time.perf_counter(), time.process_time()
+    run = asyncio.create_task(s.arun(mux))
+    while done[0] < n:
+        await asyncio.sleep(0.002)
+    w, c = time.perf_counter() - t, time.process_time() - c0
+    s.stop()
+    await run
+    return n / w, c / n * 1e6
+
+
+for i in range(rounds):
+    for enc in ((False, True) if i % 2 == 0 else (True, False)):  # the order alternates between rounds
+        r.flushall()
+        out["enqueue"][enc].append(enqueue(enc, n))  # these n tasks are then drained
+        out["drain"][enc].append(asyncio.run(drain(enc)))
+print(json.dumps({k: {str(e): v for e, v in d.items()} for k, d in out.items()}))
+'''
+
+
+INSTR_CHILD = r'''
+import asyncio, sys
+from asynqpy import Client, KeyRing, ServeMux, Server
+url, n, what, encrypted = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+ring = KeyRing({"k1": b"\x11" * 32}) if encrypted else None
+payload = {"user_id": 42, "email": "ann@example.com", "items": [1, 2, 3], "note": "x" * 100}
+if what == "enqueue":
+    c = Client(url, encryption=ring)
+    for i in range(n):
+        c.enqueue("noop", payload, queue="bench")
+else:
+    mux, done = ServeMux(), [0]
+
+    @mux.handle("noop")
+    async def noop(task):
+        done[0] += 1
+        return {"ok": task.payload["user_id"]}
+
+    async def main():
+        s = Server(url, queues=["bench"], encryption=ring, concurrency=50, shutdown_timeout=1)
+        run = asyncio.create_task(s.arun(mux))
+        while done[0] < n:
+            await asyncio.sleep(0.01)
+        s.stop()
+        await run
+    asyncio.run(main())
+'''
+
+
+def _instructions(url: str, n: int, what: str, encrypted: bool, tmp: str) -> int:
+    """Instructions callgrind counts for one process enqueueing (draining) ``n`` tasks."""
+    if what == "drain":
+        from asynqpy import Client, KeyRing
+
+        ring = KeyRing({"k1": b"\x11" * 32}) if encrypted else None
+        payload = {"user_id": 42, "email": "ann@example.com", "items": [1, 2, 3], "note": "x" * 100}
+        with Client(url, encryption=ring) as c:
+            c.enqueue_many([("noop", payload)] * n, queue="bench")
+    out = f"{tmp}/cg.{what}.{int(encrypted)}.{n}"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c",
+                    INSTR_CHILD, url, str(n), what, "1" if encrypted else "0"], capture_output=True, text=True,
+                   timeout=1800, check=True)
+    for line in Path(out).read_text().splitlines():
+        if line.startswith("summary:") or line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError("no totals in the callgrind output")
+
+
+def instr(n: int) -> None:
+    import tempfile
+
+    srv = RedisProcess()
+    rows = []
+    try:
+        r = redis.Redis.from_url(srv.url)
+        for enc in ("0", "1"):  # natively first: the modules' bytecode is written before any count
+            subprocess.run([sys.executable, "-c", INSTR_CHILD, srv.url, "1", "enqueue", enc], check=True,
+                           capture_output=True, timeout=120)
+        with tempfile.TemporaryDirectory() as tmp:
+            for what in ("enqueue", "drain"):
+                per = {}
+                for enc in (False, True):
+                    counts = []
+                    for size in (300, 300 + n):
+                        r.flushall()
+                        counts.append(_instructions(srv.url, size, what, enc, tmp))
+                    per[enc] = (counts[1] - counts[0]) / n
+                over = (per[True] - per[False]) / per[False] * 100
+                rows.append(f"| {what} | {per[False]:,.0f} | {per[True]:,.0f} | {over:+.1f} % |")
+    finally:
+        srv.stop()
+    print(f"instructions per task (callgrind, the client or worker process; n={n})")
+    print("| workload | plain | encrypted | overhead |")
+    print("|---|---|---|---|")
+    print("\n".join(rows))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=3000)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--json", default="")
+    p.add_argument("--instr", action="store_true", help="count instructions per task with callgrind instead")
+    a = p.parse_args()
+    if a.instr:
+        instr(a.n)
+        return
+    srv = RedisProcess()
+    try:
+        res = subprocess.run([sys.executable, "-c", CHILD, srv.url, str(a.n), str(a.rounds)], capture_output=True,
+                             text=True, timeout=1800, env=dict(os.environ), check=True)
+    finally:
+        srv.stop()
+    raw = json.loads(res.stdout.strip().splitlines()[-1])
+    got = {(what, enc == "True"): [tuple(x) for x in v] for what, d in raw.items() for enc, v in d.items()}
+    rows, report = [], {}
+    for what in ("enqueue", "drain"):
+        plain, sealed = got[(what, False)], got[(what, True)]
+        cpu0, cpu1 = statistics.median(c for _, c in plain), statistics.median(c for _, c in sealed)
+        rate0, rate1 = statistics.median(x for x, _ in plain), statistics.median(x for x, _ in sealed)
+        over = (cpu1 - cpu0) / cpu0 * 100
+        report[what] = {"plain_per_s": rate0, "encrypted_per_s": rate1, "plain_cpu_us": cpu0,
+                        "encrypted_cpu_us": cpu1, "cpu_overhead_pct": over,
+                        "rate_overhead_pct": (rate0 - rate1) / rate0 * 100}
+        rows.append(f"| {what} | {rate0:,.0f}/s | {rate1:,.0f}/s | {cpu0:.1f} µs | {cpu1:.1f} µs | {over:+.1f} % |")
+    print(f"n={a.n} rounds={a.rounds} load={os.getloadavg()[0]:.1f}")
+    print("| workload | plain | encrypted | CPU/task plain | CPU/task encrypted | CPU overhead |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+--[[ wake_take: take the wake-up tokens of up to n lists at once (a worker of many queues)
+A worker serving many queues on one Redis (worker/fetcher.py) learns which queues have work from
+their wake lists' tokens. BLPOP and LMPOP take one token a call, and each call names every list
+it may take from: taking one token a call, a worker of K queues sent O(K) bytes a task, and
+starting over K one-task queues cost O(K^2). This takes up to n tokens in one call (the worker's n
+grows with K, so such a start is O(K)). The lists are looked at in the order given (the worker's
+weighted order), a chunk at a time: one EXISTS tells whether a chunk holds any token, and a chunk
+that does is halved the same way down to a few lists, each popped (at most one token waits in a
+list: includes/signal). A poll that finds nothing costs one EXISTS per chunk.
+KEY lists...     the wake lists, in the order their tokens are taken
+ARG n            the most tokens to take
+Returns the 1-based positions, among the lists given, of those whose token was taken.
+]]
+local n = tonumber(A.n)
+local lists, out = K.lists, {}
+
+local function held(lo, hi)  -- how many of lists lo..hi exist (hold a token)
+  local names = {}
+  for i = lo, hi do
+    names[#names + 1] = lists[i]
+  end
+  return redis.call('EXISTS', unpack(names))
+end
+
+local function take(lo, hi)  -- lists lo..hi hold a token at least
+  if hi - lo < 8 then
+    for i = lo, hi do
+      if #out >= n then
+        return
+      end
+      if redis.call('LPOP', lists[i]) then
+        out[#out + 1] = i
+      end
+    end
+    return
+  end
+  local mid = math.floor((lo + hi) / 2)
+  if held(lo, mid) > 0 then
+    take(lo, mid)
+  end
+  if #out < n and held(mid + 1, hi) > 0 then
+    take(mid + 1, hi)
+  end
+end
+
+local total, chunk, first = lists.n, 1000, 1
+while first <= total and #out < n do
+  local last = math.min(first + chunk - 1, total)
+  if held(first, last) > 0 then
+    take(first, last)
+  end
+  first = last + 1
+end
+return out
