@@ -81,7 +81,7 @@ class Inspector(_Facade, Sync):
         counts, :meth:`search_act` acts on the matches. See docs/search.md."""
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            yield from self._drive(_search.step_plan(scan, self._plans._now()))
+            yield from self._drive(self._answer(_search.step_plan(scan, self._plans._now())))
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
@@ -117,7 +117,7 @@ class AsyncInspector(_Facade, Async):
         """See :meth:`Inspector.search` (``async for task in inspector.search(...)``)."""
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            for task in await self._drive(_search.step_plan(scan, self._plans._now())):
+            for task in await self._drive(self._answer(_search.step_plan(scan, self._plans._now()))):
                 yield task
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,

@@ -125,7 +125,7 @@ class InspectorPlans(QueueSettingPlans):
         if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
             raise InvalidArgumentError(f"pages must be an int >= 1, got {pages!r}")
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget, ring=self.broker.ring)
-        tasks = yield from _search.scan_plan(scan, self._plans._now(), pages, limit)
+        tasks = refs.reveal(self.offload, (yield from _search.scan_plan(scan, self._plans._now(), pages, limit)))
         return _search.SearchPage(tasks, scan.cursor, min(scan.looked, scan.total or 0), scan.total or 0)
 
     @planned
