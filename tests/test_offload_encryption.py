@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers import serving, until
+from test_offload import _s3, s3_endpoint  # noqa: F401 - the local S3 server's fixture
 
 from asynqpy import Client, FileBlobStore, Inspector, KeyNotFoundError, KeyRing, ServeMux, Task, TaskState
 from asynqpy.core.model.codec import decode
@@ -99,6 +100,31 @@ def test_an_encrypted_offloaded_task_round_trips_and_its_blob_holds_ciphertext(b
     assert isinstance(no_ring, Encrypted) and "encrypted" in str(no_ring)
     no_store = Inspector(backend.sync, encryption=ring).task_info("default", kept).payload
     assert no_store == refs.Offloaded(refs.ref_of(_msg(backend, kept).payload))
+
+
+def test_an_encrypted_payload_offloaded_to_s3_is_ciphertext_in_its_object(backend: Any, s3_endpoint: str) -> None:
+    import boto3
+
+    ring = KeyRing({"k1": K1})
+    bucket = f"enc-{backend.kind}"
+    store = _s3(s3_endpoint, bucket)
+    id = Client(backend.sync, encryption=ring, offload=store).enqueue("t", {"n": 1, "body": BIG}, retention=60).id
+    (name, _), = store.list()
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="test",
+                      aws_secret_access_key="test")
+    objects = s3.list_objects_v2(Bucket=bucket)["Contents"]
+    assert len(objects) == 1
+    raw = s3.get_object(Bucket=bucket, Key=objects[0]["Key"])["Body"].read()
+    assert MARKER.encode() not in raw and enc.is_sealed(refs.decode(raw))  # the object: the envelope
+    ran: list[Any] = []
+
+    async def main() -> None:
+        async with serving(backend.new_async(), _mux(ran), encryption=ring, offload=store):
+            await until(lambda: len(ran) == 1 and backend.sync.zcard(K.completed) == 1)
+
+    asyncio.run(main())
+    assert ran == [{"n": 1, "body": BIG}] and refs.ref_of(_msg(backend, id).payload) == name
+    assert Inspector(backend.sync, encryption=ring, offload=store).task_info("default", id).payload["body"] == BIG
 
 
 def test_a_wrong_or_missing_key_archives_an_offloaded_task_with_the_reason(backend: Any, tmp_path: Path) -> None:
