@@ -169,6 +169,11 @@ def test_bad_stores_and_thresholds_are_refused(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Any:
     """A local S3-compatible server (moto's server mode) on a free port, no network."""
+    yield from moto_server()
+
+
+def moto_server() -> Any:
+    """Start moto's server, yield its URL, stop it (the fixtures of this module and others')."""
     pytest.importorskip("boto3")
     pytest.importorskip("moto")
     import socket

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from helpers import serving, until
-from test_offload import _s3, s3_endpoint  # noqa: F401 - the local S3 server's fixture
+from test_offload import _s3, moto_server
 
 from asynqpy import Client, FileBlobStore, Inspector, KeyNotFoundError, KeyRing, ServeMux, Task, TaskState
 from asynqpy.core.model.codec import decode
@@ -27,6 +27,12 @@ K = queue_keys("default")
 K1, OTHER = b"1" * 32, b"x" * 32
 MARKER = "PLAINTEXT-MARKER-5c1d"
 BIG = MARKER * 400  # ~8 KB: over the threshold below, sealed or not
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Any:
+    """A local S3-compatible server (tests/test_offload.py's moto_server)."""
+    yield from moto_server()
 
 
 def _msg(backend: Any, id: str) -> Any:
