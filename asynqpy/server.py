@@ -85,9 +85,8 @@ class Server:
     key rotation: the first signs, all verify); the server then runs only tasks signed with one of
     them, archives the others unrun ("bad signature"), and signs every message it rewrites.
     ``encryption``: a :class:`~asynqpy.KeyRing` (docs/encryption.md) that opens encrypted tasks and
-    seals their results and logs; an encrypted task it cannot open is archived with why.
-    ``offload``: the blob store of offloaded payloads (docs/offload.md). Other
-    keyword options: see :class:`ServerOptions` (and docs/server.md for what each does).
+    seals their results and logs; an encrypted task it cannot open is archived with why. ``offload``:
+    its blob store (docs/offload.md). Others: :class:`ServerOptions` (what each does: docs/server.md).
     """
 
     def __init__(
@@ -107,13 +106,11 @@ class Server:
             options["queues"] = {validate_queue_or_pattern(q): 1 for q in queues}
         elif queues is not None:
             raise InvalidArgumentError(f"queues must be a mapping name -> weight or a list of names, got {queues!r}")
-        unknown = options.keys() - {f.name for f in fields(ServerOptions)}
-        if unknown:
-            names = [f.name for f in fields(ServerOptions)]
+        names = [f.name for f in fields(ServerOptions)]
+        if unknown := options.keys() - set(names):
             raise InvalidArgumentError(unknown_options("server option", unknown, names))
         self.options = ServerOptions(**options).validate()
-        self._signer, self._ring = make_signer(signing_key), check_ring(encryption)
-        self._offload = check_store(offload)
+        self._signer, self._ring, self._offload = make_signer(signing_key), check_ring(encryption), check_store(offload)
         if isinstance(redis, str):
             check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
@@ -127,9 +124,8 @@ class Server:
     def run(self, mux: ServeMux, *, loop: str = "asyncio", supervised: bool = False) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
         ``"asyncio"`` (the standard library's) or ``"uvloop"`` (``pip install '.[uvloop]' in asynqpy's repository``).
-        Not ``asyncio.run``: that waits without limit for every task left to end, and a handler
-        that ignores its cancellation (its task already put back to its queue) would keep the
-        process alive.
+        Not ``asyncio.run``: that waits without limit for every task left to end, and a handler that
+        ignores its cancellation (its task already put back to its queue) would keep the process alive.
 
         ``supervised``: this process is one of a supervisor's (``asynqpy worker --processes N``,
         worker/supervisor.py). SIGTERM and SIGINT then only start the graceful shutdown, however

@@ -209,10 +209,7 @@ class Processor:
         no extra loop turn) under a timer that cancels it at the deadline; its return value is the
         result, unless the handler set one with ``write_result``."""
         assert r.task is not None
-        if refs.is_ref(r.msg.payload):  # fetch the blob first, then open what it holds (docs/offload.md)
-            await self._fetch(r)
-        if self.ctx.broker.ring is not None or enc.sealed_message(r.task._msg):
-            await self._open(r)
+        await self._payload(r)
         if remaining is not None and remaining <= 0:
             raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
         handler = self.runner.handler_for(r.msg.type)
@@ -238,6 +235,15 @@ class Processor:
             r.task.result = returned
         if r.task.result is not None:
             check_result(r.task.result, self.opts.max_result_bytes)
+
+    async def _payload(self, r: Running) -> None:
+        """The task's payload as its handler reads it: an offloaded one read from its blob first,
+        then what it holds decrypted (docs/offload.md: the client sealed, then offloaded)."""
+        assert r.task is not None
+        if refs.is_ref(r.msg.payload):
+            await self._fetch(r)
+        if self.ctx.broker.ring is not None or enc.sealed_message(r.task._msg):
+            await self._open(r)
 
     async def _fetch(self, r: Running) -> None:
         """Read an offloaded payload from its blob for the handler (docs/offload.md); ``r.msg``
