@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .core.model.clock import Clock, FakeClock
     from .core.model.errors import (
         AsynqpyError,
+        BlobError,
+        BlobNotFoundError,
         DecryptionError,
         DuplicateTaskError,
         EncryptionError,
@@ -70,6 +72,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (PEP 562): a work
     from .inspector import AsyncInspector, DailyStats, Inspector, QueueInfo, ServerInfo, WorkerInfo
     from .limiter import Limiter
     from .server import Server, ServerOptions
+    from .worker.blobs import BlobStore, FileBlobStore, S3BlobStore
     from .worker.logs import configure_logging
     from .workflows import Sig, chain, group
 
@@ -89,6 +92,7 @@ __all__ = [
     "ProcessNotFoundError", "Step", "RedisAuthError", "DeterminismError", "Durable", "DurableError",
     "DurableFunction", "DurableRun", "Retry", "RunFailedError", "StepFailedError", "ProtocolVersionError",
     "KeyRing", "EncryptionError", "KeyNotFoundError", "DecryptionError",
+    "BlobError", "BlobNotFoundError", "BlobStore", "FileBlobStore", "S3BlobStore",
 ]
 
 
@@ -108,6 +112,7 @@ _WHERE = {
     "ServerInfo": "inspector", "WorkerInfo": "inspector",
     "Server": "server", "ServerOptions": "server",
     "configure_logging": "worker.logs",
+    "BlobStore": "worker.blobs", "FileBlobStore": "worker.blobs", "S3BlobStore": "worker.blobs",
     "Scheduler": "cron",
     "EntryInfo": "core.cron.entries",
     "Limiter": "limiter",

@@ -44,6 +44,7 @@ from .core.model.task import Task, TaskInfo, current_task
 from .core.security.encryption import check_ring
 from .core.spine.keys import validate_name, validate_queue
 from .server import Server
+from .worker.blobs import check_store
 from .worker.cron import entries_of
 from .workflows import Sig
 
@@ -259,15 +260,19 @@ class App:
     the script's name when run as ``__main__``): a starting worker of the app removes the entries
     the app declared earlier and no longer declares (docs/cron.md). ``encryption``: a
     :class:`~asynqpy.KeyRing` its clients and servers encrypt payloads, results and logs with
-    (docs/encryption.md)."""
+    (docs/encryption.md). ``offload``: a blob store (:class:`~asynqpy.FileBlobStore`,
+    :class:`~asynqpy.S3BlobStore`) its clients offload large payloads to and its servers read them
+    from (docs/offload.md; with ``encryption`` the blobs hold ciphertext)."""
 
     def __init__(self, redis: Any = None, *, default_queue: str = "default", signing_key: Any = None,
-                 name: str | None = None, encryption: Any = None, **server_options: Any) -> None:
+                 name: str | None = None, encryption: Any = None, offload: Any = None,
+                 **server_options: Any) -> None:
         self.name = validate_name("app name", name if name is not None else _caller_module(), 190)
         self._redis = redis
         self.default_queue = default_queue
         self.signing_key = signing_key
         self.encryption = check_ring(encryption)
+        self.offload = check_store(offload)
         self.server_options = server_options
         self.mux = ServeMux()
         self.state = types.SimpleNamespace()
@@ -431,14 +436,16 @@ class App:
     def client(self) -> Client:
         """The app's (lazily made, shared) :class:`Client`."""
         if self._client is None:
-            self._client = Client(self.redis, signing_key=self.signing_key, encryption=self.encryption)
+            self._client = Client(self.redis, signing_key=self.signing_key, encryption=self.encryption,
+                                  offload=self.offload)
         return self._client
 
     def aclient(self) -> AsyncClient:
         """The app's :class:`AsyncClient` for the running event loop."""
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient_loop is not loop:
-            self._aclient = AsyncClient(self.redis, signing_key=self.signing_key, encryption=self.encryption)
+            self._aclient = AsyncClient(self.redis, signing_key=self.signing_key, encryption=self.encryption,
+                                        offload=self.offload)
             self._aclient_loop = loop
         return self._aclient
 
@@ -449,7 +456,7 @@ class App:
         if self.periodic_entries:
             opts.setdefault("scheduler_entries", tuple(self.periodic_entries))
         opts.setdefault("scheduler_owner", self.owner)
-        return Server(self.redis, signing_key=self.signing_key, encryption=self.encryption,
+        return Server(self.redis, signing_key=self.signing_key, encryption=self.encryption, offload=self.offload,
                       on_startup=[self._hook(h) for h in self.startup],
                       on_shutdown=[self._hook(h) for h in self.shutdown], **opts)
 

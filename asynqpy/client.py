@@ -28,6 +28,7 @@ from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 from .redisio.inbox import AsyncInbox, SyncInbox
 from .redisio.protocol import GuardedAsyncExecutor, GuardedSyncExecutor
+from .worker.blobs import check_store
 
 __all__ = ["BATCH", "PROCESS_OPTIONS", "AsyncClient", "BatchItem", "Client", "TaskInfoList"]
 
@@ -176,8 +177,9 @@ class _Facade(DurableOpsPlans):
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
                  signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
-                 recheck: float = RECHECK, encryption: Any = None) -> None:
-        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck, encryption)
+                 recheck: float = RECHECK, encryption: Any = None, offload: Any = None) -> None:
+        super().__init__(max_payload_bytes, clock, signing_key, wait_replicas, wait_timeout, recheck, encryption,
+                         check_store(offload))
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)

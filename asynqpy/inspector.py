@@ -30,6 +30,7 @@ from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, is_cluster, read_timeout, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
 from .redisio.protocol import ReaderAsyncExecutor, ReaderSyncExecutor
+from .worker.blobs import check_store
 
 __all__ = ["AsyncInspector", "DailyStats", "GroupInfo", "Inspector", "QueueInfo", "QueueLimits", "ServerInfo",
            "WorkerInfo"]
@@ -43,8 +44,8 @@ class _Facade(DurableInspectorPlans, InspectorPlans):
     _executor: Callable[[Any], Any]
 
     def __init__(self, redis: Any = None, *, clock: Clock | None = None,
-                 signing_key: SigningKeys | None = None, encryption: Any = None) -> None:
-        super().__init__(clock, signing_key, encryption)
+                 signing_key: SigningKeys | None = None, encryption: Any = None, offload: Any = None) -> None:
+        super().__init__(clock, signing_key, encryption, check_store(offload))
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
@@ -61,7 +62,9 @@ class Inspector(_Facade, Sync):
     manager (closes the client it made). With signed tasks, give it the ``signing_key`` (as the
     client's) so the message it rewrites when cancelling a task stays signed. With encrypted tasks,
     give it the ``encryption`` key ring: payloads, results and logs are shown decrypted (without
-    it, as :class:`~asynqpy.core.security.encryption.Encrypted`: "encrypted")."""
+    it, as :class:`~asynqpy.core.security.encryption.Encrypted`: "encrypted"). With offloaded
+    payloads, give it the blob store (``offload=``): they are shown read from it (without it, as
+    :class:`~asynqpy.core.offload.refs.Offloaded`: docs/offload.md), then decrypted."""
 
     _connect, _executor = staticmethod(sync_client), ReaderSyncExecutor  # checks the protocol
     _exec: SyncExecutor
@@ -78,7 +81,7 @@ class Inspector(_Facade, Sync):
         counts, :meth:`search_act` acts on the matches. See docs/search.md."""
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            yield from self._drive(_search.step_plan(scan, self._plans._now()))
+            yield from self._drive(self._answer(_search.step_plan(scan, self._plans._now())))
 
     def events(self, queue: str, *, since: datetime | float | str | None = None,
                follow: bool = False) -> Iterator[TaskEvent]:
@@ -114,7 +117,7 @@ class AsyncInspector(_Facade, Async):
         """See :meth:`Inspector.search` (``async for task in inspector.search(...)``)."""
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, limit, budget, ring=self.broker.ring)
         while not scan.done:
-            for task in await self._drive(_search.step_plan(scan, self._plans._now())):
+            for task in await self._drive(self._answer(_search.step_plan(scan, self._plans._now()))):
                 yield task
 
     async def events(self, queue: str, *, since: datetime | float | str | None = None,

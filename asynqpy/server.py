@@ -41,6 +41,7 @@ from .worker.heartbeat import Heartbeat, HeartbeatParams
 from .worker.janitor import Janitor, JanitorParams
 from .worker.logs import capture_start, capture_stop
 from .worker.metrics import MULTIPROC_ENV, prometheus_metrics
+from .worker.offload import BlobJanitor, check_store
 from .worker.processor import Processor
 from .worker.queues import ServedQueues
 from .worker.recoverer import Recoverer, RecovererParams
@@ -84,8 +85,8 @@ class Server:
     key rotation: the first signs, all verify); the server then runs only tasks signed with one of
     them, archives the others unrun ("bad signature"), and signs every message it rewrites.
     ``encryption``: a :class:`~asynqpy.KeyRing` (docs/encryption.md) that opens encrypted tasks and
-    seals their results and logs; an encrypted task it cannot open is archived with why. Other
-    keyword options: see :class:`ServerOptions` (and docs/server.md for what each does).
+    seals their results and logs; an encrypted task it cannot open is archived with why. ``offload``:
+    its blob store (docs/offload.md). Others: :class:`ServerOptions` (what each does: docs/server.md).
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class Server:
         clock: Clock | None = None,
         signing_key: SigningKeys | None = None,
         encryption: KeyRing | None = None,
+        offload: Any = None,
         **options: Any,
     ) -> None:
         if isinstance(queues, Mapping):
@@ -104,12 +106,11 @@ class Server:
             options["queues"] = {validate_queue_or_pattern(q): 1 for q in queues}
         elif queues is not None:
             raise InvalidArgumentError(f"queues must be a mapping name -> weight or a list of names, got {queues!r}")
-        unknown = options.keys() - {f.name for f in fields(ServerOptions)}
-        if unknown:
-            names = [f.name for f in fields(ServerOptions)]
+        names = [f.name for f in fields(ServerOptions)]
+        if unknown := options.keys() - set(names):
             raise InvalidArgumentError(unknown_options("server option", unknown, names))
         self.options = ServerOptions(**options).validate()
-        self._signer, self._ring = make_signer(signing_key), check_ring(encryption)
+        self._signer, self._ring, self._offload = make_signer(signing_key), check_ring(encryption), check_store(offload)
         if isinstance(redis, str):
             check_url(redis)  # a bad TLS option fails here, not when the server starts
         self._redis_arg = redis
@@ -123,9 +124,8 @@ class Server:
     def run(self, mux: ServeMux, *, loop: str = "asyncio", supervised: bool = False) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully. ``loop``: the event loop,
         ``"asyncio"`` (the standard library's) or ``"uvloop"`` (``pip install '.[uvloop]' in asynqpy's repository``).
-        Not ``asyncio.run``: that waits without limit for every task left to end, and a handler
-        that ignores its cancellation (its task already put back to its queue) would keep the
-        process alive.
+        Not ``asyncio.run``: that waits without limit for every task left to end, and a handler that
+        ignores its cancellation (its task already put back to its queue) would keep the process alive.
 
         ``supervised``: this process is one of a supervisor's (``asynqpy worker --processes N``,
         worker/supervisor.py). SIGTERM and SIGINT then only start the graceful shutdown, however
@@ -181,7 +181,7 @@ class Server:
         ``supervised``: see :meth:`run`). The loops of :data:`SERVER_LOOPS` that the options
         call for start and stop around the processor, in the table's order."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
-        ctx = Context(redis, self.clock, self._signer, self._ring)
+        ctx = Context(redis, self.clock, self._signer, self._ring, self._offload)
         served = ctx.served = ServedQueues(self.options.queues)
         # the loops start with the queues named; those patterns match join through ctx.served
         o = replace(self.options, queues=dict(served.current))
@@ -488,6 +488,7 @@ SERVER_LOOPS: tuple[LoopSpec, ...] = (
     LoopSpec("janitor", _always, lambda p: Janitor(p.ctx, JanitorParams.of(p.options))),
     LoopSpec("control", _always, lambda p: _ControlLoop(p.ctx, p.processor, p.server_id, p.heartbeat)),
     LoopSpec("propagator", _always, lambda p: Propagator(p.ctx)),
+    LoopSpec("offload", _always, lambda p: BlobJanitor(p.ctx, list(p.options.queues))),
     LoopSpec("aggregation", lambda o: o.group_aggregator is not None, _aggregation),
     # an owner without entries only prunes its stale entries at start
     LoopSpec("scheduling", lambda o: bool(o.scheduler or o.scheduler_entries or o.scheduler_owner), _scheduling),

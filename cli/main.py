@@ -290,12 +290,16 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
+@click.option("--offload-dir", type=click.Path(file_okay=False), envvar="ASYNQPY_OFFLOAD_DIR", default=None,
+              help="Directory of offloaded payloads (a FileBlobStore shared with the producers; default: the "
+                   "App's offload=): read before the handler, deleted when the task leaves (docs/offload.md).")
 @signing_key_option
 @encryption_keys_option
 @redis_url_option
 @user_errors
 def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_password_file: str | None,
-           supervised: bool, signing_key_file: str | None, encryption_keys_file: str | None, redis_url: str,
+           supervised: bool, offload_dir: str | None, signing_key_file: str | None,
+           encryption_keys_file: str | None, redis_url: str,
            **settings: Any) -> None:
     """Run a worker serving TARGET: a ServeMux or an App (module:attribute, e.g. tasks:mux or
     tasks:app; the module is looked up in the current directory first). An App brings its task
@@ -326,7 +330,8 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     extra = _app_options(app) if app is not None else {}  # the App's own options, unless a flag was given
     from asynqpy.server import Server
 
-    server = Server(redis_url, queues=queues, signing_key=keys, encryption=ring, **{**extra, **given})
+    server = Server(redis_url, queues=queues, signing_key=keys, encryption=ring, offload=_offload(offload_dir, app),
+                    **{**extra, **given})
     try:
         server.run(mux, loop=loop, supervised=supervised)
     finally:
@@ -347,6 +352,15 @@ def _check_loop(loop: str) -> None:
             import uvloop  # noqa: F401
         except ImportError:
             raise UserError("--loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository") from None
+
+
+def _offload(offload_dir: str | None, app: App | None) -> Any:
+    """The worker's blob store: --offload-dir's, else the App's (docs/offload.md), else None."""
+    if offload_dir:
+        from asynqpy.worker.blobs import FileBlobStore
+
+        return FileBlobStore(offload_dir)
+    return app.offload if app is not None else None
 
 
 def _redis_url(app: App | None, redis_url: str) -> str:

@@ -27,7 +27,8 @@ Returns one code per task: 1 = deleted, 0 = no such task, -5 = in another state,
 --- @include "stored"
 --- @include "exit"
 writable_when_full(K.tasks)  -- works at maxmemory: LSET (a placeholder) may come first
-local x = {t = K.tasks, events = K.events, conf = K.conf, prio = K.prio, children = K.children, outbox = K.outbox,
+local x = {t = K.tasks, events = K.events, conf = K.conf, blobs = K.blobs, prio = K.prio, children = K.children,
+           outbox = K.outbox,
            deps = K.deps, keyheld = K.keyheld, blocked = K.blocked, pending = K.pending, wake = K.wake,
            tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta}
 return take_each(K.tasks, K.container, A.state, tonumber(A.window), A.items, function(id, v, n, it)

@@ -17,7 +17,8 @@ ARG tenant       a match's tenant ('' = any)
 ARG since        enqueued at or after this Unix ms ('' = no bound)
 ARG before       enqueued before this Unix ms ('' = no bound)
 ARG error        a substring of its last error ('' = any)
-ARG text         a substring of its payload's encoded bytes ('' = any)
+ARG text         a substring of its payload's encoded bytes ('' = any; an offloaded payload's
+                 reference never matches: docs/search.md)
 ARG conds... {where path value hint}  conditions, all of which a match meets:
                  where: 'p' its payload, 'h' its headers;
                  path: where the value is in it (names separated by '\0': map keys, array indexes
@@ -52,6 +53,13 @@ local function field_has(m, at, index, needle)  -- the field's encoded bytes hol
   return found ~= nil and j ~= nil and found + #needle <= j
 end
 
+local function offloaded(m, at)  -- its payload is an offload reference (an ext value of type 70)
+  local i = msg_field(m, at, F_PAYLOAD)
+  local b = i and string.byte(m, i)
+  local t = (b == 0xc7 and i + 2) or (b == 0xc8 and i + 3) or (b and b >= 0xd4 and b <= 0xd8 and i + 1)
+  return t and string.byte(m, t) == 70
+end
+
 local function matches(v)
   local st = stored_state(v)
   if states ~= '' and not string.find(states, st, 1, true) then return false end
@@ -64,7 +72,7 @@ local function matches(v)
     if (since and t < since) or (before and t >= before) then return false end
   end
   if err ~= '' and not field_has(v, at, F_ERROR, err) then return false end
-  if text ~= '' and not field_has(v, at, F_PAYLOAD, text) then return false end
+  if text ~= '' and (not field_has(v, at, F_PAYLOAD, text) or offloaded(v, at)) then return false end
   for k = 1, nconds do
     local c = conds[k]
     if c.hint ~= '' and not string.find(v, c.hint, at, true) then return false end

@@ -58,6 +58,7 @@ FEATURES: dict[str, Names] = {
     "metrics": Names(facade="asynqpy/metrics.py", worker="asynqpy/worker/metrics.py", cli="cli/metrics.py",
                      command="metrics", docs="docs/metrics.md"),
     "web": Names(facade="asynqpy/web", cli="cli/web.py", command="web", docs="docs/web.md"),
+    "offload": Names(core="asynqpy/core/offload", worker="asynqpy/worker/offload.py", docs="docs/offload.md"),
 }
 
 RETIRED = {

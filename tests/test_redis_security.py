@@ -575,6 +575,30 @@ def test_durable_processes_under_the_minimal_acl(acl: RedisProcess) -> None:
 
 
 @pytest.mark.real
+def test_offloaded_payloads_under_the_minimal_acl(acl: RedisProcess, tmp_path: Path) -> None:
+    """docs/offload.md: the producer stores a blob and enqueues its reference, the worker reads it,
+    its done records the blob (SADD in the script) and its offload loop drains it (SRANDMEMBER,
+    SREM), the inspector's delete records one too: each on its role's ACL, nothing refused."""
+    from asynqpy import FileBlobStore
+
+    store = FileBlobStore(tmp_path, threshold=100)
+    producer = Client(role_url(acl, "producer"), offload=store)
+    producer.enqueue("ok", "x" * 1000)
+    deleted = producer.enqueue("ok", "y" * 1000, process_in=3600).id
+    Inspector(role_url(acl, "inspector")).delete_task("default", deleted)
+    ran: list[Any] = []
+    mux = ServeMux()
+    mux.handle("ok")(lambda task: ran.append(task.payload))
+
+    async def main() -> None:
+        async with serving(role_url(acl, "worker"), mux, offload=store, idle_timeout=1, shutdown_timeout=0.2):
+            await until(lambda: ran == ["x" * 1000] and list(store.list()) == [])
+
+    asyncio.run(main())
+    refused = {(e["username"], e["object"]) for e in acl.admin().acl_log()}
+    assert refused <= {("asynqpy-worker", "config|get")}  # only the optional maxmemory-policy check
+
+
 def test_the_acl_refuses_what_a_role_does_not_need(acl: RedisProcess) -> None:
     acl.admin().set("secret", "s")
     producer = redis.Redis.from_url(role_url(acl, "producer"))

@@ -163,7 +163,8 @@ def test_each_loop_says_when_it_runs() -> None:
         o = Server(**options).options
         return {s.name for s in SERVER_LOOPS if s.when(o)}
 
-    always = {"check-queues", "heartbeat", "forwarder", "recoverer", "janitor", "control", "propagator"}
+    # (offload: made always, it returns at once when the server has no blob store)
+    always = {"check-queues", "heartbeat", "forwarder", "recoverer", "janitor", "control", "propagator", "offload"}
     assert running() == always
     assert running(health_port=0) == always | {"ready-ping"}
     assert running(scheduler=True) == running(scheduler_owner="app:x") == always | {"scheduling"}

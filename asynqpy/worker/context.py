@@ -98,7 +98,8 @@ class Context:
     """What the server's loops share: the Redis client and executor, the broker, the clock, the stop
     signals and the Redis health. No settings: see the module's docstring."""
 
-    def __init__(self, redis: Any, clock: Clock, signer: Signer | None = None, ring: Any = None) -> None:
+    def __init__(self, redis: Any, clock: Clock, signer: Signer | None = None, ring: Any = None,
+                 offload: Any = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
         self.broker = Broker(clock, signer, ring)
@@ -114,6 +115,7 @@ class Context:
         self.served: ServedQueues | None = None  # the server's queues, when patterns may change them
         self.outboxes: set[str] = set()  # queues whose outbox has parents' ends to deliver
         self.outbox_ready = asyncio.Event()
+        self.offload: Any = offload  # the blob store of offloaded payloads (worker/blobs.py), or None
 
     def kick_outbox(self, queue: str) -> None:
         """A finishing script told children of a parent of ``queue`` (or the recoverer saw its
@@ -252,6 +254,7 @@ class Running:
     page: tuple[str, list[Any]] | None = None  # a process input's process as its dequeue read it (runner.py)
     checkpointed: list[bytes] | None = None  # a durable run's events its checkpoints wrote: streamed at commit
     opened: bool = False  # its encrypted values were decrypted for the handler (processor._open)
+    fetched: bool = False  # its payload was read from its blob: the message stored keeps the reference
 
     @property
     def fields(self) -> str:

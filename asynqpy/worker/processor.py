@@ -28,8 +28,15 @@ from typing import Any
 
 from ..core.handlers.mux import ServeMux
 from ..core.handlers.outcome import Action, Kind, Outcome, Policy, check_result, decide, quiet, refused, unrecorded
-from ..core.model.errors import EncryptionError, MalformedMessageError, SignatureError, TaskTimeoutError
+from ..core.model.errors import (
+    BlobNotFoundError,
+    EncryptionError,
+    MalformedMessageError,
+    SignatureError,
+    TaskTimeoutError,
+)
 from ..core.model.task import Task, ms_to_datetime, set_current
+from ..core.offload import refs
 from ..core.processes import model as process
 from ..core.security import encryption as enc
 from ..core.security.keyplans import load_plan
@@ -202,8 +209,7 @@ class Processor:
         no extra loop turn) under a timer that cancels it at the deadline; its return value is the
         result, unless the handler set one with ``write_result``."""
         assert r.task is not None
-        if self.ctx.broker.ring is not None or enc.sealed_message(r.msg):
-            await self._open(r)
+        await self._payload(r)
         if remaining is not None and remaining <= 0:
             raise TaskTimeoutError(f"the task's deadline ({_when(r.msg.deadline_ms)}) passed before it started")
         handler = self.runner.handler_for(r.msg.type)
@@ -230,13 +236,42 @@ class Processor:
         if r.task.result is not None:
             check_result(r.task.result, self.opts.max_result_bytes)
 
+    async def _payload(self, r: Running) -> None:
+        """The task's payload as its handler reads it: an offloaded one read from its blob first,
+        then what it holds decrypted (docs/offload.md: the client sealed, then offloaded)."""
+        assert r.task is not None
+        if refs.is_ref(r.msg.payload):
+            await self._fetch(r)
+        if self.ctx.broker.ring is not None or enc.sealed_message(r.task._msg):
+            await self._open(r)
+
+    async def _fetch(self, r: Running) -> None:
+        """Read an offloaded payload from its blob for the handler (docs/offload.md); ``r.msg``
+        keeps the reference, and so does every message the outcome stores (``_finish``). A blob
+        that is missing raises BlobNotFoundError: archived at once with the reason, never retried
+        (core/handlers/outcome.py); a store that fails otherwise is an attempt's failure (retried)."""
+        assert r.task is not None
+        store = self.ctx.offload
+        if store is None:
+            raise BlobNotFoundError("the task's payload is offloaded and this worker has no blob store "
+                                    "(Server(offload=...), docs/offload.md)")
+        name = refs.ref_of(r.msg.payload)
+        data = await asyncio.get_running_loop().run_in_executor(self._pool, store.get, name)
+        try:
+            value = refs.decode(data)
+        except MalformedMessageError as exc:
+            raise BlobNotFoundError(f"blob {name!r} does not hold a payload: {exc}") from None
+        r.task._msg = r.task._msg.with_(payload=value)
+        r.fetched = True
+
     async def _open(self, r: Running) -> None:
-        """Decrypt the task's payload and logs for its handler (``r.msg`` stays as stored; the
+        """Decrypt the task's payload (read from its blob first when offloaded: ``_fetch``) and
+        logs for its handler (``r.msg`` stays as stored; the
         outcome seals again what it rewrites: ``_finish``). A task this worker cannot open (no key
         ring, a missing key, a tampered ciphertext) raises EncryptionError: archived at once with
         the reason, never retried (core/handlers/outcome.py)."""
         assert r.task is not None
-        ring, msg = self.ctx.broker.ring, r.msg
+        ring, msg = self.ctx.broker.ring, r.task._msg  # (r.msg, its payload read from its blob: _fetch)
         if ring is None:
             raise EncryptionError("the task is encrypted and this worker has no key ring (encryption=KeyRing(...), "
                                   "--encryption-keys)")
@@ -296,7 +331,9 @@ class Processor:
             result = plan.response if isinstance(plan, process.Plan) else r.task.result
             now_ms = self.ctx.clock.now_ms()
             msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
-            if r.opened:  # sealed again as stored: the payload's ciphertext kept, logs and result sealed
+            if r.fetched:  # stored with its reference, never the payload read from the blob
+                msg = msg.with_(payload=r.msg.payload)
+            if r.opened:  # sealed again as stored: the payload's ciphertext (or reference) kept, logs and result sealed
                 ring = self.ctx.broker.ring
                 msg = enc.seal_rewrite(ring, r.queue, msg, r.msg)
                 if result is not None and not enc.is_sealed(result):  # (a process's response is sealed)

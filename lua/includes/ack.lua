@@ -78,13 +78,17 @@ local function ack_done()
   end
   redis.call('ZREM', K.lease, unpack(ok))
   local conf = redis.call('HMGET', K.conf, 'events', 'concurrency')  -- (the cap and the limit: one read)
-  local x = {t = K.tasks, lease = K.lease, progress = K.progress, events = K.events, conf = K.conf, children = K.children,
+  local x = {t = K.tasks, lease = K.lease, progress = K.progress, events = K.events, conf = K.conf, blobs = K.blobs,
+             children = K.children,
              outbox = K.outbox, deps = K.deps, keyheld = K.keyheld, blocked = K.blocked, pending = K.pending,
              prio = K.prio, wake = K.wake, tq = K.tq, tr = K.tr, tn = K.tn, ta = K.ta,
              batch = {},  -- (the events: one entry per batch, exit_flush)
              flows = redis.call('EXISTS', K.children, K.deps) > 0,  -- a queue with workflows? (one command per batch)
              cap = tonumber(conf[1]) or EVENTS_CAP, unlimited = not conf[2]}
   events_conf(K.conf)  -- (the stream's count of events: includes/events)
+  for k = 1, m do  -- the exit duty 'blob' of tasks read in place (includes/offload; e.msg is not given below)
+    exit_blob(x, vals[okpos and okpos[k] or k], STORED_ACTIVE_AT)
+  end
   if mp > 0 then  -- the plain items: their types read in place only when the events are on
     local mtypes, attempts, tenants = {}, {}, {}
     for k = 1, mp do

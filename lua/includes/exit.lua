@@ -13,6 +13,7 @@
 ---   tenant    a tenant task's slot (its tenant's concurrency) freed, a held tenant back in the
 ---             ring and a worker woken (left active; includes/priority tenant_left)
 ---   wake      a slot freed under a concurrency limit wakes a held-back worker (left active)
+---   blob      an offloaded payload's blob name recorded for deletion (x.blobs; forget: includes/offload)
 ---
 --- exit_row(how): what each way of leaving owes, the table of duties (final = it ends for good: its
 --- lock and key go; tell = the outcome its children are told; forget = the task is deleted: its
@@ -55,6 +56,7 @@
 --- @include "slots"
 --- @include "exit_batch"
 --- @include "exit_slots"
+--- @include "offload"
 local function exit_row(how)
   --                                       final  tell  forget  event          process
   if how == 'done' then        return true,  'c',  true,   'completed',   false  -- succeeded, not kept
@@ -76,6 +78,9 @@ local function task_exit(x, e)
   local id = e.id
   if final and e.lock then
     release_lock(e.lock, id)
+  end
+  if forget and x.blobs and e.msg then  -- its offloaded payload's blob: deleted by a worker (includes/offload)
+    exit_blob(x, e.msg, 1)
   end
   if x.progress and e.progressed ~= false then
     redis.call('HDEL', x.progress, id)

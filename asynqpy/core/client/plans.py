@@ -47,6 +47,7 @@ from ..spine.broker import Broker, Call, Watched
 from ..spine.keys import validate_queue
 from ..spine.twin import Steps, planned
 from ..workflows import plans as flows
+from .claiming import Claiming
 from .replies import (
     _SAME_ID,
     _one,
@@ -142,12 +143,13 @@ _ENQUEUE_DOC = opts.enqueue_doc()
 """Client.enqueue's docstring, its options from the option table (core/model/options.py)."""
 
 
-class ClientPlans(Sealing):
+class ClientPlans(Sealing, Claiming):
     """The client's state and logic, shared by :class:`~asynqpy.Client` and
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
 
     def __init__(self, max_payload_bytes: int, clock: Clock | None, signing_key: SigningKeys | None,
-                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK, encryption: Any = None) -> None:
+                 wait_replicas: int, wait_timeout: float, recheck: float = RECHECK, encryption: Any = None,
+                 offload: Any = None) -> None:
         if not isinstance(recheck, (int, float)) or isinstance(recheck, bool) or not 0 < recheck < math.inf:
             raise InvalidArgumentError(f"recheck must be a number of seconds > 0, got {recheck!r}")
         self.recheck = float(recheck)
@@ -159,6 +161,7 @@ class ClientPlans(Sealing):
             raise InvalidArgumentError(f"wait_timeout must be > 0 seconds, got {wait_timeout!r}")
         self.broker = Broker(clock, make_signer(signing_key), enc.check_ring(encryption))
         self.max_payload_bytes = max_payload_bytes
+        self.offload = offload  # a blob store (asynqpy.worker.blobs), or None: docs/offload.md
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._derivers: dict[str, opts.Deriver] = {}
@@ -196,8 +199,11 @@ class ClientPlans(Sealing):
         return opts.Deriver(template, self.max_payload_bytes)
 
     def _prepare(self, task_type: str, payload: Any, kwargs: dict[str, Any], reply_to: str = "") -> opts.Prepared:
-        if self.broker.ring is not None:
+        if self.broker.ring is not None:  # seal, then offload the sealed bytes (docs/offload.md)
             payload = self._seal(task_type, payload, kwargs)
+        generated = False
+        if self.offload is not None:
+            payload, kwargs, generated = self._offloaded(task_type, payload, kwargs)
         queue = kwargs.get("queue", "default")
         # the common case, options validated once per queue
         if not reply_to and len(kwargs) <= 1 and kwargs.keys() <= {"queue"} and type(queue) is str:
@@ -212,7 +218,10 @@ class ClientPlans(Sealing):
             raise InvalidArgumentError(opts.unknown_options("enqueue option", unknown, sorted(opts.OPTIONS)))
         kwargs.setdefault("max_payload_bytes", self.max_payload_bytes)
         kwargs.setdefault("now", self.broker.clock.local_ms() / 1000)
-        return opts.prepare(task_type, payload, reply_to=reply_to, **kwargs)
+        p = opts.prepare(task_type, payload, reply_to=reply_to, **kwargs)
+        if generated:
+            p.generated_id = True
+        return p
 
     def _plan(self, prepared: Sequence[opts.Prepared]) -> _Plan:
         """The broker calls for prepared tasks: the queues' registration first (every time, in the
@@ -297,9 +306,12 @@ class ClientPlans(Sealing):
             elif derive is not None:  # the common options are validated once
                 if not ids:
                     ids = opts.new_task_ids(BATCH)
+                id = ids.pop()
                 if self.broker.ring is not None:
                     payload = self._seal(item[0], payload, common)
-                out.append(derive(item[0], payload, ids.pop(), now_ms))
+                if self.offload is not None:  # (the sealed bytes)
+                    payload = self._claim(derive.template.queue, id, payload)
+                out.append(derive(item[0], payload, id, now_ms))
             else:
                 p = self._prepare(item[0], payload, dict(common))
                 if fast:
@@ -353,7 +365,7 @@ class ClientPlans(Sealing):
         prepared task and the calls to send in one round trip: the queue's registration (every
         time: see :meth:`_plan`) and the one call storing it; None for any other enqueue (the
         plan then runs). What the call does and answers is the plan's lone-task path, unchanged."""
-        if tracing.current is not None or self.wait_replicas:
+        if tracing.current is not None or self.wait_replicas or self.offload is not None:
             return None
         if options:
             queue = options.get("queue")

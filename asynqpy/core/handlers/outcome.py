@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from ..model import codec
 from ..model.codec import Message
 from ..model.errors import (
+    BlobNotFoundError,
     EncryptionError,
     HandlerNotFoundError,
     PayloadError,
@@ -146,7 +147,8 @@ def decide(msg: Message, kind: Kind, error: BaseException | None, now_ms: int, p
     text = describe(error)[:MAX_ERROR_TEXT]
     failed = msg.with_(last_error=text, last_failed_at_ms=now_ms, traceback=format_traceback(error))
     unknown = isinstance(error, HandlerNotFoundError)
-    now = isinstance(error, (SkipRetry, ResultError, EncryptionError)) or (unknown and policy.unknown_type == "archive")
+    now = isinstance(error, (SkipRetry, ResultError, EncryptionError, BlobNotFoundError)) or (
+        unknown and policy.unknown_type == "archive")
     if kind is Kind.RUN:  # another worker may take its place; the task counts the failure
         return Outcome(Action.RUN_FAILED, failed, error=text, final=now)
     if now or msg.retried >= msg.max_retry:

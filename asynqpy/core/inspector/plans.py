@@ -22,6 +22,7 @@ from ..model.clock import Clock
 from ..model.errors import InvalidArgumentError
 from ..model.options import validate_tenant
 from ..model.task import TaskInfo, TaskState
+from ..offload import refs
 from ..processes import plans as processes
 from ..processes.model import Process
 from ..results import events as ev
@@ -51,14 +52,18 @@ class InspectorPlans(QueueSettingPlans):
     """The inspector's logic, shared by :class:`~asynqpy.Inspector` and
     :class:`~asynqpy.AsyncInspector` (each adds its connection and how it runs a step)."""
 
-    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, encryption: Any = None) -> None:
+    def __init__(self, clock: Clock | None, signing_key: SigningKeys | None, encryption: Any = None,
+                 offload: Any = None) -> None:
         self.broker = Broker(clock, make_signer(signing_key), check_ring(encryption))
         self._plans = Plans(self.broker)
+        self.offload = offload  # a blob store: offloaded payloads are shown read from it (docs/offload.md)
 
     def _answer(self, plan: Steps[_T]) -> Steps[_T]:
-        """What a method answers, its encrypted values decrypted with the key ring, or shown as
+        """What a method answers: its tasks' offloaded payloads read from the blob store first (shown
+        as :class:`~asynqpy.core.offload.refs.Offloaded` without one: docs/offload.md), then its
+        encrypted values decrypted with the key ring, or shown as
         :class:`~asynqpy.core.security.encryption.Encrypted` (no ring, no key: docs/encryption.md)."""
-        value = yield from plan
+        value = refs.reveal(self.offload, (yield from plan))
         return (yield from reveal_plan(self.broker.ring, value))  # type: ignore[no-any-return]
 
     @planned
@@ -121,7 +126,7 @@ class InspectorPlans(QueueSettingPlans):
         if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
             raise InvalidArgumentError(f"pages must be an int >= 1, got {pages!r}")
         scan = _search.Scan(queue, _search.make_search(**conditions), cursor, None, budget, ring=self.broker.ring)
-        tasks = yield from _search.scan_plan(scan, self._plans._now(), pages, limit)
+        tasks = refs.reveal(self.offload, (yield from _search.scan_plan(scan, self._plans._now(), pages, limit)))
         return _search.SearchPage(tasks, scan.cursor, min(scan.looked, scan.total or 0), scan.total or 0)
 
     @planned

@@ -21,6 +21,7 @@ from typing import Any
 from ..model.codec import Message, packer
 from ..model.errors import InvalidArgumentError, TaskNotFoundError, TaskStateError
 from ..model.task import TaskInfo, TaskState
+from ..offload.refs import is_ref
 from ..spine.broker import Call
 from ..spine.calls import script_call
 from ..spine.keys import queue_keys, validate_queue
@@ -173,6 +174,8 @@ def _fields_match(s: Search, state: TaskState, msg: Message) -> bool:
 
 
 def _payload_matches(s: Search, payload: Any) -> bool:
+    if (s.text or s.payload) and is_ref(payload):  # an offloaded payload: its content is not in Redis
+        return False
     pack = packer().pack
     if s.text and s.text.encode() not in pack(payload):
         return False

@@ -172,7 +172,8 @@ def _encode_checked(msg: Message, max_payload_bytes: int) -> bytes:
     if len(data) > max_payload_bytes:  # the payload is part of the message: only then measure it
         size = len(codec.encode_payload(msg.payload))
         if size > max_payload_bytes:
-            raise PayloadError(f"payload is {size} bytes, over the {max_payload_bytes}-byte limit")
+            raise PayloadError(f"payload is {size} bytes, over the {max_payload_bytes}-byte limit: offload large "
+                               "payloads to a blob store (Client(offload=FileBlobStore(...)), docs/offload.md)")
     return data
 
 

@@ -145,6 +145,16 @@ class SignatureError(AsynqpyError):
     """A stored message's HMAC tag is missing or matches none of the worker's signing keys."""
 
 
+class BlobError(AsynqpyError):
+    """An offloaded payload or result cannot be stored or read from its blob store
+    (docs/offload.md)."""
+
+
+class BlobNotFoundError(BlobError):
+    """A message refers to a blob its store does not have (deleted by hand, a wrong store or
+    bucket): a worker archives the task at once with the reason, never retries it."""
+
+
 class EncryptionError(AsynqpyError):
     """An encrypted stored value cannot be read: its key is not given (:class:`KeyNotFoundError`),
     or it does not decrypt (a wrong key, a tampered ciphertext: :class:`DecryptionError`). A worker

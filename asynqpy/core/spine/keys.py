@@ -244,7 +244,9 @@ class QueueKeys:
     names prio names these four (``core.spine.broker.pending_keys``); tw (ZSET: the tenants held by their
     rate -> the ms their next task conforms; named only by the dequeue, set_tenant and tenant_fix);
     tkeys (HASH tenant -> its data key, sealed with the key ring: encryption's per-tenant keys,
-    core/security/keyplans.py; no script names it).
+    core/security/keyplans.py; no script names it); blobs (SET of the blob names of offloaded
+    payloads whose tasks left for good, deleted from the blob store by a worker:
+    lua/includes/offload.lua, docs/offload.md).
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
@@ -252,7 +254,7 @@ class QueueKeys:
                  "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
                  "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
                  "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta", "tw",
-                 "tkeys")
+                 "tkeys", "blobs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -302,6 +304,7 @@ class QueueKeys:
         self.ta = base + "ta"
         self.tw = base + "tw"
         self.tkeys = base + "tkeys"
+        self.blobs = base + "blobs"
 
     def key_list(self, key: str) -> str:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""

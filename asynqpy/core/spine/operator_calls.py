@@ -217,7 +217,7 @@ class OperatorCalls(BrokerBase):
         return script_call("drop_queue", Acted, **_q(
             q, "lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch "
                "progress events conf aggregating groups groups_first groups_size targeted runs targeted_any "
-               "waiting deps children outbox blocked keyheld proc procs hist tw"), **pending_keys(q),
+               "waiting deps children outbox blocked keyheld proc procs hist tw blobs"), **pending_keys(q),
             force="1" if force else "0")
 
     def pending_ids(self, queue: str, start: int, stop: int) -> Call[list[str]]:

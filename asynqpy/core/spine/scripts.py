@@ -84,8 +84,9 @@ KEY_GROUPS: Mapping[str, tuple[str, ...]] = {
     # blocked zset, the wake list, and the pending keys the next task is made pending in
     "serial": ("keyheld", "blocked", "wake", "@pending"),
     # what every way a task ends or leaves active shares (includes/exit task_exit): its event, its
-    # workflow children told through the outbox (includes/flow), its key released
-    "exit": ("@events", "children", "outbox", "@serial"),
+    # workflow children told through the outbox (includes/flow), its key released, its offloaded
+    # payload's blob recorded for deletion (includes/offload)
+    "exit": ("@events", "children", "outbox", "@serial", "blobs"),
 }
 """Shared key groups, each declared here once: a header names one as ``KEY @pending`` and the
 loader expands it, in place, into its keys (a ``@name`` member expands that group); the broker

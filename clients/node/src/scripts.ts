@@ -15,7 +15,7 @@ export const KEY_GROUPS: Record<string, string[]> = {
   pending: ["pending", "prio", "tq", "tr", "tn", "ta"],
   events: ["events", "conf"],
   serial: ["keyheld", "blocked", "wake", "@pending"],
-  exit: ["@events", "children", "outbox", "@serial"],
+  exit: ["@events", "children", "outbox", "@serial", "blobs"],
 };
 
 /** The keys of group `name`, nested groups expanded, in order. */
