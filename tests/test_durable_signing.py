@@ -180,3 +180,32 @@ def test_a_signed_run_takes_a_task_result_only_from_its_verified_message(backend
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_a_signed_and_encrypted_run_completes_and_still_refuses_a_forged_event(backend: Any) -> None:
+    """Signing and encryption together: the tag covers the event in clear, inside its envelope (the
+    worker tags, then seals; it opens, then verifies); a forged clear event still stops the run."""
+    from asynqpy import KeyRing
+
+    ring = KeyRing({"k1": b"1" * 32})
+    charged: list[int] = []
+    mux = charge_mux(charged)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async(), signing_key=KEY, encryption=ring)
+        with Inspector(backend.sync) as insp:
+            async with serving(backend.new_async(), mux, queues=[Q], signing_key=KEY, encryption=ring):
+                run = await ac.start("charge", "o4", id="charge:o4", queue=Q)
+                await until(lambda: record(backend, run.id).count >= 3)  # start, quote, wait
+                assert await ac.signal(run, "approved", "alice", timeout=20) is True
+                assert await ac.result(run, timeout=20) == {"paid": 10, "by": "alice"}
+                other = await ac.start("charge", "o5", id="charge:o5", queue=Q)
+                await until(lambda: record(backend, other.id).count >= 3)
+                forge_signal(backend, other.id)
+                with pytest.raises(TaskFailedError, match="bad signature"):
+                    await ac.signal(other, "approved", "alice", timeout=20)
+            assert insp.process(Q, other.id).status == proc.ERROR
+        assert charged == [10]
+        await ac.close()
+
+    asyncio.run(main())
