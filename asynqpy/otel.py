@@ -12,7 +12,10 @@ nest under it). Attributes follow the OpenTelemetry messaging conventions: ``mes
 ``messaging.destination.name`` (the queue), ``messaging.message.id`` (the task id),
 ``messaging.batch.message_count`` (a batch), plus ``asynqpy.task.type`` and
 ``asynqpy.task.retry_count``. A failed attempt records the exception and sets the span's status to
-error with ``error.type``. :func:`uninstrument` turns it off. Without the extra installed and
+error with ``error.type``. A durable run is one trace: a span ``durable <function>`` per input
+(its replay), a child of the run's first one (its context kept in the run's state), and a span
+``durable.<op> <name>`` per step or task attempt, sleep or wait done in it (docs/tracing.md).
+:func:`uninstrument` turns it off. Without the extra installed and
 :func:`instrument` called, asynqpy imports nothing of OpenTelemetry and traces nothing.
 """
 
@@ -85,6 +88,58 @@ class OpenTelemetryTracing:
         if error is not None:
             self._failed(span, error)
         span.end()
+
+    # -- durable runs (core/durable/traced.py): one trace per run, a span per input and operation --
+
+    def durable_input(self, queue: str, run_id: str, function: str, op: str,
+                      stored: dict[str, str] | None) -> tuple[Any, dict[str, str] | None]:
+        trace = self._trace
+        current = trace.get_current_span().get_span_context()
+        attributes = {"messaging.system": SYSTEM, "messaging.destination.name": queue,
+                      "asynqpy.durable.run_id": run_id, "asynqpy.durable.function": function,
+                      "asynqpy.durable.input": op}
+        span = self.tracer.start_span(
+            f"durable {function}", context=self._propagate.extract(stored) if stored else None,
+            links=[trace.Link(current)] if stored and current.is_valid else [], attributes=attributes)
+        ctx = trace.set_span_in_context(span)
+        carrier: dict[str, str] = {}
+        if not stored:
+            self._propagate.inject(carrier, context=ctx)
+        return (span, self._context.attach(ctx), attributes), carrier or None
+
+    def durable_input_end(self, handle: Any, error: BaseException | None, status: str) -> None:
+        span, token, _ = handle
+        self._detach(token)
+        if status:
+            span.set_attribute("asynqpy.durable.status", status)
+        if error is not None:
+            self._failed(span, error)
+        span.end()
+
+    def durable_op(self, parent: Any, op: str, name: str | None, position: int, attributes: dict[str, Any]) -> Any:
+        span, _, run = parent
+        attrs = {"asynqpy.durable.run_id": run["asynqpy.durable.run_id"],
+                 "asynqpy.durable.function": run["asynqpy.durable.function"],
+                 "asynqpy.durable.op": op, "asynqpy.durable.position": position,
+                 **({"asynqpy.durable.name": name} if name is not None else {}),
+                 **{f"asynqpy.durable.{k}": v for k, v in attributes.items()}}
+        child = self.tracer.start_span(f"durable.{op} {name}" if name is not None else f"durable.{op}",
+                                       context=self._trace.set_span_in_context(span), attributes=attrs)
+        return child, self._context.attach(self._trace.set_span_in_context(child))
+
+    def durable_op_end(self, handle: Any, error: BaseException | None) -> None:
+        span, token = handle
+        self._detach(token)
+        span.set_attribute("asynqpy.outcome", "succeeded" if error is None else "failed")
+        if error is not None:
+            self._failed(span, error)
+        span.end()
+
+    def _detach(self, token: Any) -> None:
+        try:
+            self._context.detach(token)
+        except Exception:  # noqa: BLE001 - detached from another context: the span still ends
+            pass
 
     def _failed(self, span: Any, error: BaseException) -> None:
         span.record_exception(error)

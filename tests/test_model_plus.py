@@ -72,6 +72,11 @@ stop/quiet/resume/scale_server, ``server ...``     not modelled: messages to a r
 cron_add/remove/pause/resume/run_now, ``cron ...`` not modelled: entries are keys of their own; a
                                                    firing is an enqueue (test_cron.py)
 durable processes, ``process ...``                 not here: tests/test_process_machine.py
+durable runs: start (sent again), signal (twice    rule ``durable_runs`` (every other step; its
+under one key), cancel, remove; a step failing,    driver and checks: tests/model_durable.py);
+a worker killed in a step / after a checkpoint /   scenario durable_runs
+before its commit, a commit resent, the runs'
+timers, their queue removed, tenant turns, a hold
 ``outbox relay|retry|discard``                     not modelled: the database's side; the relay's
                                                    store is an enqueue_many (test_outbox.py)
 a worker's lease renewal (its heartbeat: extend)   mechanism ``extend`` (a run no longer allowed
@@ -121,6 +126,7 @@ import redis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
+from model_durable import DQ, DurableDriver
 from test_model import LEASE_MS, LIVE, SETTINGS, TENANTS, CrossMachine, K, Known, Q, Run
 
 from asynqpy import DuplicateTaskError, LeaseLostError, QueueFullError, TaskIdConflictError, TaskNotFoundError
@@ -213,6 +219,8 @@ MECHANISMS = ["side", "bulk", "side", "pause", "side", "resize", "side", "lost_d
 of one of them would favour the first)."""
 MECHANISM_EVERY = 3
 """The ``mechanism`` rule may be drawn at one step in this many (the ``step`` rule at every one)."""
+DURABLE_EVERY = 2
+"""The ``durable_runs`` rule (issue 46) may be drawn at one step in this many."""
 FINISH_RESEND_EVERY = 3
 """One worker outcome (done, complete, retry, archive, snooze, requeue) in this many is sent again
 after it committed (its reply lost): the resend must change nothing."""
@@ -943,6 +951,17 @@ class PlusMachine(CrossMachine):
         self.mechanisms, self.mech_offset = 0, -1
         self.side = SideWorker(self)
         self.x = RecordingExecutor(self.x)  # type: ignore[assignment]
+        self.durable = DurableDriver(self)
+
+    @precondition(lambda self: self.steps_done % DURABLE_EVERY == 1)
+    @rule(data=st.data(), actions=st.integers(1, 3))
+    def durable_runs(self, data: st.DataObject, actions: int) -> None:
+        """Issue 46: durable runs as one more kind of work (tests/model_durable.py): started,
+        signalled, cancelled, removed, worked with faults (a step failing, a worker killed in a step,
+        after a checkpoint or before its commit, a commit's reply lost), their timers, the
+        recoverer, the queue removed, tenant turns and a deploy hold."""
+        for _ in range(actions):
+            self.durable.step(data)
 
     @precondition(lambda self: self.steps_done % MECHANISM_EVERY == MECHANISM_EVERY - 1)
     @rule(data=st.data())
@@ -1159,6 +1178,10 @@ class PlusMachine(CrossMachine):
         self.side.check()
 
     @invariant()
+    def durable_runs_sound(self) -> None:
+        self.durable.check()
+
+    @invariant()
     def targeted_runs_kept(self) -> None:
         """A targeted task kept after its end (completed with retention, archived) keeps its final
         runs record (issue 29 #8)."""
@@ -1193,7 +1216,8 @@ class Draws:
 
 
 CHECKS = ("checks", "held_tasks_in_their_band", "queues_holding_tasks_are_known", "runs_records_sound",
-          "nothing_lost", "counts_agree", "events_within_cap", "side_queues_sound", "targeted_runs_kept")
+          "nothing_lost", "counts_agree", "events_within_cap", "side_queues_sound", "targeted_runs_kept",
+          "durable_runs_sound")
 """Every check the model plus makes after a step (its invariants)."""
 
 
@@ -1630,6 +1654,26 @@ def targeted_resubmitted(m: PlusMachine) -> None:
     check_all(m)
 
 
+def durable_runs(m: PlusMachine) -> None:
+    """Issue 46: durable runs meet the faults (tests/model_durable.py), every check after each
+    action; settled, each run ends with the result its recorded steps give."""
+    d = m.durable
+    for act in (lambda: d.start("r1", ""), lambda: d.start("r2", "a"), lambda: d.start("r3", "a", resend=True),
+                lambda: d.signal("r1", True), lambda: d.fail.add("a"), lambda: d.work(3, "checkpoint"),
+                lambda: d.work(3, ""), lambda: d.time(1_100), lambda: d.work(3, "step"),
+                lambda: d.block(), lambda: d.work(3, ""), lambda: d.block(), lambda: d.time(6_000),
+                lambda: d.work(3, "lost_reply"), lambda: d.signal("r2", False), lambda: d.time(3_000),
+                lambda: d.work(3, "commit"), lambda: d.recover(), lambda: d.cancel("r3")):
+        act()
+        check_all(m)
+    d.settle()
+    check_all(m)
+    for rid in ("r1", "r2"):
+        state = m.insp.process(DQ, rid, first=1, count=1).state
+        assert state["status"] == "completed" and state["result"][0] == rid, (rid, state, m.trace[-12:])
+    assert m.insp.process(DQ, "r3", first=1, count=1).state["status"] == "cancelled", m.trace[-12:]
+
+
 SCENARIOS: dict[str, Any] = {
     "resend_after_commit": resend_after_commit,
     "restarted_worker": restarted_worker,
@@ -1668,6 +1712,7 @@ SCENARIOS: dict[str, Any] = {
     "tenant_task_retried": tenant_task_retried,
     "tenant_last_task_deleted": tenant_last_task_deleted,
     "targeted_resubmitted": targeted_resubmitted,
+    "durable_runs": durable_runs,
 }
 
 

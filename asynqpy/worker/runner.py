@@ -22,6 +22,7 @@ from collections import OrderedDict
 from concurrent.futures import Executor
 from typing import Any
 
+from ..core.durable import signed
 from ..core.handlers.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.handlers.sandbox import Sandboxed, import_path
 from ..core.model import codec
@@ -354,6 +355,7 @@ class Runner:
                 if tenants:
                     await arun_plan(self.ctx.exec, load_plan(ring, tenants))
                 proc = enc.open_process(ring, task.queue, proc)
+            proc = self._verified(task.queue, h, proc)
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "read", loop.time() - started)
             started = loop.time()
@@ -368,11 +370,31 @@ class Runner:
                 step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
+            step = self._tagged(task, h, step)
             if ring is not None:
                 step = enc.seal_step(ring, task.queue, task.tenant, step)
             h.finish(task, step, self.ctx.clock.now_ms(), parsed)
 
         return run
+
+    def _verified(self, queue: str, h: process.ProcessHandler, proc: Any) -> Any:
+        """A durable run's process with its history verified and its events' tags taken off, when
+        the server has signing keys (core/durable/signed.py: ForgedHistoryError stops the run)."""
+        signer = self.ctx.broker.signer
+        return signed.open_history(signer, queue, proc) if signer is not None and h.checkpoints else proc
+
+    def _tagged(self, task: Task, h: process.ProcessHandler, step: Any) -> Any:
+        """A durable run's step with its events tagged (numbered after the record as its
+        checkpoints left it), when the server has signing keys."""
+        signer, got = self.ctx.broker.signer, task._proc
+        if signer is None or not h.checkpoints or got is None or got[0] is None:
+            return step
+        return signed.seal_step(signer, task.queue, got[0].id, got[0].count, step)
+
+    def _tagged_events(self, queue: str, pid: str, after: int, events: Any) -> Any:
+        """A checkpoint's events tagged (numbered after event ``after``), when the server has keys."""
+        signer = self.ctx.broker.signer
+        return events if signer is None else signed.seal_events(signer, queue, pid, after, events)
 
     def _checkpoint(self, task: Task, parsed: tuple[str, str, Any] | None, h: process.ProcessHandler) \
             -> process.Checkpoint:
@@ -392,7 +414,9 @@ class Runner:
             if r is None or r.lost or task._proc is None:
                 raise LeaseLostError(f"input {iid} of process {pid} is no longer held")
             rec, history = task._proc
-            events = self._sealed(events, queue, task.tenant)
+            # tagged (signing: as the commit's, _tagged) and sealed (the ring: as the commit's, seal_step);
+            # the stream gets them so too, with the input's commit (writer.py)
+            events = self._sealed(self._tagged_events(queue, pid, rec.count, events), queue, task.tenant)
             count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
             sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..model.errors import InvalidArgumentError
 from ..processes.model import Input, Process, Step
-from . import cancelling
+from . import cancelling, traced
 from .function import DurableFunction
 from .function import _history as history_of
 from .replay import CANCELLED, FAILED, FINISHED
@@ -151,6 +151,21 @@ class Managed(DurableFunction):
         self.retention = DEFAULT_RETENTION_S if retention == "default" else retention_seconds(retention)  # type: ignore[arg-type]
 
     async def process(self, p: Process, i: Input) -> Step:
+        """One input of a run (:meth:`_process`), traced when tracing is on (core/durable/traced.py:
+        a span per input, in the run's one trace, whose context its state keeps)."""
+        handle, carrier = traced.input_started(p.queue, p.id, self.name, op_of(i), p.state)
+        error: BaseException | None = None
+        step: Step | None = None
+        try:
+            step = traced.kept(await self._process(p, i), carrier)
+            return step
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            traced.input_ended(handle, error, step)
+
+    async def _process(self, p: Process, i: Input) -> Step:
         """One input of a run. A finished run's input ends here (its retention's removal, a late
         signal refused); a start, a signal or a resume is appended to the history; the function
         is replayed (on the history a resume makes it see); a cancel ends the run, and so does a

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client.plans import ClientPlans
-from ..model.errors import InvalidArgumentError
+from ..model.errors import InvalidArgumentError, TaskNotFoundError
 from ..model.task import TaskInfo
 from ..processes import model as proc
 from ..processes import plans as processes
 from ..security.keyplans import reveal_plan
+from ..security.signing import open_message
+from ..spine.stored import message_of
 from ..spine.twin import Steps, planned
 from .function import DurableFunction, process_type, run_id, signal_args
 from .replay import COMPLETED, FINISHED, DurableRun, RunFailedError, start_args
@@ -123,6 +125,19 @@ class DurablePlans(ClientPlans):
             left = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
             yield Pause(left)
             delay = min(delay * 1.5, 0.5)
+
+
+    @planned
+    def _verified_result(self, /, queue: str, id: str) -> Steps[Any]:
+        """The result of completed task ``id`` (a ``ctx.task``'s), read from its own stored message
+        and verified with this client's signing keys (core/durable/tasks.py: a signed run takes no
+        result that does not verify): SignatureError or MalformedMessageError for one that does
+        not, TaskNotFoundError for a task no longer kept."""
+        stored = (yield [self.broker.get_task(queue, id)])[0]
+        if stored is None or isinstance(stored, Exception):
+            raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}: its result cannot be verified")
+        msg = open_message(self.broker.signer, queue, id, message_of(stored))
+        return (yield from self._reveal(msg.result, queue))
 
 
 DurablePlans.result.__doc__ = (DurablePlans.result.__doc__ or "") + (ClientPlans.result.__doc__ or "")

@@ -43,6 +43,7 @@ from ..processes.model import (
     HISTORY_WINDOW,
     Checkpoint,
 )
+from . import traced
 from .errors import DeterminismError as DeterminismError
 from .errors import DurableError as DurableError
 from .errors import RunFailedError as RunFailedError
@@ -356,9 +357,14 @@ class Durable:
         """Run a new step's body and record what came of it; the due time of the run's next input
         (now: go on; a retry's time)."""
         token = _STEP_ID.set(f"{self._tag}:{p.seq}:{p.name}")
+        span = traced.op_started(p.kind, p.name, p.seq, attempt=p.attempt, attempts=p.policy.attempts)
+        failed: BaseException | None = None
         try:
             value = _wire(await (p.fn(p.seq) if p.kind in ("task", "child") else _call(p.fn, p.args)))
-        except Exception as exc:  # noqa: BLE001 - a step's failure is recorded, then retried or raised
+        except BaseException as exc:  # (a cancellation, a lost input: its span ends failed too)
+            failed = exc
+            if not isinstance(exc, Exception):
+                raise
             error = f"{type(exc).__name__}: {exc}"
             if p.attempt < p.policy.attempts:
                 at = self._now_ms + p.policy.delay_ms(p.attempt)
@@ -368,6 +374,7 @@ class Durable:
             return self._now_ms
         finally:
             _STEP_ID.reset(token)
+            traced.op_ended(span, failed)
         self._record({"k": p.kind, "i": p.seq, "n": p.name, "v": value, "a": p.attempt})
         return self._now_ms
 
@@ -485,6 +492,7 @@ class Durable:
         if rec is None:
             rec = {"k": "sleep", "i": seq, "u": until()}
             self._record(rec)
+            traced.op_instant("sleep", None, seq, until_ms=rec["u"])
         if seq in self._fired:
             return
         if rec["u"] <= self._now_ms:
@@ -506,6 +514,7 @@ class Durable:
         if rec is None:
             rec = {"k": "wait", "i": seq, "n": signal, "u": None if limit is None else self._now_ms + int(limit * 1000)}
             self._record(rec)
+            traced.op_instant("wait", signal, seq, **({} if rec["u"] is None else {"until_ms": rec["u"]}))
         fired = self._fired.get(seq)
         for n, name, payload in self._signals:
             if name == signal and n not in self._consumed and (fired is None or n < fired):

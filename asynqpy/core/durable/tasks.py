@@ -10,10 +10,20 @@ idempotency key the notify task's id). The run waits for that signal holding no 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..model.errors import DuplicateTaskError, InvalidArgumentError, TaskIdConflictError
+from ..model.errors import (
+    DuplicateTaskError,
+    InvalidArgumentError,
+    MalformedMessageError,
+    SignatureError,
+    TaskIdConflictError,
+    TaskNotFoundError,
+)
+
+log = logging.getLogger("asynqpy.durable")
 
 NOTIFY = "durable:notify"
 """Task type of the notify tasks (their handler is registered by ``mux.durable(client=...)``)."""
@@ -73,12 +83,25 @@ async def start_child(client: Any, fn: Any, args: list[Any], child_id: str, queu
 
 
 def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
-    """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal."""
+    """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal. With
+    signing keys (the client's), a completed task's result is read from its own signed message and
+    verified (the copy the workflow record delivers is not signed: docs/internals-tasks.md); one
+    that does not verify reaches the run as the task's failure (``refused``: ctx.task raises
+    StepFailedError), never as its result."""
     async def notify(task: Any) -> None:
         p = task.payload
         end = task.parents[0] if task.parents else None
-        ended = {"s": end.state if end is not None else "deleted", "v": end.result if end is not None else None}
+        ended: dict[str, Any] = {"s": end.state if end is not None else "deleted",
+                                 "v": end.result if end is not None else None}
+        c = client()
+        if end is not None and end.state == "completed" and getattr(c.broker, "signer", None) is not None:
+            try:
+                ended["v"] = await c._verified_result(end.queue, end.id)
+            except (SignatureError, MalformedMessageError, TaskNotFoundError) as exc:
+                log.error("durable run %s: the result of task %s (queue %s) is refused: %s", p["run"], end.id,
+                          end.queue, exc)
+                ended = {"s": "refused", "v": None, "e": str(exc)}
         name = signal_name(int(p["i"]), int(p.get("g") or 0))
-        await client().signal(p["run"], name, ended, queue=p["queue"], idempotency_key=task.id)
+        await c.signal(p["run"], name, ended, queue=p["queue"], idempotency_key=task.id)
 
     return notify

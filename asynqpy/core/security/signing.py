@@ -104,6 +104,16 @@ class Signer:
                 return data
         raise SignatureError("bad signature: the tag matches none of the signing keys")
 
+    def tag(self, queue: str, id: str, data: bytes, domain: bytes) -> bytes:
+        """The tag (HMAC-SHA256 with the first key) of ``data`` stored as ``id`` of ``queue`` in
+        ``domain`` (what kind of value: :data:`HISTORY_DOMAIN` for a durable run's events)."""
+        return self._macs[0].tag(queue, id, data, domain)
+
+    def verifies(self, queue: str, id: str, data: bytes, tag: bytes, domain: bytes) -> bool:
+        """Whether ``tag`` is the tag of ``data`` (as :meth:`tag` made it) under one of the keys."""
+        return isinstance(tag, bytes) and any(hmac.compare_digest(mac.tag(queue, id, data, domain), tag)
+                                              for mac in self._macs)
+
     def seal_entry(self, queue: str, name: str, data: bytes) -> bytes:
         """A scheduler entry's stored definition ``data`` with its tag (bound to queue and name)."""
         return data + codec.TAG_PREFIX + self._macs[0].tag(queue, name, data, ENTRY_DOMAIN)
@@ -115,6 +125,9 @@ class Signer:
 
 ENTRY_DOMAIN = b"asynqpy-cron1:"
 """What a scheduler entry's tag covers before its queue and name (a task's: ``asynqpy1:``)."""
+HISTORY_DOMAIN = b"asynqpy-hist1:"
+"""What a durable run's history event's tag covers before its queue and ``<run id>:<event number>``
+(core/durable/signed.py)."""
 
 
 def has_tag(value: bytes) -> bool:

@@ -2,7 +2,7 @@
 nothing and import nothing, until :func:`asynqpy.otel.instrument` installs a :class:`Tracing`
 (OpenTelemetry, the ``otel`` extra). The client calls :meth:`Tracing.send` around an enqueue; the
 worker calls :meth:`Tracing.process` as a handler starts and :meth:`Tracing.processed` when its
-attempt ends."""
+attempt ends; a durable run's replay calls the ``durable_*`` methods (core/durable/traced.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,29 @@ class Tracing(Protocol):
     def processed(self, handle: Any, error: BaseException | None, outcome: str) -> None:
         """End a consumer span: ``error`` (None: the handler succeeded), ``outcome`` (what the
         attempt came to: succeeded, failed, lease_lost, requeued)."""
+        ...
+
+
+    def durable_input(self, queue: str, run_id: str, function: str, op: str,
+                      stored: dict[str, str] | None) -> tuple[Any, dict[str, str] | None]:
+        """Start the span of one input of a durable run (its replay), a child of the run's trace
+        context ``stored`` (kept in the run's state; None: the run's first input, a child of the
+        current span), current while the replay runs; returns a handle for :meth:`durable_input_end`
+        and, for a first input, the trace context the run keeps (None otherwise)."""
+        ...
+
+    def durable_input_end(self, handle: Any, error: BaseException | None, status: str) -> None:
+        """End an input's span: ``error`` (the input failed), ``status`` (the run's, after it)."""
+        ...
+
+    def durable_op(self, parent: Any, op: str, name: str | None, position: int, attributes: dict[str, Any]) -> Any:
+        """Start the span of a run's operation done in this input (a step's or task's attempt, a
+        sleep or wait recorded), a child of the input's span (``parent``), current until
+        :meth:`durable_op_end`."""
+        ...
+
+    def durable_op_end(self, handle: Any, error: BaseException | None) -> None:
+        """End an operation's span (``error``: the attempt failed)."""
         ...
 
 
