@@ -387,8 +387,7 @@ class Runner:
             ring = self.ctx.broker.ring
             if ring is not None:  # (sealed as the input's commit seals its events: enc.seal_step)
                 events = [ring.seal(e, enc.HISTORY, queue, task.tenant) for e in events]
-            encoded = [codec.encode_payload(e, "event") for e in events]  # (once: the history's and the stream's)
-            count, packed = process.checkpoint_args(rec, kind, encoded, iid.encode(errors="surrogateescape"), True)
+            count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
             sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))
             try:
@@ -401,7 +400,7 @@ class Runner:
                 try:
                     raw, _ = await sent
                     task._proc = (process.parse_record(pid, raw), history)
-                    r.checkpointed = (r.checkpointed or []) + encoded
+                    r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
                 except Exception:  # noqa: BLE001 - refused or failed: the record did not change
                     pass
                 raise
@@ -411,7 +410,7 @@ class Runner:
                 raise
             task._proc = (process.parse_record(pid, raw), history)
             # (their stream entries go with the input's commit: durable_emit writes only if it happened)
-            r.checkpointed = (r.checkpointed or []) + encoded
+            r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "checkpoint", loop.time() - t0)
             late = r.deadline_ms and self.ctx.clock.now_ms() > r.deadline_ms - 1000 * CONTINUE_S

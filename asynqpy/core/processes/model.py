@@ -496,12 +496,10 @@ def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes,
             _pack(events) if events else b"", drop_from, drop_to, cancel)
 
 
-def checkpoint_args(rec: Record, kind: str, events: Sequence[Any], input_id: bytes,
-                    encoded: bool = False) -> tuple[int, bytes]:
+def checkpoint_args(rec: Record, kind: str, events: Sequence[Any], input_id: bytes) -> tuple[int, bytes]:
     """What ``proc_step`` writes (lua/proc_step.lua): (the count once ``events`` are appended, the
-    hist fields and entries but their time). The record keeps everything else. ``encoded``: the
-    events are given encoded already (``codec.encode_payload(e, "event")``)."""
-    plan = Plan(rec.id, kind, events=list(events) if encoded else [codec.encode_payload(e, "event") for e in events])
+    hist fields and entries but their time). The record keeps everything else."""
+    plan = Plan(rec.id, kind, events=[codec.encode_payload(e, "event") for e in events])
     entries, n = _entries(plan, input_id, rec.count)
     return n, _pack(entries) if entries else b""
 
