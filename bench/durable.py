@@ -10,7 +10,9 @@ Starts its own redis-server on a free loopback port and one in-process worker. P
   the top against its history, the events decoded as the input's read does, no I/O): what an input
   of such a run pays before it goes on;
 - ``--short`` short runs (3 steps each) against as many plain tasks (one handler call each): the
-  rate of each, from the worker's start to the last completion, all of them queued first;
+  rate of each, from the worker's start to the last completion, all of them queued first, and
+  what each costs whatever the load: the worker's round trips, its CPU and Redis's CPU (INFO cpu);
+  the ratio in wall time and in CPU (worker + Redis);
 - the bytes a sleeping run holds beyond its history (``--sleeping`` runs asleep: every hash field,
   zset member and list item of the queue that names a run or its timer input, counted as the bytes
   of its name and value, a zset's score as 8; Redis's own overhead per entry is not counted).
@@ -90,11 +92,14 @@ def _count_round_trips() -> None:
     from redis.asyncio.connection import AbstractConnection
 
     send = AbstractConnection.send_packed_command
+    if getattr(send, "counted", False):
+        return
 
     async def counted(self: Any, command: Any, check_health: bool = True) -> None:
         SENT[0] += 1
         await send(self, command, check_health)
 
+    counted.counted = True  # type: ignore[attr-defined]
     AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
 
 
@@ -134,29 +139,42 @@ async def replay_cpu(n: int) -> None:
     print(f"replay of {n} completed steps: {best * 1000:.1f} ms of CPU (target <= 20 ms)")
 
 
-async def _drain(url: str, key: str, n: int) -> float:
-    """Seconds from a worker's start to ``n`` completions of ``key``."""
+def _redis_cpu(r: redis.Redis) -> float:
+    """The redis-server's CPU seconds so far (user + system: INFO cpu)."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def _drain(url: str, key: str, n: int, r: redis.Redis) -> tuple[float, float, float, float]:
+    """From a worker's start to ``n`` completions of ``key``: (seconds, the worker's round trips,
+    this process's CPU seconds, i.e. the worker's: the client is idle meanwhile, Redis's CPU seconds)."""
     server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=50)
+    sent, cpu, rcpu = SENT[0], time.process_time(), _redis_cpu(r)
     t0 = time.perf_counter()
     worker = asyncio.create_task(server.arun(mux))
     while done[key] < n:
         await asyncio.sleep(0.01)
     took = time.perf_counter() - t0
+    got = (took, SENT[0] - sent, time.process_time() - cpu, _redis_cpu(r) - rcpu)
     server.stop()
     await worker
-    return took
+    return got
 
 
-async def short_runs(url: str, n: int) -> None:
+async def short_runs(url: str, r: redis.Redis, n: int) -> None:
+    _count_round_trips()
     async with AsyncClient(url) as client:
         for k in range(0, n, 500):
             await asyncio.gather(*(client.start(short, id=f"short-{i}") for i in range(k, min(n, k + 500))))
-        runs = await _drain(url, "runs", n)
+        runs = await _drain(url, "runs", n, r)
         for k in range(0, n, 500):
             await asyncio.gather(*(client.enqueue("plain", i, queue=Q) for i in range(k, min(n, k + 500))))
-        tasks = await _drain(url, "tasks", n)
-    print(f"{n} short runs (3 steps): {n / runs:.0f} runs/s; {n} plain tasks: {n / tasks:.0f} tasks/s; "
-          f"ratio {tasks / runs and (n / runs) / (n / tasks):.2f} (target >= 0.33; load {os.getloadavg()[0]:.1f})")
+        tasks = await _drain(url, "tasks", n, r)
+    for what, (took, sent, cpu, rcpu) in (("short runs (3 steps)", runs), ("plain tasks", tasks)):
+        print(f"{n} {what}: {n / took:.0f}/s; each: {sent / n:.2f} round trips of the worker, "
+              f"{cpu / n * 1000:.3f} ms of worker CPU, {rcpu / n * 1000:.3f} ms of Redis CPU")
+    print(f"ratio runs/plain tasks: {tasks[0] / runs[0]:.2f} in wall time (load {os.getloadavg()[0]:.1f}), "
+          f"{(tasks[2] + tasks[3]) / (runs[2] + runs[3]):.2f} in CPU (worker + Redis; target >= 0.33)")
 
 
 def _bytes_naming(r: redis.Redis, base: str, names: set[bytes]) -> int:
@@ -214,7 +232,7 @@ def main() -> None:
     try:
         asyncio.run(step_cost(proc.url, a.steps))
         r.flushdb()
-        asyncio.run(short_runs(proc.url, a.short))
+        asyncio.run(short_runs(proc.url, r, a.short))
         r.flushdb()
         asyncio.run(sleeping(proc.url, r, a.sleeping))
     finally:

@@ -49,7 +49,8 @@ NOT_KEYS = {"validate_name", "refuse_dot_segment", "validate_group", "validate_w
 """The functions of core/spine/keys.py that make no key (validators and helpers)."""
 PLACEHOLDER = {"server_id": "<server id>", "command_id": "<command id>", "name": "<group>", "tag": "<tag>",
                "key": "<key>", "worker": "<worker>", "id": "<task id>", "entry": "<entry>", "day": "<YYYY-MM-DD>",
-               "token": "<token>", "inbox_id": "<inbox id>", "digest": "<digest>"}
+               "token": "<token>", "inbox_id": "<inbox id>", "digest": "<digest>",
+               "run_id": "<run id>"}
 """What a key function's argument is shown as."""
 
 

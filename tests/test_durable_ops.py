@@ -228,10 +228,6 @@ def test_finished_runs_are_removed_after_their_retention(backend: Any) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.xfail(reason="open defect (issue 46) after merging durable/core (checkpointed steps) with durable/ops "
-                          "(cooperative cancel): a cancel that met a checkpoint in flight left the commit stale "
-                          "(fixed: worker/runner.py keeps the in-flight checkpoint's reply); this test still "
-                          "times out now and then (1 run in 3 on redis-server), cause not found yet", strict=False)
 def test_cancel_reaches_a_running_step_and_the_run_ends_cancelled(backend: Any) -> None:
     mux = ServeMux()
     log: list[str] = []
@@ -285,6 +281,77 @@ def test_cancel_reaches_a_running_step_and_the_run_ends_cancelled(backend: Any) 
             # the run ended at once, or (its thread was quicker than the input's cancellation) with the
             # step's result recorded: either way in the input that ran the step
             assert [(e.name, e.value) for e in r.timeline if e.kind == "step"] in ([], [("long", "stopped early")])
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_cooperative_cancel_is_its_inputs_and_not_a_later_run_of_the_same_id(backend: Any) -> None:
+    # the request a cancel notice leaves was kept under the run id alone for 60 s: a run started
+    # again under that id (the cancelled one removed by its retention) saw ctx.cancelled in its
+    # first plain step, which returned at once, and the run completed before its own cancel
+    mux = ServeMux()
+    seen: list[bool] = []
+
+    def wait_cancelled(ctx: Durable) -> str:
+        seen.append(ctx.cancelled)
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "stopped" if ctx.cancelled else "ran out"
+
+    @mux.durable(name="again", queue=Q, retention=timedelta(milliseconds=300))
+    async def again(ctx: Durable) -> str:
+        return await ctx.step("wait", wait_cancelled, ctx, retry=ONCE)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            for n in (1, 2):
+                run = await ac.start(again, id="same-id")
+                await until(lambda n=n: len(seen) == n)  # type: ignore[misc]
+                assert await ac.cancel(run, reason=f"cancel {n}", timeout=20) is True
+                with pytest.raises(RunFailedError) as err:
+                    await ac.result(run, timeout=20)
+                assert err.value.status == "cancelled" and err.value.error == f"cancel {n}"
+                await until(lambda: _state(backend, "same-id") == "gone")  # removed: the id is free again
+            assert seen == [False, False]  # the second run's step did not see the first run's cancel
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_cancel_sent_before_the_server_subscribed_reaches_the_running_step(backend: Any,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # the canceller subscribes a moment after the server takes its first tasks (LOOPS_DELAY): a
+    # notice published meanwhile was lost, and the step ran to its end (the cancel timed out: the
+    # test above 1 run in 3 under load); the notice is kept and read once subscribed
+    import asynqpy.server
+
+    monkeypatch.setattr(asynqpy.server, "LOOPS_DELAY", 3.0)
+    mux = ServeMux()
+    log: list[str] = []
+
+    async def long_async() -> str:
+        log.append("started")
+        await asyncio.sleep(60)
+        return "never"
+
+    @mux.durable(name="early", queue=Q)
+    async def early(ctx: Durable) -> str:
+        return await ctx.step("long", long_async, retry=ONCE)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(early, id="early-1")
+            await until(lambda: "started" in log, timeout=1.5)  # before the canceller subscribed
+            began = time.monotonic()
+            assert await ac.cancel(run, reason="early", timeout=15) is True
+            with pytest.raises(RunFailedError) as err:
+                await ac.result(run, timeout=15)
+            assert err.value.status == "cancelled" and err.value.error == "early"
+            assert time.monotonic() - began < 15
         await ac.close()
 
     asyncio.run(main())

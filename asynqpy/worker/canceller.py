@@ -7,8 +7,10 @@ token and is left alone. Every server keeps one subscribed
 connection; the server holding the task cancels its handler at once and writes nothing (its late
 write would be refused anyway: the task is no longer leased with its token). A message missed
 while reconnecting is covered by the heartbeat: the cancelled task's next lease renewal is refused,
-which cancels the handler within ``heartbeat_interval``. A subscribed connection sends no command
-while idle.
+which cancels the handler within ``heartbeat_interval``. A durable run's cooperative cancel
+(core/durable/cancelling.py) has no lease to lose: its notice is also kept a minute in Redis, and
+read for the durable inputs held here each time the subscription is made. A subscribed connection
+sends no command while idle.
 """
 
 from __future__ import annotations
@@ -21,12 +23,18 @@ import msgpack
 from redis.exceptions import RedisError
 
 from ..core.durable import cancelling
-from ..core.spine.keys import CANCEL_CHANNEL, CONTROL_CHANNEL
+from ..core.durable.replay import TYPE_PREFIX as DURABLE_PREFIX
+from ..core.processes.model import TYPE_PREFIX as PROCESS_PREFIX
+from ..core.processes.model import process_of
+from ..core.spine.broker import Call
+from ..core.spine.keys import CANCEL_CHANNEL, CONTROL_CHANNEL, queue_keys
 from .context import Context, Holder
 from .control import Controller
 
 log = logging.getLogger("asynqpy.canceller")
 
+DURABLE_INPUTS = PROCESS_PREFIX + DURABLE_PREFIX
+"""The task type prefix of a durable run's inputs."""
 CLOSE_TIMEOUT = 1.0
 """Seconds the subscription's teardown may take when the server stops."""
 
@@ -54,13 +62,30 @@ class Canceller:
         if durable is not None:
             queue, id, token, run, reason = durable
             r = self.processor.held.get((queue, id))
-            if r is not None and token == r.token and r.aio is not None and not r.aio.done():
-                cancelling.request(run, reason)
+            log.debug("durable cancel notice: run %s, input %s (queue %s): %s", run, id, queue,
+                      "held here" if r is not None and token == r.token else "not held here")
+            if r is not None and token == r.token and r.aio is not None and not r.aio.done() \
+                    and cancelling.request(run, id, reason):
                 r.aio.cancel()  # its processor ends the run cancelled, in its own commit
             return
         r = self.processor.held.get((queue, id))
         if r is not None and (token is None or token == r.token):
             self.processor.lose(r, "cancelled by an operator (the task is archived)")
+
+    async def kept_notices(self) -> None:
+        """The durable cancel notices kept for the durable inputs this server runs (one read,
+        ``QueueKeys.durable_cancel``), handled as if received: a notice published before this
+        subscription (the server had just started, or was subscribing again) reaches its step."""
+        held = [(q, pid) for (q, _), r in list(self.processor.held.items())
+                if r.aio is not None and not r.aio.done() and r.msg.type.startswith(DURABLE_INPUTS)
+                and (pid := process_of(r.msg)[0])]
+        if not held:
+            return
+        got = await self.ctx.exec.run_many([Call(lambda v: v, command=("GET", queue_keys(q).durable_cancel(pid)))
+                                            for q, pid in held])
+        for data in got:
+            if isinstance(data, bytes):
+                self.handle(data)
 
     async def run(self) -> None:
         ctx = self.ctx
@@ -69,6 +94,8 @@ class Canceller:
             pubsub = ctx.redis.pubsub()
             try:
                 await pubsub.subscribe(CANCEL_CHANNEL, *([CONTROL_CHANNEL] if self.control else []))
+                log.debug("subscribed to the cancel channel")
+                await self.kept_notices()  # (published before this subscription)
                 backoff = 0.1
                 ctx.health.ok()
                 if self.control is not None:

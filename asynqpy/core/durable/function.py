@@ -90,7 +90,7 @@ class DurableFunction:
         # a signal's input ends after its first new step (its sender waits for the commit); the
         # others go on step after step, each checkpointed (the worker's, None without one)
         checkpoint = CHECKPOINT.get() if i.kind != "call" else None
-        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue, len(appended), checkpoint)
+        ctx = Durable(run_id, events, _now_ms(), self.client, self.queue, len(appended), checkpoint, i.task_id)
         response = True if i.kind == "call" else None
         try:
             value = await self.fn(ctx, *events[0]["a"])

@@ -117,12 +117,14 @@ def ended(step: Step, retention: float | None) -> Step:
     return step
 
 
-def cancelled(run_id: str, state: dict[str, Any], appended: list[dict[str, Any]], step: Step | None) -> Step:
+def cancelled(run_id: str, input_id: str, state: dict[str, Any], appended: list[dict[str, Any]],
+              step: Step | None) -> Step:
     """The step of an input whose run was asked to cancel cooperatively while it ran
     (core/durable/cancelling.py): the run ends cancelled in this commit (with what the input recorded,
     a step that returned among it). ``step`` None: the input's handler was cancelled, which is
-    re-raised unless a request explains it (a server's shutdown). Without a request, ``step``."""
-    reason = cancelling.take(run_id)
+    re-raised unless a request explains it (a server's shutdown). Without a request to this input
+    (``input_id``), ``step``."""
+    reason = cancelling.take(run_id, input_id)
     if step is not None and isinstance(step.state, dict) and step.state.get("status") in FINISHED:
         return step  # it ended meanwhile: the cancel input finds it finished
     if reason is None:
@@ -195,9 +197,9 @@ class Managed(DurableFunction):
         try:
             step = await self.replay(p.id, resumed(events + appended), appended, state, i)
         except asyncio.CancelledError:
-            step = cancelled(p.id, state, appended, None)  # its step was cancelled (or re-raised)
+            step = cancelled(p.id, i.task_id, state, appended, None)  # its step was cancelled (or re-raised)
         else:
-            step = cancelled(p.id, state, appended, step)
+            step = cancelled(p.id, i.task_id, state, appended, step)
         stamp(step.events, start)
         return ended(step, self.retention)
 

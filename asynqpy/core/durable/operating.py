@@ -103,7 +103,8 @@ def read(b: Broker, queue: str, run_id: str) -> Plan[RunInfo]:
 
 def _interrupt(r: DurableRun, reason: str) -> Plan[None]:
     """Publish a durable cancel notice to the server running the input that holds run ``r``'s
-    turn, if one does (best effort: without it, the cancel input ends the run after that input)."""
+    turn, if one does, and keep it a while for a server not subscribed to the cancel channel yet
+    (best effort: without it, the cancel input ends the run after that input)."""
     q = queue_keys(r.queue)
     holder = (yield [Call(lambda v: v, command=("HGET", q.keyheld, key_of(r.id)))])[0]
     if not isinstance(holder, bytes):
@@ -113,8 +114,11 @@ def _interrupt(r: DurableRun, reason: str) -> Plan[None]:
     if not isinstance(stored, bytes) or not is_active(stored):
         return
     token = token_of(stored).decode(errors="surrogateescape")
-    yield [Call(lambda v: v, command=("PUBLISH", CANCEL_CHANNEL,
-                                      cancelling.notice(r.queue, input_id, token, r.id, reason)))]
+    notice = cancelling.notice(r.queue, input_id, token, r.id, reason)
+    # kept a while as well: a server that was not subscribed yet (it had just started, or was
+    # subscribing again) reads it once it is (worker/canceller.py), else the step would run on
+    yield [Call(lambda v: v, command=("SET", q.durable_cancel(r.id), notice, "PX", cancelling.KEPT_MS)),
+           Call(lambda v: v, command=("PUBLISH", CANCEL_CHANNEL, notice))]
 
 
 class DurableInspectorPlans:

@@ -143,8 +143,10 @@ class Durable:
     be repeated on replay goes through it; the function's own code runs again on every input."""
 
     def __init__(self, run_id: str, events: list[dict[str, Any]], now_ms: int, client: Callable[[], Any] | None = None,
-                 queue: str = "default", unsaved: int = 0, checkpoint: Checkpoint | None = None) -> None:
+                 queue: str = "default", unsaved: int = 0, checkpoint: Checkpoint | None = None,
+                 input_id: str = "") -> None:
         self.run_id, self._client, self._queue = run_id, client, queue
+        self._input = input_id  # the input replaying the run now (a cooperative cancel is addressed to it)
         self._gen = int(events[0].get("g") or 0) if events else 0  # times the run continued as new
         self._tag = run_id if not self._gen else f"{run_id}~{self._gen}"
         self._now_ms = now_ms
@@ -233,7 +235,7 @@ class Durable:
         a thread) looks and returns early; an async step is cancelled (core/durable/cancelling.py)."""
         from .cancelling import requested
 
-        return requested(self.run_id) is not None
+        return requested(self.run_id, self._input) is not None
 
     # -- versions and continuing as new ---------------------------------------------------------
 

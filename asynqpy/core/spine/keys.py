@@ -310,6 +310,12 @@ class QueueKeys:
         """LIST of the ids waiting behind ``key`` (keyed serial execution, lua/includes/serial.lua)."""
         return f"{self.base}key:{key}"
 
+    def durable_cancel(self, run_id: str) -> str:
+        """STRING: the latest durable cancel notice of run ``run_id`` (core/durable/cancelling.py),
+        kept a minute: a server that subscribed to the cancel channel after it was published reads
+        it then (worker/canceller.py). Plain commands only."""
+        return f"{self.base}dcancel:{run_id}"
+
     def targeted_for(self, worker: str) -> str:
         """ZSET index of the targeted tasks that name ``worker`` (id -> when enqueued)."""
         return f"{self.base}m:w:{worker}"
