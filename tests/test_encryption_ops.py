@@ -199,3 +199,72 @@ def test_cli_task_search_with_keys(redis_url: str, tmp_path: Path) -> None:
     code, out, err = _cli("task", "search", "-q", "default", "-p", "user", "--encryption-keys", str(tmp_path / "no"),
                           "--redis-url", redis_url)
     assert code == 2 and err.count("\n") == 1 and "cannot read encryption key file" in err
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_the_console_says_encrypted_without_keys_and_decrypts_with_them(redis_url: str) -> None:
+    """In Chromium: a console without the key ring shows "encrypted" (and the key id) for an
+    encrypted payload, result and logs, and no byte of their plaintext; one given the ring shows
+    them decrypted, finds the task by its encrypted payload and acts on the match after the
+    question with the count."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    from test_web_browser import Console, _alert_text, _chromium, _ids, _read, click, wait_for
+
+    ring = KeyRing({"k1": K1})
+    with Client(redis_url, encryption=ring) as c:
+        c.enqueue("t", {"card": SECRET, "user": 7}, queue="vault", task_id="v1", process_in=3600)
+        c.enqueue("t", {"card": "4000-0000", "user": 8}, queue="vault", task_id="v2", process_in=3600)
+        c.enqueue("t", {"card": SECRET, "user": 9}, queue="vault", task_id="done1", retention=3600)
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> dict[str, Any]:
+        task.log(f"charged {task.payload['card']}")
+        return {"charged": task.payload["card"]}
+
+    async def run_one() -> None:
+        import redis.asyncio as aredis
+
+        async with serving(aredis.Redis.from_url(redis_url), mux, encryption=ring, queues=["vault"]):
+            with Inspector(redis_url) as insp:
+                await until(lambda: insp.queue_info("vault").completed == 1)
+
+    asyncio.run(run_one())
+    plain, keyed = Console(redis_url), Console(redis_url, encryption=ring)
+    browser_gen = _chromium()
+    browser = next(browser_gen)
+    try:
+        for page in ("/queues/vault/tasks/v1", "/queues/vault/tasks/done1", "/queues/vault?state=scheduled",
+                     "/queues/vault?state=completed", "/queues/vault/search?payload=user%3D7"):
+            browser.get(plain.url + page)
+            wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "main, body"))
+            assert SECRET not in browser.page_source, page
+        browser.get(plain.url + "/queues/vault/tasks/v1")
+        assert "encrypted" in _read(browser, "#payload") and "k1" in _read(browser, "#payload")
+        browser.get(plain.url + "/queues/vault/tasks/done1")
+        assert "encrypted" in _read(browser, "#result") and "encrypted" in _read(browser, "#logs")
+        browser.get(plain.url + "/queues/vault/search?payload=user%3D7")
+        assert [i for i in _ids(browser, "#found tbody tr") if i] == []  # a ciphertext holds nothing to match
+
+        browser.get(keyed.url + "/queues/vault/tasks/v1")
+        assert SECRET in _read(browser, "#payload") and "encrypted" not in _read(browser, "#payload")
+        browser.get(keyed.url + "/queues/vault/tasks/done1")
+        assert SECRET in _read(browser, "#result") and f"charged {SECRET}" in _read(browser, "#logs")
+        browser.get(keyed.url + "/queues/vault?state=scheduled")
+        browser.find_element(By.ID, "find-payload").send_keys("user=7")
+        browser.find_element(By.CSS_SELECTOR, "#find button").click()
+        wait_for(lambda: _ids(browser, "#found tbody tr") == ["v1"])
+        Select(browser.find_element(By.ID, "search-action")).select_by_visible_text("archive")
+        click(browser, "#search-act")
+        wait_for(lambda: _alert_text(browser) == "archive 1 matching task(s) in queue vault?")
+        browser.switch_to.alert.accept()
+        wait_for(lambda: browser.find_element(By.ID, "message").text.startswith("archive: 1 done"))
+        with Inspector(redis_url) as insp:
+            assert insp.task_info("vault", "v1").state.value == "archived"
+            assert insp.task_info("vault", "v2").state.value == "scheduled"
+    finally:
+        browser_gen.close()
+        plain.stop()
+        keyed.stop()
