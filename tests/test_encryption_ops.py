@@ -268,3 +268,27 @@ def test_the_console_says_encrypted_without_keys_and_decrypts_with_them(redis_ur
         browser_gen.close()
         plain.stop()
         keyed.stop()
+
+
+def test_an_app_hands_its_ring_to_its_clients_and_servers(backend: Any) -> None:
+    """``App(..., encryption=ring)``: its task functions enqueue sealed payloads, its server opens
+    them and seals the results, and ``App.client`` reads them back decrypted."""
+    from asynqpy import App
+
+    app = App(backend.sync, encryption=KeyRing({"k1": K1}))
+
+    @app.task(queue="appq")
+    async def charge(card: str) -> str:
+        return card[-4:]
+
+    info = charge.using(retention=600).enqueue(SECRET)
+    value = backend.sync.hget(queue_keys("appq").tasks, info.id)
+    assert SECRET.encode() not in value and _kid(value) == "k1"
+
+    from asynqpy.testing import drain
+
+    assert drain(app, backend.new_async()).processed == 1  # (the App's ring: drain gives it to its server)
+    stored = backend.sync.hget(queue_keys("appq").tasks, info.id)
+    assert enc.key_id(decode(stored[1:]).result) == "k1"  # the result sealed by the App's server
+    assert app.client().result(info.id, queue="appq", timeout=5) == SECRET[-4:]
+    app.close()
