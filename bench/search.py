@@ -1,6 +1,6 @@
 """Benchmark: Inspector.search over a large queue: tasks scanned per second and the longest Redis call.
 
-    python bench/search.py [--tasks 1000000] [--budget 2000] [--json FILE]
+    python bench/search.py [--tasks 1000000] [--budget 1000] [--json FILE]
 
 Starts its own redis-server on a free loopback port (no persistence), fills queue ``big`` with
 ``--tasks`` pending tasks (payload ``{"user": {"id": n % 1000, "plan": "pro"|"free"}, "note": ...}``,
@@ -178,7 +178,7 @@ def instr(n: int, budget: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=1_000_000)
-    ap.add_argument("--budget", type=int, default=2000, help="tasks a script call looks at")
+    ap.add_argument("--budget", type=int, default=1000, help="tasks a script call looks at")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     ap.add_argument("--instr", action="store_true", help="count Redis's instructions with callgrind instead")
     args = ap.parse_args()
