@@ -112,11 +112,13 @@ async def adrain(target: App | ServeMux, redis: Any = None, *, queues: list[str]
 def _target(target: App | ServeMux, redis: Any, queues: list[str] | None,
             server_options: dict[str, Any]) -> tuple[ServeMux, Any, list[str], dict[str, Any]]:
     """What to drain: the handlers, the Redis, the queue names and the server's options. An App
-    gives its own (its Redis, its task queues, its startup and shutdown hooks and its version);
+    gives its own (its Redis, its task queues, its startup and shutdown hooks, its version, its
+    signing key and key ring);
     a ServeMux drains "default" unless told."""
     if not isinstance(target, App):
         return target, redis, queues or ["default"], server_options
-    options = {"on_startup": [target._hook(h) for h in target.startup],
+    options = {"signing_key": target.signing_key, "encryption": target.encryption,  # (as App.server's)
+               "on_startup": [target._hook(h) for h in target.startup],
                "on_shutdown": [target._hook(h) for h in target.shutdown],
                **{k: v for k, v in target.server_options.items() if k == "version"},  # (its gated tasks)
                **server_options}

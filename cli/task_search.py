@@ -18,6 +18,8 @@ from .common import (
     console,
     echo,
     emit_json,
+    encryption_keys_option,
+    encryption_ring,
     full_option,
     inspector,
     json_option,
@@ -73,19 +75,22 @@ def _table(tasks: list[TaskInfo], full: bool) -> Table:
 @click.option("--dry-run", is_flag=True, help="Only count the matches.")
 @json_option
 @full_option
+@encryption_keys_option
 @redis_url_option
 @user_errors
 def search(queue: str, states: tuple[str, ...], task_type: str | None, tenant: str | None, payload: tuple[str, ...],
            text: str | None, error: str | None, headers: tuple[str, ...], since: Any, until: Any, limit: int,
-           action: str | None, yes: bool, dry_run: bool, as_json: bool, full: bool, redis_url: str) -> None:
+           action: str | None, yes: bool, dry_run: bool, as_json: bool, full: bool, encryption_keys_file: str | None,
+           redis_url: str) -> None:
     """Find a queue's tasks by state, type, tenant, payload, error, header or enqueue time (a bounded
     scan in Redis, a few milliseconds a step), list them, count them (--dry-run) or act on every
-    match (--then ACTION: shows the count and asks first)."""
+    match (--then ACTION: shows the count and asks first). Encrypted payloads are searched with
+    --encryption-keys (decrypted here, in bounded batches); without keys no payload condition meets them."""
     conditions: dict[str, Any] = {
         "state": list(states) or None, "type": task_type, "tenant": tenant,
         "payload": _pairs("--payload", payload, True) or None, "text": text, "error": error,
         "header": _pairs("--header", headers, False) or None, "since": since, "until": until}
-    with inspector(redis_url) as insp:
+    with inspector(redis_url, encryption=encryption_ring(encryption_keys_file)) as insp:
         if dry_run or action:
             _count_then_act(insp, queue, conditions, action, yes, dry_run, as_json)
             return

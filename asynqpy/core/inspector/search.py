@@ -29,8 +29,10 @@ from .values import Plan, PlansBase, _glob_escape, task_from_stored, value
 
 BATCH = 250
 """HSCAN COUNT of one batch inside the script."""
-BUDGET = 2000
-"""Tasks a call looks at, about (bench/search.py: a call of 2 000 tasks stays well under 10 ms)."""
+BUDGET = 1000
+"""Tasks a call looks at, about: a call costs Redis ~8 500-14 000 instructions per task (bench/search.py
+--instr), ~14 M for 1 000 tasks: a few ms, under 10 ms with room on a slow or shared core (2 000 took
+8-10 ms of Redis CPU on the loaded 2-core VM: too close)."""
 MAX_BUDGET = 20000
 ACTIONS = ("retry", "run", "archive", "delete", "cancel")
 """What can be done to matched tasks: ``retry`` runs a retry or archived task now, ``run`` a
