@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from zygote import ForkedProcess, Zygote
 
 from asynqpy import Client
 from asynqpy.core.model.codec import decode
@@ -165,6 +166,11 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
     return rep
 
 
+FORK = os.environ.get("ASYNQPY_FORK_WORKERS", "1") == "1"
+"""Worker processes are forked from a zygote that imported asynqpy once (tests/faults/zygote.py: a
+start cost ~0.6 s of CPU, most of a storm's); ``ASYNQPY_FORK_WORKERS=0``: an interpreter each."""
+
+
 class Workers:
     """``n`` ``asynqpy worker`` processes serving ``target`` (fault_workers:mux), each replaceable."""
 
@@ -173,19 +179,23 @@ class Workers:
         self.url, self.recorder_url, self.args, self.log_dir, self.target = url, recorder_url, args, log_dir, target
         self.names = names  # worker i runs with --name names[i] (its replacements too)
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.env = dict(os.environ, ASYNQPY_RECORDER_URL=recorder_url,
+                        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+        self.zygote = Zygote(self.env, str(ROOT)) if FORK else None
+        self.procs: list[subprocess.Popen[bytes] | ForkedProcess] = []
         self.started = 0
         for i in range(n):
             self.procs.append(self._start(i))
 
-    def _start(self, i: int) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, ASYNQPY_RECORDER_URL=self.recorder_url,
-                   PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    def _start(self, i: int) -> subprocess.Popen[bytes] | ForkedProcess:
         self.started += 1
-        log = open(self.log_dir / f"worker-{self.started}.log", "wb")
+        path = self.log_dir / f"worker-{self.started}.log"
         cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", self.target,
                "--redis-url", self.url, *self.args, *(("--name", self.names[i]) if self.names else ())]
-        return subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+        if self.zygote is not None:
+            return self.zygote.start(["asynqpy", *cmd[3:]], path)
+        log = open(path, "wb")
+        return subprocess.Popen(cmd, env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
 
     def replace(self, i: int, how: str) -> None:
         """Stop worker ``i`` by ``how`` ("kill": SIGKILL; "term-kill": SIGTERM, then SIGKILL while
@@ -233,6 +243,8 @@ class Workers:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if self.zygote is not None:
+            self.zygote.stop()
 
 
 def produce(client: Client, tasks: list[tuple[str, dict[str, Any], dict[str, Any]]], acked: dict[str, int],
