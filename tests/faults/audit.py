@@ -168,8 +168,11 @@ def audit(url: str, rec: redis.Redis, acked: dict[str, int], queue: str = "defau
 
 
 FORK = os.environ.get("ASYNQPY_FORK_WORKERS", "1") == "1"
-"""Worker processes are forked from a zygote that imported asynqpy once (tests/faults/zygote.py: a
-start cost ~0.6 s of CPU, most of a storm's); ``ASYNQPY_FORK_WORKERS=0``: an interpreter each."""
+"""A storm's replacement workers (:meth:`Workers.replace`) are forked from a zygote that imported
+asynqpy once (tests/faults/zygote.py: an interpreter's start cost ~0.6 s of CPU, most of a storm's);
+the first workers of a pool, and those a scenario starts itself, are interpreters as before (a
+scenario timed against a worker's start, like the frozen worker's, keeps its timing).
+``ASYNQPY_FORK_WORKERS=0``: an interpreter for each replacement too."""
 LIFE = 2.0
 """A forked worker is killed 2 s after its start at the soonest. A forked worker serves within
 ~0.1 s of CPU (0.6 s wall under a load of 34, where an interpreter took 12 s): a storm bound in
@@ -189,20 +192,22 @@ class Workers:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ, ASYNQPY_RECORDER_URL=recorder_url,
                         PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
-        self.zygote = Zygote(self.env, str(ROOT)) if FORK else None
+        self.zygote: Zygote | None = None  # (started at the first replacement)
         self.procs: list[subprocess.Popen[bytes] | ForkedProcess] = []
         self.born: dict[int, float] = {}  # worker i: when its process started
         self.started = 0
         for i in range(n):
             self.procs.append(self._start(i))
 
-    def _start(self, i: int) -> subprocess.Popen[bytes] | ForkedProcess:
+    def _start(self, i: int, fork: bool = False) -> subprocess.Popen[bytes] | ForkedProcess:
         self.started += 1
         self.born[i] = time.monotonic()
         path = self.log_dir / f"worker-{self.started}.log"
         cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", self.target,
                "--redis-url", self.url, *self.args, *(("--name", self.names[i]) if self.names else ())]
-        if self.zygote is not None:
+        if fork and FORK:
+            if self.zygote is None:
+                self.zygote = Zygote(self.env, str(ROOT))
             return self.zygote.start(["asynqpy", *cmd[3:]], path)
         log = open(path, "wb")
         return subprocess.Popen(cmd, env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
@@ -211,7 +216,7 @@ class Workers:
         """Stop worker ``i`` by ``how`` ("kill": SIGKILL; "term-kill": SIGTERM, then SIGKILL while
         it shuts down) once it serves (:meth:`wait_serving`), and start a new one in its place."""
         self.wait_serving(i)
-        if self.zygote is not None:
+        if isinstance(self.procs[i], ForkedProcess):
             time.sleep(max(0.0, self.born[i] + LIFE - time.monotonic()))
         p = self.procs[i]
         if how == "term-kill":
@@ -219,7 +224,7 @@ class Workers:
             time.sleep(random.uniform(0.01, 0.3))
         p.kill()
         p.wait(10)
-        self.procs[i] = self._start(i)
+        self.procs[i] = self._start(i, fork=True)
 
     def wait_serving(self, i: int, timeout: float = 2.0) -> bool:
         """Wait until worker ``i`` serves (its heartbeat lists it: the server id holds its pid);
