@@ -10,7 +10,7 @@ import time
 
 import pytest
 import redis
-from helpers import sized, start_worker, wait_sync
+from helpers import start_worker, wait_sync
 
 from asynqpy import Client, Inspector
 from asynqpy.core.spine.broker import Broker
@@ -35,15 +35,14 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> int:
 
 
 def test_2000_tasks_4_processes_each_runs_exactly_once(redis_url: str) -> None:
-    n = sized(1_000, 2_000)  # 80 handlers in 4 processes, each task dequeued in a race with 79 others
-    # (10 000 cost 17 s of CPU, 4 000 7 to 11 s, 2 000 ~10 s under load: the suite's budget, issue 43;
-    # 12 batches of 80 still race; 2 000 in the deep run, tests/helpers.py)
+    n = 2_000  # 80 handlers in 4 processes, each task dequeued in a race with 79 others (10 000 cost 17 s of
+    # CPU, 4 000 7 to 11 s: the suite's budget, issue 43; 25 batches of 80 still race)
     db1 = _db1(redis_url)
     db1.flushdb()
     with Client(redis_url) as client:
         ids = []
         for start in range(0, n, 1000):
-            ids += [i.id for i in client.enqueue_many([("count", None)] * min(1000, n - start))]
+            ids += [i.id for i in client.enqueue_many([("count", None)] * 1000)]
     stats = Broker()
     x = SyncExecutor(redis.Redis.from_url(redis_url))
     sup = start_worker(redis_url, "workers:mux", "--processes", "4", "--concurrency", "20",
