@@ -193,7 +193,8 @@ class Workers:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ, ASYNQPY_RECORDER_URL=recorder_url,
                         PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
-        self.zygote: Zygote | None = None  # (started at the first replacement)
+        # (started now, used from the first replacement on: it imports while the first workers start)
+        self.zygote = Zygote(self.env, str(ROOT)) if FORK else None
         self.procs: list[subprocess.Popen[bytes] | ForkedProcess] = []
         self.born: dict[int, float] = {}  # worker i: when its process started
         self.started = 0
@@ -206,9 +207,7 @@ class Workers:
         path = self.log_dir / f"worker-{self.started}.log"
         cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", self.target,
                "--redis-url", self.url, *self.args, *(("--name", self.names[i]) if self.names else ())]
-        if fork and FORK:
-            if self.zygote is None:
-                self.zygote = Zygote(self.env, str(ROOT))
+        if fork and self.zygote is not None:
             return self.zygote.start(["asynqpy", *cmd[3:]], path)
         log = open(path, "wb")
         return subprocess.Popen(cmd, env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
