@@ -17,6 +17,19 @@ from asynqpy import ServeMux, Server
 
 ROOT = Path(__file__).resolve().parent.parent
 
+DEEP = os.environ.get("ASYNQPY_DEEP") == "1"
+"""The deep run (``ASYNQPY_DEEP=1 bash scripts/test``: nightly, before a release, after an edit of a
+model or a storm): the property tests and state machines draw their full examples and the fault
+storms run their full sizes, as the full suite did before issue 43's budget. Unset (CI, a
+developer's full run), each runs the share chosen to fit CI's 6 minutes on a 2-core machine with
+the same rules and the same assertions (docs/internals-testing.md, "CI's time budget")."""
+
+
+def sized(ci: int, deep: int) -> int:
+    """``deep`` in the deep run (:data:`DEEP`), else ``ci``: examples of a property test, tasks of a
+    storm (the CI share of the same test, not another test)."""
+    return deep if DEEP else ci
+
 
 @asynccontextmanager
 async def serving(redis: Any, mux: ServeMux, **options: Any) -> AsyncIterator[Server]:

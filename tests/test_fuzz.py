@@ -24,7 +24,7 @@ import msgpack
 import pytest
 import redis
 from click.testing import CliRunner
-from helpers import loaded, wait_sync
+from helpers import DEEP, loaded, wait_sync
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -161,21 +161,31 @@ def check_stored(r: Any, info: TaskInfo) -> None:
         assert info.state is TaskState.PENDING and info.id.encode() in r.lrange(k.pending, 0, -1)
 
 
-FAKE_SHARE = 1.0 if os.environ.get("ASYNQPY_FAST") == "1" else 0.4
+FULL = os.environ.get("ASYNQPY_FAST") == "1" or DEEP
+FAKE_SHARE = 1.0 if FULL else 0.4
 """The share of its examples a fakeredis run draws: all in the fast tier (its only run of these
-properties); in the full suite, where the redis-server and Cluster runs draw theirs of the same
-properties, 40 % (the models and the keyed and process machines do the same: issue 43's budget)."""
+properties) and in the deep run (ASYNQPY_DEEP=1, tests/helpers.py); in the full suite, where the
+redis-server and Cluster runs draw theirs of the same properties, 40 % (the models and the keyed and
+process machines do the same: issue 43's budget)."""
+SHARE = 1.0 if FULL else 0.4
+"""The share of its examples any other run draws in the full suite (CI): 40 % of the deep run's,
+10 at least (issue 43's budget: the same properties, fewer draws; the deep run draws them all)."""
+
+
+def examples(n: int) -> int:
+    """``n`` examples in the fast tier and the deep run, :data:`SHARE` of them in CI."""
+    return max(min(n, 10), round(n * SHARE))
 
 
 def fuzz_settings(backend: Any, fake: int, real: int) -> settings:
-    examples = max(real, round(fake * FAKE_SHARE)) if backend.kind == "fake" else real
-    return settings(max_examples=examples, suppress_health_check=SLOW)
+    n = max(examples(real), round(fake * FAKE_SHARE)) if backend.kind == "fake" else examples(real)
+    return settings(max_examples=n, suppress_health_check=SLOW)
 
 
 # -- the decoder ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=64))
 def test_decode_arbitrary_bytes(data: bytes) -> None:
     try:
@@ -185,7 +195,7 @@ def test_decode_arbitrary_bytes(data: bytes) -> None:
     usable(msg)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.integers(0, len(FIELD_VALUES) + 1).flatmap(
     lambda n: st.tuples(*[FIELD_VALUES[i] | scalars if i < len(FIELD_VALUES) else scalars for i in range(n)])))
 def test_decode_arbitrary_arrays(values: tuple[Any, ...]) -> None:
@@ -201,7 +211,7 @@ def test_decode_arbitrary_arrays(values: tuple[Any, ...]) -> None:
     usable(msg)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(messages, st.data())
 def test_decode_mutated_messages(msg: Message, data: st.DataObject) -> None:
     raw = bytearray(encode(msg))
@@ -386,7 +396,7 @@ def sane(o: ServerOptions) -> None:
     assert callable(o.retry_delay)
 
 
-@settings(max_examples=400, suppress_health_check=SLOW)
+@settings(max_examples=examples(400), suppress_health_check=SLOW)
 @given(server_options)
 def test_server_options_fuzz(options: dict[str, Any]) -> None:
     try:
@@ -396,7 +406,7 @@ def test_server_options_fuzz(options: dict[str, Any]) -> None:
     sane(server.options)
 
 
-@settings(max_examples=200, suppress_health_check=SLOW)
+@settings(max_examples=examples(200), suppress_health_check=SLOW)
 @given(st.lists(st.tuples(texts | anything, st.sampled_from([len, print, None, 1, "f"]), st.booleans()),
                 max_size=4),
        st.lists(st.sampled_from([lambda h: h, None, 3]), max_size=2), texts)
@@ -473,7 +483,7 @@ def invoke(args: list[str]) -> int:
 def test_cli_enqueue_and_stats_fuzz(redis_url: str) -> None:
     r = redis.Redis.from_url(redis_url)
 
-    @settings(max_examples=150, suppress_health_check=SLOW)
+    @settings(max_examples=examples(150), suppress_health_check=SLOW)
     @given(mostly(st.sampled_from(["t", "email:send"]), texts | st.just("-x")), flags(ENQUEUE_FLAGS),
            mostly(st.just(redis_url), redis_urls))
     def run(task_type: str, options: list[str], url: str) -> None:
@@ -538,7 +548,7 @@ def test_cli_commands_fuzz(redis_url: str) -> None:
     r = redis.Redis.from_url(redis_url)
     commands = cli_commands()
 
-    @settings(max_examples=200, suppress_health_check=SLOW)
+    @settings(max_examples=examples(200), suppress_health_check=SLOW)
     @given(st.sampled_from(commands).flatmap(lambda pc: command_line(*pc, redis_url)))
     def run(args: list[str]) -> None:
         r.flushall()
@@ -557,7 +567,7 @@ def test_cli_worker_fuzz(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Server, "run", lambda self, mux, **kw: None)  # a valid command line returns at once
     monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds "." to it each time
 
-    @settings(max_examples=150, suppress_health_check=SLOW)
+    @settings(max_examples=examples(150), suppress_health_check=SLOW)
     @given(targets, flags(WORKER_FLAGS), mostly(st.just("redis://127.0.0.1:1/0"), redis_urls))
     def run(target: str, options: list[str], url: str) -> None:
         invoke(["worker", target, *options, "--redis-url", url])
@@ -650,7 +660,8 @@ def test_garbage_in_redis_does_not_stop_the_worker(backend: Any) -> None:
     try:
         wait_sync(lambda: r.zcard(SERVERS) > 0)  # its first heartbeat: it runs
 
-        @settings(max_examples=20 if backend.kind == "fake" else 12, suppress_health_check=SLOW)
+        @settings(max_examples=(20 if backend.kind == "fake" else 12) if FULL else (8 if backend.kind == "fake" else 5),
+                  suppress_health_check=SLOW)  # (each example waits for the worker: ~1 s of CPU on redis-server)
         @given(garbage_entries)
         def run(entries: list[tuple[bytes, bytes | None, str, float]]) -> None:
             r.flushall()

@@ -42,6 +42,7 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from helpers import sized
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -825,11 +826,14 @@ def run_model(factory: Any, settings_: settings = SETTINGS) -> None:
     run_state_machine_as_test(CrossMachine, settings=settings_)
 
 
-FAKE_EXAMPLES = EXAMPLES if os.environ.get("ASYNQPY_FAST") == "1" else min(EXAMPLES, 15)
-"""The fakeredis run's examples: all of them in the fast tier (its only run of the model); 15 in
-the full suite, where test_model_on_redis_server runs the same derandomized examples, all 40 (the
-same draws on either store): here it shows that fakeredis agrees on the first of them (25
-examples fewer: ~10 s of CPU off the suite's budget, issue 43)."""
+FAKE_EXAMPLES = EXAMPLES if os.environ.get("ASYNQPY_FAST") == "1" else min(EXAMPLES, sized(10, 15))
+"""The fakeredis run's examples: all of them in the fast tier (its only run of the model); 10 in
+the full suite (15 in the deep run, ASYNQPY_DEEP=1: tests/helpers.py), where
+test_model_on_redis_server runs the same derandomized examples, more of them (the same draws on
+either store): here it shows that fakeredis agrees on the first of them (issue 43's budget)."""
+REAL_EXAMPLES = sized(min(EXAMPLES, 20), EXAMPLES)
+"""The redis-server run's examples: 20 in CI, all of them (40) in the deep run; the mutants
+(tests/test_model_mutants.py) draw 100 of their own, after each mutant's scenario."""
 
 
 def test_model_on_fakeredis() -> None:
@@ -840,5 +844,5 @@ def test_model_on_fakeredis() -> None:
 @pytest.mark.one_process
 @pytest.mark.real
 def test_model_on_redis_server(redis_url: str) -> None:
-    run_model(lambda: redis.Redis.from_url(redis_url))
+    run_model(lambda: redis.Redis.from_url(redis_url), settings(SETTINGS, max_examples=REAL_EXAMPLES))
 

@@ -123,6 +123,7 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from helpers import sized
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
@@ -1750,7 +1751,9 @@ def test_the_side_scenario_catches_a_worker_without_its_scan(monkeypatch: pytest
         run_scenario("side_tokens_lost_versions_held", lambda: fakeredis.FakeRedis(server=fakeredis.FakeServer()))
 
 
-EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("ASYNQPY_PLUS_MODEL_EXAMPLES", str(sized(12, 25))))
+"""The fakeredis run's examples: 12 in CI, 25 in the deep run (ASYNQPY_DEEP=1, tests/helpers.py);
+its mutants run it on redis-server with 100 (tests/test_model_mutants.py)."""
 
 
 def run_plus_model(factory: Any, examples: int = EXAMPLES) -> None:

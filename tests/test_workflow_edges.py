@@ -13,6 +13,7 @@ from typing import Any
 import fakeredis
 import msgpack
 import pytest
+from helpers import sized
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ def scenarios(draw: Any) -> tuple[int, list[str], str, list[tuple[int, int]], in
     return n, ends, policy, deliveries, stored_after
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sized(100, 300), deadline=None)  # (300 in the deep run: tests/helpers.py)
 @given(scenarios())
 def test_a_child_is_released_once_when_its_last_parent_ended(s: tuple[int, list[str], str,
                                                                        list[tuple[int, int]], int]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Workers, audit, produce
+from audit import Workers, audit, produce, storm
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
@@ -26,14 +26,15 @@ WORKER_ARGS = ("--concurrency", "10", "--lease", "1.5", "--heartbeat-interval", 
 
 def test_sigkilled_aggregators_put_each_task_in_one_aggregate(redis_url: str, recorder: redis.Redis,
                                                              recorder_server: RedisProcess, tmp_path: Path) -> None:
-    tasks = [(f"m{i}", {"n": i}, {"group": f"g{i % 31}", "max_retry": 0}) for i in range(1500)]
+    n, pause = storm(1500, 0.002)
+    tasks = [(f"m{i}", {"n": i}, {"group": f"g{i % 31}", "max_retry": 0}) for i in range(n)]
     acked: dict[str, int] = {}
     workers = Workers(redis_url, recorder_server.url, 3, *WORKER_ARGS, log_dir=tmp_path,
                       target="fault_workers:grouping")
     kills = 0
     try:
         with Client(redis_url) as client:
-            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
+            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": pause})
             producer.start()
             rnd = random.Random(3)
             while producer.is_alive() or kills < 10:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Workers, _records, audit, mixed_tasks, produce, wait_finished
+from audit import Workers, _records, audit, mixed_tasks, produce, storm, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client, Inspector
@@ -25,12 +25,13 @@ WORKER_ARGS = ("--concurrency", "10", "--lease", "5", "--heartbeat-interval", "0
 def test_a_rolling_restart_by_quiet_then_stop_loses_nothing(
     redis_url: str, recorder: redis.Redis, recorder_server: RedisProcess, tmp_path: Path
 ) -> None:
-    tasks = mixed_tasks(1500, prefix="deploy-")
+    n, pause = storm(1500, 0.002)
+    tasks = mixed_tasks(n, prefix="deploy-")
     acked: dict[str, int] = {}
     workers = Workers(redis_url, recorder_server.url, 2, *WORKER_ARGS, log_dir=tmp_path)
     try:
         with Client(redis_url) as client, Inspector(redis_url) as insp:
-            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
+            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": pause})
             producer.start()
             quiet: list[tuple[int, float]] = []  # (pid, when it acknowledged quiet)
             for n in range(2):  # each worker in turn, the other serving meanwhile

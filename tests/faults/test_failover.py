@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Report, Workers, audit, mixed_tasks, produce, wait_finished
+from audit import Report, Workers, audit, mixed_tasks, produce, storm, wait_finished
 from redisproc import RedisCluster, RedisProcess
 
 from asynqpy import Client, Inspector
@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 QUEUES = ["reports", "critical", "low"]  # one per master (slots 5152, 8090, 15214)
 WORKER_ARGS = ("--queues", ",".join(QUEUES), "--concurrency", "20", "--lease", "5", "--heartbeat-interval", "0.5",
                "--shutdown-timeout", "0.5")
-N = 3000
+N, PAUSE = storm(3000, 0.003)
+"""Tasks over the three queues (3 000 in the deep run, 1 500 in CI at twice the pause: the
+producers run as long, the master dies at the same point of the load)."""
 
 
 def _ends_between(rec: redis.Redis, ids: set[str], start: float, end: float) -> int:
@@ -63,7 +65,7 @@ def test_master_killed_mid_load(wait_replicas: int, recorder: redis.Redis, recor
     workers = Workers(cluster.url, recorder_server.url, 3, *WORKER_ARGS, log_dir=tmp_path)
     clients = [Client(cluster.url, wait_replicas=wait_replicas, wait_timeout=2.0) for _ in QUEUES]
     try:
-        producers = [threading.Thread(target=produce, args=(c, tasks[q], acked[q]), kwargs={"pause": 0.003, "unconfirmed": unconfirmed})
+        producers = [threading.Thread(target=produce, args=(c, tasks[q], acked[q]), kwargs={"pause": PAUSE, "unconfirmed": unconfirmed})
                      for c, q in zip(clients, QUEUES)]
         t0 = time.monotonic()
         for p in producers:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Workers, audit, mixed_tasks, produce, wait_finished
+from audit import Workers, audit, mixed_tasks, produce, storm, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client
@@ -39,14 +39,15 @@ def _caller(url: str, n: int, prefix: str, results: dict[str, list[str]]) -> Non
 def test_random_sigkills_lose_nothing_and_every_rerun_is_a_lease_expiry(
     redis_url: str, recorder: redis.Redis, recorder_server: RedisProcess, tmp_path: Path
 ) -> None:
-    tasks = mixed_tasks(2000)
+    n, pause = storm(2000, 0.001)
+    tasks = mixed_tasks(n)
     acked: dict[str, int] = {}
     called: dict[str, list[str]] = {}
     workers = Workers(redis_url, recorder_server.url, 3, *WORKER_ARGS, log_dir=tmp_path)
     kills = 0
     try:
         with Client(redis_url) as client:
-            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.001})
+            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": pause})
             producer.start()
             callers = [threading.Thread(target=_caller, args=(redis_url, CALLS, f"call{k}-", called)) for k in range(3)]
             for c in callers:

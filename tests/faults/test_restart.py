@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from audit import Workers, audit, mixed_tasks, produce, wait_finished
+from audit import Workers, audit, mixed_tasks, produce, storm, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client, RedisUnavailableError, TaskNotFoundError
@@ -45,7 +45,8 @@ def _caller(url: str, stop: threading.Event, prefix: str, out: list[tuple[str, A
 def test_redis_restart_mid_load(fsync: str, how: str, recorder: redis.Redis, recorder_server: RedisProcess,
                                 tmp_path: Path) -> None:
     server = RedisProcess("--appendonly", "yes", "--appendfsync", fsync)
-    tasks = mixed_tasks(1500, prefix=f"{fsync}-")
+    n, pause = storm(1500, 0.002)
+    tasks = mixed_tasks(n, prefix=f"{fsync}-")
     acked: dict[str, int] = {}
     workers = Workers(server.url, recorder_server.url, 2, *WORKER_ARGS, log_dir=tmp_path)
     calls: list[tuple[str, Any, float]] = []
@@ -53,7 +54,7 @@ def test_redis_restart_mid_load(fsync: str, how: str, recorder: redis.Redis, rec
     caller = threading.Thread(target=_caller, args=(server.url, stop_calling, f"{fsync}-call", calls))
     try:
         with Client(server.url) as client:
-            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
+            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": pause})
             producer.start()
             caller.start()
             for _ in range(2):  # two restarts while the producer runs and workers work

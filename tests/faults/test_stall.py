@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from audit import Report, Workers, audit, mixed_tasks, produce, wait_finished
+from audit import Report, Workers, audit, mixed_tasks, produce, storm, wait_finished
 from redisproc import RedisProcess
 
 from asynqpy import Client
@@ -27,12 +27,13 @@ def _scenario(url: str, recorder: redis.Redis, recorder_url: str, tmp: Path, n: 
               act: Callable[[redis.Redis], None]) -> Report:
     """Two workers, a producer of ``n`` mixed tasks, ``act`` done to Redis mid-load; then wait
     until every task finished and audit."""
+    n, pause = storm(n, 0.002)
     tasks = mixed_tasks(n, prefix=prefix)
     acked: dict[str, int] = {}
     workers = Workers(url, recorder_url, 2, *ARGS, log_dir=tmp)
     try:
         with Client(url) as client:
-            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": 0.002})
+            producer = threading.Thread(target=produce, args=(client, tasks, acked), kwargs={"pause": pause})
             producer.start()
             time.sleep(0.5)
             act(redis.Redis.from_url(url))
