@@ -85,6 +85,16 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class SafePath(click.Path):
+    """click's Path, with a path holding a NUL byte refused as a bad parameter (exit 2): click's own
+    checks stat the path and let the ValueError out (exit 1, found by tests/test_fuzz.py)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (str, bytes)) and ("\x00" in value if isinstance(value, str) else b"\x00" in value):
+            self.fail(f"{value!r} is not a path (it holds a NUL byte)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 redis_url_option = click.option(
     "--redis-url", default=default_url, show_default="$ASYNQPY_REDIS_URL or redis://localhost:6379/0",
     help="Redis URL (redis://[user:password@]host:port/db, rediss:// for TLS, unix://, "
@@ -92,14 +102,14 @@ redis_url_option = click.option(
          "e.g. rediss://h:6380/0?ssl_ca_certs=ca.pem.",
 )
 signing_key_option = click.option(
-    "--signing-key-file", type=click.Path(dir_okay=False), envvar="ASYNQPY_SIGNING_KEY_FILE", default=None,
+    "--signing-key-file", type=SafePath(dir_okay=False), envvar="ASYNQPY_SIGNING_KEY_FILE", default=None,
     help="File of HMAC signing keys, one per line (the first signs, all verify); "
          "default $ASYNQPY_SIGNING_KEY_FILE. A worker with keys runs only tasks signed with one of them.",
 )
 
 
 encryption_keys_option = click.option(
-    "--encryption-keys", "encryption_keys_file", type=click.Path(dir_okay=False), default=None,
+    "--encryption-keys", "encryption_keys_file", type=SafePath(dir_okay=False), default=None,
     help="JSON file of encryption keys: key id -> hex key, the newest last (it encrypts; all decrypt); "
          "default $ASYNQPY_ENCRYPTION_KEYS (such a JSON object, or the path of such a file). docs/encryption.md.",
 )

@@ -25,6 +25,7 @@ from asynqpy.worker.logs import configure_logging
 from asynqpy.worker.settings import SETTING, SETTINGS, Bool, Choice, Flag, Int, OrNone, Seconds, Setting
 
 from .common import (
+    SafePath,
     UserError,
     When,
     echo,
@@ -284,13 +285,13 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
                    "of this worker (of the supervisor with --processes N): as `asynqpy outbox relay --db`; its "
                    "password from --db-password-file or $ASYNQPY_DB_PASSWORD, not the URL (the relay verifies the "
                    "rows' signatures with the App's or --signing-key-file's keys).")
-@click.option("--db-password-file", type=click.Path(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
+@click.option("--db-password-file", type=SafePath(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
               help="A file whose first line is the --outbox database's password (default $ASYNQPY_DB_PASSWORD_FILE, "
                    "else $ASYNQPY_DB_PASSWORD holds it).")
 @click.option("--supervised", is_flag=True, hidden=True,
               help="Run as one of --processes N's processes (the supervisor passes it): SIGTERM/SIGINT only "
                    "start the graceful shutdown; the supervisor's SIGUSR2 stops now.")
-@click.option("--offload-dir", type=click.Path(file_okay=False), envvar="ASYNQPY_OFFLOAD_DIR", default=None,
+@click.option("--offload-dir", type=SafePath(file_okay=False), envvar="ASYNQPY_OFFLOAD_DIR", default=None,
               help="Directory of offloaded payloads (a FileBlobStore shared with the producers; default: the "
                    "App's offload=): read before the handler, deleted when the task leaves (docs/offload.md).")
 @signing_key_option

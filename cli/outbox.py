@@ -14,7 +14,16 @@ from typing import Any
 
 import click
 
-from .common import UserError, echo, json_text, redis_url_option, signing_key_option, signing_keys, user_errors
+from .common import (
+    SafePath,
+    UserError,
+    echo,
+    json_text,
+    redis_url_option,
+    signing_key_option,
+    signing_keys,
+    user_errors,
+)
 
 log = logging.getLogger("asynqpy.cli")
 
@@ -22,7 +31,7 @@ PASSWORD_ENV = "ASYNQPY_DB_PASSWORD"
 """The environment variable holding the outbox database's password (not on the command line)."""
 
 password_file_option = click.option(
-    "--db-password-file", type=click.Path(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
+    "--db-password-file", type=SafePath(dir_okay=False), default=None, envvar="ASYNQPY_DB_PASSWORD_FILE",
     help="A file whose first line is the outbox database's password, for a --db/--outbox URL without one (kept "
          "out of `ps`); default $ASYNQPY_DB_PASSWORD_FILE, else $ASYNQPY_DB_PASSWORD holds the password itself.")
 

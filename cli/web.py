@@ -10,6 +10,7 @@ import click
 from asynqpy.core.model.errors import InvalidArgumentError
 
 from .common import (
+    SafePath,
     UserError,
     echo,
     encryption_keys_option,
@@ -35,7 +36,7 @@ def _loopback(host: str) -> bool:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="The address to bind; anything but loopback needs --auth-file or --auth-env.")
 @click.option("--read-only", is_flag=True, help="Show everything, change nothing (every action is refused).")
-@click.option("--auth-file", type=click.Path(dir_okay=False), default=None,
+@click.option("--auth-file", type=SafePath(dir_okay=False), default=None,
               help="A file holding 'basic:USER:PASSWORD' or 'bearer:TOKEN': every request must carry it.")
 @click.option("--auth-env", default=None, metavar="VAR",
               help="The same, from the environment variable VAR.")

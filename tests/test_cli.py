@@ -400,3 +400,19 @@ def test_worker_on_uvloop(redis_url: str, tmp_path: Path) -> None:
         "asynqpy: error: --loop uvloop needs uvloop: pip install '.[uvloop]' in asynqpy's repository", out.stderr
     with pytest.raises(InvalidArgumentError, match="loop must be one of asyncio, uvloop"):
         Server(redis_url).run(ServeMux(), loop="trio")
+
+
+@pytest.mark.parametrize("args", [
+    ["keys", "rotate", "--encryption-keys", "\x00"],
+    ["task", "ls", "-q", "default", "--encryption-keys", "keys\x00.json"],
+    ["enqueue", "t", "--signing-key-file", "\x00"],
+    ["web", "--auth-file", "\x00"],
+    ["worker", "mod:mux", "--offload-dir", "\x00"],
+])
+def test_a_file_option_holding_a_nul_byte_is_a_usage_error(args: list[str]) -> None:
+    """click's Path checks stat the path and let a ValueError out (exit 1, a traceback: found by
+    test_fuzz on `keys rotate --encryption-keys '\\x00'`): every file option of the CLI is refused
+    with one line and exit 2 (cli/common.py SafePath), nothing run."""
+    res = CliRunner().invoke(main, [*args, "--redis-url", "redis://127.0.0.1:1/0"])
+    assert res.exit_code == 2, (res.output, repr(res.exception))
+    assert "NUL byte" in res.output and "Traceback" not in res.output

@@ -193,9 +193,9 @@ class KeyRing:
         """A ring from a file holding a JSON object of key id -> hex key (``--encryption-keys``)."""
         try:
             text = Path(path).read_bytes()
-        except OSError as exc:
-            raise InvalidArgumentError(f"cannot read encryption key file {str(path)!r}: {exc.strerror or exc}") \
-                from None
+        except (OSError, ValueError) as exc:  # (ValueError: a path with a NUL byte)
+            raise InvalidArgumentError(f"cannot read encryption key file {str(path)!r}: "
+                                       f"{getattr(exc, 'strerror', None) or exc}") from None
         return cls.from_json(text, tenant_keys=tenant_keys, what=f"encryption key file {str(path)!r}")
 
     @classmethod

@@ -222,8 +222,9 @@ def load_keys(path: str | Path) -> list[bytes]:
     lines starting with ``#`` are skipped. This is what ``--signing-key-file`` reads."""
     try:
         text = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read signing key file {str(path)!r}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # (ValueError: a path with a NUL byte)
+        raise InvalidArgumentError(f"cannot read signing key file {str(path)!r}: "
+                                   f"{getattr(exc, 'strerror', None) or exc}") from None
     keys = [line.strip() for line in text.splitlines()]
     keys = [k for k in keys if k and not k.startswith(b"#")]
     if not keys:
