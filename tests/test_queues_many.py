@@ -67,7 +67,10 @@ def test_cadence_spreads_cold_checks_and_keeps_due_times() -> None:
     assert 0.3 * 3000 < looked < 0.7 * 3000  # ~0.5 a second, whatever the number of queues
     many.now("q7", 3000.5)  # a signal (tick, token): at once
     many.soon("q8", 3000.5)  # this server took tasks of it: within base
-    assert many.due(3000.5) == ["q7"] and "q8" in many.due(3010.5) and "q8" not in many.cold
+    many.soon("q9", 3001.0)  # (the same stretch of base / SOON_GRID: the same pass as q8)
+    assert many.due(3000.5) == ["q7"] and many.due(3007.4) == []
+    assert sorted(many.due(3010.0)) == ["q8", "q9"]  # within base, both in one pass
+    assert "q8" in many.cold  # that look starts with the cold check (its EXISTS)
     many.again(["q7", "q8"], 3011.5)  # a pass over them failed (Redis unreachable): not forgotten
     assert sorted(many.due(3011.5)) == ["q7", "q8"]
 
