@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.spine.broker import Call, Dequeued, Done
@@ -367,16 +367,25 @@ class Fetcher:
 
         return await self.p.writer.write_with(batch, (q, merged, call))
 
-    async def _token_order(self) -> list[str]:
-        """Fetching by token: the queues to dequeue, after a look at the fresh ones and a poll of
-        the wake lists when it is due."""
+    async def _token_order(self) -> Iterator[str]:
+        """Fetching by token: the queues to dequeue, one at a time as the fetch asks (the first
+        of the race, O(log n): ``QueueOrder.next_candidate``), after a look at the fresh ones and a
+        poll of the wake lists when it is due."""
         if self._queues.fresh:
             await self._look_fresh()
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         if self._poll_due(now):
             self._polled = now
             await self._poll(now)
-        return self._queues.candidates(now)
+        return self._race(loop)
+
+    def _race(self, loop: asyncio.AbstractEventLoop) -> Iterator[str]:
+        """The backlog's queues in the order of the race, each taken as the fetch asks for it."""
+        tried: set[str] = set()
+        while (q := self._queues.next_candidate(loop.time(), tried)) is not None:
+            tried.add(q)
+            yield q
 
     def _poll_due(self, now: float) -> bool:
         """Whether this fetch polls the other queues' wake lists: while busy with the queues known
