@@ -186,6 +186,34 @@ def test_wake_take_takes_up_to_n_tokens_in_the_order_given(backend: Any) -> None
     assert ex.run(b.wake_take(lists, 10)) == [] and not any(r.exists(k) for k in lists[:20])
 
 
+def test_wake_take_dense_and_sparse_lists_match_a_plain_scan(backend: Any) -> None:
+    """lua/wake_take.lua pops a dense stretch list by list and halves a sparse one (issue 45):
+    whatever the density, it takes what a plain scan in the order given would, the first n lists
+    holding a token, and leaves the others' tokens."""
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor
+
+    r, ex, b = backend.sync, SyncExecutor(backend.sync), Broker()
+    rnd = random.Random(45)
+    lists = [f"asynqpy:{{wt}}:d{i}" for i in range(2300)]
+    for density, n in ((0.9, 700), (0.5, 40), (0.3, 5000), (0.02, 7), (0.002, 3)):
+        r.delete(*lists)
+        held = [i for i in range(len(lists)) if rnd.random() < density]
+        pipe = r.pipeline(transaction=False)
+        for i in held:
+            pipe.lpush(lists[i], "1")
+        pipe.execute()
+        order = list(range(len(lists)))
+        rnd.shuffle(order)
+        given = [lists[i] for i in order]
+        has = set(held)
+        expected = [pos for pos, i in enumerate(order) if i in has][:n]
+        assert ex.run(b.wake_take(given, n)) == expected, density
+        left = {order[pos] for pos in expected}
+        assert sum(r.exists(lists[i]) for i in held) == len(held) - len(left), density
+    r.delete(*lists)
+
+
 def test_starting_over_one_task_queues_names_the_wake_lists_o_k_times(redis_server: RedisProcess,
                                                                        monkeypatch: Any) -> None:
     """Issue 45: a server of K queues takes the tokens of up to max(free slots, K / TAKE_SHARE)
