@@ -60,8 +60,7 @@ are this server's to dequeue (its backlog): other idle servers do not wake for t
 and stopping hands their tokens back."""
 
 BURST_WAIT = 0.02
-"""An idle wait (by token) that took a token within this many seconds found it waiting: the next
-fetch polls the wake lists (``wake_take``) before it would wait again (``Fetcher._poll_due``)."""
+"""An idle wait that took a token within this (s) found it waiting: the next fetch polls (``_poll_due``)."""
 
 SHORT_WAIT = 0.25
 """A queue's limits holding its tasks back for less than this (s): the worker sleeps locally rather
@@ -384,14 +383,7 @@ class Fetcher:
         if self._poll_due(now):
             self._polled = now
             await self._poll(now)
-        return self._race(loop)
-
-    def _race(self, loop: asyncio.AbstractEventLoop) -> Iterator[str]:
-        """The backlog's queues in the order of the race, each taken as the fetch asks for it."""
-        tried: set[str] = set()
-        while (q := self._queues.next_candidate(loop.time(), tried)) is not None:
-            tried.add(q)
-            yield q
+        return self._queues.each_candidate(loop.time)
 
     def _poll_due(self, now: float) -> bool:
         """Whether this fetch polls the other queues' wake lists: while busy with the queues known
@@ -439,7 +431,7 @@ class Fetcher:
         (single server: one ``wake_take`` script call, lua/wake_take.lua)."""
         backlog = self._queues.backlog
         keys = self._wait_keys(now)
-        if backlog:  # (C-speed passes over the 2K lists: a poll of 10^4 queues is O(K) of these alone)
+        if backlog:  # (at C speed: a poll of 10^4 queues passes over 2 x 10^4 lists)
             known = {k for q in backlog for k in self._keys_of[q]}
             keys = list(filterfalse(known.__contains__, keys))
         n = self._take_count()
@@ -485,9 +477,7 @@ class Fetcher:
         else:
             fired, tried, acted = await self._wait_riding(self._waiter, now, timeout, count)
             await self._woken(fired, tried, acted)
-        # a token at once: more likely wait, and the next fetch polls for them (one call takes up to
-        # K / TAKE_SHARE) rather than the next idle wait naming every list for one (issue 45: the
-        # start over 10^4 one-task queues spent most of Redis's time in such BLPOPs)
+        # a token at once: more wait; the next fetch polls for them (issue 45: not a BLPOP of all a token)
         self._burst = fired is not None and asyncio.get_running_loop().time() - now < BURST_WAIT
 
     def _idle_timeout(self, now: float) -> float:

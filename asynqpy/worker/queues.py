@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 
 from ..core.spine.broker import Dequeued
@@ -219,6 +219,14 @@ class QueueOrder:
         for entry in aside:
             heapq.heappush(heap, entry)
         return found
+
+    def each_candidate(self, clock: Callable[[], float]) -> Iterator[str]:
+        """:meth:`next_candidate` after :meth:`next_candidate`, each taken as the fetch asks for
+        it (at ``clock()`` then), until none is left."""
+        tried: set[str] = set()
+        while (q := self.next_candidate(clock(), tried)) is not None:
+            tried.add(q)
+            yield q
 
     def _sync(self, now: float) -> None:
         """The owed queue and the scan's due one join the backlog; each queue that joined it
