@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import random
 import sys
 import time
@@ -142,9 +143,15 @@ def _redis_cpu(r: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-async def _start(url: str, r: redis.Redis, k: int) -> tuple[int, float, float, float]:
-    """(commands, seconds, this process's CPU seconds, redis-server's) from a worker's start
-    until it ran the one task waiting in each of ``k`` queues."""
+def _reads(r: redis.Redis) -> int:
+    """Read events Redis has processed (``total_reads_processed``): ~ the round trips its clients
+    made, a figure the machine's load does not change."""
+    return int(r.info("stats").get("total_reads_processed", 0))
+
+
+async def _start(url: str, r: redis.Redis, k: int) -> tuple[int, float, float, float, int]:
+    """(commands, seconds, this process's CPU seconds, redis-server's, round trips) from a
+    worker's start until it ran the one task waiting in each of ``k`` queues."""
     r.flushall()
     client = AsyncClient(url)
     for q in _names(k):
@@ -152,16 +159,16 @@ async def _start(url: str, r: redis.Redis, k: int) -> tuple[int, float, float, f
     await client.close()
     _reset(r)
     done: list[float] = []
-    t0, cpu0, rcpu0 = time.monotonic(), time.process_time(), _redis_cpu(r)
+    t0, cpu0, rcpu0, reads0 = time.monotonic(), time.process_time(), _redis_cpu(r), _reads(r)
     server, run = await _serve(url, _names(k), done)
     while len(done) < k:
         await asyncio.sleep(0.005)
         if time.monotonic() - t0 > 600:
             break
     took, cpu, rcpu = time.monotonic() - t0, time.process_time() - cpu0, _redis_cpu(r) - rcpu0
-    calls = _calls(r)
+    calls, reads = _calls(r), _reads(r) - reads0 - 3  # (less this function's own three reads)
     await _stop(server, run)
-    return calls, took, cpu, rcpu
+    return calls, took, cpu, rcpu, reads
 
 
 def start_rows(url: str, sizes: tuple[int, ...]) -> list[dict[str, object]]:
@@ -169,8 +176,8 @@ def start_rows(url: str, sizes: tuple[int, ...]) -> list[dict[str, object]]:
     r = redis.Redis.from_url(url)
     out: list[dict[str, object]] = []
     for k in sizes:
-        cmds, took, cpu, rcpu = asyncio.run(_start(url, r, k))
-        row: dict[str, object] = {"queues": k, "start_cmds": cmds, "start_s": round(took, 2),
+        cmds, took, cpu, rcpu, reads = asyncio.run(_start(url, r, k))
+        row: dict[str, object] = {"queues": k, "start_cmds": cmds, "start_rtt": reads, "start_s": round(took, 2),
                                   "start_cpu_s": round(cpu, 2), "start_redis_s": round(rcpu, 2)}
         log.info("%s", row)
         out.append(row)
@@ -188,7 +195,7 @@ def rows(url: str, quick: bool, window: float | None = None, start_max: int = 10
         order_ms, first_ms = _order_cpu(k)
         idle = asyncio.run(_idle(url, r, k, window))
         trickle = asyncio.run(_trickle(url, r, k, 30 if quick or k > 500 else 100))
-        start_cmds, start_s, cpu, rcpu = asyncio.run(_start(url, r, k)) if k <= start_max else (0, 0.0, 0.0, 0.0)
+        start_cmds, start_s, cpu, rcpu, _ = asyncio.run(_start(url, r, k)) if k <= start_max else (0, 0.0, 0.0, 0.0, 0)
         row: dict[str, object] = {"queues": k, "idle_cmds_s": round(idle, 2), "order_ms": round(order_ms, 4),
                                   "first_ms": round(first_ms, 4), "trickle_cmds_task": round(trickle, 1),
                                   "start_cmds": start_cmds, "start_s": round(start_s, 2),
@@ -219,6 +226,26 @@ def main() -> None:
     print(" ".join(f"{c:>18}" for c in cols))
     for row in table:
         print(" ".join(f"{row[c]!s:>18}" for c in cols))
+    if args.start_only and len(table) > 1:
+        print(ratios(table))
+
+
+def ratios(table: list[dict[str, object]]) -> str:
+    """The start-up figures of the last row over the first's (issue 45's target: CPU, worker plus
+    redis-server, <= 10x for 10^3 -> 10^4 queues), and the machine's load (wall figures are noisy)."""
+    a, b = table[0], table[-1]
+
+    def cpu(row: dict[str, object]) -> float:
+        return float(str(row["start_cpu_s"])) + float(str(row["start_redis_s"]))
+
+    def over(col: str) -> float:
+        return float(str(b[col])) / max(float(str(a[col])), 1e-9)
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{a['queues']} -> {b['queues']} queues: CPU (worker + redis) x{cpu(b) / max(cpu(a), 1e-9):.1f}, "
+            f"worker x{over('start_cpu_s'):.1f}, redis x{over('start_redis_s'):.1f}, "
+            f"round trips x{over('start_rtt'):.1f}, commands x{over('start_cmds'):.1f}, "
+            f"wall x{over('start_s'):.1f} (load {load:.1f})")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,12 @@ their wake lists' tokens. BLPOP and LMPOP take one token a call, and each call n
 it may take from: taking one token a call, a worker of K queues sent O(K) bytes a task, and
 starting over K one-task queues cost O(K^2). This takes up to n tokens in one call (the worker's n
 grows with K, so such a start is O(K)). The lists are looked at in the order given (the worker's
-weighted order), a chunk at a time: one EXISTS tells whether a chunk holds any token, and a chunk
-that does is halved the same way down to a few lists, each popped (at most one token waits in a
-list: includes/signal). A poll that finds nothing costs one EXISTS per chunk.
+weighted order), a chunk at a time: one EXISTS tells how many lists of a chunk hold a token, and a
+chunk that holds few is halved (one EXISTS a half: the other half holds the rest) down to a few
+lists or a dense stretch (a token in more than a quarter of its lists), whose lists are popped
+one after the other until its tokens are taken (at most one token waits in a list:
+includes/signal). A poll that finds nothing costs one EXISTS per chunk; one whose lists are dense
+(a start over many queues) pops ~4 lists a token, not the O(chunk) keys of halving to each.
 KEY lists...     the wake lists, in the order their tokens are taken
 ARG n            the most tokens to take
 Returns the 1-based positions, among the lists given, of those whose token was taken.
@@ -22,33 +25,33 @@ local function held(lo, hi)  -- how many of lists lo..hi exist (hold a token)
   return redis.call('EXISTS', unpack(names))
 end
 
-local function take(lo, hi)  -- lists lo..hi hold a token at least
-  if hi - lo < 8 then
+local function take(lo, hi, c)  -- lists lo..hi hold c tokens
+  if c <= 0 or #out >= n then
+    return
+  end
+  if hi - lo < 8 or c * 4 > hi - lo then  -- few lists, or dense: pop each, up to the c held
+    local got = 0
     for i = lo, hi do
-      if #out >= n then
+      if #out >= n or got >= c then
         return
       end
       if redis.call('LPOP', lists[i]) then
         out[#out + 1] = i
+        got = got + 1
       end
     end
     return
   end
   local mid = math.floor((lo + hi) / 2)
-  if held(lo, mid) > 0 then
-    take(lo, mid)
-  end
-  if #out < n and held(mid + 1, hi) > 0 then
-    take(mid + 1, hi)
-  end
+  local low = held(lo, mid)
+  take(lo, mid, low)
+  take(mid + 1, hi, c - low)
 end
 
 local total, chunk, first = lists.n, 1000, 1
 while first <= total and #out < n do
   local last = math.min(first + chunk - 1, total)
-  if held(first, last) > 0 then
-    take(first, last)
-  end
+  take(first, last, held(first, last))
   first = last + 1
 end
 return out

@@ -67,7 +67,10 @@ def test_cadence_spreads_cold_checks_and_keeps_due_times() -> None:
     assert 0.3 * 3000 < looked < 0.7 * 3000  # ~0.5 a second, whatever the number of queues
     many.now("q7", 3000.5)  # a signal (tick, token): at once
     many.soon("q8", 3000.5)  # this server took tasks of it: within base
-    assert many.due(3000.5) == ["q7"] and "q8" in many.due(3010.5) and "q8" not in many.cold
+    many.soon("q9", 3001.0)  # (the same stretch of base / SOON_GRID: the same pass as q8)
+    assert many.due(3000.5) == ["q7"] and many.due(3007.4) == []
+    assert sorted(many.due(3010.0)) == ["q8", "q9"]  # within base, both in one pass
+    assert "q8" in many.cold  # that look starts with the cold check (its EXISTS)
     many.again(["q7", "q8"], 3011.5)  # a pass over them failed (Redis unreachable): not forgotten
     assert sorted(many.due(3011.5)) == ["q7", "q8"]
 
@@ -181,6 +184,34 @@ def test_wake_take_takes_up_to_n_tokens_in_the_order_given(backend: Any) -> None
     assert ex.run(b.wake_take(list(reversed(lists)), 2)) == [0, 722]  # (the order given: 2499, 1777)
     assert ex.run(b.wake_take(lists, 10)) == [1001]
     assert ex.run(b.wake_take(lists, 10)) == [] and not any(r.exists(k) for k in lists[:20])
+
+
+def test_wake_take_dense_and_sparse_lists_match_a_plain_scan(backend: Any) -> None:
+    """lua/wake_take.lua pops a dense stretch list by list and halves a sparse one (issue 45):
+    whatever the density, it takes what a plain scan in the order given would, the first n lists
+    holding a token, and leaves the others' tokens."""
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor
+
+    r, ex, b = backend.sync, SyncExecutor(backend.sync), Broker()
+    rnd = random.Random(45)
+    lists = [f"asynqpy:{{wt}}:d{i}" for i in range(2300)]
+    for density, n in ((0.9, 700), (0.5, 40), (0.3, 5000), (0.02, 7), (0.002, 3)):
+        r.delete(*lists)
+        held = [i for i in range(len(lists)) if rnd.random() < density]
+        pipe = r.pipeline(transaction=False)
+        for i in held:
+            pipe.lpush(lists[i], "1")
+        pipe.execute()
+        order = list(range(len(lists)))
+        rnd.shuffle(order)
+        given = [lists[i] for i in order]
+        has = set(held)
+        expected = [pos for pos, i in enumerate(order) if i in has][:n]
+        assert ex.run(b.wake_take(given, n)) == expected, density
+        left = {order[pos] for pos in expected}
+        assert sum(r.exists(lists[i]) for i in held) == len(held) - len(left), density
+    r.delete(*lists)
 
 
 def test_starting_over_one_task_queues_names_the_wake_lists_o_k_times(redis_server: RedisProcess,

@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import chain, filterfalse
 from typing import Any, Protocol
 
 from ..core.spine.broker import Call, Dequeued, Done
@@ -57,6 +58,9 @@ slots, K / TAKE_SHARE)`` queues of the K served (one token at least): a call nam
 TAKE_SHARE a call makes it O(K) (``bench/scale_manyqueues.py --start-only``). The queues taken
 are this server's to dequeue (its backlog): other idle servers do not wake for them meanwhile,
 and stopping hands their tokens back."""
+
+BURST_WAIT = 0.02
+"""An idle wait that took a token within this (s) found it waiting: the next fetch polls (``_poll_due``)."""
 
 SHORT_WAIT = 0.25
 """A queue's limits holding its tasks back for less than this (s): the worker sleeps locally rather
@@ -104,6 +108,7 @@ class Fetcher:
         self._polled = float("-inf")  # loop time of the last non-blocking poll of the wake lists
         self._more = False  # the last poll took as many tokens as it asked for: more may wait
         self._woke = False  # the idle wait took a token since the last poll: others may wait too
+        self._burst = False  # the last idle wait took a token at once (within BURST_WAIT): tokens wait
         self._refill = False  # about to dequeue: the writer leaves its writes to the dequeue (refill)
 
     @property
@@ -367,16 +372,18 @@ class Fetcher:
 
         return await self.p.writer.write_with(batch, (q, merged, call))
 
-    async def _token_order(self) -> list[str]:
-        """Fetching by token: the queues to dequeue, after a look at the fresh ones and a poll of
-        the wake lists when it is due."""
+    async def _token_order(self) -> Iterator[str]:
+        """Fetching by token: the queues to dequeue, one at a time as the fetch asks (the first
+        of the race, O(log n): ``QueueOrder.next_candidate``), after a look at the fresh ones and a
+        poll of the wake lists when it is due."""
         if self._queues.fresh:
             await self._look_fresh()
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         if self._poll_due(now):
             self._polled = now
             await self._poll(now)
-        return self._queues.candidates(now)
+        return self._queues.each_candidate(loop.time)
 
     def _poll_due(self, now: float) -> bool:
         """Whether this fetch polls the other queues' wake lists: while busy with the queues known
@@ -392,6 +399,8 @@ class Fetcher:
             return True  # (a top-up: _take_count takes a whole share)
         every = max(EMPTY_RECHECK, 2 * served / POLL_LISTS_PER_S) * (10 if self._more else 1)
         due = now - self._polled >= every
+        if self._burst and not backlog:
+            return True  # (else the next idle wait names every list again for one token)
         return bool(backlog) and (served <= POLL_EVERY_FETCH or due) or self._woke and due
 
     def _take_count(self) -> int:
@@ -421,9 +430,12 @@ class Fetcher:
         the order of the weights) that have one, and count them among those known to have tasks
         (single server: one ``wake_take`` script call, lua/wake_take.lua)."""
         backlog = self._queues.backlog
-        keys = [k for k in self._wait_keys(now) if self._wake_keys[k] not in backlog]
+        keys = self._wait_keys(now)
+        if backlog:  # (at C speed: a poll of 10^4 queues passes over 2 x 10^4 lists)
+            known = {k for q in backlog for k in self._keys_of[q]}
+            keys = list(filterfalse(known.__contains__, keys))
         n = self._take_count()
-        self._woke = False
+        self._woke = self._burst = False
         self._in_call = True  # (not cancelled in flight: its reply is tokens)
         try:
             taken = await self.ctx.exec.run(self.ctx.broker.wake_take(keys, n))
@@ -438,10 +450,14 @@ class Fetcher:
     def _wait_keys(self, now: float) -> list[str]:
         """The wake lists in the order a token is taken from them (BLPOP pops the first list, in
         argument order, that has one; wake_take takes them in that order): by weight, or a
-        weighted-random order drawn at most every :data:`EMPTY_RECHECK` s (O(K log K) each)."""
-        if self._key_order is None or (not self._queues.strict and now - self._key_drawn >= EMPTY_RECHECK):
+        weighted-random order drawn at most every :data:`EMPTY_RECHECK` s, or every
+        2K / :data:`POLL_LISTS_PER_S` s past 1 000 queues (O(K log K) each: paced as the polls are,
+        so a long start over many queues does not redraw it O(K) times)."""
+        every = max(EMPTY_RECHECK, 2 * len(self._queues.queues) / POLL_LISTS_PER_S)
+        if self._key_order is None or (not self._queues.strict and now - self._key_drawn >= every):
             self._key_drawn = now
-            self._key_order = [k for q in self._queues.ranked(self._queues.queues) for k in self._keys_of[q]]
+            ranked = self._queues.ranked(self._queues.queues)
+            self._key_order = list(chain.from_iterable(map(self._keys_of.__getitem__, ranked)))
         return self._key_order
 
     # -- the idle wait: _wait_for_work -> _block or _wait_riding -> _woken ----------------------------------
@@ -456,9 +472,13 @@ class Fetcher:
             await self.ctx.sleep(timeout)
             return
         if self._waiter is None:
-            await self._woken(await self._block(now, timeout), None, None)
+            fired = await self._block(now, timeout)
+            await self._woken(fired, None, None)
         else:
-            await self._woken(*await self._wait_riding(self._waiter, now, timeout, count))
+            fired, tried, acted = await self._wait_riding(self._waiter, now, timeout, count)
+            await self._woken(fired, tried, acted)
+        # a token at once: more wait; the next fetch polls for them (issue 45: not a BLPOP of all a token)
+        self._burst = fired is not None and asyncio.get_running_loop().time() - now < BURST_WAIT
 
     def _idle_timeout(self, now: float) -> float:
         """How long the idle wait lasts at most: ``idle_timeout``, or until the scan's next queue is

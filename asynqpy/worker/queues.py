@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 
 from ..core.spine.broker import Dequeued
@@ -89,6 +89,26 @@ class ServedQueues:
         return added, dropped
 
 
+class Backlog(set[str]):
+    """The queues known to have tasks (:attr:`QueueOrder.backlog`): a set that also notes the
+    queues that join it (:attr:`joined`), so the race of :meth:`QueueOrder.candidates` keys only
+    those, not every queue of the backlog at each fetch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined: list[str] = []
+
+    def add(self, q: str) -> None:
+        if q not in self:
+            super().add(q)
+            self.joined.append(q)
+
+    def update(self, *others: Iterable[str]) -> None:
+        for other in others:
+            for q in other:
+                self.add(q)
+
+
 class QueueOrder:
     """The queue choice of one processor; times are the event loop's (seconds)."""
 
@@ -101,9 +121,10 @@ class QueueOrder:
         self.empty: dict[str, float] = {}  # queue -> when a dequeue found it empty
         self.down: dict[str, tuple[float, float]] = {}  # cluster: queue -> (time to try again, backoff)
         self.limited: dict[str, tuple[float, bool]] = {}  # queue -> (time its limits hold until, by concurrency)
-        self.backlog: set[str] = set()  # queues known to have tasks: the last dequeue left some, or a token said
+        self.backlog = Backlog()  # queues known to have tasks: the last dequeue left some, or a token said
         self.fresh: set[str] = set(self.queues)  # queues new to this server, not looked at yet (scan)
-        self._race: dict[str, float] = {}  # backlog queue -> its key in the weighted race (candidates)
+        self._race: dict[str, float] = {}  # backlog queue -> its key in the race (candidates; strict: -weight)
+        self._heap: list[tuple[float, str]] = []  # (key, queue) of the race; an entry _race no longer holds is stale
         self._race_at = 0.0  # the key of the queue the race picked last (took)
         self._scan_every = float("inf")  # seconds between two queues of the scan (scan_from)
         self._scan_at = float("inf")  # loop time the scan's next queue is due
@@ -164,7 +185,8 @@ class QueueOrder:
 
     def candidates(self, now: float) -> list[str]:
         """The queues a fetch tries (single server), in order: those known to have tasks (the owed
-        one among them, taken) that are not skipped, by weight or weighted-random.
+        one among them, taken) that are not skipped, by weight or weighted-random. The fetcher
+        takes them one at a time (:meth:`next_candidate`); this lists them all.
 
         Weighted-random as a race (a backlog of many queues is ranked at each fetch): each queue
         in the backlog keeps a key, the last picked one's plus an exponential draw of rate its
@@ -172,17 +194,57 @@ class QueueOrder:
         smallest key goes first. Exponential draws being memoryless, the next queue is each with
         probability proportional to its weight, as a fresh weighted sample would give, for one
         draw a dequeue rather than one per queue of the backlog."""
+        self._sync(now)
+        keys = sorted((key, q) for q, key in self._race.items() if q in self.backlog)
+        return [q for _, q in keys if not self.skip(q, now)]
+
+    def next_candidate(self, now: float, tried: Collection[str] = ()) -> str | None:
+        """The first of :meth:`candidates` not in ``tried`` (None: none left), O(log n) a queue
+        passed over (issue 45: the race's keys are a heap, so a fetch of a backlog of K / 64
+        queues no longer ranks them all)."""
+        self._sync(now)
+        heap, race, backlog, aside, found = self._heap, self._race, self.backlog, [], None
+        while heap:
+            key, q = heap[0]
+            if race.get(q) != key or q not in backlog:  # stale: re-keyed, or left the backlog
+                heapq.heappop(heap)
+                if race.get(q) == key:
+                    del race[q]
+                continue
+            if q in tried or self.skip(q, now):
+                aside.append(heapq.heappop(heap))
+                continue
+            found = q
+            break
+        for entry in aside:
+            heapq.heappush(heap, entry)
+        return found
+
+    def each_candidate(self, clock: Callable[[], float]) -> Iterator[str]:
+        """:meth:`next_candidate` after :meth:`next_candidate`, each taken as the fetch asks for
+        it (at ``clock()`` then), until none is left."""
+        tried: set[str] = set()
+        while (q := self.next_candidate(clock(), tried)) is not None:
+            tried.add(q)
+            yield q
+
+    def _sync(self, now: float) -> None:
+        """The owed queue and the scan's due one join the backlog; each queue that joined it
+        since gets its key in the race (or keeps the one it has)."""
         owed, self.owed = self.owed, None
         if owed is not None:
             self.backlog.add(owed)
         self.scan(now)
-        live = [q for q in self.backlog if not self.skip(q, now)]
-        if self.strict:
-            return self.ranked(live)
-        w, draw, old, at = self.weights, random.expovariate, self._race, self._race_at
-        race = {q: old[q] if q in old else at + draw(w[q]) for q in self.backlog}
-        self._race = race
-        return sorted(live, key=race.__getitem__)
+        joined, self.backlog.joined = self.backlog.joined, []
+        w, draw, race, at = self.weights, random.expovariate, self._race, self._race_at
+        for q in joined:
+            if q in self.backlog and q not in race:
+                key = -w[q] if self.strict else at + draw(w[q])
+                race[q] = key
+                heapq.heappush(self._heap, (key, q))
+        if len(self._heap) > 4 * len(race) + 64:  # stale entries piled up: rebuild
+            self._heap = [(key, q) for q, key in race.items()]
+            heapq.heapify(self._heap)
 
     def skip(self, q: str, now: float) -> bool:
         """Whether a dequeue from ``q`` is pointless now (empty a moment ago, held back by its
@@ -210,7 +272,7 @@ class QueueOrder:
         """Note what a dequeue from ``q`` found: its limits' hold, and whether it is empty (and
         that it ran in the race of :meth:`candidates`: its key is drawn again)."""
         picked = self._race.pop(q, None)
-        if picked is not None and picked > self._race_at:
+        if picked is not None and picked > self._race_at and not self.strict:
             self._race_at = picked
         if res.wait_ms:  # the queue's limits hold its tasks back: skip it until then
             self.limited[q] = (now + res.wait_ms / 1000, res.slot_bound)
@@ -222,6 +284,7 @@ class QueueOrder:
         else:
             self.empty.pop(q, None)
             self.backlog.add(q)  # (a queue its limits hold back is skipped until the hold ends)
+            self.backlog.joined.append(q)  # (its key is drawn again: _sync)
 
     def wait_timeout(self, timeout: float, now: float) -> float:
         """``timeout`` for an idle wait, shortened to when a queue's limits let a task through."""
@@ -244,6 +307,12 @@ class QueueOrder:
         held = self.limited.get(q)
         if held is not None and held[1] and not by_dequeue:
             del self.limited[q]
+
+
+SOON_GRID = 4
+"""A queue a server took tasks of is looked at (:meth:`Cadence.soon`) between ``base`` and
+``base`` / SOON_GRID s before ``base`` s from then: the looks of the queues taken meanwhile share
+a pass."""
 
 
 class Cadence:
@@ -290,10 +359,15 @@ class Cadence:
         self._set(q, now)
 
     def soon(self, q: str, now: float) -> None:
-        """``q`` has activity (this server took tasks of it): look at it within ``base`` s."""
+        """``q`` has activity (this server took tasks of it): look at it within ``base`` s. It
+        stays cold: that look starts with the cold check (one ``EXISTS``, batched with the other
+        queues due), as the tasks taken are likely done by then (issue 45: starting over 10^4
+        one-task queues, a script call per queue was ~0.85 round trip a task). The time is
+        floored to a grid of ``base`` / :data:`SOON_GRID`, so that the queues taken in one such
+        stretch are looked at in one pass, one round trip, not one a queue."""
         if q in self.cold:
-            self.cold.discard(q)
-            self._set(q, now + self.base)
+            grid = self.base / SOON_GRID
+            self._set(q, max(now, (now + self.base) // grid * grid))
 
     def idle(self, q: str, now: float) -> None:
         """``q`` had nothing: look again at its next cold check (spread at random)."""
