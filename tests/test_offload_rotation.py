@@ -11,7 +11,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import serving, until
+from test_encryption import _cli
 from test_offload_encryption import BIG, K1, MARKER, _files, _msg, _mux
 
 from asynqpy import Client, FileBlobStore, Inspector, KeyNotFoundError, KeyRing
@@ -131,3 +133,25 @@ def test_a_blob_left_by_a_rotation_killed_before_its_rewrite_is_swept(backend: A
     assert len(swept) == 1 and swept[0] != old and {n for n, _ in store.list()} == {old}
     assert Inspector(backend.sync, encryption=ring, offload=store).rotate_keys().rewritten == 1
     assert _blob_kid(store, backend, id) == "k2"
+
+
+@pytest.mark.real
+def test_cli_keys_rotate_offload_dir_re_encrypts_blobs(redis_url: str, tmp_path: Path) -> None:
+    import json
+
+    import redis
+
+    from asynqpy.core.model.codec import decode
+    from asynqpy.core.spine import stored
+
+    r = redis.Redis.from_url(redis_url)
+    blobs, keys = tmp_path / "blobs", tmp_path / "keys.json"
+    store = FileBlobStore(blobs, threshold=1000)
+    id = Client(r, encryption=KeyRing({"k1": K1}), offload=store).enqueue("t", {"n": 1, "body": BIG},
+                                                                          process_in=3600).id
+    keys.write_text(json.dumps({"k1": K1.hex(), "k2": K2.hex()}))
+    code, out, err = _cli("keys", "rotate", "--restart", "--encryption-keys", str(keys), "--offload-dir", str(blobs),
+                          "--redis-url", redis_url)
+    assert code == 0 and "1 task(s) re-encrypted" in out, (out, err)
+    ref = decode(stored.message_of(r.hget(K.tasks, id))).payload
+    assert enc.key_id(refs.decode(store.get(refs.ref_of(ref)))) == "k2"
