@@ -142,7 +142,8 @@ def _offloaded(store: Any, queue: str, id: str, read: codec.Message, opened: cod
 
 class _Blobs:
     """The blob names of one page's rewrites, in call order: the old one (to delete when its
-    rewrite is done) and the new one (to delete when it is refused)."""
+    rewrite is done) and the new one (to delete when it is refused; after an error, whichever is
+    not referred to is left to the orphan sweep)."""
 
     def __init__(self) -> None:
         self.names: list[tuple[str | None, str | None]] = []
@@ -151,8 +152,8 @@ class _Blobs:
         done = [old for (old, new), r in zip(self.names, replies, strict=True)
                 if new is not None and old is not None and r is Rewrapped.REWRITTEN]
         for (_, new), r in zip(self.names, replies, strict=True):
-            if new is not None and r is not Rewrapped.REWRITTEN:
-                store.delete(new)  # never referred to: the task changed since read
+            if new is not None and isinstance(r, Rewrapped) and r is not Rewrapped.REWRITTEN:
+                store.delete(new)  # refused, so never referred to (an error: left for the sweep)
         if done:
             yield [Call(_value, command=("SADD", queue_keys(queue).blobs, *done))]
 
