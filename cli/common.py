@@ -132,12 +132,15 @@ full_option = click.option("--full", is_flag=True, help="Show payloads, results 
 
 
 @contextmanager
-def inspector(redis_url: str, signing_key: list[bytes] | None = None, encryption: Any = None) -> Iterator[Inspector]:
+def inspector(redis_url: str, signing_key: list[bytes] | None = None, encryption: Any = None,
+              offload: Any = None) -> Iterator[Inspector]:
     """An Inspector on ``redis_url`` (with ``signing_key``, if given; with ``encryption``, else the
-    key ring of $ASYNQPY_ENCRYPTION_KEYS if set: encrypted values shown decrypted), closed after use."""
+    key ring of $ASYNQPY_ENCRYPTION_KEYS if set: encrypted values shown decrypted; with the blob
+    store ``offload``, if given), closed after use."""
     from asynqpy.inspector import Inspector
 
-    insp = Inspector(redis_url, signing_key=signing_key, encryption=encryption or encryption_ring(None))
+    insp = Inspector(redis_url, signing_key=signing_key, encryption=encryption or encryption_ring(None),
+                     offload=offload)
     try:
         yield insp
     finally:

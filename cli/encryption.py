@@ -11,6 +11,7 @@ from asynqpy.core.model.options import validate_tenant
 from asynqpy.core.spine.keys import validate_queue
 
 from .common import (
+    SafePath,
     UserError,
     ask,
     echo,
@@ -35,20 +36,29 @@ def keys() -> None:
 @click.option("--restart", is_flag=True, help="Start from the first queue, not from where the last run stopped.")
 @click.option("--max-pages", type=click.IntRange(1, None), default=None,
               help="Stop after this many pages of tasks (run the command again to go on).")
+@click.option("--offload-dir", type=SafePath(file_okay=False), envvar="ASYNQPY_OFFLOAD_DIR", default=None,
+              help="Directory of offloaded payloads (the workers' FileBlobStore): their blobs are re-encrypted "
+                   "too, each into a new blob (docs/offload.md).")
 @json_option
 @encryption_keys_option
 @signing_key_option
 @redis_url_option
 @user_errors
-def rotate(restart: bool, max_pages: int | None, as_json: bool, encryption_keys_file: str | None,
-           signing_key_file: str | None, redis_url: str) -> None:
+def rotate(restart: bool, max_pages: int | None, offload_dir: str | None, as_json: bool,
+           encryption_keys_file: str | None, signing_key_file: str | None, redis_url: str) -> None:
     """Re-encrypt every queue's tasks (payloads, results, logs) and tenant keys sealed with an older
-    key with the newest key of the ring. Safe while workers run; resumable (its cursor is kept in
-    Redis). Give workers and clients the new ring (the new key last) first."""
+    key with the newest key of the ring; with --offload-dir, offloaded payloads too. Safe while
+    workers run; resumable (its cursor is kept in Redis). Give workers and clients the new ring
+    (the new key last) first."""
     ring = encryption_ring(encryption_keys_file)
     if ring is None:
         raise UserError("keys rotate needs the keys: --encryption-keys FILE or $ASYNQPY_ENCRYPTION_KEYS")
-    with inspector(redis_url, signing_keys(signing_key_file), ring) as insp:
+    store = None
+    if offload_dir:
+        from asynqpy.worker.blobs import FileBlobStore
+
+        store = FileBlobStore(offload_dir)
+    with inspector(redis_url, signing_keys(signing_key_file), ring, store) as insp:
         report = insp.rotate_keys(restart=restart, max_pages=max_pages)
     if as_json:
         emit_json(asdict(report))

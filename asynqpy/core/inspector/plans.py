@@ -404,11 +404,13 @@ class InspectorPlans(QueueSettingPlans):
         queue's tasks (payloads, results, logs) and tenant keys (docs/encryption.md "Rotation").
         Safe while workers run; resumable (the cursor is kept in Redis: a run goes on from where
         the last one stopped; ``restart``: from the start); ``max_pages``: stop after that many
-        pages of a queue's tasks (``done`` False then). Needs the Inspector's ``encryption``."""
+        pages of a queue's tasks (``done`` False then). Needs the Inspector's ``encryption``; with
+        its blob store (``offload=``), offloaded payloads are re-encrypted too, each into a new blob
+        (docs/offload.md "With encryption")."""
         if self.broker.ring is None:
             raise InvalidArgumentError("rotate_keys needs the key ring: Inspector(..., encryption=KeyRing(...))")
         queues = yield from self._plans.queues()
-        return (yield from rotate_plan(self.broker, queues, restart, max_pages))
+        return (yield from rotate_plan(self.broker, queues, restart, max_pages, store=self.offload))
 
     @planned
     def forget_tenant(self, queue: str, tenant: str) -> Steps[ForgetReport]:

@@ -11,6 +11,14 @@ under the old key: a later pass, or a second run, takes it). It is resumable: th
 HSCAN cursor are kept in Redis (HASH ``asynqpy:keys:rotate``) after every page, and a run started
 again goes on from there (``restart`` begins anew). Signed messages are verified and signed again
 (:func:`~asynqpy.core.security.signing.trust_gate`); one that does not verify is left alone.
+
+An offloaded payload (docs/offload.md) is rotated too when the caller gives the blob store: its
+blob is read and opened, sealed with the newest key and written under a **new** blob name (never
+in place: a worker may be reading the old one), then the task's reference is rewritten by the same
+compare-and-set. The old blob's name is then recorded in the queue's ``blobs`` set, which the
+workers' drain deletes (the exit duty's way); a rewrite refused leaves the old blob in use and
+deletes the new one. A crash between the blob's write and the rewrite leaves an orphan blob only,
+which the orphan sweep removes.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import codec
-from ..model.errors import EncryptionError, MalformedMessageError
+from ..model.errors import BlobNotFoundError, EncryptionError, MalformedMessageError
+from ..offload import refs
 from ..spine.calls import Call, Rewrapped
 from ..spine.keys import PREFIX, queue_keys
 from ..spine.stored import ACTIVE, message_of, state_char
@@ -109,9 +118,51 @@ def _rewrap_tenant_keys(broker: Any, queue: str, report: RotationReport) -> Step
             report.rewrapped += 1 if r is Rewrapped.REWRITTEN else 0
 
 
-def _page(broker: Any, queue: str, entries: dict[Any, bytes], report: RotationReport) -> Steps[None]:
+def _opened(store: Any, msg: codec.Message) -> tuple[codec.Message, str | None]:
+    """``msg`` with its offloaded payload read from ``store`` in place of its reference, and the
+    blob's name (``msg`` itself and None when it is not offloaded, or there is no store)."""
+    if store is None or not refs.is_ref(msg.payload):
+        return msg, None
+    name = refs.ref_of(msg.payload)
+    return msg.with_(payload=refs.decode(store.get(name))), name
+
+
+def _offloaded(store: Any, queue: str, id: str, read: codec.Message, opened: codec.Message,
+               new: codec.Message, name: str | None) -> tuple[codec.Message, str | None]:
+    """``new`` as it is stored: an offloaded payload sealed again written to a new blob and
+    referred to (its name returned), one unchanged referred to as it was."""
+    if name is None:
+        return new, None
+    if new.payload is opened.payload:
+        return new.with_(payload=read.payload), None
+    fresh = refs.blob_name(queue, id)
+    store.put(fresh, refs.encode(new.payload))  # (a crash from here to the rewrite: an orphan, swept)
+    return new.with_(payload=refs.make_ref(fresh)), fresh
+
+
+class _Blobs:
+    """The blob names of one page's rewrites, in call order: the old one (to delete when its
+    rewrite is done) and the new one (to delete when it is refused; after an error, whichever is
+    not referred to is left to the orphan sweep)."""
+
+    def __init__(self) -> None:
+        self.names: list[tuple[str | None, str | None]] = []
+
+    def settle(self, store: Any, queue: str, replies: list[Any]) -> Steps[None]:
+        done = [old for (old, new), r in zip(self.names, replies, strict=True)
+                if new is not None and old is not None and r is Rewrapped.REWRITTEN]
+        for (_, new), r in zip(self.names, replies, strict=True):
+            if new is not None and isinstance(r, Rewrapped) and r is not Rewrapped.REWRITTEN:
+                store.delete(new)  # refused, so never referred to (an error: left for the sweep)
+        if done:
+            yield [Call(_value, command=("SADD", queue_keys(queue).blobs, *done))]
+
+
+def _page(broker: Any, queue: str, entries: dict[Any, bytes], report: RotationReport,
+          store: Any = None) -> Steps[None]:
     """Rewrite one page of a queue's tasks (one round trip for the page's rewrites)."""
     calls = []
+    blobs = _Blobs()
     for id_b, value in entries.items():
         id = id_b.decode(errors="surrogateescape") if isinstance(id_b, bytes) else id_b
         if state_char(value) == ACTIVE:
@@ -126,18 +177,23 @@ def _page(broker: Any, queue: str, entries: dict[Any, bytes], report: RotationRe
         if isinstance(gate, Refused):
             continue
         try:
-            new = rotated(broker.ring, queue, gate.msg)
-        except EncryptionError:
+            opened, name = _opened(store, gate.msg)
+            new = rotated(broker.ring, queue, opened)
+        except (EncryptionError, BlobNotFoundError, MalformedMessageError):
             report.failed += 1
             continue
         if new is not None:
+            new, fresh = _offloaded(store, queue, id, gate.msg, opened, new, name)
+            blobs.names.append((name, fresh))
             calls.append(broker.rewrap(queue, id, value, state_char(value) + gate.store(new)))
     if calls:
-        for r in (yield calls):
+        replies = yield calls
+        for r in replies:
             if r is Rewrapped.REWRITTEN:
                 report.rewritten += 1
             else:
                 report.skipped += 1
+        yield from blobs.settle(store, queue, list(replies))
 
 
 def _sealed_values(msg: codec.Message) -> list[Any]:
@@ -146,7 +202,7 @@ def _sealed_values(msg: codec.Message) -> list[Any]:
 
 
 def _queue(broker: Any, queue: str, cursor: str, report: RotationReport, pages: list[int],
-           max_pages: int | None, page: int) -> Steps[bool]:
+           max_pages: int | None, page: int, store: Any = None) -> Steps[bool]:
     """Rotate one queue from ``cursor`` on; False when it stopped at ``max_pages`` (``pages``:
     the count so far, shared across queues)."""
     if cursor == "0":
@@ -158,7 +214,7 @@ def _queue(broker: Any, queue: str, cursor: str, report: RotationReport, pages: 
         cursor, entries = _text(got[0]), got[1]
         if isinstance(entries, list):  # (a flat list of field, value)
             entries = dict(zip(entries[0::2], entries[1::2]))
-        yield from _page(broker, queue, entries, report)
+        yield from _page(broker, queue, entries, report, store)
         pages[0] += 1
         yield [Call(_value, command=("HSET", CURSOR, "queue", queue, "cursor", cursor))]
         if cursor == "0":
@@ -168,9 +224,10 @@ def _queue(broker: Any, queue: str, cursor: str, report: RotationReport, pages: 
 
 
 def rotate_plan(broker: Any, queues: Sequence[str], restart: bool = False, max_pages: int | None = None,
-                page: int = PAGE) -> Steps[RotationReport]:
+                page: int = PAGE, store: Any = None) -> Steps[RotationReport]:
     """Re-encrypt ``queues`` (every known queue, sorted, as the caller gives them) with the
-    broker's ring's newest key, from where the last run stopped (``restart``: from the start)."""
+    broker's ring's newest key, from where the last run stopped (``restart``: from the start);
+    offloaded payloads too when given their blob ``store`` (called in the caller's thread)."""
     report = RotationReport()
     cur = (yield [Call(_value, command=("HGETALL", CURSOR))])[0]
     if isinstance(cur, BaseException):
@@ -182,7 +239,7 @@ def rotate_plan(broker: Any, queues: Sequence[str], restart: bool = False, max_p
         start_q, cursor = (order[0] if order else ""), "0"
     pages = [0]
     for queue in order[order.index(start_q):] if start_q else []:
-        finished = yield from _queue(broker, queue, cursor, report, pages, max_pages, page)
+        finished = yield from _queue(broker, queue, cursor, report, pages, max_pages, page, store)
         if not finished:
             return report
         cursor = "0"
