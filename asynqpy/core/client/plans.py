@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..deploy.versions import encode_version
 from ..inspector.inspection import Plans
 from ..model import kinds
 from ..model import options as opts
@@ -178,15 +177,7 @@ class ClientPlans(Sealing, Claiming):
         if unknown:
             raise InvalidArgumentError(opts.unknown_options("process input option", unknown, sorted(PROCESS_OPTIONS)))
         if found is not None:
-            given = options.get("tenant")
-            if given is not None and given != found.tenant:
-                raise InvalidArgumentError(f"process {pid!r} belongs to tenant {found.tenant!r}, not {given!r}: its "
-                                           "inputs take the tenant it was started with")
-            version, have = options.get("min_worker_version"), found.min_worker_version
-            if version is not None and encode_version(version) != (encode_version(have) if have else 0):
-                raise InvalidArgumentError(f"process {pid!r} takes workers of version {have or 'any'}, not "
-                                           f"{version!r}: its inputs take the version gate it was started with")
-            options = {**options, "tenant": found.tenant or None, "min_worker_version": have or None}
+            options = processes.input_options(found, options)
         ring = self.broker.ring
         if ring is not None and not enc.is_sealed(args):  # its arguments alone: pid and kind stay readable
             args = ring.seal(args, enc.PAYLOAD, options.get("queue", "default"), options.get("tenant") or "")
@@ -501,8 +492,7 @@ class ClientPlans(Sealing, Claiming):
         id exists in the queue. ``options``: queue, max_retry, timeout, retention, retry_delay,
         headers, priority (they apply to this input; its timers inherit them), tenant (the tenant
         the process belongs to: every input it gets, its timers too, takes turns as that tenant's
-        task under its limits; docs/tenants.md), min_worker_version (only workers of that version
-        or newer take any of its inputs, its timers too; docs/deploy.md)."""
+        task under its limits; docs/tenants.md), min_worker_version (the version gate of all its inputs)."""
         yield from self._keys([options])
         p = self._process_input(process_type, process_id, "init", args, options)
         calls = Writes()
