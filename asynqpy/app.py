@@ -364,16 +364,17 @@ class App:
         return register
 
     def durable(self, fn: Any = None, *, name: str | None = None, queue: str | None = None,
-                retention: Any = "default") -> Any:
+                retention: Any = "default", min_worker_version: str | None = None) -> Any:
         """Register a durable function (a decorator, as :meth:`ServeMux.durable`; docs/durable.md):
         its runs live in ``queue`` (the app's default queue if None), served by ``app.run()``;
         a finished run is kept ``retention`` (a timedelta or seconds; None: until removed; default
-        7 days)."""
+        7 days); ``min_worker_version``: only workers of that version or newer take its runs' inputs."""
         q = validate_queue(queue if queue is not None else self.default_queue)
 
         def register(f: Any) -> Any:
             self._task_queues.add(q)
-            return self.mux.durable(f, name=name, queue=q, client=self.aclient, retention=retention)
+            return self.mux.durable(f, name=name, queue=q, client=self.aclient, retention=retention,
+                                    min_worker_version=min_worker_version)
 
         return register(fn) if fn is not None else register
 

@@ -11,7 +11,8 @@ after a lost reply), signals (some sent twice under one idempotency key), cancel
 a wait's timers (the forwarder, the model's time), a worker killed inside a step, after a
 checkpoint or before its commit, a commit's reply lost and the commit sent again, the recoverer
 after a lease expiry, the queue removed (forced) and used again, tenant turns (tenant ``a`` runs at
-most one input at a time) and deploy holds (the run's type blocked, then unblocked).
+most one input at a time), deploy holds (the run's type blocked, then unblocked) and a version gate
+(run ``r3`` is started with ``min_worker_version="2"``; the worker is of version 2 or of none).
 
 Checks after every step of the model (:meth:`DurableDriver.check`): each run's history in Redis is
 exactly the events its checkpoints and commits wrote (nothing lost, nothing twice: a script that
@@ -20,8 +21,8 @@ looks, when it starts, that Redis holds no final record of it); a signal is deli
 signal events of one send); a timer fires once (one ``fired`` per position); a completed run's
 result is written with its last step and is what its recorded steps and wait returned; a run not
 finished (and not stopped in error) has an input alive; a removed run leaves no record, history or
-input. At each dequeue: no input of a blocked type is handed out, tenant ``a`` has at most one
-input active."""
+input; every live input of ``r3`` carries its gate. At each dequeue: no input of a blocked type is
+handed out, nor one of ``r3`` to a worker of no version; tenant ``a`` has at most one input active."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from asynqpy import Retry, ServeMux, StepFailedError
+from asynqpy.core.deploy.versions import encode_version
 from asynqpy.core.durable import function as durable_function
 from asynqpy.core.durable import replay as durable_replay
 from asynqpy.core.limits.serial import gate_due
@@ -56,6 +58,8 @@ DQ = "xd"
 """The durable runs' queue."""
 DK = queue_keys(DQ)
 RUNS = ("r1", "r2", "r3")
+GATED = {"r3": encode_version("2")}
+"""The runs started with a version gate (min_worker_version="2")."""
 LEASE_MS = 30_000
 LIVE = "psarbwm"  # the stored states of an input that has not ended
 STEP_NAMES = ("a", "b")
@@ -168,7 +172,8 @@ class DurableDriver:
             self.signal(rid, twice=data.draw(st.booleans()))
         elif what == "work":
             self.work(data.draw(st.integers(1, 3)), data.draw(st.sampled_from(["", "", "", "step", "checkpoint",
-                                                                              "commit", "lost_reply"])))
+                                                                              "commit", "lost_reply"])),
+                      data.draw(st.sampled_from([0, GATED["r3"]])))
         elif what == "time":
             self.time(data.draw(st.sampled_from([1_100, 3_000, 6_000])))
         elif what == "recover":
@@ -187,6 +192,8 @@ class DurableDriver:
     def start(self, rid: str, tenant: str, resend: bool = False) -> None:
         fresh = not self._registered()
         opts: dict[str, Any] = {"tenant": tenant} if tenant else {}
+        if rid in GATED:
+            opts["min_worker_version"] = "2"
         run = self.client.start(self.function, rid, id=rid, queue=DQ, max_retry=1, **opts)
         if fresh:
             self.settings()
@@ -286,17 +293,19 @@ class DurableDriver:
 
     # -- the worker ----------------------------------------------------------------------------------
 
-    def work(self, count: int, fault: str) -> None:
+    def work(self, count: int, fault: str, version: int = GATED["r3"]) -> None:
         """A worker dequeues up to ``count`` inputs and runs each (worker/runner.py's path);
         ``fault``: the first of them meets it (killed inside its step, after a checkpoint, before
-        its commit; or its commit's reply lost and the commit sent again)."""
+        its commit; or its commit's reply lost and the commit sent again); ``version``: the worker's."""
         if not self._registered():
             return
         self.forward()
         token = self.m.new_token()
-        res = self.m.x.run(self.m.b.dequeue(DQ, count, LEASE_MS, token, "dw"))
+        res = self.m.x.run(self.m.b.dequeue(DQ, count, LEASE_MS, token, "dw", version))
         for id, raw in res.tasks:
             msg = codec.decode(raw)
+            assert msg.min_version <= version, (f"input {id} (gate {msg.min_version}) handed to a worker of "
+                                                f"version {version}", self.m.trace[-12:])
             assert not (self.blocked and msg.type == self.type), (f"input {id} of a blocked type handed out",
                                                                    self.m.trace[-12:])
         active_a = [i for ins in self.inputs_of().values() for i, s, m in ins if s == "a" and m.tenant == "a"]
@@ -349,7 +358,7 @@ class DurableDriver:
             self.inputs += 1
             timer = (f"dt{self.inputs}", Message(type=msg.type, payload=proc.input_payload(pid, "timeout", None),
                                                  enqueued_at_ms=self.m.clock.now_ms(), max_retry=msg.max_retry,
-                                                 key=msg.key, tenant=msg.tenant))
+                                                 key=msg.key, tenant=msg.tenant, min_version=msg.min_version))
         call = self.m.b.proc_commit(DQ, id, token, msg, plan, timer)
         try:
             self.m.x.run(call)
@@ -422,6 +431,8 @@ class DurableDriver:
             except (ProcessNotFoundError, QueueNotFoundError):
                 p = None
             live = [i for i, s, _ in inputs.get(rid, []) if s in LIVE]
+            gates = {m.min_version for _, s, m in inputs.get(rid, []) if s in LIVE}
+            assert gates <= {GATED.get(rid, 0)}, (f"run {rid}: live inputs carry the gates {gates}", self.m.trace[-12:])
             if p is None:
                 assert rid not in self.started or rid in self.removing, (
                     f"run {rid} is gone, though no removal was sent", self.m.trace[-12:])

@@ -76,7 +76,8 @@ durable runs: start (sent again), signal (twice    rule ``durable_runs`` (every 
 under one key), cancel, remove; a step failing,    driver and checks: tests/model_durable.py);
 a worker killed in a step / after a checkpoint /   scenario durable_runs
 before its commit, a commit resent, the runs'
-timers, their queue removed, tenant turns, a hold
+timers, their queue removed, tenant turns, a hold,
+a run's version gate (r3; workers of 2 and none)
 ``outbox relay|retry|discard``                     not modelled: the database's side; the relay's
                                                    store is an enqueue_many (test_outbox.py)
 a worker's lease renewal (its heartbeat: extend)   mechanism ``extend`` (a run no longer allowed
@@ -1660,7 +1661,7 @@ def durable_runs(m: PlusMachine) -> None:
     action; settled, each run ends with the result its recorded steps give."""
     d = m.durable
     for act in (lambda: d.start("r1", ""), lambda: d.start("r2", "a"), lambda: d.start("r3", "a", resend=True),
-                lambda: d.signal("r1", True), lambda: d.fail.add("a"), lambda: d.work(3, "checkpoint"),
+                lambda: d.work(3, "", 0), lambda: d.signal("r1", True), lambda: d.fail.add("a"), lambda: d.work(3, "checkpoint"),
                 lambda: d.work(3, ""), lambda: d.time(1_100), lambda: d.work(3, "step"),
                 lambda: d.block(), lambda: d.work(3, ""), lambda: d.block(), lambda: d.time(6_000),
                 lambda: d.work(3, "lost_reply"), lambda: d.signal("r2", False), lambda: d.time(3_000),

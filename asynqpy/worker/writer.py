@@ -239,14 +239,15 @@ class Writer:
                          int(self.opts.archive_max_age * 1000), o.sign, outcome=reply, mark_process=o.mark_process)
 
     def _timer(self, r: Running, plan: process.Plan) -> tuple[str, codec.Message] | None:
-        """The timeout input a process's plan sets (with the input's own options), or None."""
+        """The timeout input a process's plan sets (with the input's own options, its tenant and
+        version gate too), or None."""
         if plan.timer != "s" or plan.skipped or plan.remove:
             return None
         m = r.msg
         tmsg = codec.Message(type=m.type, payload=process.input_payload(plan.pid, "timeout", None),
                              enqueued_at_ms=self.ctx.clock.now_ms(), max_retry=m.max_retry, timeout_ms=m.timeout_ms,
                              retention_ms=m.retention_ms, retry_delay_ms=m.retry_delay_ms, headers=m.headers,
-                             priority=m.priority, key=m.key, tenant=m.tenant)
+                             priority=m.priority, key=m.key, tenant=m.tenant, min_version=m.min_version)
         return new_task_id(), tmsg
 
     def _count(self, r: Running, o: Outcome) -> None:

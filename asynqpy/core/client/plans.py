@@ -170,17 +170,14 @@ class ClientPlans(Sealing, Claiming):
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
                        reply_to: str = "", found: proc.Process | None = None) -> opts.Prepared:
         """A process input task, validated (docs/processes.md). ``found``: the process it is sent
-        to (its inputs belong to its tenant: a ``tenant=`` naming another is refused)."""
+        to (its inputs belong to its tenant and carry its version gate: a ``tenant=`` or
+        ``min_worker_version=`` naming another is refused)."""
         proc.validate_id(pid)
         unknown = options.keys() - PROCESS_OPTIONS
         if unknown:
             raise InvalidArgumentError(opts.unknown_options("process input option", unknown, sorted(PROCESS_OPTIONS)))
         if found is not None:
-            given = options.get("tenant")
-            if given is not None and given != found.tenant:
-                raise InvalidArgumentError(f"process {pid!r} belongs to tenant {found.tenant!r}, not {given!r}: its "
-                                           "inputs take the tenant it was started with")
-            options = {**options, "tenant": found.tenant or None}
+            options = processes.input_options(found, options)
         ring = self.broker.ring
         if ring is not None and not enc.is_sealed(args):  # its arguments alone: pid and kind stay readable
             args = ring.seal(args, enc.PAYLOAD, options.get("queue", "default"), options.get("tenant") or "")
@@ -495,7 +492,7 @@ class ClientPlans(Sealing, Claiming):
         id exists in the queue. ``options``: queue, max_retry, timeout, retention, retry_delay,
         headers, priority (they apply to this input; its timers inherit them), tenant (the tenant
         the process belongs to: every input it gets, its timers too, takes turns as that tenant's
-        task under its limits; docs/tenants.md)."""
+        task under its limits; docs/tenants.md), min_worker_version (the version gate of all its inputs)."""
         yield from self._keys([options])
         p = self._process_input(process_type, process_id, "init", args, options)
         calls = Writes()
@@ -543,7 +540,8 @@ class ClientPlans(Sealing, Claiming):
             # concurrent repeat, slowed down) finds it finished here: a conflict, never a second
             # run (a finished task holding a caller's id is otherwise replaced: run again)
             return (yield from self._call(p.msg.type, p.msg.payload, timeout, None,
-                                          {**send, "queue": queue, "key": p.msg.key, "tenant": p.msg.tenant or None},
+                                          {**send, "queue": queue, "key": p.msg.key, "tenant": p.msg.tenant or None,
+                                           "min_worker_version": found.min_worker_version or None},
                                           keep_finished=idempotency_key is not None))
         except TaskIdConflictError:  # a concurrent repeat sent it first
             return (yield from ClientPlans.result.plan(self, send["task_id"], queue=queue, timeout=timeout))
@@ -568,7 +566,8 @@ class ClientPlans(Sealing, Claiming):
             yield from self._send([p])
         else:
             yield from ClientPlans.call.plan(self, p.msg.type, p.msg.payload, timeout=timeout, queue=queue,
-                                             key=p.msg.key, tenant=p.msg.tenant or None)
+                                             key=p.msg.key, tenant=p.msg.tenant or None,
+                                             min_worker_version=found.min_worker_version or None)
         return True
 
     @planned

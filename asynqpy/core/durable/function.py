@@ -11,6 +11,7 @@ import uuid as _uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..deploy.versions import encode_version, format_version
 from ..model.errors import InvalidArgumentError, LeaseLostError
 from ..processes.model import CHECKPOINT, Input, Process, Step, validate_id, validate_type
 from .replay import (
@@ -46,17 +47,19 @@ def _signal_op(args: Any) -> tuple[str, Any]:
 
 class DurableFunction:
     """A durable function registered with ``@app.durable`` / ``mux.durable``: ``name`` (its runs'
-    process type is ``durable.<name>``), ``queue`` (where its runs live), ``fn``. Start a run
-    with ``client.start(f, *args, id=...)``."""
+    process type is ``durable.<name>``), ``queue`` (where its runs live), ``fn``,
+    ``min_worker_version`` (its runs' version gate unless ``client.start`` gives one; '' = none).
+    Start a run with ``client.start(f, *args, id=...)``."""
 
     def __init__(self, fn: Callable[..., Awaitable[Any]], name: str | None = None, queue: str = "default",
-                 client: Callable[[], Any] | None = None) -> None:
+                 client: Callable[[], Any] | None = None, min_worker_version: str | None = None) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise InvalidArgumentError(f"a durable function is an async def taking (ctx: Durable, ...), got {fn!r}")
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
         self.type = process_type(self.name)
         self.queue, self.client = queue, client
+        self.min_worker_version = format_version(encode_version(min_worker_version)) if min_worker_version else ""
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:

@@ -148,8 +148,8 @@ class Managed(DurableFunction):
     default :data:`DEFAULT_RETENTION_S`)."""
 
     def __init__(self, fn: Any, name: str | None = None, queue: str = "default", client: Any = None,
-                 retention: timedelta | float | None | str = "default") -> None:
-        super().__init__(fn, name, queue, client)
+                 retention: timedelta | float | None | str = "default", min_worker_version: str | None = None) -> None:
+        super().__init__(fn, name, queue, client, min_worker_version)
         self.retention = DEFAULT_RETENTION_S if retention == "default" else retention_seconds(retention)  # type: ignore[arg-type]
 
     async def process(self, p: Process, i: Input) -> Step:

@@ -67,9 +67,13 @@ class DurablePlans(ClientPlans):
         ``args`` (msgpack-able). ``id``: the run's id (a new UUID if None); idempotent by id: a
         second start with an id that exists starts nothing and returns a handle with
         ``created=False``. ``queue``: the function's (or "default"). ``options``: those of
-        ``start_process`` (max_retry, timeout, retention, retry_delay, headers, priority, tenant)."""
+        ``start_process`` (max_retry, timeout, retention, retry_delay, headers, priority, tenant,
+        min_worker_version: only workers of that version or newer take any input of the run, its
+        steps' continuations, timers, signals and children's ends too; default: the function's)."""
         if isinstance(fn, DurableFunction):
             name, q = fn.name, queue or fn.queue
+            if fn.min_worker_version and options.get("min_worker_version") is None:
+                options["min_worker_version"] = fn.min_worker_version
         elif isinstance(fn, str):
             name, q = fn, queue or "default"
         else:

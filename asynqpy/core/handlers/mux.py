@@ -83,13 +83,15 @@ class ServeMux:
         return register
 
     def durable(self, fn: Any = None, *, name: str | None = None, queue: str = "default",
-                client: Any = None, retention: Any = "default") -> Any:
+                client: Any = None, retention: Any = "default", min_worker_version: str | None = None) -> Any:
         """Register a durable function (docs/durable.md): ``async def f(ctx: Durable, *args)``;
         a decorator, with or without arguments. Returns the :class:`~asynqpy.core.durable.function.DurableFunction`
         that ``client.start`` takes. ``name``: its name (default: module.qualname); its runs are
         processes of type ``durable.<name>``. ``client``: the AsyncClient its ``ctx.task`` enqueues
         with (or a function returning it). ``retention``: how long a finished run is kept (a
-        timedelta or seconds; None: until removed; default 7 days)."""
+        timedelta or seconds; None: until removed; default 7 days). ``min_worker_version``: the
+        version gate of its runs (only workers of that version or newer take their inputs; a
+        ``client.start`` option of the same name overrides it)."""
         from ..durable.function import DurableFunction
         from ..durable.life import Managed
         from ..durable.replay import MAX_HISTORY
@@ -99,7 +101,7 @@ class ServeMux:
         get = client if client is None or callable(client) and not hasattr(client, "enqueue") else (lambda: client)
 
         def register(f: Any) -> DurableFunction:
-            d = Managed(f, name, queue, get, retention)
+            d = Managed(f, name, queue, get, retention, min_worker_version)
             self.handle(task_type(d.type), ProcessHandler(d.type, d.process, MAX_HISTORY, checkpoints=True))
             if get is not None and NOTIFY not in self._exact:
                 self.handle(NOTIFY, notify_handler(get))

@@ -119,7 +119,7 @@ ROUTES: dict[TaskKind, Route] = {
     TaskKind.PROCESS_INPUT: Route(("key",), "enqueue_keyed", _enqueue_keyed, TaskState.PENDING,
                                   frozenset({"unique", "unique_key"}), _KEYED_UNIQUE,
                                   frozenset({"queue", "max_retry", "timeout", "retention", "retry_delay", "headers",
-                                             "priority", "tenant"})),
+                                             "priority", "tenant", "min_worker_version"})),
     TaskKind.TARGETED: Route(("workers", "runs"), "enqueue_target", _enqueue_target, TaskState.TARGETED),
     # stored by a plan (flows.enqueue_after: the parents first), never by one call
     TaskKind.WAITING: Route(("after",), "enqueue_after", _no_single_call, TaskState.WAITING),

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgpack
 
+from ..deploy.versions import format_version
 from ..model import codec
 from ..model.errors import AsynqpyError, InvalidArgumentError, SkipRetry
 from ..model.task import Task
@@ -98,7 +99,10 @@ class Process:
     removal too, wait behind it): ``failing_input`` names it, ``failing_attempts`` counts its
     failed attempts; '' and 0 otherwise (the Inspector reads them; a processor sees them empty).
     ``tenant``: the tenant it was started for (``start_process(..., tenant=)``; '' = none): every
-    input it gets, its timers too, belongs to that tenant (docs/tenants.md)."""
+    input it gets, its timers too, belongs to that tenant (docs/tenants.md).
+    ``min_worker_version``: the least worker version that takes its inputs (``start_process(...,
+    min_worker_version=)``; '' = any worker): every input it gets, its timers too, carries that
+    version gate (docs/deploy.md)."""
 
     id: str
     type: str
@@ -118,6 +122,7 @@ class Process:
     failing_input: str = ""
     failing_attempts: int = 0
     tenant: str = ""
+    min_worker_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -233,13 +238,18 @@ def process_of(msg: codec.Message) -> tuple[str, str]:
 
 # -- the record (lua/includes/process.lua keeps the same layout) --------------------------------
 
-R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST, R_TENANT = range(12)
+R_TYPE, R_STATUS, R_STATE, R_N, R_TIMER, R_DUE, R_CREATED, R_UPDATED, R_BROKEN, R_ERROR, R_FIRST, R_TENANT, \
+    R_MIN_VERSION = range(13)
 
 
-def new_record(ptype: str, tenant: str = "") -> bytes:
+def new_record(ptype: str, tenant: str = "", min_version: int = 0) -> bytes:
     """A started process's record before its init commits (times are set by the script); the
-    tenant its inputs belong to (``start_process(..., tenant=)``), kept as its last item."""
+    tenant its inputs belong to (``start_process(..., tenant=)``) and the least worker version
+    that takes them (``min_worker_version=``: its encoding, core/deploy/versions.py), kept as its
+    last items."""
     fields = [ptype.encode(), STARTING.encode(), b"", b"0", b"", b"", b"", b"", b"", b""]
+    if min_version:
+        return rec_pack(fields + [b"", tenant.encode(), b"%d" % min_version])
     return rec_pack(fields + [b"", tenant.encode()] if tenant else fields)
 
 
@@ -288,7 +298,9 @@ class Record:
                        events=self.count, history=history, timer=_ms(f[R_DUE]) if f[R_TIMER] else None,
                        timer_id=self.timer_id, created=_ms(f[R_CREATED]), updated=_ms(f[R_UPDATED]),
                        broken_by=f[R_BROKEN].decode(), error=f[R_ERROR].decode(errors="replace"), queue=queue,
-                       first_event=self.first, tenant=f[R_TENANT].decode() if len(f) > R_TENANT else "")
+                       first_event=self.first, tenant=f[R_TENANT].decode() if len(f) > R_TENANT else "",
+                       min_worker_version=format_version(int(f[R_MIN_VERSION] or b"0")) if len(f) > R_MIN_VERSION
+                       else "")
 
 
 def parse_record(pid: str, raw: bytes) -> Record:

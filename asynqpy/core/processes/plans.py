@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..deploy.versions import encode_version
 from ..inspector.inspection import MAX_OFFSET, Plan
 from ..model.codec import decode
 from ..model.errors import InvalidArgumentError, MalformedMessageError
@@ -28,6 +29,19 @@ from .model import (
 STATUSES = (STARTING, RUNNING, ERROR)
 
 MAX_PAGE = 1000
+
+
+def input_options(found: Process, options: dict[str, Any]) -> dict[str, Any]:
+    """The options of an input sent to process ``found``: its tenant and version gate, the ones
+    it was started with (a ``tenant=`` or ``min_worker_version=`` naming others is refused)."""
+    given, version, have = options.get("tenant"), options.get("min_worker_version"), found.min_worker_version
+    if given is not None and given != found.tenant:
+        raise InvalidArgumentError(f"process {found.id!r} belongs to tenant {found.tenant!r}, not {given!r}: its "
+                                   "inputs take the tenant it was started with")
+    if version is not None and encode_version(version) != (encode_version(have) if have else 0):
+        raise InvalidArgumentError(f"process {found.id!r} takes workers of version {have or 'any'}, not "
+                                   f"{version!r}: its inputs take the version gate it was started with")
+    return {**options, "tenant": found.tenant or None, "min_worker_version": have or None}
 
 
 def read(b: Broker, queue: str, pid: str, first: int = 0, count: int = 20,

@@ -112,7 +112,8 @@ class FeatureCalls(BrokerBase):
                            **_q(q, "tasks events conf archived completed proc procs"), **serial_keys(q),
                            keylist=q.key_list(msg.key), id=id_arg(id), msg=self.seal(queue, id, msg, data),
                            key=msg.key, now=self.clock.script_now(), pid=id_arg(pid),
-                           record=process.new_record(msg.type[len(process.TYPE_PREFIX):], msg.tenant))
+                           record=process.new_record(msg.type[len(process.TYPE_PREFIX):], msg.tenant,
+                                                     msg.min_version))
 
     def proc_read(self, queue: str, pid: str, first: int = 0, count: int = process.HISTORY_WINDOW) -> Call[Any]:
         """A process's record and ``count`` events from event ``first`` (0: its last ``count``):
