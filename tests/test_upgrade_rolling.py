@@ -200,7 +200,11 @@ def _problems(r: Any, insp: Inspector, want: list[list[Any]], killed: set[str]) 
     and the queue drained."""
     lines = [line.decode().split() for line in r.lrange("ru:runs", 0, -1)]
     attempts = Counter((task_id, retry) for task_id, retry, _ in lines)
+    # Touched: a task a killed worker ran, or one whose lease expired (the killed worker may have
+    # taken it and died before its handler's first line wrote the run, or taken a task too new for
+    # it and died before giving it back: an attempt that ends in a lease expiry without a run)
     touched = {task_id for task_id, _, tag in lines if tag in killed}
+    touched |= {e.task_id for e in insp.events("ru") if e.event == "lease_expired"}
     twice = [a for a, n in attempts.items() if n > 1]
     ran: dict[str, set[int]] = defaultdict(set)
     for task_id, retry in attempts:
