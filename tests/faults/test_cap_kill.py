@@ -99,7 +99,7 @@ def test_a_drop_oldest_storm_with_the_producer_and_redis_killed_loses_nothing_ac
     archived = {id for id, v in stored.items() if v[:1] == b"x"}
     print(f"\ncap storm: {len(acked)} acknowledged, {len(stored)} stored, {len(archived)} dropped, "
           f"{pending} pending")
-    assert len(acked) > 3 * CAP  # the storm went well past the cap, across the restart
+    assert len(acked) >= 3 * CAP  # the storm went well past the cap, across the restart (_wait_acked: 2 caps, then one more)
     assert [id for id in acked if id not in stored] == []  # nothing acknowledged is lost
     assert {v[:1] for v in stored.values()} <= {b"p", b"x"}
     assert pending <= CAP and pending == len(stored) - len(archived)
