@@ -4,6 +4,7 @@ with a replica per master only where a test of replication asks for one."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -26,6 +27,34 @@ from asynqpy.redisio.connection import async_client, sync_client
 from asynqpy.redisio.memory import install as compile_scripts_once
 
 compile_scripts_once()  # fakeredis compiles each script once, as Redis does (asynqpy/redisio/memory.py)
+
+# redis-py (8.x) reads its own version from the installed package's metadata (importlib.metadata:
+# a scan of sys.path and an email-header parse, ~0.8 ms) for every client made without a driver_info;
+# asynqpy's clients give it once (asynqpy/redisio/connection.py), the tests' own clients (redis.Redis,
+# fakeredis) did not: ~5 per test. Read once here: the same version, the same CLIENT SETINFO.
+redis.utils.get_lib_version = functools.cache(redis.utils.get_lib_version)
+
+
+def _command_table_once() -> None:
+    """redis-py's sync cluster client sends COMMAND as it is made and parses the ~240 commands'
+    reply (its key positions: ~10 ms of CPU, half of what making the client costs); the tests make
+    one per cluster test. Every server of a test process is the same redis-server, so the table is
+    read once per process and copied into each new client's parser."""
+    from redis._parsers.commands import CommandsParser
+
+    first = CommandsParser.initialize
+    table: dict[str, Any] = {}
+
+    def initialize(self: Any, r: Any) -> None:
+        if not table:
+            first(self, r)
+            table.update(self.commands)
+        self.commands = dict(table)
+
+    CommandsParser.initialize = initialize
+
+
+_command_table_once()
 
 # Every interpreter the tests start (workers, CLI runs, bench adapters) imports less: redis-py's own
 # import of the OpenTelemetry SDK's metrics, ~0.12 s of CPU per process, finds no SDK there
