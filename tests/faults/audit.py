@@ -190,19 +190,21 @@ class Workers:
     """``n`` ``asynqpy worker`` processes serving ``target`` (fault_workers:mux), each replaceable."""
 
     def __init__(self, url: str, recorder_url: str, n: int, *args: str, log_dir: Path,
-                 target: str = "fault_workers:mux", names: list[str] | None = None) -> None:
+                 target: str = "fault_workers:mux", names: list[str] | None = None, fork_first: bool = True) -> None:
         self.url, self.recorder_url, self.args, self.log_dir, self.target = url, recorder_url, args, log_dir, target
         self.names = names  # worker i runs with --name names[i] (its replacements too)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ, ASYNQPY_RECORDER_URL=recorder_url,
                         PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
-        # (started now, used from the first replacement on: it imports while the first workers start)
-        self.zygote = Zygote(self.env, str(ROOT)) if FORK else None
+        # The first workers are forked too (``fork_first``), but where a scenario times one worker
+        # against another's start: those start as interpreters (test_stall's frozen worker)
+        # (else made at the first replacement, and not at all in a scenario that replaces none)
+        self.zygote = Zygote(self.env, str(ROOT)) if FORK and fork_first else None
         self.procs: list[subprocess.Popen[bytes] | ForkedProcess] = []
         self.born: dict[int, float] = {}  # worker i: when its process started
         self.started = 0
         for i in range(n):
-            self.procs.append(self._start(i))
+            self.procs.append(self._start(i, fork=fork_first))
 
     def _start(self, i: int, fork: bool = False) -> subprocess.Popen[bytes] | ForkedProcess:
         self.started += 1
@@ -210,7 +212,9 @@ class Workers:
         path = self.log_dir / f"worker-{self.started}.log"
         cmd = [sys.executable, "-m", "asynqpy.cli.main", "--log-level", "INFO", "worker", self.target,
                "--redis-url", self.url, *self.args, *(("--name", self.names[i]) if self.names else ())]
-        if fork and self.zygote is not None:
+        if fork and FORK:
+            if self.zygote is None:
+                self.zygote = Zygote(self.env, str(ROOT))
             return self.zygote.start(["asynqpy", *cmd[3:]], path)
         log = open(path, "wb")
         return subprocess.Popen(cmd, env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)

@@ -72,7 +72,7 @@ def test_frozen_worker_loses_its_tasks_and_its_late_writes_are_refused(
     redis_url: str, recorder: redis.Redis, recorder_server: RedisProcess, tmp_path: Path
 ) -> None:
     acked: dict[str, int] = {}
-    frozen = Workers(redis_url, recorder_server.url, 1, *ARGS, log_dir=tmp_path)
+    frozen = Workers(redis_url, recorder_server.url, 1, *ARGS, log_dir=tmp_path, fork_first=False)
     other = None
     try:
         with Client(redis_url) as client:  # 20 tasks of 600 ms: the frozen worker takes them all
@@ -84,7 +84,7 @@ def test_frozen_worker_loses_its_tasks_and_its_late_writes_are_refused(
             assert time.monotonic() < deadline, "the first worker did not start the tasks"
             time.sleep(0.01)
         frozen.procs[0].send_signal(signal.SIGSTOP)  # frozen mid-task, for longer than the lease
-        other = Workers(redis_url, recorder_server.url, 1, *ARGS, log_dir=tmp_path / "other")
+        other = Workers(redis_url, recorder_server.url, 1, *ARGS, log_dir=tmp_path / "other", fork_first=False)
         wait_finished(redis_url, 20, timeout=30)  # the other worker recovered and ran them
         frozen.procs[0].send_signal(signal.SIGCONT)
 

@@ -403,12 +403,20 @@ def _load_one(path: Path, root: Path) -> Script:
     """The script in file ``path`` (includes in ``root/includes``), its header checked and its
     prologue emitted."""
     text = path.read_text()
-    h = parse_header(path.name, text)
+    return _built(path.name, text, _flatten(lib.split(text), root / "includes", set()))
+
+
+@lru_cache(maxsize=1024)
+def _built(filename: str, text: str, flat: str) -> Script:
+    """The script of file ``filename`` from its text and its flattened text (:func:`_load_one`):
+    built once per process for a text (checking the body, emitting the prologue and the library
+    cost ~10 ms of CPU a script; the mutants' copies of ``lua/``, tests/test_model_mutants.py, differ
+    from ``lua/`` in a file or two)."""
+    h = parse_header(filename, text)
     keys, args, keys_tail, args_tail = h.keys, h.args, h.tails["KEY"], h.tails["ARG"]
-    flat = _flatten(lib.split(text), root / "includes", set())  # (cut where the library's function starts)
     end = _HEADER.match(flat).end()  # type: ignore[union-attr]
     body = flat[end:]
-    check_body(path.name, body, (*keys, *(keys_tail and (keys_tail,))), (*args, *(args_tail and (args_tail,))))
+    check_body(filename, body, (*keys, *(keys_tail and (keys_tail,))), (*args, *(args_tail and (args_tail,))))
     body = shake(body)  # (checked whole: an include's unused function is held to the rules too)
     pro = prologue(h, _COMMENT.sub("", body))
     source = flat[:end] + "\n" + pro + body.replace(lib.BODY_MARK, "", 1).lstrip("\n")
