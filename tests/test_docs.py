@@ -4,10 +4,13 @@ as written, in order, against a real redis-server (``URL``: a scratch database).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -45,16 +48,34 @@ def test_python_blocks_compile(page: str) -> None:
         compile(code, f"{page} py block {i + 1}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Any]:
+    """A process that imported asynqpy once and forks a child per example (tests/faults/zygote.py:
+    an interpreter's start, ~0.6 s of CPU, was most of an example's cost)."""
+    sys.path.insert(0, str(Path(__file__).parent / "faults"))
+    from zygote import Zygote
+
+    z = Zygote(dict(os.environ), str(ROOT))
+    yield z
+    z.stop()
+
+
 @pytest.mark.real
 @pytest.mark.parametrize("page", RUNNABLE)
-def test_examples_run_as_written(page: str, redis_url: str) -> None:
+def test_examples_run_as_written(page: str, redis_url: str, zygote: Any, tmp_path: Path) -> None:
+    """The page's python blocks, one after the other, as one ``python -c`` program (forked from
+    :func:`zygote`), with ``URL`` a Redis database of its own."""
     url = redis_url.rsplit("/", 1)[0] + "/14"
     redis.Redis.from_url(url).flushdb()
     source = "\n".join(blocks(DOCS / page))
     assert source, f"{page} has no python block"
-    res = subprocess.run([sys.executable, "-c", f"URL = {url!r}\n{source}"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, check=False)
-    assert res.returncode == 0, res.stdout + res.stderr
+    log = tmp_path / "example.log"
+    child = zygote.start(["-c", f"URL = {url!r}\n{source}"], log)
+    try:
+        code = child.wait(60)
+    finally:
+        child.kill()
+    assert code == 0, log.read_text(errors="replace")
 
 
 def test_every_page_is_linked_from_the_index_and_the_nav() -> None:

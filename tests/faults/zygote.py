@@ -8,6 +8,9 @@ interpreter's normal exit), with its output in its own log. The worker code that
 same; what a start no longer repeats is the import. ``ASYNQPY_FORK_WORKERS=0``: an interpreter
 per start, as before (to compare).
 
+A start whose argv is ``["-c", CODE]`` runs CODE as ``python -c`` would (its module ``__main__``):
+tests/test_docs.py runs the docs' examples so.
+
 Protocol (lines on the zygote's stdin and stdout): ``start <log path> <json argv>`` answers
 ``pid <pid>``; each child that exits is reported as ``exit <pid> <returncode>`` (Popen's
 convention: minus the signal that killed it); the zygote ends when its stdin closes, once its
@@ -168,6 +171,12 @@ class Zygote:
 def main() -> None:
     argv = _serve()
     if argv is None:
+        return
+    if argv[0] == "-c":  # ``python -c CODE`` (tests/test_docs.py's examples): run as __main__
+        import builtins
+
+        sys.argv = ["-c"]
+        exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
         return
     from asynqpy.cli.main import main as cli  # (imported before the fork)
 
