@@ -36,10 +36,10 @@ redis.utils.get_lib_version = functools.cache(redis.utils.get_lib_version)
 
 
 def _command_table_once() -> None:
-    """redis-py's sync cluster client sends COMMAND as it is made and parses the ~240 commands'
-    reply (its key positions: ~10 ms of CPU, half of what making the client costs); the tests make
-    one per cluster test. Every server of a test process is the same redis-server, so the table is
-    read once per process and copied into each new client's parser."""
+    """redis-py's cluster clients send COMMAND as they start and parse the ~240 commands' reply
+    (their key positions: ~10 ms of CPU, half of what starting a client costs); the tests start
+    several per cluster test. Every server of a test process is the same redis-server, so each
+    client kind's table is read once per process and copied into each new client's parser."""
     from redis._parsers.commands import CommandsParser
 
     first = CommandsParser.initialize
@@ -52,6 +52,21 @@ def _command_table_once() -> None:
         self.commands = dict(table)
 
     CommandsParser.initialize = initialize
+
+    from redis._parsers.commands import AsyncCommandsParser
+
+    first_async = AsyncCommandsParser.initialize
+    table_async: dict[str, Any] = {}
+
+    async def initialize_async(self: Any, node: Any = None) -> None:
+        if not table_async:
+            await first_async(self, node)
+            table_async.update(self.commands)
+        elif node:
+            self.node = node
+        self.commands = dict(table_async)
+
+    AsyncCommandsParser.initialize = initialize_async
 
 
 _command_table_once()
