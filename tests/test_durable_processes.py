@@ -421,6 +421,10 @@ def test_cli_process_commands(redis_url: str) -> None:
         assert run("process", "start", "payment", "t1", "-q", Q, "--args", '{"amount": 1}', "--tenant", "acme")[0] == 0
         code, out = run("process", "inspect", "t1", "-q", Q)
         assert code == 0 and "tenant: acme" in out
+        deadline = time.monotonic() + 30  # (t1 is "starting" until the worker commits its init input)
+        while json.loads(run("process", "inspect", "t1", "-q", Q, "--json")[1])["status"] != "running":
+            assert time.monotonic() < deadline, "t1's init input was not committed"
+            time.sleep(0.05)
         code, out = run("process", "ls", "-q", Q, "--status", "error")
         assert code == 0 and "0 process(es) in error" in out and "c1" not in out
         code, out = run("process", "ls", "-q", Q, "-s", "running", "--json")
