@@ -38,7 +38,7 @@ QUEUES = ["reports", "critical", "low"]  # one per master (slots 5152, 8090, 152
 WORKER_ARGS = ("--queues", ",".join(QUEUES), "--concurrency", "20", "--lease", "5", "--heartbeat-interval", "0.5",
                "--shutdown-timeout", "0.5")
 N, PAUSE = storm(3000, 0.003)
-"""Tasks over the three queues (3 000 in the deep run, 1 500 in CI at twice the pause: the
+"""Tasks over the three queues (3 000 in the deep run, 750 in CI at four times the pause: the
 producers run as long, the master dies at the same point of the load)."""
 
 
