@@ -63,7 +63,7 @@ _TABLE_CHANGED = re.compile(r"table\.(?:insert|remove|sort)\(\s*([A-Za-z_]\w*)\b
 def _mutated(functions: str) -> set[str]:
     """The names a helper assigns, or one of whose fields it assigns (a library-level local holding
     state when it is one): one pass over the helpers' text for all names (a search per name took
-    ~20 ms of CPU per script, most of a worker's start)."""
+    0.8 s of the 1.45 s of CPU that loading the 69 scripts took)."""
     return {*_ASSIGNED.findall(functions), *_TABLE_CHANGED.findall(functions)}
 
 
