@@ -26,6 +26,8 @@ from redisproc import RedisCluster, RedisProcess
 from asynqpy.redisio.connection import async_client, sync_client
 from asynqpy.redisio.memory import install as compile_scripts_once
 
+pytest_plugins = ["otel_spans"]  # the tracing tests' ``spans`` fixture (tests/otel_spans.py)
+
 compile_scripts_once()  # fakeredis compiles each script once, as Redis does (asynqpy/redisio/memory.py)
 
 # redis-py (8.x) reads its own version from the installed package's metadata (importlib.metadata:

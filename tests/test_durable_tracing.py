@@ -10,33 +10,15 @@ the ctx.task's send and process spans nest in the run's trace."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from helpers import serving, until
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from asynqpy import AsyncClient, Durable, Inspector, Retry, ServeMux, Task
-from asynqpy.otel import instrument, uninstrument
 
 Q = "dtr"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrument(tracer_provider=provider)
-    exporter.provider = provider  # type: ignore[attr-defined]  # (for the steps' own spans)
-    try:
-        yield exporter
-    finally:
-        uninstrument()
 
 
 def test_a_run_is_one_trace_with_a_span_per_input_and_per_step(backend: Any, spans: InMemorySpanExporter) -> None:

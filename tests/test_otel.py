@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from asynqpy import AsyncClient, Client, Inspector, ServeMux, Task
-from asynqpy.otel import instrument, uninstrument
 
 Q = "oq"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrument(tracer_provider=provider)
-    exporter.provider = provider  # type: ignore[attr-defined]  # (for the handlers' own spans)
-    try:
-        yield exporter
-    finally:
-        uninstrument()
 
 
 def test_a_trace_spans_producer_and_worker(backend: Any, spans: InMemorySpanExporter) -> None:
