@@ -31,7 +31,6 @@ ARG conds... {where path value hint}  conditions, all of which a match meets:
 Returns {next cursor ('0': the end), fields looked at, matches, then per match: id [, stored value]}.
 ]]
 --- @include "stored"
---- @include "events"
 --- @include "msgpath"
 local budget, batch = tonumber(A.budget), tonumber(A.batch)
 local states, mtype, tenant, err, text = A.states, A.type, A.tenant, A.error, A.text
@@ -60,11 +59,30 @@ local function offloaded(m, at)  -- its payload is an offload reference (an ext 
   return t and string.byte(m, t) == 70
 end
 
+local function str_enc(x)  -- msgpack's smallest encoding of the string x
+  local n = #x
+  if n <= 31 then return string.char(0xa0 + n) .. x end
+  if n <= 255 then return string.char(0xd9, n) .. x end
+  return string.char(0xda, math.floor(n / 256), n % 256) .. x
+end
+local type_enc = mtype ~= '' and str_enc(mtype) or nil
+local hints = {}  -- the conditions' hints, looked for before anything is walked (most tasks fail one)
+for k = 1, nconds do
+  if conds[k].hint ~= '' then hints[#hints + 1] = conds[k].hint end
+end
+local nhints = #hints
+
 local function matches(v)
-  local st = stored_state(v)
-  if states ~= '' and not string.find(states, st, 1, true) then return false end
-  local at = st == 'a' and STORED_ACTIVE_AT or 2
-  if mtype ~= '' and msg_type(v, at) ~= mtype then return false end
+  local at = stored_at(v)
+  for k = 1, nhints do
+    if not string.find(v, hints[k], at, true) then return false end
+  end
+  if states ~= '' and not string.find(states, stored_state(v), 1, true) then return false end
+  if type_enc then  -- the type, field 0, compared in place (after the array's header: 1 or 3 bytes)
+    local b = string.byte(v, at)
+    local i = (b == 0xdc and at + 3) or at + 1
+    if string.find(v, type_enc, i, true) ~= i then return false end
+  end
   if tenant ~= '' and msg_tenant(v, at) ~= tenant then return false end
   if since or before then
     local i = msg_field(v, at, F_ENQUEUED)
@@ -75,7 +93,6 @@ local function matches(v)
   if text ~= '' and (not field_has(v, at, F_PAYLOAD, text) or offloaded(v, at)) then return false end
   for k = 1, nconds do
     local c = conds[k]
-    if c.hint ~= '' and not string.find(v, c.hint, at, true) then return false end
     local i = msg_field(v, at, c.where == 'h' and F_HEADERS or F_PAYLOAD)
     i = i and mp_at(v, i, c.path)
     if not i or (c.value ~= '' and not mp_equals(v, i, c.value)) then return false end

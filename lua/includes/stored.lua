@@ -12,10 +12,14 @@
 ---                           for nil): a state check and the message in one call
 ---   STORED_ACTIVE_AT        where the message starts in an active task's value (its byte index):
 ---                           to read its type in place (includes/events msg_type(v, at)), no copy
+---   stored_at(v)            where the message starts in ``v`` (any state; no copy, no string made)
 local TOKEN_LEN = 8
 local STORED_ACTIVE_AT = 2 + TOKEN_LEN
 local function stored_state(v)
   return v and string.sub(v, 1, 1)
+end
+local function stored_at(v)
+  return string.byte(v, 1) == 97 and STORED_ACTIVE_AT or 2  -- (97: 'a')
 end
 local function stored_msg(v)
   if string.sub(v, 1, 1) == 'a' then
