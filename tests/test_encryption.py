@@ -64,6 +64,40 @@ def _mux(ran: list[Any], fail_once: set[Any] | None = None) -> ServeMux:
 # -- the envelope and the ring ----------------------------------------------------------------------
 
 
+def test_the_workers_common_path_opens_as_the_general_one_and_refuses_the_same() -> None:
+    """enc.open_plain_message (every task of an encrypted queue) with its caches warm: the same
+    message as open_message; the same typed errors for a tampered, truncated or undecodable
+    payload; None (the general path) for what it does not handle."""
+    from asynqpy.core.model.codec import Message
+
+    ring = KeyRing({"k1": K1, "k2": K2})
+    base = Message(type="t", payload=None)
+    for _ in range(2):  # (the second time from the caches)
+        sealed = ring.seal({"card": SECRET}, enc.PAYLOAD, "q")
+        m = base.with_(payload=sealed, logs=["a line"])
+        assert enc.open_plain_message(ring, "q", m) == enc.open_message(ring, "q", m)
+        assert enc.open_plain_message(ring, "q", m).payload == {"card": SECRET}
+        tampered = msgpack.ExtType(sealed.code, sealed.data[:-1] + bytes([sealed.data[-1] ^ 1]))
+        with pytest.raises(DecryptionError):
+            enc.open_plain_message(ring, "q", base.with_(payload=tampered))
+        with pytest.raises(DecryptionError, match="truncated"):
+            enc.open_plain_message(ring, "q", base.with_(payload=msgpack.ExtType(sealed.code, sealed.data[:20])))
+        with pytest.raises(KeyNotFoundError):
+            enc.open_plain_message(KeyRing({"k9": K1}), "q", m)
+        garbage = ring.seal_with("k2", K2, b"\xc1", enc.PAYLOAD)  # (0xc1: never valid msgpack)
+        with pytest.raises(EncryptionError, match="do not decode"):
+            enc.open_plain_message(ring, "q", base.with_(payload=garbage))
+    plain = base.with_(payload={"x": 1})
+    assert enc.open_plain_message(ring, "q", plain) is plain
+    assert enc.open_plain_message(ring, "q", base.with_(payload=sealed, logs=ring.seal(["l"], enc.LOGS))) is None
+    assert enc.open_plain_message(ring, "q", base.with_(payload=sealed, result=ring.seal(1, enc.RESULT))) is None
+    assert enc.open_plain_message(ring, "q", base.with_(payload={"a": sealed})) is None  # a process input
+    tenant_ring = KeyRing({"k1": K1}, tenant_keys=True)
+    assert enc.open_plain_message(tenant_ring, "q", base.with_(payload=sealed, tenant="acme")) is None
+    digested = ring.seal({"u": 1}, enc.PAYLOAD, digest=b"d" * 20)  # (a unique task's: not cached, opened)
+    assert enc.open_plain_message(ring, "q", base.with_(payload=digested)).payload == {"u": 1}
+
+
 def test_seal_open_round_trip_and_what_breaks_it() -> None:
     ring = KeyRing({"k1": K1})
     value = {"card": SECRET, "n": [1, 2.5, None, b"\x00"]}
@@ -102,8 +136,8 @@ def test_key_files_and_the_environment(tmp_path: Path) -> None:
     f.write_text(json.dumps({"k1": K1.hex(), "k2": K2.hex()}))
     ring = KeyRing.from_file(f)
     assert ring.newest == "k2" and ring.keys["k1"] == K1
-    assert KeyRing.from_env(environ={enc.ENV: str(f)}).newest == "k2"  # type: ignore[union-attr]
-    assert KeyRing.from_env(environ={enc.ENV: json.dumps({"a": K1.hex()})}).newest == "a"  # type: ignore[union-attr]
+    assert KeyRing.from_env(environ={enc.ENV: str(f)}).newest == "k2"
+    assert KeyRing.from_env(environ={enc.ENV: json.dumps({"a": K1.hex()})}).newest == "a"
     assert KeyRing.from_env(environ={}) is None
     f.write_text("[1]")
     with pytest.raises(InvalidArgumentError, match="not a JSON object"):

@@ -242,7 +242,10 @@ class Processor:
         assert r.task is not None
         if refs.is_ref(r.msg.payload):
             await self._fetch(r)
-        if self.ctx.broker.ring is not None or enc.sealed_message(r.task._msg):
+        ring = self.ctx.broker.ring
+        if ring is not None and (opened := enc.open_plain_message(ring, r.queue, r.task._msg)) is not None:
+            r.task._msg = r.opened = opened  # (the common task, at once: no tenant key to load first)
+        elif ring is not None or enc.sealed_message(r.task._msg):
             await self._open(r)
 
     async def _fetch(self, r: Running) -> None:
@@ -281,10 +284,9 @@ class Processor:
         if tenants:
             await arun_plan(self.ctx.exec, load_plan(ring, tenants, create=ring.needs_tenant_key(msg.tenant)))
         try:
-            r.task._msg = enc.open_message(ring, r.queue, msg)
+            r.task._msg = r.opened = enc.open_message(ring, r.queue, msg)
         except MalformedMessageError as exc:
             raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
-        r.opened = True
 
     async def _open_parents(self, record: Any) -> Any:
         """A workflow task's record with its parents' encrypted results decrypted (each with its
@@ -333,9 +335,9 @@ class Processor:
             msg = r.task.logged(now_ms)  # this attempt's lines (task.log, capture_logs), if any
             if r.fetched:  # stored with its reference, never the payload read from the blob
                 msg = msg.with_(payload=r.msg.payload)
-            if r.opened:  # sealed again as stored: the payload's ciphertext (or reference) kept, logs and result sealed
-                ring = self.ctx.broker.ring
-                msg = enc.seal_rewrite(ring, r.queue, msg, r.msg)
+            if r.opened is not None:  # sealed again as stored: the payload's ciphertext (or reference) kept, logs and
+                ring = self.ctx.broker.ring  # result sealed (the message as stored, where the handler changed none)
+                msg = r.msg if msg is r.opened and not r.fetched else enc.seal_rewrite(ring, r.queue, msg, r.msg)
                 if result is not None and not enc.is_sealed(result):  # (a process's response is sealed)
                     result = ring.seal(result, enc.RESULT, r.queue, msg.tenant)
             o = decide(msg, kind, error, now_ms, self.policy, result=result, task=r.task)

@@ -35,12 +35,19 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
 from ..model import codec
-from ..model.errors import DecryptionError, InvalidArgumentError, KeyNotFoundError, PayloadError
+from ..model.errors import (
+    DecryptionError,
+    EncryptionError,
+    InvalidArgumentError,
+    KeyNotFoundError,
+    MalformedMessageError,
+    PayloadError,
+)
 
 EXT_CODE = codec.ENCRYPTED_EXT
 """The msgpack extension type of an encrypted value ('E')."""
@@ -165,6 +172,10 @@ class KeyRing:
         self.newest = list(self.keys)[-1]
         self.tenant_keys = bool(tenant_keys)
         self._aeads: dict[str, Any] = {}
+        # the worker's hot path, per envelope head and ``what`` (a ring key's, no digest, nothing
+        # bound: a few entries a ring): (cipher, associated data) to open, and what seals
+        self._opens: dict[bytes, dict[bytes, tuple[Any, bytes]]] = {PAYLOAD: {}, RESULT: {}}
+        self._seals: dict[tuple[str, bytes], tuple[Any, bytes, bytes]] = {}
         self._tenants: dict[tuple[str, str], tuple[str, bytes]] = {}  # (queue, tenant) -> (key id, key)
         self._loaded: dict[tuple[str, str], float] = {}  # (queue, tenant) -> when its key was read (monotonic)
         self._lock = threading.Lock()
@@ -234,21 +245,32 @@ class KeyRing:
     def seal(self, value: Any, what: bytes, queue: str = "", tenant: str = "", digest: bytes = b"") -> msgpack.ExtType:
         """``value`` (any msgpack value) encrypted, as stored. ``what``: :data:`PAYLOAD`, ...;
         ``digest``: a keyed digest kept readable in the envelope (a unique task's lock)."""
-        kid, key = self.sealing_key(queue, tenant)
         try:
             plain = codec.packer().pack(value)  # (this thread's packer: packb would build one per call)
         except (TypeError, ValueError, OverflowError) as exc:
             raise PayloadError(f"{_WHAT.get(what, 'value')} is not msgpack-serializable: {exc}") from None
+        if not digest and not (tenant and (self.tenant_keys or (queue, tenant) in self._tenants)):
+            got = self._seals.get((self.newest, what))  # (the newest ring key's, as seal_with keeps it)
+            if got is not None:
+                nonce = os.urandom(NONCE_LEN)
+                return _tuple_new(msgpack.ExtType, (EXT_CODE, got[1] + nonce + got[0].encrypt(nonce, plain, got[2])))
+        kid, key = self.sealing_key(queue, tenant)
         return self.seal_with(kid, key, plain, what, digest=digest)
 
     def seal_with(self, kid: str, key: bytes, plain: bytes, what: bytes, bound: str = "",
                   digest: bytes = b"") -> msgpack.ExtType:
         """``plain`` sealed with ``key`` (named ``kid``); ``bound``: more associated data."""
-        k = kid.encode()
-        head = bytes((VERSION, len(k))) + k + bytes((len(digest),)) + digest
+        fast = not bound and not digest and self.keys.get(kid) == key
+        got = self._seals.get((kid, what)) if fast else None
+        if got is None:
+            k = kid.encode()
+            head = bytes((VERSION, len(k))) + k + bytes((len(digest),)) + digest
+            got = self._cipher(kid, key), head, _aad(head, what, bound)
+            if fast:
+                self._seals[(kid, what)] = got
+        aead, head, aad = got
         nonce = os.urandom(NONCE_LEN)
-        ct = self._cipher(kid, key).encrypt(nonce, plain, _aad(head, what, bound))
-        return msgpack.ExtType(EXT_CODE, head + nonce + ct)
+        return codec.ext(EXT_CODE, head + nonce + aead.encrypt(nonce, plain, aad))
 
     def _opening_key(self, kid: str, queue: str) -> bytes:
         tenant = tenant_of_kid(kid)
@@ -266,17 +288,25 @@ class KeyRing:
     def open_bytes(self, ext: msgpack.ExtType, what: bytes, queue: str = "", bound: str = "") -> bytes:
         """The plaintext bytes of a sealed value. Raises :class:`KeyNotFoundError` /
         :class:`DecryptionError`."""
-        kid, _, start = header(ext)
-        key = self._opening_key(kid, queue)
         data = ext.data
-        aead = self._cipher(kid, key)
+        got, opens = None, self._opens.get(what) if not bound else None
+        if opens is not None and len(data) > 2 and data[2 + data[1]:3 + data[1]] == b"\0":  # no digest
+            start = 3 + data[1]
+            got = opens.get(data[:start])  # (a ring key's head)
+        if got is None:
+            kid, digest, start = header(ext)
+            aead = self._cipher(kid, self._opening_key(kid, queue))
+            got = aead, _aad(data[:start], what, bound)
+            if opens is not None and not digest and tenant_of_kid(kid) is None and len(opens) < 32:
+                opens[data[:start]] = got
+        elif len(data) < start + NONCE_LEN + 16:
+            raise DecryptionError("a truncated or altered encryption envelope")
         try:
-            plain: bytes = aead.decrypt(data[start:start + NONCE_LEN], data[start + NONCE_LEN:],
-                                        _aad(data[:start], what, bound))
+            plain: bytes = got[0].decrypt(data[start:start + NONCE_LEN], data[start + NONCE_LEN:], got[1])
             return plain
         except _invalid_tag():
-            raise DecryptionError(f"the {_WHAT.get(what, 'value')} does not decrypt under key {kid!r}: a wrong key, "
-                                  "or the ciphertext was altered") from None
+            raise DecryptionError(f"the {_WHAT.get(what, 'value')} does not decrypt under key {key_id(ext)!r}: a wrong "
+                                  "key, or the ciphertext was altered") from None
 
     def open(self, value: Any, what: bytes, queue: str = "") -> Any:
         """``value`` decrypted if it is sealed, else itself (``queue``: the task's, whose tenant
@@ -398,6 +428,45 @@ def open_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message
     return _with(msg, p, result, logs)
 
 
+def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message | None:
+    """:func:`open_message` for a worker's common task, or None where it does not apply: the
+    payload sealed under a ring key (or not sealed), no process input's arguments, logs or result
+    sealed, no tenant key needed (then :func:`open_message`, after the tenant keys are loaded).
+    Written out in one function: every task of an encrypted queue comes through it. Raises
+    :class:`EncryptionError` (a key missing, a tampered ciphertext, a value that does not decode)."""
+    p = msg.payload
+    if type(p) is not msgpack.ExtType:
+        if type(p) is dict and is_sealed(p.get("a")):
+            return None
+    elif p.code != EXT_CODE or p.data[2:3] == b"~":
+        return None
+    logs, result = msg.logs, msg.result  # (logs: None or a list of lines when not sealed)
+    if (type(logs) is msgpack.ExtType and cast(Any, logs).code == EXT_CODE) or (ring.tenant_keys and msg.tenant) \
+            or (type(result) is msgpack.ExtType and result.code == EXT_CODE):
+        return None
+    if type(p) is not msgpack.ExtType:
+        return msg
+    data = p.data
+    n = data[1] if len(data) > 2 else 0
+    got = ring._opens[PAYLOAD].get(data[:3 + n]) if data[2 + n:3 + n] == b"\0" else None  # (a ring key's, no digest)
+    if got is None or len(data) < 3 + n + NONCE_LEN + 16:
+        plain = ring.open_bytes(p, PAYLOAD, queue)  # (checks the envelope, says why it cannot be opened)
+    else:
+        start = 3 + n + NONCE_LEN
+        try:
+            plain = got[0].decrypt(data[3 + n:start], data[start:], got[1])
+        except _invalid_tag():
+            plain = ring.open_bytes(p, PAYLOAD, queue)  # (raises DecryptionError)
+    d = msg.__dict__.copy()
+    try:
+        d["payload"] = codec.decode_value(plain)
+    except MalformedMessageError as exc:
+        raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
+    m = _new(codec.Message)
+    _setattr(m, "__dict__", d)
+    return m
+
+
 def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.Message) -> codec.Message:
     """``plain`` (a rewrite of :func:`open_message`'s message: its logs, result, error) as it is
     stored: the payload as ``stored`` holds it (its ciphertext, untouched), the logs and the
@@ -410,15 +479,17 @@ def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.
     return _with(plain, stored.payload, result, logs)
 
 
-_new, _setattr = object.__new__, object.__setattr__
+_new, _setattr, _tuple_new = object.__new__, object.__setattr__, tuple.__new__
 
 
 def _with(msg: codec.Message, payload: Any, result: Any, logs: Any) -> codec.Message:
     """``msg.with_(payload=..., result=..., logs=...)`` without the frozen dataclass's ``replace``
     (28 fields through ``__init__``: the largest cost of a worker's encrypted task), as
     :func:`~asynqpy.core.model.codec.message_of` makes one: its fields' dict, copied."""
-    d = dict(msg.__dict__)
-    d["payload"], d["result"], d["logs"] = payload, result, logs
+    d = msg.__dict__.copy()
+    d["payload"] = payload
+    d["result"] = result
+    d["logs"] = logs
     m = _new(codec.Message)
     _setattr(m, "__dict__", d)
     return m
