@@ -80,8 +80,10 @@ def test_the_workers_common_path_opens_as_the_general_one_and_refuses_the_same()
         tampered = msgpack.ExtType(sealed.code, sealed.data[:-1] + bytes([sealed.data[-1] ^ 1]))
         with pytest.raises(DecryptionError):
             enc.open_plain_message(ring, "q", base.with_(payload=tampered))
+        truncated = base.with_(payload=msgpack.ExtType(sealed.code, sealed.data[:20]))
+        assert enc.open_plain_message(ring, "q", truncated) is None  # (the general path says why)
         with pytest.raises(DecryptionError, match="truncated"):
-            enc.open_plain_message(ring, "q", base.with_(payload=msgpack.ExtType(sealed.code, sealed.data[:20])))
+            enc.open_message(ring, "q", truncated)
         with pytest.raises(KeyNotFoundError):
             enc.open_plain_message(KeyRing({"k9": K1}), "q", m)
         garbage = ring.seal_with("k2", K2, b"\xc1", enc.PAYLOAD)  # (0xc1: never valid msgpack)

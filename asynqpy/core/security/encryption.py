@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgpack
 
@@ -250,7 +250,7 @@ class KeyRing:
         except (TypeError, ValueError, OverflowError) as exc:
             raise PayloadError(f"{_WHAT.get(what, 'value')} is not msgpack-serializable: {exc}") from None
         if not digest and not (tenant and (self.tenant_keys or (queue, tenant) in self._tenants)):
-            got = self._seals.get((self.newest, what))  # (the newest ring key's, as seal_with keeps it)
+            got = self._seals.get((self.newest, what))  # (the newest ring key's, kept by seal_with)
             if got is not None:
                 nonce = os.urandom(NONCE_LEN)
                 return _tuple_new(msgpack.ExtType, (EXT_CODE, got[1] + nonce + got[0].encrypt(nonce, plain, got[2])))
@@ -434,22 +434,17 @@ def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.M
     sealed, no tenant key needed (then :func:`open_message`, after the tenant keys are loaded).
     Written out in one function: every task of an encrypted queue comes through it. Raises
     :class:`EncryptionError` (a key missing, a tampered ciphertext, a value that does not decode)."""
-    p = msg.payload
-    if type(p) is not msgpack.ExtType:
-        if type(p) is dict and is_sealed(p.get("a")):
-            return None
-    elif p.code != EXT_CODE or p.data[2:3] == b"~":
-        return None
-    logs, result = msg.logs, msg.result  # (logs: None or a list of lines when not sealed)
-    if (type(logs) is msgpack.ExtType and cast(Any, logs).code == EXT_CODE) or (ring.tenant_keys and msg.tenant) \
-            or (type(result) is msgpack.ExtType and result.code == EXT_CODE):
-        return None
-    if type(p) is not msgpack.ExtType:
-        return msg
+    p, logs, result = msg.payload, msg.logs, msg.result
+    if type(logs) is _EXT or type(result) is _EXT or (ring.tenant_keys and msg.tenant):
+        return None  # (logs or a result sealed, or a tenant key to load: the general path)
+    if type(p) is not _EXT:
+        return None if type(p) is dict and is_sealed(p.get("a")) else msg  # (a process input's arguments)
     data = p.data
-    n = data[1] if len(data) > 2 else 0
+    if p.code != EXT_CODE or len(data) < 3 + NONCE_LEN + 16 or data[2:3] == b"~":
+        return None
+    n = data[1]
     got = ring._opens[PAYLOAD].get(data[:3 + n]) if data[2 + n:3 + n] == b"\0" else None  # (a ring key's, no digest)
-    if got is None or len(data) < 3 + n + NONCE_LEN + 16:
+    if got is None:
         plain = ring.open_bytes(p, PAYLOAD, queue)  # (checks the envelope, says why it cannot be opened)
     else:
         start = 3 + n + NONCE_LEN
@@ -459,9 +454,12 @@ def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.M
             plain = ring.open_bytes(p, PAYLOAD, queue)  # (raises DecryptionError)
     d = msg.__dict__.copy()
     try:
-        d["payload"] = codec.decode_value(plain)
-    except MalformedMessageError as exc:
-        raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
+        d["payload"] = _unpackb(plain, strict_map_key=False, ext_hook=codec.ext)
+    except Exception:  # noqa: BLE001 - (tuple keys, or not msgpack: decode_value says which)
+        try:
+            d["payload"] = codec.decode_value(plain)
+        except MalformedMessageError as exc:
+            raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
     m = _new(codec.Message)
     _setattr(m, "__dict__", d)
     return m
@@ -480,6 +478,7 @@ def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.
 
 
 _new, _setattr, _tuple_new = object.__new__, object.__setattr__, tuple.__new__
+_EXT, _unpackb = msgpack.ExtType, msgpack.unpackb
 
 
 def _with(msg: codec.Message, payload: Any, result: Any, logs: Any) -> codec.Message:
