@@ -280,6 +280,8 @@ def _tuple(v: Any) -> Any:
 
 
 _tuple_new = tuple.__new__
+EXT_MIN = 0
+"""The lowest extension type code an application may use (msgpack reserves the negative ones)."""
 
 
 def ext(code: int, data: bytes) -> msgpack.ExtType:
@@ -287,7 +289,7 @@ def ext(code: int, data: bytes) -> msgpack.ExtType:
     asynqpy makes): the namedtuple without its checks (``ExtType(...)`` runs two Python frames:
     half the CPU of opening an encrypted payload went to them). A negative code (reserved by
     msgpack) raises ValueError as ``ExtType`` does."""
-    if code < 0:
+    if code < EXT_MIN:
         raise ValueError("ExtType code must be 0-127")
     return cast(msgpack.ExtType, _tuple_new(msgpack.ExtType, (code, data)))
 

@@ -442,16 +442,7 @@ def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.M
     data = p.data
     if p.code != EXT_CODE or len(data) < 3 + NONCE_LEN + 16 or data[2:3] == b"~":
         return None
-    n = data[1]
-    got = ring._opens[PAYLOAD].get(data[:3 + n]) if data[2 + n:3 + n] == b"\0" else None  # (a ring key's, no digest)
-    if got is None:
-        plain = ring.open_bytes(p, PAYLOAD, queue)  # (checks the envelope, says why it cannot be opened)
-    else:
-        start = 3 + n + NONCE_LEN
-        try:
-            plain = got[0].decrypt(data[3 + n:start], data[start:], got[1])
-        except _invalid_tag():
-            plain = ring.open_bytes(p, PAYLOAD, queue)  # (raises DecryptionError)
+    plain = _open_payload(ring, p, queue)
     d = msg.__dict__.copy()
     try:
         d["payload"] = _unpackb(plain, strict_map_key=False, ext_hook=codec.ext)
@@ -463,6 +454,22 @@ def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.M
     m = _new(codec.Message)
     _setattr(m, "__dict__", d)
     return m
+
+
+def _open_payload(ring: KeyRing, p: msgpack.ExtType, queue: str) -> bytes:
+    """The plaintext of a payload sealed under a ring key (an envelope long enough, checked by the
+    caller): from the ring's cached (cipher, associated data) of its head, else by open_bytes."""
+    data = p.data
+    n = data[1]
+    got = ring._opens[PAYLOAD].get(data[:3 + n]) if data[2 + n:3 + n] == b"\0" else None  # (no digest)
+    if got is None:
+        return ring.open_bytes(p, PAYLOAD, queue)  # (checks the envelope, says why it cannot be opened)
+    start = 3 + n + NONCE_LEN
+    try:
+        plain: bytes = got[0].decrypt(data[3 + n:start], data[start:], got[1])
+        return plain
+    except _invalid_tag():
+        return ring.open_bytes(p, PAYLOAD, queue)  # (raises DecryptionError)
 
 
 def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.Message) -> codec.Message:
