@@ -249,11 +249,6 @@ class KeyRing:
             plain = codec.packer().pack(value)  # (this thread's packer: packb would build one per call)
         except (TypeError, ValueError, OverflowError) as exc:
             raise PayloadError(f"{_WHAT.get(what, 'value')} is not msgpack-serializable: {exc}") from None
-        if not digest and not (tenant and (self.tenant_keys or (queue, tenant) in self._tenants)):
-            got = self._seals.get((self.newest, what))  # (the newest ring key's, kept by seal_with)
-            if got is not None:
-                nonce = os.urandom(NONCE_LEN)
-                return _tuple_new(msgpack.ExtType, (EXT_CODE, got[1] + nonce + got[0].encrypt(nonce, plain, got[2])))
         kid, key = self.sealing_key(queue, tenant)
         return self.seal_with(kid, key, plain, what, digest=digest)
 
@@ -442,7 +437,7 @@ def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.M
     data = p.data
     if p.code != EXT_CODE or len(data) < 3 + NONCE_LEN + 16 or data[2:3] == b"~":
         return None
-    plain = _open_payload(ring, p, queue)
+    plain = ring.open_bytes(p, PAYLOAD, queue)  # (its cipher and associated data cached per envelope head)
     d = msg.__dict__.copy()
     try:
         d["payload"] = _unpackb(plain, strict_map_key=False, ext_hook=codec.ext)
@@ -454,22 +449,6 @@ def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.M
     m = _new(codec.Message)
     _setattr(m, "__dict__", d)
     return m
-
-
-def _open_payload(ring: KeyRing, p: msgpack.ExtType, queue: str) -> bytes:
-    """The plaintext of a payload sealed under a ring key (an envelope long enough, checked by the
-    caller): from the ring's cached (cipher, associated data) of its head, else by open_bytes."""
-    data = p.data
-    n = data[1]
-    got = ring._opens[PAYLOAD].get(data[:3 + n]) if data[2 + n:3 + n] == b"\0" else None  # (no digest)
-    if got is None:
-        return ring.open_bytes(p, PAYLOAD, queue)  # (checks the envelope, says why it cannot be opened)
-    start = 3 + n + NONCE_LEN
-    try:
-        plain: bytes = got[0].decrypt(data[3 + n:start], data[start:], got[1])
-        return plain
-    except _invalid_tag():
-        return ring.open_bytes(p, PAYLOAD, queue)  # (raises DecryptionError)
 
 
 def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.Message) -> codec.Message:
@@ -484,7 +463,7 @@ def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.
     return _with(plain, stored.payload, result, logs)
 
 
-_new, _setattr, _tuple_new = object.__new__, object.__setattr__, tuple.__new__
+_new, _setattr = object.__new__, object.__setattr__
 _EXT, _unpackb = msgpack.ExtType, msgpack.unpackb
 
 
