@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import functools
 import os
 import signal
 import subprocess
@@ -23,6 +25,19 @@ model or a storm): the property tests and state machines draw their full example
 storms run their full sizes, as the full suite did before issue 43's budget. Unset (CI, a
 developer's full run), each runs the share chosen to fit CI's 6 minutes on a 2-core machine with
 the same rules and the same assertions (docs/internals-testing.md, "CI's time budget")."""
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per test process: the guard tests (layers, reply
+    codes, script names, exit paths) each walk every module of the package; read-only."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.cache
+def walked(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of :func:`parsed`'s tree, in ``ast.walk``'s order, listed once per process."""
+    return tuple(ast.walk(parsed(path)))
 
 
 def sized(ci: int, deep: int) -> int:

@@ -7,6 +7,7 @@ forgotten path, and a reader could not find the steps)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,10 @@ def _functions(blocks: list[Any]) -> Iterator[Any]:
             yield from _functions(block.closures)
 
 
-def _scores(source: str) -> list[tuple[str, int, int]]:
+@functools.cache  # (the tests below score the same modules; once per process)
+def _scores(source: str) -> tuple[tuple[str, int, int], ...]:
     """(name, line, cyclomatic complexity) of every function and method of a module's source."""
-    return [(f.fullname, f.lineno, f.complexity) for f in _functions(radon_complexity.cc_visit(source))]
+    return tuple((f.fullname, f.lineno, f.complexity) for f in _functions(radon_complexity.cc_visit(source)))
 
 
 def _branchy(name: str, branches: int, indent: str = "") -> str:

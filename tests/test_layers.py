@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import walked
+
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"core": 0, "redisio": 1, "worker": 2, "": 3, "cli": 4, "contrib": 5}
 NAMES = ["core", "redisio", "worker", "facades", "cli", "contrib"]
@@ -56,7 +58,7 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
     module counts as that module)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in walked(path):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]

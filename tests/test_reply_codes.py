@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+from helpers import walked
+
 from asynqpy.core.spine import broker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +50,7 @@ def test_no_module_but_the_broker_compares_a_script_reply_with_a_number() -> Non
         rel = path.relative_to(ROOT).as_posix()
         if rel in BROKER or rel in NOT_REPLIES:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if not isinstance(node, ast.Compare):
                 continue
             sides = [node.left, *node.comparators]
@@ -72,11 +74,11 @@ CODES = {m.name for m in broker.Acted if type(getattr(broker, m.name, None)) is 
 
 def _code_comparisons(path: Path, rel: str) -> list[str]:
     """Comparisons with a reply code imported from the broker (by name, or as ``broker.X``)."""
-    tree = ast.parse(path.read_text())
-    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+    nodes = walked(path)
+    imported = {a.asname or a.name for n in nodes if isinstance(n, ast.ImportFrom)
                 and (n.module or "").endswith(("broker", "spine.calls")) for a in n.names if a.name in CODES}
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Compare):
             continue
         for side in ast.walk(node):
@@ -112,11 +114,11 @@ _KEY = re.compile(r"asynqpy:[\w{]")
 
 def _hand_made_keys(path: Path, rel: str) -> list[str]:
     """String literals and f-strings outside docstrings that begin a key (``asynqpy:{q}:...``)."""
-    tree = ast.parse(path.read_text())
-    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-    docs |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}  # seen as the f-string
+    nodes = walked(path)
+    docs = {id(n.value) for n in nodes if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    docs |= {id(v) for n in nodes if isinstance(n, ast.JoinedStr) for v in n.values}  # seen as the f-string
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         text = None
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             text = node.value

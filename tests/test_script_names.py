@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import walked
 
 from asynqpy.core.deploy import holds
 from asynqpy.core.durable import events as durable_events
@@ -81,7 +82,7 @@ def _script_calls() -> list[tuple[str, str, set[str]]]:
     out = []
     for path in sorted((ROOT / "asynqpy").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "script_call":
                 where = f"{rel}:{node.lineno}"
                 script = node.args[0]
@@ -107,7 +108,7 @@ def test_no_call_names_a_script_with_positional_keys() -> None:
     header's names (re-wrapping a built call, ``Call(p, call.script, call.keys, call.args)``, is fine)."""
     found = []
     for path in sorted((ROOT / "asynqpy").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Call"):
                 continue
             given = dict(zip(("parse", "script", "keys", "args"), node.args))
