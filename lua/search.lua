@@ -23,8 +23,8 @@ ARG conds... {where path value hint}  conditions, all of which a match meets:
                  where: 'p' its payload, 'h' its headers;
                  path: where the value is in it (names separated by '\0': map keys, array indexes
                  in digits; '' = the payload itself);
-                 value: the value's msgpack encoding (smallest form) it must equal; '' = present,
-                 whatever its value;
+                 value: the value's msgpack encoding (smallest form, as the wire protocol writes
+                 values: docs/protocol.md) it must equal; '' = present, whatever its value;
                  hint: bytes any match's message holds (the last key's encoding and the value's, as
                  a map stores them side by side; '' = none): looked for first (a plain find, in
                  C), so most tasks that do not match are passed over without walking their payload
@@ -81,7 +81,12 @@ local function matches(v)
   if type_enc then  -- the type, field 0, compared in place (after the array's header: 1 or 3 bytes)
     local b = string.byte(v, at)
     local i = (b == 0xdc and at + 3) or at + 1
-    if string.find(v, type_enc, i, true) ~= i then return false end
+    if string.find(v, type_enc, i, true) ~= i then
+      local h = string.byte(v, i)  -- (a str8/16/32 header where a shorter one would do: another writer's)
+      if not (h == 0xd9 or h == 0xda or h == 0xdb) then return false end
+      local s, n = mp_str(v, i)
+      if n ~= #mtype or string.sub(v, s, s + n - 1) ~= mtype then return false end
+    end
   end
   if tenant ~= '' and msg_tenant(v, at) ~= tenant then return false end
   if since or before then

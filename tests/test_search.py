@@ -83,6 +83,24 @@ def test_each_condition_finds_its_tasks_sync_and_async(backend: Any) -> None:
     assert asyncio.run(main()) == ["p02", "p06", "p10", "p14", "p18"]
 
 
+def test_a_type_written_with_a_longer_header_than_it_needs_is_still_found(backend: Any) -> None:
+    """The type is compared in place as its smallest encoding; another writer may give a short type
+    a str8 header (valid msgpack, not the protocol's smallest form): the script reads that header
+    and compares the string, so the task is found by its type and by nothing else."""
+    _seed(backend)
+    k = queue_keys("sq").tasks
+    raw = backend.sync.hget(k, "p05")
+    head = len(raw) - len(message_of(raw))
+    assert raw[head:head + 1] == b"\xdc" and raw[head + 3:head + 7] == b"\xa3pay"  # (array16; fixstr "pay")
+    backend.sync.hset(k, "p05", raw[:head + 3] + b"\xd9\x03pay" + raw[head + 7:])
+    assert decode(message_of(backend.sync.hget(k, "p05"))).type == "pay"  # (still the same message)
+    with Inspector(backend.sync) as insp:
+        assert "p05" in _ids(insp.search("sq", type="pay"))
+        assert "p05" not in _ids(insp.search("sq", type="mail"))
+        assert "p05" not in _ids(insp.search("sq", type="pa"))
+        assert _ids(insp.search("sq", type="pay", payload={"amount": 50})) == ["p05"]
+
+
 def test_pages_resume_from_their_cursor_and_report_progress(backend: Any) -> None:
     with Client(backend.sync) as c:
         c.enqueue_many([("t", {"n": i, "odd": i % 2 == 1}) for i in range(1500)], queue="big")
