@@ -131,8 +131,10 @@ def read_keys(fd: int, decoder: KeyDecoder, timeout: float) -> list[str]:
     :data:`ESC_WAIT` for the rest of its sequence and otherwise counts as the Esc key."""
     keys: list[str] = []
     wait = max(0.0, timeout)
+    poller = select.poll()  # (not select.select: it refuses a descriptor past 1 023)
+    poller.register(fd, select.POLLIN)
     while True:
-        ready, _, _ = select.select([fd], [], [], wait)
+        ready = poller.poll(wait * 1000)
         if not ready:
             return keys + decoder.flush() if decoder.pending else keys
         data = os.read(fd, 1024)

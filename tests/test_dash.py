@@ -142,6 +142,34 @@ def test_read_keys_waits_only_as_long_as_asked() -> None:
             os.close(w)
 
 
+def test_read_keys_reads_a_descriptor_past_1023() -> None:
+    """select.select refuses a descriptor number of 1 024 or more (a process with many files or
+    sockets open: a test worker late in the suite failed this way); the keys are read by poll."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open {hard} descriptors, fewer than 1 200")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    r, w = os.pipe()
+    high = os.dup2(r, 1100)
+    try:
+        os.write(w, b"q")
+        assert read_keys(high, KeyDecoder(), 5) == ["q"]
+        assert read_keys(high, KeyDecoder(), 0.05) == []
+        os.close(w)
+        w = -1
+        assert read_keys(high, KeyDecoder(), 5) == ["eof"]
+    finally:
+        os.close(high)
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+        if soft != resource.RLIM_INFINITY and soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 @pytest.fixture
 def pty_stdin() -> Iterator[io.TextIOWrapper]:
     master, slave = os.openpty()
