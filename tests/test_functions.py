@@ -171,3 +171,25 @@ def test_a_call_that_stores_nothing_replies_as_ever_when_redis_is_full(backend: 
     finally:
         _on_masters(r, "CONFIG", "SET", "maxmemory", "0")
     assert [id for id, _ in x.run(b.dequeue(Q, 5, 30_000, "tok00001")).tasks] == ["a"]
+
+
+def test_a_reply_that_is_no_error_is_not_read_as_text() -> None:
+    """Every script call's reply goes through ``replies.missed``; ``functions_refused`` wrote the
+    reply out (``str``: a dequeue's whole reply, each message's repr) and lowercased it before it
+    asked whether it was an error at all: ~9 000 instructions of a worker's task. A reply that is
+    no error is now answered without its text; the errors it is for are still recognised."""
+    from redis.exceptions import NoPermissionError, ResponseError
+
+    from asynqpy.redisio.replies import functions_refused, missed
+
+    class NoText(list[Any]):
+        def __str__(self) -> str:
+            raise AssertionError("the reply was written out as text")
+
+        __repr__ = __str__
+
+    reply = NoText([b"a" * 1000, [b"x", 1]])
+    assert not functions_refused(reply) and not missed(reply, True)
+    assert functions_refused(ResponseError("ERR unknown command 'FCALL', with args beginning with: "))
+    assert functions_refused(NoPermissionError("NOPERM this user has no permissions to run the 'fcall' command"))
+    assert not functions_refused(ResponseError("ERR wrong number of arguments"))

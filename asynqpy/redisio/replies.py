@@ -80,8 +80,10 @@ def functions_refused(reply: Any) -> bool:
     (docs/security.md): scripts go by EVALSHA from then on."""
     if isinstance(reply, NoPermissionError):
         return True
+    if not isinstance(reply, ResponseError):  # (before any text: a reply's text is its whole repr, every
+        return False                           # message of a dequeue's reply written out and lowercased)
     text = str(reply).lower()
-    return isinstance(reply, ResponseError) and "unknown command" in text and ("fcall" in text or "function" in text)
+    return "unknown command" in text and ("fcall" in text or "function" in text)
 
 
 def refused_whole(reply: Any) -> bool:
