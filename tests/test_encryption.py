@@ -55,7 +55,8 @@ def _mux(ran: list[Any], fail_once: set[Any] | None = None) -> ServeMux:
         if fail_once is not None and key in fail_once:
             fail_once.discard(key)
             raise RuntimeError("first attempt fails")
-        ran.append(task.payload)
+        # (the message a handler may read, task.message, carries the payload decrypted too)
+        ran.append(task.payload if task.message.payload == task.payload else ("differs", task.message.payload))
         return {"echo": task.payload}
 
     return mux
@@ -98,6 +99,36 @@ def test_the_workers_common_path_opens_as_the_general_one_and_refuses_the_same()
     assert enc.open_plain_message(tenant_ring, "q", base.with_(payload=sealed, tenant="acme")) is None
     digested = ring.seal({"u": 1}, enc.PAYLOAD, digest=b"d" * 20)  # (a unique task's: not cached, opened)
     assert enc.open_plain_message(ring, "q", base.with_(payload=digested)).payload == {"u": 1}
+
+
+def test_nonces_are_never_used_twice_not_even_by_a_forked_child() -> None:
+    """Nonces are read from os.urandom 64 at a time (enc.new_nonce): each is used once, by the
+    ring's common sealing path too, and a forked child starts without its parent's next ones."""
+    import os
+
+    ring = KeyRing({"k1": K1})
+    def nonce_of(sealed: Any) -> bytes:
+        start = enc.header(sealed)[2]
+        return bytes(sealed.data[start:start + enc.NONCE_LEN])
+
+    drawn = [enc.new_nonce() for _ in range(300)] + [nonce_of(ring.seal(i, enc.RESULT)) for i in range(300)]
+    assert len(set(drawn)) == 600 and {len(n) for n in drawn} == {enc.NONCE_LEN}
+    enc.new_nonce()  # (the parent holds its next nonces)
+    pending = list(enc._nonces)
+    assert pending
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: how many it inherited, and the nonce it seals with
+        try:
+            os.write(w, bytes([len(enc._nonces)]) + enc.new_nonce())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 64)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got[0] == 0 and len(got) == 1 + enc.NONCE_LEN and got[1:] not in pending
+    assert enc._nonces == pending  # (the parent's are its own still)
 
 
 def test_seal_open_round_trip_and_what_breaks_it() -> None:

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import sandboxed
 from helpers import serving, until
 
-from asynqpy import AsyncClient, Inspector, InvalidArgumentError, ServeMux, TaskFailedError, TaskState
+from asynqpy import AsyncClient, Inspector, InvalidArgumentError, KeyRing, ServeMux, TaskFailedError, TaskState
 from asynqpy.core.handlers.sandbox import frame_limit
+from asynqpy.core.spine.keys import queue_keys
 
 pytestmark = pytest.mark.real
 Q = "sbx"
@@ -211,6 +213,23 @@ def test_typed_task_functions_can_be_sandboxed(redis_url: str) -> None:
         assert result["sum"] == 5 and result["pid"] != os.getpid()
         assert sandboxed.add(1, 2)["sum"] == 3  # still a plain function when called
         await c.close()
+
+    asyncio.run(main())
+
+
+def test_a_sandboxed_handler_reads_an_encrypted_payload_decrypted(redis_url: str) -> None:
+    """The child is sent the message with its payload opened by the worker (the worker keeps the
+    stored message as it is: docs/encryption.md), and its result is sealed again as stored."""
+    ring = KeyRing({"k1": b"1" * 32})
+
+    async def main() -> None:
+        c = AsyncClient(redis_url, encryption=ring)
+        async with serving(redis_url, _mux(), queues=[Q], encryption=ring):
+            got = await c.call("work", {"card": "4111"}, queue=Q, timeout=20, retention=60)
+        assert got["n"] == {"card": "4111"} and got["pid"] != os.getpid()
+        await c.close()
+        raw = redis.Redis.from_url(redis_url).hvals(queue_keys(Q).tasks)
+        assert len(raw) == 1 and b"4111" not in raw[0]  # (payload and result stored sealed)
 
     asyncio.run(main())
 

@@ -253,7 +253,7 @@ class Running:
     run_of: str = ""  # a run of a targeted task (id '<task id>|<worker>'): the task's id
     page: tuple[str, list[Any]] | None = None  # a process input's process as its dequeue read it (runner.py)
     checkpointed: list[bytes] | None = None  # a durable run's events its checkpoints wrote: streamed at commit
-    opened: Message | None = None  # the message with its encrypted values decrypted for the handler (processor._open)
+    opened: Message | None = None  # the message the handler was given, its encrypted values opened (processor._payload)
     fetched: bool = False  # its payload was read from its blob: the message stored keeps the reference
 
     @property

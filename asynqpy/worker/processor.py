@@ -242,10 +242,10 @@ class Processor:
         assert r.task is not None
         if refs.is_ref(r.msg.payload):
             await self._fetch(r)
-        ring = self.ctx.broker.ring
-        if ring is not None and (opened := enc.open_plain_message(ring, r.queue, r.task._msg)) is not None:
-            r.task._msg = r.opened = opened  # (the common task, at once: no tenant key to load first)
-        elif ring is not None or enc.sealed_message(r.task._msg):
+        ring, msg = self.ctx.broker.ring, r.task._msg
+        if ring is not None and (p := enc.open_plain_payload(ring, r.queue, msg)) is not enc.GENERAL:
+            r.opened, r.task._payload = msg, p  # (the common task, at once: no tenant key to load; the message as is)
+        elif ring is not None or enc.sealed_message(msg):
             await self._open(r)
 
     async def _fetch(self, r: Running) -> None:

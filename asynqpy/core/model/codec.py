@@ -162,15 +162,16 @@ def _default_hook(obj: object) -> object:
     raise TypeError(f"cannot serialize object of type {type(obj).__name__}")
 
 
-_local = threading.local()
+packers = threading.local()
+"""Each thread's ``packer`` once :func:`packer` made it (a hot path reads ``packers.packer``)."""
 
 
 def packer() -> Any:
     """This thread's reusable msgpack packer (``packb`` builds a new one per call, which costs more
     than packing a small message). Its ``pack`` raises like ``packb`` and resets itself on error."""
-    p = getattr(_local, "packer", None)
+    p = getattr(packers, "packer", None)
     if p is None:
-        p = _local.packer = msgpack.Packer(use_bin_type=True, default=_default_hook)
+        p = packers.packer = msgpack.Packer(use_bin_type=True, default=_default_hook)
     return p
 
 
@@ -279,7 +280,7 @@ def _tuple(v: Any) -> Any:
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
 
 
-_tuple_new = tuple.__new__
+_tuple_new, _ExtType = tuple.__new__, msgpack.ExtType
 EXT_MIN = 0
 """The lowest extension type code an application may use (msgpack reserves the negative ones)."""
 
@@ -291,7 +292,7 @@ def ext(code: int, data: bytes) -> msgpack.ExtType:
     msgpack) raises ValueError as ``ExtType`` does."""
     if code < EXT_MIN:
         raise ValueError("ExtType code must be 0-127")
-    return cast(msgpack.ExtType, _tuple_new(msgpack.ExtType, (code, data)))
+    return _tuple_new(_ExtType, (code, data))  # (not through cast(): a call less a value)
 
 
 def _dict_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:

@@ -102,6 +102,10 @@ def ms_to_datetime(ms: int) -> datetime | None:
         return _LATEST if ms > 0 else _EARLIEST
 
 
+_STORED: Any = object()
+"""``Task._payload`` while the handler reads the message's own payload."""
+
+
 class Task:
     """A task as a handler receives it.
 
@@ -111,8 +115,8 @@ class Task:
     ``result`` (what :meth:`write_result` set).
     """
 
-    __slots__ = ("id", "queue", "_msg", "deadline", "result", "_has_result", "_report", "_max_result", "_record",
-                 "_proc", "_logs", "_capture")
+    __slots__ = ("id", "queue", "_msg", "_payload", "deadline", "result", "_has_result", "_report", "_max_result",
+                 "_record", "_proc", "_logs", "_capture")
 
     def __init__(
         self,
@@ -127,6 +131,9 @@ class Task:
         _msg: Message | None = None,
     ) -> None:
         self._msg = _msg or Message(type=type, payload=payload, max_retry=max_retry, retried=retry_count)
+        # the payload as the handler reads it where it is not the message's own: decrypted by the
+        # worker, the message kept as stored (the worker seals nothing again: docs/encryption.md)
+        self._payload: Any = _STORED
         self.id = id
         self.queue = queue
         self.deadline = deadline
@@ -145,7 +152,8 @@ class Task:
 
     @property
     def payload(self) -> Any:
-        return self._msg.payload
+        p = self._payload
+        return self._msg.payload if p is _STORED else p
 
     @property
     def retry_count(self) -> int:
@@ -180,8 +188,9 @@ class Task:
 
     @property
     def message(self) -> Message:
-        """The underlying message (advanced use)."""
-        return self._msg
+        """The underlying message (advanced use), with the payload the handler reads."""
+        p = self._payload
+        return self._msg if p is _STORED or p is self._msg.payload else self._msg.with_(payload=p)
 
     def write_result(self, data: Any) -> None:
         """Set this attempt's result (bytes or any msgpack value): what a waiting caller gets

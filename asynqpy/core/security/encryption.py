@@ -157,6 +157,26 @@ def _check_key(kid: Any, key: Any) -> bytes:
     return bytes(key)
 
 
+NONCES_AT_ONCE = 64
+"""Nonces drawn from ``os.urandom`` in one call (:func:`new_nonce`)."""
+_nonces: list[bytes] = []  # drawn, not used yet; each is popped once (list.pop: atomic under the GIL)
+os.register_at_fork(after_in_child=_nonces.clear)  # (a forked child never uses its parent's)
+
+
+def new_nonce() -> bytes:
+    """A fresh random 96-bit AES-GCM nonce: random bytes from ``os.urandom``, the operating
+    system's CSPRNG, read :data:`NONCES_AT_ONCE` nonces at a time (a system call a value was ~10 %
+    of a worker's cost of sealing a result). A nonce is public, so holding the next ones in memory
+    reveals nothing; what must never happen is using one twice: each is popped from the list once,
+    and a forked child starts with none (``os.register_at_fork``)."""
+    try:
+        return _nonces.pop()
+    except IndexError:
+        data = os.urandom(NONCE_LEN * NONCES_AT_ONCE)
+        _nonces.extend(data[i:i + NONCE_LEN] for i in range(NONCE_LEN, len(data), NONCE_LEN))
+        return data[:NONCE_LEN]
+
+
 class KeyRing:
     """Encryption keys by id, the newest last (it seals; every one opens): ``KeyRing({"k1": key})``
     with 32-byte keys (``KeyRing.new_key()``, or ``openssl rand -hex 32`` as hex text). Rotate by
@@ -176,6 +196,7 @@ class KeyRing:
         # bound: a few entries a ring): (cipher, associated data) to open, and what seals
         self._opens: dict[bytes, dict[bytes, tuple[Any, bytes]]] = {PAYLOAD: {}, RESULT: {}}
         self._seals: dict[tuple[str, bytes], tuple[Any, bytes, bytes]] = {}
+        self._newest: dict[bytes, tuple[Any, bytes, bytes]] = {}  # what -> the newest key's of _seals
         self._tenants: dict[tuple[str, str], tuple[str, bytes]] = {}  # (queue, tenant) -> (key id, key)
         self._loaded: dict[tuple[str, str], float] = {}  # (queue, tenant) -> when its key was read (monotonic)
         self._lock = threading.Lock()
@@ -246,9 +267,19 @@ class KeyRing:
         """``value`` (any msgpack value) encrypted, as stored. ``what``: :data:`PAYLOAD`, ...;
         ``digest``: a keyed digest kept readable in the envelope (a unique task's lock)."""
         try:
-            plain = codec.packer().pack(value)  # (this thread's packer: packb would build one per call)
+            plain = _packers.packer.pack(value)  # (this thread's packer: packb would build one per call)
+        except AttributeError:
+            plain = codec.packer().pack(value)  # (its first in this thread)
         except (TypeError, ValueError, OverflowError) as exc:
             raise PayloadError(f"{_WHAT.get(what, 'value')} is not msgpack-serializable: {exc}") from None
+        if not digest and not (tenant and (self.tenant_keys or (queue, tenant) in self._tenants)):
+            got = self._newest.get(what)  # (the worker's result of every task: no tenant key, no digest)
+            if got is not None:
+                try:
+                    nonce = _nonces.pop()  # (new_nonce's, written out: the worker seals every task's result)
+                except IndexError:
+                    nonce = new_nonce()
+                return _tuple_new(_EXT, (EXT_CODE, got[1] + nonce + got[0].encrypt(nonce, plain, got[2])))
         kid, key = self.sealing_key(queue, tenant)
         return self.seal_with(kid, key, plain, what, digest=digest)
 
@@ -263,8 +294,10 @@ class KeyRing:
             got = self._cipher(kid, key), head, _aad(head, what, bound)
             if fast:
                 self._seals[(kid, what)] = got
+                if kid == self.newest:
+                    self._newest[what] = got
         aead, head, aad = got
-        nonce = os.urandom(NONCE_LEN)
+        nonce = new_nonce()
         return codec.ext(EXT_CODE, head + nonce + aead.encrypt(nonce, plain, aad))
 
     def _opening_key(self, kid: str, queue: str) -> bytes:
@@ -285,9 +318,8 @@ class KeyRing:
         :class:`DecryptionError`."""
         data = ext.data
         got, opens = None, self._opens.get(what) if not bound else None
-        if opens is not None and len(data) > 2 and data[2 + data[1]:3 + data[1]] == b"\0":  # no digest
-            start = 3 + data[1]
-            got = opens.get(data[:start])  # (a ring key's head)
+        if opens is not None and len(data) > 2 and (start := 3 + data[1]) < len(data) and data[start - 1] == 0:
+            got = opens.get(data[:start])  # (a ring key's head: no digest)
         if got is None:
             kid, digest, start = header(ext)
             aead = self._cipher(kid, self._opening_key(kid, queue))
@@ -423,32 +455,53 @@ def open_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message
     return _with(msg, p, result, logs)
 
 
-def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message | None:
-    """:func:`open_message` for a worker's common task, or None where it does not apply: the
-    payload sealed under a ring key (or not sealed), no process input's arguments, logs or result
-    sealed, no tenant key needed (then :func:`open_message`, after the tenant keys are loaded).
-    Written out in one function: every task of an encrypted queue comes through it. Raises
-    :class:`EncryptionError` (a key missing, a tampered ciphertext, a value that does not decode)."""
-    p, logs, result = msg.payload, msg.logs, msg.result
-    if type(logs) is _EXT or type(result) is _EXT or (ring.tenant_keys and msg.tenant):
-        return None  # (logs or a result sealed, or a tenant key to load: the general path)
+GENERAL: Any = object()
+""":func:`open_plain_payload`'s answer for a message its common path does not open."""
+
+
+def open_plain_payload(ring: KeyRing, queue: str, msg: codec.Message) -> Any:
+    """The decrypted payload of a worker's common task: the payload sealed under a ring key, no
+    process input's arguments, logs or result sealed, no tenant key needed; ``msg.payload`` itself
+    where nothing of ``msg`` is sealed; :data:`GENERAL` where this path does not apply (then
+    :func:`open_message`, after the tenant keys are loaded). Written out in one function, and
+    the message left as stored (the worker keeps the payload beside it: no second message):
+    every task of an encrypted queue comes through it. Raises :class:`EncryptionError` (a key
+    missing, a tampered ciphertext, a value that does not decode)."""
+    p = msg.payload
+    if _EXT in (type(msg.logs), type(msg.result)) or (ring.tenant_keys and msg.tenant):
+        return GENERAL  # (logs or a result sealed, or a tenant key to load: the general path)
     if type(p) is not _EXT:
-        return None if type(p) is dict and is_sealed(p.get("a")) else msg  # (a process input's arguments)
+        return GENERAL if type(p) is dict and is_sealed(p.get("a")) else p  # (a process input's arguments)
     data = p.data
-    if p.code != EXT_CODE or len(data) < 3 + NONCE_LEN + 16 or data[2:3] == b"~":
-        return None
-    plain = ring.open_bytes(p, PAYLOAD, queue)  # (its cipher and associated data cached per envelope head)
-    d = msg.__dict__.copy()
+    if p.code != EXT_CODE or len(data) < 3 + NONCE_LEN + 16 or data[2] == 126:  # (126: "~", a tenant key's id)
+        return GENERAL
+    start = 3 + data[1]  # (where the nonce starts when there is no digest: open_bytes's cache of a ring key's
+    got = ring._opens[PAYLOAD].get(data[:start]) if data[start - 1:start] == b"\0" else None  # head, cipher, data)
     try:
-        d["payload"] = _unpackb(plain, strict_map_key=False, ext_hook=codec.ext)
+        plain = got[0].decrypt(data[start:start + NONCE_LEN], data[start + NONCE_LEN:], got[1]) if got else None
+    except Exception:  # noqa: BLE001 - (a short or altered envelope: open_bytes says which, below)
+        plain = None
+    plain = plain or ring.open_bytes(p, PAYLOAD, queue)  # (the general case, and its errors)
+    try:
+        return _unpackb(plain, strict_map_key=False, ext_hook=codec.ext)
     except Exception:  # noqa: BLE001 - (tuple keys, or not msgpack: decode_value says which)
-        try:
-            d["payload"] = codec.decode_value(plain)
-        except MalformedMessageError as exc:
-            raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
-    m = _new(codec.Message)
-    _setattr(m, "__dict__", d)
-    return m
+        return _decoded(plain)
+
+
+def _decoded(plain: bytes) -> Any:
+    try:
+        return codec.decode_value(plain)
+    except MalformedMessageError as exc:
+        raise EncryptionError(f"the task's encrypted values do not decode: {exc}") from None
+
+
+def open_plain_message(ring: KeyRing, queue: str, msg: codec.Message) -> codec.Message | None:
+    """:func:`open_plain_payload` as a message (``msg`` itself where nothing is sealed), or None
+    where the common path does not apply."""
+    p = open_plain_payload(ring, queue, msg)
+    if p is GENERAL:
+        return None
+    return msg if p is msg.payload else _with(msg, p, msg.result, msg.logs)
 
 
 def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.Message) -> codec.Message:
@@ -463,8 +516,8 @@ def seal_rewrite(ring: KeyRing, queue: str, plain: codec.Message, stored: codec.
     return _with(plain, stored.payload, result, logs)
 
 
-_new, _setattr = object.__new__, object.__setattr__
-_EXT, _unpackb = msgpack.ExtType, msgpack.unpackb
+_new, _setattr, _tuple_new = object.__new__, object.__setattr__, tuple.__new__
+_EXT, _unpackb, _packers = msgpack.ExtType, msgpack.unpackb, codec.packers
 
 
 def _with(msg: codec.Message, payload: Any, result: Any, logs: Any) -> codec.Message:
