@@ -267,10 +267,20 @@ def _need_redis() -> None:
         pytest.skip("redis-server not installed")
 
 
+IDLE_QUIET = ("--hz", "1")
+"""The shared servers' background tasks run once a second instead of 10 times (Redis's ``hz``):
+idle, a worker's redis-server and 3-node Cluster took ~1.4 % of a core (~25 s of CPU over a
+run of the suite's 4 workers), ~0.25 % with it. What ``hz`` paces is not what the tests read:
+an expired key is gone for every command that reads it (lazy expiry), blocked commands time out
+on their own timers, and the Cluster's failure detection is not used there (its node timeout is
+Redis's default 15 s: a node busy for a second under a loaded run is not failed; the failover
+tests start their own Clusters)."""
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisProcess]:
     _need_redis()
-    proc = RedisProcess()
+    proc = RedisProcess(*IDLE_QUIET)
     yield proc
     proc.stop()
 
@@ -285,7 +295,7 @@ def redis_url(redis_server: RedisProcess) -> str:
 @pytest.fixture(scope="session")
 def cluster_server() -> Iterator[RedisCluster]:
     _need_redis()
-    c = RedisCluster(masters=3, replicas=0)
+    c = RedisCluster(masters=3, replicas=0, node_timeout=15_000, extra=IDLE_QUIET)
     yield c
     c.stop()
 

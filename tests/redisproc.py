@@ -218,7 +218,7 @@ class RedisCluster:
     every node refuses every command while some slot has no master (cluster_state:fail)."""
 
     def __init__(self, masters: int = 3, replicas: int = 1, node_timeout: int = 1000,
-                 full_coverage: bool = True) -> None:
+                 full_coverage: bool = True, extra: tuple[str, ...] = ()) -> None:
         self.nodes: list[RedisProcess] = []
         self.node_timeout = node_timeout
         args = ("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout),
@@ -228,7 +228,7 @@ class RedisCluster:
                 # a replica may always take over, however long its link was down
                 "--cluster-replica-validity-factor", "0",
                 # replicas sync at once (Redis 7 waits 5 s for more replicas by default)
-                "--repl-diskless-sync-delay", "0")
+                "--repl-diskless-sync-delay", "0", *extra)
         try:
             for _ in range(masters * (1 + replicas)):
                 self.nodes.append(RedisProcess(*args, port=free_cluster_port()))
