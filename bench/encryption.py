@@ -8,16 +8,18 @@ every round, the plain and the encrypted way alternating (their order swapped ea
 imports, scripts and the cipher warmed up before any timing: the two ways meet the same load.
 
     python bench/encryption.py [--n 3000] [--rounds 5] [--json FILE]
-    python bench/encryption.py --instr [--n 1000]   # instructions per task, counted with callgrind
+    python bench/encryption.py --instr [--n 1000] [--repeat 3] [--only drain]   # with callgrind
 
-``--instr``: the load-independent figure (a loaded VM's CPU times vary by tens of percent between
+``--instr``: the figure the load moves least (a loaded VM's CPU times vary by tens of percent between
 runs): each way runs in a process under ``valgrind --tool=callgrind`` twice, with 300 and 300 + N
 tasks (enqueued by it; or drained by it, enqueued beforehand by this process), and the difference
 of the two counts divided by N is the instructions per task (start-up, imports and warm-up cancel).
 The drain's worker freezes its start-up heap (``gc.freeze()``) before it serves, as ``asynqpy
 worker`` does (``--no-freeze``: as a Server embedded in an application keeps it); the drain ends on
 an event the n-th handler sets, not a poll (under callgrind a poll's instructions grow with the
-wall time, and the encrypted drain's is the longer).
+wall time, and the encrypted drain's is the longer). The drain's count still moves ~2 % between
+quiet runs (how its dequeues and acknowledgements batch) and more beside other jobs (a run beside
+the fast tier counted ~5 % less for the encrypted drain): count on a quiet machine, ``--repeat``.
 """
 
 from __future__ import annotations
@@ -111,10 +113,18 @@ else:
             finished.set()
         return {"ok": task.payload["user_id"]}
 
+    # (under callgrind the worker runs ~50 times slower, so its timed work (the heartbeat, the
+    # recoverer, the janitor, the event loop's watchdog ticking 8 times a second) ran ~50 times as
+    # often per task as natively, and more in the slower way: at minutes (the watchdog off) none of
+    # it runs while the tasks drain, and the count is the tasks' own)
+    TIMED_LOOPS_AT_MINUTES = dict(lease=900, heartbeat_interval=600, recover_interval=600, janitor_interval=600,
+                                  block_warning=None)
+
     async def main():
         global finished
         finished = asyncio.Event()  # (no polling: under callgrind a poll's instructions grow with the wall time)
-        s = Server(url, queues=["bench"], encryption=ring, concurrency=50, shutdown_timeout=1)
+        s = Server(url, queues=["bench"], encryption=ring, concurrency=50, shutdown_timeout=1,
+                   **TIMED_LOOPS_AT_MINUTES)
         if freeze:
             import gc
             gc.freeze()  # (as `asynqpy worker` does before it serves: cli/main.py)
@@ -145,7 +155,7 @@ def _instructions(url: str, n: int, what: str, encrypted: bool, tmp: str, freeze
     raise RuntimeError("no totals in the callgrind output")
 
 
-def instr(n: int, freeze: bool) -> None:
+def instr(n: int, freeze: bool, repeat: int = 1, whats: tuple[str, ...] = ("enqueue", "drain")) -> None:
     import tempfile
 
     srv = RedisProcess()
@@ -156,20 +166,24 @@ def instr(n: int, freeze: bool) -> None:
             subprocess.run([sys.executable, "-c", INSTR_CHILD, srv.url, "1", "enqueue", enc, "0"], check=True,
                            capture_output=True, timeout=120)
         with tempfile.TemporaryDirectory() as tmp:
-            for what in ("enqueue", "drain"):
-                per = {}
-                for enc in (False, True):
-                    counts = []
-                    for size in (300, 300 + n):
-                        r.flushall()
-                        counts.append(_instructions(srv.url, size, what, enc, tmp, freeze))
-                    per[enc] = (counts[1] - counts[0]) / n
+            for what in whats:
+                runs: dict[bool, list[float]] = {False: [], True: []}
+                for _ in range(repeat):  # (the two ways alternating, so a change of load meets both)
+                    for enc in (False, True):
+                        counts = []
+                        for size in (300, 300 + n):
+                            r.flushall()
+                            counts.append(_instructions(srv.url, size, what, enc, tmp, freeze))
+                        runs[enc].append((counts[1] - counts[0]) / n)
+                per = {enc: statistics.median(v) for enc, v in runs.items()}
                 over = (per[True] - per[False]) / per[False] * 100
                 rate = (per[False] / per[True] - 1) * 100  # (throughput goes as 1 / instructions a task)
-                rows.append(f"| {what} | {per[False]:,.0f} | {per[True]:,.0f} | {over:+.1f} % | {rate:+.1f} % |")
+                spread = "" if repeat == 1 else " (" + "; ".join(
+                    f"{a:,.0f} / {b:,.0f}: {(b - a) / a * 100:+.1f} %" for a, b in zip(runs[False], runs[True])) + ")"
+                rows.append(f"| {what} | {per[False]:,.0f} | {per[True]:,.0f} | {over:+.1f} % | {rate:+.1f} % |{spread}")
     finally:
         srv.stop()
-    print(f"instructions per task (callgrind, the client or worker process; n={n}; the worker's heap "
+    print(f"instructions per task (callgrind, the client or worker process; n={n}; median of {repeat}; the worker's heap "
           f"{'frozen after start-up, as `asynqpy worker` does' if freeze else 'not frozen'})")
     print("| workload | plain | encrypted | instructions | throughput (target: -15 % at most) |")
     print("|---|---|---|---|---|")
@@ -182,11 +196,15 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json", default="")
     p.add_argument("--instr", action="store_true", help="count instructions per task with callgrind instead")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="--instr: count each way this many times and report the median (the drain's count moves "
+                        "~2 %% between quiet runs: how its batches fall)")
+    p.add_argument("--only", choices=("enqueue", "drain"), default="", help="--instr: one workload")
     p.add_argument("--no-freeze", action="store_true",
                    help="the drain's worker keeps its start-up heap in the collector (a Server embedded in an app)")
     a = p.parse_args()
     if a.instr:
-        instr(a.n, not a.no_freeze)
+        instr(a.n, not a.no_freeze, max(1, a.repeat), (a.only,) if a.only else ("enqueue", "drain"))
         return
     srv = RedisProcess()
     try:

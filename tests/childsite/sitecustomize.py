@@ -47,6 +47,7 @@ def _log_cpu(folder: str) -> None:
     import resource
 
     path, pid, argv = os.path.join(folder, "children.log"), os.getpid(), " ".join(sys.orig_argv)[:300]
+    os.makedirs(folder, exist_ok=True)  # (a folder not made yet failed every interpreter, the test workers too)
 
     def write(what: str) -> None:
         with open(path, "a", encoding="utf-8") as f:
