@@ -253,7 +253,9 @@ class Running:
     run_of: str = ""  # a run of a targeted task (id '<task id>|<worker>'): the task's id
     page: tuple[str, list[Any]] | None = None  # a process input's process as its dequeue read it (runner.py)
     checkpointed: list[bytes] | None = None  # a durable run's events its checkpoints wrote: streamed at commit
-    opened: Message | None = None  # the message the handler was given, its encrypted values opened (processor._payload)
+    # with a key ring: the task's message once its encrypted values are opened for the handler (as
+    # stored, the payload decrypted beside it in the Task; or a decrypted copy: processor._payload)
+    opened: Message | None = None
     fetched: bool = False  # its payload was read from its blob: the message stored keeps the reference
 
     @property

@@ -132,7 +132,7 @@ class Task:
     ) -> None:
         self._msg = _msg or Message(type=type, payload=payload, max_retry=max_retry, retried=retry_count)
         # the payload as the handler reads it where it is not the message's own: decrypted by the
-        # worker, the message kept as stored (the worker seals nothing again: docs/encryption.md)
+        # worker, the message kept as stored (its payload's ciphertext is written back untouched)
         self._payload: Any = _STORED
         self.id = id
         self.queue = queue

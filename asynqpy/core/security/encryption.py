@@ -165,8 +165,8 @@ os.register_at_fork(after_in_child=_nonces.clear)  # (a forked child never uses 
 
 def new_nonce() -> bytes:
     """A fresh random 96-bit AES-GCM nonce: random bytes from ``os.urandom``, the operating
-    system's CSPRNG, read :data:`NONCES_AT_ONCE` nonces at a time (a system call a value was ~10 %
-    of a worker's cost of sealing a result). A nonce is public, so holding the next ones in memory
+    system's CSPRNG, read :data:`NONCES_AT_ONCE` nonces at a time (a system call a value was ~15 %
+    of the instructions of sealing a result). A nonce is public, so holding the next ones in memory
     reveals nothing; what must never happen is using one twice: each is popped from the list once,
     and a forked child starts with none (``os.register_at_fork``)."""
     try:
