@@ -275,10 +275,7 @@ class KeyRing:
         if not digest and not (tenant and (self.tenant_keys or (queue, tenant) in self._tenants)):
             got = self._newest.get(what)  # (the worker's result of every task: no tenant key, no digest)
             if got is not None:
-                try:
-                    nonce = _nonces.pop()  # (new_nonce's, written out: the worker seals every task's result)
-                except IndexError:
-                    nonce = new_nonce()
+                nonce = new_nonce()
                 return _tuple_new(_EXT, (EXT_CODE, got[1] + nonce + got[0].encrypt(nonce, plain, got[2])))
         kid, key = self.sealing_key(queue, tenant)
         return self.seal_with(kid, key, plain, what, digest=digest)
