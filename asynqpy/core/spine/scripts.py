@@ -59,16 +59,17 @@ _NAME = re.compile(r"^([a-z_]+)\.lua$")
 _HEADER = re.compile(r"\A--\[\[(.*?)\]\]", re.DOTALL)
 _DECL_START = re.compile(r"^(KEYS?|ARGV?)\b")
 _DECL = re.compile(r"^(KEY|ARG) (@?[A-Za-z_]\w*)(\.\.\.)?(?: \{([^}]*)\})?(?:\s{2,}\S.*)?\s*$")
-_RAW = re.compile(r"\b(KEYS|ARGV)\b")
-_NAMED = re.compile(r"(?<![\w.])([KA])\.([A-Za-z_]\w*)")
-_FIELD = re.compile(r"(?<![\w.])F\.([A-Za-z_]\w*)")
-_GROUP = re.compile(r"(?<![\w.])G\.([A-Za-z_]\w*)")
-_POSITIONAL = re.compile(r"\b(KV|AV)\b")
+_DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+"""A name with the members read from it (``K.pending``, ``redis.call``, ``A.items.n``): one pass of it
+over a script's code finds every input, field and group the code reads (one regular expression per
+kind, each with a look-behind, took ~0.5 ms a script each, most of a script's build)."""
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_RAW = frozenset(("KEYS", "ARGV"))
+_POSITIONAL = frozenset(("KV", "AV"))
 _LUA_KEYWORDS = frozenset("and break do else elseif end false for function goto if in local nil not or repeat return "
                           "then true until while".split())
 _COMMENT = re.compile(r"--\[(=*)\[.*?\]\1\]|--[^\n]*", re.DOTALL)
 _LOCAL_FUNCTION = re.compile(r"^local function ([A-Za-z_]\w*)\(.*?^end[ \t]*(?:--[^\n]*)?\n", re.MULTILINE | re.DOTALL)
-_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 KEY_GROUPS: Mapping[str, tuple[str, ...]] = {
@@ -278,23 +279,38 @@ def _check_groups(filename: str, items: Sequence[set[str]]) -> None:
                                     f"({' '.join(group_keys(g))}): write KEY @{g}")
 
 
+def _reads(code: str) -> tuple[set[str], dict[str, set[str]]]:
+    """What ``code`` (comments stripped) reads: the words it names (``KEYS``; a member read from a
+    table included: ``t.KEYS``), and per table ``K`` / ``A`` / ``F`` / ``G`` the members it reads from
+    it (``K.pending``; a table named after a dot, ``t.K.x``, is not one of these)."""
+    words: set[str] = set()
+    members: dict[str, set[str]] = {"K": set(), "A": set(), "F": set(), "G": set()}
+    for token in set(_DOTTED.findall(code)):  # (each name once: a script reads a few hundred, often)
+        parts = token.split(".")
+        words.update(parts)
+        if len(parts) > 1 and parts[0] in members and parts[1][:1].isidentifier():
+            members[parts[0]].add(parts[1])
+    return words, members
+
+
 def check_body(filename: str, body: str, keys: Sequence[str], args: Sequence[str]) -> None:
     """The code (comments skipped) reads its inputs by name: no ``KEYS`` / ``ARGV`` (nor the old
     positional ``KV`` / ``AV``) of its own, and every ``K.x`` / ``A.x`` one its header names (a
     tail's name included)."""
     code = _COMMENT.sub("", body)
-    raw = _RAW.search(code) or _POSITIONAL.search(code)
-    if raw:
-        raise ScriptHeaderError(f"{filename}: uses {raw.group(1)} itself: read inputs by name (K.x, A.x; a variadic "
-                                "tail K.extra[i], A.items[i].id)")
+    words, reads = _reads(code)
+    if words & (_RAW | _POSITIONAL):
+        raw = re.search(r"\b(KEYS|ARGV)\b", code) or re.search(r"\b(KV|AV)\b", code)  # (the first, in the text)
+        raise ScriptHeaderError(f"{filename}: uses {raw.group(1) if raw else '?'} itself: read inputs by name "
+                                "(K.x, A.x; a variadic tail K.extra[i], A.items[i].id)")
     named = {"K": set(keys), "A": set(args)}
-    for kind, nm in _NAMED.findall(code):
-        if nm not in named[kind]:
+    for kind in ("K", "A"):
+        for nm in sorted(reads[kind] - named[kind]):
             raise ScriptHeaderError(f"{filename}: uses {kind}.{nm}, which its header does not name")
-    for nm in _FIELD.findall(code):
+    for nm in sorted(reads["F"]):
         if nm not in FIELD_INDEX:
             raise ScriptHeaderError(f"{filename}: uses F.{nm}, which is no message field (model/codec.py FIELD_INDEX)")
-    for nm in _GROUP.findall(code):
+    for nm in sorted(reads["G"]):
         if nm not in KEY_GROUPS or not set(group_keys(nm)) <= named["K"]:
             raise ScriptHeaderError(f"{filename}: uses G.{nm}, which is no key group its header declares")
 
@@ -307,6 +323,8 @@ def prologue(h: Header, code: str) -> str:
     it, every value unpacked), a key group the code reads as ``G.<group>`` as an array of its keys
     in the group's order (``G.pending``: includes/priority's ``pk``), and the message fields the
     code reads as ``F`` (``F.tenant``: the field's 0-based index, from core/model/codec.py FIELD_INDEX)."""
+    tokens = {tuple(t.split(".")[:3]) for t in set(_DOTTED.findall(code)) if "." in t}
+    _, reads = _reads(code)
     k = ", ".join(f"{nm} = KEYS[{i}]" for i, nm in enumerate(h.keys, 1))
     a = ", ".join(f"{nm} = ARGV[{i}]" for i, nm in enumerate(h.args, 1))
     out = f"local K = {{{k}}}\nlocal A = {{{a}}}\n"
@@ -315,12 +333,12 @@ def prologue(h: Header, code: str) -> str:
         if tail:
             target = f"{table}.{tail}"
             out += _tail_view(target, raw, len(fixed), members, table if members == fixed else "",
-                              re.search(rf"(?<![\w.]){re.escape(target)}\.all\b", code) is not None)
-    groups = sorted(set(_GROUP.findall(code)))
+                              (table, tail, "all") in tokens)
+    groups = sorted(reads["G"])
     if groups:  # a group's keys as a Lua array, in the group's order (includes/priority's pk: G.pending)
         out += "local G = {" + ", ".join(
             f"{g} = {{" + ", ".join(f"K.{k}" for k in group_keys(g)) + "}" for g in groups) + "}\n"
-    fields = sorted(set(_FIELD.findall(code)), key=FIELD_INDEX.__getitem__)
+    fields = sorted(reads["F"], key=FIELD_INDEX.__getitem__)
     if fields:
         out += "local F = {" + ", ".join(f"{nm} = {FIELD_INDEX[nm]}" for nm in fields) + "}\n"
     return out
@@ -375,24 +393,25 @@ def shake(code: str) -> str:
     blocks = list(_LOCAL_FUNCTION.finditer(code))
     if not blocks:
         return code
-    defined = {m.group(1) for m in blocks}
+    names = [m.group(1) for m in blocks]
+    defined = set(names)
     outside, pos = [], 0
     for m in blocks:
         outside.append(code[pos:m.start()])
         pos = m.end()
     outside.append(code[pos:])
-    uses = [set(_WORD.findall(m.group(0)[len(m.group(1)) + 15:])) & defined for m in blocks]
+    uses: dict[str, set[str]] = {}
+    for name, m in zip(names, blocks):
+        uses.setdefault(name, set()).update(set(_WORD.findall(code[m.start() + len(name) + 15:m.end()])) & defined)
     todo = set(_WORD.findall("".join(outside))) & defined
     reached: set[str] = set()
     while todo:
         name = todo.pop()
         reached.add(name)
-        for m, used in zip(blocks, uses):
-            if m.group(1) == name:
-                todo |= used - reached
+        todo |= uses[name] - reached
     out, pos = [], 0
-    for m in blocks:
-        if m.group(1) not in reached:
+    for name, m in zip(names, blocks):
+        if name not in reached:
             out.append(code[pos:m.start()])
             pos = m.end()
     out.append(code[pos:])
@@ -410,8 +429,9 @@ def _load_one(path: Path, root: Path) -> Script:
 def _built(filename: str, text: str, flat: str) -> Script:
     """The script of file ``filename`` from its text and its flattened text (:func:`_load_one`):
     built once per process for a text (checking the body, emitting the prologue and the library
-    cost ~10 ms of CPU a script; the mutants' copies of ``lua/``, tests/test_model_mutants.py, differ
-    from ``lua/`` in a file or two)."""
+    cost ~4-6 ms of CPU a script, ~7-10 ms before one pass of ``_DOTTED`` and a linear ``shake``;
+    the mutants' copies of ``lua/``, tests/test_model_mutants.py, differ from ``lua/`` in a file or
+    two)."""
     h = parse_header(filename, text)
     keys, args, keys_tail, args_tail = h.keys, h.args, h.tails["KEY"], h.tails["ARG"]
     end = _HEADER.match(flat).end()  # type: ignore[union-attr]
