@@ -385,11 +385,11 @@ class DurableDriver:
         with ``proc_step``; the run goes on while no other input of it waits."""
         async def checkpoint(events: Any) -> bool:
             rec = held["rec"]
-            count, packed = proc.checkpoint_args(rec, kind, events, id.encode())
+            count, packed, _ = proc.checkpoint_args(rec, kind, events, id.encode())
             got = self.m.x.run(self.m.b.proc_step(DQ, [(id, token, pid, rec.expect, count, packed, key)]))[0]
             if isinstance(got, Exception):
                 raise got
-            held["rec"] = proc.parse_record(pid, got[0])
+            held["rec"] = proc.checkpointed(rec, count, got[0])  # (as the worker holds it)
             self.written.setdefault(pid, []).extend(_plain(e) for e in events)
             if self.kill_at == "checkpoint":
                 self.kill_at = ""

@@ -234,7 +234,7 @@ class ProcessMachine(RuleBasedStateMachine):
         appending one event (the record keeps its status, state and timer); the record as the
         last one left it, or None if one was refused (the lease lost: another attempt holds it)."""
         for _ in range(data.draw(st.sampled_from([0, 0, 1, 2]), label="checkpoints")):
-            count, events = proc.checkpoint_args(rec, kind, [f"step:{id}"], id.encode())
+            count, events, _ = proc.checkpoint_args(rec, kind, [f"step:{id}"], id.encode())
             got = self.x.run(self.b.proc_step(Q, [(id, token, pid, rec.expect, count, events, key)]))[0]
             if isinstance(got, Exception):
                 assert isinstance(got, (LeaseLostError, TaskNotFoundError)), got
@@ -244,7 +244,13 @@ class ProcessMachine(RuleBasedStateMachine):
             m = self.model[pid]
             assert m is not None
             m["events"].append(id)
-            rec = proc.parse_record(pid, got[0])
+            # the worker does not parse the record a checkpoint answers (proc.checkpointed): it is
+            # the one read, its count set, but its `updated` (which no write of the worker reads)
+            held, read = proc.checkpointed(rec, count, got[0]), proc.parse_record(pid, got[0])
+            assert held.raw == read.raw and held.count == read.count == count
+            assert [f for i, f in enumerate(held.fields) if i != proc.R_UPDATED] == \
+                [f for i, f in enumerate(read.fields) if i != proc.R_UPDATED]
+            rec = held
         return rec
 
     @precondition(lambda self: bool(self.late))

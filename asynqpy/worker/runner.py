@@ -25,7 +25,6 @@ from typing import Any
 from ..core.durable import signed
 from ..core.handlers.mux import AsyncHandler, Handler, ServeMux, not_found
 from ..core.handlers.sandbox import Sandboxed, import_path
-from ..core.model import codec
 from ..core.model.errors import LeaseLostError, TaskNotFoundError
 from ..core.model.task import Task
 from ..core.processes import model as process
@@ -211,11 +210,14 @@ def _fail(futs: list[asyncio.Future[Any] | list[_ProcRead]], exc: BaseException)
             f.set_exception(exc) if isinstance(exc, Exception) else f.cancel()
 
 
-def _checkpointed(task: Task, r: Any, pid: str, raw: Any, history: Any, events: list[Any]) -> None:
-    """A written checkpoint: the input holds the process's new record, and the events it wrote go
-    to the stream with the input's commit (durable_emit writes them only if the commit happened)."""
-    task._proc = (process.parse_record(pid, raw), history)
-    r.checkpointed = (r.checkpointed or []) + [codec.encode_payload(e, "event") for e in events]
+def _checkpointed(task: Task, r: Any, held: process.Record, count: int, raw: Any, history: Any,
+                  encoded: list[bytes]) -> None:
+    """A written checkpoint: the input holds the process's new record (``held`` as the checkpoint
+    left it, :func:`~asynqpy.core.processes.model.checkpointed`), and the events it wrote
+    (``encoded``) go to the stream with the input's commit (durable_emit writes them only if the
+    commit happened)."""
+    task._proc = (process.checkpointed(held, count, raw), history)
+    r.checkpointed = (r.checkpointed or []) + encoded
 
 
 class _Checkpoints:
@@ -417,7 +419,7 @@ class Runner:
             # tagged (signing: as the commit's, _tagged) and sealed (the ring: as the commit's, seal_step);
             # the stream gets them so too, with the input's commit (writer.py)
             events = self._sealed(self._tagged_events(queue, pid, rec.count, events), queue, task.tenant)
-            count, packed = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
+            count, packed, encoded = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
             sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))
             try:
@@ -428,13 +430,13 @@ class Runner:
                 # so its reply is awaited and kept (else that commit is refused as stale and the
                 # input waits for its lease to expire)
                 with contextlib.suppress(Exception):  # refused or failed: the record did not change
-                    _checkpointed(task, r, pid, (await sent)[0], history, events)
+                    _checkpointed(task, r, rec, count, (await sent)[0], history, encoded)
                 raise
             except (LeaseLostError, TaskNotFoundError) as exc:
                 self.holder.lose(r, f"its checkpoint was refused ({exc})")
                 await asyncio.sleep(0)  # the cancellation lose() requested lands here
                 raise
-            _checkpointed(task, r, pid, raw, history, events)
+            _checkpointed(task, r, rec, count, raw, history, encoded)
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "checkpoint", loop.time() - t0)
             late = r.deadline_ms and self.ctx.clock.now_ms() > r.deadline_ms - 1000 * CONTINUE_S

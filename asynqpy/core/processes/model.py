@@ -508,12 +508,22 @@ def step_args(plan: Plan, input_id: bytes, timer_id: bytes) -> tuple[str, bytes,
             _pack(events) if events else b"", drop_from, drop_to, cancel)
 
 
-def checkpoint_args(rec: Record, kind: str, events: Sequence[Any], input_id: bytes) -> tuple[int, bytes]:
+def checkpoint_args(rec: Record, kind: str, events: Sequence[Any], input_id: bytes) -> tuple[int, bytes, list[bytes]]:
     """What ``proc_step`` writes (lua/proc_step.lua): (the count once ``events`` are appended, the
-    hist fields and entries but their time). The record keeps everything else."""
+    hist fields and entries but their time, the events encoded). The record keeps everything else."""
     plan = Plan(rec.id, kind, events=[codec.encode_payload(e, "event") for e in events])
     entries, n = _entries(plan, input_id, rec.count)
-    return n, _pack(entries) if entries else b""
+    return n, _pack(entries) if entries else b"", plan.events
+
+
+def checkpointed(held: Record, count: int, raw: bytes) -> Record:
+    """The record as a written checkpoint left it (lua/proc_step.lua: checked to be ``held``, then its
+    count set to ``count`` and its ``updated`` to Redis's time): ``raw`` as stored, what the next
+    checkpoint or the commit checks, and the fields held with the new count, not parsed again. Its
+    ``updated`` field stays the one read: the commit writes its own (``step_args`` leaves it out)."""
+    fields = list(held.fields)
+    fields[R_N] = b"%d" % count
+    return Record(held.id, fields, raw)
 
 
 Checkpoint = Callable[[Sequence[Any]], Awaitable[bool]]
