@@ -437,3 +437,48 @@ def test_the_timeline_shows_the_tasks_a_run_awaited_and_how_each_ended(backend: 
         await ac.close()
 
     asyncio.run(main())
+
+
+def test_one_emit_call_writes_the_entries_of_each_committed_input_and_none_of_an_uncommitted_one(backend: Any) \
+        -> None:
+    """The writer sends the stream entries of a batch's durable inputs in one ``durable_emit`` call
+    a queue (lua/durable_emit.lua): each input's are written only if its commit happened (the input
+    completed, or deleted: kept without retention), none of an input still pending or active (its
+    commit refused), whatever their order in the call."""
+    from asynqpy.core.durable import events as durable_events
+    from asynqpy.core.model import codec
+    from asynqpy.redisio.executor import SyncExecutor
+
+    mux = ServeMux()
+
+    @mux.handle("in")
+    async def handle(task: Any) -> None:
+        return None
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        await ac.enqueue("in", b"", queue=Q, task_id="done-input", retention=timedelta(minutes=5))
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            await until(lambda: _task_state(backend, "done-input") == "completed")
+        await ac.enqueue("in", b"", queue=Q, task_id="pending-input")  # (no worker now: it stays pending)
+        await ac.close()
+
+    asyncio.run(main())
+    ended = [codec.encode_payload({"k": "done", "v": 1}, "event")]
+    items = [*durable_events.emit_items("pending-input", "durable.f", "run-pending", ended),
+             *durable_events.emit_items("done-input", "durable.f", "run-done", ended),
+             *durable_events.emit_items("gone-input", "durable.f", "run-gone", ended)]
+    call = durable_events.emit_call(Q, items)
+    assert call is not None and durable_events.emit_call(Q, []) is None
+    assert SyncExecutor(backend.sync).run(call) == 2
+    with Inspector(backend.sync) as insp:
+        ends = sorted(e.task_id for e in insp.events(Q) if e.event == "durable_end")
+    assert ends == ["run-done", "run-gone"]
+
+
+def _task_state(backend: Any, id: str) -> str:
+    with Inspector(backend.sync) as insp:
+        try:
+            return str(insp.task_info(Q, id).state.value)
+        except Exception:  # noqa: BLE001 - not there (yet)
+            return "none"

@@ -166,7 +166,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("watch", lambda b: b.watch("q", "i", "inb")),
     ("reply", lambda b: b.reply("q", "inb", b"o")),
     ("rewake", lambda b: b.rewake("q")),
-    ("durable_emit", lambda b: durable_events.emit_call("q", "i", "durable.f", "r", [b"\x81\xa1k\xa4done"])),
+    ("durable_emit", lambda b: durable_events.emit_call("q", durable_events.emit_items("i", "durable.f", "r", [b"\x81\xa1k\xa4done"]))),
     ("wake_take", lambda b: b.wake_take([queue_keys("q").wake, queue_keys("r").wake], 5)),
     ("snooze", lambda b: b.snooze("q", "i", "tok", 50)),
     ("requeue", lambda b: b.requeue("q", "i", "tok")),

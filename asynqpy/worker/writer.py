@@ -86,17 +86,18 @@ DURABLE_INPUTS = process.TYPE_PREFIX + durable_events.TYPE_PREFIX
 """The task type prefix of durable runs' inputs."""
 
 
-def _durable_events(w: _Write) -> Call[int] | None:
-    """The stream entries of what a durable run's input recorded (core/durable/events.py), written
-    after its commit in the same pipeline, only if it committed; None for other inputs."""
+def _durable_events(w: _Write) -> list[Any]:
+    """The ``durable_emit`` items (core/durable/events.py) of what a durable run's input recorded:
+    its stream entries, written after its commit in the same pipeline, only if it committed; []
+    for other inputs."""
     r = w.running
     plan = r.task._proc if r.task is not None else None
     if not isinstance(plan, process.Plan):
-        return None
+        return []
     events = (r.checkpointed or []) + plan.events  # (what its checkpoints wrote first: lua/proc_step.lua)
     if not events:
-        return None
-    return durable_events.emit_call(r.queue, r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, events)
+        return []
+    return durable_events.emit_items(r.id, r.msg.type[len(process.TYPE_PREFIX):], plan.pid, events)
 
 
 def _durable_metrics(metrics: Any, r: Running) -> None:
@@ -414,8 +415,8 @@ class Writer:
             groups.append([w for w, _ in first])
         _batched(acks, MAX_ACK, self.ctx.broker.done_many, calls, groups)
         _batched(commits, MAX_COMMIT, self.ctx.broker.proc_commit_many, calls, groups)
-        for w, _ in (x for items in commits.values() for x in items):  # durable runs' events, if committed
-            emit = _durable_events(w)
+        for queue, items in commits.items():  # durable runs' events, each input's if it committed: a call a queue
+            emit = durable_events.emit_call(queue, [i for w, _ in items for i in _durable_events(w)])
             if emit is not None:
                 calls.append(emit)
                 groups.append([])

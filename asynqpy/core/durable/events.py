@@ -27,7 +27,7 @@ from ..spine.calls import script_call
 from ..spine.keys import queue_keys
 from .replay import TYPE_PREFIX
 
-__all__ = ["EVENTS", "TYPE_PREFIX", "emit_call", "entry", "step_times"]
+__all__ = ["EVENTS", "TYPE_PREFIX", "emit_call", "emit_items", "entry", "step_times"]
 
 EVENTS = ("durable_step", "durable_sleep", "durable_wait", "durable_signal", "durable_end", "durable_resume")
 """The stream's durable events."""
@@ -106,18 +106,24 @@ def step_times(events: list[bytes], now_ms: int) -> list[tuple[str, float]]:
     return out
 
 
-def emit_call(queue: str, input_id: str, ptype: str, run_id: str, events: list[bytes]) -> Call[int] | None:
-    """The ``durable_emit`` call for the events (as encoded for ``proc_commit``) one input of run
-    ``run_id`` recorded, or None when none is an operation."""
+def emit_items(input_id: str, ptype: str, run_id: str, events: list[bytes]) -> list[Any]:
+    """The items of ``durable_emit`` for the events (as encoded for ``proc_commit``) one input of
+    run ``run_id`` recorded: its id, their count, its entries; [] when none is an operation."""
     if not ptype.startswith(TYPE_PREFIX) or not events:
-        return None
+        return []
     now_ms = int(time.time() * 1000)
     fields: list[Any] = []
     for e in _decoded(events):
         got = entry(run_id, ptype, e, now_ms)
         if got is not None:
             fields += [str(len(got)), *got]
-    if not fields:
+    return [input_id, str(len(fields)), *fields] if fields else []
+
+
+def emit_call(queue: str, items: list[Any]) -> Call[int] | None:
+    """The ``durable_emit`` call of the inputs of one queue (each its :func:`emit_items`,
+    concatenated), or None when there is none."""
+    if not items:
         return None
     q = queue_keys(queue)
-    return script_call("durable_emit", int, tasks=q.tasks, events=q.events, conf=q.conf, id=input_id, fields=fields)
+    return script_call("durable_emit", int, tasks=q.tasks, events=q.events, conf=q.conf, inputs=items)
