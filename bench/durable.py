@@ -1,6 +1,7 @@
 """Durable functions (docs/durable.md): the figures of issue 46.
 
     python bench/durable.py [--steps 200] [--short 10000] [--replay 1000] [--sleeping 1000]
+    python bench/durable.py --breakdown 3000     # only: a run's fixed cost and a step's
 
 Starts its own redis-server on a free loopback port and one in-process worker. Prints:
 - a step's cost: the worker's round trips (its connections' sends, its idle loops included) for a
@@ -13,6 +14,9 @@ Starts its own redis-server on a free loopback port and one in-process worker. P
   rate of each, from the worker's start to the last completion, all of them queued first, and
   what each costs whatever the load: the worker's round trips, its CPU and Redis's CPU (INFO cpu);
   the ratio in wall time and in CPU (worker + Redis);
+- ``--breakdown N`` (alone): N runs of no step, then N of 6 steps, the same way as ``--short``:
+  the worker's and Redis's CPU a run with no step costs (an input's fixed cost) and, from the
+  difference, a step's;
 - the bytes a sleeping run holds beyond its history (``--sleeping`` runs asleep: every hash field,
   zset member and list item of the queue that names a run or its timer input, counted as the bytes
   of its name and value, a zset's score as 8; Redis's own overhead per entry is not counted).
@@ -71,6 +75,15 @@ async def short(ctx: Durable) -> int:
     c = await ctx.step("c", add, b)
     done["runs"] += 1
     return c
+
+
+@mux.durable(name="nsteps", queue=Q)
+async def nsteps(ctx: Durable, n: int) -> int:
+    total = 0
+    for k in range(n):
+        total = await ctx.step(f"s{k}", add, total)
+    done["runs"] += 1
+    return total
 
 
 @mux.durable(name="sleeper", queue=Q)
@@ -177,6 +190,26 @@ async def short_runs(url: str, r: redis.Redis, n: int) -> None:
           f"{(tasks[2] + tasks[3]) / (runs[2] + runs[3]):.2f} in CPU (worker + Redis; target >= 0.33)")
 
 
+async def breakdown(url: str, r: redis.Redis, n: int) -> None:
+    """A run's fixed cost (no step) and a step's (the difference with runs of 6 steps)."""
+    _count_round_trips()
+    cost: dict[int, tuple[float, float]] = {}
+    for steps_per_run in (0, 6):
+        r.flushdb()
+        done["runs"] = 0
+        async with AsyncClient(url) as client:
+            for k in range(0, n, 500):
+                await asyncio.gather(*(client.start(nsteps, steps_per_run, id=f"b{steps_per_run}-{i}")
+                                       for i in range(k, min(n, k + 500))))
+        took, _, cpu, rcpu = await _drain(url, "runs", n, r)
+        cost[steps_per_run] = (cpu / n * 1000, rcpu / n * 1000)
+        print(f"{n} runs of {steps_per_run} steps: {n / took:.0f}/s; each {cost[steps_per_run][0]:.3f} ms of worker CPU, "
+              f"{cost[steps_per_run][1]:.3f} ms of Redis CPU")
+    (w0, r0), (w6, r6) = cost[0], cost[6]
+    print(f"a run's fixed cost: {w0:.3f} ms worker + {r0:.3f} ms Redis; a step: {(w6 - w0) / 6:.3f} ms worker + "
+          f"{(r6 - r0) / 6:.3f} ms Redis (load {os.getloadavg()[0]:.1f})")
+
+
 def _bytes_naming(r: redis.Redis, base: str, names: set[bytes]) -> int:
     """The bytes of every entry of the queue's keys that names one of ``names`` (hist excluded)."""
     total = 0
@@ -225,7 +258,15 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=10000)
     ap.add_argument("--replay", type=int, default=1000)
     ap.add_argument("--sleeping", type=int, default=1000)
+    ap.add_argument("--breakdown", type=int, default=0, help="only: runs of 0 and 6 steps, N of each")
     a = ap.parse_args()
+    if a.breakdown:
+        proc = RedisProcess()
+        try:
+            asyncio.run(breakdown(proc.url, redis.Redis.from_url(proc.url), a.breakdown))
+        finally:
+            proc.stop()
+        return
     asyncio.run(replay_cpu(a.replay))
     proc = RedisProcess()
     r = redis.Redis.from_url(proc.url)
