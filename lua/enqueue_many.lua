@@ -43,9 +43,9 @@ if A.check ~= '1' then  -- generated ids: the entries are already the HSET field
   if redis.call('PTTL', K.marker) ~= -2 then  -- (PTTL, not EXISTS: EXISTS is the operator scripts' guard, refused to producers)
     return refused  -- sent again: this call stored its batch already
   end
+  local flat = {A.entries.all()}  -- (one unpack, as the HSET below: no view object per entry)
   for i = 1, A.entries.n do
-    local e = A.entries[i]
-    ids[i], vals[i] = e.id, e.value
+    ids[i], vals[i] = flat[2 * i - 1], flat[2 * i]
   end
   refusal, ticket = gate(vals)
   if refusal then
@@ -90,8 +90,7 @@ if #ids > 0 then
   if cap > 0 then
     local types, tenants, same = {}, {}, A.check ~= '1' and #ids > 1
     for n = 1, #ids do
-      local m = stored_msg(vals[n])
-      types[n], tenants[n] = msg_type(m), msg_tenant(m, 1) or false
+      types[n], tenants[n] = msg_type(vals[n], 2), msg_tenant(vals[n], 2) or false  -- (read in place: no copy)
       same = same and types[n] == types[1] and tenants[n] == tenants[1]
     end
     if same and tenants[1] then  -- generated ids of one type and tenant: one entry for the batch

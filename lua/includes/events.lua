@@ -13,7 +13,9 @@
 --- last batch, and kept a sixth of the cap.) The count is repaired where it can be wrong: absent
 --- (a stream written before it, or emptied), it starts from XLEN; above what the stream holds (a
 --- stream deleted or trimmed by hand), the trim finds the stream's end first and sets it to what
---- it found. ev_trim reads at most 500 entries a call: a lowered cap is reached over a few writes.
+--- it found. ev_trim reads the oldest entries in pages of 4, 8, 16... (an entry of a batch holds
+--- 50 events: it reads about the few it drops, not a page of 500), at most 500 entries a call: a
+--- lowered cap is reached over a few writes.
 --- events_cap(conf) remembers the conf it read (each script touches one queue): emit needs it; a
 --- script that reads the cap itself (done.lua, dequeue.lua: one HMGET with other fields) calls
 --- events_conf(conf). Without either, an entry is added with MAXLEN ~ cap (entries) instead.
@@ -48,20 +50,30 @@ local function ev_size(fields)  -- the events an entry holds: 1, or the ids of i
   end
   return 1
 end
-local function ev_trim(stream, conf, cap, kept)
-  local excess = kept - cap
-  local want = math.min(excess, 500)  -- (each entry holds at least one event)
-  local rows = redis.call('XRANGE', stream, '-', '+', 'COUNT', want)
-  local removed, entries, stopped = 0, 0, false
-  for _, row in ipairs(rows) do
-    local n = ev_size(row[2])
-    if removed + n > excess then
-      stopped = true  -- (the cap stays whole: this entry is kept)
-      break
+local function ev_oldest(stream, excess)  -- the oldest entries that hold at most ``excess`` events:
+  -- (events, entries, whether the stream ended first), read a page at a time, at most 500 entries
+  local budget = math.min(excess, 500)  -- (each entry holds at least one event)
+  local removed, entries, from, skip, page = 0, 0, '-', 0, 4
+  while entries < budget do
+    local want = math.min(page, budget - entries)
+    local rows = redis.call('XRANGE', stream, from, '+', 'COUNT', want + skip)
+    for r = 1 + skip, #rows do
+      local n = ev_size(rows[r][2])
+      if removed + n > excess then
+        return removed, entries, false  -- (the cap stays whole: this entry is kept)
+      end
+      removed, entries = removed + n, entries + 1
     end
-    removed, entries = removed + n, entries + 1
+    if #rows < want + skip then
+      return removed, entries, true
+    end
+    from, skip, page = rows[#rows][1], 1, page * 2  -- (the next page starts at the last entry read, skipped)
   end
-  if not stopped and #rows < want then  -- the stream ended first: it held fewer than counted
+  return removed, entries, false
+end
+local function ev_trim(stream, conf, cap, kept)
+  local removed, entries, ended = ev_oldest(stream, kept - cap)
+  if ended then  -- the stream ended first: it held fewer than counted
     redis.call('HSET', conf, 'kept', removed)
     return
   end
