@@ -104,6 +104,20 @@ def test_a_library_level_local_a_helper_changes_is_set_back_at_each_call() -> No
     assert "local function" not in body  # every helper is made at load
 
 
+def test_the_named_inputs_are_tables_made_once_whose_fields_each_call_sets() -> None:
+    """``K`` and ``A`` are made at load; a call sets every field its header names (a table made at
+    every call cost ~5 000 of an FCALL's instructions for 18 keys: bench/fcall_ir.py --fixed)."""
+    assert library._fields("local K = {tasks = KEYS[1], wake = KEYS[2]}") == ["K.tasks = KEYS[1]", "K.wake = KEYS[2]"]
+    assert library._fields("local A = {}") == []
+    with pytest.raises(library.LibraryError, match="not a table of KEYS"):
+        library._fields("local K = {tasks = KEYS[1], wake = other()}")
+    s = load_scripts()["enqueue"]
+    top, body = s.library.split("register_function", 1)
+    assert "local K, A, G = {}, {}, nil" in top and "local K = {" not in body
+    assert all(f"K.{name} = KEYS[{i}]" in body for i, name in enumerate(s.keys, 1))
+    assert all(f"A.{name} = ARGV[{i}]" in body for i, name in enumerate(s.args, 1))
+
+
 @pytest.fixture(params=["fake", "real", pytest.param("cluster", marks=pytest.mark.cluster)])
 def store(request: pytest.FixtureRequest) -> Any:
     if request.param == "fake":
