@@ -3,6 +3,7 @@ machine's load), for the hottest scripts (issue 45): a single enqueue, and a dra
 done at a given batch size (B tasks per call, as a worker with B free slots sends them).
 
     python bench/fcall_ir.py [--n 600] [--batches 1,20]
+    python bench/fcall_ir.py --fixed      # what a call costs before its body: keys, K, an inner command
 
 For each way of calling (``evalsha``: the script's flattened source, its helpers made at every
 call; ``fcall``: its Redis Functions library, loaded once, core/spine/library.py) a redis-server
@@ -114,13 +115,54 @@ def measure(way: str, n: int, batches: list[int]) -> dict[str, float]:
         c.close()
 
 
+_NAMES = "abcdefghijklmnopqr"
+_FIXED = "\n".join([
+    "#!lua name=fixed",
+    "local K2 = {}",
+    "redis.register_function('noop', function(KEYS, ARGV) return 1 end)",
+    "redis.register_function('made', function(KEYS, ARGV) local K = {"
+    + ", ".join(f"{c} = KEYS[{i}]" for i, c in enumerate(_NAMES, 1)) + "} return 1 end)",
+    "redis.register_function('kept', function(KEYS, ARGV) "
+    + " ".join(f"K2.{c} = KEYS[{i}]" for i, c in enumerate(_NAMES, 1)) + " return 1 end)",
+    "redis.register_function('hget', function(KEYS, ARGV) redis.call('HGET', KEYS[1], 'x') return 1 end)",
+    ""])
+
+
+def fixed(n: int) -> None:
+    """What an FCALL costs before its body's work (``--fixed``): a PING, a function that returns at
+    once with 1 and with 18 keys (as an enqueue names), the 18 keys made a table at each call (the
+    prologue's ``K`` before it was kept by the library) and set as fields of a kept one, and one
+    HGET from Lua. Every asynqpy library is loaded first (they share one Lua state)."""
+    c = Counted()
+    try:
+        load_functions(c.r)
+        c.r.execute_command("FUNCTION", "LOAD", "REPLACE", _FIXED)
+        keys = [f"asynqpy:{{{Q}}}:k{i}" for i in range(18)]
+        args = ["1", "abc", "0", "x" * 60]
+        rows = [("PING", lambda: c.r.execute_command("PING")),
+                ("FCALL, return 1, 1 key", lambda: c.r.execute_command("FCALL", "noop", 1, keys[0], *args)),
+                ("FCALL, return 1, 18 keys", lambda: c.r.execute_command("FCALL", "noop", 18, *keys, *args)),
+                ("18 keys, a table made", lambda: c.r.execute_command("FCALL", "made", 18, *keys, *args)),
+                ("18 keys, a kept table's fields", lambda: c.r.execute_command("FCALL", "kept", 18, *keys, *args)),
+                ("1 key, one HGET in Lua", lambda: c.r.execute_command("FCALL", "hget", 1, keys[0], *args))]
+        for label, fn in rows:
+            ir = c.phase(lambda fn=fn: [fn() for _ in range(n)]) / n
+            print(f"{label:34s} {ir:9,.0f} instructions per call", flush=True)
+    finally:
+        c.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=600)
     ap.add_argument("--batches", default="1,20")
+    ap.add_argument("--fixed", action="store_true", help="what an FCALL costs before its body (see fixed())")
     a = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind (callgrind) is not installed")
+    if a.fixed:
+        fixed(a.n)
+        return
     batches = [int(v) for v in a.batches.split(",")]
     got = {way: measure(way, a.n, batches) for way in ("evalsha", "fcall")}
     for phase in got["evalsha"]:
