@@ -145,6 +145,16 @@ def click(browser: Any, css: str) -> None:
     wait_for(lambda: browser.find_element(By.CSS_SELECTOR, css).click() or True)
 
 
+def reloading(browser: Any, act: Callable[[], None]) -> None:
+    """Do ``act`` (a click on a button of class ``reload``, and the answer to its prompt), then wait
+    for the reload its page does 0.3 s after the answer (static/app.js): the page's live refresh
+    can show the change before it, and the next step's click or prompt was lost to that reload
+    (Chrome aborts an open prompt, "aborted by navigation": seen in CI)."""
+    browser.execute_script("window.beforeReload = true")
+    act()
+    wait_for(lambda: browser.execute_script("return document.readyState === 'complete' && !window.beforeReload"))
+
+
 def _worker(redis_url: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "faults"), "ASYNQPY_RECORDER_URL": redis_url}
     return subprocess.Popen([sys.executable, "-m", "asynqpy.cli.main", "worker", "fault_workers:mux", "-q", "live",
@@ -544,7 +554,7 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
 
         # a periodic entry: pause it, then run it now
         browser.get(console.url + "/scheduler")
-        click(browser, 'tr[data-entry="ops/nightly-report"] button[data-post$="/pause"]')
+        reloading(browser, lambda: click(browser, 'tr[data-entry="ops/nightly-report"] button[data-post$="/pause"]'))
         wait_for(lambda: by('tr[data-entry="ops/nightly-report"] td[data-k="paused"]').text == "yes")
         click(browser, 'tr[data-entry="ops/nightly-report"] button[data-post$="/run"]')
         wait_for(lambda: by("#message").text.startswith("enqueued task "))
@@ -560,13 +570,17 @@ def test_acting_from_the_console_in_a_browser(redis_url: str, browser: Any) -> N
         browser.get(console.url + "/queues/ops")
         click(browser, "#tenants-link")
         wait_for(lambda: _ids(browser, "#tenants tbody tr") == ["acme", "globex"])
-        click(browser, 'tr[data-id="acme"] button[data-post$="/pause"]')
+        reloading(browser, lambda: click(browser, 'tr[data-id="acme"] button[data-post$="/pause"]'))
         wait_for(lambda: by('tr[data-id="acme"] td.state').text == "paused")
         for action, value in (("weight", "3"), ("rate", "50/s")):
-            click(browser, f'tr[data-id="globex"] button[data-post$="/{action}"]')
-            prompt = browser.switch_to.alert
-            prompt.send_keys(value)
-            prompt.accept()
+
+            def answer(action: str = action, value: str = value) -> None:
+                click(browser, f'tr[data-id="globex"] button[data-post$="/{action}"]')
+                prompt = browser.switch_to.alert
+                prompt.send_keys(value)
+                prompt.accept()
+
+            reloading(browser, answer)
             wait_for(lambda: value.split("/")[0] in by('tr[data-id="globex"]').text)
         shoot(browser, "tenants")
         with Inspector(redis_url) as insp:
