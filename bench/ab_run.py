@@ -26,6 +26,7 @@ import run  # noqa: E402
 from redisproc import RedisProcess  # noqa: E402
 
 WORKLOADS = ("single", "batch", "drain", "write")
+BASE_ENV = dict(run.ENV)  # (each workload runs with one tree first on PYTHONPATH: run.ENV is set per call)
 
 
 def _script_us(b: run.Bench, n: int) -> float:
@@ -46,8 +47,6 @@ def one(b: run.Bench, tree: str, what: str, n: int) -> str:
     return (f"{d['tasks_per_s']:9,.0f}/s  redis {d['redis_cpu_us_per_task']:5.1f} µs/task  scripts "
             f"{_script_us(b, n):5.1f} µs/task  worker {d['worker_cpu_ms_per_task'] * 1000:5.0f} µs/task")
 
-
-BASE_ENV = dict(run.ENV)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
