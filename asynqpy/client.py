@@ -124,7 +124,7 @@ class _SyncAutoPipeline:
             try:
                 if len(calls) == 1:
                     return [_run_or_exc(self.exec, calls[0])]
-                return self.exec.run_many(calls)
+                return self.exec.run_many_now(calls)
             finally:
                 self._hand_over()
         me.done.acquire()
@@ -149,7 +149,7 @@ class _SyncAutoPipeline:
             batch, self.queued = self.queued, []
         try:
             try:
-                results = self.exec.run_many([c for w in batch for c in w.calls])
+                results = self.exec.run_many_now([c for w in batch for c in w.calls])
             except BaseException as exc:  # noqa: BLE001 - each caller gets it
                 for w in batch:
                     w.error = exc

@@ -57,3 +57,20 @@ def test_the_async_lone_path_too() -> None:
             assert _comparable(a) == _comparable(b) and b.state is TaskState.PENDING
 
     asyncio.run(main())
+
+
+def test_the_bound_enqueue_is_the_brokers_enqueue() -> None:
+    """Broker.enqueue_plain (the lone path's call, its keys bound once per queue) makes the call
+    Broker.enqueue makes, with or without a signer (its message sealed the same way)."""
+    from asynqpy.core.model.codec import Message, encode
+    from asynqpy.core.security.signing import Signer
+    from asynqpy.core.spine.broker import Broker
+
+    msg = Message(type="t", payload=[1, "x"], enqueued_at_ms=5)
+    for signer in (None, Signer(b"0" * 32)):
+        b = Broker(signer=signer)
+        bound = b.enqueue_plain("q")
+        for check in (True, False):
+            want, got = b.enqueue("q", "id1", msg, 0, encode(msg), check), bound("id1", msg, encode(msg), check)
+            assert (got.script, got.keys, got.args) == (want.script, want.keys, want.args)
+            assert got.parse(1) == want.parse(1)

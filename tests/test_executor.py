@@ -25,6 +25,32 @@ def test_fast_path_reconnects_after_connections_are_killed(redis_url: str) -> No
     assert Inspector(r).stats("default").pending == 3
 
 
+def test_the_lone_enqueue_skips_the_plan_and_still_meets_a_flushed_library(redis_url: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """SyncExecutor.run_many_now sends a lone enqueue and its registration without driving the
+    executor's plan; a reply saying the function is gone (FUNCTION FLUSH: a restarted server)
+    goes as the plan's resend (the library loaded, the call sent again), and the guard's first
+    check is the plan's."""
+    r = redis.Redis.from_url(redis_url)
+    c = Client(redis_url)
+    ex = c._exec
+    assert not ex._checked()  # nothing checked yet: the plan runs (and checks the store)
+    c.enqueue("t", 1, queue="lone")
+    c.enqueue("t", 2, queue="lone")  # the lone path from here on
+    assert ex._checked()
+    driven: list[Any] = []
+    real = type(ex)._drive
+    monkeypatch.setattr(type(ex), "_drive", lambda self, plan: driven.append(plan) or real(self, plan))
+    c.enqueue("t", 3, queue="lone")
+    assert driven == []  # no plan driven
+    r.function_flush()
+    info = c.enqueue("t", 4, queue="lone")  # missed, then loaded and sent again
+    assert driven[0].__name__ == "_resend" and info.state.value == "pending"  # (then its loads' pipelines)
+    ins = Inspector(r)
+    assert ins.stats("lone").pending == 4 and ins.task_info("lone", info.id).payload == 4
+    assert b"lone" in r.smembers("asynqpy:queues")
+
+
 def test_fast_path_one_connection_per_thread(redis_url: str) -> None:
     c = Client(redis_url)
     errors: list[BaseException] = []

@@ -454,6 +454,34 @@ class SyncExecutor(_ExecutorPlans, Sync):
             self._release(conn)
             return None
 
+    def run_many_now(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """:meth:`run_many`, its common case without driving its plan (the twin's and the guard's
+        generators: ~10 µs of CPU a call, an eighth of a lone enqueue's): when the direct path
+        takes the calls (:class:`_Direct`) and every script ran, their replies parsed as the plan
+        parses them; anything else (not checked yet, a pipeline, a connection error, a script to
+        load and send again) goes as the plan does it."""
+        if not (self._fast and self._checked() and len(calls) <= DIRECT_MAX and all(bare(c) for c in calls)):
+            return self.run_many(calls)
+        functions = self.functions
+        try:
+            replies = self._direct_many(calls)
+            if replies is None:  # (a connection error: sent again in a redis-py pipeline, as the plan does)
+                replies = list(self._step(_Pipe(None, [script_args(c, functions) for c in calls])))
+        except Exception as exc:
+            err = typed_error(exc)
+            if err is None:
+                raise
+            raise err from exc
+        for r in replies:
+            if missed(r, functions):
+                self._drive(self._resend(calls, replies, functions))
+                break
+        return [parse_reply(c, r) for c, r in zip(calls, replies)]
+
+    def _checked(self) -> bool:
+        """Whether calls may skip the plan's first step (a guarded executor's: until its check passed)."""
+        return True
+
     def close(self) -> None:
         """Give this thread's connection back to the pool (those of other threads go back when the
         executor is dropped)."""

@@ -95,6 +95,9 @@ class _Guarded(_ExecutorPlans):
 class GuardedSyncExecutor(_Guarded, SyncExecutor):
     """A SyncExecutor checking the store's protocol first (:class:`_Guarded`)."""
 
+    def _checked(self) -> bool:
+        return bool(self.protocol)
+
 
 class GuardedAsyncExecutor(_Guarded, AsyncExecutor):
     """Async twin of :class:`GuardedSyncExecutor`."""

@@ -165,7 +165,7 @@ class ClientPlans(Sealing, Claiming):
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._derivers: dict[str, opts.Deriver] = {}
-        self._registers: dict[str, Call[Any]] = {}  # a queue of _derivers -> its registration (a Call is immutable)
+        self._registers: dict[str, tuple[Call[Any], Callable[..., Call[Any]]]] = {}  # its SADD, enqueue_plain
 
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
                        reply_to: str = "", found: proc.Process | None = None) -> opts.Prepared:
@@ -376,10 +376,12 @@ class ClientPlans(Sealing, Claiming):
         if self.broker.ring is not None:
             payload = self._seal(task_type, payload, options)
         p = derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
-        register = self._registers.get(queue)
-        if register is None:  # (at most one per Deriver: 1 000)
-            register = self._registers[queue] = self.broker.register_queues([queue])
-        return p, [register, kinds.store_call(self.broker, p)]
+        sent = self._registers.get(queue)
+        if sent is None:  # (at most one per Deriver: 1 000)
+            sent = self._registers[queue] = (self.broker.register_queues([queue]), self.broker.enqueue_plain(queue))
+        if p.unique_ttl or p.mode:
+            return p, [sent[0], kinds.store_call(self.broker, p)]
+        return p, [sent[0], sent[1](p.id, p.msg, p.data, not p.generated_id)]
 
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..model import codec
@@ -79,6 +79,7 @@ from .calls import (
 from .feature_calls import FeatureCalls
 from .keys import ALL_QUEUES, queue_keys
 from .operator_calls import OperatorCalls
+from .scripts import load_scripts
 from .stored import lock_digest
 
 __all__ = [
@@ -147,6 +148,20 @@ class Broker(FeatureCalls, OperatorCalls):
             **_q(q, "tasks archived completed"), **exit_keys(q),
             lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
             id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0")
+
+    def enqueue_plain(self, queue: str) -> Callable[[str, Message, bytes | None, bool], Call[int]]:
+        """:meth:`enqueue` for ``queue``'s tasks that are not unique (nor throttled), its keys bound
+        once: ``(id, msg, data, check_id) -> Call``, the same call :meth:`enqueue` makes (a test
+        compares), for a producer that enqueues to one queue again and again (~5 µs a call less)."""
+        keys = self.enqueue(queue, "", Message(type=""), data=b"").keys
+        script = load_scripts()["enqueue"]
+
+        def call(id: str, msg: Message, data: bytes | None, check_id: bool) -> Call[int]:
+            args = script.pick_args({"id": id, "msg": self.seal(queue, id, msg, data), "unique": 0,
+                                     "check": "1" if check_id else "0"})
+            return Call(_new_task_code(id, queue, ""), "enqueue", keys, args)
+
+        return call
 
     def enqueue_many(self, queue: str, entries: Sequence[tuple[str, bytes]], check_ids: bool) -> Call[list[int]]:
         """(new) x N -> pending in one script call, for non-unique tasks of one queue. ``entries``:
