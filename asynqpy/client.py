@@ -18,7 +18,6 @@ from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, TaskInfoList, 
 from .core.durable.operating import DurableOpsPlans
 from .core.durable.plans import Pause
 from .core.model.clock import Clock
-from .core.model.kinds import first_state
 from .core.model.task import TaskInfo
 from .core.results.plans import RECHECK
 from .core.security.signing import SigningKeys
@@ -311,7 +310,7 @@ def _quick_enqueue(planned: Callable[..., Any]) -> Callable[..., Any]:
             raise registered
         if isinstance(reply, Exception):
             raise reply
-        return TaskInfo.from_message(p.id, p.queue, first_state(p.kind, reply), p.msg, 0)
+        return self._lone_info(p, reply)
 
     _same_face(enqueue, planned)
     return enqueue
@@ -329,7 +328,7 @@ def _aquick_enqueue(planned: Callable[..., Any]) -> Callable[..., Any]:
             raise registered
         if isinstance(reply, Exception):
             raise reply
-        return TaskInfo.from_message(p.id, p.queue, first_state(p.kind, reply), p.msg, 0)
+        return self._lone_info(p, reply)
 
     _same_face(enqueue, planned)
     return enqueue

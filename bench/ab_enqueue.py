@@ -53,9 +53,10 @@ def main() -> None:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--huey-python", default="")
     a = p.parse_args()
-    ways = {"base": (a.python, a.base), "new": (a.python, a.new), "bare": (a.python, a.new)}
+    py, base, new = (os.path.abspath(x) for x in (a.python, a.base, a.new))  # (the children run elsewhere)
+    ways = {"base": (py, base), "new": (py, new), "bare": (py, new)}
     if a.huey_python:
-        ways["huey"] = (a.huey_python, a.new)
+        ways["huey"] = (os.path.abspath(a.huey_python), new)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     srv = RedisProcess()
     try:
@@ -64,6 +65,7 @@ def main() -> None:
             for way, (py, tree) in ways.items():
                 redis.Redis.from_url(srv.url).flushall()
                 out = subprocess.run([py, "-c", CHILD, srv.url, str(a.n), way], env=dict(env, PYTHONPATH=tree),
+                                     cwd=HERE / "peers",  # (not the caller's: ``-c`` puts it first on sys.path)
                                      capture_output=True, text=True, check=True)
                 res[way].append(json.loads(out.stdout))
         for way, v in res.items():

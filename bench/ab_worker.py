@@ -28,6 +28,9 @@ async def t(task: Task) -> None:
     pass
 Server(sys.argv[1], queues={"bench": 1}, concurrency=10, heartbeat_interval=1).run(mux)
 """
+NEUTRAL = str(Path(__file__).resolve().parent / "peers")
+"""The children's working directory: ``python -c`` puts its own first on sys.path, so run from the
+repository's root a child would import that checkout's asynqpy, whatever PYTHONPATH names."""
 TASKS = "asynqpy:{bench}:t"
 
 
@@ -42,8 +45,8 @@ def one(url: str, tree: str, n: int) -> tuple[float, float]:
     r.flushall()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])}
     subprocess.run([sys.executable, "-c", "import sys; from asynqpy import Client; Client(sys.argv[1]).enqueue_many("
-                    f"[('t', i) for i in range({n})], queue='bench')", url], env=env, check=True)
-    p = subprocess.Popen([sys.executable, "-c", WORKER, url], env=env, stderr=subprocess.DEVNULL)
+                    f"[('t', i) for i in range({n})], queue='bench')", url], env=env, check=True, cwd=NEUTRAL)
+    p = subprocess.Popen([sys.executable, "-c", WORKER, url], env=env, stderr=subprocess.DEVNULL, cwd=NEUTRAL)
     try:
         while r.hlen(TASKS) == n:
             time.sleep(0.002)

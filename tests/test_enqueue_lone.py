@@ -71,6 +71,29 @@ def test_the_bound_enqueue_is_the_brokers_enqueue() -> None:
         b = Broker(signer=signer)
         bound = b.enqueue_plain("q")
         for check in (True, False):
-            want, got = b.enqueue("q", "id1", msg, 0, encode(msg), check), bound("id1", msg, encode(msg), check)
+            want, got = b.enqueue("q", "id1", msg, 0, encode(msg), check), bound("id1", encode(msg), check)
             assert (got.script, got.keys, got.args) == (want.script, want.keys, want.args)
             assert got.parse(1) == want.parse(1)
+
+
+def test_a_task_info_like_its_template_is_the_one_from_message_gives() -> None:
+    """TaskInfo.like (the lone path's answer) gives what from_message gives for each template a
+    client's options make, with its own dicts and lists (not shared between answers)."""
+    from asynqpy.core.model.codec import Message
+    from asynqpy.core.model.task import TaskInfo
+
+    templates = [Message(type=""), Message(type="", max_retry=2, timeout_ms=1500, deadline_ms=9_000_000,
+                                            retention_ms=60_000, headers={"h": "1"}, priority=8, tenant="acme",
+                                            workers=["w1"], min_version=3, group="")]
+    for template in templates:
+        make = TaskInfo.like("q", template)
+        for state in (TaskState.PENDING, TaskState.ACTIVE):
+            got = make("id9", "t", {"p": 1}, 1_700_000_000_123, state)
+            msg = Message(**{**{f: getattr(template, f) for f in template.__dataclass_fields__},
+                             "type": "t", "payload": {"p": 1}, "enqueued_at_ms": 1_700_000_000_123})
+            assert got == TaskInfo.from_message("id9", "q", state, msg, 0)
+        a, b = make("a", "t", 1, 5, TaskState.PENDING), make("b", "t", 1, 5, TaskState.PENDING)
+        a.headers["x"] = "y"
+        a.runs["w"] = "running"
+        assert "x" not in b.headers and b.runs == {}
+        assert a.workers is None or a.workers is not b.workers

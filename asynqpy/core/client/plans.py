@@ -48,6 +48,7 @@ from ..spine.keys import validate_queue
 from ..spine.twin import Steps, planned
 from ..workflows import plans as flows
 from .claiming import Claiming
+from .lone import LonePath
 from .replies import (
     _SAME_ID,
     _one,
@@ -143,7 +144,7 @@ _ENQUEUE_DOC = opts.enqueue_doc()
 """Client.enqueue's docstring, its options from the option table (core/model/options.py)."""
 
 
-class ClientPlans(Sealing, Claiming):
+class ClientPlans(Sealing, Claiming, LonePath):
     """The client's state and logic, shared by :class:`~asynqpy.Client` and
     :class:`~asynqpy.AsyncClient` (each adds its connection, write path and inbox)."""
 
@@ -165,7 +166,7 @@ class ClientPlans(Sealing, Claiming):
         self.wait_replicas = wait_replicas
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._derivers: dict[str, opts.Deriver] = {}
-        self._registers: dict[str, tuple[Call[Any], Callable[..., Call[Any]]]] = {}  # its SADD, enqueue_plain
+        self._registers = {}  # (lone.py)
 
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
                        reply_to: str = "", found: proc.Process | None = None) -> opts.Prepared:
@@ -353,35 +354,6 @@ class ClientPlans(Sealing, Claiming):
         return info
 
     enqueue.__doc__ = _ENQUEUE_DOC
-
-    def _lone(self, task_type: str, payload: Any,
-              options: dict[str, Any]) -> tuple[opts.Prepared, list[Call[Any]]] | None:
-        """The common enqueue, ready to send without the plan: a task with default options (or
-        ``queue=`` alone) to a queue this client has enqueued to before (its options validated:
-        :meth:`_prepare` keeps a Deriver per such queue), no tracing, no replicas to wait for. Its
-        prepared task and the calls to send in one round trip: the queue's registration (every
-        time: see :meth:`_plan`) and the one call storing it; None for any other enqueue (the
-        plan then runs). What the call does and answers is the plan's lone-task path, unchanged."""
-        if tracing.current is not None or self.wait_replicas or self.offload is not None:
-            return None
-        if options:
-            queue = options.get("queue")
-            if len(options) != 1 or type(queue) is not str:
-                return None
-        else:
-            queue = "default"
-        derive = self._derivers.get(queue)
-        if derive is None or derive.template.kind is not kinds.TaskKind.PLAIN:
-            return None
-        if self.broker.ring is not None:
-            payload = self._seal(task_type, payload, options)
-        p = derive(task_type, payload, opts.new_task_id(), self.broker.clock.local_ms())
-        sent = self._registers.get(queue)
-        if sent is None:  # (at most one per Deriver: 1 000)
-            sent = self._registers[queue] = (self.broker.register_queues([queue]), self.broker.enqueue_plain(queue))
-        if p.unique_ttl or p.mode:
-            return p, [sent[0], kinds.store_call(self.broker, p)]
-        return p, [sent[0], sent[1](p.id, p.msg, p.data, not p.generated_id)]
 
     def _enqueue(self, task_type: str, payload: Any, options: dict[str, Any]) -> Steps[TaskInfo]:
         existing = _on_conflict(options)

@@ -8,7 +8,7 @@ import enum
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
@@ -338,6 +338,30 @@ class TaskInfo:
     held: str = ""
     min_worker_version: str = ""
     tenant: str = ""
+
+    @classmethod
+    def like(cls, queue: str, template: Message) -> Callable[[str, str, Any, int, TaskState], TaskInfo]:
+        """:meth:`from_message` for the messages that differ from ``template`` only in their type,
+        payload and enqueue time (a client's Deriver makes them: checks.py): ``(id, type, payload,
+        enqueued_at_ms, state) -> TaskInfo``, as from_message answers for a state without a time
+        (pending; a test compares), made from the values of one made once, its dicts and lists
+        copied (~3 µs less a lone enqueue)."""
+        base = cls.from_message("", queue, TaskState.PENDING, template, 0)
+        names = [f.name for f in fields(cls)]
+        head = [getattr(base, n) for n in names]
+        copied = [i for i, v in enumerate(head) if isinstance(v, (dict, list))]
+        i_id, i_type, i_payload, i_state, i_enq = (names.index(n) for n in ("id", "type", "payload", "state",
+                                                                            "enqueued_at"))
+
+        def make(id: str, type: str, payload: Any, enqueued_at_ms: int, state: TaskState) -> TaskInfo:
+            values = head.copy()
+            for i in copied:
+                values[i] = values[i].copy()
+            values[i_id], values[i_type], values[i_payload], values[i_state] = id, type, payload, state
+            values[i_enq] = ms_to_datetime(enqueued_at_ms)
+            return cls(*values)
+
+        return make
 
     @classmethod
     def from_message(
