@@ -64,7 +64,7 @@ def test_threads_enqueueing_at_once_share_round_trips_and_keep_their_own_outcome
     and a failure of the connection reaches exactly the calls that were in that round trip."""
     with Client(backend.sync) as c:
         c.enqueue("t", task_id="taken", queue="tq")
-        original = c._exec.run_many
+        original = c._exec.run_many_now  # (what the client's round trips call)
         batches: list[int] = []
         gate = threading.Event()
 
@@ -73,7 +73,7 @@ def test_threads_enqueueing_at_once_share_round_trips_and_keep_their_own_outcome
             gate.wait(5)  # hold the first pipelined round trip so the others queue up behind it
             return original(calls)
 
-        c._exec.run_many = counting  # type: ignore[method-assign]
+        c._exec.run_many_now = counting  # type: ignore[method-assign]
         results: dict[int, list[Any]] = {}
 
         def producer(k: int) -> None:
@@ -100,7 +100,7 @@ def test_threads_enqueueing_at_once_share_round_trips_and_keep_their_own_outcome
         def broken(calls: Any) -> Any:
             raise ConnectionError("down")
 
-        c._exec.run_many = broken  # type: ignore[method-assign]
+        c._exec.run_many_now = broken  # type: ignore[method-assign]
         c._pipeline.busy = True  # a round trip in flight: the next call queues behind it
         errors: list[BaseException] = []
 

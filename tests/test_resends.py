@@ -227,7 +227,7 @@ def _after_refusal(c: Client, error: type[Exception], then: Any) -> Iterator[Non
     """Run ``then`` as soon as one of the client's calls is refused with ``error`` (whether the
     executor raised it, or returned it among a pipeline's replies: a queue's registration and the
     store call go in one write), before the client sees the refusal."""
-    run, run_many = c._exec.run, c._exec.run_many
+    run, run_many, run_many_now = c._exec.run, c._exec.run_many, c._exec.run_many_now
 
     def one(call: Any) -> Any:
         try:
@@ -236,17 +236,17 @@ def _after_refusal(c: Client, error: type[Exception], then: Any) -> Iterator[Non
             then()
             raise
 
-    def many(calls: Any) -> Any:
-        replies = run_many(calls)
+    def refused(replies: Any) -> Any:
         if any(isinstance(r, error) for r in replies):
             then()
         return replies
 
-    c._exec.run, c._exec.run_many = one, many  # type: ignore[method-assign]
+    c._exec.run, c._exec.run_many = one, lambda calls: refused(run_many(calls))  # type: ignore[method-assign]
+    c._exec.run_many_now = lambda calls: refused(run_many_now(calls))  # type: ignore[method-assign]
     try:
         yield
     finally:
-        c._exec.run, c._exec.run_many = run, run_many  # type: ignore[method-assign]
+        c._exec.run, c._exec.run_many, c._exec.run_many_now = run, run_many, run_many_now  # type: ignore[method-assign]
 
 
 def test_on_conflict_return_when_the_holder_finishes_before_the_read(backend: Any) -> None:

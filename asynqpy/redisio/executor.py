@@ -470,7 +470,7 @@ class SyncExecutor(_ExecutorPlans, Sync):
         except Exception as exc:
             err = typed_error(exc)
             if err is None:
-                raise
+                raise exc
             raise err from exc
         for r in replies:
             if missed(r, functions):
