@@ -44,6 +44,7 @@ from ..core.security.signing import run_message
 from ..core.spine import tracing
 from ..redisio.executor import arun_plan
 from .context import Context, Running
+from .deadlines import Deadlines
 from .fetcher import Fetcher
 from .runner import Runner
 from .settings import ServerOptions
@@ -73,6 +74,7 @@ class Processor:
         self.name = options.worker_name
         self.held: dict[tuple[str, str], Running] = {}
         self.executing: set[Running] = set()
+        self.deadlines = Deadlines(self._time_out)
         self.quiet = False  # asynqpy server quiet: no new task is taken (worker/control.py)
         self.concurrency = options.concurrency  # handlers at once (asynqpy server scale: set_concurrency)
         self._pool = pool
@@ -223,12 +225,11 @@ class Processor:
             self._let_go(r, "its lease ran out before its handler started (the event loop was busy)")
             return
         set_current(r.task)  # current_task() in the handler (this asyncio task's own context)
-        timer = loop.call_later(remaining, self._time_out, r) if remaining is not None else None
+        self.deadlines.arm(r, remaining)  # (its time limit: worker/deadlines.py)
         try:
             returned = await handler(r.task)
         finally:
-            if timer is not None:
-                timer.cancel()
+            self.deadlines.disarm(r)
         if r.timed_out:  # the handler swallowed the cancellation
             raise asyncio.CancelledError
         if returned is not None and not r.task.has_result:
