@@ -182,6 +182,8 @@ class _Facade(DurableOpsPlans):
         self.redis = self._connect(redis)
         self._owns = redis is None or isinstance(redis, str)
         self._exec = self._executor(self.redis)
+        if self._owns and isinstance(self._exec, AsyncExecutor):  # its kept connection: released at close
+            self._exec.keep_direct = True
         self._pipeline = self._autopipeline(self._exec)  # concurrent callers share round trips
         self._inboxes: dict[str, Any] = {}
 
@@ -286,6 +288,7 @@ class AsyncClient(_Facade, Async):
         """Stop the inboxes (a call still waiting raises); close the Redis client if this made it."""
         for inbox in self._inboxes.values():
             await inbox.close()
+        await self._exec.release_direct()
         if self._owns:
             await self.redis.aclose()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -195,3 +196,55 @@ def test_a_registration_and_its_store_call_go_in_one_write_each_reply_in_place(r
     assert r.llen(queue_keys("d1").pending) == 3 and r.llen(queue_keys("d2").pending) == 2
     assert sorted(r.smembers(ALL_QUEUES)) == [b"d2"]
     assert ex.run(b.register_queues(["d3"])) == 1  # (the connection read every reply)
+
+
+def test_the_async_clients_direct_path_keeps_one_connection(redis_url: str) -> None:
+    """An AsyncClient that made its Redis client keeps its direct path's connection between calls
+    (AsyncExecutor.keep_direct): one connection in use, the same each call; a connection the
+    server killed meanwhile is dropped and the call still goes (the plan's pipeline), a call
+    cancelled halfway leaves its connection disconnected and given back, a client on a Redis
+    client of the caller's keeps none, and close gives it back."""
+    from redis.asyncio import Redis as AsyncRedis
+
+    from asynqpy import AsyncClient
+
+    async def main() -> None:
+        c = AsyncClient(redis_url)
+        ex, pool = c._exec, c.redis.connection_pool
+        assert ex.keep_direct
+        await c.enqueue("t", 1, queue="kept")
+        await c.enqueue("t", 2, queue="kept")  # the lone path: two commands, the direct path
+        first = ex._direct_conn[1]
+        for i in range(3, 8):
+            await c.enqueue("t", i, queue="kept")
+        assert ex._direct_conn[1] is first and len(pool._in_use_connections) == 1
+        redis.Redis.from_url(redis_url).client_kill_filter(_type="normal", skipme=True)
+        await c.enqueue("t", 8, queue="kept")  # the kept one was killed: dropped, the call went
+        assert ex._direct_conn is None or ex._direct_conn[1] is not first
+        await c.enqueue("t", 9, queue="kept")
+        conn = ex._direct_conn[1]
+
+        async def stuck(*args: Any, **kwargs: Any) -> Any:
+            raise asyncio.CancelledError
+
+        conn.read_response = stuck  # cancelled while its replies are unread
+        with pytest.raises(asyncio.CancelledError):
+            await c.enqueue("t", 10, queue="kept")
+        assert ex._direct_conn is None and conn not in pool._in_use_connections and not conn.is_connected
+        del conn.read_response
+        await c.enqueue("t", 11, queue="kept")
+        await c.close()
+        assert ex._direct_conn is None
+
+        mine = AsyncRedis.from_url(redis_url)
+        c2 = AsyncClient(mine)
+        assert not c2._exec.keep_direct
+        for i in range(3):
+            await c2.enqueue("t", i, queue="kept")
+        assert c2._exec._direct_conn is None and len(mine.connection_pool._in_use_connections) == 0
+        await c2.close()
+        await mine.aclose()
+
+    asyncio.run(main())
+    pending = Inspector(redis_url).stats("kept").pending
+    assert pending in (13, 14)  # 11 and 3; the cancelled call's write may have gone out before its read
