@@ -177,9 +177,8 @@ class Server:
                 pass
 
     async def arun(self, mux: ServeMux, *, install_signal_handlers: bool = False, supervised: bool = False) -> None:
-        """Run inside the current event loop until :meth:`stop` (or a signal, if installed;
-        ``supervised``: see :meth:`run`). The loops of :data:`SERVER_LOOPS` that the options
-        call for start and stop around the processor, in the table's order."""
+        """Run inside the current event loop until :meth:`stop` (or a signal, if installed; ``supervised``:
+        see :meth:`run`). The loops of :data:`SERVER_LOOPS` start and stop around the processor, in order."""
         redis = async_client(self._redis_arg, socket_timeout=self.options.idle_timeout + 5)
         ctx = Context(redis, self.clock, self._signer, self._ring, self._offload)
         served = ctx.served = ServedQueues(self.options.queues)
@@ -241,6 +240,7 @@ class Server:
                 await _shutdown_hooks(o.on_shutdown, pool)
             pool.shutdown(wait=False)
             ctx.metrics.close()
+            await ctx.exec.release_direct()  # (the connection its direct path kept: context.py)
             if self._redis_arg is None or isinstance(self._redis_arg, str):
                 await redis.aclose()
             if started:

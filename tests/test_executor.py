@@ -248,3 +248,35 @@ def test_the_async_clients_direct_path_keeps_one_connection(redis_url: str) -> N
     asyncio.run(main())
     pending = Inspector(redis_url).stats("kept").pending
     assert pending in (13, 14)  # 11 and 3; the cancelled call's write may have gone out before its read
+
+
+def test_a_server_on_the_callers_redis_client_gives_its_connections_back(redis_url: str) -> None:
+    """The worker's executor keeps its direct path's connection while it serves (keep_direct) and
+    gives it back when it stops: a server run on a Redis client of the caller's leaves none of its
+    pool's connections in use."""
+    from redis.asyncio import Redis as AsyncRedis
+
+    from asynqpy import ServeMux, Server, Task
+
+    ran: list[int] = []
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran.append(task.payload)
+
+    Client(redis_url).enqueue_many([("t", i) for i in range(50)], queue="back")
+
+    async def main() -> None:
+        mine = AsyncRedis.from_url(redis_url)
+        server = Server(mine, queues=["back"], concurrency=5, shutdown_timeout=1)
+        run = asyncio.create_task(server.arun(mux))
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(ran) < 50 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        server.stop()
+        await run
+        assert len(ran) == 50 and mine.connection_pool._in_use_connections == set()
+        await mine.aclose()
+
+    asyncio.run(main())

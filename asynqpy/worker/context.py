@@ -102,6 +102,7 @@ class Context:
                  offload: Any = None) -> None:
         self.redis = redis
         self.exec = AsyncExecutor(redis)
+        self.exec.keep_direct = True  # (its kept connection is given back when the server stops: server.py)
         self.broker = Broker(clock, signer, ring)
         self.clock = clock
         self.cluster = is_cluster(redis)
