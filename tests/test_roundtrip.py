@@ -207,3 +207,50 @@ def test_writes_riding_a_failed_dequeue_go_back_to_the_writer() -> None:
         loop.cancel()
 
     asyncio.run(main())
+
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("functions", [True, False], ids=["fcall", "evalsha"])
+def test_an_idle_worker_gets_its_task_in_the_round_trip_that_wakes_it(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch, functions: bool) -> None:
+    """An idle worker's dequeue rides with its BLPOP (worker/wake.py) and goes as the executor's calls
+    go, FCALL or EVALSHA: it went as EVALSHA of a script Redis never cached while every other call
+    went as FCALL, so each wake was a NOSCRIPT and a second round trip through the executor (idle
+    pick-up p50 1.7 ms, not 1.2). After a FUNCTION FLUSH and a SCRIPT FLUSH the ride misses once,
+    the executor runs the dequeue (loading it again), and the task is still taken."""
+    import redis
+    import redis.asyncio as aredis
+
+    from asynqpy.redisio import executor
+    from asynqpy.worker.wake import PipelinedWait
+
+    monkeypatch.setattr(executor, "FUNCTIONS", functions)
+    scripts, _ = _counting(monkeypatch)  # the executor's calls: a ride that missed goes through it
+    r = redis.Redis.from_url(redis_url)
+    broker = Broker()
+
+    async def main() -> list[str]:
+        ar = aredis.Redis.from_url(redis_url)
+        ex = AsyncExecutor(ar)
+        ctx = SimpleNamespace(redis=ar, exec=ex, block_limit=5.0)
+        wait = PipelinedWait(ctx)  # type: ignore[arg-type]
+        await ex.run(broker.dequeue(Q, 1, 30_000, "warm"))  # its function (or script) loaded: nothing to take
+        took: list[str] = []
+        with Client(redis_url) as c:
+            for flush in (False, True):
+                if flush:
+                    r.function_flush()
+                    r.script_flush()
+                ids = [c.enqueue("t", i, queue=Q).id for i in range(2)]
+                fired, res, _ = await wait.wait([queue_keys(Q).wake], 5.0, broker.dequeue(Q, 2, 30_000, "tok"))
+                assert fired == queue_keys(Q).wake and res is not None
+                assert sorted(i for i, _ in res.tasks) == sorted(ids)
+                took += ids
+                assert scripts["dequeue"] == 1 + flush, scripts  # the warm-up's; then the miss after the flush
+        await wait.close()
+        await ar.aclose()
+        return took
+
+    took = asyncio.run(main())
+    assert len(took) == 4 and stats(SimpleNamespace(sync=r), Q).active == 4

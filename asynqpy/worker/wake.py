@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import ResponseError
 
 from ..core.spine.broker import Call, Dequeued
-from ..redisio.executor import evalsha_args
+from ..redisio.replies import missed, script_args
 from .context import Context
 
 
@@ -54,8 +54,9 @@ class PipelinedWait:
         conn = self._conn
         timeout = min(max(timeout, 0.01), self.ctx.block_limit)
         commands: list[Any] = [("CLIENT", "ID"), ("BLPOP", *wake_keys, timeout)]
+        functions = self.ctx.exec.functions  # (as the executor sends its calls: FCALL, or EVALSHA)
         if dequeue is not None:
-            commands.append(evalsha_args(dequeue))
+            commands.append(script_args(dequeue, functions))
         try:
             sent = loop.time()
             await conn.send_packed_command(conn.pack_commands(commands))
@@ -71,7 +72,9 @@ class PipelinedWait:
                 return self._key(popped), None, lease_from
             try:
                 reply = await conn.read_response()
-            except NoScriptError:  # a restarted server: run it once more through EVAL
+            except ResponseError as exc:  # it did not run (a restarted server: no function or script;
+                if not missed(exc, functions):  # functions refused): the executor's way, loading it
+                    raise
                 lease_from = loop.time()
                 return self._key(popped), await self.ctx.exec.run(dequeue), lease_from
         except BaseException:
