@@ -153,7 +153,7 @@ class Processor:
         if msg.deadline_ms > 0:
             limits.append(msg.deadline_ms)
         deadline_ms = min(limits) if limits else 0
-        task = Task(msg.type, _msg=msg, id=id, queue=queue, deadline=ms_to_datetime(deadline_ms))
+        task = Task(msg.type, _msg=msg, id=id, queue=queue, _deadline_ms=deadline_ms)
         r = Running(queue, id, token, msg, task, lease_until, started_ms=now_ms, deadline_ms=deadline_ms,
                     timeout_ms=timeout_ms, started=asyncio.get_running_loop().time(), run_of=run_of, page=page)
         self.held[(queue, id)] = r

@@ -115,7 +115,7 @@ class Task:
     ``result`` (what :meth:`write_result` set).
     """
 
-    __slots__ = ("id", "queue", "_msg", "_payload", "deadline", "result", "_has_result", "_report", "_max_result",
+    __slots__ = ("id", "queue", "_msg", "_payload", "_deadline", "result", "_has_result", "_report", "_max_result",
                  "_record", "_proc", "_logs", "_capture")
 
     def __init__(
@@ -129,6 +129,7 @@ class Task:
         max_retry: int = 25,
         deadline: datetime | None = None,
         _msg: Message | None = None,
+        _deadline_ms: int = 0,
     ) -> None:
         self._msg = _msg or Message(type=type, payload=payload, max_retry=max_retry, retried=retry_count)
         # the payload as the handler reads it where it is not the message's own: decrypted by the
@@ -136,7 +137,8 @@ class Task:
         self._payload: Any = _STORED
         self.id = id
         self.queue = queue
-        self.deadline = deadline
+        # (the worker gives its Unix ms: made a datetime when read, most handlers never read it)
+        self._deadline: datetime | int | None = _deadline_ms or deadline
         self.result: Any = None
         self._has_result = False
         self._report: Callable[[bytes, Any], None] | None = None  # set by the worker running it
@@ -149,6 +151,18 @@ class Task:
     @property
     def type(self) -> str:
         return self._msg.type
+
+    @property
+    def deadline(self) -> datetime | None:
+        """The absolute UTC time this attempt must finish by, or None."""
+        d = self._deadline
+        if isinstance(d, int):
+            d = self._deadline = ms_to_datetime(d)
+        return d
+
+    @deadline.setter
+    def deadline(self, value: datetime | None) -> None:
+        self._deadline = value
 
     @property
     def payload(self) -> Any:
