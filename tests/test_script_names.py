@@ -463,3 +463,46 @@ def test_shake_drops_the_local_functions_nothing_reaches() -> None:
     enqueue = load_scripts()["enqueue"].source
     assert "local function push_pending(" in enqueue and "local function cap_drop(" in enqueue  # (reached)
     assert "signal_if_first" not in enqueue  # (includes/signal: enqueue signals a list, never a zset's head)
+
+
+def test_a_cached_build_is_the_build_and_a_changed_input_builds_again(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's first use of a script reads its build from the cache beside Python's bytecode
+    (core/spine/scripts.py ``_cached``: ~40 ms for all scripts, ~340 ms built): every shipped script
+    read from the cache equals its build, names and pickers included; a changed include, a changed
+    script and a damaged cache file are built again (the cache never wins over the text)."""
+    import sys
+
+    from asynqpy.core.spine import scripts as S
+
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    root = S._lua_dir()
+    S._built.cache_clear()
+    built = load_dir(root)
+    assert (tmp_path / "prefix").is_dir()
+    calls: list[str] = []
+    real = S._built.__wrapped__
+    monkeypatch.setattr(S, "_built", lambda f, t, flat: calls.append(f) or real(f, t, flat))
+    cached = load_dir(root)
+    assert calls == [] and cached == built
+    for name, s in built.items():
+        c = cached[name]
+        assert (c.library, c.function, c.names) == (s.library, s.function, s.names)
+        assert c.pick_keys({k: k for k in s.keys}) == s.pick_keys({k: k for k in s.keys})
+    # a copy of lua/ whose include changed, then whose script changed, then whose cache file is damaged
+    copy = tmp_path / "lua"
+    (copy / "includes").mkdir(parents=True)
+    (copy / "probe.lua").write_text(GOOD.format(extra_keys="", extra_args="", body=", helper()").replace(
+        "\nreturn", '\n--- @include "probe_inc"\nreturn'))
+    (copy / "includes" / "probe_inc.lua").write_text("local function helper() return 1 end\n")
+    first = load_dir(copy)["probe"]
+    assert load_dir(copy)["probe"] == first and calls == ["probe.lua"]
+    (copy / "includes" / "probe_inc.lua").write_text("local function helper() return 2 end\n")
+    assert "return 2" in load_dir(copy)["probe"].source and calls == ["probe.lua"] * 2
+    (copy / "probe.lua").write_text((copy / "probe.lua").read_text().replace("helper()", "helper(), 3"))
+    assert ", 3" in load_dir(copy)["probe"].source and calls == ["probe.lua"] * 3
+    cache = S._cache_file(copy, "probe.lua")
+    assert cache is not None and cache.is_file()
+    cache.write_bytes(cache.read_bytes()[:40])
+    assert ", 3" in load_dir(copy)["probe"].source and calls == ["probe.lua"] * 4

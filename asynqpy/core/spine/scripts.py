@@ -44,11 +44,14 @@ import keyword
 import operator
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
+
+import msgpack
 
 from ..model.codec import FIELD_INDEX
 from . import library as lib
@@ -420,9 +423,76 @@ def shake(code: str) -> str:
 
 def _load_one(path: Path, root: Path) -> Script:
     """The script in file ``path`` (includes in ``root/includes``), its header checked and its
-    prologue emitted."""
+    prologue emitted: from the build cache (:func:`_cached`) when its inputs are the cached build's."""
     text = path.read_text()
-    return _built(path.name, text, _flatten(lib.split(text), root / "includes", set()))
+    flat = _flatten(lib.split(text), root / "includes", set())
+    where, key = _cache_file(root, path.name), _cache_key(path.name, text, flat)
+    script = _cached(where, key) if where is not None else None
+    if script is None:
+        script = _built(path.name, text, flat)
+        if where is not None and not sys.dont_write_bytecode:
+            _cache(where, key, script)
+    return script
+
+
+_CACHED = ("name", "numkeys", "source", "sha", "keys", "args", "keys_tail", "args_tail", "keys_stride", "args_stride",
+           "library", "function")
+"""The fields of a :class:`Script` the build cache holds (the rest are made from them: :func:`_script`)."""
+
+
+@cache
+def _builder() -> bytes:
+    """What a build depends on besides a script's text: this module's and the library module's code
+    and the codec's field numbers."""
+    h = hashlib.sha1(Path(__file__).read_bytes())
+    h.update(Path(lib.__file__).read_bytes())
+    h.update(repr(sorted(FIELD_INDEX.items())).encode())
+    return h.digest()
+
+
+def _cache_key(filename: str, text: str, flat: str) -> bytes:
+    return hashlib.sha1(_builder() + filename.encode() + b"\0" + text.encode() + b"\0" + flat.encode()).digest()
+
+
+def _cache_file(root: Path, filename: str) -> Path | None:
+    """Where the build of ``root/filename`` is cached: beside Python's bytecode (``__pycache__``
+    of the scripts' folder, or under ``sys.pycache_prefix`` as Python puts it); None = nowhere."""
+    name = filename.removesuffix(".lua") + ".built"
+    if sys.pycache_prefix:
+        return Path(sys.pycache_prefix, *root.resolve().parts[1:], name)
+    return root / "__pycache__" / name
+
+
+def _cached(where: Path, key: bytes) -> Script | None:
+    """The script built for ``key`` as the cache holds it; None if it holds another build, none, or
+    something unreadable (the script is then built: the cache is never trusted over the text)."""
+    try:
+        got = msgpack.unpackb(where.read_bytes(), use_list=False)
+        if got[0] != key:
+            return None
+        return _script(**dict(zip(_CACHED, got[1:], strict=True)))
+    except Exception:  # noqa: BLE001 - a missing, partial or foreign file: build it
+        return None
+
+
+def _cache(where: Path, key: bytes, script: Script) -> None:
+    """Write the build of ``script`` for ``key`` (a temporary file, then renamed: a reader never sees
+    half of one); a folder that cannot be written leaves it uncached."""
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(msgpack.packb([key, *(getattr(script, f) for f in _CACHED)]))
+        os.replace(tmp, where)
+    except OSError:
+        pass
+
+
+def _script(name: str, numkeys: int, source: str, sha: str, keys: tuple[str, ...], args: tuple[str, ...],
+            keys_tail: str, args_tail: str, keys_stride: tuple[str, ...], args_stride: tuple[str, ...],
+            library: str, function: str) -> Script:
+    names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
+    return Script(name, numkeys, source, sha, keys, args, keys_tail, args_tail, keys_stride, args_stride, names,
+                  _picker(keys), _picker(args), library, function)
 
 
 @lru_cache(maxsize=1024)
@@ -443,9 +513,8 @@ def _built(filename: str, text: str, flat: str) -> Script:
     sha = hashlib.sha1(source.encode()).hexdigest()
     defs, own = body.split(lib.BODY_MARK, 1)
     library, function = lib.library(h.name, flat[:end], pro, defs, own)
-    names = frozenset((*keys, *args, *(t for t in (keys_tail, args_tail) if t)))
-    return Script(h.name, len(keys), source, sha, keys, args, keys_tail, args_tail, h.strides["KEY"],
-                  h.strides["ARG"], names, _picker(keys), _picker(args), library, function)
+    return _script(h.name, len(keys), source, sha, keys, args, keys_tail, args_tail, h.strides["KEY"],
+                   h.strides["ARG"], library, function)
 
 
 def load_dir(root: Path) -> dict[str, Script]:
