@@ -15,7 +15,7 @@ and beside them a bare loop (a list of task ids: one LPUSH a task to enqueue, a 
 BRPOP to drain), measured the same way. Columns: trips/task (the round trips: Redis's read events,
 INFO stats total_reads_processed, one per request or pipeline a client sends), scripts (script
 calls a task), cmds/task (every command Redis ran, script-internal ones included), script µs/task
-(commandstats usec of EVALSHA/EVAL: the scripts, their inner commands included), cpu µs/task (INFO
+(commandstats usec of FCALL/EVALSHA/EVAL: the scripts, their inner commands included), cpu µs/task (INFO
 cpu: user + system time of redis-server over the measured phase, networking included: what bounds
 one queue on one core) and the ceiling = 10^6 / cpu µs: the
 tasks/s one Redis core could carry for this work alone (drain = the steady state of a queue).
@@ -71,9 +71,9 @@ class Meter:
         cpu = self._cpu() - self.cpu0
         stats = self.r.info("commandstats")
         calls = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_config"))
-        script = sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+        script = sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval"))
         xadd = stats.get("cmdstat_xadd", {}).get("calls", 0)
-        evals = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+        evals = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval"))
         reads = self._reads() - self.reads0 - 2  # (the INFO calls of this meter)
         return {"cmds": calls / n, "script_us": script / n, "cpu_us": cpu * 1e6 / n, "xadd": xadd / n,
                 "scripts": evals / n, "trips": reads / n}
