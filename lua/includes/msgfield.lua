@@ -58,6 +58,9 @@ local function mp_skip(m, i)  -- the index after the object starting at i (nil: 
   end
   return i
 end
+-- one-byte msgpack objects (positive and negative fixints, nil, false, true, the empty string): a
+-- message's fields are mostly these, and one string.find skips a run of them (a byte a field)
+local ONE_BYTE = '^[%z\1-\127\160\192\194\195\224-\255]*'
 local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the message at i starts, or nil
   local b, n = string.byte(m, i), 0
   if b and b >= 0x90 and b <= 0x9f then
@@ -68,9 +71,22 @@ local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the
   if n <= index then  -- (trailing defaults are left out: the array stops before the field)
     return nil
   end
-  for _ = 1, index do
-    i = mp_skip(m, i)
-    if not i then return nil end
+  local left = index  -- the fields still to skip
+  while left > 0 do
+    local _, e = string.find(m, ONE_BYTE, i)
+    local run = e - i + 1
+    if run >= left then
+      return i + left
+    end
+    i, left = e + 1, left - run
+    b = string.byte(m, i)
+    if b and b >= 0xa1 and b <= 0xbf then  -- a short string
+      i = i + 1 + (b - 0xa0)
+    else
+      i = mp_skip(m, i)
+      if not i then return nil end
+    end
+    left = left - 1
   end
   return i
 end
