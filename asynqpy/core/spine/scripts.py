@@ -45,6 +45,7 @@ import operator
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -426,7 +427,8 @@ def _load_one(path: Path, root: Path) -> Script:
     prologue emitted: from the build cache (:func:`_cached`) when its inputs are the cached build's."""
     text = path.read_text()
     flat = _flatten(lib.split(text), root / "includes", set())
-    where, key = _cache_file(root, path.name), _cache_key(path.name, text, flat)
+    where = _cache_file(root, path.name) if _builder() else None
+    key = _cache_key(path.name, text, flat) if where is not None else b""
     script = _cached(where, key) if where is not None else None
     if script is None:
         script = _built(path.name, text, flat)
@@ -443,9 +445,12 @@ _CACHED = ("name", "numkeys", "source", "sha", "keys", "args", "keys_tail", "arg
 @cache
 def _builder() -> bytes:
     """What a build depends on besides a script's text: this module's and the library module's code
-    and the codec's field numbers."""
-    h = hashlib.sha1(Path(__file__).read_bytes())
-    h.update(Path(lib.__file__).read_bytes())
+    and the codec's field numbers (b'' where that code cannot be read as files: nothing is cached)."""
+    try:
+        h = hashlib.sha1(Path(__file__).read_bytes())
+        h.update(Path(lib.__file__).read_bytes())
+    except OSError:
+        return b""
     h.update(repr(sorted(FIELD_INDEX.items())).encode())
     return h.digest()
 
@@ -480,7 +485,7 @@ def _cache(where: Path, key: bytes, script: Script) -> None:
     half of one); a folder that cannot be written leaves it uncached."""
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
-        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+        tmp = where.with_name(f"{where.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(msgpack.packb([key, *(getattr(script, f) for f in _CACHED)]))
         os.replace(tmp, where)
     except OSError:
