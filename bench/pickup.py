@@ -13,7 +13,8 @@ shared-memory array indexed by task number, so recording costs the measured Redi
 2. Scheduled lateness: ``--scheduled`` tasks with ``process_in=--delay`` s, enqueued ``--interval``
    ms apart. lateness = handler start - (enqueue time + delay): the forwarder's precision.
 
-Prints a table and writes the figures (and the raw samples) to bench/results/pickup.json.
+Prints a table, the script calls Redis refused during the pickup part (each would be a wake-up's
+dequeue that did not run: a second round trip), and writes the figures (and the raw samples) to bench/results/pickup.json.
 Percentiles are nearest-rank. Both processes read the same host clock.
 """
 
@@ -82,6 +83,14 @@ def percentile(values: list[float], p: float) -> float:
     return s[k - 1]
 
 
+def refused_scripts(r: Any) -> dict[str, int]:
+    """Script calls Redis refused since its stats were reset (INFO commandstats failed_calls of
+    FCALL, EVALSHA, EVAL): a wake-up's dequeue that does not run shows here (a NOSCRIPT each)."""
+    stats = r.info("commandstats")
+    return {k[8:]: v["failed_calls"] for k, v in stats.items()
+            if k in ("cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval") and v.get("failed_calls")}
+
+
 def enqueue_paced(client: Any, first: int, count: int, interval: float, enq: list[float],
                   **options: Any) -> None:
     """Enqueue tasks first..first+count-1, ``interval`` s apart on an absolute schedule."""
@@ -137,6 +146,7 @@ def main() -> int:
     server = RedisProcess()
     proc = None
     client = None
+    refused: dict[str, int] = {}
     try:
         redis_version = redis.Redis(port=server.port).info("server")["redis_version"]
         proc = ctx.Process(target=worker_main, args=(server.url, starts, args.concurrency, ready, stop, args.loop),
@@ -154,10 +164,13 @@ def main() -> int:
 
         print(f"pickup: {args.tasks} tasks, {args.interval:g} ms apart, after {args.idle:g}s idle ...", flush=True)
         pick = range(WARMUP, WARMUP + args.tasks)
+        meter = redis.Redis.from_url(server.url)
+        meter.config_resetstat()
         enqueue_paced(client, pick.start, args.tasks, interval, enq)
         missing = wait_recorded(starts, pick, 10)
         if missing:
             raise RuntimeError(f"{len(missing)} pickup task(s) never started")
+        refused = refused_scripts(meter)
         latency = [(starts[i] - enq[i]) * 1000 for i in pick]
 
         lateness: list[float] = []
@@ -198,7 +211,7 @@ def main() -> int:
         "worker": {"concurrency": args.concurrency, "processes": 1},
         "pickup": {"tasks": args.tasks, "interval_ms": args.interval, "idle_before_s": args.idle,
                    **summary(latency, (50, 90, 99)),
-                   "samples_ms": [round(v, 3) for v in latency]},
+                   "samples_ms": [round(v, 3) for v in latency], "refused_script_calls": refused},
     }
     if lateness:
         result["scheduled"] = {"tasks": args.scheduled, "interval_ms": args.interval, "delay_s": args.delay,
@@ -215,6 +228,7 @@ def main() -> int:
     for name, load, r in rows:
         print(f"{name:<20} {load:<28} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['max_ms']:8.2f} {r['min_ms']:8.2f}")
 
+    print(f"script calls Redis refused during the pickup part: {refused or 'none'}")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
