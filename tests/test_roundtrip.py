@@ -254,3 +254,58 @@ def test_an_idle_worker_gets_its_task_in_the_round_trip_that_wakes_it(
 
     took = asyncio.run(main())
     assert len(took) == 4 and stats(SimpleNamespace(sync=r), Q).active == 4
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("functions", [True, False], ids=["fcall", "evalsha"])
+def test_no_script_call_is_refused_once_every_script_is_loaded(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch, functions: bool) -> None:
+    """With every library (or script) loaded before a server starts, a worker's day — idle
+    wake-ups, a busy drain acknowledged in its dequeues, a retry, a scheduled task — has no script
+    call Redis refuses: a call that goes as the loaded form never does (the idle wait's dequeue
+    went as EVALSHA while the rest went as FCALL: a NOSCRIPT at each wake-up, unseen but in
+    INFO commandstats)."""
+    import redis
+
+    from asynqpy.redisio import executor
+    from asynqpy.redisio.scripts import load_functions, load_scripts
+
+    monkeypatch.setattr(executor, "FUNCTIONS", functions)
+    r = redis.Redis.from_url(redis_url)
+    if functions:
+        load_functions(r)
+    else:
+        for s in load_scripts().values():
+            r.script_load(s.source)
+    ran: Counter[int] = Counter()
+    mux = ServeMux()
+
+    @mux.handle("t")
+    async def t(task: Task) -> None:
+        ran[task.payload] += 1
+        if task.payload == -1 and task.retry_count == 0:
+            raise RuntimeError("once")
+
+    def refused() -> dict[str, tuple[int, int]]:
+        got = r.info("commandstats")
+        return {k: (v["failed_calls"], v["rejected_calls"]) for k, v in got.items()
+                if k in ("cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval")}
+
+    def idle() -> bool:
+        return any("b" in c["flags"] for c in r.client_list())
+
+    async def main() -> None:
+        r.config_resetstat()
+        async with serving(redis_url, mux, queues=[Q]):
+            with Client(redis_url) as c:
+                for i in range(3):  # each to an idle worker
+                    await until(idle)
+                    c.enqueue("t", i, queue=Q)
+                    await until(lambda: ran[i] == 1)
+                c.enqueue_many([("t", i) for i in range(10, 210)], queue=Q)
+                c.enqueue("t", -1, queue=Q, retry_delay=0.05)
+                c.enqueue("t", -2, queue=Q, process_in=0.3)
+                await until(lambda: len(ran) == 205 and ran[-1] == 2, 20)
+
+    asyncio.run(main())
+    assert not any(f or j for f, j in refused().values()), refused()
