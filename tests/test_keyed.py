@@ -233,3 +233,35 @@ def test_a_keyed_batch_is_one_script_call_per_queue_and_keeps_each_keys_order() 
         blocked = [got.ids[i] for i in range(first, 8, 2)]
         listed = [x.decode() for x in r.lrange(k.key_list(key), 0, -1)]
         assert listed == (blocked[1:] if key == "a" else blocked), key  # the holder is not listed
+
+
+def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> None:
+    """The forwarder gates a batch of due keyed tasks in one ``key_gate`` call (the keys' lists of a
+    queue share its slot: a durable run's timers fall due by the thousand): in the batch, the first
+    of a key takes it and the second queues behind it, another key is not held back, a task changed
+    since it was read and one not due yet are left as they are; and the forwarder's pass gates what
+    the script left in place."""
+    from asynqpy.core.limits.serial import gate_due
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor, run_plan
+
+    r, b = backend.sync, Broker()
+    ex = SyncExecutor(r)
+    q = queue_keys(Q)
+    with Client(r) as c:
+        a1 = c.enqueue("step", {"key": "a", "n": 1}, queue=Q, key="a", process_in=0.05).id
+        a2 = c.enqueue("step", {"key": "a", "n": 2}, queue=Q, key="a", process_in=0.05).id
+        b1 = c.enqueue("step", {"key": "b", "n": 3}, queue=Q, key="b", process_in=0.05).id
+        b2 = c.enqueue("step", {"key": "b", "n": 4}, queue=Q, key="b", process_in=0.05).id
+        later = c.enqueue("step", {"key": "c", "n": 5}, queue=Q, key="c", process_in=3600).id
+    time.sleep(0.1)
+    read = {i: r.hget(q.tasks, i) for i in (a1, a2, b1, b2, later)}
+    stale = read[b2][:-1] + b"x"  # (as if it changed since it was read)
+    got = ex.run(b.key_gate(Q, [(a1, "a", read[a1]), (a2, "a", read[a2]), (b1, "b", read[b1]), (b2, "b", stale),
+                                (later, "c", read[later])]))
+    assert got == [TaskState.PENDING, TaskState.BLOCKED, TaskState.PENDING, None, None]
+    assert r.zscore(q.scheduled, b2) is not None and r.zscore(q.scheduled, later) is not None
+    assert run_plan(ex, gate_due(b, Q, [b2, later])) == 1  # b2 queues behind b1; later is not due
+    info = {i: Inspector(r).task_info(Q, i).state for i in (a1, a2, b1, b2, later)}
+    assert info == {a1: TaskState.PENDING, a2: TaskState.BLOCKED, b1: TaskState.PENDING, b2: TaskState.BLOCKED,
+                    later: TaskState.SCHEDULED}

@@ -44,14 +44,14 @@ def sweep_keys(broker: Broker, queue: str, cursor: str, count: int = 100) -> Gen
 
 def gate_due(broker: Broker, queue: str, ids: list[str]) -> Generator[list[Call[Any]], list[Any], int]:
     """The due keyed tasks the forwarder left in place: read each one's key from its message, then
-    ``key_gate`` it (it takes its key, or queues behind it). Returns how many were gated. A task
-    whose message cannot be read is gated under the key ``(unreadable)`` (it runs, and its worker
-    archives it as malformed)."""
+    ``key_gate`` them in one call (each takes its key, or queues behind it). Returns how many were
+    gated. A task whose message cannot be read is gated under the key ``(unreadable)`` (it runs,
+    and its worker archives it as malformed)."""
     q = queue_keys(queue)
     values = (yield [Call(lambda r: r, command=("HMGET", q.tasks, *[id_arg(i) for i in ids]))])[0]
     if isinstance(values, Exception):
         raise values
-    calls = []
+    items = []
     for id, v in zip(ids, values):
         if not isinstance(v, bytes):
             continue
@@ -59,11 +59,10 @@ def gate_due(broker: Broker, queue: str, ids: list[str]) -> Generator[list[Call[
             key = decode(message_of(v)).key or "(unreadable)"
         except MalformedMessageError:
             key = "(unreadable)"
-        calls.append(broker.key_gate(queue, id, key, v))
-    if not calls:
+        items.append((id, key, v))
+    if not items:
         return 0
-    done = yield calls
-    for r in done:
-        if isinstance(r, Exception):
-            raise r
+    done = (yield [broker.key_gate(queue, items)])[0]  # (one call: the keys' lists share the queue's slot)
+    if isinstance(done, Exception):
+        raise done
     return sum(1 for r in done if r is not None)

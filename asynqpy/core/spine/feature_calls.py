@@ -86,13 +86,18 @@ class FeatureCalls(BrokerBase):
                            keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
                            items=items)
 
-    def key_gate(self, queue: str, id: str, key: str, read: bytes) -> Call[TaskState | None]:
-        """A due keyed task takes its key (pending) or queues behind it (blocked): its state; None =
-        it changed since ``read`` or is not due."""
+    def key_gate(self, queue: str, items: Sequence[tuple[str, str, bytes]]) -> Call[list[TaskState | None]]:
+        """Due keyed tasks, each ``(id, key, read)``, in one call: each takes its key (pending) or
+        queues behind it (blocked); per item its state, None = it changed since ``read`` (the stored
+        value the caller read) or is not due."""
         q = queue_keys(queue)
-        return script_call("key_gate", lambda r: _KEYED_STATES.get(int(r)),
-                           **_q(q, "tasks scheduled events conf"), **serial_keys(q), keylist=q.key_list(key),
-                           id=id_arg(id), key=key, read=read, now=self.clock.script_now())
+        lists: dict[str, int] = {}
+        args: list[Any] = []
+        for id, key, read in items:
+            args += [id_arg(id), key, read, lists.setdefault(q.key_list(key), len(lists) + 1)]
+        return script_call("key_gate", lambda r: [_KEYED_STATES.get(int(c)) for c in r],
+                           **_q(q, "tasks scheduled events conf"), **serial_keys(q), keylists=list(lists),
+                           now=self.clock.script_now(), items=args)
 
     def key_free(self, queue: str, key: str, holder: str) -> Call[bool]:
         """Release ``key`` if ``holder`` still holds it and has ended (the janitor's repair): True
