@@ -267,14 +267,16 @@ def _need_redis() -> None:
         pytest.skip("redis-server not installed")
 
 
-IDLE_QUIET = ("--hz", "1")
+IDLE_HZ = 1
+IDLE_QUIET = ("--hz", str(IDLE_HZ))
 """The shared servers' background tasks run once a second instead of 10 times (Redis's ``hz``):
 idle, a worker's redis-server and 3-node Cluster took ~1.4 % of a core (~25 s of CPU over a
 run of the suite's 4 workers), ~0.25 % with it. What ``hz`` paces is not what the tests read:
 an expired key is gone for every command that reads it (lazy expiry), blocked commands time out
 on their own timers, and the Cluster's failure detection is not used there (its node timeout is
 Redis's default 15 s: a node busy for a second under a loaded run is not failed; the failover
-tests start their own Clusters)."""
+tests start their own Clusters). The Cluster's nodes take it once they have joined
+(``RedisCluster(idle_hz=)``): a join moves at the cron's pace."""
 
 
 @pytest.fixture(scope="session")
@@ -295,7 +297,7 @@ def redis_url(redis_server: RedisProcess) -> str:
 @pytest.fixture(scope="session")
 def cluster_server() -> Iterator[RedisCluster]:
     _need_redis()
-    c = RedisCluster(masters=3, replicas=0, node_timeout=15_000, extra=IDLE_QUIET)
+    c = RedisCluster(masters=3, replicas=0, node_timeout=15_000, idle_hz=IDLE_HZ)
     yield c
     c.stop()
 
