@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from helpers import serving, stats, until
+from helpers import serving, stats, until, wait_sync
 
 from asynqpy import Client, Inspector, InvalidArgumentError, ServeMux, Task, TaskState, TaskStateError
 from asynqpy.core.spine.keys import queue_keys
@@ -254,7 +254,12 @@ def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> 
         b1 = c.enqueue("step", {"key": "b", "n": 3}, queue=Q, key="b", process_in=0.05).id
         b2 = c.enqueue("step", {"key": "b", "n": 4}, queue=Q, key="b", process_in=0.05).id
         later = c.enqueue("step", {"key": "c", "n": 5}, queue=Q, key="c", process_in=3600).id
-    time.sleep(0.1)
+
+    def due() -> bool:  # the four short ones are due by Redis's clock (the scripts' clock)
+        secs, micros = r.time()
+        return int(r.zcount(q.scheduled, "-inf", secs * 1000 + micros // 1000)) == 4
+
+    wait_sync(due, 10)
     read = {i: r.hget(q.tasks, i) for i in (a1, a2, b1, b2, later)}
     stale = read[b2][:-1] + b"x"  # (as if it changed since it was read)
     got = ex.run(b.key_gate(Q, [(a1, "a", read[a1]), (a2, "a", read[a2]), (b1, "b", read[b1]), (b2, "b", stale),
