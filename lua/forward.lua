@@ -9,11 +9,12 @@ KEY @pending
 KEY wake           wake-up list
 ARG batch          most tasks to move from each zset
 ARG now            '' = Redis time; else a simulated time in ms
-Returns {moved, next, id1, id2, ...}: next = ms until the next due task (0 = more are due now; at
-most a day), -1 = none (held tasks, includes/hold, are never due); the ids are due *keyed* tasks of the scheduled zset (key=, includes/serial),
-left in place: they must take their key or queue behind it, which the caller does with key_gate
-(their key's list is not among these KEYS). A keyed task due for a retry holds its key already and
-is moved like any other.
+Returns {moved, next, id1, key1, id2, key2, ...}: next = ms until the next due task (0 = more are
+due now; at most a day), -1 = none (held tasks, includes/hold, are never due); the pairs are the
+due *keyed* tasks of the scheduled zset (key=, includes/serial) and their keys ('(unreadable)': a
+message whose key cannot be read), left in place: they must take their key or queue behind it,
+which the caller does with key_gate (their key's list is not among these KEYS). A keyed task due
+for a retry holds its key already and is moved like any other.
 ]]
 --- @include "now"
 --- @include "signal"
@@ -34,6 +35,7 @@ for z, zset in ipairs({K.scheduled, K.retry}) do
     local v = redis.call('HGET', K.tasks, id)
     if z == 1 and v and is_keyed(v, 2) then
       keyed[#keyed + 1] = id
+      keyed[#keyed + 1] = msg_key(v, 2) or '(unreadable)'
       v = nil
     else
       redis.call('ZREM', zset, id)
@@ -54,7 +56,7 @@ if moved > 0 then
   signal(K.wake)
 end
 local out = {moved, next_due}
-for _, id in ipairs(keyed) do
-  out[#out + 1] = id
+for _, x in ipairs(keyed) do
+  out[#out + 1] = x
 end
 return out

@@ -1,22 +1,21 @@
 --[[ key_gate: scheduled -> pending (its key was free: it holds it now) or blocked, for keyed tasks
 that fell due (enqueue(key=..., process_in=...), a durable run's timer). The forwarder leaves due
-keyed tasks in the scheduled zset and names them; the caller reads each one's key from its message
-and gates a batch of them here, one call (each key's list must be among KEYS: the lists of one
-queue share its slot). A crash in between leaves the tasks due: the next pass names them again.
-Each item is checked and gated on its own, in order.
+keyed tasks in the scheduled zset and names them with their keys (read from their messages); the
+caller gates a batch of them here, one call (each key's list must be among KEYS: the lists of one
+queue share its slot), usually sent with the queue's next forward. A crash in between leaves the
+tasks due: the next pass names them again. Each item is checked and gated on its own, in order.
 KEY tasks          tasks hash
 KEY scheduled      scheduled zset
 KEY @serial
 KEY @events
 KEY keylists...    the items' keys' lists of waiting ids, named by index j from ARGV: K.keylists[j]
 ARG now            '' = Redis time; else a simulated time in ms
-ARG items... {id key read keylist}  one item per due keyed task:
+ARG items... {id key keylist}  one item per due keyed task:
         id         the task's id
-        key        its key (read from its message by the caller)
-        read       the stored value the caller read: the task must still have it
+        key        its key, as forward named it: the task's message must still have it
         keylist    index j of its key's list in K.keylists[j]
 Returns one code per item, in order: 1 = pending (it holds the key), 2 = blocked, 0 = nothing done
-(changed since read, not scheduled any more, or not due yet).
+(its key changed since it was named, not scheduled any more, or not due yet).
 ]]
 --- @include "now"
 --- @include "serial"
@@ -28,7 +27,8 @@ for i = 1, A.items.n do
   local it = A.items[i]
   local id = it.id
   local v = redis.call('HGET', K.tasks, id)
-  local due = v and v == it.read and stored_state(v) == 's' and tonumber(redis.call('ZSCORE', K.scheduled, id))
+  local due = v and stored_state(v) == 's' and (msg_key(v, 2) or '(unreadable)') == it.key
+              and tonumber(redis.call('ZSCORE', K.scheduled, id))
   if not due or due > now then
     out[i] = 0
   else

@@ -238,9 +238,9 @@ def test_a_keyed_batch_is_one_script_call_per_queue_and_keeps_each_keys_order() 
 def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> None:
     """The forwarder gates a batch of due keyed tasks in one ``key_gate`` call (the keys' lists of a
     queue share its slot: a durable run's timers fall due by the thousand): in the batch, the first
-    of a key takes it and the second queues behind it, another key is not held back, a task changed
-    since it was read and one not due yet are left as they are; and the forwarder's pass gates what
-    the script left in place."""
+    of a key takes it and the second queues behind it, another key is not held back, a task named
+    under a key it no longer has (edited) and one not due yet are left as they are; and the
+    forwarder's pass gates what the script left in place."""
     from asynqpy.core.limits.serial import gate_due
     from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor, run_plan
@@ -260,13 +260,13 @@ def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> 
         return int(r.zcount(q.scheduled, "-inf", secs * 1000 + micros // 1000)) == 4
 
     wait_sync(due, 10)
-    read = {i: r.hget(q.tasks, i) for i in (a1, a2, b1, b2, later)}
-    stale = read[b2][:-1] + b"x"  # (as if it changed since it was read)
-    got = ex.run(b.key_gate(Q, [(a1, "a", read[a1]), (a2, "a", read[a2]), (b1, "b", read[b1]), (b2, "b", stale),
-                                (later, "c", read[later])]))
+    named = ex.run(b.forward(Q, 100))  # (the forward names the due keyed tasks with their keys, leaves them)
+    assert sorted(named.keyed) == sorted([(a1, "a"), (a2, "a"), (b1, "b"), (b2, "b")]) and named[0] == 0
+    got = ex.run(b.key_gate(Q, [(a1, "a"), (a2, "a"), (b1, "b"), (b2, "a"),  # (b2's key is not "a": as if edited)
+                                (later, "c")]))
     assert got == [TaskState.PENDING, TaskState.BLOCKED, TaskState.PENDING, None, None]
     assert r.zscore(q.scheduled, b2) is not None and r.zscore(q.scheduled, later) is not None
-    assert run_plan(ex, gate_due(b, Q, [b2, later])) == 1  # b2 queues behind b1; later is not due
+    assert run_plan(ex, gate_due(b, Q, [(b2, "b"), (later, "c")])) == 1  # b2 queues behind b1; later is not due
     info = {i: Inspector(r).task_info(Q, i).state for i in (a1, a2, b1, b2, later)}
     assert info == {a1: TaskState.PENDING, a2: TaskState.BLOCKED, b1: TaskState.PENDING, b2: TaskState.BLOCKED,
                     later: TaskState.SCHEDULED}

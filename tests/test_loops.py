@@ -251,3 +251,38 @@ def test_a_stopped_heartbeat_ends_even_if_its_cancellation_is_lost() -> None:
         assert lost and task.done()
 
     asyncio.run(main())
+
+
+def test_forwarder_takes_a_larger_batch_after_full_passes_and_gates_keyed_tasks_with_the_next_forward(
+        backend: Any) -> None:
+    """A full pass makes the queue's next batch 4x larger (a burst of due timers drains in few
+    passes), a pass taking a quarter or less makes it smaller again; due keyed tasks are named by
+    one pass and take their key in the next pass's pipeline, before that pass's forward."""
+    h = H(backend)
+    params = replace(ForwarderParams.of(h.options), batch=2, most=8)
+    for i in range(11):
+        h.x.run(h.b.schedule(Q, f"s{i:02}", Message("t"), 1))
+    h.x.run(h.b.schedule(Q, "k1", Message("t", key="acct"), 1))
+    h.x.run(h.b.schedule(Q, "k2", Message("t", key="acct"), 1))
+    h.clock.advance(1)
+    h.x.run(h.b.key_gate(Q, []))  # (its script loaded: a first call that is not runs after the pipeline's forward)
+
+    async def passes(ctx: Context) -> list[tuple[int, int, int]]:
+        f = Forwarder(ctx, params)
+        seen = []
+        for k in range(4):
+            if k == 3:  # one more falls due: a pass taking a quarter of its batch or less
+                h.x.run(h.b.schedule(Q, "one", Message("t"), 1))
+                h.clock.advance(1)
+                f._cadence.now(Q, asyncio.get_running_loop().time())  # (as its tick does: worker/forwarder.py)
+            await f.forward_once()
+            seen.append((f._batch.get(Q, 2), int(h.r.llen(K.pending)), len(f._gates.get(Q, []))))
+        return seen
+
+    seen = h.run(passes)
+    # the keyed two (their ids sort first) are named (full: 8 next); they are gated before the next
+    # forward: k1 holds the key, k2 waits behind it, and 8 move (full); the last 3 (not a quarter of 8)
+    assert seen[:3] == [(8, 0, 2), (8, 9, 0), (8, 12, 0)], seen
+    assert h.stored("k1")[:1] == b"p" and h.stored("k2")[:1] == b"b"  # type: ignore[index]
+    assert seen[3] == (2, 13, 0) and h.r.zcard(K.scheduled) == 0, seen  # (1 of 8: back to 2)
+

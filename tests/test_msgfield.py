@@ -1,5 +1,5 @@
 """The Lua readers of a stored message's fields in place (lua/includes/msgfield.lua: ``msg_tenant``,
-``msg_priority``, ``msg_retry_front``, ``msg_field``) agree with the codec on every kind of message:
+``msg_priority``, ``msg_retry_front``, ``msg_key``, ``msg_field``) agree with the codec on every kind of message:
 payloads and results of every msgpack type (nested, long, binary), the times as 64-bit integers,
 optional fields set and left out, and messages cut short or not msgpack at all, which read as
 the defaults and never fail the script. ``msg_field`` skips a run of one-byte fields with one
@@ -21,14 +21,14 @@ from asynqpy.core.spine.scripts import _lua_dir, load_dir
 PROBE = """--[[ probe: the message field readers on each message
 ARG msgs...  the messages
 Returns, per message: {tenant or '', priority, retry_front (0/1), where field F.tenant starts or -1,
-where field 3 starts or -1}.
+where field 3 starts or -1, key or ''}.
 ]]
 --- @include "msgfield"
 local out = {}
 for j = 1, A.msgs.n do
   local m = A.msgs[j]
   out[j] = {msg_tenant(m, 1) or '', msg_priority(m, 1), msg_retry_front(m, 1) and 1 or 0,
-            msg_field(m, 1, F.tenant) or -1, msg_field(m, 1, 3) or -1}
+            msg_field(m, 1, F.tenant) or -1, msg_field(m, 1, 3) or -1, msg_key(m, 1) or ''}
 end
 return out
 """
@@ -71,7 +71,8 @@ def _message(rng: random.Random) -> Message:
                    result=_value(rng) if pick() < 0.3 else None,
                    headers={"h": "v" * rng.randrange(0, 40)} if pick() < 0.3 else None,
                    reply_to="" if pick() < 0.8 else "inbox-1", priority=rng.randrange(0, 10),
-                   workers=["w1", "w2"] if pick() < 0.2 else None, key="" if pick() < 0.8 else "k",
+                   workers=["w1", "w2"] if pick() < 0.2 else None,
+                   key=rng.choice(["", "", "", "k", "k\u00e9y:" + "x" * rng.choice([1, 40, 300, 70_000])]),
                    retry_front=pick() < 0.3,
                    tenant=rng.choice(["", "", "acme", "t" * 64, "t\u00e9"]),
                    min_version=rng.choice([0, 0, 70_000]))
@@ -103,9 +104,10 @@ def test_the_readers_agree_with_the_codec(backend: Any, probe: Any) -> None:
     raw = [encode(m) for m in msgs]
     got = backend.sync.eval(probe.source, 0, *raw)
     t = FIELD_INDEX["tenant"]
-    for m, data, (tenant, priority, front, at_tenant, at_3) in zip(msgs, raw, got, strict=True):
+    for m, data, (tenant, priority, front, at_tenant, at_3, key) in zip(msgs, raw, got, strict=True):
         starts = _starts(data)
         assert tenant.decode() == m.tenant, m
+        assert key.decode() == m.key, m
         assert (priority, front) == (m.priority, int(m.retry_front)), m
         assert at_tenant == (starts[t] if len(starts) > t else -1), m
         assert at_3 == (starts[3] if len(starts) > 3 else -1), m
@@ -114,7 +116,7 @@ def test_the_readers_agree_with_the_codec(backend: Any, probe: Any) -> None:
 def test_a_message_cut_short_or_not_msgpack_reads_as_the_defaults(backend: Any, probe: Any) -> None:
     rng = random.Random(46)
     whole = encode(Message(type="t", payload={"a": "b" * 50}, enqueued_at_ms=1_764_000_000_000, priority=2,
-                           retry_front=True, tenant="acme"))
+                           retry_front=True, tenant="acme", key="acct-7"))
     cut = [whole[:k] for k in range(len(whole))]
     junk = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 80))) for _ in range(200)]
     got = backend.sync.eval(probe.source, 0, *cut, *junk, b"\xdc\xff\xff" + b"\xc1" * 40)
@@ -123,3 +125,6 @@ def test_a_message_cut_short_or_not_msgpack_reads_as_the_defaults(backend: Any, 
     for k, reply in enumerate(got[:len(cut)]):
         if k < at:  # (cut before the tenant's first byte: none)
             assert reply[0] == b"", (k, reply)
+    key_end = _starts(whole)[FIELD_INDEX["key"] + 1] - 1  # (bytes up to the key's last one)
+    for k, reply in enumerate(got[:len(cut)]):  # a key cut short is none, never a part of it
+        assert reply[5] == (b"acct-7" if k >= key_end else b""), (k, reply)

@@ -129,7 +129,7 @@ ITEMS = [("i1", "dg", -1, S), ("i2", "", 3, b"s" + encode(M0))]
 CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("enqueue_keyed", lambda b: b.enqueue_keyed("q", "i", M)),
     ("enqueue_keyed_many", lambda b: b.enqueue_keyed_many("q", [("i", M, None), ("j", M, None)], True)),
-    ("key_gate", lambda b: b.key_gate("q", [("i", "k", S), ("j", "k2", S)])),
+    ("key_gate", lambda b: b.key_gate("q", [("i", "k"), ("j", "k2")])),
     ("key_free", lambda b: b.key_free("q", "k", "h")),
     ("proc_start", lambda b: b.proc_start("q", "p1", "i", Message(P.TYPE_PREFIX + "x", key="proc:p1"))),
     ("proc_read", lambda b: b.proc_read("q", "p1", 3, 7)),

@@ -10,18 +10,25 @@ nothing scheduled, at a cold check (one ``EXISTS`` of its scheduled and retry se
 script only if either exists) spread so that all the queues together cost at most
 :data:`~asynqpy.worker.queues.COLD_CHECKS_PER_S` a second: an idle server's commands per second do
 not grow with the number of queues it serves. (A tick is taken by one server; the others see the
-task at their next cold check, or when it is due if they saw it before.)"""
+task at their next cold check, or when it is due if they saw it before.)
+
+Due keyed tasks (a durable run's timers among them) are named by the forward script with their
+keys and gated (``key_gate``) in the same pipeline as the queue's next forward: one round trip a
+pass. A queue whose pass was full is forwarded again at once with a batch four times larger (at
+most ``most``), and a quarter of it once a pass takes a quarter or less (never under ``batch``): a
+burst of due timers drains in few passes, each a turn of a loop the handlers keep busy, while a
+quiet queue's script stays short."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
-from ..core.limits.serial import gate_due
+from ..core.spine.broker import Call, Forwarded
 from ..core.spine.keys import queue_keys
 from ..redisio.connection import REDIS_ERRORS
-from ..redisio.executor import arun_plan
 from .chores import chore_pass
 from .context import Context
 from .queues import COLD_CHECKS_PER_S, Cadence
@@ -37,6 +44,7 @@ class ForwarderParams:
     queues: tuple[str, ...]
     idle_timeout: float
     batch: int = 100
+    most: int = 1000  # the largest batch, after full passes
 
     @classmethod
     def of(cls, o: ServerOptions) -> ForwarderParams:
@@ -50,6 +58,8 @@ class Forwarder:
         self._tick = asyncio.Event()
         self._cadence = Cadence(params.queues, params.idle_timeout, COLD_CHECKS_PER_S)
         self._ticks = {queue_keys(q).tick: q for q in params.queues}
+        self._gates: dict[str, list[tuple[str, str]]] = {}  # due keyed tasks named, gated with the next forward
+        self._batch: dict[str, int] = {}  # a queue's batch after full passes (else params.batch)
 
     def wake(self) -> None:
         """Make a pass now (the served queues changed: a new queue's scheduled tasks are looked at
@@ -84,14 +94,30 @@ class Forwarder:
         ctx, p, cadence = self.ctx, self.p, self._cadence
         others = cadence.next_in(now)  # (before this pass's queues are scheduled again)
         wait = p.idle_timeout
-        results = await ctx.exec.run_many([ctx.broker.forward(q, p.batch) for q in queues])
+        calls: list[Call[Any]] = []
+        gated: set[str] = set()
+        # a gate before its queue's forward, in one pipeline: the forward sees what is left (a gate
+        # whose script this process had not loaded yet is sent again after the pipeline: the forward
+        # names its tasks again and the next gate finds them gated, one pass more, nothing lost)
+        for q in queues:
+            keyed = self._gates.pop(q, None)
+            if keyed:
+                calls.append(ctx.broker.key_gate(q, keyed))
+                gated.add(q)
+            calls.append(ctx.broker.forward(q, self._batch.get(q, p.batch)))
+        results = iter(await ctx.exec.run_many(calls))
         done = asyncio.get_running_loop().time()  # (due times count from the replies)
-        for q, res in zip(queues, results):
+        for q in queues:
+            if q in gated:  # the gate's codes came first
+                res = next(results)
+                if isinstance(res, Exception):  # (its tasks are still due: this forward names them again)
+                    ctx.health.failed(f"gating due keyed tasks of queue {q}", res)
+            res = next(results)
             if isinstance(res, Exception):
                 ctx.health.failed(f"forwarding queue {q}", res)
                 here: float | None = 1.0
             else:
-                here = await self._forwarded(q, res)
+                here = self._forwarded(q, res)
             if here is None:  # nothing scheduled: a cold check, or its tick, next
                 cadence.idle(q, done)
                 continue
@@ -99,20 +125,21 @@ class Forwarder:
             wait = min(wait, here)
         return min(wait, others)
 
-    async def _forwarded(self, q: str, res: tuple[int, int]) -> float | None:
+    def _forwarded(self, q: str, res: Forwarded) -> float | None:
         """Seconds until ``q`` is due for a look again after its forward (None: nothing left
         scheduled)."""
-        ctx, p = self.ctx, self.p
-        moved, next_ms = res
-        keyed = getattr(res, "keyed", [])
-        if keyed:  # due keyed tasks take their key or queue behind it (their key's list is named)
-            try:
-                await arun_plan(ctx.exec, gate_due(ctx.broker, q, keyed))
-            except REDIS_ERRORS as exc:
-                ctx.health.failed(f"gating due keyed tasks of queue {q}", exc)
-                return 1.0
-            return 0.0  # forward again: the next due task's time
-        if moved >= p.batch:
+        p = self.p
+        moved, next_ms = int(res[0]), int(res[1])
+        batch = self._batch.get(q, p.batch)
+        took = moved + len(res.keyed)
+        if took >= batch:  # a full pass: more are due now, take more at once
+            self._batch[q] = min(p.most, batch * 4)
+        elif took * 4 <= batch:  # (not at once: a burst's passes take a varying share of a batch)
+            self._batch[q] = max(p.batch, batch // 4)
+        if res.keyed:  # due keyed tasks take their key or queue behind it: with the next forward
+            self._gates[q] = res.keyed
+            return 0.0
+        if moved >= batch:
             return 0.0
         if next_ms >= 0:
             return min(p.idle_timeout, next_ms / 1000 + 0.0002)
@@ -138,3 +165,4 @@ class Forwarder:
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
+

@@ -7,6 +7,7 @@
 --- (mp_skip: msgpack objects, nesting counted, not recursed); anything unreadable is the default.
 --- msg_retry_front(m, i): whether the message asks its retries to go to the front.
 --- msg_tenant(m, i): the tenant of the message at i, or nil (none: the tenant '').
+--- msg_key(m, i): the key of the message at i (enqueue(key=...)), or nil (none, '', or not a string).
 local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/model/codec.py)
 -- msgpack type bytes 0xc0..0xdb, one byte each (at b - 0xbf) of a string: a constant, not tables
 -- built again on every call of every script that includes this (~17 000 instructions a call).
@@ -115,4 +116,19 @@ local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none
     return n and n > 0 and string.sub(m, at + 2, at + 1 + n) or nil
   end
   return nil
+end
+local KEY_FIELD = F.key
+local function msg_key(m, i)  -- the key of the message at i, or nil (none, '', or not a string)
+  local at = msg_field(m, i, KEY_FIELD)
+  local b = at and string.byte(m, at)
+  if not b then return nil end
+  local n, head
+  if b >= 0xa1 and b <= 0xbf then  -- fixstr
+    n, head = b - 0xa0, 1
+  elseif b >= 0xd9 and b <= 0xdb then  -- str8, str16, str32
+    local lenb = b == 0xd9 and 1 or (b == 0xda and 2 or 4)
+    n, head = mp_uint(m, at + 1, lenb), 1 + lenb
+  end
+  if not n or n == 0 or at + head + n - 1 > #m then return nil end
+  return string.sub(m, at + head, at + head + n - 1)
 end

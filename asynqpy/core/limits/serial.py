@@ -7,11 +7,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from ..model.codec import decode
-from ..model.errors import MalformedMessageError
-from ..spine.broker import Broker, Call, id_arg
+from ..spine.broker import Broker, Call
 from ..spine.keys import queue_keys
-from ..spine.stored import message_of
 
 STALE = (b"c", b"x", b"b")
 """States of a holder that has ended (or never held the key: a stray 'blocked' id)."""
@@ -42,27 +39,12 @@ def sweep_keys(broker: Broker, queue: str, cursor: str, count: int = 100) -> Gen
     return nxt, sum(1 for r in freed if r is True)
 
 
-def gate_due(broker: Broker, queue: str, ids: list[str]) -> Generator[list[Call[Any]], list[Any], int]:
-    """The due keyed tasks the forwarder left in place: read each one's key from its message, then
-    ``key_gate`` them in one call (each takes its key, or queues behind it). Returns how many were
-    gated. A task whose message cannot be read is gated under the key ``(unreadable)`` (it runs,
-    and its worker archives it as malformed)."""
-    q = queue_keys(queue)
-    values = (yield [Call(lambda r: r, command=("HMGET", q.tasks, *[id_arg(i) for i in ids]))])[0]
-    if isinstance(values, Exception):
-        raise values
-    items = []
-    for id, v in zip(ids, values):
-        if not isinstance(v, bytes):
-            continue
-        try:
-            key = decode(message_of(v)).key or "(unreadable)"
-        except MalformedMessageError:
-            key = "(unreadable)"
-        items.append((id, key, v))
-    if not items:
-        return 0
-    done = (yield [broker.key_gate(queue, items)])[0]  # (one call: the keys' lists share the queue's slot)
+def gate_due(broker: Broker, queue: str, keyed: list[tuple[str, str]]) -> Generator[list[Call[Any]], list[Any], int]:
+    """The due keyed tasks the forwarder left in place, each ``(id, key)`` as ``forward`` named
+    them: ``key_gate`` them in one call (each takes its key, or queues behind it). Returns how
+    many were gated. (The server's forwarder sends this call with the queue's next forward:
+    worker/forwarder.py.)"""
+    done = (yield [broker.key_gate(queue, keyed)])[0] if keyed else []  # (the keys' lists share the queue's slot)
     if isinstance(done, Exception):
         raise done
     return sum(1 for r in done if r is not None)

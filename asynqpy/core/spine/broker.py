@@ -437,9 +437,11 @@ class Broker(FeatureCalls, OperatorCalls):
 
     def forward(self, queue: str, batch: int = 100) -> Call[tuple[int, int]]:
         """scheduled/retry -> pending when due. Returns (moved, ms until next due or -1), a
-        :class:`Forwarded` whose ``keyed`` names the due keyed tasks left for :meth:`key_gate`."""
+        :class:`Forwarded` whose ``keyed`` names the due keyed tasks left for :meth:`key_gate`, each
+        ``(id, key)``."""
         q = queue_keys(queue)
-        return script_call("forward", lambda r: Forwarded.of(int(r[0]), int(r[1]), [_s(x) for x in r[2:]]),
+        return script_call("forward", lambda r: Forwarded.of(int(r[0]), int(r[1]),
+                                                             [(_s(r[i]), _s(r[i + 1])) for i in range(2, len(r), 2)]),
                            **_q(q, "scheduled retry tasks wake"), **pending_keys(q), batch=batch,
                            now=self.clock.script_now())
 

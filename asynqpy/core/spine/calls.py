@@ -392,12 +392,12 @@ def _commit_code(id: str, pid: str) -> Callable[[Any], int]:
 
 class Forwarded(tuple):  # type: ignore[type-arg]
     """What forward returns: (moved, ms until the next due task or -1), and ``keyed``: the due
-    keyed tasks it left in place, for :meth:`Broker.key_gate`."""
+    keyed tasks it left in place, each ``(id, key)``, for :meth:`Broker.key_gate`."""
 
-    keyed: list[str]
+    keyed: list[tuple[str, str]]
 
     @classmethod
-    def of(cls, moved: int, next_ms: int, keyed: list[str]) -> Forwarded:
+    def of(cls, moved: int, next_ms: int, keyed: list[tuple[str, str]]) -> Forwarded:
         f = cls((moved, next_ms))
         f.keyed = keyed
         return f

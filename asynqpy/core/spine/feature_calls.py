@@ -86,15 +86,15 @@ class FeatureCalls(BrokerBase):
                            keylists=keylists, check="1" if check_ids else "0", now=self.clock.script_now(),
                            items=items)
 
-    def key_gate(self, queue: str, items: Sequence[tuple[str, str, bytes]]) -> Call[list[TaskState | None]]:
-        """Due keyed tasks, each ``(id, key, read)``, in one call: each takes its key (pending) or
-        queues behind it (blocked); per item its state, None = it changed since ``read`` (the stored
-        value the caller read) or is not due."""
+    def key_gate(self, queue: str, items: Sequence[tuple[str, str]]) -> Call[list[TaskState | None]]:
+        """Due keyed tasks, each ``(id, key)`` as :meth:`forward` named them, in one call: each
+        takes its key (pending) or queues behind it (blocked); per item its state, None = its key
+        is not ``key`` any more (edited), it is not scheduled or not due."""
         q = queue_keys(queue)
         lists: dict[str, int] = {}
         args: list[Any] = []
-        for id, key, read in items:
-            args += [id_arg(id), key, read, lists.setdefault(q.key_list(key), len(lists) + 1)]
+        for id, key in items:
+            args += [id_arg(id), key, lists.setdefault(q.key_list(key), len(lists) + 1)]
         return script_call("key_gate", lambda r: [_KEYED_STATES.get(int(c)) for c in r],
                            **_q(q, "tasks scheduled events conf"), **serial_keys(q), keylists=list(lists),
                            now=self.clock.script_now(), items=args)
