@@ -3,7 +3,8 @@ that fell due (enqueue(key=..., process_in=...), a durable run's timer). The for
 keyed tasks in the scheduled zset and names them with their keys (read from their messages); the
 caller gates a batch of them here, one call (each key's list must be among KEYS: the lists of one
 queue share its slot), usually sent with the queue's next forward. A crash in between leaves the
-tasks due: the next pass names them again. Each item is checked and gated on its own, in order.
+tasks due: the next pass names them again. Each item is checked and gated on its own, in order; one wake-up for the call, and the events
+(enqueued, blocked) of one kind, type and tenant in entries of many ids.
 KEY tasks          tasks hash
 KEY scheduled      scheduled zset
 KEY @serial
@@ -22,7 +23,7 @@ Returns one code per item, in order: 1 = pending (it holds the key), 2 = blocked
 --- @include "stored"
 local now = now_ms(A.now)
 local cap = events_cap(K.conf)  -- (once a call: gating writes events, never the cap)
-local out = {}
+local out, groups, order, pending = {}, {}, {}, false
 for i = 1, A.items.n do
   local it = A.items[i]
   local id = it.id
@@ -33,8 +34,33 @@ for i = 1, A.items.n do
     out[i] = 0
   else
     redis.call('ZREM', K.scheduled, id)
-    out[i] = key_admit(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, cap, K.keylists[tonumber(it.keylist)],
-                       it.key, id, stored_msg(v), now)
+    local code = key_place(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, cap,
+                           K.keylists[tonumber(it.keylist)], it.key, id, stored_msg(v), now)
+    out[i], pending = code, pending or code == 1
+    if cap > 0 then  -- the events of one kind, type and tenant go in entries of many ids (includes/events)
+      local ty, tenant = msg_type(v, 2), msg_tenant(v, 2) or ''
+      local g = ADMITTED[code] .. '\0' .. ty .. '\0' .. tenant
+      if not ids_ok(id) then  -- (an id with a space cannot go in a list of ids)
+        emit_task(K.events, cap, tenant ~= '' and tenant or nil, 'e', ADMITTED[code], 'id', id, 'type', ty)
+      elseif groups[g] then
+        local ids = groups[g].ids
+        ids[#ids + 1] = id
+      else
+        groups[g] = {ids = {id}, event = ADMITTED[code], type = ty, tenant = tenant}
+        order[#order + 1] = g
+      end
+    end
+  end
+end
+if pending then
+  signal(K.wake)
+end
+for _, g in ipairs(order) do
+  local e = groups[g]
+  if e.tenant ~= '' then
+    emit_ids(K.events, cap, e.ids, e.event, 'type', e.type, 'tenant', e.tenant)
+  else
+    emit_ids(K.events, cap, e.ids, e.event, 'type', e.type)
   end
 end
 return out

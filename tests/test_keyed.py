@@ -270,3 +270,8 @@ def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> 
     info = {i: Inspector(r).task_info(Q, i).state for i in (a1, a2, b1, b2, later)}
     assert info == {a1: TaskState.PENDING, a2: TaskState.BLOCKED, b1: TaskState.PENDING, b2: TaskState.BLOCKED,
                     later: TaskState.SCHEDULED}
+    # each gated task's event, once (a call's events of one kind go in entries of many ids)
+    gated = [(e.event, e.task_id, e.type) for e in Inspector(r).events(Q) if e.task_id in (a1, a2, b1, b2)
+             and e.event in ("enqueued", "blocked")]
+    assert sorted(gated) == sorted([("enqueued", a1, "step"), ("blocked", a2, "step"), ("enqueued", b1, "step"),
+                                    ("blocked", b2, "step")])

@@ -9,7 +9,9 @@
 --- key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now): a task
 --- of ``key`` comes in (enqueued, or due): it takes the key if it is free (a stale holder, one that
 --- ended or is gone, is released first; a scheduled one, snoozed or postponed, keeps it) and is pending, else it waits at the back of the key's
---- list, blocked. Returns 1 pending, 2 blocked.
+--- list, blocked. Returns 1 pending, 2 blocked. key_place(...): the same without the task's own
+--- wake-up and event (ADMITTED[code] names it), for a caller that signals once and emits a batch's
+--- events together (key_gate); a stale holder's release still signals and emits its own.
 --- is_keyed(m, i): whether the message starting at byte i of m has a key: its array reaches the
 --- key field (F.key, codec's KEY_INDEX: trailing defaults are left out of the encoding) and the key is
 --- not '' (a message with a later field set, retry_front or a tenant, has the key field even
@@ -47,7 +49,7 @@ local function key_release(t, keyheld, blocked, pk, wake, events, cap, list, key
     end
   end
 end
-local function key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now)
+local function key_place(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now)
   local holder = redis.call('HGET', keyheld, key)
   if holder == id then  -- its own key (a holder snoozed by RateLimited or postponed by an operator, due again)
     holder = nil
@@ -64,13 +66,19 @@ local function key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, 
     redis.call('HSET', t, id, 'b' .. msg)
     redis.call('RPUSH', list, id)
     redis.call('ZADD', blocked, now, id)
-    emit_task(events, cap, msg_tenant(msg, 1), 'e', 'blocked', 'id', id, 'type', msg_type(msg))
     return 2
   end
   redis.call('HSET', keyheld, key, id)
   redis.call('HSET', t, id, 'p' .. msg)
   push_pending(pk, id, msg, 1)
-  signal(wake)
-  emit_task(events, cap, msg_tenant(msg, 1), 'e', 'enqueued', 'id', id, 'type', msg_type(msg))
   return 1
+end
+local ADMITTED = {'enqueued', 'blocked'}  -- (the event of key_place's code)
+local function key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now)
+  local code = key_place(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now)
+  if code == 1 then
+    signal(wake)
+  end
+  emit_task(events, cap, msg_tenant(msg, 1), 'e', ADMITTED[code], 'id', id, 'type', msg_type(msg))
+  return code
 end
