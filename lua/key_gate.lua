@@ -3,8 +3,9 @@ that fell due (enqueue(key=..., process_in=...), a durable run's timer). The for
 keyed tasks in the scheduled zset and names them with their keys (read from their messages); the
 caller gates a batch of them here, one call (each key's list must be among KEYS: the lists of one
 queue share its slot), usually sent with the queue's next forward. A crash in between leaves the
-tasks due: the next pass names them again. Each item is checked and gated on its own, in order; one wake-up for the call, and the events
-(enqueued, blocked) of one kind, type and tenant in entries of many ids.
+tasks due: the next pass names them again. Each item is checked and gated on its own, in order;
+one wake-up for the call, and the events (enqueued, blocked) of one kind, type and tenant in
+entries of many ids (includes/events emit_ids).
 KEY tasks          tasks hash
 KEY scheduled      scheduled zset
 KEY @serial

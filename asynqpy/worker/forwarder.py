@@ -165,4 +165,3 @@ class Forwarder:
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
-
