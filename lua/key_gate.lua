@@ -22,9 +22,10 @@ Returns one code per item, in order: 1 = pending (it holds the key), 2 = blocked
 --- @include "now"
 --- @include "serial"
 --- @include "stored"
+--- @include "evbatch"
 local now = now_ms(A.now)
 local cap = events_cap(K.conf)  -- (once a call: gating writes events, never the cap)
-local out, groups, order, pending = {}, {}, {}, false
+local out, events, pending = {}, ev_batch(), false
 for i = 1, A.items.n do
   local it = A.items[i]
   local id = it.id
@@ -38,30 +39,13 @@ for i = 1, A.items.n do
     local code = key_place(K.tasks, K.keyheld, K.blocked, G.pending, K.wake, K.events, cap,
                            K.keylists[tonumber(it.keylist)], it.key, id, stored_msg(v), now)
     out[i], pending = code, pending or code == 1
-    if cap > 0 then  -- the events of one kind, type and tenant go in entries of many ids (includes/events)
-      local ty, tenant = msg_type(v, 2), msg_tenant(v, 2) or ''
-      local g = ADMITTED[code] .. '\0' .. ty .. '\0' .. tenant
-      if not ids_ok(id) then  -- (an id with a space cannot go in a list of ids)
-        emit_task(K.events, cap, tenant ~= '' and tenant or nil, 'e', ADMITTED[code], 'id', id, 'type', ty)
-      elseif groups[g] then
-        local ids = groups[g].ids
-        ids[#ids + 1] = id
-      else
-        groups[g] = {ids = {id}, event = ADMITTED[code], type = ty, tenant = tenant}
-        order[#order + 1] = g
-      end
+    if cap > 0 then
+      ev_batch_add(events, ADMITTED[code], id, msg_type(v, 2), msg_tenant(v, 2) or '')
     end
   end
 end
 if pending then
   signal(K.wake)
 end
-for _, g in ipairs(order) do
-  local e = groups[g]
-  if e.tenant ~= '' then
-    emit_ids(K.events, cap, e.ids, e.event, 'type', e.type, 'tenant', e.tenant)
-  else
-    emit_ids(K.events, cap, e.ids, e.event, 'type', e.type)
-  end
-end
+ev_batch_emit(K.events, cap, events)
 return out

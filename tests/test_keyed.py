@@ -236,11 +236,12 @@ def test_a_keyed_batch_is_one_script_call_per_queue_and_keeps_each_keys_order() 
 
 
 def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> None:
-    """The forwarder gates a batch of due keyed tasks in one ``key_gate`` call (the keys' lists of a
-    queue share its slot: a durable run's timers fall due by the thousand): in the batch, the first
-    of a key takes it and the second queues behind it, another key is not held back, a task named
-    under a key it no longer has (edited) and one not due yet are left as they are; and the
-    forwarder's pass gates what the script left in place."""
+    """A due keyed task whose key no task holds takes it in the forward itself; one whose key is
+    held is left in place, named with its key, and the forwarder gates a batch of those in one
+    ``key_gate`` call (the keys' lists of a queue share its slot: a durable run's timers fall due by
+    the thousand), where each queues behind its key's holder; a task named under a key it no longer
+    has (edited) and one not due yet are left as they are. Each task's event once: enqueued (the
+    forward's), blocked (the gate's), those of one kind in entries of many ids."""
     from asynqpy.core.limits.serial import gate_due
     from asynqpy.core.spine.broker import Broker
     from asynqpy.redisio.executor import SyncExecutor, run_plan
@@ -248,30 +249,26 @@ def test_due_keyed_tasks_are_gated_in_one_call_each_on_its_own(backend: Any) -> 
     r, b = backend.sync, Broker()
     ex = SyncExecutor(r)
     q = queue_keys(Q)
-    with Client(r) as c:
-        a1 = c.enqueue("step", {"key": "a", "n": 1}, queue=Q, key="a", process_in=0.05).id
-        a2 = c.enqueue("step", {"key": "a", "n": 2}, queue=Q, key="a", process_in=0.05).id
-        b1 = c.enqueue("step", {"key": "b", "n": 3}, queue=Q, key="b", process_in=0.05).id
-        b2 = c.enqueue("step", {"key": "b", "n": 4}, queue=Q, key="b", process_in=0.05).id
-        later = c.enqueue("step", {"key": "c", "n": 5}, queue=Q, key="c", process_in=3600).id
+    with Client(r) as c:  # (ids in due order: tasks due in one millisecond are taken by id)
+        for n, (id, key) in enumerate((("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b"))):
+            c.enqueue("step", {"key": key, "n": n}, queue=Q, key=key, process_in=0.05, task_id=id)
+        c.enqueue("step", {"key": "c", "n": 5}, queue=Q, key="c", process_in=3600, task_id="later")
 
     def due() -> bool:  # the four short ones are due by Redis's clock (the scripts' clock)
         secs, micros = r.time()
         return int(r.zcount(q.scheduled, "-inf", secs * 1000 + micros // 1000)) == 4
 
     wait_sync(due, 10)
-    named = ex.run(b.forward(Q, 100))  # (the forward names the due keyed tasks with their keys, leaves them)
-    assert sorted(named.keyed) == sorted([(a1, "a"), (a2, "a"), (b1, "b"), (b2, "b")]) and named[0] == 0
-    got = ex.run(b.key_gate(Q, [(a1, "a"), (a2, "a"), (b1, "b"), (b2, "a"),  # (b2's key is not "a": as if edited)
-                                (later, "c")]))
-    assert got == [TaskState.PENDING, TaskState.BLOCKED, TaskState.PENDING, None, None]
-    assert r.zscore(q.scheduled, b2) is not None and r.zscore(q.scheduled, later) is not None
-    assert run_plan(ex, gate_due(b, Q, [(b2, "b"), (later, "c")])) == 1  # b2 queues behind b1; later is not due
-    info = {i: Inspector(r).task_info(Q, i).state for i in (a1, a2, b1, b2, later)}
-    assert info == {a1: TaskState.PENDING, a2: TaskState.BLOCKED, b1: TaskState.PENDING, b2: TaskState.BLOCKED,
-                    later: TaskState.SCHEDULED}
-    # each gated task's event, once (a call's events of one kind go in entries of many ids)
-    gated = [(e.event, e.task_id, e.type) for e in Inspector(r).events(Q) if e.task_id in (a1, a2, b1, b2)
-             and e.event in ("enqueued", "blocked")]
-    assert sorted(gated) == sorted([("enqueued", a1, "step"), ("blocked", a2, "step"), ("enqueued", b1, "step"),
-                                    ("blocked", b2, "step")])
+    named = ex.run(b.forward(Q, 100))
+    assert named.keyed == [("a2", "a"), ("b2", "b")] and named[0] == 2  # a1 and b1 took their free keys
+    got = ex.run(b.key_gate(Q, [("a2", "a"), ("b2", "a"), ("later", "c")]))  # (b2's key is not "a": as if edited)
+    assert got == [TaskState.BLOCKED, None, None]
+    assert r.zscore(q.scheduled, "b2") is not None and r.zscore(q.scheduled, "later") is not None
+    assert run_plan(ex, gate_due(b, Q, [("b2", "b"), ("later", "c")])) == 1  # b2 queues behind b1; later is not due
+    info = {i: Inspector(r).task_info(Q, i).state for i in ("a1", "a2", "b1", "b2", "later")}
+    assert info == {"a1": TaskState.PENDING, "a2": TaskState.BLOCKED, "b1": TaskState.PENDING,
+                    "b2": TaskState.BLOCKED, "later": TaskState.SCHEDULED}
+    assert [x.decode() for x in r.lrange(q.key_list("a"), 0, -1)] == ["a2"]
+    gated = [(e.event, e.task_id, e.type) for e in Inspector(r).events(Q) if e.event in ("enqueued", "blocked")]
+    assert sorted(gated) == [("blocked", "a2", "step"), ("blocked", "b2", "step"), ("enqueued", "a1", "step"),
+                             ("enqueued", "b1", "step")]

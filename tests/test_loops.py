@@ -256,8 +256,9 @@ def test_a_stopped_heartbeat_ends_even_if_its_cancellation_is_lost() -> None:
 def test_forwarder_takes_a_larger_batch_after_full_passes_and_gates_keyed_tasks_with_the_next_forward(
         backend: Any) -> None:
     """A full pass makes the queue's next batch 4x larger (a burst of due timers drains in few
-    passes), a pass taking a quarter or less makes it smaller again; due keyed tasks are named by
-    one pass and take their key in the next pass's pipeline, before that pass's forward."""
+    passes), a pass taking a quarter or less makes it smaller again; a due keyed task whose key is
+    held is named by one pass and queued behind its holder in the next pass's pipeline, before that
+    pass's forward."""
     h = H(backend)
     params = replace(ForwarderParams.of(h.options), batch=2, most=8)
     for i in range(11):
@@ -280,9 +281,10 @@ def test_forwarder_takes_a_larger_batch_after_full_passes_and_gates_keyed_tasks_
         return seen
 
     seen = h.run(passes)
-    # the keyed two (their ids sort first) are named (full: 8 next); they are gated before the next
-    # forward: k1 holds the key, k2 waits behind it, and 8 move (full); the last 3 (not a quarter of 8)
-    assert seen[:3] == [(8, 0, 2), (8, 9, 0), (8, 12, 0)], seen
+    # the keyed two (their ids sort first): k1 takes the free key and moves, k2 (the key held) is
+    # named (full: 8 next); k2 is gated before the next forward (it waits behind k1) and 8 move
+    # (full); then the last 3 (not a quarter of 8)
+    assert seen[:3] == [(8, 1, 1), (8, 9, 0), (8, 12, 0)], seen
     assert h.stored("k1")[:1] == b"p" and h.stored("k2")[:1] == b"b"  # type: ignore[index]
     assert seen[3] == (2, 13, 0) and h.r.zcard(K.scheduled) == 0, seen  # (1 of 8: back to 2)
 

@@ -12,6 +12,10 @@
 --- list, blocked. Returns 1 pending, 2 blocked. key_place(...): the same without the task's own
 --- wake-up and event (ADMITTED[code] names it), for a caller that signals once and emits a batch's
 --- events together (key_gate); a stale holder's release still signals and emits its own.
+--- key_take(keyheld, key, id): ``id`` takes ``key`` if no task holds it (or it holds it itself: a
+--- snoozed or postponed holder due again): true; false if another task holds it (key_gate, with
+--- the key's list among its KEYS, queues it behind that one or frees a stale holder first). The
+--- forwarder's own path for a due keyed task whose key is free (forward.lua): no list is touched.
 --- is_keyed(m, i): whether the message starting at byte i of m has a key: its array reaches the
 --- key field (F.key, codec's KEY_INDEX: trailing defaults are left out of the encoding) and the key is
 --- not '' (a message with a later field set, retry_front or a tenant, has the key field even
@@ -25,6 +29,16 @@ local KEY_INDEX = F.key
 local function is_keyed(m, i)
   local at = msg_field(m, i, KEY_INDEX)
   return at ~= nil and string.byte(m, at) ~= 0xa0  -- (0xa0: the empty string)
+end
+local function key_take(keyheld, key, id)
+  local holder = redis.call('HGET', keyheld, key)
+  if holder and holder ~= id then
+    return false
+  end
+  if not holder then
+    redis.call('HSET', keyheld, key, id)
+  end
+  return true
 end
 local function key_release(t, keyheld, blocked, pk, wake, events, cap, list, key, id)
   if redis.call('HGET', keyheld, key) ~= id then

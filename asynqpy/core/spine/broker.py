@@ -442,7 +442,8 @@ class Broker(FeatureCalls, OperatorCalls):
         q = queue_keys(queue)
         return script_call("forward", lambda r: Forwarded.of(int(r[0]), int(r[1]),
                                                              [(_s(r[i]), _s(r[i + 1])) for i in range(2, len(r), 2)]),
-                           **_q(q, "scheduled retry tasks wake"), **pending_keys(q), batch=batch,
+                           **_q(q, "scheduled retry tasks wake keyheld"), **pending_keys(q), **event_keys(q),
+                           batch=batch,
                            now=self.clock.script_now())
 
     def expired(self, queue: str, limit: int = 100) -> Call[Expired]:
