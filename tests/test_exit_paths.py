@@ -34,9 +34,10 @@ NO_EXIT = {
     "cron_fire": "stores the new task of a cron entry's firing",
     "proc_start": "stores a process's first input; its timer replaced (process proc_cancel_timer) had not started",
     "dequeue": "pending -> active: a worker takes the task (its lease starts): it leaves nothing behind",
-    "forward": "scheduled / retry -> pending (or blocked behind its key): the task stays live with its lock, key, "
-               "children",
-    "key_gate": "scheduled -> pending or blocked: a due keyed task takes its key's turn (includes/serial key_admit)",
+    "forward": "scheduled / retry -> pending (a keyed one only if its key is free: includes/serial key_take): the "
+               "task stays live with its lock, key, children",
+    "key_gate": "scheduled -> pending or blocked: a due keyed task whose key is held takes its key's turn "
+                "(includes/serial key_place)",
     "resolve": "waiting -> pending / scheduled: a child whose parents all ended is released (includes/release)",
     "run_tasks": "an operator runs a task now (scheduled / retry / archived -> pending): it stays or becomes live; "
                  "an archived task's ends were told when it was archived (told again changes nothing)",
