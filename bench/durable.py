@@ -35,12 +35,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
-import threading
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgpack
 import redis
@@ -285,12 +286,13 @@ async def wakeups(url: str, n: int, due: int, window: float) -> None:
         while len(ASLEEP) < n:
             await asyncio.sleep(0.05)
         asleep_at = time.time() * 1000
-        polls: list[tuple[int, int]] = []
-        watch = threading.Thread(target=_watch_timers, args=(url, first_ms, first_ms + int(window * 1000), due, polls))
-        watch.start()
-        while len(WOKE) < due and time.time() * 1000 < first_ms + window * 1000 + 60_000:
-            await asyncio.sleep(0.05)
-        watch.join()
+        with tempfile.TemporaryFile() as out:
+            watch = _watch_timers(url, first_ms, first_ms + int(window * 1000), out)
+            while len(WOKE) < due and time.time() * 1000 < first_ms + window * 1000 + 60_000:
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(watch.wait)
+            out.seek(0)
+            polls = [(int(a), int(b)) for a, b in (line.split() for line in out.read().splitlines())]
     server.stop()
     await worker
     if asleep_at > first_ms:
@@ -304,6 +306,8 @@ async def wakeups(url: str, n: int, due: int, window: float) -> None:
             fired.append(t - ordered[k])
             k += 1
     late = sorted((WOKE[i] * 1000 - d) for i, d in dues.items() if i in WOKE)
+    tenths = [fired[k * len(fired) // 10:(k + 1) * len(fired) // 10] for k in range(10)]  # (in due order)
+    gaps = [b[0] - a[0] for a, b in zip(polls, polls[1:])]  # (a poll's own precision)
 
     def p(x: list[float], q: float) -> float:
         return sorted(x)[min(len(x) - 1, int(q * len(x)))] if x else float("nan")
@@ -311,23 +315,34 @@ async def wakeups(url: str, n: int, due: int, window: float) -> None:
     print(f"{n} runs asleep, {due} due within {window:g} s (started at {rate:.0f} runs/s, load "
           f"{os.getloadavg()[0]:.1f}):\n  timers fired (left the scheduled zset, polled every ~2 ms): {len(fired)}, "
           f"lateness p50 {p(fired, 0.5):.1f} ms, p99 {p(fired, 0.99):.1f} ms, max {p(fired, 1):.1f} ms "
-          f"(target p99 <= 50 ms)\n  runs resumed (their code after the sleep ran; one worker process): {len(late)}, "
+          f"(target p99 <= 50 ms; polls {p(gaps, 0.5):.0f} ms apart at p50, {p(gaps, 1):.0f} at most)\n  runs resumed (their code after the sleep ran; one worker process): {len(late)}, "
           f"lateness p50 {p(late, 0.5):.1f} ms, p99 {p(late, 0.99):.1f} ms, max {p(late, 1):.1f} ms")
+    print("  timers by tenth of the window, p50/max ms: " + ", ".join(f"{p(t, 0.5):.0f}/{p(t, 1):.0f}" for t in tenths))
 
 
-def _watch_timers(url: str, lo: int, hi: int, due: int, polls: list[tuple[int, int]]) -> None:
-    """Every ~2 ms, Redis's time and how many of the due runs' timers are still in the scheduled
-    zset (scores lo..hi), until none is or a minute after ``hi``."""
-    r = redis.Redis.from_url(url)
+_WATCH = """
+import sys, time, redis
+url, key, lo, hi = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+r = redis.Redis.from_url(url)
+while True:
+    with r.pipeline(transaction=True) as pipe:
+        t, left = pipe.time().zcount(key, lo, hi).execute()
+    now = t[0] * 1000 + t[1] // 1000
+    print(now, left)
+    if left == 0 or now > hi + 60_000:
+        break
+    time.sleep(0.002)
+"""
+
+
+def _watch_timers(url: str, lo: int, hi: int, out: IO[bytes]) -> subprocess.Popen[bytes]:
+    """A process of its own (not a thread sharing the worker's GIL, whose turns would stretch the
+    polls and count as lateness): every ~2 ms, Redis's time and how many of the due runs' timers
+    are still in the scheduled zset (scores lo..hi), until none is or a minute after ``hi``; one
+    line ``ms left`` a poll in ``out`` (a file: a pipe would fill up and stop it)."""
     key = queue_keys(Q).scheduled
-    while True:
-        with r.pipeline(transaction=True) as pipe:
-            t, left = pipe.time().zcount(key, lo, hi).execute()
-        now = t[0] * 1000 + t[1] // 1000
-        polls.append((now, int(left)))
-        if left == 0 or now > hi + 60_000:
-            return
-        time.sleep(0.002)
+    return subprocess.Popen([sys.executable, "-c", _WATCH, url, key, str(lo), str(hi)],
+                            stdout=out)
 
 
 def _record(raw: bytes | None) -> list[bytes]:
