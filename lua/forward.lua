@@ -39,20 +39,23 @@ for z, zset in ipairs({K.scheduled, K.retry}) do
   local ids = redis.call('ZRANGE', zset, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   for _, id in ipairs(ids) do
     local v = redis.call('HGET', K.tasks, id)
-    local key = z == 1 and v and is_keyed(v, 2) and (msg_key(v, 2) or '(unreadable)')
+    local p_at, k_at, f_at, t_at  -- (the fields read: one walk of the message)
+    if v then p_at, k_at, f_at, t_at = msg_tail(v, 2) end
+    local key = z == 1 and task_key_at(v, k_at)
     if key and not key_take(K.keyheld, key, id) then  -- held by another task: key_gate queues it
       keyed[#keyed + 1] = id
       keyed[#keyed + 1] = key
     else
       redis.call('ZREM', zset, id)
       if v then
+        local tenant = tenant_at(v, t_at)
         redis.call('HSET', K.tasks, id, 'p' .. stored_msg(v))
-        push_pending(pk, id, v, 2, z == 2 and msg_retry_front(v, 2))
+        push_at(pk, id, priority_at(v, p_at), tenant, z == 2 and retry_front_at(v, f_at))
         moved = moved + 1
         if key then
           cap = cap or events_cap(K.conf)
           if cap > 0 then
-            ev_batch_add(events, 'enqueued', id, msg_type(v, 2), msg_tenant(v, 2) or '')
+            ev_batch_add(events, 'enqueued', id, msg_type(v, 2), tenant or '')
           end
         end
       end

@@ -27,7 +27,7 @@ KEY extra...           the inboxes of waiting callers and the processes' keys' l
 ARG day_ttl            seconds to keep a daily counter
 ARG now                '' = Redis time; else a simulated time in ms
 ARG items... {id token msg retention reply payload attempt pid kind expect op rec_a rec_due rec_b rec_c
-               new_events drop_from drop_to cancel timer_ms timer_id timer_msg key keylist result
+               new_events drop_from drop_to cancel timer_at timer_id timer_msg key keylist result
                progressed}  one item per input:
         id             the input's task id
         token          the lease token
@@ -45,7 +45,7 @@ ARG items... {id token msg retention reply payload attempt pid kind expect op re
         op             'w' = write the step, 'r' = delete the process (record, history, timer)
         rec_a          the new record (core/processes/model.py step_args: built by the worker from the one it
                        read and the step), as rec_pack of its items before 'due' ...
-        rec_due        ... its 'due' item ('' = the timer this input sets: now + timer_ms) ...
+        rec_due        ... its 'due' item ('' = the timer this input sets: timer_at) ...
         rec_b          ... its 'created' item; then 'updated' (now, written here) and ...
         rec_c          ... its items after 'updated'
         new_events     the events to append: rec_pack of (hist field, entry but its time) pairs
@@ -54,8 +54,8 @@ ARG items... {id token msg retention reply payload attempt pid kind expect op re
         drop_to        whole history of a removed process); drop_to < drop_from = none
         cancel         the pending timer input this step replaces or cancels ('' = none): deleted
                        if it has not started (includes/process proc_cancel_timer)
-        timer_ms       the timer this input sets (timer_id '' = none): input timer_id, due in
-        timer_id       timer_ms ms, with message timer_msg
+        timer_at       the timer this input sets (timer_id '' = none): input timer_id, due at
+        timer_id       timer_at (ms on Redis's clock; a time past is due at once), with message timer_msg
         timer_msg
         key            the input's key ('proc:<process id>'), released to the next input
         keylist        index j of the key's list in K.extra[j]
@@ -125,7 +125,7 @@ for i = 1, n do
         local due, tid = it.rec_due, it.timer_id
         if tid ~= '' then
           local tmsg = it.timer_msg
-          local when = now + tonumber(it.timer_ms)
+          local when = tonumber(it.timer_at)
           redis.call('HSET', K.tasks, tid, 's' .. tmsg)
           signal_if_first(K.scheduled, when, K.tick)
           redis.call('ZADD', K.scheduled, when, tid)

@@ -7,7 +7,9 @@ cancel. On fakeredis, redis-server and the cluster (the crash tests: tests/test_
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+import time
+import types
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -27,6 +29,8 @@ from asynqpy import (
     StepFailedError,
     TaskFailedError,
 )
+from asynqpy.core.processes.model import Step, plan_step
+from asynqpy.core.spine.keys import queue_keys
 
 Q = "dq"
 
@@ -85,7 +89,8 @@ def test_steps_run_once_and_the_run_resumes_on_a_signal_sent_after_the_wait(back
         kinds = [e.data["k"] for e in p.history]
         assert kinds == ["start", "step", "step", "wait", "signal", "sleep", "fired", "done"]
         assert p.state["status"] == "completed" and p.timer is not None  # its retention's (7 days): it removes it
-        assert p.timer - p.updated == timedelta(days=7)
+        # (7 days from the run's end as its worker saw it: a timer is a time, not a delay counted when the commit ran)
+        assert timedelta(days=7) - timedelta(seconds=5) < p.timer - p.updated <= timedelta(days=7)
         await ac.close()
 
     asyncio.run(main())
@@ -163,6 +168,63 @@ def test_a_sleep_holds_no_worker_and_resumes_on_its_timer(backend: Any) -> None:
                 assert p.timer is not None and stats(backend, Q).active == 0 and stats(backend, Q).scheduled == 1
             waited = await ac.result(run, timeout=20)
         assert waited >= 1 and calls.log == ["a", "b"]
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_timer_fires_at_the_time_asked_not_after_the_commits_wait(backend: Any) -> None:
+    # a step's timer is a time (plan_step), not a delay the commit's script adds to its own
+    # "now": a commit that waits in the worker's batch (tens of ms under load) made a sleep_until
+    # fire that much late (bench/durable.py --wake: every timer of a burst ~30 ms late)
+    at = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    at_ms = int(at.timestamp() * 1000)
+    assert plan_step("p", "k", None, Step(timer=at), 1_000).timer_at == at_ms
+    assert plan_step("p", "k", None, Step(timer=5), 1_000).timer_at == 6_000
+    assert plan_step("p", "k", None, Step(timer=datetime(1960, 1, 1, tzinfo=timezone.utc)), 1_000).timer_at == 0
+    mux = ServeMux()
+
+    @mux.durable(name="until", queue=Q)
+    async def until_then(ctx: Durable) -> None:
+        await ctx.sleep_until(at)
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q], concurrency=1):
+            run = await ac.start(until_then, id="u1")
+            with Inspector(backend.sync) as insp:
+                await until(lambda: (insp.process(Q, run.id).state or {}).get("status") == "sleeping")
+                assert insp.process(Q, run.id).timer == at
+            scheduled = backend.sync.zrange(queue_keys(Q).scheduled, 0, -1, withscores=True)
+            assert [score for _, score in scheduled] == [at_ms]
+        await ac.close()
+
+    asyncio.run(main())
+
+
+def test_a_run_keeps_redis_time_on_a_worker_whose_clock_is_off(backend: Any, monkeypatch: Any) -> None:
+    # this host's clock an hour ahead of Redis's: a run's time is Redis's as its worker reckons it
+    # (the clock its timers fire by), so a sleep of a second ends after a second, and ctx.now()
+    # is Redis's time (by this host's own clock the timer was set an hour late)
+    import asynqpy.core.durable.replay as replay_mod
+    import asynqpy.core.model.clock as clock_mod
+    ahead = types.SimpleNamespace(time=lambda: time.time() + 3600, monotonic=time.monotonic)
+    monkeypatch.setattr(clock_mod, "time", ahead)
+    monkeypatch.setattr(replay_mod, "time", ahead)
+    mux = ServeMux()
+
+    @mux.durable(name="skewed", queue=Q)
+    async def skewed(ctx: Durable) -> list[float]:
+        before = ctx.now()
+        await ctx.sleep(1)
+        return [(ctx.now() - before).total_seconds(), ctx.now().timestamp()]
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q], concurrency=1):
+            run = await ac.start(skewed, id="s1")
+            waited, then = await ac.result(run, timeout=15)
+        assert 1 <= waited < 10 and abs(then - time.time()) < 60
         await ac.close()
 
     asyncio.run(main())

@@ -1,5 +1,6 @@
 """The Lua readers of a stored message's fields in place (lua/includes/msgfield.lua: ``msg_tenant``,
-``msg_priority``, ``msg_retry_front``, ``msg_key``, ``msg_field``) agree with the codec on every kind of message:
+``msg_priority``, ``msg_retry_front``, ``msg_key``, ``msg_field``, and ``msg_tail``, which finds the
+priority, key, retry_front and tenant in one walk for the forward) agree with the codec on every kind of message:
 payloads and results of every msgpack type (nested, long, binary), the times as 64-bit integers,
 optional fields set and left out, and messages cut short or not msgpack at all, which read as
 the defaults and never fail the script. ``msg_field`` skips a run of one-byte fields with one
@@ -21,7 +22,8 @@ from asynqpy.core.spine.scripts import _lua_dir, load_dir
 PROBE = """--[[ probe: the message field readers on each message
 ARG msgs...  the messages
 Returns, per message: {tenant or '', priority, retry_front (0/1), where field F.tenant starts or -1,
-where field 3 starts or -1, key or ''}.
+where field 3 starts or -1, key or '', then where msg_tail says priority, key, retry_front and tenant
+start (-1: not encoded) and what the *_at readers read there: tenant, priority, retry_front, key}.
 ]]
 --- @include "msgfield"
 local out = {}
@@ -29,6 +31,11 @@ for j = 1, A.msgs.n do
   local m = A.msgs[j]
   out[j] = {msg_tenant(m, 1) or '', msg_priority(m, 1), msg_retry_front(m, 1) and 1 or 0,
             msg_field(m, 1, F.tenant) or -1, msg_field(m, 1, 3) or -1, msg_key(m, 1) or ''}
+  local p, k, f, t = msg_tail(m, 1)
+  local o = out[j]
+  o[7], o[8], o[9], o[10] = p or -1, k or -1, f or -1, t or -1
+  o[11], o[12] = tenant_at(m, t) or '', priority_at(m, p)
+  o[13], o[14] = retry_front_at(m, f) and 1 or 0, key_at(m, k) or ''
 end
 return out
 """
@@ -104,8 +111,12 @@ def test_the_readers_agree_with_the_codec(backend: Any, probe: Any) -> None:
     raw = [encode(m) for m in msgs]
     got = backend.sync.eval(probe.source, 0, *raw)
     t = FIELD_INDEX["tenant"]
-    for m, data, (tenant, priority, front, at_tenant, at_3, key) in zip(msgs, raw, got, strict=True):
+    tail = [FIELD_INDEX[f] for f in ("priority", "key", "retry_front", "tenant")]
+    for m, data, reply in zip(msgs, raw, got, strict=True):
+        tenant, priority, front, at_tenant, at_3, key = reply[:6]
         starts = _starts(data)
+        assert reply[6:10] == [starts[i] if len(starts) > i else -1 for i in tail], m  # one walk, the same places
+        assert reply[10:14] == [tenant, priority, front, key], m
         assert tenant.decode() == m.tenant, m
         assert key.decode() == m.key, m
         assert (priority, front) == (m.priority, int(m.retry_front)), m

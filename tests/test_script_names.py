@@ -135,7 +135,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("proc_read", lambda b: b.proc_read("q", "p1", 3, 7)),
     ("proc_step", lambda b: b.proc_step("q", [("i", "tok", "p1", P.new_record("t"), 1, b"", "proc:p1")])),
     ("proc_commit", lambda b: b.proc_commit("q", "i", "tok", M, P.Plan("p1", "call", P.new_record("t"), state=b"s",
-                                              events=[b"e"], timer="s", timer_ms=5, remove=True, response=4, keep=9),
+                                              events=[b"e"], timer="s", timer_at=5, remove=True, response=4, keep=9),
                                               ("ti", M0), b"out")),
     ("rules_take", lambda b: b.rules_take("in", "tk", 5)),
     ("rules_push", lambda b: b.rules_push("qq", "task", "g")),

@@ -361,15 +361,19 @@ class Runner:
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "read", loop.time() - started)
             started = loop.time()
-            if h.is_async:
-                saved = process.CHECKPOINT.set(self._checkpoint(task, parsed, h) if h.checkpoints else None)
-                try:
-                    step = await h.fn(proc, inp)  # type: ignore[misc]
-                finally:
-                    process.CHECKPOINT.reset(saved)
-            else:
-                ctx = contextvars.copy_context()
-                step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
+            now = process.NOW.set(self.ctx.clock.now_ms)  # (the clock its timers fire by: Redis's)
+            try:
+                if h.is_async:
+                    saved = process.CHECKPOINT.set(self._checkpoint(task, parsed, h) if h.checkpoints else None)
+                    try:
+                        step = await h.fn(proc, inp)  # type: ignore[misc]
+                    finally:
+                        process.CHECKPOINT.reset(saved)
+                else:
+                    ctx = contextvars.copy_context()
+                    step = await loop.run_in_executor(self.pool, functools.partial(ctx.run, h.fn, proc, inp))
+            finally:
+                process.NOW.reset(now)
             if self.ctx.metrics.enabled:
                 self.ctx.metrics.process_phase(h.type, "processing", loop.time() - started)
             step = self._tagged(task, h, step)

@@ -8,6 +8,8 @@
 --- msg_retry_front(m, i): whether the message asks its retries to go to the front.
 --- msg_tenant(m, i): the tenant of the message at i, or nil (none: the tenant '').
 --- msg_key(m, i): the key of the message at i (enqueue(key=...)), or nil (none, '', or not a string).
+--- msg_tail(m, i): where priority, key, retry_front and tenant start (nil: not encoded), in one
+--- walk; priority_at, key_at, retry_front_at, tenant_at(m, at) read each at its place.
 local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/model/codec.py)
 -- msgpack type bytes 0xc0..0xdb, one byte each (at b - 0xbf) of a string: a constant, not tables
 -- built again on every call of every script that includes this (~17 000 instructions a call).
@@ -62,17 +64,7 @@ end
 -- one-byte msgpack objects (positive and negative fixints, nil, false, true, the empty string): a
 -- message's fields are mostly these, and one string.find skips a run of them (a byte a field)
 local ONE_BYTE = '^[%z\1-\127\160\192\194\195\224-\255]*'
-local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the message at i starts, or nil
-  local b, n = string.byte(m, i), 0
-  if b and b >= 0x90 and b <= 0x9f then
-    n, i = b - 0x90, i + 1
-  elseif b == 0xdc then
-    n, i = mp_uint(m, i + 1, 2) or 0, i + 3
-  end
-  if n <= index then  -- (trailing defaults are left out: the array stops before the field)
-    return nil
-  end
-  local left = index  -- the fields still to skip
+local function fields_skip(m, i, left)  -- where the field ``left`` fields on from the one at i starts, or nil
   while left > 0 do
     local _, e = string.find(m, ONE_BYTE, i)
     local run = e - i + 1
@@ -80,7 +72,7 @@ local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the
       return i + left
     end
     i, left = e + 1, left - run
-    b = string.byte(m, i)
+    local b = string.byte(m, i)
     if b and b >= 0xa1 and b <= 0xbf then  -- a short string
       i = i + 1 + (b - 0xa0)
     else
@@ -91,22 +83,42 @@ local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the
   end
   return i
 end
-local function msg_priority(m, i)
-  local at = msg_field(m, i, PRIORITY_INDEX)
+local function msg_len(m, i)  -- the message's field count and where its first field starts
+  local b = string.byte(m, i)
+  if b and b >= 0x90 and b <= 0x9f then
+    return b - 0x90, i + 1
+  elseif b == 0xdc then
+    return mp_uint(m, i + 1, 2) or 0, i + 3
+  end
+  return 0, i
+end
+local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the message at i starts, or nil
+  local n
+  n, i = msg_len(m, i)
+  if n <= index then  -- (trailing defaults are left out: the array stops before the field)
+    return nil
+  end
+  return fields_skip(m, i, index)
+end
+local function priority_at(m, at)  -- the priority field's value at ``at`` (nil: not encoded)
   local p = at and string.byte(m, at)
   if p and p <= 9 then  -- a positive fixint
     return p
   end
   return DEFAULT_PRIORITY
 end
+local function msg_priority(m, i)
+  return priority_at(m, msg_field(m, i, PRIORITY_INDEX))
+end
 local RETRY_FRONT_INDEX = F.retry_front
-local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
-  local at = msg_field(m, i, RETRY_FRONT_INDEX)
+local function retry_front_at(m, at)
   return at ~= nil and string.byte(m, at) == 0xc3  -- msgpack true
 end
+local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
+  return retry_front_at(m, msg_field(m, i, RETRY_FRONT_INDEX))
+end
 local TENANT_INDEX = F.tenant
-local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
-  local at = msg_field(m, i, TENANT_INDEX)
+local function tenant_at(m, at)
   local b = at and string.byte(m, at)
   if not b then return nil end
   if b >= 0xa1 and b <= 0xbf then  -- fixstr (a name is 1 to 64 bytes)
@@ -117,9 +129,11 @@ local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none
   end
   return nil
 end
+local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
+  return tenant_at(m, msg_field(m, i, TENANT_INDEX))
+end
 local KEY_FIELD = F.key
-local function msg_key(m, i)  -- the key of the message at i, or nil (none, '', or not a string)
-  local at = msg_field(m, i, KEY_FIELD)
+local function key_at(m, at)
   local b = at and string.byte(m, at)
   if not b then return nil end
   local n, head
@@ -131,4 +145,20 @@ local function msg_key(m, i)  -- the key of the message at i, or nil (none, '', 
   end
   if not n or n == 0 or at + head + n - 1 > #m then return nil end
   return string.sub(m, at + head, at + head + n - 1)
+end
+local function msg_key(m, i)  -- the key of the message at i, or nil (none, '', or not a string)
+  return key_at(m, msg_field(m, i, KEY_FIELD))
+end
+-- where the fields a due task's move reads start (nil: not encoded), found in one walk of the
+-- message: priority, key, retry_front, tenant (their indices grow in that order: codec.py asserts it)
+local function msg_tail(m, i)
+  local n, at = msg_len(m, i)
+  if n <= PRIORITY_INDEX then return nil end
+  local p = fields_skip(m, at, PRIORITY_INDEX)
+  if not p or n <= KEY_FIELD then return p end
+  local k = fields_skip(m, p, KEY_FIELD - PRIORITY_INDEX)
+  if not k or n <= RETRY_FRONT_INDEX then return p, k end
+  local f = fields_skip(m, k, RETRY_FRONT_INDEX - KEY_FIELD)
+  if not f or n <= TENANT_INDEX then return p, k, f end
+  return p, k, f, fields_skip(m, f, TENANT_INDEX - RETRY_FRONT_INDEX)
 end

@@ -8,6 +8,7 @@
 --- pk: a script's pending keys, {pending list, prio zset, tq, tr, tn} (names: pending_keys).
 --- push_pending(pk, id, m, i, front): make id, whose message starts at byte i of m, pending at
 --- the back (or ``front``) of its priority, within its tenant if it has one.
+--- push_at(pk, id, p, tenant, front): the same, the message's priority and tenant (nil: none) read.
 --- pending_count(pk): how many pending ids (placeholders included), every tenant's counted.
 --- Message fields: includes/msgfield; tenants: includes/tenant.
 --- @include "msgfield"
@@ -18,9 +19,8 @@ local HIGH_END = (9 - DEFAULT_PRIORITY) * BAND  -- scores below it: priorities a
 --- the end of its band would sort with the next priority, so a push that would cross (2^44 pushes
 --- at one end while the band never empties) first spreads the band's members again around its
 --- middle, in order (push_pending; push_many pushes such a batch one by one through it).
-local function push_pending(pk, id, m, i, front)
-  local list, pq, p = pk[1], pk[2], msg_priority(m, i)
-  local tenant = msg_tenant(m, i)
+local function push_at(pk, id, p, tenant, front)
+  local list, pq = pk[1], pk[2]
   if tenant then
     return tenant_push(pk, tenant, id, p, front)
   end
@@ -57,6 +57,9 @@ local function push_pending(pk, id, m, i, front)
     end
   end
   redis.call('ZADD', pq, string.format('%.0f', score), id)
+end
+local function push_pending(pk, id, m, i, front)
+  return push_at(pk, id, msg_priority(m, i), msg_tenant(m, i), front)
 end
 local function pending_count(pk)
   return redis.call('LLEN', pk[1]) + redis.call('ZCARD', pk[2]) + (pk[3] and redis.call('ZCARD', pk[3]) or 0)

@@ -20,6 +20,8 @@
 --- key field (F.key, codec's KEY_INDEX: trailing defaults are left out of the encoding) and the key is
 --- not '' (a message with a later field set, retry_front or a tenant, has the key field even
 --- without a key).
+--- task_key_at(m, at): the key of a message whose key field starts at ``at`` (msg_tail's second;
+--- nil: not encoded): false = none (is_keyed's test), '(unreadable)' = a key that is not a string.
 --- pk: the script's pending keys (includes/priority).
 --- @include "signal"
 --- @include "priority"
@@ -29,6 +31,10 @@ local KEY_INDEX = F.key
 local function is_keyed(m, i)
   local at = msg_field(m, i, KEY_INDEX)
   return at ~= nil and string.byte(m, at) ~= 0xa0  -- (0xa0: the empty string)
+end
+local function task_key_at(m, at)  -- the key whose field starts at ``at`` (msg_tail): false = none
+  if not at or string.byte(m, at) == 0xa0 then return false end
+  return key_at(m, at) or '(unreadable)'
 end
 local function key_take(keyheld, key, id)
   local holder = redis.call('HGET', keyheld, key)

@@ -42,6 +42,7 @@ from ..model.errors import InvalidArgumentError, LeaseLostError, TaskNotFoundErr
 from ..processes.model import (
     CHECKPOINTED_HISTORY,
     HISTORY_WINDOW,
+    NOW,
     Checkpoint,
 )
 from . import traced
@@ -583,8 +584,10 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 def _now_ms() -> int:
-    """This worker's time (ms since the epoch, UTC)."""
-    return int(time.time() * 1000)
+    """The run's time (ms since the epoch, UTC): Redis's as its worker reckons it (the process
+    model's ``NOW``), by which its timers fire; this host's outside a worker."""
+    clock = NOW.get()
+    return clock() if clock is not None else int(time.time() * 1000)
 
 
 def start_args(args: tuple[Any, ...]) -> list[Any]:

@@ -217,6 +217,8 @@ RETRY_FRONT_INDEX = _FIELDS.index("retry_front")
 TENANT_INDEX = _FIELDS.index("tenant")
 MIN_VERSION_INDEX = _FIELDS.index("min_version")
 KEY_INDEX = _FIELDS.index("key")
+# lua/includes/msgfield.lua's msg_tail finds these in one walk, in this order
+assert PRIORITY_INDEX < KEY_INDEX < RETRY_FRONT_INDEX < TENANT_INDEX
 FIELD_INDEX: dict[str, int] = {name: i for i, name in enumerate(_FIELDS)}
 """Each message field's index in the encoded array (0-based): the table a Lua script reads as
 ``F.<field>`` (core/spine/scripts.py emits the fields a script uses into its prologue), so no field

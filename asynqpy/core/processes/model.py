@@ -372,7 +372,7 @@ class Plan:
     state: bytes | None = None  # None = keep
     events: list[bytes] = field(default_factory=list)
     timer: str = "k"  # 'k' keep, 'x' cancel, 's' set
-    timer_ms: int = 0  # 's': the delay
+    timer_at: int = 0  # 's': when it fires (ms, on the clock of plan_step's now_ms: Redis's)
     remove: bool = False
     response: Any = None
     skipped: bool = False
@@ -411,15 +411,17 @@ TIMER_MAX_S = 100 * 365 * 24 * 3600
 time stays below the held tasks' band of the scheduled zset, docs/internals-scripts.md "Bands and sentinels")."""
 
 
-def _delay_ms(timer: Any, now_ms: int) -> int:
+def _due_ms(timer: Any, now_ms: int) -> int:
+    """When a Step's timer fires: a datetime as it is, seconds from ``now_ms`` (an absolute time, so
+    that the time the commit waits for its turn in the worker's batch is not added to it)."""
     if isinstance(timer, datetime):
         if timer.tzinfo is None:
             raise InvalidArgumentError("a timer datetime must be timezone-aware")
-        return max(0, int(timer.timestamp() * 1000) - now_ms)
+        return max(0, min(int(timer.timestamp() * 1000), now_ms + TIMER_MAX_S * 1000))
     if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not 0 <= timer <= TIMER_MAX_S:
         raise InvalidArgumentError(f"Step.timer must be seconds from 0 to 100 years, a datetime, None or KEEP, "
                                    f"got {timer!r}")
-    return int(timer * 1000)
+    return now_ms + int(timer * 1000)
 
 
 def plan_step(pid: str, kind: str, rec: Record | None, step: Any, now_ms: int) -> Plan:
@@ -439,7 +441,7 @@ def plan_step(pid: str, kind: str, rec: Record | None, step: Any, now_ms: int) -
     if step.timer is None:
         plan.timer = "x"
     elif step.timer is not KEEP:
-        plan.timer, plan.timer_ms = "s", _delay_ms(step.timer, now_ms)
+        plan.timer, plan.timer_at = "s", _due_ms(step.timer, now_ms)
     plan.result = codec.encode_payload(step.response, "response") if step.response is not None else b""
     return plan
 
@@ -533,6 +535,11 @@ appends ``events`` to the history now (the record keeps its status, state and ti
 whether the input should end (other inputs wait for the process, or its time is spent)."""
 CHECKPOINT: contextvars.ContextVar[Checkpoint | None] = contextvars.ContextVar("asynqpy_process_checkpoint",
                                                                                default=None)
+NOW: contextvars.ContextVar[Callable[[], int] | None] = contextvars.ContextVar("asynqpy_process_now", default=None)
+"""The clock an input of a processor runs by, given by the worker beside :data:`CHECKPOINT`: Redis's
+time as the worker reckons it (``Clock.now_ms``, ms), the clock a step's timer fires by. A durable
+run reads its time from it (``ctx.now()``, its sleeps' ends), so that a worker whose own clock is off
+neither wakes its runs early, over and over, nor late; None (outside a worker): this host's clock."""
 
 
 def response_of(plan: Plan) -> bytes:

@@ -159,7 +159,7 @@ class FeatureCalls(BrokerBase):
         op, rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel = process.step_args(plan, iid, tid_arg)
         args = [iid, token, self.seal(queue, id, msg) if msg.retention_ms > 0 else b"", msg.retention_ms, 0,
                 outcome, msg.retried + 1, id_arg(plan.pid), plan.kind, b"" if plan.skipped else plan.expect, op,
-                rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel, plan.timer_ms, tid_arg,
+                rec_a, rec_due, rec_b, rec_c, events, drop_from, drop_to, cancel, plan.timer_at, tid_arg,
                 self.seal(queue, tid, tmsg) if sets and tmsg is not None else b"", msg.key, 0,
                 process.response_of(plan), 1 if progressed else 0]
         return Commit(id, plan.pid, args, q.inbox(msg.reply_to) if outcome and msg.reply_to else "",
