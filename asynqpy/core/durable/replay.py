@@ -584,8 +584,7 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 def _now_ms() -> int:
-    """The run's time (ms since the epoch, UTC): Redis's as its worker reckons it (the process
-    model's ``NOW``), by which its timers fire; this host's outside a worker."""
+    """The run's time (ms, UTC): Redis's as its worker reckons it (process ``NOW``); else this host's."""
     clock = NOW.get()
     return clock() if clock is not None else int(time.time() * 1000)
 
