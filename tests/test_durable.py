@@ -177,7 +177,7 @@ def test_a_timer_fires_at_the_time_asked_not_after_the_commits_wait(backend: Any
     # a step's timer is a time (plan_step), not a delay the commit's script adds to its own
     # "now": a commit that waits in the worker's batch (tens of ms under load) made a sleep_until
     # fire that much late (bench/durable.py --wake: every timer of a burst ~30 ms late)
-    at = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    at = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=1)  # (whole ms: as stored)
     at_ms = int(at.timestamp() * 1000)
     assert plan_step("p", "k", None, Step(timer=at), 1_000).timer_at == at_ms
     assert plan_step("p", "k", None, Step(timer=5), 1_000).timer_at == 6_000
