@@ -136,6 +136,7 @@ def test_a_message_cut_short_or_not_msgpack_reads_as_the_defaults(backend: Any, 
     for k, reply in enumerate(got[:len(cut)]):
         if k < at:  # (cut before the tenant's first byte: none)
             assert reply[0] == b"", (k, reply)
+        assert reply[0] in (b"", b"acme"), (k, reply)  # a tenant cut short is none, never a part of it
     key_end = _starts(whole)[FIELD_INDEX["key"] + 1] - 1  # (bytes up to the key's last one)
     for k, reply in enumerate(got[:len(cut)]):  # a key cut short is none, never a part of it
         assert reply[5] == (b"acct-7" if k >= key_end else b""), (k, reply)

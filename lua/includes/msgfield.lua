@@ -117,23 +117,9 @@ end
 local function msg_retry_front(m, i)  -- the message (at i) asks its retries to go to the front
   return retry_front_at(m, msg_field(m, i, RETRY_FRONT_INDEX))
 end
-local TENANT_INDEX = F.tenant
-local function tenant_at(m, at)
-  local b = at and string.byte(m, at)
-  if not b then return nil end
-  if b >= 0xa1 and b <= 0xbf then  -- fixstr (a name is 1 to 64 bytes)
-    return string.sub(m, at + 1, at + b - 0xa0)
-  elseif b == 0xd9 then  -- str8
-    local n = string.byte(m, at + 1)
-    return n and n > 0 and string.sub(m, at + 2, at + 1 + n) or nil
-  end
-  return nil
-end
-local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
-  return tenant_at(m, msg_field(m, i, TENANT_INDEX))
-end
-local KEY_FIELD = F.key
-local function key_at(m, at)
+-- the string whose msgpack object starts at ``at`` (a tenant, a key), or nil: none, '', not a
+-- string, or cut short (never a part of it)
+local function str_at(m, at)
   local b = at and string.byte(m, at)
   if not b then return nil end
   local n, head
@@ -146,6 +132,12 @@ local function key_at(m, at)
   if not n or n == 0 or at + head + n - 1 > #m then return nil end
   return string.sub(m, at + head, at + head + n - 1)
 end
+local tenant_at, key_at = str_at, str_at
+local TENANT_INDEX = F.tenant
+local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
+  return tenant_at(m, msg_field(m, i, TENANT_INDEX))
+end
+local KEY_FIELD = F.key
 local function msg_key(m, i)  -- the key of the message at i, or nil (none, '', or not a string)
   return key_at(m, msg_field(m, i, KEY_FIELD))
 end
