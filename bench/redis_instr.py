@@ -1,11 +1,12 @@
 """Redis's own instructions per task of a worker's drain, counted with callgrind: a count that does
 not depend on the machine's load (a shared VM's CPU times vary by tens of percent between runs).
 
-    python bench/redis_instr.py [--n 3000] [--kind drain|keyed|process] [--events on|off]
+    python bench/redis_instr.py [--n 3000] [--kind drain|keyed|process|durable] [--events on|off]
 
 Starts redis-server under ``valgrind --tool=callgrind`` on a free loopback port (valgrind must be
 installed), fills one queue with N no-op tasks (``keyed``: over 100 keys; ``process``: call inputs
-of 100 durable processes, started first; ``bare``: a list of ids, LPUSHed), then zeroes the counts and drains it with one in-process
+of 100 durable processes, started first; ``durable``: runs of a durable function of 3 steps, per run;
+``bare``: a list of ids, LPUSHed), then zeroes the counts and drains it with one in-process
 worker of concurrency 20 (``bare``: a loop of one BRPOP per task; the measured phase; every script
 loaded before), and prints Redis's instructions per task (Ir, every
 instruction redis-server ran: networking, scripts, commands), the round trips (INFO stats
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import redis
 
-from asynqpy import Client, Input, Inspector, Process, ServeMux, Server, Step, Task
+from asynqpy import Client, Durable, Input, Inspector, Process, ServeMux, Server, Step, Task
 from asynqpy.core.processes.model import input_payload, key_of
 from asynqpy.core.spine.scripts import load_scripts
 
@@ -58,6 +59,17 @@ def _mux(target: int, done: asyncio.Event) -> ServeMux:
     async def t(task: Task) -> None:
         hit()
 
+    async def add(k: int) -> int:
+        return k + 1
+
+    @mux.durable(name="short", queue=Q)
+    async def short(ctx: Durable) -> int:  # (bench/durable.py's short run: 3 steps)
+        k = 0
+        for name in "abc":
+            k = await ctx.step(name, add, k)
+        hit()
+        return k
+
     @mux.process("acct")
     async def acct(p: Process, i: Input) -> Step:
         if i.kind == "init":
@@ -77,6 +89,11 @@ def _task(kind: str, i: int) -> tuple[object, ...]:
 
 
 def _fill(url: str, kind: str, n: int) -> None:
+    if kind == "durable":
+        with Client(url) as c:
+            for i in range(n):
+                c.start("short", id=f"r{i}", queue=Q)
+        return
     with Client(url) as c:
         for start in range(0, n, 1000):
             c.enqueue_many([_task(kind, i) for i in range(start, min(n, start + 1000))], queue=Q)  # type: ignore[misc]
@@ -118,7 +135,7 @@ def _instructions(out: Path) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("--kind", choices=("drain", "keyed", "process", "bare"), default="drain")
+    ap.add_argument("--kind", choices=("drain", "keyed", "process", "durable", "bare"), default="drain")
     ap.add_argument("--events", choices=("on", "off"), default="on")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)

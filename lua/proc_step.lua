@@ -3,7 +3,8 @@
 recorded) are written, and the input goes on, still holding its lease and its process's key. The
 record keeps its status, state and timer (a crash after this leaves an input that runs again from
 the record as written here: an init stays 'starting', a timer input stays the record's timer); only
-its event count and 'updated' change. The input later ends with proc_commit (or checkpoints again),
+its event count and 'updated' change (the worker sends the record's items around 'updated', so the
+script writes the record without parsing it). The input later ends with proc_commit (or checkpoints again),
 which checks the record written here. A worker sends the checkpoints of its runs that reached one
 together (one call per queue per batch); each item is checked and written on its own.
 KEY tasks          tasks hash
@@ -14,12 +15,13 @@ KEY hist           hist hash: '<process id>:<n>' -> event
 KEY extra...       the processes' key lists (the inputs waiting behind each running one), named by
                    index j from ARGV: K.extra[j]
 ARG now            '' = Redis time; else a simulated time in ms
-ARG items... {id token pid expect count events keylist}  one item per input:
+ARG items... {id token pid expect head tail events keylist}  one item per input:
         id         the running input's task id
         token      its lease token
         pid        the process id
         expect     the record as the worker holds it (its stored bytes)
-        count      the event count once the events are appended
+        head       the new record's items before 'updated' (rec_pack; its count: the events appended)
+        tail       ... and after it (the record is written as head, 'updated' = now, tail)
         events     rec_pack of (hist field, entry but its time) pairs (as proc_commit's new_events)
         keylist    index j of the process key's list in K.extra[j]
 Returns one reply per item, {code, record, waiting}: code 1 = written (record: the record as stored
@@ -50,9 +52,7 @@ for i = 1, A.items.n do
         redis.call('HSET', K.hist, unpack(fv, j, math.min(#fv, j + 999)))
       end
     end
-    local r = rec_unpack(raw)
-    r[R_N], r[R_UPDATED] = it.count, now
-    raw = rec_pack(r)
+    raw = it.head .. at .. it.tail
     redis.call('HSET', K.proc, it.pid, raw)
     redis.call('ZADD', K.procs, tonumber(now), it.pid)
     out[i] = {1, raw, redis.call('LLEN', K.extra[tonumber(it.keylist)])}

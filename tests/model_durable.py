@@ -386,7 +386,7 @@ class DurableDriver:
         async def checkpoint(events: Any) -> bool:
             rec = held["rec"]
             count, packed, _ = proc.checkpoint_args(rec, kind, events, id.encode())
-            got = self.m.x.run(self.m.b.proc_step(DQ, [(id, token, pid, rec.expect, count, packed, key)]))[0]
+            got = self.m.x.run(self.m.b.proc_step(DQ, [(id, token, pid, rec, count, packed, key)]))[0]
             if isinstance(got, Exception):
                 raise got
             held["rec"] = proc.checkpointed(rec, count, got[0])  # (as the worker holds it)

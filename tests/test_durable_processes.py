@@ -146,7 +146,7 @@ def test_an_outage_while_reading_the_process_is_waited_out_not_a_failure(
 
     def no_pages(self: Any, *a: Any, **kw: Any) -> None:
         init(self, *a, **kw)
-        self.pages = -1
+        self.window = -1
 
     monkeypatch.setattr(Runner, "__init__", no_pages)
 
@@ -768,6 +768,110 @@ def test_a_worker_reads_only_the_events_of_a_process_it_does_not_hold_yet(backen
         assert await reads.process(Q, "nope", 4) is None
 
     asyncio.run(main())
+
+
+def test_a_dequeue_reads_a_tail_while_the_worker_holds_the_rest(backend: Any) -> None:
+    """While most dequeued processes' older events are held, a dequeue reads only the newest
+    TAIL (runner._Reads.pages) and the page is made whole from the events held: the same page as a
+    whole read's. A tail whose older events are not held (more new events than the tail, a process
+    started again under the same id) is not taken as whole (False: the input reads its process);
+    misses send the dequeue back to whole pages. Unit level: the dequeue's reply for one process
+    is proc_read's (includes/proc_page)."""
+    from types import SimpleNamespace
+
+    import msgpack
+
+    from asynqpy.core.processes import model as P
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.core.workflows.records import rec_pack, rec_unpack
+    from asynqpy.redisio.executor import AsyncExecutor
+    from asynqpy.worker.runner import TAIL, _Reads
+
+    k, r, b, window = queue_keys(Q), backend.sync, Broker(), 20
+
+    def write(pid: str, n: int, tag: bytes) -> None:  # a record of n events, each tagged
+        f = rec_unpack(P.new_record("t"))
+        f[P.R_N] = b"%d" % n
+        r.hset(k.proc, pid, rec_pack(f))
+        r.hset(k.hist, mapping={f"{pid}:{i}": rec_pack([b"1", tag, b"call", msgpack.packb(i)]) for i in range(1, n + 1)})
+
+    async def main() -> None:
+        ex = AsyncExecutor(backend.new_async())
+        reads = _Reads(SimpleNamespace(exec=ex, broker=b))  # type: ignore[arg-type]
+
+        async def dequeued(pid: str, pages: int) -> Any:  # the dequeue's read of the process
+            return await ex.run(b.proc_read(Q, pid, 0, pages))
+
+        async def whole(pid: str) -> Any:
+            return P.parse_read(pid, await ex.run(b.proc_read(Q, pid, 0, window)), Q)
+
+        def view(got: Any) -> Any:
+            return got[0].view(got[1], Q)
+
+        assert reads.pages(window) == window and reads.pages(3) == 3  # whole pages at first
+        n = 30
+        write("h1", n, b"a")
+        assert view(reads.primed(Q, "h1", window, await dequeued("h1", window))) == await whole("h1")
+        for _ in range(200):  # each input appends an event: a tail would have done every time
+            n += 1
+            write("h1", n, b"a")
+            assert view(reads.primed(Q, "h1", window, await dequeued("h1", reads.pages(window)))) == await whole("h1")
+        assert reads.pages(window) == TAIL and reads.pages(3) == 3
+        n += 1
+        write("h1", n, b"a")
+        got = reads.primed(Q, "h1", window, await dequeued("h1", TAIL))
+        assert view(got) == await whole("h1") and [e.id for e in view(got).history] == list(range(n - 19, n + 1))
+        n += TAIL + 1
+        write("h1", n, b"a")  # more new events than the tail: its older ones are not held
+        assert reads.primed(Q, "h1", window, await dequeued("h1", TAIL)) is False
+        assert view(await reads.process(Q, "h1", window)) == await whole("h1")  # what the input reads then
+        r.delete(k.hist)
+        write("h1", n + 1, b"b")  # started again under the same id: the event held there is not this one
+        assert reads.primed(Q, "h1", window, await dequeued("h1", TAIL)) is False
+        restarted = view(await reads.process(Q, "h1", window))
+        assert restarted == await whole("h1") and {e.input for e in restarted.history} == {"b"}
+        assert reads.primed(Q, "nope", window, await dequeued("nope", TAIL)) is None
+        for i in range(40):  # processes never read before: misses, back to whole pages
+            write(f"m{i}", 30, b"c")
+            assert reads.primed(Q, f"m{i}", window, await dequeued(f"m{i}", TAIL)) is False
+        assert reads.pages(window) == window
+
+    asyncio.run(main())
+
+
+def test_a_processor_sees_its_whole_window_when_the_dequeue_reads_a_tail(backend: Any) -> None:
+    """300 calls to one process in a row (a worker that holds its events: the dequeue soon reads a
+    tail of them, runner.TAIL): each input still sees the last 20 events, in order."""
+    from asynqpy.worker import runner
+
+    mux, seen, asked = ServeMux(), [], []
+
+    @mux.process("counter", history=20)
+    async def counter(p: Process, i: Input) -> Step:
+        if i.kind == "call":
+            seen.append((p.events, [(e.id, e.data) for e in p.history]))
+        return Step(events=[p.events + 1], state=None, response=p.events)
+
+    pages = runner.Runner.pages
+
+    def spied(self: Any) -> int:
+        asked.append(pages(self))
+        return asked[-1]
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        await ac.start_process("counter", "c1", queue=Q)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(runner.Runner, "pages", spied)
+            async with serving(backend.new_async(), mux, queues=[Q], concurrency=1):
+                for _ in range(300):
+                    await ac.call_process("c1", None, queue=Q, timeout=10)
+        await ac.close()
+
+    asyncio.run(main())
+    assert len(seen) == 300 and runner.TAIL in asked
+    for n, history in seen:
+        assert history == [(e, e) for e in range(max(1, n - 19), n + 1)]
 
 
 def test_a_step_with_thousands_of_events_is_written_whole(backend: Any) -> None:

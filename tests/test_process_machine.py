@@ -235,7 +235,7 @@ class ProcessMachine(RuleBasedStateMachine):
         last one left it, or None if one was refused (the lease lost: another attempt holds it)."""
         for _ in range(data.draw(st.sampled_from([0, 0, 1, 2]), label="checkpoints")):
             count, events, _ = proc.checkpoint_args(rec, kind, [f"step:{id}"], id.encode())
-            got = self.x.run(self.b.proc_step(Q, [(id, token, pid, rec.expect, count, events, key)]))[0]
+            got = self.x.run(self.b.proc_step(Q, [(id, token, pid, rec, count, events, key)]))[0]
             if isinstance(got, Exception):
                 assert isinstance(got, (LeaseLostError, TaskNotFoundError)), got
                 event("checkpoint refused")

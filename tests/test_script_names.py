@@ -133,7 +133,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("key_free", lambda b: b.key_free("q", "k", "h")),
     ("proc_start", lambda b: b.proc_start("q", "p1", "i", Message(P.TYPE_PREFIX + "x", key="proc:p1"))),
     ("proc_read", lambda b: b.proc_read("q", "p1", 3, 7)),
-    ("proc_step", lambda b: b.proc_step("q", [("i", "tok", "p1", P.new_record("t"), 1, b"", "proc:p1")])),
+    ("proc_step", lambda b: b.proc_step("q", [("i", "tok", "p1", P.parse_record("p1", P.new_record("t")), 1, b"", "proc:p1")])),
     ("proc_commit", lambda b: b.proc_commit("q", "i", "tok", M, P.Plan("p1", "call", P.new_record("t"), state=b"s",
                                               events=[b"e"], timer="s", timer_at=5, remove=True, response=4, keep=9),
                                               ("ti", M0), b"out")),

@@ -76,7 +76,7 @@ class Taker(Protocol):
     quiet: bool
     dequeued: Callable[[str], None] | None
     writer: Writer  # the outcomes it queued ride with the dequeues (_dequeue)
-    pages: int  # -1, or the events of a process the dequeue reads with each process input it takes
+    pages: Callable[[], int]  # -1, or the events of its process a dequeue reads with each process input
 
     def start(self, queue: str, id: str, raw: bytes, token: str, now_ms: int, lease_until: float,
               page: tuple[str, list[Any]] | None = None) -> None: ...
@@ -361,7 +361,7 @@ class Fetcher:
     async def _dequeue(self, q: str, count: int, token: str) -> Dequeued:
         """One dequeue of ``q``; the writes the writer queued ride with it (``Writer.write_with``):
         one round trip, the successes of ``q`` acknowledged in the dequeue's own call."""
-        b, o, pages = self.ctx.broker, self.opts, self.p.pages
+        b, o, pages = self.ctx.broker, self.opts, self.p.pages()
         call = b.dequeue(q, count, o.lease_ms, token, self.name, o.version_code, pages)
         batch = self.p.writer.take()
         if not batch:
@@ -531,7 +531,7 @@ class Fetcher:
             fired, res, lease_from = await waiter.wait(
                 self._wait_keys(now), timeout,
                 self.ctx.broker.dequeue(tried, count, self.opts.lease_ms, token, self.name, self.opts.version_code,
-                                        self.p.pages) if tried is not None else None)
+                                        self.p.pages()) if tried is not None else None)
         finally:
             self._in_wait = False
             self._riding = 0

@@ -82,7 +82,7 @@ class Processor:
         self.writer = Writer(ctx, options, self.held, self.executing)
         self.policy = Policy(options.retry_delay, options.unknown_type)
         self.dequeued: Callable[[str], None] | None = None  # told each queue this server took tasks of
-        self.pages = self.runner.pages  # the process reads each dequeue makes (-1: no process type)
+        self.pages = self.runner.pages  # the process reads each dequeue makes (a count; -1: no process type)
         self.fetcher = Fetcher(ctx, options, self)
         self.writer.hold = lambda: self.fetcher.refill  # the writes ride with the fetcher's next dequeue
         self._slot_freed = self.fetcher.slot_freed

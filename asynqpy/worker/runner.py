@@ -53,6 +53,10 @@ HISTORY_CACHE = 2000
 """Processes whose latest events a worker keeps (their last read's page of history): a process's
 next read returns only the events it lacks."""
 
+TAIL = 4
+"""The newest events of a process a dequeue reads with each process input it takes while this
+worker finds the rest of the page held (:meth:`_Reads.pages`), instead of the whole window."""
+
 
 _ProcRead = tuple[str, int, str, int, asyncio.Future[Any]]
 """A process read of a pipeline: its queue, history window, process id, newest event held, caller."""
@@ -70,7 +74,15 @@ class _Reads:
     with the process), so the events of a process's last read are kept (:data:`HISTORY_CACHE`
     processes, the least recently read dropped): its next read asks only for the events from the
     newest one held on, and that one, read again, must be the event held (else, a process removed
-    and started again under the same id, the page is read whole)."""
+    and started again under the same id, the page is read whole).
+
+    The dequeue reads each process input's process with it (``pages`` events: lua/includes/dq_procs).
+    While most of those reads find the page's older events held (a worker that runs a process's
+    inputs one after another: its last read is that process's previous one), the dequeue reads only
+    the newest :data:`TAIL` and the page is made whole from the events held (the first one read must
+    be the event held there); a process whose older events are not held is read again with
+    ``proc_read`` from the newest one held (a round trip for that batch). Each dequeued read counts,
+    whichever way it was read, whether a tail would have done (a moving share, :meth:`pages`)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -79,6 +91,29 @@ class _Reads:
         self._flushes: set[asyncio.Task[None]] = set()
         self._held: OrderedDict[tuple[str, str], tuple[int, list[bytes]]] = OrderedDict()
         # (queue, process id) -> (id of the first event held, the events held from it on)
+        self._tail_hits = 0.0  # the moving share of dequeued process reads a tail would have made whole
+        self._tail = False  # the dequeue reads a tail (:data:`TAIL` events) rather than the whole window
+
+    def pages(self, window: int) -> int:
+        """How many of its process's last events a dequeue reads with each process input it takes
+        (-1: none, a worker of no process type): ``window`` (the most its process types read), or
+        :data:`TAIL` while a tail mostly did (on from a share of 0.9, off below 0.7)."""
+        return TAIL if self._tail and window > TAIL else window
+
+    def _count_tail(self, hit: bool) -> None:
+        self._tail_hits += ((1.0 if hit else 0.0) - self._tail_hits) / 64
+        self._tail = self._tail_hits >= 0.7 if self._tail else self._tail_hits >= 0.9
+
+    def _completed(self, key: tuple[str, str], want: int, start: int, events: list[Any]) -> list[Any] | None:
+        """A page of events read from ``start`` made whole from event ``want`` on with the events
+        held (the first one read must be the one held there); None when they are not held."""
+        got = self._held.get(key)
+        if got is None or not events:
+            return None
+        first_held, held = got
+        if not first_held <= want <= start <= first_held + len(held) - 1 or held[start - first_held] != events[0]:
+            return None
+        return [*held[want - first_held:start - first_held], *events]
 
     def _known(self, queue: str, pid: str) -> int:
         got = self._held.get((queue, pid))
@@ -93,7 +128,7 @@ class _Reads:
         if not reply:
             self._held.pop(key, None)
             return None
-        rec = process.parse_record(pid, reply[0])
+        rec = reply[0] if isinstance(reply[0], process.Record) else process.parse_record(pid, reply[0])
         start, events = int(reply[1]), reply[2:]
         if known and start == known:  # read from the newest event held on
             got = self._held.get(key)
@@ -122,14 +157,25 @@ class _Reads:
         return loop.create_future()
 
     def primed(self, queue: str, pid: str, count: int,
-               reply: list[Any]) -> tuple[process.Record, process.History] | None:
+               reply: list[Any]) -> tuple[process.Record, process.History] | None | bool:
         """Process ``pid`` from the page its input's dequeue read (lua/includes/dq_procs: the
-        record and at least its last ``count`` events), as :meth:`process` returns it."""
-        events = reply[2:]
-        if len(events) > count:  # (the dequeue read the most events of the worker's process types)
-            drop = len(events) - count
-            reply = [reply[0], int(reply[1]) + drop, *events[drop:]]
-        got = self._page(queue, pid, count, 0, reply)
+        record and its last ``count`` events, or its last :data:`TAIL` ones, made whole with the
+        events held), as :meth:`process` returns it; False when the page is not whole (read it)."""
+        if not reply:
+            return self._page(queue, pid, count, 0, reply)
+        rec = process.parse_record(pid, reply[0])
+        want = max(rec.count - count + 1, rec.first, 1)  # the page's first event
+        start, events, key = int(reply[1]), reply[2:], (queue, pid)
+        if start < want:  # (the dequeue read the most events of the worker's process types)
+            events, start = events[want - start:], want
+        tail = max(want, rec.count - TAIL + 1)
+        whole = self._completed(key, want, tail, events[tail - start:]) if tail >= start else None
+        self._count_tail(whole is not None)
+        if start > want:  # a tail: the events before it come from those held
+            if whole is None:
+                return False
+            events, start = whole, want
+        got = self._page(queue, pid, count, 0, [rec, start, *events])
         assert got is not False and got is not True  # (only a read from an event held can find it changed)
         return got
 
@@ -279,12 +325,17 @@ class Runner:
         handlers = [mux.match(p) for p in mux.patterns]
         # the events of a process each dequeue reads with a process input it takes (the most its
         # process types read; -1: no process type, no reads): the input then needs no read of its own
-        self.pages = max((h.history for h in handlers if isinstance(h, process.ProcessHandler)), default=-1)
+        self.window = max((h.history for h in handlers if isinstance(h, process.ProcessHandler)), default=-1)
         if options.sandbox:  # every plain handler runs sandboxed: each must be importable by a child
             for pattern in mux.patterns:
                 fn = mux.match(pattern)
                 if fn is not None and not isinstance(fn, (Sandboxed, process.ProcessHandler)) and not is_async(fn):
                     import_path(fn)
+
+    def pages(self) -> int:
+        """The events of its process each dequeue reads with a process input it takes (-1: none):
+        the most its process types read, or a tail of them (:meth:`_Reads.pages`)."""
+        return self._reads.pages(self.window)
 
     async def close(self) -> None:
         """Stop the sandbox's child processes, if any were started."""
@@ -341,11 +392,10 @@ class Runner:
                 page = r.page if r is not None else None
                 if r is not None:
                     r.page = None
-                if page is not None and page[0] == pid:  # read by its dequeue
-                    task._proc = self._reads.primed(task.queue, pid, h.history, page[1])
-                else:
-                    task._proc = await self.read_held(task.queue, task.id, (pid, h.history),
-                                                      f"reading process {pid}")
+                got = self._reads.primed(task.queue, pid, h.history, page[1]) \
+                    if page is not None and page[0] == pid else False  # (read by its dequeue)
+                task._proc = got if got is not False else await self.read_held(
+                    task.queue, task.id, (pid, h.history), f"reading process {pid}")
             plan, proc, inp = h.prepare(task, parsed)
             if plan is not None:
                 task._proc = plan
@@ -425,7 +475,7 @@ class Runner:
             events = self._sealed(self._tagged_events(queue, pid, rec.count, events), queue, task.tenant)
             count, packed, encoded = process.checkpoint_args(rec, kind, events, iid.encode(errors="surrogateescape"))
             t0 = loop.time()
-            sent = self._steps.send(queue, (iid, r.token, pid, rec.expect, count, packed, task.message.key))
+            sent = self._steps.send(queue, (iid, r.token, pid, rec, count, packed, task.message.key))
             try:
                 raw, waiting = await asyncio.shield(sent)
             except asyncio.CancelledError:

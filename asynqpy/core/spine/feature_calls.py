@@ -199,11 +199,12 @@ class FeatureCalls(BrokerBase):
                            **exit_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
                            now=self.clock.script_now(), items=args)
 
-    def proc_step(self, queue: str, items: Sequence[tuple[str, str, str, bytes, int, bytes, str]]) \
+    def proc_step(self, queue: str, items: Sequence[tuple[str, str, str, process.Record, int, bytes, str]]) \
             -> Call[list[tuple[bytes, int] | Exception]]:
         """Durable runs' checkpoints inside their running inputs (``lua/proc_step.lua``), one call
-        for those of one queue: per item (input id, lease token, process id, the record as held,
-        the count once the events are appended, the events as
+        for those of one queue: per item (input id, lease token, process id, the record as held
+        (:class:`~asynqpy.core.processes.model.Record`), the count once the events are appended,
+        which the script writes with the record's other items as held, the events as
         :func:`asynqpy.core.processes.model.checkpoint_args` builds them, the process's key), its
         events appended; the input goes on. The reply holds, per item, (the record as stored now,
         how many inputs wait behind the process's key), or the exception its write met
@@ -211,8 +212,10 @@ class FeatureCalls(BrokerBase):
         q = queue_keys(queue)
         extra: dict[str, int] = {}
         args: list[Any] = []
-        for id, token, pid, expect, count, events, key in items:
-            args += [id_arg(id), token, id_arg(pid), expect, count, events,
+        for id, token, pid, held, count, events, key in items:
+            f = process.checkpointed(held, count, b"").fields  # (but its 'updated', which the script puts in)
+            args += [id_arg(id), token, id_arg(pid), held.raw, workflow.rec_pack(f[:process.R_UPDATED]),
+                     workflow.rec_pack(f[process.R_UPDATED + 1:]), events,
                      extra.setdefault(q.key_list(key), len(extra) + 1)]
 
         def one(id: str, pid: str, reply: list[Any]) -> tuple[bytes, int] | Exception:
