@@ -23,8 +23,10 @@ Starts its own redis-server on a free loopback port and one in-process worker. P
   of its name and value, a zset's score as 8; Redis's own overhead per entry is not counted).
 - ``--wake N`` (alone): N runs asleep, ``--due`` of them (10 000) due evenly within ``--window``
   seconds (1), the rest in an hour: the timers' lateness (due time to leaving the scheduled zset,
-  Redis's clock, polled every ~2 ms: the target's figure) and the runs' (due time to their code
-  after the sleep running, the host's clock: bounded by one worker's rate): p50, p99, max.
+  Redis's clock, polled every ~2 ms: the target's figure; and, without polling, from the time of
+  each timer's 'enqueued' stream entry: Redis's clock when the forward moved it) and the runs'
+  (due time to their code after the sleep running, the host's clock: bounded by one worker's
+  rate): p50, p99, max; and the worker's full collections in the window (their longest pause).
 Issue 46's targets: a step <= 2 round trips, a replay of 1 000 steps <= 20 ms of CPU, short runs at
 >= 1/3 the rate of plain tasks, <= 500 B a sleeping run beyond its history, 10^4 of 10^5 sleeping
 runs due in one second woken with p99 lateness <= 50 ms.
@@ -34,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -50,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from redisproc import RedisProcess  # noqa: E402
 
-from asynqpy import AsyncClient, Client, Durable, Input, Process, ServeMux, Server, Task  # noqa: E402
+from asynqpy import AsyncClient, Client, Durable, Input, Inspector, Process, ServeMux, Server, Task  # noqa: E402
 from asynqpy.core.durable.function import DurableFunction  # noqa: E402
 from asynqpy.core.processes.model import Event  # noqa: E402
 from asynqpy.core.spine.keys import queue_keys  # noqa: E402
@@ -269,7 +273,8 @@ async def sleeping(url: str, r: redis.Redis, n: int) -> None:
 async def wakeups(url: str, n: int, due: int, window: float) -> None:
     """``n`` runs asleep, ``due`` of them due within ``window`` s (evenly), the rest in an hour:
     each due run's lateness, from its due time to its code after the sleep running."""
-    server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=50)
+    gc.freeze()  # (the worker freezes its heap as `asynqpy worker` does: at its start and once warm)
+    server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=50, freeze_heap=True)
     worker = asyncio.create_task(server.arun(mux))
     async with AsyncClient(url) as client:
         t0, far = time.monotonic(), int((time.time() + 3600) * 1000)
@@ -286,6 +291,10 @@ async def wakeups(url: str, n: int, due: int, window: float) -> None:
         while len(ASLEEP) < n:
             await asyncio.sleep(0.05)
         asleep_at = time.time() * 1000
+        with Inspector(url) as insp:  # (the stream keeps every timer's 'enqueued' of the window: moved())
+            insp.set_events(Q, 1_000_000)
+        pauses: list[float] = []  # the worker's full collections from here on (ms; worker/heap.py)
+        gc.callbacks.append(_pauses(pauses))
         with tempfile.TemporaryFile() as out:
             watch = _watch_timers(url, first_ms, first_ms + int(window * 1000), out)
             while len(WOKE) < due and time.time() * 1000 < first_ms + window * 1000 + 60_000:
@@ -306,6 +315,7 @@ async def wakeups(url: str, n: int, due: int, window: float) -> None:
             fired.append(t - ordered[k])
             k += 1
     late = sorted((WOKE[i] * 1000 - d) for i, d in dues.items() if i in WOKE)
+    moved = [t - d for t, d in zip(_moved(url, first_ms - 1000), ordered)]
     tenths = [fired[k * len(fired) // 10:(k + 1) * len(fired) // 10] for k in range(10)]  # (in due order)
     gaps = [b[0] - a[0] for a, b in zip(polls, polls[1:])]  # (a poll's own precision)
 
@@ -318,6 +328,40 @@ async def wakeups(url: str, n: int, due: int, window: float) -> None:
           f"(target p99 <= 50 ms; polls {p(gaps, 0.5):.0f} ms apart at p50, {p(gaps, 1):.0f} at most)\n  runs resumed (their code after the sleep ran; one worker process): {len(late)}, "
           f"lateness p50 {p(late, 0.5):.1f} ms, p99 {p(late, 0.99):.1f} ms, max {p(late, 1):.1f} ms")
     print("  timers by tenth of the window, p50/max ms: " + ", ".join(f"{p(t, 0.5):.0f}/{p(t, 1):.0f}" for t in tenths))
+    print(f"  full collections of the worker's heap from the window's start: {len(pauses)}, longest "
+          f"{max(pauses, default=0):.1f} ms (the heap frozen once warm: ServerOptions.freeze_heap)")
+    print(f"  timers moved to pending (their 'enqueued' events: the stream entry's time, Redis's clock at the move, "
+          f"no poll): {len(moved)}, lateness p50 {p(moved, 0.5):.1f} ms, p99 {p(moved, 0.99):.1f} ms, "
+          f"max {p(moved, 1):.1f} ms")
+
+
+def _pauses(out: list[float]) -> Callable[[str, dict[str, Any]], None]:
+    """A gc callback appending each full collection's duration (ms) to ``out``."""
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                out.append((time.perf_counter() - started[0]) * 1000)
+
+    return callback
+
+
+def _moved(url: str, since_ms: int) -> list[int]:
+    """The times (ms, Redis's clock: each stream entry's id) the waker runs' timers moved to pending
+    from ``since_ms`` on, in order: one per task its 'enqueued' entry names (an entry of a batch
+    names many, ``ids``)."""
+    r, out, start = redis.Redis.from_url(url), [], f"{since_ms}-0"
+    while True:
+        rows = r.xrange(queue_keys(Q).events, start, "+", count=5000)
+        for eid, f in rows:
+            if f.get(b"e") == b"enqueued" and f.get(b"type") == b"process:durable.waker":
+                out += [int(eid.split(b"-")[0])] * len((f.get(b"ids") or f.get(b"id", b"")).split())
+        if len(rows) < 5000:
+            return out
+        start = "(" + rows[-1][0].decode()
 
 
 _WATCH = """

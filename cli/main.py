@@ -333,11 +333,12 @@ def worker(target: str, processes: int, loop: str, outbox_db: str | None, db_pas
     from asynqpy.server import Server
 
     server = Server(redis_url, queues=queues, signing_key=keys, encryption=ring, offload=_offload(offload_dir, app),
-                    **{**extra, **given})
+                    **{"freeze_heap": True, **extra, **given})
     # What the start-up made (modules, the app, the scripts: ~10^5 objects that live as long as the
     # process) leaves the collector's generations: a collection no longer walks them (a drain's worker
-    # -3 to -6 % of its instructions a task: docs/workers.md, "The event loop"). Only this process, which
-    # is the worker and nothing else: a Server embedded in an application leaves its heap alone.
+    # -3 to -6 % of its instructions a task: docs/workers.md, "The event loop"); and again once warm
+    # (freeze_heap: what the first task's imports made). Only this process, which is the worker and
+    # nothing else: a Server embedded in an application leaves its heap alone.
     gc.freeze()
     try:
         server.run(mux, loop=loop, supervised=supervised)

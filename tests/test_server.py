@@ -469,3 +469,48 @@ def test_a_task_whose_lease_ran_out_before_its_handler_started_is_not_run(
     assert f"let go of task {info.id} (queue late) unrun: its lease ran out" in caplog.text
     s = stats(backend, "late")
     assert (s.active, s.processed) == (1, 0)  # still leased in Redis: the recoverer's, at expiry
+
+
+_FREEZE = """
+import asyncio, gc, sys
+from asynqpy import Client, ServeMux, Server
+url, freeze = sys.argv[1], sys.argv[2] == "1"
+mux, seen = ServeMux(), []
+
+@mux.handle("t")
+async def t(task):
+    seen.append(gc.get_freeze_count())
+
+async def main():
+    server = Server(url, queues=["heap"], freeze_heap=freeze) if freeze else Server(url, queues=["heap"])
+    run = asyncio.create_task(server.arun(mux))
+    with Client(url) as c:
+        c.enqueue("t", queue="heap")
+        while not seen:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # (the freeze: the turn after the first task's end)
+        c.enqueue("t", queue="heap")
+        while len(seen) < 2:
+            await asyncio.sleep(0.01)
+    server.stop()
+    await run
+    print(seen[0], seen[1])
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_a_worker_freezes_its_heap_once_warm_only_when_told(redis_url: str, freeze: bool) -> None:
+    """``freeze_heap=True`` (what ``asynqpy worker`` sets): once the first task ended, the heap is
+    collected and frozen (worker/heap.py: a full collection then walks only what came since); a
+    Server embedded in an application (the default) leaves the heap alone. In a process of its own:
+    the test session's own collector settings stay out of it."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FREEZE, redis_url, "1" if freeze else "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, after = (int(v) for v in out.stdout.split())
+    assert before == 0 and ((after > 10_000) if freeze else after == 0), (before, after)

@@ -132,7 +132,8 @@ def test_environment_variables_set_what_a_flag_does_and_a_flag_wins(servers: lis
     assert (o.concurrency, o.fair_dispatch) == (5, False)
     code, err = _worker()
     assert code == 0, err
-    assert servers.pop().options == Server(queues={"default": 1}).options  # nothing given: the defaults
+    assert servers.pop().options == Server(queues={"default": 1}, freeze_heap=True).options  # nothing given: the
+    # defaults, but the heap frozen once warm (the worker command's process is only a worker: worker/heap.py)
 
 
 @pytest.mark.parametrize("args, env, says", [

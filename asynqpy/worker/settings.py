@@ -241,6 +241,7 @@ class ServerOptions:
     sandbox_processes: int = 2
     sandbox_max_tasks: int = 0  # per child, then it is replaced (0: no limit)
     sandbox_max_memory_mb: int = 0  # a child above this peak RSS after a task is replaced (0: no limit)
+    freeze_heap: bool = False  # once warm, the heap is frozen (worker/heap.py); `asynqpy worker` sets it
 
     @property
     def worker_name(self) -> str:
@@ -424,6 +425,10 @@ SETTINGS: tuple[Setting, ...] = (
             Flag("--sandbox-max-tasks")),
     Setting("sandbox_max_memory_mb", Int(0), "A child whose peak memory passed this many MB after a task is "
             "replaced (0: no limit)", Flag("--sandbox-max-memory", metavar="MB")),
+    Setting("freeze_heap", Bool(), "Once its first task ended, collect the garbage and freeze what is left "
+            "(`gc.freeze`): a full collection, a pause of every handler, then walks only the objects made since "
+            "(docs/workers.md, \"The event loop\"); `asynqpy worker` sets it, a `Server` in your application "
+            "leaves your heap alone unless told"),
 )
 """The server's settings, one :class:`Setting` per :class:`ServerOptions` field, in field order."""
 

@@ -39,6 +39,7 @@ from ..core.results.plans import pack_outcome, pack_progress
 from ..core.spine.broker import Call, Commit, Dequeued, Done, Finished
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
+from .heap import HeapFreeze
 from .settings import ServerOptions
 
 log = logging.getLogger("asynqpy.processor")  # the processor's log: its writes are part of its work
@@ -145,6 +146,7 @@ class Writer:
         self.hold: Callable[[], bool] = lambda: False  # the fetcher is about to dequeue: the writes ride with it
         self._carried = 0  # writes taken by the fetcher (take) and not settled yet
         self._late: list[Call[Any]] = []  # replies to late waiters owed by writes that rode with a dequeue
+        self.heap = HeapFreeze(options.freeze_heap)  # the heap frozen once the first attempt ended (worker/heap.py)
 
     @property
     def pending(self) -> int:
@@ -204,6 +206,7 @@ class Writer:
         if self.ctx.metrics.enabled:
             self._count(r, o)
             _durable_metrics(self.ctx.metrics, r)
+        self.heap.task_ended()
         since = asyncio.get_running_loop().time() if r.task is not None and isinstance(r.task._proc, process.Plan) \
             else 0.0
         self._queued.append(_Write(r, call, o.what, since))
