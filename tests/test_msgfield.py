@@ -140,3 +140,47 @@ def test_a_message_cut_short_or_not_msgpack_reads_as_the_defaults(backend: Any, 
     key_end = _starts(whole)[FIELD_INDEX["key"] + 1] - 1  # (bytes up to the key's last one)
     for k, reply in enumerate(got[:len(cut)]):  # a key cut short is none, never a part of it
         assert reply[5] == (b"acct-7" if k >= key_end else b""), (k, reply)
+
+
+REC_PROBE = """--[[ rec_probe: lua/includes/flow.lua rec_unpack and rec_pack on each string
+ARG recs...  the strings
+Returns, per string: {1, its items...} read by rec_unpack and packed again by rec_pack (the pack
+first), or {0, the error} when it is not a record.
+]]
+--- @include "flow"
+local out = {}
+for j = 1, A.recs.n do
+  local ok, got = pcall(rec_unpack, A.recs[j])
+  if ok then
+    out[j] = {1, rec_pack(got), unpack(got)}
+  else
+    out[j] = {0, tostring(got)}
+  end
+end
+return out
+"""
+
+
+def test_lua_reads_and_writes_records_as_python_does(backend: Any, tmp_path: Path) -> None:
+    """rec_unpack (lengths of one or two digits read as bytes, longer ones as text) and rec_pack
+    agree with core/workflows/records.py on records of 0 to 20 items of 0 to 1 200 bytes (any
+    byte, ':' included); a string that is not a record is refused with an error, never read as
+    one."""
+    from asynqpy.core.workflows.records import rec_pack, rec_unpack
+
+    (tmp_path / "includes").mkdir()
+    (tmp_path / "includes" / "flow.lua").write_text((_lua_dir() / "includes" / "flow.lua").read_text())
+    (tmp_path / "rec_probe.lua").write_text(REC_PROBE)
+    probe = load_dir(tmp_path)["rec_probe"]
+    rng = random.Random(46)
+    records = [[bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 9, 10, 11, 99, 100, 1200])))
+                for _ in range(rng.randrange(0, 21))] for _ in range(300)]
+    got = backend.sync.eval(probe.source, 0, *(rec_pack(r) for r in records))
+    for items, reply in zip(records, got):
+        assert reply[0] == 1 and reply[1] == rec_pack(items) and list(reply[2:]) == items
+    bad = [b"x:abc", b"3abc", b"a3:abc", b"1:a:b", b"3:ab", b"-1:a"]
+    got = backend.sync.eval(probe.source, 0, *bad)
+    assert [r[0] for r in got] == [0, 0, 0, 0, 0, 0] and all(b"rec_unpack: not a record" in r[1] for r in got), got
+    for b in bad:  # (refused by Python's reader too)
+        with pytest.raises(ValueError):
+            rec_unpack(b)

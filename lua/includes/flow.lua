@@ -26,12 +26,29 @@
 --- rec_pack{queue, id}; appended to, never searched: a ref twice is harmless, resolve is
 --- idempotent). Kept while the parent is stored (the workflow's tree), deleted with it (done,
 --- delete_tasks, and the janitor's forget_gone sweep for tasks expired or trimmed).
-local function rec_unpack(s)
-  local out, i, n = {}, 1, #s
+local function rec_len(s, i, c)  -- the length written at s[i..c-1]: digits (nil: not digits)
+  local d = c - i
+  if d == 1 then
+    local a = string.byte(s, i) - 48
+    return a >= 0 and a <= 9 and a or nil
+  elseif d == 2 then
+    local a, b = string.byte(s, i, c - 1)
+    a, b = a - 48, b - 48
+    return a >= 0 and a <= 9 and b >= 0 and b <= 9 and a * 10 + b or nil
+  end
+  return tonumber(string.sub(s, i, c - 1))
+end
+local function rec_unpack(s)  -- (a length of one or two digits read as bytes: each string function
+  -- Lua calls costs ~700 instructions; a record's 13 items read in ~30 k instead of ~44 k)
+  local out, i, n, k = {}, 1, #s, 0
   while i <= n do
     local c = string.find(s, ':', i, true)
-    local len = tonumber(string.sub(s, i, c - 1))
-    out[#out + 1] = string.sub(s, c + 1, c + len)
+    local len = c and rec_len(s, i, c)
+    if not len or c + len > n then
+      error('rec_unpack: not a record (an item without its length, or cut short, at byte ' .. i .. ')')
+    end
+    k = k + 1
+    out[k] = string.sub(s, c + 1, c + len)
     i = c + len + 1
   end
   return out

@@ -34,12 +34,15 @@ def rec_pack(items: list[bytes]) -> bytes:
 
 
 def rec_unpack(data: bytes) -> list[bytes]:
-    """The items of a :func:`rec_pack` string."""
+    """The items of a :func:`rec_pack` string (ValueError: not one, as lua/includes/flow.lua's
+    rec_unpack refuses it: an item without its length, or cut short)."""
     out: list[bytes] = []
     i, n = 0, len(data)
     while i < n:
         c = data.index(b":", i)
         size = int(data[i:c])
+        if size < 0 or c + 1 + size > n:
+            raise ValueError(f"not a record: an item cut short at byte {i}")
         out.append(data[c + 1:c + 1 + size])
         i = c + 1 + size
     return out
