@@ -842,6 +842,7 @@ def test_a_dequeue_reads_a_tail_while_the_worker_holds_the_rest(backend: Any) ->
 def test_a_processor_sees_its_whole_window_when_the_dequeue_reads_a_tail(backend: Any) -> None:
     """300 calls to one process in a row (a worker that holds its events: the dequeue soon reads a
     tail of them, runner.TAIL): each input still sees the last 20 events, in order."""
+    from asynqpy.core.processes.model import input_payload, key_of
     from asynqpy.worker import runner
 
     mux, seen, asked = ServeMux(), [], []
@@ -859,14 +860,14 @@ def test_a_processor_sees_its_whole_window_when_the_dequeue_reads_a_tail(backend
         return asked[-1]
 
     async def main() -> None:
-        ac = AsyncClient(backend.new_async())
-        await ac.start_process("counter", "c1", queue=Q)
+        with Client(backend.sync) as c:  # (the calls queued at once, in order: the key runs them one at a time)
+            c.start_process("counter", "c1", queue=Q)
+            c.enqueue_many([("process:counter", input_payload("c1", "call", None), {"key": key_of("c1")})
+                            for _ in range(300)], queue=Q)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(runner.Runner, "pages", spied)
             async with serving(backend.new_async(), mux, queues=[Q], concurrency=1):
-                for _ in range(300):
-                    await ac.call_process("c1", None, queue=Q, timeout=10)
-        await ac.close()
+                await until(lambda: len(seen) == 300, 60)
 
     asyncio.run(main())
     assert len(seen) == 300 and runner.TAIL in asked

@@ -190,7 +190,7 @@ def test_writes_riding_a_failed_dequeue_go_back_to_the_writer() -> None:
                               metrics=SimpleNamespace(loop=lambda *a: None, enabled=False),
                               health=SimpleNamespace(failed=lambda *a: None, ok=lambda: None))
         held: dict[Any, Any] = {}
-        w = Writer(ctx, SimpleNamespace(), held, set())  # type: ignore[arg-type]
+        w = Writer(ctx, SimpleNamespace(freeze_heap=False), held, set())  # type: ignore[arg-type]
         r = Running(Q, "a", "tok00001", Message("t"), None, asyncio.get_running_loop().time() + 60)
         held[(Q, "a")] = r
         w._queued.append(_Write(r, Done("a", "tok00001", Message("t"), progressed=False), "done"))

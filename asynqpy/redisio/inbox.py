@@ -97,12 +97,15 @@ class _InboxCore:
         return pipe.blpop([self.key], timeout=self._pop_timeout(deadline)).lpop(self.key, DRAIN)
 
     def _popped(self, replies: list[Any]) -> bool:
-        """Record what the pop's pipeline took; whether it took anything."""
+        """Record what the pop's pipeline took; whether it took anything. The LPOP's too when the
+        blocking pop timed out: a pipeline is not atomic, so an outcome pushed between the two
+        (Redis ran another client's commands as the BLPOP's timeout ended) is the LPOP's, and was
+        lost (its waiter then read the task as not found, or waited out its timeout)."""
         popped, more = replies
         if popped:
             self._take(popped[1])
-            self._take(more)
-        return bool(popped)
+        self._take(more)
+        return bool(popped) or bool(more)
 
     def _rechecked(self, ids: list[str], replies: list[Any], more: Any) -> None:
         """Record a recheck's replies and the outcomes pushed before it; the next recheck's time."""

@@ -387,15 +387,7 @@ class Runner:
             loop = asyncio.get_running_loop()
             started = loop.time()
             if parsed is not None:
-                pid = parsed[0]
-                r = self.holder.held.get((task.queue, task.id))
-                page = r.page if r is not None else None
-                if r is not None:
-                    r.page = None
-                got = self._reads.primed(task.queue, pid, h.history, page[1]) \
-                    if page is not None and page[0] == pid else False  # (read by its dequeue)
-                task._proc = got if got is not False else await self.read_held(
-                    task.queue, task.id, (pid, h.history), f"reading process {pid}")
+                task._proc = await self._process_of(task, parsed[0], h)
             plan, proc, inp = h.prepare(task, parsed)
             if plan is not None:
                 task._proc = plan
@@ -432,6 +424,17 @@ class Runner:
             h.finish(task, step, self.ctx.clock.now_ms(), parsed)
 
         return run
+
+    async def _process_of(self, task: Task, pid: str, h: process.ProcessHandler) -> Any:
+        """The process of input ``task``: as its dequeue read it (made whole from the events held,
+        :meth:`_Reads.primed`), else read now."""
+        r = self.holder.held.get((task.queue, task.id))
+        page = r.page if r is not None else None
+        if r is not None:
+            r.page = None
+        got = self._reads.primed(task.queue, pid, h.history, page[1]) if page is not None and page[0] == pid else False
+        return got if got is not False else await self.read_held(task.queue, task.id, (pid, h.history),
+                                                                 f"reading process {pid}")
 
     def _verified(self, queue: str, h: process.ProcessHandler, proc: Any) -> Any:
         """A durable run's process with its history verified and its events' tags taken off, when
