@@ -831,6 +831,11 @@ def test_a_dequeue_reads_a_tail_while_the_worker_holds_the_rest(backend: Any) ->
         restarted = view(await reads.process(Q, "h1", window))
         assert restarted == await whole("h1") and {e.input for e in restarted.history} == {"b"}
         assert reads.primed(Q, "nope", window, await dequeued("nope", TAIL)) is None
+        for i in range(40):  # a page no longer than the tail is whole from it alone: a tail did
+            write(f"s{i}", TAIL, b"d")
+            assert view(reads.primed(Q, f"s{i}", window, await dequeued(f"s{i}", TAIL))) == \
+                P.parse_read(f"s{i}", await ex.run(b.proc_read(Q, f"s{i}", 0, window)), Q)
+        assert reads.pages(window) == TAIL
         for i in range(40):  # processes never read before: misses, back to whole pages
             write(f"m{i}", 30, b"c")
             assert reads.primed(Q, f"m{i}", window, await dequeued(f"m{i}", TAIL)) is False

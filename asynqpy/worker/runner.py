@@ -168,9 +168,9 @@ class _Reads:
         start, events, key = int(reply[1]), reply[2:], (queue, pid)
         if start < want:  # (the dequeue read the most events of the worker's process types)
             events, start = events[want - start:], want
-        tail = max(want, rec.count - TAIL + 1)
-        whole = self._completed(key, want, tail, events[tail - start:]) if tail >= start else None
-        self._count_tail(whole is not None)
+        tail = max(want, rec.count - TAIL + 1)  # where a tail read starts: a page that short is whole from it alone
+        whole = self._completed(key, want, tail, events[tail - start:]) if want < tail and tail >= start else None
+        self._count_tail(want == tail or whole is not None)
         if start > want:  # a tail: the events before it come from those held
             if whole is None:
                 return False
