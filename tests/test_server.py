@@ -473,7 +473,7 @@ def test_a_task_whose_lease_ran_out_before_its_handler_started_is_not_run(
 
 _FREEZE = """
 import asyncio, gc, sys
-from asynqpy import Client, ServeMux, Server
+from asynqpy import Client, Inspector, ServeMux, Server
 url, freeze = sys.argv[1], sys.argv[2] == "1"
 mux, seen = ServeMux(), []
 
@@ -486,9 +486,11 @@ async def main():
     run = asyncio.create_task(server.arun(mux))
     with Client(url) as c:
         c.enqueue("t", queue="heap")
-        while not seen:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)  # (the freeze: the turn after the first task's end)
+        with Inspector(url) as insp:  # (its end written: the freeze, due the turn after its end, came first)
+            for _ in range(1000):
+                if insp.queue_info("heap").processed_today:
+                    break
+                await asyncio.sleep(0.01)
         c.enqueue("t", queue="heap")
         while len(seen) < 2:
             await asyncio.sleep(0.01)
