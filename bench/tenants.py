@@ -19,7 +19,11 @@ Starts its own redis-server on a free loopback port; one in-process server (conc
   worker's cycle with 5 ms tasks: the time between two batches of starts, with and without tenants.
   ``--quiet`` runs it alone at 5 ms and at 20 ms: the worker's fixed cost per cycle (the done
   write, the next dequeue's round trip, the loop's turns: a few ms on a 2-core VM) weighs four
-  times more against 5 ms tasks.
+  times more against 5 ms tasks. Its tail: ``behind_a_batch``, the trials where a dequeue of A's
+  was in flight as B's enqueue landed (B waits that batch out) and their waits;
+  ``over_2_durations``, the trials over the target and how long B's own enqueue took in each (a
+  stall of the machine shows in it too); ``idle ping``: a PING after 5 ms asleep, this machine's
+  wake-up from idle, which each 5 ms cycle meets.
 - ``throughput``: tasks/s of a drain of plain no-op tasks, with the tenant option and without
   (the target is ≥ 0.9×).
 - ``weights``: two backlogged tenants of weights 3 and 1: the ratio of tasks done (target 3 ± 5 %).
@@ -190,10 +194,10 @@ def rate(url: str, per_s: float, window: float) -> dict[str, object]:
             "rated_per_s": round((len(rated) - 1) / window, 2), "other_per_s": round(len(free) / window, 1)}
 
 
-def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> tuple[float, int]:
-    """One trial: B's wait (s) behind A's ``noisy`` queued tasks, and how many of A's tasks
-    started between B's enqueue and B's start (B is the next pick: at most the batch of a dequeue
-    already under way when B's enqueue landed)."""
+def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> tuple[float, int, float]:
+    """One trial: B's wait (s) behind A's ``noisy`` queued tasks, how many of A's tasks started
+    between B's enqueue and B's start (B is the next pick: at most the batch of a dequeue already
+    under way when B's enqueue landed), and how long B's enqueue call took (s)."""
     import redis
 
     redis.Redis.from_url(url).flushall()
@@ -225,6 +229,7 @@ def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> tu
             # (on the server's own loop, one round trip: from a thread it measured worse, the
             # thread and the loop taking turns at the GIL on this 2-core VM)
             _enqueue(c, "B", [0], with_tenant)
+            sent.append(time.monotonic())
         try:
             await asyncio.wait_for(done.wait(), 300)
         finally:
@@ -232,7 +237,7 @@ def _quiet_trial(url: str, noisy: int, duration: float, with_tenant: bool) -> tu
             await running
 
     asyncio.run(main())
-    return waits[0], ahead[0]
+    return waits[0], ahead[0], sent[1] - sent[0]
 
 
 def cycle(url: str, with_tenant: bool, n: int = 3000, duration: float = 0.005) -> dict[str, object]:
@@ -265,15 +270,41 @@ def cycle(url: str, with_tenant: bool, n: int = 3000, duration: float = 0.005) -
 
 def quiet(url: str, noisy: int, trials: int, with_tenant: bool, duration: float = 0.005) -> dict[str, object]:
     got = [_quiet_trial(url, noisy, duration, with_tenant) for _ in range(trials)]
-    waits = sorted(w for w, _ in got)
-    ahead = sorted(a for _, a in got)
+    waits = sorted(w for w, _, _ in got)
+    ahead = sorted(a for _, a, _ in got)
     at = min(len(waits) - 1, int(round(0.99 * (len(waits) - 1))))
     p99 = waits[at]
+    behind = sorted(w for w, a, _ in got if a)  # (a dequeue of A's was in flight when B's enqueue landed)
+    over = [(w, e) for w, _, e in got if w > 2 * duration]
     return {"figure": "quiet", "noisy_backlog": noisy, "trials": trials,
             "wait_p50_s": round(statistics.median(waits), 4), "wait_p99_s": round(p99, 4),
             "wait_max_s": round(max(waits), 4), "task_ms": duration * 1000,
             "p99_in_durations": round(p99 / duration, 2), "a_started_ahead_p99": ahead[at],
-            "a_started_ahead_max": ahead[-1]}
+            "a_started_ahead_max": ahead[-1],
+            "behind_a_batch": f"{len(behind)} trials, {behind[0] / duration:.2f}-{behind[-1] / duration:.2f} durations"
+            if behind else "0 trials",
+            "over_2_durations": len(over),
+            "their_enqueue_ms": ",".join(f"{e * 1000:.1f}" for _, e in sorted(over)) or "-"}
+
+
+def idle_ping(url: str, idle: float = 0.005, seconds: float = 10.0) -> dict[str, object]:
+    """This machine's wake-up from idle, which a quiet tenant's tail meets at 5 ms tasks: a PING
+    after ``idle`` s of sleep, again and again for ``seconds`` (both processes idle between)."""
+    import redis
+
+    r = redis.Redis.from_url(url)
+    r.ping()
+    rts: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        time.sleep(idle)
+        t0 = time.perf_counter()
+        r.ping()
+        rts.append(time.perf_counter() - t0)
+    rts.sort()
+    return {"figure": "idle ping", "idle_ms": idle * 1000, "pings": len(rts),
+            "p50_ms": round(rts[len(rts) // 2] * 1000, 2), "p99_ms": round(rts[int(0.99 * (len(rts) - 1))] * 1000, 2),
+            "max_ms": round(rts[-1] * 1000, 2)}
 
 
 def throughput(url: str, n: int, with_tenant: bool) -> dict[str, object]:
@@ -558,7 +589,7 @@ def main() -> None:
             only = [rate(rp.url, 50.0, 10.0)]
         elif args.quiet:
             only = [quiet(rp.url, 10_000, 100, True, d) for d in (0.005, 0.02)]
-            only += [cycle(rp.url, t) for t in (True, False)]
+            only += [cycle(rp.url, t) for t in (True, False)] + [idle_ping(rp.url)]
         elif args.dispatch:
             only = [dispatch_ab(rp.url), dispatch_ab(rp.url, finish=True), *dispatch_rounds(rp.url, 3)]
         elif args.limit:
