@@ -318,6 +318,35 @@ def test_a_handler_sees_its_tenant_and_the_tenant_is_on_its_events(backend: Any)
             ("k2", "enqueued"), ("k2", "completed"), ("s1", "scheduled"), ("w1", "enqueued")} <= kinds
 
 
+def test_a_batched_acknowledgement_names_each_tasks_tenant_from_ta_or_its_message(backend: Any) -> None:
+    """The batched acknowledgement (lua/includes/ack.lua) takes its plain items' tenants from
+    ``ta`` (id -> tenant, written by the dequeue, read once for the tenants' slots anyway) and
+    walks a message for its tenant only when ``ta`` has none (a task taken before ``ta`` held it,
+    an entry a repair has not put back yet): the event names the tenant either way, a task without
+    one names none, and the slots read from ``ta`` are freed."""
+    b, x, q = Broker(), SyncExecutor(backend.sync), queue_keys(Q)
+    with Client(backend.sync) as c:
+        c.enqueue_many([("t", i) for i in range(3)], queue=Q, tenant="acme")
+        c.enqueue("t", 9, queue=Q, task_id="plain1")
+        c.enqueue_many([("t", i) for i in range(3)], queue=Q, tenant="globex")
+    taken = x.run(b.dequeue(Q, 10, 60_000, "tok00001")).tasks
+    assert len(taken) == 7
+    tenant_of = {id: decode(m).tenant for id, m in taken}
+    held = {k.decode(): v.decode() for k, v in backend.sync.hgetall(q.ta).items()}
+    assert held == {id: t for id, t in tenant_of.items() if t}  # (the dequeue wrote each tenant task's)
+    lost = next(id for id, t in tenant_of.items() if t == "globex")
+    backend.sync.hdel(q.ta, lost)  # its entry gone: its tenant comes from its message
+    # (plain items, as a worker's no-op successes: no progress written, no result, lock or key)
+    replies = x.run(b.done_many(Q, [Done(id, "tok00001", decode(m), progressed=False) for id, m in taken]))
+    assert all(not isinstance(r, Exception) for r in replies)
+    ended = {e.task_id: e.tenant for e in Inspector(backend.sync).events(Q) if e.event == "completed"}
+    assert ended == tenant_of and ended[lost] == "globex" and ended["plain1"] == ""
+    assert backend.sync.exists(q.ta) == 0 and backend.sync.hget(q.tn, "a:acme") is None
+    # (the entry removed by hand held one of globex's slots: its count is the repair's to mend,
+    # lua/tenant_fix.lua, as before; the two read from ta were freed)
+    assert backend.sync.hget(q.tn, "a:globex") == b"1"
+
+
 def test_an_operators_run_now_writes_an_event(backend: Any) -> None:
     """Issue 42: running a task from the archive (or a scheduled or retry task) now wrote no event:
     the stream showed it archived, then running with nothing between. Now an ``enqueued`` event

@@ -42,13 +42,14 @@
 --- read from msg: the event's 'tenant' field). Returns true when children were told (the caller
 --- marks its reply: includes/flow ``told``).
 ---
---- exit_plain(x, how, ids, mtypes, attempts, n, tenants): task_exit for n tasks leaving the same way that
+--- exit_plain(x, how, ids, mtypes, attempts, n, tenants, known): task_exit for n tasks leaving the same way that
 --- hold no lock, wrote no progress, hold no key and are no process input (their event has a type,
 --- an attempt and nothing more): the same duties in the same order, without a table and calls
 --- per task (each joins the last event group inline; a task that starts a group, or whose id
 --- cannot go in an id list, goes through task_exit). Where the tasks may have children to tell
 --- (x.flows not false) each goes through task_exit; returns the indexes k of the tasks whose
---- children were told (nil = none).
+--- children were told (nil = none). ``known``: ta's answer for ids[1..n] (the caller read it for
+--- their tenants: exit_tenant does not read it again), or nil.
 --- @include "events"
 --- @include "unique"
 --- @include "flow"
@@ -161,7 +162,7 @@ local function task_exit(x, e)
   exit_wake(x)
   return told_children
 end
-local function exit_plain(x, how, ids, mtypes, attempts, n, tenants)
+local function exit_plain(x, how, ids, mtypes, attempts, n, tenants, known)
   local _, tell, _, event = exit_row(how)
   local told = nil
   if (tell and x.children and x.flows ~= false) or not x.batch then  -- (children to tell: the general path)
@@ -190,7 +191,7 @@ local function exit_plain(x, how, ids, mtypes, attempts, n, tenants)
     end
   end
   if x.lease and n > 0 then
-    exit_tenant(x, n == #ids and ids or {unpack(ids, 1, n)})
+    exit_tenant(x, n == #ids and ids or {unpack(ids, 1, n)}, known)
   end
   exit_wake(x)
   return told

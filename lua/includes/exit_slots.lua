@@ -1,7 +1,8 @@
 --- The duties of tasks leaving active that free a slot (includes/exit: the tenant and wake rows),
 --- x being the keys and values a script's exits share (includes/exit).
 --- exit_pk(x): the script's pending keys (includes/priority pk), built once from x's names.
---- exit_tenant(x, ids): tasks left active: their tenants' slots freed (includes/tenant tenant_left),
+--- exit_tenant(x, ids, known): tasks left active: their tenants' slots freed (includes/tenant tenant_left;
+--- known: ta's answer for ids, read by the caller, or nil),
 --- a held tenant back in the ring and a worker woken (x.wake). x.ta is required: an error otherwise
 --- (a tenant slot would leak).
 --- exit_wake(x): a slot freed under the queue's concurrency limit wakes a held-back worker (once per
@@ -17,11 +18,11 @@ local function exit_pk(x)  -- the script's pending keys (includes/priority), fro
   end
   return pk
 end
-local function exit_tenant(x, ids)  -- tasks left active: their tenants' slots (includes/priority tenant_left)
+local function exit_tenant(x, ids, known)  -- tasks left active: their tenants' slots (includes/priority tenant_left)
   if not x.ta then
     return error('task_exit: tasks leave active and x has no ta (the tenant duty: a tenant slot would leak)')
   end
-  if tenant_left(exit_pk(x), ids) and x.wake then  -- (one HMGET of ta; no EXISTS: a producer may not run it)
+  if tenant_left(exit_pk(x), ids, known) and x.wake then  -- (one HMGET of ta; no EXISTS: a producer may not run it)
     signal(x.wake)
   end
 end

@@ -104,12 +104,13 @@ end
 --- Active tenant tasks (a tenant's concurrency): pk[6] ``ta`` (hash id -> tenant) holds each
 --- active task of a tenant, and ``tn`` field 'a:<tenant>' counts them; both change in the script
 --- that moves the task (the dequeue in, every way out of active through includes/exit), so an
---- entry can be checked on its own. tenant_left(pk, ids): the exit duty for tasks leaving active
+--- entry can be checked on its own. tenant_left(pk, ids, known): the exit duty for tasks leaving active
 --- (idempotent: an id not in ta is nothing): their entries go, their tenants' counts drop, and a
---- tenant held at its concurrency with pending tasks is back in the ring. Returns true when a
---- tenant came back (the caller wakes a worker).
-local function tenant_left(pk, ids)
-  local tenants = redis.call('HMGET', pk[6], unpack(ids))
+--- tenant held at its concurrency with pending tasks is back in the ring (``known``: ta's answer
+--- for ``ids``, read by the caller in this script, or nil). Returns true when a tenant came back
+--- (the caller wakes a worker).
+local function tenant_left(pk, ids, known)
+  local tenants = known or redis.call('HMGET', pk[6], unpack(ids))
   local per, gone = {}, {}
   for i, tenant in ipairs(tenants) do
     if tenant then
