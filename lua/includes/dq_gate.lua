@@ -34,7 +34,7 @@ do
   local conf = redis.call('HMGET', K.conf, 'events', 'concurrency', 'rate', 'burst', 'tokens', 'ts', 'waiter',
     'waiter_until', 'polls', 'active', 'followed', 'holds')
   s = {
-    now = now, count = tonumber(A.count), wait = 0, out = {now, 0, 0}, runs = {}, ids = false, vals = {},
+    now = now, count = tonumber(A.count), wait = 0, out = {now, 0, 0}, runs = {}, ids = false, vals = {}, checked = {},
     prios = 0, fair = false, held_any = false, version = tonumber(A.version) or 0, bucket = false,
     rate_held = false, remaining = 0, rate_wait = false, expected = false,  -- (set by later stages: sized here)
     cap = conf[1], limit = tonumber(conf[2]), rate = tonumber(conf[3]), burst = conf[4], tokens = conf[5],

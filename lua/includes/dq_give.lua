@@ -39,7 +39,7 @@ local function give_tenant(s, name, k, range, vals, at, members)  -- a tenant's 
       redis.call('ZADD', K.scheduled, string.format('%.0f', score), id)
       held_n, s.held_any = held_n + 1, true
     elseif msg then
-      ids[#ids + 1], s.vals[id] = id, vals[at]
+      ids[#ids + 1], s.vals[id], s.checked[id] = id, vals[at], msg  -- (checked: the lease takes it as is)
       active[#active + 1] = id  -- (its tenant slot, counted for every tenant so that a limit set
       active[#active + 1] = name  -- while its tasks run counts them: includes/tenant tenant_left)
       given = given + 1

@@ -6,7 +6,9 @@
 --- hand), are dropped; only pending tasks are leased, each once. A pending task without a tenant
 --- that the gate holds (includes/hold hold_score: a blocked type in conf 'holds', or a task that
 --- needs a newer worker than the caller) is not leased but held in the scheduled zset (state 's');
---- it used one of s.count (a tenant's was held by its turn, before it counted: includes/dq_give).
+--- it used one of s.count (a tenant's was held by its turn, before it counted: includes/dq_give,
+--- which leaves each tenant task it found pending and not held in s.checked: id -> its message,
+--- taken here as is, not cut and checked twice).
 --- The batch costs one HMGET (the values the fair take did not read), one HSET and one ZADD however
 --- many tasks it takes (plus, when 'active' events are wanted, one XADD per task type taken); an id
 --- popped twice is found by ZADD's count of new members (leased once); then the 'active' events,
@@ -40,14 +42,18 @@ do
         end
       end
     end
+    local checked = s.checked  -- (a tenant's task: found pending and not held by its turn, includes/dq_give)
     for i = 1, #ids do
-      local msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
-      local score = msg and hold_score(s.holds, vals[i], s.version, K.conf)
-      if score then  -- not for this worker: held (includes/hold)
-        redis.call('HSET', K.tasks, ids[i], 's' .. msg)
-        redis.call('ZADD', K.scheduled, string.format('%.0f', score), ids[i])
-        s.held_any = true  -- (tasks without a tenant: a tenant's were held in take_fair, before they took a slot)
-        msg = nil
+      local msg = checked[ids[i]]
+      if not msg then
+        msg = stored_msg_if(vals[i], 'p')  -- (only pending tasks are leased)
+        local score = msg and hold_score(s.holds, vals[i], s.version, K.conf)
+        if score then  -- not for this worker: held (includes/hold)
+          redis.call('HSET', K.tasks, ids[i], 's' .. msg)
+          redis.call('ZADD', K.scheduled, string.format('%.0f', score), ids[i])
+          s.held_any = true  -- (tasks without a tenant: a tenant's were held in take_fair, before they took a slot)
+          msg = nil
+        end
       end
       if msg then
         local id = ids[i]

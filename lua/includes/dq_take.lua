@@ -10,8 +10,8 @@
 ---    s.count tasks held for versions up to its own (includes/hold: VERSION_BAND + v).
 --- 3. the pending tasks: in turns across the tenants while any has pending tasks (the ring tr or
 ---    tw exists: includes/dq_fair), else the plain take (includes/dq_plain); s.ids (false: none).
---- The ids taken are not yet checked: the lease stage reads them (a tenant's value the fair take
---- read is in s.vals) and holds or drops those it must.
+--- The plain take's ids are not yet checked: the lease stage reads them and holds or drops those
+--- it must; a tenant's were checked by its turn (s.vals: the value read, s.checked: its message).
 --- @include "dq_fair"
 do
   if s.count > 0 and A.name ~= '' and redis.call('EXISTS', K.runs) == 1 then  -- (no targeted task: no scan)
