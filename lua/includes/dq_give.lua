@@ -11,7 +11,7 @@
 --- out of the ring (no task left, or at its concurrency: the exit of one of its tasks puts it
 --- back), or moved on by its stride per task given.
 --- fair_give(s, r): returns how many tenants left the ring, and whether a turn met a held task.
-local function give_read(r)  -- each tenant's range, and the values of the ids in them (one HMGET)
+local function give_read(r)  -- each tenant's range, the ids in them and their values (one HMGET)
   local ranges, tids = {}, {}
   for j = 1, r.m do
     local name = r.names[j]
@@ -23,14 +23,14 @@ local function give_read(r)  -- each tenant's range, and the values of the ids i
       end
     end
   end
-  return ranges, #tids > 0 and redis.call('HMGET', K.tasks, unpack(tids)) or {}
+  return ranges, #tids > 0 and redis.call('HMGET', K.tasks, unpack(tids)) or {}, tids
 end
-local function give_tenant(s, name, k, range, vals, at, members)  -- a tenant's k turns: given, held_n, at
+local function give_tenant(s, name, k, range, vals, tids, at, members)  -- a tenant's k turns: given, held_n, at
   local given, held_n = 0, 0  -- (held_n: its tasks held, which count for nothing)
   local ids, active = s.ids, s.active
   for i = 1, math.min(k, #range) do
-    local id = string.sub(range[i], #name + 19)
     at = at + 1
+    local id = tids[at]  -- (cut from its member by give_read)
     members[#members + 1] = range[i]
     local msg = stored_msg_if(vals[at], 'p')  -- (a stray copy of an id, not pending: dropped)
     local score = msg and hold_score(s.holds, vals[at], s.version, K.conf)
@@ -52,7 +52,7 @@ local function give_tenant(s, name, k, range, vals, at, members)  -- a tenant's 
 end
 local function fair_give(s, r)
   local moved, left, members, parked, unpark = {}, {}, {}, {}, {}
-  local ranges, vals = give_read(r)
+  local ranges, vals, tids = give_read(r)
   local at, short = 0, false  -- (short: a tenant's turn met a held task: another round)
   for j = 1, r.m do
     local k, name = r.turns[j], r.names[j]
@@ -65,7 +65,7 @@ local function fair_give(s, r)
         end
         given, more = #got, redis.call('LLEN', K.pending) + s.prios > 0
       else
-        given, held_n, at = give_tenant(s, name, k, ranges[j], vals, at, members)
+        given, held_n, at = give_tenant(s, name, k, ranges[j], vals, tids, at, members)
         short, more = short or held_n > 0, #ranges[j] > k
       end
       local due = tenant_charge(s, name, given)  -- (with a rate: when its next task conforms)
