@@ -29,6 +29,7 @@ from asynqpy import (
     StepFailedError,
     TaskFailedError,
 )
+from asynqpy.core.durable.plans import ERROR_CHARS
 from asynqpy.core.processes.model import Step, plan_step
 from asynqpy.core.spine.keys import queue_keys
 
@@ -533,7 +534,7 @@ def test_ctx_task_enqueues_a_normal_task_once_and_awaits_its_result_holding_no_w
 
         @mux.handle("broken")
         async def broken(task: Task) -> None:
-            raise ValueError("no")
+            raise ValueError("no " + "x" * 2000)  # (a long error: the run keeps its first 1 000 characters)
 
         @mux.durable(name="tasks", queue=Q, client=ac)
         async def tasks(ctx: Durable, word: str) -> list[Any]:
@@ -552,7 +553,9 @@ def test_ctx_task_enqueues_a_normal_task_once_and_awaits_its_result_holding_no_w
                 active = [t.type for t in insp.list_tasks(Q, "active")]
                 assert "process:durable.tasks" not in active  # the run waits for its task holding no worker
             got = await ac.result(run, timeout=20)
-        assert got == [3, 6, 7, "task t1:4:task ended archived"]
+        # a failed task's StepFailedError names how it ended and its last error (cut to ERROR_CHARS)
+        assert got[:3] == [3, 6, 7] and got[3].startswith("task t1:4:task ended archived: ValueError: no xxx")
+        assert got[3].endswith("x…") and len(got[3]) == len("task t1:4:task ended archived: ") + ERROR_CHARS
         assert ran == ["abc", "abcabc"]  # each task once
         with pytest.raises(Exception, match="needs a client"):
             await Durable("x", [], 0).task("score", 1)

@@ -182,6 +182,48 @@ def test_a_signed_run_takes_a_task_result_only_from_its_verified_message(backend
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("tamper", [False, True])
+def test_a_signed_run_names_a_failed_tasks_error_only_from_its_verified_message(backend: Any, tamper: bool) -> None:
+    """A ctx.task that did not complete: the run's StepFailedError names its last error, read from
+    the task's archived message and verified as a result is; a message altered in Redis shows no
+    error text (it says it is not shown), and the run goes on as it would."""
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async(), signing_key=KEY)
+        mux = ServeMux()
+
+        @mux.handle("charge")
+        async def charge(task: Any) -> None:
+            raise ValueError("card declined")
+
+        @mux.durable(name="charging", queue=Q, client=ac)
+        async def charging(ctx: Durable, order: str) -> Any:
+            try:
+                return await ctx.task("charge", order, queue=Q, max_retry=0)
+            except StepFailedError as exc:
+                return {"failed": exc.error}
+
+        with Inspector(backend.sync) as insp:
+            insp.block_type(Q, NOTIFY)  # the notify task waits until the message is (or is not) altered
+            async with serving(backend.new_async(), mux, queues=[Q], signing_key=KEY):
+                run = await ac.start("charging", "o4", id="charging:o4", queue=Q)
+                tid = f"{run.id}:1:task"
+                await until(lambda: any(t.id == tid for t in insp.list_tasks(Q, "archived")))
+                if tamper:
+                    stored = backend.sync.hget(K.tasks, tid)
+                    assert stored.count(b"card declined") >= 1  # (its last error, and its traceback)
+                    backend.sync.hset(K.tasks, tid, stored.replace(b"card declined", b"card accepted"))
+                insp.unblock_type(Q, NOTIFY)
+                got = await ac.result(run, timeout=20)
+        if tamper:
+            assert "ended archived: its error is not shown: bad signature" in got["failed"], got
+            assert "card" not in got["failed"]
+        else:
+            assert got["failed"] == f"task {tid} ended archived: ValueError: card declined"
+        await ac.close()
+
+    asyncio.run(main())
+
+
 def test_a_signed_and_encrypted_run_completes_and_still_refuses_a_forged_event(backend: Any) -> None:
     """Signing and encryption together: the tag covers the event in clear, inside its envelope (the
     worker tags, then seals; it opens, then verifies); a forged clear event still stops the run."""

@@ -25,6 +25,10 @@ from ..spine.twin import Steps, planned
 from .function import DurableFunction, process_type, run_id, signal_args
 from .replay import COMPLETED, FINISHED, DurableRun, RunFailedError, start_args
 
+ERROR_CHARS = 1000
+"""The most of a failed ``ctx.task``'s error a run keeps (its notify's signal, then the step's
+StepFailedError: docs/durable.md "Tasks")."""
+
 
 @dataclass(frozen=True)
 class Pause:
@@ -142,6 +146,19 @@ class DurablePlans(ClientPlans):
             raise TaskNotFoundError(f"task {id!r} not found in queue {queue!r}: its result cannot be verified")
         msg = open_message(self.broker.signer, queue, id, message_of(stored))
         return (yield from self._reveal(msg.result, queue))
+
+    @planned
+    def _task_error(self, /, queue: str, id: str) -> Steps[str]:
+        """The last error of task ``id`` (a ``ctx.task`` that ended other than completed: its
+        archived message's ``last_error``), at most :data:`ERROR_CHARS` characters; '' when the
+        task is no longer kept or ended without one (deleted, cancelled before it ran). With
+        signing keys the message is verified first (SignatureError: a signed run takes no text
+        that does not verify), as a completed task's result is (:meth:`_verified_result`)."""
+        stored = (yield [self.broker.get_task(queue, id)])[0]
+        if stored is None or isinstance(stored, Exception):
+            return ""
+        error = open_message(self.broker.signer, queue, id, message_of(stored)).last_error
+        return error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS - 1] + "…"
 
 
 DurablePlans.result.__doc__ = (DurablePlans.result.__doc__ or "") + (ClientPlans.result.__doc__ or "")

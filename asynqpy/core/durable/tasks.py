@@ -83,7 +83,9 @@ async def start_child(client: Any, fn: Any, args: list[Any], child_id: str, queu
 
 
 def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
-    """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal. With
+    """The handler of :data:`NOTIFY` tasks: the parent's end, sent to the run as a signal (a task
+    that did not complete: with its last error, read from its kept message, which the run's
+    StepFailedError then names). With
     signing keys (the client's), a completed task's result is read from its own signed message and
     verified (the copy the workflow record delivers is not signed: docs/internals-tasks.md); one
     that does not verify reaches the run as the task's failure (``refused``: ctx.task raises
@@ -94,6 +96,15 @@ def notify_handler(client: Callable[[], Any]) -> Callable[[Any], Any]:
         ended: dict[str, Any] = {"s": end.state if end is not None else "deleted",
                                  "v": end.result if end is not None else None}
         c = client()
+        if end is not None and end.state != "completed":  # its last error, for the run's StepFailedError
+            try:
+                error = await c._task_error(end.queue, end.id)
+            except (SignatureError, MalformedMessageError) as exc:  # (not verified, or not readable: not shown)
+                log.error("durable run %s: the error of task %s (queue %s) is not shown: %s", p["run"], end.id,
+                          end.queue, exc)
+                error = f"its error is not shown: {exc}"
+            if error:
+                ended["e"] = error
         if end is not None and end.state == "completed" and getattr(c.broker, "signer", None) is not None:
             try:
                 ended["v"] = await c._verified_result(end.queue, end.id)
