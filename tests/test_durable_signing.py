@@ -140,46 +140,55 @@ def test_a_signed_run_tags_every_event_and_refuses_an_unsigned_signal(backend: A
     asyncio.run(main())
 
 
+def _signed_task_run(backend: Any, handler: Any, state: bytes, alter: tuple[bytes, bytes] | None) -> tuple[Any, str]:
+    """A signed run whose one ctx.task (type ``t``, run by ``handler``, no retry) ends in stored
+    state ``state`` (b"c" completed, b"x" archived); its notify task held until then, and with
+    ``alter`` = (old, new) the task's stored message altered in Redis first. What the run
+    returned (the result, or {"failed": StepFailedError's error}), and the task's id."""
+    async def main() -> tuple[Any, str]:
+        ac = AsyncClient(backend.new_async(), signing_key=KEY)
+        mux = ServeMux()
+        mux.handle("t")(handler)
+
+        @mux.durable(name="one_task", queue=Q, client=ac)
+        async def one_task(ctx: Durable, order: str) -> Any:
+            try:
+                return await ctx.task("t", order, queue=Q, max_retry=0)
+            except StepFailedError as exc:
+                return {"failed": exc.error}
+
+        with Inspector(backend.sync) as insp:
+            insp.block_type(Q, NOTIFY)  # the notify task waits until the message is (or is not) altered
+            async with serving(backend.new_async(), mux, queues=[Q], signing_key=KEY):
+                run = await ac.start("one_task", "o3", id="one:o3", queue=Q)
+                tid = f"{run.id}:1:task"
+                await until(lambda: (backend.sync.hget(K.tasks, tid) or b"")[:1] == state)
+                if alter:
+                    stored = backend.sync.hget(K.tasks, tid)
+                    assert stored.count(alter[0]) >= 1
+                    backend.sync.hset(K.tasks, tid, stored.replace(*alter))
+                insp.unblock_type(Q, NOTIFY)
+                got = await ac.result(run, timeout=20)
+        await ac.close()
+        return got, tid
+
+    return asyncio.run(main())
+
+
 @pytest.mark.parametrize("tamper", [False, True])
 def test_a_signed_run_takes_a_task_result_only_from_its_verified_message(backend: Any, tamper: bool) -> None:
     """ctx.task's result reaches the run from the task's own signed message, verified by the
     notify task (the workflow record's copy is not signed): altered in Redis, the run gets the
     task's failure (``refused``, StepFailedError in the function), not the altered result."""
-    async def main() -> None:
-        ac = AsyncClient(backend.new_async(), signing_key=KEY)
-        mux = ServeMux()
+    async def price(task: Any) -> dict[str, int]:
+        return {"amount": 10}
 
-        @mux.handle("price")
-        async def price(task: Any) -> dict[str, int]:
-            return {"amount": 10}
-
-        @mux.durable(name="billing", queue=Q, client=ac)
-        async def billing(ctx: Durable, order: str) -> Any:
-            try:
-                return await ctx.task("price", order, queue=Q)
-            except StepFailedError as exc:
-                return {"refused": exc.error}
-
-        with Inspector(backend.sync) as insp:
-            insp.block_type(Q, NOTIFY)  # the notify task waits until the result is (or is not) altered
-            async with serving(backend.new_async(), mux, queues=[Q], signing_key=KEY):
-                run = await ac.start("billing", "o3", id="billing:o3", queue=Q)
-                tid = f"{run.id}:1:task"
-                await until(lambda: backend.sync.hget(K.tasks, tid) is not None
-                            and backend.sync.hget(K.tasks, tid)[:1] == b"c")
-                if tamper:
-                    stored = backend.sync.hget(K.tasks, tid)
-                    assert stored.count(b"\xa6amount\x0a") == 1
-                    backend.sync.hset(K.tasks, tid, stored.replace(b"\xa6amount\x0a", b"\xa6amount\x63"))
-                insp.unblock_type(Q, NOTIFY)
-                got = await ac.result(run, timeout=20)
-        if tamper:
-            assert "ended refused: bad signature" in got["refused"], got
-        else:
-            assert got == {"amount": 10}
-        await ac.close()
-
-    asyncio.run(main())
+    alter = (b"\xa6amount\x0a", b"\xa6amount\x63") if tamper else None
+    got, _ = _signed_task_run(backend, price, b"c", alter)
+    if tamper:
+        assert "ended refused: bad signature" in got["failed"], got
+    else:
+        assert got == {"amount": 10}
 
 
 @pytest.mark.parametrize("tamper", [False, True])
@@ -187,41 +196,16 @@ def test_a_signed_run_names_a_failed_tasks_error_only_from_its_verified_message(
     """A ctx.task that did not complete: the run's StepFailedError names its last error, read from
     the task's archived message and verified as a result is; a message altered in Redis shows no
     error text (it says it is not shown), and the run goes on as it would."""
-    async def main() -> None:
-        ac = AsyncClient(backend.new_async(), signing_key=KEY)
-        mux = ServeMux()
+    async def charge(task: Any) -> None:
+        raise ValueError("card declined")
 
-        @mux.handle("charge")
-        async def charge(task: Any) -> None:
-            raise ValueError("card declined")
-
-        @mux.durable(name="charging", queue=Q, client=ac)
-        async def charging(ctx: Durable, order: str) -> Any:
-            try:
-                return await ctx.task("charge", order, queue=Q, max_retry=0)
-            except StepFailedError as exc:
-                return {"failed": exc.error}
-
-        with Inspector(backend.sync) as insp:
-            insp.block_type(Q, NOTIFY)  # the notify task waits until the message is (or is not) altered
-            async with serving(backend.new_async(), mux, queues=[Q], signing_key=KEY):
-                run = await ac.start("charging", "o4", id="charging:o4", queue=Q)
-                tid = f"{run.id}:1:task"
-                await until(lambda: any(t.id == tid for t in insp.list_tasks(Q, "archived")))
-                if tamper:
-                    stored = backend.sync.hget(K.tasks, tid)
-                    assert stored.count(b"card declined") >= 1  # (its last error, and its traceback)
-                    backend.sync.hset(K.tasks, tid, stored.replace(b"card declined", b"card accepted"))
-                insp.unblock_type(Q, NOTIFY)
-                got = await ac.result(run, timeout=20)
-        if tamper:
-            assert "ended archived: its error is not shown: bad signature" in got["failed"], got
-            assert "card" not in got["failed"]
-        else:
-            assert got["failed"] == f"task {tid} ended archived: ValueError: card declined"
-        await ac.close()
-
-    asyncio.run(main())
+    alter = (b"card declined", b"card accepted") if tamper else None  # (its last error, and its traceback)
+    got, tid = _signed_task_run(backend, charge, b"x", alter)
+    if tamper:
+        assert "ended archived: its error is not shown: bad signature" in got["failed"], got
+        assert "card" not in got["failed"]
+    else:
+        assert got["failed"] == f"task {tid} ended archived: ValueError: card declined"
 
 
 def test_a_signed_and_encrypted_run_completes_and_still_refuses_a_forged_event(backend: Any) -> None:
