@@ -1,10 +1,11 @@
 """Redis's own instructions per task of a worker's drain, counted with callgrind: a count that does
 not depend on the machine's load (a shared VM's CPU times vary by tens of percent between runs).
 
-    python bench/redis_instr.py [--n 3000] [--kind drain|tenant|keyed|process|durable] [--events on|off]
+    python bench/redis_instr.py [--n 3000] [--kind drain|tenant|keyed|keyed_tenant|process|durable] [--events on|off]
 
 Starts redis-server under ``valgrind --tool=callgrind`` on a free loopback port (valgrind must be
-installed), fills one queue with N no-op tasks (``tenant``: all of one tenant, the tenant option's cost beside ``drain``; ``keyed``: over 100 keys; ``process``: call inputs
+installed), fills one queue with N no-op tasks (``tenant``: all of one tenant, the tenant option's cost beside ``drain``; ``keyed``: over 100 keys
+(``keyed_tenant``: and of one tenant); ``process``: call inputs
 of 100 durable processes, started first; ``durable``: runs of a durable function of 3 steps, per run;
 ``bare``: a list of ids, LPUSHed), then zeroes the counts and drains it with one in-process
 worker of concurrency 20 (``bare``: a loop of one BRPOP per task; the measured phase; every script
@@ -83,7 +84,7 @@ def _mux(target: int, done: asyncio.Event) -> ServeMux:
 def _task(kind: str, i: int) -> tuple[object, ...]:
     if kind in ("drain", "tenant"):
         return ("t", i)
-    if kind == "keyed":
+    if kind in ("keyed", "keyed_tenant"):
         return ("t", i, {"key": f"k{i % 100}"})
     return ("process:acct", input_payload(f"p{i % 100}", "call", i), {"key": key_of(f"p{i % 100}")})
 
@@ -97,7 +98,7 @@ def _fill(url: str, kind: str, n: int) -> None:
     with Client(url) as c:
         for start in range(0, n, 1000):
             items = [_task(kind, i) for i in range(start, min(n, start + 1000))]
-            if kind == "tenant":  # (one tenant: the tenant option's own cost, as bench/tenants.py's cycle)
+            if kind in ("tenant", "keyed_tenant"):  # (one tenant: the option's own cost, as bench/tenants.py's cycle)
                 c.enqueue_many(items, queue=Q, tenant="A")  # type: ignore[arg-type]
             else:
                 c.enqueue_many(items, queue=Q)  # type: ignore[arg-type]
@@ -139,7 +140,7 @@ def _instructions(out: Path) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("--kind", choices=("drain", "tenant", "keyed", "process", "durable", "bare"), default="drain")
+    ap.add_argument("--kind", choices=("drain", "tenant", "keyed", "keyed_tenant", "process", "durable", "bare"), default="drain")
     ap.add_argument("--events", choices=("on", "off"), default="on")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)

@@ -1,6 +1,7 @@
 """The Lua readers of a stored message's fields in place (lua/includes/msgfield.lua: ``msg_tenant``,
 ``msg_priority``, ``msg_retry_front``, ``msg_key``, ``msg_field``, and ``msg_tail``, which finds the
-priority, key, retry_front and tenant in one walk for the forward) agree with the codec on every kind of message:
+priority, key, retry_front and tenant in one walk for the forward, and ``msg_priority_tenant``, the
+two a push reads, in that walk) agree with the codec on every kind of message:
 payloads and results of every msgpack type (nested, long, binary), the times as 64-bit integers,
 optional fields set and left out, and messages cut short or not msgpack at all, which read as
 the defaults and never fail the script. ``msg_field`` skips a run of one-byte fields with one
@@ -23,7 +24,8 @@ PROBE = """--[[ probe: the message field readers on each message
 ARG msgs...  the messages
 Returns, per message: {tenant or '', priority, retry_front (0/1), where field F.tenant starts or -1,
 where field 3 starts or -1, key or '', then where msg_tail says priority, key, retry_front and tenant
-start (-1: not encoded) and what the *_at readers read there: tenant, priority, retry_front, key}.
+start (-1: not encoded) and what the *_at readers read there: tenant, priority, retry_front, key;
+then msg_priority_tenant's priority and tenant or ''}.
 ]]
 --- @include "msgfield"
 local out = {}
@@ -36,6 +38,8 @@ for j = 1, A.msgs.n do
   o[7], o[8], o[9], o[10] = p or -1, k or -1, f or -1, t or -1
   o[11], o[12] = tenant_at(m, t) or '', priority_at(m, p)
   o[13], o[14] = retry_front_at(m, f) and 1 or 0, key_at(m, k) or ''
+  local pp, pt = msg_priority_tenant(m, 1)
+  o[15], o[16] = pp, pt or ''
 end
 return out
 """
@@ -117,6 +121,7 @@ def test_the_readers_agree_with_the_codec(backend: Any, probe: Any) -> None:
         starts = _starts(data)
         assert reply[6:10] == [starts[i] if len(starts) > i else -1 for i in tail], m  # one walk, the same places
         assert reply[10:14] == [tenant, priority, front, key], m
+        assert reply[14:16] == [priority, tenant], m  # (msg_priority_tenant: the two in one walk)
         assert tenant.decode() == m.tenant, m
         assert key.decode() == m.key, m
         assert (priority, front) == (m.priority, int(m.retry_front)), m
@@ -137,6 +142,7 @@ def test_a_message_cut_short_or_not_msgpack_reads_as_the_defaults(backend: Any, 
         if k < at:  # (cut before the tenant's first byte: none)
             assert reply[0] == b"", (k, reply)
         assert reply[0] in (b"", b"acme"), (k, reply)  # a tenant cut short is none, never a part of it
+        assert reply[15] == reply[0] and reply[14] == reply[1], (k, reply)
     key_end = _starts(whole)[FIELD_INDEX["key"] + 1] - 1  # (bytes up to the key's last one)
     for k, reply in enumerate(got[:len(cut)]):  # a key cut short is none, never a part of it
         assert reply[5] == (b"acct-7" if k >= key_end else b""), (k, reply)

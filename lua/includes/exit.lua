@@ -138,10 +138,9 @@ local function task_exit(x, e)
   end
   if final and e.key and e.key ~= '' and e.keylist then
     local gather = x.batch and exit_cap(x) > 0  -- (the key's next task's 'enqueued' gathered too)
-    local nxt, nmsg = key_release(x.t, x.keyheld, x.blocked, exit_pk(x), x.wake, x.events,
+    local nxt, nmsg, ntenant = key_release(x.t, x.keyheld, x.blocked, exit_pk(x), x.wake, x.events,
       gather and 0 or exit_cap(x), e.keylist, e.key, id)
     if gather and nxt then
-      local ntenant = msg_tenant(nmsg, 1)
       if ids_ok(nxt) then
         exit_gather(x, 'enqueued', msg_type(nmsg), nil, nxt, ntenant)
       else

@@ -9,7 +9,8 @@
 --- msg_tenant(m, i): the tenant of the message at i, or nil (none: the tenant '').
 --- msg_key(m, i): the key of the message at i (enqueue(key=...)), or nil (none, '', or not a string).
 --- msg_tail(m, i): where priority, key, retry_front and tenant start (nil: not encoded), in one
---- walk; priority_at, key_at, retry_front_at, tenant_at(m, at) read each at its place.
+--- walk; priority_at, key_at, retry_front_at, tenant_at(m, at) read each at its place;
+--- msg_priority_tenant(m, i): the priority and the tenant (nil: none), in that one walk.
 local PRIORITY_INDEX, DEFAULT_PRIORITY = F.priority, 5  -- (F: the loader's field table, core/model/codec.py)
 -- msgpack type bytes 0xc0..0xdb, one byte each (at b - 0xbf) of a string: a constant, not tables
 -- built again on every call of every script that includes this (~17 000 instructions a call).
@@ -153,4 +154,8 @@ local function msg_tail(m, i)
   local f = fields_skip(m, k, RETRY_FRONT_INDEX - KEY_FIELD)
   if not f or n <= TENANT_INDEX then return p, k, f end
   return p, k, f, fields_skip(m, f, TENANT_INDEX - RETRY_FRONT_INDEX)
+end
+local function msg_priority_tenant(m, i)  -- the priority and the tenant (nil: none) of the message at i, one walk
+  local p, _, _, t = msg_tail(m, i)
+  return priority_at(m, p), tenant_at(m, t)
 end

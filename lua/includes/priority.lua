@@ -7,7 +7,8 @@
 --- 9 * 2^45 + 2^45 < 2^53).
 --- pk: a script's pending keys, {pending list, prio zset, tq, tr, tn} (names: pending_keys).
 --- push_pending(pk, id, m, i, front): make id, whose message starts at byte i of m, pending at
---- the back (or ``front``) of its priority, within its tenant if it has one.
+--- the back (or ``front``) of its priority, within its tenant if it has one (both read in one walk
+--- of the message); returns the tenant (nil: none).
 --- push_at(pk, id, p, tenant, front): the same, the message's priority and tenant (nil: none) read.
 --- pending_count(pk): how many pending ids (placeholders included), every tenant's counted.
 --- Message fields: includes/msgfield; tenants: includes/tenant.
@@ -58,8 +59,10 @@ local function push_at(pk, id, p, tenant, front)
   end
   redis.call('ZADD', pq, string.format('%.0f', score), id)
 end
-local function push_pending(pk, id, m, i, front)
-  return push_at(pk, id, msg_priority(m, i), msg_tenant(m, i), front)
+local function push_pending(pk, id, m, i, front)  -- returns the message's tenant (nil: none)
+  local p, tenant = msg_priority_tenant(m, i)
+  push_at(pk, id, p, tenant, front)
+  return tenant
 end
 local function pending_count(pk)
   return redis.call('LLEN', pk[1]) + redis.call('ZCARD', pk[2]) + (pk[3] and redis.call('ZCARD', pk[3]) or 0)
@@ -71,8 +74,7 @@ local function push_many(pk, ids, vals)
   local list, pq = pk[1], pk[2]
   local plain, by = {}, {}
   for n, id in ipairs(ids) do
-    local p = msg_priority(vals[n], 2)
-    local tenant = msg_tenant(vals[n], 2)
+    local p, tenant = msg_priority_tenant(vals[n], 2)
     if tenant then
       tenant_push(pk, tenant, id, p, false)
     elseif p == DEFAULT_PRIORITY then

@@ -5,7 +5,7 @@
 --- key_release(t, keyheld, blocked, pk, wake, events, cap, list, key, id): the task
 --- ``id`` ended: if it holds ``key``, the next live task of the key's list becomes pending and the
 --- holder (ids whose task is gone or no longer blocked are skipped), or the key is freed.
---- Returns the new holder's id and its message, or false.
+--- Returns the new holder's id, its message and its tenant (nil: none), or false.
 --- key_admit(t, keyheld, blocked, pk, wake, events, cap, list, key, id, msg, now): a task
 --- of ``key`` comes in (enqueued, or due): it takes the key if it is free (a stale holder, one that
 --- ended or is gone, is released first; a scheduled one, snoozed or postponed, keeps it) and is pending, else it waits at the back of the key's
@@ -61,11 +61,13 @@ local function key_release(t, keyheld, blocked, pk, wake, events, cap, list, key
       local msg = stored_msg(v)
       redis.call('HSET', t, nxt, 'p' .. msg)
       redis.call('ZREM', blocked, nxt)
-      push_pending(pk, nxt, msg, 1)
+      local tenant = push_pending(pk, nxt, msg, 1)
       signal(wake)
-      emit_task(events, cap, msg_tenant(msg, 1), 'e', 'enqueued', 'id', nxt, 'type', msg_type(msg))
+      if cap > 0 then
+        emit_task(events, cap, tenant, 'e', 'enqueued', 'id', nxt, 'type', msg_type(msg))
+      end
       redis.call('HSET', keyheld, key, nxt)
-      return nxt, msg
+      return nxt, msg, tenant
     end
   end
 end
