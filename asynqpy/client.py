@@ -21,7 +21,7 @@ from .core.model.clock import Clock
 from .core.model.task import TaskInfo
 from .core.results.plans import RECHECK
 from .core.security.signing import SigningKeys
-from .core.spine.broker import Call
+from .core.spine.broker import LONE_FULL, Call
 from .core.spine.twin import Async, Sync
 from .redisio.connection import async_client, sync_client
 from .redisio.executor import AsyncExecutor, SyncExecutor
@@ -313,6 +313,9 @@ def _quick_enqueue(planned: Callable[..., Any]) -> Callable[..., Any]:
             raise registered
         if isinstance(reply, Exception):
             raise reply
+        if reply == LONE_FULL:  # a producer rule is set: nothing written, the plan's enqueue admits it
+            self._lone_full(p.queue)
+            return planned(self, task_type, payload, **options)  # type: ignore[no-any-return]
         return self._lone_info(p, reply)
 
     _same_face(enqueue, planned)
@@ -331,6 +334,9 @@ def _aquick_enqueue(planned: Callable[..., Any]) -> Callable[..., Any]:
             raise registered
         if isinstance(reply, Exception):
             raise reply
+        if reply == LONE_FULL:  # a producer rule is set: nothing written, the plan's enqueue admits it
+            self._lone_full(p.queue)
+            return await planned(self, task_type, payload, **options)  # type: ignore[no-any-return]
         return self._lone_info(p, reply)
 
     _same_face(enqueue, planned)

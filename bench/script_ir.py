@@ -9,6 +9,7 @@ real call's keys and arguments, a new id each time); (Ir(N2) - Ir(N1)) / (N2 - N
 one call, networking and the inner commands included (start-up and shutdown cancel out).
 ``--prologue`` also times the script cut before its body (``return 1`` after the prologue and the
 includes' definitions: what every call pays before doing anything), and ``return 1`` itself.
+``--script enqueue_lone`` measures the lone producer's quick call instead (lua/enqueue_lone.lua).
 ``--fcall`` also times the call as a Redis Function (FCALL of the tree's ``enqueue`` library, loaded
 before: core/spine/library.py), where the tree has libraries. Needs valgrind; each server run takes
 some seconds per 100 calls.
@@ -49,9 +50,10 @@ def _port() -> int:
     return port
 
 
-def instructions(source: str, n: int, function: str = "") -> int:
+def instructions(source: str, n: int, function: str = "", name: str = "enqueue") -> int:
     """Ir of a callgrind'ed redis-server that ran ``source`` ``n`` times with an enqueue's inputs (a
-    library's ``function`` with FCALL when named, else the script with EVALSHA)."""
+    library's ``function`` with FCALL when named, else the script with EVALSHA); ``name``: the
+    script, ``enqueue`` or the lone producer's ``enqueue_lone``."""
     from asynqpy.core.model import options as opts
     from asynqpy.core.spine.broker import Broker
 
@@ -71,8 +73,10 @@ def instructions(source: str, n: int, function: str = "") -> int:
     if function:
         r.execute_command("FUNCTION", "LOAD", "REPLACE", source)
     broker, p = Broker(), opts.prepare("noop", 1, queue="bench", now=time.time())
+    lone = broker.enqueue_lone("bench") if name == "enqueue_lone" else None
     for _ in range(n):
-        c = broker.enqueue("bench", opts.new_task_id(), p.msg, data=p.data, check_id=False)
+        c = (lone(opts.new_task_id(), p.data) if lone is not None
+             else broker.enqueue("bench", opts.new_task_id(), p.msg, data=p.data, check_id=False))
         if function:
             r.execute_command("FCALL", function, len(c.keys), *c.keys, *c.args)
         else:
@@ -90,8 +94,8 @@ def instructions(source: str, n: int, function: str = "") -> int:
     return int(m.group(1))
 
 
-def per_call(source: str, n1: int, n2: int, function: str = "") -> int:
-    return (instructions(source, n2, function) - instructions(source, n1, function)) // (n2 - n1)
+def per_call(source: str, n1: int, n2: int, function: str = "", name: str = "enqueue") -> int:
+    return (instructions(source, n2, function, name) - instructions(source, n1, function, name)) // (n2 - n1)
 
 
 def main() -> None:
@@ -101,17 +105,20 @@ def main() -> None:
     ap.add_argument("--fcall", action="store_true")
     ap.add_argument("--n1", type=int, default=200)
     ap.add_argument("--n2", type=int, default=1200)
+    ap.add_argument("--script", choices=("enqueue", "enqueue_lone"), default="enqueue",
+                    help="the script measured (enqueue_lone: the lone producer's quick call; its tree must have it)")
     a = ap.parse_args()
+    name = a.script
     for tree in a.trees:
-        script = scripts_of(tree)["enqueue"]
+        script = scripts_of(tree)[name]
         src = script.source
-        print(f"{tree}: enqueue {per_call(src, a.n1, a.n2):,} Ir/call (EVALSHA), "
+        print(f"{tree}: {name} {per_call(src, a.n1, a.n2, '', name):,} Ir/call (EVALSHA), "
               f"{src.count('local function')} local functions, {len(src):,} bytes", flush=True)
         if a.fcall and getattr(script, "function", ""):
-            print(f"{tree}: enqueue {per_call(script.library, a.n1, a.n2, script.function):,} Ir/call (FCALL)",
+            print(f"{tree}: {name} {per_call(script.library, a.n1, a.n2, script.function, name):,} Ir/call (FCALL)",
                   flush=True)
         if a.prologue:
-            cut = src[:src.index("local id = A.id")] + "\nreturn 1"
+            cut = src[:src.index("local id")] + "\nreturn 1"
             print(f"{tree}: its prologue and definitions alone {per_call(cut, a.n1, a.n2):,} Ir/call", flush=True)
     if a.prologue:
         print(f"return 1 (same keys and arguments): {per_call('return 1', a.n1, a.n2):,} Ir/call")

@@ -164,6 +164,8 @@ DRAIN: dict[str, tuple[Callable[[H], None], Callable[[H], Call[Any]]]] = {
 # scripts that store new tasks: refused whole when Redis is full
 STORE: dict[str, Callable[[H], Call[Any]]] = {
     "enqueue": lambda h: h.b.enqueue(Q, "new", Message("t")),
+    # the lone producer's quick path (a generated id: its HSETNX is the first write)
+    "enqueue_lone": lambda h: h.b.enqueue_lone(Q)("new", encode(Message("t"))),
     "group_add": lambda h: h.b.group_add(Q, "new", Message("t", group="g")),
     "enqueue_many": lambda h: h.b.enqueue_many(Q, [("n1", b"\x91\xa1t"), ("n2", b"\x91\xa1t")], False),
     "schedule": lambda h: h.b.schedule(Q, "new", Message("t"), 5000),

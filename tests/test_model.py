@@ -267,12 +267,17 @@ class CrossMachine(RuleBasedStateMachine):
         if unique and not key:
             opts["unique_key"] = f"u{self.n % 2}"
             opts["unique"] = 3600
+        # one plain task in two with nothing to set goes the lone producer's way (Client.enqueue
+        # with default options: lua/enqueue_lone.lua, its own generated id); no draw of its own
+        lone = not (key or group or tenant or delay or unique or retention) and self.n % 2 == 0
         try:
-            info = self.client.enqueue("t", self.n, **opts)
+            info = self.client.enqueue("t", self.n, queue=Q) if lone else self.client.enqueue("t", self.n, **opts)
         except DuplicateTaskError:
             return
+        id = info.id
         self.known[id] = Known(key=key, tenant=tenant)
-        self.trace.append(f"enqueue {id} key={key} tenant={tenant} delay={delay} unique={unique} -> {info.state.value}")
+        self.trace.append(f"enqueue {id} key={key} tenant={tenant} delay={delay} unique={unique} lone={lone} "
+                          f"-> {info.state.value}")
         if key and not delay:
             assert info.state in (TaskState.PENDING, TaskState.BLOCKED)
             self.admit(id)

@@ -160,13 +160,14 @@ class VersionedBroker(Broker):
 
 
 class GatingClient:
-    """The model's client: one plain task in GATE_EVERY is enqueued with min_worker_version="2"."""
+    """The model's client: one plain task in GATE_EVERY (of those with an id of the model's: not the
+    lone producer's) is enqueued with min_worker_version="2"."""
 
     def __init__(self, client: Any, machine: PlusMachine) -> None:
         self._client, self._machine = client, machine
 
     def enqueue(self, task_type: str, payload: Any = None, **opts: Any) -> Any:
-        if task_type == "t" and "group" not in opts and self._machine.n % GATE_EVERY == 3:
+        if task_type == "t" and "group" not in opts and "task_id" in opts and self._machine.n % GATE_EVERY == 3:
             opts["min_worker_version"] = "2"
             self._machine.gated.add(opts["task_id"])
         if "task_id" in opts:  # (issue 42: what the application sends again)
@@ -860,7 +861,8 @@ class PlusMachine(CrossMachine):
         """(Every second operator step; no draw of its own, so the model's examples, and the plus
         mutants they catch, stay as they were: its choices cycle with the storms.) An operator caps the queue or tenant "a" at its pending count plus 0 to 2 (reject or
         drop_oldest), producers send 1 to 4 plain tasks (a tenant, a priority; one in three a
-        batch of two), then the cap goes. At each call: a refused call stored nothing and changed
+        batch of two; in every second storm one more, the lone producer's, with default options),
+        then the cap goes. At each call: a refused call stored nothing and changed
         no task; an accepted one brought the capped count to at most the cap (it was at most the
         cap before); every task that changed is a new one or a drop: pending before, archived now,
         with no key and not unique, its 'archived' event saying 'dropped: queue full', and of the
@@ -882,16 +884,20 @@ class PlusMachine(CrossMachine):
             self.insp.set_queue_cap(Q, cap, overflow)
         self.trace.append(f"cap {'tenant a' if tenant_cap else 'queue'} {cap} {overflow}")
         client = self.client._client  # (not the gating client: a refused id is not sent again later)
-        for j in range(1 + k % 4):
-            n = 2 if (k + j) % 3 == 0 else 1
-            tenant = "a" if tenant_cap else TENANTS[(k + j) % len(TENANTS)]
-            ids = [self.new_id() for _ in range(n)]
+        for j in range(1 + k % 4 + k % 2):
+            lone = j == 1 + k % 4  # (an odd storm's last call: the lone producer's, lua/enqueue_lone.lua)
+            n = 2 if (k + j) % 3 == 0 and not lone else 1
+            tenant = "" if lone else "a" if tenant_cap else TENANTS[(k + j) % len(TENANTS)]
+            ids = [] if lone else [self.new_id() for _ in range(n)]
             before, start = dict(self.r.hgetall(K.tasks)), count()
             opts: dict[str, Any] = {"queue": Q, "max_retry": 1, "priority": (5, 5, 2, 8)[(k * 3 + j) % 4]}
             if tenant:
                 opts["tenant"] = tenant
             try:
-                if n == 1:
+                if lone:  # its quick call meets the cap: it leaves the task to enqueue.lua's admission
+                    client._ruled.clear()  # (a queue it found ruled before is tried again at once)
+                    ids = [client.enqueue("t", self.n, queue=Q).id]
+                elif n == 1:
                     client.enqueue("t", self.n, task_id=ids[0], **opts)
                 else:
                     client.enqueue_many([("t", i, {"task_id": i}) for i in ids], **opts)

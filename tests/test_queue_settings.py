@@ -52,7 +52,10 @@ def test_the_producer_entry_scripts_all_go_through_admit_and_name_no_rule() -> N
         assert "admit_done(K, ticket)" in body, name
         assert not re.search(r"\bcap_\w+|@include \"cap\"", body), f"{name} calls a rule itself, not through admit"
         assert "admit_done" in scripts[name].source
-    others = {p.stem for p in (ROOT / "lua").glob("*.lua")} - set(PRODUCER_ENTRY)
+    lone = (ROOT / "lua" / "enqueue_lone.lua").read_text()  # the lone producer's quick path: no rule
+    assert '--- @include "admit"' in lone and "admit_plain(K.conf, tenant)" in lone  # is set, or it writes nothing
+    assert not re.search(r"\bcap_\w+|@include \"cap\"|admit_done|admit\(", lone)
+    others = {p.stem for p in (ROOT / "lua").glob("*.lua")} - set(PRODUCER_ENTRY) - {"enqueue_lone"}
     for name in others:  # the rules are the producer entry's alone
         assert '--- @include "admit"' not in (ROOT / "lua" / f"{name}.lua").read_text(), name
 

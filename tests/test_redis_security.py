@@ -29,7 +29,7 @@ from asynqpy.redisio.scripts import load_functions, load_scripts
 
 ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
-    "producer": {"enqueue", "enqueue_many", "schedule", "watch", "group_add", "enqueue_target",
+    "producer": {"enqueue", "enqueue_lone", "enqueue_many", "schedule", "watch", "group_add", "enqueue_target",
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "enqueue_keyed_many", "proc_start",
                  "proc_read", "rules_take", "rules_push", "rules_dead", "rules_redrive"},
     "worker": {"dequeue", "done", "done_dequeue", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",

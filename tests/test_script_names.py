@@ -142,6 +142,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
     ("rules_redrive", lambda b: b.rules_redrive("d", "in", 5)),
     ("rules_dead", lambda b: b.rules_dead("tk", "d", b"ev", "rec")),
     ("enqueue", lambda b: b.enqueue("q", "i", M, unique_ttl=10, mode="t")),
+    ("enqueue_lone", lambda b: b.enqueue_lone("q")("i", encode(M))),
     ("enqueue_many", lambda b: b.enqueue_many("q", [("a", b"x"), ("b", b"y")], True)),
     ("register_child", lambda b: b.register_child("q", "par", "cq", "ch")),
     ("enqueue_after", lambda b: b.enqueue_after("q", "i", M, "c", [(b"r1", b""), (b"r2", b"c")], delay_ms=5,

@@ -1,8 +1,9 @@
 --- The producer entry: the admission every script storing a producer's new task goes through
---- (enqueue, enqueue_many, enqueue_keyed, enqueue_keyed_many), before the call's first write.
---- It is the one place of the rules a new task meets there: a new admission rule is an edit of
---- this include (and the rule's own include), never of the four scripts
---- (docs/internals-scripts.md "The producer entry").
+--- (enqueue, enqueue_many, enqueue_keyed, enqueue_keyed_many), before the call's first write,
+--- and the lone producer's quick path (enqueue_lone), which asks admit_plain whether any rule is
+--- set at all. It is the one place of the rules a new task meets there: a new admission rule is
+--- an edit of this include (admit_rules, and admit_plain's fields) and the rule's own include,
+--- never of the five scripts (docs/internals-scripts.md "The producer entry").
 --- The rules, in order:
 ---   the cap (includes/cap): a queue's, or a tenant's, bound on its pending tasks (refused, or the
 ---   oldest pending tasks dropped to make room).
@@ -19,6 +20,12 @@
 ---     its own earlier write, sent again) is admitted as is.
 ---   admit_one(k, pk, id, m, check): admit for one task ``m``; a refusal only when the task is not
 ---     the call's own earlier write (includes/newtask new_id 'own': sent again, it reports success).
+---   admit_plain(conf, tenant): for a script that names none of the keys a rule may need
+---     (enqueue_lone: one new task, nothing to drop): whether no rule is set for a new task of
+---     ``tenant`` (nil: none), read in one HMGET with the queue's events cap: ``true, cap``
+---     (store it, nothing to complete), or ``false`` (a rule is set: the script writes nothing
+---     and the task goes through a script that calls admit). Every rule's conf fields are read
+---     here: a rule not named here would be skipped by that path.
 ---   admit_done(k, ticket): after the call stored its tasks (the cap's drop_oldest: the victims
 ---     archived, includes/exit).
 --- ``k``: the script's K (tasks, archived, the @exit group: a dropped task ends), ``pk``: G.pending.
@@ -62,6 +69,18 @@ local function admit_one(k, pk, id, m, check)
     return nil, nil
   end
   return nil, ticket
+end
+local function admit_plain(conf, tenant)
+  local got
+  if tenant then
+    got = redis.call('HMGET', conf, 'events', 'cap', 'cap:' .. tenant)
+  else
+    got = redis.call('HMGET', conf, 'events', 'cap')
+  end
+  if got[2] or got[3] then  -- the cap's fields (includes/cap): the queue's, the tenant's
+    return false
+  end
+  return true, tonumber(got[1]) or EVENTS_CAP
 end
 local function admit_done(k, ticket)
   if ticket and ticket.cap then

@@ -167,6 +167,7 @@ class ClientPlans(Sealing, Claiming, LonePath):
         self._wait_ms = max(1, int(wait_timeout * 1000))
         self._derivers: dict[str, opts.Deriver] = {}
         self._registers = {}  # (lone.py)
+        self._ruled = {}
 
     def _process_input(self, ptype: str, pid: str, kind: str, args: Any, options: dict[str, Any],
                        reply_to: str = "", found: proc.Process | None = None) -> opts.Prepared:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..model import codec
 from ..model.codec import Message
+from ..model.errors import AsynqpyError
 from ..processes import model as process
 from .calls import (
     ARCHIVED_RUNS_TTL_MS,
@@ -102,6 +103,7 @@ __all__ = [
     "KEYED",
     "LEASE_ALIVE",
     "LEASE_LOST",
+    "LONE_FULL",
     "MAX_DELAY_MS",
     "NOT_EMPTY",
     "NOT_FOUND",
@@ -128,6 +130,22 @@ __all__ = [
 ]
 
 
+LONE_FULL = "full"
+"""enqueue_lone.lua's answer when a producer rule (a cap) is set for the queue or the task's
+tenant: nothing was written; the task goes through enqueue.lua, which admits it."""
+
+
+def _lone_code(reply: Any) -> int | str:
+    """enqueue_lone.lua's reply: 1 (enqueued, or the call's own earlier write) or :data:`LONE_FULL`."""
+    if isinstance(reply, bytes):
+        reply = reply.decode()
+    if reply == LONE_FULL:
+        return LONE_FULL
+    if reply != 1:
+        raise AsynqpyError(f"unexpected reply of enqueue_lone: {reply!r}")
+    return 1
+
+
 class Broker(FeatureCalls, OperatorCalls):
     """Builds the calls of every state transition. ``clock`` decides the ``now`` scripts use;
     ``signer`` (optional) signs every message written (see :mod:`asynqpy.signing`)."""
@@ -149,19 +167,21 @@ class Broker(FeatureCalls, OperatorCalls):
             lock=q.lock(msg.lock_digest(mode == "t") if unique_ttl else ""),
             id=id, msg=self.seal(queue, id, msg, data), unique=unique_ttl, check="1" if check_id else "0")
 
-    def enqueue_plain(self, queue: str) -> Callable[[str, bytes, bool], Call[int]]:
-        """:meth:`enqueue` for ``queue``'s tasks that are not unique (nor throttled), its keys bound
-        once: ``(id, data, check_id) -> Call`` (``data``: the encoded message), the same call
-        :meth:`enqueue` makes (a test compares), for a producer that enqueues to one queue again
-        and again (~5 µs a call less)."""
+    def enqueue_lone(self, queue: str) -> Callable[[str, bytes], Call[int | str]]:
+        """The lone producer's quick call for ``queue`` (lua/enqueue_lone.lua: a task with a
+        generated id, not unique, not delayed), its keys bound once: ``(id, data) -> Call``
+        (``data``: the encoded message, sealed here as :meth:`enqueue` seals it). The call answers
+        1 (enqueued, or this call's own earlier write) or :data:`LONE_FULL`: a producer rule (a
+        cap) is set, nothing was written, and the task goes through :meth:`enqueue`."""
+        q = queue_keys(queue)
         blank = Message(type="")  # (seal's message: unread, the encoded one is given)
-        built = self.enqueue(queue, "", blank, data=b"")  # (its keys by name: the header's)
+        built = script_call("enqueue_lone", _lone_code, tasks=q.tasks, wake=q.wake, **pending_keys(q), **event_keys(q),
+                            id="", msg=b"")
         name, keys, script = built.script, built.keys, load_scripts()[built.script]
 
-        def call(id: str, data: bytes, check_id: bool) -> Call[int]:
-            args = script.pick_args({"id": id, "msg": self.seal(queue, id, blank, data), "unique": 0,
-                                     "check": "1" if check_id else "0"})
-            return Call(_new_task_code(id, queue, ""), name, keys, args)
+        def call(id: str, data: bytes) -> Call[int | str]:
+            return Call(_lone_code, name, keys,
+                        script.pick_args({"id": id, "msg": self.seal(queue, id, blank, data)}))
 
         return call
 
