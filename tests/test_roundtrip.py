@@ -309,3 +309,36 @@ def test_no_script_call_is_refused_once_every_script_is_loaded(
 
     asyncio.run(main())
     assert not any(f or j for f, j in refused().values()), refused()
+
+
+@pytest.mark.real
+def test_a_slow_first_task_does_not_split_a_drain_into_half_batches(redis_url: str) -> None:
+    """A worker draining no-op tasks refills its slots in one dequeue each time they all free,
+    though its first task was slow (a sync handler, run in the thread pool): it kept two half
+    batches in turn (one running while the other's dequeue was in flight), twice the script calls a
+    task and half the drain's rate in bench/run.py, until the fetch gave the tasks it brought two
+    turns of the loop to end (worker/fetcher.py ``_fetch_or_wait``). Counted in calls, not time."""
+    import redis
+
+    n, concurrency = 400, 10
+    r = redis.Redis.from_url(redis_url)
+    mux = ServeMux()
+    done: list[int] = []
+
+    @mux.handle("noop")
+    async def noop(task: Task) -> None:
+        done.append(task.payload)
+
+    mux.handle("warmup", lambda task: None)  # (sync: the pool's thread, slower than the rest)
+
+    async def main() -> None:
+        with Client(redis_url) as c:
+            c.enqueue("warmup", None, queue=Q)
+            c.enqueue_many([("noop", i) for i in range(n)], queue=Q)
+        r.config_resetstat()
+        async with serving(redis_url, mux, queues=[Q], concurrency=concurrency):
+            await until(lambda: len(done) == n)
+
+    asyncio.run(main())
+    calls = sum(v["calls"] for k, v in r.info("commandstats").items() if k in ("cmdstat_fcall", "cmdstat_evalsha"))
+    assert calls <= 1.5 * n / concurrency, f"{calls} script calls for {n} tasks at concurrency {concurrency}"
