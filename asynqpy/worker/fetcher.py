@@ -52,12 +52,11 @@ server's time whatever K (a queue whose task arrives while the server is busy wi
 no other server is idle, waits up to that second)."""
 
 TAKE_SHARE = 64
-"""A poll of the wake lists fills the backlog (the queues known to have tasks) up to ``max(free
-slots, K / TAKE_SHARE)`` queues of the K served (one token at least): a call names every list
-(O(K) bytes), so taking one token a call made starting over K one-task queues O(K^2); K /
-TAKE_SHARE a call makes it O(K) (``bench/scale_manyqueues.py --start-only``). The queues taken
-are this server's to dequeue (its backlog): other idle servers do not wake for them meanwhile,
-and stopping hands their tokens back."""
+"""A poll of the wake lists fills the backlog (the queues known to have tasks) up to ``max(free slots,
+K / TAKE_SHARE)`` queues of the K served (one token at least): a call names every list (O(K) bytes),
+so taking one token a call made starting over K one-task queues O(K^2); K / TAKE_SHARE a call makes
+it O(K) (``bench/scale_manyqueues.py --start-only``). The queues taken are this server's to dequeue
+(its backlog): other idle servers do not wake for them meanwhile; stopping hands their tokens back."""
 
 BURST_WAIT = 0.02
 """An idle wait that took a token within this (s) found it waiting: the next fetch polls (``_poll_due``)."""
@@ -278,8 +277,7 @@ class Fetcher:
         self.slot_freed.clear()
         await self.slot_freed.wait()
         self._refilling(True)  # (the outcome of the handler that ended rides with the next dequeue)
-        # two turns of the loop (no timer): handlers finishing in the same moment free
-        # their slots too, and one dequeue refills them all (fewer, larger dequeues)
+        # two turns (no timer): handlers ending at once free their slots, one dequeue refills all
         await asyncio.sleep(0)
         await asyncio.sleep(0)
 
@@ -290,8 +288,7 @@ class Fetcher:
         return min(backoff * 2, 5.0)
 
     def _batch(self) -> int:
-        """How many tasks the next dequeue asks for: the free slots, at most ``fetch_batch``; one
-        with ``fair_dispatch``."""
+        """The next dequeue's count: the free slots, at most ``fetch_batch`` (``fair_dispatch``: 1)."""
         if self.opts.fair_dispatch:
             return 1
         return min(self.p.concurrency - len(self.executing), self.opts.fetch_batch)
@@ -307,12 +304,8 @@ class Fetcher:
 
     async def _fetch_or_wait(self, count: int) -> bool:
         """One round: a fetch, or, finding nothing, the idle wait; False if the loop is to end.
-        After a fetch that brought tasks, two turns of the loop (no timer) before the next: tasks
-        that end at once (short handlers) free their slots first, so the next dequeue refills them
-        with the slots already free in one call. Without them a worker whose tasks once ended out
-        of step (a slower task among the first) kept two half batches in turn, one running while
-        the other's dequeue was in flight: twice the calls, and half the rate of a drain of no-op
-        tasks, for good (bench/run.py's drain: 6 500 against 11 500 tasks/s)."""
+        Tasks fetched run two turns first (as in :meth:`_wait_for_slot`): one slow task kept the
+        slots split into two half batches taken in turn for good, twice the calls a task."""
         if await self._fetch_once(count):
             await asyncio.sleep(0)
             await asyncio.sleep(0)
@@ -549,9 +542,8 @@ class Fetcher:
         return fired, tried, tried if res.tasks else None
 
     async def _woken(self, fired: str | None, tried: str | None, acted: str | None) -> None:
-        """After the idle wait: the queue whose wake list ``fired`` is owed the next dequeue, unless
-        the dequeue that rode with the wait took its tasks (``acted``), or its token is handed back
-        (no free slot, or stopping)."""
+        """After the idle wait: the queue whose wake list ``fired`` is owed the next dequeue unless the
+        dequeue that rode with the wait took its tasks (``acted``), or its token goes back (no slot, stopping)."""
         if fired is None:
             self._queues.empty.clear()
             return
