@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -110,15 +111,19 @@ def test_a_timer_fires_once_and_a_replaced_one_does_not(backend: Any) -> None:
         ac = AsyncClient(backend.new_async())
         with Client(backend.sync) as c, Inspector(backend.sync) as insp:
             c.start_process("payment", "t1", {"amount": 5, "expire_in": 0.3}, queue=Q)
-            c.start_process("payment", "t2", {"amount": 5, "expire_in": 0.3}, queue=Q)
+            # (t2's timer 2 s ahead: its capture, a round trip, comes first even on a loaded machine;
+            # at 0.3 s the timer once fired first in CI, and t2's history had 'expired' too)
+            c.start_process("payment", "t2", {"amount": 5, "expire_in": 2.0}, queue=Q)
             async with serving(backend.new_async(), payment_mux(seen=seen), queues=[Q]):
                 await until(lambda: insp.process(Q, "t1").status == "running" and insp.process(Q, "t2").status
                             == "running", 10)
                 assert insp.process(Q, "t1").timer is not None
+                due = insp.process(Q, "t2").timer
+                assert due is not None
                 # t2 is captured before it expires: its timer is cancelled
                 assert await ac.call_process("t2", {"op": "capture"}, queue=Q, timeout=10) == "captured"
                 await until(lambda: insp.process(Q, "t1").state["status"] == "expired", 10)
-                await asyncio.sleep(0.6)  # past t2's old due time
+                await until(lambda: datetime.now(timezone.utc) > due + timedelta(seconds=0.3), 10)  # past t2's old due time
             t1, t2 = insp.process(Q, "t1"), insp.process(Q, "t2")
             assert [e.data for e in t1.history] == [{"created": 5}, "expired"] and t1.timer is None
             assert [e.data for e in t2.history] == [{"created": 5}, "captured"]
