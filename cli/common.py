@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -86,12 +87,18 @@ def user_errors(fn: F) -> F:
 
 
 class SafePath(click.Path):
-    """click's Path, with a path holding a NUL byte refused as a bad parameter (exit 2): click's own
-    checks stat the path and let the ValueError out (exit 1, found by tests/test_fuzz.py)."""
+    """click's Path, with a path holding a NUL byte, or text the file system's encoding cannot
+    write (a lone surrogate), refused as a bad parameter (exit 2): click's own checks stat the path
+    and let the ValueError or UnicodeEncodeError out (exit 1, found by tests/test_fuzz.py)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, (str, bytes)) and ("\x00" in value if isinstance(value, str) else b"\x00" in value):
             self.fail(f"{value!r} is not a path (it holds a NUL byte)", param, ctx)
+        if isinstance(value, str):
+            try:
+                os.fsencode(value)
+            except UnicodeEncodeError:
+                self.fail(f"{value!r} is not a path (the file system's encoding cannot write it)", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -416,3 +416,15 @@ def test_a_file_option_holding_a_nul_byte_is_a_usage_error(args: list[str]) -> N
     res = CliRunner().invoke(main, [*args, "--redis-url", "redis://127.0.0.1:1/0"])
     assert res.exit_code == 2, (res.output, repr(res.exception))
     assert "NUL byte" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("args", [
+    ["task", "ls", "--encryption-keys", "\ud800"],
+    ["enqueue", "t", "--signing-key-file", "keys-\udfff.txt"],
+])
+def test_a_file_option_the_file_systems_encoding_cannot_write_is_a_usage_error(args: list[str]) -> None:
+    """A lone surrogate in a path made click's stat raise UnicodeEncodeError (exit 1: found by
+    test_fuzz on `task ls --encryption-keys '\ud800'`): refused with exit 2 (SafePath), nothing run."""
+    res = CliRunner().invoke(main, [*args, "--redis-url", "redis://127.0.0.1:1/0"])
+    assert res.exit_code == 2, (res.output, repr(res.exception))
+    assert "cannot write it" in res.output and "Traceback" not in res.output
