@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from .core.client.plans import BATCH, PROCESS_OPTIONS, BatchItem, TaskInfoList, Wait, Writes, _settle
 from .core.durable.operating import DurableOpsPlans
-from .core.durable.plans import Pause
 from .core.model.clock import Clock
 from .core.model.task import TaskInfo
 from .core.results.plans import RECHECK
@@ -172,7 +170,6 @@ class _Facade(DurableOpsPlans):
     _executor: Callable[[Any], Any]
     _autopipeline: Callable[[Any], Any]
     _new_inbox: Callable[..., Any]
-    _pause: Callable[[float], Any]  # a Pause step: time.sleep, or asyncio.sleep
 
     def __init__(self, redis: Any = None, *, max_payload_bytes: int = 1 << 20, clock: Clock | None = None,
                  signing_key: SigningKeys | None = None, wait_replicas: int = 0, wait_timeout: float = 1.0,
@@ -207,8 +204,6 @@ class _Facade(DurableOpsPlans):
             return self._exec.run(step)
         if isinstance(step, Wait):
             return self._wait(step)
-        if isinstance(step, Pause):
-            return self._pause(step.seconds)
         return self._exec.run_many(step)
 
     def _wait(self, w: Wait) -> Any:
@@ -237,7 +232,6 @@ class Client(_Facade, Sync):
     _connect = staticmethod(sync_client)
     _executor, _autopipeline, _new_inbox = GuardedSyncExecutor, _SyncAutoPipeline, SyncInbox  # checks the protocol
     _exec: SyncExecutor
-    _pause = staticmethod(time.sleep)
 
     def _wait(self, w: Wait) -> Any:
         inbox = self._inbox(w.queue)
@@ -268,7 +262,6 @@ class AsyncClient(_Facade, Async):
     _connect = staticmethod(async_client)
     _executor, _autopipeline, _new_inbox = GuardedAsyncExecutor, _AutoPipeline, AsyncInbox
     _exec: AsyncExecutor
-    _pause = staticmethod(asyncio.sleep)
 
     async def _wait(self, w: Wait) -> Any:
         inbox = self._inbox(w.queue)

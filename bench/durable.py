@@ -21,6 +21,9 @@ Starts its own redis-server on a free loopback port and one in-process worker. P
 - the bytes a sleeping run holds beyond its history (``--sleeping`` runs asleep: every hash field,
   zset member and list item of the queue that names a run or its timer input, counted as the bytes
   of its name and value, a zset's score as 8; Redis's own overhead per entry is not counted).
+- ``--results`` runs (200) waiting for a signal, a client awaiting each one's result: the reads
+  of a run the waiting client sends a second while nothing happens (2 s), then, the signals sent,
+  the time from each function's return to its ``client.result`` returning (p50, p99, max);
 - ``--wake N`` (alone): N runs asleep, ``--due`` of them (10 000) due evenly within ``--window``
   seconds (1), the rest in an hour: the timers' lateness (due time to leaving the scheduled zset,
   Redis's clock, polled every ~2 ms: the target's figure; and, without polling, from the time of
@@ -112,6 +115,18 @@ async def waker(ctx: Durable, due_ms: int) -> None:
     ASLEEP.add(ctx.run_id)
     await ctx.sleep_until(datetime.fromtimestamp(due_ms / 1000, timezone.utc))
     WOKE.setdefault(ctx.run_id, time.time())
+
+
+GATED: set[str] = set()  # runs of ``gate`` waiting for their signal
+ENDED: dict[str, float] = {}  # run id -> the host's time its function returned
+
+
+@mux.durable(name="gate", queue=Q)
+async def gate(ctx: Durable) -> str:
+    GATED.add(ctx.run_id)
+    await ctx.wait_for("go")
+    ENDED.setdefault(ctx.run_id, time.time())
+    return ctx.run_id
 
 
 @mux.handle("plain")
@@ -231,6 +246,46 @@ async def breakdown(url: str, r: redis.Redis, n: int) -> None:
     (w0, r0), (w6, r6) = cost[0], cost[6]
     print(f"a run's fixed cost: {w0:.3f} ms worker + {r0:.3f} ms Redis; a step: {(w6 - w0) / 6:.3f} ms worker + "
           f"{(r6 - r0) / 6:.3f} ms Redis (load {os.getloadavg()[0]:.1f})")
+
+
+async def result_waits(url: str, n: int, idle: float) -> None:
+    """``n`` runs waiting for a signal, a client waiting for each one's result (one AsyncClient):
+    the runs' reads the waiting client sends in ``idle`` seconds of nothing happening, then, the
+    signals sent, the time from each function's return to its ``client.result`` returning."""
+    server = Server(url, queues=[Q], shutdown_timeout=1, concurrency=50)
+    worker = asyncio.create_task(server.arun(mux))
+    async with AsyncClient(url) as client, AsyncClient(url) as sender:
+        reads = [0]
+        real = client.broker.proc_read
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            reads[0] += 1
+            return real(*args, **kw)
+
+        client.broker.proc_read = counted  # type: ignore[method-assign]
+        runs = await asyncio.gather(*(client.start(gate, id=f"gate-{i}") for i in range(n)))
+        while len(GATED) < n:
+            await asyncio.sleep(0.01)
+        returned: dict[str, float] = {}
+
+        async def wait(run: Any) -> None:
+            await client.result(run, timeout=120)
+            returned[run.id] = time.time()
+
+        waits = asyncio.gather(*(wait(run) for run in runs))
+        await asyncio.sleep(0.5)  # (the waits begun)
+        before = reads[0]
+        await asyncio.sleep(idle)
+        quiet = reads[0] - before
+        for k in range(0, n, 50):  # (50 at a time: each signal's read takes a pooled connection)
+            await asyncio.gather(*(sender.signal(run, "go", timeout=None) for run in runs[k:k + 50]))
+        await waits
+    server.stop()
+    await worker
+    lat = sorted((returned[r] - ENDED[r]) * 1000 for r in returned)
+    print(f"{n} runs' results awaited: {quiet / n / idle:.2f} reads of a run a second while nothing happens; "
+          f"from the function's return to client.result's: p50 {lat[len(lat) // 2]:.1f} ms, "
+          f"p99 {lat[int(len(lat) * 0.99) - 1]:.1f} ms, max {lat[-1]:.1f} ms (load {os.getloadavg()[0]:.1f})")
 
 
 def _bytes_naming(r: redis.Redis, base: str, names: set[bytes]) -> int:
@@ -402,6 +457,7 @@ def main() -> None:
     ap.add_argument("--sleeping", type=int, default=1000)
     ap.add_argument("--breakdown", type=int, default=0, help="only: runs of 0 and 6 steps, N of each")
     ap.add_argument("--wake", type=int, default=0, help="only: N runs asleep, --due of them due in --window s")
+    ap.add_argument("--results", type=int, default=200, help="runs whose results a client awaits")
     ap.add_argument("--due", type=int, default=10_000)
     ap.add_argument("--window", type=float, default=1.0)
     a = ap.parse_args()
@@ -428,6 +484,8 @@ def main() -> None:
         asyncio.run(short_runs(proc.url, r, a.short))
         r.flushdb()
         asyncio.run(sleeping(proc.url, r, a.sleeping))
+        r.flushdb()
+        asyncio.run(result_waits(proc.url, a.results, 2.0))
     finally:
         proc.stop()
 

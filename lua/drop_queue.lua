@@ -16,6 +16,7 @@ KEY processed
 KEY failed
 KEY trimmed
 KEY watch
+KEY pwatch             (clients waiting for a durable run: lua/proc_watch)
 KEY progress
 KEY aggregating        the counter of tasks in groups
 KEY groups

@@ -15,6 +15,7 @@ KEY processed          lifetime processed counter
 KEY processed_day      today's processed counter
 KEY progress           progress hash (the inputs' entries are cleared)
 KEY watch              watch hash: id -> inbox ids of late waiters
+KEY pwatch             pwatch hash: process id -> inbox ids of clients waiting for the run (proc_watch)
 KEY @exit
 KEY proc               proc hash: process id -> record (includes/process)
 KEY procs              procs zset: process id -> last change (ms)
@@ -62,7 +63,8 @@ ARG items... {id token msg retention reply payload attempt pid kind expect op re
         result         the response alone (msgpack, '' = None), for tasks waiting on this input
         progressed     1 = the run wrote progress (its entry is cleared), 0 = it did not
 Returns one code per input, in order: 1 = written (or a string: written, and the inbox ids of late
-waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow), 0 = no such
+waiters to notify, with the token '!' if tasks waiting on it were told: includes/flow, and '@' + the
+inbox id of each client waiting for its process, proc_watch: the worker wakes it), 0 = no such
 task, -3 = lease not held (write refused), -8 = the process changed since it was read (nothing
 written: the lease expires and the input runs again from the process as it is).
 ]]
@@ -82,7 +84,7 @@ local x = {t = K.tasks, lease = K.lease, progress = K.progress, events = K.event
            flows = redis.call('EXISTS', K.children, K.deps) > 0}  -- a queue with workflows? (one command per batch)
 local e = {how = 'done', id = '', msg = '', attempt = '', result = '', progressed = false, key = '', keylist = false}
   -- (one per batch, refilled for each input)
-local out, ok, okpos = {}, {}, {}
+local out, ok, okpos, pids = {}, {}, {}, {}  -- (pids: of the inputs written, for their waiters)
 for i = 1, n do
   local it = A.items[i]
   local id, pid, expect = it.id, it.pid, it.expect
@@ -92,7 +94,7 @@ for i = 1, n do
   end
   out[i] = code
   if code == 1 then
-    ok[#ok + 1], okpos[#okpos + 1] = id, i
+    ok[#ok + 1], okpos[#okpos + 1], pids[#pids + 1] = id, i, pid
     -- the input ends (first: the removals, so a full Redis cannot stop the commit half-way)
     redis.call('ZREM', K.lease, id)
     if it.msg ~= '' then
@@ -182,5 +184,17 @@ for k, i in ipairs(okpos) do
 end
 if #gone > 0 then
   redis.call('HDEL', K.watch, unpack(gone))
+end
+local waiting = redis.call('HMGET', K.pwatch, unpack(pids))
+local woken = {}
+for k, i in ipairs(okpos) do
+  if waiting[k] then
+    local marks = (string.gsub(waiting[k], '(%S+)', '@%1'))
+    out[i] = type(out[i]) == 'string' and out[i] .. ' ' .. marks or marks
+    woken[#woken + 1] = pids[k]
+  end
+end
+if #woken > 0 then
+  redis.call('HDEL', K.pwatch, unpack(woken))
 end
 return out

@@ -11,6 +11,7 @@ Returns 0 = no such task; the stored value ('c' or 'x' + message) = finished (co
 result, or archived with its error); 1 = not finished (registered when ``inbox`` is not '').
 ]]
 --- @include "stored"
+--- @include "waiter"
 local id = A.id
 local v = redis.call('HGET', K.tasks, id)
 if not v then
@@ -20,13 +21,7 @@ local state = stored_state(v)
 if state == 'c' or state == 'x' then
   return v
 end
-local inbox = A.inbox
-if inbox ~= '' then
-  local have = redis.call('HGET', K.watch, id)
-  if not have then
-    redis.call('HSET', K.watch, id, inbox)
-  elseif not string.find(' ' .. have .. ' ', ' ' .. inbox .. ' ', 1, true) then
-    redis.call('HSET', K.watch, id, have .. ' ' .. inbox)
-  end
+if A.inbox ~= '' then
+  add_waiter(K.watch, id, A.inbox)
 end
 return 1

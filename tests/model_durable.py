@@ -67,7 +67,8 @@ ACTIONS = ["start", "work", "signal", "work", "time", "work", "fail_next", "star
            "work", "time", "resend_start", "work", "cancel", "work", "time", "block", "work", "start", "remove",
            "work", "signal", "time", "work", "block", "work", "queue_rm", "work"]
 """The driver's actions in the order it takes them, from an offset drawn once (a draw of one of them
-would favour the first: hypothesis leans to the first element)."""
+would favour the first: hypothesis leans to the first element). A client waiting for a run
+(:meth:`DurableDriver.watch`) is driven by the scenario ``durable_runs`` (tests/test_model_plus.py)."""
 
 
 class Killed(BaseException):
@@ -86,6 +87,7 @@ class DurableDriver:
         self.written: dict[str, list[dict[str, Any]]] = {}  # run -> the events written, in order
         self.started: set[str] = set()  # runs whose start was accepted (and not removed since)
         self.removing: set[str] = set()  # runs a remove input was sent for
+        self.waiters: dict[str, set[str]] = {}  # run -> the inboxes of the clients waiting for it (proc_watch)
         self.sends = 0
         self.blocked = False
         self.inputs = 0
@@ -232,6 +234,18 @@ class DurableDriver:
             self.removing.add(rid)
         self.m.trace.append(f"durable remove {rid}")
 
+    def watch(self, rid: str) -> None:
+        """A client waits for the run's result (``Client.result``): its inbox registered; the run's
+        next commit must name it (and only the inboxes registered since its last commit)."""
+        self.sends += 1
+        inbox = f"inbox{self.sends}"
+        if self.m.x.run(self.m.b.proc_watch(DQ, rid, inbox)):
+            self.waiters.setdefault(rid, set()).add(inbox)
+        else:
+            assert not self.m.r.hexists(DK.proc, rid), (f"run {rid} exists, its waiter was not registered",
+                                                         self.m.trace[-12:])
+        self.m.trace.append(f"durable watch {rid} {inbox}")
+
     def block(self) -> None:
         """A deploy: the runs' type blocked (its inputs held), or unblocked."""
         if not self._registered():
@@ -255,6 +269,7 @@ class DurableDriver:
         self.started.clear()
         self.removing.clear()
         self.written.clear()
+        self.waiters.clear()
         self.blocked = False
         self.m.trace.append("durable queue rm")
 
@@ -361,9 +376,11 @@ class DurableDriver:
                                                  key=msg.key, tenant=msg.tenant, min_version=msg.min_version))
         call = self.m.b.proc_commit(DQ, id, token, msg, plan, timer)
         try:
-            self.m.x.run(call)
+            res = self.m.x.run(call)
         except (LeaseLostError, TaskNotFoundError):
             return  # refused: the lease was lost, or the process changed since it was read
+        woken, waiting = set(getattr(res, "watchers", ())), self.waiters.pop(pid, set())
+        assert woken == waiting, (f"run {pid}'s commit woke {woken}, its waiters are {waiting}", self.m.trace[-12:])
         self._committed(pid, plan)
         if lost_reply:  # sent again: it must change nothing
             try:
@@ -426,6 +443,9 @@ class DurableDriver:
     def check(self) -> None:
         inputs = self.inputs_of()
         for rid in RUNS:
+            stored = self.m.r.hget(DK.pwatch, rid)
+            assert set(stored.decode().split() if stored else ()) == self.waiters.get(rid, set()), (
+                f"run {rid}: its waiters in Redis {stored!r}, the model's {self.waiters.get(rid)}", self.m.trace[-12:])
             try:
                 p = self.m.insp.process(DQ, rid, first=1, count=500)
             except (ProcessNotFoundError, QueueNotFoundError):

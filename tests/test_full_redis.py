@@ -172,6 +172,8 @@ STORE: dict[str, Callable[[H], Call[Any]]] = {
     # a waiter's registration and a late waiter's notification (the waiter's recheck covers it)
     "watch": lambda h: h.b.watch(Q, "old", "in1"),
     "reply": lambda h: h.b.reply(Q, "in1", b"outcome"),
+    # a durable run's waiter's registration (its process stored first)
+    "proc_watch": lambda h: (h.r.hset(K.proc, "p1", b"rec"), h.b.proc_watch(Q, "p1", "in1"))[1],
     # an operator's edit of a waiting task (it frees nothing)
     "edit_task": lambda h: h.b.edit_task(Q, TaskState.PENDING, "old", h.stored("old"), encode(Message("t", 2)), None, None, 10,
                                          -1),

@@ -1664,10 +1664,11 @@ def targeted_resubmitted(m: PlusMachine) -> None:
 
 def durable_runs(m: PlusMachine) -> None:
     """Issue 46: durable runs meet the faults (tests/model_durable.py), every check after each
-    action; settled, each run ends with the result its recorded steps give."""
+    action (clients waiting for runs: each commit wakes the waiters registered since the last); settled, each run ends with the result its recorded steps give."""
     d = m.durable
     for act in (lambda: d.start("r1", ""), lambda: d.start("r2", "a"), lambda: d.start("r3", "a", resend=True),
-                lambda: d.work(3, "", 0), lambda: d.signal("r1", True), lambda: d.fail.add("a"), lambda: d.work(3, "checkpoint"),
+                lambda: d.watch("r1"), lambda: d.watch("r1"), lambda: d.watch("r2"), lambda: d.work(3, "", 0),
+                lambda: d.watch("r1"), lambda: d.signal("r1", True), lambda: d.fail.add("a"), lambda: d.work(3, "checkpoint"),
                 lambda: d.work(3, ""), lambda: d.time(1_100), lambda: d.work(3, "step"),
                 lambda: d.block(), lambda: d.work(3, ""), lambda: d.block(), lambda: d.time(6_000),
                 lambda: d.work(3, "lost_reply"), lambda: d.signal("r2", False), lambda: d.time(3_000),

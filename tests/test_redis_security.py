@@ -31,7 +31,7 @@ ADMIN_PW = "admin-pw"
 ROLE_SCRIPTS = {  # which scripts each role runs (every script belongs to a role: checked below)
     "producer": {"enqueue", "enqueue_lone", "enqueue_many", "schedule", "watch", "group_add", "enqueue_target",
                  "register_child", "enqueue_after", "fail_waiting", "enqueue_keyed", "enqueue_keyed_many", "proc_start",
-                 "proc_read", "rules_take", "rules_push", "rules_dead", "rules_redrive"},
+                 "proc_read", "proc_watch", "rules_take", "rules_push", "rules_dead", "rules_redrive"},
     "worker": {"dequeue", "done", "done_dequeue", "complete", "retry", "archive", "requeue", "extend", "forward", "expired",
                "drop", "expire", "trim", "reconcile", "sweep", "rewake", "reply", "progress", "forget_gone", "cron_fire",
                "aggregate", "snooze", "limit_acquire", "run_end", "resolve", "fail_waiting", "key_free", "key_gate",

@@ -165,6 +165,7 @@ CALLS: list[tuple[str, Callable[[Broker], Any]]] = [
                                                                   unique=True), 10, 20, outcome=b"o")),
     ("progress", lambda b: b.progress("q", "i", "tok", M, b"v", b"p")),
     ("watch", lambda b: b.watch("q", "i", "inb")),
+    ("proc_watch", lambda b: b.proc_watch("q", "p1", "inb")),
     ("reply", lambda b: b.reply("q", "inb", b"o")),
     ("rewake", lambda b: b.rewake("q")),
     ("durable_emit", lambda b: durable_events.emit_call("q", durable_events.emit_items("i", "durable.f", "r", [b"\x81\xa1k\xa4done"]))),

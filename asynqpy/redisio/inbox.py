@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.model.errors import AsynqpyError
-from ..core.results.plans import RECHECK, Outcome, Progress, Waiting, new_inbox_id
+from ..core.results.plans import RECHECK, Outcome, Progress, Waiting, check_call, new_inbox_id
 from ..core.spine.broker import Broker
 from ..core.spine.keys import queue_keys
 from .connection import REDIS_ERRORS, read_timeout
@@ -130,7 +130,7 @@ class _InboxCore:
 
     def _check_calls(self) -> tuple[list[str], list[Any]]:
         ids = self.waiting.checkable()  # not a waiter whose enqueue/watch is still on its way
-        return ids, [self.broker.watch(self.queue, id) for id in ids]
+        return ids, [check_call(self.broker, self.queue, id, self.id) for id in ids]
 
     def _checked(self, ids: list[str], replies: list[Any]) -> None:
         for id, reply in zip(ids, replies):

@@ -10,14 +10,13 @@ then up to 0.5 s apart; the push the task results have is a follow-up).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from ..client.plans import ClientPlans
+from ..client.plans import ClientPlans, Wait, Writes
 from ..model.errors import InvalidArgumentError, TaskNotFoundError
 from ..model.task import TaskInfo
 from ..processes import model as proc
-from ..processes import plans as processes
+from ..results.plans import Outcome, run_waiter
 from ..security.keyplans import reveal_plan
 from ..security.signing import open_message
 from ..spine.stored import message_of
@@ -28,13 +27,6 @@ from .replay import COMPLETED, FINISHED, DurableRun, RunFailedError, start_args
 ERROR_CHARS = 1000
 """The most of a failed ``ctx.task``'s error a run keeps (its notify's signal, then the step's
 StepFailedError: docs/durable.md "Tasks")."""
-
-
-@dataclass(frozen=True)
-class Pause:
-    """A step: sleep ``seconds`` (the facade's sleep, sync or async)."""
-
-    seconds: float
 
 
 def _run_of(run: DurableRun | str, queue: str | None) -> DurableRun:
@@ -120,19 +112,51 @@ class DurablePlans(ClientPlans):
             return (yield from ClientPlans.result.plan(self, task, queue=queue, timeout=timeout))
         run = _run_of(task, queue)
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.01
         while True:
-            p = yield from processes.read(self.broker, run.queue, run.id, 0, 0)
-            if self.broker.ring is not None:  # its state encrypted (docs/encryption.md)
-                p = yield from reveal_plan(self.broker.ring, p)
-            done, value = _finished(run, p)
+            done, value = _finished(run, (yield from self._read_run(run)))
             if done:
                 return value
-            if deadline is not None and time.monotonic() >= deadline:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise TimeoutError(f"durable run {run.id!r} did not finish within {timeout} s")
-            left = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            yield Pause(left)
-            delay = min(delay * 1.5, 0.5)
+            try:  # woken by the next commit of one of its inputs (or the inbox's recheck): read again
+                yield Wait(run.queue, run_waiter(run.id), left, True, self._watch_run(run))
+            except TimeoutError:
+                raise TimeoutError(f"durable run {run.id!r} did not finish within {timeout} s") from None
+
+    def _read_run(self, run: DurableRun, read: Any = None) -> Steps[proc.Process]:
+        """The run's process (its record alone), its state decrypted; ``read``: proc_read's reply,
+        already in hand. Raises ProcessNotFoundError. (Sent on the client's shared pipeline, as the
+        registration: a thousand runs' waiters woken at once share round trips and connections.)"""
+        if read is None:
+            read = (yield Writes([self.broker.proc_read(run.queue, run.id, 0, 0)]))[0]
+        if isinstance(read, BaseException):
+            raise read
+        p = proc.parse_read(run.id, read, run.queue)
+        if p is None:
+            raise proc.ProcessNotFoundError(f"no process {run.id!r} in queue {run.queue!r}")
+        if self.broker.ring is not None:  # its state encrypted (docs/encryption.md)
+            p = yield from reveal_plan(self.broker.ring, p)
+        return p
+
+    def _watch_run(self, run: DurableRun) -> Steps[Outcome | None]:
+        """A run waiter's start: registered with proc_watch, then the run read in the same round
+        trip (a commit between the two is seen by one or the other): a wake-up at once if it ended
+        (or is gone: the loop's read says so), None to wait for one."""
+        inbox = self._inbox(run.queue).id
+        b = self.broker
+        got = yield Writes([b.proc_watch(run.queue, run.id, inbox), b.proc_read(run.queue, run.id, 0, 0)])
+        woken = Outcome(run_waiter(run.id), run.queue, True)
+        for g in got:
+            if isinstance(g, BaseException):  # (Redis full, say: the caller gets it)
+                raise g
+        if not got[0]:  # no such process: the loop's read says so
+            return woken
+        try:
+            done, _ = _finished(run, (yield from self._read_run(run, got[1])))
+        except Exception:  # noqa: BLE001 - an end the loop's read raises again
+            return woken
+        return woken if done else None
 
 
     @planned

@@ -7,6 +7,12 @@ inboxes of waiters that started waiting after the enqueue (registered by the ``w
 which the worker notifies right after (``reply`` script). An outcome is msgpack
 ``[id, kind, value]`` (the id as bytes): kind ``c`` (completed, value = the result) or ``x`` (archived, value = the
 last error). :class:`Waiting` is the bookkeeping both the sync and the async inbox drive.
+
+A client waiting for a durable run (``Client.result`` of a ``DurableRun``) waits in the same inbox
+under the name :func:`run_waiter`: it registers with ``proc_watch`` (the pwatch hash), the next
+commit of an input of the run's process returns its inbox and the worker pushes a completed
+outcome of that name with no value, a wake-up: the waiter reads the run again (and waits again if
+it has not ended). A recheck wakes a run's waiter too (and registers it again).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import msgpack
 
 from ..model import codec
 from ..model.errors import MalformedMessageError, TaskFailedError, TaskNotFoundError
-from ..spine.broker import Watched
+from ..spine.broker import Broker, Call, Watched
 from ..spine.stored import message_of, state_char
 
 COMPLETED = "c"
@@ -29,6 +35,25 @@ PROGRESS = "p"
 RECHECK = 5.0
 """Seconds between two looks at the tasks a client waits for (a deleted task, a notification lost
 to a crash or a Redis restart): the outcome itself arrives by push, not by this."""
+
+
+RUN_WAITER = "\x00run:"
+"""The start of an inbox waiter's name that waits for a durable run (:func:`run_waiter`): a task id
+holds no control character (``validate_name``), so no task's waiter bears such a name."""
+
+
+def run_waiter(run_id: str) -> str:
+    """The inbox's name for the waiters of durable run ``run_id``."""
+    return RUN_WAITER + run_id
+
+
+def check_call(broker: Broker, queue: str, id: str, inbox: str) -> Call[Any]:
+    """A recheck's look at what waiter ``id`` of inbox ``inbox`` waits for: a task's watch (read
+    only), or a run waiter's registration again (:meth:`Waiting.checked` wakes that waiter
+    whatever it answers: the waiter reads the run)."""
+    if id.startswith(RUN_WAITER):
+        return broker.proc_watch(queue, id[len(RUN_WAITER):], inbox)
+    return broker.watch(queue, id)
 
 
 def new_inbox_id() -> str:
@@ -185,7 +210,9 @@ class Waiting:
         drains the inbox in between)."""
         if id not in self.waiters or id in self.outcomes or id in self.starting:
             return
-        if isinstance(reply, bytes):
+        if id.startswith(RUN_WAITER):  # woken: it reads the run (registered again by the look)
+            self.outcomes[id] = Outcome(id, self.queue, True)
+        elif isinstance(reply, bytes):
             self.outcomes[id] = outcome_of_stored(id, self.queue, reply)
         elif reply is Watched.NOT_FOUND:
             self.suspects.add(id)

@@ -385,7 +385,10 @@ def _commit_code(id: str, pid: str) -> Callable[[Any], int]:
         if reply == CHANGED:
             raise LeaseLostError(f"proc_commit: process {pid} changed since input {id} read it; "
                                  "nothing written (the input runs again after its lease)")
-        return parse(reply)
+        got = parse(reply)
+        if isinstance(got, Finished) and got.watchers:
+            got.process = pid
+        return got
 
     return parse_commit
 
@@ -409,13 +412,16 @@ class Finished(int):
 
     late: tuple[str, ...] = ()
     told: bool = False  # tasks waiting on it (workflow children) were told: run the propagator
+    watchers: tuple[str, ...] = ()  # proc_commit: inboxes of clients waiting for the process ('@' + id)
+    process: str = ""  # ... and its id (a wake-up is pushed to each: core/results/plans run_waiter)
 
     @classmethod
     def with_late(cls, late: bytes) -> Finished:
         f = cls(OK)
         words = late.decode().split()
         f.told = "!" in words
-        f.late = tuple(w for w in words if w != "!")
+        f.late = tuple(w for w in words if w != "!" and not w.startswith("@"))
+        f.watchers = tuple(w[1:] for w in words if w.startswith("@"))
         return f
 
 

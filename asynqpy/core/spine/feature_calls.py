@@ -138,6 +138,12 @@ class FeatureCalls(BrokerBase):
             items += [id_arg(p), known[i] if i < len(known) else 0]
         return script_call("proc_read", list, **_q(q, "proc hist"), first=first, count=count, items=items)
 
+    def proc_watch(self, queue: str, pid: str, inbox: str) -> Call[bool]:
+        """Register ``inbox`` as a waiter of process ``pid`` (lua/proc_watch.lua): the next commit
+        of an input of the process wakes it (a durable run's ``result``). False: no such process."""
+        q = queue_keys(queue)
+        return script_call("proc_watch", lambda r: int(r) == 1, **_q(q, "proc pwatch"), pid=id_arg(pid), inbox=inbox)
+
     def proc_commit(self, queue: str, id: str, token: str, msg: Message, plan: process.Plan,
                     timer: tuple[str, Message] | None = None, outcome: bytes = b"") -> Call[int]:
         """Complete the process input ``id`` and write ``plan`` (see ``lua/proc_commit.lua``): a
@@ -194,7 +200,8 @@ class FeatureCalls(BrokerBase):
             return out
 
         return script_call("proc_commit", parse,
-                           **_q(q, "tasks lease completed processed progress watch proc procs hist scheduled tick"),
+                           **_q(q, "tasks lease completed processed progress watch pwatch proc procs hist scheduled"),
+                           tick=q.tick,
                            deps=q.deps,
                            **exit_keys(q), processed_day=processed_day, extra=list(extra), day_ttl=DAY_TTL_S,
                            now=self.clock.script_now(), items=args)

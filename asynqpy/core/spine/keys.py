@@ -220,7 +220,8 @@ class QueueKeys:
     (LIST idle workers BLPOP on), tick (LIST forwarders BLPOP on), processed and failed
     (lifetime counters), trimmed (lifetime count of archived tasks deleted by the archive limits),
     placeholder (the never-set lock key non-unique tasks pass), watch (HASH id -> inbox ids of
-    waiters that started waiting after the enqueue), progress (HASH id -> latest progress value),
+    waiters that started waiting after the enqueue), pwatch (HASH process id -> inbox ids of clients
+    waiting for a durable run to end, lua/proc_watch.lua), progress (HASH id -> latest progress value),
     events (STREAM, the lifecycle events), conf (HASH of per-queue settings: ``events`` = the
     stream's cap, 0 = off), cron (HASH scheduler entry name -> definition), cron_last (HASH entry
     name -> last fired tick, ms), cron_paused (SET of paused entry names), groups / groups_first /
@@ -250,11 +251,11 @@ class QueueKeys:
     """
 
     __slots__ = ("name", "base", "tasks", "pending", "lease", "scheduled", "retry", "archived", "completed",
-                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "progress",
-                 "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first", "groups_size",
-                 "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps", "children",
-                 "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta", "tw",
-                 "tkeys", "blobs")
+                 "paused", "wake", "tick", "processed", "failed", "trimmed", "placeholder", "watch", "pwatch",
+                 "progress", "events", "conf", "cron", "cron_last", "cron_paused", "groups", "groups_first",
+                 "groups_size", "aggregating", "prio", "targeted", "runs", "targeted_any", "waiting", "deps",
+                 "children", "outbox", "blocked", "keyheld", "proc", "procs", "hist", "sweep", "tq", "tr", "tn", "ta",
+                 "tw", "tkeys", "blobs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -274,6 +275,7 @@ class QueueKeys:
         self.trimmed = base + "trimmed"
         self.placeholder = base + "u:"
         self.watch = base + "watch"
+        self.pwatch = base + "pwatch"
         self.progress = base + "progress"
         self.events = base + "events"
         self.conf = base + "conf"

@@ -215,7 +215,7 @@ class OperatorCalls(BrokerBase):
         ``force``, a durable process)."""
         q = queue_keys(queue)
         return script_call("drop_queue", Acted, **_q(
-            q, "lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch "
+            q, "lease scheduled retry archived completed tasks paused wake tick processed failed trimmed watch pwatch "
                "progress events conf aggregating groups groups_first groups_size targeted runs targeted_any "
                "waiting deps children outbox blocked keyheld proc procs hist tw blobs"), **pending_keys(q),
             force="1" if force else "0")

@@ -1,0 +1,12 @@
+--- A client waiting on something: its inbox id added to a hash's field (space-separated inbox ids).
+--- add_waiter(hash, field, inbox): adds ``inbox`` to ``field`` once (watch: a task's late waiters;
+--- proc_watch: a process's). The script that ends the wait reads the field, deletes it and hands
+--- the inboxes to the worker, which pushes to each (reply).
+local function add_waiter(hash, field, inbox)
+  local have = redis.call('HGET', hash, field)
+  if not have then
+    redis.call('HSET', hash, field, inbox)
+  elseif not string.find(' ' .. have .. ' ', ' ' .. inbox .. ' ', 1, true) then
+    redis.call('HSET', hash, field, have .. ' ' .. inbox)
+  end
+end
