@@ -37,7 +37,10 @@ def test_a_rolling_restart_by_quiet_then_stop_loses_nothing(
             for n in range(2):  # each worker in turn, the other serving meanwhile
                 pid = workers.procs[n].pid
                 deadline = time.monotonic() + 20
-                while not [s for s in insp.servers() if s.pid == pid and s.active]:
+                # it ran a task (recorded), and its heartbeat is written: not "it runs one now", which
+                # never held for the second worker once the producer had ended and the first drained all
+                while not (any(p == pid for runs in _records(recorder, "starts").values() for _, _, p in runs)
+                           and [s for s in insp.servers() if s.pid == pid]):
                     assert time.monotonic() < deadline, f"worker {n} never ran a task"
                     time.sleep(0.05)
                 [sid] = [s.id for s in insp.servers() if s.pid == pid]
