@@ -280,3 +280,34 @@ def test_a_server_on_the_callers_redis_client_gives_its_connections_back(redis_u
         await mine.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("where", ["server", pytest.param("cluster", marks=pytest.mark.cluster)])
+def test_more_concurrent_waits_than_a_pools_hundred_connections_wait_their_turn(where: str,
+                                                                                request: pytest.FixtureRequest) -> None:
+    """redis-py's default pool fails a call at once past 100 connections ("Too many connections"):
+    300 coroutines awaiting results on one AsyncClient, or 150 threads sharing one Client, each
+    check one out for their watch call, and some got RedisUnavailableError. A client made from a
+    URL waits for a connection instead (asyncio: a blocking pool of 100), or keeps one per thread
+    (sync), as a cluster client's nodes do: each wait here ends in its own timeout, the tasks are
+    still queued."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    redis_url = request.getfixturevalue("redis_url" if where == "server" else "cluster_url")
+
+    from asynqpy import AsyncClient, Inspector
+
+    async def waits() -> set[type[BaseException]]:
+        async with AsyncClient(redis_url) as c:
+            infos = [await c.enqueue("t", i, queue="pool-a") for i in range(300)]
+            got = await asyncio.gather(*(c.result(t, timeout=0.3) for t in infos), return_exceptions=True)
+        return {type(g) for g in got}
+
+    assert asyncio.run(waits()) == {TimeoutError}
+    with Client(redis_url) as c:
+        infos = [c.enqueue("t", i, queue="pool-s") for i in range(150)]
+        with ThreadPoolExecutor(150) as ex:
+            futures = [ex.submit(c.result, t, timeout=0.3) for t in infos]
+            assert {type(f.exception()) for f in futures} == {TimeoutError}
+    with Inspector(redis_url) as insp:
+        assert insp.queue_info("pool-a").pending == 300 and insp.queue_info("pool-s").pending == 150

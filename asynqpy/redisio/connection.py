@@ -223,13 +223,25 @@ def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
         raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
 
 
+MAX_CONNECTIONS = 100
+"""The most connections an asyncio client made from a URL opens to one server (redis-py's default)."""
+POOL_WAIT_S = 30.0
+"""How long an asyncio call waits for one of them to be free before it fails (RedisUnavailableError)."""
+MAX_OPEN_CONNECTIONS = 10_000
+"""The most connections a sync client made from a URL opens to one server (one per thread that uses
+it: the executor keeps a thread's connection, redisio/executor.py), and a cluster client to one
+node (asyncio: one per concurrent call), up to Redis's own default ``maxclients``."""
+
+
 def _cluster_client(nodes: list[tuple[str, int]], kwargs: dict[str, Any], aio: bool, opts: dict[str, Any]) -> Any:
     """A Redis Cluster client starting from ``nodes`` (the sync client connects at once: no node
     answering raises RedisConnectionError)."""
     node: Any = AsyncClusterNode if aio else ClusterNode
     cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
-    try:
-        return cls(startup_nodes=[node(h, p) for h, p in nodes], **{**opts, **kwargs})
+    try:  # (redis-py's nodes hold 100 connections and refuse the 101st at once; the asyncio one has no
+        # blocking pool: room for one a concurrent call, as for a sync client's threads)
+        return cls(startup_nodes=[node(h, p) for h, p in nodes], max_connections=MAX_OPEN_CONNECTIONS,
+                   **{**opts, **kwargs})
     except RedisClusterException as exc:
         raise RedisConnectionError(f"cannot connect to the Redis Cluster: {exc}") from None
 
@@ -244,9 +256,20 @@ def _sentinel_client(nodes: list[tuple[str, int]], master: str, kwargs: dict[str
 
 
 def _single_client(url: str, aio: bool, opts: dict[str, Any]) -> Any:
-    """A client of one Redis server (an asyncio one packs its commands with hiredis)."""
+    """A client of one Redis server (an asyncio one packs its commands with hiredis). redis-py's
+    default pool fails a call at once ("Too many connections") past 100 connections: 300
+    coroutines awaiting results on one AsyncClient, or 150 threads sharing a Client, each check
+    one out. An asyncio client's pool is a blocking one (a call finding all
+    :data:`MAX_CONNECTIONS` in use waits for one, up to :data:`POOL_WAIT_S`); a sync client's
+    holds one per thread (:data:`MAX_OPEN_CONNECTIONS`)."""
     single: Any = aredis.Redis if aio else redis.Redis
-    client = single.from_url(url, **opts, **_DRIVER)
+    pool: Any
+    if aio:
+        pool = aredis.BlockingConnectionPool.from_url(url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S,
+                                                      **opts, **_DRIVER)
+    else:
+        pool = redis.ConnectionPool.from_url(url, max_connections=MAX_OPEN_CONNECTIONS, **opts, **_DRIVER)
+    client = single.from_pool(pool)
     if aio:
         _pack_with_hiredis(client.connection_pool)
     return client
