@@ -301,7 +301,10 @@ class RedisCluster:
         new: list[RedisProcess] = []
 
         def moved() -> bool:
-            owner = self.owner(key)
+            try:
+                owner = self.owner(key)
+            except (RuntimeError, redis.ConnectionError):  # the slot in no master's map for now (the
+                return False  # dead master dropped, its replica not yet promoted), or the master asked gone
             if owner is dead or owner.proc.poll() is not None:
                 return False
             new[:] = [owner]
