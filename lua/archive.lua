@@ -13,6 +13,7 @@ KEY failed_day         today's failed counter
 KEY trimmed            lifetime count of archived tasks deleted by the limits
 KEY progress            progress hash (the task's entry is cleared)
 KEY watch               watch hash: id -> inbox ids of late waiters
+KEY pwatch              pwatch hash: process id -> inbox ids of clients waiting for it (proc_watch)
 KEY reply               the inbox of the client waiting through Client.call (the watch hash when none)
 KEY @exit
 KEY keylist            the task's key's list (a placeholder when it has no key)
@@ -35,7 +36,8 @@ ARG pid                a process input: its process id, marked error, broken by 
                        unless the process would have skipped or refused it (see proc_mark_error)
 ARG kind               that input's kind (init, call, timeout, repair, remove)
 Returns 1 = archived (or a string: archived, and the inbox ids of late waiters to notify, with the
-token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not held (another run, or not active),
+token '!' if tasks waiting on it were told, and '@' + the inbox id of each client waiting for the
+process ``pid``: includes/waiter woken), 0 = no such task, -3 = lease not held (another run, or not active),
 -4 = (recoverer) lease still alive.
 ]]
 --- @include "now"
@@ -45,6 +47,7 @@ token '!' if tasks waiting on it were told), 0 = no such task, -3 = lease not he
 --- @include "notify"
 --- @include "exit"
 --- @include "process"
+--- @include "waiter"
 local id = A.id
 local now = now_ms(A.now)
 local _, code = claim_active(K.tasks, K.lease, id, A.token, now, A.recover == '1')
@@ -66,4 +69,5 @@ local told_kids = task_exit({t = K.tasks, lease = K.lease, progress = K.progress
                             {id = id, how = 'archived', msg = A.msg, attempt = A.attempt, error = A.error,
                              recovered = A.recover == '1', lock = K.lock, key = A.key, keylist = K.keylist,
                              pid = A.pid, kind = A.kind})
-return told(notify(K.watch, K.reply, id, A.payload), told_kids)
+local out = told(notify(K.watch, K.reply, id, A.payload), told_kids)
+return A.pid ~= '' and woken(K.pwatch, A.pid, out) or out

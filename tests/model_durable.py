@@ -298,7 +298,8 @@ class DurableDriver:
             failed = msg.with_(last_error="lease expired", last_failed_at_ms=res.now_ms)
             try:
                 if failed.retried >= failed.max_retry:
-                    self.m.x.run(self.m.b.archive(DQ, id, token_of(value), failed, 1000, 3_600_000, recover=True))
+                    self._woken(self.m.x.run(self.m.b.archive(DQ, id, token_of(value), failed, 1000, 3_600_000,
+                                                              recover=True)), failed)
                 else:
                     self.m.x.run(self.m.b.retry(DQ, id, token_of(value), failed.with_(retried=failed.retried + 1),
                                                 0, recover=True))
@@ -362,7 +363,7 @@ class DurableDriver:
                 if msg.retried < msg.max_retry:
                     self.m.x.run(self.m.b.retry(DQ, id, token, failed.with_(retried=msg.retried + 1), 0))
                 else:
-                    self.m.x.run(self.m.b.archive(DQ, id, token, failed, 1000, 3_600_000))
+                    self._woken(self.m.x.run(self.m.b.archive(DQ, id, token, failed, 1000, 3_600_000)), failed)
                 return
             plan = proc.plan_step(pid, kind, held["rec"], step, self.m.clock.now_ms())
             plan.keep = step.keep if step.keep > 0 else 0
@@ -379,8 +380,7 @@ class DurableDriver:
             res = self.m.x.run(call)
         except (LeaseLostError, TaskNotFoundError):
             return  # refused: the lease was lost, or the process changed since it was read
-        woken, waiting = set(getattr(res, "watchers", ())), self.waiters.pop(pid, set())
-        assert woken == waiting, (f"run {pid}'s commit woke {woken}, its waiters are {waiting}", self.m.trace[-12:])
+        self._woken(res, msg)
         self._committed(pid, plan)
         if lost_reply:  # sent again: it must change nothing
             try:
@@ -389,6 +389,14 @@ class DurableDriver:
                 pass
             else:
                 raise AssertionError(f"input {id}'s commit, sent again, was accepted again", self.m.trace[-12:])
+
+    def _woken(self, res: Any, msg: Message) -> None:
+        """An input ended (committed, or archived: its process marked error): the clients waiting
+        for its run are woken, exactly those registered since the run's last such end."""
+        pid = proc.process_of(msg)[0]
+        woken, waiting = set(getattr(res, "watchers", ())), self.waiters.pop(pid, set())
+        assert woken == waiting, (f"run {pid}'s input {msg.type} ended, waking {woken}; its waiters are {waiting}",
+                                  self.m.trace[-12:])
 
     async def _replay(self, p: proc.Process, inp: proc.Input, checkpoint: Any) -> Any:
         saved = proc.CHECKPOINT.set(checkpoint)

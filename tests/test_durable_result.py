@@ -117,3 +117,34 @@ def test_the_sync_clients_result_waits_on_its_inbox_too(backend: Any) -> None:
             assert len(reads) <= 12 and _watchers(backend, run.id) == 0
 
     asyncio.run(main())
+
+
+def test_an_input_archived_for_good_wakes_its_runs_waiters(backend: Any) -> None:
+    """A run's input whose last try failed (a lease that expired with the worker: the recoverer
+    archives it, the process in error) wakes the clients waiting for the run, as a commit does
+    (lua/archive.lua, includes/waiter woken): they learn "stopped in error" then, not at their
+    next look."""
+    from asynqpy.core.model.codec import decode
+    from asynqpy.core.results.plans import RUN_WAITER, unpack_outcome, wake_calls
+    from asynqpy.core.spine.broker import Broker
+    from asynqpy.redisio.executor import SyncExecutor
+
+    async def main() -> None:
+        async with AsyncClient(backend.new_async()) as ac:
+            run = await ac.start("gated", "e", id="gated:e", queue=Q, max_retry=0)
+        b, x = Broker(), SyncExecutor(backend.sync)
+        (iid, raw), = x.run(b.dequeue(Q, 1, 30_000, "tok00001")).tasks  # a worker takes the start, then dies
+        assert x.run(b.proc_watch(Q, run.id, "inb1")) and x.run(b.proc_watch(Q, run.id, "inb2"))
+        msg = decode(raw).with_(last_error="lease expired")
+        res = x.run(b.archive(Q, iid, "tok00001", msg, 100, 3_600_000))
+        assert set(res.watchers) == {"inb1", "inb2"} and res.process == run.id
+        assert _watchers(backend, run.id) == 0
+        x.run_many(wake_calls(b, Q, res))
+        woke = unpack_outcome(Q, backend.sync.lpop(K.inbox("inb1")))
+        assert woke is not None and woke.id == RUN_WAITER + run.id
+        with Inspector(backend.sync) as insp:
+            assert insp.process(Q, run.id).status == "error"
+        with Client(backend.sync, recheck=120) as c, pytest.raises(RunFailedError, match="stopped in error"):
+            c.result(run, timeout=10)
+
+    asyncio.run(main())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..core.model import codec
 from ..core.model.errors import AsynqpyError, LeaseLostError, MalformedMessageError, SignatureError, TaskNotFoundError
-from ..core.results.plans import pack_outcome
+from ..core.results.plans import pack_outcome, wake_calls
 from ..core.security.signing import run_message
 from ..core.spine.broker import Acted, Finished
 from ..core.spine.keys import queue_keys
@@ -152,8 +152,10 @@ class Recoverer:
                                                    int(p.archive_max_age * 1000), trusted, recover=True,
                                                    outcome=outcome if failed.reply_to else b""))
                 log.warning("task %s (queue %s): %s; archived", id, queue, failed.last_error)
-                if isinstance(res, Finished) and res.late:  # waiters that began after the enqueue
-                    await ctx.exec.run_many([b.reply(queue, inbox, outcome) for inbox in res.late])
+                wakes = [b.reply(queue, inbox, outcome) for inbox in res.late] if isinstance(res, Finished) else []
+                wakes += wake_calls(b, queue, res)  # waiters that began after the enqueue; a run's
+                if wakes:
+                    await ctx.exec.run_many(wakes)
             else:
                 await ctx.exec.run(b.retry(queue, id, token, failed.with_(retried=failed.retried + 1), 0,
                                            recover=True))

@@ -35,7 +35,7 @@ from ..core.model import codec
 from ..core.model.errors import AsynqpyError, LeaseLostError, TaskNotFoundError
 from ..core.model.options import new_task_id
 from ..core.processes import model as process
-from ..core.results.plans import pack_outcome, pack_progress, run_waiter
+from ..core.results.plans import pack_outcome, pack_progress, wake_calls
 from ..core.spine.broker import Call, Commit, Dequeued, Done, Finished
 from ..redisio.connection import REDIS_ERRORS, RETRYABLE
 from .context import Context, Running
@@ -338,9 +338,7 @@ class Writer:
             if res.late and r.ended is not None:
                 outcome = pack_outcome(r.id, *r.ended)
                 replies += [self.ctx.broker.reply(r.queue, inbox, outcome) for inbox in res.late]
-            if res.watchers:  # clients waiting for the process (a durable run's result): woken
-                wake = pack_outcome(run_waiter(res.process), True, None)
-                replies += [self.ctx.broker.reply(r.queue, inbox, wake) for inbox in res.watchers]
+            replies += wake_calls(self.ctx.broker, r.queue, res)  # clients waiting for its process (a run's result)
 
     async def _retry(self, again: list[_Write], results: list[Any]) -> None:
         """Queue again, after a backoff, the writes that met an outage (the server's health says

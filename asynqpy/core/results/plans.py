@@ -47,6 +47,17 @@ def run_waiter(run_id: str) -> str:
     return RUN_WAITER + run_id
 
 
+def wake_calls(broker: Broker, queue: str, finished: Any) -> list[Call[Any]]:
+    """The wake-ups a finishing script's success (a ``Finished``: proc_commit's, archive's) owes
+    the clients waiting for its process (``watchers``): one push to each inbox, a completed
+    outcome of the run waiter's name with no value. None for anything else."""
+    watchers = getattr(finished, "watchers", ())
+    if not watchers:
+        return []
+    wake = pack_outcome(run_waiter(finished.process), True, None)
+    return [broker.reply(queue, inbox, wake) for inbox in watchers]
+
+
 def check_call(broker: Broker, queue: str, id: str, inbox: str) -> Call[Any]:
     """A recheck's look at what waiter ``id`` of inbox ``inbox`` waits for: a task's watch (read
     only), or a run waiter's registration again (:meth:`Waiting.checked` wakes that waiter

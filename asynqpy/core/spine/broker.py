@@ -386,8 +386,8 @@ class Broker(FeatureCalls, OperatorCalls):
         processed_day, failed_day = self._day_keys(q)
         pid, kind = process.process_of(msg) if mark_process else ("", "")
         return script_call(
-            "archive", _finish_code("archive", id),
-            **_q(q, "tasks lease archived processed failed trimmed progress watch proc procs"), **exit_keys(q),
+            "archive", _finish_code("archive", id, pid),
+            **_q(q, "tasks lease archived processed failed trimmed progress watch pwatch proc procs"), **exit_keys(q),
             processed_day=processed_day, failed_day=failed_day, lock=q.lock(msg.lock_digest()),
             reply=q.inbox(msg.reply_to), keylist=_keylist(q, msg.key),
             id=id_arg(id), token=token_arg(token), msg=self.seal(queue, id, msg, sign=sign), max_size=max_size,

@@ -379,16 +379,13 @@ class Commit:
 def _commit_code(id: str, pid: str) -> Callable[[Any], int]:
     """Parser of one input's code in proc_commit's reply: :data:`CHANGED` (its process changed since
     it was read) raises LeaseLostError, the rest as :func:`_finish_code`."""
-    parse = _finish_code("proc_commit", id)
+    parse = _finish_code("proc_commit", id, pid)
 
     def parse_commit(reply: Any) -> int:
         if reply == CHANGED:
             raise LeaseLostError(f"proc_commit: process {pid} changed since input {id} read it; "
                                  "nothing written (the input runs again after its lease)")
-        got = parse(reply)
-        if isinstance(got, Finished) and got.watchers:
-            got.process = pid
-        return got
+        return parse(reply)
 
     return parse_commit
 
@@ -416,12 +413,13 @@ class Finished(int):
     process: str = ""  # ... and its id (a wake-up is pushed to each: core/results/plans run_waiter)
 
     @classmethod
-    def with_late(cls, late: bytes) -> Finished:
+    def with_late(cls, late: bytes, process: str = "") -> Finished:
         f = cls(OK)
         words = late.decode().split()
         f.told = "!" in words
         f.late = tuple(w for w in words if w != "!" and not w.startswith("@"))
         f.watchers = tuple(w[1:] for w in words if w.startswith("@"))
+        f.process = process
         return f
 
 
@@ -486,13 +484,14 @@ def _done_args(q: QueueKeys, items: Sequence[Done], index: Callable[[str], int])
     return args, plain + full, len(plain)
 
 
-def _finish_code(op: str, id: str) -> Callable[[Any], int]:
+def _finish_code(op: str, id: str, pid: str = "") -> Callable[[Any], int]:
     """Parser for the finishing scripts: >= 1 ok; 0 / -3 / -4 raise. The done, complete and
-    archive scripts answer a string (the late waiters' inboxes) for success: a :class:`Finished`."""
+    archive scripts answer a string (the late waiters' inboxes) for success: a :class:`Finished`
+    (``pid``: the process whose waiters it may name, proc_commit's and archive's)."""
 
     def parse(reply: Any) -> int:
         if isinstance(reply, bytes):
-            return Finished.with_late(reply)
+            return Finished.with_late(reply, pid)
         code = int(reply)
         if code >= OK:
             return code
