@@ -65,10 +65,10 @@ LIVE = "psarbwm"  # the stored states of an input that has not ended
 STEP_NAMES = ("a", "b")
 ACTIONS = ["start", "work", "signal", "work", "time", "work", "fail_next", "start", "work", "recover", "signal",
            "work", "time", "resend_start", "work", "cancel", "work", "time", "block", "work", "start", "remove",
-           "work", "signal", "time", "work", "block", "work", "queue_rm", "work"]
+           "work", "signal", "time", "work", "block", "work", "queue_rm", "work", "watch", "work", "watch"]
 """The driver's actions in the order it takes them, from an offset drawn once (a draw of one of them
-would favour the first: hypothesis leans to the first element). A client waiting for a run
-(:meth:`DurableDriver.watch`) is driven by the scenario ``durable_runs`` (tests/test_model_plus.py)."""
+would favour the first: hypothesis leans to the first element). ``watch``: a client waits for a
+run's result (:meth:`DurableDriver.watch`)."""
 
 
 class Killed(BaseException):
@@ -186,6 +186,8 @@ class DurableDriver:
             self.remove(rid)
         elif what == "block":
             self.block()
+        elif what == "watch":
+            self.watch(rid)
         elif what == "fail_next":
             self.fail.add(data.draw(st.sampled_from(STEP_NAMES)))
         else:

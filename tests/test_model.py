@@ -409,6 +409,10 @@ class CrossMachine(RuleBasedStateMachine):
             if id not in self.running:
                 continue
             if how == "cancel" and "|" not in id:  # an operator cancels it
+                if self.state(id) != "a":  # recovered meanwhile (the plus model's w1 restarts in its
+                    # dequeue: time passes, the recoverer runs; found with a mutant whose draws got here)
+                    self.trace.append(f"cancel {id}: no longer active ({self.state(id)}), not sent")
+                    continue
                 self.cancel(id)
                 self.trace.append(f"cancel {id} (a -> {self.state(id)})")
             else:
