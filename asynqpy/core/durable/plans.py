@@ -3,8 +3,9 @@
 
 A run is a durable process (see :mod:`asynqpy.core.durable.replay`): ``start`` is ``start_process``,
 ``signal`` and ``cancel`` are ``call_process`` inputs answered as they commit. ``result`` reads
-the run's record until the run is finished (stage 1: it polls the record, 10 ms apart at first,
-then up to 0.5 s apart; the push the task results have is a follow-up).
+the run's record until the run is finished, waiting between two reads on the client's inbox of
+the run's queue: registered with ``proc_watch``, it is woken by the next commit (or archive) of an
+input of the run, or by the inbox's recheck (:mod:`asynqpy.core.results.plans`).
 """
 
 from __future__ import annotations
