@@ -288,9 +288,8 @@ def test_more_concurrent_waits_than_a_pools_hundred_connections_wait_their_turn(
     """redis-py's default pool fails a call at once past 100 connections ("Too many connections"):
     300 coroutines awaiting results on one AsyncClient, or 150 threads sharing one Client, each
     check one out for their watch call, and some got RedisUnavailableError. A client made from a
-    URL waits for a connection instead (asyncio: a blocking pool of 100), or keeps one per thread
-    (sync), as a cluster client's nodes do: each wait here ends in its own timeout, the tasks are
-    still queued."""
+    URL has room for one per concurrent call or thread (a cluster client's nodes too): each wait
+    here ends in its own timeout, the tasks are still queued."""
     from concurrent.futures import ThreadPoolExecutor
 
     redis_url = request.getfixturevalue("redis_url" if where == "server" else "cluster_url")

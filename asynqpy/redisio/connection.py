@@ -223,14 +223,14 @@ def _make(url_or_client: Any, aio: bool, socket_timeout: float | None) -> Any:
         raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
 
 
-MAX_CONNECTIONS = 100
-"""The most connections an asyncio client made from a URL opens to one server (redis-py's default)."""
-POOL_WAIT_S = 30.0
-"""How long an asyncio call waits for one of them to be free before it fails (RedisUnavailableError)."""
 MAX_OPEN_CONNECTIONS = 10_000
-"""The most connections a sync client made from a URL opens to one server (one per thread that uses
-it: the executor keeps a thread's connection, redisio/executor.py), and a cluster client to one
-node (asyncio: one per concurrent call), up to Redis's own default ``maxclients``."""
+"""The most connections a client made from a URL opens to one server (a cluster client: to one
+node): one per thread that uses a sync client (its executor keeps a thread's connection,
+redisio/executor.py), one per concurrent call of an asyncio one, up to Redis's own default
+``maxclients``. redis-py's default, 100, refuses the 101st at once ("Too many connections"). A
+blocking pool (a call waits for a free connection) was measured: its checkout cost the worker
+~10 % more CPU a lone dequeue call (its condition and timeout), so connections are reused from
+the pool's free list and opened past it, as redis-py did before its version 6."""
 
 
 def _cluster_client(nodes: list[tuple[str, int]], kwargs: dict[str, Any], aio: bool, opts: dict[str, Any]) -> Any:
@@ -238,8 +238,7 @@ def _cluster_client(nodes: list[tuple[str, int]], kwargs: dict[str, Any], aio: b
     answering raises RedisConnectionError)."""
     node: Any = AsyncClusterNode if aio else ClusterNode
     cls: Any = aredis.RedisCluster if aio else redis.RedisCluster
-    try:  # (redis-py's nodes hold 100 connections and refuse the 101st at once; the asyncio one has no
-        # blocking pool: room for one a concurrent call, as for a sync client's threads)
+    try:
         return cls(startup_nodes=[node(h, p) for h, p in nodes], max_connections=MAX_OPEN_CONNECTIONS,
                    **{**opts, **kwargs})
     except RedisClusterException as exc:
@@ -252,23 +251,16 @@ def _sentinel_client(nodes: list[tuple[str, int]], master: str, kwargs: dict[str
     the socket and TLS options, the master with every option)."""
     to_sentinels = {**opts, **{k: v for k, v in kwargs.items() if k.startswith("ssl")}}
     manager: Any = (AsyncSentinel if aio else Sentinel)(nodes, sentinel_kwargs=to_sentinels, **{**opts, **kwargs})
-    return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis)
+    return manager.master_for(master, redis_class=aredis.Redis if aio else redis.Redis,
+                              max_connections=MAX_OPEN_CONNECTIONS)
 
 
 def _single_client(url: str, aio: bool, opts: dict[str, Any]) -> Any:
-    """A client of one Redis server (an asyncio one packs its commands with hiredis). redis-py's
-    default pool fails a call at once ("Too many connections") past 100 connections: 300
-    coroutines awaiting results on one AsyncClient, or 150 threads sharing a Client, each check
-    one out. An asyncio client's pool is a blocking one (a call finding all
-    :data:`MAX_CONNECTIONS` in use waits for one, up to :data:`POOL_WAIT_S`); a sync client's
-    holds one per thread (:data:`MAX_OPEN_CONNECTIONS`)."""
+    """A client of one Redis server (an asyncio one packs its commands with hiredis), its pool
+    holding up to :data:`MAX_OPEN_CONNECTIONS`."""
     single: Any = aredis.Redis if aio else redis.Redis
-    pool: Any
-    if aio:
-        pool = aredis.BlockingConnectionPool.from_url(url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S,
-                                                      **opts, **_DRIVER)
-    else:
-        pool = redis.ConnectionPool.from_url(url, max_connections=MAX_OPEN_CONNECTIONS, **opts, **_DRIVER)
+    pool_cls: Any = aredis.ConnectionPool if aio else redis.ConnectionPool
+    pool = pool_cls.from_url(url, max_connections=MAX_OPEN_CONNECTIONS, **opts, **_DRIVER)
     client = single.from_pool(pool)
     if aio:
         _pack_with_hiredis(client.connection_pool)
