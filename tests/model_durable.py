@@ -63,9 +63,9 @@ GATED = {"r3": encode_version("2")}
 LEASE_MS = 30_000
 LIVE = "psarbwm"  # the stored states of an input that has not ended
 STEP_NAMES = ("a", "b")
-ACTIONS = ["start", "work", "signal", "work", "time", "work", "fail_next", "start", "work", "recover", "signal",
-           "work", "time", "resend_start", "work", "cancel", "work", "time", "block", "work", "start", "remove",
-           "work", "signal", "time", "work", "block", "work", "queue_rm", "work", "watch", "work", "watch"]
+ACTIONS = ["start", "watch", "work", "signal", "work", "time", "work", "fail_next", "start", "work", "recover",
+           "signal", "work", "time", "resend_start", "work", "cancel", "work", "time", "block", "work", "start",
+           "remove", "work", "signal", "time", "work", "block", "work", "queue_rm", "work"]
 """The driver's actions in the order it takes them, from an offset drawn once (a draw of one of them
 would favour the first: hypothesis leans to the first element). ``watch``: a client waits for a
 run's result (:meth:`DurableDriver.watch`)."""
