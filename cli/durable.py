@@ -1,4 +1,4 @@
-"""``asynqpy durable ls|inspect|signal|cancel|resume``: durable runs (docs/durable.md "Operating runs")."""
+"""``asynqpy durable ls|inspect|signal|cancel|resume|result``: durable runs (docs/durable.md "Operating runs")."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .common import (
     console,
     echo,
     emit_json,
+    encryption_ring,
     inspector,
     json_option,
     payload_text,
@@ -36,7 +37,7 @@ _COLOURS = {"completed": "green", "failed": "red", "error": "red", "cancelled": 
 
 @click.group()
 def durable() -> None:
-    """List and inspect durable runs; signal, cancel and resume them."""
+    """List and inspect durable runs; signal, cancel and resume them; wait for one's result."""
 
 
 def _coloured(state: str) -> Text:
@@ -216,6 +217,34 @@ def resume(run_id: str | None, all_failed: bool, function: str | None, reason: s
                 state = insp.durable_run(queue, run_id).state
             raise UserError(f"run {run_id!r} is {state}: only a failed run or one in error resumes")
     echo(f"run {run_id} resumed")
+
+
+@durable.command()
+@click.argument("run_id")
+@queue_option
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="Seconds to wait for the run to end.")
+@json_option
+@redis_url_option
+@user_errors
+def result(run_id: str, queue: str, timeout: float, as_json: bool, redis_url: str) -> None:
+    """Wait for a run to end and print what its function returned (the wait is woken by the run's
+    commits, not polled). A run that failed, was cancelled or stopped in error, or did not end
+    within --timeout: one line saying so, exit code 2."""
+    from asynqpy import Client
+    from asynqpy.core.durable.replay import DurableRun
+    from asynqpy.core.processes.model import validate_id
+
+    run = DurableRun(validate_id(run_id), queue)
+    with Client(redis_url, encryption=encryption_ring(None)) as c:  # (a run's state sealed: $ASYNQPY_ENCRYPTION_KEYS)
+        try:
+            value = c.result(run, timeout=timeout)
+        except TimeoutError:
+            raise UserError(f"run {run_id!r} did not end within {timeout:g}s (it goes on)") from None
+    if as_json:
+        emit_json({"id": run_id, "queue": queue, "result": value})
+    else:
+        echo(payload_text(value, full=True))
 
 
 def _timed(fn: Any, timeout: float) -> Any:

@@ -1,7 +1,7 @@
-"""``asynqpy durable ls|inspect|signal|cancel|resume`` (docs/durable.md "Operating runs") on a
-redis-server, with a worker in a thread: a failed run listed and inspected, the fix deployed and
-every failed run of the function resumed in bulk, a signal, a cancel, and the one-line errors
-(exit 2) of bad input."""
+"""``asynqpy durable ls|inspect|signal|cancel|resume|result`` (docs/durable.md "Operating runs") on
+a redis-server, with a worker in a thread: a failed run listed and inspected, the fix deployed and
+every failed run of the function resumed in bulk, a signal, a cancel, a run's result waited for,
+and the one-line errors (exit 2) of bad input and of a run that did not complete."""
 
 from __future__ import annotations
 
@@ -118,6 +118,14 @@ def test_the_durable_commands_list_inspect_resume_signal_and_cancel_runs(redis_u
         assert c.result(DurableRun("w1", Q), timeout=20) == {"x": 1}
         with pytest.raises(RunFailedError, match="not needed"):
             c.result(DurableRun("w2", Q), timeout=20)
+        assert json.loads(ok(redis_url, "durable", "result", "w1", "-q", Q, "--json"))["result"] == {"x": 1}
+        assert ok(redis_url, "durable", "result", "w1", "-q", Q).strip() == '{"x": 1}'
+        fails(redis_url, "durable", "result", "w2", "-q", Q, message="cancelled: not needed")
+        fails(redis_url, "durable", "result", "o1", "-q", Q, message="failed")
+        c.start("waiter", id="w3", queue=Q)
+        fails(redis_url, "durable", "result", "w3", "-q", Q, "--timeout", "0.2", message="did not end within 0.2s")
+        fails(redis_url, "durable", "result", "nope", "-q", Q, message="no process 'nope'")
+        fails(redis_url, "durable", "result", "bad\nid", "-q", Q, message="a process id must be")
     with worker(redis_url, order_mux("v2", calls)):  # the fix deployed
         out = ok(redis_url, "durable", "resume", "--all-failed", "--function", "order", "-q", Q)
         assert "resumed 2 run(s)" in out and "o1" in out and "o2" in out
