@@ -186,15 +186,15 @@ if #gone > 0 then
   redis.call('HDEL', K.watch, unpack(gone))
 end
 local waiting = redis.call('HMGET', K.pwatch, unpack(pids))
-local woken = {}
+local waited = {}  -- (the processes whose waiters are answered)
 for k, i in ipairs(okpos) do
   if waiting[k] then
     local marks = (string.gsub(waiting[k], '(%S+)', '@%1'))
     out[i] = type(out[i]) == 'string' and out[i] .. ' ' .. marks or marks
-    woken[#woken + 1] = pids[k]
+    waited[#waited + 1] = pids[k]
   end
 end
-if #woken > 0 then
-  redis.call('HDEL', K.pwatch, unpack(woken))
+if #waited > 0 then
+  redis.call('HDEL', K.pwatch, unpack(waited))
 end
 return out
