@@ -1,9 +1,9 @@
-"""A durable run's result is pushed, not polled (docs/durable.md "Starting, signalling, waiting"):
+"""A durable run's result is pushed, not polled (docs/durable.md "The client"):
 ``Client.result(run)`` registers the client's inbox with ``proc_watch`` and reads the run in one
-round trip; the next commit of one of the run's inputs wakes it (lua/proc_commit.lua answers the
-inbox, the worker pushes a wake-up); a wake-up lost (a worker killed between the commit and its
-push) is made good by the inbox's recheck. On fakeredis, redis-server and the cluster; the
-async client and the sync one."""
+round trip; the next commit of one of the run's inputs, or its archive, wakes it
+(lua/proc_commit.lua and lua/archive.lua answer the inbox, the worker pushes a wake-up); a
+wake-up lost (a worker killed between the commit and its push) is made good by the inbox's
+recheck. On fakeredis, redis-server and the cluster; the async client and the sync one."""
 
 from __future__ import annotations
 
