@@ -120,6 +120,16 @@ def _lane_unit(item: pytest.Item) -> str:
     return item.nodeid.split("::")[0] if shared else item.nodeid
 
 
+def _lane_cost(unit: list[pytest.Item]) -> float:
+    """What a lane's unit of slow tests weighs: sqrt(n) for n tests (a module's tests share their
+    set-up; most are short), or more where a test says so (``@pytest.mark.slow(cost=3)``: about
+    three times a typical slow test's ~13 s in CI). Without the costs, the three longest tests (the
+    bench smoke, the wheel, the schedulers killed: ~87 s) fell in one lane, ~100 s of the longest
+    tests more than the other, and that lane ended the run."""
+    marked = [float(m.kwargs.get("cost", 1)) for m in (i.get_closest_marker("slow") for i in unit) if m]
+    return max([len(unit) ** 0.5, *marked])
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In the fast tier, leave out what needs a real server, a browser or many processes: tests
@@ -134,10 +144,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         units: dict[str, list[pytest.Item]] = {}
         for item in heavy:
             units.setdefault(_lane_unit(item), []).append(item)
-        load = [0.0] * HEAVY_LANES  # each unit to the lane with the least so far, a unit of n tests as
-        for unit in units.values():  # sqrt(n) (a module's tests share their set-up; most are short)
+        load = [0.0] * HEAVY_LANES  # each unit to the lane with the least so far, the costliest first
+        for unit in sorted(units.values(), key=_lane_cost, reverse=True):  # (a stable sort: the same everywhere)
             lane = load.index(min(load))
-            load[lane] += len(unit) ** 0.5
+            load[lane] += _lane_cost(unit)
             for item in unit:
                 item.add_marker(pytest.mark.xdist_group(f"heavy-{lane}"))
     if not FAST:

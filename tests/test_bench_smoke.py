@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 
+@pytest.mark.slow(cost=3)  # (its lane's weight: tests/conftest.py _lane_cost)
 def test_bench_smoke(tmp_path: Path, redis_server: object) -> None:
     out = run_group([sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--output", str(tmp_path)], 200)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -249,6 +249,7 @@ def _settle(r: Any, insp: Inspector, fleet: Fleet, timeout: float = 60) -> list[
     return want
 
 
+@pytest.mark.slow(cost=1.5)  # (its lane's weight: tests/conftest.py _lane_cost)
 def test_rolling_upgrade_from_the_previous_release_and_back(redis_url: str, tmp_path: Path) -> None:
     head = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout.strip()

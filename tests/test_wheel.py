@@ -68,6 +68,7 @@ def _metadata(text: str) -> email.message.Message:
     return email.parser.Parser().parsestr(text)
 
 
+@pytest.mark.slow(cost=2)  # (its lane's weight: tests/conftest.py _lane_cost)
 def test_sdist_and_wheel_contents_metadata_install_and_demo(tmp_path: Path, redis_url: str) -> None:
     # 1. The sdist from a clean copy (a stale build/ in the checkout must not leak into it), the wheel
     # from the sdist. --no-isolation: the test venv's setuptools (the test extra pins one that builds

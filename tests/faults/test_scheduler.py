@@ -32,6 +32,7 @@ def _ticks(r: redis.Redis) -> int:
     return min(sum(1 for i in ids if i.startswith(f"cron:{name}:")) for name in ENTRIES)
 
 
+@pytest.mark.slow(cost=2)  # (its lane's weight: tests/conftest.py _lane_cost)
 def test_sigkilled_schedulers_enqueue_each_tick_once(redis_url: str, recorder: redis.Redis,
                                                      recorder_server: RedisProcess, tmp_path: Path) -> None:
     with Inspector(redis_url) as insp:
