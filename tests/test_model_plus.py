@@ -1646,6 +1646,23 @@ def tenant_last_task_deleted(m: PlusMachine) -> None:
     check_all(m)
 
 
+def rated_tenant_emptied(m: PlusMachine) -> None:
+    """Tenant a (2/s, a burst of 1) waits on its rate with one task left; the operator deletes that
+    task, and once a's time came a dequeue of a task without a tenant meets a in ``tw``: a leaves
+    ``tw`` without entering the ready ring (found by fuzzing the model, 2026-12-01: it entered
+    the ring with no task)."""
+    first, second = enqueue_plain(m, tenant="a"), enqueue_plain(m, tenant="a")
+    assert m.dequeue(2) == [first]
+    m.touched.add(second)
+    m.insp.delete_task(Q, second)
+    m.trace.append(f"delete {second}")
+    check_all(m)
+    m.time_passes(1_100)
+    other = enqueue_typed(m, "x")  # (no tenant: the tenant '', whose turn comes first; a type no version gate holds)
+    assert m.dequeue(1) == [other]
+    check_all(m)
+
+
 def targeted_resubmitted(m: PlusMachine) -> None:
     """A targeted task whose run is going on is deleted and enqueued again under its id; the old
     run then ends: it changes nothing of the new task."""
@@ -1721,6 +1738,7 @@ SCENARIOS: dict[str, Any] = {
     "tenant_task_retried": tenant_task_retried,
     "tenant_last_task_deleted": tenant_last_task_deleted,
     "targeted_resubmitted": targeted_resubmitted,
+    "rated_tenant_emptied": rated_tenant_emptied,
     "durable_runs": durable_runs,
 }
 

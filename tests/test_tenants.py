@@ -598,6 +598,32 @@ def test_a_tenant_held_by_the_default_rate_goes_at_once_when_the_defaults_are_cl
             clock.advance(2)
 
 
+def test_a_rate_held_tenant_whose_tasks_left_is_not_put_back_in_the_ring(backend: Any) -> None:
+    """Found by fuzzing the plus model (2026-12-01): a tenant held by its rate (in ``tw``) whose
+    pending tasks left meanwhile (deleted by an operator, dropped by a cap) was put back in the
+    ready ring by the next dequeue once its time came, with no task: listed ready, counted by the
+    wake-up's check, until a dequeue met it. It now just leaves ``tw``."""
+    from asynqpy.core.model.clock import FakeClock
+
+    clock = FakeClock(1_700_000_000_000)
+    q = queue_keys(Q)
+    ex, b = SyncExecutor(backend.sync), Broker(clock)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        insp.set_tenant_defaults(Q, rate=1)
+        c.enqueue("t", "b0", queue=Q, tenant="b")
+        b1 = c.enqueue("t", "b1", queue=Q, tenant="b")
+        got = ex.run(b.dequeue(Q, 4, 30_000, "tok00001"))
+        assert [decode(m).payload for _, m in got.tasks] == ["b0"]
+        assert backend.sync.zscore(q.tw, "b") is not None  # held by its rate, b1 waiting
+        insp.delete_task(Q, b1.id)
+        clock.advance(5)  # its next task would be due now
+        c.enqueue("t", "a0", queue=Q, tenant="a")
+        got = ex.run(b.dequeue(Q, 1, 30_000, "tok00001"))
+        assert [decode(m).payload for _, m in got.tasks] == ["a0"]
+        assert backend.sync.zscore(q.tr, "b") is None and backend.sync.zscore(q.tw, "b") is None
+        assert [t.name for t in insp.tenants(Q) if t.ready] == []
+
+
 def test_held_tasks_spend_no_token_slot_or_turn_of_their_tenant(backend: Any) -> None:
     """Issue 42 defect 5: tasks the dequeue holds (a blocked type, a version gate) never start, so
     they take nothing of their tenant: with tenant a at 1/s and concurrency 1, three held tasks

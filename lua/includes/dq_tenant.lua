@@ -8,8 +8,10 @@
 --- conforms: a key of its own, never a band of the ring's passes).
 --- tenant_back(s, n): each dequeue first puts back in the ring at V the tenants of tw whose next
 --- task is due, or whose rate is gone (one ZRANGE of tw's first n+1, and one HMGET of their
---- settings while some are not due; NX: one a push put back keeps its pass). Returns whether tw
---- existed (a tenant the dequeue serves may be in it too).
+--- settings while some are not due; NX: one a push put back keeps its pass); one with no pending
+--- task left (deleted, dropped by a cap while it waited) leaves tw and stays out of the ring (one
+--- range read a tenant: the ring holds only tenants with work). Returns whether tw existed (a
+--- tenant the dequeue serves may be in it too).
 --- tenant_admit(s, r): a round's tenants' settings (one HMGET): weights (a tenant of weight w
 --- takes w turns to one of weight 1: its stride), pauses and concurrency (free slots: out of the
 --- ring when none) and rates (free: the tasks its rate allows now; none: out of the ring, in tw).
@@ -45,11 +47,15 @@ local function tenant_back(s, n)
     end
   end
   if #names > 0 then
-    for _, name in ipairs(names) do
-      back[#back + 1], back[#back + 2] = string.format('%.0f', s.vt), name
+    for _, name in ipairs(names) do  -- (one whose tasks left meanwhile, deleted or dropped, just leaves tw)
+      if redis.call('ZRANGE', K.tq, '[' .. name .. '\0', '(' .. name .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1] then
+        back[#back + 1], back[#back + 2] = string.format('%.0f', s.vt), name
+      end
     end
     redis.call('ZREM', tw, unpack(names))
-    redis.call('ZADD', K.tr, 'NX', unpack(back))
+    if #back > 0 then
+      redis.call('ZADD', K.tr, 'NX', unpack(back))
+    end
   end
   return true
 end
