@@ -464,7 +464,7 @@ class CrossMachine(RuleBasedStateMachine):
         msg = codec.decode(run.raw)
         b, t = self.b, run.token
         calls: list[Call[Any]]
-        if "|" in id:
+        if "|" in id and (msg.workers is not None or msg.runs > 1):  # a run, as the worker tells (signing.run_message)
             self.end_run(id, run, msg, how)
             return
         if how == "done":

@@ -129,7 +129,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
 from model_durable import DQ, DurableDriver
-from test_model import LEASE_MS, LIVE, SETTINGS, TENANTS, CrossMachine, K, Known, Q, Run
+from test_model import ENDED, LEASE_MS, LIVE, SETTINGS, TENANTS, WORKERS, CrossMachine, K, Known, Q, Run
 
 from asynqpy import DuplicateTaskError, LeaseLostError, QueueFullError, TaskIdConflictError, TaskNotFoundError
 from asynqpy.core.deploy.versions import HOLD_FLOOR, TYPE_BAND, VERSION_BAND, encode_version
@@ -1679,6 +1679,23 @@ def targeted_resubmitted(m: PlusMachine) -> None:
     check_all(m)
 
 
+def any_worker_for_one_run(m: PlusMachine) -> None:
+    """A targeted task of one run on w1 or w2; the operator asks for any worker (``set_workers``
+    None, refused: its message would no longer say it is targeted, found by fuzzing the model,
+    2026-12-01), then w2 runs it: the run ends as a run, the task completes."""
+    id = m.new_id()
+    m.client.enqueue("tg", m.n, queue=Q, task_id=id, workers=list(WORKERS), runs=1, max_retry=1)
+    m.known[id] = Known()
+    m.targeted[id] = 0
+    m.touched.add(id)
+    m.retarget(None)
+    assert m.dequeue(1, "w2") == [f"{id}|w2"]
+    check_all(m)
+    m.finish_one(f"{id}|w2", "done", Draws())
+    check_all(m)
+    assert m.state(id) in ENDED, (id, m.state(id), m.trace[-12:])
+
+
 def durable_runs(m: PlusMachine) -> None:
     """Issue 46: durable runs meet the faults (tests/model_durable.py), every check after each
     action (clients waiting for runs: each commit wakes the waiters registered since the last); settled, each run ends with the result its recorded steps give."""
@@ -1739,6 +1756,7 @@ SCENARIOS: dict[str, Any] = {
     "tenant_last_task_deleted": tenant_last_task_deleted,
     "targeted_resubmitted": targeted_resubmitted,
     "rated_tenant_emptied": rated_tenant_emptied,
+    "any_worker_for_one_run": any_worker_for_one_run,
     "durable_runs": durable_runs,
 }
 

@@ -208,6 +208,35 @@ def test_delete_and_archive_targeted_tasks_and_refusals(backend: Any) -> None:
         assert insp.queue_info(Q).targeted == 1  # nothing queued was lost to the refusals
 
 
+def test_any_worker_is_refused_for_a_task_of_one_run_and_taken_for_one_of_several(backend: Any) -> None:
+    """Found by fuzzing the model plus (2026-12-01): ``set_workers(q, id, None)`` on a task of one
+    run gave it a message that no longer said it was targeted (no workers, one run), so its run
+    was taken for an ordinary task whose id holds a bar: the worker's end wrote nothing of the
+    run, and the task waited forever with that worker "running". A task of one run now keeps
+    naming workers (InvalidArgumentError, nothing changes); one of several runs takes None, and
+    its runs end as runs."""
+    ran: list[str] = []
+
+    async def main() -> None:
+        with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+            one = c.enqueue("warm", "one", queue=Q, workers=["a", "b"])
+            with pytest.raises(InvalidArgumentError, match="keep naming workers"):
+                insp.set_workers(Q, one.id, None)
+            info = insp.task_info(Q, one.id)
+            assert info.state is TaskState.TARGETED and info.workers == ["a", "b"]
+            two = c.enqueue("warm", "two", queue=Q, workers=["a", "c"], runs=2)
+            with pytest.raises(InvalidArgumentError, match="needs 2 distinct workers"):
+                insp.set_workers(Q, two.id, ["a"])
+            assert insp.set_workers(Q, two.id, None).workers is None
+            insp.set_workers(Q, one.id, ["b"])
+            async with serving(backend.new_async(), _recording_mux(ran), queues=[Q], name="a"), \
+                    serving(backend.new_async(), _recording_mux(ran), queues=[Q], name="b"):
+                await until(lambda: insp.queue_info(Q).targeted == 0)
+            assert sorted(ran) == ["a", "b", "b"]  # each task's runs ended as runs: both done
+
+    asyncio.run(main())
+
+
 def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
     from click.testing import CliRunner
 
@@ -219,6 +248,8 @@ def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
 
     code, out, err = cli("enqueue", "warm", "-q", Q, "--runs", "2", "--workers", "a,b,c", "--task-id", "t1")
     assert code == 0 and out.startswith("enqueued t1 to tq: targeted"), err
+    code, out, err = cli("enqueue", "warm", "-q", Q, "--workers", "a", "--task-id", "t0")  # one run
+    assert code == 0, err
     SyncExecutor(redis.Redis.from_url(redis_url)).run(Broker().dequeue(Q, 1, 30_000, "tok00001", "b"))
     code, out, _ = cli("task", "inspect", "-q", Q, "--id", "t1")
     assert code == 0 and "workers" in out and "a, b, c" in out and "2 distinct worker(s)" in out
@@ -233,6 +264,7 @@ def test_cli_enqueue_inspect_and_edit_targeted_tasks(redis_url: str) -> None:
         (("enqueue", "warm", "-q", Q, "--runs", "3", "--workers", "a,b"), "could never complete"),
         (("enqueue", "warm", "-q", Q, "--workers", "bad name"), "invalid worker name"),
         (("task", "edit", "-q", Q, "--id", "t1", "--workers", "a", "--max-retry", "2"), "give it alone"),
+        (("task", "edit", "-q", Q, "--id", "t0", "--workers", "*"), "keep naming workers"),
         (("worker", "x:mux", "--name", "a|b"), "--name: invalid worker name"),
         (("enqueue", "warm", "-q", Q, "--workers", "a", "--priority", "9"), "cannot have a"),
     ]:

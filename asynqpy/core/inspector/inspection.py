@@ -343,7 +343,8 @@ class Plans(ReadPlans):
                 return done
 
     def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Plan[TaskInfo]:
-        """Change which workers may run a targeted task (None = any). Runs already taken by workers
+        """Change which workers may run a targeted task (None = any, for a task of ``runs`` > 1: a
+        task of one run keeps naming workers, InvalidArgumentError). Runs already taken by workers
         no longer allowed are given back at their next lease renewal."""
         from ..spine.keys import validate_worker_name
 
@@ -364,6 +365,10 @@ class Plans(ReadPlans):
             old = gate.msg
             if names is not None and old.runs > len(names):
                 raise InvalidArgumentError(f"task {id!r} needs {old.runs} distinct workers: name at least as many")
+            if names is None and old.runs <= 1:  # (what its message says makes it targeted: its workers, or runs > 1)
+                raise InvalidArgumentError(
+                    f"task {id!r} runs once on one of its named workers: it must keep naming workers (any worker "
+                    "for one run is an ordinary task: delete it and enqueue it again without workers=)")
             new = old.with_(workers=names)
             code = value((yield [self.b.set_workers(queue, id, stored, old, new, gate.store(new))])[0])
             if code == Acted.OK:

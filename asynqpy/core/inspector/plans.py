@@ -481,10 +481,12 @@ class InspectorPlans(QueueSettingPlans):
     @planned
     def set_workers(self, queue: str, id: str, workers: Sequence[str] | None) -> Steps[TaskInfo]:
         """Change which workers (``Server(name=)``, ``asynqpy worker --name``) may run a targeted
-        task (enqueued with ``workers=`` or ``runs=``); None = any worker. A run already taken by a
-        worker no longer allowed is given back at that worker's next lease renewal (its handler is
-        cancelled; the run is not counted). Returns the task as it now is. SignatureError for a task
-        that does not verify with this Inspector's keys (nothing is written)."""
+        task (enqueued with ``workers=`` or ``runs=``); None = any worker, for a task of ``runs`` > 1
+        (a task of one run keeps naming workers: InvalidArgumentError, nothing changes). A run
+        already taken by a worker no longer allowed is given back at that worker's next lease
+        renewal (its handler is cancelled; the run is not counted). Returns the task as it now is.
+        SignatureError for a task that does not verify with this Inspector's keys (nothing is
+        written)."""
         return self._plans.set_workers(queue, id, workers)
 
     @planned
