@@ -699,6 +699,7 @@ class PlusMachine(CrossMachine):
 
     def init_resends(self) -> None:
         self.stores: dict[str, tuple[Call[Any], codec.Message]] = {}  # id -> its store call and message
+        self.generated: set[str] = set()  # ids a client generated (random: whatever is under one is the caller's)
         self.sent: dict[str, tuple[str, Any, dict[str, Any]]] = {}  # id -> the application's enqueue
         self.produced = 0
         self.resent = 0
@@ -712,6 +713,8 @@ class PlusMachine(CrossMachine):
             call = one(p)
             if call.script in ("enqueue", "enqueue_keyed", "schedule", "enqueue_target", "group_add"):
                 self.stores.setdefault(p.id, (call, p.msg))
+                if p.generated_id:
+                    self.generated.add(p.id)
             return call
 
         inner._one_call = record
@@ -725,8 +728,9 @@ class PlusMachine(CrossMachine):
     def resend_meets(self) -> None:
         """A store call the connection sends again, and the same task the application sends again:
         the id's task, whatever became of it, is recognised as the caller's own (nothing written,
-        no conflict), but for another task under the id (an operator's edit) and a task that is gone
-        (stored again: at-least-once)."""
+        no conflict), but for another task under the id (an operator's edit of a task whose id the
+        caller chose: a generated one cannot collide, so it stays the caller's, as the scripts
+        document) and a task that is gone (stored again: at-least-once)."""
         ids = sorted(self.stores)
         if not ids:
             return
@@ -744,6 +748,7 @@ class PlusMachine(CrossMachine):
             return
         stored = codec.decode(message_of(before))
         own = codec.same_task(stored, msg, True) if st_ in "cx" else codec.same_task(stored, msg, False)
+        own = own or id in self.generated  # (a generated id cannot collide: an operator's edit left it the caller's)
         if st_ in "cx" and not own:
             return  # another task's end (an edited one): a new copy would replace it (documented)
         try:
