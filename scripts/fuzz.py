@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import fakeredis  # noqa: E402
 import redis  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
-from hypothesis.errors import FlakyStrategyDefinition  # noqa: E402
+from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
 log = logging.getLogger("fuzz")
@@ -104,6 +104,8 @@ def run(names: list[str], factory: Any, seconds: float, examples: int, steps: in
             skipped += 1
         except Exception as exc:  # noqa: BLE001 - a failed check (or a script's error): the finding
             text = "".join(traceback.format_exception(exc))
+            if isinstance(exc, FlakyFailure) and exc.exceptions:  # failed once, not on hypothesis's replay: the first
+                exc = exc.exceptions[0]  # failure is the finding (the replay met other ids, other times)
             trace = "\n".join(traces[0]) if traces and traces[0] else "(no trace: this machine keeps none)"
             out.write_text(f"machine: {name}\n\n{text}\nthe example's whole trace:\n{trace}\n")
             log.error("%s failed after %d batches: %s", name, ran, str(exc).splitlines()[0][:300])

@@ -562,6 +562,8 @@ class PlusMachine(CrossMachine):
                 break
         tn = {f.decode(): v.decode() for f, v in self.r.hgetall(K.tn).items()}
         for name in self.r.zrange(K.tw, 0, -1):
+            if self.r.zscore(K.tr, name) is not None:  # in the ring too (a push put it back while held: includes/
+                continue  # tenant tenant_ready): it takes turns; the next dequeue drops its tw entry (tenant_back)
             own = tn.get(f"l:{name.decode()}", tn.get("d", "")).split(" ")
             pending = self.r.zlexcount(K.tq, b"[" + name + b"\0", b"(" + name + b"\1")
             assert not pending or (len(own) >= 5 and float(own[3]) > 0), (
