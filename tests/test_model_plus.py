@@ -502,14 +502,18 @@ class PlusMachine(CrossMachine):
 
     def a_held_back_worker_is_woken(self) -> None:
         """The model's check, less the tasks of tenants held by their rate (``tw``, out of the ring:
-        their dequeue's reply tells when to look again; no worker is woken for them)."""
+        their dequeue's reply tells when to look again; no worker is woken for them), also one a
+        push put back in the ring while its next task is not due (includes/tenant tenant_ready: the
+        dequeue that meets it holds it again)."""
         if not (self.held_back and self.limit):
             return
         if self.r.exists(K.paused) or self.r.zcard(K.lease) >= self.limit:
             return
+        now = self.clock.now_ms()
+        held = {t for t, due in self.r.zrange(K.tw, 0, -1, withscores=True) if due > now}
         pending = self.r.llen(K.pending) + self.r.zcard(K.prio)
         pending += sum(self.r.zlexcount(K.tq, b"[" + t + b"\0", b"(" + t + b"\1")
-                       for t in self.r.zrange(K.tr, 0, -1) if t)
+                       for t in self.r.zrange(K.tr, 0, -1) if t and t not in held)
         if pending:
             assert self.r.llen(K.wake) > 0, ("a slot is free and tasks are pending, but no worker is woken",
                                              self.trace[-12:])
