@@ -695,13 +695,20 @@ class CrossMachine(RuleBasedStateMachine):
     _snapshot: dict[str, str] | None = None
     """While the checks run (they change nothing): the known tasks' states, read once."""
 
+    def note_ends(self, states: dict[str, str] | None = None) -> None:
+        """Each child's parents that have ended now (``Known.ended``: a parent's end counts once, an
+        operator's re-run does not take it back); a step that ends tasks and then may run one again
+        by hand calls it in between."""
+        states = states if states is not None else self.states()
+        for k in self.known.values():
+            k.ended.update(p for p in k.parents if states.get(p, "-") in ENDED)
+
     @invariant()
     def checks(self) -> None:
         """After every step: nothing stranded (children, keys, locks, slots, held-back workers)."""
         self._snapshot = None
         self._snapshot = states = self.states()
-        for k in self.known.values():  # (every step ends here: a parent's end is seen before a re-run)
-            k.ended.update(p for p in k.parents if states.get(p, "-") in ENDED)
+        self.note_ends(states)  # (every step ends here: a parent's end is seen before a re-run)
         try:
             self.nothing_stranded()
             self.keys_held_by_live_tasks()

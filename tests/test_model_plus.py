@@ -442,6 +442,7 @@ class PlusMachine(CrossMachine):
             self.reuse_removed_queue()
         if self.operator_steps % 2 == 0:  # issue 43 item 5: producers meet a cap (cap_storm, at the end)
             self.cap_storm()
+        self.note_ends()  # (what ended above, a cap's drop, ended a parent: the verb below may run it again)
         super().operator(data, verb)
         if self.rate_since is not None and len((self.r.hget(K.tn, "l:a") or b"").split(b" ")) < 5:
             self.rate_since = None  # the model's own operator cleared tenant a: no rate any more
