@@ -15,13 +15,15 @@ action and what it met), from which a scenario of the model plus (tests/test_mod
 SCENARIOS) replays it step by step; exit status 1. A batch of a few examples at a time: the
 models draw from what Redis holds (the ids it made, the tasks due), so hypothesis cannot always
 replay a batch's earlier prefix exactly; a batch it stops for that (``FlakyStrategyDefinition``)
-is counted as skipped, not as a failure. Exit status 0 when the time ran out with no failure.
+is counted as skipped, not as a failure. Exit status 0 when the time ran out (or SIGTERM stopped
+it, after its batch) with no failure.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import time
 import traceback
@@ -40,6 +42,8 @@ from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 log = logging.getLogger("fuzz")
 
 MACHINES = ("plus", "model", "queue", "process", "keyed")
+STOP: list[bool] = []
+"""Set by SIGTERM: the run stops after its batch (a few seconds), as when its time ran out."""
 
 
 def machine(name: str) -> Any:
@@ -89,7 +93,7 @@ def run(names: list[str], factory: Any, seconds: float, examples: int, steps: in
     until = time.monotonic() + seconds
     ran = skipped = 0
     i = 0
-    while time.monotonic() < until:
+    while time.monotonic() < until and not STOP:
         name = names[i % len(names)]
         i += 1
         traces: list[list[str]] = []
@@ -132,6 +136,7 @@ def main() -> None:
     unknown = [n for n in names if n not in MACHINES]
     if unknown or not names:
         ap.error(f"unknown machine(s) {unknown}: choose among {', '.join(MACHINES)}")
+    signal.signal(signal.SIGTERM, lambda *_: STOP.append(True))  # (the batch ends, then its redis-server is stopped)
     proc = None
     if a.fake:
         server = fakeredis.FakeServer()
