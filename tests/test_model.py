@@ -422,7 +422,10 @@ class CrossMachine(RuleBasedStateMachine):
         self.r.lpop(K.wake)  # an idle worker takes the wake token (BLPOP), if there is one, then dequeues
         token = self.new_token()
         before = {f.decode()[2:]: int(v) for f, v in self.r.hgetall(K.tn).items() if f.startswith(b"a:")}
+        leased = {x.decode() for x in self.r.zrange(K.lease, 0, -1) if b"|" in x}
         got = self.x.run(self.b.dequeue(Q, count, LEASE_MS, token, worker))
+        for id, _ in got.tasks:  # one run id, one lease (a deleted task's run may still hold its id's)
+            assert id not in leased, (f"run {id} handed out while its id's lease was still held", self.trace[-12:])
         for f, v in self.r.hgetall(K.tn).items():  # a tenant's concurrency is never exceeded by a dequeue
             parts = v.decode().split(" ")
             if f.startswith(b"l:") and len(parts) > 2 and int(parts[2]) > 0:

@@ -1708,6 +1708,26 @@ def any_worker_for_one_run(m: PlusMachine) -> None:
     assert m.state(id) in ENDED, (id, m.state(id), m.trace[-12:])
 
 
+def run_id_still_leased(m: PlusMachine) -> None:
+    """A queue of limit 2; a targeted task of two runs, its run on w2 going on, is deleted and
+    stored again under its id, and a plain task waits: w2's dequeue may not take the new task's
+    run under the run id the old run's lease holds (found by fuzzing the model, 2026-12-01: one
+    lease entry for two runs, the limit said reached with a slot free, no worker woken)."""
+    m.set_limit(2)
+    id = m.new_id()
+    m.client.enqueue("tg", m.n, queue=Q, task_id=id, runs=2, max_retry=1)
+    m.known[id] = Known()
+    m.targeted[id] = 0
+    assert m.dequeue(1, "w2") == [f"{id}|w2"]
+    m.touched.add(id)
+    m.insp.delete_task(Q, id)
+    m.trace.append(f"delete {id}")
+    m.enqueue_targeted(Draws(None, 1, 0), id)
+    enqueue_typed(m, "x")
+    m.dequeue(2, "w2")
+    check_all(m)
+
+
 def durable_runs(m: PlusMachine) -> None:
     """Issue 46: durable runs meet the faults (tests/model_durable.py), every check after each
     action (clients waiting for runs: each commit wakes the waiters registered since the last); settled, each run ends with the result its recorded steps give."""
@@ -1769,6 +1789,7 @@ SCENARIOS: dict[str, Any] = {
     "targeted_resubmitted": targeted_resubmitted,
     "rated_tenant_emptied": rated_tenant_emptied,
     "any_worker_for_one_run": any_worker_for_one_run,
+    "run_id_still_leased": run_id_still_leased,
     "durable_runs": durable_runs,
 }
 

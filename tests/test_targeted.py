@@ -311,6 +311,28 @@ def test_a_run_of_a_deleted_task_is_not_credited_to_a_new_task_under_its_id(back
         assert not backend.sync.hexists(queue_keys(Q).tasks, run)  # the old run is gone
 
 
+def test_a_run_id_still_leased_by_a_deleted_tasks_run_is_not_handed_out_again(backend: Any) -> None:
+    """Found by fuzzing the model (2026-12-01): a targeted task whose run on w2 was going on was
+    deleted and stored again under its id; w2's next dequeue handed it the new task's run under
+    the same run id, whose lease entry the old run held: two runs in one lease entry, one slot
+    counted for both (the dequeue said the queue's limit was reached while a slot was free, and
+    left no worker woken for the pending task). The run id waits until the old run ended."""
+    ex, b = SyncExecutor(backend.sync), Broker()
+    q = queue_keys(Q)
+    with Client(backend.sync) as c, Inspector(backend.sync) as insp:
+        c.enqueue("warm", 1, queue=Q, runs=2, task_id="job")
+        [(run, raw)] = ex.run(b.dequeue(Q, 5, 30_000, "tok00001", "w2")).tasks
+        assert run == "job|w2"
+        insp.delete_task(Q, "job")  # the old run goes on
+        c.enqueue("warm", 2, queue=Q, runs=2, task_id="job")
+        assert ex.run(b.dequeue(Q, 5, 30_000, "tok00002", "w2")).tasks == []  # not while the old run holds its id
+        assert [i for i, _ in ex.run(b.dequeue(Q, 5, 30_000, "tok00003", "w1")).tasks] == ["job|w1"]
+        from asynqpy.core.model import codec
+        assert ex.run(b.run_end(Q, "job", codec.decode(raw), "s", run=run, token="tok00001")) == (1, "")
+        assert [i for i, _ in ex.run(b.dequeue(Q, 5, 30_000, "tok00004", "w2")).tasks] == ["job|w2"]
+        assert backend.sync.zcard(q.lease) == 2 and insp.task_info(Q, "job").runs == {"w1": "running", "w2": "running"}
+
+
 def _named_mux(fail_on: set[str]) -> ServeMux:
     mux = ServeMux()
 

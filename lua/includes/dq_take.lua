@@ -3,7 +3,9 @@
 --- 1. first runs of targeted tasks the caller (worker A.name) may take (includes/runs:
 ---    those naming it, then those any worker may run; a task it runs, has succeeded or failed on,
 ---    or whose runs are all taken, is passed over; one whose run on it expired may be taken
----    again). A run's id is '<task id>|<name>', its message the task's; each uses one of s.count.
+---    again; one whose run id still has a lease, held by the run of a task deleted since under the
+---    same id, waits for that run's end: one run id, one lease, one slot). A run's id is
+---    '<task id>|<name>', its message the task's; each uses one of s.count.
 ---    A targeted task of a blocked type gives no run (it stays targeted; min_worker_version is
 ---    refused for targeted tasks). Runs left for other workers wake one.
 --- 2. take-backs: a caller with a version takes back to the front of the pending tasks up to
@@ -28,7 +30,9 @@ do
             local r = rec_parse(rec)
             local mine = r.states[name]
             if (not mine or mine[1] == 'e') and rec_allows(r, name) and rec_count(r, 'r') + rec_count(r, 's') < r.n
-                and not type_held(s.holds, v) then  -- (a blocked type's runs wait in place: includes/hold)
+                and not type_held(s.holds, v)  -- (a blocked type's runs wait in place: includes/hold)
+                and not redis.call('ZSCORE', K.lease, tid .. '|' .. name) then  -- (the run of a task deleted since,
+              -- under the same id, still holds this run id's lease: taken once it ended or its lease expired)
               if not mine then  -- (taken again after its lease expired: its entry is reused, not doubled)
                 r.order[#r.order + 1] = name
               end
