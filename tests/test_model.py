@@ -585,12 +585,13 @@ class CrossMachine(RuleBasedStateMachine):
         """The forwarder: due tasks to pending, due keyed ones through their key's gate (or not
         yet: the forwarder died between its two scripts; the next pass finds them again)."""
         before = self.states()
+        due = [m.decode() for m in self.r.zrange(K.scheduled, 0, -1)]  # (the order they come due: time, then id)
         res = self.x.run(self.b.forward(Q, 100))
         if res.keyed and gate:
             run_plan(self.x, gate_due(self.b, Q, res.keyed))
         after = self.states()
-        for id, s in after.items():
-            if before[id] == "s" and s in "pb" and self.known[id].key:
+        for id in sorted(after, key=lambda i: due.index(i) if i in due else len(due)):  # keyed tasks due at once
+            if before[id] == "s" and after[id] in "pb" and self.known[id].key:  # take their key in that order
                 self.admit(id)
         self.trace.append(f"forward gate={gate} -> {res.keyed}")
 
