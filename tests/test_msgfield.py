@@ -190,3 +190,62 @@ def test_lua_reads_and_writes_records_as_python_does(backend: Any, tmp_path: Pat
     for b in bad:  # (refused by Python's reader too)
         with pytest.raises(ValueError):
             rec_unpack(b)
+
+
+HEAD_PROBE = """--[[ head_probe: the readers that look at a message's first bytes only, on each message
+ARG msgs...  the messages
+Returns, per message: {msg_type (includes/events), the blob name msg_blob reads or '' (includes/offload),
+msg_short(m, 1, F.tenant) and msg_short(m, 1, F.min_version) as 0/1 (includes/msgfield)}.
+]]
+--- @include "msgfield"
+--- @include "events"
+--- @include "offload"
+local out = {}
+for j = 1, A.msgs.n do
+  local m = A.msgs[j]
+  out[j] = {msg_type(m, 1), msg_blob(m, 1) or '', msg_short(m, 1, F.tenant) and 1 or 0,
+            msg_short(m, 1, F.min_version) and 1 or 0}
+end
+return out
+"""
+
+
+def _array32(data: bytes) -> bytes:
+    """The same message with its array's header written as an array32 (valid msgpack, never what the
+    codec writes): the readers must not take it for a short array."""
+    u = msgpack.Unpacker(raw=True)
+    u.feed(data)
+    n = u.read_array_header()
+    return b"\xdd" + n.to_bytes(4, "big") + data[u.tell():]
+
+
+def test_the_header_readers_agree_with_the_codec(backend: Any, tmp_path: Path) -> None:
+    """msg_type and msg_blob read the array's header and the type's in one call, and msg_short tells
+    a message that stops before a field from its header alone (the lease's version check and a
+    done's tenant, no walk): on short arrays, array16 (a keyed or targeted task's) and array32
+    (which msg_short never calls short: the field readers walk it)."""
+    (tmp_path / "includes").mkdir()
+    for name in ("msgfield", "events", "offload"):
+        (tmp_path / "includes" / f"{name}.lua").write_text((_lua_dir() / "includes" / f"{name}.lua").read_text())
+    (tmp_path / "head_probe.lua").write_text(HEAD_PROBE)
+    probe = load_dir(tmp_path)["head_probe"]
+    rng = random.Random(47)
+    msgs = [_message(rng) for _ in range(300)]
+    msgs += [Message(type="t", payload=msgpack.ExtType(70, b"blob-1")),  # an offloaded payload's reference
+             Message(type="t" * 40, payload=msgpack.ExtType(70, b"b" * 300), key="k"),
+             Message(type="t", payload=msgpack.ExtType(71, b"not-a-blob"), tenant="acme")]
+    raw = [encode(m) for m in msgs]
+    raw += [_array32(r) for r in raw[:50]] + [_array32(r) for r in raw[-3:]]
+    msgs += msgs[:50] + msgs[-3:]
+    got = backend.sync.eval(probe.source, 0, *raw)
+    for m, data, (mtype, blob, short_tenant, short_version) in zip(msgs, raw, got, strict=True):
+        fields = len(_starts(data))
+        assert mtype.decode() == m.type, m
+        ref = m.payload if isinstance(m.payload, msgpack.ExtType) and m.payload.code == 70 else None
+        assert blob == (ref.data if ref is not None else b""), m
+        for short, field in ((short_tenant, "tenant"), (short_version, "min_version")):
+            if data[0] == 0xDD:  # (an array32 is never told short: its readers walk it, as before)
+                assert short == 0, (m, data[:3])
+            else:
+                assert short == int(fields <= FIELD_INDEX[field]), (m, field, data[:3])
+    assert {r[:1] for r in raw} >= {b"\xdc", b"\xdd"} and any(0x90 <= r[0] <= 0x9f for r in raw)

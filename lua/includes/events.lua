@@ -144,18 +144,18 @@ local function ids_ok(id)
 end
 local function msg_type(m, at)  -- (at: where the message starts in m, default 1: no copy of it)
   at = at or 1
-  local b = string.byte(m, at)
+  local b, s, _, s16 = string.byte(m, at, at + 3)  -- (the headers: one call)
   local i
   if b and b >= 0x90 and b <= 0x9f then
     i = at + 1
   elseif b == 0xdc then
-    i = at + 3
+    i, s = at + 3, s16
   elseif b == 0xdd then
     i = at + 5
+    s = string.byte(m, i)
   else
     return ''
   end
-  local s = string.byte(m, i)
   if s and s >= 0xa0 and s <= 0xbf then
     return string.sub(m, i + 1, i + s - 0xa0)
   elseif s == 0xd9 then

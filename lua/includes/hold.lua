@@ -31,6 +31,9 @@ local function type_held(holds, v)  -- the type of the task of stored value v is
   return holds and holds ~= '' and string.find(holds, '\0' .. msg_type(v, 2) .. '\0', 1, true) ~= nil
 end
 local function hold_score(holds, v, version, conf)
+  if (not holds or holds == '') and msg_short(v, 2, MIN_VERSION_INDEX) then
+    return nil  -- (no type blocked, and a message too short to name a version: the usual case, no walk)
+  end
   if type_held(holds, v) then
     return TYPE_BAND + redis.call('HINCRBY', conf, 'hseq', 1)
   end

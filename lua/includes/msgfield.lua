@@ -1,6 +1,8 @@
 --- Message fields read in place (the msgpack array core/model/codec.py encodes; field numbers from the
 --- loader's table F, core/model/codec.py FIELD_INDEX), without decoding the message.
 --- msg_field(m, i, index): where field ``index`` of the message starting at byte i of m starts.
+--- msg_short(m, i, index): the message at i stops before field ``index`` (its array's header alone,
+--- one call: a short array's or an array16's; an array32 is never called short).
 --- msg_priority(m, i): the priority of the message starting at byte i of m. Only a message whose
 --- array reaches the priority field (PRIORITY_INDEX, codec.PRIORITY_INDEX: trailing defaults
 --- are left out of the encoding) is read past its first bytes, skipping the fields before it
@@ -93,6 +95,13 @@ local function msg_len(m, i)  -- the message's field count and where its first f
   end
   return 0, i
 end
+local function msg_short(m, i, index)  -- the message at i stops before field ``index`` (one call, no walk)
+  local b, hi, lo = string.byte(m, i, i + 2)
+  if b and b >= 0x90 and b <= 0x9f then
+    return b - 0x90 <= index
+  end
+  return b == 0xdc and hi ~= nil and lo ~= nil and hi * 256 + lo <= index
+end
 local function msg_field(m, i, index)  -- where field ``index`` (0-based) of the message at i starts, or nil
   local n
   n, i = msg_len(m, i)
@@ -136,6 +145,9 @@ end
 local tenant_at, key_at = str_at, str_at
 local TENANT_INDEX = F.tenant
 local function msg_tenant(m, i)  -- the tenant of the message at i, or nil (none: the tenant '')
+  if msg_short(m, i, TENANT_INDEX) then
+    return nil  -- (a message without a tenant, the usual case: its array stops before the field; no walk)
+  end
   return tenant_at(m, msg_field(m, i, TENANT_INDEX))
 end
 local KEY_FIELD = F.key

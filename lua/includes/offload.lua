@@ -10,18 +10,19 @@
 local EXT_FIXED = {1, 2, 4, 8, 16}  -- (fixext 1 .. fixext 16: 0xd4 .. 0xd8)
 local function msg_blob(m, at)
   at = at or 1
-  local b = string.byte(m, at)
+  local b, s, _, s16 = string.byte(m, at, at + 3)  -- (the headers: one call)
   local i
   if b and b >= 0x91 and b <= 0x9f then
     i = at + 1
   elseif b == 0xdc then
-    i = at + 3
+    i, s = at + 3, s16
   elseif b == 0xdd then
     i = at + 5
+    s = string.byte(m, i)
   else
     return nil
   end
-  local s = string.byte(m, i)  -- the type: a string, skipped
+  -- s: the type, a string, skipped
   if s and s >= 0xa0 and s <= 0xbf then
     i = i + 1 + s - 0xa0
   elseif s == 0xd9 then
