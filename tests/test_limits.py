@@ -341,6 +341,38 @@ def test_a_freed_slot_leaves_a_wake_token(backend: Any, outcome: str) -> None:
     assert r.llen(k.wake) == 0
 
 
+def test_a_batch_of_process_commits_that_frees_a_slot_wakes_a_held_back_worker(backend: Any) -> None:
+    """proc_commit ends a batch of inputs, each leaving the lease zset just before its exit duties:
+    the wake-up of a held-back worker must look at the slots once they are free, not only at the
+    first input's end (found by scripts/fuzz.py on the model plus: a limit lowered under 3 running
+    tasks, two inputs committed together, a slot free, a task pending, no worker woken)."""
+    from asynqpy.core.model.codec import Message, decode
+    from asynqpy.core.processes import model as P
+
+    b, x, r, k = Broker(), SyncExecutor(backend.sync), backend.sync, queue_keys(Q)
+    with Client(r) as c:
+        for i in range(2):
+            c.start_process("acct", f"p{i}", queue=Q)
+    x.run(b.enqueue(Q, "plain", Message("t", 1)))
+    got = x.run(b.dequeue(Q, 3, 30_000, "tok00001")).tasks
+    assert len(got) == 3
+    with Inspector(r) as insp:
+        insp.set_limits(Q, concurrency=2)  # lowered under 3 running tasks (a live resize)
+    x.run(b.enqueue(Q, "waiting", Message("t", 2)))
+    r.delete(k.wake)  # the tokens taken by idle workers, held back since (3 running, the limit 2)
+    commits = []
+    for id, v in got:
+        msg = decode(v)
+        if msg.type.startswith("process:"):
+            pid = msg.payload["p"]
+            plan = P.plan_step(pid, "init", P.parse_record(pid, r.hget(k.proc, pid)), P.Step(state={}), 0)
+            commits.append(b.commit(Q, id, "tok00001", msg, plan))
+    assert len(commits) == 2
+    assert x.run(b.proc_commit_many(Q, commits)) == [1, 1]
+    assert r.zcard(k.lease) == 1 and r.llen(k.wake) == 1  # a slot is free, a task waits: one worker woken
+    assert [id for id, _ in x.run(b.dequeue(Q, 1, 30_000, "tok00002")).tasks] == ["waiting"]
+
+
 @pytest.mark.parametrize("fair", [True, False])
 def test_a_limited_queue_keeps_running_with_fair_dispatch(backend: Any, fair: bool) -> None:
     """Four servers (fair: one task per dequeue, the default of `--processes N`) on a queue

@@ -6,7 +6,9 @@
 --- a held tenant back in the ring and a worker woken (x.wake). x.ta is required: an error otherwise
 --- (a tenant slot would leak).
 --- exit_wake(x): a slot freed under the queue's concurrency limit wakes a held-back worker (once per
---- script: one token wakes the next; includes/slots slot_freed).
+--- script: one token wakes the next; includes/slots slot_freed). Until it has woken one, each exit
+--- looks again (the limit read once): a batch whose items leave the lease zset one by one, each
+--- before its exit (proc_commit), frees its slots after the first item's exit.
 --- @include "signal"
 --- @include "priority"
 --- @include "slots"
@@ -28,7 +30,7 @@ local function exit_tenant(x, ids, known)  -- tasks left active: their tenants' 
 end
 local function exit_wake(x)
   if x.lease and not x.woke and not x.unlimited and x.conf and x.pending and x.wake then
-    x.woke = true
-    slot_freed(x.conf, x.lease, exit_pk(x), x.wake)  -- (once per script: one token wakes the next)
+    local limit, woke = slot_freed(x.conf, x.lease, exit_pk(x), x.wake, x.limit)
+    x.limit, x.woke = limit, woke or not limit  -- (no limit: nothing to wake for in this script)
   end
 end
