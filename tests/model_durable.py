@@ -11,8 +11,10 @@ after a lost reply), signals (some sent twice under one idempotency key), cancel
 a wait's timers (the forwarder, the model's time), a worker killed inside a step, after a
 checkpoint or before its commit, a commit's reply lost and the commit sent again, the recoverer
 after a lease expiry, the queue removed (forced) and used again, tenant turns (tenant ``a`` runs at
-most one input at a time), deploy holds (the run's type blocked, then unblocked) and a version gate
-(run ``r3`` is started with ``min_worker_version="2"``; the worker is of version 2 or of none).
+most one input at a time), deploy holds (the run's type blocked, then unblocked), a version gate
+(run ``r3`` is started with ``min_worker_version="2"``; the worker is of version 2 or of none), and
+a live resize under a worker's batched commit (``contend``: the limit lowered to 1 under the inputs
+a worker holds, a second worker held back, the inputs committed in one ``proc_commit``).
 
 Checks after every step of the model (:meth:`DurableDriver.check`): each run's history in Redis is
 exactly the events its checkpoints and commits wrote (nothing lost, nothing twice: a script that
@@ -21,7 +23,8 @@ looks, when it starts, that Redis holds no final record of it); a signal is deli
 signal events of one send); a timer fires once (one ``fired`` per position); a completed run's
 result is written with its last step and is what its recorded steps and wait returned; a run not
 finished (and not stopped in error) has an input alive; a removed run leaves no record, history or
-input; every live input of ``r3`` carries its gate. At each dequeue: no input of a blocked type is
+input; every live input of ``r3`` carries its gate; after a batched commit, a worker held back is
+woken once no input is leased and one is pending. At each dequeue: no input of a blocked type is
 handed out, nor one of ``r3`` to a worker of no version; tenant ``a`` has at most one input active."""
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ LIVE = "psarbwm"  # the stored states of an input that has not ended
 STEP_NAMES = ("a", "b")
 ACTIONS = ["start", "watch", "work", "signal", "work", "time", "work", "fail_next", "start", "work", "recover",
            "signal", "work", "time", "resend_start", "work", "cancel", "work", "time", "block", "work", "start",
-           "remove", "work", "signal", "time", "work", "block", "work", "queue_rm", "work"]
+           "remove", "work", "signal", "time", "work", "block", "work", "queue_rm", "work", "start", "contend"]
 """The driver's actions in the order it takes them, from an offset drawn once (a draw of one of them
 would favour the first: hypothesis leans to the first element). ``watch``: a client waits for a
 run's result (:meth:`DurableDriver.watch`)."""
@@ -180,6 +183,8 @@ class DurableDriver:
             self.time(data.draw(st.sampled_from([1_100, 3_000, 6_000])))
         elif what == "recover":
             self.recover()
+        elif what == "contend":
+            self.contend(data.draw(st.integers(1, 2)))
         elif what == "cancel":
             self.cancel(rid)
         elif what == "remove":
@@ -338,47 +343,10 @@ class DurableDriver:
         self.m.trace.append(f"durable work {[i for i, _ in res.tasks]}")
 
     def run_input(self, id: str, token: str, msg: Message, lost_reply: bool = False) -> None:
-        parsed = proc.parse_input(msg.type, msg.key, msg.payload)
-        assert parsed is not None, msg
-        pid, kind, args = parsed
-        reply = self.m.x.run(self.m.b.proc_read(DQ, pid, 0, self.handler.history))
-        rec = proc.parse_record(pid, reply[0]) if reply else None
-        history = proc.History(int(reply[1]), reply[2:]) if reply else proc.History(1, [])
-        try:
-            plan = proc.decide(pid, kind, rec, id)
-        except proc.Refused as exc:
-            self.m.x.run(self.m.b.archive(DQ, id, token, msg.with_(last_error=str(exc)), 1000, 3_600_000,
-                                          mark_process=False))
+        got = self.plan_input(id, token, msg)
+        if got is None:
             return
-        held = {"rec": rec}
-        if plan is None:
-            assert rec is not None
-            inp = proc.Input(kind, args, id, msg.retried + 1)
-            try:
-                with self.clocked():
-                    step = asyncio.run(self._replay(rec.view(history, DQ), inp, self._checkpoint(id, token, pid, kind,
-                                                                                               msg.key, held)))
-            except Killed:
-                return  # the lease expires; the recoverer takes it
-            except LeaseLostError:
-                return  # a checkpoint refused: the input is let go of
-            except Exception as exc:  # noqa: BLE001 - the handler's failure: retried or archived
-                failed = msg.with_(last_error=repr(exc), last_failed_at_ms=self.m.clock.now_ms())
-                if msg.retried < msg.max_retry:
-                    self.m.x.run(self.m.b.retry(DQ, id, token, failed.with_(retried=msg.retried + 1), 0))
-                else:
-                    self._woken(self.m.x.run(self.m.b.archive(DQ, id, token, failed, 1000, 3_600_000)), failed)
-                return
-            plan = proc.plan_step(pid, kind, held["rec"], step, self.m.clock.now_ms())
-            plan.keep = step.keep if step.keep > 0 else 0
-        if self.kill_at == "commit":
-            return
-        timer = None
-        if plan.timer == "s" and not plan.skipped and not plan.remove:
-            self.inputs += 1
-            timer = (f"dt{self.inputs}", Message(type=msg.type, payload=proc.input_payload(pid, "timeout", None),
-                                                 enqueued_at_ms=self.m.clock.now_ms(), max_retry=msg.max_retry,
-                                                 key=msg.key, tenant=msg.tenant, min_version=msg.min_version))
+        pid, plan, timer = got
         call = self.m.b.proc_commit(DQ, id, token, msg, plan, timer)
         try:
             res = self.m.x.run(call)
@@ -393,6 +361,102 @@ class DurableDriver:
                 pass
             else:
                 raise AssertionError(f"input {id}'s commit, sent again, was accepted again", self.m.trace[-12:])
+
+    def plan_input(self, id: str, token: str, msg: Message) -> tuple[str, proc.Plan, Any] | None:
+        """Run input ``id`` up to its commit (worker/runner.py's path: read, replay with its
+        checkpoints): its (process id, plan, timer input), or None when it ended otherwise (refused
+        and archived, failed, the worker killed, a checkpoint refused)."""
+        parsed = proc.parse_input(msg.type, msg.key, msg.payload)
+        assert parsed is not None, msg
+        pid, kind, args = parsed
+        reply = self.m.x.run(self.m.b.proc_read(DQ, pid, 0, self.handler.history))
+        rec = proc.parse_record(pid, reply[0]) if reply else None
+        history = proc.History(int(reply[1]), reply[2:]) if reply else proc.History(1, [])
+        try:
+            plan = proc.decide(pid, kind, rec, id)
+        except proc.Refused as exc:
+            self.m.x.run(self.m.b.archive(DQ, id, token, msg.with_(last_error=str(exc)), 1000, 3_600_000,
+                                          mark_process=False))
+            return None
+        held = {"rec": rec}
+        if plan is None:
+            assert rec is not None
+            inp = proc.Input(kind, args, id, msg.retried + 1)
+            try:
+                with self.clocked():
+                    step = asyncio.run(self._replay(rec.view(history, DQ), inp, self._checkpoint(id, token, pid, kind,
+                                                                                               msg.key, held)))
+            except Killed:
+                return None  # the lease expires; the recoverer takes it
+            except LeaseLostError:
+                return None  # a checkpoint refused: the input is let go of
+            except Exception as exc:  # noqa: BLE001 - the handler's failure: retried or archived
+                failed = msg.with_(last_error=repr(exc), last_failed_at_ms=self.m.clock.now_ms())
+                if msg.retried < msg.max_retry:
+                    self.m.x.run(self.m.b.retry(DQ, id, token, failed.with_(retried=msg.retried + 1), 0))
+                else:
+                    self._woken(self.m.x.run(self.m.b.archive(DQ, id, token, failed, 1000, 3_600_000)), failed)
+                return None
+            plan = proc.plan_step(pid, kind, held["rec"], step, self.m.clock.now_ms())
+            plan.keep = step.keep if step.keep > 0 else 0
+        if self.kill_at == "commit":
+            return None
+        timer = None
+        if plan.timer == "s" and not plan.skipped and not plan.remove:
+            self.inputs += 1
+            timer = (f"dt{self.inputs}", Message(type=msg.type, payload=proc.input_payload(pid, "timeout", None),
+                                                 enqueued_at_ms=self.m.clock.now_ms(), max_retry=msg.max_retry,
+                                                 key=msg.key, tenant=msg.tenant, min_version=msg.min_version))
+        return pid, plan, timer
+
+    def contend(self, count: int) -> None:
+        """A live resize meets a worker's batched commit (the writer's: one ``proc_commit`` for the
+        inputs that finished since its last write): each run started or signalled, a worker holds
+        up to ``count`` inputs, the queue's
+        concurrency limit is lowered to 1 under them, a second worker is held back by it, and the
+        first commits its inputs in one call. Once a slot is free and inputs are pending, the
+        held-back worker is woken (a wake token), whichever item of the batch freed it (e4cb4a9:
+        the script looked only at the first item's end). The limit is cleared after."""
+        for rid in RUNS:  # (inputs: a start, or a signal whatever the run waits for; one more than held)
+            if rid in self.started:
+                self.signal(rid, twice=False)
+            else:
+                self.start(rid, "")
+        self.forward()
+        token = self.m.new_token()
+        res = self.m.x.run(self.m.b.dequeue(DQ, count, LEASE_MS, token, "dw", GATED["r3"]))
+        self.m.insp.set_limits(DQ, concurrency=1)
+        try:
+            self.m.r.delete(DK.wake)  # (the second worker takes the token set_limits may leave, then dequeues)
+            other_token = self.m.new_token()
+            other = self.m.x.run(self.m.b.dequeue(DQ, 1, LEASE_MS, other_token, "dw2", GATED["r3"]))
+            planned = [(id, msg, self.plan_input(id, token, msg)) for id, msg in
+                       ((id, codec.decode(raw)) for id, raw in res.tasks)]
+            commits = [(id, msg, got) for id, msg, got in planned if got is not None]
+            if commits:
+                items = [self.m.b.commit(DQ, id, token, msg, got[1], got[2]) for id, msg, got in commits]
+                for (id, msg, (pid, plan, _)), out in zip(commits, self.m.x.run(self.m.b.proc_commit_many(DQ, items))):
+                    if not isinstance(out, Exception):
+                        self._woken(out, msg)
+                        self._committed(pid, plan)
+            if other.slot_bound:
+                self.held_back_woken()
+            for id, raw in other.tasks:  # (the second worker was not held back: a slot was free)
+                self.run_input(id, other_token, codec.decode(raw))
+        finally:
+            self.m.insp.clear_limits(DQ)
+        self.m.trace.append(f"durable contend {[i for i, _ in res.tasks]} batched, held_back={other.slot_bound}")
+
+    def held_back_woken(self) -> None:
+        """A worker held back by the limit of 1: woken once no input is leased and one is pending."""
+        if self.m.r.zcard(DK.lease) >= 1:
+            return
+        pending = self.m.r.llen(DK.pending) + self.m.r.zcard(DK.prio)  # and the turns of tenants in the ring
+        pending += sum(self.m.r.zlexcount(DK.tq, b"[" + t + b"\0", b"(" + t + b"\1")
+                       for t in self.m.r.zrange(DK.tr, 0, -1) if t)
+        if pending:
+            assert self.m.r.llen(DK.wake) > 0, ("a batched commit freed a slot and inputs are pending, but the "
+                                                "worker held back is not woken", self.m.trace[-12:])
 
     def _woken(self, res: Any, msg: Message) -> None:
         """An input ended (committed, or archived: its process marked error): the clients waiting

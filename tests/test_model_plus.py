@@ -77,7 +77,8 @@ under one key), cancel, remove; a step failing,    driver and checks: tests/mode
 a worker killed in a step / after a checkpoint /   scenario durable_runs
 before its commit, a commit resent, the runs'
 timers, their queue removed, tenant turns, a hold,
-a run's version gate (r3; workers of 2 and none)
+a run's version gate (r3; workers of 2 and none),  scenario durable_batched_commit
+a live resize under a batched commit
 ``outbox relay|retry|discard``                     not modelled: the database's side; the relay's
                                                    store is an enqueue_many (test_outbox.py)
 a worker's lease renewal (its heartbeat: extend)   mechanism ``extend`` (a run no longer allowed
@@ -1749,6 +1750,20 @@ def durable_runs(m: PlusMachine) -> None:
     assert m.insp.process(DQ, "r3", first=1, count=1).state["status"] == "cancelled", m.trace[-12:]
 
 
+def durable_batched_commit(m: PlusMachine) -> None:
+    """Issue 46 meets a live resize: three runs started, a worker holds two of their inputs, the
+    runs' queue's limit is lowered to 1 under them, a second worker is held back, and the first
+    commits both inputs in one ``proc_commit``: the second item's end frees the slot, and the
+    held-back worker is woken for the third run's input (tests/model_durable.py ``contend``);
+    then with the runs signalled, a batch of one and one of two again."""
+    d = m.durable
+    for act in (lambda: d.contend(2), lambda: d.work(3, ""), lambda: d.contend(1), lambda: d.work(3, ""),
+                lambda: d.contend(2)):
+        act()
+        check_all(m)
+    assert any("held_back=True" in t for t in m.trace), ("(premise: a worker was held back)", m.trace[-12:])
+
+
 SCENARIOS: dict[str, Any] = {
     "resend_after_commit": resend_after_commit,
     "restarted_worker": restarted_worker,
@@ -1791,6 +1806,7 @@ SCENARIOS: dict[str, Any] = {
     "any_worker_for_one_run": any_worker_for_one_run,
     "run_id_still_leased": run_id_still_leased,
     "durable_runs": durable_runs,
+    "durable_batched_commit": durable_batched_commit,
 }
 
 
