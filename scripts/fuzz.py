@@ -13,9 +13,9 @@ A failure prints the check that failed and writes to ``--out`` (default ``fuzz-f
 steps hypothesis gives (each rule and its draws) and, for the models, their whole trace (each
 action and what it met), from which a scenario of the model plus (tests/test_model_plus.py
 SCENARIOS) replays it step by step; exit status 1. A batch of a few examples at a time: the
-models draw from what Redis holds (the ids it made, the tasks due), so hypothesis cannot always
-replay a batch's earlier prefix exactly; a batch it stops for that (``FlakyStrategyDefinition``)
-is counted as skipped, not as a failure. Exit status 0 when the time ran out (or SIGTERM stopped
+models draw from what Redis holds (the ids clients generate are seeded for each machine:
+tests/test_model.py ``_SeededIds``); a batch hypothesis cannot replay exactly
+(``FlakyStrategyDefinition``) is counted as skipped, not as a failure. Exit status 0 when the time ran out (or SIGTERM stopped
 it, after its batch) with no failure.
 """
 
