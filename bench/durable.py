@@ -18,6 +18,10 @@ Starts its own redis-server on a free loopback port and one in-process worker. P
 - ``--breakdown N`` (alone): N runs of no step, then N of 6 steps, the same way as ``--short``:
   the worker's and Redis's CPU a run with no step costs (an input's fixed cost) and, from the
   difference, a step's;
+- the replay layer's own CPU (``--layer`` runs of 0, 3 and 6 steps, no Redis and no worker around
+  it: ``Managed.process`` on an init input, 50 at a time, the checkpoints answered together once a
+  turn of the loop): what of a run's worker CPU is the function's replay, the rest being the
+  process input's path (fetch, read, commit, stream) and the checkpoints' round trips;
 - the bytes a sleeping run holds beyond its history (``--sleeping`` runs asleep: every hash field,
   zset member and list item of the queue that names a run or its timer input, counted as the bytes
   of its name and value, a zset's score as 8; Redis's own overhead per entry is not counted).
@@ -59,7 +63,7 @@ from redisproc import RedisProcess  # noqa: E402
 
 from asynqpy import AsyncClient, Client, Durable, Input, Inspector, Process, ServeMux, Server, Task  # noqa: E402
 from asynqpy.core.durable.function import DurableFunction  # noqa: E402
-from asynqpy.core.processes.model import Event  # noqa: E402
+from asynqpy.core.processes.model import CHECKPOINT, Event  # noqa: E402
 from asynqpy.core.spine.keys import queue_keys  # noqa: E402
 
 Q = "db"
@@ -188,6 +192,49 @@ async def replay_cpu(n: int) -> None:
         best = min(best, time.process_time() - t0)
     assert step.events and step.events[-1]["k"] == "step"  # it replayed n steps, then ran the next one
     print(f"replay of {n} completed steps: {best * 1000:.1f} ms of CPU (target <= 20 ms)")
+
+
+async def layer_cpu(n: int) -> None:
+    """The replay layer's own CPU (no Redis, no worker around it): ``n`` runs of 0, 3 and 6 steps
+    (``nsteps``), 50 at a time, each an init input of ``Managed.process``, its checkpoints answered
+    together once a turn of the loop (as the worker's ``_Checkpoints`` batches them)."""
+    queued: list[asyncio.Future[bool]] = []
+
+    def answer() -> None:
+        batch = queued[:]
+        queued.clear()
+        for f in batch:
+            f.set_result(False)  # (written, no other input waits: the run goes on)
+
+    async def checkpoint(events: Any) -> bool:
+        loop = asyncio.get_running_loop()
+        if not queued:
+            loop.call_soon(answer)
+        queued.append(loop.create_future())
+        return await queued[-1]
+
+    async def runs(k: int) -> float:
+        gate = asyncio.Semaphore(50)
+
+        async def one(i: int) -> Any:
+            async with gate:
+                token = CHECKPOINT.set(checkpoint)
+                try:
+                    return await nsteps.process(Process(f"r{i}", nsteps.type, "starting", {"status": "starting"}, 0),
+                                                Input("init", [k], f"t{i}", 1))
+                finally:
+                    CHECKPOINT.reset(token)
+
+        t0 = time.process_time()
+        got = await asyncio.gather(*(one(i) for i in range(n)))
+        assert got[-1].state["result"] == k, got[-1].state
+        return (time.process_time() - t0) / n * 1e6
+
+    done_before = done["runs"]
+    best = {k: min([await runs(k) for _ in range(3)]) for k in (0, 3, 6)}
+    done["runs"] = done_before
+    print(f"the replay layer alone (no Redis; {n} runs, best of 3): a run of 0 steps {best[0]:.1f} us of CPU, "
+          f"of 3 steps {best[3]:.1f} us; a step {(best[6] - best[0]) / 6:.1f} us")
 
 
 def _redis_cpu(r: redis.Redis) -> float:
@@ -455,6 +502,7 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=10000)
     ap.add_argument("--replay", type=int, default=1000)
     ap.add_argument("--sleeping", type=int, default=1000)
+    ap.add_argument("--layer", type=int, default=3000, help="runs of the replay layer alone (no Redis)")
     ap.add_argument("--breakdown", type=int, default=0, help="only: runs of 0 and 6 steps, N of each")
     ap.add_argument("--wake", type=int, default=0, help="only: N runs asleep, --due of them due in --window s")
     ap.add_argument("--results", type=int, default=200, help="runs whose results a client awaits")
@@ -476,6 +524,7 @@ def main() -> None:
             proc.stop()
         return
     asyncio.run(replay_cpu(a.replay))
+    asyncio.run(layer_cpu(a.layer))
     proc = RedisProcess()
     r = redis.Redis.from_url(proc.url)
     try:

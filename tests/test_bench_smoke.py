@@ -44,6 +44,22 @@ def test_saturation_smoke(tmp_path: Path) -> None:
     assert "× bare" in out.stdout and "   on " in out.stdout
 
 
+@pytest.mark.parametrize("args, lines", [
+    (["--steps", "5", "--short", "20", "--replay", "10", "--sleeping", "5", "--results", "5", "--layer", "50"],
+     ["a step: ", "replay of 10 completed steps: ", "the replay layer alone ", "20 short runs (3 steps): ",
+      "ratio runs/plain tasks: ", "a run beyond its history", "results awaited: "]),
+    (["--breakdown", "20"], ["20 runs of 6 steps: ", "a run's fixed cost: "]),
+    (["--wake", "300", "--due", "100", "--window", "0.2"], ["timers fired ", "runs resumed "]),
+], ids=["figures", "breakdown", "wake"])
+def test_durable_bench_smoke(args: list[str], lines: list[str]) -> None:
+    """bench/durable.py (issue 46's figures) at tiny sizes: each mode runs and prints each of its
+    figures (their values are a machine's: docs/durable.md)."""
+    out = run_group([sys.executable, str(ROOT / "bench" / "durable.py"), *args], 120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    missing = [line for line in lines if line not in out.stdout]
+    assert not missing, (missing, out.stdout[-2000:])
+
+
 def test_a_timed_out_benchmark_leaves_no_process_behind(tmp_path: Path) -> None:
     """run_group's timeout kills the command's children too (a benchmark's redis-server and workers
     outlived subprocess.run's timeout, which kills the command alone)."""
