@@ -15,8 +15,8 @@ action and what it met), from which a scenario of the model plus (tests/test_mod
 SCENARIOS) replays it step by step; exit status 1. A batch of a few examples at a time: the
 models draw from what Redis holds (the ids clients generate are seeded for each machine:
 tests/test_model.py ``_SeededIds``); a batch hypothesis cannot replay exactly
-(``FlakyStrategyDefinition``) is counted as skipped, not as a failure. Exit status 0 when the time ran out (or SIGTERM stopped
-it, after its batch) with no failure.
+(``FlakyStrategyDefinition``) is counted as skipped, not as a failure. Exit status 0 when the
+time ran out (or SIGTERM stopped it, after its batch) with no failure.
 """
 
 from __future__ import annotations
