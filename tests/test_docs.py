@@ -17,7 +17,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-RUNNABLE = ["results.md", "events.md", "tasks.md", "cron.md", "groups.md", "flow.md", "queues.md", "workflows.md", "processes.md", "durable.md", "rules.md",
+RUNNABLE = ["results.md", "events.md", "tasks.md", "cron.md", "groups.md", "flow.md", "queues.md", "workflows.md", "processes.md", "durable.md", "durable-operating.md", "rules.md",
             "tenants.md", "deploy.md", "search.md", "offload.md", "encryption.md",
             "metrics.md",
             "tracing.md", "web.md", "migrating.md", "integrations-frameworks.md"]
