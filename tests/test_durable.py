@@ -27,6 +27,7 @@ from asynqpy import (
     RunFailedError,
     ServeMux,
     StepFailedError,
+    Task,
     TaskFailedError,
 )
 from asynqpy.core.durable.plans import ERROR_CHARS
@@ -488,6 +489,103 @@ def test_two_ctx_operations_at_once_without_gather_fail_the_run(backend: Any) ->
     asyncio.run(main())
 
 
+def test_a_run_of_many_steps_gives_its_tenant_turn_up_after_its_input_s_time(backend: Any,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps that follow each other in one input share one turn, at most CONTINUE_S (here 0.2 s):
+    a worker of one slot, a run of tenant acme with 40 steps of 20 ms (0.8 s of steps), a task of
+    tenant beta enqueued once the run runs: the task runs while the run still has steps to go (its
+    input ended after 0.2 s, its continuation queued behind beta's task), and the run still ends
+    with every step once (checked against a run whose input never ends early: the task waits)."""
+    from asynqpy.worker import runner
+
+    mux = ServeMux()
+    log: list[str] = []
+
+    async def tick(k: int) -> int:
+        await asyncio.sleep(0.02)
+        log.append(f"s{k}")
+        return k
+
+    @mux.durable(name="long", queue=Q)
+    async def long(ctx: Durable) -> int:
+        return sum([await ctx.step(f"s{k}", tick, k) for k in range(40)])
+
+    @mux.handle("beta-task")
+    async def beta(task: Task) -> None:
+        log.append("beta")
+
+    async def main(run_id: str) -> tuple[int, int]:
+        ac = AsyncClient(backend.new_async())
+        with Inspector(backend.sync) as insp:
+            async with serving(backend.new_async(), mux, queues=[Q], concurrency=1):
+                run = await ac.start(long, id=run_id, tenant="acme")
+                await until(lambda: "s0" in log)
+                await ac.enqueue("beta-task", None, queue=Q, tenant="beta")
+                assert await ac.result(run, timeout=30) == sum(range(40))
+                await until(lambda: "beta" in log)
+            inputs = insp.process(Q, run.id, first=1, count=200).history
+        await ac.close()
+        steps = [x for x in log if x != "beta"]
+        assert sorted(steps) == sorted(f"s{k}" for k in range(40)) and len(steps) == 40, steps  # each once
+        return log.index("beta"), len({e.input for e in inputs})
+
+    monkeypatch.setattr(runner, "CONTINUE_S", 0.2)
+    beta_at, inputs = asyncio.run(main("turns"))
+    assert beta_at < 40 and inputs > 1, (beta_at, inputs, log)  # beta's task ran between the run's steps
+    log.clear()
+    monkeypatch.setattr(runner, "CONTINUE_S", 60.0)
+    beta_at, inputs = asyncio.run(main("no-turns"))
+    assert beta_at == 40 and inputs == 1, (beta_at, inputs, log)  # one input: beta's task waited for the run
+
+
+def test_a_history_past_the_cap_stops_the_run_in_error_and_continue_as_new_keeps_it_under(
+        backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An input reads a run's whole history, at most MAX_HISTORY events (5 000; 12 here): a run
+    whose history passed it when an input begins stops in error, saying so, and runs nothing more;
+    the same work with ``ctx.continue_as_new`` every few steps keeps each history short and ends."""
+    from asynqpy.core.durable import function
+
+    monkeypatch.setattr(function, "MAX_HISTORY", 12)
+    mux = ServeMux()
+    ran: list[str] = []
+
+    def work(k: int) -> int:
+        ran.append(f"w{k}")
+        return k
+
+    @mux.durable(name="grows", queue=Q)
+    async def grows(ctx: Durable) -> int:
+        for k in range(20):
+            await ctx.step(f"w{k}", work, k)
+            if k % 5 == 4:
+                await ctx.sleep(0.01)  # a new input: it reads the history whole
+        return 20
+
+    @mux.durable(name="renews", queue=Q)
+    async def renews(ctx: Durable, start: int = 0) -> int:
+        for k in range(start, min(start + 4, 20)):
+            await ctx.step(f"w{k}", work, k)
+        if start + 4 < 20:
+            await ctx.sleep(0.01)
+            ctx.continue_as_new(start + 4)
+        return 20
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async())
+        async with serving(backend.new_async(), mux, queues=[Q]):
+            run = await ac.start(grows, id="g1")
+            with pytest.raises(RunFailedError) as err:
+                await ac.result(run, timeout=20)
+            assert err.value.status == "stopped in error" and "more than a run replays (12)" in err.value.error
+            assert ran == [f"w{k}" for k in range(10)]  # the input that found 13+ events ran nothing
+            ran.clear()
+            assert await ac.result(await ac.start(renews, id="r1"), timeout=20) == 20
+            assert ran == [f"w{k}" for k in range(20)]
+        await ac.close()
+
+    asyncio.run(main())
+
+
 def test_a_run_of_a_tenant_takes_its_turns_under_the_tenants_pause(backend: Any) -> None:
     mux = ServeMux()
     calls = Calls()
@@ -519,7 +617,6 @@ def test_a_run_of_a_tenant_takes_its_turns_under_the_tenants_pause(backend: Any)
 
 
 def test_ctx_task_enqueues_a_normal_task_once_and_awaits_its_result_holding_no_worker(backend: Any) -> None:
-    from asynqpy import Task
 
     async def main() -> None:
         ac = AsyncClient(backend.new_async())

@@ -1,6 +1,6 @@
 """``asynqpy durable ls|inspect|signal|cancel|resume|result`` (docs/durable.md "Operating runs") on
-a redis-server, with a worker in a thread: a failed run listed and inspected, the fix deployed and
-every failed run of the function resumed in bulk, a signal, a cancel, a run's result waited for,
+a redis-server, with a worker in a thread: a failed run listed and inspected, the fix deployed, one
+run resumed by its id and every other failed run of the function in bulk, a signal, a cancel, a run's result waited for,
 and the one-line errors (exit 2) of bad input and of a run that did not complete."""
 
 from __future__ import annotations
@@ -127,8 +127,11 @@ def test_the_durable_commands_list_inspect_resume_signal_and_cancel_runs(redis_u
         fails(redis_url, "durable", "result", "nope", "-q", Q, message="no process 'nope'")
         fails(redis_url, "durable", "result", "bad\nid", "-q", Q, message="a process id must be")
     with worker(redis_url, order_mux("v2", calls)):  # the fix deployed
+        assert ok(redis_url, "durable", "resume", "o1", "-q", Q).strip() == "run o1 resumed"  # one run
+        assert c.result(DurableRun("o1", Q), timeout=20) == "1 on v2"
+        fails(redis_url, "durable", "resume", "o1", "-q", Q, message="is completed")  # resumed, then done
         out = ok(redis_url, "durable", "resume", "--all-failed", "--function", "order", "-q", Q)
-        assert "resumed 2 run(s)" in out and "o1" in out and "o2" in out
+        assert "resumed 1 run(s)" in out and "o2" in out and "o1" not in out  # the rest, in bulk
         assert [c.result(DurableRun(f"o{n}", Q), timeout=20) for n in (1, 2)] == ["1 on v2", "2 on v2"]
     assert calls.count("reserve") == 2 and calls.count("charge-v2") == 2
     c.close()
