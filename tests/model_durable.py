@@ -11,7 +11,7 @@ after a lost reply), signals (some sent twice under one idempotency key), cancel
 a wait's timers (the forwarder, the model's time), a worker killed inside a step, after a
 checkpoint or before its commit, a commit's reply lost and the commit sent again, the recoverer
 after a lease expiry, the queue removed (forced) and used again, tenant turns (tenant ``a`` runs at
-most one input at a time), deploy holds (the run's type blocked, then unblocked), a version gate
+most one input at a time), a run failed (step ``a`` failing twice) and resumed by the operator, deploy holds (the run's type blocked, then unblocked), a version gate
 (run ``r3`` is started with ``min_worker_version="2"``; the worker is of version 2 or of none), and
 a live resize under a worker's batched commit (``contend``: the limit lowered to 1 under the inputs
 a worker holds, a second worker held back, the inputs committed in one ``proc_commit``).
@@ -41,6 +41,7 @@ from asynqpy import Retry, ServeMux, StepFailedError
 from asynqpy.core.deploy.versions import encode_version
 from asynqpy.core.durable import function as durable_function
 from asynqpy.core.durable import replay as durable_replay
+from asynqpy.core.durable.life import resumed
 from asynqpy.core.limits.serial import gate_due
 from asynqpy.core.model import codec
 from asynqpy.core.model.codec import Message
@@ -68,7 +69,8 @@ LIVE = "psarbwm"  # the stored states of an input that has not ended
 STEP_NAMES = ("a", "b")
 ACTIONS = ["start", "watch", "work", "signal", "work", "time", "work", "fail_next", "start", "work", "recover",
            "signal", "work", "time", "resend_start", "work", "cancel", "work", "time", "block", "work", "start",
-           "remove", "work", "signal", "time", "work", "block", "work", "queue_rm", "work", "start", "contend"]
+           "remove", "work", "signal", "time", "work", "block", "work", "queue_rm", "work", "start", "contend",
+           "start", "fail_next", "work", "time", "work", "resume", "work"]
 """The driver's actions in the order it takes them, from an offset drawn once (a draw of one of them
 would favour the first: hypothesis leans to the first element). ``watch``: a client waits for a
 run's result (:meth:`DurableDriver.watch`)."""
@@ -84,7 +86,7 @@ class DurableDriver:
     def __init__(self, m: Any) -> None:
         self.m = m
         self.mux = ServeMux()
-        self.fail: set[str] = set()  # step names whose next attempt fails
+        self.fail: dict[str, int] = {}  # step name -> how many of its next attempts fail
         self.kill_at = ""  # where the worker running the next input is killed: 'step', 'checkpoint', 'commit'
         self.ran: dict[tuple[str, str], int] = {}  # (run, step) -> times its body ran
         self.written: dict[str, list[dict[str, Any]]] = {}  # run -> the events written, in order
@@ -128,15 +130,16 @@ class DurableDriver:
     def body(self, name: str) -> Any:
         async def run() -> str:
             rid = durable_replay._STEP_ID.get().split(":")[0]
-            done = [e for e in self.history(rid) if e.get("k") == "step" and e.get("n") == name]
+            # (a final failure a resume took back is not a record: the step runs again, life.resumed)
+            done = [e for e in resumed(self.history(rid)) if e.get("k") == "step" and e.get("n") == name]
             assert not done, (f"run {rid}: step {name!r} runs again, though Redis holds its record {done}",
                               self.m.trace[-12:])
             n = self.ran[(rid, name)] = self.ran.get((rid, name), 0) + 1
             if self.kill_at == "step":
                 self.kill_at = ""
                 raise Killed(f"inside step {name}")
-            if name in self.fail:
-                self.fail.discard(name)
+            if self.fail.get(name):
+                self.fail[name] -= 1
                 raise RuntimeError(f"step {name} failed")
             return f"{name}{n}"
 
@@ -187,6 +190,8 @@ class DurableDriver:
             self.contend(data.draw(st.integers(1, 2)))
         elif what == "cancel":
             self.cancel(rid)
+        elif what == "resume":  # (a failed run, if one is)
+            self.resume(next((r for r in RUNS if self.status(r) == "failed"), rid))
         elif what == "remove":
             self.remove(rid)
         elif what == "block":
@@ -194,7 +199,7 @@ class DurableDriver:
         elif what == "watch":
             self.watch(rid)
         elif what == "fail_next":
-            self.fail.add(data.draw(st.sampled_from(STEP_NAMES)))
+            self.fail_next(data.draw(st.sampled_from(STEP_NAMES)), data.draw(st.integers(1, 2)))
         else:
             self.queue_rm()
 
@@ -224,6 +229,28 @@ class DurableDriver:
             except (TimeoutError, ProcessNotFoundError, proc.ProcessError):
                 pass
         self.m.trace.append(f"durable signal {rid} {key} twice={twice}")
+
+    def fail_next(self, name: str, times: int = 1) -> None:
+        """The next ``times`` attempts of step ``name`` (of whichever run) fail: two fail step
+        ``a`` for good (its two attempts), and the run with it (``flow`` does not catch it)."""
+        self.fail[name] = times
+        self.m.trace.append(f"durable fail {name} x{times}")
+
+    def status(self, rid: str) -> str:
+        """The run's status as its state says ('' = no such run)."""
+        try:
+            return str((self.m.insp.process(DQ, rid).state or {}).get("status", ""))
+        except (ProcessNotFoundError, QueueNotFoundError):
+            return ""
+
+    def resume(self, rid: str) -> None:
+        """The operator resumes the run (``client.resume``, after a fix): a failed run goes on
+        from its failed step (which runs again); any other run is left as it is."""
+        try:
+            self.client.resume(rid, queue=DQ, timeout=0)
+        except (TimeoutError, ProcessNotFoundError, QueueNotFoundError, proc.ProcessError):
+            pass
+        self.m.trace.append(f"durable resume {rid}")
 
     def cancel(self, rid: str) -> None:
         try:

@@ -78,7 +78,8 @@ a worker killed in a step / after a checkpoint /   scenario durable_runs
 before its commit, a commit resent, the runs'
 timers, their queue removed, tenant turns, a hold,
 a run's version gate (r3; workers of 2 and none),  scenario durable_batched_commit
-a live resize under a batched commit
+a live resize under a batched commit,              scenario durable_resumed
+a failed run resumed by the operator
 ``outbox relay|retry|discard``                     not modelled: the database's side; the relay's
                                                    store is an enqueue_many (test_outbox.py)
 a worker's lease renewal (its heartbeat: extend)   mechanism ``extend`` (a run no longer allowed
@@ -1735,7 +1736,7 @@ def durable_runs(m: PlusMachine) -> None:
     d = m.durable
     for act in (lambda: d.start("r1", ""), lambda: d.start("r2", "a"), lambda: d.start("r3", "a", resend=True),
                 lambda: d.watch("r1"), lambda: d.watch("r1"), lambda: d.watch("r2"), lambda: d.work(3, "", 0),
-                lambda: d.watch("r1"), lambda: d.signal("r1", True), lambda: d.fail.add("a"), lambda: d.work(3, "checkpoint"),
+                lambda: d.watch("r1"), lambda: d.signal("r1", True), lambda: d.fail_next("a"), lambda: d.work(3, "checkpoint"),
                 lambda: d.work(3, ""), lambda: d.time(1_100), lambda: d.work(3, "step"),
                 lambda: d.block(), lambda: d.work(3, ""), lambda: d.block(), lambda: d.time(6_000),
                 lambda: d.work(3, "lost_reply"), lambda: d.signal("r2", False), lambda: d.time(3_000),
@@ -1762,6 +1763,26 @@ def durable_batched_commit(m: PlusMachine) -> None:
         act()
         check_all(m)
     assert any("held_back=True" in t for t in m.trace), ("(premise: a worker was held back)", m.trace[-12:])
+
+
+def durable_resumed(m: PlusMachine) -> None:
+    """Issue 46's fix and resume in the model: run r1's step ``a`` fails both its attempts (the run
+    fails: ``flow`` does not catch it), the operator resumes it, step ``a`` runs again (its final
+    failure taken back, not a record), and the run ends completed with the second attempt's
+    result; a resume of a run that did not fail changes nothing."""
+    d = m.durable
+    for act in (lambda: d.start("r1", ""), lambda: d.fail_next("a", 2), lambda: d.work(3, ""),
+                lambda: d.time(1_100), lambda: d.work(3, ""), lambda: d.resume("r2"), lambda: d.resume("r1"),
+                lambda: d.work(3, ""), lambda: d.signal("r1", False), lambda: d.work(3, "")):
+        act()
+        check_all(m)
+    failed = [e for e in d.history("r1") if e.get("k") == "failed"]
+    assert failed and any(e.get("k") == "resume" for e in d.history("r1")), ("(premise: r1 failed, then was "
+                                                                             "resumed)", m.trace[-12:])
+    d.settle()
+    check_all(m)
+    state = m.insp.process(DQ, "r1", first=1, count=1).state
+    assert state["status"] == "completed" and state["result"][1] == "a3", (state, m.trace[-12:])
 
 
 SCENARIOS: dict[str, Any] = {
@@ -1807,6 +1828,7 @@ SCENARIOS: dict[str, Any] = {
     "run_id_still_leased": run_id_still_leased,
     "durable_runs": durable_runs,
     "durable_batched_commit": durable_batched_commit,
+    "durable_resumed": durable_resumed,
 }
 
 
