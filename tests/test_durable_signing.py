@@ -208,6 +208,46 @@ def test_a_signed_run_names_a_failed_tasks_error_only_from_its_verified_message(
         assert got["failed"] == f"task {tid} ended archived: ValueError: card declined"
 
 
+def test_a_signed_parent_takes_its_child_runs_end_only_from_a_signed_message(backend: Any) -> None:
+    """Child runs under signing: the child's start and its end (the internal signal the child's
+    last input sends its parent) are messages signed with the worker's client; an end sent for the
+    child without the key is archived unrun and the parent waits on; the child's real end reaches
+    it, and both runs' every event is tagged."""
+    from asynqpy.core.durable.tasks import signal_name
+
+    async def main() -> None:
+        ac = AsyncClient(backend.new_async(), signing_key=KEY)
+        keyless = AsyncClient(backend.new_async())
+        mux = ServeMux()
+
+        @mux.durable(name="kid", queue=Q, client=ac)
+        async def kid(ctx: Durable, order: str) -> Any:
+            return {"order": order, "go": await ctx.wait_for("go")}
+
+        @mux.durable(name="parent", queue=Q, client=ac)
+        async def parent(ctx: Durable, order: str) -> Any:
+            return await ctx.child(kid, order)
+
+        with Inspector(backend.sync) as insp:
+            async with serving(backend.new_async(), mux, queues=[Q], signing_key=KEY):
+                run = await ac.start(parent, "o5", id="parent:o5", queue=Q)
+                child = f"{run.id}:1:child"
+                await until(lambda: backend.sync.hexists(K.proc, child))  # (started by the parent's step)
+                await waiting(insp, child)
+                with pytest.raises(TaskFailedError, match="bad signature"):  # a forged end: archived unrun
+                    await keyless.signal(run, signal_name(1), {"s": "completed", "v": "forged", "e": ""}, timeout=20)
+                assert (insp.process(Q, run.id).state or {}).get("status") == "waiting"
+                assert await ac.signal(child, "go", "yes", queue=Q, timeout=20) is True
+                assert await ac.result(run, timeout=20) == {"order": "o5", "go": "yes"}
+            for rid in (run.id, child):
+                history = insp.process(Q, rid, first=1, count=100).history
+                assert history and all(isinstance(e.data.get("sig"), bytes) for e in history), rid
+        await ac.close()
+        await keyless.close()
+
+    asyncio.run(main())
+
+
 def test_a_signed_and_encrypted_run_completes_and_still_refuses_a_forged_event(backend: Any) -> None:
     """Signing and encryption together: the tag covers the event in clear, inside its envelope (the
     worker tags, then seals; it opens, then verifies); a forged clear event still stops the run."""
