@@ -14,7 +14,8 @@ Starts its own redis-server on a free loopback port and one in-process worker. P
 - ``--short`` short runs (3 steps each) against as many plain tasks (one handler call each): the
   rate of each, from the worker's start to the last completion, all of them queued first, and
   what each costs whatever the load: the worker's round trips, its CPU and Redis's CPU (INFO cpu);
-  the ratio in wall time and in CPU (worker + Redis);
+  the ratio in wall time and in CPU (worker + Redis); with ``--scripts``, Redis's time an item in
+  each script (the SLOWLOG of every command during each drain: it costs Redis some time itself);
 - ``--breakdown N`` (alone): N runs of no step, then N of 6 steps, the same way as ``--short``:
   the worker's and Redis's CPU a run with no step costs (an input's fixed cost) and, from the
   difference, a step's;
@@ -259,15 +260,45 @@ async def _drain(url: str, key: str, n: int, r: redis.Redis) -> tuple[float, flo
     return got
 
 
-async def short_runs(url: str, r: redis.Redis, n: int) -> None:
+def _scripts(r: redis.Redis, n: int, what: str) -> str:
+    """Redis's time in each script (and command) an item, from the SLOWLOG of the drain (every
+    command logged: ``--scripts``; a script's time includes the commands it calls, logged too)."""
+    took: dict[str, int] = {}
+    for e in r.slowlog_get(1_000_000):
+        words = (e["command"].decode(errors="replace") if isinstance(e["command"], bytes) else str(e["command"])).split()
+        if words and words[0].upper() in ("FCALL", "FCALL_RO", "EVALSHA") and len(words) > 1:
+            name = words[1].removeprefix("asynqpy_").rsplit("_", 1)[0]
+            took[name] = took.get(name, 0) + int(e["duration"])
+    top = sorted(took.items(), key=lambda kv: -kv[1])[:6]
+    return f"Redis's time a {what}, by script (SLOWLOG): " + ", ".join(f"{k} {v / n:.1f} us" for k, v in top)
+
+
+async def short_runs(url: str, r: redis.Redis, n: int, scripts: bool = False) -> None:
     _count_round_trips()
+    logged: list[str] = []
+    if scripts:
+        r.config_set("slowlog-max-len", 1_000_000)
     async with AsyncClient(url) as client:
         for k in range(0, n, 500):
             await asyncio.gather(*(client.start(short, id=f"short-{i}") for i in range(k, min(n, k + 500))))
+        if scripts:
+            r.slowlog_reset()
+            r.config_set("slowlog-log-slower-than", 0)
         runs = await _drain(url, "runs", n, r)
+        if scripts:
+            r.config_set("slowlog-log-slower-than", 10_000)
+            logged.append(_scripts(r, n, "run"))
         for k in range(0, n, 500):
             await asyncio.gather(*(client.enqueue("plain", i, queue=Q) for i in range(k, min(n, k + 500))))
+        if scripts:
+            r.slowlog_reset()
+            r.config_set("slowlog-log-slower-than", 0)
         tasks = await _drain(url, "tasks", n, r)
+        if scripts:
+            r.config_set("slowlog-log-slower-than", 10_000)
+            logged.append(_scripts(r, n, "task"))
+    for line in logged:
+        print(line)
     for what, (took, sent, cpu, rcpu) in (("short runs (3 steps)", runs), ("plain tasks", tasks)):
         print(f"{n} {what}: {n / took:.0f}/s; each: {sent / n:.2f} round trips of the worker, "
               f"{cpu / n * 1000:.3f} ms of worker CPU, {rcpu / n * 1000:.3f} ms of Redis CPU")
@@ -503,6 +534,7 @@ def main() -> None:
     ap.add_argument("--replay", type=int, default=1000)
     ap.add_argument("--sleeping", type=int, default=1000)
     ap.add_argument("--layer", type=int, default=3000, help="runs of the replay layer alone (no Redis)")
+    ap.add_argument("--scripts", action="store_true", help="with --short: Redis's time by script (SLOWLOG)")
     ap.add_argument("--breakdown", type=int, default=0, help="only: runs of 0 and 6 steps, N of each")
     ap.add_argument("--wake", type=int, default=0, help="only: N runs asleep, --due of them due in --window s")
     ap.add_argument("--results", type=int, default=200, help="runs whose results a client awaits")
@@ -530,7 +562,7 @@ def main() -> None:
     try:
         asyncio.run(step_cost(proc.url, a.steps))
         r.flushdb()
-        asyncio.run(short_runs(proc.url, r, a.short))
+        asyncio.run(short_runs(proc.url, r, a.short, a.scripts))
         r.flushdb()
         asyncio.run(sleeping(proc.url, r, a.sleeping))
         r.flushdb()
