@@ -48,7 +48,7 @@ def test_saturation_smoke(tmp_path: Path) -> None:
     (["--steps", "5", "--short", "20", "--replay", "10", "--sleeping", "5", "--results", "5", "--layer", "50",
       "--scripts"],
      ["a step: ", "replay of 10 completed steps: ", "the replay layer alone ", "20 short runs (3 steps): ",
-      "ratio runs/plain tasks: ", "Redis's time a run, by script (SLOWLOG): proc_commit", "a run beyond its history",
+      "ratio runs/plain tasks: ", "Redis's time a run, by script (SLOWLOG): ", "proc_commit ", "a run beyond its history",
       "results awaited: "]),
     (["--breakdown", "20"], ["20 runs of 6 steps: ", "a run's fixed cost: "]),
     (["--wake", "300", "--due", "100", "--window", "0.2"], ["timers fired ", "runs resumed "]),
