@@ -439,11 +439,11 @@ class DurableDriver:
     def contend(self, count: int) -> None:
         """A live resize meets a worker's batched commit (the writer's: one ``proc_commit`` for the
         inputs that finished since its last write): each run started or signalled, a worker holds
-        up to ``count`` inputs, the queue's
-        concurrency limit is lowered to 1 under them, a second worker is held back by it, and the
-        first commits its inputs in one call. Once a slot is free and inputs are pending, the
-        held-back worker is woken (a wake token), whichever item of the batch freed it (e4cb4a9:
-        the script looked only at the first item's end). The limit is cleared after."""
+        up to ``count`` inputs, the queue's concurrency limit is lowered to 1 under them, a second
+        worker is held back by it, and the first commits its inputs in one call. Once a slot is
+        free and inputs are pending, the held-back worker is woken (a wake token), whichever item
+        of the batch freed it (e4cb4a9: the script looked only at the first item's end). The limit
+        is cleared after."""
         for rid in RUNS:  # (inputs: a start, or a signal whatever the run waits for; one more than held)
             if rid in self.started:
                 self.signal(rid, twice=False)
